@@ -1,0 +1,38 @@
+# Linformer framework. `make help` lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The locally cached CPU wheel is used where it exists; elsewhere pip picks the default build.
+TORCH_VERSION ?= 2.13.0
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export WANDB_MODE ?= offline
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first: the CPU wheel when this machine has it, otherwise the default build.
+	$(PY) -m pip install -q "torch==$(TORCH_VERSION)" || $(PY) -m pip install -q "torch>=2.4,<2.14"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed ## create .venv and install torch, then the package with its dev extra
+
+test: install ## run the fast test suite (slow, GPU and multi-process tests are marked)
+	$(PY) -m pytest -q
+
+test-all: install ## run every CPU test, slow and multi-process ones included
+	$(PY) -m pytest -q -m "not gpu"
+
+lint: install ## ruff over the package, scripts and tests
+	$(VENV)/bin/ruff check linformer scripts tests
+
+clean: ## remove caches (keeps .venv, data/ and outputs/)
+	rm -rf .pytest_cache **/__pycache__
+
+.PHONY: help install test test-all lint clean

@@ -1,0 +1,19 @@
+"""Linformer: pretrain and finetune RoBERTa-shaped encoders with linear-complexity self-attention."""
+
+from .modeling import (
+    LinformerConfig,
+    LinformerForMaskedLM,
+    LinformerForSequenceClassification,
+    LinformerModel,
+    count_projection_matrices,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LinformerConfig",
+    "LinformerModel",
+    "LinformerForMaskedLM",
+    "LinformerForSequenceClassification",
+    "count_projection_matrices",
+]

@@ -1,0 +1,22 @@
+"""RoBERTa-shaped Linformer models, registered with the Hugging Face Auto classes on import."""
+
+from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, PoolProjection
+from .auto import register
+from .configuration import LinformerConfig
+from .heads import LinformerForMaskedLM, LinformerForSequenceClassification
+from .model import LinformerModel, LinformerPreTrainedModel, count_projection_matrices
+
+register()
+
+__all__ = [
+    "LinformerConfig",
+    "LinformerModel",
+    "LinformerPreTrainedModel",
+    "LinformerForMaskedLM",
+    "LinformerForSequenceClassification",
+    "LinformerSelfAttention",
+    "LinearProjection",
+    "PoolProjection",
+    "ConvProjection",
+    "count_projection_matrices",
+]

@@ -1,0 +1,205 @@
+"""Linformer self-attention: keys and values projected along the sequence axis from n to k.
+
+Shapes use B = batch, H = heads, T = tokens in this batch (T <= n), d = head width, D = H * d.
+
+Padding never leaks into the projection: keys and values at padded positions are zeroed before E/F are
+applied, so a sequence gives the same output alone and inside a padded batch. (The official fairseq code and
+lucidrains/linformer project the padded positions too, so their outputs depend on how a batch was padded.)
+
+Projections (paper §4, "general projections"):
+- ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows.
+- ``PoolProjection`` / ``ConvProjection``: mean, max or a strided convolution with kernel = stride = n/k.
+  Their output length is ceil(T / window); windows that hold only padding are masked out of the softmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .configuration import LinformerConfig
+
+
+class LinearProjection(nn.Module):
+    """A learned E (or F) of shape n x k, or H x n x k when every head has its own (sharing='none')."""
+
+    def __init__(self, n: int, k: int, num_heads: int | None = None):
+        super().__init__()
+        shape = (n, k) if num_heads is None else (num_heads, n, k)
+        self.weight = nn.Parameter(torch.empty(shape))
+
+    @property
+    def per_head(self) -> bool:
+        return self.weight.dim() == 3
+
+    @property
+    def num_matrices(self) -> int:
+        return self.weight.shape[0] if self.per_head else 1
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, None]:
+        """x: (B, H, T, d) keys or values, already zero at padded positions -> (B, H, k, d)."""
+        E = self.weight[..., : x.shape[-2], :]  # first T rows: (T, k) or (H, T, k)
+        if self.per_head:
+            E = E.unsqueeze(0)  # broadcast over the batch: (1, H, T, k)
+        return E.transpose(-1, -2) @ x, None
+
+    def project_hidden(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project the layer input instead of the keys (only when E is shared by the heads).
+
+        E^T (X W^T + 1 b^T) = (E^T X) W^T + (E^T 1) b^T, so the key/value linear layers then run on k rows instead
+        of T: the same result for about k/T of their cost. With padding, X and the ones-vector are masked.
+        Returns E^T X: (B, k, D) and the bias weights E^T m: (k,) or (B, k).
+        """
+        E = self.weight[: hidden.shape[1]]  # (T, k)
+        if mask is None:
+            return E.t() @ hidden, E.sum(0)
+        m = mask.to(hidden.dtype)
+        return E.t() @ (hidden * m.unsqueeze(-1)), m @ E.to(m.dtype)
+
+
+def _window_mask(mask: torch.Tensor | None, length: int, window: int) -> torch.Tensor | None:
+    """(B, T) token mask -> (B, ceil(T/window)) mask of windows holding at least one real token."""
+    if mask is None:
+        return None  # every window holds a real token: the last one is only right-padded by F.pad
+    pad = (-length) % window
+    return F.pad(mask, (0, pad), value=False).view(mask.shape[0], -1, window).any(-1)
+
+
+class PoolProjection(nn.Module):
+    """Mean or max pooling over windows of n/k positions (no parameters)."""
+
+    def __init__(self, n: int, k: int, kind: str):
+        super().__init__()
+        self.window, self.kind = n // k, kind
+
+    num_matrices = 0
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, H, T, d = x.shape
+        w, pad = self.window, (-T) % self.window
+        if self.kind == "max":
+            if mask is not None:
+                x = x.masked_fill(~mask[:, None, :, None], float("-inf"))
+            x = F.pad(x, (0, 0, 0, pad), value=float("-inf")).view(B, H, -1, w, d).amax(3)
+        else:  # mean over the whole window; padding is zero, as it would be if the sequence were alone
+            x = F.pad(x, (0, 0, 0, pad)).view(B, H, -1, w, d).mean(3)
+        kmask = _window_mask(mask, T, w)
+        if kmask is not None and self.kind == "max":
+            x = x.masked_fill(~kmask[:, None, :, None], 0.0)  # all-padding windows: -inf -> 0, masked anyway
+        return x, kmask
+
+
+class ConvProjection(nn.Module):
+    """A strided Conv1d over the sequence axis (kernel = stride = n/k) on each head's d channels.
+
+    With sharing='none' every head has its own kernel (a grouped convolution); otherwise one kernel serves all
+    heads. No bias, so the projection of an all-padding window is zero.
+    """
+
+    def __init__(self, n: int, k: int, head_dim: int, num_heads: int | None = None):
+        super().__init__()
+        self.window, self.groups = n // k, num_heads or 1
+        channels = head_dim * self.groups
+        self.conv = nn.Conv1d(channels, channels, self.window, stride=self.window, groups=self.groups, bias=False)
+
+    @property
+    def num_matrices(self) -> int:
+        return self.groups
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, H, T, d = x.shape
+        x = F.pad(x, (0, 0, 0, (-T) % self.window))
+        if self.groups > 1:  # (B, H*d, T') -> grouped conv, one group per head
+            y = self.conv(x.permute(0, 1, 3, 2).reshape(B, H * d, -1)).view(B, H, d, -1)
+        else:  # heads folded into the batch
+            y = self.conv(x.reshape(B * H, -1, d).transpose(1, 2)).view(B, H, d, -1)
+        return y.transpose(-1, -2), _window_mask(mask, T, self.window)
+
+
+def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Module:
+    """One E or F for a sharing unit (a head, a layer, or the whole model)."""
+    n, heads = config.max_seq_len, (config.num_attention_heads if per_head else None)
+    if config.projection == "linear":
+        return LinearProjection(n, k, heads)
+    if config.projection == "conv":
+        return ConvProjection(n, k, config.head_dim, heads)
+    return PoolProjection(n, k, "mean" if config.projection == "mean_pool" else "max")
+
+
+class LinformerSelfAttention(nn.Module):
+    """RoBERTa's self-attention (query/key/value names kept), with Linformer or full attention.
+
+    Attention itself goes through ``F.scaled_dot_product_attention``; the eager path (materialised
+    probabilities) runs only when ``output_attentions=True``, and returns (B, H, T, k) probabilities
+    (T x T in full mode).
+    """
+
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        D = config.hidden_size
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.linformer = config.attention == "linformer"
+        # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
+        self.E = self.F = None
+        if self.linformer and config.sharing != "layerwise":
+            k, per_head = config.k_of_layer(layer_idx), config.sharing == "none"
+            self.E = build_projection(config, k, per_head)
+            if config.sharing in ("none", "headwise"):
+                self.F = build_projection(config, k, per_head)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, H, L, d)
+        return x.view(x.shape[0], -1, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _project_kv(self, hidden, mask, E, F_):
+        """Keys and values projected to k positions, and the mask over them (None = attend to all)."""
+        if isinstance(E, LinearProjection) and not E.per_head:
+            # Shared by the heads: project the hidden states first (see LinearProjection.project_hidden).
+            xe, se = E.project_hidden(hidden, mask)
+            xf, sf = (xe, se) if F_ is E else F_.project_hidden(hidden, mask)
+            key = F.linear(xe, self.key.weight) + se.unsqueeze(-1) * self.key.bias
+            value = F.linear(xf, self.value.weight) + sf.unsqueeze(-1) * self.value.bias
+            return self._heads(key), self._heads(value), None
+        key, value = self._heads(self.key(hidden)), self._heads(self.value(hidden))
+        if mask is not None:  # zero padded keys/values so they add nothing to the projection
+            keep = mask[:, None, :, None].to(key.dtype)
+            key, value = key * keep, value * keep
+        key, kmask = E(key, mask)
+        value, _ = F_(value, mask)
+        return key, value, kmask
+
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
+        """hidden: (B, T, D); mask: (B, T) bool, True at real tokens, or None when nothing is padded."""
+        q = self._heads(self.query(hidden))
+        if self.linformer:
+            E = self.E if self.E is not None else shared_projection
+            F_ = self.F if self.F is not None else E
+            k, v, kmask = self._project_kv(hidden, mask, E, F_)
+        else:
+            k, v, kmask = self._heads(self.key(hidden)), self._heads(self.value(hidden)), mask
+        attn_mask = None if kmask is None else kmask[:, None, None, :]
+        dropout_p = self.dropout_p if self.training else 0.0
+        probs = None
+        if output_attentions:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
+            probs = scores.softmax(-1)
+            out = F.dropout(probs, dropout_p, self.training) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        B, _, T, _ = q.shape
+        return out.transpose(1, 2).reshape(B, T, -1), probs
+
+
+__all__ = [
+    "LinearProjection",
+    "PoolProjection",
+    "ConvProjection",
+    "build_projection",
+    "LinformerSelfAttention",
+]

@@ -1,0 +1,125 @@
+"""LinformerConfig: RoBERTa's architecture fields plus the Linformer projection settings.
+
+Each architectural fact lives here (and so in config.json); run settings live in the Hydra YAML.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedConfig
+
+ATTENTION_MODES = ("linformer", "full")
+SHARING_MODES = ("none", "headwise", "kv", "layerwise")
+PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
+
+
+class LinformerConfig(PreTrainedConfig):
+    r"""Configuration of a RoBERTa-shaped Linformer encoder (Wang et al. 2020).
+
+    The RoBERTa fields keep RoBERTa-base's defaults. The Linformer fields:
+
+    - ``attention``: ``"linformer"`` projects keys and values along the sequence axis; ``"full"`` is standard
+      softmax attention (the RoBERTa baseline, through ``scaled_dot_product_attention``).
+    - ``max_seq_len`` (n): the longest input, and the number of rows of every projection matrix E, F (n x k).
+      ``max_position_embeddings`` defaults to n + 2, because RoBERTa's positions start at ``pad_token_id + 1``.
+    - ``projected_dim`` (k): an int, or one int per layer (the paper's non-uniform k).
+    - ``sharing`` (paper §4): ``"none"`` a separate E and F per head and layer; ``"headwise"`` one E and one F per
+      layer shared by its heads; ``"kv"`` one matrix per layer with E = F; ``"layerwise"`` one matrix for every
+      layer, head, key and value. For 12 layers x 12 heads that is 288, 24, 12 and 1 matrices.
+    - ``projection``: ``"linear"`` (learned E, F), or the paper's general projections ``"mean_pool"``,
+      ``"max_pool"`` and ``"conv"``, all with kernel = stride = n / k.
+    """
+
+    model_type = "linformer"
+
+    vocab_size: int = 50265
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float | int = 0.1
+    attention_probs_dropout_prob: float | int = 0.1
+    max_position_embeddings: int | None = None
+    type_vocab_size: int = 1
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-5
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | list[int] | None = 2
+    classifier_dropout: float | int | None = None
+    tie_word_embeddings: bool = True
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    use_cache: bool = False
+
+    attention: str = "linformer"
+    max_seq_len: int = 512
+    projected_dim: int | list[int] = 256
+    sharing: str = "headwise"
+    projection: str = "linear"
+
+    def __post_init__(self, **kwargs):
+        if self.max_position_embeddings is None:
+            self.max_position_embeddings = self.max_seq_len + (self.pad_token_id or 0) + 1
+        if isinstance(self.projected_dim, tuple):
+            self.projected_dim = list(self.projected_dim)
+        super().__post_init__(**kwargs)
+
+    # ---- derived values -------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def k_of_layer(self, layer_idx: int) -> int:
+        """k for one layer (projected_dim may be a per-layer list)."""
+        k = self.projected_dim
+        return int(k[layer_idx]) if isinstance(k, list) else int(k)
+
+    # ---- validation (called by @strict on construction and on from_pretrained) -----------------
+    def validate_architecture(self):
+        """Reject settings that would build a wrong model, naming the key at fault."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                f"({self.num_attention_heads})."
+            )
+        _check_choice("attention", self.attention, ATTENTION_MODES)
+        _check_choice("sharing", self.sharing, SHARING_MODES)
+        _check_choice("projection", self.projection, PROJECTIONS)
+        n = self.max_seq_len
+        offset = (self.pad_token_id or 0) + 1
+        if self.max_position_embeddings < n + offset:
+            raise ValueError(
+                f"max_position_embeddings ({self.max_position_embeddings}) must be at least max_seq_len + "
+                f"pad_token_id + 1 = {n + offset}: RoBERTa positions start at pad_token_id + 1."
+            )
+        ks = self.projected_dim if isinstance(self.projected_dim, list) else [self.projected_dim]
+        if isinstance(self.projected_dim, list) and len(ks) != self.num_hidden_layers:
+            raise ValueError(
+                f"projected_dim is a per-layer list of {len(ks)} values but num_hidden_layers is "
+                f"{self.num_hidden_layers}; give one k per layer or a single int."
+            )
+        if self.attention == "full":
+            return
+        for i, k in enumerate(ks):
+            where = f"projected_dim[{i}]" if isinstance(self.projected_dim, list) else "projected_dim"
+            if not 0 < int(k) <= n:
+                raise ValueError(f"{where} (k={k}) must be in 1..max_seq_len (n={n}): E and F are n x k.")
+            if self.projection != "linear" and n % int(k):
+                raise ValueError(
+                    f"projection={self.projection!r} uses kernel = stride = n/k, so max_seq_len (n={n}) must be "
+                    f"divisible by {where} (k={k})."
+                )
+        if self.sharing == "layerwise" and len(set(map(int, ks))) > 1:
+            raise ValueError(
+                "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
+                f"for all layers (got {self.projected_dim})."
+            )
+
+
+def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{key}={value!r} is not one of {', '.join(choices)}.")
+
+
+__all__ = ["LinformerConfig", "ATTENTION_MODES", "SHARING_MODES", "PROJECTIONS"]

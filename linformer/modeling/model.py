@@ -1,0 +1,227 @@
+"""The RoBERTa-shaped encoder: embeddings, post-LN layers, and the LinformerModel base.
+
+Module and parameter names follow Hugging Face's RoBERTa (``roberta.encoder.layer.0.attention.self.query``...),
+so RoBERTa checkpoints load with only the projection matrices E, F starting fresh.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.utils.generic import can_return_tuple
+
+from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
+from .configuration import LinformerConfig
+
+
+class LinformerEmbeddings(nn.Module):
+    """Word + learned position (offset by padding_idx + 1, as RoBERTa/fairseq) + token type, then LN, dropout."""
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.padding_idx = config.pad_token_id
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=self.padding_idx)
+        self.position_embeddings = nn.Embedding(
+            config.max_position_embeddings, config.hidden_size, padding_idx=self.padding_idx
+        )
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        if position_ids is None:
+            if input_ids is not None:  # padded tokens keep position padding_idx
+                real = input_ids.ne(self.padding_idx).int()
+                position_ids = (torch.cumsum(real, dim=1) * real).long() + self.padding_idx
+            else:
+                T = inputs_embeds.shape[1]
+                position_ids = torch.arange(T, device=inputs_embeds.device) + self.padding_idx + 1
+                position_ids = position_ids.expand(inputs_embeds.shape[:2])
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        if token_type_ids is None:
+            embeddings = embeddings + self.token_type_embeddings.weight[0]
+        else:
+            embeddings = embeddings + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class LinformerSelfOutput(nn.Module):
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden, residual):
+        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN, as RoBERTa
+
+
+class LinformerAttention(nn.Module):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        self.self = LinformerSelfAttention(config, layer_idx)
+        self.output = LinformerSelfOutput(config)
+
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
+        out, probs = self.self(hidden, mask, shared_projection, output_attentions)
+        return self.output(out, hidden), probs
+
+
+class LinformerIntermediate(nn.Module):
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden):
+        return self.intermediate_act_fn(self.dense(hidden))
+
+
+class LinformerOutput(LinformerSelfOutput):
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+
+
+class LinformerLayer(GradientCheckpointingLayer):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        self.attention = LinformerAttention(config, layer_idx)
+        self.intermediate = LinformerIntermediate(config)
+        self.output = LinformerOutput(config)
+
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
+        attn, probs = self.attention(hidden, mask, shared_projection, output_attentions)
+        return self.output(self.intermediate(attn), attn), probs
+
+
+class LinformerEncoder(nn.Module):
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
+        # sharing='layerwise': the one projection every layer, head, key and value uses.
+        self.E = None
+        if config.attention == "linformer" and config.sharing == "layerwise":
+            self.E = build_projection(config, config.k_of_layer(0), per_head=False)
+        self.gradient_checkpointing = False
+
+    def forward(self, hidden, mask=None, output_attentions=False, output_hidden_states=False):
+        all_hidden = (hidden,) if output_hidden_states else None
+        all_probs = () if output_attentions else None
+        for layer in self.layer:
+            # hidden goes positionally: gradient checkpointing only tracks positional tensors
+            hidden, probs = layer(hidden, mask, shared_projection=self.E, output_attentions=output_attentions)
+            if output_hidden_states:
+                all_hidden += (hidden,)
+            if output_attentions:
+                all_probs += (probs,)
+        return hidden, all_hidden, all_probs
+
+
+class LinformerPreTrainedModel(PreTrainedModel):
+    config_class = LinformerConfig
+    config: LinformerConfig
+    base_model_prefix = "roberta"  # RoBERTa's, so RoBERTa checkpoints and ours share parameter names
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)  # RoBERTa's: normal(0, initializer_range), zero biases, unit LayerNorm
+        if isinstance(module, LinearProjection):
+            # fairseq's Linformer: xavier_uniform with gain 1/sqrt(2) on each n x k matrix
+            n, k = module.weight.shape[-2:]
+            bound = math.sqrt(6.0 / (n + k)) / math.sqrt(2.0)
+            init.uniform_(module.weight, -bound, bound)
+        elif isinstance(module, ConvProjection):
+            # a window of n/k positions sums into one: keep the output scale of the input
+            fan_in = module.conv.in_channels // module.groups * module.window
+            init.normal_(module.conv.weight, 0.0, 1.0 / math.sqrt(fan_in))
+        elif type(module).__name__ == "LinformerLMHead":  # heads.py imports this module, hence by name
+            init.zeros_(module.bias)
+
+
+class LinformerPooler(nn.Module):
+    """RoBERTa's pooler (dense + tanh on <s>); kept so RobertaModel checkpoints load with their pooler."""
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden):
+        return self.activation(self.dense(hidden[:, 0]))
+
+
+class LinformerModel(LinformerPreTrainedModel):
+    """The bare encoder, returning ``last_hidden_state`` (and ``pooler_output`` when it has a pooler)."""
+
+    def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = LinformerEmbeddings(config)
+        self.encoder = LinformerEncoder(config)
+        self.pooler = LinformerPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPooling:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Give exactly one of input_ids or inputs_embeds.")
+        T = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        n = self.config.max_seq_len
+        if T > n:
+            raise ValueError(
+                f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). "
+                f"Truncate inputs to {n} tokens."
+            )
+        output_attentions = bool(output_attentions or self.config.output_attentions)
+        output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        mask = None
+        if attention_mask is not None:
+            if attention_mask.dim() != 2:
+                raise ValueError(f"attention_mask must be (batch, tokens); got shape {tuple(attention_mask.shape)}.")
+            mask = attention_mask.bool()
+            if bool(mask.all()):  # nothing is padded: skip all masking work (one host sync per forward)
+                mask = None
+        hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
+        return BaseModelOutputWithPooling(
+            last_hidden_state=hidden,
+            pooler_output=self.pooler(hidden) if self.pooler is not None else None,
+            hidden_states=all_hidden,
+            attentions=all_probs,
+        )
+
+
+def count_projection_matrices(model: nn.Module) -> int:
+    """Number of distinct learned sequence projections (E/F matrices, or conv kernels) in a model."""
+    return sum(m.num_matrices for m in model.modules() if isinstance(m, (LinearProjection, ConvProjection)))
+
+
+__all__ = ["LinformerModel", "LinformerPreTrainedModel", "count_projection_matrices"]
