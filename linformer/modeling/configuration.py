@@ -5,6 +5,7 @@ Each architectural fact lives here (and so in config.json); run settings live in
 
 from __future__ import annotations
 
+from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 ATTENTION_MODES = ("linformer", "full")
@@ -12,6 +13,7 @@ SHARING_MODES = ("none", "headwise", "kv", "layerwise")
 PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
 
 
+@strict
 class LinformerConfig(PreTrainedConfig):
     r"""Configuration of a RoBERTa-shaped Linformer encoder (Wang et al. 2020).
 

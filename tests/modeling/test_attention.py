@@ -1,0 +1,171 @@
+"""Linformer attention semantics: shapes, sharing counts, padding invariance, first-T-rows, identity E/F."""
+
+import itertools
+
+import pytest
+import torch
+
+from linformer import LinformerForMaskedLM, LinformerModel, count_projection_matrices
+from linformer.modeling import LinearProjection
+
+from .conftest import tiny_config
+
+SHARINGS = ("none", "headwise", "kv", "layerwise")
+PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
+
+
+def _padded_batch(vocab=64, lengths=(16, 11, 5), pad=1):
+    """Random token ids with <s> ... </s> and right padding; returns ids and attention mask."""
+    T = max(lengths)
+    ids = torch.full((len(lengths), T), pad)
+    mask = torch.zeros(len(lengths), T, dtype=torch.long)
+    for i, L in enumerate(lengths):
+        ids[i, :L] = torch.randint(4, vocab, (L,))
+        ids[i, 0], ids[i, L - 1] = 0, 2
+        mask[i, :L] = 1
+    return ids, mask
+
+
+@pytest.mark.parametrize("sharing, projection", itertools.product(SHARINGS, PROJECTIONS))
+def test_shapes_every_mode(sharing, projection):
+    config = tiny_config(sharing=sharing, projection=projection)
+    model = LinformerForMaskedLM(config).eval()
+    ids, mask = _padded_batch()
+    out = model(ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+    B, T = ids.shape
+    assert out.logits.shape == (B, T, config.vocab_size)
+    assert len(out.hidden_states) == config.num_hidden_layers + 1
+    # linear: k projected positions; pooling/conv: ceil(T / (n/k)) windows
+    k_out = 4 if projection == "linear" else -(-T // (16 // 4))
+    for probs in out.attentions:
+        assert probs.shape == (B, config.num_attention_heads, T, k_out)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(B, config.num_attention_heads, T))
+    labels = torch.where(torch.rand(B, T) < 0.3, ids, torch.full_like(ids, -100))
+    labels[0, 1] = ids[0, 1]  # at least one target
+    out = model(ids, attention_mask=mask, labels=labels)
+    assert out.logits.shape == (int((labels != -100).sum()), config.vocab_size)
+    assert torch.isfinite(out.loss)
+
+
+def test_matrix_counts_follow_the_paper():
+    """12 layers x 12 heads: 288 / 24 / 12 / 1 matrices for none / headwise / kv / layerwise."""
+    expected = {"none": 288, "headwise": 24, "kv": 12, "layerwise": 1}
+    for sharing, count in expected.items():
+        config = tiny_config(num_hidden_layers=12, num_attention_heads=12, hidden_size=48, sharing=sharing)
+        assert count_projection_matrices(LinformerModel(config)) == count, sharing
+    # Pooling has no learned projection at all.
+    assert count_projection_matrices(LinformerModel(tiny_config(projection="mean_pool"))) == 0
+
+
+def test_layerwise_is_one_parameter_shared_by_every_layer():
+    model = LinformerModel(tiny_config(sharing="layerwise"))
+    names = [n for n, _ in model.named_parameters() if ".E." in n or ".F." in n or n.startswith("encoder.E")]
+    assert names == ["encoder.E.weight"]
+    assert model.encoder.E.weight.shape == (16, 4)  # n x k
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(sharing=s, projection=p) for s, p in itertools.product(SHARINGS, PROJECTIONS)] + [dict(attention="full")],
+    ids=lambda o: "-".join(o.values()),
+)
+def test_padding_does_not_leak(overrides):
+    """Each sequence gives the same output alone and inside a padded batch."""
+    model = LinformerModel(tiny_config(**overrides)).eval()
+    lengths = (16, 11, 5)
+    ids, mask = _padded_batch(lengths=lengths)
+    batched = model(ids, attention_mask=mask).last_hidden_state
+    for i, L in enumerate(lengths):
+        alone = model(ids[i : i + 1, :L]).last_hidden_state
+        torch.testing.assert_close(batched[i : i + 1, :L], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_short_batch_uses_first_T_rows_of_E():
+    model = LinformerModel(tiny_config(sharing="layerwise")).eval()
+    ids = torch.randint(4, 64, (2, 10))
+    before = model(ids).last_hidden_state
+    with torch.no_grad():
+        model.encoder.E.weight[10:] += 5.0  # rows past T=10 are unused
+    torch.testing.assert_close(model(ids).last_hidden_state, before)
+    with torch.no_grad():
+        model.encoder.E.weight[9] += 5.0  # row T-1 is used
+    assert not torch.allclose(model(ids).last_hidden_state, before)
+
+
+@pytest.mark.parametrize("sharing", SHARINGS)
+def test_identity_projection_with_k_equal_n_is_full_attention(sharing):
+    config = tiny_config(projected_dim=16, sharing=sharing)
+    lin = LinformerModel(config).eval()
+    for m in lin.modules():
+        if isinstance(m, LinearProjection):
+            with torch.no_grad():
+                m.weight.copy_(torch.eye(16).expand_as(m.weight))
+    full = LinformerModel(tiny_config(attention="full")).eval()
+    missing, unexpected = full.load_state_dict(lin.state_dict(), strict=False)
+    assert not missing and all(".E." in k or ".F." in k or k.startswith("encoder.E") for k in unexpected)
+    ids = torch.randint(4, 64, (3, 16))
+    torch.testing.assert_close(lin(ids).last_hidden_state, full(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+def test_projecting_hidden_states_first_equals_projecting_keys():
+    """The shared-E fast path (E^T X then W) equals the per-head path (W then E^T), padding included."""
+    shared = LinformerModel(tiny_config(sharing="headwise")).eval()
+    per_head = LinformerModel(tiny_config(sharing="none")).eval()
+    state = shared.state_dict()
+    for i in range(2):
+        for name in ("E", "F"):
+            key = f"encoder.layer.{i}.attention.self.{name}.weight"
+            state[key] = state[key].expand(4, 16, 4).clone()
+    per_head.load_state_dict(state)
+    ids, mask = _padded_batch()
+    torch.testing.assert_close(
+        shared(ids, attention_mask=mask).last_hidden_state,
+        per_head(ids, attention_mask=mask).last_hidden_state,
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_input_longer_than_n_names_n():
+    model = LinformerModel(tiny_config())
+    with pytest.raises(ValueError, match=r"17 tokens.*n=16"):
+        model(torch.randint(4, 64, (1, 17)))
+
+
+def test_masked_only_logits_match_full_logits():
+    model = LinformerForMaskedLM(tiny_config()).eval()
+    ids, mask = _padded_batch()
+    labels = torch.full_like(ids, -100)
+    labels[0, [1, 5, 9]] = ids[0, [1, 5, 9]]
+    labels[2, 2] = ids[2, 2]
+    sparse = model(ids, attention_mask=mask, labels=labels)
+    full = model(ids, attention_mask=mask, labels=labels, return_full_logits=True)
+    torch.testing.assert_close(sparse.loss, full.loss)
+    torch.testing.assert_close(sparse.logits, full.logits[labels != -100])
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    config = tiny_config()
+    ids, mask = _padded_batch()
+    labels = torch.where(mask.bool(), ids, -100)
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = LinformerForMaskedLM(config).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.roberta.encoder.layer[0].gradient_checkpointing
+        model(ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], msg=name)
+
+
+def test_every_parameter_gets_a_gradient():
+    for sharing, projection in itertools.product(SHARINGS, ("linear", "conv")):
+        model = LinformerForMaskedLM(tiny_config(sharing=sharing, projection=projection))
+        ids, mask = _padded_batch()
+        model(ids, attention_mask=mask, labels=torch.where(mask.bool(), ids, -100)).loss.backward()
+        no_grad = [n for n, p in model.named_parameters() if p.grad is None]
+        assert no_grad == [], (sharing, projection, no_grad)
