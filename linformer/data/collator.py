@@ -1,0 +1,72 @@
+"""Dynamic MLM masking (RoBERTa / paper): 15% of non-special tokens are chosen; of those 80% become `<mask>`,
+10% a random NON-special token and 10% stay unchanged. Special tokens and padding are never chosen; labels
+are -100 everywhere except at chosen positions.
+
+HF `DataCollatorForLanguageModeling` does the padding and the 15% / 80% / 10% draws correctly, but its random
+replacement draws from the whole vocabulary, specials included (`torch.randint(len(tokenizer))`). We subclass it
+and replace only that draw. Randomness comes from one `torch.Generator` (pass `generator` or `seed`), so a
+given seed and batch order give the same masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DataCollatorForLanguageModeling
+
+
+@dataclass
+class MLMCollator(DataCollatorForLanguageModeling):
+    """`MLMCollator(tokenizer, mlm_probability=0.15, seed=0)` or `(..., generator=torch.Generator())`.
+
+    Takes a list of examples (dicts with input_ids, or lists of ids), pads them, and returns
+    {input_ids, attention_mask, labels} as torch tensors.
+    """
+
+    generator: torch.Generator | None = None
+
+    def __post_init__(self):
+        gen = self.generator
+        super().__post_init__()  # resets self.generator
+        self.generator = gen
+        if self.generator is None and self.seed is not None:
+            self.generator = torch.Generator().manual_seed(self.seed)
+        special = set(self.tokenizer.all_special_ids)
+        vocab = len(self.tokenizer)
+        self._allowed = torch.tensor([i for i in range(vocab) if i not in special], dtype=torch.long)
+        self._special = torch.tensor(sorted(special), dtype=torch.long)
+        self._mask_id = self.tokenizer.mask_token_id
+        self._pad_id = self.tokenizer.pad_token_id
+
+    def torch_call(self, examples: list[Any]) -> dict[str, torch.Tensor]:
+        if not isinstance(examples[0], dict):
+            examples = [{"input_ids": list(e)} for e in examples]
+        examples = [{"input_ids": list(e["input_ids"])} for e in examples]
+        batch = self.tokenizer.pad(examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of)
+        input_ids = batch["input_ids"].long()
+        if "attention_mask" not in batch:
+            batch["attention_mask"] = (input_ids != self._pad_id).long()
+        input_ids, labels = self.torch_mask_tokens(input_ids)
+        return {"input_ids": input_ids, "attention_mask": batch["attention_mask"].long(), "labels": labels}
+
+    def torch_mask_tokens(self, inputs: torch.Tensor, special_tokens_mask=None, offset_mapping=None):
+        inputs = inputs.clone()
+        labels = inputs.clone()
+        # special ids (includes <pad>) by id lookup: faster than get_special_tokens_mask and covers padding
+        no_mask = torch.isin(inputs, self._special)
+        prob = torch.full(labels.shape, self.mlm_probability)
+        prob.masked_fill_(no_mask, 0.0)
+        g = self.generator
+        masked = torch.bernoulli(prob, generator=g).bool()
+        labels[~masked] = -100
+        replaced = torch.bernoulli(torch.full(labels.shape, self.mask_replace_prob), generator=g).bool() & masked
+        inputs[replaced] = self._mask_id
+        remaining = 1.0 - self.mask_replace_prob
+        if remaining > 0 and self.random_replace_prob > 0:
+            p_rand = self.random_replace_prob / remaining
+            rand = torch.bernoulli(torch.full(labels.shape, p_rand), generator=g).bool() & masked & ~replaced
+            picks = torch.randint(len(self._allowed), labels.shape, generator=g)
+            inputs[rand] = self._allowed[picks][rand]
+        return inputs, labels

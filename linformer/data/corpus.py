@@ -1,0 +1,528 @@
+"""Corpus preparation: read text, tokenize with `datasets.map`, pack into blocks of exactly n tokens.
+
+Packing is RoBERTa FULL-SENTENCES: the paragraphs of a document are joined by the newline token, the documents
+of a split are joined by `</s>` into one stream, and the stream is cut into bodies of n - 2 tokens, each
+written as `<s> body </s>`. No padding: the last partial body (< n - 2 tokens) of each split is dropped and
+counted in the manifest, so `content_tokens = blocks * (n - 2) + dropped_tail_tokens` per split.
+
+The validation split holds whole documents, chosen by a seeded hash of (source sha256, document index), so it
+is the same on every run and machine. Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
+built in a hidden temp directory next to `out_dir` and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .io import CORPUS_LAYOUT, decode_line, expand_sources, open_binary, sha256_file
+from .tokenizer import tokenizer_hash
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+HUB_PREFIX = "hf:"
+
+
+class CorpusError(ValueError):
+    """Bad corpus input: empty corpus, malformed line, mismatched tokenizer."""
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_offline_error(name: str) -> ConnectionError:
+    return ConnectionError(
+        f"hub dataset {name!r} requested but the hub is unreachable here (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE "
+        "is set). Use local files instead, e.g. the mirror under paths.data_mirror, or unset the offline "
+        "variables on a machine with network access."
+    )
+
+
+@dataclass
+class _Source:
+    spec: str  # as given: a path or hf:<name>[:<config>]
+    path: str | None = None
+    hub: tuple[str, str | None] | None = None
+    sha256: str = ""
+    bytes: int = 0
+    stats: dict = field(default_factory=dict)
+
+
+def _resolve_sources(sources: list[str]) -> list[_Source]:
+    if isinstance(sources, str):
+        sources = [sources]
+    if not sources:
+        raise CorpusError(f"no corpus sources given; expected {CORPUS_LAYOUT} or hf:<name>[:<config>]")
+    out: list[_Source] = []
+    for spec in sources:
+        spec = str(spec)
+        if spec.startswith(HUB_PREFIX):
+            name, _, config = spec[len(HUB_PREFIX):].partition(":")
+            if _offline():
+                raise hub_offline_error(name)
+            out.append(_Source(spec=spec, hub=(name, config or None)))
+        else:
+            for p in expand_sources([spec]):
+                out.append(_Source(spec=spec, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
+    return out
+
+
+def _load_hub(src: _Source):
+    import datasets
+
+    name, config = src.hub
+    try:
+        ds = datasets.load_dataset(name, config, split="train")
+    except Exception as e:  # network, auth or unknown name: say which source failed
+        raise ConnectionError(f"could not load hub dataset {src.spec!r}: {type(e).__name__}: {e}") from e
+    if "text" not in ds.column_names:
+        raise CorpusError(f"hub dataset {src.spec!r} has no 'text' column (columns: {ds.column_names})")
+    src.sha256 = f"fingerprint:{ds._fingerprint}"
+    return ds
+
+
+class _ParagraphWriter:
+    """Streams (text, doc) rows into an Arrow IPC file that `datasets.Dataset.from_file` reads."""
+
+    def __init__(self, path: Path, batch: int = 20000):
+        import pyarrow as pa
+
+        self.pa = pa
+        self.schema = pa.schema([("text", pa.string()), ("doc", pa.int64())])
+        self.sink = pa.OSFile(str(path), "wb")
+        self.writer = pa.ipc.new_stream(self.sink, self.schema)
+        self.texts: list[str] = []
+        self.docs: list[int] = []
+        self.batch = batch
+        self.rows = 0
+
+    def add(self, text: str, doc: int) -> None:
+        self.texts.append(text)
+        self.docs.append(doc)
+        if len(self.texts) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.texts:
+            pa = self.pa
+            self.writer.write_batch(
+                pa.record_batch([pa.array(self.texts, pa.string()), pa.array(self.docs, pa.int64())], schema=self.schema)
+            )
+            self.rows += len(self.texts)
+            self.texts, self.docs = [], []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+        self.sink.close()
+
+
+def _read_sources(srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: bool) -> tuple[list[str], dict]:
+    """Write every paragraph with its global document index. Returns (document keys, totals)."""
+    doc_keys: list[str] = []
+    totals = {"lines": 0, "replaced_chars": 0, "skipped_bad_rows": 0}
+    for src in srcs:
+        n_docs0, lines, replaced, bad = len(doc_keys), 0, 0, 0
+        if src.path is not None:
+            in_doc = False
+            with open_binary(src.path) as f:
+                for lineno, raw in enumerate(f, start=1):
+                    text, r = decode_line(raw.rstrip(b"\r\n"))
+                    if "\x00" in text:
+                        msg = f"{src.path}:{lineno}: malformed line (NUL byte; binary file?); expected {CORPUS_LAYOUT}"
+                        if not skip_bad_rows:
+                            raise CorpusError(msg + " (set data.skip_bad_rows=true to skip such lines)")
+                        bad += 1
+                        continue
+                    replaced += r
+                    if not text.strip():
+                        in_doc = False
+                        continue
+                    if not in_doc:
+                        doc_keys.append(f"{src.sha256}:{len(doc_keys) - n_docs0}")
+                        in_doc = True
+                    writer.add(text, len(doc_keys) - 1)
+                    lines += 1
+        else:
+            ds = _load_hub(src)
+            for i, row in enumerate(ds):
+                paras = [p for p in (row["text"] or "").split("\n") if p.strip()]
+                if not paras:
+                    continue
+                doc_keys.append(f"{src.sha256}:{i}")
+                for p in paras:
+                    writer.add(p, len(doc_keys) - 1)
+                    lines += 1
+        src.stats = {"documents": len(doc_keys) - n_docs0, "lines": lines, "replaced_chars": replaced,
+                     "skipped_bad_rows": bad}
+        totals["lines"] += lines
+        totals["replaced_chars"] += replaced
+        totals["skipped_bad_rows"] += bad
+        if replaced:
+            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", src.spec, replaced)
+    writer.close()
+    return doc_keys, totals
+
+
+class _Tokenize:
+    """Picklable batched tokenizer for `datasets.map` (each worker loads the tokenizer once)."""
+
+    def __init__(self, tokenizer_dir: str):
+        self.tokenizer_dir = tokenizer_dir
+        self._tok = None
+
+    def __getstate__(self):
+        return {"tokenizer_dir": self.tokenizer_dir, "_tok": None}
+
+    def __call__(self, batch: dict) -> dict:
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(self.tokenizer_dir).backend_tokenizer
+        encs = self._tok.encode_batch_fast(batch["text"], add_special_tokens=False)
+        return {"ids": [e.ids for e in encs]}
+
+
+class _Packer:
+    """Cuts one split's token stream into `<s> body </s>` blocks of exactly n and writes them as Arrow."""
+
+    def __init__(self, path: Path, n: int, bos: int, eos: int, sep: int, nl: int, flush_blocks: int = 2048):
+        import pyarrow as pa
+
+        self.pa, self.path, self.n, self.body = pa, path, n, n - 2
+        self.bos, self.eos, self.sep, self.nl = bos, eos, sep, nl
+        self.schema = pa.schema([("input_ids", pa.list_(pa.int32()))])
+        self.sink = pa.OSFile(str(path), "wb")
+        self.writer = pa.ipc.new_stream(self.sink, self.schema)
+        self.pending: list[np.ndarray] = []
+        self.pending_len = 0
+        self.out: list[np.ndarray] = []
+        self.out_blocks = 0
+        self.flush_blocks = flush_blocks
+        self.last_doc = -1
+        self.docs = 0
+        self.blocks = 0
+        self.content_tokens = 0
+
+    def add(self, ids: np.ndarray, doc: int) -> None:
+        if doc == self.last_doc:
+            self._push(np.array([self.nl], dtype=np.int32))
+        else:
+            if self.last_doc >= 0:
+                self._push(np.array([self.sep], dtype=np.int32))
+            self.last_doc = doc
+            self.docs += 1
+        self._push(ids)
+
+    def _push(self, arr: np.ndarray) -> None:
+        if not len(arr):
+            return
+        self.pending.append(arr)
+        self.pending_len += len(arr)
+        self.content_tokens += len(arr)
+        if self.pending_len >= self.body * 64:
+            self._cut()
+
+    def _cut(self) -> None:
+        stream = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]
+        k = len(stream) // self.body
+        if k:
+            blocks = np.empty((k, self.n), dtype=np.int32)
+            blocks[:, 0] = self.bos
+            blocks[:, -1] = self.eos
+            blocks[:, 1:-1] = stream[: k * self.body].reshape(k, self.body)
+            self.out.append(blocks)
+            self.out_blocks += k
+            self.blocks += k
+        rest = stream[k * self.body:]
+        self.pending = [rest] if len(rest) else []
+        self.pending_len = len(rest)
+        if self.out_blocks >= self.flush_blocks:
+            self._write()
+
+    def _write(self) -> None:
+        if not self.out:
+            return
+        pa = self.pa
+        blocks = np.concatenate(self.out)
+        offsets = np.arange(0, blocks.size + 1, self.n, dtype=np.int32)
+        arr = pa.ListArray.from_arrays(pa.array(offsets), pa.array(blocks.reshape(-1)))
+        self.writer.write_batch(pa.record_batch([arr], schema=self.schema))
+        self.out, self.out_blocks = [], 0
+
+    def close(self) -> dict:
+        if self.pending:
+            self._cut()
+        self._write()
+        self.writer.close()
+        self.sink.close()
+        return {
+            "documents": self.docs,
+            "blocks": self.blocks,
+            "tokens": self.blocks * self.n,
+            "content_tokens": self.content_tokens,
+            "dropped_tail_tokens": self.content_tokens - self.blocks * self.body,
+        }
+
+
+def _choose_validation(doc_keys: list[str], doc_tokens: np.ndarray, val_fraction: float, n: int, seed: int) -> np.ndarray:
+    """Boolean mask of validation documents: whole documents in seeded-hash order until the validation stream
+    holds val_fraction of the tokens (and at least one block's worth), never taking every document."""
+    is_val = np.zeros(len(doc_keys), dtype=bool)
+    if val_fraction <= 0 or len(doc_keys) < 2:
+        return is_val
+    order = sorted(range(len(doc_keys)), key=lambda i: hashlib.sha256(f"{seed}:{doc_keys[i]}".encode()).digest())
+    total = int(doc_tokens.sum())
+    target = max(math.ceil(val_fraction * total), n - 2)
+    got = 0
+    for i in order[:-1]:
+        if got >= target:
+            break
+        is_val[i] = True
+        got += int(doc_tokens[i]) + (1 if got else 0)
+    return is_val
+
+
+def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool) -> str:
+    payload = {
+        "format_version": FORMAT_VERSION,
+        "sources": [s.sha256 for s in srcs],
+        "tokenizer_hash": tok_hash,
+        "n": n,
+        "val_fraction": val_fraction,
+        "seed": seed,
+        "skip_bad_rows": skip_bad_rows,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_manifest(out_dir: str) -> dict | None:
+    """The manifest of a complete prepared corpus, or None when `out_dir` is absent or incomplete."""
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        m = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return m if m.get("complete") else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale_partials(out: Path) -> None:
+    """Remove temp dirs of earlier runs that were killed (their pid is gone)."""
+    for p in out.parent.glob(f".{out.name}.partial-*"):
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def prepare_corpus(
+    sources: list[str],
+    tokenizer_dir: str,
+    out_dir: str,
+    n: int,
+    val_fraction: float = 0.01,
+    num_proc: int = 2,
+    seed: int = 0,
+    skip_bad_rows: bool = False,
+    batch_size: int = 1000,
+    force: bool = False,
+) -> dict:
+    """Tokenize and pack `sources` into blocks of exactly `n` tokens under `out_dir`; returns the manifest.
+
+    sources: local .txt/.txt.gz files or globs (one paragraph per line, blank line between documents), or
+    `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
+    With the same sources (by sha256), tokenizer (by hash) and settings, an existing complete `out_dir` is
+    reused as is unless `force`.
+    """
+    if n < 3:
+        raise ValueError(f"n={n}: a block needs room for <s>, at least one token and </s>")
+    if not 0 <= val_fraction < 1:
+        raise ValueError(f"val_fraction={val_fraction} must be in [0, 1)")
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    srcs = _resolve_sources(sources)
+    tok_hash = tokenizer_hash(tokenizer_dir)
+    has_hub = any(s.hub for s in srcs)
+    key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows)
+    old = read_manifest(str(out))
+    if key and not force and old and old.get("cache_key") == key:
+        log.info("reusing prepared corpus %s (cache key %s)", out, key)
+        print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
+        return old
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    nl_ids = tok.backend_tokenizer.encode("\n", add_special_tokens=False).ids
+    if len(nl_ids) != 1:
+        raise CorpusError(f"tokenizer {tokenizer_dir} does not encode a newline as one token: {nl_ids}")
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    sep = tok.sep_token_id if tok.sep_token_id is not None else eos
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale_partials(out)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    work = tmp / "_work"
+    work.mkdir(parents=True)
+    try:
+        import datasets
+
+        # 1. read paragraphs (single pass, streaming to Arrow)
+        t0 = time.perf_counter()
+        writer = _ParagraphWriter(work / "paragraphs.arrow")
+        doc_keys, totals = _read_sources(srcs, writer, skip_bad_rows)
+        if not doc_keys:
+            raise CorpusError(f"empty corpus: no non-blank line in {[s.spec for s in srcs]}; expected {CORPUS_LAYOUT}")
+        t_read = time.perf_counter() - t0
+
+        # 2. tokenize with datasets.map (batched, num_proc workers; cache files stay in the temp dir)
+        t0 = time.perf_counter()
+        paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
+        features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
+        nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
+        tokd = paras.map(
+            _Tokenize(str(tokenizer_dir)),
+            batched=True,
+            batch_size=batch_size,
+            num_proc=nproc if nproc > 1 else None,
+            remove_columns=["text"],
+            features=features,
+            cache_file_name=str(work / "tokens.arrow"),
+            new_fingerprint=f"tok-{key or os.getpid()}",
+            desc="tokenize",
+        )
+        t_tok = time.perf_counter() - t0
+
+        # 3. choose validation documents, then pack each split
+        t0 = time.perf_counter()
+        import pyarrow.compute as pc
+
+        docs_col = tokd.data.column("doc").to_numpy()
+        lens = pc.list_value_length(tokd.data.column("ids")).to_numpy(zero_copy_only=False).astype(np.int64)
+        n_docs = len(doc_keys)
+        para_per_doc = np.bincount(docs_col, minlength=n_docs)
+        doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
+        is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
+        packers = {
+            "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl_ids[0]),
+            "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl_ids[0]),
+        }
+        for tbl in tokd.with_format("arrow").iter(batch_size=20000):
+            ids_col = tbl.column("ids").combine_chunks()
+            offsets = ids_col.offsets.to_numpy()
+            values = ids_col.values.to_numpy()
+            docs = tbl.column("doc").to_numpy()
+            for j in range(len(docs)):
+                d = int(docs[j])
+                packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
+        splits = {name: p.close() for name, p in packers.items()}
+        if splits["train"]["blocks"] == 0:
+            raise CorpusError(
+                f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
+                f"(each block holds n - 2 = {n - 2} corpus tokens)"
+            )
+        dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
+        dd.save_to_disk(str(tmp))
+        del dd, tokd, paras
+        t_pack = time.perf_counter() - t0
+        shutil.rmtree(work)
+
+        seconds = time.perf_counter() - t_start
+        total_tokens = int(lens.sum())
+        manifest = {
+            "complete": True,
+            "format_version": FORMAT_VERSION,
+            "cache_key": key,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "n": n,
+            "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
+            "tokenizer_dir": os.path.abspath(tokenizer_dir),
+            "tokenizer_hash": tok_hash,
+            "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl_ids[0], "pad": tok.pad_token_id},
+            "val_fraction": val_fraction,
+            "seed": seed,
+            "skip_bad_rows": skip_bad_rows,
+            "sources": [
+                {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
+            ],
+            "documents": n_docs,
+            "paragraphs": totals["lines"],
+            "paragraph_tokens": total_tokens,
+            "replaced_chars": totals["replaced_chars"],
+            "skipped_bad_rows": totals["skipped_bad_rows"],
+            "splits": splits,
+            "timing_s": {"read": round(t_read, 2), "tokenize": round(t_tok, 2), "pack": round(t_pack, 2),
+                         "total": round(seconds, 2)},
+            "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),
+            "num_proc": nproc,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        # Publish: the complete dir replaces any old one; a crash before this leaves only the hidden temp dir.
+        if out.exists():
+            trash = out.parent / f".{out.name}.old-{os.getpid()}"
+            out.rename(trash)
+            tmp.rename(out)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tr, va = splits["train"], splits["validation"]
+    print(
+        f"corpus: {n_docs:,} documents, {total_tokens:,} tokens; train {tr['blocks']:,} blocks, validation "
+        f"{va['blocks']:,} blocks of n={n}; tokenize {t_tok:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
+        f"num_proc={nproc}), total {seconds:.1f} s -> {out}"
+    )
+    return manifest
+
+
+def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
+    """The prepared corpus as a DatasetDict with splits train and validation (column input_ids, n ids per row).
+
+    With `tokenizer_dir`, its hash must equal the one the corpus was prepared with.
+    """
+    import datasets
+
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        raise FileNotFoundError(
+            f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}); "
+            "run `python scripts/prepare_corpus.py data=<corpus>` first"
+        )
+    if tokenizer_dir is not None:
+        h = tokenizer_hash(tokenizer_dir)
+        if h != manifest["tokenizer_hash"]:
+            raise CorpusError(
+                f"tokenizer/corpus mismatch: tokenizer {tokenizer_dir} has hash {h}, but corpus {out_dir} was "
+                f"prepared with tokenizer {manifest.get('tokenizer_dir')} (hash {manifest['tokenizer_hash']}); "
+                "re-run prepare_corpus with this tokenizer"
+            )
+    return datasets.load_from_disk(str(out_dir))

@@ -1,0 +1,79 @@
+"""Small file helpers shared by the data modules: source expansion, gzip-aware reading, hashing, paths."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import io
+import os
+from pathlib import Path
+
+TEXT_SUFFIXES = (".txt", ".txt.gz")
+CORPUS_LAYOUT = "plain text files (.txt or .txt.gz): one paragraph per line, a blank line between documents"
+
+
+def repo_root() -> Path:
+    """The repository root (the directory holding pyproject.toml above this package), else the cwd."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "linformer").is_dir():
+            return parent
+    return Path.cwd()
+
+
+def resolve_path(path: str | os.PathLike) -> str:
+    """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
+    p = Path(os.path.expanduser(str(path)))
+    return str(p if p.is_absolute() else (repo_root() / p).resolve())
+
+
+def expand_sources(sources: list[str] | str) -> list[str]:
+    """Expand local files and globs (sorted, deduplicated). Raises FileNotFoundError naming the layout."""
+    if isinstance(sources, str):
+        sources = [sources]
+    out: list[str] = []
+    for src in sources:
+        src = str(src)
+        matches = sorted(glob.glob(src)) if glob.has_magic(src) else ([src] if os.path.exists(src) else [])
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            raise FileNotFoundError(f"corpus source {src!r} matches no file; expected {CORPUS_LAYOUT}")
+        for m in matches:
+            if not m.endswith(TEXT_SUFFIXES):
+                raise ValueError(f"corpus source {m!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def open_binary(path: str) -> io.BufferedIOBase:
+    if path.endswith(".gz"):
+        return io.BufferedReader(gzip.open(path, "rb"), buffer_size=1 << 20)
+    return open(path, "rb", buffering=1 << 20)
+
+
+def open_text(path: str) -> io.TextIOBase:
+    """Text reader for .txt/.txt.gz; undecodable bytes become U+FFFD instead of failing."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="\n")
+
+
+_REPLACEMENT = "\ufffd"
+_REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")
+
+
+def decode_line(raw: bytes) -> tuple[str, int]:
+    """Decode one line as UTF-8; bad bytes become U+FFFD. Returns (text, number of replacements made)."""
+    try:
+        return raw.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        return text, text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
+
+
+def sha256_file(path: str, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,252 @@
+"""Finetuning tasks: a registry (TASKS) and `load_task`, which returns tokenized train/eval splits.
+
+Sources, in order: `data_dir` (a local task directory: GLUE tsv files, the mirror's IMDB CSVs, or the original
+aclImdb folders) or, with `data_dir=None`, the Hugging Face hub (fails fast offline). Rows are not padded;
+batches are padded dynamically by `transformers.DataCollatorWithPadding`.
+
+Adding a GLUE task is one TaskSpec entry, e.g. MRPC:
+    TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
+             ("accuracy", "f1"), hub=("glue", "mrpc"), hub_fields=("sentence1", "sentence2"), mirror_subdir="glue/mrpc")
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class TaskDataError(ValueError):
+    """Bad task data: malformed row, unknown label, bad header."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    text_fields: tuple[str, ...]  # columns holding the text (one = single sentence, two = pair), local files
+    label_field: str  # label column in the local files
+    label_names: tuple[str, ...]  # human-readable, index = label id
+    raw_labels: tuple[str, ...]  # label values as written in the local files, index = label id
+    metrics: tuple[str, ...] = ("accuracy",)
+    format: str = "glue_tsv"  # glue_tsv | imdb
+    files: dict = field(default_factory=lambda: {"train": "train.tsv", "eval": "dev.tsv"})
+    eval_split: str = "dev"  # which original split `eval` is: GLUE dev; IMDB has none, so its test split
+    hub: tuple = ()  # (path, config) for datasets.load_dataset
+    hub_fields: tuple[str, ...] = ()  # text columns on the hub (label column is "label")
+    hub_splits: dict = field(default_factory=lambda: {"train": "train", "eval": "validation"})
+    mirror_subdir: str = ""  # task directory under paths.data_mirror
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_fields) == 2
+
+    def layout(self) -> str:
+        if self.format == "imdb":
+            return ("<data_dir>/train.csv and <data_dir>/test.csv (columns id,label,rating,text), or the aclImdb "
+                    "layout <data_dir>/{train,test}/{pos,neg}/*.txt")
+        cols = " ".join(self.text_fields + (self.label_field,))
+        return (f"<data_dir>/{self.files['train']} and <data_dir>/{self.files['eval']}: GLUE tsv, tab-separated, "
+                f"no quoting, a header naming at least: {cols}")
+
+
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in [
+        TaskSpec("sst2", ("sentence",), "label", ("negative", "positive"), ("0", "1"),
+                 hub=("glue", "sst2"), hub_fields=("sentence",), mirror_subdir="glue/sst2"),
+        TaskSpec("qnli", ("question", "sentence"), "label", ("entailment", "not_entailment"),
+                 ("entailment", "not_entailment"),
+                 hub=("glue", "qnli"), hub_fields=("question", "sentence"), mirror_subdir="glue/qnli"),
+        TaskSpec("qqp", ("question1", "question2"), "is_duplicate", ("not_duplicate", "duplicate"), ("0", "1"),
+                 metrics=("accuracy", "f1"),
+                 hub=("glue", "qqp"), hub_fields=("question1", "question2"), mirror_subdir="glue/qqp"),
+        TaskSpec("imdb", ("text",), "label", ("neg", "pos"), ("0", "1"), format="imdb",
+                 files={"train": "train.csv", "eval": "test.csv"}, eval_split="test",
+                 hub=("imdb", None), hub_fields=("text",), hub_splits={"train": "train", "eval": "test"},
+                 mirror_subdir="imdb"),
+    ]
+}
+
+
+def get_task(name: str) -> TaskSpec:
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name]
+
+
+_BR = re.compile(r"(?:\s*<br\s*/?>\s*)+", re.IGNORECASE)
+
+
+def clean_imdb(text: str) -> str:
+    """IMDB reviews carry HTML line breaks (`<br /><br />` in 58% of them): replace by one space."""
+    return _BR.sub(" ", text).strip()
+
+
+def _missing(path: Path, spec: TaskSpec) -> FileNotFoundError:
+    return FileNotFoundError(f"{path} not found: task {spec.name} expects {spec.layout()}")
+
+
+def _label_id(raw: str, spec: TaskSpec, where: str) -> int:
+    raw = raw.strip()
+    if raw in spec.raw_labels:
+        return spec.raw_labels.index(raw)
+    raise TaskDataError(f"{where}: label {raw!r} is not in the {spec.name} label set {list(spec.raw_labels)}")
+
+
+def _read_glue_tsv(path: Path, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    if not path.is_file():
+        raise _missing(path, spec)
+    cols: dict[str, list] = {f: [] for f in spec.text_fields}
+    cols["labels"] = []
+    skipped = 0
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
+        if header is None:
+            raise TaskDataError(f"{path}: empty file; expected {spec.layout()}")
+        header = [h.strip() for h in header]
+        needed = list(spec.text_fields) + [spec.label_field]
+        missing = [c for c in needed if c not in header]
+        if missing:
+            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {spec.layout()}")
+        idx = [header.index(c) for c in spec.text_fields]
+        lab = header.index(spec.label_field)
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            if len(row) != len(header):
+                if not skip_bad_rows:
+                    raise TaskDataError(
+                        f"{where}: malformed row: {len(row)} tab-separated fields, expected {len(header)} "
+                        f"({header}); set data.skip_bad_rows=true to skip and count such rows"
+                    )
+                skipped += 1
+                continue
+            for f_, i in zip(spec.text_fields, idx):
+                cols[f_].append(row[i].strip())
+            cols["labels"].append(_label_id(row[lab], spec, where))
+    return cols, skipped
+
+
+def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    csv_path = data_dir / split_file
+    folder = data_dir / Path(split_file).stem  # aclImdb layout: <data_dir>/train/{pos,neg}/*.txt
+    cols: dict[str, list] = {"text": [], "labels": []}
+    skipped = 0
+    if csv_path.is_file():
+        with open(csv_path, encoding="utf-8", errors="replace", newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None) or []
+            if "text" not in header or "label" not in header:
+                raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {spec.layout()}")
+            ti, li = header.index("text"), header.index("label")
+            for row in reader:
+                where = f"{csv_path}:{reader.line_num}"
+                if len(row) != len(header):
+                    if not skip_bad_rows:
+                        raise TaskDataError(
+                            f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
+                            "set data.skip_bad_rows=true to skip and count such rows"
+                        )
+                    skipped += 1
+                    continue
+                cols["text"].append(clean_imdb(row[ti]))
+                cols["labels"].append(_label_id(row[li], spec, where))
+    elif (folder / "pos").is_dir() and (folder / "neg").is_dir():
+        for label, sub in ((0, "neg"), (1, "pos")):
+            for p in sorted((folder / sub).glob("*.txt")):
+                cols["text"].append(clean_imdb(p.read_text(encoding="utf-8", errors="replace")))
+                cols["labels"].append(label)
+    else:
+        raise _missing(csv_path, spec)
+    return cols, skipped
+
+
+def _read_hub(spec: TaskSpec, split: str) -> dict:
+    import os
+
+    from .corpus import _offline, hub_offline_error
+
+    name = "/".join(x for x in spec.hub if x)
+    if _offline():
+        raise hub_offline_error(name)
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(*spec.hub, split=spec.hub_splits[split])
+    except Exception as e:
+        raise ConnectionError(f"could not load hub dataset {name!r} for task {spec.name}: {e}") from e
+    del os
+    cols = {f: list(ds[h]) for f, h in zip(spec.text_fields, spec.hub_fields)}
+    if spec.format == "imdb":
+        cols["text"] = [clean_imdb(t) for t in cols["text"]]
+    cols["labels"] = list(ds["label"])
+    return cols
+
+
+def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
+    """Raw columns {text fields..., labels} of split 'train' or 'eval', and the number of skipped bad rows."""
+    spec = get_task(name)
+    if split not in ("train", "eval"):
+        raise ValueError(f"split {split!r}: expected 'train' or 'eval'")
+    if data_dir is None:
+        return _read_hub(spec, split), 0
+    d = Path(data_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {spec.layout()}")
+    if spec.format == "imdb":
+        return _read_imdb(d, spec.files[split], spec, skip_bad_rows)
+    return _read_glue_tsv(d / spec.files[split], spec, skip_bad_rows)
+
+
+class _Encode:
+    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int):
+        self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
+
+    def __call__(self, batch: dict) -> dict:
+        texts = [batch[f] for f in self.fields]
+        enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length)
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+def load_task(
+    name: str,
+    data_dir: str | None,
+    tokenizer,
+    max_length: int,
+    skip_bad_rows: bool = False,
+    splits: tuple[str, ...] = ("train", "eval"),
+    max_examples: int | None = None,
+):
+    """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `eval`), each holding
+    input_ids, attention_mask, labels (unpadded; pairs as `<s> a </s></s> b </s>`, truncated to max_length).
+
+    `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test).
+    `max_examples` keeps the first that many rows per split (demos, tests). IMDB train is sorted by label:
+    shuffle it when training.
+    """
+    import datasets
+
+    spec = get_task(name)
+    out = {}
+    for split in splits:
+        cols, skipped = read_task_split(name, data_dir, split, skip_bad_rows)
+        if skipped:
+            log.warning("task %s/%s: skipped %d malformed rows", name, split, skipped)
+        if not cols["labels"]:
+            raise TaskDataError(f"task {name} split {split} in {data_dir}: no rows")
+        if max_examples is not None:
+            cols = {k: v[:max_examples] for k, v in cols.items()}
+        ds = datasets.Dataset.from_dict(cols)
+        ds = ds.map(_Encode(tokenizer, spec.text_fields, max_length), batched=True, batch_size=1000,
+                    remove_columns=list(spec.text_fields), desc=f"tokenize {name}/{split}")
+        ds.info.description = f"{name} {split} (original split: {spec.eval_split if split == 'eval' else 'train'})"
+        out[split] = ds
+    return datasets.DatasetDict(out)

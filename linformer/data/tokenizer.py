@@ -1,0 +1,140 @@
+"""Train a RoBERTa-style byte-level BPE tokenizer and save it as a Hugging Face tokenizer directory.
+
+`<s>`, `<pad>`, `</s>`, `<unk>` get ids 0, 1, 2, 3 (RoBERTa's order), `<mask>` is added with lstrip (so
+"a <mask>" masks the word including its leading space), and the RoBERTa post-processor adds `<s> ... </s>`
+and `<s> a </s></s> b </s>` for pairs. The directory is written by a transformers tokenizer's
+`save_pretrained` and is read back with `AutoTokenizer.from_pretrained(out_dir)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .io import expand_sources, open_text
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def _iter_line_batches(files: list[str], max_lines: int | None, stats: dict, batch: int = 1000) -> Iterator[list[str]]:
+    """Non-empty lines of every file, in batches (the Rust trainer pre-tokenizes a batch in parallel)."""
+    buf: list[str] = []
+    for path in files:
+        with open_text(path) as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if not line.strip():
+                    continue
+                buf.append(line)
+                stats["lines"] += 1
+                stats["chars"] += len(line)
+                if len(buf) >= batch:
+                    yield buf
+                    buf = []
+                if max_lines is not None and stats["lines"] >= max_lines:
+                    if buf:
+                        yield buf
+                    return
+    if buf:
+        yield buf
+
+
+def train_tokenizer(
+    files: list[str],
+    out_dir: str,
+    vocab_size: int = 50265,
+    min_frequency: int = 2,
+    max_lines: int | None = None,
+    show_progress: bool = True,
+) -> str:
+    """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
+
+    `max_lines` trains on the first that many non-empty lines only (a sample is enough for the merges of a
+    large corpus). Returns `out_dir`. The save is atomic: a temp dir is renamed into place at the end.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AddedToken, AutoTokenizer, RobertaTokenizer
+
+    paths = expand_sources(files)
+    tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=show_progress,
+    )
+    stats = {"lines": 0, "chars": 0}
+    t0 = time.perf_counter()
+    tok.train_from_iterator(_iter_line_batches(paths, max_lines, stats), trainer=trainer)
+    seconds = time.perf_counter() - t0
+    if stats["lines"] == 0:
+        raise ValueError(f"empty corpus: no non-empty line in {paths}")
+
+    model = json.loads(tok.to_str())["model"]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    hf_tok = RobertaTokenizer(
+        vocab=model["vocab"],
+        merges=merges,
+        mask_token=AddedToken("<mask>", lstrip=True, rstrip=False, normalized=False, special=True),
+    )
+    ids = [hf_tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS[:4]]
+    if ids != [0, 1, 2, 3]:
+        raise RuntimeError(f"special token ids are {ids}, expected [0, 1, 2, 3]")
+
+    out = Path(out_dir)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    _rmtree(tmp)
+    hf_tok.save_pretrained(str(tmp))
+    # Check the saved directory before it becomes visible: a real encode/decode round trip.
+    probe = "Hello world, this is a tokenizer round trip."
+    loaded = AutoTokenizer.from_pretrained(str(tmp))
+    enc = loaded(probe)["input_ids"]
+    if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
+        raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
+    _rmtree(out)
+    tmp.rename(out)
+    speed = {
+        "seconds": round(seconds, 2),
+        "lines": stats["lines"],
+        "chars": stats["chars"],
+        "lines_per_s": round(stats["lines"] / max(seconds, 1e-9)),
+        "mb_per_s": round(stats["chars"] / 1e6 / max(seconds, 1e-9), 2),
+        "vocab_size": len(loaded),
+        "hash": tokenizer_hash(str(out)),
+    }
+    log.info("trained tokenizer %s: %s", out, speed)
+    print(
+        f"tokenizer: {stats['lines']:,} lines, {stats['chars'] / 1e6:.1f} M chars in {seconds:.1f} s "
+        f"({speed['lines_per_s']:,} lines/s, {speed['mb_per_s']} M chars/s), vocab {len(loaded)} -> {out}"
+    )
+    return str(out)
+
+
+def tokenizer_hash(tokenizer_dir: str) -> str:
+    """sha256 (first 16 hex) of the tokenizer's vocab, merges, special tokens and pipeline (tokenizer.json)."""
+    path = Path(tokenizer_dir) / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: expected a tokenizer directory written by train_tokenizer "
+            "(tokenizer.json + tokenizer_config.json)"
+        )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(canon).hexdigest()[:16]
+
+
+def _rmtree(p: Path) -> None:
+    import shutil
+
+    if p.exists():
+        shutil.rmtree(p)
