@@ -1,0 +1,60 @@
+"""A tiny tokenizer + packed corpus built once per session, and Hydra-composed tiny configs."""
+
+import random
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from linformer.data import prepare_corpus, train_tokenizer
+
+CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
+N = 32  # tokens per block in the fixtures
+
+
+def _synthetic_corpus(path: Path, docs: int = 120, seed: int = 0) -> Path:
+    """Documents of templated English sentences: a learnable signal, so the MLM loss falls in a few steps."""
+    rng = random.Random(seed)
+    subjects = ["the cat", "a dog", "the old man", "my sister", "the teacher", "a small bird"]
+    verbs = ["sees", "likes", "follows", "paints", "finds", "remembers"]
+    objects = ["the river", "a red house", "the garden", "an apple", "the long road", "a quiet song"]
+    with path.open("w") as f:
+        for _ in range(docs):
+            for _ in range(rng.randint(2, 5)):
+                sents = [f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}." for _ in range(4)]
+                f.write(" ".join(sents).capitalize() + "\n")
+            f.write("\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_data")
+    text = _synthetic_corpus(root / "corpus.txt")
+    tok = train_tokenizer([str(text)], str(root / "tokenizer"), vocab_size=300, min_frequency=1, show_progress=False)
+    prepare_corpus([str(text)], tok, str(root / "corpus"), n=N, val_fraction=0.1, num_proc=1)
+    return {"tokenizer_dir": tok, "corpus_dir": str(root / "corpus")}
+
+
+PRETRAIN_OVERRIDES = [
+    "model=tiny",
+    f"model.max_seq_len={N}",
+    "model.projected_dim=8",
+    "model.hidden_size=32",
+    "model.intermediate_size=64",
+    "trainer.batch_size=8",
+    "trainer.max_steps=12",
+    "trainer.warmup_steps=2",
+    "trainer.lr=3e-3",
+    "trainer.eval_every=6",
+    "trainer.eval_batches=2",
+    "trainer.save_every=4",
+    "trainer.log_every=1",
+]
+
+
+def compose_pretrain(tiny_data, *overrides: str):
+    """The real configs/pretrain.yaml with a tiny model on the fixture corpus."""
+    base = [*PRETRAIN_OVERRIDES, f"tokenizer_dir={tiny_data['tokenizer_dir']}", f"corpus_dir={tiny_data['corpus_dir']}"]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="pretrain", overrides=base + list(overrides))

@@ -1,0 +1,101 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from linformer.errors import CheckpointError, ConfigError
+from linformer.train.pretrain import pretrain
+
+from .conftest import PRETRAIN_OVERRIDES, compose_pretrain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _losses(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    by_step = {}
+    for r in rows:
+        if "loss" in r:
+            by_step[r["step"]] = r["loss"]  # a resumed run re-logs steps after its checkpoint: keep the last
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
+    cfg = compose_pretrain(tiny_data, "trainer.max_steps=40", "trainer.eval_every=20", "model.hidden_dropout_prob=0")
+    summary = pretrain(cfg, tmp_path)
+    losses = _losses(tmp_path)
+    assert len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
+    assert (tmp_path / "config.yaml").is_file()
+    assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "model")
+    assert model.config.max_seq_len == 32 and len(tok) == model.config.vocab_size
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert {"loss", "lr", "tokens_per_s", "mfu", "grad_norm"} <= rows[0].keys()
+    assert any("val_ppl" in r for r in rows)
+    ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert ckpts == ["step-00000032", "step-00000036", "step-00000040"]  # keep_last=3
+
+
+def _script_args(tiny_data, run_dir, *overrides):
+    """scripts/pretrain.py with the tiny test config; hydra.run.dir pinned to run_dir."""
+    return [sys.executable, str(REPO / "scripts" / "pretrain.py"), *PRETRAIN_OVERRIDES,
+            f"tokenizer_dir={tiny_data['tokenizer_dir']}", f"corpus_dir={tiny_data['corpus_dir']}",
+            f"hydra.run.dir={run_dir}", *overrides]
+
+
+def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
+    """A run killed with SIGKILL and resumed with trainer.resume=auto gives the uninterrupted run's losses exactly."""
+    steps = ["trainer.max_steps=60", "trainer.save_every=5", "trainer.eval_every=30"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    full = tmp_path / "full"
+    subprocess.run(_script_args(tiny_data, full, *steps), check=True, env=env, capture_output=True)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_script_args(tiny_data, killed, *steps), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        ckpts = list((killed / "checkpoints").glob("step-*")) if (killed / "checkpoints").exists() else []
+        if ckpts and len(_losses(killed)) >= 12:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    interrupted_at = len(_losses(killed))
+    assert 0 < interrupted_at < 60, "the run finished before it could be killed"
+
+    newest = max(int(p.name.split("-")[1]) for p in (killed / "checkpoints").glob("step-*"))
+    rows_before = len((killed / "metrics.jsonl").read_text().splitlines())
+    subprocess.run(_script_args(tiny_data, killed, *steps, "trainer.resume=auto"), check=True, env=env,
+                   capture_output=True)
+    resumed = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()[rows_before:]]
+    assert resumed[0]["step"] == newest + 1 > 1  # it continued from the checkpoint, not from scratch
+    assert _losses(killed) == _losses(full)
+
+
+def test_resume_from_a_path_without_checkpoint_names_it(tiny_data, tmp_path):
+    cfg = compose_pretrain(tiny_data, f"trainer.resume={tmp_path / 'nowhere'}")
+    with pytest.raises(CheckpointError, match="nowhere"):
+        pretrain(cfg, tmp_path / "run")
+
+
+def test_global_batch_that_does_not_divide_names_the_key(tiny_data, tmp_path):
+    cfg = compose_pretrain(tiny_data, "+trainer.global_batch_size=9", "trainer.grad_accum=2")
+    with pytest.raises(ConfigError, match="trainer.global_batch_size=9"):
+        pretrain(cfg, tmp_path)
+
+
+def test_fp16_on_cpu_is_refused(tiny_data, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("fp16 is valid on CUDA")
+    with pytest.raises(ConfigError, match="bf16"):
+        pretrain(compose_pretrain(tiny_data, "trainer.mixed_precision=fp16"), tmp_path)
