@@ -39,6 +39,9 @@ def build_accelerator(trainer: Mapping, logger: Mapping, run_dir: Path) -> Accel
         mixed_precision=precision,
         log_with=trackers or None,
         project_dir=str(run_dir),
+        # Schedules count optimizer steps. By default Accelerate steps a prepared scheduler once per process per
+        # step, which decays the learning rate num_processes times too fast for our per-step schedules.
+        step_scheduler_with_optimizer=False,
     )
     return accelerator
 
