@@ -5,7 +5,13 @@ import contextlib
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from ..errors import LinformerError, TrainingDiverged
+
+# Config resolvers used by configs/finetune.yaml to name runs after the model they start from.
+OmegaConf.register_new_resolver("basename", lambda p: Path(str(p).rstrip("/")).name, replace=True)
+OmegaConf.register_new_resolver("scratch_tag", lambda flag: "-scratch" if flag else "", replace=True)
 
 
 def run_dir() -> Path:

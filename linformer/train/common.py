@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -154,3 +155,16 @@ def finish(accelerator: Accelerator) -> None:
     accelerator.end_training()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+def save_model_atomic(accelerator: Accelerator, model, tokenizer, final: Path) -> None:
+    """save_pretrained model and tokenizer into final/ via a temporary directory (rank 0 writes)."""
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        tmp = final.with_name(f".tmp-{final.name}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.unwrap_model(model).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+    accelerator.wait_for_everyone()

@@ -34,6 +34,7 @@ from .common import (
     finish,
     init_trackers,
     perplexity,
+    save_model_atomic,
     seed_everything,
     write_json_atomic,
 )
@@ -239,11 +240,7 @@ def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
     wall = time.perf_counter() - t_start
 
     model_dir = run_dir / "model"
-    if accelerator.is_main_process:
-        tmp = run_dir / ".tmp-model"
-        accelerator.unwrap_model(model).save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        _replace_dir(tmp, model_dir)
+    save_model_atomic(accelerator, model, tokenizer, model_dir)
     summary = {
         "run_dir": str(run_dir),
         "model_dir": str(model_dir),
@@ -277,11 +274,3 @@ def _batch_geometry(t: Mapping, world: int) -> tuple[int, int]:
             f"trainer.grad_accum={accum}; choose a multiple of {world * accum}."
         )
     return int(global_batch) // (world * accum), accum
-
-
-def _replace_dir(tmp: Path, final: Path) -> None:
-    import shutil
-
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)

@@ -58,3 +58,37 @@ def compose_pretrain(tiny_data, *overrides: str):
     base = [*PRETRAIN_OVERRIDES, f"tokenizer_dir={tiny_data['tokenizer_dir']}", f"corpus_dir={tiny_data['corpus_dir']}"]
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         return compose(config_name="pretrain", overrides=base + list(overrides))
+
+
+def write_sst2_fixture(root: Path, train: int = 200, dev: int = 40, seed: int = 0) -> Path:
+    """GLUE SST-2 layout (sentence<TAB>label, no quoting) with a learnable sentiment signal."""
+    rng = random.Random(seed)
+    good, bad = ["good", "great", "lovely", "fine"], ["bad", "awful", "dull", "poor"]
+    root.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train.tsv", train), ("dev.tsv", dev)):
+        lines = ["sentence\tlabel"]
+        for _ in range(rows):
+            label = rng.randint(0, 1)
+            word = rng.choice(good if label else bad)
+            lines.append(f"{word} {word} , the film is {word} . \t{label}")
+        (root / name).write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def pretrained_run(tiny_data, tmp_path_factory):
+    """A tiny pretraining run directory (with model/ and summary.json)."""
+    from linformer.train.pretrain import pretrain
+
+    run = tmp_path_factory.mktemp("pretrained")
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6"), run)
+    return run
+
+
+def compose_finetune(*overrides: str):
+    import linformer.train  # noqa: F401  (registers the run-name resolvers)
+
+    base = ["trainer.epochs=2", "trainer.batch_size=16", "trainer.eval_batch_size=32", "trainer.lr=1e-3",
+            "trainer.log_every=1"]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="finetune", overrides=base + list(overrides))
