@@ -449,7 +449,8 @@ def prepare_corpus(
                 f"(each block holds n - 2 = {n - 2} corpus tokens)"
             )
         dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
-        dd.save_to_disk(str(tmp))
+        # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
+        dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
         del dd, tokd, paras
         t_pack = time.perf_counter() - t0
         shutil.rmtree(work)

@@ -1,0 +1,20 @@
+"""Tokenize and pack a corpus into blocks of n tokens: python scripts/prepare_corpus.py data=mirror"""
+
+import hydra
+from omegaconf import DictConfig
+
+from linformer.data.corpus import prepare_corpus
+from linformer.data.io import resolve_path
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="corpus")
+def main(cfg: DictConfig) -> None:
+    d = cfg.data
+    sources = [s if s.startswith("hf:") else resolve_path(s) for s in d.sources]
+    prepare_corpus(sources, resolve_path(cfg.tokenizer_dir), resolve_path(cfg.out_dir), n=d.n,
+                   val_fraction=d.val_fraction, num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows,
+                   force=cfg.force)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+import hashlib
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from linformer.data import corpus as corpus_mod
+from linformer.data.corpus import CorpusError, load_prepared, prepare_corpus
+from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
+
+N = 16
+
+
+def _docs(path):
+    text = path.read_text(encoding="utf-8")
+    return [d.split("\n") for d in re.split(r"\n\s*\n", text.strip()) if d.strip()]
+
+
+def _stream(tok, docs):
+    """The expected token stream: paragraphs joined by the newline token, documents by </s>."""
+    nl = tok.backend_tokenizer.encode("\n", add_special_tokens=False).ids[0]
+    out = []
+    for i, paras in enumerate(docs):
+        if i:
+            out.append(tok.sep_token_id)
+        for j, p in enumerate(paras):
+            if j:
+                out.append(nl)
+            out.extend(tok(p, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def _bodies(ds):
+    return [t for row in ds["input_ids"] for t in row[1:-1]]
+
+
+@pytest.fixture
+def prepared(tmp_path, corpus_file, tok_dir):
+    out = tmp_path / "proc"
+    m = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    return out, m
+
+
+def test_packing_exact_no_validation(tmp_path, corpus_file, tok_dir, tokenizer):
+    m = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
+    dd = load_prepared(str(tmp_path / "p"), tok_dir)
+    assert set(dd) == {"train", "validation"} and len(dd["validation"]) == 0
+    rows = dd["train"]["input_ids"]
+    assert all(len(r) == N for r in rows)
+    assert all(r[0] == tokenizer.bos_token_id and r[-1] == tokenizer.eos_token_id for r in rows)
+    assert not any(tokenizer.pad_token_id in r for r in rows)
+    expected = _stream(tokenizer, _docs(corpus_file))
+    got = _bodies(dd["train"])
+    k = len(rows) * (N - 2)
+    assert got == expected[:k]  # documents joined by </s>, nothing lost, nothing reordered
+    tr = m["splits"]["train"]
+    assert tr["content_tokens"] == len(expected)  # token count conserved ...
+    assert tr["blocks"] * (N - 2) + tr["dropped_tail_tokens"] == len(expected)  # ... up to the dropped tail
+    assert 0 <= tr["dropped_tail_tokens"] < N - 2
+    assert tr["tokens"] == len(rows) * N
+
+
+def test_validation_split_whole_documents_and_deterministic(tmp_path, corpus_file, tok_dir, tokenizer, prepared):
+    out, m = prepared
+    dd = load_prepared(str(out))
+    assert len(dd["validation"]) >= 1
+    m2 = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "again"), n=N, val_fraction=0.1, num_proc=1)
+    dd2 = load_prepared(str(tmp_path / "again"))
+    assert dd2["validation"]["input_ids"] == dd["validation"]["input_ids"]
+    assert dd2["train"]["input_ids"] == dd["train"]["input_ids"]
+    assert m2["splits"] == m["splits"]
+    # whole documents: every document marker is in exactly one split, and streams are conserved
+    val_text = tokenizer.decode(_bodies(dd["validation"]))
+    train_text = tokenizer.decode(_bodies(dd["train"]))
+    val_docs = set(re.findall(r"doc\d{3}", val_text))
+    train_docs = set(re.findall(r"doc\d{3}", train_text))
+    assert val_docs and train_docs and not (val_docs & train_docs)
+    assert m["splits"]["validation"]["documents"] + m["splits"]["train"]["documents"] == m["documents"] == 40
+    # a different seed picks different documents
+    prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "seed1"), n=N, val_fraction=0.1, num_proc=1, seed=1)
+    v1 = set(re.findall(r"doc\d{3}", tokenizer.decode(_bodies(load_prepared(str(tmp_path / "seed1"))["validation"]))))
+    assert v1 != val_docs
+
+
+def test_manifest_contents(prepared, corpus_file, tok_dir):
+    out, m = prepared
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk == m
+    assert m["complete"] and m["n"] == N and m["tokenizer_hash"] == tokenizer_hash(tok_dir)
+    src = m["sources"][0]
+    assert src["sha256"] == hashlib.sha256(corpus_file.read_bytes()).hexdigest()
+    assert src["documents"] == 40 and m["replaced_chars"] == 0
+    dd = load_prepared(str(out))
+    for split in ("train", "validation"):
+        assert m["splits"][split]["blocks"] == len(dd[split])
+        assert m["splits"][split]["tokens"] == len(dd[split]) * N
+    # paragraph tokens + joiners (newlines within documents, </s> between documents) = both streams
+    joiners = m["paragraphs"] - m["documents"] + (m["splits"]["train"]["documents"] - 1) + (
+        m["splits"]["validation"]["documents"] - 1)
+    assert m["paragraph_tokens"] + joiners == sum(s["content_tokens"] for s in m["splits"].values())
+
+
+def test_cache_reuse_and_invalidation(prepared, corpus_file, tok_dir, capsys):
+    out, m = prepared
+    stamp = os.stat(out / "manifest.json").st_mtime_ns
+    m2 = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert m2 == m and os.stat(out / "manifest.json").st_mtime_ns == stamp
+    assert "reusing" in capsys.readouterr().out
+    m3 = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 4, val_fraction=0.1, num_proc=1)
+    assert m3["cache_key"] != m["cache_key"] and m3["n"] == N + 4
+    assert all(len(r) == N + 4 for r in load_prepared(str(out))["train"]["input_ids"])
+
+
+def test_num_proc_2_matches_single_process(tmp_path, corpus_file, tok_dir, prepared):
+    out, m = prepared
+    m2 = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "mp"), n=N, val_fraction=0.1, num_proc=2,
+                        batch_size=16)
+    assert m2["num_proc"] == 2
+    assert load_prepared(str(tmp_path / "mp"))["train"]["input_ids"] == load_prepared(str(out))["train"]["input_ids"]
+
+
+def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir, monkeypatch, prepared):
+    out, m = prepared
+    # 1. an interruption (Ctrl-C) during packing of a rebuild: the old complete corpus is untouched
+    def boom(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(corpus_mod._Packer, "close", boom)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 2, num_proc=1)
+    assert json.loads((out / "manifest.json").read_text())["n"] == N
+    with pytest.raises(KeyboardInterrupt):
+        prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "fresh"), n=N, num_proc=1)
+    assert not (tmp_path / "fresh").exists()
+    assert not list(tmp_path.glob(".*partial*"))
+    monkeypatch.undo()
+    # 2. a hard kill (SIGKILL) leaves only a hidden temp dir, never the final name; the next run cleans it
+    stale = tmp_path / ".killed.partial-99999999"
+    (stale / "_work").mkdir(parents=True)
+    (stale / "dataset_dict.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="not a complete prepared corpus"):
+        load_prepared(str(tmp_path / "killed"))
+    prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "killed"), n=N, num_proc=1)
+    assert not stale.exists() and load_prepared(str(tmp_path / "killed"))["train"].num_rows > 0
+    # 3. a manifest without complete=true is not a prepared corpus
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "manifest.json").write_text(json.dumps({"complete": False}))
+    with pytest.raises(FileNotFoundError):
+        load_prepared(str(tmp_path / "half"))
+
+
+def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
+    out, m = prepared
+    other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=300, min_frequency=1,
+                            show_progress=False)
+    with pytest.raises(CorpusError, match=f"{tokenizer_hash(other)}.*{m['tokenizer_hash']}"):
+        load_prepared(str(out), other)
+
+
+def test_non_utf8_replaced_and_counted(tmp_path, tok_dir):
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"good line one two three\nbad \xff\xfe bytes here and \xc3 more words\n\nnext doc text here\n")
+    m = prepare_corpus([str(f)], tok_dir, str(tmp_path / "p"), n=8, val_fraction=0.0, num_proc=1)
+    assert m["replaced_chars"] == 3 and m["sources"][0]["replaced_chars"] == 3
+
+
+def test_malformed_line(tmp_path, tok_dir, make_corpus):
+    f = make_corpus(tmp_path / "c.txt", n_docs=5)
+    lines = f.read_text().splitlines()
+    lines.insert(2, "bin\x00ary")
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorpusError, match=rf"{re.escape(str(f))}:3: malformed"):
+        prepare_corpus([str(f)], tok_dir, str(tmp_path / "p"), n=8, num_proc=1)
+    assert not (tmp_path / "p").exists()
+    m = prepare_corpus([str(f)], tok_dir, str(tmp_path / "p"), n=8, num_proc=1, skip_bad_rows=True)
+    assert m["skipped_bad_rows"] == 1
+
+
+def test_input_errors(tmp_path, tok_dir, corpus_file):
+    with pytest.raises(FileNotFoundError, match="missing.*one paragraph per line"):
+        prepare_corpus([str(tmp_path / "missing*.txt.gz")], tok_dir, str(tmp_path / "p"), n=8)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n\n")
+    with pytest.raises(CorpusError, match="empty corpus"):
+        prepare_corpus([str(empty)], tok_dir, str(tmp_path / "p"), n=8)
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("one\n")
+    with pytest.raises(CorpusError, match="too small"):
+        prepare_corpus([str(tiny)], tok_dir, str(tmp_path / "p"), n=64)
+    with pytest.raises(ConnectionError, match="bookcorpus.*OFFLINE"):
+        prepare_corpus(["hf:bookcorpus"], tok_dir, str(tmp_path / "p"), n=8)
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        prepare_corpus([str(corpus_file)], str(tmp_path), str(tmp_path / "p"), n=8)
+    assert not (tmp_path / "p").exists()
+
+
+def test_blocks_feed_the_collator(prepared, tokenizer):
+    from linformer.data.collator import MLMCollator
+
+    out, _ = prepared
+    ds = load_prepared(str(out))["train"]
+    batch = MLMCollator(tokenizer, seed=0)([ds[i] for i in range(4)])
+    assert batch["input_ids"].shape == (4, N) and batch["attention_mask"].all()
+    assert np.all(batch["labels"].numpy()[:, 0] == -100)

@@ -1,0 +1,142 @@
+import pytest
+
+from linformer.data.corpus import hub_offline_error  # noqa: F401  (import check)
+from linformer.data.tasks import TASKS, TaskDataError, get_task, load_task, read_task_split
+
+QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+QNLI_HEADER = "index\tquestion\tsentence\tlabel\n"
+
+
+def _write(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def qqp_dir(tmp_path):
+    rows = [(str(i), str(2 * i), str(2 * i + 1), f"how do i learn river {i}?", f"what is the castle {i}?", str(i % 2))
+            for i in range(12)]
+    _write(tmp_path / "qqp/train.tsv", QQP_HEADER, rows)
+    _write(tmp_path / "qqp/dev.tsv", QQP_HEADER, rows[:5])
+    return tmp_path / "qqp"
+
+
+@pytest.fixture
+def qnli_dir(tmp_path):
+    rows = [(str(i), f"what is the river {i}?", '"the river" is long and' + " wide" * i,
+             "entailment" if i % 3 else "not_entailment") for i in range(9)]
+    rows.append(("9", 'who said "hello', 'a stray " quote', "entailment"))  # QUOTE_NONE keeps these intact
+    _write(tmp_path / "qnli/train.tsv", QNLI_HEADER, rows)
+    _write(tmp_path / "qnli/dev.tsv", QNLI_HEADER, rows[:4])
+    return tmp_path / "qnli"
+
+
+def test_registry():
+    assert set(TASKS) >= {"sst2", "imdb", "qnli", "qqp"}
+    assert get_task("qqp").metrics == ("accuracy", "f1") and get_task("qqp").num_labels == 2
+    assert get_task("imdb").eval_split == "test" and get_task("sst2").eval_split == "dev"
+    assert get_task("qnli").is_pair and not get_task("sst2").is_pair
+    with pytest.raises(KeyError, match="unknown task 'mnli'.*imdb, qnli, qqp, sst2"):
+        get_task("mnli")
+    with pytest.raises(KeyError, match="valid tasks"):
+        load_task("cola", None, None, 8)
+
+
+def test_qqp_fixture(qqp_dir, tokenizer):
+    dd = load_task("qqp", str(qqp_dir), tokenizer, max_length=64)
+    assert set(dd) == {"train", "eval"} and len(dd["train"]) == 12 and len(dd["eval"]) == 5
+    assert set(dd["train"].column_names) == {"input_ids", "attention_mask", "labels"}
+    assert dd["train"]["labels"] == [i % 2 for i in range(12)]
+    a = tokenizer("how do i learn river 0?", add_special_tokens=False)["input_ids"]
+    b = tokenizer("what is the castle 0?", add_special_tokens=False)["input_ids"]
+    assert dd["train"][0]["input_ids"] == [0, *a, 2, 2, *b, 2]  # <s> a </s></s> b </s>
+
+
+def test_qnli_train_fixture_quotes_and_truncation(qnli_dir, tokenizer):
+    cols, skipped = read_task_split("qnli", str(qnli_dir), "train")
+    assert skipped == 0 and cols["question"][-1] == 'who said "hello' and cols["sentence"][-1] == 'a stray " quote'
+    assert cols["labels"][:3] == [1, 0, 0]  # entailment = 0, not_entailment = 1 (GLUE order)
+    dd = load_task("qnli", str(qnli_dir), tokenizer, max_length=12)
+    assert max(len(x) for x in dd["train"]["input_ids"]) == 12
+    assert all(len(x) == len(m) for x, m in zip(dd["train"]["input_ids"], dd["train"]["attention_mask"]))
+
+
+def test_malformed_rows(qqp_dir, tokenizer):
+    p = qqp_dir / "train.tsv"
+    with open(p, "a") as f:
+        f.write("99\t1\t2\tonly one question\t1\n")  # a field missing
+    with pytest.raises(TaskDataError, match=rf"train.tsv:14: malformed row: 5 .*expected 6"):
+        load_task("qqp", str(qqp_dir), tokenizer, 32)
+    cols, skipped = read_task_split("qqp", str(qqp_dir), "train", skip_bad_rows=True)
+    assert skipped == 1 and len(cols["labels"]) == 12
+    assert len(load_task("qqp", str(qqp_dir), tokenizer, 32, skip_bad_rows=True)["train"]) == 12
+
+
+def test_bad_label(qnli_dir, tokenizer):
+    with open(qnli_dir / "dev.tsv", "a") as f:
+        f.write("77\tq?\ts.\tcontradiction\n")
+    with pytest.raises(TaskDataError, match=r"dev.tsv:6: label 'contradiction' is not in the qnli label set"):
+        load_task("qnli", str(qnli_dir), tokenizer, 32, splits=("eval",))
+
+
+def test_missing_files(tmp_path, qnli_dir, tokenizer):
+    (qnli_dir / "train.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"qnli/train.tsv not found: task qnli expects .*dev.tsv.*question"):
+        load_task("qnli", str(qnli_dir), tokenizer, 32)
+    with pytest.raises(FileNotFoundError, match="imdb.*train.csv.*aclImdb"):
+        load_task("imdb", str(tmp_path / "nothing"), tokenizer, 32)
+    (tmp_path / "empty_imdb").mkdir()
+    with pytest.raises(FileNotFoundError, match="train.csv not found.*aclImdb"):
+        load_task("imdb", str(tmp_path / "empty_imdb"), tokenizer, 32)
+    bad = _write(tmp_path / "badhdr/train.tsv", "sentence\tlabelx\n", [("a", "1")])
+    with pytest.raises(TaskDataError, match="train.tsv:1: header .* lacks columns \\['label'\\]"):
+        read_task_split("sst2", str(bad.parent), "train")
+
+
+def test_hub_fails_fast_offline(tokenizer):
+    with pytest.raises(ConnectionError, match="glue/qqp.*OFFLINE"):
+        load_task("qqp", None, tokenizer, 32)
+
+
+def test_imdb_aclimdb_layout_and_br(tmp_path, tokenizer):
+    for split in ("train", "test"):
+        for sub, text in (("pos", "Great film.<br /><br />Loved it."), ("neg", "Dull.<br/>Boring")):
+            d = tmp_path / "aclImdb" / split / sub
+            d.mkdir(parents=True)
+            (d / "0_9.txt").write_text(text)
+    cols, _ = read_task_split("imdb", str(tmp_path / "aclImdb"), "eval")
+    assert cols == {"text": ["Dull. Boring", "Great film. Loved it."], "labels": [0, 1]}
+    assert len(load_task("imdb", str(tmp_path / "aclImdb"), tokenizer, 16)["train"]) == 2
+
+
+def test_imdb_csv_bad_label(tmp_path, tokenizer):
+    (tmp_path / "train.csv").write_text('id,label,rating,text\ntrain/pos/0_9,1,9,"ok, ""fine"""\ntrain/x/1_5,5,5,meh\n')
+    with pytest.raises(TaskDataError, match=r"train.csv:3: label '5'"):
+        read_task_split("imdb", str(tmp_path), "train")
+
+
+# ---- the real mirror (skipped when absent) ----
+
+def test_sst2_mirror(mirror, tokenizer):
+    train, _ = read_task_split("sst2", str(mirror / "glue/sst2"), "train")
+    assert len(train["labels"]) == 67349 and sum(train["labels"]) == 37569
+    dd = load_task("sst2", str(mirror / "glue/sst2"), tokenizer, max_length=128, splits=("eval",))
+    assert len(dd["eval"]) == 872 and sum(dd["eval"]["labels"]) == 444
+    assert dd["eval"][0]["input_ids"][0] == 0
+
+
+def test_qnli_dev_mirror(mirror, tokenizer):
+    dd = load_task("qnli", str(mirror / "glue/qnli"), tokenizer, max_length=128, splits=("eval",))
+    assert len(dd["eval"]) == 5463 and sum(dd["eval"]["labels"]) == 2761  # not_entailment = 1
+    assert max(len(x) for x in dd["eval"]["input_ids"]) <= 128
+
+
+def test_imdb_mirror(mirror, tokenizer):
+    for split in ("train", "eval"):
+        cols, _ = read_task_split("imdb", str(mirror / "imdb"), split)
+        assert len(cols["labels"]) == 25000 and sum(cols["labels"]) == 12500
+        assert not any("<br" in t for t in cols["text"])
+    dd = load_task("imdb", str(mirror / "imdb"), tokenizer, max_length=64, max_examples=200)
+    assert len(dd["train"]) == len(dd["eval"]) == 200
+    assert max(len(x) for x in dd["eval"]["input_ids"]) == 64
