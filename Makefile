@@ -29,10 +29,13 @@ test: install ## run the fast test suite (slow, GPU and multi-process tests are 
 test-all: install ## run every CPU test, slow and multi-process ones included
 	$(PY) -m pytest -q -m "not gpu"
 
+demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, corpus, pretrain, SST-2)
+	$(PY) scripts/demo.py
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all lint clean
+.PHONY: help install test test-all demo lint clean
