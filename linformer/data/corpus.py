@@ -343,7 +343,7 @@ def _pid_alive(pid: int) -> bool:
 
 def _clean_stale_partials(out: Path) -> None:
     """Remove temp dirs of earlier runs that were killed (their pid is gone)."""
-    for p in out.parent.glob(f".{out.name}.partial-*"):
+    for p in [*out.parent.glob(f".{out.name}.partial-*"), *out.parent.glob(f".{out.name}.old-*")]:
         try:
             pid = int(p.name.rsplit("-", 1)[1])
         except ValueError:

@@ -40,10 +40,10 @@ def test_task_configs_compose(task):
 
 
 def test_paths_resolve_from_any_cwd(monkeypatch, tmp_path):
+    monkeypatch.delenv("LINFORMER_DATA_MIRROR", raising=False)
     c = _compose("corpus", ["data.skip_bad_rows=true"])
     assert c.data.skip_bad_rows is True
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("LINFORMER_DATA_MIRROR", raising=False)
     assert Path(resolve_path(c.paths.data_mirror)) == (repo_root().parent / "shared/data").resolve()
     assert resolve_path(c.paths.data_dir) == str(repo_root() / "data")
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path))
@@ -70,12 +70,10 @@ def test_scripts_end_to_end(tmp_path, corpus_file):
 
 
 @pytest.mark.slow
-def test_mirror_slice_scripts(tmp_path):
+def test_mirror_slice_scripts(tmp_path, mirror):
     """The real mirror_slice demo pipeline (~1 min on 2 cores): tokenizer, then packed blocks."""
-    if not (repo_root().parent / "shared/data/MANIFEST.md").is_file():
-        pytest.skip("data mirror absent")
     root = repo_root()
-    over = ["data=mirror_slice", f"paths.data_dir={tmp_path}/data", f"paths.output_dir={tmp_path}/outputs"]
+    over = ["data=mirror_slice", f"paths.data_mirror={mirror}", f"paths.data_dir={tmp_path}/data", f"paths.output_dir={tmp_path}/outputs"]
     for script in ("train_tokenizer.py", "prepare_corpus.py"):
         r = subprocess.run([sys.executable, str(root / "scripts" / script), *over], capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr[-3000:]
