@@ -370,7 +370,7 @@ def prepare_corpus(
     sources: local .txt/.txt.gz files or globs (one paragraph per line, blank line between documents), or
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by sha256), tokenizer (by hash) and settings, an existing complete `out_dir` is
-    reused as is unless `force`. `max_documents` keeps the first that many documents (a slice for demos).
+    reused as is unless `force` (local sources only: hub sources are always re-read). `max_documents` keeps the first that many documents (a slice for demos).
     """
     if n < 3:
         raise ValueError(f"n={n}: a block needs room for <s>, at least one token and </s>")
