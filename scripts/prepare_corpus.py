@@ -13,7 +13,7 @@ def main(cfg: DictConfig) -> None:
     sources = [s if s.startswith("hf:") else resolve_path(s) for s in d.sources]
     prepare_corpus(sources, resolve_path(cfg.tokenizer_dir), resolve_path(cfg.out_dir), n=d.n,
                    val_fraction=d.val_fraction, num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows,
-                   force=cfg.force)
+                   max_documents=d.get("max_documents"), force=cfg.force)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,14 @@ from .tasks import TASKS, TaskSpec, get_task, load_task
 from .tokenizer import tokenizer_hash, train_tokenizer
 
 __all__ = [
-    "train_tokenizer",
-    "tokenizer_hash",
-    "prepare_corpus",
-    "load_prepared",
-    "MLMCollator",
     "TASKS",
+    "MLMCollator",
     "TaskSpec",
-    "get_task",
-    "load_task",
     "compute_metrics",
+    "get_task",
+    "load_prepared",
+    "load_task",
+    "prepare_corpus",
+    "tokenizer_hash",
+    "train_tokenizer",
 ]

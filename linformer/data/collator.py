@@ -10,9 +10,11 @@ given seed and batch order give the same masks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import DataCollatorForLanguageModeling
 
@@ -40,16 +42,31 @@ class MLMCollator(DataCollatorForLanguageModeling):
         self._mask_id = self.tokenizer.mask_token_id
         self._pad_id = self.tokenizer.pad_token_id
 
+    def _reseed_for_worker(self) -> None:
+        """In a DataLoader worker, each worker gets its own stream (base seed + worker id), else every worker
+        would draw the same masks from its copy of the generator."""
+        info = torch.utils.data.get_worker_info()
+        if info is not None and getattr(self, "_worker_id", None) != info.id:
+            base = self.seed if self.seed is not None else (
+                self.generator.initial_seed() if self.generator is not None else info.seed)
+            self.generator = torch.Generator().manual_seed(base + info.id)
+            self._worker_id = info.id
+
     def torch_call(self, examples: list[Any]) -> dict[str, torch.Tensor]:
-        if not isinstance(examples[0], dict):
-            examples = [{"input_ids": list(e)} for e in examples]
-        examples = [{"input_ids": list(e["input_ids"])} for e in examples]
-        batch = self.tokenizer.pad(examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of)
-        input_ids = batch["input_ids"].long()
-        if "attention_mask" not in batch:
-            batch["attention_mask"] = (input_ids != self._pad_id).long()
+        self._reseed_for_worker()
+        rows = [e["input_ids"] if isinstance(e, Mapping) else e for e in examples]
+        lengths = {len(r) for r in rows}
+        if len(lengths) == 1 and self.pad_to_multiple_of is None:
+            # packed pretraining blocks all have length n: no padding needed
+            input_ids = torch.as_tensor(np.asarray([np.asarray(r) for r in rows]), dtype=torch.long)
+            attention_mask = torch.ones_like(input_ids)
+        else:
+            batch = self.tokenizer.pad([{"input_ids": list(r)} for r in rows], return_tensors="pt",
+                                       pad_to_multiple_of=self.pad_to_multiple_of)
+            input_ids = batch["input_ids"].long()
+            attention_mask = batch["attention_mask"].long()
         input_ids, labels = self.torch_mask_tokens(input_ids)
-        return {"input_ids": input_ids, "attention_mask": batch["attention_mask"].long(), "labels": labels}
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
     def torch_mask_tokens(self, inputs: torch.Tensor, special_tokens_mask=None, offset_mapping=None):
         inputs = inputs.clone()

@@ -129,11 +129,16 @@ class _ParagraphWriter:
         self.sink.close()
 
 
-def _read_sources(srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: bool) -> tuple[list[str], dict]:
+def _read_sources(
+    srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: bool, max_documents: int | None = None
+) -> tuple[list[str], dict]:
     """Write every paragraph with its global document index. Returns (document keys, totals)."""
     doc_keys: list[str] = []
     totals = {"lines": 0, "replaced_chars": 0, "skipped_bad_rows": 0}
+    limit = max_documents if max_documents is not None else float("inf")
     for src in srcs:
+        if len(doc_keys) >= limit:
+            break
         n_docs0, lines, replaced, bad = len(doc_keys), 0, 0, 0
         if src.path is not None:
             in_doc = False
@@ -151,6 +156,8 @@ def _read_sources(srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: 
                         in_doc = False
                         continue
                     if not in_doc:
+                        if len(doc_keys) >= limit:
+                            break
                         doc_keys.append(f"{src.sha256}:{len(doc_keys) - n_docs0}")
                         in_doc = True
                     writer.add(text, len(doc_keys) - 1)
@@ -161,6 +168,8 @@ def _read_sources(srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: 
                 paras = [p for p in (row["text"] or "").split("\n") if p.strip()]
                 if not paras:
                     continue
+                if len(doc_keys) >= limit:
+                    break
                 doc_keys.append(f"{src.sha256}:{i}")
                 for p in paras:
                     writer.add(p, len(doc_keys) - 1)
@@ -295,8 +304,10 @@ def _choose_validation(doc_keys: list[str], doc_tokens: np.ndarray, val_fraction
     return is_val
 
 
-def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool) -> str:
+def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool,
+               max_documents: int | None) -> str:
     payload = {
+        "max_documents": max_documents,
         "format_version": FORMAT_VERSION,
         "sources": [s.sha256 for s in srcs],
         "tokenizer_hash": tok_hash,
@@ -332,7 +343,7 @@ def _pid_alive(pid: int) -> bool:
 
 def _clean_stale_partials(out: Path) -> None:
     """Remove temp dirs of earlier runs that were killed (their pid is gone)."""
-    for p in out.parent.glob(f".{out.name}.partial-*"):
+    for p in [*out.parent.glob(f".{out.name}.partial-*"), *out.parent.glob(f".{out.name}.old-*")]:
         try:
             pid = int(p.name.rsplit("-", 1)[1])
         except ValueError:
@@ -352,13 +363,14 @@ def prepare_corpus(
     skip_bad_rows: bool = False,
     batch_size: int = 1000,
     force: bool = False,
+    max_documents: int | None = None,
 ) -> dict:
     """Tokenize and pack `sources` into blocks of exactly `n` tokens under `out_dir`; returns the manifest.
 
     sources: local .txt/.txt.gz files or globs (one paragraph per line, blank line between documents), or
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by sha256), tokenizer (by hash) and settings, an existing complete `out_dir` is
-    reused as is unless `force`.
+    reused as is unless `force` (local sources only: hub sources are always re-read). `max_documents` keeps the first that many documents (a slice for demos).
     """
     if n < 3:
         raise ValueError(f"n={n}: a block needs room for <s>, at least one token and </s>")
@@ -369,7 +381,7 @@ def prepare_corpus(
     srcs = _resolve_sources(sources)
     tok_hash = tokenizer_hash(tokenizer_dir)
     has_hub = any(s.hub for s in srcs)
-    key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows)
+    key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
     old = read_manifest(str(out))
     if key and not force and old and old.get("cache_key") == key:
         log.info("reusing prepared corpus %s (cache key %s)", out, key)
@@ -397,7 +409,7 @@ def prepare_corpus(
         # 1. read paragraphs (single pass, streaming to Arrow)
         t0 = time.perf_counter()
         writer = _ParagraphWriter(work / "paragraphs.arrow")
-        doc_keys, totals = _read_sources(srcs, writer, skip_bad_rows)
+        doc_keys, totals = _read_sources(srcs, writer, skip_bad_rows, max_documents)
         if not doc_keys:
             raise CorpusError(f"empty corpus: no non-blank line in {[s.spec for s in srcs]}; expected {CORPUS_LAYOUT}")
         t_read = time.perf_counter() - t0
@@ -470,6 +482,7 @@ def prepare_corpus(
             "val_fraction": val_fraction,
             "seed": seed,
             "skip_bad_rows": skip_bad_rows,
+            "max_documents": max_documents,
             "sources": [
                 {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
             ],

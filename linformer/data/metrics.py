@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 METRIC_DIR = Path(__file__).parent / "metric_modules"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_metric(name: str):
     import evaluate
 

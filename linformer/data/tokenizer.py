@@ -126,7 +126,7 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found: expected a tokenizer directory written by train_tokenizer "
-            "(tokenizer.json + tokenizer_config.json)"
+            "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
         )
     data = json.loads(path.read_text(encoding="utf-8"))
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")

@@ -1,5 +1,6 @@
 """Data-layer fixtures: a small synthetic corpus, a tokenizer trained on it, the mirror location."""
 
+import os
 import random
 from pathlib import Path
 
@@ -7,10 +8,8 @@ import pytest
 
 from linformer.data.io import resolve_path
 
-MIRROR = Path(resolve_path("../shared/data"))
-WORDS = ("the of and to in a is was for on that with as by at from his her he she it they an be had are this "
-         "which were one all their there been would have not but when who into more some than them time could "
-         "river castle winter music science history garden letter window morning village doctor ship").split()
+MIRROR = Path(resolve_path(os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")))
+WORDS = ["the", "of", "and", "to", "in", "a", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "he", "she", "it", "they", "an", "be", "had", "are", "this", "which", "were", "one", "all", "their", "there", "been", "would", "have", "not", "but", "when", "who", "into", "more", "some", "than", "them", "time", "could", "river", "castle", "winter", "music", "science", "history", "garden", "letter", "window", "morning", "village", "doctor", "ship"]
 
 
 def write_corpus(path: Path, n_docs: int = 40, seed: int = 0, prefix: str = "doc") -> Path:

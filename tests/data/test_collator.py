@@ -66,3 +66,20 @@ def test_accepts_plain_lists(tokenizer):
     batch = MLMCollator(tokenizer, seed=0)([[0, 10, 11, 2], [0, 12, 2]])
     assert batch["input_ids"].shape == (2, 4)
     assert batch["attention_mask"].tolist()[1] == [1, 1, 1, 0] and batch["labels"][1, 3] == -100
+
+
+def test_equal_length_fast_path_and_numpy_rows(tokenizer):
+    import numpy as np
+
+    rows = [{"input_ids": np.array([0, 10, 11, 12, 2], dtype=np.int32)} for _ in range(3)]
+    batch = MLMCollator(tokenizer, seed=0)(rows)
+    assert batch["input_ids"].dtype == torch.long and batch["attention_mask"].all()
+    assert batch["input_ids"].shape == (3, 5) and (batch["labels"][:, [0, 4]] == -100).all()
+
+
+def test_dataloader_workers_draw_different_masks(tokenizer):
+    ex = [{"input_ids": [0, *range(10, 60), 2]} for _ in range(8)]
+    loader = torch.utils.data.DataLoader(ex, batch_size=4, num_workers=2,
+                                         collate_fn=MLMCollator(tokenizer, seed=0))
+    a, b = list(loader)  # batch 0 from worker 0, batch 1 from worker 1
+    assert not torch.equal(a["labels"], b["labels"])

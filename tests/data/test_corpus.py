@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-from transformers import AutoTokenizer
 
 from linformer.data import corpus as corpus_mod
 from linformer.data.corpus import CorpusError, load_prepared, prepare_corpus
@@ -115,7 +114,7 @@ def test_cache_reuse_and_invalidation(prepared, corpus_file, tok_dir, capsys):
 
 
 def test_num_proc_2_matches_single_process(tmp_path, corpus_file, tok_dir, prepared):
-    out, m = prepared
+    out, _m = prepared
     m2 = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "mp"), n=N, val_fraction=0.1, num_proc=2,
                         batch_size=16)
     assert m2["num_proc"] == 2
@@ -123,7 +122,7 @@ def test_num_proc_2_matches_single_process(tmp_path, corpus_file, tok_dir, prepa
 
 
 def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir, monkeypatch, prepared):
-    out, m = prepared
+    out, _m = prepared
     # 1. an interruption (Ctrl-C) during packing of a rebuild: the old complete corpus is untouched
     def boom(self):
         raise KeyboardInterrupt
@@ -205,3 +204,10 @@ def test_blocks_feed_the_collator(prepared, tokenizer):
     batch = MLMCollator(tokenizer, seed=0)([ds[i] for i in range(4)])
     assert batch["input_ids"].shape == (4, N) and batch["attention_mask"].all()
     assert np.all(batch["labels"].numpy()[:, 0] == -100)
+
+
+def test_max_documents_slice(tmp_path, corpus_file, tok_dir, prepared):
+    m = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "s"), n=N, val_fraction=0.0, num_proc=1,
+                       max_documents=5)
+    assert m["documents"] == 5 and m["max_documents"] == 5 and m["cache_key"] != prepared[1]["cache_key"]
+    assert "doc005" not in load_prepared(str(tmp_path / "s"))["train"].to_dict().__repr__()

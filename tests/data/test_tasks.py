@@ -1,6 +1,5 @@
 import pytest
 
-from linformer.data.corpus import hub_offline_error  # noqa: F401  (import check)
 from linformer.data.tasks import TASKS, TaskDataError, get_task, load_task, read_task_split
 
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
@@ -66,7 +65,7 @@ def test_malformed_rows(qqp_dir, tokenizer):
     p = qqp_dir / "train.tsv"
     with open(p, "a") as f:
         f.write("99\t1\t2\tonly one question\t1\n")  # a field missing
-    with pytest.raises(TaskDataError, match=rf"train.tsv:14: malformed row: 5 .*expected 6"):
+    with pytest.raises(TaskDataError, match=r"train.tsv:14: malformed row: 5 .*expected 6"):
         load_task("qqp", str(qqp_dir), tokenizer, 32)
     cols, skipped = read_task_split("qqp", str(qqp_dir), "train", skip_bad_rows=True)
     assert skipped == 1 and len(cols["labels"]) == 12

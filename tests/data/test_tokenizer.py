@@ -13,7 +13,9 @@ def test_special_tokens_and_post_processor(tokenizer):
     assert ids[0] == 0 and ids[-1] == 2
     # <mask> has lstrip: "river <mask>" masks the word with its leading space
     toks = tokenizer.convert_ids_to_tokens(tokenizer("the river <mask>")["input_ids"])
-    assert toks[-2] == "<mask>" and "Ġ" not in toks[-3:-1][1]
+    assert toks[-2] == "<mask>" and "Ġ" not in toks  # the space went into <mask>, not a lone "Ġ" token
+    added = {t.content: t for t in tokenizer.added_tokens_decoder.values()}
+    assert added["<mask>"].lstrip and not added["<s>"].lstrip
 
 
 def test_pair_encoding_is_roberta(tokenizer):
