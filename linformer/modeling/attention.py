@@ -102,8 +102,8 @@ class ConvProjection(nn.Module):
     def __init__(self, n: int, k: int, head_dim: int, num_heads: int | None = None):
         super().__init__()
         self.window, self.groups = n // k, num_heads or 1
-        channels = head_dim * self.groups
-        self.conv = nn.Conv1d(channels, channels, self.window, stride=self.window, groups=self.groups, bias=False)
+        # Conv1d kernel (out channels, in channels per group, window), held directly so it has one init site
+        self.weight = nn.Parameter(torch.empty(head_dim * self.groups, head_dim, self.window))
 
     @property
     def num_matrices(self) -> int:
@@ -113,9 +113,10 @@ class ConvProjection(nn.Module):
         B, H, T, d = x.shape
         x = F.pad(x, (0, 0, 0, (-T) % self.window))
         if self.groups > 1:  # (B, H*d, T') -> grouped conv, one group per head
-            y = self.conv(x.permute(0, 1, 3, 2).reshape(B, H * d, -1)).view(B, H, d, -1)
+            x = x.permute(0, 1, 3, 2).reshape(B, H * d, -1)
         else:  # heads folded into the batch
-            y = self.conv(x.reshape(B * H, -1, d).transpose(1, 2)).view(B, H, d, -1)
+            x = x.reshape(B * H, -1, d).transpose(1, 2)
+        y = F.conv1d(x, self.weight, stride=self.window, groups=self.groups).view(B, H, d, -1)
         return y.transpose(-1, -2), _window_mask(mask, T, self.window)
 
 

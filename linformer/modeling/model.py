@@ -138,15 +138,21 @@ class LinformerPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)  # RoBERTa's: normal(0, initializer_range), zero biases, unit LayerNorm
+        mean_init = self.config.projection_init == "mean"
         if isinstance(module, LinearProjection):
-            # fairseq's Linformer: xavier_uniform with gain 1/sqrt(2) on each n x k matrix
             n, k = module.weight.shape[-2:]
-            bound = math.sqrt(6.0 / (n + k)) / math.sqrt(2.0)
-            init.uniform_(module.weight, -bound, bound)
+            if mean_init:  # E_tj = 1/|window j| for the ~n/k consecutive positions t of window j
+                init.copy_(module.weight, window_mean_matrix(n, k).expand_as(module.weight))
+            else:  # fairseq's Linformer: xavier_uniform with gain 1/sqrt(2) on each n x k matrix
+                bound = math.sqrt(6.0 / (n + k)) / math.sqrt(2.0)
+                init.uniform_(module.weight, -bound, bound)
         elif isinstance(module, ConvProjection):
-            # a window of n/k positions sums into one: keep the output scale of the input
-            fan_in = module.conv.in_channels // module.groups * module.window
-            init.normal_(module.conv.weight, 0.0, 1.0 / math.sqrt(fan_in))
+            channels, w = module.weight.shape[1:]
+            if mean_init:  # each output channel averages its own input channel over the window
+                kernel = torch.eye(channels).repeat(module.groups, 1)[:, :, None].expand(-1, -1, w) / w
+                init.copy_(module.weight, kernel)
+            else:
+                init.normal_(module.weight, 0.0, 1.0 / math.sqrt(channels * w))
         elif type(module).__name__ == "LinformerLMHead":  # heads.py imports this module, hence by name
             init.zeros_(module.bias)
 
@@ -217,6 +223,14 @@ class LinformerModel(LinformerPreTrainedModel):
             hidden_states=all_hidden,
             attentions=all_probs,
         )
+
+
+def window_mean_matrix(n: int, k: int) -> torch.Tensor:
+    """n x k matrix averaging consecutive windows: row t belongs to window floor(t k / n)."""
+    window = torch.arange(n) * k // n
+    E = torch.zeros(n, k)
+    E[torch.arange(n), window] = 1.0
+    return E / E.sum(0, keepdim=True)
 
 
 def count_projection_matrices(model: nn.Module) -> int:

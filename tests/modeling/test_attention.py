@@ -169,3 +169,20 @@ def test_every_parameter_gets_a_gradient():
         model(ids, attention_mask=mask, labels=torch.where(mask.bool(), ids, -100)).loss.backward()
         no_grad = [n for n, p in model.named_parameters() if p.grad is None]
         assert no_grad == [], (sharing, projection, no_grad)
+
+
+@pytest.mark.parametrize("sharing", SHARINGS)
+def test_mean_init_starts_as_mean_pooling(sharing):
+    """projection_init='mean': a new linear (or conv) Linformer equals the parameter-free mean_pool projection."""
+    pooled = LinformerModel(tiny_config(projection="mean_pool", sharing=sharing)).eval()
+    ids = torch.randint(4, 64, (2, 16))
+    for projection in ("linear", "conv"):
+        model = LinformerModel(tiny_config(projection=projection, sharing=sharing)).eval()
+        model.load_state_dict(pooled.state_dict(), strict=False)
+        torch.testing.assert_close(model(ids).last_hidden_state, pooled(ids).last_hidden_state)
+
+
+def test_xavier_init_is_zero_mean():
+    model = LinformerModel(tiny_config(projection_init="xavier", max_seq_len=256, projected_dim=64))
+    E = model.encoder.layer[0].attention.self.E.weight
+    assert abs(E.mean().item()) < 0.01 and E.abs().max().item() <= (6 / 320) ** 0.5 / 2**0.5 + 1e-6
