@@ -80,8 +80,7 @@ def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
 
 
 def seed_everything(seed: int) -> None:
-    set_seed(seed)
-    torch.use_deterministic_algorithms(False)
+    set_seed(seed)  # python, numpy and torch (every device)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:

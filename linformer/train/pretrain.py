@@ -47,7 +47,7 @@ class BlockStream:
     """Deterministic global micro-batches of packed blocks; rank r keeps rows [r*b, (r+1)*b)."""
 
     def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collator: MLMCollator):
-        self.ids = dataset.with_format("torch")["input_ids"] if len(dataset) else None
+        self.blocks = dataset.with_format("numpy", columns=["input_ids"])  # rows read per batch, not held
         self.per_device, self.world, self.rank, self.seed = per_device, world, rank, seed
         self.global_micro = per_device * world
         self.batches_per_epoch = len(dataset) // self.global_micro
@@ -63,14 +63,14 @@ class BlockStream:
         epoch, pos = divmod(g, self.batches_per_epoch)
         if self._perm is None or self._perm[0] != epoch:
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = (epoch, torch.randperm(len(self.ids), generator=gen))
+            self._perm = (epoch, torch.randperm(len(self.blocks), generator=gen))
         return self._perm[1][pos * self.global_micro : (pos + 1) * self.global_micro]
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
-        rows = self.ids[self._rows(g)]
+        rows = self.blocks[self._rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
         self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + g)
-        batch = self.collator([{"input_ids": r} for r in rows])
+        batch = self.collator([{"input_ids": r.tolist()} for r in rows])
         lo = self.rank * self.per_device
         return {k: v[lo : lo + self.per_device] for k, v in batch.items()}
 

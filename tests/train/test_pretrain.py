@@ -39,7 +39,8 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     tok = AutoTokenizer.from_pretrained(tmp_path / "model")
     assert model.config.max_seq_len == 32 and len(tok) == model.config.vocab_size
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert {"loss", "lr", "tokens_per_s", "mfu", "grad_norm"} <= rows[0].keys()
+    assert rows[0]["step"] == 0 and "val_ppl" in rows[0] and summary["initial_val_loss"] > summary["final_val_loss"]
+    assert {"loss", "lr", "tokens_per_s", "mfu", "grad_norm"} <= rows[1].keys()
     assert any("val_ppl" in r for r in rows)
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert ckpts == ["step-00000032", "step-00000036", "step-00000040"]  # keep_last=3
