@@ -1,0 +1,11 @@
+"""Efficiency measurements: the paper's Table 3 (inference time and memory), FLOP ratios, training throughput."""
+
+from .flops import flop_ratio, layer_flops, model_flops
+from .inference import InferenceSettings, plan_grid, run_inference
+from .runner import run_benchmark
+from .throughput import ThroughputSettings, run_throughput
+
+__all__ = [
+    "flop_ratio", "layer_flops", "model_flops", "InferenceSettings", "plan_grid", "run_inference",
+    "ThroughputSettings", "run_throughput", "run_benchmark",
+]
