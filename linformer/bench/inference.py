@@ -47,6 +47,7 @@ MODEL_LABELS = {
 }
 # Rough cost of each model relative to its analytic FLOPs at GEMM speed, for planning the grid only.
 _OVERHEAD = {"linformer": 1.3, "full": 1.6, "eager": 2.2, "roberta_sdpa": 1.6}
+_BUILD_S = 1.5  # seconds to build and initialise one base-width model (50k-word embedding) on a CPU
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -120,8 +121,9 @@ def estimate_seconds(n: int, ks: list[int], s: InferenceSettings, flops_per_s: f
         per_round += _OVERHEAD["linformer"] * model_flops(
             n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing, s.batch_size
         )
-    runs = s.warmup + s.reps + (1 if s.memory else 0)
-    return runs * per_round / flops_per_s
+    runs = max(1, s.warmup) + s.reps  # memory is measured on the (last) warm-up run
+    build = _BUILD_S * (len(s.baselines) + len(ks)) * s.hidden * s.vocab / (768 * 50265)
+    return runs * per_round / flops_per_s + build
 
 
 def eager_scores_bytes(n: int, s: InferenceSettings) -> int:
@@ -195,10 +197,17 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
             kind, _, k = name.partition("@")
             models[name] = build_model(kind, n, int(k) if k else None, s).to(device=device, dtype=dtype)
         bar.set_postfix(n=n)
-        for name in names:  # warm-up: first-call allocations, kernel selection
-            for _ in range(s.warmup):
-                _forward(models[name], ids)
+        mem: dict[str, int | None] = {name: None for name in names}
+        for name in names:  # warm-up (first-call allocations, kernel selection); its peak memory is recorded
+            for i in range(s.warmup):
+                fwd = lambda m=models[name]: _forward(m, ids)  # noqa: E731
+                if s.memory and i == s.warmup - 1:
+                    mem[name] = peak_memory_bytes(fwd, device)
+                else:
+                    fwd()
                 bar.update(1)
+        if s.memory and s.warmup == 0:
+            mem = {name: peak_memory_bytes(lambda m=models[name]: _forward(m, ids), device) for name in names}
         times: dict[str, list[float]] = {name: [] for name in names}
         for r in range(s.reps):
             order = names[r % len(names):] + names[: r % len(names)]  # rotate: no model always runs first
@@ -206,8 +215,6 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
                 times[name].append(timed(lambda m=models[name]: _forward(m, ids), device))
                 bar.update(1)
         t = {name: statistics.median(v) for name, v in times.items()}
-        mem = {name: (peak_memory_bytes(lambda m=models[name]: _forward(m, ids), device) if s.memory else None)
-               for name in names}
         max_batch = {}
         if s.find_max_batch and device.type == "cuda":
             for name in names:

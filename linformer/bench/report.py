@@ -73,7 +73,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         "rotated), median. Ratios are measured side by side in this one run.",
         "Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
         "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
-        "`torch.cuda.max_memory_allocated`.",
+        "`torch.cuda.max_memory_allocated`. Measured on the last warm-up forward.",
     ]
     if meta.get("note"):
         out.append(meta["note"])
@@ -149,7 +149,7 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}, vocabulary {s.vocab}, dropout "
         f"{s.dropout}; {s.tokens_per_step} tokens per step; {int(s.mask_prob * 100)}% of positions labelled. "
         f"Linformer: k = {s.k}, sharing = {s.sharing}. {s.warmup} warm-up step, then {s.steps} interleaved "
-        "rounds, median step time. bf16 = `torch.autocast` bf16 forward, fp32 weights and AdamW.",
+        "rounds, median step time. bf16 = `torch.autocast` bf16 forward, fp32 weights and fused AdamW.",
     ]
     if meta.get("note"):
         out.append(meta["note"])
