@@ -29,10 +29,13 @@ test: install ## run the fast test suite (slow, GPU and multi-process tests are 
 test-all: install ## run every CPU test, slow and multi-process ones included
 	$(PY) -m pytest -q -m "not gpu"
 
+benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
+	$(PY) scripts/benchmark.py $(ARGS)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all lint clean
+.PHONY: help install test test-all benchmark lint clean
