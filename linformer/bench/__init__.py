@@ -6,6 +6,13 @@ from .runner import run_benchmark
 from .throughput import ThroughputSettings, run_throughput
 
 __all__ = [
-    "flop_ratio", "layer_flops", "model_flops", "InferenceSettings", "plan_grid", "run_inference",
-    "ThroughputSettings", "run_throughput", "run_benchmark",
+    "InferenceSettings",
+    "ThroughputSettings",
+    "flop_ratio",
+    "layer_flops",
+    "model_flops",
+    "plan_grid",
+    "run_benchmark",
+    "run_inference",
+    "run_throughput",
 ]

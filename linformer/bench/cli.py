@@ -37,4 +37,4 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
                          progress=cfg.progress)
 
 
-__all__ = ["settings_from_config", "benchmark_from_config"]
+__all__ = ["benchmark_from_config", "settings_from_config"]

@@ -46,4 +46,4 @@ def flop_ratio(n: int, k: int, hidden: int, ffn: int, sharing: str = "layerwise"
     return layer_flops(n, hidden, ffn, "full") / layer_flops(n, hidden, ffn, "linformer", k, sharing)
 
 
-__all__ = ["layer_flops", "model_flops", "flop_ratio"]
+__all__ = ["flop_ratio", "layer_flops", "model_flops"]

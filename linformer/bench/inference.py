@@ -77,10 +77,10 @@ class InferenceSettings:
 
 
 def _sizes(s: InferenceSettings) -> dict:
-    return dict(
-        vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
-        intermediate_size=s.ffn, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )
+    return {
+        "vocab_size": s.vocab, "hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
+        "intermediate_size": s.ffn, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+    }
 
 
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
@@ -200,25 +200,25 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         mem: dict[str, int | None] = {name: None for name in names}
         for name in names:  # warm-up (first-call allocations, kernel selection); its peak memory is recorded
             for i in range(s.warmup):
-                fwd = lambda m=models[name]: _forward(m, ids)  # noqa: E731
+                fwd = lambda m=models[name], x=ids: _forward(m, x)
                 if s.memory and i == s.warmup - 1:
                     mem[name] = peak_memory_bytes(fwd, device)
                 else:
                     fwd()
                 bar.update(1)
         if s.memory and s.warmup == 0:
-            mem = {name: peak_memory_bytes(lambda m=models[name]: _forward(m, ids), device) for name in names}
+            mem = {name: peak_memory_bytes(lambda m=models[name], x=ids: _forward(m, x), device) for name in names}
         times: dict[str, list[float]] = {name: [] for name in names}
         for r in range(s.reps):
             order = names[r % len(names):] + names[: r % len(names)]  # rotate: no model always runs first
             for name in order:
-                times[name].append(timed(lambda m=models[name]: _forward(m, ids), device))
+                times[name].append(timed(lambda m=models[name], x=ids: _forward(m, x), device))
                 bar.update(1)
         t = {name: statistics.median(v) for name, v in times.items()}
         max_batch = {}
         if s.find_max_batch and device.type == "cuda":
             for name in names:
-                def try_batch(b, m=models[name]):
+                def try_batch(b, m=models[name], n=n):
                     _forward(m, torch.randint(3, s.vocab, (b, n), device=device))
                     synchronize(device)
                 max_batch[name] = max_batch_that_fits(try_batch, limit=s.max_batch_limit)
@@ -245,7 +245,7 @@ def _ratio(a, b):
 
 def _row(n: int, k: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:
     lin = f"linformer@{k}"
-    mb = lambda b: None if b is None else b / 2**20  # noqa: E731
+    mb = lambda b: None if b is None else b / 2**20
     row = {
         "n": n, "k": k, "batch_size": s.batch_size, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
         "ffn": s.ffn, "sharing": s.sharing, "dtype": s.dtype,
@@ -273,6 +273,13 @@ def _row(n: int, k: int, s: InferenceSettings, t: dict, mem: dict, max_batch: di
 
 
 __all__ = [
-    "BASELINES", "MODEL_LABELS", "InferenceSettings", "build_model", "grid_cells", "estimate_seconds",
-    "plan_grid", "calibrate_flops_per_s", "run_inference",
+    "BASELINES",
+    "MODEL_LABELS",
+    "InferenceSettings",
+    "build_model",
+    "calibrate_flops_per_s",
+    "estimate_seconds",
+    "grid_cells",
+    "plan_grid",
+    "run_inference",
 ]

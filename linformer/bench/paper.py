@@ -40,4 +40,4 @@ def paper_value(table: dict[int, tuple[float, ...]], n: int, k: int) -> float | 
     return row[i] if i < len(row) else None
 
 
-__all__ = ["PAPER_KS", "PAPER_TIME_SAVED", "PAPER_MEMORY_SAVED", "paper_value"]
+__all__ = ["PAPER_KS", "PAPER_MEMORY_SAVED", "PAPER_TIME_SAVED", "paper_value"]

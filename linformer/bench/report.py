@@ -66,14 +66,14 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         f"{m.get('memory_gib', '?')} GiB), device `{m.get('device')}`"
         + (f" ({m['gpu']})" if "gpu" in m else "")
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
-        f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
+        (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
         f"batch {s.batch_size}, {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
-        "Table 3). Forward pass only (inference mode), random token ids, nothing padded.",
-        f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
-        "rotated), median. Ratios are measured side by side in this one run.",
-        "Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
+        "Table 3). Forward pass only (inference mode), random token ids, nothing padded."),
+        (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
+        "rotated), median. Ratios are measured side by side in this one run."),
+        ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
         "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
-        "`torch.cuda.max_memory_allocated`. Measured on the last warm-up forward.",
+        "`torch.cuda.max_memory_allocated`. Measured on the last warm-up forward."),
     ]
     if meta.get("note"):
         out.append(meta["note"])
@@ -86,9 +86,9 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         "",
         "## Against the paper-era standard Transformer (eager n x n softmax)",
         "",
-        "Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
+        ("Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
         "`attn_implementation=\"eager\"` (same size), then *(paper: time / memory)*. The paper's numbers are "
-        "against a 2020 standard Transformer on a V100 (Wang et al. 2020, Table 3), ours on the machine above.",
+        "against a 2020 standard Transformer on a V100 (Wang et al. 2020, Table 3), ours on the machine above."),
         "",
     ]
     out += _cell_table(rows, ks, lambda r: (
@@ -101,10 +101,10 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         "",
         "## Against today's standard attention (`F.scaled_dot_product_attention`)",
         "",
-        "Each cell: **measured speed-up / memory saved** of the Linformer against our model with "
+        ("Each cell: **measured speed-up / memory saved** of the Linformer against our model with "
         "`attention=\"full\"`, then *(analytic FLOP ratio)*: full-model FLOPs / Linformer FLOPs of a forward "
         "(QKV/output projections, score and value matmuls, E/F projections, FFN; see linformer/bench/flops.py). "
-        "A measured speed-up at or above the FLOP ratio means the Linformer realises all of its arithmetic saving.",
+        "A measured speed-up at or above the FLOP ratio means the Linformer realises all of its arithmetic saving."),
         "",
     ]
     out += _cell_table(rows, ks, lambda r: (
@@ -144,12 +144,12 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     out = [
         "# Training throughput: one MLM step (forward, backward, AdamW)",
         "",
-        f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
-        f"`{m.get('device')}`; torch {m.get('torch')}, transformers {m.get('transformers')}.",
-        f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}, vocabulary {s.vocab}, dropout "
+        (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
+        f"`{m.get('device')}`; torch {m.get('torch')}, transformers {m.get('transformers')}."),
+        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}, vocabulary {s.vocab}, dropout "
         f"{s.dropout}; {s.tokens_per_step} tokens per step; {int(s.mask_prob * 100)}% of positions labelled. "
         f"Linformer: k = {s.k}, sharing = {s.sharing}. {s.warmup} warm-up step, then {s.steps} interleaved "
-        "rounds, median step time. bf16 = `torch.autocast` bf16 forward, fp32 weights and fused AdamW.",
+        "rounds, median step time. bf16 = `torch.autocast` bf16 forward, fp32 weights and fused AdamW."),
     ]
     if meta.get("note"):
         out.append(meta["note"])
@@ -199,4 +199,4 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
     return path
 
 
-__all__ = ["write_csv", "inference_markdown", "throughput_markdown", "plot_times"]
+__all__ = ["inference_markdown", "plot_times", "throughput_markdown", "write_csv"]

@@ -52,10 +52,10 @@ class ThroughputSettings:
 
 
 def build_mlm(kind: str, n: int, s: ThroughputSettings) -> nn.Module:
-    sizes = dict(
-        vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
-        intermediate_size=s.ffn, hidden_dropout_prob=s.dropout, attention_probs_dropout_prob=s.dropout,
-    )
+    sizes = {
+        "vocab_size": s.vocab, "hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
+        "intermediate_size": s.ffn, "hidden_dropout_prob": s.dropout, "attention_probs_dropout_prob": s.dropout,
+    }
     if kind in ("linformer", "full"):
         config = LinformerConfig(**sizes, attention=kind, max_seq_len=n, projected_dim=min(s.k, n),
                                  sharing=s.sharing)
@@ -111,8 +111,9 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
         for r in range(s.steps):
             order = s.models[r % len(s.models):] + s.models[: r % len(s.models)]
             for kind in order:
-                m, o = models[kind], opts[kind]
-                times[kind].append(timed(lambda: train_step(m, o, ids, labels, precision, device), device))
+                step = lambda m=models[kind], o=opts[kind], x=ids, y=labels, p=precision: train_step(
+                    m, o, x, y, p, device)
+                times[kind].append(timed(step, device))
                 bar.update(1)
         ref = statistics.median(times["roberta"]) if "roberta" in times else None
         for kind in s.models:
@@ -130,4 +131,4 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
     return rows, meta
 
 
-__all__ = ["ThroughputSettings", "TRAIN_MODELS", "build_mlm", "make_batch", "train_step", "run_throughput"]
+__all__ = ["TRAIN_MODELS", "ThroughputSettings", "build_mlm", "make_batch", "run_throughput", "train_step"]

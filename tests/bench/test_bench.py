@@ -7,7 +7,14 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from linformer.bench import InferenceSettings, ThroughputSettings, flop_ratio, layer_flops, plan_grid, run_benchmark
+from linformer.bench import (
+    InferenceSettings,
+    ThroughputSettings,
+    flop_ratio,
+    layer_flops,
+    plan_grid,
+    run_benchmark,
+)
 from linformer.bench.cli import settings_from_config
 from linformer.bench.common import max_batch_that_fits, peak_memory_bytes
 from linformer.bench.inference import build_model, estimate_seconds, grid_cells
@@ -17,15 +24,15 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def tiny_inference(**kw) -> InferenceSettings:
-    base = dict(ns=[64, 128], ks=[16, 32], layers=1, hidden=32, heads=4, ffn=64, vocab=64, reps=2, warmup=1,
-                budget_s=1e9, device="cpu")
+    base = {"ns": [64, 128], "ks": [16, 32], "layers": 1, "hidden": 32, "heads": 4, "ffn": 64, "vocab": 64, "reps": 2, "warmup": 1,
+                "budget_s": 1e9, "device": "cpu"}
     base.update(kw)
     return InferenceSettings(**base)
 
 
 def tiny_throughput(**kw) -> ThroughputSettings:
-    base = dict(ns=[64], tokens_per_step=128, layers=1, hidden=32, heads=4, ffn=64, vocab=64, k=16, steps=1,
-                warmup=1, precisions=["fp32"], device="cpu")
+    base = {"ns": [64], "tokens_per_step": 128, "layers": 1, "hidden": 32, "heads": 4, "ffn": 64, "vocab": 64, "k": 16, "steps": 1,
+                "warmup": 1, "precisions": ["fp32"], "device": "cpu"}
     base.update(kw)
     return ThroughputSettings(**base)
 
@@ -112,7 +119,7 @@ def test_tiny_benchmark_writes_csv_markdown_png(tmp_path):
     written = run_benchmark(tmp_path, "t3", tiny_inference(), tiny_throughput(), "thr", command="cmd x",
                             progress=False, log=lambda *_: None)
     assert {p.name for p in written.values()} == {"t3.csv", "t3.md", "t3.png", "thr.csv", "thr.md"}
-    rows = list(csv.DictReader(open(tmp_path / "t3.csv")))
+    rows = list(csv.DictReader((tmp_path / "t3.csv").read_text().splitlines()))
     assert [(int(r["n"]), int(r["k"])) for r in rows] == [(64, 16), (64, 32), (128, 16), (128, 32)]
     for r in rows:
         for col in ("time_linformer_s", "time_full_s", "time_eager_s", "time_roberta_sdpa_s", "flop_ratio",
@@ -125,7 +132,7 @@ def test_tiny_benchmark_writes_csv_markdown_png(tmp_path):
     eager_table = md.split("## Against the paper-era")[1].split("## Against today")[0]
     assert "| 64 | **" in eager_table and "x)*" not in eager_table  # the paper has no n < 512 cells
     assert (tmp_path / "t3.png").read_bytes()[:4] == b"\x89PNG"
-    thr = list(csv.DictReader(open(tmp_path / "thr.csv")))
+    thr = list(csv.DictReader((tmp_path / "thr.csv").read_text().splitlines()))
     assert [r["model"] for r in thr] == ["linformer", "full", "roberta"]
     assert all(float(r["tokens_per_s"]) > 0 for r in thr)
     assert float(thr[2]["speedup_vs_roberta"]) == pytest.approx(1.0)
