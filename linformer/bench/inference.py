@@ -65,7 +65,7 @@ class InferenceSettings:
     baselines: list[str] = field(default_factory=lambda: list(BASELINES))
     reps: int = 3
     warmup: int = 1
-    budget_s: float = 600.0  # planned wall-clock seconds for the grid; larger n are dropped to fit
+    budget_s: float = 900.0  # planned wall-clock seconds for the grid; larger n are dropped to fit
     max_n: int | None = None  # hard cap on n (e.g. 8192 on CPU); None = no cap
     memory: bool = True
     memory_fraction: float = 0.6  # skip an n whose eager n x n scores would need more of the free memory
