@@ -32,10 +32,13 @@ test-all: install ## run every CPU test, slow and multi-process ones included
 demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, corpus, pretrain, SST-2)
 	$(PY) scripts/demo.py
 
+benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
+	$(PY) scripts/benchmark.py $(ARGS)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo lint clean
+.PHONY: help install test test-all demo benchmark lint clean

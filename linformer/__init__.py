@@ -12,8 +12,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LinformerConfig",
-    "LinformerModel",
     "LinformerForMaskedLM",
     "LinformerForSequenceClassification",
+    "LinformerModel",
     "count_projection_matrices",
 ]

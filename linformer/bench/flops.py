@@ -1,23 +1,24 @@
-"""Analytic FLOPs of a Linformer or full-attention encoder, and the device peak for MFU.
+"""Analytic forward-pass FLOPs of one encoder stack (a multiply-add counts as 2 FLOPs).
 
-Counts multiply-adds as 2 FLOPs, matmuls only (softmax, LayerNorm, gelu and embeddings are a few percent).
-Per token of a sequence of T tokens, width D, FFN width F, per layer:
-- Q and output projections 4 D^2; K and V 4 D^2, or 4 D^2 k/T when a head-shared E is applied to the hidden
-  states first (then E^T X costs 2 k D per matrix);
-- with per-head E, F (sharing=none) or pooling/conv: E^T K and F^T V cost 2 k D each;
-- scores and weighted values 4 T' D, with T' = k (Linformer) or T (full attention);
-- FFN 4 D F.
-The MLM head (dense 2 D^2 + decoder 2 D V) runs on the masked fraction p of tokens (all tokens when p = 1).
-A training step is 3x the forward (backward = 2x forward).
+Counted per layer: the query/key/value and output projections, the attention score (Q K^T) and value
+(P V) matmuls, the Linformer's E/F projections and the FFN. Embeddings, LayerNorm, softmax, GELU and
+biases are left out: they are the same for both models or O(n D), far below the matmuls.
+
+The Linformer count follows our implementation, not the paper's naive order: when E (and F) is shared
+by the heads (sharing = headwise | kv | layerwise, linear projection), the layer input is projected first
+(E^T X, 2 n k D), so the key/value linear layers run on k rows (2 k D^2 each). With kv/layerwise sharing,
+E = F and E^T X is computed once per layer. With sharing = none, K and V are computed on all n rows and each
+head projects its own d columns (2 n k D for keys, as much for values).
 """
 
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import torch
 
-# Dense tensor-core peaks in FLOP/s (fp16/bf16, and fp32 without TF32), from the vendors' datasheets.
+# Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets.
 _GPU_PEAKS = {
     "H200": (989e12, 67e12),
     "H100": (989e12, 67e12),
@@ -29,53 +30,89 @@ _GPU_PEAKS = {
 }
 
 
+def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = None,
+                sharing: str = "layerwise") -> float:
+    """FLOPs of one post-LN encoder layer's forward for one sequence of n tokens."""
+    D = hidden
+    q_out = 2 * n * D * D * 2  # query and output projections, n rows each
+    mlp = 2 * 2 * n * D * ffn  # FFN: D -> ffn -> D
+    if attention == "full":
+        kv = 2 * 2 * n * D * D
+        attn = 2 * 2 * n * n * D  # scores Q K^T and values P V over all heads (H * d = D)
+        return float(q_out + kv + attn + mlp)
+    if attention != "linformer" or k is None:
+        raise ValueError(f"attention must be 'full' or 'linformer' (with k); got {attention!r}, k={k}")
+    k = min(k, n)  # a batch of T < n tokens uses the first T rows of E
+    if sharing == "none":
+        kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)  # K, V on n rows, then E_i^T K_i, F_i^T V_i per head
+    else:
+        projections = 1 if sharing in ("kv", "layerwise") else 2  # E^T X (and F^T X for headwise)
+        kv = projections * 2 * n * k * D + 2 * 2 * k * D * D
+    attn = 2 * 2 * n * k * D  # scores (n x k) and values, over all heads
+    return float(q_out + kv + attn + mlp)
+
+
+def model_flops(n: int, hidden: int, ffn: int, layers: int, attention: str, k: int | None = None,
+                sharing: str = "layerwise", batch: int = 1) -> float:
+    return batch * layers * layer_flops(n, hidden, ffn, attention, k, sharing)
+
+
+def flop_ratio(n: int, k: int, hidden: int, ffn: int, sharing: str = "layerwise") -> float:
+    """Full-attention FLOPs / Linformer FLOPs: the speed-up a perfectly efficient implementation would see."""
+    return layer_flops(n, hidden, ffn, "full") / layer_flops(n, hidden, ffn, "linformer", k, sharing)
+
+
 def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = None) -> float:
-    """Forward FLOPs per token; ``mlm_fraction`` adds the MLM head on that fraction of tokens."""
-    D, F, T = config.hidden_size, config.intermediate_size, seq_len
+    """Forward FLOPs per token of a LinformerConfig (per-layer k included) on sequences of seq_len tokens.
+
+    Pooling and conv projections are counted like sharing='none' (keys and values on all rows). With
+    ``mlm_fraction``, the MLM head (dense 2 D^2 + decoder 2 D V) runs on that fraction of the tokens.
+    """
+    D, ffn, T = config.hidden_size, config.intermediate_size, seq_len
+    sharing = config.sharing if config.projection == "linear" else "none"
     total = 0.0
     for layer in range(config.num_hidden_layers):
-        total += 4 * D * D + 4 * D * F  # Q, output, FFN
-        if config.attention == "full":
-            total += 4 * D * D + 4 * T * D
-            continue
-        k = min(config.k_of_layer(layer), T)
-        if config.projection == "linear" and config.sharing != "none":
-            matrices = 1 if config.sharing in ("kv", "layerwise") else 2
-            total += 4 * D * D * k / T + 2 * k * D * matrices  # K, V on k rows; E^T X (and F^T X)
-        else:
-            total += 4 * D * D + 4 * k * D  # K, V on T rows; E^T K and F^T V
-        total += 4 * k * D
+        k = config.k_of_layer(layer) if config.attention == "linformer" else None
+        total += layer_flops(T, D, ffn, config.attention, k, sharing) / T
     if mlm_fraction is not None:
         total += mlm_fraction * (2 * D * D + 2 * D * config.vocab_size)
     return total
 
 
 def training_flops_per_token(config, seq_len: int, mlm_fraction: float) -> float:
+    """A training step is about 3x the forward: the backward computes gradients for inputs and weights."""
     return 3.0 * forward_flops_per_token(config, seq_len, mlm_fraction)
 
 
 def peak_flops(device: torch.device, mixed_precision: str, override_tflops: float | None = None) -> float | None:
-    """Peak FLOP/s of the device for MFU: an explicit value, a GPU datasheet peak, or a CPU estimate."""
+    """Peak FLOP/s for MFU: an explicit value, a GPU datasheet peak, or a CPU estimate (None if unknown)."""
     if override_tflops:
         return float(override_tflops) * 1e12
     half = mixed_precision in ("fp16", "bf16")
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        for key, (p16, p32) in _GPU_PEAKS.items():
-            if key in name:
-                return p16 if half else p32
-        return None
+        return next(((p16 if half else p32) for key, (p16, p32) in _GPU_PEAKS.items() if key in name), None)
     return _cpu_peak(bf16=mixed_precision == "bf16")
 
 
 def _cpu_peak(bf16: bool) -> float | None:
-    """cores x clock x FLOPs/cycle (2 FMA units: 64 fp32 with AVX-512, 32 with AVX2); an estimate."""
+    """threads x clock x FLOPs/cycle (2 FMA units: 64 fp32 with AVX-512, 32 with AVX2); an estimate."""
     with contextlib.suppress(OSError, ValueError, StopIteration):
-        text = open("/proc/cpuinfo").read()
-        flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split(":")[1].split())
-        mhz = float(next(line for line in text.splitlines() if line.startswith("cpu MHz")).split(":")[1])
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        flags = set(next(x for x in lines if x.startswith("flags")).split(":")[1].split())
+        mhz = float(next(x for x in lines if x.startswith("cpu MHz")).split(":")[1])
         per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8
         if bf16 and "avx512_bf16" in flags:
             per_cycle *= 2
         return torch.get_num_threads() * mhz * 1e6 * per_cycle
     return None
+
+
+__all__ = [
+    "flop_ratio",
+    "forward_flops_per_token",
+    "layer_flops",
+    "model_flops",
+    "peak_flops",
+    "training_flops_per_token",
+]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
 import statistics
 import time
 from unittest import mock
@@ -21,17 +20,8 @@ import torch
 from transformers import RobertaConfig, RobertaForMaskedLM
 
 from linformer import LinformerForMaskedLM, LinformerModel
+from linformer.bench.common import machine_description
 from linformer.modeling import LinearProjection
-
-
-def machine_description() -> str:
-    """CPU model, cores and torch version (and the GPU when there is one), for results files."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return f"{cpu}, {torch.get_num_threads()} threads{gpu}, torch {torch.__version__}"
 
 
 def roberta_logits_delta(n: int = 128, layers: int = 12, batch: int = 4, seed: int = 0) -> float:
@@ -114,13 +104,13 @@ def main() -> None:
     lines = [
         "# Model checks",
         "",
-        f"Machine: {machine_description()}. "
+        "Machine: " + ", ".join(f"{k} {v}" for k, v in machine_description(torch.device("cpu")).items()) + ". "
         "Command: `python -m linformer.bench.model_checks`.",
         "",
         "| check | value |",
         "|---|---|",
-        f"| max abs delta logits, full mode vs RobertaForMaskedLM (12 layers, width 768, n=128, padded batch) "
-        f"| {delta:.2e} |",
+        (f"| max abs delta logits, full mode vs RobertaForMaskedLM (12 layers, width 768, n=128, padded batch) "
+        f"| {delta:.2e} |"),
         f"| padding leak, ours (n=512, k=128, 100 real tokens alone vs padded to 512) | {ours:.2e} |",
         f"| padding leak, fairseq-style projection (same model and batch) | {leaky:.2e} |",
         f"| forward s, linformer (layerwise, k=256), n=4096, width 768, 2 layers, batch 1 | {t['linformer']:.3f} |",

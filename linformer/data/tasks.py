@@ -52,7 +52,7 @@ class TaskSpec:
         if self.format == "imdb":
             return ("<data_dir>/train.csv and <data_dir>/test.csv (columns id,label,rating,text), or the aclImdb "
                     "layout <data_dir>/{train,test}/{pos,neg}/*.txt")
-        cols = " ".join(self.text_fields + (self.label_field,))
+        cols = " ".join((*self.text_fields, self.label_field))
         return (f"<data_dir>/{self.files['train']} and <data_dir>/{self.files['eval']}: GLUE tsv, tab-separated, "
                 f"no quoting, a header naming at least: {cols}")
 
@@ -113,7 +113,7 @@ def _read_glue_tsv(path: Path, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dic
         if header is None:
             raise TaskDataError(f"{path}: empty file; expected {spec.layout()}")
         header = [h.strip() for h in header]
-        needed = list(spec.text_fields) + [spec.label_field]
+        needed = [*list(spec.text_fields), spec.label_field]
         missing = [c for c in needed if c not in header]
         if missing:
             raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {spec.layout()}")

@@ -9,14 +9,14 @@ from .model import LinformerModel, LinformerPreTrainedModel, count_projection_ma
 register()
 
 __all__ = [
+    "ConvProjection",
+    "LinearProjection",
     "LinformerConfig",
-    "LinformerModel",
-    "LinformerPreTrainedModel",
     "LinformerForMaskedLM",
     "LinformerForSequenceClassification",
+    "LinformerModel",
+    "LinformerPreTrainedModel",
     "LinformerSelfAttention",
-    "LinearProjection",
     "PoolProjection",
-    "ConvProjection",
     "count_projection_matrices",
 ]

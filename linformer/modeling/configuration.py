@@ -133,4 +133,4 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
         raise ValueError(f"{key}={value!r} is not one of {', '.join(choices)}.")
 
 
-__all__ = ["LinformerConfig", "ATTENTION_MODES", "SHARING_MODES", "PROJECTIONS", "PROJECTION_INITS"]
+__all__ = ["ATTENTION_MODES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig"]

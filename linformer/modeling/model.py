@@ -201,7 +201,7 @@ class LinformerModel(LinformerPreTrainedModel):
             raise ValueError("Give exactly one of input_ids or inputs_embeds.")
         T = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         n = self.config.max_seq_len
-        if T > n:
+        if n < T:
             raise ValueError(
                 f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). "
                 f"Truncate inputs to {n} tokens."

@@ -43,4 +43,4 @@ def finetune(cfg, run_dir):
     return _finetune(cfg, run_dir)
 
 
-__all__ = ["pretrain", "finetune", "run_dir", "cli_errors"]
+__all__ = ["cli_errors", "finetune", "pretrain", "run_dir"]

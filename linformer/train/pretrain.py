@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
+from ..bench.flops import peak_flops, training_flops_per_token
 from ..data import MLMCollator, load_prepared
 from ..data.io import resolve_path
 from ..errors import ConfigError, TrainingDiverged
@@ -38,7 +39,6 @@ from .common import (
     seed_everything,
     write_json_atomic,
 )
-from ..bench.flops import peak_flops, training_flops_per_token
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,12 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-from linformer import LinformerConfig, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
+from linformer import (
+    LinformerConfig,
+    LinformerForMaskedLM,
+    LinformerForSequenceClassification,
+    LinformerModel,
+)
 
 from .conftest import tiny_config
 

@@ -21,7 +21,7 @@ def _run(tmp_path, sst2_dir, model_path, *overrides):
 
 
 def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
-    results, run = _run(tmp_path, sst2_dir, pretrained_run)
+    _, run = _run(tmp_path, sst2_dir, pretrained_run)
     saved = json.loads((run / "results.json").read_text())
     assert saved["task"] == "sst2" and saved["eval_split"] == "dev"
     assert {"accuracy"} <= saved["metrics"].keys() and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
@@ -48,7 +48,7 @@ def test_finetune_a_plain_roberta_checkpoint_learns(tmp_path, sst2_dir, pretrain
 
 
 def test_finetune_from_scratch(tmp_path, sst2_dir, pretrained_run):
-    results, run = _run(tmp_path, sst2_dir, pretrained_run, "from_scratch=true", "trainer.epochs=1")
+    results, _ = _run(tmp_path, sst2_dir, pretrained_run, "from_scratch=true", "trainer.epochs=1")
     assert results["from_scratch"] is True and results["steps"] == 13  # ceil(200 / 16)
 
 

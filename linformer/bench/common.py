@@ -1,0 +1,166 @@
+"""Shared helpers: device choice, synchronisation, peak-memory measurement, the machine's description."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call, the device synchronised before and after."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def _proc_status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _release_free_memory() -> None:
+    """Collect garbage and hand glibc's free heap pages back to the OS, so RSS holds only live memory."""
+    gc.collect()
+    # Not glibc (OSError, AttributeError): freed memory may then be reused without RSS growth.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def cpu_peak_supported() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        _proc_status_kb("VmHWM")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
+    """Peak memory that one call of ``fn`` adds on top of what is live before it (model, inputs).
+
+    CUDA: ``torch.cuda.max_memory_allocated`` minus the bytes allocated before the call.
+    CPU: the process's resident-set high-water mark (VmHWM), reset to the current RSS just before the call
+    (``echo 5 > /proc/self/clear_refs``, Linux), minus that RSS. Freed heap memory is first returned to
+    the OS (``malloc_trim``) so that re-used pages are counted again. This is real memory touched by the
+    call, activations and temporaries included, like a fresh process's max RSS delta, without the cost of
+    a process per cell. Returns None where the kernel interface is missing.
+    """
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.empty_cache()
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
+    if not cpu_peak_supported():
+        return None
+    _release_free_memory()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := current RSS
+    before = _proc_status_kb("VmRSS")
+    fn()
+    return int(max(0, _proc_status_kb("VmHWM") - before) * 1024)
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_description(device: torch.device) -> dict[str, str]:
+    import transformers
+
+    desc = {
+        "device": device.type,
+        "cpu": cpu_model_name(),
+        "cpu_cores": str(os.cpu_count()),
+        "torch_threads": str(torch.get_num_threads()),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+    try:
+        with open("/proc/meminfo") as f:
+            desc["memory_gib"] = f"{int(f.readline().split()[1]) / 2**20:.0f}"
+    except OSError:
+        pass
+    if device.type == "cuda":
+        desc["gpu"] = torch.cuda.get_device_name(device)
+    return desc
+
+
+def available_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 * 2**30
+
+
+def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limit: int = 4096) -> int:
+    """Largest batch for which ``try_batch(b)`` runs without running out of memory (binary search).
+
+    Doubles from ``start`` until a failure (or ``limit``), then bisects. ``try_batch`` raises
+    ``torch.OutOfMemoryError`` (or a RuntimeError saying "out of memory") when b does not fit. 0 = none fit.
+    """
+
+    def fits(b: int) -> bool:
+        try:
+            try_batch(b)
+            return True
+        except (torch.OutOfMemoryError, RuntimeError) as err:
+            if not isinstance(err, torch.OutOfMemoryError) and "out of memory" not in str(err):
+                raise
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return False
+
+    if not fits(start):
+        return 0
+    lo, hi = start, start * 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > limit:
+        return lo
+    while hi - lo > 1:  # lo fits, hi does not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
