@@ -7,6 +7,7 @@ Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +26,8 @@ def stage(name: str, args: list[str], times: dict) -> None:
 
 def main() -> None:
     extra = sys.argv[1:]
+    for old in ("outputs/pretrain/demo", "outputs/finetune/demo-sst2"):  # the demo always starts over
+        shutil.rmtree(REPO / old, ignore_errors=True)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     stage("tokenizer", ["scripts/train_tokenizer.py", "data=mirror_slice"], times)

@@ -123,10 +123,18 @@ def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Map
 class MetricsLog:
     """Every logged step goes to <run>/metrics.jsonl (one JSON object per line) and to the trackers."""
 
-    def __init__(self, accelerator: Accelerator, run_dir: Path):
+    def __init__(self, accelerator: Accelerator, run_dir: Path, resume_step: int | None = None):
+        """A fresh run starts an empty file; a resumed one keeps the rows up to its checkpoint's step, so the
+        steps it logs again replace, rather than duplicate, what the interrupted run logged after it."""
         self.accelerator = accelerator
         self.path = run_dir / "metrics.jsonl"
         self.start = time.time()
+        if accelerator.is_main_process and self.path.exists():
+            rows = self.path.read_text().splitlines() if resume_step is not None else []
+            kept = [r for r in rows if r.strip() and json.loads(r).get("step", 0) <= resume_step]
+            tmp = self.path.with_name(".metrics.jsonl.tmp")
+            tmp.write_text("".join(r + "\n" for r in kept))
+            os.replace(tmp, self.path)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         if not self.accelerator.is_main_process:

@@ -24,7 +24,7 @@ from transformers import AutoTokenizer
 from ..bench.flops import peak_flops, training_flops_per_token
 from ..data import MLMCollator, load_prepared
 from ..data.io import resolve_path
-from ..errors import ConfigError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, TrainingDiverged
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from . import checkpoint as ckpt
 from .common import (
@@ -148,12 +148,18 @@ def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
     state = {"step": 0, "nonfinite": 0, "tokens": 0}
     if resume_from is not None:
         state = ckpt.load_checkpoint(accelerator, resume_from)
+        state["resumed_from_step"] = state["step"]
         log.info("resumed from %s at step %d", resume_from, state["step"])
+    elif ckpt.complete_checkpoints(run_dir):
+        raise CheckpointError(
+            f"{run_dir} holds checkpoints of an earlier run but trainer.resume={t.resume}: continue it with "
+            "trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
+        )
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     mc = cfg.model
     init_trackers(accelerator, cfg.logger, run_dir, cfg.run_name, cfg_dict, "pretrain", cfg.get("experiment_name"),
                   [f"attention={mc.attention}", f"k={mc.projected_dim}", f"sharing={mc.sharing}", f"model={mc.name}"])
-    metrics = MetricsLog(accelerator, run_dir)
+    metrics = MetricsLog(accelerator, run_dir, resume_step=state["step"] if resume_from is not None else None)
     unwrapped = accelerator.unwrap_model(model)
     flops_per_token = training_flops_per_token(unwrapped.config, n_block, float(t.mlm_probability))
     peak = peak_flops(accelerator.device, t.mixed_precision, t.get("peak_tflops"))
@@ -253,6 +259,7 @@ def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
         "tokens_per_s": tokens_per_step * steps_timed / wall if steps_timed else None,
         "wall_time_s": wall,
         "processes": world,
+        "resumed_from_step": state.get("resumed_from_step"),
     }
     if accelerator.is_main_process:
         write_json_atomic(run_dir / "summary.json", summary)

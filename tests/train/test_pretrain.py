@@ -20,11 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _losses(run_dir):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    by_step = {}
-    for r in rows:
-        if "loss" in r:
-            by_step[r["step"]] = r["loss"]  # a resumed run re-logs steps after its checkpoint: keep the last
-    return [by_step[s] for s in sorted(by_step)]
+    return [r["loss"] for r in rows if "loss" in r]
 
 
 def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
@@ -75,12 +71,19 @@ def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
     assert 0 < interrupted_at < 60, "the run finished before it could be killed"
 
     newest = max(int(p.name.split("-")[1]) for p in (killed / "checkpoints").glob("step-*"))
-    rows_before = len((killed / "metrics.jsonl").read_text().splitlines())
     subprocess.run(_script_args(tiny_data, killed, *steps, "trainer.resume=auto"), check=True, env=env,
                    capture_output=True)
-    resumed = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()[rows_before:]]
-    assert resumed[0]["step"] == newest + 1 > 1  # it continued from the checkpoint, not from scratch
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["resumed_from_step"] == newest > 0  # it continued from the checkpoint, not from scratch
+    steps_logged = [json.loads(x)["step"] for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert steps_logged == sorted(steps_logged) and len(set(steps_logged)) == len(steps_logged)  # no duplicates
     assert _losses(killed) == _losses(full)
+
+
+def test_fresh_start_over_old_checkpoints_is_refused(tiny_data, tmp_path):
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), tmp_path)
+    with pytest.raises(CheckpointError, match="trainer.resume=auto"):
+        pretrain(compose_pretrain(tiny_data, "trainer.resume=null"), tmp_path)
 
 
 def test_resume_from_a_path_without_checkpoint_names_it(tiny_data, tmp_path):
