@@ -32,10 +32,15 @@ test-all: install ## run every CPU test, slow and multi-process ones included
 demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, corpus, pretrain, SST-2)
 	$(PY) scripts/demo.py
 
+PORT ?= 6006
+OUTPUTS ?= outputs
+dashboard: install ## serve TensorBoard on 127.0.0.1:$(PORT) over every run in $(OUTPUTS)/ (mirrors metrics.jsonl first)
+	$(PY) scripts/dashboard.py --outputs $(OUTPUTS) --port $(PORT)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo lint clean
+.PHONY: help install test test-all demo dashboard lint clean
