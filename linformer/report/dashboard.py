@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -174,11 +175,17 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
             "--reload_interval", "5", *(extra or [])]
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def serve(outputs: str | Path = "outputs", logdir: str | Path | None = None, host: str = "127.0.0.1",
           port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None) -> int:
     """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
     TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
     t0 = time.monotonic()
+    # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: turn it into the Ctrl-C path.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
     written = mirror_all(outputs, logdir)
     logdir.mkdir(parents=True, exist_ok=True)

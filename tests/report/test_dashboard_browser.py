@@ -113,14 +113,15 @@ def test_both_runs_in_the_browser(dashboard):
     tags = _wait_for(lambda: (t := _get_json(base + "/data/plugin/scalars/tags"))
                      and all("train/loss" in t.get(r, {}) for r in want) and t, 60, "train/loss for both runs")
     assert all("train/loss" in tags[r] for r in want)
-    # The page itself, rendered by Chromium: the scalars dashboard lists both runs.
-    url = base + "/?darkMode=false#scalars&_smoothingWeight=0"
-    dom = chromium(["--virtual-time-budget=20000", "--dump-dom", url], tmp / "profile-dom")
+    # The page itself, rendered by Chromium: the Time Series dashboard lists both runs in its DOM (the Scalars
+    # dashboard draws them inside shadow roots, which --dump-dom does not serialise).
+    dom = chromium(["--virtual-time-budget=20000", "--dump-dom", base + "/?darkMode=false#timeseries"],
+                   tmp / "profile-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "TensorBoard" in dom.stdout or "tensorboard" in dom.stdout
-    seen = [r for r in want if r in dom.stdout]
+    assert "TensorBoard" in dom.stdout, dom.stdout[:2000]
+    assert {r for r in want if r in dom.stdout} == want, "the rendered page does not list both runs"
     shot = tmp / "dashboard.png"
-    res = chromium(["--window-size=1400,900", "--virtual-time-budget=20000", f"--screenshot={shot}", url],
-                   tmp / "profile-shot")
+    res = chromium(["--window-size=1400,900", "--virtual-time-budget=20000", f"--screenshot={shot}",
+                    base + "/?darkMode=false#scalars&_smoothingWeight=0"], tmp / "profile-shot")
     assert res.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, res.stderr[-2000:]
-    assert seen == sorted(want) or set(seen) == want, f"runs in the rendered page: {seen}"
+    print(f"screenshot: {shot}")
