@@ -31,25 +31,29 @@ from .runs import METRICS, Run, find_runs, load_run
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
+VERSION = 2   # of the tag scheme: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "mfu"}
 
 
-def tag_for(key: str) -> str:
-    """metrics.jsonl key -> TensorBoard tag (section/name)."""
+def tag_for(key: str, stage: str = "pretrain") -> str:
+    """metrics.jsonl key -> TensorBoard tag (section/name).
+
+    Training metrics of other stages get their stage as section (finetune/loss): a classification loss is not
+    an MLM loss, and on one chart with it would only squash both."""
     for prefix in ("val", "eval"):
         if key.startswith(prefix + "_"):
             return f"{prefix}/{key[len(prefix) + 1:]}"
     if key in TRAIN_KEYS:
-        return f"train/{key}"
+        return f"train/{key}" if stage == "pretrain" else f"{stage}/{key}"
     if key in PERF_KEYS:
         return f"perf/{key}"
     return key
 
 
-def _scalars(row: dict) -> dict[str, float]:
+def _scalars(row: dict, stage: str) -> dict[str, float]:
     return {
-        tag_for(k): float(v)
+        tag_for(k, stage): float(v)
         for k, v in row.items()
         if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
@@ -77,9 +81,10 @@ def _write_hparams(writer, run: Run) -> None:
         log.debug("hparams for %s skipped: %s", run.path, e)
 
 
-def mirror_run(run_dir: str | Path, out_dir: str | Path, run: Run | None = None) -> int:
+def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None = None) -> int:
     """Mirror the new complete lines of run_dir/metrics.jsonl into event files under out_dir.
 
+    The run's stage (for tags) is its first directory under `root` (outputs/), else its parent's name.
     Returns the number of rows written (0 when nothing changed: calling it again is a no-op)."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -89,8 +94,8 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, run: Run | None = None)
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
     size = src.stat().st_size
     offset = int(state.get("offset", 0))
-    if size < offset or state.get("source") not in (None, str(src.resolve())):
-        log.info("%s shrank or moved: mirroring it again from the start", src)
+    if state and (size < offset or state.get("source") != str(src.resolve()) or state.get("version") != VERSION):
+        log.info("%s shrank, moved or was mirrored by another version: mirroring it again", src)
         shutil.rmtree(out_dir, ignore_errors=True)
         state, offset = {}, 0
     if size == offset:
@@ -110,22 +115,24 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, run: Run | None = None)
         if isinstance(row, dict) and isinstance(row.get("step"), (int, float)):
             rows.append(row)
     first = not state
+    run: Run | None = None
     if first:
+        run = load_run(run_dir, root)
         # Wall time of step 0: the file's last change minus the time of its last complete row, so TensorBoard's
         # "relative" axis shows seconds since the run started.
         last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
-        state = {"source": str(src.resolve()), "base_walltime": src.stat().st_mtime - float(last_time)}
+        state = {"version": VERSION, "source": str(src.resolve()), "stage": run.stage,
+                 "base_walltime": src.stat().st_mtime - float(last_time)}
     base = float(state["base_walltime"])
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = SummaryWriter(log_dir=str(out_dir), max_queue=1000, flush_secs=3600)
     try:
         if first:
-            run = run or load_run(run_dir)
             writer.add_text("config", _config_markdown(run), 0)
             _write_hparams(writer, run)
         for row in rows:
             wall = base + float(row.get("time") or 0.0)
-            for tag, value in _scalars(row).items():
+            for tag, value in _scalars(row, state["stage"]).items():
                 if math.isnan(value):
                     continue
                 writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
@@ -148,7 +155,7 @@ def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None
     for run_dir in find_runs([outputs]):
         rel = run_dir.relative_to(outputs.resolve())
         try:
-            written[str(rel)] = mirror_run(run_dir, logdir / rel)
+            written[str(rel)] = mirror_run(run_dir, logdir / rel, outputs)
         except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
             log.warning("%s: not mirrored: %s", run_dir, e)
     return written

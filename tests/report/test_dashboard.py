@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from linformer.report.dashboard import mirror_all, mirror_run, tag_for
 
 
@@ -16,6 +18,7 @@ def _scalars(logdir):
 def test_tags():
     assert [tag_for(k) for k in ("loss", "val_ppl", "eval_accuracy", "tokens_per_s", "latency_ms")] == [
         "train/loss", "val/ppl", "eval/accuracy", "perf/tokens_per_s", "latency_ms"]
+    assert [tag_for(k, "finetune") for k in ("loss", "lr", "eval_f1")] == ["finetune/loss", "finetune/lr", "eval/f1"]
 
 
 def test_mirror_incremental_and_idempotent(tmp_path, make_run):
@@ -52,10 +55,21 @@ def test_rewritten_file_is_mirrored_again(tmp_path, make_run):
 def test_mirror_all_layout(tmp_path, make_run):
     outputs = tmp_path / "outputs"
     make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
-    make_run(outputs, "finetune", "b", [{"step": 1, "time": 1, "eval_accuracy": 0.5}], task="sst2")
+    make_run(outputs, "finetune", "b", [{"step": 1, "time": 1, "eval_accuracy": 0.5, "loss": 0.7}], task="sst2")
     (outputs / "benchmark" / "grid" / "n512").mkdir(parents=True)
     (outputs / "benchmark" / "grid" / "n512" / "metrics.jsonl").write_text('{"step": 0, "tokens_per_s": 5}\n')
     assert mirror_all(outputs) == {"benchmark/grid/n512": 1, "finetune/b": 1, "pretrain/a": 1}
     assert mirror_all(outputs) == {"benchmark/grid/n512": 0, "finetune/b": 0, "pretrain/a": 0}
-    assert _scalars(outputs / ".dashboard" / "finetune" / "b")["eval/accuracy"] == [(1, 0.5)]
+    ft = _scalars(outputs / ".dashboard" / "finetune" / "b")
+    assert ft["eval/accuracy"] == [(1, 0.5)] and ft["finetune/loss"] == [(1, pytest.approx(0.7))] and "train/loss" not in ft
     assert _scalars(outputs / ".dashboard" / "benchmark" / "grid" / "n512")["perf/tokens_per_s"] == [(0, 5.0)]
+
+
+def test_old_tag_scheme_is_rewritten(tmp_path, make_run):
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 1
+    state = json.loads((out / ".mirror.json").read_text())
+    (out / ".mirror.json").write_text(json.dumps({**state, "version": 1}))
+    assert mirror_run(run, out) == 1 and mirror_run(run, out) == 0
+    assert _scalars(out)["train/loss"] == [(1, 1.0)]
