@@ -144,18 +144,19 @@ def plot_heatmap(at_k, path: str | Path, title: str, k: int) -> Path:
 
     at_k = torch.as_tensor(at_k)
     L, H = at_k.shape
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.55 * H + 2), max(2.8, 0.45 * L + 1.6)), dpi=120)
-    im = ax.imshow(at_k.numpy(), origin="lower", cmap="viridis", vmin=min(float(at_k.min()), 0.9), vmax=1.0,
-                   aspect="auto")
+    lo = max(0.0, float(at_k.min()) - 0.02)      # colour range from just below the smallest value up to 1
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.55 * H + 2.5), max(3.2, 0.45 * L + 1.8)), dpi=120)
+    im = ax.imshow(at_k.numpy(), origin="lower", cmap="viridis", vmin=lo, vmax=1.0, aspect="auto")
     for i in range(L):
         for j in range(H):
-            ax.text(j, i, f"{float(at_k[i, j]):.3f}", ha="center", va="center", fontsize=7,
-                    color="white" if float(at_k[i, j]) < 0.5 * (float(at_k.min()) + 1) else "black")
+            v = float(at_k[i, j])
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7,
+                    color="black" if (v - lo) / max(1.0 - lo, 1e-9) > 0.5 else "white")
     ax.set_xticks(range(H), [str(h + 1) for h in range(H)])
     ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)])
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8, wrap=True)
     fig.colorbar(im, ax=ax, label=f"cumulative value at index {k}")
     fig.tight_layout()
     fig.savefig(path)
@@ -196,7 +197,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     what = description or Path(model_path).name
     curves = plot_curves(cum, out_dir / f"{prefix}_curves.png",
                          f"Cumulative singular values of P: {what} (n={n}, {len(ids)} windows)", k)
-    heat = plot_heatmap(at_k, out_dir / f"{prefix}_heatmap.png", f"Cumulative value at index {k} (n={n}): {what}", k)
+    heat = plot_heatmap(at_k, out_dir / f"{prefix}_heatmap.png", f"Cumulative value at index {k} (n={n})\n{what}", k)
     result = {
         "model_path": str(model_path),
         "description": description,
