@@ -77,6 +77,14 @@ def _read_json(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _model_label(path: str | None) -> str | None:
+    """A finetuned model's origin, shortly: .../pretrain/demo/model -> demo/model."""
+    if not path:
+        return None
+    p = Path(str(path))
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+
+
 @dataclass
 class Run:
     path: Path
@@ -91,7 +99,11 @@ class Run:
         """attention, k, sharing, model, task, experiment: what tells runs apart in a comparison."""
         model = self.config.get("model") if isinstance(self.config.get("model"), dict) else {}
         task = self.config.get("task") if isinstance(self.config.get("task"), dict) else {}
-        r, saved = self.results, _read_json(self.path / "model" / "config.json")
+        r = self.results
+        # The saved architecture: this run's model/, else the model a finetune started from (where it still is).
+        origin = r.get("model_path") or self.config.get("model_path")
+        candidates = [self.path / "model"] + ([Path(str(origin)), Path(str(origin)) / "model"] if origin else [])
+        saved = next((_read_json(c / "config.json") for c in candidates if (c / "config.json").is_file()), {})
 
         def pick(*values):
             return next((v for v in values if v is not None), None)
@@ -100,7 +112,7 @@ class Run:
             "attention": pick(r.get("attention"), model.get("attention"), saved.get("attention")),
             "k": pick(r.get("projected_dim"), model.get("projected_dim"), saved.get("projected_dim")),
             "sharing": pick(r.get("sharing"), model.get("sharing"), saved.get("sharing")),
-            "model": pick(model.get("name"), r.get("model_type")),
+            "model": pick(model.get("name"), _model_label(pick(r.get("model_path"), self.config.get("model_path")))),
             "n": pick(r.get("max_seq_len"), model.get("max_seq_len"), saved.get("max_seq_len")),
             "task": pick(r.get("task"), task.get("name")) if self.stage != "pretrain" else None,
             "experiment": self.config.get("experiment_name"),
