@@ -10,14 +10,14 @@ from .spectrum import analyze_spectrum, cumulative_singular_values
 
 __all__ = [
     "Run",
+    "analyze_spectrum",
+    "compare_runs",
+    "cumulative_singular_values",
     "find_runs",
     "load_run",
-    "read_metrics",
-    "summarize_run",
-    "compare_runs",
-    "mirror_run",
     "mirror_all",
+    "mirror_run",
+    "read_metrics",
     "serve",
-    "analyze_spectrum",
-    "cumulative_singular_values",
+    "summarize_run",
 ]

@@ -95,8 +95,9 @@ def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> t
 
 def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
     """The saved model with attention="full" (E, F are left unused): P is then the paper's n x n matrix."""
-    import linformer  # noqa: F401  registers the Auto classes
     from transformers import AutoModelForMaskedLM
+
+    import linformer  # noqa: F401  registers the Auto classes
 
     model = AutoModelForMaskedLM.from_pretrained(str(model_path), attention="full")
     return model.to(device).eval()
@@ -202,7 +203,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         "model_path": str(model_path),
         "description": description,
         "n": n, "k": k, "layers": L, "heads": H,
-        "num_windows": int(len(ids)), "seed": seed, "sample": source,
+        "num_windows": len(ids), "seed": seed, "sample": source,
         "value_at_k": [[round(float(v), 6) for v in row] for row in at_k],
         "mean_value_at_k_per_layer": [round(float(v), 6) for v in at_k.mean(1)],
         "cumulative": [[[round(float(v), 6) for v in head] for head in layer] for layer in cum],

@@ -6,7 +6,6 @@ Bounded waits everywhere, and the server's whole process group is killed at the 
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess

@@ -3,7 +3,12 @@ import json
 import pytest
 import torch
 
-from linformer.report.spectrum import analyze_spectrum, attention_spectrum, cumulative_singular_values, default_k
+from linformer.report.spectrum import (
+    analyze_spectrum,
+    attention_spectrum,
+    cumulative_singular_values,
+    default_k,
+)
 
 
 def test_rank_one_is_one_at_index_one():
@@ -55,7 +60,7 @@ def test_full_attention_spectrum_of_a_model(tmp_path):
 
 
 def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
-    import linformer.report.spectrum as spectrum
+    from linformer.report import spectrum
 
     path = _tiny_model(tmp_path)
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
@@ -67,3 +72,28 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "s_curves.png").stat().st_size > 1000
     assert (tmp_path / "out" / "s_heatmap.png").stat().st_size > 1000
     assert r["num_windows"] == 4
+
+
+class _CharTokenizer:
+    """One id per character (offset past the specials): enough to check how windows are cut."""
+
+    bos_token_id, eos_token_id = 0, 2
+
+    def __call__(self, lines, add_special_tokens=False):
+        assert add_special_tokens is False
+        return {"input_ids": [[3 + ord(c) % 40 for c in line] for line in lines]}
+
+
+def test_windows_from_text(tmp_path):
+    import gzip
+
+    from linformer.report.spectrum import windows_from_text
+
+    path = tmp_path / "text.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("".join(f"paragraph number {i} with some words\n\n" for i in range(40)))
+    ids = windows_from_text(_CharTokenizer(), path, n=16, num_windows=5, seed=0, max_lines=1000)
+    assert ids.shape == (5, 16)
+    assert (ids[:, 0] == 0).all() and (ids[:, -1] == 2).all()
+    with pytest.raises(ValueError, match="fewer than one window"):
+        windows_from_text(_CharTokenizer(), path, n=4096, num_windows=1, max_lines=1)
