@@ -34,7 +34,7 @@ demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, 
 
 PORT ?= 6006
 OUTPUTS ?= outputs
-dashboard: install ## serve TensorBoard on 127.0.0.1:$(PORT) over every run in $(OUTPUTS)/ (mirrors metrics.jsonl first)
+dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over every run in outputs/ (mirrors metrics.jsonl first)
 	$(PY) scripts/dashboard.py --outputs $(OUTPUTS) --port $(PORT)
 
 lint: install ## ruff over the package, scripts and tests
