@@ -35,10 +35,15 @@ demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, 
 benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
 	$(PY) scripts/benchmark.py $(ARGS)
 
+PORT ?= 6006
+OUTPUTS ?= outputs
+dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over every run in outputs/ (mirrors metrics.jsonl first)
+	$(PY) scripts/dashboard.py --outputs $(OUTPUTS) --port $(PORT)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo benchmark lint clean
+.PHONY: help install test test-all demo benchmark dashboard lint clean

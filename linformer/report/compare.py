@@ -1,0 +1,151 @@
+"""Compare run directories: a markdown table of final and best metrics, and PNG plots of metrics vs step.
+
+"final" is a metric's last logged value; "best" is its minimum for losses, perplexities and gradient norms and
+its maximum for accuracies, F1, throughput and MFU, with the step where it happened.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .runs import Run, find_runs, load_run
+
+# Shown when the user names no metrics, in this order, where any run has them.
+DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
+HIGHER_IS_BETTER = ("accuracy", "f1", "tokens_per_s", "mfu", "matthews", "pearson", "spearman")
+CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment"]
+
+
+def higher_is_better(metric: str) -> bool:
+    return any(h in metric for h in HIGHER_IS_BETTER)
+
+
+def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric, in logged order, skipping rows without it."""
+    steps, values = [], []
+    for row in run.rows:
+        v = row.get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            steps.append(int(row["step"]))
+            values.append(float(v))
+    return steps, values
+
+
+def summarize_run(run: Run, metrics: list[str]) -> dict[str, Any]:
+    """{metric: {"final", "final_step", "best", "best_step"}} for the metrics the run logged."""
+    out: dict[str, Any] = {}
+    for m in metrics:
+        steps, values = series(run, m)
+        finite = [(s, v) for s, v in zip(steps, values) if math.isfinite(v)]
+        if not steps:
+            continue
+        pick = max if higher_is_better(m) else min
+        best_step, best = pick(finite, key=lambda sv: sv[1]) if finite else (steps[-1], values[-1])
+        out[m] = {"final": values[-1], "final_step": steps[-1], "best": best, "best_step": best_step}
+    return out
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 1:
+        return f"{v:.4g}" if abs(v) < 100 else f"{v:.1f}"
+    return f"{v:.4g}"
+
+
+def available_metrics(runs: list[Run]) -> list[str]:
+    keys = {k for r in runs for row in r.rows for k, v in row.items()
+            if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return [m for m in DEFAULT_METRICS if m in keys]
+
+
+def markdown_table(runs: list[Run], metrics: list[str]) -> str:
+    """One row per run: its name, key config, steps, then `final / best (@step)` per metric."""
+    config_cols = [c for c in CONFIG_COLUMNS
+                   if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
+    header = ["run", *config_cols, "steps", *metrics]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r in runs:
+        kc = r.key_config
+        cells = [r.name]
+        for c in config_cols:
+            v = r.stage if c == "stage" else kc.get(c)
+            cells.append("" if v is None else str(v))
+        cells.append(str(max((int(row["step"]) for row in r.rows), default=0)))
+        summary = summarize_run(r, metrics)
+        for m in metrics:
+            s = summary.get(m)
+            if s is None:
+                cells.append("")
+            elif s["best_step"] == s["final_step"] and s["best"] == s["final"]:
+                cells.append(f"{_fmt(s['final'])} (best)")
+            else:
+                cells.append(f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
+            f"Best = max for {', '.join(HIGHER_IS_BETTER)}; min otherwise.")
+    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def _labels(runs: list[Run]) -> list[str]:
+    """Run names, prefixed by their stage where two runs would otherwise share a label."""
+    names = [r.name for r in runs]
+    return [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
+
+
+def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None) -> Path | None:
+    """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = [(label, *series(r, metric)) for r, label in zip(runs, _labels(runs))]
+    data = [d for d in data if d[1]]
+    if not data:
+        return None
+    if log_y is None:
+        log_y = metric.endswith("ppl")
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for label, steps, values in data:
+        ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    if log_y and all(v > 0 for _, _, vs in data for v in vs if math.isfinite(v)):
+        ax.set_yscale("log")
+    ax.set_title(f"{metric} vs step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
+                 plot_metrics: list[str] | None = None) -> dict[str, Any]:
+    """Write out_dir/runs.md (the table) and out_dir/<metric>.png for each plotted metric.
+
+    `paths` are run directories or folders holding them (outputs/pretrain). Returns
+    {"runs", "table", "markdown": path, "plots": [paths], "summary": {run path: summarize_run}}."""
+    runs = [load_run(p) for p in find_runs(paths)]
+    if not runs:
+        raise FileNotFoundError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
+    metrics = list(metrics) if metrics else available_metrics(runs)
+    plot_metrics = list(plot_metrics) if plot_metrics else metrics
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(runs, metrics)
+    md = out_dir / "runs.md"
+    md.write_text(table)
+    plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
+    return {"runs": runs, "table": table, "markdown": md, "plots": plots,
+            "summary": {str(r.path): summarize_run(r, metrics) for r in runs}}

@@ -1,0 +1,224 @@
+"""The offline dashboard: mirror every run's metrics.jsonl into TensorBoard event files, then serve TensorBoard.
+
+Most runs log only metrics.jsonl (`logger=none` is the default), so the dashboard does not depend on the run's
+tracker: `mirror_all` writes `<logdir>/<stage>/<run>/` event files from each `outputs/<stage>/<run>/metrics.jsonl`.
+Mirroring is incremental and idempotent: a small state file remembers how many bytes of metrics.jsonl are
+already mirrored, only complete lines past that point are written (into a new event file, which TensorBoard
+reads after the earlier ones), and a metrics.jsonl that shrank (a run started over) is mirrored again from
+scratch. `serve` re-mirrors every few seconds while TensorBoard runs, so live runs update in the browser.
+
+Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
+perf/{tokens_per_s,mfu}, val/{loss,ppl} and eval/{accuracy,f1}; anything else keeps its own name. The same
+tag means the same thing in every run, so runs of different stages and experiments overlay on one chart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .runs import METRICS, Run, find_runs, load_run
+
+log = logging.getLogger(__name__)
+
+STATE = ".mirror.json"
+VERSION = 2   # of the tag scheme: a mirror written with another version is rewritten from scratch
+TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
+PERF_KEYS = {"tokens_per_s", "mfu"}
+
+
+def tag_for(key: str, stage: str = "pretrain") -> str:
+    """metrics.jsonl key -> TensorBoard tag (section/name).
+
+    Training metrics of other stages get their stage as section (finetune/loss): a classification loss is not
+    an MLM loss, and on one chart with it would only squash both."""
+    for prefix in ("val", "eval"):
+        if key.startswith(prefix + "_"):
+            return f"{prefix}/{key[len(prefix) + 1:]}"
+    if key in TRAIN_KEYS:
+        return f"train/{key}" if stage == "pretrain" else f"{stage}/{key}"
+    if key in PERF_KEYS:
+        return f"perf/{key}"
+    return key
+
+
+def _scalars(row: dict, stage: str) -> dict[str, float]:
+    return {
+        tag_for(k, stage): float(v)
+        for k, v in row.items()
+        if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def _config_markdown(run: Run) -> str:
+    lines = ["| key | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in run.key_config.items() if v is not None]
+    lines += [f"| run dir | {run.path} |"]
+    return "\n".join(lines)
+
+
+def _write_hparams(writer, run: Run) -> None:
+    """A session-start summary so the HPARAMS tab lists attention, k, sharing, ... per run (best effort)."""
+    try:
+        from torch.utils.tensorboard.summary import hparams
+    except ImportError:  # pragma: no cover
+        return
+    hp = {"stage": run.stage, **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                                 for k, v in run.key_config.items() if v is not None}}
+    try:
+        _, ssi, _ = hparams(hp, {})
+        writer.file_writer.add_summary(ssi)
+    except Exception as e:  # noqa: BLE001  the scalars matter, the hparams tab is a convenience
+        log.debug("hparams for %s skipped: %s", run.path, e)
+
+
+def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None = None) -> int:
+    """Mirror the new complete lines of run_dir/metrics.jsonl into event files under out_dir.
+
+    The run's stage (for tags) is its first directory under `root` (outputs/), else its parent's name.
+    Returns the number of rows written (0 when nothing changed: calling it again is a no-op)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    src = run_dir / METRICS
+    state_path = out_dir / STATE
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    size = src.stat().st_size
+    offset = int(state.get("offset", 0))
+    if state and (size < offset or state.get("source") != str(src.resolve()) or state.get("version") != VERSION):
+        log.info("%s shrank, moved or was mirrored by another version: mirroring it again", src)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        state, offset = {}, 0
+    if size == offset:
+        return 0
+    with src.open("rb") as f:
+        f.seek(offset)
+        chunk = f.read(size - offset)
+    end = chunk.rfind(b"\n") + 1   # only complete lines: a run may be writing the last one right now
+    if end == 0:
+        return 0
+    rows = []
+    for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), (int, float)):
+            rows.append(row)
+    first = not state
+    run: Run | None = None
+    if first:
+        run = load_run(run_dir, root)
+        # Wall time of step 0: the file's last change minus the time of its last complete row, so TensorBoard's
+        # "relative" axis shows seconds since the run started.
+        last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
+        state = {"version": VERSION, "source": str(src.resolve()), "stage": run.stage,
+                 "base_walltime": src.stat().st_mtime - float(last_time)}
+    base = float(state["base_walltime"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    writer = SummaryWriter(log_dir=str(out_dir), max_queue=1000, flush_secs=3600)
+    try:
+        if first:
+            writer.add_text("config", _config_markdown(run), 0)
+            _write_hparams(writer, run)
+        for row in rows:
+            wall = base + float(row.get("time") or 0.0)
+            for tag, value in _scalars(row, state["stage"]).items():
+                if math.isnan(value):
+                    continue
+                writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
+    finally:
+        writer.close()
+    state["offset"] = offset + end
+    tmp = state_path.with_name(STATE + ".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, state_path)
+    return len(rows)
+
+
+def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None) -> dict[str, int]:
+    """Mirror every run under `outputs` into `logdir` (default outputs/.dashboard), keyed by path under outputs.
+
+    Returns {relative run path: rows written this call}."""
+    outputs = Path(outputs)
+    logdir = Path(logdir) if logdir is not None else outputs / ".dashboard"
+    written = {}
+    for run_dir in find_runs([outputs]):
+        rel = run_dir.relative_to(outputs.resolve())
+        try:
+            written[str(rel)] = mirror_run(run_dir, logdir / rel, outputs)
+        except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
+            log.warning("%s: not mirrored: %s", run_dir, e)
+    return written
+
+
+def wait_until_up(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> float:
+    """Seconds until `url` answers 200; raises TimeoutError (or RuntimeError if `proc` exited) otherwise."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"tensorboard exited with code {proc.returncode} before serving {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[str] | None = None) -> list[str]:
+    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host, "--port", str(port),
+            "--reload_interval", "5", *(extra or [])]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def serve(outputs: str | Path = "outputs", logdir: str | Path | None = None, host: str = "127.0.0.1",
+          port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None) -> int:
+    """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
+    TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
+    t0 = time.monotonic()
+    # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: turn it into the Ctrl-C path.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
+    written = mirror_all(outputs, logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) into {logdir} "
+          f"in {time.monotonic() - t0:.1f} s", flush=True)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.Popen(tensorboard_command(logdir, host, port, extra), env=env)
+    url = f"http://{host}:{port}/"
+    try:
+        try:
+            wait_until_up(url + "data/runs", timeout=120, proc=proc)
+            print(f"dashboard up at {url} after {time.monotonic() - t0:.1f} s (Ctrl-C stops it)", flush=True)
+        except (TimeoutError, RuntimeError) as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=watch_every)
+            except subprocess.TimeoutExpired:
+                mirror_all(outputs, logdir)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return proc.returncode or 0

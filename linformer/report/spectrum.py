@@ -1,0 +1,213 @@
+"""The spectrum of the context-mapping matrix P (paper §3, Figure 1).
+
+For a model run in full-attention mode, every layer and head has an n x n attention matrix
+P = softmax(Q K^T / sqrt(d)). Its normalised cumulative singular values c_i = (s_1 + ... + s_i) / (s_1 + ... + s_n)
+(singular values in descending order, i = 1..n) say how much of P a rank-i approximation keeps: the paper's
+evidence that P is low rank is that c_k is close to 1 for k << n. We average c over a sample of n-token windows
+of validation text, per layer and head, plot it (Figure 1 left) and draw c_k as a layer x head heatmap (right).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def cumulative_singular_values(P: torch.Tensor) -> torch.Tensor:
+    """(..., n, n) matrices -> (..., n) normalised cumulative sums of their singular values (float64).
+
+    A rank-1 matrix gives 1 at every index; the identity gives i / n at index i (1-based)."""
+    s = torch.linalg.svdvals(P.to(torch.float64))          # descending
+    total = s.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    return s.cumsum(-1) / total
+
+
+def default_k(n: int) -> int:
+    """The paper's k = 128 (for n = 512), or n / 4 when n is too small for that to mean anything."""
+    return 128 if n >= 512 else max(1, n // 4)
+
+
+def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0) -> torch.Tensor:
+    """`num_windows` blocks (`<s> body </s>`, n ids each) drawn with `seed` from a prepared corpus's validation split."""
+    from linformer.data.corpus import load_prepared
+
+    val = load_prepared(str(corpus_dir))["validation"]
+    idx = sorted(random.Random(seed).sample(range(len(val)), min(num_windows, len(val))))
+    return torch.tensor([val[i]["input_ids"] for i in idx], dtype=torch.long)
+
+
+def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int, seed: int = 0,
+                      max_lines: int = 20000) -> torch.Tensor:
+    """`num_windows` windows `<s> body(n-2) </s>` cut from raw text (one paragraph per line; .gz read as gzip).
+
+    Paragraphs of the first `max_lines` lines are tokenized and joined by `</s>` into one stream; windows start
+    at seeded random positions without overlap. Raw text is not held out from training: prefer a prepared
+    corpus's validation split (`windows_from_corpus`) where there is one."""
+    opener = gzip.open if str(text_path).endswith(".gz") else open
+    lines = []
+    with opener(text_path, "rt", encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f):
+            if i >= max_lines:
+                break
+            if line.strip():
+                lines.append(line.strip())
+    eos = tokenizer.eos_token_id
+    bos = tokenizer.bos_token_id
+    stream: list[int] = []
+    for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        stream.append(eos)
+    body = n - 2
+    slots = len(stream) // body
+    if slots == 0:
+        raise ValueError(f"{text_path}: {len(stream)} tokens in the first {max_lines} lines, fewer than one window")
+    chosen = sorted(random.Random(seed).sample(range(slots), min(num_windows, slots)))
+    return torch.tensor([[bos, *stream[j * body:(j + 1) * body], eos] for j in chosen], dtype=torch.long)
+
+
+@torch.no_grad()
+def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
+    """Mean over windows of the normalised cumulative singular values: (layers, heads, n), float64."""
+    model.eval()
+    device = next(model.parameters()).device
+    total, count = None, 0
+    for start in range(0, len(input_ids), batch_size):
+        ids = input_ids[start:start + batch_size].to(device)
+        out = model(input_ids=ids, output_attentions=True)
+        if not out.attentions or out.attentions[0] is None:
+            raise ValueError("the model returned no attention probabilities (output_attentions=True)")
+        P = torch.stack(out.attentions, dim=1)               # (B, layers, heads, n, n)
+        if P.shape[-1] != P.shape[-2]:
+            raise ValueError(f"attention matrices are {tuple(P.shape[-2:])}, not n x n: load with attention='full'")
+        c = cumulative_singular_values(P.float().cpu()).sum(0)
+        total = c if total is None else total + c
+        count += ids.shape[0]
+    return total / count
+
+
+def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
+    """The saved model with attention="full" (E, F are left unused): P is then the paper's n x n matrix."""
+    from transformers import AutoModelForMaskedLM
+
+    import linformer  # noqa: F401  registers the Auto classes
+
+    model = AutoModelForMaskedLM.from_pretrained(str(model_path), attention="full")
+    return model.to(device).eval()
+
+
+def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path:
+    """Figure 1 (left): c_i vs i, one thick line per layer (mean over heads) and a thin one per head."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cum = torch.as_tensor(cum)
+    L, H, n = cum.shape
+    x = range(1, n + 1)
+    cmap = plt.get_cmap("viridis" if L > 2 else "tab10")
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+    for layer in range(L):
+        color = cmap(layer / max(L - 1, 1)) if L > 2 else cmap(layer)
+        for h in range(H):
+            ax.plot(x, cum[layer, h], color=color, alpha=0.35, linewidth=0.7)
+        ax.plot(x, cum[layer].mean(0), color=color, linewidth=2, label=f"layer {layer + 1} (mean of {H} heads)")
+    if k is not None:
+        ax.axvline(k, color="grey", linestyle="--", linewidth=1)
+        ax.text(k, 0.02, f" k={k}", color="grey", fontsize=8)
+    ax.set_xlim(1, n)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("singular value index i")
+    ax.set_ylabel("normalised cumulative singular value")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_heatmap(at_k, path: str | Path, title: str, k: int) -> Path:
+    """Figure 1 (right): c_k per layer (rows, 1 = bottom layer) and head (columns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    at_k = torch.as_tensor(at_k)
+    L, H = at_k.shape
+    lo = max(0.0, float(at_k.min()) - 0.02)      # colour range from just below the smallest value up to 1
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.55 * H + 2.5), max(3.2, 0.45 * L + 1.8)), dpi=120)
+    im = ax.imshow(at_k.numpy(), origin="lower", cmap="viridis", vmin=lo, vmax=1.0, aspect="auto")
+    for i in range(L):
+        for j in range(H):
+            v = float(at_k[i, j])
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7,
+                    color="black" if (v - lo) / max(1.0 - lo, 1e-9) > 0.5 else "white")
+    ax.set_xticks(range(H), [str(h + 1) for h in range(H)])
+    ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(title, fontsize=8, wrap=True)
+    fig.colorbar(im, ax=ax, label=f"cumulative value at index {k}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)
+
+
+def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = "spectrum",
+                     corpus_dir: str | Path | None = None, text_path: str | Path | None = None,
+                     num_windows: int = 32, batch_size: int = 8, k: int | None = None, seed: int = 0,
+                     max_lines: int = 20000, device: str = "cpu", description: str | None = None) -> dict[str, Any]:
+    """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
+
+    Windows come from `corpus_dir`'s validation split when given, else from the raw text at `text_path`."""
+    from transformers import AutoTokenizer
+
+    model = load_full_attention_model(model_path, device)
+    n = int(model.config.max_seq_len)
+    if corpus_dir:
+        ids = windows_from_corpus(corpus_dir, num_windows, seed)
+        source = {"corpus_dir": str(corpus_dir), "split": "validation"}
+    elif text_path:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        ids = windows_from_text(tokenizer, text_path, n, num_windows, seed, max_lines)
+        source = {"text_path": str(text_path), "max_lines": max_lines}
+    else:
+        raise ValueError("give corpus_dir (a prepared corpus) or text_path (raw text) for the sample windows")
+    if ids.shape[1] != n:
+        raise ValueError(f"windows have {ids.shape[1]} tokens but the model's n is {n}")
+    cum = attention_spectrum(model, ids, batch_size)
+    L, H, _ = cum.shape
+    k = int(k) if k else default_k(n)
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} must be in 1..n={n}")
+    at_k = cum[:, :, k - 1]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    what = description or Path(model_path).name
+    curves = plot_curves(cum, out_dir / f"{prefix}_curves.png",
+                         f"Cumulative singular values of P: {what} (n={n}, {len(ids)} windows)", k)
+    heat = plot_heatmap(at_k, out_dir / f"{prefix}_heatmap.png", f"Cumulative value at index {k} (n={n})\n{what}", k)
+    result = {
+        "model_path": str(model_path),
+        "description": description,
+        "n": n, "k": k, "layers": L, "heads": H,
+        "num_windows": len(ids), "seed": seed, "sample": source,
+        "value_at_k": [[round(float(v), 6) for v in row] for row in at_k],
+        "mean_value_at_k_per_layer": [round(float(v), 6) for v in at_k.mean(1)],
+        "cumulative": [[[round(float(v), 6) for v in head] for head in layer] for layer in cum],
+        "plots": [curves.name, heat.name],
+    }
+    (out_dir / f"{prefix}.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result

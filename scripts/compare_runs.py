@@ -1,0 +1,28 @@
+"""Compare runs: python scripts/compare_runs.py outputs/pretrain/* [--metrics val_ppl loss] [--out DIR]
+
+Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, model, task) and DIR/<metric>.png
+(metric vs step, one line per run), and prints the table. argparse, not Hydra: the runs are positional paths
+that the shell expands from globs, which Hydra's key=value overrides cannot take.
+"""
+
+import argparse
+import sys
+
+from linformer.report.compare import compare_runs
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain)")
+    p.add_argument("--metrics", nargs="*", default=None,
+                   help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
+                        "eval_f1 tokens_per_s mfu that the runs logged)")
+    p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
+    p.add_argument("--out", default="outputs/compare", help="output folder (default: outputs/compare)")
+    args = p.parse_args()
+    try:
+        result = compare_runs(args.runs, args.out, args.metrics, args.plot)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(result["table"])
+    print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

@@ -1,0 +1,26 @@
+"""The offline dashboard: python scripts/dashboard.py [--outputs outputs] [--port 6006] (or make dashboard PORT=6006).
+
+Mirrors every run's metrics.jsonl under --outputs into TensorBoard event files (outputs/.dashboard/<stage>/<run>/,
+incremental), then serves TensorBoard on 127.0.0.1 and re-mirrors every --watch seconds. argparse, not Hydra:
+this command starts a server over existing runs; it is not a run and has no run directory.
+"""
+
+import argparse
+import sys
+
+from linformer.report.dashboard import mirror_all, serve
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--outputs", default="outputs", help="folder of run directories (default: outputs)")
+    p.add_argument("--logdir", default=None, help="where the event files go (default: <outputs>/.dashboard)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=6006)
+    p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")
+    p.add_argument("--mirror-only", action="store_true", help="write the event files and exit")
+    args, extra = p.parse_known_args()   # anything else goes to tensorboard (e.g. --load_fast=false)
+    if args.mirror_only:
+        written = mirror_all(args.outputs, args.logdir)
+        print(f"{len(written)} runs, {sum(written.values())} new rows")
+        sys.exit(0)
+    sys.exit(serve(args.outputs, args.logdir, args.host, args.port, args.watch, extra))

@@ -1,0 +1,28 @@
+"""Tiny run directories written directly (config.yaml + metrics.jsonl), as pretrain/finetune would leave them."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+def write_run(root: Path, stage: str, name: str, rows: list[dict], model: dict | None = None,
+              task: str | None = None, results: dict | None = None) -> Path:
+    run = root / stage / name
+    run.mkdir(parents=True)
+    config = {"run_name": name, "experiment_name": "exp-" + stage, "seed": 0,
+              "model": model or {"name": "tiny", "attention": "linformer", "projected_dim": 32,
+                                 "sharing": "headwise", "max_seq_len": 128}}
+    if task:
+        config["task"] = {"name": task}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if results:
+        (run / "results.json").write_text(json.dumps(results))
+    return run
+
+
+@pytest.fixture
+def make_run():
+    return write_run

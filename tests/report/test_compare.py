@@ -1,0 +1,86 @@
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+from linformer.report.compare import compare_runs, summarize_run
+from linformer.report.runs import find_runs, load_run, read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pretrain_rows(scale: float):
+    rows = [{"step": 0, "time": 0.0, "val_loss": 9.0, "val_ppl": math.exp(9.0)}]
+    for s in range(1, 11):
+        rows.append({"step": s, "time": float(s), "loss": scale * (10 - s) + 1.0, "lr": 1e-3, "tokens_per_s": 100.0 * s})
+    rows.append({"step": 10, "time": 10.5, "val_loss": 3.0 * scale, "val_ppl": math.exp(3.0 * scale)})
+    return rows
+
+
+def test_summary_final_and_best(tmp_path, make_run):
+    run = load_run(make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0)))
+    s = summarize_run(run, ["loss", "val_loss", "tokens_per_s", "missing"])
+    assert s["loss"] == {"final": 1.0, "final_step": 10, "best": 1.0, "best_step": 10}
+    assert s["val_loss"]["final"] == 3.0 and s["val_loss"]["best"] == 3.0
+    assert s["tokens_per_s"]["best"] == 1000.0 and s["tokens_per_s"]["best_step"] == 10   # higher is better
+    assert "missing" not in s
+
+
+def test_best_is_not_final(tmp_path, make_run):
+    rows = [{"step": 1, "time": 1, "eval_accuracy": 0.7}, {"step": 2, "time": 2, "eval_accuracy": 0.9},
+            {"step": 3, "time": 3, "eval_accuracy": 0.8}]
+    run = load_run(make_run(tmp_path, "finetune", "ft", rows, task="sst2"))
+    s = summarize_run(run, ["eval_accuracy"])["eval_accuracy"]
+    assert (s["final"], s["best"], s["best_step"]) == (0.8, 0.9, 2)
+
+
+def test_markdown_and_pngs(tmp_path, make_run):
+    make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
+    make_run(tmp_path / "out", "pretrain", "full", _pretrain_rows(0.5),
+             model={"name": "tiny", "attention": "full", "projected_dim": 32, "sharing": "none", "max_seq_len": 128})
+    make_run(tmp_path / "out", "finetune", "sst2-run",
+             [{"step": 5, "time": 1, "loss": 0.7}, {"step": 10, "time": 2, "eval_accuracy": 0.75}], task="sst2",
+             results={"task": "sst2", "attention": "linformer", "projected_dim": 16, "sharing": "kv"})
+    res = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    table = (tmp_path / "cmp" / "runs.md").read_text()
+    lines = table.splitlines()
+    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment | steps |")
+    assert "val_ppl" in lines[0] and "eval_accuracy" in lines[0]
+    full = next(l for l in lines if l.startswith("| full "))
+    assert "| full |" in full and "| none |" in full and f"{math.exp(1.5):.4g} (best)" in full
+    # loss: final 1 (scale 0.5 * 0 + 1) is the best
+    lin = next(l for l in lines if l.startswith("| lin-k32 "))
+    assert "| 32 |" in lin and "| headwise |" in lin and f"{math.exp(3.0):.4g} (best)" in lin
+    ft = next(l for l in lines if l.startswith("| sst2-run "))
+    assert "| 16 |" in ft and "| kv |" in ft and "| sst2 |" in ft and "0.75 (best)" in ft
+    assert {p.name for p in res["plots"]} >= {"val_ppl.png", "loss.png", "eval_accuracy.png"}
+    for p in res["plots"]:
+        with Image.open(p) as im:
+            assert im.format == "PNG" and im.size[0] > 300
+
+
+def test_torn_last_line_and_hidden_dirs(tmp_path, make_run):
+    run = make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 11, "lo')
+    assert len(read_metrics(run / "metrics.jsonl")) == 12
+    hidden = tmp_path / ".dashboard" / "x"
+    hidden.mkdir(parents=True)
+    (hidden / "metrics.jsonl").write_text('{"step": 1}\n')
+    assert find_runs([tmp_path]) == [run.resolve()]
+
+
+def test_cli(tmp_path, make_run):
+    make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
+    make_run(tmp_path, "pretrain", "b", _pretrain_rows(2.0))
+    out = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), str(tmp_path / "pretrain/a"),
+                          str(tmp_path / "pretrain/b"), "--metrics", "val_loss", "loss", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "| a |" in out.stdout and "| b |" in out.stdout
+    assert (tmp_path / "o" / "val_loss.png").is_file() and (tmp_path / "o" / "loss.png").is_file()
+    bad = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), str(tmp_path / "nothing")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "error: no run directories" in bad.stderr

@@ -1,0 +1,75 @@
+"""Mirroring metrics.jsonl into TensorBoard event files: right scalars, incremental, idempotent."""
+
+import json
+
+import pytest
+
+from linformer.report.dashboard import mirror_all, mirror_run, tag_for
+
+
+def _scalars(logdir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_tags():
+    assert [tag_for(k) for k in ("loss", "val_ppl", "eval_accuracy", "tokens_per_s", "latency_ms")] == [
+        "train/loss", "val/ppl", "eval/accuracy", "perf/tokens_per_s", "latency_ms"]
+    assert [tag_for(k, "finetune") for k in ("loss", "lr", "eval_f1")] == ["finetune/loss", "finetune/lr", "eval/f1"]
+
+
+def test_mirror_incremental_and_idempotent(tmp_path, make_run):
+    rows = [{"step": s, "time": 0.5 * s, "loss": 10.0 - s, "lr": 0.1} for s in range(1, 4)]
+    run = make_run(tmp_path / "outputs", "pretrain", "a", rows)
+    out = tmp_path / "tb" / "pretrain" / "a"
+    assert mirror_run(run, out) == 3
+    assert mirror_run(run, out) == 0                       # nothing new: nothing written
+    n_files = len(list(out.glob("events.out.tfevents.*")))
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 4, "time": 2.0, "loss": 6.0, "val_loss": 5.5}) + "\n")
+        f.write('{"step": 5, "time": 2.5, "lo')           # a line still being written
+    assert mirror_run(run, out) == 1
+    assert mirror_run(run, out) == 0
+    assert len(list(out.glob("events.out.tfevents.*"))) == n_files + 1
+    s = _scalars(out)
+    assert s["train/loss"] == [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0)]
+    assert s["val/loss"] == [(4, 5.5)]
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('ss": 5.0}\n')                            # the torn line completes
+    assert mirror_run(run, out) == 1
+    assert _scalars(out)["train/loss"][-1] == (5, 5.0)
+
+
+def test_rewritten_file_is_mirrored_again(tmp_path, make_run):
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": s, "time": s, "loss": 1.0} for s in range(5)])
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 5
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "time": 1, "loss": 2.0}) + "\n")
+    assert mirror_run(run, out) == 1
+    assert _scalars(out)["train/loss"] == [(1, 2.0)]
+
+
+def test_mirror_all_layout(tmp_path, make_run):
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    make_run(outputs, "finetune", "b", [{"step": 1, "time": 1, "eval_accuracy": 0.5, "loss": 0.7}], task="sst2")
+    (outputs / "benchmark" / "grid" / "n512").mkdir(parents=True)
+    (outputs / "benchmark" / "grid" / "n512" / "metrics.jsonl").write_text('{"step": 0, "tokens_per_s": 5}\n')
+    assert mirror_all(outputs) == {"benchmark/grid/n512": 1, "finetune/b": 1, "pretrain/a": 1}
+    assert mirror_all(outputs) == {"benchmark/grid/n512": 0, "finetune/b": 0, "pretrain/a": 0}
+    ft = _scalars(outputs / ".dashboard" / "finetune" / "b")
+    assert ft["eval/accuracy"] == [(1, 0.5)] and ft["finetune/loss"] == [(1, pytest.approx(0.7))] and "train/loss" not in ft
+    assert _scalars(outputs / ".dashboard" / "benchmark" / "grid" / "n512")["perf/tokens_per_s"] == [(0, 5.0)]
+
+
+def test_old_tag_scheme_is_rewritten(tmp_path, make_run):
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 1
+    state = json.loads((out / ".mirror.json").read_text())
+    (out / ".mirror.json").write_text(json.dumps({**state, "version": 1}))
+    assert mirror_run(run, out) == 1 and mirror_run(run, out) == 0
+    assert _scalars(out)["train/loss"] == [(1, 1.0)]

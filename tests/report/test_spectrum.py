@@ -1,0 +1,99 @@
+import json
+
+import pytest
+import torch
+
+from linformer.report.spectrum import (
+    analyze_spectrum,
+    attention_spectrum,
+    cumulative_singular_values,
+    default_k,
+)
+
+
+def test_rank_one_is_one_at_index_one():
+    n = 16
+    u = torch.rand(n, 1)
+    P = (u @ torch.ones(1, n)) / n            # rank 1, rows of a stochastic-like matrix
+    c = cumulative_singular_values(P)
+    assert torch.allclose(c, torch.ones(n, dtype=torch.float64), atol=1e-9)
+
+
+def test_identity_is_linear():
+    n = 10
+    c = cumulative_singular_values(torch.eye(n))
+    assert torch.allclose(c, torch.arange(1, n + 1, dtype=torch.float64) / n)
+
+
+def test_batched_and_monotone():
+    P = torch.rand(3, 2, 8, 8).softmax(-1)
+    c = cumulative_singular_values(P)
+    assert c.shape == (3, 2, 8)
+    assert torch.all(c[..., 1:] >= c[..., :-1] - 1e-12) and torch.allclose(c[..., -1], torch.ones(3, 2, dtype=torch.float64))
+
+
+def test_default_k():
+    assert default_k(512) == 128 and default_k(4096) == 128 and default_k(128) == 32 and default_k(2) == 1
+
+
+def _tiny_model(tmp_path):
+    import linformer  # noqa: F401
+    from linformer import LinformerConfig, LinformerForMaskedLM
+
+    cfg = LinformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=32, max_seq_len=16, projected_dim=4)
+    model = LinformerForMaskedLM(cfg)
+    model.save_pretrained(tmp_path / "model")
+    return tmp_path / "model"
+
+
+def test_full_attention_spectrum_of_a_model(tmp_path):
+    from linformer.report.spectrum import load_full_attention_model
+
+    path = _tiny_model(tmp_path)
+    model = load_full_attention_model(path)
+    assert model.config.attention == "full"
+    ids = torch.randint(3, 50, (3, 16))
+    cum = attention_spectrum(model, ids, batch_size=2)
+    assert cum.shape == (2, 2, 16)
+    assert torch.allclose(cum[..., -1], torch.ones(2, 2, dtype=torch.float64))
+
+
+def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
+    from linformer.report import spectrum
+
+    path = _tiny_model(tmp_path)
+    monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: None)
+    r = analyze_spectrum(path, tmp_path / "out", "s", text_path="unused.txt", num_windows=4, k=3)
+    data = json.loads((tmp_path / "out" / "s.json").read_text())
+    assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
+    assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-6)
+    assert (tmp_path / "out" / "s_curves.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "s_heatmap.png").stat().st_size > 1000
+    assert r["num_windows"] == 4
+
+
+class _CharTokenizer:
+    """One id per character (offset past the specials): enough to check how windows are cut."""
+
+    bos_token_id, eos_token_id = 0, 2
+
+    def __call__(self, lines, add_special_tokens=False):
+        assert add_special_tokens is False
+        return {"input_ids": [[3 + ord(c) % 40 for c in line] for line in lines]}
+
+
+def test_windows_from_text(tmp_path):
+    import gzip
+
+    from linformer.report.spectrum import windows_from_text
+
+    path = tmp_path / "text.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("".join(f"paragraph number {i} with some words\n\n" for i in range(40)))
+    ids = windows_from_text(_CharTokenizer(), path, n=16, num_windows=5, seed=0, max_lines=1000)
+    assert ids.shape == (5, 16)
+    assert (ids[:, 0] == 0).all() and (ids[:, -1] == 2).all()
+    with pytest.raises(ValueError, match="fewer than one window"):
+        windows_from_text(_CharTokenizer(), path, n=4096, num_windows=1, max_lines=1)
