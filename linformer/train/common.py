@@ -165,12 +165,16 @@ def finish(accelerator: Accelerator) -> None:
 
 
 def save_model_atomic(accelerator: Accelerator, model, tokenizer, final: Path) -> None:
-    """save_pretrained model and tokenizer into final/ via a temporary directory (rank 0 writes)."""
+    """save_pretrained model and tokenizer into final/ via a temporary directory (rank 0 writes).
+
+    The full state dict is gathered on every rank first: under FSDP or DeepSpeed ZeRO-3 each rank holds a shard.
+    """
     accelerator.wait_for_everyone()
+    state_dict = accelerator.get_state_dict(model)
     if accelerator.is_main_process:
         tmp = final.with_name(f".tmp-{final.name}")
         shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(tmp)
+        accelerator.unwrap_model(model).save_pretrained(tmp, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)

@@ -1,0 +1,58 @@
+"""Every committed config option composes and resolves, for each entry point that uses its group."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import linformer.train  # noqa: F401  (registers the run-name resolvers)
+from linformer import LinformerConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def _compose(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose(config_name=name, overrides=overrides)
+    OmegaConf.resolve(cfg)  # every interpolation resolves
+    return cfg
+
+
+@pytest.mark.parametrize("model", _options("model"))
+def test_every_model_builds_a_valid_linformer_config(model):
+    cfg = _compose("pretrain", [f"model={model}"])
+    fields = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "name"}
+    config = LinformerConfig(**fields)  # validates k <= n, sharing, projection...
+    assert cfg.run_name.startswith(model) and config.max_seq_len == cfg.model.max_seq_len
+
+
+@pytest.mark.parametrize("group", ["data", "logger", "trainer", "optim"])
+def test_every_pretrain_option_composes(group):
+    options = [o for o in _options(group) if not (group == "trainer" and o != "pretrain")]
+    for option in options:
+        cfg = _compose("pretrain", [f"{group}={option}"])
+        assert cfg.hydra.run.dir.startswith("outputs/pretrain/")
+
+
+@pytest.mark.parametrize("task", _options("task"))
+@pytest.mark.parametrize("logger", _options("logger"))
+def test_every_finetune_option_composes(task, logger):
+    cfg = _compose("finetune", [f"task={task}", f"logger={logger}", "model_path=outputs/pretrain/run1"])
+    assert cfg.run_name == f"{task}-run1-s0" and cfg.optim.weight_decay == 0.1
+
+
+def test_from_scratch_runs_are_named_apart():
+    cfg = _compose("finetune", ["model_path=outputs/pretrain/run1", "from_scratch=true", "seed=3"])
+    assert cfg.run_name == "sst2-run1-scratch-s3"
+
+
+def test_unknown_key_is_named():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="trainer.max_stepz"):
+        _compose("pretrain", ["trainer.max_stepz=10"])
