@@ -35,10 +35,13 @@ demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, 
 benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
 	$(PY) scripts/benchmark.py $(ARGS)
 
+reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 CPU cores; resumable; ARGS=--dry-run prints the plan)
+	$(PY) scripts/reproduce_mini.py $(ARGS)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo benchmark lint clean
+.PHONY: help install test test-all demo benchmark reproduce-mini lint clean
