@@ -80,7 +80,7 @@ def build_rows(results: list[dict]) -> list[dict]:
     for r in results:
         if _column(r) is not None:
             groups[row_key(r)].append(r)
-    order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])  # noqa: E731
+    order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])
     rows = []
     for key in sorted(groups, key=order):
         acc, f1, seeds = defaultdict(list), defaultdict(list), defaultdict(set)
@@ -121,7 +121,7 @@ def paper_analogue(row: dict) -> tuple | None:
 
 
 def _fmt(x, digits=1):
-    return "–" if x is None else f"{x:.{digits}f}"
+    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
@@ -132,16 +132,16 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         head.insert(6, "QNLI dev-split (not QNLI dev)")
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
              f"Hardware: {hardware}  ", f"Command: `{command}`", "",
-             "Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; "
-             "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
-             "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
-             "with the same n/k ratio and sharing (marked ~).", "",
+             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; "
+              "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
+              "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
+              "with the same n/k ratio and sharing (marked ~)."), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = {r["n"]: r for r in rows if r["attention"] == "full" and r["pretrained"]}
     for r in rows:
         qqp = _fmt(r["qqp"]) + (f" ({_fmt(r['_f1'].get('qqp'))})" if r["_f1"].get("qqp") is not None else "")
         key = paper_analogue(r)
-        paper = "–"
+        paper = "-"
         if key:
             p = PAPER[key]
             exact = key == (r["attention"], r["n"], r["k"], r["sharing"])
@@ -155,10 +155,10 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
     deltas = [(r["name"], r["average"] - base[r["n"]]["average"], paper_analogue(r)) for r in rows
               if r["attention"] == "linformer" and r["pretrained"] and r["n"] in base]
     if deltas:
-        lines += ["", "Average minus the full-attention baseline at the same n (ours; paper's analogue row minus "
-                  "RoBERTa-base's 92.25):", ""]
+        lines += ["", ("Average minus the full-attention baseline at the same n (ours; paper's analogue row minus "
+                       "RoBERTa-base's 92.25):"), ""]
         for name, d, key in deltas:
-            paper_d = f"{PAPER[key][5] - PAPER[('full', 512, None, None)][5]:+.2f}" if key else "–"
+            paper_d = f"{PAPER[key][5] - PAPER[('full', 512, None, None)][5]:+.2f}" if key else "-"
             lines.append(f"- {name}: {d:+.2f} (paper {paper_d})")
     scratch = {r["n"]: r for r in rows if r["attention"] == "full" and not r["pretrained"]}
     for n, s in scratch.items():
