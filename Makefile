@@ -40,10 +40,13 @@ OUTPUTS ?= outputs
 dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over every run in outputs/ (mirrors metrics.jsonl first)
 	$(PY) scripts/dashboard.py --outputs $(OUTPUTS) --port $(PORT)
 
+reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 CPU cores; resumable; ARGS=--dry-run prints the plan)
+	$(PY) scripts/reproduce_mini.py $(ARGS)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo benchmark dashboard lint clean
+.PHONY: help install test test-all demo benchmark dashboard reproduce-mini lint clean

@@ -1,4 +1,5 @@
-"""Reports from run directories: the offline dashboard, run comparison tables and plots, the attention spectrum.
+"""Reports from run directories: the offline dashboard, run comparison tables and plots, the attention spectrum,
+Table 2 (finetuning accuracy) and pretraining curves.
 
 Every function takes plain paths and arguments; the scripts in scripts/ only parse the command line.
 """

@@ -1,0 +1,226 @@
+"""Table 2 of the Linformer paper from finetuning run directories (any user's runs).
+
+Each finetuning run writes results.json (linformer.train.finetune). Runs are grouped into rows by
+(attention, n, k, sharing, pretrained); seeds are averaged per task; accuracies are in percent.
+The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import platform
+import shlex
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+TASKS = ("sst2", "imdb", "qnli", "qqp")
+# Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
+PAPER = {
+    ("full", 512, None, None): ("RoBERTa-base (Liu et al. 2019)", 93.1, 94.1, 90.9, 90.9, 92.25),
+    ("linformer", 512, 128, "headwise"): ("Linformer, 128", 92.4, 94.0, 90.4, 90.2, 91.75),
+    ("linformer", 512, 128, "kv"): ("Linformer, 128, shared kv", 93.4, 93.4, 90.3, 90.3, 91.85),
+    ("linformer", 512, 128, "layerwise"): ("Linformer, 128, shared kv, layer", 93.2, 93.8, 90.1, 90.2, 91.83),
+    ("linformer", 512, 256, "headwise"): ("Linformer, 256", 93.2, 94.0, 90.6, 90.5, 92.08),
+    ("linformer", 512, 256, "kv"): ("Linformer, 256, shared kv", 93.3, 93.6, 90.6, 90.6, 92.03),
+    ("linformer", 512, 256, "layerwise"): ("Linformer, 256, shared kv, layer", 93.1, 94.1, 91.2, 90.8, 92.30),
+    ("linformer", 1024, 256, "headwise"): ("Linformer, 256", 93.0, 93.8, 90.4, 90.4, 91.90),
+    ("linformer", 1024, 256, "kv"): ("Linformer, 256, shared kv", 93.0, 93.6, 90.3, 90.4, 91.83),
+    ("linformer", 1024, 256, "layerwise"): ("Linformer, 256, shared kv, layer", 93.2, 94.2, 90.8, 90.5, 92.18),
+}
+SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
+
+
+def find_results(patterns: list[str]) -> list[Path]:
+    """results.json files from paths, globs, or directories (searched recursively)."""
+    found: set[Path] = set()
+    for pat in patterns:
+        for p in map(Path, sorted(glob.glob(pat, recursive=True)) or [pat]):
+            if p.is_file() and p.name == "results.json":
+                found.add(p.resolve())
+            elif p.is_dir():
+                found.update(q.resolve() for q in p.rglob("results.json"))
+    return sorted(found)
+
+
+def row_key(r: dict) -> tuple:
+    """(attention, n, k, sharing, pretrained); k and sharing are None for full attention."""
+    full = r.get("attention") == "full"
+    return ("full" if full else "linformer", int(r["max_seq_len"]), None if full else int(r["projected_dim"]),
+            None if full else r.get("sharing"), not bool(r.get("from_scratch", False)))
+
+
+def row_name(key: tuple) -> str:
+    attention, n, k, sharing, pretrained = key
+    name = "Full attention (RoBERTa)" if attention == "full" else f"Linformer, {k}{SHARING_LABEL.get(sharing, f', {sharing}')}"
+    return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")
+
+
+def _column(r: dict) -> str | None:
+    task = r.get("task")
+    if task == "qnli" and r.get("eval_split") not in (None, "dev"):
+        return "qnli_devsplit"  # QNLI dev split into train / held-out parts: never reported as QNLI dev
+    return task if task in (*TASKS, "qnli_devsplit") else None
+
+
+def _pct(x: float) -> float:
+    return 100.0 * x if x <= 1.0 else x
+
+
+def _mean(xs: list[float]) -> float | None:
+    return round(statistics.fmean(xs), 2) if xs else None
+
+
+def build_rows(results: list[dict]) -> list[dict]:
+    """One row per (attention, n, k, sharing, pretrained), seeds averaged; JSON-schema rows plus private keys."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        if _column(r) is not None:
+            groups[row_key(r)].append(r)
+    order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])
+    rows = []
+    for key in sorted(groups, key=order):
+        acc, f1, seeds = defaultdict(list), defaultdict(list), defaultdict(set)
+        ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
+        for r in groups[key]:
+            col = _column(r)
+            acc[col].append(_pct(float(r["metrics"]["accuracy"])))
+            seeds[col].add(r.get("seed"))
+            if r["metrics"].get("f1") is not None:
+                f1[col].append(_pct(float(r["metrics"]["f1"])))
+        attention, n, k, sharing, pretrained = key
+        row = {"name": row_name(key), "attention": attention, "n": n, "k": k, "sharing": sharing,
+               "pretrained": pretrained, **{t: _mean(acc[t]) for t in TASKS}}
+        present = [row[t] for t in TASKS if row[t] is not None]
+        row["average"] = round(statistics.fmean(present), 2) if present else float("nan")
+        row["val_ppl"] = round(statistics.fmean(ppl), 3) if ppl and pretrained else None
+        if acc.get("qnli_devsplit"):
+            row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
+        row["_f1"] = {t: _mean(v) for t, v in f1.items()}
+        row["_seeds"] = {t: len(s) for t, s in seeds.items()}
+        rows.append(row)
+    return rows
+
+
+def paper_analogue(row: dict) -> tuple | None:
+    """The paper row with the same (n, k, sharing), else the n=512 row with the same n/k ratio and sharing."""
+    if not row["pretrained"]:
+        return None
+    key = (row["attention"], row["n"], row["k"], row["sharing"])
+    if key in PAPER:
+        return key
+    if row["attention"] == "full":
+        return ("full", 512, None, None)
+    if row["k"] and 512 % (row["n"] // row["k"] or 1) == 0 and row["n"] % row["k"] == 0:
+        alt = ("linformer", 512, 512 // (row["n"] // row["k"]), row["sharing"])
+        return alt if alt in PAPER else None
+    return None
+
+
+def _fmt(x, digits=1):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
+    devsplit = any("qnli_devsplit" in r for r in rows)
+    head = ["model", "pretrained", "SST-2", "IMDB", "QNLI", "QQP acc (F1)", "avg", "val ppl", "seeds",
+            "paper (analogue): SST-2 / IMDB / QNLI / QQP, avg"]
+    if devsplit:
+        head.insert(6, "QNLI dev-split (not QNLI dev)")
+    lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
+             f"Hardware: {hardware}  ", f"Command: `{command}`", "",
+             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; "
+              "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
+              "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
+              "with the same n/k ratio and sharing (marked ~)."), "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    base = {r["n"]: r for r in rows if r["attention"] == "full" and r["pretrained"]}
+    for r in rows:
+        qqp = _fmt(r["qqp"]) + (f" ({_fmt(r['_f1'].get('qqp'))})" if r["_f1"].get("qqp") is not None else "")
+        key = paper_analogue(r)
+        paper = "-"
+        if key:
+            p = PAPER[key]
+            exact = key == (r["attention"], r["n"], r["k"], r["sharing"])
+            paper = f"{'' if exact else '~'}{p[0]}, n={key[1]}: {' / '.join(_fmt(x) for x in p[1:5])}, {p[5]:.2f}"
+        seeds = ", ".join(f"{t}:{s}" for t, s in sorted(r["_seeds"].items()))
+        cells = [r["name"], "yes" if r["pretrained"] else "no", _fmt(r["sst2"]), _fmt(r["imdb"]), _fmt(r["qnli"]),
+                 qqp, _fmt(r["average"], 2), _fmt(r["val_ppl"], 2), seeds, paper]
+        if devsplit:
+            cells.insert(6, _fmt(r.get("qnli_devsplit")))
+        lines.append("| " + " | ".join(cells) + " |")
+    deltas = [(r["name"], r["average"] - base[r["n"]]["average"], paper_analogue(r)) for r in rows
+              if r["attention"] == "linformer" and r["pretrained"] and r["n"] in base]
+    if deltas:
+        lines += ["", ("Average minus the full-attention baseline at the same n (ours; paper's analogue row minus "
+                       "RoBERTa-base's 92.25):"), ""]
+        for name, d, key in deltas:
+            paper_d = f"{PAPER[key][5] - PAPER[('full', 512, None, None)][5]:+.2f}" if key else "-"
+            lines.append(f"- {name}: {d:+.2f} (paper {paper_d})")
+    scratch = {r["n"]: r for r in rows if r["attention"] == "full" and not r["pretrained"]}
+    for n, s in scratch.items():
+        if n in base and base[n]["sst2"] is not None and s["sst2"] is not None:
+            lines.append(f"- Pretraining gain, full attention n={n}, SST-2: {base[n]['sst2'] - s['sst2']:+.1f} points")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(rows: list[dict], hardware: str, command: str) -> dict:
+    return {"hardware": hardware, "command": command,
+            "rows": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]}
+
+
+def detect_hardware() -> str:
+    import os
+
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    except ImportError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU: {cpu}, {len(os.sched_getaffinity(0))} cores"
+
+
+def write_table2(runs: list[str], out: str, hardware: str | None = None, command: str | None = None) -> dict:
+    """Read results.json under `runs` (paths, globs, directories) and write <out>.md and <out>.json."""
+    files = find_results(runs)
+    if not files:
+        raise FileNotFoundError(f"no results.json under {runs}")
+    rows = build_rows([json.loads(f.read_text()) for f in files])
+    hardware = hardware or detect_hardware()
+    command = command or shlex.join(["python", *sys.argv])
+    out_path = Path(out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.md").write_text(to_markdown(rows, hardware, command))
+    data = to_json(rows, hardware, command)
+    Path(f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them)")
+    ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
+    ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
+    ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
+    args = ap.parse_args(argv)
+    try:
+        data = write_table2(args.runs, args.out, args.hardware, args.command)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(Path(f"{args.out}.md").read_text())
+    print(f"wrote {args.out}.md and {args.out}.json ({len(data['rows'])} rows)")
+    return 0

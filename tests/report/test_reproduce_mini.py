@@ -1,0 +1,43 @@
+"""The mini reproduction's plan (--dry-run) and the pretraining-curve plot, without training anything."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_dry_run_prints_the_plan():
+    r = subprocess.run([sys.executable, "scripts/reproduce_mini.py", "--dry-run"], cwd=REPO, capture_output=True,
+                       text=True, check=True)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("[")]
+    pre = [line for line in lines if "scripts/pretrain.py" in line]
+    fin = [line for line in lines if "scripts/finetune.py" in line]
+    assert len(pre) == 7 and len(fin) == 16 and sum("from_scratch=true" in line for line in fin) == 2
+    assert all("experiment=table2_mini" in line and "seed=0" in line for line in pre + fin)
+    assert sum("model.projected_dim=32 model.sharing=" in line for line in pre) >= 3
+    assert any("scripts/table2.py" in line for line in lines) and "~96 min" in r.stdout
+
+
+def test_plan_names_are_unique():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import reproduce_mini
+
+    plan = reproduce_mini.plan()
+    assert len({name for name, *_ in plan}) == len(plan) == 2 + 7 + 16
+
+
+def test_pretrain_curves_plot(tmp_path):
+    from linformer.report.curves import plot_pretrain_curves, read_val_curve
+
+    runs = {}
+    for label, base in (("full", 50.0), ("k32-kv", 60.0)):
+        d = tmp_path / label
+        d.mkdir()
+        rows = [{"step": s, "loss": 3.0} | ({"val_ppl": base / (1 + s / 100)} if s % 50 == 0 else {}) for s in range(0, 201, 10)]
+        d.joinpath("metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        runs[label] = d
+    assert read_val_curve(runs["full"])[0] == [0, 50, 100, 150, 200]
+    out = plot_pretrain_curves(runs, tmp_path / "curves.png")
+    assert out.stat().st_size > 1000

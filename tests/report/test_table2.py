@@ -1,0 +1,104 @@
+"""Table 2 report on synthetic finetuning run directories, and every Table 2 experiment composing for both scripts."""
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from linformer.report.table2 import PAPER, main, paper_analogue
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+ROWS = sorted(p.stem for p in (CONFIGS / "experiment/table2").glob("[!_]*.yaml"))
+
+
+def _compose(name, overrides):
+    import linformer.train  # noqa: F401  (run-name resolvers)
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return OmegaConf.to_container(compose(config_name=name, overrides=overrides), resolve=True)
+
+
+def test_ten_rows():
+    assert len(ROWS) == 10 and "roberta_base" in ROWS
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_table2_experiment_composes_for_both_scripts(row):
+    p = _compose("pretrain", [f"experiment=table2/{row}"])
+    r = p["table2"]["row"]
+    assert p["model"]["attention"] == r["attention"] and p["model"]["max_seq_len"] == r["n"]
+    assert p["model"]["hidden_size"] == 768 and p["model"]["num_hidden_layers"] == 12
+    t = p["trainer"]
+    assert t["max_steps"] == 250000 and t["lr"] == 5e-4 and t["mixed_precision"] == "fp16" and t["warmup_steps"] == 10000
+    assert t["batch_size"] * t["grad_accum"] * 64 * r["n"] == 2048 * 512  # tokens per update, 64 GPUs
+    assert p["optim"]["betas"] == [0.9, 0.98] and p["optim"]["eps"] == 1e-6 and p["optim"]["weight_decay"] == 0.01
+    if r["attention"] == "linformer":
+        assert (p["model"]["projected_dim"], p["model"]["sharing"]) == (r["k"], r["sharing"])
+    for task, batch in (("sst2", 32), ("imdb", 8), ("qnli", 32), ("qqp", 32)):
+        f = _compose("finetune", [f"experiment=table2/{row}", f"task={task}"])
+        ft = f["trainer"]
+        assert ft["epochs"] == 10 and ft["warmup_ratio"] == 0.06 and ft["lr"] == 1e-5 and ft["max_steps"] is None
+        assert ft["batch_size"] == batch and ft["batch_size"] * ft["grad_accum"] == 32
+        assert f["optim"]["weight_decay"] == 0.1 and f["model_path"].endswith(f"pretrain/{p['run_name']}")
+        assert f["run_name"].startswith(f"{task}-")
+    f = _compose("finetune", [f"experiment=table2/{row}", "task=sst2", "trainer.lr=3e-5", "model_path=x/y"])
+    assert f["trainer"]["lr"] == 3e-5 and f["model_path"] == "x/y"
+
+
+def test_mini_experiment_composes():
+    p = _compose("pretrain", ["experiment=table2_mini"])
+    assert p["trainer"]["max_steps"] == 1200 and p["model"]["max_seq_len"] == 128
+    f = _compose("finetune", ["experiment=table2_mini", "task=imdb", "model_path=x"])
+    assert f["trainer"]["epochs"] == 1 and f["max_train_examples"] == 10000
+
+
+def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer", n=128, k=32, sharing="kv",
+         scratch=False, seed=0, ppl=12.0, f1=None, split=None):
+    d = root / name
+    d.mkdir(parents=True)
+    metrics = {"epoch": 1, "accuracy": acc} | ({"f1": f1} if f1 is not None else {})
+    d.joinpath("results.json").write_text(json.dumps({
+        "task": task, "eval_split": split or ("test" if task == "imdb" else "dev"), "metrics": metrics,
+        "best_epoch": 1, "from_scratch": scratch, "model_type": "linformer", "attention": attention,
+        "max_seq_len": n, "projected_dim": k, "sharing": sharing, "pretrain_val_ppl": ppl, "seed": seed}))
+
+
+def test_table2_from_synthetic_runs(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    _run(runs, "a", "sst2", 0.80, attention="full", sharing="headwise")
+    _run(runs, "b", "sst2", 0.70, attention="full", sharing="headwise", scratch=True, ppl=None)
+    _run(runs, "c", "sst2", 0.78, seed=0)
+    _run(runs, "d", "sst2", 0.80, seed=1)
+    _run(runs, "e", "imdb", 0.75)
+    _run(runs, "f", "qqp", 0.85, f1=0.8)
+    _run(runs, "g", "qnli", 0.6, split="devsplit")
+    out = tmp_path / "rep/table2"
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert set(data) == {"hardware", "command", "rows"} and data["hardware"] == "test-cpu"
+    rows = {(r["attention"], r["pretrained"]): r for r in data["rows"]}
+    assert len(data["rows"]) == 3
+    full, scratch, lin = rows[("full", True)], rows[("full", False)], rows[("linformer", True)]
+    assert full["k"] is None and full["sharing"] is None and full["sst2"] == 80.0 and full["average"] == 80.0
+    assert scratch["val_ppl"] is None and scratch["sst2"] == 70.0
+    assert lin["sst2"] == 79.0 and lin["imdb"] == 75.0 and lin["qqp"] == 85.0 and lin["qnli"] is None
+    assert lin["average"] == pytest.approx((79 + 75 + 85) / 3, abs=0.01) and lin["qnli_devsplit"] == 60.0
+    assert lin["val_ppl"] == 12.0 and (lin["n"], lin["k"], lin["sharing"]) == (128, 32, "kv")
+    keys = {"name", "attention", "n", "k", "sharing", "pretrained", "sst2", "imdb", "qnli", "qqp", "average", "val_ppl"}
+    assert all(set(r) - {"qnli_devsplit"} == keys for r in data["rows"])
+    md = out.with_suffix(".md").read_text()
+    assert "85.0 (80.0)" in md and "not QNLI dev" in md and "test-cpu" in md and "~Linformer, 128, shared kv" in md
+    assert "+10.0 points" in md  # pretraining gain on SST-2
+
+
+def test_paper_numbers_consistent():
+    for key, (_, *accs, avg) in PAPER.items():
+        assert sum(accs) / 4 == pytest.approx(avg, abs=0.006), key
+    row = {"attention": "linformer", "n": 256, "k": 128, "sharing": "layerwise", "pretrained": True}
+    assert paper_analogue(row) == ("linformer", 512, 256, "layerwise")
+
+
+def test_no_runs_is_an_error(tmp_path):
+    assert main([str(tmp_path / "nothing"), "--out", str(tmp_path / "t")]) == 2
