@@ -37,7 +37,7 @@ def main() -> None:
                 "trainer.eval_every=100", "trainer.save_every=100", "trainer.mixed_precision=bf16", *extra]
     stage("pretrain", pretrain, times)
     finetune = ["scripts/finetune.py", "task=sst2", "model_path=outputs/pretrain/demo", "run_name=demo-sst2",
-                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-4", "trainer.mixed_precision=bf16"]
+                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.mixed_precision=bf16"]
     stage("finetune_sst2", finetune, times)
 
     pre = json.loads((REPO / "outputs/pretrain/demo/summary.json").read_text())
