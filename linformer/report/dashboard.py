@@ -77,7 +77,7 @@ def _write_hparams(writer, run: Run) -> None:
     try:
         _, ssi, _ = hparams(hp, {})
         writer.file_writer.add_summary(ssi)
-    except Exception as e:  # noqa: BLE001  the scalars matter, the hparams tab is a convenience
+    except Exception as e:
         log.debug("hparams for %s skipped: %s", run.path, e)
 
 

@@ -7,6 +7,7 @@ summary.json (pretrain) or results.json (finetune). A benchmark run is any other
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -126,9 +127,7 @@ def load_run(path: str | Path, root: str | Path | None = None) -> Run:
     results = {**_read_json(path / "summary.json"), **_read_json(path / "results.json")}
     stage = path.parent.name
     if root is not None:
-        try:
+        with contextlib.suppress(ValueError, IndexError):
             stage = path.relative_to(Path(root).resolve()).parts[0]
-        except (ValueError, IndexError):
-            pass
     name = str(config.get("run_name") or path.name)
     return Run(path=path, name=name, stage=stage, config=config, results=results, rows=read_metrics(path / METRICS))

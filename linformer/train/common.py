@@ -111,6 +111,11 @@ def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Map
     if schedule not in ("linear", "polynomial"):
         raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
     power = 1.0 if schedule == "linear" else float(trainer.get("lr_power", 1.0))
+    if int(warmup_steps) >= max(int(total_steps), 1):
+        raise ConfigError(
+            f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be shorter than "
+            f"the run ({total_steps} steps, trainer.max_steps): lower the warmup or train longer."
+        )
     return get_polynomial_decay_schedule_with_warmup(
         optimizer,
         num_warmup_steps=int(warmup_steps),

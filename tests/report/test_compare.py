@@ -48,12 +48,12 @@ def test_markdown_and_pngs(tmp_path, make_run):
     lines = table.splitlines()
     assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment | steps |")
     assert "val_ppl" in lines[0] and "eval_accuracy" in lines[0]
-    full = next(l for l in lines if l.startswith("| full "))
+    full = next(row for row in lines if row.startswith("| full "))
     assert "| full |" in full and "| none |" in full and f"{math.exp(1.5):.4g} (best)" in full
     # loss: final 1 (scale 0.5 * 0 + 1) is the best
-    lin = next(l for l in lines if l.startswith("| lin-k32 "))
+    lin = next(row for row in lines if row.startswith("| lin-k32 "))
     assert "| 32 |" in lin and "| headwise |" in lin and f"{math.exp(3.0):.4g} (best)" in lin
-    ft = next(l for l in lines if l.startswith("| sst2-run "))
+    ft = next(row for row in lines if row.startswith("| sst2-run "))
     assert "| 16 |" in ft and "| kv |" in ft and "| sst2 |" in ft and "0.75 (best)" in ft
     assert {p.name for p in res["plots"]} >= {"val_ppl.png", "loss.png", "eval_accuracy.png"}
     for p in res["plots"]:

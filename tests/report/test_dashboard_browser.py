@@ -4,6 +4,7 @@ Chromium (Debian's `chromium`; `.ci/run` installs it). Select with `-m browser`;
 Bounded waits everywhere, and the server's whole process group is killed at the end.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -94,10 +95,8 @@ def dashboard(tmp_path, make_run):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=15)
         log.close()
 

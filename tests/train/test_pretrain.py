@@ -103,3 +103,44 @@ def test_fp16_on_cpu_is_refused(tiny_data, tmp_path):
         pytest.skip("fp16 is valid on CUDA")
     with pytest.raises(ConfigError, match="bf16"):
         pretrain(compose_pretrain(tiny_data, "trainer.mixed_precision=fp16"), tmp_path)
+
+
+def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tmp_path, monkeypatch):
+    """From step 3 every loss is NaN: updates are skipped, and after 2 in a row the run stops, checkpointed."""
+    from linformer.errors import TrainingDiverged
+    from linformer.modeling import LinformerForMaskedLM
+
+    forward, calls = LinformerForMaskedLM.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        calls["n"] += 1
+        if self.training and calls["n"] > 2:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+    cfg = compose_pretrain(tiny_data, "trainer.max_nonfinite_steps=2", "trainer.eval_at_start=false",
+                           "trainer.eval_every=100")
+    with pytest.raises(TrainingDiverged, match="2 consecutive non-finite losses at step 4"):
+        pretrain(cfg, tmp_path)
+    assert (tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").is_file()
+    state = json.loads((tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").read_text())
+    assert state["nonfinite"] == 2
+
+
+def test_tensorboard_tracker_writes_events(tiny_data, tmp_path):
+    pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3"), tmp_path)
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
+    assert (tmp_path / "metrics.jsonl").is_file()  # always written, whatever the trackers
+
+
+def test_wandb_tracker_runs_offline(tiny_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3", "experiment_name=grp"), tmp_path)
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer.warmup_steps.*trainer.max_steps"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2"), tmp_path)
