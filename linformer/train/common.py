@@ -151,6 +151,12 @@ class MetricsLog:
         self.accelerator.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
 
 
+def clip_norm(trainer: Mapping) -> float:
+    """trainer.max_grad_norm; 0 or null means no clipping (fairseq's --clip-norm 0): the norm is still measured."""
+    value = trainer.get("max_grad_norm")
+    return float(value) if value else math.inf
+
+
 def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 50 else float("inf")
 

@@ -35,6 +35,7 @@ from .common import (
     build_accelerator,
     build_optimizer,
     build_scheduler,
+    clip_norm,
     finish,
     init_trackers,
     save_model_atomic,
@@ -169,7 +170,7 @@ def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
             if not sync:
                 continue
             loss = accelerator.reduce(loss.detach(), "mean")
-            grad_norm = accelerator.clip_grad_norm_(model.parameters(), float(t.max_grad_norm))
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), clip_norm(t))
             if bool(torch.isfinite(loss)) or t.mixed_precision == "fp16":
                 optimizer.step()
             scheduler.step()

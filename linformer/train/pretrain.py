@@ -32,6 +32,7 @@ from .common import (
     build_accelerator,
     build_optimizer,
     build_scheduler,
+    clip_norm,
     finish,
     init_trackers,
     perplexity,
@@ -196,7 +197,7 @@ def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
                 accelerator.backward(part * world)
                 loss_sum += part.detach()
         loss = accelerator.reduce(loss_sum, "sum")
-        grad_norm = accelerator.clip_grad_norm_(model.parameters(), float(t.max_grad_norm))
+        grad_norm = accelerator.clip_grad_norm_(model.parameters(), clip_norm(t))
         finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
         if finite or t.mixed_precision == "fp16":  # fp16: the grad scaler skips overflowing steps itself
             optimizer.step()

@@ -144,3 +144,12 @@ def test_wandb_tracker_runs_offline(tiny_data, tmp_path, monkeypatch):
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.warmup_steps.*trainer.max_steps"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2"), tmp_path)
+
+
+def test_max_grad_norm_zero_means_no_clipping(tiny_data, tmp_path):
+    """fairseq's --clip-norm 0: the run must still learn (a max_norm of 0 would zero every gradient)."""
+    pretrain(compose_pretrain(tiny_data, "trainer.max_grad_norm=0", "trainer.max_steps=6"), tmp_path)
+    losses = _losses(tmp_path)
+    assert losses[-1] < losses[0]
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "grad_norm" in x]
+    assert all(r["grad_norm"] > 0 for r in rows)
