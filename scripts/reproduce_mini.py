@@ -7,9 +7,9 @@ interrupted run resumes where it stopped; pretraining also resumes from its last
      full attention; Linformer k = 32 (n/k = 4) and k = 64 (n/k = 2) x {headwise, kv, layerwise}
      tiny model, bf16, same seed and recipe                                      7 x ~3 min = ~21 min
   3. finetune each pretrained variant + the full baseline from random init (from_scratch=true)
-     on SST-2 (20k sentences x 2 epochs) and IMDB (10k reviews x 1 epoch, 25k test) 16 x ~1.5 min = ~25 min
+     on SST-2 (20k sentences x 2 epochs) and IMDB (10k reviews x 3 epochs, 25k test) 8 x ~1.2 + 8 x ~2.8 min = ~32 min
   4. scripts/table2.py -> docs/results/table2_mini.{md,json}; docs/results/pretrain_curves.png   <1 min
-  Estimate: ~50 min on 2 idle cores (measured idle: ~30k tokens/s tiny bf16 pretraining, ~17 steps/s SST-2).
+  Estimate: ~55 min on 2 idle cores (measured idle: ~30k tokens/s tiny bf16 pretraining, ~17 steps/s SST-2).
 Usage: python scripts/reproduce_mini.py [--dry-run]
 """
 
