@@ -17,7 +17,7 @@ def test_dry_run_prints_the_plan():
     assert len(pre) == 7 and len(fin) == 16 and sum("from_scratch=true" in line for line in fin) == 2
     assert all("experiment=table2_mini" in line and "seed=0" in line for line in pre + fin)
     assert sum("model.projected_dim=32 model.sharing=" in line for line in pre) >= 3
-    assert any("scripts/table2.py" in line for line in lines) and "~96 min" in r.stdout
+    assert any("scripts/table2.py" in line for line in lines) and "~55 min" in r.stdout
 
 
 def test_plan_names_are_unique():

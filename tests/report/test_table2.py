@@ -49,9 +49,9 @@ def test_table2_experiment_composes_for_both_scripts(row):
 
 def test_mini_experiment_composes():
     p = _compose("pretrain", ["experiment=table2_mini"])
-    assert p["trainer"]["max_steps"] == 1200 and p["model"]["max_seq_len"] == 128
+    assert p["trainer"]["max_steps"] == 2400 and p["model"]["max_seq_len"] == 128
     f = _compose("finetune", ["experiment=table2_mini", "task=imdb", "model_path=x"])
-    assert f["trainer"]["epochs"] == 1 and f["max_train_examples"] == 10000
+    assert f["trainer"]["epochs"] == 3 and f["max_train_examples"] == 10000
 
 
 def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer", n=128, k=32, sharing="kv",
