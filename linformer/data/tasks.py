@@ -101,6 +101,18 @@ def _label_id(raw: str, spec: TaskSpec, where: str) -> int:
     raise TaskDataError(f"{where}: label {raw!r} is not in the {spec.name} label set {list(spec.raw_labels)}")
 
 
+def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool) -> bool:
+    """False for a row to skip (counted by the caller); a malformed row raises unless skip_bad_rows."""
+    if len(row) == len(header):
+        return True
+    if not skip_bad_rows:
+        raise TaskDataError(
+            f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
+            "set data.skip_bad_rows=true to skip and count such rows"
+        )
+    return False
+
+
 def _read_glue_tsv(path: Path, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     if not path.is_file():
         raise _missing(path, spec)
@@ -121,12 +133,7 @@ def _read_glue_tsv(path: Path, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dic
         lab = header.index(spec.label_field)
         for row in reader:
             where = f"{path}:{reader.line_num}"
-            if len(row) != len(header):
-                if not skip_bad_rows:
-                    raise TaskDataError(
-                        f"{where}: malformed row: {len(row)} tab-separated fields, expected {len(header)} "
-                        f"({header}); set data.skip_bad_rows=true to skip and count such rows"
-                    )
+            if not _row_fits(row, header, where, skip_bad_rows):
                 skipped += 1
                 continue
             for f_, i in zip(spec.text_fields, idx):
@@ -149,12 +156,7 @@ def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: b
             ti, li = header.index("text"), header.index("label")
             for row in reader:
                 where = f"{csv_path}:{reader.line_num}"
-                if len(row) != len(header):
-                    if not skip_bad_rows:
-                        raise TaskDataError(
-                            f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
-                            "set data.skip_bad_rows=true to skip and count such rows"
-                        )
+                if not _row_fits(row, header, where, skip_bad_rows):
                     skipped += 1
                     continue
                 cols["text"].append(clean_imdb(row[ti]))
