@@ -40,7 +40,7 @@ OUTPUTS ?= outputs
 dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over every run in outputs/ (mirrors metrics.jsonl first)
 	$(PY) scripts/dashboard.py --outputs $(OUTPUTS) --port $(PORT)
 
-reproduce-mini: install ## mini Table 2 on the mirror data (~50 min, 2 idle CPU cores; resumable; ARGS=--dry-run prints the plan)
+reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 idle CPU cores; resumable; ARGS=--dry-run prints the plan)
 	$(PY) scripts/reproduce_mini.py $(ARGS)
 
 lint: install ## ruff over the package, scripts and tests

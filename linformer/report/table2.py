@@ -74,8 +74,20 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 2) if xs else None
 
 
+def _best_lr(runs: list[dict]) -> tuple[float | None, list[dict], list]:
+    """RoBERTa's protocol: runs grouped by peak lr, seeds averaged, the lr with the best mean kept.
+    Returns (that lr, its runs, the grid); runs without an lr form one group."""
+    by_lr: dict = defaultdict(list)
+    for r in runs:
+        by_lr[r.get("lr")].append(r)
+    score = lambda lr: statistics.fmean(_pct(float(r["metrics"]["accuracy"])) for r in by_lr[lr])
+    best = max(by_lr, key=lambda lr: (score(lr), -(lr or 0)))  # ties: the smaller lr
+    return best, by_lr[best], sorted(by_lr, key=lambda lr: lr or 0)
+
+
 def build_rows(results: list[dict]) -> list[dict]:
-    """One row per (attention, n, k, sharing, pretrained), seeds averaged; JSON-schema rows plus private keys."""
+    """One row per (attention, n, k, sharing, pretrained), seeds averaged, the best lr per task when several
+    were run; JSON-schema rows plus private keys."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in results:
         if _column(r) is not None:
@@ -83,14 +95,20 @@ def build_rows(results: list[dict]) -> list[dict]:
     order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])
     rows = []
     for key in sorted(groups, key=order):
-        acc, f1, seeds = defaultdict(list), defaultdict(list), defaultdict(set)
+        acc, f1, seeds, lrs = defaultdict(list), defaultdict(list), defaultdict(set), {}
         ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
+        by_col = defaultdict(list)
         for r in groups[key]:
-            col = _column(r)
-            acc[col].append(_pct(float(r["metrics"]["accuracy"])))
-            seeds[col].add(r.get("seed"))
-            if r["metrics"].get("f1") is not None:
-                f1[col].append(_pct(float(r["metrics"]["f1"])))
+            by_col[_column(r)].append(r)
+        for col, runs in by_col.items():
+            lr, chosen, grid = _best_lr(runs)
+            if len(grid) > 1:
+                lrs[col] = {"lr": lr, "grid": grid}
+            for r in chosen:
+                acc[col].append(_pct(float(r["metrics"]["accuracy"])))
+                seeds[col].add(r.get("seed"))
+                if r["metrics"].get("f1") is not None:
+                    f1[col].append(_pct(float(r["metrics"]["f1"])))
         attention, n, k, sharing, pretrained = key
         row = {"name": row_name(key), "attention": attention, "n": n, "k": k, "sharing": sharing,
                "pretrained": pretrained, **{t: _mean(acc[t]) for t in TASKS}}
@@ -101,6 +119,7 @@ def build_rows(results: list[dict]) -> list[dict]:
             row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
         row["_f1"] = {t: _mean(v) for t, v in f1.items()}
         row["_seeds"] = {t: len(s) for t, s in seeds.items()}
+        row["_lr"] = lrs
         rows.append(row)
     return rows
 
@@ -126,13 +145,15 @@ def _fmt(x, digits=1):
 
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
     devsplit = any("qnli_devsplit" in r for r in rows)
-    head = ["model", "pretrained", "SST-2", "IMDB", "QNLI", "QQP acc (F1)", "avg", "val ppl", "seeds",
+    head = ["model", "pretrained", "SST-2", "IMDB", "QNLI", "QQP acc (F1)", "avg", "val ppl", "seeds (lr)",
             "paper (analogue): SST-2 / IMDB / QNLI / QQP, avg"]
     if devsplit:
         head.insert(6, "QNLI dev-split (not QNLI dev)")
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
              f"Hardware: {hardware}  ", f"Command: `{command}`", "",
-             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; "
+             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; where runs "
+              "used several peak learning rates, each cell keeps the lr with the best seed-average (RoBERTa's "
+              "protocol; the lr grid is listed below); "
               "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
               "with the same n/k ratio and sharing (marked ~)."), "",
@@ -147,11 +168,17 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
             exact = key == (r["attention"], r["n"], r["k"], r["sharing"])
             paper = f"{'' if exact else '~'}{p[0]}, n={key[1]}: {' / '.join(_fmt(x) for x in p[1:5])}, {p[5]:.2f}"
         seeds = ", ".join(f"{t}:{s}" for t, s in sorted(r["_seeds"].items()))
+        if r["_lr"]:
+            seeds += "; best lr " + ", ".join(f"{t}:{v['lr']:g}" for t, v in sorted(r["_lr"].items()))
         cells = [r["name"], "yes" if r["pretrained"] else "no", _fmt(r["sst2"]), _fmt(r["imdb"]), _fmt(r["qnli"]),
                  qqp, _fmt(r["average"], 2), _fmt(r["val_ppl"], 2), seeds, paper]
         if devsplit:
             cells.insert(6, _fmt(r.get("qnli_devsplit")))
         lines.append("| " + " | ".join(cells) + " |")
+    grids = sorted({(t, tuple(v["grid"])) for r in rows for t, v in r["_lr"].items()})
+    if grids:
+        lines += ["", "Learning-rate grid per task: " + "; ".join(
+            f"{t}: {', '.join(f'{lr:g}' for lr in g)}" for t, g in grids)]
     deltas = [(r["name"], r["average"] - base[r["n"]]["average"], paper_analogue(r)) for r in rows
               if r["attention"] == "linformer" and r["pretrained"] and r["n"] in base]
     if deltas:

@@ -218,6 +218,8 @@ def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
         "pretrain_val_ppl": json.loads(pretrain_summary.read_text()).get("final_val_ppl")
         if pretrain_summary.is_file() else None,
         "seed": seed,
+        "lr": float(t.lr),  # peak; table2.py picks the best lr per cell when a grid was run
+        "batch_size": int(t.batch_size),
         "max_length": length,
         "steps": step,
         "wall_time_s": time.perf_counter() - t_start,

@@ -14,10 +14,11 @@ def test_dry_run_prints_the_plan():
     lines = [line for line in r.stdout.splitlines() if line.startswith("[")]
     pre = [line for line in lines if "scripts/pretrain.py" in line]
     fin = [line for line in lines if "scripts/finetune.py" in line]
-    assert len(pre) == 7 and len(fin) == 16 and sum("from_scratch=true" in line for line in fin) == 2
+    assert len(pre) == 7 and len(fin) == 32 and sum("from_scratch=true" in line for line in fin) == 4
+    assert sum("trainer.lr=0.0003" in line for line in fin) == sum("trainer.lr=0.001" in line for line in fin) == 16
     assert all("experiment=table2_mini" in line and "seed=0" in line for line in pre + fin)
     assert sum("model.projected_dim=32 model.sharing=" in line for line in pre) >= 3
-    assert any("scripts/table2.py" in line for line in lines) and "~55 min" in r.stdout
+    assert any("scripts/table2.py" in line for line in lines) and "~100 min" in r.stdout
 
 
 def test_plan_names_are_unique():
@@ -25,7 +26,14 @@ def test_plan_names_are_unique():
     import reproduce_mini
 
     plan = reproduce_mini.plan()
-    assert len({name for name, *_ in plan}) == len(plan) == 2 + 7 + 16
+    assert len({s.name for s in plan}) == len(plan) == 2 + 7 + 32
+    by_name = {s.name: s for s in plan}
+    # every finetune waits for the pretraining run it loads (the scratch baseline reads mini-full's config)
+    for s in plan:
+        if s.name.startswith("finetune"):
+            (need,) = s.needs
+            model_path = next(a for a in s.argv if a.startswith("model_path="))
+            assert by_name[need].name.startswith("pretrain") and f"run_name={model_path.rsplit('/', 1)[1]}" in by_name[need].argv
 
 
 def test_pretrain_curves_plot(tmp_path):
