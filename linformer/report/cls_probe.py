@@ -1,0 +1,96 @@
+"""What a pretrained encoder gives a classifier before finetuning: the <s> token's attention and its spread.
+
+RoBERTa-style classification reads the final hidden state of <s> (position 0). Two numbers per model and task,
+on a fixed sample of eval examples:
+- entropy of <s>'s attention distribution, per layer, averaged over heads and examples (nats), beside its maximum
+  ln(number of attended positions): at the maximum, <s> averages its context uniformly;
+- relative spread of the final <s> state across examples, ||std over examples|| / ||mean over examples||: near 0,
+  every input starts the classifier from almost the same vector, so finetuning must first build the signal.
+Used to explain the mini Table 2 (docs/results/table2_mini_notes.md); it reads models, it trains nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from linformer.data.io import repo_root, resolve_path
+
+
+def default_mirror() -> str:
+    return os.environ.get("LINFORMER_DATA_MIRROR") or str((repo_root() / "../shared/data").resolve())
+
+
+def _model_dir(path: str | Path) -> Path:
+    p = Path(resolve_path(str(path)))
+    if (p / "model" / "config.json").is_file():
+        return p / "model"
+    if (p / "config.json").is_file():
+        return p
+    raise FileNotFoundError(f"{p} holds no model: expected a pretraining run directory with model/ or a model "
+                            "directory with config.json")
+
+
+def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
+    """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
+    from linformer.data.tasks import get_task, load_task
+
+    spec = get_task(task)
+    data = load_task(task, str(Path(data_mirror) / spec.mirror_subdir), tokenizer, max_length, splits=("eval",))
+    ev = data["eval"]
+    return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
+
+
+@torch.no_grad()
+def cls_stats(model, batch: dict) -> dict:
+    """Entropy of <s>'s attention per layer (nats, with its maximum) and the relative spread of the final <s>."""
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
+    cls = out.last_hidden_state[:, 0].float()
+    spread = (cls.std(0).norm() / cls.mean(0).norm().clamp_min(1e-12)).item()
+    entropy, max_entropy = [], []
+    for a in out.attentions:  # (batch, heads, T, keys): keys = T (full) or k (Linformer)
+        p = a[:, :, 0].float()
+        entropy.append((-(p * p.clamp_min(1e-12).log()).sum(-1)).mean().item())
+        # uniform over the keys <s> can see: the unpadded ones for full attention, all k projected rows otherwise
+        visible = batch["attention_mask"].sum(-1).float() if a.shape[-1] == batch["input_ids"].shape[1] else \
+            torch.full((a.shape[0],), float(a.shape[-1]))
+        max_entropy.append(visible.log().mean().item())
+    return {"cls_spread": spread, "entropy": entropy, "max_entropy": max_entropy}
+
+
+def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,
+          max_length: int | None = None, seed: int = 0) -> list[dict]:
+    from transformers import AutoModel, AutoTokenizer, DataCollatorWithPadding
+
+    import linformer.modeling  # noqa: F401  (registers the Auto classes)
+
+    mirror = data_mirror or default_mirror()
+    rows = []
+    for run in runs:
+        d = _model_dir(run)
+        tok = AutoTokenizer.from_pretrained(d)
+        model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
+        length = max_length or int(getattr(model.config, "max_seq_len", 0) or model.config.max_position_embeddings - 2)
+        collate = DataCollatorWithPadding(tok)
+        for task in tasks:
+            sample = eval_sample(task, tok, mirror, n_examples, length, seed)
+            batch = collate([{"input_ids": x["input_ids"], "attention_mask": x["attention_mask"]} for x in sample])
+            rows.append({"run": str(run), "task": task, "examples": len(sample), **cls_stats(model, batch)})
+    return rows
+
+
+def to_markdown(rows: list[dict], command: str) -> str:
+    lines = ["# <s> before finetuning: attention entropy and spread across inputs", "",
+             f"Command: `{command}`", "",
+             ("Entropy of <s>'s attention per layer in nats (its maximum, uniform attention, in brackets); "
+             "spread = ||std|| / ||mean|| of the final <s> state over the examples (0 = the same vector for "
+             "every input)."), "",
+             "| run | task | examples | <s> attention entropy per layer [max] | spread of final <s> |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        ent = ", ".join(f"{e:.2f} [{m:.2f}]" for e, m in zip(r["entropy"], r["max_entropy"], strict=True))
+        lines.append(f"| {Path(r['run']).name} | {r['task']} | {r['examples']} | {ent} | {r['cls_spread']:.3f} |")
+    return "\n".join(lines) + "\n"
+

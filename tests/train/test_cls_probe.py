@@ -1,0 +1,57 @@
+"""linformer.report.cls_probe on the tiny pretraining run: uniform attention reads as maximum entropy."""
+
+import math
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+from linformer.modeling import LinformerModel
+from linformer.report.cls_probe import cls_stats, probe, to_markdown
+
+from .conftest import write_sst2_fixture
+
+
+def _batch(lengths, n, vocab=50):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, vocab, (len(lengths), n), generator=g)
+    mask = torch.zeros(len(lengths), n, dtype=torch.long)
+    for i, t in enumerate(lengths):
+        mask[i, :t] = 1
+    ids[:, 0] = 0  # <s>
+    return {"input_ids": ids.masked_fill(mask == 0, 1), "attention_mask": mask}
+
+
+@pytest.mark.parametrize("attention", ["full", "linformer"])
+def test_zero_queries_give_uniform_attention_at_maximum_entropy(pretrained_run, attention):
+    config = AutoConfig.from_pretrained(pretrained_run / "model", attention=attention)
+    model = LinformerModel(config, add_pooling_layer=False).eval()
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.query.weight.zero_()
+            layer.attention.self.query.bias.zero_()
+    n = model.config.max_seq_len
+    stats = cls_stats(model, _batch([n, n // 2, 5], n))
+    assert len(stats["entropy"]) == model.config.num_hidden_layers
+    assert stats["entropy"] == pytest.approx(stats["max_entropy"], abs=1e-4)
+    k = model.config.projected_dim
+    expected = math.log(k) if attention == "linformer" else sum(map(math.log, [n, n // 2, 5])) / 3
+    assert stats["max_entropy"][0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_run, tmp_path):
+    model = AutoModel.from_pretrained(pretrained_run / "model", add_pooling_layer=False).eval()
+    n = model.config.max_seq_len
+    b = _batch([n], n)
+    same = {k: v.repeat(4, 1) for k, v in b.items()}
+    assert cls_stats(model, same)["cls_spread"] == pytest.approx(0.0, abs=1e-5)
+    assert cls_stats(model, _batch([n, n, n, n], n))["cls_spread"] > 1e-3
+
+    write_sst2_fixture(tmp_path / "mirror/glue/sst2")
+    (row,) = probe([str(pretrained_run)], ["sst2"], data_mirror=str(tmp_path / "mirror"), n_examples=16)
+    assert row["examples"] == 16 and len(row["entropy"]) == model.config.num_hidden_layers
+    assert all(0 < e <= m + 1e-5 for e, m in zip(row["entropy"], row["max_entropy"], strict=True))
+    md = to_markdown([row], "python scripts/cls_probe.py x")
+    assert pretrained_run.name in md and "| sst2 | 16 |" in md
+    with pytest.raises(FileNotFoundError, match="holds no model"):
+        probe([str(tmp_path)], ["sst2"], data_mirror=str(tmp_path / "mirror"))
