@@ -103,7 +103,9 @@ def build_rows(results: list[dict]) -> list[dict]:
         for col, runs in by_col.items():
             lr, chosen, grid = _best_lr(runs)
             if len(grid) > 1:
-                lrs[col] = {"lr": lr, "grid": grid}
+                per_lr = {g: _mean([_pct(float(r["metrics"]["accuracy"])) for r in runs if r.get("lr") == g])
+                          for g in grid}
+                lrs[col] = {"lr": lr, "grid": grid, "per_lr": per_lr}
             for r in chosen:
                 acc[col].append(_pct(float(r["metrics"]["accuracy"])))
                 seeds[col].add(r.get("seed"))
@@ -178,7 +180,12 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
     grids = sorted({(t, tuple(v["grid"])) for r in rows for t, v in r["_lr"].items()})
     if grids:
         lines += ["", "Learning-rate grid per task: " + "; ".join(
-            f"{t}: {', '.join(f'{lr:g}' for lr in g)}" for t, g in grids)]
+            f"{t}: {', '.join(f'{lr:g}' for lr in g)}" for t, g in grids) + ". Every cell at every lr:", ""]
+        for r in rows:
+            cells = [f"{t} " + ", ".join(f"{_fmt(a)} at {lr:g}" for lr, a in v["per_lr"].items())
+                     for t, v in sorted(r["_lr"].items())]
+            if cells:
+                lines.append(f"- {r['name']}: " + "; ".join(cells))
     deltas = [(r["name"], r["average"] - base[r["n"]]["average"], paper_analogue(r)) for r in rows
               if r["attention"] == "linformer" and r["pretrained"] and r["n"] in base]
     if deltas:

@@ -109,6 +109,7 @@ def test_lr_grid_keeps_the_best_seed_average_per_cell(tmp_path):
     md = out.with_suffix(".md").read_text()
     assert "imdb:1, sst2:2; best lr imdb:0.001, sst2:0.0003" in md
     assert "imdb: 0.0003, 0.001; sst2: 0.0003, 0.001" in md
+    assert "imdb 60.0 at 0.0003, 70.0 at 0.001; sst2 80.0 at 0.0003, 78.0 at 0.001" in md
 
 
 def test_paper_numbers_consistent():
