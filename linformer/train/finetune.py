@@ -126,9 +126,11 @@ def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
     model, config = load_classifier(model_path, spec.num_labels, bool(cfg.get("from_scratch", False)))
     length = max_tokens(config, tokenizer, t.get("max_length"), cfg.task.get("max_length"))
     data_dir = cfg.task.get("data_dir")
-    with accelerator.main_process_first():  # rank 0 tokenizes, the others read the datasets cache
+    cache_dir = cfg.get("task_cache_dir")
+    with accelerator.main_process_first():  # rank 0 tokenizes and saves the cache, the others then load it
         data = load_task(spec.name, resolve_path(data_dir) if data_dir else None, tokenizer, length,
-                         skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)))
+                         skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)),
+                         cache_dir=resolve_path(cache_dir) if cache_dir else None)
     train = _subsample(data["train"], cfg.get("max_train_examples"), seed)
     evald = _subsample(data["eval"], cfg.get("max_eval_examples"), seed)
     collate = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch

@@ -139,3 +139,28 @@ def test_imdb_mirror(mirror, tokenizer):
     dd = load_task("imdb", str(mirror / "imdb"), tokenizer, max_length=64, max_examples=200)
     assert len(dd["train"]) == len(dd["eval"]) == 200
     assert max(len(x) for x in dd["eval"]["input_ids"]) == 64
+
+
+def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_path, monkeypatch):
+    import linformer.data.tasks as tasks
+
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert sorted(p.name.rsplit("-", 1)[0] for p in cache.iterdir()) == ["qqp-eval", "qqp-train"]
+    assert not list(cache.glob("*.tmp-*"))
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("read the files again instead of the cache")
+
+    monkeypatch.setattr(tasks, "read_task_split", no_reading)
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert again["train"]["input_ids"] == first["train"]["input_ids"] and again["eval"]["labels"] == first["eval"]["labels"]
+    with pytest.raises(AssertionError, match="instead of the cache"):  # another max_length is another key
+        load_task("qqp", str(qqp_dir), tokenizer, max_length=16, cache_dir=str(cache))
+    monkeypatch.undo()
+
+    # an edited source file is a new key: its new rows are read
+    rows = [("0", "0", "1", "a new question?", "another one?", "1")] * 3
+    _write(qqp_dir / "dev.tsv", QQP_HEADER, rows)
+    edited = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, splits=("eval",), cache_dir=str(cache))
+    assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2

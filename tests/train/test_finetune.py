@@ -16,7 +16,8 @@ def sst2_dir(tmp_path_factory):
 
 
 def _run(tmp_path, sst2_dir, model_path, *overrides):
-    cfg = compose_finetune("task=sst2", f"task.data_dir={sst2_dir}", f"model_path={model_path}", *overrides)
+    cfg = compose_finetune("task=sst2", f"task.data_dir={sst2_dir}", f"model_path={model_path}",
+                           f"task_cache_dir={tmp_path / 'task_cache'}", *overrides)
     return finetune(cfg, tmp_path / "run"), tmp_path / "run"
 
 
@@ -29,7 +30,11 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert saved["num_train_examples"] == 200 and saved["num_eval_examples"] == 40
     assert saved["model_path"] == str(pretrained_run / "model") and saved["seed"] == 0
     assert saved["wall_time_s"] > 0 and saved["attention"] == "linformer" and saved["projected_dim"] == 8
-    assert saved["pretrain_val_ppl"] is not None
+    assert saved["pretrain_val_ppl"] is not None and saved["lr"] == 1e-3 and saved["batch_size"] == 16
+    # the tokenized splits went to the task cache, each complete (a second run would load them)
+    cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "task_cache").iterdir())
+    assert cached == ["sst2-eval", "sst2-train"]
+    assert all((p / "dataset_info.json").is_file() for p in (tmp_path / "task_cache").iterdir())
     assert (run / "best" / "config.json").is_file() and (run / "config.yaml").is_file()
     assert any("eval_accuracy" in json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines())
 
