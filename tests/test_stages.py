@@ -36,11 +36,9 @@ def test_dependencies_run_first_and_finished_stages_are_skipped(tmp_path):
 def test_parallel_jobs_overlap_get_their_threads_and_logs(tmp_path):
     logs = tmp_path / "logs"
     stages = [Stage(name, _writer(tmp_path / name, 1.0), tmp_path / name) for name in ("x", "y")]
-    t0 = time.perf_counter()
     run_stages(stages, jobs=2, log_dir=logs, cores=4)
-    assert time.perf_counter() - t0 < 1.9  # both 1 s stages ran at the same time
     j = _journal(tmp_path)
-    assert j["x"][0] < j["y"][1] and j["y"][0] < j["x"][1]
+    assert j["x"][0] < j["y"][1] and j["y"][0] < j["x"][1]  # each started before the other ended
     assert (tmp_path / "x").read_text() == "2"  # 4 cores / 2 jobs
     assert (logs / "x.log").read_text().startswith("$ ")
 

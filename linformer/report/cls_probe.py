@@ -16,21 +16,12 @@ from pathlib import Path
 
 import torch
 
-from linformer.data.io import repo_root, resolve_path
+from linformer.data.io import repo_root
+from linformer.train.finetune import resolve_model_path
 
 
 def default_mirror() -> str:
     return os.environ.get("LINFORMER_DATA_MIRROR") or str((repo_root() / "../shared/data").resolve())
-
-
-def _model_dir(path: str | Path) -> Path:
-    p = Path(resolve_path(str(path)))
-    if (p / "model" / "config.json").is_file():
-        return p / "model"
-    if (p / "config.json").is_file():
-        return p
-    raise FileNotFoundError(f"{p} holds no model: expected a pretraining run directory with model/ or a model "
-                            "directory with config.json")
 
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
@@ -69,7 +60,7 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
     mirror = data_mirror or default_mirror()
     rows = []
     for run in runs:
-        d = _model_dir(run)
+        d = resolve_model_path(str(run))  # a pretraining run (its model/), a model directory or a hub name
         tok = AutoTokenizer.from_pretrained(d)
         model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
         length = max_length or int(getattr(model.config, "max_seq_len", 0) or model.config.max_position_embeddings - 2)

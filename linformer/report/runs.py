@@ -56,26 +56,24 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
     return sorted(found)
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_mapping(path: Path, parse, error: type[Exception]) -> dict:
+    """The mapping in a YAML or JSON file; {} when it is missing, unparsable (logged) or not a mapping."""
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
+        data = parse(path.read_text())
+    except error as e:
         log.warning("%s: %s", path, e)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _read_yaml(path: Path) -> dict:
+    return _read_mapping(path, yaml.safe_load, yaml.YAMLError)
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        log.warning("%s: %s", path, e)
-        return {}
-    return data if isinstance(data, dict) else {}
+    return _read_mapping(path, json.loads, json.JSONDecodeError)
 
 
 def _model_label(path: str | None) -> str | None:

@@ -74,15 +74,16 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 2) if xs else None
 
 
-def _best_lr(runs: list[dict]) -> tuple[float | None, list[dict], list]:
+def _best_lr(runs: list[dict]) -> tuple[float | None, list[dict], dict]:
     """RoBERTa's protocol: runs grouped by peak lr, seeds averaged, the lr with the best mean kept.
-    Returns (that lr, its runs, the grid); runs without an lr form one group."""
+    Returns (that lr, its runs, {lr: seed-averaged accuracy} in lr order); runs without an lr form one group."""
     by_lr: dict = defaultdict(list)
     for r in runs:
         by_lr[r.get("lr")].append(r)
-    score = lambda lr: statistics.fmean(_pct(float(r["metrics"]["accuracy"])) for r in by_lr[lr])
-    best = max(by_lr, key=lambda lr: (score(lr), -(lr or 0)))  # ties: the smaller lr
-    return best, by_lr[best], sorted(by_lr, key=lambda lr: lr or 0)
+    means = {lr: statistics.fmean(_pct(float(r["metrics"]["accuracy"])) for r in by_lr[lr])
+             for lr in sorted(by_lr, key=lambda lr: lr or 0)}
+    best = max(means, key=lambda lr: (means[lr], -(lr or 0)))  # ties: the smaller lr
+    return best, by_lr[best], means
 
 
 def build_rows(results: list[dict]) -> list[dict]:
@@ -101,11 +102,9 @@ def build_rows(results: list[dict]) -> list[dict]:
         for r in groups[key]:
             by_col[_column(r)].append(r)
         for col, runs in by_col.items():
-            lr, chosen, grid = _best_lr(runs)
-            if len(grid) > 1:
-                per_lr = {g: _mean([_pct(float(r["metrics"]["accuracy"])) for r in runs if r.get("lr") == g])
-                          for g in grid}
-                lrs[col] = {"lr": lr, "grid": grid, "per_lr": per_lr}
+            lr, chosen, means = _best_lr(runs)
+            if len(means) > 1:
+                lrs[col] = {"lr": lr, "grid": list(means), "per_lr": {g: round(m, 2) for g, m in means.items()}}
             for r in chosen:
                 acc[col].append(_pct(float(r["metrics"]["accuracy"])))
                 seeds[col].add(r.get("seed"))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel
 
+from linformer.errors import CheckpointError
 from linformer.modeling import LinformerModel
 from linformer.report.cls_probe import cls_stats, probe, to_markdown
 
@@ -53,5 +54,5 @@ def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_r
     assert all(0 < e <= m + 1e-5 for e, m in zip(row["entropy"], row["max_entropy"], strict=True))
     md = to_markdown([row], "python scripts/cls_probe.py x")
     assert pretrained_run.name in md and "| sst2 | 16 |" in md
-    with pytest.raises(FileNotFoundError, match="holds no model"):
+    with pytest.raises(CheckpointError, match="holds no model"):
         probe([str(tmp_path)], ["sst2"], data_mirror=str(tmp_path / "mirror"))
