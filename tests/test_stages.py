@@ -1,7 +1,6 @@
 """linformer.stages: dependency order, skipping finished stages, parallel jobs and clear failures."""
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
