@@ -6,7 +6,7 @@ Every function takes plain paths and arguments; the scripts in scripts/ only par
 
 from .compare import compare_runs, summarize_run
 from .dashboard import mirror_all, mirror_run, serve
-from .runs import Run, find_runs, load_run, read_metrics
+from ..rundir import Run, find_runs, load_run, read_metrics
 from .spectrum import analyze_spectrum, cumulative_singular_values
 
 __all__ = [

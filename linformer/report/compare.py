@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .runs import Run, find_runs, load_run
+from ..rundir import Run, find_runs, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .runs import METRICS, Run, find_runs, load_run
+from ..rundir import METRICS, Run, find_runs, load_run
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,467 @@
+"""The run record: what a run directory holds, and the only code that reads or writes it.
+
+``outputs/<stage>/<run_name>/`` holds:
+
+- ``config.yaml``: the resolved config of the run. Its identity keys (everything but the operational keys in
+  ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
+- ``run.json``: stage, status (``running`` / ``complete``), start and end times, and every config change a user
+  allowed on resume (``trainer.allow_config_change``).
+- ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
+  metrics of ``METRIC_KEYS``).
+- ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
+- ``.lock`` while a process trains in it.
+
+Every file is written through ``atomic_write`` / ``atomic_dir``: a reader sees the old or the new file, never half.
+This module also holds the one cache-key scheme of prepared data (``cache_key``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import DiskFullError, RunDirError
+
+log = logging.getLogger(__name__)
+
+CONFIG = "config.yaml"
+RUN = "run.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+RESULTS = "results.json"
+LOCK = ".lock"
+
+# What each stage logs to metrics.jsonl besides `step` and `time` (seconds since the start of this process).
+METRIC_KEYS = {
+    "pretrain": ("loss", "ppl", "lr", "grad_norm", "tokens_per_s", "mfu", "epoch", "tokens", "val_loss", "val_ppl"),
+    "finetune": ("loss", "lr", "grad_norm", "epoch", "eval_accuracy", "eval_f1"),
+}
+
+# Config keys that change how a run is operated, not what it computes: they may differ between starts of a run.
+OPERATIONAL_KEYS = frozenset({
+    "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
+    "max_eval_examples", "task.data_dir",
+    "trainer.resume", "trainer.eval_every", "trainer.eval_batches", "trainer.eval_at_start", "trainer.save_every",
+    "trainer.keep_last", "trainer.log_every", "trainer.max_nonfinite_steps", "trainer.cpu", "trainer.peak_tflops",
+    "trainer.allow_config_change", "trainer.allow_nonbitwise_resume", "trainer.eval_batch_size", "trainer.save_best",
+})
+
+
+# ------------------------------------------------------------------------------------------------ atomic writes
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC, or torch's serializer failing to write (its RuntimeError carries no errno)."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("No space left" in text or "file write failed" in text)
+
+
+@contextlib.contextmanager
+def disk_full_names(directory: str | Path) -> Iterator[None]:
+    """A full disk inside this block raises DiskFullError naming `directory`."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not is_disk_full(err):
+            raise
+        free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
+        raise DiskFullError(
+            f"no space left on device while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are "
+            "intact. Free some space and run the same command again."
+        ) from err
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> None:
+    """Write `path` whole or not at all: a temporary file in the same directory, fsynced, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with disk_full_names(path.parent):
+            with open(tmp, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_yaml(path: str | Path, data: Any) -> None:
+    atomic_write(path, yaml.safe_dump(data, sort_keys=False))
+
+
+@contextlib.contextmanager
+def atomic_dir(final: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory next to `final`; when the block succeeds it replaces `final` in one rename.
+
+    On an exception the temporary is removed and `final` is untouched. The previous `final` is moved aside
+    before the swap and deleted after it, so there is always a complete copy on disk.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    old = final.with_name(f".old-{final.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        with disk_full_names(final.parent):
+            yield tmp
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------ cache keys
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_key(options: Mapping[str, Any], files: list[str | Path] = ()) -> str:
+    """The one cache key of prepared data: a hash of the options and of the content (sha256) of every input file.
+
+    Content, not mtimes: a file copied or touched keeps its key, a file edited in place gets a new one.
+    """
+    payload = {"options": dict(options), "files": [sha256_file(f) for f in files]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl. A torn line (a run still writing, or killed mid-write) and blank lines are
+    skipped with a warning."""
+    rows = []
+    path = Path(path)
+    if not path.is_file():
+        return rows
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("%s:%d is not JSON (a run still writing, or killed mid-line); skipped", path, i + 1)
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows
+
+
+class MetricsWriter:
+    """Appends rows to metrics.jsonl. On resume the rows after the checkpoint's step, and any torn line, are
+    dropped first (with a warning for a torn line), so the steps logged again replace rather than duplicate."""
+
+    def __init__(self, run_dir: str | Path, resume_step: int | None):
+        self.path = Path(run_dir) / METRICS
+        self.start = time.time()
+        if resume_step is None:
+            atomic_write(self.path, "")
+        elif self.path.exists():
+            kept = [r for r in read_metrics(self.path) if int(r["step"]) <= resume_step]
+            atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+
+    def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {"step": int(step), "time": round(time.time() - self.start, 3)}
+        row.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                    for k, v in metrics.items() if v is not None})
+        with disk_full_names(self.path.parent), self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+
+
+# ------------------------------------------------------------------------------------------------ identity
+def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {'a.b': value}."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def identity(config: Mapping) -> dict[str, Any]:
+    """The settings that define a run: the flattened config without the operational keys."""
+
+    def operational(key: str) -> bool:
+        return any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS)
+
+    return {k: v for k, v in flatten(config).items() if not operational(k)}
+
+
+def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
+    """{key: (recorded value, requested value)} for every identity key that differs (missing = None)."""
+    a, b = identity(recorded), identity(requested)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+# ------------------------------------------------------------------------------------------------ lock
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """``<run>/.lock``: one live process per run directory. A lock left by a dead process on this host is taken
+    over; one held by a live process (or by another host, which cannot be checked) refuses the start."""
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / LOCK
+        self.held = False
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self._holder()
+                if holder is None:  # being written by its creator this instant, or torn: look again
+                    time.sleep(0.05)
+                    holder = self._holder() or {}
+                pid, host = holder.get("pid"), holder.get("host")
+                if host == me["host"] and isinstance(pid, int) and not _pid_alive(pid):
+                    log.warning("taking over the stale lock of process %d (no longer running) in %s", pid,
+                                self.path.parent)
+                    self.path.unlink(missing_ok=True)
+                    continue
+                raise RunDirError(
+                    f"{self.path.parent} is in use by process {pid} on {host} (since {holder.get('since')}): wait for "
+                    f"it to finish, or choose another run_name. If that process is gone, delete {self.path}."
+                ) from None
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(me))
+            self.held = True
+            return
+        raise RunDirError(f"could not take the lock {self.path}: another process keeps taking it.")
+
+    def _holder(self) -> dict | None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def release(self) -> None:
+        if self.held:
+            holder = self._holder() or {}
+            if holder.get("pid") == os.getpid():
+                self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+# ------------------------------------------------------------------------------------------------ the record
+def _read_mapping(path: Path, parse, error: type[Exception]) -> dict:
+    """The mapping in a YAML or JSON file; {} when it is missing, unparsable (logged) or not a mapping."""
+    if not path.is_file():
+        return {}
+    try:
+        data = parse(path.read_text())
+    except error as e:
+        log.warning("%s: %s", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_yaml(path: str | Path) -> dict:
+    return _read_mapping(Path(path), yaml.safe_load, yaml.YAMLError)
+
+
+def read_json(path: str | Path) -> dict:
+    return _read_mapping(Path(path), json.loads, json.JSONDecodeError)
+
+
+class RunRecord:
+    """Read and write one run directory. Training claims it (lock + identity check) before writing anything."""
+
+    def __init__(self, run_dir: str | Path, stage: str):
+        self.dir = Path(run_dir)
+        self.stage = stage
+        self.lock = RunLock(self.dir)
+
+    # readers
+    def config(self) -> dict:
+        return read_yaml(self.dir / CONFIG)
+
+    def info(self) -> dict:
+        return read_json(self.dir / RUN)
+
+    def summary(self) -> dict:
+        return read_json(self.dir / SUMMARY)
+
+    def results(self) -> dict:
+        return read_json(self.dir / RESULTS)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_metrics(self.dir / METRICS)
+
+    def is_complete(self) -> bool:
+        return self.info().get("status") == "complete"
+
+    # the start
+    def claim(self, config: Mapping, allow_change: bool | list[str] | None = None) -> str:
+        """Take the lock and check the recorded identity against `config`; write nothing else.
+
+        Returns "new" (nothing recorded), "continue" (same identity, unfinished) or "complete" (same identity,
+        finished). Differing identity keys are refused, naming each, unless `allow_change` is true or lists them.
+        """
+        self.lock.acquire()
+        try:
+            recorded = self.config()
+            if not recorded:
+                return "new"
+            diff = identity_diff(recorded, config)
+            allowed = set(diff) if allow_change is True else set(allow_change or [])
+            refused = {k: v for k, v in diff.items() if k not in allowed}
+            if refused:
+                changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
+                keys = ",".join(refused)
+                raise RunDirError(
+                    f"{self.dir} holds a run with other settings ({changes}). Choose another run_name, or continue "
+                    f"this run with these settings by adding trainer.allow_config_change=[{keys}]."
+                )
+            self._allowed_changes = {k: v for k, v in diff.items() if k in allowed}
+            return "complete" if self.is_complete() else "continue"
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def start(self, config: Mapping, step: int) -> None:
+        """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing)."""
+        info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
+        for key, (old, new) in getattr(self, "_allowed_changes", {}).items():
+            info["changes"].append({"step": step, "key": key, "from": old, "to": new})
+            log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
+        info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        write_yaml(self.dir / CONFIG, dict(config))
+        write_json(self.dir / RUN, info)
+
+    def finish(self, summary: Mapping, results: Mapping | None = None) -> None:
+        if results is not None:
+            write_json(self.dir / RESULTS, dict(results))
+        write_json(self.dir / SUMMARY, dict(summary))
+        info = self.info()
+        info.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"))
+        write_json(self.dir / RUN, info)
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+# ------------------------------------------------------------------------------------------------ reading runs
+def find_runs(paths: list[str | Path]) -> list[Path]:
+    """Run directories at or under each path (a run dir itself, or a folder of them), sorted, without duplicates.
+
+    Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched."""
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if (p / METRICS).is_file():
+            found.add(p.resolve())
+            continue
+        if p.is_dir():
+            for m in p.rglob(METRICS):
+                rel = m.relative_to(p).parts[:-1]
+                if any(part.startswith(".") or part in ("checkpoints", "wandb") for part in rel):
+                    continue
+                found.add(m.parent.resolve())
+    return sorted(found)
+
+
+def _model_label(path: str | None) -> str | None:
+    """A finetuned model's origin, shortly: .../pretrain/demo/model -> demo/model."""
+    if not path:
+        return None
+    p = Path(str(path))
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+
+
+@dataclass
+class Run:
+    """A run directory as reports see it."""
+
+    path: Path
+    name: str                        # run_name from the config, else the directory name
+    stage: str                       # pretrain / finetune / benchmark / the parent directory's name
+    config: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)   # summary.json and/or results.json
+    rows: list[dict] = field(default_factory=list)
+    status: str | None = None        # running / complete (run.json), None for runs without one
+
+    @property
+    def key_config(self) -> dict[str, Any]:
+        """attention, k, sharing, model, n, task, experiment: what tells runs apart in a comparison.
+
+        k and sharing are None for full attention, which has neither."""
+        model = self.config.get("model") if isinstance(self.config.get("model"), dict) else {}
+        task = self.config.get("task") if isinstance(self.config.get("task"), dict) else {}
+        r = self.results
+        # The saved architecture: this run's model/, else the model a finetune started from (where it still is).
+        origin = r.get("model_path") or self.config.get("model_path")
+        candidates = [self.path / "model"] + ([Path(str(origin)), Path(str(origin)) / "model"] if origin else [])
+        saved = next((read_json(c / "config.json") for c in candidates if (c / "config.json").is_file()), {})
+
+        def pick(*values):
+            return next((v for v in values if v is not None), None)
+
+        attention = pick(r.get("attention"), model.get("attention"), saved.get("attention"))
+        linformer = attention != "full"
+        return {
+            "attention": attention,
+            "k": pick(r.get("projected_dim"), model.get("projected_dim"), saved.get("projected_dim")) if linformer
+            else None,
+            "sharing": pick(r.get("sharing"), model.get("sharing"), saved.get("sharing")) if linformer else None,
+            "model": pick(model.get("name"), _model_label(pick(r.get("model_path"), self.config.get("model_path")))),
+            "n": pick(r.get("max_seq_len"), model.get("max_seq_len"), saved.get("max_seq_len")),
+            "task": pick(r.get("task"), task.get("name")) if self.stage != "pretrain" else None,
+            "experiment": self.config.get("experiment_name"),
+        }
+
+
+def load_run(path: str | Path, root: str | Path | None = None) -> Run:
+    """A run directory's config, results and metrics. `stage` is the first directory under `root` (outputs/)."""
+    path = Path(path).resolve()
+    config = read_yaml(path / CONFIG)
+    results = {**read_json(path / SUMMARY), **read_json(path / RESULTS)}
+    info = read_json(path / RUN)
+    stage = info.get("stage") or path.parent.name
+    if root is not None:
+        with contextlib.suppress(ValueError, IndexError):
+            stage = path.relative_to(Path(root).resolve()).parts[0]
+    name = str(config.get("run_name") or path.name)
+    return Run(path=path, name=name, stage=stage, config=config, results=results, rows=read_metrics(path / METRICS),
+               status=info.get("status"))
