@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +49,8 @@ def hydra_main(config_name: str) -> Callable:
     """``@hydra.main`` over configs/<config_name>.yaml, with the body run under ``cli_errors``."""
     import hydra
 
+    from .train import settings  # noqa: F401  (the resolvers that name runs, needed before Hydra composes)
+
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def body(cfg):
@@ -67,8 +68,3 @@ def hydra_run_dir() -> Path:
 
     return Path(HydraConfig.get().runtime.output_dir)
 
-
-def quiet_library_logs() -> None:
-    """Libraries' per-call INFO chatter (Accelerate's checkpoint lines) stays out of the run's output."""
-    for name in ("accelerate", "accelerate.checkpointing", "accelerate.accelerator"):
-        logging.getLogger(name).setLevel(logging.WARNING)

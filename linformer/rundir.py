@@ -356,7 +356,7 @@ class RunRecord:
                     f"this run with these settings by adding trainer.allow_config_change=[{keys}]."
                 )
             self._allowed_changes = {k: v for k, v in diff.items() if k in allowed}
-            return "complete" if self.is_complete() else "continue"
+            return "complete" if self.is_complete() and not self._allowed_changes else "continue"
         except BaseException:
             self.lock.release()
             raise

@@ -1,14 +1,20 @@
-"""Atomic checkpoints with exact resume.
+"""Atomic, verified checkpoints with exact resume.
 
 A checkpoint is ``<run>/checkpoints/step-NNNNNNNN/``: Accelerate's ``save_state`` (model, optimizer, scheduler,
-grad scaler, every process's RNG states) plus ``trainer_state.json`` (step, data position, counters). It is written
-into ``.tmp-step-NNNNNNNN`` and renamed when complete, so a run killed mid-write never leaves a directory that
-looks complete; stale temporaries are removed on the next save.
+grad scaler, every process's RNG state), ``trainer_state.json`` (step, counters, evaluations) and
+``manifest.json`` (every file's size and sha256), written last. The directory is built as ``.tmp-step-...`` and
+renamed when complete, so a run killed mid-write never leaves a directory that looks complete.
+
+Resume verifies the manifest of the newest checkpoint and falls back to the newest intact one, naming the damaged
+file. RNG states decide bitwise resume (dropout masks), so a damaged one in the only usable checkpoint is an error
+unless ``trainer.allow_nonbitwise_resume=true``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -17,9 +23,14 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ..errors import CheckpointError
+from ..rundir import disk_full_names, sha256_file
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.json"
+MANIFEST = "manifest.json"
 _NAME = re.compile(r"^step-(\d{8})$")
+_RNG = re.compile(r"^random_states_\d+\.pkl$")
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -27,7 +38,7 @@ def checkpoint_dir(run_dir: Path) -> Path:
 
 
 def complete_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
+    """Checkpoints that finished writing (intact or not), oldest first."""
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
         return []
@@ -35,8 +46,54 @@ def complete_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
+def _write_manifest(path: Path) -> None:
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name != MANIFEST)
+    manifest = {str(f.relative_to(path)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)} for f in files}
+    (path / MANIFEST).write_text(json.dumps({"files": manifest}, indent=1))
+
+
+def damaged_files(path: Path) -> list[str]:
+    """Files of a checkpoint that are missing or differ from its manifest ('name: why'); [] when intact.
+
+    A checkpoint without a manifest is checked for its trainer state only."""
+    path = Path(path)
+    if not (path / MANIFEST).is_file():
+        return [] if (path / STATE_FILE).is_file() else [f"{STATE_FILE}: missing"]
+    try:
+        files = json.loads((path / MANIFEST).read_text())["files"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return [f"{MANIFEST}: unreadable"]
+    problems = []
+    for name, want in files.items():
+        f = path / name
+        if not f.is_file():
+            problems.append(f"{name}: missing")
+        elif f.stat().st_size != want["bytes"]:
+            problems.append(f"{name}: {f.stat().st_size} bytes, {want['bytes']} written")
+        elif sha256_file(f) != want["sha256"]:
+            problems.append(f"{name}: checksum differs from the one written")
+    return problems
+
+
+@contextlib.contextmanager
+def _quiet_accelerate():
+    """Accelerate logs each file it saves, and warns that tied weights (the MLM decoder shares the embedding) are
+    stored once: expected here, and noise in a run's output."""
+    names = ("accelerate", "accelerate.checkpointing", "accelerate.accelerator", "accelerate.utils.other")
+    levels = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+
+
 def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: dict, keep_last: int) -> Path:
-    """Write a checkpoint atomically on every rank's behalf; keep the newest ``keep_last``."""
+    """Write a checkpoint atomically on every rank's behalf; keep the newest ``keep_last``.
+
+    A full disk raises DiskFullError naming the directory; the earlier checkpoints are untouched."""
     root = checkpoint_dir(run_dir)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-step-{step:08d}"
@@ -45,11 +102,19 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
         for stale in root.glob(".tmp-step-*"):
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))  # every rank writes its own RNG state into tmp
-    accelerator.wait_for_everyone()
+    try:
+        with disk_full_names(root), _quiet_accelerate():
+            accelerator.save_state(str(tmp))  # every rank writes its own RNG state into tmp
+            accelerator.wait_for_everyone()
+            if accelerator.is_main_process:
+                (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
+                _write_manifest(tmp)
+    except BaseException:
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if accelerator.is_main_process:
-        (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
-        if final.exists():  # re-saving the same step (e.g. the final checkpoint after a periodic one)
+        if final.exists():  # re-saving the same step (the final checkpoint after a periodic one)
             shutil.rmtree(final)
         os.replace(tmp, final)
         for old in complete_checkpoints(run_dir)[: -max(int(keep_last), 1)]:
@@ -58,26 +123,68 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     return final
 
 
-def resolve_resume(resume: str | None, run_dir: Path) -> Path | None:
-    """``auto``: newest complete checkpoint of this run, or None; a path: that checkpoint, or a run's newest."""
+def _pick(candidates: list[Path], allow_nonbitwise: bool) -> tuple[Path, bool]:
+    """The newest intact checkpoint; (path, rng_ok). Damage is logged naming the file; see the module doc."""
+    rng_only: tuple[Path, list[str]] | None = None
+    for path in reversed(candidates):
+        problems = damaged_files(path)
+        if not problems:
+            return path, True
+        log.warning("checkpoint %s is damaged (%s); trying the previous one", path, "; ".join(problems))
+        if rng_only is None and all(_RNG.match(p.split(":")[0]) for p in problems):
+            rng_only = (path, problems)
+    if rng_only is not None:
+        path, problems = rng_only
+        if allow_nonbitwise:
+            log.warning("resuming from %s without its RNG state (%s): dropout will differ from an uninterrupted run",
+                        path, "; ".join(problems))
+            return path, False
+        raise CheckpointError(
+            f"checkpoint {path} has a damaged RNG state ({'; '.join(problems)}) and no intact checkpoint precedes "
+            "it: set trainer.allow_nonbitwise_resume=true to resume without it (not bitwise), or start over."
+        )
+    raise CheckpointError(
+        f"no intact checkpoint in {candidates[-1].parent}: " + "; ".join(
+            f"{p.name}: {', '.join(damaged_files(p))}" for p in reversed(candidates))
+        + ". Start over with trainer.resume=null and another run_name, or restore the files."
+    )
+
+
+def resolve_resume(resume: str | None, run_dir: Path, allow_nonbitwise: bool = False) -> tuple[Path | None, bool]:
+    """(checkpoint, rng_ok). ``auto``: the newest intact checkpoint of this run, or None; a path: that checkpoint,
+    or a run directory's newest intact one."""
     if resume in (None, "", "null", "none", False):
-        return None
+        return None, True
     if resume == "auto":
         found = complete_checkpoints(run_dir)
-        return found[-1] if found else None
+        return _pick(found, allow_nonbitwise) if found else (None, True)
     path = Path(str(resume))
     if (path / STATE_FILE).is_file():
-        return path
+        return _pick([path], allow_nonbitwise)
     found = complete_checkpoints(path)
     if found:
-        return found[-1]
+        return _pick(found, allow_nonbitwise)
     raise CheckpointError(
         f"trainer.resume={resume!r}: no complete checkpoint there. Expected a checkpoint directory holding "
         f"{STATE_FILE}, or a run directory with checkpoints/step-NNNNNNNN/{STATE_FILE}."
     )
 
 
-def load_checkpoint(accelerator: Accelerator, path: Path) -> dict:
-    """Restore model, optimizer, scheduler, scaler and RNG states; return the trainer state."""
-    accelerator.load_state(str(path))
-    return json.loads((Path(path) / STATE_FILE).read_text())
+def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -> dict:
+    """Restore model, optimizer, scheduler, scaler and (when ``rng_ok``) RNG states; return the trainer state."""
+    path = Path(path)
+    hidden = []
+    if not rng_ok:  # Accelerate loads whatever random_states_*.pkl it finds: keep the damaged ones out of its way
+        for f in path.glob("random_states_*.pkl"):
+            aside = f.with_name(f".{f.name}.damaged")
+            os.replace(f, aside)
+            hidden.append((aside, f))
+    try:
+        with _quiet_accelerate():
+            accelerator.load_state(str(path))
+    except Exception as err:  # a checkpoint without a manifest can still hold a truncated file
+        raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
+    finally:
+        for aside, f in hidden:
+            os.replace(aside, f)
+    return json.loads((path / STATE_FILE).read_text())

@@ -1,12 +1,8 @@
-"""Shared Accelerate plumbing for pretraining and finetuning: accelerator, optimizer, schedule, metrics."""
+"""Accelerate plumbing of the training core: accelerator, trackers, optimizer and schedule."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import shutil
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,17 +13,16 @@ from accelerate.utils import set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..errors import ConfigError
+from ..rundir import flatten
 
 
 def build_accelerator(trainer: Mapping, logger: Mapping, run_dir: Path) -> Accelerator:
     """An Accelerator for one CPU, one GPU, torchrun/accelerate multi-process, in no/fp16/bf16 precision.
 
-    Gradient accumulation is done by the loops themselves (the loss is normalised by the step's global number
+    Gradient accumulation is done by the training core (the loss is normalised by the step's global number
     of targets), so Accelerate's own accumulation stays at 1.
     """
-    precision = str(trainer.get("mixed_precision", "no"))
-    if precision not in ("no", "fp16", "bf16"):
-        raise ConfigError(f"trainer.mixed_precision={precision!r} is not one of no, fp16, bf16.")
+    precision = str(trainer.get("mixed_precision", "no"))  # checked by TrainerSettings
     cpu = bool(trainer.get("cpu", False)) or not torch.cuda.is_available()
     if precision == "fp16" and cpu:
         # On CPU Accelerate accepts fp16 silently and trains in fp32: say so instead.
@@ -67,16 +62,10 @@ def init_trackers(accelerator: Accelerator, logger: Mapping, run_dir: Path, run_
     accelerator.init_trackers(logger.get("project", "linformer"), config=_flatten(config), init_kwargs=init_kwargs)
 
 
-def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+def _flatten(config: Mapping) -> dict[str, Any]:
     """Nested config -> {'a/b': value} with scalar values, as TensorBoard hparams need."""
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "/"))
-        else:
-            out[name] = value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
-    return out
+    scalar = (int, float, str, bool)
+    return {k.replace(".", "/"): v if isinstance(v, scalar) or v is None else str(v) for k, v in flatten(config).items()}
 
 
 def seed_everything(seed: int) -> None:
@@ -111,6 +100,8 @@ def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Map
     if schedule not in ("linear", "polynomial"):
         raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
     power = 1.0 if schedule == "linear" else float(trainer.get("lr_power", 1.0))
+    if int(warmup_steps) < 0:
+        raise ConfigError(f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be >= 0.")
     if int(warmup_steps) >= max(int(total_steps), 1):
         raise ConfigError(
             f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be shorter than "
@@ -123,70 +114,3 @@ def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Map
         lr_end=float(trainer.get("lr_end", 0.0)),
         power=power,
     )
-
-
-class MetricsLog:
-    """Every logged step goes to <run>/metrics.jsonl (one JSON object per line) and to the trackers."""
-
-    def __init__(self, accelerator: Accelerator, run_dir: Path, resume_step: int | None = None):
-        """A fresh run starts an empty file; a resumed one keeps the rows up to its checkpoint's step, so the
-        steps it logs again replace, rather than duplicate, what the interrupted run logged after it."""
-        self.accelerator = accelerator
-        self.path = run_dir / "metrics.jsonl"
-        self.start = time.time()
-        if accelerator.is_main_process and self.path.exists():
-            rows = self.path.read_text().splitlines() if resume_step is not None else []
-            kept = [r for r in rows if r.strip() and json.loads(r).get("step", 0) <= resume_step]
-            tmp = self.path.with_name(".metrics.jsonl.tmp")
-            tmp.write_text("".join(r + "\n" for r in kept))
-            os.replace(tmp, self.path)
-
-    def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        if not self.accelerator.is_main_process:
-            return
-        row = {"step": step, "time": round(time.time() - self.start, 3)}
-        row.update({k: (float(v) if isinstance(v, (int, float)) else v) for k, v in metrics.items()})
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        self.accelerator.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=step)
-
-
-def clip_norm(trainer: Mapping) -> float:
-    """trainer.max_grad_norm; 0 or null means no clipping (fairseq's --clip-norm 0): the norm is still measured."""
-    value = trainer.get("max_grad_norm")
-    return float(value) if value else math.inf
-
-
-def perplexity(loss: float) -> float:
-    return math.exp(loss) if loss < 50 else float("inf")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def finish(accelerator: Accelerator) -> None:
-    """End trackers and tear down the process group: without it about 1 gloo run in 12 aborts at exit."""
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-
-
-def save_model_atomic(accelerator: Accelerator, model, tokenizer, final: Path) -> None:
-    """save_pretrained model and tokenizer into final/ via a temporary directory (rank 0 writes).
-
-    The full state dict is gathered on every rank first: under FSDP or DeepSpeed ZeRO-3 each rank holds a shard.
-    """
-    accelerator.wait_for_everyone()
-    state_dict = accelerator.get_state_dict(model)
-    if accelerator.is_main_process:
-        tmp = final.with_name(f".tmp-{final.name}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.unwrap_model(model).save_pretrained(tmp, state_dict=state_dict)
-        tokenizer.save_pretrained(tmp)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-    accelerator.wait_for_everyone()

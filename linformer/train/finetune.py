@@ -1,233 +1,192 @@
-"""Finetuning on a GLUE-style task with Accelerate: ``finetune(cfg, run_dir)``.
+"""Finetuning on a GLUE-style task on the training core: ``finetune(cfg, run_dir)``.
 
 Works from a pretraining run directory (its ``model/``), any Linformer directory, or a plain Hugging Face encoder
-(RoBERTa, BERT-family: Table 2's baseline row). Evaluates on the task's eval split every epoch, keeps the best
-checkpoint in ``<run>/best`` and writes ``<run>/results.json``.
+(RoBERTa, BERT-family: Table 2's baseline row). Evaluates on the task's eval split every epoch (or every
+``trainer.eval_every`` steps), keeps the best model in ``<run>/best`` and writes ``<run>/results.json``.
+
+As in pretraining, batch order is a pure function of (seed, step): epoch e visits the training examples in a
+permutation seeded by (seed, e), so a resumed run sees exactly the batches the uninterrupted one would have.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
+import dataclasses
 import math
-import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorWithPadding,
-)
+from transformers import AutoTokenizer, DataCollatorWithPadding
 
-from .. import modeling  # noqa: F401  (registers the Linformer Auto classes)
 from ..data import compute_metrics, get_task, load_task
 from ..data.io import resolve_path
-from ..errors import CheckpointError, TrainingDiverged
-from .common import (
-    MetricsLog,
-    build_accelerator,
-    build_optimizer,
-    build_scheduler,
-    clip_norm,
-    finish,
-    init_trackers,
-    save_model_atomic,
-    seed_everything,
-    write_json_atomic,
-)
+from ..errors import ConfigError
+from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
+from ..rundir import RunRecord
+from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
+from .core import Trainer, TrainingTask, already_complete, claimed_run
+from .settings import TrainerSettings, positive_int
 
-log = logging.getLogger(__name__)
-_POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start at pad + 1
+COLUMNS = ["input_ids", "attention_mask", "labels"]
 
 
-def resolve_model_path(model_path: str) -> str:
-    """A pretraining run dir (uses its model/), a model dir (config.json), or a hub name (needs network)."""
-    if not model_path:
-        raise CheckpointError("model_path is empty: give a pretraining run directory or a Hugging Face model.")
-    p = Path(resolve_path(model_path))
-    if (p / "model" / "config.json").is_file():
-        return str(p / "model")
-    if (p / "config.json").is_file():
-        return str(p)
-    if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
-        raise CheckpointError(
-            f"model_path={model_path!r} ({p}) holds no model: expected a pretraining run directory with model/, or "
-            "a Hugging Face model directory with config.json and weights."
-        )
-    return str(model_path)  # a hub name such as roberta-base
+class ExampleStream:
+    """Deterministic global micro-batches of examples; rank r keeps rows [r*b, (r+1)*b).
+
+    The last micro-batch of an epoch is shorter; with several processes it is filled from the start of the epoch's
+    permutation (as DistributedSampler pads), so every rank gets a full slice."""
+
+    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate):
+        self.rows = dataset.with_format(columns=COLUMNS)
+        self.per_device, self.world, self.rank, self.seed, self.collate = per_device, world, rank, seed, collate
+        self.global_micro = per_device * world
+        self.batches_per_epoch = math.ceil(len(dataset) / self.global_micro)
+        self._perm: tuple[int, torch.Tensor] | None = None
+
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        epoch, pos = divmod(g, self.batches_per_epoch)
+        if self._perm is None or self._perm[0] != epoch:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = (epoch, torch.randperm(len(self.rows), generator=gen))
+        perm = self._perm[1]
+        idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
+        if self.world > 1 and len(idx) < self.global_micro:
+            idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
+        mine = idx[self.rank * self.per_device : (self.rank + 1) * self.per_device].tolist()
+        return self.collate([self.rows[i] for i in mine])
 
 
-def load_classifier(model_path: str, num_labels: int, from_scratch: bool):
-    try:
-        config = AutoConfig.from_pretrained(model_path, num_labels=num_labels)
-        if from_scratch:
-            return AutoModelForSequenceClassification.from_config(config), config
-        return AutoModelForSequenceClassification.from_pretrained(model_path, config=config), config
-    except OSError as err:
-        raise CheckpointError(
-            f"model_path={model_path!r} could not be loaded (a hub name needs the network; offline, give a local "
-            f"directory). Cause: {err}"
-        ) from err
-    except (ValueError, KeyError) as err:
-        raise CheckpointError(
-            f"model_path={model_path!r} holds a model that cannot classify sequences "
-            f"(AutoModelForSequenceClassification has no class for it). Cause: {err}"
-        ) from err
+class FinetuneTask(TrainingTask):
+    stage = "finetune"
+    greater_is_better = True
 
+    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
+        t, seed = cfg.trainer, int(cfg.seed)
+        self.cfg = cfg
+        try:
+            self.spec = get_task(cfg.task.name)
+        except KeyError as err:
+            raise ConfigError(f"task={cfg.task.name}: {err.args[0]}") from err
+        self.main_metric = f"eval_{self.spec.metrics[0]}"
+        self.from_scratch = bool(cfg.get("from_scratch", False))
+        self.model_path = resolve_model_path(str(cfg.model_path))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.model, self.config = load_classifier(self.model_path, self.spec.num_labels, self.from_scratch)
+        self.max_length = self._max_length(t.get("max_length"), cfg.task.get("max_length"))
+        data_dir, cache_dir = cfg.task.get("data_dir"), cfg.get("task_cache_dir")
+        data = load_task(self.spec.name, resolve_path(data_dir) if data_dir else None, self.tokenizer, self.max_length,
+                         skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)),
+                         cache_dir=resolve_path(cache_dir) if cache_dir else None,
+                         max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
+                                       "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
+                         subset_seed=seed)
+        self.train, self.eval = data["train"], data["eval"]
+        collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
+        self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate)
+        self.eval_loader = DataLoader(self.eval.with_format(columns=COLUMNS),
+                                      batch_size=positive_int(t, "eval_batch_size"), collate_fn=collate)
+        self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
+        self.max_steps = positive_int(t, "max_steps") if t.get("max_steps") is not None else \
+            self.steps_per_epoch * positive_int(t, "epochs")
+        self.default_eval_every = self.steps_per_epoch
+        self.save_best = bool(t.get("save_best", True))
 
-def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -> int:
-    """The longest input the model takes: its n (Linformer) or its position table, capped by the request."""
-    if getattr(config, "max_seq_len", None):
-        limit = int(config.max_seq_len)
-    else:
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _POSITION_OFFSET_MODELS else 0
-        limit = int(config.max_position_embeddings) - offset
-    limit = min(limit, int(tokenizer.model_max_length)) if tokenizer.model_max_length < 1e9 else limit
-    for cap in (requested, task_max):
-        if cap:
-            limit = min(limit, int(cap))
-    return limit
+    def _max_length(self, requested: int | None, task_max: int | None) -> int:
+        """The model's n (or position table), capped by the task's length; a request above n is an error."""
+        limit = max_tokens(self.config, self.tokenizer, None, None)
+        if requested is not None and positive_int(self.cfg.trainer, "max_length") > limit:
+            raise ConfigError(
+                f"trainer.max_length={requested} is above what the model {self.model_path} takes ({limit} tokens): "
+                f"use trainer.max_length={limit} or less."
+            )
+        return max_tokens(self.config, self.tokenizer, requested, task_max)
 
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        return self.stream.micro_batch(g)
 
-def _subsample(ds, n: int | None, seed: int):
-    return ds if n is None or n >= len(ds) else ds.shuffle(seed=seed).select(range(int(n)))
+    def epoch_of(self, step: int) -> float:
+        return step / self.steps_per_epoch
 
+    @torch.no_grad()
+    def evaluate(self, model) -> dict[str, float]:
+        acc = self.trainer.accelerator
+        model.eval()
+        preds, refs = [], []
+        for batch in self.prepared_eval_loader:
+            logits = model(**batch).logits
+            p, r = acc.gather_for_metrics((logits.argmax(-1), batch["labels"]))
+            preds.append(p.cpu())
+            refs.append(r.cpu())
+        model.train()
+        scores = compute_metrics(self.spec.name, torch.cat(preds).numpy(), torch.cat(refs).numpy())
+        return {f"eval_{k}": v for k, v in scores.items()}
 
-@torch.no_grad()
-def evaluate_task(model, accelerator, loader, task: str) -> dict[str, float]:
-    model.eval()
-    preds, refs = [], []
-    for batch in loader:
-        logits = model(**batch).logits
-        p, r = accelerator.gather_for_metrics((logits.argmax(-1), batch["labels"]))
-        preds.append(p.cpu())
-        refs.append(r.cpu())
-    model.train()
-    return compute_metrics(task, torch.cat(preds).numpy(), torch.cat(refs).numpy())
+    def on_best(self, trainer: Trainer, step: int) -> None:
+        if self.save_best:
+            trainer.save_model(trainer.run_dir / "best")
+
+    def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
+        best = trainer.state["best"] or {"step": trainer.state["step"]}
+        evals = trainer.state["evals"]
+        at_best = next(e for e in evals if e["step"] == best["step"]) if evals else {}
+        metrics = {k[len("eval_"):]: v for k, v in at_best.items() if k.startswith("eval_")}
+        arch = {k: getattr(self.config, k, None) for k in ("attention", "max_seq_len", "projected_dim", "sharing")}
+        if arch["attention"] == "full":
+            arch.update(projected_dim=None, sharing=None)
+        results = {
+            "task": self.spec.name,
+            "eval_split": self.spec.eval_split,
+            "metrics": metrics,
+            "best_epoch": at_best.get("epoch"),
+            "best_step": best["step"],
+            "num_train_examples": len(self.train),
+            "num_eval_examples": len(self.eval),
+            "model_path": self.model_path,
+            "from_scratch": self.from_scratch,
+            "model_type": self.config.model_type,
+            **arch,
+            "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),
+            "seed": int(self.cfg.seed),
+            "lr": float(self.cfg.trainer.lr),  # peak; table2.py picks the best lr per cell when a grid was run
+            "batch_size": int(self.cfg.trainer.batch_size),
+            "max_length": self.max_length,
+            "steps": trainer.state["step"],
+            "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
+        }
+        score = metrics.get(self.spec.metrics[0])
+        summary = {
+            "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
+            "task": self.spec.name,
+            "report": [f"best {self.spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
+                       f"(step {best['step']}) on {len(self.eval)} {self.spec.name} {self.spec.eval_split} examples"]
+            if score is not None else [],
+        }
+        return summary, results
 
 
 def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
-    run_dir = Path(run_dir)
-    t = cfg.trainer
-    t_start = time.perf_counter()
-    accelerator = build_accelerator(t, cfg.logger, run_dir)
-    seed = int(cfg.seed)
-    seed_everything(seed)
-    spec = get_task(cfg.task.name)  # unknown task names fail here, listing the valid ones
-    model_path = resolve_model_path(str(cfg.model_path))
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model, config = load_classifier(model_path, spec.num_labels, bool(cfg.get("from_scratch", False)))
-    length = max_tokens(config, tokenizer, t.get("max_length"), cfg.task.get("max_length"))
-    data_dir = cfg.task.get("data_dir")
-    cache_dir = cfg.get("task_cache_dir")
-    with accelerator.main_process_first():  # rank 0 tokenizes and saves the cache, the others then load it
-        data = load_task(spec.name, resolve_path(data_dir) if data_dir else None, tokenizer, length,
-                         skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)),
-                         cache_dir=resolve_path(cache_dir) if cache_dir else None)
-    train = _subsample(data["train"], cfg.get("max_train_examples"), seed)
-    evald = _subsample(data["eval"], cfg.get("max_eval_examples"), seed)
-    collate = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
-    cols = ["input_ids", "attention_mask", "labels"]
-    train_loader = DataLoader(train.with_format(columns=cols), batch_size=int(t.batch_size), shuffle=True,
-                              collate_fn=collate, generator=torch.Generator().manual_seed(seed))
-    eval_loader = DataLoader(evald.with_format(columns=cols), batch_size=int(t.eval_batch_size), collate_fn=collate)
-
-    accum = int(t.grad_accum)
-    steps_per_epoch = math.ceil(len(train_loader) / accelerator.num_processes / accum)
-    total_steps = int(t.max_steps) if t.get("max_steps") else steps_per_epoch * int(t.epochs)
-    epochs = math.ceil(total_steps / steps_per_epoch)
-    optimizer = build_optimizer(model, t.lr, cfg.optim)
-    scheduler = build_scheduler(optimizer, round(float(t.warmup_ratio) * total_steps), total_steps, t)
-    model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader, scheduler
-    )
-    if accelerator.is_main_process:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    arch = {k: getattr(config, k, None) for k in ("attention", "max_seq_len", "projected_dim", "sharing")}
-    tags = [f"task={spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
-    init_trackers(accelerator, cfg.logger, run_dir, cfg.run_name, OmegaConf.to_container(cfg, resolve=True),
-                  "finetune", cfg.get("experiment_name"), tags)
-    metrics_log = MetricsLog(accelerator, run_dir)
-    main_metric = spec.metrics[0]
-
-    step, nonfinite, best, best_epoch, history = 0, 0, -math.inf, None, []
-    bar = tqdm(total=total_steps, desc=f"finetune {spec.name}", disable=not accelerator.is_main_process,
-               dynamic_ncols=True)
-    model.train()
-    for epoch in range(1, epochs + 1):
-        losses = []
-        for i, batch in enumerate(train_loader):
-            sync = (i + 1) % accum == 0 or i + 1 == len(train_loader)
-            with contextlib.nullcontext() if sync else accelerator.no_sync(model):
-                loss = model(**batch).loss
-                accelerator.backward(loss / accum)
-            if not sync:
-                continue
-            loss = accelerator.reduce(loss.detach(), "mean")
-            grad_norm = accelerator.clip_grad_norm_(model.parameters(), clip_norm(t))
-            if bool(torch.isfinite(loss)) or t.mixed_precision == "fp16":
-                optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            nonfinite = 0 if bool(torch.isfinite(loss)) else nonfinite + 1
-            if nonfinite >= int(t.max_nonfinite_steps):
-                finish(accelerator)
-                raise TrainingDiverged(
-                    f"{nonfinite} consecutive non-finite losses at step {step} (trainer.max_nonfinite_steps); "
-                    "lower trainer.lr."
-                )
-            losses.append(loss.item())
-            if step % int(t.log_every) == 0:
-                metrics_log.log(step, {"loss": loss.item(), "lr": scheduler.get_last_lr()[0],
-                                       "grad_norm": float(grad_norm), "epoch": epoch})
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-            bar.update(1)
-            if step >= total_steps:
-                break
-        scores = evaluate_task(model, accelerator, eval_loader, spec.name)
-        row = {"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None, **scores}
-        history.append(row)
-        metrics_log.log(step, {f"eval_{k}": v for k, v in scores.items()} | {"epoch": epoch})
-        log.info("epoch %d: %s", epoch, scores)
-        if scores[main_metric] > best:
-            best, best_epoch = scores[main_metric], epoch
-            if t.get("save_best", True):
-                save_model_atomic(accelerator, model, tokenizer, run_dir / "best")
-        if step >= total_steps:
-            break
-    bar.close()
-    pretrain_summary = Path(model_path).parent / "summary.json"
-    results = {
-        "task": spec.name,
-        "eval_split": spec.eval_split,
-        "metrics": next(h for h in history if h["epoch"] == best_epoch),
-        "best_epoch": best_epoch,
-        "num_train_examples": len(train),
-        "num_eval_examples": len(evald),
-        "model_path": model_path,
-        "from_scratch": bool(cfg.get("from_scratch", False)),
-        "model_type": config.model_type,
-        **arch,
-        "pretrain_val_ppl": json.loads(pretrain_summary.read_text()).get("final_val_ppl")
-        if pretrain_summary.is_file() else None,
-        "seed": seed,
-        "lr": float(t.lr),  # peak; table2.py picks the best lr per cell when a grid was run
-        "batch_size": int(t.batch_size),
-        "max_length": length,
-        "steps": step,
-        "wall_time_s": time.perf_counter() - t_start,
-        "history": history,
-    }
-    if accelerator.is_main_process:
-        write_json_atomic(run_dir / "results.json", results)
-    finish(accelerator)
-    return results
+    """Finetune a model on cfg.task; returns results.json's content."""
+    settings = TrainerSettings.read(cfg.trainer, max_steps=0)
+    accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
+    record = RunRecord(run_dir, "finetune")
+    config = OmegaConf.to_container(cfg, resolve=True)
+    with claimed_run(accelerator, record, config, settings) as start:
+        if start.status == "complete":
+            return already_complete(record)
+        seed_everything(int(cfg.seed))
+        with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
+            task = FinetuneTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+        settings = dataclasses.replace(settings, max_steps=task.max_steps)
+        optimizer = build_optimizer(task.model, settings.lr, cfg.optim)
+        warmup = round(float(cfg.trainer.warmup_ratio) * settings.max_steps)
+        scheduler = build_scheduler(optimizer, warmup, settings.max_steps, cfg.trainer)
+        model, optimizer, task.prepared_eval_loader, scheduler = accelerator.prepare(
+            task.model, optimizer, task.eval_loader, scheduler)
+        arch = {k: getattr(task.config, k, None) for k in ("attention", "projected_dim", "sharing")}
+        tags = [f"task={task.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
+                          tokenizer=task.tokenizer, tracker_tags=tags)
+        task.trainer = trainer
+        return trainer.fit()

@@ -81,9 +81,11 @@ def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
 
 
 def test_fresh_start_over_old_checkpoints_is_refused(tiny_data, tmp_path):
+    """An unfinished run (checkpoints, no summary) restarted with trainer.resume=null is refused, not overwritten."""
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), tmp_path)
+    (tmp_path / "run.json").write_text((tmp_path / "run.json").read_text().replace('"complete"', '"running"'))
     with pytest.raises(CheckpointError, match="trainer.resume=auto"):
-        pretrain(compose_pretrain(tiny_data, "trainer.resume=null"), tmp_path)
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.resume=null"), tmp_path)
 
 
 def test_resume_from_a_path_without_checkpoint_names_it(tiny_data, tmp_path):

@@ -1,0 +1,378 @@
+"""The one training core. Pretraining, finetuning and attention transfer plug into it through a ``TrainingTask``.
+
+The task supplies what is its own: the rank's slice of global micro-batch g (a pure function of the seed and g, so
+resume needs only the step), the loss, and the evaluation. The core owns the rest:
+
+- claiming the run directory (lock, identity check, "already complete") and recording it (``linformer.rundir``);
+- gradient accumulation with the loss normalised by the step's global item count (so 2 processes x batch b equal
+  1 process x batch 2b), clipping, and one non-finite guard over the whole step;
+- checkpoints and exact resume; SIGTERM/SIGINT write a checkpoint (every rank agrees on the stop) and stop;
+- metrics.jsonl and trackers, the progress bar, and the closing summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list
+from tqdm.auto import tqdm
+
+from ..errors import CheckpointError, LinformerError, Preempted, TrainingDiverged
+from ..rundir import MetricsWriter, RunRecord, atomic_dir
+from . import checkpoint as ckpt
+from .common import init_trackers
+from .settings import TrainerSettings
+
+log = logging.getLogger(__name__)
+
+
+class TrainingTask:
+    """What a training loop supplies to the core. Subclasses set the attributes and override the hooks."""
+
+    stage = "train"                 # pretrain | finetune | transfer: the run record's stage and tracker job type
+    main_metric = "loss"            # the evaluation metric that picks the best step
+    greater_is_better = False
+    default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
+    flops_per_token: float | None = None   # training FLOPs per token, for MFU
+
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        """This rank's slice of global micro-batch g (g = step x grad_accum + i)."""
+        raise NotImplementedError
+
+    def count(self, batch: Mapping[str, torch.Tensor]) -> int:
+        """Items the batch's loss is a mean over (MLM targets, examples): the step's loss weights batches by it."""
+        return int((batch["labels"] != -100).sum())
+
+    def loss(self, model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return model(**batch).loss
+
+    def evaluate(self, model) -> dict[str, float]:
+        return {}
+
+    def epoch_of(self, step: int) -> float:
+        return 0.0
+
+    def step_metrics(self, loss: float) -> dict[str, float]:
+        """Extra per-step metrics derived from the loss (pretraining: perplexity)."""
+        return {}
+
+    def on_best(self, trainer: Trainer, step: int) -> None:
+        """Called when an evaluation beats every earlier one (finetuning keeps that model in best/)."""
+
+    def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The run's summary (summary.json) and, for finetuning, its results (results.json)."""
+        return {}, None
+
+
+@dataclass
+class RunStart:
+    """The outcome of claiming a run directory, the same on every rank."""
+
+    status: str                      # new | continue | complete
+    error: str | None = None
+    error_type: str | None = None
+
+
+@contextlib.contextmanager
+def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, settings: TrainerSettings
+                ) -> Iterator[RunStart]:
+    """Claim the run directory on rank 0 (lock + identity check; nothing else is written) and share the outcome.
+
+    A refusal is raised on every rank, so distributed runs stop together. The lock is released on exit."""
+    start = RunStart("new")
+    if accelerator.is_main_process:
+        try:
+            start.status = record.claim(config, settings.allow_config_change)
+        except LinformerError as err:
+            start.error, start.error_type = str(err), type(err).__name__
+    if accelerator.num_processes > 1:
+        start = broadcast_object_list([start])[0]
+    if start.error:
+        from .. import errors
+
+        raise getattr(errors, start.error_type, LinformerError)(start.error)
+    try:
+        yield start
+    finally:
+        if accelerator.is_main_process:
+            record.release()
+
+
+class StopSignal:
+    """SIGTERM / SIGINT ask the loop to stop after the current step, checkpointed. A second Ctrl-C stops at once."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+        log.warning("%s received: stopping after this step with a checkpoint (Ctrl-C again stops at once)",
+                    signal.Signals(signum).name)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def agreed(self, accelerator: Accelerator) -> int | None:
+        """The signal, if any rank got one: every rank then stops at the same step."""
+        if accelerator.num_processes == 1:
+            return self.signum
+        flag = torch.tensor(self.signum or 0, device=accelerator.device)
+        got = int(accelerator.reduce(flag, "max").item())
+        return got or None
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]) if sys.argv[0] else "the same call"
+
+
+class Trainer:
+    def __init__(self, accelerator: Accelerator, model, optimizer, scheduler, task: TrainingTask,
+                 settings: TrainerSettings, record: RunRecord, config: Mapping, tokenizer=None,
+                 tracker_tags: list[str] | None = None):
+        self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
+        self.task, self.s, self.record, self.config, self.tokenizer = task, settings, record, config, tokenizer
+        self.tracker_tags = tracker_tags or []
+        self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
+        self.eval_every = settings.eval_every or task.default_eval_every
+        self.metrics: MetricsWriter | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return self.record.dir
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    # ------------------------------------------------------------------------------------------- the run
+    def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
+        """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
+        t0 = time.perf_counter()
+        self._resume()
+        if self.main:
+            self.record.start(self.config, self.state["step"])
+            self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
+        init_trackers(self.accelerator, self.config.get("logger", {}), self.run_dir, self.config.get("run_name", ""),
+                      dict(self.config), self.task.stage, self.config.get("experiment_name"), self.tracker_tags)
+        if self.state["step"] == 0 and eval_at_start:
+            self._evaluate(0, {})
+        t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
+        with StopSignal() as stop:
+            self._loop(stop)
+        loop_s = time.perf_counter() - t_loop
+        wall = time.perf_counter() - t0
+        summary, results = self.task.finish(self)
+        summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
+                   "steps": self.state["step"], "tokens": self.state["tokens"],
+                   "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
+                   "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
+                   "resumed_from_step": self.state.get("resumed_from_step")}
+        if self.main:
+            self.record.finish(summary, results)
+        self._close()
+        if self.main:
+            print_summary(summary, results)
+        return results if results is not None else summary
+
+    def _loop(self, stop: StopSignal) -> None:
+        step = self.state["step"]
+        bar = tqdm(total=self.s.max_steps, initial=step, desc=self.task.stage, disable=not self.main,
+                   dynamic_ncols=True)
+        self.model.train()
+        while step < self.s.max_steps:
+            t_step = time.perf_counter()
+            loss, grad_norm, tokens = self._train_step(step)
+            step = self.state["step"] = step + 1
+            self.state["tokens"] += tokens
+            row = self._step_row(step, loss, grad_norm, tokens / (time.perf_counter() - t_step))
+            self._guard_nonfinite(step, loss, bar)
+            if (self.eval_every and step % self.eval_every == 0) or step == self.s.max_steps:
+                self._evaluate(step, row)
+            else:
+                self._log(step, row)
+            bar.update(1)
+            if step % self.s.log_every == 0:
+                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}")
+            signum = stop.agreed(self.accelerator)
+            if signum is not None:
+                self.save()
+                bar.close()
+                self._close()
+                name = signal.Signals(signum).name
+                raise Preempted(
+                    f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
+                    f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
+            if (self.s.save_every and step % self.s.save_every == 0) or step == self.s.max_steps:
+                self.save()
+        bar.close()
+
+    def _train_step(self, step: int) -> tuple[float, float, int]:
+        """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
+        acc, world, accum = self.accelerator, self.accelerator.num_processes, self.s.grad_accum
+        micro = [self.task.micro_batch(step * accum + i) for i in range(accum)]
+        counts = [self.task.count(b) for b in micro]
+        total = acc.reduce(torch.tensor(sum(counts), device=acc.device), "sum").item() if world > 1 else sum(counts)
+        loss_sum = torch.zeros((), device=acc.device)
+        for i, (batch, n) in enumerate(zip(micro, counts)):
+            batch = {k: v.to(acc.device) for k, v in batch.items()}
+            with contextlib.nullcontext() if i == accum - 1 else acc.no_sync(self.model):
+                # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
+                part = self.task.loss(self.model, batch) * n / max(total, 1)
+                acc.backward(part * world)
+                loss_sum += part.detach()
+        loss = acc.reduce(loss_sum, "sum") if world > 1 else loss_sum
+        grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+        finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
+        if finite or self.s.mixed_precision == "fp16":  # fp16: the grad scaler skips overflowing steps itself
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
+        tokens = sum(int(b["input_ids"].numel()) for b in micro) * world
+        return float(loss), float(grad_norm), tokens
+
+    def _step_row(self, step: int, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
+        row = {"loss": loss, **self.task.step_metrics(loss), "lr": self.scheduler.get_last_lr()[0],
+               "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "epoch": self.task.epoch_of(step),
+               "tokens": self.state["tokens"]}
+        peak = getattr(self.task, "peak_flops", None)
+        if self.task.flops_per_token and peak:
+            row["mfu"] = self.task.flops_per_token * tokens_per_s / peak
+        return row
+
+    def _guard_nonfinite(self, step: int, loss: float, bar) -> None:
+        n = self.state["nonfinite"]
+        if not n:
+            return
+        log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", step, n)
+        if n >= self.s.max_nonfinite_steps:
+            self.save()
+            bar.close()
+            self._close()
+            raise TrainingDiverged(
+                f"{n} consecutive non-finite losses at step {step} (trainer.max_nonfinite_steps="
+                f"{self.s.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
+                "trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16."
+            )
+
+    def _evaluate(self, step: int, row: dict[str, Any]) -> None:
+        scores = self.task.evaluate(self.model)
+        evaluation = {"step": step, "epoch": self.task.epoch_of(step), **scores}
+        self.state["evals"].append(evaluation)
+        value = scores.get(self.task.main_metric)
+        best = self.state["best"]
+        if value is not None and step > 0 and (
+            best is None or (value > best["value"] if self.task.greater_is_better else value < best["value"])
+        ):
+            self.state["best"] = {"step": step, "value": value}
+            self.task.on_best(self, step)
+        self._log(step, {**row, **scores})
+
+    def _log(self, step: int, row: Mapping[str, Any]) -> None:
+        if self.main:
+            written = self.metrics.log(step, row)
+            self.accelerator.log({k: v for k, v in written.items() if isinstance(v, (int, float))}, step=step)
+
+    # ------------------------------------------------------------------------------------------- state
+    def save(self) -> None:
+        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.s.keep_last)
+
+    def _resume(self) -> None:
+        path, rng_ok = ckpt.resolve_resume(self.s.resume, self.run_dir, self.s.allow_nonbitwise_resume)
+        if path is None:
+            if ckpt.complete_checkpoints(self.run_dir):
+                raise CheckpointError(
+                    f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.s.resume}: continue "
+                    "it with trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
+                )
+            return
+        self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
+        self.state["resumed_from_step"] = self.state["step"]
+        if self.main:
+            print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.s.max_steps})",
+                  file=sys.stderr)
+
+    def save_model(self, final: Path) -> None:
+        """save_pretrained model (and tokenizer) into `final` atomically; rank 0 writes.
+
+        The full state dict is gathered on every rank first: under FSDP or DeepSpeed ZeRO-3 each rank holds a shard.
+        """
+        acc = self.accelerator
+        acc.wait_for_everyone()
+        state_dict = acc.get_state_dict(self.model)
+        if self.main:
+            with atomic_dir(final) as tmp, hf_progress_bars(False):
+                acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
+                if self.tokenizer is not None:
+                    self.tokenizer.save_pretrained(tmp)
+        acc.wait_for_everyone()
+
+    def _close(self) -> None:
+        """End trackers and tear down the process group: without it gloo runs can abort at exit."""
+        self.accelerator.wait_for_everyone()
+        self.accelerator.end_training()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+@contextlib.contextmanager
+def hf_progress_bars(enabled: bool) -> Iterator[None]:
+    """transformers' own bars ("Writing model shards") off inside the block: the run has its own progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+
+
+def perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 50 else float("inf")
+
+
+def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None) -> None:
+    """The closing lines of a run: what it reached, where the model is, what to run next."""
+    lines = [f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
+             f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})"]
+    lines += [f"  {line}" for line in summary.get("report", [])]
+    if summary.get("model_dir"):
+        lines.append(f"  model: {summary['model_dir']}")
+    if summary.get("next"):
+        lines.append(f"  next: {summary['next']}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def already_complete(record: RunRecord) -> dict[str, Any]:
+    """A rerun of a finished run with the same settings: say so and return what it recorded."""
+    summary = record.summary()
+    print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, same settings): nothing to do. "
+          "Choose another run_name to train again, or raise trainer.max_steps with "
+          "trainer.allow_config_change=[trainer.max_steps] to train it further.", file=sys.stderr)
+    return record.results() or summary
