@@ -2,13 +2,13 @@
 
 import sys
 
-import hydra
 from omegaconf import DictConfig
 
 from linformer.bench.cli import benchmark_from_config
+from linformer.cli import hydra_main
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="benchmark")
+@hydra_main("benchmark")
 def main(cfg: DictConfig) -> None:
     benchmark_from_config(cfg, command=" ".join(["python", "scripts/benchmark.py", *sys.argv[1:]]))
 

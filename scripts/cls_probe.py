@@ -10,25 +10,23 @@ import shlex
 import sys
 from pathlib import Path
 
-from linformer.errors import LinformerError
+from linformer.cli import cli_errors
+from linformer.data.tasks import TASKS
 from linformer.report.cls_probe import probe, to_markdown
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
-    p.add_argument("--tasks", nargs="+", default=["sst2", "imdb"])
+    p.add_argument("--tasks", nargs="+", default=["sst2", "imdb"], choices=sorted(TASKS))
     p.add_argument("--data-mirror", default=None, help="default: $LINFORMER_DATA_MIRROR or ../shared/data")
     p.add_argument("--examples", type=int, default=64, help="eval examples per task (default 64)")
     p.add_argument("--out", default=None, help="also write the markdown table here")
     args = p.parse_args()
-    try:
+    with cli_errors():
         rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
-    except (FileNotFoundError, KeyError, LinformerError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    md = to_markdown(rows, shlex.join(["python", "scripts/cls_probe.py", *sys.argv[1:]]))
-    print(md)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(md)
-        print(f"wrote {args.out}")
+        md = to_markdown(rows, shlex.join(["python", "scripts/cls_probe.py", *sys.argv[1:]]))
+        print(md)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(md)
+            print(f"wrote {args.out}")

@@ -1,6 +1,8 @@
-"""Efficiency measurements: the paper's Table 3 (inference time and memory), FLOP ratios, training throughput."""
+"""Efficiency measurements: the paper's Table 3 (inference time and memory) and training throughput.
 
-from .flops import flop_ratio, layer_flops, model_flops
+FLOP counts live beside the model, in linformer.modeling.flops.
+"""
+
 from .inference import InferenceSettings, plan_grid, run_inference
 from .runner import run_benchmark
 from .throughput import ThroughputSettings, run_throughput
@@ -8,9 +10,6 @@ from .throughput import ThroughputSettings, run_throughput
 __all__ = [
     "InferenceSettings",
     "ThroughputSettings",
-    "flop_ratio",
-    "layer_flops",
-    "model_flops",
     "plan_grid",
     "run_benchmark",
     "run_inference",

@@ -7,6 +7,7 @@ import ctypes
 import gc
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
 
@@ -31,6 +32,20 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     fn()
     synchronize(device)
     return time.perf_counter() - start
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
+                        on_call: Callable[[], object] | None = None) -> dict[str, float]:
+    """Median seconds of each call over ``reps`` rounds. Every round runs each function once, in an order rotated
+    by one each round, so no function always runs first and machine noise hits all of them alike."""
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            times[name].append(timed(fns[name], device))
+            if on_call is not None:
+                on_call()
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _proc_status_kb(field: str) -> int:

@@ -6,8 +6,7 @@ Four models of the same size run on the same batch (random token ids, nothing pa
 - ``full``: the same model with attention='full' (``F.scaled_dot_product_attention``, today's baseline);
 - ``eager``: Hugging Face RobertaModel with attn_implementation='eager' (matmul, n x n softmax, matmul: the
   paper-era standard Transformer). Chosen over our own output_attentions=True path because that path returns
-  (so keeps alive) every layer's n x n probabilities, which no 2020 inference did; RoBERTa's architecture is
-  ours in full mode (tests/modeling/test_roberta_interop.py checks equal outputs);
+  (so keeps alive) every layer's n x n probabilities, which no 2020 inference did;
 - ``roberta_sdpa``: the same RobertaModel with attn_implementation='sdpa', to check that our full mode is as
   fast as Hugging Face's.
 
@@ -25,9 +24,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..modeling import LinformerConfig, LinformerModel
+from ..modeling.flops import flop_ratio, model_flops
 from .common import (
     available_memory_bytes,
+    interleaved_medians,
     machine_description,
     max_batch_that_fits,
     peak_memory_bytes,
@@ -35,16 +35,10 @@ from .common import (
     synchronize,
     timed,
 )
-from .flops import flop_ratio, model_flops
+from .models import build_ours, build_roberta, size_of
 from .paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 
 BASELINES = ("full", "eager", "roberta_sdpa")
-MODEL_LABELS = {
-    "linformer": "Linformer (layerwise), k",
-    "full": "ours, full attention (SDPA)",
-    "eager": "HF RoBERTa, eager n x n softmax",
-    "roberta_sdpa": "HF RoBERTa (SDPA)",
-}
 # Rough cost of each model relative to its analytic FLOPs at GEMM speed, for planning the grid only.
 _OVERHEAD = {"linformer": 1.3, "full": 1.6, "eager": 2.2, "roberta_sdpa": 1.6}
 _BUILD_S = 1.5  # seconds to build and initialise one base-width model (50k-word embedding) on a CPU
@@ -76,28 +70,12 @@ class InferenceSettings:
     seed: int = 0
 
 
-def _sizes(s: InferenceSettings) -> dict:
-    return {
-        "vocab_size": s.vocab, "hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
-        "intermediate_size": s.ffn, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-    }
-
-
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
     """One of the four models, in eval mode, for sequences of up to n tokens."""
     if kind in ("linformer", "full"):
-        config = LinformerConfig(
-            **_sizes(s), attention=kind, max_seq_len=n, projected_dim=k or min(256, n), sharing=s.sharing,
-        )
-        return LinformerModel(config, add_pooling_layer=False).eval()
+        return build_ours(size_of(s), n, kind, k, s.sharing).eval()
     if kind in ("eager", "roberta_sdpa"):
-        from transformers import RobertaConfig, RobertaModel
-
-        config = RobertaConfig(
-            **_sizes(s), max_position_embeddings=n + 2, type_vocab_size=1, layer_norm_eps=1e-5,
-            attn_implementation="eager" if kind == "eager" else "sdpa",
-        )
-        return RobertaModel(config, add_pooling_layer=False).eval()
+        return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
     raise ValueError(f"unknown model kind {kind!r}; expected linformer or one of {BASELINES}")
 
 
@@ -208,13 +186,8 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
                 bar.update(1)
         if s.memory and s.warmup == 0:
             mem = {name: peak_memory_bytes(lambda m=models[name], x=ids: _forward(m, x), device) for name in names}
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for r in range(s.reps):
-            order = names[r % len(names):] + names[: r % len(names)]  # rotate: no model always runs first
-            for name in order:
-                times[name].append(timed(lambda m=models[name], x=ids: _forward(m, x), device))
-                bar.update(1)
-        t = {name: statistics.median(v) for name, v in times.items()}
+        fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
+        t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
         max_batch = {}
         if s.find_max_batch and device.type == "cuda":
             for name in names:
@@ -274,7 +247,6 @@ def _row(n: int, k: int, s: InferenceSettings, t: dict, mem: dict, max_batch: di
 
 __all__ = [
     "BASELINES",
-    "MODEL_LABELS",
     "InferenceSettings",
     "build_model",
     "calibrate_flops_per_s",

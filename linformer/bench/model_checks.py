@@ -11,26 +11,24 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import statistics
-import time
-from unittest import mock
 
 import torch
-from transformers import RobertaConfig, RobertaForMaskedLM
 
-from linformer import LinformerForMaskedLM, LinformerModel
-from linformer.bench.common import machine_description
+from linformer import LinformerForMaskedLM
+from linformer.bench.common import interleaved_medians, machine_description
+from linformer.bench.models import Size, build_ours, build_roberta
 from linformer.modeling import LinearProjection
 
+BASE = Size(layers=12, hidden=768, heads=12, ffn=3072)  # RoBERTa-base
+BASE_2_LAYERS = Size(layers=2, hidden=768, heads=12, ffn=3072)
 
-def roberta_logits_delta(n: int = 128, layers: int = 12, batch: int = 4, seed: int = 0) -> float:
-    """RoBERTa-base shape with random weights (no hub): our full mode against HF, padded batch."""
+
+def roberta_logits_delta(n: int = 128, size: Size = BASE, batch: int = 4, seed: int = 0) -> float:
+    """Random weights (no hub): our full mode against HF RobertaForMaskedLM, on the real tokens of a padded batch."""
     torch.manual_seed(seed)
-    rc = RobertaConfig(max_position_embeddings=n + 2, type_vocab_size=1, layer_norm_eps=1e-5, num_hidden_layers=layers)
-    roberta = RobertaForMaskedLM(rc).eval()
+    roberta = build_roberta(size, n, "sdpa", mlm=True).eval()
     ours = LinformerForMaskedLM.from_roberta(roberta, attention="full").eval()
-    ids, mask = _padded(batch, n, rc.vocab_size)
+    ids, mask = _padded(batch, n, size.vocab)
     with torch.no_grad():
         a, b = ours(ids, attention_mask=mask).logits, roberta(ids, attention_mask=mask).logits
     return (a - b)[mask.bool()].abs().max().item()
@@ -46,52 +44,45 @@ def _padded(batch: int, n: int, vocab: int):
     return ids, mask
 
 
-@contextlib.contextmanager
-def leaky_projection():
-    """Project padded positions too, as fairseq's and lucidrains' Linformer do."""
-    original = LinearProjection.project_hidden
-    with mock.patch.object(LinearProjection, "project_hidden", lambda self, h, m: original(self, h, None)):
-        yield
+def set_zero_padding(model: torch.nn.Module, zero_padding: bool) -> None:
+    """Keep padded positions out of every learned projection (True), or let them in as fairseq does (False)."""
+    for module in model.modules():
+        if isinstance(module, LinearProjection):
+            module.zero_padding = zero_padding
 
 
-def padding_leak(n: int = 512, k: int = 128, layers: int = 2, seed: int = 0) -> tuple[float, float]:
-    """max |delta hidden| of a 100-token sequence alone vs padded to n, ours and leaky (base width)."""
+def padding_leak(n: int = 512, k: int = 128, size: Size = BASE_2_LAYERS,
+                 real: int = 100, seed: int = 0) -> tuple[float, float]:
+    """max |delta hidden| of a sequence of ``real`` tokens alone vs padded to n: ours, then fairseq-style."""
     torch.manual_seed(seed)
-    from linformer import LinformerConfig
-
-    model = LinformerModel(LinformerConfig(num_hidden_layers=layers, max_seq_len=n, projected_dim=k)).eval()
-    ids, mask = _padded(2, n, 50265)
-    ids[1, 100:], mask[1, 100:] = 1, 0
+    model = build_ours(size, n, "linformer", k, sharing="headwise").eval()
+    ids, mask = _padded(2, n, size.vocab)
+    ids[1, real:], mask[1, real:] = 1, 0
     deltas = []
-    for ctx in (contextlib.nullcontext(), leaky_projection()):
-        with ctx, torch.no_grad():
-            alone = model(ids[1:, :100]).last_hidden_state
-            batched = model(ids, attention_mask=mask).last_hidden_state[1:, :100]
+    for zero_padding in (True, False):
+        set_zero_padding(model, zero_padding)
+        with torch.no_grad():
+            alone = model(ids[1:, :real]).last_hidden_state
+            batched = model(ids, attention_mask=mask).last_hidden_state[1:, :real]
         deltas.append((alone - batched).abs().max().item())
+    set_zero_padding(model, True)
     return deltas[0], deltas[1]
 
 
-def forward_times(n: int = 4096, k: int = 256, layers: int = 2, batch: int = 1, reps: int = 5) -> dict[str, float]:
+def forward_times(n: int = 4096, k: int = 256, size: Size = BASE_2_LAYERS, batch: int = 1,
+                  reps: int = 5) -> dict[str, float]:
     """Median forward seconds, linformer (layerwise) and full (SDPA) interleaved on the same batch."""
-    from linformer import LinformerConfig
+    device = torch.device("cpu")
+    models = {mode: build_ours(size, n, mode, k, "layerwise").eval() for mode in ("linformer", "full")}
+    ids = torch.randint(4, size.vocab, (batch, n))
 
-    models = {
-        mode: LinformerModel(
-            LinformerConfig(num_hidden_layers=layers, max_seq_len=n, projected_dim=k, attention=mode, sharing="layerwise")
-        ).eval()
-        for mode in ("linformer", "full")
-    }
-    ids = torch.randint(4, 50265, (batch, n))
-    times = {mode: [] for mode in models}
-    with torch.inference_mode():
-        for model in models.values():
-            model(ids)  # warm-up
-        for _ in range(reps):
-            for mode, model in models.items():
-                t0 = time.perf_counter()
-                model(ids)
-                times[mode].append(time.perf_counter() - t0)
-    return {mode: statistics.median(t) for mode, t in times.items()}
+    def forward(model):
+        with torch.inference_mode():
+            model(ids)
+
+    for model in models.values():
+        forward(model)  # warm-up
+    return interleaved_medians({mode: (lambda m=m: forward(m)) for mode, m in models.items()}, reps, device)
 
 
 def main() -> None:

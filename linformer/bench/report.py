@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .inference import BASELINES, MODEL_LABELS
+from .inference import BASELINES
+from .models import label
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
-from .throughput import TRAIN_LABELS
 
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
@@ -103,7 +103,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         "",
         ("Each cell: **measured speed-up / memory saved** of the Linformer against our model with "
         "`attention=\"full\"`, then *(analytic FLOP ratio)*: full-model FLOPs / Linformer FLOPs of a forward "
-        "(QKV/output projections, score and value matmuls, E/F projections, FFN; see linformer/bench/flops.py). "
+        "(QKV/output projections, score and value matmuls, E/F projections, FFN; see linformer/modeling/flops.py). "
         "A measured speed-up at or above the FLOP ratio means the Linformer realises all of its arithmetic saving."),
         "",
     ]
@@ -112,7 +112,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     ))
     out += ["", "## Forward time and peak memory per model", ""]
     kinds = [b for b in BASELINES if rows and rows[0].get(f"time_{b}_s") is not None]
-    head = ["n"] + [MODEL_LABELS[b] for b in kinds] + [f"Linformer k={k}" for k in ks]
+    head = ["n"] + [label(b) for b in kinds] + [label("linformer", k, s.sharing) for k in ks]
     out += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     by_n: dict[int, dict[int, dict]] = {}
     for r in rows:
@@ -157,7 +157,7 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         out += ["", "Command:", "", "```bash", command, "```"]
     out += ["", "| n | precision | batch | model | step | tokens/s | vs HF RoBERTa |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['n']} | {r['precision']} | {r['batch_size']} | {TRAIN_LABELS[r['model']]} | "
+        out.append(f"| {r['n']} | {r['precision']} | {r['batch_size']} | {r['label']} | "
                    f"{_s(r['step_s'])} | {r['tokens_per_s']:.0f} | {_x(r.get('speedup_vs_roberta'))} |")
     return "\n".join(out) + "\n"
 
@@ -179,7 +179,7 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
         pts = [(n, first[n].get(f"time_{kind}_s")) for n in ns if first[n].get(f"time_{kind}_s") is not None]
         if pts:
             c, mk, ls = styles[kind]
-            ax.plot(*zip(*pts), color=c, marker=mk, linestyle=ls, label=MODEL_LABELS[kind])
+            ax.plot(*zip(*pts), color=c, marker=mk, linestyle=ls, label=label(kind))
     cmap = plt.get_cmap("viridis")
     ks = sorted({r["k"] for r in rows})
     for i, k in enumerate(ks):

@@ -1,16 +1,16 @@
 """Training throughput: tokens/s of one full MLM step (forward, backward, AdamW step).
 
 Three models of the same size train on the same batch (random ids, 15% of positions carry labels):
-LinformerForMaskedLM with attention='linformer' (layerwise sharing) and 'full' (SDPA) - both compute vocabulary
-logits only at the labelled positions - and Hugging Face RobertaForMaskedLM (attn_implementation='sdpa'), which
-computes logits at every position. Rounds are interleaved as in the inference benchmark; median step time.
+LinformerForMaskedLM with attention='linformer' and 'full' (SDPA) - both with sparse_prediction=True, vocabulary
+logits only at the labelled positions, as in pretraining - and Hugging Face RobertaForMaskedLM
+(attn_implementation='sdpa'), which computes logits at every position. Rounds are interleaved as in the inference
+benchmark; median step time.
 AdamW is the fused implementation for every model (the default on CPU loops over parameters).
 Precision 'bf16' runs the forward under ``torch.autocast`` (bf16) with fp32 weights and optimizer.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -18,15 +18,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..modeling import LinformerConfig, LinformerForMaskedLM
-from .common import machine_description, resolve_device, timed
+from .common import interleaved_medians, machine_description, resolve_device
+from .models import build_ours, build_roberta, label, size_of
 
 TRAIN_MODELS = ("linformer", "full", "roberta")
-TRAIN_LABELS = {
-    "linformer": "LinformerForMaskedLM, linformer (layerwise)",
-    "full": "LinformerForMaskedLM, full (SDPA)",
-    "roberta": "HF RobertaForMaskedLM (SDPA)",
-}
 
 
 @dataclass
@@ -52,20 +47,11 @@ class ThroughputSettings:
 
 
 def build_mlm(kind: str, n: int, s: ThroughputSettings) -> nn.Module:
-    sizes = {
-        "vocab_size": s.vocab, "hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
-        "intermediate_size": s.ffn, "hidden_dropout_prob": s.dropout, "attention_probs_dropout_prob": s.dropout,
-    }
+    """One of TRAIN_MODELS, in training mode, for sequences of n tokens."""
     if kind in ("linformer", "full"):
-        config = LinformerConfig(**sizes, attention=kind, max_seq_len=n, projected_dim=min(s.k, n),
-                                 sharing=s.sharing)
-        return LinformerForMaskedLM(config).train()
+        return build_ours(size_of(s), n, kind, s.k, s.sharing, mlm=True).train()
     if kind == "roberta":
-        from transformers import RobertaConfig, RobertaForMaskedLM
-
-        config = RobertaConfig(**sizes, max_position_embeddings=n + 2, type_vocab_size=1, layer_norm_eps=1e-5,
-                               attn_implementation="sdpa")
-        return RobertaForMaskedLM(config).train()
+        return build_roberta(size_of(s), n, "sdpa", mlm=True).train()
     raise ValueError(f"unknown model {kind!r}; expected one of {TRAIN_MODELS}")
 
 
@@ -107,23 +93,21 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
             for _ in range(s.warmup):
                 train_step(models[kind], opts[kind], ids, labels, precision, device)
                 bar.update(1)
-        times = {kind: [] for kind in s.models}
-        for r in range(s.steps):
-            order = s.models[r % len(s.models):] + s.models[: r % len(s.models)]
-            for kind in order:
-                step = lambda m=models[kind], o=opts[kind], x=ids, y=labels, p=precision: train_step(
-                    m, o, x, y, p, device)
-                times[kind].append(timed(step, device))
-                bar.update(1)
-        ref = statistics.median(times["roberta"]) if "roberta" in times else None
+        steps = {
+            kind: (lambda m=models[kind], o=opts[kind], x=ids, y=labels, p=precision: train_step(m, o, x, y, p, device))
+            for kind in s.models
+        }
+        t = interleaved_medians(steps, s.steps, device, on_call=lambda: bar.update(1))
+        ref = t.get("roberta")
         for kind in s.models:
-            step = statistics.median(times[kind])
+            linformer = kind == "linformer"
             rows.append({
-                "n": n, "precision": precision, "batch_size": batch, "model": kind, "label": TRAIN_LABELS[kind],
-                "layers": s.layers, "hidden": s.hidden, "heads": s.heads, "ffn": s.ffn, "vocab": s.vocab,
-                "k": s.k if kind == "linformer" else None,
-                "step_s": step, "tokens_per_s": batch * n / step,
-                "speedup_vs_roberta": (ref / step) if ref else None,
+                "n": n, "precision": precision, "batch_size": batch, "model": kind,
+                "label": label(kind, s.k, s.sharing), "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
+                "ffn": s.ffn, "vocab": s.vocab, "k": min(s.k, n) if linformer else None,
+                "sharing": s.sharing if linformer else None,
+                "step_s": t[kind], "tokens_per_s": batch * n / t[kind],
+                "speedup_vs_roberta": (ref / t[kind]) if ref else None,
             })
         del models, opts
     bar.close()

@@ -2,7 +2,7 @@
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, PoolProjection
 from .auto import register
-from .configuration import LinformerConfig
+from .configuration import LinformerConfig, attention_label
 from .heads import LinformerForMaskedLM, LinformerForSequenceClassification
 from .model import LinformerModel, LinformerPreTrainedModel, count_projection_matrices
 
@@ -18,5 +18,6 @@ __all__ = [
     "LinformerPreTrainedModel",
     "LinformerSelfAttention",
     "PoolProjection",
+    "attention_label",
     "count_projection_matrices",
 ]

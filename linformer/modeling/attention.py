@@ -24,12 +24,17 @@ from .configuration import LinformerConfig
 
 
 class LinearProjection(nn.Module):
-    """A learned E (or F) of shape n x k, or H x n x k when every head has its own (sharing='none')."""
+    """A learned E (or F) of shape n x k, or H x n x k when every head has its own (sharing='none').
 
-    def __init__(self, n: int, k: int, num_heads: int | None = None):
+    ``zero_padding`` (default True) keeps padded positions out of the projection. False projects them like real
+    tokens, as fairseq's and lucidrains' Linformer do: only for measuring how much that leaks.
+    """
+
+    def __init__(self, n: int, k: int, num_heads: int | None = None, zero_padding: bool = True):
         super().__init__()
         shape = (n, k) if num_heads is None else (num_heads, n, k)
         self.weight = nn.Parameter(torch.empty(shape))
+        self.zero_padding = zero_padding
 
     @property
     def per_head(self) -> bool:
@@ -54,7 +59,7 @@ class LinearProjection(nn.Module):
         Returns E^T X: (B, k, D) and the bias weights E^T m: (k,) or (B, k).
         """
         E = self.weight[: hidden.shape[1]]  # (T, k)
-        if mask is None:
+        if mask is None or not self.zero_padding:
             return E.t() @ hidden, E.sum(0)
         m = mask.to(hidden.dtype)
         return E.t() @ (hidden * m.unsqueeze(-1)), m @ E.to(m.dtype)
@@ -167,7 +172,8 @@ class LinformerSelfAttention(nn.Module):
             value = F.linear(xf, self.value.weight).addcmul_(sf.unsqueeze(-1), self.value.bias)
             return self._heads(key), self._heads(value), None
         key, value = self._heads(self.key(hidden)), self._heads(self.value(hidden))
-        if mask is not None:  # zero padded keys/values so they add nothing to the projection
+        leaky = isinstance(E, LinearProjection) and not E.zero_padding
+        if mask is not None and not leaky:  # zero padded keys/values so they add nothing to the projection
             keep = mask[:, None, :, None].to(key.dtype)
             key, value = key * keep, value * keep
         key, kmask = E(key, mask)

@@ -5,13 +5,32 @@ Each architectural fact lives here (and so in config.json); run settings live in
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+
 from huggingface_hub.dataclasses import strict
-from transformers import PreTrainedConfig
+from transformers import GenerationConfig, PreTrainedConfig
+
+from ..errors import ConfigError
 
 ATTENTION_MODES = ("linformer", "full")
 SHARING_MODES = ("none", "headwise", "kv", "layerwise")
 PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
 PROJECTION_INITS = ("mean", "xavier")
+
+# Keyword arguments that are not fields but that PreTrainedConfig.__post_init__ consumes, that to_dict() writes
+# (and so config.json and copies feed back), or that from_pretrained passes on.
+_HF_KWARGS = frozenset({
+    "model_type", "_name_or_path", "name_or_path", "_commit_hash", "num_labels", "torch_dtype", "output_attentions",
+    "attn_implementation", "experts_implementation", "per_layer_config",
+    "_attn_implementation_internal", "_experts_implementation_internal",
+})
+# transformers 4's PretrainedConfig arguments, still present in config.json files it wrote.
+_HF4_KWARGS = frozenset({
+    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size",
+    "tie_encoder_decoder", "finetuning_task", "task_specific_params", "tokenizer_class", "prefix", "sep_token_id",
+    "decoder_start_token_id", "gradient_checkpointing", "_attn_implementation_autoset",
+})
 
 
 @strict
@@ -33,9 +52,14 @@ class LinformerConfig(PreTrainedConfig):
     - ``projection_init``: ``"mean"`` starts each learned E, F (and conv kernel) as a mean over consecutive
       windows of about n/k positions, so a new Linformer attends like mean pooling; ``"xavier"`` is fairseq's
       zero-mean xavier_uniform (gain 1/sqrt(2)). With zero-mean E, F and near-uniform attention the projected
-      values cancel (sum_j p_j F_tj ~ 0), the attention output starts near zero and small models barely learn:
-      on SST-2 from scratch (tiny model, 200 steps) the loss went 0.691 -> 0.685 with xavier, 0.691 -> 0.599
-      with mean, 0.692 -> 0.563 with full attention. The paper does not specify the initialisation.
+      values cancel (sum_j p_j F_tj ~ 0), the attention output starts near zero and small models trained from
+      scratch barely learn. The paper does not specify the initialisation.
+    - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
+      projection only at the labelled positions and returns (num_targets, vocab) logits, the same loss for a
+      fraction of the head's cost at 15% masking. False (the default) returns (batch, tokens, vocab) logits.
+
+    Unknown keyword arguments raise ConfigError (a misspelt field would otherwise be kept and ignored); the ones
+    Hugging Face itself passes (``num_labels``, ``torch_dtype``, ``name_or_path``, ...) are accepted.
     """
 
     model_type = "linformer"
@@ -67,18 +91,27 @@ class LinformerConfig(PreTrainedConfig):
     sharing: str = "headwise"
     projection: str = "linear"
     projection_init: str = "mean"
+    sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs):
+        _reject_unknown(kwargs)
         if self.max_position_embeddings is None:
             self.max_position_embeddings = self.max_seq_len + (self.pad_token_id or 0) + 1
         if isinstance(self.projected_dim, tuple):
             self.projected_dim = list(self.projected_dim)
         super().__post_init__(**kwargs)
+        # Checked here too, so that a bad value raises ConfigError itself: @strict's own call of the validators
+        # wraps their errors in StrictDataclassClassValidationError.
+        self.validate_architecture()
 
     # ---- derived values -------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def attention_label(self) -> str:
+        return attention_label(self.attention, self.projected_dim, self.sharing, self.projection)
 
     def k_of_layer(self, layer_idx: int) -> int:
         """k for one layer (projected_dim may be a per-layer list)."""
@@ -89,7 +122,7 @@ class LinformerConfig(PreTrainedConfig):
     def validate_architecture(self):
         """Reject settings that would build a wrong model, naming the key at fault."""
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
                 f"({self.num_attention_heads})."
             )
@@ -100,13 +133,13 @@ class LinformerConfig(PreTrainedConfig):
         n = self.max_seq_len
         offset = (self.pad_token_id or 0) + 1
         if self.max_position_embeddings < n + offset:
-            raise ValueError(
+            raise ConfigError(
                 f"max_position_embeddings ({self.max_position_embeddings}) must be at least max_seq_len + "
                 f"pad_token_id + 1 = {n + offset}: RoBERTa positions start at pad_token_id + 1."
             )
         ks = self.projected_dim if isinstance(self.projected_dim, list) else [self.projected_dim]
         if isinstance(self.projected_dim, list) and len(ks) != self.num_hidden_layers:
-            raise ValueError(
+            raise ConfigError(
                 f"projected_dim is a per-layer list of {len(ks)} values but num_hidden_layers is "
                 f"{self.num_hidden_layers}; give one k per layer or a single int."
             )
@@ -115,22 +148,46 @@ class LinformerConfig(PreTrainedConfig):
         for i, k in enumerate(ks):
             where = f"projected_dim[{i}]" if isinstance(self.projected_dim, list) else "projected_dim"
             if not 0 < int(k) <= n:
-                raise ValueError(f"{where} (k={k}) must be in 1..max_seq_len (n={n}): E and F are n x k.")
+                raise ConfigError(f"{where} (k={k}) must be in 1..max_seq_len (n={n}): E and F are n x k.")
             if self.projection != "linear" and n % int(k):
-                raise ValueError(
+                raise ConfigError(
                     f"projection={self.projection!r} uses kernel = stride = n/k, so max_seq_len (n={n}) must be "
                     f"divisible by {where} (k={k})."
                 )
         if self.sharing == "layerwise" and len(set(map(int, ks))) > 1:
-            raise ValueError(
+            raise ConfigError(
                 "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
                 f"for all layers (got {self.projected_dim})."
             )
 
 
+def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,
+                    projection: str = "linear") -> str:
+    """How reports name the attention: 'full attention' (no k, no sharing: full attention has no projection), or
+    e.g. 'linformer k=256, headwise' ('linformer k=64..256, kv, conv' for per-layer k and a general projection)."""
+    if attention == "full":
+        return "full attention"
+    ks = sorted(set(k)) if isinstance(k, list) else [k]
+    text = f"linformer k={ks[0]}" + (f"..{ks[-1]}" if len(ks) > 1 else "")
+    return ", ".join([text] + [x for x in (sharing, None if projection == "linear" else projection) if x])
+
+
+def _reject_unknown(kwargs: dict) -> None:
+    """A misspelt field would otherwise be stored as a stray attribute and silently change nothing."""
+    known = _HF_KWARGS | _HF4_KWARGS | GenerationConfig._get_default_generation_params().keys()
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        fields = [f.name for f in dataclasses.fields(LinformerConfig)]
+        hints = [f"{key!r}" + "".join(f" (did you mean {m!r}?)" for m in difflib.get_close_matches(key, fields, 1))
+                 for key in unknown]
+        raise ConfigError(f"LinformerConfig has no field {', '.join(hints)}.")
+
+
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{key}={value!r} is not one of {', '.join(choices)}.")
+        raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}.")
 
 
-__all__ = ["ATTENTION_MODES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig"]
+__all__ = [
+    "ATTENTION_MODES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
+]

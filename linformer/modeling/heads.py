@@ -111,11 +111,12 @@ class _FromRoberta:
 
 
 class LinformerForMaskedLM(_FromRoberta, LinformerPreTrainedModel):
-    """Linformer with RoBERTa's tied MLM head.
+    """Linformer with RoBERTa's tied MLM head: (batch, tokens, vocab) logits, as every Hugging Face MLM.
 
-    With ``labels`` (-100 = not a target) the vocabulary projection runs only at the target positions: ``logits``
-    is then (num_targets, vocab), in the order of ``labels[labels != -100]``. This is 2-3x faster MLM training at
-    15% masking. ``return_full_logits=True`` gives (batch, tokens, vocab) logits as well as the same loss.
+    With ``config.sparse_prediction`` and ``labels`` (-100 = not a target), the vocabulary projection runs only at
+    the target positions: ``logits`` is then (num_targets, vocab), in the order of ``labels[labels != -100]``, and
+    the loss is the same. At 15% masking this skips most of the head's cost (the vocabulary projection is the
+    largest matmul of a small model), which is what MLM training wants.
     """
 
     _roberta_class = RobertaForMaskedLM
@@ -147,7 +148,6 @@ class LinformerForMaskedLM(_FromRoberta, LinformerPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions=None,
         output_hidden_states=None,
-        return_full_logits: bool = False,
         **kwargs,
     ) -> MaskedLMOutput:
         out = self.roberta(
@@ -160,16 +160,13 @@ class LinformerForMaskedLM(_FromRoberta, LinformerPreTrainedModel):
             output_hidden_states=output_hidden_states,
         )
         hidden = out.last_hidden_state
-        loss = None
-        if labels is None or return_full_logits:
-            logits = self.lm_head(hidden)
-            if labels is not None:
-                loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1).to(logits.device))
-        else:
+        if labels is not None:
             labels = labels.to(hidden.device)
-            targets = labels != -100
-            logits = self.lm_head(hidden[targets])
-            loss = F.cross_entropy(logits, labels[targets])
+            if self.config.sparse_prediction:
+                targets = labels != -100
+                hidden, labels = hidden[targets], labels[targets]
+        logits = self.lm_head(hidden)
+        loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
 
 

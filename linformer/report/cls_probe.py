@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from linformer.data.io import repo_root
-from linformer.train.finetune import resolve_model_path
+from linformer.modeling.loading import resolve_model_path
 
 
 def default_mirror() -> str:

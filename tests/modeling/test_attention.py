@@ -43,7 +43,7 @@ def test_shapes_every_mode(sharing, projection):
     labels = torch.where(torch.rand(B, T) < 0.3, ids, torch.full_like(ids, -100))
     labels[0, 1] = ids[0, 1]  # at least one target
     out = model(ids, attention_mask=mask, labels=labels)
-    assert out.logits.shape == (int((labels != -100).sum()), config.vocab_size)
+    assert out.logits.shape == (B, T, config.vocab_size)
     assert torch.isfinite(out.loss)
 
 
@@ -132,16 +132,35 @@ def test_input_longer_than_n_names_n():
         model(torch.randint(4, 64, (1, 17)))
 
 
-def test_masked_only_logits_match_full_logits():
-    model = LinformerForMaskedLM(tiny_config()).eval()
+def test_mlm_logits_are_dense_by_default_and_masked_only_with_sparse_prediction():
+    dense = LinformerForMaskedLM(tiny_config()).eval()
+    sparse = LinformerForMaskedLM(tiny_config(sparse_prediction=True)).eval()
+    sparse.load_state_dict(dense.state_dict())
     ids, mask = _padded_batch()
     labels = torch.full_like(ids, -100)
     labels[0, [1, 5, 9]] = ids[0, [1, 5, 9]]
     labels[2, 2] = ids[2, 2]
-    sparse = model(ids, attention_mask=mask, labels=labels)
-    full = model(ids, attention_mask=mask, labels=labels, return_full_logits=True)
-    torch.testing.assert_close(sparse.loss, full.loss)
-    torch.testing.assert_close(sparse.logits, full.logits[labels != -100])
+    a = dense(ids, attention_mask=mask, labels=labels)
+    b = sparse(ids, attention_mask=mask, labels=labels)
+    assert a.logits.shape == (*ids.shape, 64)
+    assert b.logits.shape == (4, 64)
+    torch.testing.assert_close(b.loss, a.loss)
+    torch.testing.assert_close(b.logits, a.logits[labels != -100])
+    # without labels there is nothing to select: dense logits either way
+    assert sparse(ids, attention_mask=mask).logits.shape == (*ids.shape, 64)
+
+
+def test_projecting_padding_leaks_and_zero_padding_prevents_it():
+    """zero_padding=False (fairseq's projection) changes a padded sequence's output; the default does not."""
+    model = LinformerModel(tiny_config(sharing="headwise")).eval()
+    ids, mask = _padded_batch(lengths=(16, 5))
+    alone = model(ids[1:, :5]).last_hidden_state
+    torch.testing.assert_close(model(ids, attention_mask=mask).last_hidden_state[1:, :5], alone)
+    for m in model.modules():
+        if isinstance(m, LinearProjection):
+            m.zero_padding = False
+    leaked = model(ids, attention_mask=mask).last_hidden_state[1:, :5]
+    assert (leaked - alone).abs().max() > 1e-3
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():

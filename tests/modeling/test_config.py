@@ -1,7 +1,11 @@
 import pytest
-from huggingface_hub.errors import StrictDataclassError
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from linformer import LinformerConfig
+from linformer import LinformerConfig, LinformerForMaskedLM
+from linformer.errors import ConfigError
+from linformer.modeling import attention_label
+
+from .conftest import tiny_config
 
 
 def test_roberta_defaults():
@@ -39,11 +43,37 @@ def test_per_layer_k():
     ],
 )
 def test_bad_config_names_the_key(kwargs, match):
-    # transformers wraps validator errors in StrictDataclassError, as for RobertaConfig
-    with pytest.raises((ValueError, StrictDataclassError), match=match):
+    # ConfigError itself (not @strict's wrapper), so the CLI prints it as one line
+    with pytest.raises(ConfigError, match=match):
         LinformerConfig(**kwargs)
 
 
+def test_unknown_keyword_is_rejected_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"'sharng' \(did you mean 'sharing'\?\)"):
+        LinformerConfig(sharng="kv")
+    with pytest.raises(ConfigError, match="'bogus'"):
+        LinformerConfig(bogus=1)
+
+
+def test_keywords_hugging_face_passes_are_accepted_and_round_trip(tmp_path):
+    config = tiny_config(
+        num_labels=3, problem_type="single_label_classification", torch_dtype="float32", return_dict=True,
+        output_attentions=False, attn_implementation="sdpa", tie_word_embeddings=True, architectures=["X"],
+        name_or_path="somewhere", transformers_version="5.0.0", max_length=20,
+    )
+    assert config.num_labels == 3
+    assert LinformerConfig(**config.to_dict()).to_dict() == config.to_dict()
+    LinformerForMaskedLM(tiny_config(sparse_prediction=True)).save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path, attention="full").sparse_prediction is True
+    clf = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=4, dtype="auto")
+    clf.save_pretrained(tmp_path / "clf")
+    assert AutoConfig.from_pretrained(tmp_path / "clf").num_labels == 4
+
+
 def test_full_attention_ignores_k():
-    # k is meaningless without projections, so it is not checked against n
-    assert LinformerConfig(attention="full", max_seq_len=64, projected_dim=256).attention == "full"
+    # k is meaningless without projections: not checked against n, and not in the model's name
+    config = LinformerConfig(attention="full", max_seq_len=64, projected_dim=256, sharing="kv")
+    assert config.attention_label == "full attention"
+    assert attention_label("full", 256, "kv") == "full attention"
+    assert LinformerConfig(projected_dim=128, sharing="kv").attention_label == "linformer k=128, kv"
+    assert tiny_config(projected_dim=[4, 8], projection="conv").attention_label == "linformer k=4..8, headwise, conv"

@@ -1,4 +1,5 @@
-"""Analytic forward-pass FLOPs of one encoder stack (a multiply-add counts as 2 FLOPs).
+"""Analytic FLOPs of the Linformer and full-attention encoders (a multiply-add counts as 2 FLOPs), and the
+device's peak FLOP/s for model FLOP utilisation.
 
 Counted per layer: the query/key/value and output projections, the attention score (Q K^T) and value
 (P V) matmuls, the Linformer's E/F projections and the FFN. Embeddings, LayerNorm, softmax, GELU and
@@ -8,7 +9,8 @@ The Linformer count follows our implementation, not the paper's naive order: whe
 by the heads (sharing = headwise | kv | layerwise, linear projection), the layer input is projected first
 (E^T X, 2 n k D), so the key/value linear layers run on k rows (2 k D^2 each). With kv/layerwise sharing,
 E = F and E^T X is computed once per layer. With sharing = none, K and V are computed on all n rows and each
-head projects its own d columns (2 n k D for keys, as much for values).
+head projects its own d columns (2 n k D for keys, as much for values). The count equals what
+``torch.utils.flop_counter.FlopCounterMode`` measures (tests/modeling/test_flops.py).
 """
 
 from __future__ import annotations
@@ -32,14 +34,11 @@ _GPU_PEAKS = {
 
 def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = None,
                 sharing: str = "layerwise") -> float:
-    """FLOPs of one post-LN encoder layer's forward for one sequence of n tokens."""
+    """FLOPs of one post-LN encoder layer's forward for one sequence of n tokens (linear E, F)."""
     D = hidden
-    q_out = 2 * n * D * D * 2  # query and output projections, n rows each
-    mlp = 2 * 2 * n * D * ffn  # FFN: D -> ffn -> D
     if attention == "full":
         kv = 2 * 2 * n * D * D
-        attn = 2 * 2 * n * n * D  # scores Q K^T and values P V over all heads (H * d = D)
-        return float(q_out + kv + attn + mlp)
+        return _query_output_ffn(n, D, ffn) + kv + _attention_core(n, n, D)
     if attention != "linformer" or k is None:
         raise ValueError(f"attention must be 'full' or 'linformer' (with k); got {attention!r}, k={k}")
     k = min(k, n)  # a batch of T < n tokens uses the first T rows of E
@@ -48,8 +47,29 @@ def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = N
     else:
         projections = 1 if sharing in ("kv", "layerwise") else 2  # E^T X (and F^T X for headwise)
         kv = projections * 2 * n * k * D + 2 * 2 * k * D * D
-    attn = 2 * 2 * n * k * D  # scores (n x k) and values, over all heads
-    return float(q_out + kv + attn + mlp)
+    return _query_output_ffn(n, D, ffn) + kv + _attention_core(n, k, D)
+
+
+def _query_output_ffn(n: int, D: int, ffn: int) -> float:
+    """The query and output projections (n rows each) and the FFN (D -> ffn -> D)."""
+    return float(2 * 2 * n * D * D + 2 * 2 * n * D * ffn)
+
+
+def _attention_core(n: int, keys: int, D: int) -> float:
+    """Scores Q K^T (n x keys) and values P V, over all heads (H * d = D)."""
+    return float(2 * 2 * n * keys * D)
+
+
+def _windowed_layer_flops(n: int, config, k: int) -> float:
+    """One layer with a pooling or conv projection (kernel = stride = max_seq_len / k): keys and values are
+    computed on all n rows, then reduced to ceil(n / window) positions. Pooling multiplies nothing; the conv applies
+    a d x d x window kernel per head at each output position."""
+    D, d = config.hidden_size, config.head_dim
+    window = config.max_seq_len // k
+    keys = -(-n // window)
+    reduce = 2 * keys * window * d * D if config.projection == "conv" else 0
+    return _query_output_ffn(n, D, config.intermediate_size) + 2 * 2 * n * D * D + 2 * reduce + \
+        _attention_core(n, keys, D)
 
 
 def model_flops(n: int, hidden: int, ffn: int, layers: int, attention: str, k: int | None = None,
@@ -65,22 +85,27 @@ def flop_ratio(n: int, k: int, hidden: int, ffn: int, sharing: str = "layerwise"
 def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = None) -> float:
     """Forward FLOPs per token of a LinformerConfig (per-layer k included) on sequences of seq_len tokens.
 
-    Pooling and conv projections are counted like sharing='none' (keys and values on all rows). With
-    ``mlm_fraction``, the MLM head (dense 2 D^2 + decoder 2 D V) runs on that fraction of the tokens.
+    With ``mlm_fraction``, the MLM head (dense 2 D^2 + decoder 2 D V) runs on that fraction of the tokens (the
+    model's ``sparse_prediction=True``; pass 1.0 for full logits).
     """
     D, ffn, T = config.hidden_size, config.intermediate_size, seq_len
-    sharing = config.sharing if config.projection == "linear" else "none"
     total = 0.0
     for layer in range(config.num_hidden_layers):
-        k = config.k_of_layer(layer) if config.attention == "linformer" else None
-        total += layer_flops(T, D, ffn, config.attention, k, sharing) / T
+        if config.attention == "full":
+            total += layer_flops(T, D, ffn, "full")
+        elif config.projection == "linear":
+            total += layer_flops(T, D, ffn, "linformer", config.k_of_layer(layer), config.sharing)
+        else:
+            total += _windowed_layer_flops(T, config, config.k_of_layer(layer))
+    total /= T
     if mlm_fraction is not None:
         total += mlm_fraction * (2 * D * D + 2 * D * config.vocab_size)
     return total
 
 
 def training_flops_per_token(config, seq_len: int, mlm_fraction: float) -> float:
-    """A training step is about 3x the forward: the backward computes gradients for inputs and weights."""
+    """3x the forward: the backward of every matmul computes two products of the same size (the gradients for its
+    input and for its weight, or for both operands of an activation-activation product)."""
     return 3.0 * forward_flops_per_token(config, seq_len, mlm_fraction)
 
 

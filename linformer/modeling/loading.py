@@ -1,0 +1,139 @@
+"""Load a model for finetuning or probing: where it is, the classifier built on it, and its longest input.
+
+``model_path`` may be a pretraining run directory (its ``model/`` is used), a ``save_pretrained`` directory, or a
+hub name (read from the local cache when offline). transformers' per-key LOAD REPORT table, printed as a warning
+whenever keys are missing or unused (a new classifier head, an MLM head left behind, fresh E/F), becomes one
+INFO line here, with the keys at DEBUG.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from huggingface_hub import constants, try_to_load_from_cache
+from transformers import AutoConfig, AutoModelForSequenceClassification
+from transformers.utils import logging as hf_logging
+
+from ..data.io import resolve_path
+from ..errors import CheckpointError, HubOfflineError
+
+log = logging.getLogger(__name__)
+_POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start at pad + 1
+_LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model directory with config.json and weights"
+
+
+def resolve_model_path(model_path: str) -> str:
+    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read)."""
+    if not model_path:
+        raise CheckpointError(f"model_path is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
+    p = Path(resolve_path(model_path))
+    if (p / "model" / "config.json").is_file():
+        return str(p / "model")
+    if (p / "config.json").is_file():
+        return str(p)
+    if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
+        raise CheckpointError(f"model_path={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
+    if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
+        raise HubOfflineError(
+            f"model_path={model_path!r} is a hub name, but the hub is offline (HF_HUB_OFFLINE) and the model is not "
+            f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
+        )
+    return str(model_path)
+
+
+def load_pretrained(auto_class, model_path: str, **kwargs):
+    """``auto_class.from_pretrained(model_path, **kwargs)`` with LinformerErrors and a one-line load summary."""
+    report = _CapturedReport()
+    try:
+        with report.capture():
+            model, info = auto_class.from_pretrained(model_path, output_loading_info=True, **kwargs)
+    except OSError as err:
+        raise _unreadable(model_path, err) from err
+    except (ValueError, KeyError) as err:
+        raise CheckpointError(
+            f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for. Cause: {err}"
+        ) from err
+    except RuntimeError as err:  # mismatched shapes; transformers' report (captured) says which keys
+        raise CheckpointError(f"model_path={model_path!r} does not fit the model: {err}\n{report.text}") from err
+    _summarise(type(model).__name__, model_path, info)
+    return model
+
+
+def load_classifier(model_path: str, num_labels: int, from_scratch: bool):
+    """A sequence classifier (and its config) on the encoder at model_path, or a fresh one of the same shape."""
+    try:
+        config = AutoConfig.from_pretrained(model_path, num_labels=num_labels)
+    except OSError as err:
+        raise _unreadable(model_path, err) from err
+    except (ValueError, KeyError) as err:
+        raise CheckpointError(f"model_path={model_path!r} has a config.json that cannot be read. Cause: {err}") from err
+    if from_scratch:
+        return AutoModelForSequenceClassification.from_config(config), config
+    return load_pretrained(AutoModelForSequenceClassification, model_path, config=config), config
+
+
+def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -> int:
+    """The longest input the model takes: its n (Linformer) or its position table, capped by the request."""
+    if getattr(config, "max_seq_len", None):
+        limit = int(config.max_seq_len)
+    else:
+        offset = (config.pad_token_id or 0) + 1 if config.model_type in _POSITION_OFFSET_MODELS else 0
+        limit = int(config.max_position_embeddings) - offset
+    limit = min(limit, int(tokenizer.model_max_length)) if tokenizer.model_max_length < 1e9 else limit
+    for cap in (requested, task_max):
+        if cap:
+            limit = min(limit, int(cap))
+    return limit
+
+
+def _unreadable(model_path: str, err: OSError) -> Exception:
+    if os.path.isdir(model_path):
+        return CheckpointError(f"model_path={model_path!r} could not be loaded: {err}")
+    return HubOfflineError(
+        f"model_path={model_path!r} could not be read from the hub ({err}); give a local directory instead "
+        f"({_LOCAL_HINT})."
+    )
+
+
+def _summarise(model_name: str, model_path: str, info: dict) -> None:
+    new, unused = info.get("missing_keys") or [], info.get("unexpected_keys") or []
+    if new or unused:
+        log.info("%s from %s: %d weights initialised fresh (%s), %d checkpoint weights unused (%s)", model_name,
+                 model_path, len(new), _modules(new), len(unused), _modules(unused))
+        log.debug("fresh: %s; unused: %s", sorted(new), sorted(unused))
+
+
+def _modules(keys: Iterable[str]) -> str:
+    """The parameter names without their last part, e.g. 'classifier.dense, classifier.out_proj'."""
+    return ", ".join(sorted({k.rsplit(".", 1)[0] for k in keys})) or "none"
+
+
+class _CapturedReport(logging.Filter):
+    """Holds back transformers' LOAD REPORT warning (the summary above replaces it) and keeps its text."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "LOAD REPORT" in message:
+            self.text = message
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def capture(self):
+        logger = hf_logging.get_logger("transformers.modeling_utils")
+        logger.addFilter(self)
+        try:
+            yield
+        finally:
+            logger.removeFilter(self)
+
+
+__all__ = ["load_classifier", "load_pretrained", "max_tokens", "resolve_model_path"]

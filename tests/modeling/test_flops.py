@@ -1,0 +1,63 @@
+"""The analytic FLOP count against torch's FlopCounterMode on the real model, forward and backward."""
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from linformer import LinformerForMaskedLM
+from linformer.modeling.flops import flop_ratio, forward_flops_per_token, layer_flops, training_flops_per_token
+
+from .conftest import tiny_config
+
+B = 2
+
+
+@pytest.mark.parametrize("T", [16, 12])  # T < n = 16: E's first T rows, pooling windows padded to a multiple
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(attention="full"),
+        dict(sharing="headwise", projected_dim=[4, 8]),
+        dict(sharing="kv"),
+        dict(sharing="layerwise"),
+        dict(sharing="none"),
+        dict(projection="conv", sharing="headwise"),
+        dict(projection="mean_pool"),
+    ],
+    ids=lambda o: "-".join(map(str, o.values())),
+)
+def test_count_matches_flop_counter_forward_and_backward(overrides, T):
+    """Tolerance 1e-9 (exact up to float rounding): both sides count matmul-type ops only, 2 FLOPs per
+    multiply-add; what neither counts (bias adds, LayerNorm, softmax, GELU, embedding lookups) is left out of both.
+    SDPA runs on the MATH backend, decomposed into matmuls the counter sees (the fused CPU kernel is not counted).
+    The backward is 2x the forward: every matmul here has both operands requiring grad (the first layer's input
+    is the embedding output), so each gets two same-size gradient products."""
+    model = LinformerForMaskedLM(tiny_config(sparse_prediction=True, **overrides))
+    ids = torch.randint(4, 64, (B, T))
+    labels = torch.full_like(ids, -100)
+    labels[:, ::4] = ids[:, ::4]
+    fraction = 0.25
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        loss = model(ids, labels=labels).loss
+        forward = counter.get_total_flops()
+        loss.backward()
+        total = counter.get_total_flops()
+    assert forward == pytest.approx(B * T * forward_flops_per_token(model.config, T, fraction), rel=1e-9)
+    assert total == pytest.approx(B * T * training_flops_per_token(model.config, T, fraction), rel=1e-9)
+
+
+def test_layer_flops_hand_computed():
+    # n=8, D=4, ffn=16, k=2. Full: q+out 2*2*8*16=512, k+v 512, scores+values 2*2*64*4=1024, FFN 2*2*8*4*16=2048.
+    assert layer_flops(8, 4, 16, "full") == 512 + 512 + 1024 + 2048
+    # Linformer, layerwise: E^T X once 2*8*2*4=128, K/V on k rows 2*2*2*16=128, scores+values 2*2*8*2*4=256.
+    assert layer_flops(8, 4, 16, "linformer", 2, "layerwise") == 512 + 128 + 128 + 256 + 2048
+    # headwise projects twice (E and F); none projects K and V per head after computing them on n rows.
+    assert layer_flops(8, 4, 16, "linformer", 2, "headwise") == 512 + 256 + 128 + 256 + 2048
+    assert layer_flops(8, 4, 16, "linformer", 2, "none") == 512 + 512 + 256 + 256 + 2048
+    assert flop_ratio(8, 2, 4, 16) == pytest.approx(4096 / 3072)
+
+
+def test_flop_ratio_favours_linformer_only_when_k_is_small():
+    assert flop_ratio(4096, 256, 768, 3072) > 1.5
+    assert flop_ratio(512, 512, 768, 3072) < 1.0  # k = n: the projections only add work

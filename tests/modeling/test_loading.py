@@ -1,0 +1,63 @@
+"""Model loading for finetuning: path resolution, the errors a user can fix, and the quiet load report."""
+
+import logging
+
+import pytest
+
+from linformer import LinformerForMaskedLM
+from linformer.errors import CheckpointError, HubOfflineError
+from linformer.modeling.loading import load_classifier, max_tokens, resolve_model_path
+
+from .conftest import tiny_config
+
+
+@pytest.fixture
+def mlm_dir(tmp_path):
+    LinformerForMaskedLM(tiny_config()).save_pretrained(tmp_path / "run" / "model")
+    return tmp_path / "run"
+
+
+def test_run_directory_resolves_to_its_model(mlm_dir):
+    assert resolve_model_path(str(mlm_dir)) == str(mlm_dir / "model")
+    assert resolve_model_path(str(mlm_dir / "model")) == str(mlm_dir / "model")
+
+
+def test_hub_name_offline_says_to_give_a_local_directory(monkeypatch):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(HubOfflineError, match="not-a-cached-model.*local directory"):
+        resolve_model_path("not-a-cached-model")
+
+
+@pytest.mark.parametrize("name", ["", "./nowhere", "a/b/c"])
+def test_path_without_a_model_is_a_checkpoint_error(tmp_path, name):
+    with pytest.raises(CheckpointError, match="model_path"):
+        resolve_model_path(name)
+    with pytest.raises(CheckpointError, match="holds no model"):
+        resolve_model_path(str(tmp_path))  # exists, but no config.json
+
+
+def test_missing_weights_is_a_checkpoint_error(mlm_dir):
+    (mlm_dir / "model" / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="could not be loaded"):
+        load_classifier(str(mlm_dir / "model"), num_labels=2, from_scratch=False)
+
+
+def test_load_report_becomes_one_info_line(mlm_dir, caplog):
+    caplog.set_level(logging.DEBUG)
+    model, config = load_classifier(str(mlm_dir / "model"), num_labels=3, from_scratch=False)
+    assert config.num_labels == 3 and model.classifier.out_proj.out_features == 3
+    assert not any("LOAD REPORT" in r.getMessage() for r in caplog.records)
+    (summary,) = [r for r in caplog.records if r.levelno == logging.INFO and r.name.endswith("loading")]
+    assert "4 weights initialised fresh (classifier.dense, classifier.out_proj)" in summary.getMessage()
+
+
+def test_max_tokens_is_n_capped_by_requests(mlm_dir):
+    config = tiny_config()  # n = 16
+
+    class Tok:
+        model_max_length = 10**30  # "no limit", as tokenizers without one report
+
+    assert max_tokens(config, Tok, None, None) == 16
+    assert max_tokens(config, Tok, 12, 14) == 12
+    Tok.model_max_length = 8
+    assert max_tokens(config, Tok, None, None) == 8
