@@ -7,10 +7,14 @@ this command starts a server over existing runs; it is not a run and has no run 
 
 import argparse
 import sys
+from pathlib import Path
 
+from linformer.cli import cli_errors
+from linformer.errors import ConfigError
 from linformer.report.dashboard import mirror_all, serve
 
-if __name__ == "__main__":
+
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--outputs", default="outputs", help="folder of run directories (default: outputs)")
     p.add_argument("--logdir", default=None, help="where the event files go (default: <outputs>/.dashboard)")
@@ -19,8 +23,19 @@ if __name__ == "__main__":
     p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")
     p.add_argument("--mirror-only", action="store_true", help="write the event files and exit")
     args, extra = p.parse_known_args()   # anything else goes to tensorboard (e.g. --load_fast=false)
-    if args.mirror_only:
-        written = mirror_all(args.outputs, args.logdir)
-        print(f"{len(written)} runs, {sum(written.values())} new rows")
-        sys.exit(0)
-    sys.exit(serve(args.outputs, args.logdir, args.host, args.port, args.watch, extra))
+    with cli_errors():
+        if not Path(args.outputs).is_dir():
+            raise ConfigError(f"--outputs {args.outputs} is not a directory: name the folder that holds the runs")
+        if not args.watch > 0:
+            raise ConfigError(f"--watch {args.watch}: the seconds between mirrors must be more than 0")
+        if not 0 < args.port < 65536:
+            raise ConfigError(f"--port {args.port}: a TCP port is 1 to 65535")
+        if args.mirror_only:
+            written = mirror_all(args.outputs, args.logdir)
+            print(f"{len(written)} runs, {sum(written.values())} new rows")
+            return 0
+        return serve(args.outputs, args.logdir, args.host, args.port, args.watch, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

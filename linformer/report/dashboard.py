@@ -2,10 +2,10 @@
 
 Most runs log only metrics.jsonl (`logger=none` is the default), so the dashboard does not depend on the run's
 tracker: `mirror_all` writes `<logdir>/<stage>/<run>/` event files from each `outputs/<stage>/<run>/metrics.jsonl`.
-Mirroring is incremental and idempotent: a small state file remembers how many bytes of metrics.jsonl are
-already mirrored, only complete lines past that point are written (into a new event file, which TensorBoard
-reads after the earlier ones), and a metrics.jsonl that shrank (a run started over) is mirrored again from
-scratch. `serve` re-mirrors every few seconds while TensorBoard runs, so live runs update in the browser.
+Mirroring is incremental and idempotent: a small state file remembers how many rows of metrics.jsonl are
+already mirrored and the last of them; only the complete rows past it are written (into a new event file, which
+TensorBoard reads after the earlier ones), and a metrics.jsonl whose mirrored rows changed (a run started over,
+or resumed from an earlier checkpoint) is mirrored again from scratch. `serve` re-mirrors every few seconds while TensorBoard runs, so live runs update in the browser.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
 perf/{tokens_per_s,mfu}, val/{loss,ppl} and eval/{accuracy,f1}; anything else keeps its own name. The same
@@ -26,12 +26,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..rundir import METRICS, Run, find_runs, load_run
+from ..rundir import METRICS, Run, find_runs, load_run, read_json, read_metrics, write_json
 
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 2   # of the tag scheme: a mirror written with another version is rewritten from scratch
+VERSION = 3   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "mfu"}
 
@@ -82,7 +82,7 @@ def _write_hparams(writer, run: Run) -> None:
 
 
 def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None = None) -> int:
-    """Mirror the new complete lines of run_dir/metrics.jsonl into event files under out_dir.
+    """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into event files under out_dir.
 
     The run's stage (for tags) is its first directory under `root` (outputs/), else its parent's name.
     Returns the number of rows written (0 when nothing changed: calling it again is a no-op)."""
@@ -91,34 +91,21 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     src = run_dir / METRICS
     state_path = out_dir / STATE
-    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
-    size = src.stat().st_size
-    offset = int(state.get("offset", 0))
-    if state and (size < offset or state.get("source") != str(src.resolve()) or state.get("version") != VERSION):
-        log.info("%s shrank, moved or was mirrored by another version: mirroring it again", src)
+    state = read_json(state_path)
+    rows = read_metrics(src)   # complete lines only: a run may be writing the last one right now
+    done = int(state.get("rows", 0))
+    if state and not _continues(state, src, rows):
+        log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         shutil.rmtree(out_dir, ignore_errors=True)
-        state, offset = {}, 0
-    if size == offset:
+        state, done = {}, 0
+    new = rows[done:]
+    if not new:
         return 0
-    with src.open("rb") as f:
-        f.seek(offset)
-        chunk = f.read(size - offset)
-    end = chunk.rfind(b"\n") + 1   # only complete lines: a run may be writing the last one right now
-    if end == 0:
-        return 0
-    rows = []
-    for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), (int, float)):
-            rows.append(row)
     first = not state
     run: Run | None = None
     if first:
         run = load_run(run_dir, root)
-        # Wall time of step 0: the file's last change minus the time of its last complete row, so TensorBoard's
+        # Wall time of step 0: the file's last change minus the time of its last row, so TensorBoard's
         # "relative" axis shows seconds since the run started.
         last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
         state = {"version": VERSION, "source": str(src.resolve()), "stage": run.stage,
@@ -130,7 +117,7 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
         if first:
             writer.add_text("config", _config_markdown(run), 0)
             _write_hparams(writer, run)
-        for row in rows:
+        for row in new:
             wall = base + float(row.get("time") or 0.0)
             for tag, value in _scalars(row, state["stage"]).items():
                 if math.isnan(value):
@@ -138,11 +125,21 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
                 writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
     finally:
         writer.close()
-    state["offset"] = offset + end
-    tmp = state_path.with_name(STATE + ".tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, state_path)
-    return len(rows)
+    write_json(state_path, {**state, "rows": len(rows), "last": _fingerprint(rows[-1])})
+    return len(new)
+
+
+def _continues(state: dict, src: Path, rows: list[dict]) -> bool:
+    """Whether `rows` extend what `state` mirrored: same file, same tag scheme, and the last mirrored row still
+    in its place (a run that started over or resumed from an earlier checkpoint rewrites metrics.jsonl)."""
+    done = int(state.get("rows", 0))
+    return (state.get("version") == VERSION and state.get("source") == str(src.resolve()) and len(rows) >= done
+            and (done == 0 or _fingerprint(rows[done - 1]) == state.get("last")))
+
+
+def _fingerprint(row: dict) -> str:
+    """A row as canonical JSON text (compares equal for NaN values too, unlike the dicts)."""
+    return json.dumps(row, sort_keys=True)
 
 
 def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None) -> dict[str, int]:

@@ -52,6 +52,26 @@ def test_rewritten_file_is_mirrored_again(tmp_path, make_run):
     assert _scalars(out)["train/loss"] == [(1, 2.0)]
 
 
+def test_resumed_run_is_mirrored_again(tmp_path, make_run):
+    """A resume from step 3 rewrites steps 4 and 5 and adds 6; the file grows, but what was mirrored changed."""
+    rows = [{"step": s, "time": s, "loss": 10.0 - s} for s in range(1, 6)]
+    run = make_run(tmp_path / "outputs", "pretrain", "a", rows)
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 5
+    resumed = rows[:3] + [{"step": s, "time": s, "loss": 1.0 / s} for s in (4, 5, 6)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in resumed))
+    assert mirror_run(run, out) == 6
+    loss = _scalars(out)["train/loss"]
+    assert [s for s, _ in loss] == [1, 2, 3, 4, 5, 6]
+    assert [v for _, v in loss] == pytest.approx([9.0, 8.0, 7.0, 1 / 4, 1 / 5, 1 / 6])
+
+
+def test_nan_row_is_not_mirrored_again(tmp_path, make_run):
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 1, "loss": float("nan")}])
+    assert mirror_run(run, tmp_path / "tb") == 1
+    assert mirror_run(run, tmp_path / "tb") == 0
+
+
 def test_mirror_all_layout(tmp_path, make_run):
     outputs = tmp_path / "outputs"
     make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
