@@ -1,7 +1,8 @@
 """Table 2 of the Linformer paper from finetuning run directories (any user's runs).
 
-Each finetuning run writes results.json (linformer.train.finetune). Runs are grouped into rows by
-(attention, n, k, sharing, pretrained); seeds are averaged per task; accuracies are in percent.
+Each finished finetuning run holds results.json (read through linformer.rundir). Runs are grouped into rows by
+(attention, n, k, sharing, pretrained); seeds are averaged per task; accuracies are in percent. A model without
+a projected dimension k (full attention, or a RoBERTa checkpoint) is a full-attention row.
 The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside ours.
 """
 
@@ -9,13 +10,17 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
+import os
 import platform
 import shlex
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from ..cli import cli_errors
+from ..errors import DataError
+from ..rundir import RESULTS, RunRecord, atomic_write, find_runs, write_json
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -34,22 +39,20 @@ PAPER = {
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
 
 
-def find_results(patterns: list[str]) -> list[Path]:
-    """results.json files from paths, globs, or directories (searched recursively)."""
-    found: set[Path] = set()
-    for pat in patterns:
-        for p in map(Path, sorted(glob.glob(pat, recursive=True)) or [pat]):
-            if p.is_file() and p.name == "results.json":
-                found.add(p.resolve())
-            elif p.is_dir():
-                found.update(q.resolve() for q in p.rglob("results.json"))
-    return sorted(found)
+def read_results(patterns: list[str]) -> list[dict]:
+    """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
+    them, or results.json files)."""
+    paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat, recursive=True)) or [pat]]
+    dirs = find_runs([p.parent if p.name == RESULTS else p for p in paths])
+    return [r for r in (RunRecord(d, "finetune").results() for d in dirs) if r]
 
 
 def row_key(r: dict) -> tuple:
-    """(attention, n, k, sharing, pretrained); k and sharing are None for full attention."""
-    full = r.get("attention") == "full"
-    return ("full" if full else "linformer", int(r["max_seq_len"]), None if full else int(r["projected_dim"]),
+    """(attention, n, k, sharing, pretrained). A model without k (full attention, a RoBERTa checkpoint) is full
+    attention, with k and sharing None; a model without max_seq_len (RoBERTa) has the n it was finetuned at."""
+    full = r.get("attention") == "full" or r.get("projected_dim") is None
+    n = int(r.get("max_seq_len") or r["max_length"])
+    return ("full" if full else "linformer", n, None if full else int(r["projected_dim"]),
             None if full else r.get("sharing"), not bool(r.get("from_scratch", False)))
 
 
@@ -206,8 +209,6 @@ def to_json(rows: list[dict], hardware: str, command: str) -> dict:
 
 
 def detect_hardware() -> str:
-    import os
-
     try:
         import torch
 
@@ -228,17 +229,15 @@ def detect_hardware() -> str:
 
 def write_table2(runs: list[str], out: str, hardware: str | None = None, command: str | None = None) -> dict:
     """Read results.json under `runs` (paths, globs, directories) and write <out>.md and <out>.json."""
-    files = find_results(runs)
-    if not files:
-        raise FileNotFoundError(f"no results.json under {runs}")
-    rows = build_rows([json.loads(f.read_text()) for f in files])
+    results = read_results(runs)
+    if not results:
+        raise DataError(f"no finished finetuning runs (with {RESULTS}) at or under {', '.join(runs)}")
+    rows = build_rows(results)
     hardware = hardware or detect_hardware()
     command = command or shlex.join(["python", *sys.argv])
-    out_path = Path(out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{out}.md").write_text(to_markdown(rows, hardware, command))
+    atomic_write(f"{out}.md", to_markdown(rows, hardware, command))
     data = to_json(rows, hardware, command)
-    Path(f"{out}.json").write_text(json.dumps(data, indent=2) + "\n")
+    write_json(f"{out}.json", data)
     return data
 
 
@@ -249,11 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     args = ap.parse_args(argv)
-    try:
+    with cli_errors():
         data = write_table2(args.runs, args.out, args.hardware, args.command)
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     print(Path(f"{args.out}.md").read_text())
     print(f"wrote {args.out}.md and {args.out}.json ({len(data['rows'])} rows)")
     return 0

@@ -1,6 +1,8 @@
 """Table 2 report on synthetic finetuning run directories, and every Table 2 experiment composing for both scripts."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,8 @@ from omegaconf import OmegaConf
 
 from linformer.report.table2 import PAPER, main, paper_analogue
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs"
 ROWS = sorted(p.stem for p in (CONFIGS / "experiment/table2").glob("[!_]*.yaml"))
 
 
@@ -18,10 +21,6 @@ def _compose(name, overrides):
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         return OmegaConf.to_container(compose(config_name=name, overrides=overrides), resolve=True)
-
-
-def test_ten_rows():
-    assert len(ROWS) == 10 and "roberta_base" in ROWS
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -55,14 +54,17 @@ def test_mini_experiment_composes():
 
 
 def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer", n=128, k=32, sharing="kv",
-         scratch=False, seed=0, ppl=12.0, f1=None, split=None, lr=None):
+         scratch=False, seed=0, ppl=12.0, f1=None, split=None, lr=None, model_type="linformer"):
+    """A finished finetuning run directory: metrics.jsonl and results.json, as linformer.train.finetune writes them."""
     d = root / name
     d.mkdir(parents=True)
     metrics = {"epoch": 1, "accuracy": acc} | ({"f1": f1} if f1 is not None else {})
+    d.joinpath("metrics.jsonl").write_text(json.dumps({"step": 10, "time": 1.0, "eval_accuracy": acc}) + "\n")
     d.joinpath("results.json").write_text(json.dumps({
         "task": task, "eval_split": split or ("test" if task == "imdb" else "dev"), "metrics": metrics,
-        "best_epoch": 1, "from_scratch": scratch, "model_type": "linformer", "attention": attention,
-        "max_seq_len": n, "projected_dim": k, "sharing": sharing, "pretrain_val_ppl": ppl, "seed": seed} | ({"lr": lr} if lr is not None else {})))
+        "best_epoch": 1, "from_scratch": scratch, "model_type": model_type, "attention": attention,
+        "max_seq_len": n, "projected_dim": k, "sharing": sharing, "pretrain_val_ppl": ppl, "seed": seed,
+        "max_length": 128} | ({"lr": lr} if lr is not None else {})))
 
 
 def test_table2_from_synthetic_runs(tmp_path, capsys):
@@ -119,5 +121,25 @@ def test_paper_numbers_consistent():
     assert paper_analogue(row) == ("linformer", 512, 256, "layerwise")
 
 
-def test_no_runs_is_an_error(tmp_path):
-    assert main([str(tmp_path / "nothing"), "--out", str(tmp_path / "t")]) == 2
+def test_roberta_checkpoint_is_a_full_attention_row(tmp_path):
+    """A model finetuned from a RoBERTa checkpoint records no attention, n or k: it is full attention at the
+    length it was finetuned at, never a Linformer row with some k."""
+    runs = tmp_path / "runs"
+    _run(runs, "roberta", "sst2", 0.9, attention=None, n=None, k=None, sharing=None, model_type="roberta")
+    _run(runs, "full", "sst2", 0.8, attention="full", k=64, sharing="kv")  # k in the config, not in the model
+    (tmp_path / "pretrain" / "p").mkdir(parents=True)  # a pretraining run (no results.json) is not a row
+    (tmp_path / "pretrain" / "p" / "metrics.jsonl").write_text('{"step": 1, "loss": 3.0}\n')
+    out = tmp_path / "t"
+    assert main([str(runs / "roberta" / "results.json"), str(runs / "full"), str(tmp_path / "pretrain"),
+                 "--out", str(out), "--hardware", "cpu", "--command", "x"]) == 0
+    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert (row["attention"], row["n"], row["k"], row["sharing"], row["sst2"]) == ("full", 128, None, None, 85.0)
+    assert row["name"] == "Full attention (RoBERTa), n=128"
+
+
+def test_no_runs_is_one_error_line(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "scripts/table2.py"), str(tmp_path / "nothing"), "--out",
+                        str(tmp_path / "t")], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'nothing'}\n"
+    assert not (tmp_path / "t.md").exists()
