@@ -1,10 +1,9 @@
 """Run a pipeline of CLI stages (tokenizer, corpus, pretrain, finetune, ...) with dependencies, several at once.
 
 Why several at once: on a small CPU box two torch jobs with one thread each get more done than one job with
-two threads, because the tiny models' matrix products are too small to keep two threads busy (measured on
-2 cores: pretraining the tiny model, 29.3k tokens/s for one 2-thread job vs 2 x 19.6k = 39.1k tokens/s for two
-1-thread jobs). Two 2-thread jobs on 2 cores would instead spin against each other (10-25x slower), so each job
-gets cores // jobs threads through OMP_NUM_THREADS.
+two threads, because the tiny models' matrix products are too small to keep two threads busy. Two 2-thread jobs
+on 2 cores would instead spin against each other and run many times slower, so each job gets cores // jobs
+threads through OMP_NUM_THREADS.
 
 A stage whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
 each stage writes its output to `<log_dir>/<stage>.log` (the console gets one line per start and end); with

@@ -6,8 +6,8 @@ that the shell expands from globs, which Hydra's key=value overrides cannot take
 """
 
 import argparse
-import sys
 
+from linformer.cli import cli_errors
 from linformer.report.compare import compare_runs
 
 if __name__ == "__main__":
@@ -19,10 +19,7 @@ if __name__ == "__main__":
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
     p.add_argument("--out", default="outputs/compare", help="output folder (default: outputs/compare)")
     args = p.parse_args()
-    try:
+    with cli_errors():
         result = compare_runs(args.runs, args.out, args.metrics, args.plot)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
     print(result["table"])
     print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

@@ -5,7 +5,7 @@ outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev ac
 Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_steps=100).
 """
 
-import json
+import math
 import shlex
 import shutil
 import subprocess
@@ -13,21 +13,29 @@ import sys
 import time
 from pathlib import Path
 
+from linformer.cli import cli_errors
+from linformer.errors import DataError
+from linformer.rundir import RunRecord, write_json
+from linformer.stages import StageFailed
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
+PRETRAIN, FINETUNE = REPO / "outputs/pretrain/demo", REPO / "outputs/finetune/demo-sst2"
 
 
 def stage(name: str, args: list[str], times: dict) -> None:
     print(f"\n==> {name}: {shlex.join(['python', *args])}", flush=True)
     t0 = time.perf_counter()
-    subprocess.run([PY, *args], cwd=REPO, check=True)
+    rc = subprocess.run([PY, *args], cwd=REPO, check=False).returncode
+    if rc != 0:
+        raise StageFailed(f"{name}: exit status {rc}\n  command: {shlex.join(['python', *args])}")
     times[name] = round(time.perf_counter() - t0, 1)
 
 
-def main() -> None:
+def main() -> int:
     extra = sys.argv[1:]
-    for old in ("outputs/pretrain/demo", "outputs/finetune/demo-sst2"):  # the demo always starts over
-        shutil.rmtree(REPO / old, ignore_errors=True)
+    for old in (PRETRAIN, FINETUNE):  # the demo always starts over
+        shutil.rmtree(old, ignore_errors=True)
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     stage("tokenizer", ["scripts/train_tokenizer.py", "data=mirror_slice"], times)
@@ -36,14 +44,17 @@ def main() -> None:
                 "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
                 "trainer.eval_every=100", "trainer.save_every=100", "trainer.mixed_precision=bf16", *extra]
     stage("pretrain", pretrain, times)
-    finetune = ["scripts/finetune.py", "task=sst2", "model_path=outputs/pretrain/demo", "run_name=demo-sst2",
-                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.mixed_precision=bf16"]
+    finetune = ["scripts/finetune.py", "task=sst2", f"model_path={PRETRAIN.relative_to(REPO)}",
+                f"run_name={FINETUNE.name}", "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
+                "trainer.mixed_precision=bf16"]
     stage("finetune_sst2", finetune, times)
 
-    pre = json.loads((REPO / "outputs/pretrain/demo/summary.json").read_text())
-    fin = json.loads((REPO / "outputs/finetune/demo-sst2/results.json").read_text())
+    pre, fin = RunRecord(PRETRAIN, "pretrain").summary(), RunRecord(FINETUNE, "finetune").results()
+    if not pre or not fin:
+        raise DataError(f"the demo's runs finished without {PRETRAIN}/summary.json or {FINETUNE}/results.json")
+    before = pre.get("initial_val_loss")
     summary = {
-        "val_ppl_before_pretraining": _ppl(pre["initial_val_loss"]),
+        "val_ppl_before_pretraining": math.exp(before) if before is not None else None,
         "val_ppl_after_pretraining": pre["final_val_ppl"],
         "pretrain_steps": pre["steps"],
         "pretrain_tokens": pre["tokens"],
@@ -54,22 +65,20 @@ def main() -> None:
         "wall_time_s": {**times, "total": round(time.perf_counter() - t0, 1)},
         "commands": {"pretrain": shlex.join(["python", *pretrain]), "finetune": shlex.join(["python", *finetune])},
     }
-    out = REPO / "outputs/demo/summary.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(REPO / "outputs/demo/summary.json", summary)
     print("\n==> demo summary (outputs/demo/summary.json)")
     print(f"  validation perplexity: {summary['val_ppl_before_pretraining']:,.1f} before pretraining -> "
           f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
     print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
           f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})")
     print("  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
-
-
-def _ppl(loss):
-    import math
-
-    return math.exp(loss) if loss is not None else None
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    with cli_errors():
+        try:
+            sys.exit(main())
+        except StageFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(1)

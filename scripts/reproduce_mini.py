@@ -1,30 +1,32 @@
-"""`make reproduce-mini`: the mini Table 2 on the mirror data (experiment table2_mini), ~100 min on 2 idle CPU cores.
+"""`make reproduce-mini`: the mini Table 2 on the mirror data (experiment table2_mini), hours on 2 CPU cores.
 
 Stages (each real CLI line is printed; a stage whose output is complete is skipped, so an interrupted run
 resumes where it stopped; pretraining also resumes from its last checkpoint). Two stages run at once with one
-thread each (--jobs 2; logs in outputs/reproduce_mini_logs/), a finetune as soon as its pretraining is done:
-  1. tokenizer + corpus (data=mirror_mini: books + Wikipedia, n = 128)          ~4 min
+thread each (--jobs 2; logs in outputs/reproduce_mini_logs/; why: linformer/stages.py), a finetune as soon as its
+pretraining is done:
+  1. tokenizer + corpus (data=mirror_mini: books + Wikipedia, n = 128)
   2. pretrain 7 variants, 7200 updates x 16 x 128 tokens = 14.7M tokens each:
      full attention; Linformer k = 32 (n/k = 4) and k = 64 (n/k = 2) x {headwise, kv, layerwise}
-     tiny model, bf16, same seed and recipe                                      7 x ~13 min / 2 = ~46 min
+     tiny model, bf16, same seed and recipe
   3. finetune each pretrained variant + the full baseline from random init (from_scratch=true) on SST-2
      (20k sentences x 2 epochs) and IMDB (10k reviews x 3 epochs, 25k test), each at lr 1e-3 and 3e-4
-     (table2.py keeps the better lr per cell)          16 x ~1.7 min + 16 x ~4 min, / 2 = ~46 min
-  4. scripts/table2.py -> docs/results/table2_mini.{md,json}; docs/results/pretrain_curves.png   <1 min
-  Estimate: ~100 min on 2 idle cores (measured idle, 1 thread: 19.5k tokens/s tiny bf16 pretraining,
-  ~15 steps/s SST-2 finetuning).
+     (table2.py keeps the better lr per cell)
+  4. scripts/table2.py -> docs/results/table2_mini.{md,json}; docs/results/pretrain_curves.png
 Usage: python scripts/reproduce_mini.py [--dry-run] [--jobs N]
 """
 
 import argparse
-import json
+import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from linformer.cli import cli_errors
+from linformer.errors import ConfigError
+from linformer.report import table2
 from linformer.report.curves import plot_pretrain_curves
+from linformer.rundir import write_json
 from linformer.stages import Stage, StageFailed, run_stages
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +34,7 @@ PY = sys.executable
 EXP = "experiment=table2_mini"
 SEED = 0
 N = 128
-VARIANTS = [("full", "full", None, "headwise")] + [
+VARIANTS = [("full", "full", None, None)] + [
     (f"k{k}-{s}", "linformer", k, s) for k in (N // 4, N // 2) for s in ("headwise", "kv", "layerwise")]
 TASKS = ("sst2", "imdb")
 LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the better lr per cell
@@ -47,8 +49,9 @@ def plan() -> list[Stage]:
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"
-        args = ["scripts/pretrain.py", EXP, f"run_name={run}", f"model.attention={attention}",
-                f"model.projected_dim={k or 32}", f"model.sharing={sharing}", f"seed={SEED}"]
+        linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
+        args = ["scripts/pretrain.py", EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
+                f"seed={SEED}"]
         stages.append(Stage(f"pretrain {label}", [PY, *args], REPO / f"outputs/pretrain/{run}/summary.json",
                             ("corpus",)))
         finetune_from.append((label, run, False))
@@ -76,30 +79,38 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the mini Table 2 reproduction")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     ap.add_argument("--jobs", type=int, default=2,
-                    help="stages run at once, each with cores/jobs threads (default 2: on 2 cores, 1.34x the "
-                         "throughput of one 2-thread job); 1 runs them one by one with their progress bars")
+                    help="stages run at once, each with cores/jobs threads (default 2: two 1-thread jobs of the tiny "
+                         "model get more done than one 2-thread job); 1 runs them one by one with their progress bars")
     args = ap.parse_args(argv)
+    with cli_errors():
+        if args.jobs < 1:
+            raise ConfigError(f"--jobs {args.jobs}: at least one stage must run at a time")
+        return reproduce(args.jobs, args.dry_run)
+
+
+def reproduce(jobs: int, dry_run: bool) -> int:
+    os.chdir(REPO)  # the stages and reports take paths relative to the repository
     stages = plan()
     print(__doc__.split("Usage")[0])
     for s in stages:
         print(f"[{'done' if s.done.exists() else 'todo'}] {s.name}: {_shown(s.argv)}")
     for cmd in report_commands():
         print(f"[report] {shlex.join(['python', *cmd])}")
-    if args.dry_run:
+    if dry_run:
         return 0
     t0 = time.perf_counter()
     try:
-        times = run_stages(stages, jobs=args.jobs, cwd=REPO, log_dir=REPO / "outputs/reproduce_mini_logs")
+        times = run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / "outputs/reproduce_mini_logs")
     except StageFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     times["total (stages run now)"] = round(time.perf_counter() - t0, 1)
     for cmd in report_commands():
-        subprocess.run([PY, *cmd], cwd=REPO, check=True)
+        table2.main(cmd[1:])
     runs = {label: REPO / f"outputs/pretrain/mini-{label}" for label, *_ in VARIANTS}
     plot_pretrain_curves(runs, REPO / "docs/results/pretrain_curves.png",
                          f"Mini Table 2 pretraining (tiny model, n={N}, books + Wikipedia)")
-    (REPO / "outputs/reproduce_mini_times.json").write_text(json.dumps(times, indent=2) + "\n")
+    write_json(REPO / "outputs/reproduce_mini_times.json", times)
     print("wrote docs/results/table2_mini.{md,json} and docs/results/pretrain_curves.png")
     return 0
 

@@ -6,11 +6,13 @@ its maximum for accuracies, F1, throughput and MFU, with the step where it happe
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
 
-from ..rundir import Run, find_runs, load_run
+from ..errors import DataError
+from ..rundir import Run, atomic_write, find_runs, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -59,9 +61,14 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def available_metrics(runs: list[Run]) -> list[str]:
-    keys = {k for r in runs for row in r.rows for k, v in row.items()
+def logged_metrics(runs: list[Run]) -> set[str]:
+    """The numeric metrics.jsonl keys (besides step and time) that any of `runs` logged."""
+    return {k for r in runs for row in r.rows for k, v in row.items()
             if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def available_metrics(runs: list[Run]) -> list[str]:
+    keys = logged_metrics(runs)
     return [m for m in DEFAULT_METRICS if m in keys]
 
 
@@ -99,35 +106,45 @@ def _labels(runs: list[Run]) -> list[str]:
     return [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
 
 
-def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None) -> Path | None:
-    """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run."""
+def save_figure(fig, path: str | Path) -> Path:
+    """Write a matplotlib figure as a PNG through rundir.atomic_write (a reader never sees half a file), and close it."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())
+    return Path(path)
+
+
+def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,
+                labels: list[str] | None = None, title: str | None = None) -> Path | None:
+    """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run; full-attention
+    runs dashed. `labels` default to the run names. Returns None (and writes nothing) when no run logged `metric`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = [(label, *series(r, metric)) for r, label in zip(runs, _labels(runs))]
-    data = [d for d in data if d[1]]
+    data = [(r, label, *series(r, metric)) for r, label in zip(runs, labels or _labels(runs))]
+    data = [d for d in data if d[2]]
     if not data:
         return None
     if log_y is None:
         log_y = metric.endswith("ppl")
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    for label, steps, values in data:
-        ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4, label=label)
+    for run, label, steps, values in data:
+        ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4, label=label,
+                linestyle="--" if run.key_config["attention"] == "full" else "-")
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
-    if log_y and all(v > 0 for _, _, vs in data for v in vs if math.isfinite(v)):
+    if log_y and all(v > 0 for *_, vs in data for v in vs if math.isfinite(v)):
         ax.set_yscale("log")
-    ax.set_title(f"{metric} vs step")
+    ax.set_title(title or f"{metric} vs step")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
@@ -138,14 +155,18 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     {"runs", "table", "markdown": path, "plots": [paths], "summary": {run path: summarize_run}}."""
     runs = [load_run(p) for p in find_runs(paths)]
     if not runs:
-        raise FileNotFoundError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
+        raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
+    logged = logged_metrics(runs)
+    for flag, asked in (("--metrics", metrics), ("--plot", plot_metrics)):
+        missing = [m for m in asked or [] if m not in logged]
+        if missing:
+            raise DataError(f"{flag}: no run logged {', '.join(missing)}; the runs logged {', '.join(sorted(logged))}")
     metrics = list(metrics) if metrics else available_metrics(runs)
     plot_metrics = list(plot_metrics) if plot_metrics else metrics
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     table = markdown_table(runs, metrics)
     md = out_dir / "runs.md"
-    md.write_text(table)
+    atomic_write(md, table)
     plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots,
             "summary": {str(r.path): summarize_run(r, metrics) for r in runs}}

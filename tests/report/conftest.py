@@ -1,4 +1,5 @@
-"""Tiny run directories written directly (config.yaml + metrics.jsonl), as pretrain/finetune would leave them."""
+"""Tiny run directories written directly (config.yaml + metrics.jsonl), as pretrain/finetune would leave them, and
+a check of the PNGs reports draw."""
 
 import json
 from pathlib import Path
@@ -26,3 +27,15 @@ def write_run(root: Path, stage: str, name: str, rows: list[dict], model: dict |
 @pytest.fixture
 def make_run():
     return write_run
+
+
+def line_colours(png: Path, size: tuple[int, int], n: int) -> list[int]:
+    """Check `png` is a `size` (width, height) image, and return how many pixels hold each of the first `n`
+    colours of matplotlib's cycle (C0, C1, ...): a line drawn in a colour puts hundreds of pixels in it."""
+    import matplotlib.image
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    img = matplotlib.image.imread(png)[..., :3]
+    assert (img.shape[1], img.shape[0]) == size
+    return [int((np.abs(img - np.array(to_rgb(f"C{i}"))).max(axis=-1) < 0.02).sum()) for i in range(n)]

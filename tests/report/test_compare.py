@@ -3,10 +3,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from PIL import Image
+import pytest
 
+from linformer.errors import DataError
 from linformer.report.compare import compare_runs, summarize_run
 from linformer.rundir import find_runs, load_run, read_metrics
+
+from .conftest import line_colours
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,9 +60,17 @@ def test_markdown_and_pngs(tmp_path, make_run):
     ft = next(row for row in lines if row.startswith("| sst2-run "))
     assert "| 16 |" in ft and "| kv |" in ft and "| sst2 |" in ft and "0.75 (best)" in ft
     assert {p.name for p in res["plots"]} >= {"val_ppl.png", "loss.png", "eval_accuracy.png"}
-    for p in res["plots"]:
-        with Image.open(p) as im:
-            assert im.format == "PNG" and im.size[0] > 300
+    # val_ppl: the two pretraining runs drew a line each; eval_accuracy: only the finetuning run, in the first colour
+    assert all(n > 100 for n in line_colours(tmp_path / "cmp" / "val_ppl.png", (840, 504), 2))
+    one, two = line_colours(tmp_path / "cmp" / "eval_accuracy.png", (840, 504), 2)
+    assert one > 20 and two == 0
+
+
+def test_metric_no_run_logged_is_named(tmp_path, make_run):
+    make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
+    with pytest.raises(DataError, match=r"--plot: no run logged eval_f1; the runs logged loss, lr, tokens_per_s"):
+        compare_runs([tmp_path], tmp_path / "o", plot_metrics=["val_ppl", "eval_f1"])
+    assert not (tmp_path / "o").exists()
 
 
 def test_torn_last_line_and_hidden_dirs(tmp_path, make_run):
@@ -82,6 +93,8 @@ def test_cli(tmp_path, make_run):
     assert out.returncode == 0, out.stderr
     assert "| a |" in out.stdout and "| b |" in out.stdout
     assert (tmp_path / "o" / "val_loss.png").is_file() and (tmp_path / "o" / "loss.png").is_file()
-    bad = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), str(tmp_path / "nothing")],
-                         capture_output=True, text=True, timeout=60, check=False)
-    assert bad.returncode == 2 and "error: no run directories" in bad.stderr
+    for args, message in (([str(tmp_path / "nothing")], f"error: no run directories (with metrics.jsonl) in {tmp_path}"),
+                          ([str(tmp_path), "--metrics", "val_ppl", "acc"], "error: --metrics: no run logged acc; ")):
+        bad = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), *args], capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert bad.returncode == 2 and bad.stderr.startswith(message) and bad.stderr.count("\n") == 1, bad.stderr
