@@ -192,6 +192,8 @@ class Trainer:
                    "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
                    "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
+        if results is not None:
+            results["wall_time_s"] = summary["wall_time_s"]
         if self.main:
             self.record.finish(summary, results)
         self._close()

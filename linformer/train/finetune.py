@@ -133,8 +133,9 @@ class FinetuneTask(TrainingTask):
         at_best = next(e for e in evals if e["step"] == best["step"]) if evals else {}
         metrics = {k[len("eval_"):]: v for k, v in at_best.items() if k.startswith("eval_")}
         arch = {k: getattr(self.config, k, None) for k in ("attention", "max_seq_len", "projected_dim", "sharing")}
-        if arch["attention"] == "full":
-            arch.update(projected_dim=None, sharing=None)
+        if arch["attention"] in (None, "full"):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
+            arch.update(attention="full", projected_dim=None, sharing=None)
+            arch["max_seq_len"] = arch["max_seq_len"] or max_tokens(self.config, self.tokenizer, None, None)
         results = {
             "task": self.spec.name,
             "eval_split": self.spec.eval_split,

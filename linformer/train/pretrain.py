@@ -148,6 +148,8 @@ class PretrainTask(TrainingTask):
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], None]:
         model_dir = trainer.run_dir / "model"
+        # the saved model gives HF's full-vocabulary logits; only this training loop wants masked-only ones
+        trainer.accelerator.unwrap_model(trainer.model).config.sparse_prediction = False
         trainer.save_model(model_dir)
         evals = [e for e in trainer.state["evals"] if "val_loss" in e]
         initial = next((e["val_loss"] for e in evals if e["step"] == 0), None)

@@ -1,0 +1,214 @@
+"""Run identity, locking, preemption and damaged checkpoints, met as a user meets them: scripts/pretrain.py runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from linformer.errors import ConfigError, DiskFullError
+from linformer.train.pretrain import pretrain
+
+from .conftest import compose_pretrain
+from .test_pretrain import _losses, _script_args
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def _run(tiny_data, run_dir, *overrides, check=None):
+    result = subprocess.run(_script_args(tiny_data, run_dir, *overrides), env=ENV, capture_output=True, text=True)
+    if check is not None:
+        assert result.returncode == check, result.stderr[-3000:]
+    return result
+
+
+def _one_line_error(result, *needles):
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    line = next(x for x in result.stderr.splitlines() if x.startswith("error: "))
+    for needle in needles:
+        assert needle in line, line
+    return line
+
+
+def _snapshot(run_dir):
+    return {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_finished_run_rerun_with_another_lr_is_refused_and_nothing_changes(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    _run(tiny_data, run, "trainer.max_steps=4", check=0)
+    before = _snapshot(run)
+    line = _one_line_error(_run(tiny_data, run, "trainer.max_steps=4", "trainer.lr=1e-3"), "trainer.lr", "0.003")
+    assert "allow_config_change" in line
+    assert _snapshot(run) == before  # config.yaml still holds the lr it was trained with
+
+
+def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    _run(tiny_data, run, "trainer.max_steps=4", check=0)
+    before = _snapshot(run)
+    result = _run(tiny_data, run, "trainer.max_steps=4", "trainer.eval_every=2", check=0)  # operational key
+    assert "already complete" in result.stderr
+    assert _snapshot(run) == before
+
+
+def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    result = _run(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")
+    _one_line_error(result, "no_corpus")
+    assert not (run / "config.yaml").exists() and not (run / "run.json").exists() and not (run / ".lock").exists()
+    assert not (run / ".hydra").exists()
+
+
+def _start_and_wait(tiny_data, run, *overrides, rows=3):
+    proc = subprocess.Popen(_script_args(tiny_data, run, *overrides), env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if (run / "metrics.jsonl").is_file() and len(_losses(run)) >= rows:
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the run did not get going: {proc.stderr.read()[-2000:]}")
+
+
+def test_a_second_live_process_is_refused_and_a_stale_lock_taken_over(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    slow = ["trainer.max_steps=400", "trainer.save_every=2", "trainer.eval_every=1000"]
+    first = _start_and_wait(tiny_data, run, *slow)
+    try:
+        _one_line_error(_run(tiny_data, run, *slow, "seed=1"), "in use by process", str(first.pid))
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert (run / ".lock").is_file()  # left behind by the killed process
+    newest = max(int(p.name.split("-")[1]) for p in (run / "checkpoints").glob("step-*"))
+    done = _run(tiny_data, run, f"trainer.max_steps={newest + 2}", "trainer.save_every=2", "trainer.eval_every=1000",
+                "trainer.allow_config_change=[trainer.max_steps]", check=0)
+    assert "stale lock" in done.stderr and not (run / ".lock").exists()
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "complete" and info["changes"][0]["key"] == "trainer.max_steps"
+
+
+def test_unfinished_run_resumed_with_another_batch_size_is_refused_unless_allowed(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    proc = _start_and_wait(tiny_data, run, "trainer.max_steps=400", "trainer.save_every=2")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _one_line_error(_run(tiny_data, run, "trainer.max_steps=400", "trainer.batch_size=4"), "trainer.batch_size: 8 -> 4")
+    assert "batch_size: 8" in (run / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(tiny_data, tmp_path, sig):
+    run = tmp_path / "run"
+    steps = ["trainer.max_steps=400", "trainer.save_every=1000", "trainer.eval_every=1000"]
+    proc = _start_and_wait(tiny_data, run, *steps, rows=5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err[-2000:]
+    last = _losses(run)
+    (ckpt,) = (run / "checkpoints").iterdir()  # save_every=1000: the only checkpoint is the one the signal wrote
+    assert int(ckpt.name.split("-")[1]) == len(last)  # no step lost
+    assert "Resume with the same command" in err and "Traceback" not in err
+    assert json.loads((run / "run.json").read_text())["status"] == "running"
+
+
+def _kill_after_checkpoints(tiny_data, run, steps):
+    proc = _start_and_wait(tiny_data, run, *steps, rows=9)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return sorted((run / "checkpoints").glob("step-*"))
+
+
+STEPS = ["trainer.max_steps=40", "trainer.save_every=4", "trainer.eval_every=20", "model.hidden_dropout_prob=0.1"]
+
+
+def test_truncated_file_in_the_newest_checkpoint_falls_back_to_the_previous(tiny_data, tmp_path):
+    full, run = tmp_path / "full", tmp_path / "run"
+    _run(tiny_data, full, *STEPS, check=0)
+    ckpts = _kill_after_checkpoints(tiny_data, run, STEPS)
+    assert len(ckpts) >= 2
+    model_file = ckpts[-1] / "model.safetensors"
+    model_file.write_bytes(model_file.read_bytes()[:1000])
+    result = _run(tiny_data, run, *STEPS, check=0)
+    assert "model.safetensors" in result.stderr and ckpts[-1].name in result.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from_step"] == int(ckpts[-2].name.split("-")[1])
+    assert _losses(run) == _losses(full)  # still bitwise: the previous checkpoint is complete
+
+
+def test_damaged_rng_state_is_an_error_unless_allowed(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    ckpts = _kill_after_checkpoints(tiny_data, run, STEPS)
+    for c in ckpts:  # every checkpoint's RNG state damaged: no bitwise resume is possible
+        (c / "random_states_0.pkl").write_bytes(b"garbage")
+    _one_line_error(_run(tiny_data, run, *STEPS), "random_states_0.pkl", "trainer.allow_nonbitwise_resume=true")
+    result = _run(tiny_data, run, *STEPS, "trainer.allow_nonbitwise_resume=true", check=0)
+    assert "without its RNG state" in result.stderr
+
+
+def test_torn_metrics_line_is_dropped_on_resume(tiny_data, tmp_path):
+    run = tmp_path / "run"
+    _kill_after_checkpoints(tiny_data, run, STEPS)
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 99, "loss": 1.')  # killed mid-line
+    _run(tiny_data, run, *STEPS, check=0)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]  # every line parses
+    assert [r["step"] for r in rows if "loss" in r] == list(range(1, 41))
+
+
+def test_disk_full_names_the_directory_and_keeps_the_previous_checkpoint(tiny_data, tmp_path, monkeypatch):
+    from accelerate import Accelerator
+
+    save_state, calls = Accelerator.save_state, {"n": 0}
+
+    def fills_up(self, output_dir=None, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # torch's serializer reports a full disk as a RuntimeError without errno
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing "
+                               "file data/3: file write failed")
+        return save_state(self, output_dir, **kwargs)
+
+    monkeypatch.setattr(Accelerator, "save_state", fills_up)
+    with pytest.raises(DiskFullError, match=r"no space left on device while writing .*checkpoints"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=12", "trainer.save_every=4"), tmp_path)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000004"]  # no temporary left
+    from linformer.train.checkpoint import damaged_files
+
+    assert damaged_files(tmp_path / "checkpoints" / "step-00000004") == []
+
+
+@pytest.mark.parametrize("override, key", [
+    ("trainer.batch_size=-2", "trainer.batch_size"),
+    ("trainer.batch_size=0", "trainer.batch_size"),
+    ("trainer.eval_every=0", "trainer.eval_every"),
+    ("trainer.lr=0", "trainer.lr"),
+    ("trainer.max_steps=-5", "trainer.max_steps"),
+    ("trainer.grad_accum=0", "trainer.grad_accum"),
+    ("trainer.save_every=0", "trainer.save_every"),
+    ("trainer.mlm_probability=1.5", "trainer.mlm_probability"),
+])
+def test_invalid_numbers_name_their_key(tiny_data, tmp_path, override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        pretrain(compose_pretrain(tiny_data, override), tmp_path)
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_invalid_number_from_the_cli_is_one_error_line(tiny_data, tmp_path):
+    _one_line_error(_run(tiny_data, tmp_path / "run", "trainer.batch_size=-1"), "trainer.batch_size=-1")
+
+
+def test_empty_validation_split_hint_names_the_corpus_setting(tiny_data, tmp_path):
+    with pytest.raises(ConfigError, match="validation split.*data.val_fraction"):
+        pretrain(compose_pretrain(tiny_data, "trainer.batch_size=200"), tmp_path)
+
+
+def test_full_attention_run_name_has_no_k(tiny_data):
+    cfg = compose_pretrain(tiny_data, "model.attention=full", "model.projected_dim=64")
+    assert cfg.run_name == "tiny-full-n32-s0"
+    assert compose_pretrain(tiny_data).run_name == "tiny-linformer-n32-k8-headwise-s0"
