@@ -1,13 +1,13 @@
 """Tokenize and pack a corpus into blocks of n tokens: python scripts/prepare_corpus.py data=mirror"""
 
-import hydra
 from omegaconf import DictConfig
 
+from linformer.cli import hydra_main
 from linformer.data.corpus import prepare_corpus
 from linformer.data.io import resolve_path
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="corpus")
+@hydra_main("corpus")
 def main(cfg: DictConfig) -> None:
     d = cfg.data
     sources = [s if s.startswith("hf:") else resolve_path(s) for s in d.sources]

@@ -1,13 +1,13 @@
 """Train the byte-level BPE tokenizer: python scripts/train_tokenizer.py [data=mirror] [vocab_size=...]"""
 
-import hydra
 from omegaconf import DictConfig
 
+from linformer.cli import hydra_main
 from linformer.data.io import resolve_path
 from linformer.data.tokenizer import train_tokenizer
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="tokenizer")
+@hydra_main("tokenizer")
 def main(cfg: DictConfig) -> None:
     train_tokenizer([resolve_path(f) for f in cfg.files], resolve_path(cfg.out_dir), vocab_size=cfg.vocab_size,
                     min_frequency=cfg.min_frequency, max_lines=cfg.max_lines, show_progress=cfg.show_progress)

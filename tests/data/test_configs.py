@@ -7,8 +7,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from linformer.data.io import repo_root, resolve_path
+from linformer.data.tasks import get_task
 
 CONFIGS = repo_root() / "configs"
+DATA_CONFIGS = sorted(p.stem for p in (CONFIGS / "data").glob("*.yaml"))
+TASK_CONFIGS = sorted(p.stem for p in (CONFIGS / "task").glob("*.yaml"))
 
 
 def _compose(name, overrides=()):
@@ -16,27 +19,24 @@ def _compose(name, overrides=()):
         return compose(config_name=name, overrides=list(overrides))
 
 
-@pytest.mark.parametrize("data", ["mirror", "mirror_slice"])
-@pytest.mark.parametrize("name", ["tokenizer", "corpus"])
-def test_data_configs_compose(name, data):
-    cfg = _compose(name, [f"data={data}"])
-    c = OmegaConf.to_container(cfg, resolve=True)
-    assert c["data"]["name"] == data and c["data"]["skip_bad_rows"] is False
-    assert all(s.endswith(".txt.gz") for s in c["data"]["sources"])
-    if name == "corpus":
-        assert c["out_dir"] == f"data/processed/{data}" and c["tokenizer_dir"].startswith("data/tokenizers/")
-    else:
-        assert c["out_dir"].startswith("data/tokenizers/") and c["vocab_size"] == (8000 if data == "mirror_slice" else 50265)
+@pytest.mark.parametrize("data", DATA_CONFIGS)
+def test_corpus_reads_the_tokenizer_that_train_tokenizer_writes(data):
+    """prepare_corpus looks for the tokenizer where train_tokenizer saved it, from the same sources."""
+    tok = OmegaConf.to_container(_compose("tokenizer", [f"data={data}"]), resolve=True)
+    corpus = OmegaConf.to_container(_compose("corpus", [f"data={data}"]), resolve=True)
+    assert corpus["tokenizer_dir"] == tok["out_dir"]
+    assert tok["files"] == corpus["data"]["sources"]
+    assert corpus["out_dir"].endswith(f"/processed/{data}")
 
 
-@pytest.mark.parametrize("task", ["sst2", "imdb", "qnli", "qqp"])
-def test_task_configs_compose(task):
-    c = OmegaConf.to_container(_compose("corpus", [f"+task={task}"]), resolve=True)["task"]
-    from linformer.data.tasks import get_task
-
-    spec = get_task(task)
-    assert c["name"] == task and c["num_labels"] == spec.num_labels and tuple(c["metrics"]) == spec.metrics
-    assert c["eval_split"] == spec.eval_split and c["data_dir"].endswith(spec.mirror_subdir)
+@pytest.mark.parametrize("task", TASK_CONFIGS)
+def test_task_configs_match_the_registry(task):
+    """Each task config names a registered task and its mirror folder, and takes the override the malformed-row
+    error suggests (task.skip_bad_rows=true, without a +)."""
+    c = OmegaConf.to_container(_compose("corpus", [f"+task={task}", "task.skip_bad_rows=true"]), resolve=True)
+    spec = get_task(c["task"]["name"])
+    assert c["task"]["name"] == task and c["task"]["skip_bad_rows"] is True
+    assert c["task"]["data_dir"].endswith(spec.mirror_subdir)
 
 
 def test_paths_resolve_from_any_cwd(monkeypatch, tmp_path):
@@ -69,9 +69,23 @@ def test_scripts_end_to_end(tmp_path, corpus_file):
     assert len(dd["train"]) > 0 and (tmp_path / "outputs/prepare/mirror_slice/.hydra").is_dir()
 
 
+@pytest.mark.parametrize("script, extra", [("prepare_corpus.py", []), ("train_tokenizer.py", ["show_progress=false"])])
+def test_user_errors_are_one_line_and_exit_2(tmp_path, script, extra):
+    """A missing source is the user's to fix: one `error:` line naming it, exit status 2, no traceback."""
+    missing = tmp_path / "nowhere" / "corpus.txt.gz"
+    r = subprocess.run([sys.executable, str(repo_root() / "scripts" / script), f"data.sources=[{missing}]",
+                        f"paths.data_dir={tmp_path}/data", f"paths.output_dir={tmp_path}/outputs", *extra],
+                       cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(missing) in errors[0]
+    assert not (tmp_path / "data/processed").exists()
+
+
 @pytest.mark.slow
 def test_mirror_slice_scripts(tmp_path, mirror):
-    """The real mirror_slice demo pipeline (~1 min on 2 cores): tokenizer, then packed blocks."""
+    """The real mirror_slice demo pipeline: tokenizer, then packed blocks."""
     root = repo_root()
     over = ["data=mirror_slice", f"paths.data_mirror={mirror}", f"paths.data_dir={tmp_path}/data", f"paths.output_dir={tmp_path}/outputs"]
     for script in ("train_tokenizer.py", "prepare_corpus.py"):
