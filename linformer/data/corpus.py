@@ -7,7 +7,9 @@ counted in the manifest, so `content_tokens = blocks * (n - 2) + dropped_tail_to
 
 The validation split holds whole documents, chosen by a seeded hash of (source sha256, document index), so it
 is the same on every run and machine. Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
-built in a hidden temp directory next to `out_dir` and renamed into place only when complete.
+built in a hidden temp directory next to `out_dir` (``rundir.atomic_dir``) and renamed into place only when
+complete. Every .gz source is decompressed to its end once before anything is built, so a damaged file fails
+the run, naming the file, even where `max_documents` would stop reading before the damage.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import CORPUS_LAYOUT, decode_line, expand_sources, open_binary, sha256_file
+from ..errors import ConfigError, CorpusError
+from ..rundir import _pid_alive, atomic_dir, cache_key, sha256_file, write_json
+from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
+from .workers import children_die_with_parent, sigterm_stops
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +38,7 @@ MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 HUB_PREFIX = "hf:"
 
-
-class CorpusError(ValueError):
-    """Bad corpus input: empty corpus, malformed line, mismatched tokenizer."""
-
-
-def _offline() -> bool:
-    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def hub_offline_error(name: str) -> ConnectionError:
-    return ConnectionError(
-        f"hub dataset {name!r} requested but the hub is unreachable here (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE "
-        "is set). Use local files instead, e.g. the mirror under paths.data_mirror, or unset the offline "
-        "variables on a machine with network access."
-    )
+STOPPED = "prepare_corpus stopped by SIGTERM before it finished; nothing was written. Run the same command again."
 
 
 @dataclass
@@ -70,7 +61,7 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
         spec = str(spec)
         if spec.startswith(HUB_PREFIX):
             name, _, config = spec[len(HUB_PREFIX):].partition(":")
-            if _offline():
+            if hub_offline():
                 raise hub_offline_error(name)
             out.append(_Source(spec=spec, hub=(name, config or None)))
         else:
@@ -306,17 +297,9 @@ def _choose_validation(doc_keys: list[str], doc_tokens: np.ndarray, val_fraction
 
 def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool,
                max_documents: int | None) -> str:
-    payload = {
-        "max_documents": max_documents,
-        "format_version": FORMAT_VERSION,
-        "sources": [s.sha256 for s in srcs],
-        "tokenizer_hash": tok_hash,
-        "n": n,
-        "val_fraction": val_fraction,
-        "seed": seed,
-        "skip_bad_rows": skip_bad_rows,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    options = {"format_version": FORMAT_VERSION, "tokenizer_hash": tok_hash, "n": n, "val_fraction": val_fraction,
+               "seed": seed, "skip_bad_rows": skip_bad_rows, "max_documents": max_documents}
+    return cache_key(options, [s.path for s in srcs])
 
 
 def read_manifest(out_dir: str) -> dict | None:
@@ -331,19 +314,9 @@ def read_manifest(out_dir: str) -> dict | None:
     return m if m.get("complete") else None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _clean_stale_partials(out: Path) -> None:
-    """Remove temp dirs of earlier runs that were killed (their pid is gone)."""
-    for p in [*out.parent.glob(f".{out.name}.partial-*"), *out.parent.glob(f".{out.name}.old-*")]:
+def _clean_stale_temps(out: Path) -> None:
+    """Remove the temp dirs (``atomic_dir``'s .tmp-/.old-<name>-<pid>) of earlier runs that were killed."""
+    for p in [*out.parent.glob(f".tmp-{out.name}-*"), *out.parent.glob(f".old-{out.name}-*")]:
         try:
             pid = int(p.name.rsplit("-", 1)[1])
         except ValueError:
@@ -369,14 +342,16 @@ def prepare_corpus(
 
     sources: local .txt/.txt.gz files or globs (one paragraph per line, blank line between documents), or
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
-    With the same sources (by sha256), tokenizer (by hash) and settings, an existing complete `out_dir` is
-    reused as is unless `force` (local sources only: hub sources are always re-read). `max_documents` keeps the first that many documents (a slice for demos).
+    With the same sources (by content), tokenizer (by hash) and settings, an existing complete `out_dir` is
+    reused as is unless `force` (local sources only: hub sources are always re-read). `max_documents` keeps the
+    first that many documents (a slice for demos). SIGTERM stops the run with Preempted, leaving nothing behind.
     """
     if n < 3:
-        raise ValueError(f"n={n}: a block needs room for <s>, at least one token and </s>")
+        raise ConfigError(f"data.n={n}: a block needs room for <s>, at least one token and </s>")
     if not 0 <= val_fraction < 1:
-        raise ValueError(f"val_fraction={val_fraction} must be in [0, 1)")
-    t_start = time.perf_counter()
+        raise ConfigError(f"data.val_fraction={val_fraction} must be in [0, 1)")
+    if max_documents is not None and max_documents < 1:
+        raise ConfigError(f"data.max_documents={max_documents} must be a positive number of documents, or null")
     out = Path(out_dir)
     srcs = _resolve_sources(sources)
     tok_hash = tokenizer_hash(tokenizer_dir)
@@ -387,38 +362,56 @@ def prepare_corpus(
         log.info("reusing prepared corpus %s (cache key %s)", out, key)
         print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
         return old
+    verify_sources([s.path for s in srcs if s.path])
 
+    settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
+                "max_documents": max_documents}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale_temps(out)
+    with sigterm_stops(STOPPED), atomic_dir(out) as tmp:
+        manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash)
+    tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
+    print(
+        f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
+        f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks of n={n}; tokenize "
+        f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
+        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}"
+    )
+    return manifest
+
+
+def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, num_proc: int, batch_size: int,
+           key: str | None, tok_hash: str) -> dict:
+    """Read, tokenize and pack into `tmp` (the DatasetDict and manifest.json); returns the manifest."""
+    import datasets
+    import pyarrow.compute as pc
     from transformers import AutoTokenizer
 
+    t_start = time.perf_counter()
+    n, val_fraction, seed = settings["n"], settings["val_fraction"], settings["seed"]
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     nl_ids = tok.backend_tokenizer.encode("\n", add_special_tokens=False).ids
     if len(nl_ids) != 1:
         raise CorpusError(f"tokenizer {tokenizer_dir} does not encode a newline as one token: {nl_ids}")
     bos, eos = tok.bos_token_id, tok.eos_token_id
     sep = tok.sep_token_id if tok.sep_token_id is not None else eos
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale_partials(out)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     work = tmp / "_work"
-    work.mkdir(parents=True)
-    try:
-        import datasets
+    work.mkdir()
 
-        # 1. read paragraphs (single pass, streaming to Arrow)
-        t0 = time.perf_counter()
-        writer = _ParagraphWriter(work / "paragraphs.arrow")
-        doc_keys, totals = _read_sources(srcs, writer, skip_bad_rows, max_documents)
-        if not doc_keys:
-            raise CorpusError(f"empty corpus: no non-blank line in {[s.spec for s in srcs]}; expected {CORPUS_LAYOUT}")
-        t_read = time.perf_counter() - t0
+    # 1. read paragraphs (single pass, streaming to Arrow)
+    t0 = time.perf_counter()
+    writer = _ParagraphWriter(work / "paragraphs.arrow")
+    doc_keys, totals = _read_sources(srcs, writer, settings["skip_bad_rows"], settings["max_documents"])
+    if not doc_keys:
+        raise CorpusError(f"empty corpus: no non-blank line in {[s.spec for s in srcs]}; expected {CORPUS_LAYOUT}")
+    t_read = time.perf_counter() - t0
 
-        # 2. tokenize with datasets.map (batched, num_proc workers; cache files stay in the temp dir)
-        t0 = time.perf_counter()
-        paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
-        features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
-        nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
+    # 2. tokenize with datasets.map (batched, num_proc workers that die with this process; cache files in tmp)
+    t0 = time.perf_counter()
+    paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
+    features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
+    nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
+    with children_die_with_parent():
         tokd = paras.map(
             _Tokenize(str(tokenizer_dir)),
             batched=True,
@@ -430,91 +423,69 @@ def prepare_corpus(
             new_fingerprint=f"tok-{key or os.getpid()}",
             desc="tokenize",
         )
-        t_tok = time.perf_counter() - t0
+    t_tok = time.perf_counter() - t0
 
-        # 3. choose validation documents, then pack each split
-        t0 = time.perf_counter()
-        import pyarrow.compute as pc
+    # 3. choose validation documents, then pack each split
+    t0 = time.perf_counter()
+    docs_col = tokd.data.column("doc").to_numpy()
+    lens = pc.list_value_length(tokd.data.column("ids")).to_numpy(zero_copy_only=False).astype(np.int64)
+    n_docs = len(doc_keys)
+    para_per_doc = np.bincount(docs_col, minlength=n_docs)
+    doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
+    is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
+    packers = {
+        "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl_ids[0]),
+        "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl_ids[0]),
+    }
+    for tbl in tokd.with_format("arrow").iter(batch_size=20000):
+        ids_col = tbl.column("ids").combine_chunks()
+        offsets = ids_col.offsets.to_numpy()
+        values = ids_col.values.to_numpy()
+        docs = tbl.column("doc").to_numpy()
+        for j in range(len(docs)):
+            d = int(docs[j])
+            packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
+    splits = {name: p.close() for name, p in packers.items()}
+    if splits["train"]["blocks"] == 0:
+        raise CorpusError(
+            f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
+            f"(each block holds n - 2 = {n - 2} corpus tokens)"
+        )
+    dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
+    # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
+    dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
+    del dd, tokd, paras
+    t_pack = time.perf_counter() - t0
+    shutil.rmtree(work)
 
-        docs_col = tokd.data.column("doc").to_numpy()
-        lens = pc.list_value_length(tokd.data.column("ids")).to_numpy(zero_copy_only=False).astype(np.int64)
-        n_docs = len(doc_keys)
-        para_per_doc = np.bincount(docs_col, minlength=n_docs)
-        doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
-        is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
-        packers = {
-            "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl_ids[0]),
-            "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl_ids[0]),
-        }
-        for tbl in tokd.with_format("arrow").iter(batch_size=20000):
-            ids_col = tbl.column("ids").combine_chunks()
-            offsets = ids_col.offsets.to_numpy()
-            values = ids_col.values.to_numpy()
-            docs = tbl.column("doc").to_numpy()
-            for j in range(len(docs)):
-                d = int(docs[j])
-                packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
-        splits = {name: p.close() for name, p in packers.items()}
-        if splits["train"]["blocks"] == 0:
-            raise CorpusError(
-                f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
-                f"(each block holds n - 2 = {n - 2} corpus tokens)"
-            )
-        dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
-        # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
-        dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
-        del dd, tokd, paras
-        t_pack = time.perf_counter() - t0
-        shutil.rmtree(work)
-
-        seconds = time.perf_counter() - t_start
-        total_tokens = int(lens.sum())
-        manifest = {
-            "complete": True,
-            "format_version": FORMAT_VERSION,
-            "cache_key": key,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "n": n,
-            "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
-            "tokenizer_dir": os.path.abspath(tokenizer_dir),
-            "tokenizer_hash": tok_hash,
-            "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl_ids[0], "pad": tok.pad_token_id},
-            "val_fraction": val_fraction,
-            "seed": seed,
-            "skip_bad_rows": skip_bad_rows,
-            "max_documents": max_documents,
-            "sources": [
-                {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
-            ],
-            "documents": n_docs,
-            "paragraphs": totals["lines"],
-            "paragraph_tokens": total_tokens,
-            "replaced_chars": totals["replaced_chars"],
-            "skipped_bad_rows": totals["skipped_bad_rows"],
-            "splits": splits,
-            "timing_s": {"read": round(t_read, 2), "tokenize": round(t_tok, 2), "pack": round(t_pack, 2),
-                         "total": round(seconds, 2)},
-            "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),
-            "num_proc": nproc,
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        # Publish: the complete dir replaces any old one; a crash before this leaves only the hidden temp dir.
-        if out.exists():
-            trash = out.parent / f".{out.name}.old-{os.getpid()}"
-            out.rename(trash)
-            tmp.rename(out)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    tr, va = splits["train"], splits["validation"]
-    print(
-        f"corpus: {n_docs:,} documents, {total_tokens:,} tokens; train {tr['blocks']:,} blocks, validation "
-        f"{va['blocks']:,} blocks of n={n}; tokenize {t_tok:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
-        f"num_proc={nproc}), total {seconds:.1f} s -> {out}"
-    )
+    seconds = time.perf_counter() - t_start
+    total_tokens = int(lens.sum())
+    manifest = {
+        "complete": True,
+        "format_version": FORMAT_VERSION,
+        "cache_key": key,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "n": n,
+        "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
+        "tokenizer_dir": os.path.abspath(tokenizer_dir),
+        "tokenizer_hash": tok_hash,
+        "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl_ids[0], "pad": tok.pad_token_id},
+        **{k: settings[k] for k in ("val_fraction", "seed", "skip_bad_rows", "max_documents")},
+        "sources": [
+            {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
+        ],
+        "documents": n_docs,
+        "paragraphs": totals["lines"],
+        "paragraph_tokens": total_tokens,
+        "replaced_chars": totals["replaced_chars"],
+        "skipped_bad_rows": totals["skipped_bad_rows"],
+        "splits": splits,
+        "timing_s": {"read": round(t_read, 2), "tokenize": round(t_tok, 2), "pack": round(t_pack, 2),
+                     "total": round(seconds, 2)},
+        "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),
+        "num_proc": nproc,
+    }
+    write_json(tmp / MANIFEST, manifest)
     return manifest
 
 

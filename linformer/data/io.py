@@ -1,13 +1,16 @@
-"""Small file helpers shared by the data modules: source expansion, gzip-aware reading, hashing, paths."""
+"""Small file helpers shared by the data modules: source expansion, gzip-aware reading and checking, paths, and
+the hub-offline check."""
 
 from __future__ import annotations
 
 import glob
 import gzip
-import hashlib
 import io
 import os
+import zlib
 from pathlib import Path
+
+from ..errors import CorpusError, HubOfflineError
 
 TEXT_SUFFIXES = (".txt", ".txt.gz")
 CORPUS_LAYOUT = "plain text files (.txt or .txt.gz): one paragraph per line, a blank line between documents"
@@ -41,10 +44,30 @@ def expand_sources(sources: list[str] | str) -> list[str]:
             raise FileNotFoundError(f"corpus source {src!r} matches no file; expected {CORPUS_LAYOUT}")
         for m in matches:
             if not m.endswith(TEXT_SUFFIXES):
-                raise ValueError(f"corpus source {m!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
+                raise CorpusError(f"corpus source {m!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
             if m not in out:
                 out.append(m)
     return out
+
+
+def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
+    """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
+    stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file."""
+    with open(path, "rb") as raw:
+        try:
+            with gzip.GzipFile(fileobj=raw) as f:
+                while f.read(chunk):
+                    pass
+        except (OSError, EOFError, zlib.error) as err:
+            raise CorpusError(f"{path}: corrupt gzip stream ({err or type(err).__name__}); nothing was built. "
+                              "Replace the file with an intact copy.") from err
+
+
+def verify_sources(paths: list[str]) -> None:
+    """verify_gzip on every .gz file of `paths` (plain text needs no check)."""
+    for p in paths:
+        if p.endswith(".gz"):
+            verify_gzip(p)
 
 
 def open_binary(path: str) -> io.BufferedIOBase:
@@ -71,9 +94,14 @@ def decode_line(raw: bytes) -> tuple[str, int]:
         return text, text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
 
 
-def sha256_file(path: str, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def hub_offline() -> bool:
+    """True when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set: a hub dataset then fails before any download."""
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_offline_error(name: str) -> HubOfflineError:
+    return HubOfflineError(
+        f"hub dataset {name!r} requested but the hub is unreachable here (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE "
+        "is set). Use local files instead, e.g. the mirror under paths.data_mirror, or unset the offline "
+        "variables on a machine with network access."
+    )

@@ -15,17 +15,19 @@ import csv
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from ..errors import ConfigError, TaskDataError
+from ..rundir import atomic_dir
+from ..rundir import cache_key as content_key
+from .io import hub_offline, hub_offline_error
+
 log = logging.getLogger(__name__)
-
-
-class TaskDataError(ValueError):
-    """Bad task data: malformed row, unknown label, bad header."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ _BR = re.compile(r"(?:\s*<br\s*/?>\s*)+", re.IGNORECASE)
 
 
 def clean_imdb(text: str) -> str:
-    """IMDB reviews carry HTML line breaks (`<br /><br />` in 58% of them): replace by one space."""
+    """IMDB reviews carry HTML line breaks (`<br /><br />`): replace each run of them by one space."""
     return _BR.sub(" ", text).strip()
 
 
@@ -112,7 +114,7 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     if not skip_bad_rows:
         raise TaskDataError(
             f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
-            "set data.skip_bad_rows=true to skip and count such rows"
+            "set task.skip_bad_rows=true to skip and count such rows"
         )
     return False
 
@@ -176,10 +178,8 @@ def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: b
 
 
 def _read_hub(spec: TaskSpec, split: str) -> dict:
-    from .corpus import _offline, hub_offline_error
-
     name = "/".join(x for x in spec.hub if x)
-    if _offline():
+    if hub_offline():
         raise hub_offline_error(name)
     import datasets
 
@@ -219,7 +219,8 @@ class _Encode:
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
-CACHE_VERSION = 1  # bump when reading or encoding changes, so old cached splits are not reused
+CACHE_VERSION = 2  # bump when reading or encoding changes, so old cached splits are not reused
+LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 
 def _source_files(spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
@@ -229,25 +230,61 @@ def _source_files(spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
     return [f]
 
 
+def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tuple[str, ...]) -> dict:
+    """{split: number of rows to keep or None}, from one number for every split or a {split: number} mapping.
+    Zero or negative raises ConfigError naming the finetuning key (max_train_examples / max_eval_examples)."""
+    if isinstance(max_examples, Mapping):
+        unknown = set(max_examples) - set(LIMIT_KEYS)
+        if unknown:
+            raise ConfigError(f"max_examples has unknown splits {sorted(unknown)}; expected {sorted(LIMIT_KEYS)}")
+        limits = {split: max_examples.get(split) for split in splits}
+    else:
+        limits = dict.fromkeys(splits, max_examples)
+    for split, n in limits.items():
+        if n is not None and (isinstance(n, bool) or int(n) < 1):
+            raise ConfigError(f"{LIMIT_KEYS[split]}={n}: must be a positive number of rows, or null for every row")
+    return {split: None if n is None else int(n) for split, n in limits.items()}
+
+
+def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
+    """`n` rows drawn with `seed` (a function of the seed, n and the rows read), before anything is tokenized.
+    The same rows, in the same order, as ``Dataset.shuffle(seed=seed).select(range(n))``; every row in file
+    order when `n` is None or covers them."""
+    rows = len(cols["labels"])
+    if n is None or n >= rows:
+        return cols
+    keep = np.random.default_rng(seed).permutation(rows)[:n]
+    return {k: [v[i] for i in keep] for k, v in cols.items()}
+
+
+def _tokenizer_identity(backend) -> str:
+    """sha256 of the tokenizer's serialisation without its truncation and padding state, which every call with
+    truncation=True rewrites (the same tokenizer must give the same key before and after it has encoded)."""
+    data = json.loads(backend.to_str())
+    data.pop("truncation", None)
+    data.pop("padding", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
 def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, skip_bad_rows: bool,
-              max_examples: int | None) -> str | None:
-    """A key for the tokenized split: the source files (path, size, mtime), the tokenizer (its full JSON
-    serialisation), max_length and the reading options. None (no caching) for hub data or a slow tokenizer."""
+              max_examples: int | None, subset_seed: int = 0) -> str | None:
+    """The ``rundir.cache_key`` of a tokenized split: source file contents, the tokenizer (its full JSON
+    serialisation), max_length and the reading options (the seed only where a subset is drawn). None (no
+    caching) for hub data or a slow tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
-    spec = get_task(name)
-    files = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
-             for p in _source_files(spec, Path(data_dir), split) if p.is_file()]
+    files = [p for p in _source_files(get_task(name), Path(data_dir), split) if p.is_file()]
     if not files:
         return None  # reading will raise the layout error
-    parts = [CACHE_VERSION, name, split, files, hashlib.sha256(backend.to_str().encode()).hexdigest(),
-             max_length, skip_bad_rows, max_examples]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+    options = {"version": CACHE_VERSION, "task": name, "split": split, "max_length": max_length,
+               "tokenizer": _tokenizer_identity(backend), "skip_bad_rows": skip_bad_rows,
+               "max_examples": max_examples, "subset_seed": subset_seed if max_examples is not None else None}
+    return content_key(options, files)
 
 
 def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, skip_bad_rows: bool,
-                  max_examples: int | None):
+                  max_examples: int | None, subset_seed: int):
     import datasets
 
     spec = get_task(name)
@@ -256,13 +293,34 @@ def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_le
         log.warning("task %s/%s: skipped %d malformed rows", name, split, skipped)
     if not cols["labels"]:
         raise TaskDataError(f"task {name} split {split} in {data_dir}: no rows")
-    if max_examples is not None:
-        cols = {k: v[:max_examples] for k, v in cols.items()}
-    ds = datasets.Dataset.from_dict(cols)
+    ds = datasets.Dataset.from_dict(subset_rows(cols, max_examples, subset_seed))
     ds = ds.map(_Encode(tokenizer, spec.text_fields, max_length), batched=True, batch_size=1000,
                 remove_columns=list(spec.text_fields), desc=f"tokenize {name}/{split}")
     ds.info.description = f"{name} {split} (original split: {spec.eval_split if split == 'eval' else 'train'})"
     return ds
+
+
+class _SavedMeanwhile(Exception):
+    """Another process saved the same split while this one tokenized it."""
+
+
+def _complete(target: Path) -> bool:
+    return (target / "dataset_info.json").is_file()
+
+
+def _save(ds, target: Path):
+    """Save `ds` as `target` (``atomic_dir``) and load it back memory-mapped, like a cached load. When another
+    process saved the same split meanwhile, its copy is kept: replacing it would delete files it has mapped."""
+    import datasets
+
+    try:
+        with atomic_dir(target) as tmp:
+            ds.save_to_disk(str(tmp))
+            if _complete(target):
+                raise _SavedMeanwhile
+    except _SavedMeanwhile:
+        log.info("task cache %s was saved by another process meanwhile; using that copy", target)
+    return datasets.load_from_disk(str(target))
 
 
 def load_task(
@@ -272,42 +330,33 @@ def load_task(
     max_length: int,
     skip_bad_rows: bool = False,
     splits: tuple[str, ...] = ("train", "eval"),
-    max_examples: int | None = None,
+    max_examples: Mapping[str, int | None] | int | None = None,
     cache_dir: str | None = None,
+    subset_seed: int = 0,
 ):
     """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `eval`), each holding
     input_ids, attention_mask, labels (unpadded; pairs as `<s> a </s></s> b </s>`, truncated to max_length).
 
     `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test).
-    `max_examples` keeps the first that many rows per split (demos, tests). IMDB train is sorted by label:
-    shuffle it when training.
+    `max_examples` (one number for every split, or {"train": n, "eval": m}; None = every row) keeps a random
+    subset of that many rows drawn with `subset_seed` before tokenizing, so a small run tokenizes only what it
+    uses. IMDB train is sorted by label: shuffle it when training (a subset is already shuffled).
 
     With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see cache_key) and later
-    calls with the same files, tokenizer and options load it instead of reading and tokenizing again (IMDB's
-    50k reviews at max_length 128 on 2 cores: 17.2 s read and tokenized, 0.0 s loaded from the cache). The save goes to a temporary folder renamed into place, so an
-    interrupted run leaves no half-written cache.
+    calls with the same file contents, tokenizer and options load it instead of reading and tokenizing again.
     """
     import datasets
 
+    limits = split_limits(max_examples, splits)
     out = {}
     for split in splits:
-        key = cache_key(name, data_dir, split, tokenizer, max_length, skip_bad_rows, max_examples) \
-            if cache_dir else None
+        args = (name, data_dir, split, tokenizer, max_length, skip_bad_rows, limits[split], subset_seed)
+        key = cache_key(*args) if cache_dir else None
         target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
-        if target is not None and (target / "dataset_info.json").is_file():
+        if target is not None and _complete(target):
             log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
             out[split] = datasets.load_from_disk(str(target))
             continue
-        ds = _encode_split(name, data_dir, split, tokenizer, max_length, skip_bad_rows, max_examples)
-        if target is not None:
-            tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-            ds.save_to_disk(str(tmp))
-            if target.exists() and not (target / "dataset_info.json").is_file():
-                shutil.rmtree(target)  # not a complete save (removed by hand?): replace it
-            try:
-                tmp.rename(target)
-            except OSError:  # another process saved the same split first: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
-            ds = datasets.load_from_disk(str(target))  # memory-mapped, like a cached load
-        out[split] = ds
+        ds = _encode_split(*args)
+        out[split] = _save(ds, target) if target is not None else ds
     return datasets.DatasetDict(out)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .io import expand_sources, open_text
+from ..errors import CorpusError
+from ..rundir import atomic_dir
+from .io import expand_sources, open_text, verify_sources
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,14 @@ def train_tokenizer(
     """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
 
     `max_lines` trains on the first that many non-empty lines only (a sample is enough for the merges of a
-    large corpus). Returns `out_dir`. The save is atomic: a temp dir is renamed into place at the end.
+    large corpus). Returns `out_dir`. The save is atomic (``rundir.atomic_dir``) and checked by an encode/decode
+    round trip before it replaces `out_dir`. A damaged .gz file raises CorpusError before training.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, AutoTokenizer, RobertaTokenizer
 
     paths = expand_sources(files)
+    verify_sources(paths)
     tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -78,7 +81,7 @@ def train_tokenizer(
     tok.train_from_iterator(_iter_line_batches(paths, max_lines, stats), trainer=trainer)
     seconds = time.perf_counter() - t0
     if stats["lines"] == 0:
-        raise ValueError(f"empty corpus: no non-empty line in {paths}")
+        raise CorpusError(f"empty corpus: no non-empty line in {paths}")
 
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
@@ -92,17 +95,13 @@ def train_tokenizer(
         raise RuntimeError(f"special token ids are {ids}, expected [0, 1, 2, 3]")
 
     out = Path(out_dir)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    _rmtree(tmp)
-    hf_tok.save_pretrained(str(tmp))
-    # Check the saved directory before it becomes visible: a real encode/decode round trip.
-    probe = "Hello world, this is a tokenizer round trip."
-    loaded = AutoTokenizer.from_pretrained(str(tmp))
-    enc = loaded(probe)["input_ids"]
-    if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
-        raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
-    _rmtree(out)
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:
+        hf_tok.save_pretrained(str(tmp))
+        probe = "Hello world, this is a tokenizer round trip."
+        loaded = AutoTokenizer.from_pretrained(str(tmp))
+        enc = loaded(probe)["input_ids"]
+        if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
+            raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
     speed = {
         "seconds": round(seconds, 2),
         "lines": stats["lines"],
@@ -131,10 +130,3 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     data = json.loads(path.read_text(encoding="utf-8"))
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canon).hexdigest()[:16]
-
-
-def _rmtree(p: Path) -> None:
-    import shutil
-
-    if p.exists():
-        shutil.rmtree(p)

@@ -1,14 +1,19 @@
+import gzip
 import hashlib
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from linformer.data import corpus as corpus_mod
-from linformer.data.corpus import CorpusError, load_prepared, prepare_corpus
+from linformer.data.corpus import load_prepared, prepare_corpus
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
+from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError
+
+from .conftest import write_corpus
 
 N = 16
 
@@ -134,10 +139,10 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
     with pytest.raises(KeyboardInterrupt):
         prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "fresh"), n=N, num_proc=1)
     assert not (tmp_path / "fresh").exists()
-    assert not list(tmp_path.glob(".*partial*"))
+    assert not list(tmp_path.glob(".tmp-*"))
     monkeypatch.undo()
     # 2. a hard kill (SIGKILL) leaves only a hidden temp dir, never the final name; the next run cleans it
-    stale = tmp_path / ".killed.partial-99999999"
+    stale = tmp_path / ".tmp-killed-99999999"
     (stale / "_work").mkdir(parents=True)
     (stale / "dataset_dict.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match="not a complete prepared corpus"):
@@ -189,10 +194,14 @@ def test_input_errors(tmp_path, tok_dir, corpus_file):
     tiny.write_text("one\n")
     with pytest.raises(CorpusError, match="too small"):
         prepare_corpus([str(tiny)], tok_dir, str(tmp_path / "p"), n=64)
-    with pytest.raises(ConnectionError, match="bookcorpus.*OFFLINE"):
+    with pytest.raises(HubOfflineError, match="bookcorpus.*OFFLINE"):
         prepare_corpus(["hf:bookcorpus"], tok_dir, str(tmp_path / "p"), n=8)
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         prepare_corpus([str(corpus_file)], str(tmp_path), str(tmp_path / "p"), n=8)
+    with pytest.raises(ConfigError, match="data.n=2"):
+        prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=2)
+    with pytest.raises(ConfigError, match="data.max_documents=0"):
+        prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=8, max_documents=0)
     assert not (tmp_path / "p").exists()
 
 
@@ -211,3 +220,57 @@ def test_max_documents_slice(tmp_path, corpus_file, tok_dir, prepared):
                        max_documents=5)
     assert m["documents"] == 5 and m["max_documents"] == 5 and m["cache_key"] != prepared[1]["cache_key"]
     assert "doc005" not in load_prepared(str(tmp_path / "s"))["train"].to_dict().__repr__()
+
+
+@pytest.fixture(scope="module")
+def big_gz(tmp_path_factory):
+    """A gzip stream of a few MB of text: the first documents are read long before its end."""
+    d = tmp_path_factory.mktemp("gz")
+    return gzip.compress(write_corpus(d / "big.txt", n_docs=4000).read_bytes())
+
+
+def _bad_crc(data):
+    return data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]
+
+
+def _garbage_inside(data):
+    mid = len(data) // 2
+    return data[:mid] + bytes(b ^ 0x5A for b in data[mid:mid + 64]) + data[mid + 64:]
+
+
+@pytest.mark.parametrize("damage", [_bad_crc, lambda d: d[: len(d) - 200], _garbage_inside,
+                                    lambda d: d + b"not gzip at all"],
+                         ids=["bad-crc", "truncated", "garbage-inside", "garbage-after"])
+def test_corrupt_gzip_is_refused_even_past_max_documents(tmp_path, tok_dir, corpus_file, big_gz, damage):
+    """The damage lies far past the 3 documents asked for: the whole stream is still checked, and nothing is built."""
+    good = tmp_path / "a.txt.gz"
+    good.write_bytes(gzip.compress(corpus_file.read_bytes()))
+    bad = tmp_path / "b.txt.gz"
+    bad.write_bytes(damage(big_gz))
+    out = tmp_path / "p"
+    for sources in ([str(bad)], [str(good), str(bad)]):
+        with pytest.raises(CorpusError, match=re.escape(str(bad)) + ": corrupt gzip stream"):
+            prepare_corpus(sources, tok_dir, str(out), n=N, num_proc=1, max_documents=3)
+        assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["a.txt.gz", "b.txt.gz"]
+    with pytest.raises(CorpusError, match=re.escape(str(bad))):  # the tokenizer trainer checks its input too
+        train_tokenizer([str(bad)], str(tmp_path / "tok"), vocab_size=300, max_lines=10, show_progress=False)
+    assert not (tmp_path / "tok").exists()
+    intact = tmp_path / "c.txt.gz"
+    intact.write_bytes(big_gz)
+    assert prepare_corpus([str(intact)], tok_dir, str(out), n=N, num_proc=1, max_documents=3)["documents"] == 3
+
+
+def test_cache_key_is_by_content(prepared, tmp_path, corpus_file, tok_dir, capsys):
+    """A copy of the source elsewhere reuses the corpus; an edit in place (same size and name) rebuilds it."""
+    out, m = prepared
+    copy = tmp_path / "elsewhere" / "corpus.txt"
+    copy.parent.mkdir()
+    shutil.copy(corpus_file, copy)
+    assert prepare_corpus([str(copy)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1) == m
+    assert "reusing" in capsys.readouterr().out
+    copy.write_text(copy.read_text().replace("doc000", "DOC000"))
+    assert prepare_corpus([str(copy)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)["cache_key"] != m["cache_key"]
+
+
+def test_errors_are_linformer_errors():
+    assert issubclass(CorpusError, LinformerError) and CorpusError is corpus_mod.CorpusError

@@ -1,6 +1,8 @@
 import pytest
 
-from linformer.data.tasks import TASKS, TaskDataError, get_task, load_task, read_task_split
+import linformer.data.tasks as tasks
+from linformer.data.tasks import get_task, load_task, read_task_split
+from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
 QNLI_HEADER = "index\tquestion\tsentence\tlabel\n"
@@ -31,11 +33,7 @@ def qnli_dir(tmp_path):
     return tmp_path / "qnli"
 
 
-def test_registry():
-    assert set(TASKS) >= {"sst2", "imdb", "qnli", "qqp"}
-    assert get_task("qqp").metrics == ("accuracy", "f1") and get_task("qqp").num_labels == 2
-    assert get_task("imdb").eval_split == "test" and get_task("sst2").eval_split == "dev"
-    assert get_task("qnli").is_pair and not get_task("sst2").is_pair
+def test_unknown_task():
     with pytest.raises(KeyError, match="unknown task 'mnli'.*imdb, qnli, qqp, sst2"):
         get_task("mnli")
     with pytest.raises(KeyError, match="valid tasks"):
@@ -65,8 +63,10 @@ def test_malformed_rows(qqp_dir, tokenizer):
     p = qqp_dir / "train.tsv"
     with open(p, "a") as f:
         f.write("99\t1\t2\tonly one question\t1\n")  # a field missing
-    with pytest.raises(TaskDataError, match=r"train.tsv:14: malformed row: 5 .*expected 6"):
+    with pytest.raises(TaskDataError, match=r"train.tsv:14: malformed row: 5 .*expected 6") as err:
         load_task("qqp", str(qqp_dir), tokenizer, 32)
+    # finetuning reads task.skip_bad_rows (data.skip_bad_rows is the corpus's), and the CLI prints a LinformerError
+    assert "set task.skip_bad_rows=true" in str(err.value) and isinstance(err.value, LinformerError)
     cols, skipped = read_task_split("qqp", str(qqp_dir), "train", skip_bad_rows=True)
     assert skipped == 1 and len(cols["labels"]) == 12
     assert len(load_task("qqp", str(qqp_dir), tokenizer, 32, skip_bad_rows=True)["train"]) == 12
@@ -94,7 +94,7 @@ def test_missing_files(tmp_path, qnli_dir, tokenizer):
 
 
 def test_hub_fails_fast_offline(tokenizer):
-    with pytest.raises(ConnectionError, match="glue/qqp.*OFFLINE"):
+    with pytest.raises(HubOfflineError, match="glue/qqp.*OFFLINE"):
         load_task("qqp", None, tokenizer, 32)
 
 
@@ -115,11 +115,85 @@ def test_imdb_csv_bad_label(tmp_path, tokenizer):
         read_task_split("imdb", str(tmp_path), "train")
 
 
+def _count_encoded(monkeypatch) -> list[int]:
+    """Record how many rows each tokenizer batch holds."""
+    sizes: list[int] = []
+    encode = tasks._Encode.__call__
+
+    def counting(self, batch):
+        sizes.append(len(batch["labels"]))
+        return encode(self, batch)
+
+    monkeypatch.setattr(tasks._Encode, "__call__", counting)
+    return sizes
+
+
+def _rows(ds, tokenizer):
+    return [tokenizer.decode(ids, skip_special_tokens=True) for ids in ds["input_ids"]]
+
+
+def test_seeded_subset_before_tokenizing(tmp_path, tokenizer, monkeypatch):
+    rows = [(f"sentence number {i} about the river", str(i % 2)) for i in range(300)]
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", rows)
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", rows[:30])
+    d, cache = str(tmp_path / "sst2"), str(tmp_path / "cache")
+    encoded = _count_encoded(monkeypatch)
+    dd = load_task("sst2", d, tokenizer, 32, skip_bad_rows=False, cache_dir=cache,
+                   max_examples={"train": 20, "eval": None}, subset_seed=1)
+    assert len(dd["train"]) == 20 and len(dd["eval"]) == 30 and sum(encoded) == 20 + 30  # only the subset tokenized
+    picked = _rows(dd["train"], tokenizer)
+    assert picked != [f"sentence number {i} about the river" for i in range(20)]  # random rows, not the first 20
+    assert picked != sorted(picked)
+    # a function of (seed, n, file): the same call gives the same rows (from the cache), another seed others
+    again = load_task("sst2", d, tokenizer, 32, cache_dir=cache, max_examples={"train": 20}, subset_seed=1,
+                      splits=("train",))
+    assert _rows(again["train"], tokenizer) == picked and sum(encoded) == 50
+    other = load_task("sst2", d, tokenizer, 32, cache_dir=cache, max_examples={"train": 20}, subset_seed=2,
+                      splits=("train",))
+    assert set(_rows(other["train"], tokenizer)) != set(picked) and sum(encoded) == 70
+    # one number applies to every split; a number covering the file keeps every row in file order
+    assert [len(v) for v in load_task("sst2", d, tokenizer, 32, max_examples=7).values()] == [7, 7]
+    full = load_task("sst2", d, tokenizer, 32, max_examples={"eval": 1000}, splits=("eval",))["eval"]
+    assert _rows(full, tokenizer) == [f"sentence number {i} about the river" for i in range(30)]
+
+
+@pytest.mark.parametrize("limits, key", [({"train": 0}, "max_train_examples=0"),
+                                         ({"train": 5, "eval": -1}, "max_eval_examples=-1"),
+                                         (0, "max_train_examples=0")])
+def test_bad_max_examples(qqp_dir, tokenizer, limits, key):
+    with pytest.raises(ConfigError, match=key):
+        load_task("qqp", str(qqp_dir), tokenizer, 32, max_examples=limits)
+
+
+def test_concurrent_cache_savers_keep_the_first_copy(qqp_dir, tokenizer, tmp_path, monkeypatch):
+    """Another process saves the same split while this one tokenizes: its copy stays in place (it may have it
+    memory-mapped), this one's is dropped, and no temporary is left behind."""
+    cache = tmp_path / "cache"
+    encode = tasks._encode_split
+
+    def other_process_finishes_first(*args):
+        ds = encode(*args)
+        key = tasks.cache_key(*args)
+        theirs = ds.map(lambda row: {"labels": 1 - row["labels"]})  # tell the two copies apart
+        theirs.save_to_disk(str(cache / f"qqp-{args[2]}-{key}"))
+        return ds
+
+    monkeypatch.setattr(tasks, "_encode_split", other_process_finishes_first)
+    dd = load_task("qqp", str(qqp_dir), tokenizer, 32, cache_dir=str(cache), splits=("eval",))
+    assert dd["eval"]["labels"] == [1 - i % 2 for i in range(5)]
+    assert [p.name.rsplit("-", 1)[0] for p in cache.iterdir()] == ["qqp-eval"]
+
+
 # ---- the real mirror (skipped when absent) ----
 
-def test_sst2_mirror(mirror, tokenizer):
+def test_sst2_mirror(mirror, tokenizer, monkeypatch):
     train, _ = read_task_split("sst2", str(mirror / "glue/sst2"), "train")
     assert len(train["labels"]) == 67349 and sum(train["labels"]) == 37569
+    encoded = _count_encoded(monkeypatch)
+    dd = load_task("sst2", str(mirror / "glue/sst2"), tokenizer, 64, max_examples={"train": 2000, "eval": None},
+                   subset_seed=3, splits=("train",))
+    assert len(dd["train"]) == 2000 and sum(encoded) == 2000  # 2000 rows tokenized, not 67k
+    monkeypatch.undo()
     dd = load_task("sst2", str(mirror / "glue/sst2"), tokenizer, max_length=128, splits=("eval",))
     assert len(dd["eval"]) == 872 and sum(dd["eval"]["labels"]) == 444
     assert dd["eval"][0]["input_ids"][0] == 0

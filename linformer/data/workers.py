@@ -1,0 +1,79 @@
+"""Worker processes that cannot outlive the run that started them.
+
+`datasets.map(num_proc=...)` forks a pool of workers and a Manager process (module `multiprocess`). If the parent
+is killed (SIGKILL, or SIGTERM with Python's default action) they are orphaned: each holds its share of the data
+and waits forever on a queue nobody writes. ``children_die_with_parent`` makes every process `multiprocess` forks
+inside the block ask the kernel for SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``);
+``sigterm_stops`` turns SIGTERM in the parent into an exception, so temporary directories are removed and the
+pool is terminated on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+from ..errors import Preempted
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class _Parent:
+    """The process whose death the children watch (an object: the after-fork registry holds weak references)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+
+def _die_with(parent: _Parent) -> None:
+    """Run in each forked child before its target: SIGKILL on the parent's death, default SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() sends SIGTERM: it must end the worker
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent.pid:  # the parent died before the request was in place
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def children_die_with_parent() -> Iterator[None]:
+    """Every `multiprocess` child forked inside the block is killed by the kernel when this process dies."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    import multiprocess.util
+
+    parent = _Parent()
+    multiprocess.util.register_after_fork(parent, _die_with)
+    try:
+        yield
+    finally:
+        del parent  # the registry's entry goes with the last reference
+
+
+@contextlib.contextmanager
+def sigterm_stops(message: str) -> Iterator[None]:
+    """SIGTERM inside the block raises Preempted(message) in the main thread (later ones are ignored while the
+    block unwinds). An exception raised while unwinding from it (a pool timing out) is reported as Preempted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def stop(signum, _frame):
+        if not received:
+            received.append(signum)
+            raise Preempted(message, signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except Exception as err:
+        if received and not isinstance(err, Preempted):
+            raise Preempted(message, received[0]) from err
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)

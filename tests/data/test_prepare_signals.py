@@ -1,0 +1,69 @@
+"""prepare_corpus killed while datasets.map tokenizes with num_proc=2: none of its processes may outlive it."""
+
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from linformer.data.io import repo_root
+
+# The script as a user runs it, with each tokenizer batch held back so the kill lands while the workers work.
+SLOW_SCRIPT = """
+import runpy, sys, time
+from linformer.data import corpus
+call = corpus._Tokenize.__call__
+def slow(self, batch):
+    time.sleep(120)
+    return call(self, batch)
+corpus._Tokenize.__call__ = slow
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _children_once_tokenizing(proc: subprocess.Popen, log, want: int = 3, timeout: float = 60) -> list[psutil.Process]:
+    """The descendants of `proc` once datasets.map has started its pool (2 workers) and Manager."""
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"prepare_corpus ended early: {log.read_text()[-3000:]}"
+        kids = parent.children(recursive=True)
+        if len(kids) >= want:
+            time.sleep(0.5)  # let every child finish starting
+            return parent.children(recursive=True)
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"prepare_corpus never started {want} worker processes")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig):
+    corpus = make_corpus(tmp_path / "corpus.txt", n_docs=1000)  # > 2 batches of 1000 paragraphs: num_proc=2
+    script = repo_root() / "scripts" / "prepare_corpus.py"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SLOW_SCRIPT, str(script), f"data.sources=[{corpus}]", f"tokenizer_dir={tok_dir}",
+             f"out_dir={tmp_path}/proc", f"paths.output_dir={tmp_path}/outputs", "data.n=16", "data.num_proc=2"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
+        )
+    kids: list[psutil.Process] = []
+    try:
+        kids = _children_once_tokenizing(proc, log)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=15)
+        _, alive = psutil.wait_procs(kids, timeout=5)
+        assert not alive, f"{len(alive)} of {len(kids)} worker processes outlived prepare_corpus ({sig.name})"
+    finally:
+        for p in [psutil.Process(proc.pid), *kids] if proc.poll() is None else kids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+    assert not (tmp_path / "proc").exists()
+    if sig == signal.SIGTERM:  # a clean stop: the CLI's `stopped:` line, 128 + 15, and no temp dir left behind
+        assert code == 128 + signal.SIGTERM, log.read_text()[-3000:]
+        assert "stopped: prepare_corpus stopped by SIGTERM" in log.read_text()
+        assert not list(tmp_path.glob(".tmp-*"))
