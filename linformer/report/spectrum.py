@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from linformer.errors import ConfigError, CorpusError, DataError
+
 log = logging.getLogger(__name__)
 
 
@@ -35,11 +37,15 @@ def default_k(n: int) -> int:
     return 128 if n >= 512 else max(1, n // 4)
 
 
-def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0) -> torch.Tensor:
-    """`num_windows` blocks (`<s> body </s>`, n ids each) drawn with `seed` from a prepared corpus's validation split."""
+def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0,
+                        tokenizer_dir: str | Path | None = None) -> torch.Tensor:
+    """`num_windows` blocks (`<s> body </s>`, n ids each) drawn with `seed` from a prepared corpus's validation split.
+
+    With `tokenizer_dir` (the model's), a corpus packed with another tokenizer raises CorpusError naming both:
+    its ids would mean other tokens to the model."""
     from linformer.data.corpus import load_prepared
 
-    val = load_prepared(str(corpus_dir))["validation"]
+    val = load_prepared(str(corpus_dir), None if tokenizer_dir is None else str(tokenizer_dir))["validation"]
     idx = sorted(random.Random(seed).sample(range(len(val)), min(num_windows, len(val))))
     return torch.tensor([val[i]["input_ids"] for i in idx], dtype=torch.long)
 
@@ -68,7 +74,7 @@ def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int
     body = n - 2
     slots = len(stream) // body
     if slots == 0:
-        raise ValueError(f"{text_path}: {len(stream)} tokens in the first {max_lines} lines, fewer than one window")
+        raise DataError(f"{text_path}: {len(stream)} tokens in the first {max_lines} lines, fewer than one window")
     chosen = sorted(random.Random(seed).sample(range(slots), min(num_windows, slots)))
     return torch.tensor([[bos, *stream[j * body:(j + 1) * body], eos] for j in chosen], dtype=torch.long)
 
@@ -171,27 +177,29 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
                      max_lines: int = 20000, device: str = "cpu", description: str | None = None) -> dict[str, Any]:
     """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
 
-    Windows come from `corpus_dir`'s validation split when given, else from the raw text at `text_path`."""
+    Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
+    saved in `model_path`), else from the raw text at `text_path`."""
     from transformers import AutoTokenizer
 
     model = load_full_attention_model(model_path, device)
     n = int(model.config.max_seq_len)
     if corpus_dir:
-        ids = windows_from_corpus(corpus_dir, num_windows, seed)
+        ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path)
         source = {"corpus_dir": str(corpus_dir), "split": "validation"}
     elif text_path:
         tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         ids = windows_from_text(tokenizer, text_path, n, num_windows, seed, max_lines)
         source = {"text_path": str(text_path), "max_lines": max_lines}
     else:
-        raise ValueError("give corpus_dir (a prepared corpus) or text_path (raw text) for the sample windows")
+        raise ConfigError("give corpus_dir (a prepared corpus) or text_path (raw text) for the sample windows")
     if ids.shape[1] != n:
-        raise ValueError(f"windows have {ids.shape[1]} tokens but the model's n is {n}")
+        raise CorpusError(f"{corpus_dir or text_path}: windows of {ids.shape[1]} tokens, but the model {model_path} "
+                          f"has n={n}; prepare the corpus with data.n={n}")
     cum = attention_spectrum(model, ids, batch_size)
     L, H, _ = cum.shape
     k = int(k) if k else default_k(n)
     if not 1 <= k <= n:
-        raise ValueError(f"k={k} must be in 1..n={n}")
+        raise ConfigError(f"k={k} must be in 1..n={n}")
     at_k = cum[:, :, k - 1]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

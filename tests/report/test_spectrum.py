@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -36,14 +38,16 @@ def test_default_k():
     assert default_k(512) == 128 and default_k(4096) == 128 and default_k(128) == 32 and default_k(2) == 1
 
 
-def _tiny_model(tmp_path):
+def _tiny_model(tmp_path, tokenizer=None):
     import linformer  # noqa: F401
     from linformer import LinformerConfig, LinformerForMaskedLM
 
-    cfg = LinformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                          intermediate_size=32, max_seq_len=16, projected_dim=4)
+    cfg = LinformerConfig(vocab_size=len(tokenizer) if tokenizer else 50, hidden_size=16, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=32, max_seq_len=16, projected_dim=4)
     model = LinformerForMaskedLM(cfg)
     model.save_pretrained(tmp_path / "model")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp_path / "model")
     return tmp_path / "model"
 
 
@@ -69,9 +73,12 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     data = json.loads((tmp_path / "out" / "s.json").read_text())
     assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
     assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-6)
-    assert (tmp_path / "out" / "s_curves.png").stat().st_size > 1000
-    assert (tmp_path / "out" / "s_heatmap.png").stat().st_size > 1000
-    assert r["num_windows"] == 4
+    assert r["num_windows"] == 4 and r["plots"] == ["s_curves.png", "s_heatmap.png"]
+    import matplotlib.image
+
+    for name in r["plots"]:  # whole PNGs with something drawn on them
+        pixels = torch.as_tensor(matplotlib.image.imread(tmp_path / "out" / name))
+        assert pixels.ndim == 3 and len(torch.unique(pixels.reshape(-1, pixels.shape[-1]), dim=0)) > 10
 
 
 class _CharTokenizer:
@@ -97,3 +104,28 @@ def test_windows_from_text(tmp_path):
     assert (ids[:, 0] == 0).all() and (ids[:, -1] == 2).all()
     with pytest.raises(ValueError, match="fewer than one window"):
         windows_from_text(_CharTokenizer(), path, n=4096, num_windows=1, max_lines=1)
+
+
+def test_corpus_of_another_tokenizer_is_refused(tmp_path):
+    """Windows from a corpus packed with tokenizer A fed to a model trained with tokenizer B would be other words:
+    analyze_spectrum.py refuses with one `error:` line naming both tokenizers (exit 2); with A it runs."""
+    from transformers import AutoTokenizer
+
+    from linformer.data import prepare_corpus, train_tokenizer
+    from linformer.data.io import repo_root
+    from tests.data.conftest import write_corpus
+
+    text = write_corpus(tmp_path / "corpus.txt")
+    tok_a = train_tokenizer([str(text)], str(tmp_path / "tok_a"), vocab_size=300, min_frequency=1, show_progress=False)
+    tok_b = train_tokenizer([str(text)], str(tmp_path / "tok_b"), vocab_size=350, min_frequency=1, show_progress=False)
+    prepare_corpus([str(text)], tok_a, str(tmp_path / "corpus"), n=16, val_fraction=0.2, num_proc=1)
+    model_b = _tiny_model(tmp_path / "b", AutoTokenizer.from_pretrained(tok_b))
+    r = subprocess.run([sys.executable, str(repo_root() / "scripts/analyze_spectrum.py"), f"model_path={model_b}",
+                        f"corpus_dir={tmp_path / 'corpus'}", f"out_dir={tmp_path / 'out'}", "num_windows=2"],
+                       cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    error = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and str(model_b) in error[0] and tok_a in error[0]
+    assert not (tmp_path / "out" / "spectrum.json").exists()
+    model_a = _tiny_model(tmp_path / "a", AutoTokenizer.from_pretrained(tok_a))
+    assert analyze_spectrum(model_a, tmp_path / "out", corpus_dir=tmp_path / "corpus", num_windows=2)["n"] == 16
