@@ -225,7 +225,7 @@ def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any,
 
 
 # ------------------------------------------------------------------------------------------------ lock
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -255,7 +255,7 @@ class RunLock:
                     time.sleep(0.05)
                     holder = self._holder() or {}
                 pid, host = holder.get("pid"), holder.get("host")
-                if host == me["host"] and isinstance(pid, int) and not _pid_alive(pid):
+                if host == me["host"] and isinstance(pid, int) and not pid_alive(pid):
                     log.warning("taking over the stale lock of process %d (no longer running) in %s", pid,
                                 self.path.parent)
                     self.path.unlink(missing_ok=True)

@@ -44,12 +44,12 @@ def test_every_pretrain_option_composes(group):
 @pytest.mark.parametrize("logger", _options("logger"))
 def test_every_finetune_option_composes(task, logger):
     cfg = _compose("finetune", [f"task={task}", f"logger={logger}", "model_path=outputs/pretrain/run1"])
-    assert cfg.run_name == f"{task}-run1-s0" and cfg.optim.weight_decay == 0.1
+    assert cfg.run_name == f"{task}-run1-lr2e-05-s0" and cfg.optim.weight_decay == 0.1
 
 
 def test_from_scratch_runs_are_named_apart():
     cfg = _compose("finetune", ["model_path=outputs/pretrain/run1", "from_scratch=true", "seed=3"])
-    assert cfg.run_name == "sst2-run1-scratch-s3"
+    assert cfg.run_name == "sst2-run1-scratch-lr2e-05-s3"
 
 
 def test_unknown_key_is_named():

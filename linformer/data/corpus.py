@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, CorpusError
-from ..rundir import _pid_alive, atomic_dir, cache_key, sha256_file, write_json
+from ..rundir import pid_alive, atomic_dir, cache_key, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
 from .workers import children_die_with_parent, sigterm_stops
@@ -321,7 +321,7 @@ def _clean_stale_temps(out: Path) -> None:
             pid = int(p.name.rsplit("-", 1)[1])
         except ValueError:
             continue
-        if pid != os.getpid() and not _pid_alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             shutil.rmtree(p, ignore_errors=True)
 
 

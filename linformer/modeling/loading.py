@@ -55,7 +55,8 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
         raise _unreadable(model_path, err) from err
     except (ValueError, KeyError) as err:
         raise CheckpointError(
-            f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for. Cause: {err}"
+            f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for, so it cannot "
+            f"classify sequences ({str(err).splitlines()[0]})"
         ) from err
     except RuntimeError as err:  # mismatched shapes; transformers' report (captured) says which keys
         raise CheckpointError(f"model_path={model_path!r} does not fit the model: {err}\n{report.text}") from err

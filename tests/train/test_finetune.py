@@ -1,10 +1,17 @@
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoTokenizer, RobertaConfig, RobertaForMaskedLM, ViTConfig
 
-from linformer.errors import CheckpointError
+from linformer.errors import CheckpointError, ConfigError, TrainingDiverged
 from linformer.train.finetune import finetune
 
 from .conftest import compose_finetune, write_sst2_fixture
@@ -74,3 +81,91 @@ def test_unknown_task_lists_the_valid_ones():
 
     with pytest.raises(MissingConfigException, match="sst2"):
         compose_finetune("task=sst3", "model_path=x")
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _finetune_cli(sst2_dir, model_path, tmp_path, *overrides, multirun=False):
+    args = [sys.executable, str(REPO / "scripts" / "finetune.py"), *(["-m"] if multirun else []), "task=sst2", f"task.data_dir={sst2_dir}",
+            f"model_path={model_path}", f"task_cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}",
+            "trainer.epochs=1", "trainer.batch_size=16", *overrides]
+    return subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def test_lr_sweep_keeps_each_job_apart(tmp_path, sst2_dir, pretrained_run):
+    result = _finetune_cli(sst2_dir, pretrained_run, tmp_path, "trainer.lr=1e-3,3e-4", "trainer.eval_batch_size=8",
+                          multirun=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = sorted((tmp_path / "out" / "finetune" / "multirun").glob("*/results.json"))
+    assert sorted(json.loads(p.read_text())["lr"] for p in found) == [3e-4, 1e-3]
+    assert "eval_batch_size=8" in found[0].parent.name  # a swept or set key outside run_name keeps jobs apart
+
+
+def test_malformed_row_is_one_error_line_naming_file_and_line(tmp_path, sst2_dir, pretrained_run):
+    bad = tmp_path / "bad"
+    shutil.copytree(sst2_dir, bad)
+    with (bad / "train.tsv").open("a") as f:
+        f.write("a sentence without its label\n")
+    result = _finetune_cli(bad, pretrained_run, tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert "train.tsv:202" in line and "task.skip_bad_rows" in line
+
+
+def test_max_length_above_n_is_refused(tmp_path, sst2_dir, pretrained_run):
+    with pytest.raises(ConfigError, match="trainer.max_length=64 is above"):
+        _run(tmp_path, sst2_dir, pretrained_run, "trainer.max_length=64")  # the tiny model's n is 32
+
+
+def test_nonfinite_loss_in_an_earlier_micro_batch_skips_the_update(tmp_path, sst2_dir, pretrained_run, monkeypatch):
+    """With grad_accum=2 a NaN in the first micro-batch of a step must stop the update, not only one in the last."""
+    from linformer.modeling import LinformerForSequenceClassification
+
+    forward, calls = LinformerForSequenceClassification.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] % 2 == 1:  # the first micro-batch of every step
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(LinformerForSequenceClassification, "forward", poisoned)
+    with pytest.raises(TrainingDiverged, match="2 consecutive non-finite losses at step 2"):
+        _run(tmp_path, sst2_dir, pretrained_run, "trainer.grad_accum=2", "trainer.batch_size=8",
+             "trainer.max_nonfinite_steps=2")
+
+
+def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_run):
+    """Finetuning is checkpointed on SIGTERM and resumes to the uninterrupted run's losses and accuracy."""
+    common = ["trainer.epochs=3", "trainer.batch_size=4", "model_path=" + str(pretrained_run)]
+    full = _finetune_cli(sst2_dir, pretrained_run, tmp_path / "a", *common)
+    assert full.returncode == 0, full.stderr[-3000:]
+    run_b = tmp_path / "b" / "out" / "finetune"
+    args = [sys.executable, str(REPO / "scripts" / "finetune.py"), "task=sst2", f"task.data_dir={sst2_dir}",
+            f"task_cache_dir={tmp_path / 'b' / 'cache'}", f"paths.output_dir={tmp_path / 'b' / 'out'}", *common]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        metrics = list(run_b.glob("*/metrics.jsonl"))
+        if metrics and len(metrics[0].read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    resumed = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert resumed.returncode == 0 and "resuming" in resumed.stderr, resumed.stderr[-3000:]
+
+    def losses(root):
+        (m,) = root.glob("finetune/*/metrics.jsonl")
+        return [json.loads(x)["loss"] for x in m.read_text().splitlines() if '"loss"' in x]
+
+    a, b = losses(tmp_path / "a" / "out"), losses(tmp_path / "b" / "out")
+    assert len(a) == 150 and a == b  # 3 epochs x ceil(200 / 4)
+    (ra,) = (tmp_path / "a" / "out").glob("finetune/*/results.json")
+    (rb,) = run_b.glob("*/results.json")
+    assert json.loads(ra.read_text())["history"] == json.loads(rb.read_text())["history"]
