@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, CorpusError
-from ..rundir import pid_alive, atomic_dir, cache_key, sha256_file, write_json
+from ..rundir import atomic_dir, cache_key, pid_alive, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
 from .workers import children_die_with_parent, sigterm_stops

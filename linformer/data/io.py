@@ -25,6 +25,14 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
+def default_data_mirror() -> str:
+    """paths.data_mirror of configs/paths/default.yaml (its one home), resolved, for the argparse scripts."""
+    from omegaconf import OmegaConf
+
+    paths = OmegaConf.load(repo_root() / "configs" / "paths" / "default.yaml")
+    return resolve_path(str(paths.data_mirror))
+
+
 def resolve_path(path: str | os.PathLike) -> str:
     """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
     p = Path(os.path.expanduser(str(path)))

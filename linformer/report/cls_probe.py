@@ -11,17 +11,12 @@ Used to explain the mini Table 2 (docs/results/table2_mini_notes.md); it reads m
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
-from linformer.data.io import repo_root
+from linformer.data.io import default_data_mirror
 from linformer.modeling.loading import resolve_model_path
-
-
-def default_mirror() -> str:
-    return os.environ.get("LINFORMER_DATA_MIRROR") or str((repo_root() / "../shared/data").resolve())
 
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
@@ -57,7 +52,7 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
 
     import linformer.modeling  # noqa: F401  (registers the Auto classes)
 
-    mirror = data_mirror or default_mirror()
+    mirror = data_mirror or default_data_mirror()
     rows = []
     for run in runs:
         d = resolve_model_path(str(run))  # a pretraining run (its model/), a model directory or a hub name

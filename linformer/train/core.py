@@ -361,8 +361,8 @@ def perplexity(loss: float) -> float:
 
 def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None) -> None:
     """The closing lines of a run: what it reached, where the model is, what to run next."""
-    lines = [f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
-             f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})"]
+    lines = [(f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
+             f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})")]
     lines += [f"  {line}" for line in summary.get("report", [])]
     if summary.get("model_dir"):
         lines.append(f"  model: {summary['model_dir']}")

@@ -161,8 +161,8 @@ class PretrainTask(TrainingTask):
             "final_val_loss": final,
             "final_val_ppl": perplexity(final) if final is not None else None,
             "best_val_loss": best["value"] if best else final,
-            "report": [f"validation perplexity {perplexity(initial) if initial is not None else float('nan'):,.1f}"
-                       f" -> {perplexity(final) if final is not None else float('nan'):,.1f}"],
+            "report": [(f"validation perplexity {perplexity(initial) if initial is not None else float('nan'):,.1f}"
+                       f" -> {perplexity(final) if final is not None else float('nan'):,.1f}")],
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None

@@ -169,3 +169,12 @@ def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_r
     (ra,) = (tmp_path / "a" / "out").glob("finetune/*/results.json")
     (rb,) = run_b.glob("*/results.json")
     assert json.loads(ra.read_text())["history"] == json.loads(rb.read_text())["history"]
+
+
+@pytest.mark.parametrize("override, key", [("max_train_examples=0", "max_train_examples"),
+                                           ("trainer.epochs=0", "trainer.epochs"),
+                                           ("trainer.eval_batch_size=-1", "trainer.eval_batch_size")])
+def test_invalid_finetune_numbers_name_their_key(tmp_path, sst2_dir, pretrained_run, override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        _run(tmp_path, sst2_dir, pretrained_run, override)
+    assert not (tmp_path / "run" / "config.yaml").exists()

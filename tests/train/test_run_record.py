@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -212,3 +211,9 @@ def test_full_attention_run_name_has_no_k(tiny_data):
     cfg = compose_pretrain(tiny_data, "model.attention=full", "model.projected_dim=64")
     assert cfg.run_name == "tiny-full-n32-s0"
     assert compose_pretrain(tiny_data).run_name == "tiny-linformer-n32-k8-headwise-s0"
+
+
+def test_a_plus_typo_key_is_refused_not_saved(tiny_data, tmp_path):
+    with pytest.raises(ConfigError, match="projected_dimm"):
+        pretrain(compose_pretrain(tiny_data, "+model.projected_dimm=8"), tmp_path)
+    assert not (tmp_path / "model").exists()
