@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,11 @@ class TrainingTask:
     greater_is_better = False
     default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
+    peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
+    warmup_steps = 0
+    tracker_tags: list[str] = []
+    prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
+    prepared: list = []                    # ...and what it returned for them
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """This rank's slice of global micro-batch g (g = step x grad_accum + i)."""
@@ -262,9 +267,8 @@ class Trainer:
         row = {"loss": loss, **self.task.step_metrics(loss), "lr": self.scheduler.get_last_lr()[0],
                "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "epoch": self.task.epoch_of(step),
                "tokens": self.state["tokens"]}
-        peak = getattr(self.task, "peak_flops", None)
-        if self.task.flops_per_token and peak:
-            row["mfu"] = self.task.flops_per_token * tokens_per_s / peak
+        if self.task.flops_per_token and self.task.peak_flops:
+            row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
         return row
 
     def _guard_nonfinite(self, step: int, loss: float, bar) -> None:
@@ -369,6 +373,36 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     if summary.get("next"):
         lines.append(f"  next: {summary['next']}")
     print("\n".join(lines), file=sys.stderr)
+
+
+def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Accelerator, TrainerSettings],
+                                                                          TrainingTask]) -> dict[str, Any]:
+    """What every loop does around its task: claim the run directory, build the task, optimizer and schedule,
+    and fit. `make_task` builds the task once the start is accepted; it sets the task's `model`, `tokenizer`,
+    `settings` (its adjusted copy), `warmup_steps`, `tracker_tags`, and `prepare` (extra objects such as an eval
+    DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
+    from omegaconf import OmegaConf
+
+    from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
+
+    settings = TrainerSettings.read(cfg.trainer, max_steps=0 if stage == "finetune" else None)
+    accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
+    record = RunRecord(run_dir, stage)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    with claimed_run(accelerator, record, config, settings) as start:
+        if start.status == "complete":
+            return already_complete(record)
+        seed_everything(int(cfg.seed))
+        task = make_task(accelerator, settings)
+        settings = task.settings
+        optimizer = build_optimizer(task.model, settings.lr, cfg.optim)
+        scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)
+        model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
+                                                                          *task.prepare)
+        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
+                          tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
+        task.trainer = trainer
+        return trainer.fit(eval_at_start=bool(cfg.trainer.get("eval_at_start", False)))
 
 
 def already_complete(record: RunRecord) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
@@ -25,8 +25,7 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
 from ..rundir import RunRecord
-from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
-from .core import Trainer, TrainingTask, already_complete, claimed_run
+from .core import Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
 COLUMNS = ["input_ids", "attention_mask", "labels"]
@@ -92,6 +91,11 @@ class FinetuneTask(TrainingTask):
             self.steps_per_epoch * positive_int(t, "epochs")
         self.default_eval_every = self.steps_per_epoch
         self.save_best = bool(t.get("save_best", True))
+        self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
+        self.warmup_steps = round(float(t.warmup_ratio) * self.max_steps)
+        self.prepare = (self.eval_loader,)
+        arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
+        self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
         """The model's n (or position table), capped by the task's length; a request above n is an error."""
@@ -114,7 +118,7 @@ class FinetuneTask(TrainingTask):
         acc = self.trainer.accelerator
         model.eval()
         preds, refs = [], []
-        for batch in self.prepared_eval_loader:
+        for batch in self.prepared[0]:  # the eval DataLoader, wrapped by Accelerate
             logits = model(**batch).logits
             p, r = acc.gather_for_metrics((logits.argmax(-1), batch["labels"]))
             preds.append(p.cpu())
@@ -169,25 +173,9 @@ class FinetuneTask(TrainingTask):
 
 def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Finetune a model on cfg.task; returns results.json's content."""
-    settings = TrainerSettings.read(cfg.trainer, max_steps=0)
-    accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
-    record = RunRecord(run_dir, "finetune")
-    config = OmegaConf.to_container(cfg, resolve=True)
-    with claimed_run(accelerator, record, config, settings) as start:
-        if start.status == "complete":
-            return already_complete(record)
-        seed_everything(int(cfg.seed))
+
+    def make_task(accelerator, settings: TrainerSettings) -> FinetuneTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            task = FinetuneTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
-        settings = dataclasses.replace(settings, max_steps=task.max_steps)
-        optimizer = build_optimizer(task.model, settings.lr, cfg.optim)
-        warmup = round(float(cfg.trainer.warmup_ratio) * settings.max_steps)
-        scheduler = build_scheduler(optimizer, warmup, settings.max_steps, cfg.trainer)
-        model, optimizer, task.prepared_eval_loader, scheduler = accelerator.prepare(
-            task.model, optimizer, task.eval_loader, scheduler)
-        arch = {k: getattr(task.config, k, None) for k in ("attention", "projected_dim", "sharing")}
-        tags = [f"task={task.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
-        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
-                          tokenizer=task.tokenizer, tracker_tags=tags)
-        task.trainer = trainer
-        return trainer.fit()
+            return FinetuneTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+
+    return run_training(cfg, run_dir, "finetune", make_task)

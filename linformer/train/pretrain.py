@@ -22,9 +22,7 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
-from ..rundir import RunRecord
-from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
-from .core import Trainer, TrainingTask, already_complete, claimed_run, perplexity
+from .core import Trainer, TrainingTask, perplexity, run_training
 from .settings import TrainerSettings, positive_int
 
 
@@ -93,6 +91,11 @@ class PretrainTask(TrainingTask):
     def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int, device: torch.device):
         t = cfg.trainer
         self.cfg, self.settings = cfg, settings
+        self.warmup_steps = int(t.warmup_steps)
+        mc = cfg.model
+        self.tracker_tags = [f"attention={mc.attention}", f"model={mc.name}"]
+        if mc.attention != "full":
+            self.tracker_tags += [f"k={mc.projected_dim}", f"sharing={mc.sharing}"]
         self.tokenizer_dir = resolve_path(cfg.tokenizer_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_dir)
         data = load_prepared(resolve_path(cfg.corpus_dir), self.tokenizer_dir)
@@ -161,38 +164,28 @@ class PretrainTask(TrainingTask):
             "final_val_loss": final,
             "final_val_ppl": perplexity(final) if final is not None else None,
             "best_val_loss": best["value"] if best else final,
-            "report": [(f"validation perplexity {perplexity(initial) if initial is not None else float('nan'):,.1f}"
-                       f" -> {perplexity(final) if final is not None else float('nan'):,.1f}")],
+            "report": [f"validation perplexity {_ppl_change(initial, final)}"],
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None
 
 
+def _ppl_change(initial: float | None, final: float | None) -> str:
+    def fmt(loss: float | None) -> str:
+        return f"{perplexity(loss):,.1f}" if loss is not None else "not measured"
+
+    return fmt(final) if initial is None else f"{fmt(initial)} -> {fmt(final)}"
+
+
 def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Pretrain a Linformer with MLM; returns the summary (final/best validation loss, tokens/s, paths)."""
-    settings = TrainerSettings.read(cfg.trainer)
-    accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
-    world = accelerator.num_processes
-    per_device = _per_device_batch(cfg.trainer, settings, world)
-    settings = dataclasses.replace(settings, batch_size=per_device)
-    record = RunRecord(run_dir, "pretrain")
-    config = OmegaConf.to_container(cfg, resolve=True)
-    with claimed_run(accelerator, record, config, settings) as start:
-        if start.status == "complete":
-            return already_complete(record)
-        seed_everything(int(cfg.seed))
-        task = PretrainTask(cfg, settings, world, accelerator.process_index, accelerator.device)
-        optimizer = build_optimizer(task.model, settings.lr, cfg.optim)
-        scheduler = build_scheduler(optimizer, cfg.trainer.warmup_steps, settings.max_steps, cfg.trainer)
-        model, optimizer, scheduler = accelerator.prepare(task.model, optimizer, scheduler)
-        mc = cfg.model
-        tags = [f"attention={mc.attention}", f"model={mc.name}"]
-        if mc.attention != "full":
-            tags += [f"k={mc.projected_dim}", f"sharing={mc.sharing}"]
-        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
-                          tokenizer=task.tokenizer, tracker_tags=tags)
-        task.trainer = trainer
-        return trainer.fit(eval_at_start=bool(cfg.trainer.get("eval_at_start", False)))
+
+    def make_task(accelerator, settings: TrainerSettings) -> PretrainTask:
+        world = accelerator.num_processes
+        settings = dataclasses.replace(settings, batch_size=_per_device_batch(cfg.trainer, settings, world))
+        return PretrainTask(cfg, settings, world, accelerator.process_index, accelerator.device)
+
+    return run_training(cfg, run_dir, "pretrain", make_task)
 
 
 def _per_device_batch(t: Mapping, settings: TrainerSettings, world: int) -> int:
