@@ -57,3 +57,13 @@ def test_unknown_key_is_named():
 
     with pytest.raises(ConfigCompositionException, match="trainer.max_stepz"):
         _compose("pretrain", ["trainer.max_stepz=10"])
+
+
+@pytest.mark.parametrize("experiment", ["table2_mini", "table2/n512_k128_kv"])
+def test_experiments_evaluate_finetuning_per_epoch(experiment):
+    """Pretraining evaluates every so many steps; finetuning once per epoch (eval_every null), on every task."""
+    pre = _compose("pretrain", [f"experiment={experiment}"])
+    assert pre.trainer.eval_every >= 100 and pre.trainer.save_every >= 100
+    for task in ("sst2", "imdb"):
+        ft = _compose("finetune", [f"experiment={experiment}", f"task={task}", "model_path=outputs/pretrain/x"])
+        assert ft.trainer.eval_every is None and ft.trainer.save_every is None
