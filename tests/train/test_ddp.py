@@ -29,3 +29,43 @@ def test_ddp_two_processes_match_one(tiny_data, tmp_path):
     a, b = _losses(one), _losses(two)
     assert len(a) == len(b) == 8
     assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
+
+
+def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tiny_data, tmp_path):
+    """A scheduler may signal one process only: the ranks agree on the stop, checkpoint together and exit (no
+    deadlock in the next collective), and the run resumes to the end."""
+    import json
+    import signal
+    import time
+
+    import psutil
+
+    from .test_pretrain import _losses
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    run = tmp_path / "run"
+
+    def command(*overrides):
+        args = _script_args(tiny_data, run, "trainer.cpu=true", "trainer.save_every=1000", "trainer.eval_every=1000",
+                            *overrides)
+        return [torchrun, "--nproc_per_node", "2", "--master_port", "29534", *args[1:]]
+
+    proc = subprocess.Popen(command("trainer.max_steps=400"), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((run / "metrics.jsonl").is_file() and len(_losses(run)) >= 5):
+        time.sleep(0.05)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "pretrain.py" in " ".join(p.cmdline())]
+    rank1 = next(p for p in workers if p.environ().get("RANK") == "1")
+    rank1.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    (ckpt,) = (run / "checkpoints").iterdir()
+    assert {"random_states_0.pkl", "random_states_1.pkl"} <= {p.name for p in ckpt.iterdir()}, err[-3000:]
+    assert int(ckpt.name.split("-")[1]) == len(_losses(run))  # rank 0 stopped at the step rank 1 did
+    assert "SIGTERM at step" in err
+    resumed = subprocess.run(command(f"trainer.max_steps={len(_losses(run)) + 3}",
+                                     "trainer.allow_config_change=[trainer.max_steps]"),
+                             env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
