@@ -3,6 +3,7 @@
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, PoolProjection
 from .auto import register
 from .configuration import LinformerConfig, attention_label
+from .convert import convert_encoder
 from .heads import LinformerForMaskedLM, LinformerForSequenceClassification
 from .model import LinformerModel, LinformerPreTrainedModel, count_projection_matrices
 
@@ -19,5 +20,6 @@ __all__ = [
     "LinformerSelfAttention",
     "PoolProjection",
     "attention_label",
+    "convert_encoder",
     "count_projection_matrices",
 ]

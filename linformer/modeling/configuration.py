@@ -10,6 +10,7 @@ import difflib
 
 from huggingface_hub.dataclasses import strict
 from transformers import GenerationConfig, PreTrainedConfig
+from transformers.activations import ACT2FN
 
 from ..errors import ConfigError
 
@@ -17,6 +18,7 @@ ATTENTION_MODES = ("linformer", "full")
 SHARING_MODES = ("none", "headwise", "kv", "layerwise")
 PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
 PROJECTION_INITS = ("mean", "xavier")
+CLASSIFIER_HEADS = ("roberta", "bert")
 
 # Keyword arguments that are not fields but that PreTrainedConfig.__post_init__ consumes, that to_dict() writes
 # (and so config.json and copies feed back), or that from_pretrained passes on.
@@ -42,7 +44,8 @@ class LinformerConfig(PreTrainedConfig):
     - ``attention``: ``"linformer"`` projects keys and values along the sequence axis; ``"full"`` is standard
       softmax attention (the RoBERTa baseline, through ``scaled_dot_product_attention``).
     - ``max_seq_len`` (n): the longest input, and the number of rows of every projection matrix E, F (n x k).
-      ``max_position_embeddings`` defaults to n + 2, because RoBERTa's positions start at ``pad_token_id + 1``.
+      ``max_position_embeddings`` defaults to n + ``position_offset`` (n + 2 for RoBERTa, whose positions start at
+      ``pad_token_id + 1``).
     - ``projected_dim`` (k): an int, or one int per layer (the paper's non-uniform k).
     - ``sharing`` (paper §4): ``"none"`` a separate E and F per head and layer; ``"headwise"`` one E and one F per
       layer shared by its heads; ``"kv"`` one matrix per layer with E = F; ``"layerwise"`` one matrix for every
@@ -54,6 +57,13 @@ class LinformerConfig(PreTrainedConfig):
       zero-mean xavier_uniform (gain 1/sqrt(2)). With zero-mean E, F and near-uniform attention the projected
       values cancel (sum_j p_j F_tj ~ 0), the attention output starts near zero and small models trained from
       scratch barely learn. The paper does not specify the initialisation.
+    - ``position_offset``: the position index of the first token. RoBERTa's is ``pad_token_id + 1`` (the default;
+      padded tokens then take position ``pad_token_id``, a row kept at zero); BERT's is 0 (every token counts from
+      0 and the position table has no padding row).
+    - ``classifier_head``: ``"roberta"`` (dense, tanh, out_proj on <s>) or ``"bert"`` (the encoder's pooler, then
+      dropout and one linear ``classifier``), so either family's sentence classifier loads under its own names.
+    - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
+      ``hidden_act``).
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
       projection only at the labelled positions and returns (num_targets, vocab) logits, the same loss for a
       fraction of the head's cost at 15% masking. False (the default) returns (batch, tokens, vocab) logits.
@@ -93,10 +103,16 @@ class LinformerConfig(PreTrainedConfig):
     projection_init: str = "mean"
     sparse_prediction: bool = False
 
+    position_offset: int | None = None
+    classifier_head: str = "roberta"
+    lm_head_activation: str = "gelu"
+
     def __post_init__(self, **kwargs):
         _reject_unknown(kwargs)
+        if self.position_offset is None:  # config.json files written before the field existed are RoBERTa's
+            self.position_offset = (self.pad_token_id or 0) + 1
         if self.max_position_embeddings is None:
-            self.max_position_embeddings = self.max_seq_len + (self.pad_token_id or 0) + 1
+            self.max_position_embeddings = self.max_seq_len + self.position_offset
         if isinstance(self.projected_dim, tuple):
             self.projected_dim = list(self.projected_dim)
         super().__post_init__(**kwargs)
@@ -112,6 +128,11 @@ class LinformerConfig(PreTrainedConfig):
     @property
     def attention_label(self) -> str:
         return attention_label(self.attention, self.projected_dim, self.sharing, self.projection)
+
+    @property
+    def pads_positions(self) -> bool:
+        """RoBERTa's layout: positions start after pad_token_id, and padded tokens take position pad_token_id."""
+        return self.pad_token_id is not None and self.position_offset > self.pad_token_id
 
     def k_of_layer(self, layer_idx: int) -> int:
         """k for one layer (projected_dim may be a per-layer list)."""
@@ -130,12 +151,15 @@ class LinformerConfig(PreTrainedConfig):
         _check_choice("sharing", self.sharing, SHARING_MODES)
         _check_choice("projection", self.projection, PROJECTIONS)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
-        n = self.max_seq_len
-        offset = (self.pad_token_id or 0) + 1
+        _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
+        _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
+        n, offset = self.max_seq_len, self.position_offset
+        if offset < 0:
+            raise ConfigError(f"position_offset ({offset}) must be 0 or more.")
         if self.max_position_embeddings < n + offset:
             raise ConfigError(
                 f"max_position_embeddings ({self.max_position_embeddings}) must be at least max_seq_len + "
-                f"pad_token_id + 1 = {n + offset}: RoBERTa positions start at pad_token_id + 1."
+                f"position_offset = {n + offset}: positions run from position_offset to position_offset + n - 1."
             )
         ks = self.projected_dim if isinstance(self.projected_dim, list) else [self.projected_dim]
         if isinstance(self.projected_dim, list) and len(ks) != self.num_hidden_layers:
@@ -189,5 +213,5 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 __all__ = [
-    "ATTENTION_MODES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
+    "ATTENTION_MODES", "CLASSIFIER_HEADS", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
 ]

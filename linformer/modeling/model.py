@@ -19,17 +19,25 @@ from transformers.utils.generic import can_return_tuple
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig
+from .convert import FromPretrainedEncoder
 
 
 class LinformerEmbeddings(nn.Module):
-    """Word + learned position (offset by padding_idx + 1, as RoBERTa/fairseq) + token type, then LN, dropout."""
+    """Word + learned position + token type embeddings, then LN, dropout.
+
+    Positions start at ``config.position_offset``: RoBERTa/fairseq's pad + 1, where padded tokens take position
+    pad (a zero row), or BERT's 0, where every token counts from 0 (see ``LinformerConfig.pads_positions``).
+    """
 
     def __init__(self, config: LinformerConfig):
         super().__init__()
         self.padding_idx = config.pad_token_id
+        self.offset = config.position_offset
+        self.pads_positions = config.pads_positions
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=self.padding_idx)
         self.position_embeddings = nn.Embedding(
-            config.max_position_embeddings, config.hidden_size, padding_idx=self.padding_idx
+            config.max_position_embeddings, config.hidden_size,
+            padding_idx=self.padding_idx if self.pads_positions else None,
         )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -39,12 +47,12 @@ class LinformerEmbeddings(nn.Module):
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         if position_ids is None:
-            if input_ids is not None:  # padded tokens keep position padding_idx
-                real = input_ids.ne(self.padding_idx).int()
-                position_ids = (torch.cumsum(real, dim=1) * real).long() + self.padding_idx
+            if input_ids is not None and self.pads_positions:  # padded tokens keep position padding_idx
+                real = input_ids.ne(self.padding_idx)
+                position_ids = (torch.cumsum(real, dim=1) + self.offset - 1).masked_fill(~real, self.padding_idx)
             else:
                 T = inputs_embeds.shape[1]
-                position_ids = torch.arange(T, device=inputs_embeds.device) + self.padding_idx + 1
+                position_ids = torch.arange(T, device=inputs_embeds.device) + self.offset
                 position_ids = position_ids.expand(inputs_embeds.shape[:2])
         embeddings = inputs_embeds + self.position_embeddings(position_ids)
         if token_type_ids is None:
@@ -158,7 +166,8 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
 
 class LinformerPooler(nn.Module):
-    """RoBERTa's pooler (dense + tanh on <s>); kept so RobertaModel checkpoints load with their pooler."""
+    """BERT's and RoBERTa's pooler (dense + tanh on the first token): the input of the ``"bert"`` classifier head,
+    and kept in LinformerModel so that BertModel and RobertaModel checkpoints load with their pooler."""
 
     def __init__(self, config: LinformerConfig):
         super().__init__()
@@ -169,7 +178,7 @@ class LinformerPooler(nn.Module):
         return self.activation(self.dense(hidden[:, 0]))
 
 
-class LinformerModel(LinformerPreTrainedModel):
+class LinformerModel(FromPretrainedEncoder, LinformerPreTrainedModel):
     """The bare encoder, returning ``last_hidden_state`` (and ``pooler_output`` when it has a pooler)."""
 
     def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):

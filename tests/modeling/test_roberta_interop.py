@@ -5,6 +5,7 @@ import torch
 from transformers import RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification
 
 from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
+from linformer.errors import CheckpointError, ConfigError
 
 N = 32
 
@@ -83,8 +84,8 @@ def test_from_roberta_with_shorter_n_truncates_positions(roberta_dir):
     model = LinformerForMaskedLM.from_roberta(roberta_dir, max_seq_len=16, projected_dim=4)
     assert model.config.max_position_embeddings == 18
     assert model.roberta.embeddings.position_embeddings.weight.shape[0] == 18
-    with pytest.raises(ValueError, match="position embeddings"):
-        LinformerForMaskedLM.from_roberta(roberta_dir, max_seq_len=64, projected_dim=4)
+    with pytest.raises(ConfigError, match="max_seq_len=64 .* 34 position embeddings, so max_seq_len <= 32"):
+        LinformerForMaskedLM.from_roberta(roberta_dir, max_seq_len=64, projected_dim=4, extend_positions=False)
 
 
 def test_from_roberta_accepts_a_model_object(roberta_dir):
@@ -98,5 +99,5 @@ def test_from_roberta_accepts_a_model_object(roberta_dir):
 
 
 def test_from_roberta_missing_path_is_clear(tmp_path):
-    with pytest.raises(ValueError, match="Could not load a RoBERTa checkpoint from .*nope"):
+    with pytest.raises(CheckpointError, match="nope.*holds no model"):
         LinformerForMaskedLM.from_roberta(tmp_path / "nope")

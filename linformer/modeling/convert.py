@@ -1,0 +1,224 @@
+"""Turn a BERT- or RoBERTa-family encoder into a Linformer: its config, every weight it has, and its tokenizer.
+
+The two families differ only in facts that LinformerConfig holds as fields (``position_offset``,
+``classifier_head``, ``lm_head_activation``, ``type_vocab_size``), so one conversion serves both and the converted
+model runs the same forward code. With ``attention="full"`` the converted model reproduces the source; with
+``attention="linformer"`` only the projections E, F (and any head the source lacks) start fresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+
+from ..errors import CheckpointError, ConfigError
+from ..rundir import atomic_dir
+from .configuration import LinformerConfig
+from .loading import _modules, resolve_model_path
+
+log = logging.getLogger(__name__)
+
+# Supported source model types, and the family whose layout (positions, heads) each one has.
+SOURCE_FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "camembert": "roberta"}
+
+# Source config fields that carry over unchanged.
+_ENCODER_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size", "initializer_range",
+    "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id", "classifier_dropout",
+)
+_CLASSIFIER_FIELDS = ("id2label", "label2id", "problem_type")
+# BERT's MLM head names -> ours (RoBERTa's lm_head.* and both families' classifier.* already match).
+_HEAD_RENAMES = (
+    ("cls.predictions.transform.LayerNorm.", "lm_head.layer_norm."),
+    ("cls.predictions.transform.dense.", "lm_head.dense."),
+    ("cls.predictions.", "lm_head."),
+)
+_PREFIX = "roberta."  # our base_model_prefix
+_PROJECTION_PARAM = re.compile(r"(^|\.)(E|F)\.")  # E/F of a layer, or the encoder's layerwise E
+_POSITIONS = "embeddings.position_embeddings.weight"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
+
+
+class FromPretrainedEncoder:
+    """``from_pretrained_encoder`` (and its older name ``from_roberta``) for every Linformer model class."""
+
+    _copies_classifier_fields = False  # the sequence classifier takes the source's labels
+
+    @classmethod
+    def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedModel, *,
+                                extend_positions: bool = True, **settings):
+        """Convert a BERT/RoBERTa-family model (a directory, a run directory, ``"minilm"``, a cached hub name, or a
+        model object) into this class, copying every weight the source has.
+
+        ``settings`` set LinformerConfig fields (``attention``, ``projected_dim``, ``sharing``, ``max_seq_len``...).
+        ``max_seq_len`` defaults to the source's longest input; a shorter one truncates the position table, a
+        longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
+        ``extend_positions=False``, which makes that a ConfigError.
+        """
+        source, where = _load_source(name_or_path)
+        return _convert(cls, source, where, extend_positions, settings)
+
+    @classmethod
+    def from_roberta(cls, path_or_model: str | os.PathLike | PreTrainedModel, **settings):
+        """``from_pretrained_encoder`` under the name callers used before BERT sources were supported."""
+        return cls.from_pretrained_encoder(path_or_model, **settings)
+
+
+def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None,
+                    **settings) -> Path:
+    """Convert the encoder at ``name_or_path`` into ``model_class`` (default LinformerForMaskedLM) and save it with
+    the source's tokenizer in ``out_dir``, which appears complete or not at all. Returns ``out_dir``."""
+    if model_class is None:
+        from .heads import LinformerForMaskedLM  # heads.py imports this module
+
+        model_class = LinformerForMaskedLM
+    path = resolve_model_path(str(name_or_path))
+    tokenizer = _load_tokenizer(path)
+    model = model_class.from_pretrained_encoder(path, **settings)
+    if len(tokenizer) > model.config.vocab_size:  # a smaller tokenizer is fine: vocabularies are often padded
+        raise CheckpointError(
+            f"The tokenizer at {path!r} has {len(tokenizer)} tokens but the model's vocab_size is "
+            f"{model.config.vocab_size}: its ids would index past the word embeddings."
+        )
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return Path(out_dir)
+
+
+def _load_tokenizer(path: str):
+    # transformers 5 builds a tokenizer of special tokens alone for a directory without tokenizer files.
+    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, f)) for f in _TOKENIZER_FILES):
+        raise CheckpointError(f"{path!r} holds no tokenizer (none of {', '.join(_TOKENIZER_FILES)}).")
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{path!r} holds no tokenizer that AutoTokenizer can read: {err}") from err
+
+
+def _load_source(name_or_path) -> tuple[PreTrainedModel, str]:
+    """The source model (with its heads, as its config's ``architectures`` names them) and how to name it."""
+    if isinstance(name_or_path, PreTrainedModel):
+        _check_supported(name_or_path.config.model_type, type(name_or_path).__name__)
+        return name_or_path, type(name_or_path).__name__
+    path = resolve_model_path(str(name_or_path))
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{path!r} has a config.json that transformers cannot read: {err}") from err
+    _check_supported(config.model_type, path)
+    try:
+        return _source_class(config).from_pretrained(path, config=config), path
+    except OSError as err:
+        raise CheckpointError(f"{path!r} holds a config.json but no weights that load: {err}") from err
+
+
+def _check_supported(model_type: str, where: str) -> None:
+    if model_type not in SOURCE_FAMILIES:
+        raise CheckpointError(
+            f"{where!r} is a {model_type!r} model; only {', '.join(SOURCE_FAMILIES)} encoders can be converted to a "
+            "Linformer."
+        )
+
+
+def _source_class(config) -> type[PreTrainedModel]:
+    """The class the checkpoint was saved from, so its heads load too; the bare encoder when unknown."""
+    for name in config.architectures or ():
+        found = getattr(transformers, name, None)
+        if isinstance(found, type) and issubclass(found, PreTrainedModel) and \
+                getattr(found.config_class, "model_type", None) == config.model_type:
+            return found
+    return AutoModel
+
+
+def _config_fields(source_config, copies_classifier_fields: bool, settings: dict) -> dict:
+    family = SOURCE_FAMILIES[source_config.model_type]
+    fields = {f: getattr(source_config, f) for f in _ENCODER_FIELDS if hasattr(source_config, f)}
+    offset = (source_config.pad_token_id or 0) + 1 if family == "roberta" else 0
+    fields.update(
+        position_offset=offset,
+        max_seq_len=source_config.max_position_embeddings - offset,
+        classifier_head=family,
+        lm_head_activation="gelu" if family == "roberta" else source_config.hidden_act,
+    )
+    if copies_classifier_fields and not {"num_labels", "id2label", "label2id"} & set(settings):
+        fields.update({f: getattr(source_config, f) for f in _CLASSIFIER_FIELDS if getattr(source_config, f, None)})
+    return {**fields, **settings}
+
+
+def _convert(cls, source: PreTrainedModel, where: str, extend_positions: bool, settings: dict):
+    config = LinformerConfig(**_config_fields(source.config, cls._copies_classifier_fields, settings))
+    state = _renamed_state(source)
+    have, need = state[_PREFIX + _POSITIONS].shape[0], config.max_position_embeddings
+    if need > have and not extend_positions:
+        limit = have - config.position_offset
+        raise ConfigError(
+            f"max_seq_len={config.max_seq_len} is longer than {where} allows: it has {have} position embeddings, "
+            f"so max_seq_len <= {limit}; pass extend_positions=True to fill the longer table with copies of its "
+            "learned positions."
+        )
+    state[_PREFIX + _POSITIONS] = extend_positions_table(state[_PREFIX + _POSITIONS], need, config.position_offset)
+    model = cls(config)
+    if model.base_model is model:  # a bare LinformerModel: no heads, no prefix
+        state = {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}
+    target = model.state_dict()
+    for key in [k for k, v in state.items() if not k.startswith(_PREFIX) and k in target]:
+        if state[key].shape != target[key].shape:  # e.g. another num_labels: that head starts fresh
+            del state[key]
+    try:
+        missing, unused = model.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # a setting changed the shape of a copied weight
+        raise ConfigError(f"The settings {sorted(settings)} do not fit the weights of {where}: {err}") from err
+    _check_and_report(model, where, missing, unused)
+    model.tie_weights()
+    return model
+
+
+def _renamed_state(source: PreTrainedModel) -> dict[str, torch.Tensor]:
+    """The source's weights under our names: the encoder under ``roberta.``, BERT's MLM head as ``lm_head``."""
+    state = {}
+    base_prefix = source.base_model_prefix + "."
+    bare = source.base_model is source
+    for key, tensor in source.state_dict().items():
+        if bare or key.startswith(base_prefix):
+            state[_PREFIX + (key if bare else key[len(base_prefix):])] = tensor
+            continue
+        for old, new in _HEAD_RENAMES:
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        state[key] = tensor
+    return state
+
+
+def extend_positions_table(table: torch.Tensor, rows: int, offset: int) -> torch.Tensor:
+    """The first ``rows`` rows of ``table``, continued past its end by repeating its learned rows (Longformer's
+    recipe); the ``offset`` rows before the first position (RoBERTa's padding row and the one before it) stay."""
+    index = torch.arange(rows)
+    learned = table.shape[0] - offset
+    index[offset:] = offset + (index[offset:] - offset) % learned
+    return table[index].clone()
+
+
+def _check_and_report(model, where: str, missing: list[str], unused: list[str]) -> None:
+    """Only E/F and heads (with BERT's pooler) may start fresh; an encoder weight that did not load is a mismatch."""
+    tied = getattr(model, "all_tied_weights_keys", None) or {}  # copies of another weight, reported there
+    projections = [k for k in missing if _PROJECTION_PARAM.search(k)]
+    fresh = [k for k in missing if k not in projections and k not in tied]
+    encoder = [k for k in fresh + unused if k.startswith(_PREFIX) or model.base_model is model]
+    encoder = [k for k in encoder if ".pooler." not in k and not k.startswith("pooler.")]
+    if encoder:
+        raise CheckpointError(f"{where} does not match {type(model).__name__}: weights {sorted(encoder)[:8]} differ.")
+    log.info(
+        "%s from %s: %d weights copied; starting fresh: %s%d projection weights (E/F); unused from the source: %s",
+        type(model).__name__, where, len(model.state_dict()) - len(missing),
+        f"{_modules(fresh)} (not in the source, or shaped differently) and " if fresh else "", len(projections),
+        _modules(unused),
+    )

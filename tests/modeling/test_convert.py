@@ -1,0 +1,241 @@
+"""from_pretrained_encoder / convert_encoder: BERT and RoBERTa sources (tiny, random, built here) become Linformers
+that, in full mode, give the source's outputs; their heads come over, and what starts fresh is said."""
+
+import json
+import logging
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+    DistilBertConfig,
+    DistilBertModel,
+    PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    RobertaForSequenceClassification,
+    RobertaModel,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+)
+
+from linformer import LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
+from linformer.errors import CheckpointError, ConfigError
+from linformer.modeling.convert import convert_encoder
+
+N = 24  # the sources' longest input
+VOCAB = 100
+SIZE = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            hidden_act="gelu_new", num_labels=3)  # gelu_new: BERT's LM head must use hidden_act, not gelu
+BERT = BertConfig(max_position_embeddings=N, **SIZE)
+ROBERTA = RobertaConfig(max_position_embeddings=N + 2, type_vocab_size=1, **SIZE)
+XLMR = XLMRobertaConfig(max_position_embeddings=N + 2, type_vocab_size=1, **SIZE)
+
+CASES = [  # source class, its config, our class
+    (BertModel, BERT, LinformerModel),
+    (BertForMaskedLM, BERT, LinformerForMaskedLM),
+    (BertForPreTraining, BERT, LinformerForMaskedLM),
+    (BertForSequenceClassification, BERT, LinformerForSequenceClassification),
+    (RobertaModel, ROBERTA, LinformerModel),
+    (RobertaForMaskedLM, ROBERTA, LinformerForMaskedLM),
+    (RobertaForSequenceClassification, ROBERTA, LinformerForSequenceClassification),
+    (XLMRobertaForMaskedLM, XLMR, LinformerForMaskedLM),
+]
+
+
+def save_source(path, source_class, config, seed=0):
+    torch.manual_seed(seed)
+    model = source_class(config)
+    model.save_pretrained(path)
+    return model.eval()
+
+
+def batch(config, T=N, seed=1):
+    """Right-padded rows (lengths T, T-7, 5) starting with the family's first token; BERT rows have a second
+    segment (token type 1)."""
+    g = torch.Generator().manual_seed(seed)
+    pad = config.pad_token_id
+    ids = torch.randint(5, config.vocab_size, (3, T), generator=g)
+    mask = torch.ones_like(ids)
+    types = torch.zeros_like(ids)
+    for i, length in enumerate((T, T - 7, 5)):
+        ids[i, length:], mask[i, length:] = pad, 0
+        if config.type_vocab_size > 1:
+            types[i, length // 2 : length] = 1
+    ids[:, 0] = 2
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+
+
+def outputs(model, inputs):
+    """What to compare: classification logits, MLM logits or hidden states at the real tokens."""
+    with torch.no_grad():
+        out = model(**inputs)
+    if hasattr(out, "logits") and out.logits.dim() == 2:
+        return out.logits
+    values = out.prediction_logits if hasattr(out, "prediction_logits") else getattr(out, "logits", None)
+    values = out.last_hidden_state if values is None else values
+    return values[inputs["attention_mask"].bool()]
+
+
+@pytest.mark.parametrize("source_class, config, ours_class", CASES, ids=[c[0].__name__ for c in CASES])
+def test_full_mode_gives_the_source_outputs(tmp_path, source_class, config, ours_class):
+    source = save_source(tmp_path, source_class, config)
+    ours = ours_class.from_pretrained_encoder(tmp_path, attention="full").eval()
+    inputs = batch(config)
+    torch.testing.assert_close(outputs(ours, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+    if hasattr(source, "pooler") and source.pooler is not None:  # the bare encoder keeps its pooler
+        with torch.no_grad():
+            torch.testing.assert_close(ours(**inputs).pooler_output, source(**inputs).pooler_output,
+                                       atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("source_class, ours_class, mlm_prefix", [
+    (BertForMaskedLM, LinformerForMaskedLM, "cls.predictions."),
+    (BertForSequenceClassification, LinformerForSequenceClassification, None),
+])
+def test_every_bert_weight_is_copied_and_only_projections_start_fresh(tmp_path, source_class, ours_class,
+                                                                     mlm_prefix):
+    source = save_source(tmp_path, source_class, BERT).state_dict()
+    ours = ours_class.from_pretrained_encoder(tmp_path, projected_dim=8, sharing="kv").state_dict()
+    renamed = {k.replace("bert.", "roberta.", 1).replace("cls.predictions.transform.dense", "lm_head.dense")
+               .replace("cls.predictions.transform.LayerNorm", "lm_head.layer_norm")
+               .replace("cls.predictions.", "lm_head."): v for k, v in source.items()}
+    assert sorted(set(ours) - set(renamed)) == [f"roberta.encoder.layer.{i}.attention.self.E.weight" for i in (0, 1)]
+    assert set(renamed) <= set(ours)
+    for name, tensor in renamed.items():
+        torch.testing.assert_close(ours[name], tensor, msg=name)
+
+
+def test_bert_differences_are_config_fields(tmp_path):
+    save_source(tmp_path, BertForSequenceClassification, BERT)
+    config = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, projected_dim=8).config
+    assert (config.position_offset, config.classifier_head, config.lm_head_activation) == (0, "bert", "gelu_new")
+    assert (config.type_vocab_size, config.max_seq_len, config.max_position_embeddings) == (2, N, N)
+    assert config.layer_norm_eps == BERT.layer_norm_eps and config.num_labels == 3
+
+
+def test_missing_head_starts_fresh_and_says_so(tmp_path, caplog):
+    save_source(tmp_path, BertModel, BERT)  # no MLM head, as sentence-transformers checkpoints
+    caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
+    LinformerForMaskedLM.from_pretrained_encoder(tmp_path, projected_dim=8)
+    (line,) = [r.getMessage() for r in caplog.records]
+    # lm_head.decoder is tied to the word embeddings, which were copied
+    assert "starting fresh: lm_head, lm_head.dense, lm_head.layer_norm (not in the source" in line
+    assert "and 4 projection weights (E/F)" in line
+    assert "unused from the source: roberta.pooler.dense" in line
+
+
+def test_a_bert_head_from_an_mlm_source_gets_a_fresh_pooler_and_classifier(tmp_path, caplog):
+    save_source(tmp_path, BertForMaskedLM, BERT)  # BertForMaskedLM has no pooler
+    caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
+    model = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, num_labels=2, projected_dim=8)
+    assert "starting fresh: classifier, roberta.pooler.dense (" in caplog.records[0].getMessage()
+    assert model.classifier.out_features == 2
+
+
+def test_converted_bert_round_trips_through_the_auto_classes(tmp_path):
+    save_source(tmp_path / "bert", BertForSequenceClassification, BERT)
+    ours = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path / "bert", attention="full").eval()
+    ours.save_pretrained(tmp_path / "ours")
+    again = AutoModelForSequenceClassification.from_pretrained(tmp_path / "ours").eval()
+    inputs = batch(BERT)
+    torch.testing.assert_close(outputs(again, inputs), outputs(ours, inputs))
+
+
+def test_config_json_without_the_new_fields_loads_as_roberta(tmp_path, make_config):
+    torch.manual_seed(0)
+    model = LinformerForMaskedLM(make_config()).eval()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    for key in ("position_offset", "classifier_head", "lm_head_activation"):
+        del config[key]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    again = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert (again.config.position_offset, again.config.classifier_head) == (2, "roberta")
+    inputs = batch(again.config, T=16)
+    del inputs["token_type_ids"]
+    torch.testing.assert_close(outputs(again, inputs), outputs(model, inputs))
+
+
+# ------------------------------------------------------------------------------------------ convert_encoder
+def save_tokenizer(path, size):
+    """A WordPiece tokenizer of `size` tokens with BERT's special tokens."""
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+    vocab.update({f"w{i}": i for i in range(len(vocab), size)})
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(path)
+
+
+def test_convert_encoder_saves_model_and_tokenizer(tmp_path):
+    source = save_source(tmp_path / "bert", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    out = convert_encoder(tmp_path / "bert", tmp_path / "out", attention="full")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert", "out"]  # no temporary left behind
+    model = AutoModelForMaskedLM.from_pretrained(out).eval()
+    assert isinstance(model, LinformerForMaskedLM)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert len(tokenizer) == VOCAB
+    inputs = tokenizer(["w5 w6 w7", "w8"], padding=True, return_tensors="pt")
+    torch.testing.assert_close(outputs(model, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+
+
+def test_convert_encoder_rejects_a_tokenizer_larger_than_the_vocabulary(tmp_path):
+    save_source(tmp_path / "bert", BertModel, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB + 20)
+    with pytest.raises(CheckpointError, match=f"has {VOCAB + 20} tokens but the model's vocab_size is {VOCAB}"):
+        convert_encoder(tmp_path / "bert", tmp_path / "out", model_class=LinformerModel, projected_dim=8)
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_encoder_needs_a_tokenizer(tmp_path):
+    save_source(tmp_path / "bert", BertModel, BERT)
+    with pytest.raises(CheckpointError, match="holds no tokenizer"):
+        convert_encoder(tmp_path / "bert", tmp_path / "out")
+
+
+# ------------------------------------------------------------------------------------------ bad inputs
+def test_unsupported_model_type_names_the_supported_ones(tmp_path):
+    DistilBertModel(DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=1, n_heads=4, hidden_dim=64)).save_pretrained(
+        tmp_path)
+    with pytest.raises(CheckpointError, match="'distilbert' model; only bert, roberta, xlm-roberta, camembert"):
+        LinformerModel.from_pretrained_encoder(tmp_path)
+
+
+def test_k_above_n_is_a_config_error(tmp_path):
+    save_source(tmp_path, BertModel, BERT)
+    with pytest.raises(ConfigError, match=r"projected_dim \(k=64\) must be in 1..max_seq_len \(n=24\)"):
+        LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=64)
+
+
+def test_unknown_setting_is_a_config_error(tmp_path):
+    save_source(tmp_path, BertModel, BERT)
+    with pytest.raises(ConfigError, match="'projected_dims' .*did you mean 'projected_dim'"):
+        LinformerModel.from_pretrained_encoder(tmp_path, projected_dims=8)
+
+
+def test_paths_without_a_model_are_checkpoint_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="holds no model"):
+        LinformerModel.from_pretrained_encoder(tmp_path)
+    save_source(tmp_path, BertModel, BERT)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="no weights that load"):
+        LinformerModel.from_pretrained_encoder(tmp_path)
+
+
+def test_another_number_of_labels_starts_the_classifier_fresh(tmp_path, caplog):
+    source = save_source(tmp_path, BertForSequenceClassification, BERT)  # 3 labels
+    caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
+    model = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, num_labels=2, projected_dim=8)
+    assert model.config.num_labels == 2 and model.classifier.out_features == 2
+    assert "starting fresh: classifier (" in caplog.records[0].getMessage()
+    torch.testing.assert_close(model.roberta.pooler.dense.weight, source.bert.pooler.dense.weight)
