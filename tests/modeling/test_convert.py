@@ -239,3 +239,40 @@ def test_another_number_of_labels_starts_the_classifier_fresh(tmp_path, caplog):
     assert model.config.num_labels == 2 and model.classifier.out_features == 2
     assert "starting fresh: classifier (" in caplog.records[0].getMessage()
     torch.testing.assert_close(model.roberta.pooler.dense.weight, source.bert.pooler.dense.weight)
+
+
+# ------------------------------------------------------------------------------------------ longer inputs
+@pytest.mark.parametrize("source_class, config, offset", [(BertModel, BERT, 0), (RobertaModel, ROBERTA, 2)],
+                         ids=["bert", "roberta"])
+def test_longer_n_repeats_the_learned_positions(tmp_path, source_class, config, offset):
+    source = save_source(tmp_path, source_class, config)
+    n = 3 * N + 5  # not a whole number of copies
+    ours = LinformerModel.from_pretrained_encoder(tmp_path, max_seq_len=n, attention="full").eval()
+    old = source.embeddings.position_embeddings.weight
+    new = ours.embeddings.position_embeddings.weight
+    assert new.shape[0] == n + offset == ours.config.max_position_embeddings
+    torch.testing.assert_close(new[: old.shape[0]], old)  # the source's rows (RoBERTa's first two too) stay
+    learned = old[offset:]
+    for start in range(offset, n + offset, N):
+        block = new[start : start + N]
+        torch.testing.assert_close(block, learned[: len(block)])
+    inputs = batch(config)  # no longer than the source's limit: the source's outputs
+    torch.testing.assert_close(outputs(ours, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+    long = batch(config, T=n)
+    with torch.no_grad():
+        assert ours(**long).last_hidden_state.shape == (3, n, config.hidden_size)
+
+
+def test_longer_n_sizes_the_projections_to_it(tmp_path):
+    save_source(tmp_path, RobertaForMaskedLM, ROBERTA)
+    model = LinformerForMaskedLM.from_pretrained_encoder(tmp_path, max_seq_len=4 * N, projected_dim=8)
+    assert model.roberta.encoder.layer[0].attention.self.E.weight.shape[-2:] == (4 * N, 8)
+    inputs = batch(ROBERTA, T=4 * N)
+    with torch.no_grad():
+        assert model(**inputs).logits.shape == (3, 4 * N, VOCAB)
+
+
+def test_longer_n_without_extension_is_a_config_error(tmp_path):
+    save_source(tmp_path, BertModel, BERT)
+    with pytest.raises(ConfigError, match=f"max_seq_len=48 is longer .* so max_seq_len <= {N}; pass extend_positions"):
+        LinformerModel.from_pretrained_encoder(tmp_path, max_seq_len=48, projected_dim=8, extend_positions=False)
