@@ -87,6 +87,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
             f"The tokenizer at {path!r} has {len(tokenizer)} tokens but the model's vocab_size is "
             f"{model.config.vocab_size}: its ids would index past the word embeddings."
         )
+    tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

