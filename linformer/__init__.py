@@ -5,6 +5,7 @@ from .modeling import (
     LinformerForMaskedLM,
     LinformerForSequenceClassification,
     LinformerModel,
+    convert_encoder,
     count_projection_matrices,
 )
 
@@ -15,5 +16,6 @@ __all__ = [
     "LinformerForMaskedLM",
     "LinformerForSequenceClassification",
     "LinformerModel",
+    "convert_encoder",
     "count_projection_matrices",
 ]
