@@ -14,6 +14,7 @@ the run, naming the file, even where `max_documents` would stop reading before t
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -190,15 +191,41 @@ class _Tokenize:
         if self._tok is None:
             from transformers import AutoTokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(self.tokenizer_dir).backend_tokenizer
+            self._tok = raw_tokenizer(AutoTokenizer.from_pretrained(self.tokenizer_dir))
         encs = self._tok.encode_batch_fast(batch["text"], add_special_tokens=False)
         return {"ids": [e.ids for e in encs]}
+
+
+def raw_tokenizer(tok):
+    """The fast tokenizer's backend without the padding and truncation a saved tokenizer.json may switch on
+    (sentence-transformers models pad every text to 128): a corpus is tokenized whole, then packed."""
+    backend = copy.deepcopy(tok.backend_tokenizer)
+    backend.no_padding()
+    backend.no_truncation()
+    return backend
+
+
+def _structure_ids(tok, tokenizer_dir: str) -> tuple[int | None, int, int, int]:
+    """(newline, block start, block end, document separator) ids of a tokenizer.
+
+    Byte-level BPE (ours, RoBERTa's) has <s>, </s> and a newline token. WordPiece (BERT) has [CLS] and [SEP] and
+    drops newlines as whitespace: its paragraphs are then joined with nothing between them, as BERT's own
+    pretraining text was."""
+    nl_ids = raw_tokenizer(tok).encode("\n", add_special_tokens=False).ids
+    if len(nl_ids) > 1:
+        raise CorpusError(f"tokenizer {tokenizer_dir} encodes a newline as {len(nl_ids)} tokens {nl_ids}, not one")
+    bos = tok.bos_token_id if tok.bos_token_id is not None else tok.cls_token_id
+    eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+    if bos is None or eos is None:
+        raise CorpusError(f"tokenizer {tokenizer_dir} has neither <s>/</s> nor [CLS]/[SEP] to frame a block")
+    sep = tok.sep_token_id if tok.sep_token_id is not None else eos
+    return (nl_ids[0] if nl_ids else None), bos, eos, sep
 
 
 class _Packer:
     """Cuts one split's token stream into `<s> body </s>` blocks of exactly n and writes them as Arrow."""
 
-    def __init__(self, path: Path, n: int, bos: int, eos: int, sep: int, nl: int, flush_blocks: int = 2048):
+    def __init__(self, path: Path, n: int, bos: int, eos: int, sep: int, nl: int | None, flush_blocks: int = 2048):
         import pyarrow as pa
 
         self.pa, self.path, self.n, self.body = pa, path, n, n - 2
@@ -218,7 +245,8 @@ class _Packer:
 
     def add(self, ids: np.ndarray, doc: int) -> None:
         if doc == self.last_doc:
-            self._push(np.array([self.nl], dtype=np.int32))
+            if self.nl is not None:
+                self._push(np.array([self.nl], dtype=np.int32))
         else:
             if self.last_doc >= 0:
                 self._push(np.array([self.sep], dtype=np.int32))
@@ -390,11 +418,7 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     t_start = time.perf_counter()
     n, val_fraction, seed = settings["n"], settings["val_fraction"], settings["seed"]
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
-    nl_ids = tok.backend_tokenizer.encode("\n", add_special_tokens=False).ids
-    if len(nl_ids) != 1:
-        raise CorpusError(f"tokenizer {tokenizer_dir} does not encode a newline as one token: {nl_ids}")
-    bos, eos = tok.bos_token_id, tok.eos_token_id
-    sep = tok.sep_token_id if tok.sep_token_id is not None else eos
+    nl, bos, eos, sep = _structure_ids(tok, tokenizer_dir)
     work = tmp / "_work"
     work.mkdir()
 
@@ -434,8 +458,8 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
     is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
     packers = {
-        "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl_ids[0]),
-        "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl_ids[0]),
+        "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl),
+        "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl),
     }
     for tbl in tokd.with_format("arrow").iter(batch_size=20000):
         ids_col = tbl.column("ids").combine_chunks()
@@ -469,7 +493,7 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
         "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
         "tokenizer_dir": os.path.abspath(tokenizer_dir),
         "tokenizer_hash": tok_hash,
-        "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl_ids[0], "pad": tok.pad_token_id},
+        "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
         **{k: settings[k] for k in ("val_fraction", "seed", "skip_bad_rows", "max_documents")},
         "sources": [
             {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
