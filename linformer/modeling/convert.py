@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from ..errors import CheckpointError, ConfigError
 from ..rundir import atomic_dir
+from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
 from .loading import _modules, resolve_model_path
 
@@ -74,7 +75,8 @@ class FromPretrainedEncoder:
 def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None,
                     **settings) -> Path:
     """Convert the encoder at ``name_or_path`` into ``model_class`` (default LinformerForMaskedLM) and save it with
-    the source's tokenizer in ``out_dir``, which appears complete or not at all. Returns ``out_dir``."""
+    the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not at all.
+    Returns ``out_dir``."""
     if model_class is None:
         from .heads import LinformerForMaskedLM  # heads.py imports this module
 
@@ -91,6 +93,8 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        # the card goes inside the atomic block: a converted directory never lacks its card
+        write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))
     return Path(out_dir)
 
 

@@ -1,0 +1,216 @@
+"""Model cards for converted Linformers: README.md in the Hugging Face format, generated from a JSON sidecar.
+
+``linformer_card.json`` holds everything the card says (source, license, n, k, sharing, projection, attention
+transfer, finetuning results); README.md is rendered from it on every change, so no step ever parses markdown.
+``info`` (the sidecar's content) is::
+
+    {"name": "minilm-linformer-k128",
+     "source": {"name": ..., "hub_id": ... or None, "model_type": ..., "architecture": ..., "license": ...},
+     "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
+               "projection": ...},
+     "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
+                          "rel_err_after": [...]},
+     "results": {task: {"metrics": {...}, "run_dir": ...}}}
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from huggingface_hub import (
+    EvalResult,
+    HfApi,
+    ModelCard,
+    ModelCardData,
+    constants,
+    metadata_load,
+    try_to_load_from_cache,
+)
+from transformers import AutoConfig
+
+from ..data.tasks import TASKS
+from ..errors import CheckpointError, HubOfflineError
+from ..rundir import atomic_write, read_json, write_json
+from .loading import _PACKAGED_MODELS, resolve_model_path
+
+CARD = "README.md"
+SIDECAR = "linformer_card.json"
+_PIPELINES = {"LinformerForMaskedLM": "fill-mask", "LinformerForSequenceClassification": "text-classification",
+              "LinformerModel": "feature-extraction"}
+_AUTO_CLASSES = {"LinformerForMaskedLM": "AutoModelForMaskedLM",
+                 "LinformerForSequenceClassification": "AutoModelForSequenceClassification"}
+
+
+# ------------------------------------------------------------------------------------------------ the record
+def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
+    """The card's info for ``model``, converted from ``name_or_path`` by convert_encoder: no transfer, no results."""
+    given = str(name_or_path)
+    path = resolve_model_path(given)
+    source_config = AutoConfig.from_pretrained(path)
+    c = model.config
+    return {
+        "name": name,
+        "source": {
+            "name": given,
+            "hub_id": _hub_id(given, path),
+            "model_type": source_config.model_type,
+            "architecture": (source_config.architectures or [None])[0],
+            "license": _source_metadata(path).get("license") or "unknown",
+        },
+        "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
+                  "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection},
+        "transfer": None,
+        "results": {},
+    }
+
+
+def _hub_id(given: str, path: str) -> str | None:
+    """The source's hub id, or None for a local directory: the hub rejects a card whose base_model is not a model
+    id, so a local path must not go there."""
+    if given in _PACKAGED_MODELS and path != given:
+        return _PACKAGED_MODELS[given][2]
+    return None if os.path.isdir(path) else path
+
+
+def _source_metadata(path: str) -> dict:
+    """The front matter of the source's own model card (local, or in the hub cache); {} when it has none."""
+    card = Path(path) / CARD if os.path.isdir(path) else try_to_load_from_cache(path, CARD)
+    if not isinstance(card, (str, Path)) or not Path(card).is_file():
+        return {}
+    try:
+        return metadata_load(card) or {}
+    except ValueError:  # a front matter that is not a mapping says nothing usable
+        return {}
+
+
+def read_card_info(model_dir: str | os.PathLike) -> dict:
+    """The card's info from the sidecar; {} when the directory has none."""
+    return read_json(Path(model_dir) / SIDECAR)
+
+
+def write_model_card(model_dir: str | os.PathLike, info: dict) -> None:
+    """Write the sidecar (``info`` as given) and README.md rendered from it."""
+    write_json(Path(model_dir) / SIDECAR, info)
+    atomic_write(Path(model_dir) / CARD, str(render_card(info)))
+
+
+def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir: str | os.PathLike) -> None:
+    """Record finetuning results on ``task`` in the card: one row per task, replaced when the task is run again."""
+    info = read_card_info(model_dir)
+    if not info:
+        raise CheckpointError(f"{model_dir} has no {SIDECAR}: write its card (write_model_card) before its results.")
+    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": str(run_dir)}
+    write_model_card(model_dir, info)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def render_card(info: dict) -> ModelCard:
+    source, model = info["source"], info["model"]
+    data = ModelCardData(
+        license=source["license"], library_name="transformers", base_model=source.get("hub_id"),
+        tags=["linformer", source["model_type"]] + (["attention-transfer"] if info.get("transfer") else []),
+        pipeline_tag=_PIPELINES.get(model["class"]),
+        **_eval_results(info["name"], info.get("results") or {}),
+    )
+    body = "\n\n".join([
+        f"# {info['name']}",
+        f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: every "
+        "weight of the source is copied" + ("; in full attention nothing is new." if model["attention"] == "full"
+                                            else ", and the low-rank projections E, F are new."),
+        _source_section(source), _attention_section(model), _transfer_section(info.get("transfer"), model),
+        _results_section(info.get("results") or {}), _usage_section(info["name"], model["class"]),
+    ])
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}\n")
+
+
+def _eval_results(name: str, results: dict) -> dict:
+    """ModelCardData's model-index arguments: one EvalResult per numeric metric of each task."""
+    evals = []
+    for task, row in results.items():
+        spec = TASKS.get(task)  # known tasks name their hub dataset (glue/sst2, validation split)
+        dataset = dict(dataset_type=spec.hub[0], dataset_config=spec.hub[1], dataset_split=spec.hub_splits["eval"]) \
+            if spec else dict(dataset_type=task)
+        evals += [EvalResult(task_type="text-classification", dataset_name=task, metric_type=metric,
+                             metric_value=value, **dataset)
+                  for metric, value in row["metrics"].items()
+                  if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    return dict(model_name=name, eval_results=evals) if evals else {}
+
+
+def _table(rows: list[tuple], header: tuple) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows])
+
+
+def _source_section(source: dict) -> str:
+    where = f"`{source['name']}`" + (f" (hub: [{source['hub_id']}](https://huggingface.co/{source['hub_id']}))"
+                                     if source.get("hub_id") else " (a local directory, not a hub model)")
+    license_text = source["license"] if source["license"] != "unknown" else \
+        "unknown: the source's model card states no license, so check the source's terms before reuse"
+    return "## Source\n\n" + _table(
+        [("model", where), ("model_type", source["model_type"]), ("architecture", source["architecture"]),
+         ("license", license_text)], ("", ""))
+
+
+def _attention_section(model: dict) -> str:
+    if model["attention"] == "full":
+        rows = [("attention", "full (standard attention: no projection, so no k, sharing or projection)"),
+                ("n (max_seq_len)", model["max_seq_len"])]
+    else:
+        rows = [("attention", "linformer"), ("n (max_seq_len)", model["max_seq_len"]),
+                ("k (projected_dim)", model["projected_dim"]), ("sharing", model["sharing"]),
+                ("projection", model["projection"])]
+    return "## Attention\n\n" + _table(rows, ("", ""))
+
+
+def _transfer_section(transfer: dict | None, model: dict) -> str:
+    if not transfer:
+        why = "full attention has no projection to fit" if model["attention"] == "full" else \
+            "E and F are as initialised; finetune, or fit them to the source's attention, before use"
+        return f"## Attention transfer\n\nNo attention transfer: {why}."
+    # A run that skipped its step-0 evaluation has no "before": those cells say so rather than dropping layers.
+    before, after = transfer.get("rel_err_before") or [], transfer.get("rel_err_after") or []
+    rows = [(i, *(_number(errs[i]) if i < len(errs) else "not measured" for errs in (before, after)))
+            for i in range(max(len(before), len(after)))]
+    return (f"## Attention transfer\n\nE and F were fitted to the source's attention ({transfer.get('target')}) on "
+            f"{transfer.get('tokens')} tokens in {transfer.get('steps')} steps. Relative error per layer:\n\n"
+            + _table(rows, ("layer", "before", "after")))
+
+
+def _results_section(results: dict) -> str:
+    if not results:
+        return "## Finetuning results\n\nNone yet."
+    metrics = list(dict.fromkeys(m for row in results.values() for m in row["metrics"]))  # first-seen order
+    rows = [(task, *(_number(row["metrics"].get(m, "")) for m in metrics), f"`{row['run_dir']}`")
+            for task, row in sorted(results.items())]
+    return "## Finetuning results\n\n" + _table(rows, ("task", *metrics, "run"))
+
+
+def _usage_section(name: str, model_class: str) -> str:
+    auto = _AUTO_CLASSES.get(model_class, "AutoModel")
+    return ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
+            f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
+            f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```")
+
+
+def _number(x) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+# ------------------------------------------------------------------------------------------------ the hub
+def push_to_hub(model_dir: str | os.PathLike, repo_id: str, token: str | None = None, private: bool = False,
+                api: HfApi | None = None):
+    """Upload ``model_dir`` (model, tokenizer, card) to the hub repo ``repo_id``, creating it if needed.
+
+    Returns upload_folder's CommitInfo. ``api`` replaces the HfApi client (tests give a stand-in)."""
+    if constants.is_offline_mode():
+        raise HubOfflineError(f"cannot push {model_dir} to {repo_id}: the hub is offline here (HF_HUB_OFFLINE); run "
+                              "push_to_hub on a machine where the hub is reachable.")
+    if not (Path(model_dir) / "config.json").is_file():
+        raise CheckpointError(f"{model_dir} holds no config.json: it is not a saved model directory.")
+    api = api or HfApi(token=token)
+    api.create_repo(repo_id, token=token, private=private, exist_ok=True)
+    # ".*" leaves out atomic_write's temporaries and other hidden files.
+    return api.upload_folder(repo_id=repo_id, folder_path=str(model_dir), token=token, ignore_patterns=[".*"],
+                             commit_message=f"Upload {Path(model_dir).name} (linformer)")

