@@ -96,11 +96,13 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping, groups: list[dict] | None = None
+                    ) -> torch.optim.Optimizer:
+    """AdamW over `groups` (a task's own, e.g. two learning rates), else over param_groups(model)."""
     betas = tuple(float(b) for b in optim.get("betas", (0.9, 0.98)))
     fused = {"fused": True} if next(model.parameters()).is_cuda else {}
     return torch.optim.AdamW(
-        param_groups(model, float(optim.get("weight_decay", 0.01))),
+        groups or param_groups(model, float(optim.get("weight_decay", 0.01))),
         lr=float(lr),
         betas=betas,
         eps=float(optim.get("eps", 1e-6)),

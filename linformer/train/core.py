@@ -77,6 +77,10 @@ class TrainingTask:
     def on_best(self, trainer: Trainer, step: int) -> None:
         """Called when an evaluation beats every earlier one (finetuning keeps that model in best/)."""
 
+    def param_groups(self, weight_decay: float) -> list[dict] | None:
+        """Optimizer groups of the task's own (None: decay matrices, not biases and LayerNorms, at trainer.lr)."""
+        return None
+
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The run's summary (summary.json) and, for finetuning, its results (results.json)."""
         return {}, None
@@ -395,7 +399,8 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         seed_everything(int(cfg.seed))
         task = make_task(accelerator, settings)
         settings = task.settings
-        optimizer = build_optimizer(task.model, settings.lr, cfg.optim)
+        groups = task.param_groups(float(cfg.optim.get("weight_decay", 0.01)))
+        optimizer = build_optimizer(task.model, settings.lr, cfg.optim, groups)
         scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)

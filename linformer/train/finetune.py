@@ -23,6 +23,7 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 from ..data import compute_metrics, get_task, load_task
 from ..data.io import resolve_path
 from ..errors import ConfigError
+from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
 from ..rundir import RunRecord
 from .core import Trainer, TrainingTask, run_training
@@ -160,6 +161,8 @@ class FinetuneTask(TrainingTask):
             "steps": trainer.state["step"],
             "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
         }
+        if trainer.main and read_card_info(self.model_path):  # a converted or transferred model: its card lists results
+            add_results(self.model_path, self.spec.name, metrics, trainer.run_dir)
         score = metrics.get(self.spec.metrics[0])
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,

@@ -9,7 +9,7 @@ sees exactly the tokens and masks that 2 processes with batch b see.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,12 @@ class BlockStream:
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             self._perm = (epoch, torch.randperm(len(self.blocks), generator=gen))
         return self._perm[1][pos * self.global_micro : (pos + 1) * self.global_micro]
+
+    def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
+        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation."""
+        total = self.batches_per_epoch if limit is None else min(limit, self.batches_per_epoch)
+        for g in range(total):
+            yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
@@ -133,12 +139,9 @@ class PretrainTask(TrainingTask):
         """Validation loss over fixed masks (the same every evaluation), summed over ranks."""
         acc = self.trainer.accelerator
         model.eval()
-        total = self.val.batches_per_epoch if self.eval_batches is None else min(self.eval_batches,
-                                                                                 self.val.batches_per_epoch)
         loss_sum = torch.zeros((), device=acc.device, dtype=torch.float64)
         count = torch.zeros((), device=acc.device, dtype=torch.float64)
-        for g in range(total):
-            batch = {k: v.to(acc.device) for k, v in self.val.micro_batch(g).items()}
+        for batch in self.val.held_out(self.eval_batches, acc.device):
             n_targets = (batch["labels"] != -100).sum()
             if n_targets == 0:
                 continue

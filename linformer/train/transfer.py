@@ -1,0 +1,223 @@
+"""Attention transfer on the training core: ``transfer(cfg, run_dir)``.
+
+The student is a pretrained BERT/RoBERTa encoder converted to a Linformer (``from_pretrained_encoder``); the
+teacher is the same weights with full attention. Training fits the student's layers to the teacher's on packed
+n-token blocks of a corpus tokenized with the source's tokenizer:
+
+- ``transfer.train=projections`` (default) trains only E and F; every other weight is frozen, so the teacher is the
+  student's own modules run with full attention (no second copy);
+- ``transfer.train=all`` also adapts every other weight at ``transfer.lr_rest`` (a frozen copy is the teacher).
+
+The loss is, per layer, ||student - teacher||^2 / ||teacher||^2 at real tokens, averaged over layers, on each
+layer's output (``transfer.target=hidden``) or its attention's output before the residual (``attention``). Evaluation reports
+each layer's relative error ||student - teacher|| / ||teacher|| on the held-out blocks of the corpus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from transformers import AutoTokenizer
+
+from ..data import load_prepared
+from ..data.io import resolve_path
+from ..errors import ConfigError
+from ..modeling import LinformerModel
+from ..modeling.attention import LinformerSelfAttention
+from ..modeling.card import conversion_info, write_model_card
+from ..modeling.loading import resolve_model_path
+from .core import Trainer, TrainingTask, run_training
+from .pretrain import BlockStream
+from .settings import TrainerSettings, positive_float, positive_int
+
+TARGETS = ("hidden", "attention")
+TRAINED = ("projections", "all")
+_PROJECTION = (".E.", ".F.")
+
+
+class _Blocks:
+    """Collates packed blocks as they are (no masking): every token is real."""
+
+    generator = None  # BlockStream seeds one per batch; nothing here is random
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        ids = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+@contextlib.contextmanager
+def full_attention(model) -> Iterator[None]:
+    """Run the model's Linformer layers with full attention inside the block: the teacher of the same weights."""
+    layers = [m for m in model.modules() if isinstance(m, LinformerSelfAttention)]
+    modes = [m.linformer for m in layers]
+    for m in layers:
+        m.linformer = False
+    try:
+        yield
+    finally:
+        for m, mode in zip(layers, modes):
+            m.linformer = mode
+
+
+def layer_outputs(model, batch: dict[str, torch.Tensor], target: str) -> list[torch.Tensor]:
+    """Each layer's output (hidden), or its attention's output before the residual and LayerNorm (attention)."""
+    if target == "hidden":
+        return list(model(**batch, output_hidden_states=True).hidden_states[1:])
+    caught: list[torch.Tensor] = []
+    base = getattr(model, "module", model)  # under DDP the layers live in .module
+    hooks = [layer.attention.self.register_forward_hook(lambda _m, _i, out: caught.append(out[0]))
+             for layer in base.encoder.layer]
+    try:
+        model(**batch)
+    finally:
+        for h in hooks:
+            h.remove()
+    return caught
+
+
+class TransferTask(TrainingTask):
+    stage = "transfer"
+    main_metric = "val_rel_err"
+
+    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
+        tr = cfg.transfer
+        self.cfg, self.settings = cfg, settings
+        self.target, self.train_mode = str(tr.target), str(tr.train)
+        if self.target not in TARGETS:
+            raise ConfigError(f"transfer.target={self.target!r} is not one of {', '.join(TARGETS)}.")
+        if self.train_mode not in TRAINED:
+            raise ConfigError(f"transfer.train={self.train_mode!r} is not one of {', '.join(TRAINED)}.")
+        self.lr_rest = positive_float(tr, "lr_rest", "transfer") if self.train_mode == "all" else None
+        self.source = resolve_model_path(str(cfg.model_path))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.source)
+        m = cfg.model
+        self.model = LinformerModel.from_pretrained_encoder(
+            self.source, attention="linformer", max_seq_len=int(m.max_seq_len), projected_dim=m.projected_dim,
+            sharing=str(m.sharing), projection=str(m.projection),
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
+        self.source_dropout = _source_dropout(self.source)
+        self.teacher = None
+        if self.train_mode == "projections":
+            for name, p in self.model.named_parameters():
+                p.requires_grad_(any(s in f".{name}." for s in _PROJECTION))
+        else:
+            self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
+        data = load_prepared(resolve_path(cfg.corpus_dir), self.source)
+        self.n = len(data["train"][0]["input_ids"])
+        if self.n != self.model.config.max_seq_len:
+            raise ConfigError(
+                f"corpus_dir={cfg.corpus_dir} holds blocks of {self.n} tokens but model.max_seq_len is "
+                f"{self.model.config.max_seq_len}: prepare the corpus with data.n={self.model.config.max_seq_len}."
+            )
+        seed, b = int(cfg.seed), settings.batch_size
+        self.train = BlockStream(data["train"], b, world, rank, seed, _Blocks(), "train")
+        self.val = BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(), "validation")
+        self.eval_batches = positive_int(cfg.trainer, "eval_batches", allow_none=True)
+        self.warmup_steps = int(cfg.trainer.warmup_steps)
+        self.tracker_tags = [f"k={m.projected_dim}", f"sharing={m.sharing}", f"train={self.train_mode}",
+                             f"target={self.target}"]
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """E and F at trainer.lr; with transfer.train=all every other weight at transfer.lr_rest."""
+        proj = [p for n, p in self.model.named_parameters() if any(s in f".{n}." for s in _PROJECTION)]
+        rest = [p for n, p in self.model.named_parameters()
+                if p.requires_grad and not any(s in f".{n}." for s in _PROJECTION)]
+        groups = [{"params": proj, "weight_decay": 0.0}]
+        if rest:
+            groups.append({"params": rest, "weight_decay": weight_decay, "lr": self.lr_rest})
+        return groups
+
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        return self.train.micro_batch(g)
+
+    def count(self, batch) -> int:
+        return int(batch["input_ids"].shape[0])
+
+    def epoch_of(self, step: int) -> float:
+        return step * self.settings.grad_accum / self.train.batches_per_epoch
+
+    def _pairs(self, model, batch) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(student, teacher) outputs of every layer; the teacher never needs gradients."""
+        student = layer_outputs(model, batch, self.target)
+        with torch.no_grad():
+            teacher_model = model if self.teacher is None else self.teacher
+            with full_attention(teacher_model):
+                teacher = layer_outputs(teacher_model, batch, self.target)
+        return list(zip(student, teacher))
+
+    def loss(self, model, batch) -> torch.Tensor:
+        pairs = self._pairs(model, batch)
+        errs = [((s.float() - t.float()) ** 2).sum() / (t.float() ** 2).sum() for s, t in pairs]
+        return torch.stack(errs).mean()
+
+    @torch.no_grad()
+    def evaluate(self, model) -> dict[str, float]:
+        """Each layer's relative error on the held-out blocks (sums over every eval batch and rank)."""
+        acc = self.trainer.accelerator
+        model.eval()
+        num = den = None
+        for batch in self.val.held_out(self.eval_batches, acc.device):
+            pairs = self._pairs(model, batch)
+            d = torch.stack([((s.float() - t.float()) ** 2).sum() for s, t in pairs]).double()
+            t2 = torch.stack([(t.float() ** 2).sum() for _, t in pairs]).double()
+            num, den = (d, t2) if num is None else (num + d, den + t2)
+        num, den = acc.reduce(num, "sum"), acc.reduce(den, "sum")
+        model.train()
+        rel = (num / den).sqrt().tolist()
+        return {"val_rel_err": sum(rel) / len(rel), **{f"val_rel_err_{i}": r for i, r in enumerate(rel)}}
+
+    def finish(self, trainer: Trainer) -> tuple[dict[str, Any], None]:
+        evals = trainer.state["evals"]
+        layers = self.model.config.num_hidden_layers
+        before = next(([e[f"val_rel_err_{i}"] for i in range(layers)] for e in evals if e["step"] == 0), None)
+        after = [evals[-1][f"val_rel_err_{i}"] for i in range(layers)] if evals else None
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        model.config.update(self.source_dropout)  # the saved model finetunes with the source's dropout
+        model_dir = trainer.run_dir / "model"
+        trainer.save_model(model_dir)
+        if trainer.main:
+            self._write_card(model_dir, trainer, before, after)
+        fmt = lambda errs: " ".join(f"{e:.3f}" for e in errs)
+        report = [f"relative error by layer, held out: {fmt(before)} -> {fmt(after)}" if before and after else
+                  f"relative error by layer, held out: {fmt(after or [])}"]
+        summary = {
+            "model_dir": str(model_dir), "source": self.source, "target": self.target, "train": self.train_mode,
+            "rel_err_before": before, "rel_err_after": after, "report": report,
+            "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
+        }
+        return summary, None
+
+
+    def _write_card(self, model_dir: Path, trainer: Trainer, before, after) -> None:
+        """The model card records the source, n, k, sharing, and the transfer: tokens, steps, error by layer."""
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        info = conversion_info(str(self.cfg.model_path), model, name=trainer.run_dir.name)
+        info["transfer"] = {"steps": trainer.state["step"], "tokens": trainer.state["tokens"], "target": self.target,
+                            "train": self.train_mode, "rel_err_before": before, "rel_err_after": after}
+        write_model_card(model_dir, info)
+
+
+def _source_dropout(source: str) -> dict[str, float]:
+    from transformers import AutoConfig
+
+    c = AutoConfig.from_pretrained(source)
+    return {"hidden_dropout_prob": c.hidden_dropout_prob, "attention_probs_dropout_prob":
+            c.attention_probs_dropout_prob}
+
+
+def transfer(cfg: DictConfig, run_dir: str | Path) -> dict:
+    """Fit a converted Linformer's attention to its full-attention teacher; returns the summary."""
+
+    def make_task(accelerator, settings: TrainerSettings) -> TransferTask:
+        task = TransferTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+        if task.teacher is not None:  # not prepared by Accelerate (it never trains): place it by hand
+            task.teacher.to(accelerator.device)
+        return task
+
+    return run_training(cfg, run_dir, "transfer", make_task)

@@ -1,0 +1,14 @@
+"""Attention transfer: python scripts/transfer.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
+
+from linformer.cli import hydra_main, hydra_run_dir
+
+
+@hydra_main("transfer")
+def main(cfg) -> None:
+    from linformer.train.transfer import transfer
+
+    transfer(cfg, hydra_run_dir())
+
+
+if __name__ == "__main__":
+    main()

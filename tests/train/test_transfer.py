@@ -1,0 +1,133 @@
+"""Attention transfer on a tiny BERT built here (WordPiece tokenizer, packed corpus of its tokens)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+from linformer.data import prepare_corpus
+from linformer.errors import ConfigError
+from linformer.modeling import LinformerModel
+from linformer.train.transfer import transfer
+
+from .conftest import CONFIGS, _synthetic_corpus
+
+REPO = Path(__file__).resolve().parents[2]
+N = 32
+
+
+@pytest.fixture(scope="module")
+def bert_source(tmp_path_factory):
+    """A tiny random BERT with its own WordPiece tokenizer, and the corpus packed into N-token blocks with it."""
+    root = tmp_path_factory.mktemp("bert_source")
+    text = _synthetic_corpus(root / "corpus.txt")
+    wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wp.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.train([str(text)], trainers.WordPieceTrainer(vocab_size=200, special_tokens=[
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                  sep_token="[SEP]", mask_token="[MASK]")
+    src = root / "bert"
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=N, pad_token_id=0))
+    with torch.no_grad():  # sharp attention, as a trained encoder has: a random one attends almost uniformly,
+        for layer in bert.encoder.layer:  # which mean-pooling E/F already match
+            layer.attention.self.query.weight.mul_(40)
+            layer.attention.self.key.weight.mul_(40)
+    bert.save_pretrained(src)
+    tok.save_pretrained(src)
+    prepare_corpus([str(text)], str(src), str(root / "blocks"), n=N, val_fraction=0.1, num_proc=1)
+    return {"source": str(src), "corpus": str(root / "blocks")}
+
+
+def _compose(bert_source, *overrides):
+    import linformer.train  # noqa: F401  (registers the run-name resolvers)
+
+    base = [f"model_path={bert_source['source']}", f"corpus_dir={bert_source['corpus']}", f"model.max_seq_len={N}",
+            "model.projected_dim=8", "model.sharing=headwise", "trainer.max_steps=40", "trainer.batch_size=8",
+            "trainer.lr=1e-2", "trainer.warmup_steps=2", "trainer.eval_every=20", "trainer.save_every=20",
+            "trainer.eval_batches=2"]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="transfer", overrides=base + list(overrides))
+
+
+@pytest.mark.parametrize("target, gain", [("hidden", 0.97), ("attention", 0.95)])
+def test_transfer_of_the_projections_lowers_the_held_out_error(bert_source, tmp_path, target, gain):
+    """A layer's output is mostly its residual input, so its error moves less than the attention output's."""
+    summary = transfer(_compose(bert_source, f"transfer.target={target}"), tmp_path)
+    before, after = summary["rel_err_before"], summary["rel_err_after"]
+    assert len(before) == len(after) == 2 and min(before) > 0
+    assert sum(after) < gain * sum(before), (before, after)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 0 and {"val_rel_err_0", "val_rel_err_1"} <= rows[0].keys()
+    model = LinformerModel.from_pretrained(tmp_path / "model")
+    source = BertModel.from_pretrained(bert_source["source"])
+    assert model.config.hidden_dropout_prob == source.config.hidden_dropout_prob  # finetunes with its dropout
+    # only E and F moved: every other weight is still the source's
+    same = source.state_dict()
+    for name, value in model.state_dict().items():
+        if ".E." not in name and ".F." not in name and name in same:
+            assert torch.equal(value, same[name]), name
+
+
+def test_transfer_of_all_weights_keeps_the_teacher_fixed(bert_source, tmp_path):
+    summary = transfer(_compose(bert_source, "transfer.train=all", "transfer.lr_rest=1e-3",
+                                "transfer.target=attention"), tmp_path)
+    assert min(summary["rel_err_before"]) > 0  # the teacher is the source with full attention, not the student
+    assert sum(summary["rel_err_after"]) < 0.92 * sum(summary["rel_err_before"])
+    model = LinformerModel.from_pretrained(tmp_path / "model")
+    source = BertModel.from_pretrained(bert_source["source"])
+    moved = [n for n, v in model.state_dict().items() if ".E." not in n and ".F." not in n
+             and n in source.state_dict() and not torch.equal(v, source.state_dict()[n])]
+    assert moved  # the other weights adapted
+
+
+def test_bad_transfer_settings_name_their_key(bert_source, tmp_path):
+    with pytest.raises(ConfigError, match="transfer.target='logits'"):
+        transfer(_compose(bert_source, "transfer.target=logits"), tmp_path)
+    with pytest.raises(ConfigError, match="data.n=16"):
+        transfer(_compose(bert_source, "model.max_seq_len=16"), tmp_path / "short")
+
+
+def test_a_transfer_resumed_with_another_source_is_refused(bert_source, tmp_path):
+    run = tmp_path / "run"
+    common = [sys.executable, str(REPO / "scripts" / "transfer.py"), f"corpus_dir={bert_source['corpus']}",
+              f"model.max_seq_len={N}", "model.projected_dim=8", "trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.batch_size=4",
+              "trainer.eval_batches=1", f"hydra.run.dir={run}"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    first = subprocess.run([*common, f"model_path={bert_source['source']}"], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    other = Path(bert_source["source"]).parent / "bert_copy"
+    if not other.exists():
+        import shutil
+
+        shutil.copytree(bert_source["source"], other)
+    second = subprocess.run([*common, f"model_path={other}"], env=env, capture_output=True, text=True)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    (line,) = [x for x in second.stderr.splitlines() if x.startswith("error: ")]
+    assert "model_path" in line and "bert_copy" in line
+
+
+def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_path):
+    from linformer.modeling.card import read_card_info
+    from linformer.train.finetune import finetune
+
+    from .conftest import compose_finetune, write_sst2_fixture
+
+    transfer(_compose(bert_source, "trainer.max_steps=4", "trainer.warmup_steps=1"), tmp_path / "t")
+    info = read_card_info(tmp_path / "t" / "model")
+    assert info["transfer"]["steps"] == 4 and len(info["transfer"]["rel_err_after"]) == 2
+    assert info["model"]["projected_dim"] == 8 and "Linformer" in (tmp_path / "t" / "model" / "README.md").read_text()
+    sst2 = write_sst2_fixture(tmp_path / "sst2", train=32, dev=16)
+    finetune(compose_finetune("task=sst2", f"task.data_dir={sst2}", f"model_path={tmp_path / 't'}",
+                              "trainer.epochs=1", "task_cache_dir=null"), tmp_path / "ft")
+    assert "accuracy" in read_card_info(tmp_path / "t" / "model")["results"]["sst2"]["metrics"]
