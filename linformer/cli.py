@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import DiskFullError, LinformerError, Preempted
+from .errors import LinformerError, Preempted
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -36,8 +36,8 @@ def cli_errors():
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise
-        _fail(str(DiskFullError(f"no space left on device writing {err.filename or 'a file'}: free some space "
-                                "and run the same command again.")))
+        _fail(f"no space left on device writing {err.filename or 'a file'}: free some space and run the same "
+              "command again.")
 
 
 def _fail(message: str) -> None:

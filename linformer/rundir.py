@@ -313,6 +313,7 @@ class RunRecord:
         self.dir = Path(run_dir)
         self.stage = stage
         self.lock = RunLock(self.dir)
+        self.allowed_changes: dict[str, tuple[Any, Any]] = {}  # set by claim(); recorded by start()
 
     # readers
     def config(self) -> dict:
@@ -355,8 +356,8 @@ class RunRecord:
                     f"{self.dir} holds a run with other settings ({changes}). Choose another run_name, or continue "
                     f"this run with these settings by adding trainer.allow_config_change=[{keys}]."
                 )
-            self._allowed_changes = {k: v for k, v in diff.items() if k in allowed}
-            return "complete" if self.is_complete() and not self._allowed_changes else "continue"
+            self.allowed_changes = {k: v for k, v in diff.items() if k in allowed}
+            return "complete" if self.is_complete() and not self.allowed_changes else "continue"
         except BaseException:
             self.lock.release()
             raise
@@ -364,7 +365,7 @@ class RunRecord:
     def start(self, config: Mapping, step: int) -> None:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing)."""
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
-        for key, (old, new) in getattr(self, "_allowed_changes", {}).items():
+        for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
         info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"))

@@ -174,17 +174,21 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
     """Restore model, optimizer, scheduler, scaler and (when ``rng_ok``) RNG states; return the trainer state."""
     path = Path(path)
     hidden = []
-    if not rng_ok:  # Accelerate loads whatever random_states_*.pkl it finds: keep the damaged ones out of its way
+    if not rng_ok and accelerator.is_main_process:
+        # Accelerate loads whatever random_states_*.pkl it finds: one process moves the damaged ones aside for the
+        # load (every rank reads the same directory) and puts them back after it
         for f in path.glob("random_states_*.pkl"):
             aside = f.with_name(f".{f.name}.damaged")
             os.replace(f, aside)
             hidden.append((aside, f))
+    accelerator.wait_for_everyone()
     try:
         with _quiet_accelerate():
             accelerator.load_state(str(path))
     except Exception as err:  # a checkpoint without a manifest can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
     finally:
+        accelerator.wait_for_everyone()
         for aside, f in hidden:
             os.replace(aside, f)
     return json.loads((path / STATE_FILE).read_text())

@@ -30,13 +30,40 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
-from ..errors import CheckpointError, LinformerError, Preempted, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..rundir import MetricsWriter, RunRecord, atomic_dir
 from . import checkpoint as ckpt
 from .common import init_trackers
 from .settings import TrainerSettings
 
 log = logging.getLogger(__name__)
+
+
+class EpochOrder:
+    """Which rows global micro-batch g takes: epoch e = g // batches_per_epoch visits the rows in a permutation
+    seeded by (seed, e). A pure function of (seed, g), so resume needs only the step and any number of processes
+    sees the same global batches.
+
+    ``drop_last``: epochs of whole global batches only (pretraining). Otherwise the last batch of an epoch is
+    shorter, and with several processes it is filled from the start of the permutation (as DistributedSampler
+    pads), so every rank gets a full slice.
+    """
+
+    def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1):
+        self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
+        self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
+        self._perm: tuple[int, torch.Tensor] | None = None
+
+    def rows(self, g: int) -> torch.Tensor:
+        epoch, pos = divmod(g, self.batches_per_epoch)
+        if self._perm is None or self._perm[0] != epoch:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = (epoch, torch.randperm(self.num_rows, generator=gen))
+        perm = self._perm[1]
+        idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
+        if self.world > 1 and len(idx) < self.global_micro:
+            idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
+        return idx
 
 
 class TrainingTask:
@@ -221,7 +248,7 @@ class Trainer:
             step = self.state["step"] = step + 1
             self.state["tokens"] += tokens
             row = self._step_row(step, loss, grad_norm, tokens / (time.perf_counter() - t_step))
-            self._guard_nonfinite(step, loss, bar)
+            self._guard_nonfinite(step, bar)
             if (self.eval_every and step % self.eval_every == 0) or step == self.s.max_steps:
                 self._evaluate(step, row)
             else:
@@ -275,7 +302,7 @@ class Trainer:
             row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
         return row
 
-    def _guard_nonfinite(self, step: int, loss: float, bar) -> None:
+    def _guard_nonfinite(self, step: int, bar) -> None:
         n = self.state["nonfinite"]
         if not n:
             return
@@ -336,7 +363,7 @@ class Trainer:
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
         if self.main:
-            with atomic_dir(final) as tmp, hf_progress_bars(False):
+            with atomic_dir(final) as tmp, no_hf_progress_bars():
                 acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
                 if self.tokenizer is not None:
                     self.tokenizer.save_pretrained(tmp)
@@ -351,20 +378,17 @@ class Trainer:
 
 
 @contextlib.contextmanager
-def hf_progress_bars(enabled: bool) -> Iterator[None]:
+def no_hf_progress_bars() -> Iterator[None]:
     """transformers' own bars ("Writing model shards") off inside the block: the run has its own progress bar."""
     from transformers.utils import logging as hf_logging
 
     was = hf_logging.is_progress_bar_enabled()
-    (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
-        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
-
-
-def perplexity(loss: float) -> float:
-    return math.exp(loss) if loss < 50 else float("inf")
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None) -> None:
@@ -389,7 +413,7 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
 
     from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
 
-    settings = TrainerSettings.read(cfg.trainer, max_steps=0 if stage == "finetune" else None)
+    settings = TrainerSettings.read(cfg.trainer)
     accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -399,6 +423,8 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         seed_everything(int(cfg.seed))
         task = make_task(accelerator, settings)
         settings = task.settings
+        if settings.max_steps is None:
+            raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
         groups = task.param_groups(float(cfg.optim.get("weight_decay", 0.01)))
         optimizer = build_optimizer(task.model, settings.lr, cfg.optim, groups)
         scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)

@@ -26,34 +26,24 @@ from ..errors import ConfigError
 from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
 from ..rundir import RunRecord
-from .core import Trainer, TrainingTask, run_training
+from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
 COLUMNS = ["input_ids", "attention_mask", "labels"]
 
 
 class ExampleStream:
-    """Deterministic global micro-batches of examples; rank r keeps rows [r*b, (r+1)*b).
-
-    The last micro-batch of an epoch is shorter; with several processes it is filled from the start of the epoch's
-    permutation (as DistributedSampler pads), so every rank gets a full slice."""
+    """Deterministic global micro-batches of examples (EpochOrder, short last batch kept); rank r keeps rows
+    [r*b, (r+1)*b)."""
 
     def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate):
         self.rows = dataset.with_format(columns=COLUMNS)
-        self.per_device, self.world, self.rank, self.seed, self.collate = per_device, world, rank, seed, collate
-        self.global_micro = per_device * world
-        self.batches_per_epoch = math.ceil(len(dataset) / self.global_micro)
-        self._perm: tuple[int, torch.Tensor] | None = None
+        self.per_device, self.rank, self.collate = per_device, rank, collate
+        self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world)
+        self.batches_per_epoch = self.order.batches_per_epoch
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        epoch, pos = divmod(g, self.batches_per_epoch)
-        if self._perm is None or self._perm[0] != epoch:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = (epoch, torch.randperm(len(self.rows), generator=gen))
-        perm = self._perm[1]
-        idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
-        if self.world > 1 and len(idx) < self.global_micro:
-            idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
+        idx = self.order.rows(g)
         mine = idx[self.rank * self.per_device : (self.rank + 1) * self.per_device].tolist()
         return self.collate([self.rows[i] for i in mine])
 
@@ -88,8 +78,7 @@ class FinetuneTask(TrainingTask):
         self.eval_loader = DataLoader(self.eval.with_format(columns=COLUMNS),
                                       batch_size=positive_int(t, "eval_batch_size"), collate_fn=collate)
         self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
-        self.max_steps = positive_int(t, "max_steps") if t.get("max_steps") is not None else \
-            self.steps_per_epoch * positive_int(t, "epochs")
+        self.max_steps = settings.max_steps or self.steps_per_epoch * positive_int(t, "epochs")
         self.default_eval_every = self.steps_per_epoch
         self.save_best = bool(t.get("save_best", True))
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)

@@ -9,6 +9,7 @@ sees exactly the tokens and masks that 2 processes with batch b see.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
-from .core import Trainer, TrainingTask, perplexity, run_training
+from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
 
@@ -34,7 +35,8 @@ class BlockStream:
         self.blocks = dataset.with_format("numpy", columns=["input_ids"])  # rows read per batch, not held
         self.per_device, self.world, self.rank, self.seed = per_device, world, rank, seed
         self.global_micro = per_device * world
-        self.batches_per_epoch = len(dataset) // self.global_micro
+        self.order = EpochOrder(len(dataset), self.global_micro, seed, drop_last=True)
+        self.batches_per_epoch = self.order.batches_per_epoch
         if self.batches_per_epoch == 0:
             raise ConfigError(
                 f"the corpus's {split} split has {len(dataset)} blocks, fewer than one global batch of "
@@ -42,14 +44,6 @@ class BlockStream:
                 f"trainer.batch_size{', or prepare the corpus with a larger data.val_fraction' if split != 'train' else ''}."
             )
         self.collator = collator
-        self._perm: tuple[int, torch.Tensor] | None = None
-
-    def _rows(self, g: int) -> torch.Tensor:
-        epoch, pos = divmod(g, self.batches_per_epoch)
-        if self._perm is None or self._perm[0] != epoch:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = (epoch, torch.randperm(len(self.blocks), generator=gen))
-        return self._perm[1][pos * self.global_micro : (pos + 1) * self.global_micro]
 
     def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
         """The first `limit` micro-batches (all when None) on `device`: the same every evaluation."""
@@ -59,7 +53,7 @@ class BlockStream:
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
-        rows = self.blocks[self._rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
+        rows = self.blocks[self.order.rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
         self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + g)
         batch = self.collator([{"input_ids": r.tolist()} for r in rows])
         lo = self.rank * self.per_device
@@ -171,6 +165,10 @@ class PretrainTask(TrainingTask):
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None
+
+
+def perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 50 else float("inf")
 
 
 def _ppl_change(initial: float | None, final: float | None) -> str:

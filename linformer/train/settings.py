@@ -56,7 +56,7 @@ def positive_float(cfg: Mapping, key: str, prefix: str = "trainer") -> float:
 class TrainerSettings:
     """What the training core needs from ``cfg.trainer``, validated."""
 
-    max_steps: int
+    max_steps: int | None         # None: the task derives it (finetuning: epochs x steps per epoch)
     batch_size: int
     grad_accum: int
     lr: float
@@ -72,8 +72,7 @@ class TrainerSettings:
     allow_nonbitwise_resume: bool
 
     @classmethod
-    def read(cls, t: Mapping, max_steps: int | None = None) -> TrainerSettings:
-        """`max_steps` overrides trainer.max_steps (finetuning derives it from epochs)."""
+    def read(cls, t: Mapping) -> TrainerSettings:
         precision = str(t.get("mixed_precision", "no"))
         if precision not in ("no", "fp16", "bf16"):
             raise ConfigError(f"trainer.mixed_precision={precision!r} is not one of no, fp16, bf16.")
@@ -85,7 +84,7 @@ class TrainerSettings:
             allow = [str(k) for k in (OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow)]
         resume = t.get("resume")
         return cls(
-            max_steps=max_steps if max_steps is not None else positive_int(t, "max_steps"),
+            max_steps=positive_int(t, "max_steps", allow_none=True),
             batch_size=positive_int(t, "batch_size"),
             grad_accum=positive_int(t, "grad_accum"),
             lr=positive_float(t, "lr"),
