@@ -42,6 +42,7 @@ RUN = "run.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 RESULTS = "results.json"
+PREDICTIONS = "eval_predictions.json"  # finetuning: the best evaluation's label and prediction per eval example
 LOCK = ".lock"
 
 # What each stage logs to metrics.jsonl besides `step` and `time` (seconds since the start of this process).

@@ -248,12 +248,24 @@ def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tu
 
 def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
     """`n` rows drawn with `seed` (a function of the seed, n and the rows read), before anything is tokenized.
-    The same rows, in the same order, as ``Dataset.shuffle(seed=seed).select(range(n))``; every row in file
+
+    Stratified: each label keeps its share of the file (rounded by largest remainder), so a subset's class balance
+    is the split's and does not move with the seed. The rows come in a seeded random order. Every row in file
     order when `n` is None or covers them."""
     rows = len(cols["labels"])
     if n is None or n >= rows:
         return cols
-    keep = np.random.default_rng(seed).permutation(rows)[:n]
+    labels = np.asarray(cols["labels"])
+    classes, counts = np.unique(labels, return_counts=True)
+    exact = counts * n / rows
+    quota = np.floor(exact).astype(int)
+    quota[np.argsort(quota - exact, kind="stable")[: n - int(quota.sum())]] += 1
+    order = np.random.default_rng(seed).permutation(rows)
+    rank = np.empty(rows, dtype=int)  # each row's place among its class in the seeded order
+    for c in classes:
+        members = order[labels[order] == c]
+        rank[members] = np.arange(len(members))
+    keep = order[rank[order] < quota[np.searchsorted(classes, labels[order])]]
     return {k: [v[i] for i in keep] for k, v in cols.items()}
 
 
@@ -339,7 +351,7 @@ def load_task(
 
     `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test).
     `max_examples` (one number for every split, or {"train": n, "eval": m}; None = every row) keeps a random
-    subset of that many rows drawn with `subset_seed` before tokenizing, so a small run tokenizes only what it
+    stratified subset of that many rows drawn with `subset_seed` (``subset_rows``) before tokenizing, so a small run tokenizes only what it
     uses. IMDB train is sorted by label: shuffle it when training (a subset is already shuffled).
 
     With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see cache_key) and later

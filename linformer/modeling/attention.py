@@ -7,7 +7,9 @@ applied, so a sequence gives the same output alone and inside a padded batch. (T
 lucidrains/linformer project the padded positions too, so their outputs depend on how a batch was padded.)
 
 Projections (paper §4, "general projections"):
-- ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows.
+- ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows. With
+  ``config.mask_empty_windows`` it also keeps only the columns whose window (row t belongs to column t k / n, the
+  windows the mean initialisation averages) holds a real token, as the pooling projections always do.
 - ``PoolProjection`` / ``ConvProjection``: mean, max or a strided convolution with kernel = stride = n/k.
   Their output length is ceil(T / window); windows that hold only padding are masked out of the softmax.
 """
@@ -28,13 +30,21 @@ class LinearProjection(nn.Module):
 
     ``zero_padding`` (default True) keeps padded positions out of the projection. False projects them like real
     tokens, as fairseq's and lucidrains' Linformer do: only for measuring how much that leaks.
+
+    ``window_mask`` (config ``mask_empty_windows``): row t of E belongs to window (column) floor(t k / n). An input
+    of T < n tokens then fills only the first floor((T-1) k / n) + 1 columns; the others would be zero keys and
+    values that still take softmax mass (k - T k / n of them: 123 of 128 for a 20-token sentence at n=512), which
+    dilutes every short input's attention towards zero. With the mask only the columns holding a real token take
+    part, whatever values training gives E: the rule depends on positions, not on E.
     """
 
-    def __init__(self, n: int, k: int, num_heads: int | None = None, zero_padding: bool = True):
+    def __init__(self, n: int, k: int, num_heads: int | None = None, zero_padding: bool = True,
+                 window_mask: bool = False):
         super().__init__()
         shape = (n, k) if num_heads is None else (num_heads, n, k)
         self.weight = nn.Parameter(torch.empty(shape))
         self.zero_padding = zero_padding
+        self.window_mask = window_mask
 
     @property
     def per_head(self) -> bool:
@@ -44,25 +54,39 @@ class LinearProjection(nn.Module):
     def num_matrices(self) -> int:
         return self.weight.shape[0] if self.per_head else 1
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, None]:
-        """x: (B, H, T, d) keys or values, already zero at padded positions -> (B, H, k, d)."""
-        E = self.weight[..., : x.shape[-2], :]  # first T rows: (T, k) or (H, T, k)
-        if self.per_head:
-            E = E.unsqueeze(0)  # broadcast over the batch: (1, H, T, k)
-        return E.transpose(-1, -2) @ x, None
+    def _columns(self, T: int, mask: torch.Tensor | None) -> tuple[int, torch.Tensor | None]:
+        """How many columns T tokens use, and the (B, columns) mask of those holding a real token (None = all)."""
+        n, k = self.weight.shape[-2:]
+        if not self.window_mask:
+            return k, None
+        c = (T - 1) * k // n + 1  # the window of the last position, plus one
+        if mask is None:
+            return c, None
+        window = F.one_hot(torch.arange(T, device=mask.device) * k // n, c).to(torch.float32)  # (T, c)
+        return c, (mask.to(torch.float32) @ window) > 0
 
-    def project_hidden(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x: (B, H, T, d) keys or values, already zero at padded positions -> (B, H, c, d) and the column mask,
+        c = k (or the columns T tokens fill, with window_mask)."""
+        c, kmask = self._columns(x.shape[-2], mask)
+        E = self.weight[..., : x.shape[-2], :c]  # first T rows: (T, c) or (H, T, c)
+        if self.per_head:
+            E = E.unsqueeze(0)  # broadcast over the batch: (1, H, T, c)
+        return E.transpose(-1, -2) @ x, kmask
+
+    def project_hidden(self, hidden: torch.Tensor, mask: torch.Tensor | None):
         """Project the layer input instead of the keys (only when E is shared by the heads).
 
         E^T (X W^T + 1 b^T) = (E^T X) W^T + (E^T 1) b^T, so the key/value linear layers then run on k rows instead
         of T: the same result for about k/T of their cost. With padding, X and the ones-vector are masked.
-        Returns E^T X: (B, k, D) and the bias weights E^T m: (k,) or (B, k).
+        Returns E^T X: (B, c, D), the bias weights E^T m: (c,) or (B, c), and the column mask (as ``forward``).
         """
-        E = self.weight[: hidden.shape[1]]  # (T, k)
+        c, kmask = self._columns(hidden.shape[1], mask)
+        E = self.weight[: hidden.shape[1], :c]  # (T, c)
         if mask is None or not self.zero_padding:
-            return E.t() @ hidden, E.sum(0)
+            return E.t() @ hidden, E.sum(0), kmask
         m = mask.to(hidden.dtype)
-        return E.t() @ (hidden * m.unsqueeze(-1)), m @ E.to(m.dtype)
+        return E.t() @ (hidden * m.unsqueeze(-1)), m @ E.to(m.dtype), kmask
 
 
 def _window_mask(mask: torch.Tensor | None, length: int, window: int) -> torch.Tensor | None:
@@ -129,7 +153,7 @@ def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Modu
     """One E or F for a sharing unit (a head, a layer, or the whole model)."""
     n, heads = config.max_seq_len, (config.num_attention_heads if per_head else None)
     if config.projection == "linear":
-        return LinearProjection(n, k, heads)
+        return LinearProjection(n, k, heads, window_mask=config.mask_empty_windows)
     if config.projection == "conv":
         return ConvProjection(n, k, config.head_dim, heads)
     return PoolProjection(n, k, "mean" if config.projection == "mean_pool" else "max")
@@ -165,12 +189,12 @@ class LinformerSelfAttention(nn.Module):
         """Keys and values projected to k positions, and the mask over them (None = attend to all)."""
         if isinstance(E, LinearProjection) and not E.per_head:
             # Shared by the heads: project the hidden states first (see LinearProjection.project_hidden).
-            xe, se = E.project_hidden(hidden, mask)
-            xf, sf = (xe, se) if F_ is E else F_.project_hidden(hidden, mask)
+            xe, se, kmask = E.project_hidden(hidden, mask)
+            xf, sf, _ = (xe, se, kmask) if F_ is E else F_.project_hidden(hidden, mask)
             # (E^T X) W^T + (E^T 1) b^T, the bias term added in place (one fused op instead of a mul and an add)
             key = F.linear(xe, self.key.weight).addcmul_(se.unsqueeze(-1), self.key.bias)
             value = F.linear(xf, self.value.weight).addcmul_(sf.unsqueeze(-1), self.value.bias)
-            return self._heads(key), self._heads(value), None
+            return self._heads(key), self._heads(value), kmask
         key, value = self._heads(self.key(hidden)), self._heads(self.value(hidden))
         leaky = isinstance(E, LinearProjection) and not E.zero_padding
         if mask is not None and not leaky:  # zero padded keys/values so they add nothing to the projection

@@ -32,7 +32,7 @@ from transformers import AutoConfig
 from ..data.tasks import TASKS
 from ..errors import CheckpointError, HubOfflineError
 from ..rundir import atomic_write, read_json, write_json
-from .loading import _PACKAGED_MODELS, resolve_model_path
+from .loading import PACKAGED_MODELS, resolve_model_path
 
 CARD = "README.md"
 SIDECAR = "linformer_card.json"
@@ -68,8 +68,8 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
 def _hub_id(given: str, path: str) -> str | None:
     """The source's hub id, or None for a local directory: the hub rejects a card whose base_model is not a model
     id, so a local path must not go there."""
-    if given in _PACKAGED_MODELS and path != given:
-        return _PACKAGED_MODELS[given][2]
+    if given in PACKAGED_MODELS and path != given:
+        return PACKAGED_MODELS[given][2]
     return None if os.path.isdir(path) else path
 
 

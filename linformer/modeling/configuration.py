@@ -57,6 +57,11 @@ class LinformerConfig(PreTrainedConfig):
       zero-mean xavier_uniform (gain 1/sqrt(2)). With zero-mean E, F and near-uniform attention the projected
       values cancel (sum_j p_j F_tj ~ 0), the attention output starts near zero and small models trained from
       scratch barely learn. The paper does not specify the initialisation.
+    - ``mask_empty_windows``: with a learned E, F, keep only the projected columns whose window of positions
+      (row t belongs to column floor(t k / n)) holds a real token, so an input shorter than n is not diluted by
+      the empty columns' zero keys and values (the pooling and conv projections always mask their empty windows).
+      Converted pretrained encoders turn it on (their short inputs would otherwise lose most of their attention
+      mass to empty columns); False, the default, is the paper's and fairseq's projection of E[:T].
     - ``position_offset``: the position index of the first token. RoBERTa's is ``pad_token_id + 1`` (the default;
       padded tokens then take position ``pad_token_id``, a row kept at zero); BERT's is 0 (every token counts from
       0 and the position table has no padding row).
@@ -102,6 +107,7 @@ class LinformerConfig(PreTrainedConfig):
     projection: str = "linear"
     projection_init: str = "mean"
     sparse_prediction: bool = False
+    mask_empty_windows: bool = False
 
     position_offset: int | None = None
     classifier_head: str = "roberta"

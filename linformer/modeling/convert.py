@@ -152,6 +152,7 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
         max_seq_len=source_config.max_position_embeddings - offset,
         classifier_head=family,
         lm_head_activation="gelu" if family == "roberta" else source_config.hidden_act,
+        mask_empty_windows=True,  # the source never saw empty key columns: short inputs must not get them
     )
     if copies_classifier_fields and not {"num_labels", "id2label", "label2id"} & set(settings):
         fields.update({f: getattr(source_config, f) for f in _CLASSIFIER_FIELDS if getattr(source_config, f, None)})
@@ -227,3 +228,27 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str]) 
         f"{_modules(fresh)} (not in the source, or shaped differently) and " if fresh else "", len(projections),
         _modules(unused),
     )
+
+
+def convert_from_config(cfg) -> Path:
+    """``scripts/convert.py``: convert ``cfg.model_path`` with the ``cfg.model`` settings into ``cfg.out_dir``."""
+    import time
+
+    from omegaconf import OmegaConf
+
+    t0 = time.perf_counter()
+    settings = OmegaConf.to_container(cfg.model, resolve=True)
+    torch.manual_seed(int(cfg.seed))
+    out = convert_encoder(str(cfg.model_path), str(cfg.out_dir), **settings)
+    config = LinformerConfig.from_pretrained(out)
+    fresh = "" if _has_mlm_head(resolve_model_path(str(cfg.model_path))) else \
+        "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
+    print(f"converted {cfg.model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
+          f"{time.perf_counter() - t0:.1f} s){fresh}\n"
+          f"next: python scripts/finetune.py task=sst2 model_path={out}")
+    return out
+
+
+def _has_mlm_head(path: str) -> bool:
+    config = AutoConfig.from_pretrained(path)
+    return any("MaskedLM" in name or "PreTraining" in name for name in config.architectures or ())

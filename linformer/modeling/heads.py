@@ -77,7 +77,12 @@ class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
-        self.roberta = LinformerModel(config, add_pooling_layer=False)
+        # A BERT-layout model carries its pooler through MLM training (frozen: MLM never uses it), so that a
+        # sentence classifier finetuned from this checkpoint starts from the source's pooler, not a fresh one.
+        keeps_pooler = config.classifier_head == "bert"
+        self.roberta = LinformerModel(config, add_pooling_layer=keeps_pooler)
+        if keeps_pooler:
+            self.roberta.pooler.requires_grad_(False)
         self.lm_head = LinformerLMHead(config)
         self.post_init()
 

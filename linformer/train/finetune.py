@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
@@ -25,7 +26,7 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
-from ..rundir import RunRecord
+from ..rundir import PREDICTIONS, RunRecord, write_json
 from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
@@ -71,7 +72,7 @@ class FinetuneTask(TrainingTask):
                          cache_dir=resolve_path(cache_dir) if cache_dir else None,
                          max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
                                        "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
-                         subset_seed=seed)
+                         subset_seed=seed if cfg.get("subset_seed") is None else int(cfg.subset_seed))
         self.train, self.eval = data["train"], data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate)
@@ -114,10 +115,15 @@ class FinetuneTask(TrainingTask):
             preds.append(p.cpu())
             refs.append(r.cpu())
         model.train()
-        scores = compute_metrics(self.spec.name, torch.cat(preds).numpy(), torch.cat(refs).numpy())
+        self.last_eval = (torch.cat(preds).tolist(), torch.cat(refs).tolist())
+        scores = compute_metrics(self.spec.name, *map(np.asarray, self.last_eval))
         return {f"eval_{k}": v for k, v in scores.items()}
 
     def on_best(self, trainer: Trainer, step: int) -> None:
+        if trainer.main:  # per-example outcomes, in eval-split order: paired comparisons between models need them
+            preds, labels = self.last_eval
+            write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.spec.eval_split,
+                                                       "labels": labels, "predictions": preds})
         if self.save_best:
             trainer.save_model(trainer.run_dir / "best")
 

@@ -100,6 +100,7 @@ class TransferTask(TrainingTask):
         self.model = LinformerModel.from_pretrained_encoder(
             self.source, attention="linformer", max_seq_len=int(m.max_seq_len), projected_dim=m.projected_dim,
             sharing=str(m.sharing), projection=str(m.projection),
+            mask_empty_windows=bool(m.get("mask_empty_windows", True)),
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None

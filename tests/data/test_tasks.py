@@ -1,7 +1,7 @@
 import pytest
 
 import linformer.data.tasks as tasks
-from linformer.data.tasks import get_task, load_task, read_task_split
+from linformer.data.tasks import get_task, load_task, read_task_split, subset_rows
 from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
@@ -155,6 +155,19 @@ def test_seeded_subset_before_tokenizing(tmp_path, tokenizer, monkeypatch):
     assert [len(v) for v in load_task("sst2", d, tokenizer, 32, max_examples=7).values()] == [7, 7]
     full = load_task("sst2", d, tokenizer, 32, max_examples={"eval": 1000}, splits=("eval",))["eval"]
     assert _rows(full, tokenizer) == [f"sentence number {i} about the river" for i in range(30)]
+
+
+def test_subsets_keep_the_class_balance_whatever_the_seed():
+    labels = [0] * 700 + [1] * 250 + [2] * 50  # sorted by label, as IMDB's train split is
+    cols = {"text": [f"row {i}" for i in range(1000)], "labels": labels}
+    for seed in range(5):
+        sub = subset_rows(cols, 101, seed)
+        counts = [sub["labels"].count(c) for c in (0, 1, 2)]
+        assert counts == [71, 25, 5]  # 70.7, 25.25, 5.05 by largest remainder
+        assert len(set(sub["text"])) == 101 and sub["labels"] != sorted(sub["labels"])  # distinct, shuffled
+        assert all(cols["labels"][int(t.split()[1])] == y for t, y in zip(sub["text"], sub["labels"]))
+    assert set(subset_rows(cols, 101, 0)["text"]) != set(subset_rows(cols, 101, 1)["text"])
+    assert subset_rows(cols, 101, 3) == subset_rows(cols, 101, 3)
 
 
 @pytest.mark.parametrize("limits, key", [({"train": 0}, "max_train_examples=0"),

@@ -66,8 +66,9 @@ def test_layerwise_is_one_parameter_shared_by_every_layer():
 
 @pytest.mark.parametrize(
     "overrides",
-    [dict(sharing=s, projection=p) for s, p in itertools.product(SHARINGS, PROJECTIONS)] + [dict(attention="full")],
-    ids=lambda o: "-".join(o.values()),
+    [dict(sharing=s, projection=p) for s, p in itertools.product(SHARINGS, PROJECTIONS)] + [dict(attention="full")]
+    + [dict(sharing=s, mask_empty_windows=True) for s in SHARINGS],
+    ids=lambda o: "-".join(map(str, o.values())),
 )
 def test_padding_does_not_leak(overrides):
     """Each sequence gives the same output alone and inside a padded batch."""
@@ -205,3 +206,41 @@ def test_xavier_init_is_zero_mean():
     model = LinformerModel(tiny_config(projection_init="xavier", max_seq_len=256, projected_dim=64))
     E = model.encoder.layer[0].attention.self.E.weight
     assert abs(E.mean().item()) < 0.01 and E.abs().max().item() <= (6 / 320) ** 0.5 / 2**0.5 + 1e-6
+
+
+@pytest.mark.parametrize("sharing", SHARINGS)
+def test_masking_empty_windows_makes_short_inputs_match_mean_pooling(sharing):
+    """A mean-initialised E with mask_empty_windows equals mean pooling on inputs shorter than n, padded or not:
+    only the windows holding a token take part. Without the mask the empty columns (zero keys and values) still
+    take softmax mass and the outputs differ."""
+    pooled = LinformerModel(tiny_config(projection="mean_pool", sharing=sharing)).eval()
+    ids, mask = _padded_batch(lengths=(11, 5, 2))
+    expected = pooled(ids, attention_mask=mask).last_hidden_state
+    masked = LinformerModel(tiny_config(sharing=sharing, mask_empty_windows=True)).eval()
+    masked.load_state_dict(pooled.state_dict(), strict=False)
+    torch.testing.assert_close(masked(ids, attention_mask=mask).last_hidden_state, expected)
+    plain = LinformerModel(tiny_config(sharing=sharing)).eval()
+    plain.load_state_dict(pooled.state_dict(), strict=False)
+    real = mask.bool()
+    assert not torch.allclose(plain(ids, attention_mask=mask).last_hidden_state[real], expected[real], atol=1e-3)
+
+
+@pytest.mark.parametrize("sharing", ("none", "layerwise"))
+def test_masked_columns_no_token_reaches_are_unused_whatever_E_holds(sharing):
+    """The mask follows positions, not E's values: after training has filled every entry of E, the columns past
+    the last token's window (here T=6, n=16, k=4: columns 2 and 3) still change nothing."""
+    model = LinformerModel(tiny_config(sharing=sharing, mask_empty_windows=True)).eval()
+    projections = [m for m in model.modules() if isinstance(m, LinearProjection)]
+    with torch.no_grad():
+        for m in projections:
+            m.weight.normal_()  # a trained E: no zeros left
+    ids = torch.randint(4, 64, (2, 6))
+    before = model(ids).last_hidden_state
+    with torch.no_grad():
+        for m in projections:
+            m.weight[..., 2:] += 5.0
+    torch.testing.assert_close(model(ids).last_hidden_state, before)
+    with torch.no_grad():
+        for m in projections:
+            m.weight[..., :6, 1] += 5.0  # the last covered column is used
+    assert not torch.allclose(model(ids).last_hidden_state, before)

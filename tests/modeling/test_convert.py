@@ -108,7 +108,10 @@ def test_every_bert_weight_is_copied_and_only_projections_start_fresh(tmp_path, 
     renamed = {k.replace("bert.", "roberta.", 1).replace("cls.predictions.transform.dense", "lm_head.dense")
                .replace("cls.predictions.transform.LayerNorm", "lm_head.layer_norm")
                .replace("cls.predictions.", "lm_head."): v for k, v in source.items()}
-    assert sorted(set(ours) - set(renamed)) == [f"roberta.encoder.layer.{i}.attention.self.E.weight" for i in (0, 1)]
+    fresh = [f"roberta.encoder.layer.{i}.attention.self.E.weight" for i in (0, 1)]
+    if mlm_prefix:  # BertForMaskedLM has no pooler; ours carries one for the classifier finetuned from it
+        fresh += ["roberta.pooler.dense.bias", "roberta.pooler.dense.weight"]
+    assert sorted(set(ours) - set(renamed)) == sorted(fresh)
     assert set(renamed) <= set(ours)
     for name, tensor in renamed.items():
         torch.testing.assert_close(ours[name], tensor, msg=name)
@@ -125,12 +128,16 @@ def test_bert_differences_are_config_fields(tmp_path):
 def test_missing_head_starts_fresh_and_says_so(tmp_path, caplog):
     save_source(tmp_path, BertModel, BERT)  # no MLM head, as sentence-transformers checkpoints
     caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
-    LinformerForMaskedLM.from_pretrained_encoder(tmp_path, projected_dim=8)
+    source = BertModel.from_pretrained(tmp_path)
+    model = LinformerForMaskedLM.from_pretrained_encoder(tmp_path, projected_dim=8)
     (line,) = [r.getMessage() for r in caplog.records]
     # lm_head.decoder is tied to the word embeddings, which were copied
     assert "starting fresh: lm_head, lm_head.dense, lm_head.layer_norm (not in the source" in line
     assert "and 4 projection weights (E/F)" in line
-    assert "unused from the source: roberta.pooler.dense" in line
+    assert line.endswith("unused from the source: none")
+    # the MLM model carries BERT's pooler (frozen) so a classifier finetuned from it starts from the source's
+    torch.testing.assert_close(model.roberta.pooler.dense.weight, source.pooler.dense.weight)
+    assert not model.roberta.pooler.dense.weight.requires_grad
 
 
 def test_a_bert_head_from_an_mlm_source_gets_a_fresh_pooler_and_classifier(tmp_path, caplog):

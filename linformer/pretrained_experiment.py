@@ -1,0 +1,163 @@
+"""`make reproduce-pretrained`: Table 2 from a real pretrained encoder converted to Linformer (the plan).
+
+Rows: the source encoder with full attention (the teacher), and Linformer variants built from its weights at
+n = 512 for every (k, sharing) of the profile, each without transfer (``scripts/convert.py``: E/F start as
+window means) and with transfer (``scripts/transfer.py``: every weight fitted to the teacher's layer outputs on
+512-token blocks of the mirror corpus, tokenized with the source's tokenizer). Each row is finetuned on SST-2 and IMDB (n = 512) through
+``scripts/finetune.py`` on fixed, stratified subsets (``subset_seed`` stays 0, so every seed and row sees the same
+rows and the same eval examples, which the paired intervals of ``report/table2_pretrained.py`` need).
+
+Profiles: ``cpu`` fits the targets' rows into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without
+native support); ``gpu`` is the full-size table (whole SST-2 train set, IMDB 25k/25k, 3 seeds on every row, bf16).
+Every stage is resumable (``linformer/stages.py``): run the same command again after an interruption.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .stages import Stage
+
+N = 512
+SOURCE = "minilm"
+LR = 5e-5  # the finetuning lr of every row (MiniLM's own GLUE recipe range; no per-row tuning)
+
+
+@dataclass(frozen=True)
+class TaskScale:
+    train: int | None        # stratified train subset (None = the whole split)
+    eval: int | None         # stratified eval subset (None = the whole split)
+    epochs: int
+    max_length: int
+    minutes: dict            # estimated minutes per run on the profile's machine: {"full": ..., "linformer": ...}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    ks: tuple[int, ...]
+    sharings: tuple[str, ...]
+    transfer_steps: int
+    transfer_batch: int
+    tasks: dict               # task -> TaskScale
+    seeds: tuple[int, ...]    # seeds for the rows that decide the targets (teacher, transferred rows)
+    other_seeds: tuple[int, ...]  # seeds for the rows without transfer
+    mixed_precision: str
+    jobs: int
+    transfer_minutes: float   # estimated per transfer run
+
+
+PROFILES = {
+    # Minutes measured on 2 AMD EPYC cores (fp32, one job with 2 threads): SST-2 ~1.1 s/step at batch 32; IMDB at
+    # 512 tokens ~26 s/step with full attention, ~10 s with Linformer, 3 s per 32 eval reviews.
+    "cpu": Profile(
+        name="cpu", ks=(64, 128), sharings=("layerwise", "headwise"), transfer_steps=100, transfer_batch=4,
+        tasks={"sst2": TaskScale(train=6000, eval=None, epochs=1, max_length=128, minutes={"full": 4, "linformer": 4}),
+               "imdb": TaskScale(train=1000, eval=2000, epochs=1, max_length=N,
+                                 minutes={"full": 17, "linformer": 8})},
+        seeds=(0, 1, 2), other_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=3),
+    "gpu": Profile(
+        name="gpu", ks=(64, 128), sharings=("layerwise", "headwise", "kv"), transfer_steps=2000, transfer_batch=16,
+        tasks={"sst2": TaskScale(train=None, eval=None, epochs=3, max_length=128, minutes={"full": 6, "linformer": 6}),
+               "imdb": TaskScale(train=None, eval=None, epochs=2, max_length=N,
+                                 minutes={"full": 12, "linformer": 10})},
+        seeds=(0, 1, 2), other_seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str               # e.g. "full (teacher)", "k=128, layerwise, transfer"
+    slug: str                # run-name part, e.g. full, k128-layerwise, k128-layerwise-tr
+    model_dir: Path
+    k: int | None
+    sharing: str | None
+    transfer: bool
+    prepare: tuple[str, ...]  # stages that build model_dir
+
+
+def converted_dir(attention: str, k: int | None = None, sharing: str | None = None) -> Path:
+    tag = f"full-n{N}" if attention == "full" else f"linformer-n{N}-k{k}-{sharing}"
+    return Path(f"outputs/converted/{SOURCE}-{tag}")
+
+
+def transfer_run(k: int, sharing: str) -> str:
+    return f"{SOURCE}-linformer-n{N}-k{k}-{sharing}-all-hidden-s0"
+
+
+def rows(p: Profile) -> list[Row]:
+    out = [Row("full attention (teacher)", "full", converted_dir("full"), None, None, False, ("convert full",))]
+    for sharing in p.sharings:  # the first sharing's rows first: they run first and decide the most
+        for k in sorted(p.ks, reverse=True):
+            base = f"k{k}-{sharing}"
+            out.append(Row(f"k={k}, {sharing}", base, converted_dir("linformer", k, sharing), k, sharing, False,
+                           (f"convert {base}",)))
+            out.append(Row(f"k={k}, {sharing}, transfer", f"{base}-tr",
+                           Path(f"outputs/transfer/{transfer_run(k, sharing)}/model"), k, sharing, True,
+                           (f"transfer {base}",)))
+    return out
+
+
+def run_name(p: Profile, task: str, row: Row, seed: int) -> str:
+    return f"tp-{p.name}-{task}-{row.slug}-s{seed}"
+
+
+def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
+    """Every stage, cheapest and most decisive first: run_stages starts them in this order as their needs finish."""
+    corpus_dir = f"data/processed/mirror_slice-{SOURCE}-n{N}"
+    stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_slice", f"data.n={N}",
+                               f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
+                    Path(corpus_dir) / "manifest.json")]
+    table = rows(p)
+    for row in table:
+        if row.transfer:
+            stages.append(Stage(
+                row.prepare[0],
+                [python, "scripts/transfer.py", f"model_path={SOURCE}", f"model.max_seq_len={N}",
+                 f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", "transfer.train=all",
+                 "transfer.target=hidden", f"trainer.max_steps={p.transfer_steps}",
+                 f"trainer.batch_size={p.transfer_batch}", f"trainer.eval_every={p.transfer_steps}",
+                 f"trainer.save_every={max(1, p.transfer_steps // 4)}", f"trainer.mixed_precision={p.mixed_precision}",
+                 f"corpus_dir={corpus_dir}"],
+                Path(f"outputs/transfer/{transfer_run(row.k, row.sharing)}/summary.json"), ("corpus",)))
+        else:
+            arch = ["model.attention=full"] if row.k is None else \
+                ["model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
+            stages.append(Stage(row.prepare[0], [python, "scripts/convert.py", f"model_path={SOURCE}",
+                                                 f"model.max_seq_len={N}", *arch, f"out_dir={row.model_dir}"],
+                                row.model_dir / "config.json"))
+    decides = {r.slug for r in table if r.transfer or r.k is None}
+    runs = []  # (priority, stage): seed 0 before other seeds, then row by row, SST-2 (cheap) before IMDB
+    for t_i, (task, scale) in enumerate(p.tasks.items()):
+        for r_i, row in enumerate(table):
+            for seed in (p.seeds if row.slug in decides else p.other_seeds):
+                name = run_name(p, task, row, seed)
+                args = [python, "scripts/finetune.py", f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
+                        "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
+                        f"trainer.lr={LR:g}", f"trainer.epochs={scale.epochs}", f"trainer.max_length={scale.max_length}",
+                        f"trainer.mixed_precision={p.mixed_precision}", "trainer.save_best=false"]
+                if scale.train is not None:
+                    args.append(f"max_train_examples={scale.train}")
+                if scale.eval is not None:
+                    args.append(f"max_eval_examples={scale.eval}")
+                runs.append(((seed > 0, r_i, t_i), Stage(f"finetune {name}", args,
+                                                     Path(f"outputs/finetune/{name}/results.json"), row.prepare)))
+    stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
+    return stages
+
+
+def estimated_minutes(p: Profile, stage: Stage) -> float:
+    """Rough minutes for one stage on the profile's machine (from the measurements the profile records)."""
+    if stage.name.startswith("transfer"):
+        return p.transfer_minutes
+    if stage.name.startswith("finetune"):
+        task = stage.argv[stage.argv.index("scripts/finetune.py") + 1].split("=", 1)[1]
+        full = "-full-" in stage.name
+        return p.tasks[task].minutes["full" if full else "linformer"]
+    return 0.5
+
+
+def finetune_runs(p: Profile) -> str:
+    return f"outputs/finetune/tp-{p.name}-*"

@@ -1,0 +1,14 @@
+"""Convert an encoder: python scripts/convert.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
+
+from linformer.cli import hydra_main
+
+
+@hydra_main("convert")
+def main(cfg) -> None:
+    from linformer.modeling.convert import convert_from_config
+
+    convert_from_config(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""`make reproduce-pretrained`: Table 2 from all-MiniLM-L6-v2 converted to Linformer, with and without attention
+transfer (the plan and its profiles: linformer/pretrained_experiment.py; the table: scripts/table2.py --layout
+pretrained). Every stage is skipped once its output exists, so an interrupted run resumes where it stopped.
+
+Usage: python scripts/reproduce_pretrained.py [--profile cpu|gpu] [--dry-run] [--jobs N] [--report-only]
+"""
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from linformer import pretrained_experiment as exp
+from linformer.cli import cli_errors
+from linformer.errors import ConfigError
+from linformer.modeling.loading import resolve_model_path
+from linformer.report import table2
+from linformer.stages import StageFailed, run_stages
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", choices=sorted(exp.PROFILES), default="cpu",
+                    help="cpu: subsets sized for 2 CPU cores, in sittings; gpu: the full-size table (default cpu)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
+    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
+    ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
+    args = ap.parse_args(argv)
+    with cli_errors():
+        profile = exp.PROFILES[args.profile]
+        jobs = profile.jobs if args.jobs is None else args.jobs
+        if jobs < 1:
+            raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+        os.chdir(REPO)  # the stages and the report take paths relative to the repository
+        if not args.dry_run:
+            resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any stage starts
+        return reproduce(profile, jobs, args.dry_run, args.report_only)
+
+
+def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool) -> int:
+    stages = exp.plan(profile)
+    todo = [s for s in stages if not s.done.exists()]
+    minutes = sum(exp.estimated_minutes(profile, s) for s in todo)
+    print(exp.__doc__.split("\n\n")[0])
+    for s in stages:
+        state = "done" if s.done.exists() else f"todo ~{exp.estimated_minutes(profile, s):g} min"
+        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
+    report = report_argv(profile)
+    print(f"[report] python scripts/table2.py {shlex.join(report)}")
+    print(f"\n{len(todo)} of {len(stages)} stages left, about {minutes:.0f} min of single-job compute "
+          f"({jobs} at a time). An interrupted run resumes: run the same command again.")
+    if dry_run:
+        return 0
+    if not report_only:
+        t0 = time.perf_counter()
+        try:
+            run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / f"outputs/reproduce_pretrained_{profile.name}_logs")
+        except StageFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
+    return table2.main(report)
+
+
+def report_argv(profile: exp.Profile) -> list[str]:
+    out = "docs/results/table2_pretrained" + ("" if profile.name == "cpu" else f"_{profile.name}")
+    return [exp.finetune_runs(profile), "--layout", "pretrained", "--profile", profile.name, "--out", out,
+            "--command", f"make reproduce-pretrained ARGS='--profile {profile.name}'"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
