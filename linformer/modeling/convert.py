@@ -21,7 +21,7 @@ from ..errors import CheckpointError, ConfigError
 from ..rundir import atomic_dir
 from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
-from .loading import _modules, resolve_model_path
+from .loading import _modules, check_tokenizer_fits, resolve_model_path
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +84,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     path = resolve_model_path(str(name_or_path))
     tokenizer = _load_tokenizer(path)
     model = model_class.from_pretrained_encoder(path, **settings)
-    if len(tokenizer) > model.config.vocab_size:  # a smaller tokenizer is fine: vocabularies are often padded
-        raise CheckpointError(
-            f"The tokenizer at {path!r} has {len(tokenizer)} tokens but the model's vocab_size is "
-            f"{model.config.vocab_size}: its ids would index past the word embeddings."
-        )
+    check_tokenizer_fits(tokenizer, model.config, path)
     tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp)

@@ -113,6 +113,24 @@ def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -
     return limit
 
 
+def check_tokenizer_fits(tokenizer, config, where: str) -> None:
+    """CheckpointError unless the tokenizer's ids fit the model at ``where``: no more tokens than its vocab_size (ids
+    would index past the word embeddings; fewer is fine, vocabularies are often padded) and, when both are set, the
+    same pad token id (another pad id means another model's tokenizer)."""
+    size, vocab = len(tokenizer), getattr(config, "vocab_size", None)
+    pad, model_pad = tokenizer.pad_token_id, getattr(config, "pad_token_id", None)
+    problems = []
+    if vocab is not None and size > vocab:
+        problems.append(f"has {size} tokens but the model's vocab_size is {vocab}: its ids would index past the "
+                        "word embeddings")
+    if pad is not None and model_pad is not None and pad != model_pad:
+        problems.append(f"has pad token id {pad}, not the model's pad_token_id {model_pad} ({size} tokens, "
+                        f"vocab_size {vocab}): it belongs to another model")
+    if problems:
+        raise CheckpointError(f"The tokenizer at {where!r} {'; it also '.join(problems)}. Use the tokenizer saved "
+                              "with this model.")
+
+
 def _unreadable(model_path: str, err: OSError) -> Exception:
     if os.path.isdir(model_path):
         return CheckpointError(f"model_path={model_path!r} could not be loaded: {err}")
@@ -159,4 +177,4 @@ class _CapturedReport(logging.Filter):
             logger.removeFilter(self)
 
 
-__all__ = ["load_classifier", "load_pretrained", "max_tokens", "resolve_model_path"]
+__all__ = ["check_tokenizer_fits", "load_classifier", "load_pretrained", "max_tokens", "resolve_model_path"]

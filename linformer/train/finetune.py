@@ -25,7 +25,7 @@ from ..data import compute_metrics, get_task, load_task
 from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling.card import add_results, read_card_info
-from ..modeling.loading import load_classifier, max_tokens, resolve_model_path
+from ..modeling.loading import check_tokenizer_fits, load_classifier, max_tokens, resolve_model_path
 from ..rundir import PREDICTIONS, RunRecord, write_json
 from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
@@ -65,6 +65,7 @@ class FinetuneTask(TrainingTask):
         self.model_path = resolve_model_path(str(cfg.model_path))
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.model, self.config = load_classifier(self.model_path, self.spec.num_labels, self.from_scratch)
+        check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(t.get("max_length"), cfg.task.get("max_length"))
         data_dir, cache_dir = cfg.task.get("data_dir"), cfg.get("task_cache_dir")
         data = load_task(self.spec.name, resolve_path(data_dir) if data_dir else None, self.tokenizer, self.max_length,

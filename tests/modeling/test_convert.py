@@ -3,6 +3,10 @@ that, in full mode, give the source's outputs; their heads come over, and what s
 
 import json
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,6 +35,7 @@ from linformer import LinformerForMaskedLM, LinformerForSequenceClassification, 
 from linformer.errors import CheckpointError, ConfigError
 from linformer.modeling.convert import convert_encoder
 
+REPO = Path(__file__).resolve().parents[2]
 N = 24  # the sources' longest input
 VOCAB = 100
 SIZE = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -172,6 +177,13 @@ def test_config_json_without_the_new_fields_loads_as_roberta(tmp_path, make_conf
     torch.testing.assert_close(outputs(again, inputs), outputs(model, inputs))
 
 
+def test_converted_encoders_mask_empty_windows_unless_told_not_to(tmp_path):
+    save_source(tmp_path, BertModel, BERT)
+    assert LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8).config.mask_empty_windows is True
+    off = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, mask_empty_windows=False)
+    assert off.config.mask_empty_windows is False
+
+
 # ------------------------------------------------------------------------------------------ convert_encoder
 def save_tokenizer(path, size):
     """A WordPiece tokenizer of `size` tokens with BERT's special tokens."""
@@ -208,6 +220,33 @@ def test_convert_encoder_needs_a_tokenizer(tmp_path):
     save_source(tmp_path / "bert", BertModel, BERT)
     with pytest.raises(CheckpointError, match="holds no tokenizer"):
         convert_encoder(tmp_path / "bert", tmp_path / "out")
+
+
+# ------------------------------------------------------------------------------------------ scripts/convert.py
+def _convert_cli(*overrides):
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "convert.py"), *overrides], cwd=REPO,
+                          capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
+
+
+def test_convert_script_writes_a_linformer_with_card_and_tokenizer(tmp_path):
+    save_source(tmp_path / "bert", BertModel, BERT)  # no MLM head, as sentence-transformers checkpoints
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    common = [f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}", "model.sharing=layerwise"]
+    result = _convert_cli(*common, "model.projected_dim=8", f"out_dir={tmp_path / 'out'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "out"
+    config = json.loads((out / "config.json").read_text())
+    assert config["attention"] == "linformer" and config["mask_empty_windows"] is True
+    assert (config["projected_dim"], config["max_seq_len"], config["sharing"]) == (8, N, "layerwise")
+    assert (out / "README.md").is_file() and (out / "tokenizer_config.json").is_file()
+    assert len(AutoTokenizer.from_pretrained(out)) == VOCAB
+    assert str(out) in result.stdout and "lm_head starts fresh" in result.stdout
+
+    bad = _convert_cli(*common, f"model.projected_dim={N + 8}", f"out_dir={tmp_path / 'bad'}")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr[-3000:]
+    (line,) = [x for x in bad.stderr.splitlines() if x.startswith("error: ")]
+    assert f"projected_dim (k={N + 8})" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert", "out"]  # no bad/, no temporary
 
 
 # ------------------------------------------------------------------------------------------ bad inputs

@@ -178,3 +178,32 @@ def test_invalid_finetune_numbers_name_their_key(tmp_path, sst2_dir, pretrained_
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         _run(tmp_path, sst2_dir, pretrained_run, override)
     assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+def _roberta_beside(tmp_path, tokenizer_dir, **config):
+    """A tiny RoBERTa MLM saved with the tokenizer at tokenizer_dir (which need not fit it)."""
+    torch.manual_seed(0)
+    RobertaForMaskedLM(RobertaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=66, type_vocab_size=1, **config)).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_one_error_line(tmp_path, sst2_dir, pretrained_run):
+    """Its ids would index past the word embeddings: the run stops before training, naming the directory and sizes."""
+    size = len(AutoTokenizer.from_pretrained(pretrained_run / "model"))
+    model = _roberta_beside(tmp_path / "small_vocab", pretrained_run / "model", vocab_size=size - 50)
+    result = _finetune_cli(sst2_dir, model, tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert str(model) in line and f"has {size} tokens but the model's vocab_size is {size - 50}" in line
+    assert not list((tmp_path / "out").glob("**/results.json"))
+
+
+def test_a_tokenizer_of_another_model_is_refused(tmp_path, sst2_dir, pretrained_run):
+    """Same size, another pad token id (BERT's 0, not RoBERTa's 1): the tokenizer belongs to another model."""
+    size = len(AutoTokenizer.from_pretrained(pretrained_run / "model"))
+    model = _roberta_beside(tmp_path / "other_pad", pretrained_run / "model", vocab_size=size, pad_token_id=0)
+    with pytest.raises(CheckpointError, match=r"other_pad'.* has pad token id 1, not the model's pad_token_id 0"):
+        _run(tmp_path, sst2_dir, model)
+    assert not (tmp_path / "run" / "results.json").exists()
