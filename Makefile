@@ -46,10 +46,13 @@ dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over ev
 reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 idle CPU cores; resumable; ARGS=--dry-run prints the plan)
 	$(PY) scripts/reproduce_mini.py $(ARGS)
 
+reproduce-pretrained: install-pretrained ## Table 2 from all-MiniLM-L6-v2 converted to Linformer, with/without transfer (resumable; ARGS="--profile gpu", "--dry-run")
+	$(PY) scripts/reproduce_pretrained.py $(ARGS)
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install install-pretrained test test-all demo benchmark dashboard reproduce-mini lint clean
+.PHONY: help install install-pretrained test test-all demo benchmark dashboard reproduce-mini reproduce-pretrained lint clean

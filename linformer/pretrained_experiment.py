@@ -161,3 +161,18 @@ def estimated_minutes(p: Profile, stage: Stage) -> float:
 
 def finetune_runs(p: Profile) -> str:
     return f"outputs/finetune/tp-{p.name}-*"
+
+
+def recipe_text(p: Profile) -> str:
+    """The finetuning recipe in words, for the table's header."""
+    parts = []
+    for task, s in p.tasks.items():
+        train = "all" if s.train is None else f"{s.train:,}"
+        evals = "all" if s.eval is None else f"{s.eval:,}"
+        parts.append(f"{task}: {train} train / {evals} eval examples, {s.epochs} epoch(s), max length {s.max_length}")
+    return (f"lr {LR:g}, batch 32, warmup 6%, {'; '.join(parts)}; precision {p.mixed_precision}; "
+            f"transfer {p.transfer_steps} steps x {p.transfer_batch} blocks of {N} tokens, every weight")
+
+
+def missing_stages(p: Profile) -> list[str]:
+    return [s.name for s in plan(p) if not s.done.exists()]

@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..cli import cli_errors
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..rundir import RESULTS, RunRecord, atomic_write, find_runs, write_json
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
@@ -247,9 +247,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
+    ap.add_argument("--layout", choices=("paper", "pretrained"), default="paper",
+                    help="paper: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; "
+                         "pretrained: a converted encoder's teacher against its Linformer variants, with and without "
+                         "transfer, with paired intervals and cost per example (make reproduce-pretrained)")
+    ap.add_argument("--profile", default="cpu", help="pretrained layout: the reproduce-pretrained profile (its recipe "
+                                                      "and its stages not run yet go into the table)")
+    ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
     args = ap.parse_args(argv)
     with cli_errors():
-        data = write_table2(args.runs, args.out, args.hardware, args.command)
+        if args.layout == "pretrained":
+            data = _write_pretrained(args)
+        else:
+            data = write_table2(args.runs, args.out, args.hardware, args.command)
     print(Path(f"{args.out}.md").read_text())
     print(f"wrote {args.out}.md and {args.out}.json ({len(data['rows'])} rows)")
     return 0
+
+
+def _write_pretrained(args) -> dict:
+    from .. import pretrained_experiment as exp
+    from . import table2_pretrained
+
+    if args.profile not in exp.PROFILES:
+        raise ConfigError(f"--profile {args.profile!r} is not one of {', '.join(exp.PROFILES)}")
+    profile = exp.PROFILES[args.profile]
+    load = os.getloadavg()[0]
+    meta = {"source": f"{exp.SOURCE} (all-MiniLM-L6-v2, BertModel 6 x 384, Apache-2.0)",
+            "hardware": args.hardware or detect_hardware(), "command": args.command or shlex.join(["python", *sys.argv]),
+            "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
+            "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
+            "missing": exp.missing_stages(profile)}
+    return table2_pretrained.write_table(args.runs, args.out, meta, measure=not args.no_measure)

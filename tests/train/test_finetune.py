@@ -44,6 +44,11 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert all((p / "dataset_info.json").is_file() for p in (tmp_path / "task_cache").iterdir())
     assert (run / "best" / "config.json").is_file() and (run / "config.yaml").is_file()
     assert any("eval_accuracy" in json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines())
+    # the best evaluation's outcome per eval example, in eval order: it reproduces the reported accuracy
+    pred = json.loads((run / "eval_predictions.json").read_text())
+    assert pred["step"] == saved["best_step"] and len(pred["labels"]) == len(pred["predictions"]) == 40
+    hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
+    assert hits / 40 == pytest.approx(saved["metrics"]["accuracy"])
 
 
 def test_finetune_a_plain_roberta_checkpoint_learns(tmp_path, sst2_dir, pretrained_run):

@@ -1,0 +1,237 @@
+"""Table 2 from a pretrained encoder converted to Linformer: the teacher (full attention) against each variant,
+without and with attention transfer, with 95% intervals and paired differences on the same eval examples.
+
+Reads finished finetuning runs (results.json and eval_predictions.json); a run's row is its model's attention,
+k and sharing, and whether the model's card records a transfer. Seeds are averaged per example (each seed and row
+saw the same eval examples: the experiment fixes subset_seed), so every interval is over examples. Time and peak
+memory per example are measured here, side by side, at n for every architecture in the table.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..modeling.card import read_card_info
+from ..modeling.configuration import LinformerConfig, attention_label
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, atomic_write, find_runs, read_json, write_json
+from .paired import bootstrap_interval, mcnemar_p, paired_difference
+
+TASKS = ("sst2", "imdb")
+TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
+TEACHER_TARGET = 89.0   # SST-2 dev, the teacher
+WITHIN = 1.0            # every transferred variant within this many points of the teacher, on each task
+CLOSES = 0.5            # on IMDB, transfer closes at least this share of the gap left without it (where gap > 1)
+
+
+def read_runs(patterns: list[str]) -> list[dict]:
+    """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
+    eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
+    paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat)) or [pat]]
+    runs = []
+    for d in find_runs([p.parent if p.name == RESULTS else p for p in paths]):
+        r = RunRecord(d, "finetune").results()
+        pred = read_json(d / PREDICTIONS)
+        if not r or r.get("task") not in TASKS or not pred:
+            continue
+        labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
+        card = read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {}
+        runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
+                     "_transfer": card.get("transfer")})
+    return runs
+
+
+def row_key(r: dict) -> tuple:
+    full = r.get("attention") in (None, "full") or r.get("projected_dim") is None
+    k = None if full else int(r["projected_dim"])
+    return ("full" if full else "linformer", k, None if full else r.get("sharing"), bool(r.get("_transfer")))
+
+
+def row_label(key: tuple) -> str:
+    attention, k, sharing, transfer = key
+    if attention == "full":
+        return "full attention (teacher)"
+    return attention_label("linformer", k, sharing) + (" + transfer" if transfer else "")
+
+
+def build_rows(runs: list[dict]) -> list[dict]:
+    """One row per (attention, k, sharing, transfer); per task the seed-averaged accuracy with its interval and,
+    against the teacher, the paired difference."""
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        groups[row_key(r)][r["task"]].append(r)
+    order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -(key[1] or 0), key[3]))
+    teacher = groups.get(("full", None, None, False), {})
+    rows = []
+    for key in order:
+        row = {"name": row_label(key), "attention": key[0], "k": key[1], "sharing": key[2], "transfer": key[3],
+               "model_path": None, "tasks": {}}
+        for task, task_runs in sorted(groups[key].items()):
+            row["model_path"] = task_runs[0]["model_path"]
+            row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
+        transfer = next((r["_transfer"] for rs in groups[key].values() for r in rs if r["_transfer"]), None)
+        if transfer:
+            row["transfer_info"] = {k: transfer.get(k) for k in ("steps", "tokens", "train", "target",
+                                                                 "rel_err_before", "rel_err_after")}
+        rows.append(row)
+    return rows
+
+
+def _correct_by_seed(runs: list[dict]) -> dict[int, np.ndarray]:
+    labels = runs[0]["_labels"]
+    for r in runs[1:]:
+        if not np.array_equal(r["_labels"], labels):
+            raise DataError(f"{r['_dir']} was evaluated on other examples than {runs[0]['_dir']}: compare runs "
+                            "with the same max_eval_examples and subset_seed")
+    return {int(r["seed"]): r["_correct"] for r in runs}
+
+
+def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
+    by_seed = _correct_by_seed(runs)
+    scores = np.mean([c for _, c in sorted(by_seed.items())], axis=0)  # per example, averaged over seeds
+    lo, hi = bootstrap_interval(scores)
+    per_seed = {s: 100 * float(c.mean()) for s, c in sorted(by_seed.items())}
+    cell = {"acc": 100 * float(scores.mean()), "lo": 100 * lo, "hi": 100 * hi, "seeds": per_seed,
+            "examples": int(scores.size), "train_examples": runs[0].get("num_train_examples")}
+    if teacher_runs:
+        t_by_seed = _correct_by_seed(teacher_runs)
+        if not np.array_equal(teacher_runs[0]["_labels"], runs[0]["_labels"]):
+            cell["vs_teacher"] = None  # other eval examples: no paired comparison
+            return cell
+        t_scores = np.mean([c for _, c in sorted(t_by_seed.items())], axis=0)
+        cell["vs_teacher"] = paired_difference(scores, t_scores)
+        both = sorted(set(by_seed) & set(t_by_seed))
+        if both:  # McNemar on one seed both have (the first)
+            cell["vs_teacher"]["mcnemar_p"] = mcnemar_p(by_seed[both[0]], t_by_seed[both[0]])
+            cell["vs_teacher"]["mcnemar_seed"] = both[0]
+    return cell
+
+
+def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> dict:
+    """Time and peak memory per example for each architecture in ``rows`` (rows with and without transfer share
+    one), measured side by side."""
+    from ..bench.per_example import cost_per_example
+
+    configs = {}
+    for row in rows:
+        arch = _arch(row)
+        if arch not in configs and row["model_path"] and Path(row["model_path"]).is_dir():
+            config = LinformerConfig.from_pretrained(row["model_path"])
+            config.num_labels = 2
+            configs[arch] = config
+    return cost_per_example(configs, n=n, batch=batch, reps=reps) if configs else {}
+
+
+def _arch(row: dict) -> str:
+    return row_label((row["attention"], row["k"], row["sharing"], False)).replace(" (teacher)", "")
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """The issue's targets, each met or missed, with the figures."""
+    teacher = next((r for r in rows if r["attention"] == "full"), None)
+    out = []
+    if teacher is None:
+        return ["No teacher row yet: no target can be checked."]
+    t = teacher["tasks"]
+    if "sst2" in t:
+        ok = t["sst2"]["acc"] >= TEACHER_TARGET
+        out.append(f"Teacher SST-2 >= {TEACHER_TARGET:g}: {'met' if ok else 'missed'} ({t['sst2']['acc']:.1f}).")
+    for r in rows:
+        if not r["transfer"]:
+            continue
+        for task, cell in r["tasks"].items():
+            if task in t:
+                gap = cell["acc"] - t[task]["acc"]
+                ok = gap >= -WITHIN
+                out.append(f"{r['name']}, {TASK_NAMES[task]} within {WITHIN:g} of the teacher: "
+                           f"{'met' if ok else 'missed'} ({gap:+.1f}).")
+    for r in rows:
+        if r["transfer"] or r["attention"] == "full" or "imdb" not in r["tasks"] or "imdb" not in t:
+            continue
+        partner = next((x for x in rows if x["transfer"] and x["k"] == r["k"] and x["sharing"] == r["sharing"]
+                        and "imdb" in x["tasks"]), None)
+        gap = t["imdb"]["acc"] - r["tasks"]["imdb"]["acc"]
+        if partner is None:
+            continue
+        if gap <= 1.0:
+            out.append(f"{r['name']}, IMDB: the gap without transfer is {gap:.1f} (<= 1): nothing to close.")
+            continue
+        closed = (partner["tasks"]["imdb"]["acc"] - r["tasks"]["imdb"]["acc"]) / gap
+        out.append(f"{r['name']}, IMDB: transfer closes {100 * closed:.0f}% of the {gap:.1f}-point gap "
+                   f"({'met' if closed >= CLOSES else 'missed'}: target {100 * CLOSES:.0f}%).")
+    return out
+
+
+def _errors(values) -> str:
+    return " ".join(f"{x:.3f}" for x in values or [])
+
+
+def _cell_text(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    return f"{cell['acc']:.1f} [{cell['lo']:.1f}, {cell['hi']:.1f}]"
+
+
+def _diff_text(cell: dict | None) -> str:
+    v = (cell or {}).get("vs_teacher")
+    if not v:
+        return "-"
+    p = f", p={v['mcnemar_p']:.2g}" if "mcnemar_p" in v else ""
+    return f"{v['diff']:+.1f} [{v['lo']:+.1f}, {v['hi']:+.1f}]{p}"
+
+
+def to_markdown(rows: list[dict], costs: dict, meta: dict) -> str:
+    lines = [
+        "# Table 2 from a pretrained encoder converted to Linformer", "",
+        f"Source: {meta['source']}. Machine: {meta['hardware']}.  ",
+        f"Command: `{meta['command']}`", "",
+        ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: a stratified subset of its test split), "
+         "averaged over seeds per example, with a 95% bootstrap interval over examples. \"vs teacher\" is the paired "
+         "difference from the full-attention teacher on the same examples (paired bootstrap 95% interval; p: exact "
+         f"McNemar test on one seed). Every row was finetuned with the same recipe: {meta['recipe']}."), "",
+        "| model | SST-2 | vs teacher | IMDB | vs teacher | seeds (SST-2 / IMDB) | ms / example | peak MiB / example |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c = costs.get(_arch(r), {})
+        s, i = r["tasks"].get("sst2"), r["tasks"].get("imdb")
+        seeds = " / ".join(str(len(x["seeds"])) if x else "-" for x in (s, i))
+        mem = "-" if c.get("mib") is None else f"{c['mib']:.1f}"
+        ms = "-" if c.get("ms") is None else f"{c['ms']:.1f}"
+        lines.append(f"| {r['name']} | {_cell_text(s)} | {_diff_text(s)} | {_cell_text(i)} | {_diff_text(i)} | "
+                     f"{seeds} | {ms} | {mem} |")
+    cost = (f"Time and memory: one forward pass of a batch of {meta['cost_batch']} inputs of n = {meta['n']} tokens per "
+            "architecture (sentence classifier, inference), medians of interleaved rounds, divided by the batch; "
+            f"measured while {meta['load']}.")
+    lines += ["", cost, "", "## Targets", ""]
+    lines += [f"- {t}" for t in targets(rows)]
+    transfers = [r for r in rows if r.get("transfer_info")]
+    if transfers:
+        lines += ["", "## Transfer: relative error of each layer's output against the teacher (held-out blocks)", ""]
+        for r in transfers:
+            t = r["transfer_info"]
+            lines.append(f"- {r['name']}: {t['steps']} steps, {t['tokens']:,} tokens, train={t['train']}, "
+                         f"target={t['target']}; before {_errors(t['rel_err_before'])}; "
+                         f"after {_errors(t['rel_err_after'])}")
+    missing = meta.get("missing")
+    if missing:
+        lines += ["", f"## Not run yet ({len(missing)} stages)", "",
+                  "The table holds the runs finished so far; the same command resumes the rest: "
+                  + ", ".join(missing[:60]) + (" ..." if len(missing) > 60 else "")]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True) -> dict:
+    runs = read_runs(patterns)
+    if not runs:
+        raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
+    rows = build_rows(runs)
+    costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
+    atomic_write(f"{out}.md", to_markdown(rows, costs, meta))
+    data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows)}
+    write_json(f"{out}.json", data)
+    return data

@@ -1,0 +1,48 @@
+"""Paired intervals: they must be tighter than separate ones for correlated models, and McNemar exact."""
+
+import math
+
+import numpy as np
+import pytest
+
+from linformer.report.paired import bootstrap_interval, mcnemar_p, paired_difference
+
+
+def test_bootstrap_interval_covers_the_mean_with_the_binomial_width():
+    rng = np.random.default_rng(0)
+    x = rng.random(2000) < 0.8
+    lo, hi = bootstrap_interval(x)
+    se = math.sqrt(0.8 * 0.2 / 2000)
+    assert lo < x.mean() < hi
+    assert hi - lo == pytest.approx(2 * 1.96 * se, rel=0.15)
+    assert bootstrap_interval(x) == (lo, hi)  # seeded: the same table twice
+
+
+def test_paired_difference_is_tighter_than_two_separate_intervals():
+    """Two models that agree on 95% of examples: the paired interval of their difference is several times
+    narrower than the sum of their separate half-widths, and it excludes 0 for a real 3-point difference."""
+    rng = np.random.default_rng(1)
+    a = rng.random(872) < 0.88
+    b = a.copy()
+    flip = rng.choice(872, 40, replace=False)
+    b[flip[:33]] = False  # b loses 33 examples a gets right ...
+    b[flip[33:]] = True   # ... and gets 7 others right
+    d = paired_difference(b, a)
+    assert d["diff"] == pytest.approx(100 * (b.mean() - a.mean()))
+    assert d["lo"] < d["diff"] < d["hi"] < 0
+    # the unpaired interval of a difference of two independent accuracies: sqrt(w_a^2 + w_b^2) wide
+    unpaired = 100 * math.hypot(*(hi - lo for lo, hi in (bootstrap_interval(a), bootstrap_interval(b))))
+    assert (d["hi"] - d["lo"]) < unpaired / 2
+
+
+def test_mcnemar_matches_the_binomial_test():
+    a = np.array([1] * 10 + [0] * 2 + [1] * 50, dtype=bool)
+    b = np.array([0] * 10 + [1] * 2 + [1] * 50, dtype=bool)
+    # 10 vs 2 discordant: two-sided exact p = 2 * P(X <= 2), X ~ Bin(12, 1/2)
+    expected = 2 * sum(math.comb(12, i) for i in range(3)) / 2**12
+    assert mcnemar_p(a, b) == pytest.approx(expected)
+    assert mcnemar_p(b, a) == pytest.approx(expected)
+    assert mcnemar_p(a, a) == 1.0
+    big = np.zeros(30000, dtype=bool)
+    big[:20000] = True  # 20000 vs 0 discordant: no overflow, p ~ 0
+    assert mcnemar_p(big, ~big) < 1e-300 or mcnemar_p(big, ~big) == 0.0
