@@ -170,12 +170,20 @@ def _transfer_section(transfer: dict | None, model: dict) -> str:
             "E and F are as initialised; finetune, or fit them to the source's attention, before use"
         return f"## Attention transfer\n\nNo attention transfer: {why}."
     # A run that skipped its step-0 evaluation has no "before": those cells say so rather than dropping layers.
-    before, after = transfer.get("rel_err_before") or [], transfer.get("rel_err_after") or []
-    rows = [(i, *(_number(errs[i]) if i < len(errs) else "not measured" for errs in (before, after)))
-            for i in range(max(len(before), len(after)))]
-    return (f"## Attention transfer\n\nE and F were fitted to the source's attention ({transfer.get('target')}) on "
-            f"{transfer.get('tokens')} tokens in {transfer.get('steps')} steps. Relative error per layer:\n\n"
-            + _table(rows, ("layer", "before", "after")))
+    columns = [("before", "rel_err_before"), ("after", "rel_err_after")]
+    short = transfer.get("eval_short_length")
+    if transfer.get("rel_err_short_after"):  # the same held-out blocks cut to a sentence-like length
+        columns += [(f"before, {short} tokens", "rel_err_short_before"), (f"after, {short} tokens",
+                                                                          "rel_err_short_after")]
+    errs = [transfer.get(key) or [] for _, key in columns]
+    rows = [(i, *(_number(e[i]) if i < len(e) else "not measured" for e in errs))
+            for i in range(max(map(len, errs)))]
+    what = "E and F" if transfer.get("train") != "all" else "E, F and every other weight"
+    cut = f", {100 * transfer['short_fraction']:.0f}% of batches cut to shorter lengths" \
+        if transfer.get("short_fraction") else ""
+    return (f"## Attention transfer\n\n{what} were fitted to the source's attention ({transfer.get('target')}) on "
+            f"{transfer.get('tokens')} tokens in {transfer.get('steps')} steps{cut}. Relative error per layer on "
+            "held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
 
 
 def _results_section(results: dict) -> str:

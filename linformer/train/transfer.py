@@ -42,12 +42,28 @@ _PROJECTION = (".E.", ".F.")
 
 
 class _Blocks:
-    """Collates packed blocks as they are (no masking): every token is real."""
+    """Collates packed blocks (no masking: every token is real), cut short where asked.
 
-    generator = None  # BlockStream seeds one per batch; nothing here is random
+    Downstream inputs are often far shorter than n (an SST-2 sentence fills a few of k projected columns), a regime
+    that n-token blocks never show the student. With ``short_fraction`` > 0 that share of batches is cut to a length
+    drawn uniformly from ``min_length``..n (the block's closing token, [SEP] or </s>, kept last); ``length`` cuts
+    every batch to one length (the short held-out evaluation). The whole global micro-batch gets one length, drawn
+    from the generator BlockStream seeds per batch, so every rank and every resume cuts alike.
+    """
+
+    generator = None  # BlockStream seeds one per batch
+
+    def __init__(self, short_fraction: float = 0.0, min_length: int = 8, length: int | None = None):
+        self.short_fraction, self.min_length, self.length = short_fraction, min_length, length
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         ids = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long)
+        cut = self.length
+        if cut is None and self.short_fraction > 0 and \
+                torch.rand((), generator=self.generator).item() < self.short_fraction:
+            cut = int(torch.randint(self.min_length, ids.shape[1] + 1, (), generator=self.generator))
+        if cut is not None and cut < ids.shape[1]:
+            ids = torch.cat([ids[:, : cut - 1], ids[:, -1:]], dim=1)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
@@ -117,8 +133,22 @@ class TransferTask(TrainingTask):
                 f"{self.model.config.max_seq_len}: prepare the corpus with data.n={self.model.config.max_seq_len}."
             )
         seed, b = int(cfg.seed), settings.batch_size
-        self.train = BlockStream(data["train"], b, world, rank, seed, _Blocks(), "train")
+        short = float(tr.get("short_fraction") or 0.0)
+        if not 0.0 <= short <= 1.0:
+            raise ConfigError(f"transfer.short_fraction={short}: the share of batches cut short, 0..1")
+        min_length = positive_int(tr, "min_length", "transfer")
+        if short > 0 and not 2 <= min_length <= self.n:
+            raise ConfigError(f"transfer.min_length={min_length}: a length in 2..n={self.n} (the blocks' length)")
+        self.short_length = positive_int(tr, "eval_short_length", "transfer", allow_none=True)
+        if self.short_length is not None and self.short_length < 2:
+            raise ConfigError(f"transfer.eval_short_length={self.short_length}: at least 2 ([CLS] ... [SEP])")
+        if self.short_length is not None and self.short_length >= self.n:
+            self.short_length = None  # the blocks are no longer than that: the full evaluation already covers it
+        self.train = BlockStream(data["train"], b, world, rank, seed, _Blocks(short, min_length), "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(), "validation")
+        # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence
+        self.val_short = None if self.short_length is None else \
+            BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(length=self.short_length), "validation")
         self.eval_batches = positive_int(cfg.trainer, "eval_batches", allow_none=True)
         self.warmup_steps = int(cfg.trainer.warmup_steps)
         self.tracker_tags = [f"k={m.projected_dim}", f"sharing={m.sharing}", f"train={self.train_mode}",
@@ -159,48 +189,70 @@ class TransferTask(TrainingTask):
 
     @torch.no_grad()
     def evaluate(self, model) -> dict[str, float]:
-        """Each layer's relative error on the held-out blocks (sums over every eval batch and rank)."""
-        acc = self.trainer.accelerator
+        """Each layer's relative error on the held-out blocks, and with transfer.eval_short_length on the same
+        blocks cut to that length (``val_rel_err_short``, its mean over layers)."""
         model.eval()
+        rel = self._relative_errors(model, self.val)
+        out = {"val_rel_err": sum(rel) / len(rel), **{f"val_rel_err_{i}": r for i, r in enumerate(rel)}}
+        if self.val_short is not None:
+            short = self._relative_errors(model, self.val_short)
+            out |= {"val_rel_err_short": sum(short) / len(short),
+                    **{f"val_rel_err_short_{i}": r for i, r in enumerate(short)}}
+        model.train()
+        return out
+
+    def _relative_errors(self, model, stream: BlockStream) -> list[float]:
+        """||student - teacher|| / ||teacher|| per layer, summed over every eval batch and rank."""
+        acc = self.trainer.accelerator
         num = den = None
-        for batch in self.val.held_out(self.eval_batches, acc.device):
+        for batch in stream.held_out(self.eval_batches, acc.device):
             pairs = self._pairs(model, batch)
             d = torch.stack([((s.float() - t.float()) ** 2).sum() for s, t in pairs]).double()
             t2 = torch.stack([(t.float() ** 2).sum() for _, t in pairs]).double()
             num, den = (d, t2) if num is None else (num + d, den + t2)
         num, den = acc.reduce(num, "sum"), acc.reduce(den, "sum")
-        model.train()
-        rel = (num / den).sqrt().tolist()
-        return {"val_rel_err": sum(rel) / len(rel), **{f"val_rel_err_{i}": r for i, r in enumerate(rel)}}
+        return (num / den).sqrt().tolist()
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], None]:
-        evals = trainer.state["evals"]
-        layers = self.model.config.num_hidden_layers
-        before = next(([e[f"val_rel_err_{i}"] for i in range(layers)] for e in evals if e["step"] == 0), None)
-        after = [evals[-1][f"val_rel_err_{i}"] for i in range(layers)] if evals else None
+        errors = self._errors_before_after(trainer.state["evals"], "val_rel_err")
+        if self.val_short is not None:
+            errors |= self._errors_before_after(trainer.state["evals"], "val_rel_err_short")
         model = trainer.accelerator.unwrap_model(trainer.model)
         model.config.update(self.source_dropout)  # the saved model finetunes with the source's dropout
         model_dir = trainer.run_dir / "model"
         trainer.save_model(model_dir)
         if trainer.main:
-            self._write_card(model_dir, trainer, before, after)
-        fmt = lambda errs: " ".join(f"{e:.3f}" for e in errs)
-        report = [f"relative error by layer, held out: {fmt(before)} -> {fmt(after)}" if before and after else
-                  f"relative error by layer, held out: {fmt(after or [])}"]
+            self._write_card(model_dir, trainer, errors)
+        fmt = lambda errs: " ".join(f"{e:.3f}" for e in errs or [])
+        report = []
+        for key, what in (("rel_err", "held out"), ("rel_err_short", f"held out, cut to {self.short_length} tokens")):
+            before, after = errors.get(f"{key}_before"), errors.get(f"{key}_after")
+            if after is not None:
+                report.append(f"relative error by layer, {what}: " + (f"{fmt(before)} -> " if before else "")
+                              + fmt(after))
         summary = {
             "model_dir": str(model_dir), "source": self.source, "target": self.target, "train": self.train_mode,
-            "rel_err_before": before, "rel_err_after": after, "report": report,
+            **errors, "report": report,
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None
 
+    def _errors_before_after(self, evals: list[dict], key: str) -> dict[str, list[float] | None]:
+        """{<key>_before: by layer at step 0 (None without eval_at_start), <key>_after: by layer at the end}."""
+        name = key.removeprefix("val_")
+        layers = range(self.model.config.num_hidden_layers)
+        before = next(([e[f"{key}_{i}"] for i in layers] for e in evals if e["step"] == 0), None)
+        after = [evals[-1][f"{key}_{i}"] for i in layers] if evals else None
+        return {f"{name}_before": before, f"{name}_after": after}
 
-    def _write_card(self, model_dir: Path, trainer: Trainer, before, after) -> None:
+    def _write_card(self, model_dir: Path, trainer: Trainer, errors: dict) -> None:
         """The model card records the source, n, k, sharing, and the transfer: tokens, steps, error by layer."""
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(str(self.cfg.model_path), model, name=trainer.run_dir.name)
+        tr = self.cfg.transfer
         info["transfer"] = {"steps": trainer.state["step"], "tokens": trainer.state["tokens"], "target": self.target,
-                            "train": self.train_mode, "rel_err_before": before, "rel_err_after": after}
+                            "train": self.train_mode, "short_fraction": float(tr.get("short_fraction") or 0.0),
+                            "eval_short_length": self.short_length, **errors}
         write_model_card(model_dir, info)
 
 
