@@ -168,3 +168,36 @@ def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_pa
     assert "after, 8 tokens" in (tmp_path / "model" / "README.md").read_text()
     with pytest.raises(ConfigError, match="transfer.short_fraction=1.5"):
         transfer(_compose(bert_source, "transfer.short_fraction=1.5"), tmp_path / "bad")
+
+
+def test_identity_projection_with_masked_empty_windows_is_full_attention_at_every_length(bert_source):
+    """k = n with E = I: the Linformer is exactly full attention on any input length when the empty windows are
+    masked, and diluted by the n - L empty columns when they are not. fidelity.relative_errors measures both."""
+    from linformer.report.fidelity import cut, relative_errors
+
+    blocks = torch.tensor([[2, *range(10, 10 + N - 2), 3]] * 2)  # [CLS] ... [SEP], ids within the vocabulary
+    for mask, short_error in ((True, lambda e: e < 1e-5), (False, lambda e: e > 1e-3)):
+        model = LinformerModel.from_pretrained_encoder(bert_source["source"], projected_dim=N, sharing="kv",
+                                                       mask_empty_windows=mask).eval()
+        with torch.no_grad():
+            for layer in model.encoder.layer:
+                layer.attention.self.E.weight.copy_(torch.eye(N))
+        assert max(relative_errors(model, blocks)) < 1e-5  # L = n: no empty column either way
+        for length in (5, 17):
+            assert short_error(max(relative_errors(model, cut(blocks, length)))), (mask, length)
+
+
+def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
+    from linformer.modeling.convert import convert_encoder
+
+    convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
+    convert_encoder(bert_source["source"], tmp_path / "full", attention="full")
+    cmd = [sys.executable, "scripts/fidelity.py", f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"],
+           "--lengths", "8", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    errors = json.loads((tmp_path / "fid.json").read_text())["errors"]["k=8"]
+    assert sorted(errors, key=int) == ["8", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
+    assert "| 8 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
+    proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr

@@ -1,0 +1,39 @@
+"""Fidelity of converted Linformers to their source, by input length:
+python scripts/fidelity.py LABEL=MODEL_DIR ... --corpus data/processed/mirror_slice-minilm-n512 [--out FILE]
+
+Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
+"""
+
+import argparse
+import shlex
+import sys
+
+from linformer.cli import cli_errors
+from linformer.errors import ConfigError
+from linformer.modeling.loading import resolve_model_path
+from linformer.report import fidelity
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
+                                              "Linformer directories")
+    ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n")
+    ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
+    ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
+    ap.add_argument("--out", default="outputs/reports/fidelity", help="writes <out>.md, .json and .png")
+    args = ap.parse_args(argv)
+    with cli_errors():
+        if min(args.lengths) < 2 or args.blocks < 1:
+            raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
+        models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="
+        models = {label: resolve_model_path(path) for label, path in models.items()}
+        errors = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks)
+        fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]))
+    print(open(f"{args.out}.md").read())
+    print(f"wrote {args.out}.md, .json and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
