@@ -7,6 +7,7 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse,
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from linformer.cli import cli_errors
 from linformer.errors import ConfigError
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         models = {label: resolve_model_path(path) for label, path in models.items()}
         errors = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks)
         fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]))
-    print(open(f"{args.out}.md").read())
+    print(Path(f"{args.out}.md").read_text())
     print(f"wrote {args.out}.md, .json and .png")
     return 0
 

@@ -57,8 +57,8 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
 
 def to_markdown(errors: dict, command: str, png: str | None) -> str:
     lines = ["# Fidelity to the source by input length", "",
-             "Relative error ||linformer - full|| / ||full|| of each layer's output, the same weights run with full "
-             "attention as the reference, on held-out corpus blocks cut to each length.", "",
+             ("Relative error ||linformer - full|| / ||full|| of each layer's output, the same weights run with full "
+              "attention as the reference, on held-out corpus blocks cut to each length."), "",
              f"Command: `{command}`", ""]
     for label, by_length in errors.items():
         layers = len(next(iter(by_length.values())))
