@@ -49,25 +49,29 @@ class Profile:
     mixed_precision: str
     jobs: int
     transfer_minutes: float   # estimated per transfer run
+    timing: str               # where the minutes come from
 
 
 PROFILES = {
-    # Minutes measured on 2 AMD EPYC cores (fp32, one job with 2 threads): SST-2 ~1.1 s/step at batch 32; IMDB at
-    # 512 tokens ~26 s/step with full attention, ~10 s with Linformer, 3 s per 32 eval reviews.
+    # Minutes per stage as the profile runs them (2 jobs of 1 thread on 2 cores, fp32), from the stages' wall
+    # times in docs/results/table2_pretrained.json: full attention's backward pass at 512 tokens costs about twice
+    # a Linformer step's.
     "cpu": Profile(
         name="cpu", ks=(64, 128), sharings=("layerwise", "headwise"), transfer_steps=100, transfer_batch=4,
-        tasks={"sst2": TaskScale(train=6000, eval=None, epochs=1, max_length=128, minutes={"full": 4, "linformer": 4}),
+        tasks={"sst2": TaskScale(train=6000, eval=None, epochs=1, max_length=128, minutes={"full": 5.5, "linformer": 5}),
                # 1,000 reviews are 32 updates at batch 32: too few at lr 5e-5 (the teacher's loss stays near
                # 0.66); batch 16 at lr 1e-4 makes 63 updates of the same compute
                "imdb": TaskScale(train=1000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
-                                 minutes={"full": 17, "linformer": 8})},
-        seeds=(0, 1, 2), other_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=3),
+                                 minutes={"full": 31, "linformer": 18})},
+        seeds=(0, 1, 2), other_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=7,
+        timing="measured on 2 AMD EPYC cores, 2 stages at a time"),
     "gpu": Profile(
         name="gpu", ks=(64, 128), sharings=("layerwise", "headwise", "kv"), transfer_steps=2000, transfer_batch=16,
         tasks={"sst2": TaskScale(train=None, eval=None, epochs=3, max_length=128, minutes={"full": 6, "linformer": 6}),
                "imdb": TaskScale(train=None, eval=None, epochs=2, max_length=N,
                                  minutes={"full": 12, "linformer": 10})},
-        seeds=(0, 1, 2), other_seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8),
+        seeds=(0, 1, 2), other_seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8,
+        timing="rough guesses for one H100, not measured (no GPU was available)"),
 }
 
 

@@ -51,8 +51,8 @@ def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool)
         print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
     report = report_argv(profile)
     print(f"[report] python scripts/table2.py {shlex.join(report)}")
-    print(f"\n{len(todo)} of {len(stages)} stages left, about {minutes:.0f} min of single-job compute "
-          f"({jobs} at a time). An interrupted run resumes: run the same command again.")
+    print(f"\n{len(todo)} of {len(stages)} stages left: about {minutes / jobs:.0f} min with {jobs} at a time "
+          f"({profile.timing}). An interrupted run resumes: run the same command again.")
     if dry_run:
         return 0
     if not report_only:

@@ -46,7 +46,7 @@ def test_dry_run_prints_the_plan_and_the_time_it_needs():
     out = proc.stdout
     assert "finetune tp-gpu-imdb-k64-layerwise-tr-s2: python scripts/finetune.py task=imdb" in out
     assert "python scripts/transfer.py model_path=minilm" in out and "--layout pretrained --profile gpu" in out
-    assert "min of single-job compute" in out and "resumes: run the same command again" in out
+    assert "min with 1 at a time (rough guesses" in out and "resumes: run the same command again" in out
     bad = subprocess.run([sys.executable, "scripts/reproduce_pretrained.py", "--jobs", "0", "--dry-run"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --jobs 0: at least one stage must run at a time"

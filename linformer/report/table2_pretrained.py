@@ -95,8 +95,10 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
     scores = np.mean([c for _, c in sorted(by_seed.items())], axis=0)  # per example, averaged over seeds
     lo, hi = bootstrap_interval(scores)
     per_seed = {s: 100 * float(c.mean()) for s, c in sorted(by_seed.items())}
+    walls = [r["wall_time_s"] for r in runs if r.get("wall_time_s")]
     cell = {"acc": 100 * float(scores.mean()), "lo": 100 * lo, "hi": 100 * hi, "seeds": per_seed,
-            "examples": int(scores.size), "train_examples": runs[0].get("num_train_examples")}
+            "examples": int(scores.size), "train_examples": runs[0].get("num_train_examples"),
+            "wall_s": round(sum(walls) / len(walls), 1) if walls else None}  # one finetuning run, mean over seeds
     if teacher_runs:
         t_by_seed = _correct_by_seed(teacher_runs)
         if not np.array_equal(teacher_runs[0]["_labels"], runs[0]["_labels"]):
