@@ -180,7 +180,8 @@ def recipe_text(p: Profile) -> str:
         evals = "all" if s.eval is None else f"{s.eval:,}"
         parts.append(f"{task}: {train} train / {evals} eval examples, {s.epochs} epoch(s), lr {s.lr:g}, "
                      f"batch {s.batch_size}, max length {s.max_length}")
-    return (f"linear decay, warmup 6%; {'; '.join(parts)}; precision {p.mixed_precision}; "
+    precision = "fp32" if p.mixed_precision == "no" else p.mixed_precision
+    return (f"linear decay, warmup 6%; {'; '.join(parts)}; {precision}; "
             f"transfer {p.transfer_steps} steps x {p.transfer_batch} blocks of {N} tokens, every weight")
 
 

@@ -67,6 +67,11 @@ def _packaged_model(name: str) -> str:
     return str(found.get_model_path())
 
 
+def resolve_tokenizer_dir(name: str) -> str:
+    """A tokenizer directory, or a packaged model's name (``minilm``): that model's own tokenizer."""
+    return resolve_model_path(name) if name in PACKAGED_MODELS else resolve_path(name)
+
+
 def load_pretrained(auto_class, model_path: str, **kwargs):
     """``auto_class.from_pretrained(model_path, **kwargs)`` with LinformerErrors and a one-line load summary."""
     report = _CapturedReport()
@@ -177,4 +182,5 @@ class _CapturedReport(logging.Filter):
             logger.removeFilter(self)
 
 
-__all__ = ["check_tokenizer_fits", "load_classifier", "load_pretrained", "max_tokens", "resolve_model_path"]
+__all__ = ["check_tokenizer_fits", "load_classifier", "load_pretrained", "max_tokens", "resolve_model_path",
+           "resolve_tokenizer_dir"]

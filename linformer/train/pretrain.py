@@ -9,6 +9,7 @@ sees exactly the tokens and masks that 2 processes with batch b see.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,8 +24,11 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
+from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
 from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
+
+log = logging.getLogger(__name__)
 
 
 class BlockStream:
@@ -72,15 +76,32 @@ def build_model(cfg: DictConfig, tokenizer) -> LinformerForMaskedLM:
         eos_token_id=tokenizer.eos_token_id,
     )
     init_from = cfg.get("init_from")
-    if init_from:  # start from a RoBERTa checkpoint: only E, F start fresh
-        keep = ("attention", "max_seq_len", "projected_dim", "sharing", "projection")
-        model = LinformerForMaskedLM.from_roberta(resolve_path(init_from), **{k: fields[k] for k in keep})
+    if init_from:
+        model = _init_from(str(init_from), fields, tokenizer)
     else:
         try:
             model = LinformerForMaskedLM(LinformerConfig(**fields))
         except ConfigError as err:
             raise ConfigError(f"model: {err}") from err
     model.config.sparse_prediction = True
+    return model
+
+
+def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
+    """MLM continuation: a converted or pretrained Linformer directory keeps its own architecture (cfg.model is not
+    applied to it); a BERT/RoBERTa-family encoder is converted with cfg.model's Linformer fields, only E, F (and an
+    MLM head the source lacks, which the conversion names) starting fresh."""
+    from transformers import AutoConfig
+
+    path = resolve_model_path(init_from)
+    if AutoConfig.from_pretrained(path).model_type == "linformer":
+        model = load_pretrained(LinformerForMaskedLM, path)
+        log.info("init_from=%s: a Linformer (%s); model.* settings other than its own are not applied", init_from,
+                 model.config.attention_label)
+    else:
+        keep = ("attention", "max_seq_len", "projected_dim", "sharing", "projection")
+        model = LinformerForMaskedLM.from_pretrained_encoder(path, **{k: fields[k] for k in keep})
+    check_tokenizer_fits(tokenizer, model.config, path)
     return model
 
 
@@ -96,7 +117,7 @@ class PretrainTask(TrainingTask):
         self.tracker_tags = [f"attention={mc.attention}", f"model={mc.name}"]
         if mc.attention != "full":
             self.tracker_tags += [f"k={mc.projected_dim}", f"sharing={mc.sharing}"]
-        self.tokenizer_dir = resolve_path(cfg.tokenizer_dir)
+        self.tokenizer_dir = resolve_tokenizer_dir(str(cfg.tokenizer_dir))
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_dir)
         data = load_prepared(resolve_path(cfg.corpus_dir), self.tokenizer_dir)
         self.model = build_model(cfg, self.tokenizer)

@@ -201,3 +201,31 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
     assert "| 8 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
     proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
+
+
+@pytest.mark.parametrize("start", ["converted", "source"])
+def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_path, start, caplog):
+    """scripts/pretrain.py init_from=: a converted Linformer directory keeps its architecture; a BERT source is
+    converted with model.*; either way the MLM head the source lacks starts fresh and the loss is finite."""
+    import logging
+
+    from linformer.modeling.convert import convert_encoder
+    from linformer.train.pretrain import pretrain
+
+    converted = convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
+    init = converted if start == "converted" else bert_source["source"]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose(config_name="pretrain", overrides=[
+            f"init_from={init}", f"tokenizer_dir={converted}", f"corpus_dir={bert_source['corpus']}",
+            f"model.max_seq_len={N}", "model.projected_dim=8", "model.sharing=layerwise", "trainer.batch_size=4",
+            "trainer.max_steps=3", "trainer.warmup_steps=1", "trainer.eval_every=3", "trainer.eval_batches=1",
+            "trainer.save_every=3"])
+    caplog.set_level(logging.INFO)
+    summary = pretrain(cfg, tmp_path / "run")
+    assert summary["final_val_loss"] > 0 and summary["final_val_loss"] < 20
+    model = LinformerModel.from_pretrained(tmp_path / "run" / "model")
+    assert (model.config.attention, model.config.projected_dim, model.config.mask_empty_windows) == \
+        ("linformer", 8, True)
+    text = caplog.text
+    assert ("a Linformer (linformer k=8, layerwise)" in text) if start == "converted" else \
+        ("starting fresh: lm_head" in text)
