@@ -21,7 +21,7 @@ def converted(tmp_path, source_class=RobertaForMaskedLM, config=ROBERTA, license
     """A tiny source (with a model card stating `license`, if given) converted into tmp_path/out."""
     src = tmp_path / "src"
     save_source(src, source_class, config)
-    save_tokenizer(src, VOCAB)
+    save_tokenizer(src, VOCAB, pad_id=config.pad_token_id)  # the tokenizer of the source's family
     if license:
         (src / "README.md").write_text(f"---\nlicense: {license}\n---\n\n# tiny source\n")
     return convert_encoder(src, tmp_path / "out", **settings)

@@ -185,9 +185,12 @@ def test_converted_encoders_mask_empty_windows_unless_told_not_to(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ convert_encoder
-def save_tokenizer(path, size):
-    """A WordPiece tokenizer of `size` tokens with BERT's special tokens."""
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+def save_tokenizer(path, size, pad_id=0):
+    """A WordPiece tokenizer of `size` tokens with BERT's special tokens, [PAD] at `pad_id` (BERT's 0 or
+    RoBERTa's 1, to match the model it is saved with)."""
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    specials.insert(pad_id, "[PAD]")
+    vocab = {t: i for i, t in enumerate(specials)}
     vocab.update({f"w{i}": i for i in range(len(vocab), size)})
     backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
