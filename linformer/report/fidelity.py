@@ -17,15 +17,9 @@ from ..data import load_prepared
 from ..errors import DataError
 from ..modeling import LinformerModel
 from ..rundir import atomic_write, write_json
+from ..train.transfer import cut_blocks as cut
 from ..train.transfer import full_attention
 from .compare import save_figure
-
-
-def cut(blocks: torch.Tensor, length: int) -> torch.Tensor:
-    """Blocks cut to ``length`` tokens, the closing token ([SEP] or </s>) kept last."""
-    if length >= blocks.shape[1]:
-        return blocks
-    return torch.cat([blocks[:, : length - 1], blocks[:, -1:]], dim=1)
 
 
 @torch.no_grad()

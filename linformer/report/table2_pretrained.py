@@ -133,7 +133,7 @@ def _arch(row: dict) -> str:
 
 
 def targets(rows: list[dict]) -> list[str]:
-    """The issue's targets, each met or missed, with the figures."""
+    """Each target of the experiment (TEACHER_TARGET, WITHIN, CLOSES), met or missed, with the figures."""
     teacher = next((r for r in rows if r["attention"] == "full"), None)
     out = []
     if teacher is None:

@@ -62,9 +62,16 @@ class _Blocks:
         if cut is None and self.short_fraction > 0 and \
                 torch.rand((), generator=self.generator).item() < self.short_fraction:
             cut = int(torch.randint(self.min_length, ids.shape[1] + 1, (), generator=self.generator))
-        if cut is not None and cut < ids.shape[1]:
-            ids = torch.cat([ids[:, : cut - 1], ids[:, -1:]], dim=1)
+        if cut is not None:
+            ids = cut_blocks(ids, cut)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def cut_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
+    """Blocks cut to ``length`` tokens, the closing token ([SEP] or </s>) kept last."""
+    if length >= blocks.shape[1]:
+        return blocks
+    return torch.cat([blocks[:, : length - 1], blocks[:, -1:]], dim=1)
 
 
 @contextlib.contextmanager
