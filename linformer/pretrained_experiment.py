@@ -151,7 +151,8 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
                         f"trainer.lr={scale.lr:g}", f"trainer.batch_size={scale.batch_size}",
                         f"trainer.epochs={scale.epochs}", f"trainer.max_length={scale.max_length}",
-                        f"trainer.mixed_precision={p.mixed_precision}", "trainer.save_best=false"]
+                        f"trainer.mixed_precision={p.mixed_precision}", "trainer.save_best=false",
+                        "trainer.group_by_length=true"]
                 if scale.train is not None:
                     args.append(f"max_train_examples={scale.train}")
                 if scale.eval is not None:
@@ -186,7 +187,7 @@ def recipe_text(p: Profile) -> str:
         parts.append(f"{task}: {train} train / {evals} eval examples, {s.epochs} epoch(s), lr {s.lr:g}, "
                      f"batch {s.batch_size}, max length {s.max_length}")
     precision = "fp32" if p.mixed_precision == "no" else p.mixed_precision
-    return (f"linear decay, warmup 6%; {'; '.join(parts)}; {precision}; "
+    return (f"linear decay, warmup 6%, batches grouped by length; {'; '.join(parts)}; {precision}; "
             f"transfer {p.transfer_steps} steps x {p.transfer_batch} blocks of {N} tokens "
             f"({p.transfer_short_fraction:.0%} of batches cut to a random shorter length), every weight")
 

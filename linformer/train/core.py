@@ -47,18 +47,41 @@ class EpochOrder:
     ``drop_last``: epochs of whole global batches only (pretraining). Otherwise the last batch of an epoch is
     shorter, and with several processes it is filled from the start of the permutation (as DistributedSampler
     pads), so every rank gets a full slice.
+
+    ``lengths`` (tokens per row) groups rows of similar length into batches, so that dynamic padding pads little:
+    the epoch's permutation is cut into megabatches of ``MEGA`` global batches, each sorted longest first and cut
+    into batches, and the whole batches are then shuffled with the same seeded generator (a short last batch stays
+    last). Every row is still visited once per epoch; only which rows share a batch changes.
     """
 
-    def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1):
+    MEGA = 50  # global batches per megabatch (as transformers' group_by_length)
+
+    def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1,
+                 lengths=None):
         self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
         self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
+        self.lengths = None if lengths is None else torch.as_tensor(lengths)
+        if self.lengths is not None and len(self.lengths) != num_rows:
+            raise ValueError(f"lengths has {len(self.lengths)} entries for {num_rows} rows")
         self._perm: tuple[int, torch.Tensor] | None = None
+
+    def _epoch_perm(self, epoch: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = torch.randperm(self.num_rows, generator=gen)
+        if self.lengths is None:
+            return perm
+        mega = self.MEGA * self.global_micro
+        grouped = torch.cat([chunk[torch.argsort(self.lengths[chunk], descending=True, stable=True)]
+                             for chunk in perm.split(mega)])
+        batches = list(grouped.split(self.global_micro))
+        whole = len(batches) - (len(batches[-1]) < self.global_micro)
+        order = torch.randperm(whole, generator=gen).tolist() + list(range(whole, len(batches)))
+        return torch.cat([batches[i] for i in order])
 
     def rows(self, g: int) -> torch.Tensor:
         epoch, pos = divmod(g, self.batches_per_epoch)
         if self._perm is None or self._perm[0] != epoch:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = (epoch, torch.randperm(self.num_rows, generator=gen))
+            self._perm = (epoch, self._epoch_perm(epoch))
         perm = self._perm[1]
         idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
         if self.world > 1 and len(idx) < self.global_micro:

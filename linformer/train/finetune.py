@@ -33,14 +33,20 @@ from .settings import TrainerSettings, positive_int
 COLUMNS = ["input_ids", "attention_mask", "labels"]
 
 
+def token_lengths(dataset) -> list[int]:
+    return [len(ids) for ids in dataset["input_ids"]]
+
+
 class ExampleStream:
     """Deterministic global micro-batches of examples (EpochOrder, short last batch kept); rank r keeps rows
-    [r*b, (r+1)*b)."""
+    [r*b, (r+1)*b). ``group_by_length`` batches examples of similar length together (less padding)."""
 
-    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate):
+    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate,
+                 group_by_length: bool = False):
         self.rows = dataset.with_format(columns=COLUMNS)
         self.per_device, self.rank, self.collate = per_device, rank, collate
-        self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world)
+        self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world,
+                                lengths=token_lengths(dataset) if group_by_length else None)
         self.batches_per_epoch = self.order.batches_per_epoch
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
@@ -76,8 +82,12 @@ class FinetuneTask(TrainingTask):
                          subset_seed=seed if cfg.get("subset_seed") is None else int(cfg.subset_seed))
         self.train, self.eval = data["train"], data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
-        self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate)
-        self.eval_loader = DataLoader(self.eval.with_format(columns=COLUMNS),
+        self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
+                                    group_by_length=bool(t.get("group_by_length", False)))
+        # Evaluation runs longest first, so each batch pads to a similar length (the models' outputs do not depend
+        # on padding); predictions are put back in eval-split order.
+        self.eval_order = np.argsort(-np.asarray(token_lengths(self.eval)), kind="stable")
+        self.eval_loader = DataLoader(self.eval.select(self.eval_order).with_format(columns=COLUMNS),
                                       batch_size=positive_int(t, "eval_batch_size"), collate_fn=collate)
         self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
         self.max_steps = settings.max_steps or self.steps_per_epoch * positive_int(t, "epochs")
@@ -116,9 +126,15 @@ class FinetuneTask(TrainingTask):
             preds.append(p.cpu())
             refs.append(r.cpu())
         model.train()
-        self.last_eval = (torch.cat(preds).tolist(), torch.cat(refs).tolist())
+        self.last_eval = (self._in_split_order(preds), self._in_split_order(refs))
         scores = compute_metrics(self.spec.name, *map(np.asarray, self.last_eval))
         return {f"eval_{k}": v for k, v in scores.items()}
+
+    def _in_split_order(self, parts: list[torch.Tensor]) -> list[int]:
+        """Undo the longest-first evaluation order."""
+        out = np.empty(len(self.eval_order), dtype=np.int64)
+        out[self.eval_order] = torch.cat(parts).numpy()
+        return out.tolist()
 
     def on_best(self, trainer: Trainer, step: int) -> None:
         if trainer.main:  # per-example outcomes, in eval-split order: paired comparisons between models need them

@@ -212,3 +212,19 @@ def test_a_tokenizer_of_another_model_is_refused(tmp_path, sst2_dir, pretrained_
     with pytest.raises(CheckpointError, match=r"other_pad'.* has pad token id 1, not the model's pad_token_id 0"):
         _run(tmp_path, sst2_dir, model)
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_path, pretrained_run):
+    """Evaluation batches are sorted by length; eval_predictions.json must still follow the dev file row by row."""
+    rng = __import__("random").Random(1)
+    data = tmp_path / "sst2"
+    write_sst2_fixture(data, train=64, dev=4)
+    rows = [(" ".join(["good" if y else "bad"] * rng.randint(1, 30)) + " . ", y)
+            for y in (rng.randint(0, 1) for _ in range(37))]
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    results, run = _run(tmp_path, data, pretrained_run, "trainer.epochs=1", "trainer.eval_batch_size=8",
+                        "trainer.group_by_length=true")
+    pred = json.loads((run / "eval_predictions.json").read_text())
+    assert pred["labels"] == [y for _, y in rows]
+    hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
+    assert hits / len(rows) == pytest.approx(results["metrics"]["accuracy"])
