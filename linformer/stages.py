@@ -8,14 +8,21 @@ threads through OMP_NUM_THREADS.
 A stage whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
 each stage writes its output to `<log_dir>/<stage>.log` (the console gets one line per start and end); with
 jobs == 1 the stage prints to the console as usual.
+
+Stopping the runner (SIGTERM, or Ctrl-C) stops its stages too: each running stage gets SIGTERM (the training
+scripts save a checkpoint on it) and up to ``STOP_WAIT_S`` seconds to exit before it is killed. Left running, a
+stage would finish behind the runner's back and collide with the next run's copy of itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +38,43 @@ class Stage:
 
 class StageFailed(RuntimeError):
     pass
+
+
+STOP_WAIT_S = 120  # a stopped stage's time to save its checkpoint and exit
+STOPPED = "stopped: finished stages are kept; run the same command again to resume"
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """Within the block, SIGTERM raises KeyboardInterrupt (as Ctrl-C does), so the runner can stop its stages."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(running: dict) -> None:
+    """SIGTERM every running stage, wait up to STOP_WAIT_S for them all, kill what is left."""
+    for _, proc, _, _ in running.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    for name, (_, proc, _, _) in running.items():
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            print(f"[stopped] {name} (exit status {proc.returncode})", flush=True)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            print(f"[killed] {name}: still running {STOP_WAIT_S} s after SIGTERM", flush=True)
 
 
 def _slug(name: str) -> str:
@@ -84,32 +128,40 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
             proc = subprocess.Popen(s.argv, cwd=cwd, env=env)
         running[s.name] = (s, proc, time.perf_counter(), log)
 
-    while todo or running:
-        ready = [s for s in todo if all(n in finished for n in s.needs)] if not failures else []
-        for s in ready[: jobs - len(running)]:
-            todo.remove(s)
-            start(s)
-        if not running:
-            if failures:
-                break
-            blocked = ", ".join(s.name for s in todo)
-            raise StageFailed(f"stages wait on stages that cannot finish: {blocked}")
-        time.sleep(0.5)
-        for name, (s, proc, t0, log) in list(running.items()):
-            rc = proc.poll()
-            if rc is None:
-                continue
-            del running[name]
-            times[name] = round(time.perf_counter() - t0, 1)
-            where = f" (log: {log})" if log else ""
-            if rc != 0 or not s.done.exists():
-                why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
-                failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
-                print(f"[failed] {name}: {why}{where}", flush=True)
-            else:
-                finished.add(name)
-                if jobs > 1:
-                    print(f"[done]  {name} in {times[name]:.0f} s", flush=True)
+    def loop() -> None:
+        while todo or running:
+            ready = [s for s in todo if all(n in finished for n in s.needs)] if not failures else []
+            for s in ready[: jobs - len(running)]:
+                todo.remove(s)
+                start(s)
+            if not running:
+                if failures:
+                    return
+                blocked = ", ".join(s.name for s in todo)
+                raise StageFailed(f"stages wait on stages that cannot finish: {blocked}")
+            time.sleep(0.5)
+            for name, (s, proc, t0, log) in list(running.items()):
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                del running[name]
+                times[name] = round(time.perf_counter() - t0, 1)
+                where = f" (log: {log})" if log else ""
+                if rc != 0 or not s.done.exists():
+                    why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
+                    failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
+                    print(f"[failed] {name}: {why}{where}", flush=True)
+                else:
+                    finished.add(name)
+                    if jobs > 1:
+                        print(f"[done]  {name} in {times[name]:.0f} s", flush=True)
+
+    with _sigterm_interrupts():
+        try:
+            loop()
+        except KeyboardInterrupt:
+            _stop(running)
+            raise
     if failures:
         left = f"; not started: {', '.join(s.name for s in todo)}" if todo else ""
         raise StageFailed("stage(s) failed:\n" + "\n".join(failures) + left +

@@ -27,7 +27,7 @@ from linformer.errors import ConfigError
 from linformer.report import table2
 from linformer.report.curves import plot_pretrain_curves
 from linformer.rundir import write_json
-from linformer.stages import Stage, StageFailed, run_stages
+from linformer.stages import STOPPED, Stage, StageFailed, run_stages
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -101,6 +101,9 @@ def reproduce(jobs: int, dry_run: bool) -> int:
     t0 = time.perf_counter()
     try:
         times = run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / "outputs/reproduce_mini_logs")
+    except KeyboardInterrupt:
+        print(STOPPED, file=sys.stderr)
+        return 130
     except StageFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

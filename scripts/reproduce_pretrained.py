@@ -17,7 +17,7 @@ from linformer.cli import cli_errors
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import table2
-from linformer.stages import StageFailed, run_stages
+from linformer.stages import STOPPED, StageFailed, run_stages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,6 +59,9 @@ def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool)
         t0 = time.perf_counter()
         try:
             run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / f"outputs/reproduce_pretrained_{profile.name}_logs")
+        except KeyboardInterrupt:
+            print(STOPPED, file=sys.stderr)
+            return 130
         except StageFailed as err:
             print(f"error: {err}", file=sys.stderr)
             return 1

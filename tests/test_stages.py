@@ -1,6 +1,10 @@
 """linformer.stages: dependency order, skipping finished stages, parallel jobs and clear failures."""
 
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +64,25 @@ def test_plan_errors():
     with pytest.raises(ValueError, match="repeat"):
         run_stages([Stage("a", ["true"], Path("/x")),
                     Stage("a", ["true"], Path("/y"))])
+
+
+def test_stopping_the_runner_stops_its_stages(tmp_path):
+    """SIGTERM to the runner reaches each running stage (which saves and exits) instead of orphaning it."""
+    child = (f"import pathlib,signal,sys,time,os; "
+             f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(tmp_path / 'saved')!r}).write_text('1'), "
+             f"sys.exit(0))); pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(os.getpid())); time.sleep(60)")
+    runner = (f"import sys; from pathlib import Path; from linformer.stages import Stage, run_stages\n"
+              f"try:\n    run_stages([Stage('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
+              f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n"
+              f"except KeyboardInterrupt:\n    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "[stopped] long" in out
+    assert (tmp_path / "saved").read_text() == "1"  # the stage got SIGTERM and ran its handler
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)
