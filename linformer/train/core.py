@@ -219,6 +219,8 @@ class Trainer:
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
+        self._t0 = time.perf_counter()
+        self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
 
     @property
     def run_dir(self) -> Path:
@@ -231,7 +233,7 @@ class Trainer:
     # ------------------------------------------------------------------------------------------- the run
     def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
-        t0 = time.perf_counter()
+        self._t0 = t0 = time.perf_counter()
         self._resume()
         if self.main:
             self.record.start(self.config, self.state["step"])
@@ -249,7 +251,7 @@ class Trainer:
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
-                   "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
+                   "wall_time_s": round(self._wall_before + wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
             results["wall_time_s"] = summary["wall_time_s"]
@@ -360,6 +362,7 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------- state
     def save(self) -> None:
+        self.state["wall_time_s"] = self._wall_before + time.perf_counter() - self._t0
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.s.keep_last)
 
     def _resume(self) -> None:
@@ -373,6 +376,7 @@ class Trainer:
             return
         self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
         self.state["resumed_from_step"] = self.state["step"]
+        self._wall_before = self.state.get("wall_time_s", 0.0)
         if self.main:
             print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.s.max_steps})",
                   file=sys.stderr)
