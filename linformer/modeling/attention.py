@@ -25,6 +25,11 @@ from torch import nn
 from .configuration import LinformerConfig
 
 
+def window_columns(T: int, n: int, k: int) -> int:
+    """Columns of a window-masked n x k projection that T tokens reach (row t belongs to column floor(t k / n))."""
+    return (T - 1) * k // n + 1
+
+
 class LinearProjection(nn.Module):
     """A learned E (or F) of shape n x k, or H x n x k when every head has its own (sharing='none').
 
@@ -59,7 +64,7 @@ class LinearProjection(nn.Module):
         n, k = self.weight.shape[-2:]
         if not self.window_mask:
             return k, None
-        c = (T - 1) * k // n + 1  # the window of the last position, plus one
+        c = window_columns(T, n, k)
         if mask is None:
             return c, None
         window = F.one_hot(torch.arange(T, device=mask.device) * k // n, c).to(torch.float32)  # (T, c)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from .attention import window_columns
+
 # Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets.
 _GPU_PEAKS = {
     "H200": (989e12, 67e12),
@@ -94,7 +96,10 @@ def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = N
         if config.attention == "full":
             total += layer_flops(T, D, ffn, "full")
         elif config.projection == "linear":
-            total += layer_flops(T, D, ffn, "linformer", config.k_of_layer(layer), config.sharing)
+            k = config.k_of_layer(layer)
+            if config.mask_empty_windows:  # only the columns the T tokens reach take part
+                k = window_columns(T, config.max_seq_len, k)
+            total += layer_flops(T, D, ffn, "linformer", k, config.sharing)
         else:
             total += _windowed_layer_flops(T, config, config.k_of_layer(layer))
     total /= T

@@ -22,6 +22,7 @@ B = 2
         dict(sharing="kv"),
         dict(sharing="layerwise"),
         dict(sharing="none"),
+        dict(sharing="headwise", mask_empty_windows=True),  # T = 12 of n = 16 reach 3 of k = 4 columns
         dict(projection="conv", sharing="headwise"),
         dict(projection="mean_pool"),
     ],
