@@ -254,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="cpu", help="pretrained layout: the reproduce-pretrained profile (its recipe "
                                                       "and its stages not run yet go into the table)")
     ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
+    ap.add_argument("--no-by-length", action="store_true",
+                    help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
     args = ap.parse_args(argv)
     with cli_errors():
         if args.layout == "pretrained":
@@ -278,4 +280,5 @@ def _write_pretrained(args) -> dict:
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
             "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
             "missing": exp.missing_stages(profile)}
-    return table2_pretrained.write_table(args.runs, args.out, meta, measure=not args.no_measure)
+    return table2_pretrained.write_table(args.runs, args.out, meta, measure=not args.no_measure,
+                                         lengths=not args.no_by_length)

@@ -19,6 +19,7 @@ from ..errors import DataError
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, atomic_write, find_runs, read_json, write_json
+from . import by_length
 from .paired import bootstrap_interval, mcnemar_p, paired_difference
 
 TASKS = ("sst2", "imdb")
@@ -58,27 +59,54 @@ def row_label(key: tuple) -> str:
     return attention_label("linformer", k, sharing) + (" + transfer" if transfer else "")
 
 
-def build_rows(runs: list[dict]) -> list[dict]:
-    """One row per (attention, k, sharing, transfer); per task the seed-averaged accuracy with its interval and,
-    against the teacher, the paired difference."""
+TEACHER = ("full", None, None, False)
+
+
+def _group(runs: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
+    """Runs by row key, then task, in table order (the teacher first)."""
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         groups[row_key(r)][r["task"]].append(r)
     order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -(key[1] or 0), key[3]))
-    teacher = groups.get(("full", None, None, False), {})
+    return {key: groups[key] for key in order}
+
+
+def build_rows(runs: list[dict]) -> list[dict]:
+    """One row per (attention, k, sharing, transfer); per task the seed-averaged accuracy with its interval and,
+    against the teacher, the paired difference."""
+    groups = _group(runs)
+    teacher = groups.get(TEACHER, {})
     rows = []
-    for key in order:
+    for key, by_task in groups.items():
         row = {"name": row_label(key), "attention": key[0], "k": key[1], "sharing": key[2], "transfer": key[3],
                "model_path": None, "tasks": {}}
-        for task, task_runs in sorted(groups[key].items()):
+        for task, task_runs in sorted(by_task.items()):
             row["model_path"] = task_runs[0]["model_path"]
             row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
-        transfer = next((r["_transfer"] for rs in groups[key].values() for r in rs if r["_transfer"]), None)
+        transfer = next((r["_transfer"] for rs in by_task.values() for r in rs if r["_transfer"]), None)
         if transfer:
             row["transfer_info"] = {k: transfer.get(k) for k in ("steps", "tokens", "train", "target",
                                                                  "rel_err_before", "rel_err_after")}
         rows.append(row)
     return rows
+
+
+def length_breakdown(runs: list[dict]) -> dict[str, dict]:
+    """Per task with a teacher: every other row's paired difference from it by input-length quartile
+    (``report/by_length.py``; the lengths are rebuilt from the teacher run's config)."""
+    groups = _group(runs)
+    teacher = groups.get(TEACHER, {})
+    out = {}
+    for task in TASKS:
+        if task not in teacher:
+            continue
+        t_runs = teacher[task]
+        rows = {row_label(key): _seed_mean(by_task[task]) for key, by_task in groups.items()
+                if key != TEACHER and task in by_task
+                and np.array_equal(by_task[task][0]["_labels"], t_runs[0]["_labels"])}
+        if rows:
+            out[task] = by_length.by_length(by_length.eval_lengths(t_runs[0]), _seed_mean(t_runs), rows)
+    return out
 
 
 def _correct_by_seed(runs: list[dict]) -> dict[int, np.ndarray]:
@@ -90,9 +118,14 @@ def _correct_by_seed(runs: list[dict]) -> dict[int, np.ndarray]:
     return {int(r["seed"]): r["_correct"] for r in runs}
 
 
+def _seed_mean(runs: list[dict]) -> np.ndarray:
+    """Per example, the share of seeds that got it right."""
+    return np.mean([c for _, c in sorted(_correct_by_seed(runs).items())], axis=0)
+
+
 def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
     by_seed = _correct_by_seed(runs)
-    scores = np.mean([c for _, c in sorted(by_seed.items())], axis=0)  # per example, averaged over seeds
+    scores = _seed_mean(runs)
     lo, hi = bootstrap_interval(scores)
     per_seed = {s: 100 * float(c.mean()) for s, c in sorted(by_seed.items())}
     walls = [r["wall_time_s"] for r in runs if r.get("wall_time_s")]
@@ -104,8 +137,7 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
         if not np.array_equal(teacher_runs[0]["_labels"], runs[0]["_labels"]):
             cell["vs_teacher"] = None  # other eval examples: no paired comparison
             return cell
-        t_scores = np.mean([c for _, c in sorted(t_by_seed.items())], axis=0)
-        cell["vs_teacher"] = paired_difference(scores, t_scores)
+        cell["vs_teacher"] = paired_difference(scores, _seed_mean(teacher_runs))
         both = sorted(set(by_seed) & set(t_by_seed))
         if both:  # McNemar on one seed both have (the first)
             cell["vs_teacher"]["mcnemar_p"] = mcnemar_p(by_seed[both[0]], t_by_seed[both[0]])
@@ -186,7 +218,7 @@ def _diff_text(cell: dict | None) -> str:
     return f"{v['diff']:+.1f} [{v['lo']:+.1f}, {v['hi']:+.1f}]{p}"
 
 
-def to_markdown(rows: list[dict], costs: dict, meta: dict) -> str:
+def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:
     lines = [
         "# Table 2 from a pretrained encoder converted to Linformer", "",
         f"Source: {meta['source']}. Machine: {meta['hardware']}.  ",
@@ -219,6 +251,13 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict) -> str:
             lines.append(f"- {r['name']}: {t['steps']} steps, {t['tokens']:,} tokens, train={t['train']}, "
                          f"target={t['target']}; before {_errors(t['rel_err_before'])}; "
                          f"after {_errors(t['rel_err_after'])}")
+    if lengths:
+        lines += ["", "## Difference from the teacher by input length", "",
+                  ("Each task's eval examples in length quartiles (tokens after truncation; examples per quartile in "
+                  "brackets), each row's paired difference from the teacher inside each (points, 95% interval). "
+                  f"Plot: `{Path(meta['by_length_png']).name}`."), ""]
+        for task, result in lengths.items():
+            lines += [*by_length.to_markdown(TASK_NAMES[task], result), ""]
     missing = meta.get("missing")
     if missing:
         lines += ["", f"## Not run yet ({len(missing)} stages)", "",
@@ -227,13 +266,18 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True) -> dict:
+def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True) -> dict:
+    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data)."""
     runs = read_runs(patterns)
     if not runs:
         raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
     rows = build_rows(runs)
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
-    atomic_write(f"{out}.md", to_markdown(rows, costs, meta))
-    data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows)}
+    breakdown = length_breakdown(runs) if lengths else {}
+    if breakdown:
+        meta = {**meta, "by_length_png": f"{out}_by_length.png"}
+        by_length.plot(breakdown, TASK_NAMES, meta["by_length_png"])
+    atomic_write(f"{out}.md", to_markdown(rows, costs, meta, breakdown))
+    data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows), "by_length": breakdown}
     write_json(f"{out}.json", data)
     return data

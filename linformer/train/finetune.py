@@ -33,6 +33,18 @@ from .settings import TrainerSettings, positive_int
 COLUMNS = ["input_ids", "attention_mask", "labels"]
 
 
+def task_splits(cfg: DictConfig, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
+    """The task's tokenized splits as a finetuning config selects them (data_dir, subsets, subset_seed, cache):
+    also how a report rebuilds the eval examples of a finished run from its config.yaml."""
+    data_dir, cache_dir = cfg.task.get("data_dir"), cfg.get("task_cache_dir")
+    return load_task(cfg.task.name, resolve_path(data_dir) if data_dir else None, tokenizer, max_length,
+                     skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)), splits=splits,
+                     cache_dir=resolve_path(cache_dir) if cache_dir else None,
+                     max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
+                                   "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
+                     subset_seed=int(cfg.seed) if cfg.get("subset_seed") is None else int(cfg.subset_seed))
+
+
 def token_lengths(dataset) -> list[int]:
     return [len(ids) for ids in dataset["input_ids"]]
 
@@ -73,13 +85,7 @@ class FinetuneTask(TrainingTask):
         self.model, self.config = load_classifier(self.model_path, self.spec.num_labels, self.from_scratch)
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(t.get("max_length"), cfg.task.get("max_length"))
-        data_dir, cache_dir = cfg.task.get("data_dir"), cfg.get("task_cache_dir")
-        data = load_task(self.spec.name, resolve_path(data_dir) if data_dir else None, self.tokenizer, self.max_length,
-                         skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)),
-                         cache_dir=resolve_path(cache_dir) if cache_dir else None,
-                         max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
-                                       "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
-                         subset_seed=seed if cfg.get("subset_seed") is None else int(cfg.subset_seed))
+        data = task_splits(cfg, self.tokenizer, self.max_length)
         self.train, self.eval = data["train"], data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from linformer.report import by_length
 from linformer.report import table2_pretrained as tp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +82,8 @@ def test_runs_on_other_eval_examples_are_refused(runs, tmp_path):
 def test_cli_writes_markdown_and_json(runs, tmp_path):
     out = tmp_path / "table"
     proc = subprocess.run([sys.executable, "scripts/table2.py", str(runs / "runs" / "*"), "--layout", "pretrained",
-                           "--no-measure", "--out", str(out), "--command", "make reproduce-pretrained"],
+                           "--no-measure", "--no-by-length", "--out", str(out), "--command",
+                           "make reproduce-pretrained"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     md = (out.with_suffix(".md")).read_text()
@@ -92,3 +94,19 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
                             "--no-measure", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     assert empty.returncode == 2 and empty.stderr.startswith("error: no finished finetuning runs")
+
+
+def test_by_length_finds_where_a_variant_loses():
+    """A variant wrong only on the longest quarter of the examples loses there and nowhere else."""
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(5, 500, 800)
+    teacher = (rng.random(800) < 0.85).astype(float)
+    longest = lengths > np.quantile(lengths, 0.75)
+    variant = np.where(longest & (rng.random(800) < 0.4), 0.0, teacher)
+    res = by_length.by_length(lengths, teacher, {"v": variant, "same": teacher})
+    assert len(res["buckets"]) == 4 and sum(res["examples"]) == 800
+    assert res["buckets"][0].startswith("1-") and res["buckets"][-1].endswith(f"-{lengths.max()}")
+    diffs = [d["diff"] for d in res["rows"]["v"]]
+    assert diffs[:3] == [0.0, 0.0, 0.0] and diffs[3] < -20 and res["rows"]["v"][3]["hi"] < 0
+    assert all(d["diff"] == 0.0 for d in res["rows"]["same"])
+    assert res["teacher_acc"][3] == pytest.approx(100 * teacher[longest].mean())

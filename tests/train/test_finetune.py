@@ -11,7 +11,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, RobertaConfig, RobertaForMaskedLM, ViTConfig
 
-from linformer.errors import CheckpointError, ConfigError, TrainingDiverged
+from linformer.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from linformer.report import by_length
+from linformer.report.table2_pretrained import read_runs
 from linformer.train.finetune import finetune
 
 from .conftest import compose_finetune, write_sst2_fixture
@@ -234,3 +236,11 @@ def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_pa
     assert pred["labels"] == [y for _, y in rows]
     hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
     assert hits / len(rows) == pytest.approx(results["metrics"]["accuracy"])
+    # a report rebuilds the same eval examples from the run's config: their lengths, in the same order
+    (finished,) = read_runs([str(run)])
+    tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
+    cap = results["max_length"]
+    assert by_length.eval_lengths(finished).tolist() == [min(cap, len(tok(s.strip())["input_ids"])) for s, _ in rows]
+    (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{1 - y}\n" for s, y in rows))
+    with pytest.raises(DataError, match="no longer gives the examples"):
+        by_length.eval_lengths(finished)

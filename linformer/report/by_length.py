@@ -1,0 +1,113 @@
+"""Where a variant loses against the teacher: the paired difference by input length.
+
+The eval examples of a task are split into length quartiles (tokens after truncation, with the source's
+tokenizer), and each row's seed-averaged correctness is compared with the teacher's on the same examples inside
+each quartile (paired bootstrap, as in the main table). A projection that compresses every input by n/k costs
+short and long inputs differently; this is where that shows.
+
+The lengths come from the finished runs themselves: ``eval_lengths`` rebuilds a run's eval split from its
+``config.yaml`` (same data, subset and tokenizer) and checks its labels against the run's predictions file.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from ..errors import DataError
+from ..rundir import atomic_write
+from .paired import paired_difference
+
+QUARTILES = 4
+
+
+def eval_lengths(run: dict) -> np.ndarray:
+    """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
+    from transformers import AutoTokenizer
+
+    from ..train.finetune import task_splits, token_lengths
+
+    config = Path(run["_dir"]) / "config.yaml"
+    if not config.is_file():
+        raise DataError(f"{config} is missing: the difference by input length rebuilds the eval examples from it "
+                        "(skip it with --no-by-length)")
+    cfg = OmegaConf.load(config)
+    tokenizer = AutoTokenizer.from_pretrained(run["model_path"])
+    split = task_splits(cfg, tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
+    if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
+        raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
+                        f"(task data at {cfg.task.get('data_dir')} changed?)")
+    return np.asarray(token_lengths(split))
+
+
+def quartile_edges(lengths: np.ndarray) -> list[int]:
+    """Upper token counts of the first three quartiles (duplicates dropped: many IMDB reviews hit max_length)."""
+    return sorted({int(x) for x in np.quantile(lengths, [q / QUARTILES for q in range(1, QUARTILES)])})
+
+
+def bucket_labels(edges: list[int], longest: int) -> list[str]:
+    lows = [1] + [e + 1 for e in edges]
+    highs = [*edges, longest]
+    return [f"{lo}-{hi}" for lo, hi in zip(lows, highs)]
+
+
+def by_length(lengths: np.ndarray, teacher: np.ndarray, rows: dict[str, np.ndarray]) -> dict:
+    """``teacher`` and each of ``rows``: per-example correctness averaged over seeds (0..1), in eval order.
+    Returns the buckets, the teacher's accuracy in each and every row's paired difference in each (points)."""
+    lengths = np.asarray(lengths)
+    edges = quartile_edges(lengths)
+    bucket = np.searchsorted(edges, lengths, side="left")  # length <= edges[i] -> bucket i
+    masks = [bucket == b for b in range(len(edges) + 1)]
+    return {
+        "buckets": bucket_labels(edges, int(lengths.max())),
+        "examples": [int(m.sum()) for m in masks],
+        "teacher_acc": [100 * float(teacher[m].mean()) for m in masks],
+        "rows": {name: [paired_difference(scores[m], teacher[m]) for m in masks] for name, scores in rows.items()},
+    }
+
+
+def to_markdown(task_name: str, result: dict) -> list[str]:
+    head = " | ".join(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))
+    lines = [f"| {task_name} | {head} |", "|---" * (len(result["buckets"]) + 1) + "|",
+             "| teacher accuracy | " + " | ".join(f"{a:.1f}" for a in result["teacher_acc"]) + " |"]
+    for name, diffs in result["rows"].items():
+        cells = " | ".join(f"{d['diff']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]" for d in diffs)
+        lines.append(f"| {name} | {cells} |")
+    return lines
+
+
+def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:
+    """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(name for res in results.values() for name in res["rows"]))  # same colour per row
+    fig, axes = plt.subplots(1, len(results), figsize=(6.0 * len(results), 4.6), dpi=120, squeeze=False)
+    handles = {}
+    for ax, (task, res) in zip(axes[0], results.items()):
+        x = np.arange(len(res["buckets"]))
+        for name, diffs in res["rows"].items():
+            i = names.index(name)
+            shift = (i - (len(names) - 1) / 2) * 0.05
+            mid = np.array([d["diff"] for d in diffs])
+            err = np.array([[d["diff"] - d["lo"] for d in diffs], [d["hi"] - d["diff"] for d in diffs]])
+            handles[name] = ax.errorbar(x + shift, mid, yerr=err, marker="o", ms=4, capsize=2, color=f"C{i % 10}",
+                                        linestyle="-" if "transfer" in name else "--")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks(x, [f"{b}\n({n})" for b, n in zip(res["buckets"], res["examples"])])
+        ax.set_xlabel("input length in tokens (examples)")
+        ax.set_ylabel("accuracy minus the teacher's (points)")
+        ax.set_title(f"{task_names.get(task, task)}: paired difference by input length")
+        ax.grid(alpha=0.3)
+    fig.legend([handles[n] for n in names], [n.replace("linformer ", "") for n in names], loc="lower center",
+               ncol=min(4, len(names)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(names) - 1) // 4), 1, 1))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())
