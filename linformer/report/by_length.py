@@ -40,7 +40,7 @@ def eval_lengths(run: dict) -> np.ndarray:
     if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {cfg.task.get('data_dir')} changed?)")
-    return np.asarray(token_lengths(split))
+    return token_lengths(split)
 
 
 def quartile_edges(lengths: np.ndarray) -> list[int]:

@@ -101,11 +101,11 @@ def length_breakdown(runs: list[dict]) -> dict[str, dict]:
         if task not in teacher:
             continue
         t_runs = teacher[task]
-        rows = {row_label(key): _seed_mean(by_task[task]) for key, by_task in groups.items()
+        rows = {row_label(key): _seed_mean(_correct_by_seed(by_task[task])) for key, by_task in groups.items()
                 if key != TEACHER and task in by_task
                 and np.array_equal(by_task[task][0]["_labels"], t_runs[0]["_labels"])}
         if rows:
-            out[task] = by_length.by_length(by_length.eval_lengths(t_runs[0]), _seed_mean(t_runs), rows)
+            out[task] = by_length.by_length(by_length.eval_lengths(t_runs[0]), _seed_mean(_correct_by_seed(t_runs)), rows)
     return out
 
 
@@ -118,14 +118,14 @@ def _correct_by_seed(runs: list[dict]) -> dict[int, np.ndarray]:
     return {int(r["seed"]): r["_correct"] for r in runs}
 
 
-def _seed_mean(runs: list[dict]) -> np.ndarray:
-    """Per example, the share of seeds that got it right."""
-    return np.mean([c for _, c in sorted(_correct_by_seed(runs).items())], axis=0)
+def _seed_mean(by_seed: dict[int, np.ndarray]) -> np.ndarray:
+    """Per example, the share of seeds that got it right (``_correct_by_seed``)."""
+    return np.mean([c for _, c in sorted(by_seed.items())], axis=0)
 
 
 def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
     by_seed = _correct_by_seed(runs)
-    scores = _seed_mean(runs)
+    scores = _seed_mean(by_seed)
     lo, hi = bootstrap_interval(scores)
     per_seed = {s: 100 * float(c.mean()) for s, c in sorted(by_seed.items())}
     walls = [r["wall_time_s"] for r in runs if r.get("wall_time_s")]
@@ -137,7 +137,7 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
         if not np.array_equal(teacher_runs[0]["_labels"], runs[0]["_labels"]):
             cell["vs_teacher"] = None  # other eval examples: no paired comparison
             return cell
-        cell["vs_teacher"] = paired_difference(scores, _seed_mean(teacher_runs))
+        cell["vs_teacher"] = paired_difference(scores, _seed_mean(t_by_seed))
         both = sorted(set(by_seed) & set(t_by_seed))
         if both:  # McNemar on one seed both have (the first)
             cell["vs_teacher"]["mcnemar_p"] = mcnemar_p(by_seed[both[0]], t_by_seed[both[0]])

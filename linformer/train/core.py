@@ -219,7 +219,7 @@ class Trainer:
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter()  # this process's start of fit()
         self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
 
     @property
@@ -233,7 +233,7 @@ class Trainer:
     # ------------------------------------------------------------------------------------------- the run
     def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
-        self._t0 = t0 = time.perf_counter()
+        self._t0 = time.perf_counter()
         self._resume()
         if self.main:
             self.record.start(self.config, self.state["step"])
@@ -245,13 +245,12 @@ class Trainer:
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
         with StopSignal() as stop:
             self._loop(stop)
-        loop_s = time.perf_counter() - t_loop
-        wall = time.perf_counter() - t0
+        loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
         summary, results = self.task.finish(self)
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
-                   "wall_time_s": round(self._wall_before + wall, 2), "processes": self.accelerator.num_processes,
+                   "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
             results["wall_time_s"] = summary["wall_time_s"]
@@ -361,8 +360,12 @@ class Trainer:
             self.accelerator.log({k: v for k, v in written.items() if isinstance(v, (int, float))}, step=step)
 
     # ------------------------------------------------------------------------------------------- state
+    def _wall_time(self) -> float:
+        """Seconds spent on this run so far, over every process that worked on it."""
+        return self._wall_before + time.perf_counter() - self._t0
+
     def save(self) -> None:
-        self.state["wall_time_s"] = self._wall_before + time.perf_counter() - self._t0
+        self.state["wall_time_s"] = self._wall_time()
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.s.keep_last)
 
     def _resume(self) -> None:

@@ -45,8 +45,11 @@ def task_splits(cfg: DictConfig, tokenizer, max_length: int, splits: tuple[str, 
                      subset_seed=int(cfg.seed) if cfg.get("subset_seed") is None else int(cfg.subset_seed))
 
 
-def token_lengths(dataset) -> list[int]:
-    return [len(ids) for ids in dataset["input_ids"]]
+def token_lengths(dataset) -> np.ndarray:
+    """Tokens per row, read from the Arrow column (no Python list of every token id)."""
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(dataset.with_format("arrow")["input_ids"]).to_numpy()
 
 
 class ExampleStream:
@@ -92,7 +95,7 @@ class FinetuneTask(TrainingTask):
                                     group_by_length=bool(t.get("group_by_length", False)))
         # Evaluation runs longest first, so each batch pads to a similar length (the models' outputs do not depend
         # on padding); predictions are put back in eval-split order.
-        self.eval_order = np.argsort(-np.asarray(token_lengths(self.eval)), kind="stable")
+        self.eval_order = np.argsort(-token_lengths(self.eval), kind="stable")
         self.eval_loader = DataLoader(self.eval.select(self.eval_order).with_format(columns=COLUMNS),
                                       batch_size=positive_int(t, "eval_batch_size"), collate_fn=collate)
         self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
