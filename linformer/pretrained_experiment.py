@@ -56,8 +56,8 @@ class Profile:
 
 PROFILES = {
     # Minutes per stage as the profile runs them (2 jobs of 1 thread on 2 cores, fp32, batches grouped by length),
-    # from the stages' wall times in docs/results/table2_pretrained.json: full attention's backward pass at 512
-    # tokens costs about 1.6 times a Linformer step's.
+    # from the stages' wall times in docs/results/table2_pretrained.json: a full-attention IMDB run at 512 tokens
+    # takes about 1.5 times a Linformer one.
     "cpu": Profile(
         name="cpu", ks=(64, 128), sharings=("layerwise", "headwise"), transfer_steps=150, transfer_batch=4,
         transfer_short_fraction=0.5,
