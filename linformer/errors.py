@@ -34,6 +34,11 @@ class RunDirError(LinformerError):
     """A run directory cannot take this start: other recorded settings, or another live process holds it."""
 
 
+class OutputPathError(LinformerError):
+    """An output path holds something this command would not rebuild (a file, other content, an output with other
+    settings); the message names the path, what is there, and the flag that replaces it."""
+
+
 class DiskFullError(LinformerError):
     """No space left while writing; the message names the directory. What was written before stays intact."""
 

@@ -8,11 +8,11 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
 from linformer.cli import cli_errors
 from linformer.data.tasks import TASKS
 from linformer.report.cls_probe import probe, to_markdown
+from linformer.rundir import atomic_write, made_by, output_files
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -21,12 +21,13 @@ if __name__ == "__main__":
     p.add_argument("--data-mirror", default=None, help="default: $LINFORMER_DATA_MIRROR or ../shared/data")
     p.add_argument("--examples", type=int, default=64, help="eval examples per task (default 64)")
     p.add_argument("--out", default=None, help="also write the markdown table here")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args()
-    with cli_errors():
+    with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
         rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
         md = to_markdown(rows, shlex.join(["python", "scripts/cls_probe.py", *sys.argv[1:]]))
         print(md)
         if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(md)
+            atomic_write(args.out, md)
             print(f"wrote {args.out}")

@@ -18,8 +18,10 @@ if __name__ == "__main__":
                         "eval_f1 tokens_per_s mfu that the runs logged)")
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
     p.add_argument("--out", default="outputs/compare", help="output folder (default: outputs/compare)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace files in --out that an earlier compare_runs did not write")
     args = p.parse_args()
     with cli_errors():
-        result = compare_runs(args.runs, args.out, args.metrics, args.plot)
+        result = compare_runs(args.runs, args.out, args.metrics, args.plot, args.overwrite)
     print(result["table"])
     print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

@@ -13,6 +13,7 @@ from linformer.cli import cli_errors
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import fidelity
+from linformer.rundir import made_by, output_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
     ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
     ap.add_argument("--out", default="outputs/reports/fidelity", help="writes <out>.md, .json and .png")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace whatever is at the output paths (else only an earlier fidelity report)")
     args = ap.parse_args(argv)
-    with cli_errors():
+    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
+    with cli_errors(), output_files(outputs, made_by("fidelity", {}), args.overwrite):
         if min(args.lengths) < 2 or args.blocks < 1:
             raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
         models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="

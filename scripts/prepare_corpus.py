@@ -15,7 +15,7 @@ def main(cfg: DictConfig) -> None:
     # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
     prepare_corpus(sources, resolve_tokenizer_dir(str(cfg.tokenizer_dir)), resolve_path(cfg.out_dir), n=d.n,
                    val_fraction=d.val_fraction, num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows,
-                   max_documents=d.get("max_documents"), force=cfg.force)
+                   max_documents=d.get("max_documents"), force=cfg.force, overwrite=cfg.overwrite)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ from linformer.data.tokenizer import train_tokenizer
 @hydra_main("tokenizer")
 def main(cfg: DictConfig) -> None:
     train_tokenizer([resolve_path(f) for f in cfg.files], resolve_path(cfg.out_dir), vocab_size=cfg.vocab_size,
-                    min_frequency=cfg.min_frequency, max_lines=cfg.max_lines, show_progress=cfg.show_progress)
+                    min_frequency=cfg.min_frequency, max_lines=cfg.max_lines, show_progress=cfg.show_progress,
+                    overwrite=cfg.overwrite)
 
 
 if __name__ == "__main__":

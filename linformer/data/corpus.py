@@ -28,14 +28,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, CorpusError
-from ..rundir import atomic_dir, cache_key, pid_alive, sha256_file, write_json
+from ..rundir import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
 from .workers import children_die_with_parent, sigterm_stops
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 HUB_PREFIX = "hf:"
 
@@ -342,17 +341,6 @@ def read_manifest(out_dir: str) -> dict | None:
     return m if m.get("complete") else None
 
 
-def _clean_stale_temps(out: Path) -> None:
-    """Remove the temp dirs (``atomic_dir``'s .tmp-/.old-<name>-<pid>) of earlier runs that were killed."""
-    for p in [*out.parent.glob(f".tmp-{out.name}-*"), *out.parent.glob(f".old-{out.name}-*")]:
-        try:
-            pid = int(p.name.rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not pid_alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
 def prepare_corpus(
     sources: list[str],
     tokenizer_dir: str,
@@ -365,14 +353,17 @@ def prepare_corpus(
     batch_size: int = 1000,
     force: bool = False,
     max_documents: int | None = None,
+    overwrite: bool = False,
 ) -> dict:
     """Tokenize and pack `sources` into blocks of exactly `n` tokens under `out_dir`; returns the manifest.
 
     sources: local .txt/.txt.gz files or globs (one paragraph per line, blank line between documents), or
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by content), tokenizer (by hash) and settings, an existing complete `out_dir` is
-    reused as is unless `force` (local sources only: hub sources are always re-read). `max_documents` keeps the
-    first that many documents (a slice for demos). SIGTERM stops the run with Preempted, leaving nothing behind.
+    reused as is unless `force` (local sources only: hub sources are always re-read). Otherwise `out_dir` follows
+    the output rule (``rundir.check_output_dir``): a corpus prepared with the same settings is rebuilt, anything else
+    there is refused unless `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
+    SIGTERM stops the run with Preempted, leaving nothing behind.
     """
     if n < 3:
         raise ConfigError(f"data.n={n}: a block needs room for <s>, at least one token and </s>")
@@ -390,14 +381,15 @@ def prepare_corpus(
         log.info("reusing prepared corpus %s (cache key %s)", out, key)
         print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
         return old
-    verify_sources([s.path for s in srcs if s.path])
-
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale_temps(out)
-    with sigterm_stops(STOPPED), atomic_dir(out) as tmp:
-        manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash)
+    # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
+    record = made_by("prepare_corpus", {"data": {"sources": [s.spec for s in srcs], **settings},
+                                        "tokenizer_dir": os.path.abspath(tokenizer_dir)})
+    check_output_dir(out, record, overwrite)  # before the sources are read
+    verify_sources([s.path for s in srcs if s.path])
+    with sigterm_stops(STOPPED), atomic_dir(out, record, overwrite) as tmp:
+        manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     print(
         f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
@@ -409,7 +401,7 @@ def prepare_corpus(
 
 
 def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, num_proc: int, batch_size: int,
-           key: str | None, tok_hash: str) -> dict:
+           key: str | None, tok_hash: str, record: dict) -> dict:
     """Read, tokenize and pack into `tmp` (the DatasetDict and manifest.json); returns the manifest."""
     import datasets
     import pyarrow.compute as pc
@@ -485,16 +477,14 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     seconds = time.perf_counter() - t_start
     total_tokens = int(lens.sum())
     manifest = {
+        **record,  # command, version and settings (n, val_fraction, seed, ..., tokenizer_dir)
         "complete": True,
         "format_version": FORMAT_VERSION,
         "cache_key": key,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "n": n,
         "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
-        "tokenizer_dir": os.path.abspath(tokenizer_dir),
         "tokenizer_hash": tok_hash,
         "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
-        **{k: settings[k] for k in ("val_fraction", "seed", "skip_bad_rows", "max_documents")},
         "sources": [
             {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
         ],
@@ -531,7 +521,8 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
         if h != manifest["tokenizer_hash"]:
             raise CorpusError(
                 f"tokenizer/corpus mismatch: tokenizer {tokenizer_dir} has hash {h}, but corpus {out_dir} was "
-                f"prepared with tokenizer {manifest.get('tokenizer_dir')} (hash {manifest['tokenizer_hash']}); "
+                f"prepared with tokenizer {manifest.get('settings', {}).get('tokenizer_dir')} (hash "
+                f"{manifest['tokenizer_hash']}); "
                 "re-run prepare_corpus with this tokenizer"
             )
     return datasets.load_from_disk(str(out_dir))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, TaskDataError
-from ..rundir import atomic_dir
+from ..rundir import atomic_dir, made_by
 from ..rundir import cache_key as content_key
 from .io import hub_offline, hub_offline_error
 
@@ -326,7 +326,9 @@ def _save(ds, target: Path):
     import datasets
 
     try:
-        with atomic_dir(target) as tmp:
+        if _complete(target):
+            raise _SavedMeanwhile
+        with atomic_dir(target, made_by("task_cache", {"entry": target.name})) as tmp:
             ds.save_to_disk(str(tmp))
             if _complete(target):
                 raise _SavedMeanwhile

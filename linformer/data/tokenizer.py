@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CorpusError
-from ..rundir import atomic_dir
+from ..rundir import atomic_dir, check_output_dir, made_by
 from .io import expand_sources, open_text, verify_sources
 
 log = logging.getLogger(__name__)
@@ -54,16 +54,22 @@ def train_tokenizer(
     min_frequency: int = 2,
     max_lines: int | None = None,
     show_progress: bool = True,
+    overwrite: bool = False,
 ) -> str:
     """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
 
     `max_lines` trains on the first that many non-empty lines only (a sample is enough for the merges of a
     large corpus). Returns `out_dir`. The save is atomic (``rundir.atomic_dir``) and checked by an encode/decode
-    round trip before it replaces `out_dir`. A damaged .gz file raises CorpusError before training.
+    round trip before it replaces `out_dir`, which follows the output rule (``rundir.check_output_dir``): an earlier
+    tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
+    A damaged .gz file raises CorpusError before training.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, AutoTokenizer, RobertaTokenizer
 
+    record = made_by("train_tokenizer", {"files": list(files), "vocab_size": vocab_size,
+                                         "min_frequency": min_frequency, "max_lines": max_lines})
+    check_output_dir(out_dir, record, overwrite)  # before training, which can take minutes
     paths = expand_sources(files)
     verify_sources(paths)
     tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
@@ -95,7 +101,7 @@ def train_tokenizer(
         raise RuntimeError(f"special token ids are {ids}, expected [0, 1, 2, 3]")
 
     out = Path(out_dir)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, record, overwrite) as tmp:
         hf_tok.save_pretrained(str(tmp))
         probe = "Hello world, this is a tokenizer round trip."
         loaded = AutoTokenizer.from_pretrained(str(tmp))

@@ -31,7 +31,7 @@ from transformers import AutoConfig
 
 from ..data.tasks import TASKS
 from ..errors import CheckpointError, HubOfflineError
-from ..rundir import atomic_write, read_json, write_json
+from ..rundir import MANIFEST, atomic_write, read_json, write_json
 from .loading import PACKAGED_MODELS, resolve_model_path
 
 CARD = "README.md"
@@ -219,6 +219,6 @@ def push_to_hub(model_dir: str | os.PathLike, repo_id: str, token: str | None = 
         raise CheckpointError(f"{model_dir} holds no config.json: it is not a saved model directory.")
     api = api or HfApi(token=token)
     api.create_repo(repo_id, token=token, private=private, exist_ok=True)
-    # ".*" leaves out atomic_write's temporaries and other hidden files.
-    return api.upload_folder(repo_id=repo_id, folder_path=str(model_dir), token=token, ignore_patterns=[".*"],
+    # ".*" leaves out atomic_write's temporaries and other hidden files; the manifest records local paths.
+    return api.upload_folder(repo_id=repo_id, folder_path=str(model_dir), token=token, ignore_patterns=[".*", MANIFEST],
                              commit_message=f"Upload {Path(model_dir).name} (linformer)")

@@ -18,7 +18,7 @@ import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from ..errors import CheckpointError, ConfigError
-from ..rundir import atomic_dir
+from ..rundir import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
 from .loading import _modules, check_tokenizer_fits, resolve_model_path
@@ -72,21 +72,30 @@ class FromPretrainedEncoder:
         return cls.from_pretrained_encoder(path_or_model, **settings)
 
 
-def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None,
-                    **settings) -> Path:
+def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None, *,
+                    seed: int | None = None, overwrite: bool = False, **settings) -> Path:
     """Convert the encoder at ``name_or_path`` into ``model_class`` (default LinformerForMaskedLM) and save it with
     the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not at all.
-    Returns ``out_dir``."""
+
+    ``out_dir`` follows the output rule (``rundir.check_output_dir``): an earlier conversion with the same source
+    and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
+    fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
     if model_class is None:
         from .heads import LinformerForMaskedLM  # heads.py imports this module
 
         model_class = LinformerForMaskedLM
     path = resolve_model_path(str(name_or_path))
+    _check_supported(_source_config(path).model_type, path)  # first: a GPT-2 directory is named as one
+    record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
+                                 "model": settings, "seed": seed})
+    check_output_dir(out_dir, record, overwrite)  # before the slow part
     tokenizer = _load_tokenizer(path)
+    if seed is not None:
+        torch.manual_seed(seed)
     model = model_class.from_pretrained_encoder(path, **settings)
     check_tokenizer_fits(tokenizer, model.config, path)
     tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, record, overwrite) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         # the card goes inside the atomic block: a converted directory never lacks its card
@@ -110,15 +119,19 @@ def _load_source(name_or_path) -> tuple[PreTrainedModel, str]:
         _check_supported(name_or_path.config.model_type, type(name_or_path).__name__)
         return name_or_path, type(name_or_path).__name__
     path = resolve_model_path(str(name_or_path))
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{path!r} has a config.json that transformers cannot read: {err}") from err
+    config = _source_config(path)
     _check_supported(config.model_type, path)
     try:
         return _source_class(config).from_pretrained(path, config=config), path
     except OSError as err:
         raise CheckpointError(f"{path!r} holds a config.json but no weights that load: {err}") from err
+
+
+def _source_config(path: str):
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{path!r} has a config.json that transformers cannot read: {err}") from err
 
 
 def _check_supported(model_type: str, where: str) -> None:
@@ -234,8 +247,8 @@ def convert_from_config(cfg) -> Path:
 
     t0 = time.perf_counter()
     settings = OmegaConf.to_container(cfg.model, resolve=True)
-    torch.manual_seed(int(cfg.seed))
-    out = convert_encoder(str(cfg.model_path), str(cfg.out_dir), **settings)
+    out = convert_encoder(str(cfg.model_path), str(cfg.out_dir), seed=int(cfg.seed), overwrite=bool(cfg.overwrite),
+                          **settings)
     config = LinformerConfig.from_pretrained(out)
     fresh = "" if _has_mlm_head(resolve_model_path(str(cfg.model_path))) else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..rundir import Run, atomic_write, find_runs, load_run
+from ..rundir import Run, atomic_write, find_runs, load_run, made_by, output_files
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -148,10 +148,11 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
 
 
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
-                 plot_metrics: list[str] | None = None) -> dict[str, Any]:
+                 plot_metrics: list[str] | None = None, overwrite: bool = False) -> dict[str, Any]:
     """Write out_dir/runs.md (the table) and out_dir/<metric>.png for each plotted metric.
 
-    `paths` are run directories or folders holding them (outputs/pretrain). Returns
+    `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
+    compare_runs did not write is refused unless `overwrite` (``rundir.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "summary": {run path: summarize_run}}."""
     runs = [load_run(p) for p in find_runs(paths)]
     if not runs:
@@ -166,7 +167,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     out_dir = Path(out_dir)
     table = markdown_table(runs, metrics)
     md = out_dir / "runs.md"
-    atomic_write(md, table)
-    plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
+    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite):
+        atomic_write(md, table)
+        plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots,
             "summary": {str(r.path): summarize_run(r, metrics) for r in runs}}

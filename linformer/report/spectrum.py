@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from linformer.errors import ConfigError, CorpusError, DataError
+from linformer.rundir import atomic_write, check_output_files, made_by, record_output_files
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +175,20 @@ def plot_heatmap(at_k, path: str | Path, title: str, k: int) -> Path:
 def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = "spectrum",
                      corpus_dir: str | Path | None = None, text_path: str | Path | None = None,
                      num_windows: int = 32, batch_size: int = 8, k: int | None = None, seed: int = 0,
-                     max_lines: int = 20000, device: str = "cpu", description: str | None = None) -> dict[str, Any]:
+                     max_lines: int = 20000, device: str = "cpu", description: str | None = None,
+                     overwrite: bool = False) -> dict[str, Any]:
     """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
+    A file there that an earlier analyze_spectrum did not write is refused unless `overwrite`
+    (``rundir.check_output_files``), before the model runs.
 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`."""
     from transformers import AutoTokenizer
 
+    out_dir = Path(out_dir)
+    outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]
+    record = made_by("analyze_spectrum", {})
+    check_output_files(outputs, record, overwrite, flag="overwrite=true")
     model = load_full_attention_model(model_path, device)
     n = int(model.config.max_seq_len)
     if corpus_dir:
@@ -201,7 +209,6 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     if not 1 <= k <= n:
         raise ConfigError(f"k={k} must be in 1..n={n}")
     at_k = cum[:, :, k - 1]
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     what = description or Path(model_path).name
     curves = plot_curves(cum, out_dir / f"{prefix}_curves.png",
@@ -217,5 +224,6 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         "cumulative": [[[round(float(v), 6) for v in head] for head in layer] for layer in cum],
         "plots": [curves.name, heat.name],
     }
-    (out_dir / f"{prefix}.json").write_text(json.dumps(result, indent=1) + "\n")
+    atomic_write(out_dir / f"{prefix}.json", json.dumps(result, indent=1) + "\n")
+    record_output_files(outputs, record)
     return result

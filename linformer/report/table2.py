@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..cli import cli_errors
 from ..errors import ConfigError, DataError
-from ..rundir import RESULTS, RunRecord, atomic_write, find_runs, write_json
+from ..rundir import RESULTS, RunRecord, atomic_write, find_runs, made_by, output_files, write_json
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -256,8 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
     ap.add_argument("--no-by-length", action="store_true",
                     help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace whatever is at the output paths (else only an earlier table2 of this layout)")
     args = ap.parse_args(argv)
-    with cli_errors():
+    outputs = [f"{args.out}.md", f"{args.out}.json"]
+    if args.layout == "pretrained":
+        outputs.append(f"{args.out}_by_length.png")
+    with cli_errors(), output_files(outputs, made_by("table2", {"layout": args.layout}), args.overwrite):
         if args.layout == "pretrained":
             data = _write_pretrained(args)
         else:

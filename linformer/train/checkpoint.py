@@ -23,7 +23,7 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ..errors import CheckpointError
-from ..rundir import disk_full_names, sha256_file
+from ..rundir import disk_full_names, sha256_file, umask_modes
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
             if accelerator.is_main_process:
                 (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
                 _write_manifest(tmp)
+                umask_modes(tmp)
     except BaseException:
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -392,8 +392,8 @@ class Trainer:
         acc = self.accelerator
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
-        if self.main:
-            with atomic_dir(final) as tmp, no_hf_progress_bars():
+        if self.main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
+            with atomic_dir(final, overwrite=True) as tmp, no_hf_progress_bars():
                 acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
                 if self.tokenizer is not None:
                     self.tokenizer.save_pretrained(tmp)

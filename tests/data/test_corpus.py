@@ -4,14 +4,17 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from linformer.data import corpus as corpus_mod
 from linformer.data.corpus import load_prepared, prepare_corpus
+from linformer.data.io import repo_root
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
-from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError
+from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError, OutputPathError
 
 from .conftest import write_corpus
 
@@ -93,7 +96,9 @@ def test_manifest_contents(prepared, corpus_file, tok_dir):
     out, m = prepared
     on_disk = json.loads((out / "manifest.json").read_text())
     assert on_disk == m
-    assert m["complete"] and m["n"] == N and m["tokenizer_hash"] == tokenizer_hash(tok_dir)
+    assert m["complete"] and m["tokenizer_hash"] == tokenizer_hash(tok_dir)
+    assert m["command"] == "prepare_corpus" and m["settings"]["data"]["n"] == N
+    assert m["settings"]["tokenizer_dir"] == os.path.abspath(tok_dir)
     src = m["sources"][0]
     assert src["sha256"] == hashlib.sha256(corpus_file.read_bytes()).hexdigest()
     assert src["documents"] == 40 and m["replaced_chars"] == 0
@@ -113,8 +118,13 @@ def test_cache_reuse_and_invalidation(prepared, corpus_file, tok_dir, capsys):
     m2 = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert m2 == m and os.stat(out / "manifest.json").st_mtime_ns == stamp
     assert "reusing" in capsys.readouterr().out
-    m3 = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 4, val_fraction=0.1, num_proc=1)
-    assert m3["cache_key"] != m["cache_key"] and m3["n"] == N + 4
+    # other settings: refused, naming the key, and nothing changes; overwrite=True replaces it
+    with pytest.raises(OutputPathError, match=rf"{out} holds an earlier prepare_corpus output with other settings "
+                                              rf"\(data.n: {N} -> {N + 4}\): .* overwrite=true"):
+        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 4, val_fraction=0.1, num_proc=1)
+    assert os.stat(out / "manifest.json").st_mtime_ns == stamp
+    m3 = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 4, val_fraction=0.1, num_proc=1, overwrite=True)
+    assert m3["cache_key"] != m["cache_key"] and m3["settings"]["data"]["n"] == N + 4
     assert all(len(r) == N + 4 for r in load_prepared(str(out))["train"]["input_ids"])
 
 
@@ -134,8 +144,8 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
 
     monkeypatch.setattr(corpus_mod._Packer, "close", boom)
     with pytest.raises(KeyboardInterrupt):
-        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 2, num_proc=1)
-    assert json.loads((out / "manifest.json").read_text())["n"] == N
+        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N + 2, num_proc=1, overwrite=True)
+    assert json.loads((out / "manifest.json").read_text())["settings"]["data"]["n"] == N
     with pytest.raises(KeyboardInterrupt):
         prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "fresh"), n=N, num_proc=1)
     assert not (tmp_path / "fresh").exists()
@@ -218,7 +228,8 @@ def test_blocks_feed_the_collator(prepared, tokenizer):
 def test_max_documents_slice(tmp_path, corpus_file, tok_dir, prepared):
     m = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "s"), n=N, val_fraction=0.0, num_proc=1,
                        max_documents=5)
-    assert m["documents"] == 5 and m["max_documents"] == 5 and m["cache_key"] != prepared[1]["cache_key"]
+    assert m["documents"] == 5 and m["settings"]["data"]["max_documents"] == 5
+    assert m["cache_key"] != prepared[1]["cache_key"]
     assert "doc005" not in load_prepared(str(tmp_path / "s"))["train"].to_dict().__repr__()
 
 
@@ -268,9 +279,28 @@ def test_cache_key_is_by_content(prepared, tmp_path, corpus_file, tok_dir, capsy
     shutil.copy(corpus_file, copy)
     assert prepare_corpus([str(copy)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1) == m
     assert "reusing" in capsys.readouterr().out
-    copy.write_text(copy.read_text().replace("doc000", "DOC000"))
-    assert prepare_corpus([str(copy)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)["cache_key"] != m["cache_key"]
+    built = prepare_corpus([str(copy)], tok_dir, str(tmp_path / "c"), n=N, val_fraction=0.1, num_proc=1)
+    copy.write_text(copy.read_text().replace("doc000", "DOC000"))  # same settings, new content: rebuilt
+    again = prepare_corpus([str(copy)], tok_dir, str(tmp_path / "c"), n=N, val_fraction=0.1, num_proc=1)
+    assert again["cache_key"] != built["cache_key"] == m["cache_key"]
 
 
 def test_errors_are_linformer_errors():
     assert issubclass(CorpusError, LinformerError) and CorpusError is corpus_mod.CorpusError
+
+
+@pytest.mark.parametrize("script", ["train_tokenizer", "prepare_corpus"])
+def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpus_file, tok_dir, script):
+    """out_dir=<a folder of the user's>: one error line naming it and what is there; the folder stays as it was."""
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("my notes")
+    args = {"train_tokenizer": [f"files=[{corpus_file}]", "vocab_size=300", "min_frequency=1"],
+            "prepare_corpus": [f"data.sources=[{corpus_file}]", f"tokenizer_dir={tok_dir}", f"data.n={N}"]}[script]
+    r = subprocess.run([sys.executable, str(repo_root() / "scripts" / f"{script}.py"), *args, f"out_dir={target}",
+                        f"paths.output_dir={tmp_path / 'outputs'}"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    line = f"error: {target} is a directory with other content (notes.txt): choose another output path, or pass "
+    assert line + "overwrite=true to replace it." in r.stderr.splitlines()
+    assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "outputs"]  # no hidden .old-* or .tmp-*

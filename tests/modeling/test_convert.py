@@ -22,6 +22,8 @@ from transformers import (
     BertModel,
     DistilBertConfig,
     DistilBertModel,
+    GPT2Config,
+    GPT2Model,
     PreTrainedTokenizerFast,
     RobertaConfig,
     RobertaForMaskedLM,
@@ -227,17 +229,37 @@ def test_convert_encoder_needs_a_tokenizer(tmp_path):
 
 # ------------------------------------------------------------------------------------------ scripts/convert.py
 def _convert_cli(*overrides):
+    # umask 002, not the usual 022: permissions that follow it are told apart from a fixed 0644
     return subprocess.run([sys.executable, str(REPO / "scripts" / "convert.py"), *overrides], cwd=REPO,
-                          capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
+                          capture_output=True, text=True, umask=0o002,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
 
 
-def test_convert_script_writes_a_linformer_with_card_and_tokenizer(tmp_path):
-    save_source(tmp_path / "bert", BertModel, BERT)  # no MLM head, as sentence-transformers checkpoints
-    save_tokenizer(tmp_path / "bert", VOCAB)
-    common = [f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}", "model.sharing=layerwise"]
-    result = _convert_cli(*common, "model.projected_dim=8", f"out_dir={tmp_path / 'out'}")
+def _error_line(result) -> str:
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    return line
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every entry under `root` (hidden ones too) with a file's bytes: what a refused command must leave as it was."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def cli_converted(tmp_path_factory):
+    """scripts/convert.py on a BERT without an MLM head (as sentence-transformers checkpoints) into <root>/out, k=8."""
+    root = tmp_path_factory.mktemp("cli")
+    save_source(root / "bert", BertModel, BERT)
+    save_tokenizer(root / "bert", VOCAB)
+    common = [f"model_path={root / 'bert'}", f"model.max_seq_len={N}", "model.sharing=layerwise"]
+    return root, common, _convert_cli(*common, "model.projected_dim=8", f"out_dir={root / 'out'}")
+
+
+def test_convert_script_writes_a_linformer_with_card_and_tokenizer(cli_converted):
+    root, common, result = cli_converted
     assert result.returncode == 0, result.stderr[-3000:]
-    out = tmp_path / "out"
+    out = root / "out"
     config = json.loads((out / "config.json").read_text())
     assert config["attention"] == "linformer" and config["mask_empty_windows"] is True
     assert (config["projected_dim"], config["max_seq_len"], config["sharing"]) == (8, N, "layerwise")
@@ -245,11 +267,54 @@ def test_convert_script_writes_a_linformer_with_card_and_tokenizer(tmp_path):
     assert len(AutoTokenizer.from_pretrained(out)) == VOCAB
     assert str(out) in result.stdout and "lm_head starts fresh" in result.stdout
 
-    bad = _convert_cli(*common, f"model.projected_dim={N + 8}", f"out_dir={tmp_path / 'bad'}")
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr[-3000:]
-    (line,) = [x for x in bad.stderr.splitlines() if x.startswith("error: ")]
+    line = _error_line(_convert_cli(*common, f"model.projected_dim={N + 8}", f"out_dir={root / 'bad'}"))
     assert f"projected_dim (k={N + 8})" in line
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert", "out"]  # no bad/, no temporary
+    assert sorted(p.name for p in root.iterdir()) == ["bert", "out"]  # no bad/, no temporary
+
+
+def test_converted_files_get_the_umask_permissions(cli_converted):
+    """transformers writes model.safetensors 0600; on a shared machine the model must be as readable as the rest."""
+    root, _, result = cli_converted
+    assert result.returncode == 0, result.stderr[-3000:]
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (root / "out").iterdir()}
+    assert modes["model.safetensors"] == oct(0o664)
+    assert set(modes.values()) == {oct(0o664)}
+
+
+def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
+    """A finetuning run naming out/ as its model_path must keep describing the model it was trained from."""
+    root, common, result = cli_converted
+    assert result.returncode == 0, result.stderr[-3000:]
+    before = _tree(root)
+    line = _error_line(_convert_cli(*common, "model.projected_dim=16", f"out_dir={root / 'out'}"))
+    assert line == (f"error: {root / 'out'} holds an earlier convert output with other settings "
+                    "(model.projected_dim: 8 -> 16): choose another output path, or pass overwrite=true to replace it.")
+    assert _tree(root) == before
+
+
+@pytest.mark.parametrize("what", ["directory", "file"])
+def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what):
+    save_source(tmp_path / "bert", BertModel, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    target = tmp_path / "mine"
+    if what == "directory":
+        target.mkdir()
+        (target / "notes.txt").write_text("my notes")
+    else:
+        target.write_text("my notes")
+    before = _tree(tmp_path)
+    line = _error_line(_convert_cli(f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}",
+                                    "model.projected_dim=8", f"out_dir={target}"))
+    there = "is a directory with other content (notes.txt)" if what == "directory" else "is a regular file"
+    assert line.startswith(f"error: {target} {there}:") and line.endswith("pass overwrite=true to replace it.")
+    assert _tree(tmp_path) == before  # byte-identical, and no hidden .old-* or .tmp-* beside it
+
+
+def test_a_gpt2_source_is_refused_as_unsupported_not_for_its_tokenizer(tmp_path):
+    GPT2Model(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=N)).save_pretrained(tmp_path)
+    line = _error_line(_convert_cli(f"model_path={tmp_path}", f"out_dir={tmp_path / 'out'}"))
+    assert "is a 'gpt2' model; only bert, roberta, xlm-roberta, camembert encoders can be converted" in line
+    assert not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------------------------------------ bad inputs
