@@ -96,11 +96,15 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping, groups: list[dict] | None = None
-                    ) -> torch.optim.Optimizer:
-    """AdamW over `groups` (a task's own, e.g. two learning rates), else over param_groups(model)."""
+def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping, groups: list[dict] | None = None,
+                    device: torch.device | None = None) -> torch.optim.Optimizer:
+    """AdamW over `groups` (a task's own, e.g. two learning rates), else over param_groups(model).
+
+    On CUDA (`device`, where the model will train: it is built before Accelerate moves it there) AdamW is the fused
+    implementation, one kernel for every parameter instead of a loop of small ones."""
     betas = tuple(float(b) for b in optim.get("betas", (0.9, 0.98)))
-    fused = {"fused": True} if next(model.parameters()).is_cuda else {}
+    on_cuda = (device.type if device is not None else next(model.parameters()).device.type) == "cuda"
+    fused = {"fused": True} if on_cuda else {}
     return torch.optim.AdamW(
         groups or param_groups(model, float(optim.get("weight_decay", 0.01))),
         lr=float(lr),

@@ -456,7 +456,7 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
         groups = task.param_groups(float(cfg.optim.get("weight_decay", 0.01)))
-        optimizer = build_optimizer(task.model, settings.lr, cfg.optim, groups)
+        optimizer = build_optimizer(task.model, settings.lr, cfg.optim, groups, accelerator.device)
         scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
