@@ -38,6 +38,11 @@ demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, 
 benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
 	$(PY) scripts/benchmark.py $(ARGS)
 
+GPU_STAGES ?= tests table3 throughput
+GPU_OUT ?= outputs/gpu
+gpu: install ## the GPU stages (GPU_STAGES="tests table3 throughput", results in GPU_OUT=outputs/gpu)
+	$(PY) scripts/gpu_stage.py $(GPU_STAGES) --out $(GPU_OUT)
+
 PORT ?= 6006
 OUTPUTS ?= outputs
 dashboard: install ## serve TensorBoard on 127.0.0.1:PORT (default 6006) over every run in outputs/ (mirrors metrics.jsonl first)
@@ -49,10 +54,24 @@ reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 idle CPU
 reproduce-pretrained: install-pretrained ## Table 2 from all-MiniLM-L6-v2 converted to Linformer, with/without transfer (resumable; ARGS="--profile gpu", "--dry-run")
 	$(PY) scripts/reproduce_pretrained.py $(ARGS)
 
+# Offline install on cluster nodes without network: every dependency but torch, for the target's Python and glibc.
+WHEEL_DIR ?= wheelhouse
+WHEEL_PYTHON ?= 3.12
+WHEEL_PLATFORM ?= manylinux_2_28_x86_64
+WHEEL_EXTRAS ?=
+WHEEL_WITH_TORCH ?=
+wheelhouse: ## wheels for an offline node into WHEEL_DIR (default: CPython 3.12, manylinux_2_28_x86_64, no torch; WHEEL_PYTHON, WHEEL_PLATFORM, WHEEL_EXTRAS=pretrained, WHEEL_WITH_TORCH=1)
+	$(if $(wildcard $(PY)),$(PY),python3) scripts/wheelhouse.py --dest $(WHEEL_DIR) --python-version $(WHEEL_PYTHON) \
+		--platform $(WHEEL_PLATFORM) --torch-version $(TORCH_VERSION) $(if $(WHEEL_EXTRAS),--extras $(WHEEL_EXTRAS)) \
+		$(if $(WHEEL_WITH_TORCH),--with-torch)
+
+wheelhouse-check: install ## build a wheelhouse for this machine's Python, install it with no index and no network into a fresh venv, import
+	$(PY) -m pytest -q -s -m slow tests/test_wheelhouse.py
+
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install install-pretrained test test-all demo benchmark dashboard reproduce-mini reproduce-pretrained lint clean
+.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained wheelhouse wheelhouse-check lint clean

@@ -1,0 +1,330 @@
+"""Wheels for an offline install: python scripts/wheelhouse.py [--dest wheelhouse] [--python-version 3.12] ...
+
+Downloads every dependency of the project except torch, with all their dependencies, for a target Python and
+platform (default CPython 3.12, manylinux x86_64 with glibc >= 2.28), plus the project built as a wheel, into one
+folder. On a node without network, in an environment that already has torch:
+
+    pip install --no-index --find-links wheelhouse linformer
+
+Torch is left out because a cluster's torch is built for its CUDA; the other wheels are resolved as if torch
+--torch-version were installed (a stand-in wheel that is never saved). A dependency published only as an sdist is
+built here when it gives a pure-Python wheel (antlr4-python3-runtime, under hydra-core); one that would need
+compiling for the target is an error. pip evaluates dependencies' environment markers against the Python that runs
+it, not the target, so the result is checked against the target's markers and whatever is missing is fetched.
+
+Runs on any Python >= 3.8 with pip (packaging is taken from pip when it is not installed); imports nothing of the
+project. Exits 2 with one `error:` line when a dependency cannot be had for the target.
+"""
+
+import argparse
+import email.parser
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+try:
+    from packaging.requirements import Requirement
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+except ImportError:  # pip vendors packaging
+    from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.tags import compatible_tags, cpython_tags
+    from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
+    from pip._vendor.packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "linformer"
+EXCLUDED = "torch"  # the node's own (CUDA) build
+STUB_LOCAL = "wheelhousestub"  # local version label of the stand-in torch wheel
+# What the project's wheel is built from (pyproject: packages linformer*, readme README.md).
+PROJECT_FILES = ("pyproject.toml", "README.md", "linformer")
+
+
+class WheelhouseError(Exception):
+    """A problem the user can fix (a dependency without a wheel for the target, a bad option)."""
+
+
+def platform_tags(platform):
+    """pip's --platform values for one target: a manylinux_2_Y tag expands to every older glibc it can run.
+
+    pip takes each --platform literally (it expands only manylinux2014/2010), so a wheel tagged manylinux_2_24
+    would not be found for manylinux_2_28 without this.
+    """
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
+    legacy = {"manylinux2014": 17, "manylinux2010": 12, "manylinux1": 5}
+    if not m:
+        for alias, minor in legacy.items():
+            if platform.startswith(alias + "_"):
+                return platform_tags(f"manylinux_2_{minor}_{platform[len(alias) + 1:]}")
+        return [platform]
+    major, minor, arch = int(m.group(1)), int(m.group(2)), m.group(3)
+    if major != 2:
+        return [platform]
+    lowest = 5 if arch in ("x86_64", "i686") else 17
+    tags = [f"manylinux_2_{y}_{arch}" for y in range(minor, lowest - 1, -1)]
+    tags += [f"{alias}_{arch}" for alias, y in legacy.items() if y <= minor and (y == 17 or lowest == 5)]
+    return tags
+
+
+def marker_env(python_version, platform):
+    """The environment-marker values of the target (PEP 508), for checking dependencies against it."""
+    py = ".".join(python_version.split(".")[:2])
+    env = {"python_version": py, "python_full_version": f"{py}.0", "implementation_name": "cpython",
+           "implementation_version": f"{py}.0", "platform_python_implementation": "CPython", "extra": ""}
+    if "linux" in platform:
+        arch = re.sub(r"^(manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux\d+|linux)_", "", platform)
+        env.update(sys_platform="linux", os_name="posix", platform_system="Linux", platform_machine=arch)
+    elif platform.startswith("macosx"):
+        env.update(sys_platform="darwin", os_name="posix", platform_system="Darwin",
+                   platform_machine=platform.rsplit("_", 1)[-1].replace("universal2", "arm64"))
+    elif platform.startswith("win"):
+        env.update(sys_platform="win32", os_name="nt", platform_system="Windows",
+                   platform_machine={"win_amd64": "AMD64", "win_arm64": "ARM64"}.get(platform, "x86"))
+    return env
+
+
+def target_tags(python_version, platforms):
+    """Every wheel tag a CPython of that version on those platforms installs."""
+    version = tuple(int(p) for p in python_version.split(".")[:2])
+    interpreter = f"cp{version[0]}{version[1]}"
+    return set(cpython_tags(version, platforms=platforms)) | set(
+        compatible_tags(version, interpreter=interpreter, platforms=platforms))
+
+
+def wheel_metadata(path):
+    """(name, version, Requires-Dist list) of a wheel file."""
+    with zipfile.ZipFile(path) as z:
+        meta = next(n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        msg = email.parser.HeaderParser().parsestr(z.read(meta).decode("utf-8"))
+    return canonicalize_name(msg["Name"]), Version(msg["Version"]), msg.get_all("Requires-Dist") or []
+
+
+def missing_requirements(folder, roots, env, tags, provided=(EXCLUDED,)):
+    """The requirements, reached from roots under the target's markers, that no target wheel in folder satisfies."""
+    wheels = {}
+    for path in sorted(Path(folder).glob("*.whl")):
+        if set(parse_wheel_filename(path.name)[3]) & tags:
+            name, version, requires = wheel_metadata(path)
+            wheels.setdefault(name, []).append((version, requires))
+    missing, seen, todo = [], set(), list(roots)
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in provided:
+            continue
+        found = [(v, r) for v, r in wheels.get(name, []) if req.specifier.contains(v, prereleases=True)]
+        if not found:
+            if str(req) not in {str(m) for m in missing}:
+                missing.append(req)
+            continue
+        _, requires = max(found, key=lambda vr: vr[0])  # pip would take the newest
+        for extra in ["", *sorted(req.extras)]:
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            for spec in requires:
+                dep = Requirement(spec)
+                if dep.marker is None:
+                    if not extra:
+                        todo.append(dep)
+                elif dep.marker.evaluate({**env, "extra": extra}):
+                    todo.append(dep)
+    return missing
+
+
+def write_stub_wheel(folder, version):
+    """A metadata-only torch wheel that stands in for the node's torch while pip resolves."""
+    full = f"{version}+{STUB_LOCAL}"
+    path = Path(folder) / f"{EXCLUDED}-{full}-py3-none-any.whl"
+    info = f"{EXCLUDED}-{full}.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {EXCLUDED}\nVersion: {full}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: wheelhouse.py\nRoot-Is-Purelib: true\n"
+                                    "Tag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    return full
+
+
+def pip(python, *args):
+    """Runs pip with python; returns (exit code, combined output)."""
+    cmd = [python, "-m", "pip", *args]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc.returncode, proc.stdout
+
+
+def build_project_wheel(python, dest, work):
+    """The project as a wheel in dest, built from a copy of its sources (no build/ or egg-info in the tree)."""
+    src = Path(work) / "src"
+    src.mkdir()
+    for name in PROJECT_FILES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    out = Path(work) / "project"
+    rc, log = pip(python, "wheel", "--no-deps", "-q", "-w", str(out), str(src))
+    built = sorted(out.glob("*.whl"))
+    if rc or not built:
+        raise WheelhouseError(f"building the {PROJECT} wheel failed: {last_error(log)}")
+    shutil.copy2(built[0], Path(dest) / built[0].name)
+    return Path(dest) / built[0].name
+
+
+def last_error(log):
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def unavailable_requirements(out):
+    """The requirements pip's failed download says it found no distribution of for the target."""
+    found = re.findall(r"No matching distribution found for (\S+)", out)
+    m = re.search(r"no matching distributions available for your environment:\n((?:[ \t]+\S+\n?)+)", out)
+    for name in m.group(1).split() if m else []:
+        spec = re.search(rf"depends on ({re.escape(name)}[^\s,;]*)", out, re.IGNORECASE)
+        found.append(spec.group(1) if spec else name)
+    return list(dict.fromkeys(found))
+
+
+def conflict_requirements(out):
+    """The requirements in pip's conflict explanation ('hydra-core 1.3.8 depends on X'), the first spec of each name.
+
+    pip before 24 does not say which of them has no distribution at all; each is then probed.
+    """
+    specs = {}
+    for spec in re.findall(r"depends on ([^\s;]+)", out):
+        try:
+            specs.setdefault(canonicalize_name(Requirement(spec).name), spec)
+        except ValueError:  # packaging's InvalidRequirement
+            continue
+    return [spec for name, spec in specs.items() if name != EXCLUDED]
+
+
+def has_target_wheel(python, spec, target_args, work):
+    """Whether spec has a wheel for the target (metadata only where the index serves it; nothing is kept)."""
+    rc, out = pip(python, "install", "--dry-run", "--no-deps", "--ignore-installed", "--target",
+                  tempfile.mkdtemp(dir=work), *target_args, spec)
+    return rc == 0 or "No matching distribution found" not in out
+
+
+def build_pure_wheel(python, requirement, dest, work):
+    """Builds requirement from its sdist here; keeps it only if the wheel is pure Python (runs on any target).
+
+    Only for a package published without wheels: one with wheels for other Pythons or platforms is compiled code.
+    """
+    rc, log = pip(python, "install", "--dry-run", "--no-deps", "--ignore-installed", "--only-binary=:all:",
+                  "--target", tempfile.mkdtemp(dir=work), requirement)
+    if rc == 0:
+        return None, "it has wheels only for other Pythons or platforms (compiled code: build it on the target)"
+    out = Path(tempfile.mkdtemp(dir=work))
+    rc, log = pip(python, "wheel", "--no-deps", "--use-pep517", "-q", "-w", str(out), requirement)
+    built = sorted(out.glob("*.whl"))
+    if rc or not built:
+        return None, f"building it from its sdist here failed: {last_error(log)}"
+    wheel = built[0]
+    if not all(t.abi == "none" and t.platform == "any" for t in parse_wheel_filename(wheel.name)[3]):
+        return None, f"its sdist builds {wheel.name} here, which is not pure Python (build it on the target)"
+    shutil.copy2(wheel, Path(dest) / wheel.name)
+    return wheel.name, None
+
+
+def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_64",), extras=(),
+                    torch_version="2.13.0", with_torch=False, python=sys.executable, log=print):
+    """Fills dest; returns a summary dict (wheels, megabytes, target, built sdists, seconds)."""
+    start = time.time()
+    if not re.fullmatch(r"3\.\d+", python_version):
+        raise WheelhouseError(f"--python-version must look like 3.12, not {python_version!r}")
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    tags_for_pip = [t for p in platforms for t in platform_tags(p)]
+    env = marker_env(python_version, platforms[0])
+    tags = target_tags(python_version, tags_for_pip)
+    target = f"cp{python_version.replace('.', '')} {'+'.join(platforms)}"
+    built_here = []
+    with tempfile.TemporaryDirectory() as work:
+        log(f"wheelhouse: building the {PROJECT} wheel")
+        project_wheel = build_project_wheel(python, dest, work)
+        stub_dir = Path(work) / "stub"
+        stub_dir.mkdir()
+        pinned = f"{torch_version}+{STUB_LOCAL}" if not with_torch else torch_version
+        if not with_torch:
+            write_stub_wheel(stub_dir, torch_version)
+        constraints = Path(work) / "constraints.txt"
+        constraints.write_text(f"{EXCLUDED}=={pinned}\n")
+        extra = f"[{','.join(extras)}]" if extras else ""
+        roots = [Requirement(f"{PROJECT}{extra}")]
+        todo = [f"{project_wheel}{extra}"]
+        target_args = ["--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+                       *[a for t in tags_for_pip for a in ("--platform", t)],
+                       "--find-links", str(stub_dir), "--find-links", str(dest), "-c", str(constraints)]
+        for _ in range(20):
+            log(f"wheelhouse: downloading {' '.join(Path(r).name for r in todo)} and dependencies for {target}")
+            rc, out = pip(python, "download", "--dest", str(dest), *target_args, *todo)
+            for stub in dest.glob(f"{EXCLUDED}-*+{STUB_LOCAL}-*.whl"):
+                stub.unlink()
+            if rc:
+                done = {n for n, _ in built_here}
+                unavailable = unavailable_requirements(out) or [
+                    spec for spec in conflict_requirements(out) if not has_target_wheel(python, spec, target_args, work)]
+                unavailable = [r for r in unavailable if canonicalize_name(Requirement(r).name) not in done]
+                if not unavailable:
+                    raise WheelhouseError(f"pip cannot resolve the dependencies for {target}: {last_error(out)}")
+                for spec in unavailable:
+                    wheel, why = build_pure_wheel(python, spec, dest, work)
+                    if wheel is None:
+                        raise WheelhouseError(f"{spec} has no wheel for {target}; {why}")
+                    log(f"wheelhouse: {spec} has no wheel for the target; built {wheel} from its sdist (pure Python)")
+                    built_here.append((canonicalize_name(Requirement(spec).name), wheel))
+                continue
+            missing = missing_requirements(dest, roots, env, tags, provided=() if with_torch else (EXCLUDED,))
+            if not missing:
+                break
+            # pip judged these dependencies' markers by the Python that runs it, not the target's: ask for them bare
+            todo = [f"{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}{r.specifier}"
+                    for r in missing]
+        else:
+            raise WheelhouseError(f"still missing for {target} after 20 rounds: {', '.join(todo)}")
+    wheels = sorted(dest.glob("*.whl"))
+    megabytes = sum(w.stat().st_size for w in wheels) / 1e6
+    return {"wheels": len(wheels), "megabytes": megabytes, "target": target, "dest": str(dest),
+            "built_from_sdist": [w for _, w in built_here], "seconds": time.time() - start,
+            "torch": torch_version, "with_torch": with_torch}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dest", default="wheelhouse", help="output folder (default: wheelhouse)")
+    p.add_argument("--python-version", default="3.12", help="target CPython X.Y (default: 3.12)")
+    p.add_argument("--platform", action="append", default=None,
+                   help="target platform tag, repeatable (default: manylinux_2_28_x86_64, i.e. glibc >= 2.28; "
+                        "a manylinux_2_Y tag includes every older glibc)")
+    p.add_argument("--extras", default="", help="project extras to include, comma-separated (e.g. pretrained)")
+    p.add_argument("--torch-version", default="2.13.0",
+                   help="resolve as if this torch were installed on the node (default: 2.13.0)")
+    p.add_argument("--with-torch", action="store_true",
+                   help="also download torch==--torch-version and its dependencies (on Linux: the CUDA wheels, GBs) "
+                        "for a node that has no torch")
+    args = p.parse_args(argv)
+    extras = [e.strip() for e in args.extras.split(",") if e.strip()]
+    try:
+        s = make_wheelhouse(args.dest, args.python_version, args.platform or ["manylinux_2_28_x86_64"], extras,
+                            args.torch_version, args.with_torch)
+    except WheelhouseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    project = f'"{PROJECT}[{",".join(extras)}]"' if extras else PROJECT
+    print(f"wheelhouse: {s['wheels']} wheels, {s['megabytes']:.1f} MB in {s['dest']} for {s['target']} "
+          f"({'with torch ' if s['with_torch'] else 'torch excluded, resolved against torch '}{s['torch']}; "
+          f"{s['seconds']:.0f} s); on the node: "
+          f"pip install --no-index --find-links {s['dest']} {project}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""scripts/wheelhouse.py: the offline install for cluster nodes without network (torch excluded).
+
+The fast tests check the pieces on synthetic wheels; the slow one builds a real wheelhouse for this machine's
+Python, installs torch into a fresh venv as the Makefile does, then the project from the wheelhouse with no index
+and no network, and imports it.
+"""
+
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "scripts" / "wheelhouse.py")
+wh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(wh)
+
+
+def _wheel(folder, name, version, requires=(), tag="py3-none-any"):
+    path = Path(folder) / f"{name}-{version}-{tag}.whl"
+    info = f"{name}-{version}.dist-info"
+    meta = "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{meta}")
+    return path
+
+
+def test_manylinux_tag_covers_every_older_glibc():
+    tags = wh.platform_tags("manylinux_2_28_x86_64")
+    assert tags[0] == "manylinux_2_28_x86_64" and tags[-3:] == ["manylinux2014_x86_64", "manylinux2010_x86_64",
+                                                                "manylinux1_x86_64"]
+    assert "manylinux_2_24_x86_64" in tags and "manylinux_2_5_x86_64" in tags and "manylinux_2_29_x86_64" not in tags
+    assert wh.platform_tags("manylinux2014_aarch64")[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert wh.platform_tags("macosx_11_0_arm64") == ["macosx_11_0_arm64"]
+
+
+def test_missing_requirements_follow_the_targets_markers(tmp_path):
+    env = wh.marker_env("3.12", "manylinux_2_28_x86_64")
+    tags = wh.target_tags("3.12", wh.platform_tags("manylinux_2_28_x86_64"))
+    _wheel(tmp_path, "app", "1.0", ["torch>=2", "lib[fast]>=1", 'old; python_version < "3.12"',
+                                     'new; python_version >= "3.12"', 'win; sys_platform == "win32"',
+                                     'dev; extra == "dev"'])
+    _wheel(tmp_path, "lib", "1.5", ['speedup; extra == "fast"'])
+    _wheel(tmp_path, "new", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64")  # another Python's wheel: not it
+    roots = [wh.Requirement("app")]
+    missing = sorted(r.name for r in wh.missing_requirements(tmp_path, roots, env, tags))
+    assert missing == ["new", "speedup"]  # torch is the node's; old and win are not for this target; no dev extra
+    _wheel(tmp_path, "new", "2.0", tag="cp312-cp312-manylinux_2_24_x86_64")
+    _wheel(tmp_path, "speedup", "0.1", tag="cp312-abi3-manylinux2014_x86_64")
+    assert wh.missing_requirements(tmp_path, roots, env, tags) == []
+    assert [r.name for r in wh.missing_requirements(tmp_path, [wh.Requirement("lib>=2")], env, tags)] == ["lib"]
+
+
+def test_unavailable_requirements_are_read_from_pips_failure():
+    conflict = ("ERROR: Cannot install linformer because these package versions have conflicting dependencies.\n\n"
+                "The conflict is caused by:\n    hydra-core 1.3.8 depends on antlr4-python3-runtime==4.9.*\n\n"
+                "Additionally, some packages in these conflicts have no matching distributions available for your "
+                "environment:\n    antlr4-python3-runtime\n\nTo fix this you could try to:\n")
+    assert wh.unavailable_requirements(conflict) == ["antlr4-python3-runtime==4.9.*"]
+    plain = ("ERROR: Could not find a version that satisfies the requirement tokenizers<0.24,>=0.21 (from linformer)\n"
+             "ERROR: No matching distribution found for tokenizers<0.24,>=0.21 (from linformer)\n")
+    assert wh.unavailable_requirements(plain) == ["tokenizers<0.24,>=0.21"]
+    assert wh.unavailable_requirements("ERROR: ResolutionImpossible\n") == []
+
+
+def test_stub_torch_satisfies_the_projects_range(tmp_path):
+    version = wh.write_stub_wheel(tmp_path, "2.13.0")
+    (path,) = tmp_path.glob("*.whl")
+    name, parsed, requires = wh.wheel_metadata(path)
+    assert (name, str(parsed), requires) == ("torch", version, [])
+    assert wh.Requirement("torch>=2.4,<2.14").specifier.contains(parsed)
+
+
+def test_bad_python_version_is_one_error_line(tmp_path):
+    r = subprocess.run([sys.executable, "scripts/wheelhouse.py", "--dest", str(tmp_path), "--python-version", "312"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == "error: --python-version must look like 3.12, not '312'\n"
+
+
+def _offline_env():
+    """pip and Python with no index, no find-links but the wheelhouse, no config file, no hub."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", HF_HUB_OFFLINE="1",
+               HF_DATASETS_OFFLINE="1", WANDB_MODE="offline")
+    return env
+
+
+def _no_network():
+    """`unshare -n` (a network namespace with no interfaces) where this machine allows it."""
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "-n", "true"], capture_output=True, check=False).returncode == 0:
+        return [unshare, "-n"]
+    return []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_offline_install_from_the_wheelhouse(tmp_path):
+    libc, glibc = platform.libc_ver()
+    if libc != "glibc" or sys.platform != "linux":
+        pytest.skip("builds a manylinux wheelhouse for this machine: needs Linux with glibc")
+    major, minor = glibc.split(".")[:2]
+    target = f"manylinux_{major}_{minor}_{platform.machine()}"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    house, venv = tmp_path / "wheelhouse", tmp_path / "venv"
+    times = {}
+
+    t = time.time()
+    r = subprocess.run([sys.executable, "scripts/wheelhouse.py", "--dest", str(house), "--python-version", python,
+                        "--platform", target], cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
+    times["wheelhouse"] = time.time() - t
+    assert r.returncode == 0, r.stderr + r.stdout[-3000:]
+    summary = r.stdout.strip().splitlines()[-1]
+    tag = f"cp{python.replace('.', '')} {target}"
+    assert re.match(rf"wheelhouse: \d+ wheels, [\d.]+ MB in {re.escape(str(house))} for {tag} ", summary), summary
+    wheels = sorted(p.name for p in house.glob("*.whl"))
+    assert not any(w.startswith("torch-") for w in wheels), "torch must stay out of the wheelhouse"
+    assert any(w.startswith("linformer-") for w in wheels) and any(w.startswith("hydra_core-") for w in wheels)
+
+    t = time.time()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    # torch as `make install` puts it there (the node's own torch stands for it): the pinned build, else the range
+    for spec in ("torch==2.13.0", "torch>=2.4,<2.14"):
+        r = subprocess.run([py, "-m", "pip", "install", "-q", spec], capture_output=True, text=True, timeout=900,
+                           check=False)
+        if r.returncode == 0:
+            break
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    times["venv+torch"] = time.time() - t
+
+    offline, env = _no_network(), _offline_env()
+    t = time.time()
+    r = subprocess.run([*offline, py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(house),
+                        "linformer"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+    times["offline install"] = time.time() - t
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    t = time.time()
+    code = ("import linformer, hydra, datasets, evaluate, accelerate, transformers; "
+            "print(linformer.__file__, linformer.LinformerConfig().model_type)")
+    r = subprocess.run([*offline, py, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
+    times["import"] = time.time() - t
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert str(venv) in r.stdout, r.stdout  # the installed wheel, not the checkout
+    mb = sum(p.stat().st_size for p in house.glob("*.whl")) / 1e6
+    print(f"\n{summary}\nwheelhouse check: {len(wheels)} wheels, {mb:.1f} MB; network cut: {bool(offline)}; "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()))
