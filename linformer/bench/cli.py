@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..rundir import made_by, output_files
 from .inference import InferenceSettings
-from .runner import run_benchmark
+from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
 
@@ -27,14 +28,21 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
 
 
 def benchmark_from_config(cfg: DictConfig, command: str = ""):
+    """Run the benchmark into ``cfg.out_dir`` (null: the Hydra run directory). Its files follow the output rule
+    (``rundir.check_output_files``): one written by an earlier benchmark with the same settings is replaced, anything
+    else is refused before anything is measured, unless ``overwrite=true``."""
     out_dir = cfg.out_dir
     if out_dir is None:
         from hydra.core.hydra_config import HydraConfig
 
         out_dir = HydraConfig.get().runtime.output_dir
     inf, thr = settings_from_config(cfg)
-    return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
-                         progress=cfg.progress)
+    record = made_by("benchmark", {"inference": asdict(inf) if inf else None,
+                                   "throughput": asdict(thr) if thr else None})
+    files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
+    with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"):
+        return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
+                             progress=cfg.progress)
 
 
 __all__ = ["benchmark_from_config", "settings_from_config"]

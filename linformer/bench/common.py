@@ -149,11 +149,15 @@ def available_memory_bytes(device: torch.device) -> int:
     return 8 * 2**30
 
 
-def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limit: int = 4096) -> int:
+def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limit: int = 4096,
+                        tolerance: float = 0.0) -> int:
     """Largest batch for which ``try_batch(b)`` runs without running out of memory (binary search).
 
     Doubles from ``start`` until a failure (or ``limit``), then bisects. ``try_batch`` raises
     ``torch.OutOfMemoryError`` (or a RuntimeError saying "out of memory") when b does not fit. 0 = none fit.
+    With ``tolerance`` > 0 the bisection stops once the largest fitting batch found is within that fraction of the
+    smallest failing one (each try costs a forward at its batch, so the last few percent are the dearest).
+    A ``limit`` that fits is returned as is: the true largest batch is at least that.
     """
 
     def fits(b: int) -> bool:
@@ -173,9 +177,11 @@ def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limi
     lo, hi = start, start * 2
     while hi <= limit and fits(hi):
         lo, hi = hi, hi * 2
-    if hi > limit:
-        return lo
-    while hi - lo > 1:  # lo fits, hi does not
+    if hi > limit:  # lo fits and the next doubling passes the limit: try the limit itself
+        if lo == limit or fits(limit):
+            return limit
+        hi = limit
+    while hi - lo > 1 and hi > lo * (1 + tolerance):  # lo fits, hi does not
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo

@@ -12,10 +12,14 @@ Four models of the same size run on the same batch (random token ids, nothing pa
 
 Time: one warm-up per model, then ``reps`` rounds; in each round every model runs once (the order rotates each
 round), so machine noise hits all models alike; the median is reported. Memory: see ``common.peak_memory_bytes``.
+With ``tokens_per_batch`` every n runs ``tokens_per_batch // n`` sequences (at least one), so a GPU is kept busy at
+short n instead of timing kernel launches. With ``find_max_batch`` (CUDA) each model's largest batch is searched, as
+the paper measured memory ("memory saved" = ratio of the largest batches).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -50,6 +54,7 @@ class InferenceSettings:
     ns: list[int] = field(default_factory=lambda: [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536])
     ks: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048])
     batch_size: int = 1
+    tokens_per_batch: int | None = None  # batch = tokens_per_batch // n per n (at least 1); None: batch_size
     layers: int = 2
     hidden: int = 768
     heads: int = 12
@@ -64,7 +69,11 @@ class InferenceSettings:
     memory: bool = True
     memory_fraction: float = 0.6  # skip an n whose eager n x n scores would need more of the free memory
     find_max_batch: bool = False  # CUDA only: binary-search the largest batch of each model (as the paper)
-    max_batch_limit: int = 4096
+    max_batch_limit: int = 4096  # sequences
+    max_batch_tokens: int | None = None  # and at most this many tokens (a search costs a forward at its batch)
+    max_batch_max_n: int | None = None  # search only up to this n (full attention's forward grows as n^2)
+    max_batch_tolerance: float = 0.05  # stop bisecting once the largest fitting batch is known to this fraction
+    max_batch_models: list[str] = field(default_factory=lambda: ["linformer", "full", "eager"])
     dtype: str = "fp32"
     device: str = "auto"
     seed: int = 0
@@ -79,6 +88,11 @@ def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Mo
     raise ValueError(f"unknown model kind {kind!r}; expected linformer or one of {BASELINES}")
 
 
+def batch_of(n: int, s: InferenceSettings) -> int:
+    """Sequences per timed forward at length n."""
+    return max(1, s.tokens_per_batch // n) if s.tokens_per_batch else s.batch_size
+
+
 def grid_cells(s: InferenceSettings) -> list[tuple[int, list[int]]]:
     """(n, [k < n]) for every n of the settings, before any trimming."""
     cells = []
@@ -91,23 +105,25 @@ def grid_cells(s: InferenceSettings) -> list[tuple[int, list[int]]]:
 
 def estimate_seconds(n: int, ks: list[int], s: InferenceSettings, flops_per_s: float) -> float:
     """Planned wall-clock seconds of one n: warm-up, timed rounds and one memory run of every model."""
-    per_round = 0.0
+    per_round, batch = 0.0, batch_of(n, s)
     for kind in s.baselines:
-        attention = "full"
-        per_round += _OVERHEAD[kind] * model_flops(n, s.hidden, s.ffn, s.layers, attention, batch=s.batch_size)
+        per_round += _OVERHEAD[kind] * model_flops(n, s.hidden, s.ffn, s.layers, "full", batch=batch)
     for k in ks:
-        per_round += _OVERHEAD["linformer"] * model_flops(
-            n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing, s.batch_size
-        )
+        per_round += _OVERHEAD["linformer"] * model_flops(n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing,
+                                                          batch)
     runs = max(1, s.warmup) + s.reps  # memory is measured on the (last) warm-up run
     build = _BUILD_S * (len(s.baselines) + len(ks)) * s.hidden * s.vocab / (768 * 50265)
     return runs * per_round / flops_per_s + build
 
 
-def eager_scores_bytes(n: int, s: InferenceSettings) -> int:
+def eager_scores_bytes(n: int, s: InferenceSettings, batch: int | None = None) -> int:
     """Memory of the eager baseline's n x n tensors at their peak (scores, scaled scores, probabilities)."""
     itemsize = torch.tensor([], dtype=_DTYPES[s.dtype]).element_size()
-    return 3 * s.batch_size * s.heads * n * n * itemsize
+    return 3 * (batch or batch_of(n, s)) * s.heads * n * n * itemsize
+
+
+def eager_fits(n: int, s: InferenceSettings, free_bytes: int, batch: int | None = None) -> bool:
+    return eager_scores_bytes(n, s, batch) <= s.memory_fraction * free_bytes
 
 
 def plan_grid(
@@ -115,18 +131,21 @@ def plan_grid(
 ) -> tuple[list[tuple[int, list[int]]], list[tuple[int, str]]]:
     """Trim the grid to the device and the time budget: returns the kept (n, ks) and (n, reason) dropped.
 
-    n are taken in increasing order while their planned time fits in ``budget_s``; an n above ``max_n`` or
-    whose eager n x n tensors would need more than ``memory_fraction`` of the free memory is dropped.
+    n are taken in increasing order while their planned time fits in ``budget_s``; an n above ``max_n`` is
+    dropped. Where the eager baseline's n x n tensors would need more than ``memory_fraction`` of the free memory,
+    only that baseline is left out at that n (a dropped entry names it; the other models still run).
     """
     kept, dropped, total = [], [], 0.0
     for n, ks in grid_cells(s):
         if s.max_n is not None and n > s.max_n:
             dropped.append((n, f"n > max_n={s.max_n}"))
             continue
-        if "eager" in s.baselines and eager_scores_bytes(n, s) > s.memory_fraction * free_bytes:
-            dropped.append((n, f"eager n x n scores need {eager_scores_bytes(n, s) / 2**30:.1f} GiB"))
-            continue
-        est = estimate_seconds(n, ks, s, flops_per_s)
+        cell = s
+        if "eager" in s.baselines and not eager_fits(n, s, free_bytes):
+            need = eager_scores_bytes(n, s) / 2**30
+            dropped.append((n, f"eager baseline only: its n x n scores need {need:.1f} GiB"))
+            cell = dataclasses.replace(s, baselines=[b for b in s.baselines if b != "eager"])
+        est = estimate_seconds(n, ks, cell, flops_per_s)
         if total + est > s.budget_s:
             dropped.append((n, f"over the time budget ({total + est:.0f} s planned > {s.budget_s:.0f} s)"))
             continue
@@ -154,8 +173,9 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     device = resolve_device(s.device)
     dtype = _DTYPES[s.dtype]
     torch.manual_seed(s.seed)
-    rate = calibrate_flops_per_s(device, dtype)
-    cells, dropped = plan_grid(s, rate, available_memory_bytes(device))
+    rate = calibrate_flops_per_s(device, dtype, size=4096 if device.type == "cuda" else 1024)  # a GPU-sized GEMM
+    free = available_memory_bytes(device)
+    cells, dropped = plan_grid(s, rate, free)
     planned = sum(estimate_seconds(n, ks, s, rate) for n, ks in cells)
     for n, why in dropped:
         log(f"[bench] n={n} dropped: {why}")
@@ -168,38 +188,55 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         if time.perf_counter() - start > 1.5 * s.budget_s:  # the plan was far too optimistic: stop here
             dropped.append((n, "time budget exhausted during the run"))
             continue
-        ids = torch.randint(3, s.vocab, (s.batch_size, n), device=device)
-        names = list(s.baselines) + [f"linformer@{k}" for k in ks]
+        batch = batch_of(n, s)
+        ids = torch.randint(3, s.vocab, (batch, n), device=device)
+        baselines = [b for b in s.baselines if b != "eager" or eager_fits(n, s, free)]
+        names = baselines + [f"linformer@{k}" for k in ks]
         models = {}
         for name in names:
             kind, _, k = name.partition("@")
-            models[name] = build_model(kind, n, int(k) if k else None, s).to(device=device, dtype=dtype)
-        bar.set_postfix(n=n)
+            with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
+                models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=dtype)
+        bar.set_postfix(n=n, batch=batch)
         mem: dict[str, int | None] = {name: None for name in names}
-        for name in names:  # warm-up (first-call allocations, kernel selection); its peak memory is recorded
-            for i in range(s.warmup):
-                fwd = lambda m=models[name], x=ids: _forward(m, x)
-                if s.memory and i == s.warmup - 1:
+        for name in list(names):  # warm-up (first-call allocations, kernel selection); its peak memory is recorded
+            fwd = lambda m=models[name], x=ids: _forward(m, x)
+            try:
+                for i in range(s.warmup):
+                    if s.memory and i == s.warmup - 1:
+                        mem[name] = peak_memory_bytes(fwd, device)
+                    else:
+                        fwd()
+                    bar.update(1)
+                if s.memory and s.warmup == 0:
                     mem[name] = peak_memory_bytes(fwd, device)
-                else:
-                    fwd()
-                bar.update(1)
-        if s.memory and s.warmup == 0:
-            mem = {name: peak_memory_bytes(lambda m=models[name], x=ids: _forward(m, x), device) for name in names}
+            except torch.OutOfMemoryError:
+                if name.startswith("linformer"):
+                    raise
+                dropped.append((n, f"{name} baseline only: out of memory at batch {batch}"))
+                names.remove(name)
+                del models[name]
+                _free_cache(device)
         fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
         t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
         max_batch = {}
-        if s.find_max_batch and device.type == "cuda":
+        if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
+            del ids
+            limit = s.max_batch_limit if not s.max_batch_tokens else min(s.max_batch_limit, s.max_batch_tokens // n)
             for name in names:
+                if name.partition("@")[0] not in s.max_batch_models:
+                    continue
                 def try_batch(b, m=models[name], n=n):
                     _forward(m, torch.randint(3, s.vocab, (b, n), device=device))
                     synchronize(device)
-                max_batch[name] = max_batch_that_fits(try_batch, limit=s.max_batch_limit)
+                bar.set_postfix(n=n, max_batch=name)
+                max_batch[name] = max_batch_that_fits(try_batch, limit=max(1, limit),
+                                                      tolerance=s.max_batch_tolerance)
+            max_batch["limit"] = limit
         for k in ks:
-            rows.append(_row(n, k, s, t, mem, max_batch))
+            rows.append(_row(n, k, batch, s, t, mem, max_batch))
         del models
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        _free_cache(device)
     bar.close()
     meta = {
         "machine": machine_description(device),
@@ -212,15 +249,20 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     return rows, meta
 
 
+def _free_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-def _row(n: int, k: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:
+def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:
     lin = f"linformer@{k}"
     mb = lambda b: None if b is None else b / 2**20
     row = {
-        "n": n, "k": k, "batch_size": s.batch_size, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
+        "n": n, "k": k, "batch_size": batch, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
         "ffn": s.ffn, "sharing": s.sharing, "dtype": s.dtype,
         "time_linformer_s": t[lin],
     }
@@ -239,9 +281,12 @@ def _row(n: int, k: int, s: InferenceSettings, t: dict, mem: dict, max_batch: di
     row["paper_time_saved"] = paper_value(PAPER_TIME_SAVED, n, k)
     row["paper_mem_saved"] = paper_value(PAPER_MEMORY_SAVED, n, k)
     if max_batch:
+        row["max_batch_limit"] = max_batch["limit"]  # a model at the limit fits at least that many
         row["max_batch_linformer"] = max_batch.get(lin)
         for kind in BASELINES:
             row[f"max_batch_{kind}"] = max_batch.get(kind)
+        row["max_batch_ratio_vs_full"] = _ratio(max_batch.get(lin), max_batch.get("full"))
+        row["max_batch_ratio_vs_eager"] = _ratio(max_batch.get(lin), max_batch.get("eager"))
     return row
 
 

@@ -67,7 +67,8 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         + (f" ({m['gpu']})" if "gpu" in m else "")
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
         (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
-        f"batch {s.batch_size}, {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
+        + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
+           else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
         "Table 3). Forward pass only (inference mode), random token ids, nothing padded."),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
         "rotated), median. Ratios are measured side by side in this one run."),
@@ -112,7 +113,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     ))
     out += ["", "## Forward time and peak memory per model", ""]
     kinds = [b for b in BASELINES if rows and rows[0].get(f"time_{b}_s") is not None]
-    head = ["n"] + [label(b) for b in kinds] + [label("linformer", k, s.sharing) for k in ks]
+    head = ["n", "batch"] + [label(b) for b in kinds] + [label("linformer", k, s.sharing) for k in ks]
     out += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     by_n: dict[int, dict[int, dict]] = {}
     for r in rows:
@@ -122,15 +123,19 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         cells = [f"{_s(first.get(f'time_{b}_s'))}, {_mib(first.get(f'mem_{b}_mib'))} MiB" for b in kinds]
         cells += [f"{_s(by_n[n][k]['time_linformer_s'])}, {_mib(by_n[n][k].get('mem_linformer_mib'))} MiB"
                   if k in by_n[n] else "" for k in ks]
-        out.append(f"| {n} | " + " | ".join(cells) + " |")
+        out.append(f"| {n} | {first['batch_size']} | " + " | ".join(cells) + " |")
     if any(r.get("full_vs_roberta_sdpa") is not None for r in rows):
         out += ["", "Our full-attention mode against HF RoBERTa (SDPA), time ratio (> 1: ours faster): "
                 + ", ".join(f"n={n}: {next(iter(by_n[n].values()))['full_vs_roberta_sdpa']:.2f}x"
                             for n in sorted(by_n)) + "."]
-    if any("max_batch_linformer" in r for r in rows):
-        out += ["", "## Largest batch that fits (GPU)", ""]
-        out += _cell_table(rows, ks, lambda r: f"{r.get('max_batch_linformer')} vs full {r.get('max_batch_full')}"
-                           f", eager {r.get('max_batch_eager')}")
+    if any(r.get("max_batch_linformer") is not None for r in rows):
+        out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
+                ("Each cell: **largest batch ratio** Linformer / eager standard Transformer, then Linformer / our "
+                 "full mode (SDPA), *(paper: memory saved)*, and the Linformer's largest batch. Found by doubling "
+                 "then bisecting forward passes until out of memory (to within "
+                 f"{s.max_batch_tolerance:.0%}); a batch at the search's limit is marked >=, so its ratio is a "
+                 "lower bound."), ""]
+        out += _cell_table([r for r in rows if r.get("max_batch_linformer") is not None], ks, _max_batch_cell)
     out += ["", "## The paper's Table 3 (for reference)", ""]
     paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
                   for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
@@ -138,27 +143,175 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
+def _max_batch_cell(r: dict) -> str:
+    capped = lambda b: "-" if b is None else (f">={b}" if b == r.get("max_batch_limit") else str(b))
+    paper = f" *({_x(r['paper_mem_saved'])})*" if r.get("paper_mem_saved") is not None else ""
+    return (f"**{_x(r.get('max_batch_ratio_vs_eager'))}** / {_x(r.get('max_batch_ratio_vs_full'))}{paper}, "
+            f"batch {capped(r.get('max_batch_linformer'))}")
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _tokens(v) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _compile_cell(r: dict) -> str:
+    if not r.get("compile"):
+        return "off"
+    if r.get("compile_s") is None:
+        return "on"
+    return f"on ({r['compile_s']:.0f} s)" if r["compile_s"] >= 0.5 else "on (compiled above)"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _step_cell(r: dict) -> str:
+    return f"failed: {_md_cell(r['error'])}" if r.get("error") else _s(r.get("step_s"))
+
+
+def _variant_words(r: dict) -> str:
+    return ", ".join([f"{r['precision']}", "torch.compile" if r["compile"] else "eager", f"{r['optimizer']} AdamW",
+                      "sparse logits" if r["sparse_prediction"] else "full logits",
+                      "attention_mask=None" if r["attention_mask"] == "none" else "all-ones attention_mask"])
+
+
 def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
+    from .throughput import Variant  # the lever names (imported here: throughput imports nothing from report)
+
     s = meta["settings"]
     m = meta["machine"]
+    grid = [r for r in rows if r.get("section", "grid") == "grid"]
+    levers = [r for r in rows if r.get("section") == "levers"]
+    shape = " (the RoBERTa-base shape)" if s.is_base_shape() else ""
+    peaks = {r["precision"]: r["peak_tflops"] for r in rows if r.get("peak_tflops")}
+    compiled_where = ""
+    if True in s.compile:
+        compiled_where = (" at n = " + ", ".join(str(n) for n in s.compile_ns) if s.compile_ns is not None else "") + (
+            " in " + ", ".join(s.compile_precisions) if s.compile_precisions is not None else "")
     out = [
-        "# Training throughput: one MLM step (forward, backward, AdamW)",
+        "# Training throughput and MFU: one MLM step (forward, backward, AdamW)",
         "",
         (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
-        f"`{m.get('device')}`; torch {m.get('torch')}, transformers {m.get('transformers')}."),
-        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}, vocabulary {s.vocab}, dropout "
-        f"{s.dropout}; {s.tokens_per_step} tokens per step; {int(s.mask_prob * 100)}% of positions labelled. "
-        f"Linformer: k = {s.k}, sharing = {s.sharing}. {s.warmup} warm-up step, then {s.steps} interleaved "
-        "rounds, median step time. bf16 = `torch.autocast` bf16 forward, fp32 weights and fused AdamW."),
+         f"`{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
+         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}."),
+        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}, "
+         f"dropout {s.dropout}; {s.tokens_per_step} tokens per step (batch = tokens // n), random ids, nothing padded, "
+         f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
+         f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
+         "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),
+        ("Step: bf16 = `torch.autocast` bf16 forward with fp32 weights and optimizer state; fp16 = autocast fp16 with a "
+         "`torch.amp.GradScaler` (scaled backward, `scaler.step`, `scaler.update`, as Accelerate does); fp32 = no "
+         f"autocast. Grid: {s.optimizer} AdamW, {'sparse' if s.sparse_prediction else 'full'} MLM logits for ours, "
+         f"attention_mask={'None' if s.attention_mask == 'none' else 'all ones'}; compile = `torch.compile(model, "
+         f"dynamic=False{', mode=' + repr(s.compile_mode) if s.compile_mode else ''})`"
+         + (f", compiled rows only{compiled_where}" if compiled_where else "") + "."),
+        (f"Timing: {max(1, s.warmup)} warm-up step(s), {max(1, s.warmup, s.compile_warmup)} for a compiled model (its "
+         "first step compiles; the compile time shown is that step's time less the median step), excluded; then "
+         f"{s.steps} interleaved rounds per block (each round runs every model of the block once, order rotated; the "
+         "device synchronised around each step), median step time. Ratios are side by side inside one block."),
+        ("MFU = training FLOPs per token x tokens/s / the device's dense peak at that precision ("
+         + (", ".join(f"{p}: {v:.3g} TFLOP/s" for p, v in peaks.items()) or "peak unknown") + "). FLOPs per token "
+         "from `linformer/modeling/flops.py` (`training_flops_per_token`: 3x the forward's matmuls): each model is "
+         "credited with what it executes - ours with its own count (the Linformer's with k; the MLM head on the "
+         "batch's labelled fraction with sparse logits, on every token with full logits), HF RoBERTa with the "
+         "full-attention count and the head on every token (mlm_fraction = 1.0). MFU says how busy the GPU is; "
+         "\"vs HF RoBERTa\" (tokens/s ratio) says how much faster the same tokens train."),
     ]
     if meta.get("note"):
         out.append(meta["note"])
     if command:
         out += ["", "Command:", "", "```bash", command, "```"]
-    out += ["", "| n | precision | batch | model | step | tokens/s | vs HF RoBERTa |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        out.append(f"| {r['n']} | {r['precision']} | {r['batch_size']} | {r['label']} | "
-                   f"{_s(r['step_s'])} | {r['tokens_per_s']:.0f} | {_x(r.get('speedup_vs_roberta'))} |")
+    target = meta.get("target") or {}
+    best = target.get("best")
+    if target:
+        head = f"**Target: at least {target['target']:.0%} MFU for the base model at n = 512 (issue 21).** "
+        if best is None:
+            out += ["", head + "No row of ours with sparse MLM logits at n = 512 was measured."]
+        else:
+            verdict = ("**met**" if target["met"] else "**missed**") if target["applies"] else (
+                "not assessed: this run's model is not the base shape")
+            line = (f"{head}Best row of ours at n = 512 training as pretraining does (sparse MLM logits): "
+                    f"{best['label']} ({_variant_words(best)}), {_pct(best['mfu'])} MFU: {verdict}.")
+            dense = target.get("best_full_logits")
+            if dense is not None:
+                line += (f" (With full logits, {dense['label']} reaches {_pct(dense['mfu'])} MFU at "
+                         f"{_tokens(dense['tokens_per_s'])} tokens/s against {_tokens(best['tokens_per_s'])}: more "
+                         "FLOPs per token, so a busier GPU that trains slower.)")
+            out += ["", line]
+    if meta.get("compiles_during_timing"):
+        out += ["", (f"Warning: {meta['compiles_during_timing']} graph(s) were compiled during timed steps; raise "
+                     "throughput.compile_warmup.")]
+    memory = any(r.get("step_mem_gib") is not None for r in grid)
+    out += ["", "## Throughput", "",
+            "| n | precision | compile | model | batch | step | tokens/s | MFU | vs HF RoBERTa |"
+            + (" step memory |" if memory else ""), "|---" * (10 if memory else 9) + "|"]
+    for r in grid:
+        mem = r.get("step_mem_gib")
+        out.append(f"| {r['n']} | {r['precision']} | {_compile_cell(r)} | {r['label']} | {r['batch_size']} | "
+                   f"{_step_cell(r)} | {_tokens(r.get('tokens_per_s'))} | {_pct(r.get('mfu'))} | "
+                   f"{_x(r.get('speedup_vs_roberta'))} |" + ((" - |" if mem is None else f" {mem:.0f} GiB |")
+                                                             if memory else ""))
+    if memory:
+        out += ["", ("Step memory: the most a step allocates above the live models and optimizer states "
+                     "(`torch.cuda.max_memory_allocated`, last warm-up step).")]
+    if levers:
+        L = s.levers
+        base = L.base_variant()
+        out += ["", f"## Levers (n = {L.n}, {L.precision}): one change at a time from the base configuration", "",
+                ("Base: " + ", ".join(base.describe(lever) for lever in ("compile", "optimizer", "sparse_prediction",
+                                                                         "attention_mask"))
+                 + ". Each other row flips one lever. Every row of this table is timed in one interleaved block, so "
+                 "\"vs base\" (base step time / this step time; below 1x = slower than the base) is a ratio inside one "
+                 "run. An all-ones attention_mask is what the pretraining collator passes for packed blocks: our "
+                 "model turns it into no mask (`mask.all()`, one host sync per forward, and a graph break under "
+                 "torch.compile), so SDPA gets no mask and keeps its flash kernel either way."),
+                "", "| model | lever | setting | step | tokens/s | MFU | vs base | compile |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in levers:
+            lever = r["lever"]
+            v = Variant(r["compile"], r["optimizer"], r["sparse_prediction"], r["attention_mask"])
+            setting = "base" if lever == "base" else v.describe(lever)
+            out.append(f"| {r['label']} | {lever} | {setting} | {_step_cell(r)} | {_tokens(r.get('tokens_per_s'))} | "
+                       f"{_pct(r.get('mfu'))} | {_x(r.get('speedup_vs_base'))} | {_compile_cell(r)} |")
+    if meta.get("profile"):
+        out += ["", ("Where the time of the best configuration goes (torch.profiler, kernels by category): "
+                     f"`{meta.get('profile_path', '<name>_profile.md')}`.")]
+    out += ["", f"Run time: {meta.get('elapsed_s', 0):.0f} s, compilation included."]
+    return "\n".join(out) + "\n"
+
+
+def profile_markdown(meta: dict, command: str = "") -> str:
+    """Where one training step's time goes: kernels (CUDA) or operators (CPU) by category and the longest ones."""
+    p, m = meta["profile"], meta["machine"]
+    r, k = p["row"], p["kernels"]
+    device = m.get("gpu", m.get("device"))
+    out = [
+        f"# Where the time of a training step goes: {r['label']}, n = {r['n']}, {_variant_words(r)}",
+        "",
+        (f"Device: {device}; torch {m.get('torch')}. The lever block's base configuration, for the model with the "
+         f"highest MFU there ({_pct(r.get('mfu'))}, measured step {_s(r.get('step_s'))}, batch {r['batch_size']}, "
+         f"{_tokens(r.get('tokens_per_s'))} tokens/s). `torch.profiler` over {p['steps']} steps "
+         f"after one warm-up step; times are per step. {k['unit']}: {k['per_step_ms']:.1f} ms per step in "
+         "all" + (" (GPU busy time; the measured step less this is time the GPU waited: kernel launches, host "
+                  "syncs)" if k["unit"].startswith("CUDA") else "") + "."),
+    ]
+    if command:
+        out += ["", "Command:", "", "```bash", command, "```"]
+    out += ["", "## By category", "", "| category | ms per step | share |", "|---|---|---|"]
+    total = k["per_step_ms"] or 1.0
+    for cat, ms in k["categories"]:
+        out.append(f"| {cat} | {ms:.2f} | {ms / total:.1%} |")
+    out += ["", f"## The {len(k['top'])} longest", "", "| # | name | category | calls per step | ms per step | share |",
+            "|---|---|---|---|---|---|"]
+    for i, kern in enumerate(k["top"], 1):
+        name = kern["name"] if len(kern["name"]) <= 110 else kern["name"][:107] + "..."
+        out.append(f"| {i} | `{_md_cell(name)}` | {kern['category']} | {kern['calls']:.0f} | "
+                   f"{kern['total_ms']:.2f} | {kern['share']:.1%} |")
     return "\n".join(out) + "\n"
 
 
@@ -176,20 +329,21 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
     first = {n: next(r for r in rows if r["n"] == n) for n in ns}
     styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", "-"), "roberta_sdpa": ("tab:gray", "^", ":")}
     for kind in BASELINES:
-        pts = [(n, first[n].get(f"time_{kind}_s")) for n in ns if first[n].get(f"time_{kind}_s") is not None]
+        pts = [(n, first[n][f"time_{kind}_s"] / first[n]["batch_size"]) for n in ns
+               if first[n].get(f"time_{kind}_s") is not None]
         if pts:
             c, mk, ls = styles[kind]
             ax.plot(*zip(*pts), color=c, marker=mk, linestyle=ls, label=label(kind))
     cmap = plt.get_cmap("viridis")
     ks = sorted({r["k"] for r in rows})
     for i, k in enumerate(ks):
-        pts = sorted((r["n"], r["time_linformer_s"]) for r in rows if r["k"] == k)
+        pts = sorted((r["n"], r["time_linformer_s"] / r["batch_size"]) for r in rows if r["k"] == k)
         ax.plot(*zip(*pts), color=cmap(i / max(1, len(ks) - 1) * 0.85), marker="x", linestyle="--",
                 label=f"Linformer, k = {k}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length n")
-    ax.set_ylabel("forward time per batch (s)")
+    ax.set_ylabel("forward time per sequence (s)")
     ax.set_title(title or "Inference time against sequence length")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -199,4 +353,4 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
     return path
 
 
-__all__ = ["inference_markdown", "plot_times", "throughput_markdown", "write_csv"]
+__all__ = ["inference_markdown", "plot_times", "profile_markdown", "throughput_markdown", "write_csv"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .inference import InferenceSettings, run_inference
-from .report import inference_markdown, plot_times, throughput_markdown, write_csv
+from .report import inference_markdown, plot_times, profile_markdown, throughput_markdown, write_csv
 from .throughput import ThroughputSettings, run_throughput
 
 
@@ -20,35 +20,55 @@ def run_benchmark(
     progress: bool = True,
     log=print,
 ) -> dict[str, Path]:
-    """Writes ``{name}.csv/.md/.png`` (inference) and ``{throughput_name}.csv/.md`` (training) into out_dir.
+    """Writes ``{name}.csv/.md/.png`` (inference) and ``{throughput_name}.csv/.md`` (training; with
+    ``throughput.profile`` also ``{throughput_name}_profile.md``) into out_dir.
 
     Either part is skipped when its settings are None. Returns the paths written.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    files = benchmark_files(out_dir, name, inference, throughput, throughput_name)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if inference is not None:
         rows, meta = run_inference(inference, progress=progress, log=log)
         meta["note"] = note
-        written["csv"] = write_csv(rows, out_dir / f"{name}.csv")
-        md = out_dir / f"{name}.md"
-        md.write_text(inference_markdown(rows, meta, command))
-        written["md"] = md
+        written["csv"] = write_csv(rows, files["csv"])
+        files["md"].write_text(inference_markdown(rows, meta, command))
+        written["md"] = files["md"]
         if rows:
-            written["png"] = plot_times(rows, out_dir / f"{name}.png",
+            machine = meta["machine"].get("gpu", meta["machine"]["device"])
+            written["png"] = plot_times(rows, files["png"],
                                         f"Forward time, {inference.layers} layers x {inference.hidden} wide, "
-                                        f"batch {inference.batch_size} ({meta['machine']['device']})")
-        log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {md}")
+                                        f"{_batch_words(inference)}, {inference.dtype} ({machine})")
+        log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
     if throughput is not None:
-        tname = throughput_name or f"{name}_throughput"
         rows, meta = run_throughput(throughput, progress=progress, log=log)
         meta["note"] = note
-        written["throughput_csv"] = write_csv(rows, out_dir / f"{tname}.csv")
-        md = out_dir / f"{tname}.md"
-        md.write_text(throughput_markdown(rows, meta, command))
-        written["throughput_md"] = md
-        log(f"[bench] throughput: {len(rows)} rows in {meta['elapsed_s']:.0f} s -> {md}")
+        written["throughput_csv"] = write_csv(rows, files["throughput_csv"])
+        if meta.get("profile"):  # the lever block's best row under torch.profiler
+            meta["profile_path"] = files["throughput_profile"].name
+            files["throughput_profile"].write_text(profile_markdown(meta, command))
+            written["throughput_profile"] = files["throughput_profile"]
+        files["throughput_md"].write_text(throughput_markdown(rows, meta, command))
+        written["throughput_md"] = files["throughput_md"]
+        log(f"[bench] throughput: {len(rows)} rows in {meta['elapsed_s']:.0f} s -> {files['throughput_md']}")
     return written
 
 
-__all__ = ["run_benchmark"]
+def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings | None,
+                    throughput: ThroughputSettings | None, throughput_name: str | None = None) -> dict[str, Path]:
+    """Every file run_benchmark may write, by its key in run_benchmark's result."""
+    out_dir, tname = Path(out_dir), throughput_name or f"{name}_throughput"
+    files = {}
+    if inference is not None:
+        files.update({key: out_dir / f"{name}.{key}" for key in ("csv", "md", "png")})
+    if throughput is not None:
+        files.update(throughput_csv=out_dir / f"{tname}.csv", throughput_md=out_dir / f"{tname}.md",
+                     throughput_profile=out_dir / f"{tname}_profile.md")
+    return files
+
+
+def _batch_words(s: InferenceSettings) -> str:
+    return f"{s.tokens_per_batch} tokens per batch" if s.tokens_per_batch else f"batch {s.batch_size}"
+
+
+__all__ = ["benchmark_files", "run_benchmark"]

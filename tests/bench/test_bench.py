@@ -11,7 +11,7 @@ from linformer import LinformerModel
 from linformer.bench import InferenceSettings, ThroughputSettings, plan_grid, run_benchmark
 from linformer.bench.cli import settings_from_config
 from linformer.bench.common import interleaved_medians, max_batch_that_fits, peak_memory_bytes
-from linformer.bench.inference import build_model, estimate_seconds, grid_cells
+from linformer.bench.inference import batch_of, build_model, eager_scores_bytes, estimate_seconds, grid_cells
 from linformer.bench.model_checks import padding_leak
 from linformer.bench.models import Size
 from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
@@ -60,7 +60,18 @@ def test_plan_trims_largest_n_by_budget_and_memory():
     assert [n for n, _ in kept] == [512, 1024, 2048] and dropped == [(4096, "n > max_n=2048")]
     s.max_n = None  # eager 1024 x 1024 scores: 3 * 12 * 1024^2 * 4 bytes = 144 MiB > 0.6 * 200 MiB
     kept, dropped = plan_grid(s, rate, free_bytes=200 * 2**20)
-    assert [n for n, _ in kept] == [512] and "eager" in dropped[0][1]
+    # only the eager baseline leaves the larger n; the Linformer and full attention still run there
+    assert [n for n, _ in kept] == [512, 1024, 2048, 4096]
+    assert [n for n, _ in dropped] == [1024, 2048, 4096] and all("eager baseline only" in w for _, w in dropped)
+    s.baselines = ["full"]
+    assert plan_grid(s, rate, free_bytes=200 * 2**20)[1] == []
+
+
+def test_tokens_per_batch_sets_the_batch_per_n():
+    s = InferenceSettings(ns=[512, 4096, 65536], tokens_per_batch=32768)
+    assert [batch_of(n, s) for n in s.ns] == [64, 8, 1]
+    assert eager_scores_bytes(512, s) == 64 * eager_scores_bytes(512, InferenceSettings(batch_size=1))
+    assert batch_of(512, InferenceSettings(batch_size=3)) == 3
 
 
 def test_roberta_baseline_is_our_full_mode_with_other_attention_code():
@@ -108,6 +119,29 @@ def test_max_batch_binary_search():
 
     assert max_batch_that_fits(try_batch) == 37
     assert max_batch_that_fits(lambda b: None, limit=64) == 64
+    assert max_batch_that_fits(lambda b: None, limit=100) == 100  # the limit itself, not the last doubling
+    assert max_batch_that_fits(try_batch, limit=50) == 37  # a limit past the largest fit still bisects
+    calls.clear()
+    max_batch_that_fits(try_batch, limit=4096)
+    exact_tries = len(calls)
+    calls.clear()
+    found = max_batch_that_fits(try_batch, limit=4096, tolerance=0.1)  # 32 fits, 64 fails: bisect to within 10%
+    assert 37 / 1.1 <= found <= 37 and len(calls) < exact_tries
+
+
+def test_paper_table3_matches_the_paper_text():
+    """paper.py transcribes Table 3 of the paper's full text (shared/paper, beside the checkout, when present)."""
+    text = Path(__file__).resolve().parents[3] / "shared" / "paper" / "linformer-wang-2020.txt"
+    if not text.is_file():
+        pytest.skip(f"{text} is not here")
+    lines = text.read_text().splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("Table 3:"))
+    rows = [line.split() for line in lines[end - 20 : end] if line.split() and line.split()[0].isdigit()
+            and line.split()[1].endswith("x")]
+    parse = lambda cells: tuple(float(c.rstrip("x")) for c in cells if c != "-")
+    time_rows, mem_rows = rows[:8], rows[8:]
+    assert {int(r[0]): parse(r[1:]) for r in time_rows} == PAPER_TIME_SAVED
+    assert {int(r[0]): parse(r[1:]) for r in mem_rows} == PAPER_MEMORY_SAVED
     with pytest.raises(ValueError):
         max_batch_that_fits(lambda b: (_ for _ in ()).throw(ValueError("other")))
 
