@@ -1,0 +1,40 @@
+"""scripts/gpu_stage.py: every stage runs, its log and record survive a failing stage, and the exit code says so."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_stage", REPO / "scripts" / "gpu_stage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
+    gpu_stage = _load()
+    fake = {"tests": [sys.executable, "-c", "print('3 passed'); raise SystemExit(1)"],
+            "table3": [sys.executable, "-c", "print('table written')"],
+            "throughput": [sys.executable, "-c", "pass"]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    records = json.loads((tmp_path / "gpu_stages.json").read_text())
+    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
+    assert (tmp_path / "gpu_tests.log").read_text() == "3 passed\n"
+    assert (tmp_path / "table3.log").read_text() == "table written\n"
+    assert "1 of 2 passed; failed: tests" in capsys.readouterr().out
+    assert gpu_stage.main(["throughput", "--out", str(tmp_path)]) == 0  # a later batch adds to the record
+    assert [r["stage"] for r in json.loads((tmp_path / "gpu_stages.json").read_text())] == ["tests", "table3",
+                                                                                           "throughput"]
+
+
+def test_the_stage_commands_name_configs_that_exist():
+    commands = _load().stage_commands(Path("/out"))
+    for name in ("table3", "throughput"):
+        config = commands[name][commands[name].index("--config-name") + 1]
+        assert (REPO / "configs" / f"{config}.yaml").is_file()
+    assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"]
