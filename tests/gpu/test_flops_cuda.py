@@ -18,6 +18,7 @@ from linformer import LinformerForMaskedLM
 from linformer.modeling.flops import forward_flops_per_token, training_flops_per_token
 
 from ..modeling.conftest import tiny_config
+from ..modeling.test_flops import MODES
 from .conftest import DEVICE
 
 pytestmark = pytest.mark.gpu
@@ -32,16 +33,6 @@ KERNELS = {  # name: (autocast dtype or None, SDPA backend, its forward op, its 
     "bf16-flash": (torch.bfloat16, SDPBackend.FLASH_ATTENTION, aten._scaled_dot_product_flash_attention,
                    aten._scaled_dot_product_flash_attention_backward),
 }
-MODES = [
-    dict(attention="full"),
-    dict(sharing="headwise", projected_dim=[4, 8]),
-    dict(sharing="kv"),
-    dict(sharing="layerwise"),
-    dict(sharing="none"),
-    dict(sharing="headwise", mask_empty_windows=True),  # T = 12 of n = 16 reach 3 of k = 4 columns
-    dict(projection="conv", sharing="headwise"),
-    dict(projection="mean_pool"),
-]
 
 
 @pytest.mark.parametrize("kernel", list(KERNELS))

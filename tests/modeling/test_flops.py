@@ -11,23 +11,21 @@ from linformer.modeling.flops import flop_ratio, forward_flops_per_token, layer_
 from .conftest import tiny_config
 
 B = 2
+# Every way attention is computed: full, each sharing mode, per-layer k, window-masked, conv and pooling projections.
+MODES = [
+    dict(attention="full"),
+    dict(sharing="headwise", projected_dim=[4, 8]),
+    dict(sharing="kv"),
+    dict(sharing="layerwise"),
+    dict(sharing="none"),
+    dict(sharing="headwise", mask_empty_windows=True),  # T = 12 of n = 16 reach 3 of k = 4 columns
+    dict(projection="conv", sharing="headwise"),
+    dict(projection="mean_pool"),
+]
 
 
 @pytest.mark.parametrize("T", [16, 12])  # T < n = 16: E's first T rows, pooling windows padded to a multiple
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        dict(attention="full"),
-        dict(sharing="headwise", projected_dim=[4, 8]),
-        dict(sharing="kv"),
-        dict(sharing="layerwise"),
-        dict(sharing="none"),
-        dict(sharing="headwise", mask_empty_windows=True),  # T = 12 of n = 16 reach 3 of k = 4 columns
-        dict(projection="conv", sharing="headwise"),
-        dict(projection="mean_pool"),
-    ],
-    ids=lambda o: "-".join(map(str, o.values())),
-)
+@pytest.mark.parametrize("overrides", MODES, ids=lambda o: "-".join(map(str, o.values())))
 def test_count_matches_flop_counter_forward_and_backward(overrides, T):
     """Tolerance 1e-9 (exact up to float rounding): both sides count matmul-type ops only, 2 FLOPs per
     multiply-add; what neither counts (bias adds, LayerNorm, softmax, GELU, embedding lookups) is left out of both.
