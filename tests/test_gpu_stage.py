@@ -17,15 +17,17 @@ def _load():
 
 def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
     gpu_stage = _load()
-    fake = {"tests": [sys.executable, "-c", "print('3 passed'); raise SystemExit(1)"],
-            "table3": [sys.executable, "-c", "print('table written')"],
-            "throughput": [sys.executable, "-c", "pass"]}
+    fake = {"tests": [[sys.executable, "-c", "print('3 passed'); raise SystemExit(1)"],
+                      [sys.executable, "-c", "print('never runs')"]],
+            "table3": [[sys.executable, "-c", "print('table written')"]],
+            "throughput": [[sys.executable, "-c", "pass"]]}
     monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
     assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_stages.json").read_text())
     assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
-    assert (tmp_path / "gpu_tests.log").read_text() == "3 passed\n"
-    assert (tmp_path / "table3.log").read_text() == "table written\n"
+    log = (tmp_path / "gpu_tests.log").read_text()
+    assert "3 passed\n" in log and "never runs" not in log  # a stage stops at its first failing command
+    assert (tmp_path / "table3.log").read_text().endswith("table written\n")
     assert "1 of 2 passed; failed: tests" in capsys.readouterr().out
     assert gpu_stage.main(["throughput", "--out", str(tmp_path)]) == 0  # a later batch adds to the record
     assert [r["stage"] for r in json.loads((tmp_path / "gpu_stages.json").read_text())] == ["tests", "table3",
@@ -35,6 +37,18 @@ def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypat
 def test_the_stage_commands_name_configs_that_exist():
     commands = _load().stage_commands(Path("/out"))
     for name in ("table3", "throughput"):
-        config = commands[name][commands[name].index("--config-name") + 1]
-        assert (REPO / "configs" / f"{config}.yaml").is_file()
-    assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"]
+        (command,) = commands[name]
+        assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
+    assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][0]
+
+
+def test_figure3_runs_differ_only_in_attention_and_k():
+    """Every Figure 3 run gets the same model, data and recipe (so the same tokens and steps); the figure reads the
+    run directories the runs write."""
+    commands = _load().stage_commands(Path("/out"))["figure3"]
+    runs = [c for c in commands if c[1] == "scripts/pretrain.py"]
+    varying = lambda arg: arg.startswith(("model.attention=", "model.projected_dim=", "run_name="))
+    assert len(runs) == 4 and len({tuple(a for a in c if not varying(a)) for c in runs}) == 1
+    names = [a.split("=", 1)[1] for c in runs for a in c if a.startswith("run_name=")]
+    figure = commands[-1]
+    assert figure[1] == "scripts/figure3.py" and [f"outputs/pretrain/{n}" for n in names] == figure[2:6]

@@ -1,0 +1,22 @@
+"""The paper's Figure 3 from pretraining runs: python scripts/figure3.py outputs/pretrain/fig3-* --out docs/results/figure3_gpu
+
+Writes <out>.json (each run's validation-perplexity curve, final perplexity and its ratio to full attention's) and
+<out>.png, and prints whether every Linformer with k >= 128 ends within 5% of full attention. argparse, not Hydra:
+the runs are positional paths that the shell expands from globs.
+"""
+
+import argparse
+
+from linformer.cli import cli_errors
+from linformer.report.figure3 import figure3, figure3_lines
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
+    p.add_argument("--out", required=True, help="output path without suffix (<out>.json, <out>.png)")
+    p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")
+    args = p.parse_args()
+    with cli_errors():
+        data = figure3(args.runs, args.out, args.overwrite)
+    print(f"figure 3: {len(data['runs'])} runs -> {args.out}.json, {args.out}.png")
+    print("\n".join(figure3_lines(data)))
