@@ -149,6 +149,18 @@ def available_memory_bytes(device: torch.device) -> int:
     return 8 * 2**30
 
 
+def is_oom(err: BaseException) -> bool:
+    """Out of memory: CUDA's OutOfMemoryError, or a RuntimeError that says so (CPU allocators, some kernels)."""
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
+
+
+def free_memory(device: torch.device | None = None) -> None:
+    """Collect garbage and return the CUDA caching allocator's free blocks, so the next model starts clean."""
+    gc.collect()
+    if (device is None or device.type == "cuda") and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limit: int = 4096,
                         tolerance: float = 0.0) -> int:
     """Largest batch for which ``try_batch(b)`` runs without running out of memory (binary search).
@@ -165,11 +177,9 @@ def max_batch_that_fits(try_batch: Callable[[int], object], start: int = 1, limi
             try_batch(b)
             return True
         except (torch.OutOfMemoryError, RuntimeError) as err:
-            if not isinstance(err, torch.OutOfMemoryError) and "out of memory" not in str(err):
+            if not is_oom(err):
                 raise
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            free_memory()
             return False
 
     if not fits(start):

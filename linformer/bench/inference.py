@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from ..modeling.flops import flop_ratio, model_flops
 from .common import (
     available_memory_bytes,
+    free_memory,
     interleaved_medians,
     machine_description,
     max_batch_that_fits,
@@ -216,7 +217,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
                 dropped.append((n, f"{name} baseline only: out of memory at batch {batch}"))
                 names.remove(name)
                 del models[name]
-                _free_cache(device)
+                free_memory(device)
         fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
         t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
         max_batch = {}
@@ -236,7 +237,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         for k in ks:
             rows.append(_row(n, k, batch, s, t, mem, max_batch))
         del models
-        _free_cache(device)
+        free_memory(device)
     bar.close()
     meta = {
         "machine": machine_description(device),
@@ -247,11 +248,6 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         "settings": s,
     }
     return rows, meta
-
-
-def _free_cache(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def _ratio(a, b):

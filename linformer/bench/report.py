@@ -229,7 +229,7 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     target = meta.get("target") or {}
     best = target.get("best")
     if target:
-        head = f"**Target: at least {target['target']:.0%} MFU for the base model at n = 512 (issue 21).** "
+        head = f"**Target: at least {target['target']:.0%} MFU for the base model at n = 512.** "
         if best is None:
             out += ["", head + "No row of ours with sparse MLM logits at n = 512 was measured."]
         else:

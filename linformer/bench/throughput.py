@@ -28,7 +28,6 @@ an all-ones mask). Effects are ratios inside that one block, never timed asserti
 from __future__ import annotations
 
 import contextlib
-import gc
 import sys
 import time
 import traceback
@@ -42,7 +41,16 @@ from tqdm.auto import tqdm
 from ..errors import ConfigError
 from ..modeling import LinformerConfig
 from ..modeling.flops import peak_flops, training_flops_per_token
-from .common import interleaved_medians, machine_description, resolve_device, synchronize, timed
+from .common import (
+    free_memory,
+    interleaved_medians,
+    is_oom,
+    machine_description,
+    peak_memory_bytes,
+    resolve_device,
+    synchronize,
+    timed,
+)
 from .models import build_ours, build_roberta, label, size_of
 
 TRAIN_MODELS = ("linformer", "full", "roberta")
@@ -50,7 +58,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("fused", "foreach")
 MASKS = ("none", "ones")
 LEVERS = ("compile", "optimizer", "sparse_prediction", "attention_mask")
-TARGET_MFU = 0.40  # issue 21: the base model at n = 512
+TARGET_MFU = 0.40  # the MFU the base model should reach at n = 512 (docs/results/throughput_gpu_notes.md)
 BASE_SHAPE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072}  # RoBERTa-base
 
 
@@ -376,17 +384,7 @@ class _Models:
         self.compiled.clear()
         if had_compiled:
             torch._dynamo.reset()
-        _free(self.device)
-
-
-def _free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-
-
-def _is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
+        free_memory(self.device)
 
 
 def _first_line(err: BaseException) -> str:
@@ -447,20 +445,20 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
             bar.update(1)
             for i in range(1, warmups(e, s)):
                 if device.type == "cuda" and i == warmups(e, s) - 1:  # the last warm-up step, allocator warm
-                    info[e.key]["step_mem_gib"] = _step_memory(fn, device) / 2**30
+                    info[e.key]["step_mem_gib"] = peak_memory_bytes(fn, device) / 2**30
                 else:
                     fn()
                 bar.update(1)
             steps[e.key] = fn
         except Exception as err:  # one model's failure (out of memory, a compiler error) must not lose the run
-            if not (_is_oom(err) or e.variant.compile):
+            if not (is_oom(err) or e.variant.compile):
                 raise
-            info[e.key]["error"] = "out of memory" if _is_oom(err) else _first_line(err)
+            info[e.key]["error"] = "out of memory" if is_oom(err) else _first_line(err)
             log(f"[bench] throughput: {label(e.kind, e.k, s.sharing)} at n={n} {precision} failed: "
                 f"{info[e.key]['error']}")
-            if not _is_oom(err):
+            if not is_oom(err):
                 traceback.print_exc(file=sys.stderr)
-            _free(device)
+            free_memory(device)
     before = _graphs_compiled()
     t = interleaved_medians(steps, s.steps, device, on_call=lambda: bar.update(1)) if steps else {}
     after = _graphs_compiled()
@@ -509,22 +507,12 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
                     "kernels": profile_kernels(steps[best.key], device, s.profile_steps, s.profile_top),
                 }
     steps.clear()
-    _free(device)
+    free_memory(device)
     return rows
 
 
-def _step_memory(fn, device: torch.device) -> int:
-    """Peak bytes one step allocates above what is live before it (the models, their optimizer states)."""
-    synchronize(device)
-    before = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    fn()
-    synchronize(device)
-    return int(torch.cuda.max_memory_allocated(device) - before)
-
-
 def mfu_target(rows: list[dict], s: ThroughputSettings) -> dict:
-    """Issue 21's target: >= 40% MFU for the base model at n = 512.
+    """The MFU target: >= 40% for the base model at n = 512.
 
     Judged on the best of our rows at n = 512 that train as pretraining does, with sparse MLM logits. Full logits
     execute more FLOPs per token (the vocabulary projection at every position) for fewer tokens/s, so their MFU can be

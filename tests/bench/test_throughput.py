@@ -1,4 +1,4 @@
-"""Training throughput and MFU (issue 21): the FLOP and MFU arithmetic, the block plan, lever rows and the profile on a
+"""Training throughput and MFU: the FLOP and MFU arithmetic, the block plan, lever rows and the profile on a
 tiny CPU model, fp16 refused on CPU, and the GPU config. No timed asserts."""
 
 import csv
