@@ -1,5 +1,5 @@
 """Fidelity of converted Linformers to their source, by input length:
-python scripts/fidelity.py LABEL=MODEL_DIR ... --corpus data/processed/mirror_slice-minilm-n512 [--out FILE]
+python scripts/fidelity.py LABEL=MODEL_DIR ... --source minilm --corpus data/processed/mirror_slice-minilm-n512 [--out FILE]
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
 """
@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
     ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n")
+    reference = ap.add_mutually_exclusive_group(required=True)
+    reference.add_argument("--source", help="the encoder the models were converted from, run with full attention: "
+                                            "the reference (a directory, a hub name, or minilm)")
+    reference.add_argument("--self-reference", action="store_true",
+                           help="compare each model with its own weights in full attention: what the projection "
+                                "changes, not fidelity to the source")
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
     ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
     ap.add_argument("--out", default="outputs/reports/fidelity", help="writes <out>.md, .json and .png")
@@ -33,8 +39,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
         models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="
         models = {label: resolve_model_path(path) for label, path in models.items()}
-        errors = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks)
-        fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]))
+        source = None if args.self_reference else resolve_model_path(args.source)
+        errors = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks, source)
+        reference = fidelity.SELF_REFERENCE if source is None else f"{args.source} with full attention"
+        fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]),
+                              reference)
     print(Path(f"{args.out}.md").read_text())
     print(f"wrote {args.out}.md, .json and .png")
     return 0

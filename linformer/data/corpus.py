@@ -503,6 +503,29 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     return manifest
 
 
+def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
+    """CorpusError unless the corpus was tokenized with ``tokenizer_dir``'s vocabulary: the same files, or another
+    copy of the same vocabulary and special tokens (a converted model re-saves its source's tokenizer)."""
+    manifest = read_manifest(out_dir)
+    if manifest is None:
+        raise CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST})")
+    if tokenizer_hash(tokenizer_dir) == manifest["tokenizer_hash"]:
+        return
+    from transformers import AutoTokenizer
+
+    used = manifest.get("settings", {}).get("tokenizer_dir")
+    ours = AutoTokenizer.from_pretrained(tokenizer_dir)
+    try:
+        theirs = AutoTokenizer.from_pretrained(used)
+    except (OSError, ValueError, TypeError) as err:
+        raise CorpusError(f"corpus {out_dir} was prepared with tokenizer {used}, which cannot be read to compare "
+                          f"with {tokenizer_dir}: {err}") from err
+    if ours.get_vocab() != theirs.get_vocab() or ours.all_special_ids != theirs.all_special_ids:
+        raise CorpusError(f"tokenizer/corpus mismatch: corpus {out_dir} was prepared with tokenizer {used}, whose "
+                          f"vocabulary differs from {tokenizer_dir}'s (pad id {theirs.pad_token_id} vs "
+                          f"{ours.pad_token_id}); prepare the corpus with tokenizer_dir={tokenizer_dir}")
+
+
 def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
     """The prepared corpus as a DatasetDict with splits train and validation (column input_ids, n ids per row).
 

@@ -7,9 +7,11 @@ applied, so a sequence gives the same output alone and inside a padded batch. (T
 lucidrains/linformer project the padded positions too, so their outputs depend on how a batch was padded.)
 
 Projections (paper §4, "general projections"):
-- ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows. With
-  ``config.mask_empty_windows`` it also keeps only the columns whose window (row t belongs to column t k / n, the
-  windows the mean initialisation averages) holds a real token, as the pooling projections always do.
+- ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows
+  (``length_policy="slice"``, the paper's). With ``config.mask_empty_windows`` it also keeps only the columns whose
+  window (row t belongs to column t k / n, the windows the mean initialisation averages) holds a real token, as
+  the pooling projections always do. ``length_policy="resample"`` integrates E over T windows of n / T rows instead,
+  so every input length uses all k columns (``resampled_rows``).
 - ``PoolProjection`` / ``ConvProjection``: mean, max or a strided convolution with kernel = stride = n/k.
   Their output length is ceil(T / window); windows that hold only padding are masked out of the softmax.
 """
@@ -23,6 +25,30 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration import LinformerConfig
+
+
+def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """E (n x k, or H x n x k) resampled to inputs of T tokens: row t of the result is the integral of E's rows over
+    [t n / L, (t + 1) n / L), L an input's length (area resampling, E's rows read as a piecewise-constant function
+    of position). Each column keeps its sum, so a window mean stays a mean, over windows of L / k tokens; L = n
+    gives E itself.
+
+    ``lengths`` (B,): each row's real length (right padding), giving a (B, T, k) or (B, H, T, k) matrix whose rows
+    at t >= L are zero; None: every input is T long, giving (T, k) or (H, T, k).
+    """
+    n = E.shape[-2]
+    C = F.pad(E.float().cumsum(-2), (0, 0, 1, 0))  # C[i] = sum of E's first i rows: (..., n + 1, k)
+    t = torch.arange(T + 1, device=E.device, dtype=torch.float64)
+    L = torch.tensor([float(T)], device=E.device, dtype=torch.float64) if lengths is None else \
+        lengths.double().clamp(min=1)  # an all-padding row: any finite matrix (its keys are zero)
+    x = (torch.minimum(t, L[:, None]) * n / L[:, None]).clamp_(0, n)  # window edges, in rows of E: (B, T + 1)
+    i0 = x.floor().long().clamp_(max=n - 1)
+    frac = (x - i0).to(C.dtype).unsqueeze(-1)  # (B, T + 1, 1)
+    edges = C[..., i0, :] * (1 - frac) + C[..., i0 + 1, :] * frac  # C at x: (B, T + 1, k) or (H, B, T + 1, k)
+    rows = (edges[..., 1:, :] - edges[..., :-1, :]).to(E.dtype)
+    if E.dim() == 3:
+        rows = rows.transpose(0, 1)  # (B, H, T, k)
+    return rows[0] if lengths is None else rows
 
 
 def window_columns(T: int, n: int, k: int) -> int:
@@ -44,12 +70,13 @@ class LinearProjection(nn.Module):
     """
 
     def __init__(self, n: int, k: int, num_heads: int | None = None, zero_padding: bool = True,
-                 window_mask: bool = False):
+                 window_mask: bool = False, length_policy: str = "slice"):
         super().__init__()
         shape = (n, k) if num_heads is None else (num_heads, n, k)
         self.weight = nn.Parameter(torch.empty(shape))
         self.zero_padding = zero_padding
         self.window_mask = window_mask
+        self.resample = length_policy == "resample"
 
     @property
     def per_head(self) -> bool:
@@ -70,13 +97,24 @@ class LinearProjection(nn.Module):
         window = F.one_hot(torch.arange(T, device=mask.device) * k // n, c).to(torch.float32)  # (T, c)
         return c, (mask.to(torch.float32) @ window) > 0
 
+    def rows(self, T: int, mask: torch.Tensor | None) -> torch.Tensor:
+        """The T x c matrix the inputs use: E's first T rows (slice), or E resampled to each row's length
+        (resample: (B, T, k) or (B, H, T, k) when ``mask`` says the rows' lengths differ)."""
+        if self.resample:
+            return resampled_rows(self.weight, T, None if mask is None else mask.sum(-1))
+        c, _ = self._columns(T, None)
+        return self.weight[..., :T, :c]
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x: (B, H, T, d) keys or values, already zero at padded positions -> (B, H, c, d) and the column mask,
         c = k (or the columns T tokens fill, with window_mask)."""
-        c, kmask = self._columns(x.shape[-2], mask)
-        E = self.weight[..., : x.shape[-2], :c]  # first T rows: (T, c) or (H, T, c)
-        if self.per_head:
+        T = x.shape[-2]
+        _, kmask = self._columns(T, mask)
+        E = self.rows(T, mask)  # (T, c), (H, T, c), or per batch row (B, T, k) / (B, H, T, k)
+        if self.per_head and E.dim() == 3:
             E = E.unsqueeze(0)  # broadcast over the batch: (1, H, T, c)
+        elif not self.per_head and E.dim() == 3:
+            E = E.unsqueeze(1)  # one matrix per batch row, shared by the heads: (B, 1, T, k)
         return E.transpose(-1, -2) @ x, kmask
 
     def project_hidden(self, hidden: torch.Tensor, mask: torch.Tensor | None):
@@ -86,12 +124,14 @@ class LinearProjection(nn.Module):
         of T: the same result for about k/T of their cost. With padding, X and the ones-vector are masked.
         Returns E^T X: (B, c, D), the bias weights E^T m: (c,) or (B, c), and the column mask (as ``forward``).
         """
-        c, kmask = self._columns(hidden.shape[1], mask)
-        E = self.weight[: hidden.shape[1], :c]  # (T, c)
+        T = hidden.shape[1]
+        _, kmask = self._columns(T, mask)
+        E = self.rows(T, mask if self.zero_padding else None)  # (T, c), or (B, T, k) resampled per row
         if mask is None or not self.zero_padding:
-            return E.t() @ hidden, E.sum(0), kmask
+            return E.transpose(-1, -2) @ hidden, E.sum(-2), kmask
         m = mask.to(hidden.dtype)
-        return E.t() @ (hidden * m.unsqueeze(-1)), m @ E.to(m.dtype), kmask
+        Et = E.transpose(-1, -2)
+        return Et @ (hidden * m.unsqueeze(-1)), (Et.to(m.dtype) @ m.unsqueeze(-1)).squeeze(-1), kmask
 
 
 def _window_mask(mask: torch.Tensor | None, length: int, window: int) -> torch.Tensor | None:
@@ -158,7 +198,8 @@ def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Modu
     """One E or F for a sharing unit (a head, a layer, or the whole model)."""
     n, heads = config.max_seq_len, (config.num_attention_heads if per_head else None)
     if config.projection == "linear":
-        return LinearProjection(n, k, heads, window_mask=config.mask_empty_windows)
+        return LinearProjection(n, k, heads, window_mask=config.mask_empty_windows,
+                                length_policy=config.length_policy)
     if config.projection == "conv":
         return ConvProjection(n, k, config.head_dim, heads)
     return PoolProjection(n, k, "mean" if config.projection == "mean_pool" else "max")
@@ -179,6 +220,8 @@ class LinformerSelfAttention(nn.Module):
         self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
         self.dropout_p = config.attention_probs_dropout_prob
         self.linformer = config.attention == "linformer"
+        self.k = config.k_of_layer(layer_idx) if self.linformer else None
+        self.exact_short = self.linformer and config.exact_short_inputs
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         if self.linformer and config.sharing != "layerwise":
@@ -212,12 +255,29 @@ class LinformerSelfAttention(nn.Module):
     def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
         """hidden: (B, T, D); mask: (B, T) bool, True at real tokens, or None when nothing is padded."""
         q = self._heads(self.query(hidden))
-        if self.linformer:
-            E = self.E if self.E is not None else shared_projection
-            F_ = self.F if self.F is not None else E
-            k, v, kmask = self._project_kv(hidden, mask, E, F_)
-        else:
-            k, v, kmask = self._heads(self.key(hidden)), self._heads(self.value(hidden)), mask
+        T = hidden.shape[1]
+        if not self.linformer or (self.exact_short and self.k >= T):
+            k, v = self._heads(self.key(hidden)), self._heads(self.value(hidden))
+            return self._attend(q, k, v, mask, output_attentions)
+        E = self.E if self.E is not None else shared_projection
+        F_ = self.F if self.F is not None else E
+        out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
+        if self.exact_short and mask is not None:
+            # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
+            # as much as the projection), so a short row gives the same output inside a longer padded batch.
+            short = ~mask[:, self.k:].any(-1)
+            if bool(short.any()):
+                head = hidden[:, : self.k]
+                exact, exact_probs = self._attend(q, self._heads(self.key(head)), self._heads(self.value(head)),
+                                                  mask[:, : self.k], output_attentions)
+                out = torch.where(short[:, None, None], exact, out)
+                if probs is not None:  # the projection may fill fewer than k columns (mask_empty_windows)
+                    probs = F.pad(probs, (0, exact_probs.shape[-1] - probs.shape[-1]))
+                    probs = torch.where(short[:, None, None, None], exact_probs, probs)
+        return out, probs
+
+    def _attend(self, q, k, v, kmask, output_attentions):
+        """Softmax attention of q over k, v (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities."""
         attn_mask = None if kmask is None else kmask[:, None, None, :]
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
@@ -239,4 +299,5 @@ __all__ = [
     "LinformerSelfAttention",
     "PoolProjection",
     "build_projection",
+    "resampled_rows",
 ]

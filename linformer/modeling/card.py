@@ -59,7 +59,9 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
             "license": _source_metadata(path).get("license") or "unknown",
         },
         "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
-                  "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection},
+                  "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
+                  "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
+                  "mask_empty_windows": c.mask_empty_windows, "classifier_pooling": c.classifier_pooling},
         "transfer": None,
         "results": {},
     }
@@ -160,8 +162,29 @@ def _attention_section(model: dict) -> str:
     else:
         rows = [("attention", "linformer"), ("n (max_seq_len)", model["max_seq_len"]),
                 ("k (projected_dim)", model["projected_dim"]), ("sharing", model["sharing"]),
-                ("projection", model["projection"])]
+                ("projection", model["projection"]), ("inputs shorter than n", _length_policy_text(model))]
+    if model.get("classifier_pooling"):
+        rows.append(("sentence classifier reads", _POOLING_TEXT[model["classifier_pooling"]]))
     return "## Attention\n\n" + _table(rows, ("", ""))
+
+
+_POOLING_TEXT = {"pooler": "[CLS] through the pooler (dense + tanh)", "cls": "the [CLS] token's hidden state",
+                 "mean": "the mean over the real tokens (classifier_pooling=mean)"}
+
+
+def _length_policy_text(model: dict) -> str:
+    """How an input of T < n tokens is projected, in words (cards written before the policy fields say 'slice')."""
+    k = model["projected_dim"]
+    if model.get("length_policy") == "resample":
+        text = "E, F resampled to the input's length: every length uses all k columns (length_policy=resample)"
+    elif model.get("mask_empty_windows"):
+        text = ("E, F's first T rows, keeping the columns whose window holds a token (length_policy=slice, "
+                "mask_empty_windows)")
+    else:
+        text = "E, F's first T rows, as in the paper (length_policy=slice)"
+    if model.get("exact_short_inputs"):
+        text += f"; inputs of at most k={k} tokens get exact attention (exact_short_inputs)"
+    return text
 
 
 def _transfer_section(transfer: dict | None, model: dict) -> str:

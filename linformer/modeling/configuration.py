@@ -19,6 +19,8 @@ SHARING_MODES = ("none", "headwise", "kv", "layerwise")
 PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
 PROJECTION_INITS = ("mean", "xavier")
 CLASSIFIER_HEADS = ("roberta", "bert")
+CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
+LENGTH_POLICIES = ("slice", "resample")
 
 # Keyword arguments that are not fields but that PreTrainedConfig.__post_init__ consumes, that to_dict() writes
 # (and so config.json and copies feed back), or that from_pretrained passes on.
@@ -67,6 +69,20 @@ class LinformerConfig(PreTrainedConfig):
       0 and the position table has no padding row).
     - ``classifier_head``: ``"roberta"`` (dense, tanh, out_proj on <s>) or ``"bert"`` (the encoder's pooler, then
       dropout and one linear ``classifier``), so either family's sentence classifier loads under its own names.
+    - ``classifier_pooling``: what the sentence classifier reads. ``"pooler"`` is BERT's: the encoder's pooler
+      (dense + tanh) on [CLS]; ``"cls"`` is the first token's hidden state itself; ``"mean"`` is the mean over the
+      real tokens (sentence-transformers' pooling, which all-MiniLM-L6-v2 was trained for: its pooler is
+      untrained). None picks the family's own: ``"pooler"`` for the ``"bert"`` head, ``"cls"`` for the
+      ``"roberta"`` head (whose own dense + tanh plays the pooler's part, so ``"pooler"`` does not apply to it).
+    - ``length_policy``: how a learned n x k E (F) serves an input of T < n tokens. ``"slice"`` (the paper's and
+      fairseq's, the default) uses its first T rows, which reach about T k / n of the k columns; ``"resample"``
+      integrates E's rows over T windows of n / T rows each (area resampling, column sums kept), so every input
+      uses all k columns with windows of about T / k tokens. Each row of a padded batch is resampled to its own
+      length (right padding), so its output equals that row alone. Needs ``projection="linear"`` and no
+      ``mask_empty_windows`` (resampling fills every column).
+    - ``exact_short_inputs``: an input of at most k tokens gets exact softmax attention over its tokens (T^2 <= T k:
+      it costs no more than the projection). In a padded batch this is decided per row: a row whose real tokens
+      all lie in the first k positions attends exactly, the others through E, F.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
       ``hidden_act``).
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
@@ -111,6 +127,9 @@ class LinformerConfig(PreTrainedConfig):
 
     position_offset: int | None = None
     classifier_head: str = "roberta"
+    classifier_pooling: str | None = None
+    length_policy: str = "slice"
+    exact_short_inputs: bool = False
     lm_head_activation: str = "gelu"
 
     def __post_init__(self, **kwargs):
@@ -119,6 +138,8 @@ class LinformerConfig(PreTrainedConfig):
             self.position_offset = (self.pad_token_id or 0) + 1
         if self.max_position_embeddings is None:
             self.max_position_embeddings = self.max_seq_len + self.position_offset
+        if self.classifier_pooling is None:
+            self.classifier_pooling = "pooler" if self.classifier_head == "bert" else "cls"
         if isinstance(self.projected_dim, tuple):
             self.projected_dim = list(self.projected_dim)
         super().__post_init__(**kwargs)
@@ -159,6 +180,19 @@ class LinformerConfig(PreTrainedConfig):
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
         _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
+        _check_choice("classifier_pooling", self.classifier_pooling, CLASSIFIER_POOLINGS)
+        _check_choice("length_policy", self.length_policy, LENGTH_POLICIES)
+        if self.classifier_pooling == "pooler" and self.classifier_head == "roberta":
+            raise ConfigError(
+                "classifier_pooling='pooler' needs classifier_head='bert': RoBERTa's head has its own dense + tanh "
+                "on its input; choose classifier_pooling='cls' or 'mean'."
+            )
+        if self.length_policy == "resample" and (self.projection != "linear" or self.mask_empty_windows):
+            cause = f"projection={self.projection!r}" if self.projection != "linear" else "mask_empty_windows=True"
+            raise ConfigError(
+                f"length_policy='resample' resamples a learned E (projection='linear') to every input's length, "
+                f"so it cannot be combined with {cause}; use length_policy='slice'."
+            )
         n, offset = self.max_seq_len, self.position_offset
         if offset < 0:
             raise ConfigError(f"position_offset ({offset}) must be 0 or more.")
@@ -219,5 +253,5 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 __all__ = [
-    "ATTENTION_MODES", "CLASSIFIER_HEADS", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
+    "ATTENTION_MODES", "CLASSIFIER_HEADS", "CLASSIFIER_POOLINGS", "LENGTH_POLICIES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
 ]

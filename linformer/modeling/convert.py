@@ -8,6 +8,7 @@ model runs the same forward code. With ``attention="full"`` the converted model 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.utils import cached_file
 
 from ..errors import CheckpointError, ConfigError
 from ..rundir import atomic_dir, check_output_dir, made_by
@@ -152,7 +154,44 @@ def _source_class(config) -> type[PreTrainedModel]:
     return AutoModel
 
 
-def _config_fields(source_config, copies_classifier_fields: bool, settings: dict) -> dict:
+# How converted models project inputs shorter than n, unless told otherwise (docs/results/length_policy.md measures
+# the choices on converted MiniLM). The source never saw empty key columns: short inputs must not get them.
+CONVERTED_LENGTH_POLICY = {"length_policy": "slice", "mask_empty_windows": True, "exact_short_inputs": False}
+
+
+def converted_length_policy(settings: dict) -> dict:
+    """The length-policy fields of a converted model: CONVERTED_LENGTH_POLICY with the user's settings on top
+    (``length_policy="resample"`` turns the slice's window mask off: resampling fills every column)."""
+    policy = CONVERTED_LENGTH_POLICY | {key: settings[key] for key in CONVERTED_LENGTH_POLICY if key in settings}
+    if policy["length_policy"] == "resample" and "mask_empty_windows" not in settings:
+        policy["mask_empty_windows"] = False
+    return policy
+
+
+def sentence_transformers_pooling(path: str) -> str | None:
+    """The classifier_pooling a sentence-transformers model was trained for ("mean" or "cls"), read from its
+    ``modules.json`` and pooling config; None for a model without them (or pooled some other way)."""
+    def read(name):
+        found = cached_file(path, name, _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+        return json.loads(Path(found).read_text()) if found else None
+
+    try:
+        modules = read("modules.json") or []
+        pooling = next((m for m in modules if m.get("type", "").endswith(".Pooling")), None)
+        settings = pooling and read(f"{pooling.get('path') or pooling.get('name')}/config.json")
+    except (OSError, ValueError, AttributeError) as err:
+        raise CheckpointError(f"{path!r} has a sentence-transformers pooling config that cannot be read: {err}") from err
+    if not settings:
+        return None
+    modes = [mode for mode in ("mean", "cls") if settings.get(f"pooling_mode_{mode}_tokens" if mode == "mean"
+                                                               else "pooling_mode_cls_token")]
+    others = [key for key, on in settings.items() if key.startswith("pooling_mode_") and on and
+              key not in ("pooling_mode_mean_tokens", "pooling_mode_cls_token")]
+    return modes[0] if len(modes) == 1 and not others else None
+
+
+def _config_fields(source_config, copies_classifier_fields: bool, settings: dict, pooling: str | None = None) -> dict:
     family = SOURCE_FAMILIES[source_config.model_type]
     fields = {f: getattr(source_config, f) for f in _ENCODER_FIELDS if hasattr(source_config, f)}
     offset = (source_config.pad_token_id or 0) + 1 if family == "roberta" else 0
@@ -161,15 +200,19 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
         max_seq_len=source_config.max_position_embeddings - offset,
         classifier_head=family,
         lm_head_activation="gelu" if family == "roberta" else source_config.hidden_act,
-        mask_empty_windows=True,  # the source never saw empty key columns: short inputs must not get them
     )
+    fields.update(converted_length_policy(settings))
+    if pooling is not None:  # the features the source's sentence embedding was trained on
+        fields["classifier_pooling"] = pooling
     if copies_classifier_fields and not {"num_labels", "id2label", "label2id"} & set(settings):
         fields.update({f: getattr(source_config, f) for f in _CLASSIFIER_FIELDS if getattr(source_config, f, None)})
     return {**fields, **settings}
 
 
 def _convert(cls, source: PreTrainedModel, where: str, extend_positions: bool, settings: dict):
-    config = LinformerConfig(**_config_fields(source.config, cls._copies_classifier_fields, settings))
+    from_path = where != type(source).__name__  # not a model object handed in
+    pooling = sentence_transformers_pooling(where) if from_path and "classifier_pooling" not in settings else None
+    config = LinformerConfig(**_config_fields(source.config, cls._copies_classifier_fields, settings, pooling))
     state = _renamed_state(source)
     have, need = state[_PREFIX + _POSITIONS].shape[0], config.max_position_embeddings
     if need > have and not extend_positions:
@@ -246,7 +289,8 @@ def convert_from_config(cfg) -> Path:
     from omegaconf import OmegaConf
 
     t0 = time.perf_counter()
-    settings = OmegaConf.to_container(cfg.model, resolve=True)
+    settings = {key: value for key, value in OmegaConf.to_container(cfg.model, resolve=True).items()
+                if value is not None}  # null: the converted models' default
     out = convert_encoder(str(cfg.model_path), str(cfg.out_dir), seed=int(cfg.seed), overwrite=bool(cfg.overwrite),
                           **settings)
     config = LinformerConfig.from_pretrained(out)

@@ -85,7 +85,9 @@ def flop_ratio(n: int, k: int, hidden: int, ffn: int, sharing: str = "layerwise"
 
 
 def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = None) -> float:
-    """Forward FLOPs per token of a LinformerConfig (per-layer k included) on sequences of seq_len tokens.
+    """Forward FLOPs per token of a LinformerConfig (per-layer k included) on sequences of seq_len tokens. The
+    length policy is followed: ``exact_short_inputs`` counts full attention up to k tokens; ``resample`` costs what
+    the slice does (all k columns; the resampling itself is O(T k) additions, not counted).
 
     With ``mlm_fraction``, the MLM head (dense 2 D^2 + decoder 2 D V) runs on that fraction of the tokens (the
     model's ``sparse_prediction=True``; pass 1.0 for full logits).
@@ -93,7 +95,8 @@ def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = N
     D, ffn, T = config.hidden_size, config.intermediate_size, seq_len
     total = 0.0
     for layer in range(config.num_hidden_layers):
-        if config.attention == "full":
+        exact = config.exact_short_inputs and config.k_of_layer(layer) >= T  # exact attention up to k tokens
+        if config.attention == "full" or exact:
             total += layer_flops(T, D, ffn, "full")
         elif config.projection == "linear":
             k = config.k_of_layer(layer)

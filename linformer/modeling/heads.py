@@ -35,8 +35,28 @@ def _classifier_dropout(config: LinformerConfig) -> nn.Dropout:
     return nn.Dropout(p)
 
 
+def pool(config: LinformerConfig, out, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None):
+    """The (batch, hidden) features the classifier reads (``config.classifier_pooling``)."""
+    if config.classifier_pooling == "pooler":
+        return out.pooler_output
+    hidden = out.last_hidden_state
+    if config.classifier_pooling == "cls":
+        return hidden[:, 0]
+    if attention_mask is None:
+        if input_ids is None or (config.pad_token_id is not None and bool((input_ids == config.pad_token_id).any())):
+            raise ValueError(
+                "classifier_pooling='mean' averages the real tokens, so it needs the attention_mask: "
+                + ("these input_ids hold padding (pad_token_id="
+                   f"{config.pad_token_id})" if input_ids is not None else "inputs_embeds were given")
+                + " but attention_mask is None."
+            )
+        return hidden.mean(1)
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
 class LinformerClassificationHead(nn.Module):
-    """RoBERTa's sentence head on the <s> token: dropout, dense, tanh, dropout, out_proj."""
+    """RoBERTa's sentence head: dropout, dense, tanh, dropout, out_proj, on the pooled features (<s> by default)."""
 
     def __init__(self, config: LinformerConfig):
         super().__init__()
@@ -44,22 +64,22 @@ class LinformerClassificationHead(nn.Module):
         self.dropout = _classifier_dropout(config)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
-    def forward(self, out):
-        x = self.dropout(out.last_hidden_state[:, 0])
-        x = self.dropout(torch.tanh(self.dense(x)))
+    def forward(self, features):
+        x = self.dropout(torch.tanh(self.dense(self.dropout(features))))
         return self.out_proj(x)
 
 
 class LinformerPooledClassifier(nn.Linear):
-    """BERT's sentence head: dropout, then one linear layer, on the pooler's output (the encoder's pooler is the
-    dense + tanh on [CLS]). A Linear itself, so that BERT's ``classifier.weight`` loads under its own name."""
+    """BERT's sentence head: dropout, then one linear layer, on the pooled features (by default the pooler's output,
+    the encoder's dense + tanh on [CLS]). A Linear itself, so that BERT's ``classifier.weight`` loads under its own
+    name."""
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config.hidden_size, config.num_labels)
         self.dropout = _classifier_dropout(config)
 
-    def forward(self, out):
-        return super().forward(self.dropout(out.pooler_output))
+    def forward(self, features):
+        return super().forward(self.dropout(features))
 
 
 class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
@@ -126,8 +146,8 @@ class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
 
 
 class LinformerForSequenceClassification(FromPretrainedEncoder, LinformerPreTrainedModel):
-    """Linformer with a sentence classifier on the first token, RoBERTa's or BERT's (``config.classifier_head``);
-    ``problem_type`` as in Hugging Face."""
+    """Linformer with a sentence classifier, RoBERTa's or BERT's (``config.classifier_head``), reading the features
+    ``config.classifier_pooling`` names; ``problem_type`` as in Hugging Face."""
 
     _copies_classifier_fields = True
 
@@ -135,7 +155,7 @@ class LinformerForSequenceClassification(FromPretrainedEncoder, LinformerPreTrai
         super().__init__(config)
         self.num_labels = config.num_labels
         bert_head = config.classifier_head == "bert"
-        self.roberta = LinformerModel(config, add_pooling_layer=bert_head)
+        self.roberta = LinformerModel(config, add_pooling_layer=config.classifier_pooling == "pooler")
         self.classifier = LinformerPooledClassifier(config) if bert_head else LinformerClassificationHead(config)
         self.post_init()
 
@@ -161,7 +181,7 @@ class LinformerForSequenceClassification(FromPretrainedEncoder, LinformerPreTrai
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        logits = self.classifier(out)
+        logits = self.classifier(pool(self.config, out, attention_mask, input_ids))
         loss = None
         if labels is not None:
             loss = self._loss(logits, labels.to(logits.device))

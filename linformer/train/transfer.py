@@ -31,6 +31,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.attention import LinformerSelfAttention
 from ..modeling.card import conversion_info, write_model_card
+from ..modeling.convert import CONVERTED_LENGTH_POLICY
 from ..modeling.loading import resolve_model_path
 from .core import Trainer, TrainingTask, run_training
 from .pretrain import BlockStream
@@ -123,7 +124,7 @@ class TransferTask(TrainingTask):
         self.model = LinformerModel.from_pretrained_encoder(
             self.source, attention="linformer", max_seq_len=int(m.max_seq_len), projected_dim=m.projected_dim,
             sharing=str(m.sharing), projection=str(m.projection),
-            mask_empty_windows=bool(m.get("mask_empty_windows", True)),
+            **{key: m[key] for key in CONVERTED_LENGTH_POLICY if m.get(key) is not None},  # else the default
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None

@@ -156,3 +156,25 @@ def test_push_to_hub_offline_says_where_to_run_it(tmp_path, monkeypatch):
     with pytest.raises(HubOfflineError, match="where the hub is reachable") as err:
         push_to_hub(out, "me/tiny-linformer", api=hub)
     assert "\n" not in str(err.value) and hub.calls == []
+
+
+def test_the_card_says_how_short_inputs_are_projected_and_what_the_classifier_reads(tmp_path):
+    out = converted(tmp_path, source_class=BertForSequenceClassification, config=BERT, projected_dim=8,
+                    length_policy="resample", exact_short_inputs=True, classifier_pooling="mean",
+                    model_class=LinformerForSequenceClassification)
+    config = AutoConfig.from_pretrained(out)
+    assert (config.length_policy, config.mask_empty_windows, config.exact_short_inputs) == ("resample", False, True)
+    text = load_card(out).text
+    [[_, policy]] = table_rows(text, "inputs shorter than n")
+    assert "length_policy=resample" in policy and "at most k=8 tokens get exact attention" in policy
+    assert table_rows(text, "sentence classifier reads") == [
+        ["sentence classifier reads", "the mean over the real tokens (classifier_pooling=mean)"]]
+
+
+def test_converted_models_default_to_the_measured_length_policy(tmp_path):
+    from linformer.modeling.convert import CONVERTED_LENGTH_POLICY
+
+    config = AutoConfig.from_pretrained(converted(tmp_path, projected_dim=8))
+    assert {key: getattr(config, key) for key in CONVERTED_LENGTH_POLICY} == CONVERTED_LENGTH_POLICY
+    [[_, policy]] = table_rows(load_card(tmp_path / "out").text, "inputs shorter than n")
+    assert f"length_policy={CONVERTED_LENGTH_POLICY['length_policy']}" in policy

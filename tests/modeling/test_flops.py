@@ -21,6 +21,9 @@ MODES = [
     dict(sharing="headwise", mask_empty_windows=True),  # T = 12 of n = 16 reach 3 of k = 4 columns
     dict(projection="conv", sharing="headwise"),
     dict(projection="mean_pool"),
+    dict(sharing="kv", length_policy="resample"),
+    dict(sharing="none", length_policy="resample"),
+    dict(sharing="headwise", projected_dim=12, exact_short_inputs=True),  # T = 12: exact; T = 16: projected
 ]
 
 

