@@ -154,17 +154,18 @@ def _source_class(config) -> type[PreTrainedModel]:
     return AutoModel
 
 
-# How converted models project inputs shorter than n, unless told otherwise (docs/results/length_policy.md measures
-# the choices on converted MiniLM). The source never saw empty key columns: short inputs must not get them.
-CONVERTED_LENGTH_POLICY = {"length_policy": "slice", "mask_empty_windows": True, "exact_short_inputs": False}
+# How converted models project inputs shorter than n, unless told otherwise: the policy that keeps converted MiniLM
+# closest to its source before training (docs/results/length_policy.md). The source never saw a compressed input:
+# short ones attend exactly, longer ones use all k columns.
+CONVERTED_LENGTH_POLICY = {"length_policy": "resample", "mask_empty_windows": False, "exact_short_inputs": True}
 
 
 def converted_length_policy(settings: dict) -> dict:
     """The length-policy fields of a converted model: CONVERTED_LENGTH_POLICY with the user's settings on top
-    (``length_policy="resample"`` turns the slice's window mask off: resampling fills every column)."""
+    (``length_policy="slice"`` alone gives the slice with its window mask, the better slice for a converted model)."""
     policy = CONVERTED_LENGTH_POLICY | {key: settings[key] for key in CONVERTED_LENGTH_POLICY if key in settings}
-    if policy["length_policy"] == "resample" and "mask_empty_windows" not in settings:
-        policy["mask_empty_windows"] = False
+    if policy["length_policy"] == "slice" and "mask_empty_windows" not in settings:
+        policy["mask_empty_windows"] = True
     return policy
 
 

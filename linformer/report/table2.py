@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -216,14 +215,9 @@ def detect_hardware() -> str:
             return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     except ImportError:
         pass
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from ..bench.common import cpu_model_name
+
+    cpu = cpu_model_name()
     return f"CPU: {cpu}, {len(os.sched_getaffinity(0))} cores"
 
 

@@ -31,6 +31,9 @@ from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
 COLUMNS = ["input_ids", "attention_mask", "labels"]
+# The model's architecture as results.json records it: what a report's rows are told apart by.
+ARCH_KEYS = ("attention", "max_seq_len", "projected_dim", "sharing", "length_policy", "exact_short_inputs",
+             "mask_empty_windows", "classifier_pooling")
 
 
 def task_splits(cfg: DictConfig, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
@@ -158,9 +161,10 @@ class FinetuneTask(TrainingTask):
         evals = trainer.state["evals"]
         at_best = next(e for e in evals if e["step"] == best["step"]) if evals else {}
         metrics = {k[len("eval_"):]: v for k, v in at_best.items() if k.startswith("eval_")}
-        arch = {k: getattr(self.config, k, None) for k in ("attention", "max_seq_len", "projected_dim", "sharing")}
+        arch = {k: getattr(self.config, k, None) for k in ARCH_KEYS}
         if arch["attention"] in (None, "full"):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
-            arch.update(attention="full", projected_dim=None, sharing=None)
+            arch.update({k: None for k in ARCH_KEYS if k not in ("max_seq_len", "classifier_pooling")},
+                        attention="full")
             arch["max_seq_len"] = arch["max_seq_len"] or max_tokens(self.config, self.tokenizer, None, None)
         results = {
             "task": self.spec.name,

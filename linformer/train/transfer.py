@@ -152,6 +152,10 @@ class TransferTask(TrainingTask):
             raise ConfigError(f"transfer.eval_short_length={self.short_length}: at least 2 ([CLS] ... [SEP])")
         if self.short_length is not None and self.short_length >= self.n:
             self.short_length = None  # the blocks are no longer than that: the full evaluation already covers it
+        config = self.model.config
+        if config.exact_short_inputs:  # inputs of at most k tokens attend exactly: nothing there to fit
+            min_length = min(max(min_length, max(map(config.k_of_layer, range(config.num_hidden_layers))) + 1),
+                             self.n)
         self.train = BlockStream(data["train"], b, world, rank, seed, _Blocks(short, min_length), "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(), "validation")
         # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence

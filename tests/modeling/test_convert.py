@@ -179,11 +179,17 @@ def test_config_json_without_the_new_fields_loads_as_roberta(tmp_path, make_conf
     torch.testing.assert_close(outputs(again, inputs), outputs(model, inputs))
 
 
-def test_converted_encoders_mask_empty_windows_unless_told_not_to(tmp_path):
+def test_converted_encoders_take_the_measured_length_policy_unless_told_otherwise(tmp_path):
+    from linformer.modeling.convert import CONVERTED_LENGTH_POLICY
+
     save_source(tmp_path, BertModel, BERT)
-    assert LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8).config.mask_empty_windows is True
-    off = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, mask_empty_windows=False)
-    assert off.config.mask_empty_windows is False
+    config = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8).config
+    assert {key: getattr(config, key) for key in CONVERTED_LENGTH_POLICY} == CONVERTED_LENGTH_POLICY
+    sliced = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, length_policy="slice").config
+    assert (sliced.length_policy, sliced.mask_empty_windows) == ("slice", True)
+    paper = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, length_policy="slice",
+                                                   mask_empty_windows=False, exact_short_inputs=False).config
+    assert (paper.length_policy, paper.mask_empty_windows, paper.exact_short_inputs) == ("slice", False, False)
 
 
 # ------------------------------------------------------------------------------------------ convert_encoder
@@ -261,7 +267,7 @@ def test_convert_script_writes_a_linformer_with_card_and_tokenizer(cli_converted
     assert result.returncode == 0, result.stderr[-3000:]
     out = root / "out"
     config = json.loads((out / "config.json").read_text())
-    assert config["attention"] == "linformer" and config["mask_empty_windows"] is True
+    assert config["attention"] == "linformer" and config["length_policy"] == "resample"
     assert (config["projected_dim"], config["max_seq_len"], config["sharing"]) == (8, N, "layerwise")
     assert (out / "README.md").is_file() and (out / "tokenizer_config.json").is_file()
     assert len(AutoTokenizer.from_pretrained(out)) == VOCAB

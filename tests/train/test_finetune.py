@@ -39,6 +39,7 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert saved["num_train_examples"] == 200 and saved["num_eval_examples"] == 40
     assert saved["model_path"] == str(pretrained_run / "model") and saved["seed"] == 0
     assert saved["wall_time_s"] > 0 and saved["attention"] == "linformer" and saved["projected_dim"] == 8
+    assert (saved["length_policy"], saved["exact_short_inputs"], saved["classifier_pooling"]) == ("slice", False, "cls")
     assert saved["pretrain_val_ppl"] is not None and saved["lr"] == 1e-3 and saved["batch_size"] == 16
     # the tokenized splits went to the task cache, each complete (a second run would load them)
     cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "task_cache").iterdir())

@@ -157,8 +157,10 @@ def test_short_batches_keep_the_closing_token_and_repeat_with_the_seed():
 def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_path):
     from linformer.modeling.card import read_card_info
 
+    # the paper's slice: inputs of 8 tokens are projected (by default they would attend exactly, error 0)
     summary = transfer(_compose(bert_source, "transfer.short_fraction=1.0", "transfer.min_length=4",
-                                "transfer.eval_short_length=8"), tmp_path)
+                                "transfer.eval_short_length=8", "model.length_policy=slice",
+                                "model.exact_short_inputs=false"), tmp_path)
     assert len(summary["rel_err_short_before"]) == len(summary["rel_err_short_after"]) == 2
     assert summary["rel_err_short_before"] != summary["rel_err_before"]  # a different measurement
     assert sum(summary["rel_err_short_after"]) < sum(summary["rel_err_short_before"])
@@ -170,6 +172,15 @@ def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_pa
         transfer(_compose(bert_source, "transfer.short_fraction=1.5"), tmp_path / "bad")
 
 
+def test_short_batches_skip_lengths_that_attend_exactly(bert_source, tmp_path):
+    """With exact_short_inputs (the converted default) an input of at most k tokens has no projection to fit, and a
+    batch cut that short would give E/F no gradient: the cuts start above k."""
+    summary = transfer(_compose(bert_source, "transfer.short_fraction=1.0", "transfer.min_length=4",
+                                "transfer.train=projections", "trainer.max_steps=12", "trainer.eval_every=12",
+                                "trainer.save_every=12"), tmp_path)
+    assert summary["steps"] == 12 and all(0 < e < 1 for e in summary["rel_err_after"])
+
+
 def test_identity_projection_with_masked_empty_windows_is_full_attention_at_every_length(bert_source):
     """k = n with E = I: the Linformer is exactly full attention on any input length when the empty windows are
     masked, and diluted by the n - L empty columns when they are not. fidelity.relative_errors measures both."""
@@ -178,6 +189,7 @@ def test_identity_projection_with_masked_empty_windows_is_full_attention_at_ever
     blocks = torch.tensor([[2, *range(10, 10 + N - 2), 3]] * 2)  # [CLS] ... [SEP], ids within the vocabulary
     for mask, short_error in ((True, lambda e: e < 1e-5), (False, lambda e: e > 1e-3)):
         model = LinformerModel.from_pretrained_encoder(bert_source["source"], projected_dim=N, sharing="kv",
+                                                       length_policy="slice", exact_short_inputs=False,
                                                        mask_empty_windows=mask).eval()
         with torch.no_grad():
             for layer in model.encoder.layer:
@@ -211,7 +223,7 @@ def test_fidelity_measures_against_the_source_not_the_model_s_own_weights(bert_s
     from linformer.report.fidelity import measure
 
     model = LinformerModel.from_pretrained_encoder(bert_source["source"], projected_dim=N, sharing="kv",
-                                                   mask_empty_windows=True)
+                                                   length_policy="slice", exact_short_inputs=False)
     with torch.no_grad():
         for layer in model.encoder.layer:
             layer.attention.self.E.weight.copy_(torch.eye(N))
@@ -260,8 +272,8 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
     summary = pretrain(cfg, tmp_path / "run")
     assert summary["final_val_loss"] > 0 and summary["final_val_loss"] < 20
     model = LinformerModel.from_pretrained(tmp_path / "run" / "model")
-    assert (model.config.attention, model.config.projected_dim, model.config.mask_empty_windows) == \
-        ("linformer", 8, True)
+    assert (model.config.attention, model.config.projected_dim, model.config.length_policy) == \
+        ("linformer", 8, "resample")
     text = caplog.text
     assert ("a Linformer (linformer k=8, layerwise)" in text) if start == "converted" else \
         ("starting fresh: lm_head" in text)

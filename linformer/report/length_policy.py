@@ -1,0 +1,158 @@
+"""Which length policy keeps a converted Linformer closest to its source, measured before any training.
+
+For each policy and k, the source is converted (E, F start as window means; no transfer) and run on a task's eval
+examples in padded batches, beside the source itself with full attention. Per example: the relative error
+||linformer - source|| / ||source|| of the mean-pooled sentence embedding (what a mean-pooling classifier reads)
+and of the last layer's hidden states at the real tokens. Reported as means by input length, so the policies'
+effect on short and long inputs shows separately. Finetuning adapts every weight afterwards, so this ranks the
+starting points; the Table 2 runs decide accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..modeling import LinformerModel
+from ..rundir import atomic_write, write_json
+from .compare import save_figure
+
+# label -> LinformerConfig fields
+POLICIES = {
+    "slice": dict(length_policy="slice", mask_empty_windows=False, exact_short_inputs=False),
+    "slice, window mask": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=False),
+    "resample": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=False),
+    "slice, window mask, exact <= k": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=True),
+    "resample, exact <= k": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=True),
+}
+BUCKETS = (16, 32, 64, 128, 256, 512)  # upper token counts of the length buckets
+
+
+@dataclass
+class Inputs:
+    """One task's eval examples, sorted by length and cut into padded batches."""
+    batches: list[dict[str, torch.Tensor]]
+    lengths: np.ndarray  # tokens per example, in batch order
+
+
+def padded_batches(ids: list[list[int]], pad_id: int, batch_size: int) -> Inputs:
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = [ids[i] for i in order[start : start + batch_size]]
+        T = max(map(len, rows))
+        input_ids = torch.full((len(rows), T), pad_id)
+        mask = torch.zeros(len(rows), T, dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, : len(row)], mask[r, : len(row)] = torch.tensor(row), 1
+        batches.append({"input_ids": input_ids, "attention_mask": mask})
+    return Inputs(batches, np.array([len(ids[i]) for i in order]))
+
+
+@torch.no_grad()
+def outputs(model, inputs: Inputs) -> list[torch.Tensor]:
+    """The last hidden states of every batch (B, T, D), in batch order."""
+    return [model(**batch).last_hidden_state for batch in inputs.batches]
+
+
+def example_errors(student: list[torch.Tensor], teacher: list[torch.Tensor], inputs: Inputs) -> dict[str, np.ndarray]:
+    """Per example: relative error of the mean-pooled embedding and of the hidden states at the real tokens."""
+    embedding, hidden = [], []
+    for s, t, batch in zip(student, teacher, inputs.batches):
+        m = batch["attention_mask"].unsqueeze(-1).to(t.dtype)
+        s_mean, t_mean = (s * m).sum(1) / m.sum(1), (t * m).sum(1) / m.sum(1)
+        embedding.append(((s_mean - t_mean).norm(dim=-1) / t_mean.norm(dim=-1)).numpy())
+        diff = ((s - t) * m).flatten(1).norm(dim=-1) / (t * m).flatten(1).norm(dim=-1)
+        hidden.append(diff.numpy())
+    return {"embedding": np.concatenate(embedding), "hidden": np.concatenate(hidden)}
+
+
+def by_bucket(lengths: np.ndarray, errors: np.ndarray) -> dict[str, dict]:
+    """{"1-16": {"examples": ..., "mean": ...}, ...} over the BUCKETS that hold examples."""
+    out, low = {}, 1
+    for high in BUCKETS:
+        inside = (lengths >= low) & (lengths <= high)
+        if inside.any():
+            out[f"{low}-{high}"] = {"examples": int(inside.sum()), "mean": float(errors[inside].mean())}
+        low = high + 1
+    return out
+
+
+def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, n: int,
+            policies: dict[str, dict] = POLICIES, progress=None) -> dict:
+    """{task: {"k=..": {policy: {"embedding": {...}, "hidden": {...}, "mean_embedding": ..., "mean_hidden": ...}}}}"""
+    reference = LinformerModel.from_pretrained_encoder(source, attention="full", max_seq_len=n).eval()
+    teacher = {task: outputs(reference, inputs) for task, inputs in tasks.items()}
+    results: dict = {task: {} for task in tasks}
+    for k in ks:
+        for label, fields in policies.items():
+            model = LinformerModel.from_pretrained_encoder(source, projected_dim=k, sharing=sharing, max_seq_len=n,
+                                                           **fields).eval()
+            for task, inputs in tasks.items():
+                errors = example_errors(outputs(model, inputs), teacher[task], inputs)
+                results[task].setdefault(f"k={k}", {})[label] = {
+                    **{what: by_bucket(inputs.lengths, e) for what, e in errors.items()},
+                    **{f"mean_{what}": float(e.mean()) for what, e in errors.items()},
+                }
+                if progress:
+                    progress(f"{task} k={k} {label}: embedding error {errors['embedding'].mean():.3f}")
+    return results
+
+
+def best_policy(results: dict) -> str:
+    """The policy with the lowest mean embedding error averaged over every task and k."""
+    scores: dict[str, list[float]] = {}
+    for by_k in results.values():
+        for by_policy in by_k.values():
+            for label, r in by_policy.items():
+                scores.setdefault(label, []).append(r["mean_embedding"])
+    return min(scores, key=lambda label: float(np.mean(scores[label])))
+
+
+def to_markdown(results: dict, header: list[str], png: str) -> str:
+    lines = ["# Length policies on a converted encoder, before training", "", *header, "",
+             f"Best by mean embedding error over tasks and k: **{best_policy(results)}**.", ""]
+    for task, by_k in results.items():
+        for k, by_policy in by_k.items():
+            buckets = list(next(iter(by_policy.values()))["embedding"])
+            counts = [next(iter(by_policy.values()))["embedding"][b]["examples"] for b in buckets]
+            lines += [f"## {task}, {k}: relative error of the mean-pooled embedding (hidden states in brackets)", "",
+                      "| policy | all | " + " | ".join(f"{b} tokens ({c})" for b, c in zip(buckets, counts)) + " |",
+                      "|---" * (len(buckets) + 2) + "|"]
+            for label, r in by_policy.items():
+                cells = [f"{r['embedding'][b]['mean']:.3f} ({r['hidden'][b]['mean']:.3f})" for b in buckets]
+                lines.append(f"| {label} | {r['mean_embedding']:.3f} ({r['mean_hidden']:.3f}) | " + " | ".join(cells)
+                             + " |")
+            lines.append("")
+    lines.append(f"![embedding error by length]({png})")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(task, k) for task, by_k in results.items() for k in by_k]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), dpi=110, squeeze=False)
+    for ax, (task, k) in zip(axes[0], panels):
+        for label, r in results[task][k].items():
+            buckets = list(r["embedding"])
+            ax.plot(range(len(buckets)), [r["embedding"][b]["mean"] for b in buckets], marker="o", label=label)
+            ax.set_xticks(range(len(buckets)), buckets, rotation=30, fontsize=7)
+        ax.set_title(f"{task}, {k}", fontsize=9)
+        ax.set_xlabel("input tokens")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("embedding relative error vs source")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def write_report(results: dict, out: str, header: list[str], record: dict) -> None:
+    png = plot(results, f"{out}.png")
+    atomic_write(f"{out}.md", to_markdown(results, header, png.name))
+    write_json(f"{out}.json", {**record, "best": best_policy(results), "results": results})

@@ -1,0 +1,79 @@
+"""Length policies on a converted encoder, before training:
+python scripts/length_policy.py [--source minilm] [--ks 64 128] [--sst2 872] [--imdb 128] [--out FILE]
+
+Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argparse, not Hydra: a measurement with
+a handful of options, like scripts/fidelity.py.
+"""
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from linformer.bench.common import cpu_model_name
+from linformer.cli import cli_errors
+from linformer.data.io import resolve_path
+from linformer.data.tasks import load_task
+from linformer.errors import ConfigError
+from linformer.modeling.loading import resolve_model_path
+from linformer.report import length_policy
+from linformer.rundir import made_by, output_files
+
+TASK_DIRS = {"sst2": "glue/sst2", "imdb": "imdb"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
+    ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--sharing", default="layerwise")
+    ap.add_argument("--n", type=int, default=512, help="max_seq_len of the converted models (default 512)")
+    ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
+    ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
+    ap.add_argument("--out", default="outputs/reports/length_policy", help="writes <out>.md, .json and .png")
+    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+    args = ap.parse_args(argv)
+    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
+    with cli_errors(), output_files(outputs, made_by("length_policy", settings), args.overwrite):
+        if min(args.ks) < 1 or max(args.ks) > args.n:
+            raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
+        from transformers import AutoTokenizer
+
+        t0 = time.perf_counter()
+        source = resolve_model_path(args.source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        mirror = Path(resolve_path(_mirror()))
+        tasks = {}
+        for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
+            if count:
+                split = load_task(task, str(mirror / TASK_DIRS[task]), tokenizer, args.n, splits=("eval",),
+                                  max_examples={"eval": count})["eval"]
+                tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
+        if not tasks:
+            raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
+        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, progress=print)
+        command = shlex.join(["python", "scripts/length_policy.py", *sys.argv[1:]])
+        header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
+                  "(no transfer, no finetuning); reference: the source with full attention."),
+                  "Examples: " + ", ".join(f"{t} {len(i.lengths)} eval examples" for t, i in tasks.items()) +
+                  " (stratified subsets), padded batches of 32 sorted by length.",
+                  f"Machine: {cpu_model_name()}, {torch.get_num_threads()} threads, {time.perf_counter() - t0:.0f} s.",
+                  f"Command: `{command}`"]
+        length_policy.write_report(results, args.out, header, {"command": command})
+    print(Path(f"{args.out}.md").read_text())
+    print(f"wrote {args.out}.md, .json and .png")
+    return 0
+
+
+def _mirror() -> str:
+    import os
+
+    return os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

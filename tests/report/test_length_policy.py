@@ -1,0 +1,49 @@
+"""The length-policy measurement: per-example errors against the source, bucketed by length, and the best policy."""
+
+import numpy as np
+import torch
+from transformers import BertConfig, BertModel
+
+from linformer.report import length_policy as lp
+
+N = 32
+
+
+def _source(tmp_path):
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=N))
+    with torch.no_grad():  # sharp attention, as a trained encoder has (a random one attends almost uniformly)
+        for layer in bert.encoder.layer:
+            layer.attention.self.query.weight.mul_(20)
+            layer.attention.self.key.weight.mul_(20)
+    bert.save_pretrained(tmp_path)
+    return str(tmp_path)
+
+
+def test_padded_batches_sort_by_length_and_pad_on_the_right():
+    inputs = lp.padded_batches([[5, 6, 7], [5], [5, 6]], pad_id=0, batch_size=2)
+    assert inputs.lengths.tolist() == [1, 2, 3]
+    assert inputs.batches[0]["input_ids"].tolist() == [[5, 0], [5, 6]]
+    assert inputs.batches[0]["attention_mask"].tolist() == [[1, 0], [1, 1]]
+
+
+def test_exact_short_inputs_are_the_source_and_long_ones_are_not(tmp_path):
+    g = torch.Generator().manual_seed(1)
+    ids = [torch.randint(5, 100, (L,), generator=g).tolist() for L in (3, 6, 8, 20, 30, 32)]
+    inputs = lp.padded_batches(ids, pad_id=0, batch_size=4)
+    policies = {name: lp.POLICIES[name] for name in ("slice", "slice, window mask, exact <= k")}
+    results = lp.measure(_source(tmp_path), {"toy": inputs}, ks=[8], sharing="kv", n=N, policies=policies)
+    exact = results["toy"]["k=8"]["slice, window mask, exact <= k"]["embedding"]
+    sliced = results["toy"]["k=8"]["slice"]["embedding"]
+    assert exact["1-16"]["examples"] == 3 and exact["17-32"]["examples"] == 3
+    assert exact["1-16"]["mean"] < 1e-5 < sliced["1-16"]["mean"]  # 3, 6 and 8 tokens <= k: exact attention
+    assert exact["17-32"]["mean"] > 1e-3  # longer inputs are projected either way
+    assert lp.best_policy(results) == "slice, window mask, exact <= k"
+
+
+def test_buckets_hold_every_example_once():
+    lengths = np.array([1, 16, 17, 64, 65, 512])
+    buckets = lp.by_bucket(lengths, np.arange(6.0))
+    assert sum(b["examples"] for b in buckets.values()) == 6
+    assert buckets["1-16"] == {"examples": 2, "mean": 0.5} and buckets["257-512"] == {"examples": 1, "mean": 5.0}
