@@ -1,8 +1,12 @@
-"""Intervals for accuracies measured on one fixed set of eval examples.
+"""Intervals for accuracies measured on one fixed set of eval examples, over seeds and examples together.
 
 Two models scored on the same examples differ far less than two independent intervals suggest: most examples are
 right (or wrong) for both. So a variant is compared with the teacher through the per-example differences (a paired
-bootstrap over examples, and McNemar's exact test on the examples where exactly one of them is right).
+bootstrap over examples, and McNemar's exact test on the examples where exactly one of them is right, per seed).
+A finetuning seed moves a run's accuracy too (by points, early in training), so the intervals resample the seeds
+as well (``seed_example_interval``): each resample draws every model's seeds with replacement, averages them per
+example, then draws the examples (the same ones for both models of a pair). With one seed per model that part adds
+nothing, and the interval covers examples only: tables say how many seeds each row has.
 """
 
 from __future__ import annotations
@@ -28,6 +32,31 @@ def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0
         means.append(x[idx].mean(1))
     lo, hi = np.quantile(np.concatenate(means), [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def seed_example_interval(a, b=None, reps: int = REPS, seed: int = 0, level: float = 0.95) -> dict:
+    """Mean of ``a`` (seeds x examples correctness, or one row of it), or of ``a - b`` for two models on the same
+    examples, in points, with a bootstrap interval over seeds and examples together."""
+    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b = None if b is None else np.atleast_2d(np.asarray(b, dtype=np.float64))
+    n = a.shape[1]
+    if n == 0:
+        raise ValueError("no examples to resample")
+    if b is not None and b.shape[1] != n:
+        raise ValueError(f"a paired interval needs the same examples: {n} vs {b.shape[1]}")
+    rng = np.random.default_rng(seed)
+    values = []
+    for start in range(0, reps, CHUNK):
+        c = min(CHUNK, reps - start)
+        per_example = a[rng.integers(0, a.shape[0], size=(c, a.shape[0]))].mean(1)  # (c, n): a resample of seeds
+        if b is not None:
+            per_example = per_example - b[rng.integers(0, b.shape[0], size=(c, b.shape[0]))].mean(1)
+        idx = rng.integers(0, n, size=(c, n))  # the same examples for both models
+        values.append(np.take_along_axis(per_example, idx, 1).mean(1))
+    lo, hi = np.quantile(np.concatenate(values), [(1 - level) / 2, (1 + level) / 2])
+    mean = a.mean() - (0.0 if b is None else b.mean())
+    return {"mean": 100 * float(mean), "lo": 100 * float(lo), "hi": 100 * float(hi),
+            "seeds": (a.shape[0], None if b is None else b.shape[0])}
 
 
 def mcnemar_p(a_correct, b_correct) -> float:

@@ -46,3 +46,46 @@ def test_mcnemar_matches_the_binomial_test():
     big = np.zeros(30000, dtype=bool)
     big[:20000] = True  # 20000 vs 0 discordant: no overflow, p ~ 0
     assert mcnemar_p(big, ~big) < 1e-300 or mcnemar_p(big, ~big) == 0.0
+
+
+def test_mcnemar_agrees_with_scipy_s_exact_binomial_test():
+    """An independent reference: scipy's two-sided exact binomial test on the discordant pairs."""
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a = rng.random(300) < 0.85
+        b = np.where(rng.random(300) < 0.1, ~a, a)
+        only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
+        expected = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+        assert mcnemar_p(a, b) == pytest.approx(expected, rel=1e-9)
+
+
+def test_seed_variance_widens_the_interval_when_the_seeds_disagree():
+    """Three seeds that each score 80% on the same 2,000 examples but on different ones, against three seeds whose
+    accuracies spread by points: the second interval must be wider than the examples alone make it."""
+    from linformer.report.paired import seed_example_interval
+
+    rng = np.random.default_rng(4)
+    steady = rng.random((3, 2000)) < 0.8
+    spread = np.stack([rng.random(2000) < p for p in (0.74, 0.80, 0.86)])
+    a, b = seed_example_interval(steady), seed_example_interval(spread)
+    assert a["lo"] < a["mean"] < a["hi"] and b["lo"] < b["mean"] < b["hi"]
+    assert (b["hi"] - b["lo"]) > 1.5 * (a["hi"] - a["lo"])
+    # one seed per model: the interval is the example bootstrap's
+    one = seed_example_interval(spread[:1])
+    lo, hi = bootstrap_interval(spread[0])
+    assert one["lo"] == pytest.approx(100 * lo, abs=0.3) and one["hi"] == pytest.approx(100 * hi, abs=0.3)
+
+
+def test_paired_seed_example_interval_is_the_difference_of_means():
+    from linformer.report.paired import seed_example_interval
+
+    rng = np.random.default_rng(5)
+    teacher = rng.random((3, 872)) < 0.89
+    student = np.where(rng.random((3, 872)) < 0.05, ~teacher, teacher)
+    d = seed_example_interval(student, teacher)
+    assert d["mean"] == pytest.approx(100 * (student.mean() - teacher.mean()))
+    assert d["lo"] < d["mean"] < d["hi"] and d["seeds"] == (3, 3)
+    with pytest.raises(ValueError, match="same examples"):
+        seed_example_interval(student, teacher[:, :100])

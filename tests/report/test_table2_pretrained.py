@@ -23,7 +23,10 @@ def _model(tmp_path, name, k=None, sharing=None, transfer=False):
     return d
 
 
-def _run(tmp_path, name, model, task, seed, correct, k=None, sharing=None, labels=None):
+PAPER = {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False}
+
+
+def _run(tmp_path, name, model, task, seed, correct, k=None, sharing=None, labels=None, policy=None, **recipe):
     d = tmp_path / "runs" / name
     d.mkdir(parents=True)
     (d / "metrics.jsonl").write_text("")
@@ -31,7 +34,8 @@ def _run(tmp_path, name, model, task, seed, correct, k=None, sharing=None, label
     preds = np.where(correct, labels, 1 - labels)
     results = {"task": task, "seed": seed, "model_path": str(model), "metrics": {"accuracy": float(np.mean(correct))},
                "attention": "full" if k is None else "linformer", "projected_dim": k, "sharing": sharing,
-               "num_train_examples": 100}
+               **(policy or {}), "num_train_examples": 100, "num_eval_examples": len(correct), "lr": 5e-5,
+               "batch_size": 32, "max_length": 128, "steps": 4, **recipe}
     (d / "results.json").write_text(json.dumps(results))
     (d / "eval_predictions.json").write_text(json.dumps({"labels": labels.tolist(), "predictions": preds.tolist()}))
 
@@ -40,41 +44,60 @@ def _run(tmp_path, name, model, task, seed, correct, k=None, sharing=None, label
 def runs(tmp_path):
     rng = np.random.default_rng(0)
     n = 1000
-    teacher = {s: rng.random(n) < 0.90 for s in (0, 1)}
+    teacher = {s: rng.random(n) < 0.90 for s in (0, 1, 2)}
     full = _model(tmp_path, "full")
-    plain = _model(tmp_path, "k8", 8, "layerwise")
-    moved = _model(tmp_path, "k8-tr", 8, "layerwise", transfer=True)
+    plain = _model(tmp_path, "k128", 128, "layerwise")
+    moved = _model(tmp_path, "k128-tr", 128, "layerwise", transfer=True)
     for s, c in teacher.items():
         _run(tmp_path, f"imdb-full-s{s}", full, "imdb", s, c)
         worse = c.copy()
         worse[np.flatnonzero(c)[:60]] = False  # 6 points below the teacher
-        _run(tmp_path, f"imdb-k8-s{s}", plain, "imdb", s, worse, 8, "layerwise")
+        _run(tmp_path, f"imdb-k128-s{s}", plain, "imdb", s, worse, 128, "layerwise", policy=PAPER)
         close = c.copy()
         close[np.flatnonzero(c)[:20]] = False  # 2 points below: closes 4 of the 6 points
-        _run(tmp_path, f"imdb-k8-tr-s{s}", moved, "imdb", s, close, 8, "layerwise")
+        _run(tmp_path, f"imdb-k128-tr-s{s}", moved, "imdb", s, close, 128, "layerwise",
+             policy=tp.CONVERTED_LENGTH_POLICY)
     _run(tmp_path, "sst2-full-s0", full, "sst2", 0, rng.random(200) < 0.92)
     return tmp_path
 
 
 def test_rows_paired_differences_and_targets(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
-    assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=8, layerwise",
-                                        "linformer k=8, layerwise + transfer"]
+    assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=128, layerwise, paper's slice",
+                                        "linformer k=128, layerwise, resample, exact <= k + transfer"]
     teacher, plain, moved = rows
-    assert teacher["tasks"]["imdb"]["seeds"].keys() == {0, 1} and "vs_teacher" not in teacher["tasks"]["imdb"]
+    assert teacher["tasks"]["imdb"]["seeds"].keys() == {0, 1, 2} and "vs_teacher" not in teacher["tasks"]["imdb"]
     d = plain["tasks"]["imdb"]["vs_teacher"]
-    assert d["diff"] == pytest.approx(-6.0) and d["hi"] < 0 and d["mcnemar_p"] < 1e-10
+    assert d["diff"] == pytest.approx(-6.0) and d["hi"] < 0
+    assert d["mcnemar_p"].keys() == {0, 1, 2} and max(d["mcnemar_p"].values()) < 1e-10  # one p per seed
     assert moved["tasks"]["imdb"]["vs_teacher"]["diff"] == pytest.approx(-2.0)
     assert moved["transfer_info"]["rel_err_after"] == [0.1, 0.3]
     text = "\n".join(tp.targets(rows))
-    assert "Teacher SST-2 >= 89: met" in text
-    assert "linformer k=8, layerwise + transfer, IMDB within 1 of the teacher: missed (-2.0)" in text
-    assert "transfer closes 67% of the 6.0-point gap (met" in text
+    assert "Teacher SST-2 >= 88: met" in text and "The teacher's SST-2 has 1 seed(s); the targets need 3" in text
+    assert ("linformer k=128, layerwise, resample, exact <= k + transfer, IMDB within 1 of the teacher: missed (-2.0)"
+            in text)
+    assert "paper's slice, IMDB within" not in text  # the targets are set for the converted policy only
+    assert "transfer closes" not in text  # no row without transfer has the same policy to compare with
+
+
+def test_a_target_row_with_fewer_than_three_seeds_is_not_decided(runs):
+    import shutil
+
+    for s in (1, 2):
+        shutil.rmtree(runs / "runs" / f"imdb-k128-tr-s{s}")
+    text = "\n".join(tp.targets(tp.build_rows(tp.read_runs([str(runs / "runs")]))))
+    assert "IMDB within 1 of the teacher: not decided: 1 seed(s) of 3 (" in text
+
+
+def test_runs_finetuned_with_another_recipe_are_refused_naming_the_key(runs, tmp_path):
+    _run(tmp_path, "imdb-full-s7", tmp_path / "models" / "full", "imdb", 7, np.ones(1000, dtype=bool), lr=1e-4)
+    with pytest.raises(tp.DataError, match=r"imdb-full-s7 was finetuned otherwise than .*\(lr: 5e-05 vs 0.0001\)"):
+        tp.recipe_from_runs(tp.read_runs([str(runs / "runs")]))
 
 
 def test_runs_on_other_eval_examples_are_refused(runs, tmp_path):
     model = tmp_path / "models" / "full"
-    _run(tmp_path, "imdb-full-s5", model, "imdb", 5, np.ones(999, dtype=bool))
+    _run(tmp_path, "imdb-full-s5", model, "imdb", 5, np.ones(999, dtype=bool), num_eval_examples=1000)
     with pytest.raises(tp.DataError, match="evaluated on other examples"):
         tp.build_rows(tp.read_runs([str(runs / "runs")]))
 
@@ -87,9 +110,14 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     md = (out.with_suffix(".md")).read_text()
-    assert "| linformer k=8, layerwise | - | - | 84.3" in md or "linformer k=8, layerwise |" in md
-    assert "-6.0 [" in md and "## Targets" in md
+    [row] = [line for line in md.splitlines() if line.startswith("| linformer k=128, layerwise, paper's slice |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["-", "-"]  # no SST-2 run for this row
     data = json.loads(out.with_suffix(".json").read_text())
+    acc = data["rows"][1]["tasks"]["imdb"]["acc"]
+    assert cells[3].startswith(f"{acc:.1f} [") and cells[4].startswith("-6.0 [") and cells[5] == "- / 3"
+    assert "IMDB: 100 train / 1000 eval examples, lr 5e-05, batch 32, max length 128, 4 updates" in md
+    assert "Time and memory: not measured (--no-measure)." in md and "## Targets" in md
     assert [r["transfer"] for r in data["rows"]] == [False, False, True]
     empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
                             "--no-measure", "--out", str(out)], cwd=REPO, capture_output=True, text=True)

@@ -79,13 +79,23 @@ def test_transfer_of_the_projections_lowers_the_held_out_error(bert_source, tmp_
             assert torch.equal(value, same[name]), name
 
 
-def test_transfer_of_all_weights_keeps_the_teacher_fixed(bert_source, tmp_path):
+def test_transfer_of_all_weights_keeps_the_teacher_fixed(bert_source, tmp_path, monkeypatch):
+    from linformer.train.transfer import TransferTask
+
+    tasks = []
+    original = TransferTask.finish
+    monkeypatch.setattr(TransferTask, "finish", lambda self, trainer: (tasks.append(self), original(self, trainer))[1])
     summary = transfer(_compose(bert_source, "transfer.train=all", "transfer.lr_rest=1e-3",
                                 "transfer.target=attention"), tmp_path)
     assert min(summary["rel_err_before"]) > 0  # the teacher is the source with full attention, not the student
     assert sum(summary["rel_err_after"]) < 0.92 * sum(summary["rel_err_before"])
-    model = LinformerModel.from_pretrained(tmp_path / "model")
     source = BertModel.from_pretrained(bert_source["source"])
+    # after every update of the student, the teacher still holds the source's weights, each one
+    (task,) = tasks
+    teacher = {n.removeprefix("roberta."): v for n, v in task.teacher.state_dict().items()}
+    shared = [n for n in source.state_dict() if n in teacher and "position_ids" not in n]
+    assert len(shared) > 20 and all(torch.equal(teacher[n], source.state_dict()[n]) for n in shared)
+    model = LinformerModel.from_pretrained(tmp_path / "model")
     moved = [n for n, v in model.state_dict().items() if ".E." not in n and ".F." not in n
              and n in source.state_dict() and not torch.equal(v, source.state_dict()[n])]
     assert moved  # the other weights adapted
