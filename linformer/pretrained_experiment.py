@@ -1,29 +1,45 @@
 """`make reproduce-pretrained`: Table 2 from a real pretrained encoder converted to Linformer (the plan).
 
-Rows: the source encoder with full attention (the teacher), and Linformer variants built from its weights at
-n = 512 for every (k, sharing) of the profile, each without transfer (``scripts/convert.py``: E/F start as
-window means) and with transfer (``scripts/transfer.py``: every weight fitted to the teacher's layer outputs on
-512-token blocks of the mirror corpus, tokenized with the source's tokenizer, a share of them cut shorter so that
-short inputs such as SST-2's sentences are fitted too). Each row is finetuned on SST-2 and IMDB (n = 512) through
-``scripts/finetune.py`` on fixed, stratified subsets (``subset_seed`` stays 0, so every seed and row sees the same
-rows and the same eval examples, which the paired intervals of ``report/table2_pretrained.py`` need).
+Rows: the source encoder with full attention (the teacher, mean pooling as the source was trained), and Linformer
+variants built from its weights at n = 512 for every (k, sharing, length policy) of the profile, each with
+transfer (``scripts/transfer.py``: every weight fitted to the teacher's layer outputs on 512-token blocks of the
+mirror corpus, tokenized with the source's tokenizer, a share of them cut shorter so that short inputs are fitted
+too). The policies: the paper's slice of E, and the converted models' default (``convert.CONVERTED_LENGTH_POLICY``).
+Each row is finetuned on SST-2 and IMDB (n = 512) through ``scripts/finetune.py`` (``subset_seed`` stays 0, so
+every seed and row sees the same train rows and eval examples, which the paired intervals need).
 
-Profiles: ``cpu`` fits the targets' rows into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without
-native support); ``gpu`` is the full-size table (whole SST-2 train set, IMDB 25k/25k, 3 seeds on every row, bf16).
-Every stage is resumable (``linformer/stages.py``): run the same command again after an interruption.
+Every finished finetuning run's small records (results.json, eval_predictions.json, config.yaml and the model's
+card) are kept under ``RECORDS`` (docs/results, committed), and the table reads them there, so a half-finished
+experiment survives a fresh clone: a stage is done when its records are kept.
+
+Profiles: ``cpu`` fits into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without native support);
+``gpu`` is the full-size table (IMDB 25k/25k, 3 seeds on every row, bf16). Every stage is resumable
+(``linformer/stages.py``): run the same command again after an interruption.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .modeling.convert import CONVERTED_LENGTH_POLICY
+from .rundir import PREDICTIONS, RESULTS, read_json
 from .stages import Stage
 
 N = 512
 SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
+RECORDS = Path("docs/results/table2_pretrained_runs")  # each finished run's small records, committed
+KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
+CARD_FILE = "linformer_card.json"  # the model's card sidecar (its transfer record), kept beside the run's files
+# Length policies of the rows: LinformerConfig fields, each given explicitly to transfer.py.
+POLICIES = {
+    "paper": {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False},
+    "converted": CONVERTED_LENGTH_POLICY,
+}
 
 
 @dataclass(frozen=True)
@@ -42,12 +58,12 @@ class Profile:
     name: str
     ks: tuple[int, ...]
     sharings: tuple[str, ...]
+    policies: tuple[str, ...]  # keys of POLICIES
     transfer_steps: int
     transfer_batch: int
     transfer_short_fraction: float  # share of transfer batches cut to a random shorter length (SST-2 is short)
     tasks: dict               # task -> TaskScale
-    seeds: tuple[int, ...]    # seeds for the rows that decide the targets (teacher, transferred rows)
-    other_seeds: tuple[int, ...]  # seeds for the rows without transfer
+    seeds: tuple[int, ...]    # every row's seeds
     mixed_precision: str
     jobs: int
     transfer_minutes: float   # estimated per transfer run
@@ -56,64 +72,82 @@ class Profile:
 
 PROFILES = {
     # Minutes per stage as the profile runs them (2 jobs of 1 thread on 2 cores, fp32, batches grouped by length),
-    # from the stages' wall times in docs/results/table2_pretrained.json: a full-attention IMDB run at 512 tokens
-    # takes about 1.5 times a Linformer one.
+    # estimated: the SST-2 teacher runs its 2,105 updates at about 3 per second with 2 threads on an idle machine;
+    # a full-attention IMDB run at 512 tokens takes about 1.5 times a Linformer one (16 and 10 min per 1,000 reviews).
     "cpu": Profile(
-        name="cpu", ks=(64, 128), sharings=("layerwise", "headwise"), transfer_steps=150, transfer_batch=4,
-        transfer_short_fraction=0.5,
-        tasks={"sst2": TaskScale(train=6000, eval=None, epochs=1, max_length=128, minutes={"full": 3.5, "linformer": 2.5}),
-               # 1,000 reviews are 32 updates at batch 32: too few at lr 5e-5 (the teacher's loss stays near
-               # 0.66); batch 16 at lr 1e-4 makes 63 updates of the same compute
-               "imdb": TaskScale(train=1000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
-                                 minutes={"full": 16, "linformer": 10})},
-        seeds=(0, 1, 2), other_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=7.5,
-        timing="measured on 2 AMD EPYC cores, 2 stages at a time"),
+        name="cpu", ks=(128, 64), sharings=("layerwise",), policies=("converted", "paper"), transfer_steps=150,
+        transfer_batch=4, transfer_short_fraction=0.5,
+        tasks={"sst2": TaskScale(train=None, eval=None, epochs=1, max_length=128,
+                                 minutes={"full": 20, "linformer": 18}),
+               # 2,000 reviews at batch 16 are 125 updates (lr 1e-4): past the first few dozen, where one recipe
+               # detail moved single runs by points
+               "imdb": TaskScale(train=2000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
+                                 minutes={"full": 32, "linformer": 20})},
+        seeds=(0, 1, 2), mixed_precision="no", jobs=2, transfer_minutes=7.5,
+        timing="estimated from runs on 2 AMD EPYC cores, 2 stages at a time"),
     "gpu": Profile(
-        name="gpu", ks=(64, 128), sharings=("layerwise", "headwise", "kv"), transfer_steps=2000, transfer_batch=16,
-        transfer_short_fraction=0.5,
+        name="gpu", ks=(128, 64), sharings=("layerwise", "headwise"), policies=("converted", "paper"),
+        transfer_steps=2000, transfer_batch=16, transfer_short_fraction=0.5,
         tasks={"sst2": TaskScale(train=None, eval=None, epochs=3, max_length=128, minutes={"full": 6, "linformer": 6}),
                "imdb": TaskScale(train=None, eval=None, epochs=2, max_length=N,
                                  minutes={"full": 12, "linformer": 10})},
-        seeds=(0, 1, 2), other_seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8,
+        seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8,
         timing="rough guesses for one H100, not measured (no GPU was available)"),
 }
 
 
 @dataclass(frozen=True)
 class Row:
-    label: str               # e.g. "full (teacher)", "k=128, layerwise, transfer"
-    slug: str                # run-name part, e.g. full, k128-layerwise, k128-layerwise-tr
+    label: str               # e.g. "full (teacher)", "k=128, layerwise, converted policy, transfer"
+    slug: str                # run-name part, e.g. full, k128-layerwise-converted-tr
     model_dir: Path
     k: int | None
     sharing: str | None
-    transfer: bool
-    prepare: tuple[str, ...]  # stages that build model_dir
+    policy: str | None       # a key of POLICIES
+    prepare: str             # the stage that builds model_dir
 
 
-def converted_dir(attention: str, k: int | None = None, sharing: str | None = None) -> Path:
-    tag = f"full-n{N}" if attention == "full" else f"linformer-n{N}-k{k}-{sharing}"
-    return Path(f"outputs/converted/{SOURCE}-{tag}")
+def converted_dir(attention: str) -> Path:
+    return Path(f"outputs/converted/{SOURCE}-{attention}-n{N}")
 
 
-def transfer_run(k: int, sharing: str) -> str:
-    return f"{SOURCE}-linformer-n{N}-k{k}-{sharing}-all-hidden-s0"
+def transfer_run(k: int, sharing: str, policy: str) -> str:
+    return f"{SOURCE}-linformer-n{N}-k{k}-{sharing}-{policy}-all-hidden-s0"
 
 
 def rows(p: Profile) -> list[Row]:
-    out = [Row("full attention (teacher)", "full", converted_dir("full"), None, None, False, ("convert full",))]
-    for sharing in p.sharings:  # the first sharing's rows first: they run first and decide the most
-        for k in sorted(p.ks, reverse=True):
-            base = f"k{k}-{sharing}"
-            out.append(Row(f"k={k}, {sharing}", base, converted_dir("linformer", k, sharing), k, sharing, False,
-                           (f"convert {base}",)))
-            out.append(Row(f"k={k}, {sharing}, transfer", f"{base}-tr",
-                           Path(f"outputs/transfer/{transfer_run(k, sharing)}/model"), k, sharing, True,
-                           (f"transfer {base}",)))
+    out = [Row("full attention (teacher)", "full", converted_dir("full"), None, None, None, "convert full")]
+    for sharing in p.sharings:  # the decisive rows first: they run first
+        for k in p.ks:
+            for policy in p.policies:
+                slug = f"k{k}-{sharing}-{policy}-tr"
+                out.append(Row(f"k={k}, {sharing}, {policy} policy, transfer", slug,
+                               Path(f"outputs/transfer/{transfer_run(k, sharing, policy)}/model"), k, sharing, policy,
+                               f"transfer k{k}-{sharing}-{policy}"))
     return out
 
 
 def run_name(p: Profile, task: str, row: Row, seed: int) -> str:
     return f"tp-{p.name}-{task}-{row.slug}-s{seed}"
+
+
+def keep_records(run_dir: Path, records_dir: Path) -> bool:
+    """Copy a finished finetuning run's small records (KEPT_FILES and its model's card sidecar) into records_dir,
+    which appears complete or not at all. False when the run has not finished."""
+    if not (run_dir / RESULTS).is_file() or not (run_dir / PREDICTIONS).is_file():
+        return False
+    tmp = records_dir.with_name(f".tmp-{records_dir.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in KEPT_FILES:
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, tmp / name)
+    card = Path(read_json(run_dir / RESULTS).get("model_path", "")) / CARD_FILE
+    if card.is_file():
+        shutil.copy2(card, tmp / CARD_FILE)
+    shutil.rmtree(records_dir, ignore_errors=True)
+    os.replace(tmp, records_dir)
+    return True
 
 
 def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
@@ -124,28 +158,26 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     Path(corpus_dir) / "manifest.json")]
     table = rows(p)
     for row in table:
-        if row.transfer:
-            stages.append(Stage(
-                row.prepare[0],
-                [python, "scripts/transfer.py", f"model_path={SOURCE}", f"model.max_seq_len={N}",
-                 f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", "transfer.train=all",
-                 "transfer.target=hidden", f"transfer.short_fraction={p.transfer_short_fraction:g}",
-                 f"trainer.max_steps={p.transfer_steps}",
-                 f"trainer.batch_size={p.transfer_batch}", f"trainer.eval_every={p.transfer_steps}",
-                 f"trainer.save_every={max(1, p.transfer_steps // 4)}", f"trainer.mixed_precision={p.mixed_precision}",
-                 f"corpus_dir={corpus_dir}"],
-                Path(f"outputs/transfer/{transfer_run(row.k, row.sharing)}/summary.json"), ("corpus",)))
-        else:
-            arch = ["model.attention=full"] if row.k is None else \
-                ["model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
-            stages.append(Stage(row.prepare[0], [python, "scripts/convert.py", f"model_path={SOURCE}",
-                                                 f"model.max_seq_len={N}", *arch, f"out_dir={row.model_dir}"],
-                                row.model_dir / "config.json"))
-    decides = {r.slug for r in table if r.transfer or r.k is None}
+        if row.policy is None:
+            stages.append(Stage(row.prepare, [python, "scripts/convert.py", f"model_path={SOURCE}",
+                                              f"model.max_seq_len={N}", "model.attention=full",
+                                              f"out_dir={row.model_dir}"], row.model_dir / "config.json"))
+            continue
+        policy = [f"model.{key}={str(value).lower()}" for key, value in POLICIES[row.policy].items()]
+        stages.append(Stage(
+            row.prepare,
+            [python, "scripts/transfer.py", f"model_path={SOURCE}", f"model.max_seq_len={N}",
+             f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", *policy, "transfer.train=all",
+             "transfer.target=hidden", f"transfer.short_fraction={p.transfer_short_fraction:g}",
+             f"trainer.max_steps={p.transfer_steps}", f"trainer.batch_size={p.transfer_batch}",
+             f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
+             f"trainer.mixed_precision={p.mixed_precision}", f"corpus_dir={corpus_dir}",
+             f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
+            row.model_dir.parent / "summary.json", ("corpus",)))
     runs = []  # (priority, stage): seed 0 before other seeds, then row by row, SST-2 (cheap) before IMDB
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
-            for seed in (p.seeds if row.slug in decides else p.other_seeds):
+            for seed in p.seeds:
                 name = run_name(p, task, row, seed)
                 args = [python, "scripts/finetune.py", f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
@@ -157,8 +189,10 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_train_examples={scale.train}")
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
-                runs.append(((seed > 0, r_i, t_i), Stage(f"finetune {name}", args,
-                                                     Path(f"outputs/finetune/{name}/results.json"), row.prepare)))
+                run_dir, kept = Path(f"outputs/finetune/{name}"), RECORDS / name
+                runs.append(((seed > 0, r_i, t_i), Stage(
+                    f"finetune {name}", args, kept / RESULTS, (row.prepare,),
+                    keep=lambda run_dir=run_dir, kept=kept: keep_records(run_dir, kept))))
     stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
     return stages
 
@@ -175,21 +209,15 @@ def estimated_minutes(p: Profile, stage: Stage) -> float:
 
 
 def finetune_runs(p: Profile) -> str:
-    return f"outputs/finetune/tp-{p.name}-*"
+    return str(RECORDS / f"tp-{p.name}-*")
 
 
 def recipe_text(p: Profile) -> str:
-    """The finetuning recipe in words, for the table's header."""
-    parts = []
-    for task, s in p.tasks.items():
-        train = "all" if s.train is None else f"{s.train:,}"
-        evals = "all" if s.eval is None else f"{s.eval:,}"
-        parts.append(f"{task}: {train} train / {evals} eval examples, {s.epochs} epoch(s), lr {s.lr:g}, "
-                     f"batch {s.batch_size}, max length {s.max_length}")
+    """What the runs' results.json do not record, for the table's header (the rest is read from the runs)."""
     precision = "fp32" if p.mixed_precision == "no" else p.mixed_precision
-    return (f"linear decay, warmup 6%, batches grouped by length; {'; '.join(parts)}; {precision}; "
-            f"transfer {p.transfer_steps} steps x {p.transfer_batch} blocks of {N} tokens "
-            f"({p.transfer_short_fraction:.0%} of batches cut to a random shorter length), every weight")
+    return (f"linear decay, warmup 6%, batches grouped by length, {precision}; transfer {p.transfer_steps} steps x "
+            f"{p.transfer_batch} blocks of {N} tokens ({p.transfer_short_fraction:.0%} of batches cut to a random "
+            "shorter length), every weight")
 
 
 def missing_stages(p: Profile) -> list[str]:

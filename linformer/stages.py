@@ -24,6 +24,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,10 @@ class Stage:
     argv: list[str]            # the command, e.g. [python, scripts/pretrain.py, overrides...]
     done: Path                 # exists once the stage has finished (its summary or results file)
     needs: tuple[str, ...] = field(default_factory=tuple)  # names of stages that must finish first
+    # Writes `done` from what the command left, when `done` is a copy kept elsewhere (a finished run's small records
+    # committed with the results): called after the command exits 0, and before starting it, so that a run that
+    # finished but was not yet kept is kept instead of run again. Returns whether it kept anything.
+    keep: Callable[[], bool] | None = None
 
 
 class StageFailed(RuntimeError):
@@ -104,7 +109,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     threads = max(1, cores // jobs)
     if jobs > 1 and log_dir is None:
         raise ValueError("log_dir is required when jobs > 1 (each stage logs to its own file)")
-    finished = {s.name for s in stages if s.done.exists()}
+    finished = {s.name for s in stages if s.done.exists() or (s.keep is not None and s.keep() and s.done.exists())}
     todo = [s for s in stages if s.name not in finished]
     running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
     times: dict[str, float] = {}
@@ -147,6 +152,8 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
                 del running[name]
                 times[name] = round(time.perf_counter() - t0, 1)
                 where = f" (log: {log})" if log else ""
+                if rc == 0 and s.keep is not None:
+                    s.keep()
                 if rc != 0 or not s.done.exists():
                     why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
                     failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")

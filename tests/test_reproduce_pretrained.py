@@ -12,6 +12,11 @@ from linformer.stages import _check
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _value(argv: list[str], key: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in argv if a.startswith(f"{key}=")]
+    return value
+
+
 @pytest.mark.parametrize("name", sorted(exp.PROFILES))
 def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(name):
     p = exp.PROFILES[name]
@@ -19,17 +24,26 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
     _check(stages)  # unique names, every need known
     by_name = {s.name: s for s in stages}
     rows = exp.rows(p)
-    assert len(rows) == 1 + 2 * len(p.ks) * len(p.sharings) and len(p.ks) >= 2 and "layerwise" in p.sharings
+    assert len(rows) == 1 + len(p.ks) * len(p.sharings) * len(p.policies) and set(p.ks) == {64, 128}
+    assert set(p.policies) == {"paper", "converted"} and "layerwise" in p.sharings
     for row in rows:
-        (prepare,) = row.prepare
-        assert str(row.model_dir) in " ".join(by_name[prepare].argv) or row.transfer
+        prepare = by_name[row.prepare]
+        if row.policy is None:  # the teacher: convert writes the directory finetuning reads
+            assert _value(prepare.argv, "out_dir") == str(row.model_dir) and "model.attention=full" in prepare.argv
+        else:  # transfer writes <output_dir>/transfer/<run_name>/model, and its summary marks it done
+            assert row.model_dir == Path("outputs/transfer") / _value(prepare.argv, "run_name") / "model"
+            assert prepare.done == row.model_dir.parent / "summary.json"
+            assert int(_value(prepare.argv, "model.projected_dim")) == row.k
+            for key, value in exp.POLICIES[row.policy].items():
+                assert _value(prepare.argv, f"model.{key}") == str(value).lower()
         for task in ("sst2", "imdb"):
-            seeds = p.seeds if (row.transfer or row.k is None) else p.other_seeds
-            for seed in seeds:
+            for seed in p.seeds:
                 s = by_name[f"finetune {exp.run_name(p, task, row, seed)}"]
-                assert s.needs == row.prepare and f"model_path={row.model_dir}" in s.argv
+                assert s.needs == (row.prepare,) and _value(s.argv, "model_path") == str(row.model_dir)
                 # fixed subsets: every row and seed is evaluated on the same examples (paired comparisons)
-                assert "subset_seed=0" in s.argv and f"seed={seed}" in s.argv
+                assert _value(s.argv, "subset_seed") == "0" and _value(s.argv, "seed") == str(seed)
+                # done when the run's records are kept where the table reads them (committed)
+                assert s.done == exp.RECORDS / _value(s.argv, "run_name") / "results.json" and s.keep is not None
     assert len(p.seeds) == 3
     imdb = p.tasks["imdb"]
     assert imdb.max_length == exp.N and (imdb.eval is None or imdb.eval >= 2000)
@@ -39,12 +53,29 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
     assert all(n.endswith("-s0") for n in order[:first_other]) and len(order[:first_other]) == 2 * len(rows)
 
 
+def test_keeping_a_run_copies_its_records_and_the_model_card_whole(tmp_path):
+    run, model = tmp_path / "run", tmp_path / "model"
+    run.mkdir()
+    model.mkdir()
+    assert not exp.keep_records(run, tmp_path / "kept")  # not finished: nothing kept
+    (model / "linformer_card.json").write_text('{"transfer": {"steps": 3}}')
+    (run / "results.json").write_text(f'{{"task": "sst2", "model_path": "{model}"}}')
+    (run / "eval_predictions.json").write_text('{"labels": [1], "predictions": [1]}')
+    (run / "config.yaml").write_text("seed: 0\n")
+    (run / "metrics.jsonl").write_text("{}\n" * 1000)  # large: stays behind
+    assert exp.keep_records(run, tmp_path / "kept")
+    kept = tmp_path / "kept"
+    assert sorted(p.name for p in kept.iterdir()) == ["config.yaml", "eval_predictions.json", "linformer_card.json",
+                                                      "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "model", "run"]  # no temporary left
+
+
 def test_dry_run_prints_the_plan_and_the_time_it_needs():
     proc = subprocess.run([sys.executable, "scripts/reproduce_pretrained.py", "--dry-run", "--profile", "gpu"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "finetune tp-gpu-imdb-k64-layerwise-tr-s2: python scripts/finetune.py task=imdb" in out
+    assert "finetune tp-gpu-imdb-k64-layerwise-paper-tr-s2: python scripts/finetune.py task=imdb" in out
     assert "python scripts/transfer.py model_path=minilm" in out and "--layout pretrained --profile gpu" in out
     assert "min with 1 at a time (rough guesses" in out and "resumes: run the same command again" in out
     bad = subprocess.run([sys.executable, "scripts/reproduce_pretrained.py", "--jobs", "0", "--dry-run"],

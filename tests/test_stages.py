@@ -86,3 +86,27 @@ def test_stopping_the_runner_stops_its_stages(tmp_path):
     assert (tmp_path / "saved").read_text() == "1"  # the stage got SIGTERM and ran its handler
     with pytest.raises(ProcessLookupError):
         os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+def test_a_kept_stage_copies_its_records_and_a_finished_uncopied_run_is_kept_not_run_again(tmp_path):
+    import shutil
+
+    def keeper(run, kept):
+        def keep():
+            if not (run / "result").exists():
+                return False
+            kept.mkdir(parents=True, exist_ok=True)
+            shutil.copy(run / "result", kept / "result")
+            return True
+        return keep
+
+    runs = {name: (tmp_path / "outputs" / name, tmp_path / "kept" / name) for name in ("fresh", "finished")}
+    for run, _ in runs.values():
+        run.mkdir(parents=True)
+    (runs["finished"][0] / "result").write_text("from before")  # ran to the end, then the runner was stopped
+    stages = [Stage(name, _writer(run / "result"), kept / "result", keep=keeper(run, kept))
+              for name, (run, kept) in runs.items()]
+    times = run_stages(stages, jobs=1)
+    assert set(times) == {"fresh"}  # the finished run was kept, not run again
+    assert (tmp_path / "kept" / "finished" / "result").read_text() == "from before"
+    assert (tmp_path / "kept" / "fresh" / "result").is_file()

@@ -35,12 +35,27 @@ def eval_lengths(run: dict) -> np.ndarray:
         raise DataError(f"{config} is missing: the difference by input length rebuilds the eval examples from it "
                         "(skip it with --no-by-length)")
     cfg = OmegaConf.load(config)
-    tokenizer = AutoTokenizer.from_pretrained(run["model_path"])
+    tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(run))
     split = task_splits(cfg, tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {cfg.task.get('data_dir')} changed?)")
     return token_lengths(split)
+
+
+def _tokenizer_path(run: dict) -> str:
+    """The run's model directory, or, for kept records whose model is gone (a fresh clone), the source its card
+    names (a converted model keeps its source's tokenizer)."""
+    from ..modeling.card import read_card_info
+    from ..modeling.loading import resolve_model_path
+
+    if Path(run["model_path"]).is_dir():
+        return run["model_path"]
+    source = (read_card_info(run["_dir"]).get("source") or {}).get("name")
+    if source is None:
+        raise DataError(f"{run['model_path']} (the model of {run['_dir']}) is gone and its records name no source "
+                        "tokenizer: the difference by input length needs one (skip it with --no-by-length)")
+    return resolve_model_path(source)
 
 
 def quartile_edges(lengths: np.ndarray) -> list[int]:

@@ -36,14 +36,16 @@ def read_runs(patterns: list[str]) -> list[dict]:
     """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
     eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
     paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat)) or [pat]]
+    paths = [p.parent if p.name == RESULTS else p for p in paths]
+    kept = [p for p in paths if (p / RESULTS).is_file()]  # a run directory, or a run's kept records
     runs = []
-    for d in find_runs([p.parent if p.name == RESULTS else p for p in paths]):
+    for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept]))):
         r = RunRecord(d, "finetune").results()
         pred = read_json(d / PREDICTIONS)
         if not r or r.get("task") not in TASKS or not pred:
             continue
         labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
-        card = read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {}
+        card = read_card_info(d) or (read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {})
         runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
                      "_transfer": card.get("transfer")})
     return runs

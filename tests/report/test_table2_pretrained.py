@@ -138,3 +138,17 @@ def test_by_length_finds_where_a_variant_loses():
     assert diffs[:3] == [0.0, 0.0, 0.0] and diffs[3] < -20 and res["rows"]["v"][3]["hi"] < 0
     assert all(d["diff"] == 0.0 for d in res["rows"]["same"])
     assert res["teacher_acc"][3] == pytest.approx(100 * teacher[longest].mean())
+
+
+def test_kept_records_without_their_model_or_metrics_still_make_the_table(runs):
+    """A fresh clone: only the committed records (results, predictions, the model's card) are there."""
+    import shutil
+
+    for d in (runs / "runs").iterdir():
+        (d / "metrics.jsonl").unlink()
+        model = json.loads((d / "results.json").read_text())["model_path"]
+        shutil.copy(Path(model) / "linformer_card.json", d / "linformer_card.json")
+    shutil.rmtree(runs / "models")
+    rows = tp.build_rows(tp.read_runs([str(runs / "runs" / "*")]))
+    assert [r["transfer"] for r in rows] == [False, False, True]
+    assert rows[2]["transfer_info"]["steps"] == 10
