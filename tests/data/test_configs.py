@@ -50,6 +50,7 @@ def test_paths_resolve_from_any_cwd(monkeypatch, tmp_path):
     assert _compose("corpus").paths.data_mirror == str(tmp_path)
 
 
+@pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_scripts_end_to_end(tmp_path, corpus_file):
     """Both Hydra entry points on a fixture corpus, run from another cwd."""
     root = repo_root()

@@ -84,6 +84,7 @@ def test_torn_last_line_and_hidden_dirs(tmp_path, make_run):
     assert find_runs([tmp_path]) == [run.resolve()]
 
 
+@pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_cli(tmp_path, make_run):
     make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
     make_run(tmp_path, "pretrain", "b", _pretrain_rows(2.0))

@@ -75,6 +75,7 @@ def _start_and_wait(tiny_data, run, *overrides, rows=3):
     raise AssertionError(f"the run did not get going: {proc.stderr.read()[-2000:]}")
 
 
+@pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_a_second_live_process_is_refused_and_a_stale_lock_taken_over(tiny_data, tmp_path):
     run = tmp_path / "run"
     slow = ["trainer.max_steps=400", "trainer.save_every=2", "trainer.eval_every=1000"]
@@ -127,6 +128,7 @@ def _kill_after_checkpoints(tiny_data, run, steps):
 STEPS = ["trainer.max_steps=40", "trainer.save_every=4", "trainer.eval_every=20", "model.hidden_dropout_prob=0.1"]
 
 
+@pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_truncated_file_in_the_newest_checkpoint_falls_back_to_the_previous(tiny_data, tmp_path):
     full, run = tmp_path / "full", tmp_path / "run"
     _run(tiny_data, full, *STEPS, check=0)
@@ -141,6 +143,7 @@ def test_truncated_file_in_the_newest_checkpoint_falls_back_to_the_previous(tiny
     assert _losses(run) == _losses(full)  # still bitwise: the previous checkpoint is complete
 
 
+@pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_damaged_rng_state_is_an_error_unless_allowed(tiny_data, tmp_path):
     run = tmp_path / "run"
     ckpts = _kill_after_checkpoints(tiny_data, run, STEPS)

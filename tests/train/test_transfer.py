@@ -215,14 +215,15 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
     convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
     convert_encoder(bert_source["source"], tmp_path / "full", attention="full")
     cmd = [sys.executable, "scripts/fidelity.py", f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"],
-           "--source", bert_source["source"], "--lengths", "8", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
+           "--source", bert_source["source"], "--lengths", "16", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((tmp_path / "fid.json").read_text())
     assert report["reference"] == f"{bert_source['source']} with full attention"
     errors = report["errors"]["k=8"]
-    assert sorted(errors, key=int) == ["8", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
-    assert "| 8 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
+    # 16 and 32 tokens, above k = 8: projected (8 tokens would attend exactly, error 0)
+    assert sorted(errors, key=int) == ["16", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
+    assert "| 16 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
     proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
 
