@@ -7,7 +7,7 @@
 - ``run.json``: stage, status (``running`` / ``complete``), start and end times, and every config change a user
   allowed on resume (``trainer.allow_config_change``).
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
-  metrics of ``METRIC_KEYS``).
+  metrics the stage logs: loss, lr, grad_norm, eval_* ...).
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
 - ``.lock`` while a process trains in it.
 
@@ -50,12 +50,6 @@ PREDICTIONS = "eval_predictions.json"  # finetuning: the best evaluation's label
 LOCK = ".lock"
 MANIFEST = "manifest.json"                # an output directory's record (``made_by``) and its command's own facts
 FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name: made_by record}
-
-# What each stage logs to metrics.jsonl besides `step` and `time` (seconds since the start of this process).
-METRIC_KEYS = {
-    "pretrain": ("loss", "ppl", "lr", "grad_norm", "tokens_per_s", "mfu", "epoch", "tokens", "val_loss", "val_ppl"),
-    "finetune": ("loss", "lr", "grad_norm", "epoch", "eval_accuracy", "eval_f1"),
-}
 
 # Config keys that change how a run is operated, not what it computes: they may differ between starts of a run.
 OPERATIONAL_KEYS = frozenset({

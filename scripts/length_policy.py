@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                   "(no transfer, no finetuning); reference: the source with full attention."),
                   "Examples: " + ", ".join(f"{t} {len(i.lengths)} eval examples" for t, i in tasks.items()) +
                   " (stratified subsets), padded batches of 32 sorted by length.",
-                  f"Machine: {cpu_model_name()}, {torch.get_num_threads()} threads, {time.perf_counter() - t0:.0f} s.",
+                  f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, {time.perf_counter() - t0:.0f} s.",
                   f"Command: `{command}`"]
         length_policy.write_report(results, args.out, header, {"command": command})
     print(Path(f"{args.out}.md").read_text())

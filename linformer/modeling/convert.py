@@ -45,6 +45,11 @@ _HEAD_RENAMES = (
 )
 _PREFIX = "roberta."  # our base_model_prefix
 _PROJECTION_PARAM = re.compile(r"(^|\.)(E|F)\.")  # E/F of a layer, or the encoder's layerwise E
+
+
+def is_projection_weight(name: str) -> bool:
+    """Whether a parameter (or state-dict key) belongs to a projection E or F."""
+    return bool(_PROJECTION_PARAM.search(name))
 _POSITIONS = "embeddings.position_embeddings.weight"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
@@ -269,7 +274,7 @@ def extend_positions_table(table: torch.Tensor, rows: int, offset: int) -> torch
 def _check_and_report(model, where: str, missing: list[str], unused: list[str]) -> None:
     """Only E/F and heads (with BERT's pooler) may start fresh; an encoder weight that did not load is a mismatch."""
     tied = getattr(model, "all_tied_weights_keys", None) or {}  # copies of another weight, reported there
-    projections = [k for k in missing if _PROJECTION_PARAM.search(k)]
+    projections = [k for k in missing if is_projection_weight(k)]
     fresh = [k for k in missing if k not in projections and k not in tied]
     encoder = [k for k in fresh + unused if k.startswith(_PREFIX) or model.base_model is model]
     encoder = [k for k in encoder if ".pooler." not in k and not k.startswith("pooler.")]

@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.attention import LinformerSelfAttention
 from ..modeling.card import conversion_info, write_model_card
-from ..modeling.convert import CONVERTED_LENGTH_POLICY
+from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import resolve_model_path
 from .core import Trainer, TrainingTask, run_training
 from .pretrain import BlockStream
@@ -39,7 +39,6 @@ from .settings import TrainerSettings, positive_float, positive_int
 
 TARGETS = ("hidden", "attention")
 TRAINED = ("projections", "all")
-_PROJECTION = (".E.", ".F.")
 
 
 class _Blocks:
@@ -130,7 +129,7 @@ class TransferTask(TrainingTask):
         self.teacher = None
         if self.train_mode == "projections":
             for name, p in self.model.named_parameters():
-                p.requires_grad_(any(s in f".{name}." for s in _PROJECTION))
+                p.requires_grad_(is_projection_weight(name))
         else:
             self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
         data = load_prepared(resolve_path(cfg.corpus_dir), self.source)
@@ -168,9 +167,9 @@ class TransferTask(TrainingTask):
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at trainer.lr; with transfer.train=all every other weight at transfer.lr_rest."""
-        proj = [p for n, p in self.model.named_parameters() if any(s in f".{n}." for s in _PROJECTION)]
+        proj = [p for n, p in self.model.named_parameters() if is_projection_weight(n)]
         rest = [p for n, p in self.model.named_parameters()
-                if p.requires_grad and not any(s in f".{n}." for s in _PROJECTION)]
+                if p.requires_grad and not is_projection_weight(n)]
         groups = [{"params": proj, "weight_decay": 0.0}]
         if rest:
             groups.append({"params": rest, "weight_decay": weight_decay, "lr": self.lr_rest})
