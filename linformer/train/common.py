@@ -14,6 +14,7 @@ from accelerate.utils import set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..errors import ConfigError
+from ..modeling.convert import is_projection_weight
 from ..rundir import flatten
 
 log = logging.getLogger(__name__)
@@ -86,14 +87,26 @@ def seed_everything(seed: int) -> None:
     set_seed(seed)  # python, numpy and torch (every device)
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices; no decay on biases, LayerNorm weights (RoBERTa) and anything one-dimensional."""
-    decay, no_decay = [], []
+def param_groups(model: torch.nn.Module, weight_decay: float, leave_out=()) -> list[dict]:
+    """Decay matrices; no decay on biases, LayerNorm weights (RoBERTa) and anything one-dimensional. Frozen
+    parameters and those in ``leave_out`` are in neither group."""
+    decay, no_decay, skip = [], [], {id(p) for p in leave_out}
     for name, p in model.named_parameters():
-        if not p.requires_grad:
+        if not p.requires_grad or id(p) in skip:
             continue
         (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def projection_param_groups(model: torch.nn.Module, weight_decay: float, lr_projections: float | None = None,
+                            lr_rest: float | None = None) -> list[dict]:
+    """Two learning rates for a converted Linformer: E and F in a group of their own (no weight decay) at
+    ``lr_projections``, every other trainable weight grouped as ``param_groups`` does at ``lr_rest`` (None: the
+    optimizer's lr). Empty groups are left out."""
+    proj = [p for n, p in model.named_parameters() if p.requires_grad and is_projection_weight(n)]
+    rest = [g for g in param_groups(model, weight_decay, leave_out=proj) if g["params"]]
+    groups = [{"params": proj, "weight_decay": 0.0, **({"lr": lr_projections} if lr_projections else {})}] * bool(proj)
+    return groups + [g | ({"lr": lr_rest} if lr_rest else {}) for g in rest]
 
 
 def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping, groups: list[dict] | None = None,

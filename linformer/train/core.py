@@ -60,7 +60,7 @@ class EpochOrder:
                  lengths=None):
         self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
         self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
-        self.lengths = None if lengths is None else torch.as_tensor(lengths)
+        self.lengths = None if lengths is None else torch.tensor(lengths)  # a copy: Arrow's buffers are read-only
         if self.lengths is not None and len(self.lengths) != num_rows:
             raise ValueError(f"lengths has {len(self.lengths)} entries for {num_rows} rows")
         self._perm: tuple[int, torch.Tensor] | None = None
@@ -95,6 +95,7 @@ class TrainingTask:
     stage = "train"                 # pretrain | finetune | transfer: the run record's stage and tracker job type
     main_metric = "loss"            # the evaluation metric that picks the best step
     greater_is_better = False
+    select_best = True              # False: every evaluation replaces the best (the run's result is its last model)
     default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
@@ -348,7 +349,8 @@ class Trainer:
         value = scores.get(self.task.main_metric)
         best = self.state["best"]
         if value is not None and step > 0 and (
-            best is None or (value > best["value"] if self.task.greater_is_better else value < best["value"])
+            best is None or not self.task.select_best
+            or (value > best["value"] if self.task.greater_is_better else value < best["value"])
         ):
             self.state["best"] = {"step": step, "value": value}
             self.task.on_best(self, step)

@@ -86,9 +86,8 @@ class FinetuneTask(TrainingTask):
             raise ConfigError(f"task={cfg.task.name}: {err.args[0]}") from err
         self.main_metric = f"eval_{self.spec.metrics[0]}"
         self.from_scratch = bool(cfg.get("from_scratch", False))
-        self.model_path = resolve_model_path(str(cfg.model_path))
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.model, self.config = load_classifier(self.model_path, self.spec.num_labels, self.from_scratch)
+        self.model_path, self.tokenizer, self.model = self.load_model(cfg)
+        self.config = self.model.config
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(t.get("max_length"), cfg.task.get("max_length"))
         data = task_splits(cfg, self.tokenizer, self.max_length)
@@ -110,6 +109,12 @@ class FinetuneTask(TrainingTask):
         self.prepare = (self.eval_loader,)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+
+    def load_model(self, cfg: DictConfig) -> tuple[str, Any, torch.nn.Module]:
+        """(where the model comes from, its tokenizer, the classifier to train) for cfg.model_path."""
+        model_path = resolve_model_path(str(cfg.model_path))
+        model, _ = load_classifier(model_path, self.spec.num_labels, self.from_scratch)
+        return model_path, AutoTokenizer.from_pretrained(model_path), model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
         """The model's n (or position table), capped by the task's length; a request above n is an error."""
@@ -156,6 +161,11 @@ class FinetuneTask(TrainingTask):
         if self.save_best:
             trainer.save_model(trainer.run_dir / "best")
 
+    def record_on_card(self, trainer: Trainer, metrics: dict) -> None:
+        """A converted or transferred model's card lists the results finetuned from it."""
+        if trainer.main and read_card_info(self.model_path):
+            add_results(self.model_path, self.spec.name, metrics, trainer.run_dir)
+
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         best = trainer.state["best"] or {"step": trainer.state["step"]}
         evals = trainer.state["evals"]
@@ -186,8 +196,7 @@ class FinetuneTask(TrainingTask):
             "steps": trainer.state["step"],
             "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
         }
-        if trainer.main and read_card_info(self.model_path):  # a converted or transferred model: its card lists results
-            add_results(self.model_path, self.spec.name, metrics, trainer.run_dir)
+        self.record_on_card(trainer, metrics)
         score = metrics.get(self.spec.metrics[0])
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,

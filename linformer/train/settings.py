@@ -41,8 +41,11 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
     return int(value)
 
 
-def positive_float(cfg: Mapping, key: str, prefix: str = "trainer") -> float:
+def positive_float(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> float | None:
+    """cfg[key] as a finite float > 0 (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = cfg.get(key)
+    if value is None and allow_none:
+        return None
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -33,6 +33,7 @@ from ..modeling.attention import LinformerSelfAttention
 from ..modeling.card import conversion_info, write_model_card
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import resolve_model_path
+from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
 from .pretrain import BlockStream
 from .settings import TrainerSettings, positive_float, positive_int
@@ -167,13 +168,7 @@ class TransferTask(TrainingTask):
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at trainer.lr; with transfer.train=all every other weight at transfer.lr_rest."""
-        proj = [p for n, p in self.model.named_parameters() if is_projection_weight(n)]
-        rest = [p for n, p in self.model.named_parameters()
-                if p.requires_grad and not is_projection_weight(n)]
-        groups = [{"params": proj, "weight_decay": 0.0}]
-        if rest:
-            groups.append({"params": rest, "weight_decay": weight_decay, "lr": self.lr_rest})
-        return groups
+        return projection_param_groups(self.model, weight_decay, lr_rest=self.lr_rest)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.train.micro_batch(g)

@@ -1,0 +1,217 @@
+"""Distillation of a finetuned full-attention classifier into a Linformer on the training core: ``distill(cfg,
+run_dir)``.
+
+The teacher (``teacher_path``) is a sequence classifier finetuned with full attention: a BERT/RoBERTa-family
+classifier, or a finetuning run of a converted model in full mode. The student is, by default, the teacher itself
+with Linformer attention (``model.*``: k, sharing, length policy; only E and F start fresh, as window means), or
+``student_path``: a Linformer of the same tokenizer (for example one finetuned after attention transfer), whose
+classifier, if it has one, must have the teacher's labels.
+
+The student fits the teacher on the task's training text, its labels unused (unlabeled text of the task is what
+distillation needs): the loss is T^2 KL(softmax(teacher / T) || softmax(student / T)) per example, plus, with
+``distill.hidden_weight`` > 0, that weight times each layer's relative error ||student - teacher||^2 / ||teacher||^2
+at real tokens, averaged over layers. E and F learn at ``distill.lr_projections``, every other weight at
+``trainer.lr``. Evaluation reports the student's task metrics and its agreement with the teacher's predictions;
+results.json has finetuning's layout (a Table 2 row), with the teacher's metrics beside the student's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+from ..errors import ConfigError
+from ..modeling import LinformerConfig, LinformerForSequenceClassification
+from ..modeling.card import add_results, conversion_info, write_model_card
+from ..modeling.convert import converted_length_policy
+from ..modeling.loading import load_classifier, load_pretrained, resolve_model_path
+from .common import projection_param_groups
+from .core import Trainer, run_training
+from .finetune import FinetuneTask
+from .settings import TrainerSettings, positive_float
+
+STUDENT_SETTINGS = ("projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
+                    "mask_empty_windows")
+
+
+def is_sequence_classifier(config) -> bool:
+    return any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
+
+
+def load_teacher(teacher_path: str, num_labels: int, task: str):
+    """The teacher classifier, frozen: refused unless it is a finetuned sequence classifier of the task's labels
+    with full attention."""
+    config = AutoConfig.from_pretrained(teacher_path)
+    if not is_sequence_classifier(config):
+        raise ConfigError(
+            f"teacher_path={teacher_path} holds a {', '.join(config.architectures or [config.model_type])}, not a "
+            f"finetuned sequence classifier: finetune it first (python scripts/finetune.py task={task} "
+            f"model_path=...) and distill from that run's best/."
+        )
+    if config.num_labels != num_labels:
+        raise ConfigError(f"teacher_path={teacher_path} classifies {config.num_labels} labels, task={task} has "
+                          f"{num_labels}: distill on the task the teacher was finetuned for.")
+    if getattr(config, "attention", "full") != "full":
+        raise ConfigError(f"teacher_path={teacher_path} is a Linformer with projected attention "
+                          f"({config.attention_label}): the teacher must attend fully.")
+    model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
+    return model.eval().requires_grad_(False)
+
+
+def student_from_teacher(teacher_path: str, settings: dict):
+    """The teacher's weights (encoder and classifier) with Linformer attention set by ``settings``; E and F fresh."""
+    config = AutoConfig.from_pretrained(teacher_path)
+    if config.model_type != "linformer":  # a BERT/RoBERTa-family classifier: the conversion copies its head too
+        return LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="linformer",
+                                                                          **settings)
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
+    student = LinformerConfig(**{**fields, **converted_length_policy(settings), **settings, "attention": "linformer"})
+    return load_pretrained(AutoModelForSequenceClassification, teacher_path, config=student)
+
+
+def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: str, student_path: str) -> None:
+    """ConfigError unless both tokenizers map the same tokens to the same ids (the student reads the teacher's ids)."""
+    a, b = teacher_tokenizer.get_vocab(), student_tokenizer.get_vocab()
+    if a != b:
+        differ = sum(b.get(token) != i for token, i in a.items()) + len(b.keys() - a.keys())
+        raise ConfigError(
+            f"student_path={student_path} has another tokenizer than teacher_path={teacher_path} ({len(b)} tokens "
+            f"against {len(a)}, {differ} differing): the student must read the teacher's token ids."
+        )
+
+
+def masked_relative_error(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """||student - teacher||^2 / ||teacher||^2 over the real tokens (mask 1) of a padded batch."""
+    m = mask.unsqueeze(-1).to(student.dtype)
+    s, t = student.float() * m, teacher.float() * m
+    return ((s - t) ** 2).sum() / (t ** 2).sum().clamp_min(1e-12)
+
+
+class DistillTask(FinetuneTask):
+    stage = "distill"
+    select_best = False  # the student is the last model: evaluations report, they do not select
+
+    def load_model(self, cfg: DictConfig):
+        d = cfg.distill
+        self.temperature = positive_float(d, "temperature", "distill")
+        self.hidden_weight = float(d.get("hidden_weight") or 0.0)
+        if self.hidden_weight < 0:
+            raise ConfigError(f"distill.hidden_weight={self.hidden_weight}: a weight of 0 (off) or more")
+        self.lr_projections = positive_float(d, "lr_projections", "distill", allow_none=True)
+        self.teacher_path = resolve_model_path(str(cfg.teacher_path), "teacher_path")
+        self.teacher = load_teacher(self.teacher_path, self.spec.num_labels, self.spec.name)
+        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
+        if cfg.get("student_path") is None:
+            settings = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()
+                        if k in STUDENT_SETTINGS and v is not None}
+            return self.teacher_path, teacher_tokenizer, student_from_teacher(self.teacher_path, settings)
+        student_path = resolve_model_path(str(cfg.student_path), "student_path")
+        config = AutoConfig.from_pretrained(student_path)
+        if is_sequence_classifier(config) and config.num_labels != self.teacher.config.num_labels:
+            raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
+                              f"teacher_path={self.teacher_path} {self.teacher.config.num_labels}: the student's "
+                              "classifier must have the teacher's labels.")
+        tokenizer = AutoTokenizer.from_pretrained(student_path)
+        check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
+        model, _ = load_classifier(student_path, self.spec.num_labels, from_scratch=False)
+        return student_path, tokenizer, model
+
+    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
+        super().__init__(cfg, settings, world, rank)
+        if self.hidden_weight > 0 and _layers_shape(self.model) != _layers_shape(self.teacher):
+            raise ConfigError(
+                f"distill.hidden_weight={self.hidden_weight} matches the student's layers to the teacher's, but they "
+                f"differ in shape (layers x hidden: {_layers_shape(self.model)} against {_layers_shape(self.teacher)}):"
+                " use distill.hidden_weight=0."
+            )
+        self.teacher_predictions: list[int] | None = None
+        self.teacher_scores: dict[str, float] = {}
+        self.tracker_tags = [*self.tracker_tags, "distill"]
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""
+        return projection_param_groups(self.model, weight_decay, lr_projections=self.lr_projections)
+
+    def loss(self, model, batch) -> torch.Tensor:
+        inputs = {k: v for k, v in batch.items() if k != "labels"}  # the teacher labels the text
+        hidden = self.hidden_weight > 0
+        with torch.no_grad():
+            teacher = self.teacher(**inputs, output_hidden_states=hidden)
+        student = model(**inputs, output_hidden_states=hidden)
+        t = self.temperature
+        loss = F.kl_div(F.log_softmax(student.logits.float() / t, -1), F.log_softmax(teacher.logits.float() / t, -1),
+                        log_target=True, reduction="batchmean") * t * t
+        if hidden:
+            mask = inputs["attention_mask"]
+            errs = [masked_relative_error(s, h, mask)
+                    for s, h in zip(student.hidden_states[1:], teacher.hidden_states[1:])]
+            loss = loss + self.hidden_weight * torch.stack(errs).mean()
+        return loss
+
+    @torch.no_grad()
+    def evaluate(self, model) -> dict[str, float]:
+        """The student's task metrics, and ``eval_agreement``: the share of eval examples where its prediction is the
+        teacher's (the teacher is evaluated once, on first use)."""
+        if self.teacher_predictions is None:
+            self.teacher_scores = super().evaluate(self.teacher)
+            self.teacher.eval()  # evaluate() leaves the model it was given in train mode
+            self.teacher_predictions = self.last_eval[0]
+        scores = super().evaluate(model)
+        same = sum(p == q for p, q in zip(self.last_eval[0], self.teacher_predictions))
+        return scores | {"eval_agreement": same / max(len(self.teacher_predictions), 1)}
+
+    def record_on_card(self, trainer: Trainer, metrics: dict) -> None:
+        """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
+        model_dir = trainer.run_dir / "model"
+        trainer.save_model(model_dir)
+        if not trainer.main:
+            return
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        info = conversion_info(str(self.cfg.teacher_path), model, name=trainer.run_dir.name)
+        info["distillation"] = {"task": self.spec.name, "steps": trainer.state["step"],
+                                "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
+                                "temperature": self.temperature, "hidden_weight": self.hidden_weight,
+                                "student_path": self.cfg.get("student_path"),
+                                "teacher_metrics": self._teacher_metrics()}
+        write_model_card(model_dir, info)
+        add_results(model_dir, self.spec.name, metrics, trainer.run_dir)
+
+    def _teacher_metrics(self) -> dict[str, float]:
+        return {k.removeprefix("eval_"): v for k, v in self.teacher_scores.items()}
+
+    def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
+        summary, results = super().finish(trainer)
+        model_dir = str(trainer.run_dir / "model")
+        metric = self.spec.metrics[0]
+        teacher = self._teacher_metrics()
+        results |= {"model_path": model_dir, "method": "distill", "teacher_path": self.teacher_path,
+                    "teacher_metrics": teacher, "student_path": self.cfg.get("student_path"),
+                    "distill": {"temperature": self.temperature, "hidden_weight": self.hidden_weight,
+                                "lr_projections": self.lr_projections}}
+        summary["model_dir"] = model_dir
+        agreement = results["metrics"].get("agreement")
+        if metric in teacher and agreement is not None:
+            summary["report"].append(f"teacher {metric} {teacher[metric]:.4f} on the same examples; the student "
+                                     f"agrees with it on {agreement:.1%}")
+        return summary, results
+
+
+def _layers_shape(model) -> tuple[int, int]:
+    return int(model.config.num_hidden_layers), int(model.config.hidden_size)
+
+
+def distill(cfg: DictConfig, run_dir: str | Path) -> dict:
+    """Distill cfg.teacher_path into a Linformer on cfg.task's text; returns results.json's content."""
+
+    def make_task(accelerator, settings: TrainerSettings) -> DistillTask:
+        with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
+            task = DistillTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+        task.teacher.to(accelerator.device)  # not prepared by Accelerate (it never trains): placed by hand
+        return task
+
+    return run_training(cfg, run_dir, "distill", make_task)

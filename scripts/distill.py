@@ -1,0 +1,15 @@
+"""Distill a finetuned classifier into a Linformer:
+python scripts/distill.py task=imdb teacher_path=outputs/finetune/<teacher run>/best model.projected_dim=128"""
+
+from linformer.cli import hydra_main, hydra_run_dir
+
+
+@hydra_main("distill")
+def main(cfg) -> None:
+    from linformer.train.distill import distill
+
+    distill(cfg, hydra_run_dir())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Distilling a finetuned full-attention classifier into a Linformer (scripts/distill.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
+
+from linformer.errors import ConfigError
+from linformer.modeling import LinformerForMaskedLM, LinformerForSequenceClassification
+from linformer.modeling.convert import convert_encoder
+from linformer.rundir import read_json
+from linformer.train.distill import DistillTask, distill, student_from_teacher
+from linformer.train.finetune import finetune
+from linformer.train.settings import TrainerSettings
+from linformer.train.transfer import full_attention
+
+from .conftest import CONFIGS, compose_finetune, write_sst2_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def teachers(tmp_path_factory, pretrained_run):
+    """Two finetuned full-attention SST-2 teachers on the fixture data: a RoBERTa classifier (the HF family) and
+    the same RoBERTa converted to a Linformer in full mode, then finetuned (model_type linformer)."""
+    root = tmp_path_factory.mktemp("teachers")
+    sst2 = write_sst2_fixture(root / "sst2")
+    tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
+    torch.manual_seed(0)
+    RobertaForMaskedLM(RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64, max_position_embeddings=66, type_vocab_size=1)
+                       ).save_pretrained(root / "roberta")
+    tok.save_pretrained(root / "roberta")
+    convert_encoder(root / "roberta", root / "linformer-full", attention="full")
+    out = {"sst2": sst2, "cache": root / "cache"}
+    for name in ("roberta", "linformer-full"):
+        cfg = compose_finetune("task=sst2", f"task.data_dir={sst2}", f"model_path={root / name}",
+                               f"task_cache_dir={root / 'cache'}", "trainer.epochs=4", "trainer.lr=3e-3")
+        results = finetune(cfg, root / f"ft-{name}")
+        assert results["metrics"]["accuracy"] >= 0.9  # a teacher worth distilling
+        out[name] = root / f"ft-{name}" / "best"
+    return out
+
+
+def _compose(teachers, teacher: str, *overrides):
+    import linformer.train  # noqa: F401  (registers the run-name resolvers)
+
+    base = ["task=sst2", f"task.data_dir={teachers['sst2']}", f"teacher_path={teachers[teacher]}",
+            f"task_cache_dir={teachers['cache']}", "model.projected_dim=4", "trainer.batch_size=16",
+            "trainer.lr=1e-3", "trainer.epochs=2", "trainer.log_every=1", "distill.lr_projections=1e-2"]
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="distill", overrides=base + list(overrides))
+
+
+def _batch(teachers, texts=("good good , the film is good .", "dull , the film is dull and so dull .")):
+    tok = AutoTokenizer.from_pretrained(teachers["roberta"])
+    return dict(tok(list(texts), padding=True, return_tensors="pt"))
+
+
+@pytest.mark.parametrize("teacher", ["roberta", "linformer-full"])
+def test_the_student_is_the_teacher_with_projected_attention(teachers, teacher):
+    """Every weight but E and F (the classifier too) comes from the teacher: in full mode it is the teacher."""
+    student = student_from_teacher(str(teachers[teacher]), {"projected_dim": 4, "sharing": "layerwise"}).eval()
+    reference = AutoModelForSequenceClassification.from_pretrained(teachers[teacher]).eval()
+    assert student.config.attention == "linformer" and student.config.projected_dim == 4
+    assert student.config.length_policy == "resample" and student.config.exact_short_inputs  # converted default
+    batch = _batch(teachers)
+    with torch.no_grad():
+        with full_attention(student):
+            full = student(**batch).logits
+        projected = student(**batch).logits
+        expected = reference(**batch).logits
+    torch.testing.assert_close(full, expected, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(projected, expected, atol=1e-4)  # inputs above k = 4 tokens are compressed
+
+
+@pytest.mark.parametrize("teacher", ["roberta", "linformer-full"])
+def test_distillation_fits_the_student_to_the_teacher(tmp_path, teachers, teacher):
+    results = distill(_compose(teachers, teacher), tmp_path / "run")
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in rows if "loss" in r]
+    assert len(losses) == 26 and sum(losses[-5:]) < 0.5 * sum(losses[:5])  # 2 epochs of ceil(200 / 16) steps
+    evals = [r for r in rows if "eval_agreement" in r]
+    assert [r["step"] for r in evals] == [0, 13, 26]  # before distillation, then every epoch
+    assert results["method"] == "distill" and results["teacher_metrics"]["accuracy"] >= 0.9
+    assert results["attention"] == "linformer" and results["projected_dim"] == 4
+    assert results["best_step"] == 26 and results["metrics"] == {
+        k.removeprefix("eval_"): v for k, v in evals[-1].items() if k.startswith("eval_")}  # the last, not the best
+    # the saved student is the model the results describe: its predictions reproduce them
+    model_dir = Path(results["model_path"])
+    assert model_dir == run / "model" and (model_dir / "linformer_card.json").is_file()
+    card = read_json(model_dir / "linformer_card.json")
+    assert card["distillation"]["task"] == "sst2" and card["results"]["sst2"]["metrics"] == results["metrics"]
+    student = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    pred = read_json(run / "eval_predictions.json")
+    assert pred["step"] == 26
+    sentences = [line.split("\t")[0] for line in (teachers["sst2"] / "dev.tsv").read_text().splitlines()[1:]]
+    with torch.no_grad():
+        again = student(**tok(sentences, padding=True, return_tensors="pt")).logits.argmax(-1).tolist()
+    assert again == pred["predictions"]
+    assert "agrees with it on" in " ".join(read_json(run / "summary.json")["report"])
+
+
+def test_hidden_states_term_and_two_learning_rates(teachers):
+    """hidden_weight adds each layer's relative error to the KL; E/F get distill.lr_projections."""
+    cfg = _compose(teachers, "roberta", "distill.hidden_weight=1.0")
+    task = DistillTask(cfg, TrainerSettings.read(cfg.trainer), 1, 0)
+    batch = task.micro_batch(0)
+    with_hidden = task.loss(task.model, batch)
+    task.hidden_weight = 0.0
+    assert with_hidden.item() > task.loss(task.model, batch).item() > 0
+    groups = task.param_groups(0.1)
+    assert groups[0]["lr"] == 1e-2 and all("lr" not in g for g in groups[1:])
+    assert sum(len(g["params"]) for g in groups) == sum(p.requires_grad for p in task.model.parameters())
+
+
+def _student(tmp_path, teachers, num_labels=2, tokenizer_of=None):
+    """A Linformer classifier beside the teachers (converted from the RoBERTa), with num_labels and a tokenizer."""
+    model = LinformerForSequenceClassification.from_pretrained_encoder(
+        teachers["roberta"], attention="linformer", projected_dim=4, num_labels=num_labels)
+    model.save_pretrained(tmp_path / "student")
+    AutoTokenizer.from_pretrained(tokenizer_of or teachers["roberta"]).save_pretrained(tmp_path / "student")
+    return tmp_path / "student"
+
+
+def test_a_student_path_of_the_same_tokenizer_is_distilled_into(tmp_path, teachers):
+    student = _student(tmp_path, teachers)
+    cfg = _compose(teachers, "roberta", f"student_path={student}", "trainer.epochs=1")
+    results = distill(cfg, tmp_path / "run")
+    assert results["student_path"] == str(student) and results["steps"] == 13
+
+
+def test_a_student_with_other_labels_is_refused(tmp_path, teachers):
+    student = _student(tmp_path, teachers, num_labels=3)
+    with pytest.raises(ConfigError, match=r"student_path=.*student classifies 3 labels, teacher_path=.* 2"):
+        distill(_compose(teachers, "roberta", f"student_path={student}"), tmp_path / "run")
+
+
+def test_a_student_with_another_tokenizer_is_refused(tmp_path, teachers, bert_tokenizer_dir):
+    student = _student(tmp_path, teachers, tokenizer_of=bert_tokenizer_dir)
+    with pytest.raises(ConfigError, match=r"student_path=.* has another tokenizer than teacher_path="):
+        distill(_compose(teachers, "roberta", f"student_path={student}"), tmp_path / "run")
+
+
+@pytest.fixture()
+def bert_tokenizer_dir(tmp_path):
+    """A WordPiece tokenizer of another vocabulary (BERT's layout)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"])}
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                  sep_token="[SEP]", mask_token="[MASK]")
+    tok.save_pretrained(tmp_path / "wordpiece")
+    return tmp_path / "wordpiece"
+
+
+def test_a_teacher_that_is_not_a_finetuned_classifier_is_refused(tmp_path, teachers, pretrained_run):
+    cfg = _compose(teachers, "roberta", f"teacher_path={pretrained_run}")
+    with pytest.raises(ConfigError, match=r"teacher_path=.* holds a LinformerForMaskedLM, not a finetuned sequence"):
+        distill(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_a_teacher_with_projected_attention_is_refused(tmp_path, teachers):
+    student = _student(tmp_path, teachers)
+    cfg = _compose(teachers, "roberta", f"teacher_path={student}")
+    with pytest.raises(ConfigError, match=r"teacher_path=.* is a Linformer with projected attention"):
+        distill(cfg, tmp_path / "run")
+
+
+def test_a_teacher_of_other_labels_is_refused(tmp_path, teachers):
+    from transformers import RobertaForSequenceClassification
+
+    config = RobertaConfig.from_pretrained(teachers["roberta"], num_labels=3)
+    RobertaForSequenceClassification(config).save_pretrained(tmp_path / "three")
+    AutoTokenizer.from_pretrained(teachers["roberta"]).save_pretrained(tmp_path / "three")
+    with pytest.raises(ConfigError, match=r"teacher_path=.*three classifies 3 labels, task=sst2 has 2"):
+        distill(_compose(teachers, "roberta", f"teacher_path={tmp_path / 'three'}"), tmp_path / "run")
+
+
+def test_a_student_of_another_tokenizer_is_one_error_line(tmp_path, teachers, bert_tokenizer_dir):
+    """The CLI: one `error:` line naming both paths, exit 2, no traceback, nothing in the run directory."""
+    student = _student(tmp_path, teachers, tokenizer_of=bert_tokenizer_dir)
+    result = subprocess.run(
+        [sys.executable, "scripts/distill.py", "task=sst2", f"task.data_dir={teachers['sst2']}",
+         f"teacher_path={teachers['roberta']}", f"student_path={student}", f"paths.output_dir={tmp_path / 'out'}",
+         f"task_cache_dir={teachers['cache']}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert f"student_path={student}" in line and f"teacher_path={teachers['roberta']}" in line
+    assert not list((tmp_path / "out").glob("**/results.json"))
+
+
+def test_a_missing_teacher_is_named_by_its_key(tmp_path, teachers):
+    from linformer.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"^teacher_path='.*nowhere' .* holds no model"):
+        distill(_compose(teachers, "roberta", f"teacher_path={tmp_path / 'nowhere'}"), tmp_path / "run")
