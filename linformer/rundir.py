@@ -170,9 +170,10 @@ def _sigterm_unwinds(final: Path) -> contextlib.AbstractContextManager:
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return contextlib.nullcontext()
-    from .data.workers import sigterm_stops  # linformer.data imports this module
+    from .data.workers import signals_stop  # linformer.data imports this module
 
-    return sigterm_stops(f"stopped by SIGTERM while writing {final}, which is as it was. Run the same command again.")
+    return signals_stop(f"stopped by SIGTERM while writing {final}, which is as it was. Run the same command again.",
+                        (signal.SIGTERM,))
 
 
 def umask_modes(root: Path) -> None:

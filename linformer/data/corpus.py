@@ -31,14 +31,14 @@ from ..errors import ConfigError, CorpusError
 from ..rundir import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
-from .workers import children_die_with_parent, sigterm_stops
+from .workers import children_die_with_parent, signals_stop
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 HUB_PREFIX = "hf:"
 
-STOPPED = "prepare_corpus stopped by SIGTERM before it finished; nothing was written. Run the same command again."
+STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
 
 @dataclass
@@ -388,7 +388,7 @@ def prepare_corpus(
                                         "tokenizer_dir": os.path.abspath(tokenizer_dir)})
     check_output_dir(out, record, overwrite)  # before the sources are read
     verify_sources([s.path for s in srcs if s.path])
-    with sigterm_stops(STOPPED), atomic_dir(out, record, overwrite) as tmp:
+    with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:
         manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     print(

@@ -3,9 +3,9 @@
 `datasets.map(num_proc=...)` forks a pool of workers and a Manager process (module `multiprocess`). If the parent
 is killed (SIGKILL, or SIGTERM with Python's default action) they are orphaned: each holds its share of the data
 and waits forever on a queue nobody writes. ``children_die_with_parent`` makes every process `multiprocess` forks
-inside the block ask the kernel for SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``);
-``sigterm_stops`` turns SIGTERM in the parent into an exception, so temporary directories are removed and the
-pool is terminated on the way out.
+inside the block ask the kernel for SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``) and leave Ctrl-C to
+the parent (a terminal sends SIGINT to the whole process group); ``signals_stop`` turns SIGTERM and SIGINT in the
+parent into an exception, so temporary directories are removed and the pool is terminated on the way out.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ class _Parent:
 
 
 def _die_with(parent: _Parent) -> None:
-    """Run in each forked child before its target: SIGKILL on the parent's death, default SIGTERM."""
+    """Run in each forked child before its target: SIGKILL on the parent's death, default SIGTERM, no SIGINT."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() sends SIGTERM: it must end the worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the pool
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent.pid:  # the parent died before the request was in place
         os._exit(1)
@@ -55,9 +56,10 @@ def children_die_with_parent() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def sigterm_stops(message: str) -> Iterator[None]:
-    """SIGTERM inside the block raises Preempted(message) in the main thread (later ones are ignored while the
-    block unwinds). An exception raised while unwinding from it (a pool timing out) is reported as Preempted."""
+def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Each of ``signals`` inside the block raises Preempted(message) in the main thread, ``{signal}`` in the message
+    replaced by its name (later ones are ignored while the block unwinds). An exception raised while unwinding from
+    it (a pool timing out, a worker's broken pipe) is reported as that Preempted."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -66,14 +68,15 @@ def sigterm_stops(message: str) -> Iterator[None]:
     def stop(signum, _frame):
         if not received:
             received.append(signum)
-            raise Preempted(message, signum)
+            raise Preempted(message.replace("{signal}", signal.Signals(signum).name), signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
         yield
-    except Exception as err:
+    except BaseException as err:
         if received and not isinstance(err, Preempted):
-            raise Preempted(message, received[0]) from err
+            raise Preempted(message.replace("{signal}", signal.Signals(received[0]).name), received[0]) from err
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,6 +1,7 @@
 """prepare_corpus killed while datasets.map tokenizes with num_proc=2: none of its processes may outlive it."""
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -40,7 +41,8 @@ def _children_once_tokenizing(proc: subprocess.Popen, log, want: int = 3, timeou
     pytest.fail(f"prepare_corpus never started {want} worker processes")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
+                         ids=["SIGKILL", "SIGTERM", "Ctrl-C (SIGINT to the process group)"])
 def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig):
     corpus = make_corpus(tmp_path / "corpus.txt", n_docs=1000)  # > 2 batches of 1000 paragraphs: num_proc=2
     script = repo_root() / "scripts" / "prepare_corpus.py"
@@ -49,12 +51,15 @@ def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig):
         proc = subprocess.Popen(
             [sys.executable, "-c", SLOW_SCRIPT, str(script), f"data.sources=[{corpus}]", f"tokenizer_dir={tok_dir}",
              f"out_dir={tmp_path}/proc", f"paths.output_dir={tmp_path}/outputs", "data.n=16", "data.num_proc=2"],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
         )
     kids: list[psutil.Process] = []
     try:
         kids = _children_once_tokenizing(proc, log)
-        proc.send_signal(sig)
+        if sig == signal.SIGINT:  # a terminal's Ctrl-C signals every process of the foreground group
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         code = proc.wait(timeout=15)
         _, alive = psutil.wait_procs(kids, timeout=5)
         assert not alive, f"{len(alive)} of {len(kids)} worker processes outlived prepare_corpus ({sig.name})"
@@ -63,7 +68,8 @@ def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig):
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.kill()
     assert not (tmp_path / "proc").exists()
-    if sig == signal.SIGTERM:  # a clean stop: the CLI's `stopped:` line, 128 + 15, and no temp dir left behind
-        assert code == 128 + signal.SIGTERM, log.read_text()[-3000:]
-        assert "stopped: prepare_corpus stopped by SIGTERM" in log.read_text()
+    if sig != signal.SIGKILL:  # a clean stop: the CLI's `stopped:` line, 128 + the signal, no temp dir left behind
+        assert code == 128 + sig, log.read_text()[-3000:]
+        assert f"stopped: prepare_corpus stopped by {sig.name}" in log.read_text()
+        assert "Traceback" not in log.read_text(), log.read_text()[-3000:]  # the workers too end quietly
         assert not list(tmp_path.glob(".tmp-*"))
