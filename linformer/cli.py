@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import LinformerError, Preempted
+from .errors import ConfigError, LinformerError, Preempted
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -54,12 +54,51 @@ def hydra_main(config_name: str) -> Callable:
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def body(cfg):
-            with cli_errors():
+            with cli_errors(), _no_empty_run_dir():
+                refuse_added_keys(cfg, _added_overrides())
                 return fn(cfg)
 
         return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(body)
 
     return decorate
+
+
+@contextlib.contextmanager
+def _no_empty_run_dir():
+    """A start that fails leaves no empty run directory behind (Hydra creates it before the script runs)."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError, ValueError):
+            hydra_run_dir().rmdir()  # only when empty: a run's files are never touched
+        raise
+
+
+def _added_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return [o for o in HydraConfig.get().overrides.task if o.startswith("+") and not o.startswith("++")]
+
+
+def refuse_added_keys(cfg, added: list[str]) -> None:
+    """ConfigError for the first ``+key=value`` override that adds a key: every key the code reads is in configs/,
+    so an added one is read by nothing (a typo that would run silently with the default). Config groups
+    (``+task=sst2``) select files, and ``model.*`` keys are LinformerConfig's to check (it names its fields)."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    from .rundir import flatten
+
+    for override in added:
+        key = override[1:].split("=", 1)[0]
+        if key.startswith("model.") or (CONFIG_DIR / key.split("@")[0]).is_dir():
+            continue
+        known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
+        close = difflib.get_close_matches(key, known, 1, cutoff=0.8)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{override}: no code reads the key {key}{hint}. Every setting is in configs/; set a "
+                          "known one without the '+'.")
 
 
 def hydra_run_dir() -> Path:

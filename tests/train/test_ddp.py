@@ -16,7 +16,7 @@ def test_ddp_two_processes_match_one(tiny_data, tmp_path):
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     assert torchrun, "torchrun is installed with torch"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    common = ["trainer.cpu=true", "trainer.max_steps=8", "trainer.grad_accum=2", "+trainer.global_batch_size=16",
+    common = ["trainer.cpu=true", "trainer.max_steps=8", "trainer.grad_accum=2", "trainer.global_batch_size=16",
               "model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0"]
     one, two = tmp_path / "one", tmp_path / "two"
     subprocess.run(_script_args(tiny_data, one, *common), check=True, env=env, capture_output=True)

@@ -95,7 +95,7 @@ def test_resume_from_a_path_without_checkpoint_names_it(tiny_data, tmp_path):
 
 
 def test_global_batch_that_does_not_divide_names_the_key(tiny_data, tmp_path):
-    cfg = compose_pretrain(tiny_data, "+trainer.global_batch_size=9", "trainer.grad_accum=2")
+    cfg = compose_pretrain(tiny_data, "trainer.global_batch_size=9", "trainer.grad_accum=2")
     with pytest.raises(ConfigError, match="trainer.global_batch_size=9"):
         pretrain(cfg, tmp_path)
 

@@ -1,0 +1,51 @@
+"""A `+`-added key is read by no code: one `error:` line with the closest known key, before anything runs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from linformer.cli import CONFIG_DIR, refuse_added_keys
+from linformer.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _compose(name, overrides):
+    import linformer.train  # noqa: F401  (registers the run-name resolvers)
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize("config,override,hint", [
+    ("transfer", "+transfer.trian=all", "did you mean transfer.train?"),
+    ("pretrain", "+trainer.eval_evry=5", "did you mean trainer.eval_every?"),
+    ("finetune", "+seeed=3", "did you mean seed?"),
+    ("pretrain", "+trainer.foo=1", ""),
+])
+def test_an_added_key_is_refused_naming_the_closest(config, override, hint):
+    cfg = _compose(config, [override])
+    with pytest.raises(ConfigError, match="no code reads the key") as err:
+        refuse_added_keys(cfg, [override])
+    assert str(err.value).startswith(override + ":") and (hint in str(err.value)) and \
+        ("did you mean" in str(err.value)) == bool(hint)
+
+
+def test_model_keys_and_config_groups_are_left_to_their_owners():
+    cfg = _compose("corpus", ["+task=sst2"])
+    refuse_added_keys(cfg, ["+task=sst2"])  # a config group: selects a file
+    refuse_added_keys(_compose("pretrain", ["+model.projected_dimm=8"]), ["+model.projected_dimm=8"])  # LinformerConfig's
+
+
+def test_the_cli_refuses_before_it_runs(tmp_path):
+    """transfer.py with the typo used to train only E/F silently and exit 0."""
+    result = subprocess.run([sys.executable, "scripts/transfer.py", "+transfer.trian=all",
+                             f"paths.output_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [
+        "error: +transfer.trian=all: no code reads the key transfer.trian (did you mean transfer.train?). Every "
+        "setting is in configs/; set a known one without the '+'."]
+    assert not list(tmp_path.glob("transfer/*"))  # nothing was started, no empty run directory left
