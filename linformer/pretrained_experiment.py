@@ -10,7 +10,8 @@ every seed and row sees the same train rows and eval examples, which the paired 
 
 Every finished finetuning run's small records (results.json, eval_predictions.json, config.yaml and the model's
 card) are kept under ``RECORDS`` (docs/results, committed), and the table reads them there, so a half-finished
-experiment survives a fresh clone: a stage is done when its records are kept.
+experiment survives a fresh clone: a stage is done when its records are kept, and the corpus and models (stages
+marked intermediate) are rebuilt only for the runs still to do.
 
 Profiles: ``cpu`` fits into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without native support);
 ``gpu`` is the full-size table (IMDB 25k/25k, 3 seeds on every row, bf16). Every stage is resumable
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from .modeling.convert import CONVERTED_LENGTH_POLICY
 from .rundir import PREDICTIONS, RESULTS, read_json
-from .stages import Stage
+from .stages import Stage, wanted
 
 N = 512
 SOURCE = "minilm"
@@ -155,13 +156,14 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
     corpus_dir = f"data/processed/mirror_slice-{SOURCE}-n{N}"
     stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
-                    Path(corpus_dir) / "manifest.json")]
+                    Path(corpus_dir) / "manifest.json", intermediate=True)]
     table = rows(p)
     for row in table:
         if row.policy is None:
             stages.append(Stage(row.prepare, [python, "scripts/convert.py", f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
-                                              f"out_dir={row.model_dir}"], row.model_dir / "config.json"))
+                                              f"out_dir={row.model_dir}"], row.model_dir / "config.json",
+                                  intermediate=True))
             continue
         policy = [f"model.{key}={str(value).lower()}" for key, value in POLICIES[row.policy].items()]
         stages.append(Stage(
@@ -173,7 +175,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
              f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
              f"trainer.mixed_precision={p.mixed_precision}", f"corpus_dir={corpus_dir}",
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
-            row.model_dir.parent / "summary.json", ("corpus",)))
+            row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
     runs = []  # (priority, stage): seed 0 before other seeds, then row by row, SST-2 (cheap) before IMDB
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
@@ -221,4 +223,5 @@ def recipe_text(p: Profile) -> str:
 
 
 def missing_stages(p: Profile) -> list[str]:
-    return [s.name for s in plan(p) if not s.done.exists()]
+    stages = plan(p)
+    return [s.name for s in wanted(stages, {s.name for s in stages if s.done.exists()})]

@@ -39,6 +39,9 @@ class Stage:
     # committed with the results): called after the command exits 0, and before starting it, so that a run that
     # finished but was not yet kept is kept instead of run again. Returns whether it kept anything.
     keep: Callable[[], bool] | None = None
+    # An intermediate product (a corpus, a converted model, a teacher's weights): run only while a stage that needs
+    # it is still to run, so a fresh clone whose final records are all kept rebuilds none of them.
+    intermediate: bool = False
 
 
 class StageFailed(RuntimeError):
@@ -96,6 +99,19 @@ def _check(stages: list[Stage]) -> None:
             raise ValueError(f"stage {s.name!r} needs unknown stages {missing}")
 
 
+def wanted(stages: list[Stage], finished: set[str]) -> list[Stage]:
+    """The unfinished stages to run, in order: every one but the intermediate stages that no unfinished stage needs
+    (directly, or through another wanted intermediate)."""
+    want = {s.name for s in stages if s.name not in finished and not s.intermediate}
+    grew = True
+    while grew:
+        needed = {n for s in stages if s.name in want for n in s.needs}
+        more = {s.name for s in stages if s.intermediate and s.name in needed and s.name not in finished} - want
+        want |= more
+        grew = bool(more)
+    return [s for s in stages if s.name in want]
+
+
 def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
                cores: int | None = None) -> dict[str, float]:
     """Run every stage whose `done` file is missing, at most `jobs` at a time, a stage only after its `needs`.
@@ -110,7 +126,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     if jobs > 1 and log_dir is None:
         raise ValueError("log_dir is required when jobs > 1 (each stage logs to its own file)")
     finished = {s.name for s in stages if s.done.exists() or (s.keep is not None and s.keep() and s.done.exists())}
-    todo = [s for s in stages if s.name not in finished]
+    todo = wanted(stages, finished)
     running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
     times: dict[str, float] = {}
     failures: list[str] = []
@@ -136,6 +152,12 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     def loop() -> None:
         while todo or running:
             ready = [s for s in todo if all(n in finished for n in s.needs)] if not failures else []
+            already = [s for s in ready if s.done.exists()]  # written meanwhile by a stage it needs
+            for s in already:
+                todo.remove(s)
+                finished.add(s.name)
+            if already:
+                continue
             for s in ready[: jobs - len(running)]:
                 todo.remove(s)
                 start(s)

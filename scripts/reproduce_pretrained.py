@@ -17,7 +17,7 @@ from linformer.cli import cli_errors
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import table2
-from linformer.stages import STOPPED, StageFailed, run_stages
+from linformer.stages import STOPPED, StageFailed, run_stages, wanted
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,11 +43,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool) -> int:
     stages = exp.plan(profile)
-    todo = [s for s in stages if not s.done.exists()]
+    todo = wanted(stages, {s.name for s in stages if s.done.exists()})
     minutes = sum(exp.estimated_minutes(profile, s) for s in todo)
     print(exp.__doc__.split("\n\n")[0])
     for s in stages:
-        state = "done" if s.done.exists() else f"todo ~{exp.estimated_minutes(profile, s):g} min"
+        state = "done" if s.done.exists() else \
+            f"todo ~{exp.estimated_minutes(profile, s):g} min" if s in todo else "not needed: what needs it is done"
         print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
     report = report_argv(profile)
     print(f"[report] python scripts/table2.py {shlex.join(report)}")

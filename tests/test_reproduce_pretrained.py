@@ -26,6 +26,8 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
     rows = exp.rows(p)
     assert len(rows) == 1 + len(p.ks) * len(p.sharings) * len(p.policies) and set(p.ks) == {64, 128}
     assert set(p.policies) == {"paper", "converted"} and "layerwise" in p.sharings
+    # the corpus and the models are intermediate: a fresh clone whose records are all kept rebuilds none of them
+    assert {s.name for s in stages if s.intermediate} == {"corpus"} | {row.prepare for row in rows}
     for row in rows:
         prepare = by_name[row.prepare]
         if row.policy is None:  # the teacher: convert writes the directory finetuning reads

@@ -110,3 +110,26 @@ def test_a_kept_stage_copies_its_records_and_a_finished_uncopied_run_is_kept_not
     assert set(times) == {"fresh"}  # the finished run was kept, not run again
     assert (tmp_path / "kept" / "finished" / "result").read_text() == "from before"
     assert (tmp_path / "kept" / "fresh" / "result").is_file()
+
+
+def test_intermediate_stages_run_only_for_what_still_needs_them(tmp_path):
+    """A fresh clone with every final record kept rebuilds no corpus or model; one missing record rebuilds only
+    the chain it needs; an intermediate written meanwhile by a stage it needs is not run again."""
+    def stage(name, needs=(), intermediate=False, writes=()):
+        argv = _writer(tmp_path / name)
+        if writes:  # also writes another stage's product
+            argv = [sys.executable, "-c", argv[2] + "".join(f"; open({str(tmp_path / w)!r}, 'w').write('x')"
+                                                             for w in writes)]
+        return Stage(name, argv, tmp_path / name, tuple(needs), intermediate=intermediate)
+
+    plan = [stage("corpus", intermediate=True), stage("model", ["corpus"], intermediate=True),
+            stage("teacher", writes=["teacher-weights"]), stage("teacher-weights", ["teacher"], intermediate=True),
+            stage("run1", ["model"]), stage("run2", ["model"]), stage("distilled", ["teacher-weights"])]
+    for done in ("run1", "run2", "teacher", "distilled"):
+        (tmp_path / done).write_text("kept")
+    assert run_stages(plan) == {}  # nothing needed
+    (tmp_path / "run2").unlink()
+    assert set(run_stages(plan)) == {"corpus", "model", "run2"}
+    (tmp_path / "distilled").unlink()
+    (tmp_path / "teacher").unlink()
+    assert set(run_stages(plan)) == {"teacher", "distilled"}  # teacher wrote teacher-weights: not run again

@@ -201,7 +201,7 @@ class FinetuneTask(TrainingTask):
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
             "task": self.spec.name,
-            "report": [(f"best {self.spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
+            "report": [(f"{'best ' if self.select_best else 'final '}{self.spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
                        f"(step {best['step']}) on {len(self.eval)} {self.spec.name} {self.spec.eval_split} examples")]
             if score is not None else [],
         }
