@@ -23,7 +23,7 @@ from ..errors import CheckpointError, ConfigError
 from ..rundir import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
-from .loading import _modules, check_tokenizer_fits, resolve_model_path
+from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,33 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
         # the card goes inside the atomic block: a converted directory never lacks its card
         write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))
     return Path(out_dir)
+
+
+def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **settings):
+    """A saved Linformer (a converted model, a finetuned classifier) with its config changed by ``settings``: every
+    weight is kept; E and F start fresh when the attention becomes ``linformer`` (as window means), and a longer
+    ``max_seq_len`` extends the position table with copies of its learned rows (as ``from_pretrained_encoder``).
+    A converted model switched to Linformer attention takes the converted models' length policy unless
+    ``settings`` set it."""
+    config = LinformerConfig.from_pretrained(path)
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
+    if settings.get("attention") == "linformer" and config.attention != "linformer":
+        fields.update(converted_length_policy(settings))
+    if "max_seq_len" in settings:
+        fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
+    new = LinformerConfig(**{**fields, **settings})
+    if new.max_seq_len > config.max_seq_len and not extend_positions:
+        raise ConfigError(f"max_seq_len={new.max_seq_len} is longer than {path} allows ({config.max_seq_len}): pass "
+                          "extend_positions=True to fill the longer table with copies of its learned positions.")
+    model = load_pretrained(auto_class, path, config=config)  # as saved; the positions are resized below
+    state = model.state_dict()
+    key = next(k for k in state if k.endswith(_POSITIONS))
+    state[key] = extend_positions_table(state[key], new.max_position_embeddings, new.position_offset)
+    out = type(model)(new)
+    missing, unused = out.load_state_dict(state, strict=False)
+    _check_and_report(out, path, missing, unused)
+    out.tie_weights()
+    return out
 
 
 def _load_tokenizer(path: str):

@@ -26,9 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from ..errors import ConfigError
-from ..modeling import LinformerConfig, LinformerForSequenceClassification
+from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
-from ..modeling.convert import converted_length_policy
+from ..modeling.convert import from_linformer
 from ..modeling.loading import load_classifier, load_pretrained, resolve_model_path
 from .common import projection_param_groups
 from .core import Trainer, run_training
@@ -69,9 +69,7 @@ def student_from_teacher(teacher_path: str, settings: dict):
     if config.model_type != "linformer":  # a BERT/RoBERTa-family classifier: the conversion copies its head too
         return LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="linformer",
                                                                           **settings)
-    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
-    student = LinformerConfig(**{**fields, **converted_length_policy(settings), **settings, "attention": "linformer"})
-    return load_pretrained(AutoModelForSequenceClassification, teacher_path, config=student)
+    return from_linformer(teacher_path, AutoModelForSequenceClassification, **settings, attention="linformer")
 
 
 def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: str, student_path: str) -> None:

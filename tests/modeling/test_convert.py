@@ -396,3 +396,32 @@ def test_longer_n_without_extension_is_a_config_error(tmp_path):
     save_source(tmp_path, BertModel, BERT)
     with pytest.raises(ConfigError, match=f"max_seq_len=48 is longer .* so max_seq_len <= {N}; pass extend_positions"):
         LinformerModel.from_pretrained_encoder(tmp_path, max_seq_len=48, projected_dim=8, extend_positions=False)
+
+
+# ------------------------------------------------------------------------------------------ a saved Linformer
+@pytest.mark.parametrize("source_class, config, offset", [(BertForSequenceClassification, BERT, 0),
+                                                          (RobertaForSequenceClassification, ROBERTA, 2)],
+                         ids=["bert", "roberta"])
+def test_a_saved_linformer_is_lengthened_and_projected_keeping_every_weight(tmp_path, source_class, config, offset):
+    """from_linformer: a finetuned full-mode classifier at 4 N tokens is, for inputs it took before, the same model;
+    with Linformer attention only E and F are new, and it takes the converted models' length policy."""
+    from linformer.modeling.convert import from_linformer
+
+    source = save_source(tmp_path / "src", source_class, config)
+    LinformerForSequenceClassification.from_pretrained_encoder(tmp_path / "src", attention="full").save_pretrained(
+        tmp_path / "full")
+    longer = from_linformer(str(tmp_path / "full"), AutoModelForSequenceClassification, max_seq_len=4 * N).eval()
+    assert longer.config.max_seq_len == 4 * N and longer.config.max_position_embeddings == 4 * N + offset
+    inputs = batch(config)
+    with torch.no_grad():
+        torch.testing.assert_close(longer(**inputs).logits, source.eval()(**inputs).logits, atol=1e-4, rtol=0)
+        assert longer(**batch(config, T=4 * N)).logits.shape == (3, config.num_labels)
+    projected = from_linformer(str(tmp_path / "full"), AutoModelForSequenceClassification, attention="linformer",
+                               projected_dim=8, max_seq_len=4 * N)
+    assert (projected.config.length_policy, projected.config.exact_short_inputs) == ("resample", True)
+    fresh = {k for k, v in projected.state_dict().items()
+             if k not in longer.state_dict() or not torch.equal(v, longer.state_dict()[k])}
+    assert fresh and all(".E." in k or ".F." in k or k.endswith((".E.weight", ".F.weight")) for k in fresh)
+    with pytest.raises(ConfigError, match="pass extend_positions=True"):
+        from_linformer(str(tmp_path / "full"), AutoModelForSequenceClassification, max_seq_len=4 * N,
+                       extend_positions=False)
