@@ -1,0 +1,137 @@
+"""Long inputs, where the Linformer pays off: a finetuned full-attention classifier lengthened to n tokens against
+the same weights with Linformer attention, on the task's eval examples longer than the classifier's own limit.
+
+The classifier's positions are extended by Longformer's copy (``convert.from_linformer``); its Linformer twin
+keeps every weight and starts E and F as window means with the converted models' length policy. Nothing is trained
+at the new length, so accuracy here is what conversion alone keeps. Beside accuracy: agreement with the full model
+at the same n, and the forward time and peak memory per example at n tokens (the paper's setting; random weights of
+the same configs, interleaved rounds: ``bench.per_example``). The reference row is the classifier as finetuned,
+which reads each example's first tokens only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from ..bench.per_example import cost_per_example
+from ..modeling.convert import from_linformer
+from ..rundir import atomic_write, write_json
+from .compare import save_figure
+from .length_policy import padded_batches
+from .paired import bootstrap_interval, paired_difference
+
+
+def truncate(ids: list[int], n: int) -> list[int]:
+    """The first n tokens with the closing token ([SEP] or </s>) kept last, as the tokenizer truncates."""
+    return ids if len(ids) <= n else ids[: n - 1] + ids[-1:]
+
+
+@torch.no_grad()
+def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
+            progress: Callable[[str], None] | None = None) -> np.ndarray:
+    """Predicted labels in the order of ``ids``, each example truncated to n tokens; padded batches of similar
+    length (the models' outputs do not depend on padding)."""
+    cut = [truncate(x, n) for x in ids]
+    order = sorted(range(len(cut)), key=lambda i: len(cut[i]))  # padded_batches' order
+    preds = []
+    for b, batch in enumerate(padded_batches(cut, pad_id, batch_size).batches):
+        preds.append(model(**batch).logits.argmax(-1))
+        if progress and b % 10 == 9:
+            progress(f"  {min((b + 1) * batch_size, len(cut))}/{len(cut)}")
+    out = np.empty(len(cut), dtype=np.int64)
+    out[order] = torch.cat(preds).numpy()
+    return out
+
+
+def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
+            pad_id: int, batch_size: int = 4, cost_reps: int = 3,
+            progress: Callable[[str], None] = print) -> dict:
+    """Rows: the classifier at its own n, then per n the full model and its Linformer twin (accuracy, interval,
+    agreement with the full model at n, paired difference, ms and MiB per example at n tokens)."""
+    base = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
+    base_n = int(base.config.max_seq_len)
+    rows = []
+
+    def row(name: str, n: int, attention: str, preds: np.ndarray, full: np.ndarray | None, cost: dict | None):
+        correct = (preds == labels).astype(float)
+        out = {"model": name, "n": n, "attention": attention, "accuracy": float(correct.mean()),
+               "interval": bootstrap_interval(correct), "examples": len(labels),
+               "truncated": int(sum(len(x) > n for x in ids))}
+        if full is not None:
+            out["agreement"] = float((preds == full).mean())
+            out["difference"] = paired_difference(correct, (full == labels).astype(float))
+        return out | (cost or {})
+
+    progress(f"the classifier as finetuned (n = {base_n})")
+    rows.append(row("as finetuned", base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
+                    None))
+    for n in ns:
+        models = {"full": from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n).eval(),
+                  f"linformer k={k}": from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
+                                                     attention="linformer", projected_dim=k, sharing=sharing).eval()}
+        costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
+        full = None
+        for name, model in models.items():
+            progress(f"n = {n}, {name}")
+            preds = predict(model, ids, n, pad_id, batch_size, progress)
+            rows.append(row(name, n, model.config.attention_label, preds, full, costs[name]))
+            full = preds if full is None else full
+        del models
+    return {"rows": rows, "base_n": base_n, "k": k, "sharing": sharing,
+            "lengths": {"min": int(min(map(len, ids))), "median": float(np.median([len(x) for x in ids])),
+                        "max": int(max(map(len, ids)))}}
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{100 * x:.1f}"
+
+
+def to_markdown(result: dict, header: list[str]) -> str:
+    lines = ["# Long inputs: a finetuned classifier lengthened, with full and Linformer attention", "", *header, "",
+             ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
+              "ms / example at n | MiB / example at n |"), "|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lo, hi = r["interval"]
+        diff = r.get("difference")
+        diff_text = "" if diff is None else f"{diff['diff']:+.1f} ({diff['lo']:+.1f}, {diff['hi']:+.1f})"
+        ms, mib = r.get("ms"), r.get("mib")
+        lines.append(f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} ({_pct(lo)}-{_pct(hi)}) | "
+                     f"{_pct(r.get('agreement'))} | {diff_text} | {'' if ms is None else f'{ms:.0f}'} | "
+                     f"{'' if mib is None else f'{mib:.0f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: str) -> None:
+    """Accuracy and cost per example against n, full and Linformer side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    rows = [r for r in result["rows"] if r["model"] != "as finetuned"]
+    for name in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == name]
+        ns = [r["n"] for r in mine]
+        axes[0].plot(ns, [100 * r["accuracy"] for r in mine], "o-", label=name)
+        axes[1].plot(ns, [r["ms"] for r in mine], "o-", label=name)
+        axes[2].plot(ns, [r.get("mib") or 0 for r in mine], "o-", label=name)
+    base = result["rows"][0]
+    axes[0].axhline(100 * base["accuracy"], color="grey", ls="--", label=f"as finetuned (n = {base['n']})")
+    for ax, title in zip(axes, ("accuracy (%)", "forward ms per example", "peak MiB per example")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("n (tokens)")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def write_report(result: dict, out: str, header: list[str], meta: dict) -> None:
+    atomic_write(f"{out}.md", to_markdown(result, header))
+    write_json(f"{out}.json", {**meta, **result})
+    plot(result, f"{out}.png")

@@ -1,0 +1,91 @@
+"""Long inputs: a finetuned full-attention classifier lengthened to n tokens, with full and Linformer attention:
+python scripts/long_inputs.py --classifier DIR [--task imdb] [--ns 2048 4096] [--k 128] [--examples 200]
+[--out FILE]
+
+Writes FILE.md, FILE.json and FILE.png (linformer/report/long_inputs.py). argparse, not Hydra: a measurement with a
+handful of options, like scripts/length_policy.py.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from linformer.bench.common import cpu_model_name
+from linformer.cli import cli_errors
+from linformer.data.io import resolve_path
+from linformer.data.tasks import load_task
+from linformer.errors import ConfigError
+from linformer.modeling.loading import resolve_model_path
+from linformer.report import long_inputs
+from linformer.rundir import made_by, output_files
+
+TASK_DIRS = {"imdb": "imdb", "sst2": "glue/sst2"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--classifier", required=True, help="a finetuned sequence classifier with full attention")
+    ap.add_argument("--task", default="imdb", choices=sorted(TASK_DIRS))
+    ap.add_argument("--ns", type=int, nargs="+", default=[2048, 4096], help="lengths to lengthen the classifier to")
+    ap.add_argument("--k", type=int, default=128)
+    ap.add_argument("--sharing", default="layerwise")
+    ap.add_argument("--examples", type=int, default=200, help="eval examples longer than the classifier's n, drawn "
+                    "at random (0 = all)")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--out", default="outputs/reports/long_inputs", help="writes <out>.md, .json and .png")
+    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+    args = ap.parse_args(argv)
+    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
+    with cli_errors(), output_files(outputs, made_by("long_inputs", settings), args.overwrite):
+        from transformers import AutoConfig, AutoTokenizer
+
+        t0 = time.perf_counter()
+        classifier = resolve_model_path(args.classifier, "--classifier")
+        config = AutoConfig.from_pretrained(classifier)
+        base_n = getattr(config, "max_seq_len", None)
+        if config.model_type != "linformer" or getattr(config, "attention", None) != "full":
+            raise ConfigError(f"--classifier {args.classifier}: a finetuned Linformer classifier in full mode (a "
+                              f"finetuning run of a converted model), not a {config.model_type} model")
+        if min(args.ns) <= base_n or args.k >= min(args.ns):
+            raise ConfigError(f"--ns {args.ns} --k {args.k}: every n must be above the classifier's n = {base_n}, "
+                              "and k below every n")
+        tokenizer = AutoTokenizer.from_pretrained(classifier)
+        mirror = Path(resolve_path(os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")))
+        split = load_task(args.task, str(mirror / TASK_DIRS[args.task]), tokenizer, max(args.ns), splits=("eval",),
+                          cache_dir=resolve_path("data/cache/tasks"))["eval"]
+        lengths = np.array([len(x) for x in split["input_ids"]])
+        long = np.flatnonzero(lengths > base_n)
+        if not len(long):
+            raise ConfigError(f"--task {args.task}: no eval example is longer than {base_n} tokens")
+        if args.examples and args.examples < len(long):
+            long = np.sort(np.random.default_rng(0).choice(long, args.examples, replace=False))
+        rows = split.select(long.tolist())
+        ids, labels = rows["input_ids"], np.asarray(rows["labels"])
+        result = long_inputs.measure(classifier, ids, labels, args.ns, args.k, args.sharing, tokenizer.pad_token_id,
+                                     args.batch_size)
+        command = shlex.join(["python", "scripts/long_inputs.py", *sys.argv[1:]])
+        lens = result["lengths"]
+        longer = int((lengths > base_n).sum())
+        header = [(f"Classifier: `{args.classifier}` (finetuned at n = {base_n}); positions extended by copying its "
+                   f"learned rows; the Linformer twin: k = {args.k}, {args.sharing}, E/F as window means, the "
+                   "converted length policy. Nothing trained at the new lengths."),
+                  (f"Examples: {len(ids)} {args.task} eval examples longer than {base_n} tokens (of {longer}; "
+                   f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
+                  "Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved rounds).",
+                  f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, {time.perf_counter() - t0:.0f} s.",
+                  f"Command: `{command}`"]
+        long_inputs.write_report(result, args.out, header, {"command": command})
+    print(Path(f"{args.out}.md").read_text())
+    print(f"wrote {args.out}.md, .json and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

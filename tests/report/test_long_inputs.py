@@ -1,0 +1,62 @@
+"""The long-input report: a classifier lengthened, with full and Linformer attention, measured side by side."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import RobertaConfig, RobertaForSequenceClassification
+
+from linformer.modeling import LinformerForSequenceClassification
+from linformer.report import long_inputs
+
+N = 32
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    """A tiny full-mode Linformer classifier at n = 32 (a finetuned one stands in: only the weights' shapes count)."""
+    root = tmp_path_factory.mktemp("long")
+    torch.manual_seed(0)
+    RobertaForSequenceClassification(RobertaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                                                   num_attention_heads=4, intermediate_size=64,
+                                                   max_position_embeddings=N + 2, type_vocab_size=1)
+                                     ).save_pretrained(root / "roberta")
+    LinformerForSequenceClassification.from_pretrained_encoder(root / "roberta", attention="full").save_pretrained(
+        root / "full")
+    return str(root / "full")
+
+
+def _examples(count=9, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = [[0, *rng.integers(5, 50, size=int(t)).tolist(), 2] for t in rng.integers(N, 3 * N, size=count)]
+    return ids, rng.integers(0, 2, size=count)
+
+
+def test_truncation_keeps_the_closing_token():
+    assert long_inputs.truncate([0, 5, 6, 7, 2], 3) == [0, 5, 2] and long_inputs.truncate([0, 5, 2], 8) == [0, 5, 2]
+
+
+def test_padded_batched_predictions_are_each_example_alone(classifier):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
+    ids, _ = _examples()
+    batched = long_inputs.predict(model, ids, N, pad_id=1, batch_size=4)
+    with torch.no_grad():
+        alone = [int(model(input_ids=torch.tensor([long_inputs.truncate(x, N)])).logits.argmax()) for x in ids]
+    assert batched.tolist() == alone
+
+
+def test_measure_reports_each_model_side_by_side(classifier):
+    ids, labels = _examples()
+    result = long_inputs.measure(classifier, ids, labels, [2 * N, 4 * N], k=8, sharing="layerwise", pad_id=1,
+                                 batch_size=4, cost_reps=1, progress=lambda _: None)
+    rows = result["rows"]
+    assert [(r["model"], r["n"]) for r in rows] == [("as finetuned", N), ("full", 2 * N), ("linformer k=8", 2 * N),
+                                                    ("full", 4 * N), ("linformer k=8", 4 * N)]
+    assert rows[0]["truncated"] == 9 and rows[3]["truncated"] == 0  # every example is longer than N, none than 4N
+    for r in rows:
+        correct = r["accuracy"] * len(labels)
+        assert abs(correct - round(correct)) < 1e-9 and r["interval"][0] <= r["accuracy"] <= r["interval"][1]
+    assert "agreement" not in rows[1] and 0 <= rows[2]["agreement"] <= 1 and rows[2]["ms"] > 0
+    md = long_inputs.to_markdown(result, ["header"])
+    assert md.count("| linformer k=8 |") == 2 and "| as finetuned | 32 |" in md
