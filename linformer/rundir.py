@@ -62,12 +62,16 @@ OPERATIONAL_KEYS = frozenset({
 
 
 # ------------------------------------------------------------------------------------------------ atomic writes
+# What writers that do not raise OSError say when the disk fills: torch's zip serializer ("file write failed",
+# "unexpected pos N vs M" when a short write shifts the archive) and safetensors (a Rust io error, StorageFull).
+_DISK_FULL_TEXT = ("No space left", "file write failed", "unexpected pos", "StorageFull", "Disk quota exceeded")
+
+
 def is_disk_full(err: BaseException) -> bool:
-    """ENOSPC, or torch's serializer failing to write (its RuntimeError carries no errno)."""
+    """ENOSPC or EDQUOT, or a serializer's error that says the same without an errno (torch, safetensors)."""
     if isinstance(err, OSError):
         return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(err)
-    return isinstance(err, RuntimeError) and ("No space left" in text or "file write failed" in text)
+    return isinstance(err, Exception) and any(text in str(err) for text in _DISK_FULL_TEXT)
 
 
 @contextlib.contextmanager
@@ -75,7 +79,7 @@ def disk_full_names(directory: str | Path) -> Iterator[None]:
     """A full disk inside this block raises DiskFullError naming `directory`."""
     try:
         yield
-    except (OSError, RuntimeError) as err:
+    except Exception as err:
         if not is_disk_full(err):
             raise
         free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
@@ -359,10 +363,15 @@ def identity(config: Mapping) -> dict[str, Any]:
     return {k: v for k, v in flatten(config).items() if not operational(k)}
 
 
+# Identity keys the run record gained later: a run recorded without one is not told apart by it.
+RECORDED_SINCE = frozenset({"corpus_cache_key"})
+
+
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
     """{key: (recorded value, requested value)} for every identity key that differs (missing = None)."""
     a, b = identity(recorded), identity(requested)
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    keys = sorted((set(a) | set(b)) - (RECORDED_SINCE - set(a)))
+    return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
 
 
 # ------------------------------------------------------------------------------------------------ lock

@@ -114,3 +114,24 @@ def test_output_files_rewrite_only_their_own_command_s_files(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(OutputPathError, match="d is a directory"):  # never replaced by a file, overwrite or not
         check_output_files([tmp_path / "d"], report, overwrite=True)
+
+
+@pytest.mark.parametrize("err", [
+    OSError(28, "No space left on device"),
+    RuntimeError("[enforce fail at inline_container.cc:858] . PytorchStreamWriter failed writing file data/3: "
+                 "file write failed"),
+    RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1024 vs 896"),
+    type("SafetensorError", (Exception,), {})(
+        'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'),
+], ids=["ENOSPC", "torch write failed", "torch unexpected pos", "safetensors"])
+def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
+    """Each writer's own words for a full disk become one DiskFullError naming the directory."""
+    from linformer.errors import DiskFullError
+    from linformer.rundir import disk_full_names
+
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path}"):
+        with disk_full_names(tmp_path):
+            raise err
+    with pytest.raises(RuntimeError, match="size mismatch"):  # anything else passes through
+        with disk_full_names(tmp_path):
+            raise RuntimeError("size mismatch for E.weight")

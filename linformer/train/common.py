@@ -83,6 +83,18 @@ def _flatten(config: Mapping) -> dict[str, Any]:
     return {k.replace(".", "/"): v if isinstance(v, scalar) or v is None else str(v) for k, v in flatten(config).items()}
 
 
+def data_identity(cfg: Mapping) -> dict[str, str]:
+    """What a run trains on, beyond its config's paths (which are operational: a corpus may move): the prepared
+    corpus's cache key (its sources' contents, tokenizer and packing), as ``corpus_cache_key``. Empty without a
+    corpus_dir, or for a corpus that is not (yet) prepared, which the task then reports."""
+    from ..data.corpus import read_manifest
+    from ..data.io import resolve_path
+
+    corpus = cfg.get("corpus_dir")
+    key = (read_manifest(resolve_path(str(corpus))) or {}).get("cache_key") if corpus else None
+    return {"corpus_cache_key": key} if key else {}
+
+
 def seed_everything(seed: int) -> None:
     set_seed(seed)  # python, numpy and torch (every device)
 

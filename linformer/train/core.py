@@ -443,12 +443,12 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
     from omegaconf import OmegaConf
 
-    from .common import build_accelerator, build_optimizer, build_scheduler, seed_everything
+    from .common import build_accelerator, build_optimizer, build_scheduler, data_identity, seed_everything
 
     settings = TrainerSettings.read(cfg.trainer)
     accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
-    config = OmegaConf.to_container(cfg, resolve=True)
+    config = OmegaConf.to_container(cfg, resolve=True) | data_identity(cfg)
     with claimed_run(accelerator, record, config, settings) as start:
         if start.status == "complete":
             return already_complete(record)

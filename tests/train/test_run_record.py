@@ -220,3 +220,35 @@ def test_a_plus_typo_key_is_refused_not_saved(tiny_data, tmp_path):
     with pytest.raises(ConfigError, match="projected_dimm"):
         pretrain(compose_pretrain(tiny_data, "+model.projected_dimm=8"), tmp_path)
     assert not (tmp_path / "model").exists()
+
+
+def test_resuming_on_another_corpus_is_refused_though_its_path_may_move(tiny_data, tmp_path, capsys):
+    """corpus_dir is a path (operational); what the corpus holds is the run's identity (its cache key)."""
+    import shutil
+
+    from linformer.data import prepare_corpus
+    from linformer.errors import RunDirError
+
+    from .conftest import _synthetic_corpus
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    moved = tmp_path / "moved"
+    shutil.copytree(tiny_data["corpus_dir"], moved)
+    capsys.readouterr()
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", f"corpus_dir={moved}"), run)  # the same corpus
+    assert "is already complete" in capsys.readouterr().err
+    other = tmp_path / "other"
+    prepare_corpus([str(_synthetic_corpus(tmp_path / "other.txt", docs=60, seed=1))], tiny_data["tokenizer_dir"],
+                   str(other), n=32, val_fraction=0.1, num_proc=1)
+    with pytest.raises(RunDirError, match="corpus_cache_key"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", f"corpus_dir={other}"), run)
+
+
+def test_a_run_recorded_before_the_corpus_key_still_resumes():
+    from linformer.rundir import identity_diff
+
+    old = {"model": {"n": 8}, "corpus_dir": "a"}
+    assert identity_diff(old, {**old, "corpus_cache_key": "k1"}) == {}
+    assert identity_diff({**old, "corpus_cache_key": "k1"}, {**old, "corpus_cache_key": "k2"}) == {
+        "corpus_cache_key": ("k1", "k2")}
