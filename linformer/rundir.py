@@ -363,6 +363,16 @@ def identity(config: Mapping) -> dict[str, Any]:
     return {k: v for k, v in flatten(config).items() if not operational(k)}
 
 
+# Model keys that change a weight's shape (or which weights exist): a run cannot continue across them.
+SHAPE_KEYS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                        "max_seq_len", "projected_dim", "sharing", "projection", "attention", "type_vocab_size",
+                        "max_position_embeddings"})
+
+
+def is_shape_key(key: str) -> bool:
+    return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_KEYS
+
+
 # Identity keys the run record gained later: a run recorded without one is not told apart by it.
 RECORDED_SINCE = frozenset({"corpus_cache_key"})
 
@@ -497,6 +507,13 @@ class RunRecord:
             if not recorded:
                 return "new"
             diff = identity_diff(recorded, config)
+            shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
+            if shaped:  # its checkpoint's tensors have the recorded shapes: nothing can continue from them
+                changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in shaped.items())
+                raise RunDirError(
+                    f"{self.dir} holds a run of another architecture ({changes}), whose weights cannot take the new "
+                    "shape: start afresh under another run_name."
+                )
             allowed = set(diff) if allow_change is True else set(allow_change or [])
             refused = {k: v for k, v in diff.items() if k not in allowed}
             if refused:

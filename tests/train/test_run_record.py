@@ -252,3 +252,16 @@ def test_a_run_recorded_before_the_corpus_key_still_resumes():
     assert identity_diff(old, {**old, "corpus_cache_key": "k1"}) == {}
     assert identity_diff({**old, "corpus_cache_key": "k1"}, {**old, "corpus_cache_key": "k2"}) == {
         "corpus_cache_key": ("k1", "k2")}
+
+
+def test_a_changed_k_cannot_be_allowed_the_run_must_start_afresh(tiny_data, tmp_path):
+    """A shape key: the checkpoint's E/F have the old k, so allow_config_change cannot help and is not suggested."""
+    from linformer.errors import RunDirError
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=2"), run)
+    for extra in ([], ["trainer.allow_config_change=[model.projected_dim]"], ["trainer.allow_config_change=true"]):
+        with pytest.raises(RunDirError, match=r"another architecture \(model.projected_dim: 8 -> 16\).*start afresh "
+                                              r"under another run_name") as err:
+            pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "model.projected_dim=16", *extra), run)
+        assert "allow_config_change" not in str(err.value)
