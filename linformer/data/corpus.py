@@ -529,7 +529,7 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
 def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
     """The prepared corpus as a DatasetDict with splits train and validation (column input_ids, n ids per row).
 
-    With `tokenizer_dir`, its hash must equal the one the corpus was prepared with.
+    With `tokenizer_dir`, its vocabulary must be the one the corpus was tokenized with (check_corpus_vocabulary).
     """
     import datasets
 
@@ -540,12 +540,5 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
             "run `python scripts/prepare_corpus.py data=<corpus>` first"
         )
     if tokenizer_dir is not None:
-        h = tokenizer_hash(tokenizer_dir)
-        if h != manifest["tokenizer_hash"]:
-            raise CorpusError(
-                f"tokenizer/corpus mismatch: tokenizer {tokenizer_dir} has hash {h}, but corpus {out_dir} was "
-                f"prepared with tokenizer {manifest.get('settings', {}).get('tokenizer_dir')} (hash "
-                f"{manifest['tokenizer_hash']}); "
-                "re-run prepare_corpus with this tokenizer"
-            )
+        check_corpus_vocabulary(out_dir, tokenizer_dir)
     return datasets.load_from_disk(str(out_dir))

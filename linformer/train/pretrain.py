@@ -47,11 +47,16 @@ class BlockStream:
                 f"{self.global_micro} (trainer.batch_size={per_device} x {world} processes): lower "
                 f"trainer.batch_size{', or prepare the corpus with a larger data.val_fraction' if split != 'train' else ''}."
             )
-        self.collator = collator
+        self.collator, self.split, self._capped = collator, split, False
 
     def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
-        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation."""
+        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation. A limit above
+        what the split holds is capped, and said once."""
         total = self.batches_per_epoch if limit is None else min(limit, self.batches_per_epoch)
+        if limit is not None and limit > total and not self._capped:
+            self._capped = True
+            log.warning("trainer.eval_batches=%d, but the %s split holds %d batches of %d blocks: evaluating on "
+                        "those %d", limit, self.split, total, self.per_device, total)
         for g in range(total):
             yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
 

@@ -168,10 +168,24 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
 
 def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
     out, m = prepared
-    other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=300, min_frequency=1,
+    other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=280, min_frequency=1,
                             show_progress=False)
-    with pytest.raises(CorpusError, match=f"{tokenizer_hash(other)}.*{m['tokenizer_hash']}"):
+    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: corpus {out} .* vocabulary differs from {other}"):
         load_prepared(str(out), other)
+
+
+def test_a_resaved_copy_of_the_tokenizer_reads_the_corpus(prepared, tmp_path):
+    """Conversion re-saves its source's tokenizer (another model_max_length, so other files and another file hash):
+    the same vocabulary, so the corpus is still its own."""
+    from transformers import AutoTokenizer
+
+    out, m = prepared
+    tok = AutoTokenizer.from_pretrained(m["settings"]["tokenizer_dir"])
+    tok.model_max_length = 77
+    tok.backend_tokenizer.enable_truncation(max_length=77)  # saved into tokenizer.json: another file hash
+    tok.save_pretrained(tmp_path / "copy")
+    assert tokenizer_hash(str(tmp_path / "copy")) != m["tokenizer_hash"]
+    assert load_prepared(str(out), str(tmp_path / "copy"))["train"].num_rows > 0
 
 
 def test_non_utf8_replaced_and_counted(tmp_path, tok_dir):

@@ -155,3 +155,19 @@ def test_max_grad_norm_zero_means_no_clipping(tiny_data, tmp_path):
     assert losses[-1] < losses[0]
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "grad_norm" in x]
     assert all(r["grad_norm"] > 0 for r in rows)
+
+
+def test_eval_batches_above_the_split_are_capped_and_said_once(caplog):
+    import datasets
+
+    from linformer.train.pretrain import BlockStream
+
+    blocks = datasets.Dataset.from_dict({"input_ids": [[0, 5, 6, 2]] * 6})
+    stream = BlockStream(blocks, 2, 1, 0, 0, lambda rows: {"input_ids": torch.tensor([r["input_ids"] for r in rows])},
+                         "validation")
+    with caplog.at_level("WARNING"):
+        assert len(list(stream.held_out(10, "cpu"))) == 3
+        assert len(list(stream.held_out(10, "cpu"))) == 3
+        assert len(list(stream.held_out(2, "cpu"))) == 2
+    (record,) = caplog.records
+    assert "trainer.eval_batches=10, but the validation split holds 3 batches of 2 blocks" in record.getMessage()
