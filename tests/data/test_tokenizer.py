@@ -73,3 +73,17 @@ def test_gz_input_and_max_lines(corpus_file, tmp_path, capsys):
                           max_lines=20, show_progress=False)
     assert "20 lines" in capsys.readouterr().out  # speed report
     assert AutoTokenizer.from_pretrained(out)("the river")["input_ids"][0] == 0
+
+
+def test_a_vocabulary_size_that_is_not_a_number_is_one_error_line(tmp_path):
+    import subprocess
+    import sys
+
+    from linformer.data.io import repo_root
+
+    result = subprocess.run([sys.executable, "scripts/train_tokenizer.py", "data=mirror_slice", "data.vocab_size=lots",
+                             f"out_dir={tmp_path / 'tok'}", f"paths.output_dir={tmp_path}"],
+                            cwd=repo_root(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == "error: vocab_size='lots' must be a whole number of at least 1."
+    assert not (tmp_path / "tok").exists()
