@@ -106,8 +106,9 @@ def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
 
     import linformer  # noqa: F401  registers the Auto classes
 
-    model = AutoModelForMaskedLM.from_pretrained(str(model_path), attention="full")
-    return model.to(device).eval()
+    from ..modeling.loading import load_pretrained
+
+    return load_pretrained(AutoModelForMaskedLM, str(model_path), attention="full").to(device).eval()
 
 
 def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path:
@@ -185,6 +186,9 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     saved in `model_path`), else from the raw text at `text_path`."""
     from transformers import AutoTokenizer
 
+    from ..modeling.loading import resolve_model_path
+
+    model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)
     outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]
     record = made_by("analyze_spectrum", {})

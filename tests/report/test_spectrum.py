@@ -129,3 +129,20 @@ def test_corpus_of_another_tokenizer_is_refused(tmp_path):
     assert not (tmp_path / "out" / "spectrum.json").exists()
     model_a = _tiny_model(tmp_path / "a", AutoTokenizer.from_pretrained(tok_a))
     assert analyze_spectrum(model_a, tmp_path / "out", corpus_dir=tmp_path / "corpus", num_windows=2)["n"] == 16
+
+
+def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(tmp_path, monkeypatch):
+    """`model_path=outputs/pretrain/<run>` works as in every other command; a directory without a model is a
+    CheckpointError naming it (it was a transformers traceback)."""
+    from linformer.errors import CheckpointError
+    from linformer.report import spectrum
+
+    run = tmp_path / "run"
+    run.mkdir()
+    _tiny_model(run)  # run/model, as a pretraining run has it
+    monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: None)
+    assert analyze_spectrum(run, tmp_path / "out", "s", text_path="unused.txt", num_windows=2, k=3)["n"] == 16
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"model_path='.*empty'.* holds no model"):
+        analyze_spectrum(tmp_path / "empty", tmp_path / "out2", "s", text_path="unused.txt")
