@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 from transformers.utils import cached_file
 
@@ -157,8 +158,9 @@ def _load_source(name_or_path) -> tuple[PreTrainedModel, str]:
     _check_supported(config.model_type, path)
     try:
         return _source_class(config).from_pretrained(path, config=config), path
-    except OSError as err:
-        raise CheckpointError(f"{path!r} holds a config.json but no weights that load: {err}") from err
+    except (OSError, SafetensorError) as err:
+        raise CheckpointError(f"{path!r} holds a config.json but no weights that load (a missing, damaged or "
+                              f"incomplete weights file: copy it again): {err}") from err
 
 
 def _source_config(path: str):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from huggingface_hub import constants, try_to_load_from_cache
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
@@ -81,6 +82,9 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
             model, info = auto_class.from_pretrained(model_path, output_loading_info=True, **kwargs)
     except OSError as err:
         raise _unreadable(model_path, err) from err
+    except SafetensorError as err:
+        raise CheckpointError(f"model_path={model_path!r}: its weights cannot be read, the file is damaged or "
+                              f"incomplete (copy it again): {err}") from err
     except (ValueError, KeyError) as err:
         raise CheckpointError(
             f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for, so it cannot "

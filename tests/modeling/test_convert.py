@@ -425,3 +425,12 @@ def test_a_saved_linformer_is_lengthened_and_projected_keeping_every_weight(tmp_
     with pytest.raises(ConfigError, match="pass extend_positions=True"):
         from_linformer(str(tmp_path / "full"), AutoModelForSequenceClassification, max_seq_len=4 * N,
                        extend_positions=False)
+
+
+def test_a_truncated_source_is_a_checkpoint_error(tmp_path):
+    save_source(tmp_path, BertModel, BERT)
+    weights = tmp_path / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+    with pytest.raises(CheckpointError, match="no weights that load .*damaged or incomplete"):
+        LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8)

@@ -42,6 +42,15 @@ def test_missing_weights_is_a_checkpoint_error(mlm_dir):
         load_classifier(str(mlm_dir / "model"), num_labels=2, from_scratch=False)
 
 
+def test_a_truncated_weights_file_is_a_checkpoint_error(mlm_dir):
+    """A copy cut short (an interrupted download): safetensors' own error becomes one CheckpointError line."""
+    weights = mlm_dir / "model" / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+    with pytest.raises(CheckpointError, match=r"model_path=.*: its weights cannot be read, the file is damaged"):
+        load_classifier(str(mlm_dir / "model"), num_labels=2, from_scratch=False)
+
+
 def test_load_report_becomes_one_info_line(mlm_dir, caplog):
     caplog.set_level(logging.DEBUG)
     model, config = load_classifier(str(mlm_dir / "model"), num_labels=3, from_scratch=False)
