@@ -22,7 +22,8 @@ EXIT_USER_ERROR = 2
 def cli_errors():
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
-    A missing file or a full disk is user-fixable too; every other exception keeps its traceback.
+    A missing file, a path without permission or a full disk is user-fixable too; every other exception keeps its
+    traceback.
     """
     try:
         yield
@@ -33,6 +34,9 @@ def cli_errors():
         _fail(str(err))
     except FileNotFoundError as err:
         _fail(str(err))
+    except PermissionError as err:
+        _fail(f"permission denied: {err.filename or err}: choose an output path you can write, or fix its "
+              "permissions.")
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise

@@ -378,9 +378,14 @@ def prepare_corpus(
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
     old = read_manifest(str(out))
     if key and not force and old and old.get("cache_key") == key:
-        log.info("reusing prepared corpus %s (cache key %s)", out, key)
-        print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
-        return old
+        try:
+            check_corpus_files(out, old)
+        except CorpusError as err:
+            print(f"corpus: {err} Preparing it again.")
+        else:
+            log.info("reusing prepared corpus %s (cache key %s)", out, key)
+            print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
+            return old
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
     # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
@@ -498,6 +503,9 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
                      "total": round(seconds, 2)},
         "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),
         "num_proc": nproc,
+        # every data file's size and sha256: load_prepared finds a damaged or cut-short corpus before training
+        "files": {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+                  for f in sorted(tmp.rglob("*.arrow"))},
     }
     write_json(tmp / MANIFEST, manifest)
     return manifest
@@ -539,6 +547,20 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
             f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}); "
             "run `python scripts/prepare_corpus.py data=<corpus>` first"
         )
+    check_corpus_files(out_dir, manifest)
     if tokenizer_dir is not None:
         check_corpus_vocabulary(out_dir, tokenizer_dir)
     return datasets.load_from_disk(str(out_dir))
+
+
+def check_corpus_files(out_dir: str, manifest: dict) -> None:
+    """CorpusError naming the first data file whose size or sha256 is not what prepare_corpus recorded (corpora
+    prepared before the record are not checked)."""
+    for name, want in (manifest.get("files") or {}).items():
+        path = Path(out_dir) / name
+        size = path.stat().st_size if path.is_file() else None
+        if size != want["bytes"] or sha256_file(path) != want["sha256"]:
+            what = "is missing" if size is None else \
+                f"has {size:,} bytes, not {want['bytes']:,}" if size != want["bytes"] else "has changed (sha256)"
+            raise CorpusError(f"prepared corpus {out_dir} is damaged: {path} {what} since it was prepared; "
+                              "prepare it again (scripts/prepare_corpus.py with overwrite=true).")

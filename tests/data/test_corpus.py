@@ -318,3 +318,27 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
     assert line + "overwrite=true to replace it." in r.stderr.splitlines()
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "outputs"]  # no hidden .old-* or .tmp-*
+
+
+@pytest.mark.parametrize("damage", ["cut short", "overwritten", "removed"])
+def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, corpus_file, tok_dir, damage, capsys):
+    """Every data file's size and sha256 are recorded at build time: a damaged corpus is one CorpusError naming the
+    file (it used to abort the process mid-training), and preparing it again rebuilds it instead of reusing it."""
+    out, m = prepared
+    assert m["files"] and all(v["bytes"] > 0 for v in m["files"].values())
+    name = next(n for n in m["files"] if n.startswith("train"))
+    arrow = out / name
+    if damage == "cut short":
+        with open(arrow, "r+b") as f:
+            f.truncate(arrow.stat().st_size - 100)
+    elif damage == "overwritten":
+        data = bytearray(arrow.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        arrow.write_bytes(bytes(data))
+    else:
+        arrow.unlink()
+    with pytest.raises(CorpusError, match=f"prepared corpus {out} is damaged: {arrow} "):
+        load_prepared(str(out), tok_dir)
+    again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
+    assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]

@@ -1,4 +1,4 @@
-"""A `+`-added key is read by no code: one `error:` line with the closest known key, before anything runs."""
+"""The one CLI wrapper: `+`-added keys read by no code, and OS errors a user can fix, are one `error:` line."""
 
 import subprocess
 import sys
@@ -49,3 +49,15 @@ def test_the_cli_refuses_before_it_runs(tmp_path):
         "error: +transfer.trian=all: no code reads the key transfer.trian (did you mean transfer.train?). Every "
         "setting is in configs/; set a known one without the '+'."]
     assert not list(tmp_path.glob("transfer/*"))  # nothing was started, no empty run directory left
+
+
+def test_a_path_without_permission_is_one_error_line(capsys):
+    """A read-only output directory (root, as in CI, bypasses permissions, so the error is raised as the OS would)."""
+    from linformer.cli import cli_errors
+
+    with pytest.raises(SystemExit) as stop:
+        with cli_errors():
+            raise PermissionError(13, "Permission denied", "/data/readonly/run/config.yaml")
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == ("error: permission denied: /data/readonly/run/config.yaml: choose an output "
+                                       "path you can write, or fix its permissions.\n")
