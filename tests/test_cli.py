@@ -46,8 +46,8 @@ def test_the_cli_refuses_before_it_runs(tmp_path):
                              f"paths.output_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
-        "error: +transfer.trian=all: no code reads the key transfer.trian (did you mean transfer.train?). Every "
-        "setting is in configs/; set a known one without the '+'."]
+        ("error: +transfer.trian=all: no code reads the key transfer.trian (did you mean transfer.train?). Every "
+         "setting is in configs/; set a known one without the '+'.")]
     assert not list(tmp_path.glob("transfer/*"))  # nothing was started, no empty run directory left
 
 
@@ -55,9 +55,8 @@ def test_a_path_without_permission_is_one_error_line(capsys):
     """A read-only output directory (root, as in CI, bypasses permissions, so the error is raised as the OS would)."""
     from linformer.cli import cli_errors
 
-    with pytest.raises(SystemExit) as stop:
-        with cli_errors():
-            raise PermissionError(13, "Permission denied", "/data/readonly/run/config.yaml")
+    with pytest.raises(SystemExit) as stop, cli_errors():
+        raise PermissionError(13, "Permission denied", "/data/readonly/run/config.yaml")
     assert stop.value.code == 2
     assert capsys.readouterr().err == ("error: permission denied: /data/readonly/run/config.yaml: choose an output "
                                        "path you can write, or fix its permissions.\n")

@@ -129,9 +129,7 @@ def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
     from linformer.errors import DiskFullError
     from linformer.rundir import disk_full_names
 
-    with pytest.raises(DiskFullError, match=f"while writing {tmp_path}"):
-        with disk_full_names(tmp_path):
-            raise err
-    with pytest.raises(RuntimeError, match="size mismatch"):  # anything else passes through
-        with disk_full_names(tmp_path):
-            raise RuntimeError("size mismatch for E.weight")
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path}"), disk_full_names(tmp_path):
+        raise err
+    with pytest.raises(RuntimeError, match="size mismatch"), disk_full_names(tmp_path):  # anything else passes
+        raise RuntimeError("size mismatch for E.weight")

@@ -18,9 +18,9 @@ from ..data import load_prepared
 from ..data.corpus import check_corpus_vocabulary
 from ..errors import ConfigError, DataError
 from ..modeling import LinformerModel
+from ..modeling.reference import full_attention, squared_relative_error
 from ..rundir import atomic_write, write_json
 from ..train.transfer import cut_blocks as cut
-from ..train.transfer import full_attention
 from .compare import save_figure
 
 SELF_REFERENCE = "the same weights with full attention"
@@ -40,7 +40,7 @@ def relative_errors(model: LinformerModel, ids: torch.Tensor, reference: Linform
             teacher = _hidden(model, ids)
     else:
         teacher = _hidden(reference, ids)
-    return [float((s - t).norm() / t.norm()) for s, t in zip(student, teacher)]
+    return [float(squared_relative_error(s, t).sqrt()) for s, t in zip(student, teacher)]
 
 
 def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks: int = 16,

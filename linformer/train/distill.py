@@ -30,6 +30,7 @@ from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.convert import from_linformer
 from ..modeling.loading import load_classifier, load_pretrained, resolve_model_path
+from ..modeling.reference import squared_relative_error
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
@@ -81,13 +82,6 @@ def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: st
             f"student_path={student_path} has another tokenizer than teacher_path={teacher_path} ({len(b)} tokens "
             f"against {len(a)}, {differ} differing): the student must read the teacher's token ids."
         )
-
-
-def masked_relative_error(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """||student - teacher||^2 / ||teacher||^2 over the real tokens (mask 1) of a padded batch."""
-    m = mask.unsqueeze(-1).to(student.dtype)
-    s, t = student.float() * m, teacher.float() * m
-    return ((s - t) ** 2).sum() / (t ** 2).sum().clamp_min(1e-12)
 
 
 class DistillTask(FinetuneTask):
@@ -146,7 +140,7 @@ class DistillTask(FinetuneTask):
                         log_target=True, reduction="batchmean") * t * t
         if hidden:
             mask = inputs["attention_mask"]
-            errs = [masked_relative_error(s, h, mask)
+            errs = [squared_relative_error(s, h, mask)
                     for s, h in zip(student.hidden_states[1:], teacher.hidden_states[1:])]
             loss = loss + self.hidden_weight * torch.stack(errs).mean()
         return loss

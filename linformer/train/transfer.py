@@ -15,9 +15,7 @@ each layer's relative error ||student - teacher|| / ||teacher|| on the held-out 
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +27,10 @@ from ..data import load_prepared
 from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..modeling import LinformerModel
-from ..modeling.attention import LinformerSelfAttention
 from ..modeling.card import conversion_info, write_model_card
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import resolve_model_path
+from ..modeling.reference import full_attention, squared_relative_error
 from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
 from .pretrain import BlockStream
@@ -73,20 +71,6 @@ def cut_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
     if length >= blocks.shape[1]:
         return blocks
     return torch.cat([blocks[:, : length - 1], blocks[:, -1:]], dim=1)
-
-
-@contextlib.contextmanager
-def full_attention(model) -> Iterator[None]:
-    """Run the model's Linformer layers with full attention inside the block: the teacher of the same weights."""
-    layers = [m for m in model.modules() if isinstance(m, LinformerSelfAttention)]
-    modes = [m.linformer for m in layers]
-    for m in layers:
-        m.linformer = False
-    try:
-        yield
-    finally:
-        for m, mode in zip(layers, modes):
-            m.linformer = mode
 
 
 def layer_outputs(model, batch: dict[str, torch.Tensor], target: str) -> list[torch.Tensor]:
@@ -190,7 +174,7 @@ class TransferTask(TrainingTask):
 
     def loss(self, model, batch) -> torch.Tensor:
         pairs = self._pairs(model, batch)
-        errs = [((s.float() - t.float()) ** 2).sum() / (t.float() ** 2).sum() for s, t in pairs]
+        errs = [squared_relative_error(s, t) for s, t in pairs]
         return torch.stack(errs).mean()
 
     @torch.no_grad()

@@ -167,7 +167,7 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
 
 
 def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
-    out, m = prepared
+    out, _ = prepared
     other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=280, min_frequency=1,
                             show_progress=False)
     with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: corpus {out} .* vocabulary differs from {other}"):

@@ -16,13 +16,13 @@ from transformers import (
 )
 
 from linformer.errors import ConfigError
-from linformer.modeling import LinformerForMaskedLM, LinformerForSequenceClassification
+from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
+from linformer.modeling.reference import full_attention
 from linformer.rundir import read_json
 from linformer.train.distill import DistillTask, distill, student_from_teacher
 from linformer.train.finetune import finetune
 from linformer.train.settings import TrainerSettings
-from linformer.train.transfer import full_attention
 
 from .conftest import CONFIGS, compose_finetune, write_sst2_fixture
 
