@@ -193,6 +193,7 @@ def test_a_teacher_of_other_labels_is_refused(tmp_path, teachers):
         distill(_compose(teachers, "roberta", f"teacher_path={tmp_path / 'three'}"), tmp_path / "run")
 
 
+@pytest.mark.slow  # the CLI's wrapper is the one every script shares; the refusal itself is tested in-process above
 def test_a_student_of_another_tokenizer_is_one_error_line(tmp_path, teachers, bert_tokenizer_dir):
     """The CLI: one `error:` line naming both paths, exit 2, no traceback, nothing in the run directory."""
     student = _student(tmp_path, teachers, tokenizer_of=bert_tokenizer_dir)
