@@ -222,6 +222,10 @@ class Trainer:
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
         self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
+        # the logged lr is trainer.lr's schedule: the first group that starts there (a task's other groups, such as
+        # distillation's E/F, follow the same schedule from their own lr)
+        starts = [g.get("initial_lr", g["lr"]) for g in optimizer.param_groups]
+        self._lr_group = next((i for i, lr in enumerate(starts) if math.isclose(lr, settings.lr)), 0)
 
     @property
     def run_dir(self) -> Path:
@@ -320,7 +324,7 @@ class Trainer:
         return float(loss), float(grad_norm), tokens
 
     def _step_row(self, step: int, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
-        row = {"loss": loss, **self.task.step_metrics(loss), "lr": self.scheduler.get_last_lr()[0],
+        row = {"loss": loss, **self.task.step_metrics(loss), "lr": self.scheduler.get_last_lr()[self._lr_group],
                "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "epoch": self.task.epoch_of(step),
                "tokens": self.state["tokens"]}
         if self.task.flops_per_token and self.task.peak_flops:

@@ -213,3 +213,11 @@ def test_a_missing_teacher_is_named_by_its_key(tmp_path, teachers):
 
     with pytest.raises(CheckpointError, match=r"^teacher_path='.*nowhere' .* holds no model"):
         distill(_compose(teachers, "roberta", f"teacher_path={tmp_path / 'nowhere'}"), tmp_path / "run")
+
+
+def test_the_logged_lr_is_trainer_lr_s_schedule(tmp_path, teachers):
+    """E/F learn at distill.lr_projections in the first optimizer group; metrics.jsonl logs trainer.lr's schedule."""
+    distill(_compose(teachers, "roberta", "trainer.epochs=1", "trainer.warmup_ratio=0.0"), tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    lrs = [r["lr"] for r in rows if "lr" in r]
+    assert lrs[0] == pytest.approx(1e-3 * 12 / 13) and max(lrs) <= 1e-3  # linear decay from trainer.lr=1e-3
