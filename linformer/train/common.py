@@ -121,22 +121,14 @@ def projection_param_groups(model: torch.nn.Module, weight_decay: float, lr_proj
     return groups + [g | ({"lr": lr_rest} if lr_rest else {}) for g in rest]
 
 
-def build_optimizer(model: torch.nn.Module, lr: float, optim: Mapping, groups: list[dict] | None = None,
-                    device: torch.device | None = None) -> torch.optim.Optimizer:
-    """AdamW over `groups` (a task's own, e.g. two learning rates), else over param_groups(model).
+def build_optimizer(groups: list[dict], lr: float, optim: Mapping, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW over the parameter groups (a task's own, e.g. two learning rates, or ``param_groups``).
 
     On CUDA (`device`, where the model will train: it is built before Accelerate moves it there) AdamW is the fused
     implementation, one kernel for every parameter instead of a loop of small ones."""
-    betas = tuple(float(b) for b in optim.get("betas", (0.9, 0.98)))
-    on_cuda = (device.type if device is not None else next(model.parameters()).device.type) == "cuda"
-    fused = {"fused": True} if on_cuda else {}
-    return torch.optim.AdamW(
-        groups or param_groups(model, float(optim.get("weight_decay", 0.01))),
-        lr=float(lr),
-        betas=betas,
-        eps=float(optim.get("eps", 1e-6)),
-        **fused,
-    )
+    betas = tuple(float(b) for b in optim.betas)
+    return torch.optim.AdamW(groups, lr=float(lr), betas=betas, eps=float(optim.eps),
+                             **({"fused": True} if device.type == "cuda" else {}))
 
 
 def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Mapping):

@@ -447,7 +447,14 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
     from omegaconf import OmegaConf
 
-    from .common import build_accelerator, build_optimizer, build_scheduler, data_identity, seed_everything
+    from .common import (
+        build_accelerator,
+        build_optimizer,
+        build_scheduler,
+        data_identity,
+        param_groups,
+        seed_everything,
+    )
 
     settings = TrainerSettings.read(cfg.trainer)
     accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
@@ -461,8 +468,9 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         settings = task.settings
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
-        groups = task.param_groups(float(cfg.optim.get("weight_decay", 0.01)))
-        optimizer = build_optimizer(task.model, settings.lr, cfg.optim, groups, accelerator.device)
+        decay = float(cfg.optim.weight_decay)  # configs/optim/adamw.yaml (finetuning's config overrides it)
+        groups = task.param_groups(decay) or param_groups(task.model, decay)
+        optimizer = build_optimizer(groups, settings.lr, cfg.optim, accelerator.device)
         scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
