@@ -153,8 +153,8 @@ def _pick(candidates: list[Path], allow_nonbitwise: bool) -> tuple[Path, bool]:
 
 def resolve_resume(resume: str | None, run_dir: Path, allow_nonbitwise: bool = False) -> tuple[Path | None, bool]:
     """(checkpoint, rng_ok). ``auto``: the newest intact checkpoint of this run, or None; a path: that checkpoint,
-    or a run directory's newest intact one."""
-    if resume in (None, "", "null", "none", False):
+    or a run directory's newest intact one; None (TrainerSettings.resume, which reads every 'off' spelling): none."""
+    if resume is None:
         return None, True
     if resume == "auto":
         found = complete_checkpoints(run_dir)
