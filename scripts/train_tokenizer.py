@@ -9,12 +9,8 @@ from linformer.data.tokenizer import train_tokenizer
 
 @hydra_main("tokenizer")
 def main(cfg: DictConfig) -> None:
-    from linformer.train.settings import positive_int
-
-    train_tokenizer([resolve_path(f) for f in cfg.files], resolve_path(cfg.out_dir),
-                    vocab_size=positive_int(cfg, "vocab_size", ""),
-                    min_frequency=positive_int(cfg, "min_frequency", ""),
-                    max_lines=positive_int(cfg, "max_lines", "", allow_none=True), show_progress=cfg.show_progress,
+    train_tokenizer([resolve_path(f) for f in cfg.files], resolve_path(cfg.out_dir), vocab_size=cfg.vocab_size,
+                    min_frequency=cfg.min_frequency, max_lines=cfg.max_lines, show_progress=cfg.show_progress,
                     overwrite=cfg.overwrite)
 
 

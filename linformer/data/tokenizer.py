@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CorpusError
+from ..errors import ConfigError, CorpusError
 from ..rundir import atomic_dir, check_output_dir, made_by
 from .io import expand_sources, open_text, verify_sources
 
@@ -66,6 +66,11 @@ def train_tokenizer(
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AddedToken, AutoTokenizer, RobertaTokenizer
+
+    for key, value in (("vocab_size", vocab_size), ("min_frequency", min_frequency), ("max_lines", max_lines)):
+        if not (value is None and key == "max_lines") and \
+                (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{key}={value!r} must be a whole number of at least 1.")
 
     record = made_by("train_tokenizer", {"files": list(files), "vocab_size": vocab_size,
                                          "min_frequency": min_frequency, "max_lines": max_lines})

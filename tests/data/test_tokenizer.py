@@ -75,15 +75,12 @@ def test_gz_input_and_max_lines(corpus_file, tmp_path, capsys):
     assert AutoTokenizer.from_pretrained(out)("the river")["input_ids"][0] == 0
 
 
-def test_a_vocabulary_size_that_is_not_a_number_is_one_error_line(tmp_path):
-    import subprocess
-    import sys
+@pytest.mark.parametrize("key,value", [("vocab_size", "lots"), ("vocab_size", 0), ("min_frequency", 1.5),
+                                       ("max_lines", -3)])
+def test_a_count_that_is_not_a_whole_number_is_a_config_error(corpus_file, tmp_path, key, value):
+    """data.vocab_size=lots was a TypeError traceback from the trainer; now one error line naming the key."""
+    from linformer.errors import ConfigError
 
-    from linformer.data.io import repo_root
-
-    result = subprocess.run([sys.executable, "scripts/train_tokenizer.py", "data=mirror_slice", "data.vocab_size=lots",
-                             f"out_dir={tmp_path / 'tok'}", f"paths.output_dir={tmp_path}"],
-                            cwd=repo_root(), capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert result.stderr.strip() == "error: vocab_size='lots' must be a whole number of at least 1."
+    with pytest.raises(ConfigError, match=f"^{key}={value!r} must be a whole number of at least 1.$"):
+        train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), **{key: value}, show_progress=False)
     assert not (tmp_path / "tok").exists()

@@ -38,20 +38,24 @@ def _snapshot(run_dir):
 
 
 def test_finished_run_rerun_with_another_lr_is_refused_and_nothing_changes(tiny_data, tmp_path):
+    """In-process (the error line itself: test_invalid_number_from_the_cli_is_one_error_line)."""
+    from linformer.errors import RunDirError
+
     run = tmp_path / "run"
-    _run(tiny_data, run, "trainer.max_steps=4", check=0)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
     before = _snapshot(run)
-    line = _one_line_error(_run(tiny_data, run, "trainer.max_steps=4", "trainer.lr=1e-3"), "trainer.lr", "0.003")
-    assert "allow_config_change" in line
+    with pytest.raises(RunDirError, match=r"trainer.lr: 0.003 -> 0.001.*allow_config_change=\[trainer.lr\]"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.lr=1e-3"), run)
     assert _snapshot(run) == before  # config.yaml still holds the lr it was trained with
 
 
-def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path):
+def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
-    _run(tiny_data, run, "trainer.max_steps=4", check=0)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
     before = _snapshot(run)
-    result = _run(tiny_data, run, "trainer.max_steps=4", "trainer.eval_every=2", check=0)  # operational key
-    assert "already complete" in result.stderr
+    capsys.readouterr()
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_every=2"), run)  # operational key
+    assert "already complete" in capsys.readouterr().err
     assert _snapshot(run) == before
 
 
