@@ -49,11 +49,41 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
+def _attn_tag(attention, n, k, sharing) -> str:
+    """Run-name part for the architecture: full attention has no k and no sharing."""
+    return f"full-n{n}" if str(attention) == "full" else f"{attention}-n{n}-k{k}-{sharing}"
+
+
+def register_resolvers() -> None:
+    """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
+    from omegaconf import OmegaConf
+
+    resolvers = {
+        "basename": lambda p: Path(str(p).rstrip("/")).name,
+        "scratch_tag": lambda flag: "-scratch" if flag else "",
+        "attn_tag": _attn_tag,
+        "suffix": lambda text: f"-{text}" if text not in (None, "") else "",
+    }
+    for name, fn in resolvers.items():
+        OmegaConf.register_new_resolver(name, fn, replace=True)
+
+
+def compose(config_name: str, overrides: list[str] | tuple[str, ...] = ()):
+    """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests and notebooks;
+    no Hydra run directory, no ``hydra`` node)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
 def hydra_main(config_name: str) -> Callable:
     """``@hydra.main`` over configs/<config_name>.yaml, with the body run under ``cli_errors``."""
     import hydra
 
-    from .train import settings  # noqa: F401  (the resolvers that name runs, needed before Hydra composes)
+    register_resolvers()
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)

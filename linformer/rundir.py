@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from .errors import DiskFullError, OutputPathError, RunDirError
+from .train.settings import OPERATIONAL_TRAINER_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,11 @@ MANIFEST = "manifest.json"                # an output directory's record (``made
 FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name: made_by record}
 
 # Config keys that change how a run is operated, not what it computes: they may differ between starts of a run.
+# The trainer's are marked on their fields (train.settings.TrainerSettings).
 OPERATIONAL_KEYS = frozenset({
     "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
     "max_eval_examples", "task.data_dir",
-    "trainer.resume", "trainer.eval_every", "trainer.eval_batches", "trainer.eval_at_start", "trainer.save_every",
-    "trainer.keep_last", "trainer.log_every", "trainer.max_nonfinite_steps", "trainer.cpu", "trainer.peak_tflops",
-    "trainer.allow_config_change", "trainer.allow_nonbitwise_resume", "trainer.eval_batch_size", "trainer.save_best",
-})
+}) | OPERATIONAL_TRAINER_KEYS
 
 
 # ------------------------------------------------------------------------------------------------ atomic writes
@@ -375,12 +374,15 @@ def is_shape_key(key: str) -> bool:
 
 # Identity keys the run record gained later: a run recorded without one is not told apart by it.
 RECORDED_SINCE = frozenset({"corpus_cache_key"})
+# Identity keys a stage once recorded though none of its code read them (transfer inherited pretraining's masking
+# rate): a run requested without one is not told apart by it.
+RECORDED_UNREAD = frozenset({"trainer.mlm_probability"})
 
 
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
     """{key: (recorded value, requested value)} for every identity key that differs (missing = None)."""
     a, b = identity(recorded), identity(requested)
-    keys = sorted((set(a) | set(b)) - (RECORDED_SINCE - set(a)))
+    keys = sorted((set(a) | set(b)) - (RECORDED_SINCE - set(a)) - (RECORDED_UNREAD - set(b)))
     return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
 
 

@@ -5,19 +5,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from linformer.cli import CONFIG_DIR, refuse_added_keys
+from linformer.cli import compose, refuse_added_keys
 from linformer.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _compose(name, overrides):
-    import linformer.train  # noqa: F401  (registers the run-name resolvers)
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
+    return compose(name, overrides)
 
 
 @pytest.mark.parametrize("config,override,hint", [

@@ -3,11 +3,10 @@
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import linformer.train  # noqa: F401  (registers the run-name resolvers)
 from linformer import LinformerConfig
+from linformer.cli import compose
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -17,8 +16,7 @@ def _options(group: str) -> list[str]:
 
 
 def _compose(name: str, overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose(config_name=name, overrides=overrides)
+    cfg = compose(name, overrides)
     OmegaConf.resolve(cfg)  # every interpolation resolves
     return cfg
 

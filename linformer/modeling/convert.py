@@ -18,6 +18,7 @@ import torch
 import transformers
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import cached_file
 
 from ..errors import CheckpointError, ConfigError
@@ -88,10 +89,8 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     ``out_dir`` follows the output rule (``rundir.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
-    if model_class is None:
-        from .heads import LinformerForMaskedLM  # heads.py imports this module
-
-        model_class = LinformerForMaskedLM
+    if model_class is None:  # the class registered for masked LM (auto.register), found by its config's type
+        model_class = MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
     path = resolve_model_path(str(name_or_path))
     _check_supported(_source_config(path).model_type, path)  # first: a GPT-2 directory is named as one
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,

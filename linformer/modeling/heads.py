@@ -5,29 +5,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.activations import ACT2FN
 from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration import LinformerConfig
 from .convert import FromPretrainedEncoder
-from .model import LinformerModel, LinformerPreTrainedModel
-
-
-class LinformerLMHead(nn.Module):
-    """RoBERTa's (and BERT's) LM head: dense, activation (``config.lm_head_activation``), LayerNorm, then the
-    decoder tied to the word embeddings."""
-
-    def __init__(self, config: LinformerConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = ACT2FN[config.lm_head_activation]
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, features):
-        return self.decoder(self.layer_norm(self.activation(self.dense(features))))
+from .model import LinformerLMHead, LinformerModel, LinformerPreTrainedModel
 
 
 def _classifier_dropout(config: LinformerConfig) -> nn.Dropout:

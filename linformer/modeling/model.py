@@ -161,8 +161,24 @@ class LinformerPreTrainedModel(PreTrainedModel):
                 init.copy_(module.weight, kernel)
             else:
                 init.normal_(module.weight, 0.0, 1.0 / math.sqrt(channels * w))
-        elif type(module).__name__ == "LinformerLMHead":  # heads.py imports this module, hence by name
+        elif isinstance(module, LinformerLMHead):
             init.zeros_(module.bias)
+
+
+class LinformerLMHead(nn.Module):
+    """RoBERTa's (and BERT's) LM head: dense, activation (``config.lm_head_activation``), LayerNorm, then the
+    decoder tied to the word embeddings."""
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.lm_head_activation]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, features):
+        return self.decoder(self.layer_norm(self.activation(self.dense(features))))
 
 
 class LinformerPooler(nn.Module):

@@ -16,18 +16,19 @@ from transformers import get_polynomial_decay_schedule_with_warmup
 from ..errors import ConfigError
 from ..modeling.convert import is_projection_weight
 from ..rundir import flatten
+from .settings import OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)
 
 
-def build_accelerator(trainer: Mapping, logger: Mapping, run_dir: Path) -> Accelerator:
+def build_accelerator(settings: TrainerSettings, logger: Mapping, run_dir: Path) -> Accelerator:
     """An Accelerator for one CPU, one GPU, torchrun/accelerate multi-process, in no/fp16/bf16 precision.
 
     Gradient accumulation is done by the training core (the loss is normalised by the step's global number
     of targets), so Accelerate's own accumulation stays at 1.
     """
-    precision = str(trainer.get("mixed_precision", "no"))  # checked by TrainerSettings
-    cpu = bool(trainer.get("cpu", False)) or not torch.cuda.is_available()
+    precision = settings.mixed_precision
+    cpu = settings.cpu or not torch.cuda.is_available()
     if precision == "fp16" and cpu:
         # On CPU Accelerate accepts fp16 silently and trains in fp32: say so instead.
         raise ConfigError("trainer.mixed_precision=fp16 needs a CUDA device; on CPU use trainer.mixed_precision=bf16.")
@@ -121,24 +122,17 @@ def projection_param_groups(model: torch.nn.Module, weight_decay: float, lr_proj
     return groups + [g | ({"lr": lr_rest} if lr_rest else {}) for g in rest]
 
 
-def build_optimizer(groups: list[dict], lr: float, optim: Mapping, device: torch.device) -> torch.optim.Optimizer:
+def build_optimizer(groups: list[dict], lr: float, optim: OptimSettings, device: torch.device) -> torch.optim.Optimizer:
     """AdamW over the parameter groups (a task's own, e.g. two learning rates, or ``param_groups``).
 
     On CUDA (`device`, where the model will train: it is built before Accelerate moves it there) AdamW is the fused
     implementation, one kernel for every parameter instead of a loop of small ones."""
-    betas = tuple(float(b) for b in optim.betas)
-    return torch.optim.AdamW(groups, lr=float(lr), betas=betas, eps=float(optim.eps),
+    return torch.optim.AdamW(groups, lr=float(lr), betas=optim.betas, eps=optim.eps,
                              **({"fused": True} if device.type == "cuda" else {}))
 
 
-def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Mapping):
+def build_scheduler(optimizer, warmup_steps: int, total_steps: int, settings: TrainerSettings):
     """Linear warmup to trainer.lr, then linear (power 1) or polynomial decay to trainer.lr_end."""
-    schedule = trainer.get("lr_schedule", "linear")
-    if schedule not in ("linear", "polynomial"):
-        raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
-    power = 1.0 if schedule == "linear" else float(trainer.get("lr_power", 1.0))
-    if int(warmup_steps) < 0:
-        raise ConfigError(f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be >= 0.")
     if int(warmup_steps) >= max(int(total_steps), 1):
         raise ConfigError(
             f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be shorter than "
@@ -148,6 +142,6 @@ def build_scheduler(optimizer, warmup_steps: int, total_steps: int, trainer: Map
         optimizer,
         num_warmup_steps=int(warmup_steps),
         num_training_steps=max(int(total_steps), 1),
-        lr_end=float(trainer.get("lr_end", 0.0)),
-        power=power,
+        lr_end=settings.lr_end,
+        power=settings.lr_power,
     )

@@ -34,7 +34,7 @@ from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, Tr
 from ..rundir import MetricsWriter, RunRecord, atomic_dir
 from . import checkpoint as ckpt
 from .common import init_trackers
-from .settings import TrainerSettings
+from .settings import OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,6 @@ class TrainingTask:
     default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
-    warmup_steps = 0
     tracker_tags: list[str] = []
     prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
     prepared: list = []                    # ...and what it returned for them
@@ -443,7 +442,7 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
                                                                           TrainingTask]) -> dict[str, Any]:
     """What every loop does around its task: claim the run directory, build the task, optimizer and schedule,
     and fit. `make_task` builds the task once the start is accepted; it sets the task's `model`, `tokenizer`,
-    `settings` (its adjusted copy), `warmup_steps`, `tracker_tags`, and `prepare` (extra objects such as an eval
+    `settings` (its adjusted copy: the per-device batch, the run's max_steps), `tracker_tags`, and `prepare` (extra objects such as an eval
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
     from omegaconf import OmegaConf
 
@@ -456,8 +455,8 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         seed_everything,
     )
 
-    settings = TrainerSettings.read(cfg.trainer)
-    accelerator = build_accelerator(cfg.trainer, cfg.logger, Path(run_dir))
+    settings, optim = TrainerSettings.read(cfg.trainer), OptimSettings.read(cfg.optim)
+    accelerator = build_accelerator(settings, cfg.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
     config = OmegaConf.to_container(cfg, resolve=True) | data_identity(cfg)
     with claimed_run(accelerator, record, config, settings) as start:
@@ -468,16 +467,16 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         settings = task.settings
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
-        decay = float(cfg.optim.weight_decay)  # configs/optim/adamw.yaml (finetuning's config overrides it)
+        decay = optim.weight_decay  # configs/optim/adamw.yaml (finetuning's config overrides it)
         groups = task.param_groups(decay) or param_groups(task.model, decay)
-        optimizer = build_optimizer(groups, settings.lr, cfg.optim, accelerator.device)
-        scheduler = build_scheduler(optimizer, task.warmup_steps, settings.max_steps, cfg.trainer)
+        optimizer = build_optimizer(groups, settings.lr, optim, accelerator.device)
+        scheduler = build_scheduler(optimizer, settings.warmup(settings.max_steps), settings.max_steps, settings)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
         task.trainer = trainer
-        return trainer.fit(eval_at_start=bool(cfg.trainer.get("eval_at_start", False)))
+        return trainer.fit(eval_at_start=settings.eval_at_start)
 
 
 def already_complete(record: RunRecord) -> dict[str, Any]:

@@ -17,6 +17,8 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from ..modeling.reference import squared_relative_error
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
-from .settings import TrainerSettings, positive_float
+from .settings import TrainerSettings, positive_float, refuse_unknown
 
 STUDENT_SETTINGS = ("projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
                     "mask_empty_windows")
@@ -84,17 +86,31 @@ def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: st
         )
 
 
+@dataclass(frozen=True)
+class DistillSettings:
+    """``cfg.distill`` (configs/distill.yaml), read and checked once."""
+
+    temperature: float              # T: softmax(logits / T); the KL is scaled by T^2
+    hidden_weight: float            # > 0: each layer's relative error to the teacher's hidden states, weighted
+    lr_projections: float | None    # E and F; None = trainer.lr
+
+    @classmethod
+    def read(cls, d: Mapping) -> DistillSettings:
+        refuse_unknown(d, cls, "distill")
+        weight = d.get("hidden_weight") or 0.0
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            raise ConfigError(f"distill.hidden_weight={weight!r}: a weight of 0 (off) or more")
+        return cls(temperature=positive_float(d, "temperature", "distill"), hidden_weight=float(weight),
+                   lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True))
+
+
 class DistillTask(FinetuneTask):
     stage = "distill"
     select_best = False  # the student is the last model: evaluations report, they do not select
 
     def load_model(self, cfg: DictConfig):
-        d = cfg.distill
-        self.temperature = positive_float(d, "temperature", "distill")
-        self.hidden_weight = float(d.get("hidden_weight") or 0.0)
-        if self.hidden_weight < 0:
-            raise ConfigError(f"distill.hidden_weight={self.hidden_weight}: a weight of 0 (off) or more")
-        self.lr_projections = positive_float(d, "lr_projections", "distill", allow_none=True)
+        d = DistillSettings.read(cfg.distill)
+        self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
         self.teacher_path = resolve_model_path(str(cfg.teacher_path), "teacher_path")
         self.teacher = load_teacher(self.teacher_path, self.spec.num_labels, self.spec.name)
         teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)

@@ -78,7 +78,7 @@ class FinetuneTask(TrainingTask):
     greater_is_better = True
 
     def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
-        t, seed = cfg.trainer, int(cfg.seed)
+        seed = int(cfg.seed)
         self.cfg = cfg
         try:
             self.spec = get_task(cfg.task.name)
@@ -89,23 +89,23 @@ class FinetuneTask(TrainingTask):
         self.model_path, self.tokenizer, self.model = self.load_model(cfg)
         self.config = self.model.config
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
-        self.max_length = self._max_length(t.get("max_length"), cfg.task.get("max_length"))
+        self.max_length = self._max_length(settings.max_length, cfg.task.get("max_length"))
         data = task_splits(cfg, self.tokenizer, self.max_length)
         self.train, self.eval = data["train"], data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
-                                    group_by_length=bool(t.get("group_by_length", False)))
+                                    group_by_length=settings.group_by_length)
         # Evaluation runs longest first, so each batch pads to a similar length (the models' outputs do not depend
         # on padding); predictions are put back in eval-split order.
         self.eval_order = np.argsort(-token_lengths(self.eval), kind="stable")
         self.eval_loader = DataLoader(self.eval.select(self.eval_order).with_format(columns=COLUMNS),
-                                      batch_size=positive_int(t, "eval_batch_size"), collate_fn=collate)
+                                      batch_size=settings.require("eval_batch_size", "finetuning"),
+                                      collate_fn=collate)
         self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
-        self.max_steps = settings.max_steps or self.steps_per_epoch * positive_int(t, "epochs")
+        self.max_steps = settings.max_steps or self.steps_per_epoch * settings.require("epochs", "finetuning")
         self.default_eval_every = self.steps_per_epoch
-        self.save_best = bool(t.get("save_best", True))
+        self.save_best = settings.save_best
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
-        self.warmup_steps = round(float(t.warmup_ratio) * self.max_steps)
         self.prepare = (self.eval_loader,)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
@@ -119,7 +119,7 @@ class FinetuneTask(TrainingTask):
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
         """The model's n (or position table), capped by the task's length; a request above n is an error."""
         limit = max_tokens(self.config, self.tokenizer, None, None)
-        if requested is not None and positive_int(self.cfg.trainer, "max_length") > limit:
+        if requested is not None and requested > limit:
             raise ConfigError(
                 f"trainer.max_length={requested} is above what the model {self.model_path} takes ({limit} tokens): "
                 f"use trainer.max_length={limit} or less."
@@ -190,8 +190,8 @@ class FinetuneTask(TrainingTask):
             **arch,
             "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),
             "seed": int(self.cfg.seed),
-            "lr": float(self.cfg.trainer.lr),  # peak; table2.py picks the best lr per cell when a grid was run
-            "batch_size": int(self.cfg.trainer.batch_size),
+            "lr": self.settings.lr,  # peak; table2.py picks the best lr per cell when a grid was run
+            "batch_size": self.settings.batch_size,
             "max_length": self.max_length,
             "steps": trainer.state["step"],
             "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
 from .core import EpochOrder, Trainer, TrainingTask, run_training
-from .settings import TrainerSettings, positive_int
+from .settings import TrainerSettings
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +115,7 @@ class PretrainTask(TrainingTask):
     main_metric = "val_loss"
 
     def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int, device: torch.device):
-        t = cfg.trainer
         self.cfg, self.settings = cfg, settings
-        self.warmup_steps = int(t.warmup_steps)
         mc = cfg.model
         self.tracker_tags = [f"attention={mc.attention}", f"model={mc.name}"]
         if mc.attention != "full":
@@ -132,17 +130,15 @@ class PretrainTask(TrainingTask):
                 f"the corpus blocks have {self.n} tokens but model.max_seq_len is {self.model.config.max_seq_len}; "
                 f"set model.max_seq_len={self.n} or prepare the corpus with data.n={self.model.config.max_seq_len}."
             )
-        mlm_probability = float(t.mlm_probability)
-        if not 0 < mlm_probability < 1:
-            raise ConfigError(f"trainer.mlm_probability={t.mlm_probability!r} must lie between 0 and 1.")
+        mlm_probability = settings.require("mlm_probability", "pretraining")
         collator = MLMCollator(self.tokenizer, mlm_probability=mlm_probability)
         seed, b = int(cfg.seed), settings.batch_size
         self.train = BlockStream(data["train"], b, world, rank, seed, collator, "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, collator, "validation")
-        self.eval_batches = positive_int(t, "eval_batches", allow_none=True)
+        self.eval_batches = settings.eval_batches
         self.default_eval_every = None
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
-        self.peak_flops = peak_flops(device, settings.mixed_precision, t.get("peak_tflops"))
+        self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.accum = settings.grad_accum
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
@@ -209,21 +205,20 @@ def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
 
     def make_task(accelerator, settings: TrainerSettings) -> PretrainTask:
         world = accelerator.num_processes
-        settings = dataclasses.replace(settings, batch_size=_per_device_batch(cfg.trainer, settings, world))
+        settings = dataclasses.replace(settings, batch_size=_per_device_batch(settings, world))
         return PretrainTask(cfg, settings, world, accelerator.process_index, accelerator.device)
 
     return run_training(cfg, run_dir, "pretrain", make_task)
 
 
-def _per_device_batch(t: Mapping, settings: TrainerSettings, world: int) -> int:
+def _per_device_batch(settings: TrainerSettings, world: int) -> int:
     """trainer.batch_size, or trainer.global_batch_size (optional) split across processes and accumulation."""
-    global_batch = t.get("global_batch_size")
+    global_batch, accum = settings.global_batch_size, settings.grad_accum
     if global_batch is None:
         return settings.batch_size
-    accum = settings.grad_accum
-    if positive_int(t, "global_batch_size") % (world * accum):
+    if global_batch % (world * accum):
         raise ConfigError(
             f"trainer.global_batch_size={global_batch} does not divide across {world} processes x "
             f"trainer.grad_accum={accum}; choose a multiple of {world * accum}."
         )
-    return int(global_batch) // (world * accum)
+    return global_batch // (world * accum)

@@ -1,33 +1,17 @@
-"""Trainer settings read from ``cfg.trainer`` and checked where they are read, and the config resolvers that name
-runs. Every bad value is a ConfigError naming its key."""
+"""Trainer settings: every ``cfg.trainer`` key read and checked once (``TrainerSettings.read``). Every bad value
+is a ConfigError naming its key."""
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from ..errors import ConfigError
-
-
-def _attn_tag(attention: str, n: Any, k: Any, sharing: Any) -> str:
-    """Run-name part for the architecture: full attention has no k and no sharing."""
-    return f"full-n{n}" if str(attention) == "full" else f"{attention}-n{n}-k{k}-{sharing}"
-
-
-def _suffix(text: Any) -> str:
-    return f"-{text}" if text not in (None, "") else ""
-
-
-# Resolvers used by configs/*.yaml to name runs.
-OmegaConf.register_new_resolver("basename", lambda p: Path(str(p).rstrip("/")).name, replace=True)
-OmegaConf.register_new_resolver("scratch_tag", lambda flag: "-scratch" if flag else "", replace=True)
-OmegaConf.register_new_resolver("attn_tag", _attn_tag, replace=True)
-OmegaConf.register_new_resolver("suffix", _suffix, replace=True)
 
 
 def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> int | None:
@@ -55,50 +39,173 @@ def positive_float(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: 
     return number
 
 
+# Field metadata: operational settings change how a run is operated, not what it computes, so they may differ
+# between starts of one run (``rundir.identity`` leaves them out); the others are the run's identity.
+_ID, _OP = {"operational": False}, {"operational": True}
+
+
+def _bool(t: Mapping, key: str, allow_none: bool = False) -> bool | None:
+    value = t.get(key)
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, bool):
+        raise ConfigError(f"trainer.{key}={value!r} must be true or false.")
+    return value
+
+
+def _fraction(t: Mapping, key: str, low: float, high: float, closed_low: bool) -> float | None:
+    """t[key] in [low, high) (closed_low) or (low, high), or None; else a ConfigError naming trainer.key."""
+    value = t.get(key)
+    if value is None:
+        return None
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    if not ((low <= number if closed_low else low < number) and number < high):
+        bounds = f"{'[' if closed_low else '('}{low:g}, {high:g})"
+        raise ConfigError(f"trainer.{key}={value!r} must lie in {bounds}.")
+    return number
+
+
+def refuse_unknown(group: Mapping, schema: type, prefix: str) -> None:
+    """ConfigError for the first key of config group `prefix` that is not a field of the dataclass `schema`: a typo
+    or a key no code reads, named with the closest field."""
+    known = [f.name for f in fields(schema)]
+    for key in group:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, 1, cutoff=0.6)
+            hint = f" (did you mean {prefix}.{close[0]}?)" if close else ""
+            raise ConfigError(f"{prefix}.{key} is not a {prefix} setting{hint}: the config's keys are "
+                              f"{', '.join(known)}.")
+
+
+@dataclass(frozen=True)
+class OptimSettings:
+    """``cfg.optim`` (configs/optim/): AdamW's betas and eps, and the weight decay of decayed parameters."""
+
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+
+    @classmethod
+    def read(cls, o: Mapping) -> OptimSettings:
+        refuse_unknown(o, cls, "optim")
+        betas = list(o.get("betas") or [])
+        if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas):
+            raise ConfigError(f"optim.betas={betas!r} must be two numbers in [0, 1), e.g. [0.9, 0.98].")
+        decay = o.get("weight_decay")
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or decay < 0:
+            raise ConfigError(f"optim.weight_decay={decay!r} must be a number >= 0.")
+        return cls(betas=(float(betas[0]), float(betas[1])), eps=positive_float(o, "eps", "optim"),
+                   weight_decay=float(decay))
+
+
 @dataclass(frozen=True)
 class TrainerSettings:
-    """What the training core needs from ``cfg.trainer``, validated."""
+    """Every ``cfg.trainer`` key, validated once: the training core and the tasks read these fields, never the raw
+    config. Defaults live in configs/trainer/ (base.yaml and the stage files extending it); a field a stage's
+    config does not set is None. A key in ``cfg.trainer`` that is not a field is refused (a typo or a key that
+    no code reads)."""
 
-    max_steps: int | None         # None: the task derives it (finetuning: epochs x steps per epoch)
-    batch_size: int
-    grad_accum: int
-    lr: float
-    max_grad_norm: float          # inf: no clipping (the norm is still measured)
-    mixed_precision: str
-    eval_every: int | None        # None: the task's default (finetuning: once per epoch)
-    save_every: int | None        # None: at the end and on a stop signal only
-    keep_last: int
-    log_every: int
-    max_nonfinite_steps: int
-    resume: str | None
-    allow_config_change: bool | list[str]
-    allow_nonbitwise_resume: bool
+    # what the run computes: its identity
+    max_steps: int | None = field(default=None, metadata=_ID)  # None: the task derives it (finetuning: from epochs)
+    epochs: int | None = field(default=None, metadata=_ID)           # finetuning, when max_steps is None
+    batch_size: int = field(default=None, metadata=_ID)              # per device
+    global_batch_size: int | None = field(default=None, metadata=_ID)  # pretraining: batch x processes x grad_accum
+    grad_accum: int = field(default=None, metadata=_ID)
+    lr: float = field(default=None, metadata=_ID)                    # peak, after warmup
+    warmup_steps: int | None = field(default=None, metadata=_ID)  # when set, wins over warmup_ratio (as in HF's)
+    warmup_ratio: float | None = field(default=None, metadata=_ID)   # of max_steps
+    lr_schedule: str = field(default=None, metadata=_ID)             # linear | polynomial
+    lr_end: float = field(default=None, metadata=_ID)
+    lr_power: float = field(default=None, metadata=_ID)              # polynomial decay power
+    max_grad_norm: float = field(default=None, metadata=_ID)         # inf: no clipping (the norm is still measured)
+    mixed_precision: str = field(default=None, metadata=_ID)
+    mlm_probability: float | None = field(default=None, metadata=_ID)  # pretraining
+    max_length: int | None = field(default=None, metadata=_ID)  # finetuning: tokens per example; None = the model's n
+    group_by_length: bool = field(default=False, metadata=_ID)
+    # how the run is operated: may change between starts
+    eval_every: int | None = field(default=None, metadata=_OP)  # None: the task's default (finetuning: each epoch)
+    eval_batches: int | None = field(default=None, metadata=_OP)  # held-out batches per evaluation; None = all
+    eval_batch_size: int | None = field(default=None, metadata=_OP)
+    eval_at_start: bool = field(default=False, metadata=_OP)
+    save_every: int | None = field(default=None, metadata=_OP)   # None: at the end and on a stop signal only
+    save_best: bool = field(default=False, metadata=_OP)
+    keep_last: int = field(default=None, metadata=_OP)
+    log_every: int = field(default=None, metadata=_OP)
+    max_nonfinite_steps: int = field(default=None, metadata=_OP)
+    cpu: bool = field(default=False, metadata=_OP)
+    peak_tflops: float | None = field(default=None, metadata=_OP)
+    resume: str | None = field(default=None, metadata=_OP)
+    allow_config_change: bool | list[str] = field(default=(), metadata=_OP)
+    allow_nonbitwise_resume: bool = field(default=False, metadata=_OP)
 
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
+        refuse_unknown(t, cls, "trainer")
         precision = str(t.get("mixed_precision", "no"))
         if precision not in ("no", "fp16", "bf16"):
             raise ConfigError(f"trainer.mixed_precision={precision!r} is not one of no, fp16, bf16.")
+        schedule = t.get("lr_schedule", "linear")
+        if schedule not in ("linear", "polynomial"):
+            raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
         clip = t.get("max_grad_norm")
-        if clip is not None and (not isinstance(clip, (int, float)) or clip < 0):
+        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip < 0):
             raise ConfigError(f"trainer.max_grad_norm={clip!r} must be a number >= 0 (0 or null: no clipping).")
+        warmup = t.get("warmup_steps")
+        if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+            raise ConfigError(f"trainer.warmup_steps={warmup!r} must be a whole number >= 0 (or null).")
+        lr_end = t.get("lr_end", 0.0)
+        if isinstance(lr_end, bool) or not isinstance(lr_end, (int, float)) or lr_end < 0:
+            raise ConfigError(f"trainer.lr_end={lr_end!r} must be a number >= 0.")
         allow = t.get("allow_config_change") or []
         if not isinstance(allow, bool):
             allow = [str(k) for k in (OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow)]
         resume = t.get("resume")
         return cls(
             max_steps=positive_int(t, "max_steps", allow_none=True),
+            epochs=positive_int(t, "epochs", allow_none=True),
             batch_size=positive_int(t, "batch_size"),
+            global_batch_size=positive_int(t, "global_batch_size", allow_none=True),
             grad_accum=positive_int(t, "grad_accum"),
             lr=positive_float(t, "lr"),
+            warmup_steps=warmup,
+            warmup_ratio=_fraction(t, "warmup_ratio", 0.0, 1.0, closed_low=True),
+            lr_schedule=schedule,
+            lr_end=float(lr_end),
+            lr_power=1.0 if schedule == "linear" else positive_float(t, "lr_power"),
             max_grad_norm=float(clip) if clip else math.inf,
             mixed_precision=precision,
+            mlm_probability=_fraction(t, "mlm_probability", 0.0, 1.0, closed_low=False),
+            max_length=positive_int(t, "max_length", allow_none=True),
+            group_by_length=_bool(t, "group_by_length") if "group_by_length" in t else False,
             eval_every=positive_int(t, "eval_every", allow_none=True),
+            eval_batches=positive_int(t, "eval_batches", allow_none=True),
+            eval_batch_size=positive_int(t, "eval_batch_size", allow_none=True),
+            eval_at_start=bool(_bool(t, "eval_at_start", allow_none=True)),
             save_every=positive_int(t, "save_every", allow_none=True),
-            keep_last=positive_int(t, "keep_last") if t.get("keep_last") is not None else 3,
+            save_best=_bool(t, "save_best") if "save_best" in t else False,
+            keep_last=positive_int(t, "keep_last"),
             log_every=positive_int(t, "log_every"),
             max_nonfinite_steps=positive_int(t, "max_nonfinite_steps"),
+            cpu=_bool(t, "cpu"),
+            peak_tflops=positive_float(t, "peak_tflops", allow_none=True),
             resume=None if resume in (None, "", "null", "none", False) else str(resume),
             allow_config_change=allow,
-            allow_nonbitwise_resume=bool(t.get("allow_nonbitwise_resume", False)),
+            allow_nonbitwise_resume=_bool(t, "allow_nonbitwise_resume"),
         )
+
+    def warmup(self, max_steps: int) -> int:
+        """Warmup steps: trainer.warmup_steps when set, else round(trainer.warmup_ratio x max_steps), else 0."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        return round(self.warmup_ratio * max_steps) if self.warmup_ratio is not None else 0
+
+    def require(self, key: str, stage: str) -> Any:
+        """A field this stage cannot do without: its value, or a ConfigError naming trainer.key."""
+        value = getattr(self, key)
+        if value is None:
+            raise ConfigError(f"trainer.{key} is null: {stage} needs it.")
+        return value
+
+
+# trainer.<field> keys that may differ between starts of one run
+OPERATIONAL_TRAINER_KEYS = frozenset(f"trainer.{f.name}" for f in fields(TrainerSettings) if f.metadata["operational"])

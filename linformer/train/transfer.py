@@ -16,6 +16,8 @@ each layer's relative error ||student - teacher|| / ||teacher|| on the held-out 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,42 @@ from ..modeling.reference import full_attention, squared_relative_error
 from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
 from .pretrain import BlockStream
-from .settings import TrainerSettings, positive_float, positive_int
+from .settings import TrainerSettings, positive_float, positive_int, refuse_unknown
 
 TARGETS = ("hidden", "attention")
 TRAINED = ("projections", "all")
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """``cfg.transfer`` (configs/transfer.yaml), read and checked once; the checks that need the corpus's n are the
+    task's."""
+
+    train: str                      # projections | all
+    target: str                     # hidden | attention
+    lr_rest: float | None           # with train=all: every weight but E and F (None otherwise)
+    short_fraction: float           # share of training batches cut to a random length
+    min_length: int
+    eval_short_length: int | None
+
+    @classmethod
+    def read(cls, tr: Mapping) -> TransferSettings:
+        refuse_unknown(tr, cls, "transfer")
+        target, train = str(tr.get("target")), str(tr.get("train"))
+        if target not in TARGETS:
+            raise ConfigError(f"transfer.target={target!r} is not one of {', '.join(TARGETS)}.")
+        if train not in TRAINED:
+            raise ConfigError(f"transfer.train={train!r} is not one of {', '.join(TRAINED)}.")
+        short = float(tr.get("short_fraction") or 0.0)
+        if not 0.0 <= short <= 1.0:
+            raise ConfigError(f"transfer.short_fraction={short}: the share of batches cut short, 0..1")
+        short_length = positive_int(tr, "eval_short_length", "transfer", allow_none=True)
+        if short_length is not None and short_length < 2:
+            raise ConfigError(f"transfer.eval_short_length={short_length}: at least 2 ([CLS] ... [SEP])")
+        return cls(train=train, target=target,
+                   lr_rest=positive_float(tr, "lr_rest", "transfer") if train == "all" else None,
+                   short_fraction=short, min_length=positive_int(tr, "min_length", "transfer"),
+                   eval_short_length=short_length)
 
 
 class _Blocks:
@@ -94,14 +128,9 @@ class TransferTask(TrainingTask):
     main_metric = "val_rel_err"
 
     def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
-        tr = cfg.transfer
+        tr = TransferSettings.read(cfg.transfer)
         self.cfg, self.settings = cfg, settings
-        self.target, self.train_mode = str(tr.target), str(tr.train)
-        if self.target not in TARGETS:
-            raise ConfigError(f"transfer.target={self.target!r} is not one of {', '.join(TARGETS)}.")
-        if self.train_mode not in TRAINED:
-            raise ConfigError(f"transfer.train={self.train_mode!r} is not one of {', '.join(TRAINED)}.")
-        self.lr_rest = positive_float(tr, "lr_rest", "transfer") if self.train_mode == "all" else None
+        self.target, self.train_mode, self.lr_rest = tr.target, tr.train, tr.lr_rest
         self.source = resolve_model_path(str(cfg.model_path))
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
         m = cfg.model
@@ -125,15 +154,9 @@ class TransferTask(TrainingTask):
                 f"{self.model.config.max_seq_len}: prepare the corpus with data.n={self.model.config.max_seq_len}."
             )
         seed, b = int(cfg.seed), settings.batch_size
-        short = float(tr.get("short_fraction") or 0.0)
-        if not 0.0 <= short <= 1.0:
-            raise ConfigError(f"transfer.short_fraction={short}: the share of batches cut short, 0..1")
-        min_length = positive_int(tr, "min_length", "transfer")
+        short, min_length, self.short_length = tr.short_fraction, tr.min_length, tr.eval_short_length
         if short > 0 and not 2 <= min_length <= self.n:
             raise ConfigError(f"transfer.min_length={min_length}: a length in 2..n={self.n} (the blocks' length)")
-        self.short_length = positive_int(tr, "eval_short_length", "transfer", allow_none=True)
-        if self.short_length is not None and self.short_length < 2:
-            raise ConfigError(f"transfer.eval_short_length={self.short_length}: at least 2 ([CLS] ... [SEP])")
         if self.short_length is not None and self.short_length >= self.n:
             self.short_length = None  # the blocks are no longer than that: the full evaluation already covers it
         config = self.model.config
@@ -145,8 +168,7 @@ class TransferTask(TrainingTask):
         # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence
         self.val_short = None if self.short_length is None else \
             BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(length=self.short_length), "validation")
-        self.eval_batches = positive_int(cfg.trainer, "eval_batches", allow_none=True)
-        self.warmup_steps = int(cfg.trainer.warmup_steps)
+        self.eval_batches = settings.eval_batches
         self.tracker_tags = [f"k={m.projected_dim}", f"sharing={m.sharing}", f"train={self.train_mode}",
                              f"target={self.target}"]
 

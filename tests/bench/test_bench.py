@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from linformer import LinformerModel
 from linformer.bench import InferenceSettings, ThroughputSettings, plan_grid, run_benchmark
@@ -15,6 +14,7 @@ from linformer.bench.inference import batch_of, build_model, eager_scores_bytes,
 from linformer.bench.model_checks import padding_leak
 from linformer.bench.models import Size
 from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
+from linformer.cli import compose
 from linformer.modeling.flops import flop_ratio
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -173,11 +173,9 @@ def test_tiny_benchmark_writes_csv_markdown_png(tmp_path):
 
 
 def test_config_composes():
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
-        inf, thr = settings_from_config(compose("benchmark", overrides=["device=cpu"]))
-        assert inf.max_n == 8192 and thr is not None  # the CPU cap on n
-        cfg = compose("benchmark", overrides=["device=cuda", "throughput.enabled=false"])
-        inf, thr = settings_from_config(cfg)
-        assert inf.max_n is None and thr is None
-        with pytest.raises(ValueError, match="unknown"):
-            settings_from_config(compose("benchmark", overrides=["+inference.bogus=1"]))
+    inf, thr = settings_from_config(compose("benchmark", ["device=cpu"]))
+    assert inf.max_n == 8192 and thr is not None  # the CPU cap on n
+    inf, thr = settings_from_config(compose("benchmark", ["device=cuda", "throughput.enabled=false"]))
+    assert inf.max_n is None and thr is None
+    with pytest.raises(ValueError, match="unknown"):
+        settings_from_config(compose("benchmark", ["+inference.bogus=1"]))

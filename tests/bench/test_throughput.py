@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
 from linformer.bench import ThroughputSettings, run_benchmark
 from linformer.bench.cli import settings_from_config
@@ -20,6 +19,7 @@ from linformer.bench.throughput import (
     plan_blocks,
     run_throughput,
 )
+from linformer.cli import compose
 from linformer.errors import ConfigError, LinformerError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -170,14 +170,12 @@ def test_kernel_categories():
 
 
 def test_gpu_config_composes():
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
-        inf, thr = settings_from_config(compose("benchmark_throughput_gpu"))
+    inf, thr = settings_from_config(compose("benchmark_throughput_gpu"))
     assert inf is None and thr.device == "cuda" and thr.is_base_shape() and thr.ks == [128, 256]
     assert thr.precisions == ["bf16", "fp16"] and thr.compile == [False, True] and thr.compile_ns == [512]
     assert thr.levers.enabled and thr.levers.k == 128 and thr.profile
     assert thr.tokens_per_step // 512 == 128
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):  # the CPU default keeps its grid
-        _, cpu = settings_from_config(compose("benchmark", overrides=["device=cpu"]))
+    _, cpu = settings_from_config(compose("benchmark", ["device=cpu"]))  # the CPU default keeps its grid
     assert cpu.ks == [256] and cpu.compile == [False] and not cpu.levers.enabled and not cpu.profile
 
 

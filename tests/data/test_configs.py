@@ -3,9 +3,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from linformer.cli import compose
 from linformer.data.io import repo_root, resolve_path
 from linformer.data.tasks import get_task
 
@@ -15,8 +15,7 @@ TASK_CONFIGS = sorted(p.stem for p in (CONFIGS / "task").glob("*.yaml"))
 
 
 def _compose(name, overrides=()):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(config_name=name, overrides=list(overrides))
+    return compose(name, overrides)
 
 
 @pytest.mark.parametrize("data", DATA_CONFIGS)

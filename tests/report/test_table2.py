@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from linformer.cli import compose
 from linformer.report.table2 import PAPER, main, paper_analogue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,10 +17,7 @@ ROWS = sorted(p.stem for p in (CONFIGS / "experiment/table2").glob("[!_]*.yaml")
 
 
 def _compose(name, overrides):
-    import linformer.train  # noqa: F401  (run-name resolvers)
-
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return OmegaConf.to_container(compose(config_name=name, overrides=overrides), resolve=True)
+    return OmegaConf.to_container(compose(name, overrides), resolve=True)
 
 
 @pytest.mark.parametrize("row", ROWS)

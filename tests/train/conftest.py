@@ -4,8 +4,8 @@ import random
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
+from linformer.cli import compose
 from linformer.data import prepare_corpus, train_tokenizer
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
@@ -56,8 +56,7 @@ PRETRAIN_OVERRIDES = [
 def compose_pretrain(tiny_data, *overrides: str):
     """The real configs/pretrain.yaml with a tiny model on the fixture corpus."""
     base = [*PRETRAIN_OVERRIDES, f"tokenizer_dir={tiny_data['tokenizer_dir']}", f"corpus_dir={tiny_data['corpus_dir']}"]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name="pretrain", overrides=base + list(overrides))
+    return compose("pretrain", base + list(overrides))
 
 
 def write_sst2_fixture(root: Path, train: int = 200, dev: int = 40, seed: int = 0) -> Path:
@@ -86,9 +85,6 @@ def pretrained_run(tiny_data, tmp_path_factory):
 
 
 def compose_finetune(*overrides: str):
-    import linformer.train  # noqa: F401  (registers the run-name resolvers)
-
     base = ["trainer.epochs=2", "trainer.batch_size=16", "trainer.eval_batch_size=32", "trainer.lr=1e-3",
             "trainer.log_every=1"]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name="finetune", overrides=base + list(overrides))
+    return compose("finetune", base + list(overrides))

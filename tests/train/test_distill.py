@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -15,6 +14,7 @@ from transformers import (
     RobertaForMaskedLM,
 )
 
+from linformer.cli import compose
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
@@ -24,7 +24,7 @@ from linformer.train.distill import DistillTask, distill, student_from_teacher
 from linformer.train.finetune import finetune
 from linformer.train.settings import TrainerSettings
 
-from .conftest import CONFIGS, compose_finetune, write_sst2_fixture
+from .conftest import compose_finetune, write_sst2_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,13 +53,10 @@ def teachers(tmp_path_factory, pretrained_run):
 
 
 def _compose(teachers, teacher: str, *overrides):
-    import linformer.train  # noqa: F401  (registers the run-name resolvers)
-
     base = ["task=sst2", f"task.data_dir={teachers['sst2']}", f"teacher_path={teachers[teacher]}",
             f"task_cache_dir={teachers['cache']}", "model.projected_dim=4", "trainer.batch_size=16",
             "trainer.lr=1e-3", "trainer.epochs=2", "trainer.log_every=1", "distill.lr_projections=1e-2"]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name="distill", overrides=base + list(overrides))
+    return compose("distill", base + list(overrides))
 
 
 def _batch(teachers, texts=("good good , the film is good .", "dull , the film is dull and so dull .")):

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
+from linformer.cli import compose
 from linformer.data import prepare_corpus
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerModel
 from linformer.train.transfer import transfer
 
-from .conftest import CONFIGS, _synthetic_corpus
+from .conftest import _synthetic_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 N = 32
@@ -50,14 +50,11 @@ def bert_source(tmp_path_factory):
 
 
 def _compose(bert_source, *overrides):
-    import linformer.train  # noqa: F401  (registers the run-name resolvers)
-
     base = [f"model_path={bert_source['source']}", f"corpus_dir={bert_source['corpus']}", f"model.max_seq_len={N}",
             "model.projected_dim=8", "model.sharing=headwise", "trainer.max_steps=40", "trainer.batch_size=8",
             "trainer.lr=1e-2", "trainer.warmup_steps=2", "trainer.eval_every=20", "trainer.save_every=20",
             "trainer.eval_batches=2"]
-    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
-        return compose(config_name="transfer", overrides=base + list(overrides))
+    return compose("transfer", base + list(overrides))
 
 
 @pytest.mark.parametrize("target, gain", [("hidden", 0.97), ("attention", 0.95)])
@@ -273,8 +270,7 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
 
     converted = convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
     init = converted if start == "converted" else bert_source["source"]
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose(config_name="pretrain", overrides=[
+    cfg = compose("pretrain", [
             f"init_from={init}", f"tokenizer_dir={converted}", f"corpus_dir={bert_source['corpus']}",
             f"model.max_seq_len={N}", "model.projected_dim=8", "model.sharing=layerwise", "trainer.batch_size=4",
             "trainer.max_steps=3", "trainer.warmup_steps=1", "trainer.eval_every=3", "trainer.eval_batches=1",

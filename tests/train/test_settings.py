@@ -1,0 +1,112 @@
+"""TrainerSettings: every cfg.trainer key read and checked once, unknown keys refused, identity derived from it."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from linformer.cli import compose
+from linformer.errors import ConfigError
+from linformer.rundir import identity, identity_diff
+from linformer.train.distill import DistillSettings
+from linformer.train.settings import OPERATIONAL_TRAINER_KEYS, OptimSettings, TrainerSettings
+from linformer.train.transfer import TransferSettings
+
+STAGES = {"pretrain": [], "finetune": ["task=sst2"], "transfer": [], "distill": ["teacher_path=teacher"]}
+
+
+def _trainer(stage: str) -> dict:
+    cfg = compose(stage, STAGES[stage])
+    return OmegaConf.to_container(cfg.trainer, resolve=True)
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_every_stage_config_reads_into_settings(stage):
+    t = _trainer(stage)
+    s = TrainerSettings.read(t)
+    assert s.batch_size == t["batch_size"] and s.lr == t["lr"] and s.keep_last == t["keep_last"]
+    assert s.warmup(100) == (t["warmup_steps"] if t.get("warmup_steps") is not None else round(t["warmup_ratio"] * 100))
+
+
+def test_transfer_carries_no_pretraining_keys():
+    # transfer once inherited pretraining's trainer config: its masking rate and MFU peak were recorded, never read
+    assert not {"mlm_probability", "peak_tflops", "global_batch_size", "epochs"} & set(_trainer("transfer"))
+
+
+def test_an_unknown_key_is_refused_with_a_suggestion():
+    t = _trainer("pretrain") | {"warmup_step": 3}
+    with pytest.raises(ConfigError, match=r"trainer.warmup_step is not a trainer setting \(did you mean "
+                                          r"trainer.warmup_steps\?\)"):
+        TrainerSettings.read(t)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("warmup_steps", -1, "trainer.warmup_steps=-1 must be a whole number >= 0"),
+    ("warmup_steps", 2.5, "trainer.warmup_steps=2.5 must be a whole number"),
+    ("warmup_ratio", 1.5, r"trainer.warmup_ratio=1.5 must lie in \[0, 1\)"),
+    ("lr_schedule", "cosine", "trainer.lr_schedule='cosine' is not one of linear, polynomial"),
+    ("lr_end", -1e-5, "trainer.lr_end=-1e-05 must be a number >= 0"),
+    ("mlm_probability", 1.0, r"trainer.mlm_probability=1.0 must lie in \(0, 1\)"),
+    ("group_by_length", "yes", "trainer.group_by_length='yes' must be true or false"),
+    ("cpu", 1, "trainer.cpu=1 must be true or false"),
+    ("eval_batches", 0, "trainer.eval_batches=0 must be a whole number of at least 1"),
+])
+def test_bad_values_name_their_key(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainerSettings.read(_trainer("pretrain") | {key: value})
+
+
+def test_warmup_steps_win_over_the_ratio():
+    t = _trainer("finetune")
+    assert TrainerSettings.read(t | {"warmup_ratio": 0.1}).warmup(55) == 6  # round(5.5), banker's: 6
+    assert TrainerSettings.read(t | {"warmup_ratio": 0.1, "warmup_steps": 3}).warmup(55) == 3
+    assert TrainerSettings.read(t | {"warmup_ratio": None, "warmup_steps": None}).warmup(55) == 0
+
+
+def test_a_stage_missing_a_key_it_needs_names_it():
+    s = TrainerSettings.read(_trainer("transfer"))
+    with pytest.raises(ConfigError, match="trainer.epochs is null: finetuning needs it"):
+        s.require("epochs", "finetuning")
+
+
+def test_identity_follows_the_fields_operational_marks():
+    t = _trainer("pretrain")
+    base = identity({"trainer": t})
+    assert "trainer.lr" in base and "trainer.mlm_probability" in base
+    for key in OPERATIONAL_TRAINER_KEYS:
+        assert key not in base
+    assert {"trainer.eval_every", "trainer.resume", "trainer.save_best"} <= OPERATIONAL_TRAINER_KEYS
+    assert identity_diff({"trainer": t}, {"trainer": t | {"eval_every": 7, "log_every": 1}}) == {}
+    assert identity_diff({"trainer": t}, {"trainer": t | {"warmup_steps": 5}}) == {"trainer.warmup_steps": (20, 5)}
+
+
+def test_a_transfer_run_recorded_with_the_unread_masking_rate_still_resumes():
+    now = {"trainer": _trainer("transfer")}
+    before = {"trainer": now["trainer"] | {"mlm_probability": 0.15, "global_batch_size": None}}
+    assert identity_diff(before, now) == {}
+    pretrain = {"trainer": _trainer("pretrain")}  # where it is read, a change still counts
+    assert identity_diff(pretrain, {"trainer": pretrain["trainer"] | {"mlm_probability": 0.3}})
+
+
+def _group(stage: str, group: str) -> dict:
+    return OmegaConf.to_container(compose(stage, STAGES[stage])[group], resolve=True)
+
+
+@pytest.mark.parametrize("stage, group, schema, typo, suggestion", [
+    ("transfer", "transfer", TransferSettings, "trian", "transfer.train"),
+    ("distill", "distill", DistillSettings, "hidden_weigth", "distill.hidden_weight"),
+    ("pretrain", "optim", OptimSettings, "weight_decy", "optim.weight_decay"),
+])
+def test_each_group_reads_and_refuses_a_key_no_code_reads(stage, group, schema, typo, suggestion):
+    values = _group(stage, group)
+    schema.read(values)  # the committed config is valid
+    with pytest.raises(ConfigError, match=rf"{group}.{typo} is not a {group} setting \(did you mean {suggestion}\?\)"):
+        schema.read(values | {typo: 1})
+
+
+def test_optim_and_transfer_values_are_checked():
+    with pytest.raises(ConfigError, match=r"optim.betas=\[0.9\] must be two numbers"):
+        OptimSettings.read(_group("pretrain", "optim") | {"betas": [0.9]})
+    with pytest.raises(ConfigError, match="transfer.target='logits' is not one of hidden, attention"):
+        TransferSettings.read(_group("transfer", "transfer") | {"target": "logits"})
+    with pytest.raises(ConfigError, match="distill.hidden_weight=-1"):
+        DistillSettings.read(_group("distill", "distill") | {"hidden_weight": -1})
+    assert TransferSettings.read(_group("transfer", "transfer")).lr_rest is None  # only train=all has a second lr
