@@ -122,7 +122,7 @@ def refuse_added_keys(cfg, added: list[str]) -> None:
 
     from omegaconf import OmegaConf
 
-    from .rundir import flatten
+    from .files import flatten
 
     for override in added:
         key = override[1:].split("=", 1)[0]

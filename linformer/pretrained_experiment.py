@@ -26,8 +26,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import read_json
 from .modeling.convert import CONVERTED_LENGTH_POLICY
-from .rundir import PREDICTIONS, RESULTS, read_json
+from .rundir import PREDICTIONS, RESULTS
 from .stages import Stage, wanted
 
 N = 512

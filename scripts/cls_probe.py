@@ -11,8 +11,8 @@ import sys
 
 from linformer.cli import cli_errors
 from linformer.data.tasks import TASKS
+from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
-from linformer.rundir import atomic_write, made_by, output_files
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -17,7 +17,8 @@ import torch
 
 from linformer.cli import cli_errors
 from linformer.errors import DataError
-from linformer.rundir import RunRecord, write_json
+from linformer.files import write_json
+from linformer.rundir import RunRecord
 from linformer.stages import StageFailed
 from linformer.train.common import native_cpu_bf16
 

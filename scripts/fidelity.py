@@ -11,9 +11,9 @@ from pathlib import Path
 
 from linformer.cli import cli_errors
 from linformer.errors import ConfigError
+from linformer.files import made_by, output_files
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import fidelity
-from linformer.rundir import made_by, output_files
 
 
 def main(argv: list[str] | None = None) -> int:

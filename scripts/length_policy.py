@@ -6,21 +6,15 @@ a handful of options, like scripts/fidelity.py.
 """
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
 
-import torch
-
-from linformer.bench.common import cpu_model_name
-from linformer.cli import cli_errors
-from linformer.data.io import resolve_path
+from linformer.data.io import default_data_mirror
 from linformer.data.tasks import load_task
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import length_policy
-from linformer.rundir import made_by, output_files
+from linformer.report import length_policy, measured
 
 TASK_DIRS = {"sst2": "glue/sst2", "imdb": "imdb"}
 
@@ -33,12 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
-    ap.add_argument("--out", default="outputs/reports/length_policy", help="writes <out>.md, .json and .png")
-    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+    measured.add_output_options(ap, "outputs/reports/length_policy")
     args = ap.parse_args(argv)
-    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
-    with cli_errors(), output_files(outputs, made_by("length_policy", settings), args.overwrite):
+    with measured.report_outputs(args, "length_policy"):
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
         from transformers import AutoTokenizer
@@ -46,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         source = resolve_model_path(args.source)
         tokenizer = AutoTokenizer.from_pretrained(source)
-        mirror = Path(resolve_path(_mirror()))
+        mirror = Path(default_data_mirror())
         tasks = {}
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
             if count:
@@ -56,23 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
         results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, progress=print)
-        command = shlex.join(["python", "scripts/length_policy.py", *sys.argv[1:]])
+        command, provenance = measured.provenance("scripts/length_policy.py", t0)
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
                   "(no transfer, no finetuning); reference: the source with full attention."),
                   "Examples: " + ", ".join(f"{t} {len(i.lengths)} eval examples" for t, i in tasks.items()) +
                   " (stratified subsets), padded batches of 32 sorted by length.",
-                  f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, {time.perf_counter() - t0:.0f} s.",
-                  f"Command: `{command}`"]
+                  *provenance]
         length_policy.write_report(results, args.out, header, {"command": command})
-    print(Path(f"{args.out}.md").read_text())
-    print(f"wrote {args.out}.md, .json and .png")
+    measured.show(args.out)
     return 0
-
-
-def _mirror() -> str:
-    import os
-
-    return os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")
 
 
 if __name__ == "__main__":

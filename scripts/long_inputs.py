@@ -7,23 +7,17 @@ handful of options, like scripts/length_policy.py.
 """
 
 import argparse
-import os
-import shlex
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from linformer.bench.common import cpu_model_name
-from linformer.cli import cli_errors
-from linformer.data.io import resolve_path
+from linformer.data.io import default_data_mirror, resolve_path
 from linformer.data.tasks import load_task
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import long_inputs
-from linformer.rundir import made_by, output_files
+from linformer.report import long_inputs, measured
 
 TASK_DIRS = {"imdb": "imdb", "sst2": "glue/sst2"}
 
@@ -38,12 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=200, help="eval examples longer than the classifier's n, drawn "
                     "at random (0 = all)")
     ap.add_argument("--batch-size", type=int, default=4)
-    ap.add_argument("--out", default="outputs/reports/long_inputs", help="writes <out>.md, .json and .png")
-    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+    measured.add_output_options(ap, "outputs/reports/long_inputs")
     args = ap.parse_args(argv)
-    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
-    with cli_errors(), output_files(outputs, made_by("long_inputs", settings), args.overwrite):
+    with measured.report_outputs(args, "long_inputs"):
         from transformers import AutoConfig, AutoTokenizer
 
         t0 = time.perf_counter()
@@ -57,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--ns {args.ns} --k {args.k}: every n must be above the classifier's n = {base_n}, "
                               "and k below every n")
         tokenizer = AutoTokenizer.from_pretrained(classifier)
-        mirror = Path(resolve_path(os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")))
+        mirror = Path(default_data_mirror())
         split = load_task(args.task, str(mirror / TASK_DIRS[args.task]), tokenizer, max(args.ns), splits=("eval",),
                           cache_dir=resolve_path("data/cache/tasks"))["eval"]
         lengths = np.array([len(x) for x in split["input_ids"]])
@@ -70,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         ids, labels = rows["input_ids"], np.asarray(rows["labels"])
         result = long_inputs.measure(classifier, ids, labels, args.ns, args.k, args.sharing, tokenizer.pad_token_id,
                                      args.batch_size)
-        command = shlex.join(["python", "scripts/long_inputs.py", *sys.argv[1:]])
+        command, provenance = measured.provenance("scripts/long_inputs.py", t0)
         lens = result["lengths"]
         longer = int((lengths > base_n).sum())
         header = [(f"Classifier: `{args.classifier}` (finetuned at n = {base_n}); positions extended by copying its "
@@ -79,11 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                   (f"Examples: {len(ids)} {args.task} eval examples longer than {base_n} tokens (of {longer}; "
                    f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
                   "Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved rounds).",
-                  f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, {time.perf_counter() - t0:.0f} s.",
-                  f"Command: `{command}`"]
+                  *provenance]
         long_inputs.write_report(result, args.out, header, {"command": command})
-    print(Path(f"{args.out}.md").read_text())
-    print(f"wrote {args.out}.md, .json and .png")
+    measured.show(args.out)
     return 0
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from linformer.cli import cli_errors
 from linformer.errors import ConfigError
+from linformer.files import write_json
 from linformer.report import table2
 from linformer.report.curves import plot_pretrain_curves
-from linformer.rundir import write_json
 from linformer.stages import STOPPED, Stage, StageFailed, run_stages
 
 REPO = Path(__file__).resolve().parents[1]

@@ -39,9 +39,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     def visit(node: str, path: list[str]) -> None:
         for dep in sorted(graph.get(node, ())):
             if dep in path:
-                found.append(path[path.index(dep):] + [dep])
+                found.append([*path[path.index(dep):], dep])
             elif dep not in done:
-                visit(dep, path + [dep])
+                visit(dep, [*path, dep])
         done.add(node)
 
     for module in sorted(graph):

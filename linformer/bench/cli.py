@@ -6,7 +6,7 @@ from dataclasses import asdict, fields
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..rundir import made_by, output_files
+from ..files import made_by, output_files
 from .inference import InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
@@ -29,7 +29,7 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
 
 def benchmark_from_config(cfg: DictConfig, command: str = ""):
     """Run the benchmark into ``cfg.out_dir`` (null: the Hydra run directory). Its files follow the output rule
-    (``rundir.check_output_files``): one written by an earlier benchmark with the same settings is replaced, anything
+    (``files.check_output_files``): one written by an earlier benchmark with the same settings is replaced, anything
     else is refused before anything is measured, unless ``overwrite=true``."""
     out_dir = cfg.out_dir
     if out_dir is None:

@@ -7,7 +7,7 @@ counted in the manifest, so `content_tokens = blocks * (n - 2) + dropped_tail_to
 
 The validation split holds whole documents, chosen by a seeded hash of (source sha256, document index), so it
 is the same on every run and machine. Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
-built in a hidden temp directory next to `out_dir` (``rundir.atomic_dir``) and renamed into place only when
+built in a hidden temp directory next to `out_dir` (``files.atomic_dir``) and renamed into place only when
 complete. Every .gz source is decompressed to its end once before anything is built, so a damaged file fails
 the run, naming the file, even where `max_documents` would stop reading before the damage.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, CorpusError
-from ..rundir import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
+from ..files import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
 from .workers import children_die_with_parent, signals_stop
@@ -361,7 +361,7 @@ def prepare_corpus(
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by content), tokenizer (by hash) and settings, an existing complete `out_dir` is
     reused as is unless `force` (local sources only: hub sources are always re-read). Otherwise `out_dir` follows
-    the output rule (``rundir.check_output_dir``): a corpus prepared with the same settings is rebuilt, anything else
+    the output rule (``files.check_output_dir``): a corpus prepared with the same settings is rebuilt, anything else
     there is refused unless `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
     SIGTERM stops the run with Preempted, leaving nothing behind.
     """

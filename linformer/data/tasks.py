@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, TaskDataError
-from ..rundir import atomic_dir, made_by
-from ..rundir import cache_key as content_key
+from ..files import atomic_dir, made_by
+from ..files import cache_key as content_key
 from .io import hub_offline, hub_offline_error
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ def _tokenizer_identity(backend) -> str:
 
 def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, skip_bad_rows: bool,
               max_examples: int | None, subset_seed: int = 0) -> str | None:
-    """The ``rundir.cache_key`` of a tokenized split: source file contents, the tokenizer (its full JSON
+    """The ``files.cache_key`` of a tokenized split: source file contents, the tokenizer (its full JSON
     serialisation), max_length and the reading options (the seed only where a subset is drawn). None (no
     caching) for hub data or a slow tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError, CorpusError
-from ..rundir import atomic_dir, check_output_dir, made_by
+from ..files import atomic_dir, check_output_dir, made_by
 from .io import expand_sources, open_text, verify_sources
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ def train_tokenizer(
     """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
 
     `max_lines` trains on the first that many non-empty lines only (a sample is enough for the merges of a
-    large corpus). Returns `out_dir`. The save is atomic (``rundir.atomic_dir``) and checked by an encode/decode
-    round trip before it replaces `out_dir`, which follows the output rule (``rundir.check_output_dir``): an earlier
+    large corpus). Returns `out_dir`. The save is atomic (``files.atomic_dir``) and checked by an encode/decode
+    round trip before it replaces `out_dir`, which follows the output rule (``files.check_output_dir``): an earlier
     tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
     A damaged .gz file raises CorpusError before training.
     """

@@ -31,7 +31,7 @@ from transformers import AutoConfig
 
 from ..data.tasks import TASKS
 from ..errors import CheckpointError, HubOfflineError
-from ..rundir import MANIFEST, atomic_write, read_json, write_json
+from ..files import MANIFEST, atomic_write, read_json, write_json
 from .loading import PACKAGED_MODELS, resolve_model_path
 
 CARD = "README.md"

@@ -22,7 +22,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import cached_file
 
 from ..errors import CheckpointError, ConfigError
-from ..rundir import atomic_dir, check_output_dir, made_by
+from ..files import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
@@ -86,7 +86,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     """Convert the encoder at ``name_or_path`` into ``model_class`` (default LinformerForMaskedLM) and save it with
     the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not at all.
 
-    ``out_dir`` follows the output rule (``rundir.check_output_dir``): an earlier conversion with the same source
+    ``out_dir`` follows the output rule (``files.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
     if model_class is None:  # the class registered for masked LM (auto.register), found by its config's type

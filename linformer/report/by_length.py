@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from ..errors import DataError
-from ..rundir import atomic_write
+from ..files import atomic_write
 from .paired import paired_difference
 
 QUARTILES = 4

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..rundir import Run, atomic_write, find_runs, load_run, made_by, output_files
+from ..files import atomic_write, made_by, output_files
+from ..rundir import Run, find_runs, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -107,7 +108,7 @@ def _labels(runs: list[Run]) -> list[str]:
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Write a matplotlib figure as a PNG through rundir.atomic_write (a reader never sees half a file), and close it."""
+    """Write a matplotlib figure as a PNG through files.atomic_write (a reader never sees half a file), and close it."""
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -152,7 +153,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     """Write out_dir/runs.md (the table) and out_dir/<metric>.png for each plotted metric.
 
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
-    compare_runs did not write is refused unless `overwrite` (``rundir.check_output_files``). Returns
+    compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "summary": {run path: summarize_run}}."""
     runs = [load_run(p) for p in find_runs(paths)]
     if not runs:

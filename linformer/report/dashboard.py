@@ -26,7 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..rundir import METRICS, Run, find_runs, load_run, read_json, read_metrics, write_json
+from ..files import read_json, write_json
+from ..rundir import METRICS, Run, find_runs, load_run, read_metrics
 
 log = logging.getLogger(__name__)
 

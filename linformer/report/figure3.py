@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..rundir import Run, find_runs, load_run, made_by, output_files, write_json
+from ..files import made_by, output_files, write_json
+from ..rundir import Run, find_runs, load_run
 from .compare import series
 from .curves import plot_pretrain_curves
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..files import atomic_write, write_json
 from ..modeling import LinformerModel
-from ..rundir import atomic_write, write_json
 from .compare import save_figure
 
 # label -> LinformerConfig fields

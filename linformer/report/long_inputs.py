@@ -18,8 +18,8 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
+from ..files import atomic_write, write_json
 from ..modeling.convert import from_linformer
-from ..rundir import atomic_write, write_json
 from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import bootstrap_interval, paired_difference

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from linformer.errors import ConfigError, CorpusError, DataError
-from linformer.rundir import atomic_write, check_output_files, made_by, record_output_files
+from linformer.files import atomic_write, check_output_files, made_by, record_output_files
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
                      overwrite: bool = False) -> dict[str, Any]:
     """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
     A file there that an earlier analyze_spectrum did not write is refused unless `overwrite`
-    (``rundir.check_output_files``), before the model runs.
+    (``files.check_output_files``), before the model runs.
 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`."""

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..cli import cli_errors
 from ..errors import ConfigError, DataError
-from ..rundir import RESULTS, RunRecord, atomic_write, find_runs, made_by, output_files, write_json
+from ..files import atomic_write, made_by, output_files, write_json
+from ..rundir import RESULTS, RunRecord, find_runs
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.

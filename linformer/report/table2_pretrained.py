@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label
 from ..modeling.convert import CONVERTED_LENGTH_POLICY
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, atomic_write, find_runs, read_json, write_json
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs
 from . import by_length
 from .paired import mcnemar_p, seed_example_interval
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ..errors import CheckpointError
-from ..rundir import disk_full_names, sha256_file, umask_modes
+from ..files import disk_full_names, sha256_file, umask_modes
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from accelerate.utils import set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..errors import ConfigError
+from ..files import flatten
 from ..modeling.convert import is_projection_weight
-from ..rundir import flatten
 from .settings import OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)

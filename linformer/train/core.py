@@ -31,7 +31,8 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
-from ..rundir import MetricsWriter, RunRecord, atomic_dir
+from ..files import atomic_dir
+from ..rundir import MetricsWriter, RunRecord
 from . import checkpoint as ckpt
 from .common import init_trackers
 from .settings import OptimSettings, TrainerSettings

@@ -24,9 +24,10 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 from ..data import compute_metrics, get_task, load_task
 from ..data.io import resolve_path
 from ..errors import ConfigError
+from ..files import write_json
 from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import check_tokenizer_fits, load_classifier, max_tokens, resolve_model_path
-from ..rundir import PREDICTIONS, RunRecord, write_json
+from ..rundir import PREDICTIONS, RunRecord
 from .core import EpochOrder, Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 

@@ -1,10 +1,13 @@
 """The length-policy measurement: per-example errors against the source, bucketed by length, and the best policy."""
 
 import numpy as np
+import pytest
 import torch
 from transformers import BertConfig, BertModel
 
 from linformer.report import length_policy as lp
+
+from .conftest import load_script
 
 N = 32
 
@@ -47,3 +50,11 @@ def test_buckets_hold_every_example_once():
     buckets = lp.by_bucket(lengths, np.arange(6.0))
     assert sum(b["examples"] for b in buckets.values()) == 6
     assert buckets["1-16"] == {"examples": 2, "mean": 0.5} and buckets["257-512"] == {"examples": 1, "mean": 5.0}
+
+
+def test_the_length_policy_script_refuses_a_k_above_n_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("length_policy").main(["--ks", "64", "1024", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --ks [64, 1024]: each k must be in 1..n=512"]
+    assert list(tmp_path.iterdir()) == []

@@ -8,6 +8,8 @@ from transformers import RobertaConfig, RobertaForSequenceClassification
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.report import long_inputs
 
+from .conftest import load_script
+
 N = 32
 
 
@@ -60,3 +62,13 @@ def test_measure_reports_each_model_side_by_side(classifier):
     assert "agreement" not in rows[1] and 0 <= rows[2]["agreement"] <= 1 and rows[2]["ms"] > 0
     md = long_inputs.to_markdown(result, ["header"])
     assert md.count("| linformer k=8 |") == 2 and "| as finetuned | 32 |" in md
+
+
+def test_the_script_refuses_lengths_at_or_below_the_classifier_s_n_in_one_line(classifier, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("long_inputs").main(["--classifier", classifier, "--ns", "16", "--k", "8", "--out",
+                                     str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k below every n"]
+    assert list(tmp_path.iterdir()) == []  # nothing written at the output paths

@@ -16,10 +16,10 @@ from transformers import (
 
 from linformer.cli import compose
 from linformer.errors import ConfigError
+from linformer.files import read_json
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
 from linformer.modeling.reference import full_attention
-from linformer.rundir import read_json
 from linformer.train.distill import DistillTask, distill, student_from_teacher
 from linformer.train.finetune import finetune
 from linformer.train.settings import TrainerSettings

@@ -158,6 +158,7 @@ def test_damaged_rng_state_is_an_error_unless_allowed(tiny_data, tmp_path):
     assert "without its RNG state" in result.stderr
 
 
+@pytest.mark.slow  # a kill and a resume in fresh processes; the logic is tested in-process in tests/test_rundir.py
 def test_torn_metrics_line_is_dropped_on_resume(tiny_data, tmp_path):
     run = tmp_path / "run"
     _kill_after_checkpoints(tiny_data, run, STEPS)

@@ -1,0 +1,310 @@
+"""Files every command writes and reads: atomic writes (a reader sees the old or the new file, never half), the
+rule for output paths a user chooses, checksums and the one cache-key scheme of prepared data, and mapping readers.
+
+The output rule covers converted models, tokenizers, corpora, benchmark and report files: what made an output is
+recorded (``made_by``), and only an earlier output of the same command with the same settings is replaced without
+asking. Run directories build on this module (``rundir``)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import DiskFullError, OutputPathError
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"                # an output directory's record (``made_by``) and its command's own facts
+FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name: made_by record}
+
+
+# ------------------------------------------------------------------------------------------------ atomic writes
+# What writers that do not raise OSError say when the disk fills: torch's zip serializer ("file write failed",
+# "unexpected pos N vs M" when a short write shifts the archive) and safetensors (a Rust io error, StorageFull).
+_DISK_FULL_TEXT = ("No space left", "file write failed", "unexpected pos", "StorageFull", "Disk quota exceeded")
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC or EDQUOT, or a serializer's error that says the same without an errno (torch, safetensors)."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(err, Exception) and any(text in str(err) for text in _DISK_FULL_TEXT)
+
+
+@contextlib.contextmanager
+def disk_full_names(directory: str | Path) -> Iterator[None]:
+    """A full disk inside this block raises DiskFullError naming `directory`."""
+    try:
+        yield
+    except Exception as err:
+        if not is_disk_full(err):
+            raise
+        free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
+        raise DiskFullError(
+            f"no space left on device while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are "
+            "intact. Free some space and run the same command again."
+        ) from err
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> None:
+    """Write `path` whole or not at all: a temporary file in the same directory, fsynced, then renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with disk_full_names(path.parent):
+            with open(tmp, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_yaml(path: str | Path, data: Any) -> None:
+    atomic_write(path, yaml.safe_dump(data, sort_keys=False))
+
+
+@contextlib.contextmanager
+def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
+
+    `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
+    `record`), checked before the block and again before the swap, unless `overwrite`; a refusal leaves it as it
+    was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote there. Only the
+    temporary and, after the swap, the output it replaced are deleted. The temporary goes on any exception and on
+    SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
+    umask's permissions (``umask_modes``).
+    """
+    final = Path(final)
+    check_output_dir(final, record, overwrite)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(final)
+    tmp, old = (final.with_name(f".{kind}-{final.name}-{os.getpid()}") for kind in ("tmp", "old"))
+    _remove(tmp)
+    tmp.mkdir()
+    try:
+        with disk_full_names(final.parent), _sigterm_unwinds(final):
+            yield tmp
+            if record is not None:
+                write_json(tmp / MANIFEST, {**record, **read_json(tmp / MANIFEST)})
+            umask_modes(tmp)
+            check_output_dir(final, record, overwrite)  # another process may have written it meanwhile
+            if os.path.lexists(final):
+                os.replace(final, old)
+            os.replace(tmp, final)
+    except BaseException:
+        _remove(tmp)
+        if os.path.lexists(old) and not os.path.lexists(final):  # failed between the two renames
+            os.replace(old, final)
+        raise
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Delete a file, link or directory tree; nothing when it is missing. A link is removed, never followed."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale_temps(final: Path) -> None:
+    """Remove ``atomic_dir``'s temporaries (.tmp-/.old-<name>-<pid>) next to `final` whose process is gone."""
+    for p in [*final.parent.glob(f".tmp-{final.name}-*"), *final.parent.glob(f".old-{final.name}-*")]:
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not pid_alive(pid):
+            _remove(p)
+
+
+def _sigterm_unwinds(final: Path) -> contextlib.AbstractContextManager:
+    """SIGTERM raises Preempted inside the block where it would otherwise end the process without unwinding (so the
+    temporary is removed); a handler already installed (the trainer's, prepare_corpus's) is left in charge."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return contextlib.nullcontext()
+    from .data.workers import signals_stop  # linformer.data imports this module
+
+    return signals_stop(f"stopped by SIGTERM while writing {final}, which is as it was. Run the same command again.",
+                        (signal.SIGTERM,))
+
+
+def umask_modes(root: Path) -> None:
+    """Give `root` and everything under it the permissions the umask grants: transformers writes weights through a
+    private (0600) temporary file, and a model on a shared machine must be as readable as the rest."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for p in [root, *root.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod((0o777 if p.is_dir() else 0o666) & ~mask)
+
+
+# ------------------------------------------------------------------------------------------------ output paths
+# The rule for every path a user chooses for an output: a missing or empty path is written; an earlier output of the
+# same command with the same settings is rebuilt; anything else is refused, naming the path and what holds it,
+# unless the user passes the command's overwrite flag. What made an output is its record (``made_by``): an output
+# directory carries it in its MANIFEST, the output files of a folder in that folder's FILE_RECORDS.
+
+
+def made_by(command: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of an output: the command, its settings (keyed as its config names them, so a refusal names the
+    key to change) and the package version. Settings are stored as JSON gives them back."""
+    from . import __version__  # at call time: the package imports this module before it sets its version
+
+    return {"command": command, "version": __version__,
+            "settings": json.loads(json.dumps(dict(settings), default=str))}
+
+
+def _other_output(recorded: Mapping, record: Mapping) -> str | None:
+    """What `recorded` is, when it is not an output `record`'s command would rebuild; None when it is."""
+    if recorded.get("command") != record["command"]:
+        return f"the output of {recorded.get('command') or 'another program'}"
+    a, b = flatten(recorded.get("settings") or {}), flatten(record["settings"])
+    diff = "; ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+    return f"an earlier {record['command']} output with other settings ({diff})" if diff else None
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
+                     flag: str = "overwrite=true") -> None:
+    """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
+    only new directories). Raises OutputPathError naming the path, what holds it and `flag`."""
+    path = Path(path)
+    if overwrite or not os.path.lexists(path):
+        return
+    if not path.is_dir():
+        what = "is a regular file" if path.is_file() else "is not a directory"
+    elif not (names := sorted(p.name for p in path.iterdir())):
+        return
+    elif record is not None and read_json(path / MANIFEST).get("command"):
+        other = _other_output(read_json(path / MANIFEST), record)
+        if other is None:
+            return
+        what = f"holds {other}"
+    else:
+        what = f"is a directory with other content ({_listing(names)})"
+    raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
+
+
+def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
+                       flag: str = "--overwrite") -> None:
+    """The output rule for files about to be written by `record`'s command into their folders."""
+    for path in map(Path, paths):
+        if os.path.lexists(path.parent) and not path.parent.is_dir():
+            raise OutputPathError(f"{path.parent} is a regular file, not a folder for {path.name}: choose another "
+                                  "output path.")
+        if not os.path.lexists(path):
+            continue
+        if path.is_dir():  # a file never replaces a directory, overwrite or not
+            raise OutputPathError(f"{path} is a directory: choose another output path.")
+        if overwrite:
+            continue
+        recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
+        other = _other_output(recorded, record) if isinstance(recorded, dict) else \
+            f"a file {record['command']} did not write"
+        if other is not None:
+            raise OutputPathError(f"{path} is {other}: choose another output path, or pass {flag} to replace it.")
+
+
+def record_output_files(paths: list[str | Path], record: Mapping[str, Any]) -> None:
+    """Record `record` as what wrote each of `paths`, in its folder's FILE_RECORDS."""
+    folders: dict[Path, list[str]] = {}
+    for path in map(Path, paths):
+        folders.setdefault(path.parent, []).append(path.name)
+    for folder, names in folders.items():
+        records = read_json(folder / FILE_RECORDS)
+        write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
+
+
+@contextlib.contextmanager
+def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
+                 flag: str = "--overwrite") -> Iterator[None]:
+    """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after."""
+    check_output_files(paths, record, overwrite, flag)
+    yield
+    record_output_files([p for p in map(Path, paths) if p.is_file()], record)
+
+
+# ------------------------------------------------------------------------------------------------ cache keys
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_key(options: Mapping[str, Any], files: list[str | Path] = ()) -> str:
+    """The one cache key of prepared data: a hash of the options and of the content (sha256) of every input file.
+
+    Content, not mtimes: a file copied or touched keeps its key, a file edited in place gets a new one.
+    """
+    payload = {"options": dict(options), "files": [sha256_file(f) for f in files]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ readers
+def _read_mapping(path: Path, parse, error: type[Exception]) -> dict:
+    """The mapping in a YAML or JSON file; {} when it is missing, unparsable (logged) or not a mapping."""
+    if not path.is_file():
+        return {}
+    try:
+        data = parse(path.read_text())
+    except error as e:
+        log.warning("%s: %s", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_yaml(path: str | Path) -> dict:
+    return _read_mapping(Path(path), yaml.safe_load, yaml.YAMLError)
+
+
+def read_json(path: str | Path) -> dict:
+    return _read_mapping(Path(path), json.loads, json.JSONDecodeError)
+
+
+# ------------------------------------------------------------------------------------------------ small helpers
+def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {'a.b': value}."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,50 @@
+"""What the measurement scripts (length_policy.py, long_inputs.py) share: their three outputs <out>.md, .json and
+.png under the output rule, and the lines saying where and how a report was measured."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..cli import cli_errors
+from ..files import made_by, output_files
+
+EXTENSIONS = ("md", "json", "png")
+
+
+def add_output_options(ap: argparse.ArgumentParser, default: str) -> None:
+    ap.add_argument("--out", default=default, help="writes <out>.md, .json and .png")
+    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+
+
+@contextlib.contextmanager
+def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
+    """The block that measures and writes <out>.*: user errors are one `error:` line, and the output paths follow the
+    output rule (an earlier report of `command` with the same options is replaced, anything else refused)."""
+    outputs = [f"{args.out}.{ext}" for ext in EXTENSIONS]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
+    with cli_errors(), output_files(outputs, made_by(command, settings), args.overwrite):
+        yield
+
+
+def provenance(script: str, started: float) -> tuple[str, list[str]]:
+    """(the command line, the report's Machine and Command lines) for a measurement begun at `started`
+    (time.perf_counter)."""
+    import torch
+
+    from ..bench.common import cpu_model_name
+
+    command = shlex.join(["python", script, *sys.argv[1:]])
+    machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, "
+               f"{time.perf_counter() - started:.0f} s.")
+    return command, [machine, f"Command: `{command}`"]
+
+
+def show(out: str) -> None:
+    print(Path(f"{out}.md").read_text())
+    print(f"wrote {out}.md, .json and .png")

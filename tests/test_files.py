@@ -1,0 +1,135 @@
+"""The output rule (files.atomic_dir, check_output_dir, output_files): what an output path may replace, and what is
+left behind. The rule as a user meets it through each script is tested beside that script (tests/modeling/
+test_convert.py, tests/data/test_corpus.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from linformer.errors import OutputPathError, Preempted
+from linformer.files import FILE_RECORDS, MANIFEST, atomic_dir, check_output_files, made_by, output_files, read_json
+
+A = made_by("convert", {"model": {"projected_dim": 8, "sharing": "kv"}})
+
+
+def _build(path, record=A, overwrite=False, text="new"):
+    with atomic_dir(path, record, overwrite) as tmp:
+        (tmp / "weights.bin").write_text(text)
+
+
+def _hidden(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_an_earlier_output_with_the_same_settings_is_rebuilt_and_its_record_kept(tmp_path):
+    _build(tmp_path / "out", text="old")
+    _build(tmp_path / "out")
+    assert (tmp_path / "out" / "weights.bin").read_text() == "new"
+    assert read_json(tmp_path / "out" / MANIFEST) == A
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("record, why", [
+    (made_by("convert", {"model": {"projected_dim": 16, "sharing": "kv"}}),
+     r"holds an earlier convert output with other settings \(model.projected_dim: 8 -> 16\)"),
+    (made_by("train_tokenizer", {"vocab_size": 300}), "holds the output of convert"),
+], ids=["other-settings", "other-command"])
+def test_an_output_with_other_settings_or_of_another_command_is_refused_unless_overwrite(tmp_path, record, why):
+    _build(tmp_path / "out", text="old")
+    with pytest.raises(OutputPathError, match=why + ": choose another output path, or pass overwrite=true"):
+        _build(tmp_path / "out", record)
+    assert (tmp_path / "out" / "weights.bin").read_text() == "old" and _hidden(tmp_path) == []
+    _build(tmp_path / "out", record, overwrite=True)
+    assert read_json(tmp_path / "out" / MANIFEST)["command"] == record["command"]
+
+
+def test_overwrite_replaces_a_regular_file_and_leaves_no_copy_aside(tmp_path):
+    (tmp_path / "out").write_text("the user's file")
+    with pytest.raises(OutputPathError, match="is a regular file"):
+        _build(tmp_path / "out")
+    assert (tmp_path / "out").read_text() == "the user's file"
+    _build(tmp_path / "out", overwrite=True)
+    assert (tmp_path / "out" / "weights.bin").read_text() == "new" and _hidden(tmp_path) == []
+
+
+def test_a_directory_appearing_during_the_build_is_not_replaced(tmp_path):
+    refused = pytest.raises(OutputPathError, match=r"is a directory with other content \(notes.txt\)")
+    with refused, atomic_dir(tmp_path / "out", A) as tmp:
+        (tmp / "weights.bin").write_text("new")
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "notes.txt").write_text("mine")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"] and _hidden(tmp_path) == []
+
+
+def test_temporaries_of_dead_processes_are_removed_and_a_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid, live_pid = int(dead.stdout), os.getppid()
+    for name in (f".tmp-out-{dead_pid}", f".old-out-{dead_pid}", f".tmp-out-{live_pid}"):
+        (tmp_path / name).mkdir()
+    _build(tmp_path / "out")
+    assert _hidden(tmp_path) == [f".tmp-out-{live_pid}"]
+
+
+@pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="a SIGTERM handler is installed")
+def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
+    _build(tmp_path / "out", text="old")
+    with pytest.raises(Preempted, match="while writing"), atomic_dir(tmp_path / "out", A) as tmp:
+        (tmp / "weights.bin").write_text("half")
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert (tmp_path / "out" / "weights.bin").read_text() == "old" and _hidden(tmp_path) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_files_get_the_umask_permissions_whatever_mode_they_were_written_with(tmp_path):
+    mask = os.umask(0o002)
+    try:
+        with atomic_dir(tmp_path / "out", A) as tmp:
+            fd = os.open(tmp / "model.safetensors", os.O_CREAT | os.O_WRONLY, 0o600)  # as transformers writes it
+            os.close(fd)
+            (tmp / "sub").mkdir(mode=0o700)
+    finally:
+        os.umask(mask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in [tmp_path / "out", *(tmp_path / "out").iterdir()]}
+    assert modes == {"out": 0o775, "model.safetensors": 0o664, "sub": 0o775, MANIFEST: 0o664}
+
+
+def test_output_files_rewrite_only_their_own_command_s_files(tmp_path):
+    report = made_by("table2", {"layout": "paper"})
+    paths = [tmp_path / "t.md", tmp_path / "t.json"]
+    with output_files(paths, report):
+        for p in paths:
+            p.write_text("1")
+    with output_files(paths, report):  # the same command again: rewritten
+        paths[0].write_text("2")
+    assert read_json(tmp_path / FILE_RECORDS)["t.md"] == report
+    (tmp_path / "notes.md").write_text("mine")
+    with pytest.raises(OutputPathError, match=r"notes.md is a file table2 did not write: .* --overwrite"):
+        check_output_files([tmp_path / "notes.md"], report)
+    with pytest.raises(OutputPathError, match=r"t.md is an earlier table2 output with other settings \(layout: "
+                                              r"'paper' -> 'pretrained'\)"):
+        check_output_files(paths, made_by("table2", {"layout": "pretrained"}))
+    (tmp_path / "d").mkdir()
+    with pytest.raises(OutputPathError, match="d is a directory"):  # never replaced by a file, overwrite or not
+        check_output_files([tmp_path / "d"], report, overwrite=True)
+
+
+@pytest.mark.parametrize("err", [
+    OSError(28, "No space left on device"),
+    RuntimeError("[enforce fail at inline_container.cc:858] . PytorchStreamWriter failed writing file data/3: "
+                 "file write failed"),
+    RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1024 vs 896"),
+    type("SafetensorError", (Exception,), {})(
+        'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'),
+], ids=["ENOSPC", "torch write failed", "torch unexpected pos", "safetensors"])
+def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
+    """Each writer's own words for a full disk become one DiskFullError naming the directory."""
+    from linformer.errors import DiskFullError
+    from linformer.files import disk_full_names
+
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path}"), disk_full_names(tmp_path):
+        raise err
+    with pytest.raises(RuntimeError, match="size mismatch"), disk_full_names(tmp_path):  # anything else passes
+        raise RuntimeError("size mismatch for E.weight")
