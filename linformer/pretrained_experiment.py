@@ -14,7 +14,8 @@ experiment survives a fresh clone: a stage is done when its records are kept, an
 marked intermediate) are rebuilt only for the runs still to do.
 
 Profiles: ``cpu`` fits into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without native support);
-``gpu`` is the full-size table (IMDB 25k/25k, 3 seeds on every row, bf16). Every stage is resumable
+``gpu`` is the full-size table (IMDB 25k/25k, 3 seeds on every row, bf16). On the CPU profile only the rows a
+target reads (the teacher and the converted policy's) get 3 seeds; the paper's-slice rows, a comparison, get one. Every stage is resumable
 (``linformer/stages.py``): run the same command again after an interruption.
 """
 
@@ -65,7 +66,8 @@ class Profile:
     transfer_batch: int
     transfer_short_fraction: float  # share of transfer batches cut to a random shorter length (SST-2 is short)
     tasks: dict               # task -> TaskScale
-    seeds: tuple[int, ...]    # every row's seeds
+    seeds: tuple[int, ...]    # the seeds of every row a target reads (the teacher, the converted policy's rows)
+    other_rows_seeds: tuple[int, ...]  # the seeds of the other rows (comparisons no target reads)
     mixed_precision: str
     jobs: int
     transfer_minutes: float   # estimated per transfer run
@@ -85,7 +87,7 @@ PROFILES = {
                # detail moved single runs by points
                "imdb": TaskScale(train=2000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
                                  minutes={"full": 32, "linformer": 20})},
-        seeds=(0, 1, 2), mixed_precision="no", jobs=2, transfer_minutes=7.5,
+        seeds=(0, 1, 2), other_rows_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=7.5,
         timing="estimated from runs on 2 AMD EPYC cores, 2 stages at a time"),
     "gpu": Profile(
         name="gpu", ks=(128, 64), sharings=("layerwise", "headwise"), policies=("converted", "paper"),
@@ -93,7 +95,7 @@ PROFILES = {
         tasks={"sst2": TaskScale(train=None, eval=None, epochs=3, max_length=128, minutes={"full": 6, "linformer": 6}),
                "imdb": TaskScale(train=None, eval=None, epochs=2, max_length=N,
                                  minutes={"full": 12, "linformer": 10})},
-        seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8,
+        seeds=(0, 1, 2), other_rows_seeds=(0, 1, 2), mixed_precision="bf16", jobs=1, transfer_minutes=8,
         timing="rough guesses for one H100, not measured (no GPU was available)"),
 }
 
@@ -107,6 +109,16 @@ class Row:
     sharing: str | None
     policy: str | None       # a key of POLICIES
     prepare: str             # the stage that builds model_dir
+
+    @property
+    def read_by_targets(self) -> bool:
+        """The teacher and the converted policy's rows: the targets (report.table2_pretrained) read them, so they
+        get every seed of the profile."""
+        return self.policy in (None, "converted")
+
+
+def row_seeds(p: Profile, row: Row) -> tuple[int, ...]:
+    return p.seeds if row.read_by_targets else p.other_rows_seeds
 
 
 def converted_dir(attention: str) -> Path:
@@ -180,7 +192,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
     runs = []  # (priority, stage): seed 0 before other seeds, then row by row, SST-2 (cheap) before IMDB
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
-            for seed in p.seeds:
+            for seed in row_seeds(p, row):
                 name = run_name(p, task, row, seed)
                 args = [python, "scripts/finetune.py", f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",

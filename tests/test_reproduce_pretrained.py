@@ -39,7 +39,7 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
             for key, value in exp.POLICIES[row.policy].items():
                 assert _value(prepare.argv, f"model.{key}") == str(value).lower()
         for task in ("sst2", "imdb"):
-            for seed in p.seeds:
+            for seed in exp.row_seeds(p, row):
                 s = by_name[f"finetune {exp.run_name(p, task, row, seed)}"]
                 assert s.needs == (row.prepare,) and _value(s.argv, "model_path") == str(row.model_dir)
                 # fixed subsets: every row and seed is evaluated on the same examples (paired comparisons)
@@ -47,6 +47,15 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
                 # done when the run's records are kept where the table reads them (committed)
                 assert s.done == exp.RECORDS / _value(s.argv, "run_name") / "results.json" and s.keep is not None
     assert len(p.seeds) == 3
+    # every row a target reads has 3 seeds (report.table2_pretrained.SEEDS); the others none but their own
+    from linformer.report.table2_pretrained import SEEDS
+
+    finetunes = [s.name for s in stages if s.name.startswith("finetune")]
+    for row in rows:
+        count = sum(f"-{row.slug}-s" in n for n in finetunes)
+        assert count == 2 * (SEEDS if row.read_by_targets else len(p.other_rows_seeds)), row.slug
+    assert [r.slug for r in rows if r.read_by_targets] == ["full"] + [f"k{k}-{sh}-converted-tr" for sh in p.sharings
+                                                                      for k in p.ks]
     imdb = p.tasks["imdb"]
     assert imdb.max_length == exp.N and (imdb.eval is None or imdb.eval >= 2000)
     # seed 0 of every row comes before any other seed: an interrupted run has a whole table first
