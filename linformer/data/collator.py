@@ -6,6 +6,8 @@ HF `DataCollatorForLanguageModeling` does the padding and the 15% / 80% / 10% dr
 replacement draws from the whole vocabulary, specials included (`torch.randint(len(tokenizer))`). We subclass it
 and replace only that draw. Randomness comes from one `torch.Generator` (pass `generator` or `seed`), so a
 given seed and batch order give the same masks.
+
+``BlockCollator`` collates packed blocks without masking (attention transfer), cut short where asked.
 """
 
 from __future__ import annotations
@@ -87,3 +89,36 @@ class MLMCollator(DataCollatorForLanguageModeling):
             picks = torch.randint(len(self._allowed), labels.shape, generator=g)
             inputs[rand] = self._allowed[picks][rand]
         return inputs, labels
+
+
+class BlockCollator:
+    """Collates packed blocks (no masking: every token is real), cut short where asked.
+
+    Downstream inputs are often far shorter than n (an SST-2 sentence fills a few of k projected columns), a regime
+    that n-token blocks never show the student. With ``short_fraction`` > 0 that share of batches is cut to a length
+    drawn uniformly from ``min_length``..n (the block's closing token, [SEP] or </s>, kept last); ``length`` cuts
+    every batch to one length (the short held-out evaluation). The whole global micro-batch gets one length, drawn
+    from the generator BlockStream seeds per batch, so every rank and every resume cuts alike.
+    """
+
+    generator = None  # BlockStream seeds one per batch
+
+    def __init__(self, short_fraction: float = 0.0, min_length: int = 8, length: int | None = None):
+        self.short_fraction, self.min_length, self.length = short_fraction, min_length, length
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        ids = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long)
+        cut = self.length
+        if cut is None and self.short_fraction > 0 and \
+                torch.rand((), generator=self.generator).item() < self.short_fraction:
+            cut = int(torch.randint(self.min_length, ids.shape[1] + 1, (), generator=self.generator))
+        if cut is not None:
+            ids = cut_blocks(ids, cut)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def cut_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
+    """Blocks cut to ``length`` tokens, the closing token ([SEP] or </s>) kept last."""
+    if length >= blocks.shape[1]:
+        return blocks
+    return torch.cat([blocks[:, : length - 1], blocks[:, -1:]], dim=1)

@@ -62,8 +62,9 @@ class LinformerConfig(PreTrainedConfig):
     - ``mask_empty_windows``: with a learned E, F, keep only the projected columns whose window of positions
       (row t belongs to column floor(t k / n)) holds a real token, so an input shorter than n is not diluted by
       the empty columns' zero keys and values (the pooling and conv projections always mask their empty windows).
-      Converted pretrained encoders turn it on (their short inputs would otherwise lose most of their attention
-      mass to empty columns); False, the default, is the paper's and fairseq's projection of E[:T].
+      A converted encoder asked for ``length_policy="slice"`` gets it on (its short inputs would otherwise lose
+      most of their attention mass to empty columns; ``convert.converted_length_policy``); with resampling every
+      column is filled, so it stays off. False, the default, is the paper's and fairseq's projection of E[:T].
     - ``position_offset``: the position index of the first token. RoBERTa's is ``pad_token_id + 1`` (the default;
       padded tokens then take position ``pad_token_id``, a row kept at zero); BERT's is 0 (every token counts from
       0 and the position table has no padding row).

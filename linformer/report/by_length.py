@@ -28,7 +28,8 @@ def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
     from transformers import AutoTokenizer
 
-    from ..train.finetune import task_splits, token_lengths
+    from ..data.streams import token_lengths
+    from ..train.finetune import task_splits
 
     config = Path(run["_dir"]) / "config.yaml"
     if not config.is_file():

@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 
 from ..data import load_prepared
+from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_vocabulary
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, write_json
 from ..modeling import LinformerModel
 from ..modeling.reference import full_attention, squared_relative_error
-from ..train.transfer import cut_blocks as cut
 from .compare import save_figure
 
 SELF_REFERENCE = "the same weights with full attention"

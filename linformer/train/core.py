@@ -40,56 +40,6 @@ from .settings import OptimSettings, TrainerSettings
 log = logging.getLogger(__name__)
 
 
-class EpochOrder:
-    """Which rows global micro-batch g takes: epoch e = g // batches_per_epoch visits the rows in a permutation
-    seeded by (seed, e). A pure function of (seed, g), so resume needs only the step and any number of processes
-    sees the same global batches.
-
-    ``drop_last``: epochs of whole global batches only (pretraining). Otherwise the last batch of an epoch is
-    shorter, and with several processes it is filled from the start of the permutation (as DistributedSampler
-    pads), so every rank gets a full slice.
-
-    ``lengths`` (tokens per row) groups rows of similar length into batches, so that dynamic padding pads little:
-    the epoch's permutation is cut into megabatches of ``MEGA`` global batches, each sorted longest first and cut
-    into batches, and the whole batches are then shuffled with the same seeded generator (a short last batch stays
-    last). Every row is still visited once per epoch; only which rows share a batch changes.
-    """
-
-    MEGA = 50  # global batches per megabatch (as transformers' group_by_length)
-
-    def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1,
-                 lengths=None):
-        self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
-        self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
-        self.lengths = None if lengths is None else torch.tensor(lengths)  # a copy: Arrow's buffers are read-only
-        if self.lengths is not None and len(self.lengths) != num_rows:
-            raise ValueError(f"lengths has {len(self.lengths)} entries for {num_rows} rows")
-        self._perm: tuple[int, torch.Tensor] | None = None
-
-    def _epoch_perm(self, epoch: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        perm = torch.randperm(self.num_rows, generator=gen)
-        if self.lengths is None:
-            return perm
-        mega = self.MEGA * self.global_micro
-        grouped = torch.cat([chunk[torch.argsort(self.lengths[chunk], descending=True, stable=True)]
-                             for chunk in perm.split(mega)])
-        batches = list(grouped.split(self.global_micro))
-        whole = len(batches) - (len(batches[-1]) < self.global_micro)
-        order = torch.randperm(whole, generator=gen).tolist() + list(range(whole, len(batches)))
-        return torch.cat([batches[i] for i in order])
-
-    def rows(self, g: int) -> torch.Tensor:
-        epoch, pos = divmod(g, self.batches_per_epoch)
-        if self._perm is None or self._perm[0] != epoch:
-            self._perm = (epoch, self._epoch_perm(epoch))
-        perm = self._perm[1]
-        idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
-        if self.world > 1 and len(idx) < self.global_micro:
-            idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
-        return idx
-
-
 class TrainingTask:
     """What a training loop supplies to the core. Subclasses set the attributes and override the hooks."""
 

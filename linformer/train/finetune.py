@@ -23,15 +23,15 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from ..data import compute_metrics, get_task, load_task
 from ..data.io import resolve_path
+from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..errors import ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import check_tokenizer_fits, load_classifier, max_tokens, resolve_model_path
 from ..rundir import PREDICTIONS, RunRecord
-from .core import EpochOrder, Trainer, TrainingTask, run_training
+from .core import Trainer, TrainingTask, run_training
 from .settings import TrainerSettings, positive_int
 
-COLUMNS = ["input_ids", "attention_mask", "labels"]
 # The model's architecture as results.json records it: what a report's rows are told apart by.
 ARCH_KEYS = ("attention", "max_seq_len", "projected_dim", "sharing", "length_policy", "exact_short_inputs",
              "mask_empty_windows", "classifier_pooling")
@@ -47,31 +47,6 @@ def task_splits(cfg: DictConfig, tokenizer, max_length: int, splits: tuple[str, 
                      max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
                                    "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
                      subset_seed=int(cfg.seed) if cfg.get("subset_seed") is None else int(cfg.subset_seed))
-
-
-def token_lengths(dataset) -> np.ndarray:
-    """Tokens per row, read from the Arrow column (no Python list of every token id)."""
-    import pyarrow.compute as pc
-
-    return pc.list_value_length(dataset.with_format("arrow")["input_ids"]).to_numpy()
-
-
-class ExampleStream:
-    """Deterministic global micro-batches of examples (EpochOrder, short last batch kept); rank r keeps rows
-    [r*b, (r+1)*b). ``group_by_length`` batches examples of similar length together (less padding)."""
-
-    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate,
-                 group_by_length: bool = False):
-        self.rows = dataset.with_format(columns=COLUMNS)
-        self.per_device, self.rank, self.collate = per_device, rank, collate
-        self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world,
-                                lengths=token_lengths(dataset) if group_by_length else None)
-        self.batches_per_epoch = self.order.batches_per_epoch
-
-    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        idx = self.order.rows(g)
-        mine = idx[self.rank * self.per_device : (self.rank + 1) * self.per_device].tolist()
-        return self.collate([self.rows[i] for i in mine])
 
 
 class FinetuneTask(TrainingTask):

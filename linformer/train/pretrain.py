@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,52 +20,15 @@ from transformers import AutoTokenizer
 
 from ..data import MLMCollator, load_prepared
 from ..data.io import resolve_path
+from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
-from .core import EpochOrder, Trainer, TrainingTask, run_training
+from .core import Trainer, TrainingTask, run_training
 from .settings import TrainerSettings
 
 log = logging.getLogger(__name__)
-
-
-class BlockStream:
-    """Deterministic global micro-batches of packed blocks; rank r keeps rows [r*b, (r+1)*b)."""
-
-    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collator: MLMCollator,
-                 split: str):
-        self.blocks = dataset.with_format("numpy", columns=["input_ids"])  # rows read per batch, not held
-        self.per_device, self.world, self.rank, self.seed = per_device, world, rank, seed
-        self.global_micro = per_device * world
-        self.order = EpochOrder(len(dataset), self.global_micro, seed, drop_last=True)
-        self.batches_per_epoch = self.order.batches_per_epoch
-        if self.batches_per_epoch == 0:
-            raise ConfigError(
-                f"the corpus's {split} split has {len(dataset)} blocks, fewer than one global batch of "
-                f"{self.global_micro} (trainer.batch_size={per_device} x {world} processes): lower "
-                f"trainer.batch_size{', or prepare the corpus with a larger data.val_fraction' if split != 'train' else ''}."
-            )
-        self.collator, self.split, self._capped = collator, split, False
-
-    def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
-        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation. A limit above
-        what the split holds is capped, and said once."""
-        total = self.batches_per_epoch if limit is None else min(limit, self.batches_per_epoch)
-        if limit is not None and limit > total and not self._capped:
-            self._capped = True
-            log.warning("trainer.eval_batches=%d, but the %s split holds %d batches of %d blocks: evaluating on "
-                        "those %d", limit, self.split, total, self.per_device, total)
-        for g in range(total):
-            yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
-
-    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
-        rows = self.blocks[self.order.rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
-        self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + g)
-        batch = self.collator([{"input_ids": r.tolist()} for r in rows])
-        lo = self.rank * self.per_device
-        return {k: v[lo : lo + self.per_device] for k, v in batch.items()}
 
 
 def build_model(cfg: DictConfig, tokenizer) -> LinformerForMaskedLM:

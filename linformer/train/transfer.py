@@ -26,7 +26,9 @@ from omegaconf import DictConfig
 from transformers import AutoTokenizer
 
 from ..data import load_prepared
+from ..data.collator import BlockCollator
 from ..data.io import resolve_path
+from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, write_model_card
@@ -35,7 +37,6 @@ from ..modeling.loading import resolve_model_path
 from ..modeling.reference import full_attention, squared_relative_error
 from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
-from .pretrain import BlockStream
 from .settings import TrainerSettings, positive_float, positive_int, refuse_unknown
 
 TARGETS = ("hidden", "attention")
@@ -72,39 +73,6 @@ class TransferSettings:
                    lr_rest=positive_float(tr, "lr_rest", "transfer") if train == "all" else None,
                    short_fraction=short, min_length=positive_int(tr, "min_length", "transfer"),
                    eval_short_length=short_length)
-
-
-class _Blocks:
-    """Collates packed blocks (no masking: every token is real), cut short where asked.
-
-    Downstream inputs are often far shorter than n (an SST-2 sentence fills a few of k projected columns), a regime
-    that n-token blocks never show the student. With ``short_fraction`` > 0 that share of batches is cut to a length
-    drawn uniformly from ``min_length``..n (the block's closing token, [SEP] or </s>, kept last); ``length`` cuts
-    every batch to one length (the short held-out evaluation). The whole global micro-batch gets one length, drawn
-    from the generator BlockStream seeds per batch, so every rank and every resume cuts alike.
-    """
-
-    generator = None  # BlockStream seeds one per batch
-
-    def __init__(self, short_fraction: float = 0.0, min_length: int = 8, length: int | None = None):
-        self.short_fraction, self.min_length, self.length = short_fraction, min_length, length
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        ids = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long)
-        cut = self.length
-        if cut is None and self.short_fraction > 0 and \
-                torch.rand((), generator=self.generator).item() < self.short_fraction:
-            cut = int(torch.randint(self.min_length, ids.shape[1] + 1, (), generator=self.generator))
-        if cut is not None:
-            ids = cut_blocks(ids, cut)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-
-
-def cut_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
-    """Blocks cut to ``length`` tokens, the closing token ([SEP] or </s>) kept last."""
-    if length >= blocks.shape[1]:
-        return blocks
-    return torch.cat([blocks[:, : length - 1], blocks[:, -1:]], dim=1)
 
 
 def layer_outputs(model, batch: dict[str, torch.Tensor], target: str) -> list[torch.Tensor]:
@@ -163,11 +131,11 @@ class TransferTask(TrainingTask):
         if config.exact_short_inputs:  # inputs of at most k tokens attend exactly: nothing there to fit
             min_length = min(max(min_length, max(map(config.k_of_layer, range(config.num_hidden_layers))) + 1),
                              self.n)
-        self.train = BlockStream(data["train"], b, world, rank, seed, _Blocks(short, min_length), "train")
-        self.val = BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(), "validation")
+        self.train = BlockStream(data["train"], b, world, rank, seed, BlockCollator(short, min_length), "train")
+        self.val = BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(), "validation")
         # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence
         self.val_short = None if self.short_length is None else \
-            BlockStream(data["validation"], b, world, rank, seed + 1, _Blocks(length=self.short_length), "validation")
+            BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(length=self.short_length), "validation")
         self.eval_batches = settings.eval_batches
         self.tracker_tags = [f"k={m.projected_dim}", f"sharing={m.sharing}", f"train={self.train_mode}",
                              f"target={self.target}"]

@@ -1,6 +1,6 @@
 import torch
 
-from linformer.data.collator import MLMCollator
+from linformer.data.collator import BlockCollator, MLMCollator
 
 
 def _batch(tokenizer, rows=128, length=256, seed=0):
@@ -83,3 +83,22 @@ def test_dataloader_workers_draw_different_masks(tokenizer):
                                          collate_fn=MLMCollator(tokenizer, seed=0))
     a, b = list(loader)  # batch 0 from worker 0, batch 1 from worker 1
     assert not torch.equal(a["labels"], b["labels"])
+
+
+def test_short_batches_keep_the_closing_token_and_repeat_with_the_seed():
+    rows = [{"input_ids": [101, *range(1000, 1030), 102]} for _ in range(3)]  # 32 tokens, [CLS] ... [SEP]
+    blocks = BlockCollator(short_fraction=0.5, min_length=4)
+
+    def lengths(seed):
+        out = []
+        for g in range(40):
+            blocks.generator = torch.Generator().manual_seed(seed * 7_919 + g)
+            ids = blocks(rows)["input_ids"]
+            assert ids[0, 0] == 101 and (ids[:, -1] == 102).all() and (ids == ids[0]).all()  # one cut per batch
+            out.append(ids.shape[1])
+        return out
+
+    first = lengths(0)
+    assert first == lengths(0) and first != lengths(1)
+    assert 8 < sum(n < 32 for n in first) < 32 and min(first) >= 4  # about half cut, none below min_length
+    assert BlockCollator(length=8)(rows)["input_ids"].tolist()[0] == [101, *range(1000, 1006), 102]

@@ -1,6 +1,6 @@
 import torch
 
-from linformer.train.core import EpochOrder
+from linformer.data.streams import EpochOrder
 
 
 def _epoch(order: EpochOrder, epoch: int) -> list[torch.Tensor]:

@@ -140,27 +140,6 @@ def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_
     assert "accuracy" in read_card_info(tmp_path / "t" / "model")["results"]["sst2"]["metrics"]
 
 
-def test_short_batches_keep_the_closing_token_and_repeat_with_the_seed():
-    from linformer.train.transfer import _Blocks
-
-    rows = [{"input_ids": [101, *range(1000, 1030), 102]} for _ in range(3)]  # 32 tokens, [CLS] ... [SEP]
-    blocks = _Blocks(short_fraction=0.5, min_length=4)
-
-    def lengths(seed):
-        out = []
-        for g in range(40):
-            blocks.generator = torch.Generator().manual_seed(seed * 7_919 + g)
-            ids = blocks(rows)["input_ids"]
-            assert ids[0, 0] == 101 and (ids[:, -1] == 102).all() and (ids == ids[0]).all()  # one cut per batch
-            out.append(ids.shape[1])
-        return out
-
-    first = lengths(0)
-    assert first == lengths(0) and first != lengths(1)
-    assert 8 < sum(n < 32 for n in first) < 32 and min(first) >= 4  # about half cut, none below min_length
-    assert _Blocks(length=8)(rows)["input_ids"].tolist()[0] == [101, *range(1000, 1006), 102]
-
-
 def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_path):
     from linformer.modeling.card import read_card_info
 

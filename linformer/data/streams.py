@@ -1,0 +1,132 @@
+"""The order of training data, one home: which rows each global micro-batch takes (``EpochOrder``), and the streams
+built on it: packed corpus blocks (``BlockStream``, pretraining and transfer) and task examples (``ExampleStream``,
+finetuning and distillation). Every batch is a pure function of (seed, step), so a resumed run sees exactly the
+batches the uninterrupted one would have, on any number of processes."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["input_ids", "attention_mask", "labels"]  # what a task example feeds the model
+
+
+class EpochOrder:
+    """Which rows global micro-batch g takes: epoch e = g // batches_per_epoch visits the rows in a permutation
+    seeded by (seed, e). A pure function of (seed, g), so resume needs only the step and any number of processes
+    sees the same global batches.
+
+    ``drop_last``: epochs of whole global batches only (pretraining). Otherwise the last batch of an epoch is
+    shorter, and with several processes it is filled from the start of the permutation (as DistributedSampler
+    pads), so every rank gets a full slice.
+
+    ``lengths`` (tokens per row) groups rows of similar length into batches, so that dynamic padding pads little:
+    the epoch's permutation is cut into megabatches of ``MEGA`` global batches, each sorted longest first and cut
+    into batches, and the whole batches are then shuffled with the same seeded generator (a short last batch stays
+    last). Every row is still visited once per epoch; only which rows share a batch changes.
+    """
+
+    MEGA = 50  # global batches per megabatch (as transformers' group_by_length)
+
+    def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1,
+                 lengths=None):
+        self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
+        self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
+        self.lengths = None if lengths is None else torch.tensor(lengths)  # a copy: Arrow's buffers are read-only
+        if self.lengths is not None and len(self.lengths) != num_rows:
+            raise ValueError(f"lengths has {len(self.lengths)} entries for {num_rows} rows")
+        self._perm: tuple[int, torch.Tensor] | None = None
+
+    def _epoch_perm(self, epoch: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = torch.randperm(self.num_rows, generator=gen)
+        if self.lengths is None:
+            return perm
+        mega = self.MEGA * self.global_micro
+        grouped = torch.cat([chunk[torch.argsort(self.lengths[chunk], descending=True, stable=True)]
+                             for chunk in perm.split(mega)])
+        batches = list(grouped.split(self.global_micro))
+        whole = len(batches) - (len(batches[-1]) < self.global_micro)
+        order = torch.randperm(whole, generator=gen).tolist() + list(range(whole, len(batches)))
+        return torch.cat([batches[i] for i in order])
+
+    def rows(self, g: int) -> torch.Tensor:
+        epoch, pos = divmod(g, self.batches_per_epoch)
+        if self._perm is None or self._perm[0] != epoch:
+            self._perm = (epoch, self._epoch_perm(epoch))
+        perm = self._perm[1]
+        idx = perm[pos * self.global_micro : (pos + 1) * self.global_micro]
+        if self.world > 1 and len(idx) < self.global_micro:
+            idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
+        return idx
+
+
+class BlockStream:
+    """Deterministic global micro-batches of packed blocks; rank r keeps rows [r*b, (r+1)*b)."""
+
+    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collator,
+                 split: str):
+        self.blocks = dataset.with_format("numpy", columns=["input_ids"])  # rows read per batch, not held
+        self.per_device, self.world, self.rank, self.seed = per_device, world, rank, seed
+        self.global_micro = per_device * world
+        self.order = EpochOrder(len(dataset), self.global_micro, seed, drop_last=True)
+        self.batches_per_epoch = self.order.batches_per_epoch
+        if self.batches_per_epoch == 0:
+            raise ConfigError(
+                f"the corpus's {split} split has {len(dataset)} blocks, fewer than one global batch of "
+                f"{self.global_micro} (trainer.batch_size={per_device} x {world} processes): lower "
+                f"trainer.batch_size{', or prepare the corpus with a larger data.val_fraction' if split != 'train' else ''}."
+            )
+        self.collator, self.split, self._capped = collator, split, False
+
+    def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
+        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation. A limit above
+        what the split holds is capped, and said once."""
+        total = self.batches_per_epoch if limit is None else min(limit, self.batches_per_epoch)
+        if limit is not None and limit > total and not self._capped:
+            self._capped = True
+            log.warning("trainer.eval_batches=%d, but the %s split holds %d batches of %d blocks: evaluating on "
+                        "those %d", limit, self.split, total, self.per_device, total)
+        for g in range(total):
+            yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
+
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
+        rows = self.blocks[self.order.rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
+        self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + g)
+        batch = self.collator([{"input_ids": r.tolist()} for r in rows])
+        lo = self.rank * self.per_device
+        return {k: v[lo : lo + self.per_device] for k, v in batch.items()}
+
+
+def token_lengths(dataset) -> np.ndarray:
+    """Tokens per row, read from the Arrow column (no Python list of every token id)."""
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(dataset.with_format("arrow")["input_ids"]).to_numpy()
+
+
+class ExampleStream:
+    """Deterministic global micro-batches of examples (EpochOrder, short last batch kept); rank r keeps rows
+    [r*b, (r+1)*b). ``group_by_length`` batches examples of similar length together (less padding)."""
+
+    def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate,
+                 group_by_length: bool = False):
+        self.rows = dataset.with_format(columns=COLUMNS)
+        self.per_device, self.rank, self.collate = per_device, rank, collate
+        self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world,
+                                lengths=token_lengths(dataset) if group_by_length else None)
+        self.batches_per_epoch = self.order.batches_per_epoch
+
+    def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
+        idx = self.order.rows(g)
+        mine = idx[self.rank * self.per_device : (self.rank + 1) * self.per_device].tolist()
+        return self.collate([self.rows[i] for i in mine])
