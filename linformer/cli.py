@@ -68,15 +68,21 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver(name, fn, replace=True)
 
 
-def compose(config_name: str, overrides: list[str] | tuple[str, ...] = ()):
-    """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests and notebooks;
-    no Hydra run directory, no ``hydra`` node)."""
+def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
+    """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
+    plans that need a stage's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
+    ``run.dir`` is where the script would write its run."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.errors import HydraException
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+        try:
+            return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+        except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"{first} (configs/{config_name}.yaml)") from err
 
 
 def hydra_main(config_name: str) -> Callable:

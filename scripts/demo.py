@@ -1,6 +1,7 @@
 """`make demo`: the whole pipeline at toy scale on the mirror data, in minutes on 2 CPU cores.
 
-Runs the real command lines one after another (each printed before it runs), then writes
+Runs the real command lines one after another through the stage runner (each printed before it runs; a tokenizer
+and corpus already built are kept, the demo's pretraining and finetuning runs start over), then writes
 outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times.
 Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_steps=100).
 """
@@ -8,56 +9,64 @@ Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_
 import math
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from linformer.cli import cli_errors
+from linformer.cli import cli_errors, compose
+from linformer.data.io import resolve_path
 from linformer.errors import DataError
 from linformer.files import write_json
 from linformer.rundir import RunRecord
-from linformer.stages import StageFailed
+from linformer.stages import Stage, StageFailed, run_stages
 from linformer.train.common import native_cpu_bf16
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
-PRETRAIN, FINETUNE = REPO / "outputs/pretrain/demo", REPO / "outputs/finetune/demo-sst2"
 
 
-def stage(name: str, args: list[str], times: dict) -> None:
-    print(f"\n==> {name}: {shlex.join(['python', *args])}", flush=True)
-    t0 = time.perf_counter()
-    rc = subprocess.run([PY, *args], cwd=REPO, check=False).returncode
-    if rc != 0:
-        raise StageFailed(f"{name}: exit status {rc}\n  command: {shlex.join(['python', *args])}")
-    times[name] = round(time.perf_counter() - t0, 1)
+def _stage(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = ()) -> Stage:
+    """A stage running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
+    composed with the stage's own overrides: the path the script itself writes, so a renamed key or directory
+    cannot leave the demo checking elsewhere."""
+    cfg = compose(config, overrides, with_hydra=True)
+    return Stage(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
+
+
+def _run_dir(cfg) -> str:
+    return cfg.hydra.run.dir
 
 
 def main() -> int:
     extra = sys.argv[1:]
-    for old in (PRETRAIN, FINETUNE):  # the demo always starts over
-        shutil.rmtree(old, ignore_errors=True)
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
-    stage("tokenizer", ["scripts/train_tokenizer.py", "data=mirror_slice"], times)
-    stage("prepare_corpus", ["scripts/prepare_corpus.py", "data=mirror_slice"], times)
-    pretrain = ["scripts/pretrain.py", "run_name=demo", "model=tiny", "data=mirror_slice",
-                "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
-                "trainer.eval_every=100", "trainer.save_every=100", f"trainer.mixed_precision={precision}", *extra]
-    stage("pretrain", pretrain, times)
-    finetune = ["scripts/finetune.py", "task=sst2", f"model_path={PRETRAIN.relative_to(REPO)}",
-                f"run_name={FINETUNE.name}", "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
+    pretrain = ["run_name=demo", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
+                "trainer.lr=1e-3", "trainer.warmup_steps=30", "trainer.eval_every=100", "trainer.save_every=100",
+                f"trainer.mixed_precision={precision}", *extra]
+    stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", ["data=mirror_slice"],
+                     lambda c: f"{c.out_dir}/tokenizer.json"),
+              _stage("prepare_corpus", "prepare_corpus.py", "corpus", ["data=mirror_slice"],
+                     lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
+              _stage("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
+                     ("prepare_corpus",))]
+    pretrain_dir = stages[-1].done.parent
+    finetune = ["task=sst2", f"model_path={pretrain_dir.relative_to(REPO)}", "run_name=demo-sst2",
+                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
-    stage("finetune_sst2", finetune, times)
+    stages.append(_stage("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
+                         ("pretrain",)))
+    finetune_dir = stages[-1].done.parent
+    for run in (pretrain_dir, finetune_dir):  # the demo's runs always start over; the tokenizer and corpus are kept
+        shutil.rmtree(run, ignore_errors=True)
+    t0 = time.perf_counter()
+    times = run_stages(stages, jobs=1, cwd=REPO)
 
-    pre, fin = RunRecord(PRETRAIN, "pretrain").summary(), RunRecord(FINETUNE, "finetune").results()
+    pre, fin = RunRecord(pretrain_dir, "pretrain").summary(), RunRecord(finetune_dir, "finetune").results()
     if not pre or not fin:
-        raise DataError(f"the demo's runs finished without {PRETRAIN}/summary.json or {FINETUNE}/results.json")
+        raise DataError(f"the demo's runs finished without {pretrain_dir}/summary.json or {finetune_dir}/results.json")
     before = pre.get("initial_val_loss")
     summary = {
         "val_ppl_before_pretraining": math.exp(before) if before is not None else None,
@@ -69,7 +78,7 @@ def main() -> int:
         "sst2_train_examples": fin["num_train_examples"],
         "sst2_dev_examples": fin["num_eval_examples"],
         "wall_time_s": {**times, "total": round(time.perf_counter() - t0, 1)},
-        "commands": {"pretrain": shlex.join(["python", *pretrain]), "finetune": shlex.join(["python", *finetune])},
+        "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in stages},
     }
     write_json(REPO / "outputs/demo/summary.json", summary)
     print("\n==> demo summary (outputs/demo/summary.json)")

@@ -56,3 +56,14 @@ def test_a_path_without_permission_is_one_error_line(capsys):
     assert stop.value.code == 2
     assert capsys.readouterr().err == ("error: permission denied: /data/readonly/run/config.yaml: choose an output "
                                        "path you can write, or fix its permissions.\n")
+
+
+def test_compose_turns_hydra_s_refusal_into_one_config_error_line():
+    with pytest.raises(ConfigError) as err:
+        compose("pretrain", ["trainer.max_stepz=3"])
+    assert "\n" not in str(err.value) and "trainer.max_stepz" in str(err.value) and "configs/pretrain.yaml" in str(err.value)
+
+
+def test_compose_with_hydra_gives_the_run_directory_the_script_writes():
+    cfg = compose("finetune", ["task=sst2", "model_path=x", "run_name=demo-sst2"], with_hydra=True)
+    assert cfg.hydra.run.dir == f"{cfg.paths.output_dir}/finetune/demo-sst2"
