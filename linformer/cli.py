@@ -81,8 +81,11 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"{first} (configs/{config_name}.yaml)") from err
+            # one line: Hydra's lines joined (an unknown option keeps its list of the available ones), without
+            # its hint to add the key with '+', which refuse_added_keys would refuse
+            lines = [line.strip() for line in str(err).splitlines()
+                     if line.strip() and not line.strip().startswith("To append")]
+            raise ConfigError(f"{' '.join(lines) or type(err).__name__} (configs/{config_name}.yaml)") from err
 
 
 def hydra_main(config_name: str) -> Callable:

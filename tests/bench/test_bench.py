@@ -34,6 +34,28 @@ def tiny_throughput(**kw) -> ThroughputSettings:
     return ThroughputSettings(**base)
 
 
+def _paper_table3() -> tuple[dict, dict]:
+    """Table 3 as the paper's text prints it: rows 'n a.bx c.dx ... -', time saved first, then memory saved."""
+    import re
+
+    from linformer.data.io import repo_root
+
+    text = repo_root().parent / "shared" / "paper" / "linformer-wang-2020.txt"
+    if not text.is_file():
+        pytest.skip(f"{text} is not here (the paper's text sits beside the checkout in ../shared)")
+    rows = [line.split() for line in text.read_text().splitlines()
+            if re.fullmatch(r"\d+( (\d+(\.\d+)?x|-)){5}", line.strip())]
+    assert len(rows) == 16, rows
+    parse = [{int(r[0]): tuple(float(v[:-1]) for v in r[1:] if v != "-") for r in half} for half in (rows[:8], rows[8:])]
+    return parse[0], parse[1]
+
+
+def test_the_paper_s_numbers_are_the_paper_s_text():
+    time_saved, memory_saved = _paper_table3()
+    assert time_saved == PAPER_TIME_SAVED
+    assert memory_saved == PAPER_MEMORY_SAVED
+
+
 def test_paper_value_lookup():
     assert paper_value(PAPER_TIME_SAVED, 65536, 128) == 20
     assert paper_value(PAPER_TIME_SAVED, 4096, 2048) == 1.3  # the last column

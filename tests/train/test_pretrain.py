@@ -131,10 +131,17 @@ def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tm
     assert state["nonfinite"] == 2
 
 
-def test_tensorboard_tracker_writes_events(tiny_data, tmp_path):
+def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny_data, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3"), tmp_path)
-    assert list(tmp_path.rglob("events.out.tfevents.*"))
-    assert (tmp_path / "metrics.jsonl").is_file()  # always written, whatever the trackers
+    files = [EventAccumulator(str(p)).Reload() for p in tmp_path.rglob("events.out.tfevents.*")]
+    (scalars,) = [f for f in files if "loss" in f.Tags()["scalars"]]  # Accelerate adds one of hparams beside
+    logged = {e.step: e.value for e in scalars.Scalars("loss")}
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = {r["step"]: r["loss"] for r in rows if "loss" in r}  # always written, whatever the trackers
+    assert sorted(logged) == sorted(rows) == [1, 2, 3]
+    assert all(abs(logged[step] - rows[step]) < 1e-6 for step in rows)
 
 
 def test_wandb_tracker_runs_offline(tiny_data, tmp_path, monkeypatch):
