@@ -235,6 +235,11 @@ def recipe_text(p: Profile) -> str:
             "shorter length), every weight")
 
 
+def planned_runs(p: Profile) -> set[str]:
+    """The run names of the profile's finetuning stages (what the table's runs are, when they are the experiment's)."""
+    return {s.name.removeprefix("finetune ") for s in plan(p) if s.name.startswith("finetune ")}
+
+
 def missing_stages(p: Profile) -> list[str]:
     stages = plan(p)
     return [s.name for s in wanted(stages, {s.name for s in stages if s.done.exists()})]

@@ -279,6 +279,6 @@ def _write_pretrained(args) -> dict:
             "hardware": args.hardware or detect_hardware(), "command": args.command or shlex.join(["python", *sys.argv]),
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
             "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
-            "missing": exp.missing_stages(profile)}
+            "missing": exp.missing_stages(profile), "planned": sorted(exp.planned_runs(profile))}
     return table2_pretrained.write_table(args.runs, args.out, meta, measure=not args.no_measure,
                                          lengths=not args.no_by_length)

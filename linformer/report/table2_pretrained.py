@@ -327,6 +327,8 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
         raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
     rows = build_rows(runs)
     meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else "")}
+    if not {Path(r["_dir"]).name for r in runs} & set(meta.pop("planned", ())):
+        meta["missing"] = None  # not the experiment's runs: its unfinished stages are not theirs
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:

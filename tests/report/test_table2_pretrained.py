@@ -118,6 +118,7 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     assert cells[3].startswith(f"{acc:.1f} [") and cells[4].startswith("-6.0 [") and cells[5] == "- / 3"
     assert "IMDB: 100 train / 1000 eval examples, lr 5e-05, batch 32, max length 128, 4 updates" in md
     assert "Time and memory: not measured (--no-measure)." in md and "## Targets" in md
+    assert "Not run yet" not in md  # these runs are not the experiment's: its unfinished stages are not theirs
     assert [r["transfer"] for r in data["rows"]] == [False, False, True]
     empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
                             "--no-measure", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
