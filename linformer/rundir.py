@@ -30,7 +30,7 @@ from typing import Any
 
 from .errors import RunDirError
 from .files import atomic_write, disk_full_names, flatten, pid_alive, read_json, read_yaml, write_json, write_yaml
-from .train.settings import OPERATIONAL_TRAINER_KEYS
+from .spec.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,6 @@ RESULTS = "results.json"
 PREDICTIONS = "eval_predictions.json"  # finetuning: the best evaluation's label and prediction per eval example
 LOCK = ".lock"
 
-# Config keys that change how a run is operated, not what it computes: they may differ between starts of a run.
-# The trainer's are marked on their fields (train.settings.TrainerSettings).
-OPERATIONAL_KEYS = frozenset({
-    "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
-    "max_eval_examples", "task.data_dir",
-}) | OPERATIONAL_TRAINER_KEYS
 
 
 # ------------------------------------------------------------------------------------------------ metrics

@@ -5,9 +5,11 @@ from linformer.cli import hydra_main
 
 @hydra_main("convert")
 def main(cfg) -> None:
-    from linformer.modeling.convert import convert_from_config
+    from linformer.modeling.convert import convert_and_report
+    from linformer.spec import ConvertSpec
 
-    convert_from_config(cfg)
+    spec = ConvertSpec.read(cfg)
+    convert_and_report(spec.model_path, spec.out_dir, spec.model, seed=spec.seed, overwrite=spec.overwrite)
 
 
 if __name__ == "__main__":

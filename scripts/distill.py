@@ -6,9 +6,10 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("distill")
 def main(cfg) -> None:
+    from linformer.spec import DistillSpec
     from linformer.train.distill import distill
 
-    distill(cfg, hydra_run_dir())
+    distill(DistillSpec.read(cfg), hydra_run_dir())
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("finetune")
 def main(cfg) -> None:
+    from linformer.spec import FinetuneSpec
     from linformer.train.finetune import finetune
 
-    finetune(cfg, hydra_run_dir())
+    finetune(FinetuneSpec.read(cfg), hydra_run_dir())
 
 
 if __name__ == "__main__":

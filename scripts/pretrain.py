@@ -5,9 +5,10 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("pretrain")
 def main(cfg) -> None:
+    from linformer.spec import PretrainSpec
     from linformer.train.pretrain import pretrain
 
-    pretrain(cfg, hydra_run_dir())
+    pretrain(PretrainSpec.read(cfg), hydra_run_dir())
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`make reproduce-pretrained`: Table 2 from all-MiniLM-L6-v2 converted to Linformer, with and without attention
-transfer (the plan and its profiles: linformer/pretrained_experiment.py; the table: scripts/table2.py --layout
+transfer (the plan and its profiles: linformer/experiments/pretrained.py; the table: scripts/table2.py --layout
 pretrained). Every stage is skipped once its output exists, so an interrupted run resumes where it stopped.
 
 Usage: python scripts/reproduce_pretrained.py [--profile cpu|gpu] [--dry-run] [--jobs N] [--report-only]
@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from linformer import pretrained_experiment as exp
 from linformer.cli import cli_errors
 from linformer.errors import ConfigError
+from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import table2
 from linformer.stages import STOPPED, StageFailed, run_stages, wanted

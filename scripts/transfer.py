@@ -5,9 +5,10 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("transfer")
 def main(cfg) -> None:
+    from linformer.spec import TransferSpec
     from linformer.train.transfer import transfer
 
-    transfer(cfg, hydra_run_dir())
+    transfer(TransferSpec.read(cfg), hydra_run_dir())
 
 
 if __name__ == "__main__":

@@ -57,3 +57,15 @@ def test_the_package_has_no_import_cycles():
     graph = import_graph()
     assert "linformer.modeling.convert" in graph["linformer.modeling.model"]  # the graph sees real imports
     assert cycles(graph) == []
+
+
+def test_only_the_spec_reads_the_raw_config():
+    """Under train/, data/ and modeling/ nothing takes a composed config: the stages' entries read it into a spec
+    (linformer/spec/) once. data/io.py reads the one home of the data mirror's default path, a YAML file."""
+    readers = set()
+    for sub in ("train", "data", "modeling"):
+        for f in (PACKAGE / sub).rglob("*.py"):
+            tree = ast.parse(f.read_text())
+            if any(isinstance(n, (ast.Import, ast.ImportFrom)) and "omegaconf" in ast.unparse(n) for n in ast.walk(tree)):
+                readers.add(str(f.relative_to(PACKAGE)))
+    assert readers == {"data/io.py"}

@@ -316,21 +316,17 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str]) 
     )
 
 
-def convert_from_config(cfg) -> Path:
-    """``scripts/convert.py``: convert ``cfg.model_path`` with the ``cfg.model`` settings into ``cfg.out_dir``."""
+def convert_and_report(model_path: str, out_dir: str, settings: dict, seed: int = 0, overwrite: bool = False) -> Path:
+    """``scripts/convert.py``: convert `model_path` with the Linformer `settings` into `out_dir`, and say what was made
+    and what to run next."""
     import time
 
-    from omegaconf import OmegaConf
-
     t0 = time.perf_counter()
-    settings = {key: value for key, value in OmegaConf.to_container(cfg.model, resolve=True).items()
-                if value is not None}  # null: the converted models' default
-    out = convert_encoder(str(cfg.model_path), str(cfg.out_dir), seed=int(cfg.seed), overwrite=bool(cfg.overwrite),
-                          **settings)
+    out = convert_encoder(model_path, out_dir, seed=seed, overwrite=overwrite, **settings)
     config = LinformerConfig.from_pretrained(out)
-    fresh = "" if _has_mlm_head(resolve_model_path(str(cfg.model_path))) else \
+    fresh = "" if _has_mlm_head(resolve_model_path(model_path)) else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
-    print(f"converted {cfg.model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
+    print(f"converted {model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
           f"{time.perf_counter() - t0:.1f} s){fresh}\n"
           f"next: python scripts/finetune.py task=sst2 model_path={out}")
     return out

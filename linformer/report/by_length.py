@@ -29,6 +29,7 @@ def eval_lengths(run: dict) -> np.ndarray:
     from transformers import AutoTokenizer
 
     from ..data.streams import token_lengths
+    from ..spec import TaskData
     from ..train.finetune import task_splits
 
     config = Path(run["_dir"]) / "config.yaml"
@@ -37,7 +38,7 @@ def eval_lengths(run: dict) -> np.ndarray:
                         "(skip it with --no-by-length)")
     cfg = OmegaConf.load(config)
     tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(run))
-    split = task_splits(cfg, tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
+    split = task_splits(TaskData.read(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {cfg.task.get('data_dir')} changed?)")

@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_pretrained(args) -> dict:
-    from .. import pretrained_experiment as exp
+    from ..experiments import pretrained as exp
     from . import table2_pretrained
 
     if args.profile not in exp.PROFILES:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..experiments.pretrained import CLOSES, SEEDS, TEACHER_TARGET, WITHIN
 from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label
@@ -27,10 +28,9 @@ from .paired import mcnemar_p, seed_example_interval
 
 TASKS = ("sst2", "imdb")
 TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
-TEACHER_TARGET = 88.0   # SST-2 dev, the teacher
-WITHIN = {128: 1.0, 64: 1.5}  # k -> points: the converted policy with transfer, below the teacher on each task
-SEEDS = 3               # every row a target reads has this many seeds
-CLOSES = 0.5            # on IMDB, transfer closes at least this share of the gap left without it (where gap > 1)
+# Runs of one row finetune one transferred model. Rebuilt on another machine (a fresh clone resuming the experiment)
+# it may differ in the last digits; layer errors further apart than this (relative) mean another model.
+SAME_TRANSFER = 1e-3
 
 
 def read_runs(patterns: list[str]) -> list[dict]:
@@ -105,12 +105,33 @@ def build_rows(runs: list[dict]) -> list[dict]:
         for task, task_runs in sorted(by_task.items()):
             row["model_path"] = task_runs[0]["model_path"]
             row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
-        transfer = next((r["_transfer"] for rs in by_task.values() for r in rs if r["_transfer"]), None)
-        if transfer:
+        records = [r for rs in by_task.values() for r in rs if r["_transfer"]]
+        if records:
+            transfer = records[0]["_transfer"]
             row["transfer_info"] = {k: transfer.get(k) for k in ("steps", "tokens", "train", "target",
                                                                  "rel_err_before", "rel_err_after")}
+            row["transfer_info"]["rebuilt_within"] = transfer_spread(records)
         rows.append(row)
     return rows
+
+
+def transfer_spread(runs: list[dict]) -> float:
+    """The largest relative difference between the per-layer errors after transfer that the runs' model cards
+    record (0.0: every run finetuned the same model). DataError above SAME_TRANSFER: the runs of one row started
+    from different transferred models, so their seeds would mix two models."""
+    first = np.asarray(runs[0]["_transfer"].get("rel_err_after") or [], dtype=float)
+    spread = 0.0
+    for r in runs[1:]:
+        errors = np.asarray(r["_transfer"].get("rel_err_after") or [], dtype=float)
+        if errors.shape != first.shape:
+            raise DataError(f"{r['_dir']} and {runs[0]['_dir']} were finetuned from transferred models of different "
+                            "depth: one row's runs must share one model")
+        spread = max(spread, float(np.max(np.abs(errors - first) / np.maximum(np.abs(first), 1e-12), initial=0.0)))
+    if spread > SAME_TRANSFER:
+        raise DataError(f"the runs of one row were finetuned from different transferred models (layer errors after "
+                        f"transfer differ by {spread:.1%}, e.g. {runs[0]['_dir']}): rebuild the transfer stage with "
+                        "the experiment's settings, or keep the runs apart")
+    return spread
 
 
 def length_breakdown(runs: list[dict]) -> dict[str, dict]:
@@ -278,9 +299,12 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         lines += ["", "## Transfer: relative error of each layer's output against the teacher (held-out blocks)", ""]
         for r in transfers:
             t = r["transfer_info"]
+            rebuilt = t.get("rebuilt_within") or 0.0
             lines.append(f"- {r['name']}: {t['steps']} steps, {t['tokens']:,} tokens, train={t['train']}, "
                          f"target={t['target']}; before {_errors(t['rel_err_before'])}; "
-                         f"after {_errors(t['rel_err_after'])}")
+                         f"after {_errors(t['rel_err_after'])}"
+                         + (f" (rebuilt for some runs on another machine: its layer errors agree to {rebuilt:.0e} "
+                            "relative)" if rebuilt else ""))
     if lengths:
         lines += ["", "## Difference from the teacher by input length", "",
                   ("Each task's eval examples in length quartiles (tokens after truncation; examples per quartile in "

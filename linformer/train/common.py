@@ -16,12 +16,12 @@ from transformers import get_polynomial_decay_schedule_with_warmup
 from ..errors import ConfigError
 from ..files import flatten
 from ..modeling.convert import is_projection_weight
-from .settings import OptimSettings, TrainerSettings
+from ..spec.settings import LoggerSettings, OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)
 
 
-def build_accelerator(settings: TrainerSettings, logger: Mapping, run_dir: Path) -> Accelerator:
+def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir: Path) -> Accelerator:
     """An Accelerator for one CPU, one GPU, torchrun/accelerate multi-process, in no/fp16/bf16 precision.
 
     Gradient accumulation is done by the training core (the loss is normalised by the step's global number
@@ -35,7 +35,7 @@ def build_accelerator(settings: TrainerSettings, logger: Mapping, run_dir: Path)
     if precision == "bf16" and cpu and not native_cpu_bf16():
         log.warning("this CPU has no native bf16 (oneDNN reports none): trainer.mixed_precision=bf16 is emulated and "
                     "runs slower than fp32 here; trainer.mixed_precision=no is faster on this machine")
-    trackers = list(logger.get("trackers") or [])
+    trackers = list(logger.trackers)
     if "wandb" in trackers:
         _default_wandb_mode()
     accelerator = Accelerator(
@@ -67,15 +67,15 @@ def _default_wandb_mode() -> None:
     os.environ["WANDB_MODE"] = "online" if logged_in else "offline"
 
 
-def init_trackers(accelerator: Accelerator, logger: Mapping, run_dir: Path, run_name: str, config: dict,
+def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Path, run_name: str, config: dict,
                   job_type: str, group: str | None, tags: list[str]) -> None:
-    if not logger.get("trackers"):
+    if not logger.trackers:
         return
     init_kwargs = {
         "wandb": {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags},
         "tensorboard": {},
     }
-    accelerator.init_trackers(logger.get("project", "linformer"), config=_flatten(config), init_kwargs=init_kwargs)
+    accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
 
 
 def _flatten(config: Mapping) -> dict[str, Any]:
@@ -84,15 +84,13 @@ def _flatten(config: Mapping) -> dict[str, Any]:
     return {k.replace(".", "/"): v if isinstance(v, scalar) or v is None else str(v) for k, v in flatten(config).items()}
 
 
-def data_identity(cfg: Mapping) -> dict[str, str]:
+def data_identity(corpus: str | None) -> dict[str, str]:
     """What a run trains on, beyond its config's paths (which are operational: a corpus may move): the prepared
     corpus's cache key (its sources' contents, tokenizer and packing), as ``corpus_cache_key``. Empty without a
-    corpus_dir, or for a corpus that is not (yet) prepared, which the task then reports."""
+    corpus, or for a corpus that is not (yet) prepared, which the task then reports."""
     from ..data.corpus import read_manifest
-    from ..data.io import resolve_path
 
-    corpus = cfg.get("corpus_dir")
-    key = (read_manifest(resolve_path(str(corpus))) or {}).get("cache_key") if corpus else None
+    key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
     return {"corpus_cache_key": key} if key else {}
 
 

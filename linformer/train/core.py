@@ -33,9 +33,9 @@ from tqdm.auto import tqdm
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..rundir import MetricsWriter, RunRecord
+from ..spec import RunSpec, TrainerSettings
 from . import checkpoint as ckpt
 from .common import init_trackers
-from .settings import OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +162,11 @@ def command_line() -> str:
 
 class Trainer:
     def __init__(self, accelerator: Accelerator, model, optimizer, scheduler, task: TrainingTask,
-                 settings: TrainerSettings, record: RunRecord, config: Mapping, tokenizer=None,
+                 settings: TrainerSettings, record: RunRecord, spec: RunSpec, config: Mapping, tokenizer=None,
                  tracker_tags: list[str] | None = None):
         self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
-        self.task, self.s, self.record, self.config, self.tokenizer = task, settings, record, config, tokenizer
+        self.task, self.s, self.record, self.tokenizer = task, settings, record, tokenizer
+        self.spec, self.config = spec, config  # config: what the run record stores (the spec's, with its data's key)
         self.tracker_tags = tracker_tags or []
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
@@ -193,8 +194,8 @@ class Trainer:
         if self.main:
             self.record.start(self.config, self.state["step"])
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
-        init_trackers(self.accelerator, self.config.get("logger", {}), self.run_dir, self.config.get("run_name", ""),
-                      dict(self.config), self.task.stage, self.config.get("experiment_name"), self.tracker_tags)
+        init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
+                      self.task.stage, self.spec.experiment_name, self.tracker_tags)
         if self.state["step"] == 0 and eval_at_start:
             self._evaluate(0, {})
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
@@ -389,14 +390,12 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     print("\n".join(lines), file=sys.stderr)
 
 
-def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Accelerator, TrainerSettings],
-                                                                          TrainingTask]) -> dict[str, Any]:
+def run_training(spec: RunSpec, run_dir: str | Path,
+                 make_task: Callable[[Accelerator, TrainerSettings], TrainingTask]) -> dict[str, Any]:
     """What every loop does around its task: claim the run directory, build the task, optimizer and schedule,
-    and fit. `make_task` builds the task once the start is accepted; it sets the task's `model`, `tokenizer`,
+    and fit, as `spec` (read and checked at the entry) says. `make_task` builds the task once the start is accepted; it sets the task's `model`, `tokenizer`,
     `settings` (its adjusted copy: the per-device batch, the run's max_steps), `tracker_tags`, and `prepare` (extra objects such as an eval
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
-    from omegaconf import OmegaConf
-
     from .common import (
         build_accelerator,
         build_optimizer,
@@ -406,14 +405,14 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         seed_everything,
     )
 
-    settings, optim = TrainerSettings.read(cfg.trainer), OptimSettings.read(cfg.optim)
-    accelerator = build_accelerator(settings, cfg.logger, Path(run_dir))
+    settings, optim, stage = spec.trainer, spec.optim, spec.stage
+    accelerator = build_accelerator(settings, spec.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
-    config = OmegaConf.to_container(cfg, resolve=True) | data_identity(cfg)
+    config = spec.config | data_identity(spec.corpus)
     with claimed_run(accelerator, record, config, settings) as start:
         if start.status == "complete":
             return already_complete(record)
-        seed_everything(int(cfg.seed))
+        seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
         if settings.max_steps is None:
@@ -424,7 +423,7 @@ def run_training(cfg, run_dir: str | Path, stage: str, make_task: Callable[[Acce
         scheduler = build_scheduler(optimizer, settings.warmup(settings.max_steps), settings.max_steps, settings)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
-        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, config,
+        trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
         task.trainer = trainer
         return trainer.fit(eval_at_start=settings.eval_at_start)

@@ -1,4 +1,4 @@
-"""Distillation of a finetuned full-attention classifier into a Linformer on the training core: ``distill(cfg,
+"""Distillation of a finetuned full-attention classifier into a Linformer on the training core: ``distill(spec,
 run_dir)``.
 
 The teacher (``teacher_path``) is a sequence classifier finetuned with full attention: a BERT/RoBERTa-family
@@ -18,13 +18,11 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig, OmegaConf
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from ..errors import ConfigError
@@ -33,10 +31,10 @@ from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.convert import from_linformer
 from ..modeling.loading import load_classifier, load_pretrained, resolve_model_path
 from ..modeling.reference import squared_relative_error
+from ..spec import DistillSpec, TrainerSettings
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
-from .settings import TrainerSettings, positive_float, refuse_unknown
 
 STUDENT_SETTINGS = ("projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
                     "mask_empty_windows")
@@ -86,39 +84,21 @@ def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: st
         )
 
 
-@dataclass(frozen=True)
-class DistillSettings:
-    """``cfg.distill`` (configs/distill.yaml), read and checked once."""
-
-    temperature: float              # T: softmax(logits / T); the KL is scaled by T^2
-    hidden_weight: float            # > 0: each layer's relative error to the teacher's hidden states, weighted
-    lr_projections: float | None    # E and F; None = trainer.lr
-
-    @classmethod
-    def read(cls, d: Mapping) -> DistillSettings:
-        refuse_unknown(d, cls, "distill")
-        weight = d.get("hidden_weight") or 0.0
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
-            raise ConfigError(f"distill.hidden_weight={weight!r}: a weight of 0 (off) or more")
-        return cls(temperature=positive_float(d, "temperature", "distill"), hidden_weight=float(weight),
-                   lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True))
-
-
 class DistillTask(FinetuneTask):
     stage = "distill"
     select_best = False  # the student is the last model: evaluations report, they do not select
 
-    def load_model(self, cfg: DictConfig):
-        d = DistillSettings.read(cfg.distill)
+    def load_model(self, run: DistillSpec):
+        d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
-        self.teacher_path = resolve_model_path(str(cfg.teacher_path), "teacher_path")
+        self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
+        self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
         self.teacher = load_teacher(self.teacher_path, self.spec.num_labels, self.spec.name)
         teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
-        if cfg.get("student_path") is None:
-            settings = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()
-                        if k in STUDENT_SETTINGS and v is not None}
+        if run.student_path is None:
+            settings = {k: v for k, v in run.model.items() if k in STUDENT_SETTINGS and v is not None}
             return self.teacher_path, teacher_tokenizer, student_from_teacher(self.teacher_path, settings)
-        student_path = resolve_model_path(str(cfg.student_path), "student_path")
+        student_path = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
         if is_sequence_classifier(config) and config.num_labels != self.teacher.config.num_labels:
             raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
@@ -129,8 +109,8 @@ class DistillTask(FinetuneTask):
         model, _ = load_classifier(student_path, self.spec.num_labels, from_scratch=False)
         return student_path, tokenizer, model
 
-    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
-        super().__init__(cfg, settings, world, rank)
+    def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int):
+        super().__init__(run, settings, world, rank)
         if self.hidden_weight > 0 and _layers_shape(self.model) != _layers_shape(self.teacher):
             raise ConfigError(
                 f"distill.hidden_weight={self.hidden_weight} matches the student's layers to the teacher's, but they "
@@ -180,11 +160,11 @@ class DistillTask(FinetuneTask):
         if not trainer.main:
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
-        info = conversion_info(str(self.cfg.teacher_path), model, name=trainer.run_dir.name)
+        info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
         info["distillation"] = {"task": self.spec.name, "steps": trainer.state["step"],
                                 "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
-                                "student_path": self.cfg.get("student_path"),
+                                "student_path": self.student_name,
                                 "teacher_metrics": self._teacher_metrics()}
         write_model_card(model_dir, info)
         add_results(model_dir, self.spec.name, metrics, trainer.run_dir)
@@ -198,7 +178,7 @@ class DistillTask(FinetuneTask):
         metric = self.spec.metrics[0]
         teacher = self._teacher_metrics()
         results |= {"model_path": model_dir, "method": "distill", "teacher_path": self.teacher_path,
-                    "teacher_metrics": teacher, "student_path": self.cfg.get("student_path"),
+                    "teacher_metrics": teacher, "student_path": self.student_name,
                     "distill": {"temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "lr_projections": self.lr_projections}}
         summary["model_dir"] = model_dir
@@ -213,13 +193,15 @@ def _layers_shape(model) -> tuple[int, int]:
     return int(model.config.num_hidden_layers), int(model.config.hidden_size)
 
 
-def distill(cfg: DictConfig, run_dir: str | Path) -> dict:
-    """Distill cfg.teacher_path into a Linformer on cfg.task's text; returns results.json's content."""
+def distill(spec: DistillSpec | Mapping, run_dir: str | Path) -> dict:
+    """Distill the spec's teacher_path into a Linformer on its task's text; returns results.json's content. `spec`
+    may be a composed configs/distill.yaml, read into the spec first."""
+    spec = DistillSpec.of(spec)
 
     def make_task(accelerator, settings: TrainerSettings) -> DistillTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            task = DistillTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+            task = DistillTask(spec, settings, accelerator.num_processes, accelerator.process_index)
         task.teacher.to(accelerator.device)  # not prepared by Accelerate (it never trains): placed by hand
         return task
 
-    return run_training(cfg, run_dir, "distill", make_task)
+    return run_training(spec, run_dir, make_task)

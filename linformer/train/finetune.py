@@ -1,4 +1,4 @@
-"""Finetuning on a GLUE-style task on the training core: ``finetune(cfg, run_dir)``.
+"""Finetuning on a GLUE-style task on the training core: ``finetune(spec, run_dir)``.
 
 Works from a pretraining run directory (its ``model/``), any Linformer directory, or a plain Hugging Face encoder
 (RoBERTa, BERT-family: Table 2's baseline row). Evaluates on the task's eval split every epoch (or every
@@ -12,61 +12,56 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from ..data import compute_metrics, get_task, load_task
-from ..data.io import resolve_path
 from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..errors import ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info
 from ..modeling.loading import check_tokenizer_fits, load_classifier, max_tokens, resolve_model_path
 from ..rundir import PREDICTIONS, RunRecord
+from ..spec import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
-from .settings import TrainerSettings, positive_int
 
 # The model's architecture as results.json records it: what a report's rows are told apart by.
 ARCH_KEYS = ("attention", "max_seq_len", "projected_dim", "sharing", "length_policy", "exact_short_inputs",
              "mask_empty_windows", "classifier_pooling")
 
 
-def task_splits(cfg: DictConfig, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
-    """The task's tokenized splits as a finetuning config selects them (data_dir, subsets, subset_seed, cache):
-    also how a report rebuilds the eval examples of a finished run from its config.yaml."""
-    data_dir, cache_dir = cfg.task.get("data_dir"), cfg.get("task_cache_dir")
-    return load_task(cfg.task.name, resolve_path(data_dir) if data_dir else None, tokenizer, max_length,
-                     skip_bad_rows=bool(cfg.task.get("skip_bad_rows", False)), splits=splits,
-                     cache_dir=resolve_path(cache_dir) if cache_dir else None,
-                     max_examples={"train": positive_int(cfg, "max_train_examples", "", allow_none=True),
-                                   "eval": positive_int(cfg, "max_eval_examples", "", allow_none=True)},
-                     subset_seed=int(cfg.seed) if cfg.get("subset_seed") is None else int(cfg.subset_seed))
+def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
+    """The task's tokenized splits as a run selects them (data_dir, subsets, subset_seed, cache): also how a report
+    rebuilds the eval examples of a finished run from its config.yaml."""
+    return load_task(data.name, data.data_dir, tokenizer, max_length, skip_bad_rows=data.skip_bad_rows,
+                     splits=splits, cache_dir=data.cache_dir,
+                     max_examples={"train": data.max_train_examples, "eval": data.max_eval_examples},
+                     subset_seed=data.subset_seed)
 
 
 class FinetuneTask(TrainingTask):
     stage = "finetune"
     greater_is_better = True
 
-    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
-        seed = int(cfg.seed)
-        self.cfg = cfg
+    def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
+        seed = self.seed = run.seed
         try:
-            self.spec = get_task(cfg.task.name)
+            self.spec = get_task(run.task.name)
         except KeyError as err:
-            raise ConfigError(f"task={cfg.task.name}: {err.args[0]}") from err
+            raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
         self.main_metric = f"eval_{self.spec.metrics[0]}"
-        self.from_scratch = bool(cfg.get("from_scratch", False))
-        self.model_path, self.tokenizer, self.model = self.load_model(cfg)
+        self.from_scratch = bool(getattr(run, "from_scratch", False))
+        self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
-        self.max_length = self._max_length(settings.max_length, cfg.task.get("max_length"))
-        data = task_splits(cfg, self.tokenizer, self.max_length)
+        self.max_length = self._max_length(settings.max_length, run.task.max_length)
+        data = task_splits(run.task, self.tokenizer, self.max_length)
         self.train, self.eval = data["train"], data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
@@ -86,9 +81,9 @@ class FinetuneTask(TrainingTask):
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
 
-    def load_model(self, cfg: DictConfig) -> tuple[str, Any, torch.nn.Module]:
-        """(where the model comes from, its tokenizer, the classifier to train) for cfg.model_path."""
-        model_path = resolve_model_path(str(cfg.model_path))
+    def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
+        """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
+        model_path = resolve_model_path(run.model_path)
         model, _ = load_classifier(model_path, self.spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
@@ -165,7 +160,7 @@ class FinetuneTask(TrainingTask):
             "model_type": self.config.model_type,
             **arch,
             "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),
-            "seed": int(self.cfg.seed),
+            "seed": self.seed,
             "lr": self.settings.lr,  # peak; table2.py picks the best lr per cell when a grid was run
             "batch_size": self.settings.batch_size,
             "max_length": self.max_length,
@@ -184,11 +179,13 @@ class FinetuneTask(TrainingTask):
         return summary, results
 
 
-def finetune(cfg: DictConfig, run_dir: str | Path) -> dict:
-    """Finetune a model on cfg.task; returns results.json's content."""
+def finetune(spec: FinetuneSpec | Mapping, run_dir: str | Path) -> dict:
+    """Finetune a model on the spec's task; returns results.json's content. `spec` may be a composed
+    configs/finetune.yaml, read into the spec first."""
+    spec = FinetuneSpec.of(spec)
 
     def make_task(accelerator, settings: TrainerSettings) -> FinetuneTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            return FinetuneTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+            return FinetuneTask(spec, settings, accelerator.num_processes, accelerator.process_index)
 
-    return run_training(cfg, run_dir, "finetune", make_task)
+    return run_training(spec, run_dir, make_task)

@@ -1,4 +1,4 @@
-"""MLM pretraining on the training core: ``pretrain(cfg, run_dir)``.
+"""MLM pretraining on the training core: ``pretrain(spec, run_dir)``.
 
 Data order and masking are pure functions of (seed, step): the global micro-batch g = step * grad_accum + micro
 takes rows ``perm_epoch[...]`` of a seeded per-epoch permutation, every rank masks that whole micro-batch with a
@@ -11,40 +11,38 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from transformers import AutoTokenizer
 
 from ..data import MLMCollator, load_prepared
-from ..data.io import resolve_path
 from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
+from ..spec import PretrainSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
-from .settings import TrainerSettings
 
 log = logging.getLogger(__name__)
 
 
-def build_model(cfg: DictConfig, tokenizer) -> LinformerForMaskedLM:
-    """A fresh Linformer from cfg.model (vocabulary and special ids from the tokenizer), or cfg.init_from.
+def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
+    """A fresh Linformer from the model group (vocabulary and special ids from the tokenizer), or init_from.
 
     Training asks for sparse (masked-only) logits: the vocabulary projection of unmasked positions is wasted work."""
-    fields = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k != "name"}
+    fields = dict(spec.model)
     fields.update(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    init_from = cfg.get("init_from")
-    if init_from:
-        model = _init_from(str(init_from), fields, tokenizer)
+    if spec.init_from:
+        model = _init_from(spec.init_from, fields, tokenizer)
     else:
         try:
             model = LinformerForMaskedLM(LinformerConfig(**fields))
@@ -55,8 +53,8 @@ def build_model(cfg: DictConfig, tokenizer) -> LinformerForMaskedLM:
 
 
 def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
-    """MLM continuation: a converted or pretrained Linformer directory keeps its own architecture (cfg.model is not
-    applied to it); a BERT/RoBERTa-family encoder is converted with cfg.model's Linformer fields, only E, F (and an
+    """MLM continuation: a converted or pretrained Linformer directory keeps its own architecture (the model group is not
+    applied to it); a BERT/RoBERTa-family encoder is converted with the model group's Linformer fields, only E, F (and an
     MLM head the source lacks, which the conversion names) starting fresh."""
     from transformers import AutoConfig
 
@@ -76,16 +74,16 @@ class PretrainTask(TrainingTask):
     stage = "pretrain"
     main_metric = "val_loss"
 
-    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int, device: torch.device):
-        self.cfg, self.settings = cfg, settings
-        mc = cfg.model
-        self.tracker_tags = [f"attention={mc.attention}", f"model={mc.name}"]
-        if mc.attention != "full":
-            self.tracker_tags += [f"k={mc.projected_dim}", f"sharing={mc.sharing}"]
-        self.tokenizer_dir = resolve_tokenizer_dir(str(cfg.tokenizer_dir))
+    def __init__(self, spec: PretrainSpec, settings: TrainerSettings, world: int, rank: int, device: torch.device):
+        self.settings = settings
+        mc = spec.model
+        self.tracker_tags = [f"attention={mc.get('attention')}", f"model={spec.model_name}"]
+        if mc.get("attention") != "full":
+            self.tracker_tags += [f"k={mc.get('projected_dim')}", f"sharing={mc.get('sharing')}"]
+        self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_dir)
-        data = load_prepared(resolve_path(cfg.corpus_dir), self.tokenizer_dir)
-        self.model = build_model(cfg, self.tokenizer)
+        data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
+        self.model = build_model(spec, self.tokenizer)
         self.n = len(data["train"][0]["input_ids"])
         if self.n > self.model.config.max_seq_len:
             raise ConfigError(
@@ -94,7 +92,7 @@ class PretrainTask(TrainingTask):
             )
         mlm_probability = settings.require("mlm_probability", "pretraining")
         collator = MLMCollator(self.tokenizer, mlm_probability=mlm_probability)
-        seed, b = int(cfg.seed), settings.batch_size
+        seed, b = spec.seed, settings.batch_size
         self.train = BlockStream(data["train"], b, world, rank, seed, collator, "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, collator, "validation")
         self.eval_batches = settings.eval_batches
@@ -162,15 +160,17 @@ def _ppl_change(initial: float | None, final: float | None) -> str:
     return fmt(final) if initial is None else f"{fmt(initial)} -> {fmt(final)}"
 
 
-def pretrain(cfg: DictConfig, run_dir: str | Path) -> dict:
-    """Pretrain a Linformer with MLM; returns the summary (final/best validation loss, tokens/s, paths)."""
+def pretrain(spec: PretrainSpec | Mapping, run_dir: str | Path) -> dict:
+    """Pretrain a Linformer with MLM; returns the summary (final/best validation loss, tokens/s, paths). `spec` may
+    be a composed configs/pretrain.yaml, read into the spec first."""
+    spec = PretrainSpec.of(spec)
 
     def make_task(accelerator, settings: TrainerSettings) -> PretrainTask:
         world = accelerator.num_processes
         settings = dataclasses.replace(settings, batch_size=_per_device_batch(settings, world))
-        return PretrainTask(cfg, settings, world, accelerator.process_index, accelerator.device)
+        return PretrainTask(spec, settings, world, accelerator.process_index, accelerator.device)
 
-    return run_training(cfg, run_dir, "pretrain", make_task)
+    return run_training(spec, run_dir, make_task)
 
 
 def _per_device_batch(settings: TrainerSettings, world: int) -> int:

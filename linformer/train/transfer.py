@@ -1,4 +1,4 @@
-"""Attention transfer on the training core: ``transfer(cfg, run_dir)``.
+"""Attention transfer on the training core: ``transfer(spec, run_dir)``.
 
 The student is a pretrained BERT/RoBERTa encoder converted to a Linformer (``from_pretrained_encoder``); the
 teacher is the same weights with full attention. Training fits the student's layers to the teacher's on packed
@@ -8,6 +8,9 @@ n-token blocks of a corpus tokenized with the source's tokenizer:
   student's own modules run with full attention (no second copy);
 - ``transfer.train=all`` also adapts every other weight at ``transfer.lr_rest`` (a frozen copy is the teacher).
 
+``model_path`` may also be a Linformer that a ``transfer.train=projections`` run made: the transfer continues it
+(LoLCATs' order: fit the new attention first, then adapt every weight), and its card records both phases.
+
 The loss is, per layer, ||student - teacher||^2 / ||teacher||^2 at real tokens, averaged over layers, on each
 layer's output (``transfer.target=hidden``) or its attention's output before the residual (``attention``). Evaluation reports
 each layer's relative error ||student - teacher|| / ||teacher|| on the held-out blocks of the corpus.
@@ -16,63 +19,28 @@ each layer's relative error ||student - teacher|| / ||teacher|| on the held-out 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 
 from ..data import load_prepared
 from ..data.collator import BlockCollator
-from ..data.io import resolve_path
 from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerModel
-from ..modeling.card import conversion_info, write_model_card
+from ..modeling.card import conversion_info, read_card_info, write_model_card
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
-from ..modeling.loading import resolve_model_path
+from ..modeling.loading import load_pretrained, resolve_model_path
 from ..modeling.reference import full_attention, squared_relative_error
+from ..spec import TrainerSettings, TransferSpec
 from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
-from .settings import TrainerSettings, positive_float, positive_int, refuse_unknown
 
-TARGETS = ("hidden", "attention")
-TRAINED = ("projections", "all")
-
-
-@dataclass(frozen=True)
-class TransferSettings:
-    """``cfg.transfer`` (configs/transfer.yaml), read and checked once; the checks that need the corpus's n are the
-    task's."""
-
-    train: str                      # projections | all
-    target: str                     # hidden | attention
-    lr_rest: float | None           # with train=all: every weight but E and F (None otherwise)
-    short_fraction: float           # share of training batches cut to a random length
-    min_length: int
-    eval_short_length: int | None
-
-    @classmethod
-    def read(cls, tr: Mapping) -> TransferSettings:
-        refuse_unknown(tr, cls, "transfer")
-        target, train = str(tr.get("target")), str(tr.get("train"))
-        if target not in TARGETS:
-            raise ConfigError(f"transfer.target={target!r} is not one of {', '.join(TARGETS)}.")
-        if train not in TRAINED:
-            raise ConfigError(f"transfer.train={train!r} is not one of {', '.join(TRAINED)}.")
-        short = float(tr.get("short_fraction") or 0.0)
-        if not 0.0 <= short <= 1.0:
-            raise ConfigError(f"transfer.short_fraction={short}: the share of batches cut short, 0..1")
-        short_length = positive_int(tr, "eval_short_length", "transfer", allow_none=True)
-        if short_length is not None and short_length < 2:
-            raise ConfigError(f"transfer.eval_short_length={short_length}: at least 2 ([CLS] ... [SEP])")
-        return cls(train=train, target=target,
-                   lr_rest=positive_float(tr, "lr_rest", "transfer") if train == "all" else None,
-                   short_fraction=short, min_length=positive_int(tr, "min_length", "transfer"),
-                   eval_short_length=short_length)
+log = logging.getLogger(__name__)
 
 
 def layer_outputs(model, batch: dict[str, torch.Tensor], target: str) -> list[torch.Tensor]:
@@ -95,18 +63,22 @@ class TransferTask(TrainingTask):
     stage = "transfer"
     main_metric = "val_rel_err"
 
-    def __init__(self, cfg: DictConfig, settings: TrainerSettings, world: int, rank: int):
-        tr = TransferSettings.read(cfg.transfer)
-        self.cfg, self.settings = cfg, settings
+    def __init__(self, spec: TransferSpec, settings: TrainerSettings, world: int, rank: int):
+        tr = self.transfer = spec.transfer
+        self.model_path, self.settings = spec.model_path, settings
         self.target, self.train_mode, self.lr_rest = tr.target, tr.train, tr.lr_rest
-        self.source = resolve_model_path(str(cfg.model_path))
+        self.source = resolve_model_path(spec.model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
-        m = cfg.model
-        self.model = LinformerModel.from_pretrained_encoder(
-            self.source, attention="linformer", max_seq_len=int(m.max_seq_len), projected_dim=m.projected_dim,
-            sharing=str(m.sharing), projection=str(m.projection),
-            **{key: m[key] for key in CONVERTED_LENGTH_POLICY if m.get(key) is not None},  # else the default
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
+        m = spec.model
+        self.earlier = None  # the card of the Linformer this transfer continues, if it continues one
+        if AutoConfig.from_pretrained(self.source).model_type == "linformer":
+            self.model, self.earlier = continue_transfer(spec.model_path, self.source, m, tr.train)
+        else:
+            self.model = LinformerModel.from_pretrained_encoder(
+                self.source, attention="linformer", max_seq_len=int(m["max_seq_len"]),
+                projected_dim=m["projected_dim"], sharing=str(m["sharing"]), projection=str(m["projection"]),
+                **{key: m[key] for key in CONVERTED_LENGTH_POLICY if m.get(key) is not None},  # else the default
+                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None
         if self.train_mode == "projections":
@@ -114,14 +86,14 @@ class TransferTask(TrainingTask):
                 p.requires_grad_(is_projection_weight(name))
         else:
             self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
-        data = load_prepared(resolve_path(cfg.corpus_dir), self.source)
+        data = load_prepared(spec.corpus_dir, self.source)
         self.n = len(data["train"][0]["input_ids"])
         if self.n != self.model.config.max_seq_len:
             raise ConfigError(
-                f"corpus_dir={cfg.corpus_dir} holds blocks of {self.n} tokens but model.max_seq_len is "
+                f"corpus_dir={spec.corpus_dir} holds blocks of {self.n} tokens but model.max_seq_len is "
                 f"{self.model.config.max_seq_len}: prepare the corpus with data.n={self.model.config.max_seq_len}."
             )
-        seed, b = int(cfg.seed), settings.batch_size
+        seed, b = spec.seed, settings.batch_size
         short, min_length, self.short_length = tr.short_fraction, tr.min_length, tr.eval_short_length
         if short > 0 and not 2 <= min_length <= self.n:
             raise ConfigError(f"transfer.min_length={min_length}: a length in 2..n={self.n} (the blocks' length)")
@@ -137,7 +109,7 @@ class TransferTask(TrainingTask):
         self.val_short = None if self.short_length is None else \
             BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(length=self.short_length), "validation")
         self.eval_batches = settings.eval_batches
-        self.tracker_tags = [f"k={m.projected_dim}", f"sharing={m.sharing}", f"train={self.train_mode}",
+        self.tracker_tags = [f"k={m['projected_dim']}", f"sharing={m['sharing']}", f"train={self.train_mode}",
                              f"target={self.target}"]
 
     def param_groups(self, weight_decay: float) -> list[dict]:
@@ -228,29 +200,61 @@ class TransferTask(TrainingTask):
     def _write_card(self, model_dir: Path, trainer: Trainer, errors: dict) -> None:
         """The model card records the source, n, k, sharing, and the transfer: tokens, steps, error by layer."""
         model = trainer.accelerator.unwrap_model(trainer.model)
-        info = conversion_info(str(self.cfg.model_path), model, name=trainer.run_dir.name)
-        tr = self.cfg.transfer
+        source = self.earlier["source"]["name"] if self.earlier else self.model_path
+        info = conversion_info(source, model, name=trainer.run_dir.name)
         info["transfer"] = {"steps": trainer.state["step"], "tokens": trainer.state["tokens"], "target": self.target,
-                            "train": self.train_mode, "short_fraction": float(tr.get("short_fraction") or 0.0),
+                            "train": self.train_mode, "short_fraction": self.transfer.short_fraction,
                             "eval_short_length": self.short_length, **errors}
+        if self.earlier:  # the phases in order: the one this run continued first
+            info["transfer"]["continued"] = {"model_path": self.model_path, **self.earlier["transfer"]}
         write_model_card(model_dir, info)
 
 
-def _source_dropout(source: str) -> dict[str, float]:
-    from transformers import AutoConfig
+# LinformerConfig fields a continued transfer keeps from the model it continues
+ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY)
 
+
+def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> tuple[LinformerModel, dict]:
+    """The Linformer at `path` (model_path `given`), made by an earlier transfer of E and F only, to transfer further
+    (LoLCATs' order: the new attention first, then every weight). Its other weights are still the source's, so the
+    teacher is its own weights attending fully. Refused, naming the key, when its earlier transfer trained every
+    weight (the teacher would no longer be the source), when it has no transfer record, or when a model.* setting
+    differs from its own."""
+    info = read_card_info(path) or {}
+    earlier = info.get("transfer")
+    if not earlier:
+        raise ConfigError(f"model_path={given} is a Linformer with no transfer record: transfer from its source "
+                          "encoder (a BERT/RoBERTa-family model) instead")
+    if earlier.get("train") != "projections":
+        raise ConfigError(f"model_path={given} was transferred with transfer.train={earlier.get('train')}: its weights "
+                          "are no longer the source's, so they cannot be the teacher. Continue from a transfer with "
+                          "transfer.train=projections (E and F first, then the rest), or transfer from the source.")
+    model = load_pretrained(LinformerModel, path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    for key in ARCHITECTURE:
+        want, have = settings.get(key), getattr(model.config, key)
+        if want is not None and want != have:
+            raise ConfigError(f"model.{key}={want} but model_path={given} is a Linformer with {key}={have}: a "
+                              f"continued transfer keeps its model's architecture (set model.{key}={have})")
+    log.info("transfer.train=%s continues %s (its earlier transfer: %s steps of E and F)", train, given,
+             earlier.get("steps"))
+    return model, info
+
+
+def _source_dropout(source: str) -> dict[str, float]:
     c = AutoConfig.from_pretrained(source)
     return {"hidden_dropout_prob": c.hidden_dropout_prob, "attention_probs_dropout_prob":
             c.attention_probs_dropout_prob}
 
 
-def transfer(cfg: DictConfig, run_dir: str | Path) -> dict:
-    """Fit a converted Linformer's attention to its full-attention teacher; returns the summary."""
+def transfer(spec: TransferSpec | Mapping, run_dir: str | Path) -> dict:
+    """Fit a converted Linformer's attention to its full-attention teacher; returns the summary. `spec` may be a
+    composed configs/transfer.yaml, read into the spec first."""
+    spec = TransferSpec.of(spec)
 
     def make_task(accelerator, settings: TrainerSettings) -> TransferTask:
-        task = TransferTask(cfg, settings, accelerator.num_processes, accelerator.process_index)
+        task = TransferTask(spec, settings, accelerator.num_processes, accelerator.process_index)
         if task.teacher is not None:  # not prepared by Accelerate (it never trains): place it by hand
             task.teacher.to(accelerator.device)
         return task
 
-    return run_training(cfg, run_dir, "transfer", make_task)
+    return run_training(spec, run_dir, make_task)

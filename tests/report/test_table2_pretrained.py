@@ -153,3 +153,27 @@ def test_kept_records_without_their_model_or_metrics_still_make_the_table(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs" / "*")]))
     assert [r["transfer"] for r in rows] == [False, False, True]
     assert rows[2]["transfer_info"]["steps"] == 10
+
+
+def _retransferred(runs, seed: int, scale: float):
+    """Seed `seed` of the transfer row finetuned from a model whose layer errors are `scale` times the row's."""
+    d = runs / "runs" / f"imdb-k128-tr-s{seed}"
+    card = json.loads((runs / "models" / "k128-tr" / "linformer_card.json").read_text())
+    card["transfer"]["rel_err_after"] = [e * scale for e in card["transfer"]["rel_err_after"]]
+    (d / "linformer_card.json").write_text(json.dumps(card))  # a kept record's own card copy wins over the model's
+
+
+def test_a_row_whose_seeds_start_from_different_transferred_models_is_refused(runs):
+    _retransferred(runs, 2, 1.05)
+    with pytest.raises(tp.DataError, match=r"different transferred models \(layer errors after transfer differ by 5"):
+        tp.build_rows(tp.read_runs([str(runs / "runs")]))
+
+
+def test_a_transfer_rebuilt_to_the_last_digits_is_one_model_and_said(runs):
+    _retransferred(runs, 1, 1 + 1e-6)
+    rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
+    moved = rows[-1]
+    assert moved["transfer_info"]["rebuilt_within"] == pytest.approx(1e-6, rel=1e-3)
+    assert rows[1].get("transfer_info") is None  # no transfer, nothing to compare
+    text = tp.to_markdown(rows, {}, {"source": "s", "hardware": "h", "command": "c", "recipe": "r"})
+    assert "rebuilt for some runs on another machine: its layer errors agree to 1e-06 relative" in text

@@ -20,9 +20,9 @@ from linformer.files import read_json
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
 from linformer.modeling.reference import full_attention
+from linformer.spec import DistillSpec
 from linformer.train.distill import DistillTask, distill, student_from_teacher
 from linformer.train.finetune import finetune
-from linformer.train.settings import TrainerSettings
 
 from .conftest import compose_finetune, write_sst2_fixture
 
@@ -113,7 +113,8 @@ def test_distillation_fits_the_student_to_the_teacher(tmp_path, teachers, teache
 def test_hidden_states_term_and_two_learning_rates(teachers):
     """hidden_weight adds each layer's relative error to the KL; E/F get distill.lr_projections."""
     cfg = _compose(teachers, "roberta", "distill.hidden_weight=1.0")
-    task = DistillTask(cfg, TrainerSettings.read(cfg.trainer), 1, 0)
+    spec = DistillSpec.read(cfg)
+    task = DistillTask(spec, spec.trainer, 1, 0)
     batch = task.micro_batch(0)
     with_hidden = task.loss(task.model, batch)
     task.hidden_weight = 0.0

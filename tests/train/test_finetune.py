@@ -71,12 +71,13 @@ def test_finetune_a_plain_roberta_checkpoint_learns(tmp_path, sst2_dir, pretrain
 def test_from_scratch_starts_from_fresh_weights_of_the_same_architecture(sst2_dir, pretrained_run, from_scratch):
     from safetensors.torch import load_file
 
+    from linformer.spec import FinetuneSpec
     from linformer.train.finetune import FinetuneTask
-    from linformer.train.settings import TrainerSettings
 
     cfg = compose_finetune("task=sst2", f"task.data_dir={sst2_dir}", f"model_path={pretrained_run}",
                            f"from_scratch={str(from_scratch).lower()}")
-    task = FinetuneTask(cfg, TrainerSettings.read(cfg.trainer), 1, 0)  # the model as training would start it
+    spec = FinetuneSpec.read(cfg)
+    task = FinetuneTask(spec, spec.trainer, 1, 0)  # the model as training would start it
     saved = load_file(pretrained_run / "model" / "model.safetensors")
     mine = dict(task.model.named_parameters())
     encoder = [k for k in saved if k in mine and saved[k].ndim == 2]  # the encoder's matrices, heads aside

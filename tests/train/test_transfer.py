@@ -263,3 +263,24 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
     text = caplog.text
     assert ("a Linformer (linformer k=8, layerwise)" in text) if start == "converted" else \
         ("starting fresh: lm_head" in text)
+
+
+def test_a_projections_transfer_continues_with_every_weight_in_lolcats_order(bert_source, tmp_path):
+    """Phase 2 starts from phase 1's E and F (its error at step 0 is phase 1's last), its teacher is still the
+    source, and the card records both phases; a start that would not have the source as teacher is refused."""
+    from linformer.modeling.card import read_card_info
+
+    phase = ["transfer.target=attention", "trainer.max_steps=20", "trainer.eval_every=10"]
+    first = transfer(_compose(bert_source, *phase), tmp_path / "e_f")
+    second = transfer(_compose(bert_source, *phase, f"model_path={tmp_path / 'e_f'}", "transfer.train=all",
+                               "trainer.lr=1e-3", "transfer.lr_rest=1e-4"), tmp_path / "all")
+    assert second["rel_err_before"] == pytest.approx(first["rel_err_after"], rel=1e-5)
+    assert sum(second["rel_err_after"]) < sum(second["rel_err_before"])
+    card = read_card_info(tmp_path / "all" / "model")
+    assert card["source"]["name"] == bert_source["source"]  # the source, not the intermediate model
+    assert card["transfer"]["train"] == "all" and card["transfer"]["continued"]["train"] == "projections"
+    assert card["transfer"]["continued"]["rel_err_after"] == first["rel_err_after"]
+    with pytest.raises(ConfigError, match=r"transferred with transfer.train=all: its weights are no longer the source"):
+        transfer(_compose(bert_source, f"model_path={tmp_path / 'all'}", "transfer.train=all"), tmp_path / "third")
+    with pytest.raises(ConfigError, match=r"model.projected_dim=4 but model_path=.* projected_dim=8"):
+        transfer(_compose(bert_source, f"model_path={tmp_path / 'e_f'}", "model.projected_dim=4"), tmp_path / "k4")

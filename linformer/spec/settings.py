@@ -1,5 +1,6 @@
-"""Trainer settings: every ``cfg.trainer`` key read and checked once (``TrainerSettings.read``). Every bad value
-is a ConfigError naming its key."""
+"""The config groups' schemas: every key of ``trainer``, ``optim``, ``logger``, ``transfer``, ``distill`` and the task's
+data selection, read and checked once (``<Group>.read``). A key that is not a field is refused with the closest
+one; every bad value is a ConfigError naming its key."""
 
 from __future__ import annotations
 
@@ -209,3 +210,125 @@ class TrainerSettings:
 
 # trainer.<field> keys that may differ between starts of one run
 OPERATIONAL_TRAINER_KEYS = frozenset(f"trainer.{f.name}" for f in fields(TrainerSettings) if f.metadata["operational"])
+
+
+TARGETS = ("hidden", "attention")
+TRAINED = ("projections", "all")
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """``cfg.transfer`` (configs/transfer.yaml), read and checked once; the checks that need the corpus's n are the
+    task's."""
+
+    train: str                      # projections | all
+    target: str                     # hidden | attention
+    lr_rest: float | None           # with train=all: every weight but E and F (None otherwise)
+    short_fraction: float           # share of training batches cut to a random length
+    min_length: int
+    eval_short_length: int | None
+
+    @classmethod
+    def read(cls, tr: Mapping) -> TransferSettings:
+        refuse_unknown(tr, cls, "transfer")
+        target, train = str(tr.get("target")), str(tr.get("train"))
+        if target not in TARGETS:
+            raise ConfigError(f"transfer.target={target!r} is not one of {', '.join(TARGETS)}.")
+        if train not in TRAINED:
+            raise ConfigError(f"transfer.train={train!r} is not one of {', '.join(TRAINED)}.")
+        short = float(tr.get("short_fraction") or 0.0)
+        if not 0.0 <= short <= 1.0:
+            raise ConfigError(f"transfer.short_fraction={short}: the share of batches cut short, 0..1")
+        short_length = positive_int(tr, "eval_short_length", "transfer", allow_none=True)
+        if short_length is not None and short_length < 2:
+            raise ConfigError(f"transfer.eval_short_length={short_length}: at least 2 ([CLS] ... [SEP])")
+        return cls(train=train, target=target,
+                   lr_rest=positive_float(tr, "lr_rest", "transfer") if train == "all" else None,
+                   short_fraction=short, min_length=positive_int(tr, "min_length", "transfer"),
+                   eval_short_length=short_length)
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """``cfg.distill`` (configs/distill.yaml), read and checked once."""
+
+    temperature: float              # T: softmax(logits / T); the KL is scaled by T^2
+    hidden_weight: float            # > 0: each layer's relative error to the teacher's hidden states, weighted
+    lr_projections: float | None    # E and F; None = trainer.lr
+
+    @classmethod
+    def read(cls, d: Mapping) -> DistillSettings:
+        refuse_unknown(d, cls, "distill")
+        weight = d.get("hidden_weight") or 0.0
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            raise ConfigError(f"distill.hidden_weight={weight!r}: a weight of 0 (off) or more")
+        return cls(temperature=positive_float(d, "temperature", "distill"), hidden_weight=float(weight),
+                   lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True))
+
+
+def config_key(key: str, operational: bool = False) -> dict[str, Any]:
+    """A spec field's metadata: the config key it is read from; `operational` keys may differ between starts of one
+    run (the others are its identity)."""
+    return {"key": key, "operational": operational}
+
+
+TRACKERS = ("wandb", "tensorboard")
+
+
+@dataclass(frozen=True)
+class LoggerSettings:
+    """``cfg.logger`` (configs/logger/): the trackers Accelerate logs to besides metrics.jsonl, and their project."""
+
+    trackers: tuple[str, ...] = ()
+    project: str = "linformer"
+
+    @classmethod
+    def read(cls, lg: Mapping) -> LoggerSettings:
+        refuse_unknown(lg, cls, "logger")
+        trackers = tuple(str(t) for t in (lg.get("trackers") or ()))
+        unknown = [t for t in trackers if t not in TRACKERS]
+        if unknown:
+            raise ConfigError(f"logger.trackers: {', '.join(unknown)} is not one of {', '.join(TRACKERS)}.")
+        return cls(trackers=trackers, project=str(lg.get("project") or cls.project))
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Which examples of a task a run reads: ``cfg.task`` (configs/task/) and the subset keys beside it. Also how a
+    report rebuilds the eval examples of a finished run from its config.yaml."""
+
+    name: str = field(metadata=config_key("task.name"))
+    data_dir: str | None = field(metadata=config_key("task.data_dir", operational=True))  # None: the hub dataset
+    max_length: int | None = field(metadata=config_key("task.max_length"))  # the task's own cap on tokens per example
+    skip_bad_rows: bool = field(metadata=config_key("task.skip_bad_rows"))
+    cache_dir: str | None = field(metadata=config_key("task_cache_dir", operational=True))  # tokenized splits; None = off
+    max_train_examples: int | None = field(metadata=config_key("max_train_examples"))  # a seeded random subset; None = all
+    max_eval_examples: int | None = field(metadata=config_key("max_eval_examples", operational=True))
+    subset_seed: int = field(metadata=config_key("subset_seed"))  # draws the subsets; the run's seed unless set
+
+    GROUP_KEYS = ("name", "data_dir", "max_length", "skip_bad_rows")
+
+    @classmethod
+    def read(cls, cfg: Mapping) -> TaskData:
+        from ..data.io import resolve_path
+
+        task = cfg.get("task")
+        if task is None:
+            raise ConfigError("task is not set: choose one, e.g. task=sst2.")
+        for key in task:
+            if key not in cls.GROUP_KEYS:
+                close = difflib.get_close_matches(str(key), cls.GROUP_KEYS, 1, cutoff=0.6)
+                hint = f" (did you mean task.{close[0]}?)" if close else ""
+                raise ConfigError(f"task.{key} is not a task setting{hint}: the config's keys are "
+                                  f"{', '.join(cls.GROUP_KEYS)}.")
+        data_dir, cache_dir, subset_seed = task.get("data_dir"), cfg.get("task_cache_dir"), cfg.get("subset_seed")
+        if subset_seed is None:
+            subset_seed = cfg.get("seed", 0)
+        return cls(name=str(task.get("name")),
+                   data_dir=str(resolve_path(str(data_dir))) if data_dir else None,
+                   max_length=positive_int(task, "max_length", "task", allow_none=True),
+                   skip_bad_rows=bool(task.get("skip_bad_rows", False)),
+                   cache_dir=str(resolve_path(str(cache_dir))) if cache_dir else None,
+                   max_train_examples=positive_int(cfg, "max_train_examples", "", allow_none=True),
+                   max_eval_examples=positive_int(cfg, "max_eval_examples", "", allow_none=True),
+                   subset_seed=int(subset_seed))

@@ -27,10 +27,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import read_json
-from .modeling.convert import CONVERTED_LENGTH_POLICY
-from .rundir import PREDICTIONS, RESULTS
-from .stages import Stage, wanted
+from ..files import read_json
+from ..modeling.convert import CONVERTED_LENGTH_POLICY
+from ..rundir import PREDICTIONS, RESULTS
+from ..stages import Stage, wanted
+from . import run_dir
 
 N = 512
 SOURCE = "minilm"
@@ -38,6 +39,12 @@ LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task sha
 RECORDS = Path("docs/results/table2_pretrained_runs")  # each finished run's small records, committed
 KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
 CARD_FILE = "linformer_card.json"  # the model's card sidecar (its transfer record), kept beside the run's files
+# The targets (report.table2_pretrained checks them against the table)
+TEACHER_TARGET = 88.0         # SST-2 dev, the teacher
+WITHIN = {128: 1.0, 64: 1.5}  # k -> points: the converted policy with transfer, below the teacher on each task
+SEEDS = 3                     # every row a target reads has this many seeds
+CLOSES = 0.5  # on IMDB, transfer closes at least this share of the gap left without it (where that gap is > 1 point)
+
 # Length policies of the rows: LinformerConfig fields, each given explicitly to transfer.py.
 POLICIES = {
     "paper": {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False},
@@ -136,7 +143,7 @@ def rows(p: Profile) -> list[Row]:
             for policy in p.policies:
                 slug = f"k{k}-{sharing}-{policy}-tr"
                 out.append(Row(f"k={k}, {sharing}, {policy} policy, transfer", slug,
-                               Path(f"outputs/transfer/{transfer_run(k, sharing, policy)}/model"), k, sharing, policy,
+                               run_dir("transfer", transfer_run(k, sharing, policy)) / "model", k, sharing, policy,
                                f"transfer k{k}-{sharing}-{policy}"))
     return out
 
@@ -204,10 +211,10 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_train_examples={scale.train}")
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
-                run_dir, kept = Path(f"outputs/finetune/{name}"), RECORDS / name
+                finished, kept = run_dir("finetune", name), RECORDS / name
                 runs.append(((seed > 0, r_i, t_i), Stage(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
-                    keep=lambda run_dir=run_dir, kept=kept: keep_records(run_dir, kept))))
+                    keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))
     stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
     return stages
 

@@ -6,9 +6,13 @@ from omegaconf import OmegaConf
 from linformer.cli import compose
 from linformer.errors import ConfigError
 from linformer.rundir import identity, identity_diff
-from linformer.train.distill import DistillSettings
-from linformer.train.settings import OPERATIONAL_TRAINER_KEYS, OptimSettings, TrainerSettings
-from linformer.train.transfer import TransferSettings
+from linformer.spec.settings import (
+    OPERATIONAL_TRAINER_KEYS,
+    DistillSettings,
+    OptimSettings,
+    TrainerSettings,
+    TransferSettings,
+)
 
 STAGES = {"pretrain": [], "finetune": ["task=sst2"], "transfer": [], "distill": ["teacher_path=teacher"]}
 
@@ -110,3 +114,45 @@ def test_optim_and_transfer_values_are_checked():
     with pytest.raises(ConfigError, match="distill.hidden_weight=-1"):
         DistillSettings.read(_group("distill", "distill") | {"hidden_weight": -1})
     assert TransferSettings.read(_group("transfer", "transfer")).lr_rest is None  # only train=all has a second lr
+
+
+def test_every_stage_reads_into_its_frozen_spec():
+    import dataclasses
+
+    from linformer.spec import DistillSpec, FinetuneSpec, PretrainSpec, TransferSpec
+
+    specs = {"pretrain": PretrainSpec, "finetune": FinetuneSpec, "transfer": TransferSpec, "distill": DistillSpec}
+    for stage, spec_class in specs.items():
+        overrides = STAGES[stage] + (["model_path=m"] if stage == "finetune" else [])
+        spec = spec_class.read(compose(stage, overrides))
+        assert spec.stage == stage and spec.trainer == TrainerSettings.read(spec.config["trainer"])
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            spec.seed = 1
+    spec = FinetuneSpec.read(compose("finetune", ["task=imdb", "model_path=m", "seed=4", "max_train_examples=10"]))
+    assert spec.task.name == "imdb" and spec.task.subset_seed == 4 and spec.task.max_train_examples == 10
+    assert spec.task.data_dir.endswith("imdb") and spec.task.data_dir.startswith("/")  # resolved against the repo
+
+
+def test_operational_keys_derive_from_the_specs_marks():
+    from linformer.spec import OPERATIONAL_KEYS
+
+    assert {
+        "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
+        "max_eval_examples", "task.data_dir"} == OPERATIONAL_KEYS - OPERATIONAL_TRAINER_KEYS
+    # identity: the seed, the data selection and the model stay in it
+    assert not {"seed", "task.name", "max_train_examples", "subset_seed", "model_path"} & OPERATIONAL_KEYS
+
+
+@pytest.mark.parametrize("override, message", [
+    ("logger.trackers=[tensorbord]", "logger.trackers: tensorbord is not one of wandb, tensorboard."),
+    ("+task.max_lenght=5", "task.max_lenght is not a task setting (did you mean task.max_length?)"),
+    ("seed=one", "seed='one' must be a whole number."),
+    ("from_scratch=maybe", "from_scratch='maybe' must be true or false."),
+    ("max_train_examples=0", "max_train_examples=0 must be a whole number of at least 1."),
+])
+def test_a_bad_value_in_any_group_names_its_key(override, message):
+    from linformer.spec import FinetuneSpec
+
+    with pytest.raises(ConfigError) as err:
+        FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", override]))
+    assert message in str(err.value)

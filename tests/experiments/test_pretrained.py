@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from linformer import pretrained_experiment as exp
+from linformer.experiments import pretrained as exp
 from linformer.stages import _check
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _value(argv: list[str], key: str) -> str:
@@ -47,8 +47,8 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
                 # done when the run's records are kept where the table reads them (committed)
                 assert s.done == exp.RECORDS / _value(s.argv, "run_name") / "results.json" and s.keep is not None
     assert len(p.seeds) == 3
-    # every row a target reads has 3 seeds (report.table2_pretrained.SEEDS); the others none but their own
-    from linformer.report.table2_pretrained import SEEDS
+    # every row a target reads has 3 seeds (experiments.pretrained.SEEDS); the others none but their own
+    from linformer.experiments.pretrained import SEEDS
 
     finetunes = [s.name for s in stages if s.name.startswith("finetune")]
     for row in rows:

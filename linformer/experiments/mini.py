@@ -1,0 +1,70 @@
+"""The mini Table 2 on the mirror data (experiment table2_mini): the plan of ``make reproduce-mini``.
+
+Stages (a stage whose output is complete is skipped, so an interrupted run resumes where it stopped; pretraining
+also resumes from its last checkpoint):
+  1. tokenizer + corpus (data=mirror_mini: books + Wikipedia, n = 128)
+  2. pretrain 7 variants, 7200 updates x 16 x 128 tokens = 14.7M tokens each:
+     full attention; Linformer k = 32 (n/k = 4) and k = 64 (n/k = 2) x {headwise, kv, layerwise}
+     tiny model, bf16, same seed and recipe
+  3. finetune each pretrained variant + the full baseline from random init (from_scratch=true) on SST-2
+     (20k sentences x 2 epochs) and IMDB (10k reviews x 3 epochs, 25k test), each at lr 1e-3 and 3e-4
+     (table2.py keeps the better lr per cell)
+  4. scripts/table2.py -> docs/results/table2_mini.{md,json}; docs/results/pretrain_curves.png
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..data.io import repo_root
+from ..stages import Stage
+from . import run_dir
+
+REPO = repo_root()
+EXP = "experiment=table2_mini"
+SEED = 0
+N = 128
+VARIANTS = [("full", "full", None, None)] + [
+    (f"k{k}-{s}", "linformer", k, s) for k in (N // 4, N // 2) for s in ("headwise", "kv", "layerwise")]
+TASKS = ("sst2", "imdb")
+LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the better lr per cell
+
+
+def plan(python: str = sys.executable) -> list[Stage]:
+    """Every stage in order; `needs` lets run_stages start a finetune as soon as its pretraining is done."""
+    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", "data=mirror_mini"],
+                    REPO / "data/tokenizers/mirror_mini/tokenizer.json"),
+              Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_mini"],
+                    REPO / "data/processed/mirror_mini/manifest.json", ("tokenizer",))]
+    finetune_from = []
+    for label, attention, k, sharing in VARIANTS:
+        run = f"mini-{label}"
+        linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
+        args = ["scripts/pretrain.py", EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
+                f"seed={SEED}"]
+        stages.append(Stage(f"pretrain {label}", [python, *args], REPO / run_dir("pretrain", run) / "summary.json",
+                            ("corpus",)))
+        finetune_from.append((label, run, False))
+    finetune_from.append(("full", "mini-full", True))  # the same baseline, random initialisation
+    for label, run, scratch in finetune_from:
+        for task, lr in ((task, lr) for task in TASKS for lr in LRS):
+            name = f"mini-{task}-{label}" + ("-scratch" if scratch else "") + f"-lr{lr:g}"
+            args = ["scripts/finetune.py", EXP, f"task={task}", f"model_path={run_dir('pretrain', run)}",
+                    f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}"]
+            stages.append(Stage(f"finetune {name}", [python, *args], REPO / run_dir("finetune", name) / "results.json",
+                                (f"pretrain {label}",)))
+    return stages
+
+
+def pretrain_runs() -> dict[str, Path]:
+    """Each variant's pretraining run directory, by label (the curves' legend)."""
+    return {label: REPO / run_dir("pretrain", f"mini-{label}") for label, *_ in VARIANTS}
+
+
+def report_commands() -> list[list[str]]:
+    # --overwrite: the reproduction owns docs/results/table2_mini.*, which is committed without the output record
+    return [["scripts/table2.py", "outputs/finetune/mini-*", "--out", "docs/results/table2_mini",
+             "--command", "make reproduce-mini", "--overwrite"]]
+
+

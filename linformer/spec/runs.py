@@ -1,0 +1,214 @@
+"""Run specs: a stage's composed config read and checked once, at its entry (``PretrainSpec.read(cfg)`` and the
+others). Below the entry nothing reads the raw config: the training core, the tasks, the accelerator and the
+schedule get these frozen dataclasses.
+
+Each field's metadata names the config key it is read from and whether that key is part of the run's identity (what
+the run computes) or operational (how it is run: paths, logging, the evaluation subset). ``OPERATIONAL_KEYS``, which
+the run record's identity leaves out, derives from these marks and the trainer's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+from .settings import (
+    OPERATIONAL_TRAINER_KEYS,
+    DistillSettings,
+    LoggerSettings,
+    OptimSettings,
+    TaskData,
+    TrainerSettings,
+    TransferSettings,
+    config_key,
+)
+
+
+def _plain(cfg) -> dict[str, Any]:
+    """The resolved config as plain containers (what config.yaml records)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+
+
+def _path(cfg: Mapping, key: str) -> str:
+    from ..data.io import resolve_path
+
+    value = cfg.get(key)
+    if value in (None, ""):
+        raise ConfigError(f"{key} is not set.")
+    return resolve_path(str(value))
+
+
+def _optional(cfg: Mapping, key: str) -> str | None:
+    value = cfg.get(key)
+    return None if value in (None, "") else str(value)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What every stage's run has: its seed, names, and the trainer, optimizer and logger groups."""
+
+    stage: ClassVar[str] = "train"
+
+    config: dict[str, Any] = field(repr=False)  # the resolved config, as config.yaml records it
+    seed: int = field(metadata=config_key("seed"))
+    run_name: str = field(metadata=config_key("run_name", operational=True))
+    experiment_name: str | None = field(metadata=config_key("experiment_name", operational=True))  # the trackers' group
+    trainer: TrainerSettings = field(metadata=config_key("trainer"))  # its fields mark themselves (OPERATIONAL_TRAINER_KEYS)
+    optim: OptimSettings = field(metadata=config_key("optim"))
+    logger: LoggerSettings = field(metadata=config_key("logger", operational=True))
+
+    @classmethod
+    def read(cls, cfg) -> RunSpec:
+        """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
+        plain = _plain(cfg)
+        return cls(config=plain, **cls._common(plain), **cls._own(plain))
+
+    @classmethod
+    def of(cls, spec_or_cfg) -> RunSpec:
+        """A spec passed through; a composed config (the Python API's convenience) read into one."""
+        return spec_or_cfg if isinstance(spec_or_cfg, cls) else cls.read(spec_or_cfg)
+
+    @staticmethod
+    def _common_seed(cfg: Mapping) -> int:
+        seed = cfg.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"seed={seed!r} must be a whole number.")
+        return seed
+
+    @classmethod
+    def _common(cls, cfg: Mapping) -> dict[str, Any]:
+        return {"seed": cls._common_seed(cfg), "run_name": str(cfg.get("run_name") or ""),
+                "experiment_name": _optional(cfg, "experiment_name"),
+                "trainer": TrainerSettings.read(cfg.get("trainer") or {}),
+                "optim": OptimSettings.read(cfg.get("optim") or {}),
+                "logger": LoggerSettings.read(cfg.get("logger") or {})}
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        return {}
+
+    @property
+    def corpus(self) -> str | None:
+        """The prepared corpus the run trains on, if it trains on one (its cache key joins the run's identity)."""
+        return getattr(self, "corpus_dir", None)
+
+
+def _model_group(cfg: Mapping) -> dict[str, Any]:
+    """``cfg.model`` without its display name: LinformerConfig's fields, checked when the model is built."""
+    return {k: v for k, v in dict(cfg.get("model") or {}).items() if k != "name"}
+
+
+@dataclass(frozen=True)
+class PretrainSpec(RunSpec):
+    stage: ClassVar[str] = "pretrain"
+
+    model: dict[str, Any] = field(metadata=config_key("model"))
+    model_name: str = field(metadata=config_key("model.name"))
+    tokenizer_dir: str = field(metadata=config_key("tokenizer_dir", operational=True))
+    corpus_dir: str = field(metadata=config_key("corpus_dir", operational=True))
+    init_from: str | None = field(metadata=config_key("init_from"))  # MLM continuation from a converted or pretrained model
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        return {"model": _model_group(cfg), "model_name": str((cfg.get("model") or {}).get("name", "")),
+                "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
+                "init_from": _optional(cfg, "init_from")}
+
+
+@dataclass(frozen=True)
+class TaskRunSpec(RunSpec):
+    """A run on a labelled task's examples (finetuning, distillation)."""
+
+    task: TaskData = field(metadata=config_key("task"))  # its fields mark their own keys
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        return {"task": TaskData.read(cfg)}
+
+
+@dataclass(frozen=True)
+class FinetuneSpec(TaskRunSpec):
+    stage: ClassVar[str] = "finetune"
+
+    model_path: str = field(metadata=config_key("model_path"))
+    from_scratch: bool = field(metadata=config_key("from_scratch"))  # the same architecture with random weights
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        if cfg.get("model_path") in (None, "", "???"):
+            raise ConfigError("model_path is not set: a pretraining run, a model directory or a hub name.")
+        scratch = cfg.get("from_scratch", False)
+        if not isinstance(scratch, bool):
+            raise ConfigError(f"from_scratch={scratch!r} must be true or false.")
+        return super()._own(cfg) | {"model_path": str(cfg["model_path"]), "from_scratch": scratch}
+
+
+@dataclass(frozen=True)
+class DistillSpec(TaskRunSpec):
+    stage: ClassVar[str] = "distill"
+
+    teacher_path: str = field(metadata=config_key("teacher_path"))
+    student_path: str | None = field(metadata=config_key("student_path"))
+    model: dict[str, Any] = field(metadata=config_key("model"))  # the student converted from the teacher (without student_path)
+    distill: DistillSettings = field(metadata=config_key("distill"))
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        return super()._own(cfg) | {"teacher_path": str(cfg.get("teacher_path")),
+                                    "student_path": _optional(cfg, "student_path"), "model": _model_group(cfg),
+                                    "distill": DistillSettings.read(cfg.get("distill") or {})}
+
+
+@dataclass(frozen=True)
+class TransferSpec(RunSpec):
+    stage: ClassVar[str] = "transfer"
+
+    model_path: str = field(metadata=config_key("model_path"))
+    model: dict[str, Any] = field(metadata=config_key("model"))  # the student's Linformer settings; the rest is the source's
+    transfer: TransferSettings = field(metadata=config_key("transfer"))
+    corpus_dir: str = field(metadata=config_key("corpus_dir", operational=True))
+
+    @classmethod
+    def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        return {"model_path": str(cfg.get("model_path")), "model": _model_group(cfg),
+                "transfer": TransferSettings.read(cfg.get("transfer") or {}), "corpus_dir": _path(cfg, "corpus_dir")}
+
+
+SPECS = (PretrainSpec, FinetuneSpec, DistillSpec, TransferSpec)
+# Keys no spec reads, which only place things: the paths group (resolved into the paths above) and Hydra's own.
+PLACEMENT_KEYS = frozenset({"paths", "hydra"})
+
+
+def _operational_keys() -> frozenset[str]:
+    keys = {f.metadata["key"] for spec in SPECS for f in fields(spec) if f.metadata.get("operational")}
+    keys |= {f.metadata["key"] for f in fields(TaskData) if f.metadata["operational"]}
+    return frozenset(keys) | PLACEMENT_KEYS | OPERATIONAL_TRAINER_KEYS
+
+
+# Config keys that change how a run is operated, not what it computes: they may differ between starts of a run
+OPERATIONAL_KEYS = _operational_keys()
+
+
+@dataclass(frozen=True)
+class ConvertSpec:
+    """``scripts/convert.py`` (configs/convert.yaml): an encoder converted with the model group's Linformer fields."""
+
+    model_path: str
+    out_dir: str
+    model: dict[str, Any]  # LinformerConfig fields; null ones are left out (the converted models' defaults)
+    seed: int              # the fresh weights (a missing MLM head)
+    overwrite: bool
+
+    @classmethod
+    def read(cls, cfg) -> ConvertSpec:
+        plain = _plain(cfg)
+        overwrite = plain.get("overwrite", False)
+        if not isinstance(overwrite, bool):
+            raise ConfigError(f"overwrite={overwrite!r} must be true or false.")
+        return cls(model_path=str(plain.get("model_path")), out_dir=str(plain.get("out_dir")),
+                   model={k: v for k, v in _model_group(plain).items() if v is not None},
+                   seed=RunSpec._common_seed(plain), overwrite=overwrite)

@@ -1,0 +1,48 @@
+"""The mini reproduction's plan (linformer/experiments/mini.py) and its CLI, without training anything."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from linformer.cli import compose
+from linformer.experiments import mini, run_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_plan_pretrains_seven_variants_and_finetunes_each_at_two_rates():
+    lines = [" ".join(s.argv[1:]) for s in mini.plan()]
+    pre = [line for line in lines if "scripts/pretrain.py" in line]
+    fin = [line for line in lines if "scripts/finetune.py" in line]
+    assert len(pre) == 7 and len(fin) == 32 and sum("from_scratch=true" in line for line in fin) == 4
+    assert sum("trainer.lr=0.0003" in line for line in fin) == sum("trainer.lr=0.001" in line for line in fin) == 16
+    assert all("experiment=table2_mini" in line and "seed=0" in line for line in pre + fin)
+    assert sum("model.projected_dim=32 model.sharing=" in line for line in pre) == 3
+    (full,) = [line for line in pre if "model.attention=full" in line]
+    assert "projected_dim" not in full and "sharing" not in full   # full attention has no k
+
+
+def test_plan_names_are_unique_and_each_finetune_reads_the_run_its_stage_writes():
+    plan = mini.plan()
+    assert len({s.name for s in plan}) == len(plan) == 2 + 7 + 32
+    by_name = {s.name: s for s in plan}
+    for s in plan:
+        if s.name.startswith("finetune"):
+            (need,) = s.needs
+            model_path = next(a for a in s.argv if a.startswith("model_path=")).split("=", 1)[1]
+            pretrain = by_name[need]
+            # the directory finetuning loads is the one whose summary marks its pretraining done
+            assert pretrain.name.startswith("pretrain") and pretrain.done == REPO / model_path / "summary.json"
+
+
+def test_run_directories_are_the_ones_the_scripts_compose():
+    for config, overrides in (("finetune", ["task=imdb", "model_path=m", "run_name=a-b"]),
+                              ("pretrain", ["run_name=a-b"]), ("transfer", ["run_name=a-b"])):
+        assert str(run_dir(config, "a-b")) == compose(config, overrides, with_hydra=True).hydra.run.dir
+
+
+def test_bad_jobs_is_one_error_line():
+    r = subprocess.run([sys.executable, "scripts/reproduce_mini.py", "--jobs", "0", "--dry-run"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == "error: --jobs 0: at least one stage must run at a time\n"
