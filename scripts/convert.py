@@ -8,8 +8,7 @@ def main(cfg) -> None:
     from linformer.modeling.convert import convert_and_report
     from linformer.spec import ConvertSpec
 
-    spec = ConvertSpec.read(cfg)
-    convert_and_report(spec.model_path, spec.out_dir, spec.model, seed=spec.seed, overwrite=spec.overwrite)
+    convert_and_report(ConvertSpec.read(cfg))
 
 
 if __name__ == "__main__":

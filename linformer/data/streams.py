@@ -40,7 +40,8 @@ class EpochOrder:
                  lengths=None):
         self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
         self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
-        self.lengths = None if lengths is None else torch.tensor(lengths)  # a copy: Arrow's buffers are read-only
+        # a copy of its own: Arrow's buffers are read-only, and a caller's tensor may change
+        self.lengths = None if lengths is None else torch.as_tensor(np.array(lengths, dtype=np.int64))
         if self.lengths is not None and len(self.lengths) != num_rows:
             raise ValueError(f"lengths has {len(self.lengths)} entries for {num_rows} rows")
         self._perm: tuple[int, torch.Tensor] | None = None

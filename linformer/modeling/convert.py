@@ -13,6 +13,7 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import transformers
@@ -26,6 +27,9 @@ from ..files import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
 from .configuration import LinformerConfig
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
+
+if TYPE_CHECKING:
+    from ..spec import ConvertSpec
 
 log = logging.getLogger(__name__)
 
@@ -316,13 +320,14 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str]) 
     )
 
 
-def convert_and_report(model_path: str, out_dir: str, settings: dict, seed: int = 0, overwrite: bool = False) -> Path:
-    """``scripts/convert.py``: convert `model_path` with the Linformer `settings` into `out_dir`, and say what was made
-    and what to run next."""
+def convert_and_report(spec: ConvertSpec) -> Path:
+    """``scripts/convert.py``: convert the spec's model_path with its Linformer settings into its out_dir, and say
+    what was made and what to run next."""
     import time
 
     t0 = time.perf_counter()
-    out = convert_encoder(model_path, out_dir, seed=seed, overwrite=overwrite, **settings)
+    model_path = spec.model_path
+    out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
     fresh = "" if _has_mlm_head(resolve_model_path(model_path)) else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"

@@ -142,10 +142,10 @@ class TrainerSettings:
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
         refuse_unknown(t, cls, "trainer")
-        precision = str(t.get("mixed_precision", "no"))
+        precision = str(t.get("mixed_precision"))
         if precision not in ("no", "fp16", "bf16"):
             raise ConfigError(f"trainer.mixed_precision={precision!r} is not one of no, fp16, bf16.")
-        schedule = t.get("lr_schedule", "linear")
+        schedule = t.get("lr_schedule")
         if schedule not in ("linear", "polynomial"):
             raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
         clip = t.get("max_grad_norm")
@@ -154,7 +154,7 @@ class TrainerSettings:
         warmup = t.get("warmup_steps")
         if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
             raise ConfigError(f"trainer.warmup_steps={warmup!r} must be a whole number >= 0 (or null).")
-        lr_end = t.get("lr_end", 0.0)
+        lr_end = t.get("lr_end")
         if isinstance(lr_end, bool) or not isinstance(lr_end, (int, float)) or lr_end < 0:
             raise ConfigError(f"trainer.lr_end={lr_end!r} must be a number >= 0.")
         allow = t.get("allow_config_change") or []

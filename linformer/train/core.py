@@ -41,7 +41,14 @@ log = logging.getLogger(__name__)
 
 
 class TrainingTask:
-    """What a training loop supplies to the core. Subclasses set the attributes and override the hooks."""
+    """What a training loop supplies to the core: the one contract between a task and ``run_training``.
+
+    A task is built by its stage's ``make_task(accelerator, settings)`` from its run spec, once the run directory is
+    claimed. It must set ``model``, ``tokenizer`` (or None), ``settings`` (the TrainerSettings it runs with: the
+    per-device batch, the run's max_steps) and may set ``tracker_tags`` and ``prepare``. The core then hands it, and
+    nothing else: ``prepared`` (what Accelerate returned for ``prepare``, in order), the accelerator in
+    ``evaluate``, and the Trainer in ``on_best`` and ``finish``. The hooks below are all it overrides.
+    """
 
     stage = "train"                 # pretrain | finetune | transfer: the run record's stage and tracker job type
     main_metric = "loss"            # the evaluation metric that picks the best step
@@ -65,7 +72,8 @@ class TrainingTask:
     def loss(self, model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch).loss
 
-    def evaluate(self, model) -> dict[str, float]:
+    def evaluate(self, model, accelerator: Accelerator) -> dict[str, float]:
+        """Evaluation metrics of `model` (the prepared one), reduced over the accelerator's processes."""
         return {}
 
     def epoch_of(self, step: int) -> float:
@@ -298,7 +306,7 @@ class Trainer:
             )
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> None:
-        scores = self.task.evaluate(self.model)
+        scores = self.task.evaluate(self.model, self.accelerator)
         evaluation = {"step": step, "epoch": self.task.epoch_of(step), **scores}
         self.state["evals"].append(evaluation)
         value = scores.get(self.task.main_metric)
@@ -425,7 +433,6 @@ def run_training(spec: RunSpec, run_dir: str | Path,
                                                                           *task.prepare)
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
-        task.trainer = trainer
         return trainer.fit(eval_at_start=settings.eval_at_start)
 
 

@@ -142,14 +142,14 @@ class DistillTask(FinetuneTask):
         return loss
 
     @torch.no_grad()
-    def evaluate(self, model) -> dict[str, float]:
+    def evaluate(self, model, acc) -> dict[str, float]:
         """The student's task metrics, and ``eval_agreement``: the share of eval examples where its prediction is the
         teacher's (the teacher is evaluated once, on first use)."""
         if self.teacher_predictions is None:
-            self.teacher_scores = super().evaluate(self.teacher)
+            self.teacher_scores = super().evaluate(self.teacher, acc)
             self.teacher.eval()  # evaluate() leaves the model it was given in train mode
             self.teacher_predictions = self.last_eval[0]
-        scores = super().evaluate(model)
+        scores = super().evaluate(model, acc)
         same = sum(p == q for p, q in zip(self.last_eval[0], self.teacher_predictions))
         return scores | {"eval_agreement": same / max(len(self.teacher_predictions), 1)}
 

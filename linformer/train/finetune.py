@@ -95,7 +95,7 @@ class FinetuneTask(TrainingTask):
                 f"trainer.max_length={requested} is above what the model {self.model_path} takes ({limit} tokens): "
                 f"use trainer.max_length={limit} or less."
             )
-        return max_tokens(self.config, self.tokenizer, requested, task_max)
+        return min(x for x in (limit, requested, task_max) if x is not None)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.stream.micro_batch(g)
@@ -104,8 +104,7 @@ class FinetuneTask(TrainingTask):
         return step / self.steps_per_epoch
 
     @torch.no_grad()
-    def evaluate(self, model) -> dict[str, float]:
-        acc = self.trainer.accelerator
+    def evaluate(self, model, acc) -> dict[str, float]:
         model.eval()
         preds, refs = [], []
         for batch in self.prepared[0]:  # the eval DataLoader, wrapped by Accelerate

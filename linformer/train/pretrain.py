@@ -111,9 +111,8 @@ class PretrainTask(TrainingTask):
         return {"ppl": perplexity(loss)}
 
     @torch.no_grad()
-    def evaluate(self, model) -> dict[str, float]:
+    def evaluate(self, model, acc) -> dict[str, float]:
         """Validation loss over fixed masks (the same every evaluation), summed over ranks."""
-        acc = self.trainer.accelerator
         model.eval()
         loss_sum = torch.zeros((), device=acc.device, dtype=torch.float64)
         count = torch.zeros((), device=acc.device, dtype=torch.float64)

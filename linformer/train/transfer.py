@@ -140,22 +140,21 @@ class TransferTask(TrainingTask):
         return torch.stack(errs).mean()
 
     @torch.no_grad()
-    def evaluate(self, model) -> dict[str, float]:
+    def evaluate(self, model, acc) -> dict[str, float]:
         """Each layer's relative error on the held-out blocks, and with transfer.eval_short_length on the same
         blocks cut to that length (``val_rel_err_short``, its mean over layers)."""
         model.eval()
-        rel = self._relative_errors(model, self.val)
+        rel = self._relative_errors(model, self.val, acc)
         out = {"val_rel_err": sum(rel) / len(rel), **{f"val_rel_err_{i}": r for i, r in enumerate(rel)}}
         if self.val_short is not None:
-            short = self._relative_errors(model, self.val_short)
+            short = self._relative_errors(model, self.val_short, acc)
             out |= {"val_rel_err_short": sum(short) / len(short),
                     **{f"val_rel_err_short_{i}": r for i, r in enumerate(short)}}
         model.train()
         return out
 
-    def _relative_errors(self, model, stream: BlockStream) -> list[float]:
+    def _relative_errors(self, model, stream: BlockStream, acc) -> list[float]:
         """||student - teacher|| / ||teacher|| per layer, summed over every eval batch and rank."""
-        acc = self.trainer.accelerator
         num = den = None
         for batch in stream.held_out(self.eval_batches, acc.device):
             pairs = self._pairs(model, batch)

@@ -1,8 +1,9 @@
 """The mini reproduction's plan (linformer/experiments/mini.py) and its CLI, without training anything."""
 
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from linformer.cli import compose
 from linformer.experiments import mini, run_dir
@@ -41,8 +42,12 @@ def test_run_directories_are_the_ones_the_scripts_compose():
         assert str(run_dir(config, "a-b")) == compose(config, overrides, with_hydra=True).hydra.run.dir
 
 
-def test_bad_jobs_is_one_error_line():
-    r = subprocess.run([sys.executable, "scripts/reproduce_mini.py", "--jobs", "0", "--dry-run"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == "error: --jobs 0: at least one stage must run at a time\n"
+def test_bad_jobs_is_one_error_line(capsys):
+    sys.path.insert(0, str(REPO / "scripts"))
+    import reproduce_mini
+
+    with pytest.raises(SystemExit) as stop:
+        reproduce_mini.main(["--jobs", "0", "--dry-run"])
+    out = capsys.readouterr()
+    assert stop.value.code == 2 and out.out == ""
+    assert out.err == "error: --jobs 0: at least one stage must run at a time\n"

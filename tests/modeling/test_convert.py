@@ -247,6 +247,24 @@ def _error_line(result) -> str:
     return line
 
 
+def _refused(*overrides) -> str:
+    """scripts/convert.py's body in this process: the one `error:` line it prints when it refuses (exit 2). The script
+    itself runs in a process of its own in cli_converted."""
+    import contextlib
+    import io
+
+    from linformer.cli import cli_errors, compose
+    from linformer.modeling.convert import convert_and_report
+    from linformer.spec import ConvertSpec
+
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as stop, contextlib.redirect_stderr(err), cli_errors():
+        convert_and_report(ConvertSpec.read(compose("convert", list(overrides))))
+    assert stop.value.code == 2 and "Traceback" not in err.getvalue()
+    (line,) = [x for x in err.getvalue().splitlines() if x.startswith("error: ")]
+    return line
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     """Every entry under `root` (hidden ones too) with a file's bytes: what a refused command must leave as it was."""
     return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
@@ -273,7 +291,7 @@ def test_convert_script_writes_a_linformer_with_card_and_tokenizer(cli_converted
     assert len(AutoTokenizer.from_pretrained(out)) == VOCAB
     assert str(out) in result.stdout and "lm_head starts fresh" in result.stdout
 
-    line = _error_line(_convert_cli(*common, f"model.projected_dim={N + 8}", f"out_dir={root / 'bad'}"))
+    line = _refused(*common, f"model.projected_dim={N + 8}", f"out_dir={root / 'bad'}")
     assert f"projected_dim (k={N + 8})" in line
     assert sorted(p.name for p in root.iterdir()) == ["bert", "out"]  # no bad/, no temporary
 
@@ -292,7 +310,7 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
     root, common, result = cli_converted
     assert result.returncode == 0, result.stderr[-3000:]
     before = _tree(root)
-    line = _error_line(_convert_cli(*common, "model.projected_dim=16", f"out_dir={root / 'out'}"))
+    line = _refused(*common, "model.projected_dim=16", f"out_dir={root / 'out'}")
     assert line == (f"error: {root / 'out'} holds an earlier convert output with other settings "
                     "(model.projected_dim: 8 -> 16): choose another output path, or pass overwrite=true to replace it.")
     assert _tree(root) == before
@@ -309,8 +327,8 @@ def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what)
     else:
         target.write_text("my notes")
     before = _tree(tmp_path)
-    line = _error_line(_convert_cli(f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}",
-                                    "model.projected_dim=8", f"out_dir={target}"))
+    line = _refused(f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}", "model.projected_dim=8",
+                    f"out_dir={target}")
     there = "is a directory with other content (notes.txt)" if what == "directory" else "is a regular file"
     assert line.startswith(f"error: {target} {there}:") and line.endswith("pass overwrite=true to replace it.")
     assert _tree(tmp_path) == before  # byte-identical, and no hidden .old-* or .tmp-* beside it
@@ -318,7 +336,7 @@ def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what)
 
 def test_a_gpt2_source_is_refused_as_unsupported_not_for_its_tokenizer(tmp_path):
     GPT2Model(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=N)).save_pretrained(tmp_path)
-    line = _error_line(_convert_cli(f"model_path={tmp_path}", f"out_dir={tmp_path / 'out'}"))
+    line = _refused(f"model_path={tmp_path}", f"out_dir={tmp_path / 'out'}")
     assert "is a 'gpt2' model; only bert, roberta, xlm-roberta, camembert encoders can be converted" in line
     assert not (tmp_path / "out").exists()
 

@@ -133,10 +133,9 @@ def test_malformed_row_is_one_error_line_naming_file_and_line(tmp_path, sst2_dir
     shutil.copytree(sst2_dir, bad)
     with (bad / "train.tsv").open("a") as f:
         f.write("a sentence without its label\n")
-    result = _finetune_cli(bad, pretrained_run, tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
-    assert "train.tsv:202" in line and "task.skip_bad_rows" in line
+    with pytest.raises(DataError) as err:
+        _run(tmp_path, bad, pretrained_run)
+    assert "train.tsv:202" in str(err.value) and "task.skip_bad_rows" in str(err.value)
 
 
 def test_max_length_above_n_is_refused(tmp_path, sst2_dir, pretrained_run):
@@ -225,11 +224,10 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_one_error_line(tmp_path, sst2
     """Its ids would index past the word embeddings: the run stops before training, naming the directory and sizes."""
     size = len(AutoTokenizer.from_pretrained(pretrained_run / "model"))
     model = _roberta_beside(tmp_path / "small_vocab", pretrained_run / "model", vocab_size=size - 50)
-    result = _finetune_cli(sst2_dir, model, tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
-    assert str(model) in line and f"has {size} tokens but the model's vocab_size is {size - 50}" in line
-    assert not list((tmp_path / "out").glob("**/results.json"))
+    with pytest.raises(CheckpointError) as err:
+        _run(tmp_path, sst2_dir, model)
+    assert str(model) in str(err.value) and f"has {size} tokens but the model's vocab_size is {size - 50}" in str(err.value)
+    assert not (tmp_path / "run" / "results.json").exists()
 
 
 def test_a_tokenizer_of_another_model_is_refused(tmp_path, sst2_dir, pretrained_run):

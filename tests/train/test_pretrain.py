@@ -144,9 +144,32 @@ def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny
     assert all(abs(logged[step] - rows[step]) < 1e-6 for step in rows)
 
 
-def test_wandb_tracker_runs_offline(tiny_data, tmp_path, monkeypatch):
+def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data, tmp_path, monkeypatch):
+    """What reaches wandb (through Accelerate): the run's name, group, job type and config, and each step's loss as
+    metrics.jsonl has it; offline, the run is kept on disk for `wandb sync`."""
+    import wandb
+
+    seen = {"init": None, "log": []}
+    real_init = wandb.init
+
+    def spy_init(*args, **kwargs):
+        run = real_init(*args, **kwargs)
+        seen["init"], seen["run"], real_log = kwargs, run, run.log
+        run.log = lambda values, step=None, **kw: (seen["log"].append((step, dict(values))),
+                                                   real_log(values, step=step, **kw))[1]
+        return run
+
+    monkeypatch.setattr(wandb, "init", spy_init)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3", "experiment_name=grp"), tmp_path)
+    cfg = compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3", "experiment_name=grp")
+    pretrain(cfg, tmp_path)
+    init = seen["init"]
+    assert init["name"] == cfg.run_name and init["group"] == "grp" and init["job_type"] == "pretrain"
+    config = dict(seen["run"].config)  # Accelerate stores it after init
+    assert config["trainer/lr"] == cfg.trainer.lr and config["model/projected_dim"] == 8
+    logged = {step: values["loss"] for step, values in seen["log"] if "loss" in values}
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert logged == {r["step"]: r["loss"] for r in rows if "loss" in r} and sorted(logged) == [1, 2, 3]
     assert list((tmp_path / "wandb").glob("offline-run-*"))
 
 

@@ -106,22 +106,18 @@ def test_bad_transfer_settings_name_their_key(bert_source, tmp_path):
 
 
 def test_a_transfer_resumed_with_another_source_is_refused(bert_source, tmp_path):
-    run = tmp_path / "run"
-    common = [sys.executable, str(REPO / "scripts" / "transfer.py"), f"corpus_dir={bert_source['corpus']}",
-              f"model.max_seq_len={N}", "model.projected_dim=8", "trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.batch_size=4",
-              "trainer.eval_batches=1", f"hydra.run.dir={run}"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    first = subprocess.run([*common, f"model_path={bert_source['source']}"], env=env, capture_output=True, text=True)
-    assert first.returncode == 0, first.stderr[-3000:]
-    other = Path(bert_source["source"]).parent / "bert_copy"
-    if not other.exists():
-        import shutil
+    import shutil
 
-        shutil.copytree(bert_source["source"], other)
-    second = subprocess.run([*common, f"model_path={other}"], env=env, capture_output=True, text=True)
-    assert second.returncode == 2 and "Traceback" not in second.stderr
-    (line,) = [x for x in second.stderr.splitlines() if x.startswith("error: ")]
-    assert "model_path" in line and "bert_copy" in line
+    from linformer.errors import RunDirError
+
+    run = tmp_path / "run"
+    short = ["trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.batch_size=4", "trainer.eval_batches=1"]
+    transfer(_compose(bert_source, *short), run)
+    other = tmp_path / "bert_copy"
+    shutil.copytree(bert_source["source"], other)
+    with pytest.raises(RunDirError) as err:
+        transfer(_compose(bert_source, *short, f"model_path={other}"), run)
+    assert "model_path" in str(err.value) and "bert_copy" in str(err.value)
 
 
 def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_path):
