@@ -97,13 +97,3 @@ def test_dry_run_prints_every_stage_once_and_the_minutes_of_those_left(capsys):
     minutes = sum(exp.estimated_minutes(profile, s) for s in todo) / 2
     assert re.search(rf"{len(todo)} of {len(stages)} stages left: about {minutes:.0f} min with 2 at a time", out)
     assert "--layout pretrained --profile gpu" in out
-
-def test_bad_jobs_is_one_error_line(capsys):
-    sys.path.insert(0, str(REPO / "scripts"))
-    import reproduce_pretrained
-
-    with pytest.raises(SystemExit) as stop:
-        reproduce_pretrained.main(["--jobs", "0", "--dry-run"])
-    out = capsys.readouterr()
-    assert stop.value.code == 2 and out.out == ""
-    assert out.err == "error: --jobs 0: at least one stage must run at a time\n"
