@@ -9,6 +9,7 @@ Usage: python scripts/reproduce_mini.py [--dry-run] [--jobs N]
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,6 @@ from linformer.cli import cli_errors
 from linformer.errors import ConfigError
 from linformer.experiments import mini
 from linformer.files import write_json
-from linformer.report import table2
 from linformer.report.curves import plot_pretrain_curves
 from linformer.stages import STOPPED, StageFailed, run_stages
 
@@ -61,8 +61,8 @@ def reproduce(jobs: int, dry_run: bool) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     times["total (stages run now)"] = round(time.perf_counter() - t0, 1)
-    for cmd in mini.report_commands():
-        table2.main(cmd[1:])
+    for cmd in mini.report_commands():  # the table2 script's own command line, in a process of its own
+        subprocess.run([sys.executable, *cmd], cwd=REPO, check=True)
     plot_pretrain_curves(mini.pretrain_runs(), REPO / "docs/results/pretrain_curves.png",
                          f"Mini Table 2 pretraining (tiny model, n={mini.N}, books + Wikipedia)")
     write_json(REPO / "outputs/reproduce_mini_times.json", times)

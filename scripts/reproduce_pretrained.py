@@ -8,6 +8,7 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|gpu] [--dry-run] [-
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,6 @@ from linformer.cli import cli_errors
 from linformer.errors import ConfigError
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import table2
 from linformer.stages import STOPPED, StageFailed, run_stages, wanted
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +67,8 @@ def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool)
             print(f"error: {err}", file=sys.stderr)
             return 1
         print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
-    return table2.main(report)
+    # the report is the table2 script's own command line, in a process of its own like every stage
+    return subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
 
 
 def report_argv(profile: exp.Profile) -> list[str]:

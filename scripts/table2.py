@@ -1,8 +1,35 @@
 """Table 2 from finetuning runs: python scripts/table2.py 'outputs/finetune/*' --out docs/results/table2"""
 
+import argparse
 import sys
 
-from linformer.report.table2 import main
+from linformer.cli import cli_errors
+from linformer.report.table2 import write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
+    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them)")
+    ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
+    ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
+    ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
+    ap.add_argument("--layout", choices=("paper", "pretrained"), default="paper",
+                    help="paper: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; "
+                         "pretrained: a converted encoder's teacher against its Linformer variants, with and without "
+                         "transfer, with paired intervals and cost per example (make reproduce-pretrained)")
+    ap.add_argument("--profile", default="cpu", help="pretrained layout: the reproduce-pretrained profile (its recipe "
+                                                      "and its stages not run yet go into the table)")
+    ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
+    ap.add_argument("--no-by-length", action="store_true",
+                    help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace whatever is at the output paths (else only an earlier table2 of this layout)")
+    args = ap.parse_args(argv)
+    with cli_errors():
+        write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,
+                     measure=not args.no_measure, by_length=not args.no_by_length, overwrite=args.overwrite)
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Numerical and speed checks of the model, printed side by side in one run.
 
-    python -m linformer.bench.model_checks [--out docs/results/model_checks_cpu.md]
+    python scripts/model_checks.py [--out docs/results/model_checks_cpu.md]
 
 1. max |delta logits| of LinformerForMaskedLM(attention="full") against RobertaForMaskedLM with the same weights;
 2. the padding leak: max |delta| between a sequence alone and inside a padded batch, for our projection and for a
@@ -10,13 +10,12 @@
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from linformer import LinformerForMaskedLM
 from linformer.bench.common import interleaved_medians, machine_description
 from linformer.bench.models import Size, build_ours, build_roberta
+from linformer.files import atomic_write
 from linformer.modeling import LinearProjection
 
 BASE = Size(layers=12, hidden=768, heads=12, ffn=3072)  # RoBERTa-base
@@ -85,10 +84,8 @@ def forward_times(n: int = 4096, k: int = 256, size: Size = BASE_2_LAYERS, batch
     return interleaved_medians({mode: (lambda m=m: forward(m)) for mode, m in models.items()}, reps, device)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", help="also write the results as markdown to this file")
-    args = parser.parse_args()
+def report(out: str | None = None) -> str:
+    """The checks as a markdown table (printed; also written to `out`)."""
     delta = roberta_logits_delta()
     ours, leaky = padding_leak()
     t = forward_times()
@@ -96,7 +93,7 @@ def main() -> None:
         "# Model checks",
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in machine_description(torch.device("cpu")).items()) + ". "
-        "Command: `python -m linformer.bench.model_checks`.",
+        "Command: `python scripts/model_checks.py`.",
         "",
         "| check | value |",
         "|---|---|",
@@ -110,10 +107,6 @@ def main() -> None:
     ]
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-
-
-if __name__ == "__main__":
-    main()
+    if out:
+        atomic_write(out, text)
+    return text

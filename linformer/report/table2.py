@@ -8,7 +8,6 @@ The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import shlex
@@ -17,7 +16,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ..cli import cli_errors
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, write_json
 from ..rundir import RESULTS, RunRecord, find_runs
@@ -236,49 +234,40 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them)")
-    ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
-    ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
-    ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
-    ap.add_argument("--layout", choices=("paper", "pretrained"), default="paper",
-                    help="paper: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; "
-                         "pretrained: a converted encoder's teacher against its Linformer variants, with and without "
-                         "transfer, with paired intervals and cost per example (make reproduce-pretrained)")
-    ap.add_argument("--profile", default="cpu", help="pretrained layout: the reproduce-pretrained profile (its recipe "
-                                                      "and its stages not run yet go into the table)")
-    ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
-    ap.add_argument("--no-by-length", action="store_true",
-                    help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace whatever is at the output paths (else only an earlier table2 of this layout)")
-    args = ap.parse_args(argv)
-    outputs = [f"{args.out}.md", f"{args.out}.json"]
-    if args.layout == "pretrained":
-        outputs.append(f"{args.out}_by_length.png")
-    with cli_errors(), output_files(outputs, made_by("table2", {"layout": args.layout}), args.overwrite):
-        if args.layout == "pretrained":
-            data = _write_pretrained(args)
+def write_report(runs: list[str], out: str, layout: str = "paper", profile: str = "cpu", hardware: str | None = None,
+                 command: str | None = None, measure: bool = True, by_length: bool = True,
+                 overwrite: bool = False) -> dict:
+    """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
+    under the output rule (only an earlier table2 of this layout is replaced unless `overwrite`); prints the table.
+
+    layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; ``pretrained``: a
+    converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
+    reproduce-pretrained `profile` (its recipe, and its stages not run yet)."""
+    if layout not in ("paper", "pretrained"):
+        raise ConfigError(f"--layout {layout!r} is not one of paper, pretrained")
+    outputs = [f"{out}.md", f"{out}.json"] + ([f"{out}_by_length.png"] if layout == "pretrained" else [])
+    with output_files(outputs, made_by("table2", {"layout": layout}), overwrite):
+        if layout == "pretrained":
+            data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
         else:
-            data = write_table2(args.runs, args.out, args.hardware, args.command)
-    print(Path(f"{args.out}.md").read_text())
-    print(f"wrote {args.out}.md and {args.out}.json ({len(data['rows'])} rows)")
-    return 0
+            data = write_table2(runs, out, hardware, command)
+    print(Path(f"{out}.md").read_text())
+    print(f"wrote {out}.md and {out}.json ({len(data['rows'])} rows)")
+    return data
 
 
-def _write_pretrained(args) -> dict:
+def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: str | None, command: str | None,
+                      measure: bool, by_length: bool) -> dict:
     from ..experiments import pretrained as exp
     from . import table2_pretrained
 
-    if args.profile not in exp.PROFILES:
-        raise ConfigError(f"--profile {args.profile!r} is not one of {', '.join(exp.PROFILES)}")
-    profile = exp.PROFILES[args.profile]
+    if profile_name not in exp.PROFILES:
+        raise ConfigError(f"--profile {profile_name!r} is not one of {', '.join(exp.PROFILES)}")
+    profile = exp.PROFILES[profile_name]
     load = os.getloadavg()[0]
     meta = {"source": f"{exp.SOURCE} (all-MiniLM-L6-v2, BertModel 6 x 384, Apache-2.0)",
-            "hardware": args.hardware or detect_hardware(), "command": args.command or shlex.join(["python", *sys.argv]),
+            "hardware": hardware or detect_hardware(), "command": command or shlex.join(["python", *sys.argv]),
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
             "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
             "missing": exp.missing_stages(profile), "planned": sorted(exp.planned_runs(profile))}
-    return table2_pretrained.write_table(args.runs, args.out, meta, measure=not args.no_measure,
-                                         lengths=not args.no_by_length)
+    return table2_pretrained.write_table(runs, out, meta, measure=measure, lengths=by_length)

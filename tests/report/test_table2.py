@@ -9,9 +9,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from linformer.cli import compose
-from linformer.report.table2 import PAPER, main, paper_analogue
+from linformer.report.table2 import PAPER, paper_analogue
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+from table2 import main  # noqa: E402  (the script's command line, in this process)
+
 CONFIGS = REPO / "configs"
 ROWS = sorted(p.stem for p in (CONFIGS / "experiment/table2").glob("[!_]*.yaml"))
 
