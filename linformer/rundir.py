@@ -286,6 +286,12 @@ def _model_label(path: str | None) -> str | None:
     return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
+def is_full_attention(results: Mapping) -> bool:
+    """Whether a finetuning run's results.json describes full attention: attention "full" or unrecorded (a plain
+    Hugging Face encoder), or no k. Every report tells its rows apart from there."""
+    return results.get("attention") in (None, "full") or results.get("projected_dim") is None
+
+
 @dataclass
 class Run:
     """A run directory as reports see it."""

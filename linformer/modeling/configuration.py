@@ -21,6 +21,17 @@ PROJECTION_INITS = ("mean", "xavier")
 CLASSIFIER_HEADS = ("roberta", "bert")
 CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 LENGTH_POLICIES = ("slice", "resample")
+# Model types whose learned positions start at pad_token_id + 1 (fairseq's RoBERTa layout); BERT's start at 0
+PAD_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "linformer"})
+
+
+def position_offset_of(config) -> int:
+    """The position index of a model config's first token: a Linformer's own ``position_offset`` when set; else
+    pad_token_id + 1 for the RoBERTa family (and Linformer config.json files written before the field), 0 for BERT."""
+    offset = getattr(config, "position_offset", None)
+    if offset is not None:
+        return int(offset)
+    return (config.pad_token_id or 0) + 1 if config.model_type in PAD_OFFSET_TYPES else 0
 
 # Keyword arguments that are not fields but that PreTrainedConfig.__post_init__ consumes, that to_dict() writes
 # (and so config.json and copies feed back), or that from_pretrained passes on.
@@ -136,7 +147,7 @@ class LinformerConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         _reject_unknown(kwargs)
         if self.position_offset is None:  # config.json files written before the field existed are RoBERTa's
-            self.position_offset = (self.pad_token_id or 0) + 1
+            self.position_offset = position_offset_of(self)
         if self.max_position_embeddings is None:
             self.max_position_embeddings = self.max_seq_len + self.position_offset
         if self.classifier_pooling is None:

@@ -25,7 +25,7 @@ from transformers.utils import cached_file
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
-from .configuration import LinformerConfig
+from .configuration import LinformerConfig, position_offset_of
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ def sentence_transformers_pooling(path: str) -> str | None:
 def _config_fields(source_config, copies_classifier_fields: bool, settings: dict, pooling: str | None = None) -> dict:
     family = SOURCE_FAMILIES[source_config.model_type]
     fields = {f: getattr(source_config, f) for f in _ENCODER_FIELDS if hasattr(source_config, f)}
-    offset = (source_config.pad_token_id or 0) + 1 if family == "roberta" else 0
+    offset = position_offset_of(source_config)
     fields.update(
         position_offset=offset,
         max_seq_len=source_config.max_position_embeddings - offset,

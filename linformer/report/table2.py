@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, write_json
-from ..rundir import RESULTS, RunRecord, find_runs
+from ..rundir import RESULTS, RunRecord, find_runs, is_full_attention
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -48,7 +48,7 @@ def read_results(patterns: list[str]) -> list[dict]:
 def row_key(r: dict) -> tuple:
     """(attention, n, k, sharing, pretrained). A model without k (full attention, a RoBERTa checkpoint) is full
     attention, with k and sharing None; a model without max_seq_len (RoBERTa) has the n it was finetuned at."""
-    full = r.get("attention") == "full" or r.get("projected_dim") is None
+    full = is_full_attention(r)
     n = int(r.get("max_seq_len") or r["max_length"])
     return ("full" if full else "linformer", n, None if full else int(r["projected_dim"]),
             None if full else r.get("sharing"), not bool(r.get("from_scratch", False)))

@@ -22,7 +22,7 @@ from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label
 from ..modeling.convert import CONVERTED_LENGTH_POLICY
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs, is_full_attention
 from . import by_length
 from .paired import mcnemar_p, seed_example_interval
 
@@ -67,7 +67,7 @@ CONVERTED_POLICY = policy_label(CONVERTED_LENGTH_POLICY)  # the policy the targe
 
 
 def row_key(r: dict) -> tuple:
-    full = r.get("attention") in (None, "full") or r.get("projected_dim") is None
+    full = is_full_attention(r)
     if full:
         return ("full", None, None, None, False)
     return ("linformer", int(r["projected_dim"]), r.get("sharing"), policy_label(r), bool(r.get("_transfer")))
