@@ -10,6 +10,10 @@ os.environ.setdefault("WANDB_MODE", "offline")
 import pytest
 import torch
 
+# Under pytest-xdist (make test: -n auto) the workers share the cores: one worker does not take them all.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 
 def pytest_collection_modifyitems(config, items):
     """GPU tests are skipped, not failed, where CUDA is absent (CI never has a GPU)."""
