@@ -4,8 +4,8 @@ from .attention import ConvProjection, LinearProjection, LinformerSelfAttention,
 from .auto import register
 from .configuration import LinformerConfig, attention_label
 from .convert import convert_encoder
-from .heads import LinformerForMaskedLM, LinformerForSequenceClassification
 from .model import LinformerModel, LinformerPreTrainedModel, count_projection_matrices
+from .task_models import LinformerForMaskedLM, LinformerForSequenceClassification
 
 register()
 

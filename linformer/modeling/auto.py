@@ -9,8 +9,8 @@ from transformers import (
 )
 
 from .configuration import LinformerConfig
-from .heads import LinformerForMaskedLM, LinformerForSequenceClassification
 from .model import LinformerModel
+from .task_models import LinformerForMaskedLM, LinformerForSequenceClassification
 
 
 def register() -> None:

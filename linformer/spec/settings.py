@@ -279,8 +279,8 @@ TRACKERS = ("wandb", "tensorboard")
 class LoggerSettings:
     """``cfg.logger`` (configs/logger/): the trackers Accelerate logs to besides metrics.jsonl, and their project."""
 
-    trackers: tuple[str, ...] = ()
-    project: str = "linformer"
+    trackers: tuple[str, ...]
+    project: str
 
     @classmethod
     def read(cls, lg: Mapping) -> LoggerSettings:
@@ -289,7 +289,10 @@ class LoggerSettings:
         unknown = [t for t in trackers if t not in TRACKERS]
         if unknown:
             raise ConfigError(f"logger.trackers: {', '.join(unknown)} is not one of {', '.join(TRACKERS)}.")
-        return cls(trackers=trackers, project=str(lg.get("project") or cls.project))
+        project = lg.get("project")
+        if not project:
+            raise ConfigError("logger.project is not set: the trackers' project name (configs/logger/).")
+        return cls(trackers=trackers, project=str(project))
 
 
 @dataclass(frozen=True)

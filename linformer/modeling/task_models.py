@@ -1,4 +1,5 @@
-"""Task heads mirroring RoBERTa's and BERT's: a tied MLM head, and a sentence classifier in either family's form."""
+"""The task models: LinformerForMaskedLM (a tied MLM head) and LinformerForSequenceClassification (a sentence
+classifier in RoBERTa's or BERT's form, reading [CLS] with or without the pooler, or the mean of real tokens)."""
 
 from __future__ import annotations
 
