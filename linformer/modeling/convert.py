@@ -247,6 +247,14 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
     return {**fields, **settings}
 
 
+def converted_config(name_or_path: str, **settings) -> LinformerConfig:
+    """The LinformerConfig that converting `name_or_path` with `settings` gives, without reading its weights: what a
+    report needs to time an architecture whose converted model is gone (a fresh clone keeps only the records)."""
+    path = resolve_model_path(str(name_or_path))
+    pooling = sentence_transformers_pooling(path) if "classifier_pooling" not in settings else None
+    return LinformerConfig(**_config_fields(_source_config(path), True, settings, pooling))
+
+
 def _convert(cls, source: PreTrainedModel, where: str, extend_positions: bool, settings: dict):
     from_path = where != type(source).__name__  # not a model object handed in
     pooling = sentence_transformers_pooling(where) if from_path and "classifier_pooling" not in settings else None

@@ -48,7 +48,7 @@ def read_runs(patterns: list[str]) -> list[dict]:
         labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
         card = read_card_info(d) or (read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {})
         runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
-                     "_transfer": card.get("transfer")})
+                     "_transfer": card.get("transfer"), "_card": card})
     return runs
 
 
@@ -104,6 +104,10 @@ def build_rows(runs: list[dict]) -> list[dict]:
                "transfer": key[4], "model_path": None, "tasks": {}}
         for task, task_runs in sorted(by_task.items()):
             row["model_path"] = task_runs[0]["model_path"]
+            card = task_runs[0]["_card"]
+            if card.get("source") and card.get("model"):  # the architecture, should its model be gone
+                row["converted_from"] = {"source": card["source"]["name"],
+                                         "settings": {k: v for k, v in card["model"].items() if k != "class"}}
             row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
         records = [r for rs in by_task.values() for r in rs if r["_transfer"]]
         if records:
@@ -195,14 +199,21 @@ def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> di
     """Time and peak memory per example for each architecture in ``rows`` (rows with and without transfer share
     one), measured side by side."""
     from ..bench.per_example import cost_per_example
+    from ..modeling.convert import converted_config
 
     configs = {}
     for row in rows:
-        arch = _arch(row)
-        if arch not in configs and row["model_path"] and Path(row["model_path"]).is_dir():
+        arch, origin = _arch(row), row.get("converted_from")
+        if arch in configs:
+            continue
+        if row["model_path"] and Path(row["model_path"]).is_dir():
             config = LinformerConfig.from_pretrained(row["model_path"])
-            config.num_labels = 2
-            configs[arch] = config
+        elif origin:  # a kept record whose model is gone: the same conversion's config (the weights do not matter)
+            config = converted_config(origin["source"], **{k: v for k, v in origin["settings"].items() if v is not None})
+        else:
+            continue
+        config.num_labels = 2
+        configs[arch] = config
     return cost_per_example(configs, n=n, batch=batch, reps=reps) if configs else {}
 
 

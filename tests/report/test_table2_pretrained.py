@@ -177,3 +177,25 @@ def test_a_transfer_rebuilt_to_the_last_digits_is_one_model_and_said(runs):
     assert rows[1].get("transfer_info") is None  # no transfer, nothing to compare
     text = tp.to_markdown(rows, {}, {"source": "s", "hardware": "h", "command": "c", "recipe": "r"})
     assert "rebuilt for some runs on another machine: its layer errors agree to 1e-06 relative" in text
+
+
+def test_costs_of_kept_records_whose_models_are_gone_come_from_their_cards(tmp_path):
+    """A fresh clone keeps the records, not the models: each architecture is rebuilt from its card's source and
+    settings (weights do not change the time), so the cost columns are still measured side by side."""
+    from transformers import BertConfig, BertModel
+
+    source = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(source)
+    gone = str(tmp_path / "gone")
+
+    def row(attention, k):
+        settings = {"attention": attention, "max_seq_len": 32, "projected_dim": k, "sharing": "layerwise"}
+        return {"attention": attention, "k": None if attention == "full" else k, "sharing": None if attention ==
+                "full" else "layerwise", "policy": None, "model_path": gone,
+                "converted_from": {"source": str(source), "settings": settings}}
+
+    costs = tp.measure_costs([row("full", 8), row("linformer", 8)], n=32, batch=2, reps=1)
+    assert set(costs) == {"full attention", "linformer k=8, layerwise"}
+    assert all(c["ms"] > 0 for c in costs.values())
+    assert tp.measure_costs([{**row("full", 8), "converted_from": None}], n=32) == {}  # nothing to rebuild it from
