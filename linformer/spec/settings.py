@@ -66,10 +66,10 @@ def _fraction(t: Mapping, key: str, low: float, high: float, closed_low: bool) -
     return number
 
 
-def refuse_unknown(group: Mapping, schema: type, prefix: str) -> None:
-    """ConfigError for the first key of config group `prefix` that is not a field of the dataclass `schema`: a typo
-    or a key no code reads, named with the closest field."""
-    known = [f.name for f in fields(schema)]
+def refuse_unknown(group: Mapping, schema: type | tuple[str, ...], prefix: str) -> None:
+    """ConfigError for the first key of config group `prefix` that is not a field of the dataclass `schema` (or one
+    of the keys it lists): a typo or a key no code reads, named with the closest one."""
+    known = list(schema) if isinstance(schema, tuple) else [f.name for f in fields(schema)]
     for key in group:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, 1, cutoff=0.6)
@@ -318,12 +318,7 @@ class TaskData:
         task = cfg.get("task")
         if task is None:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")
-        for key in task:
-            if key not in cls.GROUP_KEYS:
-                close = difflib.get_close_matches(str(key), cls.GROUP_KEYS, 1, cutoff=0.6)
-                hint = f" (did you mean task.{close[0]}?)" if close else ""
-                raise ConfigError(f"task.{key} is not a task setting{hint}: the config's keys are "
-                                  f"{', '.join(cls.GROUP_KEYS)}.")
+        refuse_unknown(task, cls.GROUP_KEYS, "task")
         data_dir, cache_dir, subset_seed = task.get("data_dir"), cfg.get("task_cache_dir"), cfg.get("subset_seed")
         if subset_seed is None:
             subset_seed = cfg.get("seed", 0)
