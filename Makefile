@@ -60,10 +60,11 @@ WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORM ?= manylinux_2_28_x86_64
 WHEEL_EXTRAS ?=
 WHEEL_WITH_TORCH ?=
-wheelhouse: ## wheels for an offline node into WHEEL_DIR (default: CPython 3.12, manylinux_2_28_x86_64, no torch; WHEEL_PYTHON, WHEEL_PLATFORM, WHEEL_EXTRAS=pretrained, WHEEL_WITH_TORCH=1)
+WHEEL_NODE_PACKAGES ?=
+wheelhouse: ## wheels for an offline node into WHEEL_DIR (default: CPython 3.12, manylinux_2_28_x86_64, no torch; WHEEL_PYTHON, WHEEL_PLATFORM, WHEEL_EXTRAS=pretrained, WHEEL_WITH_TORCH=1, WHEEL_NODE_PACKAGES=<the node's pip list --format=freeze>)
 	$(if $(wildcard $(PY)),$(PY),python3) scripts/wheelhouse.py --dest $(WHEEL_DIR) --python-version $(WHEEL_PYTHON) \
 		--platform $(WHEEL_PLATFORM) --torch-version $(TORCH_VERSION) $(if $(WHEEL_EXTRAS),--extras $(WHEEL_EXTRAS)) \
-		$(if $(WHEEL_WITH_TORCH),--with-torch)
+		$(if $(WHEEL_WITH_TORCH),--with-torch) $(if $(WHEEL_NODE_PACKAGES),--node-packages $(WHEEL_NODE_PACKAGES))
 
 wheelhouse-check: install ## build a wheelhouse for this machine's Python, install it with no index and no network into a fresh venv, import
 	$(PY) -m pytest -q -s -m slow tests/test_wheelhouse.py

@@ -7,6 +7,9 @@ Stages (see README, "On a GPU"):
               exact resume, finetuning and conversion, FLOP counts on CUDA) -> gpu_tests.log
   table3      the paper's Table 3 (configs/benchmark_table3_gpu.yaml) -> table3_gpu.{md,csv,png}
   throughput  training throughput and MFU (configs/benchmark_throughput_gpu.yaml) -> throughput_gpu.{md,csv}
+  table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
+              its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
+              table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
               paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
@@ -14,14 +17,24 @@ Stages (see README, "On a GPU"):
 
 Every stage's command line, exit code and wall time go into <out>/gpu_stages.json (one record per stage run,
 newest last), so a batch of stages returns what each did even when one of them fails.
+
+--stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
+running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time), no
+further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
+(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh machine, with
+those files back in the checkout, resumes where this one stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +42,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 FIGURE3_KS = (64, 128, 256)
+
+
+def copy_back_patterns() -> dict[str, tuple[str, ...]]:
+    """Per stage: what it writes inside the repository (globs relative to it) that a fresh machine needs to resume
+    the stage, and the results themselves."""
+    from linformer.experiments import pretrained
+
+    gpu = pretrained.PROFILES["gpu"]
+    return {"table2": (pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*")}
 
 
 def figure3_commands(py: str, out: Path) -> list[list[str]]:
@@ -53,6 +75,7 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
                     "progress=false"]],
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
+        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu"]],
         "figure3": figure3_commands(py, out),
     }
 
@@ -63,23 +86,59 @@ def device_name() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
 
 
-def run_stage(name: str, commands: list[list[str]], out: Path) -> dict:
+def run_stage(name: str, commands: list[list[str]], out: Path, deadline: float | None = None) -> dict:
     """Run one stage's commands in order, their output streamed to the console and to <out>/<name>.log (tests:
-    gpu_tests.log); the first that fails ends the stage."""
+    gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running command gets
+    SIGTERM and no other starts: the record says `stopped`."""
     log_path = out / ("gpu_tests.log" if name == "tests" else f"{name}.log")
-    start, rc = time.perf_counter(), 0
+    start, rc, stopped = time.perf_counter(), 0, False
     with open(log_path, "w") as log:
         for command in commands:
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = True
+                break
             log.write(f"$ {' '.join(command)}\n")
             proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            timer, signalled = None, threading.Event()
+            if deadline is not None:
+                def stop(proc=proc, signalled=signalled):
+                    signalled.set()
+                    proc.send_signal(signal.SIGTERM)
+                timer = threading.Timer(max(0.0, deadline - time.monotonic()), stop)
+                timer.start()
             for line in proc.stdout:
                 sys.stdout.write(line)
                 log.write(line)
             rc = proc.wait()
-            if rc != 0:
+            if timer is not None:
+                timer.cancel()
+            stopped = signalled.is_set()
+            if rc != 0 or stopped:
                 break
-    return {"stage": name, "commands": [" ".join(c) for c in commands], "rc": rc,
-            "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
+    record = {"stage": name, "commands": [" ".join(c) for c in commands], "rc": rc,
+              "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
+    if stopped:
+        record["stopped"] = True
+    copied = copy_back(copy_back_patterns().get(name, ()), out / "repo")
+    if copied:
+        record["copied"] = copied
+    return record
+
+
+def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
+    """Copy the files and directories matching `patterns` (relative to the repository) to the same relative paths
+    under `dest`; returns the paths copied."""
+    copied = []
+    for pattern in patterns:
+        for found in sorted(glob.glob(pattern, root_dir=REPO)):
+            source, target = REPO / found, dest / found
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
+            copied.append(found)
+    return copied
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stages", nargs="+", choices=sorted(commands), help="stages to run, in order")
     parser.add_argument("--out", required=True, type=Path, help="directory for the stages' results")
+    parser.add_argument("--stop-after", type=float, metavar="MIN",
+                        help="stop the batch this many minutes after it started (SIGTERM to the running command)")
     args = parser.parse_args(argv)
+    if args.stop_after is not None and args.stop_after <= 0:
+        parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
+    deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     commands = stage_commands(out)
@@ -96,13 +160,18 @@ def main(argv: list[str] | None = None) -> int:
     gpu = device_name()
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)
-        record = {**run_stage(name, commands[name], out), "device": gpu}
+        record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
         records.append(record)
         record_path.write_text(json.dumps(records, indent=1) + "\n")
-        print(f"== stage {name}: exit {record['rc']} in {record['wall_s']} s", flush=True)
-    failed = [r["stage"] for r in records[-len(args.stages):] if r["rc"] != 0]
-    print(f"gpu stages: {len(args.stages) - len(failed)} of {len(args.stages)} passed"
-          + (f"; failed: {', '.join(failed)}" if failed else "") + f" ({record_path})")
+        how = "stopped at --stop-after" if record.get("stopped") else "exit"
+        print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
+    batch = records[-len(args.stages):]
+    stopped = [r["stage"] for r in batch if r.get("stopped")]
+    failed = [r["stage"] for r in batch if r["rc"] != 0 and not r.get("stopped")]
+    print(f"gpu stages: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
+          + (f"; failed: {', '.join(failed)}" if failed else "")
+          + (f"; stopped at --stop-after (resumable): {', '.join(stopped)}" if stopped else "")
+          + f" ({record_path})")
     return 1 if failed else 0
 
 

@@ -72,9 +72,8 @@ def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool)
 
 
 def report_argv(profile: exp.Profile) -> list[str]:
-    out = "docs/results/table2_pretrained" + ("" if profile.name == "cpu" else f"_{profile.name}")
     # --overwrite: the reproduction owns its docs/results files, which are committed without the output record
-    return [exp.finetune_runs(profile), "--layout", "pretrained", "--profile", profile.name, "--out", out,
+    return [exp.finetune_runs(profile), "--layout", "pretrained", "--profile", profile.name, "--out", exp.table_path(profile),
             "--command", f"make reproduce-pretrained ARGS='--profile {profile.name}'", "--overwrite"]
 
 

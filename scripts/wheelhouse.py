@@ -105,24 +105,33 @@ def wheel_metadata(path):
     return canonicalize_name(msg["Name"]), Version(msg["Version"]), msg.get_all("Requires-Dist") or []
 
 
-def missing_requirements(folder, roots, env, tags, provided=(EXCLUDED,)):
-    """The requirements, reached from roots under the target's markers, that no target wheel in folder satisfies."""
+def walk_requirements(folder, roots, env, tags, provided=(EXCLUDED,), node=None):
+    """Follow the requirements reached from roots under the target's markers through the target wheels in folder.
+
+    Returns (missing, used): the requirements no wheel satisfies, and the names whose wheel an install takes. A name
+    in `provided` is the node's own (not followed); so is a requirement that `node` ({name: Version, or None for
+    any version}, the node's installed packages) satisfies, whose dependencies are then the node's business too.
+    """
+    node = node or {}
     wheels = {}
     for path in sorted(Path(folder).glob("*.whl")):
         if set(parse_wheel_filename(path.name)[3]) & tags:
             name, version, requires = wheel_metadata(path)
             wheels.setdefault(name, []).append((version, requires))
-    missing, seen, todo = [], set(), list(roots)
+    missing, used, seen, todo = [], set(), set(), list(roots)
     while todo:
         req = todo.pop()
         name = canonicalize_name(req.name)
         if name in provided:
+            continue
+        if name in node and (node[name] is None or req.specifier.contains(node[name], prereleases=True)):
             continue
         found = [(v, r) for v, r in wheels.get(name, []) if req.specifier.contains(v, prereleases=True)]
         if not found:
             if str(req) not in {str(m) for m in missing}:
                 missing.append(req)
             continue
+        used.add(name)
         _, requires = max(found, key=lambda vr: vr[0])  # pip would take the newest
         for extra in ["", *sorted(req.extras)]:
             if (name, extra) in seen:
@@ -135,7 +144,47 @@ def missing_requirements(folder, roots, env, tags, provided=(EXCLUDED,)):
                         todo.append(dep)
                 elif dep.marker.evaluate({**env, "extra": extra}):
                     todo.append(dep)
-    return missing
+    return missing, used
+
+
+def missing_requirements(folder, roots, env, tags, provided=(EXCLUDED,)):
+    """The requirements, reached from roots under the target's markers, that no target wheel in folder satisfies."""
+    return walk_requirements(folder, roots, env, tags, provided)[0]
+
+
+def read_node_packages(path):
+    """{canonical name: Version, or None for a bare name} from a node's `pip list --format=freeze` (or pip freeze)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise WheelhouseError(f"--node-packages {path}: {err.strerror or err}") from err
+    packages = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):  # blank, comments, `-e` and option lines
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(\S+)|@\s*\S.*)?", line)
+        try:
+            version = Version(m.group(2)) if m and m.group(2) else None
+        except ValueError:  # packaging's InvalidVersion
+            m = None
+        if not m:
+            raise WheelhouseError(f"{path}:{number}: {raw.strip()!r} is not a package line of `pip list --format=freeze`"
+                                  " (name==version, or a bare name for any version)")
+        packages[canonicalize_name(m.group(1))] = version
+    return packages
+
+
+def drop_node_packages(folder, roots, env, tags, node, provided=(EXCLUDED,)):
+    """Delete the target wheels in folder that an install on the node would not take (the node has a version that
+    satisfies every requirement on them, or they are reached only through such packages); returns those deleted."""
+    _, used = walk_requirements(folder, roots, env, tags, provided, node)
+    dropped = []
+    for path in sorted(Path(folder).glob("*.whl")):
+        if set(parse_wheel_filename(path.name)[3]) & tags and wheel_metadata(path)[0] not in used:
+            path.unlink()
+            dropped.append(path)
+    return dropped
 
 
 def write_stub_wheel(folder, version):
@@ -235,9 +284,13 @@ def build_pure_wheel(python, requirement, dest, work):
 
 
 def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_64",), extras=(),
-                    torch_version="2.13.0", with_torch=False, python=sys.executable, log=print):
-    """Fills dest; returns a summary dict (wheels, megabytes, target, built sdists, seconds)."""
+                    torch_version="2.13.0", with_torch=False, python=sys.executable, log=print, node_packages=None):
+    """Fills dest; returns a summary dict (wheels, megabytes, target, built sdists, seconds, wheels left out).
+
+    node_packages: a file listing what the node already has (`pip list --format=freeze` there); the wheels an
+    install on that node would not take are left out."""
     start = time.time()
+    node = read_node_packages(node_packages) if node_packages else None
     if not re.fullmatch(r"3\.\d+", python_version):
         raise WheelhouseError(f"--python-version must look like 3.12, not {python_version!r}")
     dest = Path(dest)
@@ -290,11 +343,13 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
                     for r in missing]
         else:
             raise WheelhouseError(f"still missing for {target} after 20 rounds: {', '.join(todo)}")
+    provided = () if with_torch else (EXCLUDED,)
+    left_out = drop_node_packages(dest, roots, env, tags, node, provided) if node is not None else []
     wheels = sorted(dest.glob("*.whl"))
     megabytes = sum(w.stat().st_size for w in wheels) / 1e6
     return {"wheels": len(wheels), "megabytes": megabytes, "target": target, "dest": str(dest),
             "built_from_sdist": [w for _, w in built_here], "seconds": time.time() - start,
-            "torch": torch_version, "with_torch": with_torch}
+            "torch": torch_version, "with_torch": with_torch, "left_out": len(left_out)}
 
 
 def main(argv=None):
@@ -310,18 +365,23 @@ def main(argv=None):
     p.add_argument("--with-torch", action="store_true",
                    help="also download torch==--torch-version and its dependencies (on Linux: the CUDA wheels, GBs) "
                         "for a node that has no torch")
+    p.add_argument("--node-packages", metavar="FILE",
+                   help="what the node already has (`pip list --format=freeze` there; a bare name stands for any "
+                        "version): leave out the wheels an install there would not take")
     args = p.parse_args(argv)
     extras = [e.strip() for e in args.extras.split(",") if e.strip()]
     try:
         s = make_wheelhouse(args.dest, args.python_version, args.platform or ["manylinux_2_28_x86_64"], extras,
-                            args.torch_version, args.with_torch)
+                            args.torch_version, args.with_torch, node_packages=args.node_packages)
     except WheelhouseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     project = f'"{PROJECT}[{",".join(extras)}]"' if extras else PROJECT
     print(f"wheelhouse: {s['wheels']} wheels, {s['megabytes']:.1f} MB in {s['dest']} for {s['target']} "
           f"({'with torch ' if s['with_torch'] else 'torch excluded, resolved against torch '}{s['torch']}; "
-          f"{s['seconds']:.0f} s); on the node: "
+          f"{s['seconds']:.0f} s"
+          + (f"; {s['left_out']} left out, the node has them ({args.node_packages})" if args.node_packages else "")
+          + "); on the node: "
           f"pip install --no-index --find-links {s['dest']} {project}")
     return 0
 

@@ -52,3 +52,66 @@ def test_figure3_runs_differ_only_in_attention_and_k():
     names = [a.split("=", 1)[1] for c in runs for a in c if a.startswith("run_name=")]
     figure = commands[-1]
     assert figure[1] == "scripts/figure3.py" and [f"outputs/pretrain/{n}" for n in names] == figure[2:6]
+
+
+TRAPS_SIGTERM = """
+import signal, sys, time
+def stop(*_):
+    print('saved what was finished', flush=True)
+    sys.exit(130)
+signal.signal(signal.SIGTERM, stop)
+print('started', flush=True)
+time.sleep(60)
+"""
+
+
+def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tmp_path, monkeypatch, capsys):
+    gpu_stage = _load()
+    fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
+            "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda: {})
+    assert gpu_stage.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    records = json.loads((tmp_path / "gpu_stages.json").read_text())
+    assert [(r["stage"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
+    assert records[0]["wall_s"] < 30  # stopped at about 3 s, not run to its end
+    log = (tmp_path / "table2.log").read_text()
+    assert "saved what was finished" in log and "never runs" not in log
+    assert "never runs" not in (tmp_path / "figure3.log").read_text()
+    assert "0 of 2 passed; stopped at --stop-after (resumable): table2, figure3" in capsys.readouterr().out
+
+
+def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, monkeypatch):
+    gpu_stage = _load()
+    repo = tmp_path / "repo"
+    (repo / "records" / "run-a").mkdir(parents=True)
+    (repo / "records" / "run-a" / "results.json").write_text("{}")
+    (repo / "records" / "other").mkdir()
+    (repo / "table.md").write_text("| a |")
+    monkeypatch.setattr(gpu_stage, "REPO", repo)
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda: {"table2": ("records/run-*", "table.*")})
+    monkeypatch.setattr(gpu_stage, "stage_commands",
+                        lambda out: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
+    out = tmp_path / "out"
+    assert gpu_stage.main(["table2", "--out", str(out)]) == 1
+    (record,) = json.loads((out / "gpu_stages.json").read_text())
+    assert record["rc"] == 3 and record["copied"] == ["records/run-a", "table.md"]
+    assert (out / "repo" / "records" / "run-a" / "results.json").read_text() == "{}"
+    assert not (out / "repo" / "records" / "other").exists()
+
+
+def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
+    """The records a resumed reproduction skips on (each finetuning stage's done file) and its table are under the
+    globs the stage copies back."""
+    import fnmatch
+
+    from linformer.experiments import pretrained as exp
+
+    gpu_stage = _load()
+    (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
+    assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
+    patterns = gpu_stage.copy_back_patterns()["table2"]
+    gpu = exp.PROFILES["gpu"]
+    done = [str(s.done) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
+    assert done and all(any(fnmatch.fnmatch(str(Path(d).parent), p) for p in patterns) for d in done)
+    assert any(fnmatch.fnmatch(f"{exp.table_path(gpu)}.md", p) for p in patterns)

@@ -59,6 +59,38 @@ def test_missing_requirements_follow_the_targets_markers(tmp_path):
     assert [r.name for r in wh.missing_requirements(tmp_path, [wh.Requirement("lib>=2")], env, tags)] == ["lib"]
 
 
+def test_a_nodes_own_packages_are_left_out_where_they_satisfy_every_requirement(tmp_path):
+    env = wh.marker_env("3.12", "manylinux_2_28_x86_64")
+    tags = wh.target_tags("3.12", wh.platform_tags("manylinux_2_28_x86_64"))
+    _wheel(tmp_path, "app", "1.0", ["torch>=2", "lib>=1.2", "cfg>=2", "tool"])
+    _wheel(tmp_path, "lib", "1.5", ["sub"])  # sub is reached only through lib
+    _wheel(tmp_path, "sub", "0.3")
+    _wheel(tmp_path, "cfg", "2.1")
+    _wheel(tmp_path, "tool", "1.0")
+    _wheel(tmp_path, "other", "1.0", tag="cp311-cp311-manylinux_2_17_x86_64")  # another target's: never touched
+    node_file = tmp_path / "node.txt"
+    node_file.write_text("# pip list --format=freeze\nlib==1.3\ncfg==1.9\nTool\n-e git+https://x/y#egg=z\n"
+                         "torch==2.11.0+cu130\n")
+    node = wh.read_node_packages(node_file)
+    assert node == {"lib": wh.Version("1.3"), "cfg": wh.Version("1.9"), "tool": None, "torch": wh.Version("2.11.0+cu130")}
+    dropped = wh.drop_node_packages(tmp_path, [wh.Requirement("app")], env, tags, node)
+    # lib 1.3 satisfies >=1.2 (and takes sub with it); cfg 1.9 does not satisfy >=2; a bare name is any version
+    assert sorted(p.name.split("-")[0] for p in dropped) == ["lib", "sub", "tool"]
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.whl")) == ["app", "cfg", "other"]
+
+
+def test_a_bad_node_packages_line_is_one_error_naming_the_file_and_line(tmp_path):
+    node_file = tmp_path / "node.txt"
+    node_file.write_text("numpy==2.1.0\nnot a package line\n")
+    with pytest.raises(wh.WheelhouseError, match=r"node\.txt:2: 'not a package line' is not a package line"):
+        wh.read_node_packages(node_file)
+    node_file.write_text("numpy==two\n")
+    with pytest.raises(wh.WheelhouseError, match=r"node\.txt:1: 'numpy==two'"):
+        wh.read_node_packages(node_file)
+    with pytest.raises(wh.WheelhouseError, match=r"--node-packages .*absent\.txt: No such file"):
+        wh.read_node_packages(tmp_path / "absent.txt")
+
+
 def test_unavailable_requirements_are_read_from_pips_failure():
     conflict = ("ERROR: Cannot install linformer because these package versions have conflicting dependencies.\n\n"
                 "The conflict is caused by:\n    hydra-core 1.3.8 depends on antlr4-python3-runtime==4.9.*\n\n"

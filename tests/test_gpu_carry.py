@@ -1,0 +1,75 @@
+"""scripts/gpu_carry.py: a stage's carry folder holds what the stage reads, and unpacks to the same bytes (the model to
+the fp16 rounding of its weights, in fp32)."""
+
+import gzip
+import importlib.util
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("gpu_carry", REPO / "scripts" / "gpu_carry.py")
+carry = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(carry)
+
+WIKI_TEXT = b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\nthird doc\nthird again\n\nfourth\n"
+
+
+def _mirror(root: Path) -> Path:
+    for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(f"rows of {rel}\n".encode() * 100)
+    (root / carry.WIKI).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(root / carry.WIKI, "wb") as f:
+        f.write(WIKI_TEXT)
+    return root
+
+
+def _model(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for name in carry.MODEL_FILES:
+        (root / name).write_text(f"{name} contents")
+    g = torch.Generator().manual_seed(0)
+    save_file({"embeddings.weight": torch.randn(50, 8, generator=g) * 3, "position_ids": torch.arange(16)},
+              root / carry.WEIGHTS)
+    return root
+
+
+def test_the_wiki_head_keeps_exactly_the_first_documents(tmp_path):
+    source, head = _mirror(tmp_path / "m") / carry.WIKI, tmp_path / "head.txt.gz"
+    carry.wiki_head(source, head, 2)
+    assert gzip.decompress(head.read_bytes()) == b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\n"
+    carry.wiki_head(source, head, 10)  # fewer documents than asked: the whole file
+    assert gzip.decompress(head.read_bytes()) == WIKI_TEXT
+    assert carry.max_documents("mirror_slice") == 300
+
+
+def test_pack_then_unpack_gives_back_the_data_and_the_weights_rounded_to_fp16(tmp_path, monkeypatch):
+    mirror, model = _mirror(tmp_path / "mirror"), _model(tmp_path / "model")
+    monkeypatch.setattr(carry, "max_documents", lambda name: 1)
+    dest, checkout = tmp_path / "carry", tmp_path / "checkout"
+    carry.pack("table2", dest, mirror, model)
+    assert not (dest / "imdb" / "train.csv").exists() and (dest / "imdb" / "train.csv.xz").is_file()
+    assert (dest / carry.MODEL_DIR / f"{carry.WEIGHTS}.xz").stat().st_size < (model / carry.WEIGHTS).stat().st_size
+    carry.unpack(dest, checkout)
+    for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
+        assert (dest / rel).read_bytes() == (mirror / rel).read_bytes()
+    assert not list(dest.rglob("*.xz"))[1:]  # only the model's packed weights are left
+    assert gzip.decompress((dest / carry.WIKI).read_bytes()) == b"\n\nfirst doc para 1\nfirst doc para 2\n\n\n"
+    original, restored = load_file(model / carry.WEIGHTS), load_file(checkout / carry.MODEL_DIR / carry.WEIGHTS)
+    assert restored["embeddings.weight"].dtype == torch.float32
+    assert torch.equal(restored["embeddings.weight"], original["embeddings.weight"].half().float())
+    assert not torch.equal(restored["embeddings.weight"], original["embeddings.weight"])  # rounded, as said
+    assert torch.equal(restored["position_ids"], original["position_ids"])  # integers untouched
+    for name in carry.MODEL_FILES:
+        assert (checkout / carry.MODEL_DIR / name).read_text() == f"{name} contents"
+
+
+def test_a_missing_mirror_file_is_one_error_naming_it(tmp_path, capsys):
+    mirror = _mirror(tmp_path / "m")
+    (mirror / "imdb" / "test.csv").unlink()
+    assert carry.main(["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "imdb/test.csv is missing" in err and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()  # nothing half-written
