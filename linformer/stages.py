@@ -112,6 +112,32 @@ def wanted(stages: list[Stage], finished: set[str]) -> list[Stage]:
     return [s for s in stages if s.name in want]
 
 
+def in_order_of_use(stages: list[Stage]) -> list[Stage]:
+    """The stages that are not intermediate in their order, each intermediate one moved to just before the first
+    stage that needs it (after what it needs in turn). A runner of one job at a time then builds a corpus or a model
+    only when the next final stage needs it, so a run stopped early has finished final stages, not only their
+    inputs; intermediate stages that nothing needs come last."""
+    by_name = {s.name: s for s in stages}
+    out: list[Stage] = []
+    placed: set[str] = set()
+
+    def place(stage: Stage) -> None:
+        if stage.name in placed:
+            return
+        placed.add(stage.name)
+        for name in stage.needs:
+            if name in by_name:
+                place(by_name[name])
+        out.append(stage)
+
+    for stage in stages:
+        if not stage.intermediate:
+            place(stage)
+    for stage in stages:
+        place(stage)
+    return out
+
+
 def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
                cores: int | None = None) -> dict[str, float]:
     """Run every stage whose `done` file is missing, at most `jobs` at a time, a stage only after its `needs`.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.stages import Stage, StageFailed, run_stages
+from linformer.stages import Stage, StageFailed, in_order_of_use, run_stages
 
 
 def _writer(path, sleep=0.0, env_out=None):
@@ -133,3 +133,27 @@ def test_intermediate_stages_run_only_for_what_still_needs_them(tmp_path):
     (tmp_path / "distilled").unlink()
     (tmp_path / "teacher").unlink()
     assert set(run_stages(plan)) == {"teacher", "distilled"}  # teacher wrote teacher-weights: not run again
+
+
+def test_in_order_of_use_builds_each_input_just_before_its_first_user():
+    def stage(name, needs=(), intermediate=False):
+        return Stage(name, ["true"], Path(name), tuple(needs), intermediate=intermediate)
+
+    plan = [stage("corpus", intermediate=True), stage("teacher", intermediate=True),
+            stage("model-a", ["corpus"], intermediate=True), stage("model-b", ["corpus"], intermediate=True),
+            stage("unused", intermediate=True),
+            stage("teacher-run", ["teacher"]), stage("a-run", ["model-a"]), stage("b-run", ["model-b"]),
+            stage("a-run-2", ["model-a"])]
+    order = [s.name for s in in_order_of_use(plan)]
+    assert order == ["teacher", "teacher-run", "corpus", "model-a", "a-run", "model-b", "b-run", "a-run-2", "unused"]
+
+
+def test_the_gpu_table2_plan_finishes_a_run_before_building_every_model():
+    from linformer.experiments import pretrained as exp
+
+    names = [s.name for s in exp.plan(exp.PROFILES["gpu"])]
+    assert names[:3] == ["convert full", "finetune tp-gpu-sst2-full-s0", "finetune tp-gpu-imdb-full-s0"]
+    first_transfer = names.index("transfer k128-layerwise-converted")
+    assert names[first_transfer - 1] == "corpus"
+    assert names[first_transfer + 1] == "finetune tp-gpu-sst2-k128-layerwise-converted-tr-s0"
+    assert sorted(names) == sorted({*names})  # every stage once

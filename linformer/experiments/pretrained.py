@@ -30,7 +30,7 @@ from pathlib import Path
 from ..files import read_json
 from ..modeling.convert import CONVERTED_LENGTH_POLICY
 from ..rundir import PREDICTIONS, RESULTS
-from ..stages import Stage, wanted
+from ..stages import Stage, in_order_of_use, wanted
 from . import run_dir
 
 N = 512
@@ -172,7 +172,9 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
 
 
 def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
-    """Every stage, cheapest and most decisive first: run_stages starts them in this order as their needs finish."""
+    """Every stage, cheapest and most decisive first, each corpus, converted or transferred model just before the
+    first run that needs it: run_stages starts them in this order as their needs finish, so one job at a time (the
+    gpu profile) finishes runs from its first minutes instead of building every model first."""
     corpus_dir = f"data/processed/mirror_slice-{SOURCE}-n{N}"
     stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
@@ -216,7 +218,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))
     stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
-    return stages
+    return in_order_of_use(stages)
 
 
 def estimated_minutes(p: Profile, stage: Stage) -> float:
