@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
         records.append(record)
         record_path.write_text(json.dumps(records, indent=1) + "\n")
-        how = "stopped at --stop-after" if record.get("stopped") else "exit"
+        how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
         print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
     batch = records[-len(args.stages):]
     stopped = [r["stage"] for r in batch if r.get("stopped")]
