@@ -48,6 +48,7 @@ def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, .
 class FinetuneTask(TrainingTask):
     stage = "finetune"
     greater_is_better = True
+    from_scratch = False  # random weights in the model's architecture (FinetuneSpec.from_scratch; never for distill)
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
         seed = self.seed = run.seed
@@ -56,7 +57,6 @@ class FinetuneTask(TrainingTask):
         except KeyError as err:
             raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
         self.main_metric = f"eval_{self.spec.metrics[0]}"
-        self.from_scratch = bool(getattr(run, "from_scratch", False))
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
@@ -84,6 +84,7 @@ class FinetuneTask(TrainingTask):
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
+        self.from_scratch = run.from_scratch
         model, _ = load_classifier(model_path, self.spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
