@@ -8,12 +8,13 @@ size-limited upload and no network, and unpacked there.
 there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
 91 MB in fp32). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
 checkout, which `model_path=minilm` reads before the extra's package (a local directory wins). The weights are
-then the fp16 rounding of the source's (relative error below 5e-4): a run there records that as its source.
+then the fp16 rounding of the source's (for all-MiniLM-L6-v2: at most 3.8e-4 relative per tensor): a table made from
+them must say so.
 
 Stages (see scripts/gpu_stage.py):
   table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
-           (data=mirror_slice, max_documents) reads, and the MiniLM weights: about 66 MB.
-  figure3  the Wikipedia file, whole (44 MB, already gzip).
+           (data=mirror_slice: its sources, up to max_documents) reads, and the MiniLM weights: 60 MiB.
+  figure3  the sources of data=wiki, whole (the Wikipedia file: 44 MB, already gzip).
 """
 
 from __future__ import annotations
@@ -21,20 +22,23 @@ from __future__ import annotations
 import argparse
 import gzip
 import lzma
-import os
 import shutil
 import sys
 from pathlib import Path
 
+from linformer.cli import compose
+from linformer.files import atomic_write
+
 REPO = Path(__file__).resolve().parents[1]
-WIKI = "pretrain/wikipedia/enwiki_extracted.txt.gz"
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 WEIGHTS = "model.safetensors"
+# Per stage: task files (relative to the mirror) sent as xz; the data config whose corpus sources are sent, whole or
+# only their first `max_documents` documents (head); whether the MiniLM weights go too.
 STAGES = {
     "table2": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
-               "wiki_documents": "mirror_slice", "model": True},
-    "figure3": {"copy": (WIKI,)},
+               "corpus": "mirror_slice", "head": True, "model": True},
+    "figure3": {"corpus": "wiki", "head": False},
 }
 
 
@@ -42,25 +46,18 @@ class CarryError(Exception):
     """A missing input or a bad argument, said in one line."""
 
 
-def _atomic(path: Path):
-    """A temporary path beside `path`, for a file renamed into place once complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.with_name(f".tmp-{path.name}-{os.getpid()}")
-
-
-def xz_file(source: Path, target: Path) -> None:
-    tmp = _atomic(target)
-    with open(source, "rb") as src, lzma.open(tmp, "wb", preset=6) as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    os.replace(tmp, target)
+def corpus_sources(data_config: str, mirror: Path) -> tuple[list[str], int | None]:
+    """The sources of configs/data/<data_config>.yaml relative to the mirror, and its max_documents."""
+    data = compose("corpus", [f"data={data_config}", f"paths.data_mirror={mirror}"]).data
+    sources = [str(Path(src).relative_to(mirror)) for src in data.sources]
+    return sources, data.get("max_documents")
 
 
 def wiki_head(source: Path, target: Path, documents: int) -> int:
     """The first `documents` documents of a gzip corpus file (a blank line ends a document, as the corpus reader
     counts them) as a gzip file; returns the lines written."""
-    tmp = _atomic(target)
-    seen, in_doc, lines = 0, False, 0
-    with gzip.open(source, "rb") as src, gzip.open(tmp, "wb", compresslevel=9) as dst:
+    kept, seen, in_doc = [], 0, False
+    with gzip.open(source, "rb") as src:
         for raw in src:
             if not raw.strip():
                 in_doc = False
@@ -68,57 +65,43 @@ def wiki_head(source: Path, target: Path, documents: int) -> int:
                 if seen == documents:
                     break
                 seen, in_doc = seen + 1, True
-            dst.write(raw)
-            lines += 1
-    os.replace(tmp, target)
-    return lines
-
-
-def max_documents(data_config: str) -> int:
-    """The `max_documents` of configs/data/<name>.yaml (the transfer corpus reads no further)."""
-    import yaml
-
-    value = yaml.safe_load((REPO / "configs" / "data" / f"{data_config}.yaml").read_text()).get("max_documents")
-    if not isinstance(value, int):
-        raise CarryError(f"configs/data/{data_config}.yaml has no integer max_documents: the whole file would be read")
-    return value
+            kept.append(raw)
+    atomic_write(target, gzip.compress(b"".join(kept), compresslevel=9))
+    return len(kept)
 
 
 def pack_model(source_dir: Path, target_dir: Path) -> None:
     """The model's config and tokenizer files, and its weights in fp16 (xz'd)."""
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save
 
     target_dir.mkdir(parents=True, exist_ok=True)
     for name in MODEL_FILES:
         shutil.copy2(source_dir / name, target_dir / name)
     weights = load_file(source_dir / WEIGHTS)
     half = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
-    plain = target_dir / f".{WEIGHTS}"
-    save_file(half, plain, metadata={"format": "pt"})
-    xz_file(plain, target_dir / f"{WEIGHTS}.xz")
-    plain.unlink()
+    atomic_write(target_dir / f"{WEIGHTS}.xz", lzma.compress(save(half, metadata={"format": "pt"})))
 
 
 def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
     need = STAGES[stage]
-    wanted = [mirror / rel for rel in (*need.get("xz", ()), *need.get("copy", ()))]
-    if "wiki_documents" in need:
-        wanted.append(mirror / WIKI)
-    missing = [str(p) for p in wanted if not p.is_file()]
+    sources, max_documents = corpus_sources(need["corpus"], mirror)
+    if need["head"] and not isinstance(max_documents, int):
+        raise CarryError(f"configs/data/{need['corpus']}.yaml has no max_documents: its head would be the whole file")
+    missing = [str(mirror / rel) for rel in (*need.get("xz", ()), *sources) if not (mirror / rel).is_file()]
     if missing:
         raise CarryError(f"{missing[0]} is missing: pack reads the data mirror ({mirror}; set LINFORMER_DATA_MIRROR)")
     written = []
     for rel in need.get("xz", ()):
-        xz_file(mirror / rel, dest / f"{rel}.xz")
+        atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes()))
         written.append(dest / f"{rel}.xz")
-    for rel in need.get("copy", ()):
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(mirror / rel, dest / rel)
+    for rel in sources:
+        if need["head"]:
+            wiki_head(mirror / rel, dest / rel, max_documents)
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(mirror / rel, dest / rel)
         written.append(dest / rel)
-    if "wiki_documents" in need:
-        wiki_head(mirror / WIKI, dest / WIKI, max_documents(need["wiki_documents"]))
-        written.append(dest / WIKI)
     if need.get("model"):
         if model_dir is None:
             try:
@@ -138,27 +121,20 @@ def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
     for packed in sorted(carry.rglob("*.xz")):
         if packed.parent == carry / MODEL_DIR:
             continue
-        plain = packed.with_suffix("")
-        tmp = _atomic(plain)
-        with lzma.open(packed, "rb") as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(tmp, plain)
+        atomic_write(packed.with_suffix(""), lzma.decompress(packed.read_bytes()))
         packed.unlink()
-        written.append(plain)
+        written.append(packed.with_suffix(""))
     if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
         import torch
-        from safetensors.torch import load, save_file
+        from safetensors.torch import load, save
 
         target = checkout / MODEL_DIR
         target.mkdir(parents=True, exist_ok=True)
         for name in MODEL_FILES:
             shutil.copy2(carry / MODEL_DIR / name, target / name)
-        with lzma.open(carry / MODEL_DIR / f"{WEIGHTS}.xz", "rb") as src:
-            weights = load(src.read())
-        tmp = _atomic(target / WEIGHTS)
-        save_file({k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}, tmp,
-                  metadata={"format": "pt"})
-        os.replace(tmp, target / WEIGHTS)
+        weights = load(lzma.decompress((carry / MODEL_DIR / f"{WEIGHTS}.xz").read_bytes()))
+        full = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}
+        atomic_write(target / WEIGHTS, save(full, metadata={"format": "pt"}))
         written.append(target)
     return written
 

@@ -21,8 +21,8 @@ newest last), so a batch of stages returns what each did even when one of them f
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
 running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time), no
 further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
-(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh machine, with
-those files back in the checkout, resumes where this one stopped.
+(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh
+machine, with those files back in the checkout, resumes where this one stopped.
 """
 
 from __future__ import annotations
@@ -44,13 +44,15 @@ REPO = Path(__file__).resolve().parents[1]
 FIGURE3_KS = (64, 128, 256)
 
 
-def copy_back_patterns() -> dict[str, tuple[str, ...]]:
-    """Per stage: what it writes inside the repository (globs relative to it) that a fresh machine needs to resume
-    the stage, and the results themselves."""
+def copy_back_patterns(stage: str) -> tuple[str, ...]:
+    """What a stage writes inside the repository (globs relative to it) that a fresh machine needs to resume the
+    stage, and the results themselves; nothing for the stages that write only under --out."""
+    if stage != "table2":
+        return ()
     from linformer.experiments import pretrained
 
     gpu = pretrained.PROFILES["gpu"]
-    return {"table2": (pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*")}
+    return pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*"
 
 
 def figure3_commands(py: str, out: Path) -> list[list[str]]:
@@ -119,7 +121,7 @@ def run_stage(name: str, commands: list[list[str]], out: Path, deadline: float |
               "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
     if stopped:
         record["stopped"] = True
-    copied = copy_back(copy_back_patterns().get(name, ()), out / "repo")
+    copied = copy_back(copy_back_patterns(name), out / "repo")
     if copied:
         record["copied"] = copied
     return record

@@ -299,6 +299,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
     env = marker_env(python_version, platforms[0])
     tags = target_tags(python_version, tags_for_pip)
     target = f"cp{python_version.replace('.', '')} {'+'.join(platforms)}"
+    provided = () if with_torch else (EXCLUDED,)  # the node's own torch is not resolved into the wheelhouse
     built_here = []
     with tempfile.TemporaryDirectory() as work:
         log(f"wheelhouse: building the {PROJECT} wheel")
@@ -335,7 +336,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
                     log(f"wheelhouse: {spec} has no wheel for the target; built {wheel} from its sdist (pure Python)")
                     built_here.append((canonicalize_name(Requirement(spec).name), wheel))
                 continue
-            missing = missing_requirements(dest, roots, env, tags, provided=() if with_torch else (EXCLUDED,))
+            missing = missing_requirements(dest, roots, env, tags, provided)
             if not missing:
                 break
             # pip judged these dependencies' markers by the Python that runs it, not the target's: ask for them bare
@@ -343,7 +344,6 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
                     for r in missing]
         else:
             raise WheelhouseError(f"still missing for {target} after 20 rounds: {', '.join(todo)}")
-    provided = () if with_torch else (EXCLUDED,)
     left_out = drop_node_packages(dest, roots, env, tags, node, provided) if node is not None else []
     wheels = sorted(dest.glob("*.whl"))
     megabytes = sum(w.stat().st_size for w in wheels) / 1e6

@@ -13,6 +13,7 @@ _spec = importlib.util.spec_from_file_location("gpu_carry", REPO / "scripts" / "
 carry = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(carry)
 
+WIKI = "pretrain/wikipedia/enwiki_extracted.txt.gz"  # configs/data/mirror_slice.yaml's source, under the mirror
 WIKI_TEXT = b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\nthird doc\nthird again\n\nfourth\n"
 
 
@@ -20,8 +21,8 @@ def _mirror(root: Path) -> Path:
     for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(f"rows of {rel}\n".encode() * 100)
-    (root / carry.WIKI).parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(root / carry.WIKI, "wb") as f:
+    (root / WIKI).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(root / WIKI, "wb") as f:
         f.write(WIKI_TEXT)
     return root
 
@@ -37,17 +38,18 @@ def _model(root: Path) -> Path:
 
 
 def test_the_wiki_head_keeps_exactly_the_first_documents(tmp_path):
-    source, head = _mirror(tmp_path / "m") / carry.WIKI, tmp_path / "head.txt.gz"
+    source, head = _mirror(tmp_path / "m") / WIKI, tmp_path / "head.txt.gz"
     carry.wiki_head(source, head, 2)
     assert gzip.decompress(head.read_bytes()) == b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\n"
     carry.wiki_head(source, head, 10)  # fewer documents than asked: the whole file
     assert gzip.decompress(head.read_bytes()) == WIKI_TEXT
-    assert carry.max_documents("mirror_slice") == 300
+    assert carry.corpus_sources("mirror_slice", tmp_path / "m") == ([WIKI], 300)
 
 
 def test_pack_then_unpack_gives_back_the_data_and_the_weights_rounded_to_fp16(tmp_path, monkeypatch):
     mirror, model = _mirror(tmp_path / "mirror"), _model(tmp_path / "model")
-    monkeypatch.setattr(carry, "max_documents", lambda name: 1)
+    sources = carry.corpus_sources
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: (sources(name, mirror)[0], 1))
     dest, checkout = tmp_path / "carry", tmp_path / "checkout"
     carry.pack("table2", dest, mirror, model)
     assert not (dest / "imdb" / "train.csv").exists() and (dest / "imdb" / "train.csv.xz").is_file()
@@ -55,8 +57,8 @@ def test_pack_then_unpack_gives_back_the_data_and_the_weights_rounded_to_fp16(tm
     carry.unpack(dest, checkout)
     for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
         assert (dest / rel).read_bytes() == (mirror / rel).read_bytes()
-    assert not list(dest.rglob("*.xz"))[1:]  # only the model's packed weights are left
-    assert gzip.decompress((dest / carry.WIKI).read_bytes()) == b"\n\nfirst doc para 1\nfirst doc para 2\n\n\n"
+    assert list(dest.rglob("*.xz")) == [dest / carry.MODEL_DIR / f"{carry.WEIGHTS}.xz"]  # the rest decompressed
+    assert gzip.decompress((dest / WIKI).read_bytes()) == b"\n\nfirst doc para 1\nfirst doc para 2\n\n\n"
     original, restored = load_file(model / carry.WEIGHTS), load_file(checkout / carry.MODEL_DIR / carry.WEIGHTS)
     assert restored["embeddings.weight"].dtype == torch.float32
     assert torch.equal(restored["embeddings.weight"], original["embeddings.weight"].half().float())

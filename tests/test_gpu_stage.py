@@ -70,7 +70,7 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
     fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
     monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda: {})
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
     assert gpu_stage.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
     records = json.loads((tmp_path / "gpu_stages.json").read_text())
     assert [(r["stage"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
@@ -89,7 +89,8 @@ def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, m
     (repo / "records" / "other").mkdir()
     (repo / "table.md").write_text("| a |")
     monkeypatch.setattr(gpu_stage, "REPO", repo)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda: {"table2": ("records/run-*", "table.*")})
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns",
+                        lambda stage: ("records/run-*", "table.*") if stage == "table2" else ())
     monkeypatch.setattr(gpu_stage, "stage_commands",
                         lambda out: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
     out = tmp_path / "out"
@@ -110,7 +111,7 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
     gpu_stage = _load()
     (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
-    patterns = gpu_stage.copy_back_patterns()["table2"]
+    patterns = gpu_stage.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
     done = [str(s.done) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
     assert done and all(any(fnmatch.fnmatch(str(Path(d).parent), p) for p in patterns) for d in done)
