@@ -7,6 +7,10 @@ Stages (see README, "On a GPU"):
               exact resume, finetuning and conversion, FLOP counts on CUDA) -> gpu_tests.log
   table3      the paper's Table 3 (configs/benchmark_table3_gpu.yaml) -> table3_gpu.{md,csv,png}
   throughput  training throughput and MFU (configs/benchmark_throughput_gpu.yaml) -> throughput_gpu.{md,csv}
+  mfu         the trainer's own MFU: short compiled pretraining runs of the base model at n = 512 in bf16, full
+              attention and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
+              data/processed/wiki_mfu and tokenizer data/tokenizers/wiki carried with the checkout -> their
+              summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*
   table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
               its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
               table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
@@ -17,6 +21,9 @@ Stages (see README, "On a GPU"):
 
 Every stage's command line, exit code and wall time go into <out>/gpu_stages.json (one record per stage run,
 newest last), so a batch of stages returns what each did even when one of them fails.
+
+--archive FILE writes <out> as one .tar.gz after every stage (atomically: a command killed mid-stage leaves the
+archive of the stages before it), for a machine that returns only a few files.
 
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
 running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time), no
@@ -42,11 +49,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 FIGURE3_KS = (64, 128, 256)
+MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
+MFU_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 
 
 def copy_back_patterns(stage: str) -> tuple[str, ...]:
     """What a stage writes inside the repository (globs relative to it) that a fresh machine needs to resume the
     stage, and the results themselves; nothing for the stages that write only under --out."""
+    if stage == "mfu":
+        return tuple(f"outputs/pretrain/{run}/{name}" for run in MFU_RUNS for name in MFU_RECORDS)
     if stage != "table2":
         return ()
     from linformer.experiments import pretrained
@@ -67,6 +78,13 @@ def figure3_commands(py: str, out: Path) -> list[list[str]]:
             [py, "scripts/figure3.py", *dirs, "--out", str(out / "figure3_gpu")]]
 
 
+def mfu_commands(py: str) -> list[list[str]]:
+    """The MFU runs: the same tokens and steps, full attention first (the 40% target is the base model's)."""
+    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
+                "logger=none"]
+    return [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
+
+
 def stage_commands(out: Path) -> dict[str, list[list[str]]]:
     """Each stage's commands, run in order; a stage stops at its first failing command."""
     py = sys.executable
@@ -78,6 +96,7 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
         "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu"]],
+        "mfu": mfu_commands(py),
         "figure3": figure3_commands(py, out),
     }
 
@@ -143,11 +162,26 @@ def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
     return copied
 
 
+def archive(folder: Path, dest: Path) -> None:
+    """`folder`'s files as one .tar.gz at `dest`, written atomically."""
+    import io
+    import tarfile
+
+    from linformer.files import atomic_write
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(folder, arcname=".")
+    atomic_write(dest, buffer.getvalue())
+
+
 def main(argv: list[str] | None = None) -> int:
     commands = stage_commands(Path("."))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stages", nargs="+", choices=sorted(commands), help="stages to run, in order")
     parser.add_argument("--out", required=True, type=Path, help="directory for the stages' results")
+    parser.add_argument("--archive", type=Path, metavar="FILE",
+                        help="write --out as one .tar.gz after every stage")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
     args = parser.parse_args(argv)
@@ -165,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
         records.append(record)
         record_path.write_text(json.dumps(records, indent=1) + "\n")
+        if args.archive is not None:
+            archive(out, args.archive)
         how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
         print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
     batch = records[-len(args.stages):]

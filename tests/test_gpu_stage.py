@@ -116,3 +116,36 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
     done = [str(s.done) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
     assert done and all(any(fnmatch.fnmatch(str(Path(d).parent), p) for p in patterns) for d in done)
     assert any(fnmatch.fnmatch(f"{exp.table_path(gpu)}.md", p) for p in patterns)
+
+
+def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
+    import tarfile
+
+    gpu_stage = _load()
+    fake = {"tests": [[sys.executable, "-c", "print('tests ran')"]],
+            "table3": [[sys.executable, "-c", "raise SystemExit(2)"]]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    archive = tmp_path / "back" / "gpu.tgz"
+    (tmp_path / "back").mkdir()
+    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path / "out"), "--archive", str(archive)]) == 1
+    with tarfile.open(archive) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+        records = json.load(tar.extractfile("./gpu_stages.json"))
+    assert {"gpu_tests.log", "table3.log", "gpu_stages.json"} <= names
+    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 0), ("table3", 2)]
+
+
+def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
+    from linformer.spec import PretrainSpec
+
+    from .train.conftest import compose
+
+    gpu_stage = _load()
+    commands = gpu_stage.stage_commands(Path("/out"))["mfu"]
+    assert len(commands) == 2
+    for command in commands:
+        spec = PretrainSpec.read(compose("pretrain", command[2:]))
+        assert spec.trainer.compile and spec.trainer.mixed_precision == "bf16" and spec.model["hidden_size"] == 768
+        assert spec.model["max_seq_len"] == 512 and spec.pad_vocab_to_multiple_of == 64
+        assert spec.corpus_dir.endswith("data/processed/wiki_mfu")
+    assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from ..modeling import LinformerConfig, LinformerForMaskedLM, LinformerModel, attention_label
+from ..modeling.configuration import round_up
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Size:
     ffn: int
     vocab: int = 50265
     dropout: float = 0.0
+    pad_vocab_to_multiple_of: int | None = None  # ours only: embedding rows rounded up, as pretraining builds them
 
     def config_kwargs(self) -> dict:
         """The fields LinformerConfig and RobertaConfig share, with RoBERTa's layer_norm_eps and one token type."""
@@ -36,14 +38,25 @@ class Size:
 def size_of(settings) -> Size:
     """The Size of an InferenceSettings or ThroughputSettings."""
     return Size(settings.layers, settings.hidden, settings.heads, settings.ffn, settings.vocab,
-                getattr(settings, "dropout", 0.0))
+                getattr(settings, "dropout", 0.0), getattr(settings, "pad_vocab_to_multiple_of", None))
+
+
+def ours_config(size: Size, n: int, attention: str, k: int | None = None, sharing: str = "layerwise",
+                mlm: bool = False) -> LinformerConfig:
+    """Our model's config for sequences of up to n tokens (k is ignored for full attention), its vocabulary padded
+    as ``size`` asks."""
+    kwargs = size.config_kwargs()
+    padded = round_up(size.vocab, size.pad_vocab_to_multiple_of)
+    if padded > size.vocab:
+        kwargs.update(vocab_size=padded, tokenizer_vocab_size=size.vocab)
+    return LinformerConfig(**kwargs, attention=attention, max_seq_len=n, projected_dim=min(k or n, n),
+                           sharing=sharing, sparse_prediction=mlm)
 
 
 def build_ours(size: Size, n: int, attention: str, k: int | None = None, sharing: str = "layerwise",
                mlm: bool = False) -> nn.Module:
     """Our encoder (or MLM, with masked-only logits) for sequences of up to n tokens; k is ignored for full."""
-    config = LinformerConfig(**size.config_kwargs(), attention=attention, max_seq_len=n,
-                             projected_dim=min(k or n, n), sharing=sharing, sparse_prediction=mlm)
+    config = ours_config(size, n, attention, k, sharing, mlm)
     return LinformerForMaskedLM(config) if mlm else LinformerModel(config, add_pooling_layer=False)
 
 
@@ -64,4 +77,4 @@ def label(kind: str, k: int | None = None, sharing: str | None = None) -> str:
             "roberta": "HF RoBERTa (SDPA)"}[kind]
 
 
-__all__ = ["Size", "build_ours", "build_roberta", "label", "size_of"]
+__all__ = ["Size", "build_ours", "build_roberta", "label", "ours_config", "size_of"]

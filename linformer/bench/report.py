@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from ..modeling.configuration import round_up
 from .inference import BASELINES
 from .models import label
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
@@ -199,7 +200,9 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
          f"`{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
          + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}."),
-        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}, "
+        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}"
+         + (f" (ours padded to {round_up(s.vocab, s.pad_vocab_to_multiple_of)} rows, the padding masked out)"
+            if round_up(s.vocab, s.pad_vocab_to_multiple_of) > s.vocab else "") + ", "
          f"dropout {s.dropout}; {s.tokens_per_step} tokens per step (batch = tokens // n), random ids, nothing padded, "
          f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
          f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "

@@ -27,7 +27,6 @@ an all-ones mask). Effects are ratios inside that one block, never timed asserti
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 import traceback
@@ -39,8 +38,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import ConfigError
-from ..modeling import LinformerConfig
 from ..modeling.flops import peak_flops, training_flops_per_token
+from ..train.compiling import CompileCounts, raise_recompile_limit
 from .common import (
     free_memory,
     interleaved_medians,
@@ -51,7 +50,7 @@ from .common import (
     synchronize,
     timed,
 )
-from .models import build_ours, build_roberta, label, size_of
+from .models import build_ours, build_roberta, label, ours_config, size_of
 
 TRAIN_MODELS = ("linformer", "full", "roberta")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -133,6 +132,7 @@ class ThroughputSettings:
     heads: int = 4
     ffn: int = 1024
     vocab: int = 50265
+    pad_vocab_to_multiple_of: int | None = None  # ours: the vocabulary rows rounded up, as pretraining does (64)
     ks: list[int] = field(default_factory=lambda: [256])  # one Linformer row per k
     k: int | None = None  # a single k (older configs): ks = [k]
     sharing: str = "layerwise"
@@ -279,9 +279,8 @@ def flops_per_token(kind: str, n: int, s: ThroughputSettings, k: int | None = No
     Ours: its own config (Linformer with k), the MLM head on ``mlm_fraction`` of the tokens with sparse logits, on
     every token without. HF RoBERTa: our full-attention count with the head on every token (mlm_fraction = 1.0).
     """
-    attention = "full" if kind == "roberta" else kind
-    config = LinformerConfig(**size_of(s).config_kwargs(), attention=attention, max_seq_len=n,
-                             projected_dim=min(k or s.ks[0], n), sharing=s.sharing)
+    size = size_of(s) if kind != "roberta" else replace(size_of(s), pad_vocab_to_multiple_of=None)
+    config = ours_config(size, n, "full" if kind == "roberta" else kind, k or s.ks[0], s.sharing)
     dense = kind == "roberta" or not sparse_prediction
     return training_flops_per_token(config, n, 1.0 if dense else mlm_fraction)
 
@@ -331,25 +330,9 @@ def train_step(model, opt, ids, labels, precision: str, device, scaler=None, att
     return float(loss.detach())
 
 
-def _configure_dynamo() -> None:
-    """Room for every model, precision and lever in one process: they share the forward's code objects, and past
-    the recompile limit (8 by default) Dynamo would silently run a model eagerly."""
-    cfg = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit"):
-        if hasattr(cfg, name):
-            setattr(cfg, name, max(getattr(cfg, name), 256))
-    for name in ("accumulated_recompile_limit", "accumulated_cache_size_limit"):
-        if hasattr(cfg, name):
-            setattr(cfg, name, max(getattr(cfg, name), 4096))
-
-
-def _graphs_compiled() -> int | None:
+def _graphs_compiled() -> int:
     """Graphs Dynamo has compiled so far in this process (to check that timing compiled nothing)."""
-    with contextlib.suppress(Exception):
-        from torch._dynamo.utils import counters
-
-        return int(counters["stats"]["unique_graphs"])
-    return None
+    return CompileCounts.now().graphs
 
 
 class _Models:
@@ -374,7 +357,7 @@ class _Models:
         if not entry.variant.compile:
             return self.raw[key]
         if key not in self.compiled:
-            _configure_dynamo()
+            raise_recompile_limit(256)
             self.compiled[key] = torch.compile(self.raw[key], dynamic=False, mode=self.s.compile_mode)
         return self.compiled[key]
 

@@ -266,7 +266,7 @@ class LinformerSelfAttention(nn.Module):
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
             # as much as the projection), so a short row gives the same output inside a longer padded batch.
             short = ~mask[:, self.k:].any(-1)
-            if bool(short.any()):
+            if torch.compiler.is_compiling() or bool(short.any()):  # compiled: no host sync, both paths
                 head = hidden[:, : self.k]
                 exact, exact_probs = self._attend(q, self._heads(self.key(head)), self._heads(self.value(head)),
                                                   mask[:, : self.k], output_attentions)

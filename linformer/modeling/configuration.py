@@ -100,6 +100,10 @@ class LinformerConfig(PreTrainedConfig):
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
       projection only at the labelled positions and returns (num_targets, vocab) logits, the same loss for a
       fraction of the head's cost at 15% masking. False (the default) returns (batch, tokens, vocab) logits.
+    - ``tokenizer_vocab_size``: the tokenizer's vocabulary when ``vocab_size`` (the embedding rows) is padded past
+      it, to a multiple of 64 as HF's ``pad_to_multiple_of`` does, so that the vocabulary GEMM takes the fast
+      kernels. The MLM head gives the padding rows a logit of -inf: they never receive probability. None: every
+      row is a token.
 
     Unknown keyword arguments raise ConfigError (a misspelt field would otherwise be kept and ignored); the ones
     Hugging Face itself passes (``num_labels``, ``torch_dtype``, ``name_or_path``, ...) are accepted.
@@ -135,6 +139,7 @@ class LinformerConfig(PreTrainedConfig):
     projection: str = "linear"
     projection_init: str = "mean"
     sparse_prediction: bool = False
+    tokenizer_vocab_size: int | None = None
     mask_empty_windows: bool = False
 
     position_offset: int | None = None
@@ -187,6 +192,10 @@ class LinformerConfig(PreTrainedConfig):
                 f"({self.num_attention_heads})."
             )
         _check_choice("attention", self.attention, ATTENTION_MODES)
+        tv = self.tokenizer_vocab_size
+        if tv is not None and not 0 < tv <= self.vocab_size:
+            raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
+                              "embedding rows past it are padding.")
         _check_choice("sharing", self.sharing, SHARING_MODES)
         _check_choice("projection", self.projection, PROJECTIONS)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
@@ -237,6 +246,14 @@ class LinformerConfig(PreTrainedConfig):
             )
 
 
+def round_up(size: int, multiple: int | None) -> int:
+    """``size`` rounded up to a multiple of ``multiple`` (None or 1: unchanged), as HF's pad_to_multiple_of (the
+    vocabulary's rows, the MLM head's prediction slots)."""
+    if multiple is None or multiple <= 1:
+        return size
+    return -(-size // multiple) * multiple
+
+
 def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,
                     projection: str = "linear") -> str:
     """How reports name the attention: 'full attention' (no k, no sharing: full attention has no projection), or
@@ -266,4 +283,5 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
 
 __all__ = [
     "ATTENTION_MODES", "CLASSIFIER_HEADS", "CLASSIFIER_POOLINGS", "LENGTH_POLICIES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
+    "round_up",
 ]

@@ -22,8 +22,13 @@ import torch
 
 from .attention import window_columns
 
-# Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets.
+# Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets. The first key
+# found in the device name wins, so the PCIe and NVL parts (lower clocks and power) come before the SXM ones, which
+# CUDA names plainly ("NVIDIA H100 80GB HBM3", "NVIDIA H200").
 _GPU_PEAKS = {
+    "H100 PCIe": (756e12, 51e12),
+    "H100 NVL": (835e12, 60e12),
+    "H200 NVL": (835e12, 60e12),
     "H200": (989e12, 67e12),
     "H100": (989e12, 67e12),
     "A100": (312e12, 19.5e12),

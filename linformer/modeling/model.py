@@ -167,7 +167,8 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
 class LinformerLMHead(nn.Module):
     """RoBERTa's (and BERT's) LM head: dense, activation (``config.lm_head_activation``), LayerNorm, then the
-    decoder tied to the word embeddings."""
+    decoder tied to the word embeddings. Logits of a padded vocabulary's padding rows (``tokenizer_vocab_size``
+    onwards) are -inf, so they take no probability whatever their weights."""
 
     def __init__(self, config: LinformerConfig):
         super().__init__()
@@ -176,9 +177,15 @@ class LinformerLMHead(nn.Module):
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        tv = config.tokenizer_vocab_size
+        self.tokens = tv if tv is not None and tv < config.vocab_size else None
 
     def forward(self, features):
-        return self.decoder(self.layer_norm(self.activation(self.dense(features))))
+        logits = self.decoder(self.layer_norm(self.activation(self.dense(features))))
+        if self.tokens is not None:
+            padding = torch.arange(logits.shape[-1], device=logits.device) >= self.tokens
+            logits = logits.masked_fill(padding, float("-inf"))
+        return logits
 
 
 class LinformerPooler(nn.Module):
@@ -239,7 +246,9 @@ class LinformerModel(FromPretrainedEncoder, LinformerPreTrainedModel):
             if attention_mask.dim() != 2:
                 raise ValueError(f"attention_mask must be (batch, tokens); got shape {tuple(attention_mask.shape)}.")
             mask = attention_mask.bool()
-            if bool(mask.all()):  # nothing is padded: skip all masking work (one host sync per forward)
+            # nothing is padded: skip all masking work (one host sync per forward). A compiled forward keeps the
+            # mask (the check would break its graph): callers with unpadded batches pass attention_mask=None.
+            if not torch.compiler.is_compiling() and bool(mask.all()):
                 mask = None
         hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(

@@ -73,6 +73,11 @@ class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
     the target positions: ``logits`` is then (num_targets, vocab), in the order of ``labels[labels != -100]``, and
     the loss is the same. At 15% masking this skips most of the head's cost (the vocabulary projection is the
     largest matmul of a small model), which is what MLM training wants.
+
+    ``prediction_slots`` (with sparse prediction) fixes the number of rows the head runs on, for a compiled model
+    whose shapes must not change from batch to batch: the labelled positions come first, in order, and the rest
+    of the slots are positions labelled -100, which the loss ignores. The caller guarantees that the batch has at
+    most that many labelled positions (``PretrainTask`` counts them on the host).
     """
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
@@ -107,6 +112,7 @@ class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions=None,
         output_hidden_states=None,
+        prediction_slots: int | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
         out = self.roberta(
@@ -121,12 +127,24 @@ class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
         hidden = out.last_hidden_state
         if labels is not None:
             labels = labels.to(hidden.device)
-            if self.config.sparse_prediction:
+            if self.config.sparse_prediction and prediction_slots is not None:
+                hidden, labels = target_slots(hidden, labels, prediction_slots)
+            elif self.config.sparse_prediction:
                 targets = labels != -100
                 hidden, labels = hidden[targets], labels[targets]
         logits = self.lm_head(hidden)
         loss = None if labels is None else F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
+
+
+def target_slots(hidden: torch.Tensor, labels: torch.Tensor, slots: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slots, hidden) rows and their labels: the labelled positions first, in order (a stable sort puts them
+    before the -100s), then unlabelled ones, whose -100 the loss ignores. A fixed shape, unlike boolean indexing."""
+    flat = labels.reshape(-1)
+    if slots > flat.numel():
+        raise ValueError(f"prediction_slots={slots} is more than the batch's {flat.numel()} positions.")
+    order = torch.argsort((flat == -100).to(torch.uint8), stable=True)[:slots]
+    return hidden.reshape(-1, hidden.shape[-1])[order], flat[order]
 
 
 class LinformerForSequenceClassification(FromPretrainedEncoder, LinformerPreTrainedModel):

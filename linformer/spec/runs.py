@@ -111,12 +111,17 @@ class PretrainSpec(RunSpec):
     tokenizer_dir: str = field(metadata=config_key("tokenizer_dir", operational=True))
     corpus_dir: str = field(metadata=config_key("corpus_dir", operational=True))
     init_from: str | None = field(metadata=config_key("init_from"))  # MLM continuation from a converted or pretrained model
+    # a fresh model's embedding rows: the tokenizer's vocabulary rounded up to this multiple (None: not padded)
+    pad_vocab_to_multiple_of: int | None = field(default=None, metadata=config_key("pad_vocab_to_multiple_of"))
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
+        multiple = cfg.get("pad_vocab_to_multiple_of")
+        if multiple is not None and (isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1):
+            raise ConfigError(f"pad_vocab_to_multiple_of={multiple!r} must be a whole number >= 1 (or null).")
         return {"model": _model_group(cfg), "model_name": str((cfg.get("model") or {}).get("name", "")),
                 "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
-                "init_from": _optional(cfg, "init_from")}
+                "init_from": _optional(cfg, "init_from"), "pad_vocab_to_multiple_of": multiple}
 
 
 @dataclass(frozen=True)

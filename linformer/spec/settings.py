@@ -45,6 +45,15 @@ def positive_float(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: 
 _ID, _OP = {"operational": False}, {"operational": True}
 
 
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # eager and aot_eager: Dynamo's graph capture alone, for checks
+
+
+def _compile_backend(value) -> str:
+    if value not in COMPILE_BACKENDS:
+        raise ConfigError(f"trainer.compile_backend={value!r} is not one of {', '.join(COMPILE_BACKENDS)}.")
+    return str(value)
+
+
 def _bool(t: Mapping, key: str, allow_none: bool = False) -> bool | None:
     value = t.get(key)
     if value is None and allow_none:
@@ -135,6 +144,8 @@ class TrainerSettings:
     max_nonfinite_steps: int = field(default=None, metadata=_OP)
     cpu: bool = field(default=False, metadata=_OP)
     peak_tflops: float | None = field(default=None, metadata=_OP)
+    compile: bool = field(default=False, metadata=_OP)  # torch.compile the model (the same numbers, faster)
+    compile_backend: str = field(default="inductor", metadata=_OP)  # a torch._dynamo backend: inductor | aot_eager | eager
     resume: str | None = field(default=None, metadata=_OP)
     allow_config_change: bool | list[str] = field(default=(), metadata=_OP)
     allow_nonbitwise_resume: bool = field(default=False, metadata=_OP)
@@ -189,6 +200,8 @@ class TrainerSettings:
             max_nonfinite_steps=positive_int(t, "max_nonfinite_steps"),
             cpu=_bool(t, "cpu"),
             peak_tflops=positive_float(t, "peak_tflops", allow_none=True),
+            compile=_bool(t, "compile") if "compile" in t else False,
+            compile_backend=_compile_backend(t.get("compile_backend", "inductor")),
             resume=None if resume in (None, "", "null", "none", False) else str(resume),
             allow_config_change=allow,
             allow_nonbitwise_resume=_bool(t, "allow_nonbitwise_resume"),

@@ -17,6 +17,7 @@ import logging
 import math
 import shlex
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -36,6 +37,7 @@ from ..rundir import MetricsWriter, RunRecord
 from ..spec import RunSpec, TrainerSettings
 from . import checkpoint as ckpt
 from .common import init_trackers
+from .compiling import CompileCounts, compile_model
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class TrainingTask:
     select_best = True              # False: every evaluation replaces the best (the run's result is its last model)
     default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
+    compile_dynamic: bool | None = None    # trainer.compile: False = every shape fixed; None = Dynamo's automatic
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
     tracker_tags: list[str] = []
     prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
@@ -180,6 +183,8 @@ class Trainer:
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
+        self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        self._compile_start = CompileCounts.now()
         self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
         # the logged lr is trainer.lr's schedule: the first group that starts there (a task's other groups, such as
         # distillation's E/F, follow the same schedule from their own lr)
@@ -214,6 +219,7 @@ class Trainer:
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
+                   **self._speed_summary(),
                    "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
@@ -235,7 +241,9 @@ class Trainer:
             loss, grad_norm, tokens = self._train_step(step)
             step = self.state["step"] = step + 1
             self.state["tokens"] += tokens
-            row = self._step_row(step, loss, grad_norm, tokens / (time.perf_counter() - t_step))
+            rate = tokens / (time.perf_counter() - t_step)
+            self._step_rates.append(rate)
+            row = self._step_row(step, loss, grad_norm, rate)
             self._guard_nonfinite(step, bar)
             if (self.eval_every and step % self.eval_every == 0) or step == self.s.max_steps:
                 self._evaluate(step, row)
@@ -288,7 +296,26 @@ class Trainer:
                "tokens": self.state["tokens"]}
         if self.task.flops_per_token and self.task.peak_flops:
             row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
+        if self.s.compile:
+            counts = CompileCounts.now().since(self._compile_start)
+            row["compiled_graphs"], row["graph_breaks"] = counts.graphs, counts.graph_breaks
         return row
+
+    def _speed_summary(self) -> dict[str, Any]:
+        """Steady-state speed: the median tokens/s of the second half of this process's steps (the first steps
+        hold compilation and allocator warm-up), its MFU, and what torch.compile compiled."""
+        rates = self._step_rates[len(self._step_rates) // 2:]
+        out: dict[str, Any] = {}
+        if rates:
+            median = statistics.median(rates)
+            out["tokens_per_s_steady"] = median
+            if self.task.flops_per_token and self.task.peak_flops:
+                out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
+        if self.s.compile:
+            counts = CompileCounts.now().since(self._compile_start)
+            out["compile"] = {"backend": self.s.compile_backend, "graphs": counts.graphs,
+                              "graph_breaks": counts.graph_breaks}
+        return out
 
     def _guard_nonfinite(self, step: int, bar) -> None:
         n = self.state["nonfinite"]
@@ -390,6 +417,13 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     """The closing lines of a run: what it reached, where the model is, what to run next."""
     lines = [(f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
              f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})")]
+    if summary.get("tokens_per_s_steady"):
+        speed = f"  speed: {summary['tokens_per_s_steady']:,.0f} tokens/s (median of the later steps)"
+        speed += f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
+        if summary.get("compile"):
+            c = summary["compile"]
+            speed += f"; torch.compile ({c['backend']}): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s)"
+        lines.append(speed)
     lines += [f"  {line}" for line in summary.get("report", [])]
     if summary.get("model_dir"):
         lines.append(f"  model: {summary['model_dir']}")
@@ -423,6 +457,8 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
+        if settings.compile:
+            compile_model(task.model, settings.compile_backend, task.compile_dynamic)
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
         decay = optim.weight_decay  # configs/optim/adamw.yaml (finetuning's config overrides it)

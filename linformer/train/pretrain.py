@@ -22,6 +22,7 @@ from ..data import MLMCollator, load_prepared
 from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
+from ..modeling.configuration import round_up
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
 from ..spec import PretrainSpec, TrainerSettings
@@ -33,10 +34,14 @@ log = logging.getLogger(__name__)
 def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
     """A fresh Linformer from the model group (vocabulary and special ids from the tokenizer), or init_from.
 
-    Training asks for sparse (masked-only) logits: the vocabulary projection of unmasked positions is wasted work."""
+    Training asks for sparse (masked-only) logits: the vocabulary projection of unmasked positions is wasted work.
+    A fresh model's vocabulary is padded to ``spec.pad_vocab_to_multiple_of`` rows (the padding gets no
+    probability: LinformerConfig.tokenizer_vocab_size)."""
     fields = dict(spec.model)
+    vocab = round_up(len(tokenizer), spec.pad_vocab_to_multiple_of)
     fields.update(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab,
+        tokenizer_vocab_size=len(tokenizer) if vocab > len(tokenizer) else None,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -71,8 +76,13 @@ def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
 
 
 class PretrainTask(TrainingTask):
+    """MLM on packed n-token blocks. Compiled (trainer.compile), every shape is fixed: the blocks are never padded,
+    so the all-ones attention_mask is dropped on the host, and the MLM head runs on a fixed number of prediction
+    slots (``prediction_slots``) rather than on a batch's own number of labelled positions."""
+
     stage = "pretrain"
     main_metric = "val_loss"
+    compile_dynamic = False
 
     def __init__(self, spec: PretrainSpec, settings: TrainerSettings, world: int, rank: int, device: torch.device):
         self.settings = settings
@@ -100,9 +110,29 @@ class PretrainTask(TrainingTask):
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
         self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.accum = settings.grad_accum
+        self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile else None
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        return self.train.micro_batch(g)
+        return self._host_ready(self.train.micro_batch(g))
+
+    def _host_ready(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A CPU batch as the model should get it: without an all-ones attention_mask (packed blocks: the model
+        then needs no mask check), and with the prediction slots raised if this batch has more targets (one
+        recompile; it should never happen at the slots' margin)."""
+        if "attention_mask" in batch and bool(batch["attention_mask"].all()):
+            batch = {k: v for k, v in batch.items() if k != "attention_mask"}
+        if self.slots is not None:
+            targets = int((batch["labels"] != -100).sum())
+            if targets > self.slots:
+                log.warning("a batch has %d MLM targets, more than the %d prediction slots: raising them to %d "
+                            "(one recompile)", targets, self.slots, round_up(targets, 64))
+                self.slots = round_up(targets, 64)
+        return batch
+
+    def loss(self, model, batch) -> torch.Tensor:
+        if self.slots is None:
+            return model(**batch).loss
+        return model(**batch, prediction_slots=self.slots).loss
 
     def epoch_of(self, step: int) -> float:
         return step * self.accum / self.train.batches_per_epoch
@@ -116,11 +146,12 @@ class PretrainTask(TrainingTask):
         model.eval()
         loss_sum = torch.zeros((), device=acc.device, dtype=torch.float64)
         count = torch.zeros((), device=acc.device, dtype=torch.float64)
-        for batch in self.val.held_out(self.eval_batches, acc.device):
-            n_targets = (batch["labels"] != -100).sum()
+        for batch in self.val.held_out(self.eval_batches, "cpu"):
+            batch = self._host_ready(batch)
+            n_targets = int((batch["labels"] != -100).sum())
             if n_targets == 0:
                 continue
-            loss_sum += model(**batch).loss.double() * n_targets
+            loss_sum += self.loss(model, {k: v.to(acc.device) for k, v in batch.items()}).double() * n_targets
             count += n_targets
         loss_sum, count = acc.reduce(loss_sum, "sum"), acc.reduce(count, "sum")
         model.train()
@@ -146,6 +177,15 @@ class PretrainTask(TrainingTask):
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None
+
+
+def prediction_slots(positions: int, mlm_probability: float) -> int:
+    """Rows the compiled MLM head runs on for a batch of `positions` tokens: the expected number of targets plus
+    6 standard deviations of the binomial draw (a batch beyond that is rarer than 1 in 10^8), rounded up to a
+    multiple of 64 for the GEMM, at most every position."""
+    mean = positions * mlm_probability
+    bound = mean + 6 * math.sqrt(positions * mlm_probability * (1 - mlm_probability)) + 1
+    return min(positions, round_up(math.ceil(bound), 64))
 
 
 def perplexity(loss: float) -> float:

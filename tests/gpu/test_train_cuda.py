@@ -196,3 +196,16 @@ def test_finetuning_a_pretrained_run_on_cuda(tmp_path, pretrained_run, trainers,
     hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
     assert hits / 40 == pytest.approx(saved["metrics"]["accuracy"])
     assert (tmp_path / "run" / "best" / "config.json").is_file()
+
+
+def test_compiled_bf16_pretraining_on_cuda_matches_eager_with_one_graph_per_mode(tiny_data, tmp_path):
+    """trainer.compile=true with inductor on CUDA: no graph break, one graph for training and one for evaluation
+    (fixed shapes: the prediction slots, no attention mask), and the losses of eager bf16 within bf16 rounding."""
+    torch._dynamo.reset()
+    common = ("trainer.mixed_precision=bf16", "trainer.max_steps=12", "model.hidden_dropout_prob=0",
+              "model.attention_probs_dropout_prob=0")
+    pretrain(compose_pretrain(tiny_data, *common), tmp_path / "eager")
+    summary = pretrain(compose_pretrain(tiny_data, *common, "trainer.compile=true"), tmp_path / "compiled")
+    assert summary["compile"] == {"backend": "inductor", "graphs": 2, "graph_breaks": 0}
+    torch.testing.assert_close(_losses(tmp_path / "compiled"), _losses(tmp_path / "eager"), rtol=2e-2, atol=2e-2)
+    assert summary["tokens_per_s_steady"] > 0

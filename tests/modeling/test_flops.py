@@ -63,3 +63,15 @@ def test_layer_flops_hand_computed():
 def test_flop_ratio_favours_linformer_only_when_k_is_small():
     assert flop_ratio(4096, 256, 768, 3072) > 1.5
     assert flop_ratio(512, 512, 768, 3072) < 1.0  # k = n: the projections only add work
+
+
+def test_peak_flops_reads_the_hopper_part_from_the_device_name(monkeypatch):
+    from linformer.modeling import flops
+
+    names = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H100 PCIe": 756e12, "NVIDIA H100 NVL": 835e12,
+             "NVIDIA H200": 989e12, "NVIDIA H200 NVL": 835e12}
+    for name, bf16 in names.items():
+        monkeypatch.setattr(flops.torch.cuda, "get_device_name", lambda device=None, name=name: name)
+        assert flops.peak_flops(flops.torch.device("cuda"), "bf16") == bf16, name
+    monkeypatch.setattr(flops.torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 PCIe")
+    assert flops.peak_flops(flops.torch.device("cuda"), "no") == 51e12

@@ -33,7 +33,8 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
     tok = AutoTokenizer.from_pretrained(tmp_path / "model")
-    assert model.config.max_seq_len == 32 and len(tok) == model.config.vocab_size
+    assert model.config.max_seq_len == 32 and model.config.tokenizer_vocab_size == len(tok)
+    assert model.config.vocab_size % 64 == 0 and 0 < model.config.vocab_size - len(tok) < 64  # padded rows
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["step"] == 0 and "val_ppl" in rows[0] and summary["initial_val_loss"] > summary["final_val_loss"]
     assert {"loss", "lr", "tokens_per_s", "mfu", "grad_norm"} <= rows[1].keys()

@@ -1,0 +1,80 @@
+"""The MLM head's two speed paths: fixed prediction slots (static shapes for a compiled model) and a padded
+vocabulary whose padding rows take no probability."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from linformer.modeling import LinformerConfig, LinformerForMaskedLM
+from linformer.modeling.task_models import target_slots
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_seq_len=16,
+             projected_dim=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _batch(vocab: int, batch: int = 3, n: int = 16, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (batch, n), generator=g)
+    labels = torch.where(torch.rand(batch, n, generator=g) < 0.3, ids, torch.full_like(ids, -100))
+    labels[0, 0] = ids[0, 0]
+    return ids, labels
+
+
+def test_target_slots_put_the_targets_first_in_order_and_pad_with_ignored_rows():
+    hidden = torch.randn(2, 5, 3)
+    labels = torch.tensor([[-100, 7, -100, 9, -100], [4, -100, -100, -100, 5]])
+    rows, slot_labels = target_slots(hidden, labels, 6)
+    targets = labels != -100
+    assert slot_labels[:4].tolist() == labels[targets].tolist()
+    assert torch.equal(rows[:4], hidden[targets])
+    assert slot_labels[4:].tolist() == [-100, -100]
+    with pytest.raises(ValueError, match="prediction_slots=11"):
+        target_slots(hidden, labels, 11)
+
+
+def test_prediction_slots_give_the_same_loss_and_gradients_as_boolean_indexing():
+    torch.manual_seed(0)
+    model = LinformerForMaskedLM(LinformerConfig(vocab_size=50, sparse_prediction=True, **SMALL))
+    ids, labels = _batch(50)
+    targets = int((labels != -100).sum())
+
+    def run(**kwargs):
+        model.zero_grad()
+        out = model(input_ids=ids, labels=labels, **kwargs)
+        out.loss.backward()
+        return out, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    eager, eager_grads = run()
+    slotted, slot_grads = run(prediction_slots=targets + 7)
+    assert slotted.logits.shape == (targets + 7, 50)
+    torch.testing.assert_close(slotted.logits[:targets], eager.logits)
+    torch.testing.assert_close(slotted.loss, eager.loss)
+    for a, b in zip(slot_grads, eager_grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_padded_vocabulary_rows_get_no_probability_and_leave_the_loss_unchanged():
+    torch.manual_seed(0)
+    plain = LinformerForMaskedLM(LinformerConfig(vocab_size=50, **SMALL))
+    padded = LinformerForMaskedLM(LinformerConfig(vocab_size=64, tokenizer_vocab_size=50, **SMALL))
+    state = plain.state_dict()
+    for name, tensor in padded.state_dict().items():  # the same weights, and padding rows that would win
+        if tensor.shape == state[name].shape:
+            tensor.copy_(state[name])
+        else:
+            tensor[:50] = state[name]
+            tensor[50:] = 10.0
+    ids, labels = _batch(50)
+    a, b = plain(input_ids=ids, labels=labels), padded(input_ids=ids, labels=labels)
+    probs = F.softmax(b.logits, -1)
+    assert probs[..., 50:].max().item() == 0.0
+    torch.testing.assert_close(b.logits[..., :50], a.logits)
+    torch.testing.assert_close(b.loss, a.loss)
+    assert torch.equal(b.logits.argmax(-1), a.logits.argmax(-1))  # the same MLM accuracy
+
+
+def test_tokenizer_vocab_size_must_fit_the_embedding():
+    from linformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tokenizer_vocab_size"):
+        LinformerConfig(vocab_size=50, tokenizer_vocab_size=51, **SMALL)
