@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ class TrainingTask:
     prepared: list = []                    # ...and what it returned for them
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        """This rank's slice of global micro-batch g (g = step x grad_accum + i)."""
+        """This rank's slice of global micro-batch g (g = step x grad_accum + i), on the host. On a GPU it is called
+        from a background thread while the device runs the previous step: host work only, no model."""
         raise NotImplementedError
 
     def count(self, batch: Mapping[str, torch.Tensor]) -> int:
@@ -167,6 +169,11 @@ class StopSignal:
         return got or None
 
 
+def prefetches(device: torch.device) -> bool:
+    """Whether the trainer builds the next step's batches in a background thread (on a GPU: the host is free)."""
+    return device.type == "cuda"
+
+
 def command_line() -> str:
     return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]) if sys.argv[0] else "the same call"
 
@@ -184,6 +191,10 @@ class Trainer:
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
         self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        # On a GPU the next step's batches are built on the host while the device runs this step (the data is a
+        # pure function of the step, so prefetching changes no value). On a CPU the thread would take a core.
+        self._prefetcher = ThreadPoolExecutor(1) if prefetches(accelerator.device) else None
+        self._next: tuple[int, Future] | None = None
         self._compile_start = CompileCounts.now()
         self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
         # the logged lr is trainer.lr's schedule: the first group that starts there (a task's other groups, such as
@@ -246,6 +257,7 @@ class Trainer:
             row = self._step_row(step, loss, grad_norm, rate)
             self._guard_nonfinite(step, bar)
             if (self.eval_every and step % self.eval_every == 0) or step == self.s.max_steps:
+                self._settle()
                 self._evaluate(step, row)
             else:
                 self._log(step, row)
@@ -265,11 +277,28 @@ class Trainer:
                 self.save()
         bar.close()
 
+    def _host_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
+        """The step's micro-batches (on the host) and the items each one's loss is a mean over."""
+        micro = [self.task.micro_batch(step * self.s.grad_accum + i) for i in range(self.s.grad_accum)]
+        return micro, [self.task.count(b) for b in micro]
+
+    def _step_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
+        """This step's batches (prefetched if they were), and the next step's started in the background."""
+        pending, self._next = self._next, None
+        batches = pending[1].result() if pending is not None and pending[0] == step else self._host_batches(step)
+        if self._prefetcher is not None and step + 1 < self.s.max_steps:
+            self._next = (step + 1, self._prefetcher.submit(self._host_batches, step + 1))
+        return batches
+
+    def _settle(self) -> None:
+        """Wait for a prefetch in flight: evaluation and checkpoints must not run beside the task's data code."""
+        if self._next is not None:
+            self._next[1].result()
+
     def _train_step(self, step: int) -> tuple[float, float, int]:
         """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
         acc, world, accum = self.accelerator, self.accelerator.num_processes, self.s.grad_accum
-        micro = [self.task.micro_batch(step * accum + i) for i in range(accum)]
-        counts = [self.task.count(b) for b in micro]
+        micro, counts = self._step_batches(step)
         total = acc.reduce(torch.tensor(sum(counts), device=acc.device), "sum").item() if world > 1 else sum(counts)
         loss_sum = torch.zeros((), device=acc.device)
         for i, (batch, n) in enumerate(zip(micro, counts)):
@@ -357,6 +386,7 @@ class Trainer:
         return self._wall_before + time.perf_counter() - self._t0
 
     def save(self) -> None:
+        self._settle()
         self.state["wall_time_s"] = self._wall_time()
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.s.keep_last)
 
@@ -393,6 +423,8 @@ class Trainer:
 
     def _close(self) -> None:
         """End trackers and tear down the process group: without it gloo runs can abort at exit."""
+        if self._prefetcher is not None:
+            self._prefetcher.shutdown(wait=True, cancel_futures=True)
         self.accelerator.wait_for_everyone()
         self.accelerator.end_training()
         if torch.distributed.is_available() and torch.distributed.is_initialized():

@@ -86,3 +86,32 @@ def test_inductor_compiled_pretraining_matches_eager_on_cpu(tiny_data, tmp_path)
     summary = pretrain(compose_pretrain(tiny_data, *NO_DROPOUT, "trainer.compile=true"), compiled)
     torch.testing.assert_close(_losses(compiled), _losses(eager), rtol=1e-3, atol=1e-4)
     assert summary["compile"]["graph_breaks"] == 0 and summary["compile"]["graphs"] == 2
+
+
+def test_prefetched_batches_give_the_same_run_bitwise(tiny_data, tmp_path, monkeypatch):
+    """On a GPU the next step's batches are built in a background thread; the data is a function of the step, so
+    the losses, evaluations and weights are the same as building them in turn (forced on here, on the CPU)."""
+    from linformer.train import core
+
+    plain = tmp_path / "plain"
+    pretrain(compose_pretrain(tiny_data), plain)
+    monkeypatch.setattr(core, "prefetches", lambda device: True)
+    threads = []
+    build = core.Trainer._host_batches
+
+    def recording(self, step):
+        import threading
+
+        threads.append(threading.current_thread() is threading.main_thread())
+        return build(self, step)
+
+    monkeypatch.setattr(core.Trainer, "_host_batches", recording)
+    prefetched = tmp_path / "prefetched"
+    pretrain(compose_pretrain(tiny_data), prefetched)
+    assert threads[0] and not any(threads[1:])  # the first step's batches in turn, every later one prefetched
+    for key in ("loss", "grad_norm", "val_loss"):
+        assert [r.get(key) for r in _rows(prefetched)] == [r.get(key) for r in _rows(plain)], key
+    from safetensors.torch import load_file
+
+    a, b = load_file(plain / "model" / "model.safetensors"), load_file(prefetched / "model" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
