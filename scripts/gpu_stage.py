@@ -10,7 +10,8 @@ Stages (see README, "On a GPU"):
   mfu         the trainer's own MFU: short compiled pretraining runs of the base model at n = 512 in bf16, full
               attention and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
               data/processed/wiki_mfu and tokenizer data/tokenizers/wiki carried with the checkout -> their
-              summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*
+              summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*, and
+              mfu_gpu/{runs.md,mfu.png} (the steady-state MFU of each run, MFU per step)
   table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
               its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
               table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
@@ -78,11 +79,14 @@ def figure3_commands(py: str, out: Path) -> list[list[str]]:
             [py, "scripts/figure3.py", *dirs, "--out", str(out / "figure3_gpu")]]
 
 
-def mfu_commands(py: str) -> list[list[str]]:
-    """The MFU runs: the same tokens and steps, full attention first (the 40% target is the base model's)."""
+def mfu_commands(py: str, out: Path) -> list[list[str]]:
+    """The MFU runs (the same tokens and steps, full attention first: the 40% target is the base model's), then
+    their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
     pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
                 "logger=none"]
-    return [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
+    runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
+    return [*runs, [py, "scripts/compare_runs.py", *(f"outputs/pretrain/{run}" for run in MFU_RUNS), "--metrics",
+                    "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
 def stage_commands(out: Path) -> dict[str, list[list[str]]]:
@@ -96,7 +100,7 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
         "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu"]],
-        "mfu": mfu_commands(py),
+        "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }
 

@@ -141,11 +141,12 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
     from .train.conftest import compose
 
     gpu_stage = _load()
-    commands = gpu_stage.stage_commands(Path("/out"))["mfu"]
-    assert len(commands) == 2
+    *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
+    assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
     for command in commands:
         spec = PretrainSpec.read(compose("pretrain", command[2:]))
         assert spec.trainer.compile and spec.trainer.mixed_precision == "bf16" and spec.model["hidden_size"] == 768
+        assert spec.trainer.batch_size * spec.trainer.grad_accum == 128
         assert spec.model["max_seq_len"] == 512 and spec.pad_vocab_to_multiple_of == 64
         assert spec.corpus_dir.endswith("data/processed/wiki_mfu")
     assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)

@@ -270,9 +270,10 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
                                                                          "attention_mask"))
                  + ". Each other row flips one lever. Every row of this table is timed in one interleaved block, so "
                  "\"vs base\" (base step time / this step time; below 1x = slower than the base) is a ratio inside one "
-                 "run. An all-ones attention_mask is what the pretraining collator passes for packed blocks: our "
-                 "model turns it into no mask (`mask.all()`, one host sync per forward, and a graph break under "
-                 "torch.compile), so SDPA gets no mask and keeps its flash kernel either way."),
+                 "run. An all-ones attention_mask is what the pretraining collator builds for packed blocks: eager, "
+                 "our model turns it into no mask (`mask.all()`, one host sync per forward); compiled, it keeps "
+                 "the mask (no host sync, no graph break), so the trainer drops an all-ones mask on the host "
+                 "before the forward."),
                 "", "| model | lever | setting | step | tokens/s | MFU | vs base | compile |",
                 "|---|---|---|---|---|---|---|---|"]
         for r in levers:

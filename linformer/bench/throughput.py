@@ -57,7 +57,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("fused", "foreach")
 MASKS = ("none", "ones")
 LEVERS = ("compile", "optimizer", "sparse_prediction", "attention_mask")
-TARGET_MFU = 0.40  # the MFU the base model should reach at n = 512 (docs/results/throughput_gpu_notes.md)
+TARGET_MFU = 0.40  # the MFU the base model should reach at n = 512 (docs/results/gpu_h200_notes.md)
 BASE_SHAPE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072}  # RoBERTa-base
 
 

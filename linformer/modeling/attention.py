@@ -191,7 +191,8 @@ class ConvProjection(nn.Module):
         else:  # heads folded into the batch
             x = x.reshape(B * H, -1, d).transpose(1, 2)
         y = F.conv1d(x, self.weight, stride=self.window, groups=self.groups).view(B, H, d, -1)
-        return y.transpose(-1, -2), _window_mask(mask, T, self.window)
+        # contiguous over d: the GPU's fused attention kernels need the last dimension at stride 1
+        return y.transpose(-1, -2).contiguous(), _window_mask(mask, T, self.window)
 
 
 def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Module:

@@ -77,7 +77,8 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     """One row per run: its name, key config, steps, then `final / best (@step)` per metric."""
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
-    header = ["run", *config_cols, "steps", *metrics]
+    steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
+    header = ["run", *config_cols, "steps", *metrics, *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in runs:
         kc = r.key_config
@@ -95,10 +96,23 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
                 cells.append(f"{_fmt(s['final'])} (best)")
             else:
                 cells.append(f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})")
+        cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             f"Best = max for {', '.join(HIGHER_IS_BETTER)}; min otherwise.")
+    if steady:
+        note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
+                 "steps hold compilation and warm-up), and its MFU.")
     return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+STEADY_COLUMNS = {"tokens_per_s_steady": "steady tokens/s", "mfu": "steady MFU"}
+
+
+def _steady_cell(column: str, value) -> str:
+    if not isinstance(value, (int, float)):
+        return ""
+    return f"{value:.1%}" if column == "mfu" else _fmt(float(value))
 
 
 def _labels(runs: list[Run]) -> list[str]:

@@ -340,6 +340,9 @@ class Trainer:
             out["tokens_per_s_steady"] = median
             if self.task.flops_per_token and self.task.peak_flops:
                 out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
+                out["mfu_peak_tflops"] = self.task.peak_flops / 1e12
+        device = self.accelerator.device
+        out["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
         if self.s.compile:
             counts = CompileCounts.now().since(self._compile_start)
             out["compile"] = {"backend": self.s.compile_backend, "graphs": counts.graphs,

@@ -2,6 +2,7 @@
 tiny CPU model, fp16 refused on CPU, and the GPU config. No timed asserts."""
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -171,10 +172,12 @@ def test_kernel_categories():
 
 def test_gpu_config_composes():
     inf, thr = settings_from_config(compose("benchmark_throughput_gpu"))
-    assert inf is None and thr.device == "cuda" and thr.is_base_shape() and thr.ks == [128, 256]
-    assert thr.precisions == ["bf16", "fp16"] and thr.compile == [False, True] and thr.compile_ns == [512]
-    assert thr.levers.enabled and thr.levers.k == 128 and thr.profile
+    assert inf is None and thr.device == "cuda" and thr.is_base_shape() and thr.ks == [128] and thr.ns == [512]
+    assert thr.precisions == ["bf16"] and thr.compile == [True] and thr.pad_vocab_to_multiple_of == 64
+    assert thr.levers.enabled and thr.levers.vary == [] and thr.profile  # the profiled base row, no lever rows
     assert thr.tokens_per_step // 512 == 128
+    entries = [(b.section, e.kind) for b in plan_blocks(thr) for e in b.entries]
+    assert entries == [("grid", "full"), ("grid", "linformer"), ("grid", "roberta"), ("levers", "full")]
     _, cpu = settings_from_config(compose("benchmark", ["device=cpu"]))  # the CPU default keeps its grid
     assert cpu.ks == [256] and cpu.compile == [False] and not cpu.levers.enabled and not cpu.profile
 
@@ -187,3 +190,11 @@ def test_compiled_rows_on_cpu(tmp_path):
     assert len(compiled) == 3 and all(r["compile_s"] is not None and r["tokens_per_s"] > 0 for r in compiled)
     assert meta["compiles_during_timing"] == 0
     torch._dynamo.reset()
+
+
+def test_padded_vocabulary_counts_for_ours_and_not_for_hf_roberta():
+    _, thr = settings_from_config(compose("benchmark_throughput_gpu"))
+    plain = replace(thr, pad_vocab_to_multiple_of=None)
+    head = 3 * 2 * 768 * (50304 - 50265)  # training FLOPs of the 39 padding rows, per predicted token
+    assert flops_per_token("full", 512, thr) - flops_per_token("full", 512, plain) == pytest.approx(0.15 * head)
+    assert flops_per_token("roberta", 512, thr) == flops_per_token("roberta", 512, plain)

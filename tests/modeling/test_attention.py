@@ -47,6 +47,25 @@ def test_shapes_every_mode(sharing, projection):
     assert torch.isfinite(out.loss)
 
 
+@pytest.mark.parametrize("sharing, projection", itertools.product(SHARINGS, PROJECTIONS))
+def test_attention_gets_keys_and_values_at_unit_stride_over_the_head_dimension(sharing, projection, monkeypatch):
+    """The GPU's fused attention kernels (flash, memory-efficient, cuDNN) refuse q, k, v or a mask whose last
+    dimension is not at stride 1; the CPU's math kernel accepts them, so this is checked here."""
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, attn_mask=None, **kwargs):
+        seen.append([t.stride(-1) for t in (q, k, v, attn_mask) if t is not None])
+        return sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    model = LinformerModel(tiny_config(sharing=sharing, projection=projection), add_pooling_layer=False).eval()
+    ids, mask = _padded_batch()
+    model(ids, attention_mask=mask)
+    model(ids)
+    assert seen and all(stride == 1 for strides in seen for stride in strides), seen
+
+
 def test_matrix_counts_follow_the_paper():
     """12 layers x 12 heads: 288 / 24 / 12 / 1 matrices for none / headwise / kv / layerwise."""
     expected = {"none": 288, "headwise": 24, "kv": 12, "layerwise": 1}

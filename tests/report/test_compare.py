@@ -99,3 +99,17 @@ def test_cli(tmp_path, make_run):
         bad = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), *args], capture_output=True,
                              text=True, timeout=60, check=False)
         assert bad.returncode == 2 and bad.stderr.startswith(message) and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_steady_speed_columns_come_from_the_summary(tmp_path, make_run):
+    """The summary's steady-state tokens/s and MFU (median of the later steps) get columns; a run without them an
+    empty cell, and none appear when no run has them."""
+    fast = make_run(tmp_path / "out", "pretrain", "fast", _pretrain_rows(1.0))
+    (fast / "summary.json").write_text('{"tokens_per_s_steady": 544631.5, "mfu": 0.3313}')
+    make_run(tmp_path / "out", "pretrain", "plain", _pretrain_rows(1.0))
+    lines = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].splitlines()
+    assert lines[0].endswith("| steady tokens/s | steady MFU |")
+    assert next(r for r in lines if r.startswith("| fast ")).endswith("| 544,632 | 33.1% |")
+    assert next(r for r in lines if r.startswith("| plain ")).endswith("|  |  |")
+    (fast / "summary.json").unlink()
+    assert "steady" not in compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"]
