@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration import LinformerConfig
+from .local_global import column_log_counts, local_global_attention
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -223,6 +224,9 @@ class LinformerSelfAttention(nn.Module):
         self.linformer = config.attention == "linformer"
         self.k = config.k_of_layer(layer_idx) if self.linformer else None
         self.exact_short = self.linformer and config.exact_short_inputs
+        # exact local and global keys beside the projected ones (linformer.modeling.local_global)
+        self.local_radius = config.local_window // 2 if self.linformer else 0
+        self.global_positions = list(config.global_positions or []) if self.linformer else []
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         if self.linformer and config.sharing != "layerwise":
@@ -262,6 +266,8 @@ class LinformerSelfAttention(nn.Module):
             return self._attend(q, k, v, mask, output_attentions)
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
+        if self.local_radius or self.global_positions:
+            return self._local_global(q, hidden, mask, E, F_), None
         out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
         if self.exact_short and mask is not None:
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
@@ -276,6 +282,29 @@ class LinformerSelfAttention(nn.Module):
                     probs = F.pad(probs, (0, exact_probs.shape[-1] - probs.shape[-1]))
                     probs = torch.where(short[:, None, None, None], exact_probs, probs)
         return out, probs
+
+    def _local_global(self, q, hidden, mask, E, F_):
+        """One softmax over the local window's exact keys, the global tokens' and the projected ones -> (B, T, D).
+        Attention probabilities are not materialised (output_attentions gives None for these layers)."""
+        B, T = hidden.shape[:2]
+        k, v = self._heads(self.key(hidden)), self._heads(self.value(hidden))
+        if mask is not None:
+            keep = mask[:, None, :, None].to(k.dtype)
+            k, v = k * keep, v * keep
+        pk, pmask = E(k, mask)
+        pv, _ = F_(v, mask)
+        rows = E.rows(T, mask)  # (T, c), (H, T, c), (B, T, k) or (B, H, T, k)
+        if rows.dim() == 2 or (rows.dim() == 3 and E.per_head and mask is None):
+            rows = rows.unsqueeze(0)  # no batch axis
+        if rows.dim() == 3:
+            rows = rows.unsqueeze(0) if E.per_head else rows.unsqueeze(1)  # (1 or B, H or 1, T, c)
+        if mask is not None:
+            rows = rows * mask[:, None, :, None].to(rows.dtype)
+        lengths = mask.sum(-1) if mask is not None else torch.full((B,), T, device=hidden.device)
+        out = local_global_attention(q, k, v, lengths, self.local_radius, self.global_positions,
+                                     (pk, pv, pmask, column_log_counts(rows)),
+                                     self.dropout_p if self.training else 0.0)
+        return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, k, v, kmask, output_attentions):
         """Softmax attention of q over k, v (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities."""

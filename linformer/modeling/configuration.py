@@ -95,6 +95,12 @@ class LinformerConfig(PreTrainedConfig):
     - ``exact_short_inputs``: an input of at most k tokens gets exact softmax attention over its tokens (T^2 <= T k:
       it costs no more than the projection). In a padded batch this is decided per row: a row whose real tokens
       all lie in the first k positions attends exactly, the others through E, F.
+    - ``local_window`` (w) and ``global_positions``: exact keys beside the projected ones, in one softmax
+      (``linformer.modeling.local_global``): each query also sees the exact keys within w // 2 positions of it, and
+      those of the global tokens (a negative position counts from each row's last real token: ``[0, -1]`` is
+      [CLS]/<s> and the final separator), which themselves attend to every position. Each projected key's logit is
+      raised by the log of the tokens its column stands for. 0 and None (the defaults) are the paper's Linformer.
+      Needs ``projection="linear"``.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
       ``hidden_act``).
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
@@ -147,6 +153,8 @@ class LinformerConfig(PreTrainedConfig):
     classifier_pooling: str | None = None
     length_policy: str = "slice"
     exact_short_inputs: bool = False
+    local_window: int = 0
+    global_positions: list[int] | None = None
     lm_head_activation: str = "gelu"
 
     def __post_init__(self, **kwargs):
@@ -208,6 +216,7 @@ class LinformerConfig(PreTrainedConfig):
                 "classifier_pooling='pooler' needs classifier_head='bert': RoBERTa's head has its own dense + tanh "
                 "on its input; choose classifier_pooling='cls' or 'mean'."
             )
+        _validate_local_global(self)
         if self.length_policy == "resample" and (self.projection != "linear" or self.mask_empty_windows):
             cause = f"projection={self.projection!r}" if self.projection != "linear" else "mask_empty_windows=True"
             raise ConfigError(
@@ -252,6 +261,22 @@ def round_up(size: int, multiple: int | None) -> int:
     if multiple is None or multiple <= 1:
         return size
     return -(-size // multiple) * multiple
+
+
+def _validate_local_global(config: LinformerConfig) -> None:
+    w, positions, n = config.local_window, config.global_positions, config.max_seq_len
+    if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= n:
+        raise ConfigError(f"local_window={w!r} must be a whole number in 0..max_seq_len (n={n}).")
+    if positions is not None:
+        bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not -n <= p < n]
+        if bad:
+            raise ConfigError(f"global_positions={list(positions)}: {bad} not a position in -{n}..{n - 1} "
+                              f"(max_seq_len n={n}; negative counts from each row's last real token).")
+    if (w or positions) and (config.attention != "linformer" or config.projection != "linear"):
+        raise ConfigError(
+            "local_window and global_positions add exact keys beside a learned projection: they need "
+            f"attention='linformer' and projection='linear' (got attention={config.attention!r}, "
+            f"projection={config.projection!r}).")
 
 
 def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,

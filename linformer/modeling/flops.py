@@ -79,6 +79,19 @@ def _windowed_layer_flops(n: int, config, k: int) -> float:
         _attention_core(n, keys, D)
 
 
+def local_global_layer_flops(n: int, config, k: int) -> float:
+    """One layer with exact local and global keys beside the projected ones, as executed
+    (linformer.modeling.local_global): K and V on all n rows, E^T K and F^T V, then every query against its block's
+    3r band keys (r = local_window // 2, at least 1), the G global keys and the k projected keys; the G global
+    queries against all n keys."""
+    D, G = config.hidden_size, len(config.global_positions or [])
+    k = min(k, n)
+    r = max(config.local_window // 2, 1)
+    kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)
+    return _query_output_ffn(n, D, config.intermediate_size) + kv + _attention_core(n, 3 * r + G + k, D) + \
+        _attention_core(G, n, D)
+
+
 def model_flops(n: int, hidden: int, ffn: int, layers: int, attention: str, k: int | None = None,
                 sharing: str = "layerwise", batch: int = 1) -> float:
     return batch * layers * layer_flops(n, hidden, ffn, attention, k, sharing)
@@ -103,6 +116,8 @@ def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = N
         exact = config.exact_short_inputs and config.k_of_layer(layer) >= T  # exact attention up to k tokens
         if config.attention == "full" or exact:
             total += layer_flops(T, D, ffn, "full")
+        elif config.local_window or config.global_positions:
+            total += local_global_layer_flops(T, config, config.k_of_layer(layer))
         elif config.projection == "linear":
             k = config.k_of_layer(layer)
             if config.mask_empty_windows:  # only the columns the T tokens reach take part

@@ -1,0 +1,119 @@
+"""Exact local and global keys beside the projected ones: the blocked computation equals dense masked attention,
+the defaults are the paper's Linformer bitwise, padding never leaks, and bad settings name their key."""
+
+import math
+
+import pytest
+import torch
+
+from linformer.errors import ConfigError
+from linformer.modeling import LinformerConfig, LinformerModel
+from linformer.modeling.flops import forward_flops_per_token
+from linformer.modeling.local_global import dense_reference_mask, local_global_attention
+
+SMALL = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_seq_len=64, projected_dim=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count):
+    """The same attention with a dense T x T mask: exact keys where dense_reference_mask allows, the projected keys
+    (logit + log count) for every query but the global ones, one softmax."""
+    B, H, T, d = q.shape
+    allowed = dense_reference_mask(T, lengths, radius, positions)[:, None]  # (B, 1, T, T)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    proj = (q @ pk.transpose(-1, -2)) / math.sqrt(d) + log_count[:, :, None, :]
+    t = torch.arange(T)
+    is_global = torch.zeros(B, T, dtype=torch.bool)
+    for p in positions:
+        idx = torch.where(torch.tensor(p) >= 0, torch.tensor(p), lengths + p)
+        is_global[torch.arange(B), idx.clamp(0, T - 1)] |= (idx >= 0) & (idx < lengths)
+    proj = proj.masked_fill(is_global[:, None, :, None], float("-inf"))
+    probs = torch.cat([scores, proj], -1).softmax(-1)
+    out = probs[..., :T] @ v + probs[..., T:] @ pv
+    return out, t[None, :] < lengths[:, None]
+
+
+@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (0, [0, -1]), (5, [0, 2, -1, -3])])
+def test_blocked_attention_equals_a_dense_masked_reference(radius, positions):
+    torch.manual_seed(0)
+    B, H, T, d, c = 3, 2, 23, 8, 5
+    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
+    lengths = torch.tensor([23, 17, 2])
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
+    pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
+    log_count = torch.rand(B, H, c, dtype=torch.float64)
+    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count))
+    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count)
+    torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
+
+
+def test_the_defaults_are_the_paper_linformer_bitwise():
+    torch.manual_seed(0)
+    plain = LinformerModel(LinformerConfig(**SMALL)).eval()
+    explicit = LinformerModel(LinformerConfig(**SMALL, local_window=0, global_positions=[])).eval()
+    explicit.load_state_dict(plain.state_dict())
+    ids = torch.randint(3, 50, (2, 40))
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[1, 30:] = 0
+    assert torch.equal(plain(ids, attention_mask=mask).last_hidden_state,
+                       explicit(ids, attention_mask=mask).last_hidden_state)
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"sharing": "none"},
+    {"length_policy": "resample"},
+    {"sharing": "layerwise", "length_policy": "resample"},
+    {"mask_empty_windows": True},
+])
+def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, local_window=8, global_positions=[0, -1], **extra)).eval()
+    ids = torch.randint(3, 50, (3, 40))
+    lengths = [40, 25, 3]
+    mask = torch.zeros(3, 40, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    batch = model(ids, attention_mask=mask).last_hidden_state
+    assert torch.isfinite(batch).all()
+    for i, n in enumerate(lengths):
+        alone = model(ids[i:i + 1, :n]).last_hidden_state[0]
+        torch.testing.assert_close(batch[i, :n], alone, atol=2e-5, rtol=1e-4)
+
+
+def test_local_and_global_keys_change_the_output_and_train():
+    torch.manual_seed(0)
+    base = LinformerModel(LinformerConfig(**SMALL)).eval()
+    local = LinformerModel(LinformerConfig(**SMALL, local_window=8, global_positions=[0, -1]))
+    local.load_state_dict(base.state_dict())
+    ids = torch.randint(3, 50, (2, 40))
+    out = local(ids).last_hidden_state
+    assert not torch.allclose(out, base(ids).last_hidden_state)
+    out.square().mean().backward()
+    assert all(p.grad is not None for n, p in local.named_parameters() if "pooler" not in n)
+
+
+def test_flops_count_the_window_and_the_global_keys():
+    plain = LinformerConfig(**SMALL)
+    local = LinformerConfig(**SMALL, local_window=16, global_positions=[0, -1])
+    extra = forward_flops_per_token(local, 64) - forward_flops_per_token(plain, 64)
+    assert extra > 0
+    # per layer and token: the band (3 x 8 keys) and 2 global keys, scores and values, and the 2 global queries
+    # over 64 keys; K and V on every row instead of projecting the hidden states first
+    assert forward_flops_per_token(local, 64) < forward_flops_per_token(LinformerConfig(**{**SMALL, "attention":
+                                                                                          "full"}), 64) * 1.5
+
+
+@pytest.mark.parametrize("fields, key", [
+    ({"local_window": -1}, "local_window=-1"),
+    ({"local_window": 65}, "local_window=65"),
+    ({"global_positions": [0, 64]}, "global_positions=[0, 64]"),
+    ({"global_positions": [-65]}, "global_positions=[-65]"),
+    ({"local_window": 8, "projection": "conv"}, "projection='conv'"),
+    ({"global_positions": [0], "attention": "full"}, "attention='full'"),
+])
+def test_bad_settings_name_their_key(fields, key):
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        LinformerConfig(**{**SMALL, **fields})
