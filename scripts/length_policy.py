@@ -1,5 +1,6 @@
 """Length policies on a converted encoder, before training:
 python scripts/length_policy.py [--source minilm] [--ks 64 128] [--sst2 872] [--imdb 128] [--out FILE]
+    [--local-windows 32 64 128 [--global-positions 0 -1] [--local-only]]
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argparse, not Hydra: a measurement with
 a handful of options, like scripts/fidelity.py.
@@ -27,6 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
+    ap.add_argument("--local-windows", type=int, nargs="*", default=[],
+                    help="also measure the converted policy with exact local keys of these windows (w) beside the "
+                         "projected ones, and the global tokens of --global-positions")
+    ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
+                    help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
+    ap.add_argument("--local-only", action="store_true",
+                    help="measure only the converted policy and its --local-windows rows")
     measured.add_output_options(ap, "outputs/reports/length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy"):
@@ -46,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                 tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
-        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, progress=print)
+        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only)
+        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print)
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
                   "(no transfer, no finetuning); reference: the source with full attention."),

@@ -267,8 +267,9 @@ class LinformerSelfAttention(nn.Module):
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
         if self.local_radius or self.global_positions:
-            return self._local_global(q, hidden, mask, E, F_), None
-        out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
+            out, probs = self._local_global(q, hidden, mask, E, F_), None
+        else:
+            out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
         if self.exact_short and mask is not None:
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
             # as much as the projection), so a short row gives the same output inside a longer padded batch.

@@ -32,6 +32,26 @@ PACKAGED_MODELS = {
 _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model directory with config.json and weights"
 
 
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+def weights_sha256(model_dir: str) -> str | None:
+    """sha256 over a model directory's weight files (sorted by name, each file's name and digest), so that a run's
+    record names exactly the weights it started from; None for a directory without weight files (a hub name)."""
+    import hashlib
+
+    from ..files import sha256_file
+
+    root = Path(model_dir)
+    files = sorted({f for pattern in WEIGHT_FILES for f in root.glob(pattern)}) if root.is_dir() else []
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}:{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
 def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read); errors
     name the config ``key`` the path came from.

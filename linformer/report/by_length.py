@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from ..errors import DataError
 from ..files import atomic_write
-from .paired import paired_difference
+from .paired import fmt1, paired_difference
 
 QUARTILES = 4
 
@@ -89,9 +89,9 @@ def by_length(lengths: np.ndarray, teacher: np.ndarray, rows: dict[str, np.ndarr
 def to_markdown(task_name: str, result: dict) -> list[str]:
     head = " | ".join(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))
     lines = [f"| {task_name} | {head} |", "|---" * (len(result["buckets"]) + 1) + "|",
-             "| teacher accuracy | " + " | ".join(f"{a:.1f}" for a in result["teacher_acc"]) + " |"]
+             "| teacher accuracy | " + " | ".join(fmt1(a) for a in result["teacher_acc"]) + " |"]
     for name, diffs in result["rows"].items():
-        cells = " | ".join(f"{d['diff']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]" for d in diffs)
+        cells = " | ".join(f"{fmt1(d['diff'], True)} [{fmt1(d['lo'], True)}, {fmt1(d['hi'], True)}]" for d in diffs)
         lines.append(f"| {name} | {cells} |")
     return lines
 

@@ -27,7 +27,18 @@ POLICIES = {
     "slice, window mask, exact <= k": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=True),
     "resample, exact <= k": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=True),
 }
-BUCKETS = (16, 32, 64, 128, 256, 512)  # upper token counts of the length buckets
+CONVERTED = "resample, exact <= k"  # convert.CONVERTED_LENGTH_POLICY
+BUCKETS = (16, 32, 64, 128, 256, 512)
+
+
+def with_local_keys(windows: list[int], global_positions: list[int], local_only: bool = False) -> dict[str, dict]:
+    """POLICIES (or only the converted one) and, per window w, the converted policy with exact local keys of w
+    tokens and the global tokens beside the projected ones."""
+    policies = {CONVERTED: POLICIES[CONVERTED]} if local_only else dict(POLICIES)
+    for w in windows:
+        label = f"{CONVERTED}, window {w}" + (f", global {global_positions}" if global_positions else "")
+        policies[label] = {**POLICIES[CONVERTED], "local_window": w, "global_positions": list(global_positions)}
+    return policies  # upper token counts of the length buckets
 
 
 @dataclass

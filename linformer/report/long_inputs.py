@@ -22,7 +22,7 @@ from ..files import atomic_write, write_json
 from ..modeling.convert import from_linformer
 from .compare import save_figure
 from .length_policy import padded_batches
-from .paired import bootstrap_interval, paired_difference
+from .paired import bootstrap_interval, fmt1, paired_difference
 
 
 def truncate(ids: list[int], n: int) -> list[int]:
@@ -87,7 +87,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
 
 
 def _pct(x) -> str:
-    return "" if x is None else f"{100 * x:.1f}"
+    return "" if x is None else fmt1(100 * x)
 
 
 def to_markdown(result: dict, header: list[str]) -> str:
@@ -97,7 +97,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
     for r in result["rows"]:
         lo, hi = r["interval"]
         diff = r.get("difference")
-        diff_text = "" if diff is None else f"{diff['diff']:+.1f} ({diff['lo']:+.1f}, {diff['hi']:+.1f})"
+        diff_text = "" if diff is None else f"{fmt1(diff['diff'], True)} ({fmt1(diff['lo'], True)}, {fmt1(diff['hi'], True)})"
         ms, mib = r.get("ms"), r.get("mib")
         lines.append(f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} ({_pct(lo)}-{_pct(hi)}) | "
                      f"{_pct(r.get('agreement'))} | {diff_text} | {'' if ms is None else f'{ms:.0f}'} | "

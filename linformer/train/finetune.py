@@ -26,14 +26,20 @@ from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..errors import ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info
-from ..modeling.loading import check_tokenizer_fits, load_classifier, max_tokens, resolve_model_path
+from ..modeling.loading import (
+    check_tokenizer_fits,
+    load_classifier,
+    max_tokens,
+    resolve_model_path,
+    weights_sha256,
+)
 from ..rundir import PREDICTIONS, RunRecord
 from ..spec import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
 
 # The model's architecture as results.json records it: what a report's rows are told apart by.
 ARCH_KEYS = ("attention", "max_seq_len", "projected_dim", "sharing", "length_policy", "exact_short_inputs",
-             "mask_empty_windows", "classifier_pooling")
+             "mask_empty_windows", "local_window", "global_positions", "classifier_pooling")
 
 
 def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
@@ -59,6 +65,8 @@ class FinetuneTask(TrainingTask):
         self.main_metric = f"eval_{self.spec.metrics[0]}"
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
+        # the weights the run starts from, by content: ties its record to the converted or transferred model
+        self.start_weights_sha256 = None if self.from_scratch else weights_sha256(self.model_path)
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(settings.max_length, run.task.max_length)
         data = task_splits(run.task, self.tokenizer, self.max_length)
@@ -157,6 +165,7 @@ class FinetuneTask(TrainingTask):
             "num_eval_examples": len(self.eval),
             "model_path": self.model_path,
             "from_scratch": self.from_scratch,
+            "start_weights_sha256": self.start_weights_sha256,
             "model_type": self.config.model_type,
             **arch,
             "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),

@@ -89,3 +89,11 @@ def test_paired_seed_example_interval_is_the_difference_of_means():
     assert d["lo"] < d["mean"] < d["hi"] and d["seeds"] == (3, 3)
     with pytest.raises(ValueError, match="same examples"):
         seed_example_interval(student, teacher[:, :100])
+
+
+def test_one_decimal_rounds_halves_away_from_zero():
+    from linformer.report.paired import fmt1
+
+    assert [fmt1(x) for x in (87.65, 87.64, 0.05, 89.25, 100.0)] == ["87.7", "87.6", "0.1", "89.3", "100.0"]
+    assert [fmt1(x, sign=True) for x in (-0.25, 0.25, 0.0, -2.45)] == ["-0.3", "+0.3", "+0.0", "-2.5"]
+    assert fmt1(100 * 1753 / 2000) == "87.7" and f"{100 * 0.8765:.1f}" == "87.6"  # what the reports printed before

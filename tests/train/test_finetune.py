@@ -41,6 +41,11 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert saved["wall_time_s"] > 0 and saved["attention"] == "linformer" and saved["projected_dim"] == 8
     assert (saved["length_policy"], saved["exact_short_inputs"], saved["classifier_pooling"]) == ("slice", False, "cls")
     assert saved["pretrain_val_ppl"] is not None and saved["lr"] == 1e-3 and saved["batch_size"] == 16
+    assert (saved["local_window"], saved["global_positions"]) == (0, None)  # every architecture field recorded
+    # the starting weights by content: the pretraining run's model.safetensors, not a path that may be rebuilt
+    from linformer.modeling.loading import weights_sha256
+
+    assert saved["start_weights_sha256"] == weights_sha256(str(pretrained_run / "model")) is not None
     # the tokenized splits went to the task cache, each complete (a second run would load them)
     cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "task_cache").iterdir())
     assert cached == ["sst2-eval", "sst2-train"]
@@ -89,6 +94,7 @@ def test_from_scratch_starts_from_fresh_weights_of_the_same_architecture(sst2_di
 def test_finetune_from_scratch_records_it(tmp_path, sst2_dir, pretrained_run):
     results, _ = _run(tmp_path, sst2_dir, pretrained_run, "from_scratch=true", "trainer.epochs=1")
     assert results["from_scratch"] is True and results["steps"] == 13  # ceil(200 / 16)
+    assert results["start_weights_sha256"] is None  # fresh weights: no file started it
 
 
 def test_missing_model_path_names_it(tmp_path, sst2_dir):
