@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=200, help="eval examples longer than the classifier's n, drawn "
                     "at random (0 = all)")
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--local-windows", type=int, nargs="*", default=[],
+                    help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
+    ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
+                    help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
     measured.add_output_options(ap, "outputs/reports/long_inputs")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "long_inputs"):
@@ -60,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = split.select(long.tolist())
         ids, labels = rows["input_ids"], np.asarray(rows["labels"])
         result = long_inputs.measure(classifier, ids, labels, args.ns, args.k, args.sharing, tokenizer.pad_token_id,
-                                     args.batch_size)
+                                     args.batch_size, local_windows=tuple(args.local_windows),
+                                     global_positions=tuple(args.global_positions))
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
         lens = result["lengths"]
         longer = int((lengths > base_n).sum())
@@ -69,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                    "converted length policy. Nothing trained at the new lengths."),
                   (f"Examples: {len(ids)} {args.task} eval examples longer than {base_n} tokens (of {longer}; "
                    f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
-                  "Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved rounds).",
+                  ("Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved "
+                   "rounds), and their ratios to full attention at the same n, measured side by side."),
                   *provenance]
         long_inputs.write_report(result, args.out, header, {"command": command})
     measured.show(args.out)

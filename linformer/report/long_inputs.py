@@ -48,10 +48,12 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
 
 
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
-            pad_id: int, batch_size: int = 4, cost_reps: int = 3,
-            progress: Callable[[str], None] = print) -> dict:
-    """Rows: the classifier at its own n, then per n the full model and its Linformer twin (accuracy, interval,
-    agreement with the full model at n, paired difference, ms and MiB per example at n tokens)."""
+            pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
+            global_positions: tuple[int, ...] = (0, -1), progress: Callable[[str], None] = print) -> dict:
+    """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
+    ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
+    (accuracy, interval, agreement with the full model at n, paired difference, ms and MiB per example at n tokens
+    and their ratios to full attention, measured side by side; every example's prediction)."""
     base = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
     base_n = int(base.config.max_seq_len)
     rows = []
@@ -60,7 +62,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
         correct = (preds == labels).astype(float)
         out = {"model": name, "n": n, "attention": attention, "accuracy": float(correct.mean()),
                "interval": bootstrap_interval(correct), "examples": len(labels),
-               "truncated": int(sum(len(x) > n for x in ids))}
+               "truncated": int(sum(len(x) > n for x in ids)), "predictions": preds.tolist()}
         if full is not None:
             out["agreement"] = float((preds == full).mean())
             out["difference"] = paired_difference(correct, (full == labels).astype(float))
@@ -70,10 +72,18 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     rows.append(row("as finetuned", base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
                     None))
     for n in ns:
-        models = {"full": from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n).eval(),
-                  f"linformer k={k}": from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
-                                                     attention="linformer", projected_dim=k, sharing=sharing).eval()}
+        twin = dict(attention="linformer", projected_dim=k, sharing=sharing)
+        variants = {"full": {}, f"linformer k={k}": twin}
+        for w in local_windows:
+            variants[local_label(k, w, global_positions)] = {**twin, "local_window": w,
+                                                             "global_positions": list(global_positions)}
+        models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
+                                       **fields).eval() for name, fields in variants.items()}
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
+        for name, cost in costs.items():  # side by side in one run: ratios hold where absolute figures move
+            for key in ("ms", "mib"):
+                if cost.get(key) and costs["full"].get(key):
+                    cost[f"{key}_vs_full"] = cost[key] / costs["full"][key]
         full = None
         for name, model in models.items():
             progress(f"n = {n}, {name}")
@@ -81,9 +91,15 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             rows.append(row(name, n, model.config.attention_label, preds, full, costs[name]))
             full = preds if full is None else full
         del models
-    return {"rows": rows, "base_n": base_n, "k": k, "sharing": sharing,
+    majority = max(float(np.mean(labels == c)) for c in np.unique(labels))
+    return {"rows": rows, "base_n": base_n, "k": k, "sharing": sharing, "labels": labels.tolist(),
+            "majority_rate": majority,
             "lengths": {"min": int(min(map(len, ids))), "median": float(np.median([len(x) for x in ids])),
                         "max": int(max(map(len, ids)))}}
+
+
+def local_label(k: int, w: int, global_positions) -> str:
+    return f"linformer k={k} + window {w}" + (f", global {list(global_positions)}" if global_positions else "")
 
 
 def _pct(x) -> str:
@@ -91,17 +107,23 @@ def _pct(x) -> str:
 
 
 def to_markdown(result: dict, header: list[str]) -> str:
-    lines = ["# Long inputs: a finetuned classifier lengthened, with full and Linformer attention", "", *header, "",
-             ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
-              "ms / example at n | MiB / example at n |"), "|---|---|---|---|---|---|---|"]
+    majority = result.get("majority_rate")
+    lines = ["# Long inputs: a finetuned classifier lengthened, with full and Linformer attention", "", *header]
+    if majority is not None:
+        lines.append(f"Always answering the examples' majority class scores {_pct(majority)}: an accuracy near it "
+                     "means the model has lost the task.")
+    lines += ["", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
+                   "time vs full | memory vs full | ms / example at n | MiB / example at n |"),
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lo, hi = r["interval"]
         diff = r.get("difference")
         diff_text = "" if diff is None else f"{fmt1(diff['diff'], True)} ({fmt1(diff['lo'], True)}, {fmt1(diff['hi'], True)})"
         ms, mib = r.get("ms"), r.get("mib")
+        ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else "" for key in ("ms_vs_full", "mib_vs_full")]
         lines.append(f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} ({_pct(lo)}-{_pct(hi)}) | "
-                     f"{_pct(r.get('agreement'))} | {diff_text} | {'' if ms is None else f'{ms:.0f}'} | "
-                     f"{'' if mib is None else f'{mib:.0f}'} |")
+                     f"{_pct(r.get('agreement'))} | {diff_text} | {ratios[0]} | {ratios[1]} | "
+                     f"{'' if ms is None else f'{ms:.0f}'} | {'' if mib is None else f'{mib:.0f}'} |")
     return "\n".join(lines) + "\n"
 
 

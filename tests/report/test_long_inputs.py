@@ -72,3 +72,19 @@ def test_the_script_refuses_lengths_at_or_below_the_classifier_s_n_in_one_line(c
     assert capsys.readouterr().err.splitlines() == [
         f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k below every n"]
     assert list(tmp_path.iterdir()) == []  # nothing written at the output paths
+
+
+def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
+    ids, labels = _examples()
+    result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
+                                 cost_reps=1, local_windows=(8,), progress=lambda _: None)
+    rows = result["rows"]
+    assert [r["model"] for r in rows] == ["as finetuned", "full", "linformer k=8",
+                                          "linformer k=8 + window 8, global [0, -1]"]
+    for r in rows:  # every example's prediction is kept and gives the accuracy
+        assert len(r["predictions"]) == 9
+        assert np.mean(np.array(r["predictions"]) == labels) == pytest.approx(r["accuracy"])
+    assert rows[1]["ms_vs_full"] == 1.0 and rows[3]["ms_vs_full"] == rows[3]["ms"] / rows[1]["ms"]
+    assert result["majority_rate"] == max(np.mean(labels), 1 - np.mean(labels))
+    md = long_inputs.to_markdown(result, ["header"])
+    assert "majority class scores" in md and "| time vs full | memory vs full |" in md
