@@ -80,7 +80,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
                                        **fields).eval() for name, fields in variants.items()}
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
-        for name, cost in costs.items():  # side by side in one run: ratios hold where absolute figures move
+        for cost in costs.values():  # side by side in one run: ratios hold where absolute figures move
             for key in ("ms", "mib"):
                 if cost.get(key) and costs["full"].get(key):
                     cost[f"{key}_vs_full"] = cost[key] / costs["full"][key]
