@@ -18,7 +18,7 @@ import torch
 from linformer.cli import cli_errors, compose
 from linformer.data.io import resolve_path
 from linformer.errors import DataError
-from linformer.files import write_json
+from linformer.files import read_yaml, write_json
 from linformer.rundir import RunRecord
 from linformer.stages import Stage, StageFailed, run_stages
 from linformer.train.common import native_cpu_bf16
@@ -35,6 +35,22 @@ def _stage(name: str, script: str, config: str, overrides: list[str], done, need
     return Stage(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
 
 
+DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
+
+
+def remove_demo_run(run: Path) -> None:
+    """Delete a run directory the demo made (its config.yaml says experiment_name: demo); refuse any other, which
+    holds someone's run or files (run_name=... names the directory)."""
+    if not run.exists():
+        return
+    config = run / "config.yaml"
+    recorded = read_yaml(config).get("experiment_name") if config.is_file() else None
+    if recorded != DEMO:
+        raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
+                        "demo replaces only its own runs; choose another run_name= or move that directory.")
+    shutil.rmtree(run)
+
+
 def _run_dir(cfg) -> str:
     return cfg.hydra.run.dir
 
@@ -43,7 +59,7 @@ def main() -> int:
     extra = sys.argv[1:]
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    pretrain = ["run_name=demo", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
+    pretrain = ["run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
                 "trainer.lr=1e-3", "trainer.warmup_steps=30", "trainer.eval_every=100", "trainer.save_every=100",
                 f"trainer.mixed_precision={precision}", *extra]
     stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", ["data=mirror_slice"],
@@ -54,13 +70,14 @@ def main() -> int:
                      ("prepare_corpus",))]
     pretrain_dir = stages[-1].done.parent
     finetune = ["task=sst2", f"model_path={pretrain_dir.relative_to(REPO)}", "run_name=demo-sst2",
+                f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
     stages.append(_stage("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
                          ("pretrain",)))
     finetune_dir = stages[-1].done.parent
     for run in (pretrain_dir, finetune_dir):  # the demo's runs always start over; the tokenizer and corpus are kept
-        shutil.rmtree(run, ignore_errors=True)
+        remove_demo_run(run)
     t0 = time.perf_counter()
     times = run_stages(stages, jobs=1, cwd=REPO)
 

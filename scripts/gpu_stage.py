@@ -89,10 +89,18 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
                     "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
+def cuda_check(py: str) -> list[str]:
+    """A stage's first command: without a CUDA device every GPU test would be skipped (and pass) and every benchmark
+    fail on its device, so the stage fails here, in one line."""
+    check = ("import sys, torch; torch.cuda.is_available() or sys.exit('error: no CUDA device here "
+             "(torch.cuda.is_available() is false): the GPU stages need one')")
+    return [py, "-c", check]
+
+
 def stage_commands(out: Path) -> dict[str, list[list[str]]]:
-    """Each stage's commands, run in order; a stage stops at its first failing command."""
+    """Each stage's commands, run in order after the CUDA check; a stage stops at its first failing command."""
     py = sys.executable
-    return {
+    stages = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
                    "no:cacheprovider"]],
         "table3": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_gpu", f"out_dir={out}",
@@ -103,6 +111,7 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }
+    return {name: [cuda_check(py), *commands] for name, commands in stages.items()}
 
 
 def device_name() -> str:

@@ -37,9 +37,9 @@ def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypat
 def test_the_stage_commands_name_configs_that_exist():
     commands = _load().stage_commands(Path("/out"))
     for name in ("table3", "throughput"):
-        (command,) = commands[name]
+        _, command = commands[name]
         assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
-    assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][0]
+    assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][-1]
 
 
 def test_figure3_runs_differ_only_in_attention_and_k():
@@ -109,7 +109,7 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
     from linformer.experiments import pretrained as exp
 
     gpu_stage = _load()
-    (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
+    _, command = gpu_stage.stage_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
     patterns = gpu_stage.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
@@ -141,7 +141,7 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
     from .train.conftest import compose
 
     gpu_stage = _load()
-    *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
+    _, *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
     assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
     for command in commands:
         spec = PretrainSpec.read(compose("pretrain", command[2:]))
@@ -150,3 +150,19 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
         assert spec.model["max_seq_len"] == 512 and spec.pad_vocab_to_multiple_of == 64
         assert spec.corpus_dir.endswith("data/processed/wiki_mfu")
     assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)
+
+
+def test_every_stage_fails_first_in_one_line_without_cuda(tmp_path):
+    """Without CUDA the GPU tests would all be skipped and the stage pass: the check makes it fail, saying why."""
+    import subprocess
+
+    import torch
+
+    commands = _load().stage_commands(tmp_path)
+    assert all(c[0] == commands["tests"][0] for c in commands.values())
+    done = subprocess.run(commands["tests"][0], capture_output=True, text=True)
+    if torch.cuda.is_available():
+        assert done.returncode == 0
+    else:
+        assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+            "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one"]

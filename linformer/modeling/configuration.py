@@ -194,6 +194,7 @@ class LinformerConfig(PreTrainedConfig):
     # ---- validation (called by @strict on construction and on from_pretrained) -----------------
     def validate_architecture(self):
         """Reject settings that would build a wrong model, naming the key at fault."""
+        _check_types(self)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
@@ -261,6 +262,32 @@ def round_up(size: int, multiple: int | None) -> int:
     if multiple is None or multiple <= 1:
         return size
     return -(-size // multiple) * multiple
+
+
+# Fields whose value must be a whole number >= 1 (or None where the field allows it), and true/false fields: a
+# 1.5 or a "yes" would otherwise be stored in config.json and built as something else (a k of 1, a truthy string).
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "max_seq_len", "type_vocab_size", "max_position_embeddings", "tokenizer_vocab_size")
+_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "tie_word_embeddings", "is_decoder",
+          "add_cross_attention", "use_cache")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_types(config: LinformerConfig) -> None:
+    for key in _POSITIVE_INTS:
+        value = getattr(config, key)
+        if value is not None and not (_whole(value) and value >= 1):
+            raise ConfigError(f"{key}={value!r} must be a whole number >= 1.")
+    for key in _BOOLS:
+        value = getattr(config, key)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} must be true or false.")
+    ks = config.projected_dim if isinstance(config.projected_dim, list) else [config.projected_dim]
+    if not ks or not all(_whole(k) for k in ks):
+        raise ConfigError(f"projected_dim={config.projected_dim!r} must be a whole number (or one per layer).")
 
 
 def _validate_local_global(config: LinformerConfig) -> None:

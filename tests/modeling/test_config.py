@@ -77,3 +77,17 @@ def test_full_attention_ignores_k():
     assert attention_label("full", 256, "kv") == "full attention"
     assert LinformerConfig(projected_dim=128, sharing="kv").attention_label == "linformer k=128, kv"
     assert tiny_config(projected_dim=[4, 8], projection="conv").attention_label == "linformer k=4..8, headwise, conv"
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"projected_dim": 1.5}, "projected_dim=1.5 must be a whole number"),
+    ({"projected_dim": [64, 128.0]}, r"projected_dim=\[64, 128.0\] must be a whole number"),
+    ({"num_hidden_layers": 2.0}, "num_hidden_layers=2.0 must be a whole number >= 1"),
+    ({"max_seq_len": 0}, "max_seq_len=0 must be a whole number >= 1"),
+    ({"exact_short_inputs": "yes"}, "exact_short_inputs='yes' must be true or false"),
+    ({"sparse_prediction": 1}, "sparse_prediction=1 must be true or false"),
+])
+def test_numbers_and_switches_of_the_wrong_type_name_their_key(fields, message):
+    """A k of 1.5 was built as 1 and recorded as 1.5; a 'yes' switch was kept as a truthy string."""
+    with pytest.raises(ConfigError, match=message):
+        LinformerConfig(**fields)

@@ -1,0 +1,37 @@
+"""scripts/demo.py replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from linformer.errors import DataError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _demo():
+    spec = importlib.util.spec_from_file_location("demo", REPO / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_demo_removes_its_own_runs_and_refuses_anything_else(tmp_path):
+    demo = _demo()
+    mine = tmp_path / "demo"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("experiment_name: demo\nrun_name: demo\n")
+    demo.remove_demo_run(mine)
+    assert not mine.exists()
+    demo.remove_demo_run(tmp_path / "absent")  # nothing there: nothing to do
+
+    for name, files in (("notes", {"notes.txt": "mine"}),
+                        ("other-run", {"config.yaml": "experiment_name: table2\n", "metrics.jsonl": "{}\n"})):
+        victim = tmp_path / name
+        victim.mkdir()
+        for file, text in files.items():
+            (victim / file).write_text(text)
+        with pytest.raises(DataError, match=f"{victim} exists and is not a demo run"):
+            demo.remove_demo_run(victim)
+        assert {p.name: p.read_text() for p in victim.iterdir()} == files
