@@ -29,15 +29,17 @@ from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.convert import from_linformer
-from ..modeling.loading import load_classifier, load_pretrained, resolve_model_path
+from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..spec import DistillSpec, TrainerSettings
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
 
-STUDENT_SETTINGS = ("projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
-                    "mask_empty_windows")
+# model.* settings of a student converted from the teacher; max_seq_len above the teacher's lengthens the student
+# (its learned positions copied, as Longformer's), for distilling long inputs from a teacher lengthened the same way
+STUDENT_SETTINGS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
+                    "mask_empty_windows", "local_window", "global_positions")
 
 
 def is_sequence_classifier(config) -> bool:
@@ -97,7 +99,10 @@ class DistillTask(FinetuneTask):
         teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
         if run.student_path is None:
             settings = {k: v for k, v in run.model.items() if k in STUDENT_SETTINGS and v is not None}
-            return self.teacher_path, teacher_tokenizer, student_from_teacher(self.teacher_path, settings)
+            student = student_from_teacher(self.teacher_path, settings)
+            if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
+                teacher_tokenizer.model_max_length = student.config.max_seq_len
+            return self.teacher_path, teacher_tokenizer, student
         student_path = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
         if is_sequence_classifier(config) and config.num_labels != self.teacher.config.num_labels:
@@ -116,6 +121,14 @@ class DistillTask(FinetuneTask):
                 f"distill.hidden_weight={self.hidden_weight} matches the student's layers to the teacher's, but they "
                 f"differ in shape (layers x hidden: {_layers_shape(self.model)} against {_layers_shape(self.teacher)}):"
                 " use distill.hidden_weight=0."
+            )
+        teacher_n = max_tokens(self.teacher.config, self.tokenizer, None, None)
+        if self.max_length > teacher_n:
+            raise ConfigError(
+                f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
+                f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
+                f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied), "
+                f"or distill at trainer.max_length={teacher_n}."
             )
         self.teacher_predictions: list[int] | None = None
         self.teacher_scores: dict[str, float] = {}

@@ -219,3 +219,16 @@ def test_the_logged_lr_is_trainer_lr_s_schedule(tmp_path, teachers):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     lrs = [r["lr"] for r in rows if "lr" in r]
     assert lrs[0] == pytest.approx(1e-3 * 12 / 13) and max(lrs) <= 1e-3  # linear decay from trainer.lr=1e-3
+
+
+def test_a_student_longer_than_its_teacher_is_refused_and_local_keys_reach_the_student(tmp_path, teachers):
+    """Distilling at a length the teacher was not lengthened to would teach the student from truncated views."""
+    cfg = _compose(teachers, "linformer-full", "model.max_seq_len=128")
+    with pytest.raises(ConfigError, match=r"reads up to 128 tokens .* attends over at most 64"):
+        distill(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()
+    with pytest.raises(ConfigError, match="trainer.max_length=200 is above"):
+        distill(_compose(teachers, "linformer-full", "trainer.max_length=200"), tmp_path / "run2")
+    student = student_from_teacher(str(teachers["linformer-full"]),
+                                   {"projected_dim": 4, "local_window": 8, "global_positions": [0, -1]})
+    assert (student.config.local_window, student.config.global_positions) == (8, [0, -1])
