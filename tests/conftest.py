@@ -1,6 +1,7 @@
 """Shared test set-up: offline hubs and trackers, deterministic torch, tiny model configs."""
 
 import os
+from pathlib import Path
 
 # Tests never reach a hub: loaders must take their local-file paths.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,3 +29,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+

@@ -1,24 +1,14 @@
 """scripts/demo.py replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from linformer.errors import DataError
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _demo():
-    spec = importlib.util.spec_from_file_location("demo", REPO / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from .conftest import load_script
 
 
 def test_the_demo_removes_its_own_runs_and_refuses_anything_else(tmp_path):
-    demo = _demo()
+    demo = load_script("demo")
     mine = tmp_path / "demo"
     mine.mkdir()
     (mine / "config.yaml").write_text("experiment_name: demo\nrun_name: demo\n")

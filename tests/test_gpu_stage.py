@@ -1,18 +1,16 @@
 """scripts/gpu_stage.py: every stage runs, its log and record survive a failing stage, and the exit code says so."""
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
+
+from .conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("gpu_stage", REPO / "scripts" / "gpu_stage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_stage")
 
 
 def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):

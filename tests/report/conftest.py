@@ -39,14 +39,3 @@ def line_colours(png: Path, size: tuple[int, int], n: int) -> list[int]:
     img = matplotlib.image.imread(png)[..., :3]
     assert (img.shape[1], img.shape[0]) == size
     return [int((np.abs(img - np.array(to_rgb(f"C{i}"))).max(axis=-1) < 0.02).sum()) for i in range(n)]
-
-
-def load_script(name: str):
-    """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -7,7 +7,7 @@ from transformers import BertConfig, BertModel
 
 from linformer.report import length_policy as lp
 
-from .conftest import load_script
+from ..conftest import load_script
 
 N = 32
 

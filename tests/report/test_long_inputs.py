@@ -8,7 +8,7 @@ from transformers import RobertaConfig, RobertaForSequenceClassification
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.report import long_inputs
 
-from .conftest import load_script
+from ..conftest import load_script
 
 N = 32
 
