@@ -81,11 +81,48 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
-            # one line: Hydra's lines joined (an unknown option keeps its list of the available ones), without
-            # its hint to add the key with '+', which refuse_added_keys would refuse
-            lines = [line.strip() for line in str(err).splitlines()
-                     if line.strip() and not line.strip().startswith("To append")]
-            raise ConfigError(f"{' '.join(lines) or type(err).__name__} (configs/{config_name}.yaml)") from err
+            failure = err
+    # outside Hydra's context: the did-you-mean composes the config again
+    raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
+
+
+def _one_line(err: Exception, config_name: str, overrides) -> str:
+    """Hydra's composition error as one line with a did-you-mean: a misspelt key names the closest known key, an
+    unknown group option the closest option (its list of options kept); never Hydra's hint to add the key with
+    '+' (refuse_added_keys refuses it) nor its search path."""
+    import difflib
+    import re
+
+    text = str(err)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    key = re.search(r"Could not override '([^']+)'", text)
+    if key:
+        known = _known_keys(config_name, [o for o in overrides if not o.startswith(key.group(1) + "=")])
+        close = difflib.get_close_matches(key.group(1), known, 1, cutoff=0.6)
+        return (f"{key.group(1)}: no such key" + (f" (did you mean {close[0]}?)" if close else "")
+                + "; every setting is in configs/.")
+    option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
+    available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
+    if option and available:
+        choices = available.group(1).split()
+        close = difflib.get_close_matches(option.group(2), choices, 1, cutoff=0.6)
+        return (f"{option.group(1)}={option.group(2)}: no such option" + (f" (did you mean {close[0]}?)" if close
+                else "") + f"; the options: {', '.join(choices)}.")
+    kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
+    return " ".join(kept) or type(err).__name__
+
+
+def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
+    """Every dotted key of the composed config (with the other overrides, so a chosen group's keys count)."""
+    from omegaconf import OmegaConf
+
+    from .files import flatten
+
+    try:
+        cfg = compose(config_name, overrides)
+    except ConfigError:
+        cfg = compose(config_name)
+    return list(flatten(OmegaConf.to_container(cfg, resolve=False)))
 
 
 def hydra_main(config_name: str) -> Callable:
@@ -101,7 +138,19 @@ def hydra_main(config_name: str) -> Callable:
                 refuse_added_keys(cfg, _added_overrides())
                 return fn(cfg)
 
-        return hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(body)
+        main = hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(body)
+
+        @functools.wraps(fn)
+        def entry():
+            # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
+            # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
+            args = sys.argv[1:]
+            if args and not any(a.startswith("-") or a.startswith("+") for a in args):
+                with cli_errors():
+                    compose(config_name, args)
+            return main()
+
+        return entry
 
     return decorate
 

@@ -67,3 +67,29 @@ def test_compose_turns_hydra_s_refusal_into_one_config_error_line():
 def test_compose_with_hydra_gives_the_run_directory_the_script_writes():
     cfg = compose("finetune", ["task=sst2", "model_path=x", "run_name=demo-sst2"], with_hydra=True)
     assert cfg.hydra.run.dir == f"{cfg.paths.output_dir}/finetune/demo-sst2"
+
+
+@pytest.mark.parametrize("config,overrides,message", [
+    ("pretrain", ["trainer.max_step=10"], "trainer.max_step: no such key (did you mean trainer.max_steps?)"),
+    ("finetune", ["optim.weight_decy=0.1"], "optim.weight_decy: no such key (did you mean optim.weight_decay?)"),
+    ("distill", ["teacher_path=x", "distill.temprature=2"],
+     "distill.temprature: no such key (did you mean distill.temperature?)"),
+    ("pretrain", ["model.hiden_size=3"], "model.hiden_size: no such key (did you mean model.hidden_size?)"),
+    ("finetune", ["task=sst3"], "task=sst3: no such option (did you mean sst2?); the options: imdb, qnli, qqp, sst2."),
+    ("pretrain", ["logger=wandbb"], "logger=wandbb: no such option (did you mean wandb?)"),
+])
+def test_a_misspelt_key_or_option_is_one_line_with_the_closest(config, overrides, message):
+    """Hydra's own message spans several lines and suggests '+key', which is then refused; ours names the key."""
+    with pytest.raises(ConfigError) as err:
+        compose(config, overrides)
+    text = str(err.value)
+    assert message in text and "\n" not in text and "+" not in text.split("(configs/")[0]
+
+
+def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path):
+    result = subprocess.run([sys.executable, "scripts/finetune.py", "task=sst2", "model_path=x", "trainer.max_step=10",
+                             f"paths.output_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: trainer.max_step: no such key (did you mean trainer.max_steps?); every setting is in configs/. "
+        "(configs/finetune.yaml)"]
+    assert not list(tmp_path.iterdir())
