@@ -89,7 +89,7 @@ def test_a_misspelt_key_or_option_is_one_line_with_the_closest(config, overrides
 def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path):
     result = subprocess.run([sys.executable, "scripts/finetune.py", "task=sst2", "model_path=x", "trainer.max_step=10",
                              f"paths.output_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        "error: trainer.max_step: no such key (did you mean trainer.max_steps?); every setting is in configs/. "
-        "(configs/finetune.yaml)"]
+    expected = ("error: trainer.max_step: no such key (did you mean trainer.max_steps?); every setting is in "
+                "configs/. (configs/finetune.yaml)")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [expected]
     assert not list(tmp_path.iterdir())
