@@ -17,6 +17,7 @@ stage would finish behind the runner's back and collide with the next run's copy
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -42,6 +43,20 @@ class Stage:
     # An intermediate product (a corpus, a converted model, a teacher's weights): run only while a stage that needs
     # it is still to run, so a fresh clone whose final records are all kept rebuilds none of them.
     intermediate: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """`done` exists and, for a JSON record, reads as JSON: a record torn by a kill or a bad copy is not done,
+        so the stage runs again rather than a report reading the damaged file."""
+        if not self.done.is_file():
+            return self.done.exists()
+        if self.done.suffix != ".json":
+            return True
+        try:
+            json.loads(self.done.read_text())
+        except (ValueError, OSError):
+            return False
+        return True
 
 
 class StageFailed(RuntimeError):
@@ -151,7 +166,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     threads = max(1, cores // jobs)
     if jobs > 1 and log_dir is None:
         raise ValueError("log_dir is required when jobs > 1 (each stage logs to its own file)")
-    finished = {s.name for s in stages if s.done.exists() or (s.keep is not None and s.keep() and s.done.exists())}
+    finished = {s.name for s in stages if s.finished or (s.keep is not None and s.keep() and s.finished)}
     todo = wanted(stages, finished)
     running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
     times: dict[str, float] = {}
@@ -178,7 +193,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     def loop() -> None:
         while todo or running:
             ready = [s for s in todo if all(n in finished for n in s.needs)] if not failures else []
-            already = [s for s in ready if s.done.exists()]  # written meanwhile by a stage it needs
+            already = [s for s in ready if s.finished]  # written meanwhile by a stage it needs
             for s in already:
                 todo.remove(s)
                 finished.add(s.name)
@@ -202,7 +217,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
                 where = f" (log: {log})" if log else ""
                 if rc == 0 and s.keep is not None:
                     s.keep()
-                if rc != 0 or not s.done.exists():
+                if rc != 0 or not s.finished:
                     why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
                     failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
                     print(f"[failed] {name}: {why}{where}", flush=True)

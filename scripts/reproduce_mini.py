@@ -46,7 +46,7 @@ def reproduce(jobs: int, dry_run: bool) -> int:
     stages = mini.plan()
     print(mini.__doc__)
     for s in stages:
-        print(f"[{'done' if s.done.exists() else 'todo'}] {s.name}: {_shown(s.argv)}")
+        print(f"[{'done' if s.finished else 'todo'}] {s.name}: {_shown(s.argv)}")
     for cmd in mini.report_commands():
         print(f"[report] {shlex.join(['python', *cmd])}")
     if dry_run:

@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool) -> int:
     stages = exp.plan(profile)
-    todo = wanted(stages, {s.name for s in stages if s.done.exists()})
+    todo = wanted(stages, {s.name for s in stages if s.finished})
     minutes = sum(exp.estimated_minutes(profile, s) for s in todo)
     print(exp.__doc__.split("\n\n")[0])
     for s in stages:
-        state = "done" if s.done.exists() else \
+        state = "done" if s.finished else \
             f"todo ~{exp.estimated_minutes(profile, s):g} min" if s in todo else "not needed: what needs it is done"
         print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
     report = report_argv(profile)

@@ -1,5 +1,6 @@
 """linformer.stages: dependency order, skipping finished stages, parallel jobs and clear failures."""
 
+import json
 import os
 import signal
 import subprocess
@@ -157,3 +158,13 @@ def test_the_gpu_table2_plan_finishes_a_run_before_building_every_model():
     assert names[first_transfer - 1] == "corpus"
     assert names[first_transfer + 1] == "finetune tp-gpu-sst2-k128-layerwise-converted-tr-s0"
     assert sorted(names) == sorted({*names})  # every stage once
+
+
+def test_a_torn_json_record_is_not_done(tmp_path):
+    """A results.json cut short by a kill or a bad copy: the stage runs again instead of counting as finished."""
+    record = tmp_path / "results.json"
+    stage = Stage("run", [sys.executable, "-c", f"open({str(record)!r}, 'w').write('{{\"a\": 1}}')"], record)
+    record.write_text('{"a": 1, "b"')
+    assert not stage.finished
+    run_stages([stage], jobs=1)
+    assert stage.finished and json.loads(record.read_text()) == {"a": 1}

@@ -257,4 +257,4 @@ def planned_runs(p: Profile) -> set[str]:
 
 def missing_stages(p: Profile) -> list[str]:
     stages = plan(p)
-    return [s.name for s in wanted(stages, {s.name for s in stages if s.done.exists()})]
+    return [s.name for s in wanted(stages, {s.name for s in stages if s.finished})]

@@ -43,9 +43,19 @@ def read_runs(patterns: list[str]) -> list[dict]:
     for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept]))):
         r = RunRecord(d, "finetune").results()
         pred = read_json(d / PREDICTIONS)
-        if not r or r.get("task") not in TASKS or not pred:
+        for name, record in ((RESULTS, r), (PREDICTIONS, pred)):
+            if (d / name).is_file() and not record:
+                raise DataError(f"{d / name} is damaged (not a JSON object): restore it (git checkout, or the run's "
+                                "own copy) or delete the run's records to run it again; no table is written from "
+                                "a damaged record.")
+        if r.get("task") not in TASKS or not pred:
             continue
         labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
+        recorded = (r.get("metrics") or {}).get("accuracy")
+        if recorded is not None and (len(labels) != len(preds) or abs(float(np.mean(preds == labels)) - recorded) > 1e-9):
+            raise DataError(f"{d / PREDICTIONS} disagrees with {d / RESULTS}: its predictions score "
+                            f"{float(np.mean(preds == labels)) if len(labels) == len(preds) else 'nothing'} against a "
+                            f"recorded accuracy of {recorded}; they are not the same run's records.")
         card = read_card_info(d) or (read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {})
         runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
                      "_transfer": card.get("transfer"), "_card": card})

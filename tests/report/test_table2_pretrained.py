@@ -199,3 +199,21 @@ def test_costs_of_kept_records_whose_models_are_gone_come_from_their_cards(tmp_p
     assert set(costs) == {"full attention", "linformer k=8, layerwise"}
     assert all(c["ms"] > 0 for c in costs.values())
     assert tp.measure_costs([{**row("full", 8), "converted_from": None}], n=32) == {}  # nothing to rebuild it from
+
+
+def test_a_damaged_or_mismatched_record_stops_the_table_naming_the_file(runs):
+    """A truncated results.json used to drop its run with a warning and rewrite the table without it."""
+    from linformer.errors import DataError
+
+    results = runs / "runs" / "imdb-k128-s1" / "results.json"
+    whole = results.read_text()
+    results.write_text(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=f"{results} is damaged"):
+        tp.read_runs([str(runs / "runs" / "*")])
+    results.write_text(whole)
+    predictions = runs / "runs" / "imdb-k128-s1" / "eval_predictions.json"
+    pred = json.loads(predictions.read_text())
+    pred["predictions"][0] = 1 - pred["predictions"][0]
+    predictions.write_text(json.dumps(pred))
+    with pytest.raises(DataError, match="disagrees with"):
+        tp.read_runs([str(runs / "runs" / "*")])
