@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..modeling.flops import flop_ratio, model_flops
+from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
     free_memory,
@@ -40,7 +40,7 @@ from .common import (
     synchronize,
     timed,
 )
-from .models import build_ours, build_roberta, size_of
+from .models import build_ours, build_roberta, ours_config, size_of
 from .paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 
 BASELINES = ("full", "eager", "roberta_sdpa")
@@ -78,12 +78,21 @@ class InferenceSettings:
     dtype: str = "fp32"
     device: str = "auto"
     seed: int = 0
+    local_window: int = 0  # the Linformer's exact local keys (LinformerConfig.local_window; 0: the paper's)
+    global_positions: list[int] | None = None  # ... and its global tokens (e.g. [0, -1])
+
+    def linformer_fields(self) -> dict:
+        """LinformerConfig fields of the Linformer rows beyond k and sharing."""
+        if not (self.local_window or self.global_positions):
+            return {}
+        return {"local_window": int(self.local_window), "global_positions": list(self.global_positions or [])}
 
 
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
     """One of the four models, in eval mode, for sequences of up to n tokens."""
     if kind in ("linformer", "full"):
-        return build_ours(size_of(s), n, kind, k, s.sharing).eval()
+        return build_ours(size_of(s), n, kind, k, s.sharing, **(s.linformer_fields() if kind == "linformer"
+                                                                else {})).eval()
     if kind in ("eager", "roberta_sdpa"):
         return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
     raise ValueError(f"unknown model kind {kind!r}; expected linformer or one of {BASELINES}")
@@ -254,6 +263,15 @@ def _ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
+def _flop_ratio(n: int, k: int, s: InferenceSettings) -> float:
+    """Full-attention FLOPs / the Linformer row's FLOPs (its local and global keys counted)."""
+    if not s.linformer_fields():
+        return flop_ratio(n, k, s.hidden, s.ffn, s.sharing)
+    size = size_of(s)
+    full = forward_flops_per_token(ours_config(size, n, "full"), n)
+    return full / forward_flops_per_token(ours_config(size, n, "linformer", k, s.sharing, **s.linformer_fields()), n)
+
+
 def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:
     lin = f"linformer@{k}"
     mb = lambda b: None if b is None else b / 2**20
@@ -267,7 +285,7 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, m
     row["mem_linformer_mib"] = mb(mem.get(lin))
     for kind in BASELINES:
         row[f"mem_{kind}_mib"] = mb(mem.get(kind))
-    row["flop_ratio"] = flop_ratio(n, k, s.hidden, s.ffn, s.sharing)
+    row["flop_ratio"] = _flop_ratio(n, k, s)
     row["speedup_vs_full"] = _ratio(t.get("full"), t[lin])
     row["speedup_vs_eager"] = _ratio(t.get("eager"), t[lin])
     row["speedup_over_flop_ratio"] = _ratio(row["speedup_vs_full"], row["flop_ratio"])

@@ -42,21 +42,21 @@ def size_of(settings) -> Size:
 
 
 def ours_config(size: Size, n: int, attention: str, k: int | None = None, sharing: str = "layerwise",
-                mlm: bool = False) -> LinformerConfig:
+                mlm: bool = False, **fields) -> LinformerConfig:
     """Our model's config for sequences of up to n tokens (k is ignored for full attention), its vocabulary padded
-    as ``size`` asks."""
+    as ``size`` asks; ``fields``: other LinformerConfig fields (the Linformer's local and global keys)."""
     kwargs = size.config_kwargs()
     padded = round_up(size.vocab, size.pad_vocab_to_multiple_of)
     if padded > size.vocab:
         kwargs.update(vocab_size=padded, tokenizer_vocab_size=size.vocab)
     return LinformerConfig(**kwargs, attention=attention, max_seq_len=n, projected_dim=min(k or n, n),
-                           sharing=sharing, sparse_prediction=mlm)
+                           sharing=sharing, sparse_prediction=mlm, **fields)
 
 
 def build_ours(size: Size, n: int, attention: str, k: int | None = None, sharing: str = "layerwise",
-               mlm: bool = False) -> nn.Module:
+               mlm: bool = False, **fields) -> nn.Module:
     """Our encoder (or MLM, with masked-only logits) for sequences of up to n tokens; k is ignored for full."""
-    config = ours_config(size, n, attention, k, sharing, mlm)
+    config = ours_config(size, n, attention, k, sharing, mlm, **fields)
     return LinformerForMaskedLM(config) if mlm else LinformerModel(config, add_pooling_layer=False)
 
 

@@ -70,7 +70,10 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
         + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
            else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
-        "Table 3). Forward pass only (inference mode), random token ids, nothing padded."),
+        "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
+                      f"{list(s.global_positions or [])} beside the projected ones (their FLOPs in the FLOP ratio)"
+                      if getattr(s, "local_window", 0) or getattr(s, "global_positions", None) else "")
+        + ". Forward pass only (inference mode), random token ids, nothing padded."),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
         "rotated), median. Ratios are measured side by side in this one run."),
         ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "

@@ -201,3 +201,19 @@ def test_config_composes():
     assert inf.max_n is None and thr is None
     with pytest.raises(ValueError, match="unknown"):
         settings_from_config(compose("benchmark", ["+inference.bogus=1"]))
+
+
+def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
+    """The Linformer rows carry the local window and the global tokens, their FLOPs in the ratio, and the header
+    says so."""
+    from linformer.bench.inference import build_model, run_inference
+    from linformer.bench.report import inference_markdown
+
+    s = tiny_inference(ns=[64, 128], ks=[16], local_window=8, global_positions=[0, -1], baselines=["full"])
+    model = build_model("linformer", 64, 16, s)
+    assert (model.config.local_window, model.config.global_positions) == (8, [0, -1])
+    rows, meta = run_inference(s, progress=False, log=lambda *_: None)
+    plain_ratio = flop_ratio(64, 16, 32, 64)
+    assert all(r["time_linformer_s"] > 0 for r in rows) and rows[0]["flop_ratio"] < plain_ratio
+    md = inference_markdown(rows, meta, "cmd")
+    assert "exact local keys of w = 8 tokens and global tokens [0, -1]" in md
