@@ -105,16 +105,17 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     if projected is not None:
         pk, pv, pmask, log_count = projected
         c = pk.shape[2]
-        bias = log_count.float().expand(B, H, c)
+        bias = log_count.float()  # (B or 1, H or 1, c): kept without a head axis where E is shared by the heads
         if pmask is not None:
             bias = bias.masked_fill(~pmask[:, None, :], neg)
         parts_k.append(pk[:, :, None].expand(B, H, nb, c, pk.shape[-1]))
         parts_v.append(pv[:, :, None].expand(B, H, nb, c, pv.shape[-1]))
-        parts_bias.append(bias[:, :, None, None, :].expand(B, H, nb, r, c))
+        parts_bias.append(bias[:, :, None, None, :].expand(bias.shape[0], bias.shape[1], nb, r, c))
 
-    heads = max(b.shape[1] for b in parts_bias)
+    heads = max(b.shape[1] for b in parts_bias)  # 1 unless E differs by head: the mask then broadcasts over them
+    batch = max(b.shape[0] for b in parts_bias)
     keys, values = torch.cat(parts_k, dim=3), torch.cat(parts_v, dim=3)
-    bias = torch.cat([b.expand(B, heads, nb, r, b.shape[-1]) for b in parts_bias], dim=-1).to(q.dtype)
+    bias = torch.cat([b.expand(batch, heads, nb, r, b.shape[-1]) for b in parts_bias], dim=-1).to(q.dtype)
     out = F.scaled_dot_product_attention(qb, keys, values, attn_mask=bias, dropout_p=dropout_p)
     out = out.reshape(B, H, nb * r, d)[:, :, :T]
 
