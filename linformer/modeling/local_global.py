@@ -21,6 +21,9 @@ import torch
 import torch.nn.functional as F
 
 
+CHUNK_ELEMENTS = 1 << 21  # attention scores materialised at once (2M: 8 MiB in fp32)
+
+
 def global_index(positions: list[int], lengths: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, G) token index of each global position in each row (a negative position counts from the row's last real
     token: -1 is it), and (B, G) whether it is a real token not named twice (a 1-token row's first and last are one)."""
@@ -47,11 +50,18 @@ def _blocks(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:
     return F.pad(x, (0, 0, 0, nb * r - T)).view(B, H, nb, r, d)
 
 
-def _band(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:
-    """Each block's keys: its previous, own and next block, (B, H, nb, 3r, d) (zeros beyond the ends)."""
-    B, H, _, d = x.shape
-    xp = F.pad(_blocks(x, r, nb).view(B, H, nb * r, d), (0, 0, r, r)).view(B, H, nb + 2, r, d)
-    return torch.cat([xp[:, :, :-2], xp[:, :, 1:-1], xp[:, :, 2:]], dim=3)
+class _Band:
+    """Each block's band of keys, its previous, own and next block (zeros beyond the ends), cut for a range of
+    blocks at a time: (B, H, blocks, 3r, d) is built per chunk, never for the whole sequence."""
+
+    def __init__(self, x: torch.Tensor, r: int, nb: int):
+        B, H, _, d = x.shape
+        self.padded = F.pad(_blocks(x, r, nb).view(B, H, nb * r, d), (0, 0, r, r)).view(B, H, nb + 2, r, d)
+
+    def __getitem__(self, part: slice) -> torch.Tensor:
+        i, j = part.start, part.stop
+        xp = self.padded
+        return torch.cat([xp[:, :, i:j], xp[:, :, i + 1:j + 1], xp[:, :, i + 2:j + 2]], dim=3)
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
@@ -84,8 +94,8 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     allowed = (near[None] & key_real[:, :, None, :]) | itself[None]  # (B, nb, r, 3r)
     if radius == 0:
         allowed = itself[None].expand(B, -1, -1, -1) & ~real_blocks(real, r, nb)[..., None]
-    parts_k.append(_band(k, r, nb))
-    parts_v.append(_band(v, r, nb))
+    parts_k.append(_Band(k, r, nb))
+    parts_v.append(_Band(v, r, nb))
     parts_bias.append(torch.where(allowed, 0.0, neg)[:, None])  # (B, 1, nb, r, 3r)
 
     # global: exact keys for every query, unless the window already holds them
@@ -114,10 +124,20 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
 
     heads = max(b.shape[1] for b in parts_bias)  # 1 unless E differs by head: the mask then broadcasts over them
     batch = max(b.shape[0] for b in parts_bias)
-    keys, values = torch.cat(parts_k, dim=3), torch.cat(parts_v, dim=3)
-    bias = torch.cat([b.expand(batch, heads, nb, r, b.shape[-1]) for b in parts_bias], dim=-1).to(q.dtype)
-    out = F.scaled_dot_product_attention(qb, keys, values, attn_mask=bias, dropout_p=dropout_p)
-    out = out.reshape(B, H, nb * r, d)[:, :, :T]
+    width = sum(b.shape[-1] for b in parts_bias)  # keys per query: 3r + G + c
+    # A chunk of blocks at a time: each block's keys (the global and projected ones repeated per block) and its
+    # mask are materialised for CHUNK_ELEMENTS scores at most, so memory stays linear in T with a small constant.
+    chunk = max(1, CHUNK_ELEMENTS // (B * H * r * width))
+    outs = []
+    for i in range(0, nb, chunk):
+        part = slice(i, min(i + chunk, nb))
+        keys = torch.cat([x[part] if isinstance(x, _Band) else x[:, :, part] for x in parts_k], dim=3)
+        values = torch.cat([x[part] if isinstance(x, _Band) else x[:, :, part] for x in parts_v], dim=3)
+        bias = torch.cat([b.expand(batch, heads, nb, r, b.shape[-1])[:, :, part] for b in parts_bias],
+                         dim=-1).to(q.dtype)
+        outs.append(F.scaled_dot_product_attention(qb[:, :, part], keys, values, attn_mask=bias,
+                                                   dropout_p=dropout_p))
+    out = torch.cat(outs, dim=2).reshape(B, H, nb * r, d)[:, :, :T]
 
     if positions:  # the global tokens' queries attend to every real position exactly
         gq = q.gather(2, gather)  # (B, H, G, d)

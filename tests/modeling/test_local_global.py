@@ -34,8 +34,12 @@ def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count):
     return out, t[None, :] < lengths[:, None]
 
 
+@pytest.mark.parametrize("chunk_elements", [1 << 21, 64])  # one chunk of blocks, or a block at a time
 @pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (0, [0, -1]), (5, [0, 2, -1, -3])])
-def test_blocked_attention_equals_a_dense_masked_reference(radius, positions):
+def test_blocked_attention_equals_a_dense_masked_reference(radius, positions, chunk_elements, monkeypatch):
+    from linformer.modeling import local_global
+
+    monkeypatch.setattr(local_global, "CHUNK_ELEMENTS", chunk_elements)
     torch.manual_seed(0)
     B, H, T, d, c = 3, 2, 23, 8, 5
     q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
