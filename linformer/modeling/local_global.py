@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-
 CHUNK_ELEMENTS = 1 << 21  # attention scores materialised at once (2M: 8 MiB in fp32)
 
 
