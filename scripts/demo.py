@@ -20,7 +20,7 @@ from linformer.data.io import resolve_path
 from linformer.errors import DataError
 from linformer.files import read_yaml, write_json
 from linformer.rundir import RunRecord
-from linformer.stages import Stage, StageFailed, run_stages
+from linformer.stages import STOPPED, Stage, StageFailed, run_stages
 from linformer.train.common import native_cpu_bf16
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +111,9 @@ if __name__ == "__main__":
     with cli_errors():
         try:
             sys.exit(main())
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (run_stages): the running stage was stopped
+            print(STOPPED, file=sys.stderr)
+            sys.exit(130)
         except StageFailed as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(1)
