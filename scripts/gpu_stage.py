@@ -202,10 +202,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
     out = args.out.resolve()
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {args.out} is a file, not a folder for the stages' results")
     out.mkdir(parents=True, exist_ok=True)
     commands = stage_commands(out)
     record_path = out / "gpu_stages.json"
-    records = json.loads(record_path.read_text()) if record_path.is_file() else []
+    try:
+        records = json.loads(record_path.read_text()) if record_path.is_file() else []
+    except ValueError:
+        parser.error(f"{record_path} is not JSON (damaged): move it away to start a new record there")
+    if not isinstance(records, list):
+        parser.error(f"{record_path} is not a list of stage records: move it away to start a new record there")
     gpu = device_name()
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)

@@ -164,3 +164,19 @@ def test_every_stage_fails_first_in_one_line_without_cuda(tmp_path):
     else:
         assert done.returncode == 1 and done.stderr.strip().splitlines() == [
             "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one"]
+
+
+def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, capsys):
+    import pytest
+
+    gpu_stage = _load()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit) as stop:
+        gpu_stage.main(["tests", "--out", str(tmp_path / "file")])
+    assert stop.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "gpu_stages.json").write_text('[{"stage": "tes')
+    with pytest.raises(SystemExit) as stop:
+        gpu_stage.main(["tests", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "gpu_stages.json is not JSON" in capsys.readouterr().err
+    assert (tmp_path / "out" / "gpu_stages.json").read_text() == '[{"stage": "tes'  # left as it was
