@@ -77,7 +77,7 @@ class TransferTask(TrainingTask):
             self.model = LinformerModel.from_pretrained_encoder(
                 self.source, attention="linformer", max_seq_len=int(m["max_seq_len"]),
                 projected_dim=m["projected_dim"], sharing=str(m["sharing"]), projection=str(m["projection"]),
-                **{key: m[key] for key in CONVERTED_LENGTH_POLICY if m.get(key) is not None},  # else the default
+                **{key: m[key] for key in (*CONVERTED_LENGTH_POLICY, *EXACT_KEYS) if m.get(key) is not None},
                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None
@@ -209,8 +209,10 @@ class TransferTask(TrainingTask):
         write_model_card(model_dir, info)
 
 
+# The exact keys beside the projected ones (LinformerConfig.local_window, global_positions): transferred like E, F
+EXACT_KEYS = ("local_window", "global_positions")
 # LinformerConfig fields a continued transfer keeps from the model it continues
-ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY)
+ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY, *EXACT_KEYS)
 
 
 def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> tuple[LinformerModel, dict]:

@@ -280,3 +280,12 @@ def test_a_projections_transfer_continues_with_every_weight_in_lolcats_order(ber
         transfer(_compose(bert_source, f"model_path={tmp_path / 'all'}", "transfer.train=all"), tmp_path / "third")
     with pytest.raises(ConfigError, match=r"model.projected_dim=4 but model_path=.* projected_dim=8"):
         transfer(_compose(bert_source, f"model_path={tmp_path / 'e_f'}", "model.projected_dim=4"), tmp_path / "k4")
+
+
+def test_a_transfer_with_local_and_global_keys_builds_and_records_them(bert_source, tmp_path):
+    """The new attention is transferred like the plain Linformer: its config holds the window and the globals."""
+    summary = transfer(_compose(bert_source, "model.local_window=8", "model.global_positions=[0,-1]",
+                                "trainer.max_steps=4", "trainer.eval_every=4", "trainer.save_every=4"), tmp_path)
+    model = LinformerModel.from_pretrained(tmp_path / "model")
+    assert (model.config.local_window, model.config.global_positions) == (8, [0, -1])
+    assert all(x > 0 for x in summary["rel_err_after"])
