@@ -121,7 +121,7 @@ def estimate_seconds(n: int, ks: list[int], s: InferenceSettings, flops_per_s: f
     for k in ks:
         per_round += _OVERHEAD["linformer"] * model_flops(n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing,
                                                           batch)
-    runs = max(1, s.warmup) + s.reps  # memory is measured on the (last) warm-up run
+    runs = max(1, s.warmup) + s.reps + int(s.memory)  # warm-up, timed rounds, one forward for the memory
     build = _BUILD_S * (len(s.baselines) + len(ks)) * s.hidden * s.vocab / (768 * 50265)
     return runs * per_round / flops_per_s + build
 
@@ -190,7 +190,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     for n, why in dropped:
         log(f"[bench] n={n} dropped: {why}")
     log(f"[bench] grid: {[(n, ks) for n, ks in cells]}; planned {planned:.0f} s at {rate / 1e9:.0f} GFLOP/s matmul")
-    total_runs = sum((len(s.baselines) + len(ks)) * (s.warmup + s.reps) for n, ks in cells)
+    total_runs = sum((len(s.baselines) + len(ks)) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
     bar = tqdm(total=total_runs, desc="inference", disable=not progress, unit="fwd")
     rows: list[dict] = []
     start = time.perf_counter()
@@ -209,16 +209,13 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
                 models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=dtype)
         bar.set_postfix(n=n, batch=batch)
         mem: dict[str, int | None] = {name: None for name in names}
-        for name in list(names):  # warm-up (first-call allocations, kernel selection); its peak memory is recorded
+        for name in list(names):  # warm-up (first-call allocations, kernel selection), then the peak memory
             fwd = lambda m=models[name], x=ids: _forward(m, x)
             try:
-                for i in range(s.warmup):
-                    if s.memory and i == s.warmup - 1:
-                        mem[name] = peak_memory_bytes(fwd, device)
-                    else:
-                        fwd()
+                for _ in range(max(s.warmup, 1)):
+                    fwd()
                     bar.update(1)
-                if s.memory and s.warmup == 0:
+                if s.memory:  # a forward of its own after the warm-up: one-off allocations are not counted
                     mem[name] = peak_memory_bytes(fwd, device)
             except torch.OutOfMemoryError:
                 if name.startswith("linformer"):

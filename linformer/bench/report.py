@@ -78,7 +78,8 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         "rotated), median. Ratios are measured side by side in this one run."),
         ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
         "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
-        "`torch.cuda.max_memory_allocated`. Measured on the last warm-up forward."),
+        "`torch.cuda.max_memory_allocated`. Measured on a forward of its own after the warm-up (one-off allocations of "
+        "the first calls excluded)."),
     ]
     if meta.get("note"):
         out.append(meta["note"])
