@@ -72,7 +72,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
            else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
         "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
                       f"{list(s.global_positions or [])} beside the projected ones (their FLOPs in the FLOP ratio)"
-                      if getattr(s, "local_window", 0) or getattr(s, "global_positions", None) else "")
+                      if s.linformer_fields() else "")
         + ". Forward pass only (inference mode), random token ids, nothing padded."),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
         "rotated), median. Ratios are measured side by side in this one run."),

@@ -330,11 +330,6 @@ def train_step(model, opt, ids, labels, precision: str, device, scaler=None, att
     return float(loss.detach())
 
 
-def _graphs_compiled() -> int:
-    """Graphs Dynamo has compiled so far in this process (to check that timing compiled nothing)."""
-    return CompileCounts.now().graphs
-
-
 class _Models:
     """The models of one n: built once (seeded) and shared by every block at that n; compiled lazily
     (``torch.compile(dynamic=False)``: a fixed batch shape, as in training on packed blocks)."""
@@ -442,12 +437,12 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
             if not is_oom(err):
                 traceback.print_exc(file=sys.stderr)
             free_memory(device)
-    before = _graphs_compiled()
+    before = CompileCounts.now()
     t = interleaved_medians(steps, s.steps, device, on_call=lambda: bar.update(1)) if steps else {}
-    after = _graphs_compiled()
-    if before is not None and after is not None and after > before:
-        meta["compiles_during_timing"] += after - before
-        log(f"[bench] throughput: {after - before} graph(s) compiled during timing at n={n} {precision}: "
+    compiled = CompileCounts.now().since(before).graphs  # nothing should compile while timing
+    if compiled > 0:
+        meta["compiles_during_timing"] += compiled
+        log(f"[bench] throughput: {compiled} graph(s) compiled during timing at n={n} {precision}: "
             "raise throughput.compile_warmup")
     rows = []
     for e in block.entries:

@@ -106,12 +106,14 @@ class LinearProjection(nn.Module):
         c, _ = self._columns(T, None)
         return self.weight[..., :T, :c]
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x: (B, H, T, d) keys or values, already zero at padded positions -> (B, H, c, d) and the column mask,
-        c = k (or the columns T tokens fill, with window_mask)."""
+        c = k (or the columns T tokens fill, with window_mask). ``rows``: ``self.rows(T, mask)`` if the caller has
+        them already."""
         T = x.shape[-2]
         _, kmask = self._columns(T, mask)
-        E = self.rows(T, mask)  # (T, c), (H, T, c), or per batch row (B, T, k) / (B, H, T, k)
+        E = self.rows(T, mask) if rows is None else rows  # (T, c), (H, T, c), or per row (B, T, k) / (B, H, T, k)
         if self.per_head and E.dim() == 3:
             E = E.unsqueeze(0)  # broadcast over the batch: (1, H, T, c)
         elif not self.per_head and E.dim() == 3:
@@ -292,13 +294,13 @@ class LinformerSelfAttention(nn.Module):
         if mask is not None:
             keep = mask[:, None, :, None].to(k.dtype)
             k, v = k * keep, v * keep
-        pk, pmask = E(k, mask)
-        pv, _ = F_(v, mask)
         rows = E.rows(T, mask)  # (T, c), (H, T, c), (B, T, k) or (B, H, T, k)
-        if rows.dim() == 2 or (rows.dim() == 3 and E.per_head and mask is None):
-            rows = rows.unsqueeze(0)  # no batch axis
+        pk, pmask = E(k, mask, rows)
+        pv, _ = F_(v, mask, rows if F_ is E else None)
+        if not E.per_head:
+            rows = rows.unsqueeze(-3)  # a head axis of 1
         if rows.dim() == 3:
-            rows = rows.unsqueeze(0) if E.per_head else rows.unsqueeze(1)  # (1 or B, H or 1, T, c)
+            rows = rows.unsqueeze(0)  # a batch axis of 1: (1 or B, H or 1, T, c)
         if mask is not None:
             rows = rows * mask[:, None, :, None].to(rows.dtype)
         lengths = mask.sum(-1) if mask is not None else torch.full((B,), T, device=hidden.device)

@@ -306,6 +306,15 @@ def _validate_local_global(config: LinformerConfig) -> None:
             f"projection={config.projection!r}).")
 
 
+# The exact keys beside the projected ones (local_global): fields every record and conversion carries with k
+EXACT_KEY_FIELDS = ("local_window", "global_positions")
+
+
+def exact_keys_label(local_window: int, global_positions) -> str:
+    """How reports name the exact local and global keys: 'window 128, global [0, -1]'."""
+    return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "")
+
+
 def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,
                     projection: str = "linear") -> str:
     """How reports name the attention: 'full attention' (no k, no sharing: full attention has no projection), or
@@ -334,6 +343,16 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 __all__ = [
-    "ATTENTION_MODES", "CLASSIFIER_HEADS", "CLASSIFIER_POOLINGS", "LENGTH_POLICIES", "PROJECTIONS", "PROJECTION_INITS", "SHARING_MODES", "LinformerConfig", "attention_label",
+    "ATTENTION_MODES",
+    "CLASSIFIER_HEADS",
+    "CLASSIFIER_POOLINGS",
+    "EXACT_KEY_FIELDS",
+    "LENGTH_POLICIES",
+    "PROJECTIONS",
+    "PROJECTION_INITS",
+    "SHARING_MODES",
+    "LinformerConfig",
+    "attention_label",
+    "exact_keys_label",
     "round_up",
 ]

@@ -80,22 +80,22 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     nb = -(-T // r)
     qb = _blocks(q, r, nb)
     tq = torch.arange(nb * r, device=device).view(nb, r)  # query positions per block
-    parts_k, parts_v, parts_bias = [], [], []
     neg = torch.finfo(torch.float32).min
 
     # local: 3r band keys per block, those within r of the query and real (a padded query keeps itself, so that
     # no row of the softmax is empty; its output is never read by a real token)
     ts = (torch.arange(nb, device=device)[:, None] - 1) * r + torch.arange(3 * r, device=device)  # (nb, 3r)
-    near = (tq[:, :, None] - ts[:, None, :]).abs() <= radius  # (nb, r, 3r)
-    key_real = F.pad(real, (r, nb * r - T + r))[:, torch.arange(nb, device=device)[:, None] * r
-                                                + torch.arange(3 * r, device=device)]  # (B, nb, 3r)
-    itself = tq[:, :, None] == ts[:, None, :]
-    allowed = (near[None] & key_real[:, :, None, :]) | itself[None]  # (B, nb, r, 3r)
-    if radius == 0:
-        allowed = itself[None].expand(B, -1, -1, -1) & ~real_blocks(real, r, nb)[..., None]
-    parts_k.append(_Band(k, r, nb))
-    parts_v.append(_Band(v, r, nb))
-    parts_bias.append(torch.where(allowed, 0.0, neg)[:, None])  # (B, 1, nb, r, 3r)
+    itself = tq[:, :, None] == ts[:, None, :]  # (nb, r, 3r)
+    if radius > 0:
+        near = (tq[:, :, None] - ts[:, None, :]).abs() <= radius
+        key_real = F.pad(real, (r, nb * r - T + r))[:, ts + r]  # (B, nb, 3r)
+        allowed = (near[None] & key_real[:, :, None, :]) | itself[None]  # (B, nb, r, 3r)
+    else:  # no window: only a padded query keeps itself
+        padded = ~F.pad(real, (0, nb * r - T)).view(B, nb, r)
+        allowed = itself[None] & padded[..., None]
+    band_k, band_v = _Band(k, r, nb), _Band(v, r, nb)
+    parts_k, parts_v = [], []  # the global and projected keys, the same for every block
+    parts_bias = [torch.where(allowed, 0.0, neg)[:, None]]  # (B, 1, nb, r, 3r), then theirs
 
     # global: exact keys for every query, unless the window already holds them
     if positions:
@@ -130,8 +130,8 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     outs = []
     for i in range(0, nb, chunk):
         part = slice(i, min(i + chunk, nb))
-        keys = torch.cat([x[part] if isinstance(x, _Band) else x[:, :, part] for x in parts_k], dim=3)
-        values = torch.cat([x[part] if isinstance(x, _Band) else x[:, :, part] for x in parts_v], dim=3)
+        keys = torch.cat([band_k[part], *(x[:, :, part] for x in parts_k)], dim=3)
+        values = torch.cat([band_v[part], *(x[:, :, part] for x in parts_v)], dim=3)
         bias = torch.cat([b.expand(batch, heads, nb, r, b.shape[-1])[:, :, part] for b in parts_bias],
                          dim=-1).to(q.dtype)
         outs.append(F.scaled_dot_product_attention(qb[:, :, part], keys, values, attn_mask=bias,
@@ -147,25 +147,4 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     return out
 
 
-def real_blocks(real: torch.Tensor, r: int, nb: int) -> torch.Tensor:
-    """(B, T) real-token mask -> (B, nb, r), padded positions False."""
-    return F.pad(real, (0, nb * r - real.shape[1])).view(real.shape[0], nb, r)
-
-
-def dense_reference_mask(T: int, lengths: torch.Tensor, radius: int, positions: list[int]) -> torch.Tensor:
-    """(B, T, T) which exact keys each query sees in local_global_attention: the window and the global tokens (both
-    ways), for testing the blocked computation against dense masked attention."""
-    t = torch.arange(T, device=lengths.device)
-    real = t[None, :] < lengths[:, None]
-    allowed = ((t[:, None] - t[None, :]).abs() <= radius)[None] & real[:, None, :] if radius > 0 else \
-        torch.zeros(1, T, T, dtype=torch.bool, device=lengths.device) & real[:, None, :]
-    if positions:
-        gi, gvalid = global_index(positions, lengths, T)
-        is_global = torch.zeros(lengths.shape[0], T, dtype=torch.bool, device=lengths.device)
-        is_global.scatter_(1, gi, gvalid)
-        allowed = allowed | is_global[:, None, :] & real[:, :, None]
-        allowed = torch.where(is_global[:, :, None], real[:, None, :], allowed)
-    return allowed | (torch.eye(T, dtype=torch.bool, device=lengths.device)[None] & ~real[:, :, None])
-
-
-__all__ = ["column_log_counts", "dense_reference_mask", "global_index", "local_global_attention"]
+__all__ = ["column_log_counts", "global_index", "local_global_attention"]

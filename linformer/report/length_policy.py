@@ -17,6 +17,7 @@ import torch
 
 from ..files import atomic_write, write_json
 from ..modeling import LinformerModel
+from ..modeling.configuration import exact_keys_label
 from .compare import save_figure
 
 # label -> LinformerConfig fields
@@ -28,7 +29,7 @@ POLICIES = {
     "resample, exact <= k": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=True),
 }
 CONVERTED = "resample, exact <= k"  # convert.CONVERTED_LENGTH_POLICY
-BUCKETS = (16, 32, 64, 128, 256, 512)
+BUCKETS = (16, 32, 64, 128, 256, 512)  # upper token counts of the length buckets
 
 
 def with_local_keys(windows: list[int], global_positions: list[int], local_only: bool = False) -> dict[str, dict]:
@@ -36,9 +37,9 @@ def with_local_keys(windows: list[int], global_positions: list[int], local_only:
     tokens and the global tokens beside the projected ones."""
     policies = {CONVERTED: POLICIES[CONVERTED]} if local_only else dict(POLICIES)
     for w in windows:
-        label = f"{CONVERTED}, window {w}" + (f", global {global_positions}" if global_positions else "")
-        policies[label] = {**POLICIES[CONVERTED], "local_window": w, "global_positions": list(global_positions)}
-    return policies  # upper token counts of the length buckets
+        policies[f"{CONVERTED}, {exact_keys_label(w, global_positions)}"] = {
+            **POLICIES[CONVERTED], "local_window": w, "global_positions": list(global_positions)}
+    return policies
 
 
 @dataclass

@@ -19,6 +19,7 @@ from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
 from ..files import atomic_write, write_json
+from ..modeling.configuration import exact_keys_label
 from ..modeling.convert import from_linformer
 from .compare import save_figure
 from .length_policy import padded_batches
@@ -75,7 +76,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
         twin = dict(attention="linformer", projected_dim=k, sharing=sharing)
         variants = {"full": {}, f"linformer k={k}": twin}
         for w in local_windows:
-            variants[local_label(k, w, global_positions)] = {**twin, "local_window": w,
+            variants[f"linformer k={k} + {exact_keys_label(w, global_positions)}"] = {**twin, "local_window": w,
                                                              "global_positions": list(global_positions)}
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
                                        **fields).eval() for name, fields in variants.items()}
@@ -96,10 +97,6 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             "majority_rate": majority,
             "lengths": {"min": int(min(map(len, ids))), "median": float(np.median([len(x) for x in ids])),
                         "max": int(max(map(len, ids)))}}
-
-
-def local_label(k: int, w: int, global_positions) -> str:
-    return f"linformer k={k} + window {w}" + (f", global {list(global_positions)}" if global_positions else "")
 
 
 def _pct(x) -> str:

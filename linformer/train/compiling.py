@@ -1,6 +1,6 @@
-"""torch.compile in the training core (``trainer.compile``): the model compiled in place, and Dynamo's counts.
+"""torch.compile in the training core (``trainer.compile``): Dynamo's counts, and its recompile limit.
 
-``nn.Module.compile`` compiles the module's forward in place, so the model keeps its class, its parameter names and
+The core compiles with ``nn.Module.compile``, which compiles the module's forward in place, so the model keeps its class, its parameter names and
 its state dict: checkpoints, ``save_pretrained`` and a resume without compile see the same model. Dynamo's counters
 are per process; the trainer reports what its run added (``CompileCounts.since``).
 """
@@ -11,7 +11,6 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,9 @@ class CompileCounts:
         return CompileCounts(self.graphs - before.graphs, self.graph_breaks - before.graph_breaks)
 
 
-def raise_recompile_limit(limit: int = 64) -> None:
+def raise_recompile_limit(limit: int) -> None:
     """Past Dynamo's recompile limit (8 by default) a function silently runs eagerly; a process that compiles many
-    models or shapes (the benchmark, the tests) raises it."""
+    models or shapes (the throughput benchmark) raises it."""
     cfg = torch._dynamo.config
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(cfg, name):
@@ -45,11 +44,4 @@ def raise_recompile_limit(limit: int = 64) -> None:
             setattr(cfg, name, max(getattr(cfg, name), 16 * limit))
 
 
-def compile_model(model: nn.Module, backend: str, dynamic: bool | None) -> nn.Module:
-    """Compile `model`'s forward in place (``dynamic``: False fixes every shape; None lets Dynamo mark a dimension
-    dynamic once it changes)."""
-    model.compile(backend=backend, dynamic=dynamic)
-    return model
-
-
-__all__ = ["CompileCounts", "compile_model", "raise_recompile_limit"]
+__all__ = ["CompileCounts", "raise_recompile_limit"]

@@ -38,7 +38,7 @@ from ..rundir import MetricsWriter, RunRecord
 from ..spec import RunSpec, TrainerSettings
 from . import checkpoint as ckpt
 from .common import init_trackers
-from .compiling import CompileCounts, compile_model
+from .compiling import CompileCounts
 
 log = logging.getLogger(__name__)
 
@@ -492,8 +492,8 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
-        if settings.compile:
-            compile_model(task.model, settings.compile_backend, task.compile_dynamic)
+        if settings.compile:  # in place: the model keeps its class, parameter names and checkpoints
+            task.model.compile(backend=settings.compile_backend, dynamic=task.compile_dynamic)
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
         decay = optim.weight_decay  # configs/optim/adamw.yaml (finetuning's config overrides it)

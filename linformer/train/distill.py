@@ -28,7 +28,8 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
-from ..modeling.convert import from_linformer
+from ..modeling.configuration import EXACT_KEY_FIELDS
+from ..modeling.convert import CONVERTED_LENGTH_POLICY, from_linformer
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..spec import DistillSpec, TrainerSettings
@@ -38,8 +39,8 @@ from .finetune import FinetuneTask
 
 # model.* settings of a student converted from the teacher; max_seq_len above the teacher's lengthens the student
 # (its learned positions copied, as Longformer's), for distilling long inputs from a teacher lengthened the same way
-STUDENT_SETTINGS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs",
-                    "mask_empty_windows", "local_window", "global_positions")
+STUDENT_SETTINGS = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY,
+                    *EXACT_KEY_FIELDS)
 
 
 def is_sequence_classifier(config) -> bool:

@@ -33,6 +33,7 @@ from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
+from ..modeling.configuration import EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import load_pretrained, resolve_model_path
 from ..modeling.reference import full_attention, squared_relative_error
@@ -77,7 +78,7 @@ class TransferTask(TrainingTask):
             self.model = LinformerModel.from_pretrained_encoder(
                 self.source, attention="linformer", max_seq_len=int(m["max_seq_len"]),
                 projected_dim=m["projected_dim"], sharing=str(m["sharing"]), projection=str(m["projection"]),
-                **{key: m[key] for key in (*CONVERTED_LENGTH_POLICY, *EXACT_KEYS) if m.get(key) is not None},
+                **{key: m[key] for key in (*CONVERTED_LENGTH_POLICY, *EXACT_KEY_FIELDS) if m.get(key) is not None},
                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None
@@ -209,10 +210,9 @@ class TransferTask(TrainingTask):
         write_model_card(model_dir, info)
 
 
-# The exact keys beside the projected ones (LinformerConfig.local_window, global_positions): transferred like E, F
-EXACT_KEYS = ("local_window", "global_positions")
 # LinformerConfig fields a continued transfer keeps from the model it continues
-ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY, *EXACT_KEYS)
+ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY,
+                *EXACT_KEY_FIELDS)
 
 
 def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> tuple[LinformerModel, dict]:

@@ -9,10 +9,25 @@ import torch
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerConfig, LinformerModel
 from linformer.modeling.flops import forward_flops_per_token
-from linformer.modeling.local_global import dense_reference_mask, local_global_attention
+from linformer.modeling.local_global import global_index, local_global_attention
 
 SMALL = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
              max_seq_len=64, projected_dim=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def dense_reference_mask(T: int, lengths: torch.Tensor, radius: int, positions: list[int]) -> torch.Tensor:
+    """(B, T, T) which exact keys each query sees in local_global_attention: the window and the global tokens (both
+    ways), written densely."""
+    t = torch.arange(T)
+    real = t[None, :] < lengths[:, None]
+    allowed = ((t[:, None] - t[None, :]).abs() <= radius)[None] & real[:, None, :] if radius > 0 else \
+        torch.zeros(1, T, T, dtype=torch.bool) & real[:, None, :]
+    if positions:
+        gi, gvalid = global_index(positions, lengths, T)
+        is_global = ((t[None, None, :] == gi[:, :, None]) & gvalid[:, :, None]).any(1)  # (B, T)
+        allowed = allowed | is_global[:, None, :] & real[:, :, None]
+        allowed = torch.where(is_global[:, :, None], real[:, None, :], allowed)
+    return allowed | (torch.eye(T, dtype=torch.bool)[None] & ~real[:, :, None])
 
 
 def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count):
