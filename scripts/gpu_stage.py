@@ -18,7 +18,8 @@ Stages (see README, "On a GPU"):
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
               paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
-              (configs/experiment/figure3_gpu.yaml) -> figure3_gpu.{json,png}
+              (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
+              -> figure3_gpu.{json,png}, and each run's curves and summary under <out>/repo/outputs/pretrain/fig3-*
 
 Every stage's command line, exit code and wall time go into <out>/gpu_stages.json (one record per stage run,
 newest last), so a batch of stages returns what each did even when one of them fails.
@@ -45,20 +46,27 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 FIGURE3_KS = (64, 128, 256)
+FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
+# GPU memory one Figure 3 run takes: a compiled base-model step at 128 x 512 tokens in bf16 with sparse logits peaks
+# at about 25 GiB (docs/results/throughput_gpu.md), plus the CUDA context, the optimizer state and the allocator's
+# slack.
+FIGURE3_RUN_GIB = 32.0
+RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
-MFU_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 
 
 def copy_back_patterns(stage: str) -> tuple[str, ...]:
     """What a stage writes inside the repository (globs relative to it) that a fresh machine needs to resume the
     stage, and the results themselves; nothing for the stages that write only under --out."""
-    if stage == "mfu":
-        return tuple(f"outputs/pretrain/{run}/{name}" for run in MFU_RUNS for name in MFU_RECORDS)
+    if stage in ("mfu", "figure3"):
+        runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
+        return tuple(f"outputs/pretrain/{run}/{name}" for run in runs for name in RUN_RECORDS)
     if stage != "table2":
         return ()
     from linformer.experiments import pretrained
@@ -67,16 +75,33 @@ def copy_back_patterns(stage: str) -> tuple[str, ...]:
     return pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*"
 
 
-def figure3_commands(py: str, out: Path) -> list[list[str]]:
+class Together(NamedTuple):
+    """Independent commands that share the GPU: as many run at once as its free memory holds at `gib_each` GiB
+    apiece (one at a time without CUDA), the next starting when one ends. While one run compiles or evaluates on
+    the host, the others keep the GPU busy, so the group ends sooner than the runs one after another; each run's
+    own tokens/s and MFU then count the time it waited for the others."""
+    commands: tuple[list[str], ...]
+    gib_each: float
+
+    def slots(self) -> int:
+        import torch
+
+        if not torch.cuda.is_available():
+            return 1
+        free_bytes, _ = torch.cuda.mem_get_info()
+        return max(1, min(len(self.commands), int(free_bytes / 2**30 // self.gib_each)))
+
+
+def figure3_commands(py: str, out: Path) -> list:
     """Data, the four pretraining runs (the same tokens and steps), then the figure."""
     pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "experiment=figure3_gpu"]
-    runs = [[*pretrain, "model.attention=full", "run_name=fig3-full"]]
-    runs += [[*pretrain, f"model.projected_dim={k}", f"run_name=fig3-k{k}"] for k in FIGURE3_KS]
-    dirs = ["outputs/pretrain/fig3-full", *(f"outputs/pretrain/fig3-k{k}" for k in FIGURE3_KS)]
+    attention = {"fig3-full": "model.attention=full", **{f"fig3-k{k}": f"model.projected_dim={k}" for k in FIGURE3_KS}}
+    runs = tuple([*pretrain, attention[run], f"run_name={run}"] for run in FIGURE3_RUNS)
     return [[py, "scripts/train_tokenizer.py", "data=wiki", "show_progress=false"],
             [py, "scripts/prepare_corpus.py", "data=wiki", "data.num_proc=16"],
-            *runs,
-            [py, "scripts/figure3.py", *dirs, "--out", str(out / "figure3_gpu")]]
+            Together(runs, FIGURE3_RUN_GIB),
+            [py, "scripts/figure3.py", *(f"outputs/pretrain/{run}" for run in FIGURE3_RUNS),
+             "--out", str(out / "figure3_gpu")]]
 
 
 def mfu_commands(py: str, out: Path) -> list[list[str]]:
@@ -120,36 +145,23 @@ def device_name() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
 
 
-def run_stage(name: str, commands: list[list[str]], out: Path, deadline: float | None = None) -> dict:
-    """Run one stage's commands in order, their output streamed to the console and to <out>/<name>.log (tests:
-    gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running command gets
-    SIGTERM and no other starts: the record says `stopped`."""
+def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
+    """Run one stage's commands in order (a Together group's commands side by side), their output streamed to the
+    console and to <out>/<name>.log (tests: gpu_tests.log); the first that fails ends the stage. At `deadline`
+    (time.monotonic()) the running commands get SIGTERM and no other starts: the record says `stopped`."""
     log_path = out / ("gpu_tests.log" if name == "tests" else f"{name}.log")
     start, rc, stopped = time.perf_counter(), 0, False
     with open(log_path, "w") as log:
+        runner = _Runner(log, deadline)
         for command in commands:
-            if deadline is not None and time.monotonic() >= deadline:
-                stopped = True
+            if runner.past_deadline():
+                runner.stopped = True
                 break
-            log.write(f"$ {' '.join(command)}\n")
-            proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            timer, signalled = None, threading.Event()
-            if deadline is not None:
-                def stop(proc=proc, signalled=signalled):
-                    signalled.set()
-                    proc.send_signal(signal.SIGTERM)
-                timer = threading.Timer(max(0.0, deadline - time.monotonic()), stop)
-                timer.start()
-            for line in proc.stdout:
-                sys.stdout.write(line)
-                log.write(line)
-            rc = proc.wait()
-            if timer is not None:
-                timer.cancel()
-            stopped = signalled.is_set()
-            if rc != 0 or stopped:
+            rc = runner.together(command) if isinstance(command, Together) else runner.one(command)
+            if rc != 0 or runner.stopped:
                 break
-    record = {"stage": name, "commands": [" ".join(c) for c in commands], "rc": rc,
+        stopped = runner.stopped
+    record = {"stage": name, "commands": [_shown(c) for c in commands], "rc": rc,
               "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
     if stopped:
         record["stopped"] = True
@@ -157,6 +169,88 @@ def run_stage(name: str, commands: list[list[str]], out: Path, deadline: float |
     if copied:
         record["copied"] = copied
     return record
+
+
+def _shown(command) -> str:
+    if isinstance(command, Together):
+        return " & ".join(" ".join(c) for c in command.commands)
+    return " ".join(command)
+
+
+class _Runner:
+    """Starts a stage's commands, streams their output (a Together group's lines prefixed with the command's
+    index), and ends what is running at the deadline."""
+
+    def __init__(self, log, deadline: float | None):
+        self.log, self.deadline, self.stopped = log, deadline, False
+        self.lock = threading.Lock()
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def _start(self, command: list[str], prefix: str = "") -> tuple[subprocess.Popen, threading.Thread]:
+        with self.lock:
+            self.log.write(f"{prefix}$ {' '.join(command)}\n")
+        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+        def stream():
+            for line in proc.stdout:
+                with self.lock:
+                    sys.stdout.write(prefix + line)
+                    self.log.write(prefix + line)
+        reader = threading.Thread(target=stream, daemon=True)
+        reader.start()
+        return proc, reader
+
+    def _stop_at_deadline(self, procs: list[subprocess.Popen]) -> threading.Timer | None:
+        if self.deadline is None:
+            return None
+
+        def stop():
+            self.stopped = True
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+        timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), stop)
+        timer.start()
+        return timer
+
+    def one(self, command: list[str]) -> int:
+        proc, reader = self._start(command)
+        timer = self._stop_at_deadline([proc])
+        rc = proc.wait()
+        reader.join()
+        if timer is not None:
+            timer.cancel()
+        return rc
+
+    def together(self, group: Together) -> int:
+        """Runs the group's commands, `group.slots()` at a time; the first non-zero exit is the group's (the
+        others still finish: their runs are independent)."""
+        pending, running, rcs = list(enumerate(group.commands)), [], []
+        slots = group.slots()
+        with self.lock:
+            self.log.write(f"# {len(pending)} commands, {slots} at a time\n")
+        procs: list[subprocess.Popen] = []
+        timer = self._stop_at_deadline(procs)
+        while pending or running:
+            while pending and len(running) < slots and not self.stopped:
+                i, command = pending.pop(0)
+                proc, reader = self._start(command, f"[{i}] ")
+                procs.append(proc)
+                running.append((proc, reader))
+                if self.stopped:  # the deadline passed while it started
+                    proc.send_signal(signal.SIGTERM)
+            if self.stopped:
+                pending.clear()
+            time.sleep(0.2)
+            for proc, reader in [r for r in running if r[0].poll() is not None]:
+                reader.join()
+                rcs.append(proc.returncode)
+                running.remove((proc, reader))
+        if timer is not None:
+            timer.cancel()
+        return next((rc for rc in rcs if rc != 0), 0)
 
 
 def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:

@@ -42,14 +42,48 @@ def test_the_stage_commands_name_configs_that_exist():
 
 def test_figure3_runs_differ_only_in_attention_and_k():
     """Every Figure 3 run gets the same model, data and recipe (so the same tokens and steps); the figure reads the
-    run directories the runs write."""
-    commands = _load().stage_commands(Path("/out"))["figure3"]
-    runs = [c for c in commands if c[1] == "scripts/pretrain.py"]
+    run directories the runs write, and their records come back with the stage's files."""
+    gpu_stage = _load()
+    commands = gpu_stage.stage_commands(Path("/out"))["figure3"]
+    (group,) = [c for c in commands if isinstance(c, gpu_stage.Together)]
+    runs = group.commands
     varying = lambda arg: arg.startswith(("model.attention=", "model.projected_dim=", "run_name="))
-    assert len(runs) == 4 and len({tuple(a for a in c if not varying(a)) for c in runs}) == 1
+    assert len(runs) == 4 and all(c[1] == "scripts/pretrain.py" for c in runs)
+    assert len({tuple(a for a in c if not varying(a)) for c in runs}) == 1
     names = [a.split("=", 1)[1] for c in runs for a in c if a.startswith("run_name=")]
     figure = commands[-1]
     assert figure[1] == "scripts/figure3.py" and [f"outputs/pretrain/{n}" for n in names] == figure[2:6]
+    assert {f"outputs/pretrain/{n}/metrics.jsonl" for n in names} <= set(gpu_stage.copy_back_patterns("figure3"))
+
+
+def _tagged_sleep(tag: str, seconds: float) -> list[str]:
+    return [sys.executable, "-c", f"import time; print('start {tag}', flush=True); time.sleep({seconds}); "
+                                  f"print('end {tag}', flush=True)"]
+
+
+def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, monkeypatch):
+    gpu_stage = _load()
+    group = gpu_stage.Together((_tagged_sleep("a", 1.5), _tagged_sleep("b", 1.5),
+                                [sys.executable, "-c", "raise SystemExit(3)"]), gib_each=1.0)
+    monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
+    fake = {"figure3": [group, [sys.executable, "-c", "print('never runs')"]]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
+    assert gpu_stage.main(["figure3", "--out", str(tmp_path)]) == 1
+    (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
+    assert record["rc"] == 3 and record["wall_s"] < 2.9  # a and b overlapped: 1.5 s each, not 3 s in a row
+    log = (tmp_path / "figure3.log").read_text().splitlines()
+    assert log.index("[1] start b") < log.index("[0] end a")  # b started before a ended
+    assert "[2] $ " in "\n".join(log) and "never runs" not in "\n".join(log)  # the third ran once a slot freed
+
+
+def test_together_runs_one_at_a_time_without_cuda():
+    gpu_stage = _load()
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    assert gpu_stage.Together(([], []), gib_each=1.0).slots() == 1
 
 
 TRAPS_SIGTERM = """
@@ -77,6 +111,21 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
     assert "saved what was finished" in log and "never runs" not in log
     assert "never runs" not in (tmp_path / "figure3.log").read_text()
     assert "0 of 2 passed; stopped at --stop-after (resumable): table2, figure3" in capsys.readouterr().out
+
+
+def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch):
+    gpu_stage = _load()
+    group = gpu_stage.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
+                                [sys.executable, "-c", "print('never runs')"]), gib_each=1.0)
+    monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: {"figure3": [group]})
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
+    assert gpu_stage.main(["figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
+    assert (record["rc"], record.get("stopped")) == (130, True) and record["wall_s"] < 30
+    log = (tmp_path / "figure3.log").read_text()
+    assert {"[0] saved what was finished", "[1] saved what was finished"} <= set(log.splitlines())
+    assert "[2] $" not in log
 
 
 def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, monkeypatch):
