@@ -53,9 +53,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 FIGURE3_KS = (64, 128, 256)
 FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
-# GPU memory one Figure 3 run takes: a compiled base-model step at 128 x 512 tokens in bf16 with sparse logits peaks
-# at about 25 GiB (docs/results/throughput_gpu.md), plus the CUDA context, the optimizer state and the allocator's
-# slack.
+# GPU memory one Figure 3 run takes, at most: four compiled base-model runs at 128 x 512 tokens per step in bf16
+# held 116 GB together on an H200 (docs/results/figure3_gpu_notes.md); the small model's runs take far less.
 FIGURE3_RUN_GIB = 32.0
 RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
@@ -94,7 +93,7 @@ class Together(NamedTuple):
 
 def figure3_commands(py: str, out: Path) -> list:
     """Data, the four pretraining runs (the same tokens and steps), then the figure."""
-    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "experiment=figure3_gpu"]
+    pretrain = [py, "scripts/pretrain.py", "model=small", "data=wiki", "experiment=figure3_gpu"]
     attention = {"fig3-full": "model.attention=full", **{f"fig3-k{k}": f"model.projected_dim={k}" for k in FIGURE3_KS}}
     runs = tuple([*pretrain, attention[run], f"run_name={run}"] for run in FIGURE3_RUNS)
     return [[py, "scripts/train_tokenizer.py", "data=wiki", "show_progress=false"],

@@ -133,9 +133,11 @@ def save_figure(fig, path: str | Path) -> Path:
 
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,
-                labels: list[str] | None = None, title: str | None = None) -> Path | None:
+                labels: list[str] | None = None, title: str | None = None,
+                reference: tuple[str, float] | None = None) -> Path | None:
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run; full-attention
-    runs dashed. `labels` default to the run names. Returns None (and writes nothing) when no run logged `metric`."""
+    runs dashed; `reference` (label, value) a horizontal grey line. `labels` default to the run names. Returns None
+    (and writes nothing) when no run logged `metric`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,6 +153,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     for run, label, steps, values in data:
         ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4, label=label,
                 linestyle="--" if run.key_config["attention"] == "full" else "-")
+    if reference is not None:
+        ax.axhline(reference[1], color="grey", linestyle=":", linewidth=1.2, label=f"{reference[0]} ({reference[1]:,.0f})")
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
     if log_y and all(v > 0 for *_, vs in data for v in vs if math.isfinite(v)):

@@ -9,12 +9,14 @@ from ..rundir import load_run
 from .compare import plot_metric
 
 
-def plot_pretrain_curves(runs: dict[str, str | Path], out_png: str | Path, title: str = "") -> Path:
+def plot_pretrain_curves(runs: dict[str, str | Path], out_png: str | Path, title: str = "",
+                         unigram_ppl: float | None = None) -> Path:
     """runs: label -> pretraining run dir. Log-scale validation perplexity against updates, one line per run
-    (dashed for full attention)."""
+    (dashed for full attention), and a grey line at the perplexity of token frequencies alone when given."""
     loaded = [load_run(d) for d in runs.values()]
+    reference = None if unigram_ppl is None else ("token frequencies alone", unigram_ppl)
     out = plot_metric(loaded, "val_ppl", out_png, log_y=True, labels=list(runs),
-                      title=title or "MLM validation perplexity (cf. Linformer Figure 3)")
+                      title=title or "MLM validation perplexity (cf. Linformer Figure 3)", reference=reference)
     if out is None:
         raise DataError(f"no validation perplexity (val_ppl) in the metrics.jsonl of {', '.join(map(str, runs.values()))}")
     return out

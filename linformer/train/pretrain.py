@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 
 from ..data import MLMCollator, load_prepared
 from ..data.streams import BlockStream
+from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau, unigram_perplexity
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.configuration import round_up
@@ -111,6 +112,8 @@ class PretrainTask(TrainingTask):
         self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.accum = settings.grad_accum
         self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile else None
+        self.unigram_val_ppl = unigram_perplexity(data["train"], data["validation"], len(self.tokenizer),
+                                                  self.tokenizer.all_special_ids)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train.micro_batch(g))
@@ -167,13 +170,20 @@ class PretrainTask(TrainingTask):
         initial = next((e["val_loss"] for e in evals if e["step"] == 0), None)
         final = evals[-1]["val_loss"] if evals else None
         best = trainer.state["best"]
+        final_ppl = perplexity(final) if final is not None else None
+        report = [f"validation perplexity {_ppl_change(initial, final)} (token frequencies alone: "
+                  f"{self.unigram_val_ppl:,.1f})"]
+        if on_unigram_plateau(final_ppl, self.unigram_val_ppl):
+            report.append("the model has not yet learned beyond token frequencies (its perplexity is not below "
+                          f"{PLATEAU_RATIO:.0%} of theirs): train it for more steps before comparing or finetuning")
         summary = {
             "model_dir": str(model_dir),
             "initial_val_loss": initial,
             "final_val_loss": final,
-            "final_val_ppl": perplexity(final) if final is not None else None,
+            "final_val_ppl": final_ppl,
+            "unigram_val_ppl": self.unigram_val_ppl,
             "best_val_loss": best["value"] if best else final,
-            "report": [f"validation perplexity {_ppl_change(initial, final)}"],
+            "report": report,
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }
         return summary, None

@@ -31,6 +31,8 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
     assert (tmp_path / "config.yaml").is_file()
     assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
+    assert 1 < summary["unigram_val_ppl"] < len(AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"]))
+    assert f"(token frequencies alone: {summary['unigram_val_ppl']:,.1f})" in summary["report"][0]
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
     tok = AutoTokenizer.from_pretrained(tmp_path / "model")
     assert model.config.max_seq_len == 32 and model.config.tokenizer_vocab_size == len(tok)
