@@ -9,8 +9,10 @@ Every query attends, in one softmax, to
   weighs like the tokens it summarises rather than like one token.
 The global tokens' own queries attend to every position exactly (Longformer's global attention).
 
-The local part is blocked: the sequence is cut into blocks of r queries, each attending to its own block and its two
-neighbours (3r keys, masked to the window), so time and memory are O(T (r + g + k)), never T x T.
+The local part is blocked: the sequence is cut into blocks of r queries, each scored against the 3r positions around
+it (a strided view of the keys, masked to the window), and against the global and projected keys in one product for
+all blocks; one softmax normalises the two sets of scores. Time and memory are O(T (r + g + k)), never T x T, and no
+key is copied per block.
 
 Shapes: B batch, H heads, T tokens, d head width, c projected columns, G global positions.
 """
@@ -49,18 +51,13 @@ def _blocks(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:
     return F.pad(x, (0, 0, 0, nb * r - T)).view(B, H, nb, r, d)
 
 
-class _Band:
-    """Each block's band of keys, its previous, own and next block (zeros beyond the ends), cut for a range of
-    blocks at a time: (B, H, blocks, 3r, d) is built per chunk, never for the whole sequence."""
-
-    def __init__(self, x: torch.Tensor, r: int, nb: int):
-        B, H, _, d = x.shape
-        self.padded = F.pad(_blocks(x, r, nb).view(B, H, nb * r, d), (0, 0, r, r)).view(B, H, nb + 2, r, d)
-
-    def __getitem__(self, part: slice) -> torch.Tensor:
-        i, j = part.start, part.stop
-        xp = self.padded
-        return torch.cat([xp[:, :, i:j], xp[:, :, i + 1:j + 1], xp[:, :, i + 2:j + 2]], dim=3)
+def _band(x: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
+    """(B, H, T, d) -> (B, H, nb, b + 2 radius, d): for each block of b queries, the positions from radius before
+    its first to radius after its last (zeros beyond the ends), a strided view of the padded sequence: nothing is
+    copied per block."""
+    B, H, T, d = x.shape
+    xp = F.pad(x, (0, 0, radius, nb * b - T + radius)).contiguous()  # (B, H, radius + nb b + radius, d)
+    return xp.as_strided((B, H, nb, b + 2 * radius, d), (xp.stride(0), xp.stride(1), b * d, d, 1))
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
@@ -71,79 +68,97 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     q, k, v: (B, H, T, d), k and v zero at padded positions; lengths: (B,) real tokens per row (right padding);
     radius: r >= 0 (0: no local keys); positions: the global positions ([] for none); projected: None, or
     (keys (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)).
+
+    Each block of b queries is scored against its band (the b + 2 radius positions around it), the global keys
+    and the projected keys in two products, and normalised together in one softmax: no key is copied per block.
     """
     B, H, T, d = q.shape
     device = q.device
     t = torch.arange(T, device=device)
     real = t[None, :] < lengths[:, None]  # (B, T)
-    r = radius if radius > 0 else 1  # without local keys, blocks of 1 query see only themselves (masked below)
-    nb = -(-T // r)
-    qb = _blocks(q, r, nb)
-    tq = torch.arange(nb * r, device=device).view(nb, r)  # query positions per block
+    # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's window.
+    # Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
+    b = max(1, radius)
+    nb = -(-T // b)
+    L = b + 2 * radius  # band keys per block
+    qb = _blocks(q * d ** -0.5, b, nb)  # (B, H, nb, b, d), the softmax scale folded into the queries
+    band_k, band_v = _band(k, b, nb, radius), _band(v, b, nb, radius)  # (B, H, nb, L, d)
     neg = torch.finfo(torch.float32).min
+    acc = torch.promote_types(q.dtype, torch.float32)  # scores and softmax in float32 at least
 
-    # local: 3r band keys per block, those within r of the query and real (a padded query keeps itself, so that
-    # no row of the softmax is empty; its output is never read by a real token)
-    ts = (torch.arange(nb, device=device)[:, None] - 1) * r + torch.arange(3 * r, device=device)  # (nb, 3r)
-    itself = tq[:, :, None] == ts[:, None, :]  # (nb, r, 3r)
+    # Additive masks, (B or 1, 1 or H, nb, b, keys) each. Local: query t sees band key s when |s - t| <= radius and s
+    # is real. Query a of block i is position i b + a; band key j is position i b - radius + j, so the window is
+    # a <= j <= a + 2 radius and the query itself is j = a + radius. A padded query keeps itself, so that no row of
+    # the softmax is empty (its output is never read by a real token).
+    tq = torch.arange(nb * b, device=device).view(nb, b)  # query positions per block
+    ts = tq[:, :1] - radius + torch.arange(L, device=device)  # (nb, L) band key positions
+    real_padded = F.pad(real, (radius, nb * b - T + radius))  # (B, radius + nb b + radius)
+    key_real = real_padded[:, ts + radius]  # (B, nb, L)
+    a_, j_ = torch.arange(b, device=device)[:, None], torch.arange(L, device=device)[None, :]
+    itself = j_ == a_ + radius  # (b, L)
     if radius > 0:
-        near = (tq[:, :, None] - ts[:, None, :]).abs() <= radius
-        key_real = F.pad(real, (r, nb * r - T + r))[:, ts + r]  # (B, nb, 3r)
-        allowed = (near[None] & key_real[:, :, None, :]) | itself[None]  # (B, nb, r, 3r)
+        near = (j_ >= a_) & (j_ <= a_ + 2 * radius)
+        allowed = (near[None, None] & key_real[:, :, None, :]) | itself  # (B, nb, b, L)
     else:  # no window: only a padded query keeps itself
-        padded = ~F.pad(real, (0, nb * r - T)).view(B, nb, r)
-        allowed = itself[None] & padded[..., None]
-    band_k, band_v = _Band(k, r, nb), _Band(v, r, nb)
-    parts_k, parts_v = [], []  # the global and projected keys, the same for every block
-    parts_bias = [torch.where(allowed, 0.0, neg)[:, None]]  # (B, 1, nb, r, 3r), then theirs
+        padded = ~F.pad(real, (0, nb * b - T)).view(B, nb, b)
+        allowed = itself[None, None] & padded[..., None]
+    biases = [torch.where(allowed, 0.0, neg).to(acc)[:, None]]
+    others_k, others_v = [], []  # keys every query sees: the global ones, then the projected ones
 
     # global: exact keys for every query, unless the window already holds them
     if positions:
         gi, gvalid = global_index(positions, lengths, T)  # (B, G)
         gather = gi[:, None, :, None].expand(B, H, -1, d)
-        gk, gv = k.gather(2, gather), v.gather(2, gather)  # (B, H, G, d)
+        others_k.append(k.gather(2, gather))  # (B, H, G, d)
+        others_v.append(v.gather(2, gather))
         in_window = (tq[None, :, :, None] - gi[:, None, None, :]).abs() <= radius if radius > 0 else \
             torch.zeros(1, 1, 1, 1, dtype=torch.bool, device=device)
-        g_allowed = gvalid[:, None, None, :] & ~in_window  # (B, nb, r, G)
-        G = gi.shape[1]
-        parts_k.append(gk[:, :, None].expand(B, H, nb, G, d))
-        parts_v.append(gv[:, :, None].expand(B, H, nb, G, d))
-        parts_bias.append(torch.where(g_allowed, 0.0, neg)[:, None])
+        g_allowed = gvalid[:, None, None, :] & ~in_window  # (B, nb, b, G)
+        biases.append(torch.where(g_allowed, 0.0, neg).to(acc)[:, None])
 
     # projected: E^T K and F^T V for every query, each logit + log(tokens the column stands for)
     if projected is not None:
         pk, pv, pmask, log_count = projected
-        c = pk.shape[2]
-        bias = log_count.float()  # (B or 1, H or 1, c): kept without a head axis where E is shared by the heads
+        bias = log_count.to(acc)  # (B or 1, H or 1, c): kept without a head axis where E is shared by the heads
         if pmask is not None:
             bias = bias.masked_fill(~pmask[:, None, :], neg)
-        parts_k.append(pk[:, :, None].expand(B, H, nb, c, pk.shape[-1]))
-        parts_v.append(pv[:, :, None].expand(B, H, nb, c, pv.shape[-1]))
-        parts_bias.append(bias[:, :, None, None, :].expand(bias.shape[0], bias.shape[1], nb, r, c))
+        others_k.append(pk)
+        others_v.append(pv)
+        biases.append(bias[:, :, None, None, :])
+    if others_k:
+        o_k, o_v = torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)  # (B, H, G + c, d)
 
-    heads = max(b.shape[1] for b in parts_bias)  # 1 unless E differs by head: the mask then broadcasts over them
-    batch = max(b.shape[0] for b in parts_bias)
-    width = sum(b.shape[-1] for b in parts_bias)  # keys per query: 3r + G + c
-    # A chunk of blocks at a time: each block's keys (the global and projected ones repeated per block) and its
-    # mask are materialised for CHUNK_ELEMENTS scores at most, so memory stays linear in T with a small constant.
-    chunk = max(1, CHUNK_ELEMENTS // (B * H * r * width))
+    batch = max(x.shape[0] for x in biases)
+    heads = max(x.shape[1] for x in biases)  # 1 unless E differs by head: the mask then broadcasts over them
+    width = sum(x.shape[-1] for x in biases)  # keys per query: L + G + c
+    # A chunk of blocks at a time, so that the scores held at once stay under CHUNK_ELEMENTS: memory linear in T
+    # with a small constant.
+    chunk = max(1, CHUNK_ELEMENTS // (B * H * b * width))
     outs = []
     for i in range(0, nb, chunk):
-        part = slice(i, min(i + chunk, nb))
-        keys = torch.cat([band_k[part], *(x[:, :, part] for x in parts_k)], dim=3)
-        values = torch.cat([band_v[part], *(x[:, :, part] for x in parts_v)], dim=3)
-        bias = torch.cat([b.expand(batch, heads, nb, r, b.shape[-1])[:, :, part] for b in parts_bias],
-                         dim=-1).to(q.dtype)
-        outs.append(F.scaled_dot_product_attention(qb[:, :, part], keys, values, attn_mask=bias,
-                                                   dropout_p=dropout_p))
-    out = torch.cat(outs, dim=2).reshape(B, H, nb * r, d)[:, :, :T]
+        j = min(i + chunk, nb)
+        qc = qb[:, :, i:j]  # (B, H, m, b, d)
+        m = j - i
+        scores = [qc @ band_k[:, :, i:j].transpose(-1, -2)]  # (B, H, m, b, L)
+        if others_k:
+            scores.append((qc.reshape(B, H, m * b, d) @ o_k.transpose(-1, -2)).view(B, H, m, b, -1))
+        bias = torch.cat([x.expand(batch, heads, nb, b, x.shape[-1])[:, :, i:j] for x in biases], dim=-1)
+        probs = (torch.cat(scores, dim=-1).to(acc) + bias).softmax(-1)
+        if dropout_p:
+            probs = F.dropout(probs, dropout_p)
+        probs = probs.to(q.dtype)
+        out = probs[..., :L] @ band_v[:, :, i:j]
+        if others_k:
+            out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ o_v).view(B, H, m, b, d)
+        outs.append(out)
+    out = torch.cat(outs, dim=2).reshape(B, H, nb * b, d)[:, :, :T]
 
     if positions:  # the global tokens' queries attend to every real position exactly
         gq = q.gather(2, gather)  # (B, H, G, d)
         full = F.scaled_dot_product_attention(gq, k, v, attn_mask=real[:, None, None, :], dropout_p=dropout_p)
-        for j in range(gi.shape[1]):  # a where per global slot: an invalid slot may share a valid one's index
-            at = (t[None, :] == gi[:, j, None]) & gvalid[:, j, None]  # (B, T)
-            out = torch.where(at[:, None, :, None], full[:, :, j, None], out)
+        for g in range(gi.shape[1]):  # a where per global slot: an invalid slot may share a valid one's index
+            at = (t[None, :] == gi[:, g, None]) & gvalid[:, g, None]  # (B, T)
+            out = torch.where(at[:, None, :, None], full[:, :, g, None], out)
     return out
 
 
