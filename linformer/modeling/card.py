@@ -61,7 +61,8 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
         "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
                   "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
                   "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
-                  "mask_empty_windows": c.mask_empty_windows, "classifier_pooling": c.classifier_pooling},
+                  "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
+                  "global_positions": c.global_positions, "classifier_pooling": c.classifier_pooling},
         "transfer": None,
         "results": {},
     }
@@ -162,7 +163,8 @@ def _attention_section(model: dict) -> str:
     else:
         rows = [("attention", "linformer"), ("n (max_seq_len)", model["max_seq_len"]),
                 ("k (projected_dim)", model["projected_dim"]), ("sharing", model["sharing"]),
-                ("projection", model["projection"]), ("inputs shorter than n", _length_policy_text(model))]
+                ("projection", model["projection"]), ("inputs shorter than n", _length_policy_text(model)),
+                ("exact keys beside the projected ones", _exact_keys_text(model))]
     if model.get("classifier_pooling"):
         rows.append(("sentence classifier reads", _POOLING_TEXT[model["classifier_pooling"]]))
     return "## Attention\n\n" + _table(rows, ("", ""))
@@ -185,6 +187,18 @@ def _length_policy_text(model: dict) -> str:
     if model.get("exact_short_inputs"):
         text += f"; inputs of at most k={k} tokens get exact attention (exact_short_inputs)"
     return text
+
+
+def _exact_keys_text(model: dict) -> str:
+    """The local window and global tokens in words (cards written before those fields had neither)."""
+    w, positions = model.get("local_window") or 0, model.get("global_positions") or []
+    if not w and not positions:
+        return "none: every key is projected, as in the paper"
+    parts = [f"a window of {w} tokens around each query (local_window)"] if w else []
+    if positions:
+        parts.append(f"the tokens at {list(positions)} for every query, and they attend to every position "
+                     "(global_positions; negative counts from each row's last real token)")
+    return "; ".join(parts) + ", in one softmax with the projected keys"
 
 
 def _transfer_section(transfer: dict | None, model: dict) -> str:

@@ -124,6 +124,8 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
     if settings.get("attention") == "linformer" and config.attention != "linformer":
         fields.update(converted_length_policy(settings))
+        fields.update(converted_exact_keys({"projection": config.projection, **settings},
+                                           int(settings.get("max_seq_len", config.max_seq_len))))
     if "max_seq_len" in settings:
         fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
     new = LinformerConfig(**{**fields, **settings})
@@ -197,6 +199,25 @@ def _source_class(config) -> type[PreTrainedModel]:
 CONVERTED_LENGTH_POLICY = {"length_policy": "resample", "mask_empty_windows": False, "exact_short_inputs": True}
 
 
+# Exact local and global keys beside the projected ones that converted Linformers get unless told otherwise. Of the
+# windows measured (32, 64, 128, with the first and last real token global), 128 kept converted MiniLM closest to its
+# source at k = 64 and 128 on every length (docs/results/length_policy_local.md), and it turned -30 points into -3.5
+# on IMDB reviews lengthened to n = 2048 and 4096 (docs/results/long_inputs_imdb_local.md). The window is at most n.
+CONVERTED_EXACT_KEYS = {"local_window": 128, "global_positions": [0, -1]}
+NO_EXACT_KEYS = {"local_window": 0, "global_positions": []}  # the paper's Linformer: projected keys alone
+
+
+def converted_exact_keys(settings: dict, n: int) -> dict:
+    """The exact-key fields a converted Linformer of n tokens gets: CONVERTED_EXACT_KEYS (the window capped at n)
+    unless ``settings`` name either field, or ask for an attention or projection that cannot have them."""
+    if settings.get("attention", "linformer") != "linformer" or settings.get("projection", "linear") != "linear":
+        return {}
+    if any(key in settings for key in CONVERTED_EXACT_KEYS):
+        return {}
+    return {"local_window": min(CONVERTED_EXACT_KEYS["local_window"], n),
+            "global_positions": list(CONVERTED_EXACT_KEYS["global_positions"])}
+
+
 def converted_length_policy(settings: dict) -> dict:
     """The length-policy fields of a converted model: CONVERTED_LENGTH_POLICY with the user's settings on top
     (``length_policy="slice"`` alone gives the slice with its window mask, the better slice for a converted model)."""
@@ -240,6 +261,7 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
         lm_head_activation="gelu" if family == "roberta" else source_config.hidden_act,
     )
     fields.update(converted_length_policy(settings))
+    fields.update(converted_exact_keys(settings, int(settings.get("max_seq_len", fields["max_seq_len"]))))
     if pooling is not None:  # the features the source's sentence embedding was trained on
         fields["classifier_pooling"] = pooling
     if copies_classifier_fields and not {"num_labels", "id2label", "label2id"} & set(settings):

@@ -18,15 +18,19 @@ import torch
 from ..files import atomic_write, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_keys_label
+from ..modeling.convert import NO_EXACT_KEYS
 from .compare import save_figure
 
-# label -> LinformerConfig fields
+# label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
 POLICIES = {
-    "slice": dict(length_policy="slice", mask_empty_windows=False, exact_short_inputs=False),
-    "slice, window mask": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=False),
-    "resample": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=False),
-    "slice, window mask, exact <= k": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=True),
-    "resample, exact <= k": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=True),
+    "slice": dict(length_policy="slice", mask_empty_windows=False, exact_short_inputs=False, **NO_EXACT_KEYS),
+    "slice, window mask": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=False,
+                               **NO_EXACT_KEYS),
+    "resample": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=False, **NO_EXACT_KEYS),
+    "slice, window mask, exact <= k": dict(length_policy="slice", mask_empty_windows=True, exact_short_inputs=True,
+                                           **NO_EXACT_KEYS),
+    "resample, exact <= k": dict(length_policy="resample", mask_empty_windows=False, exact_short_inputs=True,
+                                 **NO_EXACT_KEYS),
 }
 CONVERTED = "resample, exact <= k"  # convert.CONVERTED_LENGTH_POLICY
 BUCKETS = (16, 32, 64, 128, 256, 512)  # upper token counts of the length buckets

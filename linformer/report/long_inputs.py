@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification
 from ..bench.per_example import cost_per_example
 from ..files import atomic_write, write_json
 from ..modeling.configuration import exact_keys_label
-from ..modeling.convert import from_linformer
+from ..modeling.convert import NO_EXACT_KEYS, from_linformer
 from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import bootstrap_interval, fmt1, paired_difference
@@ -73,7 +73,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     rows.append(row("as finetuned", base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
                     None))
     for n in ns:
-        twin = dict(attention="linformer", projected_dim=k, sharing=sharing)
+        twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
         variants = {"full": {}, f"linformer k={k}": twin}
         for w in local_windows:
             variants[f"linformer k={k} + {exact_keys_label(w, global_positions)}"] = {**twin, "local_window": w,

@@ -20,8 +20,8 @@ from ..errors import DataError
 from ..experiments.pretrained import CLOSES, SEEDS, TEACHER_TARGET, WITHIN
 from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
-from ..modeling.configuration import LinformerConfig, attention_label
-from ..modeling.convert import CONVERTED_LENGTH_POLICY
+from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
+from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs, is_full_attention
 from . import by_length
 from .paired import fmt1, mcnemar_p, seed_example_interval
@@ -70,10 +70,14 @@ def policy_label(fields: dict) -> str | None:
         return None
     text = "resample" if policy == "resample" else \
         ("slice, window mask" if fields.get("mask_empty_windows") else "paper's slice")
-    return text + (", exact <= k" if fields.get("exact_short_inputs") else "")
+    text += ", exact <= k" if fields.get("exact_short_inputs") else ""
+    if fields.get("local_window") or fields.get("global_positions"):
+        text += ", " + exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"))
+    return text
 
 
-CONVERTED_POLICY = policy_label(CONVERTED_LENGTH_POLICY)  # the policy the targets are set for
+# the policy the targets are set for: the converted models' default, exact local and global keys included
+TARGET_POLICY = policy_label({**CONVERTED_LENGTH_POLICY, **CONVERTED_EXACT_KEYS})
 
 
 def row_key(r: dict) -> tuple:
@@ -219,7 +223,9 @@ def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> di
         if row["model_path"] and Path(row["model_path"]).is_dir():
             config = LinformerConfig.from_pretrained(row["model_path"])
         elif origin:  # a kept record whose model is gone: the same conversion's config (the weights do not matter)
-            config = converted_config(origin["source"], **{k: v for k, v in origin["settings"].items() if v is not None})
+            # cards written before the exact-key fields were of models without them
+            settings = {**NO_EXACT_KEYS, **{k: v for k, v in origin["settings"].items() if v is not None}}
+            config = converted_config(origin["source"], **settings)
         else:
             continue
         config.num_labels = 2
@@ -244,7 +250,7 @@ def targets(rows: list[dict]) -> list[str]:
     if "sst2" in t and len(t["sst2"]["seeds"]) < SEEDS:
         out.append(f"(The teacher's SST-2 has {len(t['sst2']['seeds'])} seed(s); the targets need {SEEDS}.)")
     for r in rows:
-        if not r["transfer"] or r.get("policy") != CONVERTED_POLICY or r["k"] not in WITHIN:
+        if not r["transfer"] or r.get("policy") != TARGET_POLICY or r["k"] not in WITHIN:
             continue
         for task, cell in r["tasks"].items():
             if task in t:

@@ -24,6 +24,7 @@ from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau, unigram_perplexity
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.configuration import round_up
+from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
 from ..spec import PretrainSpec, TrainerSettings
@@ -71,7 +72,10 @@ def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
                  model.config.attention_label)
     else:
         keep = ("attention", "max_seq_len", "projected_dim", "sharing", "projection")
-        model = LinformerForMaskedLM.from_pretrained_encoder(path, **{k: fields[k] for k in keep})
+        # the model group's exact keys (the paper's Linformer unless it names them), not the converted default
+        exact = {key: fields.get(key, value) for key, value in NO_EXACT_KEYS.items()} \
+            if fields.get("attention") == "linformer" else {}
+        model = LinformerForMaskedLM.from_pretrained_encoder(path, **{k: fields[k] for k in keep}, **exact)
     check_tokenizer_fits(tokenizer, model.config, path)
     return model
 

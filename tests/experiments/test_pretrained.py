@@ -24,7 +24,12 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
     by_name = {s.name: s for s in stages}
     rows = exp.rows(p)
     assert len(rows) == 1 + len(p.ks) * len(p.sharings) * len(p.policies) and set(p.ks) == {64, 128}
-    assert set(p.policies) == {"paper", "converted"} and "layerwise" in p.sharings
+    assert set(p.policies) == {"local", "converted", "paper"} and "layerwise" in p.sharings
+    # the converted default's exact keys are the target rows'; the others name "none" explicitly, so that the
+    # converted default does not reach them
+    assert exp.POLICIES["local"]["local_window"] > 0 and exp.POLICIES["local"]["global_positions"]
+    assert all(exp.POLICIES[name]["local_window"] == 0 and exp.POLICIES[name]["global_positions"] == []
+               for name in ("converted", "paper"))
     # the corpus and the models are intermediate: a fresh clone whose records are all kept rebuilds none of them
     assert {s.name for s in stages if s.intermediate} == {"corpus"} | {row.prepare for row in rows}
     for row in rows:
@@ -36,7 +41,7 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
             assert prepare.done == row.model_dir.parent / "summary.json"
             assert int(_value(prepare.argv, "model.projected_dim")) == row.k
             for key, value in exp.POLICIES[row.policy].items():
-                assert _value(prepare.argv, f"model.{key}") == str(value).lower()
+                assert _value(prepare.argv, f"model.{key}") == str(value).lower().replace(" ", "")
         for task in ("sst2", "imdb"):
             for seed in exp.row_seeds(p, row):
                 s = by_name[f"finetune {exp.run_name(p, task, row, seed)}"]
@@ -53,7 +58,7 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
     for row in rows:
         count = sum(f"-{row.slug}-s" in n for n in finetunes)
         assert count == 2 * (SEEDS if row.read_by_targets else len(p.other_rows_seeds)), row.slug
-    assert [r.slug for r in rows if r.read_by_targets] == ["full"] + [f"k{k}-{sh}-converted-tr" for sh in p.sharings
+    assert [r.slug for r in rows if r.read_by_targets] == ["full"] + [f"k{k}-{sh}-local-tr" for sh in p.sharings
                                                                       for k in p.ks]
     imdb = p.tasks["imdb"]
     assert imdb.max_length == exp.N and (imdb.eval is None or imdb.eval >= 2000)

@@ -178,3 +178,13 @@ def test_converted_models_default_to_the_measured_length_policy(tmp_path):
     assert {key: getattr(config, key) for key in CONVERTED_LENGTH_POLICY} == CONVERTED_LENGTH_POLICY
     [[_, policy]] = table_rows(load_card(tmp_path / "out").text, "inputs shorter than n")
     assert f"length_policy={CONVERTED_LENGTH_POLICY['length_policy']}" in policy
+    [[_, exact]] = table_rows(load_card(tmp_path / "out").text, "exact keys beside the projected ones")
+    assert f"a window of {config.local_window} tokens" in exact and "[0, -1] for every query" in exact
+
+
+def test_the_card_of_the_paper_linformer_says_every_key_is_projected(tmp_path):
+    from linformer.modeling.convert import NO_EXACT_KEYS
+
+    converted(tmp_path, projected_dim=8, **NO_EXACT_KEYS)
+    [[_, exact]] = table_rows(load_card(tmp_path / "out").text, "exact keys beside the projected ones")
+    assert exact == "none: every key is projected, as in the paper"

@@ -12,6 +12,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
+    AutoModel,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -190,6 +191,31 @@ def test_converted_encoders_take_the_measured_length_policy_unless_told_otherwis
     paper = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, length_policy="slice",
                                                    mask_empty_windows=False, exact_short_inputs=False).config
     assert (paper.length_policy, paper.mask_empty_windows, paper.exact_short_inputs) == ("slice", False, False)
+
+
+def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path):
+    """The converted default: a window of 128 tokens (at most n) and the first and last real token global; the
+    paper's Linformer when asked (local_window=0, global_positions=[]); nothing for full attention or a projection
+    that cannot have them. A finetuned full-attention model switched to a Linformer gets the same default."""
+    from linformer.modeling.convert import CONVERTED_EXACT_KEYS, NO_EXACT_KEYS, from_linformer
+
+    save_source(tmp_path, BertModel, BERT)
+    fields = lambda config: (config.local_window, config.global_positions)  # noqa: E731
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8).config) == (N, [0, -1])
+    assert CONVERTED_EXACT_KEYS["local_window"] > N  # so the window above was capped at n
+    long = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, max_seq_len=512).config
+    assert fields(long) == (128, [0, -1])
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, **NO_EXACT_KEYS).config) == (0, [])
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, local_window=8).config) == (8, None)
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, attention="full").config) == (0, None)
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, projection="conv",
+                                                         length_policy="slice").config) == \
+        (0, None)
+    full = tmp_path / "full"
+    LinformerModel.from_pretrained_encoder(tmp_path, attention="full").save_pretrained(full)
+    assert fields(from_linformer(full, AutoModel, attention="linformer", projected_dim=8).config) == (N, [0, -1])
+    assert fields(from_linformer(full, AutoModel, attention="linformer", projected_dim=8, **NO_EXACT_KEYS).config) \
+        == (0, [])
 
 
 # ------------------------------------------------------------------------------------------ convert_encoder

@@ -56,7 +56,7 @@ def runs(tmp_path):
         close = c.copy()
         close[np.flatnonzero(c)[:20]] = False  # 2 points below: closes 4 of the 6 points
         _run(tmp_path, f"imdb-k128-tr-s{s}", moved, "imdb", s, close, 128, "layerwise",
-             policy=tp.CONVERTED_LENGTH_POLICY)
+             policy={**tp.CONVERTED_LENGTH_POLICY, **tp.CONVERTED_EXACT_KEYS})
     _run(tmp_path, "sst2-full-s0", full, "sst2", 0, rng.random(200) < 0.92)
     return tmp_path
 
@@ -64,7 +64,8 @@ def runs(tmp_path):
 def test_rows_paired_differences_and_targets(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
     assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=128, layerwise, paper's slice",
-                                        "linformer k=128, layerwise, resample, exact <= k + transfer"]
+                                        "linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1]"
+                                        " + transfer"]
     teacher, plain, moved = rows
     assert teacher["tasks"]["imdb"]["seeds"].keys() == {0, 1, 2} and "vs_teacher" not in teacher["tasks"]["imdb"]
     d = plain["tasks"]["imdb"]["vs_teacher"]
@@ -74,9 +75,9 @@ def test_rows_paired_differences_and_targets(runs):
     assert moved["transfer_info"]["rel_err_after"] == [0.1, 0.3]
     text = "\n".join(tp.targets(rows))
     assert "Teacher SST-2 >= 88: met" in text and "The teacher's SST-2 has 1 seed(s); the targets need 3" in text
-    assert ("linformer k=128, layerwise, resample, exact <= k + transfer, IMDB within 1 of the teacher: missed (-2.0)"
-            in text)
-    assert "paper's slice, IMDB within" not in text  # the targets are set for the converted policy only
+    assert ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1] + transfer, IMDB within 1 of "
+            "the teacher: missed (-2.0)" in text)
+    assert "paper's slice, IMDB within" not in text  # the targets are set for the converted default only
     assert "transfer closes" not in text  # no row without transfer has the same policy to compare with
 
 

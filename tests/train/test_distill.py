@@ -55,7 +55,9 @@ def teachers(tmp_path_factory, pretrained_run):
 def _compose(teachers, teacher: str, *overrides):
     base = ["task=sst2", f"task.data_dir={teachers['sst2']}", f"teacher_path={teachers[teacher]}",
             f"task_cache_dir={teachers['cache']}", "model.projected_dim=4", "trainer.batch_size=16",
-            "trainer.lr=1e-3", "trainer.epochs=2", "trainer.log_every=1", "distill.lr_projections=1e-2"]
+            "trainer.lr=1e-3", "trainer.epochs=2", "trainer.log_every=1", "distill.lr_projections=1e-2",
+            # the paper's Linformer, not the converted default: on inputs this short the window would hold every key
+            "model.local_window=0", "model.global_positions=[]"]
     return compose("distill", base + list(overrides))
 
 
@@ -67,10 +69,13 @@ def _batch(teachers, texts=("good good , the film is good .", "dull , the film i
 @pytest.mark.parametrize("teacher", ["roberta", "linformer-full"])
 def test_the_student_is_the_teacher_with_projected_attention(teachers, teacher):
     """Every weight but E and F (the classifier too) comes from the teacher: in full mode it is the teacher."""
-    student = student_from_teacher(str(teachers[teacher]), {"projected_dim": 4, "sharing": "layerwise"}).eval()
+    default = student_from_teacher(str(teachers[teacher]), {"projected_dim": 4, "sharing": "layerwise"}).config
+    assert default.length_policy == "resample" and default.exact_short_inputs  # the converted default, exact keys too
+    assert default.local_window == min(128, default.max_seq_len) and default.global_positions == [0, -1]
+    student = student_from_teacher(str(teachers[teacher]), {"projected_dim": 4, "sharing": "layerwise",
+                                                            "local_window": 0, "global_positions": []}).eval()
     reference = AutoModelForSequenceClassification.from_pretrained(teachers[teacher]).eval()
     assert student.config.attention == "linformer" and student.config.projected_dim == 4
-    assert student.config.length_policy == "resample" and student.config.exact_short_inputs  # converted default
     batch = _batch(teachers)
     with torch.no_grad():
         with full_attention(student):
