@@ -146,6 +146,10 @@ def plan_grid(
     only that baseline is left out at that n (a dropped entry names it; the other models still run).
     """
     kept, dropped, total = [], [], 0.0
+    for n in sorted(s.ns):  # a k >= n has nothing to project at that n: said, not silently left out
+        beyond = [k for k in sorted(s.ks) if k >= n]
+        if beyond:
+            dropped.append((n, f"k={', '.join(map(str, beyond))} only: k >= n leaves nothing to project"))
     for n, ks in grid_cells(s):
         if s.max_n is not None and n > s.max_n:
             dropped.append((n, f"n > max_n={s.max_n}"))

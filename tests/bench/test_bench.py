@@ -63,9 +63,14 @@ def test_paper_value_lookup():
     assert paper_value(PAPER_MEMORY_SAVED, 100, 128) is None
 
 
-def test_grid_skips_k_at_or_above_n():
+def test_grid_skips_k_at_or_above_n_and_the_plan_says_so():
     s = tiny_inference(ns=[16, 32, 64], ks=[16, 32])
     assert grid_cells(s) == [(32, [16]), (64, [16, 32])]
+    s.budget_s = 1e9
+    kept, dropped = plan_grid(s, 50e9, free_bytes=2**40)
+    assert kept == [(32, [16]), (64, [16, 32])]
+    assert dropped == [(16, "k=16, 32 only: k >= n leaves nothing to project"),
+                       (32, "k=32 only: k >= n leaves nothing to project")]
 
 
 def test_plan_trims_largest_n_by_budget_and_memory():
