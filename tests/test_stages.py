@@ -154,9 +154,9 @@ def test_the_gpu_table2_plan_finishes_a_run_before_building_every_model():
 
     names = [s.name for s in exp.plan(exp.PROFILES["gpu"])]
     assert names[:3] == ["convert full", "finetune tp-gpu-sst2-full-s0", "finetune tp-gpu-imdb-full-s0"]
-    first_transfer = names.index("transfer k128-layerwise-converted")
+    first_transfer = names.index("transfer k128-layerwise-local")  # the targets' rows come first
     assert names[first_transfer - 1] == "corpus"
-    assert names[first_transfer + 1] == "finetune tp-gpu-sst2-k128-layerwise-converted-tr-s0"
+    assert names[first_transfer + 1] == "finetune tp-gpu-sst2-k128-layerwise-local-tr-s0"
     assert sorted(names) == sorted({*names})  # every stage once
 
 
