@@ -102,6 +102,27 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | N
     return int(max(0, _proc_status_kb("VmHWM") - before) * 1024)
 
 
+def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak bytes of live tensors that one call of ``fn`` adds on top of those alive before it.
+
+    CUDA: as peak_memory_bytes. CPU: the profiler's record of every allocation and free (``profile_memory``),
+    replayed in time order. Unlike the resident set it does not move with the heap's state or other threads, so the
+    same call gives the same figure; what an operator allocates and frees inside itself (a kernel's scratch space)
+    is not seen, nor are the allocator's free pages.
+    """
+    if device.type == "cuda":
+        return peak_memory_bytes(fn, device)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    live = peak = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        live += event.self_cpu_memory_usage  # an operator's own allocations net of its frees; a "[memory]" free
+        peak = max(peak, live)
+    return peak
+
+
 def cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:

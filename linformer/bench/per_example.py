@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from .common import interleaved_medians, peak_memory_bytes, resolve_device
+from .common import interleaved_medians, peak_memory_bytes, peak_tensor_bytes, resolve_device
 
 
 def cost_per_example(configs: dict, n: int = 512, batch: int = 8, reps: int = 5, device: str = "auto") -> dict:
-    """{name: {"ms": forward milliseconds per example, "mib": peak MiB per example}} for LinformerConfigs."""
+    """{name: {"ms": forward milliseconds per example, "mib": peak MiB per example (the process's, peak_memory_bytes),
+    "tensor_mib": peak MiB of live tensors per example (peak_tensor_bytes: the same figure every run)}} for
+    LinformerConfigs."""
     from ..modeling import LinformerForSequenceClassification
 
     dev = resolve_device(device)
@@ -35,5 +37,6 @@ def cost_per_example(configs: dict, n: int = 512, batch: int = 8, reps: int = 5,
     for name, run in calls.items():
         peak = peak_memory_bytes(run, dev)
         out[name] = {"ms": 1000 * seconds[name] / batch,
-                     "mib": None if peak is None else peak / batch / 2**20}
+                     "mib": None if peak is None else peak / batch / 2**20,
+                     "tensor_mib": peak_tensor_bytes(run, dev) / batch / 2**20}
     return out

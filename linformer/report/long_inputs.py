@@ -82,7 +82,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
                                        **fields).eval() for name, fields in variants.items()}
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
         for cost in costs.values():  # side by side in one run: ratios hold where absolute figures move
-            for key in ("ms", "mib"):
+            for key in ("ms", "mib", "tensor_mib"):
                 if cost.get(key) and costs["full"].get(key):
                     cost[f"{key}_vs_full"] = cost[key] / costs["full"][key]
         full = None
@@ -109,18 +109,21 @@ def to_markdown(result: dict, header: list[str]) -> str:
     if majority is not None:
         lines.append(f"Always answering the examples' majority class scores {_pct(majority)}: an accuracy near it "
                      "means the model has lost the task.")
-    lines += ["", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
-                   "time vs full | memory vs full | ms / example at n | MiB / example at n |"),
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Memory: the process's peak resident memory, which moves with the heap's state; tensor memory: the peak "
+                  "of live torch tensors, replayed from the profiler's allocations (the same every run).",
+              "", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
+                   "time vs full | memory vs full | tensor memory vs full | ms / example at n | MiB / example at n | "
+                   "tensor MiB / example at n |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         lo, hi = r["interval"]
         diff = r.get("difference")
         diff_text = "" if diff is None else f"{fmt1(diff['diff'], True)} ({fmt1(diff['lo'], True)}, {fmt1(diff['hi'], True)})"
-        ms, mib = r.get("ms"), r.get("mib")
-        ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else "" for key in ("ms_vs_full", "mib_vs_full")]
+        ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else ""
+                  for key in ("ms_vs_full", "mib_vs_full", "tensor_mib_vs_full")]
+        cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
         lines.append(f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} ({_pct(lo)}-{_pct(hi)}) | "
-                     f"{_pct(r.get('agreement'))} | {diff_text} | {ratios[0]} | {ratios[1]} | "
-                     f"{'' if ms is None else f'{ms:.0f}'} | {'' if mib is None else f'{mib:.0f}'} |")
+                     f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 
 

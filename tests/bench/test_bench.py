@@ -136,6 +136,22 @@ def test_peak_memory_sees_a_large_temporary():
     assert peak >= 0.9 * size
 
 
+def test_peak_tensor_memory_sees_live_tensors_and_temporaries_and_is_the_same_every_call():
+    from linformer.bench.common import peak_tensor_bytes
+
+    mib = 2**20
+
+    def work():
+        kept = torch.ones(4 * mib // 4)        # 4 MiB alive to the end
+        temporary = torch.ones(8 * mib // 4)   # 8 MiB, freed before the next one
+        del temporary
+        other = torch.ones(2 * mib // 4)       # 2 MiB: the peak stays at 4 + 8
+        return kept, other
+
+    peaks = [peak_tensor_bytes(work, torch.device("cpu")) for _ in range(3)]
+    assert len(set(peaks)) == 1 and 12 * mib <= peaks[0] < 12.1 * mib
+
+
 def test_max_batch_binary_search():
     calls = []
 

@@ -87,4 +87,4 @@ def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     assert rows[1]["ms_vs_full"] == 1.0 and rows[3]["ms_vs_full"] == rows[3]["ms"] / rows[1]["ms"]
     assert result["majority_rate"] == max(np.mean(labels), 1 - np.mean(labels))
     md = long_inputs.to_markdown(result, ["header"])
-    assert "majority class scores" in md and "| time vs full | memory vs full |" in md
+    assert "majority class scores" in md and "| time vs full | memory vs full | tensor memory vs full |" in md
