@@ -23,7 +23,7 @@ from ..modeling.configuration import exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, from_linformer
 from .compare import save_figure
 from .length_policy import padded_batches
-from .paired import bootstrap_interval, fmt1, paired_difference
+from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 
 
 def truncate(ids: list[int], n: int) -> list[int]:
@@ -116,13 +116,16 @@ def to_markdown(result: dict, header: list[str]) -> str:
                    "tensor MiB / example at n |"),
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lo, hi = r["interval"]
+        examples = r.get("examples", MIN_INTERVAL_EXAMPLES)
+        accuracy = f"{_pct(r['accuracy'])} " + interval_text(100 * r["interval"][0], 100 * r["interval"][1], examples,
+                                                             brackets="()", sep="-")
         diff = r.get("difference")
-        diff_text = "" if diff is None else f"{fmt1(diff['diff'], True)} ({fmt1(diff['lo'], True)}, {fmt1(diff['hi'], True)})"
+        diff_text = "" if diff is None else \
+            f"{fmt1(diff['diff'], True)} {interval_text(diff['lo'], diff['hi'], examples, True, '()')}"
         ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else ""
                   for key in ("ms_vs_full", "mib_vs_full", "tensor_mib_vs_full")]
         cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
-        lines.append(f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} ({_pct(lo)}-{_pct(hi)}) | "
+        lines.append(f"| {r['model']} | {r['n']} | {accuracy} | "
                      f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")
     return "\n".join(lines) + "\n"
 

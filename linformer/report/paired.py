@@ -29,6 +29,19 @@ def fmt1(x: float, sign: bool = False) -> str:
     return f"{d:+}" if sign else f"{d}"
 
 
+# Fewer eval examples than this get no printed interval: a percentile bootstrap over a handful of 0/1 scores is a
+# few coarse steps (over 2 examples, "100.0-100.0" when both are right), not a 95% interval.
+MIN_INTERVAL_EXAMPLES = 30
+
+
+def interval_text(lo: float, hi: float, examples: int, sign: bool = False, brackets: str = "[]", sep: str = ", ") -> str:
+    """An interval in points as reports print it, e.g. '[-3.8, +1.3]'; below MIN_INTERVAL_EXAMPLES examples,
+    '(no interval: 2 examples)'."""
+    if examples < MIN_INTERVAL_EXAMPLES:
+        return f"(no interval: {examples} examples)"
+    return f"{brackets[0]}{fmt1(lo, sign)}{sep}{fmt1(hi, sign)}{brackets[1]}"
+
+
 def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of the mean of per-example ``scores`` (e.g. correctness 0/1, or its mean over seeds,
     or a difference of two models' correctness), resampling examples with replacement."""

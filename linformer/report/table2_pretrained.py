@@ -24,7 +24,7 @@ from ..modeling.configuration import LinformerConfig, attention_label, exact_key
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs, is_full_attention
 from . import by_length
-from .paired import fmt1, mcnemar_p, seed_example_interval
+from .paired import fmt1, interval_text, mcnemar_p, seed_example_interval
 
 TASKS = ("sst2", "imdb")
 TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
@@ -283,7 +283,7 @@ def _errors(values) -> str:
 def _cell_text(cell: dict | None) -> str:
     if cell is None:
         return "-"
-    return f"{fmt1(cell['acc'])} [{fmt1(cell['lo'])}, {fmt1(cell['hi'])}]"
+    return f"{fmt1(cell['acc'])} {interval_text(cell['lo'], cell['hi'], cell['examples'])}"
 
 
 def _diff_text(cell: dict | None) -> str:
@@ -292,7 +292,7 @@ def _diff_text(cell: dict | None) -> str:
         return "-"
     ps = v.get("mcnemar_p") or {}
     p = ", p=" + "/".join(f"{x:.2g}" for x in ps.values()) if ps else ""
-    return f"{fmt1(v['diff'], True)} [{fmt1(v['lo'], True)}, {fmt1(v['hi'], True)}]{p}"
+    return f"{fmt1(v['diff'], True)} {interval_text(v['lo'], v['hi'], cell['examples'], True)}{p}"
 
 
 def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:

@@ -88,3 +88,5 @@ def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     assert result["majority_rate"] == max(np.mean(labels), 1 - np.mean(labels))
     md = long_inputs.to_markdown(result, ["header"])
     assert "majority class scores" in md and "| time vs full | memory vs full | tensor memory vs full |" in md
+    assert "(no interval: 9 examples)" in md  # 9 examples are too few for a 95% interval
+    assert rows[3]["tensor_mib_vs_full"] == rows[3]["tensor_mib"] / rows[1]["tensor_mib"]

@@ -97,3 +97,13 @@ def test_one_decimal_rounds_halves_away_from_zero():
     assert [fmt1(x) for x in (87.65, 87.64, 0.05, 89.25, 100.0)] == ["87.7", "87.6", "0.1", "89.3", "100.0"]
     assert [fmt1(x, sign=True) for x in (-0.25, 0.25, 0.0, -2.45)] == ["-0.3", "+0.3", "+0.0", "-2.5"]
     assert fmt1(100 * 1753 / 2000) == "87.7" and f"{100 * 0.8765:.1f}" == "87.6"  # what the reports printed before
+
+
+def test_an_interval_on_a_handful_of_examples_is_not_printed_as_one():
+    from linformer.report.paired import MIN_INTERVAL_EXAMPLES, interval_text
+
+    lo, hi = bootstrap_interval([1.0, 1.0])
+    assert (lo, hi) == (1.0, 1.0)  # two right answers: the bootstrap has nothing to vary
+    assert interval_text(100 * lo, 100 * hi, 2) == "(no interval: 2 examples)"
+    assert interval_text(-3.84, 1.25, MIN_INTERVAL_EXAMPLES, sign=True) == "[-3.8, +1.3]"
+    assert interval_text(85.25, 90.7, 600, brackets="()", sep="-") == "(85.3-90.7)"
