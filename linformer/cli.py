@@ -22,8 +22,8 @@ EXIT_USER_ERROR = 2
 def cli_errors():
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
-    A missing file, a path without permission or a full disk is user-fixable too; every other exception keeps its
-    traceback.
+    A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
+    user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback.
     """
     try:
         yield
@@ -38,10 +38,19 @@ def cli_errors():
         _fail(f"permission denied: {err.filename or err}: choose an output path you can write, or fix its "
               "permissions.")
     except OSError as err:
-        if err.errno != errno.ENOSPC:
+        if err.errno not in _USER_OS_ERRORS:
             raise
-        _fail(f"no space left on device writing {err.filename or 'a file'}: free some space and run the same "
-              "command again.")
+        _fail(_USER_OS_ERRORS[err.errno].format(path=err.filename or "a file"))
+
+
+# OS errors on paths the user chose: one line naming the path, not a traceback
+_USER_OS_ERRORS = {
+    errno.ENOSPC: "no space left on device writing {path}: free some space and run the same command again.",
+    errno.EROFS: "{path} is on a read-only file system: choose an output path you can write.",
+    errno.EEXIST: "{path} already exists and is in the way: move it, or choose another path.",
+    errno.ENOTDIR: "{path}: part of this path is a file, not a folder: choose another path.",
+    errno.EISDIR: "{path} is a folder where a file was expected: choose another path.",
+}
 
 
 def _fail(message: str) -> None:

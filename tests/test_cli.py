@@ -1,5 +1,7 @@
 """The one CLI wrapper: `+`-added keys read by no code, and OS errors a user can fix, are one `error:` line."""
 
+import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +58,27 @@ def test_a_path_without_permission_is_one_error_line(capsys):
     assert stop.value.code == 2
     assert capsys.readouterr().err == ("error: permission denied: /data/readonly/run/config.yaml: choose an output "
                                        "path you can write, or fix its permissions.\n")
+
+
+@pytest.mark.parametrize("code, expected", [
+    (errno.EROFS, "error: /mnt/ro/out/config.json is on a read-only file system: choose an output path you can write."),
+    (errno.ENOTDIR, "error: /tmp/notes.txt/out: part of this path is a file, not a folder: choose another path."),
+    (errno.EEXIST, "error: /tmp/out already exists and is in the way: move it, or choose another path."),
+])
+def test_os_errors_on_the_user_s_paths_are_one_line_naming_the_path(capsys, code, expected):
+    from linformer.cli import cli_errors
+
+    path = expected.split()[1].rstrip(":")
+    with pytest.raises(SystemExit) as stop, cli_errors():
+        raise OSError(code, os.strerror(code), path)
+    assert stop.value.code == 2 and capsys.readouterr().err == expected + "\n"
+
+
+def test_other_os_errors_keep_their_traceback():
+    from linformer.cli import cli_errors
+
+    with pytest.raises(OSError), cli_errors():
+        raise OSError(errno.EIO, "Input/output error", "/dev/sdz")
 
 
 def test_compose_turns_hydra_s_refusal_into_one_config_error_line():
