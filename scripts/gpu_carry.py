@@ -130,13 +130,21 @@ def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[P
     return written
 
 
+def _decompressed(packed: Path) -> bytes:
+    """The contents of one .xz, or a CarryError naming it (cut short in transfer, or not an .xz)."""
+    try:
+        return lzma.decompress(packed.read_bytes())
+    except lzma.LZMAError as err:
+        raise CarryError(f"{packed} is damaged ({err}): pack it again here and send the carry again") from None
+
+
 def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
     """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
     written = []
     for packed in sorted(carry.rglob("*.xz")):
         if packed.parent == carry / MODEL_DIR:
             continue
-        atomic_write(packed.with_suffix(""), lzma.decompress(packed.read_bytes()))
+        atomic_write(packed.with_suffix(""), _decompressed(packed))
         packed.unlink()
         written.append(packed.with_suffix(""))
     if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
@@ -147,7 +155,7 @@ def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
         target.mkdir(parents=True, exist_ok=True)
         for name in MODEL_FILES:
             shutil.copy2(carry / MODEL_DIR / name, target / name)
-        weights = load(lzma.decompress((carry / MODEL_DIR / f"{WEIGHTS}.xz").read_bytes()))
+        weights = load(_decompressed(carry / MODEL_DIR / f"{WEIGHTS}.xz"))
         full = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}
         atomic_write(target / WEIGHTS, save(full, metadata={"format": "pt"}))
         written.append(target)

@@ -104,3 +104,16 @@ def test_pack_and_unpack_never_replace_files_they_did_not_write(tmp_path, monkey
     with pytest.raises(SystemExit):
         carry.main(["unpack", str(dest)])
     assert (tmp_path / "checkout" / carry.MODEL_DIR / "config.json").read_text() == "the user's model"
+
+
+def test_a_carry_cut_short_in_transfer_is_one_error_line_naming_the_file(tmp_path, capsys):
+    import lzma
+
+    dest = tmp_path / "carry"
+    (dest / "imdb").mkdir(parents=True)
+    whole = lzma.compress(b"text,label\n" * 1000)
+    (dest / "imdb" / "train.csv.xz").write_bytes(whole[: len(whole) // 2])  # a transfer broken off half-way
+    assert carry.main(["unpack", str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {dest / 'imdb' / 'train.csv.xz'} is damaged")
+    assert err.count("\n") == 1 and not (dest / "imdb" / "train.csv").exists()  # nothing half-written
