@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import read_json
+from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS
 from ..stages import Stage, in_order_of_use, wanted
@@ -40,7 +41,6 @@ SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
 RECORDS = Path("docs/results/table2_pretrained_runs")  # each finished run's small records, committed
 KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
-CARD_FILE = "linformer_card.json"  # the model's card sidecar (its transfer record), kept beside the run's files
 # The targets (report.table2_pretrained checks them against the table)
 TEACHER_TARGET = 88.0         # SST-2 dev, the teacher
 WITHIN = {128: 1.0, 64: 1.5}  # k -> points: the "local" policy with transfer, below the teacher on each task
@@ -166,9 +166,9 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
     for name in KEPT_FILES:
         if (run_dir / name).is_file():
             shutil.copy2(run_dir / name, tmp / name)
-    card = Path(read_json(run_dir / RESULTS).get("model_path", "")) / CARD_FILE
+    card = Path(read_json(run_dir / RESULTS).get("model_path", "")) / SIDECAR  # the model's card: its transfer record
     if card.is_file():
-        shutil.copy2(card, tmp / CARD_FILE)
+        shutil.copy2(card, tmp / SIDECAR)
     shutil.rmtree(records_dir, ignore_errors=True)
     os.replace(tmp, records_dir)
     return True
