@@ -12,12 +12,10 @@ import time
 from pathlib import Path
 
 from linformer.data.io import default_data_mirror
-from linformer.data.tasks import load_task
+from linformer.data.tasks import TASKS, load_task
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import length_policy, measured
-
-TASK_DIRS = {"sst2": "glue/sst2", "imdb": "imdb"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = {}
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
             if count:
-                split = load_task(task, str(mirror / TASK_DIRS[task]), tokenizer, args.n, splits=("eval",),
+                split = load_task(task, str(mirror / TASKS[task].mirror_subdir), tokenizer, args.n, splits=("eval",),
                                   max_examples={"eval": count})["eval"]
                 tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
         if not tasks:

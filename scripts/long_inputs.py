@@ -14,18 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from linformer.data.io import default_data_mirror, resolve_path
-from linformer.data.tasks import load_task
+from linformer.data.tasks import TASKS, load_task
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import long_inputs, measured
-
-TASK_DIRS = {"imdb": "imdb", "sst2": "glue/sst2"}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--classifier", required=True, help="a finetuned sequence classifier with full attention")
-    ap.add_argument("--task", default="imdb", choices=sorted(TASK_DIRS))
+    ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
     ap.add_argument("--ns", type=int, nargs="+", default=[2048, 4096], help="lengths to lengthen the classifier to")
     ap.add_argument("--k", type=int, default=128)
     ap.add_argument("--sharing", default="layerwise")
@@ -53,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                               "and k below every n")
         tokenizer = AutoTokenizer.from_pretrained(classifier)
         mirror = Path(default_data_mirror())
-        split = load_task(args.task, str(mirror / TASK_DIRS[args.task]), tokenizer, max(args.ns), splits=("eval",),
+        split = load_task(args.task, str(mirror / TASKS[args.task].mirror_subdir), tokenizer, max(args.ns), splits=("eval",),
                           cache_dir=resolve_path("data/cache/tasks"))["eval"]
         lengths = np.array([len(x) for x in split["input_ids"]])
         long = np.flatnonzero(lengths > base_n)
