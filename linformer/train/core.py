@@ -21,7 +21,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,9 +61,9 @@ class TrainingTask:
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
     compile_dynamic: bool | None = None    # trainer.compile: False = every shape fixed; None = Dynamo's automatic
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
-    tracker_tags: list[str] = []
+    tracker_tags: Sequence[str] = ()       # (immutable defaults: a subclass instance assigns its own)
     prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
-    prepared: list = []                    # ...and what it returned for them
+    prepared: Sequence = ()                # ...and what it returned for them
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """This rank's slice of global micro-batch g (g = step x grad_accum + i), on the host. On a GPU it is called
@@ -185,7 +185,7 @@ class Trainer:
         self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
         self.task, self.s, self.record, self.tokenizer = task, settings, record, tokenizer
         self.spec, self.config = spec, config  # config: what the run record stores (the spec's, with its data's key)
-        self.tracker_tags = tracker_tags or []
+        self.tracker_tags = list(tracker_tags or [])
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
