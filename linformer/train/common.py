@@ -36,8 +36,6 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
         log.warning("this CPU has no native bf16 (oneDNN reports none): trainer.mixed_precision=bf16 is emulated and "
                     "runs slower than fp32 here; trainer.mixed_precision=no is faster on this machine")
     trackers = list(logger.trackers)
-    if "wandb" in trackers:
-        _default_wandb_mode()
     accelerator = Accelerator(
         cpu=cpu,
         mixed_precision=precision,
@@ -58,23 +56,24 @@ def native_cpu_bf16() -> bool:
         return False
 
 
-def _default_wandb_mode() -> None:
-    """wandb runs offline unless the user is logged in or chose a mode (WANDB_MODE)."""
+def wandb_mode() -> str | None:
+    """The mode wandb.init gets: offline unless the user is logged in; None (wandb's own choice) where the user set
+    WANDB_MODE. Passed to the run, not written into the process's environment."""
     if "WANDB_MODE" in os.environ:
-        return
+        return None
     netrc = Path.home() / ".netrc"
     logged_in = bool(os.environ.get("WANDB_API_KEY")) or (netrc.exists() and "api.wandb.ai" in netrc.read_text())
-    os.environ["WANDB_MODE"] = "online" if logged_in else "offline"
+    return "online" if logged_in else "offline"
 
 
 def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Path, run_name: str, config: dict,
                   job_type: str, group: str | None, tags: list[str]) -> None:
     if not logger.trackers:
         return
-    init_kwargs = {
-        "wandb": {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags},
-        "tensorboard": {},
-    }
+    wandb_kwargs = {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags}
+    if "wandb" in logger.trackers and (mode := wandb_mode()) is not None:
+        wandb_kwargs["mode"] = mode
+    init_kwargs = {"wandb": wandb_kwargs, "tensorboard": {}}
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
 
 

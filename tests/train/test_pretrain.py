@@ -163,11 +163,15 @@ def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data,
         return run
 
     monkeypatch.setattr(wandb, "init", spy_init)
-    monkeypatch.setenv("WANDB_MODE", "offline")
+    # not logged in and no WANDB_MODE: the run is told offline, and the environment is left as it was
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc
     cfg = compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3", "experiment_name=grp")
     pretrain(cfg, tmp_path)
     init = seen["init"]
     assert init["name"] == cfg.run_name and init["group"] == "grp" and init["job_type"] == "pretrain"
+    assert init["mode"] == "offline" and "WANDB_MODE" not in os.environ
     config = dict(seen["run"].config)  # Accelerate stores it after init
     assert config["trainer/lr"] == cfg.trainer.lr and config["model/projected_dim"] == 8
     logged = {step: values["loss"] for step, values in seen["log"] if "loss" in values}
