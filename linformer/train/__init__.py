@@ -1,4 +1,5 @@
-"""Training: one core (``core.Trainer``) and the loops that plug into it (``pretrain``, ``finetune``).
+"""Training: one core (``core.Trainer``) and the tasks that plug into it (``pretrain``, ``finetune``, ``transfer``,
+``distill``).
 
-Library functions take a composed config (``linformer.cli.compose`` builds one as the scripts do) and a run
-directory; the scripts are thin Hydra wrappers."""
+Each entry point takes its typed run spec (``linformer.spec``: ``PretrainSpec.read(cfg)`` from a composed config,
+as the scripts build one; a composed config is read into one too) and a run directory."""

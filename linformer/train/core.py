@@ -1,4 +1,5 @@
-"""The one training core. Pretraining, finetuning and attention transfer plug into it through a ``TrainingTask``.
+"""The one training core. Pretraining, finetuning, attention transfer and distillation plug into it through a
+``TrainingTask``.
 
 The task supplies what is its own: the rank's slice of global micro-batch g (a pure function of the seed and g, so
 resume needs only the step), the loss, and the evaluation. The core owns the rest:
@@ -53,7 +54,7 @@ class TrainingTask:
     ``evaluate``, and the Trainer in ``on_best`` and ``finish``. The hooks below are all it overrides.
     """
 
-    stage = "train"                 # pretrain | finetune | transfer: the run record's stage and tracker job type
+    stage = "train"                 # pretrain | finetune | transfer | distill: the run record's stage and tracker job type
     main_metric = "loss"            # the evaluation metric that picks the best step
     greater_is_better = False
     select_best = True              # False: every evaluation replaces the best (the run's result is its last model)
