@@ -57,8 +57,8 @@ def test_figure3_runs_differ_only_in_attention_and_k():
 
 
 def _tagged_sleep(tag: str, seconds: float) -> list[str]:
-    return [sys.executable, "-c", f"import time; print('start {tag}', flush=True); time.sleep({seconds}); "
-                                  f"print('end {tag}', flush=True)"]
+    return [sys.executable, "-c", (f"import time; print('start {tag}', flush=True); time.sleep({seconds}); "
+                                  f"print('end {tag}', flush=True)")]
 
 
 def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, monkeypatch):

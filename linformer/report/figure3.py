@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, write_json
-from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..rundir import Run, find_runs, load_run
 from .compare import series
 from .curves import plot_pretrain_curves

@@ -109,8 +109,8 @@ def to_markdown(result: dict, header: list[str]) -> str:
     if majority is not None:
         lines.append(f"Always answering the examples' majority class scores {_pct(majority)}: an accuracy near it "
                      "means the model has lost the task.")
-    lines += ["", "Memory: the process's peak resident memory, which moves with the heap's state; tensor memory: the peak "
-                  "of live torch tensors, replayed from the profiler's allocations (the same every run).",
+    lines += ["", ("Memory: the process's peak resident memory, which moves with the heap's state; tensor memory: the "
+                   "peak of live torch tensors, replayed from the profiler's allocations (the same every run)."),
               "", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
                    "time vs full | memory vs full | tensor memory vs full | ms / example at n | MiB / example at n | "
                    "tensor MiB / example at n |"),

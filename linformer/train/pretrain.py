@@ -175,8 +175,8 @@ class PretrainTask(TrainingTask):
         final = evals[-1]["val_loss"] if evals else None
         best = trainer.state["best"]
         final_ppl = perplexity(final) if final is not None else None
-        report = [f"validation perplexity {_ppl_change(initial, final)} (token frequencies alone: "
-                  f"{self.unigram_val_ppl:,.1f})"]
+        report = [(f"validation perplexity {_ppl_change(initial, final)} (token frequencies alone: "
+                  f"{self.unigram_val_ppl:,.1f})")]
         if on_unigram_plateau(final_ppl, self.unigram_val_ppl):
             report.append("the model has not yet learned beyond token frequencies (its perplexity is not below "
                           f"{PLATEAU_RATIO:.0%} of theirs): train it for more steps before comparing or finetuning")

@@ -200,7 +200,7 @@ def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path)
     from linformer.modeling.convert import CONVERTED_EXACT_KEYS, NO_EXACT_KEYS, from_linformer
 
     save_source(tmp_path, BertModel, BERT)
-    fields = lambda config: (config.local_window, config.global_positions)  # noqa: E731
+    fields = lambda config: (config.local_window, config.global_positions)
     assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8).config) == (N, [0, -1])
     assert CONVERTED_EXACT_KEYS["local_window"] > N  # so the window above was capped at n
     long = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, max_seq_len=512).config

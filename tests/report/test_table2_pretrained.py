@@ -64,8 +64,8 @@ def runs(tmp_path):
 def test_rows_paired_differences_and_targets(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
     assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=128, layerwise, paper's slice",
-                                        "linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1]"
-                                        " + transfer"]
+                                        ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1]"
+                                        " + transfer")]
     teacher, plain, moved = rows
     assert teacher["tasks"]["imdb"]["seeds"].keys() == {0, 1, 2} and "vs_teacher" not in teacher["tasks"]["imdb"]
     d = plain["tasks"]["imdb"]["vs_teacher"]
