@@ -123,7 +123,7 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     config = LinformerConfig.from_pretrained(path)
     fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
     if settings.get("attention") == "linformer" and config.attention != "linformer":
-        fields.update(converted_length_policy(settings))
+        fields.update(converted_length_policy({"projection": config.projection, **settings}))
         fields.update(converted_exact_keys({"projection": config.projection, **settings},
                                            int(settings.get("max_seq_len", config.max_seq_len))))
     if "max_seq_len" in settings:
@@ -222,6 +222,8 @@ def converted_length_policy(settings: dict) -> dict:
     """The length-policy fields of a converted model: CONVERTED_LENGTH_POLICY with the user's settings on top
     (``length_policy="slice"`` alone gives the slice with its window mask, the better slice for a converted model)."""
     policy = CONVERTED_LENGTH_POLICY | {key: settings[key] for key in CONVERTED_LENGTH_POLICY if key in settings}
+    if settings.get("projection", "linear") != "linear" and "length_policy" not in settings:
+        policy["length_policy"] = "slice"  # resampling needs a learned E: pooling and conv projections take the slice
     if policy["length_policy"] == "slice" and "mask_empty_windows" not in settings:
         policy["mask_empty_windows"] = True
     return policy

@@ -191,6 +191,11 @@ def test_converted_encoders_take_the_measured_length_policy_unless_told_otherwis
     paper = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, length_policy="slice",
                                                    mask_empty_windows=False, exact_short_inputs=False).config
     assert (paper.length_policy, paper.mask_empty_windows, paper.exact_short_inputs) == ("slice", False, False)
+    # a projection with no learned E cannot be resampled: asked for alone, it takes the slice (not a refusal that
+    # blames a length_policy the user never set)
+    for projection in ("max_pool", "mean_pool", "conv"):
+        pooled = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, projection=projection).config
+        assert (pooled.projection, pooled.length_policy, pooled.mask_empty_windows) == (projection, "slice", True)
 
 
 def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path):
