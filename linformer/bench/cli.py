@@ -2,28 +2,53 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+import types
+import typing
+from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import ConfigError
 from ..files import made_by, output_files
+from ..spec.settings import refuse_unknown
 from .inference import InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
 
-def _settings(cls, section, device: str):
-    values = OmegaConf.to_container(section, resolve=True)
-    names = {f.name for f in fields(cls)}
-    unknown = set(values) - names - {"enabled"}
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(names)}")
-    return cls(**{k: v for k, v in values.items() if k in names}, device=device)
+def _fits(value, kind) -> bool:
+    """Whether a config value is of a settings field's annotated type (int, float, bool, str, list[...], X | None)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if kind is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _settings(cls, section, device: str, prefix: str):
+    """The dataclass `cls` from config group `prefix`: an unknown key (with the closest known one) or a value of
+    the wrong type is one ConfigError naming the key."""
+    values = {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k != "enabled"}
+    refuse_unknown(values, cls, prefix)
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        kind = hints[key]
+        if not _fits(value, kind):
+            name = kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind)
+            raise ConfigError(f"{prefix}.{key}={value!r} must be {name.replace('typing.', '')}.")
+    return cls(**values, device=device)
 
 
 def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, ThroughputSettings | None]:
-    inf = _settings(InferenceSettings, cfg.inference, cfg.device) if cfg.inference.enabled else None
-    thr = _settings(ThroughputSettings, cfg.throughput, cfg.device) if cfg.throughput.enabled else None
+    inf = _settings(InferenceSettings, cfg.inference, cfg.device, "inference") if cfg.inference.enabled else None
+    thr = _settings(ThroughputSettings, cfg.throughput, cfg.device, "throughput") if cfg.throughput.enabled else None
     return inf, thr
 
 

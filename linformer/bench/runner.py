@@ -26,10 +26,10 @@ def run_benchmark(
     Either part is skipped when its settings are None. Returns the paths written.
     """
     files = benchmark_files(out_dir, name, inference, throughput, throughput_name)
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if inference is not None:
         rows, meta = run_inference(inference, progress=progress, log=log)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)  # once something was measured: a refused start leaves none
         meta["note"] = note
         written["csv"] = write_csv(rows, files["csv"])
         files["md"].write_text(inference_markdown(rows, meta, command))
@@ -42,6 +42,7 @@ def run_benchmark(
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
     if throughput is not None:
         rows, meta = run_throughput(throughput, progress=progress, log=log)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         meta["note"] = note
         written["throughput_csv"] = write_csv(rows, files["throughput_csv"])
         if meta.get("profile"):  # the lever block's best row under torch.profiler

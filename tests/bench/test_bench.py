@@ -9,6 +9,7 @@ import torch
 from linformer import LinformerModel
 from linformer.bench import InferenceSettings, ThroughputSettings, plan_grid, run_benchmark
 from linformer.bench.cli import settings_from_config
+from linformer.errors import ConfigError
 from linformer.bench.common import interleaved_medians, max_batch_that_fits, peak_memory_bytes
 from linformer.bench.inference import batch_of, build_model, eager_scores_bytes, estimate_seconds, grid_cells
 from linformer.bench.model_checks import padding_leak
@@ -220,8 +221,20 @@ def test_config_composes():
     assert inf.max_n == 8192 and thr is not None  # the CPU cap on n
     inf, thr = settings_from_config(compose("benchmark", ["device=cuda", "throughput.enabled=false"]))
     assert inf.max_n is None and thr is None
-    with pytest.raises(ValueError, match="unknown"):
-        settings_from_config(compose("benchmark", ["+inference.bogus=1"]))
+    with pytest.raises(ConfigError, match=r"inference.hiden is not a inference setting \(did you mean inference.hidden\?\)"):
+        settings_from_config(compose("benchmark", ["+inference.hiden=1"]))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("inference.ks=[abc]", "inference.ks=['abc'] must be list[int]."),
+    ("inference.hidden=wide", "inference.hidden='wide' must be int."),
+    ("inference.max_n=1.5", "inference.max_n=1.5 must be int | None."),
+    ("inference.memory=3", "inference.memory=3 must be bool."),
+])
+def test_benchmark_settings_of_the_wrong_type_are_one_error_naming_the_key(override, message):
+    with pytest.raises(ConfigError) as err:
+        settings_from_config(compose("benchmark", ["device=cpu", override]))
+    assert str(err.value) == message
 
 
 def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
@@ -258,3 +271,12 @@ def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkey
     inference.run_inference(tiny_inference(ns=[64], ks=[16], warmup=1, reps=1, baselines=["full"]), progress=False,
                             log=lambda *_: None)
     assert len(seen) == 2 and all(before >= 1 for before in seen)
+
+
+def test_a_benchmark_refused_before_measuring_leaves_no_directory(tmp_path):
+    from linformer.bench.runner import run_benchmark
+
+    out = tmp_path / "bench" / "run"
+    with pytest.raises(ConfigError, match="hidden_size=0"):
+        run_benchmark(out, inference=tiny_inference(hidden=0), progress=False, log=lambda *_: None)
+    assert not (tmp_path / "bench").exists()
