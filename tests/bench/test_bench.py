@@ -9,13 +9,13 @@ import torch
 from linformer import LinformerModel
 from linformer.bench import InferenceSettings, ThroughputSettings, plan_grid, run_benchmark
 from linformer.bench.cli import settings_from_config
-from linformer.errors import ConfigError
 from linformer.bench.common import interleaved_medians, max_batch_that_fits, peak_memory_bytes
 from linformer.bench.inference import batch_of, build_model, eager_scores_bytes, estimate_seconds, grid_cells
 from linformer.bench.model_checks import padding_leak
 from linformer.bench.models import Size
 from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 from linformer.cli import compose
+from linformer.errors import ConfigError
 from linformer.modeling.flops import flop_ratio
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
