@@ -79,10 +79,11 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
 
 def test_together_runs_one_at_a_time_without_cuda():
     gpu_stage = _load()
+    import pytest
     import torch
 
     if torch.cuda.is_available():
-        return
+        pytest.skip("a CUDA device is here: the slots come from its free memory")
     assert gpu_stage.Together(([], []), gib_each=1.0).slots() == 1
 
 
