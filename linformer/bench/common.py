@@ -134,6 +134,13 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def device_name(device: torch.device) -> str:
+    """What a run computed on, in words: the GPU's name, or the CPU's."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU: {cpu_model_name()}"
+
+
 def machine_description(device: torch.device) -> dict[str, str]:
     import transformers
 

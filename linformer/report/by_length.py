@@ -11,6 +11,7 @@ The lengths come from the finished runs themselves: ``eval_lengths`` rebuilds a 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -29,7 +30,6 @@ def eval_lengths(run: dict) -> np.ndarray:
     from transformers import AutoTokenizer
 
     from ..data.streams import token_lengths
-    from ..spec import TaskData
     from ..train.finetune import task_splits
 
     config = Path(run["_dir"]) / "config.yaml"
@@ -38,11 +38,29 @@ def eval_lengths(run: dict) -> np.ndarray:
                         "(skip it with --no-by-length)")
     cfg = OmegaConf.load(config)
     tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(run))
-    split = task_splits(TaskData.read(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
+    split = task_splits(_task_data(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {cfg.task.get('data_dir')} changed?)")
     return token_lengths(split)
+
+
+def _task_data(cfg) -> TaskData:
+    """The run's task data. A run finished on another machine (a GPU node reading its own copy of the data mirror)
+    names a data_dir whose files are not here: then the same task under this machine's mirror; the labels check in
+    eval_lengths still tells if those are other examples."""
+    from ..data.io import default_data_mirror
+    from ..data.tasks import get_task
+    from ..spec import TaskData
+
+    data = TaskData.read(cfg)
+    spec = get_task(data.name)
+    here = Path(default_data_mirror()) / spec.mirror_subdir
+    eval_file = spec.files["eval"]
+    if data.data_dir and spec.mirror_subdir and not (Path(data.data_dir) / eval_file).exists() \
+            and (here / eval_file).is_file():
+        return dataclasses.replace(data, data_dir=str(here))
+    return data
 
 
 def _tokenizer_path(run: dict) -> str:

@@ -11,7 +11,7 @@ for every architecture in the table.
 from __future__ import annotations
 
 import glob
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -298,9 +298,10 @@ def _diff_text(cell: dict | None) -> str:
 def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:
     lines = [
         "# Table 2 from a pretrained encoder converted to Linformer", "",
-        f"Source: {meta['source']}. Machine: {meta['hardware']}.  ",
+        f"Source: {meta['source']}. Runs made on: {meta.get('run_devices', 'not recorded')}. This report made on: {meta['hardware']}.  ",
         f"Command: `{meta['command']}`", "",
-        ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: a stratified subset of its test split), "
+        ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
+         "it where the recipe's eval count is under 25,000), "
          "averaged over seeds per example, with a 95% bootstrap interval over seeds and examples together. "
          "\"vs teacher\" is the paired difference from the full-attention teacher on the same examples (the same "
          "bootstrap, paired: each resample draws both models' seeds, then the same examples; p: exact McNemar test, "
@@ -371,6 +372,12 @@ def recipe_from_runs(runs: list[dict]) -> str:
     return "; ".join(parts)
 
 
+def run_devices(runs: list[dict]) -> str:
+    """Where the runs were made, from their results (e.g. "NVIDIA H200 (6 runs)")."""
+    counts = Counter(r.get("device") or "not recorded" for r in runs)
+    return ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.most_common())
+
+
 def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True) -> dict:
     """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data)."""
     runs = read_runs(patterns)
@@ -378,6 +385,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
         raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
     rows = build_rows(runs)
     meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else "")}
+    meta["run_devices"] = run_devices(runs)
     if not {Path(r["_dir"]).name for r in runs} & set(meta.pop("planned", ())):
         meta["missing"] = None  # not the experiment's runs: its unfinished stages are not theirs
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}

@@ -33,6 +33,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
+from ..bench.common import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..rundir import MetricsWriter, RunRecord
@@ -235,7 +236,7 @@ class Trainer:
                    "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
-            results["wall_time_s"] = summary["wall_time_s"]
+            results["wall_time_s"], results["device"] = summary["wall_time_s"], summary["device"]
         if self.main:
             self.record.finish(summary, results)
         self._close()
@@ -342,8 +343,7 @@ class Trainer:
             if self.task.flops_per_token and self.task.peak_flops:
                 out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
                 out["mfu_peak_tflops"] = self.task.peak_flops / 1e12
-        device = self.accelerator.device
-        out["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+        out["device"] = device_name(self.accelerator.device)
         if self.s.compile:
             counts = CompileCounts.now().since(self._compile_start)
             out["compile"] = {"backend": self.s.compile_backend, "graphs": counts.graphs,

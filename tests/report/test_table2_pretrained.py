@@ -218,3 +218,8 @@ def test_a_damaged_or_mismatched_record_stops_the_table_naming_the_file(runs):
     predictions.write_text(json.dumps(pred))
     with pytest.raises(DataError, match="disagrees with"):
         tp.read_runs([str(runs / "runs" / "*")])
+
+
+def test_the_header_names_where_the_runs_were_made_not_only_where_the_report_is():
+    runs = [{"device": "NVIDIA H200"}] * 3 + [{"device": "CPU: AMD EPYC"}, {}]
+    assert tp.run_devices(runs) == "NVIDIA H200 (3 runs), CPU: AMD EPYC (1 run), not recorded (1 run)"

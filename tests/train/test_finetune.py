@@ -39,6 +39,7 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert saved["num_train_examples"] == 200 and saved["num_eval_examples"] == 40
     assert saved["model_path"] == str(pretrained_run / "model") and saved["seed"] == 0
     assert saved["wall_time_s"] > 0 and saved["attention"] == "linformer" and saved["projected_dim"] == 8
+    assert saved["device"].startswith("CPU: ")  # where the run computed, for tables made elsewhere
     assert (saved["length_policy"], saved["exact_short_inputs"], saved["classifier_pooling"]) == ("slice", False, "cls")
     assert saved["pretrain_val_ppl"] is not None and saved["lr"] == 1e-3 and saved["batch_size"] == 16
     assert (saved["local_window"], saved["global_positions"]) == (0, None)  # every architecture field recorded
@@ -246,7 +247,7 @@ def test_a_tokenizer_of_another_model_is_refused(tmp_path, sst2_dir, pretrained_
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_path, pretrained_run):
+def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_path, pretrained_run, monkeypatch):
     """Evaluation batches are sorted by length; eval_predictions.json must still follow the dev file row by row."""
     rng = __import__("random").Random(1)
     data = tmp_path / "sst2"
@@ -265,6 +266,13 @@ def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_pa
     tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
     cap = results["max_length"]
     assert by_length.eval_lengths(finished).tolist() == [min(cap, len(tok(s.strip())["input_ids"])) for s, _ in rows]
+    # records made on another machine name its data_dir: the same task is read under this machine's mirror
+    mirror = tmp_path / "mirror"
+    (mirror / "glue").mkdir(parents=True)
+    data.rename(mirror / "glue" / "sst2")
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(mirror))
+    assert by_length.eval_lengths(finished).tolist() == [min(cap, len(tok(s.strip())["input_ids"])) for s, _ in rows]
+    data = mirror / "glue" / "sst2"
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{1 - y}\n" for s, y in rows))
     with pytest.raises(DataError, match="no longer gives the examples"):
         by_length.eval_lengths(finished)
