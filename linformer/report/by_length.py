@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from omegaconf import OmegaConf
@@ -21,6 +22,9 @@ from omegaconf import OmegaConf
 from ..errors import DataError
 from ..files import atomic_write
 from .paired import fmt1, paired_difference
+
+if TYPE_CHECKING:
+    from ..spec import TaskData
 
 QUARTILES = 4
 
