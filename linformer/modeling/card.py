@@ -49,15 +49,19 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
     path = resolve_model_path(given)
     source_config = AutoConfig.from_pretrained(path)
     c = model.config
+    source = {
+        "name": given,
+        "hub_id": _hub_id(given, path),
+        "model_type": source_config.model_type,
+        "architecture": (source_config.architectures or [None])[0],
+        "license": _source_metadata(path).get("license") or "unknown",
+    }
+    earlier = read_card_info(path).get("source") if source_config.model_type == "linformer" else None
+    if earlier:  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay its source's
+        source = {**earlier, "reshaped_from": given}
     return {
         "name": name,
-        "source": {
-            "name": given,
-            "hub_id": _hub_id(given, path),
-            "model_type": source_config.model_type,
-            "architecture": (source_config.architectures or [None])[0],
-            "license": _source_metadata(path).get("license") or "unknown",
-        },
+        "source": source,
         "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
                   "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
                   "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,

@@ -93,17 +93,20 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     ``out_dir`` follows the output rule (``files.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
+    path = resolve_model_path(str(name_or_path))
+    source_type = _source_config(path).model_type
+    if source_type != "linformer":
+        _check_supported(source_type, path)  # first: a GPT-2 directory is named as one
     if model_class is None:  # the class registered for masked LM (auto.register), found by its config's type
         model_class = MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
-    path = resolve_model_path(str(name_or_path))
-    _check_supported(_source_config(path).model_type, path)  # first: a GPT-2 directory is named as one
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
                                  "model": settings, "seed": seed})
     check_output_dir(out_dir, record, overwrite)  # before the slow part
     tokenizer = _load_tokenizer(path)
     if seed is not None:
         torch.manual_seed(seed)
-    model = model_class.from_pretrained_encoder(path, **settings)
+    model = _reshaped(path, settings) if source_type == "linformer" else \
+        model_class.from_pretrained_encoder(path, **settings)
     check_tokenizer_fits(tokenizer, model.config, path)
     tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir, record, overwrite) as tmp:
@@ -112,6 +115,18 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
         # the card goes inside the atomic block: a converted directory never lacks its card
         write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))
     return Path(out_dir)
+
+
+def is_sequence_classifier(config) -> bool:
+    return any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
+
+
+def _reshaped(path: str, settings: dict):
+    """A saved Linformer (a finetuned full-attention classifier lengthened to a teacher's n, say) in its own class,
+    heads kept, with ``settings`` changed (from_linformer)."""
+    classifier = is_sequence_classifier(LinformerConfig.from_pretrained(path))
+    auto_class = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM
+    return from_linformer(path, auto_class, **settings)
 
 
 def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **settings):
@@ -361,11 +376,14 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     model_path = spec.model_path
     out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
-    fresh = "" if _has_mlm_head(resolve_model_path(model_path)) else \
+    source = resolve_model_path(model_path)
+    classifier = is_sequence_classifier(config)
+    fresh = "" if classifier or _has_mlm_head(source) else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
+    after = f"python scripts/distill.py task=<its task> teacher_path={out} model.max_seq_len={config.max_seq_len}" \
+        if classifier else f"python scripts/finetune.py task=sst2 model_path={out}"
     print(f"converted {model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
-          f"{time.perf_counter() - t0:.1f} s){fresh}\n"
-          f"next: python scripts/finetune.py task=sst2 model_path={out}")
+          f"{time.perf_counter() - t0:.1f} s){fresh}\nnext: {after}")
     return out
 
 

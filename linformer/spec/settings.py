@@ -268,6 +268,7 @@ class DistillSettings:
     temperature: float              # T: softmax(logits / T); the KL is scaled by T^2
     hidden_weight: float            # > 0: each layer's relative error to the teacher's hidden states, weighted
     lr_projections: float | None    # E and F; None = trainer.lr
+    min_tokens: int | None = None   # only the train examples longer than this many tokens; None = all
 
     @classmethod
     def read(cls, d: Mapping) -> DistillSettings:
@@ -276,7 +277,8 @@ class DistillSettings:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
             raise ConfigError(f"distill.hidden_weight={weight!r}: a weight of 0 (off) or more")
         return cls(temperature=positive_float(d, "temperature", "distill"), hidden_weight=float(weight),
-                   lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True))
+                   lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True),
+                   min_tokens=positive_int(d, "min_tokens", "distill", allow_none=True))
 
 
 def config_key(key: str, operational: bool = False) -> dict[str, Any]:

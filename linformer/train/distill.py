@@ -21,15 +21,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from ..data.streams import token_lengths
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.configuration import EXACT_KEY_FIELDS
-from ..modeling.convert import CONVERTED_LENGTH_POLICY, from_linformer
+from ..modeling.convert import CONVERTED_LENGTH_POLICY, from_linformer, is_sequence_classifier
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..spec import DistillSpec, TrainerSettings
@@ -41,10 +43,6 @@ from .finetune import FinetuneTask
 # (its learned positions copied, as Longformer's), for distilling long inputs from a teacher lengthened the same way
 STUDENT_SETTINGS = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY,
                     *EXACT_KEY_FIELDS)
-
-
-def is_sequence_classifier(config) -> bool:
-    return any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
 
 
 def load_teacher(teacher_path: str, num_labels: int, task: str):
@@ -94,6 +92,7 @@ class DistillTask(FinetuneTask):
     def load_model(self, run: DistillSpec):
         d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
+        self.min_tokens = d.min_tokens
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
         self.teacher = load_teacher(self.teacher_path, self.spec.num_labels, self.spec.name)
@@ -128,12 +127,26 @@ class DistillTask(FinetuneTask):
             raise ConfigError(
                 f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
-                f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied), "
-                f"or distill at trainer.max_length={teacher_n}."
+                f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: python "
+                f"scripts/convert.py model_path={self.teacher_path} model.max_seq_len={self.max_length} "
+                f"out_dir=<dir>), or distill at trainer.max_length={teacher_n}."
             )
         self.teacher_predictions: list[int] | None = None
         self.teacher_scores: dict[str, float] = {}
         self.tracker_tags = [*self.tracker_tags, "distill"]
+
+    def train_examples(self, split):
+        """With distill.min_tokens, only the train examples longer than that (after truncation to the run's
+        max_length): the long inputs a lengthened student is distilled on."""
+        if self.min_tokens is None:
+            return split
+        lengths = token_lengths(split)
+        keep = np.flatnonzero(lengths > self.min_tokens)
+        if not len(keep):
+            raise ConfigError(f"distill.min_tokens={self.min_tokens}: none of the {len(split)} train examples is "
+                              f"longer (the longest has {int(lengths.max())} tokens at trainer.max_length="
+                              f"{self.max_length}): lower it, or lengthen the student (model.max_seq_len)")
+        return split.select(keep.tolist())
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""

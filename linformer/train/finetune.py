@@ -71,7 +71,7 @@ class FinetuneTask(TrainingTask):
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(settings.max_length, run.task.max_length)
         data = task_splits(run.task, self.tokenizer, self.max_length)
-        self.train, self.eval = data["train"], data["eval"]
+        self.train, self.eval = self.train_examples(data["train"]), data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
                                     group_by_length=settings.group_by_length)
@@ -89,6 +89,10 @@ class FinetuneTask(TrainingTask):
         self.prepare = (self.eval_loader,)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+
+    def train_examples(self, split):
+        """The train examples the run learns from (all of the selected split)."""
+        return split
 
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""

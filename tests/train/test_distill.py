@@ -237,3 +237,27 @@ def test_a_student_longer_than_its_teacher_is_refused_and_local_keys_reach_the_s
     student = student_from_teacher(str(teachers["linformer-full"]),
                                    {"projected_dim": 4, "local_window": 8, "global_positions": [0, -1]})
     assert (student.config.local_window, student.config.global_positions) == (8, [0, -1])
+
+
+def test_a_lengthened_teacher_distils_a_longer_student_on_the_long_examples_only(tmp_path, teachers):
+    """convert.py reshapes a finetuned full-attention classifier (positions copied, every other weight and the
+    classifier kept); distill.min_tokens keeps the train examples longer than that, as for long IMDB reviews."""
+    teacher = convert_encoder(teachers["linformer-full"], tmp_path / "teacher-128", max_seq_len=128, attention="full")
+    src = AutoModelForSequenceClassification.from_pretrained(teachers["linformer-full"]).state_dict()
+    long = AutoModelForSequenceClassification.from_pretrained(teacher)
+    assert long.config.max_seq_len == 128 and long.config.attention == "full"
+    reshaped = [k for k, v in long.state_dict().items() if v.shape != src[k].shape]
+    assert reshaped == ["roberta.embeddings.position_embeddings.weight"]
+    assert all(torch.equal(v, src[k]) for k, v in long.state_dict().items() if k not in reshaped)
+    assert read_json(teacher / "linformer_card.json")["source"]["name"] == str(teachers["linformer-full"])
+
+    tok = AutoTokenizer.from_pretrained(teacher)
+    rows = (teachers["sst2"] / "train.tsv").read_text().splitlines()[1:]
+    lengths = sorted(len(tok(r.split("\t")[0].strip())["input_ids"]) for r in rows)
+    cut = lengths[len(lengths) // 2]
+    with_long = {**teachers, "long": teacher}
+    results = distill(_compose(with_long, "long", "model.max_seq_len=128", f"distill.min_tokens={cut}",
+                               "trainer.epochs=1"), tmp_path / "run")
+    assert results["num_train_examples"] == sum(n > cut for n in lengths) > 0
+    with pytest.raises(ConfigError, match=rf"distill.min_tokens=500: none of the {len(rows)} train examples"):
+        distill(_compose(with_long, "long", "model.max_seq_len=128", "distill.min_tokens=500"), tmp_path / "run2")
