@@ -145,7 +145,8 @@ class DistillTask(FinetuneTask):
         if not len(keep):
             raise ConfigError(f"distill.min_tokens={self.min_tokens}: none of the {len(split)} train examples is "
                               f"longer (the longest has {int(lengths.max())} tokens at trainer.max_length="
-                              f"{self.max_length}): lower it, or lengthen the student (model.max_seq_len)")
+                              f"{self.max_length}): lower it, or read longer inputs (trainer.max_length, up to the student's "
+                              "model.max_seq_len)")
         return split.select(keep.tolist())
 
     def param_groups(self, weight_decay: float) -> list[dict]:
