@@ -102,14 +102,15 @@ class FinetuneTask(TrainingTask):
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
-        """The model's n (or position table), capped by the task's length; a request above n is an error."""
+        """trainer.max_length when given (a request above the model's n is an error), else the model's n (or its
+        position table) capped by the task's default length (task.max_length)."""
         limit = max_tokens(self.config, self.tokenizer, None, None)
         if requested is not None and requested > limit:
             raise ConfigError(
                 f"trainer.max_length={requested} is above what the model {self.model_path} takes ({limit} tokens): "
                 f"use trainer.max_length={limit} or less."
             )
-        return min(x for x in (limit, requested, task_max) if x is not None)
+        return min(limit, requested if requested is not None else (task_max or limit))
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.stream.micro_batch(g)

@@ -276,3 +276,12 @@ def test_eval_runs_longest_first_but_predictions_come_back_in_split_order(tmp_pa
     (data / "dev.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{1 - y}\n" for s, y in rows))
     with pytest.raises(DataError, match="no longer gives the examples"):
         by_length.eval_lengths(finished)
+
+
+def test_trainer_max_length_wins_over_the_task_s_default_cap(tmp_path, sst2_dir, pretrained_run):
+    """task.max_length is a default: a run that asks for longer inputs (a lengthened model) gets them."""
+    results, _ = _run(tmp_path, sst2_dir, pretrained_run, "task.max_length=16", "trainer.max_length=32",
+                      "trainer.epochs=1")
+    assert results["max_length"] == 32
+    results, _ = _run(tmp_path / "b", sst2_dir, pretrained_run, "task.max_length=16", "trainer.epochs=1")
+    assert results["max_length"] == 16
