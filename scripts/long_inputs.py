@@ -16,8 +16,11 @@ import numpy as np
 from linformer.data.io import default_data_mirror, resolve_path
 from linformer.data.tasks import TASKS, load_task
 from linformer.errors import ConfigError
+from linformer.modeling.configuration import exact_keys_label
+from linformer.modeling.convert import is_sequence_classifier
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import long_inputs, measured
+from linformer.train.distill import check_same_vocabulary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
     ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
+    ap.add_argument("--students", nargs="*", default=[], metavar="DIR",
+                    help="also these Linformer classifiers of the classifier's tokenizer (distilled from it at length: "
+                         "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "outputs/reports/long_inputs")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "long_inputs"):
@@ -50,6 +56,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--ns {args.ns} --k {args.k}: every n must be above the classifier's n = {base_n}, "
                               "and k below every n")
         tokenizer = AutoTokenizer.from_pretrained(classifier)
+        students = {}
+        for given in args.students:
+            path = resolve_model_path(given, "--students")
+            student = AutoConfig.from_pretrained(path)
+            if student.model_type != "linformer" or not is_sequence_classifier(student):
+                raise ConfigError(f"--students {given}: a Linformer sequence classifier, not a "
+                                  f"{', '.join(student.architectures or [student.model_type])}")
+            check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(path), classifier, path)
+            exact = f" + {exact_keys_label(student.local_window, student.global_positions)}" \
+                if student.local_window or student.global_positions else ""
+            students[f"{Path(given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
         mirror = Path(default_data_mirror())
         split = load_task(args.task, str(mirror / TASKS[args.task].mirror_subdir), tokenizer, max(args.ns), splits=("eval",),
                           cache_dir=resolve_path("data/cache/tasks"))["eval"]
@@ -63,13 +80,14 @@ def main(argv: list[str] | None = None) -> int:
         ids, labels = rows["input_ids"], np.asarray(rows["labels"])
         result = long_inputs.measure(classifier, ids, labels, args.ns, args.k, args.sharing, tokenizer.pad_token_id,
                                      args.batch_size, local_windows=tuple(args.local_windows),
-                                     global_positions=tuple(args.global_positions))
+                                     global_positions=tuple(args.global_positions), students=students)
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
         lens = result["lengths"]
         longer = int((lengths > base_n).sum())
         header = [(f"Classifier: `{args.classifier}` (finetuned at n = {base_n}); positions extended by copying its "
                    f"learned rows; the Linformer twin: k = {args.k}, {args.sharing}, E/F as window means, the "
-                   "converted length policy. Nothing trained at the new lengths."),
+                   "converted length policy. Nothing trained at the new lengths"
+                   + (f" but the students: {', '.join(students)}." if students else ".")),
                   (f"Examples: {len(ids)} {args.task} eval examples longer than {base_n} tokens (of {longer}; "
                    f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
                   ("Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved "

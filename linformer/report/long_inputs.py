@@ -50,11 +50,14 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
 
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
             pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
-            global_positions: tuple[int, ...] = (0, -1), progress: Callable[[str], None] = print) -> dict:
+            global_positions: tuple[int, ...] = (0, -1), students: dict[str, str] | None = None,
+            progress: Callable[[str], None] = print) -> dict:
     """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
-    ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
-    (accuracy, interval, agreement with the full model at n, paired difference, ms and MiB per example at n tokens
-    and their ratios to full attention, measured side by side; every example's prediction)."""
+    ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones,
+    then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled from the
+    classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired difference,
+    ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
+    prediction)."""
     base = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
     base_n = int(base.config.max_seq_len)
     rows = []
@@ -80,6 +83,10 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
                                                              "global_positions": list(global_positions)}
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
                                        **fields).eval() for name, fields in variants.items()}
+        for name, path in (students or {}).items():
+            student = AutoModelForSequenceClassification.from_pretrained(path).eval()
+            if student.config.max_seq_len >= n:  # inputs cut to n tokens, as every row's
+                models[name] = student
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
         for cost in costs.values():  # side by side in one run: ratios hold where absolute figures move
             for key in ("ms", "mib", "tensor_mib"):

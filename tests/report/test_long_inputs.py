@@ -90,3 +90,22 @@ def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     assert "majority class scores" in md and "| time vs full | memory vs full | tensor memory vs full |" in md
     assert "(no interval: 9 examples)" in md  # 9 examples are too few for a 95% interval
     assert rows[3]["tensor_mib_vs_full"] == rows[3]["tensor_mib"] / rows[1]["tensor_mib"]
+
+
+def test_a_student_trained_at_length_is_a_row_at_every_n_it_reaches(classifier, tmp_path):
+    """A student (here the Linformer twin at 4N itself, saved) is evaluated like the twins: at 4N its predictions
+    are the twin's; at 8N, beyond its n, it has no row."""
+    from transformers import AutoModelForSequenceClassification
+
+    from linformer.modeling.convert import NO_EXACT_KEYS, from_linformer
+
+    from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=4 * N, attention="linformer",
+                   projected_dim=8, sharing="layerwise", **NO_EXACT_KEYS).save_pretrained(tmp_path / "student")
+    ids, labels = _examples()
+    result = long_inputs.measure(classifier, ids, labels, [4 * N, 8 * N], k=8, sharing="layerwise", pad_id=1,
+                                 batch_size=4, cost_reps=1, students={"student": str(tmp_path / "student")},
+                                 progress=lambda _: None)
+    rows = {(r["model"], r["n"]): r for r in result["rows"]}
+    assert ("student", 4 * N) in rows and ("student", 8 * N) not in rows
+    assert rows[("student", 4 * N)]["predictions"] == rows[("linformer k=8", 4 * N)]["predictions"]
+    assert rows[("student", 4 * N)]["ms_vs_full"] > 0
