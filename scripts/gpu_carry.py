@@ -142,6 +142,10 @@ def _decompressed(packed: Path) -> bytes:
 
 def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
     """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
+    if not carry.is_dir():
+        raise CarryError(f"{carry} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)")
+    if not any(carry.rglob("*.xz")):
+        raise CarryError(f"{carry} holds nothing packed (no .xz): it is unpacked already, or not a carry folder")
     written = []
     for packed in sorted(carry.rglob("*.xz")):
         if packed.parent == carry / MODEL_DIR:

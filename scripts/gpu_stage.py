@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
     args = parser.parse_args(argv)
-    if args.stop_after is not None and args.stop_after <= 0:
+    if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
     out = args.out.resolve()

@@ -230,3 +230,14 @@ def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, c
         gpu_stage.main(["tests", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2 and "gpu_stages.json is not JSON" in capsys.readouterr().err
     assert (tmp_path / "out" / "gpu_stages.json").read_text() == '[{"stage": "tes'  # left as it was
+
+
+def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys):
+    import pytest
+
+    gpu_stage = _load()
+    for bad in ("nan", "inf", "0", "-1"):
+        with pytest.raises(SystemExit) as stop:
+            gpu_stage.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
+        assert stop.value.code == 2 and "give a positive number of minutes" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

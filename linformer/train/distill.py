@@ -105,6 +105,10 @@ class DistillTask(FinetuneTask):
             return self.teacher_path, teacher_tokenizer, student
         student_path = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
+        if getattr(config, "attention", None) != "linformer":
+            raise ConfigError(f"student_path={student_path} has {getattr(config, 'attention', config.model_type)} "
+                              "attention: the student is a Linformer (convert it with model.attention=linformer, or "
+                              "leave student_path out to distil into the teacher's own Linformer twin)")
         if is_sequence_classifier(config) and config.num_labels != self.teacher.config.num_labels:
             raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
                               f"teacher_path={self.teacher_path} {self.teacher.config.num_labels}: the student's "

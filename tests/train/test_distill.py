@@ -151,6 +151,13 @@ def test_a_student_with_other_labels_is_refused(tmp_path, teachers):
         distill(_compose(teachers, "roberta", f"student_path={student}"), tmp_path / "run")
 
 
+def test_a_student_with_full_attention_is_refused(tmp_path, teachers):
+    """Distilling into a full-attention model would be finetuning under another name."""
+    with pytest.raises(ConfigError, match=r"student_path=.*ft-linformer-full/best has full attention: the student is a Linf"):
+        distill(_compose(teachers, "roberta", f"student_path={teachers['linformer-full']}"), tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
 def test_a_student_with_another_tokenizer_is_refused(tmp_path, teachers, bert_tokenizer_dir):
     student = _student(tmp_path, teachers, tokenizer_of=bert_tokenizer_dir)
     with pytest.raises(ConfigError, match=r"student_path=.* has another tokenizer than teacher_path="):
