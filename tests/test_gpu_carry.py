@@ -121,8 +121,8 @@ def test_a_carry_cut_short_in_transfer_is_one_error_line_naming_the_file(tmp_pat
 
 def test_unpacking_a_missing_or_empty_folder_is_one_error_line_not_zero_files(tmp_path, capsys):
     assert carry.main(["unpack", str(tmp_path / "missing")]) == 2
-    expected = f"error: {tmp_path / 'missing'} is not a folder: give the carry folder that `pack` wrote (sent with the " \
-                "checkout)\n"
+    missing = tmp_path / "missing"
+    expected = f"error: {missing} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)\n"
     assert capsys.readouterr().err == expected
     (tmp_path / "done" / "imdb").mkdir(parents=True)
     (tmp_path / "done" / "imdb" / "train.csv").write_text("text,label\n")  # what an earlier unpack left
