@@ -31,10 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
     ap.add_argument("--out", default="outputs/reports/fidelity", help="writes <out>.md, .json and .png")
     ap.add_argument("--overwrite", action="store_true",
-                    help="replace whatever is at the output paths (else only an earlier fidelity report)")
+                    help="replace whatever is at the output paths (else only an earlier fidelity report of the "
+                         "same models and options)")
     args = ap.parse_args(argv)
     outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
-    with cli_errors(), output_files(outputs, made_by("fidelity", {}), args.overwrite):
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}  # which models, how measured
+    with cli_errors(), output_files(outputs, made_by("fidelity", settings), args.overwrite):
         if min(args.lengths) < 2 or args.blocks < 1:
             raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
         models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="

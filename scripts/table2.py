@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-by-length", action="store_true",
                     help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
     ap.add_argument("--overwrite", action="store_true",
-                    help="replace whatever is at the output paths (else only an earlier table2 of this layout)")
+                    help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
+                         "and layout)")
     args = ap.parse_args(argv)
     with cli_errors():
         write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,

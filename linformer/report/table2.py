@@ -238,7 +238,8 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
                  command: str | None = None, measure: bool = True, by_length: bool = True,
                  overwrite: bool = False) -> dict:
     """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
-    under the output rule (only an earlier table2 of this layout is replaced unless `overwrite`); prints the table.
+    under the output rule (only an earlier table2 of the same runs and layout is replaced unless `overwrite`); prints
+    the table.
 
     layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
@@ -246,7 +247,9 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     if layout not in ("paper", "pretrained"):
         raise ConfigError(f"--layout {layout!r} is not one of paper, pretrained")
     outputs = [f"{out}.md", f"{out}.json"] + ([f"{out}_by_length.png"] if layout == "pretrained" else [])
-    with output_files(outputs, made_by("table2", {"layout": layout}), overwrite):
+    # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
+    settings = {"layout": layout, "runs": list(runs), **({"profile": profile} if layout == "pretrained" else {})}
+    with output_files(outputs, made_by("table2", settings), overwrite):
         if layout == "pretrained":
             data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
         else:

@@ -93,6 +93,12 @@ def test_table2_from_synthetic_runs(tmp_path, capsys):
     md = out.with_suffix(".md").read_text()
     assert "85.0 (80.0)" in md and "not QNLI dev" in md and "test-cpu" in md and "~Linformer, 128, shared kv" in md
     assert "+10.0 points" in md  # pretraining gain on SST-2
+    # the same runs again: rebuilt; a table of other runs at the same path: refused, the earlier one kept
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs / "a"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"])
+    assert stop.value.code == 2 and "runs" in capsys.readouterr().err and out.with_suffix(".md").read_text() == md
 
 
 def test_lr_grid_keeps_the_best_seed_average_per_cell(tmp_path):
