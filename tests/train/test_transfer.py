@@ -199,8 +199,13 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
     # 16 and 32 tokens, above k = 8: projected (8 tokens would attend exactly, error 0)
     assert sorted(errors, key=int) == ["16", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
     assert "| 16 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
-    proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:-1], str(tmp_path / "fid2")], cwd=REPO,
+                          capture_output=True, text=True)
     assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
+    # other models at the path of an earlier report: refused, the report kept
+    proc = subprocess.run([*cmd[:2], f"k=8={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "earlier fidelity output with other settings (models:" in proc.stderr
+    assert json.loads((tmp_path / "fid.json").read_text())["errors"]["k=8"] == errors
 
 
 def test_fidelity_measures_against_the_source_not_the_model_s_own_weights(bert_source, tmp_path):
