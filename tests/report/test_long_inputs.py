@@ -109,3 +109,16 @@ def test_a_student_trained_at_length_is_a_row_at_every_n_it_reaches(classifier, 
     assert ("student", 4 * N) in rows and ("student", 8 * N) not in rows
     assert rows[("student", 4 * N)]["predictions"] == rows[("linformer k=8", 4 * N)]["predictions"]
     assert rows[("student", 4 * N)]["ms_vs_full"] > 0
+
+
+def test_a_classifier_with_projected_attention_is_refused_naming_its_attention(classifier, tmp_path, capsys):
+    from transformers import AutoModelForSequenceClassification
+
+    from linformer.modeling.convert import from_linformer
+
+    from_linformer(classifier, AutoModelForSequenceClassification, attention="linformer", projected_dim=8
+                   ).save_pretrained(tmp_path / "lin")
+    with pytest.raises(SystemExit) as stop:
+        load_script("long_inputs").main(["--classifier", str(tmp_path / "lin"), "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert "not a classifier with linformer" in capsys.readouterr().err
