@@ -50,9 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         config = AutoConfig.from_pretrained(classifier)
         base_n = getattr(config, "max_seq_len", None)
         if config.model_type != "linformer" or getattr(config, "attention", None) != "full":
-            what = f"a {config.model_type} model" if config.model_type != "linformer" else \
-                f"a classifier with {config.attention_label} attention (the Linformer rows are built from the " \
-                "full-attention one)"
+            what = f"a {config.model_type} model"
+            if config.model_type == "linformer":
+                what = (f"a classifier with {config.attention_label} attention (the Linformer rows are built from "
+                        "the full-attention one)")
             raise ConfigError(f"--classifier {args.classifier}: a finetuned Linformer classifier in full mode (a "
                               f"finetuning run of a converted model), not {what}")
         if min(args.ns) <= base_n or args.k >= min(args.ns):
