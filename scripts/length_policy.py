@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     measured.add_output_options(ap, "outputs/reports/length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy"):
+        for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
+            if count < 0:
+                raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
         from transformers import AutoTokenizer

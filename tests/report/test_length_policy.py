@@ -58,3 +58,11 @@ def test_the_length_policy_script_refuses_a_k_above_n_in_one_line(tmp_path, caps
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["error: --ks [64, 1024]: each k must be in 1..n=512"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_negative_example_count_is_named_by_its_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("length_policy").main(["--sst2", "-5", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --sst2 -5: a number of examples, or 0 to skip the task"]
+    assert list(tmp_path.iterdir()) == []
