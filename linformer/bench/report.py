@@ -185,6 +185,15 @@ def _variant_words(r: dict) -> str:
                       "attention_mask=None" if r["attention_mask"] == "none" else "all-ones attention_mask"])
 
 
+def _tokens_per_step(s) -> str:
+    """What a step of each n held: batch = max(1, tokens_per_step // n) sequences of n tokens."""
+    used = {n: max(1, s.tokens_per_step // n) * n for n in s.ns}
+    if set(used.values()) == {s.tokens_per_step}:
+        return f"{s.tokens_per_step} tokens per step (batch = tokens // n)"
+    return ("tokens per step: " + ", ".join(f"{t} at n = {n}" for n, t in used.items())
+            + f" (batch = max(1, {s.tokens_per_step} // n))")
+
+
 def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     from .throughput import Variant  # the lever names (imported here: throughput imports nothing from report)
 
@@ -207,7 +216,7 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}"
          + (f" (ours padded to {round_up(s.vocab, s.pad_vocab_to_multiple_of)} rows, the padding masked out)"
             if round_up(s.vocab, s.pad_vocab_to_multiple_of) > s.vocab else "") + ", "
-         f"dropout {s.dropout}; {s.tokens_per_step} tokens per step (batch = tokens // n), random ids, nothing padded, "
+         f"dropout {s.dropout}; {_tokens_per_step(s)}, random ids, nothing padded, "
          f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
          f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
          "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),

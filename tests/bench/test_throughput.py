@@ -198,3 +198,13 @@ def test_padded_vocabulary_counts_for_ours_and_not_for_hf_roberta():
     head = 3 * 2 * 768 * (50304 - 50265)  # training FLOPs of the 39 padding rows, per predicted token
     assert flops_per_token("full", 512, thr) - flops_per_token("full", 512, plain) == pytest.approx(0.15 * head)
     assert flops_per_token("roberta", 512, thr) == flops_per_token("roberta", 512, plain)
+
+
+def test_the_header_says_the_tokens_each_step_really_held():
+    """batch = max(1, tokens_per_step // n): an n above tokens_per_step still runs one whole sequence."""
+    from linformer.bench.report import _tokens_per_step
+
+    assert _tokens_per_step(ThroughputSettings(ns=[32, 64], tokens_per_step=64)) == \
+        "64 tokens per step (batch = tokens // n)"
+    assert _tokens_per_step(ThroughputSettings(ns=[64, 128], tokens_per_step=64)) == \
+        "tokens per step: 64 at n = 64, 128 at n = 128 (batch = max(1, 64 // n))"
