@@ -31,6 +31,7 @@ from ..errors import ConfigError, CorpusError
 from ..files import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
+from .unigram import unigram_perplexity
 from .workers import children_die_with_parent, signals_stop
 
 log = logging.getLogger(__name__)
@@ -475,6 +476,8 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
     # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
     dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
+    # once per corpus, not at every pretraining start: the plateau its runs are reported against
+    unigram = unigram_perplexity(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
     del dd, tokd, paras
     t_pack = time.perf_counter() - t0
     shutil.rmtree(work)
@@ -499,6 +502,7 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
         "replaced_chars": totals["replaced_chars"],
         "skipped_bad_rows": totals["skipped_bad_rows"],
         "splits": splits,
+        "unigram_val_ppl": None if math.isnan(unigram) else round(unigram, 4),
         "timing_s": {"read": round(t_read, 2), "tokenize": round(t_tok, 2), "pack": round(t_pack, 2),
                      "total": round(seconds, 2)},
         "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),

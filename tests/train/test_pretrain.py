@@ -33,6 +33,15 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
     assert 1 < summary["unigram_val_ppl"] < len(AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"]))
     assert f"(token frequencies alone: {summary['unigram_val_ppl']:,.1f})" in summary["report"][0]
+    # computed once, when the corpus was prepared: its manifest holds the same figure as the prepared splits give
+    from linformer.data import load_prepared
+    from linformer.data.corpus import read_manifest
+    from linformer.data.unigram import unigram_perplexity
+
+    tok = AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"])
+    splits = load_prepared(tiny_data["corpus_dir"])
+    assert summary["unigram_val_ppl"] == read_manifest(tiny_data["corpus_dir"])["unigram_val_ppl"] == pytest.approx(
+        unigram_perplexity(splits["train"], splits["validation"], len(tok), tok.all_special_ids), abs=1e-4)
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
     tok = AutoTokenizer.from_pretrained(tmp_path / "model")
     assert model.config.max_seq_len == 32 and model.config.tokenizer_vocab_size == len(tok)
