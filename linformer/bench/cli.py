@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import types
-import typing
 from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..errors import ConfigError
 from ..files import made_by, output_files
-from ..spec.settings import refuse_unknown
+from ..spec.settings import check_types, refuse_unknown
 from .inference import InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
-
-
-def _fits(value, kind) -> bool:
-    """Whether a config value is of a settings field's annotated type (int, float, bool, str, list[...], X | None)."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
-    if kind is type(None):
-        return value is None
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
 
 
 def _settings(cls, section, device: str, prefix: str):
@@ -37,12 +18,7 @@ def _settings(cls, section, device: str, prefix: str):
     the wrong type is one ConfigError naming the key."""
     values = {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k != "enabled"}
     refuse_unknown(values, cls, prefix)
-    hints = typing.get_type_hints(cls)
-    for key, value in values.items():
-        kind = hints[key]
-        if not _fits(value, kind):
-            name = kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind)
-            raise ConfigError(f"{prefix}.{key}={value!r} must be {name.replace('typing.', '')}.")
+    check_types(values, cls, prefix)
     return cls(**values, device=device)
 
 

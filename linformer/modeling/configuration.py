@@ -13,6 +13,7 @@ from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
 from ..errors import ConfigError
+from ..spec.settings import fits_type
 
 ATTENTION_MODES = ("linformer", "full")
 SHARING_MODES = ("none", "headwise", "kv", "layerwise")
@@ -272,21 +273,17 @@ _BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "tie_
           "add_cross_attention", "use_cache")
 
 
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_types(config: LinformerConfig) -> None:
     for key in _POSITIVE_INTS:
         value = getattr(config, key)
-        if value is not None and not (_whole(value) and value >= 1):
+        if value is not None and not (fits_type(value, int) and value >= 1):
             raise ConfigError(f"{key}={value!r} must be a whole number >= 1.")
     for key in _BOOLS:
         value = getattr(config, key)
-        if not isinstance(value, bool):
+        if not fits_type(value, bool):
             raise ConfigError(f"{key}={value!r} must be true or false.")
     ks = config.projected_dim if isinstance(config.projected_dim, list) else [config.projected_dim]
-    if not ks or not all(_whole(k) for k in ks):
+    if not ks or not all(fits_type(k, int) for k in ks):
         raise ConfigError(f"projected_dim={config.projected_dim!r} must be a whole number (or one per layer).")
 
 

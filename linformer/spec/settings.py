@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -15,13 +17,41 @@ from omegaconf import OmegaConf
 from ..errors import ConfigError
 
 
+def fits_type(value, kind) -> bool:
+    """Whether a config value is of an annotated type (int, float, bool, str, list[...], X | None), as YAML gives
+    values: a bool is no number, and an int is a float."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits_type(value, a) for a in args)
+    if kind is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(fits_type(v, args[0]) for v in value)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def check_types(values: Mapping, schema: type, prefix: str) -> None:
+    """ConfigError naming `prefix.key` for the first value that is not of its field's annotated type in the
+    dataclass `schema` (unknown keys: refuse_unknown)."""
+    hints = typing.get_type_hints(schema)
+    for key, value in values.items():
+        kind = hints[key]
+        if not fits_type(value, kind):
+            name = kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind)
+            raise ConfigError(f"{prefix}.{key}={value!r} must be {name.replace('typing.', '')}.")
+
+
 def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> int | None:
     """cfg[key] as an int >= 1 (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = cfg.get(key)
     if value is None and allow_none:
         return None
     name = f"{prefix}.{key}" if prefix else key
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+    if not fits_type(value, float) or int(value) != value or value < 1:
         raise ConfigError(f"{name}={value!r} must be a whole number of at least 1.")
     return int(value)
 
@@ -58,7 +88,7 @@ def _bool(t: Mapping, key: str, allow_none: bool = False) -> bool | None:
     value = t.get(key)
     if value is None and allow_none:
         return None
-    if not isinstance(value, bool):
+    if not fits_type(value, bool):
         raise ConfigError(f"trainer.{key}={value!r} must be true or false.")
     return value
 
@@ -68,7 +98,7 @@ def _fraction(t: Mapping, key: str, low: float, high: float, closed_low: bool) -
     value = t.get(key)
     if value is None:
         return None
-    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    number = float(value) if fits_type(value, float) else math.nan
     if not ((low <= number if closed_low else low < number) and number < high):
         bounds = f"{'[' if closed_low else '('}{low:g}, {high:g})"
         raise ConfigError(f"trainer.{key}={value!r} must lie in {bounds}.")
