@@ -85,11 +85,16 @@ def _compile_backend(value) -> str:
 
 
 def _bool(t: Mapping, key: str, allow_none: bool = False) -> bool | None:
+    return _flag(t, key, "trainer", allow_none)
+
+
+def _flag(t: Mapping, key: str, prefix: str, allow_none: bool = False) -> bool | None:
+    """t[key] as true or false (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = t.get(key)
     if value is None and allow_none:
         return None
     if not fits_type(value, bool):
-        raise ConfigError(f"trainer.{key}={value!r} must be true or false.")
+        raise ConfigError(f"{prefix}.{key}={value!r} must be true or false.")
     return value
 
 
@@ -299,6 +304,7 @@ class DistillSettings:
     hidden_weight: float            # > 0: each layer's relative error to the teacher's hidden states, weighted
     lr_projections: float | None    # E and F; None = trainer.lr
     min_tokens: int | None = None   # only the train examples longer than this many tokens; None = all
+    lengthen_teacher: bool = False  # a student longer than the teacher: lengthen the teacher to it (positions copied)
 
     @classmethod
     def read(cls, d: Mapping) -> DistillSettings:
@@ -308,7 +314,8 @@ class DistillSettings:
             raise ConfigError(f"distill.hidden_weight={weight!r}: a weight of 0 (off) or more")
         return cls(temperature=positive_float(d, "temperature", "distill"), hidden_weight=float(weight),
                    lr_projections=positive_float(d, "lr_projections", "distill", allow_none=True),
-                   min_tokens=positive_int(d, "min_tokens", "distill", allow_none=True))
+                   min_tokens=positive_int(d, "min_tokens", "distill", allow_none=True),
+                   lengthen_teacher=_flag({"lengthen_teacher": False, **d}, "lengthen_teacher", "distill"))
 
 
 def config_key(key: str, operational: bool = False) -> dict[str, Any]:

@@ -65,6 +65,19 @@ def load_teacher(teacher_path: str, num_labels: int, task: str):
     return model.eval().requires_grad_(False)
 
 
+def lengthened_teacher(teacher, teacher_path: str, n: int):
+    """The teacher lengthened to n tokens (its learned positions copied, Longformer's recipe), frozen; as it is when
+    it already reads n."""
+    if max_tokens(teacher.config, AutoTokenizer.from_pretrained(teacher_path), None, None) >= n:
+        return teacher
+    if teacher.config.model_type == "linformer":
+        longer = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
+    else:  # a BERT/RoBERTa-family classifier: the same weights in full attention, head included
+        longer = LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="full",
+                                                                           max_seq_len=n)
+    return longer.eval().requires_grad_(False)
+
+
 def student_from_teacher(teacher_path: str, settings: dict):
     """The teacher's weights (encoder and classifier) with Linformer attention set by ``settings``; E and F fresh."""
     config = AutoConfig.from_pretrained(teacher_path)
@@ -102,6 +115,8 @@ class DistillTask(FinetuneTask):
             student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
                 teacher_tokenizer.model_max_length = student.config.max_seq_len
+                if d.lengthen_teacher:
+                    self.teacher = lengthened_teacher(self.teacher, self.teacher_path, student.config.max_seq_len)
             return self.teacher_path, teacher_tokenizer, student
         student_path = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
@@ -133,7 +148,7 @@ class DistillTask(FinetuneTask):
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
                 f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: python "
                 f"scripts/convert.py model_path={self.teacher_path} model.max_seq_len={self.max_length} "
-                f"out_dir=<dir>), or distill at trainer.max_length={teacher_n}."
+                f"out_dir=<dir>, or here with distill.lengthen_teacher=true), or distill at trainer.max_length={teacher_n}."
             )
         self.teacher_predictions: list[int] | None = None
         self.teacher_scores: dict[str, float] = {}
@@ -194,6 +209,8 @@ class DistillTask(FinetuneTask):
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
         info["distillation"] = {"task": self.spec.name, "steps": trainer.state["step"],
+                                "max_length": self.max_length, "min_tokens": self.min_tokens,
+                                "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
                                 "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "student_path": self.student_name,
@@ -212,7 +229,7 @@ class DistillTask(FinetuneTask):
         results |= {"model_path": model_dir, "method": "distill", "teacher_path": self.teacher_path,
                     "teacher_metrics": teacher, "student_path": self.student_name,
                     "distill": {"temperature": self.temperature, "hidden_weight": self.hidden_weight,
-                                "lr_projections": self.lr_projections}}
+                                "lr_projections": self.lr_projections, "min_tokens": self.min_tokens}}
         summary["model_dir"] = model_dir
         agreement = results["metrics"].get("agreement")
         if metric in teacher and agreement is not None:

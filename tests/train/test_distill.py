@@ -268,3 +268,22 @@ def test_a_lengthened_teacher_distils_a_longer_student_on_the_long_examples_only
     assert results["num_train_examples"] == sum(n > cut for n in lengths) > 0
     with pytest.raises(ConfigError, match=rf"distill.min_tokens=500: none of the {len(rows)} train examples"):
         distill(_compose(with_long, "long", "model.max_seq_len=128", "distill.min_tokens=500"), tmp_path / "run2")
+
+
+def test_one_command_lengthens_the_teacher_and_the_card_says_at_what_length(tmp_path, teachers):
+    """distill.lengthen_teacher=true: the teacher read at the student's n (positions copied) inside the run, as
+    convert.py would have saved it; the student's card names the length and the long-example cut."""
+    refused = _compose(teachers, "linformer-full", "model.max_seq_len=128")
+    with pytest.raises(ConfigError, match=r"distill.lengthen_teacher=true"):
+        distill(refused, tmp_path / "refused")
+    cfg = _compose(teachers, "linformer-full", "model.max_seq_len=128", "distill.lengthen_teacher=true",
+                   "trainer.epochs=1", "distill.min_tokens=4")
+    results = distill(cfg, tmp_path / "run")
+    card = read_json(tmp_path / "run" / "model" / "linformer_card.json")["distillation"]
+    assert (card["max_length"], card["min_tokens"], card["teacher_max_seq_len"]) == (128, 4, 128)
+    assert results["distill"]["min_tokens"] == 4
+    converted = convert_encoder(teachers["linformer-full"], tmp_path / "t128", max_seq_len=128, attention="full")
+    spec = DistillSpec.read(cfg)
+    task = DistillTask(spec, spec.trainer, 1, 0)
+    saved = AutoModelForSequenceClassification.from_pretrained(converted).state_dict()
+    assert all(torch.equal(v, saved[k]) for k, v in task.teacher.state_dict().items())
