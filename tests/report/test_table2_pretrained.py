@@ -122,8 +122,10 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     assert "Not run yet" not in md  # these runs are not the experiment's: its unfinished stages are not theirs
     assert [r["transfer"] for r in data["rows"]] == [False, False, True]
     empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
-                            "--no-measure", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+                            "--no-measure", "--out", str(tmp_path / "other")], cwd=REPO, capture_output=True,
+                           text=True)
     assert empty.returncode == 2 and empty.stderr.startswith("error: no finished finetuning runs")
+    assert not (tmp_path / "other.md").exists()
 
 
 def test_by_length_finds_where_a_variant_loses():
