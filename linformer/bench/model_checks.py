@@ -26,7 +26,7 @@ def roberta_logits_delta(n: int = 128, size: Size = BASE, batch: int = 4, seed: 
     """Random weights (no hub): our full mode against HF RobertaForMaskedLM, on the real tokens of a padded batch."""
     torch.manual_seed(seed)
     roberta = build_roberta(size, n, "sdpa", mlm=True).eval()
-    ours = LinformerForMaskedLM.from_roberta(roberta, attention="full").eval()
+    ours = LinformerForMaskedLM.from_pretrained_encoder(roberta, attention="full").eval()
     ids, mask = _padded(batch, n, size.vocab)
     with torch.no_grad():
         a, b = ours(ids, attention_mask=mask).logits, roberta(ids, attention_mask=mask).logits

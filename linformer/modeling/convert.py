@@ -61,7 +61,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voc
 
 
 class FromPretrainedEncoder:
-    """``from_pretrained_encoder`` (and its older name ``from_roberta``) for every Linformer model class."""
+    """``from_pretrained_encoder`` for every Linformer model class."""
 
     _copies_classifier_fields = False  # the sequence classifier takes the source's labels
 
@@ -78,11 +78,6 @@ class FromPretrainedEncoder:
         """
         source, where = _load_source(name_or_path)
         return _convert(cls, source, where, extend_positions, settings)
-
-    @classmethod
-    def from_roberta(cls, path_or_model: str | os.PathLike | PreTrainedModel, **settings):
-        """``from_pretrained_encoder`` under the name callers used before BERT sources were supported."""
-        return cls.from_pretrained_encoder(path_or_model, **settings)
 
 
 def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None, *,

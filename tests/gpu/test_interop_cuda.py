@@ -26,7 +26,7 @@ HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def _roberta_pair(roberta_dir):
-    ours = LinformerForMaskedLM.from_roberta(roberta_dir, attention="full").to(DEVICE).eval()
+    ours = LinformerForMaskedLM.from_pretrained_encoder(roberta_dir, attention="full").to(DEVICE).eval()
     theirs = RobertaForMaskedLM.from_pretrained(roberta_dir).to(DEVICE).eval()
     return ours, theirs
 
