@@ -185,7 +185,7 @@ class Trainer:
                  settings: TrainerSettings, record: RunRecord, spec: RunSpec, config: Mapping, tokenizer=None,
                  tracker_tags: list[str] | None = None):
         self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
-        self.task, self.s, self.record, self.tokenizer = task, settings, record, tokenizer
+        self.task, self.settings, self.record, self.tokenizer = task, settings, record, tokenizer
         self.spec, self.config = spec, config  # config: what the run record stores (the spec's, with its data's key)
         self.tracker_tags = list(tracker_tags or [])
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
@@ -246,10 +246,10 @@ class Trainer:
 
     def _loop(self, stop: StopSignal) -> None:
         step = self.state["step"]
-        bar = tqdm(total=self.s.max_steps, initial=step, desc=self.task.stage, disable=not self.main,
+        bar = tqdm(total=self.settings.max_steps, initial=step, desc=self.task.stage, disable=not self.main,
                    dynamic_ncols=True)
         self.model.train()
-        while step < self.s.max_steps:
+        while step < self.settings.max_steps:
             t_step = time.perf_counter()
             loss, grad_norm, tokens = self._train_step(step)
             step = self.state["step"] = step + 1
@@ -258,13 +258,13 @@ class Trainer:
             self._step_rates.append(rate)
             row = self._step_row(step, loss, grad_norm, rate)
             self._guard_nonfinite(step, bar)
-            if (self.eval_every and step % self.eval_every == 0) or step == self.s.max_steps:
+            if (self.eval_every and step % self.eval_every == 0) or step == self.settings.max_steps:
                 self._settle()
                 self._evaluate(step, row)
             else:
                 self._log(step, row)
             bar.update(1)
-            if step % self.s.log_every == 0:
+            if step % self.settings.log_every == 0:
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}")
             signum = stop.agreed(self.accelerator)
             if signum is not None:
@@ -275,20 +275,20 @@ class Trainer:
                 raise Preempted(
                     f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
                     f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
-            if (self.s.save_every and step % self.s.save_every == 0) or step == self.s.max_steps:
+            if (self.settings.save_every and step % self.settings.save_every == 0) or step == self.settings.max_steps:
                 self.save()
         bar.close()
 
     def _host_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
         """The step's micro-batches (on the host) and the items each one's loss is a mean over."""
-        micro = [self.task.micro_batch(step * self.s.grad_accum + i) for i in range(self.s.grad_accum)]
+        micro = [self.task.micro_batch(step * self.settings.grad_accum + i) for i in range(self.settings.grad_accum)]
         return micro, [self.task.count(b) for b in micro]
 
     def _step_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
         """This step's batches (prefetched if they were), and the next step's started in the background."""
         pending, self._next = self._next, None
         batches = pending[1].result() if pending is not None and pending[0] == step else self._host_batches(step)
-        if self._prefetcher is not None and step + 1 < self.s.max_steps:
+        if self._prefetcher is not None and step + 1 < self.settings.max_steps:
             self._next = (step + 1, self._prefetcher.submit(self._host_batches, step + 1))
         return batches
 
@@ -299,7 +299,7 @@ class Trainer:
 
     def _train_step(self, step: int) -> tuple[float, float, int]:
         """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
-        acc, world, accum = self.accelerator, self.accelerator.num_processes, self.s.grad_accum
+        acc, world, accum = self.accelerator, self.accelerator.num_processes, self.settings.grad_accum
         micro, counts = self._step_batches(step)
         total = acc.reduce(torch.tensor(sum(counts), device=acc.device), "sum").item() if world > 1 else sum(counts)
         loss_sum = torch.zeros((), device=acc.device)
@@ -311,9 +311,9 @@ class Trainer:
                 acc.backward(part * world)
                 loss_sum += part.detach()
         loss = acc.reduce(loss_sum, "sum") if world > 1 else loss_sum
-        grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+        grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
         finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
-        if finite or self.s.mixed_precision == "fp16":  # fp16: the grad scaler skips overflowing steps itself
+        if finite or self.settings.mixed_precision == "fp16":  # fp16: the grad scaler skips overflowing steps itself
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -327,7 +327,7 @@ class Trainer:
                "tokens": self.state["tokens"]}
         if self.task.flops_per_token and self.task.peak_flops:
             row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
-        if self.s.compile:
+        if self.settings.compile:
             counts = CompileCounts.now().since(self._compile_start)
             row["compiled_graphs"], row["graph_breaks"] = counts.graphs, counts.graph_breaks
         return row
@@ -344,9 +344,9 @@ class Trainer:
                 out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
                 out["mfu_peak_tflops"] = self.task.peak_flops / 1e12
         out["device"] = device_name(self.accelerator.device)
-        if self.s.compile:
+        if self.settings.compile:
             counts = CompileCounts.now().since(self._compile_start)
-            out["compile"] = {"backend": self.s.compile_backend, "graphs": counts.graphs,
+            out["compile"] = {"backend": self.settings.compile_backend, "graphs": counts.graphs,
                               "graph_breaks": counts.graph_breaks}
         return out
 
@@ -355,13 +355,13 @@ class Trainer:
         if not n:
             return
         log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", step, n)
-        if n >= self.s.max_nonfinite_steps:
+        if n >= self.settings.max_nonfinite_steps:
             self.save()
             bar.close()
             self._close()
             raise TrainingDiverged(
                 f"{n} consecutive non-finite losses at step {step} (trainer.max_nonfinite_steps="
-                f"{self.s.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
+                f"{self.settings.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
                 "trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16."
             )
 
@@ -392,14 +392,14 @@ class Trainer:
     def save(self) -> None:
         self._settle()
         self.state["wall_time_s"] = self._wall_time()
-        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.s.keep_last)
+        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last)
 
     def _resume(self) -> None:
-        path, rng_ok = ckpt.resolve_resume(self.s.resume, self.run_dir, self.s.allow_nonbitwise_resume)
+        path, rng_ok = ckpt.resolve_resume(self.settings.resume, self.run_dir, self.settings.allow_nonbitwise_resume)
         if path is None:
             if ckpt.complete_checkpoints(self.run_dir):
                 raise CheckpointError(
-                    f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.s.resume}: continue "
+                    f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.settings.resume}: continue "
                     "it with trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
                 )
             return
@@ -407,7 +407,7 @@ class Trainer:
         self.state["resumed_from_step"] = self.state["step"]
         self._wall_before = self.state.get("wall_time_s", 0.0)
         if self.main:
-            print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.s.max_steps})",
+            print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.settings.max_steps})",
                   file=sys.stderr)
 
     def save_model(self, final: Path) -> None:

@@ -108,7 +108,7 @@ class DistillTask(FinetuneTask):
         self.min_tokens = d.min_tokens
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
-        self.teacher = load_teacher(self.teacher_path, self.spec.num_labels, self.spec.name)
+        self.teacher = load_teacher(self.teacher_path, self.task_spec.num_labels, self.task_spec.name)
         teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
         if run.student_path is None:
             settings = {k: v for k, v in run.model.items() if k in STUDENT_SETTINGS and v is not None}
@@ -130,7 +130,7 @@ class DistillTask(FinetuneTask):
                               "classifier must have the teacher's labels.")
         tokenizer = AutoTokenizer.from_pretrained(student_path)
         check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
-        model, _ = load_classifier(student_path, self.spec.num_labels, from_scratch=False)
+        model, _ = load_classifier(student_path, self.task_spec.num_labels, from_scratch=False)
         return student_path, tokenizer, model
 
     def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int):
@@ -208,7 +208,7 @@ class DistillTask(FinetuneTask):
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
-        info["distillation"] = {"task": self.spec.name, "steps": trainer.state["step"],
+        info["distillation"] = {"task": self.task_spec.name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
                                 "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
@@ -216,7 +216,7 @@ class DistillTask(FinetuneTask):
                                 "student_path": self.student_name,
                                 "teacher_metrics": self._teacher_metrics()}
         write_model_card(model_dir, info)
-        add_results(model_dir, self.spec.name, metrics, trainer.run_dir)
+        add_results(model_dir, self.task_spec.name, metrics, trainer.run_dir)
 
     def _teacher_metrics(self) -> dict[str, float]:
         return {k.removeprefix("eval_"): v for k, v in self.teacher_scores.items()}
@@ -224,7 +224,7 @@ class DistillTask(FinetuneTask):
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         summary, results = super().finish(trainer)
         model_dir = str(trainer.run_dir / "model")
-        metric = self.spec.metrics[0]
+        metric = self.task_spec.metrics[0]
         teacher = self._teacher_metrics()
         results |= {"model_path": model_dir, "method": "distill", "teacher_path": self.teacher_path,
                     "teacher_metrics": teacher, "student_path": self.student_name,

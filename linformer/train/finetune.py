@@ -60,10 +60,10 @@ class FinetuneTask(TrainingTask):
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
         seed = self.seed = run.seed
         try:
-            self.spec = get_task(run.task.name)
+            self.task_spec = get_task(run.task.name)
         except KeyError as err:
             raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
-        self.main_metric = f"eval_{self.spec.metrics[0]}"
+        self.main_metric = f"eval_{self.task_spec.metrics[0]}"
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
         # the weights the run starts from, by content: ties its record to the converted or transferred model
@@ -88,7 +88,7 @@ class FinetuneTask(TrainingTask):
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
         self.prepare = (self.eval_loader,)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
-        self.tracker_tags = [f"task={self.spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+        self.tracker_tags = [f"task={self.task_spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
 
     def train_examples(self, split):
         """The train examples the run learns from (all of the selected split)."""
@@ -98,7 +98,7 @@ class FinetuneTask(TrainingTask):
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
         self.from_scratch = run.from_scratch
-        model, _ = load_classifier(model_path, self.spec.num_labels, self.from_scratch)
+        model, _ = load_classifier(model_path, self.task_spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
@@ -129,7 +129,7 @@ class FinetuneTask(TrainingTask):
             refs.append(r.cpu())
         model.train()
         self.last_eval = (self._in_split_order(preds), self._in_split_order(refs))
-        scores = compute_metrics(self.spec.name, *map(np.asarray, self.last_eval))
+        scores = compute_metrics(self.task_spec.name, *map(np.asarray, self.last_eval))
         return {f"eval_{k}": v for k, v in scores.items()}
 
     def _in_split_order(self, parts: list[torch.Tensor]) -> list[int]:
@@ -141,7 +141,7 @@ class FinetuneTask(TrainingTask):
     def on_best(self, trainer: Trainer, step: int) -> None:
         if trainer.main:  # per-example outcomes, in eval-split order: paired comparisons between models need them
             preds, labels = self.last_eval
-            write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.spec.eval_split,
+            write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.task_spec.eval_split,
                                                        "labels": labels, "predictions": preds})
         if self.save_best:
             trainer.save_model(trainer.run_dir / "best")
@@ -149,7 +149,7 @@ class FinetuneTask(TrainingTask):
     def record_on_card(self, trainer: Trainer, metrics: dict) -> None:
         """A converted or transferred model's card lists the results finetuned from it."""
         if trainer.main and read_card_info(self.model_path):
-            add_results(self.model_path, self.spec.name, metrics, trainer.run_dir)
+            add_results(self.model_path, self.task_spec.name, metrics, trainer.run_dir)
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         best = trainer.state["best"] or {"step": trainer.state["step"]}
@@ -162,8 +162,8 @@ class FinetuneTask(TrainingTask):
                         attention="full")
             arch["max_seq_len"] = arch["max_seq_len"] or max_tokens(self.config, self.tokenizer, None, None)
         results = {
-            "task": self.spec.name,
-            "eval_split": self.spec.eval_split,
+            "task": self.task_spec.name,
+            "eval_split": self.task_spec.eval_split,
             "metrics": metrics,
             "best_epoch": at_best.get("epoch"),
             "best_step": best["step"],
@@ -183,12 +183,12 @@ class FinetuneTask(TrainingTask):
             "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
         }
         self.record_on_card(trainer, metrics)
-        score = metrics.get(self.spec.metrics[0])
+        score = metrics.get(self.task_spec.metrics[0])
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
-            "task": self.spec.name,
-            "report": [(f"{'best ' if self.select_best else 'final '}{self.spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
-                       f"(step {best['step']}) on {len(self.eval)} {self.spec.name} {self.spec.eval_split} examples")]
+            "task": self.task_spec.name,
+            "report": [(f"{'best ' if self.select_best else 'final '}{self.task_spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
+                       f"(step {best['step']}) on {len(self.eval)} {self.task_spec.name} {self.task_spec.eval_split} examples")]
             if score is not None else [],
         }
         return summary, results
