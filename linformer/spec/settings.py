@@ -84,10 +84,6 @@ def _compile_backend(value) -> str:
     return str(value)
 
 
-def _bool(t: Mapping, key: str, allow_none: bool = False) -> bool | None:
-    return _flag(t, key, "trainer", allow_none)
-
-
 def _flag(t: Mapping, key: str, prefix: str, allow_none: bool = False) -> bool | None:
     """t[key] as true or false (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = t.get(key)
@@ -223,23 +219,23 @@ class TrainerSettings:
             mixed_precision=precision,
             mlm_probability=_fraction(t, "mlm_probability", 0.0, 1.0, closed_low=False),
             max_length=positive_int(t, "max_length", allow_none=True),
-            group_by_length=_bool(t, "group_by_length") if "group_by_length" in t else False,
+            group_by_length=_flag(t, "group_by_length", "trainer") if "group_by_length" in t else False,
             eval_every=positive_int(t, "eval_every", allow_none=True),
             eval_batches=positive_int(t, "eval_batches", allow_none=True),
             eval_batch_size=positive_int(t, "eval_batch_size", allow_none=True),
-            eval_at_start=bool(_bool(t, "eval_at_start", allow_none=True)),
+            eval_at_start=bool(_flag(t, "eval_at_start", "trainer", allow_none=True)),
             save_every=positive_int(t, "save_every", allow_none=True),
-            save_best=_bool(t, "save_best") if "save_best" in t else False,
+            save_best=_flag(t, "save_best", "trainer") if "save_best" in t else False,
             keep_last=positive_int(t, "keep_last"),
             log_every=positive_int(t, "log_every"),
             max_nonfinite_steps=positive_int(t, "max_nonfinite_steps"),
-            cpu=_bool(t, "cpu"),
+            cpu=_flag(t, "cpu", "trainer"),
             peak_tflops=positive_float(t, "peak_tflops", allow_none=True),
-            compile=_bool(t, "compile") if "compile" in t else False,
+            compile=_flag(t, "compile", "trainer") if "compile" in t else False,
             compile_backend=_compile_backend(t.get("compile_backend", "inductor")),
             resume=None if resume in (None, "", "null", "none", False) else str(resume),
             allow_config_change=allow,
-            allow_nonbitwise_resume=_bool(t, "allow_nonbitwise_resume"),
+            allow_nonbitwise_resume=_flag(t, "allow_nonbitwise_resume", "trainer"),
         )
 
     def warmup(self, max_steps: int) -> int:

@@ -65,10 +65,10 @@ def load_teacher(teacher_path: str, num_labels: int, task: str):
     return model.eval().requires_grad_(False)
 
 
-def lengthened_teacher(teacher, teacher_path: str, n: int):
+def lengthened_teacher(teacher, teacher_path: str, tokenizer, n: int):
     """The teacher lengthened to n tokens (its learned positions copied, Longformer's recipe), frozen; as it is when
     it already reads n."""
-    if max_tokens(teacher.config, AutoTokenizer.from_pretrained(teacher_path), None, None) >= n:
+    if max_tokens(teacher.config, tokenizer, None, None) >= n:
         return teacher
     if teacher.config.model_type == "linformer":
         longer = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
@@ -114,9 +114,10 @@ class DistillTask(FinetuneTask):
             settings = {k: v for k, v in run.model.items() if k in STUDENT_SETTINGS and v is not None}
             student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
-                teacher_tokenizer.model_max_length = student.config.max_seq_len
                 if d.lengthen_teacher:
-                    self.teacher = lengthened_teacher(self.teacher, self.teacher_path, student.config.max_seq_len)
+                    self.teacher = lengthened_teacher(self.teacher, self.teacher_path, teacher_tokenizer,
+                                                      student.config.max_seq_len)
+                teacher_tokenizer.model_max_length = student.config.max_seq_len
             return self.teacher_path, teacher_tokenizer, student
         student_path = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
