@@ -9,6 +9,7 @@ import contextlib
 import errno
 import functools
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -141,9 +142,11 @@ def hydra_main(config_name: str) -> Callable:
     register_resolvers()
 
     def decorate(fn: Callable) -> Callable:
+        start: dict = {}  # when the command started, and whether its run directory was there before it
+
         @functools.wraps(fn)
         def body(cfg):
-            with cli_errors(), _no_empty_run_dir():
+            with cli_errors(), _no_refused_run_dir(**start):
                 refuse_added_keys(cfg, _added_overrides())
                 return fn(cfg)
 
@@ -153,10 +156,16 @@ def hydra_main(config_name: str) -> Callable:
         def entry():
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
+            # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             args = sys.argv[1:]
-            if args and not any(a.startswith("-") or a.startswith("+") for a in args):
+            start.update(started=time.time(), before=None)
+            if not any(a.startswith("-") for a in args):
                 with cli_errors():
-                    compose(config_name, args)
+                    try:
+                        start["before"] = _run_dir_before(config_name, args)
+                    except ConfigError:
+                        if not any(a.startswith("+") for a in args):
+                            raise
             return main()
 
         return entry
@@ -164,15 +173,53 @@ def hydra_main(config_name: str) -> Callable:
     return decorate
 
 
+def _run_dir_before(config_name: str, args: list[str]) -> Path | None:
+    """The nearest folder that exists already on the way to where Hydra will put this run (the run directory
+    itself when it exists); None when the config names no run directory. ConfigError if it does not compose."""
+    cfg = compose(config_name, args, with_hydra=True)
+    try:
+        run_dir = Path(str(cfg.hydra.run.dir)).resolve()
+    except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
+        return None
+    return next(p for p in (run_dir, *run_dir.parents) if p.exists())
+
+
+# what Hydra writes into a run directory before the script's body runs
+_HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+
 @contextlib.contextmanager
-def _no_empty_run_dir():
-    """A start that fails leaves no empty run directory behind (Hydra creates it before the script runs)."""
+def _no_refused_run_dir(started: float | None = None, before: Path | None = None):
+    """A start that fails leaves nothing behind of what Hydra made for it: its .hydra/ files and log, and the
+    folders Hydra created down to the run directory. Only when nothing else is in it (a run's own files are never
+    touched), never the working directory, and never a folder that was there before the command."""
     try:
         yield
     except BaseException:
         with contextlib.suppress(OSError, ValueError):
-            hydra_run_dir().rmdir()  # only when empty: a run's files are never touched
+            from hydra.core.hydra_config import HydraConfig
+
+            _remove_hydra_leftovers(hydra_run_dir().resolve(), HydraConfig.get().job.name, started, before)
         raise
+
+
+def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None) -> None:
+    if started is None or run == Path.cwd().resolve():
+        return
+    made = [run / name for name in (*_HYDRA_FILES, f"{job_name}.log") if (run / name).exists()]
+    everything = [p for p in run.rglob("*") if p.is_file() or p.is_symlink()]
+    if sorted(everything) != sorted(made) or any(p.stat().st_mtime < started for p in made):
+        return  # something else is in it: not a refused start's leftovers
+    for path in made:
+        path.unlink()
+    with contextlib.suppress(OSError):
+        (run / ".hydra").rmdir()
+    if before is None or not run.is_relative_to(before):
+        return
+    for folder in (run, *run.parents):  # the folders made for this start, each only when empty
+        if folder == before:
+            break
+        folder.rmdir()
 
 
 def _added_overrides() -> list[str]:

@@ -116,3 +116,55 @@ def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path
                 "configs/. (configs/finetune.yaml)")
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [expected]
     assert not list(tmp_path.iterdir())
+
+
+def _hydra_leftovers(run: Path, started: float) -> list[Path]:
+    files = [run / ".hydra" / name for name in ("config.yaml", "hydra.yaml", "overrides.yaml")] + [run / "job.log"]
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+        os.utime(path, (started + 1, started + 1))
+    return files
+
+
+def test_a_refused_start_removes_what_hydra_made_for_it_and_the_folders_it_created(tmp_path, monkeypatch):
+    from linformer.cli import _remove_hydra_leftovers
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    run = tmp_path / "outputs" / "benchmark" / "2026-01-01_00-00-00"
+    _hydra_leftovers(run, started=100.0)
+    _remove_hydra_leftovers(run, "job", 100.0, before=tmp_path / "outputs")
+    assert list(tmp_path.rglob("*")) == [tmp_path / "outputs"]  # the folder that was there before is kept
+
+
+@pytest.mark.parametrize("case", ["run files", "older files", "folder was there", "working directory"])
+def test_a_refused_start_never_removes_what_it_did_not_make(tmp_path, monkeypatch, case):
+    """Convert's run directory is the working directory: a refused convert run from an empty folder used to
+    remove that folder (the shell was left in a deleted directory)."""
+    from linformer.cli import _remove_hydra_leftovers
+
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.chdir(run if case == "working directory" else tmp_path)
+    started = 100.0 if case != "older files" else 200.0
+    files = _hydra_leftovers(run, started=100.0)
+    if case == "run files":
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "step-10.pt").write_text("weights")
+    before = run if case in ("folder was there", "working directory") else tmp_path
+    _remove_hydra_leftovers(run, "job", started, before=before)
+    if case == "folder was there":  # the files this start wrote go; the user's folder stays
+        assert run.is_dir() and not any(run.rglob("*"))
+    else:
+        assert all(f.exists() for f in files)
+
+
+def test_a_refused_benchmark_leaves_nothing_behind(tmp_path):
+    """Every refused benchmark call used to leave outputs/benchmark/<timestamp>/ with .hydra/ and a log."""
+    result = subprocess.run([sys.executable, str(REPO / "scripts/benchmark.py"), "inference.ns=[abc]"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: inference.ns=['abc'] must be list[int]."], result.stderr[-2000:]
+    assert not list(tmp_path.iterdir())

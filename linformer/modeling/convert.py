@@ -182,6 +182,10 @@ def _source_config(path: str):
     try:
         return AutoConfig.from_pretrained(path)
     except (OSError, ValueError, KeyError) as err:
+        if not os.path.isdir(path):  # a hub name: the hub's message runs over several lines; its first says why
+            why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise CheckpointError(f"{path!r} is not a folder here, and the Hugging Face hub did not give it ({why}): "
+                                  "give a local model directory, or check the name and the network.") from err
         raise CheckpointError(f"{path!r} has a config.json that transformers cannot read: {err}") from err
 
 

@@ -483,3 +483,19 @@ def test_a_truncated_source_is_a_checkpoint_error(tmp_path):
         f.truncate(weights.stat().st_size // 2)
     with pytest.raises(CheckpointError, match="no weights that load .*damaged or incomplete"):
         LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8)
+
+
+def test_a_hub_name_the_hub_cannot_give_is_one_line_saying_so(monkeypatch):
+    """Online without a network, transformers' several-line message used to be reported as a config.json that
+    transformers cannot read, of a folder that does not exist."""
+    import linformer.modeling.convert as convert
+
+    def unreachable(path, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(convert.AutoConfig, "from_pretrained", unreachable)
+    with pytest.raises(CheckpointError) as err:
+        convert._source_config("someone/no-such-model")
+    assert str(err.value) == ("'someone/no-such-model' is not a folder here, and the Hugging Face hub did not give it "
+                              "(We couldn't connect to 'https://huggingface.co' to load the files.): give a local "
+                              "model directory, or check the name and the network.")
