@@ -294,6 +294,8 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
     if not re.fullmatch(r"3\.\d+", python_version):
         raise WheelhouseError(f"--python-version must look like 3.12, not {python_version!r}")
     dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise WheelhouseError(f"--dest {dest} is a file, not a folder for the wheels: choose another path.")
     dest.mkdir(parents=True, exist_ok=True)
     tags_for_pip = [t for p in platforms for t in platform_tags(p)]
     env = marker_env(python_version, platforms[0])

@@ -118,6 +118,14 @@ def test_bad_python_version_is_one_error_line(tmp_path):
     assert r.stderr == "error: --python-version must look like 3.12, not '312'\n"
 
 
+def test_a_dest_that_is_a_file_is_one_error_line(tmp_path):
+    """It used to end in a FileExistsError traceback."""
+    (tmp_path / "notes").write_text("mine")
+    with pytest.raises(wh.WheelhouseError, match="--dest .*notes is a file, not a folder for the wheels"):
+        wh.make_wheelhouse(tmp_path / "notes")
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
 def _offline_env():
     """pip and Python with no index, no find-links but the wheelhouse, no config file, no hub."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
