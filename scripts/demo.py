@@ -16,14 +16,14 @@ from pathlib import Path
 import torch
 
 from linformer.cli import cli_errors, compose
-from linformer.data.io import resolve_path
+from linformer.data.io import repo_root, resolve_path
 from linformer.errors import DataError
 from linformer.files import read_yaml, write_json
 from linformer.rundir import RunRecord
 from linformer.stages import STOPPED, Stage, StageFailed, run_stages
 from linformer.train.common import native_cpu_bf16
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = repo_root()
 PY = sys.executable
 
 

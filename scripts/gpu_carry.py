@@ -27,9 +27,10 @@ import sys
 from pathlib import Path
 
 from linformer.cli import cli_errors, compose
+from linformer.data.io import repo_root
 from linformer.files import atomic_write, made_by, output_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 WEIGHTS = "model.safetensors"

@@ -12,16 +12,16 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from linformer.cli import cli_errors
+from linformer.data.io import repo_root
 from linformer.errors import ConfigError
 from linformer.experiments import mini
 from linformer.files import write_json
 from linformer.report.curves import plot_pretrain_curves
 from linformer.stages import STOPPED, StageFailed, run_stages
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = repo_root()
 
 
 def _shown(argv: list[str]) -> str:

@@ -11,15 +11,15 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from linformer.cli import cli_errors
+from linformer.data.io import repo_root
 from linformer.errors import ConfigError
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
 from linformer.stages import STOPPED, StageFailed, run_stages, wanted
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = repo_root()
 
 
 def main(argv: list[str] | None = None) -> int:
