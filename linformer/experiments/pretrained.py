@@ -23,13 +23,12 @@ target reads (the teacher and the "local" policy's) get 3 seeds; the other rows,
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import read_json
+from ..files import atomic_dir, read_json
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS
@@ -163,17 +162,13 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
     which appears complete or not at all. False when the run has not finished."""
     if not (run_dir / RESULTS).is_file() or not (run_dir / PREDICTIONS).is_file():
         return False
-    tmp = records_dir.with_name(f".tmp-{records_dir.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name in KEPT_FILES:
-        if (run_dir / name).is_file():
-            shutil.copy2(run_dir / name, tmp / name)
-    card = Path(read_json(run_dir / RESULTS).get("model_path", "")) / SIDECAR  # the model's card: its transfer record
-    if card.is_file():
-        shutil.copy2(card, tmp / SIDECAR)
-    shutil.rmtree(records_dir, ignore_errors=True)
-    os.replace(tmp, records_dir)
+    with atomic_dir(records_dir, overwrite=True) as tmp:  # the records of an earlier try of this run are replaced
+        for name in KEPT_FILES:
+            if (run_dir / name).is_file():
+                shutil.copy2(run_dir / name, tmp / name)
+        card = Path(read_json(run_dir / RESULTS).get("model_path", "")) / SIDECAR  # the model's card: its transfer
+        if card.is_file():
+            shutil.copy2(card, tmp / SIDECAR)
     return True
 
 
