@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from .errors import DiskFullError, OutputPathError
+from .signals import signals_stop
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,6 @@ def _sigterm_unwinds(final: Path) -> contextlib.AbstractContextManager:
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return contextlib.nullcontext()
-    from .data.workers import signals_stop  # linformer.data imports this module
-
     return signals_stop(f"stopped by SIGTERM while writing {final}, which is as it was. Run the same command again.",
                         (signal.SIGTERM,))
 

@@ -16,18 +16,18 @@ stage would finish behind the runner's back and collide with the next run's copy
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .signals import sigterm_interrupts
 
 
 @dataclass
@@ -65,23 +65,6 @@ class StageFailed(RuntimeError):
 
 STOP_WAIT_S = 120  # a stopped stage's time to save its checkpoint and exit
 STOPPED = "stopped: finished stages are kept; run the same command again to resume"
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """Within the block, SIGTERM raises KeyboardInterrupt (as Ctrl-C does), so the runner can stop its stages."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(running: dict) -> None:
@@ -226,7 +209,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
                     if jobs > 1:
                         print(f"[done]  {name} in {times[name]:.0f} s", flush=True)
 
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         try:
             loop()
         except KeyboardInterrupt:

@@ -29,10 +29,11 @@ import numpy as np
 
 from ..errors import ConfigError, CorpusError
 from ..files import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
+from ..signals import signals_stop
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
 from .unigram import unigram_perplexity
-from .workers import children_die_with_parent, signals_stop
+from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
 

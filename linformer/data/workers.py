@@ -4,8 +4,9 @@
 is killed (SIGKILL, or SIGTERM with Python's default action) they are orphaned: each holds its share of the data
 and waits forever on a queue nobody writes. ``children_die_with_parent`` makes every process `multiprocess` forks
 inside the block ask the kernel for SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``) and leave Ctrl-C to
-the parent (a terminal sends SIGINT to the whole process group); ``signals_stop`` turns SIGTERM and SIGINT in the
-parent into an exception, so temporary directories are removed and the pool is terminated on the way out.
+the parent (a terminal sends SIGINT to the whole process group); ``linformer.signals.signals_stop`` turns SIGTERM and
+SIGINT in the parent into an exception, so temporary directories are removed and the pool is terminated on the way
+out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ import ctypes
 import os
 import signal
 import sys
-import threading
 from collections.abc import Iterator
-
-from ..errors import Preempted
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -53,30 +51,3 @@ def children_die_with_parent() -> Iterator[None]:
         yield
     finally:
         del parent  # the registry's entry goes with the last reference
-
-
-@contextlib.contextmanager
-def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """Each of ``signals`` inside the block raises Preempted(message) in the main thread, ``{signal}`` in the message
-    replaced by its name (later ones are ignored while the block unwinds). An exception raised while unwinding from
-    it (a pool timing out, a worker's broken pipe) is reported as that Preempted."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def stop(signum, _frame):
-        if not received:
-            received.append(signum)
-            raise Preempted(message.replace("{signal}", signal.Signals(signum).name), signum)
-
-    previous = {sig: signal.signal(sig, stop) for sig in signals}
-    try:
-        yield
-    except BaseException as err:
-        if received and not isinstance(err, Preempted):
-            raise Preempted(message.replace("{signal}", signal.Signals(received[0]).name), received[0]) from err
-        raise
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

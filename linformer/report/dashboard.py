@@ -19,7 +19,6 @@ import logging
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from ..files import read_json, write_json
 from ..rundir import METRICS, Run, find_runs, load_run, read_metrics
+from ..signals import sigterm_interrupts
 
 log = logging.getLogger(__name__)
 
@@ -180,17 +180,17 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
             "--reload_interval", "5", *(extra or [])]
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def serve(outputs: str | Path = "outputs", logdir: str | Path | None = None, host: str = "127.0.0.1",
           port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None) -> int:
     """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
     TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
+    # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: it takes the Ctrl-C path.
+    with sigterm_interrupts():
+        return _serve(outputs, logdir, host, port, watch_every, extra)
+
+
+def _serve(outputs, logdir, host, port, watch_every, extra) -> int:
     t0 = time.monotonic()
-    # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: turn it into the Ctrl-C path.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
     written = mirror_all(outputs, logdir)
     logdir.mkdir(parents=True, exist_ok=True)

@@ -317,7 +317,8 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
     line = f"error: {target} is a directory with other content (notes.txt): choose another output path, or pass "
     assert line + "overwrite=true to replace it." in r.stderr.splitlines()
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "outputs"]  # no hidden .old-* or .tmp-*
+    # no hidden .old-* or .tmp-*, and nothing of the refused start's run directory (Hydra's files) left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"], sorted(map(str, tmp_path.rglob("*")))
 
 
 @pytest.mark.parametrize("damage", ["cut short", "overwritten", "removed"])
