@@ -21,6 +21,7 @@ from ..bench.per_example import cost_per_example
 from ..files import atomic_write, write_json
 from ..modeling.configuration import exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, from_linformer
+from ..modeling.flops import forward_flops_per_token
 from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
@@ -88,8 +89,10 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             if student.config.max_seq_len >= n:  # inputs cut to n tokens, as every row's
                 models[name] = student
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)
-        for cost in costs.values():  # side by side in one run: ratios hold where absolute figures move
-            for key in ("ms", "mib", "tensor_mib"):
+        for name, cost in costs.items():  # side by side in one run: ratios hold where absolute figures move
+            # the FLOP count bounds what the attention can save where the feed-forward layers cost the same
+            cost["gflops"] = forward_flops_per_token(models[name].config, n) * n / 1e9
+            for key in ("gflops", "ms", "mib", "tensor_mib"):
                 if cost.get(key) and costs["full"].get(key):
                     cost[f"{key}_vs_full"] = cost[key] / costs["full"][key]
         full = None
@@ -118,10 +121,13 @@ def to_markdown(result: dict, header: list[str]) -> str:
                      "means the model has lost the task.")
     lines += ["", ("Memory: the process's peak resident memory, which moves with the heap's state; tensor memory: the "
                    "peak of live torch tensors, replayed from the profiler's allocations (the same every run)."),
+              ("FLOPs: the forward pass's count (linformer.modeling.flops), what time vs full would be if every "
+               "operation ran at the same speed: the feed-forward layers cost the same in every row, so they bound "
+               "what the attention can save."),
               "", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
-                   "time vs full | memory vs full | tensor memory vs full | ms / example at n | MiB / example at n | "
-                   "tensor MiB / example at n |"),
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "FLOPs vs full | time vs full | memory vs full | tensor memory vs full | ms / example at n | "
+                   "MiB / example at n | tensor MiB / example at n |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         examples = r.get("examples", MIN_INTERVAL_EXAMPLES)
         accuracy = f"{_pct(r['accuracy'])} " + interval_text(100 * r["interval"][0], 100 * r["interval"][1], examples,
@@ -130,7 +136,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
         diff_text = "" if diff is None else \
             f"{fmt1(diff['diff'], True)} {interval_text(diff['lo'], diff['hi'], examples, True, '()')}"
         ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else ""
-                  for key in ("ms_vs_full", "mib_vs_full", "tensor_mib_vs_full")]
+                  for key in ("gflops_vs_full", "ms_vs_full", "mib_vs_full", "tensor_mib_vs_full")]
         cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
         lines.append(f"| {r['model']} | {r['n']} | {accuracy} | "
                      f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")

@@ -87,7 +87,16 @@ def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     assert rows[1]["ms_vs_full"] == 1.0 and rows[3]["ms_vs_full"] == rows[3]["ms"] / rows[1]["ms"]
     assert result["majority_rate"] == max(np.mean(labels), 1 - np.mean(labels))
     md = long_inputs.to_markdown(result, ["header"])
-    assert "majority class scores" in md and "| time vs full | memory vs full | tensor memory vs full |" in md
+    assert "majority class scores" in md and \
+        "| FLOPs vs full | time vs full | memory vs full | tensor memory vs full |" in md
+    from linformer.modeling.flops import forward_flops_per_token
+
+    twin = rows[2]  # the FLOP ratio is the forward count of each row's own config, the Linformer's below full's
+    assert rows[1]["gflops_vs_full"] == 1.0 and 0 < twin["gflops_vs_full"] < 1
+    assert twin["gflops"] == pytest.approx(forward_flops_per_token(
+        long_inputs.from_linformer(classifier, long_inputs.AutoModelForSequenceClassification, max_seq_len=twin["n"],
+                                   attention="linformer", projected_dim=8, sharing="layerwise",
+                                   **long_inputs.NO_EXACT_KEYS).config, twin["n"]) * twin["n"] / 1e9)
     assert "(no interval: 9 examples)" in md  # 9 examples are too few for a 95% interval
     assert rows[3]["tensor_mib_vs_full"] == rows[3]["tensor_mib"] / rows[1]["tensor_mib"]
 
