@@ -220,9 +220,10 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
          f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
          f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
          "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),
-        ("Step: bf16 = `torch.autocast` bf16 forward with fp32 weights and optimizer state; fp16 = autocast fp16 with a "
-         "`torch.amp.GradScaler` (scaled backward, `scaler.step`, `scaler.update`, as Accelerate does); fp32 = no "
-         f"autocast. Grid: {s.optimizer} AdamW, {'sparse' if s.sparse_prediction else 'full'} MLM logits for ours, "
+        ("Step: the trainer's (forward, backward, gradients clipped to norm "
+         f"{s.max_grad_norm}, the non-finite check, AdamW); bf16 = `torch.autocast` bf16 forward with fp32 weights and "
+         "optimizer state; fp16 = autocast fp16 with a `torch.amp.GradScaler` (scaled backward, unscaled before "
+         "clipping, `scaler.step`, `scaler.update`, as Accelerate does); fp32 = no autocast. Grid: {s.optimizer} AdamW, {'sparse' if s.sparse_prediction else 'full'} MLM logits for ours, "
          f"attention_mask={'None' if s.attention_mask == 'none' else 'all ones'}; compile = `torch.compile(model, "
          f"dynamic=False{', mode=' + repr(s.compile_mode) if s.compile_mode else ''})`"
          + (f", compiled rows only{compiled_where}" if compiled_where else "") + "."),

@@ -1,4 +1,5 @@
-"""Training throughput and MFU: tokens/s of one full MLM step (forward, backward, AdamW step).
+"""Training throughput and MFU: tokens/s of one full MLM step (forward, backward, clipping, AdamW step): the
+trainer's own step (``linformer.train.step.optimizer_step``), so the figures are those of the step users run.
 
 Models of the same size train on the same batch (random ids, ~15% of positions labelled): LinformerForMaskedLM with
 attention='linformer' (one row per k in ``ks``) and 'full' (SDPA) - both with sparse_prediction=True, vocabulary
@@ -10,7 +11,8 @@ every model once, order rotated; median step time), so the ratios inside a block
 (compilation included: the first step of a compiled model compiles it) are excluded from timing.
 
 Precisions: 'fp32'; 'bf16' = the forward under ``torch.autocast`` bf16, fp32 weights and optimizer; 'fp16' = autocast
-fp16 with a ``torch.amp.GradScaler`` (scale the loss, ``scaler.step``, ``scaler.update``), as Accelerate does. fp16
+fp16 with a ``torch.amp.GradScaler`` (scale the loss, unscale before clipping, ``scaler.step``, ``scaler.update``), as
+Accelerate does (``train.step.AmpOps``). fp16
 needs CUDA: on CPU it is refused with an ``error:`` as the trainer does (Accelerate would silently train in fp32).
 
 MFU = training FLOPs per token x tokens/s / the device's dense peak at that precision (linformer.modeling.flops).
@@ -40,6 +42,7 @@ from tqdm.auto import tqdm
 from ..errors import ConfigError
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..train.compiling import CompileCounts, raise_recompile_limit
+from ..train.step import AmpOps, optimizer_step
 from .common import (
     free_memory,
     interleaved_medians,
@@ -151,6 +154,7 @@ class ThroughputSettings:
     steps: int = 3
     warmup: int = 1
     lr: float = 1e-4
+    max_grad_norm: float = 1.0  # the trainer's clipping (trainer.max_grad_norm's default), part of the timed step
     peak_tflops: float | None = None  # the device's dense peak for MFU (null: the datasheet table in flops.py)
     levers: LeverSettings | dict = field(default_factory=LeverSettings)
     profile: bool = False  # torch.profiler over the lever block's best row -> <name>_profile.md
@@ -310,24 +314,19 @@ def make_optimizer(model: nn.Module, kind: str, lr: float) -> torch.optim.Optimi
     raise ValueError(f"unknown optimizer {kind!r}; expected one of {OPTIMIZERS}")
 
 
-_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+def train_step(model, ops: AmpOps, ids, labels, max_grad_norm: float, attention_mask=None) -> torch.Tensor:
+    """One MLM step, the trainer's own (``train.step.optimizer_step``): one micro-batch, the forward pass under
+    ``ops``' autocast, clipping and the non-finite guard; fp16 through ``ops``' grad scaler, as Accelerate does."""
+    def loss_fn(m, batch):
+        with ops.autocast():
+            return m(**batch).loss
 
-
-def train_step(model, opt, ids, labels, precision: str, device, scaler=None, attention_mask=None) -> float:
-    """One MLM step. fp16 goes through ``scaler`` (a torch.amp.GradScaler) as Accelerate does: scaled backward,
-    ``scaler.step`` (which skips a step whose gradients overflowed), ``scaler.update``."""
-    dtype = _AUTOCAST.get(precision)
-    with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
-        loss = model(input_ids=ids, attention_mask=attention_mask, labels=labels).loss
-    if scaler is not None:
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-    else:
-        loss.backward()
-        opt.step()
-    opt.zero_grad(set_to_none=True)
-    return float(loss.detach())
+    batch = {"input_ids": ids, "labels": labels}
+    if attention_mask is not None:
+        batch["attention_mask"] = attention_mask
+    loss, _, _ = optimizer_step(ops, model, ops.optimizer, [batch], [1], loss_fn, max_grad_norm,
+                                fp16=ops.scaler is not None)
+    return loss
 
 
 class _Models:
@@ -414,11 +413,9 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
         try:
             module = models.get(e, n)
             raw = models.raw[(e.kind, e.k, e.variant.sparse_prediction or e.kind == "roberta")]
-            opt = make_optimizer(raw, e.variant.optimizer, s.lr)
-            scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+            ops = AmpOps(device, precision, make_optimizer(raw, e.variant.optimizer, s.lr))
             mask = ones if e.variant.attention_mask == "ones" else None
-            fn = (lambda m=module, o=opt, sc=scaler, am=mask:
-                  train_step(m, o, ids, labels, precision, device, scaler=sc, attention_mask=am))
+            fn = (lambda m=module, o=ops, am=mask: train_step(m, o, ids, labels, s.max_grad_norm, attention_mask=am))
             info[e.key]["first_step_s"] = timed(fn, device)  # compiles a compiled model
             bar.update(1)
             for i in range(1, warmups(e, s)):

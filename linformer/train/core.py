@@ -5,8 +5,8 @@ The task supplies what is its own: the rank's slice of global micro-batch g (a p
 resume needs only the step), the loss, and the evaluation. The core owns the rest:
 
 - claiming the run directory (lock, identity check, "already complete") and recording it (``linformer.rundir``);
-- gradient accumulation with the loss normalised by the step's global item count (so 2 processes x batch b equal
-  1 process x batch 2b), clipping, and one non-finite guard over the whole step;
+- the optimizer step (``step.optimizer_step``, which the throughput benchmark times too): gradient accumulation with
+  the loss normalised by the step's global item count, clipping, and one non-finite guard over the whole step;
 - checkpoints and exact resume; SIGTERM/SIGINT write a checkpoint (every rank agrees on the stop) and stop;
 - metrics.jsonl and trackers, the progress bar, and the closing summary.
 """
@@ -41,6 +41,7 @@ from ..spec import RunSpec, TrainerSettings
 from . import checkpoint as ckpt
 from .common import init_trackers
 from .compiling import CompileCounts
+from .step import optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -299,26 +300,13 @@ class Trainer:
 
     def _train_step(self, step: int) -> tuple[float, float, int]:
         """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
-        acc, world, accum = self.accelerator, self.accelerator.num_processes, self.settings.grad_accum
         micro, counts = self._step_batches(step)
-        total = acc.reduce(torch.tensor(sum(counts), device=acc.device), "sum").item() if world > 1 else sum(counts)
-        loss_sum = torch.zeros((), device=acc.device)
-        for i, (batch, n) in enumerate(zip(micro, counts)):
-            batch = {k: v.to(acc.device) for k, v in batch.items()}
-            with contextlib.nullcontext() if i == accum - 1 else acc.no_sync(self.model):
-                # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
-                part = self.task.loss(self.model, batch) * n / max(total, 1)
-                acc.backward(part * world)
-                loss_sum += part.detach()
-        loss = acc.reduce(loss_sum, "sum") if world > 1 else loss_sum
-        grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
-        finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
-        if finite or self.settings.mixed_precision == "fp16":  # fp16: the grad scaler skips overflowing steps itself
-            self.optimizer.step()
+        loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
+                                                 self.task.loss, self.settings.max_grad_norm,
+                                                 fp16=self.settings.mixed_precision == "fp16")
         self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
-        tokens = sum(int(b["input_ids"].numel()) for b in micro) * world
+        tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes
         return float(loss), float(grad_norm), tokens
 
     def _step_row(self, step: int, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""One optimizer step over a step's micro-batches: the trainer's (``core.Trainer``) and the throughput benchmark's
+(``bench.throughput``), so that the tokens/s and MFU the benchmark reports are those of the step users run.
+
+The step's loss is the mean over the step's items on every rank: each micro-batch's mean loss is weighted by its
+share of the global item count (so 2 processes x batch b equal 1 process x batch 2b), gradients are clipped, and the
+optimizer steps only when the loss and the gradient norm are finite (fp16 excepted: the grad scaler skips an
+overflowing step itself and lowers its scale).
+
+``ops`` is an ``accelerate.Accelerator`` in training, or anything with the same five members (``AmpOps`` for the
+benchmark, which compares precisions in one process and so cannot build one Accelerator per precision).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+
+def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Tensor]], counts: Sequence[int],
+                   loss_fn: Callable, max_grad_norm: float, fp16: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(the step's loss over every rank, the gradient norm before clipping, whether both were finite)."""
+    world = ops.num_processes
+    total = ops.reduce(torch.tensor(sum(counts), device=ops.device), "sum").item() if world > 1 else sum(counts)
+    loss_sum = torch.zeros((), device=ops.device)
+    for i, (batch, n) in enumerate(zip(micro, counts)):
+        batch = {k: v.to(ops.device) for k, v in batch.items()}
+        with contextlib.nullcontext() if i == len(micro) - 1 else ops.no_sync(model):
+            # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
+            part = loss_fn(model, batch) * n / max(total, 1)
+            ops.backward(part * world)
+            loss_sum += part.detach()
+    loss = ops.reduce(loss_sum, "sum") if world > 1 else loss_sum
+    grad_norm = ops.clip_grad_norm_(model.parameters(), max_grad_norm)
+    finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
+    if finite or fp16:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, torch.as_tensor(grad_norm), finite
+
+
+class AmpOps:
+    """What ``optimizer_step`` needs of an Accelerator, for one process, one precision and one optimizer, as
+    Accelerate does it: the forward pass under autocast (bf16 or fp16), and for fp16 a ``torch.amp.GradScaler``: a
+    scaled backward, gradients unscaled before clipping, ``scaler.step`` (which skips a step whose gradients
+    overflowed) and ``scaler.update``. ``optimizer`` is the one to give ``optimizer_step``."""
+
+    num_processes = 1
+
+    def __init__(self, device: torch.device, precision: str, optimizer: torch.optim.Optimizer):
+        self.device, self._raw = device, optimizer
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+        self.optimizer = optimizer if self.scaler is None else _ScaledOptimizer(optimizer, self.scaler)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.device.type, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def clip_grad_norm_(self, parameters, max_norm: float) -> torch.Tensor:
+        if self.scaler is not None:
+            self.scaler.unscale_(self._raw)
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+
+    def no_sync(self, model) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def reduce(self, tensor: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+        return tensor
+
+
+class _ScaledOptimizer:
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
+        self.optimizer, self.scaler = optimizer, scaler
+
+    def step(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)

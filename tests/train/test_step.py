@@ -1,0 +1,117 @@
+"""The one optimizer step (linformer.train.step), run by the trainer and timed by the throughput benchmark."""
+
+import contextlib
+
+import pytest
+import torch
+
+from linformer.train.step import AmpOps, optimizer_step
+
+
+class _Recorder:
+    """An optimizer that keeps the gradients it was asked to step with."""
+
+    def __init__(self, model):
+        self.model, self.steps = model, []
+
+    def step(self):
+        self.steps.append([p.grad.clone() for p in self.model.parameters()])
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.model.parameters():
+            p.grad = None
+
+
+class _Ranks:
+    """Accelerator stand-in for `world` ranks that all hold the same micro-batches: reduce sums over them; DDP's
+    gradient average over identical ranks leaves each rank's gradient as it is."""
+
+    def __init__(self, world):
+        self.num_processes, self.device = world, torch.device("cpu")
+
+    def reduce(self, tensor, reduction="sum"):
+        return tensor * self.num_processes
+
+    def no_sync(self, model):
+        return contextlib.nullcontext()
+
+    def backward(self, loss):
+        loss.backward()
+
+    def clip_grad_norm_(self, parameters, max_norm):
+        return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
+
+
+def _mean_squared(model, batch):
+    return ((model(batch["x"]) - batch["y"]) ** 2).mean()
+
+
+def _batches():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    return x, y, [{"x": x[:1], "y": y[:1]}, {"x": x[1:], "y": y[1:]}], [1, 3]
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_accumulated_micro_batches_give_the_gradient_of_one_batch_of_all_their_items(world):
+    """Micro-batches of 1 and 3 items: weighted by their share of the step's global item count, their gradient is
+    that of the mean over all 4 items, on any number of ranks (a mean of the two batch means would weigh the first
+    item 3x: normalising by the accumulation count instead of the item count is caught here)."""
+    x, y, micro, counts = _batches()
+    model = torch.nn.Linear(3, 1)
+    opt = _Recorder(model)
+    loss, grad_norm, finite = optimizer_step(_Ranks(world), model, opt, micro, counts, _mean_squared, 1e9)
+    reference = torch.nn.Linear(3, 1)
+    reference.load_state_dict(model.state_dict())
+    whole = _mean_squared(reference, {"x": x, "y": y})
+    whole.backward()
+    assert finite and len(opt.steps) == 1
+    assert loss.item() == pytest.approx(whole.item(), rel=1e-6)  # the mean over every rank's items
+    for got, want in zip(opt.steps[0], (p.grad for p in reference.parameters())):
+        torch.testing.assert_close(got, want)
+    assert grad_norm.item() == pytest.approx(torch.cat([p.grad.flatten() for p in reference.parameters()]).norm()
+                                             .item(), rel=1e-6)
+
+
+def test_gradients_are_clipped_before_the_step():
+    _, _, micro, counts = _batches()
+    model = torch.nn.Linear(3, 1)
+    opt = _Recorder(model)
+    _, grad_norm, _ = optimizer_step(_Ranks(1), model, opt, micro, counts, _mean_squared, 1e-3)
+    assert grad_norm.item() > 1e-3  # the norm before clipping is reported
+    assert torch.cat([g.flatten() for g in opt.steps[0]]).norm().item() == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_a_non_finite_loss_skips_the_step_and_clears_the_gradients():
+    _, _, micro, counts = _batches()
+    model = torch.nn.Linear(3, 1)
+    opt = _Recorder(model)
+    _, _, finite = optimizer_step(_Ranks(1), model, opt, micro, counts,
+                                  lambda m, b: _mean_squared(m, b) * float("nan"), 1.0)
+    assert not finite and opt.steps == [] and all(p.grad is None for p in model.parameters())
+
+
+def test_the_benchmark_s_step_is_the_trainer_s():
+    """AmpOps (the benchmark's, fp32 and bf16 on CPU) moves the weights exactly as a hand-written step of the same
+    loss does: forward (under autocast for bf16), backward, clipping, AdamW."""
+    for precision in ("fp32", "bf16"):
+        _, _, micro, counts = _batches()
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1)
+        reference = torch.nn.Linear(3, 1)
+        reference.load_state_dict(model.state_dict())
+        ops = AmpOps(torch.device("cpu"), precision, torch.optim.AdamW(model.parameters(), lr=0.1))
+
+        def loss_fn(m, b):
+            with ops.autocast():
+                return _mean_squared(m, b)
+
+        optimizer_step(ops, model, ops.optimizer, micro[1:], counts[1:], loss_fn, 0.5)
+        ref_opt = torch.optim.AdamW(reference.parameters(), lr=0.1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = _mean_squared(reference, micro[1])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(reference.parameters()), 0.5)
+        ref_opt.step()
+        for got, want in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
