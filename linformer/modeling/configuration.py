@@ -306,6 +306,11 @@ def _validate_local_global(config: LinformerConfig) -> None:
 # The exact keys beside the projected ones (local_global): fields every record and conversion carries with k
 EXACT_KEY_FIELDS = ("local_window", "global_positions")
 
+# The Linformer's attention fields beside the encoder's own shape: what a converted model (a transfer continued, a
+# distillation student) takes from its settings, and with `attention` what a run's results record of it.
+ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "mask_empty_windows",
+                    "exact_short_inputs", *EXACT_KEY_FIELDS)
+
 
 def exact_keys_label(local_window: int, global_positions) -> str:
     """How reports name the exact local and global keys: 'window 128, global [0, -1]'."""

@@ -30,19 +30,14 @@ from ..data.streams import token_lengths
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
-from ..modeling.configuration import EXACT_KEY_FIELDS
-from ..modeling.convert import CONVERTED_LENGTH_POLICY, from_linformer, is_sequence_classifier
+from ..modeling.configuration import ATTENTION_FIELDS
+from ..modeling.convert import from_linformer, is_sequence_classifier
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..spec import DistillSpec, TrainerSettings
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
-
-# model.* settings of a student converted from the teacher; max_seq_len above the teacher's lengthens the student
-# (its learned positions copied, as Longformer's), for distilling long inputs from a teacher lengthened the same way
-STUDENT_SETTINGS = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY,
-                    *EXACT_KEY_FIELDS)
 
 
 def load_teacher(teacher_path: str, num_labels: int, task: str):
@@ -111,7 +106,9 @@ class DistillTask(FinetuneTask):
         self.teacher = load_teacher(self.teacher_path, self.task_spec.num_labels, self.task_spec.name)
         teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
         if run.student_path is None:
-            settings = {k: v for k, v in run.model.items() if k in STUDENT_SETTINGS and v is not None}
+            # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
+            # for distilling long inputs from a teacher lengthened the same way
+            settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
             student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
                 if d.lengthen_teacher:

@@ -26,7 +26,7 @@ from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..errors import ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info
-from ..modeling.configuration import EXACT_KEY_FIELDS
+from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.loading import (
     check_tokenizer_fits,
     load_classifier,
@@ -39,8 +39,7 @@ from ..spec import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
 
 # The model's architecture as results.json records it: what a report's rows are told apart by.
-ARCH_KEYS = ("attention", "max_seq_len", "projected_dim", "sharing", "length_policy", "exact_short_inputs",
-             "mask_empty_windows", *EXACT_KEY_FIELDS, "classifier_pooling")
+ARCH_KEYS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
 
 
 def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):

@@ -33,7 +33,7 @@ from ..data.streams import BlockStream
 from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
-from ..modeling.configuration import EXACT_KEY_FIELDS
+from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import load_pretrained, resolve_model_path
 from ..modeling.reference import full_attention, squared_relative_error
@@ -210,11 +210,6 @@ class TransferTask(TrainingTask):
         write_model_card(model_dir, info)
 
 
-# LinformerConfig fields a continued transfer keeps from the model it continues
-ARCHITECTURE = ("max_seq_len", "projected_dim", "sharing", "projection", *CONVERTED_LENGTH_POLICY,
-                *EXACT_KEY_FIELDS)
-
-
 def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> tuple[LinformerModel, dict]:
     """The Linformer at `path` (model_path `given`), made by an earlier transfer of E and F only, to transfer further
     (LoLCATs' order: the new attention first, then every weight). Its other weights are still the source's, so the
@@ -231,7 +226,7 @@ def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> t
                           "are no longer the source's, so they cannot be the teacher. Continue from a transfer with "
                           "transfer.train=projections (E and F first, then the rest), or transfer from the source.")
     model = load_pretrained(LinformerModel, path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    for key in ARCHITECTURE:
+    for key in ATTENTION_FIELDS:  # a continued transfer keeps the model it continues
         want, have = settings.get(key), getattr(model.config, key)
         if want is not None and want != have:
             raise ConfigError(f"model.{key}={want} but model_path={given} is a Linformer with {key}={have}: a "
