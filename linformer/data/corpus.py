@@ -432,43 +432,15 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     # 2. tokenize with datasets.map (batched, num_proc workers that die with this process; cache files in tmp)
     t0 = time.perf_counter()
     paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
-    features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
     nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
-    with children_die_with_parent():
-        tokd = paras.map(
-            _Tokenize(str(tokenizer_dir)),
-            batched=True,
-            batch_size=batch_size,
-            num_proc=nproc if nproc > 1 else None,
-            remove_columns=["text"],
-            features=features,
-            cache_file_name=str(work / "tokens.arrow"),
-            new_fingerprint=f"tok-{key or os.getpid()}",
-            desc="tokenize",
-        )
+    tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key)
     t_tok = time.perf_counter() - t0
 
     # 3. choose validation documents, then pack each split
     t0 = time.perf_counter()
-    docs_col = tokd.data.column("doc").to_numpy()
     lens = pc.list_value_length(tokd.data.column("ids")).to_numpy(zero_copy_only=False).astype(np.int64)
     n_docs = len(doc_keys)
-    para_per_doc = np.bincount(docs_col, minlength=n_docs)
-    doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
-    is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
-    packers = {
-        "train": _Packer(work / "train.arrow", n, bos, eos, sep, nl),
-        "validation": _Packer(work / "validation.arrow", n, bos, eos, sep, nl),
-    }
-    for tbl in tokd.with_format("arrow").iter(batch_size=20000):
-        ids_col = tbl.column("ids").combine_chunks()
-        offsets = ids_col.offsets.to_numpy()
-        values = ids_col.values.to_numpy()
-        docs = tbl.column("doc").to_numpy()
-        for j in range(len(docs)):
-            d = int(docs[j])
-            packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
-    splits = {name: p.close() for name, p in packers.items()}
+    splits = _pack(tokd, lens, doc_keys, work, n, val_fraction, seed, (bos, eos, sep, nl))
     if splits["train"]["blocks"] == 0:
         raise CorpusError(
             f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
@@ -514,6 +486,47 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     }
     write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int, key: str | None):
+    """The paragraphs as token ids (columns doc, ids), by ``datasets.map`` in ``nproc`` workers that die with this
+    process, cached in ``work``."""
+    import datasets
+
+    features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
+    with children_die_with_parent():
+        return paras.map(
+            _Tokenize(str(tokenizer_dir)),
+            batched=True,
+            batch_size=batch_size,
+            num_proc=nproc if nproc > 1 else None,
+            remove_columns=["text"],
+            features=features,
+            cache_file_name=str(work / "tokens.arrow"),
+            new_fingerprint=f"tok-{key or os.getpid()}",
+            desc="tokenize",
+        )
+
+
+def _pack(tokd, lens: np.ndarray, doc_keys: list, work: Path, n: int, val_fraction: float, seed: int,
+          structure: tuple[int, int, int, int]) -> dict[str, dict]:
+    """Choose the validation documents, then pack each split's paragraphs into n-token blocks in ``work``
+    (<name>.arrow); returns each split's counts. ``structure``: the bos, eos, sep and newline ids."""
+    docs_col = tokd.data.column("doc").to_numpy()
+    n_docs = len(doc_keys)
+    para_per_doc = np.bincount(docs_col, minlength=n_docs)
+    doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
+    is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
+    packers = {name: _Packer(work / f"{name}.arrow", n, *structure) for name in ("train", "validation")}
+    for tbl in tokd.with_format("arrow").iter(batch_size=20000):
+        ids_col = tbl.column("ids").combine_chunks()
+        offsets = ids_col.offsets.to_numpy()
+        values = ids_col.values.to_numpy()
+        docs = tbl.column("doc").to_numpy()
+        for j in range(len(docs)):
+            d = int(docs[j])
+            packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
+    return {name: p.close() for name, p in packers.items()}
 
 
 def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
