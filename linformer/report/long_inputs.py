@@ -12,19 +12,99 @@ which reads each example's first tokens only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
+from ..data.io import default_data_mirror, resolve_path
+from ..data.tasks import TASKS, load_task
+from ..errors import ConfigError
 from ..files import atomic_write, write_json
 from ..modeling.configuration import exact_keys_label
-from ..modeling.convert import NO_EXACT_KEYS, from_linformer
+from ..modeling.convert import NO_EXACT_KEYS, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
+from ..modeling.loading import resolve_model_path
 from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
+
+
+@dataclass
+class Examples:
+    """What a measurement runs on: the classifier (its directory and n), the students by row name, and the eval
+    examples longer than the classifier's n (token ids, labels; how many there were of that length)."""
+    classifier: str
+    base_n: int
+    students: dict[str, str]
+    ids: list[list[int]]
+    labels: np.ndarray
+    longer: int
+    pad_id: int
+
+
+def prepare(given: str, task: str, ns: list[int], k: int, examples: int, students: list[str]) -> Examples:
+    """Check the classifier (a finetuned Linformer classifier in full mode, n below every ``ns``, k below every n)
+    and each student (a Linformer sequence classifier of the classifier's vocabulary), then draw ``examples`` of
+    the task's eval examples longer than the classifier's n at random (0: all). ConfigError naming the option."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ..train.distill import check_same_vocabulary
+
+    classifier = resolve_model_path(given, "--classifier")
+    config = AutoConfig.from_pretrained(classifier)
+    base_n = getattr(config, "max_seq_len", None)
+    if config.model_type != "linformer" or getattr(config, "attention", None) != "full":
+        what = f"a {config.model_type} model"
+        if config.model_type == "linformer":
+            what = (f"a classifier with {config.attention_label} attention (the Linformer rows are built from the "
+                    "full-attention one)")
+        raise ConfigError(f"--classifier {given}: a finetuned Linformer classifier in full mode (a finetuning run of "
+                          f"a converted model), not {what}")
+    if min(ns) <= base_n or k >= min(ns):
+        raise ConfigError(f"--ns {ns} --k {k}: every n must be above the classifier's n = {base_n}, and k below "
+                          "every n")
+    tokenizer = AutoTokenizer.from_pretrained(classifier)
+    named = {}
+    for student_given in students:
+        path = resolve_model_path(student_given, "--students")
+        student = AutoConfig.from_pretrained(path)
+        if student.model_type != "linformer" or not is_sequence_classifier(student):
+            raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
+                              f"{', '.join(student.architectures or [student.model_type])}")
+        check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(path), classifier, path)
+        exact = f" + {exact_keys_label(student.local_window, student.global_positions)}" \
+            if student.local_window or student.global_positions else ""
+        named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
+    split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns),
+                      splits=("eval",), cache_dir=resolve_path("data/cache/tasks"))["eval"]
+    lengths = np.array([len(x) for x in split["input_ids"]])
+    long = np.flatnonzero(lengths > base_n)
+    if not len(long):
+        raise ConfigError(f"--task {task}: no eval example is longer than {base_n} tokens")
+    if examples and examples < len(long):
+        long = np.sort(np.random.default_rng(0).choice(long, examples, replace=False))
+    rows = split.select(long.tolist())
+    return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]),
+                    int((lengths > base_n).sum()), tokenizer.pad_token_id)
+
+
+def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: str, provenance: list[str]
+           ) -> list[str]:
+    """The report's lines above the table: what was measured, on which examples, how, where and by which command."""
+    lens = result["lengths"]
+    return [(f"Classifier: `{given}` (finetuned at n = {run.base_n}); positions extended by copying its learned rows; "
+             f"the Linformer twin: k = {k}, {sharing}, E/F as window means, the converted length policy. Nothing "
+             "trained at the new lengths" + (f" but the students: {', '.join(run.students)}." if run.students
+                                             else ".")),
+            (f"Examples: {len(run.ids)} {task} eval examples longer than {run.base_n} tokens (of {run.longer}; "
+             f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
+            ("Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved rounds), "
+             "and their ratios to full attention at the same n, measured side by side."),
+            *provenance]
 
 
 def truncate(ids: list[int], n: int) -> list[int]:
