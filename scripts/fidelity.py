@@ -7,13 +7,10 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse,
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
-from linformer.cli import cli_errors
 from linformer.errors import ConfigError
-from linformer.files import made_by, output_files
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import fidelity
+from linformer.report import fidelity, measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,14 +26,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "changes, not fidelity to the source")
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
     ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
-    ap.add_argument("--out", default="outputs/reports/fidelity", help="writes <out>.md, .json and .png")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace whatever is at the output paths (else only an earlier fidelity report of the "
-                         "same models and options)")
+    measured.add_output_options(ap, "outputs/reports/fidelity")
     args = ap.parse_args(argv)
-    outputs = [f"{args.out}.{ext}" for ext in ("md", "json", "png")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}  # which models, how measured
-    with cli_errors(), output_files(outputs, made_by("fidelity", settings), args.overwrite):
+    with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         if min(args.lengths) < 2 or args.blocks < 1:
             raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
         models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="
@@ -46,8 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = fidelity.SELF_REFERENCE if source is None else f"{args.source} with full attention"
         fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]),
                               reference)
-    print(Path(f"{args.out}.md").read_text())
-    print(f"wrote {args.out}.md, .json and .png")
+    measured.show(args.out)
     return 0
 
 
