@@ -145,78 +145,90 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     """
     _check(stages)
     jobs = max(1, int(jobs))
-    cores = cores or os.cpu_count() or 1
-    threads = max(1, cores // jobs)
     if jobs > 1 and log_dir is None:
         raise ValueError("log_dir is required when jobs > 1 (each stage logs to its own file)")
-    finished = {s.name for s in stages if s.finished or (s.keep is not None and s.keep() and s.finished)}
-    todo = wanted(stages, finished)
-    running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
-    times: dict[str, float] = {}
-    failures: list[str] = []
-    env = os.environ | ({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if jobs > 1 else {})
+    runner = _Runner(stages, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs))
+    with sigterm_interrupts():
+        try:
+            runner.loop()
+        except KeyboardInterrupt:
+            _stop(runner.running)
+            raise
+    if runner.failures:
+        left = f"; not started: {', '.join(s.name for s in runner.todo)}" if runner.todo else ""
+        raise StageFailed("stage(s) failed:\n" + "\n".join(runner.failures) + left +
+                          "\nFix the cause and run the same command again: finished stages are skipped.")
+    return runner.times
 
-    def start(s: Stage) -> None:
+
+class _Runner:
+    """run_stages' state: the stages to run, those running (stage, process, start time, log), the finished ones,
+    wall times and failures."""
+
+    def __init__(self, stages: list[Stage], jobs: int, cwd: Path | None, log_dir: Path | None, threads: int):
+        self.jobs, self.cwd, self.log_dir, self.threads = jobs, cwd, log_dir, threads
+        self.finished = {s.name for s in stages if s.finished or (s.keep is not None and s.keep() and s.finished)}
+        self.todo = wanted(stages, self.finished)
+        self.running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
+        self.times: dict[str, float] = {}
+        self.failures: list[str] = []
+        self.env = os.environ | ({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+                                 if jobs > 1 else {})
+
+    def start(self, s: Stage) -> None:
         line = shlex.join(s.argv)
         log = None
-        if jobs > 1:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            log = log_dir / f"{_slug(s.name)}.log"
+        if self.jobs > 1:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = self.log_dir / f"{_slug(s.name)}.log"
             with log.open("w") as fh:
                 fh.write(f"$ {line}\n")
             out = log.open("a")
-            print(f"[start] {s.name} ({threads} thread{'s' * (threads > 1)}; log {log}): {line}", flush=True)
-            proc = subprocess.Popen(s.argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            print(f"[start] {s.name} ({self.threads} thread{'s' * (self.threads > 1)}; log {log}): {line}",
+                  flush=True)
+            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
             out.close()
         else:
             print(f"\n==> {s.name}: {line}", flush=True)
-            proc = subprocess.Popen(s.argv, cwd=cwd, env=env)
-        running[s.name] = (s, proc, time.perf_counter(), log)
+            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env)
+        self.running[s.name] = (s, proc, time.perf_counter(), log)
 
-    def loop() -> None:
-        while todo or running:
-            ready = [s for s in todo if all(n in finished for n in s.needs)] if not failures else []
+    def loop(self) -> None:
+        while self.todo or self.running:
+            ready = [s for s in self.todo if all(n in self.finished for n in s.needs)] if not self.failures else []
             already = [s for s in ready if s.finished]  # written meanwhile by a stage it needs
             for s in already:
-                todo.remove(s)
-                finished.add(s.name)
+                self.todo.remove(s)
+                self.finished.add(s.name)
             if already:
                 continue
-            for s in ready[: jobs - len(running)]:
-                todo.remove(s)
-                start(s)
-            if not running:
-                if failures:
+            for s in ready[: self.jobs - len(self.running)]:
+                self.todo.remove(s)
+                self.start(s)
+            if not self.running:
+                if self.failures:
                     return
-                blocked = ", ".join(s.name for s in todo)
+                blocked = ", ".join(s.name for s in self.todo)
                 raise StageFailed(f"stages wait on stages that cannot finish: {blocked}")
             time.sleep(0.5)
-            for name, (s, proc, t0, log) in list(running.items()):
-                rc = proc.poll()
-                if rc is None:
-                    continue
-                del running[name]
-                times[name] = round(time.perf_counter() - t0, 1)
-                where = f" (log: {log})" if log else ""
-                if rc == 0 and s.keep is not None:
-                    s.keep()
-                if rc != 0 or not s.finished:
-                    why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
-                    failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
-                    print(f"[failed] {name}: {why}{where}", flush=True)
-                else:
-                    finished.add(name)
-                    if jobs > 1:
-                        print(f"[done]  {name} in {times[name]:.0f} s", flush=True)
+            self.collect()
 
-    with sigterm_interrupts():
-        try:
-            loop()
-        except KeyboardInterrupt:
-            _stop(running)
-            raise
-    if failures:
-        left = f"; not started: {', '.join(s.name for s in todo)}" if todo else ""
-        raise StageFailed("stage(s) failed:\n" + "\n".join(failures) + left +
-                          "\nFix the cause and run the same command again: finished stages are skipped.")
-    return times
+    def collect(self) -> None:
+        """Record the stages that have exited: finished, or failed (with why and where its log is)."""
+        for name, (s, proc, t0, log) in list(self.running.items()):
+            rc = proc.poll()
+            if rc is None:
+                continue
+            del self.running[name]
+            self.times[name] = round(time.perf_counter() - t0, 1)
+            where = f" (log: {log})" if log else ""
+            if rc == 0 and s.keep is not None:
+                s.keep()
+            if rc != 0 or not s.finished:
+                why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
+                self.failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
+                print(f"[failed] {name}: {why}{where}", flush=True)
+            else:
+                self.finished.add(name)
+                if self.jobs > 1:
+                    print(f"[done]  {name} in {self.times[name]:.0f} s", flush=True)
