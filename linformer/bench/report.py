@@ -195,71 +195,16 @@ def _tokens_per_step(s) -> str:
 
 
 def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
-    from .throughput import Variant  # the lever names (imported here: throughput imports nothing from report)
-
     s = meta["settings"]
-    m = meta["machine"]
     grid = [r for r in rows if r.get("section", "grid") == "grid"]
     levers = [r for r in rows if r.get("section") == "levers"]
-    shape = " (the RoBERTa-base shape)" if s.is_base_shape() else ""
-    peaks = {r["precision"]: r["peak_tflops"] for r in rows if r.get("peak_tflops")}
-    compiled_where = ""
-    if True in s.compile:
-        compiled_where = (" at n = " + ", ".join(str(n) for n in s.compile_ns) if s.compile_ns is not None else "") + (
-            " in " + ", ".join(s.compile_precisions) if s.compile_precisions is not None else "")
-    out = [
-        "# Training throughput and MFU: one MLM step (forward, backward, AdamW)",
-        "",
-        (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
-         f"`{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
-         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}."),
-        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}"
-         + (f" (ours padded to {round_up(s.vocab, s.pad_vocab_to_multiple_of)} rows, the padding masked out)"
-            if round_up(s.vocab, s.pad_vocab_to_multiple_of) > s.vocab else "") + ", "
-         f"dropout {s.dropout}; {_tokens_per_step(s)}, random ids, nothing padded, "
-         f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
-         f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
-         "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),
-        ("Step: the trainer's (forward, backward, gradients clipped to norm "
-         f"{s.max_grad_norm}, the non-finite check, AdamW); bf16 = `torch.autocast` bf16 forward with fp32 weights and "
-         "optimizer state; fp16 = autocast fp16 with a `torch.amp.GradScaler` (scaled backward, unscaled before "
-         "clipping, `scaler.step`, `scaler.update`, as Accelerate does); fp32 = no autocast. Grid: {s.optimizer} AdamW, {'sparse' if s.sparse_prediction else 'full'} MLM logits for ours, "
-         f"attention_mask={'None' if s.attention_mask == 'none' else 'all ones'}; compile = `torch.compile(model, "
-         f"dynamic=False{', mode=' + repr(s.compile_mode) if s.compile_mode else ''})`"
-         + (f", compiled rows only{compiled_where}" if compiled_where else "") + "."),
-        (f"Timing: {max(1, s.warmup)} warm-up step(s), {max(1, s.warmup, s.compile_warmup)} for a compiled model (its "
-         "first step compiles; the compile time shown is that step's time less the median step), excluded; then "
-         f"{s.steps} interleaved rounds per block (each round runs every model of the block once, order rotated; the "
-         "device synchronised around each step), median step time. Ratios are side by side inside one block."),
-        ("MFU = training FLOPs per token x tokens/s / the device's dense peak at that precision ("
-         + (", ".join(f"{p}: {v:.3g} TFLOP/s" for p, v in peaks.items()) or "peak unknown") + "). FLOPs per token "
-         "from `linformer/modeling/flops.py` (`training_flops_per_token`: 3x the forward's matmuls): each model is "
-         "credited with what it executes - ours with its own count (the Linformer's with k; the MLM head on the "
-         "batch's labelled fraction with sparse logits, on every token with full logits), HF RoBERTa with the "
-         "full-attention count and the head on every token (mlm_fraction = 1.0). MFU says how busy the GPU is; "
-         "\"vs HF RoBERTa\" (tokens/s ratio) says how much faster the same tokens train."),
-    ]
+    out = ["# Training throughput and MFU: one MLM step (forward, backward, clipping, AdamW)", "",
+           *_throughput_setup(rows, s, meta["machine"])]
     if meta.get("note"):
         out.append(meta["note"])
     if command:
         out += ["", "Command:", "", "```bash", command, "```"]
-    target = meta.get("target") or {}
-    best = target.get("best")
-    if target:
-        head = f"**Target: at least {target['target']:.0%} MFU for the base model at n = 512.** "
-        if best is None:
-            out += ["", head + "No row of ours with sparse MLM logits at n = 512 was measured."]
-        else:
-            verdict = ("**met**" if target["met"] else "**missed**") if target["applies"] else (
-                "not assessed: this run's model is not the base shape")
-            line = (f"{head}Best row of ours at n = 512 training as pretraining does (sparse MLM logits): "
-                    f"{best['label']} ({_variant_words(best)}), {_pct(best['mfu'])} MFU: {verdict}.")
-            dense = target.get("best_full_logits")
-            if dense is not None:
-                line += (f" (With full logits, {dense['label']} reaches {_pct(dense['mfu'])} MFU at "
-                         f"{_tokens(dense['tokens_per_s'])} tokens/s against {_tokens(best['tokens_per_s'])}: more "
-                         "FLOPs per token, so a busier GPU that trains slower.)")
-            out += ["", line]
+    out += _target_lines(meta.get("target") or {})
     if meta.get("compiles_during_timing"):
         out += ["", (f"Warning: {meta['compiles_during_timing']} graph(s) were compiled during timed steps; raise "
                      "throughput.compile_warmup.")]
@@ -277,30 +222,101 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         out += ["", ("Step memory: the most a step allocates above the live models and optimizer states "
                      "(`torch.cuda.max_memory_allocated`, last warm-up step).")]
     if levers:
-        L = s.levers
-        base = L.base_variant()
-        out += ["", f"## Levers (n = {L.n}, {L.precision}): one change at a time from the base configuration", "",
-                ("Base: " + ", ".join(base.describe(lever) for lever in ("compile", "optimizer", "sparse_prediction",
-                                                                         "attention_mask"))
-                 + ". Each other row flips one lever. Every row of this table is timed in one interleaved block, so "
-                 "\"vs base\" (base step time / this step time; below 1x = slower than the base) is a ratio inside one "
-                 "run. An all-ones attention_mask is what the pretraining collator builds for packed blocks: eager, "
-                 "our model turns it into no mask (`mask.all()`, one host sync per forward); compiled, it keeps "
-                 "the mask (no host sync, no graph break), so the trainer drops an all-ones mask on the host "
-                 "before the forward."),
-                "", "| model | lever | setting | step | tokens/s | MFU | vs base | compile |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in levers:
-            lever = r["lever"]
-            v = Variant(r["compile"], r["optimizer"], r["sparse_prediction"], r["attention_mask"])
-            setting = "base" if lever == "base" else v.describe(lever)
-            out.append(f"| {r['label']} | {lever} | {setting} | {_step_cell(r)} | {_tokens(r.get('tokens_per_s'))} | "
-                       f"{_pct(r.get('mfu'))} | {_x(r.get('speedup_vs_base'))} | {_compile_cell(r)} |")
+        out += _levers_table(levers, s)
     if meta.get("profile"):
         out += ["", ("Where the time of the best configuration goes (torch.profiler, kernels by category): "
                      f"`{meta.get('profile_path', '<name>_profile.md')}`.")]
     out += ["", f"Run time: {meta.get('elapsed_s', 0):.0f} s, compilation included."]
     return "\n".join(out) + "\n"
+
+
+def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
+    """The paragraphs that say what was timed: machine, model, step, timing and how MFU is counted."""
+    shape = " (the RoBERTa-base shape)" if s.is_base_shape() else ""
+    peaks = {r["precision"]: r["peak_tflops"] for r in rows if r.get("peak_tflops")}
+    compiled_where = ""
+    if True in s.compile:
+        compiled_where = (" at n = " + ", ".join(str(n) for n in s.compile_ns) if s.compile_ns is not None else "") + (
+            " in " + ", ".join(s.compile_precisions) if s.compile_precisions is not None else "")
+    return [
+        (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
+         f"`{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
+         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}."),
+        (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}"
+         + (f" (ours padded to {round_up(s.vocab, s.pad_vocab_to_multiple_of)} rows, the padding masked out)"
+            if round_up(s.vocab, s.pad_vocab_to_multiple_of) > s.vocab else "") + ", "
+         f"dropout {s.dropout}; {_tokens_per_step(s)}, random ids, nothing padded, "
+         f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
+         f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
+         "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),
+        ("Step: the trainer's (forward, backward, gradients clipped to norm "
+         f"{s.max_grad_norm}, the non-finite check, AdamW); bf16 = `torch.autocast` bf16 forward with fp32 weights and "
+         "optimizer state; fp16 = autocast fp16 with a `torch.amp.GradScaler` (scaled backward, unscaled before "
+         "clipping, `scaler.step`, `scaler.update`, as Accelerate does); fp32 = no autocast. "
+         f"Grid: {s.optimizer} AdamW, {'sparse' if s.sparse_prediction else 'full'} MLM logits for ours, "
+         f"attention_mask={'None' if s.attention_mask == 'none' else 'all ones'}; compile = `torch.compile(model, "
+         f"dynamic=False{', mode=' + repr(s.compile_mode) if s.compile_mode else ''})`"
+         + (f", compiled rows only{compiled_where}" if compiled_where else "") + "."),
+        (f"Timing: {max(1, s.warmup)} warm-up step(s), {max(1, s.warmup, s.compile_warmup)} for a compiled model (its "
+         "first step compiles; the compile time shown is that step's time less the median step), excluded; then "
+         f"{s.steps} interleaved rounds per block (each round runs every model of the block once, order rotated; the "
+         "device synchronised around each step), median step time. Ratios are side by side inside one block."),
+        ("MFU = training FLOPs per token x tokens/s / the device's dense peak at that precision ("
+         + (", ".join(f"{p}: {v:.3g} TFLOP/s" for p, v in peaks.items()) or "peak unknown") + "). FLOPs per token "
+         "from `linformer/modeling/flops.py` (`training_flops_per_token`: 3x the forward's matmuls): each model is "
+         "credited with what it executes - ours with its own count (the Linformer's with k; the MLM head on the "
+         "batch's labelled fraction with sparse logits, on every token with full logits), HF RoBERTa with the "
+         "full-attention count and the head on every token (mlm_fraction = 1.0). MFU says how busy the GPU is; "
+         "\"vs HF RoBERTa\" (tokens/s ratio) says how much faster the same tokens train."),
+    ]
+
+
+def _target_lines(target: dict) -> list[str]:
+    """The MFU target's verdict on the best row of ours at n = 512 (nothing when the run has no target)."""
+    out: list[str] = []
+    best = target.get("best")
+    if target:
+        head = f"**Target: at least {target['target']:.0%} MFU for the base model at n = 512.** "
+        if best is None:
+            out += ["", head + "No row of ours with sparse MLM logits at n = 512 was measured."]
+        else:
+            verdict = ("**met**" if target["met"] else "**missed**") if target["applies"] else (
+                "not assessed: this run's model is not the base shape")
+            line = (f"{head}Best row of ours at n = 512 training as pretraining does (sparse MLM logits): "
+                    f"{best['label']} ({_variant_words(best)}), {_pct(best['mfu'])} MFU: {verdict}.")
+            dense = target.get("best_full_logits")
+            if dense is not None:
+                line += (f" (With full logits, {dense['label']} reaches {_pct(dense['mfu'])} MFU at "
+                         f"{_tokens(dense['tokens_per_s'])} tokens/s against {_tokens(best['tokens_per_s'])}: more "
+                         "FLOPs per token, so a busier GPU that trains slower.)")
+            out += ["", line]
+    return out
+
+
+def _levers_table(levers: list[dict], s) -> list[str]:
+    """The lever block: one change at a time from the base configuration, timed in one interleaved block."""
+    from .throughput import Variant  # the lever names (imported here: throughput imports nothing from report)
+
+    L = s.levers
+    base = L.base_variant()
+    out = ["", f"## Levers (n = {L.n}, {L.precision}): one change at a time from the base configuration", "",
+            ("Base: " + ", ".join(base.describe(lever) for lever in ("compile", "optimizer", "sparse_prediction",
+                                                                     "attention_mask"))
+             + ". Each other row flips one lever. Every row of this table is timed in one interleaved block, so "
+             "\"vs base\" (base step time / this step time; below 1x = slower than the base) is a ratio inside one "
+             "run. An all-ones attention_mask is what the pretraining collator builds for packed blocks: eager, "
+             "our model turns it into no mask (`mask.all()`, one host sync per forward); compiled, it keeps "
+             "the mask (no host sync, no graph break), so the trainer drops an all-ones mask on the host "
+             "before the forward."),
+            "", "| model | lever | setting | step | tokens/s | MFU | vs base | compile |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in levers:
+        lever = r["lever"]
+        v = Variant(r["compile"], r["optimizer"], r["sparse_prediction"], r["attention_mask"])
+        setting = "base" if lever == "base" else v.describe(lever)
+        out.append(f"| {r['label']} | {lever} | {setting} | {_step_cell(r)} | {_tokens(r.get('tokens_per_s'))} | "
+                   f"{_pct(r.get('mfu'))} | {_x(r.get('speedup_vs_base'))} | {_compile_cell(r)} |")
+    return out
 
 
 def profile_markdown(meta: dict, command: str = "") -> str:

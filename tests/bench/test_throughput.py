@@ -152,6 +152,9 @@ def test_target_line_is_computed_from_the_rows():
     meta = {"settings": s, "machine": {"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}, "target": target}
     md = throughput_markdown(rows, meta, "cmd")
     assert f"at least {TARGET_MFU:.0%} MFU" in md and "41.0% MFU: **met**" in md and "`cuda` (**NVIDIA H100 80GB HBM3**)" in md
+    # the step named as timed: the trainer's, its clipping and the grid's settings filled in
+    assert "Step: the trainer's (forward, backward, gradients clipped to norm 1.0," in md
+    assert "Grid: fused AdamW, sparse MLM logits for ours, attention_mask=None" in md and "{s." not in md
     rows[1]["mfu"] = 0.39
     assert mfu_target(rows, s)["met"] is False
     assert mfu_target(rows, ThroughputSettings())["met"] is None  # not the base shape: not assessed
