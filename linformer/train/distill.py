@@ -198,7 +198,7 @@ class DistillTask(FinetuneTask):
         same = sum(p == q for p, q in zip(self.last_eval[0], self.teacher_predictions))
         return scores | {"eval_agreement": same / max(len(self.teacher_predictions), 1)}
 
-    def record_on_card(self, trainer: Trainer, metrics: dict) -> None:
+    def keep_results(self, trainer: Trainer, metrics: dict) -> None:
         """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
         model_dir = trainer.run_dir / "model"
         trainer.save_model(model_dir)

@@ -145,8 +145,9 @@ class FinetuneTask(TrainingTask):
         if self.save_best:
             trainer.save_model(trainer.run_dir / "best")
 
-    def record_on_card(self, trainer: Trainer, metrics: dict) -> None:
-        """A converted or transferred model's card lists the results finetuned from it."""
+    def keep_results(self, trainer: Trainer, metrics: dict) -> None:
+        """Where the run's results go beyond results.json: a converted or transferred model's card lists the results
+        finetuned from it. (Distillation saves its student here, the model the results belong to.)"""
         if trainer.main and read_card_info(self.model_path):
             add_results(self.model_path, self.task_spec.name, metrics, trainer.run_dir)
 
@@ -181,7 +182,7 @@ class FinetuneTask(TrainingTask):
             "steps": trainer.state["step"],
             "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
         }
-        self.record_on_card(trainer, metrics)
+        self.keep_results(trainer, metrics)
         score = metrics.get(self.task_spec.metrics[0])
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
