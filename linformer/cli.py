@@ -142,7 +142,7 @@ def hydra_main(config_name: str) -> Callable:
     register_resolvers()
 
     def decorate(fn: Callable) -> Callable:
-        start: dict = {}  # when the command started, and whether its run directory was there before it
+        start: dict = {}  # when the command started, and the nearest folder on the way to its run dir that existed
 
         @functools.wraps(fn)
         def body(cfg):
