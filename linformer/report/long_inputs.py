@@ -244,8 +244,10 @@ def plot(result: dict, path: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("n (tokens)")
         ax.set_title(title)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    # one legend under the panels: the rows' names are long (a student's says what it is)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * (len(labels) + 1) / 2, 1, 1))
     save_figure(fig, path)
 
 
