@@ -102,7 +102,7 @@ def test_the_benchmark_s_step_is_the_trainer_s():
         reference.load_state_dict(model.state_dict())
         ops = AmpOps(torch.device("cpu"), precision, torch.optim.AdamW(model.parameters(), lr=0.1))
 
-        def loss_fn(m, b):
+        def loss_fn(m, b, ops=ops):
             with ops.autocast():
                 return _mean_squared(m, b)
 
