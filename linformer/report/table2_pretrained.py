@@ -246,7 +246,7 @@ def targets(rows: list[dict]) -> list[str]:
     t = teacher["tasks"]
     if "sst2" in t:
         ok = t["sst2"]["acc"] >= TEACHER_TARGET
-        out.append(f"Teacher SST-2 >= {TEACHER_TARGET:g}: {'met' if ok else 'missed'} ({t['sst2']['acc']:.1f}).")
+        out.append(f"Teacher SST-2 >= {TEACHER_TARGET:g}: {'met' if ok else 'missed'} ({fmt1(t['sst2']['acc'])}).")
     if "sst2" in t and len(t["sst2"]["seeds"]) < SEEDS:
         out.append(f"(The teacher's SST-2 has {len(t['sst2']['seeds'])} seed(s); the targets need {SEEDS}.)")
     for r in rows:
@@ -258,7 +258,7 @@ def targets(rows: list[dict]) -> list[str]:
                 seeds = len(cell["seeds"])
                 verdict = ("met" if gap >= -within else "missed") if seeds >= SEEDS else \
                     f"not decided: {seeds} seed(s) of {SEEDS}"
-                out.append(f"{r['name']}, {TASK_NAMES[task]} within {within:g} of the teacher: {verdict} ({gap:+.1f}).")
+                out.append(f"{r['name']}, {TASK_NAMES[task]} within {within:g} of the teacher: {verdict} ({fmt1(gap, True)}).")
     for r in rows:
         if r["transfer"] or r["attention"] == "full" or "imdb" not in r["tasks"] or "imdb" not in t:
             continue
@@ -268,10 +268,10 @@ def targets(rows: list[dict]) -> list[str]:
         if partner is None:
             continue
         if gap <= 1.0:
-            out.append(f"{r['name']}, IMDB: the gap without transfer is {gap:.1f} (<= 1): nothing to close.")
+            out.append(f"{r['name']}, IMDB: the gap without transfer is {fmt1(gap)} (<= 1): nothing to close.")
             continue
         closed = (partner["tasks"]["imdb"]["acc"] - r["tasks"]["imdb"]["acc"]) / gap
-        out.append(f"{r['name']}, IMDB: transfer closes {100 * closed:.0f}% of the {gap:.1f}-point gap "
+        out.append(f"{r['name']}, IMDB: transfer closes {100 * closed:.0f}% of the {fmt1(gap)}-point gap "
                    f"({'met' if closed >= CLOSES else 'missed'}: target {100 * CLOSES:.0f}%).")
     return out
 

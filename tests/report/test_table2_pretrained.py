@@ -225,3 +225,13 @@ def test_a_damaged_or_mismatched_record_stops_the_table_naming_the_file(runs):
 def test_the_header_names_where_the_runs_were_made_not_only_where_the_report_is():
     runs = [{"device": "NVIDIA H200"}] * 3 + [{"device": "CPU: AMD EPYC"}, {}]
     assert tp.run_devices(runs) == "NVIDIA H200 (3 runs), CPU: AMD EPYC (1 run), not recorded (1 run)"
+
+
+def test_target_gaps_round_halves_away_from_zero_as_the_table_does():
+    """87.40 against 87.65 is -0.25: the targets say -0.3, as the table's paired difference prints it (Python's
+    format printed -0.2, the binary value being -0.2499...)."""
+    teacher = {"name": "full attention (teacher)", "transfer": False, "attention": "full", "k": None,
+               "tasks": {"imdb": {"acc": 87.65, "seeds": {0: 0, 1: 0, 2: 0}}}}
+    row = {"name": "local", "transfer": True, "attention": "linformer", "k": 128, "sharing": "layerwise",
+           "policy": tp.TARGET_POLICY, "tasks": {"imdb": {"acc": 87.40, "seeds": {0: 0}}}}
+    assert "IMDB within 1 of the teacher: not decided: 1 seed(s) of 3 (-0.3)." in "\n".join(tp.targets([teacher, row]))
