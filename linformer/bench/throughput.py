@@ -324,8 +324,7 @@ def train_step(model, ops: AmpOps, ids, labels, max_grad_norm: float, attention_
     batch = {"input_ids": ids, "labels": labels}
     if attention_mask is not None:
         batch["attention_mask"] = attention_mask
-    loss, _, _ = optimizer_step(ops, model, ops.optimizer, [batch], [1], loss_fn, max_grad_norm,
-                                fp16=ops.scaler is not None)
+    loss, _, _ = optimizer_step(ops, model, ops.optimizer, [batch], [1], loss_fn, max_grad_norm)
     return loss
 
 

@@ -302,8 +302,7 @@ class Trainer:
         """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
         micro, counts = self._step_batches(step)
         loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
-                                                 self.task.loss, self.settings.max_grad_norm,
-                                                 fp16=self.settings.mixed_precision == "fp16")
+                                                 self.task.loss, self.settings.max_grad_norm)
         self.scheduler.step()
         self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
         tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes

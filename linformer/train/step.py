@@ -6,7 +6,7 @@ share of the global item count (so 2 processes x batch b equal 1 process x batch
 optimizer steps only when the loss and the gradient norm are finite (fp16 excepted: the grad scaler skips an
 overflowing step itself and lowers its scale).
 
-``ops`` is an ``accelerate.Accelerator`` in training, or anything with the same five members (``AmpOps`` for the
+``ops`` is an ``accelerate.Accelerator`` in training, or anything with the same six members (``AmpOps`` for the
 benchmark, which compares precisions in one process and so cannot build one Accelerator per precision).
 """
 
@@ -19,8 +19,7 @@ import torch
 
 
 def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Tensor]], counts: Sequence[int],
-                   loss_fn: Callable, max_grad_norm: float, fp16: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+                   loss_fn: Callable, max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """(the step's loss over every rank, the gradient norm before clipping, whether both were finite)."""
     world = ops.num_processes
     total = ops.reduce(torch.tensor(sum(counts), device=ops.device), "sum").item() if world > 1 else sum(counts)
@@ -35,7 +34,7 @@ def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Ten
     loss = ops.reduce(loss_sum, "sum") if world > 1 else loss_sum
     grad_norm = ops.clip_grad_norm_(model.parameters(), max_grad_norm)
     finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
-    if finite or fp16:
+    if finite or ops.mixed_precision == "fp16":
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss, torch.as_tensor(grad_norm), finite
@@ -50,9 +49,9 @@ class AmpOps:
     num_processes = 1
 
     def __init__(self, device: torch.device, precision: str, optimizer: torch.optim.Optimizer):
-        self.device, self._raw = device, optimizer
+        self.device, self._raw, self.mixed_precision = device, optimizer, precision
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None  # "fp32" reads as "no"
         self.optimizer = optimizer if self.scaler is None else _ScaledOptimizer(optimizer, self.scaler)
 
     def autocast(self) -> contextlib.AbstractContextManager:

@@ -27,7 +27,7 @@ class _Ranks:
     gradient average over identical ranks leaves each rank's gradient as it is."""
 
     def __init__(self, world):
-        self.num_processes, self.device = world, torch.device("cpu")
+        self.num_processes, self.device, self.mixed_precision = world, torch.device("cpu"), "no"
 
     def reduce(self, tensor, reduction="sum"):
         return tensor * self.num_processes
