@@ -23,6 +23,7 @@ from .settings import (
     TrainerSettings,
     TransferSettings,
     config_key,
+    positive_int,
 )
 
 
@@ -141,6 +142,9 @@ class FinetuneSpec(TaskRunSpec):
 
     model_path: str = field(metadata=config_key("model_path"))
     from_scratch: bool = field(metadata=config_key("from_scratch"))  # the same architecture with random weights
+    # only the train examples longer than this many tokens (after truncation): finetuning a lengthened model on the
+    # inputs it was lengthened for; None = all
+    min_train_tokens: int | None = field(default=None, metadata=config_key("min_train_tokens"))
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
@@ -149,7 +153,8 @@ class FinetuneSpec(TaskRunSpec):
         scratch = cfg.get("from_scratch", False)
         if not isinstance(scratch, bool):
             raise ConfigError(f"from_scratch={scratch!r} must be true or false.")
-        return super()._own(cfg) | {"model_path": str(cfg["model_path"]), "from_scratch": scratch}
+        return super()._own(cfg) | {"model_path": str(cfg["model_path"]), "from_scratch": scratch,
+                                    "min_train_tokens": positive_int(cfg, "min_train_tokens", "", allow_none=True)}
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from ..data.streams import token_lengths
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
@@ -96,6 +94,7 @@ def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: st
 class DistillTask(FinetuneTask):
     stage = "distill"
     select_best = False  # the student is the last model: evaluations report, they do not select
+    min_tokens_key = "distill.min_tokens"
 
     def load_model(self, run: DistillSpec):
         d = run.distill
@@ -151,20 +150,6 @@ class DistillTask(FinetuneTask):
         self.teacher_predictions: list[int] | None = None
         self.teacher_scores: dict[str, float] = {}
         self.tracker_tags = [*self.tracker_tags, "distill"]
-
-    def train_examples(self, split):
-        """With distill.min_tokens, only the train examples longer than that (after truncation to the run's
-        max_length): the long inputs a lengthened student is distilled on."""
-        if self.min_tokens is None:
-            return split
-        lengths = token_lengths(split)
-        keep = np.flatnonzero(lengths > self.min_tokens)
-        if not len(keep):
-            raise ConfigError(f"distill.min_tokens={self.min_tokens}: none of the {len(split)} train examples is "
-                              f"longer (the longest has {int(lengths.max())} tokens at trainer.max_length="
-                              f"{self.max_length}): lower it, or read longer inputs (trainer.max_length, up to the student's "
-                              "model.max_seq_len)")
-        return split.select(keep.tolist())
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""

@@ -55,6 +55,8 @@ class FinetuneTask(TrainingTask):
     stage = "finetune"
     greater_is_better = True
     from_scratch = False  # random weights in the model's architecture (FinetuneSpec.from_scratch; never for distill)
+    min_tokens: int | None = None  # train only on examples longer than this (see train_examples)
+    min_tokens_key = "min_train_tokens"
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
         seed = self.seed = run.seed
@@ -90,13 +92,25 @@ class FinetuneTask(TrainingTask):
         self.tracker_tags = [f"task={self.task_spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
 
     def train_examples(self, split):
-        """The train examples the run learns from (all of the selected split)."""
-        return split
+        """The train examples the run learns from: all of the selected split, or with a minimum length
+        (`min_tokens`, set by load_model from the key `min_tokens_key`) only those longer than that after truncation
+        to the run's max_length: the long inputs a lengthened model is trained on."""
+        if self.min_tokens is None:
+            return split
+        lengths = token_lengths(split)
+        keep = np.flatnonzero(lengths > self.min_tokens)
+        if not len(keep):
+            raise ConfigError(f"{self.min_tokens_key}={self.min_tokens}: none of the {len(split)} train examples is "
+                              f"longer (the longest has {int(lengths.max())} tokens at trainer.max_length="
+                              f"{self.max_length}): lower it, or read longer inputs (trainer.max_length, up to the "
+                              "model's n)")
+        return split.select(keep.tolist())
 
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
         self.from_scratch = run.from_scratch
+        self.min_tokens = run.min_train_tokens
         model, _ = load_classifier(model_path, self.task_spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
@@ -168,6 +182,7 @@ class FinetuneTask(TrainingTask):
             "best_epoch": at_best.get("epoch"),
             "best_step": best["step"],
             "num_train_examples": len(self.train),
+            "min_train_tokens": self.min_tokens,
             "num_eval_examples": len(self.eval),
             "model_path": self.model_path,
             "from_scratch": self.from_scratch,

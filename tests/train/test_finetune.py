@@ -210,7 +210,24 @@ def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_r
     assert json.loads(rb.read_text())["wall_time_s"] > at_stop["wall_time_s"]
 
 
+def test_min_train_tokens_trains_on_the_long_examples_only(tmp_path, sst2_dir, pretrained_run):
+    """min_train_tokens keeps the train examples longer than that after truncation (a lengthened classifier
+    finetuned on the long reviews it was lengthened for), records the cut, and names the key when nothing is left."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
+    rows = (sst2_dir / "train.tsv").read_text().splitlines()[1:]
+    lengths = sorted(len(tok(r.split("\t")[0].strip())["input_ids"]) for r in rows)
+    cut = lengths[len(lengths) // 2]
+    results, _ = _run(tmp_path, sst2_dir, pretrained_run, f"min_train_tokens={cut}", "trainer.epochs=1")
+    assert results["num_train_examples"] == sum(n > cut for n in lengths) > 0
+    assert results["min_train_tokens"] == cut and results["max_length"] >= lengths[-1]
+    with pytest.raises(ConfigError, match=rf"^min_train_tokens=500: none of the {len(rows)} train examples"):
+        _run(tmp_path / "again", sst2_dir, pretrained_run, "min_train_tokens=500")
+
+
 @pytest.mark.parametrize("override, key", [("max_train_examples=0", "max_train_examples"),
+                                           ("min_train_tokens=0", "min_train_tokens"),
                                            ("trainer.epochs=0", "trainer.epochs"),
                                            ("trainer.eval_batch_size=-1", "trainer.eval_batch_size")])
 def test_invalid_finetune_numbers_name_their_key(tmp_path, sst2_dir, pretrained_run, override, key):
