@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -113,16 +114,8 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
                     "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
-def cuda_check(py: str) -> list[str]:
-    """A stage's first command: without a CUDA device every GPU test would be skipped (and pass) and every benchmark
-    fail on its device, so the stage fails here, in one line."""
-    check = ("import sys, torch; torch.cuda.is_available() or sys.exit('error: no CUDA device here "
-             "(torch.cuda.is_available() is false): the GPU stages need one')")
-    return [py, "-c", check]
-
-
 def stage_commands(out: Path) -> dict[str, list[list[str]]]:
-    """Each stage's commands, run in order after the CUDA check; a stage stops at its first failing command."""
+    """Each stage's commands, run in order; a stage stops at its first failing command."""
     py = sys.executable
     stages = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
@@ -135,13 +128,24 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }
-    return {name: [cuda_check(py), *commands] for name, commands in stages.items()}
+    return stages
 
 
-def device_name() -> str:
+def device_name() -> str | None:
+    """The CUDA device's name; None without one."""
     import torch
 
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+# pytest's closing count line, e.g. "185 skipped in 3.20s" or "== 3 passed, 2 skipped in 9.1s =="
+_PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s")
+
+
+def all_skipped(log_text: str) -> bool:
+    """Whether pytest's last summary in `log_text` counts skips and no passes: a test stage that tested nothing."""
+    counts = [m.group(1) for m in map(_PYTEST_SUMMARY.match, log_text.splitlines()) if m]
+    return bool(counts) and "passed" not in counts[-1] and "skipped" in counts[-1]
 
 
 def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
@@ -160,6 +164,9 @@ def run_stage(name: str, commands: list, out: Path, deadline: float | None = Non
             if rc != 0 or runner.stopped:
                 break
         stopped = runner.stopped
+    if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):
+        rc = 1  # exit 0 with every test skipped: nothing was tested, so the stage did not pass
+        print(f"error: every GPU test was skipped ({log_path}): the stage tested nothing", flush=True)
     record = {"stage": name, "commands": [_shown(c) for c in commands], "rc": rc,
               "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
     if stopped:
@@ -297,8 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     if out.exists() and not out.is_dir():
         parser.error(f"--out {args.out} is a file, not a folder for the stages' results")
-    out.mkdir(parents=True, exist_ok=True)
-    commands = stage_commands(out)
     record_path = out / "gpu_stages.json"
     try:
         records = json.loads(record_path.read_text()) if record_path.is_file() else []
@@ -307,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(records, list):
         parser.error(f"{record_path} is not a list of stage records: move it away to start a new record there")
     gpu = device_name()
+    if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
+        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+    out.mkdir(parents=True, exist_ok=True)
+    commands = stage_commands(out)
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)
         record = {**run_stage(name, commands[name], out, deadline), "device": gpu}

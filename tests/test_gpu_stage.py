@@ -9,8 +9,11 @@ from .conftest import load_script
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    return load_script("gpu_stage")
+def _load(gpu: str | None = "a CUDA device (stand-in)"):
+    """The script with its CUDA device stood in by `gpu` (None: no CUDA device), so stand-in stages run here."""
+    module = load_script("gpu_stage")
+    module.device_name = lambda: gpu
+    return module
 
 
 def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
@@ -35,7 +38,7 @@ def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypat
 def test_the_stage_commands_name_configs_that_exist():
     commands = _load().stage_commands(Path("/out"))
     for name in ("table3", "throughput"):
-        _, command = commands[name]
+        (command,) = commands[name]
         assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
     assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][-1]
 
@@ -157,7 +160,7 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
     from linformer.experiments import pretrained as exp
 
     gpu_stage = _load()
-    _, command = gpu_stage.stage_commands(Path("/out"))["table2"]
+    (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
     patterns = gpu_stage.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
@@ -189,7 +192,7 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
     from .train.conftest import compose
 
     gpu_stage = _load()
-    _, *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
+    *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
     assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
     for command in commands:
         spec = PretrainSpec.read(compose("pretrain", command[2:]))
@@ -200,20 +203,34 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
     assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)
 
 
-def test_every_stage_fails_first_in_one_line_without_cuda(tmp_path):
-    """Without CUDA the GPU tests would all be skipped and the stage pass: the check makes it fail, saying why."""
-    import subprocess
+def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys):
+    """Without CUDA the GPU tests would all be skipped and the stage pass: the script refuses to start, in one line,
+    exit 2, before it makes --out."""
+    import pytest
 
-    import torch
+    with pytest.raises(SystemExit) as stop:
+        _load(gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+    assert not (tmp_path / "out").exists()
 
-    commands = _load().stage_commands(tmp_path)
-    assert all(c[0] == commands["tests"][0] for c in commands.values())
-    done = subprocess.run(commands["tests"][0], capture_output=True, text=True)
-    if torch.cuda.is_available():
-        assert done.returncode == 0
-    else:
-        assert done.returncode == 1 and done.stderr.strip().splitlines() == [
-            "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one"]
+
+def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkeypatch, capsys):
+    gpu_stage = _load()
+    assert gpu_stage.all_skipped("....\n185 skipped in 3.20s\n")
+    assert gpu_stage.all_skipped("==== 4 skipped, 2 deselected in 1.0s ====")
+    assert not gpu_stage.all_skipped("3 passed, 182 skipped in 9.10s")
+    assert not gpu_stage.all_skipped("no summary here")
+    fake = {"tests": [[sys.executable, "-c", "print('185 skipped in 3.20s')"]],
+            "table3": [[sys.executable, "-c", "print('3 passed, 1 skipped in 2.00s')"]]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
+    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    records = json.loads((tmp_path / "gpu_stages.json").read_text())
+    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
+    out = capsys.readouterr().out
+    assert "error: every GPU test was skipped" in out and "1 of 2 passed; failed: tests" in out
 
 
 def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, capsys):
