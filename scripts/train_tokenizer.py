@@ -3,15 +3,13 @@
 from omegaconf import DictConfig
 
 from linformer.cli import hydra_main
-from linformer.data.io import resolve_path
 from linformer.data.tokenizer import train_tokenizer
+from linformer.spec.data import TokenizerSpec
 
 
 @hydra_main("tokenizer")
 def main(cfg: DictConfig) -> None:
-    train_tokenizer([resolve_path(f) for f in cfg.files], resolve_path(cfg.out_dir), vocab_size=cfg.vocab_size,
-                    min_frequency=cfg.min_frequency, max_lines=cfg.max_lines, show_progress=cfg.show_progress,
-                    overwrite=cfg.overwrite)
+    train_tokenizer(**TokenizerSpec.read(cfg).arguments())
 
 
 if __name__ == "__main__":

@@ -156,3 +156,54 @@ def test_a_bad_value_in_any_group_names_its_key(override, message):
     with pytest.raises(ConfigError) as err:
         FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", override]))
     assert message in str(err.value)
+
+
+def test_the_corpus_and_tokenizer_configs_read_into_their_functions_arguments():
+    """Every data config composes into the arguments prepare_corpus and train_tokenizer take, paths resolved."""
+    import inspect
+    from pathlib import Path
+
+    from linformer.data.corpus import prepare_corpus
+    from linformer.data.tokenizer import train_tokenizer
+    from linformer.spec.data import CorpusSpec, TokenizerSpec
+
+    for data in ("mirror", "mirror_mini", "mirror_slice", "wiki"):
+        corpus = CorpusSpec.read(compose("corpus", [f"data={data}"])).arguments()
+        assert corpus.keys() <= inspect.signature(prepare_corpus).parameters.keys()
+        assert Path(corpus["out_dir"]).is_absolute() and all(Path(s).is_absolute() for s in corpus["sources"])
+        tokenizer = TokenizerSpec.read(compose("tokenizer", [f"data={data}"])).arguments()
+        assert tokenizer.keys() <= inspect.signature(train_tokenizer).parameters.keys()
+        assert tokenizer["files"] == corpus["sources"]
+    assert CorpusSpec.read(compose("corpus", ["data=mirror_mini"])).n == 128
+
+
+@pytest.mark.parametrize("config, override, message", [
+    ("corpus", "data.n=abc", "data.n='abc' must be int"),
+    ("corpus", "data.n=1.5", "data.n=1.5 must be int"),
+    ("corpus", "data.skip_bad_rows=maybe", "data.skip_bad_rows='maybe' must be bool"),
+    ("corpus", "data.max_documents=x", "data.max_documents='x' must be int | None"),
+    ("corpus", "force=1", "force=1 must be bool"),
+    ("tokenizer", "vocab_size=abc", "vocab_size='abc' must be int"),
+    ("tokenizer", "show_progress=maybe", "show_progress='maybe' must be bool"),
+    ("tokenizer", "data.val_fraction=x", "data.val_fraction='x' must be float"),
+])
+def test_a_wrong_type_in_the_data_configs_names_its_key(config, override, message):
+    from linformer.spec.data import CorpusSpec, TokenizerSpec
+
+    spec = {"corpus": CorpusSpec, "tokenizer": TokenizerSpec}[config]
+    with pytest.raises(ConfigError, match="^" + message.replace("|", r"\|") + r"\.$"):
+        spec.read(compose(config, ["data=mirror_mini", override]))
+
+
+def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
+    import inspect
+    from pathlib import Path
+
+    from linformer.report.spectrum import analyze_spectrum
+    from linformer.spec.data import SpectrumSpec
+
+    spec = SpectrumSpec.read(compose("spectrum", ["model_path=outputs/pretrain/run/model", "k=32"]))
+    assert spec.arguments().keys() <= inspect.signature(analyze_spectrum).parameters.keys()
+    assert Path(spec.model_path).is_absolute() and spec.corpus_dir is None and spec.k == 32
+    with pytest.raises(ConfigError, match=r"^num_windows='many' must be int\.$"):
+        SpectrumSpec.read(compose("spectrum", ["model_path=m", "num_windows=many"]))

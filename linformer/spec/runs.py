@@ -27,7 +27,7 @@ from .settings import (
 )
 
 
-def _plain(cfg) -> dict[str, Any]:
+def plain_config(cfg) -> dict[str, Any]:
     """The resolved config as plain containers (what config.yaml records)."""
     from omegaconf import OmegaConf
 
@@ -65,7 +65,7 @@ class RunSpec:
     @classmethod
     def read(cls, cfg) -> RunSpec:
         """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
-        plain = _plain(cfg)
+        plain = plain_config(cfg)
         return cls(config=plain, **cls._common(plain), **cls._own(plain))
 
     @classmethod
@@ -215,7 +215,7 @@ class ConvertSpec:
 
     @classmethod
     def read(cls, cfg) -> ConvertSpec:
-        plain = _plain(cfg)
+        plain = plain_config(cfg)
         overwrite = plain.get("overwrite", False)
         if not isinstance(overwrite, bool):
             raise ConfigError(f"overwrite={overwrite!r} must be true or false.")

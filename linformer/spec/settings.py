@@ -35,14 +35,15 @@ def fits_type(value, kind) -> bool:
 
 
 def check_types(values: Mapping, schema: type, prefix: str) -> None:
-    """ConfigError naming `prefix.key` for the first value that is not of its field's annotated type in the
-    dataclass `schema` (unknown keys: refuse_unknown)."""
+    """ConfigError naming `prefix.key` (`key` for top-level keys, prefix "") for the first value that is not of its
+    field's annotated type in the dataclass `schema` (unknown keys: refuse_unknown)."""
     hints = typing.get_type_hints(schema)
     for key, value in values.items():
         kind = hints[key]
         if not fits_type(value, kind):
             name = kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind)
-            raise ConfigError(f"{prefix}.{key}={value!r} must be {name.replace('typing.', '')}.")
+            key = f"{prefix}.{key}" if prefix else key
+            raise ConfigError(f"{key}={value!r} must be {name.replace('typing.', '')}.")
 
 
 def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> int | None:

@@ -1,0 +1,135 @@
+"""The specs of the scripts beside the training stages: the corpus group (configs/data/) and the arguments that
+``scripts/prepare_corpus.py``, ``train_tokenizer.py`` and ``analyze_spectrum.py`` pass on, read and checked once at
+their entry (a wrong type is a ConfigError naming its key; the library functions check the values' ranges)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .runs import plain_config
+from .settings import check_types, refuse_unknown
+
+
+def _typed(cls, values: Mapping, prefix: str) -> dict[str, Any]:
+    """The fields of the dataclass `cls` from `values`, each of its annotated type (missing ones None). With a
+    `prefix`, `values` is that config group and a key that is no field is refused; without, `values` is the top
+    level and only the fields are read."""
+    names = [f.name for f in fields(cls)]
+    if prefix:
+        refuse_unknown(values, cls, prefix)
+    picked = {name: values.get(name) for name in names}
+    check_types({k: v for k, v in picked.items() if k in values}, cls, prefix)
+    return picked
+
+
+class _Arguments:
+    def arguments(self) -> dict[str, Any]:
+        """The spec as the library function's keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class CorpusData:
+    """``cfg.data``: a pretraining corpus's sources, the tokenizer trained on it, and how it is packed."""
+
+    name: str
+    sources: list[str]               # .txt/.txt.gz files or globs, or hf:<name>[:<config>]
+    tokenizer: str                   # data/tokenizers/<tokenizer>/
+    n: int                           # block length in tokens
+    val_fraction: float              # validation share of tokens, whole documents
+    seed: int
+    num_proc: int
+    skip_bad_rows: bool
+    tokenizer_max_lines: int | None  # the tokenizer's training sample; None = every line
+    max_documents: int | None        # the first that many documents; None = all
+    vocab_size: int | None = None    # the tokenizer's vocabulary (None: configs/tokenizer.yaml's default)
+
+    @classmethod
+    def read(cls, d: Mapping) -> CorpusData:
+        return cls(**_typed(cls, d, "data"))
+
+
+@dataclass(frozen=True)
+class CorpusSpec(_Arguments):
+    """configs/corpus.yaml: ``prepare_corpus(**spec.arguments())``, paths resolved."""
+
+    sources: list[str]
+    tokenizer_dir: str
+    out_dir: str
+    n: int
+    val_fraction: float
+    num_proc: int
+    seed: int
+    skip_bad_rows: bool
+    max_documents: int | None
+    force: bool
+    overwrite: bool
+
+    @classmethod
+    def read(cls, cfg: Mapping) -> CorpusSpec:
+        from ..data.io import resolve_path
+        from ..modeling.loading import resolve_tokenizer_dir
+
+        cfg = plain_config(cfg)
+        d = CorpusData.read(cfg.get("data") or {})
+        top = _typed(cls, cfg, "")
+        # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
+        return cls(sources=[s if s.startswith("hf:") else resolve_path(s) for s in d.sources],
+                   tokenizer_dir=resolve_tokenizer_dir(str(top["tokenizer_dir"])),
+                   out_dir=resolve_path(str(top["out_dir"])), n=d.n, val_fraction=d.val_fraction,
+                   num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows, max_documents=d.max_documents,
+                   force=bool(top["force"]), overwrite=bool(top["overwrite"]))
+
+
+@dataclass(frozen=True)
+class TokenizerSpec(_Arguments):
+    """configs/tokenizer.yaml: ``train_tokenizer(**spec.arguments())``, paths resolved."""
+
+    files: list[str]
+    out_dir: str
+    vocab_size: int
+    min_frequency: int
+    max_lines: int | None
+    show_progress: bool
+    overwrite: bool
+
+    @classmethod
+    def read(cls, cfg: Mapping) -> TokenizerSpec:
+        from ..data.io import resolve_path
+
+        cfg = plain_config(cfg)
+        CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
+        top = _typed(cls, cfg, "")
+        return cls(**top | {"files": [resolve_path(f) for f in top["files"] or []],
+                            "out_dir": resolve_path(str(top["out_dir"]))})
+
+
+@dataclass(frozen=True)
+class SpectrumSpec(_Arguments):
+    """configs/spectrum.yaml: ``analyze_spectrum(**spec.arguments())``, paths resolved (Figure 1's windows come from
+    a prepared corpus or raw text)."""
+
+    model_path: str
+    out_dir: str
+    prefix: str
+    corpus_dir: str | None
+    text_path: str | None
+    num_windows: int
+    batch_size: int
+    k: int | None
+    seed: int
+    max_lines: int
+    device: str
+    description: str | None
+    overwrite: bool
+
+    @classmethod
+    def read(cls, cfg: Mapping) -> SpectrumSpec:
+        from ..data.io import resolve_path
+
+        top = _typed(cls, plain_config(cfg), "")
+        paths = {key: resolve_path(str(top[key])) if top[key] else None
+                 for key in ("model_path", "out_dir", "corpus_dir", "text_path")}
+        return cls(**top | paths)
