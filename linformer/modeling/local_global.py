@@ -76,28 +76,51 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     and the projected keys in two products, and normalised together in one softmax: no key is copied per block.
     """
     B, H, T, d = q.shape
-    device = q.device
-    t = torch.arange(T, device=device)
-    real = t[None, :] < lengths[:, None]  # (B, T)
+    real = torch.arange(T, device=q.device)[None, :] < lengths[:, None]  # (B, T)
     # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's window.
     # Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
     b = max(1, radius)
     nb = -(-T // b)
-    L = b + 2 * radius  # band keys per block
-    qb = _blocks(q, b, nb)  # (B, H, nb, b, d)
-    scale = d ** -0.5  # applied where the scores meet their masks: one pass, no scaled copy of q
-    band_k, band_v = _band(k, b, nb, radius), _band(v, b, nb, radius)  # (B, H, nb, L, d)
-    neg = torch.finfo(torch.float32).min
     acc = torch.promote_types(q.dtype, torch.float32)  # scores and softmax in float32 at least
+    biases = [_band_bias(real, b, nb, radius).to(acc)]
+    others_k, others_v = [], []  # keys every query sees: the global ones, then the projected ones
+    if positions:  # global: exact keys for every query, unless the window already holds them
+        gi, gvalid = global_index(positions, lengths, T)  # (B, G)
+        gather = gi[:, None, :, None].expand(B, H, -1, d)
+        others_k.append(k.gather(2, gather))  # (B, H, G, d)
+        others_v.append(v.gather(2, gather))
+        biases.append(_global_bias(gi, gvalid, b, nb, radius).to(acc))
+    if projected is not None:  # projected: E^T K and F^T V for every query, each logit + log(tokens it stands for)
+        pk, pv, pmask, log_count = projected
+        others_k.append(pk)
+        others_v.append(pv)
+        biases.append(_projected_bias(log_count.to(acc), pmask))
+    others = (torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)) if others_k else None  # (B, H, G + c, d)
+    out = _chunked_softmax(_blocks(q, b, nb), _band(k, b, nb, radius), _band(v, b, nb, radius), others, biases,
+                           dropout_p).reshape(B, H, nb * b, d)[:, :, :T]
+    if positions:  # the global tokens' queries attend to every real position exactly
+        full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
+                                              dropout_p=dropout_p)  # (B, H, G, d)
+        t = torch.arange(T, device=q.device)
+        for g in range(gi.shape[1]):  # a where per global slot: an invalid slot may share a valid one's index
+            at = (t[None, :] == gi[:, g, None]) & gvalid[:, g, None]  # (B, T)
+            out = torch.where(at[:, None, :, None], full[:, :, g, None], out)
+    return out
 
-    # Additive masks, (B or 1, 1 or H, nb, b, keys) each. Local: query t sees band key s when |s - t| <= radius and s
-    # is real. Query a of block i is position i b + a; band key j is position i b - radius + j, so the window is
-    # a <= j <= a + 2 radius and the query itself is j = a + radius. A padded query keeps itself, so that no row of
-    # the softmax is empty (its output is never read by a real token).
-    tq = torch.arange(nb * b, device=device).view(nb, b)  # query positions per block
-    ts = tq[:, :1] - radius + torch.arange(L, device=device)  # (nb, L) band key positions
-    real_padded = F.pad(real, (radius, nb * b - T + radius))  # (B, radius + nb b + radius)
-    key_real = real_padded[:, ts + radius]  # (B, nb, L)
+
+_NEG = torch.finfo(torch.float32).min  # the additive mask of a key a query does not see
+
+
+def _band_bias(real: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
+    """The band keys' additive mask, (B, 1, nb, b, b + 2 radius): query t sees band key s when |s - t| <= radius
+    and s is real. Query a of block i is position i b + a; band key j is position i b - radius + j, so the window is
+    a <= j <= a + 2 radius and the query itself is j = a + radius. A padded query keeps itself, so that no row of
+    the softmax is empty (its output is never read by a real token)."""
+    B, T = real.shape
+    L = b + 2 * radius
+    device = real.device
+    ts = torch.arange(nb, device=device)[:, None] * b - radius + torch.arange(L, device=device)  # (nb, L) positions
+    key_real = F.pad(real, (radius, nb * b - T + radius))[:, ts + radius]  # (B, nb, L)
     a_, j_ = torch.arange(b, device=device)[:, None], torch.arange(L, device=device)[None, :]
     itself = j_ == a_ + radius  # (b, L)
     if radius > 0:
@@ -106,64 +129,56 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     else:  # no window: only a padded query keeps itself
         padded = ~F.pad(real, (0, nb * b - T)).view(B, nb, b)
         allowed = itself[None, None] & padded[..., None]
-    biases = [torch.where(allowed, 0.0, neg).to(acc)[:, None]]
-    others_k, others_v = [], []  # keys every query sees: the global ones, then the projected ones
+    return torch.where(allowed, 0.0, _NEG)[:, None]
 
-    # global: exact keys for every query, unless the window already holds them
-    if positions:
-        gi, gvalid = global_index(positions, lengths, T)  # (B, G)
-        gather = gi[:, None, :, None].expand(B, H, -1, d)
-        others_k.append(k.gather(2, gather))  # (B, H, G, d)
-        others_v.append(v.gather(2, gather))
-        in_window = (tq[None, :, :, None] - gi[:, None, None, :]).abs() <= radius if radius > 0 else \
-            torch.zeros(1, 1, 1, 1, dtype=torch.bool, device=device)
-        g_allowed = gvalid[:, None, None, :] & ~in_window  # (B, nb, b, G)
-        biases.append(torch.where(g_allowed, 0.0, neg).to(acc)[:, None])
 
-    # projected: E^T K and F^T V for every query, each logit + log(tokens the column stands for)
-    if projected is not None:
-        pk, pv, pmask, log_count = projected
-        bias = log_count.to(acc)  # (B or 1, H or 1, c): kept without a head axis where E is shared by the heads
-        if pmask is not None:
-            bias = bias.masked_fill(~pmask[:, None, :], neg)
-        others_k.append(pk)
-        others_v.append(pv)
-        biases.append(bias[:, :, None, None, :])
-    if others_k:
-        o_k, o_v = torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)  # (B, H, G + c, d)
+def _global_bias(gi: torch.Tensor, gvalid: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
+    """The global keys' additive mask, (B, 1, nb, b, G): a valid global key outside the query's window."""
+    tq = torch.arange(nb * b, device=gi.device).view(nb, b)  # query positions per block
+    if radius > 0:
+        in_window = (tq[None, :, :, None] - gi[:, None, None, :]).abs() <= radius
+    else:
+        in_window = torch.zeros(1, 1, 1, 1, dtype=torch.bool, device=gi.device)
+    return torch.where(gvalid[:, None, None, :] & ~in_window, 0.0, _NEG)[:, None]  # (B, 1, nb, b, G)
 
+
+def _projected_bias(log_count: torch.Tensor, pmask: torch.Tensor | None) -> torch.Tensor:
+    """The projected keys' additive bias, (B or 1, H or 1, 1, 1, c): each column's log count, masked columns out
+    (kept without a head axis where E is shared by the heads)."""
+    if pmask is not None:
+        log_count = log_count.masked_fill(~pmask[:, None, :], _NEG)
+    return log_count[:, :, None, None, :]
+
+
+def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tensor,
+                     others: tuple[torch.Tensor, torch.Tensor] | None, biases: list[torch.Tensor],
+                     dropout_p: float) -> torch.Tensor:
+    """(B, H, nb, b, d): each block's queries qb against its band keys (B, H, nb, L, d) and the keys every query
+    sees (``others``: (B, H, G + c, d) keys and values), one softmax over both with the additive ``biases`` (band,
+    then the others' in their order). A chunk of blocks at a time, so that the scores held at once stay under
+    CHUNK_ELEMENTS: memory linear in T with a small constant."""
+    B, H, nb, b, d = qb.shape
+    L = band_k.shape[-2]
+    acc = biases[0].dtype
+    scale = d ** -0.5  # applied where the scores meet their masks: one pass, no scaled copy of q
     batch = max(x.shape[0] for x in biases)
     heads = max(x.shape[1] for x in biases)  # 1 unless E differs by head: the mask then broadcasts over them
     width = sum(x.shape[-1] for x in biases)  # keys per query: L + G + c
-    # A chunk of blocks at a time, so that the scores held at once stay under CHUNK_ELEMENTS: memory linear in T
-    # with a small constant.
     chunk = max(1, CHUNK_ELEMENTS // (B * H * b * width))
     outs = []
     for i in range(0, nb, chunk):
         j = min(i + chunk, nb)
-        qc = qb[:, :, i:j]  # (B, H, m, b, d)
-        m = j - i
+        qc, m = qb[:, :, i:j], j - i  # (B, H, m, b, d)
         scores = [qc @ band_k[:, :, i:j].transpose(-1, -2)]  # (B, H, m, b, L)
-        if others_k:
-            scores.append((qc.reshape(B, H, m * b, d) @ o_k.transpose(-1, -2)).view(B, H, m, b, -1))
+        if others is not None:
+            scores.append((qc.reshape(B, H, m * b, d) @ others[0].transpose(-1, -2)).view(B, H, m, b, -1))
         bias = torch.cat([x.expand(batch, heads, nb, b, x.shape[-1])[:, :, i:j] for x in biases], dim=-1)
         probs = torch.add(bias, torch.cat(scores, dim=-1).to(acc), alpha=scale).softmax(-1)
         if dropout_p:
             probs = F.dropout(probs, dropout_p)
-        probs = probs.to(q.dtype)
+        probs = probs.to(qb.dtype)
         out = probs[..., :L] @ band_v[:, :, i:j]
-        if others_k:
-            out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ o_v).view(B, H, m, b, d)
+        if others is not None:
+            out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ others[1]).view(B, H, m, b, d)
         outs.append(out)
-    out = torch.cat(outs, dim=2).reshape(B, H, nb * b, d)[:, :, :T]
-
-    if positions:  # the global tokens' queries attend to every real position exactly
-        gq = q.gather(2, gather)  # (B, H, G, d)
-        full = F.scaled_dot_product_attention(gq, k, v, attn_mask=real[:, None, None, :], dropout_p=dropout_p)
-        for g in range(gi.shape[1]):  # a where per global slot: an invalid slot may share a valid one's index
-            at = (t[None, :] == gi[:, g, None]) & gvalid[:, g, None]  # (B, T)
-            out = torch.where(at[:, None, :, None], full[:, :, g, None], out)
-    return out
-
-
-__all__ = ["column_log_counts", "global_index", "local_global_attention"]
+    return torch.cat(outs, dim=2)
