@@ -59,35 +59,7 @@ def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
 def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     s = meta["settings"]
     ks = sorted({r["k"] for r in rows}) or list(PAPER_KS)
-    m = meta["machine"]
-    out = [
-        "# Table 3 reproduction: Linformer inference efficiency",
-        "",
-        f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
-        f"{m.get('memory_gib', '?')} GiB), device `{m.get('device')}`"
-        + (f" ({m['gpu']})" if "gpu" in m else "")
-        + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
-        (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
-        + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
-           else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
-        "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
-                      f"{list(s.global_positions or [])} beside the projected ones (their FLOPs in the FLOP ratio)"
-                      if s.linformer_fields() else "")
-        + ". Forward pass only (inference mode), random token ids, nothing padded."),
-        (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
-        "rotated), median. Ratios are measured side by side in this one run."),
-        ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
-        "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
-        "`torch.cuda.max_memory_allocated`. Measured on a forward of its own after the warm-up (one-off allocations of "
-        "the first calls excluded)."),
-    ]
-    if meta.get("note"):
-        out.append(meta["note"])
-    if command:
-        out += ["", "Command:", "", "```bash", command, "```"]
-    dropped = meta.get("dropped") or []
-    if dropped:
-        out += ["", "Not measured: " + "; ".join(f"n={n} ({why})" for n, why in dropped) + "."]
+    out = _inference_header(meta, command)
     out += [
         "",
         "## Against the paper-era standard Transformer (eager n x n softmax)",
@@ -116,9 +88,62 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     out += _cell_table(rows, ks, lambda r: (
         f"**{_x(r.get('speedup_vs_full'))} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
     ))
-    out += ["", "## Forward time and peak memory per model", ""]
+    out += _per_model_table(rows, ks, s.sharing)
+    if any(r.get("max_batch_linformer") is not None for r in rows):
+        out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
+                ("Each cell: **largest batch ratio** Linformer / eager standard Transformer, then Linformer / our "
+                 "full mode (SDPA), *(paper: memory saved)*, and the Linformer's largest batch. Found by doubling "
+                 "then bisecting forward passes until out of memory (to within "
+                 f"{s.max_batch_tolerance:.0%}); a batch at the search's limit is marked >=, so its ratio is a "
+                 "lower bound."), ""]
+        out += _cell_table([r for r in rows if r.get("max_batch_linformer") is not None], ks, _max_batch_cell)
+    out += ["", "## The paper's Table 3 (for reference)", ""]
+    paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
+                  for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
+    out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
+    return "\n".join(out) + "\n"
+
+
+def _inference_header(meta: dict, command: str) -> list[str]:
+    """The lines above Table 3's tables: the machine, the model, how time and memory were measured, the command and
+    the cells not measured."""
+    s, m = meta["settings"], meta["machine"]
+    out = [
+        "# Table 3 reproduction: Linformer inference efficiency",
+        "",
+        f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
+        f"{m.get('memory_gib', '?')} GiB), device `{m.get('device')}`"
+        + (f" ({m['gpu']})" if "gpu" in m else "")
+        + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
+        (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
+        + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
+           else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
+        "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
+                      f"{list(s.global_positions or [])} beside the projected ones (their FLOPs in the FLOP ratio)"
+                      if s.linformer_fields() else "")
+        + ". Forward pass only (inference mode), random token ids, nothing padded."),
+        (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
+        "rotated), median. Ratios are measured side by side in this one run."),
+        ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
+        "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
+        "`torch.cuda.max_memory_allocated`. Measured on a forward of its own after the warm-up (one-off allocations of "
+        "the first calls excluded)."),
+    ]
+    if meta.get("note"):
+        out.append(meta["note"])
+    if command:
+        out += ["", "Command:", "", "```bash", command, "```"]
+    dropped = meta.get("dropped") or []
+    if dropped:
+        out += ["", "Not measured: " + "; ".join(f"n={n} ({why})" for n, why in dropped) + "."]
+    return out
+
+
+def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]:
+    """Forward time and peak memory of every model per n, and our full mode against HF RoBERTa (SDPA)."""
+    out = ["", "## Forward time and peak memory per model", ""]
     kinds = [b for b in BASELINES if rows and rows[0].get(f"time_{b}_s") is not None]
-    head = ["n", "batch"] + [label(b) for b in kinds] + [label("linformer", k, s.sharing) for k in ks]
+    head = ["n", "batch"] + [label(b) for b in kinds] + [label("linformer", k, sharing) for k in ks]
     out += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     by_n: dict[int, dict[int, dict]] = {}
     for r in rows:
@@ -133,19 +158,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         out += ["", "Our full-attention mode against HF RoBERTa (SDPA), time ratio (> 1: ours faster): "
                 + ", ".join(f"n={n}: {next(iter(by_n[n].values()))['full_vs_roberta_sdpa']:.2f}x"
                             for n in sorted(by_n)) + "."]
-    if any(r.get("max_batch_linformer") is not None for r in rows):
-        out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
-                ("Each cell: **largest batch ratio** Linformer / eager standard Transformer, then Linformer / our "
-                 "full mode (SDPA), *(paper: memory saved)*, and the Linformer's largest batch. Found by doubling "
-                 "then bisecting forward passes until out of memory (to within "
-                 f"{s.max_batch_tolerance:.0%}); a batch at the search's limit is marked >=, so its ratio is a "
-                 "lower bound."), ""]
-        out += _cell_table([r for r in rows if r.get("max_batch_linformer") is not None], ks, _max_batch_cell)
-    out += ["", "## The paper's Table 3 (for reference)", ""]
-    paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
-                  for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
-    out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _max_batch_cell(r: dict) -> str:
