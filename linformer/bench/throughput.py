@@ -398,13 +398,43 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
 
 
 def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar, log, meta: dict) -> list[dict]:
+    """Every entry of one (n, precision) block warmed up, then timed in interleaved rounds: one row each."""
     n, precision = block.n, block.precision
     batch = max(1, s.tokens_per_step // n)
     gen = torch.Generator().manual_seed(s.seed)
     ids, labels = make_batch(batch, n, s.vocab, s.mask_prob, device, gen)
-    ones = torch.ones_like(ids)
     fraction = float((labels != -100).float().mean())
+    steps, info = _warm_steps(block, s, device, models, ids, labels, bar, log)
+    before = CompileCounts.now()
+    t = interleaved_medians(steps, s.steps, device, on_call=lambda: bar.update(1)) if steps else {}
+    compiled = CompileCounts.now().since(before).graphs  # nothing should compile while timing
+    if compiled > 0:
+        meta["compiles_during_timing"] += compiled
+        log(f"[bench] throughput: {compiled} graph(s) compiled during timing at n={n} {precision}: "
+            "raise throughput.compile_warmup")
     peak = peak_flops(device, precision, s.peak_tflops)
+    rows = [_row(block, e, s, t.get(e.key), info[e.key], batch, fraction, peak) for e in block.entries]
+    _add_speedups(rows, block, s, t)
+    if block.section != "grid" and s.profile:  # the base configuration of ours with the highest MFU there
+        based = [(r["mfu"] or 0, e) for r, e in zip(rows, block.entries)
+                 if e.lever == "base" and r["step_s"] and e.kind != "roberta"]
+        if based:
+            best = max(based, key=lambda x: x[0])[1]
+            meta["profile"] = {
+                "row": rows[block.entries.index(best)], "steps": s.profile_steps,
+                "kernels": profile_kernels(steps[best.key], device, s.profile_steps, s.profile_top),
+            }
+    steps.clear()
+    free_memory(device)
+    return rows
+
+
+def _warm_steps(block: Block, s: ThroughputSettings, device, models: _Models, ids, labels, bar, log
+                ) -> tuple[dict[str, object], dict[str, dict]]:
+    """({entry key: its training step, warmed up}, {entry key: first step's time, step memory, error}). One model's
+    failure (out of memory, a compiler error) is recorded as its error and does not lose the block."""
+    n, precision = block.n, block.precision
+    ones = torch.ones_like(ids)
     steps: dict[str, object] = {}
     info: dict[str, dict] = {}
     for e in block.entries:
@@ -424,7 +454,7 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
                     fn()
                 bar.update(1)
             steps[e.key] = fn
-        except Exception as err:  # one model's failure (out of memory, a compiler error) must not lose the run
+        except Exception as err:
             if not (is_oom(err) or e.variant.compile):
                 raise
             info[e.key]["error"] = "out of memory" if is_oom(err) else _first_line(err)
@@ -433,56 +463,45 @@ def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar
             if not is_oom(err):
                 traceback.print_exc(file=sys.stderr)
             free_memory(device)
-    before = CompileCounts.now()
-    t = interleaved_medians(steps, s.steps, device, on_call=lambda: bar.update(1)) if steps else {}
-    compiled = CompileCounts.now().since(before).graphs  # nothing should compile while timing
-    if compiled > 0:
-        meta["compiles_during_timing"] += compiled
-        log(f"[bench] throughput: {compiled} graph(s) compiled during timing at n={n} {precision}: "
-            "raise throughput.compile_warmup")
-    rows = []
-    for e in block.entries:
-        step_s = t.get(e.key)
-        sparse = e.variant.sparse_prediction and e.kind != "roberta"
-        fpt = flops_per_token(e.kind, n, s, e.k, sparse, fraction)
-        tps = batch * n / step_s if step_s else None
-        first = info[e.key]["first_step_s"]
-        rows.append({
-            "section": block.section, "n": n, "precision": precision, "compile": e.variant.compile,
-            "lever": e.lever or "", "optimizer": e.variant.optimizer,
-            "sparse_prediction": sparse, "attention_mask": e.variant.attention_mask,
-            "batch_size": batch, "model": e.kind, "label": label(e.kind, e.k, s.sharing),
-            "layers": s.layers, "hidden": s.hidden, "heads": s.heads, "ffn": s.ffn, "vocab": s.vocab,
-            "k": min(e.k, n) if e.kind == "linformer" else None,
-            "sharing": s.sharing if e.kind == "linformer" else None,
-            "step_s": step_s, "tokens_per_s": tps,
-            "flops_per_token": fpt, "mlm_fraction": 1.0 if not sparse else fraction,
-            "achieved_tflops": fpt * tps / 1e12 if tps else None,
-            "peak_tflops": peak / 1e12 if peak else None, "mfu": mfu(fpt, tps, peak),
-            "first_step_s": first,
-            "compile_s": max(0.0, first - step_s) if e.variant.compile and first and step_s else None,
-            "step_mem_gib": info[e.key]["step_mem_gib"], "error": info[e.key]["error"],
-        })
+    return steps, info
+
+
+def _row(block: Block, e: Entry, s: ThroughputSettings, step_s: float | None, info: dict, batch: int,
+         fraction: float, peak: float | None) -> dict:
+    """One entry's row: its step time, tokens per second, FLOPs and MFU, and what it ran as."""
+    n = block.n
+    sparse = e.variant.sparse_prediction and e.kind != "roberta"
+    fpt = flops_per_token(e.kind, n, s, e.k, sparse, fraction)
+    tps = batch * n / step_s if step_s else None
+    first = info["first_step_s"]
+    return {
+        "section": block.section, "n": n, "precision": block.precision, "compile": e.variant.compile,
+        "lever": e.lever or "", "optimizer": e.variant.optimizer,
+        "sparse_prediction": sparse, "attention_mask": e.variant.attention_mask,
+        "batch_size": batch, "model": e.kind, "label": label(e.kind, e.k, s.sharing),
+        "layers": s.layers, "hidden": s.hidden, "heads": s.heads, "ffn": s.ffn, "vocab": s.vocab,
+        "k": min(e.k, n) if e.kind == "linformer" else None,
+        "sharing": s.sharing if e.kind == "linformer" else None,
+        "step_s": step_s, "tokens_per_s": tps,
+        "flops_per_token": fpt, "mlm_fraction": 1.0 if not sparse else fraction,
+        "achieved_tflops": fpt * tps / 1e12 if tps else None,
+        "peak_tflops": peak / 1e12 if peak else None, "mfu": mfu(fpt, tps, peak),
+        "first_step_s": first,
+        "compile_s": max(0.0, first - step_s) if e.variant.compile and first and step_s else None,
+        "step_mem_gib": info["step_mem_gib"], "error": info["error"],
+    }
+
+
+def _add_speedups(rows: list[dict], block: Block, s: ThroughputSettings, t: dict[str, float]) -> None:
+    """The grid's rows against HF RoBERTa; the levers' rows against the same model's base configuration."""
     if block.section == "grid":
         ref = t.get(next((e.key for e in block.entries if e.kind == "roberta"), ""))
         for r in rows:
             r["speedup_vs_roberta"] = ref / r["step_s"] if ref and r["step_s"] else None
-    else:
-        for r, e in zip(rows, block.entries):
-            base = t.get(Entry(e.kind, e.k, s.levers.base_variant(), "base").key)
-            r["speedup_vs_base"] = base / r["step_s"] if base and r["step_s"] else None
-        if s.profile:  # the base configuration of the model (ours) with the highest MFU there
-            based = [(r["mfu"] or 0, e) for r, e in zip(rows, block.entries)
-                     if e.lever == "base" and r["step_s"] and e.kind != "roberta"]
-            if based:
-                best = max(based, key=lambda x: x[0])[1]
-                meta["profile"] = {
-                    "row": rows[block.entries.index(best)], "steps": s.profile_steps,
-                    "kernels": profile_kernels(steps[best.key], device, s.profile_steps, s.profile_top),
-                }
-    steps.clear()
-    free_memory(device)
-    return rows
+        return
+    for r, e in zip(rows, block.entries):
+        base = t.get(Entry(e.kind, e.k, s.levers.base_variant(), "base").key)
+        r["speedup_vs_base"] = base / r["step_s"] if base and r["step_s"] else None
 
 
 def mfu_target(rows: list[dict], s: ThroughputSettings) -> dict:
