@@ -64,8 +64,7 @@ def train_tokenizer(
     tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
     A damaged .gz file raises CorpusError before training.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AddedToken, AutoTokenizer, RobertaTokenizer
+    from transformers import AutoTokenizer
 
     for key, value in (("vocab_size", vocab_size), ("min_frequency", min_frequency), ("max_lines", max_lines)):
         if not (value is None and key == "max_lines") and \
@@ -77,6 +76,37 @@ def train_tokenizer(
     check_output_dir(out_dir, record, overwrite)  # before training, which can take minutes
     paths = expand_sources(files)
     verify_sources(paths)
+    stats = {"lines": 0, "chars": 0}
+    t0 = time.perf_counter()
+    hf_tok = _train_bpe(_iter_line_batches(paths, max_lines, stats), vocab_size, min_frequency, show_progress)
+    seconds = time.perf_counter() - t0
+    if stats["lines"] == 0:
+        raise CorpusError(f"empty corpus: no non-empty line in {paths}")
+
+    out = Path(out_dir)
+    with atomic_dir(out, record, overwrite) as tmp:
+        hf_tok.save_pretrained(str(tmp))
+        probe = "Hello world, this is a tokenizer round trip."
+        loaded = AutoTokenizer.from_pretrained(str(tmp))
+        enc = loaded(probe)["input_ids"]
+        if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
+            raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
+    lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
+    log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
+                                                "hash": tokenizer_hash(str(out))})
+    print(
+        f"tokenizer: {stats['lines']:,} lines, {stats['chars'] / 1e6:.1f} M chars in {seconds:.1f} s "
+        f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}"
+    )
+    return str(out)
+
+
+def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool):
+    """A RobertaTokenizer from a byte-level BPE trained on the text `batches` (lists of lines), the special tokens
+    at ids 0-3 (<s>, <pad>, </s>, <unk>) and <mask> stripping the space before it, as RoBERTa's."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AddedToken, RobertaTokenizer
+
     tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -87,13 +117,7 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
-    stats = {"lines": 0, "chars": 0}
-    t0 = time.perf_counter()
-    tok.train_from_iterator(_iter_line_batches(paths, max_lines, stats), trainer=trainer)
-    seconds = time.perf_counter() - t0
-    if stats["lines"] == 0:
-        raise CorpusError(f"empty corpus: no non-empty line in {paths}")
-
+    tok.train_from_iterator(batches, trainer=trainer)
     model = json.loads(tok.to_str())["model"]
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     hf_tok = RobertaTokenizer(
@@ -104,30 +128,7 @@ def train_tokenizer(
     ids = [hf_tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS[:4]]
     if ids != [0, 1, 2, 3]:
         raise RuntimeError(f"special token ids are {ids}, expected [0, 1, 2, 3]")
-
-    out = Path(out_dir)
-    with atomic_dir(out, record, overwrite) as tmp:
-        hf_tok.save_pretrained(str(tmp))
-        probe = "Hello world, this is a tokenizer round trip."
-        loaded = AutoTokenizer.from_pretrained(str(tmp))
-        enc = loaded(probe)["input_ids"]
-        if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
-            raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
-    speed = {
-        "seconds": round(seconds, 2),
-        "lines": stats["lines"],
-        "chars": stats["chars"],
-        "lines_per_s": round(stats["lines"] / max(seconds, 1e-9)),
-        "mb_per_s": round(stats["chars"] / 1e6 / max(seconds, 1e-9), 2),
-        "vocab_size": len(loaded),
-        "hash": tokenizer_hash(str(out)),
-    }
-    log.info("trained tokenizer %s: %s", out, speed)
-    print(
-        f"tokenizer: {stats['lines']:,} lines, {stats['chars'] / 1e6:.1f} M chars in {seconds:.1f} s "
-        f"({speed['lines_per_s']:,} lines/s, {speed['mb_per_s']} M chars/s), vocab {len(loaded)} -> {out}"
-    )
-    return str(out)
+    return hf_tok
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:
