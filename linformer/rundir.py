@@ -108,18 +108,20 @@ def is_shape_key(key: str) -> bool:
     return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_KEYS
 
 
-# Identity keys the run record gained later: a run recorded without one is not told apart by it.
-RECORDED_SINCE = frozenset({"corpus_cache_key"})
-# Identity keys a stage once recorded though none of its code read them (transfer inherited pretraining's masking
-# rate): a run requested without one is not told apart by it.
-RECORDED_UNREAD = frozenset({"trainer.mlm_probability"})
-
-
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
     """{key: (recorded value, requested value)} for every identity key that differs (missing = None)."""
     a, b = identity(recorded), identity(requested)
-    keys = sorted((set(a) | set(b)) - (RECORDED_SINCE - set(a)) - (RECORDED_UNREAD - set(b)))
-    return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:
+    """Where the differing keys are missing from one side: the record was written by another version of the run
+    format (it lacks keys this version records, or holds keys it no longer reads)."""
+    a, b = identity(recorded), identity(requested)
+    lacks, extra = [k for k in keys if k not in a], [k for k in keys if k not in b]
+    parts = ([f"it lacks {', '.join(lacks)}, which this version records"] if lacks else []) + \
+            ([f"it holds {', '.join(extra)}, which this version no longer reads"] if extra else [])
+    return f" The record is of another version of the run format: {'; '.join(parts)}." if parts else ""
 
 
 # ------------------------------------------------------------------------------------------------ lock
@@ -228,8 +230,9 @@ class RunRecord:
                 changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
                 keys = ",".join(refused)
                 raise RunDirError(
-                    f"{self.dir} holds a run with other settings ({changes}). Choose another run_name, or continue "
-                    f"this run with these settings by adding trainer.allow_config_change=[{keys}]."
+                    f"{self.dir} holds a run with other settings ({changes}).{_format_note(recorded, config, refused)}"
+                    f" Choose another run_name, or continue this run with these settings by adding "
+                    f"trainer.allow_config_change=[{keys}]."
                 )
             self.allowed_changes = {k: v for k, v in diff.items() if k in allowed}
             return "complete" if self.is_complete() and not self.allowed_changes else "continue"

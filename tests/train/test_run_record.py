@@ -250,13 +250,24 @@ def test_resuming_on_another_corpus_is_refused_though_its_path_may_move(tiny_dat
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", f"corpus_dir={other}"), run)
 
 
-def test_a_run_recorded_before_the_corpus_key_still_resumes():
-    from linformer.rundir import identity_diff
+def test_a_run_recorded_in_an_older_format_is_refused_naming_the_missing_key(tmp_path):
+    """A record without a key this version records (the corpus's cache key) is another format: refused in one line
+    that says so and how to continue, not silently taken as the same run."""
+    from linformer.errors import RunDirError
+    from linformer.rundir import RunRecord, identity_diff
 
     old = {"model": {"n": 8}, "corpus_dir": "a"}
-    assert identity_diff(old, {**old, "corpus_cache_key": "k1"}) == {}
-    assert identity_diff({**old, "corpus_cache_key": "k1"}, {**old, "corpus_cache_key": "k2"}) == {
-        "corpus_cache_key": ("k1", "k2")}
+    now = {**old, "corpus_cache_key": "k1"}
+    assert identity_diff(old, now) == {"corpus_cache_key": (None, "k1")}
+    record = RunRecord(tmp_path / "run", "pretrain")
+    (tmp_path / "run").mkdir()
+    record.claim(old)
+    record.start(old, 0)
+    record.lock.release()
+    with pytest.raises(RunDirError, match=r"another version of the run format: it lacks corpus_cache_key, which "
+                                          r"this version records.*allow_config_change=\[corpus_cache_key\]"):
+        RunRecord(tmp_path / "run", "pretrain").claim(now)
+    assert RunRecord(tmp_path / "run", "pretrain").claim(now, allow_change=["corpus_cache_key"]) == "continue"
 
 
 def test_a_changed_k_cannot_be_allowed_the_run_must_start_afresh(tiny_data, tmp_path):
