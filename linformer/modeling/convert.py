@@ -60,24 +60,19 @@ _POSITIONS = "embeddings.position_embeddings.weight"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
 
-class FromPretrainedEncoder:
-    """``from_pretrained_encoder`` for every Linformer model class."""
+def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedModel, *, extend_positions: bool = True,
+                            **settings):
+    """A BERT/RoBERTa-family model (a directory, a run directory, ``"minilm"``, a cached hub name, or a model object)
+    converted into the Linformer model class `cls`, every weight the source has copied (the classmethod
+    ``LinformerPreTrainedModel.from_pretrained_encoder`` calls this).
 
-    _copies_classifier_fields = False  # the sequence classifier takes the source's labels
-
-    @classmethod
-    def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedModel, *,
-                                extend_positions: bool = True, **settings):
-        """Convert a BERT/RoBERTa-family model (a directory, a run directory, ``"minilm"``, a cached hub name, or a
-        model object) into this class, copying every weight the source has.
-
-        ``settings`` set LinformerConfig fields (``attention``, ``projected_dim``, ``sharing``, ``max_seq_len``...).
-        ``max_seq_len`` defaults to the source's longest input; a shorter one truncates the position table, a
-        longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
-        ``extend_positions=False``, which makes that a ConfigError.
-        """
-        source, where = _load_source(name_or_path)
-        return _convert(cls, source, where, extend_positions, settings)
+    ``settings`` set LinformerConfig fields (``attention``, ``projected_dim``, ``sharing``, ``max_seq_len``...).
+    ``max_seq_len`` defaults to the source's longest input; a shorter one truncates the position table, a
+    longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
+    ``extend_positions=False``, which makes that a ConfigError.
+    """
+    source, where = _load_source(name_or_path)
+    return _convert(cls, source, where, extend_positions, settings)
 
 
 def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None, *,
@@ -296,7 +291,7 @@ def converted_config(name_or_path: str, **settings) -> LinformerConfig:
 def _convert(cls, source: PreTrainedModel, where: str, extend_positions: bool, settings: dict):
     from_path = where != type(source).__name__  # not a model object handed in
     pooling = sentence_transformers_pooling(where) if from_path and "classifier_pooling" not in settings else None
-    config = LinformerConfig(**_config_fields(source.config, cls._copies_classifier_fields, settings, pooling))
+    config = LinformerConfig(**_config_fields(source.config, cls.copies_classifier_fields, settings, pooling))
     state = _renamed_state(source)
     have, need = state[_PREFIX + _POSITIONS].shape[0], config.max_position_embeddings
     if need > have and not extend_positions:

@@ -19,7 +19,6 @@ from transformers.utils.generic import can_return_tuple
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig
-from .convert import FromPretrainedEncoder
 
 
 class LinformerEmbeddings(nn.Module):
@@ -142,6 +141,14 @@ class LinformerPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
+    copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
+
+    @classmethod
+    def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
+        """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
+        from .convert import from_pretrained_encoder
+
+        return from_pretrained_encoder(cls, name_or_path, extend_positions=extend_positions, **settings)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -201,7 +208,7 @@ class LinformerPooler(nn.Module):
         return self.activation(self.dense(hidden[:, 0]))
 
 
-class LinformerModel(FromPretrainedEncoder, LinformerPreTrainedModel):
+class LinformerModel(LinformerPreTrainedModel):
     """The bare encoder, returning ``last_hidden_state`` (and ``pooler_output`` when it has a pooler)."""
 
     def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):

@@ -10,7 +10,6 @@ from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutp
 from transformers.utils.generic import can_return_tuple
 
 from .configuration import LinformerConfig
-from .convert import FromPretrainedEncoder
 from .model import LinformerLMHead, LinformerModel, LinformerPreTrainedModel
 
 
@@ -66,7 +65,7 @@ class LinformerPooledClassifier(nn.Linear):
         return super().forward(self.dropout(features))
 
 
-class LinformerForMaskedLM(FromPretrainedEncoder, LinformerPreTrainedModel):
+class LinformerForMaskedLM(LinformerPreTrainedModel):
     """Linformer with RoBERTa's tied MLM head: (batch, tokens, vocab) logits, as every Hugging Face MLM.
 
     With ``config.sparse_prediction`` and ``labels`` (-100 = not a target), the vocabulary projection runs only at
@@ -147,11 +146,11 @@ def target_slots(hidden: torch.Tensor, labels: torch.Tensor, slots: int) -> tupl
     return hidden.reshape(-1, hidden.shape[-1])[order], flat[order]
 
 
-class LinformerForSequenceClassification(FromPretrainedEncoder, LinformerPreTrainedModel):
+class LinformerForSequenceClassification(LinformerPreTrainedModel):
     """Linformer with a sentence classifier, RoBERTa's or BERT's (``config.classifier_head``), reading the features
     ``config.classifier_pooling`` names; ``problem_type`` as in Hugging Face."""
 
-    _copies_classifier_fields = True
+    copies_classifier_fields = True
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config)

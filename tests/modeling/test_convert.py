@@ -499,3 +499,16 @@ def test_a_hub_name_the_hub_cannot_give_is_one_line_saying_so(monkeypatch):
     assert str(err.value) == ("'someone/no-such-model' is not a folder here, and the Hugging Face hub did not give it "
                               "(We couldn't connect to 'https://huggingface.co' to load the files.): give a local "
                               "model directory, or check the name and the network.")
+
+
+def test_the_model_classes_convert_through_a_function_not_a_converter_base_class():
+    """Conversion lives in convert.py; the model classes only name it (from_pretrained_encoder delegates), so a
+    model class's hierarchy holds nothing of the converter."""
+    from linformer.modeling import convert
+    from linformer.modeling.model import LinformerModel
+    from linformer.modeling.task_models import LinformerForMaskedLM, LinformerForSequenceClassification
+
+    for cls in (LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification):
+        assert not [base for base in cls.__mro__ if base.__module__ == convert.__name__]
+        assert callable(cls.from_pretrained_encoder)
+    assert LinformerForSequenceClassification.copies_classifier_fields and not LinformerModel.copies_classifier_fields
