@@ -7,7 +7,6 @@ Usage: python scripts/reproduce_mini.py [--dry-run] [--jobs N]
 """
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
@@ -42,7 +41,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reproduce(jobs: int, dry_run: bool) -> int:
-    os.chdir(REPO)  # the stages and reports take paths relative to the repository
     stages = mini.plan()
     print(mini.__doc__)
     for s in stages:

@@ -6,7 +6,6 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|gpu] [--dry-run] [-
 """
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
@@ -35,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
         jobs = profile.jobs if args.jobs is None else args.jobs
         if jobs < 1:
             raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
-        os.chdir(REPO)  # the stages and the report take paths relative to the repository
         if not args.dry_run:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any stage starts
         return reproduce(profile, jobs, args.dry_run, args.report_only)

@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.io import repo_root
 from ..files import atomic_dir, read_json
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
@@ -35,6 +36,7 @@ from ..rundir import PREDICTIONS, RESULTS
 from ..stages import Stage, in_order_of_use, wanted
 from . import run_dir
 
+REPO = repo_root()  # the stages run there, and their finished files are looked up there, wherever the caller is
 N = 512
 SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
@@ -179,13 +181,13 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
     corpus_dir = f"data/processed/mirror_slice-{SOURCE}-n{N}"
     stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
-                    Path(corpus_dir) / "manifest.json", intermediate=True)]
+                    REPO / corpus_dir / "manifest.json", intermediate=True)]
     table = rows(p)
     for row in table:
         if row.policy is None:
             stages.append(Stage(row.prepare, [python, "scripts/convert.py", f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
-                                              f"out_dir={row.model_dir}"], row.model_dir / "config.json",
+                                              f"out_dir={row.model_dir}"], REPO / row.model_dir / "config.json",
                                   intermediate=True))
             continue
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
@@ -198,7 +200,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
              f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
              f"trainer.mixed_precision={p.mixed_precision}", f"corpus_dir={corpus_dir}",
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
-            row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
+            REPO / row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
     runs = []  # (priority, stage): seed 0 before other seeds, then row by row, SST-2 (cheap) before IMDB
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
@@ -214,7 +216,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_train_examples={scale.train}")
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
-                finished, kept = run_dir("finetune", name), RECORDS / name
+                finished, kept = REPO / run_dir("finetune", name), REPO / RECORDS / name
                 runs.append(((seed > 0, r_i, t_i), Stage(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))

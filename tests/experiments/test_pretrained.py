@@ -38,7 +38,7 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
             assert _value(prepare.argv, "out_dir") == str(row.model_dir) and "model.attention=full" in prepare.argv
         else:  # transfer writes <output_dir>/transfer/<run_name>/model, and its summary marks it done
             assert row.model_dir == Path("outputs/transfer") / _value(prepare.argv, "run_name") / "model"
-            assert prepare.done == row.model_dir.parent / "summary.json"
+            assert prepare.done == exp.REPO / row.model_dir.parent / "summary.json"
             assert int(_value(prepare.argv, "model.projected_dim")) == row.k
             for key, value in exp.POLICIES[row.policy].items():
                 assert _value(prepare.argv, f"model.{key}") == str(value).lower().replace(" ", "")
@@ -49,7 +49,7 @@ def test_every_row_is_finetuned_on_both_tasks_from_the_model_its_stage_builds(na
                 # fixed subsets: every row and seed is evaluated on the same examples (paired comparisons)
                 assert _value(s.argv, "subset_seed") == "0" and _value(s.argv, "seed") == str(seed)
                 # done when the run's records are kept where the table reads them (committed)
-                assert s.done == exp.RECORDS / _value(s.argv, "run_name") / "results.json" and s.keep is not None
+                assert s.done == exp.REPO / exp.RECORDS / _value(s.argv, "run_name") / "results.json" and s.keep is not None
     assert len(p.seeds) == 3
     # every row a target reads has 3 seeds (experiments.pretrained.SEEDS); the others none but their own
     from linformer.experiments.pretrained import SEEDS
@@ -102,3 +102,13 @@ def test_dry_run_prints_every_stage_once_and_the_minutes_of_those_left(capsys):
     minutes = sum(exp.estimated_minutes(profile, s) for s in todo) / 2
     assert re.search(rf"{len(todo)} of {len(stages)} stages left: about {minutes:.0f} min with 2 at a time", out)
     assert "--layout pretrained --profile gpu" in out
+
+
+def test_the_plan_reads_the_same_progress_from_any_working_directory(tmp_path, monkeypatch):
+    """The stages' finished files are looked up in the repository, not the caller's directory (the scripts no
+    longer change directory to make relative paths work)."""
+    monkeypatch.chdir(exp.REPO)
+    here = [s.finished for s in exp.plan(exp.PROFILES["cpu"])]
+    monkeypatch.chdir(tmp_path)
+    assert [s.finished for s in exp.plan(exp.PROFILES["cpu"])] == here and any(here)
+    assert all(s.done.is_absolute() for s in exp.plan(exp.PROFILES["cpu"]))
