@@ -44,7 +44,8 @@ RECORDS = Path("docs/results/table2_pretrained_runs")  # each finished run's sma
 KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
 # The targets (report.table2_pretrained checks them against the table)
 TEACHER_TARGET = 88.0         # SST-2 dev, the teacher
-WITHIN = {128: 1.0, 64: 1.5}  # k -> points: the "local" policy with transfer, below the teacher on each task
+# task -> k -> points: the "local" policy with transfer, at most this far below the teacher
+WITHIN = {"imdb": {128: 0.5, 64: 1.0}, "sst2": {128: 0.5, 64: 0.5}}
 SEEDS = 3                     # every row a target reads has this many seeds
 CLOSES = 0.5  # on IMDB, transfer closes at least this share of the gap left without it (where that gap is > 1 point)
 

@@ -75,8 +75,8 @@ def test_rows_paired_differences_and_targets(runs):
     assert moved["transfer_info"]["rel_err_after"] == [0.1, 0.3]
     text = "\n".join(tp.targets(rows))
     assert "Teacher SST-2 >= 88: met" in text and "The teacher's SST-2 has 1 seed(s); the targets need 3" in text
-    assert ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1] + transfer, IMDB within 1 of "
-            "the teacher: missed (-2.0)" in text)
+    assert ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1] + transfer, IMDB within 0.5 "
+            "of the teacher: missed (-2.0)" in text)
     assert "paper's slice, IMDB within" not in text  # the targets are set for the converted default only
     assert "transfer closes" not in text  # no row without transfer has the same policy to compare with
 
@@ -87,7 +87,7 @@ def test_a_target_row_with_fewer_than_three_seeds_is_not_decided(runs):
     for s in (1, 2):
         shutil.rmtree(runs / "runs" / f"imdb-k128-tr-s{s}")
     text = "\n".join(tp.targets(tp.build_rows(tp.read_runs([str(runs / "runs")]))))
-    assert "IMDB within 1 of the teacher: not decided: 1 seed(s) of 3 (" in text
+    assert "IMDB within 0.5 of the teacher: not decided: 1 seed(s) of 3 (" in text
 
 
 def test_runs_finetuned_with_another_recipe_are_refused_naming_the_key(runs, tmp_path):
@@ -234,4 +234,4 @@ def test_target_gaps_round_halves_away_from_zero_as_the_table_does():
                "tasks": {"imdb": {"acc": 87.65, "seeds": {0: 0, 1: 0, 2: 0}}}}
     row = {"name": "local", "transfer": True, "attention": "linformer", "k": 128, "sharing": "layerwise",
            "policy": tp.TARGET_POLICY, "tasks": {"imdb": {"acc": 87.40, "seeds": {0: 0}}}}
-    assert "IMDB within 1 of the teacher: not decided: 1 seed(s) of 3 (-0.3)." in "\n".join(tp.targets([teacher, row]))
+    assert "IMDB within 0.5 of the teacher: not decided: 1 seed(s) of 3 (-0.3)." in "\n".join(tp.targets([teacher, row]))
