@@ -170,6 +170,7 @@ class TrainerSettings:
     eval_batch_size: int | None = field(default=None, metadata=_OP)
     eval_at_start: bool = field(default=False, metadata=_OP)
     save_every: int | None = field(default=None, metadata=_OP)   # None: at the end and on a stop signal only
+    save_every_minutes: float | None = field(default=None, metadata=_OP)  # also this long after the last; None: off
     save_best: bool = field(default=False, metadata=_OP)
     keep_last: int = field(default=None, metadata=_OP)
     log_every: int = field(default=None, metadata=_OP)
@@ -226,6 +227,7 @@ class TrainerSettings:
             eval_batch_size=positive_int(t, "eval_batch_size", allow_none=True),
             eval_at_start=bool(_flag(t, "eval_at_start", "trainer", allow_none=True)),
             save_every=positive_int(t, "save_every", allow_none=True),
+            save_every_minutes=positive_float(t, "save_every_minutes", allow_none=True),
             save_best=_flag(t, "save_best", "trainer") if "save_best" in t else False,
             keep_last=positive_int(t, "keep_last"),
             log_every=positive_int(t, "log_every"),

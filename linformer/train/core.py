@@ -163,13 +163,17 @@ class StopSignal:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
-    def agreed(self, accelerator: Accelerator) -> int | None:
-        """The signal, if any rank got one: every rank then stops at the same step."""
+    def agreed(self, accelerator: Accelerator, save_due: bool = False) -> tuple[int | None, bool]:
+        """(the signal, if any rank got one; whether any rank finds a checkpoint due), the same on every rank, so
+        that they stop, or save, at the same step."""
         if accelerator.num_processes == 1:
-            return self.signum
-        flag = torch.tensor(self.signum or 0, device=accelerator.device)
-        got = int(accelerator.reduce(flag, "max").item())
-        return got or None
+            return self.signum, save_due
+        flags = torch.tensor([self.signum or 0, int(save_due)], device=accelerator.device)
+        got, due = (int(x) for x in accelerator.reduce(flags, "max").tolist())
+        return got or None, bool(due)
+
+
+_clock = time.monotonic  # seconds, for trainer.save_every_minutes
 
 
 def prefetches(device: torch.device) -> bool:
@@ -194,6 +198,7 @@ class Trainer:
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
         self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        self._last_save = _clock()  # when the last checkpoint was written (trainer.save_every_minutes)
         # On a GPU the next step's batches are built on the host while the device runs this step (the data is a
         # pure function of the step, so prefetching changes no value). On a CPU the thread would take a core.
         self._prefetcher = ThreadPoolExecutor(1) if prefetches(accelerator.device) else None
@@ -267,7 +272,7 @@ class Trainer:
             bar.update(1)
             if step % self.settings.log_every == 0:
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}")
-            signum = stop.agreed(self.accelerator)
+            signum, save_due = stop.agreed(self.accelerator, self._save_due())
             if signum is not None:
                 self.save()
                 bar.close()
@@ -276,7 +281,8 @@ class Trainer:
                 raise Preempted(
                     f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
                     f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
-            if (self.settings.save_every and step % self.settings.save_every == 0) or step == self.settings.max_steps:
+            if (self.settings.save_every and step % self.settings.save_every == 0) or step == self.settings.max_steps \
+                    or save_due:
                 self.save()
         bar.close()
 
@@ -376,7 +382,14 @@ class Trainer:
         """Seconds spent on this run so far, over every process that worked on it."""
         return self._wall_before + time.perf_counter() - self._t0
 
+    def _save_due(self) -> bool:
+        """Whether trainer.save_every_minutes have passed since the last checkpoint (or the loop's start): a run
+        killed without a signal (out of memory, a lost node) then loses at most that much."""
+        minutes = self.settings.save_every_minutes
+        return minutes is not None and _clock() - self._last_save >= 60 * minutes
+
     def save(self) -> None:
+        self._last_save = _clock()
         self._settle()
         self.state["wall_time_s"] = self._wall_time()
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last)

@@ -69,9 +69,9 @@ def _stop_after(monkeypatch, steps: int) -> None:
     StopSignal.agreed is asked once per step."""
     calls = {"n": 0}
 
-    def agreed(self, accelerator):
+    def agreed(self, accelerator, save_due=False):
         calls["n"] += 1
-        return signal.SIGTERM if calls["n"] == steps else None
+        return (signal.SIGTERM if calls["n"] == steps else None), save_due
 
     monkeypatch.setattr(core.StopSignal, "agreed", agreed)
 

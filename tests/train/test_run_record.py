@@ -190,6 +190,24 @@ def test_disk_full_names_the_directory_and_keeps_the_previous_checkpoint(tiny_da
     assert damaged_files(tmp_path / "checkpoints" / "step-00000004") == []
 
 
+def test_save_every_minutes_checkpoints_between_the_steps_a_kill_would_otherwise_lose(tiny_data, tmp_path, monkeypatch):
+    """A run killed without a signal (the kernel's out-of-memory killer sends SIGKILL) keeps what the last
+    checkpoint holds: with save_every_minutes the trainer writes one whenever that much time has passed, with no
+    step-based checkpoint asked for."""
+    from linformer.train import core
+
+    clock = iter(range(0, 10_000, 25))  # each reading of the clock 25 s after the previous one
+    monkeypatch.setattr(core, "_clock", lambda: float(next(clock)))
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.save_every=null", "trainer.keep_last=10",
+                              "trainer.save_every_minutes=1", "trainer.eval_every=1000"), tmp_path / "run")
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert len(saved) > 1 and saved[-1] == "step-00000006"  # some before the end, none asked for by step
+    off = tmp_path / "off"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.save_every=null",
+                              "trainer.save_every_minutes=null", "trainer.eval_every=1000"), off)
+    assert [p.name for p in (off / "checkpoints").iterdir()] == ["step-00000006"]
+
+
 @pytest.mark.parametrize("override, key", [
     ("trainer.batch_size=-2", "trainer.batch_size"),
     ("trainer.batch_size=0", "trainer.batch_size"),
@@ -198,6 +216,7 @@ def test_disk_full_names_the_directory_and_keeps_the_previous_checkpoint(tiny_da
     ("trainer.max_steps=-5", "trainer.max_steps"),
     ("trainer.grad_accum=0", "trainer.grad_accum"),
     ("trainer.save_every=0", "trainer.save_every"),
+    ("trainer.save_every_minutes=0", "trainer.save_every_minutes"),
     ("trainer.mlm_probability=1.5", "trainer.mlm_probability"),
 ])
 def test_invalid_numbers_name_their_key(tiny_data, tmp_path, override, key):
