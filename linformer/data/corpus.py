@@ -45,7 +45,7 @@ STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was wr
 
 @dataclass
 class _Source:
-    spec: str  # as given: a path or hf:<name>[:<config>]
+    given: str  # the source as the user gave it: a path, a glob or hf:<name>[:<config>]
     path: str | None = None
     hub: tuple[str, str | None] | None = None
     sha256: str = ""
@@ -59,16 +59,16 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
     if not sources:
         raise CorpusError(f"no corpus sources given; expected {CORPUS_LAYOUT} or hf:<name>[:<config>]")
     out: list[_Source] = []
-    for spec in sources:
-        spec = str(spec)
-        if spec.startswith(HUB_PREFIX):
-            name, _, config = spec[len(HUB_PREFIX):].partition(":")
+    for given in sources:
+        given = str(given)
+        if given.startswith(HUB_PREFIX):
+            name, _, config = given[len(HUB_PREFIX):].partition(":")
             if hub_offline():
                 raise hub_offline_error(name)
-            out.append(_Source(spec=spec, hub=(name, config or None)))
+            out.append(_Source(given=given, hub=(name, config or None)))
         else:
-            for p in expand_sources([spec]):
-                out.append(_Source(spec=spec, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
+            for p in expand_sources([given]):
+                out.append(_Source(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
     return out
 
 
@@ -79,9 +79,9 @@ def _load_hub(src: _Source):
     try:
         ds = datasets.load_dataset(name, config, split="train")
     except Exception as e:  # network, auth or unknown name: say which source failed
-        raise ConnectionError(f"could not load hub dataset {src.spec!r}: {type(e).__name__}: {e}") from e
+        raise ConnectionError(f"could not load hub dataset {src.given!r}: {type(e).__name__}: {e}") from e
     if "text" not in ds.column_names:
-        raise CorpusError(f"hub dataset {src.spec!r} has no 'text' column (columns: {ds.column_names})")
+        raise CorpusError(f"hub dataset {src.given!r} has no 'text' column (columns: {ds.column_names})")
     src.sha256 = f"fingerprint:{ds._fingerprint}"
     return ds
 
@@ -173,7 +173,7 @@ def _read_sources(
         totals["replaced_chars"] += replaced
         totals["skipped_bad_rows"] += bad
         if replaced:
-            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", src.spec, replaced)
+            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", src.given, replaced)
     writer.close()
     return doc_keys, totals
 
@@ -391,7 +391,7 @@ def prepare_corpus(
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
     # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
-    record = made_by("prepare_corpus", {"data": {"sources": [s.spec for s in srcs], **settings},
+    record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
                                         "tokenizer_dir": os.path.abspath(tokenizer_dir)})
     check_output_dir(out, record, overwrite)  # before the sources are read
     verify_sources([s.path for s in srcs if s.path])
@@ -426,7 +426,7 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     writer = _ParagraphWriter(work / "paragraphs.arrow")
     doc_keys, totals = _read_sources(srcs, writer, settings["skip_bad_rows"], settings["max_documents"])
     if not doc_keys:
-        raise CorpusError(f"empty corpus: no non-blank line in {[s.spec for s in srcs]}; expected {CORPUS_LAYOUT}")
+        raise CorpusError(f"empty corpus: no non-blank line in {[s.given for s in srcs]}; expected {CORPUS_LAYOUT}")
     t_read = time.perf_counter() - t0
 
     # 2. tokenize with datasets.map (batched, num_proc workers that die with this process; cache files in tmp)
@@ -467,7 +467,7 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
         "tokenizer_hash": tok_hash,
         "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
         "sources": [
-            {"source": s.spec, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
+            {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
         ],
         "documents": n_docs,
         "paragraphs": totals["lines"],

@@ -28,7 +28,7 @@ def compute_metrics(task_name: str, predictions, references) -> dict[str, float]
     """
     from .tasks import get_task
 
-    spec = get_task(task_name)
+    task_spec = get_task(task_name)
     preds = np.asarray(predictions)
     if preds.ndim == 2:
         preds = preds.argmax(-1)
@@ -36,6 +36,6 @@ def compute_metrics(task_name: str, predictions, references) -> dict[str, float]
     if preds.shape != refs.shape:
         raise ValueError(f"predictions {preds.shape} and references {refs.shape} differ in shape")
     out: dict[str, float] = {}
-    for m in spec.metrics:
+    for m in task_spec.metrics:
         out.update(load_metric(m).compute(predictions=preds.tolist(), references=refs.tolist()))
     return out

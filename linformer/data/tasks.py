@@ -96,15 +96,15 @@ def clean_imdb(text: str) -> str:
     return _BR.sub(" ", text).strip()
 
 
-def _missing(path: Path, spec: TaskSpec) -> FileNotFoundError:
-    return FileNotFoundError(f"{path} not found: task {spec.name} expects {spec.layout()}")
+def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:
+    return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}")
 
 
-def _label_id(raw: str, spec: TaskSpec, where: str) -> int:
+def _label_id(raw: str, task_spec: TaskSpec, where: str) -> int:
     raw = raw.strip()
-    if raw in spec.raw_labels:
-        return spec.raw_labels.index(raw)
-    raise TaskDataError(f"{where}: label {raw!r} is not in the {spec.name} label set {list(spec.raw_labels)}")
+    if raw in task_spec.raw_labels:
+        return task_spec.raw_labels.index(raw)
+    raise TaskDataError(f"{where}: label {raw!r} is not in the {task_spec.name} label set {list(task_spec.raw_labels)}")
 
 
 def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool) -> bool:
@@ -119,36 +119,36 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
-def _read_glue_tsv(path: Path, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+def _read_glue_tsv(path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     if not path.is_file():
-        raise _missing(path, spec)
-    cols: dict[str, list] = {f: [] for f in spec.text_fields}
+        raise _missing(path, task_spec)
+    cols: dict[str, list] = {f: [] for f in task_spec.text_fields}
     cols["labels"] = []
     skipped = 0
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
-            raise TaskDataError(f"{path}: empty file; expected {spec.layout()}")
+            raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
         header = [h.strip() for h in header]
-        needed = [*list(spec.text_fields), spec.label_field]
+        needed = [*list(task_spec.text_fields), task_spec.label_field]
         missing = [c for c in needed if c not in header]
         if missing:
-            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {spec.layout()}")
-        idx = [header.index(c) for c in spec.text_fields]
-        lab = header.index(spec.label_field)
+            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {task_spec.layout()}")
+        idx = [header.index(c) for c in task_spec.text_fields]
+        lab = header.index(task_spec.label_field)
         for row in reader:
             where = f"{path}:{reader.line_num}"
             if not _row_fits(row, header, where, skip_bad_rows):
                 skipped += 1
                 continue
-            for f_, i in zip(spec.text_fields, idx):
+            for f_, i in zip(task_spec.text_fields, idx):
                 cols[f_].append(row[i].strip())
-            cols["labels"].append(_label_id(row[lab], spec, where))
+            cols["labels"].append(_label_id(row[lab], task_spec, where))
     return cols, skipped
 
 
-def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     csv_path = data_dir / split_file
     folder = data_dir / Path(split_file).stem  # aclImdb layout: <data_dir>/train/{pos,neg}/*.txt
     cols: dict[str, list] = {"text": [], "labels": []}
@@ -158,7 +158,7 @@ def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: b
             reader = csv.reader(f)
             header = next(reader, None) or []
             if "text" not in header or "label" not in header:
-                raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {spec.layout()}")
+                raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
             ti, li = header.index("text"), header.index("label")
             for row in reader:
                 where = f"{csv_path}:{reader.line_num}"
@@ -166,29 +166,29 @@ def _read_imdb(data_dir: Path, split_file: str, spec: TaskSpec, skip_bad_rows: b
                     skipped += 1
                     continue
                 cols["text"].append(clean_imdb(row[ti]))
-                cols["labels"].append(_label_id(row[li], spec, where))
+                cols["labels"].append(_label_id(row[li], task_spec, where))
     elif (folder / "pos").is_dir() and (folder / "neg").is_dir():
         for label, sub in ((0, "neg"), (1, "pos")):
             for p in sorted((folder / sub).glob("*.txt")):
                 cols["text"].append(clean_imdb(p.read_text(encoding="utf-8", errors="replace")))
                 cols["labels"].append(label)
     else:
-        raise _missing(csv_path, spec)
+        raise _missing(csv_path, task_spec)
     return cols, skipped
 
 
-def _read_hub(spec: TaskSpec, split: str) -> dict:
-    name = "/".join(x for x in spec.hub if x)
+def _read_hub(task_spec: TaskSpec, split: str) -> dict:
+    name = "/".join(x for x in task_spec.hub if x)
     if hub_offline():
         raise hub_offline_error(name)
     import datasets
 
     try:
-        ds = datasets.load_dataset(*spec.hub, split=spec.hub_splits[split])
+        ds = datasets.load_dataset(*task_spec.hub, split=task_spec.hub_splits[split])
     except Exception as e:
-        raise ConnectionError(f"could not load hub dataset {name!r} for task {spec.name}: {e}") from e
-    cols = {f: list(ds[h]) for f, h in zip(spec.text_fields, spec.hub_fields)}
-    if spec.format == "imdb":
+        raise ConnectionError(f"could not load hub dataset {name!r} for task {task_spec.name}: {e}") from e
+    cols = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
+    if task_spec.format == "imdb":
         cols["text"] = [clean_imdb(t) for t in cols["text"]]
     cols["labels"] = list(ds["label"])
     return cols
@@ -196,17 +196,17 @@ def _read_hub(spec: TaskSpec, split: str) -> dict:
 
 def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
     """Raw columns {text fields..., labels} of split 'train' or 'eval', and the number of skipped bad rows."""
-    spec = get_task(name)
+    task_spec = get_task(name)
     if split not in ("train", "eval"):
         raise ValueError(f"split {split!r}: expected 'train' or 'eval'")
     if data_dir is None:
-        return _read_hub(spec, split), 0
+        return _read_hub(task_spec, split), 0
     d = Path(data_dir)
     if not d.is_dir():
-        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {spec.layout()}")
-    if spec.format == "imdb":
-        return _read_imdb(d, spec.files[split], spec, skip_bad_rows)
-    return _read_glue_tsv(d / spec.files[split], spec, skip_bad_rows)
+        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}")
+    if task_spec.format == "imdb":
+        return _read_imdb(d, task_spec.files[split], task_spec, skip_bad_rows)
+    return _read_glue_tsv(d / task_spec.files[split], task_spec, skip_bad_rows)
 
 
 class _Encode:
@@ -223,10 +223,10 @@ CACHE_VERSION = 2  # bump when reading or encoding changes, so old cached splits
 LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 
-def _source_files(spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
-    f = data_dir / spec.files[split]
-    if spec.format == "imdb" and not f.is_file():  # aclImdb folders
-        return sorted((data_dir / Path(spec.files[split]).stem).glob("*/*.txt"))
+def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
+    f = data_dir / task_spec.files[split]
+    if task_spec.format == "imdb" and not f.is_file():  # aclImdb folders
+        return sorted((data_dir / Path(task_spec.files[split]).stem).glob("*/*.txt"))
     return [f]
 
 
@@ -299,16 +299,16 @@ def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_le
                   max_examples: int | None, subset_seed: int):
     import datasets
 
-    spec = get_task(name)
+    task_spec = get_task(name)
     cols, skipped = read_task_split(name, data_dir, split, skip_bad_rows)
     if skipped:
         log.warning("task %s/%s: skipped %d malformed rows", name, split, skipped)
     if not cols["labels"]:
         raise TaskDataError(f"task {name} split {split} in {data_dir}: no rows")
     ds = datasets.Dataset.from_dict(subset_rows(cols, max_examples, subset_seed))
-    ds = ds.map(_Encode(tokenizer, spec.text_fields, max_length), batched=True, batch_size=1000,
-                remove_columns=list(spec.text_fields), desc=f"tokenize {name}/{split}")
-    ds.info.description = f"{name} {split} (original split: {spec.eval_split if split == 'eval' else 'train'})"
+    ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length), batched=True, batch_size=1000,
+                remove_columns=list(task_spec.text_fields), desc=f"tokenize {name}/{split}")
+    ds.info.description = f"{name} {split} (original split: {task_spec.eval_split if split == 'eval' else 'train'})"
     return ds
 
 

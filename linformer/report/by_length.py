@@ -24,7 +24,7 @@ from ..files import atomic_write
 from .paired import fmt1, paired_difference
 
 if TYPE_CHECKING:
-    from ..spec import TaskData
+    from ..task_spec import TaskData
 
 QUARTILES = 4
 
@@ -55,13 +55,13 @@ def _task_data(cfg) -> TaskData:
     eval_lengths still tells if those are other examples."""
     from ..data.io import default_data_mirror
     from ..data.tasks import get_task
-    from ..spec import TaskData
+    from ..task_spec import TaskData
 
     data = TaskData.read(cfg)
-    spec = get_task(data.name)
-    here = Path(default_data_mirror()) / spec.mirror_subdir
-    eval_file = spec.files["eval"]
-    if data.data_dir and spec.mirror_subdir and not (Path(data.data_dir) / eval_file).exists() \
+    task_spec = get_task(data.name)
+    here = Path(default_data_mirror()) / task_spec.mirror_subdir
+    eval_file = task_spec.files["eval"]
+    if data.data_dir and task_spec.mirror_subdir and not (Path(data.data_dir) / eval_file).exists() \
             and (here / eval_file).is_file():
         return dataclasses.replace(data, data_dir=str(here))
     return data

@@ -23,8 +23,8 @@ def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_len
     """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
     from linformer.data.tasks import get_task, load_task
 
-    spec = get_task(task)
-    data = load_task(task, str(Path(data_mirror) / spec.mirror_subdir), tokenizer, max_length, splits=("eval",))
+    task_spec = get_task(task)
+    data = load_task(task, str(Path(data_mirror) / task_spec.mirror_subdir), tokenizer, max_length, splits=("eval",))
     ev = data["eval"]
     return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
 
