@@ -164,7 +164,7 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
     patterns = gpu_stage.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
-    done = [str(s.done) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
+    done = [str(s.done.relative_to(exp.REPO)) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
     assert done and all(any(fnmatch.fnmatch(str(Path(d).parent), p) for p in patterns) for d in done)
     assert any(fnmatch.fnmatch(f"{exp.table_path(gpu)}.md", p) for p in patterns)
 
