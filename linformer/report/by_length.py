@@ -24,7 +24,7 @@ from ..files import atomic_write
 from .paired import fmt1, paired_difference
 
 if TYPE_CHECKING:
-    from ..task_spec import TaskData
+    from ..spec import TaskData
 
 QUARTILES = 4
 
@@ -55,7 +55,7 @@ def _task_data(cfg) -> TaskData:
     eval_lengths still tells if those are other examples."""
     from ..data.io import default_data_mirror
     from ..data.tasks import get_task
-    from ..task_spec import TaskData
+    from ..spec import TaskData
 
     data = TaskData.read(cfg)
     task_spec = get_task(data.name)
