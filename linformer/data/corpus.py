@@ -407,6 +407,39 @@ def prepare_corpus(
     return manifest
 
 
+def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int, int, int, int], srcs: list[_Source],
+              n_docs: int, totals: dict, total_tokens: int, splits: dict, unigram: float, timing: dict, nproc: int,
+              tmp: Path) -> dict:
+    """manifest.json's content (timing: seconds per step): what made the corpus, its sources, counts and splits, timings, and every data
+    file's size and sha256 (load_prepared finds a damaged or cut-short corpus with them before training)."""
+    bos, eos, sep, nl = ids
+    return {
+        **record,  # command, version and settings (n, val_fraction, seed, ..., tokenizer_dir)
+        "complete": True,
+        "format_version": FORMAT_VERSION,
+        "cache_key": key,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
+        "tokenizer_hash": tok_hash,
+        "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
+        "sources": [
+            {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
+        ],
+        "documents": n_docs,
+        "paragraphs": totals["lines"],
+        "paragraph_tokens": total_tokens,
+        "replaced_chars": totals["replaced_chars"],
+        "skipped_bad_rows": totals["skipped_bad_rows"],
+        "splits": splits,
+        "unigram_val_ppl": None if math.isnan(unigram) else round(unigram, 4),
+        "timing_s": {step: round(seconds, 2) for step, seconds in timing.items()},
+        "tokens_per_s": round(total_tokens / max(timing["tokenize"], 1e-9)),
+        "num_proc": nproc,
+        "files": {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+                  for f in sorted(tmp.rglob("*.arrow"))},
+    }
+
+
 def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, num_proc: int, batch_size: int,
            key: str | None, tok_hash: str, record: dict) -> dict:
     """Read, tokenize and pack into `tmp` (the DatasetDict and manifest.json); returns the manifest."""
@@ -455,35 +488,9 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     t_pack = time.perf_counter() - t0
     shutil.rmtree(work)
 
-    seconds = time.perf_counter() - t_start
-    total_tokens = int(lens.sum())
-    manifest = {
-        **record,  # command, version and settings (n, val_fraction, seed, ..., tokenizer_dir)
-        "complete": True,
-        "format_version": FORMAT_VERSION,
-        "cache_key": key,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
-        "tokenizer_hash": tok_hash,
-        "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
-        "sources": [
-            {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
-        ],
-        "documents": n_docs,
-        "paragraphs": totals["lines"],
-        "paragraph_tokens": total_tokens,
-        "replaced_chars": totals["replaced_chars"],
-        "skipped_bad_rows": totals["skipped_bad_rows"],
-        "splits": splits,
-        "unigram_val_ppl": None if math.isnan(unigram) else round(unigram, 4),
-        "timing_s": {"read": round(t_read, 2), "tokenize": round(t_tok, 2), "pack": round(t_pack, 2),
-                     "total": round(seconds, 2)},
-        "tokens_per_s": round(total_tokens / max(t_tok, 1e-9)),
-        "num_proc": nproc,
-        # every data file's size and sha256: load_prepared finds a damaged or cut-short corpus before training
-        "files": {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
-                  for f in sorted(tmp.rglob("*.arrow"))},
-    }
+    timing = {"read": t_read, "tokenize": t_tok, "pack": t_pack, "total": time.perf_counter() - t_start}
+    manifest = _manifest(record, key, tok, tok_hash, (bos, eos, sep, nl), srcs, n_docs, totals, int(lens.sum()),
+                         splits, unigram, timing, nproc, tmp)
     write_json(tmp / MANIFEST, manifest)
     return manifest
 
