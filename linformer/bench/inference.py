@@ -212,38 +212,14 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
             with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
                 models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=dtype)
         bar.set_postfix(n=n, batch=batch)
-        mem: dict[str, int | None] = {name: None for name in names}
-        for name in list(names):  # warm-up (first-call allocations, kernel selection), then the peak memory
-            fwd = lambda m=models[name], x=ids: _forward(m, x)
-            try:
-                for _ in range(max(s.warmup, 1)):
-                    fwd()
-                    bar.update(1)
-                if s.memory:  # a forward of its own after the warm-up: one-off allocations are not counted
-                    mem[name] = peak_memory_bytes(fwd, device)
-            except torch.OutOfMemoryError:
-                if name.startswith("linformer"):
-                    raise
-                dropped.append((n, f"{name} baseline only: out of memory at batch {batch}"))
-                names.remove(name)
-                del models[name]
-                free_memory(device)
+        mem = _warm_up(models, ids, s, device, bar, lambda why, n=n, b=batch: dropped.append((n, f"{why} at batch {b}")))
+        names = list(models)  # without a baseline that ran out of memory
         fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
         t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
         max_batch = {}
         if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
             del ids
-            limit = s.max_batch_limit if not s.max_batch_tokens else min(s.max_batch_limit, s.max_batch_tokens // n)
-            for name in names:
-                if name.partition("@")[0] not in s.max_batch_models:
-                    continue
-                def try_batch(b, m=models[name], n=n):
-                    _forward(m, torch.randint(3, s.vocab, (b, n), device=device))
-                    synchronize(device)
-                bar.set_postfix(n=n, max_batch=name)
-                max_batch[name] = max_batch_that_fits(try_batch, limit=max(1, limit),
-                                                      tolerance=s.max_batch_tolerance)
-            max_batch["limit"] = limit
+            max_batch = _max_batches(models, n, s, device, bar)
         for k in ks:
             rows.append(_row(n, k, batch, s, t, mem, max_batch))
         del models
@@ -258,6 +234,46 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         "settings": s,
     }
     return rows, meta
+
+
+def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar, drop) -> dict[str, int | None]:
+    """Each model's warm-up forwards (first-call allocations, kernel selection), then its peak memory on a forward of
+    its own (one-off allocations not counted); {name: peak bytes, None when not measured}. A baseline that runs out
+    of memory is removed from `models` and named to `drop`; a Linformer that does is an error."""
+    mem: dict[str, int | None] = {name: None for name in models}
+    for name in list(models):
+        fwd = lambda m=models[name], x=ids: _forward(m, x)
+        try:
+            for _ in range(max(s.warmup, 1)):
+                fwd()
+                bar.update(1)
+            if s.memory:
+                mem[name] = peak_memory_bytes(fwd, device)
+        except torch.OutOfMemoryError:
+            if name.startswith("linformer"):
+                raise
+            drop(f"{name} baseline only: out of memory")
+            del models[name]
+            free_memory(device)
+    return mem
+
+
+def _max_batches(models: dict, n: int, s: InferenceSettings, device, bar) -> dict[str, int]:
+    """{model name: the largest batch of n tokens that fits (doubling, then bisecting), "limit": the search's cap}
+    for the models of ``s.max_batch_models``."""
+    limit = s.max_batch_limit if not s.max_batch_tokens else min(s.max_batch_limit, s.max_batch_tokens // n)
+    found: dict[str, int] = {}
+    for name, model in models.items():
+        if name.partition("@")[0] not in s.max_batch_models:
+            continue
+
+        def try_batch(b, m=model):
+            _forward(m, torch.randint(3, s.vocab, (b, n), device=device))
+            synchronize(device)
+        bar.set_postfix(n=n, max_batch=name)
+        found[name] = max_batch_that_fits(try_batch, limit=max(1, limit), tolerance=s.max_batch_tolerance)
+    found["limit"] = limit
+    return found
 
 
 def _ratio(a, b):
