@@ -96,10 +96,12 @@ class DistillTask(FinetuneTask):
     select_best = False  # the student is the last model: evaluations report, they do not select
     min_tokens_key = "distill.min_tokens"
 
+    def min_train_tokens(self, run: DistillSpec) -> int | None:
+        return run.distill.min_tokens
+
     def load_model(self, run: DistillSpec):
         d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
-        self.min_tokens = d.min_tokens
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
         self.teacher = load_teacher(self.teacher_path, self.task_spec.num_labels, self.task_spec.name)

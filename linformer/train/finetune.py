@@ -55,8 +55,7 @@ class FinetuneTask(TrainingTask):
     stage = "finetune"
     greater_is_better = True
     from_scratch = False  # random weights in the model's architecture (FinetuneSpec.from_scratch; never for distill)
-    min_tokens: int | None = None  # train only on examples longer than this (see train_examples)
-    min_tokens_key = "min_train_tokens"
+    min_tokens_key = "min_train_tokens"  # the key min_train_tokens(run) reads, for the error naming it
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
         seed = self.seed = run.seed
@@ -72,6 +71,7 @@ class FinetuneTask(TrainingTask):
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(settings.max_length, run.task.max_length)
         data = task_splits(run.task, self.tokenizer, self.max_length)
+        self.min_tokens = self.min_train_tokens(run)
         self.train, self.eval = self.train_examples(data["train"]), data["eval"]
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
@@ -93,7 +93,7 @@ class FinetuneTask(TrainingTask):
 
     def train_examples(self, split):
         """The train examples the run learns from: all of the selected split, or with a minimum length
-        (`min_tokens`, set by load_model from the key `min_tokens_key`) only those longer than that after truncation
+        (`min_tokens`, from min_train_tokens) only those longer than that after truncation
         to the run's max_length: the long inputs a lengthened model is trained on."""
         if self.min_tokens is None:
             return split
@@ -106,11 +106,14 @@ class FinetuneTask(TrainingTask):
                               "model's n)")
         return split.select(keep.tolist())
 
+    def min_train_tokens(self, run: FinetuneSpec) -> int | None:
+        """Train only on the examples longer than this many tokens; None = all."""
+        return run.min_train_tokens
+
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
         self.from_scratch = run.from_scratch
-        self.min_tokens = run.min_train_tokens
         model, _ = load_classifier(model_path, self.task_spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
