@@ -2,7 +2,7 @@
 transfer (the plan and its profiles: linformer/experiments/pretrained.py; the table: scripts/table2.py --layout
 pretrained). Every stage is skipped once its output exists, so an interrupted run resumes where it stopped.
 
-Usage: python scripts/reproduce_pretrained.py [--profile cpu|gpu] [--dry-run] [--jobs N] [--report-only]
+Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only]
 """
 
 import argparse
@@ -24,7 +24,8 @@ REPO = repo_root()
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", choices=sorted(exp.PROFILES), default="cpu",
-                    help="cpu: subsets sized for 2 CPU cores, in sittings; gpu: the full-size table (default cpu)")
+                    help="cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB on 12,000 reviews, the "
+                         "target rows only, over several sittings; gpu: the full-size table (default cpu)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
     ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
     ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")

@@ -244,11 +244,13 @@ def targets(rows: list[dict]) -> list[str]:
     if teacher is None:
         return ["No teacher row yet: no target can be checked."]
     t = teacher["tasks"]
-    if "sst2" in t:
-        ok = t["sst2"]["acc"] >= TEACHER_TARGET
-        out.append(f"Teacher SST-2 >= {TEACHER_TARGET:g}: {'met' if ok else 'missed'} ({fmt1(t['sst2']['acc'])}).")
-    if "sst2" in t and len(t["sst2"]["seeds"]) < SEEDS:
-        out.append(f"(The teacher's SST-2 has {len(t['sst2']['seeds'])} seed(s); the targets need {SEEDS}.)")
+    for task, target in TEACHER_TARGET.items():
+        if task not in t:
+            continue
+        ok = t[task]["acc"] >= target
+        out.append(f"Teacher {TASK_NAMES[task]} >= {target:g}: {'met' if ok else 'missed'} ({fmt1(t[task]['acc'])}).")
+        if len(t[task]["seeds"]) < SEEDS:
+            out.append(f"(The teacher's {TASK_NAMES[task]} has {len(t[task]['seeds'])} seed(s); the targets need {SEEDS}.)")
     for r in rows:
         if not r["transfer"] or r.get("policy") != TARGET_POLICY:
             continue

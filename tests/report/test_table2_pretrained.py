@@ -75,6 +75,9 @@ def test_rows_paired_differences_and_targets(runs):
     assert moved["transfer_info"]["rel_err_after"] == [0.1, 0.3]
     text = "\n".join(tp.targets(rows))
     assert "Teacher SST-2 >= 88: met" in text and "The teacher's SST-2 has 1 seed(s); the targets need 3" in text
+    imdb = teacher["tasks"]["imdb"]["acc"]  # both tasks' teachers are checked, each against its own target
+    assert f"Teacher IMDB >= 90: {'met' if imdb >= 90 else 'missed'} ({tp.fmt1(imdb)})" in text
+    assert "The teacher's IMDB has" not in text  # 3 seeds
     assert ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1] + transfer, IMDB within 0.5 "
             "of the teacher: missed (-2.0)" in text)
     assert "paper's slice, IMDB within" not in text  # the targets are set for the converted default only
