@@ -7,7 +7,11 @@ threads through OMP_NUM_THREADS.
 
 A stage whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
 each stage writes its output to `<log_dir>/<stage>.log` (the console gets one line per start and end); with
-jobs == 1 the stage prints to the console as usual.
+jobs == 1 the stage prints to the console as usual; with a `stream` every line goes to the console and that one file
+(the GPU stages, whose log comes back from the machine and whose console is what the caller sees).
+
+The reproductions (scripts/reproduce_*.py), the demo and the GPU stages (scripts/gpu_stage.py, with a `deadline` for
+a machine whose commands have a time limit) all run their commands through run_stages.
 
 Stopping the runner (SIGTERM, or Ctrl-C) stops its stages too: each running stage gets SIGTERM (the training
 scripts save a checkpoint on it) and up to ``STOP_WAIT_S`` seconds to exit before it is killed. Left running, a
@@ -22,10 +26,12 @@ import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from .signals import sigterm_interrupts
 
@@ -34,7 +40,8 @@ from .signals import sigterm_interrupts
 class Stage:
     name: str
     argv: list[str]            # the command, e.g. [python, scripts/pretrain.py, overrides...]
-    done: Path                 # exists once the stage has finished (its summary or results file)
+    done: Path | None          # exists once the stage has finished (its summary or results file); None: a command
+    #                            that runs every time and is finished when it exits 0 (a test run, a benchmark)
     needs: tuple[str, ...] = field(default_factory=tuple)  # names of stages that must finish first
     # Writes `done` from what the command left, when `done` is a copy kept elsewhere (a finished run's small records
     # committed with the results): called after the command exits 0, and before starting it, so that a run that
@@ -48,6 +55,8 @@ class Stage:
     def finished(self) -> bool:
         """`done` exists and, for a JSON record, reads as JSON: a record torn by a kill or a bad copy is not done,
         so the stage runs again rather than a report reading the damaged file."""
+        if self.done is None:
+            return False
         if not self.done.is_file():
             return self.done.exists()
         if self.done.suffix != ".json":
@@ -60,27 +69,48 @@ class Stage:
 
 
 class StageFailed(RuntimeError):
-    pass
+    def __init__(self, message: str, exit_codes: dict[str, int] | None = None):
+        super().__init__(message)
+        self.exit_codes = exit_codes or {}  # stage -> exit status, in the order the stages ended
+
+
+class StagesStopped(RuntimeError):
+    """The deadline passed: the running stages were stopped (SIGTERM) and nothing else started."""
+
+    def __init__(self, exit_codes: dict[str, int]):
+        super().__init__(f"stopped at the deadline; ended: {exit_codes}")
+        self.exit_codes = exit_codes
 
 
 STOP_WAIT_S = 120  # a stopped stage's time to save its checkpoint and exit
 STOPPED = "stopped: finished stages are kept; run the same command again to resume"
 
 
-def _stop(running: dict) -> None:
+@dataclass
+class _Running:
+    stage: Stage
+    proc: subprocess.Popen
+    t0: float
+    log: Path | None                   # the stage's own log file (jobs > 1 without a stream)
+    reader: threading.Thread | None     # copies its output into the stream
+
+
+def _stop(running: dict[str, _Running]) -> None:
     """SIGTERM every running stage, wait up to STOP_WAIT_S for them all, kill what is left."""
-    for _, proc, _, _ in running.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+    for r in running.values():
+        if r.proc.poll() is None:
+            r.proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_S
-    for name, (_, proc, _, _) in running.items():
+    for name, r in running.items():
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            print(f"[stopped] {name} (exit status {proc.returncode})", flush=True)
+            r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            print(f"[stopped] {name} (exit status {r.proc.returncode})", flush=True)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            r.proc.kill()
+            r.proc.wait()
             print(f"[killed] {name}: still running {STOP_WAIT_S} s after SIGTERM", flush=True)
+        if r.reader is not None:
+            r.reader.join()
 
 
 def _slug(name: str) -> str:
@@ -137,17 +167,23 @@ def in_order_of_use(stages: list[Stage]) -> list[Stage]:
 
 
 def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
-               cores: int | None = None) -> dict[str, float]:
+               cores: int | None = None, stream: TextIO | None = None, deadline: float | None = None
+               ) -> dict[str, float]:
     """Run every stage whose `done` file is missing, at most `jobs` at a time, a stage only after its `needs`.
+
+    Output: with `stream` (an open text file), every stage's output is copied line by line to the console and to it,
+    each line prefixed with "[stage] " when jobs > 1; else with jobs > 1 each stage writes `<log_dir>/<stage>.log`;
+    else the stages print to the console.
 
     Returns wall seconds per stage run. On a failure the running stages finish, nothing new starts, and
     StageFailed names the stage, its command and its log. A stage that exits 0 without writing `done` fails too.
+    At `deadline` (time.monotonic()) the running stages are stopped as on SIGTERM and StagesStopped is raised.
     """
     _check(stages)
     jobs = max(1, int(jobs))
-    if jobs > 1 and log_dir is None:
-        raise ValueError("log_dir is required when jobs > 1 (each stage logs to its own file)")
-    runner = _Runner(stages, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs))
+    if jobs > 1 and log_dir is None and stream is None:
+        raise ValueError("log_dir or stream is required when jobs > 1 (each stage's output must go somewhere)")
+    runner = _Runner(stages, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
     with sigterm_interrupts():
         try:
             runner.loop()
@@ -157,28 +193,50 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     if runner.failures:
         left = f"; not started: {', '.join(s.name for s in runner.todo)}" if runner.todo else ""
         raise StageFailed("stage(s) failed:\n" + "\n".join(runner.failures) + left +
-                          "\nFix the cause and run the same command again: finished stages are skipped.")
+                          "\nFix the cause and run the same command again: finished stages are skipped.",
+                          runner.exit_codes)
     return runner.times
 
 
 class _Runner:
-    """run_stages' state: the stages to run, those running (stage, process, start time, log), the finished ones,
-    wall times and failures."""
+    """run_stages' state: the stages to run, those running, the finished ones, wall times, exit codes and
+    failures."""
 
-    def __init__(self, stages: list[Stage], jobs: int, cwd: Path | None, log_dir: Path | None, threads: int):
+    def __init__(self, stages: list[Stage], jobs: int, cwd: Path | None, log_dir: Path | None, threads: int,
+                 stream: TextIO | None, deadline: float | None):
         self.jobs, self.cwd, self.log_dir, self.threads = jobs, cwd, log_dir, threads
+        self.stream, self.deadline, self.lock = stream, deadline, threading.Lock()
         self.finished = {s.name for s in stages if s.finished or (s.keep is not None and s.keep() and s.finished)}
         self.todo = wanted(stages, self.finished)
-        self.running: dict[str, tuple[Stage, subprocess.Popen, float, Path | None]] = {}
+        self.running: dict[str, _Running] = {}
         self.times: dict[str, float] = {}
+        self.exit_codes: dict[str, int] = {}
         self.failures: list[str] = []
         self.env = os.environ | ({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
                                  if jobs > 1 else {})
 
+    def _write(self, text: str) -> None:
+        """One piece of the stream, to the console and the stream file, whole (one stage's line at a time)."""
+        with self.lock:
+            print(text, end="", flush=True)
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _pump(self, proc: subprocess.Popen, prefix: str) -> None:
+        for line in proc.stdout:
+            self._write(prefix + line)
+
     def start(self, s: Stage) -> None:
         line = shlex.join(s.argv)
-        log = None
-        if self.jobs > 1:
+        log, reader = None, None
+        if self.stream is not None:
+            prefix = f"[{s.name}] " if self.jobs > 1 else ""
+            self._write(f"{prefix}$ {line}\n")
+            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            reader = threading.Thread(target=self._pump, args=(proc, prefix), daemon=True)
+            reader.start()
+        elif self.jobs > 1:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = self.log_dir / f"{_slug(s.name)}.log"
             with log.open("w") as fh:
@@ -191,10 +249,12 @@ class _Runner:
         else:
             print(f"\n==> {s.name}: {line}", flush=True)
             proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env)
-        self.running[s.name] = (s, proc, time.perf_counter(), log)
+        self.running[s.name] = _Running(s, proc, time.perf_counter(), log, reader)
 
     def loop(self) -> None:
         while self.todo or self.running:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.stop_at_deadline()
             ready = [s for s in self.todo if all(n in self.finished for n in s.needs)] if not self.failures else []
             already = [s for s in ready if s.finished]  # written meanwhile by a stage it needs
             for s in already:
@@ -210,25 +270,35 @@ class _Runner:
                     return
                 blocked = ", ".join(s.name for s in self.todo)
                 raise StageFailed(f"stages wait on stages that cannot finish: {blocked}")
-            time.sleep(0.5)
+            time.sleep(0.2)
             self.collect()
+
+    def stop_at_deadline(self) -> None:
+        _stop(self.running)
+        self.exit_codes |= {name: r.proc.returncode for name, r in self.running.items()}
+        self.running.clear()
+        raise StagesStopped(self.exit_codes)
 
     def collect(self) -> None:
         """Record the stages that have exited: finished, or failed (with why and where its log is)."""
-        for name, (s, proc, t0, log) in list(self.running.items()):
-            rc = proc.poll()
+        for name, r in list(self.running.items()):
+            rc = r.proc.poll()
             if rc is None:
                 continue
+            if r.reader is not None:
+                r.reader.join()  # its last lines are in the stream before its end is reported
+            s = r.stage
             del self.running[name]
-            self.times[name] = round(time.perf_counter() - t0, 1)
-            where = f" (log: {log})" if log else ""
+            self.times[name] = round(time.perf_counter() - r.t0, 1)
+            self.exit_codes[name] = rc
+            where = f" (log: {r.log})" if r.log else ""
             if rc == 0 and s.keep is not None:
                 s.keep()
-            if rc != 0 or not s.finished:
+            if rc != 0 or (s.done is not None and not s.finished):
                 why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
                 self.failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
                 print(f"[failed] {name}: {why}{where}", flush=True)
             else:
                 self.finished.add(name)
-                if self.jobs > 1:
+                if self.jobs > 1 and self.stream is None:
                     print(f"[done]  {name} in {self.times[name]:.0f} s", flush=True)

