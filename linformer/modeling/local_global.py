@@ -82,6 +82,9 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     b = max(1, radius)
     nb = -(-T // b)
     acc = torch.promote_types(q.dtype, torch.float32)  # scores and softmax in float32 at least
+    # the band before the global keys' gather: autograd then sums k's and v's gradients in the same order whatever
+    # the caller, so a run's numbers stay the same to the bit
+    band_k, band_v = _band(k, b, nb, radius), _band(v, b, nb, radius)  # (B, H, nb, L, d)
     biases = [_band_bias(real, b, nb, radius).to(acc)]
     others_k, others_v = [], []  # keys every query sees: the global ones, then the projected ones
     if positions:  # global: exact keys for every query, unless the window already holds them
@@ -96,8 +99,8 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
         others_v.append(pv)
         biases.append(_projected_bias(log_count.to(acc), pmask))
     others = (torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)) if others_k else None  # (B, H, G + c, d)
-    out = _chunked_softmax(_blocks(q, b, nb), _band(k, b, nb, radius), _band(v, b, nb, radius), others, biases,
-                           dropout_p).reshape(B, H, nb * b, d)[:, :, :T]
+    out = _chunked_softmax(_blocks(q, b, nb), band_k, band_v, others, biases, dropout_p).reshape(B, H, nb * b, d)[
+        :, :, :T]
     if positions:  # the global tokens' queries attend to every real position exactly
         full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
                                               dropout_p=dropout_p)  # (B, H, G, d)
