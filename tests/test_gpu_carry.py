@@ -1,17 +1,15 @@
-"""scripts/gpu_carry.py: a stage's carry folder holds what the stage reads, and unpacks to the same bytes (the model to
+"""scripts/gpu_carry.py (linformer/gpu/carry.py): a stage's carry folder holds what the stage reads, and unpacks to the same bytes (the model to
 the fp16 rounding of its weights, in fp32)."""
 
 import gzip
-import importlib.util
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from linformer.gpu import carry
+
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("gpu_carry", REPO / "scripts" / "gpu_carry.py")
-carry = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(carry)
 
 WIKI = "pretrain/wikipedia/enwiki_extracted.txt.gz"  # configs/data/mirror_slice.yaml's source, under the mirror
 WIKI_TEXT = b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\nthird doc\nthird again\n\nfourth\n"

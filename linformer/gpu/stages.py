@@ -1,0 +1,273 @@
+"""Run the GPU stages of the reproduction, each as one command whose results are a few small files.
+
+    python scripts/gpu_stage.py tests table3 throughput --out results/
+
+Stages (see README, "On a GPU"):
+  tests       pytest -m gpu tests/gpu (fp16/bf16 training, padding invariance, RoBERTa equality, SDPA kernels,
+              exact resume, finetuning and conversion, FLOP counts on CUDA) -> gpu_tests.log
+  table3      the paper's Table 3 (configs/benchmark_table3_gpu.yaml) -> table3_gpu.{md,csv,png}
+  throughput  training throughput and MFU (configs/benchmark_throughput_gpu.yaml) -> throughput_gpu.{md,csv}
+  mfu         the trainer's own MFU: short compiled pretraining runs of the base model at n = 512 in bf16, full
+              attention and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
+              data/processed/wiki_mfu and tokenizer data/tokenizers/wiki carried with the checkout -> their
+              summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*, and
+              mfu_gpu/{runs.md,mfu.png} (the steady-state MFU of each run, MFU per step)
+  table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
+              its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
+              table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
+  figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
+              paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
+              full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
+              (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
+              -> figure3_gpu.{json,png}, and each run's curves and summary under <out>/repo/outputs/pretrain/fig3-*
+
+Every stage's command line, exit code and wall time go into <out>/gpu_stages.json (one record per stage run,
+newest last), so a batch of stages returns what each did even when one of them fails.
+
+--archive FILE writes <out> as one .tar.gz after every stage (atomically: a command killed mid-stage leaves the
+archive of the stages before it), for a machine that returns only a few files.
+
+--stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
+running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time), no
+further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
+(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh
+machine, with those files back in the checkout, resumes where this one stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from ..data.io import repo_root
+from ..stages import Stage, StageFailed, StagesStopped, run_stages
+
+REPO = repo_root()
+
+
+FIGURE3_KS = (64, 128, 256)
+FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
+# GPU memory one Figure 3 run takes, at most: four compiled base-model runs at 128 x 512 tokens per step in bf16
+# held 116 GB together on an H200 (docs/results/figure3_gpu_notes.md); the small model's runs take far less.
+FIGURE3_RUN_GIB = 32.0
+RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
+MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
+
+
+def copy_back_patterns(stage: str) -> tuple[str, ...]:
+    """What a stage writes inside the repository (globs relative to it) that a fresh machine needs to resume the
+    stage, and the results themselves; nothing for the stages that write only under --out."""
+    if stage in ("mfu", "figure3"):
+        runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
+        return tuple(f"outputs/pretrain/{run}/{name}" for run in runs for name in RUN_RECORDS)
+    if stage != "table2":
+        return ()
+    from ..experiments import pretrained
+
+    gpu = pretrained.PROFILES["gpu"]
+    return pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*"
+
+
+class Together(NamedTuple):
+    """Independent commands that share the GPU: as many run at once as its free memory holds at `gib_each` GiB
+    apiece (one at a time without CUDA), the next starting when one ends. While one run compiles or evaluates on
+    the host, the others keep the GPU busy, so the group ends sooner than the runs one after another; each run's
+    own tokens/s and MFU then count the time it waited for the others."""
+    commands: tuple[list[str], ...]
+    gib_each: float
+
+    def slots(self) -> int:
+        import torch
+
+        if len(self.commands) == 1 or not torch.cuda.is_available():
+            return 1
+        free_bytes, _ = torch.cuda.mem_get_info()
+        return max(1, min(len(self.commands), int(free_bytes / 2**30 // self.gib_each)))
+
+
+def figure3_commands(py: str, out: Path) -> list:
+    """Data, the four pretraining runs (the same tokens and steps), then the figure."""
+    pretrain = [py, "scripts/pretrain.py", "model=small", "data=wiki", "experiment=figure3_gpu"]
+    attention = {"fig3-full": "model.attention=full", **{f"fig3-k{k}": f"model.projected_dim={k}" for k in FIGURE3_KS}}
+    runs = tuple([*pretrain, attention[run], f"run_name={run}"] for run in FIGURE3_RUNS)
+    return [[py, "scripts/train_tokenizer.py", "data=wiki", "show_progress=false"],
+            [py, "scripts/prepare_corpus.py", "data=wiki", "data.num_proc=16"],
+            Together(runs, FIGURE3_RUN_GIB),
+            [py, "scripts/figure3.py", *(f"outputs/pretrain/{run}" for run in FIGURE3_RUNS),
+             "--out", str(out / "figure3_gpu")]]
+
+
+def mfu_commands(py: str, out: Path) -> list[list[str]]:
+    """The MFU runs (the same tokens and steps, full attention first: the 40% target is the base model's), then
+    their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
+    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
+                "logger=none"]
+    runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
+    return [*runs, [py, "scripts/compare_runs.py", *(f"outputs/pretrain/{run}" for run in MFU_RUNS), "--metrics",
+                    "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
+
+
+def stage_commands(out: Path) -> dict[str, list[list[str]]]:
+    """Each stage's commands, run in order; a stage stops at its first failing command."""
+    py = sys.executable
+    stages = {
+        "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
+                   "no:cacheprovider"]],
+        "table3": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_gpu", f"out_dir={out}",
+                    "progress=false"]],
+        "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
+                        "progress=false"]],
+        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu"]],
+        "mfu": mfu_commands(py, out),
+        "figure3": figure3_commands(py, out),
+    }
+    return stages
+
+
+def device_name() -> str | None:
+    """The CUDA device's name; None without one."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+# pytest's closing count line, e.g. "185 skipped in 3.20s" or "== 3 passed, 2 skipped in 9.1s =="
+_PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s")
+
+
+def all_skipped(log_text: str) -> bool:
+    """Whether pytest's last summary in `log_text` counts skips and no passes: a test stage that tested nothing."""
+    counts = [m.group(1) for m in map(_PYTEST_SUMMARY.match, log_text.splitlines()) if m]
+    return bool(counts) and "passed" not in counts[-1] and "skipped" in counts[-1]
+
+
+def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
+    """Run one stage's commands in order (a Together group's commands side by side, through the project's stage
+    runner, linformer.stages.run_stages), their output streamed to the console and to <out>/<name>.log (tests:
+    gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running commands get
+    SIGTERM and no other starts: the record says `stopped`."""
+    log_path = out / ("gpu_tests.log" if name == "tests" else f"{name}.log")
+    start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
+    with open(log_path, "w") as log:
+        for command in commands:
+            group = command if isinstance(command, Together) else Together((command,), 0.0)
+            if len(group.commands) > 1:
+                log.write(f"# {len(group.commands)} commands, {group.slots()} at a time\n")
+            stages = [Stage(str(i), c, None) for i, c in enumerate(group.commands)]
+            try:
+                run_stages(stages, jobs=group.slots(), cwd=REPO, stream=log, deadline=deadline)
+            except StageFailed as failed:
+                rc = next(code for code in failed.exit_codes.values() if code != 0)
+            except StagesStopped as ended:
+                rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
+            except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_stages)
+                rc, stopped, interrupted = 130, True, True
+            if rc != 0 or stopped:
+                break
+    if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):
+        rc = 1  # exit 0 with every test skipped: nothing was tested, so the stage did not pass
+        print(f"error: every GPU test was skipped ({log_path}): the stage tested nothing", flush=True)
+    record = {"stage": name, "commands": [_shown(c) for c in commands], "rc": rc,
+              "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
+    if stopped:
+        record["stopped"] = True
+    if interrupted:
+        record["interrupted"] = True
+    copied = copy_back(copy_back_patterns(name), out / "repo")
+    if copied:
+        record["copied"] = copied
+    return record
+
+
+def _shown(command) -> str:
+    if isinstance(command, Together):
+        return " & ".join(" ".join(c) for c in command.commands)
+    return " ".join(command)
+
+
+def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
+    """Copy the files and directories matching `patterns` (relative to the repository) to the same relative paths
+    under `dest`; returns the paths copied."""
+    copied = []
+    for pattern in patterns:
+        for found in sorted(glob.glob(pattern, root_dir=REPO)):
+            source, target = REPO / found, dest / found
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
+            copied.append(found)
+    return copied
+
+
+def archive(folder: Path, dest: Path) -> None:
+    """`folder`'s files as one .tar.gz at `dest`, written atomically."""
+    import io
+    import tarfile
+
+    from ..files import atomic_write
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(folder, arcname=".")
+    atomic_write(dest, buffer.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    commands = stage_commands(Path("."))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("stages", nargs="+", choices=sorted(commands), help="stages to run, in order")
+    parser.add_argument("--out", required=True, type=Path, help="directory for the stages' results")
+    parser.add_argument("--archive", type=Path, metavar="FILE",
+                        help="write --out as one .tar.gz after every stage")
+    parser.add_argument("--stop-after", type=float, metavar="MIN",
+                        help="stop the batch this many minutes after it started (SIGTERM to the running command)")
+    args = parser.parse_args(argv)
+    if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
+        parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
+    deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
+    out = args.out.resolve()
+    if out.exists() and not out.is_dir():
+        parser.error(f"--out {args.out} is a file, not a folder for the stages' results")
+    record_path = out / "gpu_stages.json"
+    try:
+        records = json.loads(record_path.read_text()) if record_path.is_file() else []
+    except ValueError:
+        parser.error(f"{record_path} is not JSON (damaged): move it away to start a new record there")
+    if not isinstance(records, list):
+        parser.error(f"{record_path} is not a list of stage records: move it away to start a new record there")
+    gpu = device_name()
+    if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
+        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+    out.mkdir(parents=True, exist_ok=True)
+    commands = stage_commands(out)
+    for name in args.stages:
+        print(f"== stage {name} on {gpu}", flush=True)
+        record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
+        records.append(record)
+        record_path.write_text(json.dumps(records, indent=1) + "\n")
+        if args.archive is not None:
+            archive(out, args.archive)
+        how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
+        print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
+        if record.get("interrupted"):
+            print(f"stopped by a signal during {name}: its record is in {record_path}; no further stage runs",
+                  file=sys.stderr)
+            return 130
+    batch = records[-len(args.stages):]
+    stopped = [r["stage"] for r in batch if r.get("stopped")]
+    failed = [r["stage"] for r in batch if r["rc"] != 0 and not r.get("stopped")]
+    print(f"gpu stages: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
+          + (f"; failed: {', '.join(failed)}" if failed else "")
+          + (f"; stopped at --stop-after (resumable): {', '.join(stopped)}" if stopped else "")
+          + f" ({record_path})")
+    return 1 if failed else 0
+
