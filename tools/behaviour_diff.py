@@ -95,7 +95,9 @@ def logged(tree: Path, only: set[str]) -> dict:
         if results.is_file():
             got[f"{name} results metrics"] = json.loads(results.read_text()).get("metrics")
     for name, rel in FILES.items():
-        for f in sorted(p for p in (tree / rel).rglob("*") if p.is_file() and p.name != "manifest.json"):
+        if name not in only:
+            continue
+        for f in sorted(p for p in (tree / rel).rglob("*") if p.is_file() and p.name not in NOT_CONTENT):
             got[f"{name} {f.relative_to(tree / rel)}"] = hashlib.sha256(f.read_bytes()).hexdigest()
     return got
 
