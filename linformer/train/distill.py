@@ -38,9 +38,9 @@ from .core import Trainer, run_training
 from .finetune import FinetuneTask
 
 
-def load_teacher(teacher_path: str, num_labels: int, task: str):
-    """The teacher classifier, frozen: refused unless it is a finetuned sequence classifier of the task's labels
-    with full attention."""
+def check_teacher(teacher_path: str, num_labels: int, task: str) -> None:
+    """ConfigError unless teacher_path holds a finetuned sequence classifier of the task's labels with full
+    attention (read from its config, before any weights are loaded)."""
     config = AutoConfig.from_pretrained(teacher_path)
     if not is_sequence_classifier(config):
         raise ConfigError(
@@ -54,21 +54,20 @@ def load_teacher(teacher_path: str, num_labels: int, task: str):
     if getattr(config, "attention", "full") != "full":
         raise ConfigError(f"teacher_path={teacher_path} is a Linformer with projected attention "
                           f"({config.attention_label}): the teacher must attend fully.")
-    model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
-    return model.eval().requires_grad_(False)
 
 
-def lengthened_teacher(teacher, teacher_path: str, tokenizer, n: int):
-    """The teacher lengthened to n tokens (its learned positions copied, Longformer's recipe), frozen; as it is when
-    it already reads n."""
-    if max_tokens(teacher.config, tokenizer, None, None) >= n:
-        return teacher
-    if teacher.config.model_type == "linformer":
-        longer = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
+def load_teacher(teacher_path: str, n: int | None = None):
+    """The teacher classifier, frozen; with n above what it reads, lengthened to n tokens (its learned positions
+    copied, Longformer's recipe)."""
+    config = AutoConfig.from_pretrained(teacher_path)
+    if n is None or max_tokens(config, AutoTokenizer.from_pretrained(teacher_path), None, None) >= n:
+        model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
+    elif config.model_type == "linformer":
+        model = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
     else:  # a BERT/RoBERTa-family classifier: the same weights in full attention, head included
-        longer = LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="full",
+        model = LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="full",
                                                                            max_seq_len=n)
-    return longer.eval().requires_grad_(False)
+    return model.eval().requires_grad_(False)
 
 
 def student_from_teacher(teacher_path: str, settings: dict):
@@ -96,44 +95,15 @@ class DistillTask(FinetuneTask):
     select_best = False  # the student is the last model: evaluations report, they do not select
     min_tokens_key = "distill.min_tokens"
 
-    def min_train_tokens(self, run: DistillSpec) -> int | None:
-        return run.distill.min_tokens
-
-    def load_model(self, run: DistillSpec):
+    def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int):
         d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
-        self.teacher = load_teacher(self.teacher_path, self.task_spec.num_labels, self.task_spec.name)
-        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
-        if run.student_path is None:
-            # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
-            # for distilling long inputs from a teacher lengthened the same way
-            settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
-            student = student_from_teacher(self.teacher_path, settings)
-            if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
-                if d.lengthen_teacher:
-                    self.teacher = lengthened_teacher(self.teacher, self.teacher_path, teacher_tokenizer,
-                                                      student.config.max_seq_len)
-                teacher_tokenizer.model_max_length = student.config.max_seq_len
-            return self.teacher_path, teacher_tokenizer, student
-        student_path = resolve_model_path(run.student_path, "student_path")
-        config = AutoConfig.from_pretrained(student_path)
-        if getattr(config, "attention", None) != "linformer":
-            raise ConfigError(f"student_path={student_path} has {getattr(config, 'attention', config.model_type)} "
-                              "attention: the student is a Linformer (convert it with model.attention=linformer, or "
-                              "leave student_path out to distil into the teacher's own Linformer twin)")
-        if is_sequence_classifier(config) and config.num_labels != self.teacher.config.num_labels:
-            raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
-                              f"teacher_path={self.teacher_path} {self.teacher.config.num_labels}: the student's "
-                              "classifier must have the teacher's labels.")
-        tokenizer = AutoTokenizer.from_pretrained(student_path)
-        check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
-        model, _ = load_classifier(student_path, self.task_spec.num_labels, from_scratch=False)
-        return student_path, tokenizer, model
-
-    def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int):
-        super().__init__(run, settings, world, rank)
+        super().__init__(run, settings, world, rank)  # the student (load_model), the task's data
+        # the teacher follows a student lengthened from it (model.max_seq_len) when asked
+        lengthen = run.student_path is None and d.lengthen_teacher and run.model.get("max_seq_len") is not None
+        self.teacher = load_teacher(self.teacher_path, self.config.max_seq_len if lengthen else None)
         if self.hidden_weight > 0 and _layers_shape(self.model) != _layers_shape(self.teacher):
             raise ConfigError(
                 f"distill.hidden_weight={self.hidden_weight} matches the student's layers to the teacher's, but they "
@@ -152,6 +122,38 @@ class DistillTask(FinetuneTask):
         self.teacher_predictions: list[int] | None = None
         self.teacher_scores: dict[str, float] = {}
         self.tracker_tags = [*self.tracker_tags, "distill"]
+
+    def min_train_tokens(self, run: DistillSpec) -> int | None:
+        return run.distill.min_tokens
+
+    def load_model(self, run: DistillSpec):
+        """The student: the teacher's own Linformer twin (model.*), or student_path checked against the teacher's
+        labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""
+        labels = self.task_spec.num_labels
+        check_teacher(self.teacher_path, labels, self.task_spec.name)
+        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
+        if run.student_path is None:
+            # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
+            # for distilling long inputs from a teacher lengthened the same way
+            settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
+            student = student_from_teacher(self.teacher_path, settings)
+            if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
+                teacher_tokenizer.model_max_length = student.config.max_seq_len
+            return self.teacher_path, teacher_tokenizer, student
+        student_path = resolve_model_path(run.student_path, "student_path")
+        config = AutoConfig.from_pretrained(student_path)
+        if getattr(config, "attention", None) != "linformer":
+            raise ConfigError(f"student_path={student_path} has {getattr(config, 'attention', config.model_type)} "
+                              "attention: the student is a Linformer (convert it with model.attention=linformer, or "
+                              "leave student_path out to distil into the teacher's own Linformer twin)")
+        if is_sequence_classifier(config) and config.num_labels != labels:
+            raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
+                              f"teacher_path={self.teacher_path} {labels}: the student's "
+                              "classifier must have the teacher's labels.")
+        tokenizer = AutoTokenizer.from_pretrained(student_path)
+        check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
+        model, _ = load_classifier(student_path, labels, from_scratch=False)
+        return student_path, tokenizer, model
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""
