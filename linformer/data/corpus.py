@@ -378,16 +378,9 @@ def prepare_corpus(
     tok_hash = tokenizer_hash(tokenizer_dir)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
-    old = read_manifest(str(out))
-    if key and not force and old and old.get("cache_key") == key:
-        try:
-            check_corpus_files(out, old)
-        except CorpusError as err:
-            print(f"corpus: {err} Preparing it again.")
-        else:
-            log.info("reusing prepared corpus %s (cache key %s)", out, key)
-            print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
-            return old
+    old = None if force or key is None else _reusable(out, key)
+    if old is not None:
+        return old
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
     # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
@@ -405,6 +398,22 @@ def prepare_corpus(
         f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}"
     )
     return manifest
+
+
+def _reusable(out: Path, key: str) -> dict | None:
+    """The manifest of a complete corpus at `out` prepared with the same cache key (sources, tokenizer, settings);
+    None when there is none or its files are damaged (then it is prepared again)."""
+    old = read_manifest(str(out))
+    if not old or old.get("cache_key") != key:
+        return None
+    try:
+        check_corpus_files(out, old)
+    except CorpusError as err:
+        print(f"corpus: {err} Preparing it again.")
+        return None
+    log.info("reusing prepared corpus %s (cache key %s)", out, key)
+    print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
+    return old
 
 
 def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int, int, int, int], srcs: list[_Source],

@@ -225,36 +225,49 @@ class LinformerConfig(PreTrainedConfig):
                 f"length_policy='resample' resamples a learned E (projection='linear') to every input's length, "
                 f"so it cannot be combined with {cause}; use length_policy='slice'."
             )
-        n, offset = self.max_seq_len, self.position_offset
-        if offset < 0:
-            raise ConfigError(f"position_offset ({offset}) must be 0 or more.")
-        if self.max_position_embeddings < n + offset:
+        _validate_positions(self)
+        _validate_projected_dims(self)
+
+
+def _validate_positions(config: LinformerConfig) -> None:
+    """The position table holds max_seq_len positions after position_offset."""
+    n, offset = config.max_seq_len, config.position_offset
+    if offset < 0:
+        raise ConfigError(f"position_offset ({offset}) must be 0 or more.")
+    if config.max_position_embeddings < n + offset:
+        raise ConfigError(
+            f"max_position_embeddings ({config.max_position_embeddings}) must be at least max_seq_len + "
+            f"position_offset = {n + offset}: positions run from position_offset to position_offset + n - 1."
+        )
+
+
+def _validate_projected_dims(config: LinformerConfig) -> None:
+    """projected_dim: one k, or one per layer; each in 1..n (dividing n for the pooling and conv projections), and
+    the same for every layer where the projection is shared by the layers."""
+    n = config.max_seq_len
+    per_layer = isinstance(config.projected_dim, list)
+    ks = config.projected_dim if per_layer else [config.projected_dim]
+    if per_layer and len(ks) != config.num_hidden_layers:
+        raise ConfigError(
+            f"projected_dim is a per-layer list of {len(ks)} values but num_hidden_layers is "
+            f"{config.num_hidden_layers}; give one k per layer or a single int."
+        )
+    if config.attention == "full":
+        return
+    for i, k in enumerate(ks):
+        where = f"projected_dim[{i}]" if per_layer else "projected_dim"
+        if not 0 < int(k) <= n:
+            raise ConfigError(f"{where} (k={k}) must be in 1..max_seq_len (n={n}): E and F are n x k.")
+        if config.projection != "linear" and n % int(k):
             raise ConfigError(
-                f"max_position_embeddings ({self.max_position_embeddings}) must be at least max_seq_len + "
-                f"position_offset = {n + offset}: positions run from position_offset to position_offset + n - 1."
+                f"projection={config.projection!r} uses kernel = stride = n/k, so max_seq_len (n={n}) must be "
+                f"divisible by {where} (k={k})."
             )
-        ks = self.projected_dim if isinstance(self.projected_dim, list) else [self.projected_dim]
-        if isinstance(self.projected_dim, list) and len(ks) != self.num_hidden_layers:
-            raise ConfigError(
-                f"projected_dim is a per-layer list of {len(ks)} values but num_hidden_layers is "
-                f"{self.num_hidden_layers}; give one k per layer or a single int."
-            )
-        if self.attention == "full":
-            return
-        for i, k in enumerate(ks):
-            where = f"projected_dim[{i}]" if isinstance(self.projected_dim, list) else "projected_dim"
-            if not 0 < int(k) <= n:
-                raise ConfigError(f"{where} (k={k}) must be in 1..max_seq_len (n={n}): E and F are n x k.")
-            if self.projection != "linear" and n % int(k):
-                raise ConfigError(
-                    f"projection={self.projection!r} uses kernel = stride = n/k, so max_seq_len (n={n}) must be "
-                    f"divisible by {where} (k={k})."
-                )
-        if self.sharing == "layerwise" and len(set(map(int, ks))) > 1:
-            raise ConfigError(
-                "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
-                f"for all layers (got {self.projected_dim})."
-            )
+    if config.sharing == "layerwise" and len(set(map(int, ks))) > 1:
+        raise ConfigError(
+            "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
+            f"for all layers (got {config.projected_dim})."
+        )
 
 
 def round_up(size: int, multiple: int | None) -> int:
