@@ -16,7 +16,7 @@ import os
 import shutil
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +254,28 @@ def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def file_checksums(root: Path, files: Iterable[Path]) -> dict[str, dict]:
+    """The one checksum listing of a directory's files (a checkpoint's, a corpus's): {path relative to root:
+    {"bytes": size, "sha256": hex}}, read back by checksum_problems."""
+    return {str(Path(f).relative_to(root)): {"bytes": Path(f).stat().st_size, "sha256": sha256_file(f)}
+            for f in sorted(files)}
+
+
+def checksum_problems(root: Path, listing: Mapping[str, Mapping]) -> list[str]:
+    """'name: why' for each file of a file_checksums listing that is missing, of another size or of other content
+    under root; [] when every file is as listed."""
+    problems = []
+    for name, want in listing.items():
+        f = Path(root) / name
+        if not f.is_file():
+            problems.append(f"{name}: missing")
+        elif f.stat().st_size != want["bytes"]:
+            problems.append(f"{name}: {f.stat().st_size:,} bytes, {want['bytes']:,} written")
+        elif sha256_file(f) != want["sha256"]:
+            problems.append(f"{name}: content differs from what was written (sha256)")
+    return problems
 
 
 def cache_key(options: Mapping[str, Any], files: list[str | Path] = ()) -> str:

@@ -28,7 +28,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, CorpusError
-from ..files import MANIFEST, atomic_dir, cache_key, check_output_dir, made_by, sha256_file, write_json
+from ..files import (
+    MANIFEST,
+    atomic_dir,
+    cache_key,
+    check_output_dir,
+    checksum_problems,
+    file_checksums,
+    made_by,
+    sha256_file,
+    write_json,
+)
 from ..signals import signals_stop
 from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
 from .tokenizer import tokenizer_hash
@@ -444,8 +454,7 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "timing_s": {step: round(seconds, 2) for step, seconds in timing.items()},
         "tokens_per_s": round(total_tokens / max(timing["tokenize"], 1e-9)),
         "num_proc": nproc,
-        "files": {str(f.relative_to(tmp)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
-                  for f in sorted(tmp.rglob("*.arrow"))},
+        "files": file_checksums(tmp, tmp.rglob("*.arrow")),
     }
 
 
@@ -590,11 +599,7 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
 def check_corpus_files(out_dir: str, manifest: dict) -> None:
     """CorpusError naming the first data file whose size or sha256 is not what prepare_corpus recorded (corpora
     prepared before the record are not checked)."""
-    for name, want in (manifest.get("files") or {}).items():
-        path = Path(out_dir) / name
-        size = path.stat().st_size if path.is_file() else None
-        if size != want["bytes"] or sha256_file(path) != want["sha256"]:
-            what = "is missing" if size is None else \
-                f"has {size:,} bytes, not {want['bytes']:,}" if size != want["bytes"] else "has changed (sha256)"
-            raise CorpusError(f"prepared corpus {out_dir} is damaged: {path} {what} since it was prepared; "
-                              "prepare it again (scripts/prepare_corpus.py with overwrite=true).")
+    problems = checksum_problems(Path(out_dir), manifest.get("files") or {})
+    if problems:
+        raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "
+                          "prepare it again (scripts/prepare_corpus.py with overwrite=true).")

@@ -2,10 +2,10 @@
 
 A checkpoint is ``<run>/checkpoints/step-NNNNNNNN/``: Accelerate's ``save_state`` (model, optimizer, scheduler,
 grad scaler, every process's RNG state), ``trainer_state.json`` (step, counters, evaluations) and
-``manifest.json`` (every file's size and sha256), written last. The directory is built as ``.tmp-step-...`` and
+``checksums.json`` (every file's size and sha256), written last. The directory is built as ``.tmp-step-...`` and
 renamed when complete, so a run killed mid-write never leaves a directory that looks complete.
 
-Resume verifies the manifest of the newest checkpoint and falls back to the newest intact one, naming the damaged
+Resume verifies the checksums of the newest checkpoint and falls back to the newest intact one, naming the damaged
 file. RNG states decide bitwise resume (dropout masks), so a damaged one in the only usable checkpoint is an error
 unless ``trainer.allow_nonbitwise_resume=true``.
 """
@@ -23,12 +23,12 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ..errors import CheckpointError
-from ..files import disk_full_names, sha256_file, umask_modes
+from ..files import checksum_problems, disk_full_names, file_checksums, umask_modes
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.json"
-MANIFEST = "manifest.json"
+CHECKSUMS = "checksums.json"  # files.file_checksums of the checkpoint's files
 _NAME = re.compile(r"^step-(\d{8})$")
 _RNG = re.compile(r"^random_states_\d+\.pkl$")
 
@@ -46,33 +46,23 @@ def complete_checkpoints(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
-def _write_manifest(path: Path) -> None:
-    files = sorted(f for f in path.rglob("*") if f.is_file() and f.name != MANIFEST)
-    manifest = {str(f.relative_to(path)): {"bytes": f.stat().st_size, "sha256": sha256_file(f)} for f in files}
-    (path / MANIFEST).write_text(json.dumps({"files": manifest}, indent=1))
+def _write_checksums(path: Path) -> None:
+    files = [f for f in path.rglob("*") if f.is_file() and f.name != CHECKSUMS]
+    (path / CHECKSUMS).write_text(json.dumps({"files": file_checksums(path, files)}, indent=1))
 
 
 def damaged_files(path: Path) -> list[str]:
-    """Files of a checkpoint that are missing or differ from its manifest ('name: why'); [] when intact.
+    """Files of a checkpoint that are missing or differ from its checksums ('name: why'); [] when intact.
 
-    A checkpoint without a manifest is checked for its trainer state only."""
+    A checkpoint without checksums is checked for its trainer state only."""
     path = Path(path)
-    if not (path / MANIFEST).is_file():
+    if not (path / CHECKSUMS).is_file():
         return [] if (path / STATE_FILE).is_file() else [f"{STATE_FILE}: missing"]
     try:
-        files = json.loads((path / MANIFEST).read_text())["files"]
+        files = json.loads((path / CHECKSUMS).read_text())["files"]
     except (json.JSONDecodeError, KeyError, TypeError):
-        return [f"{MANIFEST}: unreadable"]
-    problems = []
-    for name, want in files.items():
-        f = path / name
-        if not f.is_file():
-            problems.append(f"{name}: missing")
-        elif f.stat().st_size != want["bytes"]:
-            problems.append(f"{name}: {f.stat().st_size} bytes, {want['bytes']} written")
-        elif sha256_file(f) != want["sha256"]:
-            problems.append(f"{name}: checksum differs from the one written")
-    return problems
+        return [f"{CHECKSUMS}: unreadable"]
+    return checksum_problems(path, files)
 
 
 @contextlib.contextmanager
@@ -108,7 +98,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
             accelerator.wait_for_everyone()
             if accelerator.is_main_process:
                 (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
-                _write_manifest(tmp)
+                _write_checksums(tmp)
                 umask_modes(tmp)
     except BaseException:
         if accelerator.is_main_process:
@@ -186,7 +176,7 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
     try:
         with _quiet_accelerate():
             accelerator.load_state(str(path))
-    except Exception as err:  # a checkpoint without a manifest can still hold a truncated file
+    except Exception as err:  # a checkpoint without checksums can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
     finally:
         accelerator.wait_for_everyone()

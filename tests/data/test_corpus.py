@@ -338,7 +338,7 @@ def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, 
         arrow.write_bytes(bytes(data))
     else:
         arrow.unlink()
-    with pytest.raises(CorpusError, match=f"prepared corpus {out} is damaged: {arrow} "):
+    with pytest.raises(CorpusError, match=f"prepared corpus {out} is damaged: {arrow}: "):
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
