@@ -596,9 +596,18 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
     return datasets.load_from_disk(str(out_dir))
 
 
+# what a corpus's manifest holds besides its output record, which readers rely on (the checksums that find a damaged
+# corpus; the perplexity of token frequencies alone, which pretraining compares against)
+RECORDED = ("files", "unigram_val_ppl")
+
+
 def check_corpus_files(out_dir: str, manifest: dict) -> None:
-    """CorpusError naming the first data file whose size or sha256 is not what prepare_corpus recorded (corpora
-    prepared before the record are not checked)."""
+    """CorpusError naming the first data file whose size or sha256 is not what prepare_corpus recorded, or a
+    manifest written by an earlier prepare_corpus that lacks what readers rely on (RECORDED)."""
+    missing = [key for key in RECORDED if key not in manifest]
+    if missing:
+        raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
+                          f"{', '.join(missing)}): prepare it again (scripts/prepare_corpus.py with overwrite=true).")
     problems = checksum_problems(Path(out_dir), manifest.get("files") or {})
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "

@@ -21,7 +21,7 @@ from transformers import AutoTokenizer
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import read_manifest
 from ..data.streams import BlockStream
-from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau, unigram_perplexity
+from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.configuration import round_up
@@ -117,10 +117,7 @@ class PretrainTask(TrainingTask):
         self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.accum = settings.grad_accum
         self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile else None
-        self.unigram_val_ppl = (read_manifest(spec.corpus_dir) or {}).get("unigram_val_ppl")
-        if self.unigram_val_ppl is None:  # a corpus prepared before its manifest recorded it
-            self.unigram_val_ppl = unigram_perplexity(data["train"], data["validation"], len(self.tokenizer),
-                                                      self.tokenizer.all_special_ids)
+        self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train.micro_batch(g))

@@ -343,3 +343,18 @@ def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, 
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
+
+
+def test_a_corpus_prepared_by_an_earlier_version_is_refused_naming_what_it_lacks_and_prepared_again(
+        prepared, corpus_file, tok_dir, capsys):
+    """A manifest without the checksums or the unigram perplexity (an earlier prepare_corpus) is one CorpusError
+    naming the keys, not a corpus read unchecked; preparing it again rebuilds it."""
+    import json
+
+    out, m = prepared
+    old = {k: v for k, v in m.items() if k not in ("files", "unigram_val_ppl")}
+    (out / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(CorpusError, match=r"earlier version \(its manifest.json has no files, unigram_val_ppl\)"):
+        load_prepared(str(out), tok_dir)
+    again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
