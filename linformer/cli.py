@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ConfigError, LinformerError, Preempted
+from .errors import ConfigError, LinformerError, Preempted, did_you_mean
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -100,7 +100,6 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
     """Hydra's composition error as one line with a did-you-mean: a misspelt key names the closest known key, an
     unknown group option the closest option (its list of options kept); never Hydra's hint to add the key with
     '+' (refuse_added_keys refuses it) nor its search path."""
-    import difflib
     import re
 
     text = str(err)
@@ -108,16 +107,13 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
     key = re.search(r"Could not override '([^']+)'", text)
     if key:
         known = _known_keys(config_name, [o for o in overrides if not o.startswith(key.group(1) + "=")])
-        close = difflib.get_close_matches(key.group(1), known, 1, cutoff=0.6)
-        return (f"{key.group(1)}: no such key" + (f" (did you mean {close[0]}?)" if close else "")
-                + "; every setting is in configs/.")
+        return f"{key.group(1)}: no such key{did_you_mean(key.group(1), known)}; every setting is in configs/."
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
     available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
     if option and available:
         choices = available.group(1).split()
-        close = difflib.get_close_matches(option.group(2), choices, 1, cutoff=0.6)
-        return (f"{option.group(1)}={option.group(2)}: no such option" + (f" (did you mean {close[0]}?)" if close
-                else "") + f"; the options: {', '.join(choices)}.")
+        return (f"{option.group(1)}={option.group(2)}: no such option{did_you_mean(option.group(2), choices)}; "
+                f"the options: {', '.join(choices)}.")
     kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
     return " ".join(kept) or type(err).__name__
 
@@ -232,7 +228,6 @@ def refuse_added_keys(cfg, added: list[str]) -> None:
     """ConfigError for the first ``+key=value`` override that adds a key: every key the code reads is in configs/,
     so an added one is read by nothing (a typo that would run silently with the default). Config groups
     (``+task=sst2``) select files, and ``model.*`` keys are LinformerConfig's to check (it names its fields)."""
-    import difflib
 
     from omegaconf import OmegaConf
 
@@ -243,9 +238,7 @@ def refuse_added_keys(cfg, added: list[str]) -> None:
         if key.startswith("model.") or (CONFIG_DIR / key.split("@")[0]).is_dir():
             continue
         known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
-        close = difflib.get_close_matches(key, known, 1, cutoff=0.8)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"{override}: no code reads the key {key}{hint}. Every setting is in configs/; set a "
+        raise ConfigError(f"{override}: no code reads the key {key}{did_you_mean(key, known)}. Every setting is in configs/; set a "
                           "known one without the '+'.")
 
 

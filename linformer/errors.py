@@ -1,6 +1,26 @@
 """One hierarchy for errors a user can fix. Every script prints their message as one `error: ...` line naming the
 key, file or line, and exits 2 without a traceback (``linformer.cli``). Anything else keeps its traceback."""
 
+import difflib
+from collections.abc import Iterable
+
+CLOSE_ENOUGH = 0.6  # difflib's similarity ratio above which a known name is offered for an unknown one
+
+
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """The one did-you-mean rule of every refusal of an unknown key or option: " (did you mean <prefix><closest>?)"
+    for the closest known name, or "" when none is close enough. A dotted name is compared by its last part with its
+    siblings (the known keys of the same group), so that a shared group name does not make unrelated keys look close;
+    without siblings (a misspelt group), by the whole name."""
+    name, known = str(name), list(known)
+    parent, _, last = name.rpartition(".")
+    siblings = {k.rpartition(".")[2]: k for k in known if parent and k.rpartition(".")[0] == parent}
+    if siblings:
+        close = [siblings[m] for m in difflib.get_close_matches(last, list(siblings), 1, cutoff=CLOSE_ENOUGH)]
+    else:
+        close = difflib.get_close_matches(name, known, 1, cutoff=CLOSE_ENOUGH)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
 
 class LinformerError(ValueError):
     """Base class for user-fixable errors."""

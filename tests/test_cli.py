@@ -168,3 +168,13 @@ def test_a_refused_benchmark_leaves_nothing_behind(tmp_path):
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "error: inference.ns=['abc'] must be list[int]."], result.stderr[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+def test_one_did_you_mean_rule_compares_a_key_with_its_siblings():
+    from linformer.errors import did_you_mean
+
+    known = ["trainer.lr", "trainer.lr_end", "trainer.epochs", "transfer.train", "model.projected_dim"]
+    assert did_you_mean("transfer.trian", known) == " (did you mean transfer.train?)"
+    assert did_you_mean("trainer.foo", known) == ""  # the shared "trainer." does not make trainer.lr close
+    assert did_you_mean("trainr.epochs", known) == " (did you mean trainer.epochs?)"  # a misspelt group
+    assert did_you_mean("sharng", ["sharing", "projection"], "model.") == " (did you mean model.sharing?)"

@@ -6,13 +6,12 @@ Each architectural fact lives here (and so in config.json); run settings live in
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
 from huggingface_hub.dataclasses import strict
 from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..spec.settings import fits_type
 
 ATTENTION_MODES = ("linformer", "full")
@@ -347,8 +346,7 @@ def _reject_unknown(kwargs: dict) -> None:
     unknown = sorted(set(kwargs) - known)
     if unknown:
         fields = [f.name for f in dataclasses.fields(LinformerConfig)]
-        hints = [f"{key!r}" + "".join(f" (did you mean {m!r}?)" for m in difflib.get_close_matches(key, fields, 1))
-                 for key in unknown]
+        hints = [f"{key!r}{did_you_mean(key, fields)}" for key in unknown]
         raise ConfigError(f"LinformerConfig has no field {', '.join(hints)}.")
 
 

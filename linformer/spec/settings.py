@@ -4,7 +4,6 @@ one; every bad value is a ConfigError naming its key."""
 
 from __future__ import annotations
 
-import difflib
 import math
 import types
 import typing
@@ -14,7 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 def fits_type(value, kind) -> bool:
@@ -113,9 +112,8 @@ def refuse_unknown(group: Mapping, schema: type | tuple[str, ...], prefix: str) 
     known = list(schema) if isinstance(schema, tuple) else [f.name for f in fields(schema)]
     for key in group:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, 1, cutoff=0.6)
-            hint = f" (did you mean {prefix}.{close[0]}?)" if close else ""
-            raise ConfigError(f"{prefix}.{key} is not a {prefix} setting{hint}: the config's keys are "
+            raise ConfigError(f"{prefix}.{key} is not a {prefix} setting{did_you_mean(key, known, prefix + '.')}: "
+                              "the config's keys are "
                               f"{', '.join(known)}.")
 
 

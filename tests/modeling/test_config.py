@@ -49,7 +49,7 @@ def test_bad_config_names_the_key(kwargs, match):
 
 
 def test_unknown_keyword_is_rejected_with_a_suggestion():
-    with pytest.raises(ConfigError, match=r"'sharng' \(did you mean 'sharing'\?\)"):
+    with pytest.raises(ConfigError, match=r"'sharng' \(did you mean sharing\?\)"):
         LinformerConfig(sharng="kv")
     with pytest.raises(ConfigError, match="'bogus'"):
         LinformerConfig(bogus=1)

@@ -388,7 +388,7 @@ def test_k_above_n_is_a_config_error(tmp_path):
 
 def test_unknown_setting_is_a_config_error(tmp_path):
     save_source(tmp_path, BertModel, BERT)
-    with pytest.raises(ConfigError, match="'projected_dims' .*did you mean 'projected_dim'"):
+    with pytest.raises(ConfigError, match=r"'projected_dims' .*did you mean projected_dim\?"):
         LinformerModel.from_pretrained_encoder(tmp_path, projected_dims=8)
 
 
