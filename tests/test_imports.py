@@ -69,3 +69,36 @@ def test_only_the_spec_reads_the_raw_config():
             if any(isinstance(n, (ast.Import, ast.ImportFrom)) and "omegaconf" in ast.unparse(n) for n in ast.walk(tree)):
                 readers.add(str(f.relative_to(PACKAGE)))
     assert readers == {"data/io.py"}
+
+
+# The package's layers, lowest first: a module imports only from its own layer and those below. The lowest holds the
+# mechanisms everything shares (errors, signal handling, atomic files, the stage runner, the CLI wrapper).
+LAYERS = [
+    {"errors"},
+    {"signals", "files", "stages", "cli"},
+    {"data"},
+    {"modeling", "spec"},
+    {"rundir", "train", "bench"},
+    {"report", "experiments", "gpu"},
+]
+
+
+def _unit(module: str) -> str:
+    return module.split(".")[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module from a layer above its own ("module -> dependency")."""
+    layer = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if layer[_unit(d)] > layer[_unit(m)])
+
+
+def test_every_module_imports_only_from_its_layer_and_below():
+    graph = import_graph()
+    assert {_unit(m) for m in graph} <= set().union(*LAYERS), "a new module or package: give it a layer"
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert upward_imports({"linformer.files": {"linformer.train.core", "linformer.errors"}}) == [
+        "linformer.files -> linformer.train.core"]
