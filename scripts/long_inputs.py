@@ -1,6 +1,7 @@
 """Long inputs: a finetuned full-attention classifier lengthened to n tokens, with full and Linformer attention:
 python scripts/long_inputs.py --classifier DIR [--task imdb] [--ns 2048 4096] [--k 128] [--examples 200]
 [--out FILE]
+python scripts/long_inputs.py --render FILE.json --out FILE   (the report again from its JSON, nothing measured)
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/long_inputs.py). argparse, not Hydra: a measurement with a
 handful of options, like scripts/length_policy.py.
@@ -10,12 +11,14 @@ import argparse
 import sys
 import time
 
+from linformer.files import read_json
 from linformer.report import long_inputs, measured
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--classifier", required=True, help="a finetuned sequence classifier with full attention")
+    ap.add_argument("--classifier", help="a finetuned sequence classifier with full attention")
+    ap.add_argument("--render", metavar="JSON", help="write the report again from the JSON of an earlier run")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
     ap.add_argument("--ns", type=int, nargs="+", default=[2048, 4096], help="lengths to lengthen the classifier to")
     ap.add_argument("--k", type=int, default=128)
@@ -32,7 +35,13 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "outputs/reports/long_inputs")
     args = ap.parse_args(argv)
+    if (args.classifier is None) == (args.render is None):
+        ap.error("give --classifier (measure) or --render (write an earlier run's report again), not both")
     with measured.report_outputs(args, "long_inputs"):
+        if args.render is not None:
+            long_inputs.render(read_json(args.render), args.out)
+            measured.show(args.out)
+            return 0
         t0 = time.perf_counter()
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
         result = long_inputs.measure(run.classifier, run.ids, run.labels, args.ns, args.k, args.sharing,

@@ -32,6 +32,9 @@ from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 
+BASE = "as finetuned"  # the reference row's name: the classifier at its own n, each example cut to its first tokens
+VARIANTS = ("full", "linformer k=")  # the rows measure() builds from the classifier at each n (the rest: students)
+
 
 @dataclass
 class Examples:
@@ -154,7 +157,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
         return out | (cost or {})
 
     progress(f"the classifier as finetuned (n = {base_n})")
-    rows.append(row("as finetuned", base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
+    rows.append(row(BASE, base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
                     None))
     for n in ns:
         twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
@@ -179,7 +182,8 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
         for name, model in models.items():
             progress(f"n = {n}, {name}")
             preds = predict(model, ids, n, pad_id, batch_size, progress)
-            rows.append(row(name, n, model.config.attention_label, preds, full, costs[name]))
+            rows.append(row(name, n, model.config.attention_label, preds, full, costs[name])
+                        | ({"student": True} if name in (students or {}) else {}))
             full = preds if full is None else full
         del models
     majority = max(float(np.mean(labels == c)) for c in np.unique(labels))
@@ -187,6 +191,31 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             "majority_rate": majority,
             "lengths": {"min": int(min(map(len, ids))), "median": float(np.median([len(x) for x in ids])),
                         "max": int(max(map(len, ids)))}}
+
+
+def _is_student(r: dict) -> bool:
+    return r.get("student", r["model"] != BASE and not r["model"].startswith(VARIANTS))
+
+
+def paired_rows(result: dict) -> list[dict]:
+    """Each row at a lengthened n against the classifier as finetuned (what a user without long-input support runs:
+    every example cut to its first base_n tokens), and against every full-attention student at the same n (a
+    teacher trained at that length, against which its distilled twins are judged): paired differences with their
+    95% intervals, from the rows' per-example predictions."""
+    labels = np.asarray(result["labels"])
+    correct = {id(r): (np.asarray(r["predictions"]) == labels).astype(float) for r in result["rows"]}
+    base = next(r for r in result["rows"] if r["model"] == BASE)
+    out = []
+    for r in result["rows"]:
+        if r is base:
+            continue
+        references = [base] + [x for x in result["rows"] if x["n"] == r["n"] and x is not r and _is_student(x)
+                               and x["attention"].startswith("full")]
+        for ref in references:
+            agree = float((np.asarray(r["predictions"]) == np.asarray(ref["predictions"])).mean())
+            out.append({"n": r["n"], "model": r["model"], "against": ref["model"], "against_n": ref["n"],
+                        "difference": paired_difference(correct[id(r)], correct[id(ref)]), "agreement": agree})
+    return out
 
 
 def _pct(x) -> str:
@@ -220,6 +249,21 @@ def to_markdown(result: dict, header: list[str]) -> str:
         cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
         lines.append(f"| {r['model']} | {r['n']} | {accuracy} | "
                      f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")
+    pairs = paired_rows(result)
+    if pairs:
+        examples = len(result["labels"])
+        lines += ["", "## Paired differences", "",
+                  ("Each row against the classifier as finetuned (every example cut to its first "
+                   f"{result['base_n']} tokens) and against each full-attention student at the same n (a teacher "
+                   "trained at that length): accuracy difference on the same examples, with its paired bootstrap "
+                   "95% interval."), "",
+                  "| model | n | against | difference (95% CI) | agreement |", "|---|---|---|---|---|"]
+        for p in pairs:
+            d = p["difference"]
+            against = p["against"] + (f" (n = {p['against_n']})" if p["against_n"] != p["n"] else "")
+            lines.append(f"| {p['model']} | {p['n']} | {against} | "
+                         f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True, '()')} | "
+                         f"{_pct(p['agreement'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -231,7 +275,7 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    rows = [r for r in result["rows"] if r["model"] != "as finetuned"]
+    rows = [r for r in result["rows"] if r["model"] != BASE]
     for name in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == name]
         ns = [r["n"] for r in mine]
@@ -252,6 +296,17 @@ def plot(result: dict, path: str) -> None:
 
 
 def write_report(result: dict, out: str, header: list[str], meta: dict) -> None:
+    """<out>.md, .json (the result with its header, so that render() can write the report again) and .png."""
     atomic_write(f"{out}.md", to_markdown(result, header))
-    write_json(f"{out}.json", {**meta, **result})
+    write_json(f"{out}.json", {**meta, **result, "header": header})
     plot(result, f"{out}.png")
+
+
+def render(measured: dict, out: str) -> None:
+    """The report written again from a JSON that write_report wrote (its tables and figure from the recorded
+    predictions and costs, nothing measured again)."""
+    if "header" not in measured or "rows" not in measured:
+        raise ConfigError("--render reads a JSON written by scripts/long_inputs.py with its header; this one has "
+                          f"no {'header' if 'rows' in measured else 'rows'}: measure again.")
+    result = {k: v for k, v in measured.items() if k not in ("command", "header")}
+    write_report(result, out, measured["header"], {"command": measured.get("command")})

@@ -60,8 +60,9 @@ def test_measure_reports_each_model_side_by_side(classifier):
         correct = r["accuracy"] * len(labels)
         assert abs(correct - round(correct)) < 1e-9 and r["interval"][0] <= r["accuracy"] <= r["interval"][1]
     assert "agreement" not in rows[1] and 0 <= rows[2]["agreement"] <= 1 and rows[2]["ms"] > 0
-    md = long_inputs.to_markdown(result, ["header"])
+    md, pairs = long_inputs.to_markdown(result, ["header"]).split("## Paired differences")
     assert md.count("| linformer k=8 |") == 2 and "| as finetuned | 32 |" in md
+    assert pairs.count("| as finetuned (n = 32) |") == 4  # every lengthened row against the truncated classifier
 
 
 def test_the_script_refuses_lengths_at_or_below_the_classifier_s_n_in_one_line(classifier, tmp_path, capsys):
@@ -131,3 +132,52 @@ def test_a_classifier_with_projected_attention_is_refused_naming_its_attention(c
         load_script("long_inputs").main(["--classifier", str(tmp_path / "lin"), "--out", str(tmp_path / "r")])
     assert stop.value.code == 2
     assert "not a classifier with linformer" in capsys.readouterr().err
+
+
+def _result(labels, rows):
+    def row(name, n, attention, preds, extra):
+        correct = (np.asarray(preds) == labels).astype(float)
+        return {"model": name, "n": n, "attention": attention, "predictions": [int(p) for p in preds],
+                "accuracy": float(correct.mean()), "interval": long_inputs.bootstrap_interval(correct),
+                "examples": len(labels), **extra}
+    return {"labels": labels.tolist(), "base_n": N, "rows": [row(*r) for r in rows]}
+
+
+def test_paired_rows_judge_each_row_against_the_truncated_classifier_and_full_students_at_its_n():
+    labels = np.array([0, 1] * 20)
+    right, wrong = labels.copy(), 1 - labels
+    half = np.where(np.arange(40) < 20, labels, 1 - labels)
+    result = _result(labels, [
+        ("as finetuned", N, "full", half, {}),
+        ("full", 4 * N, "full attention", half, {}),
+        ("teacher at 4N", 4 * N, "full attention", right, {"student": True}),  # the label attention_label gives
+        ("its twin", 4 * N, "linformer k=8", right, {"student": True}),
+        ("linformer k=8", 4 * N, "linformer k=8", wrong, {}),
+    ])
+    pairs = {(p["model"], p["against"]): p for p in long_inputs.paired_rows(result)}
+    # every lengthened row against the truncated classifier; against the full-attention student at its n, each
+    # other row (never a row against itself, nor against a full row built from the classifier)
+    assert set(pairs) == {(m, "as finetuned") for m in ("full", "teacher at 4N", "its twin", "linformer k=8")} | {
+        ("full", "teacher at 4N"), ("its twin", "teacher at 4N"), ("linformer k=8", "teacher at 4N")}
+    assert pairs[("its twin", "as finetuned")]["difference"]["diff"] == pytest.approx(50.0)
+    assert pairs[("its twin", "teacher at 4N")]["difference"]["diff"] == 0.0
+    assert pairs[("its twin", "teacher at 4N")]["agreement"] == 1.0
+    assert pairs[("linformer k=8", "teacher at 4N")]["difference"]["diff"] == pytest.approx(-100.0)
+    md = long_inputs.to_markdown(result | {"lengths": {}}, ["header"])
+    assert "## Paired differences" in md and "| its twin | 128 | teacher at 4N | +0.0 " in md
+
+
+def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_header(tmp_path):
+    from linformer.errors import ConfigError
+    from linformer.files import read_json
+
+    labels = np.array([0, 1] * 20)
+    result = _result(labels, [("as finetuned", N, "full", labels, {}),
+                              ("full", 2 * N, "full", 1 - labels, {"ms": 3.0, "mib": 2.0})])
+    result |= {"k": 8, "sharing": "layerwise", "majority_rate": 0.5, "lengths": {}}
+    long_inputs.write_report(result, str(tmp_path / "a"), ["the header line"], {"command": "python x"})
+    long_inputs.render(read_json(tmp_path / "a.json"), str(tmp_path / "b"))
+    assert (tmp_path / "b.md").read_text() == (tmp_path / "a.md").read_text()
+    assert read_json(tmp_path / "b.json") == read_json(tmp_path / "a.json")
+    with pytest.raises(ConfigError, match="has no header: measure again"):
+        long_inputs.render({"rows": []}, str(tmp_path / "c"))
