@@ -1,116 +1,18 @@
-"""`make demo`: the whole pipeline at toy scale on the mirror data, in minutes on 2 CPU cores.
+"""`make demo`: the whole pipeline at toy scale on the mirror data (linformer/experiments/demo.py).
 
-Runs the real command lines one after another through the stage runner (each printed before it runs; a tokenizer
-and corpus already built are kept, the demo's pretraining and finetuning runs start over), then writes
-outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times.
-Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_steps=100).
+Usage: python scripts/demo.py [Hydra overrides for the pretraining stage, e.g. trainer.max_steps=100]
 """
 
-import math
-import shlex
-import shutil
 import sys
-import time
-from pathlib import Path
 
-import torch
-
-from linformer.cli import cli_errors, compose
-from linformer.data.io import repo_root, resolve_path
-from linformer.errors import DataError
-from linformer.files import read_yaml, write_json
-from linformer.rundir import RunRecord
-from linformer.stages import STOPPED, Stage, StageFailed, run_stages
-from linformer.train.common import native_cpu_bf16
-
-REPO = repo_root()
-PY = sys.executable
-
-
-def _stage(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = ()) -> Stage:
-    """A stage running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
-    composed with the stage's own overrides: the path the script itself writes, so a renamed key or directory
-    cannot leave the demo checking elsewhere."""
-    cfg = compose(config, overrides, with_hydra=True)
-    return Stage(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
-
-
-DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
-
-
-def remove_demo_run(run: Path) -> None:
-    """Delete a run directory the demo made (its config.yaml says experiment_name: demo); refuse any other, which
-    holds someone's run or files (run_name=... names the directory)."""
-    if not run.exists():
-        return
-    config = run / "config.yaml"
-    recorded = read_yaml(config).get("experiment_name") if config.is_file() else None
-    if recorded != DEMO:
-        raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
-                        "demo replaces only its own runs; choose another run_name= or move that directory.")
-    shutil.rmtree(run)
-
-
-def _run_dir(cfg) -> str:
-    return cfg.hydra.run.dir
-
-
-def main() -> int:
-    extra = sys.argv[1:]
-    # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
-    precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    pretrain = ["run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
-                "trainer.lr=1e-3", "trainer.warmup_steps=30", "trainer.eval_every=100", "trainer.save_every=100",
-                f"trainer.mixed_precision={precision}", *extra]
-    stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", ["data=mirror_slice"],
-                     lambda c: f"{c.out_dir}/tokenizer.json"),
-              _stage("prepare_corpus", "prepare_corpus.py", "corpus", ["data=mirror_slice"],
-                     lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
-              _stage("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
-                     ("prepare_corpus",))]
-    pretrain_dir = stages[-1].done.parent
-    finetune = ["task=sst2", f"model_path={pretrain_dir.relative_to(REPO)}", "run_name=demo-sst2",
-                f"experiment_name={DEMO}",
-                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
-                f"trainer.mixed_precision={precision}"]
-    stages.append(_stage("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
-                         ("pretrain",)))
-    finetune_dir = stages[-1].done.parent
-    for run in (pretrain_dir, finetune_dir):  # the demo's runs always start over; the tokenizer and corpus are kept
-        remove_demo_run(run)
-    t0 = time.perf_counter()
-    times = run_stages(stages, jobs=1, cwd=REPO)
-
-    pre, fin = RunRecord(pretrain_dir, "pretrain").summary(), RunRecord(finetune_dir, "finetune").results()
-    if not pre or not fin:
-        raise DataError(f"the demo's runs finished without {pretrain_dir}/summary.json or {finetune_dir}/results.json")
-    before = pre.get("initial_val_loss")
-    summary = {
-        "val_ppl_before_pretraining": math.exp(before) if before is not None else None,
-        "val_ppl_after_pretraining": pre["final_val_ppl"],
-        "pretrain_steps": pre["steps"],
-        "pretrain_tokens": pre["tokens"],
-        "pretrain_tokens_per_s": round(pre["tokens_per_s"]),
-        "sst2_dev_accuracy": fin["metrics"]["accuracy"],
-        "sst2_train_examples": fin["num_train_examples"],
-        "sst2_dev_examples": fin["num_eval_examples"],
-        "wall_time_s": {**times, "total": round(time.perf_counter() - t0, 1)},
-        "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in stages},
-    }
-    write_json(REPO / "outputs/demo/summary.json", summary)
-    print("\n==> demo summary (outputs/demo/summary.json)")
-    print(f"  validation perplexity: {summary['val_ppl_before_pretraining']:,.1f} before pretraining -> "
-          f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
-    print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
-          f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})")
-    print("  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
-    return 0
-
+from linformer.cli import cli_errors
+from linformer.experiments import demo
+from linformer.stages import STOPPED, StageFailed
 
 if __name__ == "__main__":
     with cli_errors():
         try:
-            sys.exit(main())
+            demo.run(sys.argv[1:])
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (run_stages): the running stage was stopped
             print(STOPPED, file=sys.stderr)
             sys.exit(130)

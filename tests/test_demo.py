@@ -1,14 +1,12 @@
-"""scripts/demo.py replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
+"""The demo (scripts/demo.py, linformer/experiments/demo.py) replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
 
 import pytest
 
 from linformer.errors import DataError
-
-from .conftest import load_script
+from linformer.experiments import demo
 
 
 def test_the_demo_removes_its_own_runs_and_refuses_anything_else(tmp_path):
-    demo = load_script("demo")
     mine = tmp_path / "demo"
     mine.mkdir()
     (mine / "config.yaml").write_text("experiment_name: demo\nrun_name: demo\n")

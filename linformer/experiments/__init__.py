@@ -1,5 +1,5 @@
-"""Experiment plans: the stages of ``make reproduce-mini`` (``mini``), ``make reproduce-pretrained`` (``pretrained``)
-and their targets. Each stage is a real CLI line run by ``linformer.stages``; where it writes is read from the
+"""Experiment plans: the stages of ``make demo`` (``demo``), ``make reproduce-mini`` (``mini``), ``make
+reproduce-pretrained`` (``pretrained``) and their targets. Each stage is a real CLI line run by ``linformer.stages``; where it writes is read from the
 configs the stage's script composes (``run_dir``), so a renamed key or directory moves the plans' done-paths with
 it instead of leaving them checking elsewhere."""
 
