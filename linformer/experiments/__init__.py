@@ -1,7 +1,7 @@
 """Experiment plans: the stages of ``make demo`` (``demo``), ``make reproduce-mini`` (``mini``), ``make
-reproduce-pretrained`` (``pretrained``) and their targets. Each stage is a real CLI line run by ``linformer.stages``; where it writes is read from the
-configs the stage's script composes (``run_dir``), so a renamed key or directory moves the plans' done-paths with
-it instead of leaving them checking elsewhere."""
+reproduce-pretrained`` (``pretrained``) and their targets. Each stage is a real CLI line run by
+``linformer.stages``; where it writes is read from the configs the stage's script composes (``run_dir``), so a
+renamed key or directory moves the plans' done-paths with it instead of leaving them checking elsewhere."""
 
 from __future__ import annotations
 
