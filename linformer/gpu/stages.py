@@ -28,8 +28,8 @@ newest last), so a batch of stages returns what each did even when one of them f
 archive of the stages before it), for a machine that returns only a few files.
 
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
-running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time), no
-further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
+running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time; one
+still running linformer.stages.STOP_WAIT_S = 120 s later is killed), no further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 """
