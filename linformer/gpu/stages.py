@@ -158,11 +158,12 @@ def run_stage(name: str, commands: list, out: Path, deadline: float | None = Non
     with open(log_path, "w") as log:
         for command in commands:
             group = command if isinstance(command, Together) else Together((command,), 0.0)
+            slots = group.slots()  # once: the free GPU memory it reads moves
             if len(group.commands) > 1:
-                log.write(f"# {len(group.commands)} commands, {group.slots()} at a time\n")
+                log.write(f"# {len(group.commands)} commands, {slots} at a time\n")
             stages = [Stage(str(i), c, None) for i, c in enumerate(group.commands)]
             try:
-                run_stages(stages, jobs=group.slots(), cwd=REPO, stream=log, deadline=deadline)
+                run_stages(stages, jobs=slots, cwd=REPO, stream=log, deadline=deadline)
             except StageFailed as failed:
                 rc = next(code for code in failed.exit_codes.values() if code != 0)
             except StagesStopped as ended:

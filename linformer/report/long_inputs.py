@@ -203,18 +203,20 @@ def paired_rows(result: dict) -> list[dict]:
     teacher trained at that length, against which its distilled twins are judged): paired differences with their
     95% intervals, from the rows' per-example predictions."""
     labels = np.asarray(result["labels"])
-    correct = {id(r): (np.asarray(r["predictions"]) == labels).astype(float) for r in result["rows"]}
-    base = next(r for r in result["rows"] if r["model"] == BASE)
+    rows = result["rows"]
+    preds = [np.asarray(r["predictions"]) for r in rows]
+    base = next(i for i, r in enumerate(rows) if r["model"] == BASE)
     out = []
-    for r in result["rows"]:
-        if r is base:
+    for i, r in enumerate(rows):
+        if i == base:
             continue
-        references = [base] + [x for x in result["rows"] if x["n"] == r["n"] and x is not r and _is_student(x)
+        references = [base] + [j for j, x in enumerate(rows) if x["n"] == r["n"] and j != i and _is_student(x)
                                and x["attention"].startswith("full")]
-        for ref in references:
-            agree = float((np.asarray(r["predictions"]) == np.asarray(ref["predictions"])).mean())
-            out.append({"n": r["n"], "model": r["model"], "against": ref["model"], "against_n": ref["n"],
-                        "difference": paired_difference(correct[id(r)], correct[id(ref)]), "agreement": agree})
+        for j in references:
+            out.append({"n": r["n"], "model": r["model"], "against": rows[j]["model"], "against_n": rows[j]["n"],
+                        "difference": paired_difference((preds[i] == labels).astype(float),
+                                                        (preds[j] == labels).astype(float)),
+                        "agreement": float((preds[i] == preds[j]).mean())})
     return out
 
 

@@ -126,6 +126,9 @@ class DistillTask(FinetuneTask):
     def min_train_tokens(self, run: DistillSpec) -> int | None:
         return run.distill.min_tokens
 
+    def starts_from_scratch(self, run: DistillSpec) -> bool:
+        return False  # a student starts from its teacher's weights, or student_path's
+
     def load_model(self, run: DistillSpec):
         """The student: the teacher's own Linformer twin (model.*), or student_path checked against the teacher's
         labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""

@@ -54,7 +54,6 @@ def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, .
 class FinetuneTask(TrainingTask):
     stage = "finetune"
     greater_is_better = True
-    from_scratch = False  # random weights in the model's architecture (FinetuneSpec.from_scratch; never for distill)
     min_tokens_key = "min_train_tokens"  # the key min_train_tokens(run) reads, for the error naming it
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
@@ -64,6 +63,7 @@ class FinetuneTask(TrainingTask):
         except KeyError as err:
             raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
         self.main_metric = f"eval_{self.task_spec.metrics[0]}"
+        self.from_scratch = self.starts_from_scratch(run)  # random weights in the model's architecture
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
         # the weights the run starts from, by content: ties its record to the converted or transferred model
@@ -110,10 +110,12 @@ class FinetuneTask(TrainingTask):
         """Train only on the examples longer than this many tokens; None = all."""
         return run.min_train_tokens
 
+    def starts_from_scratch(self, run: FinetuneSpec) -> bool:
+        return run.from_scratch
+
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
-        self.from_scratch = run.from_scratch
         model, _ = load_classifier(model_path, self.task_spec.num_labels, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
