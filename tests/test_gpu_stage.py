@@ -21,7 +21,7 @@ def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypat
                       [sys.executable, "-c", "print('never runs')"]],
             "table3": [[sys.executable, "-c", "print('table written')"]],
             "throughput": [[sys.executable, "-c", "pass"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
     assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_stages.json").read_text())
     assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
@@ -69,7 +69,7 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
                                 [sys.executable, "-c", "raise SystemExit(3)"]), gib_each=1.0)
     monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
     fake = {"figure3": [group, [sys.executable, "-c", "print('never runs')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
     monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
     assert gpu_stage.main(["figure3", "--out", str(tmp_path)]) == 1
     (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
@@ -104,7 +104,7 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
     gpu_stage = _load(monkeypatch)
     fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
     monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
     assert gpu_stage.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
     records = json.loads((tmp_path / "gpu_stages.json").read_text())
@@ -121,7 +121,7 @@ def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch
     group = gpu_stage.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
                                 [sys.executable, "-c", "print('never runs')"]), gib_each=1.0)
     monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: {"figure3": [group]})
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: {"figure3": [group]})
     monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
     assert gpu_stage.main(["figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
     (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
@@ -142,7 +142,7 @@ def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, m
     monkeypatch.setattr(gpu_stage, "copy_back_patterns",
                         lambda stage: ("records/run-*", "table.*") if stage == "table2" else ())
     monkeypatch.setattr(gpu_stage, "stage_commands",
-                        lambda out: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
+                        lambda out, jobs=None: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
     out = tmp_path / "out"
     assert gpu_stage.main(["table2", "--out", str(out)]) == 1
     (record,) = json.loads((out / "gpu_stages.json").read_text())
@@ -161,6 +161,8 @@ def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from(monkeyp
     gpu_stage = _load(monkeypatch)
     (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
+    (command,) = gpu_stage.stage_commands(Path("/out"), jobs=2)["table2"]
+    assert command[-2:] == ["--jobs", "2"]  # fewer runs at once finish the first ones sooner on a fresh machine
     patterns = gpu_stage.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
     done = [str(s.done.relative_to(exp.REPO)) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
@@ -174,7 +176,7 @@ def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
     gpu_stage = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "print('tests ran')"]],
             "table3": [[sys.executable, "-c", "raise SystemExit(2)"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
     archive = tmp_path / "back" / "gpu.tgz"
     (tmp_path / "back").mkdir()
     assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path / "out"), "--archive", str(archive)]) == 1
@@ -223,7 +225,7 @@ def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkey
     assert not gpu_stage.all_skipped("no summary here")
     fake = {"tests": [[sys.executable, "-c", "print('185 skipped in 3.20s')"]],
             "table3": [[sys.executable, "-c", "print('3 passed, 1 skipped in 2.00s')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out: fake)
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
     monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
     assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_stages.json").read_text())
@@ -270,7 +272,7 @@ def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
     driver = ("import sys; from linformer.gpu import stages as g; g.device_name = lambda: 'stand-in'\n"
-              f"g.stage_commands = lambda out: {{'table2': [[sys.executable, '-c', {child!r}]], "
+              f"g.stage_commands = lambda out, jobs=None: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
               "g.copy_back_patterns = lambda stage: ()\n"
               f"sys.exit(g.main(['table2', 'figure3', '--out', {str(tmp_path / 'out')!r}]))\n")

@@ -114,8 +114,9 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
                     "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
-def stage_commands(out: Path) -> dict[str, list[list[str]]]:
-    """Each stage's commands, run in order; a stage stops at its first failing command."""
+def stage_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[str]]]:
+    """Each stage's commands, run in order; a stage stops at its first failing command. jobs: the table2 runs at
+    once (None: the gpu profile's)."""
     py = sys.executable
     stages = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
@@ -124,7 +125,8 @@ def stage_commands(out: Path) -> dict[str, list[list[str]]]:
                     "progress=false"]],
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
-        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu"]],
+        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu",
+                    *(["--jobs", str(jobs)] if jobs is not None else [])]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }
@@ -231,7 +233,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="write --out as one .tar.gz after every stage")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="table2: runs at once (default the gpu profile's); fewer finish the first runs sooner")
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give at least 1")
     if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
@@ -249,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
     out.mkdir(parents=True, exist_ok=True)
-    commands = stage_commands(out)
+    commands = stage_commands(out, args.jobs)
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)
         record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
