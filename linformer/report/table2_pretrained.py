@@ -31,6 +31,7 @@ TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
 # Runs of one row finetune one transferred model. Rebuilt on another machine (a fresh clone resuming the experiment)
 # it may differ in the last digits; layer errors further apart than this (relative) mean another model.
 SAME_TRANSFER = 1e-3
+TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two transfers builds of one experiment
 
 
 def read_runs(patterns: list[str]) -> list[dict]:
@@ -125,31 +126,48 @@ def build_rows(runs: list[dict]) -> list[dict]:
             row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
         records = [r for rs in by_task.values() for r in rs if r["_transfer"]]
         if records:
-            transfer = records[0]["_transfer"]
-            row["transfer_info"] = {k: transfer.get(k) for k in ("steps", "tokens", "train", "target",
-                                                                 "rel_err_before", "rel_err_after")}
-            row["transfer_info"]["rebuilt_within"] = transfer_spread(records)
+            builds = transfer_builds(records)
+            row["transfer_info"] = {**{k: records[0]["_transfer"].get(k) for k in TRANSFER_RECIPE},
+                                    "rel_err_before": builds[0]["rel_err_before"],
+                                    "rel_err_after": builds[0]["rel_err_after"],
+                                    "rebuilt_within": max(b["rebuilt_within"] for b in builds), "builds": builds}
         rows.append(row)
     return rows
 
 
-def transfer_spread(runs: list[dict]) -> float:
-    """The largest relative difference between the per-layer errors after transfer that the runs' model cards
-    record (0.0: every run finetuned the same model). DataError above SAME_TRANSFER: the runs of one row started
-    from different transferred models, so their seeds would mix two models."""
-    first = np.asarray(runs[0]["_transfer"].get("rel_err_after") or [], dtype=float)
-    spread = 0.0
-    for r in runs[1:]:
-        errors = np.asarray(r["_transfer"].get("rel_err_after") or [], dtype=float)
-        if errors.shape != first.shape:
-            raise DataError(f"{r['_dir']} and {runs[0]['_dir']} were finetuned from transferred models of different "
-                            "depth: one row's runs must share one model")
-        spread = max(spread, float(np.max(np.abs(errors - first) / np.maximum(np.abs(first), 1e-12), initial=0.0)))
-    if spread > SAME_TRANSFER:
-        raise DataError(f"the runs of one row were finetuned from different transferred models (layer errors after "
-                        f"transfer differ by {spread:.1%}, e.g. {runs[0]['_dir']}): rebuild the transfer stage with "
-                        "the experiment's settings, or keep the runs apart")
-    return spread
+def transfer_builds(runs: list[dict]) -> list[dict]:
+    """The transferred models a row's runs were finetuned from, as builds of its transfer recipe. Runs whose per-layer
+    errors after transfer agree to SAME_TRANSFER (relative) finetuned one model, rebuilt to its last digits where they
+    differ at all ("rebuilt_within"); further apart, they started from another build of the same recipe (a fresh
+    machine rebuilds the transfer, and GPU kernels are not bitwise reproducible), so the row's intervals, drawn over
+    its runs, draw over those builds too. DataError where the runs' transfers differ in recipe or depth: those are
+    different experiments, whose seeds one row must not mix."""
+    first = runs[0]["_transfer"]
+    builds: list[dict] = []
+    for r in runs:
+        t = r["_transfer"]
+        differing = [key for key in TRANSFER_RECIPE if t.get(key) != first.get(key)]
+        if differing:
+            raise DataError(f"{r['_dir']} and {runs[0]['_dir']} were finetuned from transfers of different recipes "
+                            f"({', '.join(f'{key} {t.get(key)} vs {first.get(key)}' for key in differing)}): one "
+                            "row's runs must share one transfer recipe; rebuild the transfer stage with the "
+                            "experiment's settings, or keep the runs apart")
+        errors = np.asarray(t.get("rel_err_after") or [], dtype=float)
+        for build in builds:
+            if errors.shape != build["_errors"].shape:
+                raise DataError(f"{r['_dir']} and {runs[0]['_dir']} were finetuned from transferred models of "
+                                "different depth: one row's runs must share one model")
+            spread = float(np.max(np.abs(errors - build["_errors"]) / np.maximum(np.abs(build["_errors"]), 1e-12),
+                                  initial=0.0))
+            if spread <= SAME_TRANSFER:
+                build["runs"].append(Path(r["_dir"]).name)
+                build["rebuilt_within"] = max(build["rebuilt_within"], spread)
+                break
+        else:
+            builds.append({"_errors": errors, "rel_err_before": t.get("rel_err_before"),
+                           "rel_err_after": t.get("rel_err_after"), "runs": [Path(r["_dir"]).name],
+                           "rebuilt_within": 0.0})
+    return [{key: value for key, value in b.items() if key != "_errors"} for b in builds]
 
 
 def length_breakdown(runs: list[dict]) -> dict[str, dict]:
@@ -335,6 +353,12 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
                          f"after {_errors(t['rel_err_after'])}"
                          + (f" (rebuilt for some runs on another machine: its layer errors agree to {rebuilt:.0e} "
                             "relative)" if rebuilt else ""))
+            builds = t.get("builds") or []
+            if len(builds) > 1:
+                lines.append(f"  - {len(builds)} builds of this transfer (a fresh machine rebuilds it; GPU kernels are "
+                             "not bitwise reproducible), so this row's intervals draw over them too:")
+                lines += [f"    - build {i}: before {_errors(b['rel_err_before'])}; after {_errors(b['rel_err_after'])}; "
+                          f"runs {', '.join(b['runs'])}" for i, b in enumerate(builds, 1)]
     if lengths:
         lines += ["", "## Difference from the teacher by input length", "",
                   ("Each task's eval examples in length quartiles (tokens after truncation; examples per quartile in "

@@ -65,10 +65,16 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
                                                                       for k in p.ks]
     imdb = p.tasks["imdb"]
     assert imdb.max_length == exp.N and (imdb.eval is None or imdb.eval >= 2000)
-    # seed 0 of every row comes before any other seed: an interrupted run has a whole table first
+    # every seed of the rows the targets decide on (teacher, local policy, first sharing) comes first; then seed 0
+    # of every other row before any of their other seeds: an interrupted run decides its targets, then has a table
     order = [s.name for s in stages if s.name.startswith("finetune")]
-    first_other = min(i for i, n in enumerate(order) if not n.endswith("-s0"))
-    assert all(n.endswith("-s0") for n in order[:first_other]) and len(order[:first_other]) == len(p.tasks) * len(rows)
+    deciding = {"full"} | {f"k{k}-{p.sharings[0]}-local-tr" for k in p.ks}
+    decides = [any(f"-{slug}-s" in n for slug in deciding) for n in order]
+    assert decides == sorted(decides, reverse=True) and sum(decides) == len(p.tasks) * SEEDS * len(deciding)
+    rest = order[sum(decides):]
+    first_other = min((i for i, n in enumerate(rest) if not n.endswith("-s0")), default=len(rest))
+    assert all(n.endswith("-s0") for n in rest[:first_other])
+    assert len(rest[:first_other]) == len(p.tasks) * (len(rows) - len(deciding))
 
 
 def test_keeping_a_run_copies_its_records_and_the_model_card_whole(tmp_path):

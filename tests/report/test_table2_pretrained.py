@@ -169,9 +169,24 @@ def _retransferred(runs, seed: int, scale: float):
     (d / "linformer_card.json").write_text(json.dumps(card))  # a kept record's own card copy wins over the model's
 
 
-def test_a_row_whose_seeds_start_from_different_transferred_models_is_refused(runs):
+def test_seeds_from_another_build_of_the_transfer_are_listed_as_such(runs):
+    """A fresh machine rebuilds a row's transfer, and on a GPU not to the bit: the row's seeds then start from two
+    builds of one recipe, and the report says which runs started from which."""
     _retransferred(runs, 2, 1.05)
-    with pytest.raises(tp.DataError, match=r"different transferred models \(layer errors after transfer differ by 5"):
+    rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
+    builds = rows[-1]["transfer_info"]["builds"]
+    assert [b["runs"] for b in builds] == [["imdb-k128-tr-s0", "imdb-k128-tr-s1"], ["imdb-k128-tr-s2"]]
+    assert builds[1]["rel_err_after"] == pytest.approx([e * 1.05 for e in builds[0]["rel_err_after"]])
+    text = tp.to_markdown(rows, {}, {"source": "s", "hardware": "h", "command": "c", "recipe": "r"})
+    assert "2 builds of this transfer" in text and "runs imdb-k128-tr-s2" in text
+
+
+def test_a_row_whose_seeds_start_from_different_transfer_recipes_is_refused(runs):
+    d = runs / "runs" / "imdb-k128-tr-s2"
+    card = json.loads((runs / "models" / "k128-tr" / "linformer_card.json").read_text())
+    card["transfer"]["steps"] = 2 * card["transfer"]["steps"]
+    (d / "linformer_card.json").write_text(json.dumps(card))
+    with pytest.raises(tp.DataError, match=r"transfers of different recipes \(steps 20 vs 10\)"):
         tp.build_rows(tp.read_runs([str(runs / "runs")]))
 
 
@@ -180,6 +195,7 @@ def test_a_transfer_rebuilt_to_the_last_digits_is_one_model_and_said(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
     moved = rows[-1]
     assert moved["transfer_info"]["rebuilt_within"] == pytest.approx(1e-6, rel=1e-3)
+    assert len(moved["transfer_info"]["builds"]) == 1  # one model, rebuilt to its last digits
     assert rows[1].get("transfer_info") is None  # no transfer, nothing to compare
     text = tp.to_markdown(rows, {}, {"source": "s", "hardware": "h", "command": "c", "recipe": "r"})
     assert "rebuilt for some runs on another machine: its layer errors agree to 1e-06 relative" in text
