@@ -215,7 +215,8 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
             REPO / row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
     # (priority, stage): every seed of the rows the targets decide on (the teacher, the local policy with the first
     # sharing) first, so a profile run in short slices decides its targets first; then seed 0 of every other row
-    # (a whole table), then their other seeds; row by row, SST-2 (cheap) before IMDB
+    # (a whole table), then their other seeds; seed by seed (each seed pairs with the teacher's), then row by row,
+    # SST-2 (cheap) before IMDB
     runs = []
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
@@ -233,7 +234,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_eval_examples={scale.eval}")
                 finished, kept = REPO / run_dir("finetune", name), REPO / RECORDS / name
                 decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
-                runs.append(((not decides, seed > 0, r_i, t_i), Stage(
+                runs.append(((not decides, seed, r_i, t_i), Stage(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))
     stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
