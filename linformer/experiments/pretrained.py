@@ -35,7 +35,7 @@ from ..files import atomic_dir, read_json
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS
-from ..stages import Stage, in_order_of_use, wanted
+from ..stages import Stage, in_order_of_use
 from . import run_dir
 
 REPO = repo_root()  # the stages run there, and their finished files are looked up there, wherever the caller is
@@ -275,6 +275,7 @@ def planned_runs(p: Profile) -> set[str]:
     return {s.name.removeprefix("finetune ") for s in plan(p) if s.name.startswith("finetune ")}
 
 
-def missing_stages(p: Profile) -> list[str]:
-    stages = plan(p)
-    return [s.name for s in wanted(stages, {s.name for s in stages if s.finished})]
+def missing_runs(p: Profile) -> list[str]:
+    """The profile's finetuning runs whose records are not kept yet, in the plan's order: what the table lacks. (The
+    corpus, converted and transferred models they need are rebuilt wherever they run, so they are not listed.)"""
+    return [s.name.removeprefix("finetune ") for s in plan(p) if s.name.startswith("finetune ") and not s.finished]

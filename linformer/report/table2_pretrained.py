@@ -368,7 +368,7 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
             lines += [*by_length.to_markdown(TASK_NAMES[task], result), ""]
     missing = meta.get("missing")
     if missing:
-        lines += ["", f"## Not run yet ({len(missing)} stages)", "",
+        lines += ["", f"## Not run yet ({len(missing)} runs)", "",
                   "The table holds the runs finished so far; the same command resumes the rest: "
                   + ", ".join(missing[:60]) + (" ..." if len(missing) > 60 else "")]
     return "\n".join(lines) + "\n"

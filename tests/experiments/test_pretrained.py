@@ -121,3 +121,12 @@ def test_the_plan_reads_the_same_progress_from_any_working_directory(tmp_path, m
     monkeypatch.chdir(tmp_path)
     assert [s.finished for s in exp.plan(exp.PROFILES["cpu"])] == here and any(here)
     assert all(s.done.is_absolute() for s in exp.plan(exp.PROFILES["cpu"]))
+
+
+def test_the_runs_a_table_lacks_are_its_finetuning_runs_not_kept_yet():
+    """Not the corpus or the transferred models: those are rebuilt wherever the runs go on, so a table made on
+    another machine than its runs' lists only what it lacks."""
+    gpu = exp.PROFILES["gpu"]
+    kept = {p.name for p in (exp.REPO / exp.RECORDS).glob("tp-gpu-*")}
+    missing = exp.missing_runs(gpu)
+    assert kept and set(missing) == exp.planned_runs(gpu) - kept and len(missing) == len(set(missing))
