@@ -28,8 +28,9 @@ from .paired import fmt1, interval_text, mcnemar_p, seed_example_interval
 
 TASKS = ("sst2", "imdb")
 TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
-# Runs of one row finetune one transferred model. Rebuilt on another machine (a fresh clone resuming the experiment)
-# it may differ in the last digits; layer errors further apart than this (relative) mean another model.
+# Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
+# experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
+# another build of the recipe (transfer_builds).
 SAME_TRANSFER = 1e-3
 TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two transfers builds of one experiment
 
@@ -356,7 +357,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
             builds = t.get("builds") or []
             if len(builds) > 1:
                 lines.append(f"  - {len(builds)} builds of this transfer (a fresh machine rebuilds it; GPU kernels are "
-                             "not bitwise reproducible), so this row's intervals draw over them too:")
+                             "not bitwise reproducible); each cell's interval draws over its runs, so over their "
+                             "builds too:")
                 lines += [f"    - build {i}: before {_errors(b['rel_err_before'])}; after {_errors(b['rel_err_after'])}; "
                           f"runs {', '.join(b['runs'])}" for i, b in enumerate(builds, 1)]
     if lengths:
