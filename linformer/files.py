@@ -75,8 +75,9 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_json(path: str | Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
+def write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
+    """indent=None writes compact JSON (one line), for long lists that are read by programs rather than people."""
+    atomic_write(path, json.dumps(data, indent=indent, separators=None if indent else (",", ":")) + "\n")
 
 
 def write_yaml(path: str | Path, data: Any) -> None:

@@ -133,3 +133,14 @@ def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
         raise err
     with pytest.raises(RuntimeError, match="size mismatch"), disk_full_names(tmp_path):  # anything else passes
         raise RuntimeError("size mismatch for E.weight")
+
+
+def test_compact_json_is_one_line_and_reads_back_the_same(tmp_path):
+    from linformer.files import read_json, write_json
+
+    data = {"step": 3, "labels": [0, 1] * 50, "predictions": [1, 1] * 50}
+    write_json(tmp_path / "a.json", data, indent=None)
+    write_json(tmp_path / "b.json", data)
+    compact, pretty = (tmp_path / "a.json").read_text(), (tmp_path / "b.json").read_text()
+    assert compact.count("\n") == 1 and " " not in compact and len(compact) < len(pretty) / 2
+    assert read_json(tmp_path / "a.json") == read_json(tmp_path / "b.json") == data
