@@ -126,3 +126,31 @@ def test_unpacking_a_missing_or_empty_folder_is_one_error_line_not_zero_files(tm
     (tmp_path / "done" / "imdb" / "train.csv").write_text("text,label\n")  # what an earlier unpack left
     assert carry.main(["unpack", str(tmp_path / "done")]) == 2
     assert "holds nothing packed (no .xz)" in capsys.readouterr().err
+
+
+def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "docs" / "results" / "runs").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("/outputs/\n/.carry/\n")
+    (repo / "docs" / "results" / "runs" / "a.json").write_bytes(b"x" * 3000)
+    (repo / "new.txt").write_bytes(b"y" * 500)  # untracked, not ignored: it travels
+    (repo / "outputs").mkdir()
+    (repo / "outputs" / "model.bin").write_bytes(b"z" * 10_000)  # ignored: it stays
+    (repo / ".carry").mkdir()
+    (repo / ".carry" / "w.xz").write_bytes(b"c" * 2000)
+    subprocess.run(["git", "-C", str(repo), "add", "docs", ".gitignore"], check=True)
+    tree, carried, by_folder = carry.upload_size(repo, [repo / ".carry"])
+    assert tree == 3000 + 500 + len("/outputs/\n/.carry/\n") and carried == 2000
+    assert by_folder["docs/results/runs"] == 3000
+    (repo / "docs" / "results" / "runs" / "a.json").unlink()  # left out for the call: still indexed, not sent
+    assert carry.upload_size(repo, [])[0] == 500 + len("/outputs/\n/.carry/\n")
+
+    monkeypatch.setattr(carry, "REPO", repo)
+    assert carry.main(["size", str(repo / ".carry"), "--limit-mib", "0.001"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the upload is") and "over the limit" in err and len(err.splitlines()) == 1
+    assert carry.main(["size", str(repo / "gone")]) == 2
+    assert "carried path" in capsys.readouterr().err

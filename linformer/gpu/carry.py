@@ -3,6 +3,7 @@ size-limited upload and no network, and unpacked there.
 
     python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
     python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
+    python scripts/gpu_carry.py size .carry .whl              # here: does the upload fit (64 MiB a call)?
 
 `pack` writes the stage's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
 there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
@@ -23,7 +24,9 @@ import argparse
 import gzip
 import lzma
 import shutil
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from ..cli import cli_errors, compose
@@ -43,6 +46,9 @@ STAGES = {
                "corpus": "mirror_slice", "head": True, "model": True},
     "figure3": {"corpus": "wiki", "head": False},
 }
+
+
+UPLOAD_LIMIT_MIB = 64  # what one call to the lent GPU machines may send: the tree git does not ignore + carried paths
 
 
 class CarryError(Exception):
@@ -169,6 +175,29 @@ def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
     return written
 
 
+def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
+    """What a call to the device sends from `repo`: the bytes of its files that git tracks or does not ignore, the
+    bytes of the carried paths, and the tree's bytes per folder up to three levels down (what to leave out when over)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
+                                capture_output=True, check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise CarryError(f"{repo} is not a git checkout (git ls-files failed: {err})") from None
+    by_folder: Counter = Counter()
+    for name in filter(None, set(listed)):
+        path = repo / name
+        if path.is_file():  # a file deleted from the tree but still in the index does not travel
+            parts = Path(name).parts
+            by_folder["/".join(parts[:3]) if len(parts) > 3 else "/".join(parts[:-1]) or "."] += path.stat().st_size
+    carried_bytes = 0
+    for path in carried:
+        if not path.exists():
+            raise CarryError(f"carried path {path} does not exist")
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        carried_bytes += sum(f.stat().st_size for f in files)
+    return sum(by_folder.values()), carried_bytes, by_folder
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -183,10 +212,22 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("carry", type=Path)
     u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
                                                             "write")
+    z = sub.add_parser("size", help="here: what a call to the device would send, against its upload limit")
+    z.add_argument("carried", nargs="*", type=Path, help="the paths the call carries (.carry, .whl)")
+    z.add_argument("--limit-mib", type=float, default=UPLOAD_LIMIT_MIB)
     args = ap.parse_args(argv)
     try:
         with cli_errors():
-            if args.command == "pack":
+            if args.command == "size":
+                tree, carried, by_folder = upload_size(REPO, args.carried)
+                total = (tree + carried) / 2**20
+                print(f"upload: tree {tree / 2**20:.1f} MiB + carried {carried / 2**20:.1f} MiB = {total:.1f} MiB "
+                      f"of {args.limit_mib:g} MiB")
+                if total > args.limit_mib:
+                    biggest = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in by_folder.most_common(5))
+                    raise CarryError(f"the upload is {total - args.limit_mib:.1f} MiB over the limit; the tree's "
+                                     f"largest folders: {biggest} (docs/gpu/README.md: leave some out for the call)")
+            elif args.command == "pack":
                 if args.mirror is None:
                     from ..data.io import default_data_mirror
 
