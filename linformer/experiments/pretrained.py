@@ -220,6 +220,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
     runs = []
     for t_i, (task, scale) in enumerate(p.tasks.items()):
         for r_i, row in enumerate(table):
+            decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
             for seed in row_seeds(p, row):
                 name = run_name(p, task, row, seed)
                 args = [python, "scripts/finetune.py", f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
@@ -233,7 +234,6 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
                 finished, kept = REPO / run_dir("finetune", name), REPO / RECORDS / name
-                decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
                 runs.append(((not decides, seed, r_i, t_i), Stage(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))

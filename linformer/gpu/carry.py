@@ -187,8 +187,7 @@ def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
     for name in filter(None, set(listed)):
         path = repo / name
         if path.is_file():  # a file deleted from the tree but still in the index does not travel
-            parts = Path(name).parts
-            by_folder["/".join(parts[:3]) if len(parts) > 3 else "/".join(parts[:-1]) or "."] += path.stat().st_size
+            by_folder["/".join(Path(name).parts[:-1][:3]) or "."] += path.stat().st_size
     carried_bytes = 0
     for path in carried:
         if not path.exists():
