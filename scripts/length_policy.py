@@ -1,6 +1,6 @@
 """Length policies on a converted encoder, before training:
 python scripts/length_policy.py [--source minilm] [--ks 64 128] [--sst2 872] [--imdb 128] [--out FILE]
-    [--local-windows 32 64 128 [--global-positions 0 -1] [--local-only]]
+    [--local-windows 32 64 128 [--global-positions 0 -1] [--local-only] [--landmarks]] [--longer-than TOKENS]
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argparse, not Hydra: a measurement with
 a handful of options, like scripts/fidelity.py.
@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from linformer.data.io import default_data_mirror
+from linformer.data.io import default_data_mirror, resolve_path
 from linformer.data.tasks import TASKS, load_task
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import length_policy, measured
+from linformer.report import length_policy, long_inputs, measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
     ap.add_argument("--local-only", action="store_true",
                     help="measure only the converted policy and its --local-windows rows")
+    ap.add_argument("--landmarks", action="store_true",
+                    help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
+    ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
+                    help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
+                         "a stratified subset: where a lengthened model's projection acts")
     measured.add_output_options(ap, "outputs/reports/length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy"):
@@ -48,20 +53,31 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = AutoTokenizer.from_pretrained(source)
         mirror = Path(default_data_mirror())
         tasks = {}
+        if not 0 <= args.longer_than < args.n:
+            raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
-            if count:
-                split = load_task(task, str(mirror / TASKS[task].mirror_subdir), tokenizer, args.n, splits=("eval",),
+            if not count:
+                continue
+            directory = str(mirror / TASKS[task].mirror_subdir)
+            if args.longer_than:
+                split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
+                                  cache_dir=resolve_path("data/cache/tasks"))["eval"]
+                split, _ = long_inputs.longer_than(split, args.longer_than, count, f"--{task} {count}")
+            else:
+                split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
                                   max_examples={"eval": count})["eval"]
-                tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
+            tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
-        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only)
+        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
+                                                 args.landmarks)
         results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print)
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
                   "(no transfer, no finetuning); reference: the source with full attention."),
                   "Examples: " + ", ".join(f"{t} {len(i.lengths)} eval examples" for t, i in tasks.items()) +
-                  " (stratified subsets), padded batches of 32 sorted by length.",
+                  (f" longer than {args.longer_than} tokens (drawn at random, cut to n)" if args.longer_than else
+                   " (stratified subsets)") + ", padded batches of 32 sorted by length.",
                   *provenance]
         length_policy.write_report(results, args.out, header, {"command": command})
     measured.show(args.out)

@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
     ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
+    ap.add_argument("--landmarks", action="store_true",
+                    help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
     ap.add_argument("--students", nargs="*", default=[], metavar="DIR",
                     help="also these Linformer classifiers of the classifier's tokenizer (distilled from it at length: "
                          "scripts/distill.py), at every n up to their own")
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
         result = long_inputs.measure(run.classifier, run.ids, run.labels, args.ns, args.k, args.sharing,
                                      run.pad_id, args.batch_size, local_windows=tuple(args.local_windows),
-                                     global_positions=tuple(args.global_positions), students=run.students)
+                                     global_positions=tuple(args.global_positions), students=run.students,
+                                     landmarks=args.landmarks)
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
         header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance)
         long_inputs.write_report(result, args.out, header, {"command": command})

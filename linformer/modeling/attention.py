@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration import LinformerConfig
-from .local_global import column_log_counts, local_global_attention
+from .local_global import column_log_counts, landmark_pooling, local_global_attention
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -229,6 +229,7 @@ class LinformerSelfAttention(nn.Module):
         # exact local and global keys beside the projected ones (linformer.modeling.local_global)
         self.local_radius = config.local_window // 2 if self.linformer else 0
         self.global_positions = list(config.global_positions or []) if self.linformer else []
+        self.landmarks = self.linformer and config.landmark_pooling  # projected keys pooled by attention (E = F)
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         if self.linformer and config.sharing != "layerwise":
@@ -295,8 +296,9 @@ class LinformerSelfAttention(nn.Module):
             keep = mask[:, None, :, None].to(k.dtype)
             k, v = k * keep, v * keep
         rows = E.rows(T, mask)  # (T, c), (H, T, c), (B, T, k) or (B, H, T, k)
-        pk, pmask = E(k, mask, rows)
-        pv, _ = F_(v, mask, rows if F_ is E else None)
+        if not self.landmarks:
+            pk, pmask = E(k, mask, rows)
+            pv, _ = F_(v, mask, rows if F_ is E else None)
         if not E.per_head:
             rows = rows.unsqueeze(-3)  # a head axis of 1
         if rows.dim() == 3:
@@ -304,9 +306,13 @@ class LinformerSelfAttention(nn.Module):
         if mask is not None:
             rows = rows * mask[:, None, :, None].to(rows.dtype)
         lengths = mask.sum(-1) if mask is not None else torch.full((B,), T, device=hidden.device)
+        if self.landmarks:  # resampled E fills every column: no column mask
+            pk, pv, log_count = landmark_pooling(q, k, v, rows, lengths)
+            pmask = None
+        else:
+            log_count = column_log_counts(rows)
         out = local_global_attention(q, k, v, lengths, self.local_radius, self.global_positions,
-                                     (pk, pv, pmask, column_log_counts(rows)),
-                                     self.dropout_p if self.training else 0.0)
+                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0)
         return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, k, v, kmask, output_attentions):

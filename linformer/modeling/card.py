@@ -66,7 +66,8 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
                   "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
                   "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
                   "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
-                  "global_positions": c.global_positions, "classifier_pooling": c.classifier_pooling},
+                  "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
+                  "classifier_pooling": c.classifier_pooling},
         "transfer": None,
         "results": {},
     }
@@ -202,7 +203,9 @@ def _exact_keys_text(model: dict) -> str:
     if positions:
         parts.append(f"the tokens at {list(positions)} for every query, and they attend to every position "
                      "(global_positions; negative counts from each row's last real token)")
-    return "; ".join(parts) + ", in one softmax with the projected keys"
+    pooled = " (each pooling its window of tokens by attention from the window's landmark query: landmark_pooling)" \
+        if model.get("landmark_pooling") else ""
+    return "; ".join(parts) + f", in one softmax with the projected keys{pooled}"
 
 
 def _transfer_section(transfer: dict | None, model: dict) -> str:

@@ -101,6 +101,12 @@ class LinformerConfig(PreTrainedConfig):
       [CLS]/<s> and the final separator), which themselves attend to every position. Each projected key's logit is
       raised by the log of the tokens its column stands for. 0 and None (the defaults) are the paper's Linformer.
       Needs ``projection="linear"``.
+    - ``landmark_pooling``: with the exact keys above, each projected column pools the keys and values of its
+      window of about T / k tokens with attention weights from a landmark query (E's column applied to the queries:
+      the window's mean query while E is a window mean) instead of E's fixed weights, so the projection depends on
+      the input (Transformer-LS's dynamic projection, Nystromformer's landmarks; ``local_global.landmark_pooling``).
+      Needs ``length_policy="resample"``, E = F (``sharing="kv"`` or ``"layerwise"``) and a local window or global
+      tokens (its logits carry the log count of the one softmax). False (the default): E's fixed weights.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
       ``hidden_act``).
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
@@ -155,6 +161,7 @@ class LinformerConfig(PreTrainedConfig):
     exact_short_inputs: bool = False
     local_window: int = 0
     global_positions: list[int] | None = None
+    landmark_pooling: bool = False
     lm_head_activation: str = "gelu"
 
     def __post_init__(self, **kwargs):
@@ -281,7 +288,7 @@ def round_up(size: int, multiple: int | None) -> int:
 # 1.5 or a "yes" would otherwise be stored in config.json and built as something else (a k of 1, a truthy string).
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "max_seq_len", "type_vocab_size", "max_position_embeddings", "tokenizer_vocab_size")
-_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "tie_word_embeddings", "is_decoder",
+_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "landmark_pooling", "tie_word_embeddings", "is_decoder",
           "add_cross_attention", "use_cache")
 
 
@@ -313,10 +320,24 @@ def _validate_local_global(config: LinformerConfig) -> None:
             "local_window and global_positions add exact keys beside a learned projection: they need "
             f"attention='linformer' and projection='linear' (got attention={config.attention!r}, "
             f"projection={config.projection!r}).")
+    if config.landmark_pooling:
+        needs = []
+        if not (w or positions):
+            needs.append("a local_window or global_positions (the one softmax that weighs each pooled key by its "
+                         "token count)")
+        if config.length_policy != "resample":
+            needs.append(f"length_policy='resample' (got {config.length_policy!r})")
+        if config.sharing not in ("kv", "layerwise"):
+            needs.append(f"E = F, sharing='kv' or 'layerwise' (got {config.sharing!r}): keys and values pool with one "
+                         "weighting")
+        if needs:
+            raise ConfigError("landmark_pooling=True pools each projected column's window by attention; it needs "
+                              + "; ".join(needs) + ".")
 
 
-# The exact keys beside the projected ones (local_global): fields every record and conversion carries with k
-EXACT_KEY_FIELDS = ("local_window", "global_positions")
+# The exact keys beside the projected ones, and how the projected ones pool (local_global): fields every record and
+# conversion carries with k
+EXACT_KEY_FIELDS = ("local_window", "global_positions", "landmark_pooling")
 
 # The Linformer's attention fields beside the encoder's own shape: what a converted model (a transfer continued, a
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
@@ -324,9 +345,23 @@ ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "le
                     "exact_short_inputs", *EXACT_KEY_FIELDS)
 
 
-def exact_keys_label(local_window: int, global_positions) -> str:
-    """How reports name the exact local and global keys: 'window 128, global [0, -1]'."""
-    return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "")
+def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False) -> str:
+    """How reports name the exact local and global keys: 'window 128, global [0, -1]' (', landmarks' when the
+    projected keys pool by attention)."""
+    return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "") + \
+        (", landmarks" if landmark_pooling else "")
+
+
+def exact_key_variants(windows, global_positions, landmarks: bool = False) -> dict[str, dict]:
+    """Per window w, {label: fields} of exact local keys of w tokens beside the projected ones with the global tokens
+    and, with ``landmarks``, the same with landmark pooling: the rows the measurement reports add."""
+    variants = {}
+    for w in windows:
+        fields = {"local_window": w, "global_positions": list(global_positions)}
+        variants[exact_keys_label(w, global_positions)] = fields
+        if landmarks:
+            variants[exact_keys_label(w, global_positions, True)] = {**fields, "landmark_pooling": True}
+    return variants
 
 
 def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,
@@ -366,6 +401,7 @@ __all__ = [
     "SHARING_MODES",
     "LinformerConfig",
     "attention_label",
+    "exact_key_variants",
     "exact_keys_label",
     "round_up",
 ]

@@ -83,11 +83,16 @@ def local_global_layer_flops(n: int, config, k: int) -> float:
     """One layer with exact local and global keys beside the projected ones, as executed
     (linformer.modeling.local_global): K and V on all n rows, E^T K and F^T V, then every query against its block's
     3r band keys (r = local_window // 2, at least 1), the G global keys and the k projected keys; the G global
-    queries against all n keys."""
+    queries against all n keys. With landmark pooling, E^T Q (the landmark queries) in place of E^T K and F^T V, and
+    each landmark against its window's keys, then the weighted sums of keys and values: the windows hold n + k
+    tokens in all."""
     D, G = config.hidden_size, len(config.global_positions or [])
     k = min(k, n)
     r = max(config.local_window // 2, 1)
-    kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)
+    if config.landmark_pooling:
+        kv = 2 * 2 * n * D * D + 2 * n * k * D + 3 * 2 * (n + k) * D
+    else:
+        kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)
     return _query_output_ffn(n, D, config.intermediate_size) + kv + _attention_core(n, 3 * r + G + k, D) + \
         _attention_core(G, n, D)
 

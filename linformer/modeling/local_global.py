@@ -9,6 +9,12 @@ Every query attends, in one softmax, to
   weighs like the tokens it summarises rather than like one token.
 The global tokens' own queries attend to every position exactly (Longformer's global attention).
 
+With ``landmark_pooling`` the projected keys depend on the input (Transformer-LS's dynamic projection; Nystromformer's
+segment-mean landmarks): column j pools the exact keys and values of its window of a row's L real tokens (the tokens
+t with t k < (j + 1) L and (t + 1) k > j L: about L / k of them, the ones a window-mean E averages) with attention
+weights from a landmark query, E's column applied to the queries (sum_t E_tj q_t: the window's mean query while E is a
+window mean). Its logit's log count is then the effective number of tokens those weights spread over.
+
 The local part is blocked: the sequence is cut into blocks of r queries, each scored against the 3r positions around
 it (a strided view of the keys, masked to the window), and against the global and projected keys in one product for
 all blocks; one softmax normalises the two sets of scores. Time and memory are O(T (r + g + k)), never T x T, and no
@@ -43,6 +49,35 @@ def column_log_counts(rows: torch.Tensor) -> torch.Tensor:
     rows = rows.float()
     count = rows.sum(-2).square() / rows.square().sum(-2).clamp(min=1e-12)
     return count.clamp(min=1.0).log()
+
+
+def landmark_pooling(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: torch.Tensor, lengths: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Projected keys and values pooled by attention within each column's window (module docstring) -> keys and
+    values (B, H, c, d) and log counts (B, H, c).
+
+    q, k, v: (B, H, T, d), k and v zero at padded positions; rows: the resampled E the inputs use, (B or 1, H or 1,
+    T, c), zero at padded positions; lengths: (B,) real tokens per row. A window holds at most ceil(T / c) + 1
+    tokens, so the windows are gathered as (c, W) blocks: time and memory O(T d), not T x c. A row's windows depend
+    on its own length only, so a row gives the same keys alone and inside a padded batch.
+    """
+    B, H, T, d = q.shape
+    c = rows.shape[-1]
+    L = lengths.clamp(min=1)[:, None]  # an all-padding row: windows over its (zero) first token
+    j = torch.arange(c, device=q.device)[None, :]
+    start, end = (j * L) // c, -((-(j + 1) * L) // c)  # (B, c): window j is tokens start..end-1
+    W = min(T, -(-T // c) + 1)  # the widest window of any row length <= T
+    idx = start[:, :, None] + torch.arange(W, device=q.device)  # (B, c, W)
+    inside = idx < end[:, :, None]
+    gather = idx.clamp(max=T - 1).view(B, 1, c * W, 1).expand(B, H, c * W, d)
+    kw, vw = (x.gather(2, gather).view(B, H, c, W, d) for x in (k, v))
+    landmarks = rows.transpose(-1, -2).to(q.dtype) @ q  # (B, H, c, d)
+    acc = torch.promote_types(q.dtype, torch.float32)
+    scores = (kw @ landmarks.unsqueeze(-1)).squeeze(-1).to(acc) * d ** -0.5  # (B, H, c, W)
+    p = scores.masked_fill(~inside[:, None], _NEG).softmax(-1)
+    log_count = (1.0 / p.square().sum(-1)).clamp(min=1.0).log()  # effective tokens: exactly m for m equal weights
+    p = p.to(q.dtype).unsqueeze(-2)  # (B, H, c, 1, W)
+    return (p @ kw).squeeze(-2), (p @ vw).squeeze(-2), log_count
 
 
 def _blocks(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 
 from ..files import atomic_write, write_json
 from ..modeling import LinformerModel
-from ..modeling.configuration import exact_keys_label
+from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS
 from .compare import save_figure
 
@@ -33,16 +33,16 @@ POLICIES = {
                                  **NO_EXACT_KEYS),
 }
 CONVERTED = "resample, exact <= k"  # convert.CONVERTED_LENGTH_POLICY
-BUCKETS = (16, 32, 64, 128, 256, 512)  # upper token counts of the length buckets
+BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)  # upper token counts of the length buckets
 
 
-def with_local_keys(windows: list[int], global_positions: list[int], local_only: bool = False) -> dict[str, dict]:
+def with_local_keys(windows: list[int], global_positions: list[int], local_only: bool = False,
+                    landmarks: bool = False) -> dict[str, dict]:
     """POLICIES (or only the converted one) and, per window w, the converted policy with exact local keys of w
-    tokens and the global tokens beside the projected ones."""
+    tokens and the global tokens beside the projected ones (and, with ``landmarks``, with landmark pooling too)."""
     policies = {CONVERTED: POLICIES[CONVERTED]} if local_only else dict(POLICIES)
-    for w in windows:
-        policies[f"{CONVERTED}, {exact_keys_label(w, global_positions)}"] = {
-            **POLICIES[CONVERTED], "local_window": w, "global_positions": list(global_positions)}
+    for label, fields in exact_key_variants(windows, global_positions, landmarks).items():
+        policies[f"{CONVERTED}, {label}"] = {**POLICIES[CONVERTED], **fields}
     return policies
 
 

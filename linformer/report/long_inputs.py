@@ -24,7 +24,7 @@ from ..data.io import default_data_mirror, resolve_path
 from ..data.tasks import TASKS, load_task
 from ..errors import ConfigError
 from ..files import atomic_write, write_json
-from ..modeling.configuration import exact_keys_label
+from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import resolve_model_path
@@ -79,20 +79,28 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
             raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
                               f"{', '.join(student.architectures or [student.model_type])}")
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(path), classifier, path)
-        exact = f" + {exact_keys_label(student.local_window, student.global_positions)}" \
-            if student.local_window or student.global_positions else ""
+        exact = exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)
+        exact = f" + {exact}" if student.local_window or student.global_positions else ""
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
     split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns),
                       splits=("eval",), cache_dir=resolve_path("data/cache/tasks"))["eval"]
+    rows, available = longer_than(split, base_n, examples, f"--task {task}")
+    return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
+                    tokenizer.pad_token_id)
+
+
+def longer_than(split, tokens: int, count: int, where: str):
+    """The examples of a tokenized split longer than ``tokens``: ``count`` of them drawn at random (seed 0; 0 or more
+    than there are: all), in the split's order, and how many there are. ``where`` names the option at fault when
+    there are none."""
     lengths = np.array([len(x) for x in split["input_ids"]])
-    long = np.flatnonzero(lengths > base_n)
+    long = np.flatnonzero(lengths > tokens)
     if not len(long):
-        raise ConfigError(f"--task {task}: no eval example is longer than {base_n} tokens")
-    if examples and examples < len(long):
-        long = np.sort(np.random.default_rng(0).choice(long, examples, replace=False))
-    rows = split.select(long.tolist())
-    return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]),
-                    int((lengths > base_n).sum()), tokenizer.pad_token_id)
+        raise ConfigError(f"{where}: no eval example is longer than {tokens} tokens")
+    chosen = long
+    if count and count < len(long):
+        chosen = np.sort(np.random.default_rng(0).choice(long, count, replace=False))
+    return split.select(chosen.tolist()), len(long)
 
 
 def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: str, provenance: list[str]
@@ -135,10 +143,10 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
             pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
             global_positions: tuple[int, ...] = (0, -1), students: dict[str, str] | None = None,
-            progress: Callable[[str], None] = print) -> dict:
+            progress: Callable[[str], None] = print, landmarks: bool = False) -> dict:
     """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
-    ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones,
-    then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled from the
+    ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
+    (and with ``landmarks`` the same with landmark pooling), then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled from the
     classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired difference,
     ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
     prediction)."""
@@ -162,9 +170,8 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     for n in ns:
         twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
         variants = {"full": {}, f"linformer k={k}": twin}
-        for w in local_windows:
-            variants[f"linformer k={k} + {exact_keys_label(w, global_positions)}"] = {**twin, "local_window": w,
-                                                             "global_positions": list(global_positions)}
+        for label, fields in exact_key_variants(local_windows, global_positions, landmarks).items():
+            variants[f"linformer k={k} + {label}"] = {**twin, **fields}
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
                                        **fields).eval() for name, fields in variants.items()}
         for name, path in (students or {}).items():

@@ -74,7 +74,8 @@ def policy_label(fields: dict) -> str | None:
         ("slice, window mask" if fields.get("mask_empty_windows") else "paper's slice")
     text += ", exact <= k" if fields.get("exact_short_inputs") else ""
     if fields.get("local_window") or fields.get("global_positions"):
-        text += ", " + exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"))
+        text += ", " + exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"),
+                                        bool(fields.get("landmark_pooling")))
     return text
 
 

@@ -9,7 +9,7 @@ import torch
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerConfig, LinformerModel
 from linformer.modeling.flops import forward_flops_per_token
-from linformer.modeling.local_global import global_index, local_global_attention
+from linformer.modeling.local_global import column_log_counts, global_index, local_global_attention
 
 SMALL = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
              max_seq_len=64, projected_dim=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -137,3 +137,104 @@ def test_flops_count_the_window_and_the_global_keys():
 def test_bad_settings_name_their_key(fields, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         LinformerConfig(**{**SMALL, **fields})
+
+
+def _landmark_reference(q, k, v, rows, lengths):
+    """landmark_pooling written as loops: column j of a row of L tokens pools the tokens t with t c < (j + 1) L and
+    (t + 1) c > j L, weighted by softmax over them of (sum_t rows_tj q_t) . k_t / sqrt(d)."""
+    B, H, T, d = q.shape
+    c = rows.shape[-1]
+    rows = rows.expand(B, H, T, c)
+    pk, pv, log_count = torch.zeros(B, H, c, d, dtype=q.dtype), torch.zeros(B, H, c, d, dtype=q.dtype), \
+        torch.zeros(B, H, c, dtype=q.dtype)
+    for b in range(B):
+        L = max(int(lengths[b]), 1)
+        for j in range(c):
+            window = [t for t in range(L) if t * c < (j + 1) * L and (t + 1) * c > j * L]
+            for h in range(H):
+                landmark = rows[b, h, :, j] @ q[b, h]
+                p = (k[b, h, window] @ landmark / math.sqrt(d)).softmax(0)
+                pk[b, h, j], pv[b, h, j] = p @ k[b, h, window], p @ v[b, h, window]
+                log_count[b, h, j] = math.log(max(1.0, float(1 / p.square().sum())))
+    return pk, pv, log_count
+
+
+@pytest.mark.parametrize("c, lengths", [(5, [23, 17, 2]), (4, [23, 8, 0]), (8, [23, 23, 23])])
+def test_landmark_pooling_equals_its_definition(c, lengths):
+    from linformer.modeling.local_global import landmark_pooling
+
+    torch.manual_seed(0)
+    B, H, T, d = 3, 2, 23, 8
+    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
+    lengths = torch.tensor(lengths)
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
+    rows = torch.rand(B, 1, T, c, dtype=torch.float64) * real[:, None, :, None]  # shared by the heads
+    got = landmark_pooling(q, k, v, rows, lengths)
+    for g, want in zip(got, _landmark_reference(q, k, v, rows, lengths)):
+        torch.testing.assert_close(g, want)
+
+
+def test_landmark_pooling_of_equal_scores_is_the_window_mean_projection():
+    """Queries of zero give every token of a window the same weight: the pooled keys are then E's own window means
+    (the resampled mean-initialised E, L a multiple of k) with the same log counts."""
+    from linformer.modeling.local_global import landmark_pooling
+
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, length_policy="resample", sharing="layerwise", local_window=8))
+    E = model.encoder.E
+    T = 48  # 6 tokens per window of the 8 columns
+    rows = E.rows(T, None)[None, None]  # (1, 1, T, c)
+    k, v = torch.randn(2, 1, 2, T, 4).unbind(0)
+    pk, pv, log_count = landmark_pooling(torch.zeros(1, 2, T, 4), k, v, rows, torch.tensor([T]))
+    torch.testing.assert_close(pk, rows.transpose(-1, -2) @ k)
+    torch.testing.assert_close(pv, rows.transpose(-1, -2) @ v)
+    torch.testing.assert_close(log_count, column_log_counts(rows).expand_as(log_count))
+
+
+@pytest.mark.parametrize("extra", [
+    {"sharing": "layerwise"},
+    {"sharing": "kv", "exact_short_inputs": True},
+])
+def test_landmark_pooling_keeps_a_row_alone_equal_to_it_in_a_padded_batch_and_trains_E(extra):
+    torch.manual_seed(0)
+    fields = dict(SMALL, length_policy="resample", local_window=8, global_positions=[0, -1], **extra)
+    model = LinformerModel(LinformerConfig(**fields, landmark_pooling=True)).eval()
+    ids = torch.randint(3, 50, (3, 40))
+    lengths = [40, 25, 11]
+    mask = torch.zeros(3, 40, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    batch = model(ids, attention_mask=mask).last_hidden_state
+    for i, n in enumerate(lengths):
+        alone = model(ids[i:i + 1, :n]).last_hidden_state[0]
+        torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
+    fixed = LinformerModel(LinformerConfig(**fields)).eval()
+    fixed.load_state_dict(model.state_dict())
+    assert not torch.allclose(batch, fixed(ids, attention_mask=mask).last_hidden_state)
+    batch.square().mean().backward()
+    grads = {n: p.grad for n, p in model.named_parameters() if "pooler" not in n}
+    assert all(g is not None for g in grads.values())
+    assert any(n.endswith("E.weight") for n in grads)  # E weighs the landmark queries
+
+
+def test_flops_count_landmark_pooling():
+    plain = LinformerConfig(**SMALL, length_policy="resample", local_window=16, sharing="layerwise")
+    landmark = LinformerConfig(**SMALL, length_policy="resample", local_window=16, sharing="layerwise",
+                               landmark_pooling=True)
+    D, n, k, layers = SMALL["hidden_size"], 64, SMALL["projected_dim"], SMALL["num_hidden_layers"]
+    # E^T Q instead of E^T K and F^T V (2 n k D less), then scores and two weighted sums over the n + k window tokens
+    want = layers * (-2 * n * k * D + 3 * 2 * (n + k) * D) / n
+    assert forward_flops_per_token(landmark, n) - forward_flops_per_token(plain, n) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("fields, key", [
+    ({"landmark_pooling": True, "length_policy": "resample", "sharing": "layerwise"}, "local_window or global"),
+    ({"landmark_pooling": True, "local_window": 8, "sharing": "layerwise"}, "length_policy='resample'"),
+    ({"landmark_pooling": True, "local_window": 8, "length_policy": "resample"}, "sharing='kv' or 'layerwise'"),
+    ({"landmark_pooling": "yes"}, "landmark_pooling='yes'"),
+])
+def test_bad_landmark_settings_name_their_key(fields, key):
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")) as err:
+        LinformerConfig(**{**SMALL, **fields})
+    assert "landmark_pooling" in str(err.value)

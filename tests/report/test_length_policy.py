@@ -66,3 +66,26 @@ def test_a_negative_example_count_is_named_by_its_flag(tmp_path, capsys):
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["error: --sst2 -5: a number of examples, or 0 to skip the task"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_landmark_rows_follow_each_local_window_row():
+    policies = lp.with_local_keys([32, 128], [0, -1], local_only=True, landmarks=True)
+    assert list(policies) == [lp.CONVERTED, f"{lp.CONVERTED}, window 32, global [0, -1]",
+                              f"{lp.CONVERTED}, window 32, global [0, -1], landmarks",
+                              f"{lp.CONVERTED}, window 128, global [0, -1]",
+                              f"{lp.CONVERTED}, window 128, global [0, -1], landmarks"]
+    assert policies[f"{lp.CONVERTED}, window 128, global [0, -1], landmarks"] == {
+        **lp.POLICIES[lp.CONVERTED], "local_window": 128, "global_positions": [0, -1], "landmark_pooling": True}
+
+
+def test_buckets_reach_the_lengths_of_lengthened_models():
+    buckets = lp.by_bucket(np.array([300, 600, 1500, 3000]), np.arange(4.0))
+    assert list(buckets) == ["257-512", "513-1024", "1025-2048", "2049-4096"]
+
+
+def test_longer_than_beyond_n_is_named_by_its_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("length_policy").main(["--longer-than", "512", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --longer-than 512: a token count in 0..n-1 (--n 512)"]
+    assert list(tmp_path.iterdir()) == []

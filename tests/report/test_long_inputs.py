@@ -5,6 +5,7 @@ import pytest
 import torch
 from transformers import RobertaConfig, RobertaForSequenceClassification
 
+from linformer.errors import ConfigError
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.report import long_inputs
 
@@ -78,10 +79,12 @@ def test_the_script_refuses_lengths_at_or_below_the_classifier_s_n_in_one_line(c
 def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     ids, labels = _examples()
     result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
-                                 cost_reps=1, local_windows=(8,), progress=lambda _: None)
+                                 cost_reps=1, local_windows=(8,), progress=lambda _: None, landmarks=True)
     rows = result["rows"]
     assert [r["model"] for r in rows] == ["as finetuned", "full", "linformer k=8",
-                                          "linformer k=8 + window 8, global [0, -1]"]
+                                          "linformer k=8 + window 8, global [0, -1]",
+                                          "linformer k=8 + window 8, global [0, -1], landmarks"]
+    assert rows[4]["predictions"] != rows[3]["predictions"] or rows[4]["gflops"] != rows[3]["gflops"]
     for r in rows:  # every example's prediction is kept and gives the accuracy
         assert len(r["predictions"]) == 9
         assert np.mean(np.array(r["predictions"]) == labels) == pytest.approx(r["accuracy"])
@@ -181,3 +184,15 @@ def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_
     assert read_json(tmp_path / "b.json") == read_json(tmp_path / "a.json")
     with pytest.raises(ConfigError, match="has no header: measure again"):
         long_inputs.render({"rows": []}, str(tmp_path / "c"))
+
+
+def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
+    from datasets import Dataset
+
+    split = Dataset.from_dict({"input_ids": [[1] * n for n in (5, 40, 9, 60, 70, 3)], "labels": [0, 1, 0, 1, 0, 1]})
+    rows, available = long_inputs.longer_than(split, 8, 2, "--imdb 2")
+    assert available == 4 and len(rows) == 2 and all(len(x) > 8 for x in rows["input_ids"])
+    everything, _ = long_inputs.longer_than(split, 8, 0, "--imdb 0")
+    assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
+    with pytest.raises(ConfigError, match=r"^--imdb 2: no eval example is longer than 100 tokens$"):
+        long_inputs.longer_than(split, 100, 2, "--imdb 2")
