@@ -163,8 +163,10 @@ def plot(results: dict, path: str):
         ax.set_xlabel("input tokens")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("embedding relative error vs source")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+    # one legend under the panels, where the policies' long names cover no curve
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 * (len(labels) + 1) / 2, 1, 1))
     return save_figure(fig, path)
 
 

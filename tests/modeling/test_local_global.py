@@ -87,6 +87,8 @@ def test_the_defaults_are_the_paper_linformer_bitwise():
     {"sharing": "layerwise", "length_policy": "resample"},
     {"mask_empty_windows": True},
     {"length_policy": "resample", "exact_short_inputs": True},  # the converted policy: rows <= k tokens exact
+    {"sharing": "layerwise", "length_policy": "resample", "landmark_pooling": True},
+    {"sharing": "kv", "length_policy": "resample", "exact_short_inputs": True, "landmark_pooling": True},
 ])
 def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
     torch.manual_seed(0)
@@ -192,30 +194,19 @@ def test_landmark_pooling_of_equal_scores_is_the_window_mean_projection():
     torch.testing.assert_close(log_count, column_log_counts(rows).expand_as(log_count))
 
 
-@pytest.mark.parametrize("extra", [
-    {"sharing": "layerwise"},
-    {"sharing": "kv", "exact_short_inputs": True},
-])
-def test_landmark_pooling_keeps_a_row_alone_equal_to_it_in_a_padded_batch_and_trains_E(extra):
+def test_landmark_pooling_changes_the_output_and_trains_E():
     torch.manual_seed(0)
-    fields = dict(SMALL, length_policy="resample", local_window=8, global_positions=[0, -1], **extra)
-    model = LinformerModel(LinformerConfig(**fields, landmark_pooling=True)).eval()
-    ids = torch.randint(3, 50, (3, 40))
-    lengths = [40, 25, 11]
-    mask = torch.zeros(3, 40, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        mask[i, :n] = 1
-    batch = model(ids, attention_mask=mask).last_hidden_state
-    for i, n in enumerate(lengths):
-        alone = model(ids[i:i + 1, :n]).last_hidden_state[0]
-        torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
+    fields = dict(SMALL, sharing="layerwise", length_policy="resample", local_window=8, global_positions=[0, -1])
+    model = LinformerModel(LinformerConfig(**fields, landmark_pooling=True))
     fixed = LinformerModel(LinformerConfig(**fields)).eval()
     fixed.load_state_dict(model.state_dict())
-    assert not torch.allclose(batch, fixed(ids, attention_mask=mask).last_hidden_state)
-    batch.square().mean().backward()
+    ids = torch.randint(3, 50, (2, 40))
+    out = model(ids).last_hidden_state
+    assert not torch.allclose(out, fixed(ids).last_hidden_state)
+    out.square().mean().backward()
     grads = {n: p.grad for n, p in model.named_parameters() if "pooler" not in n}
     assert all(g is not None for g in grads.values())
-    assert any(n.endswith("E.weight") for n in grads)  # E weighs the landmark queries
+    assert grads["encoder.E.weight"].abs().sum() > 0  # E weighs the landmark queries
 
 
 def test_flops_count_landmark_pooling():

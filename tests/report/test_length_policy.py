@@ -60,11 +60,15 @@ def test_the_length_policy_script_refuses_a_k_above_n_in_one_line(tmp_path, caps
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_negative_example_count_is_named_by_its_flag(tmp_path, capsys):
+@pytest.mark.parametrize("argv, line", [
+    (["--sst2", "-5"], "error: --sst2 -5: a number of examples, or 0 to skip the task"),
+    (["--longer-than", "512"], "error: --longer-than 512: a token count in 0..n-1 (--n 512)"),
+])
+def test_a_bad_example_choice_is_named_by_its_flag(argv, line, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
-        load_script("length_policy").main(["--sst2", "-5", "--out", str(tmp_path / "r")])
+        load_script("length_policy").main([*argv, "--out", str(tmp_path / "r")])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines() == ["error: --sst2 -5: a number of examples, or 0 to skip the task"]
+    assert capsys.readouterr().err.splitlines() == [line]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -81,11 +85,3 @@ def test_landmark_rows_follow_each_local_window_row():
 def test_buckets_reach_the_lengths_of_lengthened_models():
     buckets = lp.by_bucket(np.array([300, 600, 1500, 3000]), np.arange(4.0))
     assert list(buckets) == ["257-512", "513-1024", "1025-2048", "2049-4096"]
-
-
-def test_longer_than_beyond_n_is_named_by_its_flag(tmp_path, capsys):
-    with pytest.raises(SystemExit) as stop:
-        load_script("length_policy").main(["--longer-than", "512", "--out", str(tmp_path / "r")])
-    assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines() == ["error: --longer-than 512: a token count in 0..n-1 (--n 512)"]
-    assert list(tmp_path.iterdir()) == []

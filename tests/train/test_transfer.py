@@ -15,6 +15,7 @@ from linformer.cli import compose
 from linformer.data import prepare_corpus
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerModel
+from linformer.modeling.card import read_card_info
 from linformer.train.transfer import transfer
 
 from .conftest import _synthetic_corpus
@@ -123,7 +124,6 @@ def test_a_transfer_resumed_with_another_source_is_refused(bert_source, tmp_path
 
 
 def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_path):
-    from linformer.modeling.card import read_card_info
     from linformer.train.finetune import finetune
 
     from .conftest import compose_finetune, write_sst2_fixture
@@ -139,7 +139,6 @@ def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_
 
 
 def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_path):
-    from linformer.modeling.card import read_card_info
 
     # the paper's slice: inputs of 8 tokens are projected (by default they would attend exactly, error 0)
     summary = transfer(_compose(bert_source, "transfer.short_fraction=1.0", "transfer.min_length=4",
@@ -273,7 +272,6 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
 def test_a_projections_transfer_continues_with_every_weight_in_lolcats_order(bert_source, tmp_path):
     """Phase 2 starts from phase 1's E and F (its error at step 0 is phase 1's last), its teacher is still the
     source, and the card records both phases; a start that would not have the source as teacher is refused."""
-    from linformer.modeling.card import read_card_info
 
     phase = ["transfer.target=attention", "trainer.max_steps=20", "trainer.eval_every=10"]
     first = transfer(_compose(bert_source, *phase), tmp_path / "e_f")
@@ -291,10 +289,15 @@ def test_a_projections_transfer_continues_with_every_weight_in_lolcats_order(ber
         transfer(_compose(bert_source, f"model_path={tmp_path / 'e_f'}", "model.projected_dim=4"), tmp_path / "k4")
 
 
-def test_a_transfer_with_local_and_global_keys_builds_and_records_them(bert_source, tmp_path):
-    """The new attention is transferred like the plain Linformer: its config holds the window and the globals."""
+@pytest.mark.parametrize("landmarks", [False, True])
+def test_a_transfer_with_local_and_global_keys_builds_and_records_them(bert_source, tmp_path, landmarks):
+    """The new attention is transferred like the plain Linformer: its config and card hold the window, the globals
+    and the landmark pooling."""
     summary = transfer(_compose(bert_source, "model.local_window=8", "model.global_positions=[0,-1]",
+                                f"model.landmark_pooling={str(landmarks).lower()}", "model.sharing=layerwise",
                                 "trainer.max_steps=4", "trainer.eval_every=4", "trainer.save_every=4"), tmp_path)
     model = LinformerModel.from_pretrained(tmp_path / "model")
     assert (model.config.local_window, model.config.global_positions) == (8, [0, -1])
+    assert model.config.landmark_pooling is landmarks
+    assert read_card_info(tmp_path / "model")["model"]["landmark_pooling"] is landmarks
     assert all(x > 0 for x in summary["rel_err_after"])
