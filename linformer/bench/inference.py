@@ -80,12 +80,16 @@ class InferenceSettings:
     seed: int = 0
     local_window: int = 0  # the Linformer's exact local keys (LinformerConfig.local_window; 0: the paper's)
     global_positions: list[int] | None = None  # ... and its global tokens (e.g. [0, -1])
+    landmark_pooling: bool = False  # ... with its projected keys pooled by attention (LinformerConfig.landmark_pooling)
 
     def linformer_fields(self) -> dict:
         """LinformerConfig fields of the Linformer rows beyond k and sharing."""
-        if not (self.local_window or self.global_positions):
+        if not (self.local_window or self.global_positions or self.landmark_pooling):
             return {}
-        return {"local_window": int(self.local_window), "global_positions": list(self.global_positions or [])}
+        fields = {"local_window": int(self.local_window), "global_positions": list(self.global_positions or [])}
+        if self.landmark_pooling:  # the attention pooling follows each input's length, as resampling does
+            fields.update(landmark_pooling=True, length_policy="resample")
+        return fields
 
 
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:

@@ -119,7 +119,9 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
            else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
         "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
-                      f"{list(s.global_positions or [])} beside the projected ones (their FLOPs in the FLOP ratio)"
+                      f"{list(s.global_positions or [])} beside the projected ones"
+                      + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
+                         if s.landmark_pooling else "") + " (their FLOPs in the FLOP ratio)"
                       if s.linformer_fields() else "")
         + ". Forward pass only (inference mode), random token ids, nothing padded."),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "

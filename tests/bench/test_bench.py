@@ -251,6 +251,15 @@ def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
     assert all(r["time_linformer_s"] > 0 for r in rows) and rows[0]["flop_ratio"] < plain_ratio
     md = inference_markdown(rows, meta, "cmd")
     assert "exact local keys of w = 8 tokens and global tokens [0, -1]" in md
+    assert "landmark_pooling" not in md
+    local_ratio = rows[0]["flop_ratio"]  # n = 64
+    pooled = tiny_inference(ns=[64], ks=[16], local_window=8, global_positions=[0, -1], baselines=["full"],
+                            landmark_pooling=True)
+    model = build_model("linformer", 64, 16, pooled)
+    assert (model.config.landmark_pooling, model.config.length_policy) == (True, "resample")
+    rows, meta = run_inference(pooled, progress=False, log=lambda *_: None)
+    assert rows[0]["flop_ratio"] > local_ratio  # E^T Q replaces E^T K and F^T V: fewer FLOPs
+    assert "pooled by attention (landmark_pooling" in inference_markdown(rows, meta, "cmd")
 
 
 def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkeypatch):
