@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         source = resolve_model_path(args.source)
         tokenizer = AutoTokenizer.from_pretrained(source)
         mirror = Path(default_data_mirror())
-        tasks = {}
+        tasks, drawn = {}, {}  # task -> how many examples were longer than --longer-than
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.longer_than:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
                                   cache_dir=resolve_path("data/cache/tasks"))["eval"]
-                split, _ = long_inputs.longer_than(split, args.longer_than, count, f"--{task} {count}")
+                split, drawn[task] = long_inputs.longer_than(split, args.longer_than, count, f"--{task} {count}")
             else:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
                                   max_examples={"eval": count})["eval"]
@@ -75,13 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
                   "(no transfer, no finetuning); reference: the source with full attention."),
-                  "Examples: " + ", ".join(f"{t} {len(i.lengths)} eval examples" for t, i in tasks.items()) +
-                  (f" longer than {args.longer_than} tokens (drawn at random, cut to n)" if args.longer_than else
-                   " (stratified subsets)") + ", padded batches of 32 sorted by length.",
+                  "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), args.longer_than)
+                                           for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
                   *provenance]
         length_policy.write_report(results, args.out, header, {"command": command})
     measured.show(args.out)
     return 0
+
+
+def _examples_text(task: str, count: int, available: int | None, longer_than: int) -> str:
+    if available is None:
+        return f"{task} {count} eval examples (stratified subset)"
+    how = "all of them" if count == available else f"drawn at random from {available}"
+    return f"{task} {count} eval examples longer than {longer_than} tokens ({how}, cut to n)"
 
 
 if __name__ == "__main__":

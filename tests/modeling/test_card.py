@@ -188,3 +188,13 @@ def test_the_card_of_the_paper_linformer_says_every_key_is_projected(tmp_path):
     converted(tmp_path, projected_dim=8, **NO_EXACT_KEYS)
     [[_, exact]] = table_rows(load_card(tmp_path / "out").text, "exact keys beside the projected ones")
     assert exact == "none: every key is projected, as in the paper"
+
+
+def test_the_card_says_when_the_projected_keys_pool_by_attention(tmp_path):
+    converted(tmp_path / "fixed", projected_dim=8, sharing="layerwise")
+    converted(tmp_path / "pooled", projected_dim=8, sharing="layerwise", landmark_pooling=True)
+    texts = {name: table_rows(load_card(tmp_path / name / "out").text, "exact keys beside the projected ones")[0][1]
+             for name in ("fixed", "pooled")}
+    assert "landmark_pooling" not in texts["fixed"]
+    assert texts["pooled"].endswith("(each pooling its window of tokens by attention from the window's landmark "
+                                    "query: landmark_pooling)")
