@@ -288,8 +288,8 @@ def round_up(size: int, multiple: int | None) -> int:
 # 1.5 or a "yes" would otherwise be stored in config.json and built as something else (a k of 1, a truthy string).
 _POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "max_seq_len", "type_vocab_size", "max_position_embeddings", "tokenizer_vocab_size")
-_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "landmark_pooling", "tie_word_embeddings", "is_decoder",
-          "add_cross_attention", "use_cache")
+_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "landmark_pooling", "tie_word_embeddings",
+          "is_decoder", "add_cross_attention", "use_cache")
 
 
 def _check_types(config: LinformerConfig) -> None:
