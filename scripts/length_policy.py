@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
+        if not 0 <= args.longer_than < args.n:
+            raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         from transformers import AutoTokenizer
 
         t0 = time.perf_counter()
@@ -53,8 +55,6 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = AutoTokenizer.from_pretrained(source)
         mirror = Path(default_data_mirror())
         tasks, drawn = {}, {}  # task -> how many examples were longer than --longer-than
-        if not 0 <= args.longer_than < args.n:
-            raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
             if not count:
                 continue
