@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
+        if args.landmarks and not args.local_windows:
+            raise ConfigError("--landmarks adds landmark pooling to the --local-windows rows: name at least one window")
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         from transformers import AutoTokenizer

@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 
+from linformer.errors import ConfigError
 from linformer.files import read_json
 from linformer.report import long_inputs, measured
 
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             long_inputs.render(read_json(args.render), args.out)
             measured.show(args.out)
             return 0
+        if args.landmarks and not args.local_windows:
+            raise ConfigError("--landmarks adds landmark pooling to the --local-windows rows: name at least one window")
         t0 = time.perf_counter()
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
         result = long_inputs.measure(run.classifier, run.ids, run.labels, args.ns, args.k, args.sharing,

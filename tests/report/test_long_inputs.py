@@ -66,13 +66,16 @@ def test_measure_reports_each_model_side_by_side(classifier):
     assert pairs.count("| as finetuned (n = 32) |") == 4  # every lengthened row against the truncated classifier
 
 
-def test_the_script_refuses_lengths_at_or_below_the_classifier_s_n_in_one_line(classifier, tmp_path, capsys):
+@pytest.mark.parametrize("argv, line", [
+    (["--ns", "16", "--k", "8"], (f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k "
+                                  "below every n")),
+    (["--landmarks"], "error: --landmarks adds landmark pooling to the --local-windows rows: name at least one window"),
+])
+def test_the_script_refuses_bad_options_in_one_line(classifier, tmp_path, capsys, argv, line):
     with pytest.raises(SystemExit) as stop:
-        load_script("long_inputs").main(["--classifier", classifier, "--ns", "16", "--k", "8", "--out",
-                                     str(tmp_path / "r")])
+        load_script("long_inputs").main(["--classifier", classifier, *argv, "--out", str(tmp_path / "r")])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines() == [
-        f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k below every n"]
+    assert capsys.readouterr().err.splitlines() == [line]
     assert list(tmp_path.iterdir()) == []  # nothing written at the output paths
 
 
