@@ -1,0 +1,101 @@
+"""A finetuning run's weights as a model directory: ``export_run(run_dir)``.
+
+A run keeps a loadable model only where ``trainer.save_best=true`` (``<run>/best``); every run keeps its
+checkpoints (``<run>/checkpoints/step-NNNNNNNN``), whose ``model.safetensors`` is Accelerate's copy of the
+classifier's weights. Export rebuilds the classifier the run trained, exactly as the run built it (its config.yaml's
+model_path and task), loads a checkpoint's weights into it strictly and saves it with ``save_pretrained`` beside the
+tokenizer: the same directory ``<run>/best`` would hold for that step. A converted or transferred source's card
+comes along, with the run's result when the exported step is the one it reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..data import get_task
+from ..errors import CheckpointError, RunDirError
+from ..files import atomic_dir, made_by, read_json, read_yaml
+from ..modeling.card import read_card_info, write_model_card
+from ..modeling.loading import load_classifier, resolve_model_path
+from ..rundir import CONFIG, RESULTS, RUN
+from ..spec import FinetuneSpec
+from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, damaged_files
+from .core import no_hf_progress_bars
+
+WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
+
+
+def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | None = None,
+               overwrite: bool = False) -> dict:
+    """Save the classifier of finetuning run `run_dir` at checkpoint `step` (None: its newest intact one) into `out`
+    (None: ``<run>/model`` for the run's final step, ``<run>/model-step-NNNNNNNN`` for an earlier one). Returns
+    {"out", "step", "checkpoint", "metrics"} (metrics: the run's reported ones when they belong to that step)."""
+    from transformers import AutoTokenizer
+
+    run_dir = Path(run_dir)
+    spec = _finetune_spec(run_dir)
+    checkpoint = _checkpoint(run_dir, step)
+    step = read_json(checkpoint / STATE_FILE)["step"]
+    results = read_json(run_dir / RESULTS)
+    final = results.get("steps") == step
+    out = Path(out) if out is not None else run_dir / ("model" if final else f"model-step-{step:08d}")
+    record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
+
+    model_path = resolve_model_path(spec.model_path)
+    model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
+    _load_weights(model, checkpoint / WEIGHTS)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    metrics = results.get("metrics") if results.get("best_step") == step else None
+    with atomic_dir(out, record, overwrite) as tmp, no_hf_progress_bars():
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        card = read_card_info(model_path)
+        if card:  # the source's card (conversion, transfer) with this run's result, where it is this step's
+            results_here = {spec.task.name: {"metrics": metrics, "run_dir": str(run_dir)}} if metrics else {}
+            write_model_card(tmp, {**card, "name": spec.run_name, "model": {**card["model"], "class": type(model).__name__},
+                                   "results": results_here})
+    return {"out": out, "step": step, "checkpoint": checkpoint, "metrics": metrics, "final": final}
+
+
+def _finetune_spec(run_dir: Path) -> FinetuneSpec:
+    if not (run_dir / CONFIG).is_file():
+        raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning run's directory, "
+                          "outputs/finetune/<run_name>.")
+    stage = read_json(run_dir / RUN).get("stage")
+    if stage != FinetuneSpec.stage:
+        raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning runs (pretraining and "
+                          "distillation save their model in <run>/model).")
+    return FinetuneSpec.read(read_yaml(run_dir / CONFIG))
+
+
+def _checkpoint(run_dir: Path, step: int | None) -> Path:
+    """The checkpoint of `step`, or the newest whose weights are intact; RNG and optimizer files do not matter."""
+    found = complete_checkpoints(run_dir)
+    if step is not None:
+        found = [p for p in found if p.name == f"step-{step:08d}"]
+        if not found:
+            have = ", ".join(str(int(p.name[5:])) for p in complete_checkpoints(run_dir)) or "none"
+            raise CheckpointError(f"--step {step}: {checkpoint_dir(run_dir)} has no checkpoint of that step "
+                                  f"(steps: {have}).")
+    if not found:
+        raise CheckpointError(f"{checkpoint_dir(run_dir)} holds no complete checkpoint: nothing to export.")
+    problems = {}
+    for path in reversed(found):
+        problems[path.name] = [p for p in damaged_files(path) if p.split(":")[0] in (WEIGHTS, STATE_FILE)]
+        if not problems[path.name]:
+            return path
+    raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
+        f"{name}: {', '.join(p)}" for name, p in problems.items()) + ".")
+
+
+def _load_weights(model, path: Path) -> None:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model
+
+    try:
+        missing, unexpected = load_model(model, str(path), strict=False)
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{path}: the weights cannot be read ({err}).") from err
+    if missing or unexpected:  # the run's config.yaml builds another model than the one it trained
+        raise CheckpointError(f"{path} does not fit the classifier its run's {CONFIG} builds: missing "
+                              f"{', '.join(missing) or 'none'}; unexpected {', '.join(unexpected) or 'none'}.")

@@ -1,0 +1,25 @@
+"""Export a finetuning run's classifier: python scripts/export.py outputs/finetune/<run> [--step N] [--out DIR]
+
+The run's checkpoint (its newest intact one, or --step's) as a save_pretrained directory with its tokenizer: what
+<run>/best holds for runs made with trainer.save_best=true. argparse, not Hydra: the run is a positional path.
+"""
+
+import argparse
+
+from linformer.cli import cli_errors
+from linformer.train.export import export_run
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run", help="a finetuning run directory (outputs/finetune/<run_name>)")
+    p.add_argument("--step", type=int, default=None, help="the checkpoint's update step (default: the newest intact)")
+    p.add_argument("--out", default=None, help="output directory (default: <run>/model for the run's final step, "
+                                              "<run>/model-step-NNNNNNNN for an earlier one)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
+    args = p.parse_args()
+    with cli_errors():
+        done = export_run(args.run, args.out, args.step, args.overwrite)
+    what = "the final step" if done["final"] else "not the run's final step"
+    score = ", ".join(f"{k} {v:.4f}" for k, v in (done["metrics"] or {}).items())
+    print(f"wrote {done['out']}: step {done['step']} ({what}) from {done['checkpoint']}"
+          + (f"; the run reports {score} at this step" if score else ""))

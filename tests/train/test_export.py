@@ -1,0 +1,90 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel
+
+from linformer.errors import CheckpointError, RunDirError
+from linformer.modeling.card import SIDECAR, conversion_info, write_model_card
+from linformer.train.export import export_run
+from linformer.train.finetune import finetune
+
+from .conftest import compose_finetune, write_sst2_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def carded_run(tmp_path_factory, pretrained_run):
+    """A finetuning run of two epochs (13 updates each) from a model with a card, checkpointed after each epoch."""
+    root = tmp_path_factory.mktemp("export")
+    source = root / "source"
+    shutil.copytree(pretrained_run / "model", source)
+    write_model_card(source, conversion_info(str(pretrained_run / "model"), AutoModel.from_pretrained(source), "tiny"))
+    cfg = compose_finetune("task=sst2", f"task.data_dir={write_sst2_fixture(root / 'sst2')}", f"model_path={source}",
+                           f"task_cache_dir={root / 'cache'}", "trainer.save_every=13", "run_name=exported")
+    finetune(cfg, root / "run")
+    return root / "run"
+
+
+def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(model_dir / "model.safetensors")
+
+
+def test_export_of_the_best_step_is_the_model_save_best_kept(carded_run, tmp_path):
+    results = json.loads((carded_run / "results.json").read_text())
+    done = export_run(carded_run, tmp_path / "best", step=results["best_step"])
+    assert done["step"] == results["best_step"] and done["metrics"] == results["metrics"]
+    mine, kept = _weights(tmp_path / "best"), _weights(carded_run / "best")
+    assert mine.keys() == kept.keys() and all(torch.equal(mine[k], kept[k]) for k in kept)
+    assert (tmp_path / "best" / "tokenizer.json").is_file()
+    card = json.loads((tmp_path / "best" / SIDECAR).read_text())
+    assert card["model"]["class"] == "LinformerForSequenceClassification" and card["name"] == "exported"
+    assert card["results"]["sst2"]["metrics"] == results["metrics"]
+    manifest = json.loads((tmp_path / "best" / "manifest.json").read_text())
+    assert manifest["command"] == "export" and manifest["settings"]["step"] == results["best_step"]
+
+
+def test_export_defaults_to_the_final_step_in_the_run(carded_run):
+    done = export_run(carded_run)
+    assert done["final"] and done["step"] == 26 and done["out"] == carded_run / "model"
+    final = _weights(carded_run / "model")
+    state = load_file(carded_run / "checkpoints" / "step-00000026" / "model.safetensors")
+    assert all(torch.equal(final[k], state[k]) for k in state)
+    assert export_run(carded_run)["out"] == carded_run / "model"  # its own earlier output is replaced
+    shutil.rmtree(carded_run / "model")
+
+
+def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_the_file(carded_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(carded_run, run)
+    for step, expected in ((26, 13), (13, None)):
+        with (run / "checkpoints" / f"step-{step:08d}" / "model.safetensors").open("ab") as f:
+            f.write(b"\0")
+        if expected is None:
+            with pytest.raises(CheckpointError, match=r"step-00000013: model.safetensors"):
+                export_run(run)
+        else:
+            done = export_run(run)
+            assert done["step"] == expected and done["out"] == run / "model-step-00000013" and not done["final"]
+    with pytest.raises(CheckpointError, match=r"--step 7: .* \(steps: 13, 26\)"):
+        export_run(run, step=7)
+
+
+def test_only_finetuning_runs_are_exported(pretrained_run, tmp_path):
+    with pytest.raises(RunDirError, match="is a pretrain run: export takes finetuning runs"):
+        export_run(pretrained_run)
+
+
+def test_cli_error_is_one_line_naming_the_path(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), str(tmp_path / "nowhere")],
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        (f"error: {tmp_path / 'nowhere'} is not a run directory (no config.yaml): give a finetuning run's directory, "
+         "outputs/finetune/<run_name>.")]
