@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from linformer.data.io import default_data_mirror, resolve_path
-from linformer.data.tasks import TASKS, load_task
+from linformer.data.tasks import TASKS, load_task, longer_than
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
-from linformer.report import length_policy, long_inputs, measured
+from linformer.report import length_policy, measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.longer_than:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
                                   cache_dir=resolve_path("data/cache/tasks"))["eval"]
-                split, drawn[task] = long_inputs.longer_than(split, args.longer_than, count, f"--{task} {count}")
+                split, drawn[task] = longer_than(split, args.longer_than, count, f"--{task} {count}")
             else:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
                                   max_examples={"eval": count})["eval"]

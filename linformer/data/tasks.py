@@ -269,6 +269,20 @@ def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
     return {k: [v[i] for i in keep] for k, v in cols.items()}
 
 
+def longer_than(split, tokens: int, count: int, where: str):
+    """The examples of a tokenized split longer than ``tokens``: ``count`` of them drawn at random (seed 0; 0 or more
+    than there are: all), in the split's order, and how many there are. ``where`` names the option at fault when
+    there are none."""
+    lengths = np.array([len(x) for x in split["input_ids"]])
+    long = np.flatnonzero(lengths > tokens)
+    if not len(long):
+        raise ConfigError(f"{where}: no eval example is longer than {tokens} tokens")
+    chosen = long
+    if count and count < len(long):
+        chosen = np.sort(np.random.default_rng(0).choice(long, count, replace=False))
+    return split.select(chosen.tolist()), len(long)
+
+
 def _tokenizer_identity(backend) -> str:
     """sha256 of the tokenizer's serialisation without its truncation and padding state, which every call with
     truncation=True rewrites (the same tokenizer must give the same key before and after it has encoded)."""

@@ -21,7 +21,7 @@ from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
 from ..data.io import default_data_mirror, resolve_path
-from ..data.tasks import TASKS, load_task
+from ..data.tasks import TASKS, load_task, longer_than
 from ..errors import ConfigError
 from ..files import atomic_write, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
@@ -79,28 +79,14 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
             raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
                               f"{', '.join(student.architectures or [student.model_type])}")
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(path), classifier, path)
-        exact = exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)
-        exact = f" + {exact}" if student.local_window or student.global_positions else ""
+        exact = (f" + {exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)}"
+                 if student.local_window or student.global_positions else "")
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
     split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns),
                       splits=("eval",), cache_dir=resolve_path("data/cache/tasks"))["eval"]
     rows, available = longer_than(split, base_n, examples, f"--task {task}")
     return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
                     tokenizer.pad_token_id)
-
-
-def longer_than(split, tokens: int, count: int, where: str):
-    """The examples of a tokenized split longer than ``tokens``: ``count`` of them drawn at random (seed 0; 0 or more
-    than there are: all), in the split's order, and how many there are. ``where`` names the option at fault when
-    there are none."""
-    lengths = np.array([len(x) for x in split["input_ids"]])
-    long = np.flatnonzero(lengths > tokens)
-    if not len(long):
-        raise ConfigError(f"{where}: no eval example is longer than {tokens} tokens")
-    chosen = long
-    if count and count < len(long):
-        chosen = np.sort(np.random.default_rng(0).choice(long, count, replace=False))
-    return split.select(chosen.tolist()), len(long)
 
 
 def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: str, provenance: list[str]

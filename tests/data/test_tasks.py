@@ -1,7 +1,7 @@
 import pytest
 
 import linformer.data.tasks as tasks
-from linformer.data.tasks import get_task, load_task, read_task_split, subset_rows
+from linformer.data.tasks import get_task, load_task, longer_than, read_task_split, subset_rows
 from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
@@ -251,3 +251,15 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     _write(qqp_dir / "dev.tsv", QQP_HEADER, rows)
     edited = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, splits=("eval",), cache_dir=str(cache))
     assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2
+
+
+def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
+    from datasets import Dataset
+
+    split = Dataset.from_dict({"input_ids": [[1] * n for n in (5, 40, 9, 60, 70, 3)], "labels": [0, 1, 0, 1, 0, 1]})
+    rows, available = longer_than(split, 8, 2, "--imdb 2")
+    assert available == 4 and len(rows) == 2 and all(len(x) > 8 for x in rows["input_ids"])
+    everything, _ = longer_than(split, 8, 0, "--imdb 0")
+    assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
+    with pytest.raises(ConfigError, match=r"^--imdb 2: no eval example is longer than 100 tokens$"):
+        longer_than(split, 100, 2, "--imdb 2")

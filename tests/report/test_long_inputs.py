@@ -174,7 +174,6 @@ def test_paired_rows_judge_each_row_against_the_truncated_classifier_and_full_st
 
 
 def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_header(tmp_path):
-    from linformer.errors import ConfigError
     from linformer.files import read_json
 
     labels = np.array([0, 1] * 20)
@@ -187,15 +186,3 @@ def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_
     assert read_json(tmp_path / "b.json") == read_json(tmp_path / "a.json")
     with pytest.raises(ConfigError, match="has no header: measure again"):
         long_inputs.render({"rows": []}, str(tmp_path / "c"))
-
-
-def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
-    from datasets import Dataset
-
-    split = Dataset.from_dict({"input_ids": [[1] * n for n in (5, 40, 9, 60, 70, 3)], "labels": [0, 1, 0, 1, 0, 1]})
-    rows, available = long_inputs.longer_than(split, 8, 2, "--imdb 2")
-    assert available == 4 and len(rows) == 2 and all(len(x) > 8 for x in rows["input_ids"])
-    everything, _ = long_inputs.longer_than(split, 8, 0, "--imdb 0")
-    assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
-    with pytest.raises(ConfigError, match=r"^--imdb 2: no eval example is longer than 100 tokens$"):
-        long_inputs.longer_than(split, 100, 2, "--imdb 2")
