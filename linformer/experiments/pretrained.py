@@ -56,6 +56,10 @@ POLICIES = {
     "local": {**CONVERTED_LENGTH_POLICY, **CONVERTED_EXACT_KEYS},
     "converted": {**CONVERTED_LENGTH_POLICY, **NO_EXACT_KEYS},
     "paper": {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False, **NO_EXACT_KEYS},
+    # the local policy with its projected keys pooled by attention in their windows (LinformerConfig.landmark_pooling):
+    # closer to its source than the local policy before any training (length_policy_landmarks.md); this row asks
+    # whether that holds after transfer and finetuning
+    "landmarks": {**CONVERTED_LENGTH_POLICY, **CONVERTED_EXACT_KEYS, "landmark_pooling": True},
 }
 
 
@@ -93,7 +97,8 @@ PROFILES = {
     # estimated: the SST-2 teacher runs its 2,105 updates at about 3 per second with 2 threads on an idle machine;
     # a full-attention IMDB run at 512 tokens takes about 1.5 times a Linformer one (16 and 10 min per 1,000 reviews).
     "cpu": Profile(
-        name="cpu", ks=(128, 64), sharings=("layerwise",), policies=("local", "converted", "paper"), transfer_steps=150,
+        name="cpu", ks=(128, 64), sharings=("layerwise",), policies=("local", "converted", "paper", "landmarks"),
+        transfer_steps=150,
         transfer_batch=4, transfer_short_fraction=0.5,
         tasks={"sst2": TaskScale(train=None, eval=None, epochs=1, max_length=128,
                                  minutes={"full": 20, "linformer": 18}),

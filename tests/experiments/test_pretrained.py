@@ -26,13 +26,15 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
     assert len(rows) == 1 + len(p.ks) * len(p.sharings) * len(p.policies) and set(p.ks) == {64, 128}
     # every profile has the target rows; the comparisons are the full-size profiles' (not cpu12k's)
     assert "local" in p.policies and set(p.policies) <= set(exp.POLICIES) and "layerwise" in p.sharings
-    assert set(p.policies) == ({"local"} if name == "cpu12k" else {"local", "converted", "paper"})
+    assert set(p.policies) == {"cpu12k": {"local"}, "cpu": {"local", "converted", "paper", "landmarks"},
+                               "gpu": {"local", "converted", "paper"}}[name]
     assert set(p.tasks) == ({"imdb"} if name == "cpu12k" else {"sst2", "imdb"})
     # the converted default's exact keys are the target rows'; the others name "none" explicitly, so that the
     # converted default does not reach them
     assert exp.POLICIES["local"]["local_window"] > 0 and exp.POLICIES["local"]["global_positions"]
     assert all(exp.POLICIES[name]["local_window"] == 0 and exp.POLICIES[name]["global_positions"] == []
                for name in ("converted", "paper"))
+    assert exp.POLICIES["landmarks"] == {**exp.POLICIES["local"], "landmark_pooling": True}
     # the corpus and the models are intermediate: a fresh clone whose records are all kept rebuilds none of them
     assert {s.name for s in stages if s.intermediate} == {"corpus"} | {row.prepare for row in rows}
     for row in rows:
