@@ -246,6 +246,15 @@ def test_a_student_longer_than_its_teacher_is_refused_and_local_keys_reach_the_s
     assert (student.config.local_window, student.config.global_positions) == (8, [0, -1])
 
 
+def test_the_student_takes_its_exact_keys_and_landmark_pooling_from_the_config(teachers):
+    """The distill command's model keys reach the student (the long-input student with landmark pooling)."""
+    cfg = _compose(teachers, "linformer-full", "model.local_window=8", "model.global_positions=[0,-1]",
+                   "model.landmark_pooling=true", "model.sharing=layerwise")
+    spec = DistillSpec.read(cfg)
+    c = DistillTask(spec, spec.trainer, 1, 0).model.config
+    assert (c.local_window, c.global_positions, c.landmark_pooling, c.sharing) == (8, [0, -1], True, "layerwise")
+
+
 def test_a_lengthened_teacher_distils_a_longer_student_on_the_long_examples_only(tmp_path, teachers):
     """convert.py reshapes a finetuned full-attention classifier (positions copied, every other weight and the
     classifier kept); distill.min_tokens keeps the train examples longer than that, as for long IMDB reviews."""
