@@ -23,11 +23,15 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
     _check(stages)  # unique names, every need known
     by_name = {s.name: s for s in stages}
     rows = exp.rows(p)
-    assert len(rows) == 1 + len(p.ks) * len(p.sharings) * len(p.policies) and set(p.ks) == {64, 128}
-    # every profile has the target rows; the comparisons are the full-size profiles' (not cpu12k's)
+    per_sharing = sum(len(p.policy_ks.get(policy, p.ks)) for policy in p.policies)
+    assert len(rows) == 1 + len(p.sharings) * per_sharing and set(p.ks) == {64, 128}
+    # every profile has the target rows and the comparisons; cpu12k runs the paper's slice at k = 128 only
     assert "local" in p.policies and set(p.policies) <= set(exp.POLICIES) and "layerwise" in p.sharings
-    assert set(p.policies) == {"cpu12k": {"local"}, "cpu": {"local", "converted", "paper", "landmarks"},
+    assert set(p.policies) == {"cpu12k": {"local", "converted", "paper"}, "cpu": {"local", "converted", "paper",
+                                                                                "landmarks"},
                                "gpu": {"local", "converted", "paper"}}[name]
+    assert {(r.policy, r.k) for r in rows if r.policy == "paper"} == (
+        {("paper", 128)} if name == "cpu12k" else {("paper", 128), ("paper", 64)})
     assert set(p.tasks) == ({"imdb"} if name == "cpu12k" else {"sst2", "imdb"})
     # the converted default's exact keys are the target rows'; the others name "none" explicitly, so that the
     # converted default does not reach them
