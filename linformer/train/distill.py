@@ -220,7 +220,7 @@ class DistillTask(FinetuneTask):
                     "teacher_metrics": teacher, "student_path": self.student_name,
                     "distill": {"temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "lr_projections": self.lr_projections, "min_tokens": self.min_tokens}}
-        summary["model_dir"] = model_dir
+        summary |= {"model_dir": model_dir, "next": None}  # the student is saved: nothing to export
         agreement = results["metrics"].get("agreement")
         if metric in teacher and agreement is not None:
             summary["report"].append(f"teacher {metric} {teacher[metric]:.4f} on the same examples; the student "

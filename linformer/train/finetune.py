@@ -207,6 +207,8 @@ class FinetuneTask(TrainingTask):
         score = metrics.get(self.task_spec.metrics[0])
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
+            "next": None if self.save_best else (f"python scripts/export.py {trainer.run_dir} (trainer.save_best=false "
+                                                 "kept no model: this saves the final one)"),
             "task": self.task_spec.name,
             "report": [(f"{'best ' if self.select_best else 'final '}{self.task_spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
                        f"(step {best['step']}) on {len(self.eval)} {self.task_spec.name} {self.task_spec.eval_split} examples")]
