@@ -99,8 +99,7 @@ PROFILES = {
     # a full-attention IMDB run at 512 tokens takes about 1.5 times a Linformer one (16 and 10 min per 1,000 reviews).
     "cpu": Profile(
         name="cpu", ks=(128, 64), sharings=("layerwise",), policies=("local", "converted", "paper", "landmarks"),
-        transfer_steps=150,
-        transfer_batch=4, transfer_short_fraction=0.5,
+        transfer_steps=150, transfer_batch=4, transfer_short_fraction=0.5,
         tasks={"sst2": TaskScale(train=None, eval=None, epochs=1, max_length=128,
                                  minutes={"full": 20, "linformer": 18}),
                # 2,000 reviews at batch 16 are 125 updates (lr 1e-4): past the first few dozen, where one recipe

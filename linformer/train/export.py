@@ -29,7 +29,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
                overwrite: bool = False) -> dict:
     """Save the classifier of finetuning run `run_dir` at checkpoint `step` (None: its newest intact one) into `out`
     (None: ``<run>/model`` for the run's final step, ``<run>/model-step-NNNNNNNN`` for an earlier one). Returns
-    {"out", "step", "checkpoint", "metrics"} (metrics: the run's reported ones when they belong to that step)."""
+    {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to that
+    step; final: the step is the run's last)."""
     from transformers import AutoTokenizer
 
     run_dir = Path(run_dir)
