@@ -114,16 +114,27 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     return final
 
 
+def newest_intact(candidates: list[Path], matters=lambda name: True) -> tuple[Path | None, dict[Path, list[str]]]:
+    """The newest of `candidates` (oldest first) none of whose damaged files `matters` (file name -> bool), or None;
+    with the damaged files ('name: why') of each newer candidate passed over, newest first."""
+    passed_over = {}
+    for path in reversed(candidates):
+        problems = [p for p in damaged_files(path) if matters(p.split(":")[0])]
+        if not problems:
+            return path, passed_over
+        passed_over[path] = problems
+    return None, passed_over
+
+
 def _pick(candidates: list[Path], allow_nonbitwise: bool) -> tuple[Path, bool]:
     """The newest intact checkpoint; (path, rng_ok). Damage is logged naming the file; see the module doc."""
-    rng_only: tuple[Path, list[str]] | None = None
-    for path in reversed(candidates):
-        problems = damaged_files(path)
-        if not problems:
-            return path, True
-        log.warning("checkpoint %s is damaged (%s); trying the previous one", path, "; ".join(problems))
-        if rng_only is None and all(_RNG.match(p.split(":")[0]) for p in problems):
-            rng_only = (path, problems)
+    path, damaged = newest_intact(candidates)
+    for bad, problems in damaged.items():
+        log.warning("checkpoint %s is damaged (%s); trying the previous one", bad, "; ".join(problems))
+    if path is not None:
+        return path, True
+    rng_only = next(((p, probs) for p, probs in damaged.items() if all(_RNG.match(x.split(":")[0]) for x in probs)),
+                    None)
     if rng_only is not None:
         path, problems = rng_only
         if allow_nonbitwise:
@@ -136,7 +147,7 @@ def _pick(candidates: list[Path], allow_nonbitwise: bool) -> tuple[Path, bool]:
         )
     raise CheckpointError(
         f"no intact checkpoint in {candidates[-1].parent}: " + "; ".join(
-            f"{p.name}: {', '.join(damaged_files(p))}" for p in reversed(candidates))
+            f"{p.name}: {', '.join(probs)}" for p, probs in damaged.items())
         + ". Start over with trainer.resume=null and another run_name, or restore the files."
     )
 

@@ -19,7 +19,7 @@ from ..modeling.card import read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path
 from ..rundir import CONFIG, RESULTS, RUN
 from ..spec import FinetuneSpec
-from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, damaged_files
+from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact
 from .core import no_hf_progress_bars
 
 WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
@@ -80,13 +80,11 @@ def _checkpoint(run_dir: Path, step: int | None) -> Path:
                                   f"(steps: {have}).")
     if not found:
         raise CheckpointError(f"{checkpoint_dir(run_dir)} holds no complete checkpoint: nothing to export.")
-    problems = {}
-    for path in reversed(found):
-        problems[path.name] = [p for p in damaged_files(path) if p.split(":")[0] in (WEIGHTS, STATE_FILE)]
-        if not problems[path.name]:
-            return path
-    raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
-        f"{name}: {', '.join(p)}" for name, p in problems.items()) + ".")
+    path, damaged = newest_intact(found, matters=lambda name: name in (WEIGHTS, STATE_FILE))
+    if path is None:
+        raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
+            f"{p.name}: {', '.join(probs)}" for p, probs in damaged.items()) + ".")
+    return path
 
 
 def _load_weights(model, path: Path) -> None:
