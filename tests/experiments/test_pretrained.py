@@ -51,7 +51,7 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
             assert int(_value(prepare.argv, "model.projected_dim")) == row.k
             for key, value in exp.POLICIES[row.policy].items():
                 assert _value(prepare.argv, f"model.{key}") == str(value).lower().replace(" ", "")
-        for task in p.tasks:
+        for task in exp.row_tasks(p, row):
             for seed in exp.row_seeds(p, row):
                 s = by_name[f"finetune {exp.run_name(p, task, row, seed)}"]
                 assert s.needs == (row.prepare,) and _value(s.argv, "model_path") == str(row.model_dir)
@@ -66,7 +66,10 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
     finetunes = [s.name for s in stages if s.name.startswith("finetune")]
     for row in rows:
         count = sum(f"-{row.slug}-s" in n for n in finetunes)
-        assert count == len(p.tasks) * (SEEDS if row.read_by_targets else len(p.other_rows_seeds)), row.slug
+        assert count == len(exp.row_tasks(p, row)) * (SEEDS if row.read_by_targets else len(p.other_rows_seeds)), row.slug
+    # the landmarks row runs on IMDB only (SST-2's sentences are shorter than k); every other row on every task
+    assert {r.slug: exp.row_tasks(p, r) for r in rows if exp.row_tasks(p, r) != tuple(p.tasks)} == (
+        {f"k{k}-layerwise-landmarks-tr": ("imdb",) for k in p.ks} if name == "cpu" else {})
     assert [r.slug for r in rows if r.read_by_targets] == ["full"] + [f"k{k}-{sh}-local-tr" for sh in p.sharings
                                                                       for k in p.ks]
     imdb = p.tasks["imdb"]
@@ -80,7 +83,7 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
     rest = order[sum(decides):]
     first_other = min((i for i, n in enumerate(rest) if not n.endswith("-s0")), default=len(rest))
     assert all(n.endswith("-s0") for n in rest[:first_other])
-    assert len(rest[:first_other]) == len(p.tasks) * (len(rows) - len(deciding))
+    assert len(rest[:first_other]) == sum(len(exp.row_tasks(p, r)) for r in rows if r.slug not in deciding)
 
 
 def test_keeping_a_run_copies_its_records_and_the_model_card_whole(tmp_path):
