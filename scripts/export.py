@@ -1,7 +1,8 @@
-"""Export a finetuning run's classifier: python scripts/export.py outputs/finetune/<run> [--step N] [--out DIR]
+"""Export a run's model from a checkpoint: python scripts/export.py outputs/{finetune,pretrain}/<run> [--step N]
 
 The run's checkpoint (its newest intact one, or --step's) as a save_pretrained directory with its tokenizer: what
-<run>/best holds for runs made with trainer.save_best=true. argparse, not Hydra: the run is a positional path.
+<run>/best holds for finetuning runs made with trainer.save_best=true, and what a pretraining run stopped before its
+end would have saved in <run>/model. argparse, not Hydra: the run is a positional path.
 """
 
 import argparse
@@ -11,10 +12,10 @@ from linformer.train.export import export_run
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", help="a finetuning run directory (outputs/finetune/<run_name>)")
+    p.add_argument("run", help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>)")
     p.add_argument("--step", type=int, default=None, help="the checkpoint's update step (default: the newest intact)")
-    p.add_argument("--out", default=None, help="output directory (default: <run>/model for the run's final step, "
-                                              "<run>/model-step-NNNNNNNN for an earlier one)")
+    p.add_argument("--out", default=None, help="output directory (default: <run>/model for a finetuning run's final "
+                                              "step, <run>/model-step-NNNNNNNN otherwise)")
     p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
     args = p.parse_args()
     with cli_errors():

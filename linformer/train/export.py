@@ -1,11 +1,12 @@
-"""A finetuning run's weights as a model directory: ``export_run(run_dir)``.
+"""A run's checkpoint as a model directory: ``export_run(run_dir)``, for finetuning and pretraining runs.
 
-A run keeps a loadable model only where ``trainer.save_best=true`` (``<run>/best``); every run keeps its
-checkpoints (``<run>/checkpoints/step-NNNNNNNN``), whose ``model.safetensors`` is Accelerate's copy of the
-classifier's weights. Export rebuilds the classifier the run trained, exactly as the run built it (its config.yaml's
-model_path and task), loads a checkpoint's weights into it strictly and saves it with ``save_pretrained`` beside the
-tokenizer: the same directory ``<run>/best`` would hold for that step. A converted or transferred source's card
-comes along, with the run's result when the exported step is the one it reports.
+A finetuning run keeps a loadable model only where ``trainer.save_best=true`` (``<run>/best``), a pretraining run only
+once it finishes (``<run>/model``); every run keeps its checkpoints (``<run>/checkpoints/step-NNNNNNNN``), whose
+``model.safetensors`` is Accelerate's copy of the model's weights. Export rebuilds the model the run trained, exactly
+as the run built it from its config.yaml (finetuning: the classifier of model_path and task; pretraining: the MLM
+model of the model group, tokenizer and init_from), loads a checkpoint's weights into it strictly and saves it with
+``save_pretrained`` beside the tokenizer. A finetuning source's card (conversion, transfer) comes along, with the run's
+result when the exported step is the one it reports.
 """
 
 from __future__ import annotations
@@ -16,41 +17,54 @@ from ..data import get_task
 from ..errors import CheckpointError, RunDirError
 from ..files import atomic_dir, made_by, read_json, read_yaml
 from ..modeling.card import read_card_info, write_model_card
-from ..modeling.loading import load_classifier, resolve_model_path
-from ..rundir import CONFIG, RESULTS, RUN
-from ..spec import FinetuneSpec
+from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
+from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
+from ..spec import FinetuneSpec, PretrainSpec
 from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact
 from .core import no_hf_progress_bars
 
 WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
+SPECS = {spec.stage: spec for spec in (FinetuneSpec, PretrainSpec)}
 
 
 def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | None = None,
                overwrite: bool = False) -> dict:
-    """Save the classifier of finetuning run `run_dir` at checkpoint `step` (None: its newest intact one) into `out`
-    (None: ``<run>/model`` for the run's final step, ``<run>/model-step-NNNNNNNN`` for an earlier one). Returns
-    {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to that
-    step; final: the step is the run's last)."""
+    """Save the model of finetuning or pretraining run `run_dir` at checkpoint `step` (None: its newest intact one)
+    into `out` (None: ``<run>/model`` for a finetuning run's final step, ``<run>/model-step-NNNNNNNN`` otherwise).
+    Returns {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to
+    that step; final: the step is the run's last)."""
     from transformers import AutoTokenizer
 
     run_dir = Path(run_dir)
-    spec = _finetune_spec(run_dir)
+    spec = _spec(run_dir)
     checkpoint = _checkpoint(run_dir, step)
     step = read_json(checkpoint / STATE_FILE)["step"]
-    results = read_json(run_dir / RESULTS)
-    final = results.get("steps") == step
-    out = Path(out) if out is not None else run_dir / ("model" if final else f"model-step-{step:08d}")
+    final = read_json(run_dir / SUMMARY).get("steps") == step
+    if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / "model").is_dir():
+        raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / 'model'} already "
+                          "(--out DIR exports it again).")
+    keep_name = final and isinstance(spec, FinetuneSpec)
+    out = Path(out) if out is not None else run_dir / ("model" if keep_name else f"model-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
 
-    model_path = resolve_model_path(spec.model_path)
-    model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
+    if isinstance(spec, FinetuneSpec):
+        model_path = resolve_model_path(spec.model_path)
+        model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+    else:
+        from .pretrain import build_model
+
+        model_path = None
+        tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))
+        model = build_model(spec, tokenizer)
+        model.config.sparse_prediction = False  # as the run's own model: HF's full-vocabulary logits
     _load_weights(model, checkpoint / WEIGHTS)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    results = read_json(run_dir / RESULTS)
     metrics = results.get("metrics") if results.get("best_step") == step else None
     with atomic_dir(out, record, overwrite) as tmp, no_hf_progress_bars():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        card = read_card_info(model_path)
+        card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's result, where it is this step's
             results_here = {spec.task.name: {"metrics": metrics, "run_dir": str(run_dir)}} if metrics else {}
             write_model_card(tmp, {**card, "name": spec.run_name, "model": {**card["model"], "class": type(model).__name__},
@@ -58,15 +72,15 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     return {"out": out, "step": step, "checkpoint": checkpoint, "metrics": metrics, "final": final}
 
 
-def _finetune_spec(run_dir: Path) -> FinetuneSpec:
+def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if not (run_dir / CONFIG).is_file():
-        raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning run's directory, "
-                          "outputs/finetune/<run_name>.")
+        raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning or pretraining run's "
+                          "directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")
     stage = read_json(run_dir / RUN).get("stage")
-    if stage != FinetuneSpec.stage:
-        raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning runs (pretraining and "
-                          "distillation save their model in <run>/model).")
-    return FinetuneSpec.read(read_yaml(run_dir / CONFIG))
+    if stage not in SPECS:
+        raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
+                          "(transfer and distillation save their model in <run>/model).")
+    return SPECS[stage].read(read_yaml(run_dir / CONFIG))
 
 
 def _checkpoint(run_dir: Path, step: int | None) -> Path:

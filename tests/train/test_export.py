@@ -88,9 +88,38 @@ def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_t
         export_run(run, step=7)
 
 
-def test_only_finetuning_runs_are_exported(pretrained_run, tmp_path):
-    with pytest.raises(RunDirError, match="is a pretrain run: export takes finetuning runs"):
-        export_run(pretrained_run)
+def test_a_pretraining_run_stopped_early_exports_the_model_its_checkpoint_holds(tiny_data, tmp_path):
+    """The model of a run that never finished (SIGTERM, a lost machine): a checkpoint's weights in the MLM model
+    the run's config builds. Its final step re-exported equals the model the finished run saved."""
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.save_every=3",
+                              "pad_vocab_to_multiple_of=64"), run)
+    with pytest.raises(RunDirError, match=rf"step 6 is the run's final step: its model is {run / 'model'} already"):
+        export_run(run)
+    again = export_run(run, tmp_path / "final", step=6)
+    assert again["final"] and again["metrics"] is None
+    saved, mine = _weights(run / "model"), _weights(tmp_path / "final")
+    assert mine.keys() == saved.keys() and all(torch.equal(mine[k], saved[k]) for k in saved)
+    assert json.loads((tmp_path / "final" / "config.json").read_text()) == json.loads(
+        (run / "model" / "config.json").read_text())
+    done = export_run(run, step=3)
+    assert done["out"] == run / "model-step-00000003" and not done["final"]
+    model = AutoModelForMaskedLM.from_pretrained(done["out"])
+    state = load_file(run / "checkpoints" / "step-00000003" / "model.safetensors")
+    assert all(torch.equal(model.state_dict()[k], state[k]) for k in state) and not model.config.sparse_prediction
+
+
+def test_transfer_and_distillation_runs_are_refused(tmp_path):
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "run.json").write_text(json.dumps({"stage": "distill"}))
+    with pytest.raises(RunDirError, match="is a distill run: export takes finetuning and pretraining runs"):
+        export_run(tmp_path)
 
 
 def test_cli_error_is_one_line_naming_the_path(tmp_path):
@@ -98,5 +127,5 @@ def test_cli_error_is_one_line_naming_the_path(tmp_path):
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        (f"error: {tmp_path / 'nowhere'} is not a run directory (no config.yaml): give a finetuning run's directory, "
-         "outputs/finetune/<run_name>.")]
+        (f"error: {tmp_path / 'nowhere'} is not a run directory (no config.yaml): give a finetuning or pretraining "
+         "run's directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")]
