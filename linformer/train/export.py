@@ -33,8 +33,6 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     into `out` (None: ``<run>/model`` for a finetuning run's final step, ``<run>/model-step-NNNNNNNN`` otherwise).
     Returns {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to
     that step; final: the step is the run's last)."""
-    from transformers import AutoTokenizer
-
     run_dir = Path(run_dir)
     spec = _spec(run_dir)
     checkpoint = _checkpoint(run_dir, step)
@@ -47,17 +45,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     out = Path(out) if out is not None else run_dir / ("model" if keep_name else f"model-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
 
-    if isinstance(spec, FinetuneSpec):
-        model_path = resolve_model_path(spec.model_path)
-        model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-    else:
-        from .pretrain import build_model
-
-        model_path = None
-        tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))
-        model = build_model(spec, tokenizer)
-        model.config.sparse_prediction = False  # as the run's own model: HF's full-vocabulary logits
+    model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     results = read_json(run_dir / RESULTS)
     metrics = results.get("metrics") if results.get("best_step") == step else None
@@ -81,6 +69,22 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
         raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
                           "(transfer and distillation save their model in <run>/model).")
     return SPECS[stage].read(read_yaml(run_dir / CONFIG))
+
+
+def _rebuild(spec: FinetuneSpec | PretrainSpec):
+    """(model, tokenizer, the source model's path or None): the model the run built, before any training."""
+    from transformers import AutoTokenizer
+
+    if isinstance(spec, FinetuneSpec):
+        model_path = resolve_model_path(spec.model_path)
+        model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
+        return model, AutoTokenizer.from_pretrained(model_path), model_path
+    from .pretrain import build_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))
+    model = build_model(spec, tokenizer)
+    model.config.sparse_prediction = False  # as the run's own model: HF's full-vocabulary logits
+    return model, tokenizer, None
 
 
 def _checkpoint(run_dir: Path, step: int | None) -> Path:
