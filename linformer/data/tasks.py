@@ -219,7 +219,7 @@ class _Encode:
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
-CACHE_VERSION = 2  # bump when reading or encoding changes, so old cached splits are not reused
+CACHE_VERSION = 3  # bump when reading or encoding changes, so old cached splits are not reused
 LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 
@@ -246,16 +246,12 @@ def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tu
     return {split: None if n is None else int(n) for split, n in limits.items()}
 
 
-def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
-    """`n` rows drawn with `seed` (a function of the seed, n and the rows read), before anything is tokenized.
-
-    Stratified: each label keeps its share of the file (rounded by largest remainder), so a subset's class balance
-    is the split's and does not move with the seed. The rows come in a seeded random order. Every row in file
-    order when `n` is None or covers them."""
-    rows = len(cols["labels"])
-    if n is None or n >= rows:
-        return cols
-    labels = np.asarray(cols["labels"])
+def stratified_pick(labels, n: int, seed: int) -> np.ndarray:
+    """Indices of `n` of the rows with `labels`, drawn with `seed`, in a seeded random order. Stratified: each label
+    keeps its share of the rows (rounded by largest remainder), so the draw's class balance is the rows' and does
+    not move with the seed."""
+    labels = np.asarray(labels)
+    rows = len(labels)
     classes, counts = np.unique(labels, return_counts=True)
     exact = counts * n / rows
     quota = np.floor(exact).astype(int)
@@ -265,8 +261,46 @@ def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
     for c in classes:
         members = order[labels[order] == c]
         rank[members] = np.arange(len(members))
-    keep = order[rank[order] < quota[np.searchsorted(classes, labels[order])]]
+    return order[rank[order] < quota[np.searchsorted(classes, labels[order])]]
+
+
+def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
+    """`n` rows drawn with `seed` (``stratified_pick``: a function of the seed, n and the rows read), before anything
+    is tokenized. Every row in file order when `n` is None or covers them."""
+    if n is None or n >= len(cols["labels"]):
+        return cols
+    return _take(cols, stratified_pick(cols["labels"], n, seed))
+
+
+def _take(cols: dict, keep) -> dict:
     return {k: [v[i] for i in keep] for k, v in cols.items()}
+
+
+def validation_size(fraction: float, rows: int) -> int:
+    """Rows a validation carve of `fraction` takes from `rows` training rows (at least one)."""
+    return max(1, round(fraction * rows))
+
+
+def carve_validation(cols: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """(train, validation): a stratified `fraction` of the rows (``stratified_pick`` with `seed`) held out to choose
+    epochs and checkpoints on, the rest kept for training in their order. A pure function of the rows, the fraction
+    and the seed: every row and seed of an experiment that shares them shares the carve."""
+    held = stratified_pick(cols["labels"], validation_size(fraction, len(cols["labels"])), seed)
+    rest = np.setdiff1d(np.arange(len(cols["labels"])), held)  # sorted: the file's order
+    return _take(cols, rest), _take(cols, np.sort(held))
+
+
+def _text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
+    return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
+
+
+def drop_eval_duplicates(train: dict, eval_cols: dict, fields: tuple[str, ...]) -> tuple[dict, int]:
+    """The train rows whose text (every text field, whitespace runs folded) is not also an eval row's, and how many
+    were dropped: a model must not train on the examples its reported split scores (IMDB's train and test splits
+    share over a hundred reviews)."""
+    seen = {_text_key(eval_cols, fields, i) for i in range(len(eval_cols["labels"]))}
+    keep = [i for i in range(len(train["labels"])) if _text_key(train, fields, i) not in seen]
+    return (_take(train, keep) if len(keep) < len(train["labels"]) else train), len(train["labels"]) - len(keep)
 
 
 def longer_than(split, tokens: int, count: int, where: str):
@@ -292,37 +326,88 @@ def _tokenizer_identity(backend) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, skip_bad_rows: bool,
-              max_examples: int | None, subset_seed: int = 0) -> str | None:
-    """The ``files.cache_key`` of a tokenized split: source file contents, the tokenizer (its full JSON
-    serialisation), max_length and the reading options (the seed only where a subset is drawn). None (no
-    caching) for hub data or a slow tokenizer."""
+@dataclass(frozen=True)
+class SplitOptions:
+    """How a run selects the rows of a task's splits (the finetuning config's data keys)."""
+
+    skip_bad_rows: bool = False
+    max_examples: Mapping[str, int | None] | int | None = None  # one number for every split, or {"train": n, "eval": m}
+    subset_seed: int = 0            # draws the max_examples subsets and the validation carve
+    validation_fraction: float | None = None  # of the (subset) train rows, held out as the "validation" split
+
+    def limit(self, split: str) -> int | None:
+        """Rows to draw from `split`'s source (validation comes out of train's)."""
+        return split_limits(self.max_examples, ("train", "eval"))["eval" if split == "eval" else "train"]
+
+
+def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions
+              ) -> str | None:
+    """The ``files.cache_key`` of a tokenized split: source file contents (train and validation also depend on the
+    eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
+    options (the seed only where it draws). None (no caching) for hub data or a slow tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
-    files = [p for p in _source_files(get_task(name), Path(data_dir), split) if p.is_file()]
+    task_spec = get_task(name)
+    sources = ("eval",) if split == "eval" else ("train", "eval")
+    files = [p for src in sources for p in _source_files(task_spec, Path(data_dir), src) if p.is_file()]
     if not files:
         return None  # reading will raise the layout error
-    options = {"version": CACHE_VERSION, "task": name, "split": split, "max_length": max_length,
-               "tokenizer": _tokenizer_identity(backend), "skip_bad_rows": skip_bad_rows,
-               "max_examples": max_examples, "subset_seed": subset_seed if max_examples is not None else None}
-    return content_key(options, files)
+    limit = options.limit(split)
+    carved = split != "eval" and options.validation_fraction is not None
+    key = {"version": CACHE_VERSION, "task": name, "split": split, "max_length": max_length,
+           "tokenizer": _tokenizer_identity(backend), "skip_bad_rows": options.skip_bad_rows,
+           "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
+           "subset_seed": options.subset_seed if limit is not None or carved else None}
+    return content_key(key, files)
 
 
-def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, skip_bad_rows: bool,
-                  max_examples: int | None, subset_seed: int):
+def split_info(ds) -> dict:
+    """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
+    "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
+    source, after bad rows are skipped)}."""
+    return json.loads(ds.info.description or "{}")
+
+
+def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOptions) -> tuple[dict, dict]:
+    """The raw columns of `split` (train, validation or eval) as the options select them, and what to record of it.
+
+    train and validation: the train source without the rows whose text is also an eval row's, then the max_examples
+    subset, then the validation carve (``carve_validation``) of what remains."""
+    task_spec = get_task(name)
+    source = "eval" if split == "eval" else "train"
+    cols, skipped = read_task_split(name, data_dir, source, options.skip_bad_rows)
+    if skipped:
+        log.warning("task %s/%s: skipped %d malformed rows", name, source, skipped)
+    if not cols["labels"]:
+        raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
+    info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train"}
+    if split == "eval":
+        return subset_rows(cols, options.limit("eval"), options.subset_seed), info
+    cols = {**cols, "_row": list(range(len(cols["labels"])))}
+    cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
+        cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)
+    if not cols["labels"]:
+        raise TaskDataError(f"task {name} in {data_dir}: every train row is also an eval row ("
+                            f"{info['eval_duplicates_dropped']} dropped): nothing is left to train on")
+    cols = subset_rows(cols, options.limit("train"), options.subset_seed)
+    if options.validation_fraction is not None:
+        train, held = carve_validation(cols, options.validation_fraction, options.subset_seed)
+        cols = held if split == "validation" else train
+        if split == "validation":
+            info["rows"] = [int(i) for i in cols["_row"]]
+    return {k: v for k, v in cols.items() if k != "_row"}, info
+
+
+def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions):
     import datasets
 
     task_spec = get_task(name)
-    cols, skipped = read_task_split(name, data_dir, split, skip_bad_rows)
-    if skipped:
-        log.warning("task %s/%s: skipped %d malformed rows", name, split, skipped)
-    if not cols["labels"]:
-        raise TaskDataError(f"task {name} split {split} in {data_dir}: no rows")
-    ds = datasets.Dataset.from_dict(subset_rows(cols, max_examples, subset_seed))
+    cols, info = _read_rows(name, data_dir, split, options)
+    ds = datasets.Dataset.from_dict(cols)
     ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length), batched=True, batch_size=1000,
                 remove_columns=list(task_spec.text_fields), desc=f"tokenize {name}/{split}")
-    ds.info.description = f"{name} {split} (original split: {task_spec.eval_split if split == 'eval' else 'train'})"
+    ds.info.description = json.dumps(info)
     return ds
 
 
@@ -361,24 +446,32 @@ def load_task(
     max_examples: Mapping[str, int | None] | int | None = None,
     cache_dir: str | None = None,
     subset_seed: int = 0,
+    validation_fraction: float | None = None,
 ):
-    """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `eval`), each holding
+    """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `validation`, `eval`), each holding
     input_ids, attention_mask, labels (unpadded; pairs as `<s> a </s></s> b </s>`, truncated to max_length).
 
-    `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test).
+    `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test): the split
+    a table reports. `train` never holds a row whose text is also an eval row's (``drop_eval_duplicates``).
     `max_examples` (one number for every split, or {"train": n, "eval": m}; None = every row) keeps a random
-    stratified subset of that many rows drawn with `subset_seed` (``subset_rows``) before tokenizing, so a small run tokenizes only what it
-    uses. IMDB train is sorted by label: shuffle it when training (a subset is already shuffled).
+    stratified subset of that many rows drawn with `subset_seed` (``subset_rows``) before tokenizing, so a small run
+    tokenizes only what it uses. `validation_fraction` carves that share of the (subset) train rows into
+    `validation` with `subset_seed` (``carve_validation``): the split a run chooses epochs and checkpoints on.
+    ``split_info`` tells what was dropped and carved. IMDB train is sorted by label: shuffle it when training (a
+    subset is already shuffled).
 
     With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see cache_key) and later
     calls with the same file contents, tokenizer and options load it instead of reading and tokenizing again.
     """
     import datasets
 
-    limits = split_limits(max_examples, splits)
+    options = SplitOptions(skip_bad_rows, max_examples, subset_seed, validation_fraction)
+    split_limits(max_examples, ("train", "eval"))  # a bad limit is refused before anything is read
+    if "validation" in splits and validation_fraction is None:
+        raise ConfigError("the validation split is carved from train: set validation_fraction")
     out = {}
     for split in splits:
-        args = (name, data_dir, split, tokenizer, max_length, skip_bad_rows, limits[split], subset_seed)
+        args = (name, data_dir, split, tokenizer, max_length, options)
         key = cache_key(*args) if cache_dir else None
         target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
         if target is not None and _complete(target):

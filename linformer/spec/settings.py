@@ -357,6 +357,8 @@ class TaskData:
     max_train_examples: int | None = field(metadata=config_key("max_train_examples"))  # a seeded random subset; None = all
     max_eval_examples: int | None = field(metadata=config_key("max_eval_examples", operational=True))
     subset_seed: int = field(metadata=config_key("subset_seed"))  # draws the subsets; the run's seed unless set
+    # share of the (subset) train rows held out to choose the epoch on, carved with subset_seed; None: no choice
+    validation_fraction: float | None = field(default=None, metadata=config_key("validation_fraction"))
 
     GROUP_KEYS = ("name", "data_dir", "max_length", "skip_bad_rows")
 
@@ -378,4 +380,16 @@ class TaskData:
                    cache_dir=str(resolve_path(str(cache_dir))) if cache_dir else None,
                    max_train_examples=positive_int(cfg, "max_train_examples", "", allow_none=True),
                    max_eval_examples=positive_int(cfg, "max_eval_examples", "", allow_none=True),
-                   subset_seed=int(subset_seed))
+                   subset_seed=int(subset_seed), validation_fraction=validation_fraction(cfg))
+
+
+def validation_fraction(cfg: Mapping) -> float | None:
+    """cfg.validation_fraction: null, or a share in (0, 0.5) of the train rows (more would leave training the
+    smaller part)."""
+    value = cfg.get("validation_fraction")
+    if value is None:
+        return None
+    if not fits_type(value, float) or not 0 < value < 0.5:
+        raise ConfigError(f"validation_fraction={value!r} must lie in (0, 0.5), or be null (no validation split: "
+                          "the run reports its last model).")
+    return float(value)

@@ -119,8 +119,8 @@ class DistillTask(FinetuneTask):
                 f"scripts/convert.py model_path={self.teacher_path} model.max_seq_len={self.max_length} "
                 f"out_dir=<dir>, or here with distill.lengthen_teacher=true), or distill at trainer.max_length={teacher_n}."
             )
-        self.teacher_predictions: list[int] | None = None
-        self.teacher_scores: dict[str, float] = {}
+        self.teacher_predictions: dict[str, list[int]] = {}  # split -> the teacher's predictions
+        self.teacher_scores: dict[str, dict[str, float]] = {}
         self.tracker_tags = [*self.tracker_tags, "distill"]
 
     def min_train_tokens(self, run: DistillSpec) -> int | None:
@@ -179,16 +179,17 @@ class DistillTask(FinetuneTask):
         return loss
 
     @torch.no_grad()
-    def evaluate(self, model, acc) -> dict[str, float]:
-        """The student's task metrics, and ``eval_agreement``: the share of eval examples where its prediction is the
-        teacher's (the teacher is evaluated once, on first use)."""
-        if self.teacher_predictions is None:
-            self.teacher_scores = super().evaluate(self.teacher, acc)
-            self.teacher.eval()  # evaluate() leaves the model it was given in train mode
-            self.teacher_predictions = self.last_eval[0]
-        scores = super().evaluate(model, acc)
-        same = sum(p == q for p, q in zip(self.last_eval[0], self.teacher_predictions))
-        return scores | {"eval_agreement": same / max(len(self.teacher_predictions), 1)}
+    def score(self, model, acc, split: str) -> dict[str, float]:
+        """The student's task metrics on `split`, and ``agreement``: the share of its examples where the student's
+        prediction is the teacher's (the teacher is scored once per split, on first use)."""
+        if split not in self.teacher_predictions:
+            self.teacher_scores[split] = super().score(self.teacher, acc, split)
+            self.teacher.eval()  # score() leaves the model it was given in train mode
+            self.teacher_predictions[split] = self.last_eval[0]
+        scores = super().score(model, acc, split)
+        teacher = self.teacher_predictions[split]
+        same = sum(p == q for p, q in zip(self.last_eval[0], teacher))
+        return scores | {"agreement": same / max(len(teacher), 1)}
 
     def keep_results(self, trainer: Trainer, metrics: dict) -> None:
         """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
@@ -209,7 +210,8 @@ class DistillTask(FinetuneTask):
         add_results(model_dir, self.task_spec.name, metrics, trainer.run_dir)
 
     def _teacher_metrics(self) -> dict[str, float]:
-        return {k.removeprefix("eval_"): v for k, v in self.teacher_scores.items()}
+        """The teacher's metrics on the reported split."""
+        return self.teacher_scores.get("eval", {})
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         summary, results = super().finish(trainer)

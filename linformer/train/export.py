@@ -35,7 +35,14 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     that step; final: the step is the run's last)."""
     run_dir = Path(run_dir)
     spec = _spec(run_dir)
+    results = read_json(run_dir / RESULTS)
+    reported = results.get("best_step")
     checkpoint = _checkpoint(run_dir, step)
+    chosen = (results.get("selection") or {}).get("split") is not None
+    if step is None and chosen and reported != results.get("steps"):
+        raise CheckpointError(f"{run_dir} reports the model of step {reported} (chosen on its validation split), kept "
+                              f"in {run_dir / 'best'}; its newest checkpoint is another model. Use that directory, or "
+                              "export a checkpoint by its step (--step N).")
     step = read_json(checkpoint / STATE_FILE)["step"]
     final = read_json(run_dir / SUMMARY).get("steps") == step
     if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / "model").is_dir():
@@ -47,8 +54,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
-    results = read_json(run_dir / RESULTS)
-    metrics = results.get("metrics") if results.get("best_step") == step else None
+    metrics = results.get("metrics") if reported == step else None
     with atomic_dir(out, record, overwrite) as tmp, no_hf_progress_bars():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

@@ -1,8 +1,14 @@
 """Finetuning on a GLUE-style task on the training core: ``finetune(spec, run_dir)``.
 
 Works from a pretraining run directory (its ``model/``), any Linformer directory, or a plain Hugging Face encoder
-(RoBERTa, BERT-family: Table 2's baseline row). Evaluates on the task's eval split every epoch (or every
-``trainer.eval_every`` steps), keeps the best model in ``<run>/best`` and writes ``<run>/results.json``.
+(RoBERTa, BERT-family: Table 2's baseline row).
+
+The protocol: nothing is chosen on the split a table reports. With ``validation_fraction``, a stratified share of the
+train rows is held out (``data.tasks.carve_validation``) and evaluated every epoch (or every ``trainer.eval_every``
+steps); the best evaluation there selects the model, kept in ``<run>/best``. Without it nothing is chosen: the last
+model is the selected one. Either way the reported split (GLUE dev, IMDB test) is scored once, at the end, on the
+selected model: its per-example predictions go to ``eval_predictions.json`` and its metrics to ``results.json``, which
+also records which split chose, which reports, and the step of each.
 
 As in pretraining, batch order is a pure function of (seed, step): epoch e visits the training examples in a
 permutation seeded by (seed, e), so a resumed run sees exactly the batches the uninterrupted one would have.
@@ -22,8 +28,9 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from ..data import compute_metrics, get_task, load_task
+from ..data.tasks import split_info
 from ..data.streams import COLUMNS, ExampleStream, token_lengths
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info
 from ..modeling.configuration import ATTENTION_FIELDS
@@ -42,13 +49,16 @@ from .core import Trainer, TrainingTask, run_training
 ARCH_KEYS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
 
 
-def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] = ("train", "eval")):
-    """The task's tokenized splits as a run selects them (data_dir, subsets, subset_seed, cache): also how a report
-    rebuilds the eval examples of a finished run from its config.yaml."""
+def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] | None = None):
+    """The task's tokenized splits as a run selects them (data_dir, subsets, subset_seed, validation carve, cache):
+    also how a report rebuilds the eval examples of a finished run from its config.yaml. Default splits: train, the
+    validation carve where the run has one, and eval."""
+    if splits is None:
+        splits = ("train", "validation", "eval") if data.validation_fraction is not None else ("train", "eval")
     return load_task(data.name, data.data_dir, tokenizer, max_length, skip_bad_rows=data.skip_bad_rows,
                      splits=splits, cache_dir=data.cache_dir,
                      max_examples={"train": data.max_train_examples, "eval": data.max_eval_examples},
-                     subset_seed=data.subset_seed)
+                     subset_seed=data.subset_seed, validation_fraction=data.validation_fraction)
 
 
 class FinetuneTask(TrainingTask):
@@ -62,7 +72,6 @@ class FinetuneTask(TrainingTask):
             self.task_spec = get_task(run.task.name)
         except KeyError as err:
             raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
-        self.main_metric = f"eval_{self.task_spec.metrics[0]}"
         self.from_scratch = self.starts_from_scratch(run)  # random weights in the model's architecture
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
@@ -73,23 +82,49 @@ class FinetuneTask(TrainingTask):
         data = task_splits(run.task, self.tokenizer, self.max_length)
         self.min_tokens = self.min_train_tokens(run)
         self.train, self.eval = self.train_examples(data["train"]), data["eval"]
+        self.validation = data.get("validation")  # None: nothing is chosen, the last model is reported
+        self.data_spec, self.split_notes = run.task, split_info(data["train"])
+        self._check_protocol(settings, world)
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
         self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
                                     group_by_length=settings.group_by_length)
-        # Evaluation runs longest first, so each batch pads to a similar length (the models' outputs do not depend
-        # on padding); predictions are put back in eval-split order.
-        self.eval_order = np.argsort(-token_lengths(self.eval), kind="stable")
-        self.eval_loader = DataLoader(self.eval.select(self.eval_order).with_format(columns=COLUMNS),
-                                      batch_size=settings.require("eval_batch_size", "finetuning"),
-                                      collate_fn=collate)
+        eval_batch = settings.require("eval_batch_size", "finetuning")
+        # the evaluated splits: "validation" chooses (each evaluation), "eval" reports (once, at the end)
+        self.splits = {"eval": self.eval} | ({"validation": self.validation} if self.validation is not None else {})
+        self.eval_orders, loaders = {}, []
+        for name, split in self.splits.items():
+            # longest first, so each batch pads to a similar length (outputs do not depend on padding); predictions
+            # are put back in split order
+            self.eval_orders[name] = np.argsort(-token_lengths(split), kind="stable")
+            loaders.append(DataLoader(split.select(self.eval_orders[name]).with_format(columns=COLUMNS),
+                                      batch_size=eval_batch, collate_fn=collate))
         self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
         self.max_steps = settings.max_steps or self.steps_per_epoch * settings.require("epochs", "finetuning")
-        self.default_eval_every = self.steps_per_epoch
+        self.default_eval_every = self.steps_per_epoch if self.validation is not None else None
         self.save_best = settings.save_best
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
-        self.prepare = (self.eval_loader,)
+        self.prepare = tuple(loaders)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.task_spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+
+    def _check_protocol(self, settings: TrainerSettings, world: int) -> None:
+        """What the protocol refuses: evaluations during training with nothing to evaluate but the reported split, a
+        carve that leaves less than one batch to train on, and a choice whose model the run would not keep."""
+        fraction = self.data_spec.validation_fraction
+        if self.validation is None:
+            if settings.eval_every is not None:
+                raise ConfigError(f"trainer.eval_every={settings.eval_every}: evaluations during training are made on "
+                                  "a validation split, never on the reported one: set validation_fraction (e.g. 0.1), "
+                                  "or trainer.eval_every=null (the reported split is scored once, at the end).")
+            return
+        if len(self.train) < settings.batch_size * world:
+            raise ConfigError(f"validation_fraction={fraction} leaves {len(self.train)} training examples, fewer than "
+                              f"one batch (trainer.batch_size={settings.batch_size} x {world} processes): lower it, or "
+                              "train on more rows (max_train_examples).")
+        if not settings.save_best and self.select_best:
+            raise ConfigError(f"trainer.save_best=false with validation_fraction={fraction}: the run reports the model "
+                              "its validation split chooses, so it keeps that model in <run>/best. Set "
+                              "trainer.save_best=true, or validation_fraction=null (the last model is reported).")
 
     def train_examples(self, split):
         """The train examples the run learns from: all of the selected split, or with a minimum length
@@ -137,33 +172,90 @@ class FinetuneTask(TrainingTask):
         return step / self.steps_per_epoch
 
     @torch.no_grad()
-    def evaluate(self, model, acc) -> dict[str, float]:
+    def score(self, model, acc, split: str) -> dict[str, float]:
+        """The task's metrics of `model` on `split` ("validation" or "eval"), reduced over the processes; the
+        predictions and labels, in split order, are left in ``last_eval``."""
         model.eval()
         preds, refs = [], []
-        for batch in self.prepared[0]:  # the eval DataLoader, wrapped by Accelerate
+        for batch in self.prepared[list(self.splits).index(split)]:  # the split's DataLoader, wrapped by Accelerate
             logits = model(**batch).logits
             p, r = acc.gather_for_metrics((logits.argmax(-1), batch["labels"]))
             preds.append(p.cpu())
             refs.append(r.cpu())
         model.train()
-        self.last_eval = (self._in_split_order(preds), self._in_split_order(refs))
-        scores = compute_metrics(self.task_spec.name, *map(np.asarray, self.last_eval))
-        return {f"eval_{k}": v for k, v in scores.items()}
+        order = self.eval_orders[split]
+        self.last_eval = (self._in_split_order(preds, order), self._in_split_order(refs, order))
+        return compute_metrics(self.task_spec.name, *map(np.asarray, self.last_eval))
 
-    def _in_split_order(self, parts: list[torch.Tensor]) -> list[int]:
+    def evaluate(self, model, acc) -> dict[str, float]:
+        """During training only the validation split is evaluated (``val_*``): it chooses. Without one, nothing."""
+        if self.validation is None:
+            return {}
+        return {f"val_{k}": v for k, v in self.score(model, acc, "validation").items()}
+
+    @property
+    def main_metric(self) -> str:
+        return f"val_{self.task_spec.metrics[0]}"
+
+    @staticmethod
+    def _in_split_order(parts: list[torch.Tensor], order) -> list[int]:
         """Undo the longest-first evaluation order."""
-        out = np.empty(len(self.eval_order), dtype=np.int64)
-        out[self.eval_order] = torch.cat(parts).numpy()
+        out = np.empty(len(order), dtype=np.int64)
+        out[order] = torch.cat(parts).numpy()
         return out.tolist()
 
     def on_best(self, trainer: Trainer, step: int) -> None:
-        if trainer.main:  # per-example outcomes, in eval-split order: paired comparisons between models need them
+        """The validation split chose this step: keep its model (the one the reported split will score)."""
+        if self.select_best:
+            trainer.save_model(trainer.run_dir / "best")
+
+    def selected_step(self, trainer: Trainer) -> int:
+        """The step whose model is reported: the validation split's choice, else the last."""
+        best = trainer.state["best"] if self.validation is not None else None
+        return best["step"] if best else trainer.state["step"]
+
+    def restore_selected(self, trainer: Trainer, step: int) -> None:
+        """Put the chosen step's weights (``<run>/best``) back into the model on every process, where training went
+        on past it."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_model
+
+        path = trainer.run_dir / "best" / "model.safetensors"
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        try:
+            missing, unexpected = load_model(model, str(path), strict=False)
+        except (SafetensorError, OSError) as err:
+            raise CheckpointError(f"{path}: the model chosen at step {step} cannot be read ({err}); it is the model "
+                                  "the run reports: delete the run directory to run it again.") from err
+        if missing or unexpected:
+            raise CheckpointError(f"{path} is not this run's classifier (missing {', '.join(missing) or 'none'}; "
+                                  f"unexpected {', '.join(unexpected) or 'none'}).")
+        trainer.accelerator.wait_for_everyone()
+
+    def report(self, trainer: Trainer, step: int) -> dict[str, float]:
+        """Score the reported split, once, on the model of the selected `step`; its predictions go to
+        eval_predictions.json (paired comparisons between models need them)."""
+        if step != trainer.state["step"]:
+            self.restore_selected(trainer, step)
+        elif self.save_best and not (self.validation is not None and self.select_best):
+            trainer.save_model(trainer.run_dir / "best")  # nothing chose: the last model is the one kept
+        metrics = self.score(trainer.model, trainer.accelerator, "eval")
+        if trainer.main:
             preds, labels = self.last_eval
             # compact: 25,000 IMDB reviews are 100 KB instead of 350, and the kept records travel to GPU nodes
             write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.task_spec.eval_split,
                                                        "labels": labels, "predictions": preds}, indent=None)
-        if self.save_best:
-            trainer.save_model(trainer.run_dir / "best")
+        return metrics
+
+    def selection_record(self, trainer: Trainer, step: int) -> dict[str, Any]:
+        """Which split chose the reported model, how it was carved, and what it scored there."""
+        if self.validation is None:
+            return {"split": None, "step": step, "rule": "last model (no validation split: nothing chosen)"}
+        chosen = next((e for e in trainer.state["evals"] if e["step"] == step), {})
+        info = split_info(self.validation)
+        return {"split": "validation", "step": step, "rule": f"best {self.main_metric}",
+                "value": chosen.get(self.main_metric), "fraction": self.data_spec.validation_fraction,
+                "seed": self.data_spec.subset_seed, "examples": len(self.validation), "rows": info.get("rows")}
 
     def keep_results(self, trainer: Trainer, metrics: dict) -> None:
         """Where the run's results go beyond results.json: a converted or transferred model's card lists the results
@@ -172,10 +264,9 @@ class FinetuneTask(TrainingTask):
             add_results(self.model_path, self.task_spec.name, metrics, trainer.run_dir)
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
-        best = trainer.state["best"] or {"step": trainer.state["step"]}
+        step = self.selected_step(trainer)
+        metrics = self.report(trainer, step)
         evals = trainer.state["evals"]
-        at_best = next(e for e in evals if e["step"] == best["step"]) if evals else {}
-        metrics = {k[len("eval_"):]: v for k, v in at_best.items() if k.startswith("eval_")}
         arch = {k: getattr(self.config, k, None) for k in ARCH_KEYS}
         if arch["attention"] in (None, "full"):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
             arch.update({k: None for k in ARCH_KEYS if k not in ("max_seq_len", "classifier_pooling")},
@@ -185,9 +276,13 @@ class FinetuneTask(TrainingTask):
             "task": self.task_spec.name,
             "eval_split": self.task_spec.eval_split,
             "metrics": metrics,
-            "best_epoch": at_best.get("epoch"),
-            "best_step": best["step"],
+            # the protocol: which split chose the model (and the step), which split reported it (scored once)
+            "selection": self.selection_record(trainer, step),
+            "reported": {"split": self.task_spec.eval_split, "step": step, "examples": len(self.eval)},
+            "best_epoch": self.epoch_of(step),
+            "best_step": step,
             "num_train_examples": len(self.train),
+            "eval_duplicates_dropped": self.split_notes.get("eval_duplicates_dropped"),
             "min_train_tokens": self.min_tokens,
             "num_eval_examples": len(self.eval),
             "model_path": self.model_path,
@@ -197,22 +292,24 @@ class FinetuneTask(TrainingTask):
             **arch,
             "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),
             "seed": self.seed,
-            "lr": self.settings.lr,  # peak; table2.py picks the best lr per cell when a grid was run
+            "lr": self.settings.lr,  # peak
             "batch_size": self.settings.batch_size,
             "max_length": self.max_length,
             "steps": trainer.state["step"],
-            "history": [{k.removeprefix("eval_"): v for k, v in e.items()} for e in evals],
+            "history": [{k.removeprefix("val_"): v for k, v in e.items()} for e in evals if len(e) > 2],
         }
         self.keep_results(trainer, metrics)
         score = metrics.get(self.task_spec.metrics[0])
+        chosen = (f"chosen on {len(self.validation)} validation examples" if self.validation is not None
+                  else "the last model")
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
             "next": None if self.save_best else (f"python scripts/export.py {trainer.run_dir} (trainer.save_best=false "
                                                  "kept no model: this saves the final one)"),
             "task": self.task_spec.name,
-            "report": [(f"{'best ' if self.select_best else 'final '}{self.task_spec.metrics[0]} {score:.4f} at epoch {at_best.get('epoch', 0):g} "
-                       f"(step {best['step']}) on {len(self.eval)} {self.task_spec.name} {self.task_spec.eval_split} examples")]
-            if score is not None else [],
+            "report": [(f"{self.task_spec.metrics[0]} {score:.4f} on {len(self.eval)} {self.task_spec.name} "
+                        f"{self.task_spec.eval_split} examples, scored once on the model of epoch "
+                        f"{self.epoch_of(step):g} (step {step}, {chosen})")] if score is not None else [],
         }
         return summary, results
 

@@ -19,7 +19,7 @@ def qqp_dir(tmp_path):
     rows = [(str(i), str(2 * i), str(2 * i + 1), f"how do i learn river {i}?", f"what is the castle {i}?", str(i % 2))
             for i in range(12)]
     _write(tmp_path / "qqp/train.tsv", QQP_HEADER, rows)
-    _write(tmp_path / "qqp/dev.tsv", QQP_HEADER, rows[:5])
+    _write(tmp_path / "qqp/dev.tsv", QQP_HEADER, [(*r[:3], r[3] + " again", *r[4:]) for r in rows[:5]])
     return tmp_path / "qqp"
 
 
@@ -103,7 +103,7 @@ def test_imdb_aclimdb_layout_and_br(tmp_path, tokenizer):
         for sub, text in (("pos", "Great film.<br /><br />Loved it."), ("neg", "Dull.<br/>Boring")):
             d = tmp_path / "aclImdb" / split / sub
             d.mkdir(parents=True)
-            (d / "0_9.txt").write_text(text)
+            (d / "0_9.txt").write_text(text + ("" if split == "test" else " Again."))
     cols, _ = read_task_split("imdb", str(tmp_path / "aclImdb"), "eval")
     assert cols == {"text": ["Dull. Boring", "Great film. Loved it."], "labels": [0, 1]}
     assert len(load_task("imdb", str(tmp_path / "aclImdb"), tokenizer, 16)["train"]) == 2
@@ -263,3 +263,50 @@ def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_wh
     assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
     with pytest.raises(ConfigError, match=r"^--imdb 2: no eval example is longer than 100 tokens$"):
         longer_than(split, 100, 2, "--imdb 2")
+
+
+def _imdb_csv(path, texts_labels):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["id,label,rating,text"] + [f'x/{i},{y},{8 if y else 2},"{t}"' for i, (t, y) in enumerate(texts_labels)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path, tokenizer):
+    """IMDB's train and test splits share reviews: a review also in test (up to whitespace and <br /> breaks) is
+    dropped from train before any subset or carve, and the count is recorded."""
+    from linformer.data.tasks import split_info
+
+    train = [(f"review number {i} of the river", i % 2) for i in range(40)]
+    test = [(f"a test review {i}", i % 2) for i in range(10)]
+    test += [("review number 3 of   the river", 1), ("review number 8 of the<br />river", 0)]  # two shared
+    _imdb_csv(tmp_path / "imdb/train.csv", train)
+    _imdb_csv(tmp_path / "imdb/test.csv", test)
+    dd = load_task("imdb", str(tmp_path / "imdb"), tokenizer, 32, splits=("train", "validation", "eval"),
+                   validation_fraction=0.25, cache_dir=str(tmp_path / "cache"))
+    seen = set(_rows(dd["train"], tokenizer)) | set(_rows(dd["validation"], tokenizer))
+    assert len(seen) == 38 and not seen & {"review number 3 of the river", "review number 8 of the river"}
+    assert split_info(dd["train"])["eval_duplicates_dropped"] == 2 == split_info(dd["validation"])["eval_duplicates_dropped"]
+    assert len(dd["eval"]) == 12  # the reported split is never cut
+    rows = split_info(dd["validation"])["rows"]  # indices into the train file
+    assert sorted(_rows(dd["validation"], tokenizer)) == sorted(f"review number {i} of the river" for i in rows)
+
+
+def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(tmp_path, tokenizer):
+    from linformer.data.tasks import carve_validation, split_info
+
+    cols = {"text": [f"row {i}" for i in range(200)], "labels": [0] * 150 + [1] * 50}
+    train, held = carve_validation(cols, 0.1, seed=0)
+    assert len(held["labels"]) == 20 and held["labels"].count(1) == 5  # the split's 3:1 balance
+    assert not set(train["text"]) & set(held["text"]) and len(train["text"]) == 180
+    assert train["text"] == sorted(train["text"], key=lambda t: int(t.split()[1]))  # the file's order kept
+    assert carve_validation(cols, 0.1, 0) == (train, held) and carve_validation(cols, 0.1, 1)[1] != held
+    # through load_task: max_train_examples first, then the carve out of those rows
+    rows = [(f"sentence number {i} about the river", str(i % 2)) for i in range(100)]
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", rows)
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [("another sentence", "1")])
+    dd = load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, splits=("train", "validation"),
+                   max_examples={"train": 50}, validation_fraction=0.2, subset_seed=3)
+    assert (len(dd["train"]), len(dd["validation"])) == (40, 10)
+    with pytest.raises(ConfigError, match="validation_fraction"):
+        load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, splits=("validation",))
+    assert split_info(dd["validation"])["split"] == "validation"

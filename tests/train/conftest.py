@@ -60,7 +60,8 @@ def compose_pretrain(tiny_data, *overrides: str):
 
 
 def write_sst2_fixture(root: Path, train: int = 200, dev: int = 40, seed: int = 0) -> Path:
-    """GLUE SST-2 layout (sentence<TAB>label, no quoting) with a learnable sentiment signal."""
+    """GLUE SST-2 layout (sentence<TAB>label, no quoting) with a learnable sentiment signal. Every sentence is
+    distinct (a row tag), as in the real splits: training drops the train rows that are also dev rows."""
     rng = random.Random(seed)
     good, bad = ["good", "great", "lovely", "fine"], ["bad", "awful", "dull", "poor"]
     root.mkdir(parents=True, exist_ok=True)
@@ -69,7 +70,7 @@ def write_sst2_fixture(root: Path, train: int = 200, dev: int = 40, seed: int = 
         for _ in range(rows):
             label = rng.randint(0, 1)
             word = rng.choice(good if label else bad)
-            lines.append(f"{word} {word} , the film is {word} . \t{label}")
+            lines.append(f"{word} {word} , the film {name[0]}{len(lines)} is {word} . \t{label}")
         (root / name).write_text("\n".join(lines) + "\n")
     return root
 

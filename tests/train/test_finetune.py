@@ -31,12 +31,19 @@ def _run(tmp_path, sst2_dir, model_path, *overrides):
 
 
 def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
-    _, run = _run(tmp_path, sst2_dir, pretrained_run)
+    _, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2")
     saved = json.loads((run / "results.json").read_text())
     assert saved["task"] == "sst2" and saved["eval_split"] == "dev"
     assert {"accuracy"} <= saved["metrics"].keys() and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
     assert saved["best_epoch"] in (1, 2) and len(saved["history"]) == 2
-    assert saved["num_train_examples"] == 200 and saved["num_eval_examples"] == 40
+    # 200 train rows: 40 carved for validation (stratified, subset_seed = seed 0), 160 trained on
+    assert saved["num_train_examples"] == 160 and saved["num_eval_examples"] == 40
+    selection = saved["selection"]
+    assert (selection["split"], selection["fraction"], selection["seed"], selection["examples"]) == \
+        ("validation", 0.2, 0, 40)
+    assert len(set(selection["rows"])) == 40 and all(0 <= i < 200 for i in selection["rows"])
+    assert selection["step"] == saved["best_step"] == saved["reported"]["step"] and saved["reported"]["split"] == "dev"
+    assert saved["eval_duplicates_dropped"] == 0
     assert saved["model_path"] == str(pretrained_run / "model") and saved["seed"] == 0
     assert saved["wall_time_s"] > 0 and saved["attention"] == "linformer" and saved["projected_dim"] == 8
     assert saved["device"].startswith("CPU: ")  # where the run computed, for tables made elsewhere
@@ -49,15 +56,80 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     assert saved["start_weights_sha256"] == weights_sha256(str(pretrained_run / "model")) is not None
     # the tokenized splits went to the task cache, each complete (a second run would load them)
     cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "task_cache").iterdir())
-    assert cached == ["sst2-eval", "sst2-train"]
+    assert cached == ["sst2-eval", "sst2-train", "sst2-validation"]
     assert all((p / "dataset_info.json").is_file() for p in (tmp_path / "task_cache").iterdir())
     assert (run / "best" / "config.json").is_file() and (run / "config.yaml").is_file()
-    assert any("eval_accuracy" in json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines())
-    # the best evaluation's outcome per eval example, in eval order: it reproduces the reported accuracy
+    logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    # evaluations during training are the validation split's; the reported split is never logged per epoch
+    assert any("val_accuracy" in x for x in logged) and not any("eval_accuracy" in x for x in logged)
+    # the reported split's outcome per example, in eval order: it reproduces the reported accuracy
     pred = json.loads((run / "eval_predictions.json").read_text())
     assert pred["step"] == saved["best_step"] and len(pred["labels"]) == len(pred["predictions"]) == 40
     hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
     assert hits / 40 == pytest.approx(saved["metrics"]["accuracy"])
+
+
+def _falling_validation(monkeypatch):
+    """Validation scores that fall every epoch, so the first epoch is chosen and training goes on past it; and a
+    count of how often each split is scored."""
+    from linformer.train.finetune import FinetuneTask
+
+    scored, real = [], FinetuneTask.score
+
+    def score(self, model, acc, split):
+        scored.append(split)
+        out = real(self, model, acc, split)
+        return {**out, "accuracy": 1.0 / scored.count("validation")} if split == "validation" else out
+
+    monkeypatch.setattr(FinetuneTask, "score", score)
+    return scored
+
+
+def test_the_reported_split_is_scored_once_on_the_model_validation_chose(tmp_path, sst2_dir, pretrained_run,
+                                                                         monkeypatch):
+    from linformer.modeling.loading import load_classifier
+    from linformer.train.export import export_run
+
+    scored = _falling_validation(monkeypatch)
+    results, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2", "trainer.epochs=3")
+    assert scored == ["validation"] * 3 + ["eval"]  # three choosing evaluations, one report
+    assert results["best_step"] == results["selection"]["step"] == 10 and results["steps"] == 30  # ceil(160 / 16)
+    # the kept model is the chosen one, and it is the model behind the predictions: rescored, it gives them again
+    model, _ = load_classifier(str(run / "best"), 2, from_scratch=False)
+    tokenizer = AutoTokenizer.from_pretrained(run / "best")
+    dev = [line.split("\t") for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
+    model.eval()
+    with torch.no_grad():
+        enc = tokenizer([text for text, _ in dev], padding=True, truncation=True, max_length=results["max_length"],
+                        return_tensors="pt")
+        again = model(**enc).logits.argmax(-1).tolist()
+    assert again == json.loads((run / "eval_predictions.json").read_text())["predictions"]
+    # export's default (the final checkpoint) is not that model: it says so and names the one that is
+    with pytest.raises(CheckpointError, match=r"reports the model of step 10.*best"):
+        export_run(run)
+
+
+def test_without_a_validation_split_nothing_is_chosen(tmp_path, sst2_dir, pretrained_run, monkeypatch):
+    scored = _falling_validation(monkeypatch)
+    results, run = _run(tmp_path, sst2_dir, pretrained_run)
+    assert scored == ["eval"] and results["history"] == []
+    assert results["selection"]["split"] is None and results["best_step"] == results["steps"] == 26
+    assert results["num_train_examples"] == 200 and (run / "best" / "config.json").is_file()  # the last model
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["validation_fraction=0.5"], r"validation_fraction=0.5 must lie in \(0, 0.5\)"),
+    (["validation_fraction=0"], r"validation_fraction=0 must lie in"),
+    (["validation_fraction=true"], r"validation_fraction=True must lie in"),
+    (["validation_fraction=0.45", "max_train_examples=28"], r"validation_fraction=0.45 leaves 15 training examples, "
+                                                            r"fewer than one batch \(trainer.batch_size=16"),
+    (["trainer.eval_every=5"], r"trainer.eval_every=5: evaluations during training are made on a validation split"),
+    (["validation_fraction=0.2", "trainer.save_best=false"], r"trainer.save_best=false with validation_fraction=0.2"),
+])
+def test_protocol_refusals_name_the_key(tmp_path, sst2_dir, pretrained_run, overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        _run(tmp_path, sst2_dir, pretrained_run, *overrides)
+    assert "\n" not in str(err.value) and not (tmp_path / "run" / "results.json").exists()
 
 
 def test_finetune_a_plain_roberta_checkpoint_learns(tmp_path, sst2_dir, pretrained_run):
@@ -217,11 +289,11 @@ def test_min_train_tokens_trains_on_the_long_examples_only(tmp_path, sst2_dir, p
 
     tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
     rows = (sst2_dir / "train.tsv").read_text().splitlines()[1:]
-    lengths = sorted(len(tok(r.split("\t")[0].strip())["input_ids"]) for r in rows)
+    lengths = sorted(len(tok(r.split("\t")[0].strip(), truncation=True, max_length=32)["input_ids"]) for r in rows)
     cut = lengths[len(lengths) // 2]
     results, _ = _run(tmp_path, sst2_dir, pretrained_run, f"min_train_tokens={cut}", "trainer.epochs=1")
     assert results["num_train_examples"] == sum(n > cut for n in lengths) > 0
-    assert results["min_train_tokens"] == cut and results["max_length"] >= lengths[-1]
+    assert results["min_train_tokens"] == cut and results["max_length"] == 32  # the model's n: lengths as truncated
     with pytest.raises(ConfigError, match=rf"^min_train_tokens=500: none of the {len(rows)} train examples"):
         _run(tmp_path / "again", sst2_dir, pretrained_run, "min_train_tokens=500")
 
