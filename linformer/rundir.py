@@ -295,6 +295,13 @@ def is_full_attention(results: Mapping) -> bool:
     return results.get("attention") in (None, "full") or results.get("projected_dim") is None
 
 
+def chosen_on_reported(results: Mapping) -> bool:
+    """Whether a finetuning run's reported model was chosen on the split it reports: recorded before the protocol
+    (no ``selection``), it kept its best evaluation on that split, and that was not its last step. No table may
+    use it, and a plan runs it again."""
+    return "selection" not in results and results.get("best_step") not in (None, results.get("steps"))
+
+
 @dataclass
 class Run:
     """A run directory as reports see it."""

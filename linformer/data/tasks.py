@@ -290,7 +290,7 @@ def carve_validation(cols: dict, fraction: float, seed: int) -> tuple[dict, dict
     return _take(cols, rest), _take(cols, np.sort(held))
 
 
-def _text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
+def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
     return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
 
 
@@ -298,8 +298,8 @@ def drop_eval_duplicates(train: dict, eval_cols: dict, fields: tuple[str, ...]) 
     """The train rows whose text (every text field, whitespace runs folded) is not also an eval row's, and how many
     were dropped: a model must not train on the examples its reported split scores (IMDB's train and test splits
     share over a hundred reviews)."""
-    seen = {_text_key(eval_cols, fields, i) for i in range(len(eval_cols["labels"]))}
-    keep = [i for i in range(len(train["labels"])) if _text_key(train, fields, i) not in seen]
+    seen = {text_key(eval_cols, fields, i) for i in range(len(eval_cols["labels"]))}
+    keep = [i for i in range(len(train["labels"])) if text_key(train, fields, i) not in seen]
     return (_take(train, keep) if len(keep) < len(train["labels"]) else train), len(train["labels"]) - len(keep)
 
 

@@ -1,8 +1,9 @@
 """Where a variant loses against the teacher: the paired difference by input length.
 
 The eval examples of a task are split into length quartiles (tokens after truncation, with the source's
-tokenizer), and each row's seed-averaged correctness is compared with the teacher's on the same examples inside
-each quartile (paired bootstrap, as in the main table). A projection that compresses every input by n/k costs
+tokenizer), and each row is compared with the teacher on the same examples inside each quartile, with the main
+table's pairing: each seed against the teacher's same seed, seed pairs and examples resampled together
+(``paired.seed_example_interval`` over the per-seed differences). A projection that compresses every input by n/k costs
 short and long inputs differently; this is where that shows.
 
 The lengths come from the finished runs themselves: ``eval_lengths`` rebuilds a run's eval split from its
@@ -21,7 +22,7 @@ from omegaconf import OmegaConf
 
 from ..errors import DataError
 from ..files import atomic_write
-from .paired import fmt1, paired_difference
+from .paired import fmt1, seed_example_interval
 
 if TYPE_CHECKING:
     from ..spec import TaskData
@@ -43,10 +44,30 @@ def eval_lengths(run: dict) -> np.ndarray:
     cfg = OmegaConf.load(config)
     tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(run))
     split = task_splits(_task_data(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
-    if not np.array_equal(np.asarray(split["labels"]), run["_labels"]):
+    if not np.array_equal(np.asarray(split["labels"]), run.get("_all_labels", run["_labels"])):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {cfg.task.get('data_dir')} changed?)")
     return token_lengths(split)
+
+
+def trained_on_eval(run: dict) -> np.ndarray:
+    """For a run recorded before training dropped the eval split's duplicates (no ``eval_duplicates_dropped`` in
+    its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
+    config.yaml as that run drew them), in eval-split order."""
+    from ..data.tasks import get_task, read_task_split, subset_rows, text_key
+
+    cfg = OmegaConf.load(Path(run["_dir"]) / "config.yaml")
+    data = _task_data(cfg)
+    fields = get_task(data.name).text_fields
+    train = subset_rows(read_task_split(data.name, data.data_dir, "train", data.skip_bad_rows)[0],
+                        data.max_train_examples, data.subset_seed)
+    held = subset_rows(read_task_split(data.name, data.data_dir, "eval", data.skip_bad_rows)[0],
+                       data.max_eval_examples, data.subset_seed)
+    if not np.array_equal(np.asarray(held["labels"]), run["_labels"]):
+        raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
+                        f"(task data at {data.data_dir} changed?)")
+    seen = {text_key(train, fields, i) for i in range(len(train["labels"]))}
+    return np.array([text_key(held, fields, i) in seen for i in range(len(held["labels"]))], dtype=bool)
 
 
 def _task_data(cfg) -> TaskData:
@@ -94,8 +115,9 @@ def bucket_labels(edges: list[int], longest: int) -> list[str]:
 
 
 def by_length(lengths: np.ndarray, teacher: np.ndarray, rows: dict[str, np.ndarray]) -> dict:
-    """``teacher`` and each of ``rows``: per-example correctness averaged over seeds (0..1), in eval order.
-    Returns the buckets, the teacher's accuracy in each and every row's paired difference in each (points)."""
+    """``teacher``: per-example correctness averaged over its seeds (0..1); each of ``rows``: seeds x examples,
+    a row's correctness minus the teacher's same seed's (``seed_matched``'s pairs), in eval order. Returns the
+    buckets, the teacher's accuracy in each and every row's difference in each (points, seed-aware interval)."""
     lengths = np.asarray(lengths)
     edges = quartile_edges(lengths)
     bucket = np.searchsorted(edges, lengths, side="left")  # length <= edges[i] -> bucket i
@@ -104,8 +126,13 @@ def by_length(lengths: np.ndarray, teacher: np.ndarray, rows: dict[str, np.ndarr
         "buckets": bucket_labels(edges, int(lengths.max())),
         "examples": [int(m.sum()) for m in masks],
         "teacher_acc": [100 * float(teacher[m].mean()) for m in masks],
-        "rows": {name: [paired_difference(scores[m], teacher[m]) for m in masks] for name, scores in rows.items()},
+        "rows": {name: [_difference(np.atleast_2d(d)[:, m]) for m in masks] for name, d in rows.items()},
     }
+
+
+def _difference(d: np.ndarray) -> dict:
+    interval = seed_example_interval(d)
+    return {"diff": interval["mean"], "lo": interval["lo"], "hi": interval["hi"], "seeds": interval["seeds"]}
 
 
 def to_markdown(task_name: str, result: dict) -> list[str]:

@@ -1,12 +1,15 @@
 """Intervals for accuracies measured on one fixed set of eval examples, over seeds and examples together.
 
 Two models scored on the same examples differ far less than two independent intervals suggest: most examples are
-right (or wrong) for both. So a variant is compared with the teacher through the per-example differences (a paired
-bootstrap over examples, and McNemar's exact test on the examples where exactly one of them is right, per seed).
+right (or wrong) for both. So a variant is compared with the teacher through the per-example differences.
 A finetuning seed moves a run's accuracy too (by points, early in training), so the intervals resample the seeds
-as well (``seed_example_interval``): each resample draws every model's seeds with replacement, averages them per
-example, then draws the examples (the same ones for both models of a pair). With one seed per model that part adds
-nothing, and the interval covers examples only: tables say how many seeds each row has.
+as well (``seed_example_interval``): each resample draws seeds with replacement, averages them per example, then
+draws the examples. With one seed that part adds nothing, and the interval covers examples only: tables say how
+many seeds each row has.
+
+A comparison has one pairing (``seed_matched``): each seed of a variant against the teacher's run of the same
+seed, and only those. Its difference, its interval (seed pairs and examples resampled together) and its p-value
+(McNemar's exact test pooled over the seed pairs) all come from those pairs.
 """
 
 from __future__ import annotations
@@ -57,29 +60,41 @@ def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0
     return float(lo), float(hi)
 
 
-def seed_example_interval(a, b=None, reps: int = REPS, seed: int = 0, level: float = 0.95) -> dict:
-    """Mean of ``a`` (seeds x examples correctness, or one row of it), or of ``a - b`` for two models on the same
-    examples, in points, with a bootstrap interval over seeds and examples together."""
+def seed_example_interval(a, reps: int = REPS, seed: int = 0, level: float = 0.95) -> dict:
+    """Mean of ``a`` (seeds x examples: correctness, or a seed-matched pair's per-example differences; or one row of
+    it) in points, with a bootstrap interval over seeds and examples together."""
     a = np.atleast_2d(np.asarray(a, dtype=np.float64))
-    b = None if b is None else np.atleast_2d(np.asarray(b, dtype=np.float64))
     n = a.shape[1]
     if n == 0:
         raise ValueError("no examples to resample")
-    if b is not None and b.shape[1] != n:
-        raise ValueError(f"a paired interval needs the same examples: {n} vs {b.shape[1]}")
     rng = np.random.default_rng(seed)
     values = []
     for start in range(0, reps, CHUNK):
         c = min(CHUNK, reps - start)
         per_example = a[rng.integers(0, a.shape[0], size=(c, a.shape[0]))].mean(1)  # (c, n): a resample of seeds
-        if b is not None:
-            per_example = per_example - b[rng.integers(0, b.shape[0], size=(c, b.shape[0]))].mean(1)
-        idx = rng.integers(0, n, size=(c, n))  # the same examples for both models
+        idx = rng.integers(0, n, size=(c, n))
         values.append(np.take_along_axis(per_example, idx, 1).mean(1))
     lo, hi = np.quantile(np.concatenate(values), [(1 - level) / 2, (1 + level) / 2])
-    mean = a.mean() - (0.0 if b is None else b.mean())
-    return {"mean": 100 * float(mean), "lo": 100 * float(lo), "hi": 100 * float(hi),
-            "seeds": (a.shape[0], None if b is None else b.shape[0])}
+    return {"mean": 100 * float(a.mean()), "lo": 100 * float(lo), "hi": 100 * float(hi), "seeds": a.shape[0]}
+
+
+def seed_matched(a_by_seed: dict[int, np.ndarray], b_by_seed: dict[int, np.ndarray], reps: int = REPS,
+                 seed: int = 0) -> dict:
+    """Model a against model b over the seeds both have, each seed paired with its own: the mean difference in
+    points, its interval (``seed_example_interval`` over the per-seed, per-example differences: seed pairs and
+    examples resampled together), and one p-value, McNemar's exact test pooled over the pairs (the examples that
+    exactly one run of a pair gets right, summed over the pairs: under "equally accurate" each is a fair coin).
+    ValueError when no seed is shared."""
+    seeds = sorted(set(a_by_seed) & set(b_by_seed))
+    if not seeds:
+        raise ValueError(f"no seed in common: {sorted(a_by_seed)} against {sorted(b_by_seed)}")
+    a = np.stack([np.asarray(a_by_seed[s], dtype=np.float64) for s in seeds])
+    b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])
+    if a.shape != b.shape:
+        raise ValueError(f"a paired comparison needs the same examples: {a.shape[1]} vs {b.shape[1]}")
+    d = seed_example_interval(a - b, reps=reps, seed=seed)
+    return {"diff": d["mean"], "lo": d["lo"], "hi": d["hi"], "seeds": seeds,
+            "p": mcnemar_p(a.astype(bool).ravel(), b.astype(bool).ravel())}
 
 
 def mcnemar_p(a_correct, b_correct) -> float:

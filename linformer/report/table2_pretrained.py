@@ -3,9 +3,12 @@ without and with attention transfer, with 95% intervals and paired differences o
 
 Reads finished finetuning runs (results.json and eval_predictions.json); a run's row is its model's attention,
 k, sharing and length policy, and whether the model's card records a transfer. Every seed and row saw the same eval
-examples (the experiment fixes subset_seed), so differences are paired; intervals resample seeds and examples
-together (``paired.seed_example_interval``). Time and peak memory per example are measured here, side by side, at n
-for every architecture in the table.
+examples (the experiment fixes subset_seed), so differences are paired: each seed of a row against the teacher's
+same seed (``paired.seed_matched``), whose difference, seed-aware interval and pooled McNemar p come from those
+pairs alone. A row's runs start from one set of weights (``start_weights_sha256``) unless the plan declares
+otherwise. Runs recorded before the protocol that chose their epoch on the reported split, and eval examples an old
+run also trained on, are left out and listed. Time and peak memory per example are measured here, side by side, at
+n for every architecture in the table.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, find_runs, is_full_attention
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention
 from . import by_length
-from .paired import fmt1, interval_text, mcnemar_p, seed_example_interval
+from .paired import fmt1, interval_text, seed_example_interval, seed_matched
 
 TASKS = ("sst2", "imdb")
 TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
@@ -60,8 +63,23 @@ def read_runs(patterns: list[str]) -> list[dict]:
                             f"recorded accuracy of {recorded}; they are not the same run's records.")
         card = read_card_info(d) or (read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {})
         runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
-                     "_transfer": card.get("transfer"), "_card": card})
+                     "_transfer": card.get("transfer"), "_card": card,
+                     "_chosen_on_reported": chosen_on_reported(r)})
     return runs
+
+
+def protocol_exclusions(runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the runs a table may use, the ones it must leave out: chosen on the reported split), the latter with what
+    their last evaluation scored (their predictions are the chosen epoch's, so they pair with nothing)."""
+    kept = [r for r in runs if not r["_chosen_on_reported"]]
+    out = []
+    for r in runs:
+        if r["_chosen_on_reported"]:
+            last = (r.get("history") or [{}])[-1]
+            out.append({"run": Path(r["_dir"]).name, "task": r["task"], "seed": r["seed"], "chosen_step": r["best_step"],
+                        "steps": r["steps"], "last_accuracy": last.get("accuracy"),
+                        "chosen_accuracy": r["metrics"].get("accuracy")})
+    return kept, out
 
 
 def policy_label(fields: dict) -> str | None:
@@ -110,9 +128,10 @@ def _group(runs: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     return {key: groups[key] for key in order}
 
 
-def build_rows(runs: list[dict]) -> list[dict]:
+def build_rows(runs: list[dict], declared: dict[str, str] | None = None) -> list[dict]:
     """One row per (attention, k, sharing, length policy, transfer); per task the seed-averaged accuracy with its
-    interval over seeds and examples and, against the teacher, the paired difference."""
+    interval over seeds and examples and, against the teacher, the seed-matched difference. `declared`: row name ->
+    why its runs may start from different weights (the plan's word); any other row with several starts is refused."""
     groups = _group(runs)
     teacher = groups.get(TEACHER, {})
     rows = []
@@ -126,6 +145,7 @@ def build_rows(runs: list[dict]) -> list[dict]:
                 row["converted_from"] = {"source": card["source"]["name"],
                                          "settings": {k: v for k, v in card["model"].items() if k != "class"}}
             row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
+        row["starts"] = start_weights([r for rs in by_task.values() for r in rs], row["name"], declared or {})
         records = [r for rs in by_task.values() for r in rs if r["_transfer"]]
         if records:
             builds = transfer_builds(records)
@@ -135,6 +155,24 @@ def build_rows(runs: list[dict]) -> list[dict]:
                                     "rebuilt_within": max(b["rebuilt_within"] for b in builds), "builds": builds}
         rows.append(row)
     return rows
+
+
+def start_weights(runs: list[dict], name: str, declared: dict[str, str]) -> dict:
+    """The weights a row's runs started from, by ``start_weights_sha256``: {"hashes": {hash: [runs]}, "unrecorded":
+    [runs recorded before the hash was], "declared": the plan's reason, where it declares several}. DataError when
+    its runs started from several and the plan does not say why."""
+    hashes: dict[str, list[str]] = defaultdict(list)
+    unrecorded = []
+    for r in runs:
+        h = r.get("start_weights_sha256")
+        (hashes[h] if h else unrecorded).append(Path(r["_dir"]).name)
+    if len(hashes) > 1 and name not in declared:
+        parts = "; ".join(f"{h[:12]}: {', '.join(sorted(names))}" for h, names in hashes.items())
+        raise DataError(f'row "{name}": its runs started from' f"  {len(hashes)} different weights ({parts}): a row's seeds "
+                        "and tasks finetune one start. Rebuild its transfer once and rerun the others, or declare it "
+                        "in the plan (Profile.mixed_starts) with the reason.")
+    return {"hashes": {h: sorted(n) for h, n in hashes.items()}, "unrecorded": sorted(unrecorded),
+            "declared": declared.get(name) if len(hashes) > 1 else None}
 
 
 def transfer_builds(runs: list[dict]) -> list[dict]:
@@ -173,7 +211,7 @@ def transfer_builds(runs: list[dict]) -> list[dict]:
 
 
 def length_breakdown(runs: list[dict]) -> dict[str, dict]:
-    """Per task with a teacher: every other row's paired difference from it by input-length quartile
+    """Per task with a teacher: every other row's seed-matched difference from it by input-length quartile
     (``report/by_length.py``; the lengths are rebuilt from the teacher run's config)."""
     groups = _group(runs)
     teacher = groups.get(TEACHER, {})
@@ -182,11 +220,18 @@ def length_breakdown(runs: list[dict]) -> dict[str, dict]:
         if task not in teacher:
             continue
         t_runs = teacher[task]
-        rows = {row_label(key): _seed_mean(_correct_by_seed(by_task[task])) for key, by_task in groups.items()
-                if key != TEACHER and task in by_task
-                and np.array_equal(by_task[task][0]["_labels"], t_runs[0]["_labels"])}
+        t_by_seed = _correct_by_seed(t_runs)
+        rows = {}
+        for key, by_task in groups.items():
+            if key == TEACHER or task not in by_task or not np.array_equal(by_task[task][0]["_labels"], t_runs[0]["_labels"]):
+                continue
+            mine = _correct_by_seed(by_task[task])
+            common = sorted(set(mine) & set(t_by_seed))
+            if common:
+                rows[row_label(key)] = np.stack([mine[s].astype(float) - t_by_seed[s] for s in common])
         if rows:
-            out[task] = by_length.by_length(by_length.eval_lengths(t_runs[0]), _seed_mean(_correct_by_seed(t_runs)), rows)
+            lengths = by_length.eval_lengths(t_runs[0])[t_runs[0].get("_kept", slice(None))]
+            out[task] = by_length.by_length(lengths, _seed_mean(t_by_seed), rows)
     return out
 
 
@@ -221,11 +266,14 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
         if not np.array_equal(teacher_runs[0]["_labels"], runs[0]["_labels"]):
             cell["vs_teacher"] = None  # other eval examples: no paired comparison
             return cell
-        d = seed_example_interval(_seed_matrix(by_seed), _seed_matrix(t_by_seed))
-        # McNemar on each seed both have: one p per pair of runs, never one seed standing for a seed mean
-        cell["vs_teacher"] = {"diff": d["mean"], "lo": d["lo"], "hi": d["hi"],
-                              "mcnemar_p": {s: mcnemar_p(by_seed[s], t_by_seed[s])
-                                            for s in sorted(set(by_seed) & set(t_by_seed))}}
+        unmatched = sorted(set(by_seed) - set(t_by_seed))
+        if unmatched:
+            raise DataError(f"{runs[0]['_dir']} and its row's other runs: seed(s) {unmatched} have no teacher run of "
+                            f"the same seed (the teacher has {sorted(t_by_seed)}): each seed is paired with its own; "
+                            "run the teacher's seed, or leave those runs out.")
+        d = seed_matched(by_seed, t_by_seed)
+        cell["vs_teacher"] = {"diff": d["diff"], "lo": d["lo"], "hi": d["hi"], "p": d["p"], "seeds": d["seeds"],
+                              "teacher_seeds": len(t_by_seed)}
     return cell
 
 
@@ -276,7 +324,9 @@ def targets(rows: list[dict]) -> list[str]:
             continue
         for task, cell in r["tasks"].items():
             if task in t and r["k"] in WITHIN.get(task, {}):
-                within, gap = WITHIN[task][r["k"]], cell["acc"] - t[task]["acc"]
+                within, gap = WITHIN[task][r["k"]], (cell.get("vs_teacher") or {}).get("diff")
+                if gap is None:
+                    continue
                 seeds = len(cell["seeds"])
                 verdict = ("met" if gap >= -within else "missed") if seeds >= SEEDS else \
                     f"not decided: {seeds} seed(s) of {SEEDS}"
@@ -286,13 +336,13 @@ def targets(rows: list[dict]) -> list[str]:
             continue
         partner = next((x for x in rows if x["transfer"] and x["k"] == r["k"] and x["sharing"] == r["sharing"]
                         and x.get("policy") == r.get("policy") and "imdb" in x["tasks"]), None)
-        gap = t["imdb"]["acc"] - r["tasks"]["imdb"]["acc"]
-        if partner is None:
+        if partner is None or not r["tasks"]["imdb"].get("vs_teacher") or not partner["tasks"]["imdb"].get("vs_teacher"):
             continue
+        gap = -r["tasks"]["imdb"]["vs_teacher"]["diff"]  # seed-matched, as every difference of the table
         if gap <= 1.0:
             out.append(f"{r['name']}, IMDB: the gap without transfer is {fmt1(gap)} (<= 1): nothing to close.")
             continue
-        closed = (partner["tasks"]["imdb"]["acc"] - r["tasks"]["imdb"]["acc"]) / gap
+        closed = (gap + partner["tasks"]["imdb"]["vs_teacher"]["diff"]) / gap
         out.append(f"{r['name']}, IMDB: transfer closes {100 * closed:.0f}% of the {fmt1(gap)}-point gap "
                    f"({'met' if closed >= CLOSES else 'missed'}: target {100 * CLOSES:.0f}%).")
     return out
@@ -312,9 +362,9 @@ def _diff_text(cell: dict | None) -> str:
     v = (cell or {}).get("vs_teacher")
     if not v:
         return "-"
-    ps = v.get("mcnemar_p") or {}
-    p = ", p=" + "/".join(f"{x:.2g}" for x in ps.values()) if ps else ""
-    return f"{fmt1(v['diff'], True)} {interval_text(v['lo'], v['hi'], cell['examples'], True)}{p}"
+    fewer = f" (teacher seed{'s' if len(v['seeds']) > 1 else ''} {', '.join(map(str, v['seeds']))} only)" \
+        if len(v["seeds"]) < v["teacher_seeds"] else ""
+    return f"{fmt1(v['diff'], True)} {interval_text(v['lo'], v['hi'], cell['examples'], True)}, p={v['p']:.2g}{fewer}"
 
 
 def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:
@@ -325,9 +375,11 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
          "it where the recipe's eval count is under 25,000), "
          "averaged over seeds per example, with a 95% bootstrap interval over seeds and examples together. "
-         "\"vs teacher\" is the paired difference from the full-attention teacher on the same examples (the same "
-         "bootstrap, paired: each resample draws both models' seeds, then the same examples; p: exact McNemar test, "
-         f"one per seed both have). Finetuning recipe, read from the runs: {meta['recipe']}."), "",
+         "\"vs teacher\" pairs each seed of a row with the teacher's run of the same seed, on the same examples, and "
+         "only those: the mean of the per-seed differences, a 95% bootstrap interval resampling the seed pairs and "
+         "the examples together, and p, McNemar's exact test pooled over the seed pairs. A row with fewer seeds than "
+         "the teacher is compared with the teacher's same seeds only, as its cell says. "
+         f"Finetuning recipe, read from the runs: {meta['recipe']}."), "",
         "| model | SST-2 | vs teacher | IMDB | vs teacher | seeds (SST-2 / IMDB) | ms / example | peak MiB / example |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -369,6 +421,7 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
                   f"Plot: `{Path(meta['by_length_png']).name}`."), ""]
         for task, result in lengths.items():
             lines += [*by_length.to_markdown(TASK_NAMES[task], result), ""]
+    lines += protocol_notes(rows, meta)
     missing = meta.get("missing")
     if missing:
         lines += ["", f"## Not run yet ({len(missing)} runs)", "",
@@ -407,13 +460,76 @@ def run_devices(runs: list[dict]) -> str:
     return ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.most_common())
 
 
-def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True) -> dict:
-    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data)."""
+def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
+    """The report's protocol section: each row's start weights, the runs left out for choosing on the reported
+    split, and the eval examples left out because old runs trained on them."""
+    lines = ["", "## Protocol", ""]
+    lines.append("Nothing in the table was chosen on the split it reports. Start weights of each row "
+                 "(start_weights_sha256 of its runs):")
+    for r in rows:
+        st = r["starts"]
+        hashes = ", ".join(f"{h[:12]} ({len(n)} run{'s' if len(n) > 1 else ''})" for h, n in st["hashes"].items())
+        unrec = f"{len(st['unrecorded'])} run(s) recorded before the hash was" if st["unrecorded"] else ""
+        text = "; ".join(x for x in (hashes, unrec) if x)
+        lines.append(f"- {r['name']}: {text}" + (f". Declared by the plan: {st['declared']}" if st["declared"] else ""))
+    excluded = meta.get("excluded") or []
+    if excluded:
+        lines += ["", f"Left out: {len(excluded)} run(s) recorded before the protocol, whose reported epoch was chosen "
+                  "on the reported split (their per-example predictions are that epoch's, so they pair with nothing; "
+                  "rerun them with validation_fraction):", ""]
+        lines += [f"- {e['run']}: chose step {e['chosen_step']} of {e['steps']} ({fmt1(100 * e['chosen_accuracy'])}); "
+                  f"its last evaluation scored {fmt1(100 * e['last_accuracy']) if e['last_accuracy'] is not None else '-'}"
+                  for e in excluded]
+    for task, c in (meta.get("contamination") or {}).items():
+        lines += ["", f"{TASK_NAMES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: runs "
+                  f"recorded before training dropped the eval split's duplicates had them among their train rows "
+                  f"({c['runs']} run(s)). Runs made since train without them."]
+    return lines
+
+
+def drop_trained_on(runs: list[dict]) -> dict[str, dict]:
+    """Per task where some run was recorded before training dropped the eval split's duplicates: the eval examples
+    its train rows held (``by_length.trained_on_eval``, rebuilt from its config) are dropped from every run of the
+    task, so every row is scored on the same clean examples. Returns {task: {"dropped", "examples", "runs"}}."""
+    out = {}
+    for task in TASKS:
+        task_runs = [r for r in runs if r["task"] == task]
+        old = [r for r in task_runs if r.get("eval_duplicates_dropped") is None]
+        if not old:
+            continue
+        seen = by_length.trained_on_eval(old[0])  # one recipe per table (recipe_from_runs): one train subset
+        if seen.any():
+            for r in task_runs:
+                r["_kept"], r["_all_labels"] = ~seen, r["_labels"]
+                r["_labels"], r["_correct"] = r["_labels"][~seen], r["_correct"][~seen]
+        out[task] = {"dropped": int(seen.sum()), "examples": int(seen.size), "runs": len(old)}
+    return out
+
+
+def declared_rows(profile) -> dict[str, str]:
+    """The profile's declared mixed starts (``Profile.mixed_starts``: policy -> reason) by the names of the rows
+    they cover."""
+    from ..experiments.pretrained import POLICIES
+
+    return {row_label(("linformer", k, sharing, policy_label(POLICIES[policy]), True)): reason
+            for policy, reason in profile.mixed_starts.items() for k in profile.ks for sharing in profile.sharings}
+
+
+def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True,
+                declared: dict[str, str] | None = None) -> dict:
+    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data, as does
+    finding the eval examples that old runs trained on; without it that check is not made, and the report says so).
+    `declared`: row name -> why its runs may start from different weights."""
     runs = read_runs(patterns)
     if not runs:
         raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
-    rows = build_rows(runs)
-    meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else "")}
+    runs, excluded = protocol_exclusions(runs)
+    if not runs:
+        raise DataError(f"every run at or under {', '.join(patterns)} chose its epoch on the reported split: no table")
+    meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else ""),
+            "excluded": excluded}
+    meta["contamination"] = drop_trained_on(runs) if lengths else None
+    rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)
     if not {Path(r["_dir"]).name for r in runs} & set(meta.pop("planned", ())):
         meta["missing"] = None  # not the experiment's runs: its unfinished stages are not theirs

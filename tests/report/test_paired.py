@@ -78,17 +78,27 @@ def test_seed_variance_widens_the_interval_when_the_seeds_disagree():
     assert one["lo"] == pytest.approx(100 * lo, abs=0.3) and one["hi"] == pytest.approx(100 * hi, abs=0.3)
 
 
-def test_paired_seed_example_interval_is_the_difference_of_means():
-    from linformer.report.paired import seed_example_interval
+def test_a_comparison_pairs_each_seed_with_its_own():
+    """Seed 0 of the teacher is its weakest; a one-seed variant equal to teacher seed 0 example by example must
+    differ by 0 with p = 1, not by the gap to the teacher's 3-seed mean."""
+    from linformer.report.paired import seed_matched
 
     rng = np.random.default_rng(5)
-    teacher = rng.random((3, 872)) < 0.89
-    student = np.where(rng.random((3, 872)) < 0.05, ~teacher, teacher)
-    d = seed_example_interval(student, teacher)
-    assert d["mean"] == pytest.approx(100 * (student.mean() - teacher.mean()))
-    assert d["lo"] < d["mean"] < d["hi"] and d["seeds"] == (3, 3)
+    teacher = {s: rng.random(872) < p for s, p in ((0, 0.80), (1, 0.90), (2, 0.90))}
+    variant = {0: teacher[0].copy()}
+    d = seed_matched(variant, teacher)
+    assert d["seeds"] == [0] and d["diff"] == 0.0 and d["p"] == 1.0 and d["lo"] == d["hi"] == 0.0
+    # three seed pairs: the mean of the per-seed differences, and one McNemar p pooled over the pairs
+    student = {s: np.where(rng.random(872) < 0.05, ~c, c) for s, c in teacher.items()}
+    d = seed_matched(student, teacher)
+    expected = np.mean([student[s].mean() - teacher[s].mean() for s in range(3)])
+    assert d["diff"] == pytest.approx(100 * expected) and d["lo"] < d["diff"] < d["hi"] and d["seeds"] == [0, 1, 2]
+    pooled = mcnemar_p(np.concatenate([student[s] for s in range(3)]), np.concatenate([teacher[s] for s in range(3)]))
+    assert d["p"] == pooled
+    with pytest.raises(ValueError, match="no seed in common"):
+        seed_matched({5: teacher[0]}, teacher)
     with pytest.raises(ValueError, match="same examples"):
-        seed_example_interval(student, teacher[:, :100])
+        seed_matched({0: teacher[0][:100]}, teacher)
 
 
 def test_one_decimal_rounds_halves_away_from_zero():
