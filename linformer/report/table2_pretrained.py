@@ -168,7 +168,8 @@ def start_weights(runs: list[dict], name: str, declared: dict[str, str]) -> dict
         (hashes[h] if h else unrecorded).append(Path(r["_dir"]).name)
     if len(hashes) > 1 and name not in declared:
         parts = "; ".join(f"{h[:12]}: {', '.join(sorted(names))}" for h, names in hashes.items())
-        raise DataError(f'row "{name}": its runs started from' f"  {len(hashes)} different weights ({parts}): a row's seeds "
+        quoted = f'"{name}"'
+        raise DataError(f"row {quoted}: its runs started from {len(hashes)} different weights ({parts}): a row's seeds "
                         "and tasks finetune one start. Rebuild its transfer once and rerun the others, or declare it "
                         "in the plan (Profile.mixed_starts) with the reason.")
     return {"hashes": {h: sorted(n) for h, n in hashes.items()}, "unrecorded": sorted(unrecorded),
@@ -474,17 +475,20 @@ def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
         lines.append(f"- {r['name']}: {text}" + (f". Declared by the plan: {st['declared']}" if st["declared"] else ""))
     excluded = meta.get("excluded") or []
     if excluded:
-        lines += ["", f"Left out: {len(excluded)} run(s) recorded before the protocol, whose reported epoch was chosen "
-                  "on the reported split (their per-example predictions are that epoch's, so they pair with nothing; "
-                  "rerun them with validation_fraction):", ""]
-        lines += [f"- {e['run']}: chose step {e['chosen_step']} of {e['steps']} ({fmt1(100 * e['chosen_accuracy'])}); "
-                  f"its last evaluation scored {fmt1(100 * e['last_accuracy']) if e['last_accuracy'] is not None else '-'}"
-                  for e in excluded]
+        lines += ["", (f"Left out: {len(excluded)} run(s) recorded before the protocol, whose reported epoch was "
+                       "chosen on the reported split (their per-example predictions are that epoch's, so they pair "
+                       "with nothing; the plan runs them again):"), ""]
+        lines += [(f"- {e['run']}: chose step {e['chosen_step']} of {e['steps']} ({fmt1(100 * e['chosen_accuracy'])}); "
+                   f"its last evaluation scored {_pct(e['last_accuracy'])}") for e in excluded]
     for task, c in (meta.get("contamination") or {}).items():
-        lines += ["", f"{TASK_NAMES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: runs "
-                  f"recorded before training dropped the eval split's duplicates had them among their train rows "
-                  f"({c['runs']} run(s)). Runs made since train without them."]
+        lines += ["", (f"{TASK_NAMES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: "
+                       "runs recorded before training dropped the eval split's duplicates had them among their train "
+                       f"rows ({c['runs']} run(s)). Runs made since train without them.")]
     return lines
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else fmt1(100 * x)
 
 
 def drop_trained_on(runs: list[dict]) -> dict[str, dict]:

@@ -28,8 +28,8 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from ..data import compute_metrics, get_task, load_task
-from ..data.tasks import split_info
 from ..data.streams import COLUMNS, ExampleStream, token_lengths
+from ..data.tasks import split_info
 from ..errors import CheckpointError, ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, read_card_info

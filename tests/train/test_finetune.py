@@ -121,8 +121,8 @@ def test_without_a_validation_split_nothing_is_chosen(tmp_path, sst2_dir, pretra
     (["validation_fraction=0.5"], r"validation_fraction=0.5 must lie in \(0, 0.5\)"),
     (["validation_fraction=0"], r"validation_fraction=0 must lie in"),
     (["validation_fraction=true"], r"validation_fraction=True must lie in"),
-    (["validation_fraction=0.45", "max_train_examples=28"], r"validation_fraction=0.45 leaves 15 training examples, "
-                                                            r"fewer than one batch \(trainer.batch_size=16"),
+    (["validation_fraction=0.45", "max_train_examples=28"],
+     r"validation_fraction=0.45 leaves 15 training examples, fewer than one batch \(trainer.batch_size=16"),
     (["trainer.eval_every=5"], r"trainer.eval_every=5: evaluations during training are made on a validation split"),
     (["validation_fraction=0.2", "trainer.save_best=false"], r"trainer.save_best=false with validation_fraction=0.2"),
 ])
