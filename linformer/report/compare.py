@@ -16,7 +16,7 @@ from ..files import atomic_write, made_by, output_files
 from ..rundir import Run, find_runs, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
-DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
+DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "val_accuracy", "val_f1", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
 HIGHER_IS_BETTER = ("accuracy", "f1", "tokens_per_s", "mfu", "matthews", "pearson", "spearman")
 CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment"]
 

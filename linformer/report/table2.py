@@ -75,15 +75,32 @@ def _mean(xs: list[float]) -> float | None:
     return round(statistics.fmean(xs), 2) if xs else None
 
 
+def _validation_score(r: dict) -> float | None:
+    """The score that chose a run's model on its validation split (results.json ``selection``), or None."""
+    sel = r.get("selection") or {}
+    return sel.get("value") if sel.get("split") == "validation" else None
+
+
 def _best_lr(runs: list[dict]) -> tuple[float | None, list[dict], dict]:
-    """RoBERTa's protocol: runs grouped by peak lr, seeds averaged, the lr with the best mean kept.
-    Returns (that lr, its runs, {lr: seed-averaged accuracy} in lr order); runs without an lr form one group."""
+    """RoBERTa's protocol, with the choice made where nothing is reported: runs grouped by peak lr, seeds averaged,
+    the lr with the best mean validation score kept. Returns (that lr, its runs, {lr: seed-averaged reported
+    accuracy} in lr order); runs without an lr form one group. DataError when several lrs were run and some run
+    has no validation score: the lr would be chosen on the reported split (rerun with validation_fraction)."""
     by_lr: dict = defaultdict(list)
     for r in runs:
         by_lr[r.get("lr")].append(r)
     means = {lr: statistics.fmean(_pct(float(r["metrics"]["accuracy"])) for r in by_lr[lr])
              for lr in sorted(by_lr, key=lambda lr: lr or 0)}
-    best = max(means, key=lambda lr: (means[lr], -(lr or 0)))  # ties: the smaller lr
+    if len(by_lr) == 1:
+        return next(iter(by_lr)), runs, means
+    blind = [r for r in runs if _validation_score(r) is None]
+    if blind:
+        raise DataError(f"{len(blind)} of the runs of an lr grid ({', '.join(f'{lr:g}' for lr in means)}) record no "
+                        f"validation score (e.g. {blind[0].get('_dir', blind[0].get('task'))}): the lr would be chosen "
+                        "on the split the table reports. Rerun the grid with validation_fraction, or pass the runs "
+                        "of one lr.")
+    chooser = {lr: statistics.fmean(_validation_score(r) for r in by_lr[lr]) for lr in by_lr}
+    best = max(chooser, key=lambda lr: (chooser[lr], -(lr or 0)))  # ties: the smaller lr
     return best, by_lr[best], means
 
 

@@ -1,0 +1,50 @@
+"""Every figure of a pretrained-layout Table 2 that moved between two of its JSON reports (before and after a change),
+as markdown lines: per row and task, the accuracy, the difference from the teacher and its p-value.
+
+Usage: python tools/table2_moved.py OLD.json NEW.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _diff(cell: dict | None) -> tuple[float | None, float | None]:
+    v = (cell or {}).get("vs_teacher") or {}
+    p = v.get("p")
+    if p is None and v.get("mcnemar_p"):  # reports before the seed-matched pairing: one p per seed
+        p = min(v["mcnemar_p"].values())
+    return v.get("diff"), p
+
+
+def moved(old: dict, new: dict) -> list[str]:
+    before = {r["name"]: r for r in old["rows"]}
+    lines = []
+    for row in new["rows"]:
+        was = before.pop(row["name"], None)
+        for task, cell in row["tasks"].items():
+            prev = (was or {}).get("tasks", {}).get(task)
+            if prev is None:
+                lines.append(f"- {row['name']}, {task}: new cell, {cell['acc']:.2f}")
+                continue
+            (d0, p0), (d1, p1) = _diff(prev), _diff(cell)
+            parts = []
+            if abs(prev["acc"] - cell["acc"]) > 1e-9:
+                parts.append(f"accuracy {prev['acc']:.2f} -> {cell['acc']:.2f} ({cell['acc'] - prev['acc']:+.2f}; "
+                             f"{prev['examples']} -> {cell['examples']} examples)")
+            if d1 is not None and (d0 is None or abs(d0 - d1) > 1e-9):
+                parts.append(f"vs teacher {d0:+.2f} -> {d1:+.2f} ({d1 - d0:+.2f})" if d0 is not None else f"vs teacher {d1:+.2f}")
+            if p1 is not None and p0 is not None and f"{p0:.2g}" != f"{p1:.2g}":
+                parts.append(f"p {p0:.2g} -> {p1:.2g}")
+            if parts:
+                lines.append(f"- {row['name']}, {task}: " + "; ".join(parts))
+        for task in set((was or {}).get("tasks", {})) - set(row["tasks"]):
+            lines.append(f"- {row['name']}, {task}: cell gone (its runs left out)")
+    lines += [f"- {name}: row gone" for name in before]
+    return lines
+
+
+if __name__ == "__main__":
+    old, new = (json.load(open(p)) for p in sys.argv[1:3])
+    print("\n".join(moved(old, new)) or "nothing moved")
