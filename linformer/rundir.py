@@ -39,7 +39,7 @@ RUN = "run.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 RESULTS = "results.json"
-PREDICTIONS = "eval_predictions.json"  # finetuning: the best evaluation's label and prediction per eval example
+PREDICTIONS = "eval_predictions.json"  # finetuning: label and prediction per example of the reported split (scored once)
 LOCK = ".lock"
 
 
