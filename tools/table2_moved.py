@@ -46,5 +46,7 @@ def moved(old: dict, new: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    old, new = (json.load(open(p)) for p in sys.argv[1:3])
+    from pathlib import Path
+
+    old, new = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
     print("\n".join(moved(old, new)) or "nothing moved")
