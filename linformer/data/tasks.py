@@ -294,12 +294,17 @@ def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
     return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
 
 
+def shared_texts(cols: dict, others: dict, fields: tuple[str, ...]) -> np.ndarray:
+    """Per row of `cols`, whether its text (every text field, whitespace runs folded) is also a row of `others`."""
+    seen = {text_key(others, fields, i) for i in range(len(others["labels"]))}
+    return np.array([text_key(cols, fields, i) in seen for i in range(len(cols["labels"]))], dtype=bool)
+
+
 def drop_eval_duplicates(train: dict, eval_cols: dict, fields: tuple[str, ...]) -> tuple[dict, int]:
     """The train rows whose text (every text field, whitespace runs folded) is not also an eval row's, and how many
     were dropped: a model must not train on the examples its reported split scores (IMDB's train and test splits
     share over a hundred reviews)."""
-    seen = {text_key(eval_cols, fields, i) for i in range(len(eval_cols["labels"]))}
-    keep = [i for i in range(len(train["labels"])) if text_key(train, fields, i) not in seen]
+    keep = np.flatnonzero(~shared_texts(train, eval_cols, fields))
     return (_take(train, keep) if len(keep) < len(train["labels"]) else train), len(train["labels"]) - len(keep)
 
 

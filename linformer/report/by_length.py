@@ -54,7 +54,7 @@ def trained_on_eval(run: dict) -> np.ndarray:
     """For a run recorded before training dropped the eval split's duplicates (no ``eval_duplicates_dropped`` in
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
-    from ..data.tasks import get_task, read_task_split, subset_rows, text_key
+    from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 
     cfg = OmegaConf.load(Path(run["_dir"]) / "config.yaml")
     data = _task_data(cfg)
@@ -66,8 +66,7 @@ def trained_on_eval(run: dict) -> np.ndarray:
     if not np.array_equal(np.asarray(held["labels"]), run["_labels"]):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {data.data_dir} changed?)")
-    seen = {text_key(train, fields, i) for i in range(len(train["labels"]))}
-    return np.array([text_key(held, fields, i) in seen for i in range(len(held["labels"]))], dtype=bool)
+    return shared_texts(held, train, fields)
 
 
 def _task_data(cfg) -> TaskData:
