@@ -54,6 +54,9 @@ reproduce-mini: install ## mini Table 2 on the mirror data (~100 min, 2 idle CPU
 reproduce-pretrained: install-pretrained ## Table 2 from all-MiniLM-L6-v2 converted to Linformer, with/without transfer (resumable; ARGS="--profile gpu", "--dry-run")
 	$(PY) scripts/reproduce_pretrained.py $(ARGS)
 
+reproduce-scratch: install ## Table 2 from the framework's own pretraining, 7 rows x SST-2/IMDB x 3 seeds + no pretraining (ARGS="--profile gpu", "--dry-run"; default: the toy rehearsal, minutes)
+	$(PY) scripts/reproduce_scratch.py $(ARGS)
+
 # Offline install on cluster nodes without network: every dependency but torch, for the target's Python and glibc.
 WHEEL_DIR ?= wheelhouse
 WHEEL_PYTHON ?= 3.12
@@ -75,4 +78,4 @@ lint: install ## ruff over the package, scripts and tests
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache **/__pycache__
 
-.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained wheelhouse wheelhouse-check lint clean
+.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint clean

@@ -50,22 +50,28 @@ class Stage:
     # An intermediate product (a corpus, a converted model, a teacher's weights): run only while a stage that needs
     # it is still to run, so a fresh clone whose final records are all kept rebuilds none of them.
     intermediate: bool = False
+    # Whether the record at `done` no longer counts (made under an older protocol, or from weights its row no longer
+    # starts from): the stage then runs again, and its new record, which replaces it, must count. Read whenever
+    # `finished` is.
+    stale: Callable[[], bool] | None = None
 
     @property
     def finished(self) -> bool:
-        """`done` exists and, for a JSON record, reads as JSON: a record torn by a kill or a bad copy is not done,
-        so the stage runs again rather than a report reading the damaged file."""
+        """`done` exists, for a JSON record reads as JSON (a record torn by a kill or a bad copy is not done, so the
+        stage runs again rather than a report reading the damaged file), and is not stale."""
         if self.done is None:
             return False
         if not self.done.is_file():
-            return self.done.exists()
-        if self.done.suffix != ".json":
-            return True
-        try:
-            json.loads(self.done.read_text())
-        except (ValueError, OSError):
-            return False
-        return True
+            return self.done.exists() and not self._stale()
+        if self.done.suffix == ".json":
+            try:
+                json.loads(self.done.read_text())
+            except (ValueError, OSError):
+                return False
+        return not self._stale()
+
+    def _stale(self) -> bool:
+        return self.stale is not None and self.stale()
 
 
 class StageFailed(RuntimeError):

@@ -6,17 +6,14 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-
 """
 
 import argparse
-import shlex
-import subprocess
 import sys
-import time
 
 from linformer.cli import cli_errors
 from linformer.data.io import repo_root
 from linformer.errors import ConfigError
+from linformer.experiments import frontend
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
-from linformer.stages import STOPPED, StageFailed, run_stages, wanted
 
 REPO = repo_root()
 
@@ -41,33 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool) -> int:
-    stages = exp.plan(profile)
-    todo = wanted(stages, {s.name for s in stages if s.finished})
-    minutes = sum(exp.estimated_minutes(profile, s) for s in todo)
-    print(exp.__doc__.split("\n\n")[0])
-    for s in stages:
-        state = "done" if s.finished else \
-            f"todo ~{exp.estimated_minutes(profile, s):g} min" if s in todo else "not needed: what needs it is done"
-        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
-    report = report_argv(profile)
-    print(f"[report] python scripts/table2.py {shlex.join(report)}")
-    print(f"\n{len(todo)} of {len(stages)} stages left: about {minutes / jobs:.0f} min with {jobs} at a time "
-          f"({profile.timing}). An interrupted run resumes: run the same command again.")
-    if dry_run:
-        return 0
-    if not report_only:
-        t0 = time.perf_counter()
-        try:
-            run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / f"outputs/reproduce_pretrained_{profile.name}_logs")
-        except KeyboardInterrupt:
-            print(STOPPED, file=sys.stderr)
-            return 130
-        except StageFailed as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
-    # the report is the table2 script's own command line, in a process of its own like every stage
-    return subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
+    return frontend.reproduce(
+        exp.plan(profile), title=exp.__doc__.split("\n\n")[0], minutes=lambda s: exp.estimated_minutes(profile, s),
+        timing=profile.timing, jobs=jobs, dry_run=dry_run, report_only=report_only, report=report_argv(profile),
+        log_dir=REPO / f"outputs/reproduce_pretrained_{profile.name}_logs")
 
 
 def report_argv(profile: exp.Profile) -> list[str]:

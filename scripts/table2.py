@@ -4,7 +4,7 @@ import argparse
 import sys
 
 from linformer.cli import cli_errors
-from linformer.report.table2 import write_report
+from linformer.report.table2 import LAYOUTS, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,12 +13,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
-    ap.add_argument("--layout", choices=("paper", "pretrained"), default="paper",
+    ap.add_argument("--layout", choices=LAYOUTS, default="paper",
                     help="paper: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; "
                          "pretrained: a converted encoder's teacher against its Linformer variants, with and without "
-                         "transfer, with paired intervals and cost per example (make reproduce-pretrained)")
-    ap.add_argument("--profile", default="cpu", help="pretrained layout: the reproduce-pretrained profile (its recipe "
-                                                      "and its stages not run yet go into the table)")
+                         "transfer, with paired intervals and cost per example (make reproduce-pretrained); "
+                         "scratch: the framework's own pretraining against full attention and no pretraining, with "
+                         "Figure 3a (make reproduce-scratch)")
+    ap.add_argument("--profile", default=None, help="pretrained and scratch layouts: the reproduction's profile (its "
+                                                     "recipe and its runs not done yet go into the table; default cpu "
+                                                     "and toy)")
     ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
     ap.add_argument("--no-by-length", action="store_true",
                     help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
@@ -27,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                          "and layout)")
     args = ap.parse_args(argv)
     with cli_errors():
-        write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,
+        profile = args.profile or {"scratch": "toy"}.get(args.layout, "cpu")
+        write_report(args.runs, args.out, args.layout, profile, args.hardware, args.command,
                      measure=not args.no_measure, by_length=not args.no_by_length, overwrite=args.overwrite)
     return 0
 

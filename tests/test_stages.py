@@ -168,3 +168,17 @@ def test_a_torn_json_record_is_not_done(tmp_path):
     assert not stage.finished
     run_stages([stage], jobs=1)
     assert stage.finished and json.loads(record.read_text()) == {"a": 1}
+
+
+def test_a_stale_record_runs_again_and_its_replacement_counts(tmp_path):
+    """A record that exists but no longer counts (made under an older protocol, or from another start): the stage
+    runs again, and the runner accepts the new record, which is not stale; without `stale` it would be skipped."""
+    record = tmp_path / "results.json"
+    record.write_text('{"protocol": 1}')
+    write = f"open({str(record)!r}, 'w').write('{{\"protocol\": 2}}')"
+    stale = lambda: json.loads(record.read_text())["protocol"] < 2
+    stage = Stage("run", [sys.executable, "-c", write], record, stale=stale)
+    assert not stage.finished
+    assert set(run_stages([stage], jobs=1)) == {"run"}
+    assert stage.finished and json.loads(record.read_text()) == {"protocol": 2}
+    assert run_stages([stage], jobs=1) == {}  # now done: skipped

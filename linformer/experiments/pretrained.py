@@ -210,12 +210,11 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
     return True
 
 
-def done_record(kept: Path) -> Path:
-    """The file whose presence marks a finetuning stage done: its kept results.json, unless those records chose
-    their epoch on the reported split (``rundir.chosen_on_reported``): then a name that never exists, so the
-    stage runs again under the protocol and its new records replace them."""
+def chosen_on_reported_record(kept: Path) -> bool:
+    """Whether the kept records chose their epoch on the reported split (``rundir.chosen_on_reported``): then the stage
+    runs again under the protocol and its new records replace them (``Stage.stale``)."""
     record = read_json(kept / RESULTS) if (kept / RESULTS).is_file() else {}
-    return kept / ("results.chosen-on-reported.json" if record and chosen_on_reported(record) else RESULTS)
+    return bool(record) and chosen_on_reported(record)
 
 
 def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
@@ -269,8 +268,9 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_eval_examples={scale.eval}")
                 finished, kept = REPO / run_dir("finetune", name), REPO / RECORDS / name
                 runs.append(((not decides, seed, r_i, t_i), Stage(
-                    f"finetune {name}", args, done_record(kept), (row.prepare,),
-                    keep=lambda finished=finished, kept=kept: keep_records(finished, kept))))
+                    f"finetune {name}", args, kept / RESULTS, (row.prepare,),
+                    keep=lambda finished=finished, kept=kept: keep_records(finished, kept),
+                    stale=lambda kept=kept: chosen_on_reported_record(kept))))
     stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
     return in_order_of_use(stages)
 

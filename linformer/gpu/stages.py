@@ -15,6 +15,10 @@ Stages (see README, "On a GPU"):
   table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
               its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
               table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
+  scratch     Table 2 from the framework's own pretraining (scripts/reproduce_scratch.py --profile gpu --rows 2: the
+              next two rows not complete, each pretrained on the carried Wikipedia head and finetuned on SST-2 and
+              IMDB with 3 seeds) -> the records under docs/results/table2_scratch_gpu_runs and table2_scratch_gpu.*,
+              copied under <out>/repo/ at their paths in the repository (carry: gpu_carry.py pack scratch)
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
               paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
@@ -58,6 +62,10 @@ FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
 # held 116 GB together on an H200 (docs/results/figure3_gpu_notes.md); the small model's runs take far less.
 FIGURE3_RUN_GIB = 32.0
 RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
+# Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
+# finishes whole rows (experiments/scratch.py): the first, full attention and its no-pretraining control (one
+# pretraining, 12 finetuning runs); each later one, two Linformer rows (two pretrainings side by side, 12 runs)
+SCRATCH_ROWS = 2
 MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
 
 
@@ -67,6 +75,11 @@ def copy_back_patterns(stage: str) -> tuple[str, ...]:
     if stage in ("mfu", "figure3"):
         runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
         return tuple(f"outputs/pretrain/{run}/{name}" for run in runs for name in RUN_RECORDS)
+    if stage == "scratch":
+        from ..experiments import scratch
+
+        gpu = scratch.PROFILES["gpu"]
+        return f"{gpu.records}/*", f"{gpu.table}.*"
     if stage != "table2":
         return ()
     from ..experiments import pretrained
@@ -127,6 +140,8 @@ def stage_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[st
                         "progress=false"]],
         "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu",
                     *(["--jobs", str(jobs)] if jobs is not None else [])]],
+        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu", "--rows", str(SCRATCH_ROWS),
+                     *(["--jobs", str(jobs)] if jobs is not None else [])]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }

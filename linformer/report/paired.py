@@ -97,6 +97,34 @@ def seed_matched(a_by_seed: dict[int, np.ndarray], b_by_seed: dict[int, np.ndarr
             "p": mcnemar_p(a.astype(bool).ravel(), b.astype(bool).ravel())}
 
 
+def tasks_average(pairs: dict[str, dict], reps: int = REPS, seed: int = 0) -> dict:
+    """The mean over tasks of seed-matched differences (`pairs`: task -> {"a": {seed: correct}, "b": {seed: correct}}),
+    in points, with one interval and one p-value from those same pairs: each resample draws the seed pairs once for
+    every task (a seed is one finetuning seed of both rows on each task) and each task's examples apart; the p-value
+    is McNemar's exact test pooled over every task and seed pair. ValueError when the tasks' seeds differ."""
+    seeds = {task: sorted(set(pair["a"]) & set(pair["b"])) for task, pair in pairs.items()}
+    shared = sorted(set.intersection(*(set(s) for s in seeds.values()))) if seeds else []
+    if not shared or any(s != shared for s in seeds.values()):
+        raise ValueError(f"an average over tasks needs the same seed pairs on every task; got {seeds}")
+    diffs = {task: np.stack([np.asarray(pair["a"][s], np.float64) - np.asarray(pair["b"][s], np.float64)
+                             for s in shared]) for task, pair in pairs.items()}
+    rng = np.random.default_rng(seed)
+    values = []
+    for start in range(0, reps, CHUNK):
+        c = min(CHUNK, reps - start)
+        picked = rng.integers(0, len(shared), size=(c, len(shared)))  # the same seed resample for every task
+        total = np.zeros(c)
+        for d in diffs.values():
+            per_example = d[picked].mean(1)
+            total += np.take_along_axis(per_example, rng.integers(0, d.shape[1], size=(c, d.shape[1])), 1).mean(1)
+        values.append(total / len(diffs))
+    lo, hi = np.quantile(np.concatenate(values), [0.025, 0.975])
+    a = np.concatenate([np.asarray(pair["a"][s], bool) for pair in pairs.values() for s in shared])
+    b = np.concatenate([np.asarray(pair["b"][s], bool) for pair in pairs.values() for s in shared])
+    return {"diff": 100 * float(np.mean([d.mean() for d in diffs.values()])), "lo": 100 * float(lo),
+            "hi": 100 * float(hi), "seeds": shared, "p": mcnemar_p(a, b)}
+
+
 def mcnemar_p(a_correct, b_correct) -> float:
     """Two-sided exact McNemar p-value: under 'equally accurate', the examples only one model gets right split
     like fair coin flips."""

@@ -251,6 +251,9 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
     return data
 
 
+LAYOUTS = ("paper", "pretrained", "scratch")
+
+
 def write_report(runs: list[str], out: str, layout: str = "paper", profile: str = "cpu", hardware: str | None = None,
                  command: str | None = None, measure: bool = True, by_length: bool = True,
                  overwrite: bool = False) -> dict:
@@ -260,15 +263,22 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
 
     layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
-    reproduce-pretrained `profile` (its recipe, and its stages not run yet)."""
-    if layout not in ("paper", "pretrained"):
-        raise ConfigError(f"--layout {layout!r} is not one of paper, pretrained")
-    outputs = [f"{out}.md", f"{out}.json"] + ([f"{out}_by_length.png"] if layout == "pretrained" else [])
+    reproduce-pretrained `profile` (its recipe, and its stages not run yet); ``scratch``: the framework's own
+    pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png)."""
+    if layout not in LAYOUTS:
+        raise ConfigError(f"--layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    outputs = [f"{out}.md", f"{out}.json",
+               *{"pretrained": [f"{out}_by_length.png"], "scratch": [f"{out}.png"]}.get(layout, [])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
-    settings = {"layout": layout, "runs": list(runs), **({"profile": profile} if layout == "pretrained" else {})}
+    settings = {"layout": layout, "runs": list(runs), **({"profile": profile} if layout != "paper" else {})}
     with output_files(outputs, made_by("table2", settings), overwrite):
         if layout == "pretrained":
             data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
+        elif layout == "scratch":
+            from . import table2_scratch
+
+            data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
+                                              command or shlex.join(["python", *sys.argv]))
         else:
             data = write_table2(runs, out, hardware, command)
     print(Path(f"{out}.md").read_text())

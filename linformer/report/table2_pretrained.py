@@ -30,7 +30,7 @@ from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
 
 TASKS = ("sst2", "imdb")
-TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB"}
+TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB", "qnli": "QNLI", "qqp": "QQP"}
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
 # another build of the recipe (transfer_builds).
@@ -38,7 +38,7 @@ SAME_TRANSFER = 1e-3
 TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two transfers builds of one experiment
 
 
-def read_runs(patterns: list[str]) -> list[dict]:
+def read_runs(patterns: list[str], tasks: tuple[str, ...] = TASKS) -> list[dict]:
     """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
     eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
     paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat)) or [pat]]
@@ -53,7 +53,7 @@ def read_runs(patterns: list[str]) -> list[dict]:
                 raise DataError(f"{d / name} is damaged (not a JSON object): restore it (git checkout, or the run's "
                                 "own copy) or delete the run's records to run it again; no table is written from "
                                 "a damaged record.")
-        if r.get("task") not in TASKS or not pred:
+        if r.get("task") not in tasks or not pred:
             continue
         labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
         recorded = (r.get("metrics") or {}).get("accuracy")

@@ -1,0 +1,45 @@
+"""The front end of the resumable reproductions (scripts/reproduce_pretrained.py, scripts/reproduce_scratch.py): print
+the plan with what is done and the minutes left, run the stages left, then write the report in a process of its own."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..data.io import repo_root
+from ..stages import STOPPED, Stage, StageFailed, run_stages, wanted
+
+REPO = repo_root()
+
+
+def reproduce(stages: list[Stage], *, title: str, minutes: Callable[[Stage], float], timing: str, jobs: int,
+              dry_run: bool, report_only: bool, report: list[str], log_dir: Path) -> int:
+    """`stages` (a plan), their report (scripts/table2.py's arguments) and the exit status: 0, 1 when a stage failed
+    (its error line printed), 130 when stopped (finished stages kept)."""
+    todo = wanted(stages, {s.name for s in stages if s.finished})
+    print(title)
+    for s in stages:
+        state = "done" if s.finished else f"todo ~{minutes(s):g} min" if s in todo else \
+            "not needed: what needs it is done"
+        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
+    print(f"[report] python scripts/table2.py {shlex.join(report)}")
+    print(f"\n{len(todo)} of {len(stages)} stages left: about {sum(map(minutes, todo)) / jobs:.0f} min with {jobs} at "
+          f"a time ({timing}). An interrupted run resumes: run the same command again.")
+    if dry_run:
+        return 0
+    if not report_only:
+        t0 = time.perf_counter()
+        try:
+            run_stages(stages, jobs=jobs, cwd=REPO, log_dir=log_dir)
+        except KeyboardInterrupt:
+            print(STOPPED, file=sys.stderr)
+            return 130
+        except StageFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
+    return subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode

@@ -1,0 +1,324 @@
+"""`make reproduce-scratch`: the paper's Table 2 from the framework's own MLM pretraining (the plan and its profiles).
+
+Rows, as in the paper's Table 2 at n: full attention, and Linformer at k = n/4 and n/2 (the paper's 128 and 256 at
+n = 512) with headwise, kv and layerwise sharing. Each is pretrained from random weights side by side with the
+others: one tokenizer, the same corpus blocks in the same order (one data seed), one recipe, the same steps. Each
+pretrained model, and the full-attention model with no pretraining (``from_scratch=true``: the control that says
+what pretraining adds), is finetuned on SST-2 and IMDB with every seed of the profile, under the finetuning protocol:
+``validation_fraction`` of the train rows held out to choose the epoch, the reported split (SST-2 dev, IMDB test)
+scored once. Figure 3a's curves are the same pretraining runs' validation perplexity.
+
+Records: every finished run's small records (pretraining: summary, metrics, run record, config and the sha256 of the
+weights it wrote; finetuning: results, predictions, config) are kept under the profile's records folder (the gpu
+profile's is committed), and the table reads them there, so a table made over several sittings survives a fresh
+clone. An interrupted run resumes: run the same command again.
+
+One start per row. A row's pretrained weights live only where they were made (a GPU lending returns a few small
+files, and a pretraining rebuilt on another machine is not bitwise the same), so a kept finetuning run counts as
+done only when it started from the weights its row's finetuning would start from now: the pretraining on this
+machine where it exists, else the kept one, and then only if every run of the row is kept and all started from it.
+A row stopped part-way on a machine that is gone is run again whole, its pretraining first; a complete row's
+records are final (a pretraining rebuilt only to give the no-pretraining row its shape does not replace them).
+``--rows N`` runs the first N rows not complete, so a slice of GPU time finishes whole rows.
+
+Profiles: ``toy`` rehearses the whole plan on 2 CPU cores in minutes (a 2-layer, 64-wide model at n = 64 on a few
+hundred Wikipedia articles and task subsets: its numbers say only that the plan runs end to end); ``gpu`` is the
+table at the scale of the lent GPU (model=small, n = 512, 250M tokens per pretraining run, SST-2 and IMDB whole).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cli import compose
+from ..data.io import repo_root, resolve_path
+from ..files import atomic_dir, read_json, write_json
+from ..modeling.loading import weights_sha256
+from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
+from ..stages import Stage, in_order_of_use
+from . import run_dir
+from .pretrained import keep_records
+
+REPO = repo_root()
+EXPERIMENT = "table2_scratch"
+SHARINGS = ("headwise", "kv", "layerwise")  # the paper's Table 2 rows: one E, F per layer; E = F; one for all layers
+KEPT_PRETRAIN = (SUMMARY, METRICS, RUN, CONFIG)
+START = "start.json"  # in a kept pretraining record: {"weights_sha256": ...} of the model it wrote
+# The targets (report.table2_scratch checks them against the table)
+GAIN = 5.0          # pretraining adds at least this many points on each task over the same model not pretrained
+WITHIN = {2: 0.5, 4: 1.0}  # n/k -> the most a row's two-task average may fall below full attention's (points)
+PPL_RATIO = 1.05    # Figure 3a: every k within 5% of full attention's final validation perplexity
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    n: int
+    data: tuple[str, ...]      # the corpus and its tokenizer: overrides of train_tokenizer, prepare_corpus and pretrain
+    model: tuple[str, ...]     # the model's shape (pretraining overrides; the rows add attention, k and sharing)
+    pretrain: tuple[str, ...]  # the pretraining recipe (trainer.* overrides), the same for every row
+    recipes: dict              # task -> its finetuning recipe (overrides), the same for every row and seed
+    seeds: tuple[int, ...]     # finetuning seeds of every row (pretraining has one, seed 0)
+    jobs: int                  # stages at once
+    minutes: dict              # estimated minutes per stage: "pretrain", and one per task
+    timing: str                # where the minutes come from
+    records: Path              # finished runs' small records (relative to the repository)
+    table: str                 # the report's path without suffix
+    validation_fraction: float = 0.1
+    run_tasks: tuple[str, ...] = ("sst2", "imdb")  # the tasks the plan finetunes on (with_tasks picks others)
+
+    @property
+    def ks(self) -> tuple[int, int]:
+        return self.n // 4, self.n // 2
+
+    @property
+    def tasks(self) -> dict:
+        """The recipes of the tasks the plan runs, in order."""
+        return {t: self.recipes[t] for t in self.run_tasks}
+
+
+# Shared by both profiles' finetuning recipes: batches grouped by length, RoBERTa's 6% warmup
+_FINETUNE = ("trainer.group_by_length=true", "trainer.warmup_ratio=0.06")
+# QNLI and QQP (GLUE's train.tsv is not obtainable here): the gpu profile's sentence-pair recipe, for a user who has
+# the data under paths.data_mirror/glue/<task>/ (--tasks sst2,imdb,qnli,qqp); 2 epochs of 105k and 364k pairs
+PAIR_RECIPE = ("trainer.epochs=2", "trainer.max_length=256", "trainer.batch_size=32", "trainer.lr=1e-4",
+               "trainer.mixed_precision=bf16", *_FINETUNE)
+
+PROFILES = {
+    "toy": Profile(
+        name="toy", n=64,
+        data=("data=wiki_scratch", "data.name=scratch_toy", "data.tokenizer=scratch_toy", "data.max_documents=300",
+              "data.n=64", "data.vocab_size=2000", "data.tokenizer_max_lines=20000", "data.num_proc=1"),
+        model=("model=tiny", "model.max_seq_len=64", "model.hidden_size=64", "model.intermediate_size=128"),
+        pretrain=("trainer.max_steps=60", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=6",
+                  "trainer.eval_every=20", "trainer.eval_batches=4", "trainer.save_every=60", "trainer.log_every=20",
+                  "trainer.mixed_precision=no"),
+        recipes={"sst2": ("max_train_examples=2000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
+                        "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
+               "imdb": ("max_train_examples=1000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
+                        "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
+               **{t: ("max_train_examples=400", "max_eval_examples=200", "trainer.epochs=2", "trainer.max_length=64",
+                      "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE)
+                  for t in ("qnli", "qqp")}},
+        seeds=(0, 1, 2), jobs=2, minutes={"pretrain": 0.3, "sst2": 0.15, "imdb": 0.15},
+        timing="estimated on 2 CPU cores, 2 stages at a time", records=Path("outputs/table2_scratch_toy_runs"),
+        table="outputs/reports/table2_scratch_toy"),
+    # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (20 passes
+    # over data=wiki_scratch's ~12M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
+    # model=small well off the unigram plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
+    # scaled to a small model (lr 1e-4, batch 32), 3 epochs of SST-2 at 128 tokens, 2 of IMDB at 512.
+    "gpu": Profile(
+        name="gpu", n=512,
+        data=("data=wiki_scratch", "data.num_proc=16"),
+        model=("model=small",),
+        pretrain=("trainer.max_steps=7630", "trainer.batch_size=64", "trainer.lr=1e-3", "trainer.warmup_steps=460",
+                  "trainer.eval_every=500", "trainer.eval_batches=8", "trainer.save_every=2000",
+                  "trainer.log_every=100", "trainer.mixed_precision=bf16", "trainer.compile=true", "logger=none"),
+        recipes={"sst2": ("trainer.epochs=3", "trainer.max_length=128", "trainer.batch_size=32", "trainer.lr=1e-4",
+                        "trainer.mixed_precision=bf16", *_FINETUNE),
+               "imdb": ("trainer.epochs=2", "trainer.max_length=512", "trainer.batch_size=32", "trainer.lr=1e-4",
+                        "trainer.mixed_precision=bf16", *_FINETUNE),
+               "qnli": PAIR_RECIPE, "qqp": PAIR_RECIPE},
+        # 2 pretraining runs share the GPU (each a small model that leaves it idle between launches), then their 12
+        # finetuning runs 4 at a time
+        seeds=(0, 1, 2), jobs=4, minutes={"pretrain": 2.5, "sst2": 1.0, "imdb": 1.0},
+        timing="estimated from figure3_gpu (4 model=small runs at 0.89M tokens/s each on one H200, 50k vocabulary); "
+               "the first slice measures it",
+        records=Path("docs/results/table2_scratch_gpu_runs"), table="docs/results/table2_scratch_gpu"),
+}
+
+
+def with_tasks(p: Profile, tasks: list[str] | tuple[str, ...] | None) -> Profile:
+    """The profile finetuning on `tasks` (None: its own); ConfigError naming a task it has no recipe for."""
+    from ..errors import ConfigError
+
+    if not tasks:
+        return p
+    unknown = [t for t in tasks if t not in p.recipes]
+    if unknown:
+        raise ConfigError(f"--tasks {','.join(tasks)}: profile {p.name} has no recipe for {unknown[0]!r} (it has "
+                          f"{', '.join(p.recipes)})")
+    return dataclasses.replace(p, run_tasks=tuple(dict.fromkeys(tasks)))
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str                 # run-name part: full, full-scratch, k128-headwise
+    attention: str
+    k: int | None
+    sharing: str | None
+    pretrained: bool = True
+
+    @property
+    def pretrain_label(self) -> str:
+        """The pretraining run this row finetunes (the no-pretraining row takes full attention's shape from it)."""
+        return self.label if self.pretrained else "full"
+
+
+def rows(p: Profile) -> list[Row]:
+    """Full attention and its no-pretraining control first, then the paper's rows, headwise (plain Linformer) first."""
+    return [Row("full", "full", None, None), Row("full-scratch", "full", None, None, pretrained=False),
+            *(Row(f"k{k}-{s}", "linformer", k, s) for s in SHARINGS for k in p.ks)]
+
+
+def pretrain_run(p: Profile, label: str) -> str:
+    return f"ts-{p.name}-{label}"
+
+
+def finetune_run(p: Profile, task: str, row: Row, seed: int) -> str:
+    return f"ts-{p.name}-{task}-{row.label}-s{seed}"
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a plan's stages write: the repository's data/ and outputs/ and the profile's records folder (paths
+    relative to the repository, as the commands and the records name them), or all three under one folder (`under`:
+    a rehearsal that leaves the checkout alone). Files are looked up at REPO / path, which an absolute path ignores."""
+    overrides: tuple[str, ...]
+    records: Path
+
+    @classmethod
+    def of(cls, p: Profile, under: Path | None = None) -> Places:
+        if under is None:
+            return cls((), p.records)
+        under = Path(under).resolve()
+        return cls((f"paths.data_dir={under / 'data'}", f"paths.output_dir={under / 'outputs'}"),
+                   under / p.records.name)
+
+    def run(self, config: str, name: str) -> Path:
+        return run_dir(config, name, self.overrides)
+
+
+def keep_pretrain(run: Path, kept: Path) -> bool:
+    """Copy a finished pretraining run's records (KEPT_PRETRAIN) and the sha256 of its weights (START) into `kept`,
+    which appears complete or not at all. False when the run has not finished."""
+    if not (run / SUMMARY).is_file():
+        return False
+    with atomic_dir(kept, overwrite=True) as tmp:
+        for name in KEPT_PRETRAIN:
+            if (run / name).is_file():
+                shutil.copy2(run / name, tmp / name)
+        write_json(tmp / START, {"weights_sha256": weights_sha256(str(run / "model"))})
+    return True
+
+
+def _start_of(result: dict) -> str | None:
+    return result.get("start_weights_sha256")
+
+
+class Starts:
+    """The weights a row's finetuning would start from now: its pretraining's on this machine, hashed once per finished
+    run (the runner asks whether a stage is done many times)."""
+
+    def __init__(self) -> None:
+        self._hashes: dict[tuple[Path, int], str | None] = {}
+
+    def here(self, built: Path) -> str | None:
+        if not (built / SUMMARY).is_file():
+            return None
+        key = (built, (built / SUMMARY).stat().st_mtime_ns)
+        if key not in self._hashes:
+            self._hashes[key] = weights_sha256(str(built / "model"))
+        return self._hashes[key]
+
+
+def finished_runs(p: Profile, row: Row, places: Places, starts: Starts | None = None) -> dict[str, bool]:
+    """Each finetuning run of the row -> whether its kept records count as done (the module's "one start per row")."""
+    names = [finetune_run(p, task, row, seed) for task in p.tasks for seed in p.seeds]
+    kept = {name: read_json(REPO / places.records / name / RESULTS) for name in names}
+    valid = {name: bool(r) and not chosen_on_reported(r) for name, r in kept.items()}
+    if not row.pretrained:
+        return valid
+    here = (starts or Starts()).here(REPO / places.run("pretrain", pretrain_run(p, row.label)))
+    if here is not None:
+        return {name: valid[name] and _start_of(kept[name]) == here for name in names}
+    start = read_json(REPO / places.records / pretrain_run(p, row.label) / START).get("weights_sha256")
+    whole = all(valid.values()) and start is not None and all(_start_of(r) == start for r in kept.values())
+    return dict.fromkeys(names, whole)
+
+
+def row_complete(p: Profile, row: Row, places: Places) -> bool:
+    return all(finished_runs(p, row, places).values())
+
+
+def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None
+         ) -> list[Stage]:
+    """Every stage, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
+    `max_rows`, only the first that many rows not complete (a full-attention row brings its pretraining, which the
+    no-pretraining row also needs)."""
+    places = Places.of(p, under)
+    base = places.overrides
+    tok_dir = Path(resolve_path(compose("tokenizer", [*p.data, *base]).out_dir))
+    corpus_dir = Path(resolve_path(compose("corpus", [*p.data, *base]).out_dir))
+    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
+                    tok_dir / "tokenizer.json", intermediate=True),
+              Stage("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",
+                    ("tokenizer",), intermediate=True)]
+    table = rows(p)
+    starts = Starts()
+    todo = [row for row in table if not row_complete(p, row, places)]
+    chosen = {row.label for row in (todo if max_rows is None else todo[:max_rows])}
+    complete = {row.label for row in table} - {row.label for row in todo}
+    for label in dict.fromkeys(row.pretrain_label for row in table):
+        row = next(r for r in table if r.label == label)
+        name, run = pretrain_run(p, label), places.run("pretrain", pretrain_run(p, label))
+        run_path, kept = REPO / run, REPO / places.records / name
+        attention = ["model.attention=full"] if row.attention == "full" else [
+            "model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
+        stages.append(Stage(
+            f"pretrain {label}",
+            [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *p.pretrain, *base, "seed=0",
+             f"run_name={name}", f"experiment_name={EXPERIMENT}"],
+            run_path / SUMMARY, ("corpus",), intermediate=True,
+            # a complete row's records are final: a rebuild for the no-pretraining row's shape does not replace them
+            keep=None if label in complete else (lambda run=run_path, kept=kept: keep_pretrain(run, kept))))
+    for row in table:
+        if row.label not in chosen:
+            continue
+        model = places.run("pretrain", pretrain_run(p, row.pretrain_label))
+        for seed in p.seeds:
+            for task, recipe in p.tasks.items():
+                name = finetune_run(p, task, row, seed)
+                kept, run = REPO / places.records / name, REPO / places.run("finetune", name)
+                args = [python, "scripts/finetune.py", f"task={task}", f"model_path={model}",
+                        f"from_scratch={str(not row.pretrained).lower()}", *recipe, *base, f"seed={seed}",
+                        "subset_seed=0", f"validation_fraction={p.validation_fraction:g}", f"run_name={name}",
+                        f"experiment_name={EXPERIMENT}"]
+                stages.append(Stage(
+                    f"finetune {name}", args, kept / RESULTS, (f"pretrain {row.pretrain_label}",),
+                    keep=lambda run=run, kept=kept: keep_records(run, kept),
+                    stale=lambda row=row, name=name: not finished_runs(p, row, places, starts)[name]))
+    return in_order_of_use(stages)
+
+
+def estimated_minutes(p: Profile, stage: Stage) -> float:
+    """Rough minutes for one stage on the profile's machine."""
+    kind = stage.name.split()[0]
+    if kind == "finetune":
+        task = next(a.split("=", 1)[1] for a in stage.argv if a.startswith("task="))
+        return p.minutes[task]
+    return p.minutes.get(kind, 0.5)
+
+
+def planned_runs(p: Profile) -> list[str]:
+    """Every finetuning run of the table, in the plan's order."""
+    return [finetune_run(p, task, row, seed) for row in rows(p) for seed in p.seeds for task in p.tasks]
+
+
+def missing_runs(p: Profile, under: Path | None = None) -> list[str]:
+    """The finetuning runs whose records do not count as done yet: what the table lacks."""
+    places = Places.of(p, under)
+    done = {name for row in rows(p) for name, ok in finished_runs(p, row, places).items() if ok}
+    return [name for name in planned_runs(p) if name not in done]
+
+
+def report_argv(p: Profile, under: Path | None = None) -> list[str]:
+    """scripts/table2.py's arguments for the profile's table (--overwrite: the reproduction owns its report)."""
+    places = Places.of(p, under)
+    out = str(Path(under).resolve() / Path(p.table).name) if under is not None else p.table
+    return [str(places.records / f"ts-{p.name}-*"), "--layout", "scratch", "--profile", p.name, "--out", out,
+            "--command", f"make reproduce-scratch ARGS='--profile {p.name}'", "--overwrite", "--no-measure"]

@@ -1,0 +1,276 @@
+"""Table 2 from the framework's own pretraining (``make reproduce-scratch``): every row's SST-2 and IMDB accuracy over
+its seeds, its seed-matched difference from full attention, what pretraining adds over the same model finetuned
+without it, and Figure 3a from the same pretraining runs; the targets of ``experiments.scratch`` judged on them.
+
+Reads the kept records of one profile: finetuning runs (results.json, eval_predictions.json) and pretraining runs
+(summary.json, metrics.jsonl, start.json). Every comparison pairs each seed with the reference's same seed
+(``paired.seed_matched``; a two-task average through ``paired.tasks_average``). Refused, in one line: runs chosen on
+the reported split, a row whose runs started from several weights, or from weights other than its row's kept
+pretraining, and runs of one task scored on different examples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..experiments import scratch as exp
+from ..files import atomic_write, read_json, write_json
+from ..rundir import RESULTS, SUMMARY, find_runs, load_run
+from .figure3 import figure3_data
+from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
+from .table2 import row_key, row_name
+from .table2_pretrained import TASK_NAMES, read_runs, start_weights
+
+ALL_TASKS = ("sst2", "imdb", "qnli", "qqp")  # in the paper's column order
+
+
+def pretraining_records(patterns: list[str]) -> list[Path]:
+    """The kept pretraining runs among the records at or under the paths or globs (a summary.json, no results.json)."""
+    paths = [p for pattern in patterns for p in sorted(glob.glob(pattern)) or [pattern]]
+    return [d for d in find_runs(paths) if (d / SUMMARY).is_file() and not (d / RESULTS).is_file()]
+
+
+def _name(key: tuple) -> str:
+    """table2's row name without its RoBERTa label: here full attention is this framework's own model."""
+    return row_name(key).replace(" (RoBERTa)", "")
+
+
+def check_starts(rows: dict, records: dict[str, Path]) -> dict:
+    """{row name: its start} after the refusals: one start per row, and it is the kept pretraining's weights."""
+    starts = {}
+    for key, runs in rows.items():
+        name = _name(key)
+        starts[name] = start_weights(runs, name, {})
+        if not key[4]:
+            continue
+        for r in runs:
+            kept = records.get(Path(str(r.get("model_path", ""))).name)
+            want = read_json(kept / exp.START).get("weights_sha256") if kept else None
+            if want is not None and r.get("start_weights_sha256") != want:
+                raise DataError(f"{r['_dir']} started from weights {str(r.get('start_weights_sha256'))[:12]}, not its "
+                                f"row's kept pretraining {kept} ({want[:12]}): a row's runs finetune one pretraining. "
+                                "Run the row again whole (make reproduce-scratch does).")
+    return starts
+
+
+def _by_seed(runs: list[dict], task: str) -> dict[int, np.ndarray]:
+    return {int(r["seed"]): r["_correct"] for r in runs if r["task"] == task}
+
+
+def tasks_of(runs: list[dict]) -> tuple[str, ...]:
+    return tuple(t for t in ALL_TASKS if any(r["task"] == t for r in runs))
+
+
+def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
+    """Rows (full attention, its no-pretraining control, the Linformer rows) with accuracies, differences and the
+    pretraining gain, over the tasks the runs have."""
+    tasks = tasks_of(runs)
+    chosen = [r for r in runs if r["_chosen_on_reported"]]
+    if chosen:
+        raise DataError(f"{chosen[0]['_dir']} chose its epoch on the reported split: the table reports nothing chosen "
+                        "there. Run it again (make reproduce-scratch does).")
+    for task in tasks:  # a paired comparison needs the same examples in the same order
+        labels = [r for r in runs if r["task"] == task]
+        if any(len(r["_labels"]) != len(labels[0]["_labels"]) or (r["_labels"] != labels[0]["_labels"]).any()
+               for r in labels):
+            raise DataError(f"the {task} runs were not scored on the same examples (e.g. {labels[0]['_dir']}): "
+                            "fix subset_seed and max_eval_examples across the experiment")
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        groups[row_key(r)].append(r)
+    full, control = ("full", n, None, None, True), ("full", n, None, None, False)
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0] != "full", not k[4], k[2] or 0, str(k[3]))):
+        row = {"name": _name(key), "attention": key[0], "n": key[1], "k": key[2], "sharing": key[3],
+               "pretrained": key[4], "tasks": {}}
+        for task in tasks:
+            mine = _by_seed(groups[key], task)
+            if not mine:
+                continue
+            cell = {"accuracy": seed_example_interval(np.stack([mine[s] for s in sorted(mine)])),
+                    "seeds": sorted(mine), "examples": len(next(iter(mine.values())))}
+            if key != full and full in groups and _by_seed(groups[full], task):
+                cell["vs_full"] = seed_matched(mine, _by_seed(groups[full], task))
+            row["tasks"][task] = cell
+        if key != full and full in groups and all(t in row["tasks"] and "vs_full" in row["tasks"][t] for t in tasks):
+            with contextlib.suppress(ValueError):  # the tasks' seeds differ: an incomplete row has no average
+                row["average_vs_full"] = tasks_average({t: {"a": _by_seed(groups[key], t), "b": _by_seed(groups[full], t)}
+                                                        for t in tasks})
+        present = [row["tasks"][t]["accuracy"]["mean"] for t in tasks if t in row["tasks"]]
+        row["average"] = statistics.fmean(present) if len(present) == len(tasks) else None
+        out.append(row)
+    gain = {t: seed_matched(_by_seed(groups[full], t), _by_seed(groups[control], t))
+            for t in tasks if full in groups and control in groups and _by_seed(groups[full], t)
+            and _by_seed(groups[control], t)}
+    return out, gain
+
+
+def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list[dict]:
+    """The targets of experiments.scratch, each {target, value, met} (met None where the rows are incomplete)."""
+    targets = []
+    for task in gain:
+        g = gain[task]
+        complete = g is not None and len(g["seeds"]) == seeds
+        targets.append({"target": f"pretraining adds >= {exp.GAIN:g} points on {TASK_NAMES[task]}",
+                        "value": None if g is None else g["diff"], "met": (g["diff"] >= exp.GAIN) if complete else None})
+    for row in (r for r in rows if r["attention"] == "linformer" and r["pretrained"]):
+        within = exp.WITHIN.get(row["n"] // row["k"])
+        if within is None:
+            continue
+        avg = row.get("average_vs_full")
+        complete = avg is not None and len(avg["seeds"]) == seeds
+        targets.append({"target": f"{row['name']}: average over tasks within {within:g} of full attention",
+                        "value": None if avg is None else avg["diff"],
+                        "met": (avg["diff"] >= -within) if complete else None})
+    if figure is not None:
+        linformers = [r for r in figure["runs"] if r["attention"] != "full"]
+        worst = max((r["ppl_ratio_vs_full"] for r in linformers), default=None)
+        judged = not figure.get("not_judged") and bool(linformers)
+        targets.append({"target": f"Figure 3a: every k within {exp.PPL_RATIO - 1:.0%} of full attention's final "
+                                  "validation perplexity", "value": worst,
+                        "met": (worst <= exp.PPL_RATIO) if judged else None})
+    return targets
+
+
+def _acc(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    a = cell["accuracy"]
+    return f"{fmt1(a['mean'])} {interval_text(a['lo'], a['hi'], cell['examples'])}"
+
+
+def _diff(d: dict | None, examples: int) -> str:
+    if d is None:
+        return "-"
+    return f"{fmt1(d['diff'], sign=True)} {interval_text(d['lo'], d['hi'], examples, sign=True)} p={d['p']:.2g}"
+
+
+def to_markdown(data: dict) -> str:
+    lines = [f"# Table 2 from scratch: profile {data['profile']}", "",
+             f"Hardware: {data['hardware']}  ", f"Command: `{data['command']}`", "",
+             ("Accuracy in percent on SST-2 dev and the IMDB test split, each scored once on the model the run's "
+              "validation carve chose (a share of its train rows); mean over seeds with a 95% interval over seeds and "
+              "examples. Differences pair each seed with full attention's same seed (interval over seed pairs and "
+              "examples; p: McNemar's exact test pooled over the pairs). Every row was pretrained on the same blocks in "
+              "the same order with one recipe, and each row's runs started from its one pretraining "
+              "(start_weights_sha256)."), "",
+             "| row | " + " | ".join(TASK_NAMES[t] for t in data["tasks"]) + " | avg | "
+             + " | ".join(f"vs full: {TASK_NAMES[t]}" for t in data["tasks"]) + " | vs full: avg | seeds | val ppl (x full) |",
+             "|---|" + "---|" * (2 * len(data["tasks"]) + 4)]
+    ppl = {(r["attention"], r["k"], r["sharing"]): r for r in (data["figure3"] or {}).get("runs", [])}
+    for row in data["rows"]:
+        t = row["tasks"]
+        examples = min((c["examples"] for c in t.values()), default=0)
+        fig = ppl.get((row["attention"], row["k"], row["sharing"])) if row["pretrained"] else None
+        seeds = ", ".join(f"{TASK_NAMES[k]} {len(v['seeds'])}" for k, v in t.items())
+        lines.append("| " + " | ".join([
+            row["name"], *(_acc(t.get(task)) for task in data["tasks"]),
+            "-" if row["average"] is None else fmt1(row["average"]),
+            *(_diff(t.get(task, {}).get("vs_full"), t[task]["examples"] if task in t else 0) for task in data["tasks"]),
+            _diff(row.get("average_vs_full"), examples), seeds,
+            "-" if fig is None else f"{fig['final_val_ppl']:.1f} ({fig['ppl_ratio_vs_full']:.3f}x)"]) + " |")
+    lines += ["", "What pretraining adds (full attention against the same model finetuned from random weights, "
+                  "seed-matched): " + ("; ".join(f"{TASK_NAMES[t]} {_diff(g, data['examples'][t])}"
+                                                 for t, g in data["gain"].items())
+                                       or "not measured yet"), "", "## Targets", ""]
+    for t in data["targets"]:
+        state = {True: "met", False: "MISSED", None: "not judged yet (rows incomplete)"}[t["met"]]
+        value = "-" if t["value"] is None else f"{t['value']:+.2f}" if "Figure" not in t["target"] else \
+            f"{t['value']:.3f}x"
+        lines.append(f"- {t['target']}: {value}, {state}")
+    if data["figure3"] and data["figure3"].get("not_judged"):
+        lines.append(f"- Figure 3a not judged: {data['figure3']['not_judged']}")
+    missing = data["missing"]
+    lines += ["", f"Runs still to do: {len(missing)} of {data['planned']}" + (
+        f" (first: {', '.join(missing[:4])})" if missing else ""), ""]
+    lines += ["## Recipe", "", *(f"- {k}: `{' '.join(v)}`" for k, v in data["recipe"].items()), ""]
+    return "\n".join(lines)
+
+
+def plot(data: dict, out_png: Path) -> None:
+    """Left: each row's accuracy per task with its interval; right: Figure 3a's validation perplexity curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .compare import series
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    names = [r["name"] for r in data["rows"]]
+    width = 0.6 / max(1, len(data["tasks"]))
+    for i, task in enumerate(data["tasks"]):
+        xs, ys, err = [], [], []
+        for j, row in enumerate(data["rows"]):
+            cell = row["tasks"].get(task)
+            if cell:
+                a = cell["accuracy"]
+                xs.append(j + (i - (len(data["tasks"]) - 1) / 2) * width)
+                ys.append(a["mean"])
+                err.append((a["mean"] - a["lo"], a["hi"] - a["mean"]))
+        if xs:
+            left.errorbar(xs, ys, yerr=np.array(err).T, fmt="o", capsize=3, label=TASK_NAMES[task])
+    left.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+    left.set_ylabel("accuracy (%), mean over seeds, 95% interval")
+    left.set_title("Finetuned accuracy by row")
+    left.legend()
+    for run in (data["figure3"] or {}).get("runs", []):
+        steps, ppl = series(load_run(run["run_dir"]), "val_ppl")
+        right.plot(steps, ppl, "--" if run["attention"] == "full" else "-", label=run["label"])
+    unigram = (data["figure3"] or {}).get("unigram_val_ppl")
+    if unigram:
+        right.axhline(unigram, color="grey", lw=0.8, label="token frequencies alone")
+    right.set_yscale("log")
+    right.set_xlabel("update")
+    right.set_ylabel("MLM validation perplexity")
+    right.set_title("Pretraining (cf. Figure 3a)")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(out_png, buffer.getvalue())
+
+
+def write_table(patterns: list[str], out: str, profile_name: str, hardware: str, command: str) -> dict:
+    """<out>.md, <out>.json and <out>.png from a profile's kept records."""
+    if profile_name not in exp.PROFILES:
+        raise DataError(f"--profile {profile_name!r} is not a reproduce-scratch profile ({', '.join(exp.PROFILES)})")
+    p = exp.PROFILES[profile_name]
+    runs = read_runs(patterns, ALL_TASKS)
+    pretraining = pretraining_records(patterns)
+    if not runs and not pretraining:
+        raise DataError(f"no finished runs at {', '.join(patterns)}")
+    records = {d.name: d for d in pretraining}
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in runs:
+        groups[row_key(r)].append(r)
+    starts = check_starts(groups, records)
+    rows, gain = build(runs, p.n)
+    figure = figure3_data([load_run(d) for d in pretraining]) if pretraining else None
+    have = {Path(r["_dir"]).name for r in runs}
+    devices = sorted({str(read_json(d / SUMMARY).get("device")) for d in pretraining} - {"None"})
+    tasks = tasks_of(runs)
+    p = exp.with_tasks(p, list(dict.fromkeys([*p.run_tasks, *tasks])))
+    data = {"profile": p.name, "tasks": tasks, "hardware": ", ".join(devices) or hardware, "command": command, "rows": rows,
+            "gain": gain, "figure3": figure, "targets": judge(rows, gain, figure, len(p.seeds)),
+            "starts": starts, "missing": [name for name in exp.planned_runs(p) if name not in have],
+            "planned": len(exp.planned_runs(p)),
+            "examples": {t: next((len(r["_labels"]) for r in runs if r["task"] == t), 0) for t in tasks},
+            "recipe": {"data": p.data, "model": p.model, "pretraining": p.pretrain,
+                       **{f"finetuning {TASK_NAMES[t]}": v for t, v in p.tasks.items()},
+                       "protocol": (f"validation_fraction={p.validation_fraction:g}", "subset_seed=0",
+                                    f"seeds={','.join(map(str, p.seeds))}")}}
+    atomic_write(f"{out}.md", to_markdown(data))
+    write_json(f"{out}.json", data)
+    plot(data, Path(f"{out}.png"))
+    return data

@@ -1,0 +1,55 @@
+"""`make reproduce-scratch`: Table 2 from the framework's own pretraining: full attention and Linformer at k = n/4
+and n/2 with headwise, kv and layerwise sharing, pretrained side by side, each finetuned on SST-2 and IMDB with 3
+seeds beside the same model with no pretraining, and Figure 3a from the same runs (the plan and its profiles:
+linformer/experiments/scratch.py; the table: scripts/table2.py --layout scratch). Resumable: run it again.
+
+Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jobs N] [--rows N] [--under DIR]
+                                           [--tasks sst2,imdb,qnli,qqp] [--report-only]
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from linformer.cli import cli_errors
+from linformer.data.io import repo_root
+from linformer.errors import ConfigError
+from linformer.experiments import frontend
+from linformer.experiments import scratch as exp
+
+REPO = repo_root()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", choices=sorted(exp.PROFILES), default="toy",
+                    help="toy: the whole plan at toy scale on 2 CPU cores, in minutes (a rehearsal); gpu: the table "
+                         "on one GPU, in slices (default toy)")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
+    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
+    ap.add_argument("--rows", type=int, default=None, metavar="N",
+                    help="run the first N rows not complete (a slice of GPU time that finishes whole rows)")
+    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
+                    help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
+    ap.add_argument("--tasks", default=None, metavar="T,T",
+                    help="finetuning tasks (default sst2,imdb); qnli and qqp need GLUE's train.tsv under "
+                         "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
+    ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
+    args = ap.parse_args(argv)
+    with cli_errors():
+        profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks else None)
+        jobs = profile.jobs if args.jobs is None else args.jobs
+        if jobs < 1:
+            raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+        if args.rows is not None and args.rows < 1:
+            raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
+        log_dir = (args.under.resolve() if args.under else REPO / "outputs") / f"reproduce_scratch_{profile.name}_logs"
+        return frontend.reproduce(
+            exp.plan(profile, under=args.under, max_rows=args.rows), title=exp.__doc__.split("\n\n")[0],
+            minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs,
+            dry_run=args.dry_run, report_only=args.report_only, report=exp.report_argv(profile, args.under),
+            log_dir=log_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""make reproduce-scratch: the plan (rows side by side on one recipe, the protocol on every finetuning run, one start
+per row across machines), its report, and the toy rehearsal end to end (slow)."""
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from linformer.errors import DataError
+from linformer.experiments import scratch as exp
+from linformer.report import table2_scratch
+from linformer.stages import _check, wanted
+from tests.train.conftest import _synthetic_corpus, write_sst2_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _value(argv, key):
+    (value,) = [a.split("=", 1)[1] for a in argv if a.startswith(f"{key}=")]
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(exp.PROFILES))
+def test_every_row_pretrains_on_one_recipe_and_every_finetune_follows_the_protocol(name, tmp_path):
+    p = exp.PROFILES[name]
+    stages = exp.plan(p, python="python", under=tmp_path)
+    _check(stages)
+    by_name = {s.name: s for s in stages}
+    rows = exp.rows(p)
+    # the paper's rows: full attention, k = n/4 and n/2 x headwise, kv, layerwise; and the no-pretraining control
+    assert [(r.k, r.sharing) for r in rows if r.attention == "linformer"] == [
+        (k, s) for s in ("headwise", "kv", "layerwise") for k in (p.n // 4, p.n // 2)]
+    assert [r.label for r in rows if not r.pretrained] == ["full-scratch"]
+    pretrains = [s for s in stages if s.name.startswith("pretrain ")]
+    assert len(pretrains) == 7 and all(s.intermediate and s.needs == ("corpus",) for s in pretrains)
+    # side by side: the same data, shape, recipe and seed; only the attention keys differ
+    attention_keys = ("model.attention=", "model.projected_dim=", "model.sharing=", "run_name=")
+    common = {tuple(a for a in s.argv if not a.startswith(attention_keys)) for s in pretrains}
+    assert len(common) == 1 and "seed=0" in next(iter(common))
+    for row in rows:
+        for task in p.tasks:
+            for seed in p.seeds:
+                s = by_name[f"finetune {exp.finetune_run(p, task, row, seed)}"]
+                assert s.needs == (f"pretrain {row.pretrain_label}",) and s.stale is not None
+                assert _value(s.argv, "validation_fraction") == f"{p.validation_fraction:g}"
+                assert _value(s.argv, "subset_seed") == "0" and _value(s.argv, "seed") == str(seed)
+                assert _value(s.argv, "from_scratch") == str(not row.pretrained).lower()
+                assert Path(_value(s.argv, "model_path")).name == exp.pretrain_run(p, row.pretrain_label)
+    assert p.seeds == (0, 1, 2) and set(p.tasks) == {"sst2", "imdb"}
+    if name == "gpu":  # the issue's scale: k = 128 and 256 at n = 512, at least 250M tokens per pretraining run
+        steps, batch = (int(_value(p.pretrain, f"trainer.{key}")) for key in ("max_steps", "batch_size"))
+        assert p.ks == (128, 256) and steps * batch * p.n >= 250e6
+        assert p.records == Path("docs/results/table2_scratch_gpu_runs")
+
+
+def _fake_pretraining(root: Path, run: str, value: float) -> str:
+    """A finished pretraining run directory (summary and weights) on "this machine"; returns its weights' hash."""
+    from linformer.modeling.loading import weights_sha256
+
+    (root / run / "model").mkdir(parents=True, exist_ok=True)
+    (root / run / "summary.json").write_text("{}")
+    save_file({"w": torch.full((2,), value)}, str(root / run / "model" / "model.safetensors"))
+    return weights_sha256(str(root / run / "model"))
+
+
+def _keep_finetune(records: Path, name: str, start: str | None):
+    (records / name).mkdir(parents=True, exist_ok=True)
+    (records / name / "results.json").write_text(json.dumps({"task": "sst2", "start_weights_sha256": start,
+                                                             "selection": {"split": "validation"}}))
+
+
+def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
+    """The rule of one start per row: kept runs of a row whose pretraining is gone count only when every run of the
+    row is kept and started from the kept pretraining; where the pretraining is on this machine, a run counts when
+    it started from it. A row stopped part-way is run again whole, its pretraining first."""
+    p = exp.PROFILES["toy"]
+    places = exp.Places.of(p, tmp_path)
+    row = exp.rows(p)[2]  # k16-headwise
+    names = [exp.finetune_run(p, t, row, s) for t in p.tasks for s in p.seeds]
+    records = exp.REPO / places.records
+    outputs = tmp_path / "outputs" / "pretrain"
+    pretrain = exp.pretrain_run(p, row.label)
+
+    # a machine made the pretraining and every run of the row, and kept them all
+    h1 = _fake_pretraining(outputs, pretrain, 1.0)
+    assert exp.keep_pretrain(outputs / pretrain, records / pretrain)
+    assert json.loads((records / pretrain / exp.START).read_text()) == {"weights_sha256": h1}
+    for name in names:
+        _keep_finetune(records, name, h1)
+    assert all(exp.finished_runs(p, row, places).values())
+
+    # a fresh machine: the pretraining is gone; the complete row needs nothing, so nothing rebuilds it
+    import shutil
+
+    shutil.rmtree(outputs / pretrain)
+    stages = exp.plan(p, python="python", under=tmp_path)
+    todo = {s.name for s in wanted(stages, {s.name for s in stages if s.finished})}
+    assert not todo & {f"finetune {n}" for n in names} and f"pretrain {row.label}" not in todo
+
+    # one run of the row is missing: every run of the row runs again, after a new pretraining
+    shutil.rmtree(records / names[-1])
+    assert not any(exp.finished_runs(p, row, places).values())
+    stages = exp.plan(p, python="python", under=tmp_path)
+    todo = {s.name for s in wanted(stages, {s.name for s in stages if s.finished})}
+    assert {f"finetune {n}" for n in names} | {f"pretrain {row.label}"} <= todo
+
+    # the rebuild (other weights) is on this machine: only the runs that started from it count
+    h2 = _fake_pretraining(outputs, pretrain, 2.0)
+    assert h2 != h1
+    _keep_finetune(records, names[0], h2)
+    done = exp.finished_runs(p, row, places)
+    assert done[names[0]] and not any(done[n] for n in names[1:])
+    stage = next(s for s in exp.plan(p, python="python", under=tmp_path) if s.name == f"finetune {names[1]}")
+    assert not stage.finished  # its kept record exists but started from h1: stale
+    _keep_finetune(records, names[1], h2)
+    assert stage.finished      # the record the rerun writes counts
+
+    # a run recorded before the protocol that chose an earlier epoch on the reported split never counts
+    (records / names[0] / "results.json").write_text(json.dumps({"start_weights_sha256": h2, "best_step": 1,
+                                                                 "steps": 2}))
+    assert not exp.finished_runs(p, row, places)[names[0]]
+
+
+def test_a_complete_rows_kept_pretraining_is_final():
+    """The no-pretraining row needs full attention's pretraining for its shape; rebuilt for it, that pretraining
+    must not replace the complete full-attention row's kept record (its runs' start)."""
+    p = exp.PROFILES["toy"]
+    full = exp.rows(p)[0]
+    stages = {s.name: s for s in exp.plan(p, python="python")}
+    complete = exp.row_complete(p, full, exp.Places.of(p))
+    assert (stages["pretrain full"].keep is None) == complete
+
+
+def _run(row_key, task, seed, correct, labels, start="h", name=None):
+    attention, n, k, sharing, pretrained = row_key
+    return {"attention": attention, "max_seq_len": n, "projected_dim": k, "sharing": sharing,
+            "from_scratch": not pretrained, "task": task, "seed": seed, "_correct": np.asarray(correct, bool),
+            "_labels": np.asarray(labels), "_chosen_on_reported": False, "start_weights_sha256": start,
+            "_dir": name or f"{attention}-{k}-{task}-{seed}-{pretrained}"}
+
+
+def test_the_report_pairs_seeds_and_judges_the_targets():
+    rng = np.random.default_rng(0)
+    labels = {"sst2": rng.integers(0, 2, 300), "imdb": rng.integers(0, 2, 300)}
+    full, scratch, k64 = ("full", 64, None, None, True), ("full", 64, None, None, False), ("linformer", 64, 16,
+                                                                                            "headwise", True)
+    runs = []
+    correct = {}
+    for key, rate in ((full, 0.85), (scratch, 0.70), (k64, 0.84)):
+        for task in ("sst2", "imdb"):
+            for seed in (0, 1, 2):
+                c = rng.random(300) < rate
+                correct[key, task, seed] = c
+                runs.append(_run(key, task, seed, c, labels[task]))
+    rows, gain = table2_scratch.build(runs, 64)
+    by = {(r["attention"], r["k"], r["pretrained"]): r for r in rows}
+    linformer = by["linformer", 16, True]
+    # the difference is the mean over seeds of each seed against full attention's same seed
+    want = np.mean([correct[k64, "sst2", s].mean() - correct[full, "sst2", s].mean() for s in (0, 1, 2)])
+    assert linformer["tasks"]["sst2"]["vs_full"]["diff"] == pytest.approx(100 * want)
+    avg = linformer["average_vs_full"]
+    assert avg["diff"] == pytest.approx((linformer["tasks"]["sst2"]["vs_full"]["diff"]
+                                         + linformer["tasks"]["imdb"]["vs_full"]["diff"]) / 2)
+    assert avg["lo"] < avg["diff"] < avg["hi"] and avg["seeds"] == [0, 1, 2]
+    assert gain["sst2"]["diff"] > 5 and gain["imdb"]["diff"] > 5
+    targets = table2_scratch.judge(rows, gain, None, seeds=3)
+    assert [t["met"] for t in targets[:2]] == [True, True]
+    within = next(t for t in targets if "within" in t["target"])
+    assert within["met"] == (avg["diff"] >= -1.0)  # n/k = 4: within 1.0 point
+    # a row with fewer seeds than the plan is not judged
+    partial = [r for r in runs if not (r["seed"] == 2 and r["attention"] == "linformer")]
+    rows2, gain2 = table2_scratch.build(partial, 64)
+    assert next(t for t in table2_scratch.judge(rows2, gain2, None, seeds=3) if "within" in t["target"])["met"] is None
+    # refused: a run chosen on the reported split; runs of one task on other examples
+    with pytest.raises(DataError, match="chose its epoch on the reported split"):
+        table2_scratch.build([{**runs[0], "_chosen_on_reported": True}, *runs[1:]], 64)
+    with pytest.raises(DataError, match="not scored on the same examples"):
+        table2_scratch.build([{**runs[0], "_labels": 1 - runs[0]["_labels"]}, *runs[1:]], 64)
+
+
+def test_a_row_of_several_starts_is_refused():
+    labels = np.zeros(40, int)
+    key = ("linformer", 64, 16, "headwise", True)
+    runs = [_run(key, "sst2", s, np.ones(40), labels, start=f"h{s}") for s in (0, 1)]
+    with pytest.raises(DataError, match="started from 2 different weights"):
+        table2_scratch.check_starts({key: runs}, {})
+
+
+def _fixture_mirror(root: Path) -> Path:
+    """The files the toy profile reads from the data mirror, made up: a Wikipedia gzip, SST-2 and IMDB."""
+    wiki = root / "pretrain" / "wikipedia"
+    wiki.mkdir(parents=True)
+    text = _synthetic_corpus(root / "corpus.txt", docs=300)
+    (wiki / "enwiki_extracted.txt.gz").write_bytes(gzip.compress(text.read_bytes()))
+    write_sst2_fixture(root / "glue" / "sst2", train=500, dev=200)
+    rng = random.Random(0)
+    (root / "imdb").mkdir()
+    for split, count in (("train", 400), ("test", 200)):
+        lines = ["id,label,rating,text"]
+        for i in range(count):
+            y = rng.randint(0, 1)
+            word = rng.choice(["wonderful", "great"] if y else ["terrible", "boring"])
+            lines.append(f'{split}/{i},{y},{8 if y else 2},"review {split} {i}: the film was {word}, {word} indeed"')
+        (root / "imdb" / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_the_toy_rehearsal_runs_the_whole_plan_and_resumes(tmp_path):
+    """`python scripts/reproduce_scratch.py --profile toy --under DIR`: every stage, the report (md, json, png) with
+    every row, 3 seeds per cell, one start per row and Figure 3a from the same runs; run again, it runs nothing."""
+    mirror = _fixture_mirror(tmp_path / "mirror")
+    env = {**os.environ, "LINFORMER_DATA_MIRROR": str(mirror)}
+    cmd = [sys.executable, "scripts/reproduce_scratch.py", "--profile", "toy", "--under", str(tmp_path / "work")]
+    first = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    data = json.loads((tmp_path / "work" / "table2_scratch_toy.json").read_text())
+    assert (tmp_path / "work" / "table2_scratch_toy.png").stat().st_size > 10_000
+    assert len(data["rows"]) == 8 and data["missing"] == []
+    assert all(len(cell["seeds"]) == 3 for row in data["rows"] for cell in row["tasks"].values())
+    assert all(len(s["hashes"]) == 1 for name, s in data["starts"].items() if "no pretraining" not in name)
+    assert len(data["figure3"]["runs"]) == 7 and set(data["gain"]) == {"sst2", "imdb"}
+    for results in (tmp_path / "work" / "table2_scratch_toy_runs").glob("*/results.json"):
+        assert json.loads(results.read_text())["selection"]["split"] == "validation"
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "0 of 57 stages left" in again.stdout
+
+
+@pytest.mark.parametrize("task", ["qnli", "qqp"])
+def test_the_pair_task_recipes_run_with_one_override_on_fixtures(task, tmp_path, pretrained_run):
+    """--tasks ...,qnli,qqp: the plan's finetuning stage for the task, as composed from its command line, trains and
+    scores once on GLUE-layout fixtures (the real train.tsv cannot be had here)."""
+    from linformer.cli import compose
+    from linformer.train.finetune import finetune
+
+    header, rows = {"qnli": ("index\tquestion\tsentence\tlabel", lambda i: f"{i}\twhat is river {i}?\tthe river {i} "
+                                                                          f"is {'long' if i % 2 else 'short'}\t"
+                                                                          f"{'entailment' if i % 2 else 'not_entailment'}"),
+                    "qqp": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+                            lambda i: f"{i}\t{2 * i}\t{2 * i + 1}\thow is castle {i}?\twhy is castle {i + i % 2}?\t"
+                                      f"{i % 2}")}[task]
+    glue = tmp_path / "mirror" / "glue" / task
+    glue.mkdir(parents=True)
+    (glue / "train.tsv").write_text("\n".join([header, *(rows(i) for i in range(120))]) + "\n")
+    (glue / "dev.tsv").write_text("\n".join([header, *(rows(i) for i in range(1000, 1040))]) + "\n")
+    p = exp.with_tasks(exp.PROFILES["toy"], ["sst2", task])
+    stage = next(s for s in exp.plan(p, python="python", under=tmp_path / "work")
+                 if s.name == f"finetune {exp.finetune_run(p, task, exp.rows(p)[0], 0)}")
+    argv = [a for a in stage.argv[2:] if not a.startswith("model_path=")]
+    cfg = compose("finetune", [*argv, f"model_path={pretrained_run}", f"paths.data_mirror={tmp_path / 'mirror'}",
+                               "trainer.max_length=32"])
+    results = finetune(cfg, tmp_path / "run")
+    assert results["task"] == task and results["selection"]["split"] == "validation"
+    assert results["reported"]["split"] == "dev" and results["num_eval_examples"] == 40
+    with pytest.raises(Exception, match="no recipe for 'mnli'"):
+        exp.with_tasks(exp.PROFILES["gpu"], ["sst2", "mnli"])
