@@ -49,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--landmarks adds landmark pooling to the --local-windows rows: name at least one window")
         t0 = time.perf_counter()
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
-        result = long_inputs.measure(run.classifier, run.ids, run.labels, args.ns, args.k, args.sharing,
+        ns, dropped = long_inputs.reached(args.ns, run.ids)
+        result = long_inputs.measure(run.classifier, run.ids, run.labels, ns, args.k, args.sharing,
                                      run.pad_id, args.batch_size, local_windows=tuple(args.local_windows),
                                      global_positions=tuple(args.global_positions), students=run.students,
                                      landmarks=args.landmarks)
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
-        header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance)
+        header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance,
+                                    dropped)
         long_inputs.write_report(result, args.out, header, {"command": command})
     measured.show(args.out)
     return 0

@@ -82,15 +82,33 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         exact = (f" + {exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)}"
                  if student.local_window or student.global_positions else "")
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
-    split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns),
+    # one token past the largest n: an example that long reaches every n, and its length says "longer than all"
+    split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns) + 1,
                       splits=("eval",), cache_dir=resolve_path("data/cache/tasks"))["eval"]
     rows, available = longer_than(split, base_n, examples, f"--task {task}")
     return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
                     tokenizer.pad_token_id)
 
 
-def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: str, provenance: list[str]
-           ) -> list[str]:
+def reached(ns: list[int], ids: list[list[int]]) -> tuple[list[int], list[int]]:
+    """(the ns some example reaches, those none does): a row at an n no input reaches repeats the row below it, as if
+    measured at a length that was never seen. ConfigError when no n is reached."""
+    longest = max(map(len, ids))
+    kept = [n for n in ns if longest >= n]
+    if not kept:
+        raise ConfigError(f"--ns {' '.join(map(str, ns))}: no example of the sample reaches any of them (the longest "
+                          f"has {longest} tokens): give an n of at most {longest}")
+    return kept, [n for n in ns if n not in kept]
+
+
+def longest_text(lengths: dict, ns: list[int]) -> str:
+    """The sample's longest input as the report prints it: its tokens, or 'over N' when it was cut at max(ns) + 1."""
+    top = max(ns)
+    return f"over {top:,} tokens" if lengths["max"] > top else f"{lengths['max']:,} tokens"
+
+
+def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: str, provenance: list[str],
+           dropped: list[int] = ()) -> list[str]:
     """The report's lines above the table: what was measured, on which examples, how, where and by which command."""
     lens = result["lengths"]
     return [(f"Classifier: `{given}` (finetuned at n = {run.base_n}); positions extended by copying its learned rows; "
@@ -98,7 +116,10 @@ def header(run: Examples, result: dict, given: str, task: str, k: int, sharing: 
              "trained at the new lengths" + (f" but the students: {', '.join(run.students)}." if run.students
                                              else ".")),
             (f"Examples: {len(run.ids)} {task} eval examples longer than {run.base_n} tokens (of {run.longer}; "
-             f"{lens['min']}-{lens['max']} tokens, median {lens['median']:.0f}), each truncated to n."),
+             f"from {lens['min']:,} tokens, median {lens['median']:,.0f}; the longest input of the sample: "
+             f"{longest_text(lens, result['ns'])}), each truncated to n."
+             + (f" No row at n = {', '.join(f'{n:,}' for n in dropped)}: no input of the sample reaches it."
+                if dropped else "")),
             ("Cost: forward time and peak memory per example at n tokens (batch 1, median of 3 interleaved rounds), "
              "and their ratios to full attention at the same n, measured side by side."),
             *provenance]
@@ -180,7 +201,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             full = preds if full is None else full
         del models
     majority = max(float(np.mean(labels == c)) for c in np.unique(labels))
-    return {"rows": rows, "base_n": base_n, "k": k, "sharing": sharing, "labels": labels.tolist(),
+    return {"rows": rows, "base_n": base_n, "k": k, "sharing": sharing, "labels": labels.tolist(), "ns": list(ns),
             "majority_rate": majority,
             "lengths": {"min": int(min(map(len, ids))), "median": float(np.median([len(x) for x in ids])),
                         "max": int(max(map(len, ids)))}}
@@ -304,4 +325,22 @@ def render(measured: dict, out: str) -> None:
         raise ConfigError("--render reads a JSON written by scripts/long_inputs.py with its header; this one has "
                           f"no {'header' if 'rows' in measured else 'rows'}: measure again.")
     result = {k: v for k, v in measured.items() if k not in ("command", "header")}
-    write_report(result, out, measured["header"], {"command": measured.get("command")})
+    header = measured["header"]
+    write_report(result, out, [*header, *unreached_note(result, header)], {"command": measured.get("command")})
+
+
+def unreached_note(result: dict, header: list[str]) -> list[str]:
+    """For a report measured before rows were kept to the ns its inputs reach: a line naming the rows at an n that
+    no input of the sample reaches (they score whole inputs of at most the longest's tokens in a model built for n),
+    once."""
+    longest = (result.get("lengths") or {}).get("max")
+    if longest is None or any("no input reaches" in line or "no input of the sample reaches" in line
+                              for line in header):
+        return []
+    over = sorted({r["n"] for r in result["rows"] if r["n"] > longest})
+    if not over:
+        return []
+    return [(f"The longest input of the sample has {longest:,} tokens: no input reaches n = "
+             f"{', '.join(f'{n:,}' for n in over)}, so those rows score whole inputs of at most {longest:,} tokens in "
+             "models built for n (measured before the report kept its rows to the ns its inputs reach; a new "
+             f"measurement takes --ns of at most {longest:,}).")]

@@ -186,3 +186,21 @@ def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_
     assert read_json(tmp_path / "b.json") == read_json(tmp_path / "a.json")
     with pytest.raises(ConfigError, match="has no header: measure again"):
         long_inputs.render({"rows": []}, str(tmp_path / "c"))
+
+
+def test_rows_only_at_the_ns_some_input_reaches_and_old_reports_say_which_are_not():
+    from linformer.errors import ConfigError
+
+    ids = [[1] * 600, [1] * 1378, [1] * 700]
+    assert long_inputs.reached([1024, 2048, 4096], ids) == ([1024], [2048, 4096])
+    assert long_inputs.reached([1378], ids) == ([1378], [])  # an input of exactly n tokens reaches n
+    with pytest.raises(ConfigError, match=r"--ns 2048 4096: no example .* \(the longest has 1378 tokens\)"):
+        long_inputs.reached([2048, 4096], ids)
+    # the longest input as printed: cut one token past the largest n, it reads "over" that n
+    assert long_inputs.longest_text({"max": 4097}, [2048, 4096]) == "over 4,096 tokens"
+    assert long_inputs.longest_text({"max": 1378}, [2048, 4096]) == "1,378 tokens"
+    # a report measured before the rule gets one line naming its unreached rows, once
+    result = {"lengths": {"max": 1378}, "rows": [{"n": 512}, {"n": 2048}, {"n": 4096}]}
+    (note,) = long_inputs.unreached_note(result, ["Examples: ..."])
+    assert "no input reaches n = 2,048, 4,096" in note
+    assert long_inputs.unreached_note(result, [note]) == []

@@ -117,3 +117,22 @@ def test_an_interval_on_a_handful_of_examples_is_not_printed_as_one():
     assert interval_text(100 * lo, 100 * hi, 2) == "(no interval: 2 examples)"
     assert interval_text(-3.84, 1.25, MIN_INTERVAL_EXAMPLES, sign=True) == "[-3.8, +1.3]"
     assert interval_text(85.25, 90.7, 600, brackets="()", sep="-") == "(85.3-90.7)"
+
+
+def test_the_average_over_tasks_pairs_seeds_and_resamples_them_once_for_every_task():
+    from linformer.report.paired import seed_matched, tasks_average
+
+    rng = np.random.default_rng(3)
+    pairs = {task: {"a": {s: rng.random(n) < 0.8 for s in (0, 1, 2)}, "b": {s: rng.random(n) < 0.75 for s in (0, 1, 2)}}
+             for task, n in (("sst2", 300), ("imdb", 500))}
+    avg = tasks_average(pairs)
+    each = [seed_matched(p["a"], p["b"])["diff"] for p in pairs.values()]
+    assert avg["diff"] == pytest.approx(sum(each) / 2) and avg["seeds"] == [0, 1, 2]
+    assert avg["lo"] < avg["diff"] < avg["hi"]
+    assert tasks_average(pairs) == avg  # seeded
+    # one task alone: the same difference as the seed-matched pair of that task
+    assert tasks_average({"sst2": pairs["sst2"]})["diff"] == pytest.approx(each[0])
+    # the tasks must have the same seed pairs (an incomplete row has no average)
+    del pairs["imdb"]["a"][2]
+    with pytest.raises(ValueError, match="same seed pairs on every task"):
+        tasks_average(pairs)
