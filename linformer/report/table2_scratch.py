@@ -181,7 +181,7 @@ def to_markdown(data: dict) -> str:
                                                  for t, g in data["gain"].items())
                                        or "not measured yet"), "", "## Targets", ""]
     for t in data["targets"]:
-        state = {True: "met", False: "MISSED", None: "not judged yet (rows incomplete)"}[t["met"]]
+        state = {True: "met", False: "MISSED", None: "not judged (its rows incomplete, or as said below)"}[t["met"]]
         value = "-" if t["value"] is None else f"{t['value']:+.2f}" if "Figure" not in t["target"] else \
             f"{t['value']:.3f}x"
         lines.append(f"- {t['target']}: {value}, {state}")
