@@ -223,6 +223,9 @@ class LinformerSelfAttention(nn.Module):
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
         self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
         self.dropout_p = config.attention_probs_dropout_prob
+        # read at every forward, as HF's attention modules do: set_attn_implementation("eager") switches the softmax
+        # attention to the explicit matmul-softmax-matmul (the path that returns attention maps), "sdpa" to the kernel
+        self.config = config
         self.linformer = config.attention == "linformer"
         self.k = config.k_of_layer(layer_idx) if self.linformer else None
         self.exact_short = self.linformer and config.exact_short_inputs
@@ -320,7 +323,7 @@ class LinformerSelfAttention(nn.Module):
         attn_mask = None if kmask is None else kmask[:, None, None, :]
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
-        if output_attentions:
+        if output_attentions or self.config._attn_implementation == "eager":
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
             if attn_mask is not None:
                 scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)

@@ -6,6 +6,8 @@ Each architectural fact lives here (and so in config.json); run settings live in
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
 
 from huggingface_hub.dataclasses import strict
 from transformers import GenerationConfig, PreTrainedConfig
@@ -13,6 +15,8 @@ from transformers.activations import ACT2FN
 
 from ..errors import ConfigError, did_you_mean
 from ..spec.settings import fits_type
+
+logger = logging.getLogger(__name__)
 
 ATTENTION_MODES = ("linformer", "full")
 SHARING_MODES = ("none", "headwise", "kv", "layerwise")
@@ -165,7 +169,7 @@ class LinformerConfig(PreTrainedConfig):
     lm_head_activation: str = "gelu"
 
     def __post_init__(self, **kwargs):
-        _reject_unknown(kwargs)
+        _warn_near_misses(kwargs)
         if self.position_offset is None:  # config.json files written before the field existed are RoBERTa's
             self.position_offset = position_offset_of(self)
         if self.max_position_embeddings is None:
@@ -375,14 +379,31 @@ def attention_label(attention: str, k: int | list[int] | None = None, sharing: s
     return ", ".join([text] + [x for x in (sharing, None if projection == "linear" else projection) if x])
 
 
-def _reject_unknown(kwargs: dict) -> None:
-    """A misspelt field would otherwise be stored as a stray attribute and silently change nothing."""
+_WARNED: set[str] = set()
+
+
+def _warn_near_misses(kwargs: dict) -> None:
+    """An attribute LinformerConfig does not know is kept and written back, as PretrainedConfig keeps any (tools
+    annotate configs: quantisers, PEFT, exporters, hub metadata); one that looks like a misspelt field changes nothing
+    the model reads, so it gets a warning with the field it resembles. Refusing typos is the job of the places a
+    person types (``check_model_fields``: Hydra's model.* overrides, convert's settings)."""
     known = _HF_KWARGS | _HF4_KWARGS | GenerationConfig._get_default_generation_params().keys()
-    unknown = sorted(set(kwargs) - known)
-    if unknown:
-        fields = [f.name for f in dataclasses.fields(LinformerConfig)]
-        hints = [f"{key!r}{did_you_mean(key, fields)}" for key in unknown]
-        raise ConfigError(f"LinformerConfig has no field {', '.join(hints)}.")
+    fields = [f.name for f in dataclasses.fields(LinformerConfig)]
+    for key in sorted(set(kwargs) - known - _WARNED):
+        hint = did_you_mean(key, fields)
+        if hint:
+            _WARNED.add(key)  # once per process: loading builds a config several times
+            logger.warning("LinformerConfig: %r is not a field, kept as an attribute the model does not read%s",
+                           key, hint)
+
+
+def check_model_fields(fields: Mapping, where: str = "model") -> None:
+    """ConfigError for the first key of `fields` (a model group, convert's settings) that is not a LinformerConfig
+    field, with the closest field: where a person types the settings, a typo must not run silently."""
+    known = [f.name for f in dataclasses.fields(LinformerConfig)]
+    for key in fields:
+        if key not in known:
+            raise ConfigError(f"{where}.{key} is not a LinformerConfig field{did_you_mean(key, known)}.")
 
 
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
@@ -401,6 +422,7 @@ __all__ = [
     "SHARING_MODES",
     "LinformerConfig",
     "attention_label",
+    "check_model_fields",
     "exact_key_variants",
     "exact_keys_label",
     "round_up",

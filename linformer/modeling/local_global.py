@@ -28,7 +28,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-CHUNK_ELEMENTS = 1 << 18  # attention scores materialised at once (256K: 1 MiB in fp32); larger chunks are no faster
+# Attention scores materialised at once (4M: 16 MiB in fp32; with the probabilities and the bias about 3x that).
+# Chunks this large keep a forward at n = 16384 to a few hundred operations per layer: each small operation waits
+# for every thread, which on shared cores costs more than the arithmetic (docs/results/local_global_cpu.md)
+CHUNK_ELEMENTS = 1 << 22
 
 
 def global_index(positions: list[int], lengths: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,7 +197,8 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
     """(B, H, nb, b, d): each block's queries qb against its band keys (B, H, nb, L, d) and the keys every query
     sees (``others``: (B, H, G + c, d) keys and values), one softmax over both with the additive ``biases`` (band,
     then the others' in their order). A chunk of blocks at a time, so that the scores held at once stay under
-    CHUNK_ELEMENTS: memory linear in T with a small constant."""
+    CHUNK_ELEMENTS: memory linear in T. The biases are joined once (where they do not differ by head: else per
+    chunk, to keep them linear in T too), so a chunk costs about twenty operations."""
     B, H, nb, b, d = qb.shape
     L = band_k.shape[-2]
     acc = biases[0].dtype
@@ -202,19 +206,28 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
     batch = max(x.shape[0] for x in biases)
     heads = max(x.shape[1] for x in biases)  # 1 unless E differs by head: the mask then broadcasts over them
     width = sum(x.shape[-1] for x in biases)  # keys per query: L + G + c
+
+    def joined(i: int, j: int) -> torch.Tensor:
+        return torch.cat([x.expand(batch, heads, nb, b, x.shape[-1])[:, :, i:j] for x in biases], dim=-1)
+
+    whole = joined(0, nb) if heads == 1 else None  # (B or 1, 1, nb, b, width): batch x T x width floats
     chunk = max(1, CHUNK_ELEMENTS // (B * H * b * width))
+    others_kt = None if others is None else others[0].transpose(-1, -2)
     outs = []
     for i in range(0, nb, chunk):
         j = min(i + chunk, nb)
         qc, m = qb[:, :, i:j], j - i  # (B, H, m, b, d)
-        scores = [qc @ band_k[:, :, i:j].transpose(-1, -2)]  # (B, H, m, b, L)
-        if others is not None:
-            scores.append((qc.reshape(B, H, m * b, d) @ others[0].transpose(-1, -2)).view(B, H, m, b, -1))
-        bias = torch.cat([x.expand(batch, heads, nb, b, x.shape[-1])[:, :, i:j] for x in biases], dim=-1)
-        probs = torch.add(bias, torch.cat(scores, dim=-1).to(acc), alpha=scale).softmax(-1)
+        scores = qc @ band_k[:, :, i:j].transpose(-1, -2)  # (B, H, m, b, L)
+        if others_kt is not None:
+            scores = torch.cat([scores, (qc.reshape(B, H, m * b, d) @ others_kt).view(B, H, m, b, -1)], dim=-1)
+        if scores.dtype != acc:
+            scores = scores.to(acc)
+        bias = whole[:, :, i:j] if whole is not None else joined(i, j)
+        probs = torch.add(bias, scores, alpha=scale).softmax(-1)
         if dropout_p:
             probs = F.dropout(probs, dropout_p)
-        probs = probs.to(qb.dtype)
+        if probs.dtype != qb.dtype:
+            probs = probs.to(qb.dtype)
         out = probs[..., :L] @ band_v[:, :, i:j]
         if others is not None:
             out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ others[1]).view(B, H, m, b, d)

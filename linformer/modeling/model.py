@@ -144,6 +144,14 @@ class LinformerPreTrainedModel(PreTrainedModel):
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
 
     @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """True: the softmax attention reads config._attn_implementation at every forward (eager: matmul, softmax,
+        matmul; sdpa: the fused kernel), so set_attn_implementation switches it. HF decides this from a heuristic over
+        the module's source (its AttentionInterface), which the Linformer's own attention does not use; flex is not
+        offered (_supports_flex_attn is False), so HF refuses it with its own message."""
+        return True
+
+    @classmethod
     def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
         """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
         from .convert import from_pretrained_encoder

@@ -122,6 +122,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,  # a ModelOutput whatever config.return_dict says; can_return_tuple converts ours
         )
         hidden = out.last_hidden_state
         if labels is not None:
@@ -181,6 +182,7 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,  # a ModelOutput whatever config.return_dict says; can_return_tuple converts ours
         )
         logits = self.classifier(pool(self.config, out, attention_mask, input_ids))
         loss = None

@@ -99,8 +99,13 @@ class RunSpec:
 
 
 def _model_group(cfg: Mapping) -> dict[str, Any]:
-    """``cfg.model`` without its display name: LinformerConfig's fields, checked when the model is built."""
-    return {k: v for k, v in dict(cfg.get("model") or {}).items() if k != "name"}
+    """``cfg.model`` without its display name: LinformerConfig's fields (a key that is not one is refused here, with
+    the closest field; the values are checked when the model is built)."""
+    from ..modeling.configuration import check_model_fields
+
+    fields = {k: v for k, v in dict(cfg.get("model") or {}).items() if k != "name"}
+    check_model_fields(fields)
+    return fields
 
 
 @dataclass(frozen=True)

@@ -420,8 +420,12 @@ class Trainer:
         state_dict = acc.get_state_dict(self.model)
         if self.main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
             with atomic_dir(final, overwrite=True) as tmp, no_hf_progress_bars():
-                acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
+                model = acc.unwrap_model(self.model)
+                model.save_pretrained(tmp, state_dict=state_dict)
                 if self.tokenizer is not None:
+                    n = getattr(model.config, "max_seq_len", None)
+                    if n is not None:  # pipelines and truncation=True then cut inputs to what E and F take
+                        self.tokenizer.model_max_length = n
                     self.tokenizer.save_pretrained(tmp)
         acc.wait_for_everyone()
 

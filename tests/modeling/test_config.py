@@ -48,11 +48,31 @@ def test_bad_config_names_the_key(kwargs, match):
         LinformerConfig(**kwargs)
 
 
-def test_unknown_keyword_is_rejected_with_a_suggestion():
-    with pytest.raises(ConfigError, match=r"'sharng' \(did you mean sharing\?\)"):
-        LinformerConfig(sharng="kv")
-    with pytest.raises(ConfigError, match="'bogus'"):
-        LinformerConfig(bogus=1)
+def test_an_attribute_the_linformer_does_not_know_is_kept_and_survives_save_and_load(tmp_path, caplog):
+    """As PretrainedConfig keeps any attribute (tools annotate configs): a saved model whose config carries one loads
+    again with it; a near-miss of a real field is kept too, with a warning naming the field."""
+    config = tiny_config(batch_norm_eps=1e-3, tool_annotation={"bits": 8})
+    config.quantization_note = "added by a tool"
+    assert config.batch_norm_eps == 1e-3 and config.tool_annotation == {"bits": 8}
+    model = LinformerForMaskedLM(config)
+    model.save_pretrained(tmp_path)
+    loaded = LinformerForMaskedLM.from_pretrained(tmp_path)
+    assert loaded.config.batch_norm_eps == 1e-3 and loaded.config.quantization_note == "added by a tool"
+    assert loaded.config.tool_annotation == {"bits": 8}
+    assert AutoConfig.from_pretrained(tmp_path).quantization_note == "added by a tool"
+    with caplog.at_level("WARNING", logger="linformer.modeling.configuration"):
+        near = tiny_config(sharng="kv", tool_annotation2=1)
+    assert near.sharng == "kv" and near.sharing == "headwise"  # kept, read by nothing
+    assert "'sharng' is not a field" in caplog.text and "did you mean sharing?" in caplog.text
+    assert "tool_annotation2" not in caplog.text  # nothing like a field: no warning
+
+
+def test_where_a_person_types_model_settings_a_typo_is_one_error_naming_the_key():
+    from linformer.cli import compose
+    from linformer.spec.runs import PretrainSpec
+
+    with pytest.raises(ConfigError, match=r"^model\.sharng is not a LinformerConfig field \(did you mean sharing\?\)"):
+        PretrainSpec.read(compose("pretrain", ["+model.sharng=kv"]))
 
 
 def test_keywords_hugging_face_passes_are_accepted_and_round_trip(tmp_path):

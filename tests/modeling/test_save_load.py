@@ -83,3 +83,53 @@ def test_return_dict_false_gives_a_tuple():
     model = LinformerForMaskedLM(tiny_config()).eval()
     out = model(torch.randint(4, 64, (1, 8)), return_dict=False)
     assert isinstance(out, tuple) and out[0].shape == (1, 8, 64)
+
+
+@pytest.mark.parametrize("cls", [LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification])
+def test_config_return_dict_false_gives_the_dict_forms_values_as_a_tuple(cls):
+    """config.return_dict=False (as HF's common tests set it): the heads used to read the encoder's output as a
+    ModelOutput and crashed on its tuple. Every output, as a tuple, equals the dict form's values in order."""
+    torch.manual_seed(0)
+    model = cls(tiny_config(return_dict=False)).eval()
+    ids, mask = torch.randint(4, 64, (2, 8)), torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    kwargs = dict(attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    if cls is not LinformerModel:
+        kwargs["labels"] = torch.randint(0, 2, (2,)) if cls is LinformerForSequenceClassification else \
+            torch.where(torch.rand(2, 8) < 0.5, ids, -100)
+    as_tuple = model(ids, **kwargs)
+    as_dict = model(ids, **kwargs, return_dict=True)
+    assert isinstance(as_tuple, tuple)
+    values = as_dict.to_tuple()
+    assert len(as_tuple) == len(values)
+
+    def same(a, b):
+        if isinstance(a, tuple):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return (a is None and b is None) or torch.equal(a, b)
+
+    assert all(same(a, b) for a, b in zip(as_tuple, values))
+
+
+@pytest.mark.parametrize("attention", ["full", "linformer"])
+def test_set_attn_implementation_changes_what_runs_and_both_agree(attention, monkeypatch):
+    """eager: the explicit matmul-softmax-matmul; sdpa: the fused kernel (HF's switch). A forward under eager never
+    calls scaled_dot_product_attention, and the two agree within HF's tolerance."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(attention=attention)).eval()
+    ids, mask = torch.randint(4, 64, (2, 16)), torch.ones(2, 16, dtype=torch.long)
+    mask[1, 9:] = 0
+    sdpa = model(ids, attention_mask=mask).last_hidden_state
+    model.set_attn_implementation("eager")
+    assert model.config._attn_implementation == "eager"
+    calls = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    eager = model(ids, attention_mask=mask).last_hidden_state
+    assert calls == []  # eager ran
+    torch.testing.assert_close(eager[mask.bool()], sdpa[mask.bool()], atol=1e-5, rtol=1e-5)
+    model.set_attn_implementation("sdpa")
+    model(ids, attention_mask=mask)
+    assert calls  # sdpa ran
