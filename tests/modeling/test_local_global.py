@@ -229,3 +229,35 @@ def test_bad_landmark_settings_name_their_key(fields, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")) as err:
         LinformerConfig(**{**SMALL, **fields})
     assert "landmark_pooling" in str(err.value)
+
+
+def _local_global_inputs(T: int, H: int = 12, d: int = 8, c: int = 128):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, H, T, d, generator=g) for _ in range(3))
+    projected = (torch.randn(1, H, c, d, generator=g), torch.randn(1, H, c, d, generator=g), None,
+                 torch.rand(1, 1, c, generator=g))
+    return q, k, v, torch.tensor([T]), projected
+
+
+def test_a_long_forward_launches_a_bounded_number_of_operations():
+    """MiniLM's 12 heads, w = 128, k = 128, n = 16384: the local/global attention of one layer in a few chunks of
+    blocks (counted with the profiler, not timed). With chunks of 256K scores it launched about 20,000 operations:
+    on shared cores each small one waits for every thread."""
+    from torch.profiler import ProfilerActivity, profile
+
+    q, k, v, lengths, projected = _local_global_inputs(16384)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        local_global_attention(q, k, v, lengths, 64, [0, -1], projected)
+    ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
+    assert ops <= 2500, ops
+
+
+def test_the_chunk_size_changes_no_output(monkeypatch):
+    import linformer.modeling.local_global as lg
+
+    q, k, v, lengths, projected = _local_global_inputs(2048, H=4)
+    lengths = torch.tensor([1900])  # padding at the end
+    big = local_global_attention(q, k, v, lengths, 64, [0, -1], projected)
+    monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1 << 14)  # a block or two per chunk
+    small = local_global_attention(q, k, v, lengths, 64, [0, -1], projected)
+    torch.testing.assert_close(big[:, :, :1900], small[:, :, :1900], atol=1e-6, rtol=1e-6)
