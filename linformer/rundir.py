@@ -214,6 +214,14 @@ class RunRecord:
         self.lock.acquire()
         try:
             recorded = self.config()
+            if not recorded and not self.info():
+                foreign = sorted(p.name for p in self.dir.iterdir() if p.name != LOCK)
+                if foreign:  # someone's folder, not a run: a run writes only into a new directory or its own
+                    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                    raise RunDirError(f"{self.dir} is not a run directory (it has no {CONFIG} or {RUN}) but holds "
+                                      f"{shown}: a run writes only into a new directory or its own. Choose another "
+                                      "run_name (or paths.output_dir), or move those files away.")
+                return "new"
             if not recorded:
                 return "new"
             diff = identity_diff(recorded, config)

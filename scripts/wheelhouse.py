@@ -175,12 +175,38 @@ def read_node_packages(path):
     return packages
 
 
-def drop_node_packages(folder, roots, env, tags, node, provided=(EXCLUDED,)):
+MANIFEST = ".wheelhouse.json"  # in --dest: the wheels this script put there (its to replace or leave out)
+
+
+def own_wheels(dest):
+    """The names of the wheels in dest that a wheelhouse run wrote (its manifest, where they still exist)."""
+    import json
+
+    try:
+        listed = set(json.loads((Path(dest) / MANIFEST).read_text()).get("wheels", []))
+    except (OSError, ValueError, AttributeError):
+        listed = set()
+    return {w.name for w in Path(dest).glob("*.whl")} & listed
+
+
+def write_manifest(dest, names):
+    import json
+    import os
+
+    tmp = Path(dest) / f"{MANIFEST}.tmp"
+    tmp.write_text(json.dumps({"wheels": sorted(names)}, indent=1) + "\n")
+    os.replace(tmp, Path(dest) / MANIFEST)
+
+
+def drop_node_packages(folder, roots, env, tags, node, provided=(EXCLUDED,), ours=None):
     """Delete the target wheels in folder that an install on the node would not take (the node has a version that
-    satisfies every requirement on them, or they are reached only through such packages); returns those deleted."""
+    satisfies every requirement on them, or they are reached only through such packages); returns those deleted.
+    ours: the names of the wheels a wheelhouse run wrote (None: every wheel); no other is deleted."""
     _, used = walk_requirements(folder, roots, env, tags, provided, node)
     dropped = []
     for path in sorted(Path(folder).glob("*.whl")):
+        if ours is not None and path.name not in ours:
+            continue  # someone else's wheel: never deleted
         if set(parse_wheel_filename(path.name)[3]) & tags and wheel_metadata(path)[0] not in used:
             path.unlink()
             dropped.append(path)
@@ -207,8 +233,9 @@ def pip(python, *args):
     return proc.returncode, proc.stdout
 
 
-def build_project_wheel(python, dest, work):
-    """The project as a wheel in dest, built from a copy of its sources (no build/ or egg-info in the tree)."""
+def build_project_wheel(python, dest, work, foreign=frozenset()):
+    """The project as a wheel in dest, built from a copy of its sources (no build/ or egg-info in the tree); refused
+    when dest holds a wheel of that name that no wheelhouse run wrote (`foreign`)."""
     src = Path(work) / "src"
     src.mkdir()
     for name in PROJECT_FILES:
@@ -221,6 +248,9 @@ def build_project_wheel(python, dest, work):
     built = sorted(out.glob("*.whl"))
     if rc or not built:
         raise WheelhouseError(f"building the {PROJECT} wheel failed: {last_error(log)}")
+    if built[0].name in foreign:
+        raise WheelhouseError(f"--dest {dest} holds {built[0].name}, which this script did not write: it replaces "
+                              "only its own wheels. Choose another --dest, or move that wheel away.")
     shutil.copy2(built[0], Path(dest) / built[0].name)
     return Path(dest) / built[0].name
 
@@ -297,6 +327,8 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
     if dest.exists() and not dest.is_dir():
         raise WheelhouseError(f"--dest {dest} is a file, not a folder for the wheels: choose another path.")
     dest.mkdir(parents=True, exist_ok=True)
+    ours = own_wheels(dest)
+    foreign = {w.name for w in dest.glob("*.whl")} - ours  # the user's: never replaced nor deleted
     tags_for_pip = [t for p in platforms for t in platform_tags(p)]
     env = marker_env(python_version, platforms[0])
     tags = target_tags(python_version, tags_for_pip)
@@ -305,7 +337,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
     built_here = []
     with tempfile.TemporaryDirectory() as work:
         log(f"wheelhouse: building the {PROJECT} wheel")
-        project_wheel = build_project_wheel(python, dest, work)
+        project_wheel = build_project_wheel(python, dest, work, foreign)
         stub_dir = Path(work) / "stub"
         stub_dir.mkdir()
         pinned = f"{torch_version}+{STUB_LOCAL}" if not with_torch else torch_version
@@ -346,7 +378,10 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
                     for r in missing]
         else:
             raise WheelhouseError(f"still missing for {target} after 20 rounds: {', '.join(todo)}")
-    left_out = drop_node_packages(dest, roots, env, tags, node, provided) if node is not None else []
+    ours = {w.name for w in dest.glob("*.whl")} - foreign  # what it downloaded or built, now or in an earlier run
+    write_manifest(dest, ours)
+    left_out = drop_node_packages(dest, roots, env, tags, node, provided, ours) if node is not None else []
+    write_manifest(dest, ours - {w.name for w in left_out})
     wheels = sorted(dest.glob("*.whl"))
     megabytes = sum(w.stat().st_size for w in wheels) / 1e6
     return {"wheels": len(wheels), "megabytes": megabytes, "target": target, "dest": str(dest),

@@ -41,6 +41,25 @@ def test_a_new_directory_is_claimed_and_only_the_lock_is_written_until_start(tmp
     assert list((tmp_path / "run").iterdir()) == []
 
 
+def test_a_folder_of_someone_elses_is_refused_before_anything_is_written(tmp_path):
+    """A run_name that names a user's folder (their summary.json and model/config.json, no run record): refused
+    naming it, the lock let go, every file as it was. An empty folder is a new run's."""
+    user = tmp_path / "mine"
+    (user / "model").mkdir(parents=True)
+    files = {"summary.json": '{"mine": 1}', "model/config.json": '{"hidden_size": 1}'}
+    for rel, text in files.items():
+        (user / rel).write_text(text)
+    record = RunRecord(user, "pretrain")
+    with pytest.raises(RunDirError, match=rf"{user} is not a run directory .* holds model, summary.json"):
+        record.claim(CONFIG)
+    assert sorted(str(p.relative_to(user)) for p in user.rglob("*")) == ["model", "model/config.json", "summary.json"]
+    assert {rel: (user / rel).read_text() for rel in files} == files
+    (tmp_path / "empty").mkdir()
+    empty = RunRecord(tmp_path / "empty", "pretrain")
+    assert empty.claim(CONFIG) == "new"
+    empty.release()
+
+
 def test_the_same_settings_find_the_run_complete_and_operational_changes_do_not_count(tmp_path):
     run = _finished(tmp_path / "run")
     record = RunRecord(run, "pretrain")

@@ -79,6 +79,33 @@ def test_a_nodes_own_packages_are_left_out_where_they_satisfy_every_requirement(
     assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.whl")) == ["app", "cfg", "other"]
 
 
+def test_wheels_the_script_did_not_write_are_never_deleted_nor_replaced(tmp_path, monkeypatch):
+    """Leaving out the node's packages deletes only wheels a wheelhouse run wrote (its manifest); the user's unrelated
+    wheel stays even when the node has it. A user's wheel with the project wheel's name is refused, not replaced."""
+    env = wh.marker_env("3.12", "manylinux_2_28_x86_64")
+    tags = wh.target_tags("3.12", wh.platform_tags("manylinux_2_28_x86_64"))
+    _wheel(tmp_path, "app", "1.0", ["lib"])
+    _wheel(tmp_path, "lib", "1.5")
+    mine = _wheel(tmp_path, "mytool", "1.0")  # the user's, unrelated
+    wh.write_manifest(tmp_path, {"app-1.0-py3-none-any.whl", "lib-1.5-py3-none-any.whl"})
+    assert wh.own_wheels(tmp_path) == {"app-1.0-py3-none-any.whl", "lib-1.5-py3-none-any.whl"}
+    node = {"lib": None, "mytool": None}
+    dropped = wh.drop_node_packages(tmp_path, [wh.Requirement("app")], env, tags, node, ours=wh.own_wheels(tmp_path))
+    assert [p.name for p in dropped] == ["lib-1.5-py3-none-any.whl"] and mine.is_file()
+
+    work = tmp_path / "work"
+    work.mkdir()
+    built = work / "project" / "linformer-0.1.0-py3-none-any.whl"
+    monkeypatch.setattr(wh, "pip", lambda *a: (built.parent.mkdir(parents=True, exist_ok=True),
+                                               built.write_bytes(b"new"), (0, ""))[-1])
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / built.name).write_bytes(b"the user's")
+    with pytest.raises(wh.WheelhouseError, match=f"--dest {dest} holds {built.name}, which this script did not write"):
+        wh.build_project_wheel(sys.executable, dest, work, foreign={built.name})
+    assert (dest / built.name).read_bytes() == b"the user's"
+
+
 def test_a_bad_node_packages_line_is_one_error_naming_the_file_and_line(tmp_path):
     node_file = tmp_path / "node.txt"
     node_file.write_text("numpy==2.1.0\nnot a package line\n")
