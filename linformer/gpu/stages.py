@@ -51,6 +51,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..data.io import repo_root
+from ..errors import OutputPathError
+from ..files import check_output_files, made_by, record_output_files
 from ..stages import Stage, StageFailed, StagesStopped, run_stages
 
 REPO = repo_root()
@@ -165,12 +167,16 @@ def all_skipped(log_text: str) -> bool:
     return bool(counts) and "passed" not in counts[-1] and "skipped" in counts[-1]
 
 
+def log_name(stage: str) -> str:
+    return "gpu_tests.log" if stage == "tests" else f"{stage}.log"
+
+
 def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
     """Run one stage's commands in order (a Together group's commands side by side, through the project's stage
     runner, linformer.stages.run_stages), their output streamed to the console and to <out>/<name>.log (tests:
     gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running commands get
     SIGTERM and no other starts: the record says `stopped`."""
-    log_path = out / ("gpu_tests.log" if name == "tests" else f"{name}.log")
+    log_path = out / log_name(name)
     start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
     with open(log_path, "w") as log:
         for command in commands:
@@ -269,7 +275,17 @@ def main(argv: list[str] | None = None) -> int:
     gpu = device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+    # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
+    # else's (refused, naming it, before any stage runs); claimed before they are written, so a run stopped half-way
+    # leaves files the next run may replace
+    written = [out / log_name(name) for name in args.stages] + [record_path] + \
+        ([args.archive.resolve()] if args.archive is not None else [])
+    try:
+        check_output_files(written, made_by("gpu_stage", {}))
+    except OutputPathError as err:
+        parser.error(str(err))
     out.mkdir(parents=True, exist_ok=True)
+    record_output_files(written, made_by("gpu_stage", {}))
     commands = stage_commands(out, args.jobs)
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)
