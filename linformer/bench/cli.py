@@ -7,7 +7,7 @@ from dataclasses import asdict
 from omegaconf import DictConfig, OmegaConf
 
 from ..files import made_by, output_files
-from ..spec.settings import check_types, refuse_unknown
+from ..spec.settings import check_types, positive_int, refuse_unknown
 from .inference import InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
@@ -38,6 +38,11 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
 
         out_dir = HydraConfig.get().runtime.output_dir
     inf, thr = settings_from_config(cfg)
+    threads = positive_int(cfg, "threads", prefix="", allow_none=True)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)  # machine_description records it beside every table
     record = made_by("benchmark", {"inference": asdict(inf) if inf else None,
                                    "throughput": asdict(thr) if thr else None})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)

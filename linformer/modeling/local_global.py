@@ -28,10 +28,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# Attention scores materialised at once (4M: 16 MiB in fp32; with the probabilities and the bias about 3x that).
-# Chunks this large keep a forward at n = 16384 to a few hundred operations per layer: each small operation waits
-# for every thread, which on shared cores costs more than the arithmetic (docs/results/local_global_cpu.md)
-CHUNK_ELEMENTS = 1 << 22
+# Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
+# caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.2-1.3x the time of 256K ones at 1 and 2 threads, idle
+# and beside a busy process (docs/results/local_global_cpu.md, tools/local_global_chunks.py)
+CHUNK_ELEMENTS = 1 << 18
 
 
 def global_index(positions: list[int], lengths: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,7 +198,7 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
     sees (``others``: (B, H, G + c, d) keys and values), one softmax over both with the additive ``biases`` (band,
     then the others' in their order). A chunk of blocks at a time, so that the scores held at once stay under
     CHUNK_ELEMENTS: memory linear in T. The biases are joined once (where they do not differ by head: else per
-    chunk, to keep them linear in T too), so a chunk costs about twenty operations."""
+    chunk, to keep them linear in T too), so a chunk costs a handful of products and one softmax."""
     B, H, nb, b, d = qb.shape
     L = band_k.shape[-2]
     acc = biases[0].dtype

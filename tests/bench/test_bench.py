@@ -237,6 +237,16 @@ def test_benchmark_settings_of_the_wrong_type_are_one_error_naming_the_key(overr
     assert str(err.value) == message
 
 
+@pytest.mark.parametrize("threads", ["0", "-2", "1.5"])
+def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp_path):
+    from linformer.bench.cli import benchmark_from_config
+
+    cfg = compose("benchmark", ["device=cpu", f"threads={threads}", f"out_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=rf"^threads={threads} must be a whole number of at least 1\.$"):
+        benchmark_from_config(cfg)
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing written
+
+
 def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
     """The Linformer rows carry the local window and the global tokens, their FLOPs in the ratio, and the header
     says so."""

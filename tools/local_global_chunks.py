@@ -1,0 +1,79 @@
+"""How the local/global attention's chunk size (linformer.modeling.local_global.CHUNK_ELEMENTS) moves its forward time
+against full attention's, side by side in one process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128,
+w = 128, global [0, -1], batch 1, random weights, at 1 and 2 threads, idle and beside one busy process.
+
+    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18 20 22]
+
+Prints one row per (threads, load, chunk): the median forward time of each model over interleaved rounds, their ratio,
+and the FLOP ratio it is held to (target: the time ratio at most 1.15x the FLOP ratio).
+"""
+
+import argparse
+import multiprocessing
+import statistics
+import time
+
+import torch
+
+import linformer.modeling.local_global as lg
+from linformer.modeling.configuration import LinformerConfig
+from linformer.modeling.flops import forward_flops_per_token
+from linformer.modeling.model import LinformerModel
+
+
+def _busy(stop):
+    torch.set_num_threads(1)
+    x = torch.randn(512, 512)
+    while not stop.is_set():
+        x = (x @ x).tanh_()
+
+
+def config(n: int, attention: str) -> LinformerConfig:
+    extra = dict(local_window=128, global_positions=[0, -1], length_policy="resample", mask_empty_windows=False,
+                 exact_short_inputs=True, sharing="layerwise", projected_dim=128) if attention == "linformer" else {}
+    return LinformerConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                           intermediate_size=1536, max_seq_len=n, attention=attention, **extra)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--chunks", type=int, nargs="+", default=[18, 20, 22], help="log2 of CHUNK_ELEMENTS")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    models = {a: LinformerModel(config(args.n, a)).eval() for a in ("full", "linformer")}
+    flop_ratio = forward_flops_per_token(models["linformer"].config, args.n) / forward_flops_per_token(
+        models["full"].config, args.n)
+    ids = torch.randint(5, 30000, (1, args.n))
+    print(f"n = {args.n}, FLOP ratio (local/global / full) {flop_ratio:.3f}; {torch.__version__}")
+    print("| threads | load | chunk | full (ms) | local/global (ms) | time ratio | x FLOP ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for threads in (1, 2):
+        for load in ("idle", "one busy process"):
+            stop = multiprocessing.Event()
+            busy = multiprocessing.Process(target=_busy, args=(stop,)) if load != "idle" else None
+            if busy:
+                busy.start()
+            torch.set_num_threads(threads)
+            with torch.inference_mode():
+                for m in models.values():
+                    m(ids)  # warm-up
+                for c in args.chunks:
+                    lg.CHUNK_ELEMENTS = 1 << c
+                    times = {"full": [], "linformer": []}
+                    for r in range(args.reps):  # interleaved, order alternating
+                        for name in (("full", "linformer") if r % 2 == 0 else ("linformer", "full")):
+                            t0 = time.perf_counter()
+                            models[name](ids)
+                            times[name].append(time.perf_counter() - t0)
+                    full, local = (statistics.median(times[k]) for k in ("full", "linformer"))
+                    print(f"| {threads} | {load} | 2^{c} | {1000 * full:.0f} | {1000 * local:.0f} | "
+                          f"{local / full:.3f} | {local / full / flop_ratio:.2f} |", flush=True)
+            if busy:
+                stop.set()
+                busy.join()
+
+
+if __name__ == "__main__":
+    main()
