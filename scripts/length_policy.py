@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure only the converted policy and its --local-windows rows")
     ap.add_argument("--landmarks", action="store_true",
                     help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
+                         "(LinformerConfig.overlap_columns='mask': no token counted twice)")
     ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
                     help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
                          "a stratified subset: where a lengthened model's projection acts")
@@ -46,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
-        if args.landmarks and not args.local_windows:
-            raise ConfigError("--landmarks adds landmark pooling to the --local-windows rows: name at least one window")
+        for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):
+            if on and not args.local_windows:
+                raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         from transformers import AutoTokenizer
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
         policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
-                                                 args.landmarks)
+                                                 args.landmarks, args.overlap)
         results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print)
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration import LinformerConfig
-from .local_global import column_log_counts, landmark_pooling, local_global_attention
+from .local_global import column_log_counts, column_spans, landmark_pooling, local_global_attention
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -233,6 +233,7 @@ class LinformerSelfAttention(nn.Module):
         self.local_radius = config.local_window // 2 if self.linformer else 0
         self.global_positions = list(config.global_positions or []) if self.linformer else []
         self.landmarks = self.linformer and config.landmark_pooling  # projected keys pooled by attention (E = F)
+        self.mask_overlap = self.linformer and config.overlap_columns == "mask"  # no token counted twice
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         if self.linformer and config.sharing != "layerwise":
@@ -314,8 +315,11 @@ class LinformerSelfAttention(nn.Module):
             pmask = None
         else:
             log_count = column_log_counts(rows)
+        spans = None
+        if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
+            spans = column_spans(lengths, pk.shape[-2], None if (E.resample or self.landmarks) else E.weight.shape[-2])
         out = local_global_attention(q, k, v, lengths, self.local_radius, self.global_positions,
-                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0)
+                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0, spans)
         return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, k, v, kmask, output_attentions):

@@ -67,6 +67,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
                   "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
                   "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
                   "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
+                  "overlap_columns": c.overlap_columns,
                   "classifier_pooling": c.classifier_pooling},
         "transfer": None,
         "results": {},
@@ -205,7 +206,12 @@ def _exact_keys_text(model: dict) -> str:
                      "(global_positions; negative counts from each row's last real token)")
     pooled = " (each pooling its window of tokens by attention from the window's landmark query: landmark_pooling)" \
         if model.get("landmark_pooling") else ""
-    return "; ".join(parts) + f", in one softmax with the projected keys{pooled}"
+    if model.get("overlap_columns") == "mask":
+        overlap = ("; a projected column whose tokens the exact keys already hold is masked for that query, so no "
+                   "token counts twice (overlap_columns: mask)")
+    else:
+        overlap = "; projected columns stay whole even where the exact keys hold their tokens (overlap_columns: keep)"
+    return "; ".join(parts) + f", in one softmax with the projected keys{pooled}{overlap}"
 
 
 def _transfer_section(transfer: dict | None, model: dict) -> str:

@@ -111,6 +111,11 @@ class LinformerConfig(PreTrainedConfig):
       the input (Transformer-LS's dynamic projection, Nystromformer's landmarks; ``local_global.landmark_pooling``).
       Needs ``length_policy="resample"``, E = F (``sharing="kv"`` or ``"layerwise"``) and a local window or global
       tokens (its logits carry the log count of the one softmax). False (the default): E's fixed weights.
+    - ``overlap_columns``: with exact keys, what a projected column does for a query whose exact keys already hold
+      every token it stands for (all inside the query's window, or global tokens): ``"keep"`` (the default) leaves it
+      in the softmax, so those tokens count twice; ``"mask"`` masks it for that query (``local_global.overlap_bias``).
+      A column's tokens are the ones its window of E covers: ``(j L / k, (j + 1) L / k)`` of a row's L tokens with
+      ``length_policy="resample"``, rows ``j n / k`` to ``(j + 1) n / k`` with the slice.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
       ``hidden_act``).
     - ``sparse_prediction`` (as ModernBERT's): with ``labels``, ``LinformerForMaskedLM`` runs the vocabulary
@@ -166,6 +171,7 @@ class LinformerConfig(PreTrainedConfig):
     local_window: int = 0
     global_positions: list[int] | None = None
     landmark_pooling: bool = False
+    overlap_columns: str = "keep"
     lm_head_activation: str = "gelu"
 
     def __post_init__(self, **kwargs):
@@ -324,6 +330,10 @@ def _validate_local_global(config: LinformerConfig) -> None:
             "local_window and global_positions add exact keys beside a learned projection: they need "
             f"attention='linformer' and projection='linear' (got attention={config.attention!r}, "
             f"projection={config.projection!r}).")
+    _check_choice("overlap_columns", config.overlap_columns, OVERLAP_COLUMNS)
+    if config.overlap_columns != "keep" and not (w or positions):
+        raise ConfigError(f"overlap_columns={config.overlap_columns!r} masks projected columns that the exact keys "
+                          "already hold: it needs a local_window or global_positions.")
     if config.landmark_pooling:
         needs = []
         if not (w or positions):
@@ -341,7 +351,8 @@ def _validate_local_global(config: LinformerConfig) -> None:
 
 # The exact keys beside the projected ones, and how the projected ones pool (local_global): fields every record and
 # conversion carries with k
-EXACT_KEY_FIELDS = ("local_window", "global_positions", "landmark_pooling")
+EXACT_KEY_FIELDS = ("local_window", "global_positions", "landmark_pooling", "overlap_columns")
+OVERLAP_COLUMNS = ("keep", "mask")  # overlap_columns: a projected column whose tokens the exact keys hold
 
 # The Linformer's attention fields beside the encoder's own shape: what a converted model (a transfer continued, a
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
@@ -349,22 +360,26 @@ ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "le
                     "exact_short_inputs", *EXACT_KEY_FIELDS)
 
 
-def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False) -> str:
+def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False,
+                     overlap_columns: str = "keep") -> str:
     """How reports name the exact local and global keys: 'window 128, global [0, -1]' (', landmarks' when the
-    projected keys pool by attention)."""
+    projected keys pool by attention, ', no double count' when columns the exact keys hold are masked)."""
     return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "") + \
-        (", landmarks" if landmark_pooling else "")
+        (", landmarks" if landmark_pooling else "") + (", no double count" if overlap_columns == "mask" else "")
 
 
-def exact_key_variants(windows, global_positions, landmarks: bool = False) -> dict[str, dict]:
+def exact_key_variants(windows, global_positions, landmarks: bool = False, overlap: bool = False) -> dict[str, dict]:
     """Per window w, {label: fields} of exact local keys of w tokens beside the projected ones with the global tokens
-    and, with ``landmarks``, the same with landmark pooling: the rows the measurement reports add."""
+    and, with ``landmarks``, the same with landmark pooling, and with ``overlap`` each of those with the projected
+    columns the exact keys hold masked (overlap_columns="mask"): the rows the measurement reports add."""
     variants = {}
     for w in windows:
         fields = {"local_window": w, "global_positions": list(global_positions)}
-        variants[exact_keys_label(w, global_positions)] = fields
-        if landmarks:
-            variants[exact_keys_label(w, global_positions, True)] = {**fields, "landmark_pooling": True}
+        rows = [fields] + ([{**fields, "landmark_pooling": True}] if landmarks else [])
+        rows += [{**row, "overlap_columns": "mask"} for row in rows] if overlap else []
+        for row in rows:
+            variants[exact_keys_label(w, global_positions, row.get("landmark_pooling", False),
+                                      row.get("overlap_columns", "keep"))] = row
     return variants
 
 
@@ -397,13 +412,14 @@ def _warn_near_misses(kwargs: dict) -> None:
                            key, hint)
 
 
-def check_model_fields(fields: Mapping, where: str = "model") -> None:
-    """ConfigError for the first key of `fields` (a model group, convert's settings) that is not a LinformerConfig
-    field, with the closest field: where a person types the settings, a typo must not run silently."""
+def check_model_fields(fields: Mapping, prefix: str = "model.") -> None:
+    """ConfigError for the first key of `fields` (a model group, convert's settings) that is neither a LinformerConfig
+    field nor an argument PretrainedConfig takes, with the closest field: where a person types the settings, a typo
+    must not run silently."""
     known = [f.name for f in dataclasses.fields(LinformerConfig)]
     for key in fields:
-        if key not in known:
-            raise ConfigError(f"{where}.{key} is not a LinformerConfig field{did_you_mean(key, known)}.")
+        if key not in known and key not in _HF_KWARGS | _HF4_KWARGS:
+            raise ConfigError(f"{prefix}{key} is not a LinformerConfig field{did_you_mean(key, known)}.")
 
 
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
@@ -417,6 +433,7 @@ __all__ = [
     "CLASSIFIER_POOLINGS",
     "EXACT_KEY_FIELDS",
     "LENGTH_POLICIES",
+    "OVERLAP_COLUMNS",
     "PROJECTIONS",
     "PROJECTION_INITS",
     "SHARING_MODES",

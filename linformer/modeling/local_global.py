@@ -83,6 +83,40 @@ def landmark_pooling(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: to
     return (p @ kw).squeeze(-2), (p @ vw).squeeze(-2), log_count
 
 
+def column_spans(lengths: torch.Tensor, c: int, n: int | None = None) -> torch.Tensor:
+    """(B, c, 2) first and one-past-last token each projected column stands for: its window of a row's L real tokens,
+    (j L / c, (j + 1) L / c) rounded outwards (E resampled to L, or pooled by landmarks: n None), or E's rows
+    j n / c to (j + 1) n / c cut to L (the slice of an n x c window-mean E)."""
+    L = lengths.clamp(min=1)[:, None]
+    j = torch.arange(c, device=lengths.device)[None, :]
+    scale = L if n is None else torch.full_like(L, n)
+    start, end = (j * scale) // c, -((-(j + 1) * scale) // c)
+    return torch.stack([start.clamp(max=L), end.clamp(max=L)], -1)
+
+
+def overlap_bias(spans: torch.Tensor, gi: torch.Tensor | None, gvalid: torch.Tensor | None, b: int, nb: int,
+                 radius: int) -> torch.Tensor:
+    """(B, 1, nb, b, c) additive mask of the projected columns a query's exact keys already hold (overlap_columns=
+    "mask"): every token of the column's span lies within the query's window, or the one or two outside it are global
+    tokens. An empty span (past a short row's end) is never masked here: the column mask takes care of it."""
+    B = spans.shape[0]
+    t = torch.arange(nb * b, device=spans.device).view(1, nb, b, 1)
+    a, e = spans[..., 0].view(B, 1, 1, -1), spans[..., 1].view(B, 1, 1, -1)
+    lo, hi = t - radius, t + radius + 1  # the window [lo, hi)
+    left = (torch.minimum(e, lo) - a).clamp(min=0)    # tokens of the span before the window: a, a + 1, ...
+    right = (e - torch.maximum(a, hi)).clamp(min=0)   # ... and after it: ..., e - 1
+
+    def is_global(pos: torch.Tensor) -> torch.Tensor:
+        if gi is None:
+            return torch.zeros_like(pos, dtype=torch.bool)
+        g = gi.masked_fill(~gvalid, -1).view(B, 1, 1, 1, -1)
+        return (pos.unsqueeze(-1) == g).any(-1)
+
+    covered = (left == 0) | ((left == 1) & is_global(a.expand_as(left)))
+    covered &= (right == 0) | ((right == 1) & is_global((e - 1).expand_as(right)))
+    return torch.where(covered & (e > a), _NEG, 0.0)[:, None]
+
+
 def _blocks(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:
     """(B, H, T, d) -> (B, H, nb, r, d), zero-padded to nb * r positions (a view when T is whole blocks and x is
     contiguous: no copy)."""
@@ -103,12 +137,14 @@ def _band(x: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                            radius: int, positions: list[int], projected: tuple | None,
-                           dropout_p: float = 0.0) -> torch.Tensor:
+                           dropout_p: float = 0.0, spans: torch.Tensor | None = None) -> torch.Tensor:
     """One softmax over local, global and projected keys -> (B, H, T, d).
 
     q, k, v: (B, H, T, d), k and v zero at padded positions; lengths: (B,) real tokens per row (right padding);
     radius: r >= 0 (0: no local keys); positions: the global positions ([] for none); projected: None, or
-    (keys (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)).
+    (keys (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)); spans: (B, c, 2)
+    the tokens each projected column stands for (``column_spans``) to mask it for the queries whose exact keys hold
+    them all (overlap_columns="mask"), or None to keep every column.
 
     Each block of b queries is scored against its band (the b + 2 radius positions around it), the global keys
     and the projected keys in two products, and normalised together in one softmax: no key is copied per block.
@@ -135,7 +171,11 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
         pk, pv, pmask, log_count = projected
         others_k.append(pk)
         others_v.append(pv)
-        biases.append(_projected_bias(log_count.to(acc), pmask))
+        bias = _projected_bias(log_count.to(acc), pmask)
+        if spans is not None:
+            gi_, gv_ = (gi, gvalid) if positions else (None, None)
+            bias = bias + overlap_bias(spans, gi_, gv_, b, nb, radius).to(acc)
+        biases.append(bias)
     others = (torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)) if others_k else None  # (B, H, G + c, d)
     out = _chunked_softmax(_blocks(q, b, nb), band_k, band_v, others, biases, dropout_p).reshape(B, H, nb * b, d)[
         :, :, :T]

@@ -37,11 +37,12 @@ BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)  # upper token counts of
 
 
 def with_local_keys(windows: list[int], global_positions: list[int], local_only: bool = False,
-                    landmarks: bool = False) -> dict[str, dict]:
+                    landmarks: bool = False, overlap: bool = False) -> dict[str, dict]:
     """POLICIES (or only the converted one) and, per window w, the converted policy with exact local keys of w
-    tokens and the global tokens beside the projected ones (and, with ``landmarks``, with landmark pooling too)."""
+    tokens and the global tokens beside the projected ones (and, with ``landmarks``, with landmark pooling too; with
+    ``overlap``, each also with the columns the exact keys hold masked)."""
     policies = {CONVERTED: POLICIES[CONVERTED]} if local_only else dict(POLICIES)
-    for label, fields in exact_key_variants(windows, global_positions, landmarks).items():
+    for label, fields in exact_key_variants(windows, global_positions, landmarks, overlap).items():
         policies[f"{CONVERTED}, {label}"] = {**POLICIES[CONVERTED], **fields}
     return policies
 

@@ -196,5 +196,13 @@ def test_the_card_says_when_the_projected_keys_pool_by_attention(tmp_path):
     texts = {name: table_rows(load_card(tmp_path / name / "out").text, "exact keys beside the projected ones")[0][1]
              for name in ("fixed", "pooled")}
     assert "landmark_pooling" not in texts["fixed"]
-    assert texts["pooled"].endswith("(each pooling its window of tokens by attention from the window's landmark "
-                                    "query: landmark_pooling)")
+    assert "(each pooling its window of tokens by attention from the window's landmark query: landmark_pooling)" \
+        in texts["pooled"]
+    assert texts["fixed"].endswith("(overlap_columns: mask)")  # the converted default: no token counted twice
+
+
+def test_the_card_says_which_overlap_rule_the_projected_columns_follow(tmp_path):
+    converted(tmp_path / "kept", projected_dim=8, sharing="layerwise", overlap_columns="keep")
+    text = table_rows(load_card(tmp_path / "kept" / "out").text, "exact keys beside the projected ones")[0][1]
+    assert text.endswith("projected columns stay whole even where the exact keys hold their tokens "
+                         "(overlap_columns: keep)")

@@ -388,7 +388,7 @@ def test_k_above_n_is_a_config_error(tmp_path):
 
 def test_unknown_setting_is_a_config_error(tmp_path):
     save_source(tmp_path, BertModel, BERT)
-    with pytest.raises(ConfigError, match=r"'projected_dims' .*did you mean projected_dim\?"):
+    with pytest.raises(ConfigError, match=r"^projected_dims is not a LinformerConfig field \(did you mean projected_dim\?\)"):
         LinformerModel.from_pretrained_encoder(tmp_path, projected_dims=8)
 
 
@@ -512,3 +512,14 @@ def test_the_model_classes_convert_through_a_function_not_a_converter_base_class
         assert not [base for base in cls.__mro__ if base.__module__ == convert.__name__]
         assert callable(cls.from_pretrained_encoder)
     assert LinformerForSequenceClassification.copies_classifier_fields and not LinformerModel.copies_classifier_fields
+
+
+def test_the_converted_default_counts_no_token_twice_unless_told():
+    from linformer.modeling.convert import converted_exact_keys
+
+    assert converted_exact_keys({}, 512) == {"local_window": 128, "global_positions": [0, -1],
+                                             "overlap_columns": "mask"}
+    assert converted_exact_keys({"overlap_columns": "keep"}, 512) == {"local_window": 128,
+                                                                      "global_positions": [0, -1]}
+    assert converted_exact_keys({"local_window": 64}, 512) == {}  # the user's exact keys: overlap_columns theirs too
+    assert converted_exact_keys({"attention": "full"}, 512) == {}

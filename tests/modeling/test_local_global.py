@@ -30,9 +30,29 @@ def dense_reference_mask(T: int, lengths: torch.Tensor, radius: int, positions: 
     return allowed | (torch.eye(T, dtype=torch.bool)[None] & ~real[:, :, None])
 
 
-def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count):
+def dense_overlap(T: int, lengths: torch.Tensor, radius: int, positions: list[int], spans: torch.Tensor
+                  ) -> torch.Tensor:
+    """(B, T, c) which projected columns a query's exact keys already hold, written token by token: every token of
+    the column's span is within the query's window or a global token (overlap_columns="mask")."""
+    B, c = spans.shape[:2]
+    t = torch.arange(T)
+    held = ((t[:, None] - t[None, :]).abs() <= radius)[None].expand(B, T, T).clone()  # [b, query, token]
+    if positions:
+        gi, gvalid = global_index(positions, lengths, T)
+        is_global = ((t[None, None, :] == gi[:, :, None]) & gvalid[:, :, None]).any(1)  # (B, T)
+        held |= is_global[:, None, :]
+    out = torch.zeros(B, T, c, dtype=torch.bool)
+    for b in range(B):
+        for j in range(c):
+            a, e = spans[b, j].tolist()
+            out[b, :, j] = held[b, :, a:e].all(-1) if e > a else False
+    return out
+
+
+def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans=None):
     """The same attention with a dense T x T mask: exact keys where dense_reference_mask allows, the projected keys
-    (logit + log count) for every query but the global ones, one softmax."""
+    (logit + log count) for every query but the global ones (and, with spans, but the columns its exact keys hold),
+    one softmax."""
     B, _, T, d = q.shape
     allowed = dense_reference_mask(T, lengths, radius, positions)[:, None]  # (B, 1, T, T)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
@@ -44,6 +64,8 @@ def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count):
         idx = torch.where(torch.tensor(p) >= 0, torch.tensor(p), lengths + p)
         is_global[torch.arange(B), idx.clamp(0, T - 1)] |= (idx >= 0) & (idx < lengths)
     proj = proj.masked_fill(is_global[:, None, :, None], float("-inf"))
+    if spans is not None:
+        proj = proj.masked_fill(dense_overlap(T, lengths, radius, positions, spans)[:, None], float("-inf"))
     probs = torch.cat([scores, proj], -1).softmax(-1)
     out = probs[..., :T] @ v + probs[..., T:] @ pv
     return out, t[None, :] < lengths[:, None]
@@ -256,7 +278,7 @@ def test_the_operations_per_forward_are_bounded_per_chunk_and_in_all():
 
     short, long = _ops(2048), _ops(4096)
     per_block = 12 * 64 * (3 * 64 + 2 + 128)  # scores of one block of 64 queries: band, global and projected keys
-    chunks = lambda T: -(-(T // 64) // max(1, lg.CHUNK_ELEMENTS // per_block))  # noqa: E731
+    chunks = lambda T: -(-(T // 64) // max(1, lg.CHUNK_ELEMENTS // per_block))
     per_chunk = (long - short) / (chunks(4096) - chunks(2048))
     assert per_chunk <= 100, (per_chunk, short, long)
     assert short - per_chunk * chunks(2048) <= 500, short
@@ -271,3 +293,50 @@ def test_the_chunk_size_changes_no_output(monkeypatch):
     monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1 << 14)  # a block or two per chunk
     small = local_global_attention(q, k, v, lengths, 64, [0, -1], projected)
     torch.testing.assert_close(big[:, :, :1900], small[:, :, :1900], atol=1e-6, rtol=1e-6)
+
+
+def test_no_token_counts_twice_column_by_column():
+    """overlap_columns="mask" on a small case, checked column by column against its definition: T = 16 tokens in
+    c = 4 columns of 4, window radius 2, globals [0, -1]."""
+    from linformer.modeling.local_global import column_spans, overlap_bias
+
+    lengths = torch.tensor([16])
+    spans = column_spans(lengths, 4)
+    assert spans[0].tolist() == [[0, 4], [4, 8], [8, 12], [12, 16]]
+    gi, gvalid = global_index([0, -1], lengths, 16)
+    masked = overlap_bias(spans, gi, gvalid, b=4, nb=4, radius=2)[0, 0].reshape(16, 4) < 0  # (query, column)
+    # query 5 sees 3..7 exactly: column 1 (4..7) is all there; column 0 (0..3) lacks 1 and 2
+    assert masked[5].tolist() == [False, True, False, False]
+    # query 2 sees 0..4: column 0 all there; query 13 sees 11..15 (15 is also global): column 3 all there
+    assert masked[2].tolist() == [True, False, False, False] and masked[13].tolist() == [False, False, False, True]
+    # query 1 sees 0..3: column 0; 12..15 are not near it, and only 15 of them is global
+    assert masked[1].tolist() == [True, False, False, False]
+    assert torch.equal(masked, dense_overlap(16, lengths, 2, [0, -1], spans)[0])
+    # the slice of an n x c E: column j stands for rows j n / c .. (j + 1) n / c, cut to the row's length
+    assert column_spans(torch.tensor([10]), 4, n=32)[0].tolist() == [[0, 8], [8, 10], [10, 10], [10, 10]]
+
+
+@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1])])
+def test_masked_overlap_equals_the_dense_reference(radius, positions):
+    from linformer.modeling.local_global import column_spans
+
+    torch.manual_seed(1)
+    B, H, T, d, c = 3, 2, 23, 8, 6
+    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
+    lengths = torch.tensor([23, 17, 5])
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
+    pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
+    log_count = torch.rand(B, H, c, dtype=torch.float64)
+    spans = column_spans(lengths, c)
+    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), spans=spans)
+    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans)
+    torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
+    assert dense_overlap(T, lengths, radius, positions, spans).any()  # the case masks some column
+
+
+def test_overlap_mask_needs_exact_keys_and_a_known_choice():
+    with pytest.raises(ConfigError, match="overlap_columns='mask' .* needs a local_window or global_positions"):
+        LinformerConfig(**SMALL, overlap_columns="mask")
+    with pytest.raises(ConfigError, match="overlap_columns='drop' is not one of keep, mask"):
+        LinformerConfig(**SMALL, local_window=8, overlap_columns="drop")

@@ -63,7 +63,8 @@ def test_the_length_policy_script_refuses_a_k_above_n_in_one_line(tmp_path, caps
 @pytest.mark.parametrize("argv, line", [
     (["--sst2", "-5"], "error: --sst2 -5: a number of examples, or 0 to skip the task"),
     (["--longer-than", "512"], "error: --longer-than 512: a token count in 0..n-1 (--n 512)"),
-    (["--landmarks"], "error: --landmarks adds landmark pooling to the --local-windows rows: name at least one window"),
+    (["--landmarks"], "error: --landmarks changes the --local-windows rows: name at least one window"),
+    (["--overlap"], "error: --overlap changes the --local-windows rows: name at least one window"),
 ])
 def test_a_bad_example_choice_is_named_by_its_flag(argv, line, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
