@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, write_json
-from ..rundir import RESULTS, RunRecord, find_runs, is_full_attention
+from ..rundir import RESULTS, RunRecord, find_runs
+from .rows import SHARING_LABEL, row_key, row_name
 
 TASKS = ("sst2", "imdb", "qnli", "qqp")
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -34,7 +35,6 @@ PAPER = {
     ("linformer", 1024, 256, "kv"): ("Linformer, 256, shared kv", 93.0, 93.6, 90.3, 90.4, 91.83),
     ("linformer", 1024, 256, "layerwise"): ("Linformer, 256, shared kv, layer", 93.2, 94.2, 90.8, 90.5, 92.18),
 }
-SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
 
 
 def read_results(patterns: list[str]) -> list[dict]:
@@ -43,21 +43,6 @@ def read_results(patterns: list[str]) -> list[dict]:
     paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat, recursive=True)) or [pat]]
     dirs = find_runs([p.parent if p.name == RESULTS else p for p in paths])
     return [r for r in (RunRecord(d, "finetune").results() for d in dirs) if r]
-
-
-def row_key(r: dict) -> tuple:
-    """(attention, n, k, sharing, pretrained). A model without k (full attention, a RoBERTa checkpoint) is full
-    attention, with k and sharing None; a model without max_seq_len (RoBERTa) has the n it was finetuned at."""
-    full = is_full_attention(r)
-    n = int(r.get("max_seq_len") or r["max_length"])
-    return ("full" if full else "linformer", n, None if full else int(r["projected_dim"]),
-            None if full else r.get("sharing"), not bool(r.get("from_scratch", False)))
-
-
-def row_name(key: tuple) -> str:
-    attention, n, k, sharing, pretrained = key
-    name = "Full attention (RoBERTa)" if attention == "full" else f"Linformer, {k}{SHARING_LABEL.get(sharing, f', {sharing}')}"
-    return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")
 
 
 def _column(r: dict) -> str | None:

@@ -25,7 +25,7 @@ from ..files import atomic_write, read_json, write_json
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
-from .table2 import row_key, row_name
+from .rows import row_key, row_name
 from .table2_pretrained import TASK_NAMES, read_runs, start_weights
 
 ALL_TASKS = ("sst2", "imdb", "qnli", "qqp")  # in the paper's column order

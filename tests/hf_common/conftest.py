@@ -13,7 +13,7 @@ _BUILTIN = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarn
 def pytest_configure(config):
     import transformers.testing_utils
 
-    kit.load()  # fetched now, if it can be: its files carry markers of their own
+    kit.ensure()  # fetched now, if it can be, not imported: its files carry markers of their own
     sources = [inspect.getsource(transformers.testing_utils)]
     package = kit.cache_root() / kit.PACKAGE
     sources += [(package / name).read_text() for name in kit.FILES if (package / name).is_file()]

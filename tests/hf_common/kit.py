@@ -66,16 +66,26 @@ def fetch(root: Path) -> None:
                 raise
 
 
-def load() -> tuple[object | None, str]:
-    """(the kit's test_modeling_common and test_configuration_common modules, "") or (None, why not)."""
+def ensure() -> str:
+    """Fetch the kit into the cache unless it is there; "" or why it could not be (nothing imported: its modules
+    carry pytest marks, which must be registered first)."""
     root = cache_root()
     if not (root / PACKAGE / FILES[0]).is_file():
         try:
             fetch(root)
         except (subprocess.SubprocessError, OSError, KeyError, ValueError) as err:
             if not (root / PACKAGE / FILES[0]).is_file():
-                return None, (f"transformers {transformers.__version__}'s source distribution could not be fetched "
-                              f"(pip download, a package index needed once): {err}")
+                return (f"transformers {transformers.__version__}'s source distribution could not be fetched "
+                        f"(pip download, a package index needed once): {err}")
+    return ""
+
+
+def load() -> tuple[object | None, str]:
+    """(the kit's test_modeling_common and test_configuration_common modules, "") or (None, why not)."""
+    why = ensure()
+    if why:
+        return None, why
+    root = cache_root()
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     return (importlib.import_module(f"{PACKAGE}.test_modeling_common"),
