@@ -40,12 +40,13 @@ from .common import (
     synchronize,
     timed,
 )
-from .models import build_ours, build_roberta, ours_config, size_of
+from .models import build_ours, build_peer, build_roberta, ours_config, size_of
 from .paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 
-BASELINES = ("full", "eager", "roberta_sdpa")
+BASELINES = ("full", "eager", "roberta_sdpa", "modernbert", "longformer")  # the last two: opt-in peers
+PEERS = ("modernbert", "longformer")
 # Rough cost of each model relative to its analytic FLOPs at GEMM speed, for planning the grid only.
-_OVERHEAD = {"linformer": 1.3, "full": 1.6, "eager": 2.2, "roberta_sdpa": 1.6}
+_OVERHEAD = {"linformer": 1.3, "full": 1.6, "eager": 2.2, "roberta_sdpa": 1.6, "modernbert": 1.4, "longformer": 2.5}
 _BUILD_S = 1.5  # seconds to build and initialise one base-width model (50k-word embedding) on a CPU
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -99,6 +100,8 @@ def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Mo
                                                                 else {})).eval()
     if kind in ("eager", "roberta_sdpa"):
         return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
+    if kind in PEERS:
+        return build_peer(kind, size_of(s), n).eval()
     raise ValueError(f"unknown model kind {kind!r}; expected linformer or one of {BASELINES}")
 
 
@@ -313,6 +316,9 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, m
     row["full_vs_roberta_sdpa"] = _ratio(t.get("roberta_sdpa"), t.get("full"))  # > 1: ours is faster
     row["mem_saved_vs_full"] = _ratio(mem.get("full"), mem.get(lin))
     row["mem_saved_vs_eager"] = _ratio(mem.get("eager"), mem.get(lin))
+    for kind in PEERS:  # > 1: the Linformer is faster / holds less
+        row[f"speedup_vs_{kind}"] = _ratio(t.get(kind), t[lin])
+        row[f"mem_saved_vs_{kind}"] = _ratio(mem.get(kind), mem.get(lin))
     row["paper_time_saved"] = paper_value(PAPER_TIME_SAVED, n, k)
     row["paper_mem_saved"] = paper_value(PAPER_MEMORY_SAVED, n, k)
     if max_batch:

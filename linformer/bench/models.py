@@ -69,12 +69,56 @@ def build_roberta(size: Size, n: int, attn_implementation: str = "sdpa", mlm: bo
     return RobertaForMaskedLM(config) if mlm else RobertaModel(config, add_pooling_layer=False)
 
 
+# The long-document encoders users pick instead of a Linformer, at the same size (layers, width, heads, FFN):
+# ModernBERT with local attention of 128 tokens in every layer but each second one (global), through SDPA; Longformer
+# with a window of 256 tokens and [CLS] global. Random weights: they are timed, not scored.
+MODERNBERT_LOCAL, LONGFORMER_WINDOW = 128, 256
+
+
+class _GlobalCLS(nn.Module):
+    """Longformer called as the benchmark calls every model (input ids alone), its first token global."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, **kwargs):
+        import torch
+
+        global_mask = torch.zeros_like(input_ids)
+        global_mask[:, 0] = 1
+        return self.model(input_ids, global_attention_mask=global_mask, **kwargs)
+
+
+def build_peer(kind: str, size: Size, n: int) -> nn.Module:
+    """HF ModernBERT ('modernbert') or HF Longformer ('longformer') of `size` for sequences of up to n tokens."""
+    if kind == "modernbert":
+        from transformers import ModernBertConfig, ModernBertModel
+
+        config = ModernBertConfig(vocab_size=size.vocab, hidden_size=size.hidden, num_hidden_layers=size.layers,
+                                  num_attention_heads=size.heads, intermediate_size=size.ffn,
+                                  max_position_embeddings=n, local_attention=MODERNBERT_LOCAL,
+                                  global_attn_every_n_layers=2, hidden_activation="gelu", attn_implementation="sdpa",
+                                  pad_token_id=1, bos_token_id=0, eos_token_id=2, cls_token_id=0, sep_token_id=2)
+        return ModernBertModel(config)
+    if kind == "longformer":
+        from transformers import LongformerConfig, LongformerModel
+
+        config = LongformerConfig(**size.config_kwargs(), max_position_embeddings=n + 2,
+                                  attention_window=LONGFORMER_WINDOW)
+        return _GlobalCLS(LongformerModel(config, add_pooling_layer=False))
+    raise ValueError(f"unknown peer {kind!r}; expected modernbert or longformer")
+
+
 def label(kind: str, k: int | None = None, sharing: str | None = None) -> str:
-    """Report label of a model kind: ours 'linformer' / 'full', or RoBERTa 'eager' / 'roberta_sdpa' / 'roberta'."""
+    """Report label of a model kind: ours 'linformer' / 'full', RoBERTa 'eager' / 'roberta_sdpa' / 'roberta', or a
+    peer 'modernbert' / 'longformer'."""
     if kind in ("linformer", "full"):
         return "ours, " + attention_label(kind, k, sharing)
     return {"eager": "HF RoBERTa, eager n x n softmax", "roberta_sdpa": "HF RoBERTa (SDPA)",
-            "roberta": "HF RoBERTa (SDPA)"}[kind]
+            "roberta": "HF RoBERTa (SDPA)",
+            "modernbert": f"HF ModernBERT (local {MODERNBERT_LOCAL}, global every 2nd layer, SDPA)",
+            "longformer": f"HF Longformer (window {LONGFORMER_WINDOW}, [CLS] global)"}[kind]
 
 
-__all__ = ["Size", "build_ours", "build_roberta", "label", "ours_config", "size_of"]
+__all__ = ["Size", "build_ours", "build_peer", "build_roberta", "label", "ours_config", "size_of"]

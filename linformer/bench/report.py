@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 from ..modeling.configuration import round_up
-from .inference import BASELINES
+from .inference import BASELINES, PEERS
 from .models import label
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
 
@@ -88,6 +88,17 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     out += _cell_table(rows, ks, lambda r: (
         f"**{_x(r.get('speedup_vs_full'))} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
     ))
+    peers = [kind for kind in PEERS if any(r.get(f"time_{kind}_s") is not None for r in rows)]
+    if peers:
+        out += ["", "## Against the long-document encoders users pick instead", "",
+                ("Each cell: **speed-up / memory saved** of the Linformer against " + " and ".join(
+                    label(kind) for kind in peers) + " (same layers, width, heads and FFN; random weights), "
+                 "measured side by side in this run. Above 1x the Linformer is faster / holds less."), ""]
+        for kind in peers:
+            out += [f"{label(kind)}:", ""]
+            out += _cell_table(rows, ks, lambda r, kind=kind: (
+                f"**{_x(r.get(f'speedup_vs_{kind}'))} / {_x(r.get(f'mem_saved_vs_{kind}'))}**"))
+            out += [""]
     out += _per_model_table(rows, ks, s.sharing)
     if any(r.get("max_batch_linformer") is not None for r in rows):
         out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
@@ -376,7 +387,8 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(7, 5))
     ns = sorted({r["n"] for r in rows})
     first = {n: next(r for r in rows if r["n"] == n) for n in ns}
-    styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", "-"), "roberta_sdpa": ("tab:gray", "^", ":")}
+    styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", "-"), "roberta_sdpa": ("tab:gray", "^", ":"),
+              "modernbert": ("tab:red", "D", "--"), "longformer": ("tab:orange", "v", "--")}
     for kind in BASELINES:
         pts = [(n, first[n][f"time_{kind}_s"] / first[n]["batch_size"]) for n in ns
                if first[n].get(f"time_{kind}_s") is not None]

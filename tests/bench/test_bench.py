@@ -272,6 +272,30 @@ def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
     assert "pooled by attention (landmark_pooling" in inference_markdown(rows, meta, "cmd")
 
 
+def test_the_peer_encoders_run_side_by_side_at_the_same_size_and_get_their_own_section(tmp_path):
+    """inference.baselines=[full,modernbert,longformer]: HF ModernBERT and Longformer of the benchmark's size, timed
+    in the same rounds; each row gets the Linformer's speed-up and memory saved against each, and the report a
+    section of its own."""
+    from linformer.bench.inference import build_model, run_inference
+    from linformer.bench.report import inference_markdown
+
+    s = tiny_inference(ns=[128], ks=[16], local_window=8, global_positions=[0, -1],
+                       baselines=["full", "modernbert", "longformer"])
+    peers = {kind: build_model(kind, 128, None, s) for kind in ("modernbert", "longformer")}
+    config = peers["modernbert"].config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size) == \
+        (s.layers, s.hidden, s.heads, s.ffn)
+    assert peers["longformer"].model.config.attention_window == [256] * s.layers
+    rows, meta = run_inference(s, progress=False, log=lambda *_: None)
+    (row,) = rows
+    for kind in ("modernbert", "longformer"):
+        assert row[f"time_{kind}_s"] > 0
+        assert row[f"speedup_vs_{kind}"] == pytest.approx(row[f"time_{kind}_s"] / row["time_linformer_s"])
+    md = inference_markdown(rows, meta, "cmd")
+    assert "## Against the long-document encoders users pick instead" in md
+    assert "HF ModernBERT (local 128, global every 2nd layer, SDPA):" in md and "HF Longformer (window 256" in md
+
+
 def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkeypatch):
     """With warmup=1 the memory used to be read on the very first forward, counting one-off allocations (7.4 MiB
     for a cell that takes 0.63 MiB once warm)."""
