@@ -227,6 +227,8 @@ class LinformerConfig(PreTrainedConfig):
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
         _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
+        _check_choice("hidden_act", self.hidden_act, tuple(ACT2FN))
+        _check_values(self)
         _check_choice("classifier_pooling", self.classifier_pooling, CLASSIFIER_POOLINGS)
         _check_choice("length_policy", self.length_policy, LENGTH_POLICIES)
         if self.classifier_pooling == "pooler" and self.classifier_head == "roberta":
@@ -314,6 +316,25 @@ def _check_types(config: LinformerConfig) -> None:
     ks = config.projected_dim if isinstance(config.projected_dim, list) else [config.projected_dim]
     if not ks or not all(fits_type(k, int) for k in ks):
         raise ConfigError(f"projected_dim={config.projected_dim!r} must be a whole number (or one per layer).")
+
+
+def _check_values(config: LinformerConfig) -> None:
+    """Values a model cannot run with, named: a dropout outside [0, 1) (dropout of 1 zeroes everything), a layer norm
+    eps that is not a positive number (0 or less divides by zero or worse and trains to NaN), a negative init range."""
+    import math
+
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+        value = getattr(config, key, None)
+        if value is None and key == "classifier_dropout":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{key}={value!r} must be a probability in [0, 1).")
+    eps = config.layer_norm_eps
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (eps > 0 and math.isfinite(eps)):
+        raise ConfigError(f"layer_norm_eps={eps!r} must be a positive number (e.g. 1e-5).")
+    init = config.initializer_range
+    if isinstance(init, bool) or not isinstance(init, (int, float)) or not (init >= 0 and math.isfinite(init)):
+        raise ConfigError(f"initializer_range={init!r} must be a number >= 0 (the init's standard deviation).")
 
 
 def _validate_local_global(config: LinformerConfig) -> None:

@@ -41,6 +41,11 @@ def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
     A fresh model's vocabulary is padded to ``spec.pad_vocab_to_multiple_of`` rows (the padding gets no
     probability: LinformerConfig.tokenizer_vocab_size)."""
     fields = dict(spec.model)
+    for key, why in (("vocab_size", "the tokenizer's"), ("pad_token_id", "the tokenizer's"),
+                     ("tokenizer_vocab_size", "the tokenizer's")):
+        if key in fields:  # set below from the tokenizer: a value given here would be silently replaced
+            raise ConfigError(f"model.{key}={fields[key]!r}: a fresh model takes {why} ({len(tokenizer)} tokens in "
+                              f"{spec.tokenizer_dir}); remove the key, or train another tokenizer")
     vocab = round_up(len(tokenizer), spec.pad_vocab_to_multiple_of)
     fields.update(
         vocab_size=vocab,

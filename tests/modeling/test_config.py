@@ -40,6 +40,14 @@ def test_per_layer_k():
         (dict(max_seq_len=512, projected_dim=100, projection="mean_pool"), "divisible"),
         (dict(max_seq_len=512, max_position_embeddings=512), "max_position_embeddings"),
         (dict(hidden_size=100, num_attention_heads=12), "multiple of num_attention_heads"),
+        # values the model cannot run with (they used to train to NaN or drop everything, and exit 0)
+        (dict(hidden_dropout_prob=1.5), r"^hidden_dropout_prob=1.5 must be a probability in \[0, 1\)"),
+        (dict(attention_probs_dropout_prob=-0.1), "attention_probs_dropout_prob=-0.1 must be a probability"),
+        (dict(classifier_dropout=2), "classifier_dropout=2 must be a probability"),
+        (dict(layer_norm_eps=-1), r"^layer_norm_eps=-1 must be a positive number"),
+        (dict(layer_norm_eps=0.0), "layer_norm_eps=0.0 must be a positive number"),
+        (dict(hidden_act="gelux"), r"^hidden_act='gelux' is not one of gelu"),
+        (dict(initializer_range=-1.0), "initializer_range=-1.0 must be a number >= 0"),
     ],
 )
 def test_bad_config_names_the_key(kwargs, match):

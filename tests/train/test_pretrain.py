@@ -112,6 +112,14 @@ def test_global_batch_that_does_not_divide_names_the_key(tiny_data, tmp_path):
         pretrain(cfg, tmp_path)
 
 
+@pytest.mark.parametrize("override, key", [("+model.vocab_size=10", "model.vocab_size=10"),
+                                           ("+model.pad_token_id=3", "model.pad_token_id=3")])
+def test_a_model_setting_the_tokenizer_decides_is_refused_not_replaced(tiny_data, tmp_path, override, key):
+    with pytest.raises(ConfigError, match=rf"^{key}: a fresh model takes the tokenizer's"):
+        pretrain(compose_pretrain(tiny_data, override), tmp_path / "run")
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
 def test_fp16_on_cpu_is_refused(tiny_data, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("fp16 is valid on CUDA")
