@@ -4,7 +4,7 @@
 
 - ``config.yaml``: the resolved config of the run. Its identity keys (everything but the operational keys in
   ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
-- ``run.json``: stage, status (``running`` / ``complete``), start and end times, and every config change a user
+- ``run.json``: stage, status (``running`` / ``complete``, or ``failed`` with the error's first line), start and end times, and every config change a user
   allowed on resume (``trainer.allow_config_change``).
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
   metrics the stage logs: loss, lr, grad_norm, eval_* ...).
@@ -266,6 +266,15 @@ class RunRecord:
         info.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"))
         write_json(self.dir / RUN, info)
 
+    def fail(self, err: BaseException) -> None:
+        """Record status `failed` with the error's first line: a run that crashed mid-way must not read `running`
+        (a rerun with the same settings continues it from its last checkpoint)."""
+        info = self.info()
+        line = (str(err).strip().splitlines() or [""])[0]
+        info.update(status="failed", failed=time.strftime("%Y-%m-%d %H:%M:%S"),
+                    error=f"{type(err).__name__}: {line}"[:500])
+        write_json(self.dir / RUN, info)
+
     def release(self) -> None:
         self.lock.release()
 
@@ -320,7 +329,7 @@ class Run:
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
     rows: list[dict] = field(default_factory=list)
-    status: str | None = None        # running / complete (run.json), None for runs without one
+    status: str | None = None        # running / complete / failed (run.json), None for runs without one
 
     @property
     def key_config(self) -> dict[str, Any]:

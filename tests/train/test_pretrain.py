@@ -149,6 +149,9 @@ def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tm
     assert (tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").is_file()
     state = json.loads((tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").read_text())
     assert state["nonfinite"] == 2
+    # the record says the run failed and why, never "running"
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["status"] == "failed" and info["error"].startswith("TrainingDiverged: 2 consecutive non-finite")
 
 
 def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny_data, tmp_path):
