@@ -18,6 +18,7 @@ never half. This module holds the record itself (identity, lock, metrics, status
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -109,9 +110,24 @@ def is_shape_key(key: str) -> bool:
 
 
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
-    """{key: (recorded value, requested value)} for every identity key that differs (missing = None)."""
+    """{key: (recorded value, requested value)} for every identity key that differs (missing = None). A model field
+    the recorded config lacks (recorded before the model groups listed it) and the requested one sets to
+    LinformerConfig's default is the same model, not a change."""
     a, b = identity(recorded), identity(requested)
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and not (k not in a and _is_model_default(k, b.get(k)))}
+
+
+def _is_model_default(key: str, value: Any) -> bool:
+    if not key.startswith("model."):
+        return False
+    from .modeling.configuration import LinformerConfig  # the model's defaults have one home: its config
+
+    field = {f.name: f for f in dataclasses.fields(LinformerConfig)}.get(key.split(".", 1)[1])
+    if field is None:
+        return False
+    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    return value == default
 
 
 def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from ..devices import cpu_model_name, device_name  # noqa: F401 (device_name: the benchmarks' name for it)
+
 
 def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
@@ -121,24 +123,6 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
         live += event.self_cpu_memory_usage  # an operator's own allocations net of its frees; a "[memory]" free
         peak = max(peak, live)
     return peak
-
-
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_name(device: torch.device) -> str:
-    """What a run computed on, in words: the GPU's name, or the CPU's."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU: {cpu_model_name()}"
 
 
 def machine_description(device: torch.device) -> dict[str, str]:

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..data.io import repo_root
+from ..devices import cuda_device_name as device_name  # a name the tests stand in for
 from ..errors import OutputPathError
 from ..files import check_output_files, made_by, record_output_files
 from ..stages import Stage, StageFailed, StagesStopped, run_stages
@@ -148,13 +149,6 @@ def stage_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[st
         "figure3": figure3_commands(py, out),
     }
     return stages
-
-
-def device_name() -> str | None:
-    """The CUDA device's name; None without one."""
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
 # pytest's closing count line, e.g. "185 skipped in 3.20s" or "== 3 passed, 2 skipped in 9.1s =="

@@ -37,7 +37,7 @@ def provenance(script: str, started: float) -> tuple[str, list[str]]:
     (time.perf_counter)."""
     import torch
 
-    from ..bench.common import cpu_model_name
+    from ..devices import cpu_model_name
 
     command = shlex.join(["python", script, *sys.argv[1:]])
     machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, "

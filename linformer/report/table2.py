@@ -216,7 +216,7 @@ def detect_hardware() -> str:
             return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     except ImportError:
         pass
-    from ..bench.common import cpu_model_name
+    from ..devices import cpu_model_name
 
     cpu = cpu_model_name()
     return f"CPU: {cpu}, {len(os.sched_getaffinity(0))} cores"

@@ -33,7 +33,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
-from ..bench.common import device_name
+from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..rundir import MetricsWriter, RunRecord
