@@ -132,8 +132,8 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
         raise getattr(errors, start.error_type, LinformerError)(start.error)
     try:
         yield start
-    except Exception as err:  # a crash after the start: the record says so (a signal's stop is not one)
-        if accelerator.is_main_process and record.info().get("status") == "running":
+    except Exception as err:  # a crash after the start: the record says so (a signal's checkpointed stop is not one)
+        if accelerator.is_main_process and not isinstance(err, Preempted) and record.info().get("status") == "running":
             record.fail(err)
         raise
     finally:
