@@ -75,7 +75,7 @@ def test_only_the_spec_reads_the_raw_config():
 # mechanisms everything shares (errors, signal handling, atomic files, the stage runner, the CLI wrapper).
 LAYERS = [
     {"errors"},
-    {"signals", "files", "stages", "cli"},
+    {"signals", "files", "stages", "cli", "devices"},
     {"data"},
     {"modeling", "spec"},
     {"rundir", "train", "bench"},
