@@ -15,10 +15,9 @@ import time
 from linformer.cli import cli_errors
 from linformer.data.io import repo_root
 from linformer.errors import ConfigError
-from linformer.experiments import mini
+from linformer.experiments import frontend, mini
 from linformer.files import write_json
 from linformer.report.curves import plot_pretrain_curves
-from linformer.stages import STOPPED, StageFailed, run_stages
 
 REPO = repo_root()
 
@@ -50,14 +49,9 @@ def reproduce(jobs: int, dry_run: bool) -> int:
     if dry_run:
         return 0
     t0 = time.perf_counter()
-    try:
-        times = run_stages(stages, jobs=jobs, cwd=REPO, log_dir=REPO / "outputs/reproduce_mini_logs")
-    except KeyboardInterrupt:
-        print(STOPPED, file=sys.stderr)
-        return 130
-    except StageFailed as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    rc, times = frontend.run(stages, jobs, REPO / "outputs/reproduce_mini_logs")
+    if rc:
+        return rc
     times["total (stages run now)"] = round(time.perf_counter() - t0, 1)
     for cmd in mini.report_commands():  # the table2 script's own command line, in a process of its own
         subprocess.run([sys.executable, *cmd], cwd=REPO, check=True)

@@ -10,7 +10,6 @@ import sys
 
 from linformer.cli import cli_errors
 from linformer.data.io import repo_root
-from linformer.errors import ConfigError
 from linformer.experiments import frontend
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
@@ -20,18 +19,13 @@ REPO = repo_root()
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", choices=sorted(exp.PROFILES), default="cpu",
-                    help="cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB on 12,000 reviews, the "
-                         "target rows only, over several sittings; gpu: the full-size table (default cpu)")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
-    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
-    ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
+    frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
+                            "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
+                            "(default cpu)")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.PROFILES[args.profile]
-        jobs = profile.jobs if args.jobs is None else args.jobs
-        if jobs < 1:
-            raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+        jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any stage starts
         return reproduce(profile, jobs, args.dry_run, args.report_only)

@@ -22,11 +22,8 @@ REPO = repo_root()
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", choices=sorted(exp.PROFILES), default="toy",
-                    help="toy: the whole plan at toy scale on 2 CPU cores, in minutes (a rehearsal); gpu: the table "
-                         "on one GPU, in slices (default toy)")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
-    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
+    frontend.plan_arguments(ap, exp.PROFILES, "toy", "toy: the whole plan at toy scale on 2 CPU cores, in minutes (a "
+                                                     "rehearsal); gpu: the table on one GPU, in slices (default toy)")
     ap.add_argument("--rows", type=int, default=None, metavar="N",
                     help="run the first N rows not complete (a slice of GPU time that finishes whole rows)")
     ap.add_argument("--under", type=Path, default=None, metavar="DIR",
@@ -34,13 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=None, metavar="T,T",
                     help="finetuning tasks (default sst2,imdb); qnli and qqp need GLUE's train.tsv under "
                          "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
-    ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks else None)
-        jobs = profile.jobs if args.jobs is None else args.jobs
-        if jobs < 1:
-            raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+        jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if args.rows is not None and args.rows < 1:
             raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
         log_dir = (args.under.resolve() if args.under else REPO / "outputs") / f"reproduce_scratch_{profile.name}_logs"

@@ -33,13 +33,39 @@ def reproduce(stages: list[Stage], *, title: str, minutes: Callable[[Stage], flo
         return 0
     if not report_only:
         t0 = time.perf_counter()
-        try:
-            run_stages(stages, jobs=jobs, cwd=REPO, log_dir=log_dir)
-        except KeyboardInterrupt:
-            print(STOPPED, file=sys.stderr)
-            return 130
-        except StageFailed as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+        rc, _ = run(stages, jobs, log_dir)
+        if rc:
+            return rc
         print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
     return subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
+
+
+def run(stages: list[Stage], jobs: int, log_dir: Path) -> tuple[int, dict[str, float]]:
+    """Run a plan's stages: (0, wall seconds per stage run), or (1, {}) after a failed stage's error line, or
+    (130, {}) when stopped (its finished stages kept)."""
+    try:
+        return 0, run_stages(stages, jobs=jobs, cwd=REPO, log_dir=log_dir)
+    except KeyboardInterrupt:
+        print(STOPPED, file=sys.stderr)
+        return 130, {}
+    except StageFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1, {}
+
+
+def plan_arguments(ap, profiles, default: str, profile_help: str) -> None:
+    """The options every resumable reproduction takes: --profile, --dry-run, --jobs, --report-only."""
+    ap.add_argument("--profile", choices=sorted(profiles), default=default, help=profile_help)
+    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
+    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
+    ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
+
+
+def jobs_of(given: int | None, profile_jobs: int) -> int:
+    """--jobs, or the profile's; ConfigError below 1."""
+    from ..errors import ConfigError
+
+    jobs = profile_jobs if given is None else given
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+    return jobs
