@@ -146,7 +146,7 @@ def test_operational_keys_derive_from_the_specs_marks():
 @pytest.mark.parametrize("override, message", [
     ("logger.trackers=[tensorbord]", "logger.trackers: tensorbord is not one of wandb, tensorboard."),
     ("+task.max_lenght=5", "task.max_lenght is not a task setting (did you mean task.max_length?)"),
-    ("seed=one", "seed='one' must be a whole number."),
+    ("seed=one", "seed='one' must be a whole number in 0..4294967295 (numpy's and torch's seeds)."),
     ("from_scratch=maybe", "from_scratch='maybe' must be true or false."),
     ("max_train_examples=0", "max_train_examples=0 must be a whole number of at least 1."),
 ])
@@ -207,3 +207,26 @@ def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
     assert Path(spec.model_path).is_absolute() and spec.corpus_dir is None and spec.k == 32
     with pytest.raises(ConfigError, match=r"^num_windows='many' must be int\.$"):
         SpectrumSpec.read(compose("spectrum", ["model_path=m", "num_windows=many"]))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["seed=-1"], r"^seed=-1 must be a whole number in 0\.\.4294967295"),
+    (["run_name="], r"^run_name='' must name a run directory"),
+    (["run_name=a/b"], r"^run_name='a/b' must name a run directory"),
+    (["optim.betas=true"], r"^optim\.betas=True must be two numbers in \[0, 1\)"),
+    (["optim.betas=[false,false]"], r"^optim\.betas=\[False, False\] must be two numbers"),
+])
+def test_a_run_setting_nothing_can_run_with_is_one_error_naming_the_key(overrides, message):
+    from linformer.cli import compose
+    from linformer.spec import PretrainSpec
+
+    with pytest.raises(ConfigError, match=message):
+        PretrainSpec.read(compose("pretrain", overrides))
+
+
+def test_a_task_flag_that_is_not_true_or_false_is_refused():
+    from linformer.cli import compose
+    from linformer.spec import FinetuneSpec
+
+    with pytest.raises(ConfigError, match=r"^task\.skip_bad_rows='maybe' must be true or false\.$"):
+        FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=x", "task.skip_bad_rows=maybe"]))

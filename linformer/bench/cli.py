@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..spec.settings import check_types, positive_int, refuse_unknown
 from .inference import InferenceSettings
@@ -22,9 +23,45 @@ def _settings(cls, section, device: str, prefix: str):
     return cls(**values, device=device)
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _check_values(s, prefix: str) -> None:
+    """Values no measurement can run with, named (their types are checked already): counts below 1, a budget that
+    is not positive, an unknown dtype, and (inference) a grid with no cell of k < n, which would write an empty table."""
+    from .inference import _DTYPES, BASELINES, InferenceSettings
+
+    for key in ("reps", "steps", "layers", "hidden", "heads", "ffn", "vocab", "batch_size", "tokens_per_step"):
+        value = getattr(s, key, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"{prefix}.{key}={value!r} must be a whole number of at least 1.")
+    for key in ("warmup",):
+        if getattr(s, key, 0) < 0:
+            raise ConfigError(f"{prefix}.{key}={getattr(s, key)!r} must be a whole number >= 0.")
+    if isinstance(s, InferenceSettings):
+        if not s.budget_s > 0:
+            raise ConfigError(f"{prefix}.budget_s={s.budget_s!r} must be a positive number of seconds.")
+        if s.dtype not in _DTYPES:
+            raise ConfigError(f"{prefix}.dtype={s.dtype!r} is not one of {', '.join(_DTYPES)}.")
+        unknown = [b for b in s.baselines if b not in BASELINES]
+        if unknown:
+            raise ConfigError(f"{prefix}.baselines: {unknown[0]!r} is not one of {', '.join(BASELINES)}.")
+        if min(s.ns, default=0) < 1 or min(s.ks, default=0) < 1:
+            raise ConfigError(f"{prefix}.ns={s.ns} / {prefix}.ks={s.ks}: every n and k must be at least 1.")
+        if not any(k < n for n in s.ns for k in s.ks if s.max_n is None or n <= s.max_n):
+            raise ConfigError(f"{prefix}.ns={s.ns} and {prefix}.ks={s.ks}"
+                              + (f" (max_n={s.max_n})" if s.max_n else "")
+                              + ": no cell has k < n, so nothing would be measured.")
+
+
 def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, ThroughputSettings | None]:
+    if cfg.device not in DEVICES:
+        raise ConfigError(f"device={cfg.device!r} is not one of {', '.join(DEVICES)}.")
     inf = _settings(InferenceSettings, cfg.inference, cfg.device, "inference") if cfg.inference.enabled else None
     thr = _settings(ThroughputSettings, cfg.throughput, cfg.device, "throughput") if cfg.throughput.enabled else None
+    for settings, prefix in ((inf, "inference"), (thr, "throughput")):
+        if settings is not None:
+            _check_values(settings, prefix)
     return inf, thr
 
 

@@ -76,13 +76,17 @@ class RunSpec:
     @staticmethod
     def _common_seed(cfg: Mapping) -> int:
         seed = cfg.get("seed", 0)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ConfigError(f"seed={seed!r} must be a whole number.")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise ConfigError(f"seed={seed!r} must be a whole number in 0..4294967295 (numpy's and torch's seeds).")
         return seed
 
     @classmethod
     def _common(cls, cfg: Mapping) -> dict[str, Any]:
-        return {"seed": cls._common_seed(cfg), "run_name": str(cfg.get("run_name") or ""),
+        run_name = cfg.get("run_name")
+        if run_name is None or not str(run_name).strip() or "/" in str(run_name) or str(run_name) in (".", ".."):
+            raise ConfigError(f"run_name={run_name!r} must name a run directory (one folder name, not empty): an empty "
+                              "one would write the run's files straight into the stage's output folder.")
+        return {"seed": cls._common_seed(cfg), "run_name": str(run_name),
                 "experiment_name": _optional(cfg, "experiment_name"),
                 "trainer": TrainerSettings.read(cfg.get("trainer") or {}),
                 "optim": OptimSettings.read(cfg.get("optim") or {}),

@@ -128,9 +128,13 @@ class OptimSettings:
     @classmethod
     def read(cls, o: Mapping) -> OptimSettings:
         refuse_unknown(o, cls, "optim")
-        betas = list(o.get("betas") or [])
-        if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas):
-            raise ConfigError(f"optim.betas={betas!r} must be two numbers in [0, 1), e.g. [0.9, 0.98].")
+        raw = o.get("betas")
+        betas = list(raw) if isinstance(raw, (list, tuple)) or (hasattr(raw, "__iter__") and not isinstance(raw, str)) \
+            else [raw]
+        if len(betas) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1
+                                      for b in betas):
+            shown = betas if isinstance(raw, (list, tuple)) or hasattr(raw, "__iter__") else raw
+            raise ConfigError(f"optim.betas={shown!r} must be two numbers in [0, 1), e.g. [0.9, 0.98].")
         decay = o.get("weight_decay")
         if isinstance(decay, bool) or not isinstance(decay, (int, float)) or decay < 0:
             raise ConfigError(f"optim.weight_decay={decay!r} must be a number >= 0.")
@@ -376,7 +380,8 @@ class TaskData:
         return cls(name=str(task.get("name")),
                    data_dir=str(resolve_path(str(data_dir))) if data_dir else None,
                    max_length=positive_int(task, "max_length", "task", allow_none=True),
-                   skip_bad_rows=bool(task.get("skip_bad_rows", False)),
+                   skip_bad_rows=bool(_flag({"skip_bad_rows": task.get("skip_bad_rows", False)}, "skip_bad_rows",
+                                            "task")),
                    cache_dir=str(resolve_path(str(cache_dir))) if cache_dir else None,
                    max_train_examples=positive_int(cfg, "max_train_examples", "", allow_none=True),
                    max_eval_examples=positive_int(cfg, "max_eval_examples", "", allow_none=True),

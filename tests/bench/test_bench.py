@@ -247,6 +247,24 @@ def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp
     assert not any(tmp_path.iterdir())  # nothing measured, nothing written
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["inference.reps=0"], "inference.reps=0 must be a whole number of at least 1."),
+    (["device=tpu"], "device='tpu' is not one of auto, cpu, cuda."),
+    (["inference.dtype=fp8"], "inference.dtype='fp8' is not one of fp32, bf16, fp16."),
+    (["inference.budget_s=-1"], "inference.budget_s=-1 must be a positive number of seconds."),
+    (["inference.ks=[1024]", "inference.ns=[512]"], ("inference.ns=[512] and inference.ks=[1024] (max_n=8192): no cell "
+                                                    "has k < n, so nothing would be measured.")),
+    (["inference.baselines=[full,bigbird]"], ("inference.baselines: 'bigbird' is not one of full, eager, roberta_sdpa, "
+                                             "modernbert, longformer.")),
+])
+def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, message):
+    """They used to run and write an empty table with exit 0, or fail deep inside with a traceback."""
+    with pytest.raises(ConfigError) as err:
+        settings_from_config(compose("benchmark", ["device=cpu", *overrides] if "device=tpu" not in overrides
+                                     else overrides))
+    assert str(err.value) == message
+
+
 def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
     """The Linformer rows carry the local window and the global tokens, their FLOPs in the ratio, and the header
     says so."""
