@@ -80,6 +80,8 @@ TASKS: dict[str, TaskSpec] = {
                  mirror_subdir="imdb"),
     ]
 }
+# The paper's Table 2 columns, in its order (every task above, once): reports print their columns in this order.
+PAPER_ORDER = ("sst2", "imdb", "qnli", "qqp")
 
 
 def get_task(name: str) -> TaskSpec:

@@ -16,12 +16,13 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from ..data.tasks import PAPER_ORDER
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, write_json
 from ..rundir import RESULTS, RunRecord, find_runs
 from .rows import SHARING_LABEL, row_key, row_name
 
-TASKS = ("sst2", "imdb", "qnli", "qqp")
+TASKS = PAPER_ORDER
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
 PAPER = {
     ("full", 512, None, None): ("RoBERTa-base (Liu et al. 2019)", 93.1, 94.1, 90.9, 90.9, 92.25),

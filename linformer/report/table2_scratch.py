@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.tasks import PAPER_ORDER
 from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, write_json
@@ -28,7 +29,7 @@ from .paired import fmt1, interval_text, seed_example_interval, seed_matched, ta
 from .rows import row_key, row_name
 from .table2_pretrained import TASK_NAMES, read_runs, start_weights
 
-ALL_TASKS = ("sst2", "imdb", "qnli", "qqp")  # in the paper's column order
+ALL_TASKS = PAPER_ORDER  # every task, in the paper's column order
 
 
 def pretraining_records(patterns: list[str]) -> list[Path]:

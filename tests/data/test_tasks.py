@@ -310,3 +310,9 @@ def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(
     with pytest.raises(ConfigError, match="validation_fraction"):
         load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, splits=("validation",))
     assert split_info(dd["validation"])["split"] == "validation"
+
+
+def test_the_papers_column_order_names_every_task_once():
+    from linformer.data.tasks import PAPER_ORDER
+
+    assert sorted(PAPER_ORDER) == sorted(tasks.TASKS) and len(set(PAPER_ORDER)) == len(PAPER_ORDER)
