@@ -5,13 +5,16 @@ Hydra scripts use ``@hydra_main("pretrain")``; argparse scripts wrap their body 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import functools
+import re
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, Preempted, did_you_mean
 
@@ -248,3 +251,18 @@ def hydra_run_dir() -> Path:
 
     return Path(HydraConfig.get().runtime.output_dir)
 
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for the scripts that take flags: a mistake is one `error:` line first (an unknown flag with the
+    closest known one), then the usage, exit status 2, as every other user error of the project."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = ""
+        match = re.match(r"unrecognized arguments: (\S+)", message)
+        if match and match.group(1).startswith("-"):
+            flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            hint = did_you_mean(match.group(1).split("=", 1)[0], flags)
+        print(f"error: {message}{hint}", file=sys.stderr)
+        self.print_usage(sys.stderr)
+        raise SystemExit(2)

@@ -5,17 +5,16 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 (linformer/report/cls_probe.py). argparse, not Hydra: the runs are shell-expanded paths.
 """
 
-import argparse
 import shlex
 import sys
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import TASKS
 from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
     p.add_argument("--tasks", nargs="+", default=["sst2", "imdb"], choices=sorted(TASKS))
     p.add_argument("--data-mirror", default=None, help="default: $LINFORMER_DATA_MIRROR or ../shared/data")

@@ -5,13 +5,12 @@ Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, 
 that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 
-import argparse
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.report.compare import compare_runs
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain)")
     p.add_argument("--metrics", nargs="*", default=None,
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "

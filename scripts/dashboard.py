@@ -5,17 +5,16 @@ incremental), then serves TensorBoard on 127.0.0.1 and re-mirrors every --watch 
 this command starts a server over existing runs; it is not a run and has no run directory.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import ConfigError
 from linformer.report.dashboard import mirror_all, serve
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--outputs", default="outputs", help="folder of run directories (default: outputs)")
     p.add_argument("--logdir", default=None, help="where the event files go (default: <outputs>/.dashboard)")
     p.add_argument("--host", default="127.0.0.1")

@@ -5,13 +5,12 @@ The run's checkpoint (its newest intact one, or --step's) as a save_pretrained d
 end would have saved in <run>/model. argparse, not Hydra: the run is a positional path.
 """
 
-import argparse
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.train.export import export_run
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>)")
     p.add_argument("--step", type=int, default=None, help="the checkpoint's update step (default: the newest intact)")
     p.add_argument("--out", default=None, help="output directory (default: <run>/model for a finetuning run's final "

@@ -4,17 +4,17 @@ python scripts/fidelity.py LABEL=MODEL_DIR ... --source minilm --corpus data/pro
 Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
 """
 
-import argparse
 import shlex
 import sys
 
+from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import fidelity, measured
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
     ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n")

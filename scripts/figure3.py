@@ -5,13 +5,12 @@ Writes <out>.json (each run's validation-perplexity curve, final perplexity and 
 the runs are positional paths that the shell expands from globs.
 """
 
-import argparse
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.report.figure3 import figure3, figure3_lines
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
     p.add_argument("--out", required=True, help="output path without suffix (<out>.json, <out>.png)")
     p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")

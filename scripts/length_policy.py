@@ -6,11 +6,11 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argp
 a handful of options, like scripts/fidelity.py.
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
+from linformer.cli import ArgumentParser
 from linformer.data.io import default_data_mirror, resolve_path
 from linformer.data.tasks import TASKS, load_task, longer_than
 from linformer.errors import ConfigError
@@ -19,7 +19,7 @@ from linformer.report import length_policy, measured
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--sharing", default="layerwise")

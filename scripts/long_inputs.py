@@ -7,17 +7,17 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/long_inputs.py). argpar
 handful of options, like scripts/length_policy.py.
 """
 
-import argparse
 import sys
 import time
 
+from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
 from linformer.files import read_json
 from linformer.report import long_inputs, measured
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--classifier", help="a finetuned sequence classifier with full attention")
     ap.add_argument("--render", metavar="JSON", help="write the report again from the JSON of an earlier run")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))

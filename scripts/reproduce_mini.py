@@ -6,13 +6,12 @@ pretraining is done.
 Usage: python scripts/reproduce_mini.py [--dry-run] [--jobs N]
 """
 
-import argparse
 import shlex
 import subprocess
 import sys
 import time
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
 from linformer.errors import ConfigError
 from linformer.experiments import frontend, mini
@@ -27,7 +26,7 @@ def _shown(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="the mini Table 2 reproduction")
+    ap = ArgumentParser(description="the mini Table 2 reproduction")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     ap.add_argument("--jobs", type=int, default=2,
                     help="stages run at once, each with cores/jobs threads (default 2: two 1-thread jobs of the tiny "

@@ -5,10 +5,9 @@ pretrained). Every stage is skipped once its output exists, so an interrupted ru
 Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only]
 """
 
-import argparse
 import sys
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
 from linformer.experiments import frontend
 from linformer.experiments import pretrained as exp
@@ -18,7 +17,7 @@ REPO = repo_root()
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
                             "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
                             "(default cpu)")

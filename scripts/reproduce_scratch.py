@@ -7,11 +7,10 @@ Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jo
                                            [--tasks sst2,imdb,qnli,qqp] [--report-only]
 """
 
-import argparse
 import sys
 from pathlib import Path
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
 from linformer.errors import ConfigError
 from linformer.experiments import frontend
@@ -21,7 +20,7 @@ REPO = repo_root()
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     frontend.plan_arguments(ap, exp.PROFILES, "toy", "toy: the whole plan at toy scale on 2 CPU cores, in minutes (a "
                                                      "rehearsal); gpu: the table on one GPU, in slices (default toy)")
     ap.add_argument("--rows", type=int, default=None, metavar="N",

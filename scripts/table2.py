@@ -1,14 +1,13 @@
 """Table 2 from finetuning runs: python scripts/table2.py 'outputs/finetune/*' --out docs/results/table2"""
 
-import argparse
 import sys
 
-from linformer.cli import cli_errors
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.report.table2 import LAYOUTS, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
+    ap = ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
     ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them)")
     ap.add_argument("--out", default="outputs/reports/table2", help="writes <out>.md and <out>.json")
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")

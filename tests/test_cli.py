@@ -178,3 +178,17 @@ def test_one_did_you_mean_rule_compares_a_key_with_its_siblings():
     assert did_you_mean("trainer.foo", known) == ""  # the shared "trainer." does not make trainer.lr close
     assert did_you_mean("trainr.epochs", known) == " (did you mean trainer.epochs?)"  # a misspelt group
     assert did_you_mean("sharng", ["sharing", "projection"], "model.") == " (did you mean model.sharing?)"
+
+
+def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
+    """The argparse scripts (through linformer.cli.ArgumentParser): the error line comes first, then the usage."""
+    import pytest
+
+    from tests.conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("reproduce_scratch").main(["--profle", "gpu"])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "error: unrecognized arguments: --profle gpu (did you mean --profile?)"
+    assert lines[1].startswith("usage: ")

@@ -212,8 +212,8 @@ def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys, m
     with pytest.raises(SystemExit) as stop:
         _load(monkeypatch, gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+    assert capsys.readouterr().err.splitlines()[0] == \
+        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one"  # first, then usage
     assert not (tmp_path / "out").exists()
 
 

@@ -22,7 +22,6 @@ Stages (see scripts/gpu_stage.py):
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import lzma
 import shutil
@@ -31,7 +30,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..cli import cli_errors, compose
+from ..cli import ArgumentParser, cli_errors, compose
 from ..data.io import repo_root
 from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files
 
@@ -220,7 +219,7 @@ def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="here: write a stage's carry folder")
     p.add_argument("stage", choices=sorted(STAGES))

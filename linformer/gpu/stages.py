@@ -40,7 +40,6 @@ machine, with those files back in the checkout, resumes where this one stopped.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import re
@@ -50,6 +49,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from ..cli import ArgumentParser
 from ..data.io import repo_root
 from ..devices import cuda_device_name as device_name  # a name the tests stand in for
 from ..errors import OutputPathError
@@ -241,7 +241,7 @@ def archive(folder: Path, dest: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     commands = stage_commands(Path("."))
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("stages", nargs="+", choices=sorted(commands), help="stages to run, in order")
     parser.add_argument("--out", required=True, type=Path, help="directory for the stages' results")
     parser.add_argument("--archive", type=Path, metavar="FILE",
