@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import errno
 import functools
+import os
 import re
 import sys
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import ConfigError, LinformerError, Preempted, did_you_mean
+from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -180,7 +181,14 @@ def _run_dir_before(config_name: str, args: list[str]) -> Path | None:
         run_dir = Path(str(cfg.hydra.run.dir)).resolve()
     except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
         return None
-    return next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    if not existing.is_dir():  # Hydra would fail making the run directory, with a traceback
+        raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "
+                              "Choose another paths.output_dir or run_name.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is not writable. Choose "
+                              "another paths.output_dir or run_name.")
+    return existing
 
 
 # what Hydra writes into a run directory before the script's body runs

@@ -192,3 +192,20 @@ def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "error: unrecognized arguments: --profle gpu (did you mean --profile?)"
     assert lines[1].startswith("usage: ")
+
+
+def test_a_run_directory_under_a_regular_file_is_one_error_line_not_hydras_traceback(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    proc = subprocess.run([sys.executable, "scripts/pretrain.py", f"paths.output_dir={afile}"], cwd=repo,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        (f"error: the run directory {afile}/pretrain/tiny-linformer-n128-k32-headwise-s0 cannot be made: {afile} is a "
+        "file, not a folder. Choose another paths.output_dir or run_name.")]
+    assert afile.read_text() == "mine"
