@@ -18,6 +18,8 @@ project. Exits 2 with one `error:` line when a dependency cannot be had for the 
 
 import argparse
 import email.parser
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -180,8 +182,6 @@ MANIFEST = ".wheelhouse.json"  # in --dest: the wheels this script put there (it
 
 def own_wheels(dest):
     """The names of the wheels in dest that a wheelhouse run wrote (its manifest, where they still exist)."""
-    import json
-
     try:
         listed = set(json.loads((Path(dest) / MANIFEST).read_text()).get("wheels", []))
     except (OSError, ValueError, AttributeError):
@@ -190,9 +190,6 @@ def own_wheels(dest):
 
 
 def write_manifest(dest, names):
-    import json
-    import os
-
     tmp = Path(dest) / f"{MANIFEST}.tmp"
     tmp.write_text(json.dumps({"wheels": sorted(names)}, indent=1) + "\n")
     os.replace(tmp, Path(dest) / MANIFEST)

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..spec.settings import check_types, positive_int, refuse_unknown
-from .inference import InferenceSettings
+from .inference import _DTYPES, BASELINES, InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
@@ -29,8 +29,6 @@ DEVICES = ("auto", "cpu", "cuda")
 def _check_values(s, prefix: str) -> None:
     """Values no measurement can run with, named (their types are checked already): counts below 1, a budget that
     is not positive, an unknown dtype, and (inference) a grid with no cell of k < n, which would write an empty table."""
-    from .inference import _DTYPES, BASELINES, InferenceSettings
-
     for key in ("reps", "steps", "layers", "hidden", "heads", "ffn", "vocab", "batch_size", "tokens_per_step"):
         value = getattr(s, key, None)
         if value is not None and value < 1:

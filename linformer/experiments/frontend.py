@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..data.io import repo_root
+from ..errors import ConfigError
 from ..stages import STOPPED, Stage, StageFailed, run_stages, wanted
 
 REPO = repo_root()
@@ -63,8 +64,6 @@ def plan_arguments(ap, profiles, default: str, profile_help: str) -> None:
 
 def jobs_of(given: int | None, profile_jobs: int) -> int:
     """--jobs, or the profile's; ConfigError below 1."""
-    from ..errors import ConfigError
-
     jobs = profile_jobs if given is None else given
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")

@@ -241,8 +241,18 @@ def finished_runs(p: Profile, row: Row, places: Places, starts: Starts | None = 
     return dict.fromkeys(names, whole)
 
 
-def row_complete(p: Profile, row: Row, places: Places) -> bool:
-    return all(finished_runs(p, row, places).values())
+def finished_run(p: Profile, row: Row, places: Places, name: str, starts: Starts) -> bool:
+    """finished_runs for one run of the row, reading its own record only where the row's pretraining is on this
+    machine (the runner asks this of every waiting stage, many times)."""
+    here = starts.here(REPO / places.run("pretrain", pretrain_run(p, row.label))) if row.pretrained else None
+    if row.pretrained and here is None:  # the pretraining is gone from here: the whole-row rule
+        return finished_runs(p, row, places, starts)[name]
+    record = read_json(REPO / places.records / name / RESULTS)
+    return bool(record) and not chosen_on_reported(record) and (not row.pretrained or _start_of(record) == here)
+
+
+def row_complete(p: Profile, row: Row, places: Places, starts: Starts | None = None) -> bool:
+    return all(finished_runs(p, row, places, starts).values())
 
 
 def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None
@@ -260,7 +270,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                     ("tokenizer",), intermediate=True)]
     table = rows(p)
     starts = Starts()
-    todo = [row for row in table if not row_complete(p, row, places)]
+    todo = [row for row in table if not row_complete(p, row, places, starts)]
     chosen = {row.label for row in (todo if max_rows is None else todo[:max_rows])}
     complete = {row.label for row in table} - {row.label for row in todo}
     for label in dict.fromkeys(row.pretrain_label for row in table):
@@ -291,7 +301,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                 stages.append(Stage(
                     f"finetune {name}", args, kept / RESULTS, (f"pretrain {row.pretrain_label}",),
                     keep=lambda run=run, kept=kept: keep_records(run, kept),
-                    stale=lambda row=row, name=name: not finished_runs(p, row, places, starts)[name]))
+                    stale=lambda row=row, name=name: not finished_run(p, row, places, name, starts)))
     return in_order_of_use(stages)
 
 

@@ -274,12 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     # leaves files the next run may replace
     written = [out / log_name(name) for name in args.stages] + [record_path] + \
         ([args.archive.resolve()] if args.archive is not None else [])
+    owner = made_by("gpu_stage", {})
     try:
-        check_output_files(written, made_by("gpu_stage", {}))
+        check_output_files(written, owner)
     except OutputPathError as err:
         parser.error(str(err))
     out.mkdir(parents=True, exist_ok=True)
-    record_output_files(written, made_by("gpu_stage", {}))
+    record_output_files(written, owner)
     commands = stage_commands(out, args.jobs)
     for name in args.stages:
         print(f"== stage {name} on {gpu}", flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Mapping
 
 from huggingface_hub.dataclasses import strict
@@ -321,8 +322,6 @@ def _check_types(config: LinformerConfig) -> None:
 def _check_values(config: LinformerConfig) -> None:
     """Values a model cannot run with, named: a dropout outside [0, 1) (dropout of 1 zeroes everything), a layer norm
     eps that is not a positive number (0 or less divides by zero or worse and trains to NaN), a negative init range."""
-    import math
-
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
         value = getattr(config, key, None)
         if value is None and key == "classifier_dropout":

@@ -55,7 +55,7 @@ def test_every_row_pretrains_on_one_recipe_and_every_finetune_follows_the_protoc
                 assert _value(s.argv, "from_scratch") == str(not row.pretrained).lower()
                 assert Path(_value(s.argv, "model_path")).name == exp.pretrain_run(p, row.pretrain_label)
     assert p.seeds == (0, 1, 2) and set(p.tasks) == {"sst2", "imdb"}
-    if name == "gpu":  # the issue's scale: k = 128 and 256 at n = 512, at least 250M tokens per pretraining run
+    if name == "gpu":  # the paper's k = 128 and 256 at n = 512, and at least 250M tokens per pretraining run
         steps, batch = (int(_value(p.pretrain, f"trainer.{key}")) for key in ("max_steps", "batch_size"))
         assert p.ks == (128, 256) and steps * batch * p.n >= 250e6
         assert p.records == Path("docs/results/table2_scratch_gpu_runs")
@@ -129,14 +129,26 @@ def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
     assert not exp.finished_runs(p, row, places)[names[0]]
 
 
-def test_a_complete_rows_kept_pretraining_is_final():
-    """The no-pretraining row needs full attention's pretraining for its shape; rebuilt for it, that pretraining
-    must not replace the complete full-attention row's kept record (its runs' start)."""
+def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
+    """The no-pretraining row needs full attention's pretraining for its shape; rebuilt for it on a fresh machine,
+    that pretraining must not replace the complete full-attention row's kept record (its runs' start)."""
     p = exp.PROFILES["toy"]
+    places = exp.Places.of(p, tmp_path)
     full = exp.rows(p)[0]
-    stages = {s.name: s for s in exp.plan(p, python="python")}
-    complete = exp.row_complete(p, full, exp.Places.of(p))
-    assert (stages["pretrain full"].keep is None) == complete
+    records = exp.REPO / places.records
+    records.joinpath(exp.pretrain_run(p, "full")).mkdir(parents=True)
+    records.joinpath(exp.pretrain_run(p, "full"), exp.START).write_text('{"weights_sha256": "h"}')
+    names = [exp.finetune_run(p, t, full, s) for t in p.tasks for s in p.seeds]
+    for name in names[:-1]:
+        _keep_finetune(records, name, "h")
+    stages = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
+    assert not exp.row_complete(p, full, places) and stages["pretrain full"].keep is not None
+    _keep_finetune(records, names[-1], "h")  # the row is whole now
+    stages = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
+    assert exp.row_complete(p, full, places) and stages["pretrain full"].keep is None
+    # the no-pretraining row is not done, so the full pretraining is still wanted (for its shape), kept nowhere
+    todo = {s.name for s in wanted(list(stages.values()), {s.name for s in stages.values() if s.finished})}
+    assert "pretrain full" in todo and not {f"finetune {n}" for n in names} & todo
 
 
 def _run(row_key, task, seed, correct, labels, start="h", name=None):

@@ -71,23 +71,33 @@ def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans=None):
     return out, t[None, :] < lengths[:, None]
 
 
+def _against_dense(radius, positions, lengths: list[int], c: int, seed: int, overlap: bool = False):
+    """local_global_attention on a random float64 case (B = len(lengths), 2 heads, T = max(lengths), padding zeroed)
+    checked against _dense at every real position; returns the case's spans (or None)."""
+    from linformer.modeling.local_global import column_spans
+
+    torch.manual_seed(seed)
+    B, H, T, d = len(lengths), 2, max(lengths), 8
+    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
+    lengths = torch.tensor(lengths)
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
+    pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
+    log_count = torch.rand(B, H, c, dtype=torch.float64)
+    spans = column_spans(lengths, c) if overlap else None
+    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), spans=spans)
+    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans)
+    torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
+    return spans
+
+
 @pytest.mark.parametrize("chunk_elements", [1 << 21, 64])  # one chunk of blocks, or a block at a time
 @pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (0, [0, -1]), (5, [0, 2, -1, -3])])
 def test_blocked_attention_equals_a_dense_masked_reference(radius, positions, chunk_elements, monkeypatch):
     from linformer.modeling import local_global
 
     monkeypatch.setattr(local_global, "CHUNK_ELEMENTS", chunk_elements)
-    torch.manual_seed(0)
-    B, H, T, d, c = 3, 2, 23, 8, 5
-    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
-    lengths = torch.tensor([23, 17, 2])
-    real = torch.arange(T)[None, :] < lengths[:, None]
-    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
-    pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
-    log_count = torch.rand(B, H, c, dtype=torch.float64)
-    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count))
-    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count)
-    torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
+    _against_dense(radius, positions, [23, 17, 2], c=5, seed=0)
 
 
 def test_the_defaults_are_the_paper_linformer_bitwise():
@@ -318,21 +328,8 @@ def test_no_token_counts_twice_column_by_column():
 
 @pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1])])
 def test_masked_overlap_equals_the_dense_reference(radius, positions):
-    from linformer.modeling.local_global import column_spans
-
-    torch.manual_seed(1)
-    B, H, T, d, c = 3, 2, 23, 8, 6
-    q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) for _ in range(3))
-    lengths = torch.tensor([23, 17, 5])
-    real = torch.arange(T)[None, :] < lengths[:, None]
-    k, v = k * real[:, None, :, None], v * real[:, None, :, None]
-    pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
-    log_count = torch.rand(B, H, c, dtype=torch.float64)
-    spans = column_spans(lengths, c)
-    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), spans=spans)
-    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans)
-    torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
-    assert dense_overlap(T, lengths, radius, positions, spans).any()  # the case masks some column
+    spans = _against_dense(radius, positions, [23, 17, 5], c=6, seed=1, overlap=True)
+    assert dense_overlap(23, torch.tensor([23, 17, 5]), radius, positions, spans).any()  # the case masks a column
 
 
 def test_overlap_mask_needs_exact_keys_and_a_known_choice():
