@@ -107,9 +107,8 @@ PROFILES = {
         seeds=(0, 1, 2), jobs=2, minutes={"pretrain": 0.5, "sst2": 0.2, "imdb": 0.2},
         timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 stages at a time", records=Path("outputs/table2_scratch_toy_runs"),
         table="outputs/reports/table2_scratch_toy"),
-    # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (several
-    # passes over data=wiki_scratch, each re-masked: about 20 if its 3,400 articles hold half of data=wiki's 24.8M
-    # tokens, an estimate until its corpus is built). lr 1e-3 with 6% warmup, the recipe that took
+    # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
+    # passes over data=wiki_scratch's 26,586 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
     # model=small well off the unigram plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
     # scaled to a small model (lr 1e-4, batch 32), 3 epochs of SST-2 at 128 tokens, 2 of IMDB at 512.
     "gpu": Profile(
