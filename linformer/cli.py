@@ -176,9 +176,17 @@ def hydra_main(config_name: str) -> Callable:
 def _run_dir_before(config_name: str, args: list[str]) -> Path | None:
     """The nearest folder that exists already on the way to where Hydra will put this run (the run directory
     itself when it exists); None when the config names no run directory. ConfigError if it does not compose."""
+    from omegaconf.errors import InterpolationKeyError
+
     cfg = compose(config_name, args, with_hydra=True)
     try:
         run_dir = Path(str(cfg.hydra.run.dir)).resolve()
+    except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
+        missing = re.search(r"key '([^']+)'", str(err))
+        key = missing.group(1) if missing else "a key"
+        raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which this command line removes or "
+                          f"leaves unset: select its config group again (e.g. {key.split('.')[0]}=...) rather than "
+                          "removing it.") from None
     except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
         return None
     existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())

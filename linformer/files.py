@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import logging
 import os
@@ -75,6 +76,17 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def save_figure(fig, path: str | Path, dpi: float | None = None) -> Path:
+    """Write a matplotlib figure as a PNG through atomic_write (a reader never sees half a file), and close it."""
+    import matplotlib.pyplot as plt  # here, not at the top: matplotlib is slow to import and only plots need it
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    plt.close(fig)
+    atomic_write(path, buffer.getvalue())
+    return Path(path)
+
+
 def write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
     """indent=None writes compact JSON (one line), for long lists that are read by programs rather than people."""
     atomic_write(path, json.dumps(data, indent=indent, separators=None if indent else (",", ":")) + "\n")
@@ -85,18 +97,19 @@ def write_yaml(path: str | Path, data: Any) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False) -> Iterator[Path]:
+def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
+               flag: str = "overwrite=true") -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
-    `record`), checked before the block and again before the swap, unless `overwrite`; a refusal leaves it as it
-    was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote there. Only the
+    `record`), checked before the block and again before the swap, unless `overwrite` (the command's `flag`); a
+    refusal leaves it as it was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote there. Only the
     temporary and, after the swap, the output it replaced are deleted. The temporary goes on any exception and on
     SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
     umask's permissions (``umask_modes``).
     """
     final = Path(final)
-    check_output_dir(final, record, overwrite)
+    check_output_dir(final, record, overwrite, flag)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
     tmp, old = (final.with_name(f".{kind}-{final.name}-{os.getpid()}") for kind in ("tmp", "old"))
@@ -108,7 +121,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
             if record is not None:
                 write_json(tmp / MANIFEST, {**record, **read_json(tmp / MANIFEST)})
             umask_modes(tmp)
-            check_output_dir(final, record, overwrite)  # another process may have written it meanwhile
+            check_output_dir(final, record, overwrite, flag)  # another process may have written it meanwhile
             if os.path.lexists(final):
                 os.replace(final, old)
             os.replace(tmp, final)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from .output_rule import check_plan
 from .signals import sigterm_interrupts
 
 
@@ -190,6 +191,7 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
     if jobs > 1 and log_dir is None and stream is None:
         raise ValueError("log_dir or stream is required when jobs > 1 (each stage's output must go somewhere)")
     runner = _Runner(stages, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
+    check_plan(s.argv for s in runner.todo)  # every output before the first stage starts (the output rule)
     with sigterm_interrupts():
         try:
             runner.loop()

@@ -21,6 +21,7 @@ def main() -> int:
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")
     p.add_argument("--mirror-only", action="store_true", help="write the event files and exit")
+    p.add_argument("--overwrite", action="store_true", help="replace a --logdir that the dashboard did not write")
     args, extra = p.parse_known_args()   # anything else goes to tensorboard (e.g. --load_fast=false)
     with cli_errors():
         if not Path(args.outputs).is_dir():
@@ -30,10 +31,10 @@ def main() -> int:
         if not 0 < args.port < 65536:
             raise ConfigError(f"--port {args.port}: a TCP port is 1 to 65535")
         if args.mirror_only:
-            written = mirror_all(args.outputs, args.logdir)
+            written = mirror_all(args.outputs, args.logdir, strict=True, overwrite=args.overwrite)
             print(f"{len(written)} runs, {sum(written.values())} new rows")
             return 0
-        return serve(args.outputs, args.logdir, args.host, args.port, args.watch, extra)
+        return serve(args.outputs, args.logdir, args.host, args.port, args.watch, extra, args.overwrite)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,15 @@
 transfer (the plan and its profiles: linformer/experiments/pretrained.py; the table: scripts/table2.py --layout
 pretrained). Every stage is skipped once its output exists, so an interrupted run resumes where it stopped.
 
-Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only]
+Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only] [--under DIR]
 """
 
 import sys
+from pathlib import Path
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
-from linformer.experiments import frontend
+from linformer.experiments import CHECKOUT, Places, frontend
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
 
@@ -21,25 +22,29 @@ def main(argv: list[str] | None = None) -> int:
     frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
                             "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
                             "(default cpu)")
+    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
+                    help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.PROFILES[args.profile]
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any stage starts
-        return reproduce(profile, jobs, args.dry_run, args.report_only)
+        return reproduce(profile, jobs, args.dry_run, args.report_only, Places.of(args.under, exp.RECORDS))
 
 
-def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool) -> int:
+def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT) -> int:
     return frontend.reproduce(
-        exp.plan(profile), title=exp.__doc__.split("\n\n")[0], minutes=lambda s: exp.estimated_minutes(profile, s),
-        timing=profile.timing, jobs=jobs, dry_run=dry_run, report_only=report_only, report=report_argv(profile),
-        log_dir=REPO / f"outputs/reproduce_pretrained_{profile.name}_logs")
+        exp.plan(profile, places=places), title=exp.__doc__.split("\n\n")[0],
+        minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
+        report_only=report_only, report=report_argv(profile, places),
+        log_dir=REPO / places.path(f"outputs/reproduce_pretrained_{profile.name}_logs"))
 
 
-def report_argv(profile: exp.Profile) -> list[str]:
+def report_argv(profile: exp.Profile, places: Places = CHECKOUT) -> list[str]:
     # --overwrite: the reproduction owns its docs/results files, which are committed without the output record
-    return [exp.finetune_runs(profile), "--layout", "pretrained", "--profile", profile.name, "--out", exp.table_path(profile),
+    return [exp.finetune_runs(profile, places), "--layout", "pretrained", "--profile", profile.name, "--out",
+            exp.table_path(profile, places),
             "--command", f"make reproduce-pretrained ARGS='--profile {profile.name}'", "--overwrite"]
 
 

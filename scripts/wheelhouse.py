@@ -246,8 +246,8 @@ def build_project_wheel(python, dest, work, foreign=frozenset()):
     if rc or not built:
         raise WheelhouseError(f"building the {PROJECT} wheel failed: {last_error(log)}")
     if built[0].name in foreign:
-        raise WheelhouseError(f"--dest {dest} holds {built[0].name}, which this script did not write: it replaces "
-                              "only its own wheels. Choose another --dest, or move that wheel away.")
+        raise WheelhouseError(f"{Path(dest) / built[0].name} is a wheel this script did not write: it replaces only its "
+                              "own wheels (--dest). Choose another --dest, or move that wheel away.")
     shutil.copy2(built[0], Path(dest) / built[0].name)
     return Path(dest) / built[0].name
 

@@ -23,3 +23,28 @@ def test_the_demo_removes_its_own_runs_and_refuses_anything_else(tmp_path):
         with pytest.raises(DataError, match=f"{victim} exists and is not a demo run"):
             demo.remove_demo_run(victim)
         assert {p.name: p.read_text() for p in victim.iterdir()} == files
+
+
+def test_every_output_is_checked_before_the_demo_removes_its_own_run(tmp_path, monkeypatch):
+    """The demo's earlier pretraining run stays when its finetuning directory holds someone's files."""
+    mine = tmp_path / "outputs/pretrain/demo"
+    mine.mkdir(parents=True)
+    (mine / "config.yaml").write_text("experiment_name: demo\nrun_name: demo\n")
+    theirs = tmp_path / "outputs/finetune/demo-sst2"
+    theirs.mkdir(parents=True)
+    (theirs / "results.json").write_text("{}")
+    monkeypatch.setattr(demo, "run_stages", lambda *a, **k: pytest.fail("a stage started"))
+    with pytest.raises(DataError, match=f"{theirs} exists and is not a demo run"):
+        demo.run([], under=tmp_path)
+    assert (mine / "config.yaml").is_file() and (theirs / "results.json").read_text() == "{}"
+
+
+def test_a_symlinked_demo_run_is_refused_not_followed(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "config.yaml").write_text("experiment_name: demo\n")
+    link = tmp_path / "demo"
+    link.symlink_to(target)
+    with pytest.raises(DataError, match=f"{link} is a symbolic link"):
+        demo.remove_demo_run(link)
+    assert (target / "config.yaml").is_file()

@@ -72,14 +72,15 @@ def test_only_the_spec_reads_the_raw_config():
 
 
 # The package's layers, lowest first: a module imports only from its own layer and those below. The lowest holds the
-# mechanisms everything shares (errors, signal handling, atomic files, the stage runner, the CLI wrapper).
+# mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the stage runner sits with
+# the plans it runs, above the output rule it applies to every plan before the first stage starts.
 LAYERS = [
     {"errors"},
-    {"signals", "files", "stages", "cli", "devices"},
+    {"signals", "files", "cli", "devices"},
     {"data"},
     {"modeling", "spec"},
-    {"rundir", "train", "bench"},
-    {"report", "experiments", "gpu"},
+    {"rundir", "train", "bench", "output_rule"},
+    {"report", "experiments", "gpu", "stages"},
 ]
 
 

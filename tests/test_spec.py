@@ -230,3 +230,26 @@ def test_a_task_flag_that_is_not_true_or_false_is_refused():
 
     with pytest.raises(ConfigError, match=r"^task\.skip_bad_rows='maybe' must be true or false\.$"):
         FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=x", "task.skip_bad_rows=maybe"]))
+
+
+def test_a_removed_model_group_is_refused_not_replaced_by_the_defaults():
+    from linformer.cli import _run_dir_before
+    from linformer.spec import PretrainSpec
+
+    with pytest.raises(ConfigError, match=r"hydra.run.dir\) needs model.name"):
+        _run_dir_before("pretrain", ["~model"])  # the default run name is made from the model's name
+    with pytest.raises(ConfigError, match="model: no model config group is selected"):
+        PretrainSpec.read(compose("pretrain", ["~model", "run_name=x"]))
+
+
+def test_a_tokenizer_dir_that_holds_no_tokenizer_is_named(tmp_path):
+    from linformer.errors import CheckpointError
+    from linformer.modeling.loading import resolve_tokenizer_dir
+
+    with pytest.raises(CheckpointError, match=r"tokenizer_dir='/nonexistent' \(/nonexistent\) does not exist"):
+        resolve_tokenizer_dir("/nonexistent")
+    with pytest.raises(CheckpointError, match="holds no tokenizer files"):
+        resolve_tokenizer_dir(str(tmp_path))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert resolve_tokenizer_dir(str(tmp_path)) == str(tmp_path)
+    assert resolve_tokenizer_dir("roberta-base") == "roberta-base"  # a hub name is left to the hub

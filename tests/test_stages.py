@@ -182,3 +182,21 @@ def test_a_stale_record_runs_again_and_its_replacement_counts(tmp_path):
     assert set(run_stages([stage], jobs=1)) == {"run"}
     assert stage.finished and json.loads(record.read_text()) == {"protocol": 2}
     assert run_stages([stage], jobs=1) == {}  # now done: skipped
+
+
+def test_a_plan_is_refused_before_its_first_stage_when_a_later_output_is_someone_elses(tmp_path):
+    """The output rule over a plan: a folder of the user's where a later stage's run would go stops the plan before
+    the first stage starts (which would otherwise run, and leave a half-done plan)."""
+    from linformer.errors import OutputPathError
+
+    marker = tmp_path / "first-ran"
+    theirs = tmp_path / "outputs/finetune/r"
+    theirs.mkdir(parents=True)
+    (theirs / "notes.txt").write_text("mine")
+    stages = [Stage("first", [sys.executable, "-c", f"open({str(marker)!r}, 'w')"], marker),
+              Stage("finetune", [sys.executable, "scripts/finetune.py", "task=sst2", "model_path=x",
+                                 f"paths.output_dir={tmp_path / 'outputs'}", "run_name=r"], theirs / "results.json",
+                    ("first",))]
+    with pytest.raises(OutputPathError, match=f"{theirs} is not a run directory but holds notes.txt: finetune would"):
+        run_stages(stages, jobs=1, cwd=Path(__file__).resolve().parents[1])
+    assert not marker.exists() and (theirs / "notes.txt").read_text() == "mine"

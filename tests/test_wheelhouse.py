@@ -101,7 +101,7 @@ def test_wheels_the_script_did_not_write_are_never_deleted_nor_replaced(tmp_path
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / built.name).write_bytes(b"the user's")
-    with pytest.raises(wh.WheelhouseError, match=f"--dest {dest} holds {built.name}, which this script did not write"):
+    with pytest.raises(wh.WheelhouseError, match=f"{dest / built.name} is a wheel this script did not write"):
         wh.build_project_wheel(sys.executable, dest, work, foreign={built.name})
     assert (dest / built.name).read_bytes() == b"the user's"
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
+from ..files import atomic_write, save_figure
 from ..modeling.configuration import round_up
 from .inference import BASELINES, PEERS
 from .models import label
@@ -17,11 +19,12 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
     fields: list[str] = []
     for row in rows:
         fields += [f for f in row if f not in fields]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+    atomic_write(path, text.getvalue())
     return path
 
 
@@ -409,9 +412,7 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 __all__ = ["inference_markdown", "plot_times", "profile_markdown", "throughput_markdown", "write_csv"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..files import atomic_write
 from .inference import InferenceSettings, run_inference
 from .report import inference_markdown, plot_times, profile_markdown, throughput_markdown, write_csv
 from .throughput import ThroughputSettings, run_throughput
@@ -32,7 +33,7 @@ def run_benchmark(
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # once something was measured: a refused start leaves none
         meta["note"] = note
         written["csv"] = write_csv(rows, files["csv"])
-        files["md"].write_text(inference_markdown(rows, meta, command))
+        atomic_write(files["md"], inference_markdown(rows, meta, command))
         written["md"] = files["md"]
         if rows:
             machine = meta["machine"].get("gpu", meta["machine"]["device"])
@@ -47,9 +48,9 @@ def run_benchmark(
         written["throughput_csv"] = write_csv(rows, files["throughput_csv"])
         if meta.get("profile"):  # the lever block's best row under torch.profiler
             meta["profile_path"] = files["throughput_profile"].name
-            files["throughput_profile"].write_text(profile_markdown(meta, command))
+            atomic_write(files["throughput_profile"], profile_markdown(meta, command))
             written["throughput_profile"] = files["throughput_profile"]
-        files["throughput_md"].write_text(throughput_markdown(rows, meta, command))
+        atomic_write(files["throughput_md"], throughput_markdown(rows, meta, command))
         written["throughput_md"] = files["throughput_md"]
         log(f"[bench] throughput: {len(rows)} rows in {meta['elapsed_s']:.0f} s -> {files['throughput_md']}")
     return written

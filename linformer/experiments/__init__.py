@@ -6,6 +6,7 @@ renamed key or directory moves the plans' done-paths with it instead of leaving 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -28,3 +29,33 @@ def run_dir(config: str, run_name: str, overrides: tuple[str, ...] = ()) -> Path
     """Where scripts/<config>.py writes the run named `run_name` (relative to the repository, as the config says),
     with the plan's `overrides` (e.g. paths.output_dir=...) given to every stage."""
     return Path(_run_dir_pattern(config, tuple(overrides)).replace(_MARKER, run_name))
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a plan's stages write: the repository's data/ and outputs/ and its records folder (paths relative to the
+    repository, as the commands and the records name them), or all of them under one folder (`under`: a rehearsal
+    that leaves the checkout alone). Files are looked up at REPO / path, which an absolute path ignores."""
+
+    overrides: tuple[str, ...] = ()
+    under: Path | None = None
+    records: Path | None = None
+
+    @classmethod
+    def of(cls, under: Path | None = None, records: Path | None = None) -> Places:
+        if under is None:
+            return cls((), None, records)
+        under = Path(under).resolve()
+        return cls((f"paths.data_dir={under / 'data'}", f"paths.output_dir={under / 'outputs'}"), under,
+                   under / records.name if records is not None else None)
+
+    def run(self, config: str, name: str) -> Path:
+        """scripts/<config>.py's run directory for run_name `name`."""
+        return run_dir(config, name, self.overrides)
+
+    def path(self, relative: str | Path) -> Path:
+        """A path under data/, outputs/ or docs/ of the checkout, or its place under `under`."""
+        return Path(relative) if self.under is None else self.under / relative
+
+
+CHECKOUT = Places()  # the plans' default: data/, outputs/ and docs/results/ of the checkout

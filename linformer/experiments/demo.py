@@ -21,6 +21,7 @@ from ..cli import compose
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
 from ..files import read_yaml, write_json
+from ..output_rule import check_plan
 from ..rundir import RunRecord
 from ..stages import Stage, run_stages
 from ..train.common import native_cpu_bf16
@@ -40,9 +41,12 @@ def _stage(name: str, script: str, config: str, overrides: list[str], done, need
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
 
 
-def remove_demo_run(run: Path) -> None:
-    """Delete a run directory the demo made (its config.yaml says experiment_name: demo); refuse any other, which
-    holds someone's run or files (run_name=... names the directory)."""
+def check_demo_run(run: Path) -> None:
+    """Refuse a run directory the demo did not make (its config.yaml says experiment_name: demo): it holds someone's
+    run or files (run_name=... names the directory), or is a link to anywhere."""
+    if run.is_symlink():  # its target may be anyone's: the demo deletes only directories it made
+        raise DataError(f"{run} is a symbolic link, not a demo run: the demo replaces only its own run directories; "
+                        "choose another run_name= or move that link.")
     if not run.exists():
         return
     config = run / "config.yaml"
@@ -50,35 +54,51 @@ def remove_demo_run(run: Path) -> None:
     if recorded != DEMO:
         raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
                         "demo replaces only its own runs; choose another run_name= or move that directory.")
-    shutil.rmtree(run)
+
+
+def remove_demo_run(run: Path) -> None:
+    """Delete a run directory the demo made; refuse any other (``check_demo_run``)."""
+    check_demo_run(run)
+    if run.exists():
+        shutil.rmtree(run)
 
 
 def _run_dir(cfg) -> str:
     return cfg.hydra.run.dir
 
 
-def run(extra: list[str]) -> dict:
-    """Run the demo (`extra`: Hydra overrides for its pretraining), print its summary and return it."""
+def run(extra: list[str], under: Path | None = None) -> dict:
+    """Run the demo (`extra`: Hydra overrides for its pretraining), print its summary and return it. `under`: write
+    data/ and outputs/ under that folder instead of the checkout (a rehearsal that leaves the checkout alone)."""
+    places = [] if under is None else [f"paths.data_dir={Path(under).resolve() / 'data'}",
+                                       f"paths.output_dir={Path(under).resolve() / 'outputs'}"]
+    outputs = REPO / "outputs" if under is None else Path(under).resolve() / "outputs"
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    pretrain = ["run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
+    pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
                 "trainer.lr=1e-3", "trainer.warmup_steps=30", "trainer.eval_every=100", "trainer.save_every=100",
                 f"trainer.mixed_precision={precision}", *extra]
-    stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", ["data=mirror_slice"],
+    stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", [*places, "data=mirror_slice"],
                      lambda c: f"{c.out_dir}/tokenizer.json"),
-              _stage("prepare_corpus", "prepare_corpus.py", "corpus", ["data=mirror_slice"],
+              _stage("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
                      lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
               _stage("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
                      ("prepare_corpus",))]
     pretrain_dir = stages[-1].done.parent
-    finetune = ["task=sst2", f"model_path={pretrain_dir.relative_to(REPO)}", "run_name=demo-sst2",
+    shown = pretrain_dir.relative_to(REPO) if pretrain_dir.is_relative_to(REPO) else pretrain_dir
+    finetune = [*places, "task=sst2", f"model_path={shown}", "run_name=demo-sst2",
                 f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
     stages.append(_stage("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
                          ("pretrain",)))
     finetune_dir = stages[-1].done.parent
-    for run in (pretrain_dir, finetune_dir):  # the demo's runs always start over; the tokenizer and corpus are kept
+    # every output checked before anything is removed or written: the demo's runs always start over (only its own
+    # are removed), the tokenizer and corpus are kept
+    for run in (pretrain_dir, finetune_dir):
+        check_demo_run(run)
+    check_plan(s.argv for s in stages)
+    for run in (pretrain_dir, finetune_dir):
         remove_demo_run(run)
     t0 = time.perf_counter()
     times = run_stages(stages, jobs=1, cwd=REPO)
@@ -99,8 +119,8 @@ def run(extra: list[str]) -> dict:
         "wall_time_s": {**times, "total": round(time.perf_counter() - t0, 1)},
         "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in stages},
     }
-    write_json(REPO / "outputs/demo/summary.json", summary)
-    print("\n==> demo summary (outputs/demo/summary.json)")
+    write_json(outputs / "demo/summary.json", summary)
+    print(f"\n==> demo summary ({outputs / 'demo/summary.json'})")
     print(f"  validation perplexity: {summary['val_ppl_before_pretraining']:,.1f} before pretraining -> "
           f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
     print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "

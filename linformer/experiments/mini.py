@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..data.io import repo_root
 from ..stages import Stage
-from . import run_dir
+from . import CHECKOUT, Places
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
@@ -33,41 +33,41 @@ LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the lr with the better
 VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch and the lr on
 
 
-def plan(python: str = sys.executable) -> list[Stage]:
+def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Stage]:
     """Every stage in order; `needs` lets run_stages start a finetune as soon as its pretraining is done."""
-    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", "data=mirror_mini"],
-                    REPO / "data/tokenizers/mirror_mini/tokenizer.json"),
-              Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_mini"],
-                    REPO / "data/processed/mirror_mini/manifest.json", ("tokenizer",))]
+    base = list(places.overrides)
+    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
+                    REPO / places.path("data/tokenizers/mirror_mini/tokenizer.json")),
+              Stage("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
+                    REPO / places.path("data/processed/mirror_mini/manifest.json"), ("tokenizer",))]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"
         linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
-        args = ["scripts/pretrain.py", EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
+        args = ["scripts/pretrain.py", *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
                 f"seed={SEED}"]
-        stages.append(Stage(f"pretrain {label}", [python, *args], REPO / run_dir("pretrain", run) / "summary.json",
+        stages.append(Stage(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / "summary.json",
                             ("corpus",)))
         finetune_from.append((label, run, False))
     finetune_from.append(("full", "mini-full", True))  # the same baseline, random initialisation
     for label, run, scratch in finetune_from:
         for task, lr in ((task, lr) for task in TASKS for lr in LRS):
             name = f"mini-{task}-{label}" + ("-scratch" if scratch else "") + f"-lr{lr:g}"
-            args = ["scripts/finetune.py", EXP, f"task={task}", f"model_path={run_dir('pretrain', run)}",
+            args = ["scripts/finetune.py", *base, EXP, f"task={task}", f"model_path={places.run('pretrain', run)}",
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
-            stages.append(Stage(f"finetune {name}", [python, *args], REPO / run_dir("finetune", name) / "results.json",
-                                (f"pretrain {label}",)))
+            stages.append(Stage(f"finetune {name}", [python, *args],
+                                REPO / places.run("finetune", name) / "results.json", (f"pretrain {label}",)))
     return stages
 
 
-def pretrain_runs() -> dict[str, Path]:
+def pretrain_runs(places: Places = CHECKOUT) -> dict[str, Path]:
     """Each variant's pretraining run directory, by label (the curves' legend)."""
-    return {label: REPO / run_dir("pretrain", f"mini-{label}") for label, *_ in VARIANTS}
+    return {label: REPO / places.run("pretrain", f"mini-{label}") for label, *_ in VARIANTS}
 
 
-def report_commands() -> list[list[str]]:
+def report_commands(places: Places = CHECKOUT) -> list[list[str]]:
     # --overwrite: the reproduction owns docs/results/table2_mini.*, which is committed without the output record
-    return [["scripts/table2.py", "outputs/finetune/mini-*", "--out", "docs/results/table2_mini",
+    runs = places.run("finetune", "mini-*")
+    return [["scripts/table2.py", str(runs), "--out", str(places.path("docs/results/table2_mini")),
              "--command", "make reproduce-mini", "--overwrite"]]
-
-

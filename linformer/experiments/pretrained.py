@@ -36,7 +36,7 @@ from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, chosen_on_reported
 from ..stages import Stage, in_order_of_use
-from . import run_dir
+from . import CHECKOUT, Places
 
 REPO = repo_root()  # the stages run there, and their finished files are looked up there, wherever the caller is
 N = 512
@@ -171,22 +171,22 @@ def row_tasks(p: Profile, row: Row) -> tuple[str, ...]:
     return tuple(t for t in p.tasks if t in p.policy_tasks.get(row.policy, p.tasks))
 
 
-def converted_dir(attention: str) -> Path:
-    return Path(f"outputs/converted/{SOURCE}-{attention}-n{N}")
+def converted_dir(attention: str, places: Places = CHECKOUT) -> Path:
+    return places.path(f"outputs/converted/{SOURCE}-{attention}-n{N}")
 
 
 def transfer_run(k: int, sharing: str, policy: str) -> str:
     return f"{SOURCE}-linformer-n{N}-k{k}-{sharing}-{policy}-all-hidden-s0"
 
 
-def rows(p: Profile) -> list[Row]:
-    out = [Row("full attention (teacher)", "full", converted_dir("full"), None, None, None, "convert full")]
+def rows(p: Profile, places: Places = CHECKOUT) -> list[Row]:
+    out = [Row("full attention (teacher)", "full", converted_dir("full", places), None, None, None, "convert full")]
     for sharing in p.sharings:  # the decisive rows first: they run first
         for k in p.ks:
             for policy in (x for x in p.policies if k in p.policy_ks.get(x, p.ks)):
                 slug = f"k{k}-{sharing}-{policy}-tr"
                 out.append(Row(f"k={k}, {sharing}, {policy} policy, transfer", slug,
-                               run_dir("transfer", transfer_run(k, sharing, policy)) / "model", k, sharing, policy,
+                               places.run("transfer", transfer_run(k, sharing, policy)) / "model", k, sharing, policy,
                                f"transfer k{k}-{sharing}-{policy}"))
     return out
 
@@ -217,18 +217,19 @@ def chosen_on_reported_record(kept: Path) -> bool:
     return bool(record) and chosen_on_reported(record)
 
 
-def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
+def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) -> list[Stage]:
     """Every stage, cheapest and most decisive first, each corpus, converted or transferred model just before the
     first run that needs it: run_stages starts them in this order as their needs finish, so a few jobs at a time (the
     gpu profile's 4) finish runs from their first minutes instead of building every model first."""
-    corpus_dir = f"data/processed/mirror_slice-{SOURCE}-n{N}"
-    stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", "data=mirror_slice", f"data.n={N}",
+    corpus_dir = places.path(f"data/processed/mirror_slice-{SOURCE}-n{N}")
+    base = list(places.overrides)
+    stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
                     REPO / corpus_dir / "manifest.json", intermediate=True)]
-    table = rows(p)
+    table = rows(p, places)
     for row in table:
         if row.policy is None:
-            stages.append(Stage(row.prepare, [python, "scripts/convert.py", f"model_path={SOURCE}",
+            stages.append(Stage(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
                                               f"out_dir={row.model_dir}"], REPO / row.model_dir / "config.json",
                                   intermediate=True))
@@ -236,7 +237,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
         stages.append(Stage(
             row.prepare,
-            [python, "scripts/transfer.py", f"model_path={SOURCE}", f"model.max_seq_len={N}",
+            [python, "scripts/transfer.py", *base, f"model_path={SOURCE}", f"model.max_seq_len={N}",
              f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", *policy, "transfer.train=all",
              "transfer.target=hidden", f"transfer.short_fraction={p.transfer_short_fraction:g}",
              f"trainer.max_steps={p.transfer_steps}", f"trainer.batch_size={p.transfer_batch}",
@@ -256,7 +257,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
             decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
             for seed in row_seeds(p, row):
                 name = run_name(p, task, row, seed)
-                args = [python, "scripts/finetune.py", f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
+                args = [python, "scripts/finetune.py", *base, f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
                         f"trainer.lr={scale.lr:g}", f"trainer.batch_size={scale.batch_size}",
                         f"trainer.epochs={scale.epochs}", f"trainer.max_length={scale.max_length}",
@@ -266,7 +267,7 @@ def plan(p: Profile, python: str = sys.executable) -> list[Stage]:
                     args.append(f"max_train_examples={scale.train}")
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
-                finished, kept = REPO / run_dir("finetune", name), REPO / RECORDS / name
+                finished, kept = REPO / places.run("finetune", name), REPO / records(places) / name
                 runs.append(((not decides, seed, r_i, t_i), Stage(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept),
@@ -280,20 +281,25 @@ def estimated_minutes(p: Profile, stage: Stage) -> float:
     if stage.name.startswith("transfer"):
         return p.transfer_minutes
     if stage.name.startswith("finetune"):
-        task = stage.argv[stage.argv.index("scripts/finetune.py") + 1].split("=", 1)[1]
+        task = next(a for a in stage.argv if a.startswith("task=")).split("=", 1)[1]
         full = "-full-" in stage.name
         return p.tasks[task].minutes["full" if full else "linformer"]
     return 0.5
 
 
-def finetune_runs(p: Profile) -> str:
+def records(places: Places = CHECKOUT) -> Path:
+    """Where the finished runs' records are kept (``RECORDS``, or its place under a rehearsal's folder)."""
+    return places.records or RECORDS
+
+
+def finetune_runs(p: Profile, places: Places = CHECKOUT) -> str:
     """The records of the profile's finished finetuning runs (a glob)."""
-    return str(RECORDS / f"tp-{p.name}-*")
+    return str(records(places) / f"tp-{p.name}-*")
 
 
-def table_path(p: Profile) -> str:
+def table_path(p: Profile, places: Places = CHECKOUT) -> str:
     """Where the profile's table is written (without the .md/.json suffix)."""
-    return "docs/results/table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")
+    return str(places.path("docs/results/table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")))
 
 
 def recipe_text(p: Profile) -> str:

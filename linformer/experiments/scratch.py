@@ -40,7 +40,7 @@ from ..files import atomic_dir, read_json, write_json
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from ..stages import Stage, in_order_of_use
-from . import run_dir
+from . import Places
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -173,26 +173,6 @@ def finetune_run(p: Profile, task: str, row: Row, seed: int) -> str:
     return f"ts-{p.name}-{task}-{row.label}-s{seed}"
 
 
-@dataclass(frozen=True)
-class Places:
-    """Where a plan's stages write: the repository's data/ and outputs/ and the profile's records folder (paths
-    relative to the repository, as the commands and the records name them), or all three under one folder (`under`:
-    a rehearsal that leaves the checkout alone). Files are looked up at REPO / path, which an absolute path ignores."""
-    overrides: tuple[str, ...]
-    records: Path
-
-    @classmethod
-    def of(cls, p: Profile, under: Path | None = None) -> Places:
-        if under is None:
-            return cls((), p.records)
-        under = Path(under).resolve()
-        return cls((f"paths.data_dir={under / 'data'}", f"paths.output_dir={under / 'outputs'}"),
-                   under / p.records.name)
-
-    def run(self, config: str, name: str) -> Path:
-        return run_dir(config, name, self.overrides)
-
-
 def keep_pretrain(run: Path, kept: Path) -> bool:
     """Copy a finished pretraining run's records (KEPT_PRETRAIN) and the sha256 of its weights (START) into `kept`,
     which appears complete or not at all. False when the run has not finished."""
@@ -260,7 +240,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     """Every stage, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
     `max_rows`, only the first that many rows not complete (a full-attention row brings its pretraining, which the
     no-pretraining row also needs)."""
-    places = Places.of(p, under)
+    places = Places.of(under, p.records)
     base = places.overrides
     tok_dir = Path(resolve_path(compose("tokenizer", [*p.data, *base]).out_dir))
     corpus_dir = Path(resolve_path(compose("corpus", [*p.data, *base]).out_dir))
@@ -321,7 +301,7 @@ def planned_runs(p: Profile) -> list[str]:
 
 def report_argv(p: Profile, under: Path | None = None) -> list[str]:
     """scripts/table2.py's arguments for the profile's table (--overwrite: the reproduction owns its report)."""
-    places = Places.of(p, under)
+    places = Places.of(under, p.records)
     out = str(Path(under).resolve() / Path(p.table).name) if under is not None else p.table
     return [str(places.records / f"ts-{p.name}-*"), "--layout", "scratch", "--profile", p.name, "--out", out,
             "--command", f"make reproduce-scratch ARGS='--profile {p.name}'", "--overwrite"]

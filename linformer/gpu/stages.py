@@ -53,7 +53,7 @@ from ..cli import ArgumentParser
 from ..data.io import repo_root
 from ..devices import cuda_device_name as device_name  # a name the tests stand in for
 from ..errors import OutputPathError
-from ..files import check_output_files, made_by, record_output_files
+from ..files import check_output_files, made_by, record_output_files, write_json
 from ..stages import Stage, StageFailed, StagesStopped, run_stages
 
 REPO = repo_root()
@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="write --out as one .tar.gz after every stage")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
+    parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or --archive that "
+                                                                  "gpu_stage did not write")
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="table2: runs at once (default the gpu profile's); fewer finish the first runs sooner")
     args = parser.parse_args(argv)
@@ -266,19 +268,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{record_path} is not JSON (damaged): move it away to start a new record there")
     if not isinstance(records, list):
         parser.error(f"{record_path} is not a list of stage records: move it away to start a new record there")
-    gpu = device_name()
-    if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
-        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
     # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
-    # else's (refused, naming it, before any stage runs); claimed before they are written, so a run stopped half-way
+    # else's (refused, naming it, before anything else); claimed before they are written, so a run stopped half-way
     # leaves files the next run may replace
     written = [out / log_name(name) for name in args.stages] + [record_path] + \
         ([args.archive.resolve()] if args.archive is not None else [])
     owner = made_by("gpu_stage", {})
     try:
-        check_output_files(written, owner)
+        check_output_files(written, owner, args.overwrite)
     except OutputPathError as err:
         parser.error(str(err))
+    gpu = device_name()
+    if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
+        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
     commands = stage_commands(out, args.jobs)
@@ -286,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== stage {name} on {gpu}", flush=True)
         record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
         records.append(record)
-        record_path.write_text(json.dumps(records, indent=1) + "\n")
+        write_json(record_path, records, indent=1)
         if args.archive is not None:
             archive(out, args.archive)
         how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"

@@ -89,9 +89,23 @@ def _packaged_model(name: str, key: str = "model_path") -> str:
     return str(found.get_model_path())
 
 
-def resolve_tokenizer_dir(name: str) -> str:
-    """A tokenizer directory, or a packaged model's name (``minilm``): that model's own tokenizer."""
-    return resolve_model_path(name) if name in PACKAGED_MODELS else resolve_path(name)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt")
+
+
+def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = True) -> str:
+    """A tokenizer directory, or a packaged model's name (``minilm``): that model's own tokenizer. A path (or a name
+    that exists here) without tokenizer files is a CheckpointError naming ``key``, unless not `check` (a settings
+    reader: the tokenizer may be made by an earlier stage); anything else is a hub name."""
+    if name in PACKAGED_MODELS and not Path(resolve_path(name)).exists():
+        return resolve_model_path(name, key)
+    p = Path(resolve_path(name))
+    if not check or any((p / f).is_file() for f in TOKENIZER_FILES):
+        return str(p)
+    if p.exists() or str(name).startswith((".", "/", "~")) or str(name).count("/") > 1:
+        where = "does not exist" if not p.exists() else "holds no tokenizer files"
+        raise CheckpointError(f"{key}={name!r} ({p}) {where}: give a folder written by scripts/train_tokenizer.py "
+                              "(its out_dir, with tokenizer.json), a model directory, or minilm.")
+    return str(name)
 
 
 def load_pretrained(auto_class, model_path: str, **kwargs):

@@ -244,9 +244,7 @@ class LinformerModel(LinformerPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Give exactly one of input_ids or inputs_embeds.")
-        T = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        _, T = check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
         n = self.config.max_seq_len
         if n < T:
             raise ValueError(
@@ -258,8 +256,6 @@ class LinformerModel(LinformerPreTrainedModel):
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = None
         if attention_mask is not None:
-            if attention_mask.dim() != 2:
-                raise ValueError(f"attention_mask must be (batch, tokens); got shape {tuple(attention_mask.shape)}.")
             mask = attention_mask.bool()
             # nothing is padded: skip all masking work (one host sync per forward). A compiled forward keeps the
             # mask (the check would break its graph): callers with unpadded batches pass attention_mask=None.
@@ -272,6 +268,32 @@ class LinformerModel(LinformerPreTrainedModel):
             hidden_states=all_hidden,
             attentions=all_probs,
         )
+
+
+def check_inputs(input_ids, inputs_embeds, attention_mask=None, token_type_ids=None, position_ids=None
+                 ) -> tuple[int, int]:
+    """(batch, tokens) of a forward's inputs; ValueError saying what was expected for anything else: not exactly one
+    of input_ids (batch, tokens) and inputs_embeds (batch, tokens, hidden), an empty batch or input, or a mask or id
+    tensor whose shape is not (batch, tokens). Shapes only: no host sync, so a compiled forward keeps its graph."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Give exactly one of input_ids or inputs_embeds.")
+    given, name, dims = (input_ids, "input_ids", 2) if input_ids is not None else (inputs_embeds, "inputs_embeds", 3)
+    shape = tuple(given.shape)
+    if len(shape) != dims:
+        what = "(batch, tokens)" if dims == 2 else "(batch, tokens, hidden)"
+        hint = f": add the batch dimension ({name}[None])" if len(shape) == dims - 1 else ""
+        raise ValueError(f"{name} must be {what}; got shape {shape}{hint}.")
+    B, T = shape[:2]
+    if B == 0 or T == 0:
+        raise ValueError(f"{name} is empty (shape {shape}): give at least one sequence of at least one token.")
+    for other, label in ((attention_mask, "attention_mask"), (token_type_ids, "token_type_ids")):
+        if other is not None and tuple(other.shape) != (B, T):
+            raise ValueError(f"{label} must have the shape of {name}'s (batch, tokens) = {(B, T)}; got "
+                             f"{tuple(other.shape)}.")
+    if position_ids is not None and tuple(position_ids.shape) not in ((B, T), (1, T), (T,)):
+        raise ValueError(f"position_ids must be (batch, tokens) = {(B, T)}, (1, tokens) or (tokens,); got "
+                         f"{tuple(position_ids.shape)}.")
+    return B, T
 
 
 def window_mean_matrix(n: int, k: int) -> torch.Tensor:
@@ -287,4 +309,4 @@ def count_projection_matrices(model: nn.Module) -> int:
     return sum(m.num_matrices for m in model.modules() if isinstance(m, (LinearProjection, ConvProjection)))
 
 
-__all__ = ["LinformerModel", "LinformerPreTrainedModel", "count_projection_matrices"]
+__all__ = ["LinformerModel", "LinformerPreTrainedModel", "check_inputs", "count_projection_matrices"]

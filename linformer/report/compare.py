@@ -6,13 +6,12 @@ its maximum for accuracies, F1, throughput and MFU, with the step where it happe
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..files import atomic_write, made_by, output_files
+from ..files import atomic_write, made_by, output_files, save_figure
 from ..rundir import Run, find_runs, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
@@ -119,17 +118,6 @@ def _labels(runs: list[Run]) -> list[str]:
     """Run names, prefixed by their stage where two runs would otherwise share a label."""
     names = [r.name for r in runs]
     return [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
-
-
-def save_figure(fig, path: str | Path) -> Path:
-    """Write a matplotlib figure as a PNG through files.atomic_write (a reader never sees half a file), and close it."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
-    return Path(path)
 
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,

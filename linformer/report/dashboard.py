@@ -25,7 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..files import read_json, write_json
+from ..errors import DataError
+from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
 from ..rundir import METRICS, Run, find_runs, load_run, read_metrics
 from ..signals import sigterm_interrupts
 
@@ -143,19 +144,44 @@ def _fingerprint(row: dict) -> str:
     return json.dumps(row, sort_keys=True)
 
 
-def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None) -> dict[str, int]:
-    """Mirror every run under `outputs` into `logdir` (default outputs/.dashboard), keyed by path under outputs.
+def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrite: bool = False) -> Path:
+    """The event-file folder for the runs under `outputs` (default <outputs>/.dashboard), under the output rule: a new
+    or empty folder, one this dashboard mirrors `outputs` into (its MANIFEST), or one holding only mirrored event
+    files (an earlier version's, without a MANIFEST); anything else is refused naming it, unless `overwrite`."""
+    logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
+    record = made_by("dashboard", {"outputs": str(Path(outputs).resolve())})
+    if not _only_mirrors(logdir):
+        check_output_dir(logdir, record, overwrite, flag="--overwrite")
+    if read_json(logdir / MANIFEST) != record:
+        logdir.mkdir(parents=True, exist_ok=True)
+        write_json(logdir / MANIFEST, record)
+    return logdir
 
-    Returns {relative run path: rows written this call}."""
+
+def _only_mirrors(logdir: Path) -> bool:
+    files = [p for p in logdir.rglob("*") if not p.is_dir()] if logdir.is_dir() else []
+    return bool(files) and all(p.name == STATE or p.name.startswith("events.out.tfevents.") for p in files)
+
+
+def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None, strict: bool = False,
+               overwrite: bool = False) -> dict[str, int]:
+    """Mirror every run under `outputs` into `logdir` (``claim_logdir``), keyed by path under outputs.
+
+    Returns {relative run path: rows written this call}. A run that cannot be mirrored is a warning (the live
+    dashboard keeps serving the others), or with `strict` a DataError naming them once the others are mirrored."""
     outputs = Path(outputs)
-    logdir = Path(logdir) if logdir is not None else outputs / ".dashboard"
-    written = {}
+    logdir = claim_logdir(outputs, logdir, overwrite)
+    written, failed = {}, []
     for run_dir in find_runs([outputs]):
         rel = run_dir.relative_to(outputs.resolve())
         try:
             written[str(rel)] = mirror_run(run_dir, logdir / rel, outputs)
         except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
             log.warning("%s: not mirrored: %s", run_dir, e)
+            failed.append(f"{run_dir} ({e})")
+    if strict and failed:
+        raise DataError(f"{len(failed)} of {len(failed) + len(written)} runs not mirrored into {logdir}: "
+                        f"{'; '.join(failed[:3])}")
     return written
 
 
@@ -181,19 +207,18 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
 
 
 def serve(outputs: str | Path = "outputs", logdir: str | Path | None = None, host: str = "127.0.0.1",
-          port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None) -> int:
+          port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None, overwrite: bool = False) -> int:
     """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
     TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
     # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: it takes the Ctrl-C path.
     with sigterm_interrupts():
-        return _serve(outputs, logdir, host, port, watch_every, extra)
+        return _serve(outputs, logdir, host, port, watch_every, extra, overwrite)
 
 
-def _serve(outputs, logdir, host, port, watch_every, extra) -> int:
+def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
     t0 = time.monotonic()
-    logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
+    logdir = claim_logdir(outputs, logdir, overwrite)
     written = mirror_all(outputs, logdir)
-    logdir.mkdir(parents=True, exist_ok=True)
     print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) into {logdir} "
           f"in {time.monotonic() - t0:.1f} s", flush=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -18,10 +18,9 @@ from ..data import load_prepared
 from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_vocabulary
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, write_json
+from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
 from ..modeling.reference import full_attention, squared_relative_error
-from .compare import save_figure
 
 SELF_REFERENCE = "the same weights with full attention"
 

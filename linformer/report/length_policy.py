@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..files import atomic_write, write_json
+from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS
-from .compare import save_figure
 
 # label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
 POLICIES = {

@@ -23,12 +23,11 @@ from ..bench.per_example import cost_per_example
 from ..data.io import default_data_mirror, resolve_path
 from ..data.tasks import TASKS, load_task, longer_than
 from ..errors import ConfigError
-from ..files import atomic_write, write_json
+from ..files import atomic_write, save_figure, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import resolve_model_path
-from .compare import save_figure
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 

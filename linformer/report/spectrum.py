@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from linformer.errors import ConfigError, CorpusError, DataError
-from linformer.files import atomic_write, check_output_files, made_by, record_output_files
+from linformer.files import atomic_write, check_output_files, made_by, record_output_files, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +139,7 @@ def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path)
 
 
 def plot_heatmap(at_k, path: str | Path, title: str, k: int) -> Path:
@@ -168,9 +166,7 @@ def plot_heatmap(at_k, path: str | Path, title: str, k: int) -> Path:
     ax.set_title(title, fontsize=8, wrap=True)
     fig.colorbar(im, ax=ax, label=f"cumulative value at index {k}")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path)
 
 
 def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = "spectrum",

@@ -77,7 +77,7 @@ class CorpusSpec(_Arguments):
         top = _typed(cls, cfg, "")
         # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
         return cls(sources=[s if s.startswith("hf:") else resolve_path(s) for s in d.sources],
-                   tokenizer_dir=resolve_tokenizer_dir(str(top["tokenizer_dir"])),
+                   tokenizer_dir=resolve_tokenizer_dir(str(top["tokenizer_dir"]), check=False),
                    out_dir=resolve_path(str(top["out_dir"])), n=d.n, val_fraction=d.val_fraction,
                    num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows, max_documents=d.max_documents,
                    force=bool(top["force"]), overwrite=bool(top["overwrite"]))

@@ -129,6 +129,9 @@ class PretrainSpec(RunSpec):
         multiple = cfg.get("pad_vocab_to_multiple_of")
         if multiple is not None and (isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1):
             raise ConfigError(f"pad_vocab_to_multiple_of={multiple!r} must be a whole number >= 1 (or null).")
+        if not cfg.get("model"):  # a fresh model's shape comes from its group: none would silently build the defaults
+            raise ConfigError("model: no model config group is selected (~model removes it): choose one of "
+                              "configs/model/ (model=tiny, model=small, ...).")
         return {"model": _model_group(cfg), "model_name": str((cfg.get("model") or {}).get("name", "")),
                 "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
                 "init_from": _optional(cfg, "init_from"), "pad_vocab_to_multiple_of": multiple}

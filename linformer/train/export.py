@@ -55,7 +55,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with atomic_dir(out, record, overwrite) as tmp, no_hf_progress_bars():
+    with atomic_dir(out, record, overwrite, flag="--overwrite") as tmp, no_hf_progress_bars():
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         card = read_card_info(model_path) if model_path else None

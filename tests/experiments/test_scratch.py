@@ -82,7 +82,7 @@ def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
     row is kept and started from the kept pretraining; where the pretraining is on this machine, a run counts when
     it started from it. A row stopped part-way is run again whole, its pretraining first."""
     p = exp.PROFILES["toy"]
-    places = exp.Places.of(p, tmp_path)
+    places = exp.Places.of(tmp_path, p.records)
     row = exp.rows(p)[2]  # k16-headwise
     names = [exp.finetune_run(p, t, row, s) for t in p.tasks for s in p.seeds]
     records = exp.REPO / places.records
@@ -133,7 +133,7 @@ def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
     """The no-pretraining row needs full attention's pretraining for its shape; rebuilt for it on a fresh machine,
     that pretraining must not replace the complete full-attention row's kept record (its runs' start)."""
     p = exp.PROFILES["toy"]
-    places = exp.Places.of(p, tmp_path)
+    places = exp.Places.of(tmp_path, p.records)
     full = exp.rows(p)[0]
     records = exp.REPO / places.records
     records.joinpath(exp.pretrain_run(p, "full")).mkdir(parents=True)

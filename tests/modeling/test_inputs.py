@@ -1,0 +1,43 @@
+"""The model's entry checks its inputs: each mistake is a ValueError saying what was expected, not a reshape or
+index error from deep inside, and a wrong-shaped all-ones mask is not silently accepted."""
+
+import pytest
+import torch
+
+from linformer import LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
+from tests.modeling.conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def models():
+    torch.manual_seed(0)
+    config = tiny_config(num_labels=2)
+    return [cls(config).eval() for cls in (LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification)]
+
+
+IDS = torch.randint(4, 60, (2, 10))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"input_ids": IDS[0]}, r"input_ids must be \(batch, tokens\); got shape \(10,\): add the batch dimension"),
+    ({"input_ids": IDS[:0]}, r"input_ids is empty \(shape \(0, 10\)\)"),
+    ({"input_ids": IDS[:, :0]}, r"input_ids is empty \(shape \(2, 0\)\)"),
+    ({"input_ids": IDS, "attention_mask": torch.ones(2, 12)},
+     r"attention_mask must have the shape of input_ids's \(batch, tokens\) = \(2, 10\); got \(2, 12\)"),
+    ({"input_ids": IDS, "attention_mask": torch.ones(1, 10)}, r"attention_mask must have the shape"),
+    ({"input_ids": IDS, "attention_mask": torch.ones(2, 1, 10)}, r"attention_mask must have the shape"),
+    ({"input_ids": IDS, "token_type_ids": torch.zeros(2, 9, dtype=torch.long)}, r"token_type_ids must have"),
+    ({"input_ids": IDS, "position_ids": torch.arange(9)}, r"position_ids must be"),
+    ({"inputs_embeds": torch.zeros(10, 32)}, r"inputs_embeds must be \(batch, tokens, hidden\)"),
+    ({}, "Give exactly one of input_ids or inputs_embeds"),
+])
+def test_a_bad_input_is_a_value_error_saying_what_was_expected(models, kwargs, message):
+    for model in models:
+        with pytest.raises(ValueError, match=message):
+            model(**kwargs)
+
+
+def test_the_shapes_it_accepts_still_run(models):
+    for model in models:
+        model(input_ids=IDS, attention_mask=torch.ones(2, 10), position_ids=torch.arange(10)[None] + 2)
+        model(input_ids=IDS[:1, :1])  # one sequence of one token

@@ -1,0 +1,113 @@
+"""The output rule's registry, walked: every script is declared, and every declared output, holding a user's file or
+folder, is refused in one `error:` line naming it, with the user's files untouched and nothing else written."""
+
+import gzip
+import hashlib
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from linformer.cli import compose
+from linformer.output_rule import COMMANDS, FILES
+from tests.train.conftest import _synthetic_corpus, compose_finetune, compose_pretrain, write_sst2_fixture
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+USER = b"a user's own bytes\n"
+
+
+def test_every_script_is_declared():
+    scripts = {p.stem for p in SCRIPTS.glob("*.py")}
+    assert sorted(scripts - set(COMMANDS)) == [], "declare the new script's outputs in linformer/output_rule.py"
+    assert sorted(set(COMMANDS) - scripts) == []
+    for command in COMMANDS.values():
+        assert command.outputs, command.script
+        for out in command.outputs:
+            assert "{out}" in " ".join(out.example), (command.script, out.where)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A mirror, tokenizer, corpus, full-attention pretraining run and a finetuning run of it, all tiny."""
+    from linformer.data import prepare_corpus, train_tokenizer
+    from linformer.train.finetune import finetune
+    from linformer.train.pretrain import pretrain
+
+    root = tmp_path_factory.mktemp("rule_inputs")
+    text = _synthetic_corpus(root / "corpus.txt")
+    mirror = root / "mirror"
+    (mirror / "pretrain/wikipedia").mkdir(parents=True)
+    (mirror / "pretrain/wikipedia/enwiki_extracted.txt.gz").write_bytes(gzip.compress(text.read_bytes()))
+    sst2 = write_sst2_fixture(mirror / "glue/sst2")
+    (mirror / "imdb").mkdir()
+    for split in ("train", "test"):
+        (mirror / f"imdb/{split}.csv").write_text("text,label\n\"a good film\",1\n\"a bad film\",0\n")
+    (mirror / "MANIFEST.md").write_text("fixture\n")
+    tok = train_tokenizer([str(text)], str(root / "tokenizer"), vocab_size=300, min_frequency=1, show_progress=False)
+    prepare_corpus([str(text)], tok, str(root / "corpus"), n=32, val_fraction=0.1, num_proc=1)
+    tiny = {"tokenizer_dir": tok, "corpus_dir": str(root / "corpus")}
+    runs = root / "runs"
+    pretrain(compose_pretrain(tiny, "trainer.max_steps=3", "model.attention=full"), runs / "pretrain/full")
+    finetune(compose_finetune("task=sst2", f"task.data_dir={sst2}", f"model_path={runs / 'pretrain/full'}",
+                              "trainer.epochs=1", "task_cache_dir=null"), runs / "finetune/ft")
+    return {"mirror": str(mirror), "tokenizer": tok, "corpus": str(root / "corpus"), "corpus_text": str(text),
+            "pretrained": str(runs / "pretrain/full"), "model": str(runs / "pretrain/full/model"),
+            "finetuned": str(runs / "finetune/ft"), "sst2": str(sst2), "runs": str(runs)}
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(root.rglob("*"))}
+
+
+def plant(target: Path, kind: str) -> None:
+    """A user's file where a file output lands, else a user's folder (a file of theirs inside)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if kind == FILES or target.suffix in (".xz", ".whl", ".log", ".tgz"):
+        target.write_bytes(USER)
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_bytes(USER)
+
+
+def run_script(script: str, argv: list[str], monkeypatch) -> int:
+    """scripts/<script>.py run in this process as `python scripts/<script>.py argv...`: its exit status."""
+    monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py"), *argv])
+    try:
+        runpy.run_path(str(SCRIPTS / f"{script}.py"), run_name="__main__")
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    return 0
+
+
+CASES = [(c.script, i) for c in COMMANDS.values() for i, _ in enumerate(c.outputs)]
+
+
+@pytest.mark.parametrize(("script", "index"), CASES, ids=[f"{s}-{i}" for s, i in CASES])
+def test_a_declared_output_holding_a_users_files_is_refused(script, index, inputs, tmp_path, monkeypatch, capsys):
+    out = COMMANDS[script].outputs[index]
+    if out.needs:
+        pytest.importorskip(out.needs, reason=f"the example needs the optional {out.needs}")
+    root = tmp_path / "out"
+    root.mkdir()
+    target = root / out.lands
+    plant(target, out.kind)
+    before = _tree(root)
+    argv = [a.format(out=root, **inputs) for a in out.example]
+    monkeypatch.chdir(tmp_path)
+    code = run_script(script, argv, monkeypatch)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and lines, f"{script} {argv}: exit {code}\n{err[-3000:]}"
+    assert str(target) in lines[0] or str(target.resolve()) in lines[0], lines[0]
+    assert _tree(root) == before, f"{script} wrote or changed files under {root}"
+    flag = re.search(r"pass (\S+) to replace", lines[0])
+    if flag:  # the fix it names is one this command takes
+        if COMMANDS[script].config:
+            assert flag.group(1).split("=")[0] in compose(COMMANDS[script].config, []), lines[0]
+        else:
+            assert run_script(script, ["--help"] if script != "gpu_carry" else ["pack", "--help"], monkeypatch) == 0
+            assert flag.group(1) in capsys.readouterr().out, lines[0]
