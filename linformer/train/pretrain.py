@@ -106,7 +106,9 @@ class PretrainTask(TrainingTask):
         data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
         self.model = build_model(spec, self.tokenizer)
         self.n = len(data["train"][0]["input_ids"])
-        if self.n > self.model.config.max_seq_len:
+        # a fresh model is trained at its n (blocks shorter than n would train E, F's first rows only: another
+        # model than the one named); a continued one (init_from) may go on at a shorter length
+        if self.n > self.model.config.max_seq_len or (spec.init_from is None and self.n != self.model.config.max_seq_len):
             raise ConfigError(
                 f"the corpus blocks have {self.n} tokens but model.max_seq_len is {self.model.config.max_seq_len}; "
                 f"set model.max_seq_len={self.n} or prepare the corpus with data.n={self.model.config.max_seq_len}."

@@ -120,6 +120,14 @@ def test_a_model_setting_the_tokenizer_decides_is_refused_not_replaced(tiny_data
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
+@pytest.mark.parametrize("n", [16, 64])
+def test_blocks_of_another_length_than_n_are_refused_for_a_fresh_model(tiny_data, tmp_path, n):
+    """Blocks shorter than n would train only E and F's first rows: another model than the one named."""
+    with pytest.raises(ConfigError, match=rf"the corpus blocks have 32 tokens but model.max_seq_len is {n}"):
+        pretrain(compose_pretrain(tiny_data, f"model.max_seq_len={n}", "model.projected_dim=4"), tmp_path / "run")
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
 def test_fp16_on_cpu_is_refused(tiny_data, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("fp16 is valid on CUDA")
