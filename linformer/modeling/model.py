@@ -18,7 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils.generic import can_return_tuple
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
-from .configuration import LinformerConfig
+from .configuration import LinformerConfig, check_local_path
 
 
 class LinformerEmbeddings(nn.Module):
@@ -150,6 +150,11 @@ class LinformerPreTrainedModel(PreTrainedModel):
         the module's source (its AttentionInterface), which the Linformer's own attention does not use; flex is not
         offered (_supports_flex_attn is False), so HF refuses it with its own message."""
         return True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        check_local_path(pretrained_model_name_or_path)  # a missing folder named as one, not as a bad hub name
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
     def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):

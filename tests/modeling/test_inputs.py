@@ -41,3 +41,15 @@ def test_the_shapes_it_accepts_still_run(models):
     for model in models:
         model(input_ids=IDS, attention_mask=torch.ones(2, 10), position_ids=torch.arange(10)[None] + 2)
         model(input_ids=IDS[:1, :1])  # one sequence of one token
+
+
+@pytest.mark.parametrize("cls", [LinformerModel, LinformerForSequenceClassification])
+def test_from_pretrained_on_a_missing_folder_names_the_folder(cls, tmp_path):
+    from linformer import LinformerConfig
+
+    missing = tmp_path / "no" / "such-model"
+    for load in (cls.from_pretrained, LinformerConfig.from_pretrained):
+        with pytest.raises(FileNotFoundError, match=rf"{missing} is not a folder here"):
+            load(str(missing))
+        with pytest.raises(OSError):  # what transformers' callers catch
+            load(missing)
