@@ -110,6 +110,10 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     key = re.search(r"Could not override '([^']+)'", text)
     if key:
+        removed = next((o[1:] for o in overrides if o.startswith("~") and key.group(1).startswith(o[1:] + ".")), None)
+        if removed:
+            return (f"{key.group(1)}: ~{removed} removes the {removed} group this key belongs to: keep the group "
+                    f"({removed}=...) to set its keys.")
         known = _known_keys(config_name, [o for o in overrides if not o.startswith(key.group(1) + "=")])
         return f"{key.group(1)}: no such key{did_you_mean(key.group(1), known)}; every setting is in configs/."
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
@@ -277,7 +281,9 @@ class ArgumentParser(argparse.ArgumentParser):
         hint = ""
         match = re.match(r"unrecognized arguments: (\S+)", message)
         if match and match.group(1).startswith("-"):
-            flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            parsers = [self] + [p for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                                for p in a.choices.values()]  # a subcommand's flags are known flags too
+            flags = [o for p in parsers for a in p._actions for o in a.option_strings if o.startswith("--")]
             hint = did_you_mean(match.group(1).split("=", 1)[0], flags)
         print(f"error: {message}{hint}", file=sys.stderr)
         self.print_usage(sys.stderr)

@@ -12,7 +12,8 @@ def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
     for the closest known name, or "" when none is close enough. A dotted name is compared by its last part with its
     siblings (the known keys of the same group), so that a shared group name does not make unrelated keys look close;
     without siblings (a misspelt group), by the whole name."""
-    name, known = str(name), list(known)
+    name = str(name)
+    known = [k for k in known if k != name]  # the name itself is never its own suggestion
     parent, _, last = name.rpartition(".")
     siblings = {k.rpartition(".")[2]: k for k in known if parent and k.rpartition(".")[0] == parent}
     if siblings:

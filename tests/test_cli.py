@@ -178,6 +178,19 @@ def test_one_did_you_mean_rule_compares_a_key_with_its_siblings():
     assert did_you_mean("trainer.foo", known) == ""  # the shared "trainer." does not make trainer.lr close
     assert did_you_mean("trainr.epochs", known) == " (did you mean trainer.epochs?)"  # a misspelt group
     assert did_you_mean("sharng", ["sharing", "projection"], "model.") == " (did you mean model.sharing?)"
+    assert did_you_mean("model.max_seq_len", ["model.max_seq_len"]) == ""  # never the name itself
+
+
+def test_a_key_of_a_removed_group_says_the_group_is_removed():
+    from linformer.cli import _one_line
+
+    class HydraError(Exception):
+        pass
+
+    err = HydraError("Could not override 'model.max_seq_len'.\nTo append to your config use +model.max_seq_len=32")
+    assert _one_line(err, "pretrain", ["~model", "model.max_seq_len=32"]) == (
+        "model.max_seq_len: ~model removes the model group this key belongs to: keep the group (model=...) to set "
+        "its keys.")
 
 
 def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
@@ -192,6 +205,9 @@ def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "error: unrecognized arguments: --profle gpu (did you mean --profile?)"
     assert lines[1].startswith("usage: ")
+    with pytest.raises(SystemExit):  # a subcommand's flag
+        load_script("gpu_carry").main(["pack", "scratch", "--dset", "x"])
+    assert capsys.readouterr().err.splitlines()[0] == "error: unrecognized arguments: --dset x (did you mean --dest?)"
 
 
 def test_a_run_directory_under_a_regular_file_is_one_error_line_not_hydras_traceback(tmp_path):
