@@ -50,3 +50,84 @@ def test_resume_falls_back_then_needs_leave_to_drop_the_rng_state(tmp_path, capl
     with pytest.raises(CheckpointError, match=r"no intact checkpoint .*step-00000008: .*model.safetensors.*; "
                                               r"step-00000004: .*model.safetensors"):
         resolve_resume("auto", tmp_path, allow_nonbitwise=True)
+
+
+# ------------------------------------------------------------------------------------------------ save and load
+@pytest.fixture
+def accelerated():
+    """A real Accelerator (CPU) with a small model and optimizer registered: what the trainer checkpoints."""
+    import torch
+    from accelerate import Accelerator
+
+    torch.manual_seed(0)
+    accelerator = Accelerator(cpu=True)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    yield accelerator, model, optimizer
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def _step(model, optimizer):
+    import torch
+
+    loss = model(torch.randn(3, 4)).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("keep_last", [1, 2, 3])
+def test_save_keeps_exactly_the_newest_keep_last(accelerated, tmp_path, keep_last):
+    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+
+    accelerator = accelerated[0]
+    for step in range(1, 6):
+        save_checkpoint(accelerator, tmp_path, step, {"epoch": 0}, keep_last)
+    assert [p.name for p in complete_checkpoints(tmp_path)] == [f"step-{s:08d}" for s in range(6 - keep_last, 6)]
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_load_restores_weights_optimizer_and_every_rng_state(accelerated, tmp_path):
+    """Bitwise resume: after a load, the next random draws (dropout masks, shuffles) are those the run would have
+    drawn, and the weights and optimizer moments are the saved ones."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from linformer.train.checkpoint import load_checkpoint, save_checkpoint
+
+    accelerator, model, optimizer = accelerated
+    _step(model, optimizer)
+    path = save_checkpoint(accelerator, tmp_path, 1, {"epoch": 3}, keep_last=2)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = optimizer.state_dict()["state"][0]["exp_avg"].clone()
+    expected = (torch.rand(5), np.random.rand(3), random.random())
+    _step(model, optimizer)  # the run goes on, and its random state moves
+    torch.rand(100), np.random.rand(100), random.random()
+    state = load_checkpoint(accelerator, path)
+    assert state == {"epoch": 3, "step": 1}
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+    assert torch.equal(optimizer.state_dict()["state"][0]["exp_avg"], moments)
+    got = (torch.rand(5), np.random.rand(3), random.random())
+    assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
+
+
+def test_load_without_the_rng_state_leaves_it_and_puts_its_files_back(accelerated, tmp_path):
+    import torch
+
+    from linformer.train.checkpoint import load_checkpoint, save_checkpoint
+
+    accelerator = accelerated[0]
+    path = save_checkpoint(accelerator, tmp_path, 1, {}, keep_last=1)
+    files = sorted(p.name for p in path.iterdir())
+    torch.manual_seed(123)
+    expected = torch.rand(5)
+    torch.manual_seed(123)
+    load_checkpoint(accelerator, path, rng_ok=False)
+    assert torch.equal(torch.rand(5), expected)  # the RNG was not touched
+    assert sorted(p.name for p in path.iterdir()) == files
