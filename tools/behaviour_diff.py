@@ -35,7 +35,7 @@ STAGES = [
     ("tokenizer", "train_tokenizer.py", [*DATA, "out_dir=outputs/bd/tokenizer"]),
     ("corpus", "prepare_corpus.py", [*DATA, "data.n=64", "tokenizer_dir=outputs/bd/tokenizer",
                                      "out_dir=outputs/bd/corpus"]),
-    ("pretrain", "pretrain.py", ["model=tiny", *DATA, "data.n=64", "corpus_dir=outputs/bd/corpus",
+    ("pretrain", "pretrain.py", ["model=tiny", "model.max_seq_len=64", *DATA, "data.n=64", "corpus_dir=outputs/bd/corpus",
                                  "tokenizer_dir=outputs/bd/tokenizer", "run_name=bd-pretrain",
                                  "trainer.max_steps=12", "trainer.batch_size=8", "trainer.eval_every=6",
                                  "trainer.save_every=6", "trainer.warmup_steps=2"]),
