@@ -31,7 +31,7 @@ from typing import Any
 
 from .errors import RunDirError
 from .files import atomic_write, disk_full_names, flatten, pid_alive, read_json, read_yaml, write_json, write_yaml
-from .spec.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
+from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
 

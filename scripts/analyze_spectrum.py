@@ -4,7 +4,7 @@ from omegaconf import DictConfig
 
 from linformer.cli import hydra_main
 from linformer.report.spectrum import analyze_spectrum
-from linformer.spec.data import SpectrumSpec
+from linformer.runconfig.data import SpectrumSpec
 
 
 @hydra_main("spectrum")

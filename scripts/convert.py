@@ -6,7 +6,7 @@ from linformer.cli import hydra_main
 @hydra_main("convert")
 def main(cfg) -> None:
     from linformer.modeling.convert import convert_and_report
-    from linformer.spec import ConvertSpec
+    from linformer.runconfig import ConvertSpec
 
     convert_and_report(ConvertSpec.read(cfg))
 

@@ -6,7 +6,7 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("distill")
 def main(cfg) -> None:
-    from linformer.spec import DistillSpec
+    from linformer.runconfig import DistillSpec
     from linformer.train.distill import distill
 
     distill(DistillSpec.read(cfg), hydra_run_dir())

@@ -5,7 +5,7 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("finetune")
 def main(cfg) -> None:
-    from linformer.spec import FinetuneSpec
+    from linformer.runconfig import FinetuneSpec
     from linformer.train.finetune import finetune
 
     finetune(FinetuneSpec.read(cfg), hydra_run_dir())

@@ -4,7 +4,7 @@ from omegaconf import DictConfig
 
 from linformer.cli import hydra_main
 from linformer.data.corpus import prepare_corpus
-from linformer.spec.data import CorpusSpec
+from linformer.runconfig.data import CorpusSpec
 
 
 @hydra_main("corpus")

@@ -5,7 +5,7 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("pretrain")
 def main(cfg) -> None:
-    from linformer.spec import PretrainSpec
+    from linformer.runconfig import PretrainSpec
     from linformer.train.pretrain import pretrain
 
     pretrain(PretrainSpec.read(cfg), hydra_run_dir())

@@ -4,7 +4,7 @@ from omegaconf import DictConfig
 
 from linformer.cli import hydra_main
 from linformer.data.tokenizer import train_tokenizer
-from linformer.spec.data import TokenizerSpec
+from linformer.runconfig.data import TokenizerSpec
 
 
 @hydra_main("tokenizer")

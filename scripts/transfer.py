@@ -5,7 +5,7 @@ from linformer.cli import hydra_main, hydra_run_dir
 
 @hydra_main("transfer")
 def main(cfg) -> None:
-    from linformer.spec import TransferSpec
+    from linformer.runconfig import TransferSpec
     from linformer.train.transfer import transfer
 
     transfer(TransferSpec.read(cfg), hydra_run_dir())

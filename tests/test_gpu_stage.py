@@ -188,7 +188,7 @@ def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
 
 
 def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(monkeypatch):
-    from linformer.spec import PretrainSpec
+    from linformer.runconfig import PretrainSpec
 
     from .train.conftest import compose
 

@@ -61,7 +61,7 @@ def test_the_package_has_no_import_cycles():
 
 def test_only_the_spec_reads_the_raw_config():
     """Under train/, data/ and modeling/ nothing takes a composed config: the stages' entries read it into a spec
-    (linformer/spec/) once. data/io.py reads the one home of the data mirror's default path, a YAML file."""
+    (linformer/runconfig/) once. data/io.py reads the one home of the data mirror's default path, a YAML file."""
     readers = set()
     for sub in ("train", "data", "modeling"):
         for f in (PACKAGE / sub).rglob("*.py"):
@@ -78,7 +78,7 @@ LAYERS = [
     {"errors"},
     {"signals", "files", "cli", "devices"},
     {"data"},
-    {"modeling", "spec"},
+    {"modeling", "runconfig"},
     {"rundir", "train", "bench", "output_rule"},
     {"report", "experiments", "gpu", "stages"},
 ]

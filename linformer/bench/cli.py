@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
 from ..files import made_by, output_files
-from ..spec.settings import check_types, positive_int, refuse_unknown
+from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from .inference import _DTYPES, BASELINES, InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings

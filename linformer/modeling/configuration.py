@@ -16,7 +16,7 @@ from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
 from ..errors import ConfigError, did_you_mean
-from ..spec.settings import fits_type
+from ..runconfig.settings import fits_type
 
 logger = logging.getLogger(__name__)
 

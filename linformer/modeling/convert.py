@@ -29,7 +29,7 @@ from .configuration import LinformerConfig, check_model_fields, position_offset_
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
-    from ..spec import ConvertSpec
+    from ..runconfig import ConvertSpec
 
 log = logging.getLogger(__name__)
 

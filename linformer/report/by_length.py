@@ -25,7 +25,7 @@ from ..files import atomic_write
 from .paired import fmt1, seed_example_interval
 
 if TYPE_CHECKING:
-    from ..spec import TaskData
+    from ..runconfig import TaskData
 
 QUARTILES = 4
 
@@ -75,7 +75,7 @@ def _task_data(cfg) -> TaskData:
     eval_lengths still tells if those are other examples."""
     from ..data.io import default_data_mirror
     from ..data.tasks import get_task
-    from ..spec import TaskData
+    from ..runconfig import TaskData
 
     data = TaskData.read(cfg)
     task_spec = get_task(data.name)

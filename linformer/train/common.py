@@ -16,7 +16,7 @@ from transformers import get_polynomial_decay_schedule_with_warmup
 from ..errors import ConfigError
 from ..files import flatten
 from ..modeling.convert import is_projection_weight
-from ..spec.settings import LoggerSettings, OptimSettings, TrainerSettings
+from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings
 
 log = logging.getLogger(__name__)
 

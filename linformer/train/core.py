@@ -36,8 +36,8 @@ from tqdm.auto import tqdm
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
+from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import MetricsWriter, RunRecord
-from ..spec import RunSpec, TrainerSettings
 from . import checkpoint as ckpt
 from .common import init_trackers
 from .compiling import CompileCounts

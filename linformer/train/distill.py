@@ -32,7 +32,7 @@ from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import from_linformer, is_sequence_classifier
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
-from ..spec import DistillSpec, TrainerSettings
+from ..runconfig import DistillSpec, TrainerSettings
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask

@@ -18,8 +18,8 @@ from ..errors import CheckpointError, RunDirError
 from ..files import atomic_dir, made_by, read_json, read_yaml
 from ..modeling.card import read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
+from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
-from ..spec import FinetuneSpec, PretrainSpec
 from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact
 from .core import no_hf_progress_bars
 

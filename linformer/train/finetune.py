@@ -41,8 +41,8 @@ from ..modeling.loading import (
     resolve_model_path,
     weights_sha256,
 )
+from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, RunRecord
-from ..spec import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
 
 # The model's architecture as results.json records it: what a report's rows are told apart by.

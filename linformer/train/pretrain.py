@@ -28,7 +28,7 @@ from ..modeling.configuration import round_up
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
-from ..spec import PretrainSpec, TrainerSettings
+from ..runconfig import PretrainSpec, TrainerSettings
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)

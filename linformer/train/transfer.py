@@ -37,7 +37,7 @@ from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
 from ..modeling.loading import load_pretrained, resolve_model_path
 from ..modeling.reference import full_attention, squared_relative_error
-from ..spec import TrainerSettings, TransferSpec
+from ..runconfig import TrainerSettings, TransferSpec
 from .common import projection_param_groups
 from .core import Trainer, TrainingTask, run_training
 

@@ -286,7 +286,7 @@ def _refused(*overrides) -> str:
 
     from linformer.cli import cli_errors, compose
     from linformer.modeling.convert import convert_and_report
-    from linformer.spec import ConvertSpec
+    from linformer.runconfig import ConvertSpec
 
     err = io.StringIO()
     with pytest.raises(SystemExit) as stop, contextlib.redirect_stderr(err), cli_errors():

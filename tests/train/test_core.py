@@ -7,7 +7,7 @@ import torch
 from accelerate import Accelerator
 
 from linformer.modeling import LinformerConfig, LinformerForMaskedLM
-from linformer.spec import TrainerSettings
+from linformer.runconfig import TrainerSettings
 from linformer.train.core import Trainer, TrainingTask
 
 

@@ -20,7 +20,7 @@ from linformer.files import read_json
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
 from linformer.modeling.reference import full_attention
-from linformer.spec import DistillSpec
+from linformer.runconfig import DistillSpec
 from linformer.train.distill import DistillTask, distill, student_from_teacher
 from linformer.train.finetune import finetune
 

@@ -150,7 +150,7 @@ def test_finetune_a_plain_roberta_checkpoint_learns(tmp_path, sst2_dir, pretrain
 def test_from_scratch_starts_from_fresh_weights_of_the_same_architecture(sst2_dir, pretrained_run, from_scratch):
     from safetensors.torch import load_file
 
-    from linformer.spec import FinetuneSpec
+    from linformer.runconfig import FinetuneSpec
     from linformer.train.finetune import FinetuneTask
 
     cfg = compose_finetune("task=sst2", f"task.data_dir={sst2_dir}", f"model_path={pretrained_run}",

@@ -5,14 +5,14 @@ from omegaconf import OmegaConf
 
 from linformer.cli import compose
 from linformer.errors import ConfigError
-from linformer.rundir import identity, identity_diff
-from linformer.spec.settings import (
+from linformer.runconfig.settings import (
     OPERATIONAL_TRAINER_KEYS,
     DistillSettings,
     OptimSettings,
     TrainerSettings,
     TransferSettings,
 )
+from linformer.rundir import identity, identity_diff
 
 STAGES = {"pretrain": [], "finetune": ["task=sst2"], "transfer": [], "distill": ["teacher_path=teacher"]}
 
@@ -119,7 +119,7 @@ def test_optim_and_transfer_values_are_checked():
 def test_every_stage_reads_into_its_frozen_spec():
     import dataclasses
 
-    from linformer.spec import DistillSpec, FinetuneSpec, PretrainSpec, TransferSpec
+    from linformer.runconfig import DistillSpec, FinetuneSpec, PretrainSpec, TransferSpec
 
     specs = {"pretrain": PretrainSpec, "finetune": FinetuneSpec, "transfer": TransferSpec, "distill": DistillSpec}
     for stage, spec_class in specs.items():
@@ -134,7 +134,7 @@ def test_every_stage_reads_into_its_frozen_spec():
 
 
 def test_operational_keys_derive_from_the_specs_marks():
-    from linformer.spec import OPERATIONAL_KEYS
+    from linformer.runconfig import OPERATIONAL_KEYS
 
     assert {
         "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
@@ -151,7 +151,7 @@ def test_operational_keys_derive_from_the_specs_marks():
     ("max_train_examples=0", "max_train_examples=0 must be a whole number of at least 1."),
 ])
 def test_a_bad_value_in_any_group_names_its_key(override, message):
-    from linformer.spec import FinetuneSpec
+    from linformer.runconfig import FinetuneSpec
 
     with pytest.raises(ConfigError) as err:
         FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", override]))
@@ -165,7 +165,7 @@ def test_the_corpus_and_tokenizer_configs_read_into_their_functions_arguments():
 
     from linformer.data.corpus import prepare_corpus
     from linformer.data.tokenizer import train_tokenizer
-    from linformer.spec.data import CorpusSpec, TokenizerSpec
+    from linformer.runconfig.data import CorpusSpec, TokenizerSpec
 
     for data in ("mirror", "mirror_mini", "mirror_slice", "wiki"):
         corpus = CorpusSpec.read(compose("corpus", [f"data={data}"])).arguments()
@@ -188,7 +188,7 @@ def test_the_corpus_and_tokenizer_configs_read_into_their_functions_arguments():
     ("tokenizer", "data.val_fraction=x", "data.val_fraction='x' must be float"),
 ])
 def test_a_wrong_type_in_the_data_configs_names_its_key(config, override, message):
-    from linformer.spec.data import CorpusSpec, TokenizerSpec
+    from linformer.runconfig.data import CorpusSpec, TokenizerSpec
 
     spec = {"corpus": CorpusSpec, "tokenizer": TokenizerSpec}[config]
     with pytest.raises(ConfigError, match="^" + message.replace("|", r"\|") + r"\.$"):
@@ -200,7 +200,7 @@ def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
     from pathlib import Path
 
     from linformer.report.spectrum import analyze_spectrum
-    from linformer.spec.data import SpectrumSpec
+    from linformer.runconfig.data import SpectrumSpec
 
     spec = SpectrumSpec.read(compose("spectrum", ["model_path=outputs/pretrain/run/model", "k=32"]))
     assert spec.arguments().keys() <= inspect.signature(analyze_spectrum).parameters.keys()
@@ -218,7 +218,7 @@ def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
 ])
 def test_a_run_setting_nothing_can_run_with_is_one_error_naming_the_key(overrides, message):
     from linformer.cli import compose
-    from linformer.spec import PretrainSpec
+    from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=message):
         PretrainSpec.read(compose("pretrain", overrides))
@@ -226,7 +226,7 @@ def test_a_run_setting_nothing_can_run_with_is_one_error_naming_the_key(override
 
 def test_a_task_flag_that_is_not_true_or_false_is_refused():
     from linformer.cli import compose
-    from linformer.spec import FinetuneSpec
+    from linformer.runconfig import FinetuneSpec
 
     with pytest.raises(ConfigError, match=r"^task\.skip_bad_rows='maybe' must be true or false\.$"):
         FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=x", "task.skip_bad_rows=maybe"]))
@@ -234,7 +234,7 @@ def test_a_task_flag_that_is_not_true_or_false_is_refused():
 
 def test_a_removed_model_group_is_refused_not_replaced_by_the_defaults():
     from linformer.cli import _run_dir_before
-    from linformer.spec import PretrainSpec
+    from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=r"hydra.run.dir\) needs model.name"):
         _run_dir_before("pretrain", ["~model"])  # the default run name is made from the model's name
