@@ -8,14 +8,14 @@ from .modeling import (
     convert_encoder,
     count_projection_matrices,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "LinformerConfig",
     "LinformerForMaskedLM",
     "LinformerForSequenceClassification",
     "LinformerModel",
+    "__version__",
     "convert_encoder",
     "count_projection_matrices",
 ]

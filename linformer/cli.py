@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
+from .files import flatten
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -129,8 +130,6 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
 def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
     """Every dotted key of the composed config (with the other overrides, so a chosen group's keys count)."""
     from omegaconf import OmegaConf
-
-    from .files import flatten
 
     try:
         cfg = compose(config_name, overrides)
@@ -253,8 +252,6 @@ def refuse_added_keys(cfg, added: list[str]) -> None:
     (``+task=sst2``) select files, and ``model.*`` keys are LinformerConfig's to check (it names its fields)."""
 
     from omegaconf import OmegaConf
-
-    from .files import flatten
 
     for override in added:
         key = override[1:].split("=", 1)[0]

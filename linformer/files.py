@@ -25,6 +25,7 @@ import yaml
 
 from .errors import DiskFullError, OutputPathError
 from .signals import signals_stop
+from .version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,6 @@ def umask_modes(root: Path) -> None:
 def made_by(command: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The record of an output: the command, its settings (keyed as its config names them, so a refusal names the
     key to change) and the package version. Settings are stored as JSON gives them back."""
-    from . import __version__  # at call time: the package imports this module before it sets its version
-
     return {"command": command, "version": __version__,
             "settings": json.loads(json.dumps(dict(settings), default=str))}
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from .errors import RunDirError
 from .files import atomic_write, disk_full_names, flatten, pid_alive, read_json, read_yaml, write_json, write_yaml
+from .modeling.configuration import LinformerConfig
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,6 @@ def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any,
 def _is_model_default(key: str, value: Any) -> bool:
     if not key.startswith("model."):
         return False
-    from .modeling.configuration import LinformerConfig  # the model's defaults have one home: its config
 
     field = {f.name: f for f in dataclasses.fields(LinformerConfig)}.get(key.split(".", 1)[1])
     if field is None:

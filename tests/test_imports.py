@@ -75,10 +75,11 @@ def test_only_the_spec_reads_the_raw_config():
 # mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the stage runner sits with
 # the plans it runs, above the output rule it applies to every plan before the first stage starts.
 LAYERS = [
-    {"errors"},
+    {"errors", "version", "values"},
     {"signals", "files", "cli", "devices"},
     {"data"},
-    {"modeling", "runconfig"},
+    {"modeling"},
+    {"runconfig"},
     {"rundir", "train", "bench", "output_rule"},
     {"report", "experiments", "gpu", "stages"},
 ]

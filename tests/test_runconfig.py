@@ -253,3 +253,22 @@ def test_a_tokenizer_dir_that_holds_no_tokenizer_is_named(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{}")
     assert resolve_tokenizer_dir(str(tmp_path)) == str(tmp_path)
     assert resolve_tokenizer_dir("roberta-base") == "roberta-base"  # a hub name is left to the hub
+
+
+def test_a_new_trainer_key_is_its_yaml_default_and_its_field():
+    """One field (type, bounds from its annotation, identity or operational mark) and one YAML line: the generic
+    reader does the rest; nothing else is written by hand."""
+    import dataclasses
+
+    from linformer.runconfig.settings import _setting
+
+    yaml_group = {**OmegaConf.to_container(compose("pretrain", []).trainer), "warmup_floor": 5}  # its YAML default
+    with_field = dataclasses.make_dataclass(  # its field
+        "WithFloor", [("warmup_floor", int | None, _setting(operational=True))], bases=(TrainerSettings,), frozen=True)
+    assert with_field.read(yaml_group).warmup_floor == 5
+    assert with_field.read({**yaml_group, "warmup_floor": None}).warmup_floor is None
+    with pytest.raises(ConfigError, match=r"trainer.warmup_floor=0 must be"):
+        with_field.read({**yaml_group, "warmup_floor": 0})
+    with pytest.raises(ConfigError, match="trainer.warmup_floor is not a trainer setting"):
+        TrainerSettings.read(yaml_group)  # without the field the key is refused, never silently ignored
+    assert next(f for f in dataclasses.fields(with_field) if f.name == "warmup_floor").metadata["operational"]

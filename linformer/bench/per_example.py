@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..modeling import LinformerForSequenceClassification
 from .common import interleaved_medians, peak_memory_bytes, peak_tensor_bytes, resolve_device
 
 
@@ -15,7 +16,6 @@ def cost_per_example(configs: dict, n: int = 512, batch: int = 8, reps: int = 5,
     """{name: {"ms": forward milliseconds per example, "mib": peak MiB per example (the process's, peak_memory_bytes),
     "tensor_mib": peak MiB of live tensors per example (peak_tensor_bytes: the same figure every run)}} for
     LinformerConfigs."""
-    from ..modeling import LinformerForSequenceClassification
 
     dev = resolve_device(device)
     models, inputs = {}, {}

@@ -7,10 +7,11 @@ import io
 from pathlib import Path
 
 from ..files import atomic_write, save_figure
-from ..modeling.configuration import round_up
+from ..values import round_up
 from .inference import BASELINES, PEERS
 from .models import label
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
+from .throughput import Variant
 
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
@@ -324,7 +325,6 @@ def _target_lines(target: dict) -> list[str]:
 
 def _levers_table(levers: list[dict], s) -> list[str]:
     """The lever block: one change at a time from the base configuration, timed in one interleaved block."""
-    from .throughput import Variant  # the lever names (imported here: throughput imports nothing from report)
 
     L = s.levers
     base = L.base_variant()

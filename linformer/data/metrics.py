@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .tasks import get_task
+
 METRIC_DIR = Path(__file__).parent / "metric_modules"
 
 
@@ -26,7 +28,6 @@ def compute_metrics(task_name: str, predictions, references) -> dict[str, float]
 
     predictions are label ids (or logits of shape [N, num_labels], argmaxed here); references are label ids.
     """
-    from .tasks import get_task
 
     task_spec = get_task(task_name)
     preds = np.asarray(predictions)

@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cli import compose
 from ..errors import ConfigError
 
 _MARKER = "RUN-NAME-OF-A-PLAN"
@@ -16,7 +17,6 @@ _MARKER = "RUN-NAME-OF-A-PLAN"
 
 @functools.cache
 def _run_dir_pattern(config: str, overrides: tuple[str, ...] = ()) -> str:
-    from ..cli import compose
 
     run_dir = str(compose(config, [*overrides, f"run_name={_MARKER}"], with_hydra=True).hydra.run.dir)
     if _MARKER not in run_dir:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..cli import compose
 from ..data.io import repo_root, resolve_path
+from ..errors import ConfigError
 from ..files import atomic_dir, read_json, write_json
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
@@ -134,7 +135,6 @@ PROFILES = {
 
 def with_tasks(p: Profile, tasks: list[str] | tuple[str, ...] | None) -> Profile:
     """The profile finetuning on `tasks` (None: its own); ConfigError naming a task it has no recipe for."""
-    from ..errors import ConfigError
 
     if not tasks:
         return p

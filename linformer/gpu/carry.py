@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..cli import ArgumentParser, cli_errors, compose
-from ..data.io import repo_root
+from ..data.io import default_data_mirror, repo_root
 from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files
 
 REPO = repo_root()
@@ -249,7 +249,6 @@ def main(argv: list[str] | None = None) -> int:
                                      f"largest folders: {biggest} (docs/gpu/README.md: leave some out for the call)")
             elif args.command == "pack":
                 if args.mirror is None:
-                    from ..data.io import default_data_mirror
 
                     args.mirror = Path(default_data_mirror())
                 record = made_by(PACK, {"stage": args.stage})

@@ -53,7 +53,8 @@ from ..cli import ArgumentParser
 from ..data.io import repo_root
 from ..devices import cuda_device_name as device_name  # a name the tests stand in for
 from ..errors import OutputPathError
-from ..files import check_output_files, made_by, record_output_files, write_json
+from ..experiments import pretrained, scratch
+from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
 from ..stages import Stage, StageFailed, StagesStopped, run_stages
 
 REPO = repo_root()
@@ -79,13 +80,11 @@ def copy_back_patterns(stage: str) -> tuple[str, ...]:
         runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
         return tuple(f"outputs/pretrain/{run}/{name}" for run in runs for name in RUN_RECORDS)
     if stage == "scratch":
-        from ..experiments import scratch
 
         gpu = scratch.PROFILES["gpu"]
         return f"{gpu.records}/*", f"{gpu.table}.*"
     if stage != "table2":
         return ()
-    from ..experiments import pretrained
 
     gpu = pretrained.PROFILES["gpu"]
     return pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*"
@@ -230,8 +229,6 @@ def archive(folder: Path, dest: Path) -> None:
     """`folder`'s files as one .tar.gz at `dest`, written atomically."""
     import io
     import tarfile
-
-    from ..files import atomic_write
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

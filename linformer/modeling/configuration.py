@@ -16,7 +16,7 @@ from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
 from ..errors import ConfigError, did_you_mean
-from ..runconfig.settings import fits_type
+from ..values import fits_type
 
 logger = logging.getLogger(__name__)
 
@@ -312,28 +312,24 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
         )
 
 
-def round_up(size: int, multiple: int | None) -> int:
-    """``size`` rounded up to a multiple of ``multiple`` (None or 1: unchanged), as HF's pad_to_multiple_of (the
-    vocabulary's rows, the MLM head's prediction slots)."""
-    if multiple is None or multiple <= 1:
-        return size
-    return -(-size // multiple) * multiple
+# Whole-number fields may be 0 only here (ids and offsets count from 0; w = 0 is no window); every other one is >= 1.
+_ZERO_ALLOWED = ("pad_token_id", "bos_token_id", "position_offset", "local_window")
 
 
-# Fields whose value must be a whole number >= 1 (or None where the field allows it), and true/false fields: a
-# 1.5 or a "yes" would otherwise be stored in config.json and built as something else (a k of 1, a truthy string).
-_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "max_seq_len", "type_vocab_size", "max_position_embeddings", "tokenizer_vocab_size")
-_BOOLS = ("sparse_prediction", "mask_empty_windows", "exact_short_inputs", "landmark_pooling", "tie_word_embeddings",
-          "is_decoder", "add_cross_attention", "use_cache")
+def _annotated(kind: str) -> list[str]:
+    """LinformerConfig's own fields annotated `kind` or `kind | None` (its annotations are strings): a 1.5 or a "yes"
+    would otherwise be stored in config.json and built as something else (a k of 1, a truthy string)."""
+    own = LinformerConfig.__annotations__
+    return [f.name for f in dataclasses.fields(LinformerConfig)
+            if f.name in own and f.type.replace(" ", "") in (kind, f"{kind}|None")]
 
 
 def _check_types(config: LinformerConfig) -> None:
-    for key in _POSITIVE_INTS:
-        value = getattr(config, key)
-        if value is not None and not (fits_type(value, int) and value >= 1):
-            raise ConfigError(f"{key}={value!r} must be a whole number >= 1.")
-    for key in _BOOLS:
+    for key in _annotated("int"):
+        value, low = getattr(config, key), 0 if key in _ZERO_ALLOWED else 1
+        if value is not None and not (fits_type(value, int) and value >= low):
+            raise ConfigError(f"{key}={value!r} must be a whole number >= {low}.")
+    for key in _annotated("bool"):
         value = getattr(config, key)
         if not fits_type(value, bool):
             raise ConfigError(f"{key}={value!r} must be true or false.")
@@ -485,5 +481,4 @@ __all__ = [
     "check_model_fields",
     "exact_key_variants",
     "exact_keys_label",
-    "round_up",
 ]

@@ -22,6 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from ..data.io import resolve_path
 from ..errors import CheckpointError, HubOfflineError
+from ..files import sha256_file
 from .configuration import names_a_path, position_offset_of
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,6 @@ def weights_sha256(model_dir: str) -> str | None:
     """sha256 over a model directory's weight files (sorted by name, each file's name and digest), so that a run's
     record names exactly the weights it started from; None for a directory without weight files (a hub name)."""
     import hashlib
-
-    from ..files import sha256_file
 
     root = Path(model_dir)
     files = sorted({f for pattern in WEIGHT_FILES for f in root.glob(pattern)}) if root.is_dir() else []

@@ -159,7 +159,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
         """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
-        from .convert import from_pretrained_encoder
+        from .convert import from_pretrained_encoder  # here: convert imports this module
 
         return from_pretrained_encoder(cls, name_or_path, extend_positions=extend_positions, **settings)
 

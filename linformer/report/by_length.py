@@ -15,17 +15,20 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from omegaconf import OmegaConf
 
+from ..data.io import default_data_mirror
+from ..data.streams import token_lengths
+from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 from ..errors import DataError
 from ..files import atomic_write
+from ..modeling.card import read_card_info
+from ..modeling.loading import resolve_model_path
+from ..runconfig import TaskData
+from ..train.finetune import task_splits
 from .paired import fmt1, seed_example_interval
-
-if TYPE_CHECKING:
-    from ..runconfig import TaskData
 
 QUARTILES = 4
 
@@ -33,9 +36,6 @@ QUARTILES = 4
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
     from transformers import AutoTokenizer
-
-    from ..data.streams import token_lengths
-    from ..train.finetune import task_splits
 
     config = Path(run["_dir"]) / "config.yaml"
     if not config.is_file():
@@ -54,7 +54,6 @@ def trained_on_eval(run: dict) -> np.ndarray:
     """For a run recorded before training dropped the eval split's duplicates (no ``eval_duplicates_dropped`` in
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
-    from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 
     cfg = OmegaConf.load(Path(run["_dir"]) / "config.yaml")
     data = _task_data(cfg)
@@ -73,9 +72,6 @@ def _task_data(cfg) -> TaskData:
     """The run's task data. A run finished on another machine (a GPU node reading its own copy of the data mirror)
     names a data_dir whose files are not here: then the same task under this machine's mirror; the labels check in
     eval_lengths still tells if those are other examples."""
-    from ..data.io import default_data_mirror
-    from ..data.tasks import get_task
-    from ..runconfig import TaskData
 
     data = TaskData.read(cfg)
     task_spec = get_task(data.name)
@@ -90,8 +86,6 @@ def _task_data(cfg) -> TaskData:
 def _tokenizer_path(run: dict) -> str:
     """The run's model directory, or, for kept records whose model is gone (a fresh clone), the source its card
     names (a converted model keeps its source's tokenizer)."""
-    from ..modeling.card import read_card_info
-    from ..modeling.loading import resolve_model_path
 
     if Path(run["model_path"]).is_dir():
         return run["model_path"]

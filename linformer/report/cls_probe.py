@@ -15,13 +15,14 @@ from pathlib import Path
 
 import torch
 
+import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror
+from linformer.data.tasks import get_task, load_task
 from linformer.modeling.loading import resolve_model_path
 
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
     """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
-    from linformer.data.tasks import get_task, load_task
 
     task_spec = get_task(task)
     data = load_task(task, str(Path(data_mirror) / task_spec.mirror_subdir), tokenizer, max_length, splits=("eval",))
@@ -49,8 +50,6 @@ def cls_stats(model, batch: dict) -> dict:
 def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,
           max_length: int | None = None, seed: int = 0) -> list[dict]:
     from transformers import AutoModel, AutoTokenizer, DataCollatorWithPadding
-
-    import linformer.modeling  # noqa: F401  (registers the Auto classes)
 
     mirror = data_mirror or default_data_mirror()
     rows = []

@@ -28,6 +28,7 @@ from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import resolve_model_path
+from ..train.distill import check_same_vocabulary
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 
@@ -53,8 +54,6 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     and each student (a Linformer sequence classifier of the classifier's vocabulary), then draw ``examples`` of
     the task's eval examples longer than the classifier's n at random (0: all). ConfigError naming the option."""
     from transformers import AutoConfig, AutoTokenizer
-
-    from ..train.distill import check_same_vocabulary
 
     classifier = resolve_model_path(given, "--classifier")
     config = AutoConfig.from_pretrained(classifier)

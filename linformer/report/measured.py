@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..cli import cli_errors
+from ..devices import cpu_model_name
 from ..files import made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
@@ -36,8 +37,6 @@ def provenance(script: str, started: float) -> tuple[str, list[str]]:
     """(the command line, the report's Machine and Command lines) for a measurement begun at `started`
     (time.perf_counter)."""
     import torch
-
-    from ..devices import cpu_model_name
 
     command = shlex.join(["python", script, *sys.argv[1:]])
     machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, "

@@ -18,8 +18,12 @@ from typing import Any
 
 import torch
 
+import linformer  # noqa: F401  (registers the Auto classes)
+from linformer.data.corpus import load_prepared
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import atomic_write, check_output_files, made_by, record_output_files, save_figure
+
+from ..modeling.loading import load_pretrained, resolve_model_path
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,6 @@ def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0,
 
     With `tokenizer_dir` (the model's), a corpus packed with another tokenizer raises CorpusError naming both:
     its ids would mean other tokens to the model."""
-    from linformer.data.corpus import load_prepared
 
     val = load_prepared(str(corpus_dir), None if tokenizer_dir is None else str(tokenizer_dir))["validation"]
     idx = sorted(random.Random(seed).sample(range(len(val)), min(num_windows, len(val))))
@@ -103,10 +106,6 @@ def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> t
 def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
     """The saved model with attention="full" (E, F are left unused): P is then the paper's n x n matrix."""
     from transformers import AutoModelForMaskedLM
-
-    import linformer  # noqa: F401  registers the Auto classes
-
-    from ..modeling.loading import load_pretrained
 
     return load_pretrained(AutoModelForMaskedLM, str(model_path), attention="full").to(device).eval()
 
@@ -181,8 +180,6 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`."""
     from transformers import AutoTokenizer
-
-    from ..modeling.loading import resolve_model_path
 
     model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)

@@ -17,9 +17,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..data.tasks import PAPER_ORDER
+from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
+from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, write_json
 from ..rundir import RESULTS, RunRecord, find_runs
+from . import table2_pretrained, table2_scratch
 from .rows import SHARING_LABEL, row_key, row_name
 
 TASKS = PAPER_ORDER
@@ -217,7 +220,6 @@ def detect_hardware() -> str:
             return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     except ImportError:
         pass
-    from ..devices import cpu_model_name
 
     cpu = cpu_model_name()
     return f"CPU: {cpu}, {len(os.sched_getaffinity(0))} cores"
@@ -261,7 +263,6 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
         if layout == "pretrained":
             data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
         elif layout == "scratch":
-            from . import table2_scratch
 
             data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
                                               command or shlex.join(["python", *sys.argv]))
@@ -274,8 +275,6 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
 
 def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: str | None, command: str | None,
                       measure: bool, by_length: bool) -> dict:
-    from ..experiments import pretrained as exp
-    from . import table2_pretrained
 
     if profile_name not in exp.PROFILES:
         raise ConfigError(f"--profile {profile_name!r} is not one of {', '.join(exp.PROFILES)}")

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..bench.per_example import cost_per_example
 from ..errors import DataError
-from ..experiments.pretrained import CLOSES, SEEDS, TEACHER_TARGET, WITHIN
+from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN
 from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
-from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
+from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
@@ -281,8 +282,6 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
 def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> dict:
     """Time and peak memory per example for each architecture in ``rows`` (rows with and without transfer share
     one), measured side by side."""
-    from ..bench.per_example import cost_per_example
-    from ..modeling.convert import converted_config
 
     configs = {}
     for row in rows:
@@ -513,7 +512,6 @@ def drop_trained_on(runs: list[dict]) -> dict[str, dict]:
 def declared_rows(profile) -> dict[str, str]:
     """The profile's declared mixed starts (``Profile.mixed_starts``: policy -> reason) by the names of the rows
     they cover."""
-    from ..experiments.pretrained import POLICIES
 
     return {row_label(("linformer", k, sharing, policy_label(POLICIES[policy]), True)): reason
             for policy, reason in profile.mixed_starts.items() for k in profile.ks for sharing in profile.sharings}

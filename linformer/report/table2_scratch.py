@@ -24,6 +24,7 @@ from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, write_json
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run
+from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
 from .rows import row_key, row_name
@@ -201,8 +202,6 @@ def plot(data: dict, out_png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .compare import series
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     names = [r["name"] for r in data["rows"]]

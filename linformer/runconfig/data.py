@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..data.io import resolve_path
+from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
 from .settings import check_types, refuse_unknown
 
@@ -69,9 +71,6 @@ class CorpusSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> CorpusSpec:
-        from ..data.io import resolve_path
-        from ..modeling.loading import resolve_tokenizer_dir
-
         cfg = plain_config(cfg)
         d = CorpusData.read(cfg.get("data") or {})
         top = _typed(cls, cfg, "")
@@ -97,8 +96,6 @@ class TokenizerSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> TokenizerSpec:
-        from ..data.io import resolve_path
-
         cfg = plain_config(cfg)
         CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
         top = _typed(cls, cfg, "")
@@ -127,8 +124,6 @@ class SpectrumSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> SpectrumSpec:
-        from ..data.io import resolve_path
-
         top = _typed(cls, plain_config(cfg), "")
         paths = {key: resolve_path(str(top[key])) if top[key] else None
                  for key in ("model_path", "out_dir", "corpus_dir", "text_path")}

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from ..data.io import resolve_path
 from ..errors import ConfigError
+from ..modeling.configuration import check_model_fields
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
     DistillSettings,
@@ -35,7 +37,6 @@ def plain_config(cfg) -> dict[str, Any]:
 
 
 def _path(cfg: Mapping, key: str) -> str:
-    from ..data.io import resolve_path
 
     value = cfg.get(key)
     if value in (None, ""):
@@ -105,8 +106,6 @@ class RunSpec:
 def _model_group(cfg: Mapping) -> dict[str, Any]:
     """``cfg.model`` without its display name: LinformerConfig's fields (a key that is not one is refused here, with
     the closest field; the values are checked when the model is built)."""
-    from ..modeling.configuration import check_model_fields
-
     fields = {k: v for k, v in dict(cfg.get("model") or {}).items() if k != "name"}
     check_model_fields(fields)
     return fields

@@ -5,7 +5,6 @@ one; every bad value is a ConfigError naming its key."""
 from __future__ import annotations
 
 import math
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -13,24 +12,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..data.io import resolve_path
 from ..errors import ConfigError, did_you_mean
-
-
-def fits_type(value, kind) -> bool:
-    """Whether a config value is of an annotated type (int, float, bool, str, list[...], X | None), as YAML gives
-    values: a bool is no number, and an int is a float."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        return any(fits_type(value, a) for a in args)
-    if kind is type(None):
-        return value is None
-    if origin is list:
-        return isinstance(value, list) and all(fits_type(v, args[0]) for v in value)
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
+from ..values import fits_type
 
 
 def check_types(values: Mapping, schema: type, prefix: str) -> None:
@@ -76,12 +60,6 @@ _ID, _OP = {"operational": False}, {"operational": True}
 
 
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # eager and aot_eager: Dynamo's graph capture alone, for checks
-
-
-def _compile_backend(value) -> str:
-    if value not in COMPILE_BACKENDS:
-        raise ConfigError(f"trainer.compile_backend={value!r} is not one of {', '.join(COMPILE_BACKENDS)}.")
-    return str(value)
 
 
 def _flag(t: Mapping, key: str, prefix: str, allow_none: bool = False) -> bool | None:
@@ -142,106 +120,136 @@ class OptimSettings:
                    weight_decay=float(decay))
 
 
+def _setting(default=None, *, operational: bool = False, read=None):
+    """A settings field: part of the run's identity or operational (may change between starts), and how its value is
+    read when not by its annotation (``read_by_annotation``): ``read(group, key)``, a ConfigError naming the key."""
+    return field(default=default, metadata={**(_OP if operational else _ID), **({"read": read} if read else {})})
+
+
+def read_by_annotation(kind, key: str, group: Mapping, prefix: str):
+    """A config value read as its field's annotation says: int / float (>= 1, > 0: positive_int, positive_float; a
+    ``| None`` allows null) or bool (true or false)."""
+    args = set(typing.get_args(kind))
+    allow_none = type(None) in args
+    base = next(iter(args - {type(None)}), kind) if args else kind
+    if base is int:
+        return positive_int(group, key, prefix, allow_none)
+    if base is float:
+        return positive_float(group, key, prefix, allow_none)
+    if base is bool:
+        return _flag(group, key, prefix, allow_none)
+    raise TypeError(f"{prefix}.{key}: give its field a read= for the annotation {kind}")
+
+
+def read_fields(cls, group: Mapping, prefix: str) -> dict[str, Any]:
+    """Every field of the settings dataclass `cls` from config group `prefix`: an unknown key refused; a key the group
+    leaves out takes its field's default when it has one; every other value read by its field's ``read`` or its
+    annotation. Adding a setting is its YAML default and its field, nothing else."""
+    refuse_unknown(group, cls, prefix)
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields(cls):
+        if f.name not in group and f.default is not None:
+            values[f.name] = f.default
+        elif "read" in f.metadata:
+            values[f.name] = f.metadata["read"](group, f.name)
+        else:
+            values[f.name] = read_by_annotation(hints[f.name], f.name, group, prefix)
+    return values
+
+
+def _choice(*options: str):
+    def read(group: Mapping, key: str) -> str:
+        value = group.get(key)
+        if value not in options:
+            raise ConfigError(f"trainer.{key}={value!r} is not one of {', '.join(options)}.")
+        return str(value)
+    return read
+
+
+def _whole(group: Mapping, key: str) -> int | None:
+    value = group.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigError(f"trainer.{key}={value!r} must be a whole number >= 0 (or null).")
+    return value
+
+
+def _nonnegative(group: Mapping, key: str) -> float:
+    value = group.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"trainer.{key}={value!r} must be a number >= 0.")
+    return float(value)
+
+
+def _clip(group: Mapping, key: str) -> float:
+    value = group.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ConfigError(f"trainer.{key}={value!r} must be a number >= 0 (0 or null: no clipping).")
+    return float(value) if value else math.inf
+
+
+def _resume(group: Mapping, key: str) -> str | None:
+    value = group.get(key)
+    return None if value in (None, "", "null", "none", False) else str(value)
+
+
+def _allowed_changes(group: Mapping, key: str) -> bool | list[str]:
+    allow = group.get(key) or []
+    if isinstance(allow, bool):
+        return allow
+    return [str(k) for k in (OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow)]
+
+
 @dataclass(frozen=True)
 class TrainerSettings:
     """Every ``cfg.trainer`` key, validated once: the training core and the tasks read these fields, never the raw
     config. Defaults live in configs/trainer/ (base.yaml and the stage files extending it); a field a stage's
     config does not set is None. A key in ``cfg.trainer`` that is not a field is refused (a typo or a key that
-    no code reads)."""
+    no code reads). Each field says how it is read (``read_fields``): a new key is its YAML default and its field."""
 
     # what the run computes: its identity
-    max_steps: int | None = field(default=None, metadata=_ID)  # None: the task derives it (finetuning: from epochs)
-    epochs: int | None = field(default=None, metadata=_ID)           # finetuning, when max_steps is None
-    batch_size: int = field(default=None, metadata=_ID)              # per device
-    global_batch_size: int | None = field(default=None, metadata=_ID)  # pretraining: batch x processes x grad_accum
-    grad_accum: int = field(default=None, metadata=_ID)
-    lr: float = field(default=None, metadata=_ID)                    # peak, after warmup
-    warmup_steps: int | None = field(default=None, metadata=_ID)  # when set, wins over warmup_ratio (as in HF's)
-    warmup_ratio: float | None = field(default=None, metadata=_ID)   # of max_steps
-    lr_schedule: str = field(default=None, metadata=_ID)             # linear | polynomial
-    lr_end: float = field(default=None, metadata=_ID)
-    lr_power: float = field(default=None, metadata=_ID)              # polynomial decay power
-    max_grad_norm: float = field(default=None, metadata=_ID)         # inf: no clipping (the norm is still measured)
-    mixed_precision: str = field(default=None, metadata=_ID)
-    mlm_probability: float | None = field(default=None, metadata=_ID)  # pretraining
-    max_length: int | None = field(default=None, metadata=_ID)  # finetuning: tokens per example; None = the model's n
-    group_by_length: bool = field(default=False, metadata=_ID)
+    max_steps: int | None = _setting()  # None: the task derives it (finetuning: from epochs)
+    epochs: int | None = _setting()           # finetuning, when max_steps is None
+    batch_size: int = _setting()              # per device
+    global_batch_size: int | None = _setting()  # pretraining: batch x processes x grad_accum
+    grad_accum: int = _setting()
+    lr: float = _setting()                    # peak, after warmup
+    warmup_steps: int | None = _setting(read=_whole)  # when set, wins over warmup_ratio (as in HF's)
+    warmup_ratio: float | None = _setting(read=lambda t, k: _fraction(t, k, 0.0, 1.0, closed_low=True))  # of max_steps
+    lr_schedule: str = _setting(read=_choice("linear", "polynomial"))
+    lr_end: float = _setting(read=_nonnegative)
+    lr_power: float = _setting()              # polynomial decay power (linear: 1)
+    max_grad_norm: float = _setting(read=_clip)  # inf: no clipping (the norm is still measured)
+    mixed_precision: str = _setting(read=_choice("no", "fp16", "bf16"))
+    mlm_probability: float | None = _setting(read=lambda t, k: _fraction(t, k, 0.0, 1.0, closed_low=False))  # pretraining
+    max_length: int | None = _setting()  # finetuning: tokens per example; None = the model's n
+    group_by_length: bool = _setting(False)
     # how the run is operated: may change between starts
-    eval_every: int | None = field(default=None, metadata=_OP)  # None: the task's default (finetuning: each epoch)
-    eval_batches: int | None = field(default=None, metadata=_OP)  # held-out batches per evaluation; None = all
-    eval_batch_size: int | None = field(default=None, metadata=_OP)
-    eval_at_start: bool = field(default=False, metadata=_OP)
-    save_every: int | None = field(default=None, metadata=_OP)   # None: at the end and on a stop signal only
-    save_every_minutes: float | None = field(default=None, metadata=_OP)  # also this long after the last; None: off
-    save_best: bool = field(default=False, metadata=_OP)
-    keep_last: int = field(default=None, metadata=_OP)
-    log_every: int = field(default=None, metadata=_OP)
-    max_nonfinite_steps: int = field(default=None, metadata=_OP)
-    cpu: bool = field(default=False, metadata=_OP)
-    peak_tflops: float | None = field(default=None, metadata=_OP)
-    compile: bool = field(default=False, metadata=_OP)  # torch.compile the model (the same numbers, faster)
-    compile_backend: str = field(default="inductor", metadata=_OP)  # a torch._dynamo backend: inductor | aot_eager | eager
-    resume: str | None = field(default=None, metadata=_OP)
-    allow_config_change: bool | list[str] = field(default=(), metadata=_OP)
-    allow_nonbitwise_resume: bool = field(default=False, metadata=_OP)
+    eval_every: int | None = _setting(operational=True)  # None: the task's default (finetuning: each epoch)
+    eval_batches: int | None = _setting(operational=True)  # held-out batches per evaluation; None = all
+    eval_batch_size: int | None = _setting(operational=True)
+    eval_at_start: bool = _setting(False, operational=True, read=lambda t, k: bool(_flag(t, k, "trainer", True)))
+    save_every: int | None = _setting(operational=True)   # None: at the end and on a stop signal only
+    save_every_minutes: float | None = _setting(operational=True)  # also this long after the last; None: off
+    save_best: bool = _setting(False, operational=True)
+    keep_last: int = _setting(operational=True)
+    log_every: int = _setting(operational=True)
+    max_nonfinite_steps: int = _setting(operational=True)
+    cpu: bool = _setting(False, operational=True)
+    peak_tflops: float | None = _setting(operational=True)
+    compile: bool = _setting(False, operational=True)  # torch.compile the model (the same numbers, faster)
+    # a torch._dynamo backend: inductor | aot_eager | eager
+    compile_backend: str = _setting("inductor", operational=True, read=_choice(*COMPILE_BACKENDS))
+    resume: str | None = _setting(operational=True, read=_resume)
+    allow_config_change: bool | list[str] = _setting(operational=True, read=_allowed_changes)
+    allow_nonbitwise_resume: bool = _setting(False, operational=True)
 
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
-        refuse_unknown(t, cls, "trainer")
-        precision = str(t.get("mixed_precision"))
-        if precision not in ("no", "fp16", "bf16"):
-            raise ConfigError(f"trainer.mixed_precision={precision!r} is not one of no, fp16, bf16.")
-        schedule = t.get("lr_schedule")
-        if schedule not in ("linear", "polynomial"):
-            raise ConfigError(f"trainer.lr_schedule={schedule!r} is not one of linear, polynomial.")
-        clip = t.get("max_grad_norm")
-        if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip < 0):
-            raise ConfigError(f"trainer.max_grad_norm={clip!r} must be a number >= 0 (0 or null: no clipping).")
-        warmup = t.get("warmup_steps")
-        if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
-            raise ConfigError(f"trainer.warmup_steps={warmup!r} must be a whole number >= 0 (or null).")
-        lr_end = t.get("lr_end")
-        if isinstance(lr_end, bool) or not isinstance(lr_end, (int, float)) or lr_end < 0:
-            raise ConfigError(f"trainer.lr_end={lr_end!r} must be a number >= 0.")
-        allow = t.get("allow_config_change") or []
-        if not isinstance(allow, bool):
-            allow = [str(k) for k in (OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow)]
-        resume = t.get("resume")
-        return cls(
-            max_steps=positive_int(t, "max_steps", allow_none=True),
-            epochs=positive_int(t, "epochs", allow_none=True),
-            batch_size=positive_int(t, "batch_size"),
-            global_batch_size=positive_int(t, "global_batch_size", allow_none=True),
-            grad_accum=positive_int(t, "grad_accum"),
-            lr=positive_float(t, "lr"),
-            warmup_steps=warmup,
-            warmup_ratio=_fraction(t, "warmup_ratio", 0.0, 1.0, closed_low=True),
-            lr_schedule=schedule,
-            lr_end=float(lr_end),
-            lr_power=1.0 if schedule == "linear" else positive_float(t, "lr_power"),
-            max_grad_norm=float(clip) if clip else math.inf,
-            mixed_precision=precision,
-            mlm_probability=_fraction(t, "mlm_probability", 0.0, 1.0, closed_low=False),
-            max_length=positive_int(t, "max_length", allow_none=True),
-            group_by_length=_flag(t, "group_by_length", "trainer") if "group_by_length" in t else False,
-            eval_every=positive_int(t, "eval_every", allow_none=True),
-            eval_batches=positive_int(t, "eval_batches", allow_none=True),
-            eval_batch_size=positive_int(t, "eval_batch_size", allow_none=True),
-            eval_at_start=bool(_flag(t, "eval_at_start", "trainer", allow_none=True)),
-            save_every=positive_int(t, "save_every", allow_none=True),
-            save_every_minutes=positive_float(t, "save_every_minutes", allow_none=True),
-            save_best=_flag(t, "save_best", "trainer") if "save_best" in t else False,
-            keep_last=positive_int(t, "keep_last"),
-            log_every=positive_int(t, "log_every"),
-            max_nonfinite_steps=positive_int(t, "max_nonfinite_steps"),
-            cpu=_flag(t, "cpu", "trainer"),
-            peak_tflops=positive_float(t, "peak_tflops", allow_none=True),
-            compile=_flag(t, "compile", "trainer") if "compile" in t else False,
-            compile_backend=_compile_backend(t.get("compile_backend", "inductor")),
-            resume=None if resume in (None, "", "null", "none", False) else str(resume),
-            allow_config_change=allow,
-            allow_nonbitwise_resume=_flag(t, "allow_nonbitwise_resume", "trainer"),
-        )
+        values = read_fields(cls, t, "trainer")
+        if values["lr_schedule"] == "linear":
+            values["lr_power"] = 1.0  # the polynomial's power does not apply
+        return cls(**values)
 
     def warmup(self, max_steps: int) -> int:
         """Warmup steps: trainer.warmup_steps when set, else round(trainer.warmup_ratio x max_steps), else 0."""
@@ -368,8 +376,6 @@ class TaskData:
 
     @classmethod
     def read(cls, cfg: Mapping) -> TaskData:
-        from ..data.io import resolve_path
-
         task = cfg.get("task")
         if task is None:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")

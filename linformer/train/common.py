@@ -13,6 +13,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
+from ..data.corpus import read_manifest
 from ..errors import ConfigError
 from ..files import flatten
 from ..modeling.convert import is_projection_weight
@@ -87,7 +88,6 @@ def data_identity(corpus: str | None) -> dict[str, str]:
     """What a run trains on, beyond its config's paths (which are operational: a corpus may move): the prepared
     corpus's cache key (its sources' contents, tokenizer and packing), as ``corpus_cache_key``. Empty without a
     corpus, or for a corpus that is not (yet) prepared, which the task then reports."""
-    from ..data.corpus import read_manifest
 
     key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
     return {"corpus_cache_key": key} if key else {}

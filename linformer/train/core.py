@@ -33,13 +33,22 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
+from .. import errors
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import MetricsWriter, RunRecord
 from . import checkpoint as ckpt
-from .common import init_trackers
+from .common import (
+    build_accelerator,
+    build_optimizer,
+    build_scheduler,
+    data_identity,
+    init_trackers,
+    param_groups,
+    seed_everything,
+)
 from .compiling import CompileCounts
 from .step import optimizer_step
 
@@ -127,7 +136,6 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
     if accelerator.num_processes > 1:
         start = broadcast_object_list([start])[0]
     if start.error:
-        from .. import errors
 
         raise getattr(errors, start.error_type, LinformerError)(start.error)
     try:
@@ -482,15 +490,6 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     and fit, as `spec` (read and checked at the entry) says. `make_task` builds the task once the start is accepted; it sets the task's `model`, `tokenizer`,
     `settings` (its adjusted copy: the per-device batch, the run's max_steps), `tracker_tags`, and `prepare` (extra objects such as an eval
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
-    from .common import (
-        build_accelerator,
-        build_optimizer,
-        build_scheduler,
-        data_identity,
-        param_groups,
-        seed_everything,
-    )
-
     settings, optim, stage = spec.trainer, spec.optim, spec.stage
     accelerator = build_accelerator(settings, spec.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)

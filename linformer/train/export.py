@@ -22,6 +22,7 @@ from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
 from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact
 from .core import no_hf_progress_bars
+from .pretrain import build_model
 
 WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
 SPECS = {spec.stage: spec for spec in (FinetuneSpec, PretrainSpec)}
@@ -85,7 +86,6 @@ def _rebuild(spec: FinetuneSpec | PretrainSpec):
         model_path = resolve_model_path(spec.model_path)
         model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
         return model, AutoTokenizer.from_pretrained(model_path), model_path
-    from .pretrain import build_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))
     model = build_model(spec, tokenizer)

@@ -24,11 +24,11 @@ from ..data.streams import BlockStream
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
-from ..modeling.configuration import round_up
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
 from ..runconfig import PretrainSpec, TrainerSettings
+from ..values import round_up
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)
