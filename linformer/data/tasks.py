@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, TaskDataError
-from ..files import atomic_dir, made_by
-from ..files import cache_key as content_key
+from ..files import atomic_dir, cache_key, made_by
 from .io import hub_offline, hub_offline_error
 
 log = logging.getLogger(__name__)
@@ -347,7 +346,7 @@ class SplitOptions:
         return split_limits(self.max_examples, ("train", "eval"))["eval" if split == "eval" else "train"]
 
 
-def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions
+def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions
               ) -> str | None:
     """The ``files.cache_key`` of a tokenized split: source file contents (train and validation also depend on the
     eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
@@ -366,7 +365,7 @@ def cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length
            "tokenizer": _tokenizer_identity(backend), "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}
-    return content_key(key, files)
+    return cache_key(key, files)
 
 
 def split_info(ds) -> dict:
@@ -467,7 +466,7 @@ def load_task(
     ``split_info`` tells what was dropped and carved. IMDB train is sorted by label: shuffle it when training (a
     subset is already shuffled).
 
-    With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see cache_key) and later
+    With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see split_cache_key) and later
     calls with the same file contents, tokenizer and options load it instead of reading and tokenizing again.
     """
     import datasets
@@ -479,7 +478,7 @@ def load_task(
     out = {}
     for split in splits:
         args = (name, data_dir, split, tokenizer, max_length, options)
-        key = cache_key(*args) if cache_dir else None
+        key = split_cache_key(*args) if cache_dir else None
         target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
         if target is not None and _complete(target):
             log.info("task %s/%s: tokenized split from the cache %s", name, split, target)

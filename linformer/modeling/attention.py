@@ -269,8 +269,8 @@ class LinformerSelfAttention(nn.Module):
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):
-            k, v = self._heads(self.key(hidden)), self._heads(self.value(hidden))
-            return self._attend(q, k, v, mask, output_attentions)
+            keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
+            return self._attend(q, keys, values, mask, output_attentions)
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
         if self.local_radius or self.global_positions:
@@ -295,14 +295,14 @@ class LinformerSelfAttention(nn.Module):
         """One softmax over the local window's exact keys, the global tokens' and the projected ones -> (B, T, D).
         Attention probabilities are not materialised (output_attentions gives None for these layers)."""
         B, T = hidden.shape[:2]
-        k, v = self._heads(self.key(hidden)), self._heads(self.value(hidden))
+        keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
         if mask is not None:
-            keep = mask[:, None, :, None].to(k.dtype)
-            k, v = k * keep, v * keep
+            keep = mask[:, None, :, None].to(keys.dtype)
+            keys, values = keys * keep, values * keep
         rows = E.rows(T, mask)  # (T, c), (H, T, c), (B, T, k) or (B, H, T, k)
         if not self.landmarks:
-            pk, pmask = E(k, mask, rows)
-            pv, _ = F_(v, mask, rows if F_ is E else None)
+            pk, pmask = E(keys, mask, rows)
+            pv, _ = F_(values, mask, rows if F_ is E else None)
         if not E.per_head:
             rows = rows.unsqueeze(-3)  # a head axis of 1
         if rows.dim() == 3:
@@ -311,30 +311,30 @@ class LinformerSelfAttention(nn.Module):
             rows = rows * mask[:, None, :, None].to(rows.dtype)
         lengths = mask.sum(-1) if mask is not None else torch.full((B,), T, device=hidden.device)
         if self.landmarks:  # resampled E fills every column: no column mask
-            pk, pv, log_count = landmark_pooling(q, k, v, rows, lengths)
+            pk, pv, log_count = landmark_pooling(q, keys, values, rows, lengths)
             pmask = None
         else:
             log_count = column_log_counts(rows)
         spans = None
         if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
             spans = column_spans(lengths, pk.shape[-2], None if (E.resample or self.landmarks) else E.weight.shape[-2])
-        out = local_global_attention(q, k, v, lengths, self.local_radius, self.global_positions,
+        out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
                                      (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0, spans)
         return out.transpose(1, 2).reshape(B, T, -1)
 
-    def _attend(self, q, k, v, kmask, output_attentions):
-        """Softmax attention of q over k, v (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities."""
+    def _attend(self, q, keys, values, kmask, output_attentions):
+        """Softmax attention of q over keys and values (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities."""
         attn_mask = None if kmask is None else kmask[:, None, None, :]
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
         if output_attentions or self.config._attn_implementation == "eager":
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+            scores = (q @ keys.transpose(-1, -2)) / math.sqrt(self.head_dim)
             if attn_mask is not None:
                 scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(-1)
-            out = F.dropout(probs, dropout_p, self.training) @ v
+            out = F.dropout(probs, dropout_p, self.training) @ values
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)
         B, _, T, _ = q.shape
         return out.transpose(1, 2).reshape(B, T, -1), probs
 

@@ -227,7 +227,7 @@ class Trainer:
         return self.record.dir
 
     @property
-    def main(self) -> bool:
+    def is_main(self) -> bool:
         return self.accelerator.is_main_process
 
     # ------------------------------------------------------------------------------------------- the run
@@ -235,7 +235,7 @@ class Trainer:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
         self._t0 = time.perf_counter()
         self._resume()
-        if self.main:
+        if self.is_main:
             self.record.start(self.config, self.state["step"])
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
@@ -255,16 +255,16 @@ class Trainer:
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
             results["wall_time_s"], results["device"] = summary["wall_time_s"], summary["device"]
-        if self.main:
+        if self.is_main:
             self.record.finish(summary, results)
         self._close()
-        if self.main:
+        if self.is_main:
             print_summary(summary, results)
         return results if results is not None else summary
 
     def _loop(self, stop: StopSignal) -> None:
         step = self.state["step"]
-        bar = tqdm(total=self.settings.max_steps, initial=step, desc=self.task.stage, disable=not self.main,
+        bar = tqdm(total=self.settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
                    dynamic_ncols=True)
         self.model.train()
         while step < self.settings.max_steps:
@@ -385,7 +385,7 @@ class Trainer:
         self._log(step, {**row, **scores})
 
     def _log(self, step: int, row: Mapping[str, Any]) -> None:
-        if self.main:
+        if self.is_main:
             written = self.metrics.log(step, row)
             self.accelerator.log({k: v for k, v in written.items() if isinstance(v, (int, float))}, step=step)
 
@@ -418,7 +418,7 @@ class Trainer:
         self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
         self.state["resumed_from_step"] = self.state["step"]
         self._wall_before = self.state.get("wall_time_s", 0.0)
-        if self.main:
+        if self.is_main:
             print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.settings.max_steps})",
                   file=sys.stderr)
 
@@ -430,7 +430,7 @@ class Trainer:
         acc = self.accelerator
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
-        if self.main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
+        if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
             with atomic_dir(final, overwrite=True) as tmp, no_hf_progress_bars():
                 model = acc.unwrap_model(self.model)
                 model.save_pretrained(tmp, state_dict=state_dict)

@@ -195,7 +195,7 @@ class DistillTask(FinetuneTask):
         """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
         model_dir = trainer.run_dir / "model"
         trainer.save_model(model_dir)
-        if not trainer.main:
+        if not trainer.is_main:
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)

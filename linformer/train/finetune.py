@@ -240,7 +240,7 @@ class FinetuneTask(TrainingTask):
         elif self.save_best and not (self.validation is not None and self.select_best):
             trainer.save_model(trainer.run_dir / "best")  # nothing chose: the last model is the one kept
         metrics = self.score(trainer.model, trainer.accelerator, "eval")
-        if trainer.main:
+        if trainer.is_main:
             preds, labels = self.last_eval
             # compact: 25,000 IMDB reviews are 100 KB instead of 350, and the kept records travel to GPU nodes
             write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.task_spec.eval_split,
@@ -260,7 +260,7 @@ class FinetuneTask(TrainingTask):
     def keep_results(self, trainer: Trainer, metrics: dict) -> None:
         """Where the run's results go beyond results.json: a converted or transferred model's card lists the results
         finetuned from it. (Distillation saves its student here, the model the results belong to.)"""
-        if trainer.main and read_card_info(self.model_path):
+        if trainer.is_main and read_card_info(self.model_path):
             add_results(self.model_path, self.task_spec.name, metrics, trainer.run_dir)
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -116,7 +116,7 @@ class PretrainTask(TrainingTask):
         mlm_probability = settings.require("mlm_probability", "pretraining")
         collator = MLMCollator(self.tokenizer, mlm_probability=mlm_probability)
         seed, b = spec.seed, settings.batch_size
-        self.train = BlockStream(data["train"], b, world, rank, seed, collator, "train")
+        self.train_stream = BlockStream(data["train"], b, world, rank, seed, collator, "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, collator, "validation")
         self.eval_batches = settings.eval_batches
         self.default_eval_every = None
@@ -127,7 +127,7 @@ class PretrainTask(TrainingTask):
         self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        return self._host_ready(self.train.micro_batch(g))
+        return self._host_ready(self.train_stream.micro_batch(g))
 
     def _host_ready(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A CPU batch as the model should get it: without an all-ones attention_mask (packed blocks: the model
@@ -149,7 +149,7 @@ class PretrainTask(TrainingTask):
         return model(**batch, prediction_slots=self.slots).loss
 
     def epoch_of(self, step: int) -> float:
-        return step * self.accum / self.train.batches_per_epoch
+        return step * self.accum / self.train_stream.batches_per_epoch
 
     def step_metrics(self, loss: float) -> dict[str, float]:
         return {"ppl": perplexity(loss)}

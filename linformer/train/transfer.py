@@ -104,7 +104,7 @@ class TransferTask(TrainingTask):
         if config.exact_short_inputs:  # inputs of at most k tokens attend exactly: nothing there to fit
             min_length = min(max(min_length, max(map(config.k_of_layer, range(config.num_hidden_layers))) + 1),
                              self.n)
-        self.train = BlockStream(data["train"], b, world, rank, seed, BlockCollator(short, min_length), "train")
+        self.train_stream = BlockStream(data["train"], b, world, rank, seed, BlockCollator(short, min_length), "train")
         self.val = BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(), "validation")
         # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence
         self.val_short = None if self.short_length is None else \
@@ -118,13 +118,13 @@ class TransferTask(TrainingTask):
         return projection_param_groups(self.model, weight_decay, lr_rest=self.lr_rest)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        return self.train.micro_batch(g)
+        return self.train_stream.micro_batch(g)
 
     def count(self, batch) -> int:
         return int(batch["input_ids"].shape[0])
 
     def epoch_of(self, step: int) -> float:
-        return step * self.settings.grad_accum / self.train.batches_per_epoch
+        return step * self.settings.grad_accum / self.train_stream.batches_per_epoch
 
     def _pairs(self, model, batch) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(student, teacher) outputs of every layer; the teacher never needs gradients."""
@@ -173,7 +173,7 @@ class TransferTask(TrainingTask):
         model.config.update(self.source_dropout)  # the saved model finetunes with the source's dropout
         model_dir = trainer.run_dir / "model"
         trainer.save_model(model_dir)
-        if trainer.main:
+        if trainer.is_main:
             self._write_card(model_dir, trainer, errors)
         fmt = lambda errs: " ".join(f"{e:.3f}" for e in errs or [])
         report = []

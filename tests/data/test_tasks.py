@@ -186,7 +186,7 @@ def test_concurrent_cache_savers_keep_the_first_copy(qqp_dir, tokenizer, tmp_pat
 
     def other_process_finishes_first(*args):
         ds = encode(*args)
-        key = tasks.cache_key(*args)
+        key = tasks.split_cache_key(*args)
         theirs = ds.map(lambda row: {"labels": 1 - row["labels"]})  # tell the two copies apart
         theirs.save_to_disk(str(cache / f"qqp-{args[2]}-{key}"))
         return ds
