@@ -31,7 +31,7 @@ from typing import Any
 
 from .errors import RunDirError
 from .files import atomic_write, disk_full_names, flatten, pid_alive, read_json, read_yaml, write_json, write_yaml
-from .modeling.configuration import LinformerConfig
+from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
@@ -100,14 +100,9 @@ def identity(config: Mapping) -> dict[str, Any]:
     return {k: v for k, v in flatten(config).items() if not operational(k)}
 
 
-# Model keys that change a weight's shape (or which weights exist): a run cannot continue across them.
-SHAPE_KEYS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                        "max_seq_len", "projected_dim", "sharing", "projection", "attention", "type_vocab_size",
-                        "max_position_embeddings"})
-
-
 def is_shape_key(key: str) -> bool:
-    return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_KEYS
+    """A model key that changes a weight's shape (SHAPE_FIELDS): a run cannot continue across it."""
+    return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_FIELDS
 
 
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:

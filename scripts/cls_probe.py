@@ -9,14 +9,14 @@ import shlex
 import sys
 
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.data.tasks import TASKS
+from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
 
 if __name__ == "__main__":
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
-    p.add_argument("--tasks", nargs="+", default=["sst2", "imdb"], choices=sorted(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS), choices=sorted(TASKS))
     p.add_argument("--data-mirror", default=None, help="default: $LINFORMER_DATA_MIRROR or ../shared/data")
     p.add_argument("--examples", type=int, default=64, help="eval examples per task (default 64)")
     p.add_argument("--out", default=None, help="also write the markdown table here")

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from linformer import LinformerConfig
 from linformer.cli import compose
 from linformer.files import flatten
+from linformer.modeling.configuration import TOKENIZER_FIELDS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -32,8 +33,7 @@ def test_every_model_builds_a_valid_linformer_config(model):
 
 # LinformerConfig fields a model group does not list, and why: set from the tokenizer, by the training itself, or
 # fixed for an encoder
-NOT_IN_GROUPS = {"vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "tokenizer_vocab_size",
-                 "sparse_prediction", "is_decoder", "add_cross_attention", "use_cache"}
+NOT_IN_GROUPS = {*TOKENIZER_FIELDS, "sparse_prediction", "is_decoder", "add_cross_attention", "use_cache"}
 
 
 @pytest.mark.parametrize("model", _options("model"))

@@ -44,6 +44,7 @@ class TaskSpec:
     hub_fields: tuple[str, ...] = ()  # text columns on the hub (label column is "label")
     hub_splits: dict = field(default_factory=lambda: {"train": "train", "eval": "validation"})
     mirror_subdir: str = ""  # task directory under paths.data_mirror
+    title: str = ""  # as tables name it (the paper's spelling)
 
     @property
     def num_labels(self) -> int:
@@ -66,21 +67,25 @@ TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in [
         TaskSpec("sst2", ("sentence",), "label", ("negative", "positive"), ("0", "1"),
-                 hub=("glue", "sst2"), hub_fields=("sentence",), mirror_subdir="glue/sst2"),
+                 hub=("glue", "sst2"), hub_fields=("sentence",), mirror_subdir="glue/sst2", title="SST-2"),
         TaskSpec("qnli", ("question", "sentence"), "label", ("entailment", "not_entailment"),
                  ("entailment", "not_entailment"),
-                 hub=("glue", "qnli"), hub_fields=("question", "sentence"), mirror_subdir="glue/qnli"),
+                 hub=("glue", "qnli"), hub_fields=("question", "sentence"), mirror_subdir="glue/qnli", title="QNLI"),
         TaskSpec("qqp", ("question1", "question2"), "is_duplicate", ("not_duplicate", "duplicate"), ("0", "1"),
                  metrics=("accuracy", "f1"),
-                 hub=("glue", "qqp"), hub_fields=("question1", "question2"), mirror_subdir="glue/qqp"),
+                 hub=("glue", "qqp"), hub_fields=("question1", "question2"), mirror_subdir="glue/qqp", title="QQP"),
         TaskSpec("imdb", ("text",), "label", ("neg", "pos"), ("0", "1"), format="imdb",
                  files={"train": "train.csv", "eval": "test.csv"}, eval_split="test",
                  hub=("imdb", None), hub_fields=("text",), hub_splits={"train": "train", "eval": "test"},
-                 mirror_subdir="imdb"),
+                 mirror_subdir="imdb", title="IMDB"),
     ]
 }
 # The paper's Table 2 columns, in its order (every task above, once): reports print their columns in this order.
 PAPER_ORDER = ("sst2", "imdb", "qnli", "qqp")
+# The tasks whose train and eval splits the data mirror holds (its QNLI has no train split, and it has no QQP): what the
+# reproductions finetune on by default.
+MIRROR_TASKS = ("sst2", "imdb")
+TITLES = {name: spec.title for name, spec in TASKS.items()}  # the tables' column names
 
 
 def get_task(name: str) -> TaskSpec:

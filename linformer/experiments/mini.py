@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..data.io import repo_root
+from ..data.tasks import MIRROR_TASKS
 from ..stages import Stage
 from . import CHECKOUT, Places
 
@@ -28,7 +29,7 @@ SEED = 0
 N = 128
 VARIANTS = [("full", "full", None, None)] + [
     (f"k{k}-{s}", "linformer", k, s) for k in (N // 4, N // 2) for s in ("headwise", "kv", "layerwise")]
-TASKS = ("sst2", "imdb")
+TASKS = MIRROR_TASKS
 LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the lr with the better validation score per cell
 VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch and the lr on
 

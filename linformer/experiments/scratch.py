@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..cli import compose
 from ..data.io import repo_root, resolve_path
+from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import atomic_dir, read_json, write_json
 from ..modeling.loading import weights_sha256
@@ -70,7 +71,7 @@ class Profile:
     records: Path              # finished runs' small records (relative to the repository)
     table: str                 # the report's path without suffix
     validation_fraction: float = 0.1
-    run_tasks: tuple[str, ...] = ("sst2", "imdb")  # the tasks the plan finetunes on (with_tasks picks others)
+    run_tasks: tuple[str, ...] = MIRROR_TASKS  # the tasks the plan finetunes on (with_tasks picks others)
 
     @property
     def ks(self) -> tuple[int, int]:

@@ -397,6 +397,17 @@ OVERLAP_COLUMNS = ("keep", "mask")  # overlap_columns: a projected column whose 
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
 ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "mask_empty_windows",
                     "exact_short_inputs", *EXACT_KEY_FIELDS)
+# The encoder's own fields (BERT's and RoBERTa's): what a conversion carries over from its source unchanged.
+ENCODER_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
+                  "initializer_range", "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id",
+                  "classifier_dropout")
+# Fields a fresh model takes from its tokenizer (its vocabulary and special ids), never from a model group.
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "tokenizer_vocab_size")
+# Fields that change a weight's shape (or which weights exist): a run cannot continue across them.
+SHAPE_FIELDS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                          "max_seq_len", "projected_dim", "sharing", "projection", "attention", "type_vocab_size",
+                          "max_position_embeddings"})
 
 
 def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False,

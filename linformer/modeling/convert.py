@@ -25,7 +25,7 @@ from transformers.utils import cached_file
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
-from .configuration import LinformerConfig, check_model_fields, position_offset_of
+from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
@@ -36,12 +36,6 @@ log = logging.getLogger(__name__)
 # Supported source model types, and the family whose layout (positions, heads) each one has.
 SOURCE_FAMILIES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "camembert": "roberta"}
 
-# Source config fields that carry over unchanged.
-_ENCODER_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size", "initializer_range",
-    "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id", "classifier_dropout",
-)
 _CLASSIFIER_FIELDS = ("id2label", "label2id", "problem_type")
 # BERT's MLM head names -> ours (RoBERTa's lm_head.* and both families' classifier.* already match).
 _HEAD_RENAMES = (
@@ -272,7 +266,7 @@ def sentence_transformers_pooling(path: str) -> str | None:
 def _config_fields(source_config, copies_classifier_fields: bool, settings: dict, pooling: str | None = None) -> dict:
     check_model_fields(settings, prefix="")  # settings a person typed: a misspelt one is refused, not kept
     family = SOURCE_FAMILIES[source_config.model_type]
-    fields = {f: getattr(source_config, f) for f in _ENCODER_FIELDS if hasattr(source_config, f)}
+    fields = {f: getattr(source_config, f) for f in ENCODER_FIELDS if hasattr(source_config, f)}
     offset = position_offset_of(source_config)
     fields.update(
         position_offset=offset,

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..bench.per_example import cost_per_example
+from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
 from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN
 from ..files import atomic_write, read_json, write_json
@@ -30,8 +31,8 @@ from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_r
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
 
-TASKS = ("sst2", "imdb")
-TASK_NAMES = {"sst2": "SST-2", "imdb": "IMDB", "qnli": "QNLI", "qqp": "QQP"}
+TASKS = MIRROR_TASKS
+TASK_NAMES = TITLES
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
 # another build of the recipe (transfer_builds).

@@ -24,6 +24,7 @@ from ..data.streams import BlockStream
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerConfig, LinformerForMaskedLM
+from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
@@ -41,10 +42,9 @@ def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
     A fresh model's vocabulary is padded to ``spec.pad_vocab_to_multiple_of`` rows (the padding gets no
     probability: LinformerConfig.tokenizer_vocab_size)."""
     fields = dict(spec.model)
-    for key, why in (("vocab_size", "the tokenizer's"), ("pad_token_id", "the tokenizer's"),
-                     ("tokenizer_vocab_size", "the tokenizer's")):
+    for key in TOKENIZER_FIELDS:
         if key in fields:  # set below from the tokenizer: a value given here would be silently replaced
-            raise ConfigError(f"model.{key}={fields[key]!r}: a fresh model takes {why} ({len(tokenizer)} tokens in "
+            raise ConfigError(f"model.{key}={fields[key]!r}: a fresh model takes the tokenizer's ({len(tokenizer)} tokens in "
                               f"{spec.tokenizer_dir}); remove the key, or train another tokenizer")
     vocab = round_up(len(tokenizer), spec.pad_vocab_to_multiple_of)
     fields.update(
