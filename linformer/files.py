@@ -123,12 +123,25 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
                 write_json(tmp / MANIFEST, {**record, **read_json(tmp / MANIFEST)})
             umask_modes(tmp)
             check_output_dir(final, record, overwrite, flag)  # another process may have written it meanwhile
-            if os.path.lexists(final):
-                os.replace(final, old)
-            os.replace(tmp, final)
+            swap_in(tmp, final, old)
     except BaseException:
         _remove(tmp)
-        if os.path.lexists(old) and not os.path.lexists(final):  # failed between the two renames
+        raise
+
+
+def swap_in(tmp: Path, final: Path, old: Path | None = None) -> None:
+    """Make the finished directory `tmp` `final` by renames in one folder: whatever `final` held is moved to `old`
+    (default .old-<name>-<pid>) first and deleted only once `tmp` is in place, so a reader sees the earlier
+    output or the new one, never a half or nothing; a failure between the renames puts the earlier one back."""
+    tmp, final = Path(tmp), Path(final)
+    old = Path(old) if old is not None else final.with_name(f".old-{final.name}-{os.getpid()}")
+    _remove(old)
+    try:
+        if os.path.lexists(final):
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.lexists(old) and not os.path.lexists(final):
             os.replace(old, final)
         raise
     _remove(old)

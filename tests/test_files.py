@@ -144,3 +144,32 @@ def test_compact_json_is_one_line_and_reads_back_the_same(tmp_path):
     compact, pretty = (tmp_path / "a.json").read_text(), (tmp_path / "b.json").read_text()
     assert compact.count("\n") == 1 and " " not in compact and len(compact) < len(pretty) / 2
     assert read_json(tmp_path / "a.json") == read_json(tmp_path / "b.json") == data
+
+
+def test_swap_in_replaces_a_directory_whole_and_puts_the_earlier_back_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from linformer.files import swap_in
+
+    final, tmp = tmp_path / "out", tmp_path / ".tmp-out"
+    final.mkdir()
+    (final / "a").write_text("old")
+    tmp.mkdir()
+    (tmp / "b").write_text("new")
+    swap_in(tmp, final)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and (final / "b").read_text() == "new"
+    tmp.mkdir()
+    (tmp / "c").write_text("newer")
+    real = os.replace
+
+    def fail_second(src, dst):
+        if str(src) == str(tmp):
+            raise OSError("disk gone")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_second)
+    import pytest
+
+    with pytest.raises(OSError, match="disk gone"):
+        swap_in(tmp, final)
+    assert (final / "b").read_text() == "new"  # the earlier output, back in place

@@ -12,7 +12,6 @@ Adding a GLUE task is one TaskSpec entry, e.g. MRPC:
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import re
@@ -25,6 +24,7 @@ import numpy as np
 from ..errors import ConfigError, TaskDataError
 from ..files import atomic_dir, cache_key, made_by
 from .io import hub_offline, hub_offline_error
+from .tokenizer import tokenizer_identity
 
 log = logging.getLogger(__name__)
 
@@ -328,15 +328,6 @@ def longer_than(split, tokens: int, count: int, where: str):
     return split.select(chosen.tolist()), len(long)
 
 
-def _tokenizer_identity(backend) -> str:
-    """sha256 of the tokenizer's serialisation without its truncation and padding state, which every call with
-    truncation=True rewrites (the same tokenizer must give the same key before and after it has encoded)."""
-    data = json.loads(backend.to_str())
-    data.pop("truncation", None)
-    data.pop("padding", None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class SplitOptions:
     """How a run selects the rows of a task's splits (the finetuning config's data keys)."""
@@ -367,7 +358,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     limit = options.limit(split)
     carved = split != "eval" and options.validation_fraction is not None
     key = {"version": CACHE_VERSION, "task": name, "split": split, "max_length": max_length,
-           "tokenizer": _tokenizer_identity(backend), "skip_bad_rows": options.skip_bad_rows,
+           "tokenizer": tokenizer_identity(backend.to_str()), "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}
     return cache_key(key, files)

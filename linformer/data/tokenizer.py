@@ -132,13 +132,22 @@ def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:
-    """sha256 (first 16 hex) of the tokenizer's vocab, merges, special tokens and pipeline (tokenizer.json)."""
+    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir` (its tokenizer.json)."""
     path = Path(tokenizer_dir) / "tokenizer.json"
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found: expected a tokenizer directory written by train_tokenizer "
             "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
         )
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return tokenizer_identity(path.read_text(encoding="utf-8"))
+
+
+def tokenizer_identity(serialised: str) -> str:
+    """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json, or a loaded
+    tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, without its truncation and padding state, which
+    every call with truncation=True rewrites (the same tokenizer hashes the same before and after it has encoded)."""
+    data = json.loads(serialised)
+    data.pop("truncation", None)
+    data.pop("padding", None)
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canon).hexdigest()[:16]

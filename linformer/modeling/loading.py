@@ -9,6 +9,7 @@ INFO line here, with the keys at DEBUG.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import logging
 import os
@@ -39,8 +40,6 @@ WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 def weights_sha256(model_dir: str) -> str | None:
     """sha256 over a model directory's weight files (sorted by name, each file's name and digest), so that a run's
     record names exactly the weights it started from; None for a directory without weight files (a hub name)."""
-    import hashlib
-
     root = Path(model_dir)
     files = sorted({f for pattern in WEIGHT_FILES for f in root.glob(pattern)}) if root.is_dir() else []
     if not files:

@@ -23,7 +23,7 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ..errors import CheckpointError
-from ..files import checksum_problems, disk_full_names, file_checksums, umask_modes
+from ..files import checksum_problems, disk_full_names, file_checksums, swap_in, umask_modes
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     tmp = root / f".tmp-step-{step:08d}"
     if accelerator.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
-        for stale in root.glob(".tmp-step-*"):
+        for stale in [*root.glob(".tmp-step-*"), *root.glob(".old-step-*")]:  # left by a killed process
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
     try:
@@ -105,9 +105,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     if accelerator.is_main_process:
-        if final.exists():  # re-saving the same step (the final checkpoint after a periodic one)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        swap_in(tmp, final)  # re-saving the same step (the final checkpoint after a periodic one) replaces it whole
         for old in complete_checkpoints(run_dir)[: -max(int(keep_last), 1)]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
