@@ -20,7 +20,6 @@ import shlex
 import signal
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,6 +38,7 @@ from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, Tr
 from ..files import atomic_dir
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import MetricsWriter, RunRecord
+from ..signals import handling
 from . import checkpoint as ckpt
 from .common import (
     build_accelerator,
@@ -156,12 +156,10 @@ class StopSignal:
 
     def __init__(self):
         self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
+        self._installed = contextlib.ExitStack()
 
     def __enter__(self) -> StopSignal:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
+        self._installed.enter_context(handling(self.SIGNALS, self._handle))
         return self
 
     def _handle(self, signum, frame) -> None:
@@ -172,8 +170,7 @@ class StopSignal:
                     signal.Signals(signum).name)
 
     def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        self._installed.close()
 
     def agreed(self, accelerator: Accelerator, save_due: bool = False) -> tuple[int | None, bool]:
         """(the signal, if any rank got one; whether any rank finds a checkpoint due), the same on every rank, so
