@@ -6,7 +6,6 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-
 """
 
 import sys
-from pathlib import Path
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
@@ -22,8 +21,6 @@ def main(argv: list[str] | None = None) -> int:
     frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
                             "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
                             "(default cpu)")
-    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
-                    help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.PROFILES[args.profile]

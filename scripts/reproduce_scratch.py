@@ -8,7 +8,6 @@ Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jo
 """
 
 import sys
-from pathlib import Path
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
@@ -25,8 +24,6 @@ def main(argv: list[str] | None = None) -> int:
                                                      "rehearsal); gpu: the table on one GPU, in slices (default toy)")
     ap.add_argument("--rows", type=int, default=None, metavar="N",
                     help="run the first N rows not complete (a slice of GPU time that finishes whole rows)")
-    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
-                    help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--tasks", default=None, metavar="T,T",
                     help="finetuning tasks (default sst2,imdb); qnli and qqp need GLUE's train.tsv under "
                          "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
