@@ -115,3 +115,25 @@ def test_the_benchmark_s_step_is_the_trainer_s():
         ref_opt.step()
         for got, want in zip(model.parameters(), reference.parameters()):
             torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("schedule", "power"), [("linear", 1.0), ("polynomial", 2.0)])
+def test_the_schedule_warms_up_to_lr_then_decays_to_lr_end(schedule, power):
+    """train.common.build_scheduler on its own: the lr of every step, which otherwise only the runs' logs show."""
+    from linformer.cli import compose
+    from linformer.runconfig import TrainerSettings
+    from linformer.train.common import build_scheduler
+
+    settings = TrainerSettings.read({**compose("pretrain", []).trainer, "lr": 1e-3, "lr_end": 1e-5,
+                                     "lr_schedule": schedule, "lr_power": power})
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=settings.lr)
+    scheduler = build_scheduler(optimizer, warmup_steps=4, total_steps=20, settings=settings)
+    lrs = []
+    for _ in range(20):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[:5] == pytest.approx([0.0, 2.5e-4, 5e-4, 7.5e-4, 1e-3])  # linear warmup over 4 steps to the peak
+    decay = [(1e-3 - 1e-5) * (1 - (s - 4) / 16) ** power + 1e-5 for s in range(4, 20)]
+    assert lrs[4:] == pytest.approx(decay)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-5)  # lr_end at the last step
