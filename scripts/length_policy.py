@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from linformer.cli import ArgumentParser
-from linformer.data.io import default_data_mirror, resolve_path
+from linformer.data.io import configured_path, default_data_mirror
 from linformer.data.tasks import TASKS, load_task, longer_than
 from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             directory = str(mirror / TASKS[task].mirror_subdir)
             if args.longer_than:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
-                                  cache_dir=resolve_path("data/cache/tasks"))["eval"]
+                                  cache_dir=configured_path("finetune", "task_cache_dir"))["eval"]
                 split, drawn[task] = longer_than(split, args.longer_than, count, f"--{task} {count}")
             else:
                 split = load_task(task, directory, tokenizer, args.n, splits=("eval",),

@@ -10,6 +10,9 @@ import os
 import zlib
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ..cli import compose
 from ..errors import CorpusError, HubOfflineError
 
 TEXT_SUFFIXES = (".txt", ".txt.gz")
@@ -37,6 +40,12 @@ def resolve_path(path: str | os.PathLike) -> str:
     """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
     p = Path(os.path.expanduser(str(path)))
     return str(p if p.is_absolute() else (repo_root() / p).resolve())
+
+
+def configured_path(config_name: str, key: str) -> str:
+    """The path configs/<config_name>.yaml gives `key` (e.g. finetune's task_cache_dir, from configs/paths), resolved
+    against the repository: the argparse scripts' defaults come from the configs, never a literal of their own."""
+    return resolve_path(str(OmegaConf.select(compose(config_name), key)))
 
 
 def expand_sources(sources: list[str] | str) -> list[str]:

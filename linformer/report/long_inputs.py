@@ -20,7 +20,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
-from ..data.io import default_data_mirror, resolve_path
+from ..data.io import configured_path, default_data_mirror
 from ..data.tasks import TASKS, load_task, longer_than
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
@@ -82,7 +82,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path
     # one token past the largest n: an example that long reaches every n, and its length says "longer than all"
     split = load_task(task, str(Path(default_data_mirror()) / TASKS[task].mirror_subdir), tokenizer, max(ns) + 1,
-                      splits=("eval",), cache_dir=resolve_path("data/cache/tasks"))["eval"]
+                      splits=("eval",), cache_dir=configured_path("finetune", "task_cache_dir"))["eval"]
     rows, available = longer_than(split, base_n, examples, f"--task {task}")
     return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
                     tokenizer.pad_token_id)
