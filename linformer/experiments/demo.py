@@ -25,6 +25,7 @@ from ..output_rule import check_plan
 from ..rundir import RunRecord
 from ..stages import Stage, run_stages
 from ..train.common import native_cpu_bf16
+from . import Places
 
 REPO = repo_root()
 PY = sys.executable
@@ -70,9 +71,8 @@ def _run_dir(cfg) -> str:
 def run(extra: list[str], under: Path | None = None) -> dict:
     """Run the demo (`extra`: Hydra overrides for its pretraining), print its summary and return it. `under`: write
     data/ and outputs/ under that folder instead of the checkout (a rehearsal that leaves the checkout alone)."""
-    places = [] if under is None else [f"paths.data_dir={Path(under).resolve() / 'data'}",
-                                       f"paths.output_dir={Path(under).resolve() / 'outputs'}"]
-    outputs = REPO / "outputs" if under is None else Path(under).resolve() / "outputs"
+    where = Places.of(under)
+    places, outputs = list(where.overrides), REPO / where.path("outputs")
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
     pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
