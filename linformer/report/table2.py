@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ..data.tasks import PAPER_ORDER
+from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
@@ -153,8 +153,9 @@ def _fmt(x, digits=1):
 
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
     devsplit = any("qnli_devsplit" in r for r in rows)
-    head = ["model", "pretrained", "SST-2", "IMDB", "QNLI", "QQP acc (F1)", "avg", "val ppl", "seeds (lr)",
-            "paper (analogue): SST-2 / IMDB / QNLI / QQP, avg"]
+    titles = [TITLES[t] + (" acc (F1)" if "f1" in get_task(t).metrics else "") for t in TASKS]
+    head = ["model", "pretrained", *titles, "avg", "val ppl", "seeds (lr)",
+            f"paper (analogue): {' / '.join(TITLES[t] for t in TASKS)}, avg"]
     if devsplit:
         head.insert(6, "QNLI dev-split (not QNLI dev)")
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
@@ -168,7 +169,6 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = {r["n"]: r for r in rows if r["attention"] == "full" and r["pretrained"]}
     for r in rows:
-        qqp = _fmt(r["qqp"]) + (f" ({_fmt(r['_f1'].get('qqp'))})" if r["_f1"].get("qqp") is not None else "")
         key = paper_analogue(r)
         paper = "-"
         if key:
@@ -178,8 +178,9 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         seeds = ", ".join(f"{t}:{s}" for t, s in sorted(r["_seeds"].items()))
         if r["_lr"]:
             seeds += "; best lr " + ", ".join(f"{t}:{v['lr']:g}" for t, v in sorted(r["_lr"].items()))
-        cells = [r["name"], "yes" if r["pretrained"] else "no", _fmt(r["sst2"]), _fmt(r["imdb"]), _fmt(r["qnli"]),
-                 qqp, _fmt(r["average"], 2), _fmt(r["val_ppl"], 2), seeds, paper]
+        scores = [_fmt(r[t]) + (f" ({_fmt(r['_f1'][t])})" if r["_f1"].get(t) is not None else "") for t in TASKS]
+        cells = [r["name"], "yes" if r["pretrained"] else "no", *scores, _fmt(r["average"], 2), _fmt(r["val_ppl"], 2),
+                 seeds, paper]
         if devsplit:
             cells.insert(6, _fmt(r.get("qnli_devsplit")))
         lines.append("| " + " | ".join(cells) + " |")

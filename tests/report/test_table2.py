@@ -154,3 +154,15 @@ def test_no_runs_is_one_error_line(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'nothing'}\n"
     assert not (tmp_path / "t.md").exists()
+
+
+def test_the_columns_follow_the_task_registry():
+    """Titles and order from data.tasks (PAPER_ORDER, TITLES); a task with an F1 metric shows it beside accuracy."""
+    from linformer.report import table2
+
+    row = {"name": "full", "pretrained": True, "sst2": 90.1, "imdb": 88.0, "qnli": None, "qqp": 85.5,
+           "_f1": {"qqp": 80.2}, "average": 87.9, "val_ppl": 4.5, "_seeds": {"sst2": 3}, "_lr": {},
+           "attention": "full", "n": 512, "k": None, "sharing": None}
+    lines = table2.to_markdown([row], "cpu", "cmd").splitlines()
+    assert "| model | pretrained | SST-2 | IMDB | QNLI | QQP acc (F1) | avg |" in next(l for l in lines if l.startswith("| model"))
+    assert "| full | yes | 90.1 | 88.0 | - | 85.5 (80.2) | 87.90 |" in next(l for l in lines if l.startswith("| full"))
