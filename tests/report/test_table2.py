@@ -164,5 +164,5 @@ def test_the_columns_follow_the_task_registry():
            "_f1": {"qqp": 80.2}, "average": 87.9, "val_ppl": 4.5, "_seeds": {"sst2": 3}, "_lr": {},
            "attention": "full", "n": 512, "k": None, "sharing": None}
     lines = table2.to_markdown([row], "cpu", "cmd").splitlines()
-    assert "| model | pretrained | SST-2 | IMDB | QNLI | QQP acc (F1) | avg |" in next(l for l in lines if l.startswith("| model"))
-    assert "| full | yes | 90.1 | 88.0 | - | 85.5 (80.2) | 87.90 |" in next(l for l in lines if l.startswith("| full"))
+    assert "| model | pretrained | SST-2 | IMDB | QNLI | QQP acc (F1) | avg |" in next(x for x in lines if x.startswith("| model"))
+    assert "| full | yes | 90.1 | 88.0 | - | 85.5 (80.2) | 87.90 |" in next(x for x in lines if x.startswith("| full"))
