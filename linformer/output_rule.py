@@ -27,8 +27,7 @@ from .data.io import resolve_path
 from .errors import OutputPathError
 from .files import FILE_RECORDS, read_json
 from .files import MANIFEST as OUTPUT_MANIFEST
-from .rundir import CONFIG, LOCK
-from .rundir import RUN as RUN_RECORD
+from .rundir import LOCK, not_a_run
 
 # What sits at an output path
 RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
@@ -135,12 +134,12 @@ def foreign(path: str | Path, kind: str, command: str | None = None) -> str | No
             f"is a file {command} did not write"
     if not path.is_dir():
         return "is a regular file, not a folder"
+    if kind == RUN:
+        foreign = not_a_run(path)
+        return f"is not a run directory but holds {', '.join(foreign[:3])}" if foreign else None
     names = sorted(p.name for p in path.iterdir() if p.name != LOCK)
     if not names:
         return None
-    if kind == RUN:
-        return None if (path / CONFIG).is_file() or (path / RUN_RECORD).is_file() else \
-            f"is not a run directory but holds {', '.join(names[:3])}"
     made = read_json(path / OUTPUT_MANIFEST).get("command") if (path / OUTPUT_MANIFEST).is_file() else None
     return None if made == command else f"holds {', '.join(names[:3])}, not an output of {command}"
 

@@ -187,6 +187,15 @@ class RunLock:
 
 
 # ------------------------------------------------------------------------------------------------ the record
+def not_a_run(path: str | Path) -> list[str]:
+    """The names a folder holds when it is not a run directory (no readable config.yaml or run.json, but files: someone's
+    folder, which a run never writes into); [] for a run's directory, an empty one, or none."""
+    path = Path(path)
+    if not path.is_dir() or read_yaml(path / CONFIG) or read_json(path / RUN):  # a record that reads: a run's
+        return []
+    return sorted(p.name for p in path.iterdir() if p.name != LOCK)
+
+
 class RunRecord:
     """Read and write one run directory. Training claims it (lock + identity check) before writing anything."""
 
@@ -226,7 +235,7 @@ class RunRecord:
         try:
             recorded = self.config()
             if not recorded and not self.info():
-                foreign = sorted(p.name for p in self.dir.iterdir() if p.name != LOCK)
+                foreign = not_a_run(self.dir)
                 if foreign:  # someone's folder, not a run: a run writes only into a new directory or its own
                     shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                     raise RunDirError(f"{self.dir} is not a run directory (it has no {CONFIG} or {RUN}) but holds "
