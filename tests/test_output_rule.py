@@ -111,3 +111,30 @@ def test_a_declared_output_holding_a_users_files_is_refused(script, index, input
         else:
             assert run_script(script, ["--help"] if script != "gpu_carry" else ["pack", "--help"], monkeypatch) == 0
             assert flag.group(1) in capsys.readouterr().out, lines[0]
+
+
+def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_path):
+    from linformer.files import FILE_RECORDS, MANIFEST, made_by, write_json
+    from linformer.output_rule import DIR, RUN, foreign
+
+    assert foreign(tmp_path / "missing", DIR, "train_tokenizer") is None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert foreign(empty, RUN, "pretrain") is None and foreign(empty, DIR, "convert") is None
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    assert foreign(theirs, RUN, "pretrain") == "is not a run directory but holds notes.txt"
+    assert foreign(theirs, DIR, "convert") == "holds notes.txt, not an output of convert"
+    write_json(theirs / MANIFEST, made_by("convert", {}))
+    assert foreign(theirs, DIR, "convert") is None and "not an output of export" in foreign(theirs, DIR, "export")
+    (theirs / "config.yaml").write_text("seed: 0\n")
+    assert foreign(theirs, RUN, "pretrain") is None  # a run's directory: its own start decides
+    report = tmp_path / "t2.md"
+    report.write_text("mine")
+    assert foreign(report, FILES, "table2") == "is a file table2 did not write"
+    write_json(tmp_path / FILE_RECORDS, {"t2.md": made_by("table2", {})})
+    assert foreign(report, FILES, "table2") is None
+    assert foreign(tmp_path / "afile", DIR, "x") is None
+    (tmp_path / "afile").write_text("x")
+    assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file, not a folder"
