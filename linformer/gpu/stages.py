@@ -53,7 +53,7 @@ from ..cli import ArgumentParser
 from ..data.io import repo_root
 from ..devices import cuda_device_name as device_name  # a name the tests stand in for
 from ..errors import OutputPathError
-from ..experiments import pretrained, scratch
+from ..experiments import pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
 from ..stages import Stage, StageFailed, StagesStopped, run_stages
 
@@ -78,7 +78,7 @@ def copy_back_patterns(stage: str) -> tuple[str, ...]:
     stage, and the results themselves; nothing for the stages that write only under --out."""
     if stage in ("mfu", "figure3"):
         runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
-        return tuple(f"outputs/pretrain/{run}/{name}" for run in runs for name in RUN_RECORDS)
+        return tuple(f"{run_dir('pretrain', run)}/{name}" for run in runs for name in RUN_RECORDS)
     if stage == "scratch":
 
         gpu = scratch.PROFILES["gpu"]
@@ -115,7 +115,7 @@ def figure3_commands(py: str, out: Path) -> list:
     return [[py, "scripts/train_tokenizer.py", "data=wiki", "show_progress=false"],
             [py, "scripts/prepare_corpus.py", "data=wiki", "data.num_proc=16"],
             Together(runs, FIGURE3_RUN_GIB),
-            [py, "scripts/figure3.py", *(f"outputs/pretrain/{run}" for run in FIGURE3_RUNS),
+            [py, "scripts/figure3.py", *(str(run_dir("pretrain", run)) for run in FIGURE3_RUNS),
              "--out", str(out / "figure3_gpu")]]
 
 
@@ -125,7 +125,7 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
                 "logger=none"]
     runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
-    return [*runs, [py, "scripts/compare_runs.py", *(f"outputs/pretrain/{run}" for run in MFU_RUNS), "--metrics",
+    return [*runs, [py, "scripts/compare_runs.py", *(str(run_dir("pretrain", run)) for run in MFU_RUNS), "--metrics",
                     "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
