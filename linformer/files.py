@@ -201,37 +201,60 @@ def made_by(command: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _other_output(recorded: Mapping, record: Mapping) -> str | None:
-    """What `recorded` is, when it is not an output `record`'s command would rebuild; None when it is."""
+    """What `recorded` is, when it is not an output `record`'s command would rebuild; None when it is. A record whose
+    settings are None stands for any run of its command (a plan's check, before the command reads its settings)."""
     if recorded.get("command") != record["command"]:
         return f"the output of {recorded.get('command') or 'another program'}"
+    if record.get("settings") is None:
+        return None
     a, b = flatten(recorded.get("settings") or {}), flatten(record["settings"])
     diff = "; ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
     return f"an earlier {record['command']} output with other settings ({diff})" if diff else None
 
 
-def _listing(names: list[str]) -> str:
+def listing(names: list[str]) -> str:
+    """Names as an error line shows them: the first four, then how many more."""
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> str | None:
+    """What holds `path` that `record`'s command may not rebuild as an output directory (a clause: "is a regular
+    file", "holds the output of convert", ...), or None when it may (missing, empty, or its own earlier output with
+    these settings). `record` None: a caller that writes only new directories."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    if not path.is_dir():
+        return "is a regular file" if path.is_file() else "is not a directory"
+    if not (names := sorted(p.name for p in path.iterdir())):
+        return None
+    if record is not None and read_json(path / MANIFEST).get("command"):
+        other = _other_output(read_json(path / MANIFEST), record)
+        return None if other is None else f"holds {other}"
+    return f"is a directory with other content ({listing(names)})"
+
+
+def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | None:
+    """What holds the file `path` that `record`'s command may not replace (a clause), or None when it may (missing,
+    or written by that command with these settings: its folder's FILE_RECORDS)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    if path.is_dir():
+        return "is a directory"
+    recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
+    other = _other_output(recorded, record) if isinstance(recorded, dict) else \
+        f"a file {record['command']} did not write"
+    return None if other is None else f"is {other}"
 
 
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
                      flag: str = "overwrite=true") -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
     only new directories). Raises OutputPathError naming the path, what holds it and `flag`."""
-    path = Path(path)
-    if overwrite or not os.path.lexists(path):
-        return
-    if not path.is_dir():
-        what = "is a regular file" if path.is_file() else "is not a directory"
-    elif not (names := sorted(p.name for p in path.iterdir())):
-        return
-    elif record is not None and read_json(path / MANIFEST).get("command"):
-        other = _other_output(read_json(path / MANIFEST), record)
-        if other is None:
-            return
-        what = f"holds {other}"
-    else:
-        what = f"is a directory with other content ({_listing(names)})"
-    raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
+    what = None if overwrite else output_dir_occupant(path, record)
+    if what:
+        raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
@@ -241,17 +264,11 @@ def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overw
         if os.path.lexists(path.parent) and not path.parent.is_dir():
             raise OutputPathError(f"{path.parent} is a regular file, not a folder for {path.name}: choose another "
                                   "output path.")
-        if not os.path.lexists(path):
-            continue
         if path.is_dir():  # a file never replaces a directory, overwrite or not
             raise OutputPathError(f"{path} is a directory: choose another output path.")
-        if overwrite:
-            continue
-        recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
-        other = _other_output(recorded, record) if isinstance(recorded, dict) else \
-            f"a file {record['command']} did not write"
-        if other is not None:
-            raise OutputPathError(f"{path} is {other}: choose another output path, or pass {flag} to replace it.")
+        what = None if overwrite else output_file_occupant(path, record)
+        if what:
+            raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
 
 
 def record_output_files(paths: list[str | Path], record: Mapping[str, Any]) -> None:

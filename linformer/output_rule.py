@@ -25,9 +25,8 @@ from pathlib import Path
 from .cli import compose
 from .data.io import resolve_path
 from .errors import OutputPathError
-from .files import FILE_RECORDS, read_json
-from .files import MANIFEST as OUTPUT_MANIFEST
-from .rundir import LOCK, not_a_run
+from .files import listing, output_dir_occupant, output_file_occupant
+from .rundir import not_a_run
 
 # What sits at an output path
 RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
@@ -120,31 +119,23 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
 
 
 # ------------------------------------------------------------------------------------------------ plans
-def foreign(path: str | Path, kind: str, command: str | None = None) -> str | None:
-    """Why `path` is not `command`'s to (re)write as a `kind` output (one clause), or None when it is: missing,
-    empty, or carrying the record of its kind (a run's, or an output of `command`)."""
+def foreign(path: str | Path, kind: str, command: str) -> str | None:
+    """Why `path` is not `command`'s to (re)write as a `kind` output (one clause, as the command's own check words
+    it), or None when it is: missing, empty, or carrying the record of its kind (a run's, or an output of `command`
+    with whatever settings: the command's own start compares those)."""
     path = Path(path)
-    if not os.path.lexists(path):
-        return None
+    any_run = {"command": command, "settings": None}
     if kind == FILES:
-        if path.is_dir():
-            return "is a directory"
-        recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
-        return None if isinstance(recorded, dict) and recorded.get("command") == command else \
-            f"is a file {command} did not write"
-    if not path.is_dir():
-        return "is a regular file, not a folder"
+        return output_file_occupant(path, any_run)
     if kind == RUN:
-        foreign = not_a_run(path)
-        return f"is not a run directory but holds {', '.join(foreign[:3])}" if foreign else None
-    names = sorted(p.name for p in path.iterdir() if p.name != LOCK)
-    if not names:
-        return None
-    made = read_json(path / OUTPUT_MANIFEST).get("command") if (path / OUTPUT_MANIFEST).is_file() else None
-    return None if made == command else f"holds {', '.join(names[:3])}, not an output of {command}"
+        if os.path.lexists(path) and not path.is_dir():
+            return "is a regular file, not a folder"
+        names = not_a_run(path)
+        return f"is not a run directory but holds {listing(names)}" if names else None
+    return output_dir_occupant(path, any_run)
 
 
-def stage_outputs(argv: Sequence[str], cwd: str | Path | None = None) -> list[tuple[str, Path, str]]:
+def stage_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
     """The (kind, path, command) of each output a stage's command line writes: `argv` is [python, scripts/X.py,
     overrides...] of a declared Hydra command (other commands: none here; they check their own at their start)."""
     script = Path(argv[1]).stem if len(argv) > 1 else ""

@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunDirError
-from .files import atomic_write, disk_full_names, flatten, pid_alive, read_json, read_yaml, write_json, write_yaml
+from .files import (
+    atomic_write,
+    disk_full_names,
+    flatten,
+    listing,
+    pid_alive,
+    read_json,
+    read_yaml,
+    write_json,
+    write_yaml,
+)
 from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
@@ -237,9 +247,8 @@ class RunRecord:
             if not recorded and not self.info():
                 foreign = not_a_run(self.dir)
                 if foreign:  # someone's folder, not a run: a run writes only into a new directory or its own
-                    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
                     raise RunDirError(f"{self.dir} is not a run directory (it has no {CONFIG} or {RUN}) but holds "
-                                      f"{shown}: a run writes only into a new directory or its own. Choose another "
+                                      f"{listing(foreign)}: a run writes only into a new directory or its own. Choose another "
                                       "run_name (or paths.output_dir), or move those files away.")
                 return "new"
             if not recorded:

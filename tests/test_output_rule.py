@@ -125,9 +125,10 @@ def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_pa
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
     assert foreign(theirs, RUN, "pretrain") == "is not a run directory but holds notes.txt"
-    assert foreign(theirs, DIR, "convert") == "holds notes.txt, not an output of convert"
+    assert foreign(theirs, DIR, "convert") == "is a directory with other content (notes.txt)"
     write_json(theirs / MANIFEST, made_by("convert", {}))
-    assert foreign(theirs, DIR, "convert") is None and "not an output of export" in foreign(theirs, DIR, "export")
+    assert foreign(theirs, DIR, "convert") is None  # its own output, whatever its settings
+    assert foreign(theirs, DIR, "export") == "holds the output of convert"
     (theirs / "config.yaml").write_text("seed: 0\n")
     assert foreign(theirs, RUN, "pretrain") is None  # a run's directory: its own start decides
     report = tmp_path / "t2.md"
@@ -137,4 +138,4 @@ def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_pa
     assert foreign(report, FILES, "table2") is None
     assert foreign(tmp_path / "afile", DIR, "x") is None
     (tmp_path / "afile").write_text("x")
-    assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file, not a folder"
+    assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file"

@@ -71,7 +71,7 @@ def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: 
     ap.add_argument("--under", type=Path, default=None, metavar="DIR",
                     help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
-    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the profile's)")
+    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the plan's or profile's)")
     ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
 
 
