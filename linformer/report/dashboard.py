@@ -150,11 +150,12 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     files (an earlier version's, without a MANIFEST); anything else is refused naming it, unless `overwrite`."""
     logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
     record = made_by("dashboard", {"outputs": str(Path(outputs).resolve())})
+    if read_json(logdir / MANIFEST) == record:  # already ours: the live dashboard re-mirrors every few seconds
+        return logdir
     if not _only_mirrors(logdir):
         check_output_dir(logdir, record, overwrite, flag="--overwrite")
-    if read_json(logdir / MANIFEST) != record:
-        logdir.mkdir(parents=True, exist_ok=True)
-        write_json(logdir / MANIFEST, record)
+    logdir.mkdir(parents=True, exist_ok=True)
+    write_json(logdir / MANIFEST, record)
     return logdir
 
 
