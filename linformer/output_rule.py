@@ -27,6 +27,7 @@ from .data.io import resolve_path
 from .errors import OutputPathError
 from .files import listing, output_dir_occupant, output_file_occupant
 from .rundir import not_a_run
+from .version import __version__
 
 # What sits at an output path
 RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
@@ -100,7 +101,7 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
                                    "li.png"),)),
     Command("dashboard", (Output("--logdir", MANIFEST, (
         "--outputs", "{runs}", "--logdir", "{out}/board", "--mirror-only"), "board"),)),
-    Command("wheelhouse", (Output("--dest", MANIFEST, ("--dest", "{out}/wheels"), "wheels/linformer-0.1.0-py3-none-any.whl"),)),
+    Command("wheelhouse", (Output("--dest", MANIFEST, ("--dest", "{out}/wheels"), f"wheels/linformer-{__version__}-py3-none-any.whl"),)),
     Command("gpu_carry", (
         Output("pack --dest", MANIFEST, ("pack", "scratch", "--dest", "{out}/carry", "--mirror", "{mirror}"),
                "carry/glue/sst2/dev.tsv.xz"),
