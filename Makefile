@@ -38,10 +38,10 @@ demo: install ## the whole pipeline at toy scale on the mirror data (tokenizer, 
 benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra overrides in ARGS="...")
 	$(PY) scripts/benchmark.py $(ARGS)
 
-GPU_STAGES ?= tests table3 throughput
+GPU_TARGETS ?= tests table3 throughput
 GPU_OUT ?= outputs/gpu
-gpu: install ## the GPU stages (GPU_STAGES="tests table3 throughput", results in GPU_OUT=outputs/gpu)
-	$(PY) scripts/gpu_stage.py $(GPU_STAGES) --out $(GPU_OUT)
+gpu: install ## the GPU targets (GPU_TARGETS="tests table3 throughput", results in GPU_OUT=outputs/gpu)
+	$(PY) scripts/gpu.py $(GPU_TARGETS) --out $(GPU_OUT)
 
 PORT ?= 6006
 OUTPUTS ?= outputs

@@ -6,7 +6,7 @@ The rule. A command writes only into a path that is missing or empty, or that ca
 manifest of its own (the wheelhouse's ``.wheelhouse.json``, a carry folder's records, the dashboard's). It never
 replaces or deletes a file it did not write. Anything else is refused with one ``error:`` line naming the path, before
 anything is written, unless the user passes the command's overwrite flag, which replaces an output of another
-command or other settings. A plan (the demo, the reproductions, the GPU stages) checks every stage's outputs before
+command or other settings. A plan (the demo, the reproductions, the GPU targets) checks every job's outputs before
 it starts any (``check_plan``).
 
 Every script under scripts/ is declared here, with each output a user can point somewhere and an example command
@@ -33,8 +33,8 @@ from .version import __version__
 RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
 DIR = "output directory"      # a directory with a MANIFEST: files.check_output_dir (atomic_dir)
 FILES = "output files"        # files with FILE_RECORDS entries in their folder: files.check_output_files
-MANIFEST = "managed folder"   # a folder the command keeps a manifest of (wheelhouse, carry, dashboard, GPU stages)
-PLAN = "plan"                 # stages, each a declared command: check_plan before the first starts
+MANIFEST = "managed folder"   # a folder the command keeps a manifest of (wheelhouse, carry, dashboard, GPU targets)
+PLAN = "plan"                 # jobs, each a declared command: check_plan before the first starts
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
                "carry/glue/sst2/dev.tsv.xz"),
         Output("unpack CARRY", MANIFEST, ("unpack", "{out}/carry"), "carry/notes.txt.xz"),
     )),
-    Command("gpu_stage", (
+    Command("gpu", (
         Output("--out", MANIFEST, ("tests", "--out", "{out}/gpu"), "gpu/gpu_tests.log"),
         Output("--archive", MANIFEST, ("tests", "--out", "{out}/gpu2", "--archive", "{out}/gpu.tgz"), "gpu.tgz"),
     )),
@@ -136,8 +136,8 @@ def foreign(path: str | Path, kind: str, command: str) -> str | None:
     return output_dir_occupant(path, any_run)
 
 
-def stage_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
-    """The (kind, path, command) of each output a stage's command line writes: `argv` is [python, scripts/X.py,
+def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
+    """The (kind, path, command) of each output a job's command line writes: `argv` is [python, scripts/X.py,
     overrides...] of a declared Hydra command (other commands: none here; they check their own at their start)."""
     script = Path(argv[1]).stem if len(argv) > 1 else ""
     command = COMMANDS.get(script)
@@ -155,14 +155,14 @@ def stage_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
 
 
 def check_plan(argvs: Iterable[Sequence[str]]) -> None:
-    """Refuse a plan, before its first stage starts, when any stage would write where the rule does not let it:
-    one line naming the path (and the stage's script). Each stage's own start checks its settings as usual."""
+    """Refuse a plan, before its first job starts, when any job would write where the rule does not let it:
+    one line naming the path (and the job's script). Each job's own start checks its settings as usual."""
     for argv in argvs:
-        for kind, path, script in stage_outputs(argv):
+        for kind, path, script in job_outputs(argv):
             why = foreign(path, kind, script)
             if why:
                 raise OutputPathError(f"{path} {why}: {script} would write there ({kind}). Choose another output "
                                       "path, or move those files away; nothing was started.")
 
 
-__all__ = ["COMMANDS", "Command", "Output", "check_plan", "foreign", "stage_outputs"]
+__all__ = ["COMMANDS", "Command", "Output", "check_plan", "foreign", "job_outputs"]

@@ -7,6 +7,7 @@ that the shell expands from globs, which Hydra's key=value overrides cannot take
 
 
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.data.io import path_root
 from linformer.report.compare import compare_runs
 
 if __name__ == "__main__":
@@ -16,7 +17,8 @@ if __name__ == "__main__":
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
-    p.add_argument("--out", default="outputs/compare", help="output folder (default: outputs/compare)")
+    p.add_argument("--out", default=f"{path_root('output_dir')}/compare",
+                   help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace files in --out that an earlier compare_runs did not write")
     args = p.parse_args()

@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.data.io import path_root
 from linformer.errors import ConfigError
 from linformer.report.dashboard import mirror_all, serve
 
 
 def main() -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--outputs", default="outputs", help="folder of run directories (default: outputs)")
+    p.add_argument("--outputs", default=path_root("output_dir"),
+                   help="folder of run directories (default: paths.output_dir)")
     p.add_argument("--logdir", default=None, help="where the event files go (default: <outputs>/.dashboard)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=6006)

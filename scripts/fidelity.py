@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "changes, not fidelity to the source")
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
     ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
-    measured.add_output_options(ap, "outputs/reports/fidelity")
+    measured.add_output_options(ap, "fidelity")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         if min(args.lengths) < 2 or args.blocks < 1:

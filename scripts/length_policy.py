@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
                     help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
                          "a stratified subset: where a lengthened model's projection acts")
-    measured.add_output_options(ap, "outputs/reports/length_policy")
+    measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy"):
         for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--students", nargs="*", default=[], metavar="DIR",
                     help="also these Linformer classifiers of the classifier's tokenizer (distilled from it at length: "
                          "scripts/distill.py), at every n up to their own")
-    measured.add_output_options(ap, "outputs/reports/long_inputs")
+    measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
     if (args.classifier is None) == (args.render is None):
         ap.error("give --classifier (measure) or --render (write an earlier run's report again), not both")

@@ -1,6 +1,6 @@
 """`make reproduce-pretrained`: Table 2 from all-MiniLM-L6-v2 converted to Linformer, with and without attention
 transfer (the plan and its profiles: linformer/experiments/pretrained.py; the table: scripts/table2.py --layout
-pretrained). Every stage is skipped once its output exists, so an interrupted run resumes where it stopped.
+pretrained). Every job is skipped once its output exists, so an interrupted run resumes where it stopped.
 
 Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only] [--under DIR]
 """
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = exp.PROFILES[args.profile]
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:
-            resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any stage starts
+            resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any job starts
         return reproduce(profile, jobs, args.dry_run, args.report_only, Places.of(args.under, exp.RECORDS))
 
 
@@ -35,7 +35,7 @@ def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool,
         exp.plan(profile, places=places), title=exp.__doc__.split("\n\n")[0],
         minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(profile, places),
-        log_dir=REPO / places.path(f"outputs/reproduce_pretrained_{profile.name}_logs"))
+        log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"))
 
 
 def report_argv(profile: exp.Profile, places: Places = CHECKOUT) -> list[str]:

@@ -12,7 +12,7 @@ import sys
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import repo_root
 from linformer.errors import ConfigError
-from linformer.experiments import frontend
+from linformer.experiments import Places, frontend
 from linformer.experiments import scratch as exp
 
 REPO = repo_root()
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if args.rows is not None and args.rows < 1:
             raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
-        log_dir = (args.under.resolve() if args.under else REPO / "outputs") / f"reproduce_scratch_{profile.name}_logs"
+        log_dir = REPO / Places.of(args.under).outputs(f"reproduce_scratch_{profile.name}_logs")
         return frontend.reproduce(
             exp.plan(profile, under=args.under, max_rows=args.rows), title=exp.__doc__.split("\n\n")[0],
             minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs,

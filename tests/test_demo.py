@@ -33,7 +33,7 @@ def test_every_output_is_checked_before_the_demo_removes_its_own_run(tmp_path, m
     theirs = tmp_path / "outputs/finetune/demo-sst2"
     theirs.mkdir(parents=True)
     (theirs / "results.json").write_text("{}")
-    monkeypatch.setattr(demo, "run_stages", lambda *a, **k: pytest.fail("a stage started"))
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
     with pytest.raises(DataError, match=f"{theirs} exists and is not a demo run"):
         demo.run([], under=tmp_path)
     assert (mine / "config.yaml").is_file() and (theirs / "results.json").read_text() == "{}"
@@ -48,3 +48,31 @@ def test_a_symlinked_demo_run_is_refused_not_followed(tmp_path):
     with pytest.raises(DataError, match=f"{link} is a symbolic link"):
         demo.remove_demo_run(link)
     assert (target / "config.yaml").is_file()
+
+
+def test_the_dry_run_shows_every_job_with_the_demo_runs_to_do_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """The demo's own runs start over, so the dry run lists them as to do even when an earlier demo finished them."""
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    earlier = tmp_path / "outputs/pretrain/demo"
+    earlier.mkdir(parents=True)
+    (earlier / "config.yaml").write_text("experiment_name: demo\n")
+    (earlier / "summary.json").write_text("{}")
+    assert demo.run(["trainer.max_steps=5"], under=tmp_path, dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert [line.split("]")[0] for line in out.splitlines() if line.startswith("[")] == ["[todo"] * 4
+    assert "trainer.max_steps=5" in out and "4 of 4 jobs left" in out
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "outputs", "outputs/pretrain", "outputs/pretrain/demo", "outputs/pretrain/demo/config.yaml",
+        "outputs/pretrain/demo/summary.json"]
+
+
+def test_a_failed_job_is_exit_1_with_its_error_line_and_no_summary(tmp_path, monkeypatch, capsys):
+    from linformer.jobs import JobFailed
+
+    def fail(*a, **k):
+        raise JobFailed("pretrain: exit status 3")
+
+    monkeypatch.setattr(demo.frontend, "run_jobs", fail)
+    assert demo.run([], under=tmp_path) == 1
+    assert "error: pretrain: exit status 3" in capsys.readouterr().err
+    assert not (tmp_path / "outputs/demo/summary.json").exists()

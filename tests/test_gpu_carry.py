@@ -1,4 +1,4 @@
-"""scripts/gpu_carry.py (linformer/gpu/carry.py): a stage's carry folder holds what the stage reads, and unpacks to the same bytes (the model to
+"""scripts/gpu_carry.py (linformer/gpu/carry.py): a target's carry folder holds what the target reads, and unpacks to the same bytes (the model to
 the fp16 rounding of its weights, in fp32)."""
 
 import gzip
@@ -112,7 +112,7 @@ def test_a_carry_cut_short_in_transfer_is_one_error_line_naming_the_file(tmp_pat
     (dest / "imdb").mkdir(parents=True)
     whole = lzma.compress(b"text,label\n" * 1000)
     (dest / "imdb" / "train.csv.xz").write_bytes(whole[: len(whole) // 2])  # a transfer broken off half-way
-    record_output_files([dest / "imdb" / "train.csv.xz"], made_by(carry.PACK, {"stage": "table2"}))
+    record_output_files([dest / "imdb" / "train.csv.xz"], made_by(carry.PACK, {"target": "table2"}))
     assert carry.main(["unpack", str(dest)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {dest / 'imdb' / 'train.csv.xz'} is damaged")
@@ -176,7 +176,7 @@ def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
     packed = tmp_path / "carry" / "imdb"
     packed.mkdir(parents=True)
     (packed / "train.csv.xz").write_bytes(lzma.compress(b"text,label\n"))
-    record_output_files([packed / "train.csv.xz"], made_by(carry.PACK, {"stage": "table2"}))
+    record_output_files([packed / "train.csv.xz"], made_by(carry.PACK, {"target": "table2"}))
     (packed / "train.csv").write_text("the user's")
     assert carry.main(["unpack", str(tmp_path / "carry")]) == 2
     assert "exists and unpack did not write it" in capsys.readouterr().err

@@ -72,8 +72,8 @@ def test_only_the_spec_reads_the_raw_config():
 
 
 # The package's layers, lowest first: a module imports only from its own layer and those below. The lowest holds the
-# mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the stage runner sits with
-# the plans it runs, above the output rule it applies to every plan before the first stage starts.
+# mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the job runner sits with
+# the plans it runs, above the output rule it applies to every plan before the first job starts.
 LAYERS = [
     {"errors", "version", "values"},
     {"signals", "files", "cli", "devices"},
@@ -81,7 +81,7 @@ LAYERS = [
     {"modeling"},
     {"runconfig"},
     {"rundir", "train", "bench", "output_rule"},
-    {"report", "experiments", "gpu", "stages"},
+    {"report", "experiments", "gpu", "jobs"},
 ]
 
 

@@ -3,6 +3,7 @@ the hub-offline check."""
 
 from __future__ import annotations
 
+import functools
 import glob
 import gzip
 import io
@@ -28,12 +29,18 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
-def default_data_mirror() -> str:
-    """paths.data_mirror of configs/paths/default.yaml (its one home), resolved, for the argparse scripts."""
-    from omegaconf import OmegaConf
-
+@functools.cache
+def path_root(key: str) -> str:
+    """One root of configs/paths/default.yaml (its one home), as the file gives it: data_mirror, data_dir, output_dir,
+    results_dir or reports_dir; a relative root is relative to the repository. Every default path in the code
+    starts from one of these."""
     paths = OmegaConf.load(repo_root() / "configs" / "paths" / "default.yaml")
-    return resolve_path(str(paths.data_mirror))
+    return str(OmegaConf.select(paths, key, throw_on_missing=True))
+
+
+def default_data_mirror() -> str:
+    """paths.data_mirror, resolved, for the argparse scripts."""
+    return resolve_path(path_root("data_mirror"))
 
 
 def resolve_path(path: str | os.PathLike) -> str:

@@ -1,6 +1,6 @@
-"""Experiment plans: the stages of ``make demo`` (``demo``), ``make reproduce-mini`` (``mini``), ``make
-reproduce-pretrained`` (``pretrained``) and their targets. Each stage is a real CLI line run by
-``linformer.stages``; where it writes is read from the configs the stage's script composes (``run_dir``), so a
+"""Experiment plans: the jobs of ``make demo`` (``demo``), ``make reproduce-mini`` (``mini``), ``make
+reproduce-pretrained`` (``pretrained``) and their targets. Each job is a real CLI line run by
+``linformer.jobs``; where it writes is read from the configs the job's script composes (``run_dir``), so a
 renamed key or directory moves the plans' done-paths with it instead of leaving them checking elsewhere."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli import compose
+from ..data.io import path_root
 from ..errors import ConfigError
 
 _MARKER = "RUN-NAME-OF-A-PLAN"
@@ -27,15 +28,19 @@ def _run_dir_pattern(config: str, overrides: tuple[str, ...] = ()) -> str:
 
 def run_dir(config: str, run_name: str, overrides: tuple[str, ...] = ()) -> Path:
     """Where scripts/<config>.py writes the run named `run_name` (relative to the repository, as the config says),
-    with the plan's `overrides` (e.g. paths.output_dir=...) given to every stage."""
+    with the plan's `overrides` (e.g. paths.output_dir=...) given to every job."""
     return Path(_run_dir_pattern(config, tuple(overrides)).replace(_MARKER, run_name))
+
+
+COMMAND_ROOTS = ("data_dir", "output_dir")  # the roots of configs/paths that the plans' commands write under
 
 
 @dataclass(frozen=True)
 class Places:
-    """Where a plan's stages write: the repository's data/ and outputs/ and its records folder (paths relative to the
-    repository, as the commands and the records name them), or all of them under one folder (`under`: a rehearsal
-    that leaves the checkout alone). Files are looked up at REPO / path, which an absolute path ignores."""
+    """Where a plan's jobs write: the roots of configs/paths (data/, outputs/, docs/results/, outputs/reports/ of the
+    checkout; paths relative to the repository, as the commands and the records name them), or each of them under
+    one folder (`under`: a rehearsal that leaves the checkout alone). Files are looked up at REPO / path, which an
+    absolute path ignores."""
 
     overrides: tuple[str, ...] = ()
     under: Path | None = None
@@ -46,7 +51,7 @@ class Places:
         if under is None:
             return cls((), None, records)
         under = Path(under).resolve()
-        return cls((f"paths.data_dir={under / 'data'}", f"paths.output_dir={under / 'outputs'}"), under,
+        return cls(tuple(f"paths.{key}={under / path_root(key)}" for key in COMMAND_ROOTS), under,
                    under / records.name if records is not None else None)
 
     def run(self, config: str, name: str) -> Path:
@@ -54,8 +59,16 @@ class Places:
         return run_dir(config, name, self.overrides)
 
     def path(self, relative: str | Path) -> Path:
-        """A path under data/, outputs/ or docs/ of the checkout, or its place under `under`."""
+        """A path relative to the checkout, or its place under `under`."""
         return Path(relative) if self.under is None else self.under / relative
+
+    def results(self, name: str) -> Path:
+        """`name` under paths.results_dir (the committed measurements)."""
+        return self.path(Path(path_root("results_dir")) / name)
+
+    def outputs(self, name: str) -> Path:
+        """`name` under paths.output_dir."""
+        return self.path(Path(path_root("output_dir")) / name)
 
 
 CHECKOUT = Places()  # the plans' default: data/, outputs/ and docs/results/ of the checkout

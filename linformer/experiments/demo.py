@@ -1,13 +1,14 @@
 """`make demo` (scripts/demo.py): the whole pipeline at toy scale on the mirror data, in minutes on 2 CPU cores.
 
-Runs the real command lines one after another through the stage runner (each printed before it runs; a tokenizer
+Runs the real command lines one after another through the job runner (each printed before it runs; a tokenizer
 and corpus already built are kept, the demo's pretraining and finetuning runs start over), then writes
 outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times.
-Extra arguments are Hydra overrides for the pretraining stage (e.g. trainer.max_steps=100).
+Extra arguments are Hydra overrides for the pretraining job (e.g. trainer.max_steps=100).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 import shutil
@@ -21,22 +22,22 @@ from ..cli import compose
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
 from ..files import read_yaml, write_json
+from ..jobs import Job
 from ..output_rule import check_plan
 from ..rundir import RunRecord
-from ..stages import Stage, run_stages
 from ..train.common import native_cpu_bf16
-from . import Places
+from . import Places, frontend
 
 REPO = repo_root()
 PY = sys.executable
 
 
-def _stage(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = ()) -> Stage:
-    """A stage running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
-    composed with the stage's own overrides: the path the script itself writes, so a renamed key or directory
+def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = ()) -> Job:
+    """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
+    composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere."""
     cfg = compose(config, overrides, with_hydra=True)
-    return Stage(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
+    return Job(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -68,41 +69,63 @@ def _run_dir(cfg) -> str:
     return cfg.hydra.run.dir
 
 
-def run(extra: list[str], under: Path | None = None) -> dict:
-    """Run the demo (`extra`: Hydra overrides for its pretraining), print its summary and return it. `under`: write
-    data/ and outputs/ under that folder instead of the checkout (a rehearsal that leaves the checkout alone)."""
-    where = Places.of(under)
-    places, outputs = list(where.overrides), REPO / where.path("outputs")
+def plan(extra: list[str], where: Places) -> list[Job]:
+    """The demo's jobs (`extra`: Hydra overrides for its pretraining), writing where `where` says."""
+    places = list(where.overrides)
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice", "trainer.max_steps=300", "trainer.batch_size=16",
-                "trainer.lr=1e-3", "trainer.warmup_steps=30", "trainer.eval_every=100", "trainer.save_every=100",
-                f"trainer.mixed_precision={precision}", *extra]
-    stages = [_stage("tokenizer", "train_tokenizer.py", "tokenizer", [*places, "data=mirror_slice"],
-                     lambda c: f"{c.out_dir}/tokenizer.json"),
-              _stage("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
-                     lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
-              _stage("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
-                     ("prepare_corpus",))]
-    pretrain_dir = stages[-1].done.parent
+    pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice",
+                "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
+                "trainer.eval_every=100", "trainer.save_every=100", f"trainer.mixed_precision={precision}", *extra]
+    jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, "data=mirror_slice"],
+                 lambda c: f"{c.out_dir}/tokenizer.json"),
+            _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
+                 lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
+            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
+                 ("prepare_corpus",))]
+    pretrain_dir = jobs[-1].done.parent
     shown = pretrain_dir.relative_to(REPO) if pretrain_dir.is_relative_to(REPO) else pretrain_dir
-    finetune = [*places, "task=sst2", f"model_path={shown}", "run_name=demo-sst2",
-                f"experiment_name={DEMO}",
+    finetune = [*places, "task=sst2", f"model_path={shown}", "run_name=demo-sst2", f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
-    stages.append(_stage("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
-                         ("pretrain",)))
-    finetune_dir = stages[-1].done.parent
+    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
+                     ("pretrain",)))
+    return jobs
+
+
+RUNS = ("pretrain", "finetune_sst2")  # the jobs whose run directories the demo replaces: they start over every time
+
+
+def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> int:
+    """Run the demo (`extra`: Hydra overrides for its pretraining) and print its summary; the exit status (0, 1 after a
+    failed job, 130 when stopped: ``frontend.run``). `under`: write data/ and outputs/ under that folder instead of
+    the checkout (a rehearsal that leaves the checkout alone). `dry_run`: print the plan only."""
+    where = Places.of(under)
+    jobs = plan(extra, where)
+    runs = [s.done.parent for s in jobs if s.name in RUNS]
+    title = "make demo: the whole pipeline at toy scale (its pretraining and finetuning runs start over)"
+    frontend.show([dataclasses.replace(s, done=None) if s.name in RUNS else s for s in jobs], title, None,
+                  "one after another", 1, again="Run again, it keeps the tokenizer and corpus it built.")
+    if dry_run:
+        return 0
     # every output checked before anything is removed or written: the demo's runs always start over (only its own
     # are removed), the tokenizer and corpus are kept
-    for run in (pretrain_dir, finetune_dir):
-        check_demo_run(run)
-    check_plan(s.argv for s in stages)
-    for run in (pretrain_dir, finetune_dir):
-        remove_demo_run(run)
+    for run_dir in runs:
+        check_demo_run(run_dir)
+    check_plan(s.argv for s in jobs)
+    for run_dir in runs:
+        remove_demo_run(run_dir)
     t0 = time.perf_counter()
-    times = run_stages(stages, jobs=1, cwd=REPO)
+    rc, times = frontend.run(jobs, 1, None)
+    if rc:
+        return rc
+    summarize(jobs, runs, {**times, "total": round(time.perf_counter() - t0, 1)}, REPO / where.outputs("demo/summary.json"))
+    return 0
 
+
+def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: Path) -> dict:
+    """The demo's summary (`path`: outputs/demo/summary.json) from the finished runs, written, printed and returned."""
+    pretrain_dir, finetune_dir = runs
     pre, fin = RunRecord(pretrain_dir, "pretrain").summary(), RunRecord(finetune_dir, "finetune").results()
     if not pre or not fin:
         raise DataError(f"the demo's runs finished without {pretrain_dir}/summary.json or {finetune_dir}/results.json")
@@ -116,11 +139,11 @@ def run(extra: list[str], under: Path | None = None) -> dict:
         "sst2_dev_accuracy": fin["metrics"]["accuracy"],
         "sst2_train_examples": fin["num_train_examples"],
         "sst2_dev_examples": fin["num_eval_examples"],
-        "wall_time_s": {**times, "total": round(time.perf_counter() - t0, 1)},
-        "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in stages},
+        "wall_time_s": times,
+        "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in jobs},
     }
-    write_json(outputs / "demo/summary.json", summary)
-    print(f"\n==> demo summary ({outputs / 'demo/summary.json'})")
+    write_json(path, summary)
+    print(f"\n==> demo summary ({path})")
     print(f"  validation perplexity: {summary['val_ppl_before_pretraining']:,.1f} before pretraining -> "
           f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
     print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "

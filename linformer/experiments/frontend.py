@@ -1,6 +1,7 @@
-"""The front end of the resumable reproductions (scripts/reproduce_mini.py, reproduce_pretrained.py,
-reproduce_scratch.py): print the plan with what is done and the minutes left, run the stages left, then write the
-report in a process of its own."""
+"""The one front end of the plans (scripts/reproduce_mini.py, reproduce_pretrained.py, reproduce_scratch.py and
+scripts/demo.py): print the plan with what is done and the minutes left (`show`, all a dry run does), run the jobs
+left (`run`: the exit status 0, 1 after a failed job's error line, 130 when stopped), then, for a reproduction,
+write the report in a process of its own (`reproduce`)."""
 
 from __future__ import annotations
 
@@ -13,52 +14,60 @@ from pathlib import Path
 
 from ..data.io import repo_root
 from ..errors import ConfigError
-from ..stages import STOPPED, Stage, StageFailed, run_stages, wanted
+from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
 
 REPO = repo_root()
 
 
-def reproduce(stages: list[Stage], *, title: str, minutes: Callable[[Stage], float] | None, timing: str, jobs: int,
+def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
               dry_run: bool, report_only: bool, report: list[str], log_dir: Path,
               after: Callable[[dict[str, float]], None] | None = None) -> int:
-    """`stages` (a plan), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
-    the wall seconds of the stages run now) and the exit status: 0, 1 when a stage failed (its error line printed),
-    130 when stopped (finished stages kept). `minutes`: each stage's estimate (None: the plan has none)."""
-    todo = wanted(stages, {s.name for s in stages if s.finished})
-    print(title)
-    for s in stages:
-        estimate = f" ~{minutes(s):g} min" if minutes else ""
-        state = "done" if s.finished else f"todo{estimate}" if s in todo else "not needed: what needs it is done"
-        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
-    print(f"[report] python scripts/table2.py {shlex.join(report)}")
-    left = f"about {sum(map(minutes, todo)) / jobs:.0f} min with {jobs} at a time ({timing})" if minutes else \
-        f"{jobs} at a time ({timing})"
-    print(f"\n{len(todo)} of {len(stages)} stages left: {left}. An interrupted run resumes: run the same command again.")
+    """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
+    the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
+    130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
+    show(plan, title, minutes, timing, jobs, [f"[report] python scripts/table2.py {shlex.join(report)}"])
     if dry_run:
         return 0
     times: dict[str, float] = {}
     if not report_only:
         t0 = time.perf_counter()
-        rc, times = run(stages, jobs, log_dir)
+        rc, times = run(plan, jobs, log_dir)
         if rc:
             return rc
-        times["total (stages run now)"] = round(time.perf_counter() - t0, 1)
-        print(f"stages done in {(time.perf_counter() - t0) / 60:.1f} min")
+        times["total (jobs run now)"] = round(time.perf_counter() - t0, 1)
+        print(f"jobs done in {(time.perf_counter() - t0) / 60:.1f} min")
     rc = subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
     if rc == 0 and after is not None:
         after(times)
     return rc
 
 
-def run(stages: list[Stage], jobs: int, log_dir: Path) -> tuple[int, dict[str, float]]:
-    """Run a plan's stages: (0, wall seconds per stage run), or (1, {}) after a failed stage's error line, or
-    (130, {}) when stopped (its finished stages kept)."""
+def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
+         then: list[str] = (), again: str = "An interrupted run resumes: run the same command again.") -> None:
+    """Print a plan: each job's state (done, to do with its estimate, or not needed) and command line, the lines of
+    what follows it (`then`), how many jobs are left, and what running it again does (`again`)."""
+    todo = wanted(plan, {s.name for s in plan if s.finished})
+    print(title)
+    for s in plan:
+        estimate = f" ~{minutes(s):g} min" if minutes else ""
+        state = "done" if s.finished else f"todo{estimate}" if s in todo else "not needed: what needs it is done"
+        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
+    if then:
+        print(*then, sep="\n")
+    left = f"about {sum(map(minutes, todo)) / jobs:.0f} min with {jobs} at a time ({timing})" if minutes else \
+        f"{jobs} at a time ({timing})"
+    print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")
+
+
+def run(plan: list[Job], jobs: int, log_dir: Path) -> tuple[int, dict[str, float]]:
+    """Run a plan's jobs: (0, wall seconds per job run), or (1, {}) after a failed job's error line, or
+    (130, {}) when stopped (its finished jobs kept)."""
     try:
-        return 0, run_stages(stages, jobs=jobs, cwd=REPO, log_dir=log_dir)
+        return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir)
     except KeyboardInterrupt:
         print(STOPPED, file=sys.stderr)
         return 130, {}
-    except StageFailed as err:
+    except JobFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1, {}
 
@@ -71,7 +80,7 @@ def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: 
     ap.add_argument("--under", type=Path, default=None, metavar="DIR",
                     help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
-    ap.add_argument("--jobs", type=int, default=None, help="stages run at once (default: the plan's or profile's)")
+    ap.add_argument("--jobs", type=int, default=None, help="jobs run at once (default: the plan's or profile's)")
     ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
 
 
@@ -79,5 +88,5 @@ def jobs_of(given: int | None, profile_jobs: int) -> int:
     """--jobs, or the profile's; ConfigError below 1."""
     jobs = profile_jobs if given is None else given
     if jobs < 1:
-        raise ConfigError(f"--jobs {jobs}: at least one stage must run at a time")
+        raise ConfigError(f"--jobs {jobs}: at least one job must run at a time")
     return jobs

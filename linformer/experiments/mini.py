@@ -1,6 +1,6 @@
 """The mini Table 2 on the mirror data (experiment table2_mini): the plan of ``make reproduce-mini``.
 
-Stages (a stage whose output is complete is skipped, so an interrupted run resumes where it stopped; pretraining
+Jobs (a job whose output is complete is skipped, so an interrupted run resumes where it stopped; pretraining
 also resumes from its last checkpoint):
   1. tokenizer + corpus (data=mirror_mini: books + Wikipedia, n = 128)
   2. pretrain 7 variants, 7200 updates x 16 x 128 tokens = 14.7M tokens each:
@@ -18,9 +18,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..cli import compose
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..stages import Stage
+from ..jobs import Job
 from . import CHECKOUT, Places
 
 REPO = repo_root()
@@ -34,20 +35,22 @@ LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the lr with the better
 VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch and the lr on
 
 
-def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Stage]:
-    """Every stage in order; `needs` lets run_stages start a finetune as soon as its pretraining is done."""
+def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
+    """Every job in order; `needs` lets run_jobs start a finetune as soon as its pretraining is done."""
     base = list(places.overrides)
-    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
-                    REPO / places.path("data/tokenizers/mirror_mini/tokenizer.json")),
-              Stage("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
-                    REPO / places.path("data/processed/mirror_mini/manifest.json"), ("tokenizer",))]
+    tokenizer_dir = compose("tokenizer", [*base, "data=mirror_mini"]).out_dir  # where the scripts write, from their
+    corpus_dir = compose("corpus", [*base, "data=mirror_mini"]).out_dir     # configs
+    plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
+                REPO / tokenizer_dir / "tokenizer.json"),
+            Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
+                REPO / corpus_dir / "manifest.json", ("tokenizer",))]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"
         linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
         args = ["scripts/pretrain.py", *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
                 f"seed={SEED}"]
-        stages.append(Stage(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / "summary.json",
+        plan.append(Job(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / "summary.json",
                             ("corpus",)))
         finetune_from.append((label, run, False))
     finetune_from.append(("full", "mini-full", True))  # the same baseline, random initialisation
@@ -57,9 +60,9 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Stage]
             args = ["scripts/finetune.py", *base, EXP, f"task={task}", f"model_path={places.run('pretrain', run)}",
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
-            stages.append(Stage(f"finetune {name}", [python, *args],
+            plan.append(Job(f"finetune {name}", [python, *args],
                                 REPO / places.run("finetune", name) / "results.json", (f"pretrain {label}",)))
-    return stages
+    return plan
 
 
 def pretrain_runs(places: Places = CHECKOUT) -> dict[str, Path]:
@@ -70,5 +73,5 @@ def pretrain_runs(places: Places = CHECKOUT) -> dict[str, Path]:
 def report_commands(places: Places = CHECKOUT) -> list[list[str]]:
     # --overwrite: the reproduction owns docs/results/table2_mini.*, which is committed without the output record
     runs = places.run("finetune", "mini-*")
-    return [["scripts/table2.py", str(runs), "--out", str(places.path("docs/results/table2_mini")),
+    return [["scripts/table2.py", str(runs), "--out", str(places.results("table2_mini")),
              "--command", "make reproduce-mini", "--overwrite"]]

@@ -12,37 +12,39 @@ every seed and row sees the same train rows and eval examples, which the paired 
 
 Every finished finetuning run's small records (results.json, eval_predictions.json, config.yaml and the model's
 card) are kept under ``RECORDS`` (docs/results, committed), and the table reads them there, so a half-finished
-experiment survives a fresh clone: a stage is done when its records are kept, and the corpus and models (stages
+experiment survives a fresh clone: a job is done when its records are kept, and the corpus and models (jobs
 marked intermediate) are rebuilt only for the runs still to do.
 
 Profiles: ``cpu`` fits into sittings on 2 CPU cores (fp32: bf16 is emulated on CPUs without native support);
 ``cpu12k`` is IMDB alone on 12,000 training reviews (a scale where the teacher reaches its target): the teacher and
 the "local" policy's rows that the IMDB targets read, and one seed of the comparisons, over several sittings;
 ``gpu`` is the full-size table (IMDB 25k/25k, 3 seeds on every row, bf16). On the CPU profiles only the rows a
-target reads (the teacher and the "local" policy's) get 3 seeds; the other rows, comparisons, get one. Every stage is resumable
-(``linformer/stages.py``): run the same command again after an interruption.
+target reads (the teacher and the "local" policy's) get 3 seeds; the other rows, comparisons, get one. Every job is resumable
+(``linformer/jobs.py``): run the same command again after an interruption.
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data.io import repo_root
+from ..cli import compose
+from ..data.io import path_root, repo_root
 from ..files import atomic_dir, read_json
+from ..jobs import Job, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, chosen_on_reported
-from ..stages import Stage, in_order_of_use
 from . import CHECKOUT, Places
 
-REPO = repo_root()  # the stages run there, and their finished files are looked up there, wherever the caller is
+REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
 SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
-RECORDS = Path("docs/results/table2_pretrained_runs")  # each finished run's small records, committed
+RECORDS = Path(path_root("results_dir")) / "table2_pretrained_runs"  # each finished run's small records, committed
 KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
 # The targets (report.table2_pretrained checks them against the table)
 TEACHER_TARGET = {"sst2": 88.0, "imdb": 90.0}  # the teacher's accuracy (SST-2 dev, IMDB test subset)
@@ -98,7 +100,7 @@ class Profile:
 
 
 PROFILES = {
-    # Minutes per stage as the profile runs them (2 jobs of 1 thread on 2 cores, fp32, batches grouped by length),
+    # Minutes per job as the profile runs them (2 jobs of 1 thread on 2 cores, fp32, batches grouped by length),
     # estimated: the SST-2 teacher runs its 2,105 updates at about 3 per second with 2 threads on an idle machine;
     # a full-attention IMDB run at 512 tokens takes about 1.5 times a Linformer one (16 and 10 min per 1,000 reviews).
     "cpu": Profile(
@@ -111,7 +113,7 @@ PROFILES = {
                "imdb": TaskScale(train=2000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
                                  minutes={"full": 32, "linformer": 20})},
         seeds=(0, 1, 2), other_rows_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=7.5,
-        timing="estimated from runs on 2 AMD EPYC cores, 2 stages at a time",
+        timing="estimated from runs on 2 AMD EPYC cores, 2 jobs at a time",
         # landmark pooling acts on the projected keys, which SST-2's sentences (shorter than k) never reach
         policy_tasks={"landmarks": ("imdb",)}),
     # the cpu profile's IMDB recipe on 6x the reviews (750 updates): on one thread beside another run the teacher's
@@ -125,7 +127,7 @@ PROFILES = {
         tasks={"imdb": TaskScale(train=12000, eval=2000, epochs=1, max_length=N, lr=1e-4, batch_size=16,
                                  minutes={"full": 110, "linformer": 115})},
         seeds=(0, 1, 2), other_rows_seeds=(0,), mixed_precision="no", jobs=2, transfer_minutes=7.5,
-        timing="estimated from runs on 2 AMD EPYC cores, 2 stages at a time", policy_ks={"paper": (128,)},
+        timing="estimated from runs on 2 AMD EPYC cores, 2 jobs at a time", policy_ks={"paper": (128,)},
         mixed_starts={"local": "seed 0 of each local row was finetuned from the cpu profile's transfer build, seeds 1-2 "
                                "from a rebuild of the same recipe on a fresh clone (records made before one start per "
                                "row was enforced; both builds are listed)"}),
@@ -154,7 +156,7 @@ class Row:
     k: int | None
     sharing: str | None
     policy: str | None       # a key of POLICIES
-    prepare: str             # the stage that builds model_dir
+    prepare: str             # the job that builds model_dir
 
     @property
     def read_by_targets(self) -> bool:
@@ -172,7 +174,14 @@ def row_tasks(p: Profile, row: Row) -> tuple[str, ...]:
 
 
 def converted_dir(attention: str, places: Places = CHECKOUT) -> Path:
-    return places.path(f"outputs/converted/{SOURCE}-{attention}-n{N}")
+    """Where scripts/convert.py writes SOURCE converted with `attention` at n = N (its config's out_dir)."""
+    return Path(_out_dir("convert", (*places.overrides, f"model_path={SOURCE}", f"model.max_seq_len={N}",
+                                     f"model.attention={attention}")))
+
+
+@functools.cache
+def _out_dir(config: str, overrides: tuple[str, ...]) -> str:
+    return compose(config, list(overrides)).out_dir
 
 
 def transfer_run(k: int, sharing: str, policy: str) -> str:
@@ -211,31 +220,33 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
 
 
 def chosen_on_reported_record(kept: Path) -> bool:
-    """Whether the kept records chose their epoch on the reported split (``rundir.chosen_on_reported``): then the stage
-    runs again under the protocol and its new records replace them (``Stage.stale``)."""
+    """Whether the kept records chose their epoch on the reported split (``rundir.chosen_on_reported``): then the job
+    runs again under the protocol and its new records replace them (``Job.stale``)."""
     record = read_json(kept / RESULTS) if (kept / RESULTS).is_file() else {}
     return bool(record) and chosen_on_reported(record)
 
 
-def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) -> list[Stage]:
-    """Every stage, cheapest and most decisive first, each corpus, converted or transferred model just before the
-    first run that needs it: run_stages starts them in this order as their needs finish, so a few jobs at a time (the
+def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
+    """Every job, cheapest and most decisive first, each corpus, converted or transferred model just before the
+    first run that needs it: run_jobs starts them in this order as their needs finish, so a few jobs at a time (the
     gpu profile's 4) finish runs from their first minutes instead of building every model first."""
-    corpus_dir = places.path(f"data/processed/mirror_slice-{SOURCE}-n{N}")
+    # beside the corpora prepare_corpus.py writes (its config's out_dir), named for SOURCE's tokenizer and N
+    corpus_dir = Path(_out_dir("corpus", (*places.overrides, "data=mirror_slice"))).with_name(
+        f"mirror_slice-{SOURCE}-n{N}")
     base = list(places.overrides)
-    stages = [Stage("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
+    plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
                     REPO / corpus_dir / "manifest.json", intermediate=True)]
     table = rows(p, places)
     for row in table:
         if row.policy is None:
-            stages.append(Stage(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
+            plan.append(Job(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
                                               f"out_dir={row.model_dir}"], REPO / row.model_dir / "config.json",
                                   intermediate=True))
             continue
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
-        stages.append(Stage(
+        plan.append(Job(
             row.prepare,
             [python, "scripts/transfer.py", *base, f"model_path={SOURCE}", f"model.max_seq_len={N}",
              f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", *policy, "transfer.train=all",
@@ -245,7 +256,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
              f"trainer.mixed_precision={p.mixed_precision}", f"corpus_dir={corpus_dir}",
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
             REPO / row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
-    # (priority, stage): every seed of the rows the targets decide on (the teacher, the local policy with the first
+    # (priority, job): every seed of the rows the targets decide on (the teacher, the local policy with the first
     # sharing) first, so a profile run in short slices decides its targets first; then seed 0 of every other row
     # (a whole table), then their other seeds; seed by seed (each seed pairs with the teacher's), then row by row,
     # SST-2 (cheap) before IMDB
@@ -268,21 +279,21 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
                 if scale.eval is not None:
                     args.append(f"max_eval_examples={scale.eval}")
                 finished, kept = REPO / places.run("finetune", name), REPO / records(places) / name
-                runs.append(((not decides, seed, r_i, t_i), Stage(
+                runs.append(((not decides, seed, r_i, t_i), Job(
                     f"finetune {name}", args, kept / RESULTS, (row.prepare,),
                     keep=lambda finished=finished, kept=kept: keep_records(finished, kept),
                     stale=lambda kept=kept: chosen_on_reported_record(kept))))
-    stages += [s for _, s in sorted(runs, key=lambda x: x[0])]
-    return in_order_of_use(stages)
+    plan += [s for _, s in sorted(runs, key=lambda x: x[0])]
+    return in_order_of_use(plan)
 
 
-def estimated_minutes(p: Profile, stage: Stage) -> float:
-    """Rough minutes for one stage on the profile's machine (from the measurements the profile records)."""
-    if stage.name.startswith("transfer"):
+def estimated_minutes(p: Profile, job: Job) -> float:
+    """Rough minutes for one job on the profile's machine (from the measurements the profile records)."""
+    if job.name.startswith("transfer"):
         return p.transfer_minutes
-    if stage.name.startswith("finetune"):
-        task = next(a for a in stage.argv if a.startswith("task=")).split("=", 1)[1]
-        full = "-full-" in stage.name
+    if job.name.startswith("finetune"):
+        task = next(a for a in job.argv if a.startswith("task=")).split("=", 1)[1]
+        full = "-full-" in job.name
         return p.tasks[task].minutes["full" if full else "linformer"]
     return 0.5
 
@@ -299,7 +310,7 @@ def finetune_runs(p: Profile, places: Places = CHECKOUT) -> str:
 
 def table_path(p: Profile, places: Places = CHECKOUT) -> str:
     """Where the profile's table is written (without the .md/.json suffix)."""
-    return str(places.path("docs/results/table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")))
+    return str(places.results("table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")))
 
 
 def recipe_text(p: Profile) -> str:
@@ -311,7 +322,7 @@ def recipe_text(p: Profile) -> str:
 
 
 def planned_runs(p: Profile) -> set[str]:
-    """The run names of the profile's finetuning stages (what the table's runs are, when they are the experiment's)."""
+    """The run names of the profile's finetuning jobs (what the table's runs are, when they are the experiment's)."""
     return {s.name.removeprefix("finetune ") for s in plan(p) if s.name.startswith("finetune ")}
 
 

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli import compose
-from ..data.io import repo_root, resolve_path
+from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import atomic_dir, read_json, write_json
+from ..jobs import Job, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
-from ..stages import Stage, in_order_of_use
 from . import Places
 from .pretrained import keep_records
 
@@ -65,8 +65,8 @@ class Profile:
     pretrain: tuple[str, ...]  # the pretraining recipe (trainer.* overrides), the same for every row
     recipes: dict              # task -> its finetuning recipe (overrides), the same for every row and seed
     seeds: tuple[int, ...]     # finetuning seeds of every row (pretraining has one, seed 0)
-    jobs: int                  # stages at once
-    minutes: dict              # estimated minutes per stage: "pretrain", and one per task
+    jobs: int                  # jobs at once
+    minutes: dict              # estimated minutes per job: "pretrain", and one per task
     timing: str                # where the minutes come from
     records: Path              # finished runs' small records (relative to the repository)
     table: str                 # the report's path without suffix
@@ -107,8 +107,8 @@ PROFILES = {
                       "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE)
                   for t in ("qnli", "qqp")}},
         seeds=(0, 1, 2), jobs=2, minutes={"pretrain": 0.5, "sst2": 0.2, "imdb": 0.2},
-        timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 stages at a time", records=Path("outputs/table2_scratch_toy_runs"),
-        table="outputs/reports/table2_scratch_toy"),
+        timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 jobs at a time", records=Path(path_root("output_dir")) / "table2_scratch_toy_runs",
+        table=f"{path_root('reports_dir')}/table2_scratch_toy"),
     # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
     # passes over data=wiki_scratch's 26,586 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
     # model=small well off the unigram plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
@@ -130,7 +130,8 @@ PROFILES = {
         seeds=(0, 1, 2), jobs=4, minutes={"pretrain": 2.5, "sst2": 1.0, "imdb": 1.0},
         timing="estimated from figure3_gpu (4 model=small runs at 0.89M tokens/s each on one H200, 50k vocabulary); "
                "the first slice measures it",
-        records=Path("docs/results/table2_scratch_gpu_runs"), table="docs/results/table2_scratch_gpu"),
+        records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
+        table=f"{path_root('results_dir')}/table2_scratch_gpu"),
 }
 
 
@@ -193,7 +194,7 @@ def _start_of(result: dict) -> str | None:
 
 class Starts:
     """The weights a row's finetuning would start from now: its pretraining's on this machine, hashed once per finished
-    run (the runner asks whether a stage is done many times)."""
+    run (the runner asks whether a job is done many times)."""
 
     def __init__(self) -> None:
         self._hashes: dict[tuple[Path, int], str | None] = {}
@@ -224,7 +225,7 @@ def finished_runs(p: Profile, row: Row, places: Places, starts: Starts | None = 
 
 def finished_run(p: Profile, row: Row, places: Places, name: str, starts: Starts) -> bool:
     """finished_runs for one run of the row, reading its own record only where the row's pretraining is on this
-    machine (the runner asks this of every waiting stage, many times)."""
+    machine (the runner asks this of every waiting job, many times)."""
     here = starts.here(REPO / places.run("pretrain", pretrain_run(p, row.label))) if row.pretrained else None
     if row.pretrained and here is None:  # the pretraining is gone from here: the whole-row rule
         return finished_runs(p, row, places, starts)[name]
@@ -237,17 +238,17 @@ def row_complete(p: Profile, row: Row, places: Places, starts: Starts | None = N
 
 
 def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None
-         ) -> list[Stage]:
-    """Every stage, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
+         ) -> list[Job]:
+    """Every job, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
     `max_rows`, only the first that many rows not complete (a full-attention row brings its pretraining, which the
     no-pretraining row also needs)."""
     places = Places.of(under, p.records)
     base = places.overrides
     tok_dir = Path(resolve_path(compose("tokenizer", [*p.data, *base]).out_dir))
     corpus_dir = Path(resolve_path(compose("corpus", [*p.data, *base]).out_dir))
-    stages = [Stage("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
+    plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
                     tok_dir / "tokenizer.json", intermediate=True),
-              Stage("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",
+              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",
                     ("tokenizer",), intermediate=True)]
     table = rows(p)
     starts = Starts()
@@ -260,7 +261,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
         run_path, kept = REPO / run, REPO / places.records / name
         attention = ["model.attention=full"] if row.attention == "full" else [
             "model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
-        stages.append(Stage(
+        plan.append(Job(
             f"pretrain {label}",
             [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *p.pretrain, *base, "seed=0",
              f"run_name={name}", f"experiment_name={EXPERIMENT}"],
@@ -279,18 +280,18 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                         f"from_scratch={str(not row.pretrained).lower()}", *recipe, *base, f"seed={seed}",
                         "subset_seed=0", f"validation_fraction={p.validation_fraction:g}", f"run_name={name}",
                         f"experiment_name={EXPERIMENT}"]
-                stages.append(Stage(
+                plan.append(Job(
                     f"finetune {name}", args, kept / RESULTS, (f"pretrain {row.pretrain_label}",),
                     keep=lambda run=run, kept=kept: keep_records(run, kept),
                     stale=lambda row=row, name=name: not finished_run(p, row, places, name, starts)))
-    return in_order_of_use(stages)
+    return in_order_of_use(plan)
 
 
-def estimated_minutes(p: Profile, stage: Stage) -> float:
-    """Rough minutes for one stage on the profile's machine."""
-    kind = stage.name.split()[0]
+def estimated_minutes(p: Profile, job: Job) -> float:
+    """Rough minutes for one job on the profile's machine."""
+    kind = job.name.split()[0]
     if kind == "finetune":
-        task = next(a.split("=", 1)[1] for a in stage.argv if a.startswith("task="))
+        task = next(a.split("=", 1)[1] for a in job.argv if a.startswith("task="))
         return p.minutes[task]
     return p.minutes.get(kind, 0.5)
 

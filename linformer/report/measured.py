@@ -12,14 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..cli import cli_errors
+from ..data.io import path_root
 from ..devices import cpu_model_name
 from ..files import made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
 
 
-def add_output_options(ap: argparse.ArgumentParser, default: str) -> None:
-    ap.add_argument("--out", default=default, help="writes <out>.md, .json and .png")
+def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
+    """--out (default: paths.reports_dir/<name>) and --overwrite."""
+    ap.add_argument("--out", default=f"{path_root('reports_dir')}/{name}",
+                    help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name})")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
 
 

@@ -20,7 +20,7 @@ def test_the_plan_pretrains_seven_variants_and_finetunes_each_at_two_rates():
     assert "projected_dim" not in full and "sharing" not in full   # full attention has no k
 
 
-def test_plan_names_are_unique_and_each_finetune_reads_the_run_its_stage_writes():
+def test_plan_names_are_unique_and_each_finetune_reads_the_run_its_job_writes():
     plan = mini.plan()
     assert len({s.name for s in plan}) == len(plan) == 2 + 7 + 32
     by_name = {s.name: s for s in plan}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from linformer.experiments import pretrained as exp
+from linformer.jobs import _check
 from linformer.rundir import chosen_on_reported
-from linformer.stages import _check
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,11 +19,11 @@ def _value(argv: list[str], key: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(exp.PROFILES))
-def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(name):
+def test_every_row_is_finetuned_on_each_task_from_the_model_its_job_builds(name):
     p = exp.PROFILES[name]
-    stages = exp.plan(p, python="python")
-    _check(stages)  # unique names, every need known
-    by_name = {s.name: s for s in stages}
+    jobs = exp.plan(p, python="python")
+    _check(jobs)  # unique names, every need known
+    by_name = {s.name: s for s in jobs}
     rows = exp.rows(p)
     per_sharing = sum(len(p.policy_ks.get(policy, p.ks)) for policy in p.policies)
     assert len(rows) == 1 + len(p.sharings) * per_sharing and set(p.ks) == {64, 128}
@@ -42,7 +42,7 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
                for name in ("converted", "paper"))
     assert exp.POLICIES["landmarks"] == {**exp.POLICIES["local"], "landmark_pooling": True}
     # the corpus and the models are intermediate: a fresh clone whose records are all kept rebuilds none of them
-    assert {s.name for s in stages if s.intermediate} == {"corpus"} | {row.prepare for row in rows}
+    assert {s.name for s in jobs if s.intermediate} == {"corpus"} | {row.prepare for row in rows}
     for row in rows:
         prepare = by_name[row.prepare]
         if row.policy is None:  # the teacher: convert writes the directory finetuning reads
@@ -62,14 +62,14 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
                 # done when the run's records are kept where the table reads them (committed)
                 kept = exp.REPO / exp.RECORDS / _value(s.argv, "run_name")
                 assert s.done == kept / "results.json" and s.keep is not None
-                # a kept record chosen on the reported split does not count as done: the stage runs again
+                # a kept record chosen on the reported split does not count as done: the job runs again
                 if s.done.is_file() and chosen_on_reported(json.loads(s.done.read_text())):
                     assert not s.finished
     assert len(p.seeds) == 3
     # every row a target reads has 3 seeds (experiments.pretrained.SEEDS); the others none but their own
     from linformer.experiments.pretrained import SEEDS
 
-    finetunes = [s.name for s in stages if s.name.startswith("finetune")]
+    finetunes = [s.name for s in jobs if s.name.startswith("finetune")]
     for row in rows:
         count = sum(f"-{row.slug}-s" in n for n in finetunes)
         assert count == len(exp.row_tasks(p, row)) * (SEEDS if row.read_by_targets else len(p.other_rows_seeds)), row.slug
@@ -82,7 +82,7 @@ def test_every_row_is_finetuned_on_each_task_from_the_model_its_stage_builds(nam
     assert imdb.max_length == exp.N and (imdb.eval is None or imdb.eval >= 2000)
     # every seed of the rows the targets decide on (teacher, local policy, first sharing) comes first; then seed 0
     # of every other row before any of their other seeds: an interrupted run decides its targets, then has a table
-    order = [s.name for s in stages if s.name.startswith("finetune")]
+    order = [s.name for s in jobs if s.name.startswith("finetune")]
     deciding = {"full"} | {f"k{k}-{p.sharings[0]}-local-tr" for k in p.ks}
     decides = [any(f"-{slug}-s" in n for slug in deciding) for n in order]
     assert decides == sorted(decides, reverse=True) and sum(decides) == len(p.tasks) * SEEDS * len(deciding)
@@ -109,7 +109,7 @@ def test_keeping_a_run_copies_its_records_and_the_model_card_whole(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "model", "run"]  # no temporary left
 
 
-def test_dry_run_prints_every_stage_once_and_the_minutes_of_those_left(capsys):
+def test_dry_run_prints_every_job_once_and_the_minutes_of_those_left(capsys):
     import re
     import shlex
 
@@ -119,17 +119,17 @@ def test_dry_run_prints_every_stage_once_and_the_minutes_of_those_left(capsys):
     profile = exp.PROFILES["gpu"]
     assert reproduce_pretrained.reproduce(profile, jobs=2, dry_run=True, report_only=False) == 0
     out = capsys.readouterr().out
-    stages = exp.plan(profile)
-    for stage in stages:  # every stage once, as the command it runs
-        assert out.count(f"] {stage.name}: {shlex.join(['python', *stage.argv[1:]])}\n") == 1, stage.name
-    todo = [s for s in stages if not s.finished]  # kept records chosen on the reported split run again
+    jobs = exp.plan(profile)
+    for job in jobs:  # every job once, as the command it runs
+        assert out.count(f"] {job.name}: {shlex.join(['python', *job.argv[1:]])}\n") == 1, job.name
+    todo = [s for s in jobs if not s.finished]  # kept records chosen on the reported split run again
     minutes = sum(exp.estimated_minutes(profile, s) for s in todo) / 2
-    assert re.search(rf"{len(todo)} of {len(stages)} stages left: about {minutes:.0f} min with 2 at a time", out)
+    assert re.search(rf"{len(todo)} of {len(jobs)} jobs left: about {minutes:.0f} min with 2 at a time", out)
     assert "--layout pretrained --profile gpu" in out
 
 
 def test_the_plan_reads_the_same_progress_from_any_working_directory(tmp_path, monkeypatch):
-    """The stages' finished files are looked up in the repository, not the caller's directory (the scripts no
+    """The jobs' finished files are looked up in the repository, not the caller's directory (the scripts no
     longer change directory to make relative paths work)."""
     monkeypatch.chdir(exp.REPO)
     here = [s.finished for s in exp.plan(exp.PROFILES["cpu"])]

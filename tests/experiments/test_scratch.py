@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 
 from linformer.errors import DataError
 from linformer.experiments import scratch as exp
+from linformer.jobs import _check, wanted
 from linformer.report import table2_scratch
-from linformer.stages import _check, wanted
 from tests.train.conftest import _synthetic_corpus, write_sst2_fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +31,15 @@ def _value(argv, key):
 @pytest.mark.parametrize("name", sorted(exp.PROFILES))
 def test_every_row_pretrains_on_one_recipe_and_every_finetune_follows_the_protocol(name, tmp_path):
     p = exp.PROFILES[name]
-    stages = exp.plan(p, python="python", under=tmp_path)
-    _check(stages)
-    by_name = {s.name: s for s in stages}
+    jobs = exp.plan(p, python="python", under=tmp_path)
+    _check(jobs)
+    by_name = {s.name: s for s in jobs}
     rows = exp.rows(p)
     # the paper's rows: full attention, k = n/4 and n/2 x headwise, kv, layerwise; and the no-pretraining control
     assert [(r.k, r.sharing) for r in rows if r.attention == "linformer"] == [
         (k, s) for s in ("headwise", "kv", "layerwise") for k in (p.n // 4, p.n // 2)]
     assert [r.label for r in rows if not r.pretrained] == ["full-scratch"]
-    pretrains = [s for s in stages if s.name.startswith("pretrain ")]
+    pretrains = [s for s in jobs if s.name.startswith("pretrain ")]
     assert len(pretrains) == 7 and all(s.intermediate and s.needs == ("corpus",) for s in pretrains)
     # side by side: the same data, shape, recipe and seed; only the attention keys differ
     attention_keys = ("model.attention=", "model.projected_dim=", "model.sharing=", "run_name=")
@@ -101,15 +101,15 @@ def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
     import shutil
 
     shutil.rmtree(outputs / pretrain)
-    stages = exp.plan(p, python="python", under=tmp_path)
-    todo = {s.name for s in wanted(stages, {s.name for s in stages if s.finished})}
+    jobs = exp.plan(p, python="python", under=tmp_path)
+    todo = {s.name for s in wanted(jobs, {s.name for s in jobs if s.finished})}
     assert not todo & {f"finetune {n}" for n in names} and f"pretrain {row.label}" not in todo
 
     # one run of the row is missing: every run of the row runs again, after a new pretraining
     shutil.rmtree(records / names[-1])
     assert not any(exp.finished_runs(p, row, places).values())
-    stages = exp.plan(p, python="python", under=tmp_path)
-    todo = {s.name for s in wanted(stages, {s.name for s in stages if s.finished})}
+    jobs = exp.plan(p, python="python", under=tmp_path)
+    todo = {s.name for s in wanted(jobs, {s.name for s in jobs if s.finished})}
     assert {f"finetune {n}" for n in names} | {f"pretrain {row.label}"} <= todo
 
     # the rebuild (other weights) is on this machine: only the runs that started from it count
@@ -118,10 +118,10 @@ def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
     _keep_finetune(records, names[0], h2)
     done = exp.finished_runs(p, row, places)
     assert done[names[0]] and not any(done[n] for n in names[1:])
-    stage = next(s for s in exp.plan(p, python="python", under=tmp_path) if s.name == f"finetune {names[1]}")
-    assert not stage.finished  # its kept record exists but started from h1: stale
+    job = next(s for s in exp.plan(p, python="python", under=tmp_path) if s.name == f"finetune {names[1]}")
+    assert not job.finished  # its kept record exists but started from h1: stale
     _keep_finetune(records, names[1], h2)
-    assert stage.finished      # the record the rerun writes counts
+    assert job.finished      # the record the rerun writes counts
 
     # a run recorded before the protocol that chose an earlier epoch on the reported split never counts
     (records / names[0] / "results.json").write_text(json.dumps({"start_weights_sha256": h2, "best_step": 1,
@@ -141,13 +141,13 @@ def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
     names = [exp.finetune_run(p, t, full, s) for t in p.tasks for s in p.seeds]
     for name in names[:-1]:
         _keep_finetune(records, name, "h")
-    stages = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
-    assert not exp.row_complete(p, full, places) and stages["pretrain full"].keep is not None
+    jobs = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
+    assert not exp.row_complete(p, full, places) and jobs["pretrain full"].keep is not None
     _keep_finetune(records, names[-1], "h")  # the row is whole now
-    stages = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
-    assert exp.row_complete(p, full, places) and stages["pretrain full"].keep is None
+    jobs = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
+    assert exp.row_complete(p, full, places) and jobs["pretrain full"].keep is None
     # the no-pretraining row is not done, so the full pretraining is still wanted (for its shape), kept nowhere
-    todo = {s.name for s in wanted(list(stages.values()), {s.name for s in stages.values() if s.finished})}
+    todo = {s.name for s in wanted(list(jobs.values()), {s.name for s in jobs.values() if s.finished})}
     assert "pretrain full" in todo and not {f"finetune {n}" for n in names} & todo
 
 
@@ -227,7 +227,7 @@ def _fixture_mirror(root: Path) -> Path:
 
 @pytest.mark.slow
 def test_the_toy_rehearsal_runs_the_whole_plan_and_resumes(tmp_path):
-    """`python scripts/reproduce_scratch.py --profile toy --under DIR`: every stage, the report (md, json, png) with
+    """`python scripts/reproduce_scratch.py --profile toy --under DIR`: every job, the report (md, json, png) with
     every row, 3 seeds per cell, one start per row and Figure 3a from the same runs; run again, it runs nothing."""
     mirror = _fixture_mirror(tmp_path / "mirror")
     env = {**os.environ, "LINFORMER_DATA_MIRROR": str(mirror)}
@@ -243,12 +243,12 @@ def test_the_toy_rehearsal_runs_the_whole_plan_and_resumes(tmp_path):
     for results in (tmp_path / "work" / "table2_scratch_toy_runs").glob("*/results.json"):
         assert json.loads(results.read_text())["selection"]["split"] == "validation"
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and "0 of 57 stages left" in again.stdout
+    assert again.returncode == 0 and "0 of 57 jobs left" in again.stdout
 
 
 @pytest.mark.parametrize("task", ["qnli", "qqp"])
 def test_the_pair_task_recipes_run_with_one_override_on_fixtures(task, tmp_path, pretrained_run):
-    """--tasks ...,qnli,qqp: the plan's finetuning stage for the task, as composed from its command line, trains and
+    """--tasks ...,qnli,qqp: the plan's finetuning job for the task, as composed from its command line, trains and
     scores once on GLUE-layout fixtures (the real train.tsv cannot be had here)."""
     from linformer.cli import compose
     from linformer.train.finetune import finetune
@@ -264,9 +264,9 @@ def test_the_pair_task_recipes_run_with_one_override_on_fixtures(task, tmp_path,
     (glue / "train.tsv").write_text("\n".join([header, *(rows(i) for i in range(120))]) + "\n")
     (glue / "dev.tsv").write_text("\n".join([header, *(rows(i) for i in range(1000, 1040))]) + "\n")
     p = exp.with_tasks(exp.PROFILES["toy"], ["sst2", task])
-    stage = next(s for s in exp.plan(p, python="python", under=tmp_path / "work")
+    job = next(s for s in exp.plan(p, python="python", under=tmp_path / "work")
                  if s.name == f"finetune {exp.finetune_run(p, task, exp.rows(p)[0], 0)}")
-    argv = [a for a in stage.argv[2:] if not a.startswith("model_path=")]
+    argv = [a for a in job.argv[2:] if not a.startswith("model_path=")]
     cfg = compose("finetune", [*argv, f"model_path={pretrained_run}", f"paths.data_mirror={tmp_path / 'mirror'}",
                                "trainer.max_length=32"])
     results = finetune(cfg, tmp_path / "run")

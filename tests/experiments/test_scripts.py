@@ -1,4 +1,4 @@
-"""The reproduction scripts' command line: a bad --jobs is one error line and exit 2, before any stage starts."""
+"""The reproduction scripts' command line: a bad --jobs is one error line and exit 2, before any job starts."""
 
 import sys
 from pathlib import Path
@@ -16,4 +16,4 @@ def test_bad_jobs_is_one_error_line(capsys, script):
         main(["--jobs", "0", "--dry-run"])
     out = capsys.readouterr()
     assert stop.value.code == 2 and out.out == ""
-    assert out.err == "error: --jobs 0: at least one stage must run at a time\n"
+    assert out.err == "error: --jobs 0: at least one job must run at a time\n"

@@ -1,4 +1,4 @@
-"""linformer.stages: dependency order, skipping finished stages, parallel jobs and clear failures."""
+"""linformer.jobs: dependency order, skipping finished jobs, parallel jobs and clear failures."""
 
 import json
 import os
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from linformer.stages import Stage, StageFailed, in_order_of_use, run_stages
+from linformer.jobs import Job, JobFailed, in_order_of_use, run_jobs
 
 
 def _writer(path, sleep=0.0, env_out=None):
-    """A stage command that sleeps, appends its start/end times to a journal, and writes its `done` file."""
+    """A job command that sleeps, appends its start/end times to a journal, and writes its `done` file."""
     code = (f"import os,time,sys; t=time.time(); time.sleep({sleep}); "
             f"open({str(path)!r}, 'w').write(os.environ.get('OMP_NUM_THREADS', '-')); "
             f"open({str(path.parent / 'journal')!r}, 'a').write(f'{path.name} {{t}} {{time.time()}}\\n')")
@@ -26,12 +26,12 @@ def _journal(tmp_path):
     return {name: (float(a), float(b)) for name, a, b in rows}
 
 
-def test_dependencies_run_first_and_finished_stages_are_skipped(tmp_path):
+def test_dependencies_run_first_and_finished_jobs_are_skipped(tmp_path):
     (tmp_path / "a").write_text("old")  # finished in an earlier, interrupted run
-    stages = [Stage("a", _writer(tmp_path / "a"), tmp_path / "a"),
-              Stage("c", _writer(tmp_path / "c"), tmp_path / "c", ("b",)),  # listed before what it needs
-              Stage("b", _writer(tmp_path / "b", 0.3), tmp_path / "b", ("a",))]
-    times = run_stages(stages, jobs=1)
+    jobs = [Job("a", _writer(tmp_path / "a"), tmp_path / "a"),
+              Job("c", _writer(tmp_path / "c"), tmp_path / "c", ("b",)),  # listed before what it needs
+              Job("b", _writer(tmp_path / "b", 0.3), tmp_path / "b", ("a",))]
+    times = run_jobs(jobs, jobs=1)
     assert set(times) == {"b", "c"} and (tmp_path / "a").read_text() == "old"
     j = _journal(tmp_path)
     assert j["b"][1] <= j["c"][0]
@@ -39,20 +39,20 @@ def test_dependencies_run_first_and_finished_stages_are_skipped(tmp_path):
 
 def test_parallel_jobs_overlap_get_their_threads_and_logs(tmp_path):
     logs = tmp_path / "logs"
-    stages = [Stage(name, _writer(tmp_path / name, 1.0), tmp_path / name) for name in ("x", "y")]
-    run_stages(stages, jobs=2, log_dir=logs, cores=4)
+    jobs = [Job(name, _writer(tmp_path / name, 1.0), tmp_path / name) for name in ("x", "y")]
+    run_jobs(jobs, jobs=2, log_dir=logs, cores=4)
     j = _journal(tmp_path)
     assert j["x"][0] < j["y"][1] and j["y"][0] < j["x"][1]  # each started before the other ended
     assert (tmp_path / "x").read_text() == "2"  # 4 cores / 2 jobs
     assert (logs / "x.log").read_text().startswith("$ ")
 
 
-def test_a_failure_names_the_stage_and_blocks_its_dependants(tmp_path):
-    stages = [Stage("bad step", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "never"),
-              Stage("after", _writer(tmp_path / "after"), tmp_path / "after", ("bad step",)),
-              Stage("quiet", [sys.executable, "-c", "pass"], tmp_path / "missing")]
-    with pytest.raises(StageFailed) as err:
-        run_stages(stages, jobs=2, log_dir=tmp_path / "logs")
+def test_a_failure_names_the_jobs_and_blocks_its_dependants(tmp_path):
+    jobs = [Job("bad step", [sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "never"),
+              Job("after", _writer(tmp_path / "after"), tmp_path / "after", ("bad step",)),
+              Job("quiet", [sys.executable, "-c", "pass"], tmp_path / "missing")]
+    with pytest.raises(JobFailed) as err:
+        run_jobs(jobs, jobs=2, log_dir=tmp_path / "logs")
     msg = str(err.value)
     assert "bad step: exit status 3" in msg and "bad_step.log" in msg
     assert "quiet: exit 0 but" in msg and "not started: after" in msg
@@ -60,20 +60,20 @@ def test_a_failure_names_the_stage_and_blocks_its_dependants(tmp_path):
 
 
 def test_plan_errors():
-    with pytest.raises(ValueError, match="unknown stages"):
-        run_stages([Stage("a", ["true"], Path("/nonexistent"), ("b",))])
+    with pytest.raises(ValueError, match="unknown jobs"):
+        run_jobs([Job("a", ["true"], Path("/nonexistent"), ("b",))])
     with pytest.raises(ValueError, match="repeat"):
-        run_stages([Stage("a", ["true"], Path("/x")),
-                    Stage("a", ["true"], Path("/y"))])
+        run_jobs([Job("a", ["true"], Path("/x")),
+                    Job("a", ["true"], Path("/y"))])
 
 
-def test_stopping_the_runner_stops_its_stages(tmp_path):
-    """SIGTERM to the runner reaches each running stage (which saves and exits) instead of orphaning it."""
+def test_stopping_the_runner_stops_its_jobs(tmp_path):
+    """SIGTERM to the runner reaches each running job (which saves and exits) instead of orphaning it."""
     child = (f"import pathlib,signal,sys,time,os; "
              f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(tmp_path / 'saved')!r}).write_text('1'), "
              f"sys.exit(0))); pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(os.getpid())); time.sleep(60)")
-    runner = (f"import sys; from pathlib import Path; from linformer.stages import Stage, run_stages\n"
-              f"try:\n    run_stages([Stage('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
+    runner = (f"import sys; from pathlib import Path; from linformer.jobs import Job, run_jobs\n"
+              f"try:\n    run_jobs([Job('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
               f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n"
               f"except KeyboardInterrupt:\n    sys.exit(130)\n")
     proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
@@ -84,12 +84,12 @@ def test_stopping_the_runner_stops_its_stages(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "[stopped] long" in out
-    assert (tmp_path / "saved").read_text() == "1"  # the stage got SIGTERM and ran its handler
+    assert (tmp_path / "saved").read_text() == "1"  # the job got SIGTERM and ran its handler
     with pytest.raises(ProcessLookupError):
         os.kill(int((tmp_path / "pid").read_text()), 0)
 
 
-def test_a_kept_stage_copies_its_records_and_a_finished_uncopied_run_is_kept_not_run_again(tmp_path):
+def test_a_kept_jobs_copies_its_records_and_a_finished_uncopied_run_is_kept_not_run_again(tmp_path):
     import shutil
 
     def keeper(run, kept):
@@ -105,46 +105,46 @@ def test_a_kept_stage_copies_its_records_and_a_finished_uncopied_run_is_kept_not
     for run, _ in runs.values():
         run.mkdir(parents=True)
     (runs["finished"][0] / "result").write_text("from before")  # ran to the end, then the runner was stopped
-    stages = [Stage(name, _writer(run / "result"), kept / "result", keep=keeper(run, kept))
+    jobs = [Job(name, _writer(run / "result"), kept / "result", keep=keeper(run, kept))
               for name, (run, kept) in runs.items()]
-    times = run_stages(stages, jobs=1)
+    times = run_jobs(jobs, jobs=1)
     assert set(times) == {"fresh"}  # the finished run was kept, not run again
     assert (tmp_path / "kept" / "finished" / "result").read_text() == "from before"
     assert (tmp_path / "kept" / "fresh" / "result").is_file()
 
 
-def test_intermediate_stages_run_only_for_what_still_needs_them(tmp_path):
+def test_intermediate_jobs_run_only_for_what_still_needs_them(tmp_path):
     """A fresh clone with every final record kept rebuilds no corpus or model; one missing record rebuilds only
-    the chain it needs; an intermediate written meanwhile by a stage it needs is not run again."""
-    def stage(name, needs=(), intermediate=False, writes=()):
+    the chain it needs; an intermediate written meanwhile by a job it needs is not run again."""
+    def job(name, needs=(), intermediate=False, writes=()):
         argv = _writer(tmp_path / name)
-        if writes:  # also writes another stage's product
+        if writes:  # also writes another job's product
             argv = [sys.executable, "-c", argv[2] + "".join(f"; open({str(tmp_path / w)!r}, 'w').write('x')"
                                                              for w in writes)]
-        return Stage(name, argv, tmp_path / name, tuple(needs), intermediate=intermediate)
+        return Job(name, argv, tmp_path / name, tuple(needs), intermediate=intermediate)
 
-    plan = [stage("corpus", intermediate=True), stage("model", ["corpus"], intermediate=True),
-            stage("teacher", writes=["teacher-weights"]), stage("teacher-weights", ["teacher"], intermediate=True),
-            stage("run1", ["model"]), stage("run2", ["model"]), stage("distilled", ["teacher-weights"])]
+    plan = [job("corpus", intermediate=True), job("model", ["corpus"], intermediate=True),
+            job("teacher", writes=["teacher-weights"]), job("teacher-weights", ["teacher"], intermediate=True),
+            job("run1", ["model"]), job("run2", ["model"]), job("distilled", ["teacher-weights"])]
     for done in ("run1", "run2", "teacher", "distilled"):
         (tmp_path / done).write_text("kept")
-    assert run_stages(plan) == {}  # nothing needed
+    assert run_jobs(plan) == {}  # nothing needed
     (tmp_path / "run2").unlink()
-    assert set(run_stages(plan)) == {"corpus", "model", "run2"}
+    assert set(run_jobs(plan)) == {"corpus", "model", "run2"}
     (tmp_path / "distilled").unlink()
     (tmp_path / "teacher").unlink()
-    assert set(run_stages(plan)) == {"teacher", "distilled"}  # teacher wrote teacher-weights: not run again
+    assert set(run_jobs(plan)) == {"teacher", "distilled"}  # teacher wrote teacher-weights: not run again
 
 
 def test_in_order_of_use_builds_each_input_just_before_its_first_user():
-    def stage(name, needs=(), intermediate=False):
-        return Stage(name, ["true"], Path(name), tuple(needs), intermediate=intermediate)
+    def job(name, needs=(), intermediate=False):
+        return Job(name, ["true"], Path(name), tuple(needs), intermediate=intermediate)
 
-    plan = [stage("corpus", intermediate=True), stage("teacher", intermediate=True),
-            stage("model-a", ["corpus"], intermediate=True), stage("model-b", ["corpus"], intermediate=True),
-            stage("unused", intermediate=True),
-            stage("teacher-run", ["teacher"]), stage("a-run", ["model-a"]), stage("b-run", ["model-b"]),
-            stage("a-run-2", ["model-a"])]
+    plan = [job("corpus", intermediate=True), job("teacher", intermediate=True),
+            job("model-a", ["corpus"], intermediate=True), job("model-b", ["corpus"], intermediate=True),
+            job("unused", intermediate=True),
+            job("teacher-run", ["teacher"]), job("a-run", ["model-a"]), job("b-run", ["model-b"]),
+            job("a-run-2", ["model-a"])]
     order = [s.name for s in in_order_of_use(plan)]
     assert order == ["teacher", "teacher-run", "corpus", "model-a", "a-run", "model-b", "b-run", "a-run-2", "unused"]
 
@@ -157,46 +157,46 @@ def test_the_gpu_table2_plan_finishes_a_run_before_building_every_model():
     first_transfer = names.index("transfer k128-layerwise-local")  # the targets' rows come first
     assert names[first_transfer - 1] == "corpus"
     assert names[first_transfer + 1] == "finetune tp-gpu-sst2-k128-layerwise-local-tr-s0"
-    assert sorted(names) == sorted({*names})  # every stage once
+    assert sorted(names) == sorted({*names})  # every job once
 
 
 def test_a_torn_json_record_is_not_done(tmp_path):
-    """A results.json cut short by a kill or a bad copy: the stage runs again instead of counting as finished."""
+    """A results.json cut short by a kill or a bad copy: the job runs again instead of counting as finished."""
     record = tmp_path / "results.json"
-    stage = Stage("run", [sys.executable, "-c", f"open({str(record)!r}, 'w').write('{{\"a\": 1}}')"], record)
+    job = Job("run", [sys.executable, "-c", f"open({str(record)!r}, 'w').write('{{\"a\": 1}}')"], record)
     record.write_text('{"a": 1, "b"')
-    assert not stage.finished
-    run_stages([stage], jobs=1)
-    assert stage.finished and json.loads(record.read_text()) == {"a": 1}
+    assert not job.finished
+    run_jobs([job], jobs=1)
+    assert job.finished and json.loads(record.read_text()) == {"a": 1}
 
 
 def test_a_stale_record_runs_again_and_its_replacement_counts(tmp_path):
-    """A record that exists but no longer counts (made under an older protocol, or from another start): the stage
+    """A record that exists but no longer counts (made under an older protocol, or from another start): the job
     runs again, and the runner accepts the new record, which is not stale; without `stale` it would be skipped."""
     record = tmp_path / "results.json"
     record.write_text('{"protocol": 1}')
     write = f"open({str(record)!r}, 'w').write('{{\"protocol\": 2}}')"
     stale = lambda: json.loads(record.read_text())["protocol"] < 2
-    stage = Stage("run", [sys.executable, "-c", write], record, stale=stale)
-    assert not stage.finished
-    assert set(run_stages([stage], jobs=1)) == {"run"}
-    assert stage.finished and json.loads(record.read_text()) == {"protocol": 2}
-    assert run_stages([stage], jobs=1) == {}  # now done: skipped
+    job = Job("run", [sys.executable, "-c", write], record, stale=stale)
+    assert not job.finished
+    assert set(run_jobs([job], jobs=1)) == {"run"}
+    assert job.finished and json.loads(record.read_text()) == {"protocol": 2}
+    assert run_jobs([job], jobs=1) == {}  # now done: skipped
 
 
-def test_a_plan_is_refused_before_its_first_stage_when_a_later_output_is_someone_elses(tmp_path):
-    """The output rule over a plan: a folder of the user's where a later stage's run would go stops the plan before
-    the first stage starts (which would otherwise run, and leave a half-done plan)."""
+def test_a_plan_is_refused_before_its_first_jobs_when_a_later_output_is_someone_elses(tmp_path):
+    """The output rule over a plan: a folder of the user's where a later job's run would go stops the plan before
+    the first job starts (which would otherwise run, and leave a half-done plan)."""
     from linformer.errors import OutputPathError
 
     marker = tmp_path / "first-ran"
     theirs = tmp_path / "outputs/finetune/r"
     theirs.mkdir(parents=True)
     (theirs / "notes.txt").write_text("mine")
-    stages = [Stage("first", [sys.executable, "-c", f"open({str(marker)!r}, 'w')"], marker),
-              Stage("finetune", [sys.executable, "scripts/finetune.py", "task=sst2", "model_path=x",
+    jobs = [Job("first", [sys.executable, "-c", f"open({str(marker)!r}, 'w')"], marker),
+              Job("finetune", [sys.executable, "scripts/finetune.py", "task=sst2", "model_path=x",
                                  f"paths.output_dir={tmp_path / 'outputs'}", "run_name=r"], theirs / "results.json",
                     ("first",))]
     with pytest.raises(OutputPathError, match=f"{theirs} is not a run directory but holds notes.txt: finetune would"):
-        run_stages(stages, jobs=1, cwd=Path(__file__).resolve().parents[1])
+        run_jobs(jobs, jobs=1, cwd=Path(__file__).resolve().parents[1])
     assert not marker.exists() and (theirs / "notes.txt").read_text() == "mine"

@@ -1,8 +1,8 @@
-"""Run the GPU stages of the reproduction, each as one command whose results are a few small files.
+"""Run the GPU targets of the reproduction, each as one command whose results are a few small files.
 
-    python scripts/gpu_stage.py tests table3 throughput --out results/
+    python scripts/gpu.py tests table3 throughput --out results/
 
-Stages (see README, "On a GPU"):
+Targets (see README, "On a GPU"):
   tests       pytest -m gpu tests/gpu (fp16/bf16 training, padding invariance, RoBERTa equality, SDPA kernels,
               exact resume, finetuning and conversion, FLOP counts on CUDA) -> gpu_tests.log
   table3      the paper's Table 3 (configs/benchmark_table3_gpu.yaml) -> table3_gpu.{md,csv,png}
@@ -25,16 +25,16 @@ Stages (see README, "On a GPU"):
               (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
               -> figure3_gpu.{json,png}, and each run's curves and summary under <out>/repo/outputs/pretrain/fig3-*
 
-Every stage's command line, exit code and wall time go into <out>/gpu_stages.json (one record per stage run,
-newest last), so a batch of stages returns what each did even when one of them fails.
+Every target's command line, exit code and wall time go into <out>/gpu_targets.json (one record per target run,
+newest last), so a batch of targets returns what each did even when one of them fails.
 
---archive FILE writes <out> as one .tar.gz after every stage (atomically: a command killed mid-stage leaves the
-archive of the stages before it), for a machine that returns only a few files.
+--archive FILE writes <out> as one .tar.gz after every target (atomically: a command killed mid-target leaves the
+archive of the targets before it), for a machine that returns only a few files.
 
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
-running command gets SIGTERM (a resumable stage keeps what it finished and exits within its own stop time; one
-still running linformer.stages.STOP_WAIT_S = 120 s later is killed), no further command starts, and the stage is recorded as stopped, not failed. A stage's files under the repository
-(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same stage on a fresh
+running command gets SIGTERM (a resumable target keeps what it finished and exits within its own stop time; one
+still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further command starts, and the target is recorded as stopped, not failed. A target's files under the repository
+(copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 """
 
@@ -55,7 +55,7 @@ from ..devices import cuda_device_name as device_name  # a name the tests stand 
 from ..errors import OutputPathError
 from ..experiments import pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
-from ..stages import Stage, StageFailed, StagesStopped, run_stages
+from ..jobs import Job, JobFailed, JobsStopped, run_jobs
 
 REPO = repo_root()
 
@@ -73,17 +73,17 @@ SCRATCH_ROWS = 2
 MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
 
 
-def copy_back_patterns(stage: str) -> tuple[str, ...]:
-    """What a stage writes inside the repository (globs relative to it) that a fresh machine needs to resume the
-    stage, and the results themselves; nothing for the stages that write only under --out."""
-    if stage in ("mfu", "figure3"):
-        runs = MFU_RUNS if stage == "mfu" else FIGURE3_RUNS
+def copy_back_patterns(target: str) -> tuple[str, ...]:
+    """What a target writes inside the repository (globs relative to it) that a fresh machine needs to resume the
+    target, and the results themselves; nothing for the targets that write only under --out."""
+    if target in ("mfu", "figure3"):
+        runs = MFU_RUNS if target == "mfu" else FIGURE3_RUNS
         return tuple(f"{run_dir('pretrain', run)}/{name}" for run in runs for name in RUN_RECORDS)
-    if stage == "scratch":
+    if target == "scratch":
 
         gpu = scratch.PROFILES["gpu"]
         return f"{gpu.records}/*", f"{gpu.table}.*"
-    if stage != "table2":
+    if target != "table2":
         return ()
 
     gpu = pretrained.PROFILES["gpu"]
@@ -129,11 +129,11 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
                     "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
 
 
-def stage_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[str]]]:
-    """Each stage's commands, run in order; a stage stops at its first failing command. jobs: the table2 runs at
+def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[str]]]:
+    """Each target's commands, run in order; a target stops at its first failing command. jobs: the table2 runs at
     once (None: the gpu profile's)."""
     py = sys.executable
-    stages = {
+    targets = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
                    "no:cacheprovider"]],
         "table3": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_gpu", f"out_dir={out}",
@@ -147,7 +147,7 @@ def stage_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[st
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
     }
-    return stages
+    return targets
 
 
 # pytest's closing count line, e.g. "185 skipped in 3.20s" or "== 3 passed, 2 skipped in 9.1s =="
@@ -155,19 +155,19 @@ _PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s")
 
 
 def all_skipped(log_text: str) -> bool:
-    """Whether pytest's last summary in `log_text` counts skips and no passes: a test stage that tested nothing."""
+    """Whether pytest's last summary in `log_text` counts skips and no passes: a test target that tested nothing."""
     counts = [m.group(1) for m in map(_PYTEST_SUMMARY.match, log_text.splitlines()) if m]
     return bool(counts) and "passed" not in counts[-1] and "skipped" in counts[-1]
 
 
-def log_name(stage: str) -> str:
-    return "gpu_tests.log" if stage == "tests" else f"{stage}.log"
+def log_name(target: str) -> str:
+    return "gpu_tests.log" if target == "tests" else f"{target}.log"
 
 
-def run_stage(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
-    """Run one stage's commands in order (a Together group's commands side by side, through the project's stage
-    runner, linformer.stages.run_stages), their output streamed to the console and to <out>/<name>.log (tests:
-    gpu_tests.log); the first that fails ends the stage. At `deadline` (time.monotonic()) the running commands get
+def run_target(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
+    """Run one target's commands in order (a Together group's commands side by side, through the project's job
+    runner, linformer.jobs.run_jobs), their output streamed to the console and to <out>/<name>.log (tests:
+    gpu_tests.log); the first that fails ends the target. At `deadline` (time.monotonic()) the running commands get
     SIGTERM and no other starts: the record says `stopped`."""
     log_path = out / log_name(name)
     start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
@@ -177,21 +177,21 @@ def run_stage(name: str, commands: list, out: Path, deadline: float | None = Non
             slots = group.slots()  # once: the free GPU memory it reads moves
             if len(group.commands) > 1:
                 log.write(f"# {len(group.commands)} commands, {slots} at a time\n")
-            stages = [Stage(str(i), c, None) for i, c in enumerate(group.commands)]
+            plan = [Job(str(i), c, None) for i, c in enumerate(group.commands)]
             try:
-                run_stages(stages, jobs=slots, cwd=REPO, stream=log, deadline=deadline)
-            except StageFailed as failed:
+                run_jobs(plan, jobs=slots, cwd=REPO, stream=log, deadline=deadline)
+            except JobFailed as failed:
                 rc = next(code for code in failed.exit_codes.values() if code != 0)
-            except StagesStopped as ended:
+            except JobsStopped as ended:
                 rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
-            except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_stages)
+            except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_jobs)
                 rc, stopped, interrupted = 130, True, True
             if rc != 0 or stopped:
                 break
     if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):
-        rc = 1  # exit 0 with every test skipped: nothing was tested, so the stage did not pass
-        print(f"error: every GPU test was skipped ({log_path}): the stage tested nothing", flush=True)
-    record = {"stage": name, "commands": [_shown(c) for c in commands], "rc": rc,
+        rc = 1  # exit 0 with every test skipped: nothing was tested, so the target did not pass
+        print(f"error: every GPU test was skipped ({log_path}): the target tested nothing", flush=True)
+    record = {"target": name, "commands": [_shown(c) for c in commands], "rc": rc,
               "wall_s": round(time.perf_counter() - start, 1), "log": log_path.name}
     if stopped:
         record["stopped"] = True
@@ -237,67 +237,73 @@ def archive(folder: Path, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    commands = stage_commands(Path("."))
+    commands = target_commands(Path("."))
     parser = ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("stages", nargs="+", choices=sorted(commands), help="stages to run, in order")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the stages' results")
+    parser.add_argument("targets", nargs="+", choices=sorted(commands), help="targets to run, in order")
+    parser.add_argument("--out", required=True, type=Path, help="directory for the targets' results")
     parser.add_argument("--archive", type=Path, metavar="FILE",
-                        help="write --out as one .tar.gz after every stage")
+                        help="write --out as one .tar.gz after every target")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
     parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or --archive that "
-                                                                  "gpu_stage did not write")
+                                                                  "scripts/gpu.py did not write")
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="table2: runs at once (default the gpu profile's); fewer finish the first runs sooner")
+    parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed)")
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: give at least 1")
     if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
+    if args.dry_run:
+        for name, commands in target_commands(args.out, args.jobs).items():
+            if name in args.targets:
+                print(f"[{name}] -> {args.out / log_name(name)}", *(f"  {_shown(c)}" for c in commands), sep="\n")
+        return 0
     out = args.out.resolve()
     if out.exists() and not out.is_dir():
-        parser.error(f"--out {args.out} is a file, not a folder for the stages' results")
-    record_path = out / "gpu_stages.json"
+        parser.error(f"--out {args.out} is a file, not a folder for the targets' results")
+    record_path = out / "gpu_targets.json"
     try:
         records = json.loads(record_path.read_text()) if record_path.is_file() else []
     except ValueError:
         parser.error(f"{record_path} is not JSON (damaged): move it away to start a new record there")
     if not isinstance(records, list):
-        parser.error(f"{record_path} is not a list of stage records: move it away to start a new record there")
+        parser.error(f"{record_path} is not a list of target records: move it away to start a new record there")
     # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
     # else's (refused, naming it, before anything else); claimed before they are written, so a run stopped half-way
     # leaves files the next run may replace
-    written = [out / log_name(name) for name in args.stages] + [record_path] + \
+    written = [out / log_name(name) for name in args.targets] + [record_path] + \
         ([args.archive.resolve()] if args.archive is not None else [])
-    owner = made_by("gpu_stage", {})
+    owner = made_by("gpu", {})
     try:
         check_output_files(written, owner, args.overwrite)
     except OutputPathError as err:
         parser.error(str(err))
     gpu = device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
-        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one")
+        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
-    commands = stage_commands(out, args.jobs)
-    for name in args.stages:
-        print(f"== stage {name} on {gpu}", flush=True)
-        record = {**run_stage(name, commands[name], out, deadline), "device": gpu}
+    commands = target_commands(out, args.jobs)
+    for name in args.targets:
+        print(f"== target {name} on {gpu}", flush=True)
+        record = {**run_target(name, commands[name], out, deadline), "device": gpu}
         records.append(record)
         write_json(record_path, records, indent=1)
         if args.archive is not None:
             archive(out, args.archive)
         how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
-        print(f"== stage {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
+        print(f"== target {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
         if record.get("interrupted"):
-            print(f"stopped by a signal during {name}: its record is in {record_path}; no further stage runs",
+            print(f"stopped by a signal during {name}: its record is in {record_path}; no further target runs",
                   file=sys.stderr)
             return 130
-    batch = records[-len(args.stages):]
-    stopped = [r["stage"] for r in batch if r.get("stopped")]
-    failed = [r["stage"] for r in batch if r["rc"] != 0 and not r.get("stopped")]
-    print(f"gpu stages: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
+    batch = records[-len(args.targets):]
+    stopped = [r["target"] for r in batch if r.get("stopped")]
+    failed = [r["target"] for r in batch if r["rc"] != 0 and not r.get("stopped")]
+    print(f"gpu targets: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
           + (f"; failed: {', '.join(failed)}" if failed else "")
           + (f"; stopped at --stop-after (resumable): {', '.join(stopped)}" if stopped else "")
           + f" ({record_path})")

@@ -1,41 +1,41 @@
-"""scripts/gpu_stage.py (linformer/gpu/stages.py): every stage runs, its log and record survive a failing stage, and the exit code says so."""
+"""scripts/gpu.py (linformer/gpu/targets.py): every target runs, its log and record survive a failing target, and the exit code says so."""
 
 import json
 import sys
 from pathlib import Path
 
-from linformer.gpu import stages
+from linformer.gpu import targets
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _load(monkeypatch, gpu: str | None = "a CUDA device (stand-in)"):
-    """The GPU stages with their CUDA device stood in by `gpu` (None: no CUDA device), so stand-in stages run here."""
-    monkeypatch.setattr(stages, "device_name", lambda: gpu)
-    return stages
+    """The GPU targets with their CUDA device stood in by `gpu` (None: no CUDA device), so stand-in targets run here."""
+    monkeypatch.setattr(targets, "device_name", lambda: gpu)
+    return targets
 
 
-def test_a_failing_stage_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load(monkeypatch)
+def test_a_failing_target_is_recorded_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
+    gpu = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "print('3 passed'); raise SystemExit(1)"],
                       [sys.executable, "-c", "print('never runs')"]],
             "table3": [[sys.executable, "-c", "print('table written')"]],
             "throughput": [[sys.executable, "-c", "pass"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
-    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
-    records = json.loads((tmp_path / "gpu_stages.json").read_text())
-    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    assert gpu.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    records = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert [(r["target"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
     log = (tmp_path / "gpu_tests.log").read_text()
-    assert "3 passed\n" in log and "never runs" not in log  # a stage stops at its first failing command
+    assert "3 passed\n" in log and "never runs" not in log  # a target stops at its first failing command
     assert (tmp_path / "table3.log").read_text().endswith("table written\n")
     assert "1 of 2 passed; failed: tests" in capsys.readouterr().out
-    assert gpu_stage.main(["throughput", "--out", str(tmp_path)]) == 0  # a later batch adds to the record
-    assert [r["stage"] for r in json.loads((tmp_path / "gpu_stages.json").read_text())] == ["tests", "table3",
+    assert gpu.main(["throughput", "--out", str(tmp_path)]) == 0  # a later batch adds to the record
+    assert [r["target"] for r in json.loads((tmp_path / "gpu_targets.json").read_text())] == ["tests", "table3",
                                                                                            "throughput"]
 
 
-def test_the_stage_commands_name_configs_that_exist(monkeypatch):
-    commands = _load(monkeypatch).stage_commands(Path("/out"))
+def test_the_target_commands_name_configs_that_exist(monkeypatch):
+    commands = _load(monkeypatch).target_commands(Path("/out"))
     for name in ("table3", "throughput"):
         (command,) = commands[name]
         assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
@@ -44,10 +44,10 @@ def test_the_stage_commands_name_configs_that_exist(monkeypatch):
 
 def test_figure3_runs_differ_only_in_attention_and_k(monkeypatch):
     """Every Figure 3 run gets the same model, data and recipe (so the same tokens and steps); the figure reads the
-    run directories the runs write, and their records come back with the stage's files."""
-    gpu_stage = _load(monkeypatch)
-    commands = gpu_stage.stage_commands(Path("/out"))["figure3"]
-    (group,) = [c for c in commands if isinstance(c, gpu_stage.Together)]
+    run directories the runs write, and their records come back with the target's files."""
+    gpu = _load(monkeypatch)
+    commands = gpu.target_commands(Path("/out"))["figure3"]
+    (group,) = [c for c in commands if isinstance(c, gpu.Together)]
     runs = group.commands
     varying = lambda arg: arg.startswith(("model.attention=", "model.projected_dim=", "run_name="))
     assert len(runs) == 4 and all(c[1] == "scripts/pretrain.py" for c in runs)
@@ -55,7 +55,7 @@ def test_figure3_runs_differ_only_in_attention_and_k(monkeypatch):
     names = [a.split("=", 1)[1] for c in runs for a in c if a.startswith("run_name=")]
     figure = commands[-1]
     assert figure[1] == "scripts/figure3.py" and [f"outputs/pretrain/{n}" for n in names] == figure[2:6]
-    assert {f"outputs/pretrain/{n}/metrics.jsonl" for n in names} <= set(gpu_stage.copy_back_patterns("figure3"))
+    assert {f"outputs/pretrain/{n}/metrics.jsonl" for n in names} <= set(gpu.copy_back_patterns("figure3"))
 
 
 def _tagged_sleep(tag: str, seconds: float) -> list[str]:
@@ -64,15 +64,15 @@ def _tagged_sleep(tag: str, seconds: float) -> list[str]:
 
 
 def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, monkeypatch):
-    gpu_stage = _load(monkeypatch)
-    group = gpu_stage.Together((_tagged_sleep("a", 1.5), _tagged_sleep("b", 1.5),
+    gpu = _load(monkeypatch)
+    group = gpu.Together((_tagged_sleep("a", 1.5), _tagged_sleep("b", 1.5),
                                 [sys.executable, "-c", "raise SystemExit(3)"]), gib_each=1.0)
-    monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
+    monkeypatch.setattr(gpu.Together, "slots", lambda self: 2)
     fake = {"figure3": [group, [sys.executable, "-c", "print('never runs')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
-    assert gpu_stage.main(["figure3", "--out", str(tmp_path)]) == 1
-    (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    assert gpu.main(["figure3", "--out", str(tmp_path)]) == 1
+    (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert record["rc"] == 3 and record["wall_s"] < 2.9  # a and b overlapped: 1.5 s each, not 3 s in a row
     log = (tmp_path / "figure3.log").read_text().splitlines()
     assert log.index("[1] start b") < log.index("[0] end a")  # b started before a ended
@@ -80,13 +80,13 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
 
 
 def test_together_runs_one_at_a_time_without_cuda(monkeypatch):
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     import pytest
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: the slots come from its free memory")
-    assert gpu_stage.Together(([], []), gib_each=1.0).slots() == 1
+    assert gpu.Together(([], []), gib_each=1.0).slots() == 1
 
 
 TRAPS_SIGTERM = """
@@ -101,14 +101,14 @@ time.sleep(60)
 
 
 def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
-    assert gpu_stage.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
-    records = json.loads((tmp_path / "gpu_stages.json").read_text())
-    assert [(r["stage"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    assert gpu.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    records = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert [(r["target"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
     assert records[0]["wall_s"] < 30  # stopped at about 3 s, not run to its end
     log = (tmp_path / "table2.log").read_text()
     assert "saved what was finished" in log and "never runs" not in log
@@ -117,74 +117,74 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
 
 
 def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch):
-    gpu_stage = _load(monkeypatch)
-    group = gpu_stage.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
+    gpu = _load(monkeypatch)
+    group = gpu.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
                                 [sys.executable, "-c", "print('never runs')"]), gib_each=1.0)
-    monkeypatch.setattr(gpu_stage.Together, "slots", lambda self: 2)
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: {"figure3": [group]})
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
-    assert gpu_stage.main(["figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
-    (record,) = json.loads((tmp_path / "gpu_stages.json").read_text())
+    monkeypatch.setattr(gpu.Together, "slots", lambda self: 2)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: {"figure3": [group]})
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    assert gpu.main(["figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert (record["rc"], record.get("stopped")) == (130, True) and record["wall_s"] < 30
     log = (tmp_path / "figure3.log").read_text()
     assert {"[0] saved what was finished", "[1] saved what was finished"} <= set(log.splitlines())
     assert "[2] $" not in log
 
 
-def test_a_stage_files_in_the_repository_come_back_whatever_its_exit(tmp_path, monkeypatch):
-    gpu_stage = _load(monkeypatch)
+def test_a_target_files_in_the_repository_come_back_whatever_its_exit(tmp_path, monkeypatch):
+    gpu = _load(monkeypatch)
     repo = tmp_path / "repo"
     (repo / "records" / "run-a").mkdir(parents=True)
     (repo / "records" / "run-a" / "results.json").write_text("{}")
     (repo / "records" / "other").mkdir()
     (repo / "table.md").write_text("| a |")
-    monkeypatch.setattr(gpu_stage, "REPO", repo)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns",
-                        lambda stage: ("records/run-*", "table.*") if stage == "table2" else ())
-    monkeypatch.setattr(gpu_stage, "stage_commands",
+    monkeypatch.setattr(gpu, "REPO", repo)
+    monkeypatch.setattr(gpu, "copy_back_patterns",
+                        lambda target: ("records/run-*", "table.*") if target == "table2" else ())
+    monkeypatch.setattr(gpu, "target_commands",
                         lambda out, jobs=None: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
     out = tmp_path / "out"
-    assert gpu_stage.main(["table2", "--out", str(out)]) == 1
-    (record,) = json.loads((out / "gpu_stages.json").read_text())
+    assert gpu.main(["table2", "--out", str(out)]) == 1
+    (record,) = json.loads((out / "gpu_targets.json").read_text())
     assert record["rc"] == 3 and record["copied"] == ["records/run-a", "table.md"]
     assert (out / "repo" / "records" / "run-a" / "results.json").read_text() == "{}"
     assert not (out / "repo" / "records" / "other").exists()
 
 
-def test_the_table2_stage_brings_back_what_the_reproduction_resumes_from(monkeypatch):
-    """The records a resumed reproduction skips on (each finetuning stage's done file) and its table are under the
-    globs the stage copies back."""
+def test_the_table2_target_brings_back_what_the_reproduction_resumes_from(monkeypatch):
+    """The records a resumed reproduction skips on (each finetuning target's done file) and its table are under the
+    globs the target copies back."""
     import fnmatch
 
     from linformer.experiments import pretrained as exp
 
-    gpu_stage = _load(monkeypatch)
-    (command,) = gpu_stage.stage_commands(Path("/out"))["table2"]
+    gpu = _load(monkeypatch)
+    (command,) = gpu.target_commands(Path("/out"))["table2"]
     assert command[1:] == ["scripts/reproduce_pretrained.py", "--profile", "gpu"]
-    (command,) = gpu_stage.stage_commands(Path("/out"), jobs=2)["table2"]
+    (command,) = gpu.target_commands(Path("/out"), jobs=2)["table2"]
     assert command[-2:] == ["--jobs", "2"]  # fewer runs at once finish the first ones sooner on a fresh machine
-    patterns = gpu_stage.copy_back_patterns("table2")
+    patterns = gpu.copy_back_patterns("table2")
     gpu = exp.PROFILES["gpu"]
     done = [str(s.done.relative_to(exp.REPO)) for s in exp.plan(gpu) if s.name.startswith("finetune ")]
     assert done and all(any(fnmatch.fnmatch(str(Path(d).parent), p) for p in patterns) for d in done)
     assert any(fnmatch.fnmatch(f"{exp.table_path(gpu)}.md", p) for p in patterns)
 
 
-def test_the_archive_holds_every_finished_stage(tmp_path, monkeypatch):
+def test_the_archive_holds_every_finished_target(tmp_path, monkeypatch):
     import tarfile
 
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "print('tests ran')"]],
             "table3": [[sys.executable, "-c", "raise SystemExit(2)"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
     archive = tmp_path / "back" / "gpu.tgz"
     (tmp_path / "back").mkdir()
-    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path / "out"), "--archive", str(archive)]) == 1
+    assert gpu.main(["tests", "table3", "--out", str(tmp_path / "out"), "--archive", str(archive)]) == 1
     with tarfile.open(archive) as tar:
         names = {Path(n).name for n in tar.getnames()}
-        records = json.load(tar.extractfile("./gpu_stages.json"))
-    assert {"gpu_tests.log", "table3.log", "gpu_stages.json"} <= names
-    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 0), ("table3", 2)]
+        records = json.load(tar.extractfile("./gpu_targets.json"))
+    assert {"gpu_tests.log", "table3.log", "gpu_targets.json"} <= names
+    assert [(r["target"], r["rc"]) for r in records] == [("tests", 0), ("table3", 2)]
 
 
 def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(monkeypatch):
@@ -192,8 +192,8 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(mon
 
     from .train.conftest import compose
 
-    gpu_stage = _load(monkeypatch)
-    *commands, report = gpu_stage.stage_commands(Path("/out"))["mfu"]
+    gpu = _load(monkeypatch)
+    *commands, report = gpu.target_commands(Path("/out"))["mfu"]
     assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
     for command in commands:
         spec = PretrainSpec.read(compose("pretrain", command[2:]))
@@ -201,11 +201,11 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(mon
         assert spec.trainer.batch_size * spec.trainer.grad_accum == 128
         assert spec.model["max_seq_len"] == 512 and spec.pad_vocab_to_multiple_of == 64
         assert spec.corpus_dir.endswith("data/processed/wiki_mfu")
-    assert {p.split("/")[2] for p in gpu_stage.copy_back_patterns("mfu")} == set(gpu_stage.MFU_RUNS)
+    assert {p.split("/")[2] for p in gpu.copy_back_patterns("mfu")} == set(gpu.MFU_RUNS)
 
 
-def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys, monkeypatch):
-    """Without CUDA the GPU tests would all be skipped and the stage pass: the script refuses to start, in one line,
+def test_without_cuda_no_target_starts_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    """Without CUDA the GPU tests would all be skipped and the target pass: the script refuses to start, in one line,
     exit 2, before it makes --out."""
     import pytest
 
@@ -213,23 +213,23 @@ def test_without_cuda_no_stage_starts_and_nothing_is_written(tmp_path, capsys, m
         _load(monkeypatch, gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines()[0] == \
-        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU stages need one"  # first, then usage
+        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one"  # first, then usage
     assert not (tmp_path / "out").exists()
 
 
-def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkeypatch, capsys):
-    gpu_stage = _load(monkeypatch)
-    assert gpu_stage.all_skipped("....\n185 skipped in 3.20s\n")
-    assert gpu_stage.all_skipped("==== 4 skipped, 2 deselected in 1.0s ====")
-    assert not gpu_stage.all_skipped("3 passed, 182 skipped in 9.10s")
-    assert not gpu_stage.all_skipped("no summary here")
+def test_a_test_target_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkeypatch, capsys):
+    gpu = _load(monkeypatch)
+    assert gpu.all_skipped("....\n185 skipped in 3.20s\n")
+    assert gpu.all_skipped("==== 4 skipped, 2 deselected in 1.0s ====")
+    assert not gpu.all_skipped("3 passed, 182 skipped in 9.10s")
+    assert not gpu.all_skipped("no summary here")
     fake = {"tests": [[sys.executable, "-c", "print('185 skipped in 3.20s')"]],
             "table3": [[sys.executable, "-c", "print('3 passed, 1 skipped in 2.00s')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
-    monkeypatch.setattr(gpu_stage, "copy_back_patterns", lambda stage: ())
-    assert gpu_stage.main(["tests", "table3", "--out", str(tmp_path)]) == 1
-    records = json.loads((tmp_path / "gpu_stages.json").read_text())
-    assert [(r["stage"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    assert gpu.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    records = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert [(r["target"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
     out = capsys.readouterr().out
     assert "error: every GPU test was skipped" in out and "1 of 2 passed; failed: tests" in out
 
@@ -237,33 +237,33 @@ def test_a_test_stage_whose_tests_were_all_skipped_did_not_pass(tmp_path, monkey
 def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, capsys, monkeypatch):
     import pytest
 
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit) as stop:
-        gpu_stage.main(["tests", "--out", str(tmp_path / "file")])
+        gpu.main(["tests", "--out", str(tmp_path / "file")])
     assert stop.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "gpu_stages.json").write_text('[{"stage": "tes')
+    (tmp_path / "out" / "gpu_targets.json").write_text('[{"target": "tes')
     with pytest.raises(SystemExit) as stop:
-        gpu_stage.main(["tests", "--out", str(tmp_path / "out")])
-    assert stop.value.code == 2 and "gpu_stages.json is not JSON" in capsys.readouterr().err
-    assert (tmp_path / "out" / "gpu_stages.json").read_text() == '[{"stage": "tes'  # left as it was
+        gpu.main(["tests", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "gpu_targets.json is not JSON" in capsys.readouterr().err
+    assert (tmp_path / "out" / "gpu_targets.json").read_text() == '[{"target": "tes'  # left as it was
 
 
 def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys, monkeypatch):
     import pytest
 
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     for bad in ("nan", "inf", "0", "-1"):
         with pytest.raises(SystemExit) as stop:
-            gpu_stage.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
+            gpu.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
         assert stop.value.code == 2 and "give a positive number of minutes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
-def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the_batch(tmp_path):
-    """SIGTERM to gpu_stage reaches the running command (which saves what it finished), the stage's record is
-    written as interrupted, and no further stage starts: exit 130."""
+def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_the_batch(tmp_path):
+    """SIGTERM to gpu reaches the running command (which saves what it finished), the target's record is
+    written as interrupted, and no further target starts: exit 130."""
     import os
     import signal
     import subprocess
@@ -271,10 +271,10 @@ def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the
 
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
-    driver = ("import sys; from linformer.gpu import stages as g; g.device_name = lambda: 'stand-in'\n"
-              f"g.stage_commands = lambda out, jobs=None: {{'table2': [[sys.executable, '-c', {child!r}]], "
+    driver = ("import sys; from linformer.gpu import targets as g; g.device_name = lambda: 'stand-in'\n"
+              f"g.target_commands = lambda out, jobs=None: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
-              "g.copy_back_patterns = lambda stage: ()\n"
+              "g.copy_back_patterns = lambda target: ()\n"
               f"sys.exit(g.main(['table2', 'figure3', '--out', {str(tmp_path / 'out')!r}]))\n")
     proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO)
@@ -284,41 +284,52 @@ def test_a_signal_to_the_script_stops_its_command_records_the_stage_and_ends_the
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "no further stage runs" in err
-    (record,) = json.loads((tmp_path / "out" / "gpu_stages.json").read_text())
-    assert (record["stage"], record["rc"], record["interrupted"]) == ("table2", 130, True)
+    assert proc.returncode == 130 and "no further target runs" in err
+    (record,) = json.loads((tmp_path / "out" / "gpu_targets.json").read_text())
+    assert (record["target"], record["rc"], record["interrupted"]) == ("table2", 130, True)
     assert "saved what was finished" in (tmp_path / "out" / "table2.log").read_text()
     try:
         os.kill(int((tmp_path / "pid").read_text()), 0)
-        raise AssertionError("the stage's command outlived the script")
+        raise AssertionError("the target's command outlived the script")
     except ProcessLookupError:
         pass
 
 
-def test_a_log_or_archive_of_someone_elses_is_refused_before_any_stage_runs(tmp_path, monkeypatch, capsys):
+def test_a_log_or_archive_of_someone_elses_is_refused_before_any_target_runs(tmp_path, monkeypatch, capsys):
     """--out holding the user's table3.log, or --archive naming the user's file: one error line, nothing run, the
     files as they were. The script's own logs and archive of an earlier batch are its to replace."""
     import pytest
 
-    gpu_stage = _load(monkeypatch)
+    gpu = _load(monkeypatch)
     ran = tmp_path / "ran"
     fake = {"table3": [[sys.executable, "-c", f"open({str(ran)!r}, 'w').write('x'); print('table written')"]]}
-    monkeypatch.setattr(gpu_stage, "stage_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
     out = tmp_path / "out"
     out.mkdir()
     (out / "table3.log").write_text("the user's log")
     with pytest.raises(SystemExit):
-        gpu_stage.main(["table3", "--out", str(out)])
-    assert "table3.log is a file gpu_stage did not write" in capsys.readouterr().err
+        gpu.main(["table3", "--out", str(out)])
+    assert "table3.log is a file gpu did not write" in capsys.readouterr().err
     assert (out / "table3.log").read_text() == "the user's log" and not ran.exists()
 
     mine = tmp_path / "mine.tgz"
     mine.write_text("the user's archive")
     with pytest.raises(SystemExit):
-        gpu_stage.main(["table3", "--out", str(tmp_path / "fresh"), "--archive", str(mine)])
+        gpu.main(["table3", "--out", str(tmp_path / "fresh"), "--archive", str(mine)])
     assert mine.read_text() == "the user's archive" and not ran.exists()
 
     archive = tmp_path / "gpu.tgz"
     for _ in range(2):  # its own log and archive, replaced by the next batch
-        assert gpu_stage.main(["table3", "--out", str(tmp_path / "own"), "--archive", str(archive)]) == 0
+        assert gpu.main(["table3", "--out", str(tmp_path / "own"), "--archive", str(archive)]) == 0
     assert (tmp_path / "own" / "table3.log").read_text().endswith("table written\n")
+
+
+def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    gpu = _load(monkeypatch)
+    monkeypatch.setattr(gpu, "device_name", lambda: None)  # no CUDA: a dry run needs none
+    out = tmp_path / "out"
+    assert gpu.main(["tests", "mfu", "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("[tests] ") and "pytest -m gpu tests/gpu" in printed
+    assert "[mfu]" in printed and "run_name=mfu-full" in printed and "run_name=mfu-k128" in printed
+    assert "[table3]" not in printed and not out.exists()

@@ -1,21 +1,21 @@
-"""Run a pipeline of CLI stages (tokenizer, corpus, pretrain, finetune, ...) with dependencies, several at once.
+"""Run a pipeline of CLI jobs (tokenizer, corpus, pretrain, finetune, ...) with dependencies, several at once.
 
 Why several at once: on a small CPU box two torch jobs with one thread each get more done than one job with
 two threads, because the tiny models' matrix products are too small to keep two threads busy. Two 2-thread jobs
 on 2 cores would instead spin against each other and run many times slower, so each job gets cores // jobs
 threads through OMP_NUM_THREADS.
 
-A stage whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
-each stage writes its output to `<log_dir>/<stage>.log` (the console gets one line per start and end); with
-jobs == 1 the stage prints to the console as usual; with a `stream` every line goes to the console and that one file
-(the GPU stages, whose log comes back from the machine and whose console is what the caller sees).
+A job whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
+each job writes its output to `<log_dir>/<job>.log` (the console gets one line per start and end); with
+jobs == 1 the job prints to the console as usual; with a `stream` every line goes to the console and that one file
+(the GPU targets, whose log comes back from the machine and whose console is what the caller sees).
 
-The reproductions (scripts/reproduce_*.py), the demo and the GPU stages (scripts/gpu_stage.py, with a `deadline` for
-a machine whose commands have a time limit) all run their commands through run_stages.
+The reproductions (scripts/reproduce_*.py), the demo and the GPU targets (scripts/gpu.py, with a `deadline` for
+a machine whose commands have a time limit) all run their commands through run_jobs.
 
-Stopping the runner (SIGTERM, or Ctrl-C) stops its stages too: each running stage gets SIGTERM (the training
+Stopping the runner (SIGTERM, or Ctrl-C) stops its jobs too: each running job gets SIGTERM (the training
 scripts save a checkpoint on it) and up to ``STOP_WAIT_S`` seconds to exit before it is killed. Left running, a
-stage would finish behind the runner's back and collide with the next run's copy of itself.
+job would finish behind the runner's back and collide with the next run's copy of itself.
 """
 
 from __future__ import annotations
@@ -38,28 +38,28 @@ from .signals import sigterm_interrupts
 
 
 @dataclass
-class Stage:
+class Job:
     name: str
     argv: list[str]            # the command, e.g. [python, scripts/pretrain.py, overrides...]
-    done: Path | None          # exists once the stage has finished (its summary or results file); None: a command
+    done: Path | None          # exists once the job has finished (its summary or results file); None: a command
     #                            that runs every time and is finished when it exits 0 (a test run, a benchmark)
-    needs: tuple[str, ...] = field(default_factory=tuple)  # names of stages that must finish first
+    needs: tuple[str, ...] = field(default_factory=tuple)  # names of jobs that must finish first
     # Writes `done` from what the command left, when `done` is a copy kept elsewhere (a finished run's small records
     # committed with the results): called after the command exits 0, and before starting it, so that a run that
     # finished but was not yet kept is kept instead of run again. Returns whether it kept anything.
     keep: Callable[[], bool] | None = None
-    # An intermediate product (a corpus, a converted model, a teacher's weights): run only while a stage that needs
+    # An intermediate product (a corpus, a converted model, a teacher's weights): run only while a job that needs
     # it is still to run, so a fresh clone whose final records are all kept rebuilds none of them.
     intermediate: bool = False
     # Whether the record at `done` no longer counts (made under an older protocol, or from weights its row no longer
-    # starts from): the stage then runs again, and its new record, which replaces it, must count. Read whenever
+    # starts from): the job then runs again, and its new record, which replaces it, must count. Read whenever
     # `finished` is.
     stale: Callable[[], bool] | None = None
 
     @property
     def finished(self) -> bool:
         """`done` exists, for a JSON record reads as JSON (a record torn by a kill or a bad copy is not done, so the
-        stage runs again rather than a report reading the damaged file), and is not stale."""
+        job runs again rather than a report reading the damaged file), and is not stale."""
         if self.done is None:
             return False
         if not self.done.is_file():
@@ -75,35 +75,35 @@ class Stage:
         return self.stale is not None and self.stale()
 
 
-class StageFailed(RuntimeError):
+class JobFailed(RuntimeError):
     def __init__(self, message: str, exit_codes: dict[str, int] | None = None):
         super().__init__(message)
-        self.exit_codes = exit_codes or {}  # stage -> exit status, in the order the stages ended
+        self.exit_codes = exit_codes or {}  # job -> exit status, in the order the jobs ended
 
 
-class StagesStopped(RuntimeError):
-    """The deadline passed: the running stages were stopped (SIGTERM) and nothing else started."""
+class JobsStopped(RuntimeError):
+    """The deadline passed: the running jobs were stopped (SIGTERM) and nothing else started."""
 
     def __init__(self, exit_codes: dict[str, int]):
         super().__init__(f"stopped at the deadline; ended: {exit_codes}")
         self.exit_codes = exit_codes
 
 
-STOP_WAIT_S = 120  # a stopped stage's time to save its checkpoint and exit
-STOPPED = "stopped: finished stages are kept; run the same command again to resume"
+STOP_WAIT_S = 120  # a stopped job's time to save its checkpoint and exit
+STOPPED = "stopped: finished jobs are kept; run the same command again to resume"
 
 
 @dataclass
 class _Running:
-    stage: Stage
+    job: Job
     proc: subprocess.Popen
     t0: float
-    log: Path | None                   # the stage's own log file (jobs > 1 without a stream)
+    log: Path | None                   # the job's own log file (jobs > 1 without a stream)
     reader: threading.Thread | None     # copies its output into the stream
 
 
 def _stop(running: dict[str, _Running]) -> None:
-    """SIGTERM every running stage, wait up to STOP_WAIT_S for them all, kill what is left."""
+    """SIGTERM every running job, wait up to STOP_WAIT_S for them all, kill what is left."""
     for r in running.values():
         if r.proc.poll() is None:
             r.proc.send_signal(signal.SIGTERM)
@@ -124,74 +124,74 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
 
 
-def _check(stages: list[Stage]) -> None:
-    names = [s.name for s in stages]
+def _check(plan: list[Job]) -> None:
+    names = [s.name for s in plan]
     if len(set(names)) != len(names):
-        raise ValueError(f"stage names repeat: {sorted({n for n in names if names.count(n) > 1})}")
-    for s in stages:
+        raise ValueError(f"job names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+    for s in plan:
         missing = [n for n in s.needs if n not in names]
         if missing:
-            raise ValueError(f"stage {s.name!r} needs unknown stages {missing}")
+            raise ValueError(f"job {s.name!r} needs unknown jobs {missing}")
 
 
-def wanted(stages: list[Stage], finished: set[str]) -> list[Stage]:
-    """The unfinished stages to run, in order: every one but the intermediate stages that no unfinished stage needs
+def wanted(plan: list[Job], finished: set[str]) -> list[Job]:
+    """The unfinished jobs to run, in order: every one but the intermediate jobs that no unfinished job needs
     (directly, or through another wanted intermediate)."""
-    want = {s.name for s in stages if s.name not in finished and not s.intermediate}
+    want = {s.name for s in plan if s.name not in finished and not s.intermediate}
     grew = True
     while grew:
-        needed = {n for s in stages if s.name in want for n in s.needs}
-        more = {s.name for s in stages if s.intermediate and s.name in needed and s.name not in finished} - want
+        needed = {n for s in plan if s.name in want for n in s.needs}
+        more = {s.name for s in plan if s.intermediate and s.name in needed and s.name not in finished} - want
         want |= more
         grew = bool(more)
-    return [s for s in stages if s.name in want]
+    return [s for s in plan if s.name in want]
 
 
-def in_order_of_use(stages: list[Stage]) -> list[Stage]:
-    """The stages that are not intermediate in their order, each intermediate one moved to just before the first
-    stage that needs it (after what it needs in turn). A runner of one job at a time then builds a corpus or a model
-    only when the next final stage needs it, so a run stopped early has finished final stages, not only their
-    inputs; intermediate stages that nothing needs come last."""
-    by_name = {s.name: s for s in stages}
-    out: list[Stage] = []
+def in_order_of_use(plan: list[Job]) -> list[Job]:
+    """The jobs that are not intermediate in their order, each intermediate one moved to just before the first
+    job that needs it (after what it needs in turn). A runner of one job at a time then builds a corpus or a model
+    only when the next final job needs it, so a run stopped early has finished final jobs, not only their
+    inputs; intermediate jobs that nothing needs come last."""
+    by_name = {s.name: s for s in plan}
+    out: list[Job] = []
     placed: set[str] = set()
 
-    def place(stage: Stage) -> None:
-        if stage.name in placed:
+    def place(job: Job) -> None:
+        if job.name in placed:
             return
-        placed.add(stage.name)
-        for name in stage.needs:
+        placed.add(job.name)
+        for name in job.needs:
             if name in by_name:
                 place(by_name[name])
-        out.append(stage)
+        out.append(job)
 
-    for stage in stages:
-        if not stage.intermediate:
-            place(stage)
-    for stage in stages:
-        place(stage)
+    for job in plan:
+        if not job.intermediate:
+            place(job)
+    for job in plan:
+        place(job)
     return out
 
 
-def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
+def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
                cores: int | None = None, stream: TextIO | None = None, deadline: float | None = None
                ) -> dict[str, float]:
-    """Run every stage whose `done` file is missing, at most `jobs` at a time, a stage only after its `needs`.
+    """Run every job whose `done` file is missing, at most `jobs` at a time, a job only after its `needs`.
 
-    Output: with `stream` (an open text file), every stage's output is copied line by line to the console and to it,
-    each line prefixed with "[stage] " when jobs > 1; else with jobs > 1 each stage writes `<log_dir>/<stage>.log`;
-    else the stages print to the console.
+    Output: with `stream` (an open text file), every job's output is copied line by line to the console and to it,
+    each line prefixed with "[job] " when jobs > 1; else with jobs > 1 each job writes `<log_dir>/<job>.log`;
+    else the jobs print to the console.
 
-    Returns wall seconds per stage run. On a failure the running stages finish, nothing new starts, and
-    StageFailed names the stage, its command and its log. A stage that exits 0 without writing `done` fails too.
-    At `deadline` (time.monotonic()) the running stages are stopped as on SIGTERM and StagesStopped is raised.
+    Returns wall seconds per job run. On a failure the running jobs finish, nothing new starts, and
+    JobFailed names the job, its command and its log. A job that exits 0 without writing `done` fails too.
+    At `deadline` (time.monotonic()) the running jobs are stopped as on SIGTERM and JobsStopped is raised.
     """
-    _check(stages)
+    _check(plan)
     jobs = max(1, int(jobs))
     if jobs > 1 and log_dir is None and stream is None:
-        raise ValueError("log_dir or stream is required when jobs > 1 (each stage's output must go somewhere)")
-    runner = _Runner(stages, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
-    check_plan(s.argv for s in runner.todo)  # every output before the first stage starts (the output rule)
+        raise ValueError("log_dir or stream is required when jobs > 1 (each job's output must go somewhere)")
+    runner = _Runner(plan, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
+    check_plan(s.argv for s in runner.todo)  # every output before the first job starts (the output rule)
     with sigterm_interrupts():
         try:
             runner.loop()
@@ -200,22 +200,22 @@ def run_stages(stages: list[Stage], jobs: int = 1, cwd: Path | None = None, log_
             raise
     if runner.failures:
         left = f"; not started: {', '.join(s.name for s in runner.todo)}" if runner.todo else ""
-        raise StageFailed("stage(s) failed:\n" + "\n".join(runner.failures) + left +
-                          "\nFix the cause and run the same command again: finished stages are skipped.",
+        raise JobFailed("job(s) failed:\n" + "\n".join(runner.failures) + left +
+                          "\nFix the cause and run the same command again: finished jobs are skipped.",
                           runner.exit_codes)
     return runner.times
 
 
 class _Runner:
-    """run_stages' state: the stages to run, those running, the finished ones, wall times, exit codes and
+    """run_jobs' state: the jobs to run, those running, the finished ones, wall times, exit codes and
     failures."""
 
-    def __init__(self, stages: list[Stage], jobs: int, cwd: Path | None, log_dir: Path | None, threads: int,
+    def __init__(self, plan: list[Job], jobs: int, cwd: Path | None, log_dir: Path | None, threads: int,
                  stream: TextIO | None, deadline: float | None):
         self.jobs, self.cwd, self.log_dir, self.threads = jobs, cwd, log_dir, threads
         self.stream, self.deadline, self.lock = stream, deadline, threading.Lock()
-        self.finished = {s.name for s in stages if s.finished or (s.keep is not None and s.keep() and s.finished)}
-        self.todo = wanted(stages, self.finished)
+        self.finished = {s.name for s in plan if s.finished or (s.keep is not None and s.keep() and s.finished)}
+        self.todo = wanted(plan, self.finished)
         self.running: dict[str, _Running] = {}
         self.times: dict[str, float] = {}
         self.exit_codes: dict[str, int] = {}
@@ -224,7 +224,7 @@ class _Runner:
                                  if jobs > 1 else {})
 
     def _write(self, text: str) -> None:
-        """One piece of the stream, to the console and the stream file, whole (one stage's line at a time)."""
+        """One piece of the stream, to the console and the stream file, whole (one job's line at a time)."""
         with self.lock:
             print(text, end="", flush=True)
             self.stream.write(text)
@@ -234,7 +234,7 @@ class _Runner:
         for line in proc.stdout:
             self._write(prefix + line)
 
-    def start(self, s: Stage) -> None:
+    def start(self, s: Job) -> None:
         line = shlex.join(s.argv)
         log, reader = None, None
         if self.stream is not None:
@@ -264,7 +264,7 @@ class _Runner:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.stop_at_deadline()
             ready = [s for s in self.todo if all(n in self.finished for n in s.needs)] if not self.failures else []
-            already = [s for s in ready if s.finished]  # written meanwhile by a stage it needs
+            already = [s for s in ready if s.finished]  # written meanwhile by a job it needs
             for s in already:
                 self.todo.remove(s)
                 self.finished.add(s.name)
@@ -277,7 +277,7 @@ class _Runner:
                 if self.failures:
                     return
                 blocked = ", ".join(s.name for s in self.todo)
-                raise StageFailed(f"stages wait on stages that cannot finish: {blocked}")
+                raise JobFailed(f"jobs wait on jobs that cannot finish: {blocked}")
             time.sleep(0.2)
             self.collect()
 
@@ -285,17 +285,17 @@ class _Runner:
         _stop(self.running)
         self.exit_codes |= {name: r.proc.returncode for name, r in self.running.items()}
         self.running.clear()
-        raise StagesStopped(self.exit_codes)
+        raise JobsStopped(self.exit_codes)
 
     def collect(self) -> None:
-        """Record the stages that have exited: finished, or failed (with why and where its log is)."""
+        """Record the jobs that have exited: finished, or failed (with why and where its log is)."""
         for name, r in list(self.running.items()):
             rc = r.proc.poll()
             if rc is None:
                 continue
             if r.reader is not None:
                 r.reader.join()  # its last lines are in the stream before its end is reported
-            s = r.stage
+            s = r.job
             del self.running[name]
             self.times[name] = round(time.perf_counter() - r.t0, 1)
             self.exit_codes[name] = rc
