@@ -30,12 +30,15 @@ def repo_root() -> Path:
 
 
 @functools.cache
+def _paths_config():
+    return OmegaConf.load(repo_root() / "configs" / "paths" / "default.yaml")
+
+
 def path_root(key: str) -> str:
     """One root of configs/paths/default.yaml (its one home), as the file gives it: data_mirror, data_dir, output_dir,
     results_dir or reports_dir; a relative root is relative to the repository. Every default path in the code
-    starts from one of these."""
-    paths = OmegaConf.load(repo_root() / "configs" / "paths" / "default.yaml")
-    return str(OmegaConf.select(paths, key, throw_on_missing=True))
+    starts from one of these. Read at each call: data_mirror follows LINFORMER_DATA_MIRROR as it is now."""
+    return str(OmegaConf.select(_paths_config(), key, throw_on_missing=True))
 
 
 def default_data_mirror() -> str:

@@ -164,7 +164,7 @@ def _only_mirrors(logdir: Path) -> bool:
     return bool(files) and all(p.name == STATE or p.name.startswith("events.out.tfevents.") for p in files)
 
 
-def mirror_all(outputs: str | Path = "outputs", logdir: str | Path | None = None, strict: bool = False,
+def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bool = False,
                overwrite: bool = False) -> dict[str, int]:
     """Mirror every run under `outputs` into `logdir` (``claim_logdir``), keyed by path under outputs.
 
@@ -207,7 +207,7 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
             "--reload_interval", "5", *(extra or [])]
 
 
-def serve(outputs: str | Path = "outputs", logdir: str | Path | None = None, host: str = "127.0.0.1",
+def serve(outputs: str | Path, logdir: str | Path | None = None, host: str = "127.0.0.1",
           port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None, overwrite: bool = False) -> int:
     """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
     TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
