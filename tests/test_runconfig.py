@@ -82,6 +82,16 @@ def test_identity_follows_the_fields_operational_marks():
     assert identity_diff({"trainer": t}, {"trainer": t | {"warmup_steps": 5}}) == {"trainer.warmup_steps": (20, 5)}
 
 
+def test_a_model_field_recorded_before_the_groups_listed_it_is_no_change_at_its_default_and_a_change_otherwise():
+    """A run recorded before model groups listed a LinformerConfig field resumes when the field is at its default."""
+    now = {"model": OmegaConf.to_container(compose("pretrain").model, resolve=True)}
+    assert now["model"]["local_window"] == 0
+    before = {"model": {k: v for k, v in now["model"].items() if k != "local_window"}}
+    assert identity_diff(before, now) == {}
+    assert identity_diff(before, {"model": now["model"] | {"local_window": 64}}) == {"model.local_window": (None, 64)}
+    assert identity_diff({"model": now["model"] | {"local_window": 64}}, now) == {"model.local_window": (64, 0)}
+
+
 def test_a_transfer_run_recorded_with_the_unread_masking_rate_is_another_format():
     now = {"trainer": _trainer("transfer")}
     before = {"trainer": now["trainer"] | {"mlm_probability": 0.15}}

@@ -93,6 +93,22 @@ def test_validation_split_whole_documents_and_deterministic(tmp_path, corpus_fil
     assert v1 != val_docs
 
 
+def test_the_validation_choice_keeps_a_training_document_and_at_least_a_block_and_follows_the_seed():
+    keys = [f"doc{i:03d}" for i in range(5)]
+    tokens = np.array([40, 10, 25, 5, 30])
+    for fraction in (0.5, 0.9, 1.0):  # however large the fraction, one document stays for training
+        chosen = corpus_mod._choose_validation(keys, tokens, fraction, n=16, seed=0)
+        assert chosen.sum() == 4 and (~chosen).sum() == 1
+    small = corpus_mod._choose_validation(keys, tokens, 0.001, n=16, seed=0)  # at least n - 2 tokens of it
+    assert int(tokens[small].sum()) >= 14 and small.sum() < len(keys)
+    assert not corpus_mod._choose_validation(keys, tokens, 0.0, n=16, seed=0).any()
+    assert not corpus_mod._choose_validation(keys[:1], tokens[:1], 0.5, n=16, seed=0).any()
+    picks = {tuple(corpus_mod._choose_validation(keys, tokens, 0.2, n=16, seed=s)) for s in range(8)}
+    assert len(picks) > 1  # the seed moves the choice
+    assert tuple(corpus_mod._choose_validation(keys, tokens, 0.2, n=16, seed=3)) == tuple(
+        corpus_mod._choose_validation(keys, tokens, 0.2, n=16, seed=3))
+
+
 def test_manifest_contents(prepared, corpus_file, tok_dir):
     out, m = prepared
     on_disk = json.loads((out / "manifest.json").read_text())

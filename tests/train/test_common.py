@@ -1,0 +1,56 @@
+"""train/common.py's optimizer groups, at the module's own depth: which weights decay, which are left out, and the
+converted Linformer's separate projection group (a pretraining run would only show it as a slightly different loss)."""
+
+import re
+
+import torch
+from torch import nn
+
+from linformer.modeling import LinformerConfig, LinformerForMaskedLM
+from linformer.train.common import param_groups, projection_param_groups
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.dense = nn.Linear(4, 4)
+        self.LayerNorm = nn.LayerNorm(4)
+        self.frozen = nn.Linear(4, 4)
+        self.frozen.requires_grad_(False)
+        self.scale = nn.Parameter(torch.ones(4))  # one-dimensional, whatever its name
+
+
+def _names(model, params) -> set[str]:
+    ids = {id(p) for p in params}
+    return {n for n, p in model.named_parameters() if id(p) in ids}
+
+
+def test_matrices_decay_and_biases_norms_and_vectors_do_not():
+    model = _Block()
+    decay, no_decay = param_groups(model, 0.01)
+    assert (decay["weight_decay"], no_decay["weight_decay"]) == (0.01, 0.0)
+    assert _names(model, decay["params"]) == {"embed.weight", "dense.weight"}
+    assert _names(model, no_decay["params"]) == {"dense.bias", "LayerNorm.weight", "LayerNorm.bias", "scale"}
+
+
+def test_frozen_and_left_out_parameters_are_in_neither_group():
+    model = _Block()
+    groups = param_groups(model, 0.01, leave_out=[model.dense.weight])
+    grouped = set().union(*(_names(model, g["params"]) for g in groups))
+    assert "dense.weight" not in grouped and not any(n.startswith("frozen.") for n in grouped)
+
+
+def test_a_linformers_projections_get_their_own_group_without_decay_and_every_other_weight_one_group():
+    config = LinformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=32, max_seq_len=16, projected_dim=4, sharing="headwise")
+    model = LinformerForMaskedLM(config)
+    groups = projection_param_groups(model, 0.01, lr_projections=1e-3, lr_rest=1e-4)
+    proj, *rest = groups
+    assert proj["weight_decay"] == 0.0 and proj["lr"] == 1e-3
+    projections = _names(model, proj["params"])
+    assert projections and all(re.search(r"(^|\.)(E|F)\.", n) for n in projections)
+    assert all(g["lr"] == 1e-4 for g in rest)
+    every = [id(p) for g in groups for p in g["params"]]
+    assert len(every) == len(set(every))  # no weight in two groups
+    assert set(every) == {id(p) for p in model.parameters() if p.requires_grad}

@@ -1,0 +1,78 @@
+"""A maintainer's check that each module's own unit tests catch its bugs: deliberate bugs, one at a time, each run
+against the tests of the module it breaks (in-process, seconds), never the end-to-end runs.
+
+Usage: python tools/mutation_probe.py [NAME ...] [--out FILE.md]
+(NAME: run the bugs whose description contains it; exit 1 when a bug passes its module's tests). The source file is
+restored after each bug, also on Ctrl-C; run it on a clean tree, with nothing else reading the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's own unit tests)
+ ("collator: special tokens maskable", "linformer/data/collator.py", "prob.masked_fill_(no_mask, 0.0)", "prob.masked_fill_(no_mask, self.mlm_probability)", ["tests/data/test_collator.py"]),
+ ("collator: labels kept at unmasked", "linformer/data/collator.py", "labels[~masked] = -100", "labels[masked] = -100", ["tests/data/test_collator.py"]),
+ ("collator: random replace overwrites [MASK]", "linformer/data/collator.py", "& masked & ~replaced", "& masked", ["tests/data/test_collator.py"]),
+ ("param_groups: biases decayed", "linformer/train/common.py", "p.ndim < 2 or ", "", ["tests/train/test_common.py"]),
+ ("step: micro-batches averaged unweighted", "linformer/train/step.py", "part = loss_fn(model, batch) * n / max(total, 1)", "part = loss_fn(model, batch) / len(micro)", ["tests/train/test_step.py"]),
+ ("packing: block opens with </s>", "linformer/data/corpus.py", "blocks[:, 0] = self.bos", "blocks[:, 0] = self.eos", ["tests/data/test_corpus.py"]),
+ ("packing: no separator between documents", "linformer/data/corpus.py", "            if self.last_doc >= 0:\n                self._push(np.array([self.sep]", "            if False:\n                self._push(np.array([self.sep]", ["tests/data/test_corpus.py"]),
+ ("corpus: validation may take every document", "linformer/data/corpus.py", "for i in order[:-1]:", "for i in order:", ["tests/data/test_corpus.py"]),
+ ("stratified pick: remainders dropped", "linformer/data/tasks.py", '    quota[np.argsort(quota - exact, kind="stable")[: n - int(quota.sum())]] += 1\n', "", ["tests/data/test_tasks.py"]),
+ ("carve: validation rows also trained on", "linformer/data/tasks.py", 'rest = np.setdiff1d(np.arange(len(cols["labels"])), held)', 'rest = np.arange(len(cols["labels"]))', ["tests/data/test_tasks.py"]),
+ ("duplicates: whitespace makes a text new", "linformer/data/tasks.py", 'return tuple(" ".join(str(cols[f][i]).split()) for f in fields)', 'return tuple(str(cols[f][i]) for f in fields)', ["tests/data/test_tasks.py"]),
+ ("identity: old-default model field counted as change", "linformer/rundir.py", "and not (k not in a and _is_model_default(k, b.get(k)))", "", ["tests/test_rundir.py", "tests/test_runconfig.py"]),
+ ("paired: seeds not resampled", "linformer/report/paired.py", "per_example = a[rng.integers(0, a.shape[0], size=(c, a.shape[0]))].mean(1)", "per_example = a.mean(0)[None].repeat(c, 0)", ["tests/report/test_paired.py"]),
+ ("paired: mcnemar one-sided", "linformer/report/paired.py", "return min(1.0, 2 * tail)", "return min(1.0, tail)", ["tests/report/test_paired.py"]),
+ ("paired: seeds unmatched", "linformer/report/paired.py", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds[::-1]])", ["tests/report/test_paired.py"]),
+ ("checkpoint: RNG never restored on resume", "linformer/train/checkpoint.py", "if not rng_ok and accelerator.is_main_process:", "if accelerator.is_main_process:", ["tests/train/test_checkpoint.py"]),
+ ("checkpoint: keep_last keeps one fewer", "linformer/train/checkpoint.py", "[: -max(int(keep_last), 1)]", "[: -max(int(keep_last) + 1, 1)]", ["tests/train/test_checkpoint.py"]),
+]
+
+
+def probe(name: str, file: str, old: str, new: str, tests: list[str]) -> tuple[str, str]:
+    path = REPO / file
+    text = path.read_text()
+    if text.count(old) != 1:
+        return "stale", f"the text to change is found {text.count(old)} times in {file}"
+    path.write_text(text.replace(old, new))
+    try:
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+                              *tests], cwd=REPO, capture_output=True, text=True, timeout=600)
+        last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+        return ("caught" if out.returncode else "missed"), f"{last} ({time.perf_counter() - t0:.0f} s)"
+    finally:
+        path.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--out", type=Path, help="also write the table as markdown")
+    args = ap.parse_args()
+    rows = []
+    for name, file, old, new, tests in MUTATIONS:
+        if args.names and not any(n in name for n in args.names):
+            continue
+        verdict, detail = probe(name, file, old, new, tests)
+        rows.append(f"| {name} | `{file}` | {', '.join(f'`{t}`' for t in tests)} | {verdict} | {detail} |")
+        print(rows[-1], flush=True)
+    table = ["| deliberate bug | module | its tests | verdict | pytest |", "|---|---|---|---|---|", *rows]
+    if args.out:
+        head = f"# Mutation probe\n\nCommand: `python tools/mutation_probe.py --out {args.out}`\n"
+        args.out.write_text("\n".join([head, *table, ""]))
+    missed = sum("| missed |" in r or "| stale |" in r for r in rows)
+    print(f"{len(rows) - missed} of {len(rows)} deliberate bugs caught by their module's own tests")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
