@@ -76,3 +76,12 @@ def test_a_failed_job_is_exit_1_with_its_error_line_and_no_summary(tmp_path, mon
     assert demo.run([], under=tmp_path) == 1
     assert "error: pretrain: exit status 3" in capsys.readouterr().err
     assert not (tmp_path / "outputs/demo/summary.json").exists()
+
+
+def test_a_stopped_demo_is_exit_130_and_says_its_runs_start_over(tmp_path, monkeypatch, capsys):
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo.frontend, "run_jobs", stop)
+    assert demo.run([], under=tmp_path) == 130
+    assert "stopped: the demo's runs start over" in capsys.readouterr().err

@@ -104,8 +104,9 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
     jobs = plan(extra, where)
     runs = [s.done.parent for s in jobs if s.name in RUNS]
     title = "make demo: the whole pipeline at toy scale (its pretraining and finetuning runs start over)"
+    again = "Run again, it keeps the tokenizer and corpus it built."
     frontend.show([dataclasses.replace(s, done=None) if s.name in RUNS else s for s in jobs], title, None,
-                  "one after another", 1, again="Run again, it keeps the tokenizer and corpus it built.")
+                  "one after another", 1, again=again)
     if dry_run:
         return 0
     # every output checked before anything is removed or written: the demo's runs always start over (only its own
@@ -116,7 +117,7 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
     for run_dir in runs:
         remove_demo_run(run_dir)
     t0 = time.perf_counter()
-    rc, times = frontend.run(jobs, 1, None)
+    rc, times = frontend.run(jobs, 1, None, stopped=f"stopped: the demo's runs start over. {again}")
     if rc:
         return rc
     summarize(jobs, runs, {**times, "total": round(time.perf_counter() - t0, 1)}, REPO / where.outputs("demo/summary.json"))

@@ -59,13 +59,13 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
     print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")
 
 
-def run(plan: list[Job], jobs: int, log_dir: Path) -> tuple[int, dict[str, float]]:
+def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED) -> tuple[int, dict[str, float]]:
     """Run a plan's jobs: (0, wall seconds per job run), or (1, {}) after a failed job's error line, or
-    (130, {}) when stopped (its finished jobs kept)."""
+    (130, {}) when stopped (its finished jobs kept; `stopped` says what running it again does)."""
     try:
         return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir)
     except KeyboardInterrupt:
-        print(STOPPED, file=sys.stderr)
+        print(stopped, file=sys.stderr)
         return 130, {}
     except JobFailed as err:
         print(f"error: {err}", file=sys.stderr)
