@@ -25,7 +25,7 @@ from pathlib import Path
 from .cli import compose
 from .data.io import resolve_path
 from .errors import OutputPathError
-from .files import listing, output_dir_occupant, output_file_occupant
+from .files import listing, output_dir_occupant
 from .rundir import not_a_run
 from .version import __version__
 
@@ -126,8 +126,8 @@ def foreign(path: str | Path, kind: str, command: str) -> str | None:
     with whatever settings: the command's own start compares those)."""
     path = Path(path)
     any_run = {"command": command, "settings": None}
-    if kind == FILES:
-        return output_file_occupant(path, any_run)
+    if kind == FILES:  # a Hydra command's folder of output files: their names are the command's, checked at its start
+        return "is a regular file, not a folder" if os.path.lexists(path) and not path.is_dir() else None
     if kind == RUN:
         if os.path.lexists(path) and not path.is_dir():
             return "is a regular file, not a folder"
@@ -143,7 +143,10 @@ def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
     command = COMMANDS.get(script)
     if command is None or command.config is None:
         return []
-    cfg = compose(command.config, list(argv[2:]), with_hydra=True)
+    config, overrides = _hydra_arguments(command.config, list(argv[2:]))
+    if config is None:
+        return []
+    cfg = compose(config, overrides, with_hydra=True)
     found = []
     for out in command.outputs:
         node = cfg
@@ -152,6 +155,24 @@ def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
         if node is not None:
             found.append((out.kind, Path(resolve_path(str(node))), script))
     return found
+
+
+def _hydra_arguments(config: str, args: list[str]) -> tuple[str | None, list[str]]:
+    """(config name, overrides) of a Hydra command line: `--config-name X` (or `-cn X`, `--config-name=X`) picks
+    another config of the script. None when it takes another flag this check does not read: that command checks its
+    outputs at its own start."""
+    overrides = []
+    it = iter(args)
+    for arg in it:
+        if arg in ("--config-name", "-cn"):
+            config = next(it, config)
+        elif arg.startswith("--config-name="):
+            config = arg.split("=", 1)[1]
+        elif arg.startswith("-"):
+            return None, []
+        else:
+            overrides.append(arg)
+    return config, overrides
 
 
 def check_plan(argvs: Iterable[Sequence[str]]) -> None:

@@ -333,3 +333,37 @@ def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothi
     assert printed.startswith("[tests] ") and "pytest -m gpu tests/gpu" in printed
     assert "[mfu]" in printed and "run_name=mfu-full" in printed and "run_name=mfu-k128" in printed
     assert "[table3]" not in printed and not out.exists()
+
+
+def test_every_targets_commands_pass_the_plan_check_and_name_their_outputs(tmp_path):
+    """The job runner checks each command's outputs before it starts (output_rule.check_plan): a command line it
+    cannot read (a Hydra --config-name) must not end the batch. The benchmark targets write into --out, a folder."""
+    from linformer.output_rule import check_plan, job_outputs
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for commands in targets.target_commands(out).values():
+        for command in commands:
+            for argv in (command.commands if isinstance(command, targets.Together) else (command,)):
+                check_plan([argv])
+    assert [p for _, p, _ in job_outputs(targets.target_commands(out)["table3"][0])] == [out]
+
+
+def test_a_target_refused_by_the_output_rule_is_recorded_failed_and_the_next_still_runs(tmp_path, monkeypatch, capsys):
+    from linformer.errors import OutputPathError
+
+    gpu = _load(monkeypatch)
+    fake = {"tests": [[sys.executable, "-c", "pass"]], "table3": [[sys.executable, "-c", "pass"]]}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    real = gpu.run_jobs
+
+    def refuse_table3(plan, **kw):
+        if kw["stream"].name.endswith("table3.log"):
+            raise OutputPathError("/x holds someone's files")
+        return real(plan, **kw)
+
+    monkeypatch.setattr(gpu, "run_jobs", refuse_table3)
+    assert gpu.main(["table3", "tests", "--out", str(tmp_path)]) == 1
+    records = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert [(r["target"], r["rc"]) for r in records] == [("table3", 2), ("tests", 0)]
+    assert "error: /x holds someone's files" in (tmp_path / "table3.log").read_text()

@@ -114,7 +114,7 @@ def test_a_declared_output_holding_a_users_files_is_refused(script, index, input
 
 
 def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_path):
-    from linformer.files import FILE_RECORDS, MANIFEST, made_by, write_json
+    from linformer.files import MANIFEST, made_by, write_json
     from linformer.output_rule import DIR, RUN, foreign
 
     assert foreign(tmp_path / "missing", DIR, "train_tokenizer") is None
@@ -131,11 +131,14 @@ def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_pa
     assert foreign(theirs, DIR, "export") == "holds the output of convert"
     (theirs / "config.yaml").write_text("seed: 0\n")
     assert foreign(theirs, RUN, "pretrain") is None  # a run's directory: its own start decides
-    report = tmp_path / "t2.md"
+    # a Hydra command's output files: `where` names their folder (benchmark's out_dir), their names are the command's
+    report = tmp_path / "t3"
     report.write_text("mine")
-    assert foreign(report, FILES, "table2") == "is a file table2 did not write"
-    write_json(tmp_path / FILE_RECORDS, {"t2.md": made_by("table2", {})})
-    assert foreign(report, FILES, "table2") is None
+    assert foreign(report, FILES, "benchmark") == "is a regular file, not a folder"
+    report.unlink()
+    report.mkdir()
+    (report / "t3.md").write_text("mine")  # the benchmark's own start checks each of its files
+    assert foreign(report, FILES, "benchmark") is None
     assert foreign(tmp_path / "afile", DIR, "x") is None
     (tmp_path / "afile").write_text("x")
     assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file"

@@ -144,10 +144,11 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
 
 def tokenizer_identity(serialised: str) -> str:
     """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json, or a loaded
-    tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, without its truncation and padding state, which
-    every call with truncation=True rewrites (the same tokenizer hashes the same before and after it has encoded)."""
+    tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, its truncation and padding state read as unset
+    (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
+    tokenizer must hash the same before and after it has encoded. A tokenizer saved with them unset keeps the hash
+    its corpora and runs recorded before this function was shared."""
     data = json.loads(serialised)
-    data.pop("truncation", None)
-    data.pop("padding", None)
+    data.update(truncation=None, padding=None)
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canon).hexdigest()[:16]

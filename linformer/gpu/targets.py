@@ -52,7 +52,7 @@ from typing import NamedTuple
 from ..cli import ArgumentParser
 from ..data.io import repo_root
 from ..devices import cuda_device_name as device_name  # a name the tests stand in for
-from ..errors import OutputPathError
+from ..errors import LinformerError, OutputPathError
 from ..experiments import pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
@@ -186,6 +186,10 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
                 rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
             except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_jobs)
                 rc, stopped, interrupted = 130, True, True
+            except LinformerError as err:  # refused before it started (the output rule): a failed target, not a crash
+                print(f"error: {err}", file=log, flush=True)
+                print(f"error: {err}", flush=True)
+                rc = 2
             if rc != 0 or stopped:
                 break
     if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):

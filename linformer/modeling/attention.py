@@ -317,7 +317,8 @@ class LinformerSelfAttention(nn.Module):
             log_count = column_log_counts(rows)
         spans = None
         if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
-            spans = column_spans(lengths, pk.shape[-2], None if (E.resample or self.landmarks) else E.weight.shape[-2])
+            spans = column_spans(lengths, pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
+                                                          E.weight.shape[-2:]))
         out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
                                      (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0, spans)
         return out.transpose(1, 2).reshape(B, T, -1)

@@ -83,14 +83,15 @@ def landmark_pooling(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: to
     return (p @ kw).squeeze(-2), (p @ vw).squeeze(-2), log_count
 
 
-def column_spans(lengths: torch.Tensor, c: int, n: int | None = None) -> torch.Tensor:
+def column_spans(lengths: torch.Tensor, c: int, n: int | None = None, k: int | None = None) -> torch.Tensor:
     """(B, c, 2) first and one-past-last token each projected column stands for: its window of a row's L real tokens,
     (j L / c, (j + 1) L / c) rounded outwards (E resampled to L, or pooled by landmarks: n None), or E's rows
-    j n / c to (j + 1) n / c cut to L (the slice of an n x c window-mean E)."""
+    j n / k to (j + 1) n / k cut to L (the slice of an n x k window-mean E, of which an input uses the first c
+    columns: c < k under mask_empty_windows; k None: c)."""
     L = lengths.clamp(min=1)[:, None]
     j = torch.arange(c, device=lengths.device)[None, :]
-    scale = L if n is None else torch.full_like(L, n)
-    start, end = (j * scale) // c, -((-(j + 1) * scale) // c)
+    scale, k = (L, c) if n is None else (torch.full_like(L, n), k or c)
+    start, end = (j * scale) // k, -((-(j + 1) * scale) // k)
     return torch.stack([start.clamp(max=L), end.clamp(max=L)], -1)
 
 
@@ -98,11 +99,12 @@ def overlap_bias(spans: torch.Tensor, gi: torch.Tensor | None, gvalid: torch.Ten
                  radius: int) -> torch.Tensor:
     """(B, 1, nb, b, c) additive mask of the projected columns a query's exact keys already hold (overlap_columns=
     "mask"): every token of the column's span lies within the query's window, or the one or two outside it are global
-    tokens. An empty span (past a short row's end) is never masked here: the column mask takes care of it."""
+    tokens. An empty span (past a short row's end) is never masked here: the column mask takes care of it. Radius 0
+    is no window at all (the band then shows a query no key, not even itself)."""
     B = spans.shape[0]
     t = torch.arange(nb * b, device=spans.device).view(1, nb, b, 1)
     a, e = spans[..., 0].view(B, 1, 1, -1), spans[..., 1].view(B, 1, 1, -1)
-    lo, hi = t - radius, t + radius + 1  # the window [lo, hi)
+    lo, hi = (t - radius, t + radius + 1) if radius else (t, t)  # the window [lo, hi), empty without one
     left = (torch.minimum(e, lo) - a).clamp(min=0)    # tokens of the span before the window: a, a + 1, ...
     right = (e - torch.maximum(a, hi)).clamp(min=0)   # ... and after it: ..., e - 1
 

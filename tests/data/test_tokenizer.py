@@ -1,4 +1,5 @@
 import gzip
+from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
@@ -84,3 +85,15 @@ def test_a_count_that_is_not_a_whole_number_is_a_config_error(corpus_file, tmp_p
     with pytest.raises(ConfigError, match=f"^{key}={value!r} must be a whole number of at least 1.$"):
         train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), **{key: value}, show_progress=False)
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_saved_tokenizers_hash_is_the_one_its_corpora_and_runs_recorded(tok_dir):
+    """The hash of a tokenizer train_tokenizer saved is sha256 of its tokenizer.json as canonical JSON: the form every
+    corpus manifest and run config recorded, so sharing one hash function with the split caches moved no record."""
+    import hashlib
+    import json
+
+    data = json.loads((Path(tok_dir) / "tokenizer.json").read_text(encoding="utf-8"))
+    assert data["truncation"] is None and data["padding"] is None
+    canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    assert tokenizer_hash(tok_dir) == hashlib.sha256(canon).hexdigest()[:16]

@@ -36,7 +36,8 @@ def dense_overlap(T: int, lengths: torch.Tensor, radius: int, positions: list[in
     the column's span is within the query's window or a global token (overlap_columns="mask")."""
     B, c = spans.shape[:2]
     t = torch.arange(T)
-    held = ((t[:, None] - t[None, :]).abs() <= radius)[None].expand(B, T, T).clone()  # [b, query, token]
+    near = (t[:, None] - t[None, :]).abs() <= radius if radius else torch.zeros(T, T, dtype=torch.bool)  # no window
+    held = near[None].expand(B, T, T).clone()  # [b, query, token]
     if positions:
         gi, gvalid = global_index(positions, lengths, T)
         is_global = ((t[None, None, :] == gi[:, :, None]) & gvalid[:, :, None]).any(1)  # (B, T)
@@ -324,9 +325,11 @@ def test_no_token_counts_twice_column_by_column():
     assert torch.equal(masked, dense_overlap(16, lengths, 2, [0, -1], spans)[0])
     # the slice of an n x c E: column j stands for rows j n / c .. (j + 1) n / c, cut to the row's length
     assert column_spans(torch.tensor([10]), 4, n=32)[0].tolist() == [[0, 8], [8, 10], [10, 10], [10, 10]]
+    # an n = 16, k = 8 window-mean E of which 8 tokens use the first 4 columns: column j is E's rows 2j, 2j + 1
+    assert column_spans(torch.tensor([8]), 4, n=16, k=8)[0].tolist() == [[0, 2], [2, 4], [4, 6], [6, 8]]
 
 
-@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1])])
+@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1]), (0, [0, -1])])
 def test_masked_overlap_equals_the_dense_reference(radius, positions):
     spans = _against_dense(radius, positions, [23, 17, 5], c=6, seed=1, overlap=True)
     assert dense_overlap(23, torch.tensor([23, 17, 5]), radius, positions, spans).any()  # the case masks a column
