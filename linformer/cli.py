@@ -85,7 +85,7 @@ def register_resolvers() -> None:
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
     """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
-    plans that need a stage's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
+    plans that need a job's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
     ``run.dir`` is where the script would write its run."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir

@@ -1,5 +1,5 @@
-"""What a run computes on, in words: the CPU's model name, the device a run used, the CUDA device of a GPU stage.
-One home for the training core's run summaries, the benchmarks, the reports and the GPU stages."""
+"""What a run computes on, in words: the CPU's model name, the device a run used, the CUDA device of a GPU target.
+One home for the training core's run summaries, the benchmarks, the reports and the GPU targets."""
 
 from __future__ import annotations
 

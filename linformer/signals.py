@@ -4,7 +4,7 @@ it stands. Every mode installs and restores its handlers through ``handling``:
 - stop now, ``signals_stop``: SIGTERM/SIGINT raise Preempted with a message saying how to resume (corpus preparation,
   an atomic write);
 - stop as on Ctrl-C, ``sigterm_interrupts``: SIGTERM raises KeyboardInterrupt, so a command that already handles
-  Ctrl-C (the stage runner, the dashboard) handles both alike;
+  Ctrl-C (the job runner, the dashboard) handles both alike;
 - stop at the next step, ``linformer.train.core.StopSignal``: the trainer records the signal and stops at a step
   boundary, so a step is never cut in half and every rank stops at the same step.
 """

@@ -33,9 +33,8 @@ def _check_values(s, prefix: str) -> None:
         value = getattr(s, key, None)
         if value is not None and value < 1:
             raise ConfigError(f"{prefix}.{key}={value!r} must be a whole number of at least 1.")
-    for key in ("warmup",):
-        if getattr(s, key, 0) < 0:
-            raise ConfigError(f"{prefix}.{key}={getattr(s, key)!r} must be a whole number >= 0.")
+    if s.warmup < 0:
+        raise ConfigError(f"{prefix}.warmup={s.warmup!r} must be a whole number >= 0.")
     if isinstance(s, InferenceSettings):
         if not s.budget_s > 0:
             raise ConfigError(f"{prefix}.budget_s={s.budget_s!r} must be a positive number of seconds.")

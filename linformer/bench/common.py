@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..devices import cpu_model_name, device_name  # noqa: F401 (device_name: the benchmarks' name for it)
+from ..devices import cpu_model_name
 
 
 def resolve_device(device: str = "auto") -> torch.device:

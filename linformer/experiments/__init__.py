@@ -26,6 +26,13 @@ def _run_dir_pattern(config: str, overrides: tuple[str, ...] = ()) -> str:
     return run_dir
 
 
+@functools.cache
+def out_dir(config: str, overrides: tuple[str, ...] = ()) -> Path:
+    """Where scripts/<config>.py writes its output directory (the config's out_dir, with `overrides`), relative to the
+    repository as the config gives it: the plans read it rather than spell the path again."""
+    return Path(compose(config, list(overrides)).out_dir)
+
+
 def run_dir(config: str, run_name: str, overrides: tuple[str, ...] = ()) -> Path:
     """Where scripts/<config>.py writes the run named `run_name` (relative to the repository, as the config says),
     with the plan's `overrides` (e.g. paths.output_dir=...) given to every job."""

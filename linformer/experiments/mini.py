@@ -18,11 +18,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import compose
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..jobs import Job
-from . import CHECKOUT, Places
+from . import CHECKOUT, Places, out_dir
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
@@ -38,8 +37,7 @@ VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch
 def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     """Every job in order; `needs` lets run_jobs start a finetune as soon as its pretraining is done."""
     base = list(places.overrides)
-    tokenizer_dir = compose("tokenizer", [*base, "data=mirror_mini"]).out_dir  # where the scripts write, from their
-    corpus_dir = compose("corpus", [*base, "data=mirror_mini"]).out_dir     # configs
+    tokenizer_dir, corpus_dir = (out_dir(config, (*base, "data=mirror_mini")) for config in ("tokenizer", "corpus"))
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
                 REPO / tokenizer_dir / "tokenizer.json"),
             Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],

@@ -25,20 +25,18 @@ target reads (the teacher and the "local" policy's) get 3 seeds; the other rows,
 
 from __future__ import annotations
 
-import functools
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli import compose
 from ..data.io import path_root, repo_root
 from ..files import atomic_dir, read_json
 from ..jobs import Job, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, chosen_on_reported
-from . import CHECKOUT, Places
+from . import CHECKOUT, Places, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
@@ -175,13 +173,8 @@ def row_tasks(p: Profile, row: Row) -> tuple[str, ...]:
 
 def converted_dir(attention: str, places: Places = CHECKOUT) -> Path:
     """Where scripts/convert.py writes SOURCE converted with `attention` at n = N (its config's out_dir)."""
-    return Path(_out_dir("convert", (*places.overrides, f"model_path={SOURCE}", f"model.max_seq_len={N}",
-                                     f"model.attention={attention}")))
-
-
-@functools.cache
-def _out_dir(config: str, overrides: tuple[str, ...]) -> str:
-    return compose(config, list(overrides)).out_dir
+    return out_dir("convert", (*places.overrides, f"model_path={SOURCE}", f"model.max_seq_len={N}",
+                               f"model.attention={attention}"))
 
 
 def transfer_run(k: int, sharing: str, policy: str) -> str:
@@ -231,7 +224,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
     first run that needs it: run_jobs starts them in this order as their needs finish, so a few jobs at a time (the
     gpu profile's 4) finish runs from their first minutes instead of building every model first."""
     # beside the corpora prepare_corpus.py writes (its config's out_dir), named for SOURCE's tokenizer and N
-    corpus_dir = Path(_out_dir("corpus", (*places.overrides, "data=mirror_slice"))).with_name(
+    corpus_dir = out_dir("corpus", (*places.overrides, "data=mirror_slice")).with_name(
         f"mirror_slice-{SOURCE}-n{N}")
     base = list(places.overrides)
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",

@@ -34,7 +34,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import compose
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
@@ -42,7 +41,7 @@ from ..files import atomic_dir, read_json, write_json
 from ..jobs import Job, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
-from . import Places
+from . import Places, out_dir
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -244,8 +243,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     no-pretraining row also needs)."""
     places = Places.of(under, p.records)
     base = places.overrides
-    tok_dir = Path(resolve_path(compose("tokenizer", [*p.data, *base]).out_dir))
-    corpus_dir = Path(resolve_path(compose("corpus", [*p.data, *base]).out_dir))
+    tok_dir, corpus_dir = (Path(resolve_path(out_dir(config, (*p.data, *base)))) for config in ("tokenizer", "corpus"))
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
                     tok_dir / "tokenizer.json", intermediate=True),
               Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",

@@ -100,13 +100,13 @@ def pack_files(target: str, dest: Path, mirror: Path) -> list[Path]:
     """The files `pack` writes for a target, so that the output rule can check them before any is written."""
     need = TARGETS[target]
     sources, _ = corpus_sources(need["corpus"], mirror)
-    targets = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
+    files = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
     if need.get("model"):
-        targets += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
-    return targets
+        files += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    return files
 
 
-def model_targets(checkout: Path) -> list[Path]:
+def model_files(checkout: Path) -> list[Path]:
     """The files `unpack` writes in the checkout: the model, back in fp32."""
     return [checkout / MODEL_DIR / name for name in (*MODEL_FILES, WEIGHTS)]
 
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")
             else:
                 model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
-                with output_files(model_targets(REPO) if model else [], made_by(UNPACK, {}),
+                with output_files(model_files(REPO) if model else [], made_by(UNPACK, {}),
                                   args.overwrite):
                     written = unpack(args.carry)
                 print(f"carry: unpacked {len(written)} files from {args.carry}")

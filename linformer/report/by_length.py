@@ -13,7 +13,6 @@ The lengths come from the finished runs themselves: ``eval_lengths`` rebuilds a 
 from __future__ import annotations
 
 import dataclasses
-import io
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from ..data.io import default_data_mirror
 from ..data.streams import token_lengths
 from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 from ..errors import DataError
-from ..files import atomic_write
+from ..files import save_figure
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
@@ -166,7 +165,4 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
     fig.legend([handles[n] for n in names], [n.replace("linformer ", "") for n in names], loc="lower center",
                ncol=min(4, len(names)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(names) - 1) // 4), 1, 1))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
+    save_figure(fig, path)

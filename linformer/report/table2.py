@@ -252,7 +252,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
 
     layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
-    reproduce-pretrained `profile` (its recipe, and its stages not run yet); ``scratch``: the framework's own
+    reproduce-pretrained `profile` (its recipe, and its jobs not run yet); ``scratch``: the framework's own
     pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png)."""
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout {layout!r} is not one of {', '.join(LAYOUTS)}")

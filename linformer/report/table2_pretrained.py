@@ -31,8 +31,6 @@ from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_r
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
 
-TASKS = MIRROR_TASKS
-TASK_NAMES = TITLES
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
 # another build of the recipe (transfer_builds).
@@ -40,7 +38,7 @@ SAME_TRANSFER = 1e-3
 TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two transfers builds of one experiment
 
 
-def read_runs(patterns: list[str], tasks: tuple[str, ...] = TASKS) -> list[dict]:
+def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> list[dict]:
     """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
     eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
     paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat)) or [pat]]
@@ -193,7 +191,7 @@ def transfer_builds(runs: list[dict]) -> list[dict]:
         if differing:
             raise DataError(f"{r['_dir']} and {runs[0]['_dir']} were finetuned from transfers of different recipes "
                             f"({', '.join(f'{key} {t.get(key)} vs {first.get(key)}' for key in differing)}): one "
-                            "row's runs must share one transfer recipe; rebuild the transfer stage with the "
+                            "row's runs must share one transfer recipe; rebuild the transfer job with the "
                             "experiment's settings, or keep the runs apart")
         errors = np.asarray(t.get("rel_err_after") or [], dtype=float)
         for build in builds:
@@ -219,7 +217,7 @@ def length_breakdown(runs: list[dict]) -> dict[str, dict]:
     groups = _group(runs)
     teacher = groups.get(TEACHER, {})
     out = {}
-    for task in TASKS:
+    for task in MIRROR_TASKS:
         if task not in teacher:
             continue
         t_runs = teacher[task]
@@ -317,9 +315,9 @@ def targets(rows: list[dict]) -> list[str]:
         if task not in t:
             continue
         ok = t[task]["acc"] >= target
-        out.append(f"Teacher {TASK_NAMES[task]} >= {target:g}: {'met' if ok else 'missed'} ({fmt1(t[task]['acc'])}).")
+        out.append(f"Teacher {TITLES[task]} >= {target:g}: {'met' if ok else 'missed'} ({fmt1(t[task]['acc'])}).")
         if len(t[task]["seeds"]) < SEEDS:
-            out.append(f"(The teacher's {TASK_NAMES[task]} has {len(t[task]['seeds'])} seed(s); the targets need {SEEDS}.)")
+            out.append(f"(The teacher's {TITLES[task]} has {len(t[task]['seeds'])} seed(s); the targets need {SEEDS}.)")
     for r in rows:
         if not r["transfer"] or r.get("policy") != TARGET_POLICY:
             continue
@@ -331,7 +329,7 @@ def targets(rows: list[dict]) -> list[str]:
                 seeds = len(cell["seeds"])
                 verdict = ("met" if gap >= -within else "missed") if seeds >= SEEDS else \
                     f"not decided: {seeds} seed(s) of {SEEDS}"
-                out.append(f"{r['name']}, {TASK_NAMES[task]} within {within:g} of the teacher: {verdict} ({fmt1(gap, True)}).")
+                out.append(f"{r['name']}, {TITLES[task]} within {within:g} of the teacher: {verdict} ({fmt1(gap, True)}).")
     for r in rows:
         if r["transfer"] or r["attention"] == "full" or "imdb" not in r["tasks"] or "imdb" not in t:
             continue
@@ -421,7 +419,7 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
                   "brackets), each row's paired difference from the teacher inside each (points, 95% interval). "
                   f"Plot: `{Path(meta['by_length_png']).name}`."), ""]
         for task, result in lengths.items():
-            lines += [*by_length.to_markdown(TASK_NAMES[task], result), ""]
+            lines += [*by_length.to_markdown(TITLES[task], result), ""]
     lines += protocol_notes(rows, meta)
     missing = meta.get("missing")
     if missing:
@@ -438,7 +436,7 @@ def recipe_from_runs(runs: list[dict]) -> str:
     """Each task's finetuning recipe as its runs' results.json record it; DataError when two runs of a task differ
     (a row trained otherwise would not be comparable with the others)."""
     parts = []
-    for task in TASKS:
+    for task in MIRROR_TASKS:
         task_runs = [r for r in runs if r["task"] == task]
         if not task_runs:
             continue
@@ -450,7 +448,7 @@ def recipe_from_runs(runs: list[dict]) -> str:
                                 f"({', '.join(f'{k}: {first.get(k)} vs {r.get(k)}' for k in differ)}): a table's "
                                 "rows share one recipe")
         g = first.get
-        parts.append(f"{TASK_NAMES[task]}: {g('num_train_examples')} train / {g('num_eval_examples')} eval examples, "
+        parts.append(f"{TITLES[task]}: {g('num_train_examples')} train / {g('num_eval_examples')} eval examples, "
                      f"lr {g('lr')}, batch {g('batch_size')}, max length {g('max_length')}, {g('steps')} updates")
     return "; ".join(parts)
 
@@ -481,7 +479,7 @@ def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
         lines += [(f"- {e['run']}: chose step {e['chosen_step']} of {e['steps']} ({fmt1(100 * e['chosen_accuracy'])}); "
                    f"its last evaluation scored {_pct(e['last_accuracy'])}") for e in excluded]
     for task, c in (meta.get("contamination") or {}).items():
-        lines += ["", (f"{TASK_NAMES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: "
+        lines += ["", (f"{TITLES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: "
                        "runs recorded before training dropped the eval split's duplicates had them among their train "
                        f"rows ({c['runs']} run(s)). Runs made since train without them.")]
     return lines
@@ -496,7 +494,7 @@ def drop_trained_on(runs: list[dict]) -> dict[str, dict]:
     its train rows held (``by_length.trained_on_eval``, rebuilt from its config) are dropped from every run of the
     task, so every row is scored on the same clean examples. Returns {task: {"dropped", "examples", "runs"}}."""
     out = {}
-    for task in TASKS:
+    for task in MIRROR_TASKS:
         task_runs = [r for r in runs if r["task"] == task]
         old = [r for r in task_runs if r.get("eval_duplicates_dropped") is None]
         if not old:
@@ -535,12 +533,12 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)
     if not {Path(r["_dir"]).name for r in runs} & set(meta.pop("planned", ())):
-        meta["missing"] = None  # not the experiment's runs: its unfinished stages are not theirs
+        meta["missing"] = None  # not the experiment's runs: its unfinished jobs are not theirs
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:
         meta = {**meta, "by_length_png": f"{out}_by_length.png"}
-        by_length.plot(breakdown, TASK_NAMES, meta["by_length_png"])
+        by_length.plot(breakdown, TITLES, meta["by_length_png"])
     atomic_write(f"{out}.md", to_markdown(rows, costs, meta, breakdown))
     data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows), "by_length": breakdown}
     write_json(f"{out}.json", data)

@@ -19,18 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.tasks import PAPER_ORDER
+from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
-from ..files import atomic_write, read_json, write_json
+from ..files import atomic_write, read_json, save_figure, write_json
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
 from .rows import row_key, row_name
-from .table2_pretrained import TASK_NAMES, read_runs, start_weights
-
-ALL_TASKS = PAPER_ORDER  # every task, in the paper's column order
+from .table2_pretrained import read_runs, start_weights
 
 
 def pretraining_records(patterns: list[str]) -> list[Path]:
@@ -67,7 +65,7 @@ def _by_seed(runs: list[dict], task: str) -> dict[int, np.ndarray]:
 
 
 def tasks_of(runs: list[dict]) -> tuple[str, ...]:
-    return tuple(t for t in ALL_TASKS if any(r["task"] == t for r in runs))
+    return tuple(t for t in PAPER_ORDER if any(r["task"] == t for r in runs))
 
 
 def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
@@ -120,7 +118,7 @@ def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list
     for task in gain:
         g = gain[task]
         complete = g is not None and len(g["seeds"]) == seeds
-        targets.append({"target": f"pretraining adds >= {exp.GAIN:g} points on {TASK_NAMES[task]}",
+        targets.append({"target": f"pretraining adds >= {exp.GAIN:g} points on {TITLES[task]}",
                         "value": None if g is None else g["diff"], "met": (g["diff"] >= exp.GAIN) if complete else None})
     for row in (r for r in rows if r["attention"] == "linformer" and r["pretrained"]):
         within = exp.WITHIN.get(row["n"] // row["k"])
@@ -163,15 +161,15 @@ def to_markdown(data: dict) -> str:
               "examples; p: McNemar's exact test pooled over the pairs). Every row was pretrained on the same blocks in "
               "the same order with one recipe, and each row's runs started from its one pretraining "
               "(start_weights_sha256)."), "",
-             "| row | " + " | ".join(TASK_NAMES[t] for t in data["tasks"]) + " | avg | "
-             + " | ".join(f"vs full: {TASK_NAMES[t]}" for t in data["tasks"]) + " | vs full: avg | seeds | val ppl (x full) |",
+             "| row | " + " | ".join(TITLES[t] for t in data["tasks"]) + " | avg | "
+             + " | ".join(f"vs full: {TITLES[t]}" for t in data["tasks"]) + " | vs full: avg | seeds | val ppl (x full) |",
              "|---|" + "---|" * (2 * len(data["tasks"]) + 4)]
     ppl = {(r["attention"], r["k"], r["sharing"]): r for r in (data["figure3"] or {}).get("runs", [])}
     for row in data["rows"]:
         t = row["tasks"]
         examples = min((c["examples"] for c in t.values()), default=0)
         fig = ppl.get((row["attention"], row["k"], row["sharing"])) if row["pretrained"] else None
-        seeds = ", ".join(f"{TASK_NAMES[k]} {len(v['seeds'])}" for k, v in t.items())
+        seeds = ", ".join(f"{TITLES[k]} {len(v['seeds'])}" for k, v in t.items())
         lines.append("| " + " | ".join([
             row["name"], *(_acc(t.get(task)) for task in data["tasks"]),
             "-" if row["average"] is None else fmt1(row["average"]),
@@ -179,7 +177,7 @@ def to_markdown(data: dict) -> str:
             _diff(row.get("average_vs_full"), examples), seeds,
             "-" if fig is None else f"{fig['final_val_ppl']:.1f} ({fig['ppl_ratio_vs_full']:.3f}x)"]) + " |")
     lines += ["", "What pretraining adds (full attention against the same model finetuned from random weights, "
-                  "seed-matched): " + ("; ".join(f"{TASK_NAMES[t]} {_diff(g, data['examples'][t])}"
+                  "seed-matched): " + ("; ".join(f"{TITLES[t]} {_diff(g, data['examples'][t])}"
                                                  for t, g in data["gain"].items())
                                        or "not measured yet"), "", "## Targets", ""]
     for t in data["targets"]:
@@ -216,7 +214,7 @@ def plot(data: dict, out_png: Path) -> None:
                 ys.append(a["mean"])
                 err.append((a["mean"] - a["lo"], a["hi"] - a["mean"]))
         if xs:
-            left.errorbar(xs, ys, yerr=np.array(err).T, fmt="o", capsize=3, label=TASK_NAMES[task])
+            left.errorbar(xs, ys, yerr=np.array(err).T, fmt="o", capsize=3, label=TITLES[task])
     left.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
     left.set_ylabel("accuracy (%), mean over seeds, 95% interval")
     left.set_title("Finetuned accuracy by row")
@@ -233,12 +231,7 @@ def plot(data: dict, out_png: Path) -> None:
     right.set_title("Pretraining (cf. Figure 3a)")
     right.legend(fontsize=7)
     fig.tight_layout()
-    import io
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write(out_png, buffer.getvalue())
+    save_figure(fig, out_png, dpi=110)
 
 
 def write_table(patterns: list[str], out: str, profile_name: str, hardware: str, command: str) -> dict:
@@ -246,7 +239,7 @@ def write_table(patterns: list[str], out: str, profile_name: str, hardware: str,
     if profile_name not in exp.PROFILES:
         raise DataError(f"--profile {profile_name!r} is not a reproduce-scratch profile ({', '.join(exp.PROFILES)})")
     p = exp.PROFILES[profile_name]
-    runs = read_runs(patterns, ALL_TASKS)
+    runs = read_runs(patterns, PAPER_ORDER)
     pretraining = pretraining_records(patterns)
     if not runs and not pretraining:
         raise DataError(f"no finished runs at {', '.join(patterns)}")
@@ -267,7 +260,7 @@ def write_table(patterns: list[str], out: str, profile_name: str, hardware: str,
             "planned": len(exp.planned_runs(p)),
             "examples": {t: next((len(r["_labels"]) for r in runs if r["task"] == t), 0) for t in tasks},
             "recipe": {"data": p.data, "model": p.model, "pretraining": p.pretrain,
-                       **{f"finetuning {TASK_NAMES[t]}": v for t, v in p.tasks.items()},
+                       **{f"finetuning {TITLES[t]}": v for t, v in p.tasks.items()},
                        "protocol": (f"validation_fraction={p.validation_fraction:g}", "subset_seed=0",
                                     f"seeds={','.join(map(str, p.seeds))}")}}
     atomic_write(f"{out}.md", to_markdown(data))
