@@ -105,8 +105,6 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
     """Hydra's composition error as one line with a did-you-mean: a misspelt key names the closest known key, an
     unknown group option the closest option (its list of options kept); never Hydra's hint to add the key with
     '+' (refuse_added_keys refuses it) nor its search path."""
-    import re
-
     text = str(err)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     key = re.search(r"Could not override '([^']+)'", text)

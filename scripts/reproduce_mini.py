@@ -40,7 +40,7 @@ def reproduce(jobs: int, dry_run: bool, report_only: bool = False, places: Place
     return frontend.reproduce(
         mini.plan(places=places), title=mini.__doc__, minutes=None, timing="logs in "
         f"{places.outputs('reproduce_mini_logs')}", jobs=jobs, dry_run=dry_run, report_only=report_only,
-        report=mini.report_commands(places)[0][1:], log_dir=REPO / places.outputs("reproduce_mini_logs"),
+        report=mini.report_argv(places), log_dir=REPO / places.outputs("reproduce_mini_logs"),
         after=after)
 
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _load(monkeypatch, gpu: str | None = "a CUDA device (stand-in)"):
     """The GPU targets with their CUDA device stood in by `gpu` (None: no CUDA device), so stand-in targets run here."""
-    monkeypatch.setattr(targets, "device_name", lambda: gpu)
+    monkeypatch.setattr(targets, "cuda_device_name", lambda: gpu)
     return targets
 
 
@@ -271,7 +271,7 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
 
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
-    driver = ("import sys; from linformer.gpu import targets as g; g.device_name = lambda: 'stand-in'\n"
+    driver = ("import sys; from linformer.gpu import targets as g; g.cuda_device_name = lambda: 'stand-in'\n"
               f"g.target_commands = lambda out, jobs=None: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
               "g.copy_back_patterns = lambda target: ()\n"
@@ -326,7 +326,7 @@ def test_a_log_or_archive_of_someone_elses_is_refused_before_any_target_runs(tmp
 
 def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothing(tmp_path, monkeypatch, capsys):
     gpu = _load(monkeypatch)
-    monkeypatch.setattr(gpu, "device_name", lambda: None)  # no CUDA: a dry run needs none
+    monkeypatch.setattr(gpu, "cuda_device_name", lambda: None)  # no CUDA: a dry run needs none
     out = tmp_path / "out"
     assert gpu.main(["tests", "mfu", "--out", str(out), "--dry-run"]) == 0
     printed = capsys.readouterr().out

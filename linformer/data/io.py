@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..cli import compose
+from ..cli import CONFIG_DIR, compose
 from ..errors import CorpusError, HubOfflineError
 
 TEXT_SUFFIXES = (".txt", ".txt.gz")
@@ -31,7 +31,7 @@ def repo_root() -> Path:
 
 @functools.cache
 def _paths_config():
-    return OmegaConf.load(repo_root() / "configs" / "paths" / "default.yaml")
+    return OmegaConf.load(CONFIG_DIR / "paths" / "default.yaml")
 
 
 def path_root(key: str) -> str:

@@ -18,7 +18,6 @@ _MARKER = "RUN-NAME-OF-A-PLAN"
 
 @functools.cache
 def _run_dir_pattern(config: str, overrides: tuple[str, ...] = ()) -> str:
-
     run_dir = str(compose(config, [*overrides, f"run_name={_MARKER}"], with_hydra=True).hydra.run.dir)
     if _MARKER not in run_dir:
         raise ConfigError(f"hydra.run.dir of configs/{config}.yaml ({run_dir}) does not follow run_name: the "

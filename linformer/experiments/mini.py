@@ -68,8 +68,8 @@ def pretrain_runs(places: Places = CHECKOUT) -> dict[str, Path]:
     return {label: REPO / places.run("pretrain", f"mini-{label}") for label, *_ in VARIANTS}
 
 
-def report_commands(places: Places = CHECKOUT) -> list[list[str]]:
-    # --overwrite: the reproduction owns docs/results/table2_mini.*, which is committed without the output record
+def report_argv(places: Places = CHECKOUT) -> list[str]:
+    """scripts/table2.py's arguments for the mini table (--overwrite: the reproduction owns docs/results/table2_mini.*,
+    which is committed without the output record)."""
     runs = places.run("finetune", "mini-*")
-    return [["scripts/table2.py", str(runs), "--out", str(places.results("table2_mini")),
-             "--command", "make reproduce-mini", "--overwrite"]]
+    return [str(runs), "--out", str(places.results("table2_mini")), "--command", "make reproduce-mini", "--overwrite"]

@@ -249,7 +249,6 @@ def main(argv: list[str] | None = None) -> int:
                                      f"largest folders: {biggest} (docs/gpu/README.md: leave some out for the call)")
             elif args.command == "pack":
                 if args.mirror is None:
-
                     args.mirror = Path(default_data_mirror())
                 record = made_by(PACK, {"target": args.target})
                 with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite):

@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 from ..cli import ArgumentParser
 from ..data.io import repo_root
-from ..devices import cuda_device_name as device_name  # a name the tests stand in for
+from ..devices import cuda_device_name
 from ..errors import LinformerError, OutputPathError
 from ..experiments import pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
@@ -80,7 +80,6 @@ def copy_back_patterns(target: str) -> tuple[str, ...]:
         runs = MFU_RUNS if target == "mfu" else FIGURE3_RUNS
         return tuple(f"{run_dir('pretrain', run)}/{name}" for run in runs for name in RUN_RECORDS)
     if target == "scratch":
-
         gpu = scratch.PROFILES["gpu"]
         return f"{gpu.records}/*", f"{gpu.table}.*"
     if target != "table2":
@@ -285,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         check_output_files(written, owner, args.overwrite)
     except OutputPathError as err:
         parser.error(str(err))
-    gpu = device_name()
+    gpu = cuda_device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")
     out.mkdir(parents=True, exist_ok=True)

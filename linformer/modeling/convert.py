@@ -26,7 +26,7 @@ from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
 from .card import conversion_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
-from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
+from .loading import TOKENIZER_FILES, _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
     from ..runconfig import ConvertSpec
@@ -51,7 +51,6 @@ def is_projection_weight(name: str) -> bool:
     """Whether a parameter (or state-dict key) belongs to a projection E or F."""
     return bool(_PROJECTION_PARAM.search(name))
 _POSITIONS = "embeddings.position_embeddings.weight"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
 
 def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedModel, *, extend_positions: bool = True,
@@ -145,8 +144,8 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
 
 def _load_tokenizer(path: str):
     # transformers 5 builds a tokenizer of special tokens alone for a directory without tokenizer files.
-    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, f)) for f in _TOKENIZER_FILES):
-        raise CheckpointError(f"{path!r} holds no tokenizer (none of {', '.join(_TOKENIZER_FILES)}).")
+    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
+        raise CheckpointError(f"{path!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}).")
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, KeyError) as err:

@@ -87,7 +87,9 @@ def _packaged_model(name: str, key: str = "model_path") -> str:
     return str(found.get_model_path())
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt")
+# The files a tokenizer directory may hold (byte-level BPE, WordPiece, SentencePiece): one of them makes a folder a
+# tokenizer to load
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
 
 def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = True) -> str:

@@ -66,9 +66,8 @@ def landmark_pooling(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: to
     """
     B, H, T, d = q.shape
     c = rows.shape[-1]
-    L = lengths.clamp(min=1)[:, None]  # an all-padding row: windows over its (zero) first token
-    j = torch.arange(c, device=q.device)[None, :]
-    start, end = (j * L) // c, -((-(j + 1) * L) // c)  # (B, c): window j is tokens start..end-1
+    # (B, c): window j is tokens start..end-1 (an all-padding row: windows over its zero first token)
+    start, end = column_spans(lengths, c).unbind(-1)
     W = min(T, -(-T // c) + 1)  # the widest window of any row length <= T
     idx = start[:, :, None] + torch.arange(W, device=q.device)  # (B, c, W)
     inside = idx < end[:, :, None]

@@ -264,7 +264,6 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
         if layout == "pretrained":
             data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
         elif layout == "scratch":
-
             data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
                                               command or shlex.join(["python", *sys.argv]))
         else:

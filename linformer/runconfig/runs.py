@@ -37,7 +37,6 @@ def plain_config(cfg) -> dict[str, Any]:
 
 
 def _path(cfg: Mapping, key: str) -> str:
-
     value = cfg.get(key)
     if value in (None, ""):
         raise ConfigError(f"{key} is not set.")

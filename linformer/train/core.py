@@ -136,7 +136,6 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
     if accelerator.num_processes > 1:
         start = broadcast_object_list([start])[0]
     if start.error:
-
         raise getattr(errors, start.error_type, LinformerError)(start.error)
     try:
         yield start
