@@ -118,7 +118,7 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
     available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
     if option and available:
-        choices = available.group(1).split()
+        choices = [c for c in available.group(1).split() if not c.startswith("_")]  # _x.yaml: a group's shared part
         return (f"{option.group(1)}={option.group(2)}: no such option{did_you_mean(option.group(2), choices)}; "
                 f"the options: {', '.join(choices)}.")
     kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
