@@ -191,6 +191,11 @@ def _start_of(result: dict) -> str | None:
     return result.get("start_weights_sha256")
 
 
+def _counts(result: dict) -> bool:
+    """A kept finetuning record that counts: there, and not choosing its epoch on the reported split."""
+    return bool(result) and not chosen_on_reported(result)
+
+
 class Starts:
     """The weights a row's finetuning would start from now: its pretraining's on this machine, hashed once per finished
     run (the runner asks whether a job is done many times)."""
@@ -211,7 +216,7 @@ def finished_runs(p: Profile, row: Row, places: Places, starts: Starts | None = 
     """Each finetuning run of the row -> whether its kept records count as done (the module's "one start per row")."""
     names = [finetune_run(p, task, row, seed) for task in p.tasks for seed in p.seeds]
     kept = {name: read_json(REPO / places.records / name / RESULTS) for name in names}
-    valid = {name: bool(r) and not chosen_on_reported(r) for name, r in kept.items()}
+    valid = {name: _counts(r) for name, r in kept.items()}
     if not row.pretrained:
         return valid
     here = (starts or Starts()).here(REPO / places.run("pretrain", pretrain_run(p, row.label)))
@@ -229,7 +234,7 @@ def finished_run(p: Profile, row: Row, places: Places, name: str, starts: Starts
     if row.pretrained and here is None:  # the pretraining is gone from here: the whole-row rule
         return finished_runs(p, row, places, starts)[name]
     record = read_json(REPO / places.records / name / RESULTS)
-    return bool(record) and not chosen_on_reported(record) and (not row.pretrained or _start_of(record) == here)
+    return _counts(record) and (not row.pretrained or _start_of(record) == here)
 
 
 def row_complete(p: Profile, row: Row, places: Places, starts: Starts | None = None) -> bool:

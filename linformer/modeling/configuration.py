@@ -345,13 +345,13 @@ def _check_values(config: LinformerConfig) -> None:
         value = getattr(config, key, None)
         if value is None and key == "classifier_dropout":
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        if not fits_type(value, float) or not 0 <= value < 1:
             raise ConfigError(f"{key}={value!r} must be a probability in [0, 1).")
     eps = config.layer_norm_eps
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (eps > 0 and math.isfinite(eps)):
+    if not fits_type(eps, float) or not (eps > 0 and math.isfinite(eps)):
         raise ConfigError(f"layer_norm_eps={eps!r} must be a positive number (e.g. 1e-5).")
     init = config.initializer_range
-    if isinstance(init, bool) or not isinstance(init, (int, float)) or not (init >= 0 and math.isfinite(init)):
+    if not fits_type(init, float) or not (init >= 0 and math.isfinite(init)):
         raise ConfigError(f"initializer_range={init!r} must be a number >= 0 (the init's standard deviation).")
 
 

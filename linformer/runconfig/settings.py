@@ -107,11 +107,10 @@ class OptimSettings:
     def read(cls, o: Mapping) -> OptimSettings:
         refuse_unknown(o, cls, "optim")
         raw = o.get("betas")
-        betas = list(raw) if isinstance(raw, (list, tuple)) or (hasattr(raw, "__iter__") and not isinstance(raw, str)) \
-            else [raw]
-        if len(betas) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1
-                                      for b in betas):
-            shown = betas if isinstance(raw, (list, tuple)) or hasattr(raw, "__iter__") else raw
+        iterable = hasattr(raw, "__iter__") and not isinstance(raw, str)
+        betas = list(raw) if iterable else [raw]
+        if len(betas) != 2 or not all(fits_type(b, float) and 0 <= b < 1 for b in betas):
+            shown = betas if iterable else raw
             raise ConfigError(f"optim.betas={shown!r} must be two numbers in [0, 1), e.g. [0.9, 0.98].")
         decay = o.get("weight_decay")
         if isinstance(decay, bool) or not isinstance(decay, (int, float)) or decay < 0:
