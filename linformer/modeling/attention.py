@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .configuration import LinformerConfig
-from .local_global import column_log_counts, column_spans, landmark_pooling, local_global_attention
+from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -264,8 +264,9 @@ class LinformerSelfAttention(nn.Module):
         value, _ = F_(value, mask)
         return key, value, kmask
 
-    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
-        """hidden: (B, T, D); mask: (B, T) bool, True at real tokens, or None when nothing is padded."""
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
+        """hidden: (B, T, D); mask: (B, T) bool, True at real tokens, or None when nothing is padded; per_forward: a
+        dict the encoder's layers share for one forward (what depends only on the input's lengths is built once)."""
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):
@@ -274,7 +275,7 @@ class LinformerSelfAttention(nn.Module):
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
         if self.local_radius or self.global_positions:
-            out, probs = self._local_global(q, hidden, mask, E, F_), None
+            out, probs = self._local_global(q, hidden, mask, E, F_, per_forward), None
         else:
             out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
         if self.exact_short and mask is not None:
@@ -291,7 +292,7 @@ class LinformerSelfAttention(nn.Module):
                     probs = torch.where(short[:, None, None, None], exact_probs, probs)
         return out, probs
 
-    def _local_global(self, q, hidden, mask, E, F_):
+    def _local_global(self, q, hidden, mask, E, F_, shared=None):
         """One softmax over the local window's exact keys, the global tokens' and the projected ones -> (B, T, D).
         Attention probabilities are not materialised (output_attentions gives None for these layers)."""
         B, T = hidden.shape[:2]
@@ -315,12 +316,14 @@ class LinformerSelfAttention(nn.Module):
             pmask = None
         else:
             log_count = column_log_counts(rows)
-        spans = None
+        layout = ExactKeyLayout.of(shared, lengths, T, self.local_radius, self.global_positions)
+        overlap = None
         if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
-            spans = column_spans(lengths, pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
-                                                          E.weight.shape[-2:]))
+            overlap = layout.overlap(pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
+                                                     E.weight.shape[-2:]))
         out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
-                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0, spans)
+                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0,
+                                     layout=layout, overlap=overlap)
         return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, keys, values, kmask, output_attentions):

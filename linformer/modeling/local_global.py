@@ -136,46 +136,86 @@ def _band(x: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
     return xp.as_strided((B, H, nb, b + 2 * radius, d), (xp.stride(0), xp.stride(1), b * d, d, 1))
 
 
+class ExactKeyLayout:
+    """What every layer's local/global attention shares in one forward: it depends on the rows' lengths, T, the
+    radius and the global positions only, so the encoder's layers build it once (``of``) instead of once each: the
+    blocks, the band's and the global keys' masks, the global tokens' indices, and the masks of the projected
+    columns the exact keys hold (``overlap``, per projection shape)."""
+
+    def __init__(self, lengths: torch.Tensor, T: int, radius: int, positions: list[int]):
+        self.lengths, self.T, self.radius, self.positions = lengths, T, radius, positions
+        self.real = torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+        # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's
+        # window. Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
+        self.b = max(1, radius)
+        self.nb = -(-T // self.b)
+        self.band_bias = _band_bias(self.real, self.b, self.nb, radius)
+        self.gi = self.gvalid = self.global_bias = None
+        if positions:
+            self.gi, self.gvalid = global_index(positions, lengths, T)  # (B, G)
+            self.global_bias = _global_bias(self.gi, self.gvalid, self.b, self.nb, radius)
+        self._overlap: dict[tuple, torch.Tensor] = {}
+
+    @classmethod
+    def of(cls, shared: dict | None, lengths: torch.Tensor, T: int, radius: int, positions: list[int]
+           ) -> ExactKeyLayout:
+        """The forward's layout from `shared` (a dict the encoder hands every layer for one forward), built by the
+        first layer that asks; a new one without `shared`."""
+        if shared is None:
+            return cls(lengths, T, radius, positions)
+        key = ("exact_key_layout", T, radius, tuple(positions))
+        if key not in shared:
+            shared[key] = cls(lengths, T, radius, positions)
+        return shared[key]
+
+    def overlap(self, c: int, n: int | None = None, k: int | None = None) -> torch.Tensor:
+        """``overlap_bias`` of c projected columns (``column_spans(lengths, c, n, k)``), built once per shape: every
+        layer whose projection has it masks the same columns."""
+        if (c, n, k) not in self._overlap:
+            spans = column_spans(self.lengths, c, n, k)
+            self._overlap[c, n, k] = overlap_bias(spans, self.gi, self.gvalid, self.b, self.nb, self.radius)
+        return self._overlap[c, n, k]
+
+
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                            radius: int, positions: list[int], projected: tuple | None,
-                           dropout_p: float = 0.0, spans: torch.Tensor | None = None) -> torch.Tensor:
+                           dropout_p: float = 0.0, spans: torch.Tensor | None = None,
+                           layout: ExactKeyLayout | None = None, overlap: torch.Tensor | None = None) -> torch.Tensor:
     """One softmax over local, global and projected keys -> (B, H, T, d).
 
     q, k, v: (B, H, T, d), k and v zero at padded positions; lengths: (B,) real tokens per row (right padding);
     radius: r >= 0 (0: no local keys); positions: the global positions ([] for none); projected: None, or
     (keys (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)); spans: (B, c, 2)
     the tokens each projected column stands for (``column_spans``) to mask it for the queries whose exact keys hold
-    them all (overlap_columns="mask"), or None to keep every column.
+    them all (overlap_columns="mask"), or None to keep every column; layout: the forward's ``ExactKeyLayout`` (None:
+    built here); overlap: that mask already built (``ExactKeyLayout.overlap``), in place of `spans`.
 
     Each block of b queries is scored against its band (the b + 2 radius positions around it), the global keys
     and the projected keys in two products, and normalised together in one softmax: no key is copied per block.
     """
     B, H, T, d = q.shape
-    real = torch.arange(T, device=q.device)[None, :] < lengths[:, None]  # (B, T)
-    # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's window.
-    # Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
-    b = max(1, radius)
-    nb = -(-T // b)
+    layout = layout or ExactKeyLayout(lengths, T, radius, positions)
+    real, b, nb, gi, gvalid = layout.real, layout.b, layout.nb, layout.gi, layout.gvalid
     acc = torch.promote_types(q.dtype, torch.float32)  # scores and softmax in float32 at least
     # the band before the global keys' gather: autograd then sums k's and v's gradients in the same order whatever
     # the caller, so a run's numbers stay the same to the bit
     band_k, band_v = _band(k, b, nb, radius), _band(v, b, nb, radius)  # (B, H, nb, L, d)
-    biases = [_band_bias(real, b, nb, radius).to(acc)]
+    biases = [layout.band_bias.to(acc)]
     others_k, others_v = [], []  # keys every query sees: the global ones, then the projected ones
     if positions:  # global: exact keys for every query, unless the window already holds them
-        gi, gvalid = global_index(positions, lengths, T)  # (B, G)
         gather = gi[:, None, :, None].expand(B, H, -1, d)
         others_k.append(k.gather(2, gather))  # (B, H, G, d)
         others_v.append(v.gather(2, gather))
-        biases.append(_global_bias(gi, gvalid, b, nb, radius).to(acc))
+        biases.append(layout.global_bias.to(acc))
     if projected is not None:  # projected: E^T K and F^T V for every query, each logit + log(tokens it stands for)
         pk, pv, pmask, log_count = projected
         others_k.append(pk)
         others_v.append(pv)
         bias = _projected_bias(log_count.to(acc), pmask)
-        if spans is not None:
-            gi_, gv_ = (gi, gvalid) if positions else (None, None)
-            bias = bias + overlap_bias(spans, gi_, gv_, b, nb, radius).to(acc)
+        if overlap is None and spans is not None:
+            overlap = overlap_bias(spans, gi, gvalid, b, nb, radius)
+        if overlap is not None:
+            bias = bias + overlap.to(acc)
         biases.append(bias)
     others = (torch.cat(others_k, dim=2), torch.cat(others_v, dim=2)) if others_k else None  # (B, H, G + c, d)
     out = _chunked_softmax(_blocks(q, b, nb), band_k, band_v, others, biases, dropout_p).reshape(B, H, nb * b, d)[

@@ -78,8 +78,8 @@ class LinformerAttention(nn.Module):
         self.self = LinformerSelfAttention(config, layer_idx)
         self.output = LinformerSelfOutput(config)
 
-    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
-        out, probs = self.self(hidden, mask, shared_projection, output_attentions)
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
+        out, probs = self.self(hidden, mask, shared_projection, output_attentions, per_forward)
         return self.output(out, hidden), probs
 
 
@@ -106,8 +106,8 @@ class LinformerLayer(GradientCheckpointingLayer):
         self.intermediate = LinformerIntermediate(config)
         self.output = LinformerOutput(config)
 
-    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False):
-        attn, probs = self.attention(hidden, mask, shared_projection, output_attentions)
+    def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
+        attn, probs = self.attention(hidden, mask, shared_projection, output_attentions, per_forward)
         return self.output(self.intermediate(attn), attn), probs
 
 
@@ -124,9 +124,11 @@ class LinformerEncoder(nn.Module):
     def forward(self, hidden, mask=None, output_attentions=False, output_hidden_states=False):
         all_hidden = (hidden,) if output_hidden_states else None
         all_probs = () if output_attentions else None
+        per_forward = {}  # what the layers share in this forward: the local/global masks (ExactKeyLayout)
         for layer in self.layer:
             # hidden goes positionally: gradient checkpointing only tracks positional tensors
-            hidden, probs = layer(hidden, mask, shared_projection=self.E, output_attentions=output_attentions)
+            hidden, probs = layer(hidden, mask, shared_projection=self.E, output_attentions=output_attentions,
+                                  per_forward=per_forward)
             if output_hidden_states:
                 all_hidden += (hidden,)
             if output_attentions:

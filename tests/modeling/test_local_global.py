@@ -340,3 +340,27 @@ def test_overlap_mask_needs_exact_keys_and_a_known_choice():
         LinformerConfig(**SMALL, overlap_columns="mask")
     with pytest.raises(ConfigError, match="overlap_columns='drop' is not one of keep, mask"):
         LinformerConfig(**SMALL, local_window=8, overlap_columns="drop")
+
+
+def test_the_masks_are_built_once_per_forward_and_shared_by_every_layer(monkeypatch):
+    """What depends only on the input's lengths (the band's and global keys' masks, the overlap mask) is built by the
+    first layer and reused by the others: once per forward, not once per layer."""
+    from linformer.modeling import LinformerModel
+    from linformer.modeling import local_global as lg
+
+    built, overlaps = [], []
+    init, overlap_bias = lg.ExactKeyLayout.__init__, lg.overlap_bias
+    monkeypatch.setattr(lg.ExactKeyLayout, "__init__", lambda self, *a: (built.append(1), init(self, *a))[1])
+    monkeypatch.setattr(lg, "overlap_bias", lambda *a: (overlaps.append(1), overlap_bias(*a))[1])
+    config = LinformerConfig(**{**SMALL, "num_hidden_layers": 3}, local_window=8, global_positions=[0, -1],
+                             overlap_columns="mask", length_policy="resample")
+    model = LinformerModel(config).eval()
+    ids = torch.randint(5, config.vocab_size, (2, config.max_seq_len))
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+    with torch.no_grad():
+        model(ids, attention_mask=mask)
+    assert (len(built), len(overlaps)) == (1, 1)
+    with torch.no_grad():
+        model(ids, attention_mask=mask)  # a new forward builds its own: another batch has other lengths
+    assert (len(built), len(overlaps)) == (2, 2)
