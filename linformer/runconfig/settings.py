@@ -168,21 +168,21 @@ def _choice(*options: str):
 
 def _whole(group: Mapping, key: str) -> int | None:
     value = group.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+    if value is not None and not (fits_type(value, int) and value >= 0):
         raise ConfigError(f"trainer.{key}={value!r} must be a whole number >= 0 (or null).")
     return value
 
 
 def _nonnegative(group: Mapping, key: str) -> float:
     value = group.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if not (fits_type(value, float) and value >= 0):
         raise ConfigError(f"trainer.{key}={value!r} must be a number >= 0.")
     return float(value)
 
 
 def _clip(group: Mapping, key: str) -> float:
     value = group.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+    if value is not None and not (fits_type(value, float) and value >= 0):
         raise ConfigError(f"trainer.{key}={value!r} must be a number >= 0 (0 or null: no clipping).")
     return float(value) if value else math.inf
 
