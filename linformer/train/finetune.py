@@ -81,12 +81,12 @@ class FinetuneTask(TrainingTask):
         self.max_length = self._max_length(settings.max_length, run.task.max_length)
         data = task_splits(run.task, self.tokenizer, self.max_length)
         self.min_tokens = self.min_train_tokens(run)
-        self.train, self.eval = self.train_examples(data["train"]), data["eval"]
+        self.train_set, self.eval = self.train_examples(data["train"]), data["eval"]
         self.validation = data.get("validation")  # None: nothing is chosen, the last model is reported
         self.data_spec, self.split_notes = run.task, split_info(data["train"])
         self._check_protocol(settings, world)
         collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
-        self.stream = ExampleStream(self.train, settings.batch_size, world, rank, seed, collate,
+        self.train_stream = ExampleStream(self.train_set, settings.batch_size, world, rank, seed, collate,
                                     group_by_length=settings.group_by_length)
         eval_batch = settings.require("eval_batch_size", "finetuning")
         # the evaluated splits: "validation" chooses (each evaluation), "eval" reports (once, at the end)
@@ -98,7 +98,7 @@ class FinetuneTask(TrainingTask):
             self.eval_orders[name] = np.argsort(-token_lengths(split), kind="stable")
             loaders.append(DataLoader(split.select(self.eval_orders[name]).with_format(columns=COLUMNS),
                                       batch_size=eval_batch, collate_fn=collate))
-        self.steps_per_epoch = math.ceil(self.stream.batches_per_epoch / settings.grad_accum)
+        self.steps_per_epoch = math.ceil(self.train_stream.batches_per_epoch / settings.grad_accum)
         self.max_steps = settings.max_steps or self.steps_per_epoch * settings.require("epochs", "finetuning")
         self.default_eval_every = self.steps_per_epoch if self.validation is not None else None
         self.save_best = settings.save_best
@@ -117,8 +117,8 @@ class FinetuneTask(TrainingTask):
                                   "a validation split, never on the reported one: set validation_fraction (e.g. 0.1), "
                                   "or trainer.eval_every=null (the reported split is scored once, at the end).")
             return
-        if len(self.train) < settings.batch_size * world:
-            raise ConfigError(f"validation_fraction={fraction} leaves {len(self.train)} training examples, fewer than "
+        if len(self.train_set) < settings.batch_size * world:
+            raise ConfigError(f"validation_fraction={fraction} leaves {len(self.train_set)} training examples, fewer than "
                               f"one batch (trainer.batch_size={settings.batch_size} x {world} processes): lower it, or "
                               "train on more rows (max_train_examples).")
         if not settings.save_best and self.select_best:
@@ -166,7 +166,7 @@ class FinetuneTask(TrainingTask):
         return min(limit, requested if requested is not None else (task_max or limit))
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        return self.stream.micro_batch(g)
+        return self.train_stream.micro_batch(g)
 
     def epoch_of(self, step: int) -> float:
         return step / self.steps_per_epoch
@@ -281,7 +281,7 @@ class FinetuneTask(TrainingTask):
             "reported": {"split": self.task_spec.eval_split, "step": step, "examples": len(self.eval)},
             "best_epoch": self.epoch_of(step),
             "best_step": step,
-            "num_train_examples": len(self.train),
+            "num_train_examples": len(self.train_set),
             "eval_duplicates_dropped": self.split_notes.get("eval_duplicates_dropped"),
             "min_train_tokens": self.min_tokens,
             "num_eval_examples": len(self.eval),
