@@ -1,22 +1,28 @@
-"""How the local/global attention's chunk size (linformer.modeling.local_global.CHUNK_ELEMENTS) moves its forward time
-against full attention's, side by side in one process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128,
-w = 128, global [0, -1], batch 1, random weights, at 1 and 2 threads, idle and beside one busy process.
+"""How the local/global attention's CPU kernel (``LINFORMER_CPU_KERNEL``: ops or fused; or flex: the model under
+attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk size
+(linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in one
+process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
+weights, at 1 and 2 threads, idle and beside one busy process (a one-thread matrix loop).
 
-    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18 20 22]
+    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels ops fused flex]
 
-Prints one row per (threads, load, chunk): the median forward time of each model over interleaved rounds, their ratio,
-and the FLOP ratio it is held to (target: the time ratio at most 1.15x the FLOP ratio).
+Prints one row per (threads, load, kernel, chunk): the median forward time of each model over interleaved rounds, the
+part of it spent in the self-attention modules, their ratio, and the FLOP ratio it is held to (target: the time ratio
+at most 1.15x the FLOP ratio).
 """
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import time
 
 import torch
 
 import linformer.modeling.local_global as lg
+from linformer.modeling.attention import LinformerSelfAttention
 from linformer.modeling.configuration import LinformerConfig
+from linformer.modeling.cpu_kernel import KERNEL_ENV
 from linformer.modeling.flops import forward_flops_per_token
 from linformer.modeling.model import LinformerModel
 
@@ -35,41 +41,71 @@ def config(n: int, attention: str) -> LinformerConfig:
                            intermediate_size=1536, max_seq_len=n, attention=attention, **extra)
 
 
+class AttentionClock:
+    """Seconds spent inside the self-attention modules of a model (forward hooks on each)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.seconds, self._start = 0.0, 0.0
+        for m in model.modules():
+            if isinstance(m, LinformerSelfAttention):
+                m.register_forward_pre_hook(self._enter)
+                m.register_forward_hook(self._leave)
+
+    def _enter(self, *_):
+        self._start = time.perf_counter()
+
+    def _leave(self, *_):
+        self.seconds += time.perf_counter() - self._start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--chunks", type=int, nargs="+", default=[18, 20, 22], help="log2 of CHUNK_ELEMENTS")
+    ap.add_argument("--chunks", type=int, nargs="+", default=[18], help="log2 of CHUNK_ELEMENTS")
+    ap.add_argument("--kernels", nargs="+", default=["ops", "fused"], choices=["ops", "fused", "flex"])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
     torch.manual_seed(0)
     models = {a: LinformerModel(config(args.n, a)).eval() for a in ("full", "linformer")}
+    clocks = {a: AttentionClock(m) for a, m in models.items()}
     flop_ratio = forward_flops_per_token(models["linformer"].config, args.n) / forward_flops_per_token(
         models["full"].config, args.n)
     ids = torch.randint(5, 30000, (1, args.n))
-    print(f"n = {args.n}, FLOP ratio (local/global / full) {flop_ratio:.3f}; {torch.__version__}")
-    print("| threads | load | chunk | full (ms) | local/global (ms) | time ratio | x FLOP ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for threads in (1, 2):
+    print(f"n = {args.n}, FLOP ratio (local/global / full) {flop_ratio:.3f}; torch {torch.__version__}, "
+          f"{os.cpu_count()} CPUs")
+    print("| threads | load | kernel | chunk | full (ms) | its attention | local/global (ms) | its attention "
+          "| time ratio | x FLOP ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for threads in args.threads:
         for load in ("idle", "one busy process"):
             stop = multiprocessing.Event()
             busy = multiprocessing.Process(target=_busy, args=(stop,)) if load != "idle" else None
             if busy:
                 busy.start()
             torch.set_num_threads(threads)
-            with torch.inference_mode():
-                for m in models.values():
-                    m(ids)  # warm-up
-                for c in args.chunks:
-                    lg.CHUNK_ELEMENTS = 1 << c
-                    times = {"full": [], "linformer": []}
-                    for r in range(args.reps):  # interleaved, order alternating
-                        for name in (("full", "linformer") if r % 2 == 0 else ("linformer", "full")):
-                            t0 = time.perf_counter()
-                            models[name](ids)
-                            times[name].append(time.perf_counter() - t0)
-                    full, local = (statistics.median(times[k]) for k in ("full", "linformer"))
-                    print(f"| {threads} | {load} | 2^{c} | {1000 * full:.0f} | {1000 * local:.0f} | "
-                          f"{local / full:.3f} | {local / full / flop_ratio:.2f} |", flush=True)
+            for kernel in args.kernels:
+                os.environ[KERNEL_ENV] = "auto" if kernel == "flex" else kernel
+                models["linformer"].set_attn_implementation("flex_attention" if kernel == "flex" else "sdpa")
+                with torch.inference_mode():
+                    for m in models.values():
+                        m(ids)  # warm-up (and the fused kernel's build or load)
+                    for c in args.chunks:
+                        lg.CHUNK_ELEMENTS = 1 << c
+                        times = {"full": [], "linformer": []}
+                        inside = {"full": [], "linformer": []}
+                        for r in range(args.reps):  # interleaved, order alternating
+                            for name in (("full", "linformer") if r % 2 == 0 else ("linformer", "full")):
+                                clocks[name].seconds = 0.0
+                                t0 = time.perf_counter()
+                                models[name](ids)
+                                times[name].append(time.perf_counter() - t0)
+                                inside[name].append(clocks[name].seconds)
+                        full, local = (statistics.median(times[k]) for k in ("full", "linformer"))
+                        full_att, local_att = (statistics.median(inside[k]) for k in ("full", "linformer"))
+                        print(f"| {threads} | {load} | {kernel} | 2^{c} | {1000 * full:.0f} | {1000 * full_att:.0f} | "
+                              f"{1000 * local:.0f} | {1000 * local_att:.0f} | {local / full:.3f} | "
+                              f"{local / full / flop_ratio:.2f} |", flush=True)
             if busy:
                 stop.set()
                 busy.join()

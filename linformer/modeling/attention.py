@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import flex
 from .configuration import LinformerConfig
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention
 
@@ -321,9 +322,12 @@ class LinformerSelfAttention(nn.Module):
         if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
             overlap = layout.overlap(pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
                                                      E.weight.shape[-2:]))
-        out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
-                                     (pk, pv, pmask, log_count), self.dropout_p if self.training else 0.0,
-                                     layout=layout, overlap=overlap)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if self.config._attn_implementation == "flex_attention":
+            out = flex.local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p)
+        else:
+            out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
+                                         (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap)
         return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, keys, values, kmask, output_attentions):
@@ -337,6 +341,10 @@ class LinformerSelfAttention(nn.Module):
                 scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(-1)
             out = F.dropout(probs, dropout_p, self.training) @ values
+        elif self.config._attn_implementation == "flex_attention":
+            B, _, T, _ = q.shape
+            mask = flex.key_mask(kmask, B, T, keys.shape[-2], q.device)
+            out = flex.attend(q, keys.expand(B, -1, -1, -1), values.expand(B, -1, -1, -1), mask, dropout_p=dropout_p)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)
         B, _, T, _ = q.shape

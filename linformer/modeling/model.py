@@ -17,6 +17,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils.generic import can_return_tuple
 
+from . import flex
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig, check_local_path
 
@@ -142,15 +143,22 @@ class LinformerPreTrainedModel(PreTrainedModel):
     base_model_prefix = "roberta"  # RoBERTa's, so RoBERTa checkpoints and ours share parameter names
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    _supports_flex_attn = True  # every attention path reads it (linformer.modeling.flex)
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
         """True: the softmax attention reads config._attn_implementation at every forward (eager: matmul, softmax,
-        matmul; sdpa: the fused kernel), so set_attn_implementation switches it. HF decides this from a heuristic over
-        the module's source (its AttentionInterface), which the Linformer's own attention does not use; flex is not
-        offered (_supports_flex_attn is False), so HF refuses it with its own message."""
+        matmul; sdpa: the fused kernel; flex_attention: one flex_attention call, the local/global keys' pattern as
+        its block mask), so set_attn_implementation switches it. HF decides this from a heuristic over the module's
+        source (its AttentionInterface), which the Linformer's own attention does not use."""
+        return True
+
+    def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
+        """flex_attention where the installed torch has it; else an ImportError naming the torch that does (HF's own
+        message there speaks of TPUs)."""
+        flex.check_available()
         return True
 
     @classmethod

@@ -1,0 +1,187 @@
+"""attn_implementation="flex_attention": the local/global attention as one flex_attention call equals the dense
+masked reference and the blocked path, its block mask visits a bounded number of key blocks, every attention path
+honours it, and what flex cannot do (a CPU backward, attention dropout, an old torch) is refused in one line.
+
+The mask tests run torch's eager flex_attention (the same masks and scores, without the compiler's minutes); one test
+runs the compiled CPU kernel, and the GPU test the compiled kernel's forward and backward."""
+
+import pytest
+import torch
+
+from linformer.errors import ConfigError
+from linformer.modeling import LinformerConfig, LinformerModel, flex
+from linformer.modeling.local_global import ExactKeyLayout, column_spans, local_global_attention
+
+from .test_local_global import _dense
+
+pytestmark = pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention")
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """flex.attend without torch.compile: the mask logic under test, not the compiler."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    monkeypatch.setattr(flex, "_compiled", lambda: flex_attention)
+
+SMALL = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_seq_len=160, projected_dim=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _case(lengths, c, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    B, H, T, d = len(lengths), 2, max(lengths), 8
+    q, k, v = (torch.randn(B, H, T, d, generator=g) for _ in range(3))
+    L = torch.tensor(lengths)
+    real = (torch.arange(T)[None, :] < L[:, None])[:, None, :, None]
+    k, v = k * real, v * real
+    pk, pv = torch.randn(B, H, c, d, generator=g), torch.randn(B, H, c, d, generator=g)
+    return q, k, v, L, pk, pv, torch.rand(B, H, c, generator=g)
+
+
+# T = 150 spans two blocks of 128 and T = 600 five, so that some query blocks reach the global keys' blocks only
+# through the block mask's global columns: the band, global and projected blocks are all exercised
+@pytest.mark.parametrize("lengths", [[150, 131, 2], [600, 450, 2]])
+@pytest.mark.parametrize("radius, positions, overlap", [(4, [0, -1], False), (3, [], False), (0, [0, -1], False),
+                                                        (5, [0, 2, -1, -3], True), (64, [0, -1], True)])
+def test_flex_local_global_equals_the_dense_reference(lengths, radius, positions, overlap, eager):
+    c = 5
+    q, k, v, L, pk, pv, log_count = _case(lengths, c)
+    layout = ExactKeyLayout(L, max(lengths), radius, positions)
+    with torch.no_grad():
+        out = flex.local_global(q, k, v, layout, (pk, pv, None, log_count), layout.overlap(c) if overlap else None)
+    ref, rows = _dense(q, k, v, L, radius, positions, pk, pv, log_count, column_spans(L, c) if overlap else None)
+    at = rows[:, None].expand(-1, 2, -1)
+    torch.testing.assert_close(out[at], ref[at], atol=2e-5, rtol=2e-5)
+
+
+def test_flex_equals_the_blocked_path_with_masked_columns(eager):
+    lengths, c = [140, 60], 6
+    q, k, v, L, pk, pv, log_count = _case(lengths, c, seed=1)
+    column_mask = torch.arange(c)[None, :] < torch.tensor([[6], [3]])
+    layout = ExactKeyLayout(L, 140, 8, [0, -1])
+    projected = (pk, pv, column_mask, log_count)
+    with torch.no_grad():
+        out = flex.local_global(q, k, v, layout, projected, layout.overlap(c))
+        blocked = local_global_attention(q, k, v, L, 8, [0, -1], projected, layout=layout, overlap=layout.overlap(c))
+    at = (torch.arange(140)[None, :] < L[:, None])[:, None].expand(-1, 2, -1)
+    torch.testing.assert_close(out[at], blocked[at], atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("radius, positions, overlap, column_mask", [
+    (4, [0, -1], False, False), (64, [0, -1], True, True), (0, [0, 2, -1, -3], True, False), (130, [], False, True)])
+def test_the_block_mask_lists_every_block_its_mask_mod_opens(radius, positions, overlap, column_mask):
+    """The compiled kernel visits only the listed blocks (the eager one reads mask_mod alone): a block holding a
+    (query, key) pair that mask_mod opens but the block mask leaves out would silently lose that key."""
+    lengths, c = torch.tensor([600, 450, 2]), 40
+    T, S = 600, 640
+    layout = ExactKeyLayout(lengths, T, radius, positions)
+    columns = torch.arange(c)[None, :] < torch.tensor([[40], [31], [1]]) if column_mask else None
+    mask = flex.local_global_mask(layout, c, columns, layout.overlap(c) if overlap else None)
+    b = torch.arange(3).view(3, 1, 1)
+    opened = mask.mask_mod(b, torch.zeros(1, dtype=torch.long), torch.arange(T).view(1, T, 1),
+                           torch.arange(S).view(1, 1, S))  # (B, T, S), densely
+    B_ = flex.BLOCK
+    needed = torch.nn.functional.pad(opened, (0, -S % B_, 0, -T % B_)).view(3, -(-T // B_), B_, -1, B_).any(4).any(2)
+    listed = mask.to_dense()[:, 0].bool()
+    assert needed.any()
+    assert not (needed & ~listed).any(), (needed & ~listed).nonzero()[:5]
+
+
+def test_the_block_mask_visits_a_bounded_number_of_key_blocks():
+    """At n = 4096 (32 query blocks), w = 128, k = 128: a block of queries visits its band's blocks (3), the global
+    keys' (2) and the projected keys' (1 or 2), whatever n; only the two blocks holding a global query visit all."""
+    T, c = 4096, 128
+    layout = ExactKeyLayout(torch.tensor([T, 3000]), T, 64, [0, -1])
+    mask = flex.local_global_mask(layout, c, None, None)
+    visits = mask.kv_num_blocks[:, 0]  # (B, query blocks)
+    all_blocks = -(-(T + c) // flex.BLOCK)
+    for row, last in ((0, T - 1), (1, 2999)):
+        global_blocks = {0, last // flex.BLOCK}
+        for qb in range(visits.shape[1]):
+            expected_max = all_blocks if qb in global_blocks else 3 + 2 + 2
+            assert visits[row, qb] <= expected_max, (row, qb, int(visits[row, qb]))
+        assert visits[row, 0] == all_blocks
+    assert visits.float().mean() < 8
+
+
+@pytest.mark.parametrize("fields", [
+    dict(local_window=16, global_positions=[0, -1], overlap_columns="mask", length_policy="resample"),
+    dict(local_window=16, global_positions=[0, -1], sharing="layerwise"),
+    dict(),                                                      # the paper's Linformer
+    dict(mask_empty_windows=True),                               # its empty-window column mask
+    dict(attention="full"),
+])
+def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, **fields)).eval()
+    ids = torch.randint(3, 50, (2, 150))
+    mask = torch.ones_like(ids)
+    mask[1, 100:] = 0
+    outs = []
+    for impl in ("sdpa", "flex_attention"):
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            outs.append(model(ids, attention_mask=mask).last_hidden_state[mask.bool()])
+    torch.testing.assert_close(outs[1], outs[0], atol=2e-5, rtol=2e-5)
+
+
+def test_compiled_flex_inference_on_the_cpu_equals_sdpa():
+    """Without gradients the CPU runs torch.compile's flex kernel (inference only there)."""
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, local_window=16, global_positions=[0, -1])).eval()
+    ids = torch.randint(3, 50, (2, 150))
+    mask = torch.ones_like(ids)
+    mask[1, 100:] = 0
+    outs = []
+    for impl in ("sdpa", "flex_attention"):
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            outs.append(model(ids, attention_mask=mask).last_hidden_state[mask.bool()])
+    torch.testing.assert_close(outs[1], outs[0], atol=2e-5, rtol=2e-5)
+
+
+def test_flex_refuses_attention_dropout_in_training_naming_the_key():
+    model = LinformerModel(LinformerConfig(**{**SMALL, "attention_probs_dropout_prob": 0.1}, local_window=16,
+                                           global_positions=[0, -1]))
+    model.set_attn_implementation("flex_attention")
+    ids = torch.randint(3, 50, (1, 150))
+    with pytest.raises(ConfigError, match="set attention_probs_dropout_prob=0 .it is 0.1. or use .*sdpa"):
+        model.train()(ids)
+
+
+def test_flex_refuses_a_cpu_backward_saying_what_to_use(eager):
+    model = LinformerModel(LinformerConfig(**SMALL, local_window=16, global_positions=[0, -1]))
+    model.set_attn_implementation("flex_attention")
+    with pytest.raises(ConfigError, match="no backward on the CPU .* attn_implementation='sdpa'"):
+        model(torch.randint(3, 50, (1, 150)))
+    with torch.no_grad():
+        assert torch.isfinite(model(torch.randint(3, 50, (1, 150))).last_hidden_state).all()
+
+
+def test_a_torch_without_flex_is_named_with_the_version_that_has_it(monkeypatch):
+    monkeypatch.setattr(flex, "available", lambda: False)
+    model = LinformerModel(LinformerConfig(**SMALL))
+    with pytest.raises(ImportError, match=r"needs torch >= 2\.5 .*this is torch"):
+        model.set_attn_implementation("flex_attention")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compiled_flex_on_the_gpu_equals_the_blocked_path_and_trains():
+    torch.manual_seed(0)
+    config = LinformerConfig(**{**SMALL, "max_seq_len": 1024, "projected_dim": 64}, local_window=128,
+                             global_positions=[0, -1], overlap_columns="mask", length_policy="resample")
+    model = LinformerModel(config).cuda()
+    ids = torch.randint(3, 50, (2, 1024), device="cuda")
+    mask = torch.ones_like(ids)
+    mask[1, 700:] = 0
+    outs = []
+    for impl in ("sdpa", "flex_attention"):
+        model.set_attn_implementation(impl)
+        model.zero_grad()
+        out = model(ids, attention_mask=mask).last_hidden_state
+        out[mask.bool()].square().mean().backward()
+        outs.append((out[mask.bool()].detach(), model.embeddings.word_embeddings.weight.grad.clone()))
+    torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(outs[1][1], outs[0][1], atol=1e-4, rtol=1e-3)
