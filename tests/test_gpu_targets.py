@@ -36,9 +36,12 @@ def test_a_failing_target_is_recorded_and_the_next_still_runs(tmp_path, monkeypa
 
 def test_the_target_commands_name_configs_that_exist(monkeypatch):
     commands = _load(monkeypatch).target_commands(Path("/out"))
-    for name in ("table3", "throughput"):
-        (command,) = commands[name]
-        assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
+    for name in ("table3", "throughput", "table3_local"):
+        for command in commands[name]:
+            assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
+    flex_run, blocked_run = commands["table3_local"]  # the same table through flex, then through the blocked path
+    assert not any(a.startswith("inference.linformer_attn_implementation") for a in flex_run)
+    assert {"inference.linformer_attn_implementation=sdpa", "name=table3_local_blocked_gpu"} <= set(blocked_run)
     assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][-1]
 
 

@@ -1,10 +1,10 @@
-"""How the local/global attention's CPU kernel (``LINFORMER_CPU_KERNEL``: ops or fused; or flex: the model under
+"""How the local/global attention's CPU kernel (blocked: its chunked softmax; flex: the model under
 attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk size
 (linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in one
 process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
-weights, at 1 and 2 threads, idle and beside one busy process (a one-thread matrix loop).
+weights, at 1 and 2 threads, idle and beside one busy process (bench.common.competing_processes).
 
-    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels ops fused flex]
+    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels blocked flex]
 
 Prints one row per (threads, load, kernel, chunk): the median forward time of each model over interleaved rounds, the
 part of it spent in the self-attention modules, their ratio, and the FLOP ratio it is held to (target: the time ratio
@@ -12,7 +12,6 @@ at most 1.15x the FLOP ratio).
 """
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import time
@@ -20,18 +19,11 @@ import time
 import torch
 
 import linformer.modeling.local_global as lg
+from linformer.bench.common import competing_processes
 from linformer.modeling.attention import LinformerSelfAttention
 from linformer.modeling.configuration import LinformerConfig
-from linformer.modeling.cpu_kernel import KERNEL_ENV
 from linformer.modeling.flops import forward_flops_per_token
 from linformer.modeling.model import LinformerModel
-
-
-def _busy(stop):
-    torch.set_num_threads(1)
-    x = torch.randn(512, 512)
-    while not stop.is_set():
-        x = (x @ x).tanh_()
 
 
 def config(n: int, attention: str) -> LinformerConfig:
@@ -63,7 +55,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--chunks", type=int, nargs="+", default=[18], help="log2 of CHUNK_ELEMENTS")
-    ap.add_argument("--kernels", nargs="+", default=["ops", "fused"], choices=["ops", "fused", "flex"])
+    ap.add_argument("--kernels", nargs="+", default=["blocked"], choices=["blocked", "flex"])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -72,43 +64,43 @@ def main() -> None:
     flop_ratio = forward_flops_per_token(models["linformer"].config, args.n) / forward_flops_per_token(
         models["full"].config, args.n)
     ids = torch.randint(5, 30000, (1, args.n))
+    omp = {k: os.environ[k] for k in ("OMP_PROC_BIND", "OMP_WAIT_POLICY", "GOMP_CPU_AFFINITY") if k in os.environ}
     print(f"n = {args.n}, FLOP ratio (local/global / full) {flop_ratio:.3f}; torch {torch.__version__}, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs; OpenMP settings {omp or 'none'}")
     print("| threads | load | kernel | chunk | full (ms) | its attention | local/global (ms) | its attention "
           "| time ratio | x FLOP ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         for load in ("idle", "one busy process"):
-            stop = multiprocessing.Event()
-            busy = multiprocessing.Process(target=_busy, args=(stop,)) if load != "idle" else None
-            if busy:
-                busy.start()
             torch.set_num_threads(threads)
-            for kernel in args.kernels:
-                os.environ[KERNEL_ENV] = "auto" if kernel == "flex" else kernel
-                models["linformer"].set_attn_implementation("flex_attention" if kernel == "flex" else "sdpa")
-                with torch.inference_mode():
-                    for m in models.values():
-                        m(ids)  # warm-up (and the fused kernel's build or load)
-                    for c in args.chunks:
-                        lg.CHUNK_ELEMENTS = 1 << c
-                        times = {"full": [], "linformer": []}
-                        inside = {"full": [], "linformer": []}
-                        for r in range(args.reps):  # interleaved, order alternating
-                            for name in (("full", "linformer") if r % 2 == 0 else ("linformer", "full")):
-                                clocks[name].seconds = 0.0
-                                t0 = time.perf_counter()
-                                models[name](ids)
-                                times[name].append(time.perf_counter() - t0)
-                                inside[name].append(clocks[name].seconds)
-                        full, local = (statistics.median(times[k]) for k in ("full", "linformer"))
-                        full_att, local_att = (statistics.median(inside[k]) for k in ("full", "linformer"))
+            with competing_processes(0 if load == "idle" else 1):
+                for kernel in args.kernels:
+                    for c, full, full_att, local, local_att in _rounds(models, clocks, ids, kernel, args):
                         print(f"| {threads} | {load} | {kernel} | 2^{c} | {1000 * full:.0f} | {1000 * full_att:.0f} | "
                               f"{1000 * local:.0f} | {1000 * local_att:.0f} | {local / full:.3f} | "
                               f"{local / full / flop_ratio:.2f} |", flush=True)
-            if busy:
-                stop.set()
-                busy.join()
+
+
+def _rounds(models: dict, clocks: dict, ids: torch.Tensor, kernel: str, args):
+    """For each chunk size: the median forward time of each model and of its attention modules, over interleaved
+    rounds (the order alternating)."""
+    models["linformer"].set_attn_implementation("flex_attention" if kernel == "flex" else "sdpa")
+    with torch.inference_mode():
+        for m in models.values():
+            m(ids)  # warm-up (and the fused kernel's build or load)
+        for c in args.chunks:
+            lg.CHUNK_ELEMENTS = 1 << c
+            times = {"full": [], "linformer": []}
+            inside = {"full": [], "linformer": []}
+            for r in range(args.reps):
+                for name in (("full", "linformer") if r % 2 == 0 else ("linformer", "full")):
+                    clocks[name].seconds = 0.0
+                    t0 = time.perf_counter()
+                    models[name](ids)
+                    times[name].append(time.perf_counter() - t0)
+                    inside[name].append(clocks[name].seconds)
+            median = {k: (statistics.median(times[k]), statistics.median(inside[k])) for k in times}
+            yield (c, *median["full"], *median["linformer"])
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from omegaconf import DictConfig, OmegaConf
 from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
-from .inference import _DTYPES, BASELINES, InferenceSettings
+from ..values import fits_type
+from .common import competing_processes
+from .inference import _DTYPES, BASELINES, LINFORMER_KERNELS, InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
@@ -40,6 +42,9 @@ def _check_values(s, prefix: str) -> None:
             raise ConfigError(f"{prefix}.budget_s={s.budget_s!r} must be a positive number of seconds.")
         if s.dtype not in _DTYPES:
             raise ConfigError(f"{prefix}.dtype={s.dtype!r} is not one of {', '.join(_DTYPES)}.")
+        if s.linformer_attn_implementation not in LINFORMER_KERNELS:
+            raise ConfigError(f"{prefix}.linformer_attn_implementation={s.linformer_attn_implementation!r} is not one "
+                              f"of {', '.join(LINFORMER_KERNELS)}.")
         unknown = [b for b in s.baselines if b not in BASELINES]
         if unknown:
             raise ConfigError(f"{prefix}.baselines: {unknown[0]!r} is not one of {', '.join(BASELINES)}.")
@@ -77,10 +82,14 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
         import torch
 
         torch.set_num_threads(threads)  # machine_description records it beside every table
+    busy = cfg.get("competing", 0)
+    if not fits_type(busy, int) or busy < 0:
+        raise ConfigError(f"competing={busy!r} must be a whole number of at least 0 (busy processes beside the run).")
     record = made_by("benchmark", {"inference": asdict(inf) if inf else None,
-                                   "throughput": asdict(thr) if thr else None})
+                                   "throughput": asdict(thr) if thr else None, "competing": busy})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
-    with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"):
+    with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"), \
+            competing_processes(busy):
         return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
                              progress=cfg.progress)
 

@@ -125,6 +125,47 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return peak
 
 
+_COMPETING = [0]  # one-thread busy processes running beside the measurement now (competing_processes)
+
+
+def _busy(stop) -> None:
+    """A one-thread process that keeps one core busy with 512 x 512 products until `stop` is set, free to run on any
+    core (a child starts with its parent's affinity: a measurement bound by OMP_PROC_BIND would pin it beside its
+    own first thread)."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    torch.set_num_threads(1)
+    x = torch.randn(512, 512)
+    while not stop.is_set():
+        x = (x @ x).tanh_()
+
+
+@contextlib.contextmanager
+def competing_processes(count: int):
+    """`count` one-thread busy processes (spawned: a fork of a process whose OpenMP threads started can hang) for
+    the length of the block, as other users' jobs on a shared machine; machine_description records how many."""
+    if count < 1:
+        yield
+        return
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    procs = [ctx.Process(target=_busy, args=(stop,), daemon=True) for _ in range(count)]
+    for p in procs:
+        p.start()
+    _COMPETING[0] = count
+    try:
+        yield
+    finally:
+        _COMPETING[0] = 0
+        stop.set()
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+
+
 def machine_description(device: torch.device) -> dict[str, str]:
     import transformers
 
@@ -133,6 +174,7 @@ def machine_description(device: torch.device) -> dict[str, str]:
         "cpu": cpu_model_name(),
         "cpu_cores": str(os.cpu_count()),
         "torch_threads": str(torch.get_num_threads()),
+        "competing_processes": str(_COMPETING[0]),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

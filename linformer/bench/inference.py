@@ -43,6 +43,7 @@ from .common import (
 from .models import build_ours, build_peer, build_roberta, ours_config, size_of
 from .paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 
+LINFORMER_KERNELS = ("sdpa", "flex_attention")  # attn_implementation of the Linformer rows (full keeps sdpa)
 PEERS = ("modernbert", "longformer")  # the long-document encoders users pick instead: opt-in (baselines=[...])
 DEFAULT_BASELINES = ("full", "eager", "roberta_sdpa")
 BASELINES = (*DEFAULT_BASELINES, *PEERS)
@@ -83,6 +84,7 @@ class InferenceSettings:
     local_window: int = 0  # the Linformer's exact local keys (LinformerConfig.local_window; 0: the paper's)
     global_positions: list[int] | None = None  # ... and its global tokens (e.g. [0, -1])
     landmark_pooling: bool = False  # ... with its projected keys pooled by attention (LinformerConfig.landmark_pooling)
+    linformer_attn_implementation: str = "sdpa"  # the Linformer rows' kernel: sdpa (blocked) or flex_attention
 
     def linformer_fields(self) -> dict:
         """LinformerConfig fields of the Linformer rows beyond k and sharing."""
@@ -97,8 +99,11 @@ class InferenceSettings:
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
     """A model of `kind` (linformer or one of BASELINES), in eval mode, for sequences of up to n tokens."""
     if kind in ("linformer", "full"):
-        return build_ours(size_of(s), n, kind, k, s.sharing, **(s.linformer_fields() if kind == "linformer"
-                                                                else {})).eval()
+        model = build_ours(size_of(s), n, kind, k, s.sharing, **(s.linformer_fields() if kind == "linformer"
+                                                                 else {})).eval()
+        if kind == "linformer" and s.linformer_attn_implementation != "sdpa":
+            model.set_attn_implementation(s.linformer_attn_implementation)
+        return model
     if kind in ("eager", "roberta_sdpa"):
         return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
     if kind in PEERS:

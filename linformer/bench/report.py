@@ -49,6 +49,12 @@ def _mib(v) -> str:
     return "-" if v is None else f"{v:.0f}"
 
 
+def competing(machine: dict) -> str:
+    """The machine line's note of the busy processes that ran beside the measurement (benchmark key competing)."""
+    count = int(machine.get("competing_processes") or 0)
+    return f", beside {count} competing one-thread busy process{'es' if count > 1 else ''}" if count else ""
+
+
 def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
     lines = ["| n | " + " | ".join(f"k = {k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
     by_n: dict[int, dict[int, dict]] = {}
@@ -127,7 +133,7 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         "# Table 3 reproduction: Linformer inference efficiency",
         "",
         f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
-        f"{m.get('memory_gib', '?')} GiB), device `{m.get('device')}`"
+        f"{m.get('memory_gib', '?')} GiB){competing(m)}, device `{m.get('device')}`"
         + (f" ({m['gpu']})" if "gpu" in m else "")
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
         (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
@@ -138,6 +144,8 @@ def _inference_header(meta: dict, command: str) -> list[str]:
                       + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
                          if s.landmark_pooling else "") + " (their FLOPs in the FLOP ratio)"
                       if s.linformer_fields() else "")
+        + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
+           if s.linformer_attn_implementation != "sdpa" else "")
         + ". Forward pass only (inference mode), random token ids, nothing padded."),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
         "rotated), median. Ratios are measured side by side in this one run."),
@@ -269,8 +277,8 @@ def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
         compiled_where = (" at n = " + ", ".join(str(n) for n in s.compile_ns) if s.compile_ns is not None else "") + (
             " in " + ", ".join(s.compile_precisions) if s.compile_precisions is not None else "")
     return [
-        (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads), device "
-         f"`{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
+        (f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads)"
+         f"{competing(m)}, device `{m.get('device')}`" + (f" (**{m['gpu']}**)" if "gpu" in m else "")
          + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}."),
         (f"Model: {s.layers} layers, width {s.hidden}, {s.heads} heads, FFN {s.ffn}{shape}, vocabulary {s.vocab}"
          + (f" (ours padded to {round_up(s.vocab, s.pad_vocab_to_multiple_of)} rows, the padding masked out)"

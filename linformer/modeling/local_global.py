@@ -28,8 +28,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import cpu_kernel
-
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
 # caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
 # and beside a busy process (docs/results/local_global_cpu.md, tools/local_global_chunks.py)
@@ -286,14 +284,9 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
     L = band_k.shape[-2]
     acc = biases[0].dtype
     scale = d ** -0.5  # applied where the scores meet their masks: one pass, no scaled copy of q
-    width = sum(x.shape[-1] for x in biases)  # keys per query: L + G + c
-    fused = _fused_kernel(qb, band_k, band_v, others, biases, dropout_p)
-    if fused is not None:  # the same chunks in one parallel region (cpu_kernel); its chunks are per batch row
-        empty = qb.new_empty(0)
-        return fused(qb, band_k, band_v, *(others or (empty, empty)), biases, scale,
-                     max(1, CHUNK_ELEMENTS // (H * b * width)))
     batch = max(x.shape[0] for x in biases)
     heads = max(x.shape[1] for x in biases)  # 1 unless E differs by head: the mask then broadcasts over them
+    width = sum(x.shape[-1] for x in biases)  # keys per query: L + G + c
 
     def joined(i: int, j: int) -> torch.Tensor:
         return torch.cat([x.expand(batch, heads, nb, b, x.shape[-1])[:, :, i:j] for x in biases], dim=-1)
@@ -321,14 +314,3 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
             out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ others[1]).view(B, H, m, b, d)
         outs.append(out)
     return torch.cat(outs, dim=2)
-
-
-def _fused_kernel(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tensor,
-                  others: tuple[torch.Tensor, torch.Tensor] | None, biases: list[torch.Tensor], dropout_p: float):
-    """The fused CPU kernel (``cpu_kernel.fused_softmax``) where it applies: CPU inference without attention
-    dropout, outside torch.compile (it is opaque to the compiler), no input needing a gradient; else None."""
-    if dropout_p or qb.device.type != "cpu" or torch.compiler.is_compiling():
-        return None
-    if torch.is_grad_enabled() and any(x.requires_grad for x in (qb, band_k, band_v, *biases, *(others or ()))):
-        return None
-    return cpu_kernel.fused_softmax()

@@ -247,6 +247,37 @@ def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp
     assert not any(tmp_path.iterdir())  # nothing measured, nothing written
 
 
+@pytest.mark.parametrize("competing", ["-1", "1.5", "many"])
+def test_a_bad_competing_count_is_one_error_before_anything_runs(competing, tmp_path):
+    from linformer.bench.cli import benchmark_from_config
+
+    cfg = compose("benchmark", ["device=cpu", f"competing={competing}", f"out_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"^competing=.* must be a whole number of at least 0 "):
+        benchmark_from_config(cfg)
+    assert not any(tmp_path.iterdir())
+
+
+def test_competing_processes_run_beside_the_block_and_the_report_says_so():
+    """A shared machine on demand: busy processes for the block's length, free to run on any core, recorded in the
+    machine description and printed on the report's machine line; gone afterwards."""
+    import multiprocessing
+
+    import torch
+
+    from linformer.bench.common import competing_processes, machine_description
+    from linformer.bench.report import competing
+
+    with competing_processes(2):
+        children = multiprocessing.active_children()
+        assert len(children) == 2 and all(p.is_alive() for p in children)
+        machine = machine_description(torch.device("cpu"))
+        assert machine["competing_processes"] == "2"
+    assert competing(machine) == ", beside 2 competing one-thread busy processes"
+    assert not multiprocessing.active_children()
+    assert machine_description(torch.device("cpu"))["competing_processes"] == "0"
+    assert competing({"competing_processes": "0"}) == ""
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["inference.reps=0"], "inference.reps=0 must be a whole number of at least 1."),
     (["device=tpu"], "device='tpu' is not one of auto, cpu, cuda."),
@@ -256,6 +287,8 @@ def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp
                                                     "has k < n, so nothing would be measured.")),
     (["inference.baselines=[full,bigbird]"], ("inference.baselines: 'bigbird' is not one of full, eager, roberta_sdpa, "
                                              "modernbert, longformer.")),
+    (["inference.linformer_attn_implementation=xformers"],
+     "inference.linformer_attn_implementation='xformers' is not one of sdpa, flex_attention."),
 ])
 def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, message):
     """They used to run and write an empty table with exit 0, or fail deep inside with a traceback."""
@@ -263,6 +296,18 @@ def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, mes
         settings_from_config(compose("benchmark", ["device=cpu", *overrides] if "device=tpu" not in overrides
                                      else overrides))
     assert str(err.value) == message
+
+
+def test_the_linformer_rows_run_through_flex_when_asked_and_full_attention_keeps_sdpa():
+    from linformer.bench.inference import build_model
+    from linformer.bench.report import inference_markdown
+
+    s = tiny_inference(ns=[64], ks=[16], local_window=8, global_positions=[0, -1], baselines=["full"],
+                       linformer_attn_implementation="flex_attention")
+    assert build_model("linformer", 64, 16, s).config._attn_implementation == "flex_attention"
+    assert build_model("full", 64, 16, s).config._attn_implementation == "sdpa"
+    meta = {"settings": s, "machine": {"device": "cpu"}, "elapsed_s": 0.0, "note": ""}
+    assert 'through `attn_implementation="flex_attention"`' in inference_markdown([], meta)
 
 
 def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():

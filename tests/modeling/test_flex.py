@@ -3,7 +3,7 @@ masked reference and the blocked path, its block mask visits a bounded number of
 honours it, and what flex cannot do (a CPU backward, attention dropout, an old torch) is refused in one line.
 
 The mask tests run torch's eager flex_attention (the same masks and scores, without the compiler's minutes); one test
-runs the compiled CPU kernel, and the GPU test the compiled kernel's forward and backward."""
+runs the compiled CPU kernel, and tests/gpu/test_flex_cuda.py the compiled kernel's forward and backward."""
 
 import pytest
 import torch
@@ -164,24 +164,3 @@ def test_a_torch_without_flex_is_named_with_the_version_that_has_it(monkeypatch)
     model = LinformerModel(LinformerConfig(**SMALL))
     with pytest.raises(ImportError, match=r"needs torch >= 2\.5 .*this is torch"):
         model.set_attn_implementation("flex_attention")
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_compiled_flex_on_the_gpu_equals_the_blocked_path_and_trains():
-    torch.manual_seed(0)
-    config = LinformerConfig(**{**SMALL, "max_seq_len": 1024, "projected_dim": 64}, local_window=128,
-                             global_positions=[0, -1], overlap_columns="mask", length_policy="resample")
-    model = LinformerModel(config).cuda()
-    ids = torch.randint(3, 50, (2, 1024), device="cuda")
-    mask = torch.ones_like(ids)
-    mask[1, 700:] = 0
-    outs = []
-    for impl in ("sdpa", "flex_attention"):
-        model.set_attn_implementation(impl)
-        model.zero_grad()
-        out = model(ids, attention_mask=mask).last_hidden_state
-        out[mask.bool()].square().mean().backward()
-        outs.append((out[mask.bool()].detach(), model.embeddings.word_embeddings.weight.grad.clone()))
-    torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(outs[1][1], outs[0][1], atol=1e-4, rtol=1e-3)

@@ -11,8 +11,6 @@ from linformer.modeling import LinformerConfig, LinformerModel
 from linformer.modeling.flops import forward_flops_per_token
 from linformer.modeling.local_global import column_log_counts, global_index, local_global_attention
 
-from .test_cpu_kernel import needs_cpu_kernel
-
 SMALL = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
              max_seq_len=64, projected_dim=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
@@ -94,14 +92,12 @@ def _against_dense(radius, positions, lengths: list[int], c: int, seed: int, ove
     return spans
 
 
-@pytest.mark.parametrize("kernel", ["ops", pytest.param("fused", marks=needs_cpu_kernel)])
 @pytest.mark.parametrize("chunk_elements", [1 << 21, 64])  # one chunk of blocks, or a block at a time
 @pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (0, [0, -1]), (5, [0, 2, -1, -3])])
-def test_blocked_attention_equals_a_dense_masked_reference(radius, positions, chunk_elements, kernel, monkeypatch):
-    from linformer.modeling import cpu_kernel, local_global
+def test_blocked_attention_equals_a_dense_masked_reference(radius, positions, chunk_elements, monkeypatch):
+    from linformer.modeling import local_global
 
     monkeypatch.setattr(local_global, "CHUNK_ELEMENTS", chunk_elements)
-    monkeypatch.setenv(cpu_kernel.KERNEL_ENV, kernel)
     _against_dense(radius, positions, [23, 17, 2], c=5, seed=0)
 
 
@@ -277,8 +273,6 @@ def _local_global_inputs(T: int, H: int = 12, d: int = 8, c: int = 128):
 
 
 def _ops(T: int) -> int:
-    """aten operations of one forward (the caller picks the op-by-op path: the fused kernel runs the same ones
-    inside one parallel region, on the worker threads too)."""
     from torch.profiler import ProfilerActivity, profile
 
     q, k, v, lengths, projected = _local_global_inputs(T)
@@ -287,13 +281,12 @@ def _ops(T: int) -> int:
     return sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
 
 
-def test_the_operations_per_forward_are_bounded_per_chunk_and_in_all(monkeypatch):
+def test_the_operations_per_forward_are_bounded_per_chunk_and_in_all():
     """MiniLM's 12 heads, w = 128, k = 128 (counted with the profiler, not timed): what a longer input adds is its
     chunks, each a handful of products and one softmax (about 80 operations, views included), and the rest of a
     layer's forward is a few hundred. Masks and biases rebuilt per chunk, or per block, would break the bound."""
     import linformer.modeling.local_global as lg
 
-    monkeypatch.setenv("LINFORMER_CPU_KERNEL", "ops")
     short, long = _ops(2048), _ops(4096)
     per_block = 12 * 64 * (3 * 64 + 2 + 128)  # scores of one block of 64 queries: band, global and projected keys
     chunks = lambda T: -(-(T // 64) // max(1, lg.CHUNK_ELEMENTS // per_block))
