@@ -33,6 +33,9 @@ MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's o
  ("paired: mcnemar one-sided", "linformer/report/paired.py", "return min(1.0, 2 * tail)", "return min(1.0, tail)", ["tests/report/test_paired.py"]),
  ("paired: seeds unmatched", "linformer/report/paired.py", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds[::-1]])", ["tests/report/test_paired.py"]),
  ("checkpoint: RNG never restored on resume", "linformer/train/checkpoint.py", "if not rng_ok and accelerator.is_main_process:", "if accelerator.is_main_process:", ["tests/train/test_checkpoint.py"]),
+ ("flex: global keys' blocks left out", "linformer/modeling/flex.py", "        blocks |= (kb[None] == gblock[:, :, None]).any(1)[:, None, :]", "        pass", ["tests/modeling/test_flex.py"]),
+ ("flex: band's right edge left out", "linformer/modeling/flex.py", "(kb * BLOCK <= (qb + 1) * BLOCK - 1 + r)", "(kb * BLOCK <= (qb + 1) * BLOCK - 1)", ["tests/modeling/test_flex.py"]),
+ ("flex: log counts not added", "linformer/modeling/flex.py", "score + counts[b, h, (ki - T).clamp(0, c - 1)].to(score.dtype)", "score", ["tests/modeling/test_flex.py"]),
  ("checkpoint: keep_last keeps one fewer", "linformer/train/checkpoint.py", "[: -max(int(keep_last), 1)]", "[: -max(int(keep_last) + 1, 1)]", ["tests/train/test_checkpoint.py"]),
 ]
 
