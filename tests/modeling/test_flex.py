@@ -14,7 +14,9 @@ from linformer.modeling.local_global import ExactKeyLayout, column_spans, local_
 
 from .test_local_global import _dense
 
-pytestmark = pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention")
+pytestmark = [pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention"),
+              # the eager fixture's deliberate choice, which torch warns about
+              pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")]
 
 
 @pytest.fixture
