@@ -107,14 +107,8 @@ def test_the_block_mask_visits_a_bounded_number_of_key_blocks():
     assert visits.float().mean() < 8
 
 
-@pytest.mark.parametrize("fields", [
-    dict(local_window=16, global_positions=[0, -1], overlap_columns="mask", length_policy="resample"),
-    dict(local_window=16, global_positions=[0, -1], sharing="layerwise"),
-    dict(),                                                      # the paper's Linformer
-    dict(mask_empty_windows=True),                               # its empty-window column mask
-    dict(attention="full"),
-])
-def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
+def _sdpa_and_flex(**fields) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small model's hidden states at the real tokens of a padded batch, under sdpa and under flex_attention."""
     torch.manual_seed(0)
     model = LinformerModel(LinformerConfig(**SMALL, **fields)).eval()
     ids = torch.randint(3, 50, (2, 150))
@@ -125,22 +119,25 @@ def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
         model.set_attn_implementation(impl)
         with torch.no_grad():
             outs.append(model(ids, attention_mask=mask).last_hidden_state[mask.bool()])
-    torch.testing.assert_close(outs[1], outs[0], atol=2e-5, rtol=2e-5)
+    return outs[0], outs[1]
+
+
+@pytest.mark.parametrize("fields", [
+    dict(local_window=16, global_positions=[0, -1], overlap_columns="mask", length_policy="resample"),
+    dict(local_window=16, global_positions=[0, -1], sharing="layerwise"),
+    dict(),                                                      # the paper's Linformer
+    dict(mask_empty_windows=True),                               # its empty-window column mask
+    dict(attention="full"),
+])
+def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
+    sdpa, flexed = _sdpa_and_flex(**fields)
+    torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 
 def test_compiled_flex_inference_on_the_cpu_equals_sdpa():
     """Without gradients the CPU runs torch.compile's flex kernel (inference only there)."""
-    torch.manual_seed(0)
-    model = LinformerModel(LinformerConfig(**SMALL, local_window=16, global_positions=[0, -1])).eval()
-    ids = torch.randint(3, 50, (2, 150))
-    mask = torch.ones_like(ids)
-    mask[1, 100:] = 0
-    outs = []
-    for impl in ("sdpa", "flex_attention"):
-        model.set_attn_implementation(impl)
-        with torch.no_grad():
-            outs.append(model(ids, attention_mask=mask).last_hidden_state[mask.bool()])
-    torch.testing.assert_close(outs[1], outs[0], atol=2e-5, rtol=2e-5)
+    sdpa, flexed = _sdpa_and_flex(local_window=16, global_positions=[0, -1])
+    torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 
 def test_flex_refuses_attention_dropout_in_training_naming_the_key():
