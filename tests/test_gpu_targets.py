@@ -41,7 +41,8 @@ def test_the_target_commands_name_configs_that_exist(monkeypatch):
             assert (REPO / "configs" / f"{command[command.index('--config-name') + 1]}.yaml").is_file()
     flex_run, blocked_run = commands["table3_local"]  # the same table through flex, then through the blocked path
     assert not any(a.startswith("inference.linformer_attn_implementation") for a in flex_run)
-    assert {"inference.linformer_attn_implementation=sdpa", "name=table3_local_blocked_gpu"} <= set(blocked_run)
+    assert {"inference.linformer_attn_implementation=sdpa", "throughput.linformer_attn_implementation=sdpa",
+            "name=table3_local_blocked_gpu", "throughput_name=table3_local_blocked_train_gpu"} <= set(blocked_run)
     assert (REPO / "tests" / "gpu").is_dir() and "gpu" in commands["tests"][-1]
 
 

@@ -37,14 +37,14 @@ def _check_values(s, prefix: str) -> None:
             raise ConfigError(f"{prefix}.{key}={value!r} must be a whole number of at least 1.")
     if s.warmup < 0:
         raise ConfigError(f"{prefix}.warmup={s.warmup!r} must be a whole number >= 0.")
+    if s.linformer_attn_implementation not in LINFORMER_KERNELS:
+        raise ConfigError(f"{prefix}.linformer_attn_implementation={s.linformer_attn_implementation!r} is not one "
+                          f"of {', '.join(LINFORMER_KERNELS)}.")
     if isinstance(s, InferenceSettings):
         if not s.budget_s > 0:
             raise ConfigError(f"{prefix}.budget_s={s.budget_s!r} must be a positive number of seconds.")
         if s.dtype not in _DTYPES:
             raise ConfigError(f"{prefix}.dtype={s.dtype!r} is not one of {', '.join(_DTYPES)}.")
-        if s.linformer_attn_implementation not in LINFORMER_KERNELS:
-            raise ConfigError(f"{prefix}.linformer_attn_implementation={s.linformer_attn_implementation!r} is not one "
-                              f"of {', '.join(LINFORMER_KERNELS)}.")
         unknown = [b for b in s.baselines if b not in BASELINES]
         if unknown:
             raise ConfigError(f"{prefix}.baselines: {unknown[0]!r} is not one of {', '.join(BASELINES)}.")

@@ -40,7 +40,7 @@ from .common import (
     synchronize,
     timed,
 )
-from .models import build_ours, build_peer, build_roberta, ours_config, size_of
+from .models import build_ours, build_peer, build_roberta, linformer_fields, ours_config, size_of, with_kernel
 from .paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 
 LINFORMER_KERNELS = ("sdpa", "flex_attention")  # attn_implementation of the Linformer rows (full keeps sdpa)
@@ -87,23 +87,17 @@ class InferenceSettings:
     linformer_attn_implementation: str = "sdpa"  # the Linformer rows' kernel: sdpa (blocked) or flex_attention
 
     def linformer_fields(self) -> dict:
-        """LinformerConfig fields of the Linformer rows beyond k and sharing."""
-        if not (self.local_window or self.global_positions or self.landmark_pooling):
-            return {}
-        fields = {"local_window": int(self.local_window), "global_positions": list(self.global_positions or [])}
-        if self.landmark_pooling:  # the attention pooling follows each input's length, as resampling does
-            fields.update(landmark_pooling=True, length_policy="resample")
-        return fields
+        """LinformerConfig fields of the Linformer rows beyond k and sharing (models.linformer_fields)."""
+        return linformer_fields(self)
 
 
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
     """A model of `kind` (linformer or one of BASELINES), in eval mode, for sequences of up to n tokens."""
     if kind in ("linformer", "full"):
-        model = build_ours(size_of(s), n, kind, k, s.sharing, **(s.linformer_fields() if kind == "linformer"
-                                                                 else {})).eval()
-        if kind == "linformer" and s.linformer_attn_implementation != "sdpa":
-            model.set_attn_implementation(s.linformer_attn_implementation)
-        return model
+        if kind == "full":
+            return build_ours(size_of(s), n, kind, k, s.sharing).eval()
+        model = build_ours(size_of(s), n, kind, k, s.sharing, **s.linformer_fields()).eval()
+        return with_kernel(model, s.linformer_attn_implementation)
     if kind in ("eager", "roberta_sdpa"):
         return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
     if kind in PEERS:

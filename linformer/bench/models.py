@@ -53,6 +53,25 @@ def ours_config(size: Size, n: int, attention: str, k: int | None = None, sharin
                            sharing=sharing, sparse_prediction=mlm, **fields)
 
 
+def linformer_fields(settings) -> dict:
+    """LinformerConfig fields of a benchmark's Linformer rows beyond k and sharing, from its settings'
+    local_window, global_positions and (where it has one) landmark_pooling: {} for the paper's Linformer."""
+    landmarks = getattr(settings, "landmark_pooling", False)
+    if not (settings.local_window or settings.global_positions or landmarks):
+        return {}
+    fields = {"local_window": int(settings.local_window), "global_positions": list(settings.global_positions or [])}
+    if landmarks:  # the attention pooling follows each input's length, as resampling does
+        fields.update(landmark_pooling=True, length_policy="resample")
+    return fields
+
+
+def with_kernel(model: nn.Module, attn_implementation: str) -> nn.Module:
+    """`model` switched to `attn_implementation` (sdpa, the default, or flex_attention)."""
+    if attn_implementation != "sdpa":
+        model.set_attn_implementation(attn_implementation)
+    return model
+
+
 def build_ours(size: Size, n: int, attention: str, k: int | None = None, sharing: str = "layerwise",
                mlm: bool = False, **fields) -> nn.Module:
     """Our encoder (or MLM, with masked-only logits) for sequences of up to n tokens; k is ignored for full."""

@@ -285,7 +285,12 @@ def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
             if round_up(s.vocab, s.pad_vocab_to_multiple_of) > s.vocab else "") + ", "
          f"dropout {s.dropout}; {_tokens_per_step(s)}, random ids, nothing padded, "
          f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
-         f"{s.sharing}. Ours: LinformerForMaskedLM (SDPA attention); HF RoBERTa: RobertaForMaskedLM "
+         f"{s.sharing}"
+         + (f", exact local keys of w = {s.local_window} tokens and global tokens {list(s.global_positions or [])}"
+            if s.linformer_fields() else "")
+         + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
+            if s.linformer_attn_implementation != "sdpa" else "")
+         + ". Ours: LinformerForMaskedLM (SDPA attention unless said); HF RoBERTa: RobertaForMaskedLM "
          "(`attn_implementation=\"sdpa\"`), which computes the vocabulary logits at every position."),
         ("Step: the trainer's (forward, backward, gradients clipped to norm "
          f"{s.max_grad_norm}, the non-finite check, AdamW); bf16 = `torch.autocast` bf16 forward with fp32 weights and "

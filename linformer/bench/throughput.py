@@ -53,7 +53,7 @@ from .common import (
     synchronize,
     timed,
 )
-from .models import build_ours, build_roberta, label, ours_config, size_of
+from .models import build_ours, build_roberta, label, linformer_fields, ours_config, size_of, with_kernel
 
 TRAIN_MODELS = ("linformer", "full", "roberta")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -162,6 +162,13 @@ class ThroughputSettings:
     profile_top: int = 25
     device: str = "auto"
     seed: int = 0
+    local_window: int = 0  # the Linformer rows' exact local keys (0: the paper's Linformer)
+    global_positions: list[int] | None = None  # ... and global tokens, e.g. [0, -1]
+    linformer_attn_implementation: str = "sdpa"  # the Linformer rows' kernel: sdpa or flex_attention (no dropout)
+
+    def linformer_fields(self) -> dict:
+        """LinformerConfig fields of the Linformer rows beyond k and sharing (models.linformer_fields)."""
+        return linformer_fields(self)
 
     def __post_init__(self):
         if self.k is not None:
@@ -268,9 +275,10 @@ def build_mlm(kind: str, n: int, s: ThroughputSettings, k: int | None = None, sp
               ) -> nn.Module:
     """One of TRAIN_MODELS, in training mode, for sequences of n tokens (k: the Linformer's; default ks[0])."""
     if kind in ("linformer", "full"):
-        model = build_ours(size_of(s), n, kind, k or s.ks[0], s.sharing, mlm=True)
+        fields = s.linformer_fields() if kind == "linformer" else {}
+        model = build_ours(size_of(s), n, kind, k or s.ks[0], s.sharing, mlm=True, **fields)
         model.config.sparse_prediction = bool(sparse_prediction)
-        return model.train()
+        return with_kernel(model, s.linformer_attn_implementation if kind == "linformer" else "sdpa").train()
     if kind == "roberta":
         return build_roberta(size_of(s), n, "sdpa", mlm=True).train()
     raise ValueError(f"unknown model {kind!r}; expected one of {TRAIN_MODELS}")
@@ -284,7 +292,8 @@ def flops_per_token(kind: str, n: int, s: ThroughputSettings, k: int | None = No
     every token without. HF RoBERTa: our full-attention count with the head on every token (mlm_fraction = 1.0).
     """
     size = size_of(s) if kind != "roberta" else replace(size_of(s), pad_vocab_to_multiple_of=None)
-    config = ours_config(size, n, "full" if kind == "roberta" else kind, k or s.ks[0], s.sharing)
+    config = ours_config(size, n, "full" if kind == "roberta" else kind, k or s.ks[0], s.sharing,
+                         **(s.linformer_fields() if kind == "linformer" else {}))
     dense = kind == "roberta" or not sparse_prediction
     return training_flops_per_token(config, n, 1.0 if dense else mlm_fraction)
 

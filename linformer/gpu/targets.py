@@ -7,8 +7,9 @@ Targets (see README, "On a GPU"):
               exact resume, finetuning and conversion, FLOP counts on CUDA) -> gpu_tests.log
   table3      the paper's Table 3 (configs/benchmark_table3_gpu.yaml) -> table3_gpu.{md,csv,png}
   table3_local  Table 3 for the local/global Linformer (configs/benchmark_table3_local_gpu.yaml: base shape, bf16,
-              n = 4,096 .. 32,768, w = 128, global [0, -1], k = 128) through flex_attention, then through the
-              blocked path -> table3_local_gpu.{md,csv,png}, table3_local_blocked_gpu.{md,csv,png}
+              w = 128, global [0, -1], k = 128; inference at n = 4,096 .. 32,768, the training step at 4,096 ..
+              16,384) through flex_attention, then through the blocked path -> table3_local_gpu.{md,csv,png},
+              table3_local_train_gpu.{md,csv}, and the same names with _blocked
   throughput  training throughput and MFU (configs/benchmark_throughput_gpu.yaml) -> throughput_gpu.{md,csv}
   mfu         the trainer's own MFU: short compiled pretraining runs of the base model at n = 512 in bf16, full
               attention and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
@@ -142,7 +143,9 @@ def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[s
                     "progress=false"]],
         "table3_local": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_local_gpu", f"out_dir={out}",
                           "progress=false", *extra] for extra in
-                         ([], ["inference.linformer_attn_implementation=sdpa", "name=table3_local_blocked_gpu"])],
+                         ([], ["inference.linformer_attn_implementation=sdpa",
+                               "throughput.linformer_attn_implementation=sdpa", "name=table3_local_blocked_gpu",
+                               "throughput_name=table3_local_blocked_train_gpu"])],
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
         "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu",

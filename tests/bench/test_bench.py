@@ -310,6 +310,19 @@ def test_the_linformer_rows_run_through_flex_when_asked_and_full_attention_keeps
     assert 'through `attn_implementation="flex_attention"`' in inference_markdown([], meta)
 
 
+def test_the_training_step_rows_carry_the_local_and_global_keys_and_their_kernel():
+    from linformer.bench.throughput import build_mlm, flops_per_token
+
+    s = tiny_throughput(ks=[16], local_window=8, global_positions=[0, -1], linformer_attn_implementation="flex_attention")
+    model = build_mlm("linformer", 64, s)
+    assert (model.config.local_window, model.config.global_positions) == (8, [0, -1])
+    assert model.config._attn_implementation == "flex_attention"
+    assert build_mlm("full", 64, s).config._attn_implementation == "sdpa"
+    plain = tiny_throughput(ks=[16])
+    assert flops_per_token("linformer", 64, s) > flops_per_token("linformer", 64, plain)  # the band and globals
+    assert flops_per_token("full", 64, s) == flops_per_token("full", 64, plain)
+
+
 def test_table3_measures_the_linformer_with_local_and_global_keys_when_asked():
     """The Linformer rows carry the local window and the global tokens, their FLOPs in the ratio, and the header
     says so."""
