@@ -134,5 +134,7 @@ def local_global(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout, proj
     def score_mod(score, b, h, qi, ki):  # each projected column's logit + log(tokens it stands for)
         return torch.where(ki >= T, score + counts[b, h, (ki - T).clamp(0, c - 1)].to(score.dtype), score)
 
-    mask = local_global_mask(layout, c, column_mask, overlap)
-    return attend(q, torch.cat([k, pk], 2), torch.cat([v, pv], 2), mask, score_mod, dropout_p)
+    key = ("flex", c, column_mask is not None, overlap is not None)  # the same for every layer of one projection shape
+    if key not in layout.memo:
+        layout.memo[key] = local_global_mask(layout, c, column_mask, overlap)
+    return attend(q, torch.cat([k, pk], 2), torch.cat([v, pv], 2), layout.memo[key], score_mod, dropout_p)

@@ -155,6 +155,7 @@ class ExactKeyLayout:
             self.gi, self.gvalid = global_index(positions, lengths, T)  # (B, G)
             self.global_bias = _global_bias(self.gi, self.gvalid, self.b, self.nb, radius)
         self._overlap: dict[tuple, torch.Tensor] = {}
+        self.memo: dict[tuple, object] = {}  # other per-forward masks, built once (flex's block masks)
 
     @classmethod
     def of(cls, shared: dict | None, lengths: torch.Tensor, T: int, radius: int, positions: list[int]

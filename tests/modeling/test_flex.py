@@ -110,7 +110,7 @@ def test_the_block_mask_visits_a_bounded_number_of_key_blocks():
 def _sdpa_and_flex(**fields) -> tuple[torch.Tensor, torch.Tensor]:
     """A small model's hidden states at the real tokens of a padded batch, under sdpa and under flex_attention."""
     torch.manual_seed(0)
-    model = LinformerModel(LinformerConfig(**SMALL, **fields)).eval()
+    model = LinformerModel(LinformerConfig(**{**SMALL, **fields})).eval()
     ids = torch.randint(3, 50, (2, 150))
     mask = torch.ones_like(ids)
     mask[1, 100:] = 0
@@ -131,6 +131,15 @@ def _sdpa_and_flex(**fields) -> tuple[torch.Tensor, torch.Tensor]:
 ])
 def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
     sdpa, flexed = _sdpa_and_flex(**fields)
+    torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
+
+
+def test_the_block_mask_is_built_once_per_forward(eager, monkeypatch):
+    built = []
+    make = flex.local_global_mask
+    monkeypatch.setattr(flex, "local_global_mask", lambda *a: (built.append(1), make(*a))[1])
+    sdpa, flexed = _sdpa_and_flex(local_window=16, global_positions=[0, -1], num_hidden_layers=3)
+    assert len(built) == 1  # one forward under flex, three layers
     torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 
