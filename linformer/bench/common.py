@@ -126,16 +126,18 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
 
 
 _COMPETING = [0]  # one-thread busy processes running beside the measurement now (competing_processes)
+COMPETING_START_S = 120  # seconds a spawned busy process may take to start (it imports torch)
 
 
-def _busy(stop) -> None:
+def _busy(stop, ready) -> None:
     """A one-thread process that keeps one core busy with 512 x 512 products until `stop` is set, free to run on any
     core (a child starts with its parent's affinity: a measurement bound by OMP_PROC_BIND would pin it beside its
-    own first thread)."""
+    own first thread); it releases `ready` once it is busy."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
     torch.set_num_threads(1)
     x = torch.randn(512, 512)
+    ready.release()
     while not stop.is_set():
         x = (x @ x).tanh_()
 
@@ -150,12 +152,15 @@ def competing_processes(count: int):
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    procs = [ctx.Process(target=_busy, args=(stop,), daemon=True) for _ in range(count)]
-    for p in procs:
-        p.start()
-    _COMPETING[0] = count
+    stop, ready = ctx.Event(), ctx.Semaphore(0)
+    procs = [ctx.Process(target=_busy, args=(stop, ready), daemon=True) for _ in range(count)]
     try:
+        for p in procs:
+            p.start()
+        for _ in procs:  # a spawned child imports torch first (seconds): measure only once all are busy
+            if not ready.acquire(timeout=COMPETING_START_S):
+                raise RuntimeError(f"a competing process did not start within {COMPETING_START_S} s")
+        _COMPETING[0] = count
         yield
     finally:
         _COMPETING[0] = 0
@@ -164,6 +169,7 @@ def competing_processes(count: int):
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
+                p.join()
 
 
 def machine_description(device: torch.device) -> dict[str, str]:

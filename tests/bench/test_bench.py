@@ -1,6 +1,7 @@
 """The benchmark's core on a tiny grid: plans, models, outputs, the Hydra config. No timed asserts."""
 
 import csv
+import time
 from pathlib import Path
 
 import pytest
@@ -267,9 +268,17 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
     from linformer.bench.common import competing_processes, machine_description
     from linformer.bench.report import competing
 
+    def cpu_ticks(pid: int) -> int:  # user + system clock ticks of a process (Linux /proc)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
     with competing_processes(2):
         children = multiprocessing.active_children()
         assert len(children) == 2 and all(p.is_alive() for p in children)
+        if Path("/proc/self/stat").exists():  # busy from the block's first moment, not still starting
+            before = [cpu_ticks(p.pid) for p in children]
+            time.sleep(0.5)
+            assert all(cpu_ticks(p.pid) > b for p, b in zip(children, before))
         machine = machine_description(torch.device("cpu"))
         assert machine["competing_processes"] == "2"
     assert competing(machine) == ", beside 2 competing one-thread busy processes"
