@@ -154,8 +154,7 @@ class ExactKeyLayout:
         if positions:
             self.gi, self.gvalid = global_index(positions, lengths, T)  # (B, G)
             self.global_bias = _global_bias(self.gi, self.gvalid, self.b, self.nb, radius)
-        self._overlap: dict[tuple, torch.Tensor] = {}
-        self.memo: dict[tuple, object] = {}  # other per-forward masks, built once (flex's block masks)
+        self.memo: dict[tuple, object] = {}  # masks built once per forward: the overlap masks, flex's block masks
 
     @classmethod
     def of(cls, shared: dict | None, lengths: torch.Tensor, T: int, radius: int, positions: list[int]
@@ -172,10 +171,11 @@ class ExactKeyLayout:
     def overlap(self, c: int, n: int | None = None, k: int | None = None) -> torch.Tensor:
         """``overlap_bias`` of c projected columns (``column_spans(lengths, c, n, k)``), built once per shape: every
         layer whose projection has it masks the same columns."""
-        if (c, n, k) not in self._overlap:
+        key = ("overlap", c, n, k)
+        if key not in self.memo:
             spans = column_spans(self.lengths, c, n, k)
-            self._overlap[c, n, k] = overlap_bias(spans, self.gi, self.gvalid, self.b, self.nb, self.radius)
-        return self._overlap[c, n, k]
+            self.memo[key] = overlap_bias(spans, self.gi, self.gvalid, self.b, self.nb, self.radius)
+        return self.memo[key]
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
