@@ -342,9 +342,8 @@ class LinformerSelfAttention(nn.Module):
             probs = scores.softmax(-1)
             out = F.dropout(probs, dropout_p, self.training) @ values
         elif self.config._attn_implementation == "flex_attention":
-            B, _, T, _ = q.shape
-            mask = flex.key_mask(kmask, B, T, keys.shape[-2], q.device)
-            out = flex.attend(q, keys.expand(B, -1, -1, -1), values.expand(B, -1, -1, -1), mask, dropout_p=dropout_p)
+            mask = flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device)
+            out = flex.attend(q, keys, values, mask, dropout_p=dropout_p)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)
         B, _, T, _ = q.shape

@@ -64,7 +64,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, score_
 
 def _packed(blocks: torch.Tensor, T: int, S: int, mask_mod):
     """A BlockMask from a (B, nQ, nKV) bool matrix of the key blocks each query block visits, mask_mod applied within
-    them (no block is taken as full: each has a masked pair)."""
+    every one of them (none is marked full)."""
     from torch.nn.attention.flex_attention import BlockMask
 
     blocks = blocks[:, None]  # one mask for every head
