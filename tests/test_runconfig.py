@@ -52,10 +52,25 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
     ("group_by_length", "yes", "trainer.group_by_length='yes' must be true or false"),
     ("cpu", 1, "trainer.cpu=1 must be true or false"),
     ("eval_batches", 0, "trainer.eval_batches=0 must be a whole number of at least 1"),
+    ("sync_every", 0, "trainer.sync_every=0 must be a whole number of at least 1"),
+    ("compile_mode", "fast", ("trainer.compile_mode='fast' is not one of default, reduce-overhead, max-autotune, "
+                              r"max-autotune-no-cudagraphs \(or null\)")),
 ])
 def test_bad_values_name_their_key(key, value, message):
     with pytest.raises(ConfigError, match=message):
         TrainerSettings.read(_trainer("pretrain") | {key: value})
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({}, "trainer.compile_mode=reduce-overhead: without trainer.compile=true nothing is compiled"),
+    ({"compile": True, "compile_backend": "eager"},
+     "trainer.compile_mode=reduce-overhead: trainer.compile_backend=eager ignores it: modes are inductor's"),
+])
+def test_a_compile_mode_that_would_do_nothing_is_refused(extra, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainerSettings.read(_trainer("pretrain") | {"compile_mode": "reduce-overhead", **extra})
+    assert TrainerSettings.read(_trainer("pretrain") | {"compile_mode": "max-autotune", "compile": True}).compile_mode \
+        == "max-autotune"
 
 
 def test_warmup_steps_win_over_the_ratio():

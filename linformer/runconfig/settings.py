@@ -60,6 +60,9 @@ _ID, _OP = {"operational": False}, {"operational": True}
 
 
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # eager and aot_eager: Dynamo's graph capture alone, for checks
+# torch.compile's modes: reduce-overhead replays CUDA graphs (launch cost gone, on CUDA only), max-autotune also
+# searches GEMM and Triton configurations at the first compile
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _flag(t: Mapping, key: str, prefix: str, allow_none: bool = False) -> bool | None:
@@ -157,11 +160,14 @@ def read_fields(cls, group: Mapping, prefix: str) -> dict[str, Any]:
     return values
 
 
-def _choice(*options: str):
-    def read(group: Mapping, key: str) -> str:
+def _choice(*options: str, allow_none: bool = False):
+    def read(group: Mapping, key: str) -> str | None:
         value = group.get(key)
+        if value is None and allow_none:
+            return None
         if value not in options:
-            raise ConfigError(f"trainer.{key}={value!r} is not one of {', '.join(options)}.")
+            raise ConfigError(f"trainer.{key}={value!r} is not one of {', '.join(options)}"
+                              f"{' (or null)' if allow_none else ''}.")
         return str(value)
     return read
 
@@ -233,12 +239,14 @@ class TrainerSettings:
     save_best: bool = _setting(False, operational=True)
     keep_last: int = _setting(operational=True)
     log_every: int = _setting(operational=True)
+    sync_every: int = _setting(1, operational=True)  # steps between host reads of the loss (the GPU runs on between)
     max_nonfinite_steps: int = _setting(operational=True)
     cpu: bool = _setting(False, operational=True)
     peak_tflops: float | None = _setting(operational=True)
     compile: bool = _setting(False, operational=True)  # torch.compile the model (the same numbers, faster)
     # a torch._dynamo backend: inductor | aot_eager | eager
     compile_backend: str = _setting("inductor", operational=True, read=_choice(*COMPILE_BACKENDS))
+    compile_mode: str | None = _setting(operational=True, read=_choice(*COMPILE_MODES, allow_none=True))
     resume: str | None = _setting(operational=True, read=_resume)
     allow_config_change: bool | list[str] = _setting(operational=True, read=_allowed_changes)
     allow_nonbitwise_resume: bool = _setting(False, operational=True)
@@ -246,6 +254,10 @@ class TrainerSettings:
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
         values = read_fields(cls, t, "trainer")
+        if values["compile_mode"] is not None and not (values["compile"] and values["compile_backend"] == "inductor"):
+            why = ("without trainer.compile=true nothing is compiled" if not values["compile"] else
+                   f"trainer.compile_backend={values['compile_backend']} ignores it: modes are inductor's")
+            raise ConfigError(f"trainer.compile_mode={values['compile_mode']}: {why}.")
         if values["lr_schedule"] == "linear":
             values["lr_power"] = 1.0  # the polynomial's power does not apply
         return cls(**values)

@@ -7,6 +7,9 @@ resume needs only the step), the loss, and the evaluation. The core owns the res
 - claiming the run directory (lock, identity check, "already complete") and recording it (``linformer.rundir``);
 - the optimizer step (``step.optimizer_step``, which the throughput benchmark times too): gradient accumulation with
   the loss normalised by the step's global item count, clipping, and one non-finite guard over the whole step;
+- host reads: a step's loss, gradient norm and finiteness stay on the device until the next read, every
+  ``trainer.sync_every`` steps and before any evaluation or checkpoint, so that the GPU never waits for the host in
+  between; the reads log each step's row, count non-finite steps and measure tokens/s over the steps read;
 - checkpoints and exact resume; SIGTERM/SIGINT write a checkpoint (every rank agrees on the stop) and stop;
 - metrics.jsonl and trackers, the progress bar, and the closing summary.
 """
@@ -113,6 +116,18 @@ class TrainingTask:
 
 
 @dataclass
+class StepRecord:
+    """One optimizer step as the host knows it before reading the device: its values stay on the device."""
+
+    step: int                        # the step number once done (1 for the first)
+    values: torch.Tensor             # [loss, grad norm, finite] on the device
+    tokens: int                      # the step's tokens on every rank
+    lr: float                        # the schedule's lr after the step (what the row logs)
+    epoch: float
+    total_tokens: int                # the run's tokens after the step
+
+
+@dataclass
 class RunStart:
     """The outcome of claiming a run directory, the same on every rank."""
 
@@ -206,6 +221,8 @@ class Trainer:
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
         self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        self._pending: list[StepRecord] = []  # steps done since the last host read
+        self._window_start = time.perf_counter()  # when the steps of the next host read began
         self._last_save = _clock()  # when the last checkpoint was written (trainer.save_every_minutes)
         # On a GPU the next step's batches are built on the host while the device runs this step (the data is a
         # pure function of the step, so prefetching changes no value). On a CPU the thread would take a core.
@@ -259,27 +276,30 @@ class Trainer:
         return results if results is not None else summary
 
     def _loop(self, stop: StopSignal) -> None:
-        step = self.state["step"]
-        bar = tqdm(total=self.settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
+        step = last_read = self.state["step"]
+        settings = self.settings
+        bar = tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
                    dynamic_ncols=True)
         self.model.train()
-        while step < self.settings.max_steps:
-            t_step = time.perf_counter()
-            loss, grad_norm, tokens = self._train_step(step)
+        self._window_start = time.perf_counter()
+        while step < settings.max_steps:
+            self._pending.append(self._train_step(step))
             step = self.state["step"] = step + 1
-            self.state["tokens"] += tokens
-            rate = tokens / (time.perf_counter() - t_step)
-            self._step_rates.append(rate)
-            row = self._step_row(step, loss, grad_norm, rate)
-            self._guard_nonfinite(step, bar)
-            if (self.eval_every and step % self.eval_every == 0) or step == self.settings.max_steps:
+            bar.update(1)
+            evaluate = bool(self.eval_every and step % self.eval_every == 0) or step == settings.max_steps
+            save = bool(settings.save_every and step % settings.save_every == 0) or step == settings.max_steps
+            if not (evaluate or save or step % settings.sync_every == 0):
+                continue  # the device runs on: nothing of this step is read yet
+            row = self._read_steps(bar)
+            if evaluate:
                 self._settle()
                 self._evaluate(step, row)
             else:
                 self._log(step, row)
-            bar.update(1)
-            if step % self.settings.log_every == 0:
-                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{row['lr']:.2e}")
+            if step // settings.log_every > last_read // settings.log_every:
+                bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
+            last_read = step
+            # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
             signum, save_due = stop.agreed(self.accelerator, self._save_due())
             if signum is not None:
                 self.save()
@@ -289,9 +309,9 @@ class Trainer:
                 raise Preempted(
                     f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
                     f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
-            if (self.settings.save_every and step % self.settings.save_every == 0) or step == self.settings.max_steps \
-                    or save_due:
+            if save or save_due:
                 self.save()
+            self._window_start = time.perf_counter()  # evaluation and checkpoints are not training time
         bar.close()
 
     def _host_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
@@ -312,20 +332,43 @@ class Trainer:
         if self._next is not None:
             self._next[1].result()
 
-    def _train_step(self, step: int) -> tuple[float, float, int]:
-        """One optimizer step over grad_accum micro-batches; returns (loss, grad norm, tokens on every rank)."""
+    def _train_step(self, step: int) -> StepRecord:
+        """One optimizer step over grad_accum micro-batches, queued on the device: nothing is read back here."""
         micro, counts = self._step_batches(step)
         loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
                                                  self.task.loss, self.settings.max_grad_norm)
         self.scheduler.step()
-        self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
         tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes
-        return float(loss), float(grad_norm), tokens
+        self.state["tokens"] += tokens
+        values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
+        return StepRecord(step + 1, values, tokens, self.scheduler.get_last_lr()[self._lr_group],
+                          self.task.epoch_of(step + 1), self.state["tokens"])
 
-    def _step_row(self, step: int, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
-        row = {"loss": loss, **self.task.step_metrics(loss), "lr": self.scheduler.get_last_lr()[self._lr_group],
-               "grad_norm": grad_norm, "tokens_per_s": tokens_per_s, "epoch": self.task.epoch_of(step),
-               "tokens": self.state["tokens"]}
+    def _read_steps(self, bar) -> dict[str, Any]:
+        """The host read of the steps since the last one (one sync for all of them): logs each step's row but the
+        last, which it returns (the loop logs it, with the evaluation's scores when one is due), counts non-finite
+        steps in a row, and stops the run when trainer.max_nonfinite_steps are reached. tokens/s is over the steps
+        read: the device's time for them, which no single step's host time measures when nothing waits."""
+        pending, self._pending = self._pending, []
+        values = torch.stack([p.values for p in pending]).tolist()
+        rate = sum(p.tokens for p in pending) / max(time.perf_counter() - self._window_start, 1e-9)
+        rows = []
+        for record, (loss, grad_norm, finite) in zip(pending, values):
+            self._step_rates.append(rate)
+            rows.append(self._step_row(record, loss, grad_norm, rate))
+            self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
+            if self.state["nonfinite"]:
+                log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
+                            self.state["nonfinite"])
+            if self.state["nonfinite"] >= self.settings.max_nonfinite_steps:
+                self._diverged(record.step, bar)
+            if record is not pending[-1]:
+                self._log(record.step, rows[-1])
+        return rows[-1]
+
+    def _step_row(self, record: StepRecord, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
+        row = {"loss": loss, **self.task.step_metrics(loss), "lr": record.lr, "grad_norm": grad_norm,
+               "tokens_per_s": tokens_per_s, "epoch": record.epoch, "tokens": record.total_tokens}
         if self.task.flops_per_token and self.task.peak_flops:
             row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
         if self.settings.compile:
@@ -347,24 +390,24 @@ class Trainer:
         out["device"] = device_name(self.accelerator.device)
         if self.settings.compile:
             counts = CompileCounts.now().since(self._compile_start)
-            out["compile"] = {"backend": self.settings.compile_backend, "graphs": counts.graphs,
+            out["compile"] = {"backend": self.settings.compile_backend,
+                              "mode": self.settings.compile_mode or "default", "graphs": counts.graphs,
                               "graph_breaks": counts.graph_breaks}
         return out
 
-    def _guard_nonfinite(self, step: int, bar) -> None:
-        n = self.state["nonfinite"]
-        if not n:
-            return
-        log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", step, n)
-        if n >= self.settings.max_nonfinite_steps:
-            self.save()
-            bar.close()
-            self._close()
-            raise TrainingDiverged(
-                f"{n} consecutive non-finite losses at step {step} (trainer.max_nonfinite_steps="
-                f"{self.settings.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
-                "trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16."
-            )
+    def _diverged(self, step: int, bar) -> None:
+        """trainer.max_nonfinite_steps in a row, the last at `step`: checkpoint (the run's current step, at or after
+        it: the host read comes after the steps it reads) and stop."""
+        n, now = self.state["nonfinite"], self.state["step"]
+        self.save()
+        bar.close()
+        self._close()
+        seen = f" (read at step {now})" if now != step else ""
+        raise TrainingDiverged(
+            f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
+            f"{self.settings.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
+            "trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16."
+        )
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> None:
         scores = self.task.evaluate(self.model, self.accelerator)
@@ -470,7 +513,9 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
         speed += f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
         if summary.get("compile"):
             c = summary["compile"]
-            speed += f"; torch.compile ({c['backend']}): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s)"
+            mode = f", mode {c['mode']}" if c.get("mode", "default") != "default" else ""
+            speed += (f"; torch.compile ({c['backend']}{mode}): {c['graphs']} graph(s), {c['graph_breaks']} graph "
+                      "break(s)")
         lines.append(speed)
     lines += [f"  {line}" for line in summary.get("report", [])]
     if summary.get("model_dir"):
@@ -497,7 +542,8 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         task = make_task(accelerator, settings)
         settings = task.settings
         if settings.compile:  # in place: the model keeps its class, parameter names and checkpoints
-            task.model.compile(backend=settings.compile_backend, dynamic=task.compile_dynamic)
+            task.model.compile(backend=settings.compile_backend, dynamic=task.compile_dynamic,
+                               mode=settings.compile_mode)
         if settings.max_steps is None:
             raise ConfigError(f"trainer.max_steps is null: {stage} needs a number of steps.")
         decay = optim.weight_decay  # configs/optim/adamw.yaml (finetuning's config overrides it)

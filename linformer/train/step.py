@@ -4,7 +4,8 @@
 The step's loss is the mean over the step's items on every rank: each micro-batch's mean loss is weighted by its
 share of the global item count (so 2 processes x batch b equal 1 process x batch 2b), gradients are clipped, and the
 optimizer steps only when the loss and the gradient norm are finite (fp16 excepted: the grad scaler skips an
-overflowing step itself and lowers its scale).
+overflowing step itself and lowers its scale). An optimizer that takes a ``found_inf`` tensor (fused AdamW, the
+trainer's on CUDA) skips on the device, so the step never waits for the GPU; any other reads the flag on the host.
 
 ``ops`` is an ``accelerate.Accelerator`` in training, or anything with the same six members (``AmpOps`` for the
 benchmark, which compares precisions in one process and so cannot build one Accelerator per precision).
@@ -20,7 +21,8 @@ import torch
 
 def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Tensor]], counts: Sequence[int],
                    loss_fn: Callable, max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """(the step's loss over every rank, the gradient norm before clipping, whether both were finite)."""
+    """(the step's loss over every rank, the gradient norm before clipping, whether both were finite), as tensors
+    on the device: reading them is the caller's host sync."""
     world = ops.num_processes
     total = ops.reduce(torch.tensor(sum(counts), device=ops.device), "sum").item() if world > 1 else sum(counts)
     loss_sum = torch.zeros((), device=ops.device)
@@ -32,12 +34,30 @@ def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Ten
             ops.backward(part * world)
             loss_sum += part.detach()
     loss = ops.reduce(loss_sum, "sum") if world > 1 else loss_sum
-    grad_norm = ops.clip_grad_norm_(model.parameters(), max_grad_norm)
-    finite = bool(torch.isfinite(loss)) and bool(torch.isfinite(torch.as_tensor(grad_norm)))
-    if finite or ops.mixed_precision == "fp16":
-        optimizer.step()
+    grad_norm = torch.as_tensor(ops.clip_grad_norm_(model.parameters(), max_grad_norm), device=loss.device)
+    finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+    step_if_finite(optimizer, finite, scaled=ops.mixed_precision == "fp16")
     optimizer.zero_grad(set_to_none=True)
-    return loss, torch.as_tensor(grad_norm), finite
+    return loss, grad_norm, finite
+
+
+def step_if_finite(optimizer, finite: torch.Tensor, scaled: bool = False) -> None:
+    """``optimizer.step()`` where `finite` (a 0-d bool tensor) holds, else no change to the weights or the optimizer's
+    state. `scaled` (fp16): the grad scaler decides itself. An optimizer whose step takes ``found_inf`` (torch's
+    fused Adam/AdamW: the attribute GradScaler sets) is handed the flag and skips inside its kernel, step count
+    included, without a host sync; any other is stepped after reading the flag on the host."""
+    if scaled:
+        optimizer.step()
+        return
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps the torch one
+    if getattr(inner, "_step_supports_amp_scaling", False):
+        inner.found_inf = (~finite).to(torch.float32)
+        try:
+            optimizer.step()
+        finally:
+            del inner.found_inf
+    elif bool(finite):
+        optimizer.step()
 
 
 class AmpOps:

@@ -38,7 +38,7 @@ def test_compiled_pretraining_captures_one_graph_per_mode_and_matches_eager(tiny
     summary = pretrain(compose_pretrain(tiny_data, *NO_DROPOUT, "trainer.compile=true",
                                         "trainer.compile_backend=eager"), compiled)
     torch.testing.assert_close(_losses(compiled), _losses(eager), rtol=1e-5, atol=1e-6)
-    assert summary["compile"] == {"backend": "eager", "graphs": 2, "graph_breaks": 0}  # train and eval mode
+    assert summary["compile"] == {"backend": "eager", "mode": "default", "graphs": 2, "graph_breaks": 0}  # train, eval
     steps = [r for r in _rows(compiled) if "loss" in r]
     assert [r["compiled_graphs"] for r in steps[1:6]] == [steps[0]["compiled_graphs"]] * 5  # no recompiles
     assert all(r["graph_breaks"] == 0 for r in steps)

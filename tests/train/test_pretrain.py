@@ -162,6 +162,81 @@ def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tm
     assert info["status"] == "failed" and info["error"].startswith("TrainingDiverged: 2 consecutive non-finite")
 
 
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_host_reads_every_sync_every_steps_log_the_same_run(tiny_data, tmp_path, monkeypatch):
+    """trainer.sync_every=5 reads the device at steps 5 and 10 and before every evaluation (6, 12) and checkpoint (4, 8,
+    12): 6 reads for 12 steps, not 12, and every step's row (loss, lr, gradient norm, epoch, tokens), every
+    evaluation and the final weights are those of reading every step."""
+    from linformer.train.core import Trainer
+
+    reads = []
+    read = Trainer._read_steps
+
+    def counted(self, bar):
+        reads.append(self.state["step"])
+        return read(self, bar)
+
+    monkeypatch.setattr(Trainer, "_read_steps", counted)
+    runs = {}
+    for every in (1, 5):
+        reads.clear()
+        runs[every] = tmp_path / f"every{every}"
+        pretrain(compose_pretrain(tiny_data, f"trainer.sync_every={every}"), runs[every])
+        if every == 5:
+            assert reads == [4, 5, 6, 8, 10, 12]
+        else:
+            assert reads == list(range(1, 13))
+    timing = {"tokens_per_s", "mfu", "time"}
+    rows = {every: [{k: v for k, v in r.items() if k not in timing} for r in _rows(d)] for every, d in runs.items()}
+    assert rows[5] == rows[1] and len([r for r in rows[5] if "loss" in r]) == 12
+    assert all(r["tokens_per_s"] > 0 for r in _rows(runs[5]) if "loss" in r)
+    # steps read together share the rate measured over them
+    rates = {r["step"]: r["tokens_per_s"] for r in _rows(runs[5]) if "loss" in r}
+    assert rates[9] == rates[10] and rates[11] == rates[12]
+    weights = [AutoModelForMaskedLM.from_pretrained(d / "model").state_dict() for d in runs.values()]
+    for name, value in weights[0].items():
+        torch.testing.assert_close(weights[1][name], value, rtol=0, atol=0)
+
+
+def test_nonfinite_steps_read_late_still_stop_the_run_naming_the_step(tiny_data, tmp_path, monkeypatch):
+    """With trainer.sync_every=6 the NaN losses from step 3 are read at step 6: the run stops there, saying the limit
+    was reached at step 4; the rows before it are logged and no update was applied after step 2."""
+    from linformer.errors import TrainingDiverged
+    from linformer.modeling import LinformerForMaskedLM
+
+    forward, calls = LinformerForMaskedLM.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        calls["n"] += 1
+        if self.training and calls["n"] > 2:
+            out.loss = out.loss * float("nan")
+        return out
+
+    from safetensors.torch import load_file
+
+    common = ("trainer.eval_at_start=false", "trainer.eval_every=100", "trainer.keep_last=10")
+    clean = tmp_path / "clean"
+    pretrain(compose_pretrain(tiny_data, *common, "trainer.save_every=2"), clean)
+    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+    cfg = compose_pretrain(tiny_data, *common, "trainer.max_nonfinite_steps=2", "trainer.save_every=100",
+                           "trainer.sync_every=6")
+    with pytest.raises(TrainingDiverged, match=r"2 consecutive non-finite losses at step 4 \(read at step 6\)"):
+        pretrain(cfg, tmp_path / "run")
+    ckpt = tmp_path / "run" / "checkpoints" / "step-00000006"
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert state["nonfinite"] == 2 and state["step"] == 6
+    assert [r["step"] for r in _rows(tmp_path / "run")] == [1, 2, 3]
+    # steps 3-6 were skipped: the weights are those the clean run had after step 2 (and not after step 4)
+    got = load_file(ckpt / "model.safetensors")
+    for step, same in ((2, True), (4, False)):
+        want = load_file(clean / "checkpoints" / f"step-{step:08d}" / "model.safetensors")
+        assert all(torch.equal(got[k], v) for k, v in want.items()) is same
+
+
 def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny_data, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

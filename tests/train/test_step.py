@@ -91,6 +91,37 @@ def test_a_non_finite_loss_skips_the_step_and_clears_the_gradients():
     assert not finite and opt.steps == [] and all(p.grad is None for p in model.parameters())
 
 
+def test_a_fused_optimizer_skips_a_non_finite_step_on_the_device_without_reading_the_host(monkeypatch):
+    """Fused AdamW (the trainer's on CUDA) is handed the non-finite flag and skips inside its kernel: after a NaN
+    step the weights, the moments and the step count are those of the finite step before it, and no tensor was
+    read on the host during the step (a read there is a GPU sync every step)."""
+    _, _, micro, counts = _batches()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    optimizer_step(_Ranks(1), model, opt, micro, counts, _mean_squared, 1.0)
+    before = [p.detach().clone() for p in model.parameters()]
+    state = {k: v.clone() for k, v in opt.state[model.weight].items()}
+
+    def no_host_read(*args, **kwargs):
+        raise AssertionError("a tensor was read on the host inside the step")
+
+    with monkeypatch.context() as m:
+        for name in ("__bool__", "item", "tolist"):
+            m.setattr(torch.Tensor, name, no_host_read)
+        loss, _, finite = optimizer_step(_Ranks(1), model, opt, micro, counts,
+                                         lambda m_, b: _mean_squared(m_, b) * float("nan"), 1.0)
+    assert not finite and torch.isnan(loss)
+    for got, want in zip(model.parameters(), before):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for key, value in opt.state[model.weight].items():
+        torch.testing.assert_close(value, state[key], rtol=0, atol=0)  # step count included
+    assert not hasattr(opt, "found_inf")  # the flag is not left for a later step
+    optimizer_step(_Ranks(1), model, opt, micro, counts, _mean_squared, 1.0)  # a finite step moves them again
+    assert opt.state[model.weight]["step"].item() == 2
+    assert not torch.equal(model.weight, before[0])
+
+
 def test_the_benchmark_s_step_is_the_trainer_s():
     """AmpOps (the benchmark's, fp32 and bf16 on CPU) moves the weights exactly as a hand-written step of the same
     loss does: forward (under autocast for bf16), backward, clipping, AdamW."""
