@@ -197,14 +197,25 @@ def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(mon
     from .train.conftest import compose
 
     gpu = _load(monkeypatch)
-    *commands, report = gpu.target_commands(Path("/out"))["mfu"]
-    assert len(commands) == 2 and "compare_runs.py" in report[1] and report[-2] == "/out/mfu_gpu"
-    for command in commands:
+    commands = gpu.target_commands(Path("/out"))["mfu"]
+    reports = [c for c in commands if "scripts/compare_runs.py" in c]
+    runs = [c for c in commands if "scripts/pretrain.py" in c]
+    # the CUDA-graph run last, after a report of the runs before it (a failing command ends the target)
+    assert [commands.index(r) for r in reports] == [len(commands) - 3, len(commands) - 1]
+    names = list(gpu.MFU_RUNS)
+    assert [[a.split("/")[-1] for a in r if "/pretrain/" in a] for r in reports] == [names[:-1], names]
+    assert all(r[r.index("--out") + 1] == "/out/mfu_gpu" for r in reports)
+    specs = {}
+    for command in runs:
         spec = PretrainSpec.read(compose("pretrain", command[2:]))
+        specs[spec.run_name] = spec
         assert spec.trainer.compile and spec.trainer.mixed_precision == "bf16" and spec.model["hidden_size"] == 768
-        assert spec.trainer.batch_size * spec.trainer.grad_accum == 128
+        assert spec.trainer.batch_size * spec.trainer.grad_accum == 128  # the same tokens per step in every run
         assert spec.model["max_seq_len"] == 512 and spec.pad_vocab_to_multiple_of == 64
         assert spec.corpus_dir.endswith("data/processed/wiki_mfu")
+    assert list(specs) == names and "graphs" in names[-1] and len(runs) == len(names)
+    assert specs["mfu-full"].trainer.sync_every == 1 and specs["mfu-full-async"].trainer.sync_every == 10
+    assert specs[list(specs)[-1]].trainer.compile_mode == "reduce-overhead"
     assert {p.split("/")[2] for p in gpu.copy_back_patterns("mfu")} == set(gpu.MFU_RUNS)
 
 

@@ -12,7 +12,8 @@ Targets (see README, "On a GPU"):
               table3_local_train_gpu.{md,csv}, and the same names with _blocked
   throughput  training throughput and MFU (configs/benchmark_throughput_gpu.yaml) -> throughput_gpu.{md,csv}
   mfu         the trainer's own MFU: short compiled pretraining runs of the base model at n = 512 in bf16, full
-              attention and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
+              attention, full attention with the trainer's levers (host reads every 10 steps, one micro-batch of
+              128, CUDA graphs), and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
               data/processed/wiki_mfu and tokenizer data/tokenizers/wiki carried with the checkout -> their
               summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*, and
               mfu_gpu/{runs.md,mfu.png} (the steady-state MFU of each run, MFU per step)
@@ -74,7 +75,17 @@ RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 # finishes whole rows (experiments/scratch.py): the first, full attention and its no-pretraining control (one
 # pretraining, 12 finetuning runs); each later one, two Linformer rows (two pretrainings side by side, 12 runs)
 SCRATCH_ROWS = 2
-MFU_RUNS = {"mfu-full": ["model.attention=full"], "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"]}
+# The MFU runs: full attention as before (a host read every step), then the trainer's levers one by one on top of
+# each other (host reads every 10 steps; one micro-batch of 128, the same 65,536 tokens per step; CUDA graphs), and
+# the Linformer. The CUDA-graph run goes last (a failing command ends its target): the runs before it are reported
+# first, then again with it.
+MFU_LEVERS = {"mfu-full-async": ["trainer.sync_every=10"],
+              "mfu-full-async-b128": ["trainer.sync_every=10", "trainer.batch_size=128", "trainer.grad_accum=1"]}
+MFU_RUNS = {"mfu-full": ["model.attention=full"],
+            **{run: ["model.attention=full", *levers] for run, levers in MFU_LEVERS.items()},
+            "mfu-k128": ["model.projected_dim=128", "model.sharing=layerwise"],
+            "mfu-full-async-b128-graphs": ["model.attention=full", *MFU_LEVERS["mfu-full-async-b128"],
+                                           "trainer.compile_mode=reduce-overhead"]}
 
 
 def copy_back_patterns(target: str) -> tuple[str, ...]:
@@ -128,8 +139,12 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
                 "logger=none"]
     runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
-    return [*runs, [py, "scripts/compare_runs.py", *(str(run_dir("pretrain", run)) for run in MFU_RUNS), "--metrics",
-                    "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]]
+
+    def report(names) -> list[str]:
+        return [py, "scripts/compare_runs.py", *(str(run_dir("pretrain", run)) for run in names), "--metrics",
+                "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]
+
+    return [*runs[:-1], report(list(MFU_RUNS)[:-1]), runs[-1], report(MFU_RUNS)]
 
 
 def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[str]]]:

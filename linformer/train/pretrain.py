@@ -89,7 +89,8 @@ def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
 class PretrainTask(TrainingTask):
     """MLM on packed n-token blocks. Compiled (trainer.compile), every shape is fixed: the blocks are never padded,
     so the all-ones attention_mask is dropped on the host, and the MLM head runs on a fixed number of prediction
-    slots (``prediction_slots``) rather than on a batch's own number of labelled positions."""
+    slots (``prediction_slots``) rather than on a batch's own number of labelled positions (on a GPU too, compiled
+    or not: no step then reads a count back from the device)."""
 
     stage = "pretrain"
     main_metric = "val_loss"
@@ -123,7 +124,9 @@ class PretrainTask(TrainingTask):
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
         self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.accum = settings.grad_accum
-        self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile else None
+        # fixed prediction slots where shapes must not change (compiled) and on a GPU, where boolean indexing of the
+        # targets would read their count back to the host in every micro-batch (a wait for the device)
+        self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile or device.type == "cuda" else None
         self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:

@@ -27,7 +27,7 @@ def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Ten
     total = ops.reduce(torch.tensor(sum(counts), device=ops.device), "sum").item() if world > 1 else sum(counts)
     loss_sum = torch.zeros((), device=ops.device)
     for i, (batch, n) in enumerate(zip(micro, counts)):
-        batch = {k: v.to(ops.device) for k, v in batch.items()}
+        batch = {k: v.to(ops.device, non_blocking=True) for k, v in batch.items()}  # from pinned memory: no wait
         with contextlib.nullcontext() if i == len(micro) - 1 else ops.no_sync(model):
             # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
             part = loss_fn(model, batch) * n / max(total, 1)

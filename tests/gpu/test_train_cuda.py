@@ -206,6 +206,60 @@ def test_compiled_bf16_pretraining_on_cuda_matches_eager_with_one_graph_per_mode
               "model.attention_probs_dropout_prob=0")
     pretrain(compose_pretrain(tiny_data, *common), tmp_path / "eager")
     summary = pretrain(compose_pretrain(tiny_data, *common, "trainer.compile=true"), tmp_path / "compiled")
-    assert summary["compile"] == {"backend": "inductor", "graphs": 2, "graph_breaks": 0}
+    assert summary["compile"] == {"backend": "inductor", "mode": "default", "graphs": 2, "graph_breaks": 0}
     torch.testing.assert_close(_losses(tmp_path / "compiled"), _losses(tmp_path / "eager"), rtol=2e-2, atol=2e-2)
     assert summary["tokens_per_s_steady"] > 0
+
+
+def test_cuda_graphs_through_compile_mode_train_as_the_default_mode(tiny_data, tmp_path):
+    """trainer.compile_mode=reduce-overhead (CUDA graphs replayed each step, two micro-batches per step): the same
+    losses as the default mode within bf16 rounding, one graph per mode, no graph break."""
+    torch._dynamo.reset()
+    common = ("trainer.mixed_precision=bf16", "trainer.max_steps=12", "trainer.grad_accum=2", "trainer.compile=true",
+              "model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0")
+    pretrain(compose_pretrain(tiny_data, *common), tmp_path / "default")
+    torch._dynamo.reset()
+    summary = pretrain(compose_pretrain(tiny_data, *common, "trainer.compile_mode=reduce-overhead",
+                                        "trainer.sync_every=6"), tmp_path / "graphs")
+    assert summary["compile"] == {"backend": "inductor", "mode": "reduce-overhead", "graphs": 2, "graph_breaks": 0}
+    torch.testing.assert_close(_losses(tmp_path / "graphs"), _losses(tmp_path / "default"), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("poisoned", [False, True])
+def test_a_training_step_on_cuda_never_waits_for_the_device(tiny_data, tmp_path, monkeypatch, poisoned):
+    """Between host reads (trainer.sync_every=6) a step only queues work: CUDA's sync debug mode raises at any
+    synchronising call inside every step after the first (a loss or flag read on the host, a copy from pageable
+    memory). With every loss NaN from the third forward, fused AdamW skips on the device and the read at step 6
+    counts them."""
+    from linformer.modeling import LinformerForMaskedLM
+
+    step, strict = core.Trainer._train_step, []
+
+    def no_sync(self, s):
+        if s == 0:
+            return step(self, s)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return step(self, s)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            strict.append(s)
+
+    monkeypatch.setattr(core.Trainer, "_train_step", no_sync)
+    if poisoned:
+        forward, calls = LinformerForMaskedLM.forward, {"n": 0}
+
+        def nan_loss(self, *args, **kwargs):
+            out = forward(self, *args, **kwargs)
+            calls["n"] += 1
+            if self.training and calls["n"] > 2:
+                out.loss = out.loss * float("nan")
+            return out
+
+        monkeypatch.setattr(LinformerForMaskedLM, "forward", nan_loss)
+    cfg = compose_pretrain(tiny_data, "trainer.mixed_precision=bf16", "trainer.sync_every=6", "trainer.eval_every=100",
+                           "trainer.save_every=100", "trainer.max_nonfinite_steps=100", "trainer.grad_accum=2")
+    pretrain(cfg, tmp_path)
+    assert strict == list(range(1, 12))
+    rows = [r for r in _rows(tmp_path) if "loss" in r]
+    assert len(rows) == 12 and all(math.isnan(r["loss"]) for r in rows[1:]) is poisoned
