@@ -1,11 +1,14 @@
 """What a run computes on, in words: the CPU's model name, the device a run used, the CUDA device of a GPU target.
-One home for the training core's run summaries, the benchmarks, the reports and the GPU targets."""
+One home for the training core's run summaries, the benchmarks, the reports and the GPU targets, and for the dtype
+names (fp32, bf16, fp16) that configs and flags use."""
 
 from __future__ import annotations
 
 import platform
 
 import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # the names configs and flags use
 
 
 def cpu_model_name() -> str:

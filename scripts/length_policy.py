@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
                     help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
                          "a stratified subset: where a lengthened model's projection acts")
+    ap.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"],
+                    help="run the converted models in each (the reference stays fp32): bf16 rows show what bf16 "
+                         "inference adds to the error")
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy"):
@@ -77,10 +80,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
         policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
                                                  args.landmarks, args.overlap)
-        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print)
+        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print,
+                                        dtypes=tuple(dict.fromkeys(args.dtypes)))
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
+        dtypes = "" if args.dtypes == ["fp32"] else f", run in {' and '.join(dict.fromkeys(args.dtypes))}"
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
-                  "(no transfer, no finetuning); reference: the source with full attention."),
+                  f"(no transfer, no finetuning){dtypes}; reference: the source with full attention in fp32."),
                   "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), args.longer_than)
                                            for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
                   *provenance]

@@ -6,12 +6,13 @@ from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..devices import DTYPES
 from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from ..values import fits_type
 from .common import competing_processes
-from .inference import _DTYPES, BASELINES, LINFORMER_KERNELS, InferenceSettings
+from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
@@ -43,8 +44,11 @@ def _check_values(s, prefix: str) -> None:
     if isinstance(s, InferenceSettings):
         if not s.budget_s > 0:
             raise ConfigError(f"{prefix}.budget_s={s.budget_s!r} must be a positive number of seconds.")
-        if s.dtype not in _DTYPES:
-            raise ConfigError(f"{prefix}.dtype={s.dtype!r} is not one of {', '.join(_DTYPES)}.")
+        for key in ("dtype", "reference_dtype"):
+            value = getattr(s, key)
+            if value not in DTYPES and (key == "dtype" or value is not None):
+                raise ConfigError(f"{prefix}.{key}={value!r} is not one of {', '.join(DTYPES)}"
+                                  f"{' (or null)' if key == 'reference_dtype' else ''}.")
         unknown = [b for b in s.baselines if b not in BASELINES]
         if unknown:
             raise ConfigError(f"{prefix}.baselines: {unknown[0]!r} is not one of {', '.join(BASELINES)}.")

@@ -12,6 +12,8 @@ Four models of the same size run on the same batch (random token ids, nothing pa
 
 Time: one warm-up per model, then ``reps`` rounds; in each round every model runs once (the order rotates each
 round), so machine noise hits all models alike; the median is reported. Memory: see ``common.peak_memory_bytes``.
+With ``reference_dtype`` (e.g. fp32 beside a bf16 run) full attention and the Linformer also run in that dtype in
+the same rounds: what the dtype alone gains, and the Linformer in ``dtype`` against full attention as it runs today.
 With ``tokens_per_batch`` every n runs ``tokens_per_batch // n`` sequences (at least one), so a GPU is kept busy at
 short n instead of timing kernel launches. With ``find_max_batch`` (CUDA) each model's largest batch is searched, as
 the paper measured memory ("memory saved" = ratio of the largest batches).
@@ -28,6 +30,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..devices import DTYPES
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
@@ -50,7 +53,6 @@ BASELINES = (*DEFAULT_BASELINES, *PEERS)
 # Rough cost of each model relative to its analytic FLOPs at GEMM speed, for planning the grid only.
 _OVERHEAD = {"linformer": 1.3, "full": 1.6, "eager": 2.2, "roberta_sdpa": 1.6, "modernbert": 1.4, "longformer": 2.5}
 _BUILD_S = 1.5  # seconds to build and initialise one base-width model (50k-word embedding) on a CPU
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -79,6 +81,7 @@ class InferenceSettings:
     max_batch_tolerance: float = 0.05  # stop bisecting once the largest fitting batch is known to this fraction
     max_batch_models: list[str] = field(default_factory=lambda: ["linformer", "full", "eager"])
     dtype: str = "fp32"
+    reference_dtype: str | None = None  # also full attention and the Linformer in this dtype, side by side
     device: str = "auto"
     seed: int = 0
     local_window: int = 0  # the Linformer's exact local keys (LinformerConfig.local_window; 0: the paper's)
@@ -128,14 +131,25 @@ def estimate_seconds(n: int, ks: list[int], s: InferenceSettings, flops_per_s: f
     for k in ks:
         per_round += _OVERHEAD["linformer"] * model_flops(n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing,
                                                           batch)
+    if reference(s):  # the same full and Linformer models again, in the reference dtype
+        per_round += _OVERHEAD["full"] * model_flops(n, s.hidden, s.ffn, s.layers, "full", batch=batch) * (
+            "full" in s.baselines)
+        per_round += sum(_OVERHEAD["linformer"] * model_flops(n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing,
+                                                              batch) for k in ks)
     runs = max(1, s.warmup) + s.reps + int(s.memory)  # warm-up, timed rounds, one forward for the memory
-    build = _BUILD_S * (len(s.baselines) + len(ks)) * s.hidden * s.vocab / (768 * 50265)
+    models = len(s.baselines) + len(ks) + (len(ks) + ("full" in s.baselines)) * bool(reference(s))
+    build = _BUILD_S * models * s.hidden * s.vocab / (768 * 50265)
     return runs * per_round / flops_per_s + build
+
+
+def reference(s: InferenceSettings) -> str | None:
+    """The dtype the full and Linformer models also run in (None: none, or the run's own)."""
+    return s.reference_dtype if s.reference_dtype not in (None, s.dtype) else None
 
 
 def eager_scores_bytes(n: int, s: InferenceSettings, batch: int | None = None) -> int:
     """Memory of the eager baseline's n x n tensors at their peak (scores, scaled scores, probabilities)."""
-    itemsize = torch.tensor([], dtype=_DTYPES[s.dtype]).element_size()
+    itemsize = torch.tensor([], dtype=DTYPES[s.dtype]).element_size()
     return 3 * (batch or batch_of(n, s)) * s.heads * n * n * itemsize
 
 
@@ -192,7 +206,7 @@ def _forward(model: nn.Module, ids: torch.Tensor):
 def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tuple[list[dict], dict]:
     """Run the grid; returns one row per (n, k) cell and the run's metadata (machine, plan, dropped n)."""
     device = resolve_device(s.device)
-    dtype = _DTYPES[s.dtype]
+    dtype = DTYPES[s.dtype]
     torch.manual_seed(s.seed)
     rate = calibrate_flops_per_s(device, dtype, size=4096 if device.type == "cuda" else 1024)  # a GPU-sized GEMM
     free = available_memory_bytes(device)
@@ -201,7 +215,9 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     for n, why in dropped:
         log(f"[bench] n={n} dropped: {why}")
     log(f"[bench] grid: {[(n, ks) for n, ks in cells]}; planned {planned:.0f} s at {rate / 1e9:.0f} GFLOP/s matmul")
-    total_runs = sum((len(s.baselines) + len(ks)) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
+    ref = reference(s)
+    per_n = lambda ks: len(s.baselines) + len(ks) + (len(ks) + ("full" in s.baselines)) * bool(ref)
+    total_runs = sum(per_n(ks) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
     bar = tqdm(total=total_runs, desc="inference", disable=not progress, unit="fwd")
     rows: list[dict] = []
     start = time.perf_counter()
@@ -213,11 +229,14 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         ids = torch.randint(3, s.vocab, (batch, n), device=device)
         baselines = [b for b in s.baselines if b != "eager" or eager_fits(n, s, free)]
         names = baselines + [f"linformer@{k}" for k in ks]
+        if ref:  # "full:fp32", "linformer@128:fp32": the same models in the reference dtype
+            names += [f"{name}:{ref}" for name in names if name == "full" or name.startswith("linformer@")]
         models = {}
         for name in names:
-            kind, _, k = name.partition("@")
+            kind_k, _, in_dtype = name.partition(":")
+            kind, _, k = kind_k.partition("@")
             with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
-                models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=dtype)
+                models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=DTYPES[in_dtype or s.dtype])
         bar.set_postfix(n=n, batch=batch)
         mem = _warm_up(models, ids, s, device, bar, lambda why, n=n, b=batch: dropped.append((n, f"{why} at batch {b}")))
         names = list(models)  # without a baseline that ran out of memory
@@ -319,6 +338,17 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, m
     for kind in PEERS:  # > 1: the Linformer is faster / holds less
         row[f"speedup_vs_{kind}"] = _ratio(t.get(kind), t[lin])
         row[f"mem_saved_vs_{kind}"] = _ratio(mem.get(kind), mem.get(lin))
+    ref = reference(s)
+    if ref:
+        row["reference_dtype"] = ref
+        for model, name in (("full", f"full:{ref}"), ("linformer", f"{lin}:{ref}")):
+            row[f"time_{model}_ref_s"], row[f"mem_{model}_ref_mib"] = t.get(name), mb(mem.get(name))
+        # the Linformer in this dtype against full attention in the reference dtype: what a user gains over today
+        row["speedup_vs_full_ref"] = _ratio(t.get(f"full:{ref}"), t[lin])
+        row["mem_saved_vs_full_ref"] = _ratio(mem.get(f"full:{ref}"), mem.get(lin))
+        # the dtype alone, each model against itself in the reference dtype
+        row["dtype_speedup_linformer"] = _ratio(t.get(f"{lin}:{ref}"), t[lin])
+        row["dtype_speedup_full"] = _ratio(t.get(f"full:{ref}"), t.get("full"))
     row["paper_time_saved"] = paper_value(PAPER_TIME_SAVED, n, k)
     row["paper_mem_saved"] = paper_value(PAPER_MEMORY_SAVED, n, k)
     if max_batch:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..files import atomic_write, save_figure
 from ..values import round_up
-from .inference import BASELINES, PEERS
+from .inference import BASELINES, PEERS, reference
 from .models import label
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
 from .throughput import Variant
@@ -109,6 +109,16 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
             out += _cell_table(rows, ks, lambda r, kind=kind: (
                 f"**{_x(r.get(f'speedup_vs_{kind}'))} / {_x(r.get(f'mem_saved_vs_{kind}'))}**"))
             out += [""]
+    if any(r.get("reference_dtype") for r in rows):
+        ref = next(r["reference_dtype"] for r in rows if r.get("reference_dtype"))
+        out += ["", f"## Against the same models in {ref}", "",
+                (f"Each cell: **speed-up / memory saved** of the Linformer in {s.dtype} against full attention in "
+                 f"{ref} (the model as it runs without the Linformer or the dtype), then *({s.dtype} alone: the "
+                 f"Linformer's speed-up over itself in {ref}, full attention's over itself)*, measured side by side "
+                 "in this run."), ""]
+        out += _cell_table(rows, ks, lambda r: (
+            f"**{_x(r.get('speedup_vs_full_ref'))} / {_x(r.get('mem_saved_vs_full_ref'))}** "
+            f"*({_x(r.get('dtype_speedup_linformer'))}, {_x(r.get('dtype_speedup_full'))})*"))
     out += _per_model_table(rows, ks, s.sharing)
     if any(r.get("max_batch_linformer") is not None for r in rows):
         out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
@@ -138,7 +148,9 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
         (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
         + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
-           else f"batch {s.batch_size}") + f", {s.dtype}; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
+           else f"batch {s.batch_size}") + f", {s.dtype}"
+        + (f" (full attention and the Linformer also in {reference(s)})" if reference(s) else "")
+        + f"; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
         "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
                       f"{list(s.global_positions or [])} beside the projected ones"
                       + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
@@ -168,7 +180,11 @@ def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]
     """Forward time and peak memory of every model per n, and our full mode against HF RoBERTa (SDPA)."""
     out = ["", "## Forward time and peak memory per model", ""]
     kinds = [b for b in BASELINES if rows and rows[0].get(f"time_{b}_s") is not None]
+    ref = rows[0].get("reference_dtype") if rows else None
     head = ["n", "batch"] + [label(b) for b in kinds] + [label("linformer", k, sharing) for k in ks]
+    if ref:  # the same models in the reference dtype
+        head += [f"{label('full')} in {ref}"] * (rows[0].get("time_full_ref_s") is not None)
+        head += [f"{label('linformer', k, sharing)} in {ref}" for k in ks]
     out += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     by_n: dict[int, dict[int, dict]] = {}
     for r in rows:
@@ -178,6 +194,11 @@ def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]
         cells = [f"{_s(first.get(f'time_{b}_s'))}, {_mib(first.get(f'mem_{b}_mib'))} MiB" for b in kinds]
         cells += [f"{_s(by_n[n][k]['time_linformer_s'])}, {_mib(by_n[n][k].get('mem_linformer_mib'))} MiB"
                   if k in by_n[n] else "" for k in ks]
+        if ref:
+            if rows[0].get("time_full_ref_s") is not None:
+                cells.append(f"{_s(first.get('time_full_ref_s'))}, {_mib(first.get('mem_full_ref_mib'))} MiB")
+            cells += [f"{_s(by_n[n][k]['time_linformer_ref_s'])}, {_mib(by_n[n][k].get('mem_linformer_ref_mib'))} MiB"
+                      if k in by_n[n] else "" for k in ks]
         out.append(f"| {n} | {first['batch_size']} | " + " | ".join(cells) + " |")
     if any(r.get("full_vs_roberta_sdpa") is not None for r in rows):
         out += ["", "Our full-attention mode against HF RoBERTa (SDPA), time ratio (> 1: ours faster): "

@@ -10,11 +10,13 @@ starting points; the Table 2 runs decide accuracy.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..devices import DTYPES
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
@@ -97,23 +99,27 @@ def by_bucket(lengths: np.ndarray, errors: np.ndarray) -> dict[str, dict]:
 
 
 def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, n: int,
-            policies: dict[str, dict] = POLICIES, progress=None) -> dict:
-    """{task: {"k=..": {policy: {"embedding": {...}, "hidden": {...}, "mean_embedding": ..., "mean_hidden": ...}}}}"""
+            policies: dict[str, dict] = POLICIES, progress=None, dtypes: tuple[str, ...] = ("fp32",)) -> dict:
+    """{task: {"k=..": {policy: {"embedding": {...}, "hidden": {...}, "mean_embedding": ..., "mean_hidden": ...}}}}
+
+    Each policy runs in each of `dtypes` (names of ``devices.DTYPES``; a row in another dtype than fp32 is labelled
+    with it); the reference stays the source in fp32, so a bf16 row's error holds the policy's and bf16's."""
     reference = LinformerModel.from_pretrained_encoder(source, attention="full", max_seq_len=n).eval()
     teacher = {task: outputs(reference, inputs) for task, inputs in tasks.items()}
     results: dict = {task: {} for task in tasks}
-    for k in ks:
-        for label, fields in policies.items():
-            model = LinformerModel.from_pretrained_encoder(source, projected_dim=k, sharing=sharing, max_seq_len=n,
-                                                           **fields).eval()
-            for task, inputs in tasks.items():
-                errors = example_errors(outputs(model, inputs), teacher[task], inputs)
-                results[task].setdefault(f"k={k}", {})[label] = {
-                    **{what: by_bucket(inputs.lengths, e) for what, e in errors.items()},
-                    **{f"mean_{what}": float(e.mean()) for what, e in errors.items()},
-                }
-                if progress:
-                    progress(f"{task} k={k} {label}: embedding error {errors['embedding'].mean():.3f}")
+    for k, (policy, fields), dtype in itertools.product(ks, policies.items(), dtypes):
+        label = policy if dtype == "fp32" else f"{policy}, {dtype}"
+        model = LinformerModel.from_pretrained_encoder(source, projected_dim=k, sharing=sharing, max_seq_len=n,
+                                                       **fields).eval().to(DTYPES[dtype])
+        for task, inputs in tasks.items():
+            student = [h.float() for h in outputs(model, inputs)]
+            errors = example_errors(student, teacher[task], inputs)
+            results[task].setdefault(f"k={k}", {})[label] = {
+                **{what: by_bucket(inputs.lengths, e) for what, e in errors.items()},
+                **{f"mean_{what}": float(e.mean()) for what, e in errors.items()},
+            }
+            if progress:
+                progress(f"{task} k={k} {label}: embedding error {errors['embedding'].mean():.3f}")
     return results
 
 

@@ -291,6 +291,8 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
     (["inference.reps=0"], "inference.reps=0 must be a whole number of at least 1."),
     (["device=tpu"], "device='tpu' is not one of auto, cpu, cuda."),
     (["inference.dtype=fp8"], "inference.dtype='fp8' is not one of fp32, bf16, fp16."),
+    (["inference.reference_dtype=fp64"],
+     "inference.reference_dtype='fp64' is not one of fp32, bf16, fp16 (or null)."),
     (["inference.budget_s=-1"], "inference.budget_s=-1 must be a positive number of seconds."),
     (["inference.ks=[1024]", "inference.ns=[512]"], ("inference.ns=[512] and inference.ks=[1024] (max_n=8192): no cell "
                                                     "has k < n, so nothing would be measured.")),
@@ -379,6 +381,41 @@ def test_the_peer_encoders_run_side_by_side_at_the_same_size_and_get_their_own_s
     md = inference_markdown(rows, meta, "cmd")
     assert "## Against the long-document encoders users pick instead" in md
     assert "HF ModernBERT (local 128, global every 2nd layer, SDPA):" in md and "HF Longformer (window 256" in md
+
+
+def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_side_by_side(monkeypatch):
+    """inference.dtype=bf16 with reference_dtype=fp32: full attention and the Linformer also run in fp32 in the same
+    interleaved rounds (their weights really fp32, the others bf16); each row gets the Linformer in bf16 against full
+    attention in fp32, and what bf16 alone gains for each model; the report a section of its own."""
+    from linformer.bench import inference
+    from linformer.bench.report import inference_markdown
+
+    timed_names, dtypes = [], {}
+    medians = inference.interleaved_medians
+
+    def spy(fwds, reps, device, on_call=None):
+        timed_names.append(list(fwds))
+        for name, fwd in fwds.items():  # each forward is a lambda with its model as first default
+            dtypes[name] = next(fwd.__defaults__[0].parameters()).dtype
+        return medians(fwds, reps, device, on_call)
+
+    monkeypatch.setattr(inference, "interleaved_medians", spy)
+    s = tiny_inference(ns=[64], ks=[16], baselines=["full", "roberta_sdpa"], dtype="bf16", reference_dtype="fp32")
+    rows, meta = inference.run_inference(s, progress=False, log=lambda *_: None)
+    assert timed_names == [["full", "roberta_sdpa", "linformer@16", "full:fp32", "linformer@16:fp32"]]
+    assert dtypes == {"full": torch.bfloat16, "roberta_sdpa": torch.bfloat16, "linformer@16": torch.bfloat16,
+                      "full:fp32": torch.float32, "linformer@16:fp32": torch.float32}
+    (row,) = rows
+    assert row["reference_dtype"] == "fp32"
+    assert row["speedup_vs_full_ref"] == pytest.approx(row["time_full_ref_s"] / row["time_linformer_s"])
+    assert row["dtype_speedup_linformer"] == pytest.approx(row["time_linformer_ref_s"] / row["time_linformer_s"])
+    assert row["dtype_speedup_full"] == pytest.approx(row["time_full_ref_s"] / row["time_full_s"])
+    md = inference_markdown(rows, meta, "cmd")
+    assert "## Against the same models in fp32" in md and "bf16 (full attention and the Linformer also in fp32)" in md
+    assert "ours, linformer k=16, layerwise in fp32" in md
+    same = tiny_inference(ns=[64], ks=[16], baselines=["full"], dtype="fp32", reference_dtype="fp32")
+    rows, _ = inference.run_inference(same, progress=False, log=lambda *_: None)  # its own dtype: nothing twice
+    assert "reference_dtype" not in rows[0] and timed_names[-1] == ["full", "linformer@16"]
 
 
 def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkeypatch):

@@ -45,6 +45,22 @@ def test_exact_short_inputs_are_the_source_and_long_ones_are_not(tmp_path):
     assert lp.best_policy(results) == "slice, window mask, exact <= k"
 
 
+def test_a_bf16_row_runs_the_model_in_bf16_against_the_fp32_source(tmp_path):
+    """dtypes=("fp32", "bf16"): each policy twice, the bf16 one labelled and run in bf16 (its exact short inputs
+    differ from the fp32 source by bf16's rounding, not by nothing), the reference in fp32 for both."""
+    g = torch.Generator().manual_seed(1)
+    ids = [torch.randint(5, 100, (L,), generator=g).tolist() for L in (3, 6, 20, 30)]
+    inputs = lp.padded_batches(ids, pad_id=0, batch_size=4)
+    policy = "slice, window mask, exact <= k"
+    results = lp.measure(_source(tmp_path), {"toy": inputs}, ks=[8], sharing="kv", n=N,
+                         policies={policy: lp.POLICIES[policy]}, dtypes=("fp32", "bf16"))
+    rows = results["toy"]["k=8"]
+    assert list(rows) == [policy, f"{policy}, bf16"]
+    fp32, bf16 = rows[policy]["embedding"]["1-16"]["mean"], rows[f"{policy}, bf16"]["embedding"]["1-16"]["mean"]
+    assert fp32 < 1e-5 and 1e-4 < bf16 < 0.05  # bf16 keeps about 3 significant digits
+    assert abs(rows[f"{policy}, bf16"]["mean_embedding"] - rows[policy]["mean_embedding"]) < 0.05
+
+
 def test_buckets_hold_every_example_once():
     lengths = np.array([1, 16, 17, 64, 65, 512])
     buckets = lp.by_bucket(lengths, np.arange(6.0))
