@@ -37,6 +37,13 @@ MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's o
  ("flex: band's right edge left out", "linformer/modeling/flex.py", "(kb * BLOCK <= (qb + 1) * BLOCK - 1 + r)", "(kb * BLOCK <= (qb + 1) * BLOCK - 1)", ["tests/modeling/test_flex.py"]),
  ("flex: log counts not added", "linformer/modeling/flex.py", "score + counts[b, h, (ki - T).clamp(0, c - 1)].to(score.dtype)", "score", ["tests/modeling/test_flex.py"]),
  ("checkpoint: keep_last keeps one fewer", "linformer/train/checkpoint.py", "[: -max(int(keep_last), 1)]", "[: -max(int(keep_last) + 1, 1)]", ["tests/train/test_checkpoint.py"]),
+ ("step: fused optimizer not told of a non-finite step", "linformer/train/step.py", "inner.found_inf = (~finite).to(torch.float32)", "inner.found_inf = torch.zeros((), dtype=torch.float32)", ["tests/train/test_step.py"]),
+ ("reads: rows before the last not logged", "linformer/train/core.py", "            if record is not pending[-1]:\n", "            if False:\n", ["tests/train/test_pretrain.py"]),
+ ("reads: a row's lr taken at the read", "linformer/train/core.py", '"lr": record.lr,', '"lr": self.scheduler.get_last_lr()[self._lr_group],', ["tests/train/test_pretrain.py"]),
+ ("reads: a late non-finite stop names the read's step", "linformer/train/core.py", "self._diverged(record.step, bar)", 'self._diverged(self.state["step"], bar)', ["tests/train/test_pretrain.py"]),
+ ("settings: compile_mode under another backend accepted", "linformer/runconfig/settings.py", ' and values["compile_backend"] == "inductor"', "", ["tests/test_runconfig.py"]),
+ ("inference: reference models in the run's dtype", "linformer/bench/inference.py", ".to(dtype=DTYPES[in_dtype or s.dtype])", ".to(dtype=DTYPES[s.dtype])", ["tests/bench/test_bench.py"]),
+ ("length policy: bf16 rows run in fp32", "linformer/report/length_policy.py", "**fields).eval().to(DTYPES[dtype])", "**fields).eval()", ["tests/report/test_length_policy.py"]),
 ]
 
 

@@ -138,6 +138,33 @@ def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
         torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
 
 
+@pytest.mark.parametrize("extra", [
+    {},
+    {"length_policy": "resample", "exact_short_inputs": True, "overlap_columns": "mask"},  # the converted default
+    {"sharing": "layerwise", "length_policy": "resample", "landmark_pooling": True},
+])
+def test_a_bf16_model_stays_in_bf16_and_within_its_rounding_of_fp32(extra):
+    """Loaded in bf16 (``from_pretrained(..., dtype=torch.bfloat16)``, CPU inference where the CPU computes bf16):
+    every tensor of the local/global path follows the weights' dtype (a float32 constant would upcast the output, or
+    fail a matmul) and a padded batch's pooled output stays within bf16's rounding of the fp32 model's."""
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, local_window=8, global_positions=[0, -1], **extra)).eval()
+    half = LinformerModel(model.config).eval()
+    half.load_state_dict(model.state_dict())
+    half = half.to(torch.bfloat16)
+    ids = torch.randint(3, 50, (2, 40))
+    mask = torch.ones(2, 40, dtype=torch.long)
+    mask[1, 25:] = 0
+    with torch.no_grad():
+        want = model(ids, attention_mask=mask).last_hidden_state
+        got = half(ids, attention_mask=mask).last_hidden_state
+    assert got.dtype == torch.bfloat16
+    m = mask.unsqueeze(-1)
+    pooled = lambda h: (h.float() * m).sum(1) / m.sum(1)
+    error = (pooled(got) - pooled(want)).norm(dim=-1) / pooled(want).norm(dim=-1)
+    assert (error < 0.02).all(), error
+
+
 def test_local_and_global_keys_change_the_output_and_train():
     torch.manual_seed(0)
     base = LinformerModel(LinformerConfig(**SMALL)).eval()
