@@ -93,11 +93,7 @@ def local_global_mask(layout, c: int, column_mask: torch.Tensor | None, overlap:
     lengths, T, r = layout.lengths, layout.T, layout.radius
     B, device = lengths.shape[0], lengths.device
     S = T + c
-    real = layout.real
-    is_global = torch.zeros(B, T, dtype=torch.bool, device=device)
-    if layout.gi is not None:
-        for g in range(layout.gi.shape[1]):
-            is_global[torch.arange(B, device=device), layout.gi[:, g]] |= layout.gvalid[:, g]
+    real, is_global = layout.real, layout.is_global
     open_ = torch.ones(B, T, c, dtype=torch.bool, device=device) if column_mask is None else \
         column_mask[:, None, :].expand(B, T, c).clone()
     if overlap is not None:  # (B, 1, nb, b, c) additive: 0 where the column counts for the query

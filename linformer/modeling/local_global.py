@@ -151,9 +151,13 @@ class ExactKeyLayout:
         self.nb = -(-T // self.b)
         self.band_bias = _band_bias(self.real, self.b, self.nb, radius)
         self.gi = self.gvalid = self.global_bias = None
+        self.is_global = torch.zeros_like(self.real)  # (B, T): which positions are global tokens
         if positions:
             self.gi, self.gvalid = global_index(positions, lengths, T)  # (B, G)
             self.global_bias = _global_bias(self.gi, self.gvalid, self.b, self.nb, radius)
+            rows = torch.arange(lengths.shape[0], device=lengths.device)
+            for g in range(self.gi.shape[1]):  # in turn: two slots may name one position, one of them unused
+                self.is_global[rows, self.gi[:, g]] |= self.gvalid[:, g]
         self.memo: dict[tuple, object] = {}  # masks built once per forward: the overlap masks, flex's block masks
 
     @classmethod
