@@ -18,7 +18,7 @@ from linformer.train import core
 from linformer.train.finetune import finetune
 from linformer.train.pretrain import pretrain
 
-from ..train.conftest import compose_finetune, compose_pretrain, write_sst2_fixture
+from ..train.conftest import compose_finetune, compose_pretrain, nan_losses_after, write_sst2_fixture
 from .conftest import DEVICE
 
 pytestmark = pytest.mark.gpu
@@ -231,8 +231,6 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(tiny_data, tmp_path,
     synchronising call inside every step after the first (a loss or flag read on the host, a copy from pageable
     memory). With every loss NaN from the third forward, fused AdamW skips on the device and the read at step 6
     counts them."""
-    from linformer.modeling import LinformerForMaskedLM
-
     step, strict = core.Trainer._train_step, []
 
     def no_sync(self, s):
@@ -247,16 +245,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(tiny_data, tmp_path,
 
     monkeypatch.setattr(core.Trainer, "_train_step", no_sync)
     if poisoned:
-        forward, calls = LinformerForMaskedLM.forward, {"n": 0}
-
-        def nan_loss(self, *args, **kwargs):
-            out = forward(self, *args, **kwargs)
-            calls["n"] += 1
-            if self.training and calls["n"] > 2:
-                out.loss = out.loss * float("nan")
-            return out
-
-        monkeypatch.setattr(LinformerForMaskedLM, "forward", nan_loss)
+        nan_losses_after(monkeypatch, 2)
     cfg = compose_pretrain(tiny_data, "trainer.mixed_precision=bf16", "trainer.sync_every=6", "trainer.eval_every=100",
                            "trainer.save_every=100", "trainer.max_nonfinite_steps=100", "trainer.grad_accum=2")
     pretrain(cfg, tmp_path)

@@ -89,3 +89,20 @@ def compose_finetune(*overrides: str):
     base = ["trainer.epochs=2", "trainer.batch_size=16", "trainer.eval_batch_size=32", "trainer.lr=1e-3",
             "trainer.log_every=1"]
     return compose("finetune", base + list(overrides))
+
+
+def nan_losses_after(monkeypatch, calls: int) -> None:
+    """Every training forward of LinformerForMaskedLM after its first `calls` returns a NaN loss (the weights and the
+    evaluation's forwards are untouched): what a diverging run looks like to the trainer."""
+    from linformer.modeling import LinformerForMaskedLM
+
+    forward, seen = LinformerForMaskedLM.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        seen["n"] += 1
+        if self.training and seen["n"] > calls:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)

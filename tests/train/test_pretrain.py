@@ -13,7 +13,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from linformer.errors import CheckpointError, ConfigError
 from linformer.train.pretrain import pretrain
 
-from .conftest import PRETRAIN_OVERRIDES, compose_pretrain
+from .conftest import PRETRAIN_OVERRIDES, compose_pretrain, nan_losses_after
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -138,18 +138,8 @@ def test_fp16_on_cpu_is_refused(tiny_data, tmp_path):
 def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tmp_path, monkeypatch):
     """From step 3 every loss is NaN: updates are skipped, and after 2 in a row the run stops, checkpointed."""
     from linformer.errors import TrainingDiverged
-    from linformer.modeling import LinformerForMaskedLM
 
-    forward, calls = LinformerForMaskedLM.forward, {"n": 0}
-
-    def poisoned(self, *args, **kwargs):
-        out = forward(self, *args, **kwargs)
-        calls["n"] += 1
-        if self.training and calls["n"] > 2:
-            out.loss = out.loss * float("nan")
-        return out
-
-    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+    nan_losses_after(monkeypatch, 2)
     cfg = compose_pretrain(tiny_data, "trainer.max_nonfinite_steps=2", "trainer.eval_at_start=false",
                            "trainer.eval_every=100")
     with pytest.raises(TrainingDiverged, match="2 consecutive non-finite losses at step 4"):
@@ -204,24 +194,14 @@ def test_host_reads_every_sync_every_steps_log_the_same_run(tiny_data, tmp_path,
 def test_nonfinite_steps_read_late_still_stop_the_run_naming_the_step(tiny_data, tmp_path, monkeypatch):
     """With trainer.sync_every=6 the NaN losses from step 3 are read at step 6: the run stops there, saying the limit
     was reached at step 4; the rows before it are logged and no update was applied after step 2."""
-    from linformer.errors import TrainingDiverged
-    from linformer.modeling import LinformerForMaskedLM
-
-    forward, calls = LinformerForMaskedLM.forward, {"n": 0}
-
-    def poisoned(self, *args, **kwargs):
-        out = forward(self, *args, **kwargs)
-        calls["n"] += 1
-        if self.training and calls["n"] > 2:
-            out.loss = out.loss * float("nan")
-        return out
-
     from safetensors.torch import load_file
+
+    from linformer.errors import TrainingDiverged
 
     common = ("trainer.eval_at_start=false", "trainer.eval_every=100", "trainer.keep_last=10")
     clean = tmp_path / "clean"
     pretrain(compose_pretrain(tiny_data, *common, "trainer.save_every=2"), clean)
-    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+    nan_losses_after(monkeypatch, 2)
     cfg = compose_pretrain(tiny_data, *common, "trainer.max_nonfinite_steps=2", "trainer.save_every=100",
                            "trainer.sync_every=6")
     with pytest.raises(TrainingDiverged, match=r"2 consecutive non-finite losses at step 4 \(read at step 6\)"):
