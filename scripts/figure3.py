@@ -1,8 +1,10 @@
 """The paper's Figure 3 from pretraining runs: python scripts/figure3.py outputs/pretrain/fig3-* --out docs/results/figure3_gpu
 
 Writes <out>.json (each run's validation-perplexity curve, final perplexity and its ratio to full attention's) and
-<out>.png, and prints whether every Linformer with k >= 128 ends within 5% of full attention. argparse, not Hydra:
-the runs are positional paths that the shell expands from globs.
+<out>.png, and prints whether every Linformer with k >= 128 ends within 5% of full attention. With --panel d (runs
+of one k over several n, full attention beside them: python scripts/figure3.py --panel d outputs/pretrain/fig3d-*
+--out docs/results/figure3d_gpu) it prints whether the Linformer's final perplexities lie within 5% of one another
+across n. argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
 
@@ -14,8 +16,10 @@ if __name__ == "__main__":
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
     p.add_argument("--out", required=True, help="output path without suffix (<out>.json, <out>.png)")
     p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")
+    p.add_argument("--panel", choices=["a", "d"], default="a",
+                   help="a: several k at one n (default); d: one k over several n")
     args = p.parse_args()
     with cli_errors():
-        data = figure3(args.runs, args.out, args.overwrite)
+        data = figure3(args.runs, args.out, args.overwrite, panel=args.panel)
     print(f"figure 3: {len(data['runs'])} runs -> {args.out}.json, {args.out}.png")
     print("\n".join(figure3_lines(data)))

@@ -62,6 +62,35 @@ def test_figure3_runs_differ_only_in_attention_and_k(monkeypatch):
     assert {f"outputs/pretrain/{n}/metrics.jsonl" for n in names} <= set(gpu.copy_back_patterns("figure3"))
 
 
+def test_figure3d_runs_differ_only_in_attention_and_n_with_the_same_tokens_per_update(monkeypatch):
+    """Figure 3d: a corpus of the book texts per n; at each n the Linformer (k = 128) and full attention get the same
+    recipe, and every run the same tokens per update (batch x n), so the same tokens and steps; the Linformer runs go
+    first, the figure reads every run directory, and the records come back with the target's files."""
+    from linformer.runconfig import PretrainSpec
+
+    from .train.conftest import compose
+
+    gpu = _load(monkeypatch)
+    commands = gpu.target_commands(Path("/out"))["figure3d"]
+    prepared = [c for c in commands if not isinstance(c, gpu.Together) and "scripts/prepare_corpus.py" in c]
+    assert [c[3:5] for c in prepared] == [[f"data.n={n}", f"data.name=books-n{n}"] for n in gpu.FIGURE3D_NS]
+    groups = [c for c in commands if isinstance(c, gpu.Together)]
+    assert [len(g.commands) for g in groups] == [4, 4]
+    specs = [PretrainSpec.read(compose("pretrain", c[2:])) for g in groups for c in g.commands]
+    assert [s.model["attention"] for s in specs] == ["linformer"] * 4 + ["full"] * 4
+    for spec in specs:
+        n = spec.model["max_seq_len"]
+        assert spec.corpus_dir.endswith(f"data/processed/books-n{n}") and spec.tokenizer_dir.endswith("books")
+        assert spec.trainer.batch_size * n == gpu.FIGURE3D_TOKENS and spec.model["hidden_size"] == 256
+        assert (spec.trainer.max_steps, spec.trainer.eval_batches, spec.trainer.lr) == (2000, 8, 1e-3)
+        kind = "full" if spec.model["attention"] == "full" else "k128"
+        assert spec.model["projected_dim"] == 128 and spec.run_name == f"fig3d-{kind}-n{n}"
+    figure = commands[-1]
+    assert figure[1:4] == ["scripts/figure3.py", "--panel", "d"] and figure[-1] == "/out/figure3d_gpu"
+    assert [f"outputs/pretrain/{s.run_name}" for s in specs] == figure[4:-2]
+    assert {f"outputs/pretrain/{s.run_name}/metrics.jsonl" for s in specs} <= set(gpu.copy_back_patterns("figure3d"))
+
+
 def _tagged_sleep(tag: str, seconds: float) -> list[str]:
     return [sys.executable, "-c", (f"import time; print('start {tag}', flush=True); time.sleep({seconds}); "
                                   f"print('end {tag}', flush=True)")]

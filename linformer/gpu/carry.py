@@ -16,6 +16,7 @@ Targets (see scripts/gpu.py):
   table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
            (data=mirror_slice: its sources, up to max_documents) reads, and the MiniLM weights: 60 MiB.
   figure3  the sources of data=wiki, whole (the Wikipedia file: 44 MB, already gzip).
+  figure3d the sources of data=books, whole (the Gutenberg file: 34 MB, already gzip).
   scratch  SST-2 train/dev, IMDB train/test and the first documents of the Wikipedia file that data=wiki_scratch
            reads (its max_documents): 38.0 MiB (with a 7.9 MiB tree, 46.0 MiB of the 64 MiB upload).
 """
@@ -46,6 +47,7 @@ TARGETS = {
     "table2": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
                "corpus": "mirror_slice", "head": True, "model": True},
     "figure3": {"corpus": "wiki", "head": False},
+    "figure3d": {"corpus": "books", "head": False},
     "scratch": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
                 "corpus": "wiki_scratch", "head": True},
 }

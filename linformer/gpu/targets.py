@@ -29,6 +29,11 @@ Targets (see README, "On a GPU"):
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
               (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
               -> figure3_gpu.{json,png}, and each run's curves and summary under <out>/repo/outputs/pretrain/fig3-*
+  figure3d    the paper's Figure 3d: a tokenizer of the book texts and a corpus per n = 512 .. 4096 (data=books; carry:
+              gpu_carry.py pack figure3d), the Linformer at k = 128 at each n, then full attention at each n, the
+              same tokens per update everywhere (configs/experiment/figure3d_gpu.yaml), as many at once as the GPU's
+              free memory holds -> figure3d_gpu.{json,png} and the runs' records under
+              <out>/repo/outputs/pretrain/fig3d-*
 
 Every target's command line, exit code and wall time go into <out>/gpu_targets.json (one record per target run,
 newest last), so a batch of targets returns what each did even when one of them fails.
@@ -70,6 +75,13 @@ FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
 # GPU memory one Figure 3 run takes, at most: four compiled base-model runs at 128 x 512 tokens per step in bf16
 # held 116 GB together on an H200 (docs/results/figure3_gpu_notes.md); the small model's runs take far less.
 FIGURE3_RUN_GIB = 32.0
+# Figure 3d: the Linformer at k = 128 (figure3d_gpu.yaml) and full attention at each n, on the book texts, with the
+# same tokens per update at every n (figure3_gpu.yaml's 64 x 512)
+FIGURE3D_NS = (512, 1024, 2048, 4096)
+FIGURE3D_TOKENS = 32_768
+FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
+                 (("k128", "model.attention=linformer"), ("full", "model.attention=full")) for n in FIGURE3D_NS}
+FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fraction of FIGURE3_RUN_GIB's base runs
 RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
 # finishes whole rows (experiments/scratch.py): the first, full attention and its no-pretraining control (one
@@ -91,8 +103,8 @@ MFU_RUNS = {"mfu-full": ["model.attention=full"],
 def copy_back_patterns(target: str) -> tuple[str, ...]:
     """What a target writes inside the repository (globs relative to it) that a fresh machine needs to resume the
     target, and the results themselves; nothing for the targets that write only under --out."""
-    if target in ("mfu", "figure3"):
-        runs = MFU_RUNS if target == "mfu" else FIGURE3_RUNS
+    if target in ("mfu", "figure3", "figure3d"):
+        runs = {"mfu": MFU_RUNS, "figure3": FIGURE3_RUNS, "figure3d": FIGURE3D_RUNS}[target]
         return tuple(f"{run_dir('pretrain', run)}/{name}" for run in runs for name in RUN_RECORDS)
     if target == "scratch":
         gpu = scratch.PROFILES["gpu"]
@@ -133,6 +145,21 @@ def figure3_commands(py: str, out: Path) -> list:
              "--out", str(out / "figure3_gpu")]]
 
 
+def figure3d_commands(py: str, out: Path) -> list:
+    """The book texts' tokenizer and a corpus per n, the Linformer runs side by side (the figure's subject, first:
+    a batch cut short still returns them), full attention's, then panel d."""
+    prepare = [[py, "scripts/prepare_corpus.py", "data=books", f"data.n={n}", f"data.name=books-n{n}",
+                "data.num_proc=16"] for n in FIGURE3D_NS]
+    runs = {name: [py, "scripts/pretrain.py", "model=small", "data=books", f"data.name=books-n{n}",
+                   "experiment=figure3d_gpu", f"model.max_seq_len={n}", f"trainer.batch_size={FIGURE3D_TOKENS // n}",
+                   override, f"run_name={name}"] for name, (n, override) in FIGURE3D_RUNS.items()}
+    groups = [Together(tuple(c for name, c in runs.items() if kind in name), FIGURE3D_RUN_GIB)
+              for kind in ("-k128-", "-full-")]
+    return [[py, "scripts/train_tokenizer.py", "data=books", "show_progress=false"], *prepare, *groups,
+            [py, "scripts/figure3.py", "--panel", "d", *(str(run_dir("pretrain", name)) for name in FIGURE3D_RUNS),
+             "--out", str(out / "figure3d_gpu")]]
+
+
 def mfu_commands(py: str, out: Path) -> list[list[str]]:
     """The MFU runs (the same tokens and steps, full attention first: the 40% target is the base model's), then
     their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
@@ -169,6 +196,7 @@ def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[s
                      *(["--jobs", str(jobs)] if jobs is not None else [])]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
+        "figure3d": figure3d_commands(py, out),
     }
     return targets
 

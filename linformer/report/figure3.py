@@ -1,5 +1,10 @@
-"""The paper's Figure 3 from pretraining runs: validation perplexity against updates, and each Linformer's final
-perplexity against full attention's (target: within 5% for every k >= 128, at the same tokens and steps).
+"""The paper's Figure 3 from pretraining runs: validation perplexity against updates.
+
+- Panel a (``figure3_data``): runs of one n; each Linformer's final perplexity against full attention's (target:
+  within 5% for every k >= 128, at the same tokens and steps).
+- Panel d (``figure3d_data``): the Linformer at one k over several n, full attention beside it at any n; target: the
+  Linformers' final perplexities within 5% of one another (the paper: "the perplexity ... remains largely the same"
+  as n grows at fixed k).
 
 Writes ``<out>.json`` (every run's curve, so the figure survives the run directories) and ``<out>.png``.
 """
@@ -25,8 +30,8 @@ def label_of(run: Run) -> str:
     return "full attention" if key["attention"] == "full" else f"Linformer k={key['k']} ({key['sharing']})"
 
 
-def figure3_data(runs: list[Run]) -> dict[str, Any]:
-    """Curves, final perplexities and the target, from pretraining runs of one n that saw the same tokens."""
+def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
+    """Each run's validation-perplexity curve, final perplexity and what it was trained on."""
     if not runs:
         raise DataError("figure 3 needs pretraining runs; none were given")
     rows = []
@@ -35,10 +40,17 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         if not steps:
             raise DataError(f"{run.path} logged no val_ppl: is it a finished pretraining run?")
         key = run.key_config
-        rows.append({"label": label_of(run), "run_dir": str(run.path), "attention": key["attention"], "k": key["k"],
+        rows.append({"label": label(run), "run_dir": str(run.path), "attention": key["attention"], "k": key["k"],
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
+                     "unigram_val_ppl": run.results.get("unigram_val_ppl"),
                      "final_val_ppl": ppl[-1], "curve": {"step": steps, "val_ppl": ppl}})
+    return rows
+
+
+def figure3_data(runs: list[Run]) -> dict[str, Any]:
+    """Curves, final perplexities and the target, from pretraining runs of one n that saw the same tokens."""
+    rows = _curve_rows(runs)
     budgets = {(r["steps"], r["tokens"], r["n"]) for r in rows}
     if len(budgets) > 1:
         raise DataError("figure 3 compares runs of the same steps, tokens and n; got "
@@ -68,26 +80,82 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     return data
 
 
-def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False) -> dict[str, Any]:
-    """Write ``<out>.json`` and ``<out>.png`` from the pretraining runs under `paths`; returns the data."""
+def figure3d_data(runs: list[Run]) -> dict[str, Any]:
+    """Panel d: the Linformer at one k over several n (the same steps and tokens: batch x n fixed), with full
+    attention at any of those n; each run against full attention at its n where there is one, and the spread of the
+    Linformers' final perplexities (largest / smallest) against the target."""
+    rows = _curve_rows(runs, label=lambda run: f"{label_of(run)}, n={run.key_config['n']}")
+    budgets = {(r["steps"], r["tokens"]) for r in rows}
+    if len(budgets) > 1:
+        raise DataError("figure 3d compares runs of the same steps and tokens; got "
+                        + "; ".join(f"{r['label']}: {r['steps']} steps, {r['tokens']} tokens" for r in rows))
+    linformer = [r for r in rows if r["attention"] != "full"]
+    ks = {(r["k"], r["sharing"]) for r in linformer}
+    if len(ks) != 1:
+        raise DataError("figure 3d holds k fixed: it needs Linformer runs of one k and sharing; got "
+                        + (", ".join(f"k={k} ({sharing})" for k, sharing in sorted(ks)) or "none"))
+    by_n: dict[tuple[str, int], dict] = {}
+    for r in rows:
+        if (r["attention"], r["n"]) in by_n:
+            raise DataError(f"figure 3d takes one run per attention and n; {r['run_dir']} and "
+                            f"{by_n[r['attention'], r['n']]['run_dir']} are both {r['attention']} at n={r['n']}")
+        by_n[r["attention"], r["n"]] = r
+    for r in rows:
+        full = by_n.get(("full", r["n"]))
+        r["ppl_ratio_vs_full"] = r["final_val_ppl"] / full["final_val_ppl"] if full else None
+    finals = [r["final_val_ppl"] for r in linformer]
+    spread = max(finals) / min(finals)
+    (k, sharing), = ks
+    data = {
+        "panel": "d",
+        "runs": sorted(rows, key=lambda r: (r["n"], r["attention"] != "full")),
+        "k": k, "sharing": sharing, "ns": sorted({r["n"] for r in linformer}),
+        "spread": spread,
+        "target": f"the Linformer's final validation perplexities at k = {k} within {TARGET_RATIO - 1:.0%} of one "
+                  "another across n (largest / smallest)",
+        "target_met": len(linformer) > 1 and spread <= TARGET_RATIO,
+        "judged": [r["label"] for r in linformer],
+    }
+    plateau = [r for r in linformer if on_unigram_plateau(r["final_val_ppl"], r["unigram_val_ppl"])]
+    if len(linformer) < 2:
+        data["target_met"] = None
+        data["not_judged"] = "one n only: a spread across n needs at least two"
+    elif plateau:
+        data["target_met"] = None
+        data["not_judged"] = (f"{', '.join(r['label'] for r in plateau)} ends above {PLATEAU_RATIO:.0%} of the "
+                              "perplexity of token frequencies alone: it has not learned to use its context yet, so "
+                              "its length cannot matter; pretrain for more steps")
+    return data
+
+
+def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, panel: str = "a") -> dict[str, Any]:
+    """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
+    `paths`; returns the data."""
     runs = [load_run(p) for p in find_runs(paths)]
-    data = figure3_data(runs)
+    data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
     out = Path(out)
     files = [out.with_suffix(".json"), out.with_suffix(".png")]
-    with output_files(files, made_by("figure3", {"runs": [r["run_dir"] for r in data["runs"]]}), overwrite):
+    record = {"runs": [r["run_dir"] for r in data["runs"]], **({"panel": panel} if panel != "a" else {})}
+    with output_files(files, made_by("figure3", record), overwrite):
         write_json(files[0], data)
         by_dir = {str(r.path): r for r in runs}
-        n = data["runs"][0]["n"]
-        plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1],
-                             title=f"MLM validation perplexity, n = {n} (cf. Linformer Figure 3a)",
-                             unigram_ppl=data["unigram_val_ppl"])
+        if panel == "d":
+            title = f"MLM validation perplexity at k = {data['k']} as n grows (cf. Linformer Figure 3d)"
+            unigram = data["runs"][0]["unigram_val_ppl"]  # the shortest n's (the splits hold the same documents)
+        else:
+            title = f"MLM validation perplexity, n = {data['runs'][0]['n']} (cf. Linformer Figure 3a)"
+            unigram = data["unigram_val_ppl"]
+        plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1], title=title,
+                             unigram_ppl=unigram)
     return data
 
 
 def figure3_lines(data: dict[str, Any]) -> list[str]:
     """The closing summary: one line per run and the target."""
-    lines = [f"  {r['label']:<32} final val ppl {r['final_val_ppl']:9.2f}  ({r['ppl_ratio_vs_full']:.3f}x full)"
-             for r in data["runs"]]
+    versus = lambda r: "" if r["ppl_ratio_vs_full"] is None else f"  ({r['ppl_ratio_vs_full']:.3f}x full)"
+    lines = [f"  {r['label']:<40} final val ppl {r['final_val_ppl']:9.2f}{versus(r)}" for r in data["runs"]]
+    if data.get("panel") == "d":
+        lines.append(f"  spread of the Linformer's final perplexities across n = {data['ns']}: {data['spread']:.3f}x")
     if data.get("not_judged"):
         lines.append(f"  target ({data['target']}): not judged: {data['not_judged']}")
     else:
@@ -95,4 +163,4 @@ def figure3_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["TARGET_K", "TARGET_RATIO", "figure3", "figure3_data", "figure3_lines"]
+__all__ = ["TARGET_K", "TARGET_RATIO", "figure3", "figure3_data", "figure3_lines", "figure3d_data"]

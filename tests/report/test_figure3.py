@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from linformer.errors import DataError
-from linformer.report.figure3 import figure3, figure3_data, figure3_lines
+from linformer.report.figure3 import figure3, figure3_data, figure3_lines, figure3d_data
 from linformer.rundir import Run
 from linformer.train.pretrain import pretrain
 
@@ -14,15 +14,15 @@ from ..train.conftest import compose_pretrain, tiny_data  # noqa: F401  (fixture
 
 
 def _run(attention: str, k: int | None, final_ppl: float, steps: int = 100, tokens: int = 51200,
-         unigram_ppl: float | None = None) -> Run:
-    model = {"attention": attention, "projected_dim": k, "sharing": "headwise", "max_seq_len": 512, "name": "base"}
+         unigram_ppl: float | None = None, n: int = 512) -> Run:
+    model = {"attention": attention, "projected_dim": k, "sharing": "headwise", "max_seq_len": n, "name": "base"}
     rows = [{"step": 0, "val_ppl": 900.0}, {"step": 50, "val_ppl": 2 * final_ppl},
             {"step": steps, "val_ppl": final_ppl}]
     results = {"steps": steps, "tokens": tokens}
     if unigram_ppl is not None:
         results["unigram_val_ppl"] = unigram_ppl
-    return Run(path=Path(f"/runs/{attention}-{k}"), name=f"{attention}-{k}", stage="pretrain", config={"model": model},
-               results=results, rows=rows)
+    return Run(path=Path(f"/runs/{attention}-{k}-{n}"), name=f"{attention}-{k}-{n}", stage="pretrain",
+               config={"model": model}, results=results, rows=rows)
 
 
 def test_ratios_and_the_target_judge_only_k_of_at_least_128():
@@ -69,3 +69,62 @@ def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path):  # noq
     assert saved["runs"][1]["curve"]["step"] == [0, 2, 4] and data["reference_val_ppl"] == saved["reference_val_ppl"]
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert saved["unigram_val_ppl"] > 1  # the full-attention run's reference, drawn in the plot
+
+
+def test_panel_d_judges_the_spread_of_one_k_across_n_and_sets_full_attention_beside_each_n():
+    """Figure 3d: the Linformer at k = 128 over n = 512 .. 2048 (same steps and tokens), full attention at two of
+    them; the target is the Linformers' largest final perplexity within 5% of their smallest."""
+    runs = [_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 20.8, n=1024), _run("full", None, 19.0, n=512),
+            _run("linformer", 128, 20.4, n=2048), _run("full", None, 20.0, n=2048)]
+    data = figure3d_data(runs)
+    assert [r["label"] for r in data["runs"]] == [
+        "full attention, n=512", "Linformer k=128 (headwise), n=512", "Linformer k=128 (headwise), n=1024",
+        "full attention, n=2048", "Linformer k=128 (headwise), n=2048"]
+    assert [None if r["ppl_ratio_vs_full"] is None else round(r["ppl_ratio_vs_full"], 3) for r in data["runs"]] == [
+        1.0, 1.053, None, 1.0, 1.02]  # no full attention at n = 1024
+    assert data["ns"] == [512, 1024, 2048] and data["spread"] == pytest.approx(1.04) and data["target_met"]
+    assert "spread of the Linformer's final perplexities across n = [512, 1024, 2048]: 1.040x" in figure3_lines(data)[-2]
+    missed = figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 21.2, n=4096)])
+    assert missed["spread"] == pytest.approx(1.06) and missed["target_met"] is False
+    one = figure3d_data([_run("linformer", 128, 20.0, n=512), _run("full", None, 19.0, n=512)])
+    assert one["target_met"] is None and "at least two" in one["not_judged"]
+    plateau = figure3d_data([_run("linformer", 128, 2100.0, n=512, unigram_ppl=2150.0),
+                             _run("linformer", 128, 20.0, n=1024, unigram_ppl=2150.0)])
+    assert plateau["target_met"] is None and "n=512" in plateau["not_judged"]
+
+
+def test_panel_d_refuses_two_ks_other_budgets_or_two_runs_of_one_n():
+    with pytest.raises(DataError, match="holds k fixed.*k=64 \\(headwise\\), k=128 \\(headwise\\)"):
+        figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 64, 20.0, n=1024)])
+    with pytest.raises(DataError, match="holds k fixed.*none"):
+        figure3d_data([_run("full", None, 20.0, n=512)])
+    with pytest.raises(DataError, match="same steps and tokens"):
+        figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 20.0, n=1024, tokens=102400)])
+    with pytest.raises(DataError, match="one run per attention and n"):
+        figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 21.0, n=512)])
+
+
+def test_panel_d_from_real_runs_at_two_lengths_writes_json_and_png(tiny_data, tmp_path):  # noqa: F811
+    """The plan at toy scale: a corpus packed at n = 32 and at 64 from the same text, the Linformer at k = 8 and full
+    attention pretrained at each with the same tokens per update (batch x n fixed), then panel d."""
+    from linformer.data import prepare_corpus
+
+    corpus64 = tmp_path / "corpus64"
+    text = Path(tiny_data["corpus_dir"]).parent / "corpus.txt"
+    prepare_corpus([str(text)], tiny_data["tokenizer_dir"], str(corpus64), n=64, val_fraction=0.1, num_proc=1)
+    runs = []
+    for n, batch, corpus in ((32, 8, tiny_data["corpus_dir"]), (64, 4, str(corpus64))):
+        for attention in ("linformer", "full"):
+            run = tmp_path / f"{attention}-n{n}"
+            pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_every=2", f"model.max_seq_len={n}",
+                                      f"trainer.batch_size={batch}", f"corpus_dir={corpus}",
+                                      f"model.attention={attention}", f"run_name={run.name}"), run)
+            runs.append(run)
+    out = tmp_path / "fig" / "figure3d"
+    data = figure3([str(r) for r in runs], out, panel="d")
+    saved = json.loads(out.with_suffix(".json").read_text())
+    assert saved["panel"] == "d" and saved["ns"] == [32, 64] and saved["k"] == 8
+    assert [(r["attention"], r["n"]) for r in saved["runs"]] == [("full", 32), ("linformer", 32), ("full", 64),
+                                                                ("linformer", 64)]
+    assert saved["spread"] == pytest.approx(data["spread"]) and saved["spread"] >= 1
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
