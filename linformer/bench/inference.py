@@ -137,14 +137,19 @@ def estimate_seconds(n: int, ks: list[int], s: InferenceSettings, flops_per_s: f
         per_round += sum(_OVERHEAD["linformer"] * model_flops(n, s.hidden, s.ffn, s.layers, "linformer", k, s.sharing,
                                                               batch) for k in ks)
     runs = max(1, s.warmup) + s.reps + int(s.memory)  # warm-up, timed rounds, one forward for the memory
-    models = len(s.baselines) + len(ks) + (len(ks) + ("full" in s.baselines)) * bool(reference(s))
-    build = _BUILD_S * models * s.hidden * s.vocab / (768 * 50265)
+    build = _BUILD_S * models_per_n(ks, s) * s.hidden * s.vocab / (768 * 50265)
     return runs * per_round / flops_per_s + build
 
 
 def reference(s: InferenceSettings) -> str | None:
     """The dtype the full and Linformer models also run in (None: none, or the run's own)."""
     return s.reference_dtype if s.reference_dtype not in (None, s.dtype) else None
+
+
+def models_per_n(ks: list[int], s: InferenceSettings) -> int:
+    """Models timed at one n: the baselines, a Linformer per k, and full attention and those again in the reference
+    dtype."""
+    return len(s.baselines) + len(ks) + (len(ks) + ("full" in s.baselines)) * bool(reference(s))
 
 
 def eager_scores_bytes(n: int, s: InferenceSettings, batch: int | None = None) -> int:
@@ -216,8 +221,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         log(f"[bench] n={n} dropped: {why}")
     log(f"[bench] grid: {[(n, ks) for n, ks in cells]}; planned {planned:.0f} s at {rate / 1e9:.0f} GFLOP/s matmul")
     ref = reference(s)
-    per_n = lambda ks: len(s.baselines) + len(ks) + (len(ks) + ("full" in s.baselines)) * bool(ref)
-    total_runs = sum(per_n(ks) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
+    total_runs = sum(models_per_n(ks, s) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
     bar = tqdm(total=total_runs, desc="inference", disable=not progress, unit="fwd")
     rows: list[dict] = []
     start = time.perf_counter()
@@ -290,7 +294,7 @@ def _max_batches(models: dict, n: int, s: InferenceSettings, device, bar) -> dic
     limit = s.max_batch_limit if not s.max_batch_tokens else min(s.max_batch_limit, s.max_batch_tokens // n)
     found: dict[str, int] = {}
     for name, model in models.items():
-        if name.partition("@")[0] not in s.max_batch_models:
+        if name.partition("@")[0] not in s.max_batch_models or ":" in name:  # not the reference dtype's copies
             continue
 
         def try_batch(b, m=model):
