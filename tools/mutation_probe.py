@@ -21,7 +21,7 @@ MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's o
  ("collator: labels kept at unmasked", "linformer/data/collator.py", "labels[~masked] = -100", "labels[masked] = -100", ["tests/data/test_collator.py"]),
  ("collator: random replace overwrites [MASK]", "linformer/data/collator.py", "& masked & ~replaced", "& masked", ["tests/data/test_collator.py"]),
  ("param_groups: biases decayed", "linformer/train/common.py", "p.ndim < 2 or ", "", ["tests/train/test_common.py"]),
- ("step: micro-batches averaged unweighted", "linformer/train/step.py", "part = loss_fn(model, batch) * n / max(total, 1)", "part = loss_fn(model, batch) / len(micro)", ["tests/train/test_step.py"]),
+ ("step: micro-batches averaged unweighted", "linformer/train/step.py", "part = loss_fn(model, batch) * n / total", "part = loss_fn(model, batch) / len(micro)", ["tests/train/test_step.py"]),
  ("packing: block opens with </s>", "linformer/data/corpus.py", "blocks[:, 0] = self.bos", "blocks[:, 0] = self.eos", ["tests/data/test_corpus.py"]),
  ("packing: no separator between documents", "linformer/data/corpus.py", "            if self.last_doc >= 0:\n                self._push(np.array([self.sep]", "            if False:\n                self._push(np.array([self.sep]", ["tests/data/test_corpus.py"]),
  ("corpus: validation may take every document", "linformer/data/corpus.py", "for i in order[:-1]:", "for i in order:", ["tests/data/test_corpus.py"]),

@@ -20,17 +20,19 @@ import torch
 
 
 def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Tensor]], counts: Sequence[int],
-                   loss_fn: Callable, max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor, bool]:
+                   loss_fn: Callable, max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(the step's loss over every rank, the gradient norm before clipping, whether both were finite), as tensors
     on the device: reading them is the caller's host sync."""
     world = ops.num_processes
-    total = ops.reduce(torch.tensor(sum(counts), device=ops.device), "sum").item() if world > 1 else sum(counts)
+    # the step's item count over every rank; on several, a tensor left on the device (reading it back would wait)
+    total = max(sum(counts), 1) if world == 1 else \
+        ops.reduce(torch.tensor(float(sum(counts)), device=ops.device), "sum").clamp(min=1)
     loss_sum = torch.zeros((), device=ops.device)
     for i, (batch, n) in enumerate(zip(micro, counts)):
         batch = {k: v.to(ops.device, non_blocking=True) for k, v in batch.items()}  # from pinned memory: no wait
         with contextlib.nullcontext() if i == len(micro) - 1 else ops.no_sync(model):
             # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
-            part = loss_fn(model, batch) * n / max(total, 1)
+            part = loss_fn(model, batch) * n / total
             ops.backward(part * world)
             loss_sum += part.detach()
     loss = ops.reduce(loss_sum, "sum") if world > 1 else loss_sum
