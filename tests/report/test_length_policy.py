@@ -59,6 +59,8 @@ def test_a_bf16_row_runs_the_model_in_bf16_against_the_fp32_source(tmp_path):
     fp32, bf16 = rows[policy]["embedding"]["1-16"]["mean"], rows[f"{policy}, bf16"]["embedding"]["1-16"]["mean"]
     assert fp32 < 1e-5 and 1e-4 < bf16 < 0.05  # bf16 keeps about 3 significant digits
     assert abs(rows[f"{policy}, bf16"]["mean_embedding"] - rows[policy]["mean_embedding"]) < 0.05
+    rows[f"{policy}, bf16"]["mean_embedding"] = 0.0  # a bf16 row never wins the policy choice, whatever its error
+    assert lp.best_policy(results) == policy
 
 
 def test_buckets_hold_every_example_once():
