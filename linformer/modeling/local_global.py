@@ -94,27 +94,25 @@ def column_spans(lengths: torch.Tensor, c: int, n: int | None = None, k: int | N
     return torch.stack([start.clamp(max=L), end.clamp(max=L)], -1)
 
 
-def overlap_bias(spans: torch.Tensor, gi: torch.Tensor | None, gvalid: torch.Tensor | None, b: int, nb: int,
-                 radius: int) -> torch.Tensor:
+def overlap_bias(spans: torch.Tensor, is_global: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
     """(B, 1, nb, b, c) additive mask of the projected columns a query's exact keys already hold (overlap_columns=
     "mask"): every token of the column's span lies within the query's window, or the one or two outside it are global
-    tokens. An empty span (past a short row's end) is never masked here: the column mask takes care of it. Radius 0
-    is no window at all (the band then shows a query no key, not even itself)."""
-    B = spans.shape[0]
+    tokens (`is_global`, (B, T): ``ExactKeyLayout.is_global``). An empty span (past a short row's end) is never masked
+    here: the column mask takes care of it. Radius 0 is no window at all (the band then shows a query no key, not
+    even itself)."""
+    B, T = is_global.shape
     t = torch.arange(nb * b, device=spans.device).view(1, nb, b, 1)
     a, e = spans[..., 0].view(B, 1, 1, -1), spans[..., 1].view(B, 1, 1, -1)
     lo, hi = (t - radius, t + radius + 1) if radius else (t, t)  # the window [lo, hi), empty without one
     left = (torch.minimum(e, lo) - a).clamp(min=0)    # tokens of the span before the window: a, a + 1, ...
     right = (e - torch.maximum(a, hi)).clamp(min=0)   # ... and after it: ..., e - 1
 
-    def is_global(pos: torch.Tensor) -> torch.Tensor:
-        if gi is None:
-            return torch.zeros_like(pos, dtype=torch.bool)
-        g = gi.masked_fill(~gvalid, -1).view(B, 1, 1, 1, -1)
-        return (pos.unsqueeze(-1) == g).any(-1)
+    def global_at(pos: torch.Tensor) -> torch.Tensor:  # (B, 1, 1, c): whether each column's token there is global
+        inside = (pos >= 0) & (pos < T)  # an empty span's ends may lie past the row
+        return is_global.gather(1, pos.view(B, -1).clamp(0, T - 1)).view(pos.shape) & inside
 
-    covered = (left == 0) | ((left == 1) & is_global(a.expand_as(left)))
-    covered &= (right == 0) | ((right == 1) & is_global((e - 1).expand_as(right)))
+    covered = (left == 0) | ((left == 1) & global_at(a))
+    covered &= (right == 0) | ((right == 1) & global_at(e - 1))
     return torch.where(covered & (e > a), _NEG, 0.0)[:, None]
 
 
@@ -178,7 +176,7 @@ class ExactKeyLayout:
         key = ("overlap", c, n, k)
         if key not in self.memo:
             spans = column_spans(self.lengths, c, n, k)
-            self.memo[key] = overlap_bias(spans, self.gi, self.gvalid, self.b, self.nb, self.radius)
+            self.memo[key] = overlap_bias(spans, self.is_global, self.b, self.nb, self.radius)
         return self.memo[key]
 
 
@@ -218,7 +216,7 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
         others_v.append(pv)
         bias = _projected_bias(log_count.to(acc), pmask)
         if overlap is None and spans is not None:
-            overlap = overlap_bias(spans, gi, gvalid, b, nb, radius)
+            overlap = overlap_bias(spans, layout.is_global, b, nb, radius)
         if overlap is not None:
             bias = bias + overlap.to(acc)
         biases.append(bias)

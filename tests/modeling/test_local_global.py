@@ -336,13 +336,13 @@ def test_the_chunk_size_changes_no_output(monkeypatch):
 def test_no_token_counts_twice_column_by_column():
     """overlap_columns="mask" on a small case, checked column by column against its definition: T = 16 tokens in
     c = 4 columns of 4, window radius 2, globals [0, -1]."""
-    from linformer.modeling.local_global import column_spans, overlap_bias
+    from linformer.modeling.local_global import ExactKeyLayout, column_spans, overlap_bias
 
     lengths = torch.tensor([16])
     spans = column_spans(lengths, 4)
     assert spans[0].tolist() == [[0, 4], [4, 8], [8, 12], [12, 16]]
-    gi, gvalid = global_index([0, -1], lengths, 16)
-    masked = overlap_bias(spans, gi, gvalid, b=4, nb=4, radius=2)[0, 0].reshape(16, 4) < 0  # (query, column)
+    is_global = ExactKeyLayout(lengths, 16, 2, [0, -1]).is_global
+    masked = overlap_bias(spans, is_global, b=4, nb=4, radius=2)[0, 0].reshape(16, 4) < 0  # (query, column)
     # query 5 sees 3..7 exactly: column 1 (4..7) is all there; column 0 (0..3) lacks 1 and 2
     assert masked[5].tolist() == [False, True, False, False]
     # query 2 sees 0..4: column 0 all there; query 13 sees 11..15 (15 is also global): column 3 all there
