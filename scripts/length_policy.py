@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
                     help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
                          "a stratified subset: where a lengthened model's projection acts")
+    ap.add_argument("--split", choices=["eval", "train"], default="eval",
+                    help="the split the examples come from: eval (SST-2 dev, IMDB test: what a report shows) or train "
+                         "(without the rows whose text is also an eval row's: where a default is chosen, so that "
+                         "nothing is chosen on the split the tables report)")
     ap.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"],
                     help="run the converted models in each (the reference stays fp32): bf16 rows show what bf16 "
                          "inference adds to the error")
@@ -69,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             directory = str(mirror / TASKS[task].mirror_subdir)
             if args.longer_than:
-                split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
-                                  cache_dir=configured_path("finetune", "task_cache_dir"))["eval"]
+                split = load_task(task, directory, tokenizer, args.n, splits=(args.split,),
+                                  cache_dir=configured_path("finetune", "task_cache_dir"))[args.split]
                 split, drawn[task] = longer_than(split, args.longer_than, count, f"--{task} {count}")
             else:
-                split = load_task(task, directory, tokenizer, args.n, splits=("eval",),
-                                  max_examples={"eval": count})["eval"]
+                split = load_task(task, directory, tokenizer, args.n, splits=(args.split,),
+                                  max_examples={args.split: count})[args.split]
             tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
@@ -86,19 +90,22 @@ def main(argv: list[str] | None = None) -> int:
         dtypes = "" if args.dtypes == ["fp32"] else f", run in {' and '.join(dict.fromkeys(args.dtypes))}"
         header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
                   f"(no transfer, no finetuning){dtypes}; reference: the source with full attention in fp32."),
-                  "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), args.longer_than)
+                  "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), args.longer_than,
+                                                          args.split)
                                            for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
                   *provenance]
-        length_policy.write_report(results, args.out, header, {"command": command})
+        length_policy.write_report(results, args.out, header, {"command": command, "split": args.split})
     measured.show(args.out)
     return 0
 
 
-def _examples_text(task: str, count: int, available: int | None, longer_than: int) -> str:
+def _examples_text(task: str, count: int, available: int | None, longer_than: int, split: str = "eval") -> str:
+    what = (f"{split} examples" if split == "eval" else
+            f"{split} examples (none whose text is also in its {TASKS[task].eval_split} split)")
     if available is None:
-        return f"{task} {count} eval examples (stratified subset)"
+        return f"{task} {count} {what} (stratified subset)"
     how = "all of them" if count == available else f"drawn at random from {available}"
-    return f"{task} {count} eval examples longer than {longer_than} tokens ({how}, cut to n)"
+    return f"{task} {count} {what} longer than {longer_than} tokens ({how}, cut to n)"
 
 
 if __name__ == "__main__":

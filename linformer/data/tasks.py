@@ -321,7 +321,7 @@ def longer_than(split, tokens: int, count: int, where: str):
     lengths = np.array([len(x) for x in split["input_ids"]])
     long = np.flatnonzero(lengths > tokens)
     if not len(long):
-        raise ConfigError(f"{where}: no eval example is longer than {tokens} tokens")
+        raise ConfigError(f"{where}: no example of the split is longer than {tokens} tokens")
     chosen = long
     if count and count < len(long):
         chosen = np.sort(np.random.default_rng(0).choice(long, count, replace=False))

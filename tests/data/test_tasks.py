@@ -261,7 +261,7 @@ def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_wh
     assert available == 4 and len(rows) == 2 and all(len(x) > 8 for x in rows["input_ids"])
     everything, _ = longer_than(split, 8, 0, "--imdb 0")
     assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
-    with pytest.raises(ConfigError, match=r"^--imdb 2: no eval example is longer than 100 tokens$"):
+    with pytest.raises(ConfigError, match=r"^--imdb 2: no example of the split is longer than 100 tokens$"):
         longer_than(split, 100, 2, "--imdb 2")
 
 

@@ -105,3 +105,47 @@ def test_landmark_rows_follow_each_local_window_row():
 def test_buckets_reach_the_lengths_of_lengthened_models():
     buckets = lp.by_bucket(np.array([300, 600, 1500, 3000]), np.arange(4.0))
     assert list(buckets) == ["257-512", "513-1024", "1025-2048", "2049-4096"]
+
+
+def _source_with_tokenizer(tmp_path, words):
+    """``_source`` with a WordPiece tokenizer of ``words`` (one token each), as a converted encoder's directory."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    src = _source(tmp_path)
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(src)
+    return src
+
+
+def test_split_train_measures_train_reviews_never_the_test_ones_and_records_the_split(tmp_path, monkeypatch):
+    """Where a default is chosen (--split train) the examples are train reviews, a review also in test dropped; the
+    report and its JSON say which split measured. Train reviews are 20 tokens, test reviews 5, so the length buckets
+    tell the splits apart."""
+    import json
+
+    words = ["good", "bad", "film", "plot", "actor"]
+    src = _source_with_tokenizer(tmp_path / "src", words)
+    mirror = tmp_path / "mirror"
+    train = [(" ".join(words[(i + j) % 5] for j in range(20)), i % 2) for i in range(6)]
+    test = [(" ".join(words[(i + j) % 3] for j in range(5)), i % 2) for i in range(6)]
+    shared = ("good bad film plot actor", 1)  # 5 tokens, in both splits: never a train example
+    for name, rows in (("train", [*train, shared]), ("test", [*test, shared])):
+        (mirror / "imdb").mkdir(parents=True, exist_ok=True)
+        (mirror / "imdb" / f"{name}.csv").write_text("id,label,rating,text\n" + "".join(
+            f'x/{i},{y},{8 if y else 2},"{t}"\n' for i, (t, y) in enumerate(rows)))
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(mirror))
+    script = load_script("length_policy")
+    for split, bucket, other in (("train", "17-32", "1-16"), ("eval", "1-16", "17-32")):
+        out = tmp_path / split
+        assert script.main(["--source", src, "--sst2", "0", "--imdb", "10", "--ks", "4", "--n", str(N),
+                            "--local-only", "--split", split, "--out", str(out)]) == 0
+        record = json.loads(out.with_suffix(".json").read_text())
+        rows = record["results"]["imdb"]["k=4"]
+        buckets = next(iter(rows.values()))["embedding"]
+        assert record["split"] == split
+        assert buckets[bucket]["examples"] == (6 if split == "train" else 7) and other not in buckets
+        assert f"imdb {6 if split == 'train' else 7} {split} examples" in out.with_suffix(".md").read_text()
