@@ -43,7 +43,7 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("warmup_steps", -1, "trainer.warmup_steps=-1 must be a whole number >= 0"),
+    ("warmup_steps", -1, "trainer.warmup_steps=-1 must be a whole number of at least 0"),
     ("warmup_steps", 2.5, "trainer.warmup_steps=2.5 must be a whole number"),
     ("warmup_ratio", 1.5, r"trainer.warmup_ratio=1.5 must lie in \[0, 1\)"),
     ("lr_schedule", "cosine", "trainer.lr_schedule='cosine' is not one of linear, polynomial"),

@@ -10,7 +10,6 @@ from ..devices import DTYPES
 from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
-from ..values import fits_type
 from .common import competing_processes
 from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings
 from .runner import benchmark_files, run_benchmark
@@ -32,12 +31,10 @@ DEVICES = ("auto", "cpu", "cuda")
 def _check_values(s, prefix: str) -> None:
     """Values no measurement can run with, named (their types are checked already): counts below 1, a budget that
     is not positive, an unknown dtype, and (inference) a grid with no cell of k < n, which would write an empty table."""
+    values = vars(s)
     for key in ("reps", "steps", "layers", "hidden", "heads", "ffn", "vocab", "batch_size", "tokens_per_step"):
-        value = getattr(s, key, None)
-        if value is not None and value < 1:
-            raise ConfigError(f"{prefix}.{key}={value!r} must be a whole number of at least 1.")
-    if s.warmup < 0:
-        raise ConfigError(f"{prefix}.warmup={s.warmup!r} must be a whole number >= 0.")
+        positive_int(values, key, prefix, allow_none=True)
+    positive_int(values, "warmup", prefix, minimum=0)
     if s.linformer_attn_implementation not in LINFORMER_KERNELS:
         raise ConfigError(f"{prefix}.linformer_attn_implementation={s.linformer_attn_implementation!r} is not one "
                           f"of {', '.join(LINFORMER_KERNELS)}.")
@@ -86,9 +83,7 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
         import torch
 
         torch.set_num_threads(threads)  # machine_description records it beside every table
-    busy = cfg.get("competing", 0)
-    if not fits_type(busy, int) or busy < 0:
-        raise ConfigError(f"competing={busy!r} must be a whole number of at least 0 (busy processes beside the run).")
+    busy = positive_int(cfg, "competing", prefix="", allow_none=True, minimum=0) or 0  # busy processes beside it
     record = made_by("benchmark", {"inference": asdict(inf) if inf else None,
                                    "throughput": asdict(thr) if thr else None, "competing": busy})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)

@@ -89,17 +89,13 @@ class InferenceSettings:
     landmark_pooling: bool = False  # ... with its projected keys pooled by attention (LinformerConfig.landmark_pooling)
     linformer_attn_implementation: str = "sdpa"  # the Linformer rows' kernel: sdpa (blocked) or flex_attention
 
-    def linformer_fields(self) -> dict:
-        """LinformerConfig fields of the Linformer rows beyond k and sharing (models.linformer_fields)."""
-        return linformer_fields(self)
-
 
 def build_model(kind: str, n: int, k: int | None, s: InferenceSettings) -> nn.Module:
     """A model of `kind` (linformer or one of BASELINES), in eval mode, for sequences of up to n tokens."""
     if kind in ("linformer", "full"):
         if kind == "full":
             return build_ours(size_of(s), n, kind, k, s.sharing).eval()
-        model = build_ours(size_of(s), n, kind, k, s.sharing, **s.linformer_fields()).eval()
+        model = build_ours(size_of(s), n, kind, k, s.sharing, **linformer_fields(s)).eval()
         return with_kernel(model, s.linformer_attn_implementation)
     if kind in ("eager", "roberta_sdpa"):
         return build_roberta(size_of(s), n, "eager" if kind == "eager" else "sdpa").eval()
@@ -312,11 +308,11 @@ def _ratio(a, b):
 
 def _flop_ratio(n: int, k: int, s: InferenceSettings) -> float:
     """Full-attention FLOPs / the Linformer row's FLOPs (its local and global keys counted)."""
-    if not s.linformer_fields():
+    if not linformer_fields(s):
         return flop_ratio(n, k, s.hidden, s.ffn, s.sharing)
     size = size_of(s)
     full = forward_flops_per_token(ours_config(size, n, "full"), n)
-    return full / forward_flops_per_token(ours_config(size, n, "linformer", k, s.sharing, **s.linformer_fields()), n)
+    return full / forward_flops_per_token(ours_config(size, n, "linformer", k, s.sharing, **linformer_fields(s)), n)
 
 
 def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:

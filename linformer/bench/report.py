@@ -9,7 +9,7 @@ from pathlib import Path
 from ..files import atomic_write, save_figure
 from ..values import round_up
 from .inference import BASELINES, PEERS, reference
-from .models import label
+from .models import label, linformer_fields
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
 from .throughput import Variant
 
@@ -155,7 +155,7 @@ def _inference_header(meta: dict, command: str) -> list[str]:
                       f"{list(s.global_positions or [])} beside the projected ones"
                       + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
                          if s.landmark_pooling else "") + " (their FLOPs in the FLOP ratio)"
-                      if s.linformer_fields() else "")
+                      if linformer_fields(s) else "")
         + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
            if s.linformer_attn_implementation != "sdpa" else "")
         + ". Forward pass only (inference mode), random token ids, nothing padded."),
@@ -308,7 +308,7 @@ def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
          f"{int(s.mask_prob * 100)}% of positions labelled. Linformer: k = {', '.join(map(str, s.ks))}, sharing = "
          f"{s.sharing}"
          + (f", exact local keys of w = {s.local_window} tokens and global tokens {list(s.global_positions or [])}"
-            if s.linformer_fields() else "")
+            if linformer_fields(s) else "")
          + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
             if s.linformer_attn_implementation != "sdpa" else "")
          + ". Ours: LinformerForMaskedLM (SDPA attention unless said); HF RoBERTa: RobertaForMaskedLM "

@@ -166,10 +166,6 @@ class ThroughputSettings:
     global_positions: list[int] | None = None  # ... and global tokens, e.g. [0, -1]
     linformer_attn_implementation: str = "sdpa"  # the Linformer rows' kernel: sdpa or flex_attention (no dropout)
 
-    def linformer_fields(self) -> dict:
-        """LinformerConfig fields of the Linformer rows beyond k and sharing (models.linformer_fields)."""
-        return linformer_fields(self)
-
     def __post_init__(self):
         if self.k is not None:
             self.ks = [int(self.k)]
@@ -275,7 +271,7 @@ def build_mlm(kind: str, n: int, s: ThroughputSettings, k: int | None = None, sp
               ) -> nn.Module:
     """One of TRAIN_MODELS, in training mode, for sequences of n tokens (k: the Linformer's; default ks[0])."""
     if kind in ("linformer", "full"):
-        fields = s.linformer_fields() if kind == "linformer" else {}
+        fields = linformer_fields(s) if kind == "linformer" else {}
         model = build_ours(size_of(s), n, kind, k or s.ks[0], s.sharing, mlm=True, **fields)
         model.config.sparse_prediction = bool(sparse_prediction)
         return with_kernel(model, s.linformer_attn_implementation if kind == "linformer" else "sdpa").train()
@@ -293,7 +289,7 @@ def flops_per_token(kind: str, n: int, s: ThroughputSettings, k: int | None = No
     """
     size = size_of(s) if kind != "roberta" else replace(size_of(s), pad_vocab_to_multiple_of=None)
     config = ours_config(size, n, "full" if kind == "roberta" else kind, k or s.ks[0], s.sharing,
-                         **(s.linformer_fields() if kind == "linformer" else {}))
+                         **(linformer_fields(s) if kind == "linformer" else {}))
     dense = kind == "roberta" or not sparse_prediction
     return training_flops_per_token(config, n, 1.0 if dense else mlm_fraction)
 

@@ -29,14 +29,15 @@ def check_types(values: Mapping, schema: type, prefix: str) -> None:
             raise ConfigError(f"{key}={value!r} must be {name.replace('typing.', '')}.")
 
 
-def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> int | None:
-    """cfg[key] as an int >= 1 (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
+def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False,
+                 minimum: int = 1) -> int | None:
+    """cfg[key] as an int >= `minimum` (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = cfg.get(key)
     if value is None and allow_none:
         return None
     name = f"{prefix}.{key}" if prefix else key
-    if not fits_type(value, float) or int(value) != value or value < 1:
-        raise ConfigError(f"{name}={value!r} must be a whole number of at least 1.")
+    if not fits_type(value, float) or int(value) != value or value < minimum:
+        raise ConfigError(f"{name}={value!r} must be a whole number of at least {minimum}.")
     return int(value)
 
 
@@ -172,13 +173,6 @@ def _choice(*options: str, allow_none: bool = False):
     return read
 
 
-def _whole(group: Mapping, key: str) -> int | None:
-    value = group.get(key)
-    if value is not None and not (fits_type(value, int) and value >= 0):
-        raise ConfigError(f"trainer.{key}={value!r} must be a whole number >= 0 (or null).")
-    return value
-
-
 def _nonnegative(group: Mapping, key: str) -> float:
     value = group.get(key)
     if not (fits_type(value, float) and value >= 0):
@@ -219,7 +213,8 @@ class TrainerSettings:
     global_batch_size: int | None = _setting()  # pretraining: batch x processes x grad_accum
     grad_accum: int = _setting()
     lr: float = _setting()                    # peak, after warmup
-    warmup_steps: int | None = _setting(read=_whole)  # when set, wins over warmup_ratio (as in HF's)
+    # when set, wins over warmup_ratio (as in HF's)
+    warmup_steps: int | None = _setting(read=lambda t, k: positive_int(t, k, allow_none=True, minimum=0))
     warmup_ratio: float | None = _setting(read=lambda t, k: _fraction(t, k, 0.0, 1.0, closed_low=True))  # of max_steps
     lr_schedule: str = _setting(read=_choice("linear", "polynomial"))
     lr_end: float = _setting(read=_nonnegative)

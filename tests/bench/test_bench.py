@@ -253,7 +253,7 @@ def test_a_bad_competing_count_is_one_error_before_anything_runs(competing, tmp_
     from linformer.bench.cli import benchmark_from_config
 
     cfg = compose("benchmark", ["device=cpu", f"competing={competing}", f"out_dir={tmp_path}"])
-    with pytest.raises(ConfigError, match=r"^competing=.* must be a whole number of at least 0 "):
+    with pytest.raises(ConfigError, match=r"^competing=.* must be a whole number of at least 0\.$"):
         benchmark_from_config(cfg)
     assert not any(tmp_path.iterdir())
 
