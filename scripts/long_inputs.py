@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
     ap.add_argument("--landmarks", action="store_true",
                     help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
+                         "(LinformerConfig.overlap_columns='mask', the converted default: no token counted twice)")
     ap.add_argument("--students", nargs="*", default=[], metavar="DIR",
                     help="also these Linformer classifiers of the classifier's tokenizer (distilled from it at length: "
                          "scripts/distill.py), at every n up to their own")
@@ -45,15 +48,16 @@ def main(argv: list[str] | None = None) -> int:
             long_inputs.render(read_json(args.render), args.out)
             measured.show(args.out)
             return 0
-        if args.landmarks and not args.local_windows:
-            raise ConfigError("--landmarks adds landmark pooling to the --local-windows rows: name at least one window")
+        for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):
+            if on and not args.local_windows:
+                raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         t0 = time.perf_counter()
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
         ns, dropped = long_inputs.reached(args.ns, run.ids)
         result = long_inputs.measure(run.classifier, run.ids, run.labels, ns, args.k, args.sharing,
                                      run.pad_id, args.batch_size, local_windows=tuple(args.local_windows),
                                      global_positions=tuple(args.global_positions), students=run.students,
-                                     landmarks=args.landmarks)
+                                     landmarks=args.landmarks, overlap=args.overlap)
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
         header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance,
                                     dropped)

@@ -148,10 +148,11 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
             pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
             global_positions: tuple[int, ...] = (0, -1), students: dict[str, str] | None = None,
-            progress: Callable[[str], None] = print, landmarks: bool = False) -> dict:
+            progress: Callable[[str], None] = print, landmarks: bool = False, overlap: bool = False) -> dict:
     """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
     ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
-    (and with ``landmarks`` the same with landmark pooling), then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled from the
+    (with ``landmarks`` also with landmark pooling, with ``overlap`` each of those also with no token counted twice),
+    then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled from the
     classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired difference,
     ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
     prediction)."""
@@ -175,7 +176,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     for n in ns:
         twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
         variants = {"full": {}, f"linformer k={k}": twin}
-        for label, fields in exact_key_variants(local_windows, global_positions, landmarks).items():
+        for label, fields in exact_key_variants(local_windows, global_positions, landmarks, overlap).items():
             variants[f"linformer k={k} + {label}"] = {**twin, **fields}
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
                                        **fields).eval() for name, fields in variants.items()}

@@ -69,7 +69,8 @@ def test_measure_reports_each_model_side_by_side(classifier):
 @pytest.mark.parametrize("argv, line", [
     (["--ns", "16", "--k", "8"], (f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k "
                                   "below every n")),
-    (["--landmarks"], "error: --landmarks adds landmark pooling to the --local-windows rows: name at least one window"),
+    (["--landmarks"], "error: --landmarks changes the --local-windows rows: name at least one window"),
+    (["--overlap"], "error: --overlap changes the --local-windows rows: name at least one window"),
 ])
 def test_the_script_refuses_bad_options_in_one_line(classifier, tmp_path, capsys, argv, line):
     with pytest.raises(SystemExit) as stop:
@@ -204,3 +205,22 @@ def test_rows_only_at_the_ns_some_input_reaches_and_old_reports_say_which_are_no
     (note,) = long_inputs.unreached_note(result, ["Examples: ..."])
     assert "no input reaches n = 2,048, 4,096" in note
     assert long_inputs.unreached_note(result, [note]) == []
+
+
+def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, monkeypatch):
+    """overlap=True: each exact-key row again with the columns its exact keys hold masked (the converted default),
+    built so (overlap_columns="mask") and named so."""
+    built = []
+    real = long_inputs.from_linformer
+
+    def spy(*args, **fields):
+        built.append(fields)
+        return real(*args, **fields)
+
+    monkeypatch.setattr(long_inputs, "from_linformer", spy)
+    ids, labels = _examples()
+    result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
+                                 cost_reps=1, local_windows=(8,), progress=lambda _: None, overlap=True)
+    assert [r["model"] for r in result["rows"]][3:] == ["linformer k=8 + window 8, global [0, -1]",
+                                                         "linformer k=8 + window 8, global [0, -1], no double count"]
+    assert [f.get("overlap_columns", "keep") for f in built if f.get("local_window")] == ["keep", "mask"]
