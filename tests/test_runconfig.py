@@ -45,6 +45,8 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
 @pytest.mark.parametrize("key, value, message", [
     ("warmup_steps", -1, "trainer.warmup_steps=-1 must be a whole number of at least 0"),
     ("warmup_steps", 2.5, "trainer.warmup_steps=2.5 must be a whole number"),
+    ("warmup_steps", float("inf"), "trainer.warmup_steps=inf must be a whole number of at least 0"),
+    ("eval_batches", float("nan"), "trainer.eval_batches=nan must be a whole number of at least 1"),
     ("warmup_ratio", 1.5, r"trainer.warmup_ratio=1.5 must lie in \[0, 1\)"),
     ("lr_schedule", "cosine", "trainer.lr_schedule='cosine' is not one of linear, polynomial"),
     ("lr_end", -1e-5, "trainer.lr_end=-1e-05 must be a number >= 0"),

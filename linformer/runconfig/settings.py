@@ -36,7 +36,7 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
     if value is None and allow_none:
         return None
     name = f"{prefix}.{key}" if prefix else key
-    if not fits_type(value, float) or int(value) != value or value < minimum:
+    if not fits_type(value, float) or not math.isfinite(value) or int(value) != value or value < minimum:
         raise ConfigError(f"{name}={value!r} must be a whole number of at least {minimum}.")
     return int(value)
 
