@@ -100,13 +100,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _examples_text(task: str, count: int, available: int | None, longer_than: int, split: str = "eval") -> str:
-    what = (f"{split} examples" if split == "eval" else
-            f"{split} examples (none whose text is also in its {TASKS[task].eval_split} split)")
+    clean = "" if split == "eval" else f"none whose text is also in its {TASKS[task].eval_split} split; "
     if available is None:
-        return f"{task} {count} {what} (stratified subset)"
+        return f"{task} {count} {split} examples ({clean}stratified subset)"
     how = "all of them" if count == available else f"drawn at random from {available}"
-    return f"{task} {count} {what} longer than {longer_than} tokens ({how}, cut to n)"
-
+    return f"{task} {count} {split} examples longer than {longer_than} tokens ({clean}{how}, cut to n)"
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -148,4 +148,6 @@ def test_split_train_measures_train_reviews_never_the_test_ones_and_records_the_
         buckets = next(iter(rows.values()))["embedding"]
         assert record["split"] == split
         assert buckets[bucket]["examples"] == (6 if split == "train" else 7) and other not in buckets
-        assert f"imdb {6 if split == 'train' else 7} {split} examples" in out.with_suffix(".md").read_text()
+        md = out.with_suffix(".md").read_text()
+        assert f"imdb {6 if split == 'train' else 7} {split} examples" in md
+        assert ("none whose text is also in its test split" in md) == (split == "train")
