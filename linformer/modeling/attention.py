@@ -272,13 +272,14 @@ class LinformerSelfAttention(nn.Module):
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
-            return self._attend(q, keys, values, mask, output_attentions)
+            return self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
         if self.local_radius or self.global_positions:
             out, probs = self._local_global(q, hidden, mask, E, F_, per_forward), None
         else:
-            out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions)
+            out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions,
+                                      (per_forward, "projected"))
         if self.exact_short and mask is not None:
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
             # as much as the projection), so a short row gives the same output inside a longer padded batch.
@@ -286,7 +287,7 @@ class LinformerSelfAttention(nn.Module):
             if torch.compiler.is_compiling() or bool(short.any()):  # compiled: no host sync, both paths
                 head = hidden[:, : self.k]
                 exact, exact_probs = self._attend(q, self._heads(self.key(head)), self._heads(self.value(head)),
-                                                  mask[:, : self.k], output_attentions)
+                                                  mask[:, : self.k], output_attentions, (per_forward, "input"))
                 out = torch.where(short[:, None, None], exact, out)
                 if probs is not None:  # the projection may fill fewer than k columns (mask_empty_windows)
                     probs = F.pad(probs, (0, exact_probs.shape[-1] - probs.shape[-1]))
@@ -330,8 +331,11 @@ class LinformerSelfAttention(nn.Module):
                                          (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap)
         return out.transpose(1, 2).reshape(B, T, -1)
 
-    def _attend(self, q, keys, values, kmask, output_attentions):
-        """Softmax attention of q over keys and values (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities."""
+    def _attend(self, q, keys, values, kmask, output_attentions, memo=(None, None)):
+        """Softmax attention of q over keys and values (kmask: (B, keys) bool or None) -> (B, T, D) and the probabilities.
+        memo: (the forward's per_forward dict or None, what kmask is: "input" for the attention mask or a prefix of
+        it, "projected" for the projection's column mask): a function of the input's mask and the key count only, the
+        same in every layer, so flex's block mask is built once per forward."""
         attn_mask = None if kmask is None else kmask[:, None, None, :]
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
@@ -342,7 +346,13 @@ class LinformerSelfAttention(nn.Module):
             probs = scores.softmax(-1)
             out = F.dropout(probs, dropout_p, self.training) @ values
         elif self.config._attn_implementation == "flex_attention":
-            mask = flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device)
+            shared, what = memo
+            key = ("flex_key_mask", what, q.shape[2], keys.shape[-2])
+            mask = None if shared is None else shared.get(key)
+            if mask is None:
+                mask = flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device)
+                if shared is not None:
+                    shared[key] = mask
             out = flex.attend(q, keys, values, mask, dropout_p=dropout_p)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)

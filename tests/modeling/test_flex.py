@@ -143,6 +143,20 @@ def test_the_block_mask_is_built_once_per_forward(eager, monkeypatch):
     torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.parametrize("fields, masks", [
+    (dict(attention="full"), 1),
+    (dict(), 1),                                   # the paper's Linformer: its column mask
+    (dict(exact_short_inputs=True, projected_dim=120), 2),  # and a prefix of the input mask (a row of 100 <= k)
+])
+def test_the_key_masks_are_built_once_per_forward_not_per_layer(fields, masks, eager, monkeypatch):
+    built = []
+    make = flex.key_mask
+    monkeypatch.setattr(flex, "key_mask", lambda *a: (built.append(a[3]), make(*a))[1])
+    sdpa, flexed = _sdpa_and_flex(num_hidden_layers=3, **fields)
+    assert len(built) == masks, built  # one forward under flex, three layers
+    torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
+
+
 def test_compiled_flex_inference_on_the_cpu_equals_sdpa():
     """Without gradients the CPU runs torch.compile's flex kernel (inference only there)."""
     sdpa, flexed = _sdpa_and_flex(local_window=16, global_positions=[0, -1])
