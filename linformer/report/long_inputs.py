@@ -283,14 +283,17 @@ def to_markdown(result: dict, header: list[str]) -> str:
 
 
 def plot(result: dict, path: str) -> None:
-    """Accuracy and cost per example against n, full and Linformer side by side."""
+    """Accuracy and cost per example against n, full and Linformer side by side (one row per model instead when
+    every row is at one n: points on a single n would sit on one vertical line)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     rows = [r for r in result["rows"] if r["model"] != BASE]
+    if len({r["n"] for r in rows}) == 1:
+        return _plot_one_n(rows, result["rows"][0], path, plt)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for name in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == name]
         ns = [r["n"] for r in mine]
@@ -307,6 +310,34 @@ def plot(result: dict, path: str) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 * (len(labels) + 1) / 2, 1, 1))
+    save_figure(fig, path)
+
+
+def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
+    """Every row at one n, top to bottom as in the table: accuracy with its 95% interval beside the truncated
+    classifier's, and time and tensor memory as ratios to full attention, with the FLOP ratio marked (what the time
+    would be if every operation ran at the same speed)."""
+    names = [r["model"] for r in rows]
+    y = np.arange(len(rows))[::-1]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 1.2 + 0.42 * len(rows)), sharey=True,
+                             gridspec_kw={"width_ratios": [1.4, 1, 1]})
+    acc = np.array([100 * r["accuracy"] for r in rows])
+    lo, hi = (np.array([100 * r["interval"][i] for r in rows]) for i in (0, 1))
+    axes[0].errorbar(acc, y, xerr=[acc - lo, hi - acc], fmt="o", capsize=3)
+    axes[0].axvline(100 * base["accuracy"], color="grey", ls="--", label=f"as finetuned (n = {base['n']})")
+    axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].set_title(f"accuracy (%) at n = {rows[0]['n']:,}, 95% interval")
+    for ax, key, title in ((axes[1], "ms_vs_full", "time vs full attention (x: FLOPs vs full)"),
+                           (axes[2], "tensor_mib_vs_full" if any("tensor_mib_vs_full" in r for r in rows)
+                            else "mib_vs_full", "tensor memory vs full attention")):
+        ax.barh(y, [r.get(key) or 0 for r in rows], color="tab:blue", alpha=0.7)
+        ax.axvline(1.0, color="grey", ls="--")
+        ax.set_title(title)
+    flops = [(r["gflops_vs_full"], yi) for r, yi in zip(rows, y) if r.get("gflops_vs_full")]
+    if flops:
+        axes[1].plot(*zip(*flops), "kx")
+    axes[0].set_yticks(y, names, fontsize=8)
+    fig.tight_layout()
     save_figure(fig, path)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..cli import cli_errors
 from ..data.io import path_root
 from ..devices import cpu_model_name
-from ..files import made_by, output_files
+from ..files import FILE_RECORDS, made_by, output_files, read_json
 
 EXTENSIONS = ("md", "json", "png")
 
@@ -29,9 +29,16 @@ def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
 @contextlib.contextmanager
 def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
     """The block that measures and writes <out>.*: user errors are one `error:` line, and the output paths follow the
-    output rule (an earlier report of `command` with the same options is replaced, anything else refused)."""
+    output rule (an earlier report of `command` with the same options is replaced, anything else refused; a report
+    written again from its JSON with ``--render`` has the options its measurement recorded)."""
     outputs = [f"{args.out}.{ext}" for ext in EXTENSIONS]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
+    rendered = getattr(args, "render", None) and read_json(Path(args.render).parent / FILE_RECORDS).get(
+        Path(args.render).name)
+    if isinstance(rendered, dict) and rendered.get("command") == command:
+        # a report written again from its JSON is that measurement's output: it replaces the report in place and
+        # keeps the measurement's settings as its record
+        settings = rendered.get("settings") or {}
     with cli_errors(), output_files(outputs, made_by(command, settings), args.overwrite):
         yield
 

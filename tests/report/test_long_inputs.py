@@ -189,6 +189,53 @@ def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_
         long_inputs.render({"rows": []}, str(tmp_path / "c"))
 
 
+def test_a_report_at_one_n_plots_one_row_per_model_in_the_tables_order(monkeypatch, tmp_path):
+    figures = []
+    monkeypatch.setattr(long_inputs, "save_figure", lambda fig, path: figures.append(fig))
+    labels = np.array([0, 1] * 20)
+    costs = [{"ms_vs_full": 1.0, "tensor_mib_vs_full": 1.0, "gflops_vs_full": 1.0, "ms": 5.0},
+             {"ms_vs_full": 0.6, "tensor_mib_vs_full": 0.9, "gflops_vs_full": 0.5, "ms": 3.0},
+             {"ms_vs_full": 0.9, "tensor_mib_vs_full": 1.2, "gflops_vs_full": 0.7, "ms": 4.5}]
+    result = _result(labels, [("as finetuned", N, "full", labels, {}),
+                              *[(name, 3 * N, "x", labels, c) for name, c in zip(("full", "lin", "student"), costs)]])
+    long_inputs.plot(result, str(tmp_path / "p.png"))
+    accuracy, time, memory = figures[0].axes
+    by_y = sorted(zip((t.get_position()[1] for t in accuracy.get_yticklabels()),
+                      (t.get_text() for t in accuracy.get_yticklabels())), reverse=True)
+    assert [name for _, name in by_y] == ["full", "lin", "student"]  # the table's order, top to bottom
+    assert sorted((p.get_y(), p.get_width()) for p in time.patches)[::-1] == [
+        (pytest.approx(y, abs=0.5), w) for y, w in zip((2, 1, 0), (1.0, 0.6, 0.9))]
+    assert [p.get_width() for p in sorted(memory.patches, key=lambda p: -p.get_y())] == [1.0, 0.9, 1.2]
+    # at several ns: accuracy and cost against n, one line per model
+    result["rows"].append({**result["rows"][1], "n": 4 * N})
+    long_inputs.plot(result, str(tmp_path / "q.png"))
+    assert figures[1].axes[0].get_xscale() == "log" and len(figures[1].axes[0].lines) == 4
+
+
+def test_a_report_rendered_in_place_keeps_its_measurements_record_and_needs_no_overwrite(tmp_path, capsys):
+    import argparse
+
+    from linformer.files import FILE_RECORDS, read_json
+    from linformer.report import measured
+
+    labels = np.array([0, 1] * 20)
+    result = _result(labels, [("as finetuned", N, "full", labels, {}),
+                              ("full", 2 * N, "full", 1 - labels, {"ms": 3.0, "mib": 2.0})])
+    result |= {"k": 8, "sharing": "layerwise", "majority_rate": 0.5, "lengths": {}}
+    for name, classifier in (("a", "clf"), ("other", "another clf")):
+        args = argparse.Namespace(classifier=classifier, render=None, ns=[2 * N], out=str(tmp_path / name),
+                                  overwrite=False)
+        with measured.report_outputs(args, "long_inputs"):
+            long_inputs.write_report(result, args.out, ["the header line"], {"command": "python x"})
+    before = read_json(tmp_path / FILE_RECORDS)
+    script = load_script("long_inputs")
+    assert script.main(["--render", str(tmp_path / "a.json"), "--out", str(tmp_path / "a")]) == 0
+    assert read_json(tmp_path / FILE_RECORDS) == before  # still the measurement's settings, not the render's
+    with pytest.raises(SystemExit):  # another measurement's report is not replaced by this one's
+        script.main(["--render", str(tmp_path / "a.json"), "--out", str(tmp_path / "other")])
+    assert "error: " in capsys.readouterr().err and read_json(tmp_path / FILE_RECORDS) == before
+
+
 def test_rows_only_at_the_ns_some_input_reaches_and_old_reports_say_which_are_not():
     from linformer.errors import ConfigError
 
