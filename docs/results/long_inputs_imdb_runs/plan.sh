@@ -4,7 +4,7 @@
 # plan is run again after a stop. Stages:
 #   1. MiniLM converted to a full-attention Linformer at n = 512, finetuned on 12,000 IMDB train reviews (the teacher);
 #   2. the teacher lengthened to n = 4096 (positions copied);
-#   3. with STUDENTS=1 only (about 50 minutes on two cores): the lengthened teacher finetuned at n = 4096 on the long
+#   3. with STUDENTS=1 only (about an hour on two cores): the lengthened teacher finetuned at n = 4096 on the long
 #      train reviews, then its k = 128 local/global twin distilled from it; with FIRST_STUDENT=1 as well, beside them
 #      on the other core, the twin distilled from the lengthened teacher itself (the earlier table's first student);
 #   4. the long-input table at the ns its inputs reach (NS, default 1378: the sample's longest input has 1,378 tokens,
