@@ -234,6 +234,12 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> s
     return f"is a directory with other content ({listing(names)})"
 
 
+def file_record(path: str | Path) -> Any:
+    """What its folder's FILE_RECORDS says wrote the file `path` (a made_by record), or None."""
+    path = Path(path)
+    return read_json(path.parent / FILE_RECORDS).get(path.name)
+
+
 def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | None:
     """What holds the file `path` that `record`'s command may not replace (a clause), or None when it may (missing,
     or written by that command with these settings: its folder's FILE_RECORDS)."""
@@ -242,7 +248,7 @@ def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | N
         return None
     if path.is_dir():
         return "is a directory"
-    recorded = read_json(path.parent / FILE_RECORDS).get(path.name)
+    recorded = file_record(path)
     other = _other_output(recorded, record) if isinstance(recorded, dict) else \
         f"a file {record['command']} did not write"
     return None if other is None else f"is {other}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..cli import cli_errors
 from ..data.io import path_root
 from ..devices import cpu_model_name
-from ..files import FILE_RECORDS, made_by, output_files, read_json
+from ..files import file_record, made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
 
@@ -33,8 +33,7 @@ def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
     written again from its JSON with ``--render`` has the options its measurement recorded)."""
     outputs = [f"{args.out}.{ext}" for ext in EXTENSIONS]
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
-    rendered = getattr(args, "render", None) and read_json(Path(args.render).parent / FILE_RECORDS).get(
-        Path(args.render).name)
+    rendered = getattr(args, "render", None) and file_record(args.render)
     if isinstance(rendered, dict) and rendered.get("command") == command:
         # a report written again from its JSON is that measurement's output: it replaces the report in place and
         # keeps the measurement's settings as its record
