@@ -326,10 +326,10 @@ def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
     axes[0].errorbar(acc, y, xerr=[acc - lo, hi - acc], fmt="o", capsize=3)
     axes[0].axvline(100 * base["accuracy"], color="grey", ls="--", label=f"as finetuned (n = {base['n']})")
     axes[0].legend(fontsize=8, loc="lower left")
-    axes[0].set_title(f"accuracy (%) at n = {rows[0]['n']:,}, 95% interval")
-    for ax, key, title in ((axes[1], "ms_vs_full", "time vs full attention (x: FLOPs vs full)"),
+    axes[0].set_title(f"accuracy (%) at n = {rows[0]['n']:,}\n(95% interval)")
+    for ax, key, title in ((axes[1], "ms_vs_full", "time vs full attention\n(x: FLOPs vs full)"),
                            (axes[2], "tensor_mib_vs_full" if any("tensor_mib_vs_full" in r for r in rows)
-                            else "mib_vs_full", "tensor memory vs full attention")):
+                            else "mib_vs_full", "tensor memory\nvs full attention")):
         ax.barh(y, [r.get(key) or 0 for r in rows], color="tab:blue", alpha=0.7)
         ax.axvline(1.0, color="grey", ls="--")
         ax.set_title(title)
