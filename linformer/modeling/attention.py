@@ -26,7 +26,7 @@ from torch import nn
 
 from . import flex
 from .configuration import LinformerConfig
-from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention
+from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -347,12 +347,8 @@ class LinformerSelfAttention(nn.Module):
             out = F.dropout(probs, dropout_p, self.training) @ values
         elif self.config._attn_implementation == "flex_attention":
             shared, what = memo
-            key = ("flex_key_mask", what, q.shape[2], keys.shape[-2])
-            mask = None if shared is None else shared.get(key)
-            if mask is None:
-                mask = flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device)
-                if shared is not None:
-                    shared[key] = mask
+            mask = once(shared, ("flex_key_mask", what, q.shape[2], keys.shape[-2]),
+                        lambda: flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device))
             out = flex.attend(q, keys, values, mask, dropout_p=dropout_p)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)

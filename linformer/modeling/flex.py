@@ -18,6 +18,7 @@ import functools
 import torch
 
 from ..errors import ConfigError
+from .local_global import once
 
 FLEX_TORCH = "2.5"  # the first torch with torch.nn.attention.flex_attention
 BLOCK = 128  # queries and keys per block of the block mask (flex's default tile)
@@ -130,7 +131,6 @@ def local_global(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout, proj
     def score_mod(score, b, h, qi, ki):  # each projected column's logit + log(tokens it stands for)
         return torch.where(ki >= T, score + counts[b, h, (ki - T).clamp(0, c - 1)].to(score.dtype), score)
 
-    key = ("flex", c, column_mask is not None, overlap is not None)  # the same for every layer of one projection shape
-    if key not in layout.memo:
-        layout.memo[key] = local_global_mask(layout, c, column_mask, overlap)
-    return attend(q, torch.cat([k, pk], 2), torch.cat([v, pv], 2), layout.memo[key], score_mod, dropout_p)
+    mask = once(layout.memo, ("flex", c, column_mask is not None, overlap is not None),  # one per projection shape
+                lambda: local_global_mask(layout, c, column_mask, overlap))
+    return attend(q, torch.cat([k, pk], 2), torch.cat([v, pv], 2), mask, score_mod, dropout_p)

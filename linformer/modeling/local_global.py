@@ -116,6 +116,17 @@ def overlap_bias(spans: torch.Tensor, is_global: torch.Tensor, b: int, nb: int, 
     return torch.where(covered & (e > a), _NEG, 0.0)[:, None]
 
 
+def once(store: dict | None, key: tuple, build):
+    """What `build()` returns, built the first time `key` is asked of `store` (a dict that lives for one forward, so
+    that every layer shares what depends on the input's shape and mask only) and looked up after; built each time
+    without a store."""
+    if store is None:
+        return build()
+    if key not in store:
+        store[key] = build()
+    return store[key]
+
+
 def _blocks(x: torch.Tensor, r: int, nb: int) -> torch.Tensor:
     """(B, H, T, d) -> (B, H, nb, r, d), zero-padded to nb * r positions (a view when T is whole blocks and x is
     contiguous: no copy)."""
@@ -163,21 +174,14 @@ class ExactKeyLayout:
            ) -> ExactKeyLayout:
         """The forward's layout from `shared` (a dict the encoder hands every layer for one forward), built by the
         first layer that asks; a new one without `shared`."""
-        if shared is None:
-            return cls(lengths, T, radius, positions)
-        key = ("exact_key_layout", T, radius, tuple(positions))
-        if key not in shared:
-            shared[key] = cls(lengths, T, radius, positions)
-        return shared[key]
+        return once(shared, ("exact_key_layout", T, radius, tuple(positions)),
+                    lambda: cls(lengths, T, radius, positions))
 
     def overlap(self, c: int, n: int | None = None, k: int | None = None) -> torch.Tensor:
         """``overlap_bias`` of c projected columns (``column_spans(lengths, c, n, k)``), built once per shape: every
         layer whose projection has it masks the same columns."""
-        key = ("overlap", c, n, k)
-        if key not in self.memo:
-            spans = column_spans(self.lengths, c, n, k)
-            self.memo[key] = overlap_bias(spans, self.is_global, self.b, self.nb, self.radius)
-        return self.memo[key]
+        return once(self.memo, ("overlap", c, n, k), lambda: overlap_bias(
+            column_spans(self.lengths, c, n, k), self.is_global, self.b, self.nb, self.radius))
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
