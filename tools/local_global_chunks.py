@@ -1,10 +1,11 @@
-"""How the local/global attention's CPU kernel (blocked: its chunked softmax; flex: the model under
-attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk size
+"""How the local/global attention's CPU kernel (blocked: its chunked softmax; compiled: the same model under
+torch.compile; flex: the model under attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk
+size
 (linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in one
 process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
 weights, at 1 and 2 threads, idle and beside one busy process (bench.common.competing_processes).
 
-    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels blocked flex]
+    python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels blocked compiled flex]
 
 Prints one row per (threads, load, kernel, chunk): the median forward time of each model over interleaved rounds, the
 part of it spent in the self-attention modules, their ratio, and the FLOP ratio it is held to (target: the time ratio
@@ -55,7 +56,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--chunks", type=int, nargs="+", default=[18], help="log2 of CHUNK_ELEMENTS")
-    ap.add_argument("--kernels", nargs="+", default=["blocked"], choices=["blocked", "flex"])
+    ap.add_argument("--kernels", nargs="+", default=["blocked"], choices=["blocked", "compiled", "flex"])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -76,20 +77,40 @@ def main() -> None:
             with competing_processes(0 if load == "idle" else 1):
                 for kernel in args.kernels:
                     for c, full, full_att, local, local_att in _rounds(models, clocks, ids, kernel, args):
+                        inside = "-" if kernel == "compiled" else f"{1000 * local_att:.0f}"  # hooks compiled away
                         print(f"| {threads} | {load} | {kernel} | 2^{c} | {1000 * full:.0f} | {1000 * full_att:.0f} | "
-                              f"{1000 * local:.0f} | {1000 * local_att:.0f} | {local / full:.3f} | "
+                              f"{1000 * local:.0f} | {inside} | {local / full:.3f} | "
                               f"{local / full / flop_ratio:.2f} |", flush=True)
+
+
+_COMPILED: dict[tuple[int, int], torch.nn.Module] = {}
+
+
+def _compiled(model: torch.nn.Module, chunk: int) -> torch.nn.Module:
+    """A copy of the model (the same weights, without the attention clock's hooks, which would break its graph)
+    under torch.compile, once per (thread count, chunk size): inductor writes the thread count into its CPU kernels,
+    and the chunk size sets the graph (its first call compiles: minutes at n = 4096)."""
+    key = (torch.get_num_threads(), chunk)
+    if key not in _COMPILED:
+        torch._dynamo.reset()
+        twin = LinformerModel(model.config).eval()
+        twin.load_state_dict(model.state_dict())
+        _COMPILED[key] = torch.compile(twin, dynamic=False)
+    return _COMPILED[key]
 
 
 def _rounds(models: dict, clocks: dict, ids: torch.Tensor, kernel: str, args):
     """For each chunk size: the median forward time of each model and of its attention modules, over interleaved
     rounds (the order alternating)."""
-    models["linformer"].set_attn_implementation("flex_attention" if kernel == "flex" else "sdpa")
+    base = models["linformer"]
+    base.set_attn_implementation("flex_attention" if kernel == "flex" else "sdpa")
     with torch.inference_mode():
-        for m in models.values():
-            m(ids)  # warm-up (and the fused kernel's build or load)
         for c in args.chunks:
             lg.CHUNK_ELEMENTS = 1 << c
+            if kernel == "compiled":
+                models = {**models, "linformer": _compiled(base, c)}
+            for m in models.values():
+                m(ids)  # warm-up (and the compile)
             times = {"full": [], "linformer": []}
             inside = {"full": [], "linformer": []}
             for r in range(args.reps):
