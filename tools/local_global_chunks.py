@@ -1,8 +1,7 @@
 """How the local/global attention's CPU kernel (blocked: its chunked softmax; compiled: the same model under
 torch.compile; flex: the model under attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk
-size
-(linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in one
-process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
+size (linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in
+one process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
 weights, at 1 and 2 threads, idle and beside one busy process (bench.common.competing_processes).
 
     python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels blocked compiled flex]
