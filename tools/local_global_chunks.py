@@ -108,8 +108,12 @@ def _rounds(models: dict, clocks: dict, ids: torch.Tensor, kernel: str, args):
             lg.CHUNK_ELEMENTS = 1 << c
             if kernel == "compiled":
                 models = {**models, "linformer": _compiled(base, c)}
-            for m in models.values():
+            for name, m in models.items():
+                t0 = time.perf_counter()
                 m(ids)  # warm-up (and the compile)
+                if kernel == "compiled" and name == "linformer":
+                    print(f"(warm-up of the compiled model at {torch.get_num_threads()} threads, 2^{c}: "
+                          f"{time.perf_counter() - t0:.0f} s, its compile included the first time)", flush=True)
             times = {"full": [], "linformer": []}
             inside = {"full": [], "linformer": []}
             for r in range(args.reps):
