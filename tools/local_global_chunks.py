@@ -89,9 +89,12 @@ def _compiled(model: torch.nn.Module, chunk: int) -> torch.nn.Module:
     """A copy of the model (the same weights, without the attention clock's hooks, which would break its graph)
     under torch.compile, once per (thread count, chunk size): inductor writes the thread count into its CPU kernels,
     and the chunk size sets the graph (its first call compiles: minutes at n = 4096)."""
-    key = (torch.get_num_threads(), chunk)
-    if key not in _COMPILED:
+    threads = torch.get_num_threads()
+    if any(t != threads for t, _ in _COMPILED):  # compiled for another thread count: compile everything again
         torch._dynamo.reset()
+        _COMPILED.clear()
+    key = (threads, chunk)
+    if key not in _COMPILED:  # a twin per chunk size: each keeps its own compiled graph
         twin = LinformerModel(model.config).eval()
         twin.load_state_dict(model.state_dict())
         _COMPILED[key] = torch.compile(twin, dynamic=False)
