@@ -148,6 +148,7 @@ def hydra_main(config_name: str) -> Callable:
         @functools.wraps(fn)
         def body(cfg):
             with cli_errors(), _no_refused_run_dir(**start):
+                refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
                 refuse_added_keys(cfg, _added_overrides())
                 return fn(cfg)
 
@@ -160,13 +161,20 @@ def hydra_main(config_name: str) -> Callable:
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             args = sys.argv[1:]
             start.update(started=time.time(), before=None)
-            if not any(a.startswith("-") for a in args):
+            flags = [a for a in args if a.startswith("-")]
+            if not flags:
                 with cli_errors():
                     try:
-                        start["before"] = _run_dir_before(config_name, args)
+                        cfg = compose(config_name, args, with_hydra=True)
                     except ConfigError:
                         if not any(a.startswith("+") for a in args):
                             raise
+                    else:  # a value left unset first: the run directory's name may need it
+                        refuse_missing_values(cfg, config_name)
+                        start["before"] = _run_dir_before(cfg)
+            elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
+                with cli_errors():
+                    _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
             return main()
 
         return entry
@@ -174,12 +182,11 @@ def hydra_main(config_name: str) -> Callable:
     return decorate
 
 
-def _run_dir_before(config_name: str, args: list[str]) -> Path | None:
-    """The nearest folder that exists already on the way to where Hydra will put this run (the run directory
-    itself when it exists); None when the config names no run directory. ConfigError if it does not compose."""
+def _run_dir_before(cfg) -> Path | None:
+    """The nearest folder that exists already on the way to where Hydra will put the run of `cfg` (composed with its
+    hydra node: the run directory itself when it exists); None when the config names no run directory."""
     from omegaconf.errors import InterpolationKeyError
 
-    cfg = compose(config_name, args, with_hydra=True)
     try:
         run_dir = Path(str(cfg.hydra.run.dir)).resolve()
     except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
@@ -236,6 +243,58 @@ def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, bef
         if folder == before:
             break
         folder.rmdir()
+
+
+MISSING = "???"  # OmegaConf's mark of a value the command line must give
+
+
+def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset()) -> None:
+    """ConfigError naming the first key still at ``???`` (outside the hydra node, whose own are Hydra's to fill, and
+    but the `swept` keys, which a sweep sets), with what the config's comment says it takes: otherwise the value
+    surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'."""
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(cfg, resolve=False)
+    values.pop("hydra", None)
+    missing = [key for key, value in flatten(values).items() if value == MISSING and key not in swept]
+    if not missing:
+        return
+    key = missing[0]
+    where, comment = _mandatory_key_comment(config_name, key)
+    what = f": {comment}" if comment else ""
+    raise ConfigError(f"{key} is not set{what}; give it on the command line, {key}=... ({where})")
+
+
+def _refuse_missing_in_sweep(config_name: str, overrides: list[str]) -> None:
+    """refuse_missing_values for a --multirun command line: composed without its sweeps (a, b or range(...): no
+    single config holds them), whose keys then count as set."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:  # a malformed override: Hydra's run says it
+        return
+    swept = frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
+    try:
+        cfg = compose(config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
+    except ConfigError:
+        return  # a misspelt key or option: Hydra's run says it
+    refuse_missing_values(cfg, config_name, swept)
+
+
+def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
+    """(the config file that leaves `key` at ???, the comment on that line): the script's own config first, then
+    the files of the group the key belongs to; (the script's config, '') when no line says it."""
+    leaf = re.escape(key.rsplit(".", 1)[-1])
+    line = re.compile(rf"^\s*{leaf}:\s*\?\?\?\s*(?:#\s*(.*))?$", re.MULTILINE)
+    group = CONFIG_DIR / key.split(".")[0]
+    files = [CONFIG_DIR / f"{config_name}.yaml", *(sorted(group.glob("*.yaml")) if "." in key else [])]
+    for path in files:
+        found = line.search(path.read_text()) if path.is_file() else None
+        if found:
+            return str(path.relative_to(CONFIG_DIR.parent)), (found.group(1) or "").strip()
+    return f"configs/{config_name}.yaml", ""
 
 
 def _added_overrides() -> list[str]:

@@ -49,6 +49,43 @@ def test_the_cli_refuses_before_it_runs(tmp_path):
     assert not list(tmp_path.glob("transfer/*"))  # nothing was started, no empty run directory left
 
 
+@pytest.mark.parametrize("config,overrides,message", [
+    ("finetune", [], ("model_path is not set: a pretraining run dir (uses its model/), a model dir, or a hub name "
+                      "(online); give it on the command line, model_path=... (configs/finetune.yaml)")),
+    ("distill", ["run_name=x"], "teacher_path is not set: a finetuned sequence classifier with full attention"),
+    ("spectrum", [], "model_path is not set: a save_pretrained directory"),  # was read as the path '???'
+    ("pretrain", ["trainer.lr=???"], ("trainer.lr is not set: peak, after warmup; every stage sets it; give it on "
+                                      "the command line, trainer.lr=... (configs/trainer/base.yaml)")),
+])
+def test_a_value_left_unset_names_its_key_what_it_takes_and_its_file(config, overrides, message):
+    """OmegaConf's ??? used to surface as a traceback where the run directory's name reads it."""
+    from linformer.cli import refuse_missing_values
+
+    cfg = compose(config, overrides, with_hydra=True)  # Hydra's own ??? (hydra.job.num ...) are not the user's
+    with pytest.raises(ConfigError) as err:
+        refuse_missing_values(cfg, config)
+    assert message in str(err.value)
+    refuse_missing_values(compose("pretrain", []), "pretrain")  # every value set: nothing to say
+
+
+def test_a_sweep_sets_its_keys_and_the_rest_are_still_checked():
+    from linformer.cli import _refuse_missing_in_sweep
+
+    _refuse_missing_in_sweep("finetune", ["model_path=a,b", "seed=0,1"])
+    with pytest.raises(ConfigError, match="^model_path is not set"):
+        _refuse_missing_in_sweep("finetune", ["seed=0,1"])
+    with pytest.raises(ConfigError, match="^trainer.lr is not set"):
+        _refuse_missing_in_sweep("finetune", ["model_path=a,b", "trainer.lr=???"])
+
+
+def test_the_script_without_its_model_is_one_error_line_and_leaves_nothing(tmp_path):
+    result = subprocess.run([sys.executable, "scripts/finetune.py", f"paths.output_dir={tmp_path}"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+    assert result.stderr.startswith("error: model_path is not set")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_path_without_permission_is_one_error_line(capsys):
     """A read-only output directory (root, as in CI, bypasses permissions, so the error is raised as the OS would)."""
     from linformer.cli import cli_errors

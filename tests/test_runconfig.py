@@ -264,7 +264,8 @@ def test_a_removed_model_group_is_refused_not_replaced_by_the_defaults():
     from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=r"hydra.run.dir\) needs model.name"):
-        _run_dir_before("pretrain", ["~model"])  # the default run name is made from the model's name
+        # the default run name is made from the model's name
+        _run_dir_before(compose("pretrain", ["~model"], with_hydra=True))
     with pytest.raises(ConfigError, match="model: no model config group is selected"):
         PretrainSpec.read(compose("pretrain", ["~model", "run_name=x"]))
 
