@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from huggingface_hub import constants, try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
@@ -67,12 +69,23 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         return _packaged_model(model_path, key)
     if p.exists() or names_a_path(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
+    _check_hub_name(model_path, key, _LOCAL_HINT)
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
         raise HubOfflineError(
             f"{key}={model_path!r} is a hub name, but the hub is offline (HF_HUB_OFFLINE) and the model is not "
             f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
         )
     return str(model_path)
+
+
+def _check_hub_name(name: str, key: str, local: str) -> None:
+    """CheckpointError when `name`, which is not a folder here, is not a hub repo id either (a space, a doubled
+    separator, over 96 characters): huggingface_hub would refuse it with a traceback wherever it is first read."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError as err:
+        raise CheckpointError(f"{key}={name!r} is neither a folder here nor a hub name ({str(err).split(':')[0]}): "
+                              f"give {local}; or a hub name such as user/model.") from None
 
 
 def _packaged_model(name: str, key: str = "model_path") -> str:
@@ -92,6 +105,9 @@ def _packaged_model(name: str, key: str = "model_path") -> str:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
 
+_TOKENIZER_HINT = "a folder written by scripts/train_tokenizer.py (its out_dir, with tokenizer.json), a model directory, or minilm"
+
+
 def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = True) -> str:
     """A tokenizer directory, or a packaged model's name (``minilm``): that model's own tokenizer. A path (or a name
     that exists here) without tokenizer files is a CheckpointError naming ``key``, unless not `check` (a settings
@@ -103,8 +119,8 @@ def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = T
         return str(p)
     if p.exists() or names_a_path(name):
         where = "does not exist" if not p.exists() else "holds no tokenizer files"
-        raise CheckpointError(f"{key}={name!r} ({p}) {where}: give a folder written by scripts/train_tokenizer.py "
-                              "(its out_dir, with tokenizer.json), a model directory, or minilm.")
+        raise CheckpointError(f"{key}={name!r} ({p}) {where}: give {_TOKENIZER_HINT}.")
+    _check_hub_name(name, key, _TOKENIZER_HINT)
     return str(name)
 
 

@@ -36,6 +36,20 @@ def test_path_without_a_model_is_a_checkpoint_error(tmp_path, name):
         resolve_model_path(str(tmp_path))  # exists, but no config.json
 
 
+@pytest.mark.parametrize("online", [False, True])
+@pytest.mark.parametrize("name", ["a b", "a--b", "x" * 97, "-a"])
+def test_a_name_that_is_neither_a_folder_nor_a_hub_id_is_a_checkpoint_error(monkeypatch, online, name):
+    """huggingface_hub refused these with a traceback wherever the name was first read (the teacher's load)."""
+    from linformer.modeling.loading import resolve_tokenizer_dir
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", not online)
+    with pytest.raises(CheckpointError, match=r"^teacher_path=.* is neither a folder here nor a hub name \(") as err:
+        resolve_model_path(name, key="teacher_path")
+    assert "user/model" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(CheckpointError, match=r"^tokenizer_dir=.* is neither a folder here nor a hub name"):
+        resolve_tokenizer_dir(name)
+
+
 def test_missing_weights_is_a_checkpoint_error(mlm_dir):
     (mlm_dir / "model" / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="could not be loaded"):
