@@ -1,16 +1,24 @@
-"""Model cards for converted Linformers: README.md in the Hugging Face format, generated from a JSON sidecar.
+"""Model cards for converted Linformers and the models trained from them: README.md in the Hugging Face format,
+generated from a JSON sidecar.
 
 ``linformer_card.json`` holds everything the card says (source, license, n, k, sharing, projection, attention
 transfer, finetuning results); README.md is rendered from it on every change, so no step ever parses markdown.
 ``info`` (the sidecar's content) is::
 
     {"name": "minilm-linformer-k128",
-     "source": {"name": ..., "hub_id": ... or None, "model_type": ..., "architecture": ..., "license": ...},
+     "source": {"name": ..., "hub_id": ... or None, "model_type": ..., "architecture": ..., "license": ...,
+                "reshaped_from": absent, or the carded Linformer converted again, "reshaped_history": ...},
      "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
                "projection": ...},
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
                           "rel_err_after": [...]},
+     "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...},
+     "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
+                                "start_weights_sha256": ..., "run_dir": ...}, ...] (in the order they ran),
      "results": {task: {"metrics": {...}, "run_dir": ...}}}
+
+The card tells the weights' history in that order: converted (or distilled) from the source, E and F transferred,
+finetuned; advice to train before use appears only where nothing trained E and F.
 """
 
 from __future__ import annotations
@@ -56,9 +64,10 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
         "architecture": (source_config.architectures or [None])[0],
         "license": _source_metadata(path).get("license") or "unknown",
     }
-    earlier = read_card_info(path).get("source") if source_config.model_type == "linformer" else None
-    if earlier:  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay its source's
-        source = {**earlier, "reshaped_from": given}
+    earlier = read_card_info(path) if source_config.model_type == "linformer" else {}
+    if earlier.get("source"):  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay
+        # its source's, and the card says what the reshaped weights had been through
+        source = {**earlier["source"], "reshaped_from": given, "reshaped_history": _trained_words(earlier)}
     return {
         "name": name,
         "source": source,
@@ -72,6 +81,14 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
         "transfer": None,
         "results": {},
     }
+
+
+def _trained_words(info: dict) -> str | None:
+    """What a card's weights went through after their conversion, in a few words ('finetuned on sst2'); None."""
+    done = (["E and F transferred"] if info.get("transfer") else []) + \
+        ([f"distilled on {info['distillation']['task']}"] if info.get("distillation") else []) + \
+        [f"finetuned on {f['task']}" for f in info.get("finetuning") or []]
+    return ", then ".join(done) or None
 
 
 def _hub_id(given: str, path: str) -> str | None:
@@ -113,6 +130,23 @@ def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir:
     write_model_card(model_dir, info)
 
 
+def finetuned_card(source_card: dict, name: str, model_class: str, results: dict, run_dir: str | os.PathLike,
+                   step: int) -> dict:
+    """The card of the weights of `step` of finetuning run `run_dir` (its results.json content `results`), from a
+    source with a card: the source's history with this finetuning after it, and the run's reported result when
+    `step` is the step it reports (another checkpoint has no result: it was never scored)."""
+    reported = results.get("best_step") == step and bool(results.get("metrics"))
+    finetuning = {"task": results.get("task"), "step": step, "run_steps": results.get("steps"),
+                  "selection": results.get("selection") if reported else None,
+                  "reported": results.get("reported") if reported else None,
+                  "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
+                  "lr": results.get("lr"), "run_dir": str(run_dir)}
+    return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class},
+            "finetuning": [*(source_card.get("finetuning") or []), finetuning],
+            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir)}}
+            if reported else {}}
+
+
 # ------------------------------------------------------------------------------------------------ rendering
 def render_card(info: dict) -> ModelCard:
     source, model = info["source"], info["model"]
@@ -122,15 +156,34 @@ def render_card(info: dict) -> ModelCard:
         pipeline_tag=_PIPELINES.get(model["class"]),
         **_eval_results(info["name"], info.get("results") or {}),
     )
-    body = "\n\n".join([
-        f"# {info['name']}",
-        f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: every "
-        "weight of the source is copied" + ("; in full attention nothing is new." if model["attention"] == "full"
-                                            else ", and the low-rank projections E, F are new."),
-        _source_section(source), _attention_section(model), _transfer_section(info.get("transfer"), model),
-        _results_section(info.get("results") or {}), _usage_section(info["name"], model["class"]),
-    ])
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}\n")
+    distillation, finetuning = info.get("distillation"), info.get("finetuning") or []
+    trained = "distillation" if distillation else "finetuning" if finetuning else None
+    sections = [f"# {info['name']}", _history(info), _source_section(source), _attention_section(model),
+                _transfer_section(info.get("transfer"), model, trained)]
+    if distillation:
+        sections.append(_distillation_section(distillation))
+    if finetuning:
+        sections.append(_finetuning_section(finetuning))
+    sections += [_results_section(info.get("results") or {}, trained), _usage_section(info["name"], model["class"])]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
+
+
+def _history(info: dict) -> str:
+    """Where the weights came from, in one paragraph: converted or distilled from the source, then finetuned."""
+    model, source, distillation = info["model"], info["source"], info.get("distillation")
+    full = model["attention"] == "full"
+    if distillation:
+        start = f"`{distillation['student_path']}`" if distillation.get("student_path") else \
+            "the teacher's weights" + ("" if full else ", with the low-rank projections E, F new")
+        teacher = distillation.get("teacher") or source["name"]
+        text = (f"A Linformer ({model['class']}) distilled from `{teacher}` with the `linformer` package: it "
+                f"started from {start}, and was trained to match the teacher's predictions on {distillation['task']}.")
+    else:
+        text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: every "
+                "weight of the source is copied" + ("; in full attention nothing is new." if full
+                                                    else ", and the low-rank projections E, F are new."))
+    tasks = [f["task"] for f in info.get("finetuning") or []]
+    return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
 
 
 def _eval_results(name: str, results: dict) -> dict:
@@ -157,9 +210,12 @@ def _source_section(source: dict) -> str:
                                      if source.get("hub_id") else " (a local directory, not a hub model)")
     license_text = source["license"] if source["license"] != "unknown" else \
         "unknown: the source's model card states no license, so check the source's terms before reuse"
-    return "## Source\n\n" + _table(
-        [("model", where), ("model_type", source["model_type"]), ("architecture", source["architecture"]),
-         ("license", license_text)], ("", ""))
+    rows = [("model", where), ("model_type", source["model_type"]), ("architecture", source["architecture"]),
+            ("license", license_text)]
+    if source.get("reshaped_from"):
+        history = source.get("reshaped_history")
+        rows.append(("reshaped from", f"`{source['reshaped_from']}`" + (f" ({history})" if history else "")))
+    return "## Source\n\n" + _table(rows, ("", ""))
 
 
 def _attention_section(model: dict) -> str:
@@ -214,10 +270,15 @@ def _exact_keys_text(model: dict) -> str:
     return "; ".join(parts) + f", in one softmax with the projected keys{pooled}{overlap}"
 
 
-def _transfer_section(transfer: dict | None, model: dict) -> str:
+def _transfer_section(transfer: dict | None, model: dict, trained: str | None = None) -> str:
+    """The transfer of E and F; without one, why none (`trained`: the stage that learned E and F instead, if any)."""
     if not transfer:
-        why = "full attention has no projection to fit" if model["attention"] == "full" else \
-            "E and F are as initialised; finetune, or fit them to the source's attention, before use"
+        if model["attention"] == "full":
+            why = "full attention has no projection to fit"
+        elif trained:
+            why = f"E and F were learned with the other weights in {trained} (below)"
+        else:
+            why = "E and F are as initialised; finetune, or fit them to the source's attention, before use"
         return f"## Attention transfer\n\nNo attention transfer: {why}."
     # A run that skipped its step-0 evaluation has no "before": those cells say so rather than dropping layers.
     columns = [("before", "rel_err_before"), ("after", "rel_err_after")]
@@ -236,13 +297,54 @@ def _transfer_section(transfer: dict | None, model: dict) -> str:
             "held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
 
 
-def _results_section(results: dict) -> str:
+def _distillation_section(d: dict) -> str:
+    longer = f", only those longer than {d['min_tokens']} tokens" if d.get("min_tokens") else ""
+    rows = [("task", d["task"]), ("examples (with repeats)", d.get("examples")), ("steps", d.get("steps")),
+            ("inputs", f"up to {d.get('max_length')} tokens{longer}"),
+            ("the teacher reads", f"up to {d.get('teacher_max_seq_len')} tokens"),
+            ("temperature", d.get("temperature")), ("hidden-state weight", d.get("hidden_weight"))]
+    teacher = d.get("teacher_metrics") or {}
+    if teacher:
+        rows.append(("the teacher's score on the reported split",
+                     ", ".join(f"{m} {_number(v)}" for m, v in teacher.items())))
+    return "## Distillation\n\n" + _table([(k, _number(v)) for k, v in rows], ("", ""))
+
+
+def _finetuning_section(runs: list[dict]) -> str:
+    """One row per finetuning, in order: the weights' step, how that step was chosen, where it was scored."""
+    rows = []
+    for f in runs:
+        selection, reported = f.get("selection"), f.get("reported")
+        if not reported:
+            chosen, scored = "a checkpoint of the run, not the model it reports", "not scored"
+        elif selection and selection.get("split"):
+            chosen = f"{selection['rule']} on a {selection['split']} split carved from train"
+            scored = f"{reported['split']} ({reported['examples']} examples), once"
+        else:
+            chosen = "the last model (nothing chosen)"
+            scored = f"{reported['split']} ({reported['examples']} examples), once"
+        start = f.get("start_weights_sha256")
+        rows.append((f["task"], f"{f['step']} of {f.get('run_steps')}", chosen, scored,
+                     f"`{start[:12]}`" if start else "not recorded", f"`{f['run_dir']}`"))
+    return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "started from (sha256)",
+                                                  "run"))
+
+
+def _results_section(results: dict, trained: str | None) -> str:
+    """The results: this model's own where a stage trained it on the task (`trained`), else those of the models
+    finetuned from it."""
+    if trained and not results:
+        return "## Results\n\nNone: these weights were not scored on the reported split."
     if not results:
         return "## Finetuning results\n\nNone yet."
+    if trained:
+        head = "## Results\n\nThis model's scores on its task's reported split, scored once."
+    else:
+        head = "## Finetuning results\n\nThe scores of models finetuned from this one, on each task's reported split."
     metrics = list(dict.fromkeys(m for row in results.values() for m in row["metrics"]))  # first-seen order
     rows = [(task, *(_number(row["metrics"].get(m, "")) for m in metrics), f"`{row['run_dir']}`")
             for task, row in sorted(results.items())]
-    return "## Finetuning results\n\n" + _table(rows, ("task", *metrics, "run"))
+    return f"{head}\n\n" + _table(rows, ("task", *metrics, "run"))
 
 
 def _usage_section(name: str, model_class: str) -> str:

@@ -191,7 +191,7 @@ class DistillTask(FinetuneTask):
         same = sum(p == q for p, q in zip(self.last_eval[0], teacher))
         return scores | {"agreement": same / max(len(teacher), 1)}
 
-    def keep_results(self, trainer: Trainer, metrics: dict) -> None:
+    def keep_results(self, trainer: Trainer, results: dict) -> None:
         """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
         model_dir = trainer.run_dir / "model"
         trainer.save_model(model_dir)
@@ -199,7 +199,7 @@ class DistillTask(FinetuneTask):
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
-        info["distillation"] = {"task": self.task_spec.name, "steps": trainer.state["step"],
+        info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
                                 "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
@@ -207,7 +207,7 @@ class DistillTask(FinetuneTask):
                                 "student_path": self.student_name,
                                 "teacher_metrics": self._teacher_metrics()}
         write_model_card(model_dir, info)
-        add_results(model_dir, self.task_spec.name, metrics, trainer.run_dir)
+        add_results(model_dir, self.task_spec.name, results["metrics"], trainer.run_dir)
 
     def _teacher_metrics(self) -> dict[str, float]:
         """The teacher's metrics on the reported split."""

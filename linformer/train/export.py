@@ -16,7 +16,7 @@ from pathlib import Path
 from ..data import get_task
 from ..errors import CheckpointError, RunDirError
 from ..files import atomic_dir, made_by, read_json, read_yaml
-from ..modeling.card import read_card_info, write_model_card
+from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
@@ -60,10 +60,9 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         card = read_card_info(model_path) if model_path else None
-        if card:  # the source's card (conversion, transfer) with this run's result, where it is this step's
-            results_here = {spec.task.name: {"metrics": metrics, "run_dir": str(run_dir)}} if metrics else {}
-            write_model_card(tmp, {**card, "name": spec.run_name, "model": {**card["model"], "class": type(model).__name__},
-                                   "results": results_here})
+        if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
+            run = {"task": spec.task.name, **results}  # a run stopped before its end has no results.json yet
+            write_model_card(tmp, finetuned_card(card, spec.run_name, type(model).__name__, run, run_dir, step))
     return {"out": out, "step": step, "checkpoint": checkpoint, "metrics": metrics, "final": final}
 
 

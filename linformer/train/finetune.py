@@ -32,7 +32,7 @@ from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..data.tasks import split_info
 from ..errors import CheckpointError, ConfigError
 from ..files import write_json
-from ..modeling.card import add_results, read_card_info
+from ..modeling.card import add_results, finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.loading import (
     check_tokenizer_fits,
@@ -257,11 +257,18 @@ class FinetuneTask(TrainingTask):
                 "value": chosen.get(self.main_metric), "fraction": self.data_spec.validation_fraction,
                 "seed": self.data_spec.subset_seed, "examples": len(self.validation), "rows": info.get("rows")}
 
-    def keep_results(self, trainer: Trainer, metrics: dict) -> None:
+    def keep_results(self, trainer: Trainer, results: dict) -> None:
         """Where the run's results go beyond results.json: a converted or transferred model's card lists the results
-        finetuned from it. (Distillation saves its student here, the model the results belong to.)"""
-        if trainer.is_main and read_card_info(self.model_path):
-            add_results(self.model_path, self.task_spec.name, metrics, trainer.run_dir)
+        finetuned from it, and the model the run keeps (``<run>/best``) gets that card with this finetuning added.
+        (Distillation saves its student here, the model the results belong to.)"""
+        card = read_card_info(self.model_path) if trainer.is_main else None
+        if not card:
+            return
+        add_results(self.model_path, self.task_spec.name, results["metrics"], trainer.run_dir)
+        if self.save_best:
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            write_model_card(trainer.run_dir / "best", finetuned_card(
+                card, trainer.run_dir.name, type(model).__name__, results, trainer.run_dir, results["best_step"]))
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         step = self.selected_step(trainer)
@@ -298,7 +305,7 @@ class FinetuneTask(TrainingTask):
             "steps": trainer.state["step"],
             "history": [{k.removeprefix("val_"): v for k, v in e.items()} for e in evals if len(e) > 2],
         }
-        self.keep_results(trainer, metrics)
+        self.keep_results(trainer, results)
         score = metrics.get(self.task_spec.metrics[0])
         chosen = (f"chosen on {len(self.validation)} validation examples" if self.validation is not None
                   else "the last model")

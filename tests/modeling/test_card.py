@@ -10,7 +10,14 @@ from transformers import AutoConfig, BertForSequenceClassification, RobertaForMa
 
 from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
 from linformer.errors import CheckpointError, HubOfflineError
-from linformer.modeling.card import add_results, conversion_info, push_to_hub, read_card_info, write_model_card
+from linformer.modeling.card import (
+    add_results,
+    conversion_info,
+    finetuned_card,
+    push_to_hub,
+    read_card_info,
+    write_model_card,
+)
 from linformer.modeling.convert import convert_encoder
 
 from .conftest import tiny_config
@@ -121,6 +128,42 @@ def test_transfer_renders_each_layer_and_the_sidecar_round_trips(tmp_path):
     info["transfer"]["rel_err_before"] = None  # a transfer run without its step-0 evaluation
     write_model_card(out, info)
     assert table_rows(load_card(out).text, "1") == [["1", "not measured", "0.05"]]
+
+
+def _finetuned(task: str, step: int, reported: bool) -> dict:
+    """A finetuning run's results.json, as finetune writes it, for the weights of `step`."""
+    best = step if reported else step + 1
+    return {"task": task, "metrics": {"accuracy": 0.8}, "best_step": best, "steps": 2 * step,
+            "selection": {"split": None, "step": best, "rule": "last model (no validation split: nothing chosen)"},
+            "reported": {"split": "validation", "step": best, "examples": 872}, "start_weights_sha256": "c0ffee" * 10}
+
+
+def test_the_card_tells_the_weights_history_and_asks_for_training_only_where_none_was_done(tmp_path):
+    out = converted(tmp_path, projected_dim=8)
+    assert "finetune, or fit them to the source's attention, before use" in load_card(out).text
+    first = finetuned_card(read_card_info(out), "a", "LinformerForSequenceClassification", _finetuned("sst2", 10, True),
+                           tmp_path / "run-a", 10)
+    second = finetuned_card(first, "b", "LinformerForSequenceClassification", _finetuned("imdb", 20, False),
+                            tmp_path / "run-b", 20)
+    write_model_card(tmp_path / "b", second)
+    text = load_card(tmp_path / "b").text
+    assert "every weight of the source is copied" in text and "It was then finetuned on sst2, then imdb (below)." in text
+    assert "before use" not in text and "learned with the other weights in finetuning" in text
+    assert table_rows(text, "sst2")[0][:4] == ["sst2", "10 of 20", "the last model (nothing chosen)",
+                                               "validation (872 examples), once"]
+    assert table_rows(text, "imdb")[0][2:5] == ["a checkpoint of the run, not the model it reports", "not scored",
+                                                "`c0ffeec0ffee`"]
+    assert second["results"] == {} and "None: these weights were not scored" in text  # imdb's step was not reported
+    assert first["results"]["sst2"]["metrics"] == {"accuracy": 0.8}
+    # the finetuned weights converted again (lengthened, say): their history goes along in the source
+    write_model_card(tmp_path / "a", first)
+    LinformerForSequenceClassification(tiny_config()).save_pretrained(tmp_path / "a")
+    again = conversion_info(str(tmp_path / "a"), LinformerForSequenceClassification(tiny_config()), "longer")
+    assert again["source"]["reshaped_from"] == str(tmp_path / "a")
+    assert again["source"]["reshaped_history"] == "finetuned on sst2"
+    write_model_card(tmp_path / "longer", again)
+    assert table_rows(load_card(tmp_path / "longer").text, "reshaped from") == [
+        ["reshaped from", f"`{tmp_path / 'a'}` (finetuned on sst2)"]]
 
 
 class FakeHub:

@@ -46,8 +46,28 @@ def test_export_of_the_best_step_is_the_model_save_best_kept(carded_run, tmp_pat
     card = json.loads((tmp_path / "best" / SIDECAR).read_text())
     assert card["model"]["class"] == "LinformerForSequenceClassification" and card["name"] == "exported"
     assert card["results"]["sst2"]["metrics"] == results["metrics"]
+    [finetuning] = card["finetuning"]
+    assert (finetuning["task"], finetuning["step"], finetuning["run_steps"]) == ("sst2", results["best_step"], 26)
+    assert finetuning["start_weights_sha256"] == results["start_weights_sha256"] is not None
+    assert finetuning["reported"] == results["reported"] and finetuning["selection"] == results["selection"]
+    # the model the run kept has the same card: it is publishable as it is
+    kept_card = json.loads((carded_run / "best" / SIDECAR).read_text())
+    assert kept_card == {**card, "name": carded_run.name}
+    text = (carded_run / "best" / "README.md").read_text()
+    assert "It was then finetuned on sst2 (below)." in text and "## Finetuning" in text
+    assert "before use" not in text and "E and F were learned with the other weights in finetuning" in text
     manifest = json.loads((tmp_path / "best" / "manifest.json").read_text())
     assert manifest["command"] == "export" and manifest["settings"]["step"] == results["best_step"]
+
+
+def test_an_exported_checkpoint_that_the_run_does_not_report_has_no_result_on_its_card(carded_run, tmp_path):
+    results = json.loads((carded_run / "results.json").read_text())
+    other = 13 if results["best_step"] != 13 else 26
+    export_run(carded_run, tmp_path / "other", step=other)
+    card = json.loads((tmp_path / "other" / SIDECAR).read_text())
+    assert card["results"] == {} and card["finetuning"][0]["step"] == other
+    assert card["finetuning"][0]["reported"] is None  # never scored on the reported split
+    assert "a checkpoint of the run, not the model it reports" in (tmp_path / "other" / "README.md").read_text()
 
 
 def test_export_defaults_to_the_final_step_in_the_run(carded_run):
