@@ -77,7 +77,9 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
     steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
-    header = ["run", *config_cols, "steps", *metrics, *(STEADY_COLUMNS[c] for c in steady)]
+    reported = list(dict.fromkeys(m for r in runs for m in _reported(r)))  # first-seen order
+    header = ["run", *config_cols, "steps", *metrics, *(f"reported {m}" for m in reported),
+              *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in runs:
         kc = r.key_config
@@ -95,10 +97,15 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
                 cells.append(f"{_fmt(s['final'])} (best)")
             else:
                 cells.append(f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})")
+        scores, where = _reported(r), _reported_where(r)
+        cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             f"Best = max for {', '.join(HIGHER_IS_BETTER)}; min otherwise.")
+    if reported:
+        note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
+                 "model of the step named.")
     if steady:
         note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
                  "steps hold compilation and warm-up), and its MFU.")
@@ -106,6 +113,18 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
 
 
 STEADY_COLUMNS = {"tokens_per_s_steady": "steady tokens/s", "mfu": "steady MFU"}
+
+
+def _reported(run: Run) -> dict[str, float]:
+    """The scores a finished finetuning or distillation run reports (results.json's metrics)."""
+    return {m: float(v) for m, v in (run.results.get("metrics") or {}).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _reported_where(run: Run) -> str:
+    reported = run.results.get("reported") or {}
+    split = reported.get("split") or run.results.get("eval_split") or "eval"
+    return f"{split}, step {reported['step']}" if isinstance(reported.get("step"), int) else split
 
 
 def _steady_cell(column: str, value) -> str:

@@ -8,8 +8,11 @@ TensorBoard reads after the earlier ones), and a metrics.jsonl whose mirrored ro
 or resumed from an earlier checkpoint) is mirrored again from scratch. `serve` re-mirrors every few seconds while TensorBoard runs, so live runs update in the browser.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
-perf/{tokens_per_s,mfu}, val/{loss,ppl} and eval/{accuracy,f1}; anything else keeps its own name. The same
-tag means the same thing in every run, so runs of different stages and experiments overlay on one chart.
+perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same
+tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
+finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored as the
+trainer logs them to its trackers: eval/<metric> at the run's last step, eval/step the step of the model scored;
+the HPARAMS tab then lists them beside each run's attention, k and sharing.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
-from ..rundir import METRICS, Run, find_runs, load_run, read_metrics
+from ..rundir import METRICS, RESULTS, Run, find_runs, load_run, read_metrics
 from ..signals import sigterm_interrupts
 
 log = logging.getLogger(__name__)
@@ -100,8 +103,14 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         shutil.rmtree(out_dir, ignore_errors=True)
         state, done = {}, 0
+    reported = reported_scores(run_dir, state.get("stage") or load_run(run_dir, root).stage)
+    if state.get("reported") and state["reported"] != reported:  # results.json rewritten: no stale point left
+        log.info("%s changed: mirroring %s again", run_dir / RESULTS, run_dir)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        state, done = {}, 0
     new = rows[done:]
-    if not new:
+    add_reported = reported is not None and state.get("reported") != reported
+    if not new and not add_reported:
         return 0
     first = not state
     run: Run | None = None
@@ -125,10 +134,29 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
                 if math.isnan(value):
                     continue
                 writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
+        if add_reported:
+            for tag, value in reported["scalars"].items():
+                writer.add_scalar(tag, value, global_step=reported["step"], walltime=base + reported["time"])
     finally:
         writer.close()
-    write_json(state_path, {**state, "rows": len(rows), "last": _fingerprint(rows[-1])})
-    return len(new)
+    write_json(state_path, {**state, "rows": len(rows), "last": _fingerprint(rows[-1]) if rows else None,
+                            "reported": reported})
+    return len(new) + int(add_reported)
+
+
+def reported_scores(run_dir: Path, stage: str) -> dict | None:
+    """What the run reports (results.json's metrics, scored once after training) as the trainer logs it to its
+    trackers: {"scalars": {eval/<metric>: value, eval/step: the step of the model scored}, "step": the run's last
+    step, "time": its seconds}; None before the run has finished or for a run that reports no scores."""
+    results = read_json(run_dir / RESULTS)
+    scores = {f"eval_{k}": v for k, v in (results.get("metrics") or {}).items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    if not scores or not isinstance(results.get("steps"), int):
+        return None
+    step = (results.get("reported") or {}).get("step")
+    scores |= {"eval_step": step} if isinstance(step, int) else {}
+    return {"scalars": {tag_for(k, stage): float(v) for k, v in scores.items()}, "step": results["steps"],
+            "time": float(results.get("wall_time_s") or 0.0)}
 
 
 def _continues(state: dict, src: Path, rows: list[dict]) -> bool:

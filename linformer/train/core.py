@@ -260,6 +260,8 @@ class Trainer:
             self._loop(stop)
         loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
         summary, results = self.task.finish(self)
+        if results is not None:
+            self._log_reported(results)
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
@@ -426,6 +428,18 @@ class Trainer:
             self.state["best"] = {"step": step, "value": value}
             self.task.on_best(self, step)
         self._log(step, {**row, **scores})
+
+    def _log_reported(self, results: Mapping[str, Any]) -> None:
+        """The reported split's scores (results.json's metrics: scored once, after training) to the trackers, as
+        eval_<metric> at the run's last step (where the scoring happened, as Hugging Face's Trainer logs its final
+        evaluation) with eval_step the step of the model scored, so that wandb and TensorBoard show what the run
+        reports. metrics.jsonl keeps the training rows and the evaluations during training."""
+        scores = {f"eval_{k}": v for k, v in (results.get("metrics") or {}).items()
+                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if scores and self.is_main:
+            step = (results.get("reported") or {}).get("step")
+            where = {"eval_step": step} if isinstance(step, int) else {}
+            self.accelerator.log({**scores, **where}, step=self.state["step"])
 
     def _log(self, step: int, row: Mapping[str, Any]) -> None:
         if self.is_main:

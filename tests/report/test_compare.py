@@ -113,3 +113,16 @@ def test_steady_speed_columns_come_from_the_summary(tmp_path, make_run):
     assert next(r for r in lines if r.startswith("| plain ")).endswith("|  |  |")
     (fast / "summary.json").unlink()
     assert "steady" not in compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"]
+
+
+def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(tmp_path, make_run):
+    """The reported split is scored once, into results.json, not metrics.jsonl: without these columns a comparison of
+    finetuning runs showed their losses but not their accuracy."""
+    rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
+    make_run(tmp_path / "out", "finetune", "chosen", rows, task="sst2",
+             results={"metrics": {"accuracy": 0.9125, "f1": 0.9}, "reported": {"split": "dev", "step": 2}})
+    make_run(tmp_path / "out", "finetune", "running", rows, task="sst2")
+    lines = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].splitlines()
+    assert "| reported accuracy | reported f1 |" in lines[0]
+    assert "| 0.9125 (dev, step 2) | 0.9 (dev, step 2) |" in next(r for r in lines if r.startswith("| chosen "))
+    assert next(r for r in lines if r.startswith("| running ")).endswith("|  |  |")

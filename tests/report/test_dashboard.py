@@ -43,6 +43,25 @@ def test_mirror_incremental_and_idempotent(tmp_path, make_run):
     assert _scalars(out)["train/loss"][-1] == (5, 5.0)
 
 
+def test_a_finished_run_s_reported_scores_are_mirrored_once_as_the_trainer_logs_them(tmp_path, make_run):
+    """results.json's scores (the reported split, scored once after training) go where the trainer's trackers put
+    them: eval/<metric> at the run's last step, eval/step the step of the model scored; rewritten, no stale point."""
+    rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
+    run = make_run(tmp_path / "outputs", "finetune", "a", rows, task="sst2")
+    out = tmp_path / "tb"
+    assert mirror_run(run, out, tmp_path / "outputs") == 4 and "eval/accuracy" not in _scalars(out)  # still running
+    results = {"metrics": {"accuracy": 0.875, "note": "x"}, "reported": {"split": "dev", "step": 2}, "steps": 4,
+               "wall_time_s": 4.5}
+    (run / "results.json").write_text(json.dumps(results))
+    assert mirror_run(run, out, tmp_path / "outputs") == 1
+    assert mirror_run(run, out, tmp_path / "outputs") == 0
+    s = _scalars(out)
+    assert s["eval/accuracy"] == [(4, 0.875)] and s["eval/step"] == [(4, 2.0)] and len(s["finetune/loss"]) == 4
+    (run / "results.json").write_text(json.dumps({**results, "metrics": {"accuracy": 0.75}}))
+    assert mirror_run(run, out, tmp_path / "outputs") == 5  # mirrored again from scratch
+    assert _scalars(out)["eval/accuracy"] == [(4, 0.75)]
+
+
 def test_rewritten_file_is_mirrored_again(tmp_path, make_run):
     run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": s, "time": s, "loss": 1.0} for s in range(5)])
     out = tmp_path / "tb"

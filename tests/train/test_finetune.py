@@ -30,6 +30,21 @@ def _run(tmp_path, sst2_dir, model_path, *overrides):
     return finetune(cfg, tmp_path / "run"), tmp_path / "run"
 
 
+def test_the_trackers_get_the_reported_scores_after_training(tmp_path, sst2_dir, pretrained_run):
+    """The reported split is scored once, after training, into results.json: the trackers (TensorBoard here) get it
+    too, as eval_<metric> at the last step with the step of the model scored, or the dashboards show no accuracy."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    results, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2", "logger=tensorboard")
+    files = [EventAccumulator(str(p)).Reload() for p in run.rglob("events.out.tfevents.*")]
+    (scalars,) = [f for f in files if "eval_accuracy" in f.Tags()["scalars"]]
+    assert [(e.step, round(e.value, 6)) for e in scalars.Scalars("eval_accuracy")] == [
+        (results["steps"], round(results["metrics"]["accuracy"], 6))]
+    assert [e.value for e in scalars.Scalars("eval_step")] == [results["reported"]["step"]]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert not any("eval_accuracy" in r for r in rows)  # metrics.jsonl keeps the training rows
+
+
 def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     _, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2")
     saved = json.loads((run / "results.json").read_text())
