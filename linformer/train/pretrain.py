@@ -27,7 +27,13 @@ from ..modeling import LinformerConfig, LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
-from ..modeling.loading import check_tokenizer_fits, load_pretrained, resolve_model_path, resolve_tokenizer_dir
+from ..modeling.loading import (
+    check_tokenizer_fits,
+    load_pretrained,
+    resolve_model_path,
+    resolve_tokenizer_dir,
+    weights_sha256,
+)
 from ..runconfig import PretrainSpec, TrainerSettings
 from ..values import round_up
 from .core import Trainer, TrainingTask, run_training
@@ -106,6 +112,8 @@ class PretrainTask(TrainingTask):
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_dir)
         data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
         self.model = build_model(spec, self.tokenizer)
+        # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed
+        self.start_weights_sha256 = weights_sha256(resolve_model_path(spec.init_from)) if spec.init_from else None
         self.n = len(data["train"][0]["input_ids"])
         # a fresh model is trained at its n (blocks shorter than n would train E, F's first rows only: another
         # model than the one named); a continued one (init_from) may go on at a shorter length
@@ -192,6 +200,7 @@ class PretrainTask(TrainingTask):
                           f"{PLATEAU_RATIO:.0%} of theirs): train it for more steps before comparing or finetuning")
         summary = {
             "model_dir": str(model_dir),
+            "start_weights_sha256": self.start_weights_sha256,
             "initial_val_loss": initial,
             "final_val_loss": final,
             "final_val_ppl": final_ppl,

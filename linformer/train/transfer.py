@@ -35,7 +35,7 @@ from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
-from ..modeling.loading import load_pretrained, resolve_model_path
+from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
 from .common import projection_param_groups
@@ -69,6 +69,7 @@ class TransferTask(TrainingTask):
         self.model_path, self.settings = spec.model_path, settings
         self.target, self.train_mode, self.lr_rest = tr.target, tr.train, tr.lr_rest
         self.source = resolve_model_path(spec.model_path)
+        self.start_weights_sha256 = weights_sha256(self.source)  # the source by content: a path may be rebuilt
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
         m = spec.model
         self.earlier = None  # the card of the Linformer this transfer continues, if it continues one
@@ -183,7 +184,8 @@ class TransferTask(TrainingTask):
                 report.append(f"relative error by layer, {what}: " + (f"{fmt(before)} -> " if before else "")
                               + fmt(after))
         summary = {
-            "model_dir": str(model_dir), "source": self.source, "target": self.target, "train": self.train_mode,
+            "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
+            "target": self.target, "train": self.train_mode,
             **errors, "report": report,
             "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
         }

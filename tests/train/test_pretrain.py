@@ -31,6 +31,7 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
     assert (tmp_path / "config.yaml").is_file()
     assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
+    assert "start_weights_sha256" in summary and summary["start_weights_sha256"] is None  # fresh: its seed
     assert 1 < summary["unigram_val_ppl"] < len(AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"]))
     assert f"(token frequencies alone: {summary['unigram_val_ppl']:,.1f})" in summary["report"][0]
     # computed once, when the corpus was prepared: its manifest holds the same figure as the prepared splits give

@@ -16,6 +16,7 @@ from linformer.data import prepare_corpus
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerModel
 from linformer.modeling.card import read_card_info
+from linformer.modeling.loading import weights_sha256
 from linformer.train.transfer import transfer
 
 from .conftest import _synthetic_corpus
@@ -64,6 +65,7 @@ def _compose(bert_source, *overrides):
 def test_transfer_of_the_projections_lowers_the_held_out_error(bert_source, tmp_path, target, gain):
     """A layer's output is mostly its residual input, so its error moves less than the attention output's."""
     summary = transfer(_compose(bert_source, f"transfer.target={target}"), tmp_path)
+    assert summary["start_weights_sha256"] == weights_sha256(str(bert_source["source"])) is not None
     before, after = summary["rel_err_before"], summary["rel_err_after"]
     assert len(before) == len(after) == 2 and min(before) > 0
     assert sum(after) < gain * sum(before), (before, after)
@@ -261,6 +263,7 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
     caplog.set_level(logging.INFO)
     summary = pretrain(cfg, tmp_path / "run")
     assert summary["final_val_loss"] > 0 and summary["final_val_loss"] < 20
+    assert summary["start_weights_sha256"] == weights_sha256(str(init)) is not None  # what it started from
     model = LinformerModel.from_pretrained(tmp_path / "run" / "model")
     assert (model.config.attention, model.config.projected_dim, model.config.length_policy) == \
         ("linformer", 8, "resample")
