@@ -249,9 +249,9 @@ MISSING = "???"  # OmegaConf's mark of a value the command line must give
 
 
 def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset()) -> None:
-    """ConfigError naming the first key still at ``???`` (outside the hydra node, whose own are Hydra's to fill, and
-    but the `swept` keys, which a sweep sets), with what the config's comment says it takes: otherwise the value
-    surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'."""
+    """ConfigError naming the first key still at ``???``, with what the config's comment says it takes: otherwise the
+    value surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'.
+    The hydra node's own are Hydra's to fill, and the `swept` keys count as set (a sweep sets them)."""
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(cfg, resolve=False)

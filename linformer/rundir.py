@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -346,6 +347,16 @@ def chosen_on_reported(results: Mapping) -> bool:
     (no ``selection``), it kept its best evaluation on that split, and that was not its last step. No table may
     use it, and a plan runs it again."""
     return "selection" not in results and results.get("best_step") not in (None, results.get("steps"))
+
+
+def reported_scalars(results: Mapping) -> dict[str, float]:
+    """A finished finetuning or distillation run's reported scores (results.json's numeric, finite metrics: its
+    reported split, scored once after training) as the trackers and the dashboard log them: eval_<metric>, with
+    eval_step the step of the model scored; {} for a run that reports none."""
+    scores = {f"eval_{k}": float(v) for k, v in (results.get("metrics") or {}).items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    step = (results.get("reported") or {}).get("step")
+    return scores | {"eval_step": float(step)} if scores and isinstance(step, int) else scores
 
 
 @dataclass

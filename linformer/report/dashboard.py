@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
-from ..rundir import METRICS, RESULTS, Run, find_runs, load_run, read_metrics
+from ..rundir import METRICS, RESULTS, Run, find_runs, load_run, read_metrics, reported_scalars
 from ..signals import sigterm_interrupts
 
 log = logging.getLogger(__name__)
@@ -149,13 +149,10 @@ def reported_scores(run_dir: Path, stage: str) -> dict | None:
     trackers: {"scalars": {eval/<metric>: value, eval/step: the step of the model scored}, "step": the run's last
     step, "time": its seconds}; None before the run has finished or for a run that reports no scores."""
     results = read_json(run_dir / RESULTS)
-    scores = {f"eval_{k}": v for k, v in (results.get("metrics") or {}).items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    scores = reported_scalars(results)
     if not scores or not isinstance(results.get("steps"), int):
         return None
-    step = (results.get("reported") or {}).get("step")
-    scores |= {"eval_step": step} if isinstance(step, int) else {}
-    return {"scalars": {tag_for(k, stage): float(v) for k, v in scores.items()}, "step": results["steps"],
+    return {"scalars": {tag_for(k, stage): v for k, v in scores.items()}, "step": results["steps"],
             "time": float(results.get("wall_time_s") or 0.0)}
 
 

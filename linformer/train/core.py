@@ -40,7 +40,7 @@ from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..runconfig import RunSpec, TrainerSettings
-from ..rundir import MetricsWriter, RunRecord
+from ..rundir import MetricsWriter, RunRecord, reported_scalars
 from ..signals import handling
 from . import checkpoint as ckpt
 from .common import (
@@ -434,12 +434,9 @@ class Trainer:
         eval_<metric> at the run's last step (where the scoring happened, as Hugging Face's Trainer logs its final
         evaluation) with eval_step the step of the model scored, so that wandb and TensorBoard show what the run
         reports. metrics.jsonl keeps the training rows and the evaluations during training."""
-        scores = {f"eval_{k}": v for k, v in (results.get("metrics") or {}).items()
-                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        scores = reported_scalars(results)
         if scores and self.is_main:
-            step = (results.get("reported") or {}).get("step")
-            where = {"eval_step": step} if isinstance(step, int) else {}
-            self.accelerator.log({**scores, **where}, step=self.state["step"])
+            self.accelerator.log(scores, step=self.state["step"])
 
     def _log(self, step: int, row: Mapping[str, Any]) -> None:
         if self.is_main:
