@@ -6,13 +6,15 @@ its maximum for accuracies, F1, throughput and MFU, with the step where it happe
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
 from ..files import atomic_write, made_by, output_files, save_figure
-from ..rundir import Run, find_runs, load_run
+from ..rundir import Run, find_runs, identity, load_run
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "val_accuracy", "val_f1", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -121,6 +123,41 @@ def _reported(run: Run) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def seed_groups(runs: list[Run]) -> list[list[Run]]:
+    """The runs that differ in their seed alone (the same identity but `seed`, and the same start weights), two or
+    more of them reporting scores, in first-seen order: a sweep of seeds (`finetune.py -m ... seed=1,2,3`)."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        if not _reported(run):
+            continue
+        recipe = {k: v for k, v in identity(run.config).items() if k != "seed"}
+        key = json.dumps([run.stage, recipe, run.results.get("start_weights_sha256")], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    return [g for g in groups.values() if len({r.config.get("seed") for r in g}) >= 2]
+
+
+def seeds_table(groups: list[list[Run]]) -> str:
+    """One row per seed group: its runs, the seeds, and each reported metric's mean +- sample standard deviation
+    over the seeds, with its range."""
+    if not groups:
+        return ""
+    metrics = list(dict.fromkeys(m for g in groups for r in g for m in _reported(r)))
+    header = ["runs", "seeds", *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for g in groups:
+        names = [r.name for r in g]
+        cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
+                 ", ".join(str(r.config.get("seed")) for r in g)]
+        for m in metrics:
+            values = [_reported(r)[m] for r in g if m in _reported(r)]
+            sd = statistics.stdev(values) if len(values) > 1 else float("nan")
+            cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
+                         f"{len(values)} seeds)" if values else "")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights); "
+            "sd: the sample standard deviation over the seeds.\n\n" + "\n".join(lines) + "\n")
+
+
 def _reported_where(run: Run) -> str:
     reported = run.results.get("reported") or {}
     split = reported.get("split") or run.results.get("eval_split") or "eval"
@@ -179,7 +216,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
 
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
-    {"runs", "table", "markdown": path, "plots": [paths], "summary": {run path: summarize_run}}."""
+    {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
+    summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
     runs = [load_run(p) for p in find_runs(paths)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
@@ -191,10 +229,11 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     metrics = list(metrics) if metrics else available_metrics(runs)
     plot_metrics = list(plot_metrics) if plot_metrics else metrics
     out_dir = Path(out_dir)
-    table = markdown_table(runs, metrics)
+    groups = seed_groups(runs)
+    table = markdown_table(runs, metrics) + seeds_table(groups)
     md = out_dir / "runs.md"
     with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite):
         atomic_write(md, table)
         plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
-    return {"runs": runs, "table": table, "markdown": md, "plots": plots,
+    return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
             "summary": {str(r.path): summarize_run(r, metrics) for r in runs}}

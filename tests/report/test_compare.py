@@ -126,3 +126,29 @@ def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(
     assert "| reported accuracy | reported f1 |" in lines[0]
     assert "| 0.9125 (dev, step 2) | 0.9 (dev, step 2) |" in next(r for r in lines if r.startswith("| chosen "))
     assert next(r for r in lines if r.startswith("| running ")).endswith("|  |  |")
+
+
+def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(tmp_path, make_run):
+    """A sweep of seeds (finetune.py -m ... seed=1,2,3) is summarised across its seeds; another learning rate, or
+    other start weights, is another group, and a group of one seed gets no row."""
+    import yaml
+
+    rows = [{"step": 1, "time": 1, "loss": 0.5}]
+
+    def run(name, seed, accuracy, lr=2e-5, start="a" * 64):
+        path = make_run(tmp_path / "out", "finetune", name, rows, task="sst2",
+                        results={"metrics": {"accuracy": accuracy}, "reported": {"split": "dev", "step": 1},
+                                 "start_weights_sha256": start})
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed, "trainer": {"lr": lr}}))
+
+    run("s1", 1, 0.80)
+    run("s2", 2, 0.90)
+    run("s3", 3, 0.85)
+    run("other-lr", 1, 0.5, lr=1e-4)
+    run("other-start", 4, 0.6, start="b" * 64)
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    assert [[r.name for r in g] for g in result["seed_groups"]] == [["s1", "s2", "s3"]]
+    section = result["table"].split("## Across seeds")[1]
+    assert "| s1, s2, s3 | 1, 2, 3 | 0.85 +- 0.05 (0.8-0.9, 3 seeds) |" in section
+    assert "other" not in section
