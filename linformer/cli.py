@@ -174,7 +174,8 @@ def hydra_main(config_name: str) -> Callable:
                         start["before"] = _run_dir_before(cfg)
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 with cli_errors():
-                    _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
+                    cfg = _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
+                    start["before"] = _run_dir_before(cfg, "sweep") if cfg is not None else None
             return main()
 
         return entry
@@ -182,13 +183,14 @@ def hydra_main(config_name: str) -> Callable:
     return decorate
 
 
-def _run_dir_before(cfg) -> Path | None:
+def _run_dir_before(cfg, mode: str = "run") -> Path | None:
     """The nearest folder that exists already on the way to where Hydra will put the run of `cfg` (composed with its
-    hydra node: the run directory itself when it exists); None when the config names no run directory."""
+    hydra node: the run directory itself when it exists; with mode "sweep", a --multirun's sweep directory); None
+    when the config names no such directory."""
     from omegaconf.errors import InterpolationKeyError
 
     try:
-        run_dir = Path(str(cfg.hydra.run.dir)).resolve()
+        run_dir = Path(str(cfg.hydra[mode].dir)).resolve()
     except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
         missing = re.search(r"key '([^']+)'", str(err))
         key = missing.group(1) if missing else "a key"
@@ -221,12 +223,18 @@ def _no_refused_run_dir(started: float | None = None, before: Path | None = None
     except BaseException:
         with contextlib.suppress(OSError, ValueError):
             from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
 
-            _remove_hydra_leftovers(hydra_run_dir().resolve(), HydraConfig.get().job.name, started, before)
+            hydra = HydraConfig.get()
+            sweep = Path(hydra.sweep.dir).resolve() if hydra.mode == RunMode.MULTIRUN else None
+            _remove_hydra_leftovers(hydra_run_dir().resolve(), hydra.job.name, started, before, sweep)
         raise
 
 
-def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None) -> None:
+def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None,
+                            sweep: Path | None = None) -> None:
+    """`sweep`: a --multirun's sweep directory, above `run` (this job's): its multirun.yaml goes too when this
+    command wrote it and no other job's directory is left beside it."""
     if started is None or run == Path.cwd().resolve():
         return
     made = [run / name for name in (*_HYDRA_FILES, f"{job_name}.log") if (run / name).exists()]
@@ -242,6 +250,10 @@ def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, bef
     for folder in (run, *run.parents):  # the folders made for this start, each only when empty
         if folder == before:
             break
+        record = folder / "multirun.yaml"
+        if folder == sweep and [p.name for p in folder.iterdir()] == [record.name] and \
+                record.stat().st_mtime >= started:
+            record.unlink()
         folder.rmdir()
 
 
@@ -265,22 +277,24 @@ def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozens
     raise ConfigError(f"{key} is not set{what}; give it on the command line, {key}=... ({where})")
 
 
-def _refuse_missing_in_sweep(config_name: str, overrides: list[str]) -> None:
+def _refuse_missing_in_sweep(config_name: str, overrides: list[str]):
     """refuse_missing_values for a --multirun command line: composed without its sweeps (a, b or range(...): no
-    single config holds them), whose keys then count as set."""
+    single config holds them), whose keys then count as set. Returns that config (with its hydra node), or None
+    where it does not compose (Hydra's run then says why)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:  # a malformed override: Hydra's run says it
-        return
+    except HydraException:  # a malformed override
+        return None
     swept = frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
     try:
-        cfg = compose(config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
+        cfg = compose(config_name, [o.input_line for o in parsed if not o.is_sweep_override()], with_hydra=True)
     except ConfigError:
-        return  # a misspelt key or option: Hydra's run says it
+        return None  # a misspelt key or option
     refuse_missing_values(cfg, config_name, swept)
+    return cfg
 
 
 def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:

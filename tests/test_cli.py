@@ -156,6 +156,25 @@ def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path
     assert not list(tmp_path.iterdir())
 
 
+def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_that_job(tmp_path):
+    """--multirun: Hydra writes the sweep's multirun.yaml and each job's folder before the job starts."""
+    from linformer.cli import _remove_hydra_leftovers
+
+    result = subprocess.run([sys.executable, "scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
+                             f"paths.output_dir={tmp_path / 'out'}"], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and "error: model_path='/nonexist'" in result.stderr
+    assert not (tmp_path / "out").exists()  # the first job was refused: the sweep leaves nothing behind
+    sweep = tmp_path / "outputs" / "finetune" / "multirun"
+    (sweep / "job-1").mkdir(parents=True)
+    (sweep / "job-1" / "results.json").write_text("{}")
+    (sweep / "multirun.yaml").write_text("x")
+    (sweep / "job-2").mkdir()
+    with pytest.raises(OSError):  # the sweep's folder is not empty: the removal stops there (the caller ignores it)
+        _remove_hydra_leftovers(sweep / "job-2", "job", 0.0, before=tmp_path, sweep=sweep)
+    assert sorted(p.name for p in sweep.iterdir()) == ["job-1", "multirun.yaml"]  # job 1 and its record stay
+
+
 def _hydra_leftovers(run: Path, started: float) -> list[Path]:
     files = [run / ".hydra" / name for name in ("config.yaml", "hydra.yaml", "overrides.yaml")] + [run / "job.log"]
     for path in files:
