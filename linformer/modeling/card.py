@@ -7,7 +7,8 @@ transfer, finetuning results); README.md is rendered from it on every change, so
 
     {"name": "minilm-linformer-k128",
      "source": {"name": ..., "hub_id": ... or None, "model_type": ..., "architecture": ..., "license": ...,
-                "reshaped_from": absent, or the carded Linformer converted again, "reshaped_history": ...},
+                "weights_sha256": ..., "reshaped_from": absent, or the carded Linformer converted again,
+                "reshaped_history": ...},
      "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
                "projection": ...},
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
@@ -40,7 +41,7 @@ from transformers import AutoConfig
 from ..data.tasks import TASKS
 from ..errors import CheckpointError, HubOfflineError
 from ..files import MANIFEST, atomic_write, read_json, write_json
-from .loading import PACKAGED_MODELS, resolve_model_path
+from .loading import PACKAGED_MODELS, resolve_model_path, weights_sha256
 
 CARD = "README.md"
 SIDECAR = "linformer_card.json"
@@ -63,6 +64,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
         "model_type": source_config.model_type,
         "architecture": (source_config.architectures or [None])[0],
         "license": _source_metadata(path).get("license") or "unknown",
+        "weights_sha256": weights_sha256(path),  # the source by content: a hub name or a path may change
     }
     earlier = read_card_info(path) if source_config.model_type == "linformer" else {}
     if earlier.get("source"):  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay
@@ -212,6 +214,8 @@ def _source_section(source: dict) -> str:
         "unknown: the source's model card states no license, so check the source's terms before reuse"
     rows = [("model", where), ("model_type", source["model_type"]), ("architecture", source["architecture"]),
             ("license", license_text)]
+    if source.get("weights_sha256"):
+        rows.append(("weights (sha256)", f"`{source['weights_sha256']}`"))
     if source.get("reshaped_from"):
         history = source.get("reshaped_history")
         rows.append(("reshaped from", f"`{source['reshaped_from']}`" + (f" ({history})" if history else "")))

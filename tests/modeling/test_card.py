@@ -19,6 +19,7 @@ from linformer.modeling.card import (
     write_model_card,
 )
 from linformer.modeling.convert import convert_encoder
+from linformer.modeling.loading import weights_sha256
 
 from .conftest import tiny_config
 from .test_convert import BERT, ROBERTA, VOCAB, save_source, save_tokenizer
@@ -59,7 +60,10 @@ def test_converted_model_has_a_card_with_the_source_and_its_settings(tmp_path):
     assert table_rows(card.text, "k (projected_dim)") == [["k (projected_dim)", "8"]]
     assert table_rows(card.text, "sharing") == [["sharing", "kv"]]
     assert read_card_info(out)["source"] == {"name": str(tmp_path / "src"), "hub_id": None, "model_type": "roberta",
-                                            "architecture": "RobertaForMaskedLM", "license": "mit"}
+                                            "architecture": "RobertaForMaskedLM", "license": "mit",
+                                            "weights_sha256": weights_sha256(str(tmp_path / "src"))}
+    assert table_rows(card.text, "weights (sha256)") == [["weights (sha256)",
+                                                          f"`{weights_sha256(str(tmp_path / 'src'))}`"]]
     assert "No attention transfer" in card.text and "None yet" in card.text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # the card was written inside atomic_dir
 
