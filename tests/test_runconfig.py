@@ -300,3 +300,18 @@ def test_a_new_trainer_key_is_its_yaml_default_and_its_field():
     with pytest.raises(ConfigError, match="trainer.warmup_floor is not a trainer setting"):
         TrainerSettings.read(yaml_group)  # without the field the key is refused, never silently ignored
     assert next(f for f in dataclasses.fields(with_field) if f.name == "warmup_floor").metadata["operational"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.projected_dim=0", "model: projected_dim (k=0) must be in 1..max_seq_len"),
+    ("model.sharing=foo", "model: sharing='foo' is not one of"),
+    ("model.num_attention_heads=5", "model: hidden_size (128) must be a multiple of num_attention_heads (5)"),
+])
+def test_a_fresh_model_s_bad_value_is_refused_when_the_config_is_read(override, message):
+    """Before, only once the tokenizer and the corpus were loaded (minutes of preparation for a typo in k)."""
+    from linformer.runconfig import PretrainSpec
+
+    with pytest.raises(ConfigError) as err:
+        PretrainSpec.read(compose("pretrain", [override]))
+    assert str(err.value).startswith(message)
+    PretrainSpec.read(compose("pretrain", [override, "init_from=/nowhere"]))  # continued: the group is not applied

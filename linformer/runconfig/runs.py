@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..data.io import resolve_path
 from ..errors import ConfigError
-from ..modeling.configuration import check_model_fields
+from ..modeling.configuration import LinformerConfig, check_model_fields
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
     DistillSettings,
@@ -130,9 +130,22 @@ class PretrainSpec(RunSpec):
         if not cfg.get("model"):  # a fresh model's shape comes from its group: none would silently build the defaults
             raise ConfigError("model: no model config group is selected (~model removes it): choose one of "
                               "configs/model/ (model=tiny, model=small, ...).")
-        return {"model": _model_group(cfg), "model_name": str((cfg.get("model") or {}).get("name", "")),
+        model = _model_group(cfg)
+        if cfg.get("init_from") is None:  # a fresh model: its values are checked before the corpus is loaded
+            _check_model_values(model)
+        return {"model": model, "model_name": str((cfg.get("model") or {}).get("name", "")),
                 "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
                 "init_from": _optional(cfg, "init_from"), "pad_vocab_to_multiple_of": multiple}
+
+
+def _check_model_values(fields: Mapping) -> None:
+    """ConfigError naming the first model.* value LinformerConfig refuses (k = 0, an unknown sharing, heads that do
+    not divide the width), at the run's start: otherwise only once its tokenizer and corpus are loaded. Null values
+    take the defaults, as the model's build does; the tokenizer's fields are set there."""
+    try:
+        LinformerConfig(**{k: v for k, v in fields.items() if v is not None})
+    except ConfigError as err:
+        raise ConfigError(f"model: {err}") from None
 
 
 @dataclass(frozen=True)
