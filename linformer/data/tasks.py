@@ -54,6 +54,10 @@ class TaskSpec:
     def is_pair(self) -> bool:
         return len(self.text_fields) == 2
 
+    def elsewhere(self) -> str:
+        """Where else the task's data can come from, for a message about files that are not there."""
+        return f"; or task.data_dir=null to read {'/'.join(p for p in self.hub if p)} from the Hugging Face hub"
+
     def layout(self) -> str:
         if self.format == "imdb":
             return ("<data_dir>/train.csv and <data_dir>/test.csv (columns id,label,rating,text), or the aclImdb "
@@ -103,7 +107,8 @@ def clean_imdb(text: str) -> str:
 
 
 def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:
-    return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}")
+    return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}"
+                             f"{task_spec.elsewhere()}")
 
 
 def _label_id(raw: str, task_spec: TaskSpec, where: str) -> int:
@@ -209,7 +214,8 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
         return _read_hub(task_spec, split), 0
     d = Path(data_dir)
     if not d.is_dir():
-        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}")
+        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}"
+                                f"{task_spec.elsewhere()}")
     if task_spec.format == "imdb":
         return _read_imdb(d, task_spec.files[split], task_spec, skip_bad_rows)
     return _read_glue_tsv(d / task_spec.files[split], task_spec, skip_bad_rows)

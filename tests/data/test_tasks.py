@@ -81,9 +81,10 @@ def test_bad_label(qnli_dir, tokenizer):
 
 def test_missing_files(tmp_path, qnli_dir, tokenizer):
     (qnli_dir / "train.tsv").unlink()
-    with pytest.raises(FileNotFoundError, match=r"qnli/train.tsv not found: task qnli expects .*dev.tsv.*question"):
+    with pytest.raises(FileNotFoundError, match=r"qnli/train.tsv not found: task qnli expects .*dev.tsv.*question.*"
+                                                r"; or task.data_dir=null to read glue/qnli from the Hugging Face hub$"):
         load_task("qnli", str(qnli_dir), tokenizer, 32)
-    with pytest.raises(FileNotFoundError, match="imdb.*train.csv.*aclImdb"):
+    with pytest.raises(FileNotFoundError, match="imdb.*train.csv.*aclImdb.*task.data_dir=null to read imdb from"):
         load_task("imdb", str(tmp_path / "nothing"), tokenizer, 32)
     (tmp_path / "empty_imdb").mkdir()
     with pytest.raises(FileNotFoundError, match="train.csv not found.*aclImdb"):
