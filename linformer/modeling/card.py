@@ -152,14 +152,16 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
 # ------------------------------------------------------------------------------------------------ rendering
 def render_card(info: dict) -> ModelCard:
     source, model = info["source"], info["model"]
+    distillation, finetuning = info.get("distillation"), info.get("finetuning") or []
+    trained = "distillation" if distillation else "finetuning" if finetuning else None
+    # the hub's model-index holds this model's own scores only: a converted model's results are those of the models
+    # finetuned from it, which its text lists under "Finetuning results"
     data = ModelCardData(
         license=source["license"], library_name="transformers", base_model=source.get("hub_id"),
         tags=["linformer", source["model_type"]] + (["attention-transfer"] if info.get("transfer") else []),
         pipeline_tag=_PIPELINES.get(model["class"]),
-        **_eval_results(info["name"], info.get("results") or {}),
+        **(_eval_results(info["name"], info.get("results") or {}) if trained else {}),
     )
-    distillation, finetuning = info.get("distillation"), info.get("finetuning") or []
-    trained = "distillation" if distillation else "finetuning" if finetuning else None
     sections = [f"# {info['name']}", _history(info), _source_section(source), _attention_section(model),
                 _transfer_section(info.get("transfer"), model, trained)]
     if distillation:

@@ -96,7 +96,7 @@ def test_full_attention_says_there_is_no_projection(tmp_path):
     assert "full attention has no projection to fit" in card.text
 
 
-def test_results_keep_one_row_per_task_and_fill_the_model_index(tmp_path):
+def test_results_keep_one_row_per_task_and_only_a_model_s_own_fill_its_model_index(tmp_path):
     out = converted(tmp_path, projected_dim=8)
     add_results(out, "sst2", {"accuracy": 0.8}, tmp_path / "run1")
     add_results(out, "qqp", {"accuracy": 0.7, "f1": 0.6}, tmp_path / "run2")
@@ -104,12 +104,19 @@ def test_results_keep_one_row_per_task_and_fill_the_model_index(tmp_path):
     card = load_card(out)
     assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", f"`{tmp_path / 'run3'}`"]]
     assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", f"`{tmp_path / 'run2'}`"]]
-    evals = {(e.dataset_config, e.metric_type): e for e in card.data.eval_results}
-    assert sorted(evals) == [("qqp", "accuracy"), ("qqp", "f1"), ("sst2", "accuracy")]
-    sst2 = evals["sst2", "accuracy"]
-    assert (sst2.metric_value, sst2.dataset_type, sst2.dataset_split) == (0.9, "glue", "validation")
-    assert card.data.model_name == "out"
+    # the hub reads the model-index as this model's scores: the converted model scored none of these itself
+    assert not card.data.eval_results and "models finetuned from this one" in card.text
     assert card.data.license == "unknown"  # the rest of the card survives the update
+    run = {"task": "qqp", "metrics": {"accuracy": 0.7, "f1": 0.6}, "best_step": 5, "steps": 5,
+           "reported": {"split": "validation", "step": 5, "examples": 40}}
+    write_model_card(tmp_path / "ft", finetuned_card(read_card_info(out), "ft", "LinformerForSequenceClassification",
+                                                      run, tmp_path / "run2", 5))
+    tuned = load_card(tmp_path / "ft")
+    evals = {(e.dataset_config, e.metric_type): e for e in tuned.data.eval_results}
+    assert sorted(evals) == [("qqp", "accuracy"), ("qqp", "f1")]  # the finetuned weights' own, the only ones
+    qqp = evals["qqp", "f1"]
+    assert (qqp.metric_value, qqp.dataset_type, qqp.dataset_split) == (0.6, "glue", "validation")
+    assert tuned.data.model_name == "ft"
 
 
 def test_results_need_a_card(tmp_path):
