@@ -349,12 +349,17 @@ def chosen_on_reported(results: Mapping) -> bool:
     return "selection" not in results and results.get("best_step") not in (None, results.get("steps"))
 
 
+def reported_scores(results: Mapping) -> dict[str, float]:
+    """A finished finetuning or distillation run's reported scores: results.json's numeric, finite metrics (its
+    reported split, scored once after training); {} for a run that reports none."""
+    return {k: float(v) for k, v in (results.get("metrics") or {}).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
 def reported_scalars(results: Mapping) -> dict[str, float]:
-    """A finished finetuning or distillation run's reported scores (results.json's numeric, finite metrics: its
-    reported split, scored once after training) as the trackers and the dashboard log them: eval_<metric>, with
-    eval_step the step of the model scored; {} for a run that reports none."""
-    scores = {f"eval_{k}": float(v) for k, v in (results.get("metrics") or {}).items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    """``reported_scores`` as the trackers and the dashboard log them: eval_<metric>, with eval_step the step of the
+    model scored; {} for a run that reports none."""
+    scores = {f"eval_{k}": v for k, v in reported_scores(results).items()}
     step = (results.get("reported") or {}).get("step")
     return scores | {"eval_step": float(step)} if scores and isinstance(step, int) else scores
 

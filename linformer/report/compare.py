@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import DataError
 from ..files import atomic_write, made_by, output_files, save_figure
-from ..rundir import Run, find_runs, identity, load_run
+from ..rundir import Run, find_runs, identity, load_run, reported_scores
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "val_accuracy", "val_f1", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -79,7 +79,7 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
     steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
-    reported = list(dict.fromkeys(m for r in runs for m in _reported(r)))  # first-seen order
+    reported = list(dict.fromkeys(m for r in runs for m in reported_scores(r.results)))  # first-seen order
     header = ["run", *config_cols, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -99,7 +99,7 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
                 cells.append(f"{_fmt(s['final'])} (best)")
             else:
                 cells.append(f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})")
-        scores, where = _reported(r), _reported_where(r)
+        scores, where = reported_scores(r.results), _reported_where(r)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -117,18 +117,12 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
 STEADY_COLUMNS = {"tokens_per_s_steady": "steady tokens/s", "mfu": "steady MFU"}
 
 
-def _reported(run: Run) -> dict[str, float]:
-    """The scores a finished finetuning or distillation run reports (results.json's metrics)."""
-    return {m: float(v) for m, v in (run.results.get("metrics") or {}).items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
 def seed_groups(runs: list[Run]) -> list[list[Run]]:
     """The runs that differ in their seed alone (the same identity but `seed`, and the same start weights), two or
     more of them reporting scores, in first-seen order: a sweep of seeds (`finetune.py -m ... seed=1,2,3`)."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
-        if not _reported(run):
+        if not reported_scores(run.results):
             continue
         recipe = {k: v for k, v in identity(run.config).items() if k != "seed"}
         key = json.dumps([run.stage, recipe, run.results.get("start_weights_sha256")], sort_keys=True, default=str)
@@ -141,15 +135,16 @@ def seeds_table(groups: list[list[Run]]) -> str:
     over the seeds, with its range."""
     if not groups:
         return ""
-    metrics = list(dict.fromkeys(m for g in groups for r in g for m in _reported(r)))
+    metrics = list(dict.fromkeys(m for g in groups for r in g for m in reported_scores(r.results)))
     header = ["runs", "seeds", *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for g in groups:
         names = [r.name for r in g]
         cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
                  ", ".join(str(r.config.get("seed")) for r in g)]
+        scores = [reported_scores(r.results) for r in g]
         for m in metrics:
-            values = [_reported(r)[m] for r in g if m in _reported(r)]
+            values = [run_scores[m] for run_scores in scores if m in run_scores]
             sd = statistics.stdev(values) if len(values) > 1 else float("nan")
             cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
                          f"{len(values)} seeds)" if values else "")

@@ -103,7 +103,8 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         shutil.rmtree(out_dir, ignore_errors=True)
         state, done = {}, 0
-    reported = reported_scores(run_dir, state.get("stage") or load_run(run_dir, root).stage)
+    run: Run | None = None if state.get("stage") else load_run(run_dir, root)  # once, on a run's first mirror
+    reported = reported_tags(run_dir, state.get("stage") or run.stage)
     if state.get("reported") and state["reported"] != reported:  # results.json rewritten: no stale point left
         log.info("%s changed: mirroring %s again", run_dir / RESULTS, run_dir)
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -113,9 +114,8 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
     if not new and not add_reported:
         return 0
     first = not state
-    run: Run | None = None
     if first:
-        run = load_run(run_dir, root)
+        run = run or load_run(run_dir, root)
         # Wall time of step 0: the file's last change minus the time of its last row, so TensorBoard's
         # "relative" axis shows seconds since the run started.
         last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
@@ -144,7 +144,7 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
     return len(new) + int(add_reported)
 
 
-def reported_scores(run_dir: Path, stage: str) -> dict | None:
+def reported_tags(run_dir: Path, stage: str) -> dict | None:
     """What the run reports (results.json's metrics, scored once after training) as the trainer logs it to its
     trackers: {"scalars": {eval/<metric>: value, eval/step: the step of the model scored}, "step": the run's last
     step, "time": its seconds}; None before the run has finished or for a run that reports no scores."""
