@@ -140,10 +140,10 @@ class PretrainSpec(RunSpec):
 
 def _check_model_values(fields: Mapping) -> None:
     """ConfigError naming the first model.* value LinformerConfig refuses (k = 0, an unknown sharing, heads that do
-    not divide the width), at the run's start: otherwise only once its tokenizer and corpus are loaded. Null values
-    take the defaults, as the model's build does; the tokenizer's fields are set there."""
+    not divide the width), at the run's start: otherwise only once its tokenizer and corpus are loaded. The fields go
+    in as the model's build passes them (``pretrain.build_model``), which adds the tokenizer's."""
     try:
-        LinformerConfig(**{k: v for k, v in fields.items() if v is not None})
+        LinformerConfig(**fields)
     except ConfigError as err:
         raise ConfigError(f"model: {err}") from None
 
