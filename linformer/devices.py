@@ -8,7 +8,33 @@ import platform
 
 import torch
 
+from .errors import ConfigError
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # the names configs and flags use
+
+
+def resolve_device(device: str = "auto", key: str = "device") -> torch.device:
+    """The torch device a config's `key` names: "auto" (the first GPU if there is one, else the CPU), "cpu", "cuda"
+    or "cuda:<index>". ConfigError naming the key for anything else, or for a GPU this machine does not have, before
+    anything is loaded (torch would otherwise fail with a traceback at the first tensor moved there)."""
+    name = str(device)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda") or (dev.type == "cpu" and dev.index):
+        raise ConfigError(f"{key}={name!r} is not a device here: use auto, cpu, cuda or cuda:<index>.")
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            built = "built without CUDA" if torch.version.cuda is None else "no GPU visible"
+            raise ConfigError(f"{key}={name!r}: this machine has no CUDA device (torch {torch.__version__}, "
+                              f"{built}): use {key}=cpu or {key}=auto.")
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"{key}={name!r}: this machine has {count} CUDA device(s), cuda:0 .. cuda:{count - 1}.")
+    return dev
 
 
 def cpu_model_name() -> str:

@@ -53,7 +53,7 @@ def test_the_cli_refuses_before_it_runs(tmp_path):
     ("finetune", [], ("model_path is not set: a pretraining run dir (uses its model/), a model dir, or a hub name "
                       "(online); give it on the command line, model_path=... (configs/finetune.yaml)")),
     ("distill", ["run_name=x"], "teacher_path is not set: a finetuned sequence classifier with full attention"),
-    ("spectrum", [], "model_path is not set: a save_pretrained directory"),  # was read as the path '???'
+    ("spectrum", [], "model_path is not set: a pretraining run dir (its model/), a model dir, minilm, or a hub name"),  # was read as the path '???'
     ("pretrain", ["trainer.lr=???"], ("trainer.lr is not set: peak, after warmup; every stage sets it; give it on "
                                       "the command line, trainer.lr=... (configs/trainer/base.yaml)")),
 ])

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..devices import DTYPES
+from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError
 from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
@@ -78,6 +78,7 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
 
         out_dir = HydraConfig.get().runtime.output_dir
     inf, thr = settings_from_config(cfg)
+    resolve_device(cfg.device)  # a GPU the machine lacks: refused before busy processes start or files are claimed
     threads = positive_int(cfg, "threads", prefix="", allow_none=True)
     if threads is not None:
         import torch

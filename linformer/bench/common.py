@@ -1,4 +1,4 @@
-"""Shared helpers: device choice, synchronisation, peak-memory measurement, the machine's description."""
+"""Shared helpers: synchronisation, peak-memory measurement, the machine's description."""
 
 from __future__ import annotations
 
@@ -14,12 +14,6 @@ from collections.abc import Callable
 import torch
 
 from ..devices import cpu_model_name
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def synchronize(device: torch.device) -> None:

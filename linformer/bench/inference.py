@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..devices import DTYPES
+from ..devices import DTYPES, resolve_device
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
@@ -39,7 +39,6 @@ from .common import (
     machine_description,
     max_batch_that_fits,
     peak_memory_bytes,
-    resolve_device,
     synchronize,
     timed,
 )

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from ..devices import resolve_device
 from ..modeling import LinformerForSequenceClassification
-from .common import interleaved_medians, peak_memory_bytes, peak_tensor_bytes, resolve_device
+from .common import interleaved_medians, peak_memory_bytes, peak_tensor_bytes
 
 
 def cost_per_example(configs: dict, n: int = 512, batch: int = 8, reps: int = 5, device: str = "auto") -> dict:

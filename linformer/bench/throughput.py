@@ -39,6 +39,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..devices import resolve_device
 from ..errors import ConfigError
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..train.compiling import CompileCounts, raise_recompile_limit
@@ -49,7 +50,6 @@ from .common import (
     is_oom,
     machine_description,
     peak_memory_bytes,
-    resolve_device,
     synchronize,
     timed,
 )
@@ -205,8 +205,6 @@ class ThroughputSettings:
             raise ConfigError("throughput precision fp16 needs a CUDA device (autocast fp16 with a GradScaler); on "
                               "CPU Accelerate would silently train in fp32: use bf16 or fp32 (throughput.precisions, "
                               "throughput.levers.precision).")
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("device=cuda but no CUDA device is available: use device=cpu or device=auto.")
 
 
 @dataclass(frozen=True)

@@ -159,12 +159,17 @@ def load_classifier(model_path: str, num_labels: int, from_scratch: bool):
     return load_pretrained(AutoModelForSequenceClassification, model_path, config=config), config
 
 
-def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -> int:
-    """The longest input the model takes: its n (Linformer) or its position table, capped by the request."""
+def model_length(config) -> int:
+    """The longest input a model config takes, in tokens: a Linformer's n, else its position table's length less
+    the RoBERTa family's offset (514 - 2 = 512)."""
     if getattr(config, "max_seq_len", None):
-        limit = int(config.max_seq_len)
-    else:
-        limit = int(config.max_position_embeddings) - position_offset_of(config)
+        return int(config.max_seq_len)
+    return int(config.max_position_embeddings) - position_offset_of(config)
+
+
+def max_tokens(config, tokenizer, requested: int | None, task_max: int | None) -> int:
+    """The longest input the model takes (``model_length``), capped by the tokenizer's and the request."""
+    limit = model_length(config)
     limit = min(limit, int(tokenizer.model_max_length)) if tokenizer.model_max_length < 1e9 else limit
     for cap in (requested, task_max):
         if cap:

@@ -10,7 +10,6 @@ of validation text, per layer and head, plot it (Figure 1 left) and draw c_k as 
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import random
 from pathlib import Path
@@ -21,9 +20,9 @@ import torch
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
 from linformer.errors import ConfigError, CorpusError, DataError
-from linformer.files import atomic_write, check_output_files, made_by, record_output_files, save_figure
+from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
-from ..modeling.loading import load_pretrained, resolve_model_path
+from ..modeling.loading import load_pretrained, model_length, resolve_model_path
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0,
 
 def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int, seed: int = 0,
                       max_lines: int = 20000) -> torch.Tensor:
-    """`num_windows` windows `<s> body(n-2) </s>` cut from raw text (one paragraph per line; .gz read as gzip).
+    """`num_windows` windows `<s> body(n-2) </s>` (BERT's: `[CLS] body [SEP]`) cut from raw text (one paragraph per line; .gz read as gzip).
 
     Paragraphs of the first `max_lines` lines are tokenized and joined by `</s>` into one stream; windows start
     at seeded random positions without overlap. Raw text is not held out from training: prefer a prepared
@@ -69,10 +68,11 @@ def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int
                 break
             if line.strip():
                 lines.append(line.strip())
-    eos = tokenizer.eos_token_id
-    bos = tokenizer.bos_token_id
+    # <s> ... </s> (RoBERTa, ours), or [CLS] ... [SEP] (BERT, whose tokenizer has neither bos nor eos)
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     stream: list[int] = []
-    for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]:
+    for ids in tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"]:  # long paragraphs: no warning
         stream.extend(ids)
         stream.append(eos)
     body = n - 2
@@ -104,10 +104,17 @@ def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> t
 
 
 def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
-    """The saved model with attention="full" (E, F are left unused): P is then the paper's n x n matrix."""
-    from transformers import AutoModelForMaskedLM
+    """The saved encoder attending fully, so that P is the paper's n x n matrix: a Linformer with attention="full"
+    (E and F left unused), or a BERT/RoBERTa-family encoder (the paper's Figure 1 is RoBERTa's) with eager attention,
+    the implementation that returns its probabilities."""
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-    return load_pretrained(AutoModelForMaskedLM, str(model_path), attention="full").to(device).eval()
+    path = str(model_path)
+    if AutoConfig.from_pretrained(path).model_type == "linformer":
+        model = load_pretrained(AutoModelForMaskedLM, path, attention="full")
+    else:
+        model = load_pretrained(AutoModel, path, attn_implementation="eager")
+    return model.to(device).eval()
 
 
 def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path:
@@ -187,7 +194,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     record = made_by("analyze_spectrum", {})
     check_output_files(outputs, record, overwrite, flag="overwrite=true")
     model = load_full_attention_model(model_path, device)
-    n = int(model.config.max_seq_len)
+    n = model_length(model.config)
     if corpus_dir:
         ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path)
         source = {"corpus_dir": str(corpus_dir), "split": "validation"}
@@ -218,9 +225,10 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         "num_windows": len(ids), "seed": seed, "sample": source,
         "value_at_k": [[round(float(v), 6) for v in row] for row in at_k],
         "mean_value_at_k_per_layer": [round(float(v), 6) for v in at_k.mean(1)],
-        "cumulative": [[[round(float(v), 6) for v in head] for head in layer] for layer in cum],
+        # every head's curve (layers x heads x n values: 36,864 for a 6 x 12 model at n = 512), to 4 decimals
+        "cumulative": [[[round(float(v), 4) for v in head] for head in layer] for layer in cum],
         "plots": [curves.name, heat.name],
     }
-    atomic_write(out_dir / f"{prefix}.json", json.dumps(result, indent=1) + "\n")
+    write_json(out_dir / f"{prefix}.json", result, indent=None)  # compact: the curves are for programs (the plots)
     record_output_files(outputs, record)
     return result

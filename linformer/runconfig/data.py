@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..data.io import resolve_path
+from ..devices import resolve_device
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
 from .settings import check_types, refuse_unknown
@@ -125,6 +126,8 @@ class SpectrumSpec(_Arguments):
     @classmethod
     def read(cls, cfg: Mapping) -> SpectrumSpec:
         top = _typed(cls, plain_config(cfg), "")
-        paths = {key: resolve_path(str(top[key])) if top[key] else None
-                 for key in ("model_path", "out_dir", "corpus_dir", "text_path")}
+        resolve_device(top["device"])  # a GPU the machine lacks is refused before the model loads
+        # model_path stays as given: analyze_spectrum resolves it as every stage does (a run or model directory,
+        # minilm, a hub name), which a path made absolute here would no longer be
+        paths = {key: resolve_path(str(top[key])) if top[key] else None for key in ("out_dir", "corpus_dir", "text_path")}
         return cls(**top | paths)

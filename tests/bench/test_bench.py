@@ -226,6 +226,37 @@ def test_config_composes():
         settings_from_config(compose("benchmark", ["+inference.hiden=1"]))
 
 
+@pytest.mark.parametrize("device, cuda_devices, message", [
+    ("cuda", 0, "device='cuda': this machine has no CUDA device"),
+    ("cuda:2", 2, r"device='cuda:2': this machine has 2 CUDA device\(s\), cuda:0 .. cuda:1"),
+    ("gpu", 1, "device='gpu' is not a device here: use auto, cpu, cuda or cuda:<index>"),
+    ("cpu:1", 0, "device='cpu:1' is not a device here"),
+    ("mps", 0, "device='mps' is not a device here"),
+])
+def test_a_device_the_machine_lacks_is_one_error_naming_the_key(device, cuda_devices, message, monkeypatch):
+    """The one device check (devices.resolve_device): torch would fail at the first tensor moved there, with a
+    traceback, after the models were built."""
+    from linformer.devices import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_devices > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda_devices)
+    with pytest.raises(ConfigError, match="^" + message):
+        resolve_device(device)
+    assert resolve_device("auto") == torch.device("cuda" if cuda_devices else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_the_benchmark_refuses_a_missing_gpu_before_it_starts_anything(tmp_path, monkeypatch):
+    from linformer.bench import cli
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(cli, "competing_processes", lambda n: pytest.fail("busy processes started"))
+    cfg = compose("benchmark", ["device=cuda", "competing=1", f"out_dir={tmp_path / 'b'}"])
+    with pytest.raises(ConfigError, match="^device='cuda': this machine has no CUDA device"):
+        cli.benchmark_from_config(cfg)
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("override, message", [
     ("inference.ks=[abc]", "inference.ks=['abc'] must be list[int]."),
     ("inference.hidden=wide", "inference.hidden='wide' must be int."),

@@ -72,7 +72,7 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     r = analyze_spectrum(path, tmp_path / "out", "s", text_path="unused.txt", num_windows=4, k=3)
     data = json.loads((tmp_path / "out" / "s.json").read_text())
     assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
-    assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-6)
+    assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-4)
     assert r["num_windows"] == 4 and r["plots"] == ["s_curves.png", "s_heatmap.png"]
     import matplotlib.image
 
@@ -86,7 +86,7 @@ class _CharTokenizer:
 
     bos_token_id, eos_token_id = 0, 2
 
-    def __call__(self, lines, add_special_tokens=False):
+    def __call__(self, lines, add_special_tokens=False, verbose=True):
         assert add_special_tokens is False
         return {"input_ids": [[3 + ord(c) % 40 for c in line] for line in lines]}
 
@@ -146,3 +146,70 @@ def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match=r"model_path='.*empty'.* holds no model"):
         analyze_spectrum(tmp_path / "empty", tmp_path / "out2", "s", text_path="unused.txt")
+
+
+def _bert_with_wordpiece(path, words, n=16):
+    """A tiny BERT encoder (no MLM head) saved with a WordPiece tokenizer of `words`: BERT's layout, where the
+    tokenizer has [CLS] and [SEP] but no bos or eos."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=n)).save_pretrained(path)
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(path)
+    return path
+
+
+def test_a_bert_encoder_gives_its_spectrum_from_raw_text(tmp_path):
+    """The paper's Figure 1 is a pretrained RoBERTa's: a BERT-family encoder (model_type bert, no MLM head, a
+    tokenizer without bos/eos) is read with eager attention, its n is its position table's length, and its windows
+    are [CLS] ... [SEP]. It was a TypeError (the Linformer-only `attention` argument) before."""
+    from linformer.report.spectrum import load_full_attention_model
+
+    words = ["the", "film", "was", "good", "bad", "plot", "actor", "long"]
+    path = _bert_with_wordpiece(tmp_path / "bert", words)
+    text = tmp_path / "text.txt"
+    text.write_text("".join(" ".join(words[(i + j) % 8] for j in range(30)) + "\n" for i in range(20)))
+    r = analyze_spectrum(path, tmp_path / "out", "s", text_path=text, num_windows=3, k=4)
+    assert r["n"] == 16 and r["layers"] == 2 and r["heads"] == 2 and r["num_windows"] == 3
+    assert all(row[-1] == pytest.approx(1.0) for layer in r["cumulative"] for row in layer)
+    model = load_full_attention_model(path)
+    assert type(model).__name__ == "BertModel" and model.config._attn_implementation == "eager"
+
+
+def test_bert_windows_are_cls_body_sep(tmp_path):
+    from transformers import AutoTokenizer
+
+    from linformer.report.spectrum import windows_from_text
+
+    words = ["alpha", "beta", "gamma"]
+    tok = AutoTokenizer.from_pretrained(_bert_with_wordpiece(tmp_path / "bert", words))
+    text = tmp_path / "text.txt"
+    text.write_text("alpha beta gamma " * 20 + "\n")
+    ids = windows_from_text(tok, text, n=8, num_windows=2, seed=0)
+    assert (ids[:, 0] == tok.cls_token_id).all() and (ids[:, -1] == tok.sep_token_id).all()
+    assert not (ids[:, 1:-1] == tok.unk_token_id).any()
+
+
+def test_analyze_spectrum_takes_the_names_every_stage_takes_and_refuses_a_missing_gpu(tmp_path, monkeypatch):
+    """model_path is resolved as every stage resolves it (minilm, a hub name), not made a path below the working
+    directory first; a device the machine lacks is one error naming the key, before the model loads."""
+    from omegaconf import OmegaConf
+
+    from linformer.errors import ConfigError
+    from linformer.runconfig.data import SpectrumSpec
+
+    cfg = OmegaConf.create({"model_path": "minilm", "corpus_dir": None, "text_path": "t.txt", "max_lines": 10,
+                            "num_windows": 2, "batch_size": 1, "k": None, "seed": 0, "device": "cpu",
+                            "description": None, "out_dir": str(tmp_path / "out"), "prefix": "s", "overwrite": False})
+    assert SpectrumSpec.read(cfg).model_path == "minilm"
+    assert SpectrumSpec.read(OmegaConf.merge(cfg, {"model_path": "user/model"})).model_path == "user/model"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"^device='cuda': this machine has no CUDA device"):
+        SpectrumSpec.read(OmegaConf.merge(cfg, {"device": "cuda"}))
+    with pytest.raises(ConfigError, match=r"^device='gpu' is not a device here"):
+        SpectrumSpec.read(OmegaConf.merge(cfg, {"device": "gpu"}))
