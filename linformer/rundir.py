@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import RunDirError
+from .errors import DataError, RunDirError
 from .files import (
     atomic_write,
     disk_full_names,
@@ -310,21 +310,27 @@ class RunRecord:
 
 
 # ------------------------------------------------------------------------------------------------ reading runs
-def find_runs(paths: list[str | Path]) -> list[Path]:
+def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
     """Run directories at or under each path (a run dir itself, or a folder of them), sorted, without duplicates.
 
-    Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched."""
+    Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched. With `strict` (paths a
+    user named), a path that does not exist or holds no run is a DataError naming it: a mistyped name, or a glob the
+    shell left unexpanded, would otherwise leave that run out of a report without a word."""
     found: set[Path] = set()
     for p in map(Path, paths):
+        here: set[Path] = set()
         if (p / METRICS).is_file():
-            found.add(p.resolve())
-            continue
-        if p.is_dir():
+            here.add(p.resolve())
+        elif p.is_dir():
             for m in p.rglob(METRICS):
                 rel = m.relative_to(p).parts[:-1]
                 if any(part.startswith(".") or part in ("checkpoints", "wandb") for part in rel):
                     continue
-                found.add(m.parent.resolve())
+                here.add(m.parent.resolve())
+        if strict and not here:
+            raise DataError(f"{p} does not exist" if not p.exists() else
+                            f"{p} holds no run (no {METRICS} at or under it)")
+        found |= here
     return sorted(found)
 
 

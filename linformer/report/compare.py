@@ -213,7 +213,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
     summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
-    runs = [load_run(p) for p in find_runs(paths)]
+    runs = [load_run(p) for p in find_runs(paths, strict=True)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
     logged = logged_metrics(runs)

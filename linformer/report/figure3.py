@@ -131,7 +131,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
 def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, panel: str = "a") -> dict[str, Any]:
     """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
     `paths`; returns the data."""
-    runs = [load_run(p) for p in find_runs(paths)]
+    runs = [load_run(p) for p in find_runs(paths, strict=True)]
     data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
     out = Path(out)
     files = [out.with_suffix(".json"), out.with_suffix(".png")]

@@ -84,6 +84,25 @@ def test_torn_last_line_and_hidden_dirs(tmp_path, make_run):
     assert find_runs([tmp_path]) == [run.resolve()]
 
 
+def test_a_named_path_without_runs_is_an_error_not_a_run_left_out(tmp_path, make_run):
+    """compare_runs and figure3 name their runs on the command line: a mistyped one, or a glob the shell did not
+    expand, was dropped without a word and the report made from the others."""
+    from linformer.report.figure3 import figure3
+
+    run = make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
+    (tmp_path / "empty").mkdir()
+    assert find_runs([run, tmp_path / "typo"]) == [run.resolve()]  # the readers of kept records keep their leniency
+    for missing, message in ((tmp_path / "typo", "does not exist"), (tmp_path / "fig3-*", "does not exist"),
+                             (tmp_path / "empty", r"holds no run \(no metrics.jsonl at or under it\)")):
+        with pytest.raises(DataError, match=f"^{missing}.* {message}"):
+            find_runs([run, missing], strict=True)
+        with pytest.raises(DataError, match=message):
+            compare_runs([run, missing], tmp_path / "out")
+        with pytest.raises(DataError, match=message):
+            figure3([run, missing], tmp_path / "fig")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "fig.json").exists()
+
+
 @pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_cli(tmp_path, make_run):
     make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))

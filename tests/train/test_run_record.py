@@ -82,7 +82,9 @@ def _start_and_wait(tiny_data, run, *overrides, rows=3):
 @pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_a_second_live_process_is_refused_and_a_stale_lock_taken_over(tiny_data, tmp_path):
     run = tmp_path / "run"
-    slow = ["trainer.max_steps=400", "trainer.save_every=2", "trainer.eval_every=1000"]
+    # far more steps than the first process can take while the second starts (400 could finish on an idle
+    # machine, and the second then met a finished run instead of a live one); it is killed below
+    slow = ["trainer.max_steps=100000", "trainer.save_every=2", "trainer.eval_every=1000"]
     first = _start_and_wait(tiny_data, run, *slow)
     try:
         _one_line_error(_run(tiny_data, run, *slow, "seed=1"), "in use by process", str(first.pid))
