@@ -93,7 +93,8 @@ PROFILES = {
     "toy": Profile(
         name="toy", n=64,
         data=("data=wiki_scratch", "data.name=scratch_toy", "data.tokenizer=scratch_toy", "data.max_documents=300",
-              "data.n=64", "data.vocab_size=2000", "data.tokenizer_max_lines=20000", "data.num_proc=1"),
+              "data.n=64", "data.vocab_size=2000", "data.tokenizer_max_lines=20000", "data.num_proc=1",
+              "data.val_fraction=0.05"),  # 15 of 300 articles: at least one evaluation batch of 16 blocks
         model=("model=tiny", "model.max_seq_len=64", "model.hidden_size=64", "model.intermediate_size=128"),
         pretrain=("trainer.max_steps=60", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=6",
                   "trainer.eval_every=20", "trainer.eval_batches=4", "trainer.save_every=60", "trainer.log_every=20",
