@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import json
 import logging
 import math
@@ -310,6 +311,20 @@ class RunRecord:
 
 
 # ------------------------------------------------------------------------------------------------ reading runs
+def named_paths(patterns: list[str]) -> list[Path]:
+    """The paths that command-line `patterns` name: globs expanded (``**`` recursive, each pattern's matches sorted),
+    a path without glob characters as itself. A pattern that names nothing is a DataError naming it: a mistyped run
+    or an unmatched glob would otherwise leave its runs out of a report without a word."""
+    paths: list[Path] = []
+    for pattern in map(str, patterns):
+        found = sorted(glob.glob(pattern, recursive=True))
+        if not found:
+            raise DataError(f"{pattern} matches no file or folder" if glob.has_magic(pattern) else
+                            f"{pattern} does not exist")
+        paths += map(Path, found)
+    return paths
+
+
 def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
     """Run directories at or under each path (a run dir itself, or a folder of them), sorted, without duplicates.
 

@@ -8,7 +8,6 @@ The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside
 
 from __future__ import annotations
 
-import glob
 import os
 import shlex
 import statistics
@@ -21,7 +20,7 @@ from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, write_json
-from ..rundir import RESULTS, RunRecord, find_runs
+from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
 from .rows import SHARING_LABEL, row_key, row_name
 
@@ -44,8 +43,7 @@ PAPER = {
 def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files)."""
-    paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat, recursive=True)) or [pat]]
-    dirs = find_runs([p.parent if p.name == RESULTS else p for p in paths])
+    dirs = find_runs([p.parent if p.name == RESULTS else p for p in named_paths(patterns)])
     return [r for r in (RunRecord(d, "finetune").results() for d in dirs) if r]
 
 

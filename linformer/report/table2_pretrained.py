@@ -13,7 +13,6 @@ n for every architecture in the table.
 
 from __future__ import annotations
 
-import glob
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
 
@@ -41,8 +40,7 @@ TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two trans
 def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> list[dict]:
     """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
     eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
-    paths = [Path(p) for pat in patterns for p in sorted(glob.glob(pat)) or [pat]]
-    paths = [p.parent if p.name == RESULTS else p for p in paths]
+    paths = [p.parent if p.name == RESULTS else p for p in named_paths(patterns)]
     kept = [p for p in paths if (p / RESULTS).is_file()]  # a run directory, or a run's kept records
     runs = []
     for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept]))):

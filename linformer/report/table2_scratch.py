@@ -12,7 +12,6 @@ pretraining, and runs of one task scored on different examples.
 from __future__ import annotations
 
 import contextlib
-import glob
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -23,7 +22,7 @@ from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, save_figure, write_json
-from ..rundir import RESULTS, SUMMARY, find_runs, load_run
+from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
@@ -33,8 +32,7 @@ from .table2_pretrained import read_runs, start_weights
 
 def pretraining_records(patterns: list[str]) -> list[Path]:
     """The kept pretraining runs among the records at or under the paths or globs (a summary.json, no results.json)."""
-    paths = [p for pattern in patterns for p in sorted(glob.glob(pattern)) or [pattern]]
-    return [d for d in find_runs(paths) if (d / SUMMARY).is_file() and not (d / RESULTS).is_file()]
+    return [d for d in find_runs(named_paths(patterns)) if (d / SUMMARY).is_file() and not (d / RESULTS).is_file()]
 
 
 def _name(key: tuple) -> str:

@@ -1,6 +1,7 @@
 """Table 2 report on synthetic finetuning run directories, and every Table 2 experiment composing for both scripts."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,11 +150,30 @@ def test_roberta_checkpoint_is_a_full_attention_row(tmp_path):
 
 
 def test_no_runs_is_one_error_line(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "scripts/table2.py"), str(tmp_path / "nothing"), "--out",
+    (tmp_path / "empty").mkdir()
+    r = subprocess.run([sys.executable, str(REPO / "scripts/table2.py"), str(tmp_path / "empty"), "--out",
                         str(tmp_path / "t")], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'nothing'}\n"
+    assert r.stderr == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'empty'}\n"
     assert not (tmp_path / "t.md").exists()
+
+
+def test_a_named_run_or_glob_that_names_nothing_is_an_error_not_a_run_left_out(tmp_path):
+    """Two patterns, one of them mistyped: the table was written from the other's runs without a word."""
+    from linformer.report.table2 import read_results
+    from linformer.rundir import named_paths
+
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    (run / "results.json").write_text('{"task": "sst2", "metrics": {"accuracy": 0.9}}')
+    assert named_paths([str(tmp_path / "runs" / "*"), str(run / "results.json")]) == [run, run / "results.json"]
+    assert named_paths([str(tmp_path / "**" / "results.json")]) == [run / "results.json"]
+    assert len(read_results([str(tmp_path / "runs" / "*")])) == 1
+    for typo, message in ((str(tmp_path / "runs" / "b*"), "matches no file or folder"),
+                          (str(tmp_path / "runs" / "b"), "does not exist")):
+        with pytest.raises(DataError, match=f"^{re.escape(typo)} {message}$"):
+            read_results([str(tmp_path / "runs" / "*"), typo])
 
 
 def test_the_columns_follow_the_task_registry():

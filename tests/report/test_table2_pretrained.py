@@ -124,6 +124,7 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     assert "Time and memory: not measured (--no-measure)." in md and "## Targets" in md
     assert "Not run yet" not in md  # these runs are not the experiment's: its unfinished stages are not theirs
     assert [r["transfer"] for r in data["rows"]] == [False, False, True]
+    (tmp_path / "nothing").mkdir()
     empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
                             "--no-measure", "--out", str(tmp_path / "other")], cwd=REPO, capture_output=True,
                            text=True)
