@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import DataError
 from ..files import atomic_write, made_by, output_files, save_figure
-from ..rundir import Run, find_runs, identity, load_run, reported_scores
+from ..rundir import Run, find_runs, identity, load_run, named_paths, reported_scores
 
 # Shown when the user names no metrics, in this order, where any run has them.
 DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "val_accuracy", "val_f1", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
@@ -213,7 +213,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
     summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
-    runs = [load_run(p) for p in find_runs(paths, strict=True)]
+    runs = [load_run(p) for p in find_runs(named_paths(paths), strict=True)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
     logged = logged_metrics(runs)

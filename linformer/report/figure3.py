@@ -17,7 +17,7 @@ from typing import Any
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, write_json
-from ..rundir import Run, find_runs, load_run
+from ..rundir import Run, find_runs, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
 
@@ -131,7 +131,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
 def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, panel: str = "a") -> dict[str, Any]:
     """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
     `paths`; returns the data."""
-    runs = [load_run(p) for p in find_runs(paths, strict=True)]
+    runs = [load_run(p) for p in find_runs(named_paths(paths), strict=True)]
     data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
     out = Path(out)
     files = [out.with_suffix(".json"), out.with_suffix(".png")]
