@@ -17,18 +17,20 @@ the HPARAMS tab then lists them beside each run's attention, k and sharing.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
 from ..rundir import METRICS, RESULTS, Run, find_runs, load_run, read_metrics, reported_scalars
 from ..signals import sigterm_interrupts
@@ -241,7 +243,27 @@ def serve(outputs: str | Path, logdir: str | Path | None = None, host: str = "12
         return _serve(outputs, logdir, host, port, watch_every, extra, overwrite)
 
 
+def check_port_free(host: str, port: int) -> None:
+    """ConfigError naming --port (or --host) when TensorBoard could not listen there: said before the runs are
+    mirrored, in one line, instead of TensorBoard's own lines after it."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise ConfigError(f"--host {host}: not an address of this machine ({err.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: a port in TIME_WAIT is free
+        try:
+            probe.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise ConfigError(f"--port {port}: another program listens on {host}:{port} (a dashboard already "
+                                  "running?); choose another port (make dashboard PORT=...)") from None
+            raise ConfigError(f"--host {host} --port {port}: cannot listen there ({err.strerror})") from None
+
+
 def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
+    check_port_free(host, port)
     t0 = time.monotonic()
     logdir = claim_logdir(outputs, logdir, overwrite)
     written = mirror_all(outputs, logdir)

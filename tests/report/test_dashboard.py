@@ -143,3 +143,21 @@ def test_the_logdir_follows_the_output_rule(tmp_path, make_run):
     (board / "pretrain" / "b" / ".mirror.json").mkdir()  # its state file cannot be read
     with pytest.raises(DataError, match=rf"1 of 2 runs not mirrored into {board}: {bad}"):
         mirror_all(outputs, board, strict=True)
+
+
+def test_a_port_in_use_is_one_error_before_anything_is_mirrored(tmp_path):
+    """TensorBoard printed its own bind error after the runs were mirrored, then ours; now one line naming --port,
+    before the logdir is touched."""
+    import socket
+
+    from linformer.errors import ConfigError
+    from linformer.report.dashboard import check_port_free, serve
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"^--port {port}: another program listens on 127.0.0.1:{port}"):
+            serve(tmp_path, tmp_path / "tb", port=port)
+        assert not (tmp_path / "tb").exists()
+    check_port_free("127.0.0.1", port)  # free again once the listener closed
