@@ -24,6 +24,7 @@ finetuned; advice to train before use appears only where nothing trained E and F
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from transformers import AutoConfig
 from ..data.tasks import TASKS
 from ..errors import CheckpointError, HubOfflineError
 from ..files import MANIFEST, atomic_write, read_json, write_json
-from .loading import PACKAGED_MODELS, resolve_model_path, weights_sha256
+from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 
 CARD = "README.md"
 SIDECAR = "linformer_card.json"
@@ -73,7 +74,11 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
     return {
         "name": name,
         "source": source,
+        # the source's position rows: fewer than n means the rest repeat them (Longformer's recipe); a Linformer
+        # lengthened again keeps the count of the encoder it came from
         "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
+                  "source_positions": min(model_length(source_config),
+                                          (earlier.get("model") or {}).get("source_positions") or math.inf),
                   "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
                   "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
                   "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
@@ -233,9 +238,21 @@ def _attention_section(model: dict) -> str:
                 ("k (projected_dim)", model["projected_dim"]), ("sharing", model["sharing"]),
                 ("projection", model["projection"]), ("inputs shorter than n", _length_policy_text(model)),
                 ("exact keys beside the projected ones", _exact_keys_text(model))]
+    rows.insert(2, ("position embeddings", _positions_text(model)))
     if model.get("classifier_pooling"):
         rows.append(("sentence classifier reads", _POOLING_TEXT[model["classifier_pooling"]]))
     return "## Attention\n\n" + _table(rows, ("", ""))
+
+
+def _positions_text(model: dict) -> str:
+    """Where the n position rows came from (cards written before ``source_positions`` say only that they are the
+    source's)."""
+    n, learned = model["max_seq_len"], model.get("source_positions")
+    if learned is None or learned == n:
+        return "the source's"
+    if learned > n:
+        return f"the source's first {n} of {learned}"
+    return f"the source's {learned} rows, repeated to fill n = {n} (Longformer's recipe)"
 
 
 _POOLING_TEXT = {"pooler": "[CLS] through the pooler (dense + tanh)", "cls": "the [CLS] token's hidden state",

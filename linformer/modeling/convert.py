@@ -24,6 +24,7 @@ from transformers.utils import cached_file
 
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
+from .attention import resampled_rows
 from .card import conversion_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .loading import TOKENIZER_FILES, _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
@@ -136,10 +137,32 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     key = next(k for k in state if k.endswith(_POSITIONS))
     state[key] = extend_positions_table(state[key], new.max_position_embeddings, new.position_offset)
     out = type(model)(new)
+    _fit_projections(state, out.state_dict(), config, new, path)
     missing, unused = out.load_state_dict(state, strict=False)
     _check_and_report(out, path, missing, unused)
     out.tie_weights()
     return out
+
+
+def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: LinformerConfig, path: str) -> None:
+    """E and F of the saved weights (`state`) in the shapes the new config's model (`target`) has. A linear E or F
+    under ``length_policy="resample"`` takes a new n by the same area resampling that fits it to every input's
+    length (``resampled_rows``: at an n that is a multiple of the old, every input the old n took is projected
+    exactly as before). Any other change of an existing E or F's shape (its k, sharing or projection, or n under the
+    paper's slice policy, whose rows are positions) is a ConfigError: those weights would not mean the same."""
+    for key in [k for k in state if is_projection_weight(k) and k in target and state[k].shape != target[k].shape]:
+        have, want = state[key].shape, target[key].shape
+        if (new.projection == "linear" and new.length_policy == "resample" and old.length_policy == "resample"
+                and have[:-2] == want[:-2] and have[-1] == want[-1]):
+            state[key] = resampled_rows(state[key], want[-2])
+            continue
+        changed = [f"{name}: {getattr(old, name)!r} -> {getattr(new, name)!r}"
+                   for name in ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy")
+                   if getattr(old, name) != getattr(new, name)]
+        raise ConfigError(f"{path}'s E and F ({key}: {tuple(have)}) cannot take the new settings' shape {tuple(want)} "
+                          f"({'; '.join(changed)}): only a linear projection under length_policy=resample changes n "
+                          "(by resampling). Convert the source encoder again with these settings (E and F start "
+                          "fresh), or keep them.")
 
 
 def _load_tokenizer(path: str):

@@ -260,3 +260,23 @@ def test_the_card_says_which_overlap_rule_the_projected_columns_follow(tmp_path)
     text = table_rows(load_card(tmp_path / "kept" / "out").text, "exact keys beside the projected ones")[0][1]
     assert text.endswith("projected columns stay whole even where the exact keys hold their tokens "
                          "(overlap_columns: keep)")
+
+
+def test_the_card_says_where_the_position_rows_of_a_longer_n_come_from(tmp_path):
+    """n above the source's positions repeats its learned rows (Longformer's recipe); a card said only n. Lengthened
+    again, the count stays the source encoder's."""
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.modeling.card import conversion_info
+    from linformer.modeling.convert import from_linformer
+
+    n = ROBERTA.max_position_embeddings - 2
+    same = load_card(converted(tmp_path / "a", projected_dim=8))
+    assert table_rows(same.text, "position embeddings") == [["position embeddings", "the source's"]]
+    longer = converted(tmp_path / "b", projected_dim=8, max_seq_len=4 * n)
+    assert table_rows(load_card(longer).text, "position embeddings") == [
+        ["position embeddings", f"the source's {n} rows, repeated to fill n = {4 * n} (Longformer's recipe)"]]
+    assert table_rows(load_card(converted(tmp_path / "c", projected_dim=8, max_seq_len=n // 2)).text,
+                      "position embeddings") == [["position embeddings", f"the source's first {n // 2} of {n}"]]
+    again = from_linformer(str(longer), AutoModelForMaskedLM, max_seq_len=8 * n)
+    assert conversion_info(str(longer), again, "again")["model"]["source_positions"] == n

@@ -223,6 +223,37 @@ def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path)
         == (0, [])
 
 
+@pytest.mark.parametrize("sharing", ["layerwise", "headwise", "none"])
+def test_a_saved_linformer_lengthened_again_keeps_its_projections_for_the_lengths_it_took(tmp_path, sharing):
+    """A converted Linformer (length_policy=resample) lengthened from n to 2n: E and F resampled to 2n rows, so
+    every input of at most n tokens is projected exactly as before, padded or not; it was a size-mismatch traceback.
+    A change E and F cannot follow (k, sharing, or n under the slice policy) is one ConfigError naming it."""
+    from linformer.modeling.convert import from_linformer
+
+    save_source(tmp_path, BertModel, BERT)
+    short = tmp_path / "short"
+    LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, sharing=sharing).save_pretrained(short)
+    a = LinformerModel.from_pretrained(short).eval()
+    b = from_linformer(str(short), AutoModel, max_seq_len=2 * N).eval()
+    assert (a.config.length_policy, b.config.max_seq_len, b.config.projected_dim) == ("resample", 2 * N, 8)
+    torch.manual_seed(0)
+    for T in (5, 17, N):
+        ids = torch.randint(5, VOCAB, (2, T))
+        mask = torch.ones(2, T, dtype=torch.long)
+        mask[1, T // 2:] = 0
+        with torch.no_grad():
+            torch.testing.assert_close(b(input_ids=ids, attention_mask=mask).last_hidden_state,
+                                       a(input_ids=ids, attention_mask=mask).last_hidden_state, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ConfigError, match=r"cannot take the new settings' shape .*\(projected_dim: 8 -> 4\)"):
+        from_linformer(str(short), AutoModel, projected_dim=4)
+    paper = tmp_path / "paper"
+    LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, sharing=sharing,
+                                           length_policy="slice").save_pretrained(paper)
+    with pytest.raises(ConfigError, match=rf"\(max_seq_len: {N} -> {2 * N}\): only a linear projection under "
+                                          "length_policy=resample changes n"):
+        from_linformer(str(paper), AutoModel, max_seq_len=2 * N)
+
+
 # ------------------------------------------------------------------------------------------ convert_encoder
 def save_tokenizer(path, size, pad_id=0):
     """A WordPiece tokenizer of `size` tokens with BERT's special tokens, [PAD] at `pad_id` (BERT's 0 or
