@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import logging
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
+from linformer.devices import device_name
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
@@ -179,14 +181,17 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
                      corpus_dir: str | Path | None = None, text_path: str | Path | None = None,
                      num_windows: int = 32, batch_size: int = 8, k: int | None = None, seed: int = 0,
                      max_lines: int = 20000, device: str = "cpu", description: str | None = None,
-                     overwrite: bool = False) -> dict[str, Any]:
+                     overwrite: bool = False, command: str | None = None) -> dict[str, Any]:
     """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
     A file there that an earlier analyze_spectrum did not write is refused unless `overwrite`
     (``files.check_output_files``), before the model runs.
 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
-    saved in `model_path`), else from the raw text at `text_path`."""
+    saved in `model_path`), else from the raw text at `text_path`. The JSON records `command` (the script's command
+    line) and the machine it ran on."""
     from transformers import AutoTokenizer
+
+    started = time.perf_counter()
 
     model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)
@@ -228,6 +233,9 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         # every head's curve (layers x heads x n values: 36,864 for a 6 x 12 model at n = 512), to 4 decimals
         "cumulative": [[[round(float(v), 4) for v in head] for head in layer] for layer in cum],
         "plots": [curves.name, heat.name],
+        "command": command,
+        "machine": f"{device_name(next(model.parameters()).device)}, torch threads: {torch.get_num_threads()}, "
+                   f"{time.perf_counter() - started:.0f} s",
     }
     write_json(out_dir / f"{prefix}.json", result, indent=None)  # compact: the curves are for programs (the plots)
     record_output_files(outputs, record)

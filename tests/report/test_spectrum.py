@@ -74,6 +74,7 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
     assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-4)
     assert r["num_windows"] == 4 and r["plots"] == ["s_curves.png", "s_heatmap.png"]
+    assert data["machine"].startswith("CPU: ") and "torch threads: " in data["machine"] and data["command"] is None
     import matplotlib.image
 
     for name in r["plots"]:  # whole PNGs with something drawn on them
