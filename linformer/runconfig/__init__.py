@@ -10,8 +10,9 @@ from .runs import (
            RunSpec,
            TaskRunSpec,
            TransferSpec,
+           model_config,
 )
 from .settings import TaskData, TrainerSettings
 
 __all__ = ["OPERATIONAL_KEYS", "ConvertSpec", "DistillSpec", "FinetuneSpec", "PretrainSpec", "RunSpec", "TaskData", "TaskRunSpec",
-           "TrainerSettings", "TransferSpec"]
+           "TrainerSettings", "TransferSpec", "model_config"]

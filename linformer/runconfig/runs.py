@@ -132,18 +132,19 @@ class PretrainSpec(RunSpec):
                               "configs/model/ (model=tiny, model=small, ...).")
         model = _model_group(cfg)
         if cfg.get("init_from") is None:  # a fresh model: its values are checked before the corpus is loaded
-            _check_model_values(model)
+            model_config(model)
         return {"model": model, "model_name": str((cfg.get("model") or {}).get("name", "")),
                 "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
                 "init_from": _optional(cfg, "init_from"), "pad_vocab_to_multiple_of": multiple}
 
 
-def _check_model_values(fields: Mapping) -> None:
-    """ConfigError naming the first model.* value LinformerConfig refuses (k = 0, an unknown sharing, heads that do
-    not divide the width), at the run's start: otherwise only once its tokenizer and corpus are loaded. The fields go
-    in as the model's build passes them (``pretrain.build_model``), which adds the tokenizer's."""
+def model_config(fields: Mapping) -> LinformerConfig:
+    """A fresh model's LinformerConfig from the model group's fields, or a ConfigError naming the first model.* value
+    it refuses (k = 0, an unknown sharing, heads that do not divide the width). PretrainSpec checks the group with it
+    at the run's start (otherwise only once the tokenizer and corpus are loaded), and ``pretrain.build_model`` builds
+    with it once the tokenizer's fields are added."""
     try:
-        LinformerConfig(**fields)
+        return LinformerConfig(**fields)
     except ConfigError as err:
         raise ConfigError(f"model: {err}") from None
 

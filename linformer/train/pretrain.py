@@ -23,7 +23,7 @@ from ..data.corpus import read_manifest
 from ..data.streams import BlockStream
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
-from ..modeling import LinformerConfig, LinformerForMaskedLM
+from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
@@ -34,7 +34,7 @@ from ..modeling.loading import (
     resolve_tokenizer_dir,
     weights_sha256,
 )
-from ..runconfig import PretrainSpec, TrainerSettings
+from ..runconfig import PretrainSpec, TrainerSettings, model_config
 from ..values import round_up
 from .core import Trainer, TrainingTask, run_training
 
@@ -63,10 +63,7 @@ def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
     if spec.init_from:
         model = _init_from(spec.init_from, fields, tokenizer)
     else:
-        try:
-            model = LinformerForMaskedLM(LinformerConfig(**fields))
-        except ConfigError as err:
-            raise ConfigError(f"model: {err}") from err
+        model = LinformerForMaskedLM(model_config(fields))
     model.config.sparse_prediction = True
     return model
 
