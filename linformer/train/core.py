@@ -24,6 +24,7 @@ import signal
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -343,7 +344,14 @@ class Trainer:
         micro, counts = self._step_batches(step)
         loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
                                                  self.task.loss, self.settings.max_grad_norm)
-        self.scheduler.step()
+        if step == 0:
+            with warnings.catch_warnings():
+                # a step skipped for a non-finite loss still counts and the schedule moves on with it; when it is
+                # the first, torch warns that the schedule's first learning rate went unused, which is the intent
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+                self.scheduler.step()
+        else:
+            self.scheduler.step()
         tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes
         self.state["tokens"] += tokens
         values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
