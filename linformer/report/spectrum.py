@@ -57,7 +57,8 @@ def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0,
 
 def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int, seed: int = 0,
                       max_lines: int = 20000) -> torch.Tensor:
-    """`num_windows` windows `<s> body(n-2) </s>` (BERT's: `[CLS] body [SEP]`) cut from raw text (one paragraph per line; .gz read as gzip).
+    """`num_windows` windows `<s> body(n-2) </s>` (BERT's: `[CLS] body [SEP]`) cut from raw text (one paragraph per
+    line; .gz read as gzip).
 
     Paragraphs of the first `max_lines` lines are tokenized and joined by `</s>` into one stream; windows start
     at seeded random positions without overlap. Raw text is not held out from training: prefer a prepared
@@ -192,7 +193,6 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     from transformers import AutoTokenizer
 
     started = time.perf_counter()
-
     model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)
     outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]
