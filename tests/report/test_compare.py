@@ -102,7 +102,8 @@ def test_a_named_path_without_runs_is_an_error_not_a_run_left_out(tmp_path, make
         with pytest.raises(DataError, match=message):
             figure3([run, missing], tmp_path / "fig")
     assert not (tmp_path / "out").exists() and not (tmp_path / "fig.json").exists()
-    assert compare_runs([str(tmp_path / "pretrain" / "a*")], tmp_path / "out")["runs"][0].path == run.resolve()  # quoted glob
+    quoted_glob = str(tmp_path / "pretrain" / "a*")
+    assert compare_runs([quoted_glob], tmp_path / "out")["runs"][0].path == run.resolve()
 
 
 @pytest.mark.slow  # several fresh processes; make test-all runs it
@@ -115,7 +116,7 @@ def test_cli(tmp_path, make_run):
     assert out.returncode == 0, out.stderr
     assert "| a |" in out.stdout and "| b |" in out.stdout
     assert (tmp_path / "o" / "val_loss.png").is_file() and (tmp_path / "o" / "loss.png").is_file()
-    for args, message in (([str(tmp_path / "nothing")], f"error: no run directories (with metrics.jsonl) in {tmp_path}"),
+    for args, message in (([str(tmp_path / "nothing")], f"error: {tmp_path / 'nothing'} does not exist"),
                           ([str(tmp_path), "--metrics", "val_ppl", "acc"], "error: --metrics: no run logged acc; ")):
         bad = subprocess.run([sys.executable, str(REPO / "scripts/compare_runs.py"), *args], capture_output=True,
                              text=True, timeout=60, check=False)
