@@ -239,7 +239,8 @@ def test_max_length_above_n_is_refused(tmp_path, sst2_dir, pretrained_run):
         _run(tmp_path, sst2_dir, pretrained_run, "trainer.max_length=64")  # the tiny model's n is 32
 
 
-# a skipped first step still moves the schedule on: torch's warning that its first rate went unused is expected
+# a skipped first step counts and moves the schedule on: torch's warning that its first rate went unused must not
+# reach the user
 @pytest.mark.filterwarnings("error:Detected call of `lr_scheduler")
 def test_nonfinite_loss_in_an_earlier_micro_batch_skips_the_update(tmp_path, sst2_dir, pretrained_run, monkeypatch):
     """With grad_accum=2 a NaN in the first micro-batch of a step must stop the update, not only one in the last."""

@@ -82,8 +82,8 @@ def _start_and_wait(tiny_data, run, *overrides, rows=3):
 @pytest.mark.slow  # several fresh processes; make test-all runs it
 def test_a_second_live_process_is_refused_and_a_stale_lock_taken_over(tiny_data, tmp_path):
     run = tmp_path / "run"
-    # far more steps than the first process can take while the second starts (400 could finish on an idle
-    # machine, and the second then met a finished run instead of a live one); it is killed below
+    # far more steps than the first process can take while the second starts, so that the second meets a live run,
+    # not a finished one; it is killed below
     slow = ["trainer.max_steps=100000", "trainer.save_every=2", "trainer.eval_every=1000"]
     first = _start_and_wait(tiny_data, run, *slow)
     try:
