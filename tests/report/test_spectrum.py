@@ -149,19 +149,16 @@ def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(
         analyze_spectrum(tmp_path / "empty", tmp_path / "out2", "s", text_path="unused.txt")
 
 
-def _bert_with_wordpiece(path, words, n=16):
-    """A tiny BERT encoder (no MLM head) saved with a WordPiece tokenizer of `words`: BERT's layout, where the
-    tokenizer has [CLS] and [SEP] but no bos or eos."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+def _bert_with_wordpiece(path, size=16, n=16):
+    """A tiny BERT encoder (no MLM head) saved with a WordPiece tokenizer of `size` tokens (words w5, w6, ...):
+    BERT's layout, where the tokenizer has [CLS] and [SEP] but no bos or eos."""
+    from transformers import BertConfig, BertModel
 
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    from tests.modeling.test_convert import save_tokenizer
+
+    BertModel(BertConfig(vocab_size=size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=32, max_position_embeddings=n)).save_pretrained(path)
-    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(path)
+    save_tokenizer(path, size)
     return path
 
 
@@ -171,8 +168,8 @@ def test_a_bert_encoder_gives_its_spectrum_from_raw_text(tmp_path):
     are [CLS] ... [SEP]. It was a TypeError (the Linformer-only `attention` argument) before."""
     from linformer.report.spectrum import load_full_attention_model
 
-    words = ["the", "film", "was", "good", "bad", "plot", "actor", "long"]
-    path = _bert_with_wordpiece(tmp_path / "bert", words)
+    words = [f"w{i}" for i in range(5, 13)]
+    path = _bert_with_wordpiece(tmp_path / "bert")
     text = tmp_path / "text.txt"
     text.write_text("".join(" ".join(words[(i + j) % 8] for j in range(30)) + "\n" for i in range(20)))
     r = analyze_spectrum(path, tmp_path / "out", "s", text_path=text, num_windows=3, k=4)
@@ -187,10 +184,9 @@ def test_bert_windows_are_cls_body_sep(tmp_path):
 
     from linformer.report.spectrum import windows_from_text
 
-    words = ["alpha", "beta", "gamma"]
-    tok = AutoTokenizer.from_pretrained(_bert_with_wordpiece(tmp_path / "bert", words))
+    tok = AutoTokenizer.from_pretrained(_bert_with_wordpiece(tmp_path / "bert"))
     text = tmp_path / "text.txt"
-    text.write_text("alpha beta gamma " * 20 + "\n")
+    text.write_text("w5 w6 w7 " * 20 + "\n")
     ids = windows_from_text(tok, text, n=8, num_windows=2, seed=0)
     assert (ids[:, 0] == tok.cls_token_id).all() and (ids[:, -1] == tok.sep_token_id).all()
     assert not (ids[:, 1:-1] == tok.unk_token_id).any()
