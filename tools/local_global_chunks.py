@@ -2,16 +2,19 @@
 torch.compile; flex: the model under attn_implementation="flex_attention", torch.compile's CPU flex kernel) and chunk
 size (linformer.modeling.local_global.CHUNK_ELEMENTS) move its forward time against full attention's, side by side in
 one process: all-MiniLM-L6-v2's shape (6 x 384, 12 heads, FFN 1536), k = 128, w = 128, global [0, -1], batch 1, random
-weights, at 1 and 2 threads, idle and beside one busy process (bench.common.competing_processes).
+weights, at 1 and 2 threads, idle and beside one busy process (bench.common.competing_processes), with the CPU
+thread policy fixed (torch's setting) and adaptive (threads fitted to the free cores: linformer.modeling.threads).
 
     python tools/local_global_chunks.py [--n 4096] [--reps 3] [--chunks 18] [--kernels blocked compiled flex]
+        [--policies fixed adaptive]
 
-Prints one row per (threads, load, kernel, chunk): the median forward time of each model over interleaved rounds, the
+Prints one row per (threads, load, policy, kernel, chunk): the median forward time of each model over interleaved rounds, the
 part of it spent in the self-attention modules, their ratio, and the FLOP ratio it is held to (target: the time ratio
 at most 1.15x the FLOP ratio).
 """
 
 import argparse
+import itertools
 import os
 import statistics
 import time
@@ -20,6 +23,7 @@ import torch
 
 import linformer.modeling.local_global as lg
 from linformer.bench.common import competing_processes
+from linformer.modeling import threads as cpu_threads
 from linformer.modeling.attention import LinformerSelfAttention
 from linformer.modeling.configuration import LinformerConfig
 from linformer.modeling.flops import forward_flops_per_token
@@ -57,6 +61,8 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, nargs="+", default=[18], help="log2 of CHUNK_ELEMENTS")
     ap.add_argument("--kernels", nargs="+", default=["blocked"], choices=["blocked", "compiled", "flex"])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--policies", nargs="+", default=["fixed", "adaptive"], choices=list(cpu_threads.POLICIES),
+                    help="the CPU thread policy of both models")
     args = ap.parse_args()
     torch.manual_seed(0)
     models = {a: LinformerModel(config(args.n, a)).eval() for a in ("full", "linformer")}
@@ -67,18 +73,19 @@ def main() -> None:
     omp = {k: os.environ[k] for k in ("OMP_PROC_BIND", "OMP_WAIT_POLICY", "GOMP_CPU_AFFINITY") if k in os.environ}
     print(f"n = {args.n}, FLOP ratio (local/global / full) {flop_ratio:.3f}; torch {torch.__version__}, "
           f"{os.cpu_count()} CPUs; OpenMP settings {omp or 'none'}")
-    print("| threads | load | kernel | chunk | full (ms) | its attention | local/global (ms) | its attention "
+    print("| threads | load | policy | kernel | chunk | full (ms) | its attention | local/global (ms) | its attention "
           "| time ratio | x FLOP ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         for load in ("idle", "one busy process"):
             torch.set_num_threads(threads)
             with competing_processes(0 if load == "idle" else 1):
-                for kernel in args.kernels:
+                for policy, kernel in itertools.product(args.policies, args.kernels):
+                    cpu_threads.set_policy(policy)
                     for c, full, full_att, local, local_att in _rounds(models, clocks, ids, kernel, args):
                         inside = "-" if kernel == "compiled" else f"{1000 * local_att:.0f}"  # hooks compiled away
-                        print(f"| {threads} | {load} | {kernel} | 2^{c} | {1000 * full:.0f} | {1000 * full_att:.0f} | "
-                              f"{1000 * local:.0f} | {inside} | {local / full:.3f} | "
+                        print(f"| {threads} | {load} | {policy} | {kernel} | 2^{c} | {1000 * full:.0f} | "
+                              f"{1000 * full_att:.0f} | {1000 * local:.0f} | {inside} | {local / full:.3f} | "
                               f"{local / full / flop_ratio:.2f} |", flush=True)
 
 

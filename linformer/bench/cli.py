@@ -79,6 +79,10 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
         out_dir = HydraConfig.get().runtime.output_dir
     inf, thr = settings_from_config(cfg)
     resolve_device(cfg.device)  # a GPU the machine lacks: refused before busy processes start or files are claimed
+    if cfg.get("cpu_threads") is not None:  # null: the package's policy (LINFORMER_CPU_THREADS, else adaptive)
+        from ..modeling import threads as cpu_threads
+
+        cpu_threads.set_policy(str(cfg.cpu_threads), key="cpu_threads")
     threads = positive_int(cfg, "threads", prefix="", allow_none=True)
     if threads is not None:
         import torch

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ..devices import cpu_model_name
+from ..modeling import threads
 
 
 def synchronize(device: torch.device) -> None:
@@ -174,6 +175,7 @@ def machine_description(device: torch.device) -> dict[str, str]:
         "cpu": cpu_model_name(),
         "cpu_cores": str(os.cpu_count()),
         "torch_threads": str(torch.get_num_threads()),
+        "cpu_thread_policy": threads.get_policy(),
         "competing_processes": str(_COMPETING[0]),
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -49,6 +49,17 @@ def _mib(v) -> str:
     return "-" if v is None else f"{v:.0f}"
 
 
+def thread_policy(machine: dict) -> str:
+    """The machine line's note of how our models' CPU inference chose its threads (benchmark key cpu_threads);
+    nothing for a GPU or a record made before the key."""
+    if machine.get("device") != "cpu" or "cpu_thread_policy" not in machine:
+        return ""
+    if machine["cpu_thread_policy"] == "adaptive":
+        return ("; our models' inference fitted to the cores other processes leave free (cpu_threads=adaptive; the HF "
+                "models keep torch's setting)")
+    return "; every model at torch's setting (cpu_threads=fixed)"
+
+
 def competing(machine: dict) -> str:
     """The machine line's note of the busy processes that ran beside the measurement (benchmark key competing)."""
     count = int(machine.get("competing_processes") or 0)
@@ -143,7 +154,7 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         "# Table 3 reproduction: Linformer inference efficiency",
         "",
         f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
-        f"{m.get('memory_gib', '?')} GiB){competing(m)}, device `{m.get('device')}`"
+        f"{m.get('memory_gib', '?')} GiB){competing(m)}{thread_policy(m)}, device `{m.get('device')}`"
         + (f" ({m['gpu']})" if "gpu" in m else "")
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
         (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "

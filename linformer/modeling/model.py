@@ -17,7 +17,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils.generic import can_return_tuple
 
-from . import flex
+from . import flex, threads
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig, check_local_path
 
@@ -146,6 +146,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True  # every attention path reads it (linformer.modeling.flex)
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
+
+    def __call__(self, *args, **kwargs):
+        """The forward; an eager one on the CPU without gradients with threads fitted to the cores other processes
+        leave free (linformer.modeling.threads). Under ``model.compile()`` the compiled call keeps torch's setting."""
+        with threads.fitted(self.device.type == "cpu" and getattr(self, "_compiled_call_impl", None) is None):
+            return super().__call__(*args, **kwargs)
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:

@@ -279,6 +279,26 @@ def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp
     assert not any(tmp_path.iterdir())  # nothing measured, nothing written
 
 
+def test_the_cpu_thread_policy_is_checked_set_and_recorded(tmp_path, monkeypatch):
+    from linformer.bench.cli import benchmark_from_config
+    from linformer.bench.common import machine_description
+    from linformer.bench.report import thread_policy
+    from linformer.modeling import threads
+
+    monkeypatch.setattr(threads, "_state", threads._State())
+    cfg = compose("benchmark", ["device=cpu", "cpu_threads=sometimes", f"out_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"^cpu_threads='sometimes' is not one of adaptive, fixed\.$"):
+        benchmark_from_config(cfg)
+    assert not any(tmp_path.iterdir())
+    monkeypatch.setenv(threads.ENV, "fixed")
+    machine = machine_description(torch.device("cpu"))
+    assert machine["cpu_thread_policy"] == "fixed"
+    assert thread_policy(machine) == "; every model at torch's setting (cpu_threads=fixed)"
+    threads.set_policy("adaptive", key="cpu_threads")
+    assert "fitted to the cores other processes leave free" in thread_policy(machine_description(torch.device("cpu")))
+    assert thread_policy({"device": "cuda", "cpu_thread_policy": "adaptive"}) == ""
+
+
 @pytest.mark.parametrize("competing", ["-1", "1.5", "many"])
 def test_a_bad_competing_count_is_one_error_before_anything_runs(competing, tmp_path):
     from linformer.bench.cli import benchmark_from_config

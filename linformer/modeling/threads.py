@@ -1,0 +1,152 @@
+"""CPU threads fitted to the cores other processes leave free, for a model's inference forwards.
+
+Why: on a CPU shared with other processes, a forward that runs more threads than there are free cores waits at the
+end of each of its parallel regions for the thread whose core another process holds. The local/global attention
+runs thousands of small regions per forward at n = 4096, so beside one busy process on 2 cores it is faster on one
+thread than on two (docs/results/local_global_cpu.md). Under the ``adaptive`` policy (the default), a Linformer
+model's inference forward on the CPU therefore runs with
+
+    threads = max(1, min(torch.get_num_threads(), round(cores - busy)))
+
+where ``cores`` are the CPUs this process may run on and ``busy`` is how many of them other processes kept busy
+since the last decision (their busy time in /proc/stat, a hypervisor's steal included, less this process's own CPU
+time, over at least WINDOW_S of wall time). torch's own setting is restored after the forward. Outputs agree at
+any thread count (the CPU kernels split their work by rows, not along a reduction: bitwise on the machines measured,
+and a test holds them to 1e-6); training forwards (grad enabled) keep torch's setting all the same, so that training
+stays bitwise reproducible whatever the load, and so do compiled forwards (inductor builds its CPU kernels for one
+thread count).
+
+``LINFORMER_CPU_THREADS=fixed`` in the environment, or ``set_policy("fixed")``, keeps torch's setting always; so
+does a machine without /proc/stat (not Linux). The setting is the process's: Python threads that run forwards at
+once share torch's thread count, and should use the fixed policy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from contextlib import contextmanager
+
+import torch
+
+from ..errors import ConfigError
+
+POLICIES = ("adaptive", "fixed")
+ENV = "LINFORMER_CPU_THREADS"
+WINDOW_S = 0.2  # the shortest wall time a decision is measured over: /proc/stat counts in ticks of 10 ms
+PROC_STAT = "/proc/stat"
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest time is inside user)
+
+
+def _policy_from_env() -> str:
+    value = os.environ.get(ENV, "adaptive").strip().lower() or "adaptive"
+    if value not in POLICIES:
+        raise ConfigError(f"{ENV}={value!r} is not one of {', '.join(POLICIES)}.")
+    return value
+
+
+class _State:
+    """The policy and the last measurement, shared by every model in the process."""
+
+    def __init__(self):
+        self.policy: str | None = None  # read from the environment at the first forward (an error there is one line)
+        self.lock = threading.Lock()
+        self.local = threading.local()  # depth of nested calls on this Python thread
+        self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+        self.snapshot = _snapshot(self.cpus, self.tick_s)  # at import: the first forward has a window behind it
+        self.busy = 0.0  # cores other processes kept busy in the last window
+
+
+def _busy_seconds(cpus: list[int], tick_s: float) -> float | None:
+    """Busy seconds of `cpus` since boot, from /proc/stat; None where it cannot be read."""
+    wanted = {f"cpu{c}" for c in cpus}
+    total = 0
+    try:
+        with open(PROC_STAT) as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if name in wanted:
+                    fields = rest.split()
+                    total += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
+    except (OSError, ValueError):
+        return None
+    return total * tick_s
+
+
+def _snapshot(cpus: list[int], tick_s: float) -> tuple[float, float, float] | None:
+    busy = _busy_seconds(cpus, tick_s) if cpus else None
+    return None if busy is None else (time.monotonic(), busy, time.process_time())
+
+
+_state = _State()
+
+
+def set_policy(policy: str, key: str = "policy") -> None:
+    """``adaptive`` (fit the threads to the free cores) or ``fixed`` (torch's setting), for the whole process; a
+    ConfigError naming `key` for anything else."""
+    if policy not in POLICIES:
+        raise ConfigError(f"{key}={policy!r} is not one of {', '.join(POLICIES)}.")
+    _state.policy = policy
+
+
+def get_policy() -> str:
+    if _state.policy is None:
+        _state.policy = _policy_from_env()
+    return _state.policy
+
+
+def busy_cores() -> float:
+    """Cores other processes kept busy, measured over the time since the last measurement (at least WINDOW_S;
+    a shorter wait returns the last value)."""
+    s = _state
+    with s.lock:
+        now = _snapshot(s.cpus, s.tick_s)
+        if now is None or s.snapshot is None:
+            s.snapshot = now
+            return s.busy
+        wall, busy, own = (a - b for a, b in zip(now, s.snapshot, strict=True))
+        if wall >= WINDOW_S:
+            s.busy = min(max((busy - own) / wall, 0.0), float(len(s.cpus)))
+            s.snapshot = now
+        return s.busy
+
+
+def fitted_threads(requested: int) -> int:
+    """The threads a forward gets under the adaptive policy: at most `requested`, at least 1."""
+    free = len(_state.cpus) - busy_cores()
+    return max(1, min(requested, math.floor(free + 0.5)))
+
+
+def _applies(eligible: bool) -> bool:
+    return (eligible and get_policy() == "adaptive" and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling() and _state.snapshot is not None)
+
+
+@contextmanager
+def fitted(eligible: bool):
+    """Run the block (one model forward; `eligible`: an eager one on the CPU) with the threads fitted to the free
+    cores where the policy applies: the outermost call on this Python thread decides, nested models' calls inside it
+    keep its choice."""
+    local = _state.local
+    depth = getattr(local, "depth", 0)
+    if depth or not _applies(eligible):
+        local.depth = depth + 1
+        try:
+            yield
+        finally:
+            local.depth = depth
+        return
+    requested = torch.get_num_threads()
+    threads = fitted_threads(requested) if requested > 1 else requested
+    local.depth = 1
+    if threads != requested:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        local.depth = 0
+        if threads != requested:
+            torch.set_num_threads(requested)

@@ -1,0 +1,168 @@
+"""The CPU thread policy: inference forwards fitted to the cores other processes leave free (modeling/threads.py)."""
+
+import pytest
+import torch
+
+from linformer import LinformerForMaskedLM, LinformerModel
+from linformer.errors import ConfigError
+from linformer.modeling import threads
+
+from .conftest import tiny_config
+
+
+class Clock:
+    """Stands in for the time module: wall and process time set by the test."""
+
+    def __init__(self):
+        self.wall, self.cpu = 100.0, 10.0
+
+    def monotonic(self):
+        return self.wall
+
+    def process_time(self):
+        return self.cpu
+
+
+def write_stat(path, busy_ticks: dict[int, int], idle_ticks: int = 1000) -> None:
+    """A /proc/stat whose cpuN lines hold `busy_ticks[N]`, split over user, system and steal."""
+    lines = ["cpu  1 2 3 4 5 6 7 8 9 10"]
+    for cpu, busy in busy_ticks.items():
+        user, system, steal = busy - busy // 2, busy // 4, busy // 2 - busy // 4
+        lines.append(f"cpu{cpu} {user} 0 {system} {idle_ticks} 0 0 0 {steal} 0 0")
+    path.write_text("\n".join([*lines, "intr 1 2 3", "procs_running 3"]) + "\n")
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A process allowed CPUs 0 and 1 of a 3-CPU machine, its /proc/stat and clocks the test's, policy adaptive."""
+    stat, clock = tmp_path / "stat", Clock()
+    write_stat(stat, {0: 100, 1: 100, 2: 100})
+    monkeypatch.setattr(threads, "PROC_STAT", str(stat))
+    monkeypatch.setattr(threads, "time", clock)
+    monkeypatch.setattr(threads, "_state", threads._State())
+    threads._state.cpus, threads._state.tick_s = [0, 1], 0.01
+    threads._state.snapshot = threads._snapshot([0, 1], 0.01)
+    threads.set_policy("adaptive")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield stat, clock
+    torch.set_num_threads(previous)
+
+
+def advance(machine, seconds: float, busy_ticks: dict[int, int], own_cpu_s: float) -> None:
+    stat, clock = machine
+    clock.wall += seconds
+    clock.cpu += own_cpu_s
+    write_stat(stat, busy_ticks)
+
+
+def test_busy_cores_are_other_processes_time_on_the_allowed_cpus_steal_included(machine):
+    # 1 s: CPUs 0 and 1 busy 0.8 s and 0.7 s (1.5 s), this process 0.5 s of it; CPU 2 (not ours) fully busy
+    advance(machine, 1.0, {0: 180, 1: 170, 2: 200}, own_cpu_s=0.5)
+    assert threads.busy_cores() == pytest.approx(1.0)
+    assert threads.fitted_threads(2) == 1
+    # a window shorter than WINDOW_S keeps the last measurement
+    advance(machine, threads.WINDOW_S / 4, {0: 180, 1: 170, 2: 200}, own_cpu_s=0.0)
+    assert threads.busy_cores() == pytest.approx(1.0)
+    # then a quiet second, measured from the last measurement that counted (1.05 s): both cores free again
+    advance(machine, 1.0, {0: 280, 1: 270, 2: 300}, own_cpu_s=1.95)
+    assert threads.busy_cores() == pytest.approx(0.05 / (1.0 + threads.WINDOW_S / 4))
+    assert threads.fitted_threads(2) == 2
+
+
+@pytest.mark.parametrize(("cpus", "busy", "requested", "fitted"), [
+    (2, 0.4, 2, 2),     # rounds: 1.6 free cores are 2
+    (2, 0.6, 2, 1),
+    (2, 2.0, 2, 1),     # at least one
+    (16, 5.4, 8, 8),    # at most what torch was given
+    (16, 9.6, 16, 6),
+])
+def test_fitted_threads(cpus, busy, requested, fitted, monkeypatch):
+    monkeypatch.setattr(threads, "busy_cores", lambda: busy)
+    monkeypatch.setattr(threads._state, "cpus", list(range(cpus)))
+    assert threads.fitted_threads(requested) == fitted
+
+
+def threads_inside(model, grad: bool = False, **kwargs) -> int:
+    """torch's thread count seen inside the model's encoder layers during one forward."""
+    seen = []
+    layer = model.base_model.encoder.layer[0]
+    handle = layer.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    ids = torch.randint(4, 64, (2, 16))
+    try:
+        with torch.set_grad_enabled(grad):
+            model(ids, **kwargs)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+@pytest.mark.parametrize("model_class", [LinformerModel, LinformerForMaskedLM])
+def test_an_inference_forward_beside_a_busy_process_runs_on_the_free_core_and_restores_torchs_setting(
+        model_class, machine):
+    model = model_class(tiny_config(local_window=4, global_positions=[0, -1])).eval()
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy
+    assert threads_inside(model) == 1  # the task model decides once; its encoder's own call keeps the choice
+    assert torch.get_num_threads() == 2
+    assert threads_inside(model, grad=True) == 2  # training forwards keep torch's setting (bitwise reproducible)
+    threads.set_policy("fixed")
+    assert threads_inside(model) == 2
+    threads.set_policy("adaptive")
+    advance(machine, 1.0, {0: 300, 1: 300, 2: 100}, own_cpu_s=2.0)  # the other process has stopped
+    assert threads_inside(model) == 2
+
+
+def test_a_forward_that_fails_still_restores_torchs_setting(machine):
+    model = LinformerModel(tiny_config()).eval()
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
+    with pytest.raises(IndexError), torch.no_grad():
+        model(torch.tensor([[1, 2, 999]]))  # a token id beyond the vocabulary
+    assert torch.get_num_threads() == 2
+    assert threads_inside(model) == 1  # and the next call decides afresh
+
+
+def test_outputs_do_not_depend_on_the_thread_count():
+    """What makes fitting the threads safe for recorded predictions: the CPU kernels split rows, not reductions."""
+    torch.manual_seed(0)
+    previous = torch.get_num_threads()
+    for config in (tiny_config(attention="full"), tiny_config(local_window=4, global_positions=[0, -1])):
+        model = LinformerModel(config).eval()
+        ids, mask = torch.randint(4, 64, (3, 16)), torch.ones(3, 16, dtype=torch.long)
+        mask[1, 9:] = 0
+        outs = []
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            with torch.inference_mode():
+                outs.append(model(ids, attention_mask=mask).last_hidden_state)
+        torch.set_num_threads(previous)
+        torch.testing.assert_close(outs[0], outs[1], rtol=1e-6, atol=1e-6)
+
+
+def test_without_proc_stat_torchs_setting_stands(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "PROC_STAT", str(tmp_path / "missing"))
+    monkeypatch.setattr(threads, "_state", threads._State())
+    threads.set_policy("adaptive")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert threads_inside(LinformerModel(tiny_config()).eval()) == 2
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_a_policy_that_is_not_one_is_an_error_naming_where_it_came_from(monkeypatch):
+    monkeypatch.setattr(threads, "_state", threads._State())
+    monkeypatch.setenv(threads.ENV, "sometimes")
+    with pytest.raises(ConfigError, match=r"^LINFORMER_CPU_THREADS='sometimes' is not one of adaptive, fixed\.$"):
+        LinformerModel(tiny_config()).eval()(torch.tensor([[1, 2, 3]]))
+    with pytest.raises(ConfigError, match=r"^cpu_threads='x' is not one of adaptive, fixed\.$"):
+        threads.set_policy("x", key="cpu_threads")
+    monkeypatch.setenv(threads.ENV, "FIXED")
+    assert threads.get_policy() == "fixed"
+
+
+def test_a_compiled_module_keeps_torchs_setting(machine):
+    model = LinformerModel(tiny_config()).eval()
+    model._compiled_call_impl = model._call_impl  # what model.compile() sets, without the minutes of a compile
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
+    assert threads_inside(model) == 2
