@@ -55,8 +55,8 @@ def thread_policy(machine: dict) -> str:
     if machine.get("device") != "cpu" or "cpu_thread_policy" not in machine:
         return ""
     if machine["cpu_thread_policy"] == "adaptive":
-        return ("; our models' inference fitted to the cores other processes leave free (cpu_threads=adaptive; the HF "
-                "models keep torch's setting)")
+        return ("; our Linformers' inference fitted to the cores other processes leave free (cpu_threads=adaptive; "
+                "full attention and the HF models keep torch's setting)")
     return "; every model at torch's setting (cpu_threads=fixed)"
 
 

@@ -148,9 +148,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
 
     def __call__(self, *args, **kwargs):
-        """The forward; an eager one on the CPU without gradients with threads fitted to the cores other processes
-        leave free (linformer.modeling.threads). Under ``model.compile()`` the compiled call keeps torch's setting."""
-        with threads.fitted(self.device.type == "cpu" and getattr(self, "_compiled_call_impl", None) is None):
+        """The forward; an eager one of a Linformer on the CPU without gradients with threads fitted to the cores
+        other processes leave free (linformer.modeling.threads: full attention and ``model.compile()``'s compiled
+        call keep torch's setting)."""
+        eligible = (self.config.attention != "full" and self.device.type == "cpu"
+                    and getattr(self, "_compiled_call_impl", None) is None)
+        with threads.fitted(eligible):
             return super().__call__(*args, **kwargs)
 
     @classmethod

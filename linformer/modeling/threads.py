@@ -3,14 +3,16 @@
 Why: on a CPU shared with other processes, a forward that runs more threads than there are free cores waits at the
 end of each of its parallel regions for the thread whose core another process holds. The local/global attention
 runs thousands of small regions per forward at n = 4096, so beside one busy process on 2 cores it is faster on one
-thread than on two (docs/results/local_global_cpu.md). Under the ``adaptive`` policy (the default), a Linformer
-model's inference forward on the CPU therefore runs with
+thread than on two (docs/results/local_global_cpu.md). Under the ``adaptive`` policy (the default), the inference
+forward of a Linformer (projected keys, with or without exact local and global ones) on the CPU therefore runs with
 
     threads = max(1, min(torch.get_num_threads(), round(cores - busy)))
 
 where ``cores`` are the CPUs this process may run on and ``busy`` is how many of them other processes kept busy
 since the last decision (their busy time in /proc/stat, a hypervisor's steal included, less this process's own CPU
-time, over at least WINDOW_S of wall time). torch's own setting is restored after the forward. Outputs agree at
+time, over at least WINDOW_S of wall time). torch's own setting is restored after the forward. Full attention keeps
+torch's setting: its fused kernel's few long parallel regions still gain from a contended second thread (measured
+in the same file). Outputs agree at
 any thread count (the CPU kernels split their work by rows, not along a reduction: bitwise on the machines measured,
 and a test holds them to 1e-6); training forwards (grad enabled) keep torch's setting all the same, so that training
 stays bitwise reproducible whatever the load, and so do compiled forwards (inductor builds its CPU kernels for one

@@ -47,9 +47,11 @@ def provenance(script: str, started: float) -> tuple[str, list[str]]:
     (time.perf_counter)."""
     import torch
 
+    from ..modeling import threads
+
     command = shlex.join(["python", script, *sys.argv[1:]])
-    machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()}, "
-               f"{time.perf_counter() - started:.0f} s.")
+    machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()} (CPU thread policy: "
+               f"{threads.get_policy()}), {time.perf_counter() - started:.0f} s.")
     return command, [machine, f"Command: `{command}`"]
 
 

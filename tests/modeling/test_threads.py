@@ -112,6 +112,13 @@ def test_an_inference_forward_beside_a_busy_process_runs_on_the_free_core_and_re
     assert threads_inside(model) == 2
 
 
+def test_full_attention_keeps_torchs_setting(machine):
+    """Its fused kernel's long parallel regions gain from a contended second thread: only the Linformer is fitted."""
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
+    assert threads_inside(LinformerModel(tiny_config(attention="full")).eval()) == 2
+    assert threads_inside(LinformerModel(tiny_config()).eval()) == 1
+
+
 def test_a_forward_that_fails_still_restores_torchs_setting(machine):
     model = LinformerModel(tiny_config()).eval()
     advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
