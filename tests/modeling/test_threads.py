@@ -173,3 +173,15 @@ def test_a_compiled_module_keeps_torchs_setting(machine):
     model._compiled_call_impl = model._call_impl  # what model.compile() sets, without the minutes of a compile
     advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
     assert threads_inside(model) == 2
+
+
+def test_torch_compile_traces_an_inference_forward_whole(machine):
+    """torch.compile(model) traces the model's __call__: the thread fitting must neither break the graph nor set
+    threads inside it."""
+    model = LinformerModel(tiny_config(local_window=4, global_positions=[0, -1])).eval()
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
+    ids = torch.randint(4, 64, (2, 16))
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(ids).last_hidden_state, model(ids).last_hidden_state)
+    assert torch.get_num_threads() == 2
