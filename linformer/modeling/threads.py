@@ -10,13 +10,13 @@ forward of a Linformer (projected keys, with or without exact local and global o
 
 where ``cores`` are the CPUs this process may run on and ``busy`` is how many of them other processes kept busy
 since the last decision (their busy time in /proc/stat, a hypervisor's steal included, less this process's own CPU
-time, over at least WINDOW_S of wall time). torch's own setting is restored after the forward. Full attention keeps
-torch's setting: its fused kernel's few long parallel regions still gain from a contended second thread (measured
-in the same file). Outputs agree at
-any thread count (the CPU kernels split their work by rows, not along a reduction: bitwise on the machines measured,
-and a test holds them to 1e-6); training forwards (grad enabled) keep torch's setting all the same, so that training
-stays bitwise reproducible whatever the load, and so do compiled forwards (inductor builds its CPU kernels for one
-thread count).
+time, over at least WINDOW_S of wall time). torch's own setting is restored after the forward.
+
+Full attention keeps torch's setting: its fused kernel's few long parallel regions still gain from a contended
+second thread (measured in the same file). Outputs agree at any thread count (the CPU kernels split their work by
+rows, not along a reduction: bitwise on the machines measured, and a test holds them to 1e-6); training forwards
+(grad enabled) keep torch's setting all the same, so that training stays bitwise reproducible whatever the load, and
+so do compiled forwards (inductor builds its CPU kernels for one thread count).
 
 ``LINFORMER_CPU_THREADS=fixed`` in the environment, or ``set_policy("fixed")``, keeps torch's setting always; so
 does a machine without /proc/stat (not Linux). The setting is the process's: Python threads that run forwards at
@@ -129,9 +129,9 @@ def _applies(eligible: bool) -> bool:
 
 @contextmanager
 def fitted(eligible: bool):
-    """Run the block (one model forward; `eligible`: an eager one on the CPU) with the threads fitted to the free
-    cores where the policy applies: the outermost call on this Python thread decides, nested models' calls inside it
-    keep its choice."""
+    """Run the block (one model forward; `eligible`: an eager Linformer's on the CPU) with the threads fitted to the
+    free cores where the policy applies: the outermost call on this Python thread decides, nested models' calls inside
+    it keep its choice."""
     local = _state.local
     depth = getattr(local, "depth", 0)
     if depth or not _applies(eligible):
