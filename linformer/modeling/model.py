@@ -151,9 +151,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
         """The forward; an eager one of a Linformer on the CPU without gradients with threads fitted to the cores
         other processes leave free (linformer.modeling.threads: full attention and ``model.compile()``'s compiled
         call keep torch's setting)."""
-        eligible = (self.config.attention != "full" and self.device.type == "cpu"
-                    and getattr(self, "_compiled_call_impl", None) is None)
-        with threads.fitted(eligible):
+        with threads.fitted(self):
             return super().__call__(*args, **kwargs)
 
     @classmethod

@@ -105,14 +105,13 @@ def busy_cores() -> float:
     a shorter wait returns the last value)."""
     s = _state
     with s.lock:
+        if s.snapshot is not None and time.monotonic() - s.snapshot[0] < WINDOW_S:
+            return s.busy  # /proc/stat is read at most once a window, however many forwards run in it
         now = _snapshot(s.cpus, s.tick_s)
-        if now is None or s.snapshot is None:
-            s.snapshot = now
-            return s.busy
-        wall, busy, own = (a - b for a, b in zip(now, s.snapshot, strict=True))
-        if wall >= WINDOW_S:
+        if now is not None and s.snapshot is not None:
+            wall, busy, own = (a - b for a, b in zip(now, s.snapshot, strict=True))
             s.busy = min(max((busy - own) / wall, 0.0), float(len(s.cpus)))
-            s.snapshot = now
+        s.snapshot = now
         return s.busy
 
 
@@ -122,19 +121,24 @@ def fitted_threads(requested: int) -> int:
     return max(1, min(requested, math.floor(free + 0.5)))
 
 
-def _applies(eligible: bool) -> bool:
-    return (eligible and get_policy() == "adaptive" and not torch.is_grad_enabled()
-            and not torch.compiler.is_compiling() and _state.snapshot is not None)
+def _applies(model) -> bool:
+    """Whether `model`'s call is fitted: the adaptive policy, no gradients, not under compile (tracing, or
+    ``model.compile()``'s compiled call), a Linformer (not full attention) on the CPU; the cheapest checks first, since
+    every call, training steps on a GPU included, passes here. The policy comes first so that a bad
+    LINFORMER_CPU_THREADS is said at the first call of any kind."""
+    return (get_policy() == "adaptive" and not torch.is_grad_enabled() and _state.snapshot is not None
+            and not torch.compiler.is_compiling() and getattr(model, "_compiled_call_impl", None) is None
+            and model.config.attention != "full" and model.device.type == "cpu")
 
 
 @contextmanager
-def fitted(eligible: bool):
-    """Run the block (one model forward; `eligible`: an eager Linformer's on the CPU) with the threads fitted to the
-    free cores where the policy applies: the outermost call on this Python thread decides, nested models' calls inside
-    it keep its choice."""
+def fitted(model):
+    """Run the block (one call of `model`) with the threads fitted to the free cores where the policy applies
+    (``_applies``): the outermost call on this Python thread decides, nested models' calls inside it keep its
+    choice."""
     local = _state.local
     depth = getattr(local, "depth", 0)
-    if depth or not _applies(eligible):
+    if depth or not _applies(model):
         local.depth = depth + 1
         try:
             yield

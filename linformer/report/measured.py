@@ -7,13 +7,12 @@ import argparse
 import contextlib
 import shlex
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..cli import cli_errors
 from ..data.io import path_root
-from ..devices import cpu_model_name
+from ..devices import machine_words
 from ..files import file_record, made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
@@ -47,11 +46,8 @@ def provenance(script: str, started: float) -> tuple[str, list[str]]:
     (time.perf_counter)."""
     import torch
 
-    from ..modeling import threads
-
     command = shlex.join(["python", script, *sys.argv[1:]])
-    machine = (f"Machine: {cpu_model_name()}, torch threads: {torch.get_num_threads()} (CPU thread policy: "
-               f"{threads.get_policy()}), {time.perf_counter() - started:.0f} s.")
+    machine = f"Machine: {machine_words(torch.device('cpu'), started)}."
     return command, [machine, f"Command: `{command}`"]
 
 

@@ -20,7 +20,7 @@ import torch
 
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
-from linformer.devices import device_name
+from linformer.devices import machine_words
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
@@ -234,8 +234,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         "cumulative": [[[round(float(v), 4) for v in head] for head in layer] for layer in cum],
         "plots": [curves.name, heat.name],
         "command": command,
-        "machine": f"{device_name(next(model.parameters()).device)}, torch threads: {torch.get_num_threads()}, "
-                   f"{time.perf_counter() - started:.0f} s",
+        "machine": machine_words(next(model.parameters()).device, started),
     }
     write_json(out_dir / f"{prefix}.json", result, indent=None)  # compact: the curves are for programs (the plots)
     record_output_files(outputs, record)

@@ -185,3 +185,15 @@ def test_torch_compile_traces_an_inference_forward_whole(machine):
     with torch.inference_mode():
         torch.testing.assert_close(compiled(ids).last_hidden_state, model(ids).last_hidden_state)
     assert torch.get_num_threads() == 2
+
+
+def test_proc_stat_is_read_at_most_once_a_window(machine, monkeypatch):
+    """Every eligible forward asks; only one a window pays for reading /proc/stat."""
+    reads = []
+    real = threads._busy_seconds
+    monkeypatch.setattr(threads, "_busy_seconds", lambda *a: reads.append(1) or real(*a))
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)
+    model = LinformerModel(tiny_config()).eval()
+    for _ in range(5):
+        assert threads_inside(model) == 1
+    assert len(reads) == 1
