@@ -55,17 +55,6 @@ def device_name(device: torch.device) -> str:
     return f"CPU: {cpu_model_name()}"
 
 
-def machine_words(device: torch.device, started: float) -> str:
-    """A measurement's machine in words: the device, torch's threads and the CPU thread policy (threads fitted to
-    the free cores or not: linformer.modeling.threads), and the seconds since `started` (time.perf_counter)."""
-    import time
-
-    from .modeling import threads
-
-    return (f"{device_name(device)}, torch threads: {torch.get_num_threads()} (CPU thread policy: "
-            f"{threads.get_policy()}), {time.perf_counter() - started:.0f} s")
-
-
 def cuda_device_name() -> str | None:
     """The first CUDA device's name; None without one."""
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -7,12 +7,13 @@ import argparse
 import contextlib
 import shlex
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..cli import cli_errors
 from ..data.io import path_root
-from ..devices import machine_words
+from ..devices import device_name
 from ..files import file_record, made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
@@ -39,6 +40,17 @@ def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
         settings = rendered.get("settings") or {}
     with cli_errors(), output_files(outputs, made_by(command, settings), args.overwrite):
         yield
+
+
+def machine_words(device, started: float) -> str:
+    """A measurement's machine in words: the device, torch's threads and the CPU thread policy (threads fitted to
+    the free cores or not: linformer.modeling.threads), and the seconds since `started` (time.perf_counter)."""
+    import torch
+
+    from ..modeling import threads
+
+    return (f"{device_name(device)}, torch threads: {torch.get_num_threads()} (CPU thread policy: "
+            f"{threads.get_policy()}), {time.perf_counter() - started:.0f} s")
 
 
 def provenance(script: str, started: float) -> tuple[str, list[str]]:

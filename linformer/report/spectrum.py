@@ -20,11 +20,11 @@ import torch
 
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
-from linformer.devices import machine_words
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
+from .measured import machine_words
 
 log = logging.getLogger(__name__)
 
