@@ -65,8 +65,25 @@ def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedMod
     longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
     ``extend_positions=False``, which makes that a ConfigError.
     """
-    source, where = _load_source(name_or_path)
-    return _convert(cls, source, where, extend_positions, settings)
+    # the config first: a bad setting is said before the weights load
+    config, where = _encoder_config(cls.copies_classifier_fields, name_or_path, settings)
+    source = name_or_path if isinstance(name_or_path, PreTrainedModel) else _load_source(where)
+    return _convert(cls, source, config, where, extend_positions, settings)
+
+
+def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class: type | None = None,
+                   key: str = "model") -> LinformerConfig:
+    """The config that converting `name_or_path` (a BERT/RoBERTa-family encoder, or a saved Linformer to reshape)
+    into `model_class` with `settings` gives, from the configs alone: a command checks its ``model.*`` settings
+    with it before any weights load, and a ConfigError about them names the config group (``key: ...``)."""
+    path = resolve_model_path(str(name_or_path))
+    try:
+        if _source_config(path).model_type == "linformer":
+            return _reshaped_config(path, settings)[1]
+        model_class = model_class or MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
+        return _encoder_config(model_class.copies_classifier_fields, path, settings)[0]
+    except ConfigError as err:
+        raise ConfigError(f"{key}: {err}") from None
 
 
 def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None, *,
@@ -119,16 +136,7 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     ``max_seq_len`` extends the position table with copies of its learned rows (as ``from_pretrained_encoder``).
     A converted model switched to Linformer attention takes the converted models' length policy unless
     ``settings`` set it."""
-    check_model_fields(settings, prefix="")
-    config = LinformerConfig.from_pretrained(path)
-    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
-    if settings.get("attention") == "linformer" and config.attention != "linformer":
-        fields.update(converted_length_policy({"projection": config.projection, **settings}))
-        fields.update(converted_exact_keys({"projection": config.projection, **settings},
-                                           int(settings.get("max_seq_len", config.max_seq_len))))
-    if "max_seq_len" in settings:
-        fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
-    new = LinformerConfig(**{**fields, **settings})
+    config, new = _reshaped_config(path, settings)
     if new.max_seq_len > config.max_seq_len and not extend_positions:
         raise ConfigError(f"max_seq_len={new.max_seq_len} is longer than {path} allows ({config.max_seq_len}): pass "
                           "extend_positions=True to fill the longer table with copies of its learned positions.")
@@ -142,6 +150,20 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     _check_and_report(out, path, missing, unused)
     out.tie_weights()
     return out
+
+
+def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, LinformerConfig]:
+    """The saved Linformer's config at `path`, and the one ``from_linformer`` gives it with `settings`."""
+    check_model_fields(settings, prefix="")
+    config = LinformerConfig.from_pretrained(path)
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
+    if settings.get("attention") == "linformer" and config.attention != "linformer":
+        fields.update(converted_length_policy({"projection": config.projection, **settings}))
+        fields.update(converted_exact_keys({"projection": config.projection, **settings},
+                                           int(settings.get("max_seq_len", config.max_seq_len))))
+    if "max_seq_len" in settings:
+        fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
+    return config, LinformerConfig(**{**fields, **settings})
 
 
 def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: LinformerConfig, path: str) -> None:
@@ -175,16 +197,25 @@ def _load_tokenizer(path: str):
         raise CheckpointError(f"{path!r} holds no tokenizer that AutoTokenizer can read: {err}") from err
 
 
-def _load_source(name_or_path) -> tuple[PreTrainedModel, str]:
-    """The source model (with its heads, as its config's ``architectures`` names them) and how to name it."""
+def _encoder_config(copies_classifier_fields: bool, name_or_path, settings: dict) -> tuple[LinformerConfig, str]:
+    """The LinformerConfig of the source (a model object, or a path read for its config alone) converted with
+    `settings` (and its labels, where the target class copies them), and how to name the source."""
     if isinstance(name_or_path, PreTrainedModel):
-        _check_supported(name_or_path.config.model_type, type(name_or_path).__name__)
-        return name_or_path, type(name_or_path).__name__
-    path = resolve_model_path(str(name_or_path))
+        source_config, where, pooling = name_or_path.config, type(name_or_path).__name__, None
+        _check_supported(source_config.model_type, where)
+    else:
+        where = resolve_model_path(str(name_or_path))
+        source_config = _source_config(where)
+        _check_supported(source_config.model_type, where)
+        pooling = sentence_transformers_pooling(where) if "classifier_pooling" not in settings else None
+    return LinformerConfig(**_config_fields(source_config, copies_classifier_fields, settings, pooling)), where
+
+
+def _load_source(path: str) -> PreTrainedModel:
+    """The source model at `path` (with its heads, as its config's ``architectures`` names them)."""
     config = _source_config(path)
-    _check_supported(config.model_type, path)
     try:
-        return _source_class(config).from_pretrained(path, config=config), path
+        return _source_class(config).from_pretrained(path, config=config)
     except (OSError, SafetensorError) as err:
         raise CheckpointError(f"{path!r} holds a config.json but no weights that load (a missing, damaged or "
                               f"incomplete weights file: copy it again): {err}") from err
@@ -311,15 +342,11 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
 def converted_config(name_or_path: str, **settings) -> LinformerConfig:
     """The LinformerConfig that converting `name_or_path` with `settings` gives, without reading its weights: what a
     report needs to time an architecture whose converted model is gone (a fresh clone keeps only the records)."""
-    path = resolve_model_path(str(name_or_path))
-    pooling = sentence_transformers_pooling(path) if "classifier_pooling" not in settings else None
-    return LinformerConfig(**_config_fields(_source_config(path), True, settings, pooling))
+    return _encoder_config(True, name_or_path, settings)[0]
 
 
-def _convert(cls, source: PreTrainedModel, where: str, extend_positions: bool, settings: dict):
-    from_path = where != type(source).__name__  # not a model object handed in
-    pooling = sentence_transformers_pooling(where) if from_path and "classifier_pooling" not in settings else None
-    config = LinformerConfig(**_config_fields(source.config, cls.copies_classifier_fields, settings, pooling))
+def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, extend_positions: bool,
+             settings: dict):
     state = _renamed_state(source)
     have, need = state[_PREFIX + _POSITIONS].shape[0], config.max_position_embeddings
     if need > have and not extend_positions:
@@ -396,6 +423,7 @@ def convert_and_report(spec: ConvertSpec) -> Path:
 
     t0 = time.perf_counter()
     model_path = spec.model_path
+    check_settings(model_path, spec.model)
     out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
     source = resolve_model_path(model_path)

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
-from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight
+from ..modeling.convert import CONVERTED_LENGTH_POLICY, check_settings, is_projection_weight
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
@@ -76,11 +76,13 @@ class TransferTask(TrainingTask):
         if AutoConfig.from_pretrained(self.source).model_type == "linformer":
             self.model, self.earlier = continue_transfer(spec.model_path, self.source, m, tr.train)
         else:
-            self.model = LinformerModel.from_pretrained_encoder(
-                self.source, attention="linformer", max_seq_len=int(m["max_seq_len"]),
-                projected_dim=m["projected_dim"], sharing=str(m["sharing"]), projection=str(m["projection"]),
+            student = dict(
+                attention="linformer", max_seq_len=m["max_seq_len"], projected_dim=m["projected_dim"],
+                sharing=m["sharing"], projection=m["projection"],
                 **{key: m[key] for key in (*CONVERTED_LENGTH_POLICY, *EXACT_KEY_FIELDS) if m.get(key) is not None},
                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
+            check_settings(self.source, student, LinformerModel)
+            self.model = LinformerModel.from_pretrained_encoder(self.source, **student)
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None
         if self.train_mode == "projections":

@@ -378,6 +378,33 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
     assert _tree(root) == before
 
 
+@pytest.mark.parametrize("setting, said", [
+    ("model.sharing=bogus", "model: sharing='bogus' is not one of none, headwise, kv, layerwise."),
+    ("model.projected_dim=99", f"model: projected_dim (k=99) must be in 1..max_seq_len (n={N})"),
+    ("model.local_window=abc", "model: local_window='abc' must be a whole number >= 0."),
+    ("model.global_positions=[500]", "model: global_positions=[500]: [500] not a position"),
+])
+@pytest.mark.parametrize("source", ["bert", "saved linformer"])
+def test_a_bad_model_setting_names_its_group_before_any_weights_load(tmp_path, monkeypatch, setting, said, source):
+    """The same check whatever the source: a BERT converted, or a saved Linformer reshaped (from_linformer)."""
+    import linformer.modeling.convert as convert
+
+    save_source(tmp_path / "bert", BertModel, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    path = tmp_path / "bert"
+    if source == "saved linformer":
+        path = convert_encoder(path, tmp_path / "full", attention="full")
+
+    def weights_loaded(*args, **kwargs):
+        raise AssertionError("weights loaded before the settings were checked")
+
+    monkeypatch.setattr(convert, "_load_source", weights_loaded)
+    monkeypatch.setattr(convert, "load_pretrained", weights_loaded)
+    line = _refused(f"model_path={path}", f"model.max_seq_len={N}", setting, f"out_dir={tmp_path / 'out'}")
+    assert line.startswith(f"error: {said}"), line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("what", ["directory", "file"])
 def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what):
     save_source(tmp_path / "bert", BertModel, BERT)
@@ -429,7 +456,7 @@ def test_paths_without_a_model_are_checkpoint_errors(tmp_path):
     save_source(tmp_path, BertModel, BERT)
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="no weights that load"):
-        LinformerModel.from_pretrained_encoder(tmp_path)
+        LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8)  # settings that fit: they are checked first
 
 
 def test_another_number_of_labels_starts_the_classifier_fresh(tmp_path, caplog):
