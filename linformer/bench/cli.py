@@ -12,6 +12,7 @@ from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from .common import competing_processes
 from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings
+from .models import linformer_fields, ours_config, size_of
 from .runner import benchmark_files, run_benchmark
 from .throughput import ThroughputSettings
 
@@ -55,6 +56,20 @@ def _check_values(s, prefix: str) -> None:
             raise ConfigError(f"{prefix}.ns={s.ns} and {prefix}.ks={s.ks}"
                               + (f" (max_n={s.max_n})" if s.max_n else "")
                               + ": no cell has k < n, so nothing would be measured.")
+    _check_models(s, prefix)
+
+
+def _check_models(s, prefix: str) -> None:
+    """The models' settings (sharing, the shape, the Linformer's local and global keys) as LinformerConfig takes
+    them, at every n and k of the grid, before anything is built or measured; an error names the group."""
+    size = size_of(s)
+    try:
+        for n in [n for n in s.ns if getattr(s, "max_n", None) is None or n <= s.max_n]:  # the n the grid runs
+            ours_config(size, n, "full")
+            for k in s.ks:
+                ours_config(size, n, "linformer", k, s.sharing, **linformer_fields(s))
+    except ConfigError as err:
+        raise ConfigError(f"{prefix}: {err}") from None
 
 
 def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, ThroughputSettings | None]:

@@ -351,6 +351,14 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
                                              "modernbert, longformer.")),
     (["inference.linformer_attn_implementation=xformers"],
      "inference.linformer_attn_implementation='xformers' is not one of sdpa, flex_attention."),
+    # the models' settings, as LinformerConfig takes them, at every n of the grid (they used to fail mid-run)
+    (["inference.sharing=bogus"], "inference: sharing='bogus' is not one of none, headwise, kv, layerwise."),
+    (["inference.heads=7"], "inference: hidden_size (768) must be a multiple of num_attention_heads (7)."),
+    (["inference.ns=[512,4096]", "inference.global_positions=[1000]"],
+     ("inference: global_positions=[1000]: [1000] not a position in -512..511 (max_seq_len n=512; negative counts "
+      "from each row's last real token).")),
+    (["throughput.enabled=true", "throughput.sharing=kvv"],
+     "throughput: sharing='kvv' is not one of none, headwise, kv, layerwise."),
 ])
 def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, message):
     """They used to run and write an empty table with exit 0, or fail deep inside with a traceback."""
