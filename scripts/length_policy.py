@@ -14,6 +14,7 @@ from linformer.cli import ArgumentParser
 from linformer.data.io import configured_path, default_data_mirror
 from linformer.data.tasks import TASKS, load_task, longer_than
 from linformer.errors import ConfigError
+from linformer.modeling.configuration import SHARING_MODES
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import length_policy, measured
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
-    ap.add_argument("--sharing", default="layerwise")
+    ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
     ap.add_argument("--n", type=int, default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         source = resolve_model_path(args.source)
+        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
+                                                 args.landmarks, args.overlap)
+        length_policy.check_models(source, args.ks, args.sharing, args.n, policies)
         tokenizer = AutoTokenizer.from_pretrained(source)
         mirror = Path(default_data_mirror())
         tasks, drawn = {}, {}  # task -> how many examples were longer than --longer-than
@@ -82,8 +86,6 @@ def main(argv: list[str] | None = None) -> int:
             tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
         if not tasks:
             raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
-        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
-                                                 args.landmarks, args.overlap)
         results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print,
                                         dtypes=tuple(dict.fromkeys(args.dtypes)))
         command, provenance = measured.provenance("scripts/length_policy.py", t0)

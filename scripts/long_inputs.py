@@ -13,6 +13,7 @@ import time
 from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
 from linformer.files import read_json
+from linformer.modeling.configuration import SHARING_MODES
 from linformer.report import long_inputs, measured
 
 
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="lengths to lengthen the classifier to (IMDB's test reviews reach 2,048 tokens in 4 cases and "
                          "3,000 in none; an n that no input of the sample reaches is left out, and said so)")
     ap.add_argument("--k", type=int, default=128)
-    ap.add_argument("--sharing", default="layerwise")
+    ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
     ap.add_argument("--examples", type=int, default=200, help="eval examples longer than the classifier's n, drawn "
                     "at random (0 = all)")
     ap.add_argument("--batch-size", type=int, default=4)
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             if on and not args.local_windows:
                 raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         t0 = time.perf_counter()
-        run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students)
+        rows = long_inputs.variants(args.k, args.sharing, tuple(args.local_windows), tuple(args.global_positions),
+                                    args.landmarks, args.overlap)
+        run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students, rows)
         ns, dropped = long_inputs.reached(args.ns, run.ids)
         result = long_inputs.measure(run.classifier, run.ids, run.labels, ns, args.k, args.sharing,
                                      run.pad_id, args.batch_size, local_windows=tuple(args.local_windows),

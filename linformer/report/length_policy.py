@@ -20,7 +20,7 @@ from ..devices import DTYPES
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
-from ..modeling.convert import NO_EXACT_KEYS
+from ..modeling.convert import NO_EXACT_KEYS, check_settings
 
 # label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
 POLICIES = {
@@ -96,6 +96,14 @@ def by_bucket(lengths: np.ndarray, errors: np.ndarray) -> dict[str, dict]:
             out[f"{low}-{high}"] = {"examples": int(inside.sum()), "mean": float(errors[inside].mean())}
         low = high + 1
     return out
+
+
+def check_models(source: str, ks: list[int], sharing: str, n: int, policies: dict[str, dict] = POLICIES) -> None:
+    """The settings of every model ``measure`` converts, from the configs alone (``convert.check_settings``): a bad
+    one is one ConfigError naming the options, before any example is read or weight loaded."""
+    for k, fields in itertools.product(ks, policies.values()):
+        check_settings(source, dict(projected_dim=k, sharing=sharing, max_seq_len=n, **fields), LinformerModel,
+                       key="--ks, --sharing, --n, --local-windows, --global-positions")
 
 
 def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, n: int,

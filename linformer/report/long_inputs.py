@@ -25,7 +25,7 @@ from ..data.tasks import TASKS, load_task, longer_than
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
-from ..modeling.convert import NO_EXACT_KEYS, from_linformer, is_sequence_classifier
+from ..modeling.convert import NO_EXACT_KEYS, check_settings, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import resolve_model_path
 from ..train.distill import check_same_vocabulary
@@ -49,10 +49,12 @@ class Examples:
     pad_id: int
 
 
-def prepare(given: str, task: str, ns: list[int], k: int, examples: int, students: list[str]) -> Examples:
-    """Check the classifier (a finetuned Linformer classifier in full mode, n below every ``ns``, k below every n)
-    and each student (a Linformer sequence classifier of the classifier's vocabulary), then draw ``examples`` of
-    the task's eval examples longer than the classifier's n at random (0: all). ConfigError naming the option."""
+def prepare(given: str, task: str, ns: list[int], k: int, examples: int, students: list[str],
+            rows: dict[str, dict] | None = None) -> Examples:
+    """Check the classifier (a finetuned Linformer classifier in full mode, n below every ``ns``, k below every n),
+    the settings of the `rows` to be built from it (``variants``) and each student (a Linformer sequence classifier
+    of the classifier's vocabulary), then draw ``examples`` of the task's eval examples longer than the classifier's
+    n at random (0: all). ConfigError naming the option."""
     from transformers import AutoConfig, AutoTokenizer
 
     classifier = resolve_model_path(given, "--classifier")
@@ -68,6 +70,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     if min(ns) <= base_n or k >= min(ns):
         raise ConfigError(f"--ns {ns} --k {k}: every n must be above the classifier's n = {base_n}, and k below "
                           "every n")
+    check_variants(classifier, ns, rows or {})
     tokenizer = AutoTokenizer.from_pretrained(classifier)
     named = {}
     for student_given in students:
@@ -145,6 +148,26 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
     return out
 
 
+def variants(k: int, sharing: str, local_windows=(), global_positions=(0, -1), landmarks: bool = False,
+             overlap: bool = False) -> dict[str, dict]:
+    """The rows ``measure`` builds from the classifier at each n: name -> the settings ``from_linformer`` takes
+    (besides max_seq_len)."""
+    twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
+    rows = {"full": {}, f"linformer k={k}": twin}
+    for label, fields in exact_key_variants(local_windows, global_positions, landmarks, overlap).items():
+        rows[f"linformer k={k} + {label}"] = {**twin, **fields}
+    return rows
+
+
+def check_variants(classifier: str, ns: list[int], rows: dict[str, dict]) -> None:
+    """Every row's settings at every n, from the configs alone (``convert.check_settings``): a bad one is one
+    ConfigError naming the options, before any example is read or model built."""
+    for n in ns:
+        for fields in rows.values():
+            check_settings(classifier, {"max_seq_len": n, **fields}, key="--k, --sharing, --local-windows, "
+                                                                        "--global-positions")
+
+
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
             pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
             global_positions: tuple[int, ...] = (0, -1), students: dict[str, str] | None = None,
@@ -173,13 +196,10 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     progress(f"the classifier as finetuned (n = {base_n})")
     rows.append(row(BASE, base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
                     None))
+    rows_at_n = variants(k, sharing, local_windows, global_positions, landmarks, overlap)
     for n in ns:
-        twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
-        variants = {"full": {}, f"linformer k={k}": twin}
-        for label, fields in exact_key_variants(local_windows, global_positions, landmarks, overlap).items():
-            variants[f"linformer k={k} + {label}"] = {**twin, **fields}
         models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
-                                       **fields).eval() for name, fields in variants.items()}
+                                       **fields).eval() for name, fields in rows_at_n.items()}
         for name, path in (students or {}).items():
             student = AutoModelForSequenceClassification.from_pretrained(path).eval()
             if student.config.max_seq_len >= n:  # inputs cut to n tokens, as every row's

@@ -92,6 +92,31 @@ def test_a_bad_example_choice_is_named_by_its_flag(argv, line, tmp_path, capsys)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--local-windows", "-4"], "local_window=-4 must be a whole number >= 0."),
+    (["--local-windows", "8", "--global-positions", "40"], "global_positions=[40]: [40] not a position in -32..31"),
+])
+def test_a_bad_model_setting_is_one_line_before_any_example_or_weight_loads(tmp_path, capsys, monkeypatch, argv,
+                                                                           said):
+    import linformer.modeling.convert as convert
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("loaded before the settings were checked")
+
+    script = load_script("length_policy")
+    source = _source(tmp_path / "bert")
+    capsys.readouterr()  # saving the source shows a progress bar
+    monkeypatch.setattr(convert, "_load_source", loaded)
+    monkeypatch.setattr(script, "load_task", loaded)
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--source", source, "--n", str(N), "--ks", "8", *argv,
+                     "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: --ks, --sharing, --n, --local-windows, --global-positions: {said}"), line
+    assert not list(tmp_path.glob("r*"))
+
+
 def test_landmark_rows_follow_each_local_window_row():
     policies = lp.with_local_keys([32, 128], [0, -1], local_only=True, landmarks=True)
     assert list(policies) == [lp.CONVERTED, f"{lp.CONVERTED}, window 32, global [0, -1]",

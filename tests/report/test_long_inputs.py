@@ -71,6 +71,9 @@ def test_measure_reports_each_model_side_by_side(classifier):
                                   "below every n")),
     (["--landmarks"], "error: --landmarks changes the --local-windows rows: name at least one window"),
     (["--overlap"], "error: --overlap changes the --local-windows rows: name at least one window"),
+    (["--ns", "64", "--k", "8", "--local-windows", "8", "--global-positions", "70"],
+     ("error: --k, --sharing, --local-windows, --global-positions: global_positions=[70]: [70] not a position in "
+      "-64..63 (max_seq_len n=64; negative counts from each row's last real token).")),
 ])
 def test_the_script_refuses_bad_options_in_one_line(classifier, tmp_path, capsys, argv, line):
     with pytest.raises(SystemExit) as stop:
