@@ -104,8 +104,10 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
 
         torch.set_num_threads(threads)  # machine_description records it beside every table
     busy = positive_int(cfg, "competing", prefix="", allow_none=True, minimum=0) or 0  # busy processes beside it
+    # everything that changes what is measured: a run with other threads (or thread policy) is another output
     record = made_by("benchmark", {"inference": asdict(inf) if inf else None,
-                                   "throughput": asdict(thr) if thr else None, "competing": busy})
+                                   "throughput": asdict(thr) if thr else None, "competing": busy,
+                                   "threads": threads, "cpu_threads": cfg.get("cpu_threads")})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
     with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"), \
             competing_processes(busy):

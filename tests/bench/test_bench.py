@@ -279,6 +279,32 @@ def test_a_thread_count_below_one_is_one_error_before_anything_runs(threads, tmp
     assert not any(tmp_path.iterdir())  # nothing measured, nothing written
 
 
+def test_a_benchmark_with_other_threads_does_not_replace_an_earlier_one(tmp_path, monkeypatch):
+    """Threads and the thread policy change what is measured, so they are in the output's record."""
+    from linformer.bench import cli
+    from linformer.errors import OutputPathError
+
+    def measured(out_dir, name, inf, thr, throughput_name, **_):  # the files a benchmark writes, without measuring
+        for path in cli.benchmark_files(out_dir, name, inf, thr, throughput_name).values():
+            Path(path).write_text("measured")
+
+    from linformer.modeling import threads
+
+    monkeypatch.setattr(cli, "run_benchmark", measured)
+    monkeypatch.setattr(threads, "_state", threads._State())  # cpu_threads= sets the process's policy
+    before = torch.get_num_threads()
+    try:
+        base = ["device=cpu", "throughput.enabled=false", f"out_dir={tmp_path}", "name=t"]
+        cli.benchmark_from_config(compose("benchmark", [*base, "threads=1"]))
+        cli.benchmark_from_config(compose("benchmark", [*base, "threads=1"]))  # the same settings: rebuilt
+        with pytest.raises(OutputPathError, match=r"other settings \(threads: 1 -> 2\)"):
+            cli.benchmark_from_config(compose("benchmark", [*base, "threads=2"]))
+        with pytest.raises(OutputPathError, match=r"other settings \(cpu_threads: None -> 'fixed'\)"):
+            cli.benchmark_from_config(compose("benchmark", [*base, "threads=1", "cpu_threads=fixed"]))
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_the_cpu_thread_policy_is_checked_set_and_recorded(tmp_path, monkeypatch):
     from linformer.bench.cli import benchmark_from_config
     from linformer.bench.common import machine_description
