@@ -134,14 +134,13 @@ class DistillTask(FinetuneTask):
         labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""
         labels = self.task_spec.num_labels
         check_teacher(self.teacher_path, labels, self.task_spec.name)
+        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
         if run.student_path is None:
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
             settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
             check_settings(self.teacher_path, {**settings, "attention": "linformer"},
-                           LinformerForSequenceClassification)
-        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
-        if run.student_path is None:
+                           LinformerForSequenceClassification)  # model.* named before any weights load
             student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
                 teacher_tokenizer.model_max_length = student.config.max_seq_len
