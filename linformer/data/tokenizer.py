@@ -22,6 +22,7 @@ from .io import expand_sources, open_text, verify_sources
 log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte before its first merge
 
 
 def _iter_line_batches(files: list[str], max_lines: int | None, stats: dict, batch: int = 1000) -> Iterator[list[str]]:
@@ -70,6 +71,9 @@ def train_tokenizer(
         if not (value is None and key == "max_lines") and \
                 (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{key}={value!r} must be a whole number of at least 1.")
+    if vocab_size < SMALLEST_VOCAB:  # the trainer would quietly give SMALLEST_VOCAB tokens
+        raise ConfigError(f"vocab_size={vocab_size} is below the smallest byte-level BPE vocabulary, {SMALLEST_VOCAB} "
+                          f"(256 bytes and {len(SPECIAL_TOKENS)} special tokens): ask for at least {SMALLEST_VOCAB}.")
 
     record = made_by("train_tokenizer", {"files": list(files), "vocab_size": vocab_size,
                                          "min_frequency": min_frequency, "max_lines": max_lines})

@@ -87,6 +87,17 @@ def test_a_count_that_is_not_a_whole_number_is_a_config_error(corpus_file, tmp_p
     assert not (tmp_path / "tok").exists()
 
 
+def test_a_vocabulary_below_the_byte_alphabet_is_refused_before_training(corpus_file, tmp_path):
+    """The trainer gave 261 tokens for vocab_size=10 without a word; the smallest vocabulary trains to its size."""
+    from linformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^vocab_size=260 is below the smallest byte-level BPE vocabulary, 261 "):
+        train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=260, show_progress=False)
+    assert not (tmp_path / "tok").exists()
+    out = train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=261, show_progress=False)
+    assert len(AutoTokenizer.from_pretrained(out)) == 261
+
+
 def test_a_saved_tokenizers_hash_is_the_one_its_corpora_and_runs_recorded(tok_dir):
     """The hash of a tokenizer train_tokenizer saved is sha256 of its tokenizer.json as canonical JSON: the form every
     corpus manifest and run config recorded, so sharing one hash function with the split caches moved no record."""
