@@ -276,3 +276,12 @@ def test_the_pair_task_recipes_run_with_one_override_on_fixtures(task, tmp_path,
     assert results["reported"]["split"] == "dev" and results["num_eval_examples"] == 40
     with pytest.raises(Exception, match="no recipe for 'mnli'"):
         exp.with_tasks(exp.PROFILES["gpu"], ["sst2", "mnli"])
+
+
+@pytest.mark.parametrize("profile", sorted(exp.PROFILES))
+def test_every_task_a_profile_can_run_has_a_time_estimate(profile, tmp_path):
+    """--tasks qnli --dry-run was a KeyError traceback: the plan's estimate had no minutes for the pair tasks."""
+    p = exp.with_tasks(exp.PROFILES[profile], list(exp.PROFILES[profile].recipes))
+    finetunes = [j for j in exp.plan(p, python="python", under=tmp_path) if j.name.startswith("finetune")]
+    assert {a.split("=", 1)[1] for j in finetunes for a in j.argv if a.startswith("task=")} == set(p.recipes)
+    assert all(exp.estimated_minutes(p, j) > 0 for j in finetunes)
