@@ -14,7 +14,7 @@ from linformer.errors import ConfigError
 from linformer.report.dashboard import mirror_all, serve
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--outputs", default=path_root("output_dir"),
                    help="folder of run directories (default: paths.output_dir)")
@@ -24,7 +24,11 @@ def main() -> int:
     p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")
     p.add_argument("--mirror-only", action="store_true", help="write the event files and exit")
     p.add_argument("--overwrite", action="store_true", help="replace a --logdir that the dashboard did not write")
-    args, extra = p.parse_known_args()   # anything else goes to tensorboard (e.g. --load_fast=false)
+    args, extra = p.parse_known_args(argv)   # anything else goes to tensorboard (e.g. --load_fast=false)
+    if extra and not extra[0].startswith("-"):  # not a tensorboard flag: a folder meant as --outputs, say
+        p.error(f"unrecognized arguments: {' '.join(extra)} (the folder of runs is --outputs DIR)")
+    if extra and args.mirror_only:
+        p.error(f"{' '.join(extra)}: flags for tensorboard, which --mirror-only does not start")
     with cli_errors():
         if not Path(args.outputs).is_dir():
             raise ConfigError(f"--outputs {args.outputs} is not a directory: name the folder that holds the runs")

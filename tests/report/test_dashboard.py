@@ -6,6 +6,8 @@ import pytest
 
 from linformer.report.dashboard import mirror_all, mirror_run, tag_for
 
+from ..conftest import load_script
+
 
 def _scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -161,3 +163,19 @@ def test_a_port_in_use_is_one_error_before_anything_is_mirrored(tmp_path):
             serve(tmp_path, tmp_path / "tb", port=port)
         assert not (tmp_path / "tb").exists()
     check_port_free("127.0.0.1", port)  # free again once the listener closed
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["/somewhere/runs", "--mirror-only"],
+     "error: unrecognized arguments: /somewhere/runs (the folder of runs is --outputs DIR)"),
+    (["--mirror-only", "--load_fast=false"],
+     "error: --load_fast=false: flags for tensorboard, which --mirror-only does not start"),
+])
+def test_arguments_the_dashboard_would_drop_are_one_error_line(argv, line, tmp_path, capsys):
+    """They went to tensorboard's flags, which --mirror-only never starts: the run said nothing and mirrored the
+    default folder."""
+    with pytest.raises(SystemExit) as stop:
+        load_script("dashboard").main([*argv, "--outputs", str(tmp_path), "--logdir", str(tmp_path / "events")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == line
+    assert not (tmp_path / "events").exists()
