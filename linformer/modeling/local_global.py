@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import threads
+
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
 # caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
 # and beside a busy process (docs/results/local_global_cpu.md, tools/local_global_chunks.py)
@@ -230,10 +232,11 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     if positions:  # the global tokens' queries attend to every real position exactly
         full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
                                               dropout_p=dropout_p)  # (B, H, G, d)
-        t = torch.arange(T, device=q.device)
-        for g in range(gi.shape[1]):  # a where per global slot: an invalid slot may share a valid one's index
-            at = (t[None, :] == gi[:, g, None]) & gvalid[:, g, None]  # (B, T)
-            out = torch.where(at[:, None, :, None], full[:, :, g, None], out)
+        rows = torch.arange(B, device=q.device)
+        for g in range(gi.shape[1]):  # their rows written in place, a slot at a time: an invalid slot (which may
+            # share a valid one's index) writes back what is there, so no host sync picks the valid ones
+            kept = out[rows, :, gi[:, g]]  # (B, H, d)
+            out[rows, :, gi[:, g]] = torch.where(gvalid[:, g, None, None], full[:, :, g], kept)
     return out
 
 
@@ -301,8 +304,11 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
     whole = joined(0, nb) if heads == 1 else None  # (B or 1, 1, nb, b, width): batch x T x width floats
     chunk = max(1, CHUNK_ELEMENTS // (B * H * b * width))
     others_kt = None if others is None else others[0].transpose(-1, -2)
-    outs = []
-    for i in range(0, nb, chunk):
+    starts = range(0, nb, chunk)
+    outs: list[torch.Tensor | None] = [None] * len(starts)
+
+    def piece(c: int) -> None:  # the chunk of blocks from starts[c]: independent of the others
+        i = starts[c]
         j = min(i + chunk, nb)
         qc, m = qb[:, :, i:j], j - i  # (B, H, m, b, d)
         scores = qc @ band_k[:, :, i:j].transpose(-1, -2)  # (B, H, m, b, L)
@@ -319,5 +325,11 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
         out = probs[..., :L] @ band_v[:, :, i:j]
         if others is not None:
             out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ others[1]).view(B, H, m, b, d)
-        outs.append(out)
+        outs[c] = out
+
+    if dropout_p:  # the dropout masks drawn in chunk order: the same masks for the same seed
+        for c in range(len(starts)):
+            piece(c)
+    else:  # in order, or among workers on a loaded machine (threads.fitted)
+        threads.share(len(starts), piece)
     return torch.cat(outs, dim=2)

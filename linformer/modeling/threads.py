@@ -18,6 +18,13 @@ rows, not along a reduction: bitwise on the machines measured, and a test holds 
 (grad enabled) keep torch's setting all the same, so that training stays bitwise reproducible whatever the load, and
 so do compiled forwards (inductor builds its CPU kernels for one thread count).
 
+When fewer threads are fitted than torch's setting (other processes hold some of the cores), the forward also
+shares its large pieces of work among torch's-setting one-thread workers that each take the next piece as soon as
+they are free (``share``): the rows of every linear layer of at least 2 PIECE_ROWS rows, and the blocked attention's
+chunks (local_global). A worker on a contended core then simply takes fewer pieces, where torch's own threads split
+each operation evenly and wait at its end for the slowest. The pieces are rows: outputs are bitwise those of the
+unshared forward.
+
 ``LINFORMER_CPU_THREADS=fixed`` in the environment, or ``set_policy("fixed")``, keeps torch's setting always; so
 does a machine without /proc/stat (not Linux). The setting is the process's: Python threads that run forwards at
 once share torch's thread count, and should use the fixed policy.
@@ -29,9 +36,13 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from ..errors import ConfigError
 
@@ -40,6 +51,9 @@ ENV = "LINFORMER_CPU_THREADS"
 WINDOW_S = 0.2  # the shortest wall time a decision is measured over: /proc/stat counts in ticks of 10 ms
 PROC_STAT = "/proc/stat"
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest time is inside user)
+# Rows of a linear layer per shared piece: long enough that handing a piece to a worker costs little (about 25 ms of
+# MiniLM's feed-forward on one core), short enough that a worker on a contended core holds back the end by little
+PIECE_ROWS = 2048
 
 
 def _policy_from_env() -> str:
@@ -148,11 +162,84 @@ def fitted(model):
     requested = torch.get_num_threads()
     threads = fitted_threads(requested) if requested > 1 else requested
     local.depth = 1
+    # fewer threads than asked: the large pieces of work go to `requested` one-thread workers (module docstring);
+    # not under autocast, whose setting a worker thread would not have
+    workers = requested if threads < requested and not torch.is_autocast_enabled("cpu") else 0
     if threads != requested:
         torch.set_num_threads(threads)
     try:
-        yield
+        if workers:
+            local.workers = workers
+            with _SharedRows():
+                yield
+        else:
+            yield
     finally:
-        local.depth = 0
+        local.depth, local.workers = 0, 0
         if threads != requested:
             torch.set_num_threads(requested)
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def share(count: int, piece: Callable[[int], None]) -> None:
+    """``piece(i)`` for every i in range(count): in order on this thread, or, inside a forward that shares its work
+    (``fitted``, on a loaded machine), taken by the workers one at a time as each is free. The pieces must be
+    independent (each writes its own output). A worker runs at one thread with this thread's grad and inference
+    mode; a piece's exception is raised here once every worker has stopped."""
+    workers = getattr(_state.local, "workers", 0)
+    if workers < 2 or count < 2:
+        for i in range(count):
+            piece(i)
+        return
+    pending = iter(range(count))
+    lock = threading.Lock()
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+    def work() -> None:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            while True:
+                with lock:
+                    i = next(pending, None)
+                if i is None:
+                    return
+                piece(i)
+
+    with _state.lock:
+        if workers not in _pools:
+            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="linformer-share")
+        pool = _pools[workers]
+    for future in [pool.submit(work) for _ in range(workers)]:
+        future.result()
+
+
+class _SharedRows(TorchFunctionMode):
+    """Every linear layer of at least 2 PIECE_ROWS rows as pieces of PIECE_ROWS rows (``share``), each written into
+    its rows of the output; anything else as it is. The mode is this thread's only: a worker's own calls run
+    unshared."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            x, weight = args[0], args[1]
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            rows = x.numel() // max(x.shape[-1], 1) if x.dim() >= 2 else 0
+            if rows >= 2 * PIECE_ROWS and x.dtype == weight.dtype and not kwargs.keys() - {"bias"}:
+                return _shared_linear(x, weight, bias, rows)
+        return func(*args, **kwargs)
+
+
+def _shared_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> torch.Tensor:
+    flat = x.reshape(rows, x.shape[-1])
+    out = torch.empty(rows, weight.shape[0], dtype=x.dtype, device=x.device)
+
+    def piece(i: int) -> None:
+        lo, hi = i * PIECE_ROWS, min(rows, (i + 1) * PIECE_ROWS)
+        if bias is None:
+            torch.mm(flat[lo:hi], weight.t(), out=out[lo:hi])
+        else:
+            torch.addmm(bias, flat[lo:hi], weight.t(), out=out[lo:hi])
+
+    share(-(-rows // PIECE_ROWS), piece)
+    return out.view(*x.shape[:-1], weight.shape[0])

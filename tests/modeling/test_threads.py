@@ -197,3 +197,80 @@ def test_proc_stat_is_read_at_most_once_a_window(machine, monkeypatch):
     for _ in range(5):
         assert threads_inside(model) == 1
     assert len(reads) == 1
+
+
+def test_shared_pieces_run_once_each_with_the_callers_modes_and_raise_a_pieces_error(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(threads._state.local, "workers", 2, raising=False)  # as inside a loaded forward
+    done = []
+    with torch.inference_mode():
+        threads.share(10, lambda i: done.append((i, torch.is_inference_mode_enabled(), torch.is_grad_enabled(),
+                                                 threading.current_thread().name)))
+    assert sorted(i for i, *_ in done) == list(range(10))
+    assert all(inference and not grad and name.startswith("linformer-share") for _, inference, grad, name in done)
+
+    def piece(i):
+        if i == 3:
+            raise ValueError(f"piece {i}")
+
+    with pytest.raises(ValueError, match="piece 3"):
+        threads.share(5, piece)
+    monkeypatch.setattr(threads._state.local, "workers", 0)
+    order = []
+    threads.share(4, order.append)  # outside a loaded forward: in order, here
+    assert order == [0, 1, 2, 3]
+
+
+def test_a_loaded_forward_shares_its_linear_rows_and_attention_chunks_with_the_same_outputs(machine, monkeypatch):
+    """Beside a busy process the forward's linear layers and blocked-attention chunks go to the workers (pieces of
+    rows: bitwise the unshared outputs); idle, with gradients, under the fixed policy or autocast, nothing is shared."""
+    import threading
+
+    import linformer.modeling.local_global as lg
+
+    monkeypatch.setattr(threads, "PIECE_ROWS", 16)  # the tiny model's 128 rows: 8 pieces
+    monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1024)  # several chunks of blocks per layer
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(max_seq_len=64, local_window=8, global_positions=[0, -1])).eval()
+    ids = torch.randint(4, 64, (2, 64))
+    mask = torch.ones_like(ids)
+    mask[1, 40:] = 0
+    calls = []  # (pieces, the threads that ran them), per share call
+    unshared = threads.share
+
+    def spy(count, piece):
+        names = set()
+
+        def recorded(i):
+            names.add(threading.current_thread().name)
+            piece(i)
+
+        unshared(count, recorded)
+        calls.append((count, names))
+
+    monkeypatch.setattr(threads, "share", spy)
+
+    def forward(grad=False):
+        calls.clear()
+        with torch.set_grad_enabled(grad):
+            return model(ids, attention_mask=mask).last_hidden_state
+
+    def shared() -> bool:
+        assert calls
+        return all(name.startswith("linformer-share") for _, names in calls for name in names)
+
+    alone = forward()
+    assert not shared()
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy
+    assert torch.equal(forward(), alone) and shared()
+    linear_pieces = [count for count, _ in calls if count == 128 // 16]
+    assert len(linear_pieces) == 2 * 6  # Q, K, V, the attention's output and the feed-forward's two, per layer
+    assert len(calls) > len(linear_pieces)  # and the attention's chunks
+    assert torch.equal(forward(grad=True), alone) and not shared()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        forward()
+    assert not shared()
+    threads.set_policy("fixed")
+    forward()
+    assert not shared()
