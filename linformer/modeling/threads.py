@@ -18,9 +18,9 @@ rows, not along a reduction: bitwise on the machines measured, and a test holds 
 (grad enabled) keep torch's setting all the same, so that training stays bitwise reproducible whatever the load, and
 so do compiled forwards (inductor builds its CPU kernels for one thread count).
 
-When fewer threads are fitted than torch's setting (other processes hold some of the cores), the forward also
-shares its large pieces of work among torch's-setting one-thread workers that each take the next piece as soon as
-they are free (``share``): the rows of every linear layer of at least 2 PIECE_ROWS rows, and the blocked attention's
+When the forward is fitted to one thread of torch's several (other processes hold all but about one of the
+cores), it also shares its large pieces of work among torch's-setting one-thread workers that each take the next
+piece as soon as they are free (``share``): the rows of every linear layer of at least 2 PIECE_ROWS rows, and the blocked attention's
 chunks (local_global). A worker on a contended core then simply takes fewer pieces, where torch's own threads split
 each operation evenly and wait at its end for the slowest. The pieces are rows: outputs are bitwise those of the
 unshared forward.
@@ -162,9 +162,10 @@ def fitted(model):
     requested = torch.get_num_threads()
     threads = fitted_threads(requested) if requested > 1 else requested
     local.depth = 1
-    # fewer threads than asked: the large pieces of work go to `requested` one-thread workers (module docstring);
-    # not under autocast, whose setting a worker thread would not have
-    workers = requested if threads < requested and not torch.is_autocast_enabled("cpu") else 0
+    # fitted to one thread of several: the large pieces of work go to `requested` one-thread workers (module
+    # docstring); not under autocast, whose setting a worker thread would not have. With more threads fitted, each
+    # worker's operations would run on all of them: too many threads for the cores.
+    workers = requested if threads == 1 < requested and not torch.is_autocast_enabled("cpu") else 0
     if threads != requested:
         torch.set_num_threads(threads)
     try:
@@ -180,7 +181,7 @@ def fitted(model):
             torch.set_num_threads(requested)
 
 
-_pools: dict[int, ThreadPoolExecutor] = {}
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, workers): a forked child makes its own
 
 
 def share(count: int, piece: Callable[[int], None]) -> None:
@@ -206,10 +207,11 @@ def share(count: int, piece: Callable[[int], None]) -> None:
                     return
                 piece(i)
 
+    key = (os.getpid(), workers)  # a fork's copy of a pool has no threads: its tasks would wait for ever
     with _state.lock:
-        if workers not in _pools:
-            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="linformer-share")
-        pool = _pools[workers]
+        if key not in _pools:
+            _pools[key] = ThreadPoolExecutor(workers, thread_name_prefix="linformer-share")
+        pool = _pools[key]
     for future in [pool.submit(work) for _ in range(workers)]:
         future.result()
 
@@ -225,7 +227,8 @@ class _SharedRows(TorchFunctionMode):
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
             rows = x.numel() // max(x.shape[-1], 1) if x.dim() >= 2 else 0
-            if rows >= 2 * PIECE_ROWS and x.dtype == weight.dtype and not kwargs.keys() - {"bias"}:
+            if (rows >= 2 * PIECE_ROWS and x.dtype == weight.dtype and not kwargs.keys() - {"bias"}
+                    and not torch.is_grad_enabled()):  # out= takes no gradients: a nested enable_grad stays whole
                 return _shared_linear(x, weight, bias, rows)
         return func(*args, **kwargs)
 

@@ -274,3 +274,19 @@ def test_a_loaded_forward_shares_its_linear_rows_and_attention_chunks_with_the_s
     threads.set_policy("fixed")
     forward()
     assert not shared()
+
+
+def test_nothing_is_shared_when_more_than_one_thread_is_fitted(machine, monkeypatch):
+    """On a larger machine with cores to spare, each worker's operations would run on every fitted thread."""
+    import linformer.modeling.local_global as lg
+
+    monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1024)
+    workers = []
+    unshared = threads.share
+    monkeypatch.setattr(threads, "share", lambda count, piece: (
+        workers.append(getattr(threads._state.local, "workers", 0)), unshared(count, piece)))
+    monkeypatch.setattr(threads, "fitted_threads", lambda requested: 2)
+    torch.set_num_threads(4)
+    model = LinformerModel(tiny_config(max_seq_len=64, local_window=8, global_positions=[0, -1])).eval()
+    assert threads_inside(model) == 2
+    assert workers and set(workers) == {0}
