@@ -31,6 +31,22 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def forbid_loading(monkeypatch):
+    """A function that makes every weight load of a conversion (a source encoder, a saved Linformer), and each
+    further (object, name) it is given, fail from then on: for tests that a check comes before anything loads."""
+    import linformer.modeling.convert as convert
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("loaded before the settings were checked")
+
+    def forbid(*more):
+        for obj, name in ((convert, "_load_source"), (convert, "load_pretrained"), *more):
+            monkeypatch.setattr(obj, name, loaded)
+
+    return forbid
+
+
 def load_script(name: str):
     """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
     import importlib.util

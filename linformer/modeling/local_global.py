@@ -327,9 +327,7 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
             out = out + (probs[..., L:].reshape(B, H, m * b, -1) @ others[1]).view(B, H, m, b, d)
         outs[c] = out
 
-    if dropout_p:  # the dropout masks drawn in chunk order: the same masks for the same seed
-        for c in range(len(starts)):
-            piece(c)
-    else:  # in order, or among workers on a loaded machine (threads.fitted)
-        threads.share(len(starts), piece)
+    # in order, or among workers on a loaded machine (threads.fitted); dropout's masks always drawn in chunk order,
+    # so that a seed gives the same masks
+    threads.share(len(starts), piece, in_order=bool(dropout_p))
     return torch.cat(outs, dim=2)

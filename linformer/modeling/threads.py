@@ -69,7 +69,7 @@ class _State:
     def __init__(self):
         self.policy: str | None = None  # read from the environment at the first forward (an error there is one line)
         self.lock = threading.Lock()
-        self.local = threading.local()  # depth of nested calls on this Python thread
+        self.local = threading.local()  # this Python thread's depth of nested calls and workers sharing its forward
         self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
         self.snapshot = _snapshot(self.cpus, self.tick_s)  # at import: the first forward has a window behind it
@@ -184,13 +184,14 @@ def fitted(model):
 _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, workers): a forked child makes its own
 
 
-def share(count: int, piece: Callable[[int], None]) -> None:
-    """``piece(i)`` for every i in range(count): in order on this thread, or, inside a forward that shares its work
-    (``fitted``, on a loaded machine), taken by the workers one at a time as each is free. The pieces must be
-    independent (each writes its own output). A worker runs at one thread with this thread's grad and inference
-    mode; a piece's exception is raised here once every worker has stopped."""
+def share(count: int, piece: Callable[[int], None], in_order: bool = False) -> None:
+    """``piece(i)`` for every i in range(count): in order on this thread (always, with `in_order`: pieces that draw
+    random numbers), or, inside a forward that shares its work (``fitted``, on a loaded machine), taken by the
+    workers one at a time as each is free. The pieces must be independent (each writes its own output). A worker
+    runs at one thread with this thread's grad and inference mode; a piece's exception is raised here once every
+    worker has stopped."""
     workers = getattr(_state.local, "workers", 0)
-    if workers < 2 or count < 2:
+    if in_order or workers < 2 or count < 2:
         for i in range(count):
             piece(i)
         return

@@ -102,8 +102,13 @@ def check_models(source: str, ks: list[int], sharing: str, n: int, policies: dic
     """The settings of every model ``measure`` converts, from the configs alone (``convert.check_settings``): a bad
     one is one ConfigError naming the options, before any example is read or weight loaded."""
     for k, fields in itertools.product(ks, policies.values()):
-        check_settings(source, dict(projected_dim=k, sharing=sharing, max_seq_len=n, **fields), LinformerModel,
+        check_settings(source, _settings(k, sharing, n, fields), LinformerModel,
                        key="--ks, --sharing, --n, --local-windows, --global-positions")
+
+
+def _settings(k: int, sharing: str, n: int, fields: dict) -> dict:
+    """The conversion settings of the model measured at k with a policy's `fields`."""
+    return dict(projected_dim=k, sharing=sharing, max_seq_len=n, **fields)
 
 
 def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, n: int,
@@ -117,8 +122,8 @@ def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, 
     results: dict = {task: {} for task in tasks}
     for k, (policy, fields), dtype in itertools.product(ks, policies.items(), dtypes):
         label = policy if dtype == "fp32" else f"{policy}, {dtype}"
-        model = LinformerModel.from_pretrained_encoder(source, projected_dim=k, sharing=sharing, max_seq_len=n,
-                                                       **fields).eval().to(DTYPES[dtype])
+        model = LinformerModel.from_pretrained_encoder(source, **_settings(k, sharing, n, fields)).eval().to(
+            DTYPES[dtype])
         for task, inputs in tasks.items():
             student = [h.float() for h in outputs(model, inputs)]
             errors = example_errors(student, teacher[task], inputs)

@@ -385,21 +385,14 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
     ("model.global_positions=[500]", "model: global_positions=[500]: [500] not a position"),
 ])
 @pytest.mark.parametrize("source", ["bert", "saved linformer"])
-def test_a_bad_model_setting_names_its_group_before_any_weights_load(tmp_path, monkeypatch, setting, said, source):
+def test_a_bad_model_setting_names_its_group_before_any_weights_load(tmp_path, forbid_loading, setting, said, source):
     """The same check whatever the source: a BERT converted, or a saved Linformer reshaped (from_linformer)."""
-    import linformer.modeling.convert as convert
-
     save_source(tmp_path / "bert", BertModel, BERT)
     save_tokenizer(tmp_path / "bert", VOCAB)
     path = tmp_path / "bert"
     if source == "saved linformer":
         path = convert_encoder(path, tmp_path / "full", attention="full")
-
-    def weights_loaded(*args, **kwargs):
-        raise AssertionError("weights loaded before the settings were checked")
-
-    monkeypatch.setattr(convert, "_load_source", weights_loaded)
-    monkeypatch.setattr(convert, "load_pretrained", weights_loaded)
+    forbid_loading()
     line = _refused(f"model_path={path}", f"model.max_seq_len={N}", setting, f"out_dir={tmp_path / 'out'}")
     assert line.startswith(f"error: {said}"), line
     assert not (tmp_path / "out").exists()

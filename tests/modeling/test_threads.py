@@ -239,14 +239,14 @@ def test_a_loaded_forward_shares_its_linear_rows_and_attention_chunks_with_the_s
     calls = []  # (pieces, the threads that ran them), per share call
     unshared = threads.share
 
-    def spy(count, piece):
+    def spy(count, piece, in_order=False):
         names = set()
 
         def recorded(i):
             names.add(threading.current_thread().name)
             piece(i)
 
-        unshared(count, recorded)
+        unshared(count, recorded, in_order)
         calls.append((count, names))
 
     monkeypatch.setattr(threads, "share", spy)
@@ -283,8 +283,8 @@ def test_nothing_is_shared_when_more_than_one_thread_is_fitted(machine, monkeypa
     monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1024)
     workers = []
     unshared = threads.share
-    monkeypatch.setattr(threads, "share", lambda count, piece: (
-        workers.append(getattr(threads._state.local, "workers", 0)), unshared(count, piece)))
+    monkeypatch.setattr(threads, "share", lambda count, piece, in_order=False: (
+        workers.append(getattr(threads._state.local, "workers", 0)), unshared(count, piece, in_order)))
     monkeypatch.setattr(threads, "fitted_threads", lambda requested: 2)
     torch.set_num_threads(4)
     model = LinformerModel(tiny_config(max_seq_len=64, local_window=8, global_positions=[0, -1])).eval()

@@ -96,18 +96,12 @@ def test_a_bad_example_choice_is_named_by_its_flag(argv, line, tmp_path, capsys)
     (["--local-windows", "-4"], "local_window=-4 must be a whole number >= 0."),
     (["--local-windows", "8", "--global-positions", "40"], "global_positions=[40]: [40] not a position in -32..31"),
 ])
-def test_a_bad_model_setting_is_one_line_before_any_example_or_weight_loads(tmp_path, capsys, monkeypatch, argv,
+def test_a_bad_model_setting_is_one_line_before_any_example_or_weight_loads(tmp_path, capsys, forbid_loading, argv,
                                                                            said):
-    import linformer.modeling.convert as convert
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("loaded before the settings were checked")
-
     script = load_script("length_policy")
     source = _source(tmp_path / "bert")
     capsys.readouterr()  # saving the source shows a progress bar
-    monkeypatch.setattr(convert, "_load_source", loaded)
-    monkeypatch.setattr(script, "load_task", loaded)
+    forbid_loading((script, "load_task"))
     with pytest.raises(SystemExit) as stop:
         script.main(["--source", source, "--n", str(N), "--ks", "8", *argv,
                      "--out", str(tmp_path / "r")])

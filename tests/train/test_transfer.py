@@ -110,13 +110,8 @@ def test_bad_transfer_settings_name_their_key(bert_source, tmp_path):
         transfer(_compose(bert_source, "model.max_seq_len=16"), tmp_path / "short")
 
 
-def test_a_bad_model_setting_names_its_group_before_the_source_loads(bert_source, tmp_path, monkeypatch):
-    import linformer.modeling.convert as convert
-
-    def weights_loaded(*args, **kwargs):
-        raise AssertionError("weights loaded before the settings were checked")
-
-    monkeypatch.setattr(convert, "_load_source", weights_loaded)
+def test_a_bad_model_setting_names_its_group_before_the_source_loads(bert_source, tmp_path, forbid_loading):
+    forbid_loading()
     with pytest.raises(ConfigError, match=r"^model: sharing='bogus' is not one of"):
         transfer(_compose(bert_source, "model.sharing=bogus"), tmp_path)
 
