@@ -13,7 +13,7 @@ import hashlib
 import importlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from huggingface_hub import constants, try_to_load_from_cache
@@ -146,10 +146,14 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
     return model
 
 
-def load_classifier(model_path: str, num_labels: int, from_scratch: bool):
-    """A sequence classifier (and its config) on the encoder at model_path, or a fresh one of the same shape."""
+def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool):
+    """A sequence classifier (and its config) on the encoder at model_path, or a fresh one of the same shape, for the
+    labels `label_names` (index = label id): its config's id2label and label2id name them, so that a pipeline or a
+    reader of the saved model sees "positive", not "LABEL_1"."""
+    id2label = dict(enumerate(label_names))
     try:
-        config = AutoConfig.from_pretrained(model_path, num_labels=num_labels)
+        config = AutoConfig.from_pretrained(model_path, num_labels=len(id2label), id2label=id2label,
+                                            label2id={name: i for i, name in id2label.items()})
     except OSError as err:
         raise _unreadable(model_path, err) from err
     except (ValueError, KeyError) as err:

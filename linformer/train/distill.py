@@ -157,7 +157,7 @@ class DistillTask(FinetuneTask):
                               "classifier must have the teacher's labels.")
         tokenizer = AutoTokenizer.from_pretrained(student_path)
         check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
-        model, _ = load_classifier(student_path, labels, from_scratch=False)
+        model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
         return student_path, tokenizer, model
 
     def param_groups(self, weight_decay: float) -> list[dict]:

@@ -83,7 +83,7 @@ def _rebuild(spec: FinetuneSpec | PretrainSpec):
 
     if isinstance(spec, FinetuneSpec):
         model_path = resolve_model_path(spec.model_path)
-        model, _ = load_classifier(model_path, get_task(spec.task.name).num_labels, from_scratch=True)
+        model, _ = load_classifier(model_path, get_task(spec.task.name).label_names, from_scratch=True)
         return model, AutoTokenizer.from_pretrained(model_path), model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))

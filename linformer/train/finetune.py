@@ -151,7 +151,7 @@ class FinetuneTask(TrainingTask):
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
-        model, _ = load_classifier(model_path, self.task_spec.num_labels, self.from_scratch)
+        model, _ = load_classifier(model_path, self.task_spec.label_names, self.from_scratch)
         return model_path, AutoTokenizer.from_pretrained(model_path), model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:

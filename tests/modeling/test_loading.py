@@ -53,7 +53,7 @@ def test_a_name_that_is_neither_a_folder_nor_a_hub_id_is_a_checkpoint_error(monk
 def test_missing_weights_is_a_checkpoint_error(mlm_dir):
     (mlm_dir / "model" / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="could not be loaded"):
-        load_classifier(str(mlm_dir / "model"), num_labels=2, from_scratch=False)
+        load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
 
 
 def test_a_truncated_weights_file_is_a_checkpoint_error(mlm_dir):
@@ -62,13 +62,14 @@ def test_a_truncated_weights_file_is_a_checkpoint_error(mlm_dir):
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 2)
     with pytest.raises(CheckpointError, match=r"model_path=.*: its weights cannot be read, the file is damaged"):
-        load_classifier(str(mlm_dir / "model"), num_labels=2, from_scratch=False)
+        load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
 
 
 def test_load_report_becomes_one_info_line(mlm_dir, caplog):
     caplog.set_level(logging.DEBUG)
-    model, config = load_classifier(str(mlm_dir / "model"), num_labels=3, from_scratch=False)
+    model, config = load_classifier(str(mlm_dir / "model"), label_names=["a", "b", "c"], from_scratch=False)
     assert config.num_labels == 3 and model.classifier.out_proj.out_features == 3
+    assert config.id2label == {0: "a", 1: "b", 2: "c"} and config.label2id == {"a": 0, "b": 1, "c": 2}
     assert not any("LOAD REPORT" in r.getMessage() for r in caplog.records)
     (summary,) = [r for r in caplog.records if r.levelno == logging.INFO and r.name.endswith("loading")]
     assert "4 weights initialised fresh (classifier.dense, classifier.out_proj)" in summary.getMessage()

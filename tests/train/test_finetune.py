@@ -73,6 +73,10 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
     cached = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "task_cache").iterdir())
     assert cached == ["sst2-eval", "sst2-train", "sst2-validation"]
     assert all((p / "dataset_info.json").is_file() for p in (tmp_path / "task_cache").iterdir())
+    # the saved model names the task's labels (a pipeline says "positive", not "LABEL_1")
+    config = json.loads((run / "best" / "config.json").read_text())
+    assert config["id2label"] == {"0": "negative", "1": "positive"}
+    assert config["label2id"] == {"negative": 0, "positive": 1}
     assert (run / "best" / "config.json").is_file() and (run / "config.yaml").is_file()
     logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     # evaluations during training are the validation split's; the reported split is never logged per epoch
@@ -110,7 +114,7 @@ def test_the_reported_split_is_scored_once_on_the_model_validation_chose(tmp_pat
     assert scored == ["validation"] * 3 + ["eval"]  # three choosing evaluations, one report
     assert results["best_step"] == results["selection"]["step"] == 10 and results["steps"] == 30  # ceil(160 / 16)
     # the kept model is the chosen one, and it is the model behind the predictions: rescored, it gives them again
-    model, _ = load_classifier(str(run / "best"), 2, from_scratch=False)
+    model, _ = load_classifier(str(run / "best"), ("negative", "positive"), from_scratch=False)
     tokenizer = AutoTokenizer.from_pretrained(run / "best")
     dev = [line.split("\t") for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
     model.eval()
