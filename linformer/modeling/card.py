@@ -10,7 +10,7 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                 "weights_sha256": ..., "reshaped_from": absent, or the carded Linformer converted again,
                 "reshaped_history": ...},
      "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
-               "projection": ...},
+               "projection": ..., "new_head": whether its task head is fresh, not the source's (None: no head)},
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
                           "rel_err_after": [...]},
      "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...},
@@ -84,10 +84,27 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
                   "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
                   "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
                   "overlap_columns": c.overlap_columns,
-                  "classifier_pooling": c.classifier_pooling},
+                  "classifier_pooling": c.classifier_pooling,
+                  "new_head": _new_head(source_config, model, earlier.get("model") or {})},
         "transfer": None,
         "results": {},
     }
+
+
+def _new_head(source_config, model, earlier: dict) -> bool | None:
+    """Whether `model`'s task head starts fresh, not from the source: a masked-LM head converted from a source without
+    one (a sentence encoder), a classifier from a source that classifies no such labels, or a head a carded Linformer
+    reshaped again still has fresh (``earlier``: its card's model); None for a bare encoder."""
+    kind = type(model).__name__
+    if earlier.get("class") == kind and earlier.get("new_head"):
+        return True
+    names = source_config.architectures or ()
+    if kind.endswith("ForMaskedLM"):
+        return not any("MaskedLM" in a or "PreTraining" in a for a in names)
+    if kind.endswith("ForSequenceClassification"):
+        return not (any(a.endswith("ForSequenceClassification") for a in names)
+                    and source_config.num_labels == model.config.num_labels)
+    return None
 
 
 def _trained_words(info: dict) -> str | None:
@@ -148,7 +165,7 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "reported": results.get("reported") if reported else None,
                   "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
                   "lr": results.get("lr"), "run_dir": str(run_dir)}
-    return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class},
+    return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
             "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir)}}
             if reported else {}}
@@ -164,7 +181,9 @@ def render_card(info: dict) -> ModelCard:
     data = ModelCardData(
         license=source["license"], library_name="transformers", base_model=source.get("hub_id"),
         tags=["linformer", source["model_type"]] + (["attention-transfer"] if info.get("transfer") else []),
-        pipeline_tag=_PIPELINES.get(model["class"]),
+        # a fresh masked-LM head fills masks at random: the encoder's features are what the model offers
+        pipeline_tag="feature-extraction" if model.get("new_head") and model["class"].endswith("ForMaskedLM")
+        else _PIPELINES.get(model["class"]),
         **(_eval_results(info["name"], info.get("results") or {}) if trained else {}),
     )
     sections = [f"# {info['name']}", _history(info), _source_section(source), _attention_section(model),
@@ -191,6 +210,12 @@ def _history(info: dict) -> str:
         text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: every "
                 "weight of the source is copied" + ("; in full attention nothing is new." if full
                                                     else ", and the low-rank projections E, F are new."))
+    if model.get("new_head"):
+        text += (" The source has no masked-LM head, so `lm_head` is new too (random until trained): use the "
+                 "encoder's features, or train the model, before filling masks."
+                 if model["class"].endswith("ForMaskedLM") else
+                 " The source has no classifier for these labels, so `classifier` is new too (random until "
+                 "trained): finetune the model before use.")
     tasks = [f["task"] for f in info.get("finetuning") or []]
     return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
 

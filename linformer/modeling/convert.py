@@ -25,7 +25,7 @@ from transformers.utils import cached_file
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
-from .card import conversion_info, write_model_card
+from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .loading import TOKENIZER_FILES, _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
@@ -426,9 +426,9 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     check_settings(model_path, spec.model)
     out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
-    source = resolve_model_path(model_path)
     classifier = is_sequence_classifier(config)
-    fresh = "" if classifier or _has_mlm_head(source) else \
+    fresh = "" if not read_card_info(out)["model"].get("new_head") else \
+        "; the source has no classifier for these labels, so it starts fresh (finetune it)" if classifier else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
     after = f"python scripts/distill.py task=<its task> teacher_path={out} model.max_seq_len={config.max_seq_len}" \
         if classifier else f"python scripts/finetune.py task=sst2 model_path={out}"
@@ -436,7 +436,3 @@ def convert_and_report(spec: ConvertSpec) -> Path:
           f"{time.perf_counter() - t0:.1f} s){fresh}\nnext: {after}")
     return out
 
-
-def _has_mlm_head(path: str) -> bool:
-    config = AutoConfig.from_pretrained(path)
-    return any("MaskedLM" in name or "PreTraining" in name for name in config.architectures or ())

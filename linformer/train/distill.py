@@ -201,6 +201,7 @@ class DistillTask(FinetuneTask):
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
+        info["model"]["new_head"] = False  # the student's classifier learnt the teacher's predictions
         info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard, constants
-from transformers import AutoConfig, BertForSequenceClassification, RobertaForMaskedLM
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    BertForSequenceClassification,
+    BertModel,
+    RobertaForMaskedLM,
+)
 
 from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
 from linformer.errors import CheckpointError, HubOfflineError
@@ -139,6 +145,37 @@ def test_transfer_renders_each_layer_and_the_sidecar_round_trips(tmp_path):
     info["transfer"]["rel_err_before"] = None  # a transfer run without its step-0 evaluation
     write_model_card(out, info)
     assert table_rows(load_card(out).text, "1") == [["1", "not measured", "0.05"]]
+
+
+@pytest.mark.parametrize("source_class, config, model_class, new", [
+    (RobertaForMaskedLM, ROBERTA, None, False),
+    (BertModel, BERT, None, True),  # a sentence encoder: no masked-LM head to copy
+    (BertForSequenceClassification, BERT, LinformerForSequenceClassification, False),
+    (BertModel, BERT, LinformerForSequenceClassification, True),
+])
+def test_the_card_says_when_the_task_head_is_new_and_tags_what_the_model_can_do(tmp_path, source_class, config,
+                                                                                  model_class, new):
+    """A head the source lacks starts at random: the card says so, and a masked-LM model whose head is new is tagged
+    for its features, not for filling masks (the hub's widget would fill them at random)."""
+    src = tmp_path / "src"
+    save_source(src, source_class, config)
+    save_tokenizer(src, VOCAB, pad_id=config.pad_token_id)
+    out = convert_encoder(src, tmp_path / "out", model_class, projected_dim=8)
+    card, info = load_card(out), read_card_info(out)
+    assert info["model"]["new_head"] is new
+    head = "`classifier` is new too" if model_class else "`lm_head` is new too"
+    assert (head in card.text) is new
+    tag = "text-classification" if model_class else "feature-extraction" if new else "fill-mask"
+    assert card.data.pipeline_tag == tag
+    # finetuning trains the head: the finetuned model's card no longer calls it new
+    tuned = finetuned_card(info, "tuned", "LinformerForSequenceClassification", _finetuned("sst2", 10, True),
+                           tmp_path / "run", 10)
+    write_model_card(tmp_path / "tuned", tuned)
+    assert tuned["model"]["new_head"] is False and "is new too" not in load_card(tmp_path / "tuned").text
+    # converted again (lengthened, say), a head that is still the fresh one stays new
+    again = conversion_info(str(out), AutoModelForMaskedLM.from_pretrained(out) if not model_class
+                            else model_class.from_pretrained(out), "again")
+    assert again["model"]["new_head"] is new
 
 
 def _finetuned(task: str, step: int, reported: bool) -> dict:
