@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
         log_dir = REPO / Places.of(args.under).outputs(f"reproduce_scratch_{profile.name}_logs")
         return frontend.reproduce(
-            exp.plan(profile, under=args.under, max_rows=args.rows), title=exp.__doc__.split("\n\n")[0],
+            exp.plan(profile, under=args.under, max_rows=args.rows),
+            title="\n".join(filter(None, [exp.__doc__.split("\n\n")[0], exp.slice_line(profile, args.under, args.rows)])),
             minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs,
             dry_run=args.dry_run, report_only=args.report_only, report=exp.report_argv(profile, args.under),
             log_dir=log_dir)

@@ -243,6 +243,23 @@ def row_complete(p: Profile, row: Row, places: Places, starts: Starts | None = N
     return all(finished_runs(p, row, places, starts).values())
 
 
+def slice_rows(p: Profile, places: Places, max_rows: int | None, starts: Starts | None = None
+               ) -> tuple[list[str], list[str]]:
+    """(the rows a run with `max_rows` takes, the rows not complete it leaves to later slices), by label."""
+    todo = [row.label for row in rows(p) if not row_complete(p, row, places, starts)]
+    cut = len(todo) if max_rows is None else max_rows
+    return todo[:cut], todo[cut:]
+
+
+def slice_line(p: Profile, under: Path | None, max_rows: int | None) -> str:
+    """What a `--rows` slice takes and leaves, in one line ("" without --rows)."""
+    if max_rows is None:
+        return ""
+    chosen, later = slice_rows(p, Places.of(under, p.records), max_rows)
+    return (f"This slice (--rows {max_rows}): {', '.join(chosen) or 'nothing: every row is complete'}; "
+            f"{len(later)} rows not complete after it" + (f" ({', '.join(later)})." if later else "."))
+
+
 def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None
          ) -> list[Job]:
     """Every job, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
@@ -257,10 +274,12 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                     ("tokenizer",), intermediate=True)]
     table = rows(p)
     starts = Starts()
-    todo = [row for row in table if not row_complete(p, row, places, starts)]
-    chosen = {row.label for row in (todo if max_rows is None else todo[:max_rows])}
-    complete = {row.label for row in table} - {row.label for row in todo}
-    for label in dict.fromkeys(row.pretrain_label for row in table):
+    chosen, later = slice_rows(p, places, max_rows, starts)
+    complete = {row.label for row in table} - set(chosen) - set(later)
+    # the pretraining of a row this slice finetunes, or of a complete one (its records are kept); a later slice's
+    # rows bring their own
+    needed = {row.pretrain_label for row in table if row.label in chosen or row.label in complete}
+    for label in dict.fromkeys(row.pretrain_label for row in table if row.pretrain_label in needed):
         row = next(r for r in table if r.label == label)
         name, run = pretrain_run(p, label), places.run("pretrain", pretrain_run(p, label))
         run_path, kept = REPO / run, REPO / places.records / name

@@ -151,6 +151,30 @@ def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
     assert "pretrain full" in todo and not {f"finetune {n}" for n in names} & todo
 
 
+def test_a_slice_of_rows_plans_its_rows_only_and_says_what_it_leaves(tmp_path):
+    """--rows N: the first N rows not complete, with the pretraining they need and no other (a later slice's
+    pretraining in this one's plan would read as "not needed"); the line above the plan names both sides."""
+    p = exp.PROFILES["toy"]
+    table = [row.label for row in exp.rows(p)]
+    jobs = {s.name for s in exp.plan(p, python="python", under=tmp_path, max_rows=2)}
+    assert {n for n in jobs if n.startswith("pretrain")} == {"pretrain full"}  # full and full-scratch need only it
+    finetuned = {n.split()[1] for n in jobs if n.startswith("finetune")}
+    assert finetuned == {exp.finetune_run(p, t, row, s) for row in exp.rows(p)[:2] for t in p.tasks for s in p.seeds}
+    line = exp.slice_line(p, tmp_path, 2)
+    assert line.startswith(f"This slice (--rows 2): {table[0]}, {table[1]}; {len(table) - 2} rows not complete")
+    assert exp.slice_line(p, tmp_path, None) == ""
+    # the next slice, once the first two rows are whole: a Linformer row, with its own pretraining
+    records = exp.REPO / exp.Places.of(tmp_path, p.records).records
+    records.joinpath(exp.pretrain_run(p, "full")).mkdir(parents=True)
+    records.joinpath(exp.pretrain_run(p, "full"), exp.START).write_text('{"weights_sha256": "h"}')
+    for row in exp.rows(p)[:2]:
+        for name in (exp.finetune_run(p, t, row, s) for t in p.tasks for s in p.seeds):
+            _keep_finetune(records, name, "h")
+    jobs = {s.name for s in exp.plan(p, python="python", under=tmp_path, max_rows=1)}
+    assert {n for n in jobs if n.startswith("pretrain")} == {"pretrain full", f"pretrain {table[2]}"}
+    assert exp.slice_line(p, tmp_path, 1).startswith(f"This slice (--rows 1): {table[2]}; {len(table) - 3} rows")
+
+
 def _run(row_key, task, seed, correct, labels, start="h", name=None):
     attention, n, k, sharing, pretrained = row_key
     return {"attention": attention, "max_seq_len": n, "projected_dim": k, "sharing": sharing,
