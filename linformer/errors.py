@@ -1,79 +1,33 @@
-"""One hierarchy for errors a user can fix. Every script prints their message as one `error: ...` line naming the
-key, file or line, and exits 2 without a traceback (``linformer.cli``). Anything else keeps its traceback."""
+"""The package's error hierarchy (defined in ``linformer.modeling.errors``, beside the model's code that raises it)."""
 
-import difflib
-from collections.abc import Iterable
+from .modeling.errors import (
+    CheckpointError,
+    ConfigError,
+    CorpusError,
+    DataError,
+    DiskFullError,
+    HubOfflineError,
+    LinformerError,
+    OutputPathError,
+    Preempted,
+    RunDirError,
+    TaskDataError,
+    TrainingDiverged,
+    did_you_mean,
+)
 
-CLOSE_ENOUGH = 0.6  # difflib's similarity ratio above which a known name is offered for an unknown one
-
-
-def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
-    """The one did-you-mean rule of every refusal of an unknown key or option: " (did you mean <prefix><closest>?)"
-    for the closest known name, or "" when none is close enough. A dotted name is compared by its last part with its
-    siblings (the known keys of the same group), so that a shared group name does not make unrelated keys look close;
-    without siblings (a misspelt group), by the whole name."""
-    name = str(name)
-    known = [k for k in known if k != name]  # the name itself is never its own suggestion
-    parent, _, last = name.rpartition(".")
-    siblings = {k.rpartition(".")[2]: k for k in known if parent and k.rpartition(".")[0] == parent}
-    if siblings:
-        close = [siblings[m] for m in difflib.get_close_matches(last, list(siblings), 1, cutoff=CLOSE_ENOUGH)]
-    else:
-        close = difflib.get_close_matches(name, known, 1, cutoff=CLOSE_ENOUGH)
-    return f" (did you mean {prefix}{close[0]}?)" if close else ""
-
-
-class LinformerError(ValueError):
-    """Base class for user-fixable errors."""
-
-
-class ConfigError(LinformerError):
-    """A config key holds a value that cannot work; the message names the key."""
-
-
-class CheckpointError(LinformerError):
-    """A checkpoint or model path is missing, damaged or incompatible; the message names the path and file."""
-
-
-class DataError(LinformerError):
-    """Input data the user supplied cannot be read as asked; the message names the file (and line)."""
-
-
-class CorpusError(DataError):
-    """Bad corpus input: empty corpus, malformed line, corrupt gzip stream, mismatched tokenizer."""
-
-
-class TaskDataError(DataError):
-    """Bad task data: malformed row, unknown label, bad header."""
-
-
-class HubOfflineError(LinformerError):
-    """A hub name was given but the hub cannot be reached; the message says which local files to use instead."""
-
-
-class RunDirError(LinformerError):
-    """A run directory cannot take this start: other recorded settings, or another live process holds it."""
-
-
-class OutputPathError(LinformerError):
-    """An output path holds something this command would not rebuild (a file, other content, an output with other
-    settings); the message names the path, what is there, and the flag that replaces it."""
-
-
-class DiskFullError(LinformerError):
-    """No space left while writing; the message names the directory. What was written before stays intact."""
-
-
-class TrainingDiverged(LinformerError):
-    """Too many consecutive non-finite losses; a checkpoint was written before this is raised."""
-
-
-class Preempted(Exception):
-    """SIGTERM or SIGINT stopped a run after it wrote a checkpoint; the message says how to resume.
-
-    Not an error: the CLI prints the message and exits with 128 + the signal number, as a killed process would.
-    """
-
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
-        self.exit_code = 128 + int(signum)
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "CorpusError",
+    "DataError",
+    "DiskFullError",
+    "HubOfflineError",
+    "LinformerError",
+    "OutputPathError",
+    "Preempted",
+    "RunDirError",
+    "TaskDataError",
+    "TrainingDiverged",
+    "did_you_mean",
+]

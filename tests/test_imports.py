@@ -55,7 +55,7 @@ def test_the_detector_sees_a_cycle_through_a_function_level_import():
 
 def test_the_package_has_no_import_cycles():
     graph = import_graph()
-    assert "linformer.modeling.convert" in graph["linformer.modeling.model"]  # the graph sees real imports
+    assert "linformer.modeling.threads" in graph["linformer.report.measured"]  # the graph sees imports in functions
     assert cycles(graph) == []
 
 
@@ -74,8 +74,11 @@ def test_only_the_spec_reads_the_raw_config():
 # The package's layers, lowest first: a module imports only from its own layer and those below. The lowest holds the
 # mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the job runner sits with
 # the plans it runs, above the output rule it applies to every plan before the first job starts.
+# errors and values live in modeling/ because the model's code, which a saved model carries (modeling/auto.py),
+# imports nothing outside it; they import nothing of the package, so they stay in the lowest layer.
+LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
-    {"errors", "version", "values"},
+    {"errors", "version", *LOWEST_IN_MODELING},
     {"signals", "files", "cli", "devices"},
     {"data"},
     {"modeling"},
@@ -86,7 +89,8 @@ LAYERS = [
 
 
 def _unit(module: str) -> str:
-    return module.split(".")[1]
+    leaf = module.removeprefix("linformer.")
+    return leaf if leaf in LOWEST_IN_MODELING else module.split(".")[1]
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:

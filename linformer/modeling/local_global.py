@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import threads
+from .threads import share
 
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
 # caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
@@ -329,5 +329,5 @@ def _chunked_softmax(qb: torch.Tensor, band_k: torch.Tensor, band_v: torch.Tenso
 
     # in order, or among workers on a loaded machine (threads.fitted); dropout's masks always drawn in chunk order,
     # so that a seed gives the same masks
-    threads.share(len(starts), piece, in_order=bool(dropout_p))
+    share(len(starts), piece, in_order=bool(dropout_p))
     return torch.cat(outs, dim=2)

@@ -6,6 +6,7 @@ so RoBERTa checkpoints load with only the projection matrices E, F starting fres
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
@@ -17,9 +18,10 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils.generic import can_return_tuple
 
-from . import flex, threads
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig, check_local_path
+from .flex import check_available
+from .threads import fitted
 
 
 class LinformerEmbeddings(nn.Module):
@@ -146,13 +148,21 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True  # every attention path reads it (linformer.modeling.flex)
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
+    saved_auto_map: dict[str, str] | None = None  # auto.register: every Auto class the code saved beside weights serves
 
     def __call__(self, *args, **kwargs):
         """The forward; an eager one of a Linformer on the CPU without gradients with threads fitted to the cores
         other processes leave free (linformer.modeling.threads: full attention and ``model.compile()``'s compiled
         call keep torch's setting)."""
-        with threads.fitted(self):
+        with fitted(self):
             return super().__call__(*args, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """HF's save; where the model's code goes with it (``auto.register``), config.json names every Auto class that
+        code serves, not only this model's (a masked-LM checkpoint is also an encoder, and a classifier's start)."""
+        if self._auto_class is not None and self.saved_auto_map:
+            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.saved_auto_map}
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
@@ -165,7 +175,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
     def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
         """flex_attention where the installed torch has it; else an ImportError naming the torch that does (HF's own
         message there speaks of TPUs)."""
-        flex.check_available()
+        check_available()
         return True
 
     @classmethod
@@ -176,9 +186,13 @@ class LinformerPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
         """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
-        from .convert import from_pretrained_encoder  # here: convert imports this module
-
-        return from_pretrained_encoder(cls, name_or_path, extend_positions=extend_positions, **settings)
+        try:  # imported here (convert imports this module), and by name: transformers copies each module a
+            # "from .x import" line names into a saved model's code (auto.register), and convert is the package's only
+            convert = importlib.import_module(".convert", __package__)
+        except ImportError as err:
+            raise ImportError("from_pretrained_encoder needs the linformer package that made this model: this copy "
+                              "of the model's code, saved beside its weights, holds the model only") from err
+        return convert.from_pretrained_encoder(cls, name_or_path, extend_positions=extend_positions, **settings)
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 POLICIES = ("adaptive", "fixed")
 ENV = "LINFORMER_CPU_THREADS"

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from ..data.io import resolve_path
 from ..errors import ConfigError, did_you_mean
-from ..values import fits_type
+from ..modeling.values import fits_type
 
 
 def check_types(values: Mapping, schema: type, prefix: str) -> None:

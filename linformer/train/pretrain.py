@@ -34,8 +34,8 @@ from ..modeling.loading import (
     resolve_tokenizer_dir,
     weights_sha256,
 )
+from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
-from ..values import round_up
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)

@@ -165,6 +165,7 @@ def test_the_card_says_when_the_task_head_is_new_and_tags_what_the_model_can_do(
     assert info["model"]["new_head"] is new
     head = "`classifier` is new too" if model_class else "`lm_head` is new too"
     assert (head in card.text) is new
+    assert "pass `trust_remote_code=True` to `from_pretrained`" in card.text and (out / "model.py").is_file()
     tag = "text-classification" if model_class else "feature-extraction" if new else "fill-mask"
     assert card.data.pipeline_tag == tag
     # finetuning trains the head: the finetuned model's card no longer calls it new

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from linformer.errors import ConfigError
-from linformer.modeling import LinformerConfig, LinformerModel, flex
+from linformer.modeling import LinformerConfig, LinformerModel, attention, flex
 from linformer.modeling.local_global import ExactKeyLayout, column_spans, local_global_attention
 
 from .test_local_global import _dense
@@ -151,7 +151,7 @@ def test_the_block_mask_is_built_once_per_forward(eager, monkeypatch):
 def test_the_key_masks_are_built_once_per_forward_not_per_layer(fields, masks, eager, monkeypatch):
     built = []
     make = flex.key_mask
-    monkeypatch.setattr(flex, "key_mask", lambda *a: (built.append(a[3]), make(*a))[1])
+    monkeypatch.setattr(attention, "key_mask", lambda *a: (built.append(a[3]), make(*a))[1])
     sdpa, flexed = _sdpa_and_flex(num_hidden_layers=3, **fields)
     assert len(built) == masks, built  # one forward under flex, three layers
     torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)

@@ -249,7 +249,8 @@ def test_a_loaded_forward_shares_its_linear_rows_and_attention_chunks_with_the_s
         unshared(count, recorded, in_order)
         calls.append((count, names))
 
-    monkeypatch.setattr(threads, "share", spy)
+    monkeypatch.setattr(threads, "share", spy)  # the linear layers' pieces
+    monkeypatch.setattr(lg, "share", spy)  # the attention's chunks
 
     def forward(grad=False):
         calls.clear()
@@ -283,8 +284,10 @@ def test_nothing_is_shared_when_more_than_one_thread_is_fitted(machine, monkeypa
     monkeypatch.setattr(lg, "CHUNK_ELEMENTS", 1024)
     workers = []
     unshared = threads.share
-    monkeypatch.setattr(threads, "share", lambda count, piece, in_order=False: (
-        workers.append(getattr(threads._state.local, "workers", 0)), unshared(count, piece, in_order)))
+    spy = lambda count, piece, in_order=False: (
+        workers.append(getattr(threads._state.local, "workers", 0)), unshared(count, piece, in_order))
+    monkeypatch.setattr(threads, "share", spy)
+    monkeypatch.setattr(lg, "share", spy)
     monkeypatch.setattr(threads, "fitted_threads", lambda requested: 2)
     torch.set_num_threads(4)
     model = LinformerModel(tiny_config(max_seq_len=64, local_window=8, global_positions=[0, -1])).eval()

@@ -1,0 +1,87 @@
+"""A saved model carries the model's code (transformers' remote code): `from_pretrained(dir, trust_remote_code=True)`
+loads it where this package is not installed, with the outputs the package gives."""
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from linformer import LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
+
+from .conftest import tiny_config
+
+# the only imports the saved code may make besides its own modules: what a transformers install already has
+ALLOWED = {"torch", "transformers", "huggingface_hub"}
+
+
+def _config():
+    return tiny_config(max_seq_len=32, projected_dim=8, local_window=8, global_positions=[0, -1])
+
+
+def test_a_saved_model_carries_code_that_imports_nothing_of_the_package(tmp_path):
+    LinformerForMaskedLM(_config()).save_pretrained(tmp_path)
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map == {"AutoConfig": "configuration.LinformerConfig", "AutoModel": "model.LinformerModel",
+                        "AutoModelForMaskedLM": "task_models.LinformerForMaskedLM",
+                        "AutoModelForSequenceClassification": "task_models.LinformerForSequenceClassification"}
+    saved = {p.stem for p in tmp_path.glob("*.py")}
+    assert {entry.split(".")[0] for entry in auto_map.values()} <= saved
+    for name in saved:  # every relative import is a sibling that was saved; every absolute one is installed anyway
+        for node in ast.walk(ast.parse((tmp_path / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and (node.module or "") in saved, (name, ast.unparse(node))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                tops = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                outside = {t.split(".")[0] for t in tops} - ALLOWED - set(sys.stdlib_module_names)
+                assert not outside, (name, ast.unparse(node))
+    assert type(AutoModel.from_pretrained(tmp_path)) is LinformerModel  # the package's own classes where imported
+
+
+def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_outputs(tmp_path):
+    torch.manual_seed(0)
+    ids = torch.randint(4, 64, (2, 32))
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+    expected = {}
+    for cls, auto in ((LinformerForMaskedLM, "AutoModelForMaskedLM"),
+                      (LinformerForSequenceClassification, "AutoModelForSequenceClassification")):
+        model = cls(_config()).eval()
+        model.save_pretrained(tmp_path / auto)
+        with torch.no_grad():
+            expected[auto] = model(ids, attention_mask=mask).logits
+    with torch.no_grad():
+        expected["AutoModel"] = LinformerModel.from_pretrained(tmp_path / "AutoModelForMaskedLM").eval()(
+            ids, attention_mask=mask).last_hidden_state
+    torch.save({"ids": ids, "mask": mask, "expected": expected}, tmp_path / "io.pt")
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["linformer"] = None  # as on a machine without the package: any import of it fails
+        import torch, transformers
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        for auto, out in io["expected"].items():
+            where = {str(tmp_path)!r} + "/" + ("AutoModelForMaskedLM" if auto == "AutoModel" else auto)
+            model = getattr(transformers, auto).from_pretrained(where, trust_remote_code=True).eval()
+            assert type(model).__module__.startswith("transformers_modules."), type(model)
+            with torch.no_grad():
+                got = model(io["ids"], attention_mask=io["mask"])
+            got = got.last_hidden_state if auto == "AutoModel" else got.logits
+            assert torch.equal(got, out), (auto, (got - out).abs().max())
+            print("loaded", auto)
+    """)
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:3] == [f"loaded {a}" for a in expected]
+
+
+def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monkeypatch):
+    """from_pretrained_encoder is the package's (convert): the saved code holds the model only."""
+    monkeypatch.setattr("importlib.import_module", lambda *a: (_ for _ in ()).throw(ModuleNotFoundError("convert")))
+    with pytest.raises(ImportError, match="needs the linformer package that made this model"):
+        LinformerForMaskedLM.from_pretrained_encoder(tmp_path)
