@@ -186,8 +186,9 @@ class LinformerPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
         """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
-        try:  # imported here (convert imports this module), and by name: transformers copies each module a
-            # "from .x import" line names into a saved model's code (auto.register), and convert is the package's only
+        try:  # imported here (convert imports this module), and by name: transformers copies every module that a
+            # "from .x import" line names into a saved model's code (auto.register), and convert, which reads source
+            # checkpoints and writes cards, belongs to the package, not to that code
             convert = importlib.import_module(".convert", __package__)
         except ImportError as err:
             raise ImportError("from_pretrained_encoder needs the linformer package that made this model: this copy "
