@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,11 +78,20 @@ def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class:
     into `model_class` with `settings` gives, from the configs alone: a command checks its ``model.*`` settings
     with it before any weights load, and a ConfigError about them names the config group (``key: ...``)."""
     path = resolve_model_path(str(name_or_path))
-    try:
+    with settings_named(key):
         if _source_config(path).model_type == "linformer":
             return _reshaped_config(path, settings)[1]
         model_class = model_class or MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
         return _encoder_config(model_class.copies_classifier_fields, path, settings)[0]
+
+
+@contextmanager
+def settings_named(key: str = "model"):
+    """A ConfigError in the block names the config group its settings came from (``key: ...``). Around a conversion
+    (``from_pretrained_encoder``, ``from_linformer``, ``convert_encoder``), which builds its config before any weights
+    load, that is the whole check of a command's ``model.*`` settings."""
+    try:
+        yield
     except ConfigError as err:
         raise ConfigError(f"{key}: {err}") from None
 
@@ -423,8 +433,8 @@ def convert_and_report(spec: ConvertSpec) -> Path:
 
     t0 = time.perf_counter()
     model_path = spec.model_path
-    check_settings(model_path, spec.model)
-    out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
+    with settings_named("model"):
+        out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
     classifier = is_sequence_classifier(config)
     fresh = "" if not read_card_info(out)["model"].get("new_head") else \

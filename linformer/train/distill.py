@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
-from ..modeling.convert import check_settings, from_linformer, is_sequence_classifier
+from ..modeling.convert import from_linformer, is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
@@ -139,9 +139,8 @@ class DistillTask(FinetuneTask):
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
             settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
-            check_settings(self.teacher_path, {**settings, "attention": "linformer"},
-                           LinformerForSequenceClassification)  # model.* named before any weights load
-            student = student_from_teacher(self.teacher_path, settings)
+            with settings_named("model"):  # the config is built, and a bad setting said, before the weights load
+                student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
                 teacher_tokenizer.model_max_length = student.config.max_seq_len
             return self.teacher_path, teacher_tokenizer, student

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
-from ..modeling.convert import CONVERTED_LENGTH_POLICY, check_settings, is_projection_weight
+from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, settings_named
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
@@ -81,8 +81,8 @@ class TransferTask(TrainingTask):
                 sharing=m["sharing"], projection=m["projection"],
                 **{key: m[key] for key in (*CONVERTED_LENGTH_POLICY, *EXACT_KEY_FIELDS) if m.get(key) is not None},
                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the teacher has no dropout either
-            check_settings(self.source, student, LinformerModel)
-            self.model = LinformerModel.from_pretrained_encoder(self.source, **student)
+            with settings_named("model"):  # the config is built, and a bad setting said, before the weights load
+                self.model = LinformerModel.from_pretrained_encoder(self.source, **student)
         self.source_dropout = _source_dropout(self.source)
         self.teacher = None
         if self.train_mode == "projections":
