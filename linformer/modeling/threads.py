@@ -20,8 +20,8 @@ so do compiled forwards (inductor builds its CPU kernels for one thread count).
 
 When the forward is fitted to one thread of torch's several (other processes hold all but about one of the
 cores), it also shares its large pieces of work among torch's-setting one-thread workers that each take the next
-piece as soon as they are free (``share``): the rows of every linear layer of at least 2 PIECE_ROWS rows, and the blocked attention's
-chunks (local_global). A worker on a contended core then simply takes fewer pieces, where torch's own threads split
+piece as soon as they are free (``share``): the rows of every linear layer of at least 2 PIECE_ROWS rows, and the
+blocked attention's chunks (local_global). A worker on a contended core then simply takes fewer pieces, where torch's own threads split
 each operation evenly and wait at its end for the slowest. The pieces are rows: outputs are bitwise those of the
 unshared forward.
 
