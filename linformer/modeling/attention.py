@@ -3,7 +3,8 @@
 Shapes use B = batch, H = heads, T = tokens in this batch (T <= n), d = head width, D = H * d.
 
 Padding never leaks into the projection: keys and values at padded positions are zeroed before E/F are
-applied, so a sequence gives the same output alone and inside a padded batch. (The official fairseq code and
+applied, so a sequence gives the same output alone and inside a right-padded batch (E's rows are positions from
+the sequence's start, so left padding moves them: the model warns). (The official fairseq code and
 lucidrains/linformer project the padded positions too, so their outputs depend on how a batch was padded.)
 
 Projections (paper §4, "general projections"):

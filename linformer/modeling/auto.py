@@ -4,35 +4,21 @@
 (transformers copies the class's module and every module its ``from .x import`` lines name; those modules import
 nothing else of the package)."""
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoModelForSequenceClassification,
-)
+import importlib
+
+import transformers
 
 from .configuration import LinformerConfig
-from .model import LinformerModel, LinformerPreTrainedModel
-from .task_models import LinformerForMaskedLM, LinformerForSequenceClassification
-
-AUTO_CLASSES = {AutoModel: LinformerModel, AutoModelForMaskedLM: LinformerForMaskedLM,
-                AutoModelForSequenceClassification: LinformerForSequenceClassification}
-
-
-def auto_map() -> dict[str, str]:
-    """config.json's ``auto_map``: every Auto class the saved code serves."""
-    return {"AutoConfig": _where(LinformerConfig)} | {auto.__name__: _where(cls) for auto, cls in AUTO_CLASSES.items()}
-
-
-def _where(cls) -> str:
-    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"  # the saved code's module (file) and class
+from .model import SERVED_CLASSES
 
 
 def register() -> None:
     """Idempotent: safe to call more than once (e.g. from several imports or processes)."""
-    AutoConfig.register(LinformerConfig.model_type, LinformerConfig, exist_ok=True)
+    transformers.AutoConfig.register(LinformerConfig.model_type, LinformerConfig, exist_ok=True)
     LinformerConfig.register_for_auto_class()
-    for auto, cls in AUTO_CLASSES.items():
-        auto.register(LinformerConfig, cls, exist_ok=True)
-        cls.register_for_auto_class(auto.__name__)
-    LinformerPreTrainedModel.saved_auto_map = auto_map()
+    for auto, where in SERVED_CLASSES.items():
+        if auto != "AutoConfig":
+            module, name = where.split(".")
+            cls = getattr(importlib.import_module(f".{module}", __package__), name)
+            getattr(transformers, auto).register(LinformerConfig, cls, exist_ok=True)
+            cls.register_for_auto_class(auto)  # save_pretrained then saves the model's code beside its weights

@@ -43,13 +43,14 @@ from ..data.tasks import TASKS
 from ..files import MANIFEST, atomic_write, read_json, write_json
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
+from .model import SERVED_CLASSES
 
 CARD = "README.md"
+# what a card's weights hash is (loading.weights_sha256): not one file's digest, so that sharding cannot hide a change
+WEIGHTS_HASH = "sha256 over the lines `<weight file>:<its sha256>`, the files sorted by name"
 SIDECAR = "linformer_card.json"
 _PIPELINES = {"LinformerForMaskedLM": "fill-mask", "LinformerForSequenceClassification": "text-classification",
               "LinformerModel": "feature-extraction"}
-_AUTO_CLASSES = {"LinformerForMaskedLM": "AutoModelForMaskedLM",
-                 "LinformerForSequenceClassification": "AutoModelForSequenceClassification"}
 
 
 # ------------------------------------------------------------------------------------------------ the record
@@ -247,7 +248,7 @@ def _source_section(source: dict) -> str:
     rows = [("model", where), ("model_type", source["model_type"]), ("architecture", source["architecture"]),
             ("license", license_text)]
     if source.get("weights_sha256"):
-        rows.append(("weights (sha256)", f"`{source['weights_sha256']}`"))
+        rows.append(("weights hash", f"`{source['weights_sha256']}` ({WEIGHTS_HASH})"))
     if source.get("reshaped_from"):
         history = source.get("reshaped_history")
         rows.append(("reshaped from", f"`{source['reshaped_from']}`" + (f" ({history})" if history else "")))
@@ -374,7 +375,7 @@ def _finetuning_section(runs: list[dict]) -> str:
         start = f.get("start_weights_sha256")
         rows.append((f["task"], f"{f['step']} of {f.get('run_steps')}", chosen, scored,
                      f"`{start[:12]}`" if start else "not recorded", f"`{f['run_dir']}`"))
-    return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "started from (sha256)",
+    return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "started from (weights hash)",
                                                   "run"))
 
 
@@ -396,7 +397,7 @@ def _results_section(results: dict, trained: str | None) -> str:
 
 
 def _usage_section(name: str, model_class: str) -> str:
-    auto = _AUTO_CLASSES.get(model_class, "AutoModel")
+    auto = {where.split(".")[1]: auto for auto, where in SERVED_CLASSES.items()}.get(model_class, "AutoModel")
     return ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
             f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
             f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```\n\n"

@@ -27,6 +27,7 @@ PROJECTION_INITS = ("mean", "xavier")
 CLASSIFIER_HEADS = ("roberta", "bert")
 CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
 LENGTH_POLICIES = ("slice", "resample")
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")  # HF's, for the loss
 # Model types whose learned positions start at pad_token_id + 1 (fairseq's RoBERTa layout); BERT's start at 0
 PAD_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "linformer"})
 
@@ -195,8 +196,24 @@ class LinformerConfig(PreTrainedConfig):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """HF's, refusing another model type's config.json: HF would only warn, then build a Linformer from it whose
+        positions or vocabulary do not fit the checkpoint; converting is what keeps its weights."""
         check_local_path(pretrained_model_name_or_path)
+        source_type = cls.get_config_dict(pretrained_model_name_or_path, **kwargs)[0].get("model_type")
+        if source_type not in (None, cls.model_type):
+            where = str(pretrained_model_name_or_path)
+            raise ConfigError(f"{where} holds a {source_type!r} model, not a Linformer: convert it with "
+                              f"LinformerModel.from_pretrained_encoder({where!r}) or scripts/convert.py "
+                              f"model_path={where}.")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """HF's, checking the fields again after from_pretrained's keyword overrides, which HF sets after the config
+        is built."""
+        out = super().from_dict(config_dict, **kwargs)
+        (out[0] if isinstance(out, tuple) else out).validate_architecture()
+        return out
 
     def __post_init__(self, **kwargs):
         _warn_near_misses(kwargs)
@@ -255,6 +272,12 @@ class LinformerConfig(PreTrainedConfig):
         _check_values(self)
         _check_choice("classifier_pooling", self.classifier_pooling, CLASSIFIER_POOLINGS)
         _check_choice("length_policy", self.length_policy, LENGTH_POLICIES)
+        if self.problem_type is not None:
+            _check_choice("problem_type", self.problem_type, PROBLEM_TYPES)
+        for key in ("is_decoder", "add_cross_attention"):
+            if getattr(self, key):
+                raise ConfigError(f"{key}=True: the Linformer is an encoder only (E and F mix every position into "
+                                  "each projected key, so it cannot attend causally); no decoder or cross-attention.")
         if self.classifier_pooling == "pooler" and self.classifier_head == "roberta":
             raise ConfigError(
                 "classifier_pooling='pooler' needs classifier_head='bert': RoBERTa's head has its own dense + tanh "

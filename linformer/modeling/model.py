@@ -1,27 +1,40 @@
 """The RoBERTa-shaped encoder: embeddings, post-LN layers, and the LinformerModel base.
 
 Module and parameter names follow Hugging Face's RoBERTa (``roberta.encoder.layer.0.attention.self.query``...),
-so RoBERTa checkpoints load with only the projection matrices E, F starting fresh.
+so RoBERTa checkpoints convert (``from_pretrained_encoder``) with only the projection matrices E, F starting fresh.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+import os
+import shutil
+from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.dynamic_module_utils import get_relative_import_files
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.utils import logging
 from transformers.utils.generic import can_return_tuple
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import LinformerConfig, check_local_path
 from .flex import check_available
 from .threads import fitted
+
+logger = logging.get_logger(__name__)
+
+# config.json's auto_map where the model's code is saved beside its weights: each Auto class the code serves, as
+# "<the saved code's module (file)>.<class>" (auto.register registers the same classes with the Auto API)
+SERVED_CLASSES = {"AutoConfig": "configuration.LinformerConfig", "AutoModel": "model.LinformerModel",
+                  "AutoModelForMaskedLM": "task_models.LinformerForMaskedLM",
+                  "AutoModelForSequenceClassification": "task_models.LinformerForSequenceClassification"}
 
 
 class LinformerEmbeddings(nn.Module):
@@ -148,7 +161,6 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True  # every attention path reads it (linformer.modeling.flex)
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
-    saved_auto_map: dict[str, str] | None = None  # auto.register: every Auto class the code saved beside weights serves
 
     def __call__(self, *args, **kwargs):
         """The forward; an eager one of a Linformer on the CPU without gradients with threads fitted to the cores
@@ -157,12 +169,41 @@ class LinformerPreTrainedModel(PreTrainedModel):
         with fitted(self):
             return super().__call__(*args, **kwargs)
 
+    def __init__(self, config: LinformerConfig, *args, **kwargs):
+        # a field set after the config was built (config.sharing = ..., or from_pretrained's keyword overrides on an
+        # older path) is checked here, before a model is built from it
+        config.validate_architecture()
+        super().__init__(config, *args, **kwargs)
+
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """HF's save; where the model's code goes with it (``auto.register``), config.json names every Auto class that
-        code serves, not only this model's (a masked-LM checkpoint is also an encoder, and a classifier's start)."""
-        if self._auto_class is not None and self.saved_auto_map:
-            self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.saved_auto_map}
+        """HF's save; where the model's code goes with it (``auto.register``, or a model loaded through that code),
+        it serves every Auto class whose module this code has, not only this model's (a masked-LM checkpoint is also
+        an encoder, and a classifier's start): config.json names them and their modules are saved. The config is
+        checked first, so a bad field writes nothing."""
+        self.config.validate_architecture()
+        if self._auto_class is not None:
+            here = Path(__file__).parent  # the package's modeling/, or the saved code this model was loaded from
+            served = {auto: where for auto, where in SERVED_CLASSES.items()
+                      if (here / f"{where.split('.')[0]}.py").is_file()}
+            self.config.auto_map = served
+            # transformers saves the saved class's module and the modules it imports; a bare encoder's module does
+            # not import the task models' (they import it), so their files are copied here
+            os.makedirs(save_directory, exist_ok=True)
+            for module in {where.split(".")[0] for where in served.values()}:
+                for source in [here / f"{module}.py", *map(Path, get_relative_import_files(here / f"{module}.py"))]:
+                    if not (Path(save_directory) / source.name).is_file():
+                        shutil.copyfile(source, Path(save_directory) / source.name)
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """HF's resize; ``new_num_tokens`` is the tokenizer's new size, so where the rows are padded past it (a
+        ``pad_to_multiple_of``, or a config whose ``tokenizer_vocab_size`` marks padding rows) the MLM head's
+        padding starts there: added tokens are predicted, and rows past the tokenizer's get no probability."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if new_num_tokens is not None:
+            rows = self.config.vocab_size
+            self.config.tokenizer_vocab_size = new_num_tokens if new_num_tokens < rows else None
+        return embeddings
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
@@ -229,13 +270,13 @@ class LinformerLMHead(nn.Module):
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        tv = config.tokenizer_vocab_size
-        self.tokens = tv if tv is not None and tv < config.vocab_size else None
+        self.config = config  # read at every forward: resize_token_embeddings moves tokenizer_vocab_size
 
     def forward(self, features):
         logits = self.decoder(self.layer_norm(self.activation(self.dense(features))))
-        if self.tokens is not None:
-            padding = torch.arange(logits.shape[-1], device=logits.device) >= self.tokens
+        tokens = self.config.tokenizer_vocab_size
+        if tokens is not None and tokens < logits.shape[-1]:
+            padding = torch.arange(logits.shape[-1], device=logits.device) >= tokens
             logits = logits.masked_fill(padding, float("-inf"))
         return logits
 
@@ -294,10 +335,20 @@ class LinformerModel(LinformerPreTrainedModel):
         mask = None
         if attention_mask is not None:
             mask = attention_mask.bool()
-            # nothing is padded: skip all masking work (one host sync per forward). A compiled forward keeps the
-            # mask (the check would break its graph): callers with unpadded batches pass attention_mask=None.
-            if not torch.compiler.is_compiling() and bool(mask.all()):
-                mask = None
+            # One host sync per forward: nothing padded skips all masking work, and padding before a token is named
+            # where E and F read positions from the sequence's start. A compiled forward keeps the mask and skips
+            # both (they would break its graph): callers with unpadded batches pass attention_mask=None.
+            if not torch.compiler.is_compiling():
+                unpadded, masked_before = torch.stack([mask.all(), (mask[:, 1:] > mask[:, :-1]).any()]).tolist()
+                if masked_before and self.config.attention != "full":
+                    # a warning, not an error: a mask may hide tokens anywhere on purpose (HF's own tests do)
+                    logger.warning_once(
+                        "attention_mask masks a position before a real token (left padding?): the Linformer's E and "
+                        "F project keys by position from the sequence's start, so a left-padded sequence's output "
+                        "differs from its output alone. Pad on the right (tokenizer.padding_side = 'right', the BERT "
+                        "and RoBERTa tokenizers' default).")
+                if unpadded:
+                    mask = None
         hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=hidden,

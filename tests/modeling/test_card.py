@@ -17,6 +17,7 @@ from transformers import (
 from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
 from linformer.errors import CheckpointError, HubOfflineError
 from linformer.modeling.card import (
+    WEIGHTS_HASH,
     add_results,
     conversion_info,
     finetuned_card,
@@ -68,8 +69,8 @@ def test_converted_model_has_a_card_with_the_source_and_its_settings(tmp_path):
     assert read_card_info(out)["source"] == {"name": str(tmp_path / "src"), "hub_id": None, "model_type": "roberta",
                                             "architecture": "RobertaForMaskedLM", "license": "mit",
                                             "weights_sha256": weights_sha256(str(tmp_path / "src"))}
-    assert table_rows(card.text, "weights (sha256)") == [["weights (sha256)",
-                                                          f"`{weights_sha256(str(tmp_path / 'src'))}`"]]
+    assert table_rows(card.text, "weights hash") == [["weights hash",
+                                                      f"`{weights_sha256(str(tmp_path / 'src'))}` ({WEIGHTS_HASH})"]]
     assert "No attention transfer" in card.text and "None yet" in card.text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # the card was written inside atomic_dir
 

@@ -1,7 +1,7 @@
 import pytest
-from transformers import AutoConfig, AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel
 
-from linformer import LinformerConfig, LinformerForMaskedLM
+from linformer import LinformerConfig, LinformerForMaskedLM, LinformerModel
 from linformer.errors import ConfigError
 from linformer.modeling import attention_label
 
@@ -48,12 +48,43 @@ def test_per_layer_k():
         (dict(layer_norm_eps=0.0), "layer_norm_eps=0.0 must be a positive number"),
         (dict(hidden_act="gelux"), r"^hidden_act='gelux' is not one of gelu"),
         (dict(initializer_range=-1.0), "initializer_range=-1.0 must be a number >= 0"),
+        # what an encoder cannot be, and a loss it does not have (each was accepted and ignored)
+        (dict(is_decoder=True), "^is_decoder=True: the Linformer is an encoder only"),
+        (dict(add_cross_attention=True), "^add_cross_attention=True"),
+        (dict(problem_type="foo"), "^problem_type='foo' is not one of regression"),
     ],
 )
 def test_bad_config_names_the_key(kwargs, match):
     # ConfigError itself (not @strict's wrapper), so the CLI prints it as one line
     with pytest.raises(ConfigError, match=match):
         LinformerConfig(**kwargs)
+
+
+def test_a_field_set_after_the_config_is_built_is_checked_before_a_model_is_built_or_saved(tmp_path):
+    """from_pretrained's keyword overrides and attributes set by hand reach the same checks as the constructor's."""
+    LinformerForMaskedLM(tiny_config()).save_pretrained(tmp_path / "saved")
+    for load in (AutoConfig.from_pretrained, LinformerConfig.from_pretrained, AutoModel.from_pretrained,
+                 LinformerForMaskedLM.from_pretrained):
+        with pytest.raises(ConfigError, match="^sharing='bogus' is not one of"):
+            load(tmp_path / "saved", sharing="bogus")
+    config = tiny_config()
+    config.max_seq_len *= 2  # the position table is not lengthened with it
+    with pytest.raises(ConfigError, match="^max_position_embeddings"):
+        LinformerModel(config)
+    model = LinformerModel(tiny_config())
+    model.config.local_window = -5
+    with pytest.raises(ConfigError, match="^local_window=-5"):
+        model.save_pretrained(tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()  # nothing written: no code files without a config
+
+
+def test_another_model_types_checkpoint_is_refused_naming_the_conversion(tmp_path):
+    bert = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    BertModel(bert).save_pretrained(tmp_path)
+    for load in (LinformerConfig.from_pretrained, LinformerModel.from_pretrained):
+        with pytest.raises(ConfigError, match=rf"^{tmp_path} holds a 'bert' model, not a Linformer: convert it with "
+                                              r"LinformerModel.from_pretrained_encoder"):
+            load(tmp_path)
 
 
 def test_an_attribute_the_linformer_does_not_know_is_kept_and_survives_save_and_load(tmp_path, caplog):

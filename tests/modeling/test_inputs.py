@@ -53,3 +53,23 @@ def test_from_pretrained_on_a_missing_folder_names_the_folder(cls, tmp_path):
             load(str(missing))
         with pytest.raises(OSError):  # what transformers' callers catch
             load(missing)
+
+
+def test_left_padding_is_named_where_the_projections_read_positions_and_only_there(monkeypatch):
+    """E's rows are positions from the sequence's start, so a left-padded row's output is not its output alone: a
+    warning says to pad on the right. Right padding, no padding and full attention (positions do not move the keys)
+    stay silent."""
+    import linformer.modeling.model as model_module
+
+    said = []
+    monkeypatch.setattr(model_module.logger, "warning_once", said.append)
+    torch.manual_seed(0)
+    linformer, full = (LinformerModel(tiny_config(attention=a)).eval() for a in ("linformer", "full"))
+    right, left = torch.ones(2, 10, dtype=torch.long), torch.ones(2, 10, dtype=torch.long)
+    right[1, 7:] = 0
+    left[1, :3] = 0
+    for model, mask in ((linformer, right), (linformer, None), (full, left)):
+        model(input_ids=IDS, attention_mask=mask)
+    assert said == []
+    linformer(input_ids=IDS, attention_mask=left)
+    assert len(said) == 1 and "left padding" in said[0] and "padding_side = 'right'" in said[0]

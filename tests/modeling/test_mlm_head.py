@@ -78,3 +78,20 @@ def test_tokenizer_vocab_size_must_fit_the_embedding():
 
     with pytest.raises(ConfigError, match="tokenizer_vocab_size"):
         LinformerConfig(vocab_size=50, tokenizer_vocab_size=51, **SMALL)
+
+
+def test_resizing_to_a_larger_tokenizer_predicts_the_added_tokens_and_keeps_padding_rows_out(tmp_path):
+    """resize_token_embeddings takes the tokenizer's new size: the head's padding starts there, wherever it was."""
+    model = LinformerForMaskedLM(LinformerConfig(vocab_size=64, tokenizer_vocab_size=50, **SMALL)).eval()
+    model.resize_token_embeddings(55)  # five tokens added: the rows hold exactly the tokenizer
+    ids = torch.tensor([[5, 6, 52, 54, 7]])
+    out = model(input_ids=ids, labels=ids)
+    assert model.config.tokenizer_vocab_size is None and out.logits.shape[-1] == 55
+    assert out.logits.isfinite().all() and out.loss.isfinite()
+    model.resize_token_embeddings(60, pad_to_multiple_of=32)  # rows 60..63 pad to the multiple: no probability
+    assert (model.config.vocab_size, model.config.tokenizer_vocab_size) == (64, 60)
+    logits = model(input_ids=ids).logits
+    assert logits[..., :60].isfinite().all() and (logits[..., 60:] == float("-inf")).all()
+    model.resize_token_embeddings(40)  # below the old tokenizer size: still a valid config, saved and loaded
+    model.save_pretrained(tmp_path)
+    assert LinformerForMaskedLM.from_pretrained(tmp_path).config.vocab_size == 40

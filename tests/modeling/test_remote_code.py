@@ -23,8 +23,11 @@ def _config():
     return tiny_config(max_seq_len=32, projected_dim=8, local_window=8, global_positions=[0, -1])
 
 
-def test_a_saved_model_carries_code_that_imports_nothing_of_the_package(tmp_path):
-    LinformerForMaskedLM(_config()).save_pretrained(tmp_path)
+@pytest.mark.parametrize("cls", [LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification])
+def test_a_saved_model_carries_code_that_imports_nothing_of_the_package(tmp_path, cls):
+    """Whichever class is saved, config.json names every Auto class and every module it names is saved (a bare
+    encoder's own module does not import the task models')."""
+    cls(_config()).save_pretrained(tmp_path)
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert auto_map == {"AutoConfig": "configuration.LinformerConfig", "AutoModel": "model.LinformerModel",
                         "AutoModelForMaskedLM": "task_models.LinformerForMaskedLM",
@@ -40,6 +43,14 @@ def test_a_saved_model_carries_code_that_imports_nothing_of_the_package(tmp_path
                 outside = {t.split(".")[0] for t in tops} - ALLOWED - set(sys.stdlib_module_names)
                 assert not outside, (name, ast.unparse(node))
     assert type(AutoModel.from_pretrained(tmp_path)) is LinformerModel  # the package's own classes where imported
+
+
+def _without_the_package(script: str, tmp_path) -> subprocess.CompletedProcess:
+    # as on a machine without the package: any import of it fails
+    script = 'import sys\nsys.modules["linformer"] = None\n' + script
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)
 
 
 def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_outputs(tmp_path):
@@ -58,9 +69,7 @@ def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_o
         expected["AutoModel"] = LinformerModel.from_pretrained(tmp_path / "AutoModelForMaskedLM").eval()(
             ids, attention_mask=mask).last_hidden_state
     torch.save({"ids": ids, "mask": mask, "expected": expected}, tmp_path / "io.pt")
-    script = textwrap.dedent(f"""
-        import sys
-        sys.modules["linformer"] = None  # as on a machine without the package: any import of it fails
+    result = _without_the_package(textwrap.dedent(f"""
         import torch, transformers
         io = torch.load({str(tmp_path / "io.pt")!r})
         for auto, out in io["expected"].items():
@@ -72,12 +81,42 @@ def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_o
             got = got.last_hidden_state if auto == "AutoModel" else got.logits
             assert torch.equal(got, out), (auto, (got - out).abs().max())
             print("loaded", auto)
-    """)
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                            cwd=tmp_path)
+    """), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[:3] == [f"loaded {a}" for a in expected]
+
+
+def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_class(tmp_path):
+    """A bare encoder's directory serves the masked-LM and classifier classes too (each with the encoder's weights),
+    and so does a model loaded through the saved code and saved again where the package is missing. A bare encoder
+    loaded that way has only its own modules, so its copy names only the classes it can serve."""
+    torch.manual_seed(0)
+    ids = torch.randint(4, 64, (2, 32))
+    encoder = LinformerModel(_config()).eval()
+    encoder.save_pretrained(tmp_path / "bare")
+    LinformerForMaskedLM(_config()).save_pretrained(tmp_path / "mlm")
+    with torch.no_grad():
+        torch.save({"ids": ids, "hidden": encoder(ids).last_hidden_state}, tmp_path / "io.pt")
+    result = _without_the_package(textwrap.dedent(f"""
+        import json, torch, transformers
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        transformers.AutoModelForMaskedLM.from_pretrained("bare", trust_remote_code=True).save_pretrained("again")
+        transformers.AutoModel.from_pretrained("mlm", trust_remote_code=True).save_pretrained("encoder")
+        print("encoder serves", *json.load(open("encoder/config.json"))["auto_map"])
+        transformers.AutoModel.from_pretrained("encoder", trust_remote_code=True)
+        for where in ("bare", "again"):
+            for auto in ("AutoModelForMaskedLM", "AutoModelForSequenceClassification", "AutoModel"):
+                model = getattr(transformers, auto).from_pretrained(where, trust_remote_code=True).eval()
+                assert type(model).__module__.startswith("transformers_modules."), type(model)
+                with torch.no_grad():
+                    hidden = getattr(model, "roberta", model)(io["ids"]).last_hidden_state
+                if where == "bare":
+                    assert torch.equal(hidden, io["hidden"]), (auto, (hidden - io["hidden"]).abs().max())
+                print("loaded", where, auto)
+    """), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("loaded") == 6, result.stdout
+    assert "encoder serves AutoConfig AutoModel\n" in result.stdout
 
 
 def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monkeypatch):
