@@ -12,7 +12,9 @@ it stands. Every mode installs and restores its handlers through ``handling``:
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -37,14 +39,21 @@ def handling(signals: tuple[int, ...], handler) -> Iterator[bool]:
 @contextlib.contextmanager
 def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
     """Each of ``signals`` inside the block raises Preempted(message) in the main thread, ``{signal}`` in the message
-    replaced by its name (later ones are ignored while the block unwinds). An exception raised while unwinding from
-    it (a pool timing out, a worker's broken pipe) is reported as that Preempted."""
+    replaced by its name. An exception raised while unwinding from it (a pool timing out, a worker's broken pipe) is
+    reported as that Preempted. A second signal while the block unwinds ends the process at once, for an unwinding
+    that cannot finish (a worker pool whose workers a stop killed mid-operation): the children this process forked
+    die with it (``linformer.data.workers``) and the temporaries it leaves are removed by the next run
+    (``files.remove_stale_temps``)."""
     received: list[int] = []
 
     def stop(signum, _frame):
-        if not received:
-            received.append(signum)
-            raise Preempted(message.replace("{signal}", signal.Signals(signum).name), signum)
+        name = signal.Signals(signum).name
+        if received:
+            print(f"stopped: {name} again while stopping: exiting now; the next run removes what this one left.",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        received.append(signum)
+        raise Preempted(message.replace("{signal}", name), signum)
 
     with handling(signals, stop):
         try:

@@ -83,6 +83,29 @@ def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def test_a_second_signal_while_a_stop_unwinds_ends_the_process_at_once(tmp_path):
+    """An unwinding that cannot finish (a pool whose workers a stop killed holding its lock) ends on the next signal,
+    with the stop's exit status; the temporary it leaves is removed by the next run."""
+    script = f"""
+import os, signal, time
+from linformer.files import atomic_dir, made_by
+with atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    finally:  # an unwinding that hangs
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == ("stopped: SIGTERM again while stopping: exiting now; the next "
+                                                      "run removes what this one left.")
+    assert len(_hidden(tmp_path)) == 1 and not (tmp_path / "out").exists()  # the temporary, left
+    _build(tmp_path / "out")  # the next run
+    assert _hidden(tmp_path) == []
+
+
 def test_files_get_the_umask_permissions_whatever_mode_they_were_written_with(tmp_path):
     mask = os.umask(0o002)
     try:

@@ -29,9 +29,15 @@ class _Parent:
 
 
 def _die_with(parent: _Parent) -> None:
-    """Run in each forked child before its target: SIGKILL on the parent's death, default SIGTERM, no SIGINT."""
+    """Run in each forked child before its target: a process group of its own, SIGKILL on the parent's death,
+    default SIGTERM, no SIGINT."""
+    # A signal sent to the parent's whole group (Ctrl-C, a scheduler's or `kill -- -PGID` stop) would kill a worker
+    # wherever it stands, inside the pool's queue operations too: one that dies holding a queue's lock (an idle
+    # worker waits for its next task holding the task queue's) leaves the parent's Pool.terminate() waiting on that
+    # lock forever. In a group of its own a worker is stopped by the parent alone, the way the pool expects.
+    os.setpgid(0, 0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() sends SIGTERM: it must end the worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the pool
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent.pid:  # the parent died before the request was in place
         os._exit(1)

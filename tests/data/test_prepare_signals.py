@@ -26,6 +26,18 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+# As SLOW_SCRIPT, but only the first worker to tokenize is held back: the other finishes its share and waits for a
+# task holding the pool's task-queue lock, where a signal to the whole group used to kill it (the parent's
+# Pool.terminate() then waited on that lock forever).
+ONE_SLOW_SCRIPT = SLOW_SCRIPT.replace("    time.sleep(120)\n", """    import os
+    try:
+        os.close(os.open("slow-worker", os.O_CREAT | os.O_EXCL))
+        time.sleep(120)
+    except FileExistsError:
+        pass
+""")
+
+
 def _children_once_tokenizing(proc: subprocess.Popen, log, want: int = 3, timeout: float = 60) -> list[psutil.Process]:
     """The descendants of `proc` once datasets.map has started its pool (2 workers) and Manager."""
     parent = psutil.Process(proc.pid)
@@ -41,22 +53,26 @@ def _children_once_tokenizing(proc: subprocess.Popen, log, want: int = 3, timeou
     pytest.fail(f"prepare_corpus never started {want} worker processes")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
-                         ids=["SIGKILL", "SIGTERM", "Ctrl-C (SIGINT to the process group)"])
-def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig):
+@pytest.mark.parametrize(("sig", "to_group"), [(signal.SIGKILL, False), (signal.SIGTERM, False),
+                                               (signal.SIGINT, True), (signal.SIGTERM, True)],
+                         ids=["SIGKILL", "SIGTERM", "Ctrl-C (SIGINT to the process group)",
+                              "a scheduler's stop (SIGTERM to the process group)"])
+def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig, to_group):
     corpus = make_corpus(tmp_path / "corpus.txt", n_docs=1000)  # > 2 batches of 1000 paragraphs: num_proc=2
     script = repo_root() / "scripts" / "prepare_corpus.py"
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SLOW_SCRIPT, str(script), f"data.sources=[{corpus}]", f"tokenizer_dir={tok_dir}",
+            [sys.executable, "-c", ONE_SLOW_SCRIPT if to_group else SLOW_SCRIPT, str(script), f"data.sources=[{corpus}]", f"tokenizer_dir={tok_dir}",
              f"out_dir={tmp_path}/proc", f"paths.output_dir={tmp_path}/outputs", "data.n=16", "data.num_proc=2"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
         )
     kids: list[psutil.Process] = []
     try:
         kids = _children_once_tokenizing(proc, log)
-        if sig == signal.SIGINT:  # a terminal's Ctrl-C signals every process of the foreground group
+        if to_group:
+            time.sleep(3)  # the fast worker's share done: it waits for a task
+        if to_group:  # a terminal's Ctrl-C, `kill -- -PGID`: every process of the group, the workers' too
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
