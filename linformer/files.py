@@ -289,11 +289,24 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any]) -> N
 
 @contextlib.contextmanager
 def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
-                 flag: str = "--overwrite") -> Iterator[None]:
-    """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after."""
+                 flag: str = "--overwrite", replaces_earlier: bool = False) -> Iterator[None]:
+    """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after.
+    ``replaces_earlier``: the files are the whole output of their command in their folders (a comparison's table and
+    plots), so any other file an earlier run of the command wrote there is removed, not left beside them as if it
+    belonged to this output."""
     check_output_files(paths, record, overwrite, flag)
     yield
-    record_output_files([p for p in map(Path, paths) if p.is_file()], record)
+    written = [p for p in map(Path, paths) if p.is_file()]
+    if replaces_earlier:
+        for folder in {p.parent for p in map(Path, paths)}:
+            records = read_json(folder / FILE_RECORDS)
+            stale = [name for name, made in records.items() if isinstance(made, dict) and
+                     made.get("command") == record["command"] and folder / name not in written]
+            for name in stale:
+                (folder / name).unlink(missing_ok=True)
+            if stale:
+                write_json(folder / FILE_RECORDS, {k: v for k, v in records.items() if k not in stale})
+    record_output_files(written, record)
 
 
 # ------------------------------------------------------------------------------------------------ cache keys

@@ -227,7 +227,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     groups = seed_groups(runs)
     table = markdown_table(runs, metrics) + seeds_table(groups)
     md = out_dir / "runs.md"
-    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite):
+    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite,
+                      replaces_earlier=True):
         atomic_write(md, table)
         plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from linformer.errors import DataError
+from linformer.files import read_json
 from linformer.report.compare import compare_runs, summarize_run
 from linformer.rundir import find_runs, load_run, read_metrics
 
@@ -64,6 +65,20 @@ def test_markdown_and_pngs(tmp_path, make_run):
     assert all(n > 100 for n in line_colours(tmp_path / "cmp" / "val_ppl.png", (840, 504), 2))
     one, two = line_colours(tmp_path / "cmp" / "eval_accuracy.png", (840, 504), 2)
     assert one > 20 and two == 0
+
+
+def test_a_comparison_written_again_into_its_folder_leaves_none_of_the_earlier_one_s_plots(tmp_path, make_run):
+    """The folder holds one comparison: plots of metrics the new one does not compare go, files of others stay."""
+    make_run(tmp_path / "pre", "pretrain", "p", _pretrain_rows(1.0))
+    make_run(tmp_path / "ft", "finetune", "f", [{"step": 10, "time": 2, "eval_accuracy": 0.75}], task="sst2")
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "notes.txt").write_text("mine")
+    compare_runs([tmp_path / "pre"], tmp_path / "cmp")
+    assert (tmp_path / "cmp" / "val_ppl.png").is_file()
+    compare_runs([tmp_path / "ft"], tmp_path / "cmp")
+    left = sorted(p.name for p in (tmp_path / "cmp").iterdir())
+    assert left == [".linformer-outputs.json", "eval_accuracy.png", "notes.txt", "runs.md"], left
+    assert set(read_json(tmp_path / "cmp" / ".linformer-outputs.json")) == {"eval_accuracy.png", "runs.md"}
 
 
 def test_metric_no_run_logged_is_named(tmp_path, make_run):
