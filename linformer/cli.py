@@ -11,6 +11,7 @@ import errno
 import functools
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -57,6 +58,12 @@ _USER_OS_ERRORS = {
     errno.ENOTDIR: "{path}: part of this path is a file, not a folder: choose another path.",
     errno.EISDIR: "{path} is a folder where a file was expected: choose another path.",
 }
+
+
+def shell_command(*words) -> str:
+    """The one form of a command printed for the user to paste (what to run next, the same command to resume):
+    every word quoted for a POSIX shell, so that a path with a space or a quote in it stays one word."""
+    return shlex.join(str(word) for word in words)
 
 
 def _fail(message: str) -> None:

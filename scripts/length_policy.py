@@ -13,6 +13,7 @@ from pathlib import Path
 from linformer.cli import ArgumentParser
 from linformer.data.io import configured_path, default_data_mirror
 from linformer.data.tasks import TASKS, load_task, longer_than
+from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError
 from linformer.modeling.configuration import SHARING_MODES
 from linformer.modeling.loading import resolve_model_path
@@ -62,14 +63,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
-        from transformers import AutoTokenizer
-
         t0 = time.perf_counter()
         source = resolve_model_path(args.source)
         policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
                                                  args.landmarks, args.overlap)
         length_policy.check_models(source, args.ks, args.sharing, args.n, policies)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = load_tokenizer(source, "--source")
         mirror = Path(default_data_mirror())
         tasks, drawn = {}, {}  # task -> how many examples were longer than --longer-than
         for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):

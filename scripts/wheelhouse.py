@@ -21,6 +21,7 @@ import email.parser
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -410,13 +411,13 @@ def main(argv=None):
     except WheelhouseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    project = f'"{PROJECT}[{",".join(extras)}]"' if extras else PROJECT
+    project = f"{PROJECT}[{','.join(extras)}]" if extras else PROJECT
+    install = shlex.join(["pip", "install", "--no-index", "--find-links", s["dest"], project])  # pasted as printed
     print(f"wheelhouse: {s['wheels']} wheels, {s['megabytes']:.1f} MB in {s['dest']} for {s['target']} "
           f"({'with torch ' if s['with_torch'] else 'torch excluded, resolved against torch '}{s['torch']}; "
           f"{s['seconds']:.0f} s"
           + (f"; {s['left_out']} left out, the node has them ({args.node_packages})" if args.node_packages else "")
-          + "); on the node: "
-          f"pip install --no-index --find-links {s['dest']} {project}")
+          + "); on the node: " + install)
     return 0
 
 

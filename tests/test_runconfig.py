@@ -1,5 +1,7 @@
 """TrainerSettings: every cfg.trainer key read and checked once, unknown keys refused, identity derived from it."""
 
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -317,3 +319,53 @@ def test_a_fresh_model_s_bad_value_is_refused_when_the_config_is_read(override, 
         PretrainSpec.read(compose("pretrain", [override]))
     assert str(err.value).startswith(message)
     PretrainSpec.read(compose("pretrain", [override, "init_from=/nowhere"]))  # continued: the group is not applied
+
+
+SEED_RANGE = "must be a whole number in 0..4294967295 (numpy's and torch's seeds)."
+
+
+def _spec_reader(config):
+    from linformer.runconfig import ConvertSpec, DistillSpec, FinetuneSpec, PretrainSpec
+    from linformer.runconfig.data import CorpusSpec, SpectrumSpec, TokenizerSpec
+
+    return {"pretrain": (PretrainSpec, []), "finetune": (FinetuneSpec, ["task=sst2", "model_path=m"]),
+            "distill": (DistillSpec, ["task=sst2", "teacher_path=t"]), "convert": (ConvertSpec, []),
+            "corpus": (CorpusSpec, []), "tokenizer": (TokenizerSpec, []),
+            "spectrum": (SpectrumSpec, ["model_path=m"])}[config]
+
+
+@pytest.mark.parametrize("config, key", [("pretrain", "seed"), ("convert", "seed"), ("spectrum", "seed"),
+                                         ("finetune", "subset_seed"), ("distill", "subset_seed"),
+                                         ("corpus", "data.seed"), ("tokenizer", "data.seed")])
+@pytest.mark.parametrize("value", ["-1", "abc", "1.5", "4294967296", "true"])
+def test_every_seed_a_config_gives_is_checked_by_the_one_seed_check(config, key, value):
+    """subset_seed=-1 was a ValueError traceback from the subset draw, subset_seed=1.5 was recorded as 1, and
+    data.seed=-1 prepared a corpus: every seed key now has seed's own error line."""
+    spec, overrides = _spec_reader(config)
+    shown = {"abc": "'abc'", "true": "True"}.get(value, value)
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{key}={shown} {SEED_RANGE}") + "$"):
+        spec.read(compose(config, [*overrides, f"{key}={value}"]))
+    good = spec.read(compose(config, [*overrides, f"{key}=7"]))
+    if config != "tokenizer":  # the tokenizer reads the data group for its files alone
+        assert (good.task.subset_seed if key == "subset_seed" else good.seed) == 7
+
+
+def test_an_unset_subset_seed_is_the_run_s_seed():
+    from linformer.runconfig import FinetuneSpec
+
+    assert FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", "seed=5"])).task.subset_seed == 5
+
+
+@pytest.mark.parametrize("config, override, key", [
+    ("corpus", "data.num_proc=0", "data.num_proc=0"), ("corpus", "data.num_proc=-1", "data.num_proc=-1"),
+    ("tokenizer", "data.num_proc=0", "data.num_proc=0"), ("corpus", "data.max_documents=0", "data.max_documents=0"),
+    ("tokenizer", "data.tokenizer_max_lines=-5", "data.tokenizer_max_lines=-5"),
+    ("spectrum", "num_windows=0", "num_windows=0"), ("spectrum", "batch_size=-2", "batch_size=-2"),
+    ("pretrain", "pad_vocab_to_multiple_of=0", "pad_vocab_to_multiple_of=0"),
+])
+def test_a_count_below_one_is_refused_naming_its_key(config, override, key):
+    """data.num_proc=0 or -1 silently became one worker: every whole-number key is checked as the run specs check
+    theirs."""
+    spec, overrides = _spec_reader(config)
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{key} must be a whole number of at least 1.") + "$"):
+        spec.read(compose(config, [*overrides, override]))

@@ -153,6 +153,20 @@ def test_a_dest_that_is_a_file_is_one_error_line(tmp_path):
     assert (tmp_path / "notes").read_text() == "mine"
 
 
+def test_the_install_line_pastes_whole_for_a_dest_with_a_space(tmp_path, monkeypatch, capsys):
+    """The pip line it prints for the node is quoted for the shell: the wheelhouse path and the extras stay one word."""
+    import shlex
+
+    dest = tmp_path / "my wheels"
+    summary = {"wheels": 3, "megabytes": 1.0, "target": "cp312 manylinux_2_28_x86_64", "dest": str(dest),
+               "built_from_sdist": [], "seconds": 1.0, "torch": "2.13.0", "with_torch": False, "left_out": 0}
+    monkeypatch.setattr(wh, "make_wheelhouse", lambda *args, **kwargs: summary)
+    assert wh.main(["--dest", str(dest), "--extras", "pretrained,bench"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert shlex.split(line.split("on the node: ", 1)[1]) == [
+        "pip", "install", "--no-index", "--find-links", str(dest), f"{wh.PROJECT}[pretrained,bench]"]
+
+
 def _offline_env():
     """pip and Python with no index, no find-links but the wheelhouse, no config file, no hub."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}

@@ -40,8 +40,8 @@ from ..files import (
     write_json,
 )
 from ..signals import signals_stop
-from .io import CORPUS_LAYOUT, decode_line, expand_sources, hub_offline, hub_offline_error, open_binary, verify_sources
-from .tokenizer import tokenizer_hash
+from .io import CORPUS_LAYOUT, checked_lines, expand_sources, hub_offline, hub_offline_error, verify_sources
+from .tokenizer import load_tokenizer, tokenizer_hash
 from .unigram import unigram_perplexity
 from .workers import children_die_with_parent
 
@@ -145,26 +145,19 @@ def _read_sources(
         n_docs0, lines, replaced, bad = len(doc_keys), 0, 0, 0
         if src.path is not None:
             in_doc = False
-            with open_binary(src.path) as f:
-                for lineno, raw in enumerate(f, start=1):
-                    text, r = decode_line(raw.rstrip(b"\r\n"))
-                    if "\x00" in text:
-                        msg = f"{src.path}:{lineno}: malformed line (NUL byte; binary file?); expected {CORPUS_LAYOUT}"
-                        if not skip_bad_rows:
-                            raise CorpusError(msg + " (set data.skip_bad_rows=true to skip such lines)")
-                        bad += 1
-                        continue
-                    replaced += r
-                    if not text.strip():
-                        in_doc = False
-                        continue
-                    if not in_doc:
-                        if len(doc_keys) >= limit:
-                            break
-                        doc_keys.append(f"{src.sha256}:{len(doc_keys) - n_docs0}")
-                        in_doc = True
-                    writer.add(text, len(doc_keys) - 1)
-                    lines += 1
+            counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
+            for text in checked_lines(src.path, skip_bad_rows, counts):
+                if not text.strip():
+                    in_doc = False
+                    continue
+                if not in_doc:
+                    if len(doc_keys) >= limit:
+                        break
+                    doc_keys.append(f"{src.sha256}:{len(doc_keys) - n_docs0}")
+                    in_doc = True
+                writer.add(text, len(doc_keys) - 1)
+                lines += 1
+            replaced, bad = counts["replaced_chars"], counts["skipped_bad_rows"]
         else:
             ds = _load_hub(src)
             for i, row in enumerate(ds):
@@ -200,9 +193,7 @@ class _Tokenize:
 
     def __call__(self, batch: dict) -> dict:
         if self._tok is None:
-            from transformers import AutoTokenizer
-
-            self._tok = raw_tokenizer(AutoTokenizer.from_pretrained(self.tokenizer_dir))
+            self._tok = raw_tokenizer(load_tokenizer(self.tokenizer_dir))
         encs = self._tok.encode_batch_fast(batch["text"], add_special_tokens=False)
         return {"ids": [e.ids for e in encs]}
 
@@ -463,11 +454,10 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     """Read, tokenize and pack into `tmp` (the DatasetDict and manifest.json); returns the manifest."""
     import datasets
     import pyarrow.compute as pc
-    from transformers import AutoTokenizer
 
     t_start = time.perf_counter()
     n, val_fraction, seed = settings["n"], settings["val_fraction"], settings["seed"]
-    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tok = load_tokenizer(tokenizer_dir)
     nl, bos, eos, sep = _structure_ids(tok, tokenizer_dir)
     work = tmp / "_work"
     work.mkdir()
@@ -562,12 +552,10 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
         raise CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST})")
     if tokenizer_hash(tokenizer_dir) == manifest["tokenizer_hash"]:
         return
-    from transformers import AutoTokenizer
-
     used = manifest.get("settings", {}).get("tokenizer_dir")
-    ours = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ours = load_tokenizer(tokenizer_dir)
     try:
-        theirs = AutoTokenizer.from_pretrained(used)
+        theirs = load_tokenizer(used)
     except (OSError, ValueError, TypeError) as err:
         raise CorpusError(f"corpus {out_dir} was prepared with tokenizer {used}, which cannot be read to compare "
                           f"with {tokenizer_dir}: {err}") from err

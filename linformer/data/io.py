@@ -9,6 +9,7 @@ import gzip
 import io
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -103,11 +104,6 @@ def open_binary(path: str) -> io.BufferedIOBase:
     return open(path, "rb", buffering=1 << 20)
 
 
-def open_text(path: str) -> io.TextIOBase:
-    """Text reader for .txt/.txt.gz; undecodable bytes become U+FFFD instead of failing."""
-    return io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="\n")
-
-
 _REPLACEMENT = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")
 
@@ -119,6 +115,24 @@ def decode_line(raw: bytes) -> tuple[str, int]:
     except UnicodeDecodeError:
         text = raw.decode("utf-8", errors="replace")
         return text, text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
+
+
+def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
+    """Every line of the .txt/.txt.gz file `path` (blank ones too, without their line ending), as the corpus and the
+    tokenizer read text: bad UTF-8 becomes U+FFFD, counted in counts["replaced_chars"]; a line holding a NUL byte
+    (a binary file) is a CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in
+    counts["skipped_bad_rows"]."""
+    with open_binary(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            text, replaced = decode_line(raw.rstrip(b"\r\n"))
+            if "\x00" in text:
+                if not skip_bad_rows:
+                    raise CorpusError(f"{path}:{lineno}: malformed line (NUL byte; binary file?); expected "
+                                      f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
+                counts["skipped_bad_rows"] += 1
+                continue
+            counts["replaced_chars"] += replaced
+            yield text
 
 
 def hub_offline() -> bool:

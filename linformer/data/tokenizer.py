@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import ConfigError, CorpusError
+from ..errors import CheckpointError, ConfigError, CorpusError
 from ..files import atomic_dir, check_output_dir, made_by
-from .io import expand_sources, open_text, verify_sources
+from .io import checked_lines, expand_sources, verify_sources
 
 log = logging.getLogger(__name__)
 
@@ -25,25 +25,28 @@ SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte before its first merge
 
 
-def _iter_line_batches(files: list[str], max_lines: int | None, stats: dict, batch: int = 1000) -> Iterator[list[str]]:
-    """Non-empty lines of every file, in batches (the Rust trainer pre-tokenizes a batch in parallel)."""
+def _iter_line_batches(files: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
+                       batch: int = 1000) -> Iterator[list[str]]:
+    """Non-empty lines of every file, in batches (the Rust trainer pre-tokenizes a batch in parallel), read as
+    prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same way)."""
     buf: list[str] = []
     for path in files:
-        with open_text(path) as f:
-            for line in f:
-                line = line.rstrip("\n")
-                if not line.strip():
-                    continue
-                buf.append(line)
-                stats["lines"] += 1
-                stats["chars"] += len(line)
-                if len(buf) >= batch:
-                    yield buf
-                    buf = []
-                if max_lines is not None and stats["lines"] >= max_lines:
-                    if buf:
-                        yield buf
-                    return
+        counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
+        for line in checked_lines(path, skip_bad_rows, counts):
+            if not line.strip():
+                continue
+            buf.append(line)
+            stats["lines"] += 1
+            stats["chars"] += len(line)
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+            if max_lines is not None and stats["lines"] >= max_lines:
+                break
+        if counts["replaced_chars"]:
+            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", path, counts["replaced_chars"])
+        if max_lines is not None and stats["lines"] >= max_lines:
+            break
     if buf:
         yield buf
 
@@ -56,6 +59,7 @@ def train_tokenizer(
     max_lines: int | None = None,
     show_progress: bool = True,
     overwrite: bool = False,
+    skip_bad_rows: bool = False,
 ) -> str:
     """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
 
@@ -63,9 +67,10 @@ def train_tokenizer(
     large corpus). Returns `out_dir`. The save is atomic (``files.atomic_dir``) and checked by an encode/decode
     round trip before it replaces `out_dir`, which follows the output rule (``files.check_output_dir``): an earlier
     tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
-    A damaged .gz file raises CorpusError before training.
+    A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
+    (``io.checked_lines``: a line with a NUL byte is a CorpusError unless `skip_bad_rows`). A vocabulary that comes
+    out smaller than `vocab_size` (too little text, or `min_frequency` too high) is said in a warning line.
     """
-    from transformers import AutoTokenizer
 
     for key, value in (("vocab_size", vocab_size), ("min_frequency", min_frequency), ("max_lines", max_lines)):
         if not (value is None and key == "max_lines") and \
@@ -75,14 +80,17 @@ def train_tokenizer(
         raise ConfigError(f"vocab_size={vocab_size} is below the smallest byte-level BPE vocabulary, {SMALLEST_VOCAB} "
                           f"(256 bytes and {len(SPECIAL_TOKENS)} special tokens): ask for at least {SMALLEST_VOCAB}.")
 
-    record = made_by("train_tokenizer", {"files": list(files), "vocab_size": vocab_size,
-                                         "min_frequency": min_frequency, "max_lines": max_lines})
+    settings = {"files": list(files), "vocab_size": vocab_size, "min_frequency": min_frequency, "max_lines": max_lines}
+    # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
+    # setting are the ones trained with it false
+    record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
     check_output_dir(out_dir, record, overwrite)  # before training, which can take minutes
     paths = expand_sources(files)
     verify_sources(paths)
     stats = {"lines": 0, "chars": 0}
     t0 = time.perf_counter()
-    hf_tok = _train_bpe(_iter_line_batches(paths, max_lines, stats), vocab_size, min_frequency, show_progress)
+    hf_tok = _train_bpe(_iter_line_batches(paths, max_lines, stats, skip_bad_rows), vocab_size, min_frequency,
+                        show_progress)
     seconds = time.perf_counter() - t0
     if stats["lines"] == 0:
         raise CorpusError(f"empty corpus: no non-empty line in {paths}")
@@ -91,7 +99,7 @@ def train_tokenizer(
     with atomic_dir(out, record, overwrite) as tmp:
         hf_tok.save_pretrained(str(tmp))
         probe = "Hello world, this is a tokenizer round trip."
-        loaded = AutoTokenizer.from_pretrained(str(tmp))
+        loaded = load_tokenizer(str(tmp), "out_dir")
         enc = loaded(probe)["input_ids"]
         if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
             raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
@@ -102,6 +110,10 @@ def train_tokenizer(
         f"tokenizer: {stats['lines']:,} lines, {stats['chars'] / 1e6:.1f} M chars in {seconds:.1f} s "
         f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}"
     )
+    if len(loaded) < vocab_size:
+        print(f"warning: the vocabulary came out at {len(loaded)} tokens, not the vocab_size={vocab_size} asked: no "
+              f"further pair of tokens occurs min_frequency={min_frequency} times in the {stats['lines']:,} lines "
+              "read. Lower min_frequency or train on more text (files, max_lines) for the full vocabulary.")
     return str(out)
 
 
@@ -135,15 +147,101 @@ def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool
     return hf_tok
 
 
+# The files a tokenizer directory may hold (byte-level BPE, WordPiece, SentencePiece): one of them makes a folder a
+# tokenizer to load (modeling/loading.py's resolve_tokenizer_dir keeps the same list)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
+# Those that hold the vocabulary: without one, transformers builds a tokenizer of the special tokens alone (5 tokens)
+_VOCABULARY_FILES = tuple(name for name in TOKENIZER_FILES if name != "tokenizer_config.json")
+# The JSON files of a saved tokenizer that transformers parses, and the keys its tokenizer.json must have (the Rust
+# tokenizer's model, and the added tokens transformers reads from it itself)
+_TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json")
+_TOKENIZER_KEYS = ("model", "added_tokens")
+_RECOVER = ("copy the tokenizer files back from an intact copy (the tokenizer directory the model was trained with), "
+            "or train it again (python scripts/train_tokenizer.py with the settings it was trained with)")
+
+
+def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
+    """``AutoTokenizer.from_pretrained(name_or_dir)``, the one way the package loads a tokenizer. A local folder is
+    checked first (``check_tokenizer_dir``): no tokenizer files is a CheckpointError naming the folder and ``key``, a
+    damaged file one naming the file, and so is any failure of the load itself there (the folder and ``key``); a hub
+    name goes to the hub as given."""
+    from transformers import AutoTokenizer
+
+    folder = Path(name_or_dir)
+    if not folder.is_dir():
+        return AutoTokenizer.from_pretrained(str(name_or_dir))
+    check_tokenizer_dir(folder, key)
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception as err:
+        # the Rust tokenizer's own parse errors are plain Exceptions; anything more specific is not the files' fault
+        if type(err) is not Exception and not isinstance(err, (ValueError, KeyError, TypeError, OSError)):
+            raise
+        raise CheckpointError(f"{folder} ({key}): its tokenizer cannot be loaded, a file of it is damaged "
+                              f"({_first_line(err)}): {_RECOVER}.") from err
+
+
+def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> None:
+    """CheckpointError unless the local `folder` holds a tokenizer whose JSON files parse: it names the folder when it
+    holds no tokenizer file, else the first damaged file, and says how to recover."""
+    folder = Path(folder)
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise CheckpointError(
+            f"{folder} has no tokenizer ({', '.join(TOKENIZER_FILES)}): copy into it the files of the tokenizer the "
+            "model was trained with (its pretraining run's tokenizer_dir, e.g. data/tokenizers/<name>/), or give "
+            f"{key} a folder that has them."
+        )
+    if not any((folder / name).is_file() for name in _VOCABULARY_FILES):
+        raise CheckpointError(f"{folder} holds an incomplete tokenizer: none of {', '.join(_VOCABULARY_FILES)}, which "
+                              f"hold its vocabulary: {_RECOVER}.")
+    for name in _TOKENIZER_JSON:
+        if (folder / name).is_file():
+            _tokenizer_json(folder / name)
+
+
+def _tokenizer_json(path: Path) -> dict:
+    """The mapping in a saved tokenizer's JSON file `path`, or a CheckpointError naming the file as damaged."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is damaged: it is not valid JSON ({_first_line(err)}; "
+                              f"{path.stat().st_size} bytes): {_RECOVER}.") from err
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} is damaged: it holds a JSON {type(data).__name__}, not the mapping every saved "
+                              f"tokenizer's files hold: {_RECOVER}.")
+    if path.name != "tokenizer.json":
+        return data
+    missing = [key for key in _TOKENIZER_KEYS if key not in data]
+    if missing:
+        raise CheckpointError(f"{path} is damaged: it lacks {', '.join(missing)}, which every saved tokenizer has: "
+                              f"{_RECOVER}.")
+    from tokenizers import Tokenizer
+
+    try:  # transformers would quietly build a tokenizer of the special tokens alone from one it cannot read
+        Tokenizer.from_str(text)
+    except Exception as err:  # the tokenizers library's errors are plain Exceptions
+        raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({_first_line(err)}): "
+                              f"{_RECOVER}.") from err
+    return data
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def tokenizer_hash(tokenizer_dir: str) -> str:
-    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir` (its tokenizer.json)."""
+    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir` (its tokenizer.json; a damaged one is a
+    CheckpointError naming it)."""
     path = Path(tokenizer_dir) / "tokenizer.json"
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found: expected a tokenizer directory written by train_tokenizer "
             "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
         )
-    return tokenizer_identity(path.read_text(encoding="utf-8"))
+    check_tokenizer_dir(path.parent)  # a corpus or run hashes it first: every file of it checked then, not later
+    return _identity(_tokenizer_json(path))
 
 
 def tokenizer_identity(serialised: str) -> str:
@@ -152,7 +250,10 @@ def tokenizer_identity(serialised: str) -> str:
     (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
     tokenizer must hash the same before and after it has encoded. A tokenizer saved with them unset keeps the hash
     its corpora and runs recorded before this function was shared."""
-    data = json.loads(serialised)
-    data.update(truncation=None, padding=None)
+    return _identity(json.loads(serialised))
+
+
+def _identity(data: dict) -> str:
+    data = {**data, "truncation": None, "padding": None}
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canon).hexdigest()[:16]

@@ -5,13 +5,13 @@ write the report in a process of its own (`reproduce`)."""
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..cli import shell_command
 from ..data.io import repo_root
 from ..errors import ConfigError
 from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
@@ -25,7 +25,7 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
-    show(plan, title, minutes, timing, jobs, [f"[report] python scripts/table2.py {shlex.join(report)}"])
+    show(plan, title, minutes, timing, jobs, [f"[report] {shell_command('python', 'scripts/table2.py', *report)}"])
     if dry_run:
         return 0
     times: dict[str, float] = {}
@@ -51,7 +51,7 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
     for s in plan:
         estimate = f" ~{minutes(s):g} min" if minutes else ""
         state = "done" if s.finished else f"todo{estimate}" if s in todo else "not needed: what needs it is done"
-        print(f"[{state}] {s.name}: {shlex.join(['python', *s.argv[1:]])}")
+        print(f"[{state}] {s.name}: {shell_command('python', *s.argv[1:])}")
     if then:
         print(*then, sep="\n")
     left = f"about {sum(map(minutes, todo)) / jobs:.0f} min with {jobs} at a time ({timing})" if minutes else \

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from ..data.io import default_data_mirror
 from ..data.streams import token_lengths
 from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
+from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
 from ..files import save_figure
 from ..modeling.card import read_card_info
@@ -34,14 +35,12 @@ QUARTILES = 4
 
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
-    from transformers import AutoTokenizer
-
     config = Path(run["_dir"]) / "config.yaml"
     if not config.is_file():
         raise DataError(f"{config} is missing: the difference by input length rebuilds the eval examples from it "
                         "(skip it with --no-by-length)")
     cfg = OmegaConf.load(config)
-    tokenizer = AutoTokenizer.from_pretrained(_tokenizer_path(run))
+    tokenizer = load_tokenizer(_tokenizer_path(run), "model_path")
     split = task_splits(_task_data(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run.get("_all_labels", run["_labels"])):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "

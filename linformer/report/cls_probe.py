@@ -18,6 +18,7 @@ import torch
 import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror
 from linformer.data.tasks import get_task, load_task
+from linformer.data.tokenizer import load_tokenizer
 from linformer.modeling.loading import resolve_model_path
 
 
@@ -49,13 +50,13 @@ def cls_stats(model, batch: dict) -> dict:
 
 def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,
           max_length: int | None = None, seed: int = 0) -> list[dict]:
-    from transformers import AutoModel, AutoTokenizer, DataCollatorWithPadding
+    from transformers import AutoModel, DataCollatorWithPadding
 
     mirror = data_mirror or default_data_mirror()
     rows = []
     for run in runs:
         d = resolve_model_path(str(run))  # a pretraining run (its model/), a model directory or a hub name
-        tok = AutoTokenizer.from_pretrained(d)
+        tok = load_tokenizer(d, "runs")
         model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
         length = max_length or int(getattr(model.config, "max_seq_len", 0) or model.config.max_position_embeddings - 2)
         collate = DataCollatorWithPadding(tok)

@@ -22,6 +22,7 @@ from transformers import AutoModelForSequenceClassification
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror
 from ..data.tasks import TASKS, load_task, longer_than
+from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
@@ -55,7 +56,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     the settings of the `rows` to be built from it (``variants``) and each student (a Linformer sequence classifier
     of the classifier's vocabulary), then draw ``examples`` of the task's eval examples longer than the classifier's
     n at random (0: all). ConfigError naming the option."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     classifier = resolve_model_path(given, "--classifier")
     config = AutoConfig.from_pretrained(classifier)
@@ -71,7 +72,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         raise ConfigError(f"--ns {ns} --k {k}: every n must be above the classifier's n = {base_n}, and k below "
                           "every n")
     check_variants(classifier, ns, rows or {})
-    tokenizer = AutoTokenizer.from_pretrained(classifier)
+    tokenizer = load_tokenizer(classifier, "--classifier")
     named = {}
     for student_given in students:
         path = resolve_model_path(student_given, "--students")
@@ -79,7 +80,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         if student.model_type != "linformer" or not is_sequence_classifier(student):
             raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
                               f"{', '.join(student.architectures or [student.model_type])}")
-        check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(path), classifier, path)
+        check_same_vocabulary(tokenizer, load_tokenizer(path, "--students"), classifier, path)
         exact = (f" + {exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)}"
                  if student.local_window or student.global_positions else "")
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path

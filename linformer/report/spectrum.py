@@ -20,6 +20,7 @@ import torch
 
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
+from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
@@ -190,8 +191,6 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`. The JSON records `command` (the script's command
     line) and the machine it ran on."""
-    from transformers import AutoTokenizer
-
     started = time.perf_counter()
     model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)
@@ -204,7 +203,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path)
         source = {"corpus_dir": str(corpus_dir), "split": "validation"}
     elif text_path:
-        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        tokenizer = load_tokenizer(str(model_path), "model_path")
         ids = windows_from_text(tokenizer, text_path, n, num_windows, seed, max_lines)
         source = {"text_path": str(text_path), "max_lines": max_lines}
     else:

@@ -1,6 +1,7 @@
 """The specs of the scripts beside the training stages: the corpus group (configs/data/) and the arguments that
 ``scripts/prepare_corpus.py``, ``train_tokenizer.py`` and ``analyze_spectrum.py`` pass on, read and checked once at
-their entry (a wrong type is a ConfigError naming its key; the library functions check the values' ranges)."""
+their entry (a wrong type is a ConfigError naming its key, and so is a seed or a count out of its range, by the
+checks the run specs use; the library functions check the other values' ranges)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..data.io import resolve_path
 from ..devices import resolve_device
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
-from .settings import check_types, refuse_unknown
+from .settings import check_types, positive_int, refuse_unknown, seed_value
 
 
 def _typed(cls, values: Mapping, prefix: str) -> dict[str, Any]:
@@ -51,7 +52,11 @@ class CorpusData:
 
     @classmethod
     def read(cls, d: Mapping) -> CorpusData:
-        return cls(**_typed(cls, d, "data"))
+        seed = seed_value(d, "seed", "data")  # before the types: every seed's one error line
+        values = _typed(cls, d, "data")
+        counts = {key: positive_int(values, key, "data", allow_none=key != "num_proc")
+                  for key in ("num_proc", "tokenizer_max_lines", "max_documents", "vocab_size")}
+        return cls(**values | counts | {"seed": seed})
 
 
 @dataclass(frozen=True)
@@ -94,14 +99,15 @@ class TokenizerSpec(_Arguments):
     max_lines: int | None
     show_progress: bool
     overwrite: bool
+    skip_bad_rows: bool = False  # data.skip_bad_rows: the corpus's lines are read as prepare_corpus reads them
 
     @classmethod
     def read(cls, cfg: Mapping) -> TokenizerSpec:
         cfg = plain_config(cfg)
-        CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
-        top = _typed(cls, cfg, "")
+        d = CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
+        top = {k: v for k, v in _typed(cls, cfg, "").items() if k != "skip_bad_rows"}
         return cls(**top | {"files": [resolve_path(f) for f in top["files"] or []],
-                            "out_dir": resolve_path(str(top["out_dir"]))})
+                            "out_dir": resolve_path(str(top["out_dir"])), "skip_bad_rows": d.skip_bad_rows})
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,11 @@ class SpectrumSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> SpectrumSpec:
-        top = _typed(cls, plain_config(cfg), "")
+        plain = plain_config(cfg)
+        seed = seed_value(plain)  # before the types: every seed's one error line
+        top = _typed(cls, plain, "")
+        top |= {key: positive_int(top, key, "", allow_none=key == "k")
+                for key in ("num_windows", "batch_size", "k", "max_lines")} | {"seed": seed}
         resolve_device(top["device"])  # a GPU the machine lacks is refused before the model loads
         # model_path stays as given: analyze_spectrum resolves it as every stage does (a run or model directory,
         # minilm, a hub name), which a path made absolute here would no longer be

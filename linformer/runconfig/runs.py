@@ -26,6 +26,7 @@ from .settings import (
     TransferSettings,
     config_key,
     positive_int,
+    seed_value,
 )
 
 
@@ -73,20 +74,13 @@ class RunSpec:
         """A spec passed through; a composed config (the Python API's convenience) read into one."""
         return spec_or_cfg if isinstance(spec_or_cfg, cls) else cls.read(spec_or_cfg)
 
-    @staticmethod
-    def _common_seed(cfg: Mapping) -> int:
-        seed = cfg.get("seed", 0)
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-            raise ConfigError(f"seed={seed!r} must be a whole number in 0..4294967295 (numpy's and torch's seeds).")
-        return seed
-
     @classmethod
     def _common(cls, cfg: Mapping) -> dict[str, Any]:
         run_name = cfg.get("run_name")
         if run_name is None or not str(run_name).strip() or "/" in str(run_name) or str(run_name) in (".", ".."):
             raise ConfigError(f"run_name={run_name!r} must name a run directory (one folder name, not empty): an empty "
                               "one would write the run's files straight into the stage's output folder.")
-        return {"seed": cls._common_seed(cfg), "run_name": str(run_name),
+        return {"seed": seed_value(cfg), "run_name": str(run_name),
                 "experiment_name": _optional(cfg, "experiment_name"),
                 "trainer": TrainerSettings.read(cfg.get("trainer") or {}),
                 "optim": OptimSettings.read(cfg.get("optim") or {}),
@@ -124,9 +118,7 @@ class PretrainSpec(RunSpec):
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
-        multiple = cfg.get("pad_vocab_to_multiple_of")
-        if multiple is not None and (isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1):
-            raise ConfigError(f"pad_vocab_to_multiple_of={multiple!r} must be a whole number >= 1 (or null).")
+        multiple = positive_int(cfg, "pad_vocab_to_multiple_of", "", allow_none=True)
         if not cfg.get("model"):  # a fresh model's shape comes from its group: none would silently build the defaults
             raise ConfigError("model: no model config group is selected (~model removes it): choose one of "
                               "configs/model/ (model=tiny, model=small, ...).")
@@ -245,4 +237,4 @@ class ConvertSpec:
             raise ConfigError(f"overwrite={overwrite!r} must be true or false.")
         return cls(model_path=str(plain.get("model_path")), out_dir=str(plain.get("out_dir")),
                    model={k: v for k, v in _model_group(plain).items() if v is not None},
-                   seed=RunSpec._common_seed(plain), overwrite=overwrite)
+                   seed=seed_value(plain), overwrite=overwrite)

@@ -41,6 +41,19 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
     return int(value)
 
 
+SEEDS = 2**32  # numpy's and torch's seeds are whole numbers below this
+
+
+def seed_value(cfg: Mapping, key: str = "seed", prefix: str = "") -> int:
+    """cfg[key] as a seed (0 when the key is absent), the one check of every seed a config gives: a whole number in
+    0..2**32-1, else a ConfigError naming `prefix.key`."""
+    value = cfg.get(key, 0)
+    if not fits_type(value, int) or not 0 <= value < SEEDS:
+        name = f"{prefix}.{key}" if prefix else key
+        raise ConfigError(f"{name}={value!r} must be a whole number in 0..{SEEDS - 1} (numpy's and torch's seeds).")
+    return value
+
+
 def positive_float(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False) -> float | None:
     """cfg[key] as a finite float > 0 (None allowed when `allow_none`), else a ConfigError naming `prefix.key`."""
     value = cfg.get(key)
@@ -386,9 +399,8 @@ class TaskData:
         if task is None:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")
         refuse_unknown(task, cls.GROUP_KEYS, "task")
-        data_dir, cache_dir, subset_seed = task.get("data_dir"), cfg.get("task_cache_dir"), cfg.get("subset_seed")
-        if subset_seed is None:
-            subset_seed = cfg.get("seed", 0)
+        data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
+        subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")
         return cls(name=str(task.get("name")),
                    data_dir=str(resolve_path(str(data_dir))) if data_dir else None,
                    max_length=positive_int(task, "max_length", "task", allow_none=True),
@@ -397,7 +409,7 @@ class TaskData:
                    cache_dir=str(resolve_path(str(cache_dir))) if cache_dir else None,
                    max_train_examples=positive_int(cfg, "max_train_examples", "", allow_none=True),
                    max_eval_examples=positive_int(cfg, "max_eval_examples", "", allow_none=True),
-                   subset_seed=int(subset_seed), validation_fraction=validation_fraction(cfg))
+                   subset_seed=subset_seed, validation_fraction=validation_fraction(cfg))
 
 
 def validation_fraction(cfg: Mapping) -> float | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import shlex
 import signal
 import statistics
 import sys
@@ -37,6 +36,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
+from ..cli import shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
@@ -206,7 +206,7 @@ def prefetches(device: torch.device) -> bool:
 
 
 def command_line() -> str:
-    return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]) if sys.argv[0] else "the same call"
+    return shell_command(Path(sys.executable).name, *sys.argv) if sys.argv[0] else "the same call"
 
 
 class Trainer:

@@ -23,8 +23,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
+from ..cli import shell_command
+from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
@@ -45,8 +47,9 @@ def check_teacher(teacher_path: str, num_labels: int, task: str) -> None:
     if not is_sequence_classifier(config):
         raise ConfigError(
             f"teacher_path={teacher_path} holds a {', '.join(config.architectures or [config.model_type])}, not a "
-            f"finetuned sequence classifier: finetune it first (python scripts/finetune.py task={task} "
-            f"model_path=...) and distill from that run's best/."
+            f"finetuned sequence classifier: finetune it first "
+            f"({shell_command('python', 'scripts/finetune.py', f'task={task}')} model_path=...) and distill from that "
+            "run's best/."
         )
     if config.num_labels != num_labels:
         raise ConfigError(f"teacher_path={teacher_path} classifies {config.num_labels} labels, task={task} has "
@@ -60,7 +63,7 @@ def load_teacher(teacher_path: str, n: int | None = None):
     """The teacher classifier, frozen; with n above what it reads, lengthened to n tokens (its learned positions
     copied, Longformer's recipe)."""
     config = AutoConfig.from_pretrained(teacher_path)
-    if n is None or max_tokens(config, AutoTokenizer.from_pretrained(teacher_path), None, None) >= n:
+    if n is None or max_tokens(config, load_tokenizer(teacher_path, "teacher_path"), None, None) >= n:
         model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
     elif config.model_type == "linformer":
         model = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
@@ -115,9 +118,10 @@ class DistillTask(FinetuneTask):
             raise ConfigError(
                 f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
-                f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: python "
-                f"scripts/convert.py model_path={self.teacher_path} model.max_seq_len={self.max_length} "
-                f"out_dir=<dir>, or here with distill.lengthen_teacher=true), or distill at trainer.max_length={teacher_n}."
+                f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: "
+                f"{shell_command('python', 'scripts/convert.py', f'model_path={self.teacher_path}')} "
+                f"model.max_seq_len={self.max_length} out_dir=<dir>, or here with distill.lengthen_teacher=true), or "
+                f"distill at trainer.max_length={teacher_n}."
             )
         self.teacher_predictions: dict[str, list[int]] = {}  # split -> the teacher's predictions
         self.teacher_scores: dict[str, dict[str, float]] = {}
@@ -134,7 +138,7 @@ class DistillTask(FinetuneTask):
         labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""
         labels = self.task_spec.num_labels
         check_teacher(self.teacher_path, labels, self.task_spec.name)
-        teacher_tokenizer = AutoTokenizer.from_pretrained(self.teacher_path)
+        teacher_tokenizer = load_tokenizer(self.teacher_path, "teacher_path")
         if run.student_path is None:
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
@@ -154,7 +158,7 @@ class DistillTask(FinetuneTask):
             raise ConfigError(f"student_path={student_path} classifies {config.num_labels} labels, "
                               f"teacher_path={self.teacher_path} {labels}: the student's "
                               "classifier must have the teacher's labels.")
-        tokenizer = AutoTokenizer.from_pretrained(student_path)
+        tokenizer = load_tokenizer(student_path, "student_path")
         check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
         model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
         return student_path, tokenizer, model

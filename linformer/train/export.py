@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data import get_task
+from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
 from ..files import atomic_dir, made_by, read_json, read_yaml
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
@@ -79,14 +80,13 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
 
 def _rebuild(spec: FinetuneSpec | PretrainSpec):
     """(model, tokenizer, the source model's path or None): the model the run built, before any training."""
-    from transformers import AutoTokenizer
-
     if isinstance(spec, FinetuneSpec):
         model_path = resolve_model_path(spec.model_path)
+        tokenizer = load_tokenizer(model_path, "model_path")
         model, _ = load_classifier(model_path, get_task(spec.task.name).label_names, from_scratch=True)
-        return model, AutoTokenizer.from_pretrained(model_path), model_path
+        return model, tokenizer, model_path
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_dir(spec.tokenizer_dir))
+    tokenizer = load_tokenizer(resolve_tokenizer_dir(spec.tokenizer_dir))
     model = build_model(spec, tokenizer)
     model.config.sparse_prediction = False  # as the run's own model: HF's full-vocabulary logits
     return model, tokenizer, None

@@ -25,11 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer, DataCollatorWithPadding
+from transformers import DataCollatorWithPadding
 
+from ..cli import shell_command
 from ..data import compute_metrics, get_task, load_task
 from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..data.tasks import split_info
+from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import write_json
 from ..modeling.card import add_results, finetuned_card, read_card_info, write_model_card
@@ -151,8 +153,9 @@ class FinetuneTask(TrainingTask):
     def load_model(self, run: FinetuneSpec) -> tuple[str, Any, torch.nn.Module]:
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
+        tokenizer = load_tokenizer(model_path, "model_path")  # before the weights: a missing one is said at once
         model, _ = load_classifier(model_path, self.task_spec.label_names, self.from_scratch)
-        return model_path, AutoTokenizer.from_pretrained(model_path), model
+        return model_path, tokenizer, model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
         """trainer.max_length when given (a request above the model's n is an error), else the model's n (or its
@@ -311,8 +314,9 @@ class FinetuneTask(TrainingTask):
                   else "the last model")
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
-            "next": None if self.save_best else (f"python scripts/export.py {trainer.run_dir} (trainer.save_best=false "
-                                                 "kept no model: this saves the final one)"),
+            # the reason as a shell comment: the whole line pastes
+            "next": None if self.save_best else (f"{shell_command('python', 'scripts/export.py', trainer.run_dir)}  "
+                                                 "# trainer.save_best=false kept no model: this saves the final one"),
             "task": self.task_spec.name,
             "report": [(f"{self.task_spec.metrics[0]} {score:.4f} on {len(self.eval)} {self.task_spec.name} "
                         f"{self.task_spec.eval_split} examples, scored once on the model of epoch "

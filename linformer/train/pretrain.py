@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer
 
+from ..cli import shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import read_manifest
 from ..data.streams import BlockStream
+from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerForMaskedLM
@@ -106,7 +107,7 @@ class PretrainTask(TrainingTask):
         if mc.get("attention") != "full":
             self.tracker_tags += [f"k={mc.get('projected_dim')}", f"sharing={mc.get('sharing')}"]
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_dir)
+        self.tokenizer = load_tokenizer(self.tokenizer_dir)
         data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
         self.model = build_model(spec, self.tokenizer)
         # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed
@@ -204,7 +205,7 @@ class PretrainTask(TrainingTask):
             "unigram_val_ppl": self.unigram_val_ppl,
             "best_val_loss": best["value"] if best else final,
             "report": report,
-            "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
+            "next": shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={trainer.run_dir}"),
         }
         return summary, None
 

@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
+from ..cli import shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
 from ..data.streams import BlockStream
+from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerModel
 from ..modeling.card import conversion_info, read_card_info, write_model_card
@@ -70,7 +72,7 @@ class TransferTask(TrainingTask):
         self.target, self.train_mode, self.lr_rest = tr.target, tr.train, tr.lr_rest
         self.source = resolve_model_path(spec.model_path)
         self.start_weights_sha256 = weights_sha256(self.source)  # the source by content: a path may be rebuilt
-        self.tokenizer = AutoTokenizer.from_pretrained(self.source)
+        self.tokenizer = load_tokenizer(self.source, "model_path")
         m = spec.model
         self.earlier = None  # the card of the Linformer this transfer continues, if it continues one
         if AutoConfig.from_pretrained(self.source).model_type == "linformer":
@@ -189,7 +191,7 @@ class TransferTask(TrainingTask):
             "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
             "target": self.target, "train": self.train_mode,
             **errors, "report": report,
-            "next": f"python scripts/finetune.py task=sst2 model_path={trainer.run_dir}",
+            "next": shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={trainer.run_dir}"),
         }
         return summary, None
 

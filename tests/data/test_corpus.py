@@ -226,6 +226,21 @@ def test_malformed_line(tmp_path, tok_dir, make_corpus):
     assert m["skipped_bad_rows"] == 1
 
 
+@pytest.mark.parametrize("file", ["tokenizer.json", "tokenizer_config.json"])
+def test_a_damaged_tokenizer_is_named_before_any_source_is_read(tmp_path, tok_dir, corpus_file, file, monkeypatch):
+    """The tokenizer's files are checked where its hash is taken, first: a cut tokenizer_config.json is named then, not
+    after every .gz source has been decompressed."""
+    from linformer.errors import CheckpointError
+
+    shutil.copytree(tok_dir, tmp_path / "tok")
+    damaged = tmp_path / "tok" / file
+    damaged.write_text(damaged.read_text()[:40])
+    monkeypatch.setattr(corpus_mod, "verify_sources", lambda paths: pytest.fail("sources read first"))
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(damaged))} is damaged: it is not valid JSON"):
+        prepare_corpus([str(corpus_file)], str(tmp_path / "tok"), str(tmp_path / "p"), n=8, num_proc=1)
+    assert not (tmp_path / "p").exists()
+
+
 def test_input_errors(tmp_path, tok_dir, corpus_file):
     with pytest.raises(FileNotFoundError, match="missing.*one paragraph per line"):
         prepare_corpus([str(tmp_path / "missing*.txt.gz")], tok_dir, str(tmp_path / "p"), n=8)

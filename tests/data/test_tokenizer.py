@@ -108,3 +108,129 @@ def test_a_saved_tokenizers_hash_is_the_one_its_corpora_and_runs_recorded(tok_di
     assert data["truncation"] is None and data["padding"] is None
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     assert tokenizer_hash(tok_dir) == hashlib.sha256(canon).hexdigest()[:16]
+
+
+def _damaged_copy(tok_dir, tmp_path, file, damage):
+    """A copy of the tokenizer at tok_dir with `file` cut short, emptied or replaced by {}."""
+    import shutil
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(tok_dir, copy)
+    target = copy / file
+    data = target.read_bytes()
+    target.write_bytes({"cut short": data[: len(data) // 2], "empty": b"", "{}": b"{}"}[damage])
+    return copy, target
+
+
+@pytest.mark.parametrize("file, damage", [("tokenizer.json", "cut short"), ("tokenizer.json", "empty"),
+                                          ("tokenizer.json", "{}"), ("tokenizer_config.json", "cut short")])
+def test_a_damaged_tokenizer_is_one_error_naming_the_file_and_the_way_back(tok_dir, tmp_path, file, damage):
+    """Its load and its hash (what a corpus and a run record) each say the file is damaged and how to recover, as a
+    CheckpointError (one error line), not a JSONDecodeError or KeyError traceback."""
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    copy, target = _damaged_copy(tok_dir, tmp_path, file, damage)
+    for read in (load_tokenizer, tokenizer_hash):
+        with pytest.raises(CheckpointError) as err:
+            read(str(copy))
+        message = str(err.value)
+        assert message.startswith(f"{target} is damaged") and "\n" not in message, message
+        assert "copy the tokenizer files back" in message and "scripts/train_tokenizer.py" in message
+
+
+@pytest.mark.parametrize("damage", ["unreadable model", "no vocabulary"])
+def test_a_tokenizer_transformers_would_shrink_to_its_special_tokens_is_refused(tok_dir, tmp_path, damage):
+    """A tokenizer.json the tokenizers library cannot build (valid JSON of the right keys), or a tokenizer_config.json
+    without any vocabulary file beside it: transformers quietly gives a tokenizer of 5 special tokens for either."""
+    import json
+
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    copy, target = _damaged_copy(tok_dir, tmp_path, "tokenizer.json", "empty")
+    if damage == "unreadable model":
+        target.write_text(json.dumps({"model": {"type": "BPE"}, "added_tokens": []}))
+        expected = rf"^{target} is damaged: the tokenizers library cannot read it \(.*\): copy the tokenizer files back"
+    else:
+        target.unlink()
+        expected = rf"^{copy} holds an incomplete tokenizer: none of tokenizer\.json, vocab\.txt, .*copy the tokenizer"
+    with pytest.raises(CheckpointError, match=expected):
+        load_tokenizer(str(copy), "model_path")
+
+
+def test_a_folder_without_a_tokenizer_is_named_with_the_key_it_came_from(tmp_path):
+    """A model directory without its tokenizer files: transformers would fail asking for sentencepiece or tiktoken."""
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path} has no tokenizer \(tokenizer\.json, .*give model_path "
+                                              "a folder that has them"):
+        load_tokenizer(str(tmp_path), "model_path")
+
+
+def test_a_hub_name_goes_to_the_hub_as_given(monkeypatch):
+    """Only a local folder is checked: a hub name is transformers' to resolve (cache, download, its own errors)."""
+    from linformer.data.tokenizer import load_tokenizer
+
+    asked = []
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda name, **kw: asked.append(name) or "tok")
+    assert load_tokenizer("FacebookAI/roberta-base", "model_path") == "tok" and asked == ["FacebookAI/roberta-base"]
+
+
+def test_every_tokenizer_the_package_loads_is_loaded_by_load_tokenizer():
+    """One home for reading a tokenizer (its checks and its error lines): nothing else in the package or its scripts
+    calls AutoTokenizer.from_pretrained (a model card's usage text may show it). convert.py reads a source's tokenizer
+    with its own error for a folder without one."""
+    import ast
+
+    repo = Path(__file__).resolve().parents[2]
+    own = {"linformer/data/tokenizer.py", "linformer/modeling/convert.py"}
+    callers = []
+    for path in sorted(p for folder in ("linformer", "scripts") for p in (repo / folder).rglob("*.py")):
+        name = str(path.relative_to(repo))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "AutoTokenizer.from_pretrained" \
+                    and name not in own:
+                callers.append(f"{name}:{node.lineno}")
+    assert callers == []
+
+
+def test_binary_input_is_refused_as_prepare_corpus_refuses_it(tmp_path, corpus_file):
+    """The tokenizer reads its text as the corpus does: a NUL byte is a malformed line naming the file and line (or,
+    with skip_bad_rows, skipped), not a tokenizer trained on random bytes."""
+    import random
+
+    from linformer.errors import CorpusError
+
+    binary = tmp_path / "random.txt"
+    binary.write_bytes(corpus_file.read_bytes()[:200] + b"\n" + random.Random(0).randbytes(4000))
+    with pytest.raises(CorpusError, match=rf"^{binary}:\d+: malformed line \(NUL byte; binary file\?\)"):
+        train_tokenizer([str(binary)], str(tmp_path / "tok"), vocab_size=300, show_progress=False)
+    assert not (tmp_path / "tok").exists()
+    out = train_tokenizer([str(binary)], str(tmp_path / "tok"), vocab_size=300, min_frequency=1, show_progress=False,
+                          skip_bad_rows=True)
+    assert (Path(out) / "tokenizer.json").is_file()
+
+
+def test_a_vocabulary_smaller_than_asked_is_said_with_its_reason(corpus_file, tmp_path, capsys):
+    """min_frequency above every pair's count stops the merges at the byte alphabet: a warning line, not an error."""
+    out = train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=8000, min_frequency=100000,
+                          show_progress=False)
+    size = len(AutoTokenizer.from_pretrained(out))
+    assert size < 8000
+    warning = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and f"came out at {size} tokens, not the vocab_size=8000 asked" in warning[0]
+    assert "min_frequency=100000" in warning[0]
+    train_tokenizer([str(corpus_file)], str(tmp_path / "full"), vocab_size=300, min_frequency=1, show_progress=False)
+    assert "warning:" not in capsys.readouterr().out
+
+
+def test_the_data_layer_and_the_model_loader_know_the_same_tokenizer_files():
+    """load_tokenizer (data layer) and resolve_tokenizer_dir (model loading, above it) tell a tokenizer folder by the
+    same files."""
+    from linformer.data.tokenizer import TOKENIZER_FILES
+    from linformer.modeling.loading import TOKENIZER_FILES as LOADING_FILES
+
+    assert TOKENIZER_FILES == LOADING_FILES

@@ -68,7 +68,7 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
 
     path = _tiny_model(tmp_path)
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
-    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: None)
+    monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)  # the model has no tokenizer saved
     r = analyze_spectrum(path, tmp_path / "out", "s", text_path="unused.txt", num_windows=4, k=3)
     data = json.loads((tmp_path / "out" / "s.json").read_text())
     assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
@@ -142,7 +142,7 @@ def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(
     run.mkdir()
     _tiny_model(run)  # run/model, as a pretraining run has it
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
-    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: None)
+    monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)  # the model has no tokenizer saved
     assert analyze_spectrum(run, tmp_path / "out", "s", text_path="unused.txt", num_windows=2, k=3)["n"] == 16
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match=r"model_path='.*empty'.* holds no model"):

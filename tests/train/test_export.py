@@ -81,15 +81,21 @@ def test_export_defaults_to_the_final_step_in_the_run(carded_run):
 
 
 def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(tmp_path, pretrained_run):
+    """Its next: pastes whole, the run directory one word even with a space in it (the reason a shell comment)."""
+    import shlex
+
+    run = tmp_path / "my runs" / "run"
     cfg = compose_finetune("task=sst2", f"task.data_dir={write_sst2_fixture(tmp_path / 'sst2')}",
                            f"model_path={pretrained_run}", f"task_cache_dir={tmp_path / 'cache'}",
                            "trainer.save_best=false", "trainer.epochs=1")
-    finetune(cfg, tmp_path / "run")
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["model_dir"] is None and summary["next"].startswith(f"python scripts/export.py {tmp_path / 'run'} ")
-    done = export_run(tmp_path / "run")
-    assert done["final"] and done["out"] == tmp_path / "run" / "model" and not (tmp_path / "run" / "best").exists()
-    assert not (tmp_path / "run" / "model" / SIDECAR).exists()  # a pretraining run's model has no card to carry
+    finetune(cfg, run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["model_dir"] is None
+    assert shlex.split(summary["next"], comments=True) == ["python", "scripts/export.py", str(run)]
+    assert summary["next"].endswith("# trainer.save_best=false kept no model: this saves the final one")
+    done = export_run(run)
+    assert done["final"] and done["out"] == run / "model" and not (run / "best").exists()
+    assert not (run / "model" / SIDECAR).exists()  # a pretraining run's model has no card to carry
 
 
 def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_the_file(carded_run, tmp_path):

@@ -202,6 +202,25 @@ def test_incompatible_model_is_refused(tmp_path, sst2_dir, pretrained_run):
         _run(tmp_path, sst2_dir, tmp_path / "vit")
 
 
+@pytest.mark.parametrize("damage", ["removed", "cut short"])
+def test_a_model_directory_without_its_tokenizer_is_one_error_before_the_weights_load(tmp_path, sst2_dir,
+                                                                                      pretrained_run, damage):
+    """transformers says "sentencepiece or tiktoken" for a folder without tokenizer files, and a JSONDecodeError for
+    a cut one: one error naming the folder or file, before any weights load, and no run starts."""
+    model = tmp_path / "model"
+    shutil.copytree(pretrained_run / "model", model)
+    if damage == "removed":
+        for f in model.glob("tokenizer*"):
+            f.unlink()
+        expected = rf"^{model} has no tokenizer \(tokenizer\.json, .*give model_path a folder that has them\.$"
+    else:
+        (model / "tokenizer.json").write_text((model / "tokenizer.json").read_text()[:300])
+        expected = rf"^{model / 'tokenizer.json'} is damaged: it is not valid JSON .*copy the tokenizer files back"
+    with pytest.raises(CheckpointError, match=expected):
+        _run(tmp_path, sst2_dir, model)
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
 def test_unknown_task_lists_the_valid_ones():
     with pytest.raises(ConfigError, match=r"task=sst3: no such option \(did you mean sst2\?\); the options: imdb, qnli, "
                                           "qqp, sst2") as err:

@@ -292,3 +292,16 @@ def test_eval_batches_above_the_split_are_capped_and_said_once(caplog):
         assert len(list(stream.held_out(2, "cpu"))) == 2
     (record,) = caplog.records
     assert "trainer.eval_batches=10, but the validation split holds 3 batches of 2 blocks" in record.getMessage()
+
+
+def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_data, tmp_path, capsys):
+    """next: is quoted as the resume hint is: the finetuning command gets the run directory as one word."""
+    import shlex
+
+    run = tmp_path / "my runs" / "pretrain's"
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
+                                        "trainer.eval_every=2", "trainer.save_every=2"), run)
+    words = ["python", "scripts/finetune.py", "task=sst2", f"model_path={run}"]
+    assert shlex.split(summary["next"]) == words
+    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
+    assert [shlex.split(line.removeprefix("next: ")) for line in printed] == [words]
