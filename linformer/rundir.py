@@ -4,8 +4,9 @@
 
 - ``config.yaml``: the resolved config of the run. Its identity keys (everything but the operational keys in
   ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
-- ``run.json``: stage, status (``running`` / ``complete``, or ``failed`` with the error's first line), start and end times, and every config change a user
-  allowed on resume (``trainer.allow_config_change``).
+- ``run.json``: stage, status (``running`` / ``complete``, ``stopped`` by a signal with its message's first line, or
+  ``failed`` with the error's first line), start and end times, and every config change a user allowed on resume
+  (``trainer.allow_config_change``).
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
   metrics the stage logs: loss, lr, grad_norm, eval_* ...).
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
@@ -300,10 +301,18 @@ class RunRecord:
     def fail(self, err: BaseException) -> None:
         """Record status `failed` with the error's first line: a run that crashed mid-way must not read `running`
         (a rerun with the same settings continues it from its last checkpoint)."""
+        self._end("failed", err, "error")
+
+    def stop(self, err: BaseException) -> None:
+        """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the message's first
+        line says where (a rerun continues it from its last checkpoint)."""
+        self._end("stopped", err, "reason")
+
+    def _end(self, status: str, err: BaseException, why: str) -> None:
         info = self.info()
         line = (str(err).strip().splitlines() or [""])[0]
-        info.update(status="failed", failed=time.strftime("%Y-%m-%d %H:%M:%S"),
-                    error=f"{type(err).__name__}: {line}"[:500])
+        info.update({"status": status, status: time.strftime("%Y-%m-%d %H:%M:%S"),
+                     why: f"{type(err).__name__}: {line}"[:500]})
         write_json(self.dir / RUN, info)
 
     def release(self) -> None:
@@ -395,7 +404,7 @@ class Run:
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
     rows: list[dict] = field(default_factory=list)
-    status: str | None = None        # running / complete / failed (run.json), None for runs without one
+    status: str | None = None        # running / complete / stopped / failed (run.json), None without one
 
     @property
     def key_config(self) -> dict[str, Any]:

@@ -89,7 +89,8 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
         for c in config_cols:
             v = r.stage if c == "stage" else kc.get(c)
             cells.append("" if v is None else str(v))
-        cells.append(str(max((int(row["step"]) for row in r.rows), default=0)))
+        steps = str(max((int(row["step"]) for row in r.rows), default=0))
+        cells.append(steps if r.status in (None, "complete") else f"{steps} ({r.status})")  # not a finished run's
         summary = summarize_run(r, metrics)
         for m in metrics:
             s = summary.get(m)

@@ -155,9 +155,12 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
         raise getattr(errors, start.error_type, LinformerError)(start.error)
     try:
         yield start
-    except Exception as err:  # a crash after the start: the record says so (a signal's checkpointed stop is not one)
-        if accelerator.is_main_process and not isinstance(err, Preempted) and record.info().get("status") == "running":
-            record.fail(err)
+    except BaseException as err:  # an end after the start before the last step: the record says which
+        if accelerator.is_main_process and record.info().get("status") == "running":
+            if isinstance(err, (Preempted, KeyboardInterrupt)):  # a signal's stop (checkpointed, or a second Ctrl-C)
+                record.stop(err)
+            elif isinstance(err, Exception):
+                record.fail(err)
         raise
     finally:
         if accelerator.is_main_process:

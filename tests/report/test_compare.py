@@ -165,6 +165,22 @@ def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(
     assert next(r for r in lines if r.startswith("| running ")).endswith("|  |  |")
 
 
+def test_a_run_that_did_not_finish_says_so_beside_its_steps(tmp_path, make_run):
+    """A stopped run's best validation value would otherwise read as a finished run's."""
+    import json
+
+    rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
+    for name, status in (("done", "complete"), ("cut", "stopped"), ("crashed", "failed"), ("old", None)):
+        run = make_run(tmp_path / "out", "pretrain", name, rows)
+        if status:
+            (run / "run.json").write_text(json.dumps({"stage": "pretrain", "status": status}))
+    lines = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].splitlines()
+    steps = {r.split(" | ")[0][2:]: r.split(" | ")[lines[0].split(" | ").index("steps")] for r in lines[2:]
+             if r.startswith("| ") and " | " in r}
+    assert {k: steps[k] for k in ("done", "cut", "crashed", "old")} == {
+        "done": "4", "cut": "4 (stopped)", "crashed": "4 (failed)", "old": "4"}
+
+
 def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(tmp_path, make_run):
     """A sweep of seeds (finetune.py -m ... seed=1,2,3) is summarised across its seeds; another learning rate, or
     other start weights, is another group, and a group of one seed gets no row."""

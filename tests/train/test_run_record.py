@@ -121,7 +121,8 @@ def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(ti
     (ckpt,) = (run / "checkpoints").iterdir()  # save_every=1000: the only checkpoint is the one the signal wrote
     assert int(ckpt.name.split("-")[1]) == len(last)  # no step lost
     assert "Resume with the same command" in err and "Traceback" not in err
-    assert json.loads((run / "run.json").read_text())["status"] == "running"
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "stopped" and info["reason"].startswith(f"Preempted: {sig.name} at step {len(last)}")
 
 
 def _kill_after_checkpoints(tiny_data, run, steps):
