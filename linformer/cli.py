@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +38,9 @@ def cli_errors():
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         sys.exit(stop.exit_code)
+    except KeyboardInterrupt:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second Ctrl-C)
+        print("stopped: interrupted (Ctrl-C). Run the same command again to go on.", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
     except LinformerError as err:
         _fail(str(err))
     except FileNotFoundError as err:

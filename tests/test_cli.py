@@ -111,6 +111,16 @@ def test_os_errors_on_the_user_s_paths_are_one_line_naming_the_path(capsys, code
     assert stop.value.code == 2 and capsys.readouterr().err == expected + "\n"
 
 
+def test_a_ctrl_c_no_stop_handles_is_one_stopped_line_and_the_interrupt_s_exit_status(capsys):
+    """Ctrl-C during a start-up (loading, tokenizing) or a second one: no traceback, the status a shell expects."""
+    from linformer.cli import cli_errors
+
+    with pytest.raises(SystemExit) as stop, cli_errors():
+        raise KeyboardInterrupt
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "stopped: interrupted (Ctrl-C). Run the same command again to go on.\n"
+
+
 def test_other_os_errors_keep_their_traceback():
     from linformer.cli import cli_errors
 
