@@ -5,8 +5,8 @@
 - ``config.yaml``: the resolved config of the run. Its identity keys (everything but the operational keys in
   ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
 - ``run.json``: stage, status (``running`` / ``complete``, ``stopped`` by a signal with its message's first line, or
-  ``failed`` with the error's first line), start and end times, and every config change a user allowed on resume
-  (``trainer.allow_config_change``).
+  ``failed`` with the error's first line), start and end times, every config change a user allowed on resume
+  (``trainer.allow_config_change``), and ``resumed_from``: another run's checkpoint it continued.
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
   metrics the stage logs: loss, lr, grad_norm, eval_* ...).
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
@@ -217,6 +217,7 @@ class RunRecord:
         self.stage = stage
         self.lock = RunLock(self.dir)
         self.allowed_changes: dict[str, tuple[Any, Any]] = {}  # set by claim(); recorded by start()
+        self.resumed_from: str | None = None  # another run's checkpoint this run continues; recorded by start()
 
     # readers
     def config(self) -> dict:
@@ -287,6 +288,8 @@ class RunRecord:
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
         info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        if self.resumed_from:
+            info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
         write_yaml(self.dir / CONFIG, dict(config))
         write_json(self.dir / RUN, info)
 

@@ -41,7 +41,7 @@ from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir
 from ..runconfig import RunSpec, TrainerSettings
-from ..rundir import MetricsWriter, RunRecord, reported_scalars
+from ..rundir import MetricsWriter, RunRecord, identity_diff, reported_scalars
 from ..signals import handling
 from . import checkpoint as ckpt
 from .common import (
@@ -480,12 +480,40 @@ class Trainer:
                     "it with trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
                 )
             return
+        source = path.parent.parent  # checkpoints/step-NNNNNNNN in its run directory
+        foreign = source.resolve() != self.run_dir.resolve()
+        if foreign:
+            self._check_foreign(path, source)
         self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
-        self.state["resumed_from_step"] = self.state["step"]
+        step = self.state["step"]
+        if step > self.settings.max_steps:
+            raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
+                              f"continues ({path}, step {step}): give trainer.max_steps above {step}.")
+        self.state["resumed_from_step"] = step
         self._wall_before = self.state.get("wall_time_s", 0.0)
+        if foreign:  # the run's record names the weights its first steps come from
+            self.record.resumed_from = str(path.resolve())
         if self.is_main:
-            print(f"resuming {self.run_dir} from {path.name} (step {self.state['step']} of {self.settings.max_steps})",
-                  file=sys.stderr)
+            where = path if foreign else path.name
+            print(f"resuming {self.run_dir} from {where} (step {step} of {self.settings.max_steps})", file=sys.stderr)
+
+    def _check_foreign(self, path: Path, source: Path) -> None:
+        """A checkpoint of another run (trainer.resume=<its path>) continues this one only with that run's settings,
+        as a rerun in its own directory would: its steps so far were trained with them. A change the user allows
+        (trainer.allow_config_change) is recorded in run.json, as for a rerun."""
+        recorded = RunRecord(source, self.task.stage).config()
+        if not recorded:  # a checkpoint copied out of its run: nothing to compare
+            return
+        diff = identity_diff(recorded, self.config)
+        allow = self.settings.allow_config_change
+        refused = {k: v for k, v in diff.items() if not (allow is True or k in (allow or []))}
+        if refused:
+            changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
+            raise ConfigError(
+                f"trainer.resume={self.settings.resume}: that checkpoint's run ({source}) was trained with other "
+                f"settings ({changes}). Continue it with its settings, or add trainer.allow_config_change="
+                f"[{','.join(refused)}] to change them from its step on (run.json records the change).")
+        self.record.allowed_changes = {**self.record.allowed_changes, **diff}
 
     def save_model(self, final: Path) -> None:
         """save_pretrained model (and tokenizer) into `final` atomically; rank 0 writes.

@@ -303,3 +303,26 @@ def test_a_changed_k_cannot_be_allowed_the_run_must_start_afresh(tiny_data, tmp_
                                               r"under another run_name") as err:
             pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "model.projected_dim=16", *extra), run)
         assert "allow_config_change" not in str(err.value)
+
+
+def test_another_run_s_checkpoint_continues_a_run_only_with_its_settings_and_is_recorded(tiny_data, tmp_path):
+    """trainer.resume=<another run's checkpoint>: its steps so far were trained with that run's settings, so a
+    difference is refused as a rerun in its own directory would be (or allowed, and recorded); a step above
+    max_steps is refused (it used to report the other run's steps as done); run.json names the checkpoint."""
+    source = tmp_path / "source"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=4"), source)
+    ckpt = source / "checkpoints" / "step-00000004"
+    resume = f"trainer.resume={ckpt}"
+    with pytest.raises(ConfigError, match=r"that checkpoint's run .* was trained with other settings \(seed: 0 -> 5; "
+                                          r"trainer.max_steps: 4 -> 6\)"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "seed=5", resume), tmp_path / "other")
+    with pytest.raises(ConfigError, match=r"^trainer.max_steps=3 is below the step of the checkpoint"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=3", resume, "trainer.allow_config_change=true"),
+                 tmp_path / "short")
+    longer = tmp_path / "longer"
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", resume,
+                                        "trainer.allow_config_change=[trainer.max_steps]"), longer)
+    info = json.loads((longer / "run.json").read_text())
+    assert summary["resumed_from_step"] == 4 and summary["steps"] == 6 and info["status"] == "complete"
+    assert info["resumed_from"] == str(ckpt.resolve())
+    assert info["changes"] == [{"step": 4, "key": "trainer.max_steps", "from": 4, "to": 6}]
