@@ -11,11 +11,12 @@ Adding a GLUE task is one TaskSpec entry, e.g. MRPC:
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,6 +160,43 @@ def _read_glue_tsv(path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tupl
     return cols, skipped
 
 
+class _LineFeed:
+    """The lines a csv reader reads, numbered, with a way to give some back (read again by the next row)."""
+
+    def __init__(self, f):
+        self.f, self.number = f, 0
+        self.back: collections.deque[tuple[int, str]] = collections.deque()
+        self.taken: list[tuple[int, str]] = []  # the lines the current row was read from
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        if self.back:
+            number, line = self.back.popleft()
+        else:
+            line, self.number = next(self.f), self.number + 1
+            number = self.number
+        self.taken.append((number, line))
+        return line
+
+
+def _csv_rows(f) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+    """(row, its first line, its last line, give back) for each row of a csv file. A quote left open on one line takes
+    the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines after its first
+    to the rows after it, which they are."""
+    feed = _LineFeed(f)
+    reader = csv.reader(feed)
+    while True:
+        feed.taken = []
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        lines = feed.taken
+        yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
+
+
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     csv_path = data_dir / split_file
     folder = data_dir / Path(split_file).stem  # aclImdb layout: <data_dir>/train/{pos,neg}/*.txt
@@ -166,15 +204,17 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
     skipped = 0
     if csv_path.is_file():
         with open(csv_path, encoding="utf-8", errors="replace", newline="") as f:
-            reader = csv.reader(f)
-            header = next(reader, None) or []
+            rows = _csv_rows(f)
+            header = next(rows, [[]])[0]
             if "text" not in header or "label" not in header:
                 raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
             ti, li = header.index("text"), header.index("label")
-            for row in reader:
-                where = f"{csv_path}:{reader.line_num}"
+            for row, first, last, give_back in rows:
+                where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
+                                                 if last > first and len(row) != len(header) else "")
                 if not _row_fits(row, header, where, skip_bad_rows):
                     skipped += 1
+                    give_back()  # the lines an open quote took in are rows of their own
                     continue
                 cols["text"].append(clean_imdb(row[ti]))
                 cols["labels"].append(_label_id(row[li], task_spec, where))
@@ -372,7 +412,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
 
 def split_info(ds) -> dict:
     """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
-    "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
+    "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
     source, after bad rows are skipped)}."""
     return json.loads(ds.info.description or "{}")
 
@@ -389,7 +429,8 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
         log.warning("task %s/%s: skipped %d malformed rows", name, source, skipped)
     if not cols["labels"]:
         raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
-    info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train"}
+    info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",
+            "skipped_bad_rows": skipped}
     if split == "eval":
         return subset_rows(cols, options.limit("eval"), options.subset_seed), info
     cols = {**cols, "_row": list(range(len(cols["labels"])))}

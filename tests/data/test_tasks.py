@@ -116,6 +116,23 @@ def test_imdb_csv_bad_label(tmp_path, tokenizer):
         read_task_split("imdb", str(tmp_path), "train")
 
 
+def test_an_imdb_row_with_a_quote_left_open_is_named_and_skipped_alone(tmp_path, tokenizer):
+    """csv takes the lines after an open quote into its row: the error names the line the row starts on (and where it
+    runs to), and a skip leaves out that row only, counted once, and records the count."""
+    rows = ['train/pos/0_9,1,9,"a fine film, ""truly"""', 'train/neg/1_2,0,2,"cut short', "train/pos/2_8,1,8,good",
+            'train/neg/3_1,0,1,"bad, ""very"" bad"']
+    (tmp_path / "train.csv").write_text("id,label,rating,text\n" + "\n".join(rows) + "\n")
+    (tmp_path / "test.csv").write_text("id,label,rating,text\ntest/pos/0_9,1,9,fine\ntest/neg/1_1,0,1,awful\n")
+    with pytest.raises(TaskDataError, match=r"train.csv:3 \(the row runs to line 5: a quote left open on line 3\?\): "
+                                            r"malformed row: 5 fields"):
+        read_task_split("imdb", str(tmp_path), "train")
+    cols, skipped = read_task_split("imdb", str(tmp_path), "train", skip_bad_rows=True)
+    assert skipped == 1 and cols["text"] == ['a fine film, "truly"', "good", 'bad, "very" bad']
+    assert cols["labels"] == [1, 1, 0]
+    train = load_task("imdb", str(tmp_path), tokenizer, 16, skip_bad_rows=True)["train"]
+    assert len(train) == 3 and tasks.split_info(train)["skipped_bad_rows"] == 1
+
+
 def _count_encoded(monkeypatch) -> list[int]:
     """Record how many rows each tokenizer batch holds."""
     sizes: list[int] = []
