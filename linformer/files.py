@@ -254,10 +254,26 @@ def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | N
     return None if other is None else f"is {other}"
 
 
+def check_writable(path: str | Path) -> None:
+    """OutputPathError where `path` cannot be written into its folder (or the nearest folder on the way that
+    exists, where the missing ones would be made): a file in the way, a read-only file system, no write permission.
+    Checked before the work, which would otherwise end in an error naming a temporary after it (a benchmark's grid)."""
+    folder = Path(path).absolute().parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputPathError(f"{folder} is a file, not a folder, so {path} cannot be made: choose another output "
+                              "path.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{folder} cannot be written (a read-only file system, or no write permission), so "
+                              f"neither can {path}: choose an output path you can write.")
+
+
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
                      flag: str = "overwrite=true") -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
     only new directories). Raises OutputPathError naming the path, what holds it and `flag`."""
+    check_writable(path)
     what = None if overwrite else output_dir_occupant(path, record)
     if what:
         raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
@@ -270,6 +286,7 @@ def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overw
         if os.path.lexists(path.parent) and not path.parent.is_dir():
             raise OutputPathError(f"{path.parent} is a regular file, not a folder for {path.name}: choose another "
                                   "output path.")
+        check_writable(path)
         if path.is_dir():  # a file never replaces a directory, overwrite or not
             raise OutputPathError(f"{path} is a directory: choose another output path.")
         what = None if overwrite else output_file_occupant(path, record)

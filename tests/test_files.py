@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,22 @@ def test_swap_in_replaces_a_directory_whole_and_puts_the_earlier_back_on_failure
     with pytest.raises(OSError, match="disk gone"):
         swap_in(tmp, final)
     assert (final / "b").read_text() == "new"  # the earlier output, back in place
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, monkeypatch):
+    """A file on the way, or a folder that cannot be written (read-only, no permission: as root, only os.access
+    tells), is an OutputPathError naming that folder, from the checks every command makes before its work."""
+    from linformer.files import check_output_dir, check_output_files
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputPathError, match=rf"^{tmp_path / 'afile'} is a file, not a folder"):
+        check_output_dir(tmp_path / "afile" / "sub" / "run", A)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: real(p, mode) and Path(p) != locked)
+    for check in (lambda: check_output_dir(locked / "new" / "run", A),
+                  lambda: check_output_files([locked / "table.md"], A)):
+        with pytest.raises(OutputPathError, match=rf"^{locked} cannot be written \(a read-only file system"):
+            check()
+    check_output_files([tmp_path / "out" / "table.md"], A)  # a writable folder on the way: fine
