@@ -560,9 +560,12 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
         raise CorpusError(f"corpus {out_dir} was prepared with tokenizer {used}, which cannot be read to compare "
                           f"with {tokenizer_dir}: {err}") from err
     if ours.get_vocab() != theirs.get_vocab() or ours.all_special_ids != theirs.all_special_ids:
+        a, b = theirs.get_vocab(), ours.get_vocab()
+        differ = len(set(a.items()) ^ set(b.items())) // 2 or abs(len(a) - len(b))
         raise CorpusError(f"tokenizer/corpus mismatch: corpus {out_dir} was prepared with tokenizer {used}, whose "
-                          f"vocabulary differs from {tokenizer_dir}'s (pad id {theirs.pad_token_id} vs "
-                          f"{ours.pad_token_id}); prepare the corpus with tokenizer_dir={tokenizer_dir}")
+                          f"vocabulary differs from {tokenizer_dir}'s ({len(a):,} tokens vs {len(b):,}, about "
+                          f"{differ:,} of them differ or sit at other ids); prepare the corpus with "
+                          f"tokenizer_dir={tokenizer_dir}")
 
 
 def load_prepared(out_dir: str, tokenizer_dir: str | None = None):

@@ -67,6 +67,10 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         return str(p)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
+    if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run stopped before it saved model/
+        raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
+                              f"last step?): continue it with its own command, or save a checkpoint as a model with "
+                              f"python scripts/export.py {p}.")
     if p.exists() or names_a_path(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)

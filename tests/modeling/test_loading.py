@@ -36,6 +36,14 @@ def test_path_without_a_model_is_a_checkpoint_error(tmp_path, name):
         resolve_model_path(str(tmp_path))  # exists, but no config.json
 
 
+def test_a_run_stopped_before_its_model_points_to_export(tmp_path):
+    (tmp_path / "checkpoints" / "step-00000004").mkdir(parents=True)
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    with pytest.raises(CheckpointError, match=rf"is a run that has not saved its model/ .* python scripts/export.py "
+                                              rf"{tmp_path}\.$"):
+        resolve_model_path(str(tmp_path))
+
+
 @pytest.mark.parametrize("online", [False, True])
 @pytest.mark.parametrize("name", ["a b", "a--b", "x" * 97, "-a"])
 def test_a_name_that_is_neither_a_folder_nor_a_hub_id_is_a_checkpoint_error(monkeypatch, online, name):
