@@ -54,8 +54,9 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
         print(f"[{state}] {s.name}: {shell_command('python', *s.argv[1:])}")
     if then:
         print(*then, sep="\n")
-    left = f"about {sum(map(minutes, todo)) / jobs:.0f} min with {jobs} at a time ({timing})" if minutes else \
-        f"{jobs} at a time ({timing})"
+    total = sum(map(minutes, todo)) / jobs if minutes else None
+    left = f"{jobs} at a time ({timing})" if total is None else \
+        f"{'under a minute' if total < 1 else f'about {total:.0f} min'} with {jobs} at a time ({timing})"
     print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")
 
 
@@ -79,7 +80,7 @@ def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: 
         ap.add_argument("--profile", choices=sorted(profiles), default=default, help=profile_help)
     ap.add_argument("--under", type=Path, default=None, metavar="DIR",
                     help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan with time estimates and exit")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan (with time estimates where the plan has them) and exit")
     ap.add_argument("--jobs", type=int, default=None, help="jobs run at once (default: the plan's or profile's)")
     ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
 
