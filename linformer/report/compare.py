@@ -83,9 +83,9 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     header = ["run", *config_cols, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r in runs:
+    for r, label in zip(runs, _labels(runs)):
         kc = r.key_config
-        cells = [r.name]
+        cells = [label]
         for c in config_cols:
             v = r.stage if c == "stage" else kc.get(c)
             cells.append("" if v is None else str(v))
@@ -167,9 +167,11 @@ def _steady_cell(column: str, value) -> str:
 
 
 def _labels(runs: list[Run]) -> list[str]:
-    """Run names, prefixed by their stage where two runs would otherwise share a label."""
+    """Run names, told apart where two runs share one: by their stage, and where that is not enough by their path
+    (copies of a run, or runs of one name in two output folders)."""
     names = [r.name for r in runs]
-    return [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
+    labels = [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
+    return [str(r.path) if labels.count(label) > 1 else label for r, label in zip(runs, labels)]
 
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,

@@ -205,3 +205,12 @@ def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(t
     section = result["table"].split("## Across seeds")[1]
     assert "| s1, s2, s3 | 1, 2, 3 | 0.85 +- 0.05 (0.8-0.9, 3 seeds) |" in section
     assert "other" not in section
+
+
+def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):
+    """By stage where that is enough, by path where it is not (copies of one run in two folders)."""
+    rows = [{"step": 1, "time": 1, "loss": 0.5}]
+    a, b = make_run(tmp_path / "x", "pretrain", "demo", rows), make_run(tmp_path / "y", "pretrain", "demo", rows)
+    make_run(tmp_path / "x", "finetune", "demo", rows, task="sst2")
+    lines = compare_runs([tmp_path / "x", tmp_path / "y"], tmp_path / "cmp")["table"].splitlines()
+    assert sorted(r.split(" | ")[0][2:] for r in lines[2:5]) == sorted([str(a), str(b), "finetune/demo"])
