@@ -112,6 +112,20 @@ def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:
                              f"{task_spec.elsewhere()}")
 
 
+def check_task_files(names, mirror: str | Path) -> None:
+    """FileNotFoundError naming the first train or eval file of the tasks `names` that is not under the data mirror
+    (where finetuning reads them by default): a plan checks them before its first job, not at the finetuning that
+    needs them after its pretraining."""
+    for name in names:
+        task_spec = get_task(name)
+        data_dir = Path(mirror) / task_spec.mirror_subdir
+        for split_file in task_spec.files.values():
+            path = data_dir / split_file
+            aclimdb = data_dir / Path(split_file).stem
+            if not path.is_file() and not (task_spec.format == "imdb" and (aclimdb / "pos").is_dir()):
+                raise _missing(path, task_spec)
+
+
 def _label_id(raw: str, task_spec: TaskSpec, where: str) -> int:
     raw = raw.strip()
     if raw in task_spec.raw_labels:

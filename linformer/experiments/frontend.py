@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..cli import shell_command
-from ..data.io import repo_root
+from ..data.io import default_data_mirror, repo_root
+from ..data.tasks import check_task_files
 from ..errors import ConfigError
 from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
 
@@ -26,6 +27,13 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
     show(plan, title, minutes, timing, jobs, [f"[report] {shell_command('python', 'scripts/table2.py', *report)}"])
+    if not report_only:
+        try:
+            check_task_files(tasks_to_run(plan), default_data_mirror())
+        except FileNotFoundError as err:
+            if not dry_run:
+                raise  # before the first job, not at the finetuning that needs the data after its pretraining
+            print(f"warning: {err}", file=sys.stderr)
     if dry_run:
         return 0
     times: dict[str, float] = {}
@@ -40,6 +48,15 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     if rc == 0 and after is not None:
         after(times)
     return rc
+
+
+def tasks_to_run(plan: list[Job]) -> list[str]:
+    """The tasks the plan's jobs still to run finetune on from the data mirror (a job that names its own
+    task.data_dir reads it from there, and says so itself)."""
+    todo = wanted(plan, {s.name for s in plan if s.finished})
+    tasks = [a.split("=", 1)[1] for job in todo if not any(a.startswith("task.data_dir=") for a in job.argv)
+             for a in job.argv if a.startswith("task=")]
+    return list(dict.fromkeys(tasks))
 
 
 def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,

@@ -28,3 +28,28 @@ def test_a_plan_s_time_left_under_a_minute_is_not_printed_as_0_min(tmp_path, cap
     assert "2 of 2 jobs left: under a minute with 1 at a time (measured)." in capsys.readouterr().out
     show(plan, "plan", lambda job: 2.6, "measured", 2)
     assert "2 of 2 jobs left: about 3 min with 2 at a time (measured)." in capsys.readouterr().out
+
+
+def test_a_plan_whose_finetuning_data_is_missing_stops_before_its_first_job(tmp_path, monkeypatch, capsys):
+    """QNLI's train.tsv cannot be had here: the plan said nothing, pretrained for its rows, then failed at the first
+    QNLI finetuning. The tasks its jobs still to run read are checked first (a dry run warns)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import reproduce_scratch
+
+    from linformer.experiments import frontend
+
+    mirror = tmp_path / "mirror"
+    for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
+        (mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / rel).write_text("x\n")
+    monkeypatch.setattr(frontend, "default_data_mirror", lambda: str(mirror))
+    under = tmp_path / "under"
+    args = ["--tasks", "sst2,imdb,qnli", "--under", str(under)]
+    assert reproduce_scratch.main([*args, "--dry-run"]) == 0
+    assert f"warning: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        reproduce_scratch.main(args)
+    assert stop.value.code == 2 and f"error: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
+    assert not under.exists()  # no job started
+    assert frontend.tasks_to_run(reproduce_scratch.exp.plan(reproduce_scratch.exp.PROFILES["toy"], under=under)) == [
+        "sst2", "imdb"]
