@@ -156,11 +156,12 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
             f"paper (analogue): {' / '.join(TITLES[t] for t in TASKS)}, avg"]
     if devsplit:
         head.insert(6, "QNLI dev-split (not QNLI dev)")
+    lr_note = ("where runs used several peak learning rates, each cell keeps the lr whose seeds score best on average "
+               "on their validation split (carved from train, never the reported split: RoBERTa's protocol; the grid "
+               "and every cell at every lr are listed below); ") if any(r["_lr"] for r in rows) else ""
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
              f"Hardware: {hardware}  ", f"Command: `{command}`", "",
-             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; where runs "
-              "used several peak learning rates, each cell keeps the lr with the best seed-average (RoBERTa's "
-              "protocol; the lr grid is listed below); "
+             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; " + lr_note +
               "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
               "with the same n/k ratio and sharing (marked ~)."), "",

@@ -466,7 +466,8 @@ def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
     for r in rows:
         st = r["starts"]
         hashes = ", ".join(f"{h[:12]} ({len(n)} run{'s' if len(n) > 1 else ''})" for h, n in st["hashes"].items())
-        unrec = f"{len(st['unrecorded'])} run(s) recorded before the hash was" if st["unrecorded"] else ""
+        unrec = f"{len(st['unrecorded'])} run(s) recorded before runs recorded their start hash" \
+            if st["unrecorded"] else ""
         text = "; ".join(x for x in (hashes, unrec) if x)
         lines.append(f"- {r['name']}: {text}" + (f". Declared by the plan: {st['declared']}" if st["declared"] else ""))
     excluded = meta.get("excluded") or []
