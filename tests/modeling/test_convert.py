@@ -291,7 +291,7 @@ def test_convert_encoder_rejects_a_tokenizer_larger_than_the_vocabulary(tmp_path
 
 def test_convert_encoder_needs_a_tokenizer(tmp_path):
     save_source(tmp_path / "bert", BertModel, BERT)
-    with pytest.raises(CheckpointError, match="holds no tokenizer"):
+    with pytest.raises(CheckpointError, match="bert has no tokenizer"):
         convert_encoder(tmp_path / "bert", tmp_path / "out")
 
 
