@@ -8,21 +8,24 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 import shlex
 import sys
 
+from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
     p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS), choices=sorted(TASKS))
     p.add_argument("--data-mirror", default=None, help="default: $LINFORMER_DATA_MIRROR or ../shared/data")
-    p.add_argument("--examples", type=int, default=64, help="eval examples per task (default 64)")
+    # two at least: the spread is a standard deviation across inputs
+    p.add_argument("--examples", type=at_least(2), default=64, help="eval examples per task (default 64, at least 2)")
     p.add_argument("--out", default=None, help="also write the markdown table here")
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
         rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
         md = to_markdown(rows, shlex.join(["python", "scripts/cls_probe.py", *sys.argv[1:]]))
@@ -30,3 +33,8 @@ if __name__ == "__main__":
         if args.out:
             atomic_write(args.out, md)
             print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

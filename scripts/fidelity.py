@@ -7,8 +7,8 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse,
 import shlex
 import sys
 
+from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
-from linformer.errors import ConfigError
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import fidelity, measured
 
@@ -24,20 +24,22 @@ def main(argv: list[str] | None = None) -> int:
     reference.add_argument("--self-reference", action="store_true",
                            help="compare each model with its own weights in full attention: what the projection "
                                 "changes, not fidelity to the source")
-    ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512])
-    ap.add_argument("--blocks", type=int, default=16, help="held-out blocks (default 16)")
+    ap.add_argument("--lengths", type=at_least(2), nargs="+", default=[16, 32, 64, 128, 256, 512],
+                    help="input lengths in tokens, 2 or more ([CLS] ... [SEP])")
+    ap.add_argument("--blocks", type=at_least(1), default=16,
+                    help="held-out blocks (default 16; the corpus's validation split may hold fewer)")
     measured.add_output_options(ap, "fidelity")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
-        if min(args.lengths) < 2 or args.blocks < 1:
-            raise ConfigError("--lengths must be 2 or more tokens ([CLS] ... [SEP]) and --blocks at least 1")
-        models = dict(m.rsplit("=", 1) if "=" in m else (m, m) for m in args.models)  # labels may hold "="
-        models = {label: resolve_model_path(path) for label, path in models.items()}
-        source = None if args.self_reference else resolve_model_path(args.source)
-        errors = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks, source)
+        models = {label: resolve_model_path(path) for label, path in fidelity.labelled(args.models).items()}
+        source = None if args.self_reference else resolve_model_path(args.source, "--source")
+        errors, blocks = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks, source,
+                                          source_name=args.source)
+        if blocks < args.blocks:
+            print(f"--blocks {args.blocks}: {args.corpus} holds {blocks} validation blocks; measured on those")
         reference = fidelity.SELF_REFERENCE if source is None else f"{args.source} with full attention"
         fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]),
-                              reference)
+                              reference, blocks)
     measured.show(args.out)
     return 0
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
 from linformer.data.io import configured_path, default_data_mirror
 from linformer.data.tasks import TASKS, load_task, longer_than
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
-    ap.add_argument("--n", type=int, default=512, help="max_seq_len of the converted models (default 512)")
+    ap.add_argument("--n", type=at_least(1), default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
     ap.add_argument("--local-windows", type=int, nargs="*", default=[],

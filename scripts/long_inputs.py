@@ -10,26 +10,28 @@ handful of options, like scripts/length_policy.py.
 import sys
 import time
 
+from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
-from linformer.files import read_json
 from linformer.modeling.configuration import SHARING_MODES
 from linformer.report import long_inputs, measured
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--classifier", help="a finetuned sequence classifier with full attention")
-    ap.add_argument("--render", metavar="JSON", help="write the report again from the JSON of an earlier run")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--classifier", help="a finetuned sequence classifier with full attention (a finetuning run's "
+                                           "best/)")
+    what.add_argument("--render", metavar="JSON", help="write the report again from the JSON of an earlier run")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
-    ap.add_argument("--ns", type=int, nargs="+", default=[1024, 2048],
+    ap.add_argument("--ns", type=at_least(1), nargs="+", default=[1024, 2048],
                     help="lengths to lengthen the classifier to (IMDB's test reviews reach 2,048 tokens in 4 cases and "
                          "3,000 in none; an n that no input of the sample reaches is left out, and said so)")
-    ap.add_argument("--k", type=int, default=128)
+    ap.add_argument("--k", type=at_least(1), default=128)
     ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
-    ap.add_argument("--examples", type=int, default=200, help="eval examples longer than the classifier's n, drawn "
-                    "at random (0 = all)")
-    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--examples", type=at_least(0), default=200,
+                    help="eval examples longer than the classifier's n, drawn at random (0 = all)")
+    ap.add_argument("--batch-size", type=at_least(1), default=4)
     ap.add_argument("--local-windows", type=int, nargs="*", default=[],
                     help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
     ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
@@ -44,11 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
-    if (args.classifier is None) == (args.render is None):
-        ap.error("give --classifier (measure) or --render (write an earlier run's report again), not both")
     with measured.report_outputs(args, "long_inputs"):
         if args.render is not None:
-            long_inputs.render(read_json(args.render), args.out)
+            long_inputs.render(long_inputs.read_measured(args.render), args.out)
             measured.show(args.out)
             return 0
         for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):

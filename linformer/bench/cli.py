@@ -31,7 +31,7 @@ DEVICES = ("auto", "cpu", "cuda")
 
 def _check_values(s, prefix: str) -> None:
     """Values no measurement can run with, named (their types are checked already): counts below 1, a budget that
-    is not positive, an unknown dtype, and (inference) a grid with no cell of k < n, which would write an empty table."""
+    is not positive, an unknown dtype, and a grid with nothing to measure (_check_grid)."""
     values = vars(s)
     for key in ("reps", "steps", "layers", "hidden", "heads", "ffn", "vocab", "batch_size", "tokens_per_step"):
         positive_int(values, key, prefix, allow_none=True)
@@ -50,13 +50,26 @@ def _check_values(s, prefix: str) -> None:
         unknown = [b for b in s.baselines if b not in BASELINES]
         if unknown:
             raise ConfigError(f"{prefix}.baselines: {unknown[0]!r} is not one of {', '.join(BASELINES)}.")
-        if min(s.ns, default=0) < 1 or min(s.ks, default=0) < 1:
-            raise ConfigError(f"{prefix}.ns={s.ns} / {prefix}.ks={s.ks}: every n and k must be at least 1.")
-        if not any(k < n for n in s.ns for k in s.ks if s.max_n is None or n <= s.max_n):
-            raise ConfigError(f"{prefix}.ns={s.ns} and {prefix}.ks={s.ks}"
-                              + (f" (max_n={s.max_n})" if s.max_n else "")
-                              + ": no cell has k < n, so nothing would be measured.")
+    _check_grid(s, prefix)
     _check_models(s, prefix)
+
+
+def _check_grid(s, prefix: str) -> None:
+    """A grid that would write an empty table (or measure what cannot be), refused for both groups alike: an n or k
+    below 1 or none given, no cell with k < n (a k >= n has nothing to project: the inference grid skips such cells,
+    the throughput grid leaves out the Linformer rows of such a k at that n), and (throughput) no precision, model
+    or compile setting to time."""
+    if min(s.ns, default=0) < 1 or min(s.ks, default=0) < 1:
+        raise ConfigError(f"{prefix}.ns={s.ns} / {prefix}.ks={s.ks}: every n and k must be at least 1.")
+    max_n = getattr(s, "max_n", None)
+    linformer = not isinstance(s, ThroughputSettings) or "linformer" in s.models  # else no row reads ks
+    if linformer and not any(k < n for n in s.ns for k in s.ks if max_n is None or n <= max_n):
+        raise ConfigError(f"{prefix}.ns={s.ns} and {prefix}.ks={s.ks}"
+                          + (f" (max_n={max_n})" if max_n else "")
+                          + ": no cell has k < n, so nothing would be measured.")
+    for key in ("precisions", "models", "compile") if isinstance(s, ThroughputSettings) else ():
+        if not getattr(s, key):
+            raise ConfigError(f"{prefix}.{key}=[]: nothing would be measured; give at least one.")
 
 
 def _check_models(s, prefix: str) -> None:
@@ -77,6 +90,9 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
         raise ConfigError(f"device={cfg.device!r} is not one of {', '.join(DEVICES)}.")
     inf = _settings(InferenceSettings, cfg.inference, cfg.device, "inference") if cfg.inference.enabled else None
     thr = _settings(ThroughputSettings, cfg.throughput, cfg.device, "throughput") if cfg.throughput.enabled else None
+    if inf is None and thr is None:
+        raise ConfigError("inference.enabled=false and throughput.enabled=false: nothing would be measured; enable "
+                          "one of them.")
     for settings, prefix in ((inf, "inference"), (thr, "throughput")):
         if settings is not None:
             _check_values(settings, prefix)

@@ -275,6 +275,9 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     if command:
         out += ["", "Command:", "", "```bash", command, "```"]
     out += _target_lines(meta.get("target") or {})
+    if meta.get("beyond_n"):
+        out += ["", "Not measured: " + "; ".join(f"the Linformer at n={n}, k={', '.join(map(str, ks))} (k >= n leaves "
+                                                 "nothing to project)" for n, ks in meta["beyond_n"]) + "."]
     if meta.get("compiles_during_timing"):
         out += ["", (f"Warning: {meta['compiles_during_timing']} graph(s) were compiled during timed steps; raise "
                      "throughput.compile_warmup.")]

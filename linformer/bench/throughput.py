@@ -238,17 +238,29 @@ def _model_entries(kinds: list[str], ks: list[int], variant: Variant, lever: str
     return out
 
 
+def beyond_n(s: ThroughputSettings) -> list[tuple[int, list[int]]]:
+    """(n, [k >= n]) for each n of the grid where a Linformer row is left out: a k >= n has nothing to project (as
+    the inference grid's cells)."""
+    if "linformer" not in s.models:
+        return []
+    return [(n, ks) for n in s.ns if (ks := [k for k in s.ks if k >= n])]
+
+
 def plan_blocks(s: ThroughputSettings) -> list[Block]:
     """The grid's blocks in order (by n, then precision, then compile), with the lever block right after the grid
-    blocks at its n (so that the models built and compiled there are reused)."""
+    blocks at its n (so that the models built and compiled there are reused). The Linformer rows at each n are those
+    of k < n (beyond_n: the rest)."""
     blocks: list[Block] = []
     for n in s.ns:
+        ks = [k for k in s.ks if k < n]
         for precision in s.precisions:
             for c in dict.fromkeys(bool(c) for c in s.compile):
                 if c and ((s.compile_ns is not None and n not in s.compile_ns)
                           or (s.compile_precisions is not None and precision not in s.compile_precisions)):
                     continue
-                blocks.append(Block("grid", n, precision, c, _model_entries(s.models, s.ks, s.grid_variant(c))))
+                entries = _model_entries(s.models, ks, s.grid_variant(c))
+                if entries:  # only Linformer rows, none of k < n at this n
+                    blocks.append(Block("grid", n, precision, c, entries))
     if s.levers.enabled:
         L = s.levers
         base = L.base_variant()
@@ -384,7 +396,8 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
     bar = tqdm(total=total, desc="training", unit="step", disable=not progress)
     models = _Models(s, device)
     rows: list[dict] = []
-    meta: dict = {"machine": machine_description(device), "settings": s, "compiles_during_timing": 0}
+    meta: dict = {"machine": machine_description(device), "settings": s, "compiles_during_timing": 0,
+                  "beyond_n": beyond_n(s)}
     start = time.perf_counter()
     for block in blocks:
         bar.set_postfix(section=block.section, n=block.n, precision=block.precision, compile=block.compile)

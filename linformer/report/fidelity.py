@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig
 
 from ..data import load_prepared
 from ..data.collator import cut_blocks as cut
@@ -20,6 +21,7 @@ from ..data.corpus import check_corpus_vocabulary
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
+from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error
 
 SELF_REFERENCE = "the same weights with full attention"
@@ -42,18 +44,33 @@ def relative_errors(model: LinformerModel, ids: torch.Tensor, reference: Linform
     return [float(squared_relative_error(s, t).sqrt()) for s, t in zip(student, teacher)]
 
 
+def labelled(given: list[str]) -> dict[str, str]:
+    """{label: model} from the command line's LABEL=DIR (or DIR, its own label; split at the last =, so that a label
+    may hold one); a label given twice is a ConfigError (the second model would silently replace the first)."""
+    models: dict[str, str] = {}
+    for item in given:
+        label, path = item.rsplit("=", 1) if "=" in item else (item, item)
+        if label in models:
+            raise ConfigError(f"the label {label!r} is given twice ({label}={models[label]} and {label}={path}): give "
+                              "each model its own label")
+        models[label] = path
+    return models
+
+
 def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks: int = 16,
-            source: str | None = None) -> dict:
-    """{label: {length: [error by layer]}} on the first ``blocks`` validation blocks of ``corpus_dir``, against
-    ``source`` with full attention (a model directory or name), or each model's own weights with full attention."""
+            source: str | None = None, source_name: str | None = None) -> tuple[dict, int]:
+    """({label: {length: [error by layer]}}, the blocks measured): on the first ``blocks`` validation blocks of
+    ``corpus_dir`` (all of them when it holds fewer), against ``source`` with full attention (a model directory or
+    name; ``source_name``: how the user gave it, for the errors), or each model's own weights with full attention."""
     val = load_prepared(corpus_dir, None)["validation"]
     if len(val) == 0:
         raise DataError(f"{corpus_dir} has no validation blocks")
     ids = torch.tensor([val[i]["input_ids"] for i in range(min(blocks, len(val)))])
     references: dict[int, LinformerModel] = {}
+    source_config = None if source is None else AutoConfig.from_pretrained(source)
     out = {}
     for label, path in models.items():
-        model = LinformerModel.from_pretrained(path).eval()
+        model = load_pretrained(LinformerModel, path).eval()  # transformers' load report as one INFO line
         n = model.config.max_seq_len
         if model.config.attention != "linformer":
             raise DataError(f"{path} has attention={model.config.attention!r}: nothing to compare with full attention")
@@ -63,18 +80,37 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
         if max(lengths) > n:
             raise ConfigError(f"--lengths {max(lengths)} is longer than {path} allows (n={n}): give lengths up to {n}")
         check_corpus_vocabulary(corpus_dir, path)
-        if source is not None and n not in references:
-            references[n] = LinformerModel.from_pretrained_encoder(source, attention="full", max_seq_len=n).eval()
+        if source is not None:
+            check_same_shape(model.config, source_config, path, source_name or source)
+            if n not in references:
+                references[n] = LinformerModel.from_pretrained_encoder(source, attention="full", max_seq_len=n).eval()
         reference = references.get(n)
         out[label] = {L: relative_errors(model, cut(ids, L), reference) for L in lengths}
-    return out
+    return out, len(ids)
 
 
-def to_markdown(errors: dict, command: str, png: str | None, reference: str = SELF_REFERENCE) -> str:
+# What a layer-by-layer comparison needs the model and its reference to share: token ids that mean the same, hidden
+# states of one width, and a layer for each layer
+SHAPE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers")
+
+
+def check_same_shape(model, reference, path: str, source: str) -> None:
+    """ConfigError naming --source when the model at `path` and the source (their configs) differ in vocabulary,
+    width or depth: it was not converted from that source. Read from the configs, before the source's weights load."""
+    differ = [f"{key} {getattr(model, key)} against {getattr(reference, key)}" for key in SHAPE_KEYS
+              if getattr(model, key) != getattr(reference, key)]
+    if differ:
+        raise ConfigError(f"--source {source}: {path} was not converted from it, they differ in "
+                          f"{', '.join(differ)}: give the encoder it was converted from, or --self-reference")
+
+
+def to_markdown(errors: dict, command: str, png: str | None, reference: str = SELF_REFERENCE,
+                blocks: int | None = None) -> str:
     title = "Fidelity to the source" if reference != SELF_REFERENCE else "What the projection changes"
+    held_out = "held-out corpus blocks" if blocks is None else f"{blocks} held-out corpus blocks"
     lines = [f"# {title} by input length", "",
              (f"Relative error ||linformer - reference|| / ||reference|| of each layer's output; the reference is "
-              f"{reference}; on held-out corpus blocks cut to each length."), "",
+              f"{reference}; on {held_out} cut to each length."), "",
              f"Command: `{command}`", ""]
     for label, by_length in errors.items():
         layers = len(next(iter(by_length.values())))
@@ -106,8 +142,9 @@ def plot(errors: dict, out_png: str | Path) -> Path:
     return save_figure(fig, out_png)
 
 
-def write_report(errors: dict, out: str, command: str, reference: str = SELF_REFERENCE) -> None:
+def write_report(errors: dict, out: str, command: str, reference: str = SELF_REFERENCE,
+                 blocks: int | None = None) -> None:
     png = plot(errors, f"{out}.png")
-    atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference))
-    write_json(f"{out}.json", {"command": command, "reference": reference, "errors": {k: {str(L): e for L, e in v.items()}
-                                                              for k, v in errors.items()}})
+    atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference, blocks))
+    write_json(f"{out}.json", {"command": command, "reference": reference, "blocks": blocks,
+                               "errors": {k: {str(L): e for L, e in v.items()} for k, v in errors.items()}})

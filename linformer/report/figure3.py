@@ -69,10 +69,15 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         "unigram_val_ppl": unigram,
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
                   "validation perplexity",
-        "target_met": bool(judged) and all(r["ppl_ratio_vs_full"] <= TARGET_RATIO for r in judged),
+        "target_met": all(r["ppl_ratio_vs_full"] <= TARGET_RATIO for r in judged),
         "judged": [r["label"] for r in judged],
     }
-    if on_unigram_plateau(reference, unigram):
+    if not judged:
+        data["target_met"] = None
+        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"})
+        data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(str, linformers))} only)"
+                              if linformers else "no Linformer run, only full attention: nothing to compare with it")
+    elif on_unigram_plateau(reference, unigram):
         data["target_met"] = None
         data["not_judged"] = (f"full attention ends at {reference:,.1f}, above {PLATEAU_RATIO:.0%} of the "
                               f"perplexity of token frequencies alone ({unigram:,.1f}): no run has learned to use "

@@ -20,11 +20,12 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
-from ..data.io import configured_path, default_data_mirror
+from ..cli import shell_command
+from ..data.io import configured_path, default_data_mirror, resolve_path
 from ..data.tasks import TASKS, load_task, longer_than
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files import atomic_write, save_figure, write_json
+from ..files import atomic_write, read_json, save_figure, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
@@ -56,13 +57,10 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     the settings of the `rows` to be built from it (``variants``) and each student (a Linformer sequence classifier
     of the classifier's vocabulary), then draw ``examples`` of the task's eval examples longer than the classifier's
     n at random (0: all). ConfigError naming the option."""
-    from transformers import AutoConfig
-
-    classifier = resolve_model_path(given, "--classifier")
-    config = AutoConfig.from_pretrained(classifier)
+    classifier, config = classifier_config(given, "--classifier")
     base_n = getattr(config, "max_seq_len", None)
     if config.model_type != "linformer" or getattr(config, "attention", None) != "full":
-        what = f"a {config.model_type} model"
+        what = f"a {config.model_type} classifier"
         if config.model_type == "linformer":
             what = (f"a classifier with {config.attention_label} attention (the Linformer rows are built from the "
                     "full-attention one)")
@@ -72,14 +70,14 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         raise ConfigError(f"--ns {ns} --k {k}: every n must be above the classifier's n = {base_n}, and k below "
                           "every n")
     check_variants(classifier, ns, rows or {})
+    configs = {name: classifier_config(name, "--students") for name in students}  # each one before any model loads
+    for student_given, (_, student) in configs.items():
+        if student.model_type != "linformer":
+            raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
+                              f"{_architecture(student)}")
     tokenizer = load_tokenizer(classifier, "--classifier")
     named = {}
-    for student_given in students:
-        path = resolve_model_path(student_given, "--students")
-        student = AutoConfig.from_pretrained(path)
-        if student.model_type != "linformer" or not is_sequence_classifier(student):
-            raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
-                              f"{', '.join(student.architectures or [student.model_type])}")
+    for student_given, (path, student) in configs.items():
         check_same_vocabulary(tokenizer, load_tokenizer(path, "--students"), classifier, path)
         exact = (f" + {exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)}"
                  if student.local_window or student.global_positions else "")
@@ -90,6 +88,32 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     rows, available = longer_than(split, base_n, examples, f"--task {task}")
     return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
                     tokenizer.pad_token_id)
+
+
+def classifier_config(given: str, option: str):
+    """(the directory or hub name, the config) of the sequence classifier `given` to `option`. A finetuning run
+    directory is refused naming the model in it, and so is any model that is not a *ForSequenceClassification (a
+    pretrained or converted masked LM): its classifier head would start at random, and its accuracies would be
+    chance. ConfigError naming the option."""
+    from transformers import AutoConfig
+
+    run = Path(resolve_path(given))
+    if not (run / "config.json").is_file() and not (run / "model" / "config.json").is_file() and (
+            (run / "best" / "config.json").is_file() or read_json(run / "run.json").get("stage") == "finetune"):
+        export = f"its final model exported: {shell_command('python', 'scripts/export.py', given)} (writes {given}/model)"
+        raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give "
+                          + (f"{given}/best (the model its validation chose), or {export}"
+                             if (run / "best" / "config.json").is_file() else export))
+    path = resolve_model_path(given, option)
+    config = AutoConfig.from_pretrained(path)
+    if not is_sequence_classifier(config):
+        raise ConfigError(f"{option} {given} is a {_architecture(config)}, not a sequence classifier (its classifier "
+                          "head would start at random): give a finetuned one, a finetuning run's best/")
+    return path, config
+
+
+def _architecture(config) -> str:
+    return ", ".join(config.architectures or [f"{config.model_type} model"])
 
 
 def reached(ns: list[int], ids: list[list[int]]) -> tuple[list[int], list[int]]:
@@ -367,6 +391,26 @@ def write_report(result: dict, out: str, header: list[str], meta: dict) -> None:
     atomic_write(f"{out}.md", to_markdown(result, header))
     write_json(f"{out}.json", {**meta, **result, "header": header})
     plot(result, f"{out}.png")
+
+
+def read_measured(path: str) -> dict:
+    """The JSON of an earlier measurement, for ``--render``: a missing file, one that is not JSON or not a JSON
+    object is a ConfigError saying which."""
+    import json
+
+    given = Path(path)
+    if not given.is_file():
+        raise ConfigError(f"--render {path}: " + ("is a folder, not a JSON file" if given.is_dir() else "no such file")
+                          + ": give the <out>.json of an earlier scripts/long_inputs.py run.")
+    try:
+        measured = json.loads(given.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--render {path} is not JSON ({err}): give the <out>.json of an earlier "
+                          "scripts/long_inputs.py run.") from None
+    if not isinstance(measured, dict):
+        raise ConfigError(f"--render {path} holds a JSON {type(measured).__name__}, not a report: give the "
+                          "<out>.json of an earlier scripts/long_inputs.py run.")
+    return measured
 
 
 def render(measured: dict, out: str) -> None:

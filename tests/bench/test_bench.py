@@ -385,6 +385,19 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
       "from each row's last real token).")),
     (["throughput.enabled=true", "throughput.sharing=kvv"],
      "throughput: sharing='kvv' is not one of none, headwise, kv, layerwise."),
+    # the throughput grid is checked as the inference grid is: it used to time k > n, or write an empty table
+    (["inference.enabled=false", "throughput.ns=[512]", "throughput.ks=[1024]"],
+     "throughput.ns=[512] and throughput.ks=[1024]: no cell has k < n, so nothing would be measured."),
+    (["inference.enabled=false", "throughput.ns=[]"],
+     "throughput.ns=[] / throughput.ks=[256]: every n and k must be at least 1."),
+    (["inference.enabled=false", "throughput.ks=[0]"],
+     "throughput.ns=[512, 2048] / throughput.ks=[0]: every n and k must be at least 1."),
+    (["inference.enabled=false", "throughput.precisions=[]"],
+     "throughput.precisions=[]: nothing would be measured; give at least one."),
+    (["inference.enabled=false", "throughput.models=[]"],
+     "throughput.models=[]: nothing would be measured; give at least one."),
+    (["inference.enabled=false", "throughput.enabled=false"],
+     "inference.enabled=false and throughput.enabled=false: nothing would be measured; enable one of them."),
 ])
 def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, message):
     """They used to run and write an empty table with exit 0, or fail deep inside with a traceback."""

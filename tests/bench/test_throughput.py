@@ -13,6 +13,7 @@ from linformer.bench.cli import settings_from_config
 from linformer.bench.report import throughput_markdown
 from linformer.bench.throughput import (
     TARGET_MFU,
+    beyond_n,
     flops_per_token,
     kernel_category,
     mfu,
@@ -101,6 +102,21 @@ def test_plan_compiles_only_where_asked_and_levers_vary_one_at_a_time():
         changed = [f for f in ("compile", "optimizer", "sparse_prediction", "attention_mask")
                    if getattr(e.variant, f) != getattr(base, f)]
         assert changed == [e.lever]
+
+
+def test_the_grid_times_the_linformer_only_where_k_is_below_n_and_says_where_not(tmp_path):
+    """As the inference grid's cells: a k >= n has nothing to project, so no Linformer row of that k at that n."""
+    s = tiny(ns=[16, 32], ks=[16], models=["full", "linformer"])
+    assert beyond_n(s) == [(16, [16])] and beyond_n(tiny(ns=[16], ks=[16], models=["full"])) == []
+    assert [(b.n, [(e.kind, e.k) for e in b.entries]) for b in plan_blocks(s)] == [
+        (16, [("full", None)]), (32, [("full", None), ("linformer", 16)])]
+    assert [b.n for b in plan_blocks(tiny(ns=[16, 32], ks=[16], models=["linformer"]))] == [32]  # no empty block
+    run_benchmark(tmp_path, "t3", None, s, "thr", progress=False, log=lambda *_: None)
+    rows = list(csv.DictReader((tmp_path / "thr.csv").read_text().splitlines()))
+    assert [(r["n"], r["model"], r["k"]) for r in rows] == [("16", "full", ""), ("32", "full", ""),
+                                                            ("32", "linformer", "16")]
+    assert ("Not measured: the Linformer at n=16, k=16 (k >= n leaves nothing to project)."
+            in (tmp_path / "thr.md").read_text())
 
 
 def test_lever_rows_mfu_and_profile_on_a_tiny_cpu_model(tmp_path):

@@ -78,6 +78,14 @@ def test_the_length_policy_script_refuses_a_k_above_n_in_one_line(tmp_path, caps
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_length_below_one_is_blamed_on_n_not_on_the_ks(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("length_policy").main(["--n", "-1", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == "error: argument --n: must be at least 1, not -1"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--sst2", "-5"], "error: --sst2 -5: a number of examples, or 0 to skip the task"),
     (["--longer-than", "512"], "error: --longer-than 512: a token count in 0..n-1 (--n 512)"),

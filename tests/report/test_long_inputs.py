@@ -144,6 +144,64 @@ def test_a_classifier_with_projected_attention_is_refused_naming_its_attention(c
     assert "not a classifier with linformer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("attention", ["full", "linformer"])
+def test_a_model_that_is_not_a_sequence_classifier_is_refused_naming_the_option(classifier, tmp_path, capsys,
+                                                                               attention):
+    """A masked LM (a converted or pretrained model) would load with a classifier head at random and report chance
+    accuracies: refused, as --classifier or as a student, by what it is."""
+    from pathlib import Path
+
+    from linformer.modeling import LinformerForMaskedLM
+
+    LinformerForMaskedLM.from_pretrained_encoder(Path(classifier).parent / "roberta", attention=attention,
+                                                 projected_dim=8).save_pretrained(tmp_path / "mlm")
+    capsys.readouterr()
+    script = load_script("long_inputs")
+    for argv, option in ((["--classifier", str(tmp_path / "mlm")], "--classifier"),
+                         (["--classifier", classifier, "--students", str(tmp_path / "mlm")], "--students")):
+        with pytest.raises(SystemExit) as stop:
+            script.main([*argv, "--out", str(tmp_path / "r")])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            (f"error: {option} {tmp_path / 'mlm'} is a LinformerForMaskedLM, not a sequence classifier (its "
+             "classifier head would start at random): give a finetuned one, a finetuning run's best/")]
+    assert not list(tmp_path.glob("r.*"))
+
+
+def test_a_finetuning_run_directory_is_refused_naming_the_model_in_it(classifier, tmp_path, capsys):
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(classifier, run / "best")
+    (run / "run.json").write_text(json.dumps({"stage": "finetune"}))
+    script = load_script("long_inputs")
+    for has_best, advice in ((True, f"{run}/best (the model its validation chose), or its final model exported"),
+                             (False, "its final model exported")):
+        if not has_best:
+            shutil.rmtree(run / "best")
+        with pytest.raises(SystemExit) as stop:
+            script.main(["--classifier", str(run), "--out", str(tmp_path / "r")])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            (f"error: --classifier {run} is a finetuning run directory, not a model: give {advice}: python "
+             f"scripts/export.py {run} (writes {run}/model)")]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--examples", "-3"], "error: argument --examples: must be at least 0, not -3"),
+    (["--batch-size", "0"], "error: argument --batch-size: must be at least 1, not 0"),
+    (["--k", "0"], "error: argument --k: must be at least 1, not 0"),
+    (["--ns", "1024", "-5"], "error: argument --ns: must be at least 1, not -5"),
+])
+def test_a_count_below_its_least_is_refused_naming_its_flag(classifier, tmp_path, capsys, argv, line):
+    with pytest.raises(SystemExit) as stop:
+        load_script("long_inputs").main(["--classifier", classifier, *argv, "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == line
+    assert list(tmp_path.iterdir()) == []
+
+
 def _result(labels, rows):
     def row(name, n, attention, preds, extra):
         correct = (np.asarray(preds) == labels).astype(float)
@@ -190,6 +248,30 @@ def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_
     assert read_json(tmp_path / "b.json") == read_json(tmp_path / "a.json")
     with pytest.raises(ConfigError, match="has no header: measure again"):
         long_inputs.render({"rows": []}, str(tmp_path / "c"))
+
+
+def test_render_says_what_is_wrong_with_its_file_and_which_flag_is_missing(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not json\n")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    script = load_script("long_inputs")
+    for argv, line in (
+            (["--render", str(tmp_path / "nope.json")],
+             (f"error: --render {tmp_path / 'nope.json'}: no such file: give the <out>.json of an earlier "
+              "scripts/long_inputs.py run.")),
+            (["--render", str(tmp_path / "notes.txt")],
+             (f"error: --render {tmp_path / 'notes.txt'} is not JSON (Expecting value: line 1 column 1 (char 0)): "
+              "give the <out>.json of an earlier scripts/long_inputs.py run.")),
+            (["--render", str(tmp_path / "list.json")],
+             (f"error: --render {tmp_path / 'list.json'} holds a JSON list, not a report: give the <out>.json of an "
+              "earlier scripts/long_inputs.py run.")),
+            ([], "error: one of the arguments --classifier --render is required"),
+            (["--render", "x.json", "--classifier", "c"],
+             "error: argument --classifier: not allowed with argument --render")):
+        with pytest.raises(SystemExit) as stop:
+            script.main([*argv, "--out", str(tmp_path / "r")])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines()[0] == line  # and nothing else before it
+    assert not list(tmp_path.glob("r.*"))
 
 
 def test_a_report_at_one_n_plots_one_row_per_model_in_the_tables_order(monkeypatch, tmp_path):

@@ -56,3 +56,14 @@ def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_r
     assert pretrained_run.name in md and "| sst2 | 16 |" in md
     with pytest.raises(CheckpointError, match="holds no model"):
         probe([str(tmp_path)], ["sst2"], data_mirror=str(tmp_path / "mirror"))
+
+
+@pytest.mark.parametrize("examples", ["0", "-3", "1"])
+def test_fewer_than_two_examples_are_refused_naming_the_flag(examples, tmp_path, capsys):
+    """The spread is a standard deviation across inputs: one example has none, none gives no table."""
+    from ..conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("cls_probe").main([str(tmp_path), "--examples", examples])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == f"error: argument --examples: must be at least 2, not {examples}"

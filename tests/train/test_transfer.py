@@ -19,6 +19,7 @@ from linformer.modeling.card import read_card_info
 from linformer.modeling.loading import weights_sha256
 from linformer.train.transfer import transfer
 
+from ..conftest import load_script
 from .conftest import _synthetic_corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,8 +231,8 @@ def test_fidelity_measures_against_the_source_not_the_model_s_own_weights(bert_s
     model.save_pretrained(tmp_path / "moved")
     AutoTokenizer.from_pretrained(bert_source["source"]).save_pretrained(tmp_path / "moved")
     models = {"moved": str(tmp_path / "moved")}
-    itself = measure(models, bert_source["corpus"], [N], blocks=2)["moved"][N]
-    source = measure(models, bert_source["corpus"], [N], blocks=2, source=bert_source["source"])["moved"][N]
+    itself = measure(models, bert_source["corpus"], [N], blocks=2)[0]["moved"][N]
+    source = measure(models, bert_source["corpus"], [N], blocks=2, source=bert_source["source"])[0]["moved"][N]
     assert max(itself) < 1e-5 and min(source) > 1e-3
 
 
@@ -248,6 +249,52 @@ def test_fidelity_refuses_lengths_above_n_and_a_corpus_of_another_vocabulary(ber
     other.save_pretrained(tmp_path / "lin")
     with pytest.raises(CorpusError, match="vocabulary differs"):
         measure({"k=8": str(tmp_path / "lin")}, bert_source["corpus"], [8], blocks=2)
+
+
+def test_fidelity_refuses_a_source_of_another_width_naming_it(bert_source, tmp_path, capsys):
+    """A model converted from another encoder than --source: its hidden states cannot be compared layer by layer
+    (they used to fail inside the comparison with a tensor size mismatch)."""
+    from linformer.modeling.convert import convert_encoder
+
+    convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
+    wide = BertConfig.from_pretrained(bert_source["source"])
+    wide.hidden_size, wide.intermediate_size = 48, 96
+    BertModel(wide).save_pretrained(tmp_path / "wide")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        load_script("fidelity").main([f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"], "--source",
+                                      str(tmp_path / "wide"), "--lengths", "16", "--blocks", "2",
+                                      "--out", str(tmp_path / "fid")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1:] == [  # after transformers' progress bar of the model's load
+        (f"error: --source {tmp_path / 'wide'}: {tmp_path / 'lin'} was not converted from it, they differ in "
+         "hidden_size 32 against 48: give the encoder it was converted from, or --self-reference")]
+    assert not list(tmp_path.glob("fid.*"))
+
+
+def test_fidelity_refuses_a_label_given_twice(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script("fidelity").main(["a=one", "a=two", "--corpus", str(tmp_path), "--self-reference",
+                                      "--out", str(tmp_path / "fid")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the label 'a' is given twice (a=one and a=two): give each model its own label"]
+
+
+def test_fidelity_says_and_records_how_many_blocks_it_measured(bert_source, tmp_path, capsys):
+    from linformer.data import load_prepared
+    from linformer.modeling.convert import convert_encoder
+
+    held_out = len(load_prepared(bert_source["corpus"], None)["validation"])
+    convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
+    capsys.readouterr()
+    assert load_script("fidelity").main([f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"],
+                                         "--self-reference", "--lengths", "16", "--blocks", "100000",
+                                         "--out", str(tmp_path / "fid")]) == 0
+    assert (f"--blocks 100000: {bert_source['corpus']} holds {held_out} validation blocks; measured on those"
+            in capsys.readouterr().out)
+    assert json.loads((tmp_path / "fid.json").read_text())["blocks"] == held_out
+    assert f"on {held_out} held-out corpus blocks cut to each length" in (tmp_path / "fid.md").read_text()
 
 
 @pytest.mark.parametrize("start", ["converted", "source"])

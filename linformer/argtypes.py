@@ -1,0 +1,23 @@
+"""argparse value types the flag-taking scripts share: a count or a size is checked where argparse reads it, so that a
+value no measurement can run with is argparse's one `error: argument --flag: ...` line (linformer.cli.ArgumentParser,
+exit 2), not a traceback far from the flag that caused it."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least `minimum` (a count of examples or blocks, a length, a k)."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return whole_number
