@@ -69,6 +69,10 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         return str(p)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
+    if (p / "best" / "config.json").is_file():  # a finetuning run: its reported model is best/
+        raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {p}/best "
+                              f"(the model its validation chose), or save its final model with "
+                              f"{shell_command('python', 'scripts/export.py', p)} (writes {p}/model).")
     if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run stopped before it saved model/
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
                               f"last step?): continue it with its own command, or save a checkpoint as a model with "

@@ -36,6 +36,13 @@ def test_path_without_a_model_is_a_checkpoint_error(tmp_path, name):
         resolve_model_path(str(tmp_path))  # exists, but no config.json
 
 
+def test_a_finetuning_run_directory_points_to_its_best_model(tmp_path):
+    (tmp_path / "best").mkdir()
+    (tmp_path / "best" / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=rf"is a finetuning run directory, not a model: give {tmp_path}/best "):
+        resolve_model_path(str(tmp_path))
+
+
 def test_a_run_stopped_before_its_model_points_to_export(tmp_path):
     (tmp_path / "checkpoints" / "step-00000004").mkdir(parents=True)
     (tmp_path / "config.yaml").write_text("seed: 0\n")
