@@ -157,7 +157,7 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         f"{m.get('memory_gib', '?')} GiB){competing(m)}{thread_policy(m)}, device `{m.get('device')}`"
         + (f" ({m['gpu']})" if "gpu" in m else "")
         + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
-        (f"Model: base width ({s.hidden} hidden, {s.heads} heads, FFN {s.ffn}), {s.layers} layers, "
+        (f"Model: {s.hidden} hidden, {s.heads} heads, FFN {s.ffn}, {s.layers} layers, "
         + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
            else f"batch {s.batch_size}") + f", {s.dtype}"
         + (f" (full attention and the Linformer also in {reference(s)})" if reference(s) else "")
@@ -344,7 +344,7 @@ def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
          "from `linformer/modeling/flops.py` (`training_flops_per_token`: 3x the forward's matmuls): each model is "
          "credited with what it executes - ours with its own count (the Linformer's with k; the MLM head on the "
          "batch's labelled fraction with sparse logits, on every token with full logits), HF RoBERTa with the "
-         "full-attention count and the head on every token (mlm_fraction = 1.0). MFU says how busy the GPU is; "
+         "full-attention count and the head on every token (mlm_fraction = 1.0). MFU says how busy the device is; "
          "\"vs HF RoBERTa\" (tokens/s ratio) says how much faster the same tokens train."),
     ]
 
