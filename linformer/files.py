@@ -254,11 +254,12 @@ def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | N
     return None if other is None else f"is {other}"
 
 
-def check_writable(path: str | Path) -> None:
-    """OutputPathError where `path` cannot be written into its folder (or the nearest folder on the way that
-    exists, where the missing ones would be made): a file in the way, a read-only file system, no write permission.
-    Checked before the work, which would otherwise end in an error naming a temporary after it (a benchmark's grid)."""
-    folder = Path(path).absolute().parent
+def check_writable(path: str | Path, inside: bool = False) -> None:
+    """OutputPathError where `path` cannot be written into its folder (`inside`: where files cannot be written into
+    the folder `path`), or the nearest folder on the way that exists, where the missing ones would be made: a file in
+    the way, a read-only file system, no write permission. Checked before the work, which would otherwise end in an
+    error naming a temporary after it (a benchmark's grid)."""
+    folder = Path(path).absolute() if inside else Path(path).absolute().parent
     while not os.path.lexists(folder) and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():

@@ -25,7 +25,7 @@ from pathlib import Path
 from .cli import compose
 from .data.io import resolve_path
 from .errors import OutputPathError
-from .files import listing, output_dir_occupant
+from .files import check_writable, listing, output_dir_occupant
 from .rundir import not_a_run
 from .version import __version__
 
@@ -184,6 +184,7 @@ def check_plan(argvs: Iterable[Sequence[str]]) -> None:
             if why:
                 raise OutputPathError(f"{path} {why}: {script} would write there ({kind}). Choose another output "
                                       "path, or move those files away; nothing was started.")
+            check_writable(path, inside=kind == FILES)
 
 
 __all__ = ["COMMANDS", "Command", "Output", "check_plan", "foreign", "job_outputs"]

@@ -14,8 +14,9 @@ from pathlib import Path
 from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
-from ..errors import ConfigError
+from ..errors import ConfigError, LinformerError
 from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
+from ..output_rule import check_plan
 
 REPO = repo_root()
 
@@ -30,10 +31,12 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     if not report_only:
         try:
             check_task_files(tasks_to_run(plan), default_data_mirror())
-        except FileNotFoundError as err:
+            if dry_run:  # what the run would refuse first: its outputs (run_jobs checks them before the first job)
+                check_plan(s.argv for s in wanted(plan, {s.name for s in plan if s.finished}))
+        except (FileNotFoundError, LinformerError) as err:
             if not dry_run:
                 raise  # before the first job, not at the finetuning that needs the data after its pretraining
-            print(f"warning: {err}", file=sys.stderr)
+            print(f"warning: the run would stop here: {err}", file=sys.stderr)
     if dry_run:
         return 0
     times: dict[str, float] = {}

@@ -46,10 +46,20 @@ def test_a_plan_whose_finetuning_data_is_missing_stops_before_its_first_job(tmp_
     under = tmp_path / "under"
     args = ["--tasks", "sst2,imdb,qnli", "--under", str(under)]
     assert reproduce_scratch.main([*args, "--dry-run"]) == 0
-    assert f"warning: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
+    assert f"warning: the run would stop here: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
         reproduce_scratch.main(args)
     assert stop.value.code == 2 and f"error: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
     assert not under.exists()  # no job started
     assert frontend.tasks_to_run(reproduce_scratch.exp.plan(reproduce_scratch.exp.PROFILES["toy"], under=under)) == [
         "sst2", "imdb"]
+
+
+def test_a_dry_run_says_where_the_run_would_be_refused(tmp_path, capsys):
+    """--under a file passed a dry run, and the real run was refused: the dry run now makes the run's output check."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import reproduce_scratch
+
+    (tmp_path / "afile").write_text("x")
+    assert reproduce_scratch.main(["--dry-run", "--under", str(tmp_path / "afile")]) == 0
+    assert f"warning: the run would stop here: {tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
