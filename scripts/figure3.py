@@ -7,8 +7,9 @@ of one k over several n, full attention beside them: python scripts/figure3.py -
 across n. argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
+import sys
 
-from linformer.cli import ArgumentParser, cli_errors
+from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.report.figure3 import figure3, figure3_lines
 
 if __name__ == "__main__":
@@ -20,6 +21,7 @@ if __name__ == "__main__":
                    help="a: several k at one n (default); d: one k over several n")
     args = p.parse_args()
     with cli_errors():
-        data = figure3(args.runs, args.out, args.overwrite, panel=args.panel)
+        data = figure3(args.runs, args.out, args.overwrite, panel=args.panel,
+                       command=shell_command("python", "scripts/figure3.py", *sys.argv[1:]))
     print(f"figure 3: {len(data['runs'])} runs -> {args.out}.json, {args.out}.png")
     print("\n".join(figure3_lines(data)))

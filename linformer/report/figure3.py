@@ -43,6 +43,7 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
         rows.append({"label": label(run), "run_dir": str(run.path), "attention": key["attention"], "k": key["k"],
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
+                     "device": run.results.get("device"),  # the machine it trained on, in words
                      "unigram_val_ppl": run.results.get("unigram_val_ppl"),
                      "final_val_ppl": ppl[-1], "curve": {"step": steps, "val_ppl": ppl}})
     return rows
@@ -133,11 +134,14 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     return data
 
 
-def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, panel: str = "a") -> dict[str, Any]:
+def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, panel: str = "a",
+            command: str | None = None) -> dict[str, Any]:
     """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
-    `paths`; returns the data."""
+    `paths`; returns the data. The JSON records `command` (the command line that made it) and each run's device."""
     runs = [load_run(p) for p in find_runs(named_paths(paths), strict=True)]
     data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
+    if command:
+        data["command"] = command
     out = Path(out)
     files = [out.with_suffix(".json"), out.with_suffix(".png")]
     record = {"runs": [r["run_dir"] for r in data["runs"]], **({"panel": panel} if panel != "a" else {})}

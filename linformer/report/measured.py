@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shlex
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..cli import cli_errors
+from ..cli import cli_errors, shell_command
 from ..data.io import path_root
 from ..devices import device_name
 from ..files import file_record, made_by, output_files
@@ -58,7 +57,7 @@ def provenance(script: str, started: float) -> tuple[str, list[str]]:
     (time.perf_counter)."""
     import torch
 
-    command = shlex.join(["python", script, *sys.argv[1:]])
+    command = shell_command("python", script, *sys.argv[1:])
     machine = f"Machine: {machine_words(torch.device('cpu'), started)}."
     return command, [machine, f"Command: `{command}`"]
 

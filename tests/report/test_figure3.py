@@ -74,9 +74,13 @@ def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path):  # noq
                                   f"model.attention={attention}", f"run_name={name}"), run)
         runs.append(run)
     out = tmp_path / "fig" / "figure3"
-    data = figure3([str(r) for r in runs], out)
+    data = figure3([str(r) for r in runs], out, command="python scripts/figure3.py full k8 --out fig/figure3")
     saved = json.loads(out.with_suffix(".json").read_text())
     assert saved["runs"][0]["label"] == "full attention" and saved["runs"][1]["k"] == 8
+    # where it came from: the command, and the machine each run trained on
+    assert saved["command"] == "python scripts/figure3.py full k8 --out fig/figure3"
+    assert all(r["device"] and r["device"] == json.loads((run / "summary.json").read_text())["device"]
+               for r, run in zip(saved["runs"], runs))
     assert saved["runs"][1]["curve"]["step"] == [0, 2, 4] and data["reference_val_ppl"] == saved["reference_val_ppl"]
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert saved["unigram_val_ppl"] > 1  # the full-attention run's reference, drawn in the plot
