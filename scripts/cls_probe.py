@@ -5,14 +5,15 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 (linformer/report/cls_probe.py). argparse, not Hydra: the runs are shell-expanded paths.
 """
 
-import shlex
 import sys
+import time
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
+from linformer.report.measured import provenance
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,9 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)
+    started = time.perf_counter()
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
         rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
-        md = to_markdown(rows, shlex.join(["python", "scripts/cls_probe.py", *sys.argv[1:]]))
+        command, (machine, _) = provenance("scripts/cls_probe.py", started)
+        md = to_markdown(rows, command, machine)
         print(md)
         if args.out:
             atomic_write(args.out, md)

@@ -4,8 +4,8 @@ python scripts/fidelity.py LABEL=MODEL_DIR ... --source minilm --corpus data/pro
 Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
 """
 
-import shlex
 import sys
+import time
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="held-out blocks (default 16; the corpus's validation split may hold fewer)")
     measured.add_output_options(ap, "fidelity")
     args = ap.parse_args(argv)
+    started = time.perf_counter()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         models = {label: resolve_model_path(path) for label, path in fidelity.labelled(args.models).items()}
         source = None if args.self_reference else resolve_model_path(args.source, "--source")
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         if blocks < args.blocks:
             print(f"--blocks {args.blocks}: {args.corpus} holds {blocks} validation blocks; measured on those")
         reference = fidelity.SELF_REFERENCE if source is None else f"{args.source} with full attention"
-        fidelity.write_report(errors, args.out, shlex.join(["python", "scripts/fidelity.py", *sys.argv[1:]]),
-                              reference, blocks)
+        command, (machine, _) = measured.provenance("scripts/fidelity.py", started)
+        fidelity.write_report(errors, args.out, command, reference, blocks, machine)
     measured.show(args.out)
     return 0
 

@@ -67,9 +67,9 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
     return rows
 
 
-def to_markdown(rows: list[dict], command: str) -> str:
+def to_markdown(rows: list[dict], command: str, machine: str = "") -> str:
     lines = ["# <s> before finetuning: attention entropy and spread across inputs", "",
-             f"Command: `{command}`", "",
+             *([machine] if machine else []), f"Command: `{command}`", "",
              ("Entropy of <s>'s attention per layer in nats (its maximum, uniform attention, in brackets); "
              "spread = ||std|| / ||mean|| of the final <s> state over the examples (0 = the same vector for "
              "every input)."), "",

@@ -105,13 +105,13 @@ def check_same_shape(model, reference, path: str, source: str) -> None:
 
 
 def to_markdown(errors: dict, command: str, png: str | None, reference: str = SELF_REFERENCE,
-                blocks: int | None = None) -> str:
+                blocks: int | None = None, machine: str = "") -> str:
     title = "Fidelity to the source" if reference != SELF_REFERENCE else "What the projection changes"
     held_out = "held-out corpus blocks" if blocks is None else f"{blocks} held-out corpus blocks"
     lines = [f"# {title} by input length", "",
              (f"Relative error ||linformer - reference|| / ||reference|| of each layer's output; the reference is "
               f"{reference}; on {held_out} cut to each length."), "",
-             f"Command: `{command}`", ""]
+             *([machine] if machine else []), f"Command: `{command}`", ""]
     for label, by_length in errors.items():
         layers = len(next(iter(by_length.values())))
         lines += [f"## {label}", "", "| tokens | " + " | ".join(f"layer {i}" for i in range(layers)) + " |",
@@ -143,8 +143,8 @@ def plot(errors: dict, out_png: str | Path) -> Path:
 
 
 def write_report(errors: dict, out: str, command: str, reference: str = SELF_REFERENCE,
-                 blocks: int | None = None) -> None:
+                 blocks: int | None = None, machine: str = "") -> None:
     png = plot(errors, f"{out}.png")
-    atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference, blocks))
-    write_json(f"{out}.json", {"command": command, "reference": reference, "blocks": blocks,
+    atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference, blocks, machine))
+    write_json(f"{out}.json", {"command": command, "machine": machine, "reference": reference, "blocks": blocks,
                                "errors": {k: {str(L): e for L, e in v.items()} for k, v in errors.items()}})

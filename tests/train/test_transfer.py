@@ -293,8 +293,10 @@ def test_fidelity_says_and_records_how_many_blocks_it_measured(bert_source, tmp_
                                          "--out", str(tmp_path / "fid")]) == 0
     assert (f"--blocks 100000: {bert_source['corpus']} holds {held_out} validation blocks; measured on those"
             in capsys.readouterr().out)
-    assert json.loads((tmp_path / "fid.json").read_text())["blocks"] == held_out
+    saved = json.loads((tmp_path / "fid.json").read_text())
+    assert saved["blocks"] == held_out and saved["machine"].startswith("Machine: CPU")  # where it was measured
     assert f"on {held_out} held-out corpus blocks cut to each length" in (tmp_path / "fid.md").read_text()
+    assert saved["machine"] in (tmp_path / "fid.md").read_text()
 
 
 @pytest.mark.parametrize("start", ["converted", "source"])
