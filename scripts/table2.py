@@ -6,6 +6,10 @@ from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.report.table2 import LAYOUTS, write_report
 
+# the options that only some layouts read
+LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--no-measure": ("pretrained",),
+                  "--no-by-length": ("pretrained",)}
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
@@ -30,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
                          "and layout)")
     args = ap.parse_args(argv)
+    for flag, layouts in LAYOUT_OPTIONS.items():  # else ignored without a word
+        if getattr(args, flag[2:].replace("-", "_")) and args.layout not in layouts:
+            ap.error(f"{flag} applies to --layout {' or '.join(layouts)}, not {args.layout}")
     with cli_errors():
         profile = args.profile or {"scratch": "toy"}.get(args.layout, "cpu")
         write_report(args.runs, args.out, args.layout, profile, args.hardware, args.command,

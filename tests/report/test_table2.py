@@ -186,3 +186,18 @@ def test_the_columns_follow_the_task_registry():
     lines = table2.to_markdown([row], "cpu", "cmd").splitlines()
     assert "| model | pretrained | SST-2 | IMDB | QNLI | QQP acc (F1) | avg |" in next(x for x in lines if x.startswith("| model"))
     assert "| full | yes | 90.1 | 88.0 | - | 85.5 (80.2) | 87.90 |" in next(x for x in lines if x.startswith("| full"))
+
+
+@pytest.mark.parametrize("args, flag, layouts", [
+    (["--profile", "gpu"], "--profile", "pretrained or scratch"),
+    (["--layout", "scratch", "--no-measure"], "--no-measure", "pretrained"),
+    (["--no-by-length"], "--no-by-length", "pretrained"),
+])
+def test_an_option_of_another_layout_is_refused_not_ignored(tmp_path, capsys, args, flag, layouts):
+    from tests.conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("table2").main([str(tmp_path), *args])
+    assert stop.value.code == 2
+    layout = args[args.index("--layout") + 1] if "--layout" in args else "paper"
+    assert capsys.readouterr().err.startswith(f"error: {flag} applies to --layout {layouts}, not {layout}\n")
