@@ -43,8 +43,18 @@ PAPER = {
 def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files)."""
-    dirs = find_runs([p.parent if p.name == RESULTS else p for p in named_paths(patterns)])
-    return [r for r in (RunRecord(d, "finetune").results() for d in dirs) if r]
+    return [r for r in (RunRecord(d, "finetune").results() for d in _run_dirs(patterns)) if r]
+
+
+def unfinished_runs(patterns: list[str]) -> list[str]:
+    """The run directories at or under the paths or globs that hold no results.json yet (running, stopped or
+    failed): the table leaves them out, and says so."""
+    records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
+    return [str(r.dir) for r in records if r.info().get("stage") == "finetune" and not r.results()]
+
+
+def _run_dirs(patterns: list[str]) -> list[Path]:
+    return find_runs([p.parent if p.name == RESULTS else p for p in named_paths(patterns)])
 
 
 def _column(r: dict) -> str | None:
@@ -233,8 +243,11 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
     rows = build_rows(results)
     hardware = hardware or detect_hardware()
     command = command or shlex.join(["python", *sys.argv])
-    atomic_write(f"{out}.md", to_markdown(rows, hardware, command))
-    data = to_json(rows, hardware, command)
+    unfinished = unfinished_runs(runs)
+    note = "" if not unfinished else (f"\nLeft out: {len(unfinished)} run(s) without results.json (still running, "
+                                      f"stopped or failed): {', '.join(unfinished)}.\n")
+    atomic_write(f"{out}.md", to_markdown(rows, hardware, command) + note)
+    data = to_json(rows, hardware, command) | ({"unfinished": unfinished} if unfinished else {})
     write_json(f"{out}.json", data)
     return data
 

@@ -96,6 +96,7 @@ def test_table2_from_synthetic_runs(tmp_path, capsys):
     md = out.with_suffix(".md").read_text()
     assert "85.0 (80.0)" in md and "not QNLI dev" in md and "test-cpu" in md and "~Linformer, 128, shared kv" in md
     assert "+10.0 points" in md  # pretraining gain on SST-2
+    assert "Left out" not in md and "unfinished" not in data
     # the same runs again: rebuilt; a table of other runs at the same path: refused, the earlier one kept
     assert main([str(runs / "*"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"]) == 0
     capsys.readouterr()
@@ -201,3 +202,17 @@ def test_an_option_of_another_layout_is_refused_not_ignored(tmp_path, capsys, ar
     assert stop.value.code == 2
     layout = args[args.index("--layout") + 1] if "--layout" in args else "paper"
     assert capsys.readouterr().err.startswith(f"error: {flag} applies to --layout {layouts}, not {layout}\n")
+
+
+def test_a_finetuning_run_without_results_is_named_as_left_out(tmp_path):
+    """A run still running (or stopped, or failed) has no results.json: it is no row, and the report says so."""
+    runs = tmp_path / "runs"
+    _run(runs, "a", "sst2", 0.80, attention="full", sharing="headwise")
+    (runs / "busy").mkdir()
+    (runs / "busy" / "metrics.jsonl").write_text('{"step": 1, "time": 1.0, "loss": 0.7}\n')
+    (runs / "busy" / "run.json").write_text(json.dumps({"stage": "finetune", "status": "running"}))
+    out = tmp_path / "t"
+    assert main([str(runs), "--out", str(out), "--hardware", "cpu", "--command", "x"]) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["unfinished"] == [str(runs / "busy")]
+    assert (f"Left out: 1 run(s) without results.json (still running, stopped or failed): {runs / 'busy'}."
+            in out.with_suffix(".md").read_text())
