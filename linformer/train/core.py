@@ -39,9 +39,9 @@ from .. import errors
 from ..cli import shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
-from ..files import atomic_dir
+from ..files import atomic_dir, flatten
 from ..runconfig import RunSpec, TrainerSettings
-from ..rundir import MetricsWriter, RunRecord, identity_diff, reported_scalars
+from ..rundir import MetricsWriter, RunRecord, identity, identity_diff, reported_scalars
 from ..signals import handling
 from . import checkpoint as ckpt
 from .common import (
@@ -591,7 +591,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     config = spec.config | data_identity(spec.corpus)
     with claimed_run(accelerator, record, config, settings) as start:
         if start.status == "complete":
-            return already_complete(record)
+            return already_complete(record, config)
         seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
@@ -611,10 +611,16 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         return trainer.fit(eval_at_start=settings.eval_at_start)
 
 
-def already_complete(record: RunRecord) -> dict[str, Any]:
-    """A rerun of a finished run with the same settings: say so and return what it recorded."""
+def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
+    """A rerun of a finished run with the same settings: say so, and which operational settings given now differ
+    from its own (a finished run applies none: its max_eval_examples, say, stays what scored it), and return what it
+    recorded."""
     summary = record.summary()
-    print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, same settings): nothing to do. "
-          "Choose another run_name to train again, or raise trainer.max_steps with "
+    recorded, given = flatten(record.config()), flatten(config)
+    differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
+              if recorded.get(k) != given.get(k) and k not in identity(config)]
+    unapplied = f" Not applied to the finished run: {'; '.join(differ)}." if differ else ""
+    print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
+          f"do.{unapplied} Choose another run_name to train again, or raise trainer.max_steps with "
           "trainer.allow_config_change=[trainer.max_steps] to train it further.", file=sys.stderr)
     return record.results() or summary

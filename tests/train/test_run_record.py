@@ -55,8 +55,13 @@ def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_
     before = _snapshot(run)
     capsys.readouterr()
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_every=2"), run)  # operational key
-    assert "already complete" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "already complete (4 steps, the same run settings)" in err
+    # what it did not apply is named: the finished run keeps what made its results
+    assert "Not applied to the finished run: trainer.eval_every: " in err and "-> 2." in err
     assert _snapshot(run) == before
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert "Not applied" not in capsys.readouterr().err
 
 
 def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path):
