@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                          "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
     args = ap.parse_args(argv)
     with cli_errors():
-        profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks else None)
+        profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks is not None else None)
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if args.rows is not None and args.rows < 1:
             raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")

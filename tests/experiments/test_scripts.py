@@ -63,3 +63,12 @@ def test_a_dry_run_says_where_the_run_would_be_refused(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     assert reproduce_scratch.main(["--dry-run", "--under", str(tmp_path / "afile")]) == 0
     assert f"warning: the run would stop here: {tmp_path / 'afile'} is a file, not a folder" in capsys.readouterr().err
+
+
+def test_an_empty_task_list_is_refused_not_read_as_the_default(capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import reproduce_scratch
+
+    with pytest.raises(SystemExit) as stop:
+        reproduce_scratch.main(["--dry-run", "--tasks", ""])
+    assert stop.value.code == 2 and "has no recipe for ''" in capsys.readouterr().err
