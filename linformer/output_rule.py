@@ -184,7 +184,8 @@ def check_plan(argvs: Iterable[Sequence[str]]) -> None:
             if why:
                 raise OutputPathError(f"{path} {why}: {script} would write there ({kind}). Choose another output "
                                       "path, or move those files away; nothing was started.")
-            check_writable(path, inside=kind == FILES)
+            # a folder of files, or a run directory that exists, is written into; anything else is made beside
+            check_writable(path, inside=kind == FILES or (kind == RUN and path.is_dir()))
 
 
 __all__ = ["COMMANDS", "Command", "Output", "check_plan", "foreign", "job_outputs"]

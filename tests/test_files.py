@@ -216,3 +216,16 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_pa
         with pytest.raises(OutputPathError, match=rf"^{locked} cannot be written \(a read-only file system"):
             check()
     check_output_files([tmp_path / "out" / "table.md"], A)  # a writable folder on the way: fine
+
+
+def test_a_folder_written_into_is_checked_itself_not_its_parent(tmp_path, monkeypatch):
+    """A run directory that exists is written into: a parent that cannot be written does not matter to it."""
+    from linformer.files import check_writable
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: real(p, mode) and Path(p) != run.parent)
+    check_writable(run, inside=True)
+    with pytest.raises(OutputPathError, match=rf"^{run.parent} cannot be written"):
+        check_writable(run)  # made beside: its parent must be written
