@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local-windows", type=int, nargs="*", default=[],
                     help="also measure the converted policy with exact local keys of these windows (w) beside the "
                          "projected ones, and the global tokens of --global-positions")
-    ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
+    ap.add_argument("--global-positions", type=int, nargs="*", default=None,
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
     ap.add_argument("--local-only", action="store_true",
                     help="measure only the converted policy and its --local-windows rows")
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                          "inference adds to the error")
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
+    if args.global_positions is not None and not args.local_windows:  # else ignored without a word
+        ap.error("--global-positions sets the global tokens of the --local-windows rows: name at least one window")
+    args.global_positions = [0, -1] if args.global_positions is None else args.global_positions
     with measured.report_outputs(args, "length_policy"):
         for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
             if count < 0:

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=at_least(1), default=4)
     ap.add_argument("--local-windows", type=int, nargs="*", default=[],
                     help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
-    ap.add_argument("--global-positions", type=int, nargs="*", default=[0, -1],
+    ap.add_argument("--global-positions", type=int, nargs="*", default=None,
                     help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
     ap.add_argument("--landmarks", action="store_true",
                     help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
+    if args.global_positions is not None and not args.local_windows:  # else ignored without a word
+        ap.error("--global-positions sets the global tokens of the --local-windows rows: name at least one window")
+    args.global_positions = [0, -1] if args.global_positions is None else args.global_positions
     with measured.report_outputs(args, "long_inputs"):
         if args.render is not None:
             long_inputs.render(long_inputs.read_measured(args.render), args.out)

@@ -178,3 +178,13 @@ def test_split_train_measures_train_reviews_never_the_test_ones_and_records_the_
         md = out.with_suffix(".md").read_text()
         assert f"imdb {6 if split == 'train' else 7} {split} examples" in md
         assert ("none whose text is also in its test split" in md) == (split == "train")
+
+
+@pytest.mark.parametrize("script, argv", [("length_policy", []), ("long_inputs", ["--classifier", "x"])])
+def test_global_positions_without_windows_are_refused_not_ignored(script, argv, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        load_script(script).main([*argv, "--global-positions", "7", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == ("error: --global-positions sets the global tokens of the "
+                                                       "--local-windows rows: name at least one window")
+    assert list(tmp_path.iterdir()) == []
