@@ -9,7 +9,6 @@ of validation text, per layer and head, plot it (Figure 1 left) and draw c_k as 
 
 from __future__ import annotations
 
-import gzip
 import logging
 import random
 import time
@@ -20,6 +19,7 @@ import torch
 
 import linformer  # noqa: F401  (registers the Auto classes)
 from linformer.data.corpus import load_prepared
+from linformer.data.io import checked_lines
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
@@ -64,14 +64,13 @@ def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int
     Paragraphs of the first `max_lines` lines are tokenized and joined by `</s>` into one stream; windows start
     at seeded random positions without overlap. Raw text is not held out from training: prefer a prepared
     corpus's validation split (`windows_from_corpus`) where there is one."""
-    opener = gzip.open if str(text_path).endswith(".gz") else open
     lines = []
-    with opener(text_path, "rt", encoding="utf-8", errors="replace") as f:
-        for i, line in enumerate(f):
-            if i >= max_lines:
-                break
-            if line.strip():
-                lines.append(line.strip())
+    # read as the corpus and the tokenizer read text: a binary file is one error line naming it
+    for i, line in enumerate(checked_lines(str(text_path), False, {"replaced_chars": 0, "skipped_bad_rows": 0})):
+        if i >= max_lines:
+            break
+        if line.strip():
+            lines.append(line.strip())
     # <s> ... </s> (RoBERTa, ours), or [CLS] ... [SEP] (BERT, whose tokenizer has neither bos nor eos)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id

@@ -5,6 +5,7 @@ import sys
 import pytest
 import torch
 
+from linformer.errors import CorpusError
 from linformer.report.spectrum import (
     analyze_spectrum,
     attention_spectrum,
@@ -105,6 +106,10 @@ def test_windows_from_text(tmp_path):
     assert (ids[:, 0] == 0).all() and (ids[:, -1] == 2).all()
     with pytest.raises(ValueError, match="fewer than one window"):
         windows_from_text(_CharTokenizer(), path, n=4096, num_windows=1, max_lines=1)
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"text\n\x00\x01\x02 bytes\n")  # read as the corpus reads text: a binary file is refused
+    with pytest.raises(CorpusError, match=rf"{binary}:2: malformed line \(NUL byte; binary file\?\)"):
+        windows_from_text(_CharTokenizer(), binary, n=16, num_windows=1)
 
 
 def test_corpus_of_another_tokenizer_is_refused(tmp_path):
