@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from .cli import shell_command
 from .output_rule import check_plan
 from .signals import sigterm_interrupts
 
@@ -235,7 +235,7 @@ class _Runner:
             self._write(prefix + line)
 
     def start(self, s: Job) -> None:
-        line = shlex.join(s.argv)
+        line = shell_command(*s.argv)
         log, reader = None, None
         if self.stream is not None:
             prefix = f"[{s.name}] " if self.jobs > 1 else ""
@@ -304,7 +304,7 @@ class _Runner:
                 s.keep()
             if rc != 0 or (s.done is not None and not s.finished):
                 why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
-                self.failures.append(f"{name}: {why}{where}\n  command: {shlex.join(s.argv)}")
+                self.failures.append(f"{name}: {why}{where}\n  command: {shell_command(*s.argv)}")
                 print(f"[failed] {name}: {why}{where}", flush=True)
             else:
                 self.finished.add(name)

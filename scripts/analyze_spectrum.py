@@ -1,11 +1,10 @@
 """Figure 1: python scripts/analyze_spectrum.py model_path=outputs/pretrain/<run>/model [corpus_dir=...] [k=32]"""
 
-import shlex
 import sys
 
 from omegaconf import DictConfig
 
-from linformer.cli import hydra_main
+from linformer.cli import hydra_main, shell_command
 from linformer.report.spectrum import analyze_spectrum
 from linformer.runconfig.data import SpectrumSpec
 
@@ -13,7 +12,7 @@ from linformer.runconfig.data import SpectrumSpec
 @hydra_main("spectrum")
 def main(cfg: DictConfig) -> None:
     spec = SpectrumSpec.read(cfg)
-    r = analyze_spectrum(**spec.arguments(), command=shlex.join(["python", "scripts/analyze_spectrum.py", *sys.argv[1:]]))
+    r = analyze_spectrum(**spec.arguments(), command=shell_command("python", "scripts/analyze_spectrum.py", *sys.argv[1:]))
     print(f"n={r['n']} k={r['k']}: cumulative value at k per layer {r['mean_value_at_k_per_layer']}; "
           f"wrote {spec.out_dir}/{spec.prefix}.json and {', '.join(r['plots'])}")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shlex
 import shutil
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ..cli import compose
+from ..cli import compose, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
 from ..files import read_yaml, write_json
@@ -141,7 +140,7 @@ def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: 
         "sst2_train_examples": fin["num_train_examples"],
         "sst2_dev_examples": fin["num_eval_examples"],
         "wall_time_s": times,
-        "commands": {s.name: shlex.join(["python", *s.argv[1:]]) for s in jobs},
+        "commands": {s.name: shell_command("python", *s.argv[1:]) for s in jobs},
     }
     write_json(path, summary)
     print(f"\n==> demo summary ({path})")

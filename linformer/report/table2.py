@@ -9,12 +9,12 @@ The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside
 from __future__ import annotations
 
 import os
-import shlex
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from ..cli import shell_command
 from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
@@ -242,7 +242,7 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
         raise DataError(f"no finished finetuning runs (with {RESULTS}) at or under {', '.join(runs)}")
     rows = build_rows(results)
     hardware = hardware or detect_hardware()
-    command = command or shlex.join(["python", *sys.argv])
+    command = command or shell_command("python", *sys.argv)
     unfinished = unfinished_runs(runs)
     note = "" if not unfinished else (f"\nLeft out: {len(unfinished)} run(s) without results.json (still running, "
                                       f"stopped or failed): {', '.join(unfinished)}.\n")
@@ -277,7 +277,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
             data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
         elif layout == "scratch":
             data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
-                                              command or shlex.join(["python", *sys.argv]))
+                                              command or shell_command("python", *sys.argv))
         else:
             data = write_table2(runs, out, hardware, command)
     print(Path(f"{out}.md").read_text())
@@ -293,7 +293,7 @@ def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: st
     profile = exp.PROFILES[profile_name]
     load = os.getloadavg()[0]
     meta = {"source": f"{exp.SOURCE} (all-MiniLM-L6-v2, BertModel 6 x 384, Apache-2.0)",
-            "hardware": hardware or detect_hardware(), "command": command or shlex.join(["python", *sys.argv]),
+            "hardware": hardware or detect_hardware(), "command": command or shell_command("python", *sys.argv),
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
             "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
             "missing": exp.missing_runs(profile), "planned": sorted(exp.planned_runs(profile))}
