@@ -27,7 +27,11 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
-    show(plan, title, minutes, timing, jobs, [f"[report] {shell_command('python', 'scripts/table2.py', *report)}"])
+    report_line = f"[report] {shell_command('python', 'scripts/table2.py', *report)}"
+    if dry_run and report_only:  # the report alone: no job would run
+        print(f"{title}\n{report_line}")
+        return 0
+    show(plan, title, minutes, timing, jobs, [report_line])
     if not report_only:
         try:
             check_task_files(tasks_to_run(plan), default_data_mirror())

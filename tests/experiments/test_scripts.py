@@ -72,3 +72,12 @@ def test_an_empty_task_list_is_refused_not_read_as_the_default(capsys):
     with pytest.raises(SystemExit) as stop:
         reproduce_scratch.main(["--dry-run", "--tasks", ""])
     assert stop.value.code == 2 and "has no recipe for ''" in capsys.readouterr().err
+
+
+def test_a_dry_run_of_the_report_alone_shows_the_report_not_the_plan(capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import reproduce_scratch
+
+    assert reproduce_scratch.main(["--dry-run", "--report-only"]) == 0
+    out = capsys.readouterr().out
+    assert "[report] python scripts/table2.py" in out and "[todo" not in out and "jobs left" not in out
