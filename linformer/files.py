@@ -284,10 +284,7 @@ def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overw
                        flag: str = "--overwrite") -> None:
     """The output rule for files about to be written by `record`'s command into their folders."""
     for path in map(Path, paths):
-        if os.path.lexists(path.parent) and not path.parent.is_dir():
-            raise OutputPathError(f"{path.parent} is a regular file, not a folder for {path.name}: choose another "
-                                  "output path.")
-        check_writable(path)
+        check_writable(path)  # a file on the way (the folder itself, or one above it) included
         if path.is_dir():  # a file never replaces a directory, overwrite or not
             raise OutputPathError(f"{path} is a directory: choose another output path.")
         what = None if overwrite else output_file_occupant(path, record)

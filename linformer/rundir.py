@@ -113,6 +113,18 @@ def identity(config: Mapping) -> dict[str, Any]:
     return {k: v for k, v in flatten(config).items() if not operational(k)}
 
 
+def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | None) -> dict[str, tuple]:
+    """The changes of `diff` (identity_diff) that trainer.allow_config_change does not allow: none when it is true,
+    those it does not name when it is a list."""
+    allowed = set(diff) if allow_change is True else set(allow_change or [])
+    return {k: v for k, v in diff.items() if k not in allowed}
+
+
+def describe_changes(changes: Mapping[str, tuple]) -> str:
+    """'key: old -> new; ...' for an error line."""
+    return "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
+
+
 def is_shape_key(key: str) -> bool:
     """A model key that changes a weight's shape (SHAPE_FIELDS): a run cannot continue across it."""
     return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_FIELDS
@@ -260,22 +272,20 @@ class RunRecord:
             diff = identity_diff(recorded, config)
             shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
             if shaped:  # its checkpoint's tensors have the recorded shapes: nothing can continue from them
-                changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in shaped.items())
+                changes = describe_changes(shaped)
                 raise RunDirError(
                     f"{self.dir} holds a run of another architecture ({changes}), whose weights cannot take the new "
                     "shape: start afresh under another run_name."
                 )
-            allowed = set(diff) if allow_change is True else set(allow_change or [])
-            refused = {k: v for k, v in diff.items() if k not in allowed}
+            refused = refused_changes(diff, allow_change)
             if refused:
-                changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
-                keys = ",".join(refused)
+                changes, keys = describe_changes(refused), ",".join(refused)
                 raise RunDirError(
                     f"{self.dir} holds a run with other settings ({changes}).{_format_note(recorded, config, refused)}"
                     f" Choose another run_name, or continue this run with these settings by adding "
                     f"trainer.allow_config_change=[{keys}]."
                 )
-            self.allowed_changes = {k: v for k, v in diff.items() if k in allowed}
+            self.allowed_changes = {k: v for k, v in diff.items() if k not in refused}
             return "complete" if self.is_complete() and not self.allowed_changes else "continue"
         except BaseException:
             self.lock.release()

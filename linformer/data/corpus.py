@@ -559,8 +559,8 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
     except (OSError, ValueError, TypeError) as err:
         raise CorpusError(f"corpus {out_dir} was prepared with tokenizer {used}, which cannot be read to compare "
                           f"with {tokenizer_dir}: {err}") from err
-    if ours.get_vocab() != theirs.get_vocab() or ours.all_special_ids != theirs.all_special_ids:
-        a, b = theirs.get_vocab(), ours.get_vocab()
+    a, b = theirs.get_vocab(), ours.get_vocab()
+    if a != b or ours.all_special_ids != theirs.all_special_ids:
         differ = len(set(a.items()) ^ set(b.items())) // 2 or abs(len(a) - len(b))
         raise CorpusError(f"tokenizer/corpus mismatch: corpus {out_dir} was prepared with tokenizer {used}, whose "
                           f"vocabulary differs from {tokenizer_dir}'s ({len(a):,} tokens vs {len(b):,}, about "

@@ -121,8 +121,7 @@ def check_task_files(names, mirror: str | Path) -> None:
         data_dir = Path(mirror) / task_spec.mirror_subdir
         for split_file in task_spec.files.values():
             path = data_dir / split_file
-            aclimdb = data_dir / Path(split_file).stem
-            if not path.is_file() and not (task_spec.format == "imdb" and (aclimdb / "pos").is_dir()):
+            if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(data_dir, split_file)):
                 raise _missing(path, task_spec)
 
 
@@ -211,9 +210,15 @@ def _csv_rows(f) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
         yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
 
 
+def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
+    """The split's folder in the aclImdb layout (<data_dir>/train/{pos,neg}/*.txt), where there is one."""
+    folder = data_dir / Path(split_file).stem
+    return folder if (folder / "pos").is_dir() and (folder / "neg").is_dir() else None
+
+
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     csv_path = data_dir / split_file
-    folder = data_dir / Path(split_file).stem  # aclImdb layout: <data_dir>/train/{pos,neg}/*.txt
+    folder = _aclimdb(data_dir, split_file)
     cols: dict[str, list] = {"text": [], "labels": []}
     skipped = 0
     if csv_path.is_file():
@@ -232,7 +237,7 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
                     continue
                 cols["text"].append(clean_imdb(row[ti]))
                 cols["labels"].append(_label_id(row[li], task_spec, where))
-    elif (folder / "pos").is_dir() and (folder / "neg").is_dir():
+    elif folder is not None:
         for label, sub in ((0, "neg"), (1, "pos")):
             for p in sorted((folder / sub).glob("*.txt")):
                 cols["text"].append(clean_imdb(p.read_text(encoding="utf-8", errors="replace")))

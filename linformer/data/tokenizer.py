@@ -182,9 +182,10 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
                               f"({_first_line(err)}): {_RECOVER}.") from err
 
 
-def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> None:
+def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict | None:
     """CheckpointError unless the local `folder` holds a tokenizer whose JSON files parse: it names the folder when it
-    holds no tokenizer file, else the first damaged file, and says how to recover."""
+    holds no tokenizer file, else the first damaged file, and says how to recover. Returns its tokenizer.json's
+    mapping (None without one), parsed once."""
     folder = Path(folder)
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise CheckpointError(
@@ -195,9 +196,8 @@ def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> None:
     if not any((folder / name).is_file() for name in _VOCABULARY_FILES):
         raise CheckpointError(f"{folder} holds an incomplete tokenizer: none of {', '.join(_VOCABULARY_FILES)}, which "
                               f"hold its vocabulary: {_RECOVER}.")
-    for name in _TOKENIZER_JSON:
-        if (folder / name).is_file():
-            _tokenizer_json(folder / name)
+    parsed = {name: _tokenizer_json(folder / name) for name in _TOKENIZER_JSON if (folder / name).is_file()}
+    return parsed.get("tokenizer.json")
 
 
 def _tokenizer_json(path: Path) -> dict:
@@ -240,8 +240,8 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
             f"{path} not found: expected a tokenizer directory written by train_tokenizer "
             "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
         )
-    check_tokenizer_dir(path.parent)  # a corpus or run hashes it first: every file of it checked then, not later
-    return _identity(_tokenizer_json(path))
+    # a corpus or run hashes it first: every file of it is checked then, not later
+    return _identity(check_tokenizer_dir(path.parent))
 
 
 def tokenizer_identity(serialised: str) -> str:

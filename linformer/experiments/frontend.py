@@ -33,10 +33,11 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         return 0
     show(plan, title, minutes, timing, jobs, [report_line])
     if not report_only:
+        todo = wanted(plan, {s.name for s in plan if s.finished})
         try:
-            check_task_files(tasks_to_run(plan), default_data_mirror())
+            check_task_files(tasks_to_run(todo), default_data_mirror())
             if dry_run:  # what the run would refuse first: its outputs (run_jobs checks them before the first job)
-                check_plan(s.argv for s in wanted(plan, {s.name for s in plan if s.finished}))
+                check_plan(s.argv for s in todo)
         except (FileNotFoundError, LinformerError) as err:
             if not dry_run:
                 raise  # before the first job, not at the finetuning that needs the data after its pretraining
@@ -57,10 +58,9 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     return rc
 
 
-def tasks_to_run(plan: list[Job]) -> list[str]:
-    """The tasks the plan's jobs still to run finetune on from the data mirror (a job that names its own
-    task.data_dir reads it from there, and says so itself)."""
-    todo = wanted(plan, {s.name for s in plan if s.finished})
+def tasks_to_run(todo: list[Job]) -> list[str]:
+    """The tasks that the jobs `todo` (a plan's jobs still to run) finetune on from the data mirror (a job that names
+    its own task.data_dir reads it from there, and says so itself)."""
     tasks = [a.split("=", 1)[1] for job in todo if not any(a.startswith("task.data_dir=") for a in job.argv)
              for a in job.argv if a.startswith("task=")]
     return list(dict.fromkeys(tasks))

@@ -26,7 +26,7 @@ from transformers.utils import logging as hf_logging
 from ..cli import shell_command
 from ..data.io import resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
-from ..files import sha256_file
+from ..files import read_json, sha256_file
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, HubOfflineError
 
@@ -69,10 +69,9 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         return str(p)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
-    if (p / "best" / "config.json").is_file():  # a finetuning run: its reported model is best/
-        raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {p}/best "
-                              f"(the model its validation chose), or save its final model with "
-                              f"{shell_command('python', 'scripts/export.py', p)} (writes {p}/model).")
+    instead = finetuning_run_models(p)
+    if instead:
+        raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {instead}.")
     if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run stopped before it saved model/
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
                               f"last step?): continue it with its own command, or save a checkpoint as a model with "
@@ -96,6 +95,19 @@ def _check_hub_name(name: str, key: str, local: str) -> None:
     except HFValidationError as err:
         raise CheckpointError(f"{key}={name!r} is neither a folder here nor a hub name ({str(err).split(':')[0]}): "
                               f"give {local}; or a hub name such as user/model.") from None
+
+
+def finetuning_run_models(run: Path, shown: str | None = None) -> str | None:
+    """What to give instead of `run` (shown as `shown`) where it is a finetuning run directory holding no model of
+    its own: its best/ (the model its validation chose), or its final model exported; None for anything else."""
+    if (run / "config.json").is_file() or (run / "model" / "config.json").is_file():
+        return None
+    best = (run / "best" / "config.json").is_file()
+    if not best and read_json(run / "run.json").get("stage") != "finetune":
+        return None
+    shown = shown or str(run)
+    export = f"its final model exported: {shell_command('python', 'scripts/export.py', shown)} (writes {shown}/model)"
+    return f"{shown}/best (the model its validation chose), or {export}" if best else export
 
 
 def _packaged_model(name: str, key: str = "model_path") -> str:

@@ -189,10 +189,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
             # transformers saves the saved class's module and the modules it imports; a bare encoder's module does
             # not import the task models' (they import it), so their files are copied here
             os.makedirs(save_directory, exist_ok=True)
-            for module in {where.split(".")[0] for where in served.values()}:
-                for source in [here / f"{module}.py", *map(Path, get_relative_import_files(here / f"{module}.py"))]:
-                    if not (Path(save_directory) / source.name).is_file():
-                        shutil.copyfile(source, Path(save_directory) / source.name)
+            files = {source for module in {where.split(".")[0] for where in served.values()}
+                     for source in [here / f"{module}.py", *map(Path, get_relative_import_files(here / f"{module}.py"))]}
+            for source in files:  # replacing an earlier save's copies, which may be of older code
+                target = Path(save_directory) / source.name
+                if not target.exists() or not os.path.samefile(source, target):
+                    shutil.copyfile(source, target)
         return super().save_pretrained(save_directory, *args, **kwargs)
 
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):

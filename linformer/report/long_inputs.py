@@ -20,16 +20,15 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from ..bench.per_example import cost_per_example
-from ..cli import shell_command
 from ..data.io import configured_path, default_data_mirror, resolve_path
 from ..data.tasks import TASKS, load_task, longer_than
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files import atomic_write, read_json, save_figure, write_json
+from ..files import atomic_write, save_figure, write_json
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, from_linformer, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
-from ..modeling.loading import resolve_model_path
+from ..modeling.loading import finetuning_run_models, resolve_model_path
 from ..train.distill import check_same_vocabulary
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
@@ -97,13 +96,9 @@ def classifier_config(given: str, option: str):
     chance. ConfigError naming the option."""
     from transformers import AutoConfig
 
-    run = Path(resolve_path(given))
-    if not (run / "config.json").is_file() and not (run / "model" / "config.json").is_file() and (
-            (run / "best" / "config.json").is_file() or read_json(run / "run.json").get("stage") == "finetune"):
-        export = f"its final model exported: {shell_command('python', 'scripts/export.py', given)} (writes {given}/model)"
-        raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give "
-                          + (f"{given}/best (the model its validation chose), or {export}"
-                             if (run / "best" / "config.json").is_file() else export))
+    instead = finetuning_run_models(Path(resolve_path(given)), given)
+    if instead:
+        raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give {instead}")
     path = resolve_model_path(given, option)
     config = AutoConfig.from_pretrained(path)
     if not is_sequence_classifier(config):

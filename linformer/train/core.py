@@ -41,7 +41,15 @@ from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten
 from ..runconfig import RunSpec, TrainerSettings
-from ..rundir import MetricsWriter, RunRecord, identity, identity_diff, reported_scalars
+from ..rundir import (
+    MetricsWriter,
+    RunRecord,
+    describe_changes,
+    identity,
+    identity_diff,
+    refused_changes,
+    reported_scalars,
+)
 from ..signals import handling
 from . import checkpoint as ckpt
 from .common import (
@@ -505,14 +513,13 @@ class Trainer:
         if not recorded:  # a checkpoint copied out of its run: nothing to compare
             return
         diff = identity_diff(recorded, self.config)
-        allow = self.settings.allow_config_change
-        refused = {k: v for k, v in diff.items() if not (allow is True or k in (allow or []))}
+        refused = refused_changes(diff, self.settings.allow_config_change)
         if refused:
-            changes = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in refused.items())
             raise ConfigError(
                 f"trainer.resume={self.settings.resume}: that checkpoint's run ({source}) was trained with other "
-                f"settings ({changes}). Continue it with its settings, or add trainer.allow_config_change="
-                f"[{','.join(refused)}] to change them from its step on (run.json records the change).")
+                f"settings ({describe_changes(refused)}). Continue it with its settings, or add "
+                f"trainer.allow_config_change=[{','.join(refused)}] to change them from its step on (run.json records "
+                "the change).")
         self.record.allowed_changes = {**self.record.allowed_changes, **diff}
 
     def save_model(self, final: Path) -> None:
@@ -616,9 +623,9 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
     from its own (a finished run applies none: its max_eval_examples, say, stays what scored it), and return what it
     recorded."""
     summary = record.summary()
-    recorded, given = flatten(record.config()), flatten(config)
+    recorded, given, defining = flatten(record.config()), flatten(config), identity(config)
     differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
-              if recorded.get(k) != given.get(k) and k not in identity(config)]
+              if recorded.get(k) != given.get(k) and k not in defining]
     unapplied = f" Not applied to the finished run: {'; '.join(differ)}." if differ else ""
     print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
           f"do.{unapplied} Choose another run_name to train again, or raise trainer.max_steps with "

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,3 +125,13 @@ def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monk
     monkeypatch.setattr("importlib.import_module", lambda *a: (_ for _ in ()).throw(ModuleNotFoundError("convert")))
     with pytest.raises(ImportError, match="needs the linformer package that made this model"):
         LinformerForMaskedLM.from_pretrained_encoder(tmp_path)
+
+
+def test_saving_again_into_a_folder_replaces_its_older_copies_of_the_code(tmp_path):
+    """A bare encoder's save copies the task models' module beside its own: an older copy there (an earlier save,
+    by an older package) is replaced, so the folder's code is all of one version."""
+    (tmp_path / "task_models.py").write_text("# an older copy\n")
+    LinformerModel(_config()).save_pretrained(tmp_path)
+    from linformer.modeling import task_models
+
+    assert (tmp_path / "task_models.py").read_text() == Path(task_models.__file__).read_text()
