@@ -5,12 +5,12 @@ import sys
 from omegaconf import DictConfig
 
 from linformer.bench.cli import benchmark_from_config
-from linformer.cli import hydra_main
+from linformer.cli import hydra_main, shell_command
 
 
 @hydra_main("benchmark")
 def main(cfg: DictConfig) -> None:
-    benchmark_from_config(cfg, command=" ".join(["python", "scripts/benchmark.py", *sys.argv[1:]]))
+    benchmark_from_config(cfg, command=shell_command("python", "scripts/benchmark.py", *sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ from dataclasses import asdict
 from omegaconf import DictConfig, OmegaConf
 
 from ..devices import DTYPES, resolve_device
-from ..errors import ConfigError
+from ..errors import ConfigError, Preempted
 from ..files import made_by, output_files
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
+from ..signals import signals_stop
 from .common import competing_processes
 from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings
 from .models import linformer_fields, ours_config, size_of
@@ -125,10 +126,20 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
                                    "throughput": asdict(thr) if thr else None, "competing": busy,
                                    "threads": threads, "cpu_threads": cfg.get("cpu_threads")})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
+    stop = None
     with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"), \
-            competing_processes(busy):
-        return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
-                             progress=cfg.progress)
+            competing_processes(busy), signals_stop(STOPPED):
+        try:
+            return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
+                                 progress=cfg.progress)
+        except Preempted as err:  # after the measured part's files: they are recorded as this command's output
+            stop = err
+    raise stop
+
+
+# SIGTERM (a scheduler's stop, a GPU target's deadline) or Ctrl-C: what was measured is written, marked partial
+STOPPED = ("stopped by {signal}: any cells measured before it are written, marked partial; the same command again "
+           "measures the whole grid.")
 
 
 __all__ = ["benchmark_from_config", "settings_from_config"]

@@ -31,6 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..devices import DTYPES, resolve_device
+from ..errors import Preempted
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
@@ -219,36 +220,19 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     total_runs = sum(models_per_n(ks, s) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
     bar = tqdm(total=total_runs, desc="inference", disable=not progress, unit="fwd")
     rows: list[dict] = []
-    start = time.perf_counter()
-    for n, ks in cells:
+    start, stop = time.perf_counter(), None
+    for i, (n, ks) in enumerate(cells):
         if time.perf_counter() - start > 1.5 * s.budget_s:  # the plan was far too optimistic: stop here
             dropped.append((n, "time budget exhausted during the run"))
             continue
-        batch = batch_of(n, s)
-        ids = torch.randint(3, s.vocab, (batch, n), device=device)
-        baselines = [b for b in s.baselines if b != "eager" or eager_fits(n, s, free)]
-        names = baselines + [f"linformer@{k}" for k in ks]
-        if ref:  # "full:fp32", "linformer@128:fp32": the same models in the reference dtype
-            names += [f"{name}:{ref}" for name in names if name == "full" or name.startswith("linformer@")]
-        models = {}
-        for name in names:
-            kind_k, _, in_dtype = name.partition(":")
-            kind, _, k = kind_k.partition("@")
-            with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
-                models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=DTYPES[in_dtype or s.dtype])
-        bar.set_postfix(n=n, batch=batch)
-        mem = _warm_up(models, ids, s, device, bar, lambda why, n=n, b=batch: dropped.append((n, f"{why} at batch {b}")))
-        names = list(models)  # without a baseline that ran out of memory
-        fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
-        t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
-        max_batch = {}
-        if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
-            del ids
-            max_batch = _max_batches(models, n, s, device, bar)
-        for k in ks:
-            rows.append(_row(n, k, batch, s, t, mem, max_batch))
-        del models
-        free_memory(device)
+        try:
+            rows += _measure_n(n, ks, s, device, free, ref, bar, dropped)
+        except Preempted as err:  # SIGTERM or Ctrl-C (bench.cli): the cells measured so far are kept and written
+            stop = err.with_traceback(None)  # not its frames: they hold the models
+            dropped += [(m, "the run was stopped before it was measured") for m, _ in cells[i:]]
+            break
+        finally:
+            free_memory(device)
     bar.close()
     meta = {
         "machine": machine_description(device),
@@ -257,8 +241,36 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         "elapsed_s": time.perf_counter() - start,
         "dropped": dropped,
         "settings": s,
+        "stop": stop,
     }
     return rows, meta
+
+
+def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, ref: str | None, bar,
+               dropped: list) -> list[dict]:
+    """One n of the grid: every model built, warmed up and timed side by side; one row per k."""
+    batch = batch_of(n, s)
+    ids = torch.randint(3, s.vocab, (batch, n), device=device)
+    baselines = [b for b in s.baselines if b != "eager" or eager_fits(n, s, free)]
+    names = baselines + [f"linformer@{k}" for k in ks]
+    if ref:  # "full:fp32", "linformer@128:fp32": the same models in the reference dtype
+        names += [f"{name}:{ref}" for name in names if name == "full" or name.startswith("linformer@")]
+    models = {}
+    for name in names:
+        kind_k, _, in_dtype = name.partition(":")
+        kind, _, k = kind_k.partition("@")
+        with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
+            models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=DTYPES[in_dtype or s.dtype])
+    bar.set_postfix(n=n, batch=batch)
+    mem = _warm_up(models, ids, s, device, bar, lambda why: dropped.append((n, f"{why} at batch {batch}")))
+    names = list(models)  # without a baseline that ran out of memory
+    fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
+    t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
+    max_batch = {}
+    if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
+        del ids
+        max_batch = _max_batches(models, n, s, device, bar)
+    return [_row(n, k, batch, s, t, mem, max_batch) for k in ks]
 
 
 def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar, drop) -> dict[str, int | None]:

@@ -179,6 +179,8 @@ def _inference_header(meta: dict, command: str) -> list[str]:
     ]
     if meta.get("note"):
         out.append(meta["note"])
+    if meta.get("stopped"):
+        out += ["", f"**{meta['stopped']}**"]
     if command:
         out += ["", "Command:", "", "```bash", command, "```"]
     dropped = meta.get("dropped") or []
@@ -272,6 +274,8 @@ def throughput_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
            *_throughput_setup(rows, s, meta["machine"])]
     if meta.get("note"):
         out.append(meta["note"])
+    if meta.get("stopped"):
+        out += ["", f"**{meta['stopped']}** Not measured: {'; '.join(meta.get('not_measured') or [])}."]
     if command:
         out += ["", "Command:", "", "```bash", command, "```"]
     out += _target_lines(meta.get("target") or {})

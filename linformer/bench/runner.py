@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import Preempted
 from ..files import atomic_write
 from .inference import InferenceSettings, run_inference
 from .report import inference_markdown, plot_times, profile_markdown, throughput_markdown, write_csv
@@ -24,12 +25,16 @@ def run_benchmark(
     """Writes ``{name}.csv/.md/.png`` (inference) and ``{throughput_name}.csv/.md`` (training; with
     ``throughput.profile`` also ``{throughput_name}_profile.md``) into out_dir.
 
-    Either part is skipped when its settings are None. Returns the paths written.
+    Either part is skipped when its settings are None. Returns the paths written. A part stopped by a signal
+    (Preempted, from bench.cli's handler) writes what it measured, marked partial, and the Preempted is raised
+    again after the files are written; the part after it does not start.
     """
     files = benchmark_files(out_dir, name, inference, throughput, throughput_name)
     written: dict[str, Path] = {}
     if inference is not None:
         rows, meta = run_inference(inference, progress=progress, log=log)
+        stop = meta.pop("stop")
+        meta["stopped"] = _stopped_words(stop, len(rows), "cells")
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # once something was measured: a refused start leaves none
         meta["note"] = note
         written["csv"] = write_csv(rows, files["csv"])
@@ -41,8 +46,12 @@ def run_benchmark(
                                         f"Forward time, {inference.layers} layers x {inference.hidden} wide, "
                                         f"{_batch_words(inference)}, {inference.dtype} ({machine})")
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
+        if stop is not None:
+            raise stop
     if throughput is not None:
         rows, meta = run_throughput(throughput, progress=progress, log=log)
+        stop = meta.pop("stop", None)
+        meta["stopped"] = _stopped_words(stop, len(rows), "rows")
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         meta["note"] = note
         written["throughput_csv"] = write_csv(rows, files["throughput_csv"])
@@ -53,7 +62,17 @@ def run_benchmark(
         atomic_write(files["throughput_md"], throughput_markdown(rows, meta, command))
         written["throughput_md"] = files["throughput_md"]
         log(f"[bench] throughput: {len(rows)} rows in {meta['elapsed_s']:.0f} s -> {files['throughput_md']}")
+        if stop is not None:
+            raise stop
     return written
+
+
+def _stopped_words(stop: Preempted | None, measured: int, what: str) -> str | None:
+    """The line a stopped part's report opens with, so a partial table is never taken for the whole one."""
+    if stop is None:
+        return None
+    return (f"Partial: the run was stopped ({stop.signal_name}) after {measured} {what}; the rest was not measured. "
+            "The same command again measures the whole grid.")
 
 
 def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings | None,

@@ -40,7 +40,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..devices import resolve_device
-from ..errors import ConfigError
+from ..errors import ConfigError, Preempted
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..train.compiling import CompileCounts, raise_recompile_limit
 from ..train.step import AmpOps, optimizer_step
@@ -399,18 +399,25 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
     meta: dict = {"machine": machine_description(device), "settings": s, "compiles_during_timing": 0,
                   "beyond_n": beyond_n(s)}
     start = time.perf_counter()
-    for block in blocks:
+    for i, block in enumerate(blocks):
         bar.set_postfix(section=block.section, n=block.n, precision=block.precision, compile=block.compile)
         t0 = time.perf_counter()
-        rows += _run_block(block, s, device, models, bar, log, meta)
-        log(f"[bench] throughput: {block.section} n={block.n} {block.precision}"
-            + ("" if block.compile is None else f" compile={block.compile}")
-            + f": {len(block.entries)} models in {time.perf_counter() - t0:.0f} s")
+        try:
+            rows += _run_block(block, s, device, models, bar, log, meta)
+        except Preempted as err:  # SIGTERM or Ctrl-C (bench.cli): the blocks measured so far are kept and written
+            meta["stop"] = err.with_traceback(None)  # not its frames: they hold the models
+            meta["not_measured"] = [_block_words(b) for b in blocks[i:]]
+            break
+        log(f"[bench] throughput: {_block_words(block)}: {len(block.entries)} models in {time.perf_counter() - t0:.0f} s")
     models.clear()
     bar.close()
     meta["elapsed_s"] = time.perf_counter() - start
     meta["target"] = mfu_target(rows, s)
     return rows, meta
+
+
+def _block_words(block: Block) -> str:
+    return f"{block.section} n={block.n} {block.precision}" + ("" if block.compile is None else f" compile={block.compile}")
 
 
 def _run_block(block: Block, s: ThroughputSettings, device, models: _Models, bar, log, meta: dict) -> list[dict]:
@@ -471,6 +478,8 @@ def _warm_steps(block: Block, s: ThroughputSettings, device, models: _Models, id
                 bar.update(1)
             steps[e.key] = fn
         except Exception as err:
+            if (stop := _stop_within(err)) is not None:  # a signal, even one the compiler wrapped: not this model's
+                raise stop from None
             if not (is_oom(err) or e.variant.compile):
                 raise
             info[e.key]["error"] = "out of memory" if is_oom(err) else _first_line(err)
@@ -480,6 +489,17 @@ def _warm_steps(block: Block, s: ThroughputSettings, device, models: _Models, id
                 traceback.print_exc(file=sys.stderr)
             free_memory(device)
     return steps, info
+
+
+def _stop_within(err: BaseException) -> Preempted | None:
+    """The Preempted that `err` is or was raised from (torch.compile wraps what a compilation raised), if any."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, Preempted):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _row(block: Block, e: Entry, s: ThroughputSettings, step_s: float | None, info: dict, batch: int,

@@ -6,6 +6,7 @@ It lives beside the model's code, which raises it, because that code is saved wi
 ``linformer.errors``."""
 
 import difflib
+import signal
 from collections.abc import Iterable
 
 CLOSE_ENOUGH = 0.6  # difflib's similarity ratio above which a known name is offered for an unknown one
@@ -81,3 +82,8 @@ class Preempted(Exception):
     def __init__(self, message: str, signum: int):
         super().__init__(message)
         self.exit_code = 128 + int(signum)
+
+    @property
+    def signal_name(self) -> str:
+        """SIGTERM, SIGINT, ...: the signal that stopped the run."""
+        return signal.Signals(self.exit_code - 128).name

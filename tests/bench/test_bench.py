@@ -543,3 +543,54 @@ def test_a_benchmark_refused_before_measuring_leaves_no_directory(tmp_path):
     with pytest.raises(ConfigError, match="hidden_size=0"):
         run_benchmark(out, inference=tiny_inference(hidden=0), progress=False, log=lambda *_: None)
     assert not (tmp_path / "bench").exists()
+
+
+_TINY = ["device=cpu", "progress=false", "inference.layers=1", "inference.hidden=32", "inference.heads=4",
+         "inference.ffn=64", "inference.vocab=64", "inference.reps=1", "inference.baselines=[full]",
+         "throughput.layers=1", "throughput.hidden=32", "throughput.heads=4", "throughput.ffn=64",
+         "throughput.vocab=64", "throughput.ks=[16]", "throughput.steps=1", "throughput.precisions=[fp32]",
+         "throughput.models=[linformer,full]"]
+
+
+@pytest.mark.parametrize("part", ["inference", "throughput"])
+def test_a_benchmark_stopped_by_sigterm_writes_what_it_measured_marked_partial(part, tmp_path, monkeypatch):
+    """A GPU target's deadline or a scheduler stops a benchmark with SIGTERM: the cells measured before it are
+    written and recorded (so the same command replaces them), the report says it is partial and which cells were not
+    measured, the part after it does not start, and the run ends as stopped."""
+    import os
+    import signal
+
+    from linformer.bench import cli, inference, throughput
+    from linformer.errors import Preempted
+
+    def signal_at_second_n(build, n_at: int):
+        def build_then_stop(*args, **kw):
+            if args[n_at] == 128:  # the second n: the real signal, through the handler the CLI installs
+                os.kill(os.getpid(), signal.SIGTERM)
+            return build(*args, **kw)
+        return build_then_stop
+
+    if part == "inference":  # build_model(kind, n, k, settings)
+        monkeypatch.setattr(inference, "build_model", signal_at_second_n(inference.build_model, 1))
+        overrides = ["inference.ns=[64,128,256]", "inference.ks=[16]", "throughput.ns=[64]", "throughput.tokens_per_step=128"]
+        md, csv_file, measured = tmp_path / "t.md", tmp_path / "t.csv", "after 1 cells"
+        unmeasured = ["n=128 (the run was stopped", "n=256 (the run was stopped"]
+    else:  # _Models.get(self, entry, n)
+        monkeypatch.setattr(throughput._Models, "get", signal_at_second_n(throughput._Models.get, 2))
+        overrides = ["inference.enabled=false", "throughput.ns=[64,128,256]", "throughput.tokens_per_step=256"]
+        md, csv_file, measured = tmp_path / "t_throughput.md", tmp_path / "t_throughput.csv", "after 2 rows"
+        unmeasured = ["Not measured: grid n=128 fp32 compile=False; grid n=256 fp32 compile=False."]
+    cfg = compose("benchmark", [*_TINY, *overrides, f"out_dir={tmp_path}", "name=t"])
+    with pytest.raises(Preempted, match="^stopped by SIGTERM: any cells measured before it are written") as stop:
+        cli.benchmark_from_config(cfg)
+    assert stop.value.exit_code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the benchmark's only while it runs
+    text = md.read_text()
+    assert f"**Partial: the run was stopped (SIGTERM) {measured}; the rest was not measured." in text
+    assert all(words in text for words in unmeasured), text
+    with open(csv_file) as f:
+        assert {int(r["n"]) for r in csv.DictReader(f)} == {64}  # the whole first n, nothing of the others
+    assert not (tmp_path / "t_throughput.md").exists() or part == "throughput"  # the part after it never started
+    monkeypatch.undo()
+    cli.benchmark_from_config(cfg)  # the same command again replaces the partial output: it was recorded as its own
+    assert "Partial" not in md.read_text()
