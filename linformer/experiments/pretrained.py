@@ -197,6 +197,11 @@ def run_name(p: Profile, task: str, row: Row, seed: int) -> str:
     return f"tp-{p.name}-{task}-{row.slug}-s{seed}"
 
 
+def profile_of(run: str) -> str | None:
+    """The profile whose job made the run of this name (run_name), or None for a run of no profile."""
+    return next((name for name in PROFILES if run.startswith(f"tp-{name}-")), None)
+
+
 def keep_records(run_dir: Path, records_dir: Path) -> bool:
     """Copy a finished finetuning run's small records (KEPT_FILES and its model's card sidecar) into records_dir,
     which appears complete or not at all. False when the run has not finished."""

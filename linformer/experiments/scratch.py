@@ -176,6 +176,12 @@ def finetune_run(p: Profile, task: str, row: Row, seed: int) -> str:
     return f"ts-{p.name}-{task}-{row.label}-s{seed}"
 
 
+def profile_of(run: str) -> str | None:
+    """The profile whose job made the run of this name (pretrain_run, finetune_run), or None for a run of no
+    profile."""
+    return next((name for name in PROFILES if run.startswith(f"ts-{name}-")), None)
+
+
 def keep_pretrain(run: Path, kept: Path) -> bool:
     """Copy a finished pretraining run's records (KEPT_PRETRAIN) and the sha256 of its weights (START) into `kept`,
     which appears complete or not at all. False when the run has not finished."""

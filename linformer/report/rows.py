@@ -3,6 +3,10 @@ share them)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from ..errors import DataError
 from ..rundir import is_full_attention
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
@@ -21,3 +25,24 @@ def row_name(key: tuple) -> str:
     attention, n, k, sharing, pretrained = key
     name = "Full attention (RoBERTa)" if attention == "full" else f"Linformer, {k}{SHARING_LABEL.get(sharing, f', {sharing}')}"
     return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")
+
+
+def check_profile_runs(runs: Iterable[str], profile: str, profile_of: Callable[[str], str | None],
+                       command: str, others_allowed: bool = False) -> bool:
+    """Refuse a reproduction's table (``--layout pretrained|scratch``) over runs of another profile, or over a mix of
+    the profile's runs and runs of no profile: the table states the profile's recipe and plan for every row, which
+    would be untrue of them. ``others_allowed``: runs of no profile alone make a table without the profile's recipe.
+    Returns whether the runs are the profile's (False: none is any profile's)."""
+    by_profile: dict[str | None, list[str]] = defaultdict(list)
+    for run in runs:
+        by_profile[profile_of(run)].append(run)
+    if set(by_profile) <= {profile} or (others_allowed and set(by_profile) == {None}):
+        return profile in by_profile
+    theirs = sorted(name for name in by_profile if name not in (None, profile))
+    foreign = sorted(run for name, found in by_profile.items() if name != profile for run in found)
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    fix = (f"pass --profile {theirs[0]}" if len(theirs) == 1 and profile not in by_profile
+           else f"give only the {profile!r} profile's runs (the {command} runs named after it)")
+    raise DataError(f"{len(foreign)} of the runs are not the {profile!r} profile's ({shown}"
+                    + (f": the {', '.join(map(repr, theirs))} profile's" if theirs else "")
+                    + f"): the table would state that profile's recipe for them; {fix}.")

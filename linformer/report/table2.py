@@ -296,6 +296,6 @@ def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: st
             "hardware": hardware or detect_hardware(), "command": command or shell_command("python", *sys.argv),
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
             "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
-            "missing": exp.missing_runs(profile), "planned": sorted(exp.planned_runs(profile))}
+            "missing": exp.missing_runs(profile)}
     return table2_pretrained.write_table(runs, out, meta, measure=measure, lengths=by_length,
-                                         declared=table2_pretrained.declared_rows(profile))
+                                         declared=table2_pretrained.declared_rows(profile), profile=profile_name)

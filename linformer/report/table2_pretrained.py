@@ -21,7 +21,7 @@ import numpy as np
 from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
-from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN
+from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN, profile_of
 from ..files import atomic_write, read_json, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
@@ -29,6 +29,7 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
+from .rows import check_profile_runs
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -516,13 +517,18 @@ def declared_rows(profile) -> dict[str, str]:
 
 
 def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True,
-                declared: dict[str, str] | None = None) -> dict:
+                declared: dict[str, str] | None = None, profile: str | None = None) -> dict:
     """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data, as does
     finding the eval examples that old runs trained on; without it that check is not made, and the report says so).
-    `declared`: row name -> why its runs may start from different weights."""
+    `declared`: row name -> why its runs may start from different weights. `profile`: the reproduce-pretrained
+    profile whose recipe and unfinished jobs (meta's) the table states: refused over another profile's runs, and
+    left out for runs of no profile."""
     runs = read_runs(patterns)
     if not runs:
         raise DataError(f"no finished finetuning runs with {PREDICTIONS} at or under {', '.join(patterns)}")
+    if profile is not None and not check_profile_runs((Path(r["_dir"]).name for r in runs), profile, profile_of,
+                                                      "make reproduce-pretrained", others_allowed=True):
+        meta = {**meta, "recipe": None, "missing": None}  # not the experiment's runs: neither is theirs
     runs, excluded = protocol_exclusions(runs)
     if not runs:
         raise DataError(f"every run at or under {', '.join(patterns)} chose its epoch on the reported split: no table")
@@ -531,8 +537,6 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
     meta["contamination"] = drop_trained_on(runs) if lengths else None
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)
-    if not {Path(r["_dir"]).name for r in runs} & set(meta.pop("planned", ())):
-        meta["missing"] = None  # not the experiment's runs: its unfinished jobs are not theirs
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:

@@ -26,7 +26,7 @@ from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
-from .rows import row_key, row_name
+from .rows import check_profile_runs, row_key, row_name
 from .table2_pretrained import read_runs, start_weights
 
 
@@ -241,6 +241,8 @@ def write_table(patterns: list[str], out: str, profile_name: str, hardware: str,
     pretraining = pretraining_records(patterns)
     if not runs and not pretraining:
         raise DataError(f"no finished runs at {', '.join(patterns)}")
+    check_profile_runs([*(Path(r["_dir"]).name for r in runs), *(d.name for d in pretraining)], p.name,
+                       exp.profile_of, "make reproduce-scratch")
     records = {d.name: d for d in pretraining}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:

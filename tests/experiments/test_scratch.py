@@ -309,3 +309,22 @@ def test_every_task_a_profile_can_run_has_a_time_estimate(profile, tmp_path):
     finetunes = [j for j in exp.plan(p, python="python", under=tmp_path) if j.name.startswith("finetune")]
     assert {a.split("=", 1)[1] for j in finetunes for a in j.argv if a.startswith("task=")} == set(p.recipes)
     assert all(exp.estimated_minutes(p, j) > 0 for j in finetunes)
+
+
+def test_the_scratch_table_of_one_profile_refuses_runs_of_another_or_of_none(tmp_path):
+    """The scratch layout reads n, the recipe and the plan from its profile: the toy rehearsal's records reported as
+    the gpu table (or beside a user's run) would be stated as the GPU experiment's."""
+    from linformer.errors import DataError
+
+    for run in ("ts-toy-full", "my-run"):  # kept pretraining records: a summary, metrics, no results
+        _fake_pretraining(tmp_path / "records", run, 1.0)
+        (tmp_path / "records" / run / "metrics.jsonl").write_text("")
+    (tmp_path / "records" / "my-run").rename(tmp_path / "mine")
+    with pytest.raises(DataError, match=r"^1 of the runs are not the 'gpu' profile's \(ts-toy-full: the 'toy' "
+                                        r"profile's\): .*; pass --profile toy\.$"):
+        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), "gpu", "hw", "cmd")
+    (tmp_path / "mine").rename(tmp_path / "records" / "my-run")
+    with pytest.raises(DataError, match=r"^1 of the runs are not the 'toy' profile's \(my-run\): .*give only the "
+                                        r"'toy' profile's runs"):
+        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), "toy", "hw", "cmd")
+    assert not list(tmp_path.glob("t.*"))

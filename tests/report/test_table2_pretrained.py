@@ -299,3 +299,36 @@ def test_runs_that_chose_their_epoch_on_the_reported_split_are_left_out_and_list
     # a run recorded under the protocol says which split chose: never left out, whatever its step
     path.write_text(json.dumps({**old, "best_step": 2, "steps": 4, "selection": {"split": "validation", "step": 2}}))
     assert not tp.protocol_exclusions(tp.read_runs([str(runs / "runs")]))[1]
+
+
+def test_a_profile_s_table_is_refused_over_another_profile_s_runs_and_not_claimed_for_runs_of_none(runs, tmp_path):
+    """The pretrained layout states its profile's recipe and unfinished jobs above every row: a table of the cpu12k
+    profile's runs made with the default --profile cpu would state the cpu recipe for them, and one mixing the
+    profile's runs with a user's would state it for the user's. Runs of no profile keep a table of their own, without
+    the profile's recipe."""
+    from linformer.errors import DataError
+    from linformer.experiments import pretrained as exp
+    from linformer.report.table2 import write_report
+
+    def report(name):
+        return write_report([str(runs / "runs" / "*")], str(tmp_path / name), "pretrained", "cpu", "test machine",
+                            "cmd", measure=False, by_length=False)
+
+    own = report("own")  # runs of no profile
+    assert exp.recipe_text(exp.PROFILES["cpu"]) not in own["meta"]["recipe"] and own["meta"]["missing"] is None
+    for d in sorted((runs / "runs").iterdir()):
+        d.rename(d.with_name(f"tp-cpu12k-{d.name}"))
+    with pytest.raises(DataError, match=r"^10 of the runs are not the 'cpu' profile's \(tp-cpu12k-imdb-full-s0, "
+                                        r"tp-cpu12k-imdb-full-s1, tp-cpu12k-imdb-full-s2 and 7 more: the 'cpu12k' "
+                                        r"profile's\): .*; pass --profile cpu12k\.$"):
+        report("other")
+    first = sorted((runs / "runs").iterdir())[0]
+    for d in sorted((runs / "runs").iterdir()):
+        d.rename(d.with_name(d.name.replace("tp-cpu12k-", "tp-cpu-")))
+    ours = report("ours")
+    assert exp.recipe_text(exp.PROFILES["cpu"]) in ours["meta"]["recipe"] and ours["meta"]["missing"] is not None
+    first.with_name(first.name.replace("tp-cpu12k-", "tp-cpu-")).rename(first.with_name("my-run"))
+    with pytest.raises(DataError, match=r"^1 of the runs are not the 'cpu' profile's \(my-run\): .*; give only the "
+                                        r"'cpu' profile's runs \(the make reproduce-pretrained runs named after it\)"):
+        report("mixed")
+    assert not any(tmp_path.glob("other.*")) and not any(tmp_path.glob("mixed.*"))
