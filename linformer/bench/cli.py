@@ -78,9 +78,12 @@ def _check_models(s, prefix: str) -> None:
     them, at every n and k of the grid, before anything is built or measured; an error names the group."""
     size = size_of(s)
     try:
-        for n in [n for n in s.ns if getattr(s, "max_n", None) is None or n <= s.max_n]:  # the n the grid runs
+        cells = [(n, s.ks) for n in s.ns if getattr(s, "max_n", None) is None or n <= s.max_n]  # what the grid runs
+        if isinstance(s, ThroughputSettings) and s.levers.enabled:
+            cells.append((s.levers.n, [s.levers.k]))
+        for n, ks in cells:
             ours_config(size, n, "full")
-            for k in s.ks:
+            for k in ks:
                 ours_config(size, n, "linformer", k, s.sharing, **linformer_fields(s))
     except ConfigError as err:
         raise ConfigError(f"{prefix}: {err}") from None

@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from ..devices import resolve_device
 from ..errors import ConfigError, Preempted
 from ..modeling.flops import peak_flops, training_flops_per_token
+from ..runconfig.settings import positive_int
 from ..train.compiling import CompileCounts, raise_recompile_limit
 from ..train.step import AmpOps, optimizer_step
 from .common import (
@@ -184,6 +185,8 @@ class ThroughputSettings:
                 raise ConfigError(f"throughput.{name}: {bad} not among {list(allowed)}.")
         if self.levers.precision not in PRECISIONS:
             raise ConfigError(f"throughput.levers.precision={self.levers.precision!r} is not one of {list(PRECISIONS)}.")
+        if self.levers.enabled:
+            self._check_lever_block()
         _check_variant(self.grid_variant(False), "throughput")
         self.levers.base_variant()
         if self.tokens_per_step < 1 or self.steps < 1 or self.warmup < 0:
@@ -191,6 +194,18 @@ class ThroughputSettings:
         if self.profile and not self.levers.enabled:
             raise ConfigError("throughput.profile=true profiles the best row of the lever block: set "
                               "throughput.levers.enabled=true.")
+
+    def _check_lever_block(self) -> None:
+        """The lever block's own n, k and models, refused as the grid's are (bench.cli._check_grid): a count below
+        1, no model, or a Linformer with k >= n (nothing to project) would be measured or written without a word."""
+        L = self.levers
+        for key in ("n", "k"):
+            positive_int(vars(L), key, "throughput.levers")
+        if not L.models:
+            raise ConfigError("throughput.levers.models=[]: the lever block would time nothing; give at least one.")
+        if "linformer" in L.models and L.k >= L.n:
+            raise ConfigError(f"throughput.levers.k={L.k} is not below throughput.levers.n={L.n}: the lever block's "
+                              "Linformer would have nothing to project; give k < n.")
 
     def grid_variant(self, compile: bool) -> Variant:
         return Variant(bool(compile), self.optimizer, self.sparse_prediction, self.attention_mask)

@@ -74,6 +74,21 @@ def test_k_alias_and_validation():
         tiny(precisions=["fp8"])
 
 
+@pytest.mark.parametrize("levers, message", [
+    ({"n": 64, "k": 64}, r"^throughput.levers.k=64 is not below throughput.levers.n=64: .*nothing to project"),
+    ({"n": 0}, r"^throughput.levers.n=0 must be a whole number of at least 1\.$"),
+    ({"k": -16}, r"^throughput.levers.k=-16 must be a whole number of at least 1\.$"),
+    ({"models": []}, r"^throughput.levers.models=\[\]: the lever block would time nothing"),
+])
+def test_the_lever_block_s_n_k_and_models_are_checked_as_the_grid_s(levers, message):
+    """The lever block measured a Linformer with k >= n (nothing projected) or k = 0, and wrote an empty block for no
+    models, without a word; n = 0 was a traceback."""
+    with pytest.raises(ConfigError, match=message):
+        tiny(levers={"enabled": True, "n": 64, "k": 16, **levers})
+    tiny(levers={"n": 64, "k": 64})  # a disabled block is not read
+    tiny(levers={"enabled": True, "n": 64, "k": 64, "models": ["full"]})  # no Linformer: no k to project
+
+
 def test_fp16_is_refused_on_cpu():
     with pytest.raises(ConfigError) as err:
         run_throughput(tiny(precisions=["fp16"]), progress=False, log=lambda *_: None)
