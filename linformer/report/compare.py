@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,14 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     if steady:
         note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
                  "steps hold compilation and warm-up), and its MFU.")
-    return "\n".join(lines) + "\n\n" + note + "\n"
+    return "\n".join(lines) + "\n\n" + note + "\n\n" + machines_line(runs) + "\n"
+
+
+def machines_line(runs: list[Run]) -> str:
+    """Where the runs computed (summary.json's `device`), with how many ran on each: times, tokens/s and MFU are
+    figures of a machine."""
+    made = Counter(str(r.results.get("device") or "not recorded (no summary.json device)") for r in runs)
+    return "Machines: " + "; ".join(f"{device} ({count} run{'s' * (count != 1)})" for device, count in made.items()) + "."
 
 
 STEADY_COLUMNS = {"tokens_per_s_steady": "steady tokens/s", "mfu": "steady MFU"}

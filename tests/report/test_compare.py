@@ -152,6 +152,17 @@ def test_steady_speed_columns_come_from_the_summary(tmp_path, make_run):
     assert "steady" not in compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"]
 
 
+def test_the_table_names_the_machines_the_runs_computed_on(tmp_path, make_run):
+    """Tokens/s and MFU are figures of a machine: the table says where each run computed, and how many ran there."""
+    for name, device in (("a", "GPU: NVIDIA H200"), ("b", "GPU: NVIDIA H200"), ("c", "CPU: AMD EPYC"), ("d", None)):
+        run = make_run(tmp_path / "out", "pretrain", name, _pretrain_rows(1.0))
+        if device:
+            (run / "summary.json").write_text(f'{{"device": "{device}"}}')
+    table = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"]
+    assert ("Machines: GPU: NVIDIA H200 (2 runs); CPU: AMD EPYC (1 run); not recorded (no summary.json device) "
+            "(1 run).") in table.splitlines()
+
+
 def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(tmp_path, make_run):
     """The reported split is scored once, into results.json, not metrics.jsonl: without these columns a comparison of
     finetuning runs showed their losses but not their accuracy."""
