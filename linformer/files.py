@@ -292,13 +292,21 @@ def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overw
             raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
 
 
-def record_output_files(paths: list[str | Path], record: Mapping[str, Any]) -> None:
-    """Record `record` as what wrote each of `paths`, in its folder's FILE_RECORDS."""
+def record_output_files(paths: list[str | Path], record: Mapping[str, Any], replaces_earlier: bool = False) -> None:
+    """Record `record` as what wrote each of `paths`, in its folder's FILE_RECORDS (one write per folder).
+    ``replaces_earlier``: files that an earlier run of the same command recorded in those folders, and that are not
+    among `paths`, are removed with their records."""
     folders: dict[Path, list[str]] = {}
     for path in map(Path, paths):
         folders.setdefault(path.parent, []).append(path.name)
     for folder, names in folders.items():
         records = read_json(folder / FILE_RECORDS)
+        if replaces_earlier:
+            stale = [name for name, made in records.items() if isinstance(made, dict) and
+                     made.get("command") == record["command"] and name not in names]
+            for name in stale:
+                (folder / name).unlink(missing_ok=True)
+            records = {k: v for k, v in records.items() if k not in stale}
         write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
 
 
@@ -311,17 +319,7 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     belonged to this output."""
     check_output_files(paths, record, overwrite, flag)
     yield
-    written = [p for p in map(Path, paths) if p.is_file()]
-    if replaces_earlier:
-        for folder in {p.parent for p in map(Path, paths)}:
-            records = read_json(folder / FILE_RECORDS)
-            stale = [name for name, made in records.items() if isinstance(made, dict) and
-                     made.get("command") == record["command"] and folder / name not in written]
-            for name in stale:
-                (folder / name).unlink(missing_ok=True)
-            if stale:
-                write_json(folder / FILE_RECORDS, {k: v for k, v in records.items() if k not in stale})
-    record_output_files(written, record)
+    record_output_files([p for p in map(Path, paths) if p.is_file()], record, replaces_earlier)
 
 
 # ------------------------------------------------------------------------------------------------ cache keys
