@@ -195,17 +195,19 @@ class LinformerConfig(PreTrainedConfig):
     lm_head_activation: str = "gelu"
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """HF's, refusing another model type's config.json: HF would only warn, then build a Linformer from it whose
-        positions or vocabulary do not fit the checkpoint; converting is what keeps its weights."""
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        """HF's (from_pretrained reads config.json through it), refusing another model type's config.json: HF would
+        only warn, then build a Linformer from it whose positions or vocabulary do not fit the checkpoint;
+        converting is what keeps its weights."""
         check_local_path(pretrained_model_name_or_path)
-        source_type = cls.get_config_dict(pretrained_model_name_or_path, **kwargs)[0].get("model_type")
+        config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        source_type = config_dict.get("model_type")
         if source_type not in (None, cls.model_type):
             where = str(pretrained_model_name_or_path)
             raise ConfigError(f"{where} holds a {source_type!r} model, not a Linformer: convert it with "
                               f"LinformerModel.from_pretrained_encoder({where!r}) or scripts/convert.py "
                               f"model_path={where}.")
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        return config_dict, kwargs
 
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
