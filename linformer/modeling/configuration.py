@@ -146,8 +146,10 @@ class LinformerConfig(PreTrainedConfig):
       kernels. The MLM head gives the padding rows a logit of -inf: they never receive probability. None: every
       row is a token.
 
-    Unknown keyword arguments raise ConfigError (a misspelt field would otherwise be kept and ignored); the ones
-    Hugging Face itself passes (``num_labels``, ``torch_dtype``, ``name_or_path``, ...) are accepted.
+    An unknown keyword argument is kept as an attribute the model does not read, as ``PretrainedConfig`` keeps any
+    (tools annotate configs); one that looks like a misspelt field gets a warning naming the field, once per name
+    and process. Where a person types settings (Hydra's ``model.*``, convert's), a typo is a ConfigError
+    (``check_model_fields``).
     """
 
     model_type = "linformer"
@@ -221,7 +223,8 @@ class LinformerConfig(PreTrainedConfig):
         _warn_near_misses(kwargs)
         if self.position_offset is None:  # config.json files written before the field existed are RoBERTa's
             self.position_offset = position_offset_of(self)
-        if self.max_position_embeddings is None:
+        if self.max_position_embeddings is None and fits_type(self.max_seq_len, int) and self.max_seq_len >= 1:
+            # (a bad n is left for the checks to name as max_seq_len, not as the field derived from it)
             self.max_position_embeddings = self.max_seq_len + self.position_offset
         if self.classifier_pooling is None:
             self.classifier_pooling = "pooler" if self.classifier_head == "bert" else "cls"
@@ -353,7 +356,9 @@ def _check_types(config: LinformerConfig) -> None:
     for key in _annotated("int"):
         value, low = getattr(config, key), 0 if key in _ZERO_ALLOWED else 1
         if value is not None and not (fits_type(value, int) and value >= low):
-            raise ConfigError(f"{key}={value!r} must be a whole number >= {low}.")
+            kind = "" if isinstance(value, (int, float, str)) else \
+                f" (a Python int; got a {type(value).__module__}.{type(value).__name__}: pass int(value))"
+            raise ConfigError(f"{key}={value!r} must be a whole number >= {low}{kind}.")
     for key in _annotated("bool"):
         value = getattr(config, key)
         if not fits_type(value, bool):
@@ -393,11 +398,12 @@ def _validate_local_global(config: LinformerConfig) -> None:
         raise ConfigError(
             "local_window and global_positions add exact keys beside a learned projection: they need "
             f"attention='linformer' and projection='linear' (got attention={config.attention!r}, "
-            f"projection={config.projection!r}).")
+            f"projection={config.projection!r}); for this attention pass local_window=0 and global_positions=[] "
+            f"too (the model has local_window={w!r}, global_positions={positions!r}).")
+    # overlap_columns says what the exact keys do to projected columns: without exact keys it has nothing to mask,
+    # and is accepted as it is, so that local_window=0, global_positions=[] alone turn a converted model (saved with
+    # "mask") into the paper's Linformer
     _check_choice("overlap_columns", config.overlap_columns, OVERLAP_COLUMNS)
-    if config.overlap_columns != "keep" and not (w or positions):
-        raise ConfigError(f"overlap_columns={config.overlap_columns!r} masks projected columns that the exact keys "
-                          "already hold: it needs a local_window or global_positions.")
     if config.landmark_pooling:
         needs = []
         if not (w or positions):

@@ -66,12 +66,40 @@ def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedMod
     ``settings`` set LinformerConfig fields (``attention``, ``projected_dim``, ``sharing``, ``max_seq_len``...).
     ``max_seq_len`` defaults to the source's longest input; a shorter one truncates the position table, a
     longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
-    ``extend_positions=False``, which makes that a ConfigError.
+    ``extend_positions=False``, which makes that a ConfigError. ``dtype`` (or ``torch_dtype``), as for
+    ``from_pretrained``: the converted weights in that dtype. A saved Linformer given as the source is reshaped
+    with ``settings`` into `cls` (``from_linformer``).
     """
+    settings, dtype = _without_dtype(settings)
+    if not isinstance(name_or_path, PreTrainedModel) and \
+            _source_config(where := resolve_model_path(str(name_or_path))).model_type == "linformer":
+        return _in_dtype(from_linformer(where, cls, extend_positions=extend_positions, **settings), dtype)
     # the config first: a bad setting is said before the weights load
     config, where = _encoder_config(cls.copies_classifier_fields, name_or_path, settings)
     source = name_or_path if isinstance(name_or_path, PreTrainedModel) else _load_source(where)
-    return _convert(cls, source, config, where, extend_positions, settings)
+    return _in_dtype(_convert(cls, source, config, where, extend_positions, settings), dtype)
+
+
+def _without_dtype(settings: dict) -> tuple[dict, torch.dtype | None]:
+    """(`settings` without ``dtype``/``torch_dtype``, the torch dtype they name): those are from_pretrained's
+    keywords for the weights' dtype, not config fields, and a conversion honours them as from_pretrained does."""
+    settings = dict(settings)
+    named = [settings.pop(key) for key in ("dtype", "torch_dtype") if key in settings]
+    if not named or named[0] in (None, "auto"):  # "auto": the source's own dtype, which the conversion keeps
+        return settings, None
+    dtype = named[0]
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ConfigError(f"dtype={named[0]!r} is not a floating-point torch dtype (torch.bfloat16, 'float16', ...).")
+    return settings, dtype
+
+
+def _in_dtype(model: PreTrainedModel, dtype: torch.dtype | None) -> PreTrainedModel:
+    if dtype is not None:
+        model.to(dtype)
+        model.config.dtype = dtype  # what save_pretrained records, and from_pretrained(dtype="auto") reads back
+    return model
 
 
 def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class: type | None = None,
@@ -108,7 +136,9 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
     path = resolve_model_path(str(name_or_path))
     source_type = _source_config(path).model_type
-    if source_type != "linformer":
+    if source_type == "linformer":  # reshaped in the class it was saved as, unless model_class names another
+        model_class = model_class or _saved_class(path)
+    else:
         _check_supported(source_type, path)  # first: a GPT-2 directory is named as one
     if model_class is None:  # the class registered for masked LM (auto.register), found by its config's type
         model_class = MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
@@ -118,8 +148,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     tokenizer = load_tokenizer(path, "model_path")
     if seed is not None:
         torch.manual_seed(seed)
-    model = _reshaped(path, settings) if source_type == "linformer" else \
-        model_class.from_pretrained_encoder(path, **settings)
+    model = model_class.from_pretrained_encoder(path, **settings)
     check_tokenizer_fits(tokenizer, model.config, path)
     tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir, record, overwrite) as tmp:
@@ -134,12 +163,17 @@ def is_sequence_classifier(config) -> bool:
     return any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
 
 
-def _reshaped(path: str, settings: dict):
-    """A saved Linformer (a finetuned full-attention classifier lengthened to a teacher's n, say) in its own class,
-    heads kept, with ``settings`` changed (from_linformer)."""
-    classifier = is_sequence_classifier(LinformerConfig.from_pretrained(path))
-    auto_class = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM
-    return from_linformer(path, auto_class, **settings)
+def _saved_class(path: str) -> type[PreTrainedModel]:
+    """The package's class of the saved Linformer at `path` (its config's ``architectures``): a finetuned classifier,
+    a masked LM, or a bare encoder; a masked LM where the config names none."""
+    saved = (LinformerConfig.from_pretrained(path).architectures or ["LinformerForMaskedLM"])[0]
+    from . import model, task_models
+
+    found = getattr(task_models, saved, None) or getattr(model, saved, None)
+    if not isinstance(found, type) or not issubclass(found, PreTrainedModel):
+        raise CheckpointError(f"{path}/config.json names the architecture {saved!r}, which is not a Linformer class "
+                              "of this package: pass model_class.")
+    return found
 
 
 def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **settings):

@@ -122,8 +122,8 @@ def once(store: dict | None, key: tuple, build):
     """What `build()` returns, built the first time `key` is asked of `store` (a dict that lives for one forward, so
     that every layer shares what depends on the input's shape and mask only) and looked up after; built each time
     without a store."""
-    if store is None:
-        return build()
+    if store is None or any(isinstance(part, torch.SymInt) for part in key):
+        return build()  # a symbolic size (torch.export with dynamic shapes) is no dict key: traced once anyway
     if key not in store:
         store[key] = build()
     return store[key]

@@ -161,6 +161,9 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True  # every attention path reads it (linformer.modeling.flex)
     _no_split_modules = ["LinformerEmbeddings", "LinformerLayer"]
     copies_classifier_fields = False  # from_pretrained_encoder: whether the source's labels come along
+    # The losses average over the batch they are given and take no num_items_in_batch: transformers.Trainer then
+    # divides them by its gradient-accumulation steps itself (it would not for a forward with **kwargs).
+    accepts_loss_kwargs = False
 
     def __call__(self, *args, **kwargs):
         """The forward; an eager one of a Linformer on the CPU without gradients with threads fitted to the cores
@@ -332,6 +335,13 @@ class LinformerModel(LinformerPreTrainedModel):
                 f"Truncate inputs to {n} tokens."
             )
         output_attentions = bool(output_attentions or self.config.output_attentions)
+        if output_attentions and self.config.attention != "full" and (self.config.local_window or
+                                                                      self.config.global_positions):
+            logger.warning_once(
+                "output_attentions=True: the attention with exact local and global keys (local_window, "
+                "global_positions) computes no probabilities, so `attentions` holds None for its layers (an input of at "
+                "most k tokens, attended exactly, gets its T x T maps). For maps, load the model with local_window=0 "
+                "and global_positions=[] (the paper's Linformer: T x k maps) or attention='full'.")
         output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         mask = None

@@ -574,3 +574,38 @@ def test_the_converted_default_counts_no_token_twice_unless_told():
                                                                       "global_positions": [0, -1]}
     assert converted_exact_keys({"local_window": 64}, 512) == {}  # the user's exact keys: overlap_columns theirs too
     assert converted_exact_keys({"attention": "full"}, 512) == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, "bfloat16", "torch.float16"])
+def test_a_conversion_gives_the_dtype_asked_as_from_pretrained_does(tmp_path, dtype):
+    """dtype= (or torch_dtype=), from_pretrained's keyword, was kept on the config and the weights stayed float32."""
+    save_source(tmp_path / "bert", BertModel, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    want = getattr(torch, str(dtype).removeprefix("torch.")) if isinstance(dtype, str) else dtype
+    model = LinformerModel.from_pretrained_encoder(tmp_path / "bert", projected_dim=8, dtype=dtype)
+    assert {p.dtype for p in model.parameters()} == {want} and model.config.dtype == want
+    out = convert_encoder(tmp_path / "bert", tmp_path / "out", LinformerModel, projected_dim=8, torch_dtype=dtype)
+    assert LinformerModel.from_pretrained(out, dtype="auto").dtype == want  # saved as asked, read back so
+    assert LinformerModel.from_pretrained_encoder(tmp_path / "bert", projected_dim=8, dtype="auto").dtype == torch.float32
+    with pytest.raises(ConfigError, match=r"^dtype='int8' is not a floating-point torch dtype"):
+        LinformerModel.from_pretrained_encoder(tmp_path / "bert", projected_dim=8, dtype="int8")
+
+
+def test_a_saved_linformer_is_reshaped_by_either_entry_point_in_the_class_it_was_saved_as(tmp_path):
+    """from_pretrained_encoder refused a saved Linformer that convert_encoder reshapes, and convert_encoder gave a
+    saved bare encoder a masked-LM head of random weights; both now keep what was saved, and model_class chooses."""
+    save_source(tmp_path / "bert", BertModel, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    encoder = convert_encoder(tmp_path / "bert", tmp_path / "enc", LinformerModel, projected_dim=8)
+    longer = convert_encoder(encoder, tmp_path / "longer", max_seq_len=2 * N)
+    assert json.loads((longer / "config.json").read_text())["architectures"] == ["LinformerModel"]
+    saved = LinformerModel.from_pretrained(encoder)
+    same = LinformerModel.from_pretrained(longer)
+    assert not any(k.startswith("lm_head") for k in same.state_dict())
+    ids = batch(BERT)
+    with torch.no_grad():  # inputs as long as before: the same model (positions copied, E's rows resampled alike)
+        via_python = LinformerModel.from_pretrained_encoder(encoder, max_seq_len=2 * N).eval()
+        torch.testing.assert_close(outputs(via_python, ids), outputs(same.eval(), ids))
+    assert via_python.config.max_seq_len == 2 * N and saved.config.max_seq_len == N
+    mlm = convert_encoder(encoder, tmp_path / "mlm", LinformerForMaskedLM, max_seq_len=2 * N)
+    assert json.loads((mlm / "config.json").read_text())["architectures"] == ["LinformerForMaskedLM"]

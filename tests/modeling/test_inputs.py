@@ -73,3 +73,34 @@ def test_left_padding_is_named_where_the_projections_read_positions_and_only_the
     assert said == []
     linformer(input_ids=IDS, attention_mask=left)
     assert len(said) == 1 and "left padding" in said[0] and "padding_side = 'right'" in said[0]
+
+
+def test_attention_maps_asked_of_the_exact_key_attention_say_why_they_are_none(monkeypatch):
+    """The attention with exact local and global keys computes no probabilities: output_attentions=True gave a tuple
+    of None without a word. It now warns, naming how to get maps; the paper's Linformer and full attention give
+    their maps and stay silent."""
+    import linformer.modeling.model as model_module
+
+    said = []
+    monkeypatch.setattr(model_module.logger, "warning_once", said.append)
+    torch.manual_seed(0)
+    plain, full = (LinformerModel(tiny_config(attention=a)).eval() for a in ("linformer", "full"))
+    for model in (plain, full):
+        assert all(a is not None for a in model(input_ids=IDS, output_attentions=True).attentions)
+    assert said == []
+    exact = LinformerModel(tiny_config(local_window=4, global_positions=[0, -1])).eval()
+    assert all(a is None for a in exact(input_ids=IDS, output_attentions=True).attentions)
+    assert len(said) == 1 and "computes no probabilities" in said[0] and "global_positions=[]" in said[0]
+    exact(input_ids=IDS)  # maps not asked: nothing said
+    assert len(said) == 1
+
+
+def test_a_bad_n_is_named_as_max_seq_len_not_as_the_position_table_derived_from_it():
+    import numpy as np
+
+    from linformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^max_seq_len=-4 must be a whole number >= 1\.$"):
+        tiny_config(max_seq_len=-4)
+    with pytest.raises(ConfigError, match=r"^max_seq_len=np.int64\(16\) must be .*got a numpy.int64: pass int\(value\)"):
+        tiny_config(max_seq_len=np.int64(16))

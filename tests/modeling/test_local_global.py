@@ -362,9 +362,25 @@ def test_masked_overlap_equals_the_dense_reference(radius, positions):
     assert dense_overlap(23, torch.tensor([23, 17, 5]), radius, positions, spans).any()  # the case masks a column
 
 
-def test_overlap_mask_needs_exact_keys_and_a_known_choice():
-    with pytest.raises(ConfigError, match="overlap_columns='mask' .* needs a local_window or global_positions"):
-        LinformerConfig(**SMALL, overlap_columns="mask")
+def test_exact_keys_turned_off_on_a_saved_converted_model_give_the_paper_s_linformer(tmp_path):
+    """A converted model saves overlap_columns='mask'; local_window=0, global_positions=[] alone (the documented
+    recipe) load it as the paper's Linformer, the mask having nothing left to mask; full attention names every field
+    it needs in one refusal; an unknown choice is refused."""
+    from linformer import LinformerModel
+
+    converted = LinformerModel(LinformerConfig(**SMALL, local_window=8, global_positions=[0, -1],
+                                               overlap_columns="mask"))
+    converted.save_pretrained(tmp_path)
+    paper = LinformerModel.from_pretrained(tmp_path, local_window=0, global_positions=[]).eval()
+    plain = LinformerModel(LinformerConfig(**SMALL)).eval()
+    plain.load_state_dict(paper.state_dict())
+    ids = torch.randint(3, SMALL["vocab_size"], (2, 20))
+    mask = torch.ones_like(ids)
+    mask[1, 13:] = 0
+    assert torch.equal(paper(ids, attention_mask=mask).last_hidden_state, plain(ids, attention_mask=mask).last_hidden_state)
+    with pytest.raises(ConfigError, match=r"pass local_window=0 and global_positions=\[\] too \(the model has "
+                                          r"local_window=8, global_positions=\[0, -1\]\)"):
+        LinformerModel.from_pretrained(tmp_path, attention="full")
     with pytest.raises(ConfigError, match="overlap_columns='drop' is not one of keep, mask"):
         LinformerConfig(**SMALL, local_window=8, overlap_columns="drop")
 
