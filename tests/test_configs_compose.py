@@ -96,3 +96,15 @@ def test_experiments_evaluate_finetuning_per_epoch(experiment):
     for task in ("sst2", "imdb"):
         ft = _compose("finetune", [f"experiment={experiment}", f"task={task}", "model_path=outputs/pretrain/x"])
         assert ft.trainer.eval_every is None and ft.trainer.save_every is None
+
+
+@pytest.mark.parametrize("row", _options("experiment/table2"))
+def test_a_table2_row_reads_the_corpus_its_config_records(row):
+    """The paper-scale rows read data=mirror in n-token blocks by path; the run's recorded data node said
+    mirror_slice at n = 128 (the pretraining default), which is not what it trained on."""
+    cfg = _compose("pretrain", [f"experiment=table2/{row}"])
+    assert cfg.data.n == cfg.model.max_seq_len and cfg.data.tokenizer == "mirror" and cfg.data.max_documents is None
+    assert cfg.corpus_dir == f"{cfg.paths.data_dir}/processed/{cfg.data.name}" == f"data/processed/mirror-n{cfg.data.n}"
+    assert cfg.tokenizer_dir == "data/tokenizers/mirror"
+    mirror = _compose("corpus", ["data=mirror", f"data.n={cfg.data.n}", f"data.name={cfg.data.name}"])
+    assert mirror.out_dir == cfg.corpus_dir and list(mirror.data.sources) == list(cfg.data.sources)
