@@ -76,6 +76,7 @@ lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
 clean: ## remove caches (keeps .venv, data/ and outputs/)
-	rm -rf .pytest_cache **/__pycache__
+	rm -rf .pytest_cache .ruff_cache
+	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
 .PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint clean

@@ -259,8 +259,8 @@ def test_without_cuda_no_target_starts_and_nothing_is_written(tmp_path, capsys, 
     with pytest.raises(SystemExit) as stop:
         _load(monkeypatch, gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines()[0] == \
-        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one"  # first, then usage
+    assert capsys.readouterr().err.splitlines() == [  # the machine's fault, not the command line's: no usage
+        "error: no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one"]
     assert not (tmp_path / "out").exists()
 
 
@@ -380,6 +380,9 @@ def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothi
     assert printed.startswith("[tests] ") and "pytest -m gpu tests/gpu" in printed
     assert "[mfu]" in printed and "run_name=mfu-full" in printed and "run_name=mfu-k128" in printed
     assert "[table3]" not in printed and not out.exists()
+    assert gpu.main(["scratch", "table2", "--out", str(out), "--dry-run"]) == 0  # in the order they would run
+    printed = capsys.readouterr().out
+    assert printed.startswith("[scratch] ") and printed.index("[scratch]") < printed.index("[table2]")
 
 
 def test_every_targets_commands_pass_the_plan_check_and_name_their_outputs(tmp_path):

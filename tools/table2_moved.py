@@ -6,7 +6,6 @@ Usage: python tools/table2_moved.py OLD.json NEW.json
 
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -45,8 +44,25 @@ def moved(old: dict, new: dict) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
-    old, new = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
-    print("\n".join(moved(old, new)) or "nothing moved")
+    from linformer.cli import ArgumentParser, cli_errors
+    from linformer.files import read_json
+
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old", type=Path, help="the report before the change (a table2 --layout pretrained .json)")
+    ap.add_argument("new", type=Path, help="the report after it")
+    args = ap.parse_args(argv)
+    with cli_errors():
+        reports = []
+        for path in (args.old, args.new):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: no such report")
+            reports.append(read_json(path))
+        print("\n".join(moved(*reports)) or "nothing moved")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

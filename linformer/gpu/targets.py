@@ -59,10 +59,10 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ..cli import ArgumentParser
+from ..cli import ArgumentParser, cli_errors
 from ..data.io import repo_root
 from ..devices import cuda_device_name
-from ..errors import LinformerError, OutputPathError
+from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
@@ -313,34 +313,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
-    if args.dry_run:
-        for name, commands in target_commands(args.out, args.jobs).items():
-            if name in args.targets:
-                print(f"[{name}] -> {args.out / log_name(name)}", *(f"  {_shown(c)}" for c in commands), sep="\n")
+    if args.dry_run:  # in the order they would run, which decides what a --stop-after cuts
+        planned = target_commands(args.out, args.jobs)
+        for name in args.targets:
+            print(f"[{name}] -> {args.out / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
         return 0
+    with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
+        return _run(args, deadline)
+
+
+def _run(args, deadline: float | None) -> int:
     out = args.out.resolve()
     if out.exists() and not out.is_dir():
-        parser.error(f"--out {args.out} is a file, not a folder for the targets' results")
+        raise OutputPathError(f"--out {args.out} is a file, not a folder for the targets' results")
     record_path = out / "gpu_targets.json"
     try:
         records = json.loads(record_path.read_text()) if record_path.is_file() else []
     except ValueError:
-        parser.error(f"{record_path} is not JSON (damaged): move it away to start a new record there")
+        raise DataError(f"{record_path} is not JSON (damaged): move it away to start a new record there") from None
     if not isinstance(records, list):
-        parser.error(f"{record_path} is not a list of target records: move it away to start a new record there")
+        raise DataError(f"{record_path} is not a list of target records: move it away to start a new record there")
     # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
     # else's (refused, naming it, before anything else); claimed before they are written, so a run stopped half-way
     # leaves files the next run may replace
     written = [out / log_name(name) for name in args.targets] + [record_path] + \
         ([args.archive.resolve()] if args.archive is not None else [])
     owner = made_by("gpu", {})
-    try:
-        check_output_files(written, owner, args.overwrite)
-    except OutputPathError as err:
-        parser.error(str(err))
+    check_output_files(written, owner, args.overwrite)
     gpu = cuda_device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
-        parser.error("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")
+        raise ConfigError("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
     commands = target_commands(out, args.jobs)
