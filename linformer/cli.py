@@ -61,6 +61,8 @@ _USER_OS_ERRORS = {
     errno.EEXIST: "{path} already exists and is in the way: move it, or choose another path.",
     errno.ENOTDIR: "{path}: part of this path is a file, not a folder: choose another path.",
     errno.EISDIR: "{path} is a folder where a file was expected: choose another path.",
+    errno.ENAMETOOLONG: "{path}: a name in this path is longer than the file system allows (255 bytes): choose a "
+                        "shorter one (run_name, or what the default name is made of).",
 }
 
 
@@ -80,12 +82,26 @@ def _attn_tag(attention, n, k, sharing) -> str:
     return f"full-n{n}" if str(attention) == "full" else f"{attention}-n{n}-k{k}-{sharing}"
 
 
+# the folder names a run gives the models it saves (train/core.py, train/export.py): not a model's own name
+_GENERIC_MODEL_DIRS = re.compile(r"(model|best|model-step-\d+)")
+
+
+def model_name_of(path) -> str:
+    """How a default run name names a model path: its folder's name, with its run's name before it where the folder
+    is one a run saves (`.../<run>/best` -> `<run>-best`), so that runs of two runs' exported models do not share a
+    name (and one does not offer to continue the other)."""
+    path = Path(str(path).rstrip("/"))
+    if _GENERIC_MODEL_DIRS.fullmatch(path.name) and path.parent.name not in ("", ".", "/"):
+        return f"{path.parent.name}-{path.name}"
+    return path.name
+
+
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
 
     resolvers = {
-        "basename": lambda p: Path(str(p).rstrip("/")).name,
+        "basename": model_name_of,
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
         "suffix": lambda text: f"-{text}" if text not in (None, "") else "",

@@ -125,6 +125,16 @@ def describe_changes(changes: Mapping[str, tuple]) -> str:
     return "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
 
 
+# The keys naming the weights a run starts or learns from (finetuning's and transfer's model_path, pretraining's
+# init_from, distillation's teacher): the steps a run has taken came from them, so no run continues across a change
+START_KEYS = ("model_path", "init_from", "teacher_path")
+
+
+def start_changes(diff: Mapping[str, tuple]) -> dict[str, tuple]:
+    """The changes of `diff` (identity_diff) to the weights a run started from (START_KEYS): never allowed."""
+    return {k: v for k, v in diff.items() if k in START_KEYS}
+
+
 def is_shape_key(key: str) -> bool:
     """A model key that changes a weight's shape (SHAPE_FIELDS): a run cannot continue across it."""
     return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_FIELDS
@@ -221,6 +231,10 @@ def not_a_run(path: str | Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.name != LOCK)
 
 
+# run.json's fields of an attempt's end, by status (finish, fail, stop): moved into `attempts` when the run starts again
+_ENDED = ("finished", "failed", "error", "stopped", "reason")
+
+
 class RunRecord:
     """Read and write one run directory. Training claims it (lock + identity check) before writing anything."""
 
@@ -277,6 +291,12 @@ class RunRecord:
                     f"{self.dir} holds a run of another architecture ({changes}), whose weights cannot take the new "
                     "shape: start afresh under another run_name."
                 )
+            started = start_changes(diff)
+            if started:  # its steps so far were trained from those weights: a record of the new ones would be untrue
+                raise RunDirError(
+                    f"{self.dir} holds a run that started from other weights ({describe_changes(started)}): its steps "
+                    "so far were trained from those, so it cannot continue from these. Start afresh under another "
+                    "run_name.")
             refused = refused_changes(diff, allow_change)
             if refused:
                 changes, keys = describe_changes(refused), ",".join(refused)
@@ -294,6 +314,10 @@ class RunRecord:
     def start(self, config: Mapping, step: int) -> None:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing)."""
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
+        ended = {key: info.pop(key) for key in _ENDED if key in info}
+        if ended:  # an earlier attempt's end (a crash, a stop) goes into the history, not beside this one's status
+            info.setdefault("attempts", []).append({"status": info.get("status"), "started": info.get("started"),
+                                                    **ended})
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)

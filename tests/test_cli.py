@@ -101,6 +101,8 @@ def test_a_path_without_permission_is_one_error_line(capsys):
     (errno.EROFS, "error: /mnt/ro/out/config.json is on a read-only file system: choose an output path you can write."),
     (errno.ENOTDIR, "error: /tmp/notes.txt/out: part of this path is a file, not a folder: choose another path."),
     (errno.EEXIST, "error: /tmp/out already exists and is in the way: move it, or choose another path."),
+    (errno.ENAMETOOLONG, ("error: /tmp/xxxx: a name in this path is longer than the file system allows (255 "
+                          "bytes): choose a shorter one (run_name, or what the default name is made of).")),
 ])
 def test_os_errors_on_the_user_s_paths_are_one_line_naming_the_path(capsys, code, expected):
     from linformer.cli import cli_errors
@@ -326,3 +328,15 @@ def test_no_printed_command_puts_a_value_in_unquoted():
                 if "{}" in command:
                     found.append(f"{name}:{node.lineno}: {command}")
     assert found == []
+
+
+def test_default_run_names_tell_apart_the_models_of_two_runs_saved_under_the_same_folder_name():
+    """Every export is model-step-NNNNNNNN (every finetuning's best/): named by its folder alone, two runs' exports
+    gave one default run name, and the second was offered to continue the first."""
+    from linformer.cli import compose
+
+    names = {compose("finetune", ["task=sst2", f"model_path=outputs/pretrain/{run}/model-step-00000100"]).run_name
+             for run in ("a", "b")}
+    assert names == {"sst2-a-model-step-00000100-lr2e-05-s0", "sst2-b-model-step-00000100-lr2e-05-s0"}
+    assert compose("finetune", ["task=sst2", "model_path=outputs/pretrain/demo"]).run_name == "sst2-demo-lr2e-05-s0"
+    assert compose("finetune", ["task=sst2", "model_path=minilm"]).run_name == "sst2-minilm-lr2e-05-s0"

@@ -92,6 +92,37 @@ def test_a_shape_change_cannot_be_allowed(tmp_path):
         RunRecord(run, "pretrain").claim(_with(**{"model.projected_dim": 16}), allow_change=True)
 
 
+@pytest.mark.parametrize("key", ["model_path", "init_from", "teacher_path"])
+def test_the_weights_a_run_started_from_cannot_be_changed_even_when_allowed(tmp_path, key):
+    """The run's steps so far came from those weights: continuing from others made results.json claim start weights
+    (and a start hash, which reports pair rows by) that the model was not trained from."""
+    run = tmp_path / "run"
+    record = RunRecord(run, "finetune")
+    record.claim({**CONFIG, key: "outputs/pretrain/a/model-step-00000100"})
+    record.start({**CONFIG, key: "outputs/pretrain/a/model-step-00000100"}, step=0)
+    record.release()
+    with pytest.raises(RunDirError, match=rf"started from other weights \({key}: .*a/model-step.* -> .*b/model-step"):
+        RunRecord(run, "finetune").claim({**CONFIG, key: "outputs/pretrain/b/model-step-00000100"}, allow_change=True)
+
+
+def test_a_restarted_run_keeps_an_earlier_attempt_s_end_in_its_history_not_beside_its_status(tmp_path):
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    record.fail(RuntimeError("Connection reset by peer"))
+    record.release()
+    again = RunRecord(run, "pretrain")
+    assert again.claim(CONFIG) == "continue"
+    again.start(CONFIG, step=50)
+    again.finish({"steps": 60})
+    again.release()
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "complete" and "failed" not in info and "error" not in info
+    [attempt] = info["attempts"]
+    assert attempt["status"] == "failed" and attempt["error"] == "RuntimeError: Connection reset by peer"
+
+
 def _lock_of(run_dir, pid, host=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / LOCK).write_text(json.dumps({"pid": pid, "host": host or socket.gethostname(), "since": "then"}))

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from accelerate import Accelerator
@@ -168,6 +169,33 @@ def resolve_resume(resume: str | None, run_dir: Path, allow_nonbitwise: bool = F
         f"trainer.resume={resume!r}: no complete checkpoint there. Expected a checkpoint directory holding "
         f"{STATE_FILE}, or a run directory with checkpoints/step-NNNNNNNN/{STATE_FILE}."
     )
+
+
+# The optimizer's hyperparameters a run's settings give (optim.*, trainer.lr through initial_lr): a checkpoint's
+# states are the trained ones, these are the run's choice
+_SETTINGS_KEYS = ("weight_decay", "betas", "eps", "initial_lr")
+
+
+@contextlib.contextmanager
+def keeping_settings(optimizer, scheduler) -> Iterator[None]:
+    """Around a checkpoint's load: the optimizer's hyperparameters and the schedule's peak learning rates as this
+    run's settings built them are put back after the checkpoint's states load, and the learning rate is recomputed
+    from them at the checkpoint's step. So a change the run allows on resume (trainer.allow_config_change: a lower
+    trainer.lr for a run that diverges, another weight decay) trains from that step on, where the checkpoint's
+    saved values used to win; with the settings unchanged the values are the same (the same expression the schedule
+    evaluates at each step), and the resume stays bitwise."""
+    schedule = getattr(scheduler, "scheduler", scheduler)  # Accelerate's wrapper holds the LambdaLR
+    kept = [{key: group[key] for key in _SETTINGS_KEYS if key in group} for group in optimizer.param_groups]
+    base = list(getattr(schedule, "base_lrs", []))
+    yield
+    for group, values in zip(optimizer.param_groups, kept):
+        group.update(values)
+    if base and hasattr(schedule, "lr_lambdas"):
+        schedule.base_lrs = base
+        lrs = [lr * factor(schedule.last_epoch) for lr, factor in zip(base, schedule.lr_lambdas)]
+        for group, lr in zip(optimizer.param_groups, lrs):
+            group["lr"] = lr
+        schedule._last_lr = lrs  # what get_last_lr() reads: the lr the next step logs
 
 
 def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -> dict:

@@ -49,8 +49,9 @@ from ..rundir import (
     identity_diff,
     refused_changes,
     reported_scalars,
+    start_changes,
 )
-from ..signals import handling
+from ..signals import handling, signals_stop
 from . import checkpoint as ckpt
 from .common import (
     build_accelerator,
@@ -492,7 +493,8 @@ class Trainer:
         foreign = source.resolve() != self.run_dir.resolve()
         if foreign:
             self._check_foreign(path, source)
-        self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
+        with ckpt.keeping_settings(self.optimizer, self.scheduler):
+            self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
         step = self.state["step"]
         if step > self.settings.max_steps:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
@@ -513,6 +515,11 @@ class Trainer:
         if not recorded:  # a checkpoint copied out of its run: nothing to compare
             return
         diff = identity_diff(recorded, self.config)
+        started = start_changes(diff)
+        if started:
+            raise ConfigError(f"trainer.resume={self.settings.resume}: that checkpoint's run ({source}) started from "
+                              f"other weights ({describe_changes(started)}): its steps were trained from those. Give "
+                              "the weights it started from, or start afresh without trainer.resume.")
         refused = refused_changes(diff, self.settings.allow_config_change)
         if refused:
             raise ConfigError(
@@ -586,6 +593,10 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     print("\n".join(lines), file=sys.stderr)
 
 
+OUTSIDE_STEPS = ("stopped by {signal} outside the training steps (at start-up, or in the final evaluation and "
+                 "saving): the run keeps its last checkpoint. Run the same command again to go on.")
+
+
 def run_training(spec: RunSpec, run_dir: str | Path,
                  make_task: Callable[[Accelerator, TrainerSettings], TrainingTask]) -> dict[str, Any]:
     """What every loop does around its task: claim the run directory, build the task, optimizer and schedule,
@@ -596,7 +607,9 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     accelerator = build_accelerator(settings, spec.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
     config = spec.config | data_identity(spec.corpus)
-    with claimed_run(accelerator, record, config, settings) as start:
+    # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
+    # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
+    with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)), claimed_run(accelerator, record, config, settings) as start:
         if start.status == "complete":
             return already_complete(record, config)
         seed_everything(spec.seed)

@@ -128,7 +128,9 @@ class PretrainTask(TrainingTask):
         self.eval_batches = settings.eval_batches
         self.default_eval_every = None
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
-        self.peak_flops = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
+        # tokens/s counts every process's tokens (core), so the peak is every process's: one device's times the world
+        one = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
+        self.peak_flops = one * world if one else None
         self.accum = settings.grad_accum
         # fixed prediction slots where shapes must not change (compiled) and on a GPU, where boolean indexing of the
         # targets would read their count back to the host in every micro-batch (a wait for the device)

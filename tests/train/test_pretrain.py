@@ -305,3 +305,16 @@ def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_dat
     assert shlex.split(summary["next"]) == words
     printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
     assert [shlex.split(line.removeprefix("next: ")) for line in printed] == [words]
+
+
+def test_mfu_in_a_multi_process_run_is_against_every_process_s_peak(tiny_data):
+    """tokens/s counts every process's tokens, so the peak is every process's: against one device's peak a run on 8
+    GPUs reported 8x its MFU (2x under torchrun --nproc_per_node 2 here)."""
+    import torch
+
+    from linformer.runconfig import PretrainSpec
+    from linformer.train.pretrain import PretrainTask
+
+    spec = PretrainSpec.of(compose_pretrain(tiny_data, "trainer.peak_tflops=0.5"))
+    one, two = (PretrainTask(spec, spec.trainer, world, 0, torch.device("cpu")) for world in (1, 2))
+    assert one.peak_flops == 0.5e12 and two.peak_flops == 2 * one.peak_flops

@@ -331,3 +331,54 @@ def test_another_run_s_checkpoint_continues_a_run_only_with_its_settings_and_is_
     assert summary["resumed_from_step"] == 4 and summary["steps"] == 6 and info["status"] == "complete"
     assert info["resumed_from"] == str(ckpt.resolve())
     assert info["changes"] == [{"step": 4, "key": "trainer.max_steps", "from": 4, "to": 6}]
+
+
+def test_an_allowed_lr_change_on_resume_trains_with_the_new_lr(tiny_data, tmp_path):
+    """trainer.allow_config_change=[trainer.lr] was recorded but the checkpoint's saved schedule and optimizer kept
+    the old peak: the run trained on at the old lr while its record said the new one. Now the steps after the resume
+    follow the new peak on the schedule of the new max_steps, as a run started with those settings would from there."""
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=4", "trainer.warmup_steps=1",
+                              "trainer.log_every=1"), run)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=8", "trainer.save_every=4", "trainer.warmup_steps=1",
+                              "trainer.log_every=1", "trainer.lr=1e-4",
+                              "trainer.allow_config_change=[trainer.max_steps,trainer.lr]"), run)
+    fresh = tmp_path / "fresh"  # the schedule a run with the new settings follows from the start
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=8", "trainer.warmup_steps=1", "trainer.log_every=1",
+                              "trainer.lr=1e-4"), fresh)
+
+    def lrs(d):
+        rows = [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+        return {r["step"]: r["lr"] for r in rows if "lr" in r}
+
+    resumed, planned = lrs(run), lrs(fresh)
+    assert [resumed[s] for s in range(5, 9)] == pytest.approx([planned[s] for s in range(5, 9)], rel=1e-12)
+    assert max(resumed[s] for s in range(5, 9)) <= 1e-4 < resumed[3]  # the first attempt's, at the old peak
+
+
+@pytest.mark.parametrize("when", ["start-up", "final evaluation"])
+def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data, tmp_path, monkeypatch, when):
+    """The step-boundary stop covers the loop only: a SIGTERM at start-up (the first evaluation) or in the final
+    scoring and saving killed the process where it stood, run.json saying `running` and the lock left behind."""
+    import signal as signals
+
+    from linformer.errors import Preempted
+    from linformer.train.core import Trainer
+    from linformer.train.pretrain import PretrainTask
+
+    target = "_evaluate" if when == "start-up" else "finish"
+    owner = Trainer if target == "_evaluate" else PretrainTask
+    real = getattr(owner, target)
+
+    def signalled(self, *args, **kwargs):
+        os.kill(os.getpid(), signals.SIGTERM)  # the real signal, through the handler the run installs
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(owner, target, signalled)
+    run = tmp_path / "run"
+    with pytest.raises(Preempted, match=r"^stopped by SIGTERM outside the training steps") as stop:
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_at_start=true"), run)
+    assert stop.value.exit_code == 128 + signals.SIGTERM
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "stopped" and "outside the training steps" in info["reason"]
+    assert not (run / ".lock").exists() and signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
