@@ -206,6 +206,15 @@ class RunLock:
             return
         raise RunDirError(f"could not take the lock {self.path}: another process keeps taking it.")
 
+    def holder_gone(self) -> bool:
+        """Whether no live process holds the run: no lock, or one left by a process of this host that is gone (a
+        lock of another host cannot be checked: not gone)."""
+        if not self.path.exists():
+            return True
+        holder = self._holder() or {}
+        pid = holder.get("pid")
+        return holder.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid)
+
     def _holder(self) -> dict | None:
         try:
             data = json.loads(self.path.read_text())
@@ -431,6 +440,11 @@ def reported_scalars(results: Mapping) -> dict[str, float]:
     return scores | {"eval_step": float(step)} if scores and isinstance(step, int) else scores
 
 
+# A run whose record says running while no process holds it: it ended without recording how (SIGKILL, the OOM
+# killer, a machine's reboot); the same command continues it from its last checkpoint
+KILLED = "killed"
+
+
 @dataclass
 class Run:
     """A run directory as reports see it."""
@@ -441,7 +455,7 @@ class Run:
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
     rows: list[dict] = field(default_factory=list)
-    status: str | None = None        # running / complete / stopped / failed (run.json), None without one
+    status: str | None = None        # running / complete / stopped / failed (run.json) / KILLED, None without one
 
     @property
     def key_config(self) -> dict[str, Any]:
@@ -484,5 +498,8 @@ def load_run(path: str | Path, root: str | Path | None = None) -> Run:
         with contextlib.suppress(ValueError, IndexError):
             stage = path.relative_to(Path(root).resolve()).parts[0]
     name = str(config.get("run_name") or path.name)
+    status = info.get("status")
+    if status == "running" and RunLock(path).holder_gone():  # SIGKILL, the OOM killer, a reboot: nothing recorded it
+        status = KILLED
     return Run(path=path, name=name, stage=stage, config=config, results=results, rows=read_metrics(path / METRICS),
-               status=info.get("status"))
+               status=status)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import signal
 import statistics
 import sys
@@ -218,7 +219,15 @@ def prefetches(device: torch.device) -> bool:
 
 
 def command_line() -> str:
-    return shell_command(Path(sys.executable).name, *sys.argv) if sys.argv[0] else "the same call"
+    """The command to run again (a stop's message): under torchrun, or a launcher built on it, the launcher with
+    this run's number of processes, since a resume on another number is refused (Trainer._check_global_batch)."""
+    if not sys.argv[0]:
+        return "the same call"
+    world, local = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if world > 1:
+        nodes = [f"--nnodes={world // local}"] if world != local else []
+        return shell_command("torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
+    return shell_command(Path(sys.executable).name, *sys.argv)
 
 
 class Trainer:
@@ -260,6 +269,8 @@ class Trainer:
     def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
         self._t0 = time.perf_counter()
+        # saved with every checkpoint: a resume compares them (_check_global_batch)
+        self.state["global_batch"], self.state["processes"] = self.global_batch(), self.accelerator.num_processes
         self._resume()
         if self.is_main:
             self.record.start(self.config, self.state["step"])
@@ -277,7 +288,9 @@ class Trainer:
             self._log_reported(results)
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
-                   "tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s if loop_s > 0 else None,
+                   # None where this start took no step (resumed at its last): its speed is unknown, not 0
+                   "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
+                                    if loop_s > 0 and self.state["tokens"] > tokens_before else None),
                    **self._speed_summary(),
                    "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
                    "resumed_from_step": self.state.get("resumed_from_step")}
@@ -499,6 +512,7 @@ class Trainer:
         if step > self.settings.max_steps:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
                               f"continues ({path}, step {step}): give trainer.max_steps above {step}.")
+        self._check_global_batch()
         self.state["resumed_from_step"] = step
         self._wall_before = self.state.get("wall_time_s", 0.0)
         if foreign:  # the run's record names the weights its first steps come from
@@ -506,6 +520,33 @@ class Trainer:
         if self.is_main:
             where = path if foreign else path.name
             print(f"resuming {self.run_dir} from {where} (step {step} of {self.settings.max_steps})", file=sys.stderr)
+
+    def global_batch(self) -> int:
+        """Sequences per optimizer step over every process: the data order's unit (a step reads rows g*B..(g+1)*B
+        of the epoch's permutation) and what the schedule's steps mean."""
+        return self.settings.batch_size * self.settings.grad_accum * self.accelerator.num_processes
+
+    def _check_global_batch(self) -> None:
+        """A checkpoint continues with the global batch it was trained at: another number of processes with the same
+        per-device batch (a resume with python after torchrun, say) re-reads or skips blocks and changes what a step
+        is, without a word. Refused unless allowed (``processes`` in trainer.allow_config_change), then recorded.
+        Checkpoints saved before the state recorded it are not checked."""
+        before, now = self.state.get("global_batch"), self.global_batch()
+        ran_on, world = self.state.get("processes"), self.accelerator.num_processes
+        self.state["global_batch"], self.state["processes"] = now, world
+        if before is None or before == now or ran_on == world:  # the same, or an allowed trainer.* batch change
+            return
+        allow = self.settings.allow_config_change
+        if not (allow is True or "processes" in (allow or [])):
+            raise ConfigError(
+                f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
+                f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
+                f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}): the data order and the "
+                "schedule's steps would change. Start it with the number of processes it ran on (torchrun "
+                "--nproc_per_node N), keep the global batch (pretraining: trainer.global_batch_size), or add "
+                "trainer.allow_config_change=[processes] to change it from this step on (run.json records it).")
+        self.record.allowed_changes = {**self.record.allowed_changes, "processes": (ran_on, world),
+                                       "global batch": (before, now)}
 
     def _check_foreign(self, path: Path, source: Path) -> None:
         """A checkpoint of another run (trainer.resume=<its path>) continues this one only with that run's settings,

@@ -177,19 +177,30 @@ def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(
 
 
 def test_a_run_that_did_not_finish_says_so_beside_its_steps(tmp_path, make_run):
-    """A stopped run's best validation value would otherwise read as a finished run's."""
+    """A stopped run's best validation value would otherwise read as a finished run's; one whose process died without
+    a word (SIGKILL) read as running forever."""
     import json
+    import os
+    import socket
+
+    from linformer.rundir import LOCK
 
     rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
-    for name, status in (("done", "complete"), ("cut", "stopped"), ("crashed", "failed"), ("old", None)):
+    for name, status in (("done", "complete"), ("cut", "stopped"), ("crashed", "failed"), ("old", None),
+                         ("live", "running"), ("gone", "running"), ("unlocked", "running")):
         run = make_run(tmp_path / "out", "pretrain", name, rows)
         if status:
             (run / "run.json").write_text(json.dumps({"stage": "pretrain", "status": status}))
+    # a live holder (this process), one of a process that is gone (SIGKILL, the OOM killer), and none at all
+    me, dead = os.getpid(), 2**22 + 12345  # above Linux's default pid_max: no such process
+    for name, pid in (("live", me), ("gone", dead)):
+        (tmp_path / "out" / "pretrain" / name / LOCK).write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
     lines = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].splitlines()
     steps = {r.split(" | ")[0][2:]: r.split(" | ")[lines[0].split(" | ").index("steps")] for r in lines[2:]
              if r.startswith("| ") and " | " in r}
-    assert {k: steps[k] for k in ("done", "cut", "crashed", "old")} == {
-        "done": "4", "cut": "4 (stopped)", "crashed": "4 (failed)", "old": "4"}
+    assert {k: steps[k] for k in ("done", "cut", "crashed", "old", "live", "gone", "unlocked")} == {
+        "done": "4", "cut": "4 (stopped)", "crashed": "4 (failed)", "old": "4", "live": "4 (running)",
+        "gone": "4 (killed)", "unlocked": "4 (killed)"}
 
 
 def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(tmp_path, make_run):

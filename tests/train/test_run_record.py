@@ -382,3 +382,27 @@ def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data,
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "stopped" and "outside the training steps" in info["reason"]
     assert not (run / ".lock").exists() and signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
+
+
+def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data, tmp_path):
+    """A torchrun run resumed with python (or the reverse) kept its per-device batch and silently halved (doubled)
+    the global one: blocks re-read or skipped, the schedule's steps changed. Now refused, naming the launcher and
+    the keys; allowed (processes), it is recorded."""
+    from linformer.train.checkpoint import STATE_FILE, _write_checksums
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=2"), run)
+    for ckpt in (run / "checkpoints").iterdir():  # as torchrun's 2 processes would have saved them
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        assert (state["global_batch"], state["processes"]) == (8, 1)  # trainer.batch_size 8, one process
+        (ckpt / STATE_FILE).write_text(json.dumps({**state, "global_batch": 16, "processes": 2}))
+        _write_checksums(ckpt)
+    longer = ("trainer.max_steps=6", "trainer.save_every=2")
+    with pytest.raises(ConfigError, match=r"trained at 16 sequences per step over every process; this start gives 8 "
+                                          r"\(trainer.batch_size=8 x trainer.grad_accum=1 x 1 process\).*torchrun "
+                                          r"--nproc_per_node N.*allow_config_change=\[processes\]"):
+        pretrain(compose_pretrain(tiny_data, *longer, "trainer.allow_config_change=[trainer.max_steps]"), run)
+    pretrain(compose_pretrain(tiny_data, *longer, "trainer.allow_config_change=[trainer.max_steps,processes]"), run)
+    changes = json.loads((run / "run.json").read_text())["changes"]
+    assert {"step": 4, "key": "processes", "from": 2, "to": 1} in changes
+    assert {"step": 4, "key": "global batch", "from": 16, "to": 8} in changes
