@@ -382,6 +382,11 @@ def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data,
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "stopped" and "outside the training steps" in info["reason"]
     assert not (run / ".lock").exists() and signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
+    monkeypatch.undo()
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_at_start=true"), run)
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    if when == "final evaluation":  # resumed at its last step: no step timed now, so no speed (it said 0.0)
+        assert summary["resumed_from_step"] == 4 and summary["tokens_per_s"] is None
 
 
 def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data, tmp_path):
