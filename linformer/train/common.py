@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Mapping
@@ -68,14 +69,23 @@ def wandb_mode() -> str | None:
 
 
 def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Path, run_name: str, config: dict,
-                  job_type: str, group: str | None, tags: list[str]) -> None:
+                  job_type: str, group: str | None, tags: list[str], created: str | None = None) -> None:
+    """Accelerate's trackers for the run. W&B gets one id per run directory (its path and `created`, run.json's
+    creation time), resumed on every start of the run: a stopped and resumed run is one W&B run, not one per start,
+    and `wandb sync` uploads it so (the steps a SIGKILL lost are logged again from the last checkpoint's)."""
     if not logger.trackers:
         return
-    wandb_kwargs = {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags}
+    wandb_kwargs = {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags,
+                    "id": wandb_run_id(run_dir, created), "resume": "allow"}
     if "wandb" in logger.trackers and (mode := wandb_mode()) is not None:
         wandb_kwargs["mode"] = mode
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": {}}
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+
+
+def wandb_run_id(run_dir: Path, created: str | None) -> str:
+    """16 hex digits naming the run directory's run (a directory deleted and reused gets another `created`)."""
+    return hashlib.sha256(f"{Path(run_dir).resolve()}|{created}".encode()).hexdigest()[:16]
 
 
 def _flatten(config: Mapping) -> dict[str, Any]:

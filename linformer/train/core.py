@@ -276,7 +276,8 @@ class Trainer:
             self.record.start(self.config, self.state["step"])
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
-                      self.task.stage, self.spec.experiment_name, self.tracker_tags)
+                      self.task.stage, self.spec.experiment_name, self.tracker_tags,
+                      created=self.record.info().get("created") if self.is_main else None)
         if self.state["step"] == 0 and eval_at_start:
             self._evaluate(0, {})
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]

@@ -262,6 +262,12 @@ def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data,
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert logged == {r["step"]: r["loss"] for r in rows if "loss" in r} and sorted(logged) == [1, 2, 3]
     assert list((tmp_path / "wandb").glob("offline-run-*"))
+    # the run continued (a stop and a resume, here a longer max_steps): the same W&B run, resumed, not a second one
+    pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=5", "experiment_name=grp",
+                              "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
+    again = seen["init"]
+    assert again["id"] == init["id"] and again["resume"] == "allow" and len(init["id"]) == 16
+    assert {d.name.rsplit("-", 1)[1] for d in (tmp_path / "wandb").glob("offline-run-*")} == {init["id"]}
 
 
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
