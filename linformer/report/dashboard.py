@@ -207,10 +207,21 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
         except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
             log.warning("%s: not mirrored: %s", run_dir, e)
             failed.append(f"{run_dir} ({e})")
+    _drop_vanished(logdir, set(written) | {f.split(" (", 1)[0] for f in failed})
     if strict and failed:
         raise DataError(f"{len(failed)} of {len(failed) + len(written)} runs not mirrored into {logdir}: "
                         f"{'; '.join(failed[:3])}")
     return written
+
+
+def _drop_vanished(logdir: Path, mirrored: set[str]) -> None:
+    """Remove the mirror of every run whose directory is gone (deleted from outputs/): TensorBoard would list it on."""
+    for state_path in list(logdir.rglob(STATE)):
+        mirror = state_path.parent
+        source = Path(str(read_json(state_path).get("source") or ""))
+        if str(mirror.relative_to(logdir)) not in mirrored and source.name and not source.exists():
+            log.info("%s is gone: its mirror %s is removed", source.parent, mirror)
+            shutil.rmtree(mirror, ignore_errors=True)
 
 
 def wait_until_up(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> float:

@@ -38,13 +38,18 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+def step_of(checkpoint: Path) -> int:
+    """The step a checkpoint directory (checkpoints/step-NNNNNNNN) was saved at."""
+    return int(_NAME.match(Path(checkpoint).name).group(1))
+
+
 def complete_checkpoints(run_dir: Path) -> list[Path]:
     """Checkpoints that finished writing (intact or not), oldest first."""
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
-    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
+    return sorted(found, key=step_of)
 
 
 def _write_checksums(path: Path) -> None:

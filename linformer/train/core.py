@@ -443,10 +443,18 @@ class Trainer:
         bar.close()
         self._close()
         seen = f" (read at step {now})" if now != step else ""
+        # the checkpoint just saved holds the weights the streak left (updates skipped, but the steps before it may
+        # have blown the weights up): a lower lr goes on from before the streak, or from the start
+        first_bad = step - n + 1
+        before = [c for c in ckpt.complete_checkpoints(self.run_dir) if ckpt.step_of(c) < first_bad]
+        how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
+               "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
+               "start afresh under another run_name (no checkpoint precedes them)")
         raise TrainingDiverged(
             f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
-            f"{self.settings.max_nonfinite_steps}); checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Lower "
-            "trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16."
+            f"{self.settings.max_nonfinite_steps}); checkpoint of the current weights saved in "
+            f"{ckpt.checkpoint_dir(self.run_dir)}. Lower trainer.lr, raise the warmup, or use "
+            f"trainer.mixed_precision=bf16, and {how}."
         )
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> None:

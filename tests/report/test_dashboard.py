@@ -106,6 +106,21 @@ def test_mirror_all_layout(tmp_path, make_run):
     assert _scalars(outputs / ".dashboard" / "benchmark" / "grid" / "n512")["perf/tokens_per_s"] == [(0, 5.0)]
 
 
+def test_a_run_deleted_from_outputs_leaves_the_dashboard(tmp_path, make_run):
+    """The mirror only added: a deleted failed experiment stayed in TensorBoard's run list."""
+    import shutil
+
+    outputs = tmp_path / "outputs"
+    for name in ("kept", "deleted"):
+        make_run(outputs, "pretrain", name, [{"step": 1, "time": 1, "loss": 1.0}])
+    mirror_all(outputs)
+    assert (outputs / ".dashboard" / "pretrain" / "deleted").is_dir()
+    shutil.rmtree(outputs / "pretrain" / "deleted")
+    assert mirror_all(outputs) == {"pretrain/kept": 0}
+    assert not (outputs / ".dashboard" / "pretrain" / "deleted").exists()
+    assert (outputs / ".dashboard" / "pretrain" / "kept").is_dir()
+
+
 def test_old_tag_scheme_is_rewritten(tmp_path, make_run):
     run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
     out = tmp_path / "tb"

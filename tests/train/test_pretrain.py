@@ -142,9 +142,12 @@ def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tm
 
     nan_losses_after(monkeypatch, 2)
     cfg = compose_pretrain(tiny_data, "trainer.max_nonfinite_steps=2", "trainer.eval_at_start=false",
-                           "trainer.eval_every=100")
-    with pytest.raises(TrainingDiverged, match="2 consecutive non-finite losses at step 4"):
+                           "trainer.eval_every=100", "trainer.save_every=2")
+    with pytest.raises(TrainingDiverged, match="2 consecutive non-finite losses at step 4") as diverged:
         pretrain(cfg, tmp_path)
+    # where a lower lr goes on from: the checkpoint before the streak (step 2), not the one just saved (step 4)
+    assert (f"continue from the last checkpoint before them ({tmp_path / 'checkpoints' / 'step-00000002'}) with "
+            "trainer.resume=<that path> and trainer.allow_config_change=[trainer.lr]") in str(diverged.value)
     assert (tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").is_file()
     state = json.loads((tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").read_text())
     assert state["nonfinite"] == 2
