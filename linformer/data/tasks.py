@@ -11,6 +11,7 @@ Adding a GLUE task is one TaskSpec entry, e.g. MRPC:
 
 from __future__ import annotations
 
+import codecs
 import collections
 import csv
 import json
@@ -144,32 +145,51 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
+def _utf8_lines(path: Path) -> Iterator[str]:
+    """The lines of `path` as text (a byte-order mark read away): a byte that is not UTF-8 is one TaskDataError naming
+    the file and line, where a replacement character would have been trained on without a word."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            yield _decoded(raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw, f"{path}:{number}")
+
+
+def _decoded(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TaskDataError(f"{where}: not UTF-8 text (byte {raw[err.start]:#04x}): convert the file to UTF-8 (for "
+                            "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
+
+
 def _read_glue_tsv(path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     if not path.is_file():
         raise _missing(path, task_spec)
+    reader = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    return _glue_rows(path, reader, task_spec, skip_bad_rows)
+
+
+def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     cols: dict[str, list] = {f: [] for f in task_spec.text_fields}
     cols["labels"] = []
     skipped = 0
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(reader, None)
-        if header is None:
-            raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
-        header = [h.strip() for h in header]
-        needed = [*list(task_spec.text_fields), task_spec.label_field]
-        missing = [c for c in needed if c not in header]
-        if missing:
-            raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {task_spec.layout()}")
-        idx = [header.index(c) for c in task_spec.text_fields]
-        lab = header.index(task_spec.label_field)
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            if not _row_fits(row, header, where, skip_bad_rows):
-                skipped += 1
-                continue
-            for f_, i in zip(task_spec.text_fields, idx):
-                cols[f_].append(row[i].strip())
-            cols["labels"].append(_label_id(row[lab], task_spec, where))
+    header = next(reader, None)
+    if header is None:
+        raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
+    header = [h.strip() for h in header]
+    needed = [*list(task_spec.text_fields), task_spec.label_field]
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {task_spec.layout()}")
+    idx = [header.index(c) for c in task_spec.text_fields]
+    lab = header.index(task_spec.label_field)
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if not _row_fits(row, header, where, skip_bad_rows):
+            skipped += 1
+            continue
+        for f_, i in zip(task_spec.text_fields, idx):
+            cols[f_].append(row[i].strip())
+        cols["labels"].append(_label_id(row[lab], task_spec, where))
     return cols, skipped
 
 
@@ -194,11 +214,10 @@ class _LineFeed:
         return line
 
 
-def _csv_rows(f) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
-    """(row, its first line, its last line, give back) for each row of a csv file. A quote left open on one line takes
-    the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines after its first
-    to the rows after it, which they are."""
-    feed = _LineFeed(f)
+def _csv_rows(feed: _LineFeed) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+    """(row, its first line, its last line, give back) for each row of a csv file's lines. A quote left open on one
+    line takes the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines
+    after its first to the rows after it, which they are."""
     reader = csv.reader(feed)
     while True:
         feed.taken = []
@@ -216,31 +235,37 @@ def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
     return folder if (folder / "pos").is_dir() and (folder / "neg").is_dir() else None
 
 
+def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    cols: dict[str, list] = {"text": [], "labels": []}
+    skipped = 0
+    rows = _csv_rows(feed)
+    header = next(rows, [[]])[0]
+    if "text" not in header or "label" not in header:
+        raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
+    ti, li = header.index("text"), header.index("label")
+    for row, first, last, give_back in rows:
+        where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
+                                         if last > first and len(row) != len(header) else "")
+        if not _row_fits(row, header, where, skip_bad_rows):
+            skipped += 1
+            give_back()  # the lines an open quote took in are rows of their own
+            continue
+        cols["text"].append(clean_imdb(row[ti]))
+        cols["labels"].append(_label_id(row[li], task_spec, where))
+    return cols, skipped
+
+
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     csv_path = data_dir / split_file
     folder = _aclimdb(data_dir, split_file)
     cols: dict[str, list] = {"text": [], "labels": []}
     skipped = 0
     if csv_path.is_file():
-        with open(csv_path, encoding="utf-8", errors="replace", newline="") as f:
-            rows = _csv_rows(f)
-            header = next(rows, [[]])[0]
-            if "text" not in header or "label" not in header:
-                raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
-            ti, li = header.index("text"), header.index("label")
-            for row, first, last, give_back in rows:
-                where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
-                                                 if last > first and len(row) != len(header) else "")
-                if not _row_fits(row, header, where, skip_bad_rows):
-                    skipped += 1
-                    give_back()  # the lines an open quote took in are rows of their own
-                    continue
-                cols["text"].append(clean_imdb(row[ti]))
-                cols["labels"].append(_label_id(row[li], task_spec, where))
+        cols, skipped = _imdb_rows(csv_path, _LineFeed(_utf8_lines(csv_path)), task_spec, skip_bad_rows)
     elif folder is not None:
         for label, sub in ((0, "neg"), (1, "pos")):
             for p in sorted((folder / sub).glob("*.txt")):
-                cols["text"].append(clean_imdb(p.read_text(encoding="utf-8", errors="replace")))
+                cols["text"].append(clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p))))
                 cols["labels"].append(label)
     else:
         raise _missing(csv_path, task_spec)
@@ -290,7 +315,7 @@ class _Encode:
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
-CACHE_VERSION = 3  # bump when reading or encoding changes, so old cached splits are not reused
+CACHE_VERSION = 4  # bump when reading or encoding changes, so old cached splits are not reused
 LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 

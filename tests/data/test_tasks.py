@@ -72,6 +72,27 @@ def test_malformed_rows(qqp_dir, tokenizer):
     assert len(load_task("qqp", str(qqp_dir), tokenizer, 32, skip_bad_rows=True)["train"]) == 12
 
 
+def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
+    """A BOM (an editor's save) made the header lack its first column; a latin-1 byte was read as U+FFFD without a
+    word, so the model trained on text the file does not hold. GLUE tsv and IMDB csv alike."""
+    train = qnli_dir / "train.tsv"
+    train.write_bytes(b"\xef\xbb\xbf" + train.read_bytes())
+    cols, _ = read_task_split("qnli", str(qnli_dir), "train")
+    assert cols["question"][0] == "what is the river 0?"
+    lines = train.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b"river", b"rivi\xe8re")  # line 4 of the file, in latin-1
+    train.write_bytes(b"\n".join(lines))
+    with pytest.raises(TaskDataError, match=r"train.tsv:4: not UTF-8 text \(byte 0xe8\): convert the file to UTF-8"):
+        read_task_split("qnli", str(qnli_dir), "train")
+    imdb = tmp_path / "imdb"
+    imdb.mkdir()
+    (imdb / "train.csv").write_bytes(b"\xef\xbb\xbftext,label\ngood film,1\n\"caf\xe9 scene\",0\n")
+    with pytest.raises(TaskDataError, match=r"train.csv:3: not UTF-8 text \(byte 0xe9\)"):
+        read_task_split("imdb", str(imdb), "train")
+    (imdb / "train.csv").write_bytes(b"\xef\xbb\xbftext,label\ngood film,1\n")
+    assert read_task_split("imdb", str(imdb), "train")[0]["text"] == ["good film"]
+
+
 def test_bad_label(qnli_dir, tokenizer):
     with open(qnli_dir / "dev.tsv", "a") as f:
         f.write("77\tq?\ts.\tcontradiction\n")
