@@ -17,6 +17,7 @@ import csv
 import json
 import logging
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -569,8 +570,13 @@ def load_task(
         target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
         if target is not None and _complete(target):
             log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
-            out[split] = datasets.load_from_disk(str(target))
-            continue
+            try:
+                out[split] = datasets.load_from_disk(str(target))
+                continue
+            except Exception as err:  # pyarrow's and datasets' own errors for a file cut short or damaged
+                log.warning("task cache %s is damaged (%s: %s): tokenizing the split again to replace it", target,
+                            type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+                shutil.rmtree(target, ignore_errors=True)
         ds = _encode_split(*args)
         out[split] = _save(ds, target) if target is not None else ds
     return datasets.DatasetDict(out)

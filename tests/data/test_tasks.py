@@ -292,6 +292,20 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2
 
 
+def test_a_damaged_cache_entry_is_tokenized_again_not_a_traceback_on_every_run(qqp_dir, tokenizer, tmp_path, caplog):
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    ids, labels = first["train"]["input_ids"][:], first["train"]["labels"][:]  # read now: the files are mapped
+    del first
+    [arrow] = list(cache.glob("qqp-train-*/*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])  # cut short (a full disk, a killed copy)
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert list(again["train"]["input_ids"]) == list(ids)
+    assert "is damaged" in caplog.text and "tokenizing the split again" in caplog.text
+    third = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))  # the entry was replaced
+    assert list(third["train"]["labels"]) == list(labels)
+
+
 def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
     from datasets import Dataset
 
