@@ -146,7 +146,11 @@ def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any,
     LinformerConfig's default is the same model, not a change."""
     a, b = identity(recorded), identity(requested)
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and not (k not in a and _is_model_default(k, b.get(k)))}
+            if a.get(k) != b.get(k) and not (k not in a and (_is_model_default(k, b.get(k)) or k in LATER_KEYS))}
+
+
+# Identity keys that runs recorded before them lack: such a run is compared on the rest, not refused for the gap
+LATER_KEYS = ("task_data_key",)
 
 
 def _is_model_default(key: str, value: Any) -> bool:

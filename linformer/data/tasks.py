@@ -327,6 +327,12 @@ def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]
     return [f]
 
 
+def task_files(name: str, data_dir: str | Path) -> list[Path]:
+    """The files a task's splits are read from under `data_dir` (train and eval; those that exist)."""
+    spec = get_task(name)
+    return [p for split in ("train", "eval") for p in _source_files(spec, Path(data_dir), split) if p.is_file()]
+
+
 def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tuple[str, ...]) -> dict:
     """{split: number of rows to keep or None}, from one number for every split or a {split: number} mapping.
     Zero or negative raises ConfigError naming the finetuning key (max_train_examples / max_eval_examples)."""

@@ -15,8 +15,9 @@ from accelerate.utils import set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest
+from ..data.tasks import task_files
 from ..errors import ConfigError
-from ..files import flatten
+from ..files import cache_key, flatten
 from ..modeling.convert import is_projection_weight
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings
 
@@ -94,13 +95,22 @@ def _flatten(config: Mapping) -> dict[str, Any]:
     return {k.replace(".", "/"): v if isinstance(v, scalar) or v is None else str(v) for k, v in flatten(config).items()}
 
 
-def data_identity(corpus: str | None) -> dict[str, str]:
-    """What a run trains on, beyond its config's paths (which are operational: a corpus may move): the prepared
-    corpus's cache key (its sources' contents, tokenizer and packing), as ``corpus_cache_key``. Empty without a
-    corpus, or for a corpus that is not (yet) prepared, which the task then reports."""
-
+def data_identity(spec) -> dict[str, str]:
+    """What a run trains on, beyond its config's paths (which are operational: data may move): the prepared
+    corpus's cache key (its sources' contents, tokenizer and packing) as ``corpus_cache_key``, and a task's data
+    files' contents as ``task_data_key`` (a resume on edited files would mix two datasets in one run). Empty for
+    what is not there (yet): the task then reports it; hub data has no files to key."""
+    out = {}
+    corpus = spec.corpus
     key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
-    return {"corpus_cache_key": key} if key else {}
+    if key:
+        out["corpus_cache_key"] = key
+    task = getattr(spec, "task", None)
+    if task is not None and task.data_dir is not None:
+        files = task_files(task.name, task.data_dir)
+        if files:
+            out["task_data_key"] = cache_key({"task": task.name}, files)
+    return out
 
 
 def seed_everything(seed: int) -> None:

@@ -656,7 +656,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     settings, optim, stage = spec.trainer, spec.optim, spec.stage
     accelerator = build_accelerator(settings, spec.logger, Path(run_dir))
     record = RunRecord(run_dir, stage)
-    config = spec.config | data_identity(spec.corpus)
+    config = spec.config | data_identity(spec)
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
     # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
     with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)), claimed_run(accelerator, record, config, settings) as start:

@@ -416,3 +416,23 @@ def test_trainer_max_length_wins_over_the_task_s_default_cap(tmp_path, sst2_dir,
     assert results["max_length"] == 32
     results, _ = _run(tmp_path / "b", sst2_dir, pretrained_run, "task.max_length=16", "trainer.epochs=1")
     assert results["max_length"] == 16
+
+
+def test_a_run_continues_only_on_the_task_data_it_started_on(tmp_path, pretrained_run):
+    """A stopped finetuning run resumed after its train.tsv was edited (every label flipped, say) went on without a
+    word, one run on two datasets; the data files' contents are part of the run's identity now. A run recorded before
+    that key keeps its rerun."""
+    from linformer.errors import RunDirError
+
+    data = write_sst2_fixture(tmp_path / "sst2")
+    run = tmp_path / "run"
+    _run(tmp_path, data, pretrained_run, "trainer.epochs=1")
+    config = (run / "config.yaml").read_text()
+    assert "task_data_key" in config
+    lines = (data / "train.tsv").read_text().splitlines()
+    flipped = [lines[0]] + [f"{t}\t{1 - int(y)}" for t, y in (line.rsplit("\t", 1) for line in lines[1:])]
+    (data / "train.tsv").write_text("\n".join(flipped) + "\n")
+    with pytest.raises(RunDirError, match=r"holds a run with other settings \(task_data_key: '\w+' -> '\w+'\)"):
+        _run(tmp_path, data, pretrained_run, "trainer.epochs=2", "trainer.allow_config_change=[trainer.epochs]")
+    (run / "config.yaml").write_text("\n".join(x for x in config.splitlines() if not x.startswith("task_data_key")))
+    _run(tmp_path, data, pretrained_run, "trainer.epochs=1")  # recorded without the key: the same run, complete
