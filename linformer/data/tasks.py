@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, TaskDataError
+from ..errors import ConfigError, HubOfflineError, TaskDataError
 from ..files import atomic_dir, cache_key, made_by
 from .io import hub_offline, hub_offline_error
 from .tokenizer import tokenizer_identity
@@ -282,7 +282,9 @@ def _read_hub(task_spec: TaskSpec, split: str) -> dict:
     try:
         ds = datasets.load_dataset(*task_spec.hub, split=task_spec.hub_splits[split])
     except Exception as e:
-        raise ConnectionError(f"could not load hub dataset {name!r} for task {task_spec.name}: {e}") from e
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
+                              f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
     cols = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
     if task_spec.format == "imdb":
         cols["text"] = [clean_imdb(t) for t in cols["text"]]

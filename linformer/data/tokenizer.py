@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CheckpointError, ConfigError, CorpusError
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
 from ..files import atomic_dir, check_output_dir, made_by
 from .io import checked_lines, expand_sources, verify_sources
 
@@ -170,7 +170,13 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
 
     folder = Path(name_or_dir)
     if not folder.is_dir():
-        return AutoTokenizer.from_pretrained(str(name_or_dir))
+        try:
+            return AutoTokenizer.from_pretrained(str(name_or_dir))
+        except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
+            why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
+                                  f"from the hub ({why}): give a local model directory, or check the name and the "
+                                  "network.") from err
     check_tokenizer_dir(folder, key)
     try:
         return AutoTokenizer.from_pretrained(str(folder))

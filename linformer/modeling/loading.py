@@ -76,7 +76,9 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
                               f"last step?): continue it with its own command, or save a checkpoint as a model with "
                               f"{shell_command('python', 'scripts/export.py', p)}.")
-    if p.exists() or names_a_path(model_path):
+    # a/b whose folder a exists here is a path with a typo, not the hub's user a (outputs/typo, say)
+    local_parent = Path(model_path).parent != Path(".") and p.parent.is_dir()
+    if p.exists() or names_a_path(model_path) or local_parent:
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):

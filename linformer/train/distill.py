@@ -17,6 +17,7 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,12 @@ from .core import Trainer, run_training
 from .finetune import FinetuneTask
 
 
-def check_teacher(teacher_path: str, num_labels: int, task: str) -> None:
+def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) -> None:
     """ConfigError unless teacher_path holds a finetuned sequence classifier of the task's labels with full
-    attention (read from its config, before any weights are loaded)."""
+    attention (read from its config, before any weights are loaded). A teacher whose labels are named (its
+    id2label, as finetuning writes it) must name the task's: an SST-2 teacher has two labels as QNLI has, and a
+    student distilled from it on QNLI would answer negative/positive."""
+    num_labels = len(label_names)
     config = AutoConfig.from_pretrained(teacher_path)
     if not is_sequence_classifier(config):
         raise ConfigError(
@@ -54,6 +58,11 @@ def check_teacher(teacher_path: str, num_labels: int, task: str) -> None:
     if config.num_labels != num_labels:
         raise ConfigError(f"teacher_path={teacher_path} classifies {config.num_labels} labels, task={task} has "
                           f"{num_labels}: distill on the task the teacher was finetuned for.")
+    named = [str(config.id2label[i]) for i in range(num_labels)] if config.id2label else []
+    if named and not all(re.fullmatch(r"LABEL_\d+", name) for name in named) and \
+            [n.lower() for n in named] != [n.lower() for n in label_names]:
+        raise ConfigError(f"teacher_path={teacher_path} classifies {named}, task={task}'s labels are "
+                          f"{list(label_names)}: distill on the task the teacher was finetuned for.")
     if getattr(config, "attention", "full") != "full":
         raise ConfigError(f"teacher_path={teacher_path} is a Linformer with projected attention "
                           f"({config.attention_label}): the teacher must attend fully.")
@@ -137,7 +146,7 @@ class DistillTask(FinetuneTask):
         """The student: the teacher's own Linformer twin (model.*), or student_path checked against the teacher's
         labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""
         labels = self.task_spec.num_labels
-        check_teacher(self.teacher_path, labels, self.task_spec.name)
+        check_teacher(self.teacher_path, self.task_spec.label_names, self.task_spec.name)
         teacher_tokenizer = load_tokenizer(self.teacher_path, "teacher_path")
         if run.student_path is None:
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),

@@ -254,6 +254,10 @@ class FinetuneTask(TrainingTask):
         """Which split chose the reported model, how it was carved, and what it scored there."""
         if self.validation is None:
             return {"split": None, "step": step, "rule": "last model (no validation split: nothing chosen)"}
+        if not self.select_best:  # distillation: the validation split reports, the student is the last model
+            return {"split": None, "step": step, "rule": "last model (the validation split reports; it chooses "
+                    "nothing)", "validation": {"examples": len(self.validation), "rows": split_info(
+                        self.validation).get("rows")}}
         chosen = next((e for e in trainer.state["evals"] if e["step"] == step), {})
         info = split_info(self.validation)
         return {"split": "validation", "step": step, "rule": f"best {self.main_metric}",
@@ -265,7 +269,7 @@ class FinetuneTask(TrainingTask):
         finetuned from it, and the model the run keeps (``<run>/best``) gets that card with this finetuning added.
         (Distillation saves its student here, the model the results belong to.)"""
         card = read_card_info(self.model_path) if trainer.is_main else None
-        if not card:
+        if not card or self.from_scratch:  # random weights: neither the source's history nor its results are theirs
             return
         add_results(self.model_path, self.task_spec.name, results["metrics"], trainer.run_dir)
         if self.save_best:
@@ -314,7 +318,7 @@ class FinetuneTask(TrainingTask):
         self.keep_results(trainer, results)
         score = metrics.get(self.task_spec.metrics[0])
         chosen = (f"chosen on {len(self.validation)} validation examples" if self.validation is not None
-                  else "the last model")
+                  and self.select_best else "the last model")
         summary = {
             "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
             # the reason as a shell comment: the whole line pastes

@@ -100,3 +100,31 @@ def test_max_tokens_is_n_capped_by_requests(mlm_dir):
     assert max_tokens(config, Tok, 12, 14) == 12
     Tok.model_max_length = 8
     assert max_tokens(config, Tok, None, None) == 8
+
+
+def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
+    """Without HF_HUB_OFFLINE on a machine without network, the hub's retries ended in an OSError traceback (the
+    tokenizer) or a ConnectionError (a task's hub dataset); and outputs/typo, whose folder outputs/ is here, was
+    taken for the hub user 'outputs'."""
+    import datasets
+    import transformers
+
+    from linformer.data import tasks
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError, HubOfflineError
+    from linformer.modeling.loading import resolve_model_path
+
+    def unreachable(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unreachable)
+    with pytest.raises(HubOfflineError, match=r"^model_path='user/model' is not a folder here, and its tokenizer "
+                                              r"could not be read from the hub \(We couldn't connect"):
+        load_tokenizer("user/model", "model_path")
+    monkeypatch.setattr(tasks, "hub_offline", lambda: False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("no route")))
+    with pytest.raises(HubOfflineError, match=r"could not load hub dataset 'glue/sst2' for task sst2 \(no route\): "
+                                              r"set task.data_dir to local files"):
+        tasks.read_task_split("sst2", None, "train")
+    with pytest.raises(CheckpointError, match=r"^model_path='outputs/no-such-run-here' .* holds no model"):
+        resolve_model_path("outputs/no-such-run-here")

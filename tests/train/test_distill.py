@@ -99,6 +99,9 @@ def test_distillation_fits_the_student_to_the_teacher(tmp_path, teachers, teache
     assert results["method"] == "distill" and results["teacher_metrics"]["accuracy"] >= 0.9
     assert results["attention"] == "linformer" and results["projected_dim"] == 4
     assert results["best_step"] == 20 and results["selection"]["step"] == 20  # the last model, not the best
+    # and the record says so: it said "best val_accuracy" and "chosen on N validation examples"
+    assert results["selection"]["split"] is None and results["selection"]["rule"].startswith("last model")
+    assert "chosen on" not in " ".join(read_json(run / "summary.json")["report"])
     assert 0 <= results["metrics"]["agreement"] <= 1
     # the saved student is the model the results describe: its predictions reproduce them
     model_dir = Path(results["model_path"])
@@ -205,6 +208,21 @@ def test_a_teacher_of_other_labels_is_refused(tmp_path, teachers):
     AutoTokenizer.from_pretrained(teachers["roberta"]).save_pretrained(tmp_path / "three")
     with pytest.raises(ConfigError, match=r"teacher_path=.*three classifies 3 labels, task=sst2 has 2"):
         distill(_compose(teachers, "roberta", f"teacher_path={tmp_path / 'three'}"), tmp_path / "run")
+
+
+def test_a_teacher_of_another_task_with_as_many_labels_is_refused(tmp_path, teachers):
+    """An SST-2 teacher has two labels as QNLI has: distilled on QNLI, the student answered negative/positive and its
+    'teacher accuracy' compared sentiment with entailment. A teacher whose labels are named must name the task's."""
+    qnli = tmp_path / "qnli"
+    qnli.mkdir()
+    rows = "".join(f"{i}\twhat is {i}?\tthe film is good .\t{'entailment' if i % 2 else 'not_entailment'}\n"
+                   for i in range(8))
+    for split in ("train", "dev"):
+        (qnli / f"{split}.tsv").write_text("index\tquestion\tsentence\tlabel\n" + rows)
+    cfg = _compose(teachers, "linformer-full", "task=qnli", f"task.data_dir={qnli}")
+    with pytest.raises(ConfigError, match=r"classifies \['negative', 'positive'\], task=qnli's labels are "
+                                          r"\['entailment', 'not_entailment'\]"):
+        distill(cfg, tmp_path / "run")
 
 
 @pytest.mark.slow  # the CLI's wrapper is the one every script shares; the refusal itself is tested in-process above

@@ -436,3 +436,18 @@ def test_a_run_continues_only_on_the_task_data_it_started_on(tmp_path, pretraine
         _run(tmp_path, data, pretrained_run, "trainer.epochs=2", "trainer.allow_config_change=[trainer.epochs]")
     (run / "config.yaml").write_text("\n".join(x for x in config.splitlines() if not x.startswith("task_data_key")))
     _run(tmp_path, data, pretrained_run, "trainer.epochs=1")  # recorded without the key: the same run, complete
+
+
+def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_dir, pretrained_run):
+    """from_scratch (Table 2's no-pretraining control) trains random weights: its best/ got the source's card,
+    'converted from minilm: every weight of the source is copied', and the source's card listed its results."""
+    from linformer import LinformerForMaskedLM
+    from linformer.modeling.card import conversion_info, read_card_info, write_model_card
+
+    source = tmp_path / "source"
+    shutil.copytree(pretrained_run / "model", source)  # a model with a card, as a converted one has
+    model = LinformerForMaskedLM.from_pretrained(source)
+    write_model_card(source, conversion_info(str(pretrained_run / "model"), model, name="source"))
+    _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "from_scratch=true")
+    assert not read_card_info(tmp_path / "run" / "best") and not (tmp_path / "run" / "best" / "README.md").exists()
+    assert not read_card_info(source).get("results")
