@@ -466,7 +466,8 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
 def split_info(ds) -> dict:
     """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
     "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
-    source, after bad rows are skipped)}."""
+    source; eval: the subset's indices in its source, when max_eval_examples took one; after bad rows are skipped),
+    "of" (eval: the rows of its source)}."""
     return json.loads(ds.info.description or "{}")
 
 
@@ -484,8 +485,12 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
         raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
     info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",
             "skipped_bad_rows": skipped}
-    if split == "eval":
-        return subset_rows(cols, options.limit("eval"), options.subset_seed), info
+    if split == "eval":  # its size, and the rows a subset kept (indices in the source): predictions join back to them
+        info["of"] = len(cols["labels"])
+        cols = subset_rows({**cols, "_row": list(range(info["of"]))}, options.limit("eval"), options.subset_seed)
+        if len(cols["labels"]) < info["of"]:
+            info["rows"] = [int(i) for i in cols["_row"]]
+        return {k: v for k, v in cols.items() if k != "_row"}, info
     cols = {**cols, "_row": list(range(len(cols["labels"])))}
     cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
         cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)

@@ -146,12 +146,15 @@ def write_model_card(model_dir: str | os.PathLike, info: dict) -> None:
     atomic_write(Path(model_dir) / CARD, str(render_card(info)))
 
 
-def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir: str | os.PathLike) -> None:
-    """Record finetuning results on ``task`` in the card: one row per task, replaced when the task is run again."""
+def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir: str | os.PathLike,
+                results: dict | None = None) -> None:
+    """Record finetuning results on ``task`` in the card: one row per task, replaced when the task is run again
+    (`results`: the run's results.json, which says how many examples scored them)."""
     info = read_card_info(model_dir)
     if not info:
         raise CheckpointError(f"{model_dir} has no {SIDECAR}: write its card (write_model_card) before its results.")
-    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": str(run_dir)}
+    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": str(run_dir),
+                                            **_examples(results or {})}
     write_model_card(model_dir, info)
 
 
@@ -168,8 +171,15 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "lr": results.get("lr"), "run_dir": str(run_dir)}
     return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
-            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir)}}
+            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir),
+                                          **_examples(results)}}
             if reported else {}}
+
+
+def _examples(results: dict) -> dict:
+    """How many of the reported split's examples scored the results (a subset is not the split's score)."""
+    reported = results.get("reported") or {}
+    return {k: reported[k] for k in ("examples", "of") if reported.get(k) is not None}
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -225,6 +235,8 @@ def _eval_results(name: str, results: dict) -> dict:
     """ModelCardData's model-index arguments: one EvalResult per numeric metric of each task."""
     evals = []
     for task, row in results.items():
+        if row.get("of") is not None and row.get("examples", row["of"]) < row["of"]:
+            continue  # scored on a subset: the hub's model-index would read it as the split's score
         spec = TASKS.get(task)  # known tasks name their hub dataset (glue/sst2, validation split)
         dataset = dict(dataset_type=spec.hub[0], dataset_config=spec.hub[1], dataset_split=spec.hub_splits["eval"]) \
             if spec else dict(dataset_type=task)
@@ -391,9 +403,16 @@ def _results_section(results: dict, trained: str | None) -> str:
     else:
         head = "## Finetuning results\n\nThe scores of models finetuned from this one, on each task's reported split."
     metrics = list(dict.fromkeys(m for row in results.values() for m in row["metrics"]))  # first-seen order
-    rows = [(task, *(_number(row["metrics"].get(m, "")) for m in metrics), f"`{row['run_dir']}`")
-            for task, row in sorted(results.items())]
-    return f"{head}\n\n" + _table(rows, ("task", *metrics, "run"))
+    rows = [(task, *(_number(row["metrics"].get(m, "")) for m in metrics), _examples_text(row),
+             f"`{row['run_dir']}`") for task, row in sorted(results.items())]
+    return f"{head}\n\n" + _table(rows, ("task", *metrics, "examples", "run"))
+
+
+def _examples_text(row: dict) -> str:
+    if row.get("of") is None:
+        return "-"
+    examples = row.get("examples", row["of"])
+    return f"all {examples:,}" if examples >= row["of"] else f"{examples:,} of {row['of']:,} (a subset)"
 
 
 def _usage_section(name: str, model_class: str) -> str:

@@ -222,7 +222,7 @@ class DistillTask(FinetuneTask):
                                 "student_path": self.student_name,
                                 "teacher_metrics": self._teacher_metrics()}
         write_model_card(model_dir, info)
-        add_results(model_dir, self.task_spec.name, results["metrics"], trainer.run_dir)
+        add_results(model_dir, self.task_spec.name, results["metrics"], trainer.run_dir, results)
 
     def _teacher_metrics(self) -> dict[str, float]:
         """The teacher's metrics on the reported split."""

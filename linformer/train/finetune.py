@@ -246,8 +246,10 @@ class FinetuneTask(TrainingTask):
         if trainer.is_main:
             preds, labels = self.last_eval
             # compact: 25,000 IMDB reviews are 100 KB instead of 350, and the kept records travel to GPU nodes
+            rows = split_info(self.eval).get("rows")  # a subset's rows in the split's file: the join back to texts
             write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.task_spec.eval_split,
-                                                       "labels": labels, "predictions": preds}, indent=None)
+                                                       "labels": labels, "predictions": preds,
+                                                       **({"rows": rows} if rows is not None else {})}, indent=None)
         return metrics
 
     def selection_record(self, trainer: Trainer, step: int) -> dict[str, Any]:
@@ -271,7 +273,7 @@ class FinetuneTask(TrainingTask):
         card = read_card_info(self.model_path) if trainer.is_main else None
         if not card or self.from_scratch:  # random weights: neither the source's history nor its results are theirs
             return
-        add_results(self.model_path, self.task_spec.name, results["metrics"], trainer.run_dir)
+        add_results(self.model_path, self.task_spec.name, results["metrics"], trainer.run_dir, results)
         if self.save_best:
             model = trainer.accelerator.unwrap_model(trainer.model)
             write_model_card(trainer.run_dir / "best", finetuned_card(
@@ -292,7 +294,8 @@ class FinetuneTask(TrainingTask):
             "metrics": metrics,
             # the protocol: which split chose the model (and the step), which split reported it (scored once)
             "selection": self.selection_record(trainer, step),
-            "reported": {"split": self.task_spec.eval_split, "step": step, "examples": len(self.eval)},
+            "reported": {"split": self.task_spec.eval_split, "step": step, "examples": len(self.eval),
+                         "of": split_info(self.eval).get("of")},
             "best_epoch": self.epoch_of(step),
             "best_step": step,
             "num_train_examples": len(self.train_set),

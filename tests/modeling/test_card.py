@@ -109,8 +109,8 @@ def test_results_keep_one_row_per_task_and_only_a_model_s_own_fill_its_model_ind
     add_results(out, "qqp", {"accuracy": 0.7, "f1": 0.6}, tmp_path / "run2")
     add_results(out, "sst2", {"accuracy": 0.9}, tmp_path / "run3")  # re-run: replaces the first row
     card = load_card(out)
-    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", f"`{tmp_path / 'run3'}`"]]
-    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", f"`{tmp_path / 'run2'}`"]]
+    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", "-", f"`{tmp_path / 'run3'}`"]]
+    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", "-", f"`{tmp_path / 'run2'}`"]]
     # the hub reads the model-index as this model's scores: the converted model scored none of these itself
     assert not card.data.eval_results and "models finetuned from this one" in card.text
     assert card.data.license == "unknown"  # the rest of the card survives the update

@@ -451,3 +451,23 @@ def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_d
     _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "from_scratch=true")
     assert not read_card_info(tmp_path / "run" / "best") and not (tmp_path / "run" / "best" / "README.md").exists()
     assert not read_card_info(source).get("results")
+
+
+def test_a_subset_of_the_reported_split_is_joined_back_to_its_rows_and_not_claimed_as_the_split_s_score(
+        tmp_path, sst2_dir, pretrained_run):
+    """With max_eval_examples the scored rows are a seeded draw: eval_predictions.json could not be joined back to
+    the texts, and the card's model-index claimed the whole split's score."""
+    from linformer import LinformerForMaskedLM
+    from linformer.modeling.card import conversion_info, write_model_card
+
+    source = tmp_path / "source"
+    shutil.copytree(pretrained_run / "model", source)
+    write_model_card(source, conversion_info(str(pretrained_run / "model"), LinformerForMaskedLM.from_pretrained(source),
+                                             name="source"))
+    results, run = _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "max_eval_examples=10")
+    pred = json.loads((run / "eval_predictions.json").read_text())
+    dev = [line.split("\t") for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
+    assert len(pred["rows"]) == 10 and [int(dev[i][1]) for i in pred["rows"]] == pred["labels"]
+    assert results["reported"]["examples"] == 10 and results["reported"]["of"] == len(dev)
+    card = (run / "best" / "README.md").read_text()
+    assert "model-index" not in card and f"10 of {len(dev)} (a subset)" in card
