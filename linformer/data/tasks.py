@@ -245,8 +245,18 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
         raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
     ti, li = header.index("text"), header.index("label")
     for row, first, last, give_back in rows:
+        # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
+        # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
+        swallowed = last > first and len(row) == len(header) and _rows_inside(row[ti], len(header))
         where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
-                                         if last > first and len(row) != len(header) else "")
+                                         if last > first and (len(row) != len(header) or swallowed) else "")
+        if swallowed:
+            if not skip_bad_rows:
+                raise TaskDataError(f"{where}: its text takes in lines that read as rows of their own; close the "
+                                    "quote, or set task.skip_bad_rows=true to skip and count such rows")
+            skipped += 1
+            give_back()
+            continue
         if not _row_fits(row, header, where, skip_bad_rows):
             skipped += 1
             give_back()  # the lines an open quote took in are rows of their own
@@ -254,6 +264,11 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
         cols["text"].append(clean_imdb(row[ti]))
         cols["labels"].append(_label_id(row[li], task_spec, where))
     return cols, skipped
+
+
+def _rows_inside(text: str, width: int) -> bool:
+    """Whether a field's later lines parse as csv rows of `width` fields: rows an open quote took in."""
+    return any(len(fields) == width for fields in csv.reader(text.splitlines()[1:]))
 
 
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:

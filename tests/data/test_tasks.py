@@ -154,6 +154,21 @@ def test_an_imdb_row_with_a_quote_left_open_is_named_and_skipped_alone(tmp_path,
     assert len(train) == 3 and tasks.split_info(train)["skipped_bad_rows"] == 1
 
 
+def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_count_is_not_silent(tmp_path):
+    """The quote closes rows later, so the merged row has the header's fields: three reviews became one, their labels
+    lost, without a word or a count."""
+    rows = ["s0,1,9,fine", 's1,1,9,"a stray quote opens here', "s2,0,2,plain review two", "s3,1,8,plain review three",
+            's4,0,1,"a properly ""quoted"" review"', "s5,1,7,after"]
+    (tmp_path / "train.csv").write_text("id,label,rating,text\n" + "\n".join(rows) + "\n")
+    (tmp_path / "test.csv").write_text("id,label,rating,text\nt0,1,9,fine\n")
+    with pytest.raises(TaskDataError, match=r"train.csv:3 \(the row runs to line 6: a quote left open on line 3\?\): "
+                                            r"its text takes in lines that read as rows of their own"):
+        read_task_split("imdb", str(tmp_path), "train")
+    cols, skipped = read_task_split("imdb", str(tmp_path), "train", skip_bad_rows=True)
+    assert skipped >= 1 and "plain review two" in cols["text"] and "plain review three" in cols["text"]
+    assert not any("\n" in text for text in cols["text"])  # no review holds another's lines
+
+
 def _count_encoded(monkeypatch) -> list[int]:
     """Record how many rows each tokenizer batch holds."""
     sizes: list[int] = []
