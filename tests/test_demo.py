@@ -39,6 +39,28 @@ def test_every_output_is_checked_before_the_demo_removes_its_own_run(tmp_path, m
     assert (mine / "config.yaml").is_file() and (theirs / "results.json").read_text() == "{}"
 
 
+def test_a_setting_a_run_would_refuse_is_refused_before_the_demo_removes_its_finished_runs(tmp_path, monkeypatch):
+    """trainer.max_steps=20 (below the demo's warmup) removed both finished runs, then failed at once, leaving the
+    summary of runs that no longer existed. Every run's settings are read first now; a demo that starts removes the
+    summary with the runs it describes."""
+    from linformer.errors import ConfigError
+
+    runs = [tmp_path / "outputs/pretrain/demo", tmp_path / "outputs/finetune/demo-sst2"]
+    for run in runs:
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("experiment_name: demo\n")
+    summary = tmp_path / "outputs/demo/summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("{}")
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    with pytest.raises(ConfigError, match=r"the warmup \(30 steps.*must be shorter than the run \(20 steps"):
+        demo.run(["trainer.max_steps=20"], under=tmp_path)
+    assert all((run / "config.yaml").is_file() for run in runs) and summary.is_file()
+    monkeypatch.setattr(demo.frontend, "run", lambda *a, **k: (1, {}))  # a job fails: no summary of old runs stays
+    assert demo.run([], under=tmp_path) == 1
+    assert not summary.exists() and not any(run.exists() for run in runs)
+
+
 def test_a_symlinked_demo_run_is_refused_not_followed(tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
@@ -57,10 +79,10 @@ def test_the_dry_run_shows_every_job_with_the_demo_runs_to_do_and_writes_nothing
     earlier.mkdir(parents=True)
     (earlier / "config.yaml").write_text("experiment_name: demo\n")
     (earlier / "summary.json").write_text("{}")
-    assert demo.run(["trainer.max_steps=5"], under=tmp_path, dry_run=True) == 0
+    assert demo.run(["trainer.max_steps=50"], under=tmp_path, dry_run=True) == 0
     out = capsys.readouterr().out
     assert [line.split("]")[0] for line in out.splitlines() if line.startswith("[")] == ["[todo"] * 4
-    assert "trainer.max_steps=5" in out and "4 of 4 jobs left" in out
+    assert "trainer.max_steps=50" in out and "4 of 4 jobs left" in out
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "outputs", "outputs/pretrain", "outputs/pretrain/demo", "outputs/pretrain/demo/config.yaml",
         "outputs/pretrain/demo/summary.json"]

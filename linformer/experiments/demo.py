@@ -23,6 +23,7 @@ from ..errors import DataError
 from ..files import read_yaml, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
+from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import RunRecord
 from ..train.common import native_cpu_bf16
 from . import Places, frontend
@@ -31,11 +32,15 @@ REPO = repo_root()
 PY = sys.executable
 
 
-def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = ()) -> Job:
+def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
+         spec=None) -> Job:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
-    cannot leave the demo checking elsewhere."""
+    cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
+    so that a setting the run would refuse is refused before the demo removes its earlier runs."""
     cfg = compose(config, overrides, with_hydra=True)
+    if spec is not None:
+        spec.read(cfg)
     return Job(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
 
 
@@ -81,14 +86,14 @@ def plan(extra: list[str], where: Places) -> list[Job]:
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
                  lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
-                 ("prepare_corpus",))]
+                 ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
     shown = pretrain_dir.relative_to(REPO) if pretrain_dir.is_relative_to(REPO) else pretrain_dir
     finetune = [*places, "task=sst2", f"model_path={shown}", "run_name=demo-sst2", f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
     jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
-                     ("pretrain",)))
+                     ("pretrain",), FinetuneSpec))
     return jobs
 
 
@@ -115,6 +120,7 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
     check_plan(s.argv for s in jobs)
     for run_dir in runs:
         remove_demo_run(run_dir)
+    (REPO / where.outputs("demo/summary.json")).unlink(missing_ok=True)  # it described the runs just removed
     t0 = time.perf_counter()
     rc, times = frontend.run(jobs, 1, None, stopped=f"stopped: the demo's runs start over. {again}")
     if rc:

@@ -270,6 +270,10 @@ class TrainerSettings:
             values["lr_power"] = 1.0  # the polynomial's power does not apply
         return cls(**values)
 
+    def __post_init__(self):
+        if self.max_steps is not None:  # known from the config (pretraining): said before a plan or a run starts
+            check_warmup(self.warmup(self.max_steps), self.max_steps)
+
     def warmup(self, max_steps: int) -> int:
         """Warmup steps: trainer.warmup_steps when set, else round(trainer.warmup_ratio x max_steps), else 0."""
         if self.warmup_steps is not None:
@@ -282,6 +286,15 @@ class TrainerSettings:
         if value is None:
             raise ConfigError(f"trainer.{key} is null: {stage} needs it.")
         return value
+
+
+def check_warmup(warmup_steps: int, total_steps: int) -> None:
+    """The warmup must end before the run does: a ConfigError naming both keys."""
+    if int(warmup_steps) >= max(int(total_steps), 1):
+        raise ConfigError(
+            f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be shorter than "
+            f"the run ({total_steps} steps, trainer.max_steps): lower the warmup or train longer."
+        )
 
 
 # trainer.<field> keys that may differ between starts of one run

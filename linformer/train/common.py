@@ -19,7 +19,7 @@ from ..data.tasks import task_files
 from ..errors import ConfigError
 from ..files import cache_key, flatten
 from ..modeling.convert import is_projection_weight
-from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings
+from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,7 @@ def build_optimizer(groups: list[dict], lr: float, optim: OptimSettings, device:
 
 def build_scheduler(optimizer, warmup_steps: int, total_steps: int, settings: TrainerSettings):
     """Linear warmup to trainer.lr, then linear (power 1) or polynomial decay to trainer.lr_end."""
-    if int(warmup_steps) >= max(int(total_steps), 1):
-        raise ConfigError(
-            f"the warmup ({warmup_steps} steps, trainer.warmup_steps or trainer.warmup_ratio) must be shorter than "
-            f"the run ({total_steps} steps, trainer.max_steps): lower the warmup or train longer."
-        )
+    check_warmup(warmup_steps, total_steps)
     return get_polynomial_decay_schedule_with_warmup(
         optimizer,
         num_warmup_steps=int(warmup_steps),
