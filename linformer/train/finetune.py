@@ -328,7 +328,9 @@ class FinetuneTask(TrainingTask):
             "next": None if self.save_best else (f"{shell_command('python', 'scripts/export.py', trainer.run_dir)}  "
                                                  "# trainer.save_best=false kept no model: this saves the final one"),
             "task": self.task_spec.name,
-            "report": [(f"{self.task_spec.metrics[0]} {score:.4f} on {len(self.eval)} {self.task_spec.name} "
+            # every metric of the task (QQP: accuracy and F1; an F1 of 0 is a classifier that never says duplicate)
+            "report": [(", ".join(f"{m} {metrics[m]:.4f}" for m in self.task_spec.metrics if metrics.get(m) is not None)
+                        + f" on {len(self.eval)} {self.task_spec.name} "
                         f"{self.task_spec.eval_split} examples, scored once on the model of epoch "
                         f"{self.epoch_of(step):g} (step {step}, {chosen})")] if score is not None else [],
         }

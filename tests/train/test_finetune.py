@@ -471,3 +471,18 @@ def test_a_subset_of_the_reported_split_is_joined_back_to_its_rows_and_not_claim
     assert results["reported"]["examples"] == 10 and results["reported"]["of"] == len(dev)
     card = (run / "best" / "README.md").read_text()
     assert "model-index" not in card and f"10 of {len(dev)} (a subset)" in card
+
+
+def test_a_task_with_two_metrics_reports_both(tmp_path, pretrained_run):
+    """QQP's summary gave accuracy alone: an F1 of 0 (a classifier that never says duplicate) showed only in
+    results.json."""
+    header = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+    rows = "".join(f"{i}\t{2 * i}\t{2 * i + 1}\tgood question {i}?\tdull question {i}?\t{i % 2}\n" for i in range(24))
+    (tmp_path / "qqp").mkdir()
+    (tmp_path / "qqp" / "train.tsv").write_text(header + rows)
+    (tmp_path / "qqp" / "dev.tsv").write_text(header + rows.replace("question", "query"))
+    cfg = compose_finetune("task=qqp", f"task.data_dir={tmp_path / 'qqp'}", f"model_path={pretrained_run}",
+                           "trainer.epochs=1")
+    finetune(cfg, tmp_path / "run")
+    [line] = json.loads((tmp_path / "run" / "summary.json").read_text())["report"]
+    assert line.startswith("accuracy ") and ", f1 " in line and "on 24 qqp dev examples" in line
