@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -21,3 +22,11 @@ def at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return whole_number
+
+
+def folder(text: str) -> Path:
+    """An argparse ``type``: a folder path, not empty (an unset shell variable, ``--under "$OUT"``, would otherwise
+    be the current directory: the checkout, where the commands run)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: give a folder (an unset variable?)")
+    return Path(text)

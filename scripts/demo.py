@@ -5,14 +5,14 @@ trainer.max_steps=100]
 """
 
 import sys
-from pathlib import Path
 
+from linformer.argtypes import folder
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.experiments import demo
 
 if __name__ == "__main__":
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
+    ap.add_argument("--under", type=folder, default=None, metavar="DIR",
                     help="write data/ and outputs/ under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     args, overrides = ap.parse_known_args()

@@ -107,3 +107,18 @@ def test_a_stopped_demo_is_exit_130_and_says_its_runs_start_over(tmp_path, monke
     monkeypatch.setattr(demo.frontend, "run_jobs", stop)
     assert demo.run([], under=tmp_path) == 130
     assert "stopped: the demo's runs start over" in capsys.readouterr().err
+
+
+def test_an_empty_under_is_refused_not_taken_for_the_checkout(tmp_path):
+    """--under "$OUT" with OUT unset was the current directory: from the checkout, the demo rebuilt the checkout's
+    runs. The CLI refuses it in one line (the reproductions share the flag: linformer.argtypes.folder)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    for script in ("scripts/demo.py", "scripts/reproduce_scratch.py"):
+        result = subprocess.run([sys.executable, script, "--under", "", "--dry-run"], cwd=repo, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.splitlines()[0] == "error: argument --under: an empty path: give a folder (an unset variable?)"

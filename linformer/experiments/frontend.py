@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..argtypes import folder
 from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
@@ -102,7 +103,7 @@ def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: 
     --report-only, --under."""
     if profiles is not None:
         ap.add_argument("--profile", choices=sorted(profiles), default=default, help=profile_help)
-    ap.add_argument("--under", type=Path, default=None, metavar="DIR",
+    ap.add_argument("--under", type=folder, default=None, metavar="DIR",
                     help="write data, runs, records and the report under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan (with time estimates where the plan has them) and exit")
     ap.add_argument("--jobs", type=int, default=None, help="jobs run at once (default: the plan's or profile's)")
