@@ -15,6 +15,8 @@ if __name__ == "__main__":
     ap.add_argument("--under", type=folder, default=None, metavar="DIR",
                     help="write data/ and outputs/ under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    args, overrides = ap.parse_known_args()
+    ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                    help="Hydra overrides for the pretraining job, e.g. trainer.max_steps=100")
+    args = ap.parse_args()  # a mistyped flag (--dryrun) is an unknown flag, not a Hydra override
     with cli_errors():
-        sys.exit(demo.run(overrides, args.under, args.dry_run))
+        sys.exit(demo.run(args.overrides, args.under, args.dry_run))

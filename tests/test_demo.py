@@ -122,3 +122,8 @@ def test_an_empty_under_is_refused_not_taken_for_the_checkout(tmp_path):
                                 text=True, timeout=120)
         assert result.returncode == 2, result.stderr[-2000:]
         assert result.stderr.splitlines()[0] == "error: argument --under: an empty path: give a folder (an unset variable?)"
+    # a mistyped flag was passed to the pretraining job as a Hydra override and failed in Hydra's grammar
+    result = subprocess.run([sys.executable, "scripts/demo.py", "--dryrun"], cwd=repo, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and result.stderr.splitlines()[0] == (
+        "error: unrecognized arguments: --dryrun (did you mean --dry-run?)")
