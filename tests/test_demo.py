@@ -127,3 +127,30 @@ def test_an_empty_under_is_refused_not_taken_for_the_checkout(tmp_path):
                             timeout=120)
     assert result.returncode == 2 and result.stderr.splitlines()[0] == (
         "error: unrecognized arguments: --dryrun (did you mean --dry-run?)")
+
+
+def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, monkeypatch):
+    """A demo re-run with LINFORMER_DATA_MIRROR pointing elsewhere said [done] for the tokenizer and corpus built from
+    the old mirror, and pretrained on them: each is done only while its manifest records this config's sources (a
+    stale one runs, and its script refuses the other settings in one line)."""
+    import json
+
+    from linformer.cli import compose
+    from linformer.data.io import resolve_path
+    from linformer.experiments import Places
+
+    def outputs(jobs):
+        return {j.name: j for j in jobs}
+
+    first = outputs(demo.plan([], Places.of(tmp_path)))
+    wanted = [str(resolve_path(str(s))) for s in compose("corpus", ["data=mirror_slice"]).data.sources]
+    tok, corpus = first["tokenizer"].done, first["prepare_corpus"].done
+    for path, settings in ((tok, {"files": wanted}), (corpus, {"data": {"sources": wanted}})):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+        (path.parent / "manifest.json").write_text(json.dumps({"settings": settings}))
+    jobs = outputs(demo.plan([], Places.of(tmp_path)))
+    assert jobs["tokenizer"].finished and jobs["prepare_corpus"].finished
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "another_mirror"))
+    jobs = outputs(demo.plan([], Places.of(tmp_path)))
+    assert not jobs["tokenizer"].finished and not jobs["prepare_corpus"].finished

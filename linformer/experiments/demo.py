@@ -20,7 +20,7 @@ import torch
 from ..cli import compose, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
-from ..files import read_yaml, write_json
+from ..files import read_json, read_yaml, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
@@ -33,7 +33,7 @@ PY = sys.executable
 
 
 def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
-         spec=None) -> Job:
+         spec=None, sources=None) -> Job:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
@@ -41,7 +41,16 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
-    return Job(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
+    done_path = Path(resolve_path(str(done(cfg))))
+    stale = None
+    if sources is not None:  # a kept output made from other source files (another data mirror) is not done: the
+        # job runs, and its script refuses the output's other settings in one line rather than the demo reusing it
+        wanted = sorted(str(resolve_path(str(x))) for x in cfg.data.sources)
+
+        def stale() -> bool:
+            return sorted(map(str, sources(read_json(done_path.parent / "manifest.json").get("settings") or {}) or [])
+                          ) != wanted
+    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale)
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -82,9 +91,10 @@ def plan(extra: list[str], where: Places) -> list[Job]:
                 "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
                 "trainer.eval_every=100", "trainer.save_every=100", f"trainer.mixed_precision={precision}", *extra]
     jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, "data=mirror_slice"],
-                 lambda c: f"{c.out_dir}/tokenizer.json"),
+                 lambda c: f"{c.out_dir}/tokenizer.json", sources=lambda settings: settings.get("files")),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
-                 lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",)),
+                 lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",),
+                 sources=lambda settings: (settings.get("data") or {}).get("sources")),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
