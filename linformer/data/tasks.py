@@ -127,11 +127,16 @@ def check_task_files(names, mirror: str | Path) -> None:
                 raise _missing(path, task_spec)
 
 
-def _label_id(raw: str, task_spec: TaskSpec, where: str) -> int:
+def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = False) -> int | None:
+    """The label's id; a label outside the task's set is a malformed row: an error, or None (skip it) with
+    skip_bad_rows."""
     raw = raw.strip()
     if raw in task_spec.raw_labels:
         return task_spec.raw_labels.index(raw)
-    raise TaskDataError(f"{where}: label {raw!r} is not in the {task_spec.name} label set {list(task_spec.raw_labels)}")
+    if skip_bad_rows:
+        return None
+    raise TaskDataError(f"{where}: label {raw!r} is not in the {task_spec.name} label set {list(task_spec.raw_labels)}"
+                        "; set task.skip_bad_rows=true to skip and count such rows")
 
 
 def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool) -> bool:
@@ -188,9 +193,13 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
         if not _row_fits(row, header, where, skip_bad_rows):
             skipped += 1
             continue
+        label = _label_id(row[lab], task_spec, where, skip_bad_rows)
+        if label is None:
+            skipped += 1
+            continue
         for f_, i in zip(task_spec.text_fields, idx):
             cols[f_].append(row[i].strip())
-        cols["labels"].append(_label_id(row[lab], task_spec, where))
+        cols["labels"].append(label)
     return cols, skipped
 
 
@@ -261,8 +270,12 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
             skipped += 1
             give_back()  # the lines an open quote took in are rows of their own
             continue
+        label = _label_id(row[li], task_spec, where, skip_bad_rows)
+        if label is None:
+            skipped += 1
+            continue
         cols["text"].append(clean_imdb(row[ti]))
-        cols["labels"].append(_label_id(row[li], task_spec, where))
+        cols["labels"].append(label)
     return cols, skipped
 
 

@@ -96,8 +96,11 @@ def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_li
 def test_bad_label(qnli_dir, tokenizer):
     with open(qnli_dir / "dev.tsv", "a") as f:
         f.write("77\tq?\ts.\tcontradiction\n")
-    with pytest.raises(TaskDataError, match=r"dev.tsv:6: label 'contradiction' is not in the qnli label set"):
+    with pytest.raises(TaskDataError, match=r"dev.tsv:6: label 'contradiction' is not in the qnli label set .*; "
+                                            r"set task.skip_bad_rows=true to skip and count such rows"):
         load_task("qnli", str(qnli_dir), tokenizer, 32, splits=("eval",))
+    cols, skipped = read_task_split("qnli", str(qnli_dir), "eval", skip_bad_rows=True)  # a malformed row as any other
+    assert skipped == 1 and len(cols["labels"]) == 4
 
 
 def test_missing_files(tmp_path, qnli_dir, tokenizer):
