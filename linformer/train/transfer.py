@@ -104,7 +104,9 @@ class TransferTask(TrainingTask):
         if short > 0 and not 2 <= min_length <= self.n:
             raise ConfigError(f"transfer.min_length={min_length}: a length in 2..n={self.n} (the blocks' length)")
         if self.short_length is not None and self.short_length >= self.n:
-            self.short_length = None  # the blocks are no longer than that: the full evaluation already covers it
+            log.warning("transfer.eval_short_length=%d is not below the blocks' %d tokens: the full evaluation covers "
+                        "it, so no short evaluation is reported", self.short_length, self.n)
+            self.short_length = None
         config = self.model.config
         if config.exact_short_inputs:  # inputs of at most k tokens attend exactly: nothing there to fit
             min_length = min(max(min_length, max(map(config.k_of_layer, range(config.num_hidden_layers))) + 1),
