@@ -154,3 +154,22 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "another_mirror"))
     jobs = outputs(demo.plan([], Places.of(tmp_path)))
     assert not jobs["tokenizer"].finished and not jobs["prepare_corpus"].finished
+
+
+def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatch):
+    """A second demo on the same folder removed the first one's runs while it was finetuning, and the first died on
+    its vanished metrics.jsonl."""
+    import json
+    import os
+    import socket
+
+    from linformer.rundir import LOCK
+
+    run = tmp_path / "outputs/finetune/demo-sst2"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("experiment_name: demo\n")
+    (run / LOCK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))  # held: this process
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    with pytest.raises(DataError, match=r"demo-sst2 is in use by a running process"):
+        demo.run([], under=tmp_path)
+    assert (run / "config.yaml").is_file()

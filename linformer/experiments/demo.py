@@ -24,7 +24,7 @@ from ..files import read_json, read_yaml, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import RunRecord
+from ..rundir import LOCK, RunLock, RunRecord
 from ..train.common import native_cpu_bf16
 from . import Places, frontend
 
@@ -64,6 +64,9 @@ def check_demo_run(run: Path) -> None:
                         "choose another run_name= or move that link.")
     if not run.exists():
         return
+    if not RunLock(run).holder_gone():  # another demo (or a run of this name) is training in it right now
+        raise DataError(f"{run} is in use by a running process (its {LOCK}): wait for it to finish, or give this demo "
+                        "another --under.")
     config = run / "config.yaml"
     recorded = read_yaml(config).get("experiment_name") if config.is_file() else None
     if recorded != DEMO:
