@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import collections
 import csv
+import io
 import json
 import logging
 import re
@@ -224,10 +225,11 @@ class _LineFeed:
         return line
 
 
-def _csv_rows(feed: _LineFeed) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
     """(row, its first line, its last line, give back) for each row of a csv file's lines. A quote left open on one
     line takes the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines
-    after its first to the rows after it, which they are."""
+    after its first to the rows after it, which they are. A file that ends inside a quoted field (cut short by a
+    copy) is a TaskDataError naming `path` and the line: csv would return the cut row as a whole one."""
     reader = csv.reader(feed)
     while True:
         feed.taken = []
@@ -236,7 +238,22 @@ def _csv_rows(feed: _LineFeed) -> Iterator[tuple[list[str], int, int, Callable[[
         except StopIteration:
             return
         lines = feed.taken
+        if _ends_inside_quotes("".join(text for _, text in lines)):
+            raise TaskDataError(f"{path}:{lines[0][0]}: the file ends inside the quoted field this row opens (cut "
+                                "short?): copy the file again")
         yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
+
+
+def _ends_inside_quotes(text: str) -> bool:
+    """Whether csv text ends inside a quoted field (strict csv's "unexpected end of data")."""
+    if '"' not in text:
+        return False
+    try:
+        for _ in csv.reader(io.StringIO(text), strict=True):
+            pass
+    except csv.Error as err:
+        return "unexpected end of data" in str(err)
+    return False
 
 
 def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
@@ -248,7 +265,7 @@ def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
 def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     cols: dict[str, list] = {"text": [], "labels": []}
     skipped = 0
-    rows = _csv_rows(feed)
+    rows = _csv_rows(feed, csv_path)
     header = next(rows, [[]])[0]
     if "text" not in header or "label" not in header:
         raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")

@@ -387,3 +387,13 @@ def test_the_papers_column_order_names_every_task_once():
     from linformer.data.tasks import PAPER_ORDER
 
     assert sorted(PAPER_ORDER) == sorted(tasks.TASKS) and len(set(PAPER_ORDER)) == len(PAPER_ORDER)
+
+
+def test_an_imdb_csv_cut_short_inside_a_quoted_review_is_refused(tmp_path):
+    """A copy cut in the middle of a quoted review was read as whole: the cut row came back as a review, and a plan
+    scored a table on the truncated split without a word (pandas refuses such a file)."""
+    (tmp_path / "train.csv").write_text('id,label,text\na,1,"fine, ""truly"" fine"\nb,0,plain\n')
+    (tmp_path / "test.csv").write_text('id,label,text\na,1,"fine, ""truly"" fine"\nb,0,"a review cut in the mid')
+    assert read_task_split("imdb", str(tmp_path), "train")[0]["labels"] == [1, 0]
+    with pytest.raises(TaskDataError, match=r"test.csv:3: the file ends inside the quoted field this row opens"):
+        read_task_split("imdb", str(tmp_path), "eval")
