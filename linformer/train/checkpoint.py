@@ -187,8 +187,8 @@ def keeping_settings(optimizer, scheduler) -> Iterator[None]:
     run's settings built them are put back after the checkpoint's states load, and the learning rate is recomputed
     from them at the checkpoint's step. So a change the run allows on resume (trainer.allow_config_change: a lower
     trainer.lr for a run that diverges, another weight decay) trains from that step on, where the checkpoint's
-    saved values used to win; with the settings unchanged the values are the same (the same expression the schedule
-    evaluates at each step), and the resume stays bitwise."""
+    saved values would otherwise win; with the settings unchanged the values are the same (the same expression the
+    schedule evaluates at each step), and the resume stays bitwise."""
     schedule = getattr(scheduler, "scheduler", scheduler)  # Accelerate's wrapper holds the LambdaLR
     kept = [{key: group[key] for key in _SETTINGS_KEYS if key in group} for group in optimizer.param_groups]
     base = list(getattr(schedule, "base_lrs", []))
