@@ -76,7 +76,8 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
         *TASK, "model_path={pretrained}", "paths.output_dir={out}", "run_name=r"), "finetune/r"),), config="finetune"),
     Command("transfer", (Output("hydra.run.dir", RUN, (
         "model_path={pretrained}", "corpus_dir={corpus}", "model.max_seq_len=32", "model.projected_dim=8",
-        "trainer.max_steps=1", "paths.output_dir={out}", "run_name=r"), "transfer/r"),), config="transfer"),
+        "trainer.max_steps=2", "trainer.warmup_steps=1", "paths.output_dir={out}", "run_name=r"), "transfer/r"),),
+        config="transfer"),
     Command("distill", (Output("hydra.run.dir", RUN, (
         *TASK, "teacher_path={finetuned}/best", "model.projected_dim=8", "paths.output_dir={out}", "run_name=r"),
         "distill/r"),), config="distill"),

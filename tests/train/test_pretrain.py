@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,7 +271,9 @@ def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data,
                               "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
     again = seen["init"]
     assert again["id"] == init["id"] and again["resume"] == "allow" and len(init["id"]) == 16
-    assert {d.name.rsplit("-", 1)[1] for d in (tmp_path / "wandb").glob("offline-run-*")} == {init["id"]}
+    # offline-run-<YYYYMMDD_HHMMSS>-<id>, with -1 after it when both starts fall in one second
+    ids = {re.match(r"offline-run-\d{8}_\d{6}-([^-]+)", d.name).group(1) for d in (tmp_path / "wandb").glob("offline-run-*")}
+    assert ids == {init["id"]}
 
 
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
