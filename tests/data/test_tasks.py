@@ -140,13 +140,17 @@ def test_imdb_csv_bad_label(tmp_path, tokenizer):
         read_task_split("imdb", str(tmp_path), "train")
 
 
+def _imdb_rows_csv(folder, train_rows: list[str]) -> None:
+    """IMDB's csv layout in `folder`: train.csv of these rows, and a two-row test.csv."""
+    (folder / "train.csv").write_text("id,label,rating,text\n" + "\n".join(train_rows) + "\n")
+    (folder / "test.csv").write_text("id,label,rating,text\ntest/pos/0_9,1,9,fine\ntest/neg/1_1,0,1,awful\n")
+
+
 def test_an_imdb_row_with_a_quote_left_open_is_named_and_skipped_alone(tmp_path, tokenizer):
     """csv takes the lines after an open quote into its row: the error names the line the row starts on (and where it
     runs to), and a skip leaves out that row only, counted once, and records the count."""
-    rows = ['train/pos/0_9,1,9,"a fine film, ""truly"""', 'train/neg/1_2,0,2,"cut short', "train/pos/2_8,1,8,good",
-            'train/neg/3_1,0,1,"bad, ""very"" bad"']
-    (tmp_path / "train.csv").write_text("id,label,rating,text\n" + "\n".join(rows) + "\n")
-    (tmp_path / "test.csv").write_text("id,label,rating,text\ntest/pos/0_9,1,9,fine\ntest/neg/1_1,0,1,awful\n")
+    _imdb_rows_csv(tmp_path, ['train/pos/0_9,1,9,"a fine film, ""truly"""', 'train/neg/1_2,0,2,"cut short',
+                              "train/pos/2_8,1,8,good", 'train/neg/3_1,0,1,"bad, ""very"" bad"'])
     with pytest.raises(TaskDataError, match=r"train.csv:3 \(the row runs to line 5: a quote left open on line 3\?\): "
                                             r"malformed row: 5 fields"):
         read_task_split("imdb", str(tmp_path), "train")
@@ -160,10 +164,8 @@ def test_an_imdb_row_with_a_quote_left_open_is_named_and_skipped_alone(tmp_path,
 def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_count_is_not_silent(tmp_path):
     """The quote closes rows later, so the merged row has the header's fields: three reviews became one, their labels
     lost, without a word or a count."""
-    rows = ["s0,1,9,fine", 's1,1,9,"a stray quote opens here', "s2,0,2,plain review two", "s3,1,8,plain review three",
-            's4,0,1,"a properly ""quoted"" review"', "s5,1,7,after"]
-    (tmp_path / "train.csv").write_text("id,label,rating,text\n" + "\n".join(rows) + "\n")
-    (tmp_path / "test.csv").write_text("id,label,rating,text\nt0,1,9,fine\n")
+    _imdb_rows_csv(tmp_path, ["s0,1,9,fine", 's1,1,9,"a stray quote opens here', "s2,0,2,plain review two",
+                              "s3,1,8,plain review three", 's4,0,1,"a properly ""quoted"" review"', "s5,1,7,after"])
     with pytest.raises(TaskDataError, match=r"train.csv:3 \(the row runs to line 6: a quote left open on line 3\?\): "
                                             r"its text takes in lines that read as rows of their own"):
         read_task_split("imdb", str(tmp_path), "train")
