@@ -380,6 +380,8 @@ def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothi
     assert printed.startswith("[tests] ") and "pytest -m gpu tests/gpu" in printed
     assert "[mfu]" in printed and "run_name=mfu-full" in printed and "run_name=mfu-k128" in printed
     assert "[table3]" not in printed and not out.exists()
+    assert gpu.main(["tests", "--dry-run"]) == 0  # anywhere, as the guide says: no --out needed to look
+    assert capsys.readouterr().out.startswith("[tests] -> <out>/gpu_tests.log")
     assert gpu.main(["scratch", "table2", "--out", str(out), "--dry-run"]) == 0  # in the order they would run
     printed = capsys.readouterr().out
     assert printed.startswith("[scratch] ") and printed.index("[scratch]") < printed.index("[table2]")

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = target_commands(Path("."))
     parser = ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="+", choices=sorted(commands), help="targets to run, in order")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the targets' results")
+    parser.add_argument("--out", type=Path, help="directory for the targets' results (needed but for --dry-run)")
     parser.add_argument("--archive", type=Path, metavar="FILE",
                         help="write --out as one .tar.gz after every target")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
@@ -313,7 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
         parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
+    if args.out is None and not args.dry_run:
+        parser.error("the following arguments are required: --out")
     if args.dry_run:  # in the order they would run, which decides what a --stop-after cuts
+        args.out = args.out or Path("<out>")  # where the results would go, shown as such
         planned = target_commands(args.out, args.jobs)
         for name in args.targets:
             print(f"[{name}] -> {args.out / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
