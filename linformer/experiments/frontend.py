@@ -29,11 +29,12 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
     report_line = f"[report] {shell_command('python', 'scripts/table2.py', *report)}"
-    if dry_run and report_only:  # the report alone: no job would run
+    if report_only:  # the report alone: no job runs, so the plan is not shown
         print(f"{title}\n{report_line}")
-        return 0
-    show(plan, title, minutes, timing, jobs, [report_line])
-    if not report_only:
+        if dry_run:
+            return 0
+    else:
+        show(plan, title, minutes, timing, jobs, [report_line])
         todo = wanted(plan, {s.name for s in plan if s.finished})
         try:
             check_task_files(tasks_to_run(todo), default_data_mirror())

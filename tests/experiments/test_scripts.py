@@ -81,3 +81,14 @@ def test_a_dry_run_of_the_report_alone_shows_the_report_not_the_plan(capsys):
     assert reproduce_scratch.main(["--dry-run", "--report-only"]) == 0
     out = capsys.readouterr().out
     assert "[report] python scripts/table2.py" in out and "[todo" not in out and "jobs left" not in out
+
+
+def test_the_report_alone_shows_the_report_not_the_plan_before_its_error(tmp_path, capsys):
+    """--report-only with no finished runs printed the whole plan and 'An interrupted run resumes' before its error,
+    as if jobs were about to run."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import reproduce_scratch
+
+    rc = reproduce_scratch.main(["--report-only", "--under", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc != 0 and "[report] python scripts/table2.py" in out and "[todo" not in out and "resumes" not in out
