@@ -175,6 +175,12 @@ def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ lock
+def _dead(holder: Mapping) -> bool:
+    """Whether a lock's holder is a process of this host that is gone (another host's cannot be checked)."""
+    pid = holder.get("pid")
+    return holder.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid)
+
+
 class RunLock:
     """``<run>/.lock``: one live process per run directory. A lock left by a dead process on this host is taken
     over; one held by a live process (or by another host, which cannot be checked) refuses the start."""
@@ -195,7 +201,7 @@ class RunLock:
                     time.sleep(0.05)
                     holder = self._holder() or {}
                 pid, host = holder.get("pid"), holder.get("host")
-                if host == me["host"] and isinstance(pid, int) and not pid_alive(pid):
+                if _dead(holder):
                     log.warning("taking over the stale lock of process %d (no longer running) in %s", pid,
                                 self.path.parent)
                     self.path.unlink(missing_ok=True)
@@ -213,11 +219,7 @@ class RunLock:
     def holder_gone(self) -> bool:
         """Whether no live process holds the run: no lock, or one left by a process of this host that is gone (a
         lock of another host cannot be checked: not gone)."""
-        if not self.path.exists():
-            return True
-        holder = self._holder() or {}
-        pid = holder.get("pid")
-        return holder.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid)
+        return not self.path.exists() or _dead(self._holder() or {})
 
     def _holder(self) -> dict | None:
         try:

@@ -238,7 +238,10 @@ def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[tuple[list[str], int, int
         except StopIteration:
             return
         lines = feed.taken
-        if _ends_inside_quotes("".join(text for _, text in lines)):
+        text = "".join(line for _, line in lines)
+        # only a row cut at the file's end (its last line without a newline) or one over several lines can end
+        # inside its quotes: the strict parse is spared the rest
+        if (not text.endswith("\n") or len(lines) > 1) and _ends_inside_quotes(text):
             raise TaskDataError(f"{path}:{lines[0][0]}: the file ends inside the quoted field this row opens (cut "
                                 "short?): copy the file again")
         yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
@@ -374,10 +377,10 @@ def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]
     return [f]
 
 
-def task_files(name: str, data_dir: str | Path) -> list[Path]:
-    """The files a task's splits are read from under `data_dir` (train and eval; those that exist)."""
+def task_files(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval")) -> list[Path]:
+    """The files a task's `splits` are read from under `data_dir` (those that exist)."""
     spec = get_task(name)
-    return [p for split in ("train", "eval") for p in _source_files(spec, Path(data_dir), split) if p.is_file()]
+    return [p for split in splits for p in _source_files(spec, Path(data_dir), split) if p.is_file()]
 
 
 def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tuple[str, ...]) -> dict:
@@ -494,9 +497,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
-    task_spec = get_task(name)
-    sources = ("eval",) if split == "eval" else ("train", "eval")
-    files = [p for src in sources for p in _source_files(task_spec, Path(data_dir), src) if p.is_file()]
+    files = task_files(name, data_dir, ("eval",) if split == "eval" else ("train", "eval"))
     if not files:
         return None  # reading will raise the layout error
     limit = options.limit(split)
@@ -530,13 +531,13 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
         raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
     info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",
             "skipped_bad_rows": skipped}
-    if split == "eval":  # its size, and the rows a subset kept (indices in the source): predictions join back to them
+    cols = {**cols, "_row": list(range(len(cols["labels"])))}  # each row's index in its source, carried along
+    if split == "eval":  # its size, and the rows a subset kept: predictions join back to them
         info["of"] = len(cols["labels"])
-        cols = subset_rows({**cols, "_row": list(range(info["of"]))}, options.limit("eval"), options.subset_seed)
+        cols = subset_rows(cols, options.limit("eval"), options.subset_seed)
         if len(cols["labels"]) < info["of"]:
             info["rows"] = [int(i) for i in cols["_row"]]
         return {k: v for k, v in cols.items() if k != "_row"}, info
-    cols = {**cols, "_row": list(range(len(cols["labels"])))}
     cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
         cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)
     if not cols["labels"]:

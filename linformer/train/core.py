@@ -269,9 +269,9 @@ class Trainer:
     def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
         self._t0 = time.perf_counter()
+        self._resume()
         # saved with every checkpoint: a resume compares them (_check_global_batch)
         self.state["global_batch"], self.state["processes"] = self.global_batch(), self.accelerator.num_processes
-        self._resume()
         if self.is_main:
             self.record.start(self.config, self.state["step"])
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
@@ -542,7 +542,6 @@ class Trainer:
         Checkpoints saved before the state recorded it are not checked."""
         before, now = self.state.get("global_batch"), self.global_batch()
         ran_on, world = self.state.get("processes"), self.accelerator.num_processes
-        self.state["global_batch"], self.state["processes"] = now, world
         if before is None or before == now or ran_on == world:  # the same, or an allowed trainer.* batch change
             return
         allow = self.settings.allow_config_change
