@@ -102,12 +102,14 @@ def get_task(name: str) -> TaskSpec:
     return TASKS[name]
 
 
-_BR = re.compile(r"(?:\s*<br\s*/?>\s*)+", re.IGNORECASE)
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 
 def clean_imdb(text: str) -> str:
-    """IMDB reviews carry HTML line breaks (`<br /><br />`): replace each run of them by one space."""
-    return _BR.sub(" ", text).strip()
+    """IMDB reviews carry HTML line breaks (`<br /><br />`): replace each run of them, with the whitespace around it,
+    by one space. Split at the tags rather than matched with the whitespace: a pattern that starts with whitespace is
+    tried at every space of the text, which takes ten times as long over IMDB."""
+    return " ".join(part for part in (piece.strip() for piece in _BR.split(text)) if part)
 
 
 def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:

@@ -134,6 +134,18 @@ def test_imdb_aclimdb_layout_and_br(tmp_path, tokenizer):
     assert len(load_task("imdb", str(tmp_path / "aclImdb"), tokenizer, 16)["train"]) == 2
 
 
+@pytest.mark.parametrize("raw, clean", [
+    ("Great.<br /><br />Loved it.", "Great. Loved it."),
+    ("a \n<BR>\t <br/>  b", "a b"),          # a run of breaks and the whitespace around it: one space
+    ("<br>starts and ends<br />", "starts and ends"),
+    ("no  breaks,\u00a0 only  spaces ", "no  breaks,\u00a0 only  spaces"),  # whitespace inside is kept
+    ("x < br> and <b>bold</b>", "x < br> and <b>bold</b>"),   # not a break tag
+    ("\u3000<br>\u00a0y", "y"),              # unicode whitespace beside a break goes with it
+])
+def test_clean_imdb_replaces_each_run_of_breaks_by_one_space(raw, clean):
+    assert tasks.clean_imdb(raw) == clean
+
+
 def test_imdb_csv_bad_label(tmp_path, tokenizer):
     (tmp_path / "train.csv").write_text('id,label,rating,text\ntrain/pos/0_9,1,9,"ok, ""fine"""\ntrain/x/1_5,5,5,meh\n')
     with pytest.raises(TaskDataError, match=r"train.csv:3: label '5'"):
