@@ -185,9 +185,10 @@ class RunLock:
     """``<run>/.lock``: one live process per run directory. A lock left by a dead process on this host is taken
     over; one held by a live process (or by another host, which cannot be checked) refuses the start."""
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, otherwise: str = "choose another run_name"):
         self.path = Path(run_dir) / LOCK
         self.held = False
+        self.otherwise = otherwise  # what a refused start can do instead of waiting
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,7 +209,7 @@ class RunLock:
                     continue
                 raise RunDirError(
                     f"{self.path.parent} is in use by process {pid} on {host} (since {holder.get('since')}): wait for "
-                    f"it to finish, or choose another run_name. If that process is gone, delete {self.path}."
+                    f"it to finish, or {self.otherwise}. If that process is gone, delete {self.path}."
                 ) from None
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(me))

@@ -18,6 +18,7 @@ from ..data.tasks import check_task_files
 from ..errors import ConfigError, LinformerError
 from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
 from ..output_rule import check_plan
+from ..rundir import RunLock
 
 REPO = repo_root()
 
@@ -48,8 +49,15 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         return 0
     times: dict[str, float] = {}
     if not report_only:
-        t0 = time.perf_counter()
-        rc, times = run(plan, jobs, log_dir)
+        # one runner per plan: a second would start the same jobs, each refused by its run's lock only after
+        # truncating the first runner's log of it
+        lock = RunLock(log_dir, otherwise="give this one another --under")
+        lock.acquire()
+        try:
+            t0 = time.perf_counter()
+            rc, times = run(plan, jobs, log_dir)
+        finally:
+            lock.release()
         if rc:
             return rc
         times["total (jobs run now)"] = round(time.perf_counter() - t0, 1)

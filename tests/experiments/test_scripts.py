@@ -92,3 +92,32 @@ def test_the_report_alone_shows_the_report_not_the_plan_before_its_error(tmp_pat
     rc = reproduce_scratch.main(["--report-only", "--under", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc != 0 and "[report] python scripts/table2.py" in out and "[todo" not in out and "resumes" not in out
+
+
+def test_a_second_runner_of_one_plan_is_refused_before_any_job(tmp_path, monkeypatch, capsys):
+    """A second runner of the same plan started the jobs the first was running, each refused by its run's lock only
+    after truncating the first runner's log of it. The plan's runner holds a lock of its own."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import reproduce_scratch
+
+    from linformer.experiments import Places, frontend
+    from linformer.rundir import RunLock
+
+    mirror = tmp_path / "mirror"
+    for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
+        (mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / rel).write_text("x\n")
+    monkeypatch.setattr(frontend, "default_data_mirror", lambda: str(mirror))
+    monkeypatch.setattr(frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    under = tmp_path / "under"
+    logs = REPO / Places.of(under).outputs("reproduce_scratch_toy_logs")
+    first = RunLock(logs)
+    first.acquire()  # the first runner: this (live) process
+    try:
+        with pytest.raises(SystemExit) as stop:
+            reproduce_scratch.main(["--under", str(under)])
+    finally:
+        first.release()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"error: {logs} is in use by process" in err and "another --under" in err
+    assert sorted(p.name for p in logs.iterdir()) == []  # the first runner's lock released, nothing written
