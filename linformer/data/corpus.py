@@ -325,6 +325,21 @@ def _choose_validation(doc_keys: list[str], doc_tokens: np.ndarray, val_fraction
     return is_val
 
 
+def _no_validation(val_fraction: float, documents: int, n: int) -> str:
+    """Why a corpus got no validation block: pretraining would be refused for it, and the cause is the layout."""
+    read_as = ("1 document (it has no blank line between paragraphs)" if documents == 1 else
+               f"{documents:,} documents, those it may take too short for a block")
+    return (f"data.val_fraction={val_fraction} made no validation block of n={n}: the validation split takes whole "
+            f"documents and never all of them, and the corpus reads as {read_as}. Separate its documents by blank "
+            f"lines ({CORPUS_LAYOUT})")
+
+
+def validation_share(manifest: Mapping) -> float:
+    """The share of a prepared corpus's packed tokens in its validation split."""
+    blocks = {name: split["blocks"] for name, split in manifest["splits"].items()}
+    return blocks["validation"] / max(1, sum(blocks.values()))
+
+
 def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool,
                max_documents: int | None) -> str:
     options = {"format_version": FORMAT_VERSION, "tokenizer_hash": tok_hash, "n": n, "val_fraction": val_fraction,
@@ -392,12 +407,19 @@ def prepare_corpus(
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:
         manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
+    share = validation_share(manifest)
     print(
         f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
-        f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks of n={n}; tokenize "
+        f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks ({share:.1%}) of n={n}; tokenize "
         f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
         f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}"
     )
+    # whole documents: a few large ones can put far more than val_fraction out of training (one block of slack)
+    if share > 2 * val_fraction and va["blocks"] > 1:
+        log.warning("the validation split holds %.1f%% of the blocks where data.val_fraction=%s asked for %.1f%%: it "
+                    "takes whole documents, and this corpus has %d, some of them large. Separate its documents by "
+                    "blank lines (%s), or lower data.val_fraction", 100 * share, val_fraction, 100 * val_fraction,
+                    manifest["documents"], CORPUS_LAYOUT)
     return manifest
 
 
@@ -468,6 +490,8 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     doc_keys, totals = _read_sources(srcs, writer, settings["skip_bad_rows"], settings["max_documents"])
     if not doc_keys:
         raise CorpusError(f"empty corpus: no non-blank line in {[s.given for s in srcs]}; expected {CORPUS_LAYOUT}")
+    if val_fraction > 0 and len(doc_keys) < 2:  # known before tokenizing: validation never takes every document
+        raise CorpusError(_no_validation(val_fraction, 1, n))
     t_read = time.perf_counter() - t0
 
     # 2. tokenize with datasets.map (batched, num_proc workers that die with this process; cache files in tmp)
@@ -483,10 +507,15 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     n_docs = len(doc_keys)
     splits = _pack(tokd, lens, doc_keys, work, n, val_fraction, seed, (bos, eos, sep, nl))
     if splits["train"]["blocks"] == 0:
+        took = splits["validation"]["content_tokens"]
         raise CorpusError(
             f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
-            f"(each block holds n - 2 = {n - 2} corpus tokens)"
+            f"(each block holds n - 2 = {n - 2} corpus tokens)" + (
+                f"; the validation split took {took:,} tokens in whole documents, and the corpus reads as "
+                f"{n_docs:,} documents. Separate its documents by blank lines ({CORPUS_LAYOUT})" if took else "")
         )
+    if val_fraction > 0 and splits["validation"]["blocks"] == 0:
+        raise CorpusError(_no_validation(val_fraction, n_docs, n))
     dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
     # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
     dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)

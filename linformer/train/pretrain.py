@@ -180,7 +180,13 @@ class PretrainTask(TrainingTask):
             count += n_targets
         loss_sum, count = acc.reduce(loss_sum, "sum"), acc.reduce(count, "sum")
         model.train()
-        loss = (loss_sum / count.clamp(min=1)).item()
+        if count.item() == 0:  # a loss of 0 (perplexity 1) would read as a perfect model
+            raise ConfigError(
+                f"the validation batches evaluated (trainer.eval_batches={self.eval_batches}) hold no masked token: "
+                "their masks are drawn once, so no evaluation would measure anything; evaluate more of them "
+                "(a larger trainer.eval_batches or trainer.batch_size, or null for the whole split) or use longer "
+                "blocks (data.n)")
+        loss = (loss_sum / count).item()
         return {"val_loss": loss, "val_ppl": perplexity(loss)}
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], None]:

@@ -252,7 +252,7 @@ def test_input_errors(tmp_path, tok_dir, corpus_file):
     tiny = tmp_path / "tiny.txt"
     tiny.write_text("one\n")
     with pytest.raises(CorpusError, match="too small"):
-        prepare_corpus([str(tiny)], tok_dir, str(tmp_path / "p"), n=64)
+        prepare_corpus([str(tiny)], tok_dir, str(tmp_path / "p"), n=64, val_fraction=0.0)
     with pytest.raises(HubOfflineError, match="bookcorpus.*OFFLINE"):
         prepare_corpus(["hf:bookcorpus"], tok_dir, str(tmp_path / "p"), n=8)
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
@@ -393,3 +393,52 @@ def test_a_corpus_prepared_by_an_earlier_version_is_refused_naming_what_it_lacks
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
+
+
+def test_a_corpus_read_as_one_document_is_refused_before_tokenizing_naming_the_layout(tmp_path, corpus_file, tok_dir,
+                                                                                      monkeypatch):
+    """A file without blank lines is one document: its validation split got 0 blocks without a word, and
+    pretraining then advised a larger data.val_fraction, which cannot help."""
+    one = tmp_path / "one.txt"
+    one.write_text("\n".join(line for line in corpus_file.read_text().splitlines() if line.strip()) + "\n")
+    monkeypatch.setattr(corpus_mod, "_tokenize", lambda *a, **k: pytest.fail("tokenized a corpus it then refuses"))
+    with pytest.raises(CorpusError, match=r"data.val_fraction=0.1 made no validation block of n=16: .* reads as 1 "
+                                          r"document \(it has no blank line.*Separate its documents by blank lines"):
+        prepare_corpus([str(one)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.1, num_proc=1)
+    assert not (tmp_path / "p").exists()
+    monkeypatch.undo()
+    m = prepare_corpus([str(one)], tok_dir, str(tmp_path / "p0"), n=N, val_fraction=0.0, num_proc=1)
+    assert m["documents"] == 1  # without a validation split it is a corpus
+
+
+def test_a_split_left_without_a_block_by_whole_documents_names_the_layout(tmp_path, corpus_file, tok_dir):
+    """A short document and a long one: whichever validation takes (the seed decides), one split is left without a
+    block, and the error says that whole documents did it, not only that the corpus is small."""
+    two = tmp_path / "two.txt"
+    two.write_text("short.\n\n" + corpus_file.read_text().replace("\n\n", "\n"))
+    seen = set()
+    for seed in range(8):
+        with pytest.raises(CorpusError) as err:
+            prepare_corpus([str(two)], tok_dir, str(tmp_path / f"p{seed}"), n=64, val_fraction=0.01, num_proc=1,
+                           seed=seed)
+        assert "2 documents" in str(err.value) and "Separate its documents by blank lines" in str(err.value)
+        seen.add("validation" if "made no validation block" in str(err.value) else "train")
+    assert seen == {"validation", "train"}
+
+
+def test_a_validation_split_far_above_its_fraction_is_said(tmp_path, corpus_file, tok_dir, capsys, caplog):
+    """A few large documents: whole documents put a quarter to half of the text out of training, where
+    val_fraction asked 1%; the summary line gives the share and a warning says why."""
+    docs = corpus_file.read_text().split("\n\n")
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(docs[:20]) + "\n\n" + "\n".join(docs[20:]) + "\n")  # two large documents
+    with caplog.at_level("WARNING", logger=corpus_mod.log.name):
+        m = prepare_corpus([str(few)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.01, num_proc=1)
+    share = corpus_mod.validation_share(m)
+    assert share > 0.3
+    assert f"blocks ({share:.1%}) of n={N}" in capsys.readouterr().out
+    assert "data.val_fraction=0.01 asked for 1.0%" in caplog.text and "has 2, some of them large" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=corpus_mod.log.name):
+        prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "q"), n=N, val_fraction=0.1, num_proc=1)
+    assert "asked for" not in caplog.text  # 40 documents: the share is near the fraction

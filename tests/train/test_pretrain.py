@@ -330,3 +330,11 @@ def test_mfu_in_a_multi_process_run_is_against_every_process_s_peak(tiny_data):
     spec = PretrainSpec.of(compose_pretrain(tiny_data, "trainer.peak_tflops=0.5"))
     one, two = (PretrainTask(spec, spec.trainer, world, 0, torch.device("cpu")) for world in (1, 2))
     assert one.peak_flops == 0.5e12 and two.peak_flops == 2 * one.peak_flops
+
+
+def test_validation_batches_without_a_masked_token_are_refused_not_scored_perplexity_1(tiny_data, tmp_path):
+    """With no masked token in the evaluated batches the validation loss was 0.0 (perplexity 1.0), which read as a
+    perfect model and hid the plateau warning; the masks are fixed, so every evaluation would say the same."""
+    cfg = compose_pretrain(tiny_data, "trainer.mlm_probability=1e-9", "trainer.eval_batches=1")
+    with pytest.raises(ConfigError, match=r"trainer.eval_batches=1\) hold no masked token"):
+        pretrain(cfg, tmp_path)
