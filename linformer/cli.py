@@ -96,6 +96,12 @@ def model_name_of(path) -> str:
     return path.name
 
 
+def _suffix(overrides: str | None) -> str:
+    """A sweep job's folder name after its run_name: its other overrides (Hydra's override_dirname), with a path's
+    slashes made "_" so that a value like init_from=outputs/pretrain/x names one folder, not three."""
+    return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
+
+
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
@@ -104,7 +110,7 @@ def register_resolvers() -> None:
         "basename": model_name_of,
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
-        "suffix": lambda text: f"-{text}" if text not in (None, "") else "",
+        "suffix": _suffix,
     }
     for name, fn in resolvers.items():
         OmegaConf.register_new_resolver(name, fn, replace=True)

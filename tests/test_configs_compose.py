@@ -108,3 +108,18 @@ def test_a_table2_row_reads_the_corpus_its_config_records(row):
     assert cfg.tokenizer_dir == "data/tokenizers/mirror"
     mirror = _compose("corpus", ["data=mirror", f"data.n={cfg.data.n}", f"data.name={cfg.data.name}"])
     assert mirror.out_dir == cfg.corpus_dir and list(mirror.data.sources) == list(cfg.data.sources)
+
+
+@pytest.mark.parametrize("name, start, key, values", [
+    ("pretrain", [], "trainer.lr", ["1e-3", "5e-4"]),
+    ("pretrain", [], "init_from", ["outputs/pretrain/a", "outputs/pretrain/b"]),
+    ("transfer", [], "trainer.warmup_steps", ["5", "10"]),
+    ("finetune", ["task=sst2", "model_path=m"], "max_eval_examples", ["32", "64"]),
+    ("distill", ["task=sst2", "teacher_path=t"], "trainer.lr", ["1e-4", "3e-5"]),
+])
+def test_a_sweep_over_a_key_outside_run_name_gives_each_job_its_own_folder(name, start, key, values):
+    """A pretraining sweep over trainer.lr put both jobs in one folder: the second was refused as a run with other
+    settings and the sweep stopped. A path's slashes would have nested the folder."""
+    subdirs = [compose(name, [*start, f"{key}={v}"], with_hydra=True).hydra.sweep.subdir for v in values]
+    assert subdirs[0] != subdirs[1] and all("/" not in s for s in subdirs)
+    assert compose(name, [*start, "seed=3"], with_hydra=True).hydra.sweep.subdir.endswith("-s3")  # in run_name
