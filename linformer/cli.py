@@ -182,7 +182,7 @@ def hydra_main(config_name: str) -> Callable:
         def body(cfg):
             with cli_errors(), _no_refused_run_dir(**start):
                 refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
-                refuse_added_keys(cfg, _added_overrides())
+                refuse_added_keys(cfg, _added_overrides(), config_name)
                 return fn(cfg)
 
         main = hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(body)
@@ -350,16 +350,36 @@ def _added_overrides() -> list[str]:
     return [o for o in HydraConfig.get().overrides.task if o.startswith("+") and not o.startswith("++")]
 
 
-def refuse_added_keys(cfg, added: list[str]) -> None:
+def config_groups(config_name: str) -> list[str]:
+    """The config groups configs/<config_name>.yaml's defaults list selects: the only ones its script reads."""
+    import yaml
+
+    defaults = yaml.safe_load((CONFIG_DIR / f"{config_name}.yaml").read_text()).get("defaults") or []
+    entries = [next(iter(d)) for d in defaults if isinstance(d, dict)]
+    return [e.removeprefix("override ").split("@")[0] for e in entries if e.split("@")[0] != "hydra"]
+
+
+def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
     """ConfigError for the first ``+key=value`` override that adds a key: every key the code reads is in configs/,
-    so an added one is read by nothing (a typo that would run silently with the default). Config groups
-    (``+task=sst2``) select files, and ``model.*`` keys are LinformerConfig's to check (it names its fields)."""
+    so an added one is read by nothing (a typo that would run silently with the default), and so is an added config
+    group that the script's config does not select (``+task=sst2`` on pretrain.py; configs/accelerate/ holds
+    ``accelerate launch --config_file`` files, not Hydra options). ``model.*`` keys are LinformerConfig's to check
+    (it names its fields)."""
 
     from omegaconf import OmegaConf
 
     for override in added:
         key = override[1:].split("=", 1)[0]
-        if key.startswith("model.") or (CONFIG_DIR / key.split("@")[0]).is_dir():
+        group = key.split("@")[0]
+        if (CONFIG_DIR / group).is_dir():
+            groups = config_groups(config_name)
+            if group in groups:
+                continue
+            launch = (f" (configs/{group}/ holds `accelerate launch --config_file configs/{group}/<file>.yaml` files)"
+                      if group == "accelerate" else "")
+            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+                              f"selects no '{group}' group{launch}; the groups it reads: {', '.join(groups)}")
+        if key.startswith("model."):
             continue
         known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
         raise ConfigError(f"{override}: no code reads the key {key}{did_you_mean(key, known)}. Every setting is in configs/; set a "

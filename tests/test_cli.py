@@ -27,15 +27,26 @@ def _compose(name, overrides):
 def test_an_added_key_is_refused_naming_the_closest(config, override, hint):
     cfg = _compose(config, [override])
     with pytest.raises(ConfigError, match="no code reads the key") as err:
-        refuse_added_keys(cfg, [override])
+        refuse_added_keys(cfg, [override], config)
     assert str(err.value).startswith(override + ":") and (hint in str(err.value)) and \
         ("did you mean" in str(err.value)) == bool(hint)
 
 
-def test_model_keys_and_config_groups_are_left_to_their_owners():
-    cfg = _compose("corpus", ["+task=sst2"])
-    refuse_added_keys(cfg, ["+task=sst2"])  # a config group: selects a file
-    refuse_added_keys(_compose("pretrain", ["+model.projected_dimm=8"]), ["+model.projected_dimm=8"])  # LinformerConfig's
+def test_model_keys_are_left_to_their_owner():
+    refuse_added_keys(_compose("pretrain", ["+model.projected_dimm=8"]), ["+model.projected_dimm=8"], "pretrain")
+
+
+@pytest.mark.parametrize("config, override, groups", [
+    ("pretrain", "+task=sst2", "paths, model, data, optim, trainer, logger, experiment"),
+    ("corpus", "+task=sst2", "paths, data"),
+    ("finetune", "+accelerate=ddp_8gpu", "accelerate launch --config_file configs/accelerate/<file>.yaml"),
+])
+def test_an_added_config_group_the_command_does_not_select_is_refused(config, override, groups):
+    """+accelerate=ddp_8gpu on pretrain.py ran one CPU process while config.yaml recorded 8 GPUs in fp16; +task on
+    a pretraining run recorded a task it never read."""
+    with pytest.raises(ConfigError, match="nothing reads it") as err:
+        refuse_added_keys(_compose(config, [override]), [override], config)
+    assert str(err.value).startswith(override + ":") and groups in str(err.value)
 
 
 def test_the_cli_refuses_before_it_runs(tmp_path):
