@@ -102,6 +102,12 @@ def _suffix(overrides: str | None) -> str:
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
 
 
+def _repo_path(path: str) -> str:
+    from .data.io import resolve_path
+
+    return resolve_path(path)
+
+
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
@@ -111,6 +117,7 @@ def register_resolvers() -> None:
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
         "suffix": _suffix,
+        "repo_path": _repo_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
     }
     for name, fn in resolvers.items():
         OmegaConf.register_new_resolver(name, fn, replace=True)

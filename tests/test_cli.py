@@ -149,7 +149,7 @@ def test_compose_turns_hydra_s_refusal_into_one_config_error_line():
 
 def test_compose_with_hydra_gives_the_run_directory_the_script_writes():
     cfg = compose("finetune", ["task=sst2", "model_path=x", "run_name=demo-sst2"], with_hydra=True)
-    assert cfg.hydra.run.dir == f"{cfg.paths.output_dir}/finetune/demo-sst2"
+    assert cfg.hydra.run.dir == f"{REPO / cfg.paths.output_dir}/finetune/demo-sst2"
 
 
 @pytest.mark.parametrize("config,overrides,message", [

@@ -123,3 +123,17 @@ def test_a_sweep_over_a_key_outside_run_name_gives_each_job_its_own_folder(name,
     subdirs = [compose(name, [*start, f"{key}={v}"], with_hydra=True).hydra.sweep.subdir for v in values]
     assert subdirs[0] != subdirs[1] and all("/" not in s for s in subdirs)
     assert compose(name, [*start, "seed=3"], with_hydra=True).hydra.sweep.subdir.endswith("-s3")  # in run_name
+
+
+@pytest.mark.parametrize("name, start", [("pretrain", []), ("finetune", ["task=sst2", "model_path=m"]),
+                                         ("transfer", []), ("distill", ["task=sst2", "teacher_path=t"]),
+                                         ("corpus", []), ("tokenizer", []), ("benchmark", []), ("spectrum", [])])
+def test_a_run_directory_is_relative_to_the_repository_from_any_working_directory(name, start, tmp_path,
+                                                                                   monkeypatch):
+    """Run from another directory, a run went under the cwd while the code read every relative path (model_path=
+    outputs/pretrain/...) from the repository: the same relative path meant two places."""
+    monkeypatch.chdir(tmp_path)
+    cfg = compose(name, start, with_hydra=True)
+    modes = ("run", "sweep") if "sweep:" in (CONFIGS / f"{name}.yaml").read_text() else ("run",)
+    for mode in modes:
+        assert Path(str(cfg.hydra[mode].dir)).is_relative_to(CONFIGS.parent), (mode, cfg.hydra[mode].dir)

@@ -36,4 +36,4 @@ def test_plan_names_are_unique_and_each_finetune_reads_the_run_its_job_writes():
 def test_run_directories_are_the_ones_the_scripts_compose():
     for config, overrides in (("finetune", ["task=imdb", "model_path=m", "run_name=a-b"]),
                               ("pretrain", ["run_name=a-b"]), ("transfer", ["run_name=a-b"])):
-        assert str(run_dir(config, "a-b")) == compose(config, overrides, with_hydra=True).hydra.run.dir
+        assert str(REPO / run_dir(config, "a-b")) == compose(config, overrides, with_hydra=True).hydra.run.dir
