@@ -387,7 +387,11 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
             raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
                               f"selects no '{group}' group{launch}; the groups it reads: {', '.join(groups)}")
         if key.startswith("model."):
-            continue
+            if "model" in compose(config_name):  # the command builds a model from model.*: LinformerConfig names
+                continue                          # a field it does not have
+            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+                              "has no model settings; the model comes whole from model_path (convert or reshape "
+                              "it first: python scripts/convert.py model_path=... model.<field>=...)")
         known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
         raise ConfigError(f"{override}: no code reads the key {key}{did_you_mean(key, known)}. Every setting is in configs/; set a "
                           "known one without the '+'.")

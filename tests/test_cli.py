@@ -32,8 +32,14 @@ def test_an_added_key_is_refused_naming_the_closest(config, override, hint):
         ("did you mean" in str(err.value)) == bool(hint)
 
 
-def test_model_keys_are_left_to_their_owner():
+def test_model_keys_are_left_to_their_owner_and_refused_where_none_reads_them():
+    """finetune.py +model.projected_dim=8 (or +model.attention=full) ran unchanged while config.yaml recorded the
+    change, and the recorded model block then refused the same command without it as another architecture."""
     refuse_added_keys(_compose("pretrain", ["+model.projected_dimm=8"]), ["+model.projected_dimm=8"], "pretrain")
+    for override in ("+model.projected_dim=8", "+model.attention=full"):
+        cfg = _compose("finetune", ["task=sst2", "model_path=m", override])
+        with pytest.raises(ConfigError, match=r"nothing reads it: .*configs/finetune.yaml\) has no model settings"):
+            refuse_added_keys(cfg, [override], "finetune")
 
 
 @pytest.mark.parametrize("config, override, groups", [
