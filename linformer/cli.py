@@ -211,6 +211,7 @@ def hydra_main(config_name: str) -> Callable:
                             raise
                     else:  # a value left unset first: the run directory's name may need it
                         refuse_missing_values(cfg, config_name)
+                        refuse_bad_interpolations(cfg, config_name, args)
                         start["before"] = _run_dir_before(cfg)
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 with cli_errors():
@@ -317,6 +318,33 @@ def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozens
     raise ConfigError(f"{key} is not set{what}; give it on the command line, {key}=... ({where})")
 
 
+def refuse_bad_interpolations(cfg, config_name: str, overrides: list[str]) -> None:
+    """ConfigError for the first command-line value written as an interpolation (``${...}``) that does not resolve
+    (a key that is not there, an unset environment variable), or that reads an environment variable as the text
+    where the config holds a number or a flag: otherwise a traceback, or "seed='3' must be a whole number"."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    defaults = None
+    for override in overrides:
+        key, sep, value = override.lstrip("+~").partition("=")
+        if not sep or "${" not in value:
+            continue
+        try:
+            resolved = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except InterpolationResolutionError as err:
+            reason = str(err).splitlines()[0]
+            raise ConfigError(f"{key}={value} does not resolve: {reason}") from None
+        if "oc.env" in value and "oc.decode" not in value and isinstance(resolved, str):
+            defaults = compose(config_name) if defaults is None else defaults
+            default = OmegaConf.select(defaults, key, default=None, throw_on_resolution_failure=False)
+            if isinstance(default, (bool, int, float)):
+                kind = "true or false" if isinstance(default, bool) else "a number"
+                decoded = f'{key}="${{oc.decode:{value}}}"'
+                raise ConfigError(f"{key}={value} gives the text {resolved!r} where the config holds {kind}: an "
+                                  f"environment variable is read as text; write '{decoded}' (quotes and all)")
+
+
 def _refuse_missing_in_sweep(config_name: str, overrides: list[str]):
     """refuse_missing_values for a --multirun command line: composed without its sweeps (a, b or range(...): no
     single config holds them), whose keys then count as set. Returns that config (with its hydra node), or None
@@ -334,6 +362,7 @@ def _refuse_missing_in_sweep(config_name: str, overrides: list[str]):
     except ConfigError:
         return None  # a misspelt key or option
     refuse_missing_values(cfg, config_name, swept)
+    refuse_bad_interpolations(cfg, config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
     return cfg
 
 
@@ -353,8 +382,11 @@ def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
 
 def _added_overrides() -> list[str]:
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
 
-    return [o for o in HydraConfig.get().overrides.task if o.startswith("+") and not o.startswith("++")]
+    # the command line as written: an override's ${...} is its value's to resolve, not this list's
+    task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    return [o for o in task if o.startswith("+") and not o.startswith("++")]
 
 
 def config_groups(config_name: str) -> list[str]:

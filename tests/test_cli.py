@@ -357,3 +357,26 @@ def test_default_run_names_tell_apart_the_models_of_two_runs_saved_under_the_sam
     assert names == {"sst2-a-model-step-00000100-lr2e-05-s0", "sst2-b-model-step-00000100-lr2e-05-s0"}
     assert compose("finetune", ["task=sst2", "model_path=outputs/pretrain/demo"]).run_name == "sst2-demo-lr2e-05-s0"
     assert compose("finetune", ["task=sst2", "model_path=minilm"]).run_name == "sst2-minilm-lr2e-05-s0"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.lr=${trainer.nope}", "trainer.lr=${trainer.nope} does not resolve: Interpolation key 'trainer.nope'"),
+    ("trainer.lr=${oc.env:LINFORMER_TEST_UNSET}", "Environment variable 'LINFORMER_TEST_UNSET' not found"),
+    ("seed=${oc.env:LINFORMER_TEST_SEED}", ("seed=${oc.env:LINFORMER_TEST_SEED} gives the text '3' where the config "
+                                           "holds a number")),
+])
+def test_an_interpolation_on_the_command_line_that_cannot_serve_is_one_line(override, message, monkeypatch):
+    """An unresolvable ${...} was a traceback (from the check of added keys, which resolved the override strings);
+    an environment variable read as the text '3' was refused as "seed='3' must be a whole number"."""
+    from linformer.cli import refuse_bad_interpolations
+
+    monkeypatch.setenv("LINFORMER_TEST_SEED", "3")
+    monkeypatch.delenv("LINFORMER_TEST_UNSET", raising=False)
+    cfg = _compose("pretrain", [override])
+    with pytest.raises(ConfigError) as err:
+        refuse_bad_interpolations(cfg, "pretrain", [override])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    quoted = 'seed="${oc.decode:${oc.env:LINFORMER_TEST_SEED}}"'  # what the message advises
+    assert override.startswith("trainer") or quoted in str(err.value)
+    refuse_bad_interpolations(_compose("pretrain", [quoted]), "pretrain", [quoted])
+    assert _compose("pretrain", [quoted]).seed == 3
