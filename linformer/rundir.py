@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, RunDirError
+from .errors import ConfigError, DataError, RunDirError, did_you_mean
 from .files import (
     atomic_write,
     disk_full_names,
@@ -118,6 +118,21 @@ def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | 
     those it does not name when it is a list."""
     allowed = set(diff) if allow_change is True else set(allow_change or [])
     return {k: v for k, v in diff.items() if k not in allowed}
+
+
+CHANGEABLE_FACTS = ("processes",)  # what allow_config_change may name beside config keys (the training core checks it)
+
+
+def _check_allowed_keys(allow_change: bool | list[str] | None, recorded: Mapping, requested: Mapping) -> None:
+    """ConfigError for a key trainer.allow_config_change names that neither config has: a misspelt key would
+    otherwise leave the change it meant refused with advice to allow what was allowed."""
+    if not isinstance(allow_change, list):
+        return
+    known = [*flatten(recorded), *flatten(requested), *CHANGEABLE_FACTS]
+    unknown = [k for k in allow_change if k not in known]
+    if unknown:
+        raise ConfigError(f"trainer.allow_config_change names {unknown[0]!r}, which is no key of this run's config"
+                          f"{did_you_mean(unknown[0], known)}")
 
 
 def describe_changes(changes: Mapping[str, tuple]) -> str:
@@ -299,6 +314,7 @@ class RunRecord:
                 return "new"
             if not recorded:
                 return "new"
+            _check_allowed_keys(allow_change, recorded, config)
             diff = identity_diff(recorded, config)
             shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
             if shaped:  # its checkpoint's tensors have the recorded shapes: nothing can continue from them

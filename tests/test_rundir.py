@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from linformer.errors import RunDirError
+from linformer.errors import ConfigError, RunDirError
 from linformer.rundir import LOCK, MetricsWriter, RunLock, RunRecord, read_metrics
 
 CONFIG = {"seed": 0, "model": {"hidden_size": 32, "projected_dim": 8},
@@ -84,6 +84,33 @@ def test_an_allowed_change_continues_the_run_and_is_recorded_at_its_step(tmp_pat
     record.release()
     assert json.loads((run / "run.json").read_text())["changes"] == [
         {"step": 3, "key": "trainer.lr", "from": 0.001, "to": 0.002}]
+
+
+def test_a_misspelt_allowed_key_is_named_not_left_to_refuse_the_change_it_meant(tmp_path):
+    """allow_config_change=[trainer.lrr] left the lr change refused with advice to allow trainer.lr."""
+    run = _finished(tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"names 'trainer.lrr', which is no key .*did you mean trainer.lr\?"):
+        RunRecord(run, "pretrain").claim(_with(**{"trainer.lr": 0.002}), allow_change=["trainer.lrr"])
+    assert not (run / LOCK).exists()
+    record = RunRecord(run, "pretrain")  # the processes a run ran on are not a config key, and may be named
+    assert record.claim(_with(), allow_change=["processes"]) == "complete"
+    record.release()
+
+
+@pytest.mark.parametrize("value, read", [("trainer.lr", ["trainer.lr"]), (True, True), (["a", "b"], ["a", "b"]),
+                                         (1, None), ({"trainer": "lr"}, None), ([1], None)])
+def test_allow_config_change_is_true_or_keys(value, read):
+    """A number was a TypeError traceback, and one key alone was split into its letters."""
+    from omegaconf import OmegaConf
+
+    from linformer.runconfig.settings import _allowed_changes
+
+    group = OmegaConf.create({"allow_config_change": value})
+    if read is None:
+        with pytest.raises(ConfigError, match=r"must be true or a list of config keys"):
+            _allowed_changes(group, "allow_config_change")
+    else:
+        assert _allowed_changes(group, "allow_config_change") == read
 
 
 def test_a_shape_change_cannot_be_allowed(tmp_path):

@@ -206,10 +206,17 @@ def _resume(group: Mapping, key: str) -> str | None:
 
 
 def _allowed_changes(group: Mapping, key: str) -> bool | list[str]:
+    """true, or the keys a resumed run may change (one key alone is a list of one)."""
     allow = group.get(key) or []
     if isinstance(allow, bool):
         return allow
-    return [str(k) for k in (OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow)]
+    if isinstance(allow, str):
+        return [allow]
+    keys = OmegaConf.to_container(allow) if OmegaConf.is_config(allow) else allow
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ConfigError(f"trainer.{key}={allow!r} must be true or a list of config keys, e.g. "
+                          f"trainer.{key}=[trainer.lr,trainer.max_steps]")
+    return keys
 
 
 @dataclass(frozen=True)
