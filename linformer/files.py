@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import io
 import json
 import logging
 import os
+import re
 import shutil
 import signal
+import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -113,7 +116,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     check_output_dir(final, record, overwrite, flag)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
-    tmp, old = (final.with_name(f".{kind}-{final.name}-{os.getpid()}") for kind in ("tmp", "old"))
+    tmp, old = _temp_name("tmp", final), _temp_name("old", final)
     _remove(tmp)
     tmp.mkdir()
     try:
@@ -131,10 +134,10 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
 
 def swap_in(tmp: Path, final: Path, old: Path | None = None) -> None:
     """Make the finished directory `tmp` `final` by renames in one folder: whatever `final` held is moved to `old`
-    (default .old-<name>-<pid>) first and deleted only once `tmp` is in place, so a reader sees the earlier
+    (default .old-<name>-<place>-<pid>) first and deleted only once `tmp` is in place, so a reader sees the earlier
     output or the new one, never a half or nothing; a failure between the renames puts the earlier one back."""
     tmp, final = Path(tmp), Path(final)
-    old = Path(old) if old is not None else final.with_name(f".old-{final.name}-{os.getpid()}")
+    old = Path(old) if old is not None else _temp_name("old", final)
     _remove(old)
     try:
         if os.path.lexists(final):
@@ -155,14 +158,22 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _temp_name(kind: str, final: Path) -> Path:
+    """``atomic_dir``'s temporaries: .tmp- (being built) and .old- (being replaced) <name>-<place>-<pid>."""
+    return final.with_name(f".{kind}-{final.name}-{process_place()}-{os.getpid()}")
+
+
 def remove_stale_temps(final: Path) -> None:
-    """Remove ``atomic_dir``'s temporaries (.tmp-/.old-<name>-<pid>) next to `final` whose process is gone."""
+    """Remove ``atomic_dir``'s temporaries next to `final` whose process is gone; another place's (another host or
+    container) cannot be checked, and are left."""
+    pattern = re.compile(rf"\.(?:tmp|old)-{re.escape(final.name)}-(?:([0-9a-f]{{8}})-)?(\d+)")
     for p in [*final.parent.glob(f".tmp-{final.name}-*"), *final.parent.glob(f".old-{final.name}-*")]:
-        try:
-            pid = int(p.name.rsplit("-", 1)[1])
-        except ValueError:
+        found = pattern.fullmatch(p.name)
+        if found is None:
             continue
-        if pid != os.getpid() and not pid_alive(pid):
+        place, pid = found.group(1), int(found.group(2))
+        here = place in (None, process_place())  # None: named before places were, by this host
+        if here and pid != os.getpid() and not pid_alive(pid):
             _remove(p)
 
 
@@ -394,6 +405,18 @@ def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+@functools.cache
+def process_place() -> str:
+    """Where this process's id names this process, as 8 hex digits: the host and its PID namespace. Containers on
+    one host share its name but not their process ids (each may have a pid 1), so a pid is checked, or compared,
+    only against those of the same place."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc (not Linux): the host alone
+        namespace = ""
+    return hashlib.sha256(f"{socket.gethostname()}|{namespace}".encode()).hexdigest()[:8]
 
 
 def pid_alive(pid: int) -> bool:

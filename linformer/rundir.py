@@ -39,6 +39,7 @@ from .files import (
     flatten,
     listing,
     pid_alive,
+    process_place,
     read_json,
     read_yaml,
     write_json,
@@ -191,9 +192,11 @@ def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:
 
 # ------------------------------------------------------------------------------------------------ lock
 def _dead(holder: Mapping) -> bool:
-    """Whether a lock's holder is a process of this host that is gone (another host's cannot be checked)."""
+    """Whether a lock's holder is a process of this place (host and PID namespace: ``files.process_place``) that is
+    gone; another host's or container's cannot be checked. A lock without a place names its host only."""
     pid = holder.get("pid")
-    return holder.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid)
+    here = holder.get("place", process_place()) == process_place() and holder.get("host") == socket.gethostname()
+    return here and isinstance(pid, int) and not pid_alive(pid)
 
 
 class RunLock:
@@ -207,7 +210,8 @@ class RunLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "place": process_place(),
+              "since": time.strftime("%Y-%m-%d %H:%M:%S")}
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -247,7 +251,7 @@ class RunLock:
     def release(self) -> None:
         if self.held:
             holder = self._holder() or {}
-            if holder.get("pid") == os.getpid():
+            if holder.get("pid") == os.getpid() and holder.get("place", process_place()) == process_place():
                 self.path.unlink(missing_ok=True)
             self.held = False
 

@@ -150,9 +150,10 @@ def test_a_restarted_run_keeps_an_earlier_attempt_s_end_in_its_history_not_besid
     assert attempt["status"] == "failed" and attempt["error"] == "RuntimeError: Connection reset by peer"
 
 
-def _lock_of(run_dir, pid, host=None):
+def _lock_of(run_dir, pid, host=None, place=None):
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / LOCK).write_text(json.dumps({"pid": pid, "host": host or socket.gethostname(), "since": "then"}))
+    holder = {"pid": pid, "host": host or socket.gethostname(), "since": "then", **({"place": place} if place else {})}
+    (run_dir / LOCK).write_text(json.dumps(holder))
 
 
 def test_a_live_holder_refuses_the_start_naming_its_process(tmp_path):
@@ -178,6 +179,23 @@ def test_a_dead_holder_s_lock_is_taken_over_and_another_host_s_is_not(tmp_path, 
     _lock_of(tmp_path / "other", gone.pid, host="elsewhere")  # its process cannot be checked from here
     with pytest.raises(RunDirError, match="on elsewhere"):
         RunLock(tmp_path / "other").acquire()
+
+
+def test_a_lock_held_from_another_container_of_this_host_is_not_taken_over(tmp_path):
+    """A container with the host's name but its own PID namespace read a live holder's pid as gone, took the lock
+    over, and both processes trained into one run. A holder of another place cannot be checked: it refuses."""
+    from linformer.files import process_place
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _lock_of(tmp_path / "run", gone.pid, place="0badc0de")
+    with pytest.raises(RunDirError, match="is in use by process"):
+        RunLock(tmp_path / "run").acquire()
+    assert not RunLock(tmp_path / "run").holder_gone()  # compare_runs does not call such a run killed
+    _lock_of(tmp_path / "mine", gone.pid, place=process_place())  # this place's dead holder: taken over
+    lock = RunLock(tmp_path / "mine")
+    lock.acquire()
+    lock.release()
 
 
 def test_a_resumed_run_drops_later_rows_and_a_torn_line_from_its_metrics(tmp_path):
