@@ -57,6 +57,9 @@ def cli_errors():
 # OS errors on paths the user chose: one line naming the path, not a traceback
 _USER_OS_ERRORS = {
     errno.ENOSPC: "no space left on device writing {path}: free some space and run the same command again.",
+    errno.EDQUOT: "disk quota exceeded writing {path}: free some space in your quota and run the same command again.",
+    errno.EFBIG: "{path} would be larger than its file system or the file-size limit (ulimit -f) allows: write to a "
+                 "file system that takes large files, or raise the limit, and run the same command again.",
     errno.EROFS: "{path} is on a read-only file system: choose an output path you can write.",
     errno.EEXIST: "{path} already exists and is in the way: move it, or choose another path.",
     errno.ENOTDIR: "{path}: part of this path is a file, not a folder: choose another path.",

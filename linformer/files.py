@@ -39,28 +39,46 @@ FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name:
 # ------------------------------------------------------------------------------------------------ atomic writes
 # What writers that do not raise OSError say when the disk fills: torch's zip serializer ("file write failed",
 # "unexpected pos N vs M" when a short write shifts the archive) and safetensors (a Rust io error, StorageFull).
-_DISK_FULL_TEXT = ("No space left", "file write failed", "unexpected pos", "StorageFull", "Disk quota exceeded")
+# What the storage refuses a write for, by errno and by the text of a serializer's error that has no errno (torch,
+# safetensors), with what the user can do about it
+_REFUSALS = {
+    errno.ENOSPC: ("no space left on device", "Free some space"),
+    errno.EDQUOT: ("disk quota exceeded", "Free some space in your quota"),
+    errno.EFBIG: ("a file larger than this file system or the file-size limit (ulimit -f) allows",
+                  "Write to a file system that takes large files (not FAT32), or raise the limit,"),
+}
+_REFUSAL_TEXT = {"No space left": errno.ENOSPC, "file write failed": errno.ENOSPC, "unexpected pos": errno.ENOSPC,
+                 "StorageFull": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT, "File too large": errno.EFBIG}
+
+
+def storage_refusal(err: BaseException) -> int | None:
+    """The errno of a write the storage refused (a full disk or quota, a file too large), or None."""
+    if isinstance(err, OSError) and err.errno in _REFUSALS:
+        return err.errno
+    if isinstance(err, Exception):
+        return next((code for text, code in _REFUSAL_TEXT.items() if text in str(err)), None)
+    return None
 
 
 def is_disk_full(err: BaseException) -> bool:
-    """ENOSPC or EDQUOT, or a serializer's error that says the same without an errno (torch, safetensors)."""
-    if isinstance(err, OSError):
-        return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(err, Exception) and any(text in str(err) for text in _DISK_FULL_TEXT)
+    return storage_refusal(err) is not None
 
 
 @contextlib.contextmanager
 def disk_full_names(directory: str | Path) -> Iterator[None]:
-    """A full disk inside this block raises DiskFullError naming `directory`."""
+    """A write the storage refuses inside this block (``storage_refusal``) raises DiskFullError naming
+    `directory` and what to do."""
     try:
         yield
     except Exception as err:
-        if not is_disk_full(err):
+        code = storage_refusal(err)
+        if code is None:
             raise
+        reason, advice = _REFUSALS[code]
         free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
         raise DiskFullError(
-            f"no space left on device while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are "
-            "intact. Free some space and run the same command again."
+            f"{reason} while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are intact. {advice} "
+            "and run the same command again."
         ) from err
 
 

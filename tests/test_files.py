@@ -234,3 +234,25 @@ def test_a_folder_written_into_is_checked_itself_not_its_parent(tmp_path, monkey
     check_writable(run, inside=True)
     with pytest.raises(OutputPathError, match=rf"^{run.parent} cannot be written"):
         check_writable(run)  # made beside: its parent must be written
+
+
+def test_a_file_size_limit_is_one_line_like_a_full_disk(tmp_path):
+    """A file-size limit (ulimit -f, a FAT32 disk's 4 GiB) refused a write with EFBIG: a traceback where a full disk
+    gave one line. The write runs in a child under a 1 MiB limit."""
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
+            "from linformer.errors import DiskFullError\n"
+            "from linformer.files import atomic_write\n"
+            "try:\n"
+            f"    atomic_write({str(tmp_path / 'big.bin')!r}, b'x' * 2**21)\n"
+            "except DiskFullError as err:\n"
+            "    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "file-size limit (ulimit -f)" in out.stdout and str(tmp_path) in out.stdout
+    assert not list(tmp_path.iterdir())  # nothing half-written left
+    from linformer.errors import DiskFullError
+    from linformer.files import disk_full_names
+
+    with pytest.raises(DiskFullError, match="disk quota exceeded"), disk_full_names(tmp_path):
+        raise RuntimeError("Error while serializing: I/O error: Disk quota exceeded (os error 122)")
