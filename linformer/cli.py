@@ -71,8 +71,31 @@ _USER_OS_ERRORS = {
 
 def shell_command(*words) -> str:
     """The one form of a command printed for the user to paste (what to run next, the same command to resume):
-    every word quoted for a POSIX shell, so that a path with a space or a quote in it stays one word."""
-    return shlex.join(str(word) for word in words)
+    every word quoted for a POSIX shell, so that a path with a space or a quote in it stays one word. A word with
+    single quotes (``hydra_override``'s) and nothing a shell expands in double quotes is double-quoted: the same
+    word, readable."""
+    return " ".join(_shell_word(str(word)) for word in words)
+
+
+def _shell_word(word: str) -> str:
+    quoted = shlex.quote(word)
+    if quoted != word and "'" in word and not set(word) & set('"$`\\!'):
+        return f'"{word}"'
+    return quoted
+
+
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_\-+./:@%~]+")  # what Hydra's override grammar reads unquoted, and more
+
+
+def hydra_override(key: str, value) -> str:
+    """``key=value`` as Hydra's override grammar reads it back: a value with a space, a quote, a comma or a
+    non-ASCII letter (a path like "my runs/ü") single-quoted, its quotes escaped; a plain one as it is."""
+    text = str(value)
+    if _PLAIN_VALUE.fullmatch(text):
+        return f"{key}={text}"
+    escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)  # backslashes before a quote doubled
+    escaped = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped)        # and before the closing one
+    return f"{key}='{escaped}'"
 
 
 def _fail(message: str) -> None:

@@ -380,3 +380,25 @@ def test_an_interpolation_on_the_command_line_that_cannot_serve_is_one_line(over
     assert override.startswith("trainer") or quoted in str(err.value)
     refuse_bad_interpolations(_compose("pretrain", [quoted]), "pretrain", [quoted])
     assert _compose("pretrain", [quoted]).seed == 3
+
+
+@pytest.mark.parametrize("value", ["outputs/pretrain/x", "/tmp/my runs/x", "/tmp/pretrain's ü", "/tmp/a,b=c [x]",
+                                   "C:\\dir\\", "a\\'b", "/a$b c", 'x"y z'])
+def test_an_override_printed_for_pasting_reads_back_as_the_same_value(value):
+    """The next: line for a run under 'my repo ü' pasted into the shell was refused by Hydra's grammar: the shell
+    kept the path one word, but Hydra needs its own quotes around a space, a quote or a non-ASCII letter."""
+    import shlex
+
+    from linformer.cli import hydra_override, shell_command
+
+    line = shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", value))
+    words = shlex.split(line)
+    assert compose("finetune", words[2:]).model_path == value
+
+
+def test_a_plan_under_a_folder_with_a_space_composes_its_paths_whole(tmp_path):
+    from linformer.experiments import Places
+
+    under = tmp_path / "my dir ü"
+    cfg = compose("pretrain", list(Places.of(under).overrides))
+    assert cfg.paths.output_dir == str(under / "outputs") and cfg.paths.data_dir == str(under / "data")

@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import compose
+from ..cli import compose, hydra_override
 from ..data.io import path_root, repo_root
 from ..errors import ConfigError
 
@@ -59,7 +59,7 @@ class Places:
         if under is None:
             return cls((), None, records)
         under = Path(under).resolve()
-        return cls(tuple(f"paths.{key}={under / path_root(key)}" for key in COMMAND_ROOTS), under,
+        return cls(tuple(hydra_override(f"paths.{key}", under / path_root(key)) for key in COMMAND_ROOTS), under,
                    under / records.name if records is not None else None)
 
     def run(self, config: str, name: str) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..cli import hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..jobs import Job
@@ -55,7 +56,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     for label, run, scratch in finetune_from:
         for task, lr in ((task, lr) for task in TASKS for lr in LRS):
             name = f"mini-{task}-{label}" + ("-scratch" if scratch else "") + f"-lr{lr:g}"
-            args = ["scripts/finetune.py", *base, EXP, f"task={task}", f"model_path={places.run('pretrain', run)}",
+            args = ["scripts/finetune.py", *base, EXP, f"task={task}", hydra_override("model_path", places.run('pretrain', run)),
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
             plan.append(Job(f"finetune {name}", [python, *args],

@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cli import hydra_override
 from ..data.io import path_root, repo_root
 from ..files import atomic_dir, read_json
 from ..jobs import Job, in_order_of_use
@@ -233,14 +234,14 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
         f"mirror_slice-{SOURCE}-n{N}")
     base = list(places.overrides)
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
-                               f"tokenizer_dir={SOURCE}", f"out_dir={corpus_dir}"],
+                               f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
                     REPO / corpus_dir / "manifest.json", intermediate=True)]
     table = rows(p, places)
     for row in table:
         if row.policy is None:
             plan.append(Job(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
-                                              f"out_dir={row.model_dir}"], REPO / row.model_dir / "config.json",
+                                              hydra_override("out_dir", row.model_dir)], REPO / row.model_dir / "config.json",
                                   intermediate=True))
             continue
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
@@ -251,7 +252,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
              "transfer.target=hidden", f"transfer.short_fraction={p.transfer_short_fraction:g}",
              f"trainer.max_steps={p.transfer_steps}", f"trainer.batch_size={p.transfer_batch}",
              f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
-             f"trainer.mixed_precision={p.mixed_precision}", f"corpus_dir={corpus_dir}",
+             f"trainer.mixed_precision={p.mixed_precision}", hydra_override("corpus_dir", corpus_dir),
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
             REPO / row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
     # (priority, job): every seed of the rows the targets decide on (the teacher, the local policy with the first
@@ -266,7 +267,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
             decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
             for seed in row_seeds(p, row):
                 name = run_name(p, task, row, seed)
-                args = [python, "scripts/finetune.py", *base, f"task={task}", f"model_path={row.model_dir}", f"seed={seed}",
+                args = [python, "scripts/finetune.py", *base, f"task={task}", hydra_override("model_path", row.model_dir), f"seed={seed}",
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
                         f"trainer.lr={scale.lr:g}", f"trainer.batch_size={scale.batch_size}",
                         f"trainer.epochs={scale.epochs}", f"trainer.max_length={scale.max_length}",

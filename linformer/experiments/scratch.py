@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cli import hydra_override
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
@@ -306,7 +307,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
             for task, recipe in p.tasks.items():
                 name = finetune_run(p, task, row, seed)
                 kept, run = REPO / places.records / name, REPO / places.run("finetune", name)
-                args = [python, "scripts/finetune.py", f"task={task}", f"model_path={model}",
+                args = [python, "scripts/finetune.py", f"task={task}", hydra_override("model_path", model),
                         f"from_scratch={str(not row.pretrained).lower()}", *recipe, *base, f"seed={seed}",
                         "subset_seed=0", f"validation_fraction={p.validation_fraction:g}", f"run_name={name}",
                         f"experiment_name={EXPERIMENT}"]

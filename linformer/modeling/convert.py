@@ -23,7 +23,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import cached_file
 
-from ..cli import shell_command
+from ..cli import hydra_override, shell_command
 from ..data.tokenizer import load_tokenizer
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
@@ -474,9 +474,9 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     fresh = "" if not read_card_info(out)["model"].get("new_head") else \
         "; the source has no classifier for these labels, so it starts fresh (finetune it)" if classifier else \
         "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
-    after = shell_command("python", "scripts/distill.py", "task=<its task>", f"teacher_path={out}",
+    after = shell_command("python", "scripts/distill.py", "task=<its task>", hydra_override("teacher_path", out),
                           f"model.max_seq_len={config.max_seq_len}") if classifier else \
-        shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={out}")
+        shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", out))
     print(f"converted {model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
           f"{time.perf_counter() - t0:.1f} s){fresh}\nnext: {after}")
     return out

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from ..cli import shell_command
+from ..cli import hydra_override, shell_command
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
@@ -128,7 +128,7 @@ class DistillTask(FinetuneTask):
                 f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
                 f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: "
-                f"{shell_command('python', 'scripts/convert.py', f'model_path={self.teacher_path}')} "
+                f"{shell_command('python', 'scripts/convert.py', hydra_override('model_path', self.teacher_path))} "
                 f"model.max_seq_len={self.max_length} out_dir=<dir>, or here with distill.lengthen_teacher=true), or "
                 f"distill at trainer.max_length={teacher_n}."
             )

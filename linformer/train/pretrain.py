@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..cli import shell_command
+from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import read_manifest
 from ..data.streams import BlockStream
@@ -213,7 +213,7 @@ class PretrainTask(TrainingTask):
             "unigram_val_ppl": self.unigram_val_ppl,
             "best_val_loss": best["value"] if best else final,
             "report": report,
-            "next": shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={trainer.run_dir}"),
+            "next": shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", trainer.run_dir)),
         }
         return summary, None
 

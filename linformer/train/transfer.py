@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig
 
-from ..cli import shell_command
+from ..cli import hydra_override, shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
 from ..data.streams import BlockStream
@@ -193,7 +193,7 @@ class TransferTask(TrainingTask):
             "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
             "target": self.target, "train": self.train_mode,
             **errors, "report": report,
-            "next": shell_command("python", "scripts/finetune.py", "task=sst2", f"model_path={trainer.run_dir}"),
+            "next": shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", trainer.run_dir)),
         }
         return summary, None
 
