@@ -664,6 +664,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
+        train_in_float32(task.model)
         if settings.compile:  # in place: the model keeps its class, parameter names and checkpoints
             task.model.compile(backend=settings.compile_backend, dynamic=task.compile_dynamic,
                                mode=settings.compile_mode)
@@ -678,6 +679,17 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
         return trainer.fit(eval_at_start=settings.eval_at_start)
+
+
+def train_in_float32(model: torch.nn.Module) -> None:
+    """Cast a model loaded in half precision (a checkpoint saved in bf16 or fp16, which transformers loads as it is)
+    up to float32 in place: AdamW's small updates vanish when rounded to half precision, so the encoder would barely
+    move. trainer.mixed_precision is what computes in half precision, over float32 weights."""
+    half = {p.dtype for p in model.parameters() if p.dtype in (torch.float16, torch.bfloat16)}
+    if half:
+        log.info("the model's weights are %s: training them in float32 (trainer.mixed_precision sets the compute)",
+                 ", ".join(sorted(str(d) for d in half)))
+        model.float()
 
 
 def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:

@@ -486,3 +486,22 @@ def test_a_task_with_two_metrics_reports_both(tmp_path, pretrained_run):
     finetune(cfg, tmp_path / "run")
     [line] = json.loads((tmp_path / "run" / "summary.json").read_text())["report"]
     assert line.startswith("accuracy ") and ", f1 " in line and "on 24 qqp dev examples" in line
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_model_saved_in_half_precision_is_trained_in_float32(tmp_path, sst2_dir, pretrained_run, dtype):
+    """transformers loads a checkpoint in the dtype it was saved in: AdamW's small updates to bf16 weights round
+    away, so finetuning a bf16-saved model moved about 1% of the encoder's weights (98% from float32)."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+    half = tmp_path / "half"
+    AutoModelForMaskedLM.from_pretrained(pretrained_run / "model").to(getattr(torch, dtype)).save_pretrained(half)
+    AutoTokenizer.from_pretrained(pretrained_run / "model").save_pretrained(half)
+    _run(tmp_path, sst2_dir, half, "trainer.epochs=1", "trainer.lr=1e-4")
+    start = AutoModelForMaskedLM.from_pretrained(half).state_dict()
+    tuned = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "best").state_dict()
+    shared = [k for k in tuned if k in start and k.startswith("roberta.encoder")]
+    assert all(tuned[k].dtype == torch.float32 for k in shared)
+    moved = sum(int((tuned[k] != start[k].float()).sum()) for k in shared)
+    assert moved / sum(tuned[k].numel() for k in shared) > 0.5
