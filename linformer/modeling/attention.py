@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .configuration import LinformerConfig
+from .configuration import SHARING, LinformerConfig
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
@@ -80,7 +80,7 @@ class LinearProjection(nn.Module):
         self.weight = nn.Parameter(torch.empty(shape))
         self.zero_padding = zero_padding
         self.window_mask = window_mask
-        self.resample = length_policy == "resample"
+        self.resample = {"slice": False, "resample": True}[length_policy]  # every LENGTH_POLICIES value, no other
 
     @property
     def per_head(self) -> bool:
@@ -204,12 +204,14 @@ class ConvProjection(nn.Module):
 def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Module:
     """One E or F for a sharing unit (a head, a layer, or the whole model)."""
     n, heads = config.max_seq_len, (config.num_attention_heads if per_head else None)
-    if config.projection == "linear":
-        return LinearProjection(n, k, heads, window_mask=config.mask_empty_windows,
-                                length_policy=config.length_policy)
-    if config.projection == "conv":
-        return ConvProjection(n, k, config.head_dim, heads)
-    return PoolProjection(n, k, "mean" if config.projection == "mean_pool" else "max")
+    builders = {  # one entry per configuration.PROJECTIONS (a test holds them equal): none falls to another's
+        "linear": lambda: LinearProjection(n, k, heads, window_mask=config.mask_empty_windows,
+                                           length_policy=config.length_policy),
+        "conv": lambda: ConvProjection(n, k, config.head_dim, heads),
+        "mean_pool": lambda: PoolProjection(n, k, "mean"),
+        "max_pool": lambda: PoolProjection(n, k, "max"),
+    }
+    return builders[config.projection]()
 
 
 class LinformerSelfAttention(nn.Module):
@@ -239,11 +241,12 @@ class LinformerSelfAttention(nn.Module):
         self.mask_overlap = self.linformer and config.overlap_columns == "mask"  # no token counted twice
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
-        if self.linformer and config.sharing != "layerwise":
-            k, per_head = config.k_of_layer(layer_idx), config.sharing == "none"
-            self.E = build_projection(config, k, per_head)
-            if config.sharing in ("none", "headwise"):
-                self.F = build_projection(config, k, per_head)
+        sharing = SHARING[config.sharing] if self.linformer else None
+        if sharing is not None and not sharing.across_layers:
+            k = config.k_of_layer(layer_idx)
+            self.E = build_projection(config, k, sharing.per_head)
+            if sharing.separate_f:
+                self.F = build_projection(config, k, sharing.per_head)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, H, L, d)
         return x.view(x.shape[0], -1, self.num_heads, self.head_dim).transpose(1, 2)

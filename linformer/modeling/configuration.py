@@ -21,7 +21,25 @@ from .values import fits_type
 logger = logging.getLogger(__name__)
 
 ATTENTION_MODES = ("linformer", "full")
-SHARING_MODES = ("none", "headwise", "kv", "layerwise")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharing:
+    """What a sharing mode shares (the paper's section 4): every place that builds or counts E and F reads these,
+    so a mode is defined here once, and one missing here is a KeyError, not another mode's behaviour."""
+
+    per_head: bool      # one E (and F) per head
+    separate_f: bool    # F is a matrix apart from E
+    across_layers: bool  # one E for every layer (the encoder owns it)
+
+
+SHARING = {
+    "none": Sharing(per_head=True, separate_f=True, across_layers=False),
+    "headwise": Sharing(per_head=False, separate_f=True, across_layers=False),
+    "kv": Sharing(per_head=False, separate_f=False, across_layers=False),
+    "layerwise": Sharing(per_head=False, separate_f=False, across_layers=True),
+}
+SHARING_MODES = tuple(SHARING)
 PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
 PROJECTION_INITS = ("mean", "xavier")
 CLASSIFIER_HEADS = ("roberta", "bert")
@@ -333,7 +351,7 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
                 f"projection={config.projection!r} uses kernel = stride = n/k, so max_seq_len (n={n}) must be "
                 f"divisible by {where} (k={k})."
             )
-    if config.sharing == "layerwise" and len(set(map(int, ks))) > 1:
+    if SHARING[config.sharing].across_layers and len(set(map(int, ks))) > 1:
         raise ConfigError(
             "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
             f"for all layers (got {config.projected_dim})."
@@ -411,7 +429,7 @@ def _validate_local_global(config: LinformerConfig) -> None:
                          "token count)")
         if config.length_policy != "resample":
             needs.append(f"length_policy='resample' (got {config.length_policy!r})")
-        if config.sharing not in ("kv", "layerwise"):
+        if SHARING[config.sharing].separate_f:
             needs.append(f"E = F, sharing='kv' or 'layerwise' (got {config.sharing!r}): keys and values pool with one "
                          "weighting")
         if needs:
@@ -517,8 +535,10 @@ __all__ = [
     "OVERLAP_COLUMNS",
     "PROJECTIONS",
     "PROJECTION_INITS",
+    "SHARING",
     "SHARING_MODES",
     "LinformerConfig",
+    "Sharing",
     "attention_label",
     "check_model_fields",
     "exact_key_variants",

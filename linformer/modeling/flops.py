@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from .attention import window_columns
+from .configuration import SHARING
 
 # Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets. The first key
 # found in the device name wins, so the PCIe and NVL parts (lower clocks and power) come before the SXM ones, which
@@ -49,10 +50,10 @@ def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = N
     if attention != "linformer" or k is None:
         raise ValueError(f"attention must be 'full' or 'linformer' (with k); got {attention!r}, k={k}")
     k = min(k, n)  # a batch of T < n tokens uses the first T rows of E
-    if sharing == "none":
+    if SHARING[sharing].per_head:
         kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)  # K, V on n rows, then E_i^T K_i, F_i^T V_i per head
     else:
-        projections = 1 if sharing in ("kv", "layerwise") else 2  # E^T X (and F^T X for headwise)
+        projections = 2 if SHARING[sharing].separate_f else 1  # E^T X (and F^T X when F is apart from E)
         kv = projections * 2 * n * k * D + 2 * 2 * k * D * D
     return _query_output_ffn(n, D, ffn) + kv + _attention_core(n, k, D)
 

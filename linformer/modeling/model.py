@@ -24,7 +24,7 @@ from transformers.utils import logging
 from transformers.utils.generic import can_return_tuple
 
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
-from .configuration import LinformerConfig, check_local_path
+from .configuration import SHARING, LinformerConfig, check_local_path
 from .flex import check_available
 from .threads import fitted
 
@@ -133,7 +133,7 @@ class LinformerEncoder(nn.Module):
         self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
         # sharing='layerwise': the one projection every layer, head, key and value uses.
         self.E = None
-        if config.attention == "linformer" and config.sharing == "layerwise":
+        if config.attention == "linformer" and SHARING[config.sharing].across_layers:
             self.E = build_projection(config, config.k_of_layer(0), per_head=False)
         self.gradient_checkpointing = False
 

@@ -7,11 +7,11 @@ import torch
 
 from linformer import LinformerForMaskedLM, LinformerModel, count_projection_matrices
 from linformer.modeling import LinearProjection
+from linformer.modeling.configuration import PROJECTIONS, SHARING_MODES
 
 from .conftest import tiny_config
 
-SHARINGS = ("none", "headwise", "kv", "layerwise")
-PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
+SHARINGS = SHARING_MODES  # every mode the config takes, so that a new one is tested as it is added
 
 
 def _padded_batch(vocab=64, lengths=(16, 11, 5), pad=1):
@@ -263,3 +263,15 @@ def test_masked_columns_no_token_reaches_are_unused_whatever_E_holds(sharing):
         for m in projections:
             m.weight[..., :6, 1] += 5.0  # the last covered column is used
     assert not torch.allclose(model(ids).last_hidden_state, before)
+
+
+@pytest.mark.parametrize("field, value", [("projection", "sum_pool"), ("length_policy", "stretch")])
+def test_a_value_the_config_takes_but_no_code_builds_fails_rather_than_acting_as_another(field, value, monkeypatch):
+    """A projection added to PROJECTIONS alone built a max pool, a length policy added to LENGTH_POLICIES alone
+    sliced: each place that builds from a field names every value it knows."""
+    import linformer.modeling.configuration as configuration
+
+    name = {"projection": "PROJECTIONS", "length_policy": "LENGTH_POLICIES"}[field]
+    monkeypatch.setattr(configuration, name, (*getattr(configuration, name), value))
+    with pytest.raises(KeyError, match=value):
+        LinformerModel(tiny_config(**{field: value}))
