@@ -240,12 +240,18 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
     results = read_results(runs)
     if not results:
         raise DataError(f"no finished finetuning runs (with {RESULTS}) at or under {', '.join(runs)}")
+    other = sorted({str(r.get("task")) for r in results if _column(r) is None})
+    if len(other) and all(_column(r) is None for r in results):
+        raise DataError(f"the {len(results)} finished runs at or under {', '.join(runs)} are of task(s) "
+                        f"{', '.join(other)}; Table 2 has {', '.join(TITLES[t] for t in TASKS)}")
     rows = build_rows(results)
     hardware = hardware or detect_hardware()
     command = command or shell_command("python", *sys.argv)
     unfinished = unfinished_runs(runs)
     note = "" if not unfinished else (f"\nLeft out: {len(unfinished)} run(s) without results.json (still running, "
                                       f"stopped or failed): {', '.join(unfinished)}.\n")
+    if other:
+        note += f"\nLeft out: runs of tasks Table 2 has no column for ({', '.join(other)}).\n"
     atomic_write(f"{out}.md", to_markdown(rows, hardware, command) + note)
     data = to_json(rows, hardware, command) | ({"unfinished": unfinished} if unfinished else {})
     write_json(f"{out}.json", data)

@@ -105,6 +105,18 @@ def test_table2_from_synthetic_runs(tmp_path, capsys):
     assert stop.value.code == 2 and "runs" in capsys.readouterr().err and out.with_suffix(".md").read_text() == md
 
 
+def test_runs_of_tasks_without_a_column_are_said_not_dropped(tmp_path, capsys):
+    """Runs of a task of one's own wrote an empty table (header only) with exit status 0."""
+    runs = tmp_path / "runs"
+    _run(runs, "a", "agnews", 0.9)
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs / "*"), "--out", str(tmp_path / "t2"), "--hardware", "cpu", "--command", "x"])
+    assert stop.value.code == 2 and "are of task(s) agnews; Table 2 has SST-2" in capsys.readouterr().err
+    _run(runs, "b", "sst2", 0.8)
+    assert main([str(runs / "*"), "--out", str(tmp_path / "t2"), "--hardware", "cpu", "--command", "x"]) == 0
+    assert "Left out: runs of tasks Table 2 has no column for (agnews)" in (tmp_path / "t2.md").read_text()
+
+
 def test_lr_grid_keeps_the_best_validation_average_per_cell(tmp_path):
     runs = tmp_path / "runs"
     # SST-2 at lr 1e-3: validation 0.70 and 0.86 (mean 78); at 3e-4: 0.80 and 0.80 (mean 80): 3e-4 is kept. Its
