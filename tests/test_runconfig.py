@@ -57,6 +57,8 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
     ("cpu", 1, "trainer.cpu=1 must be true or false"),
     ("eval_batches", 0, "trainer.eval_batches=0 must be a whole number of at least 1"),
     ("sync_every", 0, "trainer.sync_every=0 must be a whole number of at least 1"),
+    ("lr", True, "trainer.lr=True must be a positive number"),  # read as 1.0, and trained at lr 1
+    ("save_every_minutes", True, "trainer.save_every_minutes=True must be a positive number"),
     ("compile_mode", "fast", ("trainer.compile_mode='fast' is not one of default, reduce-overhead, max-autotune, "
                               r"max-autotune-no-cudagraphs \(or null\)")),
 ])

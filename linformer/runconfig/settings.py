@@ -59,10 +59,7 @@ def positive_float(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: 
     value = cfg.get(key)
     if value is None and allow_none:
         return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
+    number = float(value) if fits_type(value, float) else math.nan  # true is no number, nor is the text "1e-3"
     if not (number > 0 and math.isfinite(number)):
         raise ConfigError(f"{prefix}.{key}={value!r} must be a positive number.")
     return number
