@@ -261,4 +261,9 @@ def _per_device_batch(settings: TrainerSettings, world: int) -> int:
             f"trainer.global_batch_size={global_batch} does not divide across {world} processes x "
             f"trainer.grad_accum={accum}; choose a multiple of {world * accum}."
         )
-    return global_batch // (world * accum)
+    per_device = global_batch // (world * accum)
+    if per_device != settings.batch_size:  # config.yaml keeps both: say which one the run follows
+        log.warning("trainer.global_batch_size=%d sets the batch per device to %d (over %d process(es) x "
+                    "trainer.grad_accum=%d): trainer.batch_size=%d is not used", global_batch, per_device, world,
+                    accum, settings.batch_size)
+    return per_device

@@ -341,3 +341,17 @@ def test_validation_batches_without_a_masked_token_are_refused_not_scored_perple
     cfg = compose_pretrain(tiny_data, "trainer.mlm_probability=1e-9", "trainer.eval_batches=1")
     with pytest.raises(ConfigError, match=r"trainer.eval_batches=1\) hold no masked token"):
         pretrain(cfg, tmp_path)
+
+
+def test_a_global_batch_that_replaces_the_batch_size_says_so(caplog):
+    """config.yaml keeps trainer.batch_size beside trainer.global_batch_size: the run says which one it follows."""
+    from linformer.runconfig import TrainerSettings
+    from linformer.train.pretrain import _per_device_batch
+
+    settings = TrainerSettings(batch_size=16, global_batch_size=64, grad_accum=2, lr=1e-3)
+    with caplog.at_level("WARNING", logger="linformer.train.pretrain"):
+        assert _per_device_batch(settings, world=2) == 16
+        assert "not used" not in caplog.text
+        assert _per_device_batch(settings, world=1) == 32
+    assert "trainer.global_batch_size=64 sets the batch per device to 32" in caplog.text
+    assert "trainer.batch_size=16 is not used" in caplog.text
