@@ -173,3 +173,16 @@ def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatc
     with pytest.raises(DataError, match=r"demo-sst2 is in use by a running process"):
         demo.run([], under=tmp_path)
     assert (run / "config.yaml").is_file()
+
+
+def test_a_data_override_makes_the_tokenizer_and_corpus_the_pretraining_reads(tmp_path):
+    """demo.py data=mirror_mini built mirror_slice's tokenizer and corpus, then the pretraining failed on the
+    missing mirror_mini tokenizer, with advice (run again) that could not help."""
+    from linformer.cli import compose
+
+    jobs = {s.name: s for s in demo.plan(["data=mirror_mini", "data.n=64"], demo.Places.of(tmp_path))}
+    pretrain = compose("pretrain", jobs["pretrain"].argv[2:])
+    corpus = compose("corpus", jobs["prepare_corpus"].argv[2:])
+    tokenizer = compose("tokenizer", jobs["tokenizer"].argv[2:])
+    assert corpus.out_dir == pretrain.corpus_dir and tokenizer.out_dir == pretrain.tokenizer_dir
+    assert corpus.data.n == pretrain.data.n == 64

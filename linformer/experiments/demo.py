@@ -93,9 +93,12 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice",
                 "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
                 "trainer.eval_every=100", "trainer.save_every=100", f"trainer.mixed_precision={precision}", *extra]
-    jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, "data=mirror_slice"],
+    # a data override given for the pretraining names the corpus it reads: the tokenizer and corpus jobs make that one
+    data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
+    data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
+    jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
                  lambda c: f"{c.out_dir}/tokenizer.json", sources=lambda settings: settings.get("files")),
-            _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, "data=mirror_slice"],
+            _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
                  lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",),
                  sources=lambda settings: (settings.get("data") or {}).get("sources")),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
