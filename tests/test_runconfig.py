@@ -176,6 +176,7 @@ def test_operational_keys_derive_from_the_specs_marks():
 
 @pytest.mark.parametrize("override, message", [
     ("logger.trackers=[tensorbord]", "logger.trackers: tensorbord is not one of wandb, tensorboard."),
+    ("logger.trackers=tensorbord", "logger.trackers: tensorbord is not one of"),  # one name, not its letters
     ("+task.max_lenght=5", "task.max_lenght is not a task setting (did you mean task.max_length?)"),
     ("seed=one", "seed='one' must be a whole number in 0..4294967295 (numpy's and torch's seeds)."),
     ("from_scratch=maybe", "from_scratch='maybe' must be true or false."),
@@ -371,3 +372,10 @@ def test_a_count_below_one_is_refused_naming_its_key(config, override, key):
     spec, overrides = _spec_reader(config)
     with pytest.raises(ConfigError, match="^" + re.escape(f"{key} must be a whole number of at least 1.") + "$"):
         spec.read(compose(config, [*overrides, override]))
+
+
+def test_one_tracker_named_alone_is_a_list_of_one():
+    from linformer.runconfig import FinetuneSpec
+
+    spec = FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", "logger.trackers=tensorboard"]))
+    assert spec.logger.trackers == ("tensorboard",)

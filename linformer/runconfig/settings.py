@@ -382,7 +382,8 @@ class LoggerSettings:
     @classmethod
     def read(cls, lg: Mapping) -> LoggerSettings:
         refuse_unknown(lg, cls, "logger")
-        trackers = tuple(str(t) for t in (lg.get("trackers") or ()))
+        given = lg.get("trackers") or ()
+        trackers = (given,) if isinstance(given, str) else tuple(str(t) for t in given)  # one name: a list of one
         unknown = [t for t in trackers if t not in TRACKERS]
         if unknown:
             raise ConfigError(f"logger.trackers: {', '.join(unknown)} is not one of {', '.join(TRACKERS)}.")
