@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
-from .files import flatten
+from .files import flatten, resolve_path
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -128,12 +128,6 @@ def _suffix(overrides: str | None) -> str:
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
 
 
-def _repo_path(path: str) -> str:
-    from .data.io import resolve_path
-
-    return resolve_path(path)
-
-
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
@@ -143,7 +137,7 @@ def register_resolvers() -> None:
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
         "suffix": _suffix,
-        "repo_path": _repo_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
+        "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
     }
     for name, fn in resolvers.items():
         OmegaConf.register_new_resolver(name, fn, replace=True)

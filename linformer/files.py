@@ -425,6 +425,21 @@ def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def repo_root() -> Path:
+    """The repository root (the directory holding pyproject.toml above this package), else the cwd."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "linformer").is_dir():
+            return parent
+    return Path.cwd()
+
+
+def resolve_path(path: str | os.PathLike) -> str:
+    """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
+    p = Path(os.path.expanduser(str(path)))
+    return str(p if p.is_absolute() else (repo_root() / p).resolve())
+
+
 @functools.cache
 def process_place() -> str:
     """Where this process's id names this process, as 8 hex digits: the host and its PID namespace. Containers on

@@ -203,12 +203,15 @@ class RunLock:
     """``<run>/.lock``: one live process per run directory. A lock left by a dead process on this host is taken
     over; one held by a live process (or by another host, which cannot be checked) refuses the start."""
 
-    def __init__(self, run_dir: str | Path, otherwise: str = "choose another run_name"):
+    def __init__(self, run_dir: str | Path, otherwise: str = "choose another run_name", tidy: bool = False):
         self.path = Path(run_dir) / LOCK
         self.held = False
         self.otherwise = otherwise  # what a refused start can do instead of waiting
+        self.tidy = tidy  # on release, remove the folders made to hold the lock that are still empty
+        self.made: list[Path] = []
 
     def acquire(self) -> None:
+        self.made = [p for p in [self.path.parent, *self.path.parent.parents] if not p.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "place": process_place(),
               "since": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -253,6 +256,9 @@ class RunLock:
             holder = self._holder() or {}
             if holder.get("pid") == os.getpid() and holder.get("place", process_place()) == process_place():
                 self.path.unlink(missing_ok=True)
+                for folder in self.made if self.tidy else ():
+                    with contextlib.suppress(OSError):  # not empty: what was written there stays
+                        folder.rmdir()
             self.held = False
 
 

@@ -10,24 +10,16 @@ import io
 import os
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from ..cli import CONFIG_DIR, compose
 from ..errors import CorpusError, HubOfflineError
+from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
+from ..files import resolve_path as resolve_path
 
 TEXT_SUFFIXES = (".txt", ".txt.gz")
 CORPUS_LAYOUT = "plain text files (.txt or .txt.gz): one paragraph per line, a blank line between documents"
-
-
-def repo_root() -> Path:
-    """The repository root (the directory holding pyproject.toml above this package), else the cwd."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").is_file() and (parent / "linformer").is_dir():
-            return parent
-    return Path.cwd()
 
 
 @functools.cache
@@ -45,12 +37,6 @@ def path_root(key: str) -> str:
 def default_data_mirror() -> str:
     """paths.data_mirror, resolved, for the argparse scripts."""
     return resolve_path(path_root("data_mirror"))
-
-
-def resolve_path(path: str | os.PathLike) -> str:
-    """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
-    p = Path(os.path.expanduser(str(path)))
-    return str(p if p.is_absolute() else (repo_root() / p).resolve())
 
 
 def configured_path(config_name: str, key: str) -> str:

@@ -51,7 +51,7 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     if not report_only:
         # one runner per plan: a second would start the same jobs, each refused by its run's lock only after
         # truncating the first runner's log of it
-        lock = RunLock(log_dir, otherwise="give this one another --under")
+        lock = RunLock(log_dir, otherwise="give this one another --under", tidy=True)  # a refused plan writes nothing
         lock.acquire()
         try:
             t0 = time.perf_counter()
