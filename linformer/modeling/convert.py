@@ -371,6 +371,8 @@ def _config_fields(source_config, copies_classifier_fields: bool, settings: dict
     fields.update(
         position_offset=offset,
         max_seq_len=source_config.max_position_embeddings - offset,
+        # an MLM head whose decoder is a weight of its own stays so: tying would replace it with the word embeddings
+        tie_word_embeddings=getattr(source_config, "tie_word_embeddings", True),
         classifier_head=family,
         lm_head_activation="gelu" if family == "roberta" else source_config.hidden_act,
     )

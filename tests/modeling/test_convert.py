@@ -165,6 +165,24 @@ def test_converted_bert_round_trips_through_the_auto_classes(tmp_path):
     torch.testing.assert_close(outputs(again, inputs), outputs(ours, inputs))
 
 
+@pytest.mark.parametrize("source_class, config", [(BertForMaskedLM, BERT), (RobertaForMaskedLM, ROBERTA)],
+                         ids=["bert", "roberta"])
+def test_an_untied_mlm_head_keeps_its_own_decoder(tmp_path, source_class, config):
+    """tie_word_embeddings=false: the source's decoder is a weight of its own, which tying would overwrite with the
+    word embeddings (every logit changed), in the converted model and in the one saved from it."""
+    untied = config.__class__(**{**config.to_dict(), "tie_word_embeddings": False})
+    source = save_source(tmp_path / "src", source_class, untied)
+    save_tokenizer(tmp_path / "src", VOCAB, pad_id=untied.pad_token_id)
+    assert not torch.equal(source.get_output_embeddings().weight, source.get_input_embeddings().weight)
+    ours = LinformerForMaskedLM.from_pretrained_encoder(tmp_path / "src", attention="full").eval()
+    assert ours.config.tie_word_embeddings is False
+    inputs = batch(untied)
+    torch.testing.assert_close(outputs(ours, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+    out = convert_encoder(tmp_path / "src", tmp_path / "out", attention="full")
+    again = AutoModelForMaskedLM.from_pretrained(out).eval()
+    torch.testing.assert_close(outputs(again, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+
+
 def test_config_json_without_the_new_fields_loads_as_roberta(tmp_path, make_config):
     torch.manual_seed(0)
     model = LinformerForMaskedLM(make_config()).eval()
