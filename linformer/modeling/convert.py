@@ -67,26 +67,28 @@ def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedMod
     ``max_seq_len`` defaults to the source's longest input; a shorter one truncates the position table, a
     longer one repeats the source's learned positions to fill it (Longformer's recipe) unless
     ``extend_positions=False``, which makes that a ConfigError. ``dtype`` (or ``torch_dtype``), as for
-    ``from_pretrained``: the converted weights in that dtype. A saved Linformer given as the source is reshaped
-    with ``settings`` into `cls` (``from_linformer``).
+    ``from_pretrained``: the converted weights in that dtype, ``"auto"`` the source's own (a float16 source stays
+    float16); none given, float32, the dtype a model to train wants whatever the source's. A saved Linformer given
+    as the source is reshaped with ``settings`` into `cls` (``from_linformer``).
     """
-    settings, dtype = _without_dtype(settings)
     if not isinstance(name_or_path, PreTrainedModel) and \
             _source_config(where := resolve_model_path(str(name_or_path))).model_type == "linformer":
-        return _in_dtype(from_linformer(where, cls, extend_positions=extend_positions, **settings), dtype)
+        return from_linformer(where, cls, extend_positions=extend_positions, **settings)
+    settings, dtype = _without_dtype(settings)
     # the config first: a bad setting is said before the weights load
     config, where = _encoder_config(cls.copies_classifier_fields, name_or_path, settings)
     source = name_or_path if isinstance(name_or_path, PreTrainedModel) else _load_source(where)
-    return _in_dtype(_convert(cls, source, config, where, extend_positions, settings), dtype)
+    return _in_dtype(_convert(cls, source, config, where, extend_positions, settings), dtype, source)
 
 
-def _without_dtype(settings: dict) -> tuple[dict, torch.dtype | None]:
-    """(`settings` without ``dtype``/``torch_dtype``, the torch dtype they name): those are from_pretrained's
-    keywords for the weights' dtype, not config fields, and a conversion honours them as from_pretrained does."""
+def _without_dtype(settings: dict) -> tuple[dict, torch.dtype | str | None]:
+    """(`settings` without ``dtype``/``torch_dtype``, the torch dtype they name, ``"auto"`` or None): those are
+    from_pretrained's keywords for the weights' dtype, not config fields, and a conversion honours them as
+    from_pretrained does."""
     settings = dict(settings)
     named = [settings.pop(key) for key in ("dtype", "torch_dtype") if key in settings]
-    if not named or named[0] in (None, "auto"):  # "auto": the source's own dtype, which the conversion keeps
-        return settings, None
+    if not named or named[0] in (None, "auto"):
+        return settings, named[0] if named else None
     dtype = named[0]
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype.removeprefix("torch."), None)
@@ -95,7 +97,11 @@ def _without_dtype(settings: dict) -> tuple[dict, torch.dtype | None]:
     return settings, dtype
 
 
-def _in_dtype(model: PreTrainedModel, dtype: torch.dtype | None) -> PreTrainedModel:
+def _in_dtype(model: PreTrainedModel, dtype: torch.dtype | str | None, source: PreTrainedModel) -> PreTrainedModel:
+    """`model` (built in float32) in `dtype`: a torch dtype, ``"auto"`` (the dtype of `source`, the model it was
+    converted from, as from_pretrained resolved it) or None (float32, as built)."""
+    if dtype == "auto":
+        dtype = source.dtype
     if dtype is not None:
         model.to(dtype)
         model.config.dtype = dtype  # what save_pretrained records, and from_pretrained(dtype="auto") reads back
@@ -148,7 +154,9 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     tokenizer = load_tokenizer(path, "model_path")
     if seed is not None:
         torch.manual_seed(seed)
-    model = model_class.from_pretrained_encoder(path, **settings)
+    # a saved conversion is the source in another form: its dtype too, as the source's own save_pretrained keeps it
+    dtype = {} if {"dtype", "torch_dtype"} & set(settings) else {"dtype": "auto"}
+    model = model_class.from_pretrained_encoder(path, **settings, **dtype)
     check_tokenizer_fits(tokenizer, model.config, path)
     tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir, record, overwrite) as tmp:
@@ -181,7 +189,8 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     weight is kept; E and F start fresh when the attention becomes ``linformer`` (as window means), and a longer
     ``max_seq_len`` extends the position table with copies of its learned rows (as ``from_pretrained_encoder``).
     A converted model switched to Linformer attention takes the converted models' length policy unless
-    ``settings`` set it."""
+    ``settings`` set it. ``dtype`` as for ``from_pretrained_encoder`` (``"auto"``: the saved model's dtype)."""
+    settings, dtype = _without_dtype(settings)
     config, new = _reshaped_config(path, settings)
     if config.attention == new.attention == "linformer":  # E and F are kept: their k, sharing and kind are theirs
         changed = [f"{name}: {getattr(config, name)!r} -> {getattr(new, name)!r}"
@@ -203,7 +212,7 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     missing, unused = out.load_state_dict(state, strict=False)
     _check_and_report(out, path, missing, unused)
     out.tie_weights()
-    return out
+    return _in_dtype(out, dtype, model)
 
 
 def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, LinformerConfig]:

@@ -614,6 +614,25 @@ def test_a_conversion_gives_the_dtype_asked_as_from_pretrained_does(tmp_path, dt
         LinformerModel.from_pretrained_encoder(tmp_path / "bert", projected_dim=8, dtype="int8")
 
 
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_a_half_precision_source_keeps_its_dtype_with_auto_and_in_a_saved_conversion(tmp_path, half):
+    """dtype="auto" (from_pretrained's) is the source's dtype; none given, float32 (a model to train); a saved
+    conversion (convert_encoder, scripts/convert.py) keeps the source's dtype, and so does a reshape of it."""
+    save_source(tmp_path / "bert", BertModel, BERT)
+    BertModel.from_pretrained(tmp_path / "bert", dtype=torch.float32).to(half).save_pretrained(tmp_path / "half")
+    save_tokenizer(tmp_path / "half", VOCAB)
+    assert LinformerModel.from_pretrained_encoder(tmp_path / "half", projected_dim=8, dtype="auto").dtype == half
+    assert LinformerModel.from_pretrained_encoder(tmp_path / "half", projected_dim=8).dtype == torch.float32
+    out = convert_encoder(tmp_path / "half", tmp_path / "out", projected_dim=8)
+    assert json.loads((out / "config.json").read_text())["dtype"] == str(half).removeprefix("torch.")
+    assert AutoModelForMaskedLM.from_pretrained(out, dtype=torch.float32).dtype == torch.float32  # a choice, still
+    longer = convert_encoder(out, tmp_path / "longer", max_seq_len=2 * N)  # reshaped: from_linformer
+    assert LinformerForMaskedLM.from_pretrained(longer).dtype == half
+    assert LinformerForMaskedLM.from_pretrained_encoder(out, max_seq_len=2 * N).dtype == torch.float32
+    as_float = convert_encoder(tmp_path / "half", tmp_path / "float", projected_dim=8, dtype="float32")
+    assert LinformerForMaskedLM.from_pretrained(as_float).dtype == torch.float32
+
+
 def test_a_saved_linformer_is_reshaped_by_either_entry_point_in_the_class_it_was_saved_as(tmp_path):
     """from_pretrained_encoder refused a saved Linformer that convert_encoder reshapes, and convert_encoder gave a
     saved bare encoder a masked-LM head of random weights; both now keep what was saved, and model_class chooses."""
