@@ -10,7 +10,9 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                 "weights_sha256": ..., "reshaped_from": absent, or the carded Linformer converted again,
                 "reshaped_history": ...},
      "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
-               "projection": ..., "new_head": whether its task head is fresh, not the source's (None: no head)},
+               "projection": ..., "new_head": whether its task head is fresh, not the source's (None: no head),
+               "not_copied": the source's modules the model does not hold ([]: none; absent: not recorded),
+               "labels": a sequence classifier's label names, by id (absent for other classes)},
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
                           "rel_err_after": [...]},
      "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...},
@@ -86,7 +88,11 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
                   "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
                   "overlap_columns": c.overlap_columns,
                   "classifier_pooling": c.classifier_pooling,
-                  "new_head": _new_head(source_config, model, earlier.get("model") or {})},
+                  "new_head": _new_head(source_config, model, earlier.get("model") or {}),
+                  **({} if getattr(model, "conversion_not_copied", None) is None
+                     else {"not_copied": model.conversion_not_copied}),  # what the conversion logged
+                  **({"labels": [c.id2label[i] for i in range(c.num_labels)]}
+                     if type(model).__name__.endswith("ForSequenceClassification") else {})},
         "transfer": None,
         "results": {},
     }
@@ -218,9 +224,9 @@ def _history(info: dict) -> str:
         text = (f"A Linformer ({model['class']}) distilled from `{teacher}` with the `linformer` package: it "
                 f"started from {start}, and was trained to match the teacher's predictions on {distillation['task']}.")
     else:
-        text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: every "
-                "weight of the source is copied" + ("; in full attention nothing is new." if full
-                                                    else ", and the low-rank projections E, F are new."))
+        text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: "
+                f"{_copied_text(model)}" + ("; in full attention nothing is new." if full
+                                           else ", and the low-rank projections E, F are new."))
     if model.get("new_head"):
         text += (" The source has no masked-LM head, so `lm_head` is new too (random until trained): use the "
                  "encoder's features, or train the model, before filling masks."
@@ -228,7 +234,19 @@ def _history(info: dict) -> str:
                  " The source has no classifier for these labels, so `classifier` is new too (random until "
                  "trained): finetune the model before use.")
     tasks = [f["task"] for f in info.get("finetuning") or []]
+    if model.get("labels") and not (distillation or tasks or model.get("new_head")):
+        text += f" Its classifier is the source's, with its labels ({', '.join(map(str, model['labels']))})."
     return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
+
+
+def _copied_text(model: dict) -> str:
+    """What of the source the conversion copied: every weight, or every weight but the modules it has no place for
+    (a RoBERTa pooler in a masked LM, as in RobertaForMaskedLM; the head of another task)."""
+    left = model.get("not_copied")
+    if not left:
+        return "every weight of the source is copied"
+    return (f"every weight of the source is copied except {', '.join(f'`{m}`' for m in left)}, which a "
+            f"{model['class']} does not hold")
 
 
 def _eval_results(name: str, results: dict) -> dict:

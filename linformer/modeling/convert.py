@@ -20,7 +20,10 @@ import torch
 import transformers
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModel, PreTrainedModel
-from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_MASKED_LM_MAPPING,
+    MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+)
 from transformers.utils import cached_file
 
 from ..cli import hydra_override, shell_command
@@ -111,14 +114,27 @@ def _in_dtype(model: PreTrainedModel, dtype: torch.dtype | str | None, source: P
 def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class: type | None = None,
                    key: str = "model") -> LinformerConfig:
     """The config that converting `name_or_path` (a BERT/RoBERTa-family encoder, or a saved Linformer to reshape)
-    into `model_class` with `settings` gives, from the configs alone: a command checks its ``model.*`` settings
-    with it before any weights load, and a ConfigError about them names the config group (``key: ...``)."""
+    into `model_class` (default: ``default_class``'s) with `settings` gives, from the configs alone: a command checks
+    its ``model.*`` settings with it before any weights load, and a ConfigError about them names the config group
+    (``key: ...``)."""
     path = resolve_model_path(str(name_or_path))
     with settings_named(key):
         if _source_config(path).model_type == "linformer":
             return _reshaped_config(path, settings)[1]
-        model_class = model_class or MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
+        model_class = model_class or default_class(path)
         return _encoder_config(model_class.copies_classifier_fields, path, settings)[0]
+
+
+def default_class(path: str) -> type[PreTrainedModel]:
+    """The Linformer class that keeps what the model at `path` is: a saved Linformer's own class (``_saved_class``);
+    for a BERT/RoBERTa-family source, the sequence classifier where the source is one (its head and labels come
+    along), else the masked LM (the source's MLM head, or a fresh one)."""
+    config = _source_config(path)
+    if config.model_type == "linformer":
+        return _saved_class(path)
+    mapping = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING if is_sequence_classifier(config) else \
+        MODEL_FOR_MASKED_LM_MAPPING  # the classes registered for LinformerConfig (auto.register)
+    return mapping[LinformerConfig]
 
 
 @contextmanager
@@ -134,20 +150,19 @@ def settings_named(key: str = "model"):
 
 def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike, model_class: type | None = None, *,
                     seed: int | None = None, overwrite: bool = False, **settings) -> Path:
-    """Convert the encoder at ``name_or_path`` into ``model_class`` (default LinformerForMaskedLM) and save it with
-    the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not at all.
+    """Convert the encoder at ``name_or_path`` into ``model_class`` (default ``default_class``'s: a classifier stays
+    a classifier with its labels, anything else becomes LinformerForMaskedLM, a saved Linformer keeps its class) and
+    save it with the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not
+    at all. The weights keep the source's dtype unless ``dtype`` says otherwise (``from_pretrained_encoder``).
 
     ``out_dir`` follows the output rule (``files.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
     path = resolve_model_path(str(name_or_path))
     source_type = _source_config(path).model_type
-    if source_type == "linformer":  # reshaped in the class it was saved as, unless model_class names another
-        model_class = model_class or _saved_class(path)
-    else:
+    if source_type != "linformer":
         _check_supported(source_type, path)  # first: a GPT-2 directory is named as one
-    if model_class is None:  # the class registered for masked LM (auto.register), found by its config's type
-        model_class = MODEL_FOR_MASKED_LM_MAPPING[LinformerConfig]
+    model_class = model_class or default_class(path)
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
                                  "model": settings, "seed": seed})
     check_output_dir(out_dir, record, overwrite)  # before the slow part
@@ -413,7 +428,9 @@ def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, 
         )
     state[_PREFIX + _POSITIONS] = extend_positions_table(state[_PREFIX + _POSITIONS], need, config.position_offset)
     model = cls(config)
+    heads = []  # the source's heads, which a bare LinformerModel has no place for
     if model.base_model is model:  # a bare LinformerModel: no heads, no prefix
+        heads = [k for k in state if not k.startswith(_PREFIX)]
         state = {k[len(_PREFIX):]: v for k, v in state.items() if k.startswith(_PREFIX)}
     target = model.state_dict()
     for key in [k for k, v in state.items() if not k.startswith(_PREFIX) and k in target]:
@@ -423,7 +440,7 @@ def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, 
         missing, unused = model.load_state_dict(state, strict=False)
     except RuntimeError as err:  # a setting changed the shape of a copied weight
         raise ConfigError(f"The settings {sorted(settings)} do not fit the weights of {where}: {err}") from err
-    _check_and_report(model, where, missing, unused)
+    _check_and_report(model, where, missing, unused, heads)
     model.tie_weights()
     return model
 
@@ -454,8 +471,11 @@ def extend_positions_table(table: torch.Tensor, rows: int, offset: int) -> torch
     return table[index].clone()
 
 
-def _check_and_report(model, where: str, missing: list[str], unused: list[str]) -> None:
-    """Only E/F and heads (with BERT's pooler) may start fresh; an encoder weight that did not load is a mismatch."""
+def _check_and_report(model, where: str, missing: list[str], unused: list[str], heads: list[str] = ()) -> None:
+    """Only E/F and heads (with BERT's pooler) may start fresh; an encoder weight that did not load is a mismatch.
+    What the source has and `model` does not hold (a RoBERTa pooler, as RobertaForMaskedLM has none; a head of
+    another kind, or any head of a source given to a bare encoder: `heads`) is logged and kept as
+    ``model.conversion_not_copied`` (module names) for the model card."""
     tied = getattr(model, "all_tied_weights_keys", None) or {}  # copies of another weight, reported there
     projections = [k for k in missing if is_projection_weight(k)]
     fresh = [k for k in missing if k not in projections and k not in tied]
@@ -463,6 +483,8 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str]) 
     encoder = [k for k in encoder if ".pooler." not in k and not k.startswith("pooler.")]
     if encoder:
         raise CheckpointError(f"{where} does not match {type(model).__name__}: weights {sorted(encoder)[:8]} differ.")
+    unused = [*unused, *heads]  # `heads`: the source's head weights a bare encoder was not given
+    model.conversion_not_copied = sorted({k.rsplit(".", 1)[0] for k in unused})
     log.info(
         "%s from %s: %d weights copied; starting fresh: %s%d projection weights (E/F); unused from the source: %s",
         type(model).__name__, where, len(model.state_dict()) - len(missing),
@@ -481,14 +503,33 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     with settings_named("model"):
         out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
-    classifier = is_sequence_classifier(config)
-    fresh = "" if not read_card_info(out)["model"].get("new_head") else \
-        "; the source has no classifier for these labels, so it starts fresh (finetune it)" if classifier else \
-        "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
-    after = shell_command("python", "scripts/distill.py", "task=<its task>", hydra_override("teacher_path", out),
-                          f"model.max_seq_len={config.max_seq_len}") if classifier else \
-        shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", out))
-    print(f"converted {model_path} -> {out} ({config.attention_label}, n={config.max_seq_len}, "
-          f"{time.perf_counter() - t0:.1f} s){fresh}\nnext: {after}")
+    card = read_card_info(out)["model"]
+    print(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
+          f"{time.perf_counter() - t0:.1f} s){_head_words(card)}\nnext: {_next_command(out, config)}")
     return out
 
+
+def _head_words(card: dict) -> str:
+    """What of the source's head and weights a conversion kept, as its model card (``card.conversion_info``) says."""
+    classifier = card["class"].endswith("ForSequenceClassification")
+    words = ""
+    if card.get("new_head") and classifier:
+        words = "; the source has no classifier for these labels, so it starts fresh (finetune it)"
+    elif card.get("new_head"):
+        words = "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
+    elif classifier:
+        words = f"; the source's classifier is kept, with its labels ({', '.join(map(str, card['labels']))})"
+    if card.get("not_copied"):
+        words += f"; not copied from the source: {', '.join(card['not_copied'])} ({card['class']} holds none)"
+    return words
+
+
+def _next_command(out: Path, config: LinformerConfig) -> str:
+    """What to run on a conversion: a full-attention classifier is a distillation teacher; one with projected
+    attention (E, F new) is finetuned on its task first; anything else is finetuned."""
+    if not is_sequence_classifier(config):
+        return shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", out))
+    if config.attention == "full":
+        return shell_command("python", "scripts/distill.py", "task=<its task>", hydra_override("teacher_path", out),
+                             f"model.max_seq_len={config.max_seq_len}")
+    return shell_command("python", "scripts/finetune.py", "task=<its task>", hydra_override("model_path", out))

@@ -439,6 +439,73 @@ def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what)
     assert _tree(tmp_path) == before  # byte-identical, and no hidden .old-* or .tmp-* beside it
 
 
+def _converted(capsys, *overrides) -> str:
+    """scripts/convert.py's body in this process on a conversion that succeeds: what it prints."""
+    from linformer.cli import compose
+    from linformer.modeling.convert import convert_and_report
+    from linformer.runconfig import ConvertSpec
+
+    capsys.readouterr()
+    convert_and_report(ConvertSpec.read(compose("convert", list(overrides))))
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("source_class, config", [(BertForSequenceClassification, BERT),
+                                                  (RobertaForSequenceClassification, ROBERTA)], ids=["bert", "roberta"])
+def test_the_script_keeps_a_classifier_source_a_classifier_with_its_labels(tmp_path, capsys, source_class, config):
+    """A finetuned HF classifier (a finetune.py best/ of an HF encoder) stays one: its head, labels and problem type
+    come along, as convert_encoder with LinformerForSequenceClassification gives, and the card and the script say so."""
+    labelled = config.__class__(**{**config.to_dict(), "id2label": {0: "bad", 1: "meh", 2: "good"},
+                                   "label2id": {"bad": 0, "meh": 1, "good": 2},
+                                   "problem_type": "single_label_classification"})
+    source = save_source(tmp_path / "src", source_class, labelled)
+    save_tokenizer(tmp_path / "src", VOCAB, pad_id=labelled.pad_token_id)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"out_dir={tmp_path / 'out'}")
+    assert "the source's classifier is kept, with its labels (bad, meh, good)" in said
+    assert "next: python scripts/distill.py" in said
+    ours = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out").eval()
+    assert isinstance(ours, LinformerForSequenceClassification)
+    assert ours.config.id2label == {0: "bad", 1: "meh", 2: "good"}
+    assert ours.config.problem_type == "single_label_classification"
+    inputs = batch(labelled)
+    torch.testing.assert_close(outputs(ours, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "Its classifier is the source's, with its labels (bad, meh, good)." in card
+    assert "pipeline_tag: text-classification" in card
+    # with projected attention the classifier is finetuned first (E, F are new): not a distillation teacher
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.projected_dim=8", f"model.max_seq_len={N}",
+                      f"out_dir={tmp_path / 'lin'}")
+    assert f"next: python scripts/finetune.py 'task=<its task>' model_path={tmp_path / 'lin'}" in said
+
+
+@pytest.mark.parametrize("source_class, config, left", [(RobertaModel, ROBERTA, ["roberta.pooler.dense"]),
+                                                        (BertModel, BERT, []),
+                                                        (BertForPreTraining, BERT, ["cls.seq_relationship"])],
+                         ids=["roberta", "bert", "bert-pretraining"])
+def test_what_a_conversion_does_not_copy_is_named_by_the_card_and_the_script(tmp_path, capsys, source_class, config,
+                                                                            left):
+    """A masked LM holds no RoBERTa pooler (as HF's RobertaForMaskedLM) and no next-sentence head: the card says
+    which of the source's weights it left, where it said every weight was copied."""
+    from linformer.modeling.card import read_card_info
+
+    save_source(tmp_path / "src", source_class, config)
+    save_tokenizer(tmp_path / "src", VOCAB, pad_id=config.pad_token_id)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"out_dir={tmp_path / 'out'}")
+    assert read_card_info(tmp_path / "out")["model"]["not_copied"] == left
+    card = (tmp_path / "out" / "README.md").read_text()
+    if left:
+        assert f"copied except `{left[0]}`, which a LinformerForMaskedLM does not hold" in card
+        assert f"; not copied from the source: {left[0]} (LinformerForMaskedLM holds none)" in said
+    else:
+        assert "every weight of the source is copied;" in card and "not copied" not in said
+
+
+def test_a_bare_encoder_names_the_source_heads_it_leaves(tmp_path):
+    save_source(tmp_path, RobertaForSequenceClassification, ROBERTA)
+    model = LinformerModel.from_pretrained_encoder(tmp_path, attention="full")
+    assert model.conversion_not_copied == ["classifier.dense", "classifier.out_proj"]
+
+
 def test_a_gpt2_source_is_refused_as_unsupported_not_for_its_tokenizer(tmp_path):
     GPT2Model(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=N)).save_pretrained(tmp_path)
     line = _refused(f"model_path={tmp_path}", f"out_dir={tmp_path / 'out'}")
