@@ -484,7 +484,8 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str], 
     if encoder:
         raise CheckpointError(f"{where} does not match {type(model).__name__}: weights {sorted(encoder)[:8]} differ.")
     unused = [*unused, *heads]  # `heads`: the source's head weights a bare encoder was not given
-    model.conversion_not_copied = sorted({k.rsplit(".", 1)[0] for k in unused})
+    modules = {k.rsplit(".", 1)[0] for k in unused}  # the outermost ones: lm_head, not also lm_head.dense
+    model.conversion_not_copied = sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
     log.info(
         "%s from %s: %d weights copied; starting fresh: %s%d projection weights (E/F); unused from the source: %s",
         type(model).__name__, where, len(model.state_dict()) - len(missing),

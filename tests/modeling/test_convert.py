@@ -500,10 +500,16 @@ def test_what_a_conversion_does_not_copy_is_named_by_the_card_and_the_script(tmp
         assert "every weight of the source is copied;" in card and "not copied" not in said
 
 
-def test_a_bare_encoder_names_the_source_heads_it_leaves(tmp_path):
-    save_source(tmp_path, RobertaForSequenceClassification, ROBERTA)
+@pytest.mark.parametrize("source_class, left", [(RobertaForSequenceClassification, ["classifier.dense",
+                                                                                  "classifier.out_proj"]),
+                                                 (RobertaForMaskedLM, ["lm_head"])], ids=["classifier", "mlm"])
+def test_a_bare_encoder_names_the_source_heads_it_leaves(tmp_path, source_class, left):
+    """The card of a bare encoder (transfer.py's) names the heads it left, where it said every weight was copied."""
+    from linformer.modeling.card import conversion_info
+
+    save_source(tmp_path, source_class, ROBERTA)
     model = LinformerModel.from_pretrained_encoder(tmp_path, attention="full")
-    assert model.conversion_not_copied == ["classifier.dense", "classifier.out_proj"]
+    assert conversion_info(tmp_path, model, name="bare")["model"]["not_copied"] == left
 
 
 def test_a_gpt2_source_is_refused_as_unsupported_not_for_its_tokenizer(tmp_path):
