@@ -225,8 +225,9 @@ def _history(info: dict) -> str:
                 f"started from {start}, and was trained to match the teacher's predictions on {distillation['task']}.")
     else:
         text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: "
-                f"{_copied_text(model)}" + ("; in full attention nothing is new." if full
-                                           else ", and the low-rank projections E, F are new."))
+                f"{_copied_text(model)}" + (", and the low-rank projections E, F are new." if not full else
+                                           "; in full attention only the head below is new." if model.get("new_head") else
+                                           "; in full attention nothing is new."))
     if model.get("new_head"):
         text += (" The source has no masked-LM head, so `lm_head` is new too (random until trained): use the "
                  "encoder's features, or train the model, before filling masks."

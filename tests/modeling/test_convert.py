@@ -493,8 +493,10 @@ def test_what_a_conversion_does_not_copy_is_named_by_the_card_and_the_script(tmp
     said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"out_dir={tmp_path / 'out'}")
     assert read_card_info(tmp_path / "out")["model"]["not_copied"] == left
     card = (tmp_path / "out" / "README.md").read_text()
+    # a source without an MLM head gets a fresh one: not "nothing is new"
+    assert ("in full attention only the head below is new." in card) == (source_class is not BertForPreTraining)
     if left:
-        assert f"copied except `{left[0]}`, which a LinformerForMaskedLM does not hold" in card
+        assert f"copied except `{left[0]}`, which a LinformerForMaskedLM does not hold;" in card
         assert f"; not copied from the source: {left[0]} (LinformerForMaskedLM holds none)" in said
     else:
         assert "every weight of the source is copied;" in card and "not copied" not in said
