@@ -236,7 +236,7 @@ def _history(info: dict) -> str:
                  "trained): finetune the model before use.")
     tasks = [f["task"] for f in info.get("finetuning") or []]
     if model.get("labels") and not (distillation or tasks or model.get("new_head")):
-        text += f" Its classifier is the source's, with its labels ({', '.join(map(str, model['labels']))})."
+        text += f" Its classifier is kept, with its labels ({', '.join(map(str, model['labels']))})."
     return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
 
 

@@ -470,7 +470,7 @@ def test_the_script_keeps_a_classifier_source_a_classifier_with_its_labels(tmp_p
     inputs = batch(labelled)
     torch.testing.assert_close(outputs(ours, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
     card = (tmp_path / "out" / "README.md").read_text()
-    assert "Its classifier is the source's, with its labels (bad, meh, good)." in card
+    assert "Its classifier is kept, with its labels (bad, meh, good)." in card
     assert "pipeline_tag: text-classification" in card
     # with projected attention the classifier is finetuned first (E, F are new): not a distillation teacher
     said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.projected_dim=8", f"model.max_seq_len={N}",
