@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import shell_command
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -41,7 +42,15 @@ from ..files import (
     write_json,
 )
 from ..signals import signals_stop
-from .io import CORPUS_LAYOUT, checked_lines, expand_sources, hub_offline, hub_offline_error, verify_sources
+from .io import (
+    CORPUS_LAYOUT,
+    checked_lines,
+    expand_sources,
+    hub_offline,
+    hub_offline_error,
+    resolve_path,
+    verify_sources,
+)
 from .tokenizer import load_tokenizer, tokenizer_hash
 from .unigram import unigram_perplexity
 from .workers import children_die_with_parent
@@ -346,6 +355,47 @@ def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, 
     options = {"format_version": FORMAT_VERSION, "tokenizer_hash": tok_hash, "n": n, "val_fraction": val_fraction,
                "seed": seed, "skip_bad_rows": skip_bad_rows, "max_documents": max_documents}
     return cache_key(options, [s.path for s in srcs])
+
+
+# The data.* keys a prepared corpus is made from, as prepare_corpus records them (its manifest's settings.data)
+CORPUS_KEYS = ("sources", "n", "val_fraction", "seed", "skip_bad_rows", "max_documents")
+
+
+def _comparable(key: str, value):
+    """A data.* value as a comparison sees it: sources as absolute paths (hub sources as given), one source as a list."""
+    if key != "sources":
+        return value
+    sources = [value] if isinstance(value, str) else list(value or [])
+    return [str(s) if str(s).startswith(HUB_PREFIX) else resolve_path(s) for s in sources]
+
+
+def check_corpus_settings(out_dir: str, data: Mapping) -> None:
+    """CorpusError naming the first data.* key (CORPUS_KEYS) whose value in `data` (a training run's data group)
+    differs from the one the corpus at `out_dir` was prepared with: the run would train on other text than its
+    config records. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir
+    given as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so)."""
+    manifest = read_manifest(out_dir)
+    if manifest is None or Path(out_dir).name != str(data.get("name")):
+        return
+    made = (manifest.get("settings") or {}).get("data") or {}
+    for key in CORPUS_KEYS:
+        if key not in data or key not in made:
+            continue
+        ours, theirs = _comparable(key, data[key]), _comparable(key, made[key])
+        if ours != theirs:
+            fix = shell_command("python", "scripts/prepare_corpus.py", f"data.name={data['name']}",
+                                f"data.tokenizer={data.get('tokenizer')}",
+                                *(f"data.{k}={_override(data[k])}" for k in CORPUS_KEYS if k in data), "overwrite=true")
+            raise CorpusError(f"data.{key}={_override(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
+                              f"prepared with data.{key}={_override(theirs)}: prepare it from these settings ({fix}), "
+                              "or choose the data.name of a corpus prepared from them")
+
+
+def _override(value) -> str:
+    """A value as a Hydra override writes it (a list as [a,b], None as null)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_manifest(out_dir: str) -> dict | None:

@@ -151,7 +151,7 @@ def figure3d_commands(py: str, out: Path) -> list:
     a batch cut short still returns them), full attention's, then panel d."""
     prepare = [[py, "scripts/prepare_corpus.py", "data=books", f"data.n={n}", f"data.name=books-n{n}",
                 "data.num_proc=16"] for n in FIGURE3D_NS]
-    runs = {name: [py, "scripts/pretrain.py", "model=small", "data=books", f"data.name=books-n{n}",
+    runs = {name: [py, "scripts/pretrain.py", "model=small", "data=books", f"data.n={n}", f"data.name=books-n{n}",
                    "experiment=figure3d_gpu", f"model.max_seq_len={n}", f"trainer.batch_size={FIGURE3D_TOKENS // n}",
                    override, f"run_name={name}"] for name, (n, override) in FIGURE3D_RUNS.items()}
     groups = [Together(tuple(c for name, c in runs.items() if kind in name), FIGURE3D_RUN_GIB)
@@ -164,8 +164,8 @@ def figure3d_commands(py: str, out: Path) -> list:
 def mfu_commands(py: str, out: Path) -> list[list[str]]:
     """The MFU runs (the same tokens and steps, full attention first: the 40% target is the base model's), then
     their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
-    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "experiment=mfu_gpu",
-                "logger=none"]
+    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "data.max_documents=1500",
+                "data.val_fraction=0.03", "experiment=mfu_gpu", "logger=none"]
     runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
 
     def report(names) -> list[str]:

@@ -19,7 +19,7 @@ import torch
 
 from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
-from ..data.corpus import read_manifest
+from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
@@ -242,6 +242,8 @@ def pretrain(spec: PretrainSpec | Mapping, run_dir: str | Path) -> dict:
     """Pretrain a Linformer with MLM; returns the summary (final/best validation loss, tokens/s, paths). `spec` may
     be a composed configs/pretrain.yaml, read into the spec first."""
     spec = PretrainSpec.of(spec)
+    # before the run is recorded: its config.yaml must not name sources it does not train on
+    check_corpus_settings(spec.corpus_dir, spec.config.get("data") or {})
 
     def make_task(accelerator, settings: TrainerSettings) -> PretrainTask:
         world = accelerator.num_processes

@@ -355,3 +355,25 @@ def test_a_global_batch_that_replaces_the_batch_size_says_so(caplog):
         assert _per_device_batch(settings, world=1) == 32
     assert "trainer.global_batch_size=64 sets the batch per device to 32" in caplog.text
     assert "trainer.batch_size=16 is not used" in caplog.text
+
+
+def test_data_settings_other_than_the_corpus_are_refused_before_the_run(tiny_data, tmp_path):
+    """data.sources (and the other keys a corpus is made from) that are not what data.name's corpus was prepared
+    with: one error naming the key, both values and the command to prepare it, before any run file is written."""
+    from linformer.data.corpus import check_corpus_settings
+    from linformer.errors import CorpusError
+
+    corpus = Path(tiny_data["corpus_dir"])
+    text = corpus.parent / "corpus.txt"
+    same = [f"data.name={corpus.name}", f"data.sources=[{text}]", "data.n=32", "data.val_fraction=0.1",
+            "data.max_documents=null"]
+    check_corpus_settings(str(corpus), compose_pretrain(tiny_data, *same).data)  # what made it: accepted
+    other = tmp_path / "mine.txt"
+    with pytest.raises(CorpusError, match=rf"data.sources=\[{other}\], but the corpus {corpus} .*prepared with "
+                                          rf"data.sources=\[{text}\]: .*prepare_corpus.py data.name=corpus"):
+        pretrain(compose_pretrain(tiny_data, *same, f"data.sources=[{other}]"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(CorpusError, match="data.val_fraction=0.5, but .* data.val_fraction=0.1"):
+        check_corpus_settings(str(corpus), compose_pretrain(tiny_data, *same, "data.val_fraction=0.5").data)
+    # a corpus_dir given as a path names its corpus itself: the data group's defaults are not compared with it
+    check_corpus_settings(str(corpus), compose_pretrain(tiny_data).data)
