@@ -46,9 +46,10 @@ from .io import (
     CORPUS_LAYOUT,
     checked_lines,
     expand_sources,
-    hub_offline,
-    hub_offline_error,
-    resolve_path,
+    hub_source,
+    is_hub_source,
+    load_hub_text,
+    resolve_sources,
     verify_sources,
 )
 from .tokenizer import load_tokenizer, tokenizer_hash
@@ -58,7 +59,6 @@ from .workers import children_die_with_parent
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-HUB_PREFIX = "hf:"
 
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
@@ -81,11 +81,8 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
     out: list[_Source] = []
     for given in sources:
         given = str(given)
-        if given.startswith(HUB_PREFIX):
-            name, _, config = given[len(HUB_PREFIX):].partition(":")
-            if hub_offline():
-                raise hub_offline_error(name)
-            out.append(_Source(given=given, hub=(name, config or None)))
+        if is_hub_source(given):
+            out.append(_Source(given=given, hub=hub_source(given)))
         else:
             for p in expand_sources([given]):
                 out.append(_Source(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
@@ -93,15 +90,7 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
 
 
 def _load_hub(src: _Source):
-    import datasets
-
-    name, config = src.hub
-    try:
-        ds = datasets.load_dataset(name, config, split="train")
-    except Exception as e:  # network, auth or unknown name: say which source failed
-        raise ConnectionError(f"could not load hub dataset {src.given!r}: {type(e).__name__}: {e}") from e
-    if "text" not in ds.column_names:
-        raise CorpusError(f"hub dataset {src.given!r} has no 'text' column (columns: {ds.column_names})")
+    ds = load_hub_text(src.given)
     src.sha256 = f"fingerprint:{ds._fingerprint}"
     return ds
 
@@ -362,11 +351,8 @@ CORPUS_KEYS = ("sources", "n", "val_fraction", "seed", "skip_bad_rows", "max_doc
 
 
 def _comparable(key: str, value):
-    """A data.* value as a comparison sees it: sources as absolute paths (hub sources as given), one source as a list."""
-    if key != "sources":
-        return value
-    sources = [value] if isinstance(value, str) else list(value or [])
-    return [str(s) if str(s).startswith(HUB_PREFIX) else resolve_path(s) for s in sources]
+    """A data.* value as a comparison sees it: sources as the library reads them (resolve_sources)."""
+    return resolve_sources(value) if key == "sources" else value
 
 
 def check_corpus_settings(out_dir: str, data: Mapping) -> None:

@@ -8,6 +8,7 @@ import glob
 import gzip
 import io
 import os
+import shlex
 import zlib
 from collections.abc import Iterator
 
@@ -18,8 +19,12 @@ from ..errors import CorpusError, HubOfflineError
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
-TEXT_SUFFIXES = (".txt", ".txt.gz")
+TEXT_SUFFIXES = (".txt", ".txt.gz")  # in any case: NOTES.TXT is text too
 CORPUS_LAYOUT = "plain text files (.txt or .txt.gz): one paragraph per line, a blank line between documents"
+HUB_PREFIX = "hf:"  # a corpus source hf:<name>[:<config>]: a hub dataset's train split, its `text` column
+_GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 @functools.cache
@@ -39,6 +44,13 @@ def default_data_mirror() -> str:
     return resolve_path(path_root("data_mirror"))
 
 
+def resolve_sources(sources) -> list[str]:
+    """Corpus sources (one or a list) as the library reads them: local files and globs resolved against the
+    repository (resolve_path), hub sources (hf:<name>[:<config>]) as given."""
+    sources = [sources] if isinstance(sources, str) else list(sources or [])
+    return [str(s) if is_hub_source(str(s)) else resolve_path(str(s)) for s in sources]
+
+
 def configured_path(config_name: str, key: str) -> str:
     """The path configs/<config_name>.yaml gives `key` (e.g. finetune's task_cache_dir, from configs/paths), resolved
     against the repository: the argparse scripts' defaults come from the configs, never a literal of their own."""
@@ -52,12 +64,15 @@ def expand_sources(sources: list[str] | str) -> list[str]:
     out: list[str] = []
     for src in sources:
         src = str(src)
+        if os.path.isdir(src):
+            raise CorpusError(f"corpus source {src!r} is a directory: give its text files, e.g. "
+                              f"{os.path.join(src, '*.txt')}; expected {CORPUS_LAYOUT}")
         matches = sorted(glob.glob(src)) if glob.has_magic(src) else ([src] if os.path.exists(src) else [])
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             raise FileNotFoundError(f"corpus source {src!r} matches no file; expected {CORPUS_LAYOUT}")
         for m in matches:
-            if not m.endswith(TEXT_SUFFIXES):
+            if not m.lower().endswith(TEXT_SUFFIXES):
                 raise CorpusError(f"corpus source {m!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
             if m not in out:
                 out.append(m)
@@ -68,6 +83,10 @@ def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
     """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
     stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file."""
     with open(path, "rb") as raw:
+        if raw.read(len(_GZIP_MAGIC)) != _GZIP_MAGIC:
+            raise CorpusError(f"{path}: not a gzip file (it does not start with gzip's bytes 1f 8b): a plain text "
+                              "file is named .txt, not .txt.gz; rename it, or compress it with gzip.")
+        raw.seek(0)
         try:
             with gzip.GzipFile(fileobj=raw) as f:
                 while f.read(chunk):
@@ -80,12 +99,16 @@ def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
 def verify_sources(paths: list[str]) -> None:
     """verify_gzip on every .gz file of `paths` (plain text needs no check)."""
     for p in paths:
-        if p.endswith(".gz"):
+        if _gzipped(p):
             verify_gzip(p)
 
 
+def _gzipped(path: str) -> bool:
+    return path.lower().endswith(".gz")
+
+
 def open_binary(path: str) -> io.BufferedIOBase:
-    if path.endswith(".gz"):
+    if _gzipped(path):
         return io.BufferedReader(gzip.open(path, "rb"), buffer_size=1 << 20)
     return open(path, "rb", buffering=1 << 20)
 
@@ -105,11 +128,19 @@ def decode_line(raw: bytes) -> tuple[str, int]:
 
 def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
     """Every line of the .txt/.txt.gz file `path` (blank ones too, without their line ending), as the corpus and the
-    tokenizer read text: bad UTF-8 becomes U+FFFD, counted in counts["replaced_chars"]; a line holding a NUL byte
-    (a binary file) is a CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in
-    counts["skipped_bad_rows"]."""
+    tokenizer read text: a UTF-8 byte order mark at its start is dropped, bad UTF-8 becomes U+FFFD, counted in
+    counts["replaced_chars"]; UTF-16 text is a CorpusError saying so; a line holding a NUL byte (a binary file) is a
+    CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in counts["skipped_bad_rows"]."""
     with open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
+            if lineno == 1:
+                raw = raw.removeprefix(_UTF8_BOM)
+                if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
+                    raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
+                                      f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
+            if _utf16(raw, lineno):
+                raise CorpusError(f"{path}: UTF-16 text; expected UTF-8 ({CORPUS_LAYOUT}): convert it, e.g. "
+                                  f"iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > {shlex.quote(_stem(path) + '-utf8.txt')}")
             text, replaced = decode_line(raw.rstrip(b"\r\n"))
             if "\x00" in text:
                 if not skip_bad_rows:
@@ -119,6 +150,59 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]
                 continue
             counts["replaced_chars"] += replaced
             yield text
+
+
+def _stem(path: str) -> str:
+    """`path` without its text suffix (.txt or .txt.gz, in any case)."""
+    return next((path[:-len(suffix)] for suffix in TEXT_SUFFIXES[::-1] if path.lower().endswith(suffix)), path)
+
+
+def _utf16(raw: bytes, lineno: int) -> bool:
+    """Whether a line read as bytes is UTF-16: the first line starts with its byte order mark, or a line of mostly
+    ASCII text has a NUL byte beside every character."""
+    if lineno == 1 and raw.startswith(_UTF16_BOMS):
+        return True
+    if b"\x00" not in raw:  # the common case, found at memchr's speed
+        return False
+    body = raw.rstrip(b"\r\n\x00")
+    return len(body) >= 4 and (body[1::2].count(0) >= len(body) // 2 - 1 or body[0::2].count(0) >= len(body) // 2 - 1)
+
+
+def is_hub_source(source: str) -> bool:
+    return str(source).startswith(HUB_PREFIX)
+
+
+def hub_source(source: str) -> tuple[str, str | None]:
+    """(name, config) of the corpus source hf:<name>[:<config>]; HubOfflineError at once where the hub is off."""
+    name, _, config = source[len(HUB_PREFIX):].partition(":")
+    if hub_offline():
+        raise hub_offline_error(name)
+    return name, config or None
+
+
+def load_hub_text(source: str):
+    """The train split of the hub dataset `source` (hf:<name>[:<config>]), which must have a `text` column: one
+    document per row. A dataset the hub does not give (no network, no such name, no access) is a HubOfflineError in
+    one line naming the source."""
+    import datasets
+
+    name, config = hub_source(source)
+    try:
+        ds = datasets.load_dataset(name, config, split="train")
+    except Exception as err:  # network, auth or unknown name: datasets raises many kinds, each the user's to fix
+        why = (str(err).strip().splitlines() or [""])[0]
+        raise HubOfflineError(f"hub dataset {source!r} could not be loaded ({type(err).__name__}: {why}): check the "
+                              f"name and the network, or use local {CORPUS_LAYOUT}") from err
+    if "text" not in ds.column_names:
+        raise CorpusError(f"hub dataset {source!r} has no 'text' column (columns: {ds.column_names})")
+    return ds
+
+
+def hub_lines(ds) -> Iterator[str]:
+    """A hub dataset's rows as corpus lines: each row's paragraphs (its lines), a blank line after each row."""
+    for row in ds:
+        yield from (row["text"] or "").split("\n")
+        yield ""
 
 
 def hub_offline() -> bool:

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
-from ..files import atomic_dir, check_output_dir, made_by
-from .io import checked_lines, expand_sources, verify_sources
+from ..files import atomic_dir, check_output_dir, listing, made_by
+from .io import checked_lines, expand_sources, hub_lines, hub_source, is_hub_source, load_hub_text, verify_sources
+from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -25,28 +26,40 @@ SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte before its first merge
 
 
-def _iter_line_batches(files: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
+def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
+    """The lines of one corpus source, a file or a hub dataset, read as prepare_corpus reads them."""
+    if is_hub_source(source):
+        return hub_lines(load_hub_text(source))
+    return checked_lines(source, skip_bad_rows, counts)
+
+
+def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
                        batch: int = 1000) -> Iterator[list[str]]:
-    """Non-empty lines of every file, in batches (the Rust trainer pre-tokenizes a batch in parallel), read as
-    prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same way)."""
+    """Non-empty lines of every source (a file or hf:<name>[:<config>]), in batches (the Rust trainer pre-tokenizes a
+    batch in parallel), read as prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same
+    way). With `max_lines`, a sample spread over the sources: each takes its first lines up to an equal share of
+    what is left, so a source shorter than its share leaves the rest to those after it. ``stats["per_source"]``
+    counts the lines taken from each."""
     buf: list[str] = []
-    for path in files:
+    for i, source in enumerate(sources):
+        share = None if max_lines is None else -(-(max_lines - stats["lines"]) // (len(sources) - i))  # ceil
+        taken = 0
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
-        for line in checked_lines(path, skip_bad_rows, counts):
+        for line in _source_lines(source, skip_bad_rows, counts) if share != 0 else ():
             if not line.strip():
                 continue
             buf.append(line)
-            stats["lines"] += 1
+            taken += 1
             stats["chars"] += len(line)
             if len(buf) >= batch:
                 yield buf
                 buf = []
-            if max_lines is not None and stats["lines"] >= max_lines:
+            if share is not None and taken >= share:
                 break
+        stats["lines"] += taken
+        stats["per_source"][source] = taken
         if counts["replaced_chars"]:
-            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", path, counts["replaced_chars"])
-        if max_lines is not None and stats["lines"] >= max_lines:
-            break
+            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", source, counts["replaced_chars"])
     if buf:
         yield buf
 
@@ -63,8 +76,9 @@ def train_tokenizer(
 ) -> str:
     """Train a byte-level BPE on `files` (.txt or .txt.gz, globs allowed) and save it to `out_dir`.
 
-    `max_lines` trains on the first that many non-empty lines only (a sample is enough for the merges of a
-    large corpus). Returns `out_dir`. The save is atomic (``files.atomic_dir``) and checked by an encode/decode
+    `files` may also name hub datasets (hf:<name>[:<config>], their `text` column, as prepare_corpus reads them).
+    `max_lines` trains on a sample of that many non-empty lines, spread over the sources (an equal share of each,
+    from its start; a sample is enough for the merges of a large corpus). Returns `out_dir`. The save is atomic (``files.atomic_dir``) and checked by an encode/decode
     round trip before it replaces `out_dir`, which follows the output rule (``files.check_output_dir``): an earlier
     tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
     A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
@@ -85,15 +99,14 @@ def train_tokenizer(
     # setting are the ones trained with it false
     record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
     check_output_dir(out_dir, record, overwrite)  # before training, which can take minutes
-    paths = expand_sources(files)
-    verify_sources(paths)
-    stats = {"lines": 0, "chars": 0}
+    sources = _expand(files)
+    verify_sources([s for s in sources if not is_hub_source(s)])
     t0 = time.perf_counter()
-    hf_tok = _train_bpe(_iter_line_batches(paths, max_lines, stats, skip_bad_rows), vocab_size, min_frequency,
-                        show_progress)
+    trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency, show_progress)
+    hf_tok = _roberta_tokenizer(trained)
     seconds = time.perf_counter() - t0
     if stats["lines"] == 0:
-        raise CorpusError(f"empty corpus: no non-empty line in {paths}")
+        raise CorpusError(f"empty corpus: no non-empty line in {sources}")
 
     out = Path(out_dir)
     with atomic_dir(out, record, overwrite) as tmp:
@@ -107,7 +120,8 @@ def train_tokenizer(
     log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
                                                 "hash": tokenizer_hash(str(out))})
     print(
-        f"tokenizer: {stats['lines']:,} lines, {stats['chars'] / 1e6:.1f} M chars in {seconds:.1f} s "
+        f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
+        f"chars in {seconds:.1f} s "
         f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}"
     )
     if len(loaded) < vocab_size:
@@ -117,11 +131,29 @@ def train_tokenizer(
     return str(out)
 
 
-def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool):
-    """A RobertaTokenizer from a byte-level BPE trained on the text `batches` (lists of lines), the special tokens
-    at ids 0-3 (<s>, <pad>, </s>, <unk>) and <mask> stripping the space before it, as RoBERTa's."""
+def _expand(files: list[str]) -> list[str]:
+    """The sources in order: each file or glob's files (``io.expand_sources``), hub sources as given, each once."""
+    out: list[str] = []
+    for given in [files] if isinstance(files, str) else files:
+        if is_hub_source(str(given)):
+            hub_source(str(given))  # offline: refused now, not once training has read the sources before it
+        for source in [str(given)] if is_hub_source(str(given)) else expand_sources([given]):
+            if source not in out:
+                out.append(source)
+    return out
+
+
+def _read_from(per_source: dict[str, int]) -> str:
+    """Where a tokenizer's lines came from, for its output line: each source's name and count."""
+    return "from " + listing([f"{Path(s).name if not is_hub_source(s) else s} {n:,}" for s, n in per_source.items()])
+
+
+def _train_bpe(sources: list[str], max_lines: int | None, skip_bad_rows: bool, vocab_size: int, min_frequency: int,
+               show_progress: bool) -> tuple[str, dict]:
+    """A byte-level BPE trained on the lines of `sources` (``_iter_line_batches``), as the Rust tokenizer's JSON, and
+    the counts of what was read (lines, chars, per_source). The special tokens are only added to the vocabulary: a
+    "<s>" in the text is trained on as text, as prepare_corpus encodes it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AddedToken, RobertaTokenizer
 
     tok = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -133,8 +165,17 @@ def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
-    tok.train_from_iterator(batches, trainer=trainer)
-    model = json.loads(tok.to_str())["model"]
+    stats = {"lines": 0, "chars": 0, "per_source": {}}
+    tok.train_from_iterator(_iter_line_batches(sources, max_lines, stats, skip_bad_rows), trainer=trainer)
+    return tok.to_str(), stats
+
+
+def _roberta_tokenizer(trained: str):
+    """A RobertaTokenizer from a trained byte-level BPE's JSON, the special tokens at ids 0-3 (<s>, <pad>, </s>,
+    <unk>) and <mask> stripping the space before it, as RoBERTa's."""
+    from transformers import AddedToken, RobertaTokenizer
+
+    model = json.loads(trained)["model"]
     merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     hf_tok = RobertaTokenizer(
         vocab=model["vocab"],
@@ -145,6 +186,43 @@ def _train_bpe(batches, vocab_size: int, min_frequency: int, show_progress: bool
     if ids != [0, 1, 2, 3]:
         raise RuntimeError(f"special token ids are {ids}, expected [0, 1, 2, 3]")
     return hf_tok
+
+
+def _in_child(work, *args, poll_s: float = 0.2):
+    """``work(*args)`` in a forked child process while this one waits in short polls; its result, or its exception,
+    is handed back. Python runs a signal handler only between bytecodes of the main thread, so Ctrl-C during a long
+    call into native code (the Rust BPE trainer: minutes to an hour on a large corpus) would wait for the call to
+    end; here it stops the child at once, and nothing is left running (the child also dies with this process:
+    ``workers.children_die_with_parent``, which leaves Ctrl-C to this process)."""
+    import multiprocess
+
+    ctx = multiprocess.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    with children_die_with_parent():
+        child = ctx.Process(target=_child_main, args=(send, work, args), name="bpe-training", daemon=True)
+        child.start()
+    send.close()
+    try:
+        while not receive.poll(poll_s):
+            if not child.is_alive() and not receive.poll():
+                raise RuntimeError(f"the tokenizer's training process ended without a result (exit code "
+                                   f"{child.exitcode}); see its messages above")
+        ok, value = receive.recv()
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if not ok:
+        raise value
+    return value
+
+
+def _child_main(send, work, args) -> None:
+    try:
+        outcome = (True, work(*args))
+    except BaseException as err:  # handed to the parent, which raises it
+        outcome = (False, err)
+    send.send(outcome)
 
 
 # The files a tokenizer directory may hold (byte-level BPE, WordPiece, SentencePiece): one of them makes a folder a

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..data.io import resolve_path
+from ..data.io import resolve_path, resolve_sources
 from ..devices import resolve_device
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
@@ -81,7 +81,7 @@ class CorpusSpec(_Arguments):
         d = CorpusData.read(cfg.get("data") or {})
         top = _typed(cls, cfg, "")
         # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
-        return cls(sources=[s if s.startswith("hf:") else resolve_path(s) for s in d.sources],
+        return cls(sources=resolve_sources(d.sources),
                    tokenizer_dir=resolve_tokenizer_dir(str(top["tokenizer_dir"]), check=False),
                    out_dir=resolve_path(str(top["out_dir"])), n=d.n, val_fraction=d.val_fraction,
                    num_proc=d.num_proc, seed=d.seed, skip_bad_rows=d.skip_bad_rows, max_documents=d.max_documents,
@@ -106,7 +106,7 @@ class TokenizerSpec(_Arguments):
         cfg = plain_config(cfg)
         d = CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
         top = {k: v for k, v in _typed(cls, cfg, "").items() if k != "skip_bad_rows"}
-        return cls(**top | {"files": [resolve_path(f) for f in top["files"] or []],
+        return cls(**top | {"files": resolve_sources(top["files"]),
                             "out_dir": resolve_path(str(top["out_dir"])), "skip_bad_rows": d.skip_bad_rows})
 
 

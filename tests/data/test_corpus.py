@@ -442,3 +442,32 @@ def test_a_validation_split_far_above_its_fraction_is_said(tmp_path, corpus_file
     with caplog.at_level("WARNING", logger=corpus_mod.log.name):
         prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "q"), n=N, val_fraction=0.1, num_proc=1)
     assert "asked for" not in caplog.text  # 40 documents: the share is near the fraction
+
+
+def test_input_format_mistakes_are_named_for_what_they_are(tmp_path, tok_dir):
+    """A UTF-8 byte order mark is not text; UTF-16, plain text named .txt.gz, gzip named .txt and a directory are each
+    one error saying what the file is and the fix; an upper-case .TXT is text."""
+    from linformer.data.io import checked_lines
+
+    text = "Hello world. This is doc one.\nSecond paragraph.\n\nDoc two.\n"
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert next(checked_lines(str(bom), False, {"replaced_chars": 0, "skipped_bad_rows": 0})) == "Hello world. This is doc one."
+    for name, data, match in [
+        ("utf16.txt", text.encode("utf-16"), r"utf16.txt: UTF-16 text; .*iconv -f UTF-16 -t UTF-8 .*utf16-utf8.txt"),
+        ("utf16le.txt", text.encode("utf-16-le"), "utf16le.txt: UTF-16 text"),
+        ("plain.txt.gz", text.encode(), r"plain.txt.gz: not a gzip file .*named .txt, not .txt.gz"),
+        ("packed.txt", gzip.compress(text.encode()), r"packed.txt: gzip-compressed .*name it packed.txt.gz"),
+    ]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(CorpusError, match=match):
+            prepare_corpus([str(tmp_path / name)], tok_dir, str(tmp_path / "p"), n=8, val_fraction=0.0,
+                           skip_bad_rows=True)
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    with pytest.raises(CorpusError, match=rf"'{folder}' is a directory: give its text files, e.g. {folder}/\*.txt"):
+        prepare_corpus([str(folder)], tok_dir, str(tmp_path / "p"), n=8)
+    assert not (tmp_path / "p").exists()
+    (folder / "NOTES.TXT").write_text(text)
+    manifest = prepare_corpus([str(folder / "*")], tok_dir, str(tmp_path / "p"), n=8, val_fraction=0.0)
+    assert manifest["documents"] == 2

@@ -224,3 +224,83 @@ def test_a_vocabulary_smaller_than_asked_is_said_with_its_reason(corpus_file, tm
     assert "min_frequency=100000" in warning[0]
     train_tokenizer([str(corpus_file)], str(tmp_path / "full"), vocab_size=300, min_frequency=1, show_progress=False)
     assert "warning:" not in capsys.readouterr().out
+
+
+def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, monkeypatch, capsys):
+    """hf:<name>[:<config>] sources are kept as given by the tokenizer's config (not made repo paths), refused at once
+    offline, and read as prepare_corpus reads them (the `text` column, a document per row)."""
+    import datasets
+
+    from linformer.cli import compose
+    from linformer.data import io
+    from linformer.errors import HubOfflineError
+    from linformer.runconfig.data import TokenizerSpec
+
+    spec = TokenizerSpec.read(compose("tokenizer", ["data.sources=[hf:wikitext:wikitext-2-raw-v1]"]))
+    assert spec.files == ["hf:wikitext:wikitext-2-raw-v1"]
+    with pytest.raises(HubOfflineError, match="'wikitext'.*OFFLINE"):
+        train_tokenizer(spec.files, str(tmp_path / "t"), show_progress=False)
+    rows = {"text": ["the river runs by the old castle\nin winter", "", "a letter from the village doctor"]}
+    monkeypatch.setattr(io, "hub_offline", lambda: False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: datasets.Dataset.from_dict(rows))
+    out = train_tokenizer(["hf:wikitext:wikitext-2-raw-v1"], str(tmp_path / "t"), vocab_size=300, min_frequency=1,
+                          show_progress=False)
+    assert "3 lines (from hf:wikitext:wikitext-2-raw-v1 3)" in capsys.readouterr().out
+    assert AutoTokenizer.from_pretrained(out)("the river")["input_ids"][0] == 0
+
+
+def test_a_hub_dataset_that_cannot_be_read_is_one_error_line(monkeypatch):
+    """No network with the offline variables unset: datasets' own error becomes a HubOfflineError naming the source."""
+    import datasets
+
+    from linformer.data import io
+    from linformer.errors import HubOfflineError
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'wikitext' on the Hub (LocalEntryNotFoundError)\nmore lines")
+
+    monkeypatch.setattr(io, "hub_offline", lambda: False)
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    with pytest.raises(HubOfflineError) as err:
+        io.load_hub_text("hf:wikitext:wikitext-2-raw-v1")
+    assert "\n" not in str(err.value) and "'hf:wikitext:wikitext-2-raw-v1'" in str(err.value)
+    assert "Couldn't reach 'wikitext'" in str(err.value)
+
+
+def test_max_lines_is_a_sample_spread_over_the_files(tmp_path, corpus_file, capsys):
+    """Each file takes an equal share of max_lines from its start, a short file leaving the rest to those after it:
+    a later file is never left out of the sample, and the output line says how many lines came from each."""
+    first, second, third = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "c.txt"
+    first.write_text(corpus_file.read_text())
+    second.write_text("zorblaxian quuxification\n" * 50)
+    third.write_text("one\ntwo\n")
+    train_tokenizer([str(third), str(first), str(second)], str(tmp_path / "t"), vocab_size=300, min_frequency=1,
+                    max_lines=30, show_progress=False)
+    assert "30 lines (from c.txt 2, a.txt 14, b.txt 14)" in capsys.readouterr().out
+    tok = AutoTokenizer.from_pretrained(tmp_path / "t")
+    assert tok.tokenize("zorblaxian") == ["zorblaxian"]  # b.txt's word: it was read
+
+
+def test_ctrl_c_stops_the_bpe_training_at_once(monkeypatch):
+    """The training runs in a child process, so Ctrl-C is acted on within a poll, not after the (native) training."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from linformer.data import tokenizer as tokenizer_module
+    from linformer.errors import CorpusError
+
+    started = time.monotonic()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        tokenizer_module._in_child(time.sleep, 60)
+    assert time.monotonic() - started < 5
+    with pytest.raises(CorpusError, match="handed back"):  # the child's error is raised in the parent
+        tokenizer_module._in_child(_raise_corpus_error)
+
+
+def _raise_corpus_error():
+    from linformer.errors import CorpusError
+
+    raise CorpusError("handed back")
