@@ -58,7 +58,7 @@ from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # in every cache key: raised whenever the same sources and settings would give other blocks
 
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
@@ -198,11 +198,15 @@ class _Tokenize:
 
 
 def raw_tokenizer(tok):
-    """The fast tokenizer's backend without the padding and truncation a saved tokenizer.json may switch on
-    (sentence-transformers models pad every text to 128): a corpus is tokenized whole, then packed."""
+    """The fast tokenizer's backend as corpus text is encoded with it: without the padding and truncation a saved
+    tokenizer.json may switch on (sentence-transformers models pad every text to 128), since a corpus is tokenized
+    whole, then packed; and with its special tokens' text encoded as text (RoBERTa's raw-text encoding; transformers'
+    split_special_tokens): a "<s>" or "<mask>" in a web page is not a separator or a mask, whose ids only the packer
+    and the collator place."""
     backend = copy.deepcopy(tok.backend_tokenizer)
     backend.no_padding()
     backend.no_truncation()
+    backend.encode_special_tokens = True
     return backend
 
 

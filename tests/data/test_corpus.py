@@ -471,3 +471,25 @@ def test_input_format_mistakes_are_named_for_what_they_are(tmp_path, tok_dir):
     (folder / "NOTES.TXT").write_text(text)
     manifest = prepare_corpus([str(folder / "*")], tok_dir, str(tmp_path / "p"), n=8, val_fraction=0.0)
     assert manifest["documents"] == 2
+
+
+def test_special_token_text_in_the_sources_is_text(tmp_path, corpus_file):
+    """"<s>", "</s>", "<mask>" and "<pad>" written in the text are encoded as the text they are: the only special ids
+    in the blocks are those the packer places (a block's <s> and </s>). The tokenizer trains on them as text too."""
+    text = ("The price was <s>ten</s> five dollars.\nUse <mask> and <pad> in templates, or [CLS] and <unk>.\n" * 4)
+    source = tmp_path / "special.txt"
+    source.write_text(corpus_file.read_text() + "\n" + text)
+    tok_dir = train_tokenizer([str(source)], str(tmp_path / "tok"), vocab_size=400, min_frequency=1,
+                              show_progress=False)
+    manifest = prepare_corpus([str(source)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
+    rows = load_prepared(str(tmp_path / "p"), tok_dir)["train"]["input_ids"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    specials = set(tokenizer.all_special_ids)
+    sep = tokenizer.sep_token_id  # documents are joined by </s>: the one special id a body may hold
+    assert all(t not in specials or t == sep for r in rows for t in r[1:-1])
+    assert _bodies({"input_ids": rows}).count(sep) <= manifest["documents"] - 1  # no "</s>" of the text among them
+    decoded = tokenizer.decode(_bodies({"input_ids": rows}))
+    assert "The price was <s>ten</s> five dollars.\nUse <mask> and <pad>" in decoded
+    assert "<mask>" in tokenizer.convert_ids_to_tokens(tokenizer("a <mask>")["input_ids"])  # a mask the user asks for
