@@ -316,16 +316,25 @@ def _first_line(err: BaseException) -> str:
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:
-    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir` (its tokenizer.json; a damaged one is a
-    CheckpointError naming it)."""
-    path = Path(tokenizer_dir) / "tokenizer.json"
-    if not path.is_file():
+    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir`: its tokenizer.json (a damaged one is a
+    CheckpointError naming it), or for a folder without one (a BERT folder of vocab.txt) the fast tokenizer
+    transformers loads from it."""
+    folder = Path(tokenizer_dir)
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise FileNotFoundError(
-            f"{path} not found: expected a tokenizer directory written by train_tokenizer "
+            f"{folder / 'tokenizer.json'} not found: expected a tokenizer directory written by train_tokenizer "
             "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
         )
     # a corpus or run hashes it first: every file of it is checked then, not later
-    return _identity(check_tokenizer_dir(path.parent))
+    saved = check_tokenizer_dir(folder)
+    if saved is not None:
+        return _identity(saved)
+    loaded = load_tokenizer(str(folder))
+    if not getattr(loaded, "is_fast", False):
+        raise CheckpointError(f"{folder} holds a tokenizer transformers loads only as a slow (Python) tokenizer "
+                              f"({type(loaded).__name__}): give a folder with a tokenizer.json, or train one "
+                              "(python scripts/train_tokenizer.py)")
+    return tokenizer_identity(loaded.backend_tokenizer.to_str())
 
 
 def tokenizer_identity(serialised: str) -> str:

@@ -493,3 +493,22 @@ def test_special_token_text_in_the_sources_is_text(tmp_path, corpus_file):
     decoded = tokenizer.decode(_bodies({"input_ids": rows}))
     assert "The price was <s>ten</s> five dollars.\nUse <mask> and <pad>" in decoded
     assert "<mask>" in tokenizer.convert_ids_to_tokens(tokenizer("a <mask>")["input_ids"])  # a mask the user asks for
+
+
+def test_a_tokenizer_folder_without_tokenizer_json_packs_a_corpus(tmp_path, corpus_file):
+    """A BERT folder of vocab.txt (no tokenizer.json) is hashed by the fast tokenizer transformers loads from it."""
+    from linformer.data.corpus import check_corpus_vocabulary
+    from linformer.data.tokenizer import load_tokenizer
+
+    words = sorted({w.lower().strip(".") for w in corpus_file.read_text().split()})
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+    assert load_tokenizer(str(folder)).is_fast and not (folder / "tokenizer.json").exists()
+    assert tokenizer_hash(str(folder)) == tokenizer_hash(str(folder))
+    m = prepare_corpus([str(corpus_file)], str(folder), str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
+    assert m["tokenizer_hash"] == tokenizer_hash(str(folder)) and m["splits"]["train"]["blocks"] > 0
+    check_corpus_vocabulary(str(tmp_path / "p"), str(folder))
+    with pytest.raises(FileNotFoundError, match="nothing-here/tokenizer.json not found.*train_tokenizer"):
+        tokenizer_hash(str(tmp_path / "nothing-here"))
