@@ -22,7 +22,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -375,7 +375,8 @@ def check_corpus_settings(out_dir: str, data: Mapping) -> None:
         if ours != theirs:
             fix = shell_command("python", "scripts/prepare_corpus.py", f"data.name={data['name']}",
                                 f"data.tokenizer={data.get('tokenizer')}",
-                                *(f"data.{k}={_override(data[k])}" for k in CORPUS_KEYS if k in data), "overwrite=true")
+                                *(f"data.{k}={_override(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
+                                "overwrite=true")
             raise CorpusError(f"data.{key}={_override(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
                               f"prepared with data.{key}={_override(theirs)}: prepare it from these settings ({fix}), "
                               "or choose the data.name of a corpus prepared from them")
@@ -383,7 +384,7 @@ def check_corpus_settings(out_dir: str, data: Mapping) -> None:
 
 def _override(value) -> str:
     """A value as a Hydra override writes it (a list as [a,b], None as null)."""
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, Sequence) and not isinstance(value, str):  # a list, or a composed config's ListConfig
         return "[" + ",".join(str(v) for v in value) + "]"
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 

@@ -373,7 +373,8 @@ def test_data_settings_other_than_the_corpus_are_refused_before_the_run(tiny_dat
                                           rf"data.sources=\[{text}\]: .*prepare_corpus.py data.name=corpus"):
         pretrain(compose_pretrain(tiny_data, *same, f"data.sources=[{other}]"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    with pytest.raises(CorpusError, match="data.val_fraction=0.5, but .* data.val_fraction=0.1"):
+    with pytest.raises(CorpusError, match=rf"data.val_fraction=0.5, but .* data.val_fraction=0.1: .*'data.sources=\[{text}\]' "
+                                          r"data.n=32 data.val_fraction=0.5 .* overwrite=true\)"):
         check_corpus_settings(str(corpus), compose_pretrain(tiny_data, *same, "data.val_fraction=0.5").data)
     # a corpus_dir given as a path names its corpus itself: the data group's defaults are not compared with it
     check_corpus_settings(str(corpus), compose_pretrain(tiny_data).data)
