@@ -139,8 +139,9 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]
                     raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
                                       f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
             if _utf16(raw, lineno):
+                converted = shlex.quote(_stem(path) + "-utf8.txt")
                 raise CorpusError(f"{path}: UTF-16 text; expected UTF-8 ({CORPUS_LAYOUT}): convert it, e.g. "
-                                  f"iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > {shlex.quote(_stem(path) + '-utf8.txt')}")
+                                  f"iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > {converted}")
             text, replaced = decode_line(raw.rstrip(b"\r\n"))
             if "\x00" in text:
                 if not skip_bad_rows:

@@ -78,9 +78,11 @@ def train_tokenizer(
 
     `files` may also name hub datasets (hf:<name>[:<config>], their `text` column, as prepare_corpus reads them).
     `max_lines` trains on a sample of that many non-empty lines, spread over the sources (an equal share of each,
-    from its start; a sample is enough for the merges of a large corpus). Returns `out_dir`. The save is atomic (``files.atomic_dir``) and checked by an encode/decode
-    round trip before it replaces `out_dir`, which follows the output rule (``files.check_output_dir``): an earlier
-    tokenizer trained with the same settings is replaced, anything else there is refused unless `overwrite`.
+    from its start; a sample is enough for the merges of a large corpus). Returns `out_dir`. The save is atomic
+    (``files.atomic_dir``) and checked by an encode/decode round trip before it replaces `out_dir`, which follows the
+    output rule (``files.check_output_dir``): an earlier tokenizer trained with the same settings is replaced,
+    anything else there is refused unless `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
+    stops it at once, and nothing is written.
     A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
     (``io.checked_lines``: a line with a NUL byte is a CorpusError unless `skip_bad_rows`). A vocabulary that comes
     out smaller than `vocab_size` (too little text, or `min_frequency` too high) is said in a warning line.
