@@ -281,7 +281,7 @@ def test_max_lines_is_a_sample_spread_over_the_files(tmp_path, corpus_file, caps
     assert tok.tokenize("zorblaxian") == ["zorblaxian"]  # b.txt's word: it was read
 
 
-def test_ctrl_c_stops_the_bpe_training_at_once(monkeypatch):
+def test_ctrl_c_stops_the_bpe_training_at_once():
     """The training runs in a child process, so Ctrl-C is acted on within a poll, not after the (native) training."""
     import os
     import signal
@@ -291,11 +291,15 @@ def test_ctrl_c_stops_the_bpe_training_at_once(monkeypatch):
     from linformer.data import tokenizer as tokenizer_module
     from linformer.errors import CorpusError
 
-    started = time.monotonic()
-    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # once the child is started
-    with pytest.raises(KeyboardInterrupt):
-        tokenizer_module._in_child(time.sleep, 60)
-    assert time.monotonic() - started < 6  # not the 60 s the child would take
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a terminal's shell leaves it
+    try:
+        started = time.monotonic()
+        threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # once the child is started
+        with pytest.raises(KeyboardInterrupt):
+            tokenizer_module._in_child(time.sleep, 60)
+        assert time.monotonic() - started < 6  # not the 60 s the child would take
+    finally:
+        signal.signal(signal.SIGINT, previous)
     with pytest.raises(CorpusError, match="handed back"):  # the child's error is raised in the parent
         tokenizer_module._in_child(_raise_corpus_error)
 
