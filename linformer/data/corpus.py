@@ -495,6 +495,7 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
         "tokenizer_hash": tok_hash,
+        "vocabulary_sha256": vocabulary_sha256(tok),
         "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
         "sources": [
             {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
@@ -615,9 +616,17 @@ def _pack(tokd, lens: np.ndarray, doc_keys: list, work: Path, n: int, val_fracti
     return {name: p.close() for name, p in packers.items()}
 
 
+def vocabulary_sha256(tok) -> str:
+    """What ids a tokenizer gives: its vocabulary and special ids, whatever files hold them."""
+    payload = json.dumps([sorted(tok.get_vocab().items()), tok.all_special_ids])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
 def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
     """CorpusError unless the corpus was tokenized with ``tokenizer_dir``'s vocabulary: the same files, or another
-    copy of the same vocabulary and special tokens (a converted model re-saves its source's tokenizer)."""
+    copy of the same vocabulary and special tokens (a converted model re-saves its source's tokenizer). Compared
+    with the vocabulary the manifest recorded, not with the files at the recorded path, which may have been
+    trained again since."""
     manifest = read_manifest(out_dir)
     if manifest is None:
         raise CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST})")
@@ -625,6 +634,14 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
         return
     used = manifest.get("settings", {}).get("tokenizer_dir")
     ours = load_tokenizer(tokenizer_dir)
+    if manifest.get("vocabulary_sha256") is not None or \
+            (used is not None and os.path.realpath(used) == os.path.realpath(tokenizer_dir)):
+        if vocabulary_sha256(ours) != manifest.get("vocabulary_sha256"):  # a copy of another vocabulary, or the
+            raise CorpusError(                                             # same folder trained again since
+                f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with another vocabulary than "
+                f"{tokenizer_dir}'s now ({len(ours):,} tokens; it was prepared with {used}, which has changed or "
+                f"differs since): prepare the corpus again with tokenizer_dir={tokenizer_dir}")
+        return
     try:
         theirs = load_tokenizer(used)
     except (OSError, ValueError, TypeError) as err:
