@@ -529,3 +529,18 @@ def test_a_tokenizer_folder_without_tokenizer_json_packs_a_corpus(tmp_path, corp
     check_corpus_vocabulary(str(tmp_path / "p"), str(folder))
     with pytest.raises(FileNotFoundError, match="nothing-here/tokenizer.json not found.*train_tokenizer"):
         tokenizer_hash(str(tmp_path / "nothing-here"))
+
+
+@pytest.mark.parametrize("twice", ["same path", "overlapping glob", "a copy"])
+def test_a_text_given_twice_is_refused_before_it_is_read_twice(tmp_path, corpus_file, tok_dir, twice):
+    """A source listed twice (or matched by two globs, or copied under another name) was read twice, and one copy
+    of a document could sit in validation while the other trained."""
+    import shutil
+
+    here = tmp_path / "src"
+    here.mkdir()
+    shutil.copy(corpus_file, here / "a.txt")
+    sources = {"same path": [here / "a.txt", here / "a.txt"], "overlapping glob": [here / "*.txt", here / "a.txt"],
+               "a copy": [here / "a.txt", shutil.copy(corpus_file, tmp_path / "backup.txt")]}[twice]
+    with pytest.raises(CorpusError, match=r"(is given twice|holds the same text as .*a copy).*Give each text once"):
+        prepare_corpus([str(s) for s in sources], tok_dir, str(tmp_path / "p"), n=N, num_proc=1)
