@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte before its first merge
+# the BPE trainer reserves memory by the vocabulary asked for, and aborts the process (no Python error) far above
+# this; the largest vocabularies in use (XLM-R's) are a quarter of it
+LARGEST_VOCAB = 2**20
 
 
 def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
@@ -92,6 +95,10 @@ def train_tokenizer(
         if not (value is None and key == "max_lines") and \
                 (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{key}={value!r} must be a whole number of at least 1.")
+    if vocab_size > LARGEST_VOCAB:
+        raise ConfigError(f"vocab_size={vocab_size:,} is above {LARGEST_VOCAB:,}: the BPE trainer reserves memory "
+                          "by the size asked for and would abort the process; the largest vocabularies in use hold "
+                          "about 250,000 tokens.")
     if vocab_size < SMALLEST_VOCAB:  # the trainer would quietly give SMALLEST_VOCAB tokens
         raise ConfigError(f"vocab_size={vocab_size} is below the smallest byte-level BPE vocabulary, {SMALLEST_VOCAB} "
                           f"(256 bytes and {len(SPECIAL_TOKENS)} special tokens): ask for at least {SMALLEST_VOCAB}.")

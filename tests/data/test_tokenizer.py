@@ -96,6 +96,9 @@ def test_a_vocabulary_below_the_byte_alphabet_is_refused_before_training(corpus_
     assert not (tmp_path / "tok").exists()
     out = train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=261, show_progress=False)
     assert len(AutoTokenizer.from_pretrained(out)) == 261
+    # far above any vocabulary in use the Rust trainer reserved ~70 GB and aborted the process (exit 134)
+    with pytest.raises(ConfigError, match=r"^vocab_size=1,000,000,000 is above 1,048,576"):
+        train_tokenizer([str(corpus_file)], str(tmp_path / "big"), vocab_size=10**9, show_progress=False)
 
 
 def test_a_saved_tokenizers_hash_is_the_one_its_corpora_and_runs_recorded(tok_dir):
