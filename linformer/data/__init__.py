@@ -2,8 +2,7 @@
 
 from .collator import MLMCollator
 from .corpus import load_prepared, prepare_corpus
-from .metrics import compute_metrics
-from .tasks import TASKS, TaskSpec, get_task, load_task
+from .tasks import TASKS, TaskSpec, compute_metrics, get_task, load_task
 from .tokenizer import tokenizer_hash, train_tokenizer
 
 __all__ = [

@@ -4,9 +4,11 @@ Sources, in order: `data_dir` (a local task directory: GLUE tsv files, the mirro
 aclImdb folders) or, with `data_dir=None`, the Hugging Face hub (fails fast offline). Rows are not padded;
 batches are padded dynamically by `transformers.DataCollatorWithPadding`.
 
-Adding a GLUE task is one TaskSpec entry, e.g. MRPC:
+Adding a GLUE task is one TaskSpec entry (and its configs/task/<name>.yaml), e.g. MRPC:
     TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
              ("accuracy", "f1"), hub=("glue", "mrpc"), hub_fields=("sentence1", "sentence2"), mirror_subdir="glue/mrpc")
+A task of local files only leaves `hub` out; one of more than two labels scores F1 as "f1_macro" (``metrics.METRICS``).
+A TaskSpec is checked where it is defined: a mistake in it is a ConfigError naming the task, not a run that fails later.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import codecs
 import collections
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -25,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, HubOfflineError, TaskDataError
+from ..errors import ConfigError, HubOfflineError, TaskDataError, did_you_mean
 from ..files import atomic_dir, cache_key, made_by
 from .io import hub_offline, hub_offline_error
+from .metrics import check_metrics, score
 from .tokenizer import tokenizer_identity
 
 log = logging.getLogger(__name__)
@@ -41,14 +45,38 @@ class TaskSpec:
     label_names: tuple[str, ...]  # human-readable, index = label id
     raw_labels: tuple[str, ...]  # label values as written in the local files, index = label id
     metrics: tuple[str, ...] = ("accuracy",)
-    format: str = "glue_tsv"  # glue_tsv | imdb
+    format: str = "glue_tsv"  # one of FORMATS: glue_tsv | imdb
     files: dict = field(default_factory=lambda: {"train": "train.tsv", "eval": "dev.tsv"})
     eval_split: str = "dev"  # which original split `eval` is: GLUE dev; IMDB has none, so its test split
-    hub: tuple = ()  # (path, config) for datasets.load_dataset
+    hub: tuple = ()  # (path, config) for datasets.load_dataset; () for a task of local files only
     hub_fields: tuple[str, ...] = ()  # text columns on the hub (label column is "label")
     hub_splits: dict = field(default_factory=lambda: {"train": "train", "eval": "validation"})
     mirror_subdir: str = ""  # task directory under paths.data_mirror
     title: str = ""  # as tables name it (the paper's spelling)
+
+    def __post_init__(self):
+        """ConfigError naming the task for a spec that cannot be read or scored as it says."""
+        where = f"TaskSpec {self.name!r}"
+        if not 1 <= len(self.text_fields) <= 2:
+            raise ConfigError(f"{where}: text_fields={self.text_fields!r} must name one text column, or two (a pair)")
+        if len(self.label_names) != len(self.raw_labels) or len(self.raw_labels) < 2:
+            raise ConfigError(f"{where}: label_names {list(self.label_names)} and raw_labels {list(self.raw_labels)} "
+                              "must name the same labels (at least two), in the same order: index = label id")
+        if len(set(self.raw_labels)) != len(self.raw_labels):
+            raise ConfigError(f"{where}: raw_labels {list(self.raw_labels)} repeats a label")
+        if self.format not in FORMATS:
+            raise ConfigError(f"{where}: format={self.format!r} is not a reader{did_you_mean(self.format, FORMATS)};"
+                              f" the readers: {', '.join(FORMATS)}")
+        if self.format == "imdb" and (tuple(self.text_fields), self.label_field) != (("text",), "label"):
+            raise ConfigError(f"{where}: format='imdb' reads the columns text and label; text_fields="
+                              f"{self.text_fields!r}, label_field={self.label_field!r} need another reader")
+        for mapping, name in ((self.files, "files"), (self.hub_splits, "hub_splits")):
+            if set(mapping) != {"train", "eval"}:
+                raise ConfigError(f"{where}: {name}={mapping!r} must have the keys train and eval")
+        if self.hub and (len(self.hub) != 2 or not self.hub[0] or len(self.hub_fields) != len(self.text_fields)):
+            raise ConfigError(f"{where}: hub={self.hub!r} must be (path, config) with hub_fields naming its "
+                              f"{len(self.text_fields)} text column(s), or () for a task of local files only")
+        check_metrics(tuple(self.metrics), self.num_labels, where)
 
     @property
     def num_labels(self) -> int:
@@ -58,9 +86,21 @@ class TaskSpec:
     def is_pair(self) -> bool:
         return len(self.text_fields) == 2
 
+    @property
+    def hub_name(self) -> str:
+        return "/".join(p for p in self.hub if p)
+
     def elsewhere(self) -> str:
         """Where else the task's data can come from, for a message about files that are not there."""
-        return f"; or task.data_dir=null to read {'/'.join(p for p in self.hub if p)} from the Hugging Face hub"
+        if not self.hub:
+            return f" (task {self.name} has no hub dataset: task.data_dir must name its files)"
+        return f"; or task.data_dir=null to read {self.hub_name} from the Hugging Face hub"
+
+    def reading(self) -> dict:
+        """The fields that decide a split's rows and label ids (every field but those only naming or scoring them):
+        tokenized splits cached under another reading are not this spec's."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if k not in ("metrics", "title", "mirror_subdir", "eval_split")}
 
     def layout(self) -> str:
         if self.format == "imdb":
@@ -70,6 +110,8 @@ class TaskSpec:
         return (f"<data_dir>/{self.files['train']} and <data_dir>/{self.files['eval']}: GLUE tsv, tab-separated, "
                 f"no quoting, a header naming at least: {cols}")
 
+
+FORMATS = ("glue_tsv", "imdb")  # the readers of local task files (READERS)
 
 TASKS: dict[str, TaskSpec] = {
     t.name: t
@@ -96,10 +138,25 @@ MIRROR_TASKS = ("sst2", "imdb")
 TITLES = {name: spec.title for name, spec in TASKS.items()}  # the tables' column names
 
 
+class UnknownTaskError(ConfigError, KeyError):
+    """A task name that is not in TASKS (a KeyError too, as a registry lookup is)."""
+
+    __str__ = BaseException.__str__  # the message as written, not KeyError's repr of it
+
+
 def get_task(name: str) -> TaskSpec:
     if name not in TASKS:
-        raise KeyError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+        raise UnknownTaskError(f"task.name={name}: unknown task {name!r}{did_you_mean(name, TASKS)}; valid tasks: "
+                               f"{', '.join(sorted(TASKS))} (a task is a TaskSpec in TASKS, linformer/data/tasks.py,"
+                               " and a configs/task/<name>.yaml)")
     return TASKS[name]
+
+
+def compute_metrics(name: str, predictions, references) -> dict[str, float]:
+    """{metric: value} for each metric the task `name` names (``TaskSpec.metrics``: accuracy for every task, and F1
+    of the positive label 1 = duplicate for QQP). predictions are label ids (or logits of shape [N, num_labels],
+    argmaxed); references are label ids."""
+    return score(get_task(name).metrics, predictions, references)
 
 
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -324,7 +381,10 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
 
 
 def _read_hub(task_spec: TaskSpec, split: str) -> dict:
-    name = "/".join(x for x in task_spec.hub if x)
+    if not task_spec.hub:
+        raise ConfigError(f"task.data_dir=null: task {task_spec.name} has no hub dataset; set task.data_dir to the "
+                          f"folder of its files ({task_spec.layout()})")
+    name = task_spec.hub_name
     if hub_offline():
         raise hub_offline_error(name)
     import datasets
@@ -353,9 +413,14 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
     if not d.is_dir():
         raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}"
                                 f"{task_spec.elsewhere()}")
-    if task_spec.format == "imdb":
-        return _read_imdb(d, task_spec.files[split], task_spec, skip_bad_rows)
-    return _read_glue_tsv(d / task_spec.files[split], task_spec, skip_bad_rows)
+    return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
+
+
+# format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)
+READERS: dict[str, Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]] = {
+    "glue_tsv": lambda data_dir, split_file, spec, skip: _read_glue_tsv(data_dir / split_file, spec, skip),
+    "imdb": _read_imdb,
+}
 
 
 class _Encode:
@@ -368,7 +433,7 @@ class _Encode:
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
 
-CACHE_VERSION = 4  # bump when reading or encoding changes, so old cached splits are not reused
+CACHE_VERSION = 4  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
 LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 
@@ -493,7 +558,8 @@ class SplitOptions:
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions
               ) -> str | None:
-    """The ``files.cache_key`` of a tokenized split: source file contents (train and validation also depend on the
+    """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
+    label order, reader), source file contents (train and validation also depend on the
     eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
     options (the seed only where it draws). None (no caching) for hub data or a slow tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -504,7 +570,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
         return None  # reading will raise the layout error
     limit = options.limit(split)
     carved = split != "eval" and options.validation_fraction is not None
-    key = {"version": CACHE_VERSION, "task": name, "split": split, "max_length": max_length,
+    key = {"version": CACHE_VERSION, "task": get_task(name).reading(), "split": split, "max_length": max_length,
            "tokenizer": tokenizer_identity(backend.to_str()), "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}

@@ -256,9 +256,9 @@ def _eval_results(name: str, results: dict) -> dict:
     for task, row in results.items():
         if row.get("of") is not None and row.get("examples", row["of"]) < row["of"]:
             continue  # scored on a subset: the hub's model-index would read it as the split's score
-        spec = TASKS.get(task)  # known tasks name their hub dataset (glue/sst2, validation split)
+        spec = TASKS.get(task)  # a task with a hub dataset names it (glue/sst2, validation split); others their name
         dataset = dict(dataset_type=spec.hub[0], dataset_config=spec.hub[1], dataset_split=spec.hub_splits["eval"]) \
-            if spec else dict(dataset_type=task)
+            if spec and spec.hub else dict(dataset_type=task)
         evals += [EvalResult(task_type="text-classification", dataset_name=task, metric_type=metric,
                              metric_value=value, **dataset)
                   for metric, value in row["metrics"].items()

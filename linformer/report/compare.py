@@ -1,7 +1,8 @@
 """Compare run directories: a markdown table of final and best metrics, and PNG plots of metrics vs step.
 
-"final" is a metric's last logged value; "best" is its minimum for losses, perplexities and gradient norms and
-its maximum for accuracies, F1, throughput and MFU, with the step where it happened.
+"final" is a metric's last logged value; "best" is its maximum for the task metrics where more is better (their
+direction is the metric registry's, ``data.metrics.METRICS``, as finetuning's selection reads it), throughput and MFU,
+and its minimum otherwise (losses, perplexities, gradient norms), with the step where it happened.
 """
 
 from __future__ import annotations
@@ -13,18 +14,27 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..data.metrics import METRICS
+from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import DataError
 from ..files import atomic_write, made_by, output_files, save_figure
 from ..rundir import Run, find_runs, identity, load_run, named_paths, reported_scores
 
-# Shown when the user names no metrics, in this order, where any run has them.
-DEFAULT_METRICS = ["val_ppl", "val_loss", "loss", "val_accuracy", "val_f1", "eval_accuracy", "eval_f1", "tokens_per_s", "mfu"]
-HIGHER_IS_BETTER = ("accuracy", "f1", "tokens_per_s", "mfu", "matthews", "pearson", "spearman")
+# The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
+SPLIT_PREFIXES = ("val_", "eval_")
+# The training core's own metrics where more is better; every other one that is not a task metric is a loss, a
+# perplexity or a norm.
+THROUGHPUT = ("tokens_per_s", "mfu")
 CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment"]
 
 
 def higher_is_better(metric: str) -> bool:
-    return any(h in metric for h in HIGHER_IS_BETTER)
+    """Whether a logged metric's best is its maximum: a task metric (``val_<name>``, ``eval_<name>``) by its
+    registry entry, throughput and MFU; otherwise its minimum."""
+    if metric in THROUGHPUT:
+        return True
+    name = next((metric.removeprefix(p) for p in SPLIT_PREFIXES if metric.startswith(p)), metric)
+    return bool(score_higher_is_better(name))
 
 
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
@@ -70,9 +80,15 @@ def logged_metrics(runs: list[Run]) -> set[str]:
             if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def default_metrics() -> list[str]:
+    """Shown when the user names no metrics, in this order, where any run has them: every registered task metric
+    (``data.metrics.METRICS``) on either split."""
+    return ["val_ppl", "val_loss", "loss", *(f"{p}{m}" for p in SPLIT_PREFIXES for m in METRICS), "tokens_per_s", "mfu"]
+
+
 def available_metrics(runs: list[Run]) -> list[str]:
     keys = logged_metrics(runs)
-    return [m for m in DEFAULT_METRICS if m in keys]
+    return [m for m in default_metrics() if m in keys]
 
 
 def markdown_table(runs: list[Run], metrics: list[str]) -> str:
@@ -105,8 +121,9 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    maxed = [m for m in metrics if higher_is_better(m)]
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
-            f"Best = max for {', '.join(HIGHER_IS_BETTER)}; min otherwise.")
+            + (f"Best = max for {', '.join(maxed)}; min otherwise." if maxed else "Best = min."))
     if reported:
         note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
                  "model of the step named.")

@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ..data.io import resolve_path
+from ..data.tasks import get_task
 from ..errors import ConfigError, did_you_mean
 from ..modeling.values import fits_type
 
@@ -417,6 +418,7 @@ class TaskData:
         if task is None:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")
         refuse_unknown(task, cls.GROUP_KEYS, "task")
+        get_task(str(task.get("name")))  # a name without a TaskSpec: a ConfigError naming task.name, before any work
         data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
         subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")
         return cls(name=str(task.get("name")),

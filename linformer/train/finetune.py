@@ -29,6 +29,7 @@ from transformers import DataCollatorWithPadding
 
 from ..cli import shell_command
 from ..data import compute_metrics, get_task, load_task
+from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import COLUMNS, ExampleStream, token_lengths
 from ..data.tasks import split_info
 from ..data.tokenizer import load_tokenizer
@@ -65,15 +66,12 @@ def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, .
 
 class FinetuneTask(TrainingTask):
     stage = "finetune"
-    greater_is_better = True
     min_tokens_key = "min_train_tokens"  # the key min_train_tokens(run) reads, for the error naming it
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
         seed = self.seed = run.seed
-        try:
-            self.task_spec = get_task(run.task.name)
-        except KeyError as err:
-            raise ConfigError(f"task={run.task.name}: {err.args[0]}") from err
+        self.task_spec = get_task(run.task.name)
+        load_metrics(self.task_spec.metrics)  # a metric that cannot load fails the run now, not after its training
         self.from_scratch = self.starts_from_scratch(run)  # random weights in the model's architecture
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config
@@ -199,6 +197,10 @@ class FinetuneTask(TrainingTask):
     @property
     def main_metric(self) -> str:
         return f"val_{self.task_spec.metrics[0]}"
+
+    @property
+    def greater_is_better(self) -> bool:
+        return bool(higher_is_better(self.task_spec.metrics[0]))
 
     @staticmethod
     def _in_split_order(parts: list[torch.Tensor], order) -> list[int]:

@@ -34,10 +34,84 @@ def qnli_dir(tmp_path):
 
 
 def test_unknown_task():
-    with pytest.raises(KeyError, match="unknown task 'mnli'.*imdb, qnli, qqp, sst2"):
+    """An unknown name is a ConfigError naming task.name (one error line), and a KeyError, as a registry lookup is;
+    the valid tasks are the registry's, whatever it holds."""
+    with pytest.raises(ConfigError, match=rf"task.name=mnli: unknown task 'mnli'.*valid tasks: {', '.join(sorted(tasks.TASKS))}"):
         get_task("mnli")
     with pytest.raises(KeyError, match="valid tasks"):
         load_task("cola", None, None, 8)
+
+
+AG_HEADER = "title\tclass\n"
+
+
+def _agnews(**fields):
+    """A local-only task of four labels (no hub), as a contributor adds one."""
+    spec = {"text_fields": ("title",), "label_field": "class", "label_names": ("world", "sports", "business", "sci"),
+            "raw_labels": ("world", "sports", "business", "sci")} | fields
+    return tasks.TaskSpec("agnews", **spec)
+
+
+@pytest.fixture
+def agnews_dir(tmp_path, monkeypatch):
+    monkeypatch.setitem(tasks.TASKS, "agnews", _agnews())
+    labels = ("world", "sports", "business", "sci")
+    rows = [(f"headline {i} about {labels[i % 4]}", labels[i % 4]) for i in range(16)]
+    _write(tmp_path / "agnews/train.tsv", AG_HEADER, rows)
+    _write(tmp_path / "agnews/dev.tsv", AG_HEADER, [(f"other {t}", y) for t, y in rows[:8]])
+    return tmp_path / "agnews"
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"format": "jsonl"}, r"TaskSpec 'agnews': format='jsonl' is not a reader; the readers: glue_tsv, imdb"),
+    ({"format": "imbd"}, r"format='imbd' is not a reader \(did you mean imdb\?\)"),
+    ({"label_names": ("world", "sports")}, r"label_names \['world', 'sports'\] and raw_labels .* same labels"),
+    ({"raw_labels": ("a", "a", "b", "c")}, "repeats a label"),
+    ({"metrics": ("accuracy", "mcc")}, r"unknown metric 'mcc'; the metrics: accuracy, f1, f1_macro"),
+    ({"metrics": ("accuracy", "f1")}, "metric 'f1' scores the positive label of a task of two labels, this task has 4"),
+    ({"metrics": ("f1",)}, "use 'f1_macro'"),
+    ({"metrics": ()}, "metrics is empty"),
+    ({"format": "imdb"}, "format='imdb' reads the columns text and label"),
+    ({"text_fields": ("a", "b", "c")}, "must name one text column, or two"),
+    ({"hub": ("ag_news",)}, r"hub=\('ag_news',\) must be \(path, config\)"),
+    ({"files": {"train": "train.tsv"}}, "files=.* must have the keys train and eval"),
+])
+def test_a_task_spec_is_checked_where_it_is_defined(fields, message):
+    """A TaskSpec was taken as written: an unknown format read as GLUE TSV, too few label names failed the first
+    training step, an unknown or unsuitable metric failed the run after its training."""
+    with pytest.raises(ConfigError, match=message):
+        _agnews(**fields)
+
+
+def test_every_format_has_a_reader():
+    assert set(tasks.READERS) == set(tasks.FORMATS)
+    assert {spec.format for spec in tasks.TASKS.values()} <= set(tasks.FORMATS)
+
+
+def test_an_edited_task_spec_does_not_reuse_its_cached_splits(agnews_dir, tokenizer, tmp_path, monkeypatch):
+    """The task cache was keyed by the task's name and files: a TaskSpec whose labels were put in another order
+    reused the splits tokenized with the old label ids, and every prediction was then named wrongly."""
+    cache = str(tmp_path / "cache")
+    first = load_task("agnews", str(agnews_dir), tokenizer, 32, cache_dir=cache)
+    assert first["train"]["labels"][:4] == [0, 1, 2, 3]
+    reordered = ("business", "sci", "world", "sports")
+    monkeypatch.setitem(tasks.TASKS, "agnews", _agnews(label_names=reordered, raw_labels=reordered))
+    again = load_task("agnews", str(agnews_dir), tokenizer, 32, cache_dir=cache)
+    assert again["train"]["labels"][:4] == [2, 3, 0, 1]
+    monkeypatch.setitem(tasks.TASKS, "agnews", _agnews(title="AG News", metrics=("f1_macro",)))
+    named = tasks.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, tasks.SplitOptions())
+    monkeypatch.setitem(tasks.TASKS, "agnews", _agnews())
+    assert named == tasks.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, tasks.SplitOptions())
+
+
+def test_a_task_without_a_hub_dataset_says_so(agnews_dir, tmp_path):
+    """A local-only task got hub advice with an empty name ("task.data_dir=null to read  from the hub"), and with
+    data_dir=null a load of hub dataset ''."""
+    with pytest.raises(ConfigError, match="task.data_dir=null: task agnews has no hub dataset; set task.data_dir"):
+        read_task_split("agnews", None, "train")
+    with pytest.raises(FileNotFoundError, match=r"has no hub dataset: task.data_dir must name its files\)$") as err:
+        read_task_split("agnews", str(tmp_path / "nowhere"), "train")
+    assert "Hugging Face" not in str(err.value)
 
 
 def test_qqp_fixture(qqp_dir, tokenizer):

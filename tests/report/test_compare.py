@@ -40,6 +40,21 @@ def test_best_is_not_final(tmp_path, make_run):
     assert (s["final"], s["best"], s["best_step"]) == (0.8, 0.9, 2)
 
 
+def test_a_metric_s_best_follows_its_registry_entry(tmp_path, make_run, monkeypatch):
+    """A metric's direction came from a list of words: a new metric such as "mcc" counted as lower-is-better, and
+    its "best" was its worst epoch."""
+    from linformer.data.metrics import METRICS, MetricSpec
+
+    monkeypatch.setitem(METRICS, "mcc", MetricSpec("accuracy", higher_is_better=True))
+    rows = [{"step": 40, "time": 1, "val_mcc": 0.38}, {"step": 80, "time": 2, "val_mcc": 1.0},
+            {"step": 120, "time": 3, "val_mcc": 0.9}]
+    run = load_run(make_run(tmp_path, "finetune", "ft", rows, task="sst2"))
+    s = summarize_run(run, ["val_mcc"])["val_mcc"]
+    assert (s["best"], s["best_step"]) == (1.0, 80)
+    table = compare_runs([run.path], tmp_path / "cmp")["table"]  # a registered metric is shown by default
+    assert "| val_mcc |" in table and "Best = max for val_mcc; min otherwise." in table
+
+
 def test_markdown_and_pngs(tmp_path, make_run):
     make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
     make_run(tmp_path / "out", "pretrain", "full", _pretrain_rows(0.5),

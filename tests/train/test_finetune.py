@@ -222,10 +222,67 @@ def test_a_model_directory_without_its_tokenizer_is_one_error_before_the_weights
 
 
 def test_unknown_task_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"task=sst3: no such option \(did you mean sst2\?\); the options: imdb, qnli, "
-                                          "qqp, sst2") as err:
+    options = ", ".join(sorted(p.stem for p in (REPO / "configs" / "task").glob("*.yaml")))
+    with pytest.raises(ConfigError, match=rf"task=sst3: no such option \(did you mean sst2\?\); the options: {options}"
+                       ) as err:
         compose_finetune("task=sst3", "model_path=x")
     assert "\n" not in str(err.value)
+
+
+def test_a_task_name_without_a_task_spec_is_one_error_naming_task_name():
+    """task.name=sst3 (or a configs/task yaml without its TaskSpec) was a KeyError traceback from the run's data
+    identity; it is refused where the config is read, before any work."""
+    from linformer.data import TASKS
+    from linformer.runconfig import FinetuneSpec
+
+    with pytest.raises(ConfigError, match=r"^task.name=sst3: unknown task 'sst3' \(did you mean sst2\?\); valid tasks: "
+                                          + ", ".join(sorted(TASKS))) as err:
+        FinetuneSpec.read(compose_finetune("task=sst2", "task.name=sst3", "model_path=x"))
+    assert "\n" not in str(err.value)
+
+
+@pytest.fixture
+def local_sst2(monkeypatch):
+    """SST-2 registered again as a task of local files only (no hub dataset), as a user's own task is."""
+    import dataclasses
+
+    from linformer.data import TASKS
+
+    spec = dataclasses.replace(TASKS["sst2"], name="mysst", hub=(), hub_fields=(), mirror_subdir="", title="")
+    monkeypatch.setitem(TASKS, "mysst", spec)
+    return spec
+
+
+def test_a_local_only_task_finetuned_from_a_converted_model_gets_its_card(tmp_path, sst2_dir, pretrained_run,
+                                                                         local_sst2):
+    """The card's model-index named every registered task's hub dataset (spec.hub[0]): a task without one failed the
+    run after its training and scoring (IndexError), with no results.json and no card."""
+    from linformer import LinformerForMaskedLM
+    from linformer.modeling.card import conversion_info, read_card_info, write_model_card
+
+    source = tmp_path / "source"
+    shutil.copytree(pretrained_run / "model", source)  # a model with a card, as a converted one has
+    write_model_card(source, conversion_info(str(pretrained_run / "model"), LinformerForMaskedLM.from_pretrained(source),
+                                             name="source"))
+    results, run = _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "task.name=mysst")
+    assert results["task"] == "mysst" and (run / "results.json").is_file()
+    card = (run / "best" / "README.md").read_text()
+    assert "model-index" in card and "type: mysst" in card
+    assert "mysst" in read_card_info(source)["results"]
+
+
+def test_the_task_s_metrics_load_before_any_training(tmp_path, sst2_dir, pretrained_run, monkeypatch):
+    """The metric modules were loaded at the final scoring: one that could not load (a read-only HF_HOME, where
+    evaluate copied them) failed the run after all its training."""
+    from linformer.data import metrics
+
+    def cannot_load(module):
+        raise PermissionError(13, "Permission denied", f"metric module {module}")
+
+    monkeypatch.setattr(metrics, "load_metric", cannot_load)
+    with pytest.raises(PermissionError, match="metric module accuracy"):
+        _run(tmp_path, sst2_dir, pretrained_run, "trainer.epochs=1")
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "best").exists()
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -436,6 +493,24 @@ def test_a_run_continues_only_on_the_task_data_it_started_on(tmp_path, pretraine
         _run(tmp_path, data, pretrained_run, "trainer.epochs=2", "trainer.allow_config_change=[trainer.epochs]")
     (run / "config.yaml").write_text("\n".join(x for x in config.splitlines() if not x.startswith("task_data_key")))
     _run(tmp_path, data, pretrained_run, "trainer.epochs=1")  # recorded without the key: the same run, complete
+
+
+def test_a_run_s_task_data_key_covers_how_its_task_spec_reads_the_files(sst2_dir, local_sst2, monkeypatch):
+    """task_data_key keyed the files alone: a run resumed after its TaskSpec put the labels in another order went on
+    with the other label ids, one run on two readings of its data."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from linformer.data import TASKS
+    from linformer.train.common import data_identity
+
+    spec = SimpleNamespace(corpus=None, task=SimpleNamespace(name="mysst", data_dir=str(sst2_dir)))
+    key = data_identity(spec)["task_data_key"]
+    monkeypatch.setitem(TASKS, "mysst", dataclasses.replace(local_sst2, label_names=("positive", "negative"),
+                                                            raw_labels=("1", "0")))
+    assert data_identity(spec)["task_data_key"] != key
+    monkeypatch.setitem(TASKS, "mysst", dataclasses.replace(local_sst2, title="My SST", metrics=("f1",)))
+    assert data_identity(spec)["task_data_key"] == key  # how it is named and scored is not what it trains on
 
 
 def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_dir, pretrained_run):
