@@ -122,6 +122,19 @@ def test_distillation_fits_the_student_to_the_teacher(tmp_path, teachers, teache
     assert "agrees with it on" in " ".join(read_json(run / "summary.json")["report"])
 
 
+def test_a_task_without_a_hub_dataset_distils_and_its_student_gets_a_card(tmp_path, teachers, monkeypatch):
+    """The student's card named every registered task's hub dataset (spec.hub[0]): distilling on a task of local
+    files only failed after its training, with no results.json and no card."""
+    import dataclasses
+
+    from linformer.data import TASKS
+
+    monkeypatch.setitem(TASKS, "mysst", dataclasses.replace(TASKS["sst2"], name="mysst", hub=(), hub_fields=()))
+    results = distill(_compose(teachers, "roberta", "task.name=mysst", "trainer.epochs=1"), tmp_path / "run")
+    assert results["task"] == "mysst" and (tmp_path / "run" / "results.json").is_file()
+    assert "type: mysst" in (tmp_path / "run" / "model" / "README.md").read_text()
+
+
 def test_hidden_states_term_and_two_learning_rates(teachers):
     """hidden_weight adds each layer's relative error to the KL; E/F get distill.lr_projections."""
     cfg = _compose(teachers, "roberta", "distill.hidden_weight=1.0")
