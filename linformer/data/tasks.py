@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TaskSpec:
+    """A classification task: how its local files are read (columns, label values in label-id order, reader), where
+    else its data is (the hub, the data mirror), and how it is scored (``metrics.METRICS`` entries; the first one
+    chooses the epoch). Checked where it is defined (``__post_init__``)."""
+
     name: str
     text_fields: tuple[str, ...]  # columns holding the text (one = single sentence, two = pair), local files
     label_field: str  # label column in the local files
