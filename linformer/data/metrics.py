@@ -81,7 +81,7 @@ def load_metric(module: str):
     if not path.is_file():
         known = sorted(p.name for p in METRIC_DIR.iterdir() if p.is_dir())
         raise ConfigError(f"no metric module {path}; packaged modules: {known}")
-    module_name = f"linformer_metric_modules.{module}"
+    module_name = f"linformer_metric_{module}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     code = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = code  # import_main_class finds the module by name
