@@ -166,7 +166,7 @@ def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any,
 
 
 # Identity keys that runs recorded before them lack: such a run is compared on the rest, not refused for the gap
-LATER_KEYS = ("task_data_key",)
+LATER_KEYS = ("task_data_key", "task_spec_key")
 
 
 def _is_model_default(key: str, value: Any) -> bool:

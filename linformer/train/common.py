@@ -98,9 +98,9 @@ def _flatten(config: Mapping) -> dict[str, Any]:
 def data_identity(spec) -> dict[str, str]:
     """What a run trains on, beyond its config's paths (which are operational: data may move): the prepared
     corpus's cache key (its sources' contents, tokenizer and packing) as ``corpus_cache_key``, and a task's data
-    files' contents with how its TaskSpec reads them (``TaskSpec.reading``: columns, label order, reader) as
-    ``task_data_key`` (a resume on edited files or an edited TaskSpec would mix two datasets, or two label orders, in
-    one run). Empty for what is not there (yet): the task then reports it; hub data has no files to key."""
+    files' contents as ``task_data_key`` and how its TaskSpec reads them (``TaskSpec.reading``: columns, label order,
+    reader) as ``task_spec_key`` (a resume on edited files or an edited TaskSpec would mix two datasets, or two label
+    orders, in one run). Empty for what is not there (yet): the task then reports it; hub data has no files to key."""
     out = {}
     corpus = spec.corpus
     key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
@@ -110,7 +110,8 @@ def data_identity(spec) -> dict[str, str]:
     if task is not None and task.data_dir is not None:
         files = task_files(task.name, task.data_dir)
         if files:
-            out["task_data_key"] = cache_key({"task": get_task(task.name).reading()}, files)
+            out["task_data_key"] = cache_key({"task": task.name}, files)
+            out["task_spec_key"] = cache_key(get_task(task.name).reading())
     return out
 
 

@@ -495,9 +495,10 @@ def test_a_run_continues_only_on_the_task_data_it_started_on(tmp_path, pretraine
     _run(tmp_path, data, pretrained_run, "trainer.epochs=1")  # recorded without the key: the same run, complete
 
 
-def test_a_run_s_task_data_key_covers_how_its_task_spec_reads_the_files(sst2_dir, local_sst2, monkeypatch):
-    """task_data_key keyed the files alone: a run resumed after its TaskSpec put the labels in another order went on
-    with the other label ids, one run on two readings of its data."""
+def test_a_run_s_identity_covers_how_its_task_spec_reads_the_files(sst2_dir, local_sst2, monkeypatch):
+    """task_data_key keys the files alone: a run resumed after its TaskSpec put the labels in another order went on
+    with the other label ids, one run on two readings of its data. task_spec_key keys the reading (a key of its
+    own, so that runs recorded before it, which lack it, still resume)."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -505,12 +506,13 @@ def test_a_run_s_task_data_key_covers_how_its_task_spec_reads_the_files(sst2_dir
     from linformer.train.common import data_identity
 
     spec = SimpleNamespace(corpus=None, task=SimpleNamespace(name="mysst", data_dir=str(sst2_dir)))
-    key = data_identity(spec)["task_data_key"]
+    key = data_identity(spec)
     monkeypatch.setitem(TASKS, "mysst", dataclasses.replace(local_sst2, label_names=("positive", "negative"),
                                                             raw_labels=("1", "0")))
-    assert data_identity(spec)["task_data_key"] != key
+    assert data_identity(spec)["task_spec_key"] != key["task_spec_key"]
+    assert data_identity(spec)["task_data_key"] == key["task_data_key"]  # the files' key is the files'
     monkeypatch.setitem(TASKS, "mysst", dataclasses.replace(local_sst2, title="My SST", metrics=("f1",)))
-    assert data_identity(spec)["task_data_key"] == key  # how it is named and scored is not what it trains on
+    assert data_identity(spec) == key  # how it is named and scored is not what it trains on
 
 
 def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_dir, pretrained_run):
