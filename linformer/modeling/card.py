@@ -440,7 +440,9 @@ def _usage_section(name: str, model_class: str) -> str:
             f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
             f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```\n\n"
             "Without the package, the model's code saved beside its weights (the `.py` files here; they need only torch "
-            "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained`.")
+            "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained` (the "
+            "tokenizer's and a `pipeline`'s too: transformers reads the model's config to find the tokenizer, and "
+            "otherwise asks whether to run the code).")
 
 
 def _number(x) -> str:
