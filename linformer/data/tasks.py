@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, HubOfflineError, TaskDataError, did_you_mean
+from ..errors import ConfigError, HubOfflineError, LinformerError, TaskDataError, did_you_mean
 from ..files import atomic_dir, cache_key, made_by
 from .io import hub_offline, hub_offline_error
 from .metrics import check_metrics, score
@@ -708,6 +708,21 @@ def load_task(
                 log.warning("task cache %s is damaged (%s: %s): tokenizing the split again to replace it", target,
                             type(err).__name__, str(err).splitlines()[0] if str(err) else "")
                 shutil.rmtree(target, ignore_errors=True)
+                if target.exists():  # another user's: it stays damaged, and this run keeps its own split
+                    log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached",
+                                target)
+                    target = None
         ds = _encode_split(*args)
-        out[split] = _save(ds, target) if target is not None else ds
+        out[split] = _cached(ds, target) if target is not None else ds
     return datasets.DatasetDict(out)
+
+
+def _cached(ds, target: Path):
+    """``_save``, or `ds` itself where the cache cannot be written (read-only, another user's, full): a cache only
+    spares the next run the tokenizing, so this one goes on."""
+    try:
+        return _save(ds, target)
+    except (LinformerError, PermissionError, OSError) as err:
+        log.warning("task cache %s cannot be written (%s): this run's split is not cached (task_cache_dir=null "
+                    "skips the cache, task_cache_dir=<dir> moves it)", target, str(err).splitlines()[0])
+        return ds

@@ -412,6 +412,34 @@ def test_a_damaged_cache_entry_is_tokenized_again_not_a_traceback_on_every_run(q
     assert list(third["train"]["labels"]) == list(labels)
 
 
+def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_dir, tokenizer, tmp_path, caplog,
+                                                                            monkeypatch):
+    """A damaged entry of another user's cache could not be removed: the tokenized split was then taken for another
+    process's save, and the damaged copy loaded again (a pyarrow traceback). A cache that cannot be written (read-only,
+    full) stopped the run after the tokenizing. The run goes on with its own split, and says so."""
+    import linformer.data.tasks as tasks
+    from linformer.errors import DiskFullError
+
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    ids = first["train"]["input_ids"][:]
+    del first
+    [arrow] = list(cache.glob("qqp-train-*/*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    monkeypatch.setattr(tasks.shutil, "rmtree", lambda *a, **k: None)  # another user's: removing it fails
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert list(again["train"]["input_ids"]) == list(ids) and "cannot be removed" in caplog.text
+    monkeypatch.undo()
+
+    def full(*args, **kwargs):
+        raise DiskFullError("no space left on device while writing the cache")
+
+    monkeypatch.setattr(tasks, "_save", full)
+    fresh = load_task("qqp", str(qqp_dir), tokenizer, max_length=32, cache_dir=str(cache))
+    assert len(fresh["train"]) == len(ids) and "cannot be written (no space left" in caplog.text
+    assert "task_cache_dir=null skips the cache" in caplog.text
+
+
 def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
     from datasets import Dataset
 
