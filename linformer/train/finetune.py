@@ -17,6 +17,7 @@ permutation seeded by (seed, e), so a resumed run sees exactly the batches the u
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,6 +48,8 @@ from ..modeling.loading import (
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, RunRecord
 from .core import Trainer, TrainingTask, run_training
+
+log = logging.getLogger(__name__)
 
 # The model's architecture as results.json records it: what a report's rows are told apart by.
 ARCH_KEYS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
@@ -139,6 +142,9 @@ class FinetuneTask(TrainingTask):
                               f"longer (the longest has {int(lengths.max())} tokens at trainer.max_length="
                               f"{self.max_length}): lower it, or read longer inputs (trainer.max_length, up to the "
                               "model's n)")
+        # max_train_examples draws its subset before this filter: say what is left of it
+        log.warning("%s=%d keeps %d of the %d train examples (those longer than %d tokens at trainer.max_length=%d)",
+                    self.min_tokens_key, self.min_tokens, len(keep), len(split), self.min_tokens, self.max_length)
         return split.select(keep.tolist())
 
     def min_train_tokens(self, run: FinetuneSpec) -> int | None:

@@ -381,7 +381,7 @@ def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_r
     assert json.loads(rb.read_text())["wall_time_s"] > at_stop["wall_time_s"]
 
 
-def test_min_train_tokens_trains_on_the_long_examples_only(tmp_path, sst2_dir, pretrained_run):
+def test_min_train_tokens_trains_on_the_long_examples_only(tmp_path, sst2_dir, pretrained_run, caplog):
     """min_train_tokens keeps the train examples longer than that after truncation (a lengthened classifier
     finetuned on the long reviews it was lengthened for), records the cut, and names the key when nothing is left."""
     from transformers import AutoTokenizer
@@ -393,6 +393,8 @@ def test_min_train_tokens_trains_on_the_long_examples_only(tmp_path, sst2_dir, p
     results, _ = _run(tmp_path, sst2_dir, pretrained_run, f"min_train_tokens={cut}", "trainer.epochs=1")
     assert results["num_train_examples"] == sum(n > cut for n in lengths) > 0
     assert results["min_train_tokens"] == cut and results["max_length"] == 32  # the model's n: lengths as truncated
+    kept = sum(n > cut for n in lengths)  # said, as max_train_examples draws before this filter
+    assert f"min_train_tokens={cut} keeps {kept} of the {len(rows)} train examples" in caplog.text
     with pytest.raises(ConfigError, match=rf"^min_train_tokens=500: none of the {len(rows)} train examples"):
         _run(tmp_path / "again", sst2_dir, pretrained_run, "min_train_tokens=500")
 
