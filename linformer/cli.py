@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import errno
 import functools
+import json
 import os
 import re
 import shlex
@@ -128,6 +129,20 @@ def _suffix(overrides: str | None) -> str:
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
 
 
+def _init_name(init_from, group: str, architecture: str) -> str:
+    """A pretraining run's default name before its seed: the model group and its attention for a fresh model; for an
+    MLM continuation, the model it continues, with the group's attention where a BERT/RoBERTa encoder is converted
+    by it (a saved Linformer keeps its own architecture, which its own name tells)."""
+    if init_from in (None, ""):
+        return f"{group}-{architecture}"
+    config = Path(resolve_path(str(init_from))) / "config.json"
+    try:
+        linformer = json.loads(config.read_text()).get("model_type") == "linformer"
+    except (OSError, ValueError, AttributeError):  # a hub name, or no readable config: the run says so later
+        linformer = False
+    return f"{model_name_of(init_from)}-mlm" if linformer else f"{model_name_of(init_from)}-{architecture}-mlm"
+
+
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
@@ -137,6 +152,7 @@ def register_resolvers() -> None:
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
         "suffix": _suffix,
+        "init_name": _init_name,
         "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
     }
     for name, fn in resolvers.items():

@@ -137,3 +137,17 @@ def test_a_run_directory_is_relative_to_the_repository_from_any_working_director
     modes = ("run", "sweep") if "sweep:" in (CONFIGS / f"{name}.yaml").read_text() else ("run",)
     for mode in modes:
         assert Path(str(cfg.hydra[mode].dir)).is_relative_to(CONFIGS.parent), (mode, cfg.hydra[mode].dir)
+
+
+def test_an_mlm_continuation_is_named_after_the_model_it_continues(tmp_path):
+    """pretrain.py init_from=<a converted Linformer> was named after the default model group (tiny, headwise), whose
+    settings the saved Linformer does not take: compare_runs showed another architecture than the one trained."""
+    saved = tmp_path / "minilm-linformer-n256-k32-layerwise"
+    saved.mkdir()
+    (saved / "config.json").write_text('{"model_type": "linformer"}')
+    assert compose("pretrain", [f"init_from={saved}"], with_hydra=True).run_name == \
+        "minilm-linformer-n256-k32-layerwise-mlm-s0"
+    # a BERT/RoBERTa encoder is converted by the group's attention settings: they name it too
+    assert compose("pretrain", ["init_from=minilm", "model.projected_dim=64"], with_hydra=True).run_name == \
+        "minilm-linformer-n128-k64-headwise-mlm-s0"
+    assert compose("pretrain", [], with_hydra=True).run_name == "tiny-linformer-n128-k32-headwise-s0"

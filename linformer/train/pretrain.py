@@ -78,8 +78,9 @@ def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
     path = resolve_model_path(init_from)
     if AutoConfig.from_pretrained(path).model_type == "linformer":
         model = load_pretrained(LinformerForMaskedLM, path)
-        log.info("init_from=%s: a Linformer (%s); model.* settings other than its own are not applied", init_from,
-                 model.config.attention_label)
+        log.warning("init_from=%s is a Linformer: it keeps its own architecture (%s, width %d, %d layers); the "
+                    "model group's settings are not applied (config.yaml records them as given)", init_from,
+                    model.config.attention_label, model.config.hidden_size, model.config.num_hidden_layers)
     else:
         keep = ("attention", "max_seq_len", "projected_dim", "sharing", "projection")
         # the model group's exact keys (the paper's Linformer unless it names them), not the converted default
