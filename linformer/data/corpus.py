@@ -646,7 +646,7 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
             (used is not None and os.path.realpath(used) == os.path.realpath(tokenizer_dir)):
         if vocabulary_sha256(ours) != manifest.get("vocabulary_sha256"):  # a copy of another vocabulary, or the
             raise CorpusError(                                             # same folder trained again since
-                f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with another vocabulary than "
+                f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with a vocabulary that differs from "
                 f"{tokenizer_dir}'s now ({len(ours):,} tokens; it was prepared with {used}, which has changed or "
                 f"differs since): prepare the corpus again with tokenizer_dir={tokenizer_dir}")
         return

@@ -187,8 +187,8 @@ def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
     out, _ = prepared
     other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=280, min_frequency=1,
                             show_progress=False)
-    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: corpus {out} was tokenized with another "
-                                          f"vocabulary than {other}'s now"):
+    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: corpus {out} was tokenized with a "
+                                          f"vocabulary that differs from {other}'s now"):
         load_prepared(str(out), other)
 
 
@@ -205,7 +205,7 @@ def test_a_tokenizer_trained_again_in_place_no_longer_reads_its_corpus(tmp_path,
                     show_progress=False)
     shutil.rmtree(tok)
     shutil.copytree(tmp_path / "again", tok)
-    with pytest.raises(CorpusError, match=f"was tokenized with another vocabulary than {tok}'s now"):
+    with pytest.raises(CorpusError, match=f"was tokenized with a vocabulary that differs from {tok}'s now"):
         load_prepared(str(tmp_path / "p"), str(tok))
 
 
