@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -89,14 +89,24 @@ _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_\-+./:@%~]+")  # what Hydra's override gr
 
 
 def hydra_override(key: str, value) -> str:
-    """``key=value`` as Hydra's override grammar reads it back: a value with a space, a quote, a comma or a
-    non-ASCII letter (a path like "my runs/ü") single-quoted, its quotes escaped; a plain one as it is."""
+    """``key=value`` as Hydra's override grammar reads it back (``hydra_value``)."""
+    return f"{key}={hydra_value(value)}"
+
+
+def hydra_value(value) -> str:
+    """A value as Hydra's override grammar reads it back: a list as [a,b], None as null, a flag as true/false; a
+    text with a space, a quote, a comma or a non-ASCII letter (a path like "my runs/ü") single-quoted, its quotes
+    escaped; a plain one as it is."""
+    if isinstance(value, Sequence) and not isinstance(value, str):  # a list, or a composed config's ListConfig
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
     text = str(value)
     if _PLAIN_VALUE.fullmatch(text):
-        return f"{key}={text}"
+        return text
     escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)  # backslashes before a quote doubled
     escaped = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped)        # and before the closing one
-    return f"{key}='{escaped}'"
+    return f"'{escaped}'"
 
 
 def _fail(message: str) -> None:

@@ -22,13 +22,13 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..cli import shell_command
+from ..cli import hydra_value, shell_command
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -383,18 +383,11 @@ def check_corpus_settings(out_dir: str, data: Mapping) -> None:
         if ours != theirs:
             fix = shell_command("python", "scripts/prepare_corpus.py", f"data.name={data['name']}",
                                 f"data.tokenizer={data.get('tokenizer')}",
-                                *(f"data.{k}={_override(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
+                                *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
                                 "overwrite=true")
-            raise CorpusError(f"data.{key}={_override(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
-                              f"prepared with data.{key}={_override(theirs)}: prepare it from these settings ({fix}), "
+            raise CorpusError(f"data.{key}={hydra_value(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
+                              f"prepared with data.{key}={hydra_value(theirs)}: prepare it from these settings ({fix}), "
                               "or choose the data.name of a corpus prepared from them")
-
-
-def _override(value) -> str:
-    """A value as a Hydra override writes it (a list as [a,b], None as null)."""
-    if isinstance(value, Sequence) and not isinstance(value, str):  # a list, or a composed config's ListConfig
-        return "[" + ",".join(str(v) for v in value) + "]"
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_manifest(out_dir: str) -> dict | None:
