@@ -274,6 +274,7 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
     """The nearest folder that exists already on the way to where Hydra will put the run of `cfg` (composed with its
     hydra node: the run directory itself when it exists; with mode "sweep", a --multirun's sweep directory); None
     when the config names no such directory."""
+    from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationKeyError
 
     try:
@@ -281,8 +282,16 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
     except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
         missing = re.search(r"key '([^']+)'", str(err))
         key = missing.group(1) if missing else "a key"
+        group, _, leaf = key.partition(".")
+        chosen = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None) if leaf else None
+        option = CONFIG_DIR / group / f"{chosen}.yaml"
+        if chosen is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
+            # the group is selected and its option's file lacks the key (a config of one's own)
+            raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which configs/{group}/{chosen}.yaml "
+                              f"does not give: add `{leaf}:` to it (as configs/{group}/ has it in its other options), "
+                              "or set run_name=...") from None
         raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which this command line removes or "
-                          f"leaves unset: select its config group again (e.g. {key.split('.')[0]}=...) rather than "
+                          f"leaves unset: select its config group again (e.g. {group}=...) rather than "
                           "removing it.") from None
     except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
         return None

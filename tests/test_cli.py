@@ -402,3 +402,20 @@ def test_a_plan_under_a_folder_with_a_space_composes_its_paths_whole(tmp_path):
     under = tmp_path / "my dir ü"
     cfg = compose("pretrain", list(Places.of(under).overrides))
     assert cfg.paths.output_dir == str(under / "outputs") and cfg.paths.data_dir == str(under / "data")
+
+
+def test_a_group_option_of_one_s_own_without_a_key_the_run_name_needs_is_named(tmp_path, monkeypatch):
+    """configs/model/<own>.yaml without `name:` was told that the command line removes model.name; the file is
+    named now. A key the command line removes keeps the advice to select the group again."""
+    import linformer.cli as cli
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "bare.yaml").write_text("hidden_size: 32\n")
+    (tmp_path / "model" / "tiny.yaml").write_text((cli.CONFIG_DIR / "model" / "tiny.yaml").read_text())
+    cfg = compose("pretrain", ["~model.name"], with_hydra=True)  # the command line removes it: tiny.yaml has it
+    with pytest.raises(ConfigError, match="which this command line removes or leaves unset"):
+        cli._run_dir_before(cfg)
+    monkeypatch.setattr(cli, "CONFIG_DIR", tmp_path)  # an option whose file gives no name
+    cfg.hydra.runtime.choices.model = "bare"
+    with pytest.raises(ConfigError, match=r"needs model.name, which .*model/bare.yaml does not give: add `name:`"):
+        cli._run_dir_before(cfg)
