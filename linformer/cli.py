@@ -444,12 +444,15 @@ def _added_overrides() -> list[str]:
     return [o for o in task if o.startswith("+") and not o.startswith("++")]
 
 
-def config_groups(config_name: str) -> list[str]:
-    """The config groups configs/<config_name>.yaml's defaults list selects: the only ones its script reads."""
+def _own_config(config_name: str) -> dict:
     import yaml
 
-    defaults = yaml.safe_load((CONFIG_DIR / f"{config_name}.yaml").read_text()).get("defaults") or []
-    entries = [next(iter(d)) for d in defaults if isinstance(d, dict)]
+    return yaml.safe_load((CONFIG_DIR / f"{config_name}.yaml").read_text()) or {}
+
+
+def config_groups(config_name: str) -> list[str]:
+    """The config groups configs/<config_name>.yaml's defaults list selects: the only ones its script reads."""
+    entries = [next(iter(d)) for d in _own_config(config_name).get("defaults") or [] if isinstance(d, dict)]
     return [e.removeprefix("override ").split("@")[0] for e in entries if e.split("@")[0] != "hydra"]
 
 
@@ -474,8 +477,10 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
             raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
                               f"selects no '{group}' group{launch}; the groups it reads: {', '.join(groups)}")
         if key.startswith("model."):
-            if "model" in compose(config_name):  # the command builds a model from model.*: LinformerConfig names
-                continue                          # a field it does not have
+            # the command builds a model from model.* (a group, or its own block): LinformerConfig names a field it
+            # does not have
+            if "model" in config_groups(config_name) or "model" in _own_config(config_name):
+                continue
             raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
                               "has no model settings; the model comes whole from model_path (convert or reshape "
                               "it first: python scripts/convert.py model_path=... model.<field>=...)")

@@ -635,26 +635,27 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
         return
     used = manifest.get("settings", {}).get("tokenizer_dir")
     ours = load_tokenizer(tokenizer_dir)
-    if manifest.get("vocabulary_sha256") is not None or \
-            (used is not None and os.path.realpath(used) == os.path.realpath(tokenizer_dir)):
-        if vocabulary_sha256(ours) != manifest.get("vocabulary_sha256"):  # a copy of another vocabulary, or the
-            raise CorpusError(                                             # same folder trained again since
-                f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with a vocabulary that differs from "
-                f"{tokenizer_dir}'s now ({len(ours):,} tokens; it was prepared with {used}, which has changed or "
-                f"differs since): prepare the corpus again with tokenizer_dir={tokenizer_dir}")
-        return
+    if vocabulary_sha256(ours) != _recorded_vocabulary(manifest, out_dir, tokenizer_dir):
+        raise CorpusError(
+            f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with a vocabulary that differs from "
+            f"{tokenizer_dir}'s now ({len(ours):,} tokens; it was prepared with {used}, which has changed or differs "
+            f"since): prepare the corpus again with tokenizer_dir={tokenizer_dir}")
+
+
+def _recorded_vocabulary(manifest: Mapping, out_dir: str, tokenizer_dir: str) -> str | None:
+    """The vocabulary_sha256 a corpus was tokenized with: its manifest's, or for a corpus recorded before the
+    manifest held it, that of the tokenizer at the path it names, unless that is `tokenizer_dir` itself, whose files
+    have changed since (their hash differs): None then, which no vocabulary matches."""
+    if manifest.get("vocabulary_sha256") is not None:
+        return manifest["vocabulary_sha256"]
+    used = manifest.get("settings", {}).get("tokenizer_dir")
+    if used is None or os.path.realpath(used) == os.path.realpath(tokenizer_dir):
+        return None
     try:
-        theirs = load_tokenizer(used)
+        return vocabulary_sha256(load_tokenizer(used))
     except (OSError, ValueError, TypeError) as err:
         raise CorpusError(f"corpus {out_dir} was prepared with tokenizer {used}, which cannot be read to compare "
                           f"with {tokenizer_dir}: {err}") from err
-    a, b = theirs.get_vocab(), ours.get_vocab()
-    if a != b or ours.all_special_ids != theirs.all_special_ids:
-        differ = len(set(a.items()) ^ set(b.items())) // 2 or abs(len(a) - len(b))
-        raise CorpusError(f"tokenizer/corpus mismatch: corpus {out_dir} was prepared with tokenizer {used}, whose "
-                          f"vocabulary differs from {tokenizer_dir}'s ({len(a):,} tokens vs {len(b):,}, about "
-                          f"{differ:,} of them differ or sit at other ids); prepare the corpus with "
-                          f"tokenizer_dir={tokenizer_dir}")
 
 
 def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
