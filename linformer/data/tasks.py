@@ -156,6 +156,23 @@ def get_task(name: str) -> TaskSpec:
     return TASKS[name]
 
 
+def labels_match(named, label_names) -> bool:
+    """Whether a classifier whose config names its labels `named` (id2label's values, by id) classifies a task's
+    `label_names`: the same names in the same order, any case; transformers' generic LABEL_<i> names match any task
+    of as many labels."""
+    named = [str(name) for name in named]
+    if len(named) != len(label_names):
+        return False
+    if all(re.fullmatch(r"LABEL_\d+", name) for name in named):
+        return True
+    return [name.lower() for name in named] == [name.lower() for name in label_names]
+
+
+def tasks_with_labels(named) -> list[str]:
+    """The names of the tasks (``TASKS``) a classifier of labels `named` classifies (``labels_match``)."""
+    return [name for name, spec in TASKS.items() if labels_match(named, spec.label_names)]
+
+
 def compute_metrics(name: str, predictions, references) -> dict[str, float]:
     """{metric: value} for each metric the task `name` names (``TaskSpec.metrics``: accuracy for every task, and F1
     of the positive label 1 = duplicate for QQP). predictions are label ids (or logits of shape [N, num_labels],

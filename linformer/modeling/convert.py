@@ -27,6 +27,7 @@ from transformers.models.auto.modeling_auto import (
 from transformers.utils import cached_file
 
 from ..cli import hydra_override, shell_command
+from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
@@ -530,7 +531,17 @@ def _next_command(out: Path, config: LinformerConfig) -> str:
     attention (E, F new) is finetuned on its task first; anything else is finetuned."""
     if not is_sequence_classifier(config):
         return shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", out))
+    task = _task_of(config)
     if config.attention == "full":
-        return shell_command("python", "scripts/distill.py", "task=<its task>", hydra_override("teacher_path", out),
+        return shell_command("python", "scripts/distill.py", task, hydra_override("teacher_path", out),
                              f"model.max_seq_len={config.max_seq_len}")
-    return shell_command("python", "scripts/finetune.py", "task=<its task>", hydra_override("model_path", out))
+    return shell_command("python", "scripts/finetune.py", task, hydra_override("model_path", out))
+
+
+def _task_of(config: LinformerConfig) -> str:
+    """The task= override for a classifier: the one task its labels name, else a placeholder naming the tasks of
+    as many labels (a classifier's generic LABEL_<i> names say nothing more)."""
+    tasks = tasks_with_labels([config.id2label[i] for i in range(config.num_labels)])
+    if len(tasks) == 1:
+        return f"task={tasks[0]}"
+    return f"task=<{'|'.join(tasks) if tasks else f'a {config.num_labels}-label task'}>"

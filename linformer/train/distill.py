@@ -17,7 +17,6 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from ..cli import hydra_override, shell_command
+from ..data.tasks import labels_match
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
@@ -59,8 +59,7 @@ def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) ->
         raise ConfigError(f"teacher_path={teacher_path} classifies {config.num_labels} labels, task={task} has "
                           f"{num_labels}: distill on the task the teacher was finetuned for.")
     named = [str(config.id2label[i]) for i in range(num_labels)] if config.id2label else []
-    if named and not all(re.fullmatch(r"LABEL_\d+", name) for name in named) and \
-            [n.lower() for n in named] != [n.lower() for n in label_names]:
+    if named and not labels_match(named, label_names):
         raise ConfigError(f"teacher_path={teacher_path} classifies {named}, task={task}'s labels are "
                           f"{list(label_names)}: distill on the task the teacher was finetuned for.")
     if getattr(config, "attention", "full") != "full":

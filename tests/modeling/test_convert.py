@@ -4,6 +4,7 @@ that, in full mode, give the source's outputs; their heads come over, and what s
 import json
 import logging
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -475,7 +476,20 @@ def test_the_script_keeps_a_classifier_source_a_classifier_with_its_labels(tmp_p
     # with projected attention the classifier is finetuned first (E, F are new): not a distillation teacher
     said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.projected_dim=8", f"model.max_seq_len={N}",
                       f"out_dir={tmp_path / 'lin'}")
-    assert f"next: python scripts/finetune.py 'task=<its task>' model_path={tmp_path / 'lin'}" in said
+    assert f"next: python scripts/finetune.py 'task=<a 3-label task>' model_path={tmp_path / 'lin'}" in said
+
+
+@pytest.mark.parametrize("labels, task", [(("NEGATIVE", "POSITIVE"), "task=sst2"), (("neg", "pos"), "task=imdb"),
+                                          (("LABEL_0", "LABEL_1"), "task=<sst2|qnli|qqp|imdb>"),
+                                          (("no", "yes"), "task=<a 2-label task>")])
+def test_the_next_command_names_the_task_a_classifiers_labels_name(labels, task):
+    """A converted classifier's next command (distill or finetune) names the task its labels are, where one is."""
+    from linformer.modeling.configuration import LinformerConfig
+    from linformer.modeling.convert import _next_command
+
+    config = LinformerConfig(id2label=dict(enumerate(labels)), architectures=["LinformerForSequenceClassification"],
+                             attention="full")
+    assert shlex.split(_next_command(Path("out"), config))[2] == task
 
 
 @pytest.mark.parametrize("source_class, config, left", [(RobertaModel, ROBERTA, ["roberta.pooler.dense"]),
