@@ -1,7 +1,8 @@
 """Long inputs, where the Linformer pays off: a finetuned full-attention classifier lengthened to n tokens against
 the same weights with Linformer attention, on the task's eval examples longer than the classifier's own limit.
 
-The classifier's positions are extended by Longformer's copy (``convert.from_linformer``); its Linformer twin
+The classifier (a finetuned BERT/RoBERTa-family one, or a Linformer in full mode) is converted at each n
+(``from_pretrained_encoder``), its positions extended by Longformer's copy; its Linformer twin
 keeps every weight and starts E and F as window means with the converted models' length policy. Nothing is trained
 at the new length, so accuracy here is what conversion alone keeps. Beside accuracy: agreement with the full model
 at the same n, and the forward time and peak memory per example at n tokens (the paper's setting; random weights of
@@ -25,10 +26,11 @@ from ..data.tasks import TASKS, load_task, longer_than
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
+from ..modeling import LinformerForSequenceClassification
 from ..modeling.configuration import exact_key_variants, exact_keys_label
-from ..modeling.convert import NO_EXACT_KEYS, check_settings, from_linformer, is_sequence_classifier
+from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
-from ..modeling.loading import finetuning_run_models, resolve_model_path
+from ..modeling.loading import finetuning_run_models, model_length, resolve_model_path
 from ..train.distill import check_same_vocabulary
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
@@ -52,19 +54,16 @@ class Examples:
 
 def prepare(given: str, task: str, ns: list[int], k: int, examples: int, students: list[str],
             rows: dict[str, dict] | None = None) -> Examples:
-    """Check the classifier (a finetuned Linformer classifier in full mode, n below every ``ns``, k below every n),
+    """Check the classifier (a finetuned one with full attention, n below every ``ns``, k below every n),
     the settings of the `rows` to be built from it (``variants``) and each student (a Linformer sequence classifier
     of the classifier's vocabulary), then draw ``examples`` of the task's eval examples longer than the classifier's
     n at random (0: all). ConfigError naming the option."""
     classifier, config = classifier_config(given, "--classifier")
-    base_n = getattr(config, "max_seq_len", None)
-    if config.model_type != "linformer" or getattr(config, "attention", None) != "full":
-        what = f"a {config.model_type} classifier"
-        if config.model_type == "linformer":
-            what = (f"a classifier with {config.attention_label} attention (the Linformer rows are built from the "
-                    "full-attention one)")
-        raise ConfigError(f"--classifier {given}: a finetuned Linformer classifier in full mode (a finetuning run of "
-                          f"a converted model), not {what}")
+    base_n = model_length(config)
+    if config.model_type == "linformer" and config.attention != "full":
+        raise ConfigError(f"--classifier {given}: a finetuned classifier with full attention (a BERT/RoBERTa-family "
+                          f"one, or a Linformer in full mode), not one with {config.attention_label} attention (the "
+                          "Linformer rows are built from the full-attention one)")
     if min(ns) <= base_n or k >= min(ns):
         raise ConfigError(f"--ns {ns} --k {k}: every n must be above the classifier's n = {base_n}, and k below "
                           "every n")
@@ -170,10 +169,10 @@ def predict(model, ids: list[list[int]], n: int, pad_id: int, batch_size: int,
 
 def variants(k: int, sharing: str, local_windows=(), global_positions=(0, -1), landmarks: bool = False,
              overlap: bool = False) -> dict[str, dict]:
-    """The rows ``measure`` builds from the classifier at each n: name -> the settings ``from_linformer`` takes
-    (besides max_seq_len)."""
+    """The rows ``measure`` builds from the classifier at each n: name -> the settings ``from_pretrained_encoder``
+    takes (besides max_seq_len)."""
     twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
-    rows = {"full": {}, f"linformer k={k}": twin}
+    rows = {"full": {"attention": "full"}, f"linformer k={k}": twin}
     for label, fields in exact_key_variants(local_windows, global_positions, landmarks, overlap).items():
         rows[f"linformer k={k} + {label}"] = {**twin, **fields}
     return rows
@@ -200,7 +199,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
     prediction)."""
     base = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
-    base_n = int(base.config.max_seq_len)
+    base_n = model_length(base.config)
     rows = []
 
     def row(name: str, n: int, attention: str, preds: np.ndarray, full: np.ndarray | None, cost: dict | None):
@@ -218,8 +217,9 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
                     None))
     rows_at_n = variants(k, sharing, local_windows, global_positions, landmarks, overlap)
     for n in ns:
-        models = {name: from_linformer(classifier, AutoModelForSequenceClassification, max_seq_len=n,
-                                       **fields).eval() for name, fields in rows_at_n.items()}
+        models = {name: LinformerForSequenceClassification.from_pretrained_encoder(classifier, max_seq_len=n,
+                                                                                   **fields).eval()
+                  for name, fields in rows_at_n.items()}
         for name, path in (students or {}).items():
             student = AutoModelForSequenceClassification.from_pretrained(path).eval()
             if student.config.max_seq_len >= n:  # inputs cut to n tokens, as every row's

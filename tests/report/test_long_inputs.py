@@ -66,6 +66,19 @@ def test_measure_reports_each_model_side_by_side(classifier):
     assert pairs.count("| as finetuned (n = 32) |") == 4  # every lengthened row against the truncated classifier
 
 
+def test_a_finetuned_hf_classifier_is_measured_as_its_full_mode_linformer_is(classifier):
+    """A BERT/RoBERTa-family classifier (a finetuning run's best/ of an HF encoder) is converted at each n as the
+    full-mode Linformer made from it is: the same rows, the same predictions."""
+    from pathlib import Path
+
+    ids, labels = _examples()
+    kw = dict(k=8, sharing="layerwise", pad_id=1, batch_size=4, cost_reps=1, progress=lambda _: None)
+    ours = long_inputs.measure(classifier, ids, labels, [2 * N], **kw)["rows"]
+    hf = long_inputs.measure(str(Path(classifier).parent / "roberta"), ids, labels, [2 * N], **kw)["rows"]
+    assert [(r["model"], r["n"]) for r in hf] == [(r["model"], r["n"]) for r in ours]
+    assert [r["predictions"] for r in hf] == [r["predictions"] for r in ours]
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--ns", "16", "--k", "8"], (f"error: --ns [16] --k 8: every n must be above the classifier's n = {N}, and k "
                                   "below every n")),
@@ -105,9 +118,9 @@ def test_local_global_rows_predictions_ratios_and_the_majority_rate(classifier):
     twin = rows[2]  # the FLOP ratio is the forward count of each row's own config, the Linformer's below full's
     assert rows[1]["gflops_vs_full"] == 1.0 and 0 < twin["gflops_vs_full"] < 1
     assert twin["gflops"] == pytest.approx(forward_flops_per_token(
-        long_inputs.from_linformer(classifier, long_inputs.AutoModelForSequenceClassification, max_seq_len=twin["n"],
-                                   attention="linformer", projected_dim=8, sharing="layerwise",
-                                   **long_inputs.NO_EXACT_KEYS).config, twin["n"]) * twin["n"] / 1e9)
+        LinformerForSequenceClassification.from_pretrained_encoder(
+            classifier, max_seq_len=twin["n"], **long_inputs.variants(8, "layerwise")["linformer k=8"]).config,
+        twin["n"]) * twin["n"] / 1e9)
     assert "(no interval: 9 examples)" in md  # 9 examples are too few for a 95% interval
     assert rows[3]["tensor_mib_vs_full"] == rows[3]["tensor_mib"] / rows[1]["tensor_mib"]
 
@@ -141,7 +154,7 @@ def test_a_classifier_with_projected_attention_is_refused_naming_its_attention(c
     with pytest.raises(SystemExit) as stop:
         load_script("long_inputs").main(["--classifier", str(tmp_path / "lin"), "--out", str(tmp_path / "r")])
     assert stop.value.code == 2
-    assert "not a classifier with linformer" in capsys.readouterr().err
+    assert "not one with linformer" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("attention", ["full", "linformer"])
@@ -342,14 +355,16 @@ def test_rows_only_at_the_ns_some_input_reaches_and_old_reports_say_which_are_no
 def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, monkeypatch):
     """overlap=True: each exact-key row again with the columns its exact keys hold masked (the converted default),
     built so (overlap_columns="mask") and named so."""
+    from linformer.modeling import convert
+
     built = []
-    real = long_inputs.from_linformer
+    real = convert.from_linformer  # what from_pretrained_encoder reshapes a saved Linformer with
 
     def spy(*args, **fields):
         built.append(fields)
         return real(*args, **fields)
 
-    monkeypatch.setattr(long_inputs, "from_linformer", spy)
+    monkeypatch.setattr(convert, "from_linformer", spy)
     ids, labels = _examples()
     result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
                                  cost_reps=1, local_windows=(8,), progress=lambda _: None, overlap=True)
