@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
-from ..modeling.convert import from_linformer, is_sequence_classifier, settings_named
+from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
@@ -68,26 +68,21 @@ def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) ->
 
 
 def load_teacher(teacher_path: str, n: int | None = None):
-    """The teacher classifier, frozen; with n above what it reads, lengthened to n tokens (its learned positions
-    copied, Longformer's recipe)."""
+    """The teacher classifier, frozen; with n above what it reads, lengthened to n tokens in full attention (a
+    BERT/RoBERTa-family classifier converted, head included; its learned positions copied, Longformer's recipe)."""
     config = AutoConfig.from_pretrained(teacher_path)
     if n is None or max_tokens(config, load_tokenizer(teacher_path, "teacher_path"), None, None) >= n:
         model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
-    elif config.model_type == "linformer":
-        model = from_linformer(teacher_path, AutoModelForSequenceClassification, max_seq_len=n)
-    else:  # a BERT/RoBERTa-family classifier: the same weights in full attention, head included
+    else:
         model = LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="full",
                                                                            max_seq_len=n)
     return model.eval().requires_grad_(False)
 
 
 def student_from_teacher(teacher_path: str, settings: dict):
-    """The teacher's weights (encoder and classifier) with Linformer attention set by ``settings``; E and F fresh."""
-    config = AutoConfig.from_pretrained(teacher_path)
-    if config.model_type != "linformer":  # a BERT/RoBERTa-family classifier: the conversion copies its head too
-        return LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="linformer",
-                                                                          **settings)
-    return from_linformer(teacher_path, AutoModelForSequenceClassification, **settings, attention="linformer")
+    """The teacher's weights (encoder and classifier, converted from a BERT/RoBERTa-family classifier or kept from
+    a Linformer's) with Linformer attention set by ``settings``; E and F fresh."""
+    return LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, **settings, attention="linformer")
 
 
 def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: str, student_path: str) -> None:
