@@ -199,7 +199,11 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
         if removed:
             return (f"{key.group(1)}: ~{removed} removes the {removed} group this key belongs to: keep the group "
                     f"({removed}=...) to set its keys.")
-        known = _known_keys(config_name, [o for o in overrides if not o.startswith(key.group(1) + "=")])
+        others = [o for o in overrides if not o.startswith(key.group(1) + "=")]
+        unlisted = _unlisted_shared_settings(config_name, others, key.group(1))
+        if unlisted:
+            return unlisted
+        known = _known_keys(config_name, others)
         return f"{key.group(1)}: no such key{did_you_mean(key.group(1), known)}; every setting is in configs/."
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
     available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
@@ -209,6 +213,43 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
                 f"the options: {', '.join(choices)}.")
     kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
     return " ".join(kept) or type(err).__name__
+
+
+def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) -> str | None:
+    """Why `key` is no key where the group's shared settings (configs/<group>/_settings.yaml) hold it but the chosen
+    option's defaults do not list them (a config of one's own), or None."""
+    group, _, field = key.partition(".")
+    if not field or field.split(".")[0] not in _shared_settings(group):
+        return None
+    try:
+        choice = compose(config_name, overrides, with_hydra=True).hydra.runtime.choices.get(group)
+    except ConfigError:
+        return None
+    if not choice or not (CONFIG_DIR / group / f"{choice}.yaml").is_file():
+        return None
+    return f"{key}: configs/{group}/{choice}.yaml lacks it: {_how_to_give(group, choice, field.split('.')[0])}."
+
+
+def _shared_settings(group: str) -> dict:
+    """configs/<group>/_settings.yaml: the settings every option of the group lists in its defaults ({} for none)."""
+    import yaml
+
+    shared = CONFIG_DIR / group / "_settings.yaml"
+    return (yaml.safe_load(shared.read_text()) or {}) if shared.is_file() else {}
+
+
+def _how_to_give(group: str, choice: str, field: str) -> str:
+    """How configs/<group>/<choice>.yaml, an option lacking `field`, comes to give it."""
+    if field in _shared_settings(group):
+        return (f"list _settings in its defaults after _self_ (configs/{group}/_settings.yaml holds the settings every "
+                f"{group} option shares), as configs/{group}/{_an_option(group, choice)}.yaml does")
+    return f"add `{field}:` to it (as configs/{group}/ has it in its other options)"
+
+
+def _an_option(group: str, besides: str) -> str:
+    """The first option of configs/<group>/ other than `besides` (a file to copy from)."""
+    return next(p.stem for p in sorted((CONFIG_DIR / group).glob("*.yaml"))
+                if not p.stem.startswith("_") and p.stem != besides)
 
 
 def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
@@ -288,8 +329,7 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
         if chosen is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
             # the group is selected and its option's file lacks the key (a config of one's own)
             raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which configs/{group}/{chosen}.yaml "
-                              f"does not give: add `{leaf}:` to it (as configs/{group}/ has it in its other options), "
-                              "or set run_name=...") from None
+                              f"does not give: {_how_to_give(group, chosen, leaf)}, or set run_name=...") from None
         raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which this command line removes or "
                           f"leaves unset: select its config group again (e.g. {group}=...) rather than "
                           "removing it.") from None

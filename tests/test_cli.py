@@ -404,6 +404,26 @@ def test_a_plan_under_a_folder_with_a_space_composes_its_paths_whole(tmp_path):
     assert cfg.paths.output_dir == str(under / "outputs") and cfg.paths.data_dir == str(under / "data")
 
 
+def test_an_option_of_one_s_own_without_the_shared_settings_is_told_to_list_them(tmp_path, monkeypatch):
+    """A model yaml written from scratch, without `_settings` in its defaults, lacks the settings every model option
+    shares: setting one names the file and the default to list, not "no such key"."""
+    import shutil
+
+    import linformer.cli as cli
+
+    shutil.copytree(cli.CONFIG_DIR, tmp_path / "configs")
+    (tmp_path / "configs" / "model" / "bare.yaml").write_text("name: bare\nhidden_size: 32\n")
+    monkeypatch.setattr(cli, "CONFIG_DIR", tmp_path / "configs")
+    with pytest.raises(ConfigError, match=r"^model.local_window: configs/model/bare.yaml lacks it: list _settings in "
+                                          r"its defaults after _self_ \(configs/model/_settings.yaml holds"):
+        compose("pretrain", ["model=bare", "model.local_window=8"])
+    with pytest.raises(ConfigError, match=r"^model.local_windw: no such key \(did you mean model.local_window"):
+        compose("pretrain", ["model.local_windw=8"])  # a misspelt key of a listing option stays a misspelling
+    cfg = compose("pretrain", ["model=bare"], with_hydra=True)
+    with pytest.raises(ConfigError, match=r"needs model.attention, which .*model/bare.yaml does not give: add "):
+        cli._run_dir_before(cfg)
+
+
 def test_a_group_option_of_one_s_own_without_a_key_the_run_name_needs_is_named(tmp_path, monkeypatch):
     """configs/model/<own>.yaml without `name:` was told that the command line removes model.name; the file is
     named now. A key the command line removes keeps the advice to select the group again."""
