@@ -49,6 +49,7 @@ from .io import (
     hub_source,
     is_hub_source,
     load_hub_text,
+    refuse_repeated_texts,
     resolve_sources,
     verify_sources,
 )
@@ -86,14 +87,7 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
         else:
             for p in expand_sources([given]):
                 out.append(_Source(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
-    first: dict[str, str] = {}  # a text's content -> the first file that holds it
-    for src in (s for s in out if s.path is not None):
-        if src.sha256 in first:
-            again = "is given twice (listed twice, or by overlapping globs)" if first[src.sha256] == src.path else \
-                f"holds the same text as {first[src.sha256]} (a copy)"
-            raise CorpusError(f"{src.path} {again}: its documents would be read twice and could land in both the "
-                              "training and the validation split. Give each text once in data.sources.")
-        first[src.sha256] = src.path
+    refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
     return out
 
 

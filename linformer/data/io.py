@@ -79,6 +79,21 @@ def expand_sources(sources: list[str] | str) -> list[str]:
     return out
 
 
+def refuse_repeated_texts(sources: list[tuple[str, str]]) -> None:
+    """CorpusError for the first text given twice among `sources` ((path or hub source, its content's hash, or the
+    hub source again), in order): a file listed twice or matched by overlapping globs, a copy under another name, a
+    hub dataset named twice. Its documents would be read twice, and in a corpus one copy could land in the training
+    split and the other in validation."""
+    first: dict[str, str] = {}  # a text's content -> the first source that holds it
+    for source, content in sources:
+        if content in first:
+            again = "is given twice (listed twice, or by overlapping globs)" if first[content] == source else \
+                f"holds the same text as {first[content]} (a copy)"
+            raise CorpusError(f"{source} {again}: its documents would be read twice and could land in both the "
+                              "training and the validation split. Give each text once in data.sources.")
+        first[content] = source
+
+
 def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
     """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
     stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file."""

@@ -16,8 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
-from ..files import atomic_dir, check_output_dir, listing, made_by
-from .io import checked_lines, expand_sources, hub_lines, hub_source, is_hub_source, load_hub_text, verify_sources
+from ..files import atomic_dir, check_output_dir, listing, made_by, sha256_file
+from .io import (
+    checked_lines,
+    expand_sources,
+    hub_lines,
+    hub_source,
+    is_hub_source,
+    load_hub_text,
+    refuse_repeated_texts,
+    verify_sources,
+)
 from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
@@ -141,14 +150,14 @@ def train_tokenizer(
 
 
 def _expand(files: list[str]) -> list[str]:
-    """The sources in order: each file or glob's files (``io.expand_sources``), hub sources as given, each once."""
+    """The sources in order: each file or glob's files (``io.expand_sources``), hub sources as given; a text given
+    twice is refused, as a corpus refuses it (``io.refuse_repeated_texts``)."""
     out: list[str] = []
     for given in [files] if isinstance(files, str) else files:
         if is_hub_source(str(given)):
             hub_source(str(given))  # offline: refused now, not once training has read the sources before it
-        for source in [str(given)] if is_hub_source(str(given)) else expand_sources([given]):
-            if source not in out:
-                out.append(source)
+        out.extend([str(given)] if is_hub_source(str(given)) else expand_sources([given]))
+    refuse_repeated_texts([(s, s) if is_hub_source(s) else (s, sha256_file(s)) for s in out])
     return out
 
 
