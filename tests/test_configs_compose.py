@@ -131,12 +131,15 @@ def test_a_sweep_over_a_key_outside_run_name_gives_each_job_its_own_folder(name,
 def test_a_run_directory_is_relative_to_the_repository_from_any_working_directory(name, start, tmp_path,
                                                                                    monkeypatch):
     """Run from another directory, a run went under the cwd while the code read every relative path (model_path=
-    outputs/pretrain/...) from the repository: the same relative path meant two places."""
+    outputs/pretrain/...) from the repository: the same relative path meant two places. A sweep (-m) of any command
+    goes under the repository too, not Hydra's multirun/ under the cwd, each job in a folder of its own."""
     monkeypatch.chdir(tmp_path)
     cfg = compose(name, start, with_hydra=True)
-    modes = ("run", "sweep") if "sweep:" in (CONFIGS / f"{name}.yaml").read_text() else ("run",)
-    for mode in modes:
+    for mode in ("run", "sweep"):
         assert Path(str(cfg.hydra[mode].dir)).is_relative_to(CONFIGS.parent), (mode, cfg.hydra[mode].dir)
+    key = {"corpus": "data.seed", "tokenizer": "vocab_size", "benchmark": "competing"}.get(name, "seed")
+    jobs = [compose(name, [*start, f"{key}={value}"], with_hydra=True).hydra.sweep.subdir for value in (300, 400)]
+    assert jobs[0] != jobs[1] and all("/" not in job.removeprefix("multirun/") for job in jobs)
 
 
 def test_an_mlm_continuation_is_named_after_the_model_it_continues(tmp_path):
