@@ -437,8 +437,9 @@ def prepare_corpus(
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
     # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
+    used = os.path.abspath(tokenizer_dir) if os.path.exists(tokenizer_dir) else tokenizer_dir  # a hub name as given
     record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
-                                        "tokenizer_dir": os.path.abspath(tokenizer_dir)})
+                                        "tokenizer_dir": used})
     check_output_dir(out, record, overwrite)  # before the sources are read
     verify_sources([s.path for s in srcs if s.path])
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:

@@ -336,8 +336,12 @@ def _first_line(err: BaseException) -> str:
 def tokenizer_hash(tokenizer_dir: str) -> str:
     """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir`: its tokenizer.json (a damaged one is a
     CheckpointError naming it), or for a folder without one (a BERT folder of vocab.txt) the fast tokenizer
-    transformers loads from it."""
+    transformers loads from it; for a hub name, the hub's tokenizer."""
+    from ..modeling.loading import names_local_folder  # here: modeling reads its tokenizers through this module
+
     folder = Path(tokenizer_dir)
+    if not folder.exists() and not names_local_folder(str(tokenizer_dir)):  # a hub name: the hub's tokenizer
+        return _loaded_identity(load_tokenizer(str(tokenizer_dir)), str(tokenizer_dir))
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise FileNotFoundError(
             f"{folder / 'tokenizer.json'} not found: expected a tokenizer directory written by train_tokenizer "
@@ -347,9 +351,13 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     saved = check_tokenizer_dir(folder)
     if saved is not None:
         return _identity(saved)
-    loaded = load_tokenizer(str(folder))
+    return _loaded_identity(load_tokenizer(str(folder)), str(folder))
+
+
+def _loaded_identity(loaded, where: str) -> str:
+    """``tokenizer_identity`` of a loaded fast tokenizer; CheckpointError naming `where` for a slow one."""
     if not getattr(loaded, "is_fast", False):
-        raise CheckpointError(f"{folder} holds a tokenizer transformers loads only as a slow (Python) tokenizer "
+        raise CheckpointError(f"{where} holds a tokenizer transformers loads only as a slow (Python) tokenizer "
                               f"({type(loaded).__name__}): give a folder with a tokenizer.json, or train one "
                               "(python scripts/train_tokenizer.py)")
     return tokenizer_identity(loaded.backend_tokenizer.to_str())

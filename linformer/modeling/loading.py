@@ -76,9 +76,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
                               f"last step?): continue it with its own command, or save a checkpoint as a model with "
                               f"{shell_command('python', 'scripts/export.py', p)}.")
-    # a/b whose folder a exists here is a path with a typo, not the hub's user a (outputs/typo, say)
-    local_parent = Path(model_path).parent != Path(".") and p.parent.is_dir()
-    if p.exists() or names_a_path(model_path) or local_parent:
+    if p.exists() or names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
@@ -87,6 +85,13 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
             f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
         )
     return str(model_path)
+
+
+def names_local_folder(name: str) -> bool:
+    """Whether `name`, which is no folder here, still names a local one rather than a hub repo: a plain path
+    (``names_a_path``), or a/b whose folder a exists here (a path with a typo, or made by an earlier stage, not the
+    hub's user a)."""
+    return names_a_path(name) or (Path(name).parent != Path(".") and Path(resolve_path(name)).parent.is_dir())
 
 
 def _check_hub_name(name: str, key: str, local: str) -> None:
@@ -135,8 +140,10 @@ def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = T
     if name in PACKAGED_MODELS and not Path(resolve_path(name)).exists():
         return resolve_model_path(name, key)
     p = Path(resolve_path(name))
-    if not check or any((p / f).is_file() for f in TOKENIZER_FILES):
+    if any((p / f).is_file() for f in TOKENIZER_FILES) or (not check and (p.exists() or names_local_folder(name))):
         return str(p)
+    if not check:  # a hub name (roberta-base, user/tokenizer): the hub is asked where it is read
+        return str(name)
     if p.exists() or names_a_path(name):
         where = "does not exist" if not p.exists() else "holds no tokenizer files"
         raise CheckpointError(f"{key}={name!r} ({p}) {where}: give {_TOKENIZER_HINT}.")

@@ -544,3 +544,27 @@ def test_a_text_given_twice_is_refused_before_it_is_read_twice(tmp_path, corpus_
                "a copy": [here / "a.txt", shutil.copy(corpus_file, tmp_path / "backup.txt")]}[twice]
     with pytest.raises(CorpusError, match=r"(is given twice|holds the same text as .*a copy).*Give each text once"):
         prepare_corpus([str(s) for s in sources], tok_dir, str(tmp_path / "p"), n=N, num_proc=1)
+
+
+def test_a_hub_tokenizer_name_packs_a_corpus_with_the_hubs_tokenizer(tmp_path, corpus_file, tok_dir, monkeypatch):
+    """tokenizer_dir=<a hub name> (roberta-base, user/tokenizer) was read as a folder under the repository and
+    refused with advice to train a tokenizer; it is the hub's tokenizer (here from the hub's cache, offline)."""
+    import huggingface_hub.constants
+
+    from linformer.cli import compose
+    from linformer.runconfig.data import CorpusSpec
+
+    snapshot = tmp_path / "hub" / "models--tester--bpe" / "snapshots" / ("0" * 40)
+    shutil.copytree(tok_dir, snapshot)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "roberta"}))  # AutoTokenizer reads it too
+    (tmp_path / "hub" / "models--tester--bpe" / "refs").mkdir()
+    (tmp_path / "hub" / "models--tester--bpe" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert CorpusSpec.read(compose("corpus", ["tokenizer_dir=tester/bpe"])).tokenizer_dir == "tester/bpe"
+    assert CorpusSpec.read(compose("corpus", ["tokenizer_dir=data/tok"])).tokenizer_dir == str(repo_root() / "data/tok")
+    assert tokenizer_hash("tester/bpe") == tokenizer_hash(tok_dir)
+    prepare_corpus([str(corpus_file)], "tester/bpe", str(tmp_path / "p"), n=N, num_proc=1)
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert manifest["settings"]["tokenizer_dir"] == "tester/bpe" and manifest["tokenizer_hash"] == tokenizer_hash(tok_dir)
+    load_prepared(str(tmp_path / "p"), tok_dir)  # the same vocabulary: the corpus serves the local copy too
