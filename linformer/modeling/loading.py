@@ -72,9 +72,12 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     instead = finetuning_run_models(p)
     if instead:
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {instead}.")
-    if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run stopped before it saved model/
-        raise CheckpointError(f"{key}={model_path!r} ({p}) is a run that has not saved its model/ (stopped before its "
-                              f"last step?): continue it with its own command, or save a checkpoint as a model with "
+    if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run without its model/
+        why = ("a complete run whose model/ is gone: write it again from its final checkpoint"
+               if (p / "summary.json").is_file() else
+               "a run that has not saved its model/ (stopped before its last step?): continue it with its own "
+               "command, or save a checkpoint as a model")
+        raise CheckpointError(f"{key}={model_path!r} ({p}) is {why} with "
                               f"{shell_command('python', 'scripts/export.py', p)}.")
     if p.exists() or names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")

@@ -681,6 +681,20 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         return trainer.fit(eval_at_start=settings.eval_at_start)
 
 
+def _model_gone(record: RunRecord, model: Path) -> str:
+    """Why a finished run cannot be finished again, and how its lost model comes back: a pretraining's final model
+    is its final checkpoint's (export.py writes it again); a finetuning's best/ was chosen on its validation split,
+    and a transfer's or distillation's model is saved from the run's last state, which no tool rebuilds."""
+    export = shell_command("python", "scripts/export.py", record.dir)
+    if record.stage == "pretrain":
+        recover = f"write it again from the run's final checkpoint: {export}"
+    else:
+        recover = "train it again under another run_name"
+        if record.stage == "finetune":
+            recover += f" (the model its validation chose is kept nowhere else; {export} --step N writes a checkpoint's)"
+    return f"{record.dir} is complete, but its model {model} is gone (deleted or moved): {recover}."
+
+
 def train_in_float32(model: torch.nn.Module) -> None:
     """Cast a model loaded in half precision (a checkpoint saved in bf16 or fp16, which transformers loads as it is)
     up to float32 in place: AdamW's small updates vanish when rounded to half precision, so the encoder would barely
@@ -697,6 +711,8 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
     from its own (a finished run applies none: its max_eval_examples, say, stays what scored it), and return what it
     recorded."""
     summary = record.summary()
+    if summary.get("model_dir") and not (record.dir / Path(summary["model_dir"]).name).is_dir():
+        raise CheckpointError(_model_gone(record, record.dir / Path(summary["model_dir"]).name))
     recorded, given, defining = flatten(record.config()), flatten(config), identity(config)
     differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
               if recorded.get(k) != given.get(k) and k not in defining]

@@ -50,7 +50,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / "model").is_dir():
         raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / 'model'} already "
                           "(--out DIR exports it again).")
-    keep_name = final and isinstance(spec, FinetuneSpec)
+    # a finetuning's final model is <run>/model (best/ holds the chosen one); a pretraining's, where it is gone
+    keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / "model").exists())
     out = Path(out) if out is not None else run_dir / ("model" if keep_name else f"model-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
 

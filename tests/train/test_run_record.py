@@ -49,6 +49,35 @@ def test_finished_run_rerun_with_another_lr_is_refused_and_nothing_changes(tiny_
     assert _snapshot(run) == before  # config.yaml still holds the lr it was trained with
 
 
+def test_a_finished_run_whose_model_is_gone_says_so_and_export_writes_it_again(tiny_data, tmp_path, capsys):
+    """A finished pretraining whose model/ was deleted said "already complete: nothing to do", and what needed its
+    model failed later; the rerun names the loss and the export that writes the same model again from the final
+    checkpoint, at <run>/model."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load
+
+    from linformer.errors import CheckpointError
+    from linformer.modeling.loading import resolve_model_path
+    from linformer.train.export import export_run
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    weights = (run / "model" / "model.safetensors").read_bytes()
+    shutil.rmtree(run / "model")
+    with pytest.raises(CheckpointError, match=rf"^{run} is complete, but its model {run}/model is gone .* final "
+                                              rf"checkpoint: python scripts/export.py {run}\.$"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    with pytest.raises(CheckpointError, match=r"is a complete run whose model/ is gone: write it again"):
+        resolve_model_path(str(run))
+    assert export_run(run)["out"] == run / "model"
+    again, first = load((run / "model" / "model.safetensors").read_bytes()), load(weights)
+    assert again.keys() == first.keys() and all(torch.equal(again[k], first[k]) for k in first)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+
+
 def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
