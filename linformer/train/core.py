@@ -92,9 +92,14 @@ class TrainingTask:
     prepared: Sequence = ()                # ...and what it returned for them
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        """This rank's slice of global micro-batch g (g = step x grad_accum + i), on the host. On a GPU it is called
+        """This rank's slice of global micro-batch g (one of ``step_batches``), on the host. On a GPU it is called
         from a background thread while the device runs the previous step: host work only, no model."""
         raise NotImplementedError
+
+    def step_batches(self, step: int, accum: int) -> range:
+        """The global micro-batches optimizer step `step` takes: `accum` in a row (finetuning's epochs end on a
+        step boundary instead)."""
+        return range(step * accum, (step + 1) * accum)
 
     def count(self, batch: Mapping[str, torch.Tensor]) -> int:
         """Items the batch's loss is a mean over (MLM targets, examples): the step's loss weights batches by it."""
@@ -347,7 +352,7 @@ class Trainer:
         """The step's micro-batches (on the host) and the items each one's loss is a mean over. On a GPU they are
         pinned: a copy from pageable memory waits for the device's queue to drain, pinned ones are copied without
         waiting (``optimizer_step`` copies non-blocking)."""
-        micro = [self.task.micro_batch(step * self.settings.grad_accum + i) for i in range(self.settings.grad_accum)]
+        micro = [self.task.micro_batch(g) for g in self.task.step_batches(step, self.settings.grad_accum)]
         if self.accelerator.device.type == "cuda":
             micro = [{k: v.pin_memory() for k, v in batch.items()} for batch in micro]
         return micro, [self.task.count(b) for b in micro]

@@ -211,7 +211,7 @@ class DistillTask(FinetuneTask):
         info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
-                                "examples": trainer.state["step"] * self.settings.batch_size * self.settings.grad_accum,
+                                "examples": self.examples_seen(trainer.state["step"]),
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "student_path": self.student_name,
                                 "teacher_metrics": self._teacher_metrics()}

@@ -175,6 +175,21 @@ class FinetuneTask(TrainingTask):
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.train_stream.micro_batch(g)
 
+    def step_batches(self, step: int, accum: int) -> range:
+        """An epoch's last step takes only what is left of its batches (fewer than `accum` where they do not divide
+        by it), so that no step reaches into the next epoch: an epoch is every example once, and evaluations at its
+        end see exactly that."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        per_epoch = self.train_stream.batches_per_epoch
+        first = epoch * per_epoch + pos * accum
+        return range(first, min(first + accum, (epoch + 1) * per_epoch))
+
+    def examples_seen(self, steps: int) -> int:
+        """Training examples the first `steps` steps took (each epoch: every example once)."""
+        epochs, pos = divmod(steps, self.steps_per_epoch)
+        per_batch = self.train_stream.order.global_micro
+        return epochs * len(self.train_set) + min(pos * self.settings.grad_accum * per_batch, len(self.train_set))
+
     def epoch_of(self, step: int) -> float:
         return step / self.steps_per_epoch
 

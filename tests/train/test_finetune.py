@@ -319,6 +319,33 @@ def test_max_length_above_n_is_refused(tmp_path, sst2_dir, pretrained_run):
         _run(tmp_path, sst2_dir, pretrained_run, "trainer.max_length=64")  # the tiny model's n is 32
 
 
+def test_grad_accum_keeps_each_epoch_whole_where_its_batches_do_not_divide(tmp_path, sst2_dir, pretrained_run):
+    """36 examples, batch 4 x grad_accum 2 against batch 8: the epoch's fifth micro-batch of 4 used to be joined by
+    the next epoch's first, so "2 epochs" trained on 40 examples and its evaluations fell mid-epoch. The epoch's last
+    step now takes what is left of it: the same updates as batch 8 (dropout off, so the batches alone decide)."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    model = tmp_path / "no-dropout"
+    shutil.copytree(pretrained_run / "model", model)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {"hidden_dropout_prob": 0.0,
+                                                             "attention_probs_dropout_prob": 0.0}))
+    runs = {}
+    for name, batch in {"b8": ["trainer.batch_size=8"], "b4x2": ["trainer.batch_size=4", "trainer.grad_accum=2"]}.items():
+        results, runs[name] = _run(tmp_path / name, sst2_dir, model, "max_train_examples=36", "validation_fraction=null",
+                                   *batch)
+        assert results["steps"] == 10  # 2 epochs of ceil(36 / 8) = 5 steps
+    rows = {name: [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+            for name, run in runs.items()}
+    assert [r["epoch"] for r in rows["b4x2"] if "loss" in r] == [r["epoch"] for r in rows["b8"] if "loss" in r]
+    for a, b in zip(*(([r["loss"] for r in rows[name] if "loss" in r]) for name in ("b8", "b4x2")), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    first, second = (load_file(runs[name] / "best" / "model.safetensors") for name in ("b8", "b4x2"))
+    assert max(float((first[k] - second[k]).abs().max()) for k in first) < 1e-5
+
+
 # a skipped first step counts and moves the schedule on: torch's warning that its first rate went unused must not
 # reach the user
 @pytest.mark.filterwarnings("error:Detected call of `lr_scheduler")
