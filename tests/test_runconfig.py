@@ -68,6 +68,17 @@ def test_bad_values_name_their_key(key, value, message):
 
 
 @pytest.mark.parametrize("extra, message", [
+    ({"lr_power": 2.0}, r"trainer.lr_power=2.0 applies to trainer.lr_schedule=polynomial only"),  # was ignored
+    ({"lr": 1e-4, "lr_end": 1e-4}, r"trainer.lr_end=0.0001 must be below trainer.lr=0.0001"),  # a traceback at start
+])
+def test_a_schedule_that_would_not_do_what_it_says_is_refused(extra, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainerSettings.read(_trainer("pretrain") | {"lr_schedule": "linear", **extra})
+    polynomial = TrainerSettings.read(_trainer("pretrain") | {"lr_schedule": "polynomial", "lr_power": 2.0})
+    assert polynomial.lr_power == 2.0
+
+
+@pytest.mark.parametrize("extra, message", [
     ({}, "trainer.compile_mode=reduce-overhead: without trainer.compile=true nothing is compiled"),
     ({"compile": True, "compile_backend": "eager"},
      "trainer.compile_mode=reduce-overhead: trainer.compile_backend=eager ignores it: modes are inductor's"),

@@ -271,8 +271,12 @@ class TrainerSettings:
             why = ("without trainer.compile=true nothing is compiled" if not values["compile"] else
                    f"trainer.compile_backend={values['compile_backend']} ignores it: modes are inductor's")
             raise ConfigError(f"trainer.compile_mode={values['compile_mode']}: {why}.")
-        if values["lr_schedule"] == "linear":
-            values["lr_power"] = 1.0  # the polynomial's power does not apply
+        if values["lr_schedule"] == "linear" and values["lr_power"] != 1.0:
+            raise ConfigError(f"trainer.lr_power={values['lr_power']} applies to trainer.lr_schedule=polynomial only "
+                              "(the linear schedule's power is 1): set that schedule, or leave lr_power at 1.0.")
+        if values["lr"] is not None and values["lr_end"] >= values["lr"]:
+            raise ConfigError(f"trainer.lr_end={values['lr_end']} must be below trainer.lr={values['lr']}: the "
+                              "schedule decays from lr to lr_end after the warmup.")
         return cls(**values)
 
     def __post_init__(self):
