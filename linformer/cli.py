@@ -133,9 +133,14 @@ def model_name_of(path) -> str:
     return path.name
 
 
-def _suffix(overrides: str | None) -> str:
-    """A sweep job's folder name after its run_name: its other overrides (Hydra's override_dirname), with a path's
-    slashes made "_" so that a value like init_from=outputs/pretrain/x names one folder, not three."""
+def _suffix(overrides: str | None, task=None) -> str:
+    """A sweep job's folder name after its run_name: its other overrides (Hydra's override_dirname, which leaves out
+    the keys the default run name holds), with a path's slashes made "_" so that a value like
+    init_from=outputs/pretrain/x names one folder, not three. With the job's overrides (`task`, Hydra's
+    overrides.task) and a run_name given among them, that name holds none of those keys: every override but the
+    name and the paths then names the job, or a swept seed would put every job in one folder."""
+    if task is not None and any(str(o).startswith("run_name=") for o in task):
+        overrides = ",".join(sorted(str(o) for o in task if not str(o).startswith(("run_name=", "paths.", "hydra."))))
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
 
 

@@ -123,6 +123,10 @@ def test_a_sweep_over_a_key_outside_run_name_gives_each_job_its_own_folder(name,
     subdirs = [compose(name, [*start, f"{key}={v}"], with_hydra=True).hydra.sweep.subdir for v in values]
     assert subdirs[0] != subdirs[1] and all("/" not in s for s in subdirs)
     assert compose(name, [*start, "seed=3"], with_hydra=True).hydra.sweep.subdir.endswith("-s3")  # in run_name
+    # a run_name given holds none of the default name's keys: a swept seed still keeps the jobs apart
+    named = [compose(name, [*start, "run_name=mine", f"seed={seed}"], with_hydra=True).hydra.sweep.subdir
+             for seed in (3, 4)]
+    assert named[0] != named[1] and all(s.startswith("mine-") and "/" not in s for s in named)
 
 
 @pytest.mark.parametrize("name, start", [("pretrain", []), ("finetune", ["task=sst2", "model_path=m"]),
