@@ -17,12 +17,34 @@ from typing import Any
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, write_json
-from ..rundir import Run, find_runs, load_run, named_paths
+from ..modeling.configuration import ATTENTION_FIELDS
+from ..rundir import Run, find_runs, identity, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
 
 TARGET_K = 128        # every Linformer with k >= this...
 TARGET_RATIO = 1.05   # ...ends within 5% of full attention's validation perplexity
+
+
+# What the runs of a panel may differ in: their attention (the figure's subject); panel d's n too, and the batch
+# that keeps batch x n, the tokens per step, fixed. Any other setting (lr, seed, steps, corpus) is refused: the
+# figure would show it as the attention's doing.
+ATTENTION_KEYS = frozenset(f"model.{name}" for name in ("attention", *ATTENTION_FIELDS))
+LENGTH_KEYS = frozenset({"data.n", "data.name", "corpus_dir", "corpus_cache_key", "trainer.batch_size",
+                         "trainer.global_batch_size",
+                         "model.max_position_embeddings"})
+
+
+def check_alike(runs: list[Run], free: frozenset[str], what: str) -> None:
+    """DataError naming the first setting outside `free` in which a run differs from the first run."""
+    first = identity(runs[0].config)
+    for run in runs[1:]:
+        other = identity(run.config)
+        differ = [f"{k} ({first.get(k)!r} and {other.get(k)!r})" for k in sorted(set(first) | set(other))
+                  if k not in free and first.get(k) != other.get(k)]
+        if differ:
+            raise DataError(f"{what} compares runs that differ only in their attention: {runs[0].path} and "
+                            f"{run.path} also differ in {', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}")
 
 
 def label_of(run: Run) -> str:
@@ -52,6 +74,13 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
 def figure3_data(runs: list[Run]) -> dict[str, Any]:
     """Curves, final perplexities and the target, from pretraining runs of one n that saw the same tokens."""
     rows = _curve_rows(runs)
+    check_alike(runs, ATTENTION_KEYS, "figure 3")
+    seen: dict[str, str] = {}
+    for r in rows:  # one line per label: a second would be drawn over the first
+        if r["label"] in seen:
+            raise DataError(f"figure 3 takes one run per attention; {r['run_dir']} and {seen[r['label']]} are both "
+                            f"{r['label']}")
+        seen[r["label"]] = r["run_dir"]
     budgets = {(r["steps"], r["tokens"], r["n"]) for r in rows}
     if len(budgets) > 1:
         raise DataError("figure 3 compares runs of the same steps, tokens and n; got "
@@ -91,6 +120,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     attention at any of those n; each run against full attention at its n where there is one, and the spread of the
     Linformers' final perplexities (largest / smallest) against the target."""
     rows = _curve_rows(runs, label=lambda run: f"{label_of(run)}, n={run.key_config['n']}")
+    check_alike(runs, ATTENTION_KEYS | LENGTH_KEYS, "figure 3d")
     budgets = {(r["steps"], r["tokens"]) for r in rows}
     if len(budgets) > 1:
         raise DataError("figure 3d compares runs of the same steps and tokens; got "

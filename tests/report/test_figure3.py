@@ -143,3 +143,45 @@ def test_panel_d_from_real_runs_at_two_lengths_writes_json_and_png(tiny_data, tm
                                                                 ("linformer", 64)]
     assert saved["spread"] == pytest.approx(data["spread"]) and saved["spread"] >= 1
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_runs_that_differ_in_more_than_their_attention_are_refused_naming_the_setting(tmp_path):
+    """Two runs of one k at two learning rates drew one line (the later one's), and a Linformer trained at another
+    lr than full attention was judged against it as if the attention made the difference."""
+    from linformer.errors import DataError
+    from linformer.report.figure3 import ATTENTION_KEYS, LENGTH_KEYS, check_alike
+    from linformer.rundir import Run
+
+    def run(name, **trainer):
+        model = {"attention": "linformer", "projected_dim": 32, "max_seq_len": 128}
+        return Run(tmp_path / name, name, "pretrain", config={"model": model, "trainer": {"lr": 5e-4, **trainer},
+                                                              "seed": 0})
+
+    full = run("full")
+    full.config["model"] = {"attention": "full", "projected_dim": 256, "max_seq_len": 128}
+    check_alike([full, run("k32")], ATTENTION_KEYS, "figure 3")  # attention alone: fine
+    with pytest.raises(DataError, match=r"differ only in their attention: .*full and .*k32-lr also differ in "
+                                        r"trainer.lr \(0.0005 and 0.001\)"):
+        check_alike([full, run("k32-lr", lr=1e-3)], ATTENTION_KEYS, "figure 3")
+    with pytest.raises(DataError, match=r"trainer.batch_size"):
+        check_alike([full, run("k32-b", batch_size=4)], ATTENTION_KEYS, "figure 3")
+    check_alike([full, run("k32-b", batch_size=4)], ATTENTION_KEYS | LENGTH_KEYS, "figure 3d")  # batch x n fixed
+
+
+def test_two_runs_of_one_attention_are_refused_not_drawn_over_each_other(tmp_path):
+    """A copy of a run beside it has its label: the plot kept one line of the two."""
+    import shutil
+
+    from linformer.errors import DataError
+    from linformer.report.figure3 import figure3_data
+    from linformer.rundir import load_run
+
+    records = Path(__file__).resolve().parents[2] / "docs" / "results" / "figure3_gpu_runs"
+    for name in ("fig3-full", "fig3-k64"):
+        shutil.copytree(records / name, tmp_path / name)
+    shutil.copytree(records / "fig3-k64", tmp_path / "fig3-k64-again")
+    runs = [load_run(tmp_path / name) for name in ("fig3-full", "fig3-k64")]
+    assert figure3_data(runs)["judged"] == []  # k = 64 only: drawn, not judged
+    with pytest.raises(DataError, match=r"one run per attention; .*fig3-k64-again and .*fig3-k64 are both "
+                                        r"Linformer k=64 \(headwise\)"):
+        figure3_data([*runs, load_run(tmp_path / "fig3-k64-again")])
