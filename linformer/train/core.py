@@ -138,7 +138,7 @@ class StepRecord:
     step: int                        # the step number once done (1 for the first)
     values: torch.Tensor             # [loss, grad norm, finite] on the device
     tokens: int                      # the step's tokens on every rank
-    lr: float                        # the schedule's lr after the step (what the row logs)
+    lr: float                        # the lr this step's update used (what the row logs)
     epoch: float
     total_tokens: int                # the run's tokens after the step
 
@@ -373,6 +373,7 @@ class Trainer:
     def _train_step(self, step: int) -> StepRecord:
         """One optimizer step over grad_accum micro-batches, queued on the device: nothing is read back here."""
         micro, counts = self._step_batches(step)
+        lr = self.scheduler.get_last_lr()[self._lr_group]  # the rate this update uses, before the schedule moves on
         loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
                                                  self.task.loss, self.settings.max_grad_norm)
         if step == 0:
@@ -386,8 +387,7 @@ class Trainer:
         tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes
         self.state["tokens"] += tokens
         values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
-        return StepRecord(step + 1, values, tokens, self.scheduler.get_last_lr()[self._lr_group],
-                          self.task.epoch_of(step + 1), self.state["tokens"])
+        return StepRecord(step + 1, values, tokens, lr, self.task.epoch_of(step + 1), self.state["tokens"])
 
     def _read_steps(self, bar) -> dict[str, Any]:
         """The host read of the steps since the last one (one sync for all of them): logs each step's row but the

@@ -49,6 +49,16 @@ def test_finished_run_rerun_with_another_lr_is_refused_and_nothing_changes(tiny_
     assert _snapshot(run) == before  # config.yaml still holds the lr it was trained with
 
 
+def test_each_row_logs_the_lr_its_update_used(tiny_data, tmp_path):
+    """The rows logged the schedule's rate after their step: the next step's, so the first row hid that a warmup's
+    first update runs at 0 (transformers' schedule) and the last row read 0 for an update made at a positive rate."""
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=3", "trainer.warmup_steps=1", "trainer.log_every=1",
+                              "trainer.lr=1e-3"), run)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in rows if "lr" in r] == pytest.approx([0.0, 1e-3, 5e-4])
+
+
 def test_a_finished_run_whose_model_is_gone_says_so_and_export_writes_it_again(tiny_data, tmp_path, capsys):
     """A finished pretraining whose model/ was deleted said "already complete: nothing to do", and what needed its
     model failed later; the rerun names the loss and the export that writes the same model again from the final
