@@ -337,10 +337,8 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir`: its tokenizer.json (a damaged one is a
     CheckpointError naming it), or for a folder without one (a BERT folder of vocab.txt) the fast tokenizer
     transformers loads from it; for a hub name, the hub's tokenizer."""
-    from ..modeling.loading import names_local_folder  # here: modeling reads its tokenizers through this module
-
     folder = Path(tokenizer_dir)
-    if not folder.exists() and not names_local_folder(str(tokenizer_dir)):  # a hub name: the hub's tokenizer
+    if _hub_name(str(tokenizer_dir)):
         return _loaded_identity(load_tokenizer(str(tokenizer_dir)), str(tokenizer_dir))
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise FileNotFoundError(
@@ -352,6 +350,20 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     if saved is not None:
         return _identity(saved)
     return _loaded_identity(load_tokenizer(str(folder)), str(folder))
+
+
+def _hub_name(name: str) -> bool:
+    """Whether `name` is a hub repo rather than a folder: no such path here, not absolute (the settings readers make
+    every local path absolute, ``loading.resolve_tokenizer_dir``), and a valid repo id."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if Path(name).exists() or Path(name).is_absolute() or name.startswith((".", "~")):
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def _loaded_identity(loaded, where: str) -> str:

@@ -79,7 +79,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
                "command, or save a checkpoint as a model")
         raise CheckpointError(f"{key}={model_path!r} ({p}) is {why} with "
                               f"{shell_command('python', 'scripts/export.py', p)}.")
-    if p.exists() or names_local_folder(model_path):
+    if p.exists() or _names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)
     if constants.is_offline_mode() and not isinstance(try_to_load_from_cache(model_path, "config.json"), str):
@@ -90,7 +90,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     return str(model_path)
 
 
-def names_local_folder(name: str) -> bool:
+def _names_local_folder(name: str) -> bool:
     """Whether `name`, which is no folder here, still names a local one rather than a hub repo: a plain path
     (``names_a_path``), or a/b whose folder a exists here (a path with a typo, or made by an earlier stage, not the
     hub's user a)."""
@@ -143,7 +143,7 @@ def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = T
     if name in PACKAGED_MODELS and not Path(resolve_path(name)).exists():
         return resolve_model_path(name, key)
     p = Path(resolve_path(name))
-    if any((p / f).is_file() for f in TOKENIZER_FILES) or (not check and (p.exists() or names_local_folder(name))):
+    if any((p / f).is_file() for f in TOKENIZER_FILES) or (not check and (p.exists() or _names_local_folder(name))):
         return str(p)
     if not check:  # a hub name (roberta-base, user/tokenizer): the hub is asked where it is read
         return str(name)
