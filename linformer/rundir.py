@@ -7,8 +7,9 @@
 - ``run.json``: stage, status (``running`` / ``complete``, ``stopped`` by a signal with its message's first line, or
   ``failed`` with the error's first line), start and end times, every config change a user allowed on resume
   (``trainer.allow_config_change``), and ``resumed_from``: another run's checkpoint it continued.
-- ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds since the start, then the
-  metrics the stage logs: loss, lr, grad_norm, eval_* ...).
+- ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds of the run's attempts so far: a
+  resumed run's go on from the step it resumed at, so time never runs backwards; then the metrics the stage logs:
+  loss, lr, grad_norm, eval_* ...).
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
 - ``.lock`` while a process trains in it.
 
@@ -89,14 +90,16 @@ class MetricsWriter:
     def __init__(self, run_dir: str | Path, resume_step: int | None):
         self.path = Path(run_dir) / METRICS
         self.start = time.time()
+        self.before = 0.0  # seconds the earlier attempts spent up to the step resumed from: `time` goes on from there
         if resume_step is None:
             atomic_write(self.path, "")
         elif self.path.exists():
             kept = [r for r in read_metrics(self.path) if int(r["step"]) <= resume_step]
             atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            self.before = max((float(r["time"]) for r in kept if isinstance(r.get("time"), (int, float))), default=0.0)
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        row: dict[str, Any] = {"step": int(step), "time": round(time.time() - self.start, 3)}
+        row: dict[str, Any] = {"step": int(step), "time": round(self.before + time.time() - self.start, 3)}
         row.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                     for k, v in metrics.items() if v is not None})
         with disk_full_names(self.path.parent), self.path.open("a") as f:

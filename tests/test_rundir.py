@@ -207,3 +207,17 @@ def test_a_resumed_run_drops_later_rows_and_a_torn_line_from_its_metrics(tmp_pat
     MetricsWriter(tmp_path, resume_step=3).log(4, {"loss": 0.5})
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and rows[-1]["loss"] == 0.5
+
+
+def test_a_resumed_run_s_time_goes_on_from_the_step_it_resumed_at(tmp_path, monkeypatch):
+    """Each attempt's `time` started again at 0: the dashboard's wall time of a resumed run ran backwards."""
+    import linformer.rundir as rundir
+
+    clock = iter([1000.0, 1010.0, 1020.0, 1030.0, 5000.0, 5004.0])  # the second attempt starts much later
+    monkeypatch.setattr(rundir.time, "time", lambda: next(clock))
+    writer = MetricsWriter(tmp_path, resume_step=None)
+    for step in (1, 2, 3):
+        writer.log(step, {"loss": 1.0})
+    MetricsWriter(tmp_path, resume_step=2).log(3, {"loss": 0.5})  # resumed from step 2's checkpoint
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [(r["step"], r["time"]) for r in rows] == [(1, 10.0), (2, 20.0), (3, 24.0)]
