@@ -440,6 +440,11 @@ def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
     return sorted(found)
 
 
+# Hydra's record of a multirun, in the sweep's folder beside its runs (outputs/<stage>/multirun/multirun.yaml)
+HYDRA_SWEEP_RECORD = "multirun.yaml"
+HYDRA_SWEEP_DIR = "multirun"
+
+
 def _model_label(path: str | None) -> str | None:
     """A finetuned model's origin, shortly: .../pretrain/demo/model -> demo/model."""
     if not path:
@@ -487,19 +492,28 @@ class Run:
 
     path: Path
     name: str                        # run_name from the config, else the directory name
-    stage: str                       # pretrain / finetune / benchmark / the parent directory's name
+    stage: str | None                # pretrain / finetune / transfer / distill (``run_stage``); None where unknown
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
     rows: list[dict] = field(default_factory=list)
     status: str | None = None        # running / complete / stopped / failed (run.json) / KILLED, None without one
+    why: str | None = None           # a failed run's error or a stopped run's reason (run.json), its first line
+
+    @property
+    def status_line(self) -> str:
+        """The run's status in words, with why it ended where run.json says: 'failed (TrainingDiverged: ...)'."""
+        status = self.status or "not recorded (no run.json)"
+        return f"{status} ({self.why})" if self.why and self.status in ("failed", "stopped") else status
 
     @property
     def key_config(self) -> dict[str, Any]:
-        """attention, k, sharing, model, n, task, experiment: what tells runs apart in a comparison.
+        """attention, k, sharing, model, n, task, experiment, lr, batch_size, global_batch_size, grad_accum, seed:
+        what tells runs apart in a comparison.
 
         k and sharing are None for full attention, which has neither."""
         model = self.config.get("model") if isinstance(self.config.get("model"), dict) else {}
         task = self.config.get("task") if isinstance(self.config.get("task"), dict) else {}
+        trainer = self.config.get("trainer") if isinstance(self.config.get("trainer"), dict) else {}
         r = self.results
         # The saved architecture: this run's model/, else the model a finetune started from (where it still is).
         origin = r.get("model_path") or self.config.get("model_path")
@@ -520,22 +534,40 @@ class Run:
             "n": pick(r.get("max_seq_len"), model.get("max_seq_len"), saved.get("max_seq_len")),
             "task": pick(r.get("task"), task.get("name")) if self.stage != "pretrain" else None,
             "experiment": self.config.get("experiment_name"),
+            "lr": trainer.get("lr"),
+            "batch_size": trainer.get("batch_size"),  # per device
+            "global_batch_size": trainer.get("global_batch_size"),
+            "grad_accum": trainer.get("grad_accum"),
+            "seed": self.config.get("seed"),
         }
 
 
-def load_run(path: str | Path, root: str | Path | None = None) -> Run:
-    """A run directory's config, results and metrics. `stage` is the first directory under `root` (outputs/)."""
+def run_stage(path: Path, info: Mapping, results: Mapping, config: Mapping) -> str | None:
+    """A run's stage: its record's (run.json, else summary.json); for a run recorded without either, its folder in
+    the outputs layout (outputs/<stage>/<run>, outputs/<stage>/multirun/<run>); None for a folder that holds no
+    record of a run (a metrics.jsonl alone), whose folder names nothing."""
+    recorded = info.get("stage") or results.get("stage")
+    if recorded or not config:
+        return recorded or None
+    parent = path.parent
+    return (parent.parent if parent.name == HYDRA_SWEEP_DIR else parent).name or None
+
+
+def run_status(path: Path, info: Mapping) -> str | None:
+    """run.json's status, KILLED where it says running while no process holds the run; None without one."""
+    status = info.get("status")
+    if status == "running" and RunLock(path).holder_gone():  # SIGKILL, the OOM killer, a reboot: nothing recorded it
+        return KILLED
+    return status
+
+
+def load_run(path: str | Path) -> Run:
+    """A run directory's config, results, metrics, stage and status."""
     path = Path(path).resolve()
     config = read_yaml(path / CONFIG)
     results = {**read_json(path / SUMMARY), **read_json(path / RESULTS)}
     info = read_json(path / RUN)
-    stage = info.get("stage") or path.parent.name
-    if root is not None:
-        with contextlib.suppress(ValueError, IndexError):
-            stage = path.relative_to(Path(root).resolve()).parts[0]
     name = str(config.get("run_name") or path.name)
-    status = info.get("status")
-    if status == "running" and RunLock(path).holder_gone():  # SIGKILL, the OOM killer, a reboot: nothing recorded it
-        status = KILLED
-    return Run(path=path, name=name, stage=stage, config=config, results=results, rows=read_metrics(path / METRICS),
-               status=status)
+    why = info.get("error") or info.get("reason")
+    return Run(path=path, name=name, stage=run_stage(path, info, results, config), config=config, results=results,
+               rows=read_metrics(path / METRICS), status=run_status(path, info), why=why)

@@ -12,7 +12,10 @@ perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anythin
 tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
 finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored as the
 trainer logs them to its trackers: eval/<metric> at the run's last step, eval/step the step of the model scored;
-the HPARAMS tab then lists them beside each run's attention, k and sharing.
+the HPARAMS tab then lists them beside each run's stage, status (run.json: running, complete, failed, stopped,
+killed), attention, k, sharing, lr, batch and seed, which the run's `config` text also gives. A run's stage is its
+record's (run.json), never the folder under --outputs, so the runs of one stage overlay whatever folder is served; a
+run whose status changes (it ends, or starts again) is mirrored again, so the summary never shows a stale one.
 """
 
 from __future__ import annotations
@@ -28,31 +31,35 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
-from ..rundir import METRICS, RESULTS, Run, find_runs, load_run, read_metrics, reported_scalars
+from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, read_metrics, reported_scalars, run_status
 from ..signals import sigterm_interrupts
 
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 3   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+VERSION = 4   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "mfu"}
 
 
-def tag_for(key: str, stage: str = "pretrain") -> str:
+def tag_for(key: str, stage: str | None = "pretrain") -> str:
     """metrics.jsonl key -> TensorBoard tag (section/name).
 
     Training metrics of other stages get their stage as section (finetune/loss): a classification loss is not
-    an MLM loss, and on one chart with it would only squash both."""
+    an MLM loss, and on one chart with it would only squash both. Those of a run of no known stage keep their own
+    name."""
     for prefix in ("val", "eval"):
         if key.startswith(prefix + "_"):
             return f"{prefix}/{key[len(prefix) + 1:]}"
     if key in TRAIN_KEYS:
-        return f"train/{key}" if stage == "pretrain" else f"{stage}/{key}"
+        if stage == "pretrain":
+            return f"train/{key}"
+        return f"{stage}/{key}" if stage else key
     if key in PERF_KEYS:
         return f"perf/{key}"
     return key
@@ -67,19 +74,21 @@ def _scalars(row: dict, stage: str) -> dict[str, float]:
 
 
 def _config_markdown(run: Run) -> str:
-    lines = ["| key | value |", "|---|---|"]
+    lines = ["| key | value |", "|---|---|", f"| stage | {run.stage or 'not recorded'} |",
+             f"| status | {run.status_line} |"]
     lines += [f"| {k} | {v} |" for k, v in run.key_config.items() if v is not None]
     lines += [f"| run dir | {run.path} |"]
     return "\n".join(lines)
 
 
 def _write_hparams(writer, run: Run) -> None:
-    """A session-start summary so the HPARAMS tab lists attention, k, sharing, ... per run (best effort)."""
+    """A session-start summary so the HPARAMS tab lists stage, status, attention, k, sharing, lr, ... per run (best
+    effort)."""
     try:
         from torch.utils.tensorboard.summary import hparams
     except ImportError:  # pragma: no cover
         return
-    hp = {"stage": run.stage, **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+    hp = {"stage": run.stage or "", "status": run.status or "", **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                                  for k, v in run.key_config.items() if v is not None}}
     try:
         _, ssi, _ = hparams(hp, {})
@@ -88,10 +97,9 @@ def _write_hparams(writer, run: Run) -> None:
         log.debug("hparams for %s skipped: %s", run.path, e)
 
 
-def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None = None) -> int:
+def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into event files under out_dir.
 
-    The run's stage (for tags) is its first directory under `root` (outputs/), else its parent's name.
     Returns the number of rows written (0 when nothing changed: calling it again is a no-op)."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -100,28 +108,31 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
     state_path = out_dir / STATE
     state = read_json(state_path)
     rows = read_metrics(src)   # complete lines only: a run may be writing the last one right now
-    done = int(state.get("rows", 0))
+    status = run_status(run_dir.resolve(), read_json(run_dir / RUN))
     if state and not _continues(state, src, rows):
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        state, done = {}, 0
-    run: Run | None = None if state.get("stage") else load_run(run_dir, root)  # once, on a run's first mirror
-    reported = reported_tags(run_dir, state.get("stage") or run.stage)
+        state = _forget(out_dir)
+    if state and state.get("status") != status:  # the run ended, or started again: its summary must say so
+        log.info("%s is %s now: mirroring it again", run_dir, status)
+        state = _forget(out_dir)
+    run: Run | None = None if state else load_run(run_dir)  # once, on a run's first mirror
+    stage = state["stage"] if state else run.stage
+    reported = reported_tags(run_dir, stage)
     if state.get("reported") and state["reported"] != reported:  # results.json rewritten: no stale point left
         log.info("%s changed: mirroring %s again", run_dir / RESULTS, run_dir)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        state, done = {}, 0
+        state = _forget(out_dir)
+    done = int(state.get("rows", 0))
     new = rows[done:]
     add_reported = reported is not None and state.get("reported") != reported
     if not new and not add_reported:
         return 0
     first = not state
     if first:
-        run = run or load_run(run_dir, root)
+        run = run or load_run(run_dir)
         # Wall time of step 0: the file's last change minus the time of its last row, so TensorBoard's
-        # "relative" axis shows seconds since the run started.
+        # "relative" axis shows seconds since the run started (`time` adds up a resumed run's attempts).
         last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
-        state = {"version": VERSION, "source": str(src.resolve()), "stage": run.stage,
+        state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
                  "base_walltime": src.stat().st_mtime - float(last_time)}
     base = float(state["base_walltime"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +143,7 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
             _write_hparams(writer, run)
         for row in new:
             wall = base + float(row.get("time") or 0.0)
-            for tag, value in _scalars(row, state["stage"]).items():
+            for tag, value in _scalars(row, stage).items():
                 if math.isnan(value):
                     continue
                 writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
@@ -146,7 +157,13 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, root: str | Path | None
     return len(new) + int(add_reported)
 
 
-def reported_tags(run_dir: Path, stage: str) -> dict | None:
+def _forget(out_dir: Path) -> dict:
+    """Remove a run's mirror, to be written again from scratch; returns the empty state."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return {}
+
+
+def reported_tags(run_dir: Path, stage: str | None) -> dict | None:
     """What the run reports (results.json's metrics, scored once after training) as the trainer logs it to its
     trackers: {"scalars": {eval/<metric>: value, eval/step: the step of the model scored}, "step": the run's last
     step, "time": its seconds}; None before the run has finished or for a run that reports no scores."""
@@ -203,7 +220,7 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
     for run_dir in find_runs([outputs]):
         rel = run_dir.relative_to(outputs.resolve())
         try:
-            written[str(rel)] = mirror_run(run_dir, logdir / rel, outputs)
+            written[str(rel)] = mirror_run(run_dir, logdir / rel)
         except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
             log.warning("%s: not mirrored: %s", run_dir, e)
             failed.append(f"{run_dir} ({e})")
@@ -212,6 +229,14 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
         raise DataError(f"{len(failed)} of {len(failed) + len(written)} runs not mirrored into {logdir}: "
                         f"{'; '.join(failed[:3])}")
     return written
+
+
+def warn_if_no_runs(outputs: str | Path, written: Mapping[str, int]) -> None:
+    """A warning line when `outputs` holds no run: a mistyped --outputs would otherwise mirror nothing, or serve an
+    empty TensorBoard, without a word."""
+    if not written:
+        print(f"warning: {outputs} holds no run yet (no {METRICS} at or under it): is --outputs the folder of the "
+              "runs (paths.output_dir, outputs/ by default)?", file=sys.stderr, flush=True)
 
 
 def _drop_vanished(logdir: Path, mirrored: set[str]) -> None:
@@ -278,6 +303,7 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
     t0 = time.monotonic()
     logdir = claim_logdir(outputs, logdir, overwrite)
     written = mirror_all(outputs, logdir)
+    warn_if_no_runs(outputs, written)
     print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) into {logdir} "
           f"in {time.monotonic() - t0:.1f} s", flush=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -51,16 +51,16 @@ def test_a_finished_run_s_reported_scores_are_mirrored_once_as_the_trainer_logs_
     rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
     run = make_run(tmp_path / "outputs", "finetune", "a", rows, task="sst2")
     out = tmp_path / "tb"
-    assert mirror_run(run, out, tmp_path / "outputs") == 4 and "eval/accuracy" not in _scalars(out)  # still running
+    assert mirror_run(run, out) == 4 and "eval/accuracy" not in _scalars(out)  # still running
     results = {"metrics": {"accuracy": 0.875, "note": "x"}, "reported": {"split": "dev", "step": 2}, "steps": 4,
                "wall_time_s": 4.5}
     (run / "results.json").write_text(json.dumps(results))
-    assert mirror_run(run, out, tmp_path / "outputs") == 1
-    assert mirror_run(run, out, tmp_path / "outputs") == 0
+    assert mirror_run(run, out) == 1
+    assert mirror_run(run, out) == 0
     s = _scalars(out)
     assert s["eval/accuracy"] == [(4, 0.875)] and s["eval/step"] == [(4, 2.0)] and len(s["finetune/loss"]) == 4
     (run / "results.json").write_text(json.dumps({**results, "metrics": {"accuracy": 0.75}}))
-    assert mirror_run(run, out, tmp_path / "outputs") == 5  # mirrored again from scratch
+    assert mirror_run(run, out) == 5  # mirrored again from scratch
     assert _scalars(out)["eval/accuracy"] == [(4, 0.75)]
 
 
@@ -194,3 +194,69 @@ def test_arguments_the_dashboard_would_drop_are_one_error_line(argv, line, tmp_p
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines()[0] == line
     assert not (tmp_path / "events").exists()
+
+
+def _text_and_hparams(logdir):
+    """The `config` text and the HPARAMS session's values of a mirrored run."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    acc = EventAccumulator(str(logdir), size_guidance={"tensors": 0})
+    acc.Reload()
+    text = acc.Tensors("config/text_summary")[-1].tensor_proto.string_val[0].decode()
+    data = plugin_data_pb2.HParamsPluginData.FromString(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+    hparams = {k: v.string_value or v.number_value for k, v in data.session_start_info.hparams.items()}
+    return text, hparams
+
+
+def _record(run, **info):
+    (run / "run.json").write_text(json.dumps({"stage": "pretrain", **info}))
+
+
+def test_the_stage_is_the_run_s_not_the_folder_under_outputs(tmp_path, make_run):
+    """Served from outputs/pretrain, each run's folder was taken for its stage: tags interrupted/loss,
+    multirun/loss..., one section per run, nothing overlaid."""
+    outputs = tmp_path / "outputs"
+    rows = [{"step": 1, "time": 1, "loss": 1.0}]
+    for name in ("interrupted", "multirun/sweep-lr=1"):
+        _record(make_run(outputs, "pretrain", name, rows), status="complete")
+    ft = make_run(outputs, "finetune", "multirun/sst2-s1", rows, task="sst2")
+    (ft / "run.json").write_text(json.dumps({"stage": "finetune", "status": "complete"}))
+    assert mirror_all(outputs / "pretrain") == {"interrupted": 1, "multirun/sweep-lr=1": 1}
+    for rel in ("interrupted", "multirun/sweep-lr=1"):
+        assert list(_scalars(outputs / "pretrain" / ".dashboard" / rel)) == ["train/loss"]
+    mirror_all(outputs)
+    assert list(_scalars(outputs / ".dashboard" / "finetune" / "multirun" / "sst2-s1")) == ["finetune/loss"]
+
+
+def test_the_run_s_status_and_settings_are_in_its_summary_and_follow_the_run(tmp_path, make_run):
+    """A failed, stopped or killed run looked like a finished one (no status), and lr, seed and batch were not
+    shown; when the run ends, or starts again, its summary follows."""
+    import yaml
+
+    run = make_run(tmp_path / "outputs", "pretrain", "bad-lr", [{"step": 1, "time": 1, "loss": 1.0}])
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "trainer": {"lr": 1e30, "batch_size": 8}}))
+    _record(run, status="running")  # no process holds it: killed
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 1
+    text, hparams = _text_and_hparams(out)
+    assert "| status | killed |" in text and "| lr | 1e+30 |" in text and "| seed | 0 |" in text
+    assert hparams["status"] == "killed" and hparams["lr"] == 1e30 and hparams["batch_size"] == 8
+    _record(run, status="failed", error="TrainingDiverged: 2 consecutive non-finite losses at step 4")
+    assert mirror_run(run, out) == 1  # mirrored again, with its new status
+    text, hparams = _text_and_hparams(out)
+    assert "| status | failed (TrainingDiverged: 2 consecutive non-finite losses at step 4) |" in text
+    assert hparams["status"] == "failed" and _scalars(out)["train/loss"] == [(1, 1.0)]
+    assert mirror_run(run, out) == 0
+
+
+def test_mirroring_a_folder_without_runs_warns(tmp_path, capsys):
+    """--mirror-only on an empty (or mistyped) folder said "0 runs, 0 new rows" and nothing else."""
+    (tmp_path / "empty").mkdir()
+    code = load_script("dashboard").main(["--mirror-only", "--outputs", str(tmp_path / "empty"),
+                                          "--logdir", str(tmp_path / "events")])
+    out = capsys.readouterr()
+    assert code == 0 and out.out.strip() == "0 runs, 0 new rows"
+    assert out.err.splitlines() == [(f"warning: {tmp_path / 'empty'} holds no run yet (no metrics.jsonl at or under "
+                                     "it): is --outputs the folder of the runs (paths.output_dir, outputs/ by default)?")]
