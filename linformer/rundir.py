@@ -419,12 +419,17 @@ def named_paths(patterns: list[str]) -> list[Path]:
 def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
     """Run directories at or under each path (a run dir itself, or a folder of them), sorted, without duplicates.
 
-    Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched. With `strict` (paths a
-    user named), a path that does not exist or holds no run is a DataError naming it: a mistyped name, or a glob the
+    A run's metrics.jsonl stands for its run; Hydra's record of a sweep (multirun.yaml, beside the sweep's runs) is
+    skipped. Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched. With `strict`
+    (paths a user named), a path that does not exist or holds no run is a DataError naming it: a mistyped name, or a glob the
     shell left unexpanded, would otherwise leave that run out of a report without a word."""
     found: set[Path] = set()
     for p in map(Path, paths):
         here: set[Path] = set()
+        if p.name == HYDRA_SWEEP_RECORD and p.is_file():  # beside a sweep's runs, where a glob over them finds it
+            continue
+        if p.name == METRICS and p.is_file():  # a run's metrics named for its run
+            p = p.parent
         if (p / METRICS).is_file():
             here.add(p.resolve())
         elif p.is_dir():
@@ -502,7 +507,7 @@ class Run:
     @property
     def status_line(self) -> str:
         """The run's status in words, with why it ended where run.json says: 'failed (TrainingDiverged: ...)'."""
-        status = self.status or "not recorded (no run.json)"
+        status = self.status or "not recorded"
         return f"{status} ({self.why})" if self.why and self.status in ("failed", "stopped") else status
 
     @property

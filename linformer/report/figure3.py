@@ -58,6 +58,13 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
         raise DataError("figure 3 needs pretraining runs; none were given")
     rows = []
     for run in runs:
+        if not run.config:
+            raise DataError(f"{run.path} holds no record of a run (no config.yaml, only metrics): figure 3 needs "
+                            "pretraining runs")
+        if run.status not in (None, "complete") or not isinstance(run.results.get("steps"), int):
+            state = run.status_line if run.status else "no run.json, and no steps in a summary.json"
+            raise DataError(f"{run.path} is not a finished run ({state}): figure 3 compares finished pretraining "
+                            "runs (a stopped or killed one goes on to its end when its command runs again)")
         steps, ppl = series(run, "val_ppl")
         if not steps:
             raise DataError(f"{run.path} logged no val_ppl: is it a finished pretraining run?")

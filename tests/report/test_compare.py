@@ -8,7 +8,7 @@ import pytest
 from linformer.errors import DataError
 from linformer.files import read_json
 from linformer.report.compare import compare_runs, summarize_run
-from linformer.rundir import find_runs, load_run, read_metrics
+from linformer.rundir import find_runs, load_run, named_paths, read_metrics
 
 from .conftest import line_colours
 
@@ -251,3 +251,38 @@ def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):
     make_run(tmp_path / "x", "finetune", "demo", rows, task="sst2")
     lines = compare_runs([tmp_path / "x", tmp_path / "y"], tmp_path / "cmp")["table"].splitlines()
     assert sorted(r.split(" | ")[0][2:] for r in lines[2:5]) == sorted([str(a), str(b), "finetune/demo"])
+
+
+def test_a_sweep_glob_skips_hydra_s_record_and_a_run_s_metrics_name_its_run(tmp_path, make_run):
+    """`outputs/pretrain/multirun/*` matched Hydra's multirun.yaml, which stopped the report ("holds no run"); a run's
+    metrics.jsonl given for its run was "no metrics.jsonl at or under it"."""
+    a = make_run(tmp_path, "pretrain", "multirun/sweep-lr=1", _pretrain_rows(1.0))
+    b = make_run(tmp_path, "pretrain", "multirun/sweep-lr=2", _pretrain_rows(2.0))
+    (tmp_path / "pretrain" / "multirun" / "multirun.yaml").write_text("hydra: {}\n")
+    assert find_runs(named_paths([str(tmp_path / "pretrain" / "multirun" / "*")]), strict=True) == [a, b]
+    assert [r.path for r in compare_runs([str(tmp_path / "pretrain" / "multirun" / "*")], tmp_path / "o")["runs"]] == [a, b]
+    assert find_runs([a / "metrics.jsonl"], strict=True) == [a]
+    assert load_run(a).stage == "pretrain"  # the folder above Hydra's sweep folder
+
+
+def test_figure3_names_a_run_that_did_not_finish_or_is_no_run(tmp_path, make_run):
+    """It said "got Linformer k=32 (headwise): None steps, None tokens" for a failed run, and drew "Linformer k=None
+    (None)" for a folder holding only a metrics.jsonl."""
+    import json
+
+    from linformer.report.figure3 import figure3
+
+    full = make_run(tmp_path, "pretrain", "full", _pretrain_rows(1.0),
+                    model={"name": "tiny", "attention": "full", "max_seq_len": 128})
+    (full / "summary.json").write_text(json.dumps({"steps": 10, "tokens": 100}))
+    bad = make_run(tmp_path, "pretrain", "bad-lr", _pretrain_rows(2.0))
+    (bad / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "failed",
+                                              "error": "TrainingDiverged: 2 consecutive non-finite losses"}))
+    with pytest.raises(DataError, match=rf"^{bad} is not a finished run \(failed \(TrainingDiverged: 2 consecutive "
+                                        r"non-finite losses\)\): figure 3 compares finished pretraining runs"):
+        figure3([full, bad], tmp_path / "fig")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "metrics.jsonl").write_text((full / "metrics.jsonl").read_text())
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'bare'} holds no record of a run \(no config.yaml"):
+        figure3([full, tmp_path / "bare"], tmp_path / "fig")
+    assert load_run(tmp_path / "bare").stage is None  # not its folder's name
