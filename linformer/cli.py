@@ -55,6 +55,20 @@ def cli_errors():
         _fail(_USER_OS_ERRORS[err.errno].format(path=err.filename or "a file"))
 
 
+def exit_status(err: BaseException) -> int:
+    """The exit status a script ends with when `err` ends it: cli_errors's (a stop 128 + its signal, a user-fixable
+    error EXIT_USER_ERROR), else 1, as Python exits after a traceback. The trackers record a run's end with it."""
+    if isinstance(err, Preempted):
+        return err.exit_code
+    if isinstance(err, KeyboardInterrupt):
+        return 128 + signal.SIGINT
+    if isinstance(err, SystemExit):
+        return err.code if isinstance(err.code, int) else int(err.code is not None)
+    user_os = isinstance(err, (FileNotFoundError, PermissionError)) or (
+        isinstance(err, OSError) and err.errno in _USER_OS_ERRORS)
+    return EXIT_USER_ERROR if isinstance(err, LinformerError) or user_os else 1
+
+
 # OS errors on paths the user chose: one line naming the path, not a traceback
 _USER_OS_ERRORS = {
     errno.ENOSPC: "no space left on device writing {path}: free some space and run the same command again.",

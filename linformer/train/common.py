@@ -84,6 +84,19 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
 
 
+def finish_trackers(accelerator: Accelerator, exit_code: int) -> None:
+    """End the run's trackers with the exit status the process ends with: W&B records it as the run's end (0:
+    finished, any other: failed; ``wandb.Run.finish(exit_code)``), where Accelerate's end_training finishes every
+    tracker without one, which W&B records as 0 for a failed or stopped run too. Once finished, the trackers are
+    dropped, so that end_training, or a second end, finishes nothing again."""
+    for tracker in accelerator.trackers:
+        if tracker.name == "wandb":
+            tracker.run.finish(exit_code=exit_code)
+        else:
+            tracker.finish()
+    accelerator.trackers = []
+
+
 def wandb_run_id(run_dir: Path, created: str | None) -> str:
     """16 hex digits naming the run directory's run (a directory deleted and reused gets another `created`)."""
     return hashlib.sha256(f"{Path(run_dir).resolve()}|{created}".encode()).hexdigest()[:16]

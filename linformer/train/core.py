@@ -37,7 +37,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
-from ..cli import shell_command
+from ..cli import exit_status, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten
@@ -59,6 +59,7 @@ from .common import (
     build_optimizer,
     build_scheduler,
     data_identity,
+    finish_trackers,
     init_trackers,
     param_groups,
     seed_everything,
@@ -338,11 +339,12 @@ class Trainer:
             if signum is not None:
                 self.save()
                 bar.close()
-                self._close()
                 name = signal.Signals(signum).name
-                raise Preempted(
+                stopped = Preempted(
                     f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
                     f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
+                self._close(stopped.exit_code)
+                raise stopped
             if save or save_due:
                 self.save()
             self._window_start = time.perf_counter()  # evaluation and checkpoints are not training time
@@ -446,7 +448,6 @@ class Trainer:
         n, now = self.state["nonfinite"], self.state["step"]
         self.save()
         bar.close()
-        self._close()
         seen = f" (read at step {now})" if now != step else ""
         # the checkpoint just saved holds the weights the streak left (updates skipped, but the steps before it may
         # have blown the weights up): a lower lr goes on from before the streak, or from the start
@@ -455,12 +456,14 @@ class Trainer:
         how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
                "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
                "start afresh under another run_name (no checkpoint precedes them)")
-        raise TrainingDiverged(
+        diverged = TrainingDiverged(
             f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
             f"{self.settings.max_nonfinite_steps}); checkpoint of the current weights saved in "
             f"{ckpt.checkpoint_dir(self.run_dir)}. Lower trainer.lr, raise the warmup, or use "
             f"trainer.mixed_precision=bf16, and {how}."
         )
+        self._close(exit_status(diverged))
+        raise diverged
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> None:
         scores = self.task.evaluate(self.model, self.accelerator)
@@ -602,11 +605,13 @@ class Trainer:
                     self.tokenizer.save_pretrained(tmp)
         acc.wait_for_everyone()
 
-    def _close(self) -> None:
-        """End trackers and tear down the process group: without it gloo runs can abort at exit."""
+    def _close(self, exit_code: int = 0) -> None:
+        """End trackers with the process's exit status and tear down the process group: without it gloo runs can
+        abort at exit."""
         if self._prefetcher is not None:
             self._prefetcher.shutdown(wait=True, cancel_futures=True)
         self.accelerator.wait_for_everyone()
+        finish_trackers(self.accelerator, exit_code)
         self.accelerator.end_training()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -683,7 +688,11 @@ def run_training(spec: RunSpec, run_dir: str | Path,
                                                                           *task.prepare)
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
-        return trainer.fit(eval_at_start=settings.eval_at_start)
+        try:
+            return trainer.fit(eval_at_start=settings.eval_at_start)
+        except BaseException as err:  # the trackers record how the run ended, not the finish of a run at exit
+            finish_trackers(accelerator, exit_status(err))
+            raise
 
 
 def _model_gone(record: RunRecord, model: Path) -> str:

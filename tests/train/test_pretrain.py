@@ -276,6 +276,48 @@ def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data,
     assert ids == {init["id"]}
 
 
+@pytest.mark.parametrize("end", ["diverged", "sigterm", "complete"])
+def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, end):
+    """A failed run (TrainingDiverged: exit 2) and a stopped one (SIGTERM: 143) were recorded with exit code 0, so
+    `wandb sync` showed them finished."""
+    import wandb
+
+    from linformer.errors import Preempted, TrainingDiverged
+    from linformer.train.core import Trainer
+
+    codes, real_init = [], wandb.init
+
+    def spy_init(*args, **kwargs):
+        run = real_init(*args, **kwargs)
+        real_finish = run.finish
+        run.finish = lambda exit_code=None: (codes.append(exit_code), real_finish(exit_code=exit_code))[1]
+        return run
+
+    monkeypatch.setattr(wandb, "init", spy_init)
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # the run is told offline (not logged in), whatever ran before
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    overrides = ["logger=wandb", "trainer.max_steps=6", "trainer.eval_at_start=false", "trainer.eval_every=100"]
+    if end == "diverged":
+        nan_losses_after(monkeypatch, 2)
+        with pytest.raises(TrainingDiverged):
+            pretrain(compose_pretrain(tiny_data, *overrides, "trainer.max_nonfinite_steps=2"), tmp_path)
+    elif end == "sigterm":
+        real_step = Trainer._train_step
+
+        def signalled(self, step):
+            if step == 2:
+                os.kill(os.getpid(), signal.SIGTERM)  # the real signal, through the handler the run installs
+            return real_step(self, step)
+
+        monkeypatch.setattr(Trainer, "_train_step", signalled)
+        with pytest.raises(Preempted):
+            pretrain(compose_pretrain(tiny_data, *overrides), tmp_path)
+    else:
+        pretrain(compose_pretrain(tiny_data, *overrides), tmp_path)
+    assert codes == [{"diverged": 2, "sigterm": 128 + signal.SIGTERM, "complete": 0}[end]]
+
+
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.warmup_steps.*trainer.max_steps"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2"), tmp_path)
