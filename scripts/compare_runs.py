@@ -1,8 +1,9 @@
 """Compare runs: python scripts/compare_runs.py outputs/pretrain/* [--metrics val_ppl loss] [--out DIR]
 
-Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, model, task, and the reported
-scores; then the mean and sd over the seeds of runs that differ in their seed alone) and DIR/<metric>.png (metric vs
-step, one line per run), and prints the table. argparse, not Hydra: the runs are positional paths
+Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, model, task, a column per setting
+in which runs of one stage differ (trainer.lr, seed, ...), and the reported scores; then the mean and sd over the
+seeds of runs that differ in their seed alone) and DIR/<metric>.png (metric vs step, one line per run, a panel per
+stage; runs that share a name labelled by what differs), and prints the table. argparse, not Hydra: the runs are positional paths
 that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 

@@ -18,7 +18,7 @@ from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import DataError
 from ..files import atomic_write, made_by, output_files, save_figure
-from ..rundir import Run, find_runs, identity, load_run, named_paths, reported_scores
+from ..rundir import Run, find_runs, identity, identity_diff, load_run, named_paths, reported_scores
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
 SPLIT_PREFIXES = ("val_", "eval_")
@@ -26,6 +26,9 @@ SPLIT_PREFIXES = ("val_", "eval_")
 # perplexity or a norm.
 THROUGHPUT = ("tokens_per_s", "mfu")
 CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment"]
+# The identity keys the config columns show already (Run.key_config: k and sharing only where the attention has them)
+SHOWN_KEYS = frozenset({"model.name", "model.attention", "model.projected_dim", "model.sharing", "model.max_seq_len",
+                        "data.n", "task.name", "model_path"})
 
 
 def higher_is_better(metric: str) -> bool:
@@ -91,21 +94,40 @@ def available_metrics(runs: list[Run]) -> list[str]:
     return [m for m in default_metrics() if m in keys]
 
 
+def differing_settings(runs: list[Run]) -> list[str]:
+    """The identity keys (``rundir.identity_diff``) in which runs of one stage differ, beyond what the config columns
+    show (SHOWN_KEYS), in first-seen order: what else tells the runs compared apart (lr, seed, batch, steps, data)."""
+    keys: dict[str, None] = {}
+    for stage in dict.fromkeys(r.stage for r in runs):
+        first, *others = [r for r in runs if r.stage == stage]
+        for run in others:
+            keys |= dict.fromkeys(k for k in identity_diff(first.config, run.config) if k not in SHOWN_KEYS)
+    return list(keys)
+
+
+def _setting(run: Run, key: str) -> str:
+    value = identity(run.config).get(key)
+    return "" if value is None else str(value)
+
+
 def markdown_table(runs: list[Run], metrics: list[str]) -> str:
-    """One row per run: its name, key config, steps, then `final / best (@step)` per metric."""
+    """One row per run: its name, key config, the settings that differ among the runs, steps, then
+    `final / best (@step)` per metric."""
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
+    settings = differing_settings(runs)
     steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
     reported = list(dict.fromkeys(m for r in runs for m in reported_scores(r.results)))  # first-seen order
-    header = ["run", *config_cols, "steps", *metrics, *(f"reported {m}" for m in reported),
+    header = ["run", *config_cols, *settings, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r, label in zip(runs, _labels(runs)):
+    for r, label in zip(runs, run_labels(runs)):
         kc = r.key_config
         cells = [label]
         for c in config_cols:
             v = r.stage if c == "stage" else kc.get(c)
             cells.append("" if v is None else str(v))
+        cells += [_setting(r, k) for k in settings]
         steps = str(max((int(row["step"]) for row in r.rows), default=0))
         cells.append(steps if r.status in (None, "complete") else f"{steps} ({r.status})")  # not a finished run's
         summary = summarize_run(r, metrics)
@@ -124,6 +146,8 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     maxed = [m for m in metrics if higher_is_better(m)]
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             + (f"Best = max for {', '.join(maxed)}; min otherwise." if maxed else "Best = min."))
+    if settings:
+        note += f" {', '.join(settings)}: the settings in which runs of one stage differ (config.yaml)."
     if reported:
         note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
                  "model of the step named.")
@@ -191,45 +215,93 @@ def _steady_cell(column: str, value) -> str:
     return f"{value:.1%}" if column == "mfu" else _fmt(float(value))
 
 
-def _labels(runs: list[Run]) -> list[str]:
-    """Run names, told apart where two runs share one: by their stage, and where that is not enough by their path
-    (copies of a run, or runs of one name in two output folders)."""
-    names = [r.name for r in runs]
-    labels = [f"{r.stage}/{r.name}" if names.count(r.name) > 1 else r.name for r in runs]
-    return [str(r.path) if labels.count(label) > 1 else label for r, label in zip(runs, labels)]
+def run_labels(runs: list[Run]) -> list[str]:
+    """Short labels that tell the runs apart: the run name; where runs share one, their stage where that differs,
+    then the settings in which they differ (`lr=0.001`, ``differing_settings``: a sweep's runs share their run_name),
+    and where nothing in their settings does (copies of one run), the shortest end of their paths that does."""
+    labels = [r.name for r in runs]
+    for step in (_by_stage, _by_settings, _by_path):
+        for label in {x for x in labels if labels.count(x) > 1}:
+            same = [i for i, x in enumerate(labels) if x == label]
+            for i, new in zip(same, step([runs[i] for i in same], label)):
+                labels[i] = new
+    return labels
+
+
+def _by_stage(runs: list[Run], label: str) -> list[str]:
+    return [f"{r.stage}/{label}" if len({r.stage for r in runs}) > 1 else label for r in runs]
+
+
+def _by_settings(runs: list[Run], label: str) -> list[str]:
+    keys = differing_settings(runs)
+    short = {k: k.rsplit(".", 1)[-1] for k in keys}
+    short = {k: k if list(short.values()).count(v) > 1 else v for k, v in short.items()}
+    return [f"{label} ({', '.join(f'{short[k]}={_setting(r, k)}' for k in keys)})" if keys else label for r in runs]
+
+
+def _by_path(runs: list[Run], label: str) -> list[str]:
+    for depth in range(1, max(len(r.path.parts) for r in runs) + 1):
+        tails = ["/".join(r.path.parts[-depth:]) for r in runs]
+        if len(set(tails)) == len(tails):
+            return tails
+    return [str(r.path) for r in runs]
+
+
+def run_colours(n: int) -> list:
+    """n colours, none repeated: matplotlib's cycle (C0-C9) up to 10 runs; up to 20, tab20's ten hues, then their
+    light twins; beyond, a colour map's n even steps."""
+    import matplotlib
+
+    if n <= 10:
+        return [f"C{i}" for i in range(n)]
+    if n <= 20:
+        return [matplotlib.colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)][:n]]
+    return [matplotlib.colormaps["turbo"](i / (n - 1)) for i in range(n)]
 
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,
                 labels: list[str] | None = None, title: str | None = None,
                 reference: tuple[str, float] | None = None) -> Path | None:
-    """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run; full-attention
-    runs dashed; `reference` (label, value) a horizontal grey line. `labels` default to the run names. Returns None
-    (and writes nothing) when no run logged `metric`."""
+    """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
+    (an MLM loss and a classification loss never share an axis); each run its own colour, the same in every plot of
+    the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
+    panels. `labels` default to ``run_labels``. Returns None (and writes nothing) when no run logged `metric`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = [(r, label, *series(r, metric)) for r, label in zip(runs, labels or _labels(runs))]
-    data = [d for d in data if d[2]]
+    colours = run_colours(len(runs))
+    data = [(colour, r, label, *series(r, metric)) for colour, r, label in zip(colours, runs, labels or run_labels(runs))]
+    data = [d for d in data if d[3]]
     if not data:
         return None
     if log_y is None:
         log_y = metric.endswith("ppl")
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    for run, label, steps, values in data:
-        ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4, label=label,
-                linestyle="--" if run.key_config["attention"] == "full" else "-")
-    if reference is not None:
-        ax.axhline(reference[1], color="grey", linestyle=":", linewidth=1.2, label=f"{reference[0]} ({reference[1]:,.0f})")
-    ax.set_xlabel("step")
-    ax.set_ylabel(metric)
-    if log_y and all(v > 0 for *_, vs in data for v in vs if math.isfinite(v)):
-        ax.set_yscale("log")
-    ax.set_title(title or f"{metric} vs step")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    stages = list(dict.fromkeys(d[1].stage for d in data))
+    width = 7.0 if len(stages) == 1 else 4.6 * len(stages)
+    longest = max(len(d[2]) for d in data) + (len(reference[0]) + 10 if reference else 0)
+    ncol = max(1, min(len(data), int(width * 15 // (longest + 6))))  # about 15 legend characters per inch at size 8
+    rows = math.ceil((len(data) + bool(reference)) / ncol)
+    fig, axes = plt.subplots(1, len(stages), figsize=(width, max(4.2, 3.8 + 0.2 * rows)), dpi=120,
+                             layout="constrained", squeeze=False)
+    for n, (ax, stage) in enumerate(zip(axes[0], stages)):
+        for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
+            ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4,
+                    label=label, color=colour, linestyle="--" if run.key_config["attention"] == "full" else "-")
+        if reference is not None:
+            ax.axhline(reference[1], color="grey", linestyle=":", linewidth=1.2,
+                       label=f"{reference[0]} ({reference[1]:,.0f})" if n == 0 else None)
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        shown = [v for d in data if d[1].stage == stage for v in d[4] if math.isfinite(v)]
+        if log_y and all(v > 0 for v in shown):
+            ax.set_yscale("log")
+        ax.set_title(f"{stage or 'stage not recorded'} runs" if len(stages) > 1 else (title or f"{metric} vs step"))
+        ax.grid(alpha=0.3)
+    if len(stages) > 1:
+        fig.suptitle(title or f"{metric} vs step")
+    fig.legend(loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
     return save_figure(fig, path)
 
 

@@ -76,10 +76,12 @@ def test_markdown_and_pngs(tmp_path, make_run):
     ft = next(row for row in lines if row.startswith("| sst2-run "))
     assert "| 16 |" in ft and "| kv |" in ft and "| sst2 |" in ft and "0.75 (best)" in ft
     assert {p.name for p in res["plots"]} >= {"val_ppl.png", "loss.png", "eval_accuracy.png"}
-    # val_ppl: the two pretraining runs drew a line each; eval_accuracy: only the finetuning run, in the first colour
-    assert all(n > 100 for n in line_colours(tmp_path / "cmp" / "val_ppl.png", (840, 504), 2))
-    one, two = line_colours(tmp_path / "cmp" / "eval_accuracy.png", (840, 504), 2)
-    assert one > 20 and two == 0
+    # a run keeps its colour in every plot (finetune/sst2-run C0, pretrain/full C1, pretrain/lin-k32 C2): val_ppl,
+    # the two pretraining runs' lines; eval_accuracy, only the finetuning run's
+    finetune, *pretraining = line_colours(tmp_path / "cmp" / "val_ppl.png", (840, 504), 3)
+    assert finetune == 0 and all(n > 100 for n in pretraining)
+    one, *others = line_colours(tmp_path / "cmp" / "eval_accuracy.png", (840, 504), 3)
+    assert one > 20 and others == [0, 0]
 
 
 def test_a_comparison_written_again_into_its_folder_leaves_none_of_the_earlier_one_s_plots(tmp_path, make_run):
@@ -245,12 +247,45 @@ def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(t
 
 
 def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):
-    """By stage where that is enough, by path where it is not (copies of one run in two folders)."""
+    """By stage where that is enough, by the shortest end of their paths where nothing else is (copies of one run in
+    two folders)."""
     rows = [{"step": 1, "time": 1, "loss": 0.5}]
-    a, b = make_run(tmp_path / "x", "pretrain", "demo", rows), make_run(tmp_path / "y", "pretrain", "demo", rows)
+    make_run(tmp_path / "x", "pretrain", "demo", rows), make_run(tmp_path / "y", "pretrain", "demo", rows)
     make_run(tmp_path / "x", "finetune", "demo", rows, task="sst2")
     lines = compare_runs([tmp_path / "x", tmp_path / "y"], tmp_path / "cmp")["table"].splitlines()
-    assert sorted(r.split(" | ")[0][2:] for r in lines[2:5]) == sorted([str(a), str(b), "finetune/demo"])
+    assert sorted(r.split(" | ")[0][2:] for r in lines[2:5]) == ["finetune/demo", "x/pretrain/demo", "y/pretrain/demo"]
+
+
+def test_a_comparison_names_what_differs_and_its_plots_stay_readable(tmp_path, make_run):
+    """A sweep's runs (one run_name) were labelled by their absolute paths, cut off at the figure's edge; the table
+    had no column for the lr they differ in; an MLM loss and a classification loss shared one axis; an 11th run
+    took the first run's colour."""
+    import yaml
+
+    def run(stage, name, folder, lr, **extra):
+        path = make_run(tmp_path / "out", stage, f"multirun/{folder}", _pretrain_rows(lr * 1e3), **extra)
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "run_name": name, "trainer": {"lr": lr}}))
+        return path
+
+    for i in range(10):
+        run("pretrain", "sweep", f"sweep-trainer.lr={i + 1}e-4", (i + 1) * 1e-4)
+    run("finetune", "sst2-sweep", "sst2-a", 2e-5, task="sst2")
+    run("finetune", "sst2-sweep", "sst2-b", 3e-5, task="sst2")
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp", metrics=["loss"])
+    lines = result["table"].splitlines()
+    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment | trainer.lr | steps |")
+    labels = [r.split(" | ")[0][2:] for r in lines[2:14]]
+    assert labels[:2] == ["sst2-sweep (lr=2e-05)", "sst2-sweep (lr=3e-05)"]
+    assert sorted(labels[2:]) == sorted(f"sweep (lr={(i + 1) * 1e-4})" for i in range(10))
+    assert "trainer.lr: the settings in which runs of one stage differ" in result["table"]
+    # a panel per stage, side by side (2 x 4.6 inches at 120 dpi), the legend below them
+    import matplotlib.image
+
+    from linformer.report.compare import run_colours
+
+    assert matplotlib.image.imread(tmp_path / "cmp" / "loss.png").shape[1] == 1104
+    assert len({str(c) for c in run_colours(20)}) == 20 and len({str(c) for c in run_colours(30)}) == 30
 
 
 def test_a_sweep_glob_skips_hydra_s_record_and_a_run_s_metrics_name_its_run(tmp_path, make_run):
