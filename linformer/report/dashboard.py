@@ -10,8 +10,9 @@ or resumed from an earlier checkpoint) is mirrored again from scratch. `serve` r
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
 perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same
 tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
-finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored as the
-trainer logs them to its trackers: eval/<metric> at the run's last step, eval/step the step of the model scored;
+finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored where the
+trainer logs them to its trackers (as eval_<metric> and eval_step there): eval/<metric> at the run's last step,
+eval/step the step of the model scored;
 the HPARAMS tab then lists them beside each run's stage, status (run.json: running, complete, failed, stopped,
 killed), attention, k, sharing, lr, batch and seed, which the run's `config` text also gives. A run's stage is its
 record's (run.json), never the folder under --outputs, so the runs of one stage overlay whatever folder is served; a
@@ -164,9 +165,10 @@ def _forget(out_dir: Path) -> dict:
 
 
 def reported_tags(run_dir: Path, stage: str | None) -> dict | None:
-    """What the run reports (results.json's metrics, scored once after training) as the trainer logs it to its
-    trackers: {"scalars": {eval/<metric>: value, eval/step: the step of the model scored}, "step": the run's last
-    step, "time": its seconds}; None before the run has finished or for a run that reports no scores."""
+    """What the run reports (results.json's metrics, scored once after training) where the trainer logs it to its
+    trackers (eval_<metric>, eval_step), in the dashboard's sections: {"scalars": {eval/<metric>: value, eval/step:
+    the step of the model scored}, "step": the run's last step, "time": its seconds}; None before the run has
+    finished or for a run that reports no scores."""
     results = read_json(run_dir / RESULTS)
     scores = reported_scalars(results)
     if not scores or not isinstance(results.get("steps"), int):
