@@ -39,20 +39,25 @@ def cli_errors():
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         sys.exit(stop.exit_code)
-    except KeyboardInterrupt:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second Ctrl-C)
+    except KeyboardInterrupt as stop:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second)
         print("stopped: interrupted (Ctrl-C). Run the same command again to go on.", file=sys.stderr)
-        sys.exit(128 + signal.SIGINT)
-    except LinformerError as err:
-        _fail(str(err))
-    except FileNotFoundError as err:
-        _fail(str(err))
-    except PermissionError as err:
-        _fail(f"permission denied: {err.filename or err}: choose an output path you can write, or fix its "
-              "permissions.")
-    except OSError as err:
-        if err.errno not in _USER_OS_ERRORS:
+        sys.exit(exit_status(stop))
+    except Exception as err:
+        message = _user_message(err)
+        if message is None:
             raise
-        _fail(_USER_OS_ERRORS[err.errno].format(path=err.filename or "a file"))
+        _fail(message)
+
+
+def _user_message(err: BaseException) -> str | None:
+    """The one line a user-fixable error prints (cli_errors), or None for an error that keeps its traceback."""
+    if isinstance(err, (LinformerError, FileNotFoundError)):
+        return str(err)
+    if isinstance(err, PermissionError):
+        return f"permission denied: {err.filename or err}: choose an output path you can write, or fix its permissions."
+    if isinstance(err, OSError) and err.errno in _USER_OS_ERRORS:
+        return _USER_OS_ERRORS[err.errno].format(path=err.filename or "a file")
+    return None
 
 
 def exit_status(err: BaseException) -> int:
@@ -64,9 +69,7 @@ def exit_status(err: BaseException) -> int:
         return 128 + signal.SIGINT
     if isinstance(err, SystemExit):
         return err.code if isinstance(err.code, int) else int(err.code is not None)
-    user_os = isinstance(err, (FileNotFoundError, PermissionError)) or (
-        isinstance(err, OSError) and err.errno in _USER_OS_ERRORS)
-    return EXIT_USER_ERROR if isinstance(err, LinformerError) or user_os else 1
+    return EXIT_USER_ERROR if _user_message(err) is not None else 1
 
 
 # OS errors on paths the user chose: one line naming the path, not a traceback
