@@ -6,14 +6,13 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 """
 
 import sys
-import time
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
-from linformer.report.measured import provenance
+from linformer.report.measured import provenance, start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)
-    started = time.perf_counter()
+    started = start()
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
         rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
         command, (machine, _) = provenance("scripts/cls_probe.py", started)

@@ -5,7 +5,6 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse,
 """
 
 import sys
-import time
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
@@ -30,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="held-out blocks (default 16; the corpus's validation split may hold fewer)")
     measured.add_output_options(ap, "fidelity")
     args = ap.parse_args(argv)
-    started = time.perf_counter()
+    started = measured.start()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         models = {label: resolve_model_path(path) for label, path in fidelity.labelled(args.models).items()}
         source = None if args.self_reference else resolve_model_path(args.source, "--source")

@@ -7,7 +7,6 @@ a handful of options, like scripts/fidelity.py.
 """
 
 import sys
-import time
 from pathlib import Path
 
 from linformer.argtypes import at_least
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
-        t0 = time.perf_counter()
+        t0 = measured.start()
         source = resolve_model_path(args.source)
         policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
                                                  args.landmarks, args.overlap)
@@ -99,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           args.split)
                                            for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
                   *provenance]
-        length_policy.write_report(results, args.out, header, {"command": command, "split": args.split})
+        length_policy.write_report(results, args.out, header, {"command": command, "machine": provenance[0],
+                                                               "split": args.split})
     measured.show(args.out)
     return 0
 

@@ -8,9 +8,9 @@ handful of options, like scripts/length_policy.py.
 """
 
 import sys
-import time
 
 from linformer.argtypes import at_least
+from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
 from linformer.modeling.configuration import SHARING_MODES
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):
             if on and not args.local_windows:
                 raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
-        t0 = time.perf_counter()
+        t0 = measured.start()
         rows = long_inputs.variants(args.k, args.sharing, tuple(args.local_windows), tuple(args.global_positions),
                                     args.landmarks, args.overlap)
         run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students, rows)
@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                                      global_positions=tuple(args.global_positions), students=run.students,
                                      landmarks=args.landmarks, overlap=args.overlap)
         command, provenance = measured.provenance("scripts/long_inputs.py", t0)
+        result["load"] = load_words(t0.load)  # what the time ratios were measured under
+        for line in long_inputs.beyond_flops_warnings(result):
+            print(line, file=sys.stderr)
         header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance,
                                     dropped)
         long_inputs.write_report(result, args.out, header, {"command": command})

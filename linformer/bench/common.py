@@ -32,17 +32,71 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def interleaved_medians(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
-                        on_call: Callable[[], object] | None = None) -> dict[str, float]:
+                        on_call: Callable[[], object] | None = None,
+                        threads_used: dict[str, list[int]] | None = None) -> dict[str, float]:
     """Median seconds of each call over ``reps`` rounds. Every round runs each function once, in an order rotated
-    by one each round, so no function always runs first and machine noise hits all of them alike."""
+    by one each round, so no function always runs first and machine noise hits all of them alike. With
+    `threads_used`, each name gets the CPU threads its timed model calls ran with (threads.recorded; torch's setting
+    for a call of a model that does not fit its threads, such as Hugging Face's)."""
     names = list(fns)
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(reps):
         for name in names[r % len(names):] + names[: r % len(names)]:
-            times[name].append(timed(fns[name], device))
+            with threads.recorded() as calls:
+                times[name].append(timed(fns[name], device))
+            if threads_used is not None:
+                threads_used.setdefault(name, []).extend(calls or [torch.get_num_threads()])
             if on_call is not None:
                 on_call()
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def thread_range(counts: list[int]) -> str:
+    """The threads a model's timed calls ran with, as a row records them: "2", or "1-2" where they varied."""
+    if not counts:
+        return ""
+    lo, hi = min(counts), max(counts)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (processes running or waiting for a core); None where the system keeps none."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def load_words(start: float | None, end: float | None = None) -> str:
+    """The machine's load over a measurement, as its reports say it: the 1-minute load average at its start (None:
+    not taken) and end (None: now), beside the cores (a load above the cores means processes waited for one)."""
+    end = load_average() if end is None else end
+    at = [f"{v:.1f} at the {when}" for v, when in ((start, "start"), (end, "end")) if v is not None]
+    return f"1-minute load average {' and '.join(at)} on {os.cpu_count()} cores" if at else "load average unknown"
+
+
+# A time ratio more than this many times its FLOP ratio is more than the arithmetic saved can explain: on a CPU,
+# other processes on the cores or models run with different thread counts (threads.py's adaptive policy)
+BEYOND_FLOPS = 2.0
+
+
+def beyond_flop_bound(speedup: float | None, flop_ratio: float | None) -> bool:
+    """Whether a measured speed-up (time of the reference / time of the model) exceeds what its FLOP ratio (FLOPs of
+    the reference / FLOPs of the model) explains by more than BEYOND_FLOPS."""
+    return speedup is not None and bool(flop_ratio) and speedup > BEYOND_FLOPS * flop_ratio
+
+
+def warning_paragraph(line: str) -> str:
+    """A "warning: ..." line as a report's bold paragraph."""
+    return f"**Warning{line.removeprefix('warning')}**"
+
+
+def flop_bound_warning(what: str, speedup: float, flop_ratio: float, load: str, thread_words: str) -> str:
+    """The warning line for a speed-up beyond its FLOP bound (beyond_flop_bound), naming the load and the threads."""
+    return (f"warning: {what}: measured speed-up {speedup:.2f}x is more than {BEYOND_FLOPS:g}x its FLOP ratio "
+            f"{flop_ratio:.2f}x, more than the arithmetic saved explains; measured with {thread_words}, {load}: the "
+            "ratio reflects the machine (other processes on its cores, unequal thread counts), not only the "
+            "attention. Measure on an idle machine, or with cpu_threads=fixed / LINFORMER_CPU_THREADS=fixed.")
 
 
 def _proc_status_kb(field: str) -> int:
@@ -120,7 +174,7 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return peak
 
 
-_COMPETING = [0]  # one-thread busy processes running beside the measurement now (competing_processes)
+_COMPETING = [0]  # one-thread busy processes this process started beside the measurement (competing_processes)
 COMPETING_START_S = 120  # seconds a spawned busy process may take to start (it imports torch)
 
 
@@ -167,7 +221,10 @@ def competing_processes(count: int):
                 p.join()
 
 
-def machine_description(device: torch.device) -> dict[str, str]:
+def machine_description(device: torch.device, load_at_start: float | None = None) -> dict[str, str]:
+    """The machine a measurement ran on, ended now; `load_at_start`: the load average when it began (load_average).
+    competing_processes counts only the busy processes the benchmark itself started (benchmark key competing);
+    load_average is the whole machine's."""
     import transformers
 
     desc = {
@@ -177,6 +234,7 @@ def machine_description(device: torch.device) -> dict[str, str]:
         "torch_threads": str(torch.get_num_threads()),
         "cpu_thread_policy": threads.get_policy(),
         "competing_processes": str(_COMPETING[0]),
+        "load_average": load_words(load_at_start),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

@@ -35,12 +35,16 @@ from ..errors import Preempted
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
+    beyond_flop_bound,
+    flop_bound_warning,
     free_memory,
     interleaved_medians,
+    load_average,
     machine_description,
     max_batch_that_fits,
     peak_memory_bytes,
     synchronize,
+    thread_range,
     timed,
 )
 from .models import build_ours, build_peer, build_roberta, linformer_fields, ours_config, size_of, with_kernel
@@ -209,6 +213,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     device = resolve_device(s.device)
     dtype = DTYPES[s.dtype]
     torch.manual_seed(s.seed)
+    load = load_average()
     rate = calibrate_flops_per_s(device, dtype, size=4096 if device.type == "cuda" else 1024)  # a GPU-sized GEMM
     free = available_memory_bytes(device)
     cells, dropped = plan_grid(s, rate, free)
@@ -234,8 +239,11 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
         finally:
             free_memory(device)
     bar.close()
+    machine = machine_description(device, load)
+    for line in beyond_flops_warnings(rows, machine):
+        log(line)
     meta = {
-        "machine": machine_description(device),
+        "machine": machine,
         "matmul_gflops": rate / 1e9,
         "planned_s": planned,
         "elapsed_s": time.perf_counter() - start,
@@ -265,12 +273,13 @@ def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, r
     mem = _warm_up(models, ids, s, device, bar, lambda why: dropped.append((n, f"{why} at batch {batch}")))
     names = list(models)  # without a baseline that ran out of memory
     fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
-    t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1))
+    used: dict[str, list[int]] = {}
+    t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1), threads_used=used)
     max_batch = {}
     if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
         del ids
         max_batch = _max_batches(models, n, s, device, bar)
-    return [_row(n, k, batch, s, t, mem, max_batch) for k in ks]
+    return [_row(n, k, batch, s, t, mem, max_batch, used) for k in ks]
 
 
 def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar, drop) -> dict[str, int | None]:
@@ -326,14 +335,29 @@ def _flop_ratio(n: int, k: int, s: InferenceSettings) -> float:
     return full / forward_flops_per_token(ours_config(size, n, "linformer", k, s.sharing, **linformer_fields(s)), n)
 
 
-def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict) -> dict:
+def beyond_flops_warnings(rows: list[dict], machine: dict) -> list[str]:
+    """A warning line for each cell whose speed-up over full attention beats its FLOP ratio by far
+    (common.beyond_flop_bound), naming the load and the threads each model ran with."""
+    return [flop_bound_warning(f"n={r['n']}, k={r['k']}", r["speedup_vs_full"], r["flop_ratio"],
+                               machine.get("load_average", "load average unknown"),
+                               f"the Linformer at {r.get('threads_linformer') or '?'} threads and full attention at "
+                               f"{r.get('threads_full') or '?'}")
+            for r in rows if beyond_flop_bound(r.get("speedup_vs_full"), r.get("flop_ratio"))]
+
+
+def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict,
+         used: dict | None = None) -> dict:
     lin = f"linformer@{k}"
+    used = used or {}
     mb = lambda b: None if b is None else b / 2**20
     row = {
         "n": n, "k": k, "batch_size": batch, "layers": s.layers, "hidden": s.hidden, "heads": s.heads,
         "ffn": s.ffn, "sharing": s.sharing, "dtype": s.dtype,
         "time_linformer_s": t[lin],
     }
+    # the CPU threads each timed model ran with: under the adaptive policy the Linformer's follow the free cores
+    row["threads_linformer"] = thread_range(used.get(lin, []))
+    row["threads_full"] = thread_range(used.get("full", []))
     for kind in BASELINES:
         row[f"time_{kind}_s"] = t.get(kind)
     row["mem_linformer_mib"] = mb(mem.get(lin))

@@ -10,13 +10,25 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from linformer import LinformerForMaskedLM
-from linformer.bench.common import interleaved_medians, machine_description
+from linformer.bench.common import (
+    beyond_flop_bound,
+    flop_bound_warning,
+    interleaved_medians,
+    load_average,
+    machine_description,
+    thread_range,
+    warning_paragraph,
+)
 from linformer.bench.models import Size, build_ours, build_roberta
+from linformer.bench.report import machine_words
 from linformer.files import atomic_write
 from linformer.modeling import LinearProjection
+from linformer.modeling.flops import flop_ratio
 
 BASE = Size(layers=12, hidden=768, heads=12, ffn=3072)  # RoBERTa-base
 BASE_2_LAYERS = Size(layers=2, hidden=768, heads=12, ffn=3072)
@@ -69,8 +81,9 @@ def padding_leak(n: int = 512, k: int = 128, size: Size = BASE_2_LAYERS,
 
 
 def forward_times(n: int = 4096, k: int = 256, size: Size = BASE_2_LAYERS, batch: int = 1,
-                  reps: int = 5) -> dict[str, float]:
-    """Median forward seconds, linformer (layerwise) and full (SDPA) interleaved on the same batch."""
+                  reps: int = 5, threads_used: dict[str, list[int]] | None = None) -> dict[str, float]:
+    """Median forward seconds, linformer (layerwise) and full (SDPA) interleaved on the same batch; with
+    `threads_used`, the CPU threads each model's timed forwards ran with."""
     device = torch.device("cpu")
     models = {mode: build_ours(size, n, mode, k, "layerwise").eval() for mode in ("linformer", "full")}
     ids = torch.randint(4, size.vocab, (batch, n))
@@ -81,19 +94,31 @@ def forward_times(n: int = 4096, k: int = 256, size: Size = BASE_2_LAYERS, batch
 
     for model in models.values():
         forward(model)  # warm-up
-    return interleaved_medians({mode: (lambda m=m: forward(m)) for mode, m in models.items()}, reps, device)
+    return interleaved_medians({mode: (lambda m=m: forward(m)) for mode, m in models.items()}, reps, device,
+                               threads_used=threads_used)
 
 
-def report(out: str | None = None) -> str:
-    """The checks as a markdown table (printed; also written to `out`)."""
+def report(out: str | None = None, command: str = "python scripts/model_checks.py", n: int = 4096,
+           k: int = 256) -> str:
+    """The checks as a markdown table (printed; also written to `out`); `command`: the command line that ran them.
+    The forward times' speed-up is checked against its FLOP ratio (common.beyond_flop_bound)."""
+    load = load_average()
     delta = roberta_logits_delta()
     ours, leaky = padding_leak()
-    t = forward_times()
+    used: dict[str, list[int]] = {}
+    t = forward_times(n, k, threads_used=used)
+    machine = machine_description(torch.device("cpu"), load)
+    speedup, flops = t["full"] / t["linformer"], flop_ratio(n, k, BASE_2_LAYERS.hidden, BASE_2_LAYERS.ffn)
+    threads = (f"the Linformer at {thread_range(used['linformer'])} threads and full attention at "
+               f"{thread_range(used['full'])}")
+    warnings = [flop_bound_warning("forward time", speedup, flops, machine["load_average"], threads)] \
+        if beyond_flop_bound(speedup, flops) else []
+    for line in warnings:
+        print(line, file=sys.stderr)
     lines = [
         "# Model checks",
         "",
-        "Machine: " + ", ".join(f"{k} {v}" for k, v in machine_description(torch.device("cpu")).items()) + ". "
-        "Command: `python scripts/model_checks.py`.",
+        f"Machine: {machine_words(machine)}. Command: `{command}`.",
         "",
         "| check | value |",
         "|---|---|",
@@ -101,9 +126,12 @@ def report(out: str | None = None) -> str:
         f"| {delta:.2e} |"),
         f"| padding leak, ours (n=512, k=128, 100 real tokens alone vs padded to 512) | {ours:.2e} |",
         f"| padding leak, fairseq-style projection (same model and batch) | {leaky:.2e} |",
-        f"| forward s, linformer (layerwise, k=256), n=4096, width 768, 2 layers, batch 1 | {t['linformer']:.3f} |",
+        f"| forward s, linformer (layerwise, k={k}), n={n}, width 768, 2 layers, batch 1 | {t['linformer']:.3f} |",
         f"| forward s, full attention (SDPA), same | {t['full']:.3f} |",
-        f"| speed-up linformer vs full | {t['full'] / t['linformer']:.2f}x |",
+        f"| speed-up linformer vs full (FLOP ratio {flops:.2f}x) | {speedup:.2f}x |",
+        (f"| CPU threads of the timed forwards, linformer / full | {thread_range(used['linformer'])} / "
+         f"{thread_range(used['full'])} |"),
+        *("\n" + warning_paragraph(line) for line in warnings),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

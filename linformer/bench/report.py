@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..files import atomic_write, save_figure
 from ..modeling.values import round_up
-from .inference import BASELINES, PEERS, reference
+from .common import warning_paragraph
+from .inference import BASELINES, PEERS, beyond_flops_warnings, reference
 from .models import label, linformer_fields
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
 from .throughput import Variant
@@ -61,9 +62,35 @@ def thread_policy(machine: dict) -> str:
 
 
 def competing(machine: dict) -> str:
-    """The machine line's note of the busy processes that ran beside the measurement (benchmark key competing)."""
+    """The machine line's note of the busy processes the benchmark started beside the measurement (benchmark key
+    competing) and of the machine's load, which counts everyone's processes (a record made before the key has
+    none)."""
     count = int(machine.get("competing_processes") or 0)
-    return f", beside {count} competing one-thread busy process{'es' if count > 1 else ''}" if count else ""
+    started = f", beside {count} competing one-thread busy process{'es' if count > 1 else ''} it started" \
+        if count else ""
+    return started + (f", {machine['load_average']}" if machine.get("load_average") else "")
+
+
+def machine_words(m: dict) -> str:
+    """A benchmark's machine (common.machine_description) in words: CPU, cores, threads, memory, the busy processes
+    it started and the machine's load, the CPU thread policy, the device and the library versions."""
+    return (f"{m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
+            f"{m.get('memory_gib', '?')} GiB){competing(m)}{thread_policy(m)}, device `{m.get('device')}`"
+            + (f" ({m['gpu']})" if "gpu" in m else "")
+            + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}")
+
+
+def _thread_lines(rows: list[dict], machine: dict) -> list[str]:
+    """The CPU threads each cell's Linformer and full attention ran with, and a warning for each cell whose speed-up
+    beats its FLOP ratio by far (inference.beyond_flops_warnings)."""
+    out = []
+    if machine.get("device") == "cpu" and any(r.get("threads_linformer") for r in rows):
+        out += ["", "CPU threads per timed forward (Linformer / full attention): " + "; ".join(
+            f"n={r['n']}, k={r['k']}: {r['threads_linformer']} / {r.get('threads_full') or '-'}" for r in rows) + "."]
+    warnings = beyond_flops_warnings(rows, machine)
+    if warnings:
+        out += ["", *map(warning_paragraph, warnings)]
+    return out
 
 
 def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
@@ -103,12 +130,15 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
         ("Each cell: **measured speed-up / memory saved** of the Linformer against our model with "
         "`attention=\"full\"`, then *(analytic FLOP ratio)*: full-model FLOPs / Linformer FLOPs of a forward "
         "(QKV/output projections, score and value matmuls, E/F projections, FFN; see linformer/modeling/flops.py). "
-        "A measured speed-up at or above the FLOP ratio means the Linformer realises all of its arithmetic saving."),
+        "A measured speed-up at or above the FLOP ratio means the Linformer realises all of its arithmetic saving; "
+        "one more than twice the FLOP ratio is more than the saving explains (a loaded CPU, unequal thread counts) "
+        "and is flagged below the table."),
         "",
     ]
     out += _cell_table(rows, ks, lambda r: (
         f"**{_x(r.get('speedup_vs_full'))} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
     ))
+    out += _thread_lines(rows, meta["machine"])
     peers = [kind for kind in PEERS if any(r.get(f"time_{kind}_s") is not None for r in rows)]
     if peers:
         out += ["", "## Against the long-document encoders users pick instead", "",
@@ -153,10 +183,7 @@ def _inference_header(meta: dict, command: str) -> list[str]:
     out = [
         "# Table 3 reproduction: Linformer inference efficiency",
         "",
-        f"Machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {m.get('torch_threads')} torch threads, "
-        f"{m.get('memory_gib', '?')} GiB){competing(m)}{thread_policy(m)}, device `{m.get('device')}`"
-        + (f" ({m['gpu']})" if "gpu" in m else "")
-        + f"; torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}.",
+        f"Machine: {machine_words(m)}.",
         (f"Model: {s.hidden} hidden, {s.heads} heads, FFN {s.ffn}, {s.layers} layers, "
         + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
            else f"batch {s.batch_size}") + f", {s.dtype}"

@@ -49,6 +49,7 @@ from .common import (
     free_memory,
     interleaved_medians,
     is_oom,
+    load_average,
     machine_description,
     peak_memory_bytes,
     synchronize,
@@ -411,8 +412,8 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
     bar = tqdm(total=total, desc="training", unit="step", disable=not progress)
     models = _Models(s, device)
     rows: list[dict] = []
-    meta: dict = {"machine": machine_description(device), "settings": s, "compiles_during_timing": 0,
-                  "beyond_n": beyond_n(s)}
+    load = load_average()
+    meta: dict = {"settings": s, "compiles_during_timing": 0, "beyond_n": beyond_n(s)}
     start = time.perf_counter()
     for i, block in enumerate(blocks):
         bar.set_postfix(section=block.section, n=block.n, precision=block.precision, compile=block.compile)
@@ -426,6 +427,7 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
         log(f"[bench] throughput: {_block_words(block)}: {len(block.entries)} models in {time.perf_counter() - t0:.0f} s")
     models.clear()
     bar.close()
+    meta["machine"] = machine_description(device, load)  # its load average at the start and now, the end
     meta["elapsed_s"] = time.perf_counter() - start
     meta["target"] = mfu_target(rows, s)
     return rows, meta

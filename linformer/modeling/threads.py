@@ -74,6 +74,7 @@ class _State:
         self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
         self.snapshot = _snapshot(self.cpus, self.tick_s)  # at import: the first forward has a window behind it
         self.busy = 0.0  # cores other processes kept busy in the last window
+        self.records: list[list[int]] = []  # open ``recorded`` blocks: the threads of each model call in them
 
 
 def _busy_seconds(cpus: list[int], tick_s: float) -> float | None:
@@ -153,6 +154,8 @@ def fitted(model):
     local = _state.local
     depth = getattr(local, "depth", 0)
     if depth or not _applies(model):
+        if not depth and _state.records and not torch.compiler.is_compiling():  # a thread count breaks a graph
+            _record(torch.get_num_threads())
         local.depth = depth + 1
         try:
             yield
@@ -161,6 +164,7 @@ def fitted(model):
         return
     requested = torch.get_num_threads()
     threads = fitted_threads(requested) if requested > 1 else requested
+    _record(threads)
     local.depth = 1
     # fitted to one thread of several: the large pieces of work go to `requested` one-thread workers (module
     # docstring); not under autocast, whose setting a worker thread would not have. With more threads fitted, each
@@ -179,6 +183,24 @@ def fitted(model):
         local.depth, local.workers = 0, 0
         if threads != requested:
             torch.set_num_threads(requested)
+
+
+def _record(threads: int) -> None:
+    for calls in _state.records:
+        calls.append(threads)
+
+
+@contextmanager
+def recorded():
+    """A list of the threads each model call in the block ran with (fitted, or torch's setting where the policy does
+    not apply), one entry per outermost call: what a timing records beside its times, since under the adaptive
+    policy the models it compares may run with different thread counts."""
+    calls: list[int] = []
+    _state.records.append(calls)
+    try:
+        yield calls
+    finally:
+        _state.records = [c for c in _state.records if c is not calls]  # by identity: equal lists are others
 
 
 _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, workers): a forked child makes its own

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForSequenceClassification
 
+from ..bench.common import beyond_flop_bound, flop_bound_warning, warning_paragraph
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror, resolve_path
 from ..data.tasks import TASKS, load_task, longer_than
@@ -304,6 +305,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
         cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
         lines.append(f"| {r['model']} | {r['n']} | {accuracy} | "
                      f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")
+    lines += _thread_lines(result)
     pairs = paired_rows(result)
     if pairs:
         examples = len(result["labels"])
@@ -320,6 +322,28 @@ def to_markdown(result: dict, header: list[str]) -> str:
                          f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True, '()')} | "
                          f"{_pct(p['agreement'])} |")
     return "\n".join(lines) + "\n"
+
+
+def beyond_flops_warnings(result: dict) -> list[str]:
+    """A warning line for each row whose time against full attention beats its FLOPs against full attention by far
+    (bench.common.beyond_flop_bound), naming the machine's load over the measurement and each model's threads."""
+    full = {r["n"]: r for r in result["rows"] if r["model"] == "full"}
+    return [flop_bound_warning(f"{r['model']} at n = {r['n']}", 1 / r["ms_vs_full"], 1 / r["gflops_vs_full"],
+                               result.get("load") or "load average not recorded",
+                               f"it at {r.get('threads') or '?'} threads and full attention at "
+                               f"{full.get(r['n'], {}).get('threads') or '?'}")
+            for r in result["rows"] if r.get("ms_vs_full") and r.get("gflops_vs_full")
+            and beyond_flop_bound(1 / r["ms_vs_full"], 1 / r["gflops_vs_full"])]
+
+
+def _thread_lines(result: dict) -> list[str]:
+    """The CPU threads each row's timed forwards ran with (under the adaptive policy a Linformer's follow the cores
+    other processes leave free, full attention keeps torch's setting), and the beyond_flops_warnings."""
+    timed = [r for r in result["rows"] if r.get("threads")]
+    out = ["", "CPU threads per timed forward: " + "; ".join(f"{r['model']} at n = {r['n']}: {r['threads']}"
+                                                               for r in timed) + "."] if timed else []
+    warnings = beyond_flops_warnings(result)
+    return out + (["", *map(warning_paragraph, warnings)] if warnings else [])
 
 
 def plot(result: dict, path: str) -> None:

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from ..cli import cli_errors, shell_command
 from ..data.io import path_root
@@ -41,20 +42,34 @@ def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
         yield
 
 
-def machine_words(device, started: float) -> str:
+class Started(NamedTuple):
+    """When a measurement began (time.perf_counter) and the machine's load average then (bench.common)."""
+
+    time: float
+    load: float | None
+
+
+def start() -> Started:
+    from ..bench.common import load_average
+
+    return Started(time.perf_counter(), load_average())
+
+
+def machine_words(device, started: Started) -> str:
     """A measurement's machine in words: the device, torch's threads and the CPU thread policy (threads fitted to
-    the free cores or not: linformer.modeling.threads), and the seconds since `started` (time.perf_counter)."""
+    the free cores or not: linformer.modeling.threads), the machine's load average at the start and now (a
+    loaded CPU moves every time and ratio), and the seconds since `started` (start())."""
     import torch
 
+    from ..bench.common import load_words
     from ..modeling import threads
 
     return (f"{device_name(device)}, torch threads: {torch.get_num_threads()} (CPU thread policy: "
-            f"{threads.get_policy()}), {time.perf_counter() - started:.0f} s")
+            f"{threads.get_policy()}), {load_words(started.load)}, {time.perf_counter() - started.time:.0f} s")
 
 
-def provenance(script: str, started: float) -> tuple[str, list[str]]:
-    """(the command line, the report's Machine and Command lines) for a measurement begun at `started`
-    (time.perf_counter)."""
+def provenance(script: str, started: Started) -> tuple[str, list[str]]:
+    """(the command line, the report's Machine and Command lines) for a measurement begun at `started` (start())."""
     import torch
 
     command = shell_command("python", script, *sys.argv[1:])

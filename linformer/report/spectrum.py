@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
+from . import measured
 from .measured import machine_words
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`. The JSON records `command` (the script's command
     line) and the machine it ran on."""
-    started = time.perf_counter()
+    started = measured.start()
     model_path = resolve_model_path(str(model_path))  # a run directory: its model/
     out_dir = Path(out_dir)
     outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]

@@ -204,7 +204,9 @@ def test_tiny_benchmark_writes_csv_markdown_png(tmp_path):
         assert float(r["flop_ratio"]) == pytest.approx(flop_ratio(int(r["n"]), int(r["k"]), 32, 64), rel=1e-5)
     md = (tmp_path / "t3.md").read_text()
     assert "| n | k = 16 | k = 32 |" in md and "| 64 |" in md and "| 128 |" in md and "cmd x" in md
-    assert "Machine:" in md
+    assert "Machine:" in md and "1-minute load average" in md and "at the start" in md
+    for r in rows:  # the threads each model ran with, per row (the Linformer's fitted to the free cores)
+        assert r["threads_full"] == str(torch.get_num_threads()) and r["threads_linformer"]
     eager_table = md.split("## Against the paper-era")[1].split("## Against today")[0]
     assert "| 64 | **" in eager_table and "x)*" not in eager_table  # the paper has no n < 512 cells
     assert (tmp_path / "t3.png").read_bytes()[:4] == b"\x89PNG"
@@ -358,7 +360,7 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
             assert all(cpu_ticks(p.pid) > b for p, b in zip(children, before))
         machine = machine_description(torch.device("cpu"))
         assert machine["competing_processes"] == "2"
-    assert competing(machine) == ", beside 2 competing one-thread busy processes"
+    assert competing(machine).startswith(", beside 2 competing one-thread busy processes it started, 1-minute load")
     assert not multiprocessing.active_children()
     assert machine_description(torch.device("cpu"))["competing_processes"] == "0"
     assert competing({"competing_processes": "0"}) == ""
@@ -491,11 +493,11 @@ def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_sid
     timed_names, dtypes = [], {}
     medians = inference.interleaved_medians
 
-    def spy(fwds, reps, device, on_call=None):
+    def spy(fwds, reps, device, on_call=None, **kw):
         timed_names.append(list(fwds))
         for name, fwd in fwds.items():  # each forward is a lambda with its model as first default
             dtypes[name] = next(fwd.__defaults__[0].parameters()).dtype
-        return medians(fwds, reps, device, on_call)
+        return medians(fwds, reps, device, on_call, **kw)
 
     monkeypatch.setattr(inference, "interleaved_medians", spy)
     s = tiny_inference(ns=[64], ks=[16], baselines=["full", "roberta_sdpa"], dtype="bf16", reference_dtype="fp32")
@@ -514,6 +516,31 @@ def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_sid
     same = tiny_inference(ns=[64], ks=[16], baselines=["full"], dtype="fp32", reference_dtype="fp32")
     rows, _ = inference.run_inference(same, progress=False, log=lambda *_: None)  # its own dtype: nothing twice
     assert "reference_dtype" not in rows[0] and timed_names[-1] == ["full", "linformer@16"]
+
+
+def test_a_speed_up_far_beyond_its_flop_ratio_is_warned_naming_the_load_and_the_threads(monkeypatch):
+    """On a loaded CPU the adaptive policy runs the Linformer on the free cores while full attention waits for the
+    busy ones: a speed-up far above the FLOP ratio measures the machine. Each such cell is a warning line (logged and
+    in the report) naming the load average and the threads each model ran with."""
+    from linformer.bench import inference
+    from linformer.bench.report import inference_markdown
+
+    def loaded(fwds, reps, device, on_call=None, threads_used=None):  # full attention 20x slower, on 2 threads
+        threads_used.update({name: [1] if name.startswith("linformer") else [2, 2] for name in fwds})
+        return {name: 0.01 if name.startswith("linformer") else 0.2 for name in fwds}
+
+    monkeypatch.setattr(inference, "interleaved_medians", loaded)
+    logged = []
+    rows, meta = inference.run_inference(tiny_inference(ns=[64], ks=[16], baselines=["full"]), progress=False,
+                                         log=logged.append)
+    (row,) = rows
+    assert (row["threads_linformer"], row["threads_full"]) == ("1", "2")
+    (warning,) = [line for line in logged if line.startswith("warning:")]
+    assert "n=64, k=16" in warning and "20.00x" in warning and "1-minute load average" in warning
+    assert "the Linformer at 1 threads and full attention at 2" in warning
+    md = inference_markdown(rows, meta, "cmd")
+    assert "**Warning: n=64, k=16: measured speed-up 20.00x" in md
+    assert "CPU threads per timed forward (Linformer / full attention): n=64, k=16: 1 / 2." in md
 
 
 def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkeypatch):
@@ -594,3 +621,26 @@ def test_a_benchmark_stopped_by_sigterm_writes_what_it_measured_marked_partial(p
     monkeypatch.undo()
     cli.benchmark_from_config(cfg)  # the same command again replaces the partial output: it was recorded as its own
     assert "Partial" not in md.read_text()
+
+
+def test_model_checks_record_their_command_the_load_and_threads_and_warn_beyond_the_flop_ratio(tmp_path,
+                                                                                               monkeypatch):
+    """model_checks' Machine line is the machine's load (never a count of the benchmark's own busy processes read as
+    "idle"), its Command line the command that ran, and its speed-up is checked against the FLOP ratio."""
+    from linformer.bench import model_checks
+
+    def loaded(n, k, threads_used=None):  # full attention 20x slower than the Linformer, on 2 threads against 1
+        threads_used.update(linformer=[1, 1], full=[2, 2])
+        return {"linformer": 0.05, "full": 1.0}
+
+    monkeypatch.setattr(model_checks, "roberta_logits_delta", lambda: 1e-6)
+    monkeypatch.setattr(model_checks, "padding_leak", lambda: (0.0, 0.5))
+    monkeypatch.setattr(model_checks, "forward_times", loaded)
+    out = tmp_path / "mc.md"
+    text = model_checks.report(str(out), "python scripts/model_checks.py --out mc.md")
+    assert out.read_text() == text
+    assert "Command: `python scripts/model_checks.py --out mc.md`" in text
+    assert "competing_processes" not in text and "1-minute load average" in text
+    assert "| CPU threads of the timed forwards, linformer / full | 1 / 2 |" in text
+    assert "**Warning: forward time: measured speed-up 20.00x" in text
+    assert "the Linformer at 1 threads and full attention at 2" in text

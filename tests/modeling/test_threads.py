@@ -97,6 +97,21 @@ def threads_inside(model, grad: bool = False, **kwargs) -> int:
     return seen[0]
 
 
+def test_recorded_lists_the_threads_each_model_call_ran_with(machine):
+    """What a timing records beside its times: the fitted Linformer's threads, torch's for full attention (and for
+    a training forward), one entry per outermost call."""
+    linformer = LinformerForMaskedLM(tiny_config()).eval()
+    full = LinformerForMaskedLM(tiny_config(attention="full")).eval()
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy
+    with threads.recorded() as calls:
+        threads_inside(linformer)
+        threads_inside(full)
+        threads_inside(linformer, grad=True)
+    assert calls == [1, 2, 2]
+    threads_inside(linformer)
+    assert calls == [1, 2, 2]  # nothing after the block
+
+
 @pytest.mark.parametrize("model_class", [LinformerModel, LinformerForMaskedLM])
 def test_an_inference_forward_beside_a_busy_process_runs_on_the_free_core_and_restores_torchs_setting(
         model_class, machine):

@@ -174,6 +174,7 @@ def test_split_train_measures_train_reviews_never_the_test_ones_and_records_the_
         rows = record["results"]["imdb"]["k=4"]
         buckets = next(iter(rows.values()))["embedding"]
         assert record["split"] == split
+        assert record["machine"].startswith("Machine: ") and "1-minute load average" in record["machine"]
         assert buckets[bucket]["examples"] == (6 if split == "train" else 7) and other not in buckets
         md = out.with_suffix(".md").read_text()
         assert f"imdb {6 if split == 'train' else 7} {split} examples" in md

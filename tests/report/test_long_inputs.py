@@ -61,6 +61,7 @@ def test_measure_reports_each_model_side_by_side(classifier):
         correct = r["accuracy"] * len(labels)
         assert abs(correct - round(correct)) < 1e-9 and r["interval"][0] <= r["accuracy"] <= r["interval"][1]
     assert "agreement" not in rows[1] and 0 <= rows[2]["agreement"] <= 1 and rows[2]["ms"] > 0
+    assert rows[1]["threads"] == str(torch.get_num_threads()) and rows[2]["threads"]  # each model's, per row
     md, pairs = long_inputs.to_markdown(result, ["header"]).split("## Paired differences")
     assert md.count("| linformer k=8 |") == 2 and "| as finetuned | 32 |" in md
     assert pairs.count("| as finetuned (n = 32) |") == 4  # every lengthened row against the truncated classifier
@@ -246,6 +247,26 @@ def test_paired_rows_judge_each_row_against_the_truncated_classifier_and_full_st
     assert pairs[("linformer k=8", "teacher at 4N")]["difference"]["diff"] == pytest.approx(-100.0)
     md = long_inputs.to_markdown(result | {"lengths": {}}, ["header"])
     assert "## Paired differences" in md and "| its twin | 128 | teacher at 4N | +0.0 " in md
+
+
+def test_a_time_ratio_far_below_its_flop_ratio_is_warned_naming_the_load_and_the_threads():
+    """A Linformer timed at 0.20x of full attention beside 0.70x of its FLOPs (a loaded CPU: its threads fitted to the
+    free cores, full attention's waiting for busy ones) is a warning naming the load and both models' threads."""
+    labels = np.array([0, 1] * 4)
+    result = _result(labels, [
+        ("as finetuned", N, "full", labels, {}),
+        ("full", 4 * N, "full attention", labels, {"ms": 2090.0, "threads": "2", "gflops_vs_full": 1.0,
+                                                   "ms_vs_full": 1.0}),
+        ("linformer k=8", 4 * N, "linformer k=8", labels, {"ms": 421.0, "threads": "1", "gflops_vs_full": 0.70,
+                                                           "ms_vs_full": 0.20}),
+        ("linformer w=4", 4 * N, "linformer k=8", labels, {"ms": 1600.0, "threads": "1-2", "gflops_vs_full": 0.75,
+                                                           "ms_vs_full": 0.77}),
+    ]) | {"lengths": {}, "load": "1-minute load average 7.0 at the start and 6.5 at the end on 2 cores"}
+    (warning,) = long_inputs.beyond_flops_warnings(result)
+    assert warning.startswith("warning: linformer k=8 at n = 128: measured speed-up 5.00x is more than 2x its FLOP ratio 1.43x")
+    assert "load average 7.0 at the start" in warning and "it at 1 threads and full attention at 2" in warning
+    md = long_inputs.to_markdown(result, ["header"])
+    assert "**Warning: linformer k=8 at n = 128" in md and "linformer w=4 at n = 128: 1-2" in md
 
 
 def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_header(tmp_path):
