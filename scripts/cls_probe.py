@@ -27,15 +27,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)
     started = start()
+    rows: list[dict] = []
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
-        rows = probe(args.runs, args.tasks, args.data_mirror, args.examples)
-        command, (machine, _) = provenance("scripts/cls_probe.py", started)
-        md = to_markdown(rows, command, machine)
-        print(md)
-        if args.out:
-            atomic_write(args.out, md)
-            print(f"wrote {args.out}")
+        try:
+            probe(args.runs, args.tasks, args.data_mirror, args.examples, rows=rows)
+        except Exception as err:  # the rows measured before it are kept, marked partial; the error is then said
+            if rows:
+                _write(rows, args.out, started, f"Partial: stopped after {len(rows)} rows by an error "
+                                                f"({type(err).__name__}: {err}); the rest was not measured.")
+            raise
+        _write(rows, args.out, started)
     return 0
+
+
+def _write(rows: list[dict], out: str | None, started, partial: str = "") -> None:
+    command, (machine, _) = provenance("scripts/cls_probe.py", started)
+    md = to_markdown(rows, command, machine, partial)
+    print(md)
+    if out:
+        atomic_write(out, md)
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -31,14 +31,34 @@ def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_len
     return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
 
 
+# Why a row has no entropy: its model computes no attention probabilities, or returned no maps
+NO_MAPS_EXACT_KEYS = ("exact local and global keys (local_window, global_positions) compute no attention "
+                      "probabilities")
+NO_MAPS = "the model returned no attention maps"
+
+
+def has_maps(model) -> bool:
+    """Whether the model's attention computes probabilities to return: not a Linformer with exact local and global
+    keys beside its projected ones (LinformerModel warns and returns None for those layers)."""
+    config = model.config
+    return not (getattr(config, "attention", "full") != "full"
+                and (getattr(config, "local_window", 0) or getattr(config, "global_positions", None)))
+
+
 @torch.no_grad()
 def cls_stats(model, batch: dict) -> dict:
-    """Entropy of <s>'s attention per layer (nats, with its maximum) and the relative spread of the final <s>."""
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
+    """Entropy of <s>'s attention per layer (nats, with its maximum) and the relative spread of the final <s>; a
+    model without attention maps gets no entropy and "no_entropy", the reason."""
+    maps = has_maps(model)
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=maps)
     cls = out.last_hidden_state[:, 0].float()
     spread = (cls.std(0).norm() / cls.mean(0).norm().clamp_min(1e-12)).item()
+    layers = [a for a in (out.attentions or ()) if a is not None] if maps else []
+    if not layers:
+        return {"cls_spread": spread, "entropy": [], "max_entropy": [],
+                "no_entropy": NO_MAPS if maps else NO_MAPS_EXACT_KEYS}
     entropy, max_entropy = [], []
-    for a in out.attentions:  # (batch, heads, T, keys): keys = T (full) or k (Linformer)
+    for a in layers:  # (batch, heads, T, keys): keys = T (full) or k (Linformer)
         p = a[:, :, 0].float()
         entropy.append((-(p * p.clamp_min(1e-12).log()).sum(-1)).mean().item())
         # uniform over the keys <s> can see: the unpadded ones for full attention, all k projected rows otherwise
@@ -48,16 +68,30 @@ def cls_stats(model, batch: dict) -> dict:
     return {"cls_spread": spread, "entropy": entropy, "max_entropy": max_entropy}
 
 
+def load_probed(path: str):
+    """The encoder at `path` in eval mode, with attention that returns its maps: Hugging Face's eager attention for a
+    model that is not ours (its default SDPA returns none)."""
+    from transformers import AutoConfig, AutoModel
+
+    from ..modeling import LinformerConfig
+
+    ours = isinstance(AutoConfig.from_pretrained(path), LinformerConfig)
+    return AutoModel.from_pretrained(path, add_pooling_layer=False,
+                                     **({} if ours else {"attn_implementation": "eager"})).eval()
+
+
 def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,
-          max_length: int | None = None, seed: int = 0) -> list[dict]:
-    from transformers import AutoModel, DataCollatorWithPadding
+          max_length: int | None = None, seed: int = 0, rows: list[dict] | None = None) -> list[dict]:
+    """One row per run and task (appended to `rows` as each is measured, so a caller keeps what was measured before
+    an error). Every run is resolved before anything is measured, so a wrong name stops nothing half-way."""
+    from transformers import DataCollatorWithPadding
 
     mirror = data_mirror or default_data_mirror()
-    rows = []
-    for run in runs:
-        d = resolve_model_path(str(run))  # a pretraining run (its model/), a model directory or a hub name
+    rows = [] if rows is None else rows
+    paths = [(run, resolve_model_path(str(run), "runs")) for run in runs]  # a run's model/, a model dir, a hub name
+    for run, d in paths:
         tok = load_tokenizer(d, "runs")
-        model = AutoModel.from_pretrained(d, add_pooling_layer=False).eval()
+        model = load_probed(d)
         length = max_length or int(getattr(model.config, "max_seq_len", 0) or model.config.max_position_embeddings - 2)
         collate = DataCollatorWithPadding(tok)
         for task in tasks:
@@ -67,16 +101,18 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
     return rows
 
 
-def to_markdown(rows: list[dict], command: str, machine: str = "") -> str:
+def to_markdown(rows: list[dict], command: str, machine: str = "", partial: str = "") -> str:
+    """The table; `partial`: the line saying why rows are missing (a run stopped by an error)."""
     lines = ["# <s> before finetuning: attention entropy and spread across inputs", "",
-             *([machine] if machine else []), f"Command: `{command}`", "",
+             *([machine] if machine else []), f"Command: `{command}`", "", *([f"**{partial}**", ""] if partial else []),
              ("Entropy of <s>'s attention per layer in nats (its maximum, uniform attention, in brackets); "
              "spread = ||std|| / ||mean|| of the final <s> state over the examples (0 = the same vector for "
              "every input)."), "",
              "| run | task | examples | <s> attention entropy per layer [max] | spread of final <s> |",
              "|---|---|---|---|---|"]
     for r in rows:
-        ent = ", ".join(f"{e:.2f} [{m:.2f}]" for e, m in zip(r["entropy"], r["max_entropy"], strict=True))
+        ent = ", ".join(f"{e:.2f} [{m:.2f}]" for e, m in zip(r["entropy"], r["max_entropy"], strict=True)) or \
+            f"- ({r.get('no_entropy', NO_MAPS)})"
         lines.append(f"| {Path(r['run']).name} | {r['task']} | {r['examples']} | {ent} | {r['cls_spread']:.3f} |")
     return "\n".join(lines) + "\n"
 

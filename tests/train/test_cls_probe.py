@@ -67,3 +67,58 @@ def test_fewer_than_two_examples_are_refused_naming_the_flag(examples, tmp_path,
         load_script("cls_probe").main([str(tmp_path), "--examples", examples])
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines()[0] == f"error: argument --examples: must be at least 2, not {examples}"
+
+
+def test_a_local_global_linformer_gets_no_entropy_and_the_table_says_why(pretrained_run):
+    """The converted default (exact local and global keys beside the projected ones) computes no attention
+    probabilities: its row keeps its spread, and the entropy column says why it is empty, never a traceback."""
+    from linformer.report.cls_probe import NO_MAPS_EXACT_KEYS
+
+    config = AutoConfig.from_pretrained(pretrained_run / "model", attention="linformer", local_window=4,
+                                        global_positions=[0, -1])
+    model = LinformerModel(config, add_pooling_layer=False).eval()
+    n = model.config.max_seq_len
+    stats = cls_stats(model, _batch([n, n // 2, 5], n))
+    assert stats["entropy"] == [] and stats["no_entropy"] == NO_MAPS_EXACT_KEYS and stats["cls_spread"] > 0
+    md = to_markdown([{"run": "lg", "task": "sst2", "examples": 3, **stats}], "cmd")
+    assert f"| lg | sst2 | 3 | - ({NO_MAPS_EXACT_KEYS}) |" in md
+
+
+def test_a_hugging_face_encoder_is_probed_with_attention_that_returns_its_maps(tmp_path):
+    """A BERT model loads with SDPA by default, which returns no attention maps (an empty entropy column without a
+    word); the probe loads it with eager attention."""
+    from transformers import BertConfig, BertModel
+
+    from linformer.report.cls_probe import load_probed
+
+    BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64)).save_pretrained(tmp_path / "bert")
+    model = load_probed(str(tmp_path / "bert"))
+    stats = cls_stats(model, _batch([8, 5], 8))
+    assert len(stats["entropy"]) == 2 and "no_entropy" not in stats
+
+
+def test_rows_measured_before_an_error_are_written_marked_partial(pretrained_run, tmp_path, monkeypatch, capsys):
+    from linformer.report import cls_probe
+
+    from ..conftest import load_script
+
+    write_sst2_fixture(tmp_path / "mirror/glue/sst2")
+    sample = cls_probe.eval_sample
+    calls = []
+
+    def fails_second(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise CheckpointError("the second run broke")
+        return sample(*args, **kw)
+
+    monkeypatch.setattr(cls_probe, "eval_sample", fails_second)
+    out = tmp_path / "probe.md"
+    with pytest.raises(SystemExit) as stop:
+        load_script("cls_probe").main([str(pretrained_run), str(pretrained_run), "--tasks", "sst2", "--examples", "4",
+                                       "--data-mirror", str(tmp_path / "mirror"), "--out", str(out)])
+    assert stop.value.code == 2 and "the second run broke" in capsys.readouterr().err
+    md = out.read_text()
+    assert "**Partial: stopped after 1 rows by an error (CheckpointError: the second run broke)" in md
+    assert md.count("| sst2 | 4 |") == 1
