@@ -63,6 +63,10 @@ def _check_grid(s, prefix: str) -> None:
     if min(s.ns, default=0) < 1 or min(s.ks, default=0) < 1:
         raise ConfigError(f"{prefix}.ns={s.ns} / {prefix}.ks={s.ks}: every n and k must be at least 1.")
     max_n = getattr(s, "max_n", None)
+    if max_n is not None and min(s.ns) > max_n:
+        raise ConfigError(f"{prefix}.ns={s.ns}: every n is above {prefix}.max_n={max_n} (the CPU's default cap), so "
+                          f"nothing would be measured; give an n up to {max_n}, or {prefix}.max_n=null to lift the "
+                          "cap.")
     linformer = not isinstance(s, ThroughputSettings) or "linformer" in s.models  # else no row reads ks
     if linformer and not any(k < n for n in s.ns for k in s.ks if max_n is None or n <= max_n):
         raise ConfigError(f"{prefix}.ns={s.ns} and {prefix}.ks={s.ks}"

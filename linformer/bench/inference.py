@@ -31,7 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..devices import DTYPES, resolve_device
-from ..errors import Preempted
+from ..errors import ConfigError, Preempted
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
 from .common import (
     available_memory_bytes,
@@ -217,6 +217,10 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     rate = calibrate_flops_per_s(device, dtype, size=4096 if device.type == "cuda" else 1024)  # a GPU-sized GEMM
     free = available_memory_bytes(device)
     cells, dropped = plan_grid(s, rate, free)
+    if not cells:  # every n over the budget: refused before anything is written, as any other empty grid
+        raise ConfigError(f"inference.budget_s={s.budget_s:g}: nothing would be measured, "
+                          + "; ".join(f"n={n} {why}" for n, why in dropped)
+                          + ": raise inference.budget_s, or give smaller inference.ns.")
     planned = sum(estimate_seconds(n, ks, s, rate) for n, ks in cells)
     for n, why in dropped:
         log(f"[bench] n={n} dropped: {why}")

@@ -16,9 +16,10 @@ from .throughput import Variant
 
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
+    """The rows as CSV, their keys as the header; no rows (a run stopped before its first): the header n, k."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fields: list[str] = []
+    fields: list[str] = [] if rows else ["n", "k"]
     for row in rows:
         fields += [f for f in row if f not in fields]
     text = io.StringIO(newline="")
@@ -106,7 +107,7 @@ def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
 
 def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     s = meta["settings"]
-    ks = sorted({r["k"] for r in rows}) or list(PAPER_KS)
+    ks = sorted({r["k"] for r in rows}) or sorted(s.ks)  # none measured (a stopped run): the ks asked for
     out = _inference_header(meta, command)
     out += [
         "",

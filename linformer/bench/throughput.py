@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from ..devices import resolve_device
 from ..errors import ConfigError, Preempted
 from ..modeling.flops import peak_flops, training_flops_per_token
-from ..runconfig.settings import positive_int
+from ..runconfig.settings import COMPILE_MODES, positive_int
 from ..train.compiling import CompileCounts, raise_recompile_limit
 from ..train.step import AmpOps, optimizer_step
 from .common import (
@@ -190,11 +190,26 @@ class ThroughputSettings:
             self._check_lever_block()
         _check_variant(self.grid_variant(False), "throughput")
         self.levers.base_variant()
+        self._check_compile_mode()
         if self.tokens_per_step < 1 or self.steps < 1 or self.warmup < 0:
             raise ConfigError("throughput.tokens_per_step and throughput.steps must be >= 1, throughput.warmup >= 0.")
         if self.profile and not self.levers.enabled:
             raise ConfigError("throughput.profile=true profiles the best row of the lever block: set "
                               "throughput.levers.enabled=true.")
+
+    def _check_compile_mode(self) -> None:
+        """A compile_mode torch.compile does not know (else a traceback per model and a table of failed rows), or
+        one with nothing compiled (else silently ignored), is one ConfigError, as the trainer's."""
+        mode = self.compile_mode
+        if mode is None:
+            return
+        if mode not in COMPILE_MODES:
+            raise ConfigError(f"throughput.compile_mode={mode!r} is not one of {', '.join(COMPILE_MODES)} (or null).")
+        L = self.levers
+        if True not in self.compile and not (L.enabled and (L.base_variant().compile or "compile" in L.vary)):
+            raise ConfigError(f"throughput.compile_mode={mode}: nothing is compiled (throughput.compile={self.compile}"
+                              + (", and the lever block compiles nothing" if L.enabled else "")
+                              + "): set throughput.compile=[true] (or [false,true]), or leave compile_mode null.")
 
     def _check_lever_block(self) -> None:
         """The lever block's own n, k and models, refused as the grid's are (bench.cli._check_grid): a count below

@@ -400,6 +400,18 @@ def test_competing_processes_run_beside_the_block_and_the_report_says_so():
      "throughput.models=[]: nothing would be measured; give at least one."),
     (["inference.enabled=false", "throughput.enabled=false"],
      "inference.enabled=false and throughput.enabled=false: nothing would be measured; enable one of them."),
+    # a mode torch.compile does not know used to fail per model (traceback, rows of "failed", exit 0); with nothing
+    # compiled it was silently ignored
+    (["inference.enabled=false", "throughput.compile=[true]", "throughput.compile_mode=bogus"],
+     ("throughput.compile_mode='bogus' is not one of default, reduce-overhead, max-autotune, "
+     "max-autotune-no-cudagraphs (or null).")),
+    (["inference.enabled=false", "throughput.compile_mode=max-autotune"],
+     ("throughput.compile_mode=max-autotune: nothing is compiled (throughput.compile=[False]): set "
+     "throughput.compile=[true] (or [false,true]), or leave compile_mode null.")),
+    # every n above the CPU's cap: the cap and how to lift it are named (not "no cell has k < n")
+    (["inference.ns=[16384]", "inference.ks=[64]", "throughput.enabled=false"],
+     ("inference.ns=[16384]: every n is above inference.max_n=8192 (the CPU's default cap), so nothing would be "
+     "measured; give an n up to 8192, or inference.max_n=null to lift the cap.")),
 ])
 def test_a_benchmark_value_nothing_can_run_with_is_one_error_line(overrides, message):
     """They used to run and write an empty table with exit 0, or fail deep inside with a traceback."""
@@ -561,6 +573,24 @@ def test_memory_is_measured_after_a_warm_up_forward_even_with_one_warm_up(monkey
     inference.run_inference(tiny_inference(ns=[64], ks=[16], warmup=1, reps=1, baselines=["full"]), progress=False,
                             log=lambda *_: None)
     assert len(seen) == 2 and all(before >= 1 for before in seen)
+
+
+def test_a_budget_that_drops_every_n_is_refused_before_anything_is_written(tmp_path):
+    """The budget is applied once the device's speed is known: a budget no n fits used to write an empty table (the
+    default ks as its columns, a CSV without a header) and exit 0."""
+    with pytest.raises(ConfigError, match=r"inference.budget_s=1e-06: nothing would be measured, n=128 over the "
+                                          r"time budget .*: raise inference.budget_s, or give smaller inference.ns."):
+        run_benchmark(tmp_path / "out", inference=tiny_inference(ns=[128], ks=[16], budget_s=1e-6), progress=False,
+                      log=lambda *_: None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_stopped_before_its_first_cell_writes_the_ks_asked_for_and_a_csv_header(tmp_path):
+    from linformer.bench.report import inference_markdown, write_csv
+
+    meta = {"settings": tiny_inference(ks=[16, 32]), "machine": {"device": "cpu"}, "stopped": "Partial: stopped"}
+    assert "| n | k = 16 | k = 32 |" in inference_markdown([], meta)
+    assert write_csv([], tmp_path / "t.csv").read_text().splitlines() == ["n,k"]
 
 
 def test_a_benchmark_refused_before_measuring_leaves_no_directory(tmp_path):
