@@ -71,6 +71,9 @@ def windows_from_text(tokenizer, text_path: str | Path, n: int, num_windows: int
             break
         if line.strip():
             lines.append(line.strip())
+    if not lines:  # the tokenizer fails on an empty batch: said here, as a short file is below
+        raise DataError(f"text_path={text_path}: no text in the first {max_lines} lines (an empty file, or blank "
+                        "lines only), fewer than one window: give a file of text, one paragraph per line")
     # <s> ... </s> (RoBERTa, ours), or [CLS] ... [SEP] (BERT, whose tokenizer has neither bos nor eos)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
@@ -196,6 +199,9 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]
     record = made_by("analyze_spectrum", {})
     check_output_files(outputs, record, overwrite, flag="overwrite=true")
+    if not corpus_dir and text_path and not Path(text_path).is_file():  # before the model loads
+        raise ConfigError(f"text_path={text_path}: " + ("a folder, not a text file" if Path(text_path).is_dir()
+                                                        else "no such file") + ": give a .txt or .txt.gz file")
     model = load_full_attention_model(model_path, device)
     n = model_length(model.config)
     if corpus_dir:

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from linformer.errors import CorpusError
+from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.report.spectrum import (
     analyze_spectrum,
     attention_spectrum,
@@ -64,13 +64,20 @@ def test_full_attention_spectrum_of_a_model(tmp_path):
     assert torch.allclose(cum[..., -1], torch.ones(2, 2, dtype=torch.float64))
 
 
+def _text(tmp_path) -> str:
+    """A text file for the tests whose windows are stubbed: text_path must name a file."""
+    path = tmp_path / "some.txt"
+    path.write_text("some text\n")
+    return str(path)
+
+
 def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     from linformer.report import spectrum
 
     path = _tiny_model(tmp_path)
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
     monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)  # the model has no tokenizer saved
-    r = analyze_spectrum(path, tmp_path / "out", "s", text_path="unused.txt", num_windows=4, k=3)
+    r = analyze_spectrum(path, tmp_path / "out", "s", text_path=_text(tmp_path), num_windows=4, k=3)
     data = json.loads((tmp_path / "out" / "s.json").read_text())
     assert data["n"] == 16 and data["k"] == 3 and data["layers"] == 2 and data["heads"] == 2
     assert data["value_at_k"][0][0] == pytest.approx(data["cumulative"][0][0][2], abs=1e-4)
@@ -112,6 +119,34 @@ def test_windows_from_text(tmp_path):
         windows_from_text(_CharTokenizer(), binary, n=16, num_windows=1)
 
 
+@pytest.mark.parametrize("content", [b"", b"\n  \n\t\n", "gz"])
+def test_a_text_file_without_text_is_one_error_naming_it(content, tmp_path):
+    """An empty file, blank lines only, or an empty .txt.gz: the tokenizer failed on the empty batch (an IndexError
+    traceback); it is the error a short file gets."""
+    import gzip
+
+    from transformers import AutoTokenizer
+
+    from linformer.report.spectrum import windows_from_text
+
+    tok = AutoTokenizer.from_pretrained(_bert_with_wordpiece(tmp_path / "bert"))
+    path = tmp_path / ("empty.txt.gz" if content == "gz" else "empty.txt")
+    path.write_bytes(gzip.compress(b"") if content == "gz" else content)
+    with pytest.raises(DataError, match=rf"text_path={path}: no text in the first 20000 lines \(an empty file"):
+        windows_from_text(tok, path, n=8, num_windows=2)
+
+
+def test_a_missing_text_path_is_named_before_the_model_loads(tmp_path, monkeypatch):
+    from linformer.report import spectrum
+
+    def no_load(*args, **kw):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(spectrum, "load_full_attention_model", no_load)
+    with pytest.raises(ConfigError, match=r"text_path=.*nonexistent.txt: no such file: give a .txt or .txt.gz"):
+        analyze_spectrum(_tiny_model(tmp_path), tmp_path / "out", "s", text_path=str(tmp_path / "nonexistent.txt"))
+
+
 def test_corpus_of_another_tokenizer_is_refused(tmp_path):
     """Windows from a corpus packed with tokenizer A fed to a model trained with tokenizer B would be other words:
     analyze_spectrum.py refuses with one `error:` line naming both tokenizers (exit 2); with A it runs."""
@@ -148,7 +183,7 @@ def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(
     _tiny_model(run)  # run/model, as a pretraining run has it
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
     monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)  # the model has no tokenizer saved
-    assert analyze_spectrum(run, tmp_path / "out", "s", text_path="unused.txt", num_windows=2, k=3)["n"] == 16
+    assert analyze_spectrum(run, tmp_path / "out", "s", text_path=_text(tmp_path), num_windows=2, k=3)["n"] == 16
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match=r"model_path='.*empty'.* holds no model"):
         analyze_spectrum(tmp_path / "empty", tmp_path / "out2", "s", text_path="unused.txt")
