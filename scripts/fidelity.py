@@ -8,6 +8,7 @@ import sys
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
+from linformer.files import resolve_path
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import fidelity, measured
 
@@ -16,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
-    ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n")
+    ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n (relative to "
+                                                    "the repository, as the models)")
     reference = ap.add_mutually_exclusive_group(required=True)
     reference.add_argument("--source", help="the encoder the models were converted from, run with full attention: "
                                             "the reference (a directory, a hub name, or minilm)")
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         models = {label: resolve_model_path(path) for label, path in fidelity.labelled(args.models).items()}
         source = None if args.self_reference else resolve_model_path(args.source, "--source")
-        errors, blocks = fidelity.measure(models, args.corpus, sorted(args.lengths), args.blocks, source,
+        # resolved here, not by argparse: the report's recorded settings keep the corpus as it was given
+        errors, blocks = fidelity.measure(models, resolve_path(args.corpus), sorted(args.lengths), args.blocks, source,
                                           source_name=args.source)
         if blocks < args.blocks:
             print(f"--blocks {args.blocks}: {args.corpus} holds {blocks} validation blocks; measured on those")

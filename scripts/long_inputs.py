@@ -13,6 +13,7 @@ from linformer.argtypes import at_least
 from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
+from linformer.files import resolve_path
 from linformer.modeling.configuration import SHARING_MODES
 from linformer.report import long_inputs, measured
 
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--classifier", help="a finetuned sequence classifier with full attention (a finetuning run's "
                                            "best/)")
-    what.add_argument("--render", metavar="JSON", help="write the report again from the JSON of an earlier run")
+    what.add_argument("--render", metavar="JSON", type=resolve_path,
+                      help="write the report again from the JSON of an earlier run (relative to the repository)")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
     ap.add_argument("--ns", type=at_least(1), nargs="+", default=[1024, 2048],
                     help="lengths to lengthen the classifier to (IMDB's test reviews reach 2,048 tokens in 4 cases and "

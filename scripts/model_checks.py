@@ -9,12 +9,12 @@ from linformer.files import made_by, output_files, resolve_path
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--out", help="also write the results as markdown to this file (relative to the repository)")
+    ap.add_argument("--out", type=resolve_path,
+                    help="also write the results as markdown to this file (relative to the repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace --out when model_checks did not write it")
     args = ap.parse_args(argv)
-    out = resolve_path(args.out) if args.out else None
-    with cli_errors(), output_files([out] if out else [], made_by("model_checks", {}), args.overwrite):
-        report(out, shell_command("python", "scripts/model_checks.py", *(sys.argv[1:] if argv is None else argv)))
+    with cli_errors(), output_files([args.out] if args.out else [], made_by("model_checks", {}), args.overwrite):
+        report(args.out, shell_command("python", "scripts/model_checks.py", *(sys.argv[1:] if argv is None else argv)))
     return 0
 
 

@@ -189,3 +189,55 @@ def test_global_positions_without_windows_are_refused_not_ignored(script, argv, 
     assert capsys.readouterr().err.splitlines()[0] == ("error: --global-positions sets the global tokens of the "
                                                        "--local-windows rows: name at least one window")
     assert list(tmp_path.iterdir()) == []
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("script", ["length_policy", "long_inputs", "fidelity", "cls_probe", "model_checks"])
+def test_the_measurement_scripts_resolve_out_against_the_repository_from_any_folder(script, tmp_path, monkeypatch):
+    """As the Hydra commands and configs/paths say: a relative --out (and the default) is the repository's, not the
+    current folder's."""
+    import argparse
+
+    from linformer.files import repo_root
+
+    parse = argparse.ArgumentParser.parse_args
+    seen = {}
+
+    def parse_then_stop(self, argv=None, namespace=None):
+        seen["args"] = parse(self, argv, namespace)
+        raise _Stop
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    monkeypatch.chdir(tmp_path)
+    needed = {"long_inputs": ["--classifier", "c"], "fidelity": ["m", "--corpus", "c", "--self-reference"],
+              "cls_probe": ["r"]}.get(script, [])
+    with pytest.raises(_Stop):
+        load_script(script).main([*needed, "--out", "some/where"])
+    assert seen["args"].out == str(repo_root() / "some" / "where")
+    if script in ("length_policy", "long_inputs", "fidelity"):
+        with pytest.raises(_Stop):
+            load_script(script).main(needed)
+        assert seen["args"].out.startswith(str(repo_root()))
+
+
+def test_fidelity_reads_a_relative_corpus_from_the_repository_from_any_folder(tmp_path, monkeypatch):
+    from linformer.files import repo_root
+    from linformer.report import fidelity
+
+    seen = {}
+
+    def measure(models, corpus, *args, **kw):
+        seen["corpus"] = corpus
+        raise _Stop
+
+    monkeypatch.setattr(fidelity, "measure", measure)
+    monkeypatch.setattr("linformer.modeling.loading.resolve_model_path", lambda path, *a: path)
+    script = load_script("fidelity")
+    monkeypatch.setattr(script, "resolve_model_path", lambda path, *a: path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(_Stop):
+        script.main(["m", "--corpus", "data/processed/c", "--self-reference", "--out", str(tmp_path / "f")])
+    assert seen["corpus"] == str(repo_root() / "data" / "processed" / "c")
