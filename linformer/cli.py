@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
-from .files import flatten, resolve_path
+from .files import atomic_write, flatten, resolve_path
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 EXIT_USER_ERROR = 2
@@ -309,7 +309,7 @@ def hydra_main(config_name: str) -> Callable:
             # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             args = sys.argv[1:]
-            start.update(started=time.time(), before=None)
+            start.update(started=time.time(), before=None, earlier=None)
             flags = [a for a in args if a.startswith("-")]
             if not flags:
                 with cli_errors():
@@ -322,6 +322,7 @@ def hydra_main(config_name: str) -> Callable:
                         refuse_missing_values(cfg, config_name)
                         refuse_bad_interpolations(cfg, config_name, args)
                         start["before"] = _run_dir_before(cfg)
+                        start["earlier"] = _hydra_record(cfg)
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 with cli_errors():
                     cfg = _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
@@ -371,11 +372,24 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
 _HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
 
 
+def _hydra_record(cfg) -> dict[str, bytes] | None:
+    """The .hydra/ files an earlier command left in the run directory of `cfg` (composed with its hydra node), by
+    name: Hydra replaces them before the body runs, so a refused start puts them back (_no_refused_run_dir)."""
+    try:
+        run_dir = Path(str(cfg.hydra.run.dir)).resolve()
+    except Exception:  # an interpolation only Hydra's run resolves: nothing to keep
+        return None
+    earlier = {name: (run_dir / name).read_bytes() for name in _HYDRA_FILES if (run_dir / name).is_file()}
+    return earlier or None
+
+
 @contextlib.contextmanager
-def _no_refused_run_dir(started: float | None = None, before: Path | None = None):
+def _no_refused_run_dir(started: float | None = None, before: Path | None = None,
+                        earlier: dict[str, bytes] | None = None):
     """A start that fails leaves nothing behind of what Hydra made for it: its .hydra/ files and log, and the
     folders Hydra created down to the run directory. Only when nothing else is in it (a run's own files are never
-    touched), never the working directory, and never a folder that was there before the command."""
+    touched), never the working directory, and never a folder that was there before the command. A run directory
+    that held an earlier command's .hydra/ files (`earlier`) gets them back: they describe the outputs beside them."""
     try:
         yield
     except BaseException:
@@ -384,9 +398,22 @@ def _no_refused_run_dir(started: float | None = None, before: Path | None = None
             from hydra.types import RunMode
 
             hydra = HydraConfig.get()
-            sweep = Path(hydra.sweep.dir).resolve() if hydra.mode == RunMode.MULTIRUN else None
-            _remove_hydra_leftovers(hydra_run_dir().resolve(), hydra.job.name, started, before, sweep)
+            run = hydra_run_dir().resolve()
+            if earlier and hydra.mode != RunMode.MULTIRUN:
+                if not _wrote_outputs(run, hydra.job.name, started):
+                    for name, content in earlier.items():
+                        atomic_write(run / name, content)
+            else:
+                sweep = Path(hydra.sweep.dir).resolve() if hydra.mode == RunMode.MULTIRUN else None
+                _remove_hydra_leftovers(run, hydra.job.name, started, before, sweep)
         raise
+
+
+def _wrote_outputs(run: Path, job_name: str, started: float | None) -> bool:
+    """Whether this command wrote a file of its own into the run directory (not Hydra's .hydra/ files or log)."""
+    hydra = {run / name for name in (*_HYDRA_FILES, f"{job_name}.log")}
+    return started is None or any(p.stat().st_mtime >= started for p in run.rglob("*")
+                                  if p.is_file() and p not in hydra)
 
 
 def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None,
