@@ -74,6 +74,10 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
         if student.model_type != "linformer":
             raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
                               f"{_architecture(student)}")
+        if student.max_seq_len < min(ns):  # a student is a row at every n up to its own: here at none
+            raise ConfigError(f"--students {student_given}: its n = {student.max_seq_len} is below every --ns "
+                              f"{ns}, so it would have no row: give an --ns of at most {student.max_seq_len}, or "
+                              "leave it out")
     tokenizer = load_tokenizer(classifier, "--classifier")
     named = {}
     for student_given, (path, student) in configs.items():

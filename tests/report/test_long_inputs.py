@@ -182,6 +182,21 @@ def test_a_model_that_is_not_a_sequence_classifier_is_refused_naming_the_option(
     assert not list(tmp_path.glob("r.*"))
 
 
+def test_a_student_below_every_n_is_refused_not_silently_left_out(classifier, tmp_path, capsys):
+    """A student is a row at every n up to its own: one whose n is below every --ns had no row and no word."""
+    LinformerForSequenceClassification.from_pretrained_encoder(classifier, max_seq_len=2 * N, attention="linformer",
+                                                               projected_dim=8).save_pretrained(tmp_path / "short")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        load_script("long_inputs").main(["--classifier", classifier, "--ns", str(4 * N), "--k", "8", "--students",
+                                         str(tmp_path / "short"), "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        (f"error: --students {tmp_path / 'short'}: its n = {2 * N} is below every --ns [{4 * N}], so it would have "
+         f"no row: give an --ns of at most {2 * N}, or leave it out")]
+    assert not list(tmp_path.glob("r.*"))
+
+
 def test_a_finetuning_run_directory_is_refused_naming_the_model_in_it(classifier, tmp_path, capsys):
     import json
     import shutil
