@@ -109,21 +109,8 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     s = meta["settings"]
     ks = sorted({r["k"] for r in rows}) or sorted(s.ks)  # none measured (a stopped run): the ks asked for
     out = _inference_header(meta, command)
-    out += [
-        "",
-        "## Against the paper-era standard Transformer (eager n x n softmax)",
-        "",
-        ("Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
-        "`attn_implementation=\"eager\"` (same size), then *(paper: time / memory)*. The paper's numbers are "
-        "against a 2020 standard Transformer on a V100 (Wang et al. 2020, Table 3), ours on the machine above."),
-        "",
-    ]
-    out += _cell_table(rows, ks, lambda r: (
-        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}** "
-        f"*({_x(r.get('paper_time_saved'))} / {_x(r.get('paper_mem_saved'))})*"
-        if r.get("paper_time_saved") is not None else
-        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}**"
-    ))
+    if not rows or any(r.get("time_eager_s") is not None for r in rows):  # a run without the eager baseline: none
+        out += _eager_section(rows, ks)
     out += [
         "",
         "## Against today's standard attention (`F.scaled_dot_product_attention`)",
@@ -175,6 +162,24 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
                   for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
     out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
     return "\n".join(out) + "\n"
+
+
+def _eager_section(rows: list[dict], ks: list[int]) -> list[str]:
+    out = [
+        "",
+        "## Against the paper-era standard Transformer (eager n x n softmax)",
+        "",
+        ("Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
+         "`attn_implementation=\"eager\"` (same size), then *(paper: time / memory)*. The paper's numbers are "
+         "against a 2020 standard Transformer on a V100 (Wang et al. 2020, Table 3), ours on the machine above."),
+        "",
+    ]
+    return out + _cell_table(rows, ks, lambda r: (
+        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}** "
+        f"*({_x(r.get('paper_time_saved'))} / {_x(r.get('paper_mem_saved'))})*"
+        if r.get("paper_time_saved") is not None else
+        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}**"
+    ))
 
 
 def _inference_header(meta: dict, command: str) -> list[str]:

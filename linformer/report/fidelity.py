@@ -114,7 +114,8 @@ def to_markdown(errors: dict, command: str, png: str | None, reference: str = SE
              *([machine] if machine else []), f"Command: `{command}`", ""]
     for label, by_length in errors.items():
         layers = len(next(iter(by_length.values())))
-        lines += [f"## {label}", "", "| tokens | " + " | ".join(f"layer {i}" for i in range(layers)) + " |",
+        # layers counted from 1, as the spectrum reports count them (hidden_states[0], the embeddings, is not one)
+        lines += [f"## {label}", "", "| tokens | " + " | ".join(f"layer {i}" for i in range(1, layers + 1)) + " |",
                   "|---" * (layers + 1) + "|"]
         lines += [f"| {L} | " + " | ".join(f"{e:.3f}" for e in errs) + " |" for L, errs in by_length.items()]
         lines.append("")

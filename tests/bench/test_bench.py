@@ -493,6 +493,7 @@ def test_the_peer_encoders_run_side_by_side_at_the_same_size_and_get_their_own_s
     md = inference_markdown(rows, meta, "cmd")
     assert "## Against the long-document encoders users pick instead" in md
     assert "HF ModernBERT (local 128, global every 2nd layer, SDPA):" in md and "HF Longformer (window 256" in md
+    assert "## Against the paper-era" not in md  # no eager baseline ran: no section of empty cells
 
 
 def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_side_by_side(monkeypatch):

@@ -359,3 +359,10 @@ def test_a_transfer_with_local_and_global_keys_builds_and_records_them(bert_sour
     assert model.config.landmark_pooling is landmarks
     assert read_card_info(tmp_path / "model")["model"]["landmark_pooling"] is landmarks
     assert all(x > 0 for x in summary["rel_err_after"])
+
+
+def test_fidelity_counts_layers_from_one_as_the_spectrum_reports_do():
+    from linformer.report.fidelity import to_markdown
+
+    md = to_markdown({"m": {16: [0.1, 0.2]}}, "cmd", None)
+    assert "| tokens | layer 1 | layer 2 |" in md and "| 16 | 0.100 | 0.200 |" in md
