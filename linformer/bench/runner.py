@@ -44,7 +44,8 @@ def run_benchmark(
             machine = meta["machine"].get("gpu", meta["machine"]["device"])
             written["png"] = plot_times(rows, files["png"],
                                         f"Forward time, {inference.layers} layers x {inference.hidden} wide, "
-                                        f"{_batch_words(inference)}, {inference.dtype} ({machine})")
+                                        f"{_batch_words(inference)}, {inference.dtype} ({machine})"
+                                        + ("\npartial: the run was stopped before the whole grid" if stop else ""))
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
         if stop is not None:
             raise stop

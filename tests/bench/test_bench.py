@@ -638,9 +638,15 @@ def test_a_benchmark_stopped_by_sigterm_writes_what_it_measured_marked_partial(p
         overrides = ["inference.enabled=false", "throughput.ns=[64,128,256]", "throughput.tokens_per_step=256"]
         md, csv_file, measured = tmp_path / "t_throughput.md", tmp_path / "t_throughput.csv", "after 2 rows"
         unmeasured = ["Not measured: grid n=128 fp32 compile=False; grid n=256 fp32 compile=False."]
+    from linformer.bench import runner
+
+    titles, plot = [], runner.plot_times
+    monkeypatch.setattr(runner, "plot_times", lambda rows, path, title="": titles.append(title) or plot(rows, path,
+                                                                                                        title))
     cfg = compose("benchmark", [*_TINY, *overrides, f"out_dir={tmp_path}", "name=t"])
     with pytest.raises(Preempted, match="^stopped by SIGTERM: any cells measured before it are written") as stop:
         cli.benchmark_from_config(cfg)
+    assert all(title.endswith("partial: the run was stopped before the whole grid") for title in titles)
     assert stop.value.exit_code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the benchmark's only while it runs
     text = md.read_text()
