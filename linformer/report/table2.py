@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from ..bench.common import load_average
 from ..cli import shell_command
 from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
@@ -297,11 +298,12 @@ def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: st
     if profile_name not in exp.PROFILES:
         raise ConfigError(f"--profile {profile_name!r} is not one of {', '.join(exp.PROFILES)}")
     profile = exp.PROFILES[profile_name]
-    load = os.getloadavg()[0]
+    load = load_average()
     meta = {"source": f"{exp.SOURCE} (all-MiniLM-L6-v2, BertModel 6 x 384, Apache-2.0)",
             "hardware": hardware or detect_hardware(), "command": command or shell_command("python", *sys.argv),
             "recipe": exp.recipe_text(profile), "n": exp.N, "cost_batch": 8,
-            "load": f"the 1-minute load average was {load:.1f} on {os.cpu_count()} cores",
+            "load": (f"the 1-minute load average was {load:.1f}" if load is not None else "the load average was not "
+                     "read") + f" on {os.cpu_count()} cores",
             "missing": exp.missing_runs(profile)}
     return table2_pretrained.write_table(runs, out, meta, measure=measure, lengths=by_length,
                                          declared=table2_pretrained.declared_rows(profile), profile=profile_name)
