@@ -58,3 +58,21 @@ def mirror() -> Path:
 def make_corpus():
     """The `write_corpus(path, n_docs=40, seed=0, prefix="doc")` helper, as a fixture."""
     return write_corpus
+
+
+@pytest.fixture(params=["same path", "overlapping glob", "a copy"])
+def text_given_twice(request, tmp_path, corpus_file) -> list[str]:
+    """Sources that give one text twice: a path listed twice, a glob and a path it matches, a copy under another
+    name."""
+    import shutil
+
+    here = tmp_path / "src"
+    here.mkdir()
+    shutil.copy(corpus_file, here / "a.txt")
+    return [str(s) for s in {"same path": [here / "a.txt", here / "a.txt"],
+                             "overlapping glob": [here / "*.txt", here / "a.txt"],
+                             "a copy": [here / "a.txt", shutil.copy(corpus_file, tmp_path / "backup.txt")]}[request.param]]
+
+
+# what a text given twice is refused with, at either stage
+GIVEN_TWICE = r"(is given twice|holds the same text as .*a copy).*Give each text once"
