@@ -384,6 +384,51 @@ def tokenizer_identity(serialised: str) -> str:
     return _identity(json.loads(serialised))
 
 
+# The parts of a tokenizer's serialisation that decide the ids a text gets (the decoder only turns ids back into text;
+# truncation and padding are per-call state, ``tokenizer_identity``)
+ENCODING_PARTS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
+
+
+def encoding_differences(a, b) -> list[str]:
+    """How tokenizer `b` would give a text other ids than `a`, in words (`b`'s setting against `a`'s), one item per
+    part (ENCODING_PARTS) that differs: [] when they encode every text alike. A slow (Python) tokenizer has no serialisation: its vocabulary
+    alone is compared."""
+    if not (getattr(a, "is_fast", False) and getattr(b, "is_fast", False)):
+        return [] if a.get_vocab() == b.get_vocab() else [_vocabulary_difference(a.get_vocab(), b.get_vocab())]
+    ja, jb = json.loads(a.backend_tokenizer.to_str()), json.loads(b.backend_tokenizer.to_str())
+    return [_part_difference(part, ja.get(part), jb.get(part)) for part in ENCODING_PARTS
+            if ja.get(part) != jb.get(part)]
+
+
+def _part_difference(part: str, a, b) -> str:
+    """One part's difference in words: the vocabulary's count, or the settings that differ (`b`'s value first)."""
+    if part == "model" and isinstance(a, dict) and isinstance(b, dict) and a.get("vocab") != b.get("vocab"):
+        return _vocabulary_difference(_vocab(a), _vocab(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+        return f"{part} " + ", ".join(f"{k} {_short(b.get(k))} against {_short(a.get(k))}" for k in keys)
+    if part == "added_tokens" and isinstance(a, list) and isinstance(b, list):
+        only = [t.get("content") for t in b if t not in a] + [t.get("content") for t in a if t not in b]
+        return f"added tokens {', '.join(map(repr, dict.fromkeys(only)))} differ"
+    return f"{part} {_short(b)} against {_short(a)}"
+
+
+def _vocab(model: dict) -> dict:
+    """A serialised model's vocabulary as token -> id (a Unigram model lists [token, score] pairs by id)."""
+    vocab = model.get("vocab") or {}
+    return vocab if isinstance(vocab, dict) else {entry[0]: i for i, entry in enumerate(vocab)}
+
+
+def _vocabulary_difference(a: dict, b: dict) -> str:
+    differ = sum(b.get(token) != i for token, i in a.items()) + len(b.keys() - a.keys())
+    return f"the vocabulary: {len(b)} tokens against {len(a)}, {differ} differing"
+
+
+def _short(value, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _identity(data: dict) -> str:
     data = {**data, "truncation": None, "padding": None}
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")

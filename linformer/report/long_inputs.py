@@ -32,7 +32,7 @@ from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import finetuning_run_models, model_length, resolve_model_path
-from ..train.distill import check_same_vocabulary
+from ..train.distill import check_same_tokenization
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 
@@ -81,7 +81,8 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     tokenizer = load_tokenizer(classifier, "--classifier")
     named = {}
     for student_given, (path, student) in configs.items():
-        check_same_vocabulary(tokenizer, load_tokenizer(path, "--students"), classifier, path)
+        check_same_tokenization(tokenizer, load_tokenizer(path, "--students"), f"--classifier {classifier}",
+                                f"--students {student_given}")
         exact = (f" + {exact_keys_label(student.local_window, student.global_positions, student.landmark_pooling)}"
                  if student.local_window or student.global_positions else "")
         named[f"{Path(student_given).name} ({student.attention_label}{exact}, n = {student.max_seq_len})"] = path

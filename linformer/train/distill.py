@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from ..cli import hydra_override, shell_command
 from ..data.tasks import labels_match
-from ..data.tokenizer import load_tokenizer
+from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import add_results, conversion_info, write_model_card
@@ -85,15 +85,14 @@ def student_from_teacher(teacher_path: str, settings: dict):
     return LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, **settings, attention="linformer")
 
 
-def check_same_vocabulary(teacher_tokenizer, student_tokenizer, teacher_path: str, student_path: str) -> None:
-    """ConfigError unless both tokenizers map the same tokens to the same ids (the student reads the teacher's ids)."""
-    a, b = teacher_tokenizer.get_vocab(), student_tokenizer.get_vocab()
-    if a != b:
-        differ = sum(b.get(token) != i for token, i in a.items()) + len(b.keys() - a.keys())
-        raise ConfigError(
-            f"student_path={student_path} has another tokenizer than teacher_path={teacher_path} ({len(b)} tokens "
-            f"against {len(a)}, {differ} differing): the student must read the teacher's token ids."
-        )
+def check_same_tokenization(teacher_tokenizer, student_tokenizer, teacher: str, student: str) -> None:
+    """ConfigError unless both tokenizers give every text the same ids (the student's tokenizer feeds the teacher):
+    the same vocabulary, and the same normalisation, pre-tokenizer, added tokens and special-token template
+    (``encoding_differences``). `teacher` and `student` name each as its key gives it (``teacher_path=...``)."""
+    differences = encoding_differences(teacher_tokenizer, student_tokenizer)
+    if differences:
+        raise ConfigError(f"{student} has another tokenizer than {teacher} ({'; '.join(differences)}): the student "
+                          "must read the teacher's token ids, so it needs the teacher's tokenizer.")
 
 
 class DistillTask(FinetuneTask):
@@ -162,7 +161,8 @@ class DistillTask(FinetuneTask):
                               f"teacher_path={self.teacher_path} {labels}: the student's "
                               "classifier must have the teacher's labels.")
         tokenizer = load_tokenizer(student_path, "student_path")
-        check_same_vocabulary(teacher_tokenizer, tokenizer, self.teacher_path, student_path)
+        check_same_tokenization(teacher_tokenizer, tokenizer, f"teacher_path={self.teacher_path}",
+                                f"student_path={student_path}")
         model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
         return student_path, tokenizer, model
 

@@ -184,6 +184,50 @@ def test_a_student_with_another_tokenizer_is_refused(tmp_path, teachers, bert_to
         distill(_compose(teachers, "roberta", f"student_path={student}"), tmp_path / "run")
 
 
+def _retokenized(tokenizer, change: str):
+    """`tokenizer` with its vocabulary kept and one thing that decides the ids changed."""
+    from tokenizers import AddedToken, normalizers, pre_tokenizers
+
+    backend = tokenizer.backend_tokenizer
+    if change == "normalizer":  # a cased student of an uncased teacher, or the reverse
+        backend.normalizer = normalizers.Lowercase()
+    elif change == "pre_tokenizer":
+        backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    else:
+        word = max((t for t in tokenizer.get_vocab() if t.isalpha()), key=len)  # kept whole, not split by the model
+        tokenizer.add_tokens([AddedToken(word, normalized=False)])  # already in the vocabulary: its id stays
+    return tokenizer
+
+
+@pytest.mark.parametrize("change", ["normalizer", "pre_tokenizer", "added_tokens"])
+def test_a_tokenizer_of_the_same_vocabulary_that_encodes_otherwise_is_refused(teachers, change):
+    """The check compared vocabularies alone: a student tokenizer that lowercases (or splits words otherwise) passed,
+    and the teacher was fed ids of another tokenisation ([UNK]s for every cased word of a cased student). What
+    differs is said."""
+    from linformer.train.distill import check_same_tokenization
+
+    teacher = AutoTokenizer.from_pretrained(teachers["roberta"])
+    student = _retokenized(AutoTokenizer.from_pretrained(teachers["roberta"]), change)
+    assert student.get_vocab() == teacher.get_vocab()
+    check_same_tokenization(teacher, AutoTokenizer.from_pretrained(teachers["roberta"]), "teacher_path=t",
+                            "student_path=s")
+    words = {"normalizer": r"normalizer \{\"type\": \"Lowercase\"\} against null", "pre_tokenizer": "pre_tokenizer type "
+             "\"Whitespace\" against \"ByteLevel\"", "added_tokens": "added tokens '.*' differ"}[change]
+    with pytest.raises(ConfigError, match=rf"^student_path=s has another tokenizer than teacher_path=t \({words}"):
+        check_same_tokenization(teacher, student, "teacher_path=t", "student_path=s")
+
+
+def test_a_student_whose_tokenizer_splits_words_otherwise_is_refused(tmp_path, teachers):
+    """distill.py with a student saved with add_prefix_space (the same vocabulary; every text one id longer, each
+    word another id): refused before anything trains, naming the setting."""
+    student = _student(tmp_path, teachers)
+    AutoTokenizer.from_pretrained(teachers["roberta"], add_prefix_space=True).save_pretrained(student)
+    with pytest.raises(ConfigError, match=r"student_path=.* has another tokenizer than teacher_path=.*\(pre_tokenizer "
+                                          "add_prefix_space true against false"):
+        distill(_compose(teachers, "roberta", f"student_path={student}"), tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
 @pytest.fixture()
 def bert_tokenizer_dir(tmp_path):
     """A WordPiece tokenizer of another vocabulary (BERT's layout)."""
