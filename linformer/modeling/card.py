@@ -10,11 +10,14 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                 "weights_sha256": ..., "reshaped_from": absent, or the carded Linformer converted again,
                 "reshaped_history": ...},
      "model": {"class": ..., "attention": ..., "max_seq_len": ..., "projected_dim": ..., "sharing": ...,
-               "projection": ..., "new_head": whether its task head is fresh, not the source's (None: no head),
+               "projection": ..., "projections": where E and F come from ("new", "kept" or "resampled" from a saved
+               Linformer's, then with "resampled_from_n"; absent for full attention),
+               "new_head": whether its task head is fresh, not the source's (None: no head),
                "not_copied": the source's modules the model does not hold ([]: none; absent: not recorded),
                "labels": a sequence classifier's label names, by id (absent for other classes)},
-     "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "rel_err_before": [...],
-                          "rel_err_after": [...]},
+     "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "max_seq_len": the n E and F were fitted at,
+                          "rel_err_before": [...], "rel_err_after": [...]} (a reshaped Linformer's, where its E and F
+                          went along),
      "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...},
      "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
                                 "start_weights_sha256": ..., "run_dir": ...}, ...] (in the order they ran),
@@ -74,6 +77,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
     if earlier.get("source"):  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay
         # its source's, and the card says what the reshaped weights had been through
         source = {**earlier["source"], "reshaped_from": given, "reshaped_history": _trained_words(earlier)}
+    projections = _projections(source_config, c)
     return {
         "name": name,
         "source": source,
@@ -88,14 +92,37 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
                   "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
                   "overlap_columns": c.overlap_columns,
                   "classifier_pooling": c.classifier_pooling,
+                  **projections,
                   "new_head": _new_head(source_config, model, earlier.get("model") or {}),
                   **({} if getattr(model, "conversion_not_copied", None) is None
                      else {"not_copied": model.conversion_not_copied}),  # what the conversion logged
                   **({"labels": [c.id2label[i] for i in range(c.num_labels)]}
                      if type(model).__name__.endswith("ForSequenceClassification") else {})},
-        "transfer": None,
+        "transfer": _kept_transfer(earlier, projections),
         "results": {},
     }
+
+
+def _projections(source_config, c) -> dict:
+    """Where the converted model's E and F come from: ``projections`` "new" (fresh, as window means), "kept" (a saved
+    Linformer's, as saved) or "resampled" (a saved Linformer's, resampled from ``resampled_from_n`` rows to n: the
+    model was lengthened); {} for full attention, which has none."""
+    if c.attention != "linformer":
+        return {}
+    if source_config.model_type != "linformer" or getattr(source_config, "attention", None) != "linformer":
+        return {"projections": "new"}
+    if source_config.max_seq_len == c.max_seq_len:
+        return {"projections": "kept"}
+    return {"projections": "resampled", "resampled_from_n": source_config.max_seq_len}
+
+
+def _kept_transfer(earlier: dict, projections: dict) -> dict | None:
+    """The transfer record of the carded Linformer a conversion reshaped, when its E and F went along (kept or
+    resampled), with the n it was measured at (``max_seq_len``); None otherwise."""
+    transfer = earlier.get("transfer")
+    if not transfer or projections.get("projections") not in ("kept", "resampled"):
+        return None
+    return {**transfer, "max_seq_len": transfer.get("max_seq_len") or (earlier.get("model") or {}).get("max_seq_len")}
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:
@@ -204,7 +231,7 @@ def render_card(info: dict) -> ModelCard:
         **(_eval_results(info["name"], info.get("results") or {}) if trained else {}),
     )
     sections = [f"# {info['name']}", _history(info), _source_section(source), _attention_section(model),
-                _transfer_section(info.get("transfer"), model, trained)]
+                _transfer_section(info.get("transfer"), model, trained, source)]
     if distillation:
         sections.append(_distillation_section(distillation))
     if finetuning:
@@ -225,7 +252,7 @@ def _history(info: dict) -> str:
                 f"started from {start}, and was trained to match the teacher's predictions on {distillation['task']}.")
     else:
         text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: "
-                f"{_copied_text(model)}" + (", and the low-rank projections E, F are new." if not full else
+                f"{_copied_text(model)}" + (_projections_words(model, source) if not full else
                                            "; in full attention only the head below is new." if model.get("new_head") else
                                            "; in full attention nothing is new."))
     if model.get("new_head"):
@@ -238,6 +265,18 @@ def _history(info: dict) -> str:
     if model.get("labels") and not (distillation or tasks or model.get("new_head")):
         text += f" Its classifier is kept, with its labels ({', '.join(map(str, model['labels']))})."
     return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
+
+
+def _projections_words(model: dict, source: dict) -> str:
+    """Where the low-rank projections come from, ending the history's first sentence (cards written before
+    ``projections`` had them new)."""
+    origin = model.get("projections") or "new"
+    if origin == "new":
+        return ", and the low-rank projections E, F are new."
+    words = f", the low-rank projections E, F included (those of `{source.get('reshaped_from')}`"
+    if origin == "resampled":
+        words += f", resampled from n = {model.get('resampled_from_n')} to n = {model['max_seq_len']} rows"
+    return words + ")."
 
 
 def _copied_text(model: dict) -> str:
@@ -350,11 +389,25 @@ def _exact_keys_text(model: dict) -> str:
     return "; ".join(parts) + f", in one softmax with the projected keys{pooled}{overlap}"
 
 
-def _transfer_section(transfer: dict | None, model: dict, trained: str | None = None) -> str:
-    """The transfer of E and F; without one, why none (`trained`: the stage that learned E and F instead, if any)."""
+def _earlier_projections(model: dict, source: dict) -> str | None:
+    """Where a reshaped Linformer's E and F were trained before it was reshaped, in words; None when they were not
+    (new, or kept from a model that never trained them)."""
+    history = source.get("reshaped_history")
+    if model.get("projections") not in ("kept", "resampled") or not history:
+        return None
+    return f"E and F are those of `{source.get('reshaped_from')}`, trained there ({history})"
+
+
+def _transfer_section(transfer: dict | None, model: dict, trained: str | None = None, source: dict | None = None
+                      ) -> str:
+    """The transfer of E and F; without one, why none (`trained`: the stage that learned E and F instead, if any;
+    `source`: the card's source, which says what a reshaped Linformer's E and F had been through)."""
     if not transfer:
+        earlier = _earlier_projections(model, source or {})
         if model["attention"] == "full":
             why = "full attention has no projection to fit"
+        elif earlier:
+            why = earlier + (f", and learned further with the other weights in {trained} (below)" if trained else "")
         elif trained:
             why = f"E and F were learned with the other weights in {trained} (below)"
         else:
@@ -372,9 +425,12 @@ def _transfer_section(transfer: dict | None, model: dict, trained: str | None = 
     what = "E and F" if transfer.get("train") != "all" else "E, F and every other weight"
     cut = f", {100 * transfer['short_fraction']:.0f}% of batches cut to shorter lengths" \
         if transfer.get("short_fraction") else ""
+    fitted_n = transfer.get("max_seq_len")
+    since = f" (at n = {fitted_n}; E and F were since resampled to n = {model['max_seq_len']} rows)" \
+        if fitted_n and fitted_n != model["max_seq_len"] else ""
     return (f"## Attention transfer\n\n{what} were fitted to the source's attention ({transfer.get('target')}) on "
-            f"{transfer.get('tokens')} tokens in {transfer.get('steps')} steps{cut}. Relative error per layer on "
-            "held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
+            f"{transfer.get('tokens')} tokens in {transfer.get('steps')} steps{cut}{since}. Relative error per layer "
+            "on held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
 
 
 def _distillation_section(d: dict) -> str:

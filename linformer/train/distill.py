@@ -30,7 +30,7 @@ from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
-from ..modeling.card import add_results, conversion_info, write_model_card
+from ..modeling.card import add_results, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
@@ -104,6 +104,7 @@ class DistillTask(FinetuneTask):
         d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
+        self.student_dir: str | None = None  # student_path's model directory (load_model)
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
         super().__init__(run, settings, world, rank)  # the student (load_model), the task's data
         # the teacher follows a student lengthened from it (model.max_seq_len) when asked
@@ -150,7 +151,7 @@ class DistillTask(FinetuneTask):
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
                 teacher_tokenizer.model_max_length = student.config.max_seq_len
             return self.teacher_path, teacher_tokenizer, student
-        student_path = resolve_model_path(run.student_path, "student_path")
+        student_path = self.student_dir = resolve_model_path(run.student_path, "student_path")
         config = AutoConfig.from_pretrained(student_path)
         if getattr(config, "attention", None) != "linformer":
             raise ConfigError(f"student_path={student_path} has {getattr(config, 'attention', config.model_type)} "
@@ -208,6 +209,9 @@ class DistillTask(FinetuneTask):
         model = trainer.accelerator.unwrap_model(trainer.model)
         info = conversion_info(self.teacher_name, model, name=trainer.run_dir.name)
         info["model"]["new_head"] = False  # the student's classifier learnt the teacher's predictions
+        if self.student_dir is not None:  # a given student's E and F are its own, and so is what fitted them
+            info["model"]["projections"] = "kept"
+            info["transfer"] = read_card_info(self.student_dir).get("transfer")
         info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),

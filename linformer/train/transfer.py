@@ -212,7 +212,7 @@ class TransferTask(TrainingTask):
         info = conversion_info(source, model, name=trainer.run_dir.name)
         info["transfer"] = {"steps": trainer.state["step"], "tokens": trainer.state["tokens"], "target": self.target,
                             "train": self.train_mode, "short_fraction": self.transfer.short_fraction,
-                            "eval_short_length": self.short_length, **errors}
+                            "eval_short_length": self.short_length, "max_seq_len": model.config.max_seq_len, **errors}
         if self.earlier:  # the phases in order: the one this run continued first
             info["transfer"]["continued"] = {"model_path": self.model_path, **self.earlier["transfer"]}
         write_model_card(model_dir, info)

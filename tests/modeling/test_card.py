@@ -148,6 +148,43 @@ def test_transfer_renders_each_layer_and_the_sidecar_round_trips(tmp_path):
     assert table_rows(load_card(out).text, "1") == [["1", "not measured", "0.05"]]
 
 
+def test_a_transferred_linformer_lengthened_keeps_its_e_and_f_and_their_transfer_on_every_later_card(tmp_path):
+    """convert.py on a transfer run's model with a longer n resamples its E and F: the card said they were new (as
+    initialised, to train before use) and dropped the transfer record, and the finetuned export's card carried that
+    on. The cards say what the conversion did, and the transfer's n."""
+    out = converted(tmp_path, projected_dim=8, sharing="layerwise")
+    info = read_card_info(out)
+    assert info["model"]["projections"] == "new"
+    info["transfer"] = {"steps": 6, "tokens": 144, "target": "attention outputs", "train": "projections",
+                        "max_seq_len": 24, "rel_err_before": [0.91, 0.87], "rel_err_after": [0.12, 0.05]}
+    write_model_card(out, info)
+    longer = convert_encoder(out, tmp_path / "longer", max_seq_len=48, projected_dim=8, sharing="layerwise")
+    card = read_card_info(longer)
+    assert (card["model"]["projections"], card["model"]["resampled_from_n"]) == ("resampled", 24)
+    assert card["transfer"] == info["transfer"] and card["source"]["reshaped_history"] == "E and F transferred"
+    text = load_card(longer).text
+    assert "are new" not in text and "as initialised" not in text and "No attention transfer" not in text
+    assert f"E, F included (those of `{out}`, resampled from n = 24 to n = 48 rows)" in text
+    assert "144 tokens in 6 steps (at n = 24; E and F were since resampled to n = 48 rows)" in text
+    assert "attention-transfer" in load_card(longer).data.tags
+    finetuned = finetuned_card(card, "ft", "LinformerForSequenceClassification", _finetuned("sst2", 10, True),
+                               tmp_path / "run", 10)
+    write_model_card(tmp_path / "ft", finetuned)
+    text = load_card(tmp_path / "ft").text
+    assert "144 tokens in 6 steps" in text and "learned with the other weights in finetuning" not in text
+    # the same length: E and F kept as saved; a reshaped Linformer whose E and F were finetuned says so
+    first = finetuned_card(read_card_info(out) | {"transfer": None}, "a", "LinformerForMaskedLM",
+                           _finetuned("sst2", 10, True), tmp_path / "run-a", 10)
+    (tmp_path / "a").mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "a" / name).write_bytes((out / name).read_bytes())
+    write_model_card(tmp_path / "a", first)
+    again = convert_encoder(tmp_path / "a", tmp_path / "again", projected_dim=8, sharing="layerwise")
+    assert read_card_info(again)["model"]["projections"] == "kept" and read_card_info(again)["transfer"] is None
+    text = load_card(again).text
+    assert f"No attention transfer: E and F are those of `{tmp_path / 'a'}`, trained there (finetuned on sst2)." in text
+
+
 @pytest.mark.parametrize("source_class, config, model_class, new", [
     (RobertaForMaskedLM, ROBERTA, None, False),
     (BertModel, BERT, None, True),  # a sentence encoder: no masked-LM head to copy

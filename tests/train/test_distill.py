@@ -159,10 +159,19 @@ def _student(tmp_path, teachers, num_labels=2, tokenizer_of=None):
 
 
 def test_a_student_path_of_the_same_tokenizer_is_distilled_into(tmp_path, teachers):
+    """A student whose E and F were transferred first keeps that transfer on its distilled card."""
+    from linformer.modeling.card import conversion_info, write_model_card
+
     student = _student(tmp_path, teachers)
+    info = conversion_info(teachers["roberta"], LinformerForSequenceClassification.from_pretrained(student), "student")
+    info["transfer"] = {"steps": 6, "tokens": 96, "target": "attention outputs", "rel_err_after": [0.1, 0.2]}
+    write_model_card(student, info)
     cfg = _compose(teachers, "roberta", f"student_path={student}", "trainer.epochs=1")
     results = distill(cfg, tmp_path / "run")
     assert results["student_path"] == str(student) and results["steps"] == 13
+    card = read_json(tmp_path / "run" / "model" / "linformer_card.json")
+    assert card["transfer"] == info["transfer"] and card["model"]["projections"] == "kept"
+    assert "96 tokens in 6 steps" in (tmp_path / "run" / "model" / "README.md").read_text()
 
 
 def test_a_student_with_other_labels_is_refused(tmp_path, teachers):

@@ -140,6 +140,7 @@ def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_
     transfer(_compose(bert_source, "trainer.max_steps=4", "trainer.warmup_steps=1"), tmp_path / "t")
     info = read_card_info(tmp_path / "t" / "model")
     assert info["transfer"]["steps"] == 4 and len(info["transfer"]["rel_err_after"]) == 2
+    assert info["transfer"]["max_seq_len"] == info["model"]["max_seq_len"]  # the n E and F were fitted at
     assert info["model"]["projected_dim"] == 8 and "Linformer" in (tmp_path / "t" / "model" / "README.md").read_text()
     sst2 = write_sst2_fixture(tmp_path / "sst2", train=32, dev=16)
     finetune(compose_finetune("task=sst2", f"task.data_dir={sst2}", f"model_path={tmp_path / 't'}",
