@@ -335,15 +335,34 @@ def test_a_fresh_model_s_bad_value_is_refused_when_the_config_is_read(override, 
     PretrainSpec.read(compose("pretrain", [override, "init_from=/nowhere"]))  # continued: the group is not applied
 
 
+@pytest.mark.parametrize("config", ["pretrain", "convert", "distill", "transfer"])
+@pytest.mark.parametrize("override, message", [
+    ("model.max_seq_len=abc", "model.max_seq_len='abc' must be a whole number >= 1."),
+    ("model.max_seq_len=0", "model.max_seq_len=0 must be a whole number >= 1."),
+    ("model.max_seq_len=1.5", "model.max_seq_len=1.5 must be a whole number >= 1."),
+    ("model.local_window=-1", "model.local_window=-1 must be a whole number >= 0."),
+    ("model.projected_dim=abc", "model.projected_dim='abc' must be a whole number (or one per layer)."),
+    ("++model.exact_short_inputs=maybe", "model.exact_short_inputs='maybe' must be true or false."),
+])
+def test_a_model_value_of_the_wrong_type_is_one_error_naming_the_key_typed(config, override, message):
+    """convert.py and distill.py derived the position table from model.max_seq_len before any config checked it: abc
+    was a ValueError traceback, 0 an error about max_position_embeddings, a key nobody typed."""
+    reader, base = _spec_reader(config)
+    with pytest.raises(ConfigError) as err:
+        reader.read(compose(config, [*base, override]))
+    assert str(err.value) == message
+
+
 SEED_RANGE = "must be a whole number in 0..4294967295 (numpy's and torch's seeds)."
 
 
 def _spec_reader(config):
-    from linformer.runconfig import ConvertSpec, DistillSpec, FinetuneSpec, PretrainSpec
+    from linformer.runconfig import ConvertSpec, DistillSpec, FinetuneSpec, PretrainSpec, TransferSpec
     from linformer.runconfig.data import CorpusSpec, SpectrumSpec, TokenizerSpec
 
     return {"pretrain": (PretrainSpec, []), "finetune": (FinetuneSpec, ["task=sst2", "model_path=m"]),
             "distill": (DistillSpec, ["task=sst2", "teacher_path=t"]), "convert": (ConvertSpec, []),
+            "transfer": (TransferSpec, []),
             "corpus": (CorpusSpec, []), "tokenizer": (TokenizerSpec, []),
             "spectrum": (SpectrumSpec, ["model_path=m"])}[config]
 

@@ -6,6 +6,7 @@ Each architectural fact lives here (and so in config.json); run settings live in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -362,28 +363,38 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
 _ZERO_ALLOWED = ("pad_token_id", "bos_token_id", "position_offset", "local_window")
 
 
-def _annotated(kind: str) -> list[str]:
+@functools.cache  # the class's fields: read once, as every config built checks its values by them
+def _annotated(kind: str) -> tuple[str, ...]:
     """LinformerConfig's own fields annotated `kind` or `kind | None` (its annotations are strings): a 1.5 or a "yes"
     would otherwise be stored in config.json and built as something else (a k of 1, a truthy string)."""
     own = LinformerConfig.__annotations__
-    return [f.name for f in dataclasses.fields(LinformerConfig)
-            if f.name in own and f.type.replace(" ", "") in (kind, f"{kind}|None")]
+    return tuple(f.name for f in dataclasses.fields(LinformerConfig)
+                 if f.name in own and f.type.replace(" ", "") in (kind, f"{kind}|None"))
 
 
 def _check_types(config: LinformerConfig) -> None:
-    for key in _annotated("int"):
-        value, low = getattr(config, key), 0 if key in _ZERO_ALLOWED else 1
+    for key in (*_annotated("int"), *_annotated("bool"), "projected_dim"):
+        _check_type(key, getattr(config, key))
+
+
+def _check_type(key: str, value, name: str | None = None) -> None:
+    """ConfigError, naming the value `name` (default `key`), unless `value` has field `key`'s type: a whole number
+    (>= 1, or >= 0 where _ZERO_ALLOWED), true/false, or projected_dim's one k or list of them; None passes a whole
+    number field (unset: derived or defaulted). Other fields pass (their values are checked with the model's)."""
+    name = name or key
+    if key in _annotated("int"):
+        low = 0 if key in _ZERO_ALLOWED else 1
         if value is not None and not (fits_type(value, int) and value >= low):
             kind = "" if isinstance(value, (int, float, str)) else \
                 f" (a Python int; got a {type(value).__module__}.{type(value).__name__}: pass int(value))"
-            raise ConfigError(f"{key}={value!r} must be a whole number >= {low}{kind}.")
-    for key in _annotated("bool"):
-        value = getattr(config, key)
+            raise ConfigError(f"{name}={value!r} must be a whole number >= {low}{kind}.")
+    elif key in _annotated("bool"):
         if not fits_type(value, bool):
-            raise ConfigError(f"{key}={value!r} must be true or false.")
-    ks = config.projected_dim if isinstance(config.projected_dim, list) else [config.projected_dim]
-    if not ks or not all(fits_type(k, int) for k in ks):
-        raise ConfigError(f"projected_dim={config.projected_dim!r} must be a whole number (or one per layer).")
+            raise ConfigError(f"{name}={value!r} must be true or false.")
+    elif key == "projected_dim":
+        ks = value if isinstance(value, list) else [value]
+        if not ks or not all(fits_type(k, int) for k in ks):
+            raise ConfigError(f"{name}={value!r} must be a whole number (or one per layer).")
 
 
 def _check_values(config: LinformerConfig) -> None:
@@ -514,11 +525,15 @@ def _warn_near_misses(kwargs: dict) -> None:
 def check_model_fields(fields: Mapping, prefix: str = "model.") -> None:
     """ConfigError for the first key of `fields` (a model group, convert's settings) that is neither a LinformerConfig
     field nor an argument PretrainedConfig takes, with the closest field: where a person types the settings, a typo
-    must not run silently."""
+    must not run silently. A value of the wrong type (``max_seq_len=abc``, ``max_seq_len=0``) is one too, named as
+    typed: code that derives other fields from the settings (a conversion's position table) reads them before any
+    config checks them. A null value is unset (the default)."""
     known = [f.name for f in dataclasses.fields(LinformerConfig)]
-    for key in fields:
+    for key, value in fields.items():
         if key not in known and key not in _HF_KWARGS | _HF4_KWARGS:
             raise ConfigError(f"{prefix}{key} is not a LinformerConfig field{did_you_mean(key, known)}.")
+        if value is not None:
+            _check_type(key, value, f"{prefix}{key}")
 
 
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:

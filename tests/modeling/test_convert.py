@@ -740,3 +740,16 @@ def test_a_saved_linformer_is_reshaped_by_either_entry_point_in_the_class_it_was
     assert via_python.config.max_seq_len == 2 * N and saved.config.max_seq_len == N
     mlm = convert_encoder(encoder, tmp_path / "mlm", LinformerForMaskedLM, max_seq_len=2 * N)
     assert json.loads((mlm / "config.json").read_text())["architectures"] == ["LinformerForMaskedLM"]
+
+
+@pytest.mark.parametrize("value, message", [("abc", "max_seq_len='abc' must be a whole number >= 1."),
+                                            (0, "max_seq_len=0 must be a whole number >= 1.")])
+def test_a_length_of_the_wrong_type_is_named_as_given_by_either_conversion(tmp_path, value, message):
+    """The position table is sized from max_seq_len before the config checks it: 'abc' was a ValueError from int(),
+    0 an error about max_position_embeddings, a field nobody gave. A BERT source and a saved Linformer alike."""
+    save_source(tmp_path / "bert", BertModel, BERT)
+    LinformerModel.from_pretrained_encoder(tmp_path / "bert", projected_dim=8).save_pretrained(tmp_path / "linformer")
+    for source in ("bert", "linformer"):
+        with pytest.raises(ConfigError) as err:
+            LinformerModel.from_pretrained_encoder(tmp_path / source, projected_dim=8, max_seq_len=value)
+        assert str(err.value) == message
