@@ -17,6 +17,7 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from ..runconfig import DistillSpec, TrainerSettings
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask
+
+log = logging.getLogger(__name__)
 
 
 def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) -> None:
@@ -110,6 +113,12 @@ class DistillTask(FinetuneTask):
         # the teacher follows a student lengthened from it (model.max_seq_len) when asked
         lengthen = run.student_path is None and d.lengthen_teacher and run.model.get("max_seq_len") is not None
         self.teacher = load_teacher(self.teacher_path, self.config.max_seq_len if lengthen else None)
+        if lengthen and self.max_length < self.config.max_seq_len:
+            log.warning("the student and teacher are lengthened to n = %d (model.max_seq_len), but the inputs are cut "
+                        "to %d tokens (%s): the positions past them are not trained. Set trainer.max_length=%d to "
+                        "distill on longer inputs.", self.config.max_seq_len, self.max_length,
+                        "trainer.max_length" if run.trainer.max_length is not None else "task.max_length",
+                        self.config.max_seq_len)
         if self.hidden_weight > 0 and _layers_shape(self.model) != _layers_shape(self.teacher):
             raise ConfigError(
                 f"distill.hidden_weight={self.hidden_weight} matches the student's layers to the teacher's, but they "
@@ -146,6 +155,8 @@ class DistillTask(FinetuneTask):
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
             settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
+            if "max_seq_len" in settings:
+                self._check_lengthening(run, settings["max_seq_len"], teacher_tokenizer)
             with settings_named("model"):  # the config is built, and a bad setting said, before the weights load
                 student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
@@ -166,6 +177,23 @@ class DistillTask(FinetuneTask):
                                 f"student_path={student_path}")
         model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
         return student_path, tokenizer, model
+
+    def _check_lengthening(self, run: DistillSpec, n: int, teacher_tokenizer) -> None:
+        """A student lengthened past what the teacher reads (model.max_seq_len) is distilled at its n only where the
+        teacher is lengthened too (distill.lengthen_teacher); without trainer.max_length the task's default length
+        capped the inputs at what the teacher reads, and the student's n went untrained without a word. ConfigError
+        then; trainer.max_length given asks for that length (the training core checks the teacher reads it)."""
+        teacher_n = max_tokens(AutoConfig.from_pretrained(self.teacher_path), teacher_tokenizer, None, None)
+        if n <= teacher_n or run.distill.lengthen_teacher or run.trainer.max_length is not None:
+            return
+        raise ConfigError(
+            f"model.max_seq_len={n} lengthens the student past what the teacher teacher_path={self.teacher_path} "
+            f"reads ({teacher_n} tokens), and distill.lengthen_teacher=false: the teacher must read that far already. "
+            f"Lengthen it here (distill.lengthen_teacher=true trainer.max_length={n}) or first ("
+            f"{shell_command('python', 'scripts/convert.py', hydra_override('model_path', self.teacher_path))} "
+            f"model.attention=full model.max_seq_len={n} out_dir=<dir>), or distill the longer student on what the "
+            f"teacher reads (trainer.max_length={teacher_n})."
+        )
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""

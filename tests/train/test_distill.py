@@ -330,7 +330,7 @@ def test_the_logged_lr_is_trainer_lr_s_schedule(tmp_path, teachers):
 
 def test_a_student_longer_than_its_teacher_is_refused_and_local_keys_reach_the_student(tmp_path, teachers):
     """Distilling at a length the teacher was not lengthened to would teach the student from truncated views."""
-    cfg = _compose(teachers, "linformer-full", "model.max_seq_len=128")
+    cfg = _compose(teachers, "linformer-full", "model.max_seq_len=128", "trainer.max_length=128")
     with pytest.raises(ConfigError, match=r"reads up to 128 tokens .* attends over at most 64"):
         distill(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "results.json").exists()
@@ -339,6 +339,32 @@ def test_a_student_longer_than_its_teacher_is_refused_and_local_keys_reach_the_s
     student = student_from_teacher(str(teachers["linformer-full"]),
                                    {"projected_dim": 4, "local_window": 8, "global_positions": [0, -1]})
     assert (student.config.local_window, student.config.global_positions) == (8, [0, -1])
+
+
+@pytest.mark.parametrize("task_max", [None, 64])
+def test_a_student_lengthened_past_its_teacher_without_lengthening_it_is_refused(tmp_path, teachers, task_max,
+                                                                                 forbid_loading):
+    """model.max_seq_len above the teacher's n with distill.lengthen_teacher=false: the config says the teacher must
+    read that far already. Where the task's default length (task.max_length) was the teacher's n, the inputs were cut
+    to it and the student's n = 128 trained at 64 tokens without a word. Refused before any weights load."""
+    forbid_loading()
+    cap = [f"task.max_length={task_max}"] if task_max else []
+    with pytest.raises(ConfigError, match=r"^model.max_seq_len=128 lengthens the student past what the teacher "
+                                          r"teacher_path=.* reads \(64 tokens\), and distill.lengthen_teacher=false.*"
+                                          r"or distill the longer student on what the teacher reads "
+                                          r"\(trainer.max_length=64\)\.$"):
+        distill(_compose(teachers, "linformer-full", "model.max_seq_len=128", *cap), tmp_path / "run")
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_a_lengthened_pair_trained_on_shorter_inputs_says_so(teachers, caplog):
+    """distill.lengthen_teacher=true without trainer.max_length: the task's default length cuts the inputs below the
+    new n, and the log says the lengthened positions go untrained."""
+    spec = DistillSpec.read(_compose(teachers, "linformer-full", "model.max_seq_len=128",
+                                     "distill.lengthen_teacher=true", "task.max_length=64"))
+    with caplog.at_level("WARNING", logger="linformer.train.distill"):
+        DistillTask(spec, spec.trainer, 1, 0)
+    assert "inputs are cut to 64 tokens (task.max_length): the positions past them are not trained" in caplog.text
 
 
 def test_the_student_takes_its_exact_keys_and_landmark_pooling_from_the_config(teachers):
