@@ -18,9 +18,12 @@ transfer, finetuning results); README.md is rendered from it on every change, so
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "max_seq_len": the n E and F were fitted at,
                           "rel_err_before": [...], "rel_err_after": [...]} (a reshaped Linformer's, where its E and F
                           went along),
-     "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...},
+     "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...,
+                                 "max_length": ..., "min_tokens": ..., "teacher_max_seq_len": the teacher's n as it
+                                 read the inputs, "teacher_saved_max_seq_len": its n as saved, ...},
      "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
-                                "start_weights_sha256": ..., "run_dir": ...}, ...] (in the order they ran),
+                                "start_weights_sha256": ..., "max_length": ..., "min_train_tokens": ...,
+                                "run_dir": ...}, ...] (in the order they ran),
      "results": {task: {"metrics": {...}, "run_dir": ...}}}
 
 The card tells the weights' history in that order: converted (or distilled) from the source, E and F transferred,
@@ -201,7 +204,8 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "selection": results.get("selection") if reported else None,
                   "reported": results.get("reported") if reported else None,
                   "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
-                  "lr": results.get("lr"), "run_dir": str(run_dir)}
+                  "lr": results.get("lr"), "max_length": results.get("max_length"),
+                  "min_train_tokens": results.get("min_train_tokens"), "run_dir": str(run_dir)}
     return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
             "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir),
@@ -433,11 +437,27 @@ def _transfer_section(transfer: dict | None, model: dict, trained: str | None = 
             "on held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
 
 
+def _inputs_text(max_length: int | None, min_tokens: int | None) -> str:
+    """What a stage trained on, in words: its inputs' length, and the cut to long ones (cards written before these
+    were recorded: not recorded)."""
+    if max_length is None:
+        return "not recorded"
+    return f"up to {max_length} tokens" + (f", only those longer than {min_tokens}" if min_tokens else "")
+
+
+def _teacher_text(d: dict) -> str:
+    """The teacher's side of a distillation: it reads the student's inputs, at its n (lengthened by the run or not)."""
+    n, saved = d.get("teacher_max_seq_len"), d.get("teacher_saved_max_seq_len")
+    text = f"the same inputs as the student (its n = {n})"
+    if saved is not None and saved != n:
+        text += f"; lengthened from n = {saved} for this run, its learned positions copied (distill.lengthen_teacher)"
+    return text
+
+
 def _distillation_section(d: dict) -> str:
-    longer = f", only those longer than {d['min_tokens']} tokens" if d.get("min_tokens") else ""
     rows = [("task", d["task"]), ("examples (with repeats)", d.get("examples")), ("steps", d.get("steps")),
-            ("inputs", f"up to {d.get('max_length')} tokens{longer}"),
-            ("the teacher reads", f"up to {d.get('teacher_max_seq_len')} tokens"),
+            ("inputs", _inputs_text(d.get("max_length"), d.get("min_tokens"))),
+            ("the teacher reads", _teacher_text(d)),
             ("temperature", d.get("temperature")), ("hidden-state weight", d.get("hidden_weight"))]
     teacher = d.get("teacher_metrics") or {}
     if teacher:
@@ -461,9 +481,10 @@ def _finetuning_section(runs: list[dict]) -> str:
             scored = f"{reported['split']} ({reported['examples']} examples), once"
         start = f.get("start_weights_sha256")
         rows.append((f["task"], f"{f['step']} of {f.get('run_steps')}", chosen, scored,
+                     _inputs_text(f.get("max_length"), f.get("min_train_tokens")),
                      f"`{start[:12]}`" if start else "not recorded", f"`{f['run_dir']}`"))
-    return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "started from (weights hash)",
-                                                  "run"))
+    return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "inputs",
+                                                  "started from (weights hash)", "run"))
 
 
 def _results_section(results: dict, trained: str | None) -> str:

@@ -151,12 +151,14 @@ class DistillTask(FinetuneTask):
         labels = self.task_spec.num_labels
         check_teacher(self.teacher_path, self.task_spec.label_names, self.task_spec.name)
         teacher_tokenizer = load_tokenizer(self.teacher_path, "teacher_path")
+        # the teacher's n as saved, before any lengthening (the card says when the run lengthened it)
+        self.teacher_n = max_tokens(AutoConfig.from_pretrained(self.teacher_path), teacher_tokenizer, None, None)
         if run.student_path is None:
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
             settings = {k: v for k, v in run.model.items() if k in ATTENTION_FIELDS and v is not None}
             if "max_seq_len" in settings:
-                self._check_lengthening(run, settings["max_seq_len"], teacher_tokenizer)
+                self._check_lengthening(run, settings["max_seq_len"])
             with settings_named("model"):  # the config is built, and a bad setting said, before the weights load
                 student = student_from_teacher(self.teacher_path, settings)
             if "max_seq_len" in settings:  # a lengthened student reads as far as its n (the tokenizer capped it)
@@ -178,12 +180,12 @@ class DistillTask(FinetuneTask):
         model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
         return student_path, tokenizer, model
 
-    def _check_lengthening(self, run: DistillSpec, n: int, teacher_tokenizer) -> None:
+    def _check_lengthening(self, run: DistillSpec, n: int) -> None:
         """A student lengthened past what the teacher reads (model.max_seq_len) is distilled at its n only where the
         teacher is lengthened too (distill.lengthen_teacher); without trainer.max_length the task's default length
         capped the inputs at what the teacher reads, and the student's n went untrained without a word. ConfigError
         then; trainer.max_length given asks for that length (the training core checks the teacher reads it)."""
-        teacher_n = max_tokens(AutoConfig.from_pretrained(self.teacher_path), teacher_tokenizer, None, None)
+        teacher_n = self.teacher_n
         if n <= teacher_n or run.distill.lengthen_teacher or run.trainer.max_length is not None:
             return
         raise ConfigError(
@@ -243,6 +245,7 @@ class DistillTask(FinetuneTask):
         info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
+                                "teacher_saved_max_seq_len": self.teacher_n,
                                 "examples": self.examples_seen(trainer.state["step"]),
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "student_path": self.student_name,

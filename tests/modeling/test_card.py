@@ -230,16 +230,18 @@ def test_the_card_tells_the_weights_history_and_asks_for_training_only_where_non
     assert "finetune, or fit them to the source's attention, before use" in load_card(out).text
     first = finetuned_card(read_card_info(out), "a", "LinformerForSequenceClassification", _finetuned("sst2", 10, True),
                            tmp_path / "run-a", 10)
-    second = finetuned_card(first, "b", "LinformerForSequenceClassification", _finetuned("imdb", 20, False),
-                            tmp_path / "run-b", 20)
+    long_inputs = {"max_length": 2048, "min_train_tokens": 512}  # a long-input finetuning: what it trained on
+    second = finetuned_card(first, "b", "LinformerForSequenceClassification",
+                            _finetuned("imdb", 20, False) | long_inputs, tmp_path / "run-b", 20)
     write_model_card(tmp_path / "b", second)
     text = load_card(tmp_path / "b").text
     assert "every weight of the source is copied" in text and "It was then finetuned on sst2, then imdb (below)." in text
     assert "before use" not in text and "learned with the other weights in finetuning" in text
     assert table_rows(text, "sst2")[0][:4] == ["sst2", "10 of 20", "the last model (nothing chosen)",
                                                "validation (872 examples), once"]
-    assert table_rows(text, "imdb")[0][2:5] == ["a checkpoint of the run, not the model it reports", "not scored",
-                                                "`c0ffeec0ffee`"]
+    assert table_rows(text, "imdb")[0][2:6] == ["a checkpoint of the run, not the model it reports", "not scored",
+                                                "up to 2048 tokens, only those longer than 512", "`c0ffeec0ffee`"]
+    assert table_rows(text, "sst2")[0][4] == "not recorded"  # a results.json without the lengths
     assert second["results"] == {} and "None: these weights were not scored" in text  # imdb's step was not reported
     assert first["results"]["sst2"]["metrics"] == {"accuracy": 0.8}
     # the finetuned weights converted again (lengthened, say): their history goes along in the source

@@ -414,6 +414,8 @@ def test_one_command_lengthens_the_teacher_and_the_card_says_at_what_length(tmp_
     results = distill(cfg, tmp_path / "run")
     card = read_json(tmp_path / "run" / "model" / "linformer_card.json")["distillation"]
     assert (card["max_length"], card["min_tokens"], card["teacher_max_seq_len"]) == (128, 4, 128)
+    text = (tmp_path / "run" / "model" / "README.md").read_text()  # the teacher read the student's inputs, lengthened
+    assert "| the teacher reads | the same inputs as the student (its n = 128); lengthened from n = 64 for this run" in text
     assert results["distill"]["min_tokens"] == 4
     converted = convert_encoder(teachers["linformer-full"], tmp_path / "t128", max_seq_len=128, attention="full")
     spec = DistillSpec.read(cfg)
