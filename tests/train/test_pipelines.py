@@ -23,6 +23,8 @@ def test_fill_mask_runs_and_truncates(pretrained_run):
     assert len(out) == 3 and all(0.0 <= o["score"] <= 1.0 for o in out)
     long = fill(f"the cat {mask} the river . " + LONG, top_k=2, tokenizer_kwargs={"truncation": True})
     assert len(long) == 2
+    with pytest.raises(TypeError, match="truncation"):  # the other pipelines' form: the guide gives fill-mask's own
+        fill(f"the cat {mask} the river . " + LONG, truncation=True)
 
 
 def test_text_classification_runs_and_truncates(pretrained_run, tmp_path):
@@ -41,5 +43,6 @@ def test_text_classification_runs_and_truncates(pretrained_run, tmp_path):
 def test_feature_extraction_gives_one_vector_per_token_up_to_n(pretrained_run):
     extract = pipeline("feature-extraction", model=str(pretrained_run / "model"), device="cpu", framework="pt")
     n = extract.model.config.max_seq_len
-    features = torch.tensor(extract(LONG, tokenize_kwargs={"truncation": True}))
+    features = torch.tensor(extract(LONG, truncation=True))  # the guide's call
     assert features.shape == (1, n, extract.model.config.hidden_size)
+    assert torch.equal(torch.tensor(extract(LONG, tokenize_kwargs={"truncation": True})), features)
