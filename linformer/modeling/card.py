@@ -48,7 +48,7 @@ from huggingface_hub import (
 from transformers import AutoConfig
 
 from ..data.tasks import TASKS
-from ..files import MANIFEST, atomic_write, read_json, write_json
+from ..files import MANIFEST, atomic_write, read_json, repo_root, write_json
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
@@ -79,7 +79,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
     earlier = read_card_info(path) if source_config.model_type == "linformer" else {}
     if earlier.get("source"):  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay
         # its source's, and the card says what the reshaped weights had been through
-        source = {**earlier["source"], "reshaped_from": given, "reshaped_history": _trained_words(earlier)}
+        source = {**earlier["source"], "reshaped_from": card_path(given), "reshaped_history": _trained_words(earlier)}
     projections = _projections(source_config, c)
     return {
         "name": name,
@@ -126,6 +126,22 @@ def _kept_transfer(earlier: dict, projections: dict) -> dict | None:
     if not transfer or projections.get("projections") not in ("kept", "resampled"):
         return None
     return {**transfer, "max_seq_len": transfer.get("max_seq_len") or (earlier.get("model") or {}).get("max_seq_len")}
+
+
+def card_path(path: str | os.PathLike | None) -> str | None:
+    """How a card names a local path (a run, a teacher, a student): as given when relative, relative to the
+    repository when under it (every relative path the package reads is taken from there), else by its run's name
+    (`<run>/<best or model>` for a run's saved model). The card goes to the hub with the model (push_to_hub), where
+    a path of this machine would say nothing but its layout; a hub name passes as it is."""
+    if path is None:
+        return None
+    p = Path(os.path.expanduser(str(path)))
+    if not p.is_absolute():
+        return str(path)
+    try:
+        return str(p.relative_to(repo_root()))
+    except ValueError:
+        return str(Path(*p.parts[-2:])) if p.name in ("best", "model") else p.name
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:
@@ -189,7 +205,7 @@ def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir:
     info = read_card_info(model_dir)
     if not info:
         raise CheckpointError(f"{model_dir} has no {SIDECAR}: write its card (write_model_card) before its results.")
-    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": str(run_dir),
+    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": card_path(run_dir),
                                             **_examples(results or {})}
     write_model_card(model_dir, info)
 
@@ -205,10 +221,10 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "reported": results.get("reported") if reported else None,
                   "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
                   "lr": results.get("lr"), "max_length": results.get("max_length"),
-                  "min_train_tokens": results.get("min_train_tokens"), "run_dir": str(run_dir)}
+                  "min_train_tokens": results.get("min_train_tokens"), "run_dir": card_path(run_dir)}
     return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
-            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": str(run_dir),
+            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": card_path(run_dir),
                                           **_examples(results)}}
             if reported else {}}
 

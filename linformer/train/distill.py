@@ -31,7 +31,7 @@ from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
-from ..modeling.card import add_results, conversion_info, read_card_info, write_model_card
+from ..modeling.card import add_results, card_path, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
@@ -242,13 +242,14 @@ class DistillTask(FinetuneTask):
         if self.student_dir is not None:  # a given student's E and F are its own, and so is what fitted them
             info["model"]["projections"] = "kept"
             info["transfer"] = read_card_info(self.student_dir).get("transfer")
-        info["distillation"] = {"task": self.task_spec.name, "teacher": self.teacher_name, "steps": trainer.state["step"],
+        info["distillation"] = {"task": self.task_spec.name, "teacher": card_path(self.teacher_name),
+                                "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
                                 "teacher_saved_max_seq_len": self.teacher_n,
                                 "examples": self.examples_seen(trainer.state["step"]),
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
-                                "student_path": self.student_name,
+                                "student_path": card_path(self.student_name),
                                 "teacher_metrics": self._teacher_metrics()}
         write_model_card(model_dir, info)
         add_results(model_dir, self.task_spec.name, results["metrics"], trainer.run_dir, results)

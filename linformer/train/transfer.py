@@ -34,7 +34,7 @@ from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerModel
-from ..modeling.card import conversion_info, read_card_info, write_model_card
+from ..modeling.card import card_path, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, settings_named
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
@@ -214,7 +214,7 @@ class TransferTask(TrainingTask):
                             "train": self.train_mode, "short_fraction": self.transfer.short_fraction,
                             "eval_short_length": self.short_length, "max_seq_len": model.config.max_seq_len, **errors}
         if self.earlier:  # the phases in order: the one this run continued first
-            info["transfer"]["continued"] = {"model_path": self.model_path, **self.earlier["transfer"]}
+            info["transfer"]["continued"] = {"model_path": card_path(self.model_path), **self.earlier["transfer"]}
         write_model_card(model_dir, info)
 
 

@@ -109,8 +109,8 @@ def test_results_keep_one_row_per_task_and_only_a_model_s_own_fill_its_model_ind
     add_results(out, "qqp", {"accuracy": 0.7, "f1": 0.6}, tmp_path / "run2")
     add_results(out, "sst2", {"accuracy": 0.9}, tmp_path / "run3")  # re-run: replaces the first row
     card = load_card(out)
-    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", "-", f"`{tmp_path / 'run3'}`"]]
-    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", "-", f"`{tmp_path / 'run2'}`"]]
+    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", "-", "`run3`"]]  # a local path by its run's name
+    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", "-", "`run2`"]]
     # the hub reads the model-index as this model's scores: the converted model scored none of these itself
     assert not card.data.eval_results and "models finetuned from this one" in card.text
     assert card.data.license == "unknown"  # the rest of the card survives the update
@@ -164,7 +164,7 @@ def test_a_transferred_linformer_lengthened_keeps_its_e_and_f_and_their_transfer
     assert card["transfer"] == info["transfer"] and card["source"]["reshaped_history"] == "E and F transferred"
     text = load_card(longer).text
     assert "are new" not in text and "as initialised" not in text and "No attention transfer" not in text
-    assert f"E, F included (those of `{out}`, resampled from n = 24 to n = 48 rows)" in text
+    assert "E, F included (those of `out`, resampled from n = 24 to n = 48 rows)" in text
     assert "144 tokens in 6 steps (at n = 24; E and F were since resampled to n = 48 rows)" in text
     assert "attention-transfer" in load_card(longer).data.tags
     finetuned = finetuned_card(card, "ft", "LinformerForSequenceClassification", _finetuned("sst2", 10, True),
@@ -182,7 +182,7 @@ def test_a_transferred_linformer_lengthened_keeps_its_e_and_f_and_their_transfer
     again = convert_encoder(tmp_path / "a", tmp_path / "again", projected_dim=8, sharing="layerwise")
     assert read_card_info(again)["model"]["projections"] == "kept" and read_card_info(again)["transfer"] is None
     text = load_card(again).text
-    assert f"No attention transfer: E and F are those of `{tmp_path / 'a'}`, trained there (finetuned on sst2)." in text
+    assert "No attention transfer: E and F are those of `a`, trained there (finetuned on sst2)." in text
 
 
 @pytest.mark.parametrize("source_class, config, model_class, new", [
@@ -248,11 +248,32 @@ def test_the_card_tells_the_weights_history_and_asks_for_training_only_where_non
     write_model_card(tmp_path / "a", first)
     LinformerForSequenceClassification(tiny_config()).save_pretrained(tmp_path / "a")
     again = conversion_info(str(tmp_path / "a"), LinformerForSequenceClassification(tiny_config()), "longer")
-    assert again["source"]["reshaped_from"] == str(tmp_path / "a")
+    assert again["source"]["reshaped_from"] == "a"
     assert again["source"]["reshaped_history"] == "finetuned on sst2"
     write_model_card(tmp_path / "longer", again)
     assert table_rows(load_card(tmp_path / "longer").text, "reshaped from") == [
-        ["reshaped from", f"`{tmp_path / 'a'}` (finetuned on sst2)"]]
+        ["reshaped from", "`a` (finetuned on sst2)"]]
+
+
+def test_cards_name_local_paths_as_the_hub_may_read_them(tmp_path, monkeypatch):
+    """finetune's best/ and distill's model/ cards held absolute local paths (the run column), which push_to_hub
+    uploads: a path under the repository is written relative to it, one elsewhere by its run's name."""
+    from linformer.files import repo_root
+    from linformer.modeling.card import card_path
+
+    root = repo_root()
+    assert card_path(root / "outputs" / "finetune" / "long-ft") == "outputs/finetune/long-ft"
+    assert card_path("outputs/finetune/long-ft") == "outputs/finetune/long-ft"  # as typed, relative to the repo
+    assert card_path("minilm") == "minilm" and card_path(None) is None  # hub and packaged names pass
+    assert card_path(tmp_path / "ft-teacher" / "best") == "ft-teacher/best"  # a run's model: the run names it
+    assert card_path(tmp_path / "run7") == "run7"
+    out = converted(tmp_path, projected_dim=8)
+    run = root / "outputs" / "finetune" / "ft"
+    tuned = finetuned_card(read_card_info(out), "ft", "LinformerForSequenceClassification", _finetuned("sst2", 5, True),
+                           run, 5)
+    assert tuned["finetuning"][-1]["run_dir"] == tuned["results"]["sst2"]["run_dir"] == "outputs/finetune/ft"
+    write_model_card(tmp_path / "ft", tuned)
+    assert str(root) not in (tmp_path / "ft" / "README.md").read_text()
 
 
 class FakeHub:
