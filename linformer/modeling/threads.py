@@ -15,8 +15,10 @@ time, over at least WINDOW_S of wall time). torch's own setting is restored afte
 Full attention keeps torch's setting: its fused kernel's few long parallel regions still gain from a contended
 second thread (measured in the same file). Outputs agree at any thread count (the CPU kernels split their work by
 rows, not along a reduction: bitwise on the machines measured, and a test holds them to 1e-6); training forwards
-(grad enabled) keep torch's setting all the same, so that training stays bitwise reproducible whatever the load, and
-so do compiled forwards (inductor builds its CPU kernels for one thread count).
+(grad enabled) keep torch's setting all the same, so that a training run's thread count never follows the load (its
+bitwise reproducibility is then the kernels' own: on one thread, OMP_NUM_THREADS=1, runs are bitwise equal; on
+several, on a machine other processes load, they can differ in their last digits whatever this module does), and so
+do compiled forwards (inductor builds its CPU kernels for one thread count).
 
 When the forward is fitted to one thread of torch's several (other processes hold all but about one of the
 cores), it also shares its large pieces of work among torch's-setting one-thread workers that each take the next
