@@ -405,7 +405,7 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
 @pytest.mark.parametrize("setting, said", [
     ("model.sharing=bogus", "model: sharing='bogus' is not one of none, headwise, kv, layerwise."),
     ("model.projected_dim=99", f"model: projected_dim (k=99) must be in 1..max_seq_len (n={N})"),
-    ("model.local_window=abc", "model: local_window='abc' must be a whole number >= 0."),
+    ("model.local_window=abc", "model.local_window='abc' must be a whole number >= 0."),  # the key as typed
     ("model.global_positions=[500]", "model: global_positions=[500]: [500] not a position"),
 ])
 @pytest.mark.parametrize("source", ["bert", "saved linformer"])
