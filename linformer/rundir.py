@@ -360,9 +360,11 @@ class RunRecord:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing)."""
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
         ended = {key: info.pop(key) for key in _ENDED if key in info}
-        if ended:  # an earlier attempt's end (a crash, a stop) goes into the history, not beside this one's status
-            info.setdefault("attempts", []).append({"status": info.get("status"), "started": info.get("started"),
-                                                    **ended})
+        # an earlier attempt's end (a crash, a stop) goes into the history, not beside this one's status; one still
+        # `running` whose lock was taken over (claim) was killed before it could record an end
+        previous = "killed" if info.get("status") == "running" else info.get("status")
+        if ended or previous == "killed":
+            info.setdefault("attempts", []).append({"status": previous, "started": info.get("started"), **ended})
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)

@@ -150,6 +150,21 @@ def test_a_restarted_run_keeps_an_earlier_attempt_s_end_in_its_history_not_besid
     assert attempt["status"] == "failed" and attempt["error"] == "RuntimeError: Connection reset by peer"
 
 
+def test_an_attempt_killed_before_it_recorded_an_end_is_in_the_history_as_killed(tmp_path):
+    """A SIGKILL leaves run.json `running`; the attempt that resumes it recorded nothing of that one."""
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    record.lock.path.unlink()  # what a killed process leaves: status running, and its lock (taken over as stale)
+    again = RunRecord(run, "pretrain")
+    assert again.claim(CONFIG) == "continue"
+    again.start(CONFIG, step=20)
+    again.release()
+    [attempt] = json.loads((run / "run.json").read_text())["attempts"]
+    assert attempt["status"] == "killed" and attempt["started"]
+
+
 def _lock_of(run_dir, pid, host=None, place=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     holder = {"pid": pid, "host": host or socket.gethostname(), "since": "then", **({"place": place} if place else {})}
