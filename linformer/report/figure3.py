@@ -18,7 +18,7 @@ from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, write_json
 from ..modeling.configuration import ATTENTION_FIELDS
-from ..rundir import Run, find_runs, identity, load_run, named_paths
+from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
 
@@ -36,12 +36,11 @@ LENGTH_KEYS = frozenset({"data.n", "data.name", "corpus_dir", "corpus_cache_key"
 
 
 def check_alike(runs: list[Run], free: frozenset[str], what: str) -> None:
-    """DataError naming the first setting outside `free` in which a run differs from the first run."""
-    first = identity(runs[0].config)
+    """DataError naming the first settings outside `free` in which a run differs from the first run
+    (``rundir.identity_diff``, as compare_runs' columns)."""
     for run in runs[1:]:
-        other = identity(run.config)
-        differ = [f"{k} ({first.get(k)!r} and {other.get(k)!r})" for k in sorted(set(first) | set(other))
-                  if k not in free and first.get(k) != other.get(k)]
+        differ = [f"{k} ({a!r} and {b!r})" for k, (a, b) in identity_diff(runs[0].config, run.config).items()
+                  if k not in free]
         if differ:
             raise DataError(f"{what} compares runs that differ only in their attention: {runs[0].path} and "
                             f"{run.path} also differ in {', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}")
