@@ -236,9 +236,29 @@ def _other_output(recorded: Mapping, record: Mapping) -> str | None:
         return f"the output of {recorded.get('command') or 'another program'}"
     if record.get("settings") is None:
         return None
-    a, b = flatten(recorded.get("settings") or {}), flatten(record["settings"])
-    diff = "; ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+    diff = settings_changes(flatten(recorded.get("settings") or {}), flatten(record["settings"]))
     return f"an earlier {record['command']} output with other settings ({diff})" if diff else None
+
+
+def settings_changes(a: Mapping[str, Any], b: Mapping[str, Any], shown: int = 6) -> str:
+    """'key: old -> new; ...' for the flat settings that differ from `a` to `b`, in a line a person reads: a group
+    of settings (a.b, a.c, ...) only one side has is one item (`a: 12 settings -> none`), and past `shown` items the
+    rest are counted."""
+    keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    items, grouped = [], set()
+    for k in keys:
+        group = k.split(".", 1)[0]
+        members = [m for m in keys if m.startswith(group + ".")]
+        gone, new = (all(m in x and m not in y for m in members) for x, y in ((a, b), (b, a)))
+        if len(members) > 1 and (gone or new):
+            if group not in grouped:
+                grouped.add(group)
+                items.append(f"{group}: {len(members)} settings -> none" if gone else
+                             f"{group}: none -> {len(members)} settings")
+            continue
+        items.append(f"{k}: {a.get(k)!r} -> {b.get(k)!r}")
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return "; ".join(items[:shown]) + more
 
 
 def listing(names: list[str]) -> str:

@@ -43,6 +43,7 @@ from .files import (
     process_place,
     read_json,
     read_yaml,
+    settings_changes,
     write_json,
     write_yaml,
 )
@@ -140,8 +141,9 @@ def _check_allowed_keys(allow_change: bool | list[str] | None, recorded: Mapping
 
 
 def describe_changes(changes: Mapping[str, tuple]) -> str:
-    """'key: old -> new; ...' for an error line."""
-    return "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
+    """'key: old -> new; ...' for an error line (``files.settings_changes``; a missing value is None)."""
+    return settings_changes({k: old for k, (old, _) in changes.items() if old is not None},
+                            {k: new for k, (_, new) in changes.items() if new is not None})
 
 
 # The keys naming the weights a run starts or learns from (finetuning's and transfer's model_path, pretraining's

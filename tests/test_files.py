@@ -256,3 +256,15 @@ def test_a_file_size_limit_is_one_line_like_a_full_disk(tmp_path):
 
     with pytest.raises(DiskFullError, match="disk quota exceeded"), disk_full_names(tmp_path):
         raise RuntimeError("Error while serializing: I/O error: Disk quota exceeded (os error 122)")
+
+
+def test_a_refusal_names_a_block_of_settings_one_side_lacks_as_one_item_and_counts_the_rest():
+    """A benchmark rerun with throughput.enabled=false was refused with some 40 'throughput.<key>: <value> -> None'
+    items, about 3,000 characters; the block is one item now, and a long list ends with a count."""
+    from linformer.files import settings_changes
+
+    earlier = {f"throughput.{i}": i for i in range(40)} | {"name": "table3", "k": 1}
+    assert settings_changes(earlier, {"name": "table3", "k": 2}) == "k: 1 -> 2; throughput: 40 settings -> none"
+    assert settings_changes({"t.a": 1, "t.b": 2}, {"t.a": 1, "t.b": 3}) == "t.b: 2 -> 3"  # a block both sides have
+    many = settings_changes({c: 1 for c in "abcdefgh"}, {c: 2 for c in "abcdefgh"})
+    assert many.startswith("a: 1 -> 2; b: 1 -> 2") and many.endswith("f: 1 -> 2; and 2 more")
