@@ -505,20 +505,23 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     with settings_named("model"):
         out = convert_encoder(model_path, spec.out_dir, seed=spec.seed, overwrite=spec.overwrite, **spec.model)
     config = LinformerConfig.from_pretrained(out)
-    card = read_card_info(out)["model"]
+    info = read_card_info(out)
+    card = {**info["model"], "reshaped": bool(info.get("source", {}).get("reshaped_from"))}
     print(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
           f"{time.perf_counter() - t0:.1f} s){_head_words(card)}\nnext: {_next_command(out, config)}")
     return out
 
 
 def _head_words(card: dict) -> str:
-    """What of the source's head and weights a conversion kept, as its model card (``card.conversion_info``) says."""
+    """What of the source's head and weights a conversion kept, as its model card (``card.conversion_info``) says;
+    `card` also says whether the source was a saved Linformer (``reshaped``)."""
     classifier = card["class"].endswith("ForSequenceClassification")
     words = ""
     if card.get("new_head") and classifier:
         words = "; the source has no classifier for these labels, so it starts fresh (finetune it)"
     elif card.get("new_head"):
-        words = "; the source has no MLM head, so lm_head starts fresh (finetuning replaces it anyway)"
+        words = ("; lm_head is still as initialised: the encoder first converted had no MLM head" if card["reshaped"]
+                 else "; the source has no MLM head, so lm_head starts fresh") + " (finetuning replaces it anyway)"
     elif classifier:
         words = f"; the source's classifier is kept, with its labels ({', '.join(map(str, card['labels']))})"
     if card.get("not_copied"):

@@ -492,6 +492,17 @@ def test_the_next_command_names_the_task_a_classifiers_labels_name(labels, task)
     assert shlex.split(_next_command(Path("out"), config))[2] == task
 
 
+def test_a_reshaped_linformer_s_untrained_head_is_not_said_to_lack_a_source_head(tmp_path, capsys):
+    """Lengthening a converted sentence encoder (its lm_head fresh, never trained) said "the source has no MLM head":
+    the source, a Linformer, has one; it is still as initialised."""
+    save_source(tmp_path / "src", BertModel, BERT)
+    save_tokenizer(tmp_path / "src", VOCAB, pad_id=BERT.pad_token_id)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"out_dir={tmp_path / 'a'}")
+    assert "; the source has no MLM head, so lm_head starts fresh" in said
+    said = _converted(capsys, f"model_path={tmp_path / 'a'}", f"out_dir={tmp_path / 'b'}")
+    assert "; lm_head is still as initialised: the encoder first converted had no MLM head" in said
+
+
 @pytest.mark.parametrize("source_class, config, left", [(RobertaModel, ROBERTA, ["roberta.pooler.dense"]),
                                                         (BertModel, BERT, []),
                                                         (BertForPreTraining, BERT, ["cls.seq_relationship"])],
