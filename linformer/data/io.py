@@ -7,6 +7,7 @@ import functools
 import glob
 import gzip
 import io
+import logging
 import os
 import shlex
 import zlib
@@ -16,8 +17,11 @@ from omegaconf import OmegaConf
 
 from ..cli import CONFIG_DIR, compose
 from ..errors import CorpusError, HubOfflineError
+from ..files import listing
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
+
+log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".txt.gz")  # in any case: NOTES.TXT is text too
 CORPUS_LAYOUT = "plain text files (.txt or .txt.gz): one paragraph per line, a blank line between documents"
@@ -71,11 +75,16 @@ def expand_sources(sources: list[str] | str) -> list[str]:
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             raise FileNotFoundError(f"corpus source {src!r} matches no file; expected {CORPUS_LAYOUT}")
-        for m in matches:
-            if not m.lower().endswith(TEXT_SUFFIXES):
-                raise CorpusError(f"corpus source {m!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
-            if m not in out:
-                out.append(m)
+        other = [m for m in matches if not m.lower().endswith(TEXT_SUFFIXES)]
+        names = listing([os.path.basename(m) for m in other])
+        if other and not glob.has_magic(src):
+            raise CorpusError(f"corpus source {src!r} is not .txt or .txt.gz; expected {CORPUS_LAYOUT}")
+        if other and len(other) == len(matches):
+            raise CorpusError(f"corpus source {src!r} matches no .txt or .txt.gz file (only {names}); expected "
+                              f"{CORPUS_LAYOUT}")
+        if other:  # a folder's README or notes beside its texts: a glob's other files are not read, and said so
+            log.warning("corpus source %r: %d file(s) not .txt or .txt.gz left out: %s", src, len(other), names)
+        out += [m for m in matches if m not in other and m not in out]
     return out
 
 

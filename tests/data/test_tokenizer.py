@@ -323,3 +323,24 @@ def test_a_text_given_twice_is_refused_as_the_corpus_refuses_it(tmp_path, text_g
     with pytest.raises(CorpusError, match=GIVEN_TWICE):
         train_tokenizer(text_given_twice, str(tmp_path / "tok"), vocab_size=300, show_progress=False)
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_glob_over_a_folder_reads_its_texts_and_names_the_other_files_it_leaves_out(tmp_path, corpus_file, caplog):
+    """`dir/*` over a folder of texts and a README failed the whole corpus on the README; the texts are read and the
+    README named as left out. A glob of no text, or a file given by name that is no text, is still refused."""
+    import logging
+    import shutil
+
+    from linformer.data.io import expand_sources
+    from linformer.errors import CorpusError
+
+    (tmp_path / "texts").mkdir()
+    shutil.copy(corpus_file, tmp_path / "texts" / "a.txt")
+    (tmp_path / "texts" / "README.md").write_text("# about these texts\n")
+    with caplog.at_level(logging.WARNING, logger="linformer.data.io"):
+        assert expand_sources([str(tmp_path / "texts" / "*")]) == [str(tmp_path / "texts" / "a.txt")]
+    assert "1 file(s) not .txt or .txt.gz left out: README.md" in caplog.text
+    with pytest.raises(CorpusError, match=r"matches no .txt or .txt.gz file \(only README.md\)"):
+        expand_sources([str(tmp_path / "texts" / "*.md")])
+    with pytest.raises(CorpusError, match=r"README.md' is not .txt or .txt.gz"):
+        expand_sources([str(tmp_path / "texts" / "README.md")])
