@@ -254,10 +254,7 @@ def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) 
 
 def _shared_settings(group: str) -> dict:
     """configs/<group>/_settings.yaml: the settings every option of the group lists in its defaults ({} for none)."""
-    import yaml
-
-    shared = CONFIG_DIR / group / "_settings.yaml"
-    return (yaml.safe_load(shared.read_text()) or {}) if shared.is_file() else {}
+    return _own_config(f"{group}/_settings") if (CONFIG_DIR / group / "_settings.yaml").is_file() else {}
 
 
 def _how_to_give(group: str, choice: str, field: str) -> str:

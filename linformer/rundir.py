@@ -364,8 +364,8 @@ class RunRecord:
         ended = {key: info.pop(key) for key in _ENDED if key in info}
         # an earlier attempt's end (a crash, a stop) goes into the history, not beside this one's status; one still
         # `running` whose lock was taken over (claim) was killed before it could record an end
-        previous = "killed" if info.get("status") == "running" else info.get("status")
-        if ended or previous == "killed":
+        previous = KILLED if info.get("status") == "running" else info.get("status")
+        if ended or previous == KILLED:
             info.setdefault("attempts", []).append({"status": previous, "started": info.get("started"), **ended})
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
