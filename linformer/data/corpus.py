@@ -22,7 +22,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +60,10 @@ from .workers import children_die_with_parent
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # in every cache key: raised whenever the same sources and settings would give other blocks
+# A paragraph longer than this (characters) is tokenized in pieces: a tokenizer holds about 150 bytes per character
+# of the text it encodes, so one 20 MB line would take 3 GB in each worker, and a map batch of pieces at most
+# batch_size x 8192 characters.
+PIECE_CHARS = 8192
 
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
@@ -97,35 +101,57 @@ def _load_hub(src: _Source):
     return ds
 
 
+def paragraph_pieces(text: str, limit: int | None = None) -> Iterator[str]:
+    """`text` in pieces of at most `limit` characters whose encodings, joined, are the text's: each cut is just before
+    a space that a non-space character follows, where the byte-level BPE, WordPiece and Metaspace pre-tokenizers
+    start a word anyway (elsewhere in a run of whitespace, BPE would split the run otherwise). A stretch of `limit`
+    characters (default PIECE_CHARS) with no such space (not prose) is cut at `limit`."""
+    limit = limit or PIECE_CHARS
+    start = 0
+    while len(text) - start > limit:
+        cut = text.rfind(" ", start + 1, start + limit + 1)
+        while cut > start and text[cut + 1].isspace():
+            cut = text.rfind(" ", start + 1, cut)
+        if cut <= start:
+            cut = start + limit
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
 class _ParagraphWriter:
-    """Streams (text, doc) rows into an Arrow IPC file that `datasets.Dataset.from_file` reads."""
+    """Streams (text, doc, cont) rows into an Arrow IPC file that `datasets.Dataset.from_file` reads; `cont` marks a
+    piece that continues the row before it (the same paragraph, joined with no newline)."""
 
     def __init__(self, path: Path, batch: int = 20000):
         import pyarrow as pa
 
         self.pa = pa
-        self.schema = pa.schema([("text", pa.string()), ("doc", pa.int64())])
+        self.schema = pa.schema([("text", pa.string()), ("doc", pa.int64()), ("cont", pa.bool_())])
         self.sink = pa.OSFile(str(path), "wb")
         self.writer = pa.ipc.new_stream(self.sink, self.schema)
         self.texts: list[str] = []
         self.docs: list[int] = []
+        self.conts: list[bool] = []
         self.batch = batch
         self.rows = 0
 
     def add(self, text: str, doc: int) -> None:
-        self.texts.append(text)
-        self.docs.append(doc)
-        if len(self.texts) >= self.batch:
-            self.flush()
+        """One paragraph of document `doc`, as one row or, when long, as pieces (``paragraph_pieces``)."""
+        for i, piece in enumerate(paragraph_pieces(text)):
+            self.texts.append(piece)
+            self.docs.append(doc)
+            self.conts.append(i > 0)
+            if len(self.texts) >= self.batch:
+                self.flush()
 
     def flush(self) -> None:
         if self.texts:
             pa = self.pa
-            self.writer.write_batch(
-                pa.record_batch([pa.array(self.texts, pa.string()), pa.array(self.docs, pa.int64())], schema=self.schema)
-            )
+            columns = [pa.array(self.texts, pa.string()), pa.array(self.docs, pa.int64()), pa.array(self.conts)]
+            self.writer.write_batch(pa.record_batch(columns, schema=self.schema))
             self.rows += len(self.texts)
-            self.texts, self.docs = [], []
+            self.texts, self.docs, self.conts = [], [], []
 
     def close(self) -> None:
         self.flush()
@@ -250,9 +276,11 @@ class _Packer:
         self.blocks = 0
         self.content_tokens = 0
 
-    def add(self, ids: np.ndarray, doc: int) -> None:
+    def add(self, ids: np.ndarray, doc: int, cont: bool = False) -> None:
+        """A row's ids: a new document's, the next paragraph of this one's (after a newline), or with `cont` the rest
+        of this one's last paragraph."""
         if doc == self.last_doc:
-            if self.nl is not None:
+            if self.nl is not None and not cont:
                 self._push(np.array([self.nl], dtype=np.int32))
         else:
             if self.last_doc >= 0:
@@ -576,7 +604,8 @@ def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int
     process, cached in ``work``."""
     import datasets
 
-    features = datasets.Features({"doc": datasets.Value("int64"), "ids": datasets.Sequence(datasets.Value("int32"))})
+    features = datasets.Features({"doc": datasets.Value("int64"), "cont": datasets.Value("bool"),
+                                  "ids": datasets.Sequence(datasets.Value("int32"))})
     with children_die_with_parent():
         return paras.map(
             _Tokenize(str(tokenizer_dir)),
@@ -596,8 +625,9 @@ def _pack(tokd, lens: np.ndarray, doc_keys: list, work: Path, n: int, val_fracti
     """Choose the validation documents, then pack each split's paragraphs into n-token blocks in ``work``
     (<name>.arrow); returns each split's counts. ``structure``: the bos, eos, sep and newline ids."""
     docs_col = tokd.data.column("doc").to_numpy()
+    starts = ~tokd.data.column("cont").to_numpy(zero_copy_only=False)  # rows that begin a paragraph
     n_docs = len(doc_keys)
-    para_per_doc = np.bincount(docs_col, minlength=n_docs)
+    para_per_doc = np.bincount(docs_col[starts], minlength=n_docs)
     doc_tokens = np.bincount(docs_col, weights=lens, minlength=n_docs).astype(np.int64) + np.maximum(para_per_doc - 1, 0)
     is_val = _choose_validation(doc_keys, doc_tokens, val_fraction, n, seed)
     packers = {name: _Packer(work / f"{name}.arrow", n, *structure) for name in ("train", "validation")}
@@ -606,9 +636,10 @@ def _pack(tokd, lens: np.ndarray, doc_keys: list, work: Path, n: int, val_fracti
         offsets = ids_col.offsets.to_numpy()
         values = ids_col.values.to_numpy()
         docs = tbl.column("doc").to_numpy()
+        conts = tbl.column("cont").to_numpy(zero_copy_only=False)
         for j in range(len(docs)):
             d = int(docs[j])
-            packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d)
+            packers["validation" if is_val[d] else "train"].add(values[offsets[j]:offsets[j + 1]], d, bool(conts[j]))
     return {name: p.close() for name, p in packers.items()}
 
 

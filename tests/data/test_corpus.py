@@ -560,3 +560,66 @@ def test_a_hub_tokenizer_name_packs_a_corpus_with_the_hubs_tokenizer(tmp_path, c
     manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
     assert manifest["settings"]["tokenizer_dir"] == "tester/bpe" and manifest["tokenizer_hash"] == tokenizer_hash(tok_dir)
     load_prepared(str(tmp_path / "p"), tok_dir)  # the same vocabulary: the corpus serves the local copy too
+
+
+def _long_paragraph(corpus_file, words: int = 3000) -> str:
+    """A paragraph of the corpus's own words with single and repeated spaces, tabs and punctuation between them."""
+    vocab = corpus_file.read_text(encoding="utf-8").split()
+    rng = np.random.default_rng(0)
+    gaps = [" ", " ", " ", "  ", "\t ", " , ", "   "]
+    return "".join(vocab[i] + gaps[g] for i, g in zip(rng.integers(len(vocab), size=words),
+                                                      rng.integers(len(gaps), size=words), strict=True)).strip()
+
+
+@pytest.mark.parametrize("limit", [24, 64, 500])  # above the longest word and gap: every cut is at a space
+def test_a_long_paragraph_in_pieces_encodes_as_it_does_whole(corpus_file, tokenizer, limit):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    text = _long_paragraph(corpus_file)
+    pieces = list(corpus_mod.paragraph_pieces(text, limit))
+    assert max(map(len, text.split())) < 20
+    assert "".join(pieces) == text and len(pieces) > 1 and max(map(len, pieces)) <= limit
+    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wordpiece.train([str(corpus_file)], trainers.WordPieceTrainer(vocab_size=300, special_tokens=["[UNK]"]))
+    metaspace = Tokenizer(models.Unigram())
+    metaspace.pre_tokenizer = pre_tokenizers.Metaspace()
+    metaspace.train([str(corpus_file)], trainers.UnigramTrainer(vocab_size=300, unk_token="<unk>",
+                                                                special_tokens=["<unk>"]))
+    # byte-level BPE (the project's), BERT's WordPiece, SentencePiece's Metaspace
+    for tok in (corpus_mod.raw_tokenizer(tokenizer), wordpiece, metaspace):
+        whole = tok.encode(text, add_special_tokens=False).ids
+        joined = [i for e in tok.encode_batch(pieces, add_special_tokens=False) for i in e.ids]
+        assert joined == whole
+
+
+def test_a_run_without_spaces_is_cut_at_the_limit():
+    assert list(corpus_mod.paragraph_pieces("x" * 10 + " y", 4)) == ["xxxx", "xxxx", "xx y"]
+
+
+def test_a_paragraph_longer_than_a_piece_packs_as_one_paragraph(tmp_path, corpus_file, tok_dir, tokenizer,
+                                                               monkeypatch):
+    """Tokenized in pieces (so a line of many MB does not need GBs), a long paragraph still gives the blocks of its
+    whole encoding: no newline between its pieces, the newline before the next paragraph kept."""
+    src = tmp_path / "long.txt"
+    src.write_text(corpus_file.read_text(encoding="utf-8") + "\n\n" + _long_paragraph(corpus_file) + "\nlast line\n",
+                   encoding="utf-8")
+    sizes = []  # each run's document sizes in tokens, as the validation choice weighs them
+    choose = corpus_mod._choose_validation
+    monkeypatch.setattr(corpus_mod, "_choose_validation", lambda keys, tokens, *a: sizes.append(tokens) or choose(
+        keys, tokens, *a))
+    whole = prepare_corpus([str(src)], tok_dir, str(tmp_path / "whole"), n=N, val_fraction=0.2, num_proc=1)
+    monkeypatch.setattr(corpus_mod, "PIECE_CHARS", 40)
+    m = prepare_corpus([str(src)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
+    expected = _stream(tokenizer, _docs(src))
+    rows = load_prepared(str(tmp_path / "p"), tok_dir)["train"]
+    assert _bodies(rows) == expected[:len(rows) * (N - 2)]
+    assert m["splits"]["train"]["content_tokens"] == len(expected)
+    assert m["paragraphs"] == sum(map(len, _docs(src)))  # lines read, not pieces
+    cut = prepare_corpus([str(src)], tok_dir, str(tmp_path / "cut"), n=N, val_fraction=0.2, num_proc=1)
+    assert cut["splits"] == whole["splits"]  # the same validation documents chosen
+    assert np.array_equal(sizes[-1], sizes[0])
+    for split in ("train", "validation"):
+        assert (load_prepared(str(tmp_path / "cut"), tok_dir)[split]["input_ids"]
+                == load_prepared(str(tmp_path / "whole"), tok_dir)[split]["input_ids"])
