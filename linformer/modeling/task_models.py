@@ -157,7 +157,10 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         bert_head = config.classifier_head == "bert"
-        self.roberta = LinformerModel(config, add_pooling_layer=config.classifier_pooling == "pooler")
+        reads_pooler = config.classifier_pooling == "pooler"
+        if bert_head and not reads_pooler:  # the pooler a BERT-layout checkpoint carries is left out, as expected
+            self._keys_to_ignore_on_load_unexpected = [r"roberta\.pooler\."]
+        self.roberta = LinformerModel(config, add_pooling_layer=reads_pooler)
         self.classifier = LinformerPooledClassifier(config) if bert_head else LinformerClassificationHead(config)
         self.post_init()
 

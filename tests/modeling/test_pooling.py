@@ -63,6 +63,17 @@ def test_cls_pooling_reads_the_first_token_without_the_pooler():
         torch.testing.assert_close(features, model.roberta(input_ids=ids).last_hidden_state[:, 0])
 
 
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_a_classifier_that_reads_no_pooler_loads_a_bert_layout_checkpoint_without_calling_its_pooler_unexpected(
+        tmp_path, pooling):
+    from linformer import LinformerForMaskedLM
+
+    LinformerForMaskedLM(tiny_config(classifier_head="bert", classifier_pooling=pooling)).save_pretrained(tmp_path)
+    _, info = LinformerForSequenceClassification.from_pretrained(tmp_path, num_labels=2, output_loading_info=True)
+    assert info["unexpected_keys"] and not [k for k in info["unexpected_keys"] if "pooler" in k]  # lm_head's remain
+    assert {"classifier.dense.weight", "classifier.weight"} & set(info["missing_keys"])
+
+
 def test_pooler_pooling_reads_the_pooler_output():
     model = _model(classifier_head="bert")
     ids = torch.randint(5, 64, (2, 8))
