@@ -23,8 +23,29 @@ from typing import NoReturn
 from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
 from .files import atomic_write, flatten, resolve_path
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
+CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
 EXIT_USER_ERROR = 2
+
+
+def config_dir() -> Path:
+    """The configs folder every script and ``compose`` read: $LINFORMER_CONFIG_DIR where it is set (a relative one
+    from the working directory), else the repository's configs/ beside this package, which only a clone (installed
+    editable, ``pip install -e <clone>``) has: a wheel carries the package alone. Read at each call, so that a
+    notebook may set the variable after the import. ConfigError naming both ways where the folder is missing."""
+    given = os.environ.get(CONFIG_DIR_VARIABLE)
+    if given:
+        folder = Path(os.path.expanduser(given)).resolve()
+        if not folder.is_dir():
+            raise ConfigError(f"{CONFIG_DIR_VARIABLE}={given} names no folder: point it at the configs/ folder of a "
+                              "linformer clone (git clone the repository), or unset it to use the clone this package "
+                              "is installed from.")
+        return folder
+    if not REPOSITORY_CONFIGS.is_dir():
+        raise ConfigError(f"no configs folder at {REPOSITORY_CONFIGS}: this linformer is installed without its "
+                          "repository, whose configs/ every command composes. Install it editable from a clone "
+                          f"(pip install -e <clone>), or set {CONFIG_DIR_VARIABLE} to a clone's configs/ folder.")
+    return REPOSITORY_CONFIGS
 
 
 @contextlib.contextmanager
@@ -200,7 +221,7 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
     from hydra.errors import HydraException
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
@@ -247,14 +268,14 @@ def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) 
         choice = compose(config_name, overrides, with_hydra=True).hydra.runtime.choices.get(group)
     except ConfigError:
         return None
-    if not choice or not (CONFIG_DIR / group / f"{choice}.yaml").is_file():
+    if not choice or not (config_dir() / group / f"{choice}.yaml").is_file():
         return None
     return f"{key}: configs/{group}/{choice}.yaml lacks it: {_how_to_give(group, choice, field.split('.')[0])}."
 
 
 def _shared_settings(group: str) -> dict:
     """configs/<group>/_settings.yaml: the settings every option of the group lists in its defaults ({} for none)."""
-    return _own_config(f"{group}/_settings") if (CONFIG_DIR / group / "_settings.yaml").is_file() else {}
+    return _own_config(f"{group}/_settings") if (config_dir() / group / "_settings.yaml").is_file() else {}
 
 
 def _how_to_give(group: str, choice: str, field: str) -> str:
@@ -267,7 +288,7 @@ def _how_to_give(group: str, choice: str, field: str) -> str:
 
 def _an_option(group: str, besides: str) -> str:
     """The first option of configs/<group>/ other than `besides` (a file to copy from)."""
-    return next(p.stem for p in sorted((CONFIG_DIR / group).glob("*.yaml"))
+    return next(p.stem for p in sorted((config_dir() / group).glob("*.yaml"))
                 if not p.stem.startswith("_") and p.stem != besides)
 
 
@@ -298,10 +319,10 @@ def hydra_main(config_name: str) -> Callable:
                 refuse_added_keys(cfg, _added_overrides(), config_name)
                 return fn(cfg)
 
-        main = hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)(body)
-
         @functools.wraps(fn)
         def entry():
+            with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
+                main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
@@ -345,7 +366,7 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
         key = missing.group(1) if missing else "a key"
         group, _, leaf = key.partition(".")
         chosen = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None) if leaf else None
-        option = CONFIG_DIR / group / f"{chosen}.yaml"
+        option = config_dir() / group / f"{chosen}.yaml"
         if chosen is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
             # the group is selected and its option's file lacks the key (a config of one's own)
             raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which configs/{group}/{chosen}.yaml "
@@ -512,12 +533,13 @@ def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
     the files of the group the key belongs to; (the script's config, '') when no line says it."""
     leaf = re.escape(key.rsplit(".", 1)[-1])
     line = re.compile(rf"^\s*{leaf}:\s*\?\?\?\s*(?:#\s*(.*))?$", re.MULTILINE)
-    group = CONFIG_DIR / key.split(".")[0]
-    files = [CONFIG_DIR / f"{config_name}.yaml", *(sorted(group.glob("*.yaml")) if "." in key else [])]
+    configs = config_dir()
+    group = configs / key.split(".")[0]
+    files = [configs / f"{config_name}.yaml", *(sorted(group.glob("*.yaml")) if "." in key else [])]
     for path in files:
         found = line.search(path.read_text()) if path.is_file() else None
         if found:
-            return str(path.relative_to(CONFIG_DIR.parent)), (found.group(1) or "").strip()
+            return str(path.relative_to(configs.parent)), (found.group(1) or "").strip()
     return f"configs/{config_name}.yaml", ""
 
 
@@ -533,7 +555,7 @@ def _added_overrides() -> list[str]:
 def _own_config(config_name: str) -> dict:
     import yaml
 
-    return yaml.safe_load((CONFIG_DIR / f"{config_name}.yaml").read_text()) or {}
+    return yaml.safe_load((config_dir() / f"{config_name}.yaml").read_text()) or {}
 
 
 def config_groups(config_name: str) -> list[str]:
@@ -554,7 +576,7 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
     for override in added:
         key = override[1:].split("=", 1)[0]
         group = key.split("@")[0]
-        if (CONFIG_DIR / group).is_dir():
+        if (config_dir() / group).is_dir():
             groups = config_groups(config_name)
             if group in groups:
                 continue

@@ -411,9 +411,9 @@ def test_an_option_of_one_s_own_without_the_shared_settings_is_told_to_list_them
 
     import linformer.cli as cli
 
-    shutil.copytree(cli.CONFIG_DIR, tmp_path / "configs")
+    shutil.copytree(cli.config_dir(), tmp_path / "configs")
     (tmp_path / "configs" / "model" / "bare.yaml").write_text("name: bare\nhidden_size: 32\n")
-    monkeypatch.setattr(cli, "CONFIG_DIR", tmp_path / "configs")
+    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path / "configs"))
     with pytest.raises(ConfigError, match=r"^model.local_window: configs/model/bare.yaml lacks it: list _settings in "
                                           r"its defaults after _self_ \(configs/model/_settings.yaml holds"):
         compose("pretrain", ["model=bare", "model.local_window=8"])
@@ -431,11 +431,54 @@ def test_a_group_option_of_one_s_own_without_a_key_the_run_name_needs_is_named(t
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "bare.yaml").write_text("hidden_size: 32\n")
-    (tmp_path / "model" / "tiny.yaml").write_text((cli.CONFIG_DIR / "model" / "tiny.yaml").read_text())
+    (tmp_path / "model" / "tiny.yaml").write_text((cli.config_dir() / "model" / "tiny.yaml").read_text())
     cfg = compose("pretrain", ["~model.name"], with_hydra=True)  # the command line removes it: tiny.yaml has it
     with pytest.raises(ConfigError, match="which this command line removes or leaves unset"):
         cli._run_dir_before(cfg)
-    monkeypatch.setattr(cli, "CONFIG_DIR", tmp_path)  # an option whose file gives no name
+    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path))  # an option whose file gives no name
     cfg.hydra.runtime.choices.model = "bare"
     with pytest.raises(ConfigError, match=r"needs model.name, which .*model/bare.yaml does not give: add `name:`"):
         cli._run_dir_before(cfg)
+
+
+def test_a_package_installed_without_its_clone_says_where_the_configs_are_and_how_to_get_them(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """A wheel carries the package alone: compose and every script failed with Hydra's "Primary config directory not
+    found .../site-packages/configs", saying neither why nor what to do."""
+    import linformer.cli as cli
+
+    monkeypatch.delenv(cli.CONFIG_DIR_VARIABLE, raising=False)
+    monkeypatch.setattr(cli, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    with pytest.raises(ConfigError, match=r"^no configs folder at \S*site-packages/configs: .*pip install -e <clone>\)"
+                                          r", or set LINFORMER_CONFIG_DIR to a clone's configs/ folder"):
+        compose("finetune", ["task=sst2", "model_path=m"])
+    monkeypatch.setattr(sys, "argv", ["finetune.py", "task=sst2", "model_path=m"])
+    with pytest.raises(SystemExit) as stop:  # a script: the same line, before Hydra reads anything
+        cli.hydra_main("finetune")(lambda cfg: None)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: no configs folder at ") and err.count("\n") == 1
+    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"^LINFORMER_CONFIG_DIR=\S*nowhere names no folder: point it at the "
+                                          "configs/ folder of a linformer clone"):
+        compose("finetune", ["task=sst2", "model_path=m"])
+
+
+def test_linformer_config_dir_is_read_by_compose_and_the_scripts(tmp_path, monkeypatch, capsys):
+    """$LINFORMER_CONFIG_DIR (a clone's configs/, or one's own copy) is the configs folder of compose, of a script's
+    Hydra and of the paths every default starts from, for a package installed without its clone."""
+    import shutil
+
+    import linformer.cli as cli
+    from linformer.data import io
+
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    finetune = tmp_path / "configs" / "finetune.yaml"
+    finetune.write_text(finetune.read_text().replace("\nseed: 0", "\nseed: 41", 1))
+    monkeypatch.setattr(cli, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, "configs")  # relative: from the working directory
+    assert compose("finetune", ["task=sst2", "model_path=m"]).seed == 41
+    assert io.path_root("output_dir") == "outputs"
+    monkeypatch.setattr(sys, "argv", ["finetune.py", "task=sst2", "model_path=m", "--cfg", "job"])
+    cli.hydra_main("finetune")(lambda cfg: None)()  # --cfg job: Hydra prints the config and runs nothing
+    assert "\nseed: 41\n" in capsys.readouterr().out

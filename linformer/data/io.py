@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from omegaconf import OmegaConf
 
-from ..cli import CONFIG_DIR, compose
+from ..cli import compose, config_dir
 from ..errors import CorpusError, HubOfflineError
 from ..files import listing
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
@@ -33,7 +33,7 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 @functools.cache
 def _paths_config():
-    return OmegaConf.load(CONFIG_DIR / "paths" / "default.yaml")
+    return OmegaConf.load(config_dir() / "paths" / "default.yaml")
 
 
 def path_root(key: str) -> str:
