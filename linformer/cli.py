@@ -560,8 +560,38 @@ def _own_config(config_name: str) -> dict:
 
 def config_groups(config_name: str) -> list[str]:
     """The config groups configs/<config_name>.yaml's defaults list selects: the only ones its script reads."""
-    entries = [next(iter(d)) for d in _own_config(config_name).get("defaults") or [] if isinstance(d, dict)]
-    return [e.removeprefix("override ").split("@")[0] for e in entries if e.split("@")[0] != "hydra"]
+    return list(_default_options(config_name))
+
+
+def _default_options(config_name: str) -> dict[str, str | None]:
+    """{group: its default option} of configs/<config_name>.yaml's defaults list, Hydra's own left out."""
+    entries = [next(iter(d.items())) for d in _own_config(config_name).get("defaults") or [] if isinstance(d, dict)]
+    return {e.removeprefix("override ").split("@")[0]: option for e, option in entries if e.split("@")[0] != "hydra"}
+
+
+def value_origin(key: str) -> str | None:
+    """Where the running Hydra command's value of the dotted `key` comes from, in words: None where the command line
+    gives it, or outside a Hydra command (a config composed in Python: nothing says); else its group's option and
+    whether that is the command's default (`data=mirror_slice (configs/data/mirror_slice.yaml), configs/pretrain.yaml's
+    default`), so that a refusal does not pass a group's value off as one the user chose."""
+    from hydra.core.hydra_config import HydraConfig
+
+    group = key.split(".", 1)[0]
+    option = composed_option(group)
+    if option is None or any(str(o).lstrip("+~").split("=", 1)[0] == key for o in HydraConfig.get().overrides.task):
+        return None
+    config_name = HydraConfig.get().job.config_name
+    chosen = ("the command line's choice" if _default_options(config_name).get(group) != option else
+              f"configs/{config_name}.yaml's default")
+    return f"{group}={option} (configs/{group}/{option}.yaml), {chosen}"
+
+
+def composed_option(group: str) -> str | None:
+    """The option of config group `group` the running Hydra command composed (`mirror_slice` for data); None outside
+    a Hydra command, or where the command selects none."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
 
 
 def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:

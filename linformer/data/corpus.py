@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import hydra_value, shell_command
+from ..cli import composed_option, hydra_value, shell_command, value_origin
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -403,13 +403,18 @@ def check_corpus_settings(out_dir: str, data: Mapping) -> None:
             continue
         ours, theirs = _comparable(key, data[key]), _comparable(key, made[key])
         if ours != theirs:
-            fix = shell_command("python", "scripts/prepare_corpus.py", f"data.name={data['name']}",
-                                f"data.tokenizer={data.get('tokenizer')}",
+            group = composed_option("data")
+            fix = shell_command("python", "scripts/prepare_corpus.py", *([f"data={group}"] if group else []),
+                                f"data.name={data['name']}", f"data.tokenizer={data.get('tokenizer')}",
                                 *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
                                 "overwrite=true")
+            origin = value_origin(f"data.{key}")
+            given = (f"; this command's {hydra_value(ours)} is not its command line's but {origin}: give it the data "
+                     "group and data.* settings the corpus was prepared with, or prepare the corpus again from this "
+                     f"command's ({fix})") if origin else f": prepare it from these settings ({fix})"
             raise CorpusError(f"data.{key}={hydra_value(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
-                              f"prepared with data.{key}={hydra_value(theirs)}: prepare it from these settings ({fix}), "
-                              "or choose the data.name of a corpus prepared from them")
+                              f"prepared with data.{key}={hydra_value(theirs)}{given}, or choose the data.name of a "
+                              "corpus prepared from them")
 
 
 def read_manifest(out_dir: str) -> dict | None:

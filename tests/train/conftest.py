@@ -53,10 +53,10 @@ PRETRAIN_OVERRIDES = [
 ]
 
 
-def compose_pretrain(tiny_data, *overrides: str):
+def compose_pretrain(tiny_data, *overrides: str, with_hydra: bool = False):
     """The real configs/pretrain.yaml with a tiny model on the fixture corpus."""
     base = [*PRETRAIN_OVERRIDES, f"tokenizer_dir={tiny_data['tokenizer_dir']}", f"corpus_dir={tiny_data['corpus_dir']}"]
-    return compose("pretrain", base + list(overrides))
+    return compose("pretrain", base + list(overrides), with_hydra=with_hydra)
 
 
 def write_sst2_fixture(root: Path, train: int = 200, dev: int = 40, seed: int = 0) -> Path:

@@ -420,3 +420,33 @@ def test_data_settings_other_than_the_corpus_are_refused_before_the_run(tiny_dat
         check_corpus_settings(str(corpus), compose_pretrain(tiny_data, *same, "data.val_fraction=0.5").data)
     # a corpus_dir given as a path names its corpus itself: the data group's defaults are not compared with it
     check_corpus_settings(str(corpus), compose_pretrain(tiny_data).data)
+
+
+def test_a_corpus_setting_that_comes_from_the_data_group_is_named_so_in_the_refusal(tiny_data):
+    """The own-text recipe's pretrain.py, on its default data=mirror_slice, was refused for data.max_documents=300
+    against a corpus packed whole, with the advice to pack it again with data.max_documents=300: a slice the user
+    never set, proposed as theirs. The refusal names where the value comes from (as under the script's Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from linformer.data.corpus import check_corpus_settings
+    from linformer.errors import CorpusError
+
+    corpus = Path(tiny_data["corpus_dir"])
+    same = [f"data.name={corpus.name}", f"data.sources=[{corpus.parent / 'corpus.txt'}]", "data.n=32",
+            "data.val_fraction=0.1"]
+    cfg = compose_pretrain(tiny_data, *same, with_hydra=True)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        with pytest.raises(CorpusError, match=r"^data.max_documents=300, but the corpus .* was prepared with "
+                                              r"data.max_documents=null; this command's 300 is not its command line's "
+                                              r"but data=mirror_slice \(configs/data/mirror_slice.yaml\), "
+                                              r"configs/pretrain.yaml's default: give it the data group .* \(python "
+                                              r"scripts/prepare_corpus.py data=mirror_slice data.name=corpus "):
+            check_corpus_settings(str(corpus), cfg.data)
+        cfg = compose_pretrain(tiny_data, *same, "data.max_documents=300", with_hydra=True)
+        HydraConfig.instance().set_config(cfg)
+        with pytest.raises(CorpusError, match=r"prepared with data.max_documents=null: prepare it from these settings "
+                                              r"\(python scripts/prepare_corpus.py data=mirror_slice "):
+            check_corpus_settings(str(corpus), cfg.data)  # a value the command line gives is the user's own
+    finally:
+        HydraConfig.instance().cfg = None
