@@ -269,6 +269,28 @@ def test_a_run_setting_nothing_can_run_with_is_one_error_naming_the_key(override
         PretrainSpec.read(compose("pretrain", overrides))
 
 
+@pytest.mark.parametrize("config, spec, overrides, message", [
+    ("pretrain", "PretrainSpec", ["run_name=.."], r"^run_name='\.\.' must name a run directory \(one name, not a path"),
+    ("pretrain", "PretrainSpec", ["data.name=../../mine"],
+     r"^data.name='\.\./\.\./mine' must name a corpus folder .*straight into paths.data_dir/processed/"),
+    ("pretrain", "PretrainSpec", ["data.tokenizer=a/b"], r"^data.tokenizer='a/b' must name a tokenizer folder"),
+    ("corpus", "CorpusSpec", ["data.name=.."], r"^data.name='\.\.' must name a corpus folder"),
+    ("tokenizer", "TokenizerSpec", ["data.tokenizer=../../esc_tok"],
+     r"^data.tokenizer='\.\./\.\./esc_tok' must name a tokenizer folder .*paths.data_dir/tokenizers/"),
+    ("tokenizer", "TokenizerSpec", ["name=/tmp/tok"], r"^name='/tmp/tok' must name a tokenizer folder"),
+    ("spectrum", "SpectrumSpec", ["model_path=m", "prefix=../p"], r"^prefix='\.\./p' must name a file name prefix"),
+])
+def test_a_name_that_becomes_a_folder_is_one_name_not_a_path(config, spec, overrides, message):
+    """run_name was checked, but data.name, data.tokenizer (and the tokenizer's name) were not: `..` in them put a
+    tokenizer and Hydra's folder outside data/tokenizers/ and outputs/tokenizer/. One check for every such name."""
+    import linformer.runconfig as runs
+    import linformer.runconfig.data as data
+    from linformer.cli import compose
+
+    with pytest.raises(ConfigError, match=message):
+        (getattr(runs, spec, None) or getattr(data, spec)).read(compose(config, overrides))
+
+
 def test_a_task_flag_that_is_not_true_or_false_is_refused():
     from linformer.cli import compose
     from linformer.runconfig import FinetuneSpec

@@ -13,7 +13,7 @@ from ..data.io import resolve_path, resolve_sources
 from ..devices import resolve_device
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
-from .settings import check_types, positive_int, refuse_unknown, seed_value
+from .settings import check_corpus_names, check_types, folder_name, positive_int, refuse_unknown, seed_value
 
 
 def _typed(cls, values: Mapping, prefix: str) -> dict[str, Any]:
@@ -54,6 +54,7 @@ class CorpusData:
     def read(cls, d: Mapping) -> CorpusData:
         seed = seed_value(d, "seed", "data")  # before the types: every seed's one error line
         values = _typed(cls, d, "data")
+        check_corpus_names(values)
         counts = {key: positive_int(values, key, "data", allow_none=key != "num_proc")
                   for key in ("num_proc", "tokenizer_max_lines", "max_documents", "vocab_size")}
         return cls(**values | counts | {"seed": seed})
@@ -105,6 +106,8 @@ class TokenizerSpec(_Arguments):
     def read(cls, cfg: Mapping) -> TokenizerSpec:
         cfg = plain_config(cfg)
         d = CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
+        # the tokenizer's name (data.tokenizer unless given) names its out_dir and Hydra's folder
+        folder_name(cfg.get("name"), "name", "a tokenizer folder", "paths.data_dir/tokenizers/")
         top = {k: v for k, v in _typed(cls, cfg, "").items() if k != "skip_bad_rows"}
         return cls(**top | {"files": resolve_sources(top["files"]),
                             "out_dir": resolve_path(str(top["out_dir"])), "skip_bad_rows": d.skip_bad_rows})
@@ -134,6 +137,7 @@ class SpectrumSpec(_Arguments):
         plain = plain_config(cfg)
         seed = seed_value(plain)  # before the types: every seed's one error line
         top = _typed(cls, plain, "")
+        folder_name(top["prefix"], "prefix", "a file name prefix", "out_dir")  # <out_dir>/<prefix>_curves.png
         top |= {key: positive_int(top, key, "", allow_none=key == "k")
                 for key in ("num_windows", "batch_size", "k", "max_lines")} | {"seed": seed}
         resolve_device(top["device"])  # a GPU the machine lacks is refused before the model loads

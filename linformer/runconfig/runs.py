@@ -24,7 +24,9 @@ from .settings import (
     TaskData,
     TrainerSettings,
     TransferSettings,
+    check_corpus_names,
     config_key,
+    folder_name,
     positive_int,
     seed_value,
 )
@@ -76,11 +78,8 @@ class RunSpec:
 
     @classmethod
     def _common(cls, cfg: Mapping) -> dict[str, Any]:
-        run_name = cfg.get("run_name")
-        if run_name is None or not str(run_name).strip() or "/" in str(run_name) or str(run_name) in (".", ".."):
-            raise ConfigError(f"run_name={run_name!r} must name a run directory (one folder name, not empty): an empty "
-                              "one would write the run's files straight into the stage's output folder.")
-        return {"seed": seed_value(cfg), "run_name": str(run_name),
+        run_name = folder_name(cfg.get("run_name"), "run_name", "a run directory", f"paths.output_dir/{cls.stage}/")
+        return {"seed": seed_value(cfg), "run_name": run_name,
                 "experiment_name": _optional(cfg, "experiment_name"),
                 "trainer": TrainerSettings.read(cfg.get("trainer") or {}),
                 "optim": OptimSettings.read(cfg.get("optim") or {}),
@@ -123,6 +122,7 @@ class PretrainSpec(RunSpec):
             raise ConfigError("model: no model config group is selected (~model removes it): choose one of "
                               "configs/model/ (model=tiny, model=small, ...).")
         model = _model_group(cfg)
+        check_corpus_names(cfg.get("data") or {})  # corpus_dir and tokenizer_dir default to folders they name
         if cfg.get("init_from") is None:  # a fresh model: its values are checked before the corpus is loaded
             model_config(model)
         return {"model": model, "model_name": str((cfg.get("model") or {}).get("name", "")),

@@ -5,6 +5,7 @@ one; every bad value is a ConfigError naming its key."""
 from __future__ import annotations
 
 import math
+import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -40,6 +41,26 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
     if not fits_type(value, float) or not math.isfinite(value) or int(value) != value or value < minimum:
         raise ConfigError(f"{name}={value!r} must be a whole number of at least {minimum}.")
     return int(value)
+
+
+def folder_name(value, key: str, names: str, under: str) -> str:
+    """`value` as one folder name: what `key` names (`names`, e.g. "a run directory") inside the folder the project
+    keeps such folders in (`under`). The one check of every config value that becomes a folder's name: an empty one,
+    "." or ".." or one with a "/" would put the files straight into `under`, or outside it."""
+    text = "" if value is None else str(value)
+    if not text.strip() or "/" in text or os.sep in text or text in (".", ".."):
+        raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
+                          f"'..'): it would put the files straight into {under}, or outside it.")
+    return text
+
+
+def check_corpus_names(data: Mapping) -> None:
+    """The data group's names (configs/data/) where it gives them, as folder names: data.name its corpus's, under
+    paths.data_dir/processed/, data.tokenizer its tokenizer's, under paths.data_dir/tokenizers/."""
+    for key, names, under in (("name", "a corpus folder", "paths.data_dir/processed/"),
+                              ("tokenizer", "a tokenizer folder", "paths.data_dir/tokenizers/")):
+        if key in data:
+            folder_name(data[key], f"data.{key}", names, under)
 
 
 SEEDS = 2**32  # numpy's and torch's seeds are whole numbers below this
