@@ -8,6 +8,7 @@ Adding a GLUE task is one TaskSpec entry (and its configs/task/<name>.yaml), e.g
     TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
              ("accuracy", "f1"), hub=("glue", "mrpc"), hub_fields=("sentence1", "sentence2"), mirror_subdir="glue/mrpc")
 A task of local files only leaves `hub` out; one of more than two labels scores F1 as "f1_macro" (``metrics.METRICS``).
+A task of one's own, outside the package, is ``register_task(TaskSpec(...))`` in the process that runs it.
 A TaskSpec is checked where it is defined: a mistake in it is a ConfigError naming the task, not a run that fails later.
 """
 
@@ -151,9 +152,27 @@ class UnknownTaskError(ConfigError, KeyError):
 def get_task(name: str) -> TaskSpec:
     if name not in TASKS:
         raise UnknownTaskError(f"task.name={name}: unknown task {name!r}{did_you_mean(name, TASKS)}; valid tasks: "
-                               f"{', '.join(sorted(TASKS))} (a task is a TaskSpec in TASKS, linformer/data/tasks.py,"
-                               " and a configs/task/<name>.yaml)")
+                               f"{', '.join(sorted(TASKS))} (a task of one's own: linformer.data.tasks.register_task("
+                               "TaskSpec(...)) in the Python process that runs it; docs/guide.md, Tasks)")
     return TASKS[name]
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Add a task of one's own (other columns, other labels) to TASKS for this process, without an edit inside the
+    package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). Registering
+    the same spec again is a no-op; ConfigError for a name that is not one name (its runs' folders start with it) or
+    that another task has."""
+    from ..runconfig.settings import folder_name  # the one check of a name that names folders (runconfig reads TASKS)
+
+    if not isinstance(spec, TaskSpec):
+        raise ConfigError(f"register_task takes a TaskSpec, not {type(spec).__name__}")
+    folder_name(spec.name, "TaskSpec.name", "a task", "paths.output_dir/finetune/ (its runs' names start with it)")
+    if TASKS.get(spec.name, spec) != spec:
+        raise ConfigError(f"TaskSpec name {spec.name!r}: a task of this name is registered already, with other fields; "
+                          "give yours a name of its own")
+    TASKS[spec.name] = spec
+    TITLES[spec.name] = spec.title or spec.name
+    return spec
 
 
 def labels_match(named, label_names) -> bool:
