@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError, Preempted
 from ..files import made_by, output_files
-from ..runconfig.settings import check_types, positive_int, refuse_unknown
+from ..runconfig.settings import check_types, folder_name, positive_int, refuse_unknown
 from ..signals import signals_stop
 from .common import competing_processes
 from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings
@@ -101,6 +101,8 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
     if inf is None and thr is None:
         raise ConfigError("inference.enabled=false and throughput.enabled=false: nothing would be measured; enable "
                           "one of them.")
+    if cfg.get("out_dir") is None:  # the files go to the Hydra run directory, which run_name names
+        folder_name(cfg.get("run_name"), "run_name", "a benchmark's folder", "paths.output_dir/benchmark/")
     for settings, prefix in ((inf, "inference"), (thr, "throughput")):
         if settings is not None:
             _check_values(settings, prefix)

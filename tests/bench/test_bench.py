@@ -228,6 +228,13 @@ def test_config_composes():
         settings_from_config(compose("benchmark", ["+inference.hiden=1"]))
 
 
+@pytest.mark.parametrize("run_name", ["../../elsewhere", "a/b", ".."])
+def test_a_run_name_that_is_a_path_is_refused_where_it_names_the_benchmark_s_folder(tmp_path, run_name):
+    with pytest.raises(ConfigError, match=r"run_name=.* must name a benchmark's folder \(one name, not a path"):
+        settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}"]))
+    settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}", f"out_dir={tmp_path}"]))
+
+
 @pytest.mark.parametrize("device, cuda_devices, message", [
     ("cuda", 0, "device='cuda': this machine has no CUDA device"),
     ("cuda:2", 2, r"device='cuda:2': this machine has 2 CUDA device\(s\), cuda:0 .. cuda:1"),
