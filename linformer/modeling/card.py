@@ -24,7 +24,9 @@ transfer, finetuning results); README.md is rendered from it on every change, so
      "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
                                 "start_weights_sha256": ..., "max_length": ..., "min_train_tokens": ...,
                                 "run_dir": ...}, ...] (in the order they ran),
-     "results": {task: {"metrics": {...}, "run_dir": ...}}}
+     "results": {task: {"metrics": {...}, "run_dir": ...}}: the scores of these weights (a finetuned or distilled
+                model's); a run never writes into the model it started from, so a converted model's card has none of
+                its own (a card that lists some names the models finetuned from it, and says so)}
 
 The card tells the weights' history in that order: converted (or distilled) from the source, E and F transferred,
 finetuned; advice to train before use appears only where nothing trained E and F.
@@ -198,16 +200,9 @@ def write_model_card(model_dir: str | os.PathLike, info: dict) -> None:
     atomic_write(Path(model_dir) / CARD, str(render_card(info)))
 
 
-def add_results(model_dir: str | os.PathLike, task: str, metrics: dict, run_dir: str | os.PathLike,
-                results: dict | None = None) -> None:
-    """Record finetuning results on ``task`` in the card: one row per task, replaced when the task is run again
-    (`results`: the run's results.json, which says how many examples scored them)."""
-    info = read_card_info(model_dir)
-    if not info:
-        raise CheckpointError(f"{model_dir} has no {SIDECAR}: write its card (write_model_card) before its results.")
-    info.setdefault("results", {})[task] = {"metrics": dict(metrics), "run_dir": card_path(run_dir),
-                                            **_examples(results or {})}
-    write_model_card(model_dir, info)
+def results_entry(results: dict, run_dir: str | os.PathLike) -> dict:
+    """The card's ``results`` for the weights a run scored (`results`: its results.json content): its task's row."""
+    return {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": card_path(run_dir), **_examples(results)}}
 
 
 def finetuned_card(source_card: dict, name: str, model_class: str, results: dict, run_dir: str | os.PathLike,
@@ -224,9 +219,7 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "min_train_tokens": results.get("min_train_tokens"), "run_dir": card_path(run_dir)}
     return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
-            "results": {results["task"]: {"metrics": dict(results["metrics"]), "run_dir": card_path(run_dir),
-                                          **_examples(results)}}
-            if reported else {}}
+            "results": results_entry(results, run_dir) if reported else {}}
 
 
 def _examples(results: dict) -> dict:
@@ -508,8 +501,9 @@ def _results_section(results: dict, trained: str | None) -> str:
     finetuned from it."""
     if trained and not results:
         return "## Results\n\nNone: these weights were not scored on the reported split."
-    if not results:
-        return "## Finetuning results\n\nNone yet."
+    if not results:  # a run never writes into the model it started from: its scores go with the model it keeps
+        return ("## Finetuning results\n\nNone here: a model finetuned from this one carries its scores in its own "
+                "card (and its run's results.json).")
     if trained:
         head = "## Results\n\nThis model's scores on its task's reported split, scored once."
     else:

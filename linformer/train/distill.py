@@ -31,7 +31,7 @@ from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
-from ..modeling.card import add_results, card_path, conversion_info, read_card_info, write_model_card
+from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
@@ -251,8 +251,8 @@ class DistillTask(FinetuneTask):
                                 "temperature": self.temperature, "hidden_weight": self.hidden_weight,
                                 "student_path": card_path(self.student_name),
                                 "teacher_metrics": self._teacher_metrics()}
+        info["results"] = results_entry(results, trainer.run_dir)
         write_model_card(model_dir, info)
-        add_results(model_dir, self.task_spec.name, results["metrics"], trainer.run_dir, results)
 
     def _teacher_metrics(self) -> dict[str, float]:
         """The teacher's metrics on the reported split."""

@@ -36,7 +36,7 @@ from ..data.tasks import split_info
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import write_json
-from ..modeling.card import add_results, finetuned_card, read_card_info, write_model_card
+from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.loading import (
     check_tokenizer_fits,
@@ -290,13 +290,13 @@ class FinetuneTask(TrainingTask):
                 "seed": self.data_spec.subset_seed, "examples": len(self.validation), "rows": info.get("rows")}
 
     def keep_results(self, trainer: Trainer, results: dict) -> None:
-        """Where the run's results go beyond results.json: a converted or transferred model's card lists the results
-        finetuned from it, and the model the run keeps (``<run>/best``) gets that card with this finetuning added.
-        (Distillation saves its student here, the model the results belong to.)"""
+        """Where the run's results go beyond results.json: the model the run keeps (``<run>/best``) gets its source's
+        card (a converted or transferred model's) with this finetuning and its results added. The source itself is
+        an input and is only read: a run writes nothing outside its run directory. (Distillation saves its student
+        here, the model the results belong to.)"""
         card = read_card_info(self.model_path) if trainer.is_main else None
         if not card or self.from_scratch:  # random weights: neither the source's history nor its results are theirs
             return
-        add_results(self.model_path, self.task_spec.name, results["metrics"], trainer.run_dir, results)
         if self.save_best:
             model = trainer.accelerator.unwrap_model(trainer.model)
             write_model_card(trainer.run_dir / "best", finetuned_card(

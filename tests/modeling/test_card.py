@@ -15,10 +15,9 @@ from transformers import (
 )
 
 from linformer import LinformerForMaskedLM, LinformerForSequenceClassification
-from linformer.errors import CheckpointError, HubOfflineError
+from linformer.errors import HubOfflineError
 from linformer.modeling.card import (
     WEIGHTS_HASH,
-    add_results,
     conversion_info,
     finetuned_card,
     push_to_hub,
@@ -71,7 +70,7 @@ def test_converted_model_has_a_card_with_the_source_and_its_settings(tmp_path):
                                             "weights_sha256": weights_sha256(str(tmp_path / "src"))}
     assert table_rows(card.text, "weights hash") == [["weights hash",
                                                       f"`{weights_sha256(str(tmp_path / 'src'))}` ({WEIGHTS_HASH})"]]
-    assert "No attention transfer" in card.text and "None yet" in card.text
+    assert "No attention transfer" in card.text and "None here: a model finetuned from this one" in card.text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # the card was written inside atomic_dir
 
 
@@ -103,32 +102,31 @@ def test_full_attention_says_there_is_no_projection(tmp_path):
     assert "full attention has no projection to fit" in card.text
 
 
-def test_results_keep_one_row_per_task_and_only_a_model_s_own_fill_its_model_index(tmp_path):
+def test_only_a_model_s_own_results_fill_its_model_index(tmp_path):
     out = converted(tmp_path, projected_dim=8)
-    add_results(out, "sst2", {"accuracy": 0.8}, tmp_path / "run1")
-    add_results(out, "qqp", {"accuracy": 0.7, "f1": 0.6}, tmp_path / "run2")
-    add_results(out, "sst2", {"accuracy": 0.9}, tmp_path / "run3")  # re-run: replaces the first row
-    card = load_card(out)
-    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "", "-", "`run3`"]]  # a local path by its run's name
-    assert table_rows(card.text, "qqp") == [["qqp", "0.7", "0.6", "-", "`run2`"]]
-    # the hub reads the model-index as this model's scores: the converted model scored none of these itself
-    assert not card.data.eval_results and "models finetuned from this one" in card.text
-    assert card.data.license == "unknown"  # the rest of the card survives the update
     run = {"task": "qqp", "metrics": {"accuracy": 0.7, "f1": 0.6}, "best_step": 5, "steps": 5,
            "reported": {"split": "validation", "step": 5, "examples": 40}}
     write_model_card(tmp_path / "ft", finetuned_card(read_card_info(out), "ft", "LinformerForSequenceClassification",
                                                       run, tmp_path / "run2", 5))
     tuned = load_card(tmp_path / "ft")
+    assert ["qqp", "0.7", "0.6", "-", "`run2`"] in table_rows(tuned.text, "qqp")  # a local path by its run's name
     evals = {(e.dataset_config, e.metric_type): e for e in tuned.data.eval_results}
     assert sorted(evals) == [("qqp", "accuracy"), ("qqp", "f1")]  # the finetuned weights' own, the only ones
     qqp = evals["qqp", "f1"]
     assert (qqp.metric_value, qqp.dataset_type, qqp.dataset_split) == (0.6, "glue", "validation")
     assert tuned.data.model_name == "ft"
+    assert not load_card(out).data.eval_results  # the source card's is untouched: the finetuned model has its own
 
 
-def test_results_need_a_card(tmp_path):
-    with pytest.raises(CheckpointError, match="linformer_card.json"):
-        add_results(tmp_path, "sst2", {"accuracy": 0.5}, tmp_path)
+def test_a_card_listing_results_of_models_finetuned_from_it_says_whose_they_are(tmp_path):
+    out = converted(tmp_path, projected_dim=8)
+    info = read_card_info(out)
+    info["results"] = {"sst2": {"metrics": {"accuracy": 0.9}, "run_dir": "run3"}}
+    write_model_card(out, info)
+    card = load_card(out)
+    # the hub reads the model-index as this model's scores: the converted model scored none of these itself
+    assert not card.data.eval_results and "models finetuned from this one" in card.text
+    assert table_rows(card.text, "sst2") == [["sst2", "0.9", "-", "`run3`"]]
 
 
 def test_transfer_renders_each_layer_and_the_sidecar_round_trips(tmp_path):

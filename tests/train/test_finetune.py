@@ -268,7 +268,23 @@ def test_a_local_only_task_finetuned_from_a_converted_model_gets_its_card(tmp_pa
     assert results["task"] == "mysst" and (run / "results.json").is_file()
     card = (run / "best" / "README.md").read_text()
     assert "model-index" in card and "type: mysst" in card
-    assert "mysst" in read_card_info(source)["results"]
+    assert read_card_info(run / "best")["results"]["mysst"]["metrics"] == results["metrics"]
+
+
+def test_a_run_never_writes_into_the_model_it_starts_from(tmp_path, sst2_dir, pretrained_run):
+    """The source's card got a results row at the end of the run: a read-only source failed the finished run (no
+    results.json, status failed), and any quick run replaced the source card's headline result."""
+    from linformer import LinformerForMaskedLM
+    from linformer.modeling.card import conversion_info, write_model_card
+
+    source = tmp_path / "source"
+    shutil.copytree(pretrained_run / "model", source)  # a model with a card, as a converted one has
+    write_model_card(source, conversion_info(str(pretrained_run / "model"), LinformerForMaskedLM.from_pretrained(source),
+                                             name="source"))
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in source.iterdir()}
+    _, run = _run(tmp_path, sst2_dir, source, "trainer.epochs=1")
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in source.iterdir()} == before
+    assert json.loads((run / "run.json").read_text())["status"] == "complete" and (run / "results.json").is_file()
 
 
 def test_the_task_s_metrics_load_before_any_training(tmp_path, sst2_dir, pretrained_run, monkeypatch):
