@@ -7,7 +7,10 @@ renamed when complete, so a run killed mid-write never leaves a directory that l
 
 Resume verifies the checksums of the newest checkpoint and falls back to the newest intact one, naming the damaged
 file. RNG states decide bitwise resume (dropout masks), so a damaged one in the only usable checkpoint is an error
-unless ``trainer.allow_nonbitwise_resume=true``.
+unless ``trainer.allow_nonbitwise_resume=true``. An RNG state counts as damaged when its checksum differs, and also
+when it is missing or cannot be loaded, checksums or not: Accelerate's ``load_state`` catches any failure to load
+one and goes on without it (it raises for every other piece: weights, optimizer, scheduler, scaler, custom objects),
+so only this check keeps such a resume from being silently not bitwise.
 """
 
 from __future__ import annotations
@@ -16,12 +19,17 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import shutil
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import torch
 from accelerate import Accelerator
+from accelerate.utils import load as accelerate_load
 
 from ..errors import CheckpointError
 from ..files import checksum_problems, disk_full_names, file_checksums, swap_in, umask_modes
@@ -58,10 +66,17 @@ def _write_checksums(path: Path) -> None:
 
 
 def damaged_files(path: Path) -> list[str]:
-    """Files of a checkpoint that are missing or differ from its checksums ('name: why'); [] when intact.
+    """Files of a checkpoint that are missing or differ from its checksums, and RNG states that cannot be loaded
+    ('name: why'); [] when intact.
 
-    A checkpoint without checksums is checked for its trainer state only."""
+    A checkpoint without checksums is checked for its trainer state and its RNG states only."""
     path = Path(path)
+    problems = _checksum_problems(path)
+    named = {p.split(":")[0] for p in problems}
+    return problems + [p for p in _rng_problems(path) if p.split(":")[0] not in named]
+
+
+def _checksum_problems(path: Path) -> list[str]:
     if not (path / CHECKSUMS).is_file():
         return [] if (path / STATE_FILE).is_file() else [f"{STATE_FILE}: missing"]
     try:
@@ -69,6 +84,43 @@ def damaged_files(path: Path) -> list[str]:
     except (json.JSONDecodeError, KeyError, TypeError):
         return [f"{CHECKSUMS}: unreadable"]
     return checksum_problems(path, files)
+
+
+def _rng_problems(path: Path) -> list[str]:
+    """The RNG states Accelerate's load_state would go on without ('name: why'): each saving process's
+    random_states_<rank>.pkl that is missing, and any that cannot be loaded."""
+    names = {f.name for f in path.iterdir() if _RNG.match(f.name)} if path.is_dir() else set()
+    names |= {f"random_states_{rank}.pkl" for rank in range(_saved_processes(path))}
+    problems = ((name, _unloadable(path / name)) for name in sorted(names))
+    return [f"{name}: {why}" for name, why in problems if why]
+
+
+def _saved_processes(path: Path) -> int:
+    """How many processes saved the checkpoint (each its own RNG state): its trainer state's count, else 1."""
+    try:
+        processes = json.loads((path / STATE_FILE).read_text()).get("processes")
+    except (OSError, ValueError, AttributeError):
+        return 1
+    return processes if isinstance(processes, int) and processes > 0 else 1
+
+
+def _unloadable(rng_file: Path) -> str | None:
+    """Why Accelerate could not restore `rng_file` (missing, unreadable, not an RNG state), or None: the same
+    loader (torch's weights_only unpickler, which refuses code), the states set on fresh generators, not the
+    process's own."""
+    if not rng_file.is_file():
+        return "missing"
+    try:
+        with warnings.catch_warnings():  # torch's remarks on a file it then refuses: the refusal says it
+            warnings.simplefilter("ignore")
+            states = accelerate_load(rng_file)
+        random.Random().setstate(states["random_state"])
+        np.random.RandomState().set_state(states["numpy_random_seed"])
+        torch.Generator().set_state(states["torch_manual_seed"])
+    except Exception as err:  # whatever Accelerate would have caught
+        why = (str(err).strip().splitlines() or [""])[0][:200]
+        return f"cannot be loaded ({type(err).__name__}{': ' + why if why else ''})"
+    return None
 
 
 @contextlib.contextmanager

@@ -9,12 +9,23 @@ from linformer.errors import CheckpointError
 from linformer.train.checkpoint import STATE_FILE, _write_checksums, newest_intact, resolve_resume
 
 
+def _rng_state(path):
+    """An RNG state as Accelerate's save_state writes it (the CPU's generators)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    torch.save({"random_state": random.getstate(), "numpy_random_seed": np.random.get_state(),
+                "torch_manual_seed": torch.get_rng_state()}, path)
+
+
 def _checkpoints(run_dir, steps=(4, 8)):
     for step in steps:
         path = run_dir / "checkpoints" / f"step-{step:08d}"
         path.mkdir(parents=True)
         (path / "model.safetensors").write_bytes(bytes(range(256)) * 4)
-        (path / "random_states_0.pkl").write_bytes(b"rng" * 10)
+        _rng_state(path / "random_states_0.pkl")
         (path / STATE_FILE).write_text(f'{{"step": {step}}}')
         _write_checksums(path)
     return [run_dir / "checkpoints" / f"step-{s:08d}" for s in steps]
@@ -50,6 +61,38 @@ def test_resume_falls_back_then_needs_leave_to_drop_the_rng_state(tmp_path, capl
     with pytest.raises(CheckpointError, match=r"no intact checkpoint .*step-00000008: .*model.safetensors.*; "
                                               r"step-00000004: .*model.safetensors"):
         resolve_resume("auto", tmp_path, allow_nonbitwise=True)
+
+
+class _Payload:
+    """A pickle that runs code when unpickled (torch's weights_only loader refuses it)."""
+
+    def __reduce__(self):
+        return (print, ("payload ran",))
+
+
+@pytest.mark.parametrize("rng", ["truncated", "code", "missing rank 1"])
+def test_an_rng_state_that_cannot_be_loaded_is_damaged_checksums_or_not(tmp_path, rng, capsys):
+    """Accelerate's load_state catches any failure to load an RNG state and goes on without it: a checkpoint without
+    checksums whose RNG state was truncated (or a checksummed one whose state is not an RNG state) resumed silently,
+    not bitwise."""
+    import pickle
+
+    (path,) = _checkpoints(tmp_path, steps=(4,))
+    (path / "checksums.json").unlink()  # a checkpoint without checksums: only its states vouch for it
+    if rng == "truncated":
+        name = "random_states_0.pkl"
+        (path / name).write_bytes((path / name).read_bytes()[:40])
+    elif rng == "code":
+        name = "random_states_0.pkl"
+        (path / name).write_bytes(pickle.dumps(_Payload()))
+        _write_checksums(path)  # its checksum matches: the state itself is what is wrong
+    else:  # two processes saved it, and the second one's state is gone
+        name = "random_states_1.pkl"
+        (path / STATE_FILE).write_text('{"step": 4, "processes": 2}')
+    with pytest.raises(CheckpointError, match=rf"checkpoint {path} has a damaged RNG state \({name}: "):
+        resolve_resume("auto", tmp_path)
+    assert resolve_resume("auto", tmp_path, allow_nonbitwise=True) == (path, False)
+    assert "payload ran" not in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------------ save and load

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -440,6 +441,7 @@ def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data,
         state = json.loads((ckpt / STATE_FILE).read_text())
         assert (state["global_batch"], state["processes"]) == (8, 1)  # trainer.batch_size 8, one process
         (ckpt / STATE_FILE).write_text(json.dumps({**state, "global_batch": 16, "processes": 2}))
+        shutil.copy(ckpt / "random_states_0.pkl", ckpt / "random_states_1.pkl")  # each process saves its own
         _write_checksums(ckpt)
     longer = ("trainer.max_steps=6", "trainer.save_every=2")
     with pytest.raises(ConfigError, match=r"trained at 16 sequences per step over every process; this start gives 8 "
