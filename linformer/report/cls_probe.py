@@ -19,6 +19,7 @@ import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror
 from linformer.data.tasks import get_task, load_task
 from linformer.data.tokenizer import load_tokenizer
+from linformer.modeling.auto import load_auto
 from linformer.modeling.loading import resolve_model_path
 
 
@@ -75,9 +76,9 @@ def load_probed(path: str):
 
     from ..modeling import LinformerConfig
 
-    ours = isinstance(AutoConfig.from_pretrained(path), LinformerConfig)
-    return AutoModel.from_pretrained(path, add_pooling_layer=False,
-                                     **({} if ours else {"attn_implementation": "eager"})).eval()
+    ours = isinstance(load_auto(AutoConfig, path), LinformerConfig)
+    return load_auto(AutoModel, path, add_pooling_layer=False,
+                     **({} if ours else {"attn_implementation": "eager"})).eval()
 
 
 def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,

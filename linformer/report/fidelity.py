@@ -21,6 +21,7 @@ from ..data.corpus import check_corpus_vocabulary
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
+from ..modeling.auto import load_auto
 from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error
 
@@ -67,7 +68,7 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
         raise DataError(f"{corpus_dir} has no validation blocks")
     ids = torch.tensor([val[i]["input_ids"] for i in range(min(blocks, len(val)))])
     references: dict[int, LinformerModel] = {}
-    source_config = None if source is None else AutoConfig.from_pretrained(source)
+    source_config = None if source is None else load_auto(AutoConfig, source)
     out = {}
     for label, path in models.items():
         model = load_pretrained(LinformerModel, path).eval()  # transformers' load report as one INFO line

@@ -28,6 +28,7 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerForSequenceClassification
+from ..modeling.auto import load_auto
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
@@ -105,7 +106,7 @@ def classifier_config(given: str, option: str):
     if instead:
         raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give {instead}")
     path = resolve_model_path(given, option)
-    config = AutoConfig.from_pretrained(path)
+    config = load_auto(AutoConfig, path)
     if not is_sequence_classifier(config):
         raise ConfigError(f"{option} {given} is a {_architecture(config)}, not a sequence classifier (its classifier "
                           "head would start at random): give a finetuned one, a finetuning run's best/")
@@ -204,7 +205,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired difference,
     ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
     prediction)."""
-    base = AutoModelForSequenceClassification.from_pretrained(classifier).eval()
+    base = load_auto(AutoModelForSequenceClassification, classifier).eval()
     base_n = model_length(base.config)
     rows = []
 
@@ -227,7 +228,7 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
                                                                                    **fields).eval()
                   for name, fields in rows_at_n.items()}
         for name, path in (students or {}).items():
-            student = AutoModelForSequenceClassification.from_pretrained(path).eval()
+            student = load_auto(AutoModelForSequenceClassification, path).eval()
             if student.config.max_seq_len >= n:  # inputs cut to n tokens, as every row's
                 models[name] = student
         costs = cost_per_example({name: m.config for name, m in models.items()}, n=n, batch=1, reps=cost_reps)

@@ -23,6 +23,7 @@ from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
+from ..modeling.auto import load_auto
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
 from . import measured
 from .measured import machine_words
@@ -116,7 +117,7 @@ def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     path = str(model_path)
-    if AutoConfig.from_pretrained(path).model_type == "linformer":
+    if load_auto(AutoConfig, path).model_type == "linformer":
         model = load_pretrained(AutoModelForMaskedLM, path, attention="full")
     else:
         model = load_pretrained(AutoModel, path, attn_implementation="eager")

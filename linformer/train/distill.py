@@ -31,6 +31,7 @@ from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
+from ..modeling.auto import load_auto
 from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import is_sequence_classifier, settings_named
@@ -50,7 +51,7 @@ def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) ->
     id2label, as finetuning writes it) must name the task's: an SST-2 teacher has two labels as QNLI has, and a
     student distilled from it on QNLI would answer negative/positive."""
     num_labels = len(label_names)
-    config = AutoConfig.from_pretrained(teacher_path)
+    config = load_auto(AutoConfig, teacher_path)
     if not is_sequence_classifier(config):
         raise ConfigError(
             f"teacher_path={teacher_path} holds a {', '.join(config.architectures or [config.model_type])}, not a "
@@ -73,7 +74,7 @@ def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) ->
 def load_teacher(teacher_path: str, n: int | None = None):
     """The teacher classifier, frozen; with n above what it reads, lengthened to n tokens in full attention (a
     BERT/RoBERTa-family classifier converted, head included; its learned positions copied, Longformer's recipe)."""
-    config = AutoConfig.from_pretrained(teacher_path)
+    config = load_auto(AutoConfig, teacher_path)
     if n is None or max_tokens(config, load_tokenizer(teacher_path, "teacher_path"), None, None) >= n:
         model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
     else:
@@ -152,7 +153,7 @@ class DistillTask(FinetuneTask):
         check_teacher(self.teacher_path, self.task_spec.label_names, self.task_spec.name)
         teacher_tokenizer = load_tokenizer(self.teacher_path, "teacher_path")
         # the teacher's n as saved, before any lengthening (the card says when the run lengthened it)
-        self.teacher_n = max_tokens(AutoConfig.from_pretrained(self.teacher_path), teacher_tokenizer, None, None)
+        self.teacher_n = max_tokens(load_auto(AutoConfig, self.teacher_path), teacher_tokenizer, None, None)
         if run.student_path is None:
             # max_seq_len above the teacher's lengthens the student (its learned positions copied, as Longformer's),
             # for distilling long inputs from a teacher lengthened the same way
@@ -165,7 +166,7 @@ class DistillTask(FinetuneTask):
                 teacher_tokenizer.model_max_length = student.config.max_seq_len
             return self.teacher_path, teacher_tokenizer, student
         student_path = self.student_dir = resolve_model_path(run.student_path, "student_path")
-        config = AutoConfig.from_pretrained(student_path)
+        config = load_auto(AutoConfig, student_path)
         if getattr(config, "attention", None) != "linformer":
             raise ConfigError(f"student_path={student_path} has {getattr(config, 'attention', config.model_type)} "
                               "attention: the student is a Linformer (convert it with model.attention=linformer, or "

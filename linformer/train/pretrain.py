@@ -25,6 +25,7 @@ from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerForMaskedLM
+from ..modeling.auto import load_auto
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token
@@ -76,7 +77,7 @@ def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
     from transformers import AutoConfig
 
     path = resolve_model_path(init_from)
-    if AutoConfig.from_pretrained(path).model_type == "linformer":
+    if load_auto(AutoConfig, path).model_type == "linformer":
         model = load_pretrained(LinformerForMaskedLM, path)
         log.warning("init_from=%s is a Linformer: it keeps its own architecture (%s, width %d, %d layers); the "
                     "model group's settings are not applied (config.yaml records them as given)", init_from,

@@ -34,6 +34,7 @@ from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerModel
+from ..modeling.auto import load_auto
 from ..modeling.card import card_path, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, settings_named
@@ -75,7 +76,7 @@ class TransferTask(TrainingTask):
         self.tokenizer = load_tokenizer(self.source, "model_path")
         m = spec.model
         self.earlier = None  # the card of the Linformer this transfer continues, if it continues one
-        if AutoConfig.from_pretrained(self.source).model_type == "linformer":
+        if load_auto(AutoConfig, self.source).model_type == "linformer":
             self.model, self.earlier = continue_transfer(spec.model_path, self.source, m, tr.train)
         else:
             student = dict(
@@ -245,7 +246,7 @@ def continue_transfer(given: str, path: str, settings: Mapping, train: str) -> t
 
 
 def _source_dropout(source: str) -> dict[str, float]:
-    c = AutoConfig.from_pretrained(source)
+    c = load_auto(AutoConfig, source)
     return {"hidden_dropout_prob": c.hidden_dropout_prob, "attention_probs_dropout_prob":
             c.attention_probs_dropout_prob}
 

@@ -142,6 +142,30 @@ def test_a_damaged_tokenizer_is_one_error_naming_the_file_and_the_way_back(tok_d
         assert "copy the tokenizer files back" in message and "scripts/train_tokenizer.py" in message
 
 
+def test_a_tokenizer_asking_to_run_its_own_code_is_refused_not_called_damaged(tok_dir, tmp_path, monkeypatch):
+    """A tokenizer_config.json with an auto_map: transformers asked on a terminal whether to run the folder's code,
+    and the refusal read 'a file of it is damaged ... copy the tokenizer files back'."""
+    import json
+    import shutil
+
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    copy = tmp_path / "tok"
+    shutil.copytree(tok_dir, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "AskingTokenizer",
+                                                            "auto_map": {"AutoTokenizer": ["asking.AskingTokenizer",
+                                                                                           None]}}))
+    (copy / "asking.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    monkeypatch.setattr("builtins.input", lambda *a: "y")  # a user who answers yes to whatever is asked
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(str(copy), "model_path")
+    message = str(err.value)
+    assert message.startswith(f"{copy} asks to run its own code") and "damaged" not in message
+    assert not (tmp_path / "ran").exists()
+
+
 @pytest.mark.parametrize("damage", ["unreadable model", "no vocabulary"])
 def test_a_tokenizer_transformers_would_shrink_to_its_special_tokens_is_refused(tok_dir, tmp_path, damage):
     """A tokenizer.json the tokenizers library cannot build (valid JSON of the right keys), or a tokenizer_config.json

@@ -135,3 +135,44 @@ def test_saving_again_into_a_folder_replaces_its_older_copies_of_the_code(tmp_pa
     from linformer.modeling import task_models
 
     assert (tmp_path / "task_models.py").read_text() == Path(task_models.__file__).read_text()
+
+
+def _asking_folder(tmp_path) -> Path:
+    """A model folder whose config asks to run its own code (a model type transformers does not know, an auto_map
+    naming the folder's module); the module leaves a mark when imported."""
+    folder = tmp_path / "asks"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "askingmodel",
+                                                    "auto_map": {"AutoConfig": "asking.AskingConfig"}}))
+    (folder / "asking.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    return folder
+
+
+def test_a_folder_asking_to_run_its_own_code_is_refused_without_a_prompt(tmp_path, monkeypatch):
+    """transformers asks on a terminal whether to run such a folder's code (trust_remote_code left unset), and one
+    'y' ran it; read through finetuning's loader, the refusal said the config.json 'cannot be read'."""
+    from linformer.errors import CheckpointError
+    from linformer.modeling.loading import load_classifier
+
+    folder = _asking_folder(tmp_path)
+    monkeypatch.setattr("builtins.input", lambda *a: "y")  # a user who answers yes to whatever is asked
+    with pytest.raises(CheckpointError) as err:
+        load_classifier(str(folder), ["negative", "positive"], from_scratch=False)
+    message = str(err.value)
+    assert message.startswith(f"{folder} asks to run its own code") and "linformer does not run" in message
+    assert "\n" not in message and not (tmp_path / "ran").exists()
+
+
+def test_the_package_reads_every_model_config_and_tokenizer_through_load_auto():
+    """One home for reading what a user hands over (load_auto: never a folder's own code): nothing else in the
+    package or its scripts calls an Auto class's from_pretrained (a model card's usage text may show it)."""
+    repo = Path(__file__).resolve().parents[2]
+    callers = []
+    for path in sorted(p for folder in ("linformer", "scripts") for p in (repo / folder).rglob("*.py")):
+        name = str(path.relative_to(repo))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+            if func.endswith(".from_pretrained") and func.split(".")[-2].startswith("Auto") \
+                    and name != "linformer/modeling/auto.py":
+                callers.append(f"{name}:{node.lineno}")
+    assert callers == []
