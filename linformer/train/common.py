@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import is_tensorboard_available, is_wandb_available, set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest
@@ -38,6 +38,7 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
     if precision == "bf16" and cpu and not native_cpu_bf16():
         log.warning("this CPU has no native bf16 (oneDNN reports none): trainer.mixed_precision=bf16 is emulated and "
                     "runs slower than fp32 here; trainer.mixed_precision=no is faster on this machine")
+    check_trackers(logger)
     trackers = list(logger.trackers)
     accelerator = Accelerator(
         cpu=cpu,
@@ -49,6 +50,22 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
         step_scheduler_with_optimizer=False,
     )
     return accelerator
+
+
+# A tracker's package: Accelerate's own test of it (where that fails it drops the tracker with a warning and the run
+# goes on without it) and the command that installs it
+TRACKER_PACKAGES = {"wandb": (is_wandb_available, "pip install wandb"),
+                    "tensorboard": (is_tensorboard_available, "pip install tensorboard")}
+
+
+def check_trackers(logger: LoggerSettings) -> None:
+    """ConfigError, before the run starts, for a tracker whose package is not installed: Accelerate would leave it
+    out, and the user would find no tracker's files after the run."""
+    for name in logger.trackers:
+        available, install = TRACKER_PACKAGES[name]
+        if not available():
+            raise ConfigError(f"logger.trackers has {name}, which needs the {name} package, not installed here: "
+                              f"{install} (or choose another logger: logger=none keeps metrics.jsonl only).")
 
 
 def native_cpu_bf16() -> bool:

@@ -3,6 +3,7 @@ converted Linformer's separate projection group (a pretraining run would only sh
 
 import re
 
+import pytest
 import torch
 from torch import nn
 
@@ -54,3 +55,26 @@ def test_a_linformers_projections_get_their_own_group_without_decay_and_every_ot
     every = [id(p) for g in groups for p in g["params"]]
     assert len(every) == len(set(every))  # no weight in two groups
     assert set(every) == {id(p) for p in model.parameters() if p.requires_grad}
+
+
+# ------------------------------------------------------------------------------------------------ trackers
+@pytest.mark.parametrize(("logger", "hidden", "package"), [("wandb", ("wandb",), "wandb"),
+                                                           ("tensorboard", ("tensorboard", "tensorboardX"), "tensorboard"),
+                                                           ("all", ("wandb",), "wandb")])
+def test_a_tracker_whose_package_is_missing_is_refused_before_the_run(tiny_data, tmp_path, monkeypatch, logger, hidden,
+                                                                       package):
+    """Accelerate drops a tracker whose package is missing with a buried warning: the run 'succeeded' with no tracker
+    and nothing said so."""
+    import importlib.util
+
+    from linformer.errors import ConfigError
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in hidden else find_spec(name, *a))
+    run = tmp_path / "run"
+    with pytest.raises(ConfigError, match=rf"needs the {package} package, not installed here: pip install {package} "):
+        pretrain(compose_pretrain(tiny_data, f"logger={logger}", "trainer.max_steps=3"), run)
+    assert not run.exists()
