@@ -145,7 +145,10 @@ def test_the_card_records_the_transfer_and_then_the_finetuning(bert_source, tmp_
     sst2 = write_sst2_fixture(tmp_path / "sst2", train=32, dev=16)
     finetune(compose_finetune("task=sst2", f"task.data_dir={sst2}", f"model_path={tmp_path / 't'}",
                               "trainer.epochs=1", "task_cache_dir=null"), tmp_path / "ft")
-    assert "accuracy" in read_card_info(tmp_path / "t" / "model")["results"]["sst2"]["metrics"]
+    tuned = read_card_info(tmp_path / "ft" / "best")  # the transfer's history, then this finetuning and its score
+    assert tuned["transfer"] == info["transfer"] and [f["task"] for f in tuned["finetuning"]] == ["sst2"]
+    assert "accuracy" in tuned["results"]["sst2"]["metrics"]
+    assert read_card_info(tmp_path / "t" / "model") == info  # the model it started from is only read
 
 
 def test_transfer_with_short_batches_reports_the_short_error(bert_source, tmp_path):
