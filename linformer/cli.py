@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import errno
 import functools
+import importlib
 import json
 import os
 import re
@@ -106,6 +107,19 @@ _USER_OS_ERRORS = {
     errno.ENAMETOOLONG: "{path}: a name in this path is longer than the file system allows (255 bytes): choose a "
                         "shorter one (run_name, or what the default name is made of).",
 }
+
+
+def import_needed(module: str, what: str, package: str | None = None):
+    """`module`, imported; where it cannot be, a ConfigError saying `what` needs the PyPI package `package` (default:
+    the module's top level) and the command that installs it, raised where that feature starts: an optional piece
+    that is missing is one error line, not a traceback from deep inside the work."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        package = package or module.split(".")[0]
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(f"{what} needs the {package} package, which cannot be imported here ({why}): "
+                          f"{shell_command('pip', 'install', package)}") from err
 
 
 def shell_command(*words) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import import_needed
 from ..errors import ConfigError
 
 METRIC_DIR = Path(__file__).parent / "metric_modules"
@@ -75,8 +76,8 @@ def check_metrics(names: tuple[str, ...], num_labels: int, where: str) -> None:
 @cache
 def load_metric(module: str):
     """The packaged evaluate module `module`, its predictions kept in memory (nothing written under HF_HOME)."""
-    from evaluate.loading import import_main_class
-
+    import_main_class = import_needed("evaluate.loading", "scoring a task (its metrics are evaluate modules)",
+                                      "evaluate").import_main_class
     path = module_file(module)
     if not path.is_file():
         known = sorted(p.name for p in METRIC_DIR.iterdir() if p.is_dir())

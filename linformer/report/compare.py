@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..cli import import_needed
 from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, save_figure
 from ..rundir import Run, find_runs, identity, identity_diff, load_run, named_paths, reported_scores
 
@@ -305,6 +307,21 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     return save_figure(fig, path)
 
 
+def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
+    """The metrics to plot: those asked (--plot), which need matplotlib (a ConfigError naming it before anything is
+    written); else the table's, where matplotlib is installed (the table needs none: without it, no plots and a
+    warning saying how to get them)."""
+    if asked:
+        import_needed("matplotlib", "--plot", "matplotlib")
+        return list(asked)
+    try:
+        import_needed("matplotlib", "plotting the runs' metrics", "matplotlib")
+    except ConfigError as err:
+        print(f"warning: {err} (the table is written without them)", file=sys.stderr)
+        return []
+    return metrics
+
+
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
                  plot_metrics: list[str] | None = None, overwrite: bool = False) -> dict[str, Any]:
     """Write out_dir/runs.md (the table) and out_dir/<metric>.png for each plotted metric.
@@ -322,7 +339,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
         if missing:
             raise DataError(f"{flag}: no run logged {', '.join(missing)}; the runs logged {', '.join(sorted(logged))}")
     metrics = list(metrics) if metrics else available_metrics(runs)
-    plot_metrics = list(plot_metrics) if plot_metrics else metrics
+    plot_metrics = _drawable(plot_metrics, metrics)
     out_dir = Path(out_dir)
     groups = seed_groups(runs)
     table = markdown_table(runs, metrics) + seeds_table(groups)

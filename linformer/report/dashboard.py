@@ -35,6 +35,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
 from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, read_metrics, reported_scalars, run_status
@@ -194,6 +195,8 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     """The event-file folder for the runs under `outputs` (default <outputs>/.dashboard), under the output rule: a new
     or empty folder, one this dashboard mirrors `outputs` into (its MANIFEST), or one holding only mirrored event
     files (an earlier version's, without a MANIFEST); anything else is refused naming it, unless `overwrite`."""
+    # the event files need tensorboard: said before the folder is claimed, so that a refusal leaves nothing behind
+    import_needed("torch.utils.tensorboard", "the dashboard (its TensorBoard event files)", "tensorboard")
     logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
     record = made_by("dashboard", {"outputs": str(Path(outputs).resolve())})
     if read_json(logdir / MANIFEST) == record:  # already ours: the live dashboard re-mirrors every few seconds

@@ -62,3 +62,21 @@ def test_every_metric_says_which_way_is_better():
         assert (spec.path.is_file(), higher_is_better(name)) == (True, spec.higher_is_better)
         assert best_is_max(f"val_{name}") is best_is_max(f"eval_{name}") is spec.higher_is_better
     assert best_is_max("val_agreement") and best_is_max("tokens_per_s") and not best_is_max("val_loss")
+
+
+def test_without_evaluate_a_run_s_metrics_are_one_error_naming_the_package(monkeypatch):
+    """The import failed deep inside the metric loader: a Hydra-wrapped ModuleNotFoundError traceback."""
+    import sys
+
+    from linformer.data.metrics import load_metric, load_metrics
+    from linformer.errors import ConfigError
+
+    load_metric.cache_clear()  # a module loaded earlier in this process is cached
+    monkeypatch.setitem(sys.modules, "evaluate", None)  # as where it is not installed: its import fails
+    monkeypatch.setitem(sys.modules, "evaluate.loading", None)
+    try:
+        with pytest.raises(ConfigError, match=r"^scoring a task \(.*\) needs the evaluate package, .*: "
+                                              r"pip install evaluate$"):
+            load_metrics(("accuracy",))
+    finally:
+        load_metric.cache_clear()

@@ -84,6 +84,22 @@ def test_markdown_and_pngs(tmp_path, make_run):
     assert one > 20 and others == [0, 0]
 
 
+def test_without_matplotlib_the_table_is_written_and_only_plot_refuses(tmp_path, make_run, monkeypatch, capsys):
+    """The per-stage panels were always drawn: without matplotlib compare_runs failed with a traceback after
+    writing runs.md, though the table never needs it; --plot now says what to install, before writing anything."""
+    from linformer.errors import ConfigError
+
+    make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where it is not installed: its import fails
+    res = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    assert res["plots"] == [] and sorted(p.name for p in (tmp_path / "cmp").iterdir()) == [".linformer-outputs.json",
+                                                                                           "runs.md"]
+    assert "needs the matplotlib package" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"^--plot needs the matplotlib package, .*: pip install matplotlib$"):
+        compare_runs([tmp_path / "out"], tmp_path / "cmp2", plot_metrics=["loss"])
+    assert not (tmp_path / "cmp2").exists()
+
+
 def test_a_comparison_written_again_into_its_folder_leaves_none_of_the_earlier_one_s_plots(tmp_path, make_run):
     """The folder holds one comparison: plots of metrics the new one does not compare go, files of others stay."""
     make_run(tmp_path / "pre", "pretrain", "p", _pretrain_rows(1.0))

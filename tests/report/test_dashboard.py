@@ -260,3 +260,19 @@ def test_mirroring_a_folder_without_runs_warns(tmp_path, capsys):
     assert code == 0 and out.out.strip() == "0 runs, 0 new rows"
     assert out.err.splitlines() == [(f"warning: {tmp_path / 'empty'} holds no run yet (no metrics.jsonl at or under "
                                      "it): is --outputs the folder of the runs (paths.output_dir, outputs/ by default)?")]
+
+
+def test_without_tensorboard_the_dashboard_is_one_error_line_and_leaves_no_logdir(tmp_path, make_run, monkeypatch,
+                                                                                   capsys):
+    """Mirroring failed with a traceback from inside the mirror, leaving the logdir's manifest.json behind."""
+    import sys
+
+    make_run(tmp_path / "out", "pretrain", "r", [{"step": 1, "time": 1.0, "loss": 2.0}])
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as where tensorboard is not installed
+    with pytest.raises(SystemExit) as stop:
+        load_script("dashboard").main(["--mirror-only", "--outputs", str(tmp_path / "out"),
+                                       "--logdir", str(tmp_path / "events")])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.startswith("error: the dashboard (its TensorBoard event files) needs the "
+                                                    "tensorboard package") and "\n" not in err
+    assert err.endswith(": pip install tensorboard") and not (tmp_path / "events").exists()
