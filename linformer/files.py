@@ -320,9 +320,16 @@ def check_writable(path: str | Path, inside: bool = False) -> None:
 
 
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
-                     flag: str = "overwrite=true") -> None:
+                     flag: str = "overwrite=true", reads: Iterable[str | Path] = ()) -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
-    only new directories). Raises OutputPathError naming the path, what holds it and `flag`."""
+    only new directories). Raises OutputPathError naming the path, what holds it and `flag`. `reads`: the command's
+    inputs (paths; a name that is no path, a hub model's say, is passed over): a directory that is one of them, or
+    holds one, is refused even with `flag`, since replacing it would delete what the command reads."""
+    for given in reads:
+        source = Path(given).resolve() if given and os.path.exists(given) else None
+        if source is not None and (source == Path(path).resolve() or Path(path).resolve() in source.parents):
+            raise OutputPathError(f"{path} is, or holds, {given}, which this command reads: choose another output "
+                                  "path (replacing it would delete the input, overwrite or not).")
     check_writable(path)
     what = None if overwrite else output_dir_occupant(path, record)
     if what:

@@ -142,3 +142,37 @@ def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_pa
     assert foreign(tmp_path / "afile", DIR, "x") is None
     (tmp_path / "afile").write_text("x")
     assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file"
+
+
+READ_CASES = {  # script: (the input copied to <tmp>/in, argv; {in} is that copy, {out} the output path given)
+    "convert": ("model", ["model_path={in}", "model.attention=linformer", "model.projected_dim=8", "out_dir={out}",
+                          "overwrite=true"]),
+    "prepare_corpus": ("corpus_text", ["data=mirror_slice", "data.sources=[{in}]", "data.n=32",
+                                       "tokenizer_dir={tokenizer}", "paths.output_dir={tmp}/hydra", "out_dir={out}",
+                                       "overwrite=true"]),
+    "train_tokenizer": ("corpus_text", ["data=mirror_slice", "data.sources=[{in}]", "vocab_size=300",
+                                        "paths.output_dir={tmp}/hydra", "out_dir={out}", "overwrite=true"]),
+    "export": ("finetuned", ["{in}", "--out", "{out}", "--overwrite"]),
+    "dashboard": ("runs", ["--outputs", "{in}", "--logdir", "{out}", "--mirror-only", "--overwrite"]),
+}
+
+
+@pytest.mark.parametrize("holds", [False, True], ids=["is the input", "holds the input"])
+@pytest.mark.parametrize("script", sorted(READ_CASES))
+def test_an_output_that_is_or_holds_what_the_command_reads_is_refused_even_with_overwrite(
+        script, holds, inputs, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    key, argv = READ_CASES[script]
+    folder = tmp_path / "inputs"
+    given = folder / "in" / Path(inputs[key]).name
+    given.parent.mkdir(parents=True)
+    (shutil.copytree if Path(inputs[key]).is_dir() else shutil.copy)(inputs[key], given)
+    out = folder if holds else (given if given.is_dir() else given.parent)
+    before = _tree(folder)
+    monkeypatch.chdir(tmp_path)
+    code = run_script(script, [a.format(**{**inputs, "in": given, "out": out, "tmp": tmp_path}) for a in argv],
+                      monkeypatch)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and lines and "which this command reads" in lines[0], lines
+    assert _tree(folder) == before

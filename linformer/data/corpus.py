@@ -473,7 +473,8 @@ def prepare_corpus(
     used = os.path.abspath(tokenizer_dir) if os.path.exists(tokenizer_dir) else tokenizer_dir  # a hub name as given
     record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
                                         "tokenizer_dir": used})
-    check_output_dir(out, record, overwrite)  # before the sources are read
+    check_output_dir(out, record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir])  # before the
+    # sources are read
     verify_sources([s.path for s in srcs if s.path])
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:
         manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)

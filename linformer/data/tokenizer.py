@@ -116,8 +116,8 @@ def train_tokenizer(
     # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
     # setting are the ones trained with it false
     record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
-    check_output_dir(out_dir, record, overwrite)  # before training, which can take minutes
     sources = _expand(files)
+    check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
     verify_sources([s for s in sources if not is_hub_source(s)])
     t0 = time.perf_counter()
     trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency, show_progress)

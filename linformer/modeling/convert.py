@@ -167,7 +167,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     model_class = model_class or default_class(path)
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
                                  "model": settings, "seed": seed})
-    check_output_dir(out_dir, record, overwrite)  # before the slow part
+    check_output_dir(out_dir, record, overwrite, reads=[path])  # before the slow part
     tokenizer = load_tokenizer(path, "model_path")
     if seed is not None:
         torch.manual_seed(seed)

@@ -202,7 +202,7 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     if read_json(logdir / MANIFEST) == record:  # already ours: the live dashboard re-mirrors every few seconds
         return logdir
     if not _only_mirrors(logdir):
-        check_output_dir(logdir, record, overwrite, flag="--overwrite")
+        check_output_dir(logdir, record, overwrite, flag="--overwrite", reads=[outputs])
     logdir.mkdir(parents=True, exist_ok=True)
     write_json(logdir / MANIFEST, record)
     return logdir

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import atomic_dir, made_by, read_json, read_yaml
+from ..files import atomic_dir, check_output_dir, made_by, read_json, read_yaml
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
@@ -54,6 +54,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / "model").exists())
     out = Path(out) if out is not None else run_dir / ("model" if keep_name else f"model-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
+    # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
+    check_output_dir(out, record, overwrite, "--overwrite", reads=[run_dir, getattr(spec, "model_path", None)])
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
