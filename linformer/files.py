@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from .errors import DiskFullError, OutputPathError
+from .errors import ConfigError, DiskFullError, OutputPathError
 from .signals import signals_stop
 from .version import __version__
 
@@ -487,3 +487,13 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+def folder_name(value, key: str, names: str, under: str) -> str:
+    """`value` as one folder name: what `key` names (`names`, e.g. "a run directory") inside the folder the project
+    keeps such folders in (`under`). The one check of every config value that becomes a folder's name: an empty one,
+    "." or ".." or one with a "/" would put the files straight into `under`, or outside it."""
+    text = "" if value is None else str(value)
+    if not text.strip() or "/" in text or os.sep in text or text in (".", ".."):
+        raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
+                          f"'..'): it would put the files straight into {under}, or outside it.")
+    return text

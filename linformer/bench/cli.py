@@ -8,8 +8,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError, Preempted
-from ..files import made_by, output_files
-from ..runconfig.settings import check_types, folder_name, positive_int, refuse_unknown
+from ..files import folder_name, made_by, output_files
+from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from ..signals import signals_stop
 from .common import competing_processes
 from .inference import BASELINES, LINFORMER_KERNELS, InferenceSettings

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from omegaconf import OmegaConf
 
 from ..cli import compose, config_dir
-from ..errors import CorpusError, HubOfflineError
+from ..errors import CheckpointError, CorpusError, HubOfflineError
 from ..files import listing
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
@@ -241,3 +241,21 @@ def hub_offline_error(name: str) -> HubOfflineError:
         "is set). Use local files instead, e.g. the mirror under paths.data_mirror, or unset the offline "
         "variables on a machine with network access."
     )
+
+
+def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
+    """``auto_class.from_pretrained(name_or_path, **kwargs)`` (AutoConfig, AutoTokenizer, an AutoModel class) with
+    ``trust_remote_code=False``: transformers then neither asks on a terminal whether to run the folder's own code
+    nor runs it. A folder that asks for it (an ``auto_map`` naming its own Python files, for a model type
+    transformers does not know) is a CheckpointError saying so."""
+    try:
+        return auto_class.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
+    except ValueError as err:
+        if "trust_remote_code" not in str(err):
+            raise
+        raise CheckpointError(
+            f"{name_or_path} asks to run its own code (its config.json or tokenizer_config.json names Python files "
+            f"of its own in auto_map), and linformer does not run a model folder's code: give a model saved by "
+            f"linformer or transformers (BERT, RoBERTa, ...), or load this one yourself with trust_remote_code=True "
+            f"once you have read its code."
+        ) from err

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, HubOfflineError, LinformerError, TaskDataError, did_you_mean
-from ..files import atomic_dir, cache_key, made_by
+from ..files import atomic_dir, cache_key, folder_name, made_by
 from .io import hub_offline, hub_offline_error
 from .metrics import check_metrics, score
 from .tokenizer import tokenizer_identity
@@ -162,8 +162,6 @@ def register_task(spec: TaskSpec) -> TaskSpec:
     package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). Registering
     the same spec again is a no-op; ConfigError for a name that is not one name (its runs' folders start with it) or
     that another task has."""
-    from ..runconfig.settings import folder_name  # the one check of a name that names folders (runconfig reads TASKS)
-
     if not isinstance(spec, TaskSpec):
         raise ConfigError(f"register_task takes a TaskSpec, not {type(spec).__name__}")
     folder_name(spec.name, "TaskSpec.name", "a task", "paths.output_dir/finetune/ (its runs' names start with it)")

@@ -264,7 +264,7 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
     the load itself there (the folder and ``key``); a hub name goes to the hub as given."""
     from transformers import AutoTokenizer
 
-    from ..modeling.auto import load_auto  # here: the modeling package reads the data package's tasks
+    from .io import load_auto
 
     folder = Path(name_or_dir)
     if not folder.is_dir():

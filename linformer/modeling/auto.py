@@ -8,12 +8,10 @@ The package itself never runs a folder's code: ``load_auto`` is how it reads eve
 handed. Its own models need none (``linformer`` is registered here), nor do BERT and RoBERTa."""
 
 import importlib
-import os
 
 import transformers
 
 from .configuration import LinformerConfig
-from .errors import CheckpointError
 from .model import SERVED_CLASSES
 
 
@@ -29,19 +27,3 @@ def register() -> None:
             cls.register_for_auto_class(auto)  # save_pretrained then saves the model's code beside its weights
 
 
-def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
-    """``auto_class.from_pretrained(name_or_path, **kwargs)`` (AutoConfig, AutoTokenizer, an AutoModel class) with
-    ``trust_remote_code=False``: transformers then neither asks on a terminal whether to run the folder's own code
-    nor runs it. A folder that asks for it (an ``auto_map`` naming its own Python files, for a model type
-    transformers does not know) is a CheckpointError saying so."""
-    try:
-        return auto_class.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
-    except ValueError as err:
-        if "trust_remote_code" not in str(err):
-            raise
-        raise CheckpointError(
-            f"{name_or_path} asks to run its own code (its config.json or tokenizer_config.json names Python files "
-            f"of its own in auto_map), and linformer does not run a model folder's code: give a model saved by "
-            f"linformer or transformers (BERT, RoBERTa, ...), or load this one yourself with trust_remote_code=True "
-            f"once you have read its code."
-        ) from err

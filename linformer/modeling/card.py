@@ -49,9 +49,9 @@ from huggingface_hub import (
 )
 from transformers import AutoConfig
 
+from ..data.io import load_auto
 from ..data.tasks import TASKS
 from ..files import MANIFEST, atomic_write, read_json, repo_root, write_json
-from .auto import load_auto
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES

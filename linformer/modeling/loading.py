@@ -24,10 +24,9 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
 from ..cli import shell_command
-from ..data.io import resolve_path
+from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files import read_json, sha256_file
-from .auto import load_auto
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, HubOfflineError, LinformerError
 

@@ -16,10 +16,9 @@ from pathlib import Path
 import torch
 
 import linformer.modeling  # noqa: F401  (registers the Auto classes)
-from linformer.data.io import default_data_mirror
+from linformer.data.io import default_data_mirror, load_auto
 from linformer.data.tasks import get_task, load_task
 from linformer.data.tokenizer import load_tokenizer
-from linformer.modeling.auto import load_auto
 from linformer.modeling.loading import resolve_model_path
 
 

@@ -18,10 +18,10 @@ from transformers import AutoConfig
 from ..data import load_prepared
 from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_vocabulary
+from ..data.io import load_auto
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerModel
-from ..modeling.auto import load_auto
 from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error
 

@@ -22,13 +22,12 @@ from transformers import AutoModelForSequenceClassification
 
 from ..bench.common import beyond_flop_bound, flop_bound_warning, warning_paragraph
 from ..bench.per_example import cost_per_example
-from ..data.io import configured_path, default_data_mirror, resolve_path
+from ..data.io import configured_path, default_data_mirror, load_auto, resolve_path
 from ..data.tasks import TASKS, load_task, longer_than
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, write_json
 from ..modeling import LinformerForSequenceClassification
-from ..modeling.auto import load_auto
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token

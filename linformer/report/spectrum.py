@@ -23,7 +23,7 @@ from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
-from ..modeling.auto import load_auto
+from ..data.io import load_auto
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
 from . import measured
 from .measured import machine_words

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from ..data.io import resolve_path
 from ..errors import ConfigError
+from ..files import folder_name
 from ..modeling.configuration import LinformerConfig, check_model_fields
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
@@ -26,7 +27,6 @@ from .settings import (
     TransferSettings,
     check_corpus_names,
     config_key,
-    folder_name,
     positive_int,
     seed_value,
 )

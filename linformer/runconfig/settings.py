@@ -5,7 +5,6 @@ one; every bad value is a ConfigError naming its key."""
 from __future__ import annotations
 
 import math
-import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -16,6 +15,7 @@ from omegaconf import OmegaConf
 from ..data.io import resolve_path
 from ..data.tasks import get_task
 from ..errors import ConfigError, did_you_mean
+from ..files import folder_name
 from ..modeling.values import fits_type
 
 
@@ -43,15 +43,6 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
     return int(value)
 
 
-def folder_name(value, key: str, names: str, under: str) -> str:
-    """`value` as one folder name: what `key` names (`names`, e.g. "a run directory") inside the folder the project
-    keeps such folders in (`under`). The one check of every config value that becomes a folder's name: an empty one,
-    "." or ".." or one with a "/" would put the files straight into `under`, or outside it."""
-    text = "" if value is None else str(value)
-    if not text.strip() or "/" in text or os.sep in text or text in (".", ".."):
-        raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
-                          f"'..'): it would put the files straight into {under}, or outside it.")
-    return text
 
 
 def check_corpus_names(data: Mapping) -> None:

@@ -27,11 +27,11 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from ..cli import hydra_override, shell_command
+from ..data.io import load_auto
 from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerForSequenceClassification
-from ..modeling.auto import load_auto
 from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.convert import is_sequence_classifier, settings_named

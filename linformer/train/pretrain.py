@@ -20,12 +20,12 @@ import torch
 from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import check_corpus_settings, read_manifest
+from ..data.io import load_auto
 from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
 from ..modeling import LinformerForMaskedLM
-from ..modeling.auto import load_auto
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
 from ..modeling.flops import peak_flops, training_flops_per_token

@@ -30,11 +30,11 @@ from transformers import AutoConfig
 from ..cli import hydra_override, shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
+from ..data.io import load_auto
 from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..modeling import LinformerModel
-from ..modeling.auto import load_auto
 from ..modeling.card import card_path, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, settings_named
