@@ -6,7 +6,9 @@ it stands. Every mode installs and restores its handlers through ``handling``:
 - stop as on Ctrl-C, ``sigterm_interrupts``: SIGTERM raises KeyboardInterrupt, so a command that already handles
   Ctrl-C (the job runner, the dashboard) handles both alike;
 - stop at the next step, ``linformer.train.core.StopSignal``: the trainer records the signal and stops at a step
-  boundary, so a step is never cut in half and every rank stops at the same step.
+  boundary, so a step is never cut in half and every rank stops at the same step;
+- finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
+  saving after its last update, short beside a job runner's wait for it), a second one stops it.
 """
 
 from __future__ import annotations
@@ -62,6 +64,24 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
             if received and not isinstance(err, Preempted):
                 raise Preempted(message.replace("{signal}", signal.Signals(received[0]).name), received[0]) from err
             raise
+
+
+@contextlib.contextmanager
+def signals_finish(note: str, message: str, received: bool = False) -> Iterator[None]:
+    """Inside the block the first SIGTERM prints `note` on one line and the block goes on; a second one (or the first
+    when `received`: one came before the block) raises Preempted(message), ``{signal}`` replaced by its name in both.
+    SIGINT is left to its handler (Ctrl-C stops at once)."""
+    got = [signal.SIGTERM] if received else []
+
+    def finish(signum, _frame):
+        name = signal.Signals(signum).name
+        if got:
+            raise Preempted(message.replace("{signal}", name), signum)
+        got.append(signum)
+        print(note.replace("{signal}", name), file=sys.stderr, flush=True)
+
+    with handling((signal.SIGTERM,), finish):
+        yield
 
 
 @contextlib.contextmanager

@@ -52,7 +52,7 @@ from ..rundir import (
     reported_scalars,
     start_changes,
 )
-from ..signals import handling, signals_stop
+from ..signals import handling, signals_finish, signals_stop
 from . import checkpoint as ckpt
 from .common import (
     build_accelerator,
@@ -289,6 +289,13 @@ class Trainer:
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
         with StopSignal() as stop:
             self._loop(stop)
+        # the training is done: a SIGTERM now lets the final evaluation and saving finish (a job runner waits for
+        # them), so the run ends complete; a second one stops it
+        with signals_finish(FINISHING, OUTSIDE_STEPS, received=stop.signum is not None):
+            return self._finish(t_loop, tokens_before)
+
+    def _finish(self, t_loop: float, tokens_before: int) -> dict[str, Any]:
+        """After the last update: the task's final evaluation and saving, the summary and the run record."""
         loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
         summary, results = self.task.finish(self)
         if results is not None:
@@ -336,7 +343,9 @@ class Trainer:
             last_read = step
             # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
             signum, save_due = stop.agreed(self.accelerator, self._save_due())
-            if signum is not None:
+            if signum is not None and step == settings.max_steps:  # the training is done: fit finishes the run
+                log.warning(FINISHING.replace("{signal}", signal.Signals(signum).name))
+            elif signum is not None:
                 self.save()
                 bar.close()
                 name = signal.Signals(signum).name
@@ -652,6 +661,8 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     print("\n".join(lines), file=sys.stderr)
 
 
+FINISHING = ("{signal} after the last update: finishing the final evaluation and saving (another SIGTERM, or "
+             "Ctrl-C, stops at once)")
 OUTSIDE_STEPS = ("stopped by {signal} outside the training steps (at start-up, or in the final evaluation and "
                  "saving): the run keeps its last checkpoint. Run the same command again to go on.")
 

@@ -399,7 +399,8 @@ def test_an_allowed_lr_change_on_resume_trains_with_the_new_lr(tiny_data, tmp_pa
 @pytest.mark.parametrize("when", ["start-up", "final evaluation"])
 def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data, tmp_path, monkeypatch, when):
     """The step-boundary stop covers the loop only: a SIGTERM at start-up (the first evaluation) or in the final
-    scoring and saving killed the process where it stood, run.json saying `running` and the lock left behind."""
+    scoring and saving (there, a second one) killed the process where it stood, run.json saying `running` and the
+    lock left behind."""
     import signal as signals
 
     from linformer.errors import Preempted
@@ -411,7 +412,8 @@ def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data,
     real = getattr(owner, target)
 
     def signalled(self, *args, **kwargs):
-        os.kill(os.getpid(), signals.SIGTERM)  # the real signal, through the handler the run installs
+        for _ in range(1 if target == "_evaluate" else 2):  # after the last update the first one lets it finish
+            os.kill(os.getpid(), signals.SIGTERM)  # the real signal, through the handler the run installs
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(owner, target, signalled)
@@ -452,3 +454,33 @@ def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data,
     changes = json.loads((run / "run.json").read_text())["changes"]
     assert {"step": 4, "key": "processes", "from": 2, "to": 1} in changes
     assert {"step": 4, "key": "global batch", "from": 16, "to": 8} in changes
+
+
+@pytest.mark.parametrize("when", ["last step", "final evaluation"])
+def test_a_sigterm_after_the_last_update_lets_the_run_finish_complete(tiny_data, tmp_path, monkeypatch, capsys,
+                                                                       caplog, when):
+    """A SIGTERM that arrives once the training is done (in its last step, or in the final scoring and saving) threw
+    the finished training away: the run was stopped, its results never written, though a job runner waits minutes
+    for a stopped job. Now it finishes, complete, and says so on one line."""
+    import signal as signals
+
+    from linformer.train.core import Trainer
+    from linformer.train.pretrain import PretrainTask
+
+    target, owner = ("_train_step", Trainer) if when == "last step" else ("finish", PretrainTask)
+    real = getattr(owner, target)
+
+    def signalled(self, *args, **kwargs):
+        if target == "finish" or args[0] == 3:  # step index 3 of max_steps=4: the last update
+            os.kill(os.getpid(), signals.SIGTERM)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(owner, target, signalled)
+    run = tmp_path / "run"
+    with caplog.at_level("WARNING"):
+        summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=1000"), run)
+    assert summary["steps"] == 4 and (run / "summary.json").is_file()
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    said = capsys.readouterr().err + caplog.text
+    assert said.count("SIGTERM after the last update: finishing the final evaluation and saving") == 1
+    assert signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
