@@ -3,6 +3,7 @@ transfer (the plan and its profiles: linformer/experiments/pretrained.py; the ta
 pretrained). Every job is skipped once its output exists, so an interrupted run resumes where it stopped.
 
 Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only] [--under DIR]
+                                              [--only ROW[,ROW...]] [--stop-after MIN]
 """
 
 import sys
@@ -21,21 +22,27 @@ def main(argv: list[str] | None = None) -> int:
     frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
                             "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
                             "(default cpu)")
+    frontend.row_arguments(ap, "as the runs name them: full, k128-layerwise-local-tr, ...")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.PROFILES[args.profile]
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any job starts
-        return reproduce(profile, jobs, args.dry_run, args.report_only, Places.of(args.under, exp.RECORDS))
+        places = Places.of(args.under, exp.RECORDS)
+        only = frontend.chosen_rows(args.only, list(exp.row_runs(profile, places)))
+        return reproduce(profile, jobs, args.dry_run, args.report_only, places, only, args.stop_after)
 
 
-def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT) -> int:
+def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT,
+              only: list[str] | None = None, stop_after: float | None = None) -> int:
+    rows = exp.row_runs(profile, places)
     return frontend.reproduce(
-        exp.plan(profile, places=places), title=exp.__doc__.split("\n\n")[0],
+        exp.plan(profile, places=places, only=only), title=exp.__doc__.split("\n\n")[0],
         minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(profile, places),
-        log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"))
+        log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"),
+        rows={row: runs for row, runs in rows.items() if only is None or row in only}, stop_after=stop_after)
 
 
 def report_argv(profile: exp.Profile, places: Places = CHECKOUT) -> list[str]:

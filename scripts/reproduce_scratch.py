@@ -4,7 +4,8 @@ seeds beside the same model with no pretraining, and Figure 3a from the same run
 linformer/experiments/scratch.py; the table: scripts/table2.py --layout scratch). Resumable: run it again.
 
 Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jobs N] [--rows N] [--under DIR]
-                                           [--tasks sst2,imdb,qnli,qqp] [--report-only]
+                                           [--tasks sst2,imdb,qnli,qqp] [--report-only] [--only ROW[,ROW...]]
+                                           [--stop-after MIN]
 """
 
 import sys
@@ -27,19 +28,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=None, metavar="T,T",
                     help="finetuning tasks (default sst2,imdb); qnli and qqp need GLUE's train.tsv under "
                          "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
+    frontend.row_arguments(ap, "full, full-scratch, k128-headwise, ...; with --rows N the first N of them not complete")
     args = ap.parse_args(argv)
     with cli_errors():
         profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks is not None else None)
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if args.rows is not None and args.rows < 1:
             raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
+        only = frontend.chosen_rows(args.only, [row.label for row in exp.rows(profile)])
         log_dir = REPO / Places.of(args.under).outputs(f"reproduce_scratch_{profile.name}_logs")
+        chosen, _ = exp.slice_rows(profile, Places.of(args.under, profile.records), args.rows, only=only)
         return frontend.reproduce(
-            exp.plan(profile, under=args.under, max_rows=args.rows),
-            title="\n".join(filter(None, [exp.__doc__.split("\n\n")[0], exp.slice_line(profile, args.under, args.rows)])),
+            exp.plan(profile, under=args.under, max_rows=args.rows, only=only),
+            title="\n".join(filter(None, [exp.__doc__.split("\n\n")[0],
+                                          exp.slice_line(profile, args.under, args.rows, only)])),
             minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs,
             dry_run=args.dry_run, report_only=args.report_only, report=exp.report_argv(profile, args.under),
-            log_dir=log_dir)
+            log_dir=log_dir, rows=exp.row_runs(profile, chosen), stop_after=args.stop_after)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ write the report in a process of its own (`reproduce`)."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
 from ..errors import ConfigError, LinformerError
-from ..jobs import STOPPED, Job, JobFailed, run_jobs, wanted
+from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
 
@@ -25,17 +26,19 @@ REPO = repo_root()
 
 def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
               dry_run: bool, report_only: bool, report: list[str], log_dir: Path,
-              after: Callable[[dict[str, float]], None] | None = None) -> int:
+              after: Callable[[dict[str, float]], None] | None = None, rows: dict[str, set[str]] | None = None,
+              stop_after: float | None = None) -> int:
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
-    130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none)."""
+    130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
+    `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in."""
     report_line = f"[report] {shell_command('python', 'scripts/table2.py', *report)}"
     if report_only:  # the report alone: no job runs, so the plan is not shown
         print(f"{title}\n{report_line}")
         if dry_run:
             return 0
     else:
-        show(plan, title, minutes, timing, jobs, [report_line])
+        show(plan, title, minutes, timing, jobs, [report_line], rows=rows, stop_after=stop_after)
         todo = wanted(plan, {s.name for s in plan if s.finished})
         try:
             check_task_files(tasks_to_run(todo), default_data_mirror())
@@ -55,7 +58,8 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         lock.acquire()
         try:
             t0 = time.perf_counter()
-            rc, times = run(plan, jobs, log_dir)
+            rc, times = run(plan, jobs, log_dir, deadline=None if stop_after is None else
+                            time.monotonic() + 60 * stop_after)
         finally:
             lock.release()
         if rc:
@@ -77,9 +81,12 @@ def tasks_to_run(todo: list[Job]) -> list[str]:
 
 
 def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
-         then: list[str] = (), again: str = "An interrupted run resumes: run the same command again.") -> None:
+         then: list[str] = (), again: str = "An interrupted run resumes: run the same command again.",
+         rows: dict[str, set[str]] | None = None, stop_after: float | None = None) -> None:
     """Print a plan: each job's state (done, to do with its estimate, or not needed) and command line, the lines of
-    what follows it (`then`), how many jobs are left, and what running it again does (`again`)."""
+    what follows it (`then`), how many jobs are left and the minutes they take by `schedule`, and what running it
+    again does (`again`). With `rows` (a row's name -> the names of its final jobs): the minutes of each row alone
+    (`--only ROW` on a fresh machine), and whether they fit in `stop_after` minutes."""
     todo = wanted(plan, {s.name for s in plan if s.finished})
     print(title)
     for s in plan:
@@ -88,18 +95,85 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
         print(f"[{state}] {s.name}: {shell_command('python', *s.argv[1:])}")
     if then:
         print(*then, sep="\n")
-    total = sum(map(minutes, todo)) / jobs if minutes else None
-    left = f"{jobs} at a time ({timing})" if total is None else \
-        f"{'under a minute' if total < 1 else f'about {total:.0f} min'} with {jobs} at a time ({timing})"
+    if minutes and rows:
+        print()
+        for row, names in rows.items():
+            print(_row_line(row, needed(todo, names), minutes, jobs, stop_after))
+    left = f"{jobs} at a time ({timing})" if not minutes else \
+        f"{_minutes_text(span(todo, minutes, jobs))} with {jobs} at a time, each job after what it needs ({timing})"
     print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")
 
 
-def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED) -> tuple[int, dict[str, float]]:
+def _minutes_text(total: float) -> str:
+    return "under a minute" if total < 1 else f"about {total:.0f} min"
+
+
+def _row_line(row: str, todo: list[Job], minutes: Callable[[Job], float], jobs: int, stop_after: float | None) -> str:
+    if not todo:
+        return f"[row] {row}: done"
+    total = span(todo, minutes, jobs)
+    fits = "" if stop_after is None else \
+        f": {'fits' if total <= stop_after else 'does not fit'} --stop-after {stop_after:g}"
+    return f"[row] {row}: {len(todo)} jobs left, about {total:.1f} min alone (--only {row}){fits}"
+
+
+def needed(todo: list[Job], names: set[str]) -> list[Job]:
+    """The jobs of `todo` named in `names` and those they need, directly or through another, in todo's order."""
+    by_name = {s.name: s for s in todo}
+    want, grow = set(), [n for n in names if n in by_name]
+    while grow:
+        name = grow.pop()
+        if name not in want:
+            want.add(name)
+            grow += [n for n in by_name[name].needs if n in by_name]
+    return [s for s in todo if s.name in want]
+
+
+def schedule(todo: list[Job], minutes: Callable[[Job], float], jobs: int) -> dict[str, float]:
+    """Each job's estimated end (minutes from the start) when the runner runs `todo` as linformer.jobs does: at most
+    `jobs` at a time, a job once what it needs (in `todo`; the rest is done) has ended, the ready ones in todo's
+    order. Waiting on a pretraining or a transfer counts, so the span is not the minutes' sum over `jobs`."""
+    inside = {s.name for s in todo}
+    ends: dict[str, float] = {}
+    waiting, running, now = list(todo), [], 0.0
+    while waiting:
+        ready = [s for s in waiting if all(n not in inside or ends.get(n, now + 1) <= now for n in s.needs)]
+        for s in ready[: jobs - len(running)]:
+            waiting.remove(s)
+            ends[s.name] = now + minutes(s)
+            running.append(ends[s.name])
+        if not running:
+            break  # jobs waiting on jobs that cannot run: the runner refuses this plan itself
+        now = min(running)
+        running = [end for end in running if end > now]
+    return ends
+
+
+def span(todo: list[Job], minutes: Callable[[Job], float], jobs: int) -> float:
+    """The estimated minutes from the first job's start to the last one's end (`schedule`)."""
+    return max(schedule(todo, minutes, jobs).values(), default=0.0)
+
+
+def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
+    """--only ROW[,ROW...] as a list of row names (None without it); ConfigError naming the valid ones."""
+    if given is None:
+        return None
+    names = [name.strip() for name in given.split(",") if name.strip()]
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        what = f"no row {unknown[0]!r}" if unknown else "no row named"
+        raise ConfigError(f"--only {given}: {what}; the rows are {', '.join(valid)}")
+    return list(dict.fromkeys(names))
+
+
+def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None
+        ) -> tuple[int, dict[str, float]]:
     """Run a plan's jobs: (0, wall seconds per job run), or (1, {}) after a failed job's error line, or
-    (130, {}) when stopped (its finished jobs kept; `stopped` says what running it again does)."""
+    (130, {}) when stopped, by a signal or at `deadline` (time.monotonic()) (its finished jobs kept; `stopped` says
+    what running it again does)."""
     try:
-        return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir)
-    except KeyboardInterrupt:
+        return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir, deadline=deadline)
+    except (KeyboardInterrupt, JobsStopped):
         print(stopped, file=sys.stderr)
         return 130, {}
     except JobFailed as err:
@@ -117,6 +191,26 @@ def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: 
     ap.add_argument("--dry-run", action="store_true", help="print the plan (with time estimates where the plan has them) and exit")
     ap.add_argument("--jobs", type=int, default=None, help="jobs run at once (default: the plan's or profile's)")
     ap.add_argument("--report-only", action="store_true", help="write the table from the runs finished so far")
+
+
+def row_arguments(ap, what: str) -> None:
+    """The options of a plan made of rows (`what`: how its rows are named): --only and --stop-after."""
+    ap.add_argument("--only", default=None, metavar="ROW[,ROW...]",
+                    help=f"run only these rows' jobs and what they need ({what}; a dry run lists them)")
+    ap.add_argument("--stop-after", type=minutes_arg, default=None, metavar="MIN",
+                    help="stop the jobs MIN minutes in (SIGTERM; finished jobs are kept); a dry run says which rows "
+                         "fit in MIN minutes by the estimates")
+
+
+def minutes_arg(text: str) -> float:
+    """A positive number of minutes (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):  # nan fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of minutes")
+    return value
 
 
 def jobs_of(given: int | None, profile_jobs: int) -> int:

@@ -96,6 +96,7 @@ class Profile:
     # policy -> why its rows' runs started from more than one build of their transfer (the report refuses a row
     # whose runs started from different weights unless its plan says why here)
     mixed_starts: dict = field(default_factory=dict)
+    policy_transfer_minutes: dict = field(default_factory=dict)  # policy -> its transfer's minutes, where measured
 
 
 PROFILES = {
@@ -139,7 +140,12 @@ PROFILES = {
                                  minutes={"full": 2, "linformer": 4})},
         # jobs: a 22M-parameter encoder keeps a GPU busy a small share of each step (launches, data loading on the
         # host), so 4 runs share the device, each with its own host process
+        # transfer: 167 s (converted), 70 s (paper), 327 s (local) with 4 runs sharing the H200, 131, 113 and 295 s
+        # two at a time, at k = 128 layerwise (the other ks and sharings are taken to cost the same); finetuning:
+        # SST-2's 6,315 updates in 181-212 s, IMDB 117 s (full attention) to 225 s of training then the 25,000-review
+        # scoring (the local policy)
         seeds=(0, 1, 2), other_rows_seeds=(0, 1, 2), mixed_precision="bf16", jobs=4, transfer_minutes=4,
+        policy_transfer_minutes={"local": 5.5, "converted": 3, "paper": 2},
         timing="measured on one H200, 4 runs sharing it: docs/results/table2_pretrained_gpu_notes.md",
         mixed_starts={"local": "its SST-2 and IMDB runs were finetuned from two builds of its transfer, one per GPU "
                                "session (GPU kernels are not bitwise reproducible; records made before one start per "
@@ -225,10 +231,18 @@ def chosen_on_reported_record(kept: Path) -> bool:
     return bool(record) and chosen_on_reported(record)
 
 
-def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
+def row_runs(p: Profile, places: Places = CHECKOUT) -> dict[str, set[str]]:
+    """Each row's name (its slug, as its runs are named: --only takes it) -> the names of its finetuning jobs."""
+    return {row.slug: {f"finetune {run_name(p, task, row, seed)}" for task in row_tasks(p, row)
+                       for seed in row_seeds(p, row)} for row in rows(p, places)}
+
+
+def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, only: list[str] | None = None
+         ) -> list[Job]:
     """Every job, cheapest and most decisive first, each corpus, converted or transferred model just before the
     first run that needs it: run_jobs starts them in this order as their needs finish, so a few jobs at a time (the
-    gpu profile's 4) finish runs from their first minutes instead of building every model first."""
+    gpu profile's 4) finish runs from their first minutes instead of building every model first. `only`: the rows
+    (slugs) whose jobs the plan holds, with what they need (a lending's unit of work)."""
     # beside the corpora prepare_corpus.py writes (its config's out_dir), named for SOURCE's tokenizer and N
     corpus_dir = out_dir("corpus", (*places.overrides, "data=mirror_slice")).with_name(
         f"mirror_slice-{SOURCE}-n{N}")
@@ -236,7 +250,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
                     REPO / corpus_dir / "manifest.json", intermediate=True)]
-    table = rows(p, places)
+    table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:
             plan.append(Job(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
@@ -289,7 +303,8 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT) ->
 def estimated_minutes(p: Profile, job: Job) -> float:
     """Rough minutes for one job on the profile's machine (from the measurements the profile records)."""
     if job.name.startswith("transfer"):
-        return p.transfer_minutes
+        policy = job.name.rsplit("-", 1)[1]  # "transfer k128-layerwise-local"
+        return p.policy_transfer_minutes.get(policy, p.transfer_minutes)
     if job.name.startswith("finetune"):
         task = next(a for a in job.argv if a.startswith("task=")).split("=", 1)[1]
         full = "-full-" in job.name

@@ -19,7 +19,8 @@ done only when it started from the weights its row's finetuning would start from
 machine where it exists, else the kept one, and then only if every run of the row is kept and all started from it.
 A row stopped part-way on a machine that is gone is run again whole, its pretraining first; a complete row's
 records are final (a pretraining rebuilt only to give the no-pretraining row its shape does not replace them).
-``--rows N`` runs the first N rows not complete, so a slice of GPU time finishes whole rows.
+``--rows N`` runs the first N rows not complete, so a slice of GPU time finishes whole rows; ``--only ROW,...``
+runs those rows (if not complete).
 
 Profiles: ``toy`` rehearses the whole plan on 2 CPU cores in minutes (a 2-layer, 64-wide model at n = 64 on a few
 hundred Wikipedia articles and task subsets: its numbers say only that the plan runs end to end); ``gpu`` is the
@@ -127,11 +128,18 @@ PROFILES = {
                         "trainer.mixed_precision=bf16", *_FINETUNE),
                "qnli": PAIR_RECIPE, "qqp": PAIR_RECIPE},
         # 2 pretraining runs share the GPU (each a small model that leaves it idle between launches), then their 12
-        # finetuning runs 4 at a time
-        # QNLI and QQP: IMDB's minutes scaled by the tokens of their 2 epochs (about 12M and 22M against IMDB's 15M)
-        seeds=(0, 1, 2), jobs=4, minutes={"pretrain": 2.5, "sst2": 1.0, "imdb": 1.0, "qnli": 1.0, "qqp": 1.5},
-        timing="estimated from figure3_gpu (4 model=small runs at 0.89M tokens/s each on one H200, 50k vocabulary); "
-               "the first slice measures it",
+        # finetuning runs 4 at a time. Minutes per job, each from the nearest measurement on one H200:
+        # - pretrain: 250M tokens at half of the 3.56M tokens/s that 4 model=small runs reached together
+        #   (figure3_gpu_notes.md: 0.89M each), 140 s, plus about 30 s compiling;
+        # - finetuning at batch 32 is launch-bound (short steps), so its minutes follow its updates, not its tokens:
+        #   SST-2's 6,315 updates took 181-212 s, 4 runs sharing the GPU (table2_pretrained_gpu_notes.md), so SST-2's
+        #   5,685 here (3 epochs of 60,614 rows) take 163-191 s, 3.5 min with the start and the scoring; QNLI's
+        #   5,900 updates (2 epochs of 94k pairs) and QQP's 20,500 (328k) the same per update;
+        # - IMDB (1,408 updates at 512 tokens): the MiniLM teacher's 117 s for 1,564 updates, its 25,000-review
+        #   scoring included, scaled by the updates and the layers (4 of 6).
+        seeds=(0, 1, 2), jobs=4, minutes={"pretrain": 3.0, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
+        timing="pretraining from figure3_gpu's tokens/s, finetuning from table2_pretrained_gpu's updates/s on one "
+               "H200 (linformer/experiments/scratch.py says how); the first slice measures it",
         records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
         table=f"{path_root('results_dir')}/table2_scratch_gpu"),
 }
@@ -250,28 +258,38 @@ def row_complete(p: Profile, row: Row, places: Places, starts: Starts | None = N
     return all(finished_runs(p, row, places, starts).values())
 
 
-def slice_rows(p: Profile, places: Places, max_rows: int | None, starts: Starts | None = None
-               ) -> tuple[list[str], list[str]]:
-    """(the rows a run with `max_rows` takes, the rows not complete it leaves to later slices), by label."""
+def slice_rows(p: Profile, places: Places, max_rows: int | None, starts: Starts | None = None,
+               only: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(the rows a run with `max_rows` takes, the rows not complete it leaves to later slices), by label; `only`:
+    of those rows alone (--only), the first `max_rows` of them."""
     todo = [row.label for row in rows(p) if not row_complete(p, row, places, starts)]
-    cut = len(todo) if max_rows is None else max_rows
-    return todo[:cut], todo[cut:]
+    pick = [label for label in todo if only is None or label in only]
+    chosen = pick[:len(pick) if max_rows is None else max_rows]
+    return chosen, [label for label in todo if label not in chosen]
 
 
-def slice_line(p: Profile, under: Path | None, max_rows: int | None) -> str:
-    """What a `--rows` slice takes and leaves, in one line ("" without --rows)."""
-    if max_rows is None:
+def slice_line(p: Profile, under: Path | None, max_rows: int | None, only: list[str] | None = None) -> str:
+    """What a `--rows` or `--only` slice takes and leaves, in one line ("" without either)."""
+    if max_rows is None and only is None:
         return ""
-    chosen, later = slice_rows(p, Places.of(under, p.records), max_rows)
-    return (f"This slice (--rows {max_rows}): {', '.join(chosen) or 'nothing: every row is complete'}; "
+    chosen, later = slice_rows(p, Places.of(under, p.records), max_rows, only=only)
+    given = " ".join(([f"--only {','.join(only)}"] if only is not None else []) +
+                     ([f"--rows {max_rows}"] if max_rows is not None else []))
+    return (f"This slice ({given}): {', '.join(chosen) or 'nothing: its rows are complete'}; "
             f"{len(later)} rows not complete after it" + (f" ({', '.join(later)})." if later else "."))
 
 
-def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None
-         ) -> list[Job]:
+def row_runs(p: Profile, labels: list[str]) -> dict[str, set[str]]:
+    """Each of the rows `labels` -> the names of its finetuning jobs."""
+    return {row.label: {f"finetune {finetune_run(p, task, row, seed)}" for task in p.tasks for seed in p.seeds}
+            for row in rows(p) if row.label in labels}
+
+
+def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None,
+         only: list[str] | None = None) -> list[Job]:
     """Every job, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
-    `max_rows`, only the first that many rows not complete (a full-attention row brings its pretraining, which the
-    no-pretraining row also needs)."""
+    `max_rows`, only the first that many rows not complete, with `only`, only those of these rows (a
+    full-attention row brings its pretraining, which the no-pretraining row also needs)."""
     places = Places.of(under, p.records)
     base = places.overrides
     tok_dir, corpus_dir = (Path(resolve_path(out_dir(config, (*p.data, *base)))) for config in ("tokenizer", "corpus"))
@@ -281,7 +299,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                     ("tokenizer",), intermediate=True)]
     table = rows(p)
     starts = Starts()
-    chosen, later = slice_rows(p, places, max_rows, starts)
+    chosen, later = slice_rows(p, places, max_rows, starts, only)
     complete = {row.label for row in table} - set(chosen) - set(later)
     # the pretraining of a row this slice finetunes, or of a complete one (its records are kept); a later slice's
     # rows bring their own

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from linformer.experiments import pretrained as exp
-from linformer.jobs import _check
+from linformer.experiments.frontend import span
+from linformer.jobs import _check, wanted
 from linformer.rundir import chosen_on_reported
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,10 +123,25 @@ def test_dry_run_prints_every_job_once_and_the_minutes_of_those_left(capsys):
     jobs = exp.plan(profile)
     for job in jobs:  # every job once, as the command it runs
         assert out.count(f"] {job.name}: {shlex.join(['python', *job.argv[1:]])}\n") == 1, job.name
-    todo = [s for s in jobs if not s.finished]  # kept records chosen on the reported split run again
-    minutes = sum(exp.estimated_minutes(profile, s) for s in todo) / 2
+    todo = wanted(jobs, {s.name for s in jobs if s.finished})  # kept records chosen on the reported split run again
+    minutes = span(todo, lambda s: exp.estimated_minutes(profile, s), 2)
     assert re.search(rf"{len(todo)} of {len(jobs)} jobs left: about {minutes:.0f} min with 2 at a time", out)
     assert "--layout pretrained --profile gpu" in out
+
+
+def test_only_a_row_plans_its_runs_and_what_they_need(capsys):
+    """--only ROW: a lending's unit of work, the row's transfer and corpus and its runs, nothing of another row; the
+    dry run says whether the row fits --stop-after by the estimates."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import reproduce_pretrained
+
+    profile = exp.PROFILES["gpu"]
+    row = "k64-headwise-paper-tr"
+    jobs = {s.name for s in exp.plan(profile, only=[row])}
+    assert jobs == {"corpus", "transfer k64-headwise-paper", *exp.row_runs(profile)[row]}
+    assert reproduce_pretrained.main(["--profile", "gpu", "--only", row, "--dry-run", "--stop-after", "30"]) == 0
+    out = capsys.readouterr().out
+    assert f"[row] {row}: " in out and ": fits --stop-after 30" in out and "[row] full:" not in out
 
 
 def test_the_plan_reads_the_same_progress_from_any_working_directory(tmp_path, monkeypatch):

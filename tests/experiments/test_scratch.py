@@ -175,6 +175,28 @@ def test_a_slice_of_rows_plans_its_rows_only_and_says_what_it_leaves(tmp_path):
     assert exp.slice_line(p, tmp_path, 1).startswith(f"This slice (--rows 1): {table[2]}; {len(table) - 3} rows")
 
 
+def test_only_rows_plans_those_rows_and_rows_cuts_them(tmp_path):
+    p = exp.PROFILES["toy"]
+    table = [row.label for row in exp.rows(p)]
+    jobs = {s.name for s in exp.plan(p, python="python", under=tmp_path, only=[table[3], table[5]], max_rows=1)}
+    assert {n for n in jobs if n.startswith("pretrain")} == {f"pretrain {table[3]}"}
+    assert {n for n in jobs if n.startswith("finetune")} == exp.row_runs(p, [table[3]])[table[3]]
+    line = exp.slice_line(p, tmp_path, 1, [table[3], table[5]])
+    assert line.startswith(f"This slice (--only {table[3]},{table[5]} --rows 1): {table[3]}; {len(table) - 1} rows")
+
+
+def test_the_gpu_finetuning_minutes_follow_the_measured_updates_per_second():
+    """Finetuning at batch 32 is launch-bound: SST-2 was estimated by tokens/s at 1 min where the H200 measured
+    6,315 updates in 181-212 s (docs/results/table2_pretrained_gpu_notes.md)."""
+    p = exp.PROFILES["gpu"]
+    train_rows = {"sst2": 67_349, "qnli": 104_743, "qqp": 363_846}
+    for task, rows in train_rows.items():
+        recipe = dict(a.split("=", 1) for a in p.recipes[task])
+        per_epoch = -(-round(rows * (1 - p.validation_fraction)) // int(recipe["trainer.batch_size"]))
+        updates = int(recipe["trainer.epochs"]) * per_epoch
+        assert p.minutes[task] >= updates * 181 / 6315 / 60, task
+
+
 def _run(row_key, task, seed, correct, labels, start="h", name=None):
     attention, n, k, sharing, pretrained = row_key
     return {"attention": attention, "max_seq_len": n, "projected_dim": k, "sharing": sharing,

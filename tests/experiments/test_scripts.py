@@ -25,9 +25,48 @@ def test_a_plan_s_time_left_under_a_minute_is_not_printed_as_0_min(tmp_path, cap
 
     plan = [Job("a", ["python", "x.py"], tmp_path / "a.json"), Job("b", ["python", "y.py"], tmp_path / "b.json")]
     show(plan, "plan", lambda job: 0.4, "measured", 1)
-    assert "2 of 2 jobs left: under a minute with 1 at a time (measured)." in capsys.readouterr().out
+    assert "2 of 2 jobs left: under a minute with 1 at a time, each job after what it needs (measured)." in \
+        capsys.readouterr().out
     show(plan, "plan", lambda job: 2.6, "measured", 2)
-    assert "2 of 2 jobs left: about 3 min with 2 at a time (measured)." in capsys.readouterr().out
+    assert "2 of 2 jobs left: about 3 min with 2 at a time, each job after what it needs (measured)." in \
+        capsys.readouterr().out
+
+
+def test_a_plan_s_minutes_follow_what_each_job_waits_for_and_say_which_rows_fit(tmp_path, capsys):
+    """The estimate was the minutes' sum over the jobs at a time: 4 finetunes waiting on one 3-minute pretraining
+    read as 1.75 min with 4 at a time, not 4. Each row's own minutes (--only ROW on a fresh machine) say whether
+    it fits --stop-after."""
+    from linformer.experiments.frontend import schedule, show
+    from linformer.jobs import Job
+
+    def job(name, needs=()):
+        return Job(name, ["python", f"{name}.py"], tmp_path / f"{name}.json", tuple(needs))
+
+    plan = [job("pretrain a"), *(job(f"finetune a{i}", ["pretrain a"]) for i in range(4)),
+            job("pretrain b"), *(job(f"finetune b{i}", ["pretrain b"]) for i in range(2))]
+    minutes = {"pretrain a": 3.0, "pretrain b": 1.0}
+    ends = schedule(plan, lambda s: minutes.get(s.name, 1.0), 4)
+    # both pretrainings start at once; b's runs start when it ends, a's four wait for it
+    assert ends["pretrain b"] == 1.0 and ends["finetune b0"] == ends["finetune b1"] == 2.0
+    assert [ends[f"finetune a{i}"] for i in range(4)] == [4.0, 4.0, 4.0, 4.0]
+    rows = {"a": {f"finetune a{i}" for i in range(4)}, "b": {"finetune b0", "finetune b1"}}
+    show(plan, "plan", lambda s: minutes.get(s.name, 1.0), "measured", 4, rows=rows, stop_after=3.5)
+    out = capsys.readouterr().out
+    assert "8 of 8 jobs left: about 4 min with 4 at a time" in out
+    assert "[row] a: 5 jobs left, about 4.0 min alone (--only a): does not fit --stop-after 3.5" in out
+    assert "[row] b: 3 jobs left, about 2.0 min alone (--only b): fits --stop-after 3.5" in out
+
+
+@pytest.mark.parametrize("script", ["reproduce_pretrained", "reproduce_scratch"])
+def test_an_unknown_row_for_only_is_one_error_line_naming_the_rows(capsys, script):
+    sys.path.insert(0, str(REPO / "scripts"))
+    main = __import__(script).main
+    with pytest.raises(SystemExit) as stop:
+        main(["--profile", "gpu", "--only", "full,k128", "--dry-run"])
+    out = capsys.readouterr()
+    assert stop.value.code == 2 and out.out == ""
+    assert out.err.startswith("error: --only full,k128: no row 'k128'; the rows are full, ") and \
+        out.err.count("\n") == 1
 
 
 def test_a_plan_whose_finetuning_data_is_missing_stops_before_its_first_job(tmp_path, monkeypatch, capsys):
