@@ -14,17 +14,23 @@ The reproductions (scripts/reproduce_*.py), the demo and the GPU targets (script
 a machine whose commands have a time limit) all run their commands through run_jobs.
 
 Stopping the runner (SIGTERM, or Ctrl-C) stops its jobs too: each running job gets SIGTERM (the training
-scripts save a checkpoint on it) and up to ``STOP_WAIT_S`` seconds to exit before it is killed. Left running, a
-job would finish behind the runner's back and collide with the next run's copy of itself.
+scripts save a checkpoint on it) and up to ``STOP_WAIT_S`` seconds to exit before it is killed; a job that
+finishes in that time is kept like any other. Left running, a job would finish behind the runner's back and
+collide with the next run's copy of itself: a runner that dies without stopping them (SIGKILL, the out-of-memory
+killer) has the kernel send each job SIGTERM (Linux), so it saves and exits as on a stop.
+
+A job's log is appended to, never truncated: a rerun's lines follow the earlier attempt's.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .cli import shell_command
+from .data.workers import signal_on_parent_death
 from .output_rule import check_plan
 from .signals import sigterm_interrupts
 
@@ -102,22 +109,50 @@ class _Running:
     reader: threading.Thread | None     # copies its output into the stream
 
 
-def _stop(running: dict[str, _Running]) -> None:
-    """SIGTERM every running job, wait up to STOP_WAIT_S for them all, kill what is left."""
+def exit_words(rc: int) -> str:
+    """A job's exit status in words: a negative one is the signal that killed it."""
+    if rc >= 0:
+        return f"exit status {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    why = " (kill -9, or the out-of-memory killer)" if -rc == signal.SIGKILL else ""
+    return f"killed by {name}{why}"
+
+
+def _kept(job: Job) -> bool:
+    """After `job` exited 0: keep its records (Job.keep), and whether it finished."""
+    if job.keep is not None:
+        job.keep()
+    return job.done is None or job.finished
+
+
+def _stop(running: dict[str, _Running]) -> set[str]:
+    """SIGTERM every running job, wait up to STOP_WAIT_S for them all, kill what is left. Returns the jobs that
+    finished meanwhile (exit 0 and their records kept): the work of a stopped runner is not lost."""
     for r in running.values():
         if r.proc.poll() is None:
             r.proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_S
+    finished = set()
     for name, r in running.items():
         try:
             r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            print(f"[stopped] {name} (exit status {r.proc.returncode})", flush=True)
         except subprocess.TimeoutExpired:
             r.proc.kill()
             r.proc.wait()
             print(f"[killed] {name}: still running {STOP_WAIT_S} s after SIGTERM", flush=True)
-        if r.reader is not None:
-            r.reader.join()
+            continue
+        finally:
+            if r.reader is not None:
+                r.reader.join()
+        if r.proc.returncode == 0 and _kept(r.job):
+            finished.add(name)
+            print(f"[done]  {name}: finished while the runner was stopping (kept)", flush=True)
+        else:
+            print(f"[stopped] {name} ({exit_words(r.proc.returncode)})", flush=True)
+    return finished
 
 
 def _slug(name: str) -> str:
@@ -196,7 +231,7 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
         try:
             runner.loop()
         except KeyboardInterrupt:
-            _stop(runner.running)
+            _stop(runner.running)  # a job that finishes meanwhile is kept: the next run skips it
             raise
     if runner.failures:
         left = f"; not started: {', '.join(s.name for s in runner.todo)}" if runner.todo else ""
@@ -234,29 +269,34 @@ class _Runner:
         for line in proc.stdout:
             self._write(prefix + line)
 
+    def _popen(self, argv: list[str], **kw) -> subprocess.Popen:
+        """A job's process, which gets SIGTERM from the kernel if this runner dies without stopping it (Linux)."""
+        if sys.platform.startswith("linux"):
+            kw["preexec_fn"] = functools.partial(signal_on_parent_death, os.getpid(), signal.SIGTERM)
+        return subprocess.Popen(argv, cwd=self.cwd, env=self.env, **kw)
+
     def start(self, s: Job) -> None:
         line = shell_command(*s.argv)
         log, reader = None, None
         if self.stream is not None:
             prefix = f"[{s.name}] " if self.jobs > 1 else ""
             self._write(f"{prefix}$ {line}\n")
-            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
+            proc = self._popen(s.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             reader = threading.Thread(target=self._pump, args=(proc, prefix), daemon=True)
             reader.start()
         elif self.jobs > 1:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = self.log_dir / f"{_slug(s.name)}.log"
-            with log.open("w") as fh:
-                fh.write(f"$ {line}\n")
+            with log.open("a") as fh:  # after an earlier attempt's lines: what it did stays readable
+                fh.write(f"$ {line}  # started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
             out = log.open("a")
             print(f"[start] {s.name} ({self.threads} thread{'s' * (self.threads > 1)}; log {log}): {line}",
                   flush=True)
-            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+            proc = self._popen(s.argv, stdout=out, stderr=subprocess.STDOUT)
             out.close()
         else:
             print(f"\n==> {s.name}: {line}", flush=True)
-            proc = subprocess.Popen(s.argv, cwd=self.cwd, env=self.env)
+            proc = self._popen(s.argv)
         self.running[s.name] = _Running(s, proc, time.perf_counter(), log, reader)
 
     def loop(self) -> None:
@@ -282,7 +322,7 @@ class _Runner:
             self.collect()
 
     def stop_at_deadline(self) -> None:
-        _stop(self.running)
+        self.finished |= _stop(self.running)
         self.exit_codes |= {name: r.proc.returncode for name, r in self.running.items()}
         self.running.clear()
         raise JobsStopped(self.exit_codes)
@@ -300,10 +340,8 @@ class _Runner:
             self.times[name] = round(time.perf_counter() - r.t0, 1)
             self.exit_codes[name] = rc
             where = f" (log: {r.log})" if r.log else ""
-            if rc == 0 and s.keep is not None:
-                s.keep()
-            if rc != 0 or (s.done is not None and not s.finished):
-                why = f"exit status {rc}" if rc != 0 else f"exit 0 but {s.done} was not written"
+            if rc != 0 or not _kept(s):
+                why = exit_words(rc) if rc != 0 else f"exit 0 but {s.done} was not written"
                 self.failures.append(f"{name}: {why}{where}\n  command: {shell_command(*s.argv)}")
                 print(f"[failed] {name}: {why}{where}", flush=True)
             else:

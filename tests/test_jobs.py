@@ -200,3 +200,79 @@ def test_a_plan_is_refused_before_its_first_jobs_when_a_later_output_is_someone_
     with pytest.raises(OutputPathError, match=f"{theirs} is not a run directory but holds notes.txt: finetune would"):
         run_jobs(jobs, jobs=1, cwd=Path(__file__).resolve().parents[1])
     assert not marker.exists() and (theirs / "notes.txt").read_text() == "mine"
+
+
+def test_a_job_that_finishes_while_the_runner_stops_is_kept(tmp_path):
+    """At the deadline a job that ends with exit 0 in its stop window (its last steps, or a stop it turns into a
+    finish) is kept: on a machine given back after the stop its records would otherwise be lost."""
+    from linformer.jobs import JobsStopped
+
+    run, kept = tmp_path / "run" / "result", tmp_path / "kept" / "result"
+    started = tmp_path / "started"
+    finishes_on_stop = (f"import pathlib,signal,sys,time; "
+                        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(run)!r}).write_text('1'), "
+                        f"sys.exit(0))); pathlib.Path({str(started)!r}).write_text('1'); time.sleep(60)")
+    run.parent.mkdir()
+
+    def keep():
+        if not run.exists():
+            return False
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_text(run.read_text())
+        return True
+
+    job = Job("finishing", [sys.executable, "-c", finishes_on_stop], kept, keep=keep)
+    with pytest.raises(JobsStopped) as stop:
+        run_jobs([job], jobs=2, log_dir=tmp_path / "logs", deadline=time.monotonic() + 2.0)
+    assert started.exists() and stop.value.exit_codes == {"finishing": 0}
+    assert kept.read_text() == "1"  # kept before the runner returned
+
+
+def test_a_jobs_log_keeps_the_earlier_attempts_lines(tmp_path):
+    """A rerun appends to the job's log: what the first attempt printed (a traceback, its speed) stays."""
+    says = lambda text: [sys.executable, "-c", f"print({text!r}); raise SystemExit(1)"]
+    for text in ("first attempt", "second attempt"):
+        with pytest.raises(JobFailed):
+            run_jobs([Job("j", says(text), tmp_path / "never")], jobs=2, log_dir=tmp_path / "logs")
+    log = (tmp_path / "logs" / "j.log").read_text()
+    assert log.index("first attempt") < log.index("second attempt") and log.count("$ ") == 2
+
+
+def test_a_job_killed_by_a_signal_says_so(tmp_path):
+    from linformer.jobs import exit_words
+
+    assert exit_words(2) == "exit status 2"
+    assert exit_words(-9) == "killed by SIGKILL (kill -9, or the out-of-memory killer)"
+    with pytest.raises(JobFailed, match="j: killed by SIGKILL"):
+        run_jobs([Job("j", [sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], tmp_path / "never")],
+                 jobs=2, log_dir=tmp_path / "logs")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_runner_takes_its_jobs_down_with_a_stop(tmp_path):
+    """SIGKILL (or the out-of-memory killer) to the runner: each job gets SIGTERM from the kernel and saves and
+    exits, instead of running on as an orphan that a rerun collides with."""
+    child = (f"import pathlib,signal,sys,time,os; "
+             f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(tmp_path / 'saved')!r}).write_text('1'), "
+             f"sys.exit(0))); pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(os.getpid())); time.sleep(60)")
+    runner = (f"import sys; from pathlib import Path; from linformer.jobs import Job, run_jobs\n"
+              f"run_jobs([Job('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
+              f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n")
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    while not (tmp_path / "saved").exists():
+        assert time.monotonic() < deadline, "the job outlived its runner without a stop"
+        time.sleep(0.1)
+    pid = int((tmp_path / "pid").read_text())
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)

@@ -38,8 +38,14 @@ def _die_with(parent: _Parent) -> None:
     os.setpgid(0, 0)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() sends SIGTERM: it must end the worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent.pid:  # the parent died before the request was in place
+    signal_on_parent_death(parent.pid, signal.SIGKILL)
+
+
+def signal_on_parent_death(parent_pid: int, sig: int) -> None:
+    """In a child just forked (Linux): ask the kernel to send it `sig` when the parent `parent_pid` dies
+    (PR_SET_PDEATHSIG), and exit at once if the parent died before the request was in place."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+    if os.getppid() != parent_pid:
         os._exit(1)
 
 
