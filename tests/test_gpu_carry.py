@@ -149,10 +149,55 @@ def test_unpacking_a_missing_or_empty_folder_is_one_error_line_not_zero_files(tm
     missing = tmp_path / "missing"
     expected = f"error: {missing} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)\n"
     assert capsys.readouterr().err == expected
-    (tmp_path / "done" / "imdb").mkdir(parents=True)
-    (tmp_path / "done" / "imdb" / "train.csv").write_text("text,label\n")  # what an earlier unpack left
-    assert carry.main(["unpack", str(tmp_path / "done")]) == 2
-    assert "holds nothing packed (no .xz)" in capsys.readouterr().err
+    (tmp_path / "mine" / "imdb").mkdir(parents=True)
+    (tmp_path / "mine" / "imdb" / "train.csv").write_text("text,label\n")  # a folder gpu_carry did not write
+    assert carry.main(["unpack", str(tmp_path / "mine")]) == 2
+    assert "is not a carry folder" in capsys.readouterr().err
+
+
+def _packed(tmp_path, monkeypatch, target: str, max_documents: int | None = 1) -> Path:
+    """A carry of `target` from a stand-in mirror, its corpus head `max_documents` long (None: the whole file)."""
+    mirror = _mirror(tmp_path / "mirror")
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: ([WIKI], max_documents))
+    dest = tmp_path / f"carry-{target}"
+    carry.pack(target, dest, mirror, _model(tmp_path / "model") if carry.TARGETS[target].get("model") else None)
+    return dest
+
+
+def test_unpacking_a_carry_with_nothing_packed_or_unpacked_already_goes_on(tmp_path, monkeypatch, capsys):
+    """figure3's carry holds no .xz, and a rerun of step 3's chain unpacks a carry twice: both exit 0, saying so,
+    so that the `&&` chain reaches gpu.py."""
+    whole = _packed(tmp_path, monkeypatch, "figure3", None)
+    assert not list(whole.rglob("*.xz")) and (whole / WIKI).is_file()
+    assert carry.main(["unpack", str(whole)]) == 0
+    assert "nothing to unpack" in capsys.readouterr().out
+    scratch = _packed(tmp_path, monkeypatch, "scratch")
+    assert carry.main(["unpack", str(scratch)]) == 0 and carry.main(["unpack", str(scratch)]) == 0
+    assert "unpacked 4 files" in (out := capsys.readouterr().out) and "nothing to unpack" in out
+    assert (scratch / "imdb" / "train.csv").is_file()
+
+
+def test_a_carry_not_unpacked_or_not_what_the_config_reads_is_refused_naming_the_fix(tmp_path, monkeypatch):
+    """check_carry (scripts/gpu.py, before a carried target): a carry still packed names unpack, not the hub; the
+    wrong target's carry, a head cut at another max_documents, or a changed file names pack."""
+    import pytest
+
+    dest = _packed(tmp_path, monkeypatch, "scratch")
+    with pytest.raises(carry.CarryError, match=r"train.tsv is still packed .*gpu_carry.py unpack"):
+        carry.check_carry("scratch", dest)
+    carry.unpack(dest)
+    carry.check_carry("scratch", dest)  # what the config reads: no complaint
+    assert carry.read_json(dest / carry.MANIFEST)["sources"][WIKI]["documents"] == 1
+    with pytest.raises(carry.CarryError, match="the carry of target 'scratch'"):
+        carry.check_carry("table2", dest)
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: ([WIKI], 400))  # the config asks for more
+    with pytest.raises(carry.CarryError, match="holds the first 1 documents .* reads 400: pack it again"):
+        carry.check_carry("scratch", dest)
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: ([WIKI], 1))
+    (dest / WIKI).write_bytes(gzip.compress(b"another head\n"))
+    with pytest.raises(carry.CarryError, match="not the file gpu_carry pack put in the carry"):
+        carry.check_carry("scratch", dest)
+    carry.check_carry("scratch", tmp_path / "mirror")  # the data mirror itself: nothing recorded to check
 
 
 def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(tmp_path, monkeypatch, capsys):

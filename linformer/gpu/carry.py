@@ -7,10 +7,15 @@ size-limited upload and no network, and unpacked there.
 
 `pack` writes the target's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
 there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
-91 MB in fp32). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
-checkout, which `model_path=minilm` reads before the extra's package (a local directory wins). The weights are
-then the fp16 rounding of the source's (for all-MiniLM-L6-v2: at most 3.8e-4 relative per tensor): a table made from
-them must say so.
+91 MB in fp32), and `carry.json`: what the carry holds (the target, the data config and its max_documents, each
+corpus source's documents and sha256), which scripts/gpu.py checks against the config before a target reads the
+carry (check_carry). `unpack` decompresses every .xz in place and writes the model back in fp32 to `minilm/` in the
+checkout, which `model_path=minilm` reads before the extra's package (a local directory wins); a carry with nothing
+left to decompress (figure3's, or one unpacked already) is a no-op. The weights are then the fp16 rounding of the
+source's (for all-MiniLM-L6-v2: at most 3.8e-4 relative per tensor): a table made from them must say so.
+
+One carry folder per target: the targets' files share paths (table2's and scratch's Wikipedia heads, figure3's
+whole file), and pack refuses to replace another target's.
 
 Targets (see scripts/gpu.py):
   table2   SST-2 train/dev, IMDB train/test, the first documents of the Wikipedia file that the transfer corpus
@@ -24,6 +29,7 @@ Targets (see scripts/gpu.py):
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import shutil
 import subprocess
@@ -33,10 +39,12 @@ from pathlib import Path
 
 from ..cli import ArgumentParser, cli_errors, compose
 from ..data.io import default_data_mirror, repo_root
-from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files
+from ..errors import DataError
+from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files, write_json
 
 REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
+MANIFEST = "carry.json"  # under the carry folder: what pack put in it (check_carry)
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 WEIGHTS = "model.safetensors"
 # Text at xz -9e: the upload is size-limited and packing runs once, here (2% smaller than -6 on IMDB)
@@ -57,8 +65,8 @@ PACK, UNPACK = "gpu_carry pack", "gpu_carry unpack"  # the commands of the outpu
 UPLOAD_LIMIT_MIB = 64  # what one call to the lent GPU machines may send: the tree git does not ignore + carried paths
 
 
-class CarryError(Exception):
-    """A missing input or a bad argument, said in one line."""
+class CarryError(DataError):
+    """A missing input, a bad argument, or a carry that does not hold what the target reads, said in one line."""
 
 
 def corpus_sources(data_config: str, mirror: Path) -> tuple[list[str], int | None]:
@@ -70,7 +78,7 @@ def corpus_sources(data_config: str, mirror: Path) -> tuple[list[str], int | Non
 
 def wiki_head(source: Path, target: Path, documents: int) -> int:
     """The first `documents` documents of a gzip corpus file (a blank line ends a document, as the corpus reader
-    counts them) as a gzip file; returns the lines written."""
+    counts them) as a gzip file; returns the documents written (fewer where the file holds fewer)."""
     kept, seen, in_doc = [], 0, False
     with gzip.open(source, "rb") as src:
         for raw in src:
@@ -82,7 +90,7 @@ def wiki_head(source: Path, target: Path, documents: int) -> int:
                 seen, in_doc = seen + 1, True
             kept.append(raw)
     atomic_write(target, gzip.compress(b"".join(kept), compresslevel=9))
-    return len(kept)
+    return seen
 
 
 def pack_model(source_dir: Path, target_dir: Path) -> None:
@@ -105,7 +113,7 @@ def pack_files(target: str, dest: Path, mirror: Path) -> list[Path]:
     files = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
     if need.get("model"):
         files += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
-    return files
+    return [*files, dest / MANIFEST]
 
 
 def model_files(checkout: Path) -> list[Path]:
@@ -124,23 +132,71 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[
     if need.get("model"):  # every input checked before the first file is written
         model_dir = _model_dir(model_dir)
     written = []
+    held = {"target": target, "data": need["corpus"], "max_documents": max_documents if need["head"] else None,
+            "sources": {}}
     try:
         for rel in need.get("xz", ()):
             atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes(), preset=TEXT_PRESET))
             written.append(dest / f"{rel}.xz")
         for rel in sources:
+            documents = None
             if need["head"]:
-                wiki_head(mirror / rel, dest / rel, max_documents)
+                documents = wiki_head(mirror / rel, dest / rel, max_documents)
             else:
                 (dest / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(mirror / rel, dest / rel)
             written.append(dest / rel)
+            held["sources"][rel] = {"documents": documents, "sha256": _sha256(dest / rel)}
         if need.get("model"):
             pack_model(model_dir, dest / MODEL_DIR)
             written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+        write_json(dest / MANIFEST, held)  # last: a carry cut short by a failure has none, and is checked as such
+        written.append(dest / MANIFEST)
     finally:  # what unpack will take as pack's, and a rerun may replace: every file written, also before a failure
         record_output_files(written, made_by(PACK, {"target": target}))
     return written
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
+    """Before `target` reads the data mirror `mirror`: where it is a carry (a carry.json, or packed files), the
+    carry is unpacked, was packed for this target's data, and holds what the config reads now (the same
+    max_documents, the same files). CarryError naming what differs and the command that fixes it."""
+    need = TARGETS.get(target)
+    if need is None:
+        return
+    unpack_it = f"run `python3 scripts/gpu_carry.py unpack {mirror}` before the target"
+    for rel in need.get("xz", ()):
+        if not (mirror / rel).is_file() and (mirror / f"{rel}.xz").is_file():
+            raise CarryError(f"{mirror / rel} is still packed ({rel}.xz): {unpack_it}")
+    if need.get("model") and (mirror / MODEL_DIR / f"{WEIGHTS}.xz").is_file() and \
+            not (checkout / MODEL_DIR / WEIGHTS).is_file():
+        raise CarryError(f"the carry's MiniLM weights are still packed ({mirror / MODEL_DIR}/{WEIGHTS}.xz): "
+                         f"{unpack_it}")
+    held = read_json(mirror / MANIFEST)
+    if not held:
+        return  # the data mirror itself, or a carry packed before carry.json: nothing recorded to check
+    pack_again = f"pack it again here (`python scripts/gpu_carry.py pack {target} --dest <a folder of its own>`)"
+    if held.get("data") != need["corpus"]:
+        raise CarryError(f"{mirror} is the carry of target {held.get('target')!r} (configs/data/{held.get('data')}"
+                         f".yaml), not of {target!r} (configs/data/{need['corpus']}.yaml): send {target}'s carry, or "
+                         f"{pack_again}")
+    sources, max_documents = corpus_sources(need["corpus"], mirror)
+    if need["head"] and held.get("max_documents") != max_documents:
+        raise CarryError(f"the carry {mirror} holds the first {held.get('max_documents')} documents of the corpus "
+                         f"sources, configs/data/{need['corpus']}.yaml reads {max_documents}: {pack_again}")
+    for rel in sources:
+        recorded = held.get("sources", {}).get(rel)
+        if recorded is None or not (mirror / rel).is_file() or _sha256(mirror / rel) != recorded.get("sha256"):
+            raise CarryError(f"{mirror / rel} is not the file gpu_carry pack put in the carry (missing or changed "
+                             f"since): {pack_again}")
 
 
 def _model_dir(model_dir: Path | None) -> Path:
@@ -181,21 +237,34 @@ def check_packed(packed: list[Path]) -> None:
                              "(nothing was changed)")
 
 
+def is_carry(folder: Path) -> bool:
+    """Whether gpu_carry wrote `folder`: its carry.json, or a file that pack or unpack recorded under it (a carry
+    packed before carry.json)."""
+    if (folder / MANIFEST).is_file():
+        return True
+    return any((record or {}).get("command") in (PACK, UNPACK)
+               for records in folder.rglob(FILE_RECORDS) for record in read_json(records).values())
+
+
 def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
-    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32."""
+    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32. A carry with
+    nothing packed in it (figure3's, or one unpacked already) is left as it is: []."""
     if not carry.is_dir():
         raise CarryError(f"{carry} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)")
-    if not any(carry.rglob("*.xz")):
-        raise CarryError(f"{carry} holds nothing packed (no .xz): it is unpacked already, or not a carry folder")
-    check_packed(sorted(carry.rglob("*.xz")))
+    packed = sorted(carry.rglob("*.xz"))
+    if packed:
+        check_packed(packed)
+    elif not is_carry(carry):
+        raise CarryError(f"{carry} is not a carry folder: gpu_carry pack wrote nothing there (no {MANIFEST}, no "
+                         "file of its)")
     written = []
-    for packed in sorted(carry.rglob("*.xz")):
-        if packed.parent == carry / MODEL_DIR:
+    for xz in packed:
+        if xz.parent == carry / MODEL_DIR:
             continue
-        atomic_write(packed.with_suffix(""), _decompressed(packed))
-        record_output_files([packed.with_suffix("")], made_by(UNPACK, {}))
-        packed.unlink()
-        written.append(packed.with_suffix(""))
+        atomic_write(xz.with_suffix(""), _decompressed(xz))
+        record_output_files([xz.with_suffix("")], made_by(UNPACK, {}))
+        xz.unlink()
+        written.append(xz.with_suffix(""))
     if (carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file():
         import torch
         from safetensors.torch import load, save
@@ -251,33 +320,38 @@ def main(argv: list[str] | None = None) -> int:
     z.add_argument("carried", nargs="*", type=Path, help="the paths the call carries (.carry, .whl)")
     z.add_argument("--limit-mib", type=float, default=UPLOAD_LIMIT_MIB)
     args = ap.parse_args(argv)
-    try:
-        with cli_errors():
-            if args.command == "size":
-                tree, carried, by_folder = upload_size(REPO, args.carried)
-                total = (tree + carried) / 2**20
-                print(f"upload: tree {tree / 2**20:.1f} MiB + carried {carried / 2**20:.1f} MiB = {total:.1f} MiB "
-                      f"of {args.limit_mib:g} MiB")
-                if total > args.limit_mib:
-                    biggest = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in by_folder.most_common(5))
-                    raise CarryError(f"the upload is {total - args.limit_mib:.1f} MiB over the limit; the tree's "
-                                     f"largest folders: {biggest} (docs/gpu/README.md: leave some out for the call)")
-            elif args.command == "pack":
-                if args.mirror is None:
-                    args.mirror = Path(default_data_mirror())
-                record = made_by(PACK, {"target": args.target})
-                with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite):
-                    written = pack(args.target, args.dest, args.mirror, args.model_dir)
-                size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
-                print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")
-            else:
-                model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
-                with output_files(model_files(REPO) if model else [], made_by(UNPACK, {}),
-                                  args.overwrite):
-                    written = unpack(args.carry)
-                print(f"carry: unpacked {len(written)} files from {args.carry}")
-    except CarryError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    with cli_errors():  # CarryError: its line, and exit 2 returned; the other errors as cli_errors says them
+        try:
+            _command(args)
+        except CarryError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
 
+
+def _command(args) -> None:
+    """One subcommand: size, pack or unpack."""
+    if args.command == "size":
+        tree, carried, by_folder = upload_size(REPO, args.carried)
+        total = (tree + carried) / 2**20
+        print(f"upload: tree {tree / 2**20:.1f} MiB + carried {carried / 2**20:.1f} MiB = {total:.1f} MiB "
+              f"of {args.limit_mib:g} MiB")
+        if total > args.limit_mib:
+            biggest = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in by_folder.most_common(5))
+            raise CarryError(f"the upload is {total - args.limit_mib:.1f} MiB over the limit; the tree's "
+                             f"largest folders: {biggest} (docs/gpu/README.md: leave some out for the call)")
+    elif args.command == "pack":
+        if args.mirror is None:
+            args.mirror = Path(default_data_mirror())
+        record = made_by(PACK, {"target": args.target})
+        with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite):
+            written = pack(args.target, args.dest, args.mirror, args.model_dir)
+        size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
+        print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")
+    else:
+        model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
+        with output_files(model_files(REPO) if model else [], made_by(UNPACK, {}),
+                          args.overwrite):
+            written = unpack(args.carry)
+        print(f"carry: unpacked {len(written)} files from {args.carry}" if written else
+              f"carry: nothing to unpack in {args.carry} (its files are whole, or unpacked already)")
