@@ -109,8 +109,8 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
         Output("unpack CARRY", MANIFEST, ("unpack", "{out}/carry"), "carry/notes.txt.xz"),
     )),
     Command("gpu", (
-        Output("--out", MANIFEST, ("tests", "--out", "{out}/gpu"), "gpu/gpu_tests.log"),
-        Output("--archive", MANIFEST, ("tests", "--out", "{out}/gpu2", "--archive", "{out}/gpu.tgz"), "gpu.tgz"),
+        Output("--work", MANIFEST, ("tests", "--work", "{out}/gpu", "--out", "{out}/back"), "gpu/gpu_tests.log"),
+        Output("--out", MANIFEST, ("tests", "--work", "{out}/gpu2", "--out", "{out}/back2"), "back2/gpu.tgz"),
     )),
     Command("demo", (Output("--under", PLAN, ("--under", "{out}"), "outputs/pretrain/demo"),)),
     Command("reproduce_scratch", (Output("--under", PLAN, ("--under", "{out}"), "outputs/pretrain/ts-toy-full"),)),

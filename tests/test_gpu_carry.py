@@ -251,3 +251,23 @@ def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
     assert carry.main(["unpack", str(tmp_path / "carry")]) == 2
     assert "exists and unpack did not write it" in capsys.readouterr().err
     assert (packed / "train.csv").read_text() == "the user's" and (packed / "train.csv.xz").is_file()
+
+
+def test_a_node_without_the_wheels_gets_one_error_line_naming_the_missing_module(tmp_path):
+    """The lent image has no omegaconf/hydra until the carried wheels are installed: the GPU scripts say so in one
+    line (exit 2), not with an import traceback."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nclass Hide:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('omegaconf', 'hydra'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Hide())\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    for script in ("scripts/gpu_carry.py", "scripts/gpu.py"):
+        done = subprocess.run([sys.executable, script, "unpack", ".carry"], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("error: omegaconf is missing here: install the wheels first")

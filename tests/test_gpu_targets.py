@@ -4,9 +4,16 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from linformer.gpu import targets
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _dirs(work: Path) -> list[str]:
+    """--work `work` and --out beside it (`work`-back: the folder that would come back from the machine)."""
+    return ["--work", str(work), "--out", f"{work}-back"]
 
 
 def _load(monkeypatch, gpu: str | None = "a CUDA device (stand-in)"):
@@ -21,15 +28,15 @@ def test_a_failing_target_is_recorded_and_the_next_still_runs(tmp_path, monkeypa
                       [sys.executable, "-c", "print('never runs')"]],
             "table3": [[sys.executable, "-c", "print('table written')"]],
             "throughput": [[sys.executable, "-c", "pass"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
-    assert gpu.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    assert gpu.main(["tests", "table3", *_dirs(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
     log = (tmp_path / "gpu_tests.log").read_text()
     assert "3 passed\n" in log and "never runs" not in log  # a target stops at its first failing command
     assert (tmp_path / "table3.log").read_text().endswith("table written\n")
     assert "1 of 2 passed; failed: tests" in capsys.readouterr().out
-    assert gpu.main(["throughput", "--out", str(tmp_path)]) == 0  # a later batch adds to the record
+    assert gpu.main(["throughput", *_dirs(tmp_path)]) == 0  # a later batch adds to the record
     assert [r["target"] for r in json.loads((tmp_path / "gpu_targets.json").read_text())] == ["tests", "table3",
                                                                                            "throughput"]
 
@@ -102,9 +109,9 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
                                 [sys.executable, "-c", "raise SystemExit(3)"]), gib_each=1.0)
     monkeypatch.setattr(gpu.Together, "slots", lambda self: 2)
     fake = {"figure3": [group, [sys.executable, "-c", "print('never runs')"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["figure3", "--out", str(tmp_path)]) == 1
+    assert gpu.main(["figure3", *_dirs(tmp_path)]) == 1
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert record["rc"] == 3 and record["wall_s"] < 2.9  # a and b overlapped: 1.5 s each, not 3 s in a row
     log = (tmp_path / "figure3.log").read_text().splitlines()
@@ -137,9 +144,9 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
     gpu = _load(monkeypatch)
     fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", "print('never runs')"]],
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["table2", "figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    assert gpu.main(["table2", "figure3", *_dirs(tmp_path), "--stop-after", "0.05"]) == 0
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
     assert records[0]["wall_s"] < 30  # stopped at about 3 s, not run to its end
@@ -154,9 +161,9 @@ def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch
     group = gpu.Together(([sys.executable, "-c", TRAPS_SIGTERM], [sys.executable, "-c", TRAPS_SIGTERM],
                                 [sys.executable, "-c", "print('never runs')"]), gib_each=1.0)
     monkeypatch.setattr(gpu.Together, "slots", lambda self: 2)
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: {"figure3": [group]})
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: {"figure3": [group]})
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["figure3", "--out", str(tmp_path), "--stop-after", "0.05"]) == 0
+    assert gpu.main(["figure3", *_dirs(tmp_path), "--stop-after", "0.05"]) == 0
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert (record["rc"], record.get("stopped")) == (130, True) and record["wall_s"] < 30
     log = (tmp_path / "figure3.log").read_text()
@@ -175,9 +182,9 @@ def test_a_target_files_in_the_repository_come_back_whatever_its_exit(tmp_path, 
     monkeypatch.setattr(gpu, "copy_back_patterns",
                         lambda target: ("records/run-*", "table.*") if target == "table2" else ())
     monkeypatch.setattr(gpu, "target_commands",
-                        lambda out, jobs=None: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
+                        lambda out, *_: {"table2": [[sys.executable, "-c", "raise SystemExit(3)"]]})
     out = tmp_path / "out"
-    assert gpu.main(["table2", "--out", str(out)]) == 1
+    assert gpu.main(["table2", *_dirs(out)]) == 1
     (record,) = json.loads((out / "gpu_targets.json").read_text())
     assert record["rc"] == 3 and record["copied"] == ["records/run-a", "table.md"]
     assert (out / "repo" / "records" / "run-a" / "results.json").read_text() == "{}"
@@ -203,21 +210,34 @@ def test_the_table2_target_brings_back_what_the_reproduction_resumes_from(monkey
     assert any(fnmatch.fnmatch(f"{exp.table_path(gpu)}.md", p) for p in patterns)
 
 
-def test_the_archive_holds_every_finished_target(tmp_path, monkeypatch):
+def test_out_gets_one_archive_of_every_target_whatever_they_wrote(tmp_path, monkeypatch):
+    """--out is what comes back from a machine that returns 8 files at most, two folders down: gpu.py writes only
+    gpu.tgz there, holding the record, the logs and the repository files copied back five folders down."""
     import tarfile
 
     gpu = _load(monkeypatch)
+    repo = tmp_path / "repo"
+    (repo / "docs" / "results" / "runs" / "tp-a").mkdir(parents=True)
+    (repo / "docs" / "results" / "runs" / "tp-a" / "results.json").write_text("{}")
+    monkeypatch.setattr(gpu, "REPO", repo)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ("docs/results/runs/tp-*",) if target == "table2"
+                        else ())
     fake = {"tests": [[sys.executable, "-c", "print('tests ran')"]],
-            "table3": [[sys.executable, "-c", "raise SystemExit(2)"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
-    archive = tmp_path / "back" / "gpu.tgz"
-    (tmp_path / "back").mkdir()
-    assert gpu.main(["tests", "table3", "--out", str(tmp_path / "out"), "--archive", str(archive)]) == 1
-    with tarfile.open(archive) as tar:
-        names = {Path(n).name for n in tar.getnames()}
+            "table2": [[sys.executable, "-c", "raise SystemExit(2)"]]}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    out = tmp_path / "OUT"
+    assert gpu.main(["tests", "table2", "--work", str(tmp_path / "work"), "--out", str(out)]) == 1
+    assert sorted(p.name for p in out.iterdir()) == [".linformer-outputs.json", "gpu.tgz"]  # the output record
+    with tarfile.open(out / "gpu.tgz") as tar:
+        names = set(tar.getnames())
         records = json.load(tar.extractfile("./gpu_targets.json"))
-    assert {"gpu_tests.log", "table3.log", "gpu_targets.json"} <= names
-    assert [(r["target"], r["rc"]) for r in records] == [("tests", 0), ("table3", 2)]
+    assert {"./gpu_tests.log", "./table2.log", "./repo/docs/results/runs/tp-a/results.json"} <= names
+    assert [(r["target"], r["rc"]) for r in records] == [("tests", 0), ("table2", 2)]
+    assert {"device", "commit", "torch", "cuda", "driver", "argv", "started"} <= set(records[0])
+    assert records[0]["argv"][-2:] == ["--out", str(out)]
+    with pytest.raises(SystemExit) as stop:  # an --out inside --work would archive itself
+        gpu.main(["tests", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "work" / "back")])
+    assert stop.value.code == 2
 
 
 def test_the_mfu_runs_compose_as_compiled_base_models_at_n_512_and_come_back(monkeypatch):
@@ -257,7 +277,7 @@ def test_without_cuda_no_target_starts_and_nothing_is_written(tmp_path, capsys, 
     import pytest
 
     with pytest.raises(SystemExit) as stop:
-        _load(monkeypatch, gpu=None).main(["tests", "table3", "--out", str(tmp_path / "out")])
+        _load(monkeypatch, gpu=None).main(["tests", "table3", *_dirs(tmp_path / "out")])
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines() == [  # the machine's fault, not the command line's: no usage
         "error: no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one"]
@@ -272,9 +292,9 @@ def test_a_test_target_whose_tests_were_all_skipped_did_not_pass(tmp_path, monke
     assert not gpu.all_skipped("no summary here")
     fake = {"tests": [[sys.executable, "-c", "print('185 skipped in 3.20s')"]],
             "table3": [[sys.executable, "-c", "print('3 passed, 1 skipped in 2.00s')"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["tests", "table3", "--out", str(tmp_path)]) == 1
+    assert gpu.main(["tests", "table3", *_dirs(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"]) for r in records] == [("tests", 1), ("table3", 0)]
     out = capsys.readouterr().out
@@ -287,12 +307,12 @@ def test_an_out_that_is_a_file_or_a_damaged_record_is_one_error_line(tmp_path, c
     gpu = _load(monkeypatch)
     (tmp_path / "file").write_text("x")
     with pytest.raises(SystemExit) as stop:
-        gpu.main(["tests", "--out", str(tmp_path / "file")])
+        gpu.main(["tests", *_dirs(tmp_path / "file")])
     assert stop.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "gpu_targets.json").write_text('[{"target": "tes')
     with pytest.raises(SystemExit) as stop:
-        gpu.main(["tests", "--out", str(tmp_path / "out")])
+        gpu.main(["tests", *_dirs(tmp_path / "out")])
     assert stop.value.code == 2 and "gpu_targets.json is not JSON" in capsys.readouterr().err
     assert (tmp_path / "out" / "gpu_targets.json").read_text() == '[{"target": "tes'  # left as it was
 
@@ -303,7 +323,7 @@ def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys
     gpu = _load(monkeypatch)
     for bad in ("nan", "inf", "0", "-1"):
         with pytest.raises(SystemExit) as stop:
-            gpu.main(["tests", "--out", str(tmp_path / "out"), "--stop-after", bad])
+            gpu.main(["tests", *_dirs(tmp_path / "out"), "--stop-after", bad])
         assert stop.value.code == 2 and "give a positive number of minutes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -319,10 +339,11 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
     driver = ("import sys; from linformer.gpu import targets as g; g.cuda_device_name = lambda: 'stand-in'\n"
-              f"g.target_commands = lambda out, jobs=None: {{'table2': [[sys.executable, '-c', {child!r}]], "
+              f"g.target_commands = lambda out, *_: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
               "g.copy_back_patterns = lambda target: ()\n"
-              f"sys.exit(g.main(['table2', 'figure3', '--out', {str(tmp_path / 'out')!r}]))\n")
+              f"sys.exit(g.main(['table2', 'figure3', '--work', {str(tmp_path / 'out')!r}, '--out', "
+              f"{str(tmp_path / 'back')!r}]))\n")
     proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO)
     deadline = time.monotonic() + 60
@@ -330,8 +351,9 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    printed, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "no further target runs" in err
+    assert "stopped by a signal, exit 130" in printed and "--stop-after" not in printed  # none was given
     (record,) = json.loads((tmp_path / "out" / "gpu_targets.json").read_text())
     assert (record["target"], record["rc"], record["interrupted"]) == ("table2", 130, True)
     assert "saved what was finished" in (tmp_path / "out" / "table2.log").read_text()
@@ -350,24 +372,24 @@ def test_a_log_or_archive_of_someone_elses_is_refused_before_any_target_runs(tmp
     gpu = _load(monkeypatch)
     ran = tmp_path / "ran"
     fake = {"table3": [[sys.executable, "-c", f"open({str(ran)!r}, 'w').write('x'); print('table written')"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     out = tmp_path / "out"
     out.mkdir()
     (out / "table3.log").write_text("the user's log")
     with pytest.raises(SystemExit):
-        gpu.main(["table3", "--out", str(out)])
+        gpu.main(["table3", *_dirs(out)])
     assert "table3.log is a file gpu did not write" in capsys.readouterr().err
     assert (out / "table3.log").read_text() == "the user's log" and not ran.exists()
 
-    mine = tmp_path / "mine.tgz"
+    mine = tmp_path / "back" / "gpu.tgz"
+    mine.parent.mkdir()
     mine.write_text("the user's archive")
     with pytest.raises(SystemExit):
-        gpu.main(["table3", "--out", str(tmp_path / "fresh"), "--archive", str(mine)])
+        gpu.main(["table3", "--work", str(tmp_path / "fresh"), "--out", str(mine.parent)])
     assert mine.read_text() == "the user's archive" and not ran.exists()
 
-    archive = tmp_path / "gpu.tgz"
     for _ in range(2):  # its own log and archive, replaced by the next batch
-        assert gpu.main(["table3", "--out", str(tmp_path / "own"), "--archive", str(archive)]) == 0
+        assert gpu.main(["table3", *_dirs(tmp_path / "own")]) == 0
     assert (tmp_path / "own" / "table3.log").read_text().endswith("table written\n")
 
 
@@ -375,14 +397,14 @@ def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothi
     gpu = _load(monkeypatch)
     monkeypatch.setattr(gpu, "cuda_device_name", lambda: None)  # no CUDA: a dry run needs none
     out = tmp_path / "out"
-    assert gpu.main(["tests", "mfu", "--out", str(out), "--dry-run"]) == 0
+    assert gpu.main(["tests", "mfu", *_dirs(out), "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("[tests] ") and "pytest -m gpu tests/gpu" in printed
     assert "[mfu]" in printed and "run_name=mfu-full" in printed and "run_name=mfu-k128" in printed
     assert "[table3]" not in printed and not out.exists()
     assert gpu.main(["tests", "--dry-run"]) == 0  # anywhere, as the guide says: no --out needed to look
-    assert capsys.readouterr().out.startswith("[tests] -> <out>/gpu_tests.log")
-    assert gpu.main(["scratch", "table2", "--out", str(out), "--dry-run"]) == 0  # in the order they would run
+    assert capsys.readouterr().out.startswith(f"[tests] -> {gpu.REPO / gpu.WORK}/gpu_tests.log")
+    assert gpu.main(["scratch", "table2", *_dirs(out), "--dry-run"]) == 0  # in the order they would run
     printed = capsys.readouterr().out
     assert printed.startswith("[scratch] ") and printed.index("[scratch]") < printed.index("[table2]")
 
@@ -406,7 +428,7 @@ def test_a_target_refused_by_the_output_rule_is_recorded_failed_and_the_next_sti
 
     gpu = _load(monkeypatch)
     fake = {"tests": [[sys.executable, "-c", "pass"]], "table3": [[sys.executable, "-c", "pass"]]}
-    monkeypatch.setattr(gpu, "target_commands", lambda out, jobs=None: fake)
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     real = gpu.run_jobs
 
     def refuse_table3(plan, **kw):
@@ -415,7 +437,49 @@ def test_a_target_refused_by_the_output_rule_is_recorded_failed_and_the_next_sti
         return real(plan, **kw)
 
     monkeypatch.setattr(gpu, "run_jobs", refuse_table3)
-    assert gpu.main(["table3", "tests", "--out", str(tmp_path)]) == 1
+    assert gpu.main(["table3", "tests", *_dirs(tmp_path)]) == 1
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"]) for r in records] == [("table3", 2), ("tests", 0)]
     assert "error: /x holds someone's files" in (tmp_path / "table3.log").read_text()
+
+
+def test_scratch_rows_and_table2_rows_pass_through_and_are_refused_without_their_target(tmp_path, monkeypatch,
+                                                                                         capsys):
+    gpu = _load(monkeypatch)
+    commands = gpu.target_commands(Path("/out"), 3, 1, "full,k128-layerwise")
+    (scratch,), (table2,) = commands["scratch"], commands["table2"]
+    assert scratch[scratch.index("--rows") + 1] == "1" and scratch[-2:] == ["--jobs", "3"]
+    assert table2[-2:] == ["--only", "full,k128-layerwise"]
+    assert gpu.main(["scratch", "--rows", "1", "--dry-run"]) == 0
+    assert "--rows 1" in capsys.readouterr().out
+    for argv in (["tests", "--rows", "1"], ["scratch", "--only", "full"], ["scratch", "--rows", "0"]):
+        with pytest.raises(SystemExit) as stop:
+            gpu.main([*argv, *_dirs(tmp_path / "w")])
+        assert stop.value.code == 2
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_runners_job_logs_come_back_with_table2_and_scratch(monkeypatch):
+    """A job that fails or is stopped on the GPU names its log: the log comes back (the runner's log_dir)."""
+    gpu = _load(monkeypatch)
+    assert "outputs/reproduce_scratch_gpu_logs/*.log" in gpu.copy_back_patterns("scratch")
+    assert "outputs/reproduce_pretrained_gpu_logs/*.log" in gpu.copy_back_patterns("table2")
+
+
+def test_a_carry_not_unpacked_is_refused_before_any_target_runs(tmp_path, monkeypatch, capsys):
+    from linformer.files import made_by, record_output_files
+
+    gpu = _load(monkeypatch)
+    mirror = tmp_path / "carry"
+    (mirror / "glue" / "sst2").mkdir(parents=True)
+    (mirror / "glue" / "sst2" / "train.tsv.xz").write_bytes(b"packed")
+    record_output_files([mirror / "glue" / "sst2" / "train.tsv.xz"], made_by("gpu_carry pack", {"target": "scratch"}))
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(mirror))
+    ran = tmp_path / "ran"
+    fake = {"tests": [[sys.executable, "-c", f"open({str(ran)!r}, 'w')"]], "scratch": []}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    with pytest.raises(SystemExit) as stop:
+        gpu.main(["tests", "scratch", *_dirs(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "train.tsv is still packed" in err and "gpu_carry.py unpack" in err
+    assert not ran.exists()

@@ -1,6 +1,6 @@
 """Run the GPU targets of the reproduction, each as one command whose results are a few small files.
 
-    python scripts/gpu.py tests table3 throughput --out results/
+    python scripts/gpu.py tests table3 throughput --out $OUT     # $OUT/gpu.tgz: everything, one file
 
 Targets (see README, "On a GPU"):
   tests       pytest -m gpu tests/gpu (fp16/bf16 training, padding invariance, RoBERTa equality, SDPA kernels,
@@ -15,37 +15,45 @@ Targets (see README, "On a GPU"):
               attention, full attention with the trainer's levers (host reads every 10 steps, one micro-batch of
               128, CUDA graphs), and Linformer k = 128 (configs/experiment/mfu_gpu.yaml), on a prepared corpus
               data/processed/wiki_mfu and tokenizer data/tokenizers/wiki carried with the checkout -> their
-              summary.json, metrics.jsonl and run record under <out>/repo/outputs/pretrain/mfu-*, and
+              summary.json, metrics.jsonl and run record under <work>/repo/outputs/pretrain/mfu-*, and
               mfu_gpu/{runs.md,mfu.png} (the steady-state MFU of each run, MFU per step)
   table2      Table 2 from all-MiniLM-L6-v2 at GPU scale (scripts/reproduce_pretrained.py --profile gpu: resumable,
-              its finished runs' records kept under docs/results/table2_pretrained_runs) -> those records and
-              table2_pretrained_gpu.{md,json}, copied under <out>/repo/ at their paths in the repository
-  scratch     Table 2 from the framework's own pretraining (scripts/reproduce_scratch.py --profile gpu --rows 2: the
-              next two rows not complete, each pretrained on the carried Wikipedia head and finetuned on SST-2 and
-              IMDB with 3 seeds) -> the records under docs/results/table2_scratch_gpu_runs and table2_scratch_gpu.*,
-              copied under <out>/repo/ at their paths in the repository (carry: gpu_carry.py pack scratch)
+              its finished runs' records kept under docs/results/table2_pretrained_runs; --only ROW,ROW: those rows)
+              -> those records, table2_pretrained_gpu.{md,json} and the runner's job logs, copied under
+              <work>/repo/ at their paths in the repository
+  scratch     Table 2 from the framework's own pretraining (scripts/reproduce_scratch.py --profile gpu --rows N,
+              default 2: the next N rows not complete, each pretrained on the carried Wikipedia head and finetuned on
+              SST-2 and IMDB with 3 seeds) -> the records under docs/results/table2_scratch_gpu_runs,
+              table2_scratch_gpu.* and the runner's job logs, copied under <work>/repo/ at their paths in the
+              repository (carry: gpu_carry.py pack scratch)
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
               paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
               (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
-              -> figure3_gpu.{json,png}, and each run's curves and summary under <out>/repo/outputs/pretrain/fig3-*
+              -> figure3_gpu.{json,png}, and each run's curves and summary under <work>/repo/outputs/pretrain/fig3-*
   figure3d    the paper's Figure 3d: a tokenizer of the book texts and a corpus per n = 512 .. 4096 (data=books; carry:
               gpu_carry.py pack figure3d), the Linformer at k = 128 at each n, then full attention at each n, the
               same tokens per update everywhere (configs/experiment/figure3d_gpu.yaml), as many at once as the GPU's
               free memory holds -> figure3d_gpu.{json,png} and the runs' records under
-              <out>/repo/outputs/pretrain/fig3d-*
+              <work>/repo/outputs/pretrain/fig3d-*
 
-Every target's command line, exit code and wall time go into <out>/gpu_targets.json (one record per target run,
-newest last), so a batch of targets returns what each did even when one of them fails.
+The targets write their files under --work (default outputs/gpu_work in the checkout). Every target's command line,
+exit code, wall time, start, device, commit, torch/CUDA/driver versions and gpu.py's arguments go into
+<work>/gpu_targets.json (one record per target run, newest last), so a batch of targets returns what each did even
+when one of them fails.
 
---archive FILE writes <out> as one .tar.gz after every target (atomically: a command killed mid-target leaves the
-archive of the targets before it), for a machine that returns only a few files.
+--out gets one file, gpu.tgz: the whole of --work as one .tar.gz, rewritten after every target (atomically: a command
+killed mid-target leaves the archive of the targets before it). A machine that returns only a few files, at most two
+folders down (the device tool: 8), returns it whole, whatever the targets wrote; extract it to read them.
 
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
 running command gets SIGTERM (a resumable target keeps what it finished and exits within its own stop time; one
 still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further command starts, and the target is recorded as stopped, not failed. A target's files under the repository
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
+
+Before anything runs, a target that reads a carry (gpu_carry.py) has it checked against the config (carry.py,
+check_carry): a carry not unpacked, another target's, or one cut for other settings is one error line.
 """
 
 from __future__ import annotations
@@ -54,20 +62,26 @@ import glob
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from ..cli import ArgumentParser, cli_errors
-from ..data.io import repo_root
+from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
-from ..experiments import pretrained, run_dir, scratch
+from ..experiments import CHECKOUT, pretrained, run_dir, scratch
 from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
+from . import carry
 
 REPO = repo_root()
+WORK = "outputs/gpu_work"  # --work's default, in the checkout (git-ignored; a warm machine's next batch adds to it)
+ARCHIVE = "gpu.tgz"  # the one file gpu.py writes under --out
+# What the device tool returns of --out: 8 files of at most 16 MiB each, two folders down at most
+RETURNED_FILE_MIB = 16
 
 
 FIGURE3_KS = (64, 128, 256)
@@ -107,14 +121,15 @@ def copy_back_patterns(target: str) -> tuple[str, ...]:
     if target in ("mfu", "figure3", "figure3d"):
         runs = {"mfu": MFU_RUNS, "figure3": FIGURE3_RUNS, "figure3d": FIGURE3D_RUNS}[target]
         return tuple(f"{run_dir('pretrain', run)}/{name}" for run in runs for name in RUN_RECORDS)
-    if target == "scratch":
+    if target == "scratch":  # the records, the table and the runner's job logs (scripts/reproduce_scratch.py's)
         gpu = scratch.PROFILES["gpu"]
-        return f"{gpu.records}/*", f"{gpu.table}.*"
+        return f"{gpu.records}/*", f"{gpu.table}.*", f"{CHECKOUT.outputs('reproduce_scratch_gpu_logs')}/*.log"
     if target != "table2":
         return ()
 
-    gpu = pretrained.PROFILES["gpu"]
-    return pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*"
+    gpu = pretrained.PROFILES["gpu"]  # and the job logs of scripts/reproduce_pretrained.py
+    return (pretrained.finetune_runs(gpu), f"{pretrained.table_path(gpu)}.*",
+            f"{CHECKOUT.outputs('reproduce_pretrained_gpu_logs')}/*.log")
 
 
 class Together(NamedTuple):
@@ -176,10 +191,12 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     return [*runs[:first], report(list(MFU_RUNS)[:first]), *runs[first:], report(MFU_RUNS)]
 
 
-def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[str]]]:
-    """Each target's commands, run in order; a target stops at its first failing command. jobs: the table2 runs at
-    once (None: the gpu profile's)."""
+def target_commands(out: Path, jobs: int | None = None, rows: int = SCRATCH_ROWS,
+                    only: str | None = None) -> dict[str, list[list[str]]]:
+    """Each target's commands, run in order; a target stops at its first failing command. jobs: the table2 and
+    scratch jobs at once (None: the gpu profile's); rows: scratch's rows; only: table2's rows (None: all)."""
     py = sys.executable
+    at_once = ["--jobs", str(jobs)] if jobs is not None else []
     targets = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
                    "no:cacheprovider"]],
@@ -192,10 +209,9 @@ def target_commands(out: Path, jobs: int | None = None) -> dict[str, list[list[s
                                "throughput_name=table3_local_blocked_train_gpu"])],
         "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
-        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu",
-                    *(["--jobs", str(jobs)] if jobs is not None else [])]],
-        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu", "--rows", str(SCRATCH_ROWS),
-                     *(["--jobs", str(jobs)] if jobs is not None else [])]],
+        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu", *at_once,
+                    *(["--only", only] if only is not None else [])]],
+        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu", "--rows", str(rows), *at_once]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
         "figure3d": figure3d_commands(py, out),
@@ -283,7 +299,8 @@ def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
 
 
 def archive(folder: Path, dest: Path) -> None:
-    """`folder`'s files as one .tar.gz at `dest`, written atomically."""
+    """`folder`'s files as one .tar.gz at `dest`, written atomically; a warning when it is larger than a file the
+    device tool returns."""
     import io
     import tarfile
 
@@ -291,45 +308,91 @@ def archive(folder: Path, dest: Path) -> None:
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         tar.add(folder, arcname=".")
     atomic_write(dest, buffer.getvalue())
+    mib = len(buffer.getvalue()) / 2**20
+    if mib > RETURNED_FILE_MIB:
+        print(f"warning: {dest} is {mib:.1f} MiB, over the {RETURNED_FILE_MIB} MiB a file the device tool returns: "
+              f"run fewer targets per command", file=sys.stderr, flush=True)
+
+
+def provenance(argv: list[str], gpu: str) -> dict:
+    """What made a batch's results, for each target's record: the device, the commit (None without a git
+    checkout: the device tool sends none, so the commit is the one the checkout was sent from), torch, its CUDA,
+    the driver, and gpu.py's arguments."""
+    import torch
+
+    return {"device": gpu, "commit": _command_output(["git", "rev-parse", "HEAD"]), "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+            "argv": argv}
+
+
+def _command_output(command: list[str]) -> str | None:
+    """A command's first line of output, or None where it fails or is missing."""
+    try:
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.splitlines() or [None])[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     commands = target_commands(Path("."))
     parser = ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="+", choices=sorted(commands), help="targets to run, in order")
-    parser.add_argument("--out", type=Path, help="directory for the targets' results (needed but for --dry-run)")
-    parser.add_argument("--archive", type=Path, metavar="FILE",
-                        help="write --out as one .tar.gz after every target")
+    parser.add_argument("--out", type=Path, help=f"the folder that comes back from the machine: it gets one file, "
+                                                 f"{ARCHIVE}, every target's files as one archive, rewritten after "
+                                                 "every target (needed but for --dry-run)")
+    parser.add_argument("--work", type=Path, default=REPO / WORK, metavar="DIR",
+                        help=f"the targets' files: logs, record, results (default {WORK} in the checkout)")
     parser.add_argument("--stop-after", type=float, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
-    parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or --archive that "
+    parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or the archive that "
                                                                   "scripts/gpu.py did not write")
     parser.add_argument("--jobs", type=int, metavar="N",
-                        help="table2: runs at once (default the gpu profile's); fewer finish the first runs sooner")
+                        help="table2, scratch: jobs at once (default the gpu profile's); fewer finish the first runs "
+                             "sooner")
+    parser.add_argument("--rows", type=int, metavar="N", help=f"scratch: the next N rows not complete (default "
+                                                              f"{SCRATCH_ROWS})")
+    parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2: only these rows (reproduce_pretrained.py "
+                                                               "--only)")
     parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed)")
-    args = parser.parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        parser.error(f"--jobs {args.jobs}: give at least 1")
-    if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
-        parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    _check_arguments(parser, args)
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
-    if args.out is None and not args.dry_run:
-        parser.error("the following arguments are required: --out")
     if args.dry_run:  # in the order they would run, which decides what a --stop-after cuts
-        args.out = args.out or Path("<out>")  # where the results would go, shown as such
-        planned = target_commands(args.out, args.jobs)
+        planned = target_commands(args.work, args.jobs, args.rows or SCRATCH_ROWS, args.only)
         for name in args.targets:
-            print(f"[{name}] -> {args.out / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
+            print(f"[{name}] -> {args.work / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
+        print(f"archive: {args.out or Path('<out>')}/{ARCHIVE}")
         return 0
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
-        return _run(args, deadline)
+        return _run(args, deadline, argv if argv is not None else sys.argv[1:])
 
 
-def _run(args, deadline: float | None) -> int:
-    out = args.out.resolve()
-    if out.exists() and not out.is_dir():
-        raise OutputPathError(f"--out {args.out} is a file, not a folder for the targets' results")
-    record_path = out / "gpu_targets.json"
+def _check_arguments(parser, args) -> None:
+    """The command line's own errors (usage and exit 2): an option for a target not run is refused, not ignored."""
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give at least 1")
+    if args.rows is not None and args.rows < 1:
+        parser.error(f"--rows {args.rows}: give at least 1")
+    for option, target in (("rows", "scratch"), ("only", "table2")):
+        if getattr(args, option) is not None and target not in args.targets:
+            parser.error(f"--{option} is {target}'s option, and {target} is not among the targets")
+    if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
+        parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
+    if args.out is None and not args.dry_run:
+        parser.error("the following arguments are required: --out")
+
+
+def _run(args, deadline: float | None, argv: list[str]) -> int:
+    work, out = args.work.resolve(), args.out.resolve()
+    for flag, folder in (("--out", out), ("--work", work)):
+        if folder.exists() and not folder.is_dir():
+            raise OutputPathError(f"{flag} {folder} is a file, not a folder")
+    if out == work or out.is_relative_to(work):
+        raise ConfigError(f"--out {args.out} is inside --work {args.work}: the archive of --work would hold itself; "
+                          "give --out a folder of its own (the one that comes back from the machine)")
+    record_path = work / "gpu_targets.json"
     try:
         records = json.loads(record_path.read_text()) if record_path.is_file() else []
     except ValueError:
@@ -339,28 +402,32 @@ def _run(args, deadline: float | None) -> int:
     # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
     # else's (refused, naming it, before anything else); claimed before they are written, so a run stopped half-way
     # leaves files the next run may replace
-    written = [out / log_name(name) for name in args.targets] + [record_path] + \
-        ([args.archive.resolve()] if args.archive is not None else [])
+    written = [work / log_name(name) for name in args.targets] + [record_path, out / ARCHIVE]
     owner = made_by("gpu", {})
     check_output_files(written, owner, args.overwrite)
     gpu = cuda_device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         raise ConfigError("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")
+    for name in args.targets:  # a carry not unpacked, or not what the config reads: refused before any target runs
+        carry.check_carry(name, Path(default_data_mirror()))
+    work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
-    commands = target_commands(out, args.jobs)
+    commands = target_commands(work, args.jobs, args.rows or SCRATCH_ROWS, args.only)
+    made = provenance(argv, gpu)
     for name in args.targets:
         print(f"== target {name} on {gpu}", flush=True)
-        record = {**run_target(name, commands[name], out, deadline), "device": gpu}
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        record = {**run_target(name, commands[name], work, deadline), "started": started, **made}
         records.append(record)
         write_json(record_path, records, indent=1)
-        if args.archive is not None:
-            archive(out, args.archive)
-        how = "stopped at --stop-after, exit" if record.get("stopped") else "exit"
+        archive(work, out / ARCHIVE)
+        how = ("stopped by a signal, exit" if record.get("interrupted") else
+               "stopped at --stop-after, exit" if record.get("stopped") else "exit")
         print(f"== target {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
         if record.get("interrupted"):
-            print(f"stopped by a signal during {name}: its record is in {record_path}; no further target runs",
-                  file=sys.stderr)
+            print(f"stopped by a signal during {name}: its record is in {record_path} ({out / ARCHIVE}); no further "
+                  "target runs", file=sys.stderr)
             return 130
     batch = records[-len(args.targets):]
     stopped = [r["target"] for r in batch if r.get("stopped")]
@@ -368,6 +435,5 @@ def _run(args, deadline: float | None) -> int:
     print(f"gpu targets: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
           + (f"; failed: {', '.join(failed)}" if failed else "")
           + (f"; stopped at --stop-after (resumable): {', '.join(stopped)}" if stopped else "")
-          + f" ({record_path})")
+          + f" ({record_path}; all of {work} in {out / ARCHIVE})")
     return 1 if failed else 0
-
