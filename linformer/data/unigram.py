@@ -15,8 +15,12 @@ import numpy as np
 PLATEAU_RATIO = 0.9
 
 
-def on_unigram_plateau(ppl: float | None, unigram_ppl: float | None) -> bool:
-    return ppl is not None and unigram_ppl is not None and ppl > PLATEAU_RATIO * unigram_ppl
+def on_unigram_plateau(ppl: float | None, unigram_ppl: float | None) -> bool | None:
+    """Whether `ppl` is still on the plateau of `unigram_ppl`; None where either is unknown: the check cannot be
+    made, which a caller must not read as "off the plateau"."""
+    if ppl is None or unigram_ppl is None:
+        return None
+    return ppl > PLATEAU_RATIO * unigram_ppl
 
 
 def unigram_perplexity(train, validation, vocab_size: int, special_ids: list[int], rows: int = 4096) -> float:

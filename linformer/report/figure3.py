@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..data.corpus import MANIFEST, read_manifest
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, write_json
@@ -51,6 +52,23 @@ def label_of(run: Run) -> str:
     return "full attention" if key["attention"] == "full" else f"Linformer k={key['k']} ({key['sharing']})"
 
 
+def unigram_of(run: Run) -> tuple[float | None, str | None]:
+    """(the perplexity of token frequencies alone on the run's validation split, None) from its summary.json, or
+    else from the manifest of the corpus its config names where that corpus (same cache key) is here; (None, why not)
+    when neither has it."""
+    recorded = run.results.get("unigram_val_ppl")
+    if recorded is not None:
+        return recorded, None
+    corpus, key = run.config.get("corpus_dir"), run.config.get("corpus_cache_key")
+    if not corpus:
+        return None, f"{run.name} records neither unigram_val_ppl nor a corpus_dir"
+    manifest = read_manifest(str(corpus)) or {}
+    if manifest.get("unigram_val_ppl") is not None and (key is None or manifest.get("cache_key") == key):
+        return manifest["unigram_val_ppl"], None
+    return None, (f"{run.name}'s summary.json predates unigram_val_ppl, and the manifest of the corpus it trained on "
+                  f"({Path(corpus) / MANIFEST}, cache key {key}) is not here to give it")
+
+
 def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
     """Each run's validation-perplexity curve, final perplexity and what it was trained on."""
     if not runs:
@@ -72,8 +90,9 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
                      "device": run.results.get("device"),  # the machine it trained on, in words
-                     "unigram_val_ppl": run.results.get("unigram_val_ppl"),
                      "final_val_ppl": ppl[-1], "curve": {"step": steps, "val_ppl": ppl}})
+        unigram, why = unigram_of(run)
+        rows[-1].update({"unigram_val_ppl": unigram, **({"unigram_unknown": why} if why else {})})
     return rows
 
 
@@ -98,7 +117,7 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     for r in rows:
         r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference
     judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and r["k"] >= TARGET_K]
-    unigram = next((r.results.get("unigram_val_ppl") for r in runs if r.key_config["attention"] == "full"), None)
+    unigram = full[0]["unigram_val_ppl"]
     data = {
         "runs": sorted(rows, key=lambda r: (r["attention"] != "full", r["k"] or 0)),
         "reference_val_ppl": reference,
@@ -113,12 +132,21 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         linformers = sorted({r["k"] for r in rows if r["attention"] != "full"})
         data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(str, linformers))} only)"
                               if linformers else "no Linformer run, only full attention: nothing to compare with it")
+    elif on_unigram_plateau(reference, unigram) is None:
+        data["target_met"] = None
+        data["not_judged"] = _plateau_unknown([full[0]["unigram_unknown"]])
     elif on_unigram_plateau(reference, unigram):
         data["target_met"] = None
         data["not_judged"] = (f"full attention ends at {reference:,.1f}, above {PLATEAU_RATIO:.0%} of the "
                               f"perplexity of token frequencies alone ({unigram:,.1f}): no run has learned to use "
                               "its context yet, so their attention cannot differ; pretrain for more steps")
     return data
+
+
+def _plateau_unknown(why: list[str]) -> str:
+    return (f"the perplexity of token frequencies alone is unknown ({'; '.join(why)}), so whether the runs have "
+            f"left its plateau (below {PLATEAU_RATIO:.0%} of it) could not be checked: runs still on it agree "
+            "whatever their attention")
 
 
 def figure3d_data(runs: list[Run]) -> dict[str, Any]:
@@ -159,6 +187,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
         "judged": [r["label"] for r in linformer],
     }
     plateau = [r for r in linformer if on_unigram_plateau(r["final_val_ppl"], r["unigram_val_ppl"])]
+    unknown = [r["unigram_unknown"] for r in linformer if "unigram_unknown" in r]
     if len(linformer) < 2:
         data["target_met"] = None
         data["not_judged"] = "one n only: a spread across n needs at least two"
@@ -167,6 +196,9 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
         data["not_judged"] = (f"{', '.join(r['label'] for r in plateau)} ends above {PLATEAU_RATIO:.0%} of the "
                               "perplexity of token frequencies alone: it has not learned to use its context yet, so "
                               "its length cannot matter; pretrain for more steps")
+    elif unknown:
+        data["target_met"] = None
+        data["not_judged"] = _plateau_unknown(unknown)
     return data
 
 

@@ -14,7 +14,7 @@ from ..train.conftest import compose_pretrain, tiny_data  # noqa: F401  (fixture
 
 
 def _run(attention: str, k: int | None, final_ppl: float, steps: int = 100, tokens: int = 51200,
-         unigram_ppl: float | None = None, n: int = 512) -> Run:
+         unigram_ppl: float | None = 2150.0, n: int = 512, corpus: dict | None = None) -> Run:
     model = {"attention": attention, "projected_dim": k, "sharing": "headwise", "max_seq_len": n, "name": "base"}
     rows = [{"step": 0, "val_ppl": 900.0}, {"step": 50, "val_ppl": 2 * final_ppl},
             {"step": steps, "val_ppl": final_ppl}]
@@ -22,7 +22,7 @@ def _run(attention: str, k: int | None, final_ppl: float, steps: int = 100, toke
     if unigram_ppl is not None:
         results["unigram_val_ppl"] = unigram_ppl
     return Run(path=Path(f"/runs/{attention}-{k}-{n}"), name=f"{attention}-{k}-{n}", stage="pretrain",
-               config={"model": model}, results=results, rows=rows)
+               config={"model": model, **(corpus or {})}, results=results, rows=rows)
 
 
 def test_ratios_and_the_target_judge_only_k_of_at_least_128():
@@ -45,6 +45,27 @@ def test_runs_still_on_the_unigram_plateau_are_not_judged():
     assert "not judged" in figure3_lines(plateau)[-1]
     learned = figure3_data([_run("full", None, 20.0, unigram_ppl=2150.0), _run("linformer", 128, 20.5)])
     assert learned["target_met"] and "not_judged" not in learned and figure3_lines(learned)[-1].endswith("met")
+
+
+def test_runs_whose_unigram_perplexity_is_unknown_are_not_judged_unless_their_corpus_manifest_gives_it(tmp_path):
+    """Runs recorded before summary.json held unigram_val_ppl: not knowing whether they left the plateau is not
+    knowing that they did, so no verdict, unless the manifest of the corpus they name (same cache key) is here."""
+    corpus = {"corpus_dir": str(tmp_path / "wiki"), "corpus_cache_key": "268007bb9b13a8cf"}
+    runs = lambda: [_run("full", None, 2117.0, unigram_ppl=None, corpus=corpus),
+                    _run("linformer", 128, 2118.0, unigram_ppl=None, corpus=corpus)]
+    unknown = figure3_data(runs())
+    assert unknown["target_met"] is None and unknown["unigram_val_ppl"] is None
+    assert "unknown" in unknown["not_judged"] and str(tmp_path / "wiki" / "manifest.json") in unknown["not_judged"]
+    assert "not judged" in figure3_lines(unknown)[-1] and not figure3_lines(unknown)[-1].endswith("met")
+    (tmp_path / "wiki").mkdir()
+    manifest = {"complete": True, "cache_key": "268007bb9b13a8cf", "unigram_val_ppl": 2098.4}
+    (tmp_path / "wiki" / "manifest.json").write_text(json.dumps(manifest))
+    plateau = figure3_data(runs())
+    assert plateau["unigram_val_ppl"] == 2098.4 and "above 90%" in plateau["not_judged"]
+    (tmp_path / "wiki" / "manifest.json").write_text(json.dumps({**manifest, "cache_key": "another corpus"}))
+    assert "unknown" in figure3_data(runs())["not_judged"]
+    spread = figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 20.1, n=1024, unigram_ppl=None)])
+    assert spread["target_met"] is None and "records neither unigram_val_ppl nor a corpus_dir" in spread["not_judged"]
 
 
 def test_without_a_linformer_of_k_at_least_128_nothing_is_judged():
