@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "and toy)")
     ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
     ap.add_argument("--no-by-length", action="store_true",
-                    help="pretrained layout: skip the difference by input length (it re-reads each task's eval data)")
+                    help="pretrained layout: skip the difference by input length (it re-tokenizes each task's eval "
+                         "data); the eval examples old runs trained on are still left out")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
                          "and layout)")

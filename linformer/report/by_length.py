@@ -53,8 +53,11 @@ def trained_on_eval(run: dict) -> np.ndarray:
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
 
-    cfg = OmegaConf.load(Path(run["_dir"]) / "config.yaml")
-    data = _task_data(cfg)
+    config = Path(run["_dir"]) / "config.yaml"
+    if not config.is_file():
+        raise DataError(f"{config} is missing: finding the eval examples the run also trained on rebuilds its train "
+                        "and eval rows from it")
+    data = _task_data(OmegaConf.load(config))
     fields = get_task(data.name).text_fields
     train = subset_rows(read_task_split(data.name, data.data_dir, "train", data.skip_bad_rows)[0],
                         data.max_train_examples, data.subset_seed)

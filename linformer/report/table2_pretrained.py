@@ -13,6 +13,7 @@ n for every architecture in the table.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -479,10 +480,19 @@ def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
         lines += [(f"- {e['run']}: chose step {e['chosen_step']} of {e['steps']} ({fmt1(100 * e['chosen_accuracy'])}); "
                    f"its last evaluation scored {_pct(e['last_accuracy'])}") for e in excluded]
     for task, c in (meta.get("contamination") or {}).items():
-        lines += ["", (f"{TITLES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: "
-                       "runs recorded before training dropped the eval split's duplicates had them among their train "
-                       f"rows ({c['runs']} run(s)). Runs made since train without them.")]
+        lines += ["", _contamination_text(task, c)]
     return lines
+
+
+def _contamination_text(task: str, c: dict) -> str:
+    """``drop_trained_on``'s outcome for a task, in words."""
+    if "not_made" in c:
+        return (f"{TITLES[task]}: not checked for eval examples that {c['runs']} run(s) recorded before training "
+                f"dropped the eval split's duplicates also trained on ({c['not_made']}): its accuracies and "
+                "differences include any such examples.")
+    return (f"{TITLES[task]}: {c['dropped']} of {c['examples']} eval examples left out of every row: runs recorded "
+            "before training dropped the eval split's duplicates had them among their train rows "
+            f"({c['runs']} run(s)). Runs made since train without them.")
 
 
 def _pct(x: float | None) -> str:
@@ -491,15 +501,22 @@ def _pct(x: float | None) -> str:
 
 def drop_trained_on(runs: list[dict]) -> dict[str, dict]:
     """Per task where some run was recorded before training dropped the eval split's duplicates: the eval examples
-    its train rows held (``by_length.trained_on_eval``, rebuilt from its config) are dropped from every run of the
-    task, so every row is scored on the same clean examples. Returns {task: {"dropped", "examples", "runs"}}."""
+    its train rows held (``by_length.trained_on_eval``, rebuilt from its config and the task data) are dropped from
+    every run of the task, so every row is scored on the same clean examples. Returns {task: {"dropped",
+    "examples", "runs"}}, or {task: {"not_made": why, "runs"}} where the config or the task data is not here: then
+    the accuracies include those examples, which the report and stderr say."""
     out = {}
     for task in MIRROR_TASKS:
         task_runs = [r for r in runs if r["task"] == task]
         old = [r for r in task_runs if r.get("eval_duplicates_dropped") is None]
         if not old:
             continue
-        seen = by_length.trained_on_eval(old[0])  # one recipe per table (recipe_from_runs): one train subset
+        try:
+            seen = by_length.trained_on_eval(old[0])  # one recipe per table (recipe_from_runs): one train subset
+        except (DataError, FileNotFoundError) as err:
+            out[task] = {"not_made": str(err), "runs": len(old)}
+            print(f"warning: {_contamination_text(task, out[task])}", file=sys.stderr)
+            continue
         if seen.any():
             for r in task_runs:
                 r["_kept"], r["_all_labels"] = ~seen, r["_labels"]
@@ -518,8 +535,9 @@ def declared_rows(profile) -> dict[str, str]:
 
 def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True,
                 declared: dict[str, str] | None = None, profile: str | None = None) -> dict:
-    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data, as does
-    finding the eval examples that old runs trained on; without it that check is not made, and the report says so).
+    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data and
+    tokenizer). The eval examples that old runs trained on are left out with or without ``lengths``
+    (``drop_trained_on``: where the task data is not here, that check is not made, and the report says so).
     `declared`: row name -> why its runs may start from different weights. `profile`: the reproduce-pretrained
     profile whose recipe and unfinished jobs (meta's) the table states: refused over another profile's runs, and
     left out for runs of no profile."""
@@ -534,7 +552,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
         raise DataError(f"every run at or under {', '.join(patterns)} chose its epoch on the reported split: no table")
     meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else ""),
             "excluded": excluded}
-    meta["contamination"] = drop_trained_on(runs) if lengths else None
+    meta["contamination"] = drop_trained_on(runs)
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)
     costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}

@@ -332,3 +332,22 @@ def test_a_profile_s_table_is_refused_over_another_profile_s_runs_and_not_claime
                                         r"'cpu' profile's runs \(the make reproduce-pretrained runs named after it\)"):
         report("mixed")
     assert not any(tmp_path.glob("other.*")) and not any(tmp_path.glob("mixed.*"))
+
+
+def test_the_eval_examples_old_runs_trained_on_are_left_out_without_the_by_length_part_too(runs, tmp_path, monkeypatch,
+                                                                                         capsys):
+    """--no-by-length skips the lengths (tokenizer, plot), not the contamination check: the accuracies are the same
+    with or without it. Where that check cannot be made (no config.yaml, no task data), the report and stderr say
+    so and that the accuracies include those examples."""
+    meta = {"source": "s", "hardware": "h", "command": "c", "recipe": None, "n": 128, "cost_batch": 8, "load": "l",
+            "missing": None}
+    unchecked = tp.write_table([str(runs / "runs")], str(tmp_path / "unchecked"), dict(meta), measure=False,
+                               lengths=False)
+    assert unchecked["meta"]["contamination"]["imdb"]["runs"] == 9 and "config.yaml is missing" in capsys.readouterr().err
+    assert "IMDB: not checked for eval examples that 9 run(s)" in (tmp_path / "unchecked.md").read_text()
+    seen = {"imdb": np.arange(1000) < 50, "sst2": np.zeros(200, dtype=bool)}
+    monkeypatch.setattr(tp.by_length, "trained_on_eval", lambda run: seen[run["task"]])
+    data = tp.write_table([str(runs / "runs")], str(tmp_path / "t"), dict(meta), measure=False, lengths=False)
+    assert data["meta"]["contamination"]["imdb"] == {"dropped": 50, "examples": 1000, "runs": 9}
+    assert data["rows"][0]["tasks"]["imdb"]["examples"] == 950
+    assert "IMDB: 50 of 1000 eval examples left out of every row" in (tmp_path / "t.md").read_text()
