@@ -7,7 +7,7 @@ from linformer.data.io import path_root
 from linformer.report.table2 import LAYOUTS, write_report
 
 # the options that only some layouts read
-LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--no-measure": ("pretrained",),
+LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
                   "--no-by-length": ("pretrained",)}
 
 
@@ -27,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, help="pretrained and scratch layouts: the reproduction's profile (its "
                                                      "recipe and its runs not done yet go into the table; default cpu "
                                                      "and toy)")
-    ap.add_argument("--no-measure", action="store_true", help="pretrained layout: skip the time/memory measurement")
+    timing = ap.add_mutually_exclusive_group()
+    timing.add_argument("--measure", action="store_true",
+                        help="pretrained layout: time the cost columns here even where the report being replaced has "
+                             "them (default: keep those, so a refresh on a busy machine does not replace them)")
+    timing.add_argument("--no-measure", action="store_true", help="pretrained layout: no time/memory columns")
     ap.add_argument("--no-by-length", action="store_true",
                     help="pretrained layout: skip the difference by input length (it re-tokenizes each task's eval "
                          "data); the eval examples old runs trained on are still left out")
@@ -41,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     with cli_errors():
         profile = args.profile or {"scratch": "toy"}.get(args.layout, "cpu")
         write_report(args.runs, args.out, args.layout, profile, args.hardware, args.command,
-                     measure=not args.no_measure, by_length=not args.no_by_length, overwrite=args.overwrite)
+                     measure=False if args.no_measure else (True if args.measure else None),
+                     by_length=not args.no_by_length, overwrite=args.overwrite)
     return 0
 
 

@@ -263,7 +263,7 @@ LAYOUTS = ("paper", "pretrained", "scratch")
 
 
 def write_report(runs: list[str], out: str, layout: str = "paper", profile: str = "cpu", hardware: str | None = None,
-                 command: str | None = None, measure: bool = True, by_length: bool = True,
+                 command: str | None = None, measure: bool | None = None, by_length: bool = True,
                  overwrite: bool = False) -> dict:
     """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
     under the output rule (only an earlier table2 of the same runs and layout is replaced unless `overwrite`); prints
@@ -293,7 +293,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
 
 
 def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: str | None, command: str | None,
-                      measure: bool, by_length: bool) -> dict:
+                      measure: bool | None, by_length: bool) -> dict:
 
     if profile_name not in exp.PROFILES:
         raise ConfigError(f"--profile {profile_name!r} is not one of {', '.join(exp.PROFILES)}")

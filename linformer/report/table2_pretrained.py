@@ -13,12 +13,14 @@ n for every architecture in the table.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from ..bench.common import load_average
 from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
@@ -300,6 +302,43 @@ def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> di
     return cost_per_example(configs, n=n, batch=batch, reps=reps) if configs else {}
 
 
+def table_costs(rows: list[dict], out: str, meta: dict, measure: bool | None) -> tuple[dict, dict]:
+    """(each architecture's time and memory, where and while what they were measured: meta["costs_measured"]).
+    `measure` True: timed here, now; False: none; None: those of the report this one replaces (<out>.json) where
+    they cover every row's architecture, so that refreshing the accuracies does not replace costs timed on a quiet
+    machine with ones timed on a busy one; else timed here."""
+    if measure is False:
+        return {}, meta
+    earlier = read_json(f"{out}.json") if measure is None and Path(f"{out}.json").is_file() else {}
+    kept, made = earlier.get("costs") or {}, earlier.get("meta") or {}
+    archs = {_arch(r) for r in rows}
+    if kept and archs <= kept.keys():
+        measured = made.get("costs_measured") or {"hardware": made.get("hardware"), "load": made.get("load")}
+        return {a: kept[a] for a in sorted(archs)}, {**meta, "costs_measured": {**measured, "kept": True}}
+    load, cores = load_average(), os.cpu_count() or 1
+    if load is not None and load > cores:
+        print(f"warning: the 1-minute load average is {load:.1f} on {cores} cores: the cost columns are timed on a "
+              "busy machine (slower, and each model at the threads the load leaves it); time them when it is idle",
+              file=sys.stderr)
+    return measure_costs(rows, meta["n"], meta["cost_batch"]), \
+        {**meta, "costs_measured": {"hardware": meta["hardware"], "load": meta["load"], "kept": False}}
+
+
+def _cost_line(costs: dict, meta: dict) -> str:
+    if not costs:
+        return "Time and memory: not measured (--no-measure)."
+    made = meta["costs_measured"]
+    where = (f"kept from the report this one replaced (measured on {made['hardware']} while {made['load']}; "
+             "--measure times them here)") if made["kept"] else f"measured while {made['load']}"
+    threads = {c.get("threads") for c in costs.values()}
+    each = "; the threads of each row's timed passes are not recorded" if None in threads else \
+        ("; each row at the threads in brackets (the adaptive policy gives fewer under load)" if len(threads) > 1
+         else f"; every row at {threads.pop()} thread(s)")
+    return (f"Time and memory: one forward pass of a batch of {meta['cost_batch']} inputs of n = {meta['n']} tokens "
+            "per architecture (sentence classifier, inference), medians of interleaved rounds, divided by the batch; "
+            f"{where}{each}.")
+
+
 def _arch(row: dict) -> str:
     return row_label((row["attention"], row["k"], row["sharing"], row.get("policy"), False)).replace(" (teacher)", "")
 
@@ -382,18 +421,16 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         "| model | SST-2 | vs teacher | IMDB | vs teacher | seeds (SST-2 / IMDB) | ms / example | peak MiB / example |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    mixed_threads = len({c.get("threads") for c in costs.values()} - {None}) > 1
     for r in rows:
         c = costs.get(_arch(r), {})
         s, i = r["tasks"].get("sst2"), r["tasks"].get("imdb")
         seeds = " / ".join(str(len(x["seeds"])) if x else "-" for x in (s, i))
         mem = "-" if c.get("mib") is None else f"{c['mib']:.1f}"
-        ms = "-" if c.get("ms") is None else f"{c['ms']:.1f}"
+        ms = "-" if c.get("ms") is None else f"{c['ms']:.1f}" + (f" ({c['threads']})" if mixed_threads else "")
         lines.append(f"| {r['name']} | {_cell_text(s)} | {_diff_text(s)} | {_cell_text(i)} | {_diff_text(i)} | "
                      f"{seeds} | {ms} | {mem} |")
-    cost = "Time and memory: not measured (--no-measure)." if not costs else (f"Time and memory: one forward pass of a batch of {meta['cost_batch']} inputs of n = {meta['n']} tokens per "
-            "architecture (sentence classifier, inference), medians of interleaved rounds, divided by the batch; "
-            f"measured while {meta['load']}.")
-    lines += ["", cost, "", "## Targets", ""]
+    lines += ["", _cost_line(costs, meta), "", "## Targets", ""]
     lines += [f"- {t}" for t in targets(rows)]
     transfers = [r for r in rows if r.get("transfer_info")]
     if transfers:
@@ -533,12 +570,13 @@ def declared_rows(profile) -> dict[str, str]:
             for policy, reason in profile.mixed_starts.items() for k in profile.ks for sharing in profile.sharings}
 
 
-def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True, lengths: bool = True,
+def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None = None, lengths: bool = True,
                 declared: dict[str, str] | None = None, profile: str | None = None) -> dict:
     """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data and
     tokenizer). The eval examples that old runs trained on are left out with or without ``lengths``
     (``drop_trained_on``: where the task data is not here, that check is not made, and the report says so).
-    `declared`: row name -> why its runs may start from different weights. `profile`: the reproduce-pretrained
+    `measure`: ``table_costs``'s (None: keep the replaced report's costs). `declared`: row name -> why its runs may
+    start from different weights. `profile`: the reproduce-pretrained
     profile whose recipe and unfinished jobs (meta's) the table states: refused over another profile's runs, and
     left out for runs of no profile."""
     runs = read_runs(patterns)
@@ -555,7 +593,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool = True,
     meta["contamination"] = drop_trained_on(runs)
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)
-    costs = measure_costs(rows, meta["n"], meta["cost_batch"]) if measure else {}
+    costs, meta = table_costs(rows, out, meta, measure)
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:
         meta = {**meta, "by_length_png": f"{out}_by_length.png"}

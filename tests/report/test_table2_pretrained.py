@@ -351,3 +351,28 @@ def test_the_eval_examples_old_runs_trained_on_are_left_out_without_the_by_lengt
     assert data["meta"]["contamination"]["imdb"] == {"dropped": 50, "examples": 1000, "runs": 9}
     assert data["rows"][0]["tasks"]["imdb"]["examples"] == 950
     assert "IMDB: 50 of 1000 eval examples left out of every row" in (tmp_path / "t.md").read_text()
+
+
+def test_a_refresh_keeps_the_replaced_report_s_costs_and_the_table_shows_threads_where_they_differ(runs, tmp_path,
+                                                                                                  monkeypatch):
+    """Re-timing on whatever machine refreshes the accuracies would replace costs timed on a quiet one with a busy
+    one's (slower, the Linformer rows at fewer threads under the adaptive policy): a refresh keeps them, and says
+    where they were measured, unless --measure asks; rows timed at different threads say so."""
+    meta = {"source": "s", "hardware": "quiet machine", "command": "c", "recipe": None, "n": 128, "cost_batch": 8,
+            "load": "the 1-minute load average was 0.1 on 2 cores", "missing": None}
+    timed = lambda ms: lambda rows, n, batch: {tp._arch(r): {"ms": ms, "mib": 1.0, "threads": "2" if r["k"] is None
+                                                             else "1"} for r in rows}
+    monkeypatch.setattr(tp, "measure_costs", timed(88.6))
+    out = str(tmp_path / "t")
+    tp.write_table([str(runs / "runs")], out, dict(meta), lengths=False)
+    text = Path(f"{out}.md").read_text()
+    assert "| 88.6 (2) |" in text and "| 88.6 (1) |" in text and "each row at the threads in brackets" in text
+    monkeypatch.setattr(tp, "measure_costs", timed(542.4))
+    busy = {**meta, "hardware": "busy machine", "load": "the 1-minute load average was 5.4 on 2 cores"}
+    kept = tp.write_table([str(runs / "runs")], out, dict(busy), lengths=False)
+    assert {c["ms"] for c in kept["costs"].values()} == {88.6}
+    assert kept["meta"]["costs_measured"] == {"hardware": "quiet machine", "load": meta["load"], "kept": True}
+    assert f"kept from the report this one replaced (measured on quiet machine while {meta['load']}" in \
+        Path(f"{out}.md").read_text()
+    again = tp.write_table([str(runs / "runs")], out, dict(busy), measure=True, lengths=False)
+    assert {c["ms"] for c in again["costs"].values()} == {542.4} and not again["meta"]["costs_measured"]["kept"]
