@@ -70,6 +70,13 @@ def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> lis
     return runs
 
 
+def kept_on_reported(runs: list[dict]) -> list[str]:
+    """The runs a table keeps that were recorded before the protocol and evaluated on the reported split more than
+    once: kept because their best evaluation there was their last (``chosen_on_reported``), so whether they are in
+    the table was itself decided on that split."""
+    return sorted(Path(r["_dir"]).name for r in runs if "selection" not in r and len(r.get("history") or []) > 1)
+
+
 def protocol_exclusions(runs: list[dict]) -> tuple[list[dict], list[dict]]:
     """(the runs a table may use, the ones it must leave out: chosen on the reported split), the latter with what
     their last evaluation scored (their predictions are the chosen epoch's, so they pair with nothing)."""
@@ -500,8 +507,15 @@ def protocol_notes(rows: list[dict], meta: dict) -> list[str]:
     """The report's protocol section: each row's start weights, the runs left out for choosing on the reported
     split, and the eval examples left out because old runs trained on them."""
     lines = ["", "## Protocol", ""]
-    lines.append("Nothing in the table was chosen on the split it reports. Start weights of each row "
-                 "(start_weights_sha256 of its runs):")
+    conditioned = meta.get("kept_on_reported") or []
+    if conditioned:
+        lines += [(f"No run's reported model was chosen on the split it reports, but which runs are in the table "
+                   f"partly was: {len(conditioned)} run(s) recorded before the protocol evaluated on the reported "
+                   "split more than once during training and are in the table because their best evaluation there "
+                   "was their last (those whose best was earlier are left out), so which seeds their rows hold was "
+                   f"decided on that split: {', '.join(conditioned)}."), ""]
+    lines.append(("" if conditioned else "Nothing in the table was chosen on the split it reports. ")
+                 + "Start weights of each row (start_weights_sha256 of its runs):")
     for r in rows:
         st = r["starts"]
         hashes = ", ".join(f"{h[:12]} ({len(n)} run{'s' if len(n) > 1 else ''})" for h, n in st["hashes"].items())
@@ -589,7 +603,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None 
     if not runs:
         raise DataError(f"every run at or under {', '.join(patterns)} chose its epoch on the reported split: no table")
     meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else ""),
-            "excluded": excluded}
+            "excluded": excluded, "kept_on_reported": kept_on_reported(runs)}
     meta["contamination"] = drop_trained_on(runs)
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)

@@ -296,6 +296,18 @@ def test_runs_that_chose_their_epoch_on_the_reported_split_are_left_out_and_list
     assert rows[1]["tasks"]["imdb"]["seeds"].keys() == {0, 2}
     assert rows[1]["tasks"]["imdb"]["vs_teacher"]["seeds"] == [0, 2]  # paired with the teacher's seeds 0 and 2 only
     assert "(teacher seeds 0, 2 only)" in tp._diff_text(rows[1]["tasks"]["imdb"])
+    # the pre-protocol runs kept because their best evaluation on the reported split was their last: the protocol
+    # section says their inclusion was decided on that split, not that nothing was
+    for name in ("imdb-k128-s0", "imdb-full-s2"):
+        last = runs / "runs" / name / "results.json"
+        last.write_text(json.dumps({**json.loads(last.read_text()), "best_step": 4, "steps": 4,
+                                    "history": [{"step": 2, "accuracy": 0.8}, {"step": 4, "accuracy": 0.9}]}))
+    kept = tp.protocol_exclusions(tp.read_runs([str(runs / "runs")]))[0]
+    assert tp.kept_on_reported(kept) == ["imdb-full-s2", "imdb-k128-s0"]
+    notes = "\n".join(tp.protocol_notes(rows, {"kept_on_reported": tp.kept_on_reported(kept)}))
+    assert "Nothing in the table was chosen" not in notes and "2 run(s) recorded before the protocol" in notes
+    assert "decided on that split: imdb-full-s2, imdb-k128-s0." in notes
+    assert "Nothing in the table was chosen" in "\n".join(tp.protocol_notes(rows, {"kept_on_reported": []}))
     # a run recorded under the protocol says which split chose: never left out, whatever its step
     path.write_text(json.dumps({**old, "best_step": 2, "steps": 4, "selection": {"split": "validation", "step": 2}}))
     assert not tp.protocol_exclusions(tp.read_runs([str(runs / "runs")]))[1]
