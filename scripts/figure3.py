@@ -12,16 +12,22 @@ import sys
 from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.report.figure3 import figure3, figure3_lines
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
     p.add_argument("--out", required=True, help="output path without suffix (<out>.json, <out>.png)")
     p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")
     p.add_argument("--panel", choices=["a", "d"], default="a",
                    help="a: several k at one n (default); d: one k over several n")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     with cli_errors():
         data = figure3(args.runs, args.out, args.overwrite, panel=args.panel,
                        command=shell_command("python", "scripts/figure3.py", *sys.argv[1:]))
     print(f"figure 3: {len(data['runs'])} runs -> {args.out}.json, {args.out}.png")
     print("\n".join(figure3_lines(data)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -168,7 +168,7 @@ def build_rows(runs: list[dict], declared: dict[str, str] | None = None) -> list
 
 def start_weights(runs: list[dict], name: str, declared: dict[str, str]) -> dict:
     """The weights a row's runs started from, by ``start_weights_sha256``: {"hashes": {hash: [runs]}, "unrecorded":
-    [runs recorded before the hash was], "declared": the plan's reason, where it declares several}. DataError when
+    [runs whose results predate start_weights_sha256], "declared": the plan's reason, where it declares several}. DataError when
     its runs started from several and the plan does not say why."""
     hashes: dict[str, list[str]] = defaultdict(list)
     unrecorded = []
