@@ -22,7 +22,7 @@ Targets (see README, "On a GPU"):
               -> those records, table2_pretrained_gpu.{md,json} and the runner's job logs, copied under
               <work>/repo/ at their paths in the repository
   scratch     Table 2 from the framework's own pretraining (scripts/reproduce_scratch.py --profile gpu --rows N,
-              default 2: the next N rows not complete, each pretrained on the carried Wikipedia head and finetuned on
+              default 1: the next N rows not complete, each pretrained on the carried Wikipedia head and finetuned on
               SST-2 and IMDB with 3 seeds) -> the records under docs/results/table2_scratch_gpu_runs,
               table2_scratch_gpu.* and the runner's job logs, copied under <work>/repo/ at their paths in the
               repository (carry: gpu_carry.py pack scratch)
@@ -98,9 +98,9 @@ FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
 FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fraction of FIGURE3_RUN_GIB's base runs
 RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
-# finishes whole rows (experiments/scratch.py): the first, full attention and its no-pretraining control (one
-# pretraining, 12 finetuning runs); each later one, two Linformer rows (two pretrainings side by side, 12 runs)
-SCRATCH_ROWS = 2
+# finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 8 minutes by
+# the profile's estimates: a lending's time, in two commands on the warm machine
+SCRATCH_ROWS = 1
 # The MFU runs: full attention as before (a host read every step), with host reads every 10 steps, and the
 # Linformer; then, after a first report (a failing command ends its target), the levers that can fail at their start
 # on top: one micro-batch of 128 (the same 65,536 tokens per step; its validation split must hold 128 blocks), then
