@@ -37,7 +37,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..cli import ArgumentParser, cli_errors, compose
+from ..cli import ArgumentParser, cli_errors, compose, shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..errors import DataError
 from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files, write_json
@@ -183,7 +183,7 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
     held = read_json(mirror / MANIFEST)
     if not held:
         return  # the data mirror itself, or a carry packed before carry.json: nothing recorded to check
-    pack_again = f"pack it again here (`python scripts/gpu_carry.py pack {target} --dest <a folder of its own>`)"
+    pack_again = f"pack it again here (`{shell_command('python', 'scripts/gpu_carry.py', 'pack', target)} --dest DIR`, DIR a folder of its own)"
     if held.get("data") != need["corpus"]:
         raise CarryError(f"{mirror} is the carry of target {held.get('target')!r} (configs/data/{held.get('data')}"
                          f".yaml), not of {target!r} (configs/data/{need['corpus']}.yaml): send {target}'s carry, or "
