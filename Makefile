@@ -40,7 +40,7 @@ benchmark: install ## efficiency benchmark: Table 3 grid + MLM throughput (Hydra
 
 GPU_TARGETS ?= tests table3 throughput
 GPU_OUT ?= outputs/gpu
-gpu: install ## the GPU targets (GPU_TARGETS="tests table3 throughput", results in GPU_OUT=outputs/gpu)
+gpu: install ## the GPU targets (GPU_TARGETS="tests table3 throughput"; files under outputs/gpu_work, all of them in GPU_OUT/gpu.tgz)
 	$(PY) scripts/gpu.py $(GPU_TARGETS) --out $(GPU_OUT)
 
 PORT ?= 6006
