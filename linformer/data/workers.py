@@ -19,6 +19,9 @@ import sys
 from collections.abc import Iterator
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# libc's prctl, looked up at import: a child forked from a process with threads (the job runner's log readers) then
+# calls it without dlopen, whose loader lock another thread may have held at the fork
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 class _Parent:
@@ -44,7 +47,7 @@ def _die_with(parent: _Parent) -> None:
 def signal_on_parent_death(parent_pid: int, sig: int) -> None:
     """In a child just forked (Linux): ask the kernel to send it `sig` when the parent `parent_pid` dies
     (PR_SET_PDEATHSIG), and exit at once if the parent died before the request was in place."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+    _PRCTL(PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent_pid:
         os._exit(1)
 
