@@ -563,6 +563,10 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     doc_keys, totals = _read_sources(srcs, writer, settings["skip_bad_rows"], settings["max_documents"])
     if not doc_keys:
         raise CorpusError(f"empty corpus: no non-blank line in {[s.given for s in srcs]}; expected {CORPUS_LAYOUT}")
+    if settings["max_documents"] is not None and len(doc_keys) < settings["max_documents"]:
+        log.warning("data.max_documents=%d, but the sources hold %d documents: the corpus is all of them, a smaller "
+                    "one than the setting says (a cut-down copy of the sources?)", settings["max_documents"],
+                    len(doc_keys))
     if val_fraction > 0 and len(doc_keys) < 2:  # known before tokenizing: validation never takes every document
         raise CorpusError(_no_validation(val_fraction, 1, n))
     t_read = time.perf_counter() - t0

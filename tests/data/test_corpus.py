@@ -299,6 +299,15 @@ def test_max_documents_slice(tmp_path, corpus_file, tok_dir, prepared):
     assert "doc005" not in load_prepared(str(tmp_path / "s"))["train"].to_dict().__repr__()
 
 
+def test_max_documents_above_what_the_sources_hold_is_said(tmp_path, corpus_file, tok_dir, caplog):
+    held = len(_docs(corpus_file))
+    with caplog.at_level("WARNING"):
+        m = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "s"), n=N, val_fraction=0.0, num_proc=1,
+                           max_documents=held + 10)
+    assert m["documents"] == held
+    assert f"data.max_documents={held + 10}, but the sources hold {held} documents" in caplog.text
+
+
 @pytest.fixture(scope="module")
 def big_gz(tmp_path_factory):
     """A gzip stream of a few MB of text: the first documents are read long before its end."""
