@@ -5,12 +5,14 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
+import linformer.data.tasks as tasks
 from linformer.cli import compose
 from linformer.errors import ConfigError
 from linformer.runconfig.settings import (
     OPERATIONAL_TRAINER_KEYS,
     DistillSettings,
     OptimSettings,
+    TaskData,
     TrainerSettings,
     TransferSettings,
 )
@@ -431,3 +433,62 @@ def test_one_tracker_named_alone_is_a_list_of_one():
 
     spec = FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", "logger.trackers=tensorboard"]))
     assert spec.logger.trackers == ("tensorboard",)
+
+
+@pytest.fixture
+def fresh_tasks(monkeypatch):
+    """TASKS and TITLES as a fresh process has them: a task a test registers goes with it."""
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
+
+
+COLORS = {"text_fields": ["text"], "label_field": "label", "label_names": ["red", "green", "blue"],
+          "raw_labels": [0, 1, 2], "metrics": ["accuracy", "f1_macro"]}
+
+
+def _task_config(name: str = "colors", **spec) -> dict:
+    return {"task": {"name": name, "data_dir": None, "max_length": 64, "skip_bad_rows": False, "spec": spec}}
+
+
+def test_a_task_spec_block_registers_its_task_where_the_config_is_read(fresh_tasks):
+    """A task of one's own worked only from Python (register_task): a task config's spec block registers it where the
+    config is read, so a run's config.yaml, read again by a report in another process, finds the task too."""
+    assert TaskData.read(_task_config(**COLORS)).name == "colors"
+    spec = tasks.get_task("colors")
+    assert (spec.text_fields, spec.raw_labels, spec.metrics, spec.hub) == (("text",), ("0", "1", "2"),
+                                                                          ("accuracy", "f1_macro"), ())
+    assert tasks.TITLES["colors"] == "colors"
+    assert TaskData.read(OmegaConf.create(_task_config(**COLORS | {"text_fields": "text"}))).name == "colors"
+    with pytest.raises(ConfigError, match=r"^task.name='colors' is a task registered already, with other "
+                                          r"label_names: give yours a name of its own$"):
+        TaskData.read(_task_config(**COLORS | {"label_names": ["r", "g", "b"]}))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hub": ["ag_news", None]}, r"^task.spec.hub is not a task.spec setting"),
+    ({"label_field": None}, r"^task.spec.label_field is not set: "),
+    ({"label_field": 3}, r"^task.spec.label_field=3 must be a text\.$"),
+    ({"raw_labels": [True, False, None]}, r"^task.spec.raw_labels=.* must be a list of names \(quote true"),
+    ({"files": ["train.tsv"]}, r"^task.spec.files=\['train.tsv'\] must map train and eval to file names"),
+    # the TaskSpec's own checks, named by their key
+    ({"metrics": ["accuracy", "f1"]}, (r"^task.spec.metrics: metric 'f1' scores the positive label of a task of two "
+                                       r"labels, this task has 3; use 'f1_macro'$")),
+    ({"text_fields": ["a", "b", "c"]}, r"^task.spec.text_fields=\('a', 'b', 'c'\) must name one text column"),
+    ({"format": "jsonl"}, r"^task.spec.format='jsonl' is not a reader; the readers: glue_tsv, imdb$"),
+    ({"label_names": ["red", "green"]}, r"^task.spec.label_names \['red', 'green'\] and raw_labels \['0', '1', '2'\]"),
+    ({"files": {"train": "t.tsv"}}, r"^task.spec.files=\{'train': 't.tsv'\} must have the keys train and eval$"),
+])
+def test_a_bad_task_spec_block_is_one_error_naming_its_key(fresh_tasks, change, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        TaskData.read(_task_config(**COLORS | change))
+    assert "\n" not in str(err.value) and "colors" not in tasks.TASKS
+
+
+def test_a_spec_block_for_one_of_the_package_s_tasks_may_only_repeat_it(fresh_tasks):
+    sst2 = {"text_fields": ["sentence"], "label_field": "label", "label_names": ["negative", "positive"],
+            "raw_labels": ["0", "1"], "title": "SST-2"}
+    assert TaskData.read(_task_config("sst2", **sst2)).name == "sst2"
+    assert tasks.get_task("sst2").hub == ("glue", "sst2")  # the package's spec kept, its hub fields with it
+    with pytest.raises(ConfigError, match=r"^task.spec: task.name=sst2 is the package's own task, and the spec "
+                                          r"changes its label_names, title: give a task of one's own a name of its"):
+        TaskData.read(_task_config("sst2", **sst2 | {"label_names": ["neg", "pos"], "title": "mine"}))

@@ -8,7 +8,8 @@ Adding a GLUE task is one TaskSpec entry (and its configs/task/<name>.yaml), e.g
     TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
              ("accuracy", "f1"), hub=("glue", "mrpc"), hub_fields=("sentence1", "sentence2"), mirror_subdir="glue/mrpc")
 A task of local files only leaves `hub` out; one of more than two labels scores F1 as "f1_macro" (``metrics.METRICS``).
-A task of one's own, outside the package, is ``register_task(TaskSpec(...))`` in the process that runs it.
+A task of one's own, outside the package, is a task config's ``spec`` block (configs/task/_example.yaml), which
+``runconfig.TaskData.read`` registers wherever a config is read, or ``register_task(TaskSpec(...))`` in the process.
 A TaskSpec is checked where it is defined: a mistake in it is a ConfigError naming the task, not a run that fails later.
 """
 
@@ -60,28 +61,37 @@ class TaskSpec:
     title: str = ""  # as tables name it (the paper's spelling)
 
     def __post_init__(self):
-        """ConfigError naming the task for a spec that cannot be read or scored as it says."""
-        where = f"TaskSpec {self.name!r}"
+        """TaskSpecError naming the task and the field of a spec that cannot be read or scored as it says."""
+        field_name, reason = self._problem() or (None, None)
+        if field_name:
+            raise TaskSpecError(self.name, field_name, reason)
+
+    def _problem(self) -> tuple[str, str] | None:
+        """(the field at fault, the rest of the message after its name), or None for a spec that checks."""
         if not 1 <= len(self.text_fields) <= 2:
-            raise ConfigError(f"{where}: text_fields={self.text_fields!r} must name one text column, or two (a pair)")
+            return "text_fields", f"={self.text_fields!r} must name one text column, or two (a pair)"
         if len(self.label_names) != len(self.raw_labels) or len(self.raw_labels) < 2:
-            raise ConfigError(f"{where}: label_names {list(self.label_names)} and raw_labels {list(self.raw_labels)} "
-                              "must name the same labels (at least two), in the same order: index = label id")
+            return "label_names", (f" {list(self.label_names)} and raw_labels {list(self.raw_labels)} must name the "
+                                   "same labels (at least two), in the same order: index = label id")
         if len(set(self.raw_labels)) != len(self.raw_labels):
-            raise ConfigError(f"{where}: raw_labels {list(self.raw_labels)} repeats a label")
+            return "raw_labels", f" {list(self.raw_labels)} repeats a label"
         if self.format not in FORMATS:
-            raise ConfigError(f"{where}: format={self.format!r} is not a reader{did_you_mean(self.format, FORMATS)};"
-                              f" the readers: {', '.join(FORMATS)}")
+            return "format", (f"={self.format!r} is not a reader{did_you_mean(self.format, FORMATS)}; the readers: "
+                              f"{', '.join(FORMATS)}")
         if self.format == "imdb" and (tuple(self.text_fields), self.label_field) != (("text",), "label"):
-            raise ConfigError(f"{where}: format='imdb' reads the columns text and label; text_fields="
-                              f"{self.text_fields!r}, label_field={self.label_field!r} need another reader")
+            return "format", (f"={self.format!r} reads the columns text and label; text_fields={self.text_fields!r}, "
+                              f"label_field={self.label_field!r} need another reader")
         for mapping, name in ((self.files, "files"), (self.hub_splits, "hub_splits")):
             if set(mapping) != {"train", "eval"}:
-                raise ConfigError(f"{where}: {name}={mapping!r} must have the keys train and eval")
+                return name, f"={mapping!r} must have the keys train and eval"
         if self.hub and (len(self.hub) != 2 or not self.hub[0] or len(self.hub_fields) != len(self.text_fields)):
-            raise ConfigError(f"{where}: hub={self.hub!r} must be (path, config) with hub_fields naming its "
-                              f"{len(self.text_fields)} text column(s), or () for a task of local files only")
-        check_metrics(tuple(self.metrics), self.num_labels, where)
+            return "hub", (f"={self.hub!r} must be (path, config) with hub_fields naming its "
+                           f"{len(self.text_fields)} text column(s), or () for a task of local files only")
+        try:
+            check_metrics(tuple(self.metrics), self.num_labels, "metrics")
+        except ConfigError as err:
+            return "metrics", str(err).removeprefix("metrics")
+        return None
 
     @property
     def num_labels(self) -> int:
@@ -118,6 +128,16 @@ class TaskSpec:
 
 FORMATS = ("glue_tsv", "imdb")  # the readers of local task files (READERS)
 
+
+class TaskSpecError(ConfigError):
+    """A TaskSpec field that cannot be read or scored as it says: ``field`` names it, ``reason`` is the rest of the
+    message after the field's name (its value and why), so a config that gives the field can name its own key."""
+
+    def __init__(self, task: str, field_name: str, reason: str):
+        super().__init__(f"TaskSpec {task!r}: {field_name}{reason}")
+        self.field, self.reason = field_name, reason
+
+
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in [
@@ -149,25 +169,34 @@ class UnknownTaskError(ConfigError, KeyError):
     __str__ = BaseException.__str__  # the message as written, not KeyError's repr of it
 
 
+BUILT_IN = frozenset(TASKS)  # the tasks the package defines; the others are registered by a process
+
+
 def get_task(name: str) -> TaskSpec:
     if name not in TASKS:
         raise UnknownTaskError(f"task.name={name}: unknown task {name!r}{did_you_mean(name, TASKS)}; valid tasks: "
-                               f"{', '.join(sorted(TASKS))} (a task of one's own: linformer.data.tasks.register_task("
-                               "TaskSpec(...)) in the Python process that runs it; docs/guide.md, Tasks)")
+                               f"{', '.join(sorted(TASKS))} (a task of one's own: a task.spec block in its "
+                               "configs/task/<name>.yaml, as configs/task/_example.yaml shows, or "
+                               "linformer.data.tasks.register_task(TaskSpec(...)) in the Python process that runs it; "
+                               "docs/guide.md, Tasks)")
     return TASKS[name]
 
 
-def register_task(spec: TaskSpec) -> TaskSpec:
+def register_task(spec: TaskSpec, name_key: str = "TaskSpec.name") -> TaskSpec:
     """Add a task of one's own (other columns, other labels) to TASKS for this process, without an edit inside the
-    package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). Registering
-    the same spec again is a no-op; ConfigError for a name that is not one name (its runs' folders start with it) or
-    that another task has."""
+    package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). A task
+    config's ``task.spec`` block is registered by this when the config is read (``runconfig.TaskData.read``).
+    Registering the same spec again is a no-op; ConfigError naming `name_key` (where the name was given) for a name
+    that is not one name (its runs' folders start with it) or that another task has."""
     if not isinstance(spec, TaskSpec):
         raise ConfigError(f"register_task takes a TaskSpec, not {type(spec).__name__}")
-    folder_name(spec.name, "TaskSpec.name", "a task", "paths.output_dir/finetune/ (its runs' names start with it)")
-    if TASKS.get(spec.name, spec) != spec:
-        raise ConfigError(f"TaskSpec name {spec.name!r}: a task of this name is registered already, with other fields; "
-                          "give yours a name of its own")
+    folder_name(spec.name, name_key, "a task", "paths.output_dir/finetune/ (its runs' names start with it)")
+    known = TASKS.get(spec.name, spec)
+    if known != spec:
+        other = [f.name for f in dataclasses.fields(TaskSpec) if getattr(known, f.name) != getattr(spec, f.name)]
+        whose = "the package's own task" if spec.name in BUILT_IN else "a task registered already"
+        raise ConfigError(f"{name_key}={spec.name!r} is {whose}, with other {', '.join(other)}: give yours a name of "
+                          "its own")
     TASKS[spec.name] = spec
     TITLES[spec.name] = spec.title or spec.name
     return spec

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from ..data.io import resolve_path
-from ..data.tasks import get_task
+from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
 from ..errors import ConfigError, did_you_mean
 from ..files import folder_name
 from ..modeling.values import fits_type
@@ -426,7 +426,7 @@ class TaskData:
     # share of the (subset) train rows held out to choose the epoch on, carved with subset_seed; None: no choice
     validation_fraction: float | None = field(default=None, metadata=config_key("validation_fraction"))
 
-    GROUP_KEYS = ("name", "data_dir", "max_length", "skip_bad_rows")
+    GROUP_KEYS = ("name", "data_dir", "max_length", "skip_bad_rows", "spec")
 
     @classmethod
     def read(cls, cfg: Mapping) -> TaskData:
@@ -434,6 +434,8 @@ class TaskData:
         if task is None:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")
         refuse_unknown(task, cls.GROUP_KEYS, "task")
+        if task.get("spec") is not None:  # a task of one's own, recorded with every run of it: registered at each read
+            register_task(task_spec(str(task.get("name")), task["spec"]), "task.name")
         get_task(str(task.get("name")))  # a name without a TaskSpec: a ConfigError naming task.name, before any work
         data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
         subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")
@@ -446,6 +448,61 @@ class TaskData:
                    max_train_examples=positive_int(cfg, "max_train_examples", "", allow_none=True),
                    max_eval_examples=positive_int(cfg, "max_eval_examples", "", allow_none=True),
                    subset_seed=subset_seed, validation_fraction=validation_fraction(cfg))
+
+
+# The TaskSpec fields a task config's spec block gives (a task of local files: no hub fields); the first four are needed
+SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics", "format", "files", "eval_split",
+             "title")
+_SPEC_LISTS = ("text_fields", "label_names", "raw_labels", "metrics")
+
+
+def task_spec(name: str, block) -> TaskSpec:
+    """The TaskSpec of a task config's ``task.spec`` block (configs/task/_example.yaml): a task of one's own in YAML,
+    named by task.name (a block for one of the package's own tasks: that task, which it must repeat). ConfigError
+    naming task.spec.<field> for a field missing, unknown or of the wrong kind, and for each of the TaskSpec's own
+    checks."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"task.spec={block!r} must be a mapping of TaskSpec fields: {', '.join(SPEC_KEYS)}.")
+    refuse_unknown(block, SPEC_KEYS, "task.spec")
+    missing = [key for key in SPEC_KEYS[:4] if block.get(key) is None]
+    if missing:
+        raise ConfigError(f"task.spec.{missing[0]} is not set: a task's spec names its text column(s) (text_fields), "
+                          "its label column (label_field), its labels (label_names) and how the files write them "
+                          "(raw_labels), as configs/task/_example.yaml shows.")
+    try:
+        spec = TaskSpec(name, **{key: _spec_value(block[key], key) for key in block if block[key] is not None})
+    except TaskSpecError as err:
+        raise ConfigError(f"task.spec.{err.field}{err.reason}") from None
+    if name not in BUILT_IN:
+        return spec
+    own = get_task(name)  # the package's: its spec block may only repeat it (it has the hub fields besides)
+    other = [key for key in SPEC_KEYS if getattr(spec, key) != getattr(own, key)]
+    if other:
+        raise ConfigError(f"task.spec: task.name={name} is the package's own task, and the spec changes its "
+                          f"{', '.join(other)}: give a task of one's own a name of its own")
+    return own
+
+
+def _spec_value(value, key: str):
+    """A spec block's value as TaskSpec takes it: the lists as tuples of names (one name: a list of one; numbers, as
+    raw labels written 0 and 1 are, as their text), files as {split: file name}; ConfigError naming task.spec.key."""
+    def name(item) -> str | None:
+        return str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else None
+
+    if key == "files":
+        files = {str(k): name(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+        if not files or None in files.values():
+            raise ConfigError(f"task.spec.files={value!r} must map train and eval to file names under task.data_dir.")
+        return files
+    if key in _SPEC_LISTS:
+        items = [value] if isinstance(value, str) else list(value) if isinstance(value, Sequence) else [None]
+        names = tuple(name(item) for item in items)
+        if None in names:
+            raise ConfigError(f"task.spec.{key}={value!r} must be a list of names (quote true, false and null).")
+        return names
+    if not isinstance(value, str):
+        raise ConfigError(f"task.spec.{key}={value!r} must be a text.")
+    return value
 
 
 def validation_fraction(cfg: Mapping) -> float | None:

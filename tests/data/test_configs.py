@@ -11,7 +11,7 @@ from linformer.data.tasks import get_task
 
 CONFIGS = repo_root() / "configs"
 DATA_CONFIGS = sorted(p.stem for p in (CONFIGS / "data").glob("*.yaml") if not p.stem.startswith("_"))
-TASK_CONFIGS = sorted(p.stem for p in (CONFIGS / "task").glob("*.yaml"))
+TASK_CONFIGS = sorted(p.stem for p in (CONFIGS / "task").glob("*.yaml") if not p.stem.startswith("_"))
 
 
 def _compose(name, overrides=()):

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 import linformer.data.tasks as tasks
@@ -62,8 +64,11 @@ def test_a_task_of_one_s_own_is_registered_without_an_edit_inside_the_package(tm
     assert FinetuneSpec.read(compose("finetune", own)).task.name == "colors"
     cols, skipped = read_task_split("colors", str(tmp_path / "colors"), "train")
     assert cols["labels"] == [0, 1, 2] and skipped == 0 and tasks.TITLES["colors"] == "colors"
-    with pytest.raises(ConfigError, match=r"^TaskSpec name 'colors': a task of this name is registered already"):
+    with pytest.raises(ConfigError, match=r"^TaskSpec.name='colors' is a task registered already, with other "
+                                          r"label_names, raw_labels, metrics: give yours a name of its own$"):
         tasks.register_task(tasks.TaskSpec("colors", ("text",), "label", ("a", "b"), ("0", "1")))
+    with pytest.raises(ConfigError, match=r"^TaskSpec.name='sst2' is the package's own task, with other text_fields"):
+        tasks.register_task(dataclasses.replace(spec, name="sst2"))
     with pytest.raises(ConfigError, match=r"^TaskSpec.name='\.\./x' must name a task \(one name, not a path"):
         tasks.register_task(tasks.TaskSpec("../x", ("text",), "label", ("a", "b"), ("0", "1")))
     assert "../x" not in tasks.TASKS

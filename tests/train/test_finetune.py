@@ -222,7 +222,7 @@ def test_a_model_directory_without_its_tokenizer_is_one_error_before_the_weights
 
 
 def test_unknown_task_lists_the_valid_ones():
-    options = ", ".join(sorted(p.stem for p in (REPO / "configs" / "task").glob("*.yaml")))
+    options = ", ".join(sorted(p.stem for p in (REPO / "configs" / "task").glob("*.yaml") if p.stem[0] != "_"))
     with pytest.raises(ConfigError, match=rf"task=sst3: no such option \(did you mean sst2\?\); the options: {options}"
                        ) as err:
         compose_finetune("task=sst3", "model_path=x")
@@ -627,3 +627,40 @@ def test_a_model_saved_in_half_precision_is_trained_in_float32(tmp_path, sst2_di
     assert all(tuned[k].dtype == torch.float32 for k in shared)
     moved = sum(int((tuned[k] != start[k].float()).sum()) for k in shared)
     assert moved / sum(tuned[k].numel() for k in shared) > 0.5
+
+
+def test_a_task_written_only_as_yaml_finetunes_and_its_run_reads_back(tmp_path, pretrained_run, monkeypatch):
+    """A task of one's own (other columns, other labels) worked only from Python, register_task in the process
+    that ran it: the scripts and the readers of finished runs knew only the package's tasks. A task config's spec
+    block registers it where the config is read; the run's config.yaml records it, and a report in a process that
+    never saw the task config rebuilds the run's eval examples from that record."""
+    from linformer.data import tasks
+
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
+    configs = tmp_path / "configs"  # one's own copy of the configs, as an installed package reads them
+    shutil.copytree(REPO / "configs", configs)
+    example = (configs / "task" / "_example.yaml").read_text()
+    (configs / "task" / "hues.yaml").write_text(example.replace("name: colors", "name: hues")
+                                                .replace("data_dir: ???", f"data_dir: {tmp_path / 'hues'}"))
+    monkeypatch.setenv("LINFORMER_CONFIG_DIR", str(configs))
+    colors = ("red", "green", "blue")
+    (tmp_path / "hues").mkdir()
+    for name, count in (("train.tsv", 48), ("dev.tsv", 12)):
+        rows = [(f"a {colors[i % 3]} {colors[i % 3]} thing {name[0]}{i}", i % 3) for i in range(count)]
+        (tmp_path / "hues" / name).write_text("text\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    run = tmp_path / "run"
+    results = finetune(compose_finetune("task=hues", f"model_path={pretrained_run}", "trainer.epochs=1",
+                                        f"task_cache_dir={tmp_path / 'cache'}"), run)
+    assert results["task"] == "hues" and set(results["metrics"]) >= {"accuracy", "f1_macro"}
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.load(run / "config.yaml").task.spec.label_names == list(colors)
+    # a report in another process: the package's tasks only, the configs its own
+    monkeypatch.setattr(tasks, "TASKS", {k: v for k, v in tasks.TASKS.items() if k != "hues"})
+    monkeypatch.delenv("LINFORMER_CONFIG_DIR")
+    (finished,) = read_runs([str(run)], tasks=("hues",))
+    tok = AutoTokenizer.from_pretrained(pretrained_run / "model")
+    lengths = [len(tok(f"a {colors[i % 3]} {colors[i % 3]} thing d{i}")["input_ids"]) for i in range(12)]
+    assert by_length.eval_lengths(finished).tolist() == lengths
+    assert tasks.get_task("hues").label_names == colors
