@@ -98,7 +98,7 @@ FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
 FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fraction of FIGURE3_RUN_GIB's base runs
 RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
-# finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 8 minutes by
+# finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 9 minutes by
 # the profile's estimates: a lending's time, in two commands on the warm machine
 SCRATCH_ROWS = 1
 # The MFU runs: full attention as before (a host read every step), with host reads every 10 steps, and the
