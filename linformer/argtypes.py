@@ -24,6 +24,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return whole_number
 
 
+def positive_minutes(text: str) -> float:
+    """An argparse ``type``: a positive, finite number of minutes (a time limit such as --stop-after)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):  # nan fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of minutes")
+    return value
+
+
 def folder(text: str) -> Path:
     """An argparse ``type``: a folder path, not empty (an unset shell variable, ``--under "$OUT"``, would otherwise
     be the current directory: the checkout, where the commands run)."""

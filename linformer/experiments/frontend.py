@@ -5,14 +5,13 @@ write the report in a process of its own (`reproduce`)."""
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..argtypes import folder
+from ..argtypes import folder, positive_minutes
 from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
@@ -197,20 +196,10 @@ def row_arguments(ap, what: str) -> None:
     """The options of a plan made of rows (`what`: how its rows are named): --only and --stop-after."""
     ap.add_argument("--only", default=None, metavar="ROW[,ROW...]",
                     help=f"run only these rows' jobs and what they need ({what}; a dry run lists them)")
-    ap.add_argument("--stop-after", type=minutes_arg, default=None, metavar="MIN",
+    ap.add_argument("--stop-after", type=positive_minutes, default=None, metavar="MIN",
                     help="stop the jobs MIN minutes in (SIGTERM; finished jobs are kept); a dry run says which rows "
                          "fit in MIN minutes by the estimates")
 
-
-def minutes_arg(text: str) -> float:
-    """A positive number of minutes (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):  # nan fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of minutes")
-    return value
 
 
 def jobs_of(given: int | None, profile_jobs: int) -> int:

@@ -29,7 +29,6 @@ Targets (see scripts/gpu.py):
 from __future__ import annotations
 
 import gzip
-import hashlib
 import lzma
 import shutil
 import subprocess
@@ -40,7 +39,16 @@ from pathlib import Path
 from ..cli import ArgumentParser, cli_errors, compose, shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..errors import DataError
-from ..files import FILE_RECORDS, atomic_write, made_by, output_files, read_json, record_output_files, write_json
+from ..files import (
+    FILE_RECORDS,
+    atomic_write,
+    made_by,
+    output_files,
+    read_json,
+    record_output_files,
+    sha256_file,
+    write_json,
+)
 
 REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
@@ -146,7 +154,7 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[
                 (dest / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(mirror / rel, dest / rel)
             written.append(dest / rel)
-            held["sources"][rel] = {"documents": documents, "sha256": _sha256(dest / rel)}
+            held["sources"][rel] = {"documents": documents, "sha256": sha256_file(dest / rel)}
         if need.get("model"):
             pack_model(model_dir, dest / MODEL_DIR)
             written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
@@ -156,13 +164,6 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[
         record_output_files(written, made_by(PACK, {"target": target}))
     return written
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(2**20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
@@ -194,7 +195,7 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
                          f"sources, configs/data/{need['corpus']}.yaml reads {max_documents}: {pack_again}")
     for rel in sources:
         recorded = held.get("sources", {}).get(rel)
-        if recorded is None or not (mirror / rel).is_file() or _sha256(mirror / rel) != recorded.get("sha256"):
+        if recorded is None or not (mirror / rel).is_file() or sha256_file(mirror / rel) != recorded.get("sha256"):
             raise CarryError(f"{mirror / rel} is not the file gpu_carry pack put in the carry (missing or changed "
                              f"since): {pack_again}")
 

@@ -68,6 +68,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from ..argtypes import at_least, positive_minutes
 from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
@@ -344,14 +345,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  "every target (needed but for --dry-run)")
     parser.add_argument("--work", type=Path, default=REPO / WORK, metavar="DIR",
                         help=f"the targets' files: logs, record, results (default {WORK} in the checkout)")
-    parser.add_argument("--stop-after", type=float, metavar="MIN",
+    parser.add_argument("--stop-after", type=positive_minutes, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")
     parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or the archive that "
                                                                   "scripts/gpu.py did not write")
-    parser.add_argument("--jobs", type=int, metavar="N",
+    parser.add_argument("--jobs", type=at_least(1), metavar="N",
                         help="table2, scratch: jobs at once (default the gpu profile's); fewer finish the first runs "
                              "sooner")
-    parser.add_argument("--rows", type=int, metavar="N", help=f"scratch: the next N rows not complete (default "
+    parser.add_argument("--rows", type=at_least(1), metavar="N", help=f"scratch: the next N rows not complete (default "
                                                               f"{SCRATCH_ROWS})")
     parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2: only these rows (reproduce_pretrained.py "
                                                                "--only)")
@@ -371,15 +372,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_arguments(parser, args) -> None:
     """The command line's own errors (usage and exit 2): an option for a target not run is refused, not ignored."""
-    if args.jobs is not None and args.jobs < 1:
-        parser.error(f"--jobs {args.jobs}: give at least 1")
-    if args.rows is not None and args.rows < 1:
-        parser.error(f"--rows {args.rows}: give at least 1")
     for option, target in (("rows", "scratch"), ("only", "table2")):
         if getattr(args, option) is not None and target not in args.targets:
             parser.error(f"--{option} is {target}'s option, and {target} is not among the targets")
-    if args.stop_after is not None and not 0 < args.stop_after < float("inf"):  # nan fails this too
-        parser.error(f"--stop-after {args.stop_after:g}: give a positive number of minutes")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
 
