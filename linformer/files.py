@@ -461,6 +461,13 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
+def repo_relative(path: str | os.PathLike) -> str:
+    """`path` relative to the repository when it lies under it, else as an absolute path: how a committed record
+    names a run or file, so that it reads the same on every checkout (``resolve_path`` reads it back)."""
+    p = Path(os.path.expanduser(str(path))).resolve()
+    return str(p.relative_to(repo_root())) if p.is_relative_to(repo_root()) else str(p)
+
+
 def resolve_path(path: str | os.PathLike) -> str:
     """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
     p = Path(os.path.expanduser(str(path)))

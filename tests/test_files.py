@@ -268,3 +268,14 @@ def test_a_refusal_names_a_block_of_settings_one_side_lacks_as_one_item_and_coun
     assert settings_changes({"t.a": 1, "t.b": 2}, {"t.a": 1, "t.b": 3}) == "t.b: 2 -> 3"  # a block both sides have
     many = settings_changes({c: 1 for c in "abcdefgh"}, {c: 2 for c in "abcdefgh"})
     assert many.startswith("a: 1 -> 2; b: 1 -> 2") and many.endswith("f: 1 -> 2; and 2 more")
+
+
+def test_a_record_names_a_path_under_the_repository_relative_to_it_and_reads_it_back(tmp_path):
+    from linformer.files import repo_relative, repo_root, resolve_path
+
+    inside = repo_root() / "docs" / "results" / "figure3_gpu_runs" / "fig3-full"
+    assert repo_relative(inside) == "docs/results/figure3_gpu_runs/fig3-full"
+    assert resolve_path(repo_relative(inside)) == str(inside)
+    # a path outside the checkout has no shorter name that every checkout shares
+    assert repo_relative(tmp_path / "run") == str((tmp_path / "run").resolve())
+    assert repo_relative(repo_root() / "outputs" / ".." / "docs") == "docs"

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli import compose, hydra_override
-from ..data.io import path_root, repo_root
+from ..data.io import path_root
 from ..errors import ConfigError
+from ..files import repo_relative
 
 _MARKER = "RUN-NAME-OF-A-PLAN"
 
@@ -20,7 +21,7 @@ _MARKER = "RUN-NAME-OF-A-PLAN"
 def _run_dir_pattern(config: str, overrides: tuple[str, ...] = ()) -> str:
     run_dir = Path(str(compose(config, [*overrides, f"run_name={_MARKER}"], with_hydra=True).hydra.run.dir))
     # the configs resolve it against the repository; the plans' commands and records name it relative to it
-    run_dir = str(run_dir.relative_to(repo_root()) if run_dir.is_relative_to(repo_root()) else run_dir)
+    run_dir = repo_relative(run_dir)
     if _MARKER not in run_dir:
         raise ConfigError(f"hydra.run.dir of configs/{config}.yaml ({run_dir}) does not follow run_name: the "
                           "experiment plans name their runs' directories through it")

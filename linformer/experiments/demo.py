@@ -20,7 +20,7 @@ import torch
 from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
-from ..files import read_json, read_yaml, write_json
+from ..files import read_json, read_yaml, repo_relative, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
@@ -104,8 +104,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
-    shown = pretrain_dir.relative_to(REPO) if pretrain_dir.is_relative_to(REPO) else pretrain_dir
-    finetune = [*places, "task=sst2", hydra_override("model_path", shown), "run_name=demo-sst2", f"experiment_name={DEMO}",
+    finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2", f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
     jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",

@@ -51,7 +51,7 @@ from transformers import AutoConfig
 
 from ..data.io import load_auto
 from ..data.tasks import TASKS
-from ..files import MANIFEST, atomic_write, read_json, repo_root, write_json
+from ..files import MANIFEST, atomic_write, read_json, repo_relative, repo_root, write_json
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
@@ -141,10 +141,9 @@ def card_path(path: str | os.PathLike | None) -> str | None:
     p = Path(os.path.expanduser(str(path)))
     if not p.is_absolute():
         return str(path)
-    try:
-        return str(p.relative_to(repo_root()))
-    except ValueError:
-        return str(Path(*p.parts[-2:])) if p.name in ("best", "model") else p.name
+    if p.resolve().is_relative_to(repo_root()):
+        return repo_relative(p)
+    return str(Path(*p.parts[-2:])) if p.name in ("best", "model") else p.name
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:

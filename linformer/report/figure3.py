@@ -17,7 +17,7 @@ from typing import Any
 from ..data.corpus import MANIFEST, read_manifest
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
-from ..files import made_by, output_files, write_json
+from ..files import made_by, output_files, repo_relative, write_json
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
 from .compare import series
@@ -86,7 +86,7 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
         if not steps:
             raise DataError(f"{run.path} logged no val_ppl: is it a finished pretraining run?")
         key = run.key_config
-        rows.append({"label": label(run), "run_dir": str(run.path), "attention": key["attention"], "k": key["k"],
+        rows.append({"label": label(run), "run_dir": repo_relative(run.path), "attention": key["attention"], "k": key["k"],
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
                      "device": run.results.get("device"),  # the machine it trained on, in words
@@ -215,7 +215,7 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
     record = {"runs": [r["run_dir"] for r in data["runs"]], **({"panel": panel} if panel != "a" else {})}
     with output_files(files, made_by("figure3", record), overwrite):
         write_json(files[0], data)
-        by_dir = {str(r.path): r for r in runs}
+        by_dir = {repo_relative(r.path): r for r in runs}
         if panel == "d":
             title = f"MLM validation perplexity at k = {data['k']} as n grows (cf. Linformer Figure 3d)"
             unigram = data["runs"][0]["unigram_val_ppl"]  # the shortest n's (the splits hold the same documents)

@@ -21,7 +21,7 @@ import numpy as np
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
-from ..files import atomic_write, read_json, save_figure, write_json
+from ..files import atomic_write, read_json, resolve_path, save_figure, write_json
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
@@ -218,7 +218,7 @@ def plot(data: dict, out_png: Path) -> None:
     left.set_title("Finetuned accuracy by row")
     left.legend()
     for run in (data["figure3"] or {}).get("runs", []):
-        steps, ppl = series(load_run(run["run_dir"]), "val_ppl")
+        steps, ppl = series(load_run(resolve_path(run["run_dir"])), "val_ppl")
         right.plot(steps, ppl, "--" if run["attention"] == "full" else "-", label=run["label"])
     unigram = (data["figure3"] or {}).get("unigram_val_ppl")
     if unigram:
