@@ -336,8 +336,10 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
     import subprocess
     import time
 
+    # the pid file appears whole (written aside, then renamed): the signal may come the moment it exists
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
-                                  f"open({str(tmp_path / 'pid')!r}, 'w').write(str(__import__('os').getpid()))")
+                                  f"import os; open({str(tmp_path / 'pid.tmp')!r}, 'w').write(str(os.getpid())); "
+                                  f"os.replace({str(tmp_path / 'pid.tmp')!r}, {str(tmp_path / 'pid')!r})")
     driver = ("import sys; from linformer.gpu import targets as g; g.cuda_device_name = lambda: 'stand-in'\n"
               f"g.target_commands = lambda out, *_: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
