@@ -1,6 +1,7 @@
 """scripts/gpu.py (linformer/gpu/targets.py): every target runs, its log and record survive a failing target, and the exit code says so."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -233,7 +234,7 @@ def test_out_gets_one_archive_of_every_target_whatever_they_wrote(tmp_path, monk
         records = json.load(tar.extractfile("./gpu_targets.json"))
     assert {"./gpu_tests.log", "./table2.log", "./repo/docs/results/runs/tp-a/results.json"} <= names
     assert [(r["target"], r["rc"]) for r in records] == [("tests", 0), ("table2", 2)]
-    assert {"device", "commit", "torch", "cuda", "driver", "argv", "started"} <= set(records[0])
+    assert {"device", "commit", "source_sha256", "torch", "cuda", "driver", "argv", "started"} <= set(records[0])
     assert records[0]["argv"][-2:] == ["--out", str(out)]
     with pytest.raises(SystemExit) as stop:  # an --out inside --work would archive itself
         gpu.main(["tests", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "work" / "back")])
@@ -485,3 +486,23 @@ def test_a_carry_not_unpacked_is_refused_before_any_target_runs(tmp_path, monkey
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "train.tsv is still packed" in err and "gpu_carry.py unpack" in err
     assert not ran.exists()
+
+
+def test_the_source_hash_names_the_code_without_git_and_follows_every_source_file(tmp_path):
+    """A copy of the sources without .git (what the device receives) hashes as the checkout does; a changed
+    module, script or config changes it, and files that are not code (outputs, results) do not."""
+    for rel, text in (("linformer/a.py", "x = 1\n"), ("linformer/sub/b.py", "y = 2\n"), ("scripts/run.py", "z\n"),
+                      ("configs/task/t.yaml", "k: 1\n"), ("pyproject.toml", "[project]\n")):
+        (tmp_path / "one" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "one" / rel).write_text(text)
+    shutil.copytree(tmp_path / "one", tmp_path / "two")
+    (tmp_path / "two" / "outputs").mkdir()
+    (tmp_path / "two" / "outputs" / "log.txt").write_text("not code")
+    first = targets.source_sha256(tmp_path / "one")
+    assert targets.source_sha256(tmp_path / "two") == first
+    for rel in ("linformer/sub/b.py", "configs/task/t.yaml", "scripts/run.py"):
+        (tmp_path / "two" / rel).write_text("changed\n")
+        assert targets.source_sha256(tmp_path / "two") != first, rel
+        shutil.copy(tmp_path / "one" / rel, tmp_path / "two" / rel)
+    (tmp_path / "two" / "linformer" / "sub" / "b.py").rename(tmp_path / "two" / "linformer" / "c.py")
+    assert targets.source_sha256(tmp_path / "two") != first  # the same bytes under another name

@@ -59,6 +59,7 @@ check_carry): a carry not unpacked, another target's, or one cut for other setti
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import re
 import shutil
@@ -74,7 +75,7 @@ from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, pretrained, run_dir, scratch
-from ..files import atomic_write, check_output_files, made_by, record_output_files, write_json
+from ..files import atomic_write, check_output_files, made_by, record_output_files, sha256_file, write_json
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
 from . import carry
 
@@ -315,13 +316,28 @@ def archive(folder: Path, dest: Path) -> None:
               f"run fewer targets per command", file=sys.stderr, flush=True)
 
 
+SOURCE_GLOBS = ("linformer/**/*.py", "scripts/*.py", "configs/**/*.yaml", "pyproject.toml")
+
+
+def source_sha256(root: Path = REPO) -> str:
+    """The code a target runs, by content: one sha256 over the relative path and bytes of each file of
+    SOURCE_GLOBS under `root`. It names the code where no git checkout travels (the device tool sends the work tree
+    without .git): a dry run here prints the checkout's, and the same value in a record means that code ran."""
+    files = sorted({p for pattern in SOURCE_GLOBS for p in root.glob(pattern) if p.is_file()})
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def provenance(argv: list[str], gpu: str) -> dict:
     """What made a batch's results, for each target's record: the device, the commit (None without a git
-    checkout: the device tool sends none, so the commit is the one the checkout was sent from), torch, its CUDA,
-    the driver, and gpu.py's arguments."""
+    checkout: the device tool sends none, so the commit is the one the checkout was sent from), the source's
+    sha256 (which names the code either way), torch, its CUDA, the driver, and gpu.py's arguments."""
     import torch
 
-    return {"device": gpu, "commit": _command_output(["git", "rev-parse", "HEAD"]), "torch": torch.__version__,
+    return {"device": gpu, "commit": _command_output(["git", "rev-parse", "HEAD"]),
+            "source_sha256": source_sha256(), "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
             "argv": argv}
@@ -365,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.targets:
             print(f"[{name}] -> {args.work / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
         print(f"archive: {args.out or Path('<out>')}/{ARCHIVE}")
+        print(f"source_sha256: {source_sha256()} (this checkout's code; a record with the same value ran it)")
         return 0
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
         return _run(args, deadline, argv if argv is not None else sys.argv[1:])
