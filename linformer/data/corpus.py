@@ -719,13 +719,33 @@ RECORDED = ("files", "unigram_val_ppl")
 
 
 def check_corpus_files(out_dir: str, manifest: dict) -> None:
-    """CorpusError naming the first data file whose size or sha256 is not what prepare_corpus recorded, or a
-    manifest written by an earlier prepare_corpus that lacks what readers rely on (RECORDED)."""
+    """CorpusError for a corpus its readers cannot take as this version packs it: blocks of another FORMAT_VERSION
+    (the same sources and settings give other ids now), a manifest written by an earlier prepare_corpus that lacks
+    what readers rely on (RECORDED), or the first data file whose size or sha256 is not what prepare_corpus
+    recorded. Each names the command that prepares it again."""
+    made = manifest.get("format_version")
+    if made != FORMAT_VERSION:
+        raise CorpusError(f"prepared corpus {out_dir} holds blocks of format_version {made} ({MANIFEST}), and this "
+                          f"version packs and reads format_version {FORMAT_VERSION}: the same sources and settings give "
+                          f"other blocks now. Prepare it again: {prepare_again(out_dir, manifest)}")
     missing = [key for key in RECORDED if key not in manifest]
     if missing:
         raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
-                          f"{', '.join(missing)}): prepare it again (scripts/prepare_corpus.py with overwrite=true).")
+                          f"{', '.join(missing)}): prepare it again: {prepare_again(out_dir, manifest)}")
     problems = checksum_problems(Path(out_dir), manifest.get("files") or {})
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "
-                          "prepare it again (scripts/prepare_corpus.py with overwrite=true).")
+                          f"prepare it again: {prepare_again(out_dir, manifest)}")
+
+
+def prepare_again(out_dir: str, manifest: Mapping) -> str:
+    """The prepare_corpus command that rebuilds the corpus at `out_dir` from what its manifest records (sources,
+    data.* settings, tokenizer), over it (overwrite=true: a manifest of an earlier version may record its settings
+    otherwise than this one, which the output rule would take for another output)."""
+    settings = manifest.get("settings") or {}
+    data = settings.get("data") or {}
+    tokenizer = settings.get("tokenizer_dir")
+    return shell_command("python", "scripts/prepare_corpus.py", f"data.name={hydra_value(Path(out_dir).name)}",
+                         *(f"data.{key}={hydra_value(data[key])}" for key in CORPUS_KEYS if key in data),
+                         *([f"tokenizer_dir={hydra_value(tokenizer)}"] if tokenizer else []),
+                         f"out_dir={hydra_value(str(out_dir))}", "overwrite=true")

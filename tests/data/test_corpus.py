@@ -421,6 +421,29 @@ def test_a_corpus_prepared_by_an_earlier_version_is_refused_naming_what_it_lacks
     assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
 
 
+def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_prepares_it_again(
+        prepared, tok_dir, capsys):
+    """Blocks packed by an older FORMAT_VERSION mean something else (format 1 encoded "<s>" or "<mask>" in the text
+    as special ids): every reader refuses them in one CorpusError naming the folder and the prepare_corpus command
+    that rebuilds it from the manifest's record, and that command, composed as its script does, rebuilds it."""
+    import shlex
+
+    from linformer.cli import compose
+    from linformer.runconfig.data import CorpusSpec
+
+    out, m = prepared
+    (out / "manifest.json").write_text(json.dumps({**m, "format_version": corpus_mod.FORMAT_VERSION - 1}))
+    with pytest.raises(CorpusError, match=f"prepared corpus {out} holds blocks of format_version "
+                                          f"{corpus_mod.FORMAT_VERSION - 1} .*Prepare it again: python ") as err:
+        load_prepared(str(out), tok_dir)
+    assert "\n" not in str(err.value)
+    words = shlex.split(str(err.value).split("Prepare it again: ", 1)[1])
+    assert words[:2] == ["python", "scripts/prepare_corpus.py"] and "overwrite=true" in words
+    again = prepare_corpus(**CorpusSpec.read(compose("corpus", words[2:])).arguments())
+    assert again["format_version"] == corpus_mod.FORMAT_VERSION and again["files"] == m["files"]
+    assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
+
+
 def test_a_corpus_read_as_one_document_is_refused_before_tokenizing_naming_the_layout(tmp_path, corpus_file, tok_dir,
                                                                                       monkeypatch):
     """A file without blank lines is one document: its validation split got 0 blocks without a word, and
