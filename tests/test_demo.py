@@ -1,5 +1,8 @@
 """The demo (scripts/demo.py, linformer/experiments/demo.py) replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
 
+import json
+import shutil
+
 import pytest
 
 from linformer.errors import DataError
@@ -23,6 +26,43 @@ def test_the_demo_removes_its_own_runs_and_refuses_anything_else(tmp_path):
         with pytest.raises(DataError, match=f"{victim} exists and is not a demo run"):
             demo.remove_demo_run(victim)
         assert {p.name: p.read_text() for p in victim.iterdir()} == files
+
+
+def _demo_pretrain_run(run):
+    """A demo pretraining run as it writes its directory: record, metrics, checkpoints, model, TensorBoard's folder
+    (logger.project) and an interrupted atomic write's temporary."""
+    for folder in ("checkpoints/step-00000040", "model", "linformer"):
+        (run / folder).mkdir(parents=True)
+    (run / "config.yaml").write_text("experiment_name: demo\nrun_name: demo\nlogger:\n  project: linformer\n")
+    for name, text in (("run.json", '{"stage": "pretrain", "status": "stopped"}'), ("metrics.jsonl", "{}\n"),
+                       ("model/config.json", "{}"), (".run.json.tmp-4794", "{")):
+        (run / name).write_text(text)
+
+
+@pytest.mark.parametrize("theirs", ["model-step-00000040", "model", "notes.txt"])
+def test_the_demo_refuses_to_delete_what_another_command_or_the_user_put_in_its_run(tmp_path, monkeypatch, theirs):
+    """export.py of the stopped demo run writes model-step-N (or, for a finetuning run's final step, model/) inside
+    it, with export's manifest.json; running the demo again deleted it with the run. Anything its run did not write
+    is refused, naming it, before the demo removes any run; without it the run is removed."""
+    run = tmp_path / "outputs/pretrain/demo"
+    _demo_pretrain_run(run)
+    if theirs == "notes.txt":
+        (run / theirs).write_text("mine")
+    else:
+        shutil.rmtree(run / theirs, ignore_errors=True)
+        (run / theirs).mkdir()
+        (run / theirs / "manifest.json").write_text(json.dumps({"command": "export", "settings": {"step": 40}}))
+    finetuned = tmp_path / "outputs/finetune/demo-sst2"
+    finetuned.mkdir(parents=True)
+    (finetuned / "config.yaml").write_text("experiment_name: demo\n")
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    what = "not a file a run writes" if theirs == "notes.txt" else "the output of export"
+    with pytest.raises(DataError, match=f"^{run / theirs} is {what}, inside the demo's run {run}, .* move it out"):
+        demo.run([], under=tmp_path)
+    assert (run / theirs).exists() and (run / "checkpoints/step-00000040").is_dir() and finetuned.is_dir()
+    shutil.move(run / theirs, tmp_path / theirs)
+    demo.remove_demo_run(run)
+    assert not run.exists()
 
 
 def test_every_output_is_checked_before_the_demo_removes_its_own_run(tmp_path, monkeypatch):

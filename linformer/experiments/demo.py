@@ -1,7 +1,8 @@
 """`make demo` (scripts/demo.py): the whole pipeline at toy scale on the mirror data, in minutes on 2 CPU cores.
 
 Runs the real command lines one after another through the job runner (each printed before it runs; a tokenizer
-and corpus already built are kept, the demo's pretraining and finetuning runs start over), then writes
+and corpus already built are kept, the demo's pretraining and finetuning runs start over: their folders are deleted,
+refused where they hold anything their run did not write), then writes
 outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times.
 Extra arguments are Hydra overrides for the pretraining job (e.g. trainer.max_steps=100).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import shutil
 import sys
 import time
@@ -20,11 +22,12 @@ import torch
 from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
-from ..files import read_json, read_yaml, repo_relative, write_json
+from ..files import MANIFEST, read_json, read_yaml, repo_relative, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import LOCK, RunLock, RunRecord
+from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, RunRecord
+from ..train.checkpoint import checkpoint_dir
 from ..train.common import native_cpu_bf16
 from . import Places, frontend
 
@@ -72,10 +75,44 @@ def check_demo_run(run: Path) -> None:
     if recorded != DEMO:
         raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
                         "demo replaces only its own runs; choose another run_name= or move that directory.")
+    others = others_in_run(run)
+    if others:  # another command's output, or a user's file: the demo deletes only what its runs wrote
+        path, what = others[0]
+        raise DataError(f"{path} is {what}, inside the demo's run {run}, which the demo starts over by deleting it: "
+                        "move it out of that directory (or give this demo another --under), then run it again.")
+
+
+# What a run writes into its directory (rundir.py's record, its checkpoints, its saved models, the folders of its
+# trackers: wandb/ here, TensorBoard's under logger.project), and Hydra's files of its command where a config keeps
+# them (.hydra/, <script>.log)
+RUN_ENTRIES = (CONFIG, RUN, METRICS, SUMMARY, RESULTS, PREDICTIONS, LOCK, checkpoint_dir(Path()).name, "model", "best",
+               "wandb", ".hydra")
+
+
+# files.atomic_dir's temporaries (.tmp-<name>-<place>-<pid>, .old-...) and files.atomic_write's (.<name>.tmp-<pid>)
+_TEMPORARY = re.compile(r"^\.(?:tmp|old)-(.+?)(?:-[0-9a-f]{8})?-\d+$|^\.(.+)\.tmp-\d+$")
+
+
+def others_in_run(run: Path) -> list[tuple[Path, str]]:
+    """(path, what it is) for each entry of the run directory `run` that its run did not write: a name no run writes
+    (a user's file, compare_runs' --out), or a folder under a run's name that carries another command's record
+    (export's model-step-N, or its model/ of a finetuning run's final step, hold export's manifest.json)."""
+    logger = read_yaml(run / CONFIG).get("logger") or {}
+    own = {*RUN_ENTRIES, f"{read_json(run / RUN).get('stage')}.log", str(logger.get("project"))}
+    found = []
+    for path in sorted(run.iterdir()):
+        name = _TEMPORARY.sub(r"\1\2", path.name)  # an interrupted write's temporary stands for what it was writing
+        made = read_json(path / MANIFEST).get("command") if path.is_dir() and not path.is_symlink() else None
+        if made:
+            found.append((path, f"the output of {made}"))
+        elif name not in own:
+            found.append((path, "not a file a run writes"))
+    return found
 
 
 def remove_demo_run(run: Path) -> None:
-    """Delete a run directory the demo made; refuse any other (``check_demo_run``)."""
+    """Delete a run directory the demo made, which holds only what its run wrote; refuse any other
+    (``check_demo_run``)."""
     check_demo_run(run)
     if run.exists():
         shutil.rmtree(run)
