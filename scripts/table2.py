@@ -8,7 +8,7 @@ from linformer.report.table2 import LAYOUTS, write_report
 
 # the options that only some layouts read
 LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
-                  "--no-by-length": ("pretrained",)}
+                  "--no-by-length": ("pretrained",), "--subsets": ("paper",)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-by-length", action="store_true",
                     help="pretrained layout: skip the difference by input length (it re-tokenizes each task's eval "
                          "data); the eval examples old runs trained on are still left out")
+    ap.add_argument("--subsets", action="store_true",
+                    help="paper layout: take runs scored on a subset of their dev/test split (max_eval_examples), each "
+                         "such cell saying how many examples scored it (default: refused)")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
                          "and layout)")
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = args.profile or {"scratch": "toy"}.get(args.layout, "cpu")
         write_report(args.runs, args.out, args.layout, profile, args.hardware, args.command,
                      measure=False if args.no_measure else (True if args.measure else None),
-                     by_length=not args.no_by_length, overwrite=args.overwrite)
+                     by_length=not args.no_by_length, overwrite=args.overwrite, subsets=args.subsets)
     return 0
 
 

@@ -182,6 +182,13 @@ def seed_groups(runs: list[Run]) -> list[list[Run]]:
     return [g for g in groups.values() if len({r.config.get("seed") for r in g}) >= 2]
 
 
+def _runs_of_seeds(runs: list[Run]) -> str:
+    """'3 seeds', or where some seed ran more than once (two folders of one command), '4 runs of 3 seeds': mean, sd
+    and range are then over the runs, not the seeds."""
+    seeds = len({json.dumps(r.config.get("seed")) for r in runs})
+    return f"{seeds} seeds" if seeds == len(runs) else f"{len(runs)} runs of {seeds} seeds"
+
+
 def seeds_table(groups: list[list[Run]]) -> str:
     """One row per seed group: its runs, the seeds, and each reported metric's mean +- sample standard deviation
     over the seeds, with its range."""
@@ -194,15 +201,15 @@ def seeds_table(groups: list[list[Run]]) -> str:
         names = [r.name for r in g]
         cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
                  ", ".join(str(r.config.get("seed")) for r in g)]
-        scores = [reported_scores(r.results) for r in g]
+        scores = [(r, reported_scores(r.results)) for r in g]
         for m in metrics:
-            values = [run_scores[m] for run_scores in scores if m in run_scores]
+            values = [run_scores[m] for _, run_scores in scores if m in run_scores]
             sd = statistics.stdev(values) if len(values) > 1 else float("nan")
             cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
-                         f"{len(values)} seeds)" if values else "")
+                         f"{_runs_of_seeds([r for r, run_scores in scores if m in run_scores])})" if values else "")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights); "
-            "sd: the sample standard deviation over the seeds.\n\n" + "\n".join(lines) + "\n")
+            "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds.\n\n" + "\n".join(lines) + "\n")
 
 
 def _reported_where(run: Run) -> str:

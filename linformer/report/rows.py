@@ -46,3 +46,26 @@ def check_profile_runs(runs: Iterable[str], profile: str, profile_of: Callable[[
     raise DataError(f"{len(foreign)} of the runs are not the {profile!r} profile's ({shown}"
                     + (f": the {', '.join(map(repr, theirs))} profile's" if theirs else "")
                     + f"): the table would state that profile's recipe for them; {fix}.")
+
+
+def one_run_per_seed(runs: Iterable[dict], key: Callable[[dict], tuple], what: Callable[[dict], str]) -> None:
+    """Refuse two runs of one seed where a table pools runs by seed (`key`: the run's row, task and seed, and
+    whatever else tells runs of one cell apart, an lr grid's lr say): averaging both and counting one seed would
+    weigh that seed twice and state fewer runs than the cell holds. One line naming both runs (their ``_dir``) and
+    `what` the cell is."""
+    seen: dict[tuple, dict] = {}
+    for r in runs:
+        k = key(r)
+        if k in seen:
+            raise DataError(f"{seen[k].get('_dir')} and {r.get('_dir')} are both seed {r.get('seed')} of {what(r)}: "
+                            "a table counts each seed once. Give the runs of one of them only (the other's folder "
+                            "left out of the paths), or finetune the other with another seed=.")
+        seen[k] = r
+
+
+def reported_subset(r: dict) -> tuple[int, int] | None:
+    """(examples scored, examples in the reported split) where a run scored a subset of its reported split
+    (max_eval_examples; results.json's ``reported``), else None: its score is not the split's."""
+    reported = r.get("reported") or {}
+    examples, of = reported.get("examples"), reported.get("of")
+    return (int(examples), int(of)) if examples is not None and of is not None and examples < of else None

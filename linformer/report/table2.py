@@ -23,7 +23,7 @@ from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, write_json
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
-from .rows import SHARING_LABEL, row_key, row_name
+from .rows import SHARING_LABEL, one_run_per_seed, reported_subset, row_key, row_name
 
 TASKS = PAPER_ORDER
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -43,8 +43,9 @@ PAPER = {
 
 def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
-    them, or results.json files)."""
-    return [r for r in (RunRecord(d, "finetune").results() for d in _run_dirs(patterns)) if r]
+    them, or results.json files), each with its run directory as ``_dir``."""
+    records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
+    return [{**r, "_dir": str(record.dir)} for record in records if (r := record.results())]
 
 
 def unfinished_runs(patterns: list[str]) -> list[str]:
@@ -102,17 +103,33 @@ def _best_lr(runs: list[dict]) -> tuple[float | None, list[dict], dict]:
     return best, by_lr[best], means
 
 
-def build_rows(results: list[dict]) -> list[dict]:
+def _check_runs(results: list[dict], subsets: bool) -> None:
+    """Refuse a run scored on a subset of its reported split unless `subsets` (its cell then says so), and two runs
+    of one seed in one cell (``rows.one_run_per_seed``)."""
+    part = next((r for r in results if reported_subset(r)), None)
+    if part is not None and not subsets:
+        examples, of = reported_subset(part)
+        raise DataError(f"{part.get('_dir')} scored {examples} of the {of} examples of {part.get('task')}'s "
+                        f"{(part.get('reported') or {}).get('split') or part.get('eval_split')} split "
+                        "(max_eval_examples): Table 2 reports whole splits. Finetune it with max_eval_examples=null, "
+                        "or pass --subsets to take such runs, each cell saying how many examples scored it.")
+    one_run_per_seed(results, lambda r: (row_key(r), _column(r), r.get("lr"), r.get("seed")),
+                     lambda r: f"{row_name(row_key(r))}, {_column(r)}" + (f", lr {r['lr']:g}" if r.get("lr") else ""))
+
+
+def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
     """One row per (attention, n, k, sharing, pretrained), seeds averaged, the best lr per task when several
-    were run; JSON-schema rows plus private keys."""
+    were run; JSON-schema rows plus private keys. A run scored on a subset of its split is refused unless `subsets`:
+    then the row's ``subsets`` says, per task, how many examples of how many scored it."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in results:
         if _column(r) is not None:
             groups[row_key(r)].append(r)
+    _check_runs([r for runs in groups.values() for r in runs], subsets)
     order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])
     rows = []
     for key in sorted(groups, key=order):
-        acc, f1, seeds, lrs = defaultdict(list), defaultdict(list), defaultdict(set), {}
+        acc, f1, seeds, lrs, parts = defaultdict(list), defaultdict(list), defaultdict(set), {}, defaultdict(set)
         ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
         by_col = defaultdict(list)
         for r in groups[key]:
@@ -124,6 +141,8 @@ def build_rows(results: list[dict]) -> list[dict]:
             for r in chosen:
                 acc[col].append(_pct(float(r["metrics"]["accuracy"])))
                 seeds[col].add(r.get("seed"))
+                if reported_subset(r):
+                    parts[col].add(reported_subset(r))
                 if r["metrics"].get("f1") is not None:
                     f1[col].append(_pct(float(r["metrics"]["f1"])))
         attention, n, k, sharing, pretrained = key
@@ -134,6 +153,8 @@ def build_rows(results: list[dict]) -> list[dict]:
         row["val_ppl"] = round(statistics.fmean(ppl), 3) if ppl and pretrained else None
         if acc.get("qnli_devsplit"):
             row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
+        if parts:
+            row["subsets"] = {t: sorted(v) for t, v in parts.items()}
         row["_f1"] = {t: _mean(v) for t, v in f1.items()}
         row["_seeds"] = {t: len(s) for t, s in seeds.items()}
         row["_lr"] = lrs
@@ -160,6 +181,12 @@ def _fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _subset_mark(row: dict, task: str) -> str:
+    """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]'."""
+    parts = (row.get("subsets") or {}).get(task)
+    return f" [{' / '.join(f'{e:,} of {o:,}' for e, o in parts)} examples]" if parts else ""
+
+
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
     devsplit = any("qnli_devsplit" in r for r in rows)
     titles = [TITLES[t] + (" acc (F1)" if "f1" in get_task(t).metrics else "") for t in TASKS]
@@ -172,7 +199,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
                "and every cell at every lr are listed below); ") if any(r["_lr"] for r in rows) else ""
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
              f"Hardware: {hardware}  ", f"Command: `{command}`", "",
-             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds; " + lr_note +
+             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds (a cell scored "
+              "on a subset of the split says how many of its examples, in brackets); " + lr_note +
               "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
               "with the same n/k ratio and sharing (marked ~)."), "",
@@ -188,7 +216,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         seeds = ", ".join(f"{t}:{s}" for t, s in sorted(r["_seeds"].items()))
         if r["_lr"]:
             seeds += "; best lr " + ", ".join(f"{t}:{v['lr']:g}" for t, v in sorted(r["_lr"].items()))
-        scores = [_fmt(r[t]) + (f" ({_fmt(r['_f1'][t])})" if r["_f1"].get(t) is not None else "") for t in TASKS]
+        scores = [_fmt(r[t]) + (f" ({_fmt(r['_f1'][t])})" if r["_f1"].get(t) is not None else "") +
+                  _subset_mark(r, t) for t in TASKS]
         cells = [r["name"], "yes" if r["pretrained"] else "no", *scores, _fmt(r["average"], 2), _fmt(r["val_ppl"], 2),
                  seeds, paper]
         if devsplit:
@@ -236,8 +265,10 @@ def detect_hardware() -> str:
     return f"CPU: {cpu}, {len(os.sched_getaffinity(0))} cores"
 
 
-def write_table2(runs: list[str], out: str, hardware: str | None = None, command: str | None = None) -> dict:
-    """Read results.json under `runs` (paths, globs, directories) and write <out>.md and <out>.json."""
+def write_table2(runs: list[str], out: str, hardware: str | None = None, command: str | None = None,
+                 subsets: bool = False) -> dict:
+    """Read results.json under `runs` (paths, globs, directories) and write <out>.md and <out>.json. `subsets`:
+    take runs scored on a subset of their split (``build_rows``)."""
     results = read_results(runs)
     if not results:
         raise DataError(f"no finished finetuning runs (with {RESULTS}) at or under {', '.join(runs)}")
@@ -245,7 +276,7 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
     if len(other) and all(_column(r) is None for r in results):
         raise DataError(f"the {len(results)} finished runs at or under {', '.join(runs)} are of task(s) "
                         f"{', '.join(other)}; Table 2 has {', '.join(TITLES[t] for t in TASKS)}")
-    rows = build_rows(results)
+    rows = build_rows(results, subsets)
     hardware = hardware or detect_hardware()
     command = command or shell_command("python", *sys.argv)
     unfinished = unfinished_runs(runs)
@@ -264,12 +295,13 @@ LAYOUTS = ("paper", "pretrained", "scratch")
 
 def write_report(runs: list[str], out: str, layout: str = "paper", profile: str = "cpu", hardware: str | None = None,
                  command: str | None = None, measure: bool | None = None, by_length: bool = True,
-                 overwrite: bool = False) -> dict:
+                 overwrite: bool = False, subsets: bool = False) -> dict:
     """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
     under the output rule (only an earlier table2 of the same runs and layout is replaced unless `overwrite`); prints
     the table.
 
-    layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; ``pretrained``: a
+    layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers (`subsets`: take
+    runs scored on a subset of their split, marked); ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
     reproduce-pretrained `profile` (its recipe, and its jobs not run yet); ``scratch``: the framework's own
     pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png)."""
@@ -286,7 +318,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
             data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
                                               command or shell_command("python", *sys.argv))
         else:
-            data = write_table2(runs, out, hardware, command)
+            data = write_table2(runs, out, hardware, command, subsets)
     print(Path(f"{out}.md").read_text())
     print(f"wrote {out}.md and {out}.json ({len(data['rows'])} rows)")
     return data

@@ -32,7 +32,7 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
-from .rows import check_profile_runs
+from .rows import check_profile_runs, one_run_per_seed
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -251,6 +251,7 @@ def _correct_by_seed(runs: list[dict]) -> dict[int, np.ndarray]:
         if not np.array_equal(r["_labels"], labels):
             raise DataError(f"{r['_dir']} was evaluated on other examples than {runs[0]['_dir']}: compare runs "
                             "with the same max_eval_examples and subset_seed")
+    one_run_per_seed(runs, lambda r: (r.get("seed"),), lambda r: f"row {row_label(row_key(r))}, {r.get('task')}")
     return {int(r["seed"]): r["_correct"] for r in runs}
 
 

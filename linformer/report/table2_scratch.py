@@ -26,7 +26,7 @@ from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
-from .rows import check_profile_runs, row_key, row_name
+from .rows import check_profile_runs, one_run_per_seed, row_key, row_name
 from .table2_pretrained import read_runs, start_weights
 
 
@@ -59,7 +59,10 @@ def check_starts(rows: dict, records: dict[str, Path]) -> dict:
 
 
 def _by_seed(runs: list[dict], task: str) -> dict[int, np.ndarray]:
-    return {int(r["seed"]): r["_correct"] for r in runs if r["task"] == task}
+    """A row's runs of `task` by seed (two of one seed refused: ``rows.one_run_per_seed``)."""
+    mine = [r for r in runs if r["task"] == task]
+    one_run_per_seed(mine, lambda r: (r.get("seed"),), lambda r: f"row {row_name(row_key(r))}, {task}")
+    return {int(r["seed"]): r["_correct"] for r in mine}
 
 
 def tasks_of(runs: list[dict]) -> tuple[str, ...]:

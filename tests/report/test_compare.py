@@ -260,6 +260,9 @@ def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(t
     section = result["table"].split("## Across seeds")[1]
     assert "| s1, s2, s3 | 1, 2, 3 | 0.85 +- 0.05 (0.8-0.9, 3 seeds) |" in section
     assert "other" not in section
+    run("s1-again", 1, 0.70)  # the same command in another folder: its runs are counted as runs, not seeds
+    section = compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"].split("## Across seeds")[1]
+    assert "| s1, s1-again, s2 (+1) | 1, 1, 2, 3 | 0.8125 +- 0.08539 (0.7-0.9, 4 runs of 3 seeds) |" in section
 
 
 def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):

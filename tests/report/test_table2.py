@@ -56,7 +56,8 @@ def test_mini_experiment_composes():
 
 
 def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer", n=128, k=32, sharing="kv",
-         scratch=False, seed=0, ppl=12.0, f1=None, split=None, lr=None, model_type="linformer", val=None):
+         scratch=False, seed=0, ppl=12.0, f1=None, split=None, lr=None, model_type="linformer", val=None,
+         scored=None):
     """A finished finetuning run directory: metrics.jsonl and results.json, as linformer.train.finetune writes them."""
     d = root / name
     d.mkdir(parents=True)
@@ -67,7 +68,8 @@ def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer",
         "best_epoch": 1, "from_scratch": scratch, "model_type": model_type, "attention": attention,
         "max_seq_len": n, "projected_dim": k, "sharing": sharing, "pretrain_val_ppl": ppl, "seed": seed,
         "max_length": 128} | ({"lr": lr} if lr is not None else {})
-        | ({"selection": {"split": "validation", "value": val}} if val is not None else {})))
+        | ({"selection": {"split": "validation", "value": val}} if val is not None else {})
+        | ({"reported": {"split": "dev", "step": 10, "examples": scored[0], "of": scored[1]}} if scored else {})))
 
 
 def test_table2_from_synthetic_runs(tmp_path, capsys):
@@ -139,6 +141,59 @@ def test_lr_grid_keeps_the_best_validation_average_per_cell(tmp_path):
         build_rows([json.loads((runs / x / "results.json").read_text()) for x in ("h", "i")])
 
 
+def test_a_run_scored_on_a_subset_of_its_split_is_refused_unless_asked_for_and_then_marked(tmp_path, capsys):
+    """A run finetuned with max_eval_examples=200 was reported as SST-2's dev accuracy, nothing saying it scored 200
+    of the 872 dev examples."""
+    runs = tmp_path / "runs"
+    _run(runs, "whole", "sst2", 0.80, scored=(872, 872))
+    _run(runs, "part", "sst2", 0.51, seed=1, scored=(200, 872))
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("error:") == 1 and not out.with_suffix(".md").exists()
+    assert f"{runs / 'part'} scored 200 of the 872 examples of sst2's dev split (max_eval_examples)" in err
+    assert "--subsets" in err
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x", "--subsets"]) == 0
+    row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
+    assert row["sst2"] == 65.5 and row["subsets"] == {"sst2": [[200, 872]]}
+    assert "| 65.5 [200 of 872 examples] |" in out.with_suffix(".md").read_text()
+
+
+def test_two_runs_of_one_seed_in_a_cell_are_refused_naming_both(tmp_path, capsys):
+    """Four runs of seed 0 (an old run, its rerun by another version, ...) were averaged into a cell that said
+    sst2:1 (one seed). Two seeds, or one seed at each lr of a grid, are still one run per seed."""
+    runs = tmp_path / "runs"
+    _run(runs, "a", "sst2", 0.80, seed=0)
+    _run(runs, "b", "sst2", 0.70, seed=1)
+    _run(runs, "c", "imdb", 0.70, seed=0)  # another task: another cell
+    assert main([str(runs / "*"), "--out", str(tmp_path / "t"), "--hardware", "cpu", "--command", "x"]) == 0
+    _run(runs, "a-again", "sst2", 0.60, seed=0)
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs / "*"), "--out", str(tmp_path / "t2"), "--hardware", "cpu", "--command", "x"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("error:") == 1
+    assert f"{runs / 'a'} and {runs / 'a-again'} are both seed 0 of Linformer, 32, shared kv, n=128, sst2" in err
+
+
+def test_the_pretrained_and_scratch_layouts_refuse_two_runs_of_one_seed(tmp_path):
+    """Their seed-matched pairs kept one of two runs of a seed without a word (a dict by seed)."""
+    import numpy as np
+
+    from linformer.report import table2_pretrained, table2_scratch
+
+    runs = [{"_dir": str(tmp_path / name), "task": "sst2", "seed": 0, "_labels": np.array([0, 1]),
+             "_correct": np.array([True, False]), "attention": "full", "max_seq_len": 128, "max_length": 128}
+            for name in ("x", "y")]
+    with pytest.raises(DataError, match=f"{tmp_path / 'x'} and {tmp_path / 'y'} are both seed 0 of row full "
+                                        "attention \\(teacher\\), sst2"):
+        table2_pretrained._correct_by_seed(runs)
+    with pytest.raises(DataError, match=f"{tmp_path / 'x'} and {tmp_path / 'y'} are both seed 0 of row Full "
+                                        "attention \\(RoBERTa\\), n=128, sst2"):
+        table2_scratch._by_seed(runs, "sst2")
+    assert list(table2_scratch._by_seed(runs[:1], "sst2")) == [0]
+
+
 def test_paper_numbers_consistent():
     for key, (_, *accs, avg) in PAPER.items():
         assert sum(accs) / 4 == pytest.approx(avg, abs=0.006), key
@@ -151,7 +206,7 @@ def test_roberta_checkpoint_is_a_full_attention_row(tmp_path):
     length it was finetuned at, never a Linformer row with some k."""
     runs = tmp_path / "runs"
     _run(runs, "roberta", "sst2", 0.9, attention=None, n=None, k=None, sharing=None, model_type="roberta")
-    _run(runs, "full", "sst2", 0.8, attention="full", k=64, sharing="kv")  # k in the config, not in the model
+    _run(runs, "full", "sst2", 0.8, attention="full", k=64, sharing="kv", seed=1)  # k in the config, not the model
     (tmp_path / "pretrain" / "p").mkdir(parents=True)  # a pretraining run (no results.json) is not a row
     (tmp_path / "pretrain" / "p" / "metrics.jsonl").write_text('{"step": 1, "loss": 3.0}\n')
     out = tmp_path / "t"
