@@ -326,6 +326,7 @@ class RunRecord:
                     raise RunDirError(f"{self.dir} is not a run directory (it has no {CONFIG} or {RUN}) but holds "
                                       f"{listing(foreign)}: a run writes only into a new directory or its own. Choose another "
                                       "run_name (or paths.output_dir), or move those files away.")
+                warn_unfinished_twin(self.dir, config)
                 return "new"
             if not recorded:
                 return "new"
@@ -403,6 +404,20 @@ class RunRecord:
 
     def release(self) -> None:
         self.lock.release()
+
+
+def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
+    """One warning line where a run beside the new run `run_dir` (in its stage's folder) is unfinished and has its
+    settings under another run_name (a default run name that changed between versions, say): the new run starts
+    over beside it, and run_name= of that one would resume it instead."""
+    for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
+        status = read_json(other / RUN).get("status")
+        if status in (None, "complete") or identity_diff(read_yaml(other / CONFIG) or {"?": None}, config):
+            continue
+        log.warning("%s is an unfinished run (%s) of these settings under run_name=%s: this run starts over in %s; "
+                    "stop it and pass run_name=%s to resume that one instead", other, status, other.name, run_dir.name,
+                    other.name)
+        return
 
 
 # ------------------------------------------------------------------------------------------------ reading runs

@@ -60,6 +60,39 @@ def test_a_folder_of_someone_elses_is_refused_before_anything_is_written(tmp_pat
     empty.release()
 
 
+def test_a_new_run_beside_an_unfinished_one_of_its_settings_names_it_and_the_run_name_that_resumes_it(tmp_path,
+                                                                                                       caplog):
+    """A default run_name that changed between versions started the same command over in a new folder, without a
+    word about the unfinished run of the same settings beside it. A finished run, or one of other settings, is not
+    named."""
+    stopped = RunRecord(tmp_path / "tiny-linformer-n128-k32-headwise-s0", "pretrain")
+    stopped.claim(CONFIG)
+    stopped.start(CONFIG, step=0)
+    stopped.stop(KeyboardInterrupt("stopped at step 20"))
+    stopped.release()
+    _finished(tmp_path / "done")
+    other = RunRecord(tmp_path / "other-lr", "pretrain")
+    other.claim(_with(**{"trainer.lr": 0.002}))
+    other.start(_with(**{"trainer.lr": 0.002}), step=0)
+    other.release()
+    renamed = {**CONFIG, "run_name": "full120-model-mlm-s0"}
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="linformer.rundir"):
+        record = RunRecord(tmp_path / "full120-model-mlm-s0", "pretrain")
+        assert record.claim(renamed) == "new"
+        record.release()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [(f"{stopped.dir} is an unfinished run (stopped) of these settings under "
+                         "run_name=tiny-linformer-n128-k32-headwise-s0: this run starts over in full120-model-mlm-s0; "
+                         "stop it and pass run_name=tiny-linformer-n128-k32-headwise-s0 to resume that one instead")]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="linformer.rundir"):
+        record = RunRecord(tmp_path / "lr3", "pretrain")
+        assert record.claim(_with(**{"trainer.lr": 0.003})) == "new"
+        record.release()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_the_same_settings_find_the_run_complete_and_operational_changes_do_not_count(tmp_path):
     run = _finished(tmp_path / "run")
     record = RunRecord(run, "pretrain")
