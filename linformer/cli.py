@@ -353,12 +353,12 @@ def hydra_main(config_name: str) -> Callable:
                     else:  # a value left unset first: the run directory's name may need it
                         refuse_missing_values(cfg, config_name)
                         refuse_bad_interpolations(cfg, config_name, args)
-                        start["before"] = _run_dir_before(cfg)
+                        start["before"] = _run_dir_before(cfg, overrides=args)
                         start["earlier"] = _hydra_record(cfg)
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 with cli_errors():
                     cfg = _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
-                    start["before"] = _run_dir_before(cfg, "sweep") if cfg is not None else None
+                    start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
             return main()
 
         return entry
@@ -366,15 +366,17 @@ def hydra_main(config_name: str) -> Callable:
     return decorate
 
 
-def _run_dir_before(cfg, mode: str = "run") -> Path | None:
+def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path | None:
     """The nearest folder that exists already on the way to where Hydra will put the run of `cfg` (composed with its
     hydra node: the run directory itself when it exists; with mode "sweep", a --multirun's sweep directory); None
-    when the config names no such directory."""
+    when the config names no such directory. A run directory that climbs out of its folder through a ".." in a name
+    (`overrides` name the value) is refused here, before Hydra writes its .hydra/ files there: Hydra's files would
+    land in a folder that holds other things (the checkout itself), where a refused start cannot remove them."""
     from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationKeyError
 
     try:
-        run_dir = Path(str(cfg.hydra[mode].dir)).resolve()
+        given = Path(str(cfg.hydra[mode].dir))
     except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
         missing = re.search(r"key '([^']+)'", str(err))
         key = missing.group(1) if missing else "a key"
@@ -390,6 +392,13 @@ def _run_dir_before(cfg, mode: str = "run") -> Path | None:
                           "removing it.") from None
     except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
         return None
+    culprit = next((key for key, _, value in (a.lstrip("+~").partition("=") for a in overrides)
+                    if ".." in Path(value).parts and value in str(given) and not key.startswith("hydra.")), None)
+    if ".." in given.parts and culprit:  # a hydra.run.dir given with a ".." is the user's own choice
+        raise ConfigError(f"{culprit}={OmegaConf.select(cfg, culprit, default='')!r} puts the run directory "
+                          f"(hydra.{mode}.dir) at {given}, outside its folder: it must be one folder name (not a "
+                          "path: without '/', not '..').")
+    run_dir = given.resolve()
     existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
     if not existing.is_dir():  # Hydra would fail making the run directory, with a traceback
         raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "

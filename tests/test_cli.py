@@ -482,3 +482,28 @@ def test_linformer_config_dir_is_read_by_compose_and_the_scripts(tmp_path, monke
     monkeypatch.setattr(sys, "argv", ["finetune.py", "task=sst2", "model_path=m", "--cfg", "job"])
     cli.hydra_main("finetune")(lambda cfg: None)()  # --cfg job: Hydra prints the config and runs nothing
     assert "\nseed: 41\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("config", "given", "key"), [("tokenizer", "data.tokenizer=../..", "data.tokenizer"),
+                                                     ("pretrain", "run_name=../../..", "run_name")])
+def test_a_name_that_climbs_out_of_its_folder_is_refused_before_hydra_writes_there(tmp_path, monkeypatch, capsys,
+                                                                                   config, given, key):
+    """A '..' in a name of the run directory put it above its folder (the checkout itself, by default), and Hydra
+    wrote its .hydra/ and log there before the script's own check refused the name; beside other files, a refused
+    start could not take them away."""
+    import linformer.cli as cli
+
+    home = tmp_path / "home"
+    (home / "outputs").mkdir(parents=True)
+    (home / "notes.txt").write_text("the user's")
+    ran = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [f"{config}.py", "model=tiny", given, f"paths.output_dir={home / 'outputs'}"]
+                        if config == "pretrain" else [f"{config}.py", given, f"paths.output_dir={home / 'outputs'}"])
+    with pytest.raises(SystemExit) as stop:
+        cli.hydra_main(config)(ran.append)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(f"error: {key}=") and "outside its folder" in err, err
+    assert err.count("\n") == 1 and not ran
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "outputs"]
+    assert not list(tmp_path.rglob(".hydra"))
