@@ -17,6 +17,7 @@ resume needs only the step), the loss, and the evaluation. The core owns the res
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -106,6 +107,12 @@ class TrainingTask:
         """Items the batch's loss is a mean over (MLM targets, examples): the step's loss weights batches by it."""
         return int((batch["labels"] != -100).sum())
 
+    def tokens(self, batch: Mapping[str, torch.Tensor]) -> int:
+        """The batch's real tokens (its attention mask's ones; every position where it has none, as packed blocks):
+        what a run's `tokens` and tokens/s count, padding left out."""
+        mask = batch.get("attention_mask")
+        return int(mask.sum()) if mask is not None else int(batch["input_ids"].numel())
+
     def loss(self, model, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch).loss
 
@@ -138,10 +145,9 @@ class StepRecord:
 
     step: int                        # the step number once done (1 for the first)
     values: torch.Tensor             # [loss, grad norm, finite] on the device
-    tokens: int                      # the step's tokens on every rank
+    tokens: int                      # this rank's real tokens of the step (the host read sums every rank's)
     lr: float                        # the lr this step's update used (what the row logs)
     epoch: float
-    total_tokens: int                # the run's tokens after the step
 
 
 @dataclass
@@ -395,10 +401,18 @@ class Trainer:
                 self.scheduler.step()
         else:
             self.scheduler.step()
-        tokens = sum(int(b["input_ids"].numel()) for b in micro) * self.accelerator.num_processes
-        self.state["tokens"] += tokens
+        tokens = sum(self.task.tokens(b) for b in micro)  # counted on the host: the device is not waited for
         values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
-        return StepRecord(step + 1, values, tokens, lr, self.task.epoch_of(step + 1), self.state["tokens"])
+        return StepRecord(step + 1, values, tokens, lr, self.task.epoch_of(step + 1))
+
+    def _global_tokens(self, pending: Sequence[StepRecord]) -> list[int]:
+        """Each pending step's real tokens over every process: one sum over the ranks per host read (every rank
+        reads at the same steps), since each rank pads its own batch and draws its own examples."""
+        local = [p.tokens for p in pending]
+        if self.accelerator.num_processes == 1:
+            return local
+        counts = torch.tensor(local, dtype=torch.long, device=self.accelerator.device)
+        return [int(x) for x in self.accelerator.reduce(counts, "sum").tolist()]
 
     def _read_steps(self, bar) -> dict[str, Any]:
         """The host read of the steps since the last one (one sync for all of them): logs each step's row but the
@@ -407,11 +421,14 @@ class Trainer:
         read: the device's time for them, which no single step's host time measures when nothing waits."""
         pending, self._pending = self._pending, []
         values = torch.stack([p.values for p in pending]).tolist()
-        rate = sum(p.tokens for p in pending) / max(time.perf_counter() - self._window_start, 1e-9)
+        tokens = self._global_tokens(pending)
+        rate = sum(tokens) / max(time.perf_counter() - self._window_start, 1e-9)
+        totals = list(itertools.accumulate(tokens, initial=self.state["tokens"]))[1:]  # the run's after each step
+        self.state["tokens"] = totals[-1]  # all read steps are done: a checkpoint from here on holds them
         rows = []
-        for record, (loss, grad_norm, finite) in zip(pending, values):
+        for record, (loss, grad_norm, finite), total in zip(pending, values, totals):
             self._step_rates.append(rate)
-            rows.append(self._step_row(record, loss, grad_norm, rate))
+            rows.append(self._step_row(record, loss, grad_norm, rate, total))
             self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
             if self.state["nonfinite"]:
                 log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
@@ -422,9 +439,10 @@ class Trainer:
                 self._log(record.step, rows[-1])
         return rows[-1]
 
-    def _step_row(self, record: StepRecord, loss: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
+    def _step_row(self, record: StepRecord, loss: float, grad_norm: float, tokens_per_s: float,
+                  total_tokens: int) -> dict[str, Any]:
         row = {"loss": loss, **self.task.step_metrics(loss), "lr": record.lr, "grad_norm": grad_norm,
-               "tokens_per_s": tokens_per_s, "epoch": record.epoch, "tokens": record.total_tokens}
+               "tokens_per_s": tokens_per_s, "epoch": record.epoch, "tokens": total_tokens}
         if self.task.flops_per_token and self.task.peak_flops:
             row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
         if self.settings.compile:

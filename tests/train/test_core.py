@@ -46,3 +46,47 @@ def test_accumulated_micro_batches_weigh_every_target_as_one_batch_does():
         if p.grad is not None:
             torch.testing.assert_close(before[name] - dict(model.named_parameters())[name].detach(), p.grad,
                                        rtol=1e-4, atol=1e-6, msg=name)
+
+
+class _OtherRank:
+    """Stands for the accelerator of rank 0 of 2: `reduce` adds what the other rank counted."""
+
+    device, num_processes, is_main_process = torch.device("cpu"), 2, False
+
+    def __init__(self, other: list[int]):
+        self.other = other
+
+    def reduce(self, tensor, reduction):
+        assert reduction == "sum"
+        return tensor + torch.tensor(self.other, dtype=tensor.dtype)
+
+
+def test_a_steps_tokens_are_every_ranks_real_tokens():
+    """Each rank pads its batch to its own longest example: the run's tokens (and tokens/s) are the sum of every
+    rank's real tokens, not this rank's padded count times the processes."""
+    torch.manual_seed(0)
+    model = LinformerForMaskedLM(LinformerConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_seq_len=8, projected_dim=4))
+    ids = torch.randint(3, 40, (2, 8))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0                                            # 13 real tokens of 16 positions
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+    settings = TrainerSettings(batch_size=2, grad_accum=1, lr=1e-3, mixed_precision="no", max_grad_norm=1.0,
+                               max_nonfinite_steps=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, _FixedBatches([batch]), settings,
+                      record=None, spec=None, config={})
+    trainer._pending = [trainer._train_step(0), trainer._train_step(1)]
+    assert [p.tokens for p in trainer._pending] == [13, 13]
+    trainer.accelerator = _OtherRank([7, 9])                   # the other rank's shorter examples
+    trainer.state["tokens"] = 100                              # steps before these
+
+    class _Bar:
+        def close(self):
+            pass
+
+    row = trainer._read_steps(_Bar())
+    assert trainer.state["tokens"] == 100 + 20 + 22
+    assert row["tokens"] == 142
