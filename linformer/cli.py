@@ -11,6 +11,7 @@ import errno
 import functools
 import importlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import ConfigError, LinformerError, OutputPathError, Preempted, did_you_mean
+from .errors import ConfigError, LinformerError, OutputPathError, PeerFailed, Preempted, did_you_mean
 from .files import atomic_write, flatten, resolve_path
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
@@ -54,21 +55,113 @@ def cli_errors():
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
     A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
-    user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback.
+    user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback. Under torchrun or accelerate
+    launch the processes speak as one (``quiet_other_ranks``, ``_last_line``).
     """
+    quiet_other_ranks()
     try:
         yield
     except Preempted as stop:
-        print(f"stopped: {stop}", file=sys.stderr)
-        sys.exit(stop.exit_code)
+        _last_line(f"stopped: {stop}", stop.exit_code)
     except KeyboardInterrupt as stop:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second)
-        print("stopped: interrupted (Ctrl-C). Run the same command again to go on.", file=sys.stderr)
-        sys.exit(exit_status(stop))
+        _last_line("stopped: interrupted (Ctrl-C). Run the same command again to go on.", exit_status(stop))
     except Exception as err:
         message = _user_message(err)
         if message is None:
             raise
-        _fail(message)
+        _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed))
+
+
+def process_rank() -> int:
+    """This process's rank among the processes torchrun or accelerate launch started (RANK); 0 for one process."""
+    return int(os.environ.get("RANK") or 0)
+
+
+def process_count() -> int:
+    """How many processes torchrun or accelerate launch started (WORLD_SIZE); 1 for one process."""
+    return int(os.environ.get("WORLD_SIZE") or 1)
+
+
+_quieted: list[int] = []  # the rank quiet_other_ranks set up, once per process
+
+
+def quiet_other_ranks() -> None:
+    """Every process of a launch runs the same code on the same settings, so each would log every line: the main
+    process (rank 0) logs them, the others only errors, prefixed with their rank. Set once per process, where
+    every script starts (cli_errors); it holds over Hydra's logging set-up, which replaces handlers, not these."""
+    rank = process_rank()
+    if rank == 0 or _quieted:
+        return
+    _quieted.append(rank)
+    logging.disable(logging.WARNING)  # INFO and WARNING: rank 0 says them
+    make_record = logging.getLogRecordFactory()
+
+    def ranked(*args, **kwargs) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        record.msg = f"[rank {rank}] {record.msg}"
+        return record
+
+    logging.setLogRecordFactory(ranked)
+
+
+PEER_WAIT_S = 10  # how long a process waits for rank 0's last line (or another's cause) before printing its own
+
+
+def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
+    """Print the line a script ends with (`error: ...`, `stopped: ...`) and exit with `code`.
+
+    Under torchrun (or accelerate launch, built on it) the processes agree through the launcher's store: rank 0
+    prints its line; another process prints its own, prefixed with its rank, only where it differs from rank 0's
+    (an error of that process alone), and after rank 0's (whose line would otherwise be cut short: the launcher
+    stops the others once one exits). A line that is not the cause (``cause=False``: PeerFailed, another process
+    failed) is printed only where no process printed one within PEER_WAIT_S."""
+    rank, peers = process_rank(), _launch_store()
+    if peers is None:
+        print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+        sys.exit(code)
+    said = None
+    if rank == 0:
+        if cause:
+            print(line, file=sys.stderr, flush=True)
+            peers.set("cause", "1")
+        peers.set("rank0", line)
+    else:
+        said = _wait_for(peers, "rank0")
+        if cause and said != line:
+            print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+            peers.set("cause", "1")
+    if not cause and _wait_for(peers, "cause") is None:
+        print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def _launch_store():
+    """The key-value store of this launch (torchrun's, at MASTER_ADDR:MASTER_PORT), keyed for this attempt of it;
+    None for one process, or where it cannot be reached (another launcher)."""
+    if process_count() <= 1 or "MASTER_ADDR" not in os.environ:
+        return None
+    try:
+        import datetime
+
+        import torch.distributed as dist
+
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=datetime.timedelta(seconds=PEER_WAIT_S))
+        attempt = f"{os.environ.get('TORCHELASTIC_RUN_ID', '')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)}"
+        return dist.PrefixStore(f"linformer/last_line/{attempt}/", store)
+    except Exception:  # no store there: every process prints its own line
+        return None
+
+
+def _wait_for(store, key: str) -> str | None:
+    """The store's value of `key` once a process set it, or None after PEER_WAIT_S."""
+    import datetime
+
+    try:
+        store.wait([key], datetime.timedelta(seconds=PEER_WAIT_S))
+        return store.get(key).decode()
+    except Exception:  # timed out, or the store went away with its launcher
+        return None
 
 
 def _user_message(err: BaseException) -> str | None:
@@ -159,11 +252,6 @@ def hydra_value(value) -> str:
     escaped = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)  # backslashes before a quote doubled
     escaped = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, escaped)        # and before the closing one
     return f"'{escaped}'"
-
-
-def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(EXIT_USER_ERROR)
 
 
 def _attn_tag(attention, n, k, sharing) -> str:

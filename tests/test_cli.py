@@ -507,3 +507,91 @@ def test_a_name_that_climbs_out_of_its_folder_is_refused_before_hydra_writes_the
     assert err.count("\n") == 1 and not ran
     assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "outputs"]
     assert not list(tmp_path.rglob(".hydra"))
+
+
+@pytest.fixture
+def other_rank(monkeypatch):
+    """This process as rank 1 of 2 (torchrun's variables), its logging set-up undone after the test."""
+    import logging
+
+    from linformer import cli
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    factory = logging.getLogRecordFactory()
+    yield
+    logging.disable(logging.NOTSET)
+    logging.setLogRecordFactory(factory)
+    cli._quieted.clear()
+
+
+def test_under_torchrun_another_rank_logs_errors_only_and_names_itself(other_rank, capsys, caplog):
+    """Every process runs the same code: rank 0 logs each line, the others only their errors, prefixed."""
+    import logging
+
+    from linformer.cli import cli_errors
+
+    with cli_errors():
+        logging.getLogger("linformer.x").info("tokenized split from the cache")
+        logging.getLogger("linformer.x").warning("SIGTERM received")
+        logging.getLogger("linformer.x").error("this rank's own trouble")
+    assert [r.getMessage() for r in caplog.records] == ["[rank 1] this rank's own trouble"]
+
+
+@pytest.fixture
+def launch_store(monkeypatch):
+    """A launcher's store, as torchrun's agent keeps it at MASTER_ADDR:MASTER_PORT, for this process as rank 1."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from linformer import cli
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=5))
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_RUN_ID": "t",
+                       "TORCHELASTIC_RESTART_COUNT": "0", "WORLD_SIZE": "2", "RANK": "1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(cli, "PEER_WAIT_S", 1)
+    return dist.PrefixStore("linformer/last_line/t/0/", store)
+
+
+def _ends(capsys, err: BaseException) -> tuple[int, str]:
+    from linformer.cli import cli_errors
+
+    with pytest.raises(SystemExit) as stop, cli_errors():
+        raise err
+    return stop.value.code, capsys.readouterr().err
+
+
+def test_under_torchrun_a_line_rank_0_printed_is_not_printed_again(launch_store, other_rank, capsys):
+    from linformer.errors import Preempted
+
+    launch_store.set("rank0", "error: trainer.mixed_precision=fp16 needs a CUDA device")
+    assert _ends(capsys, ConfigError("trainer.mixed_precision=fp16 needs a CUDA device")) == (2, "")
+    launch_store.set("rank0", "stopped: SIGINT (Ctrl-C) at step 3")
+    assert _ends(capsys, Preempted("SIGINT (Ctrl-C) at step 3", 2)) == (130, "")
+
+
+def test_under_torchrun_a_line_of_one_rank_alone_is_printed_with_its_rank(launch_store, other_rank, capsys):
+    launch_store.set("rank0", "error: another process failed")
+    assert _ends(capsys, OSError(errno.ENOSPC, "full", "/x/ckpt")) == (
+        2, "[rank 1] error: no space left on device writing /x/ckpt: free some space and run the same command again.\n")
+    assert launch_store.get("cause") == b"1"  # rank 0's own "another process failed" is then left unsaid
+
+
+def test_under_torchrun_another_process_s_failure_is_left_to_the_process_that_failed(launch_store, other_rank, capsys):
+    from linformer.errors import PeerFailed
+
+    launch_store.set("rank0", "error: no space left on device writing /x/ckpt")
+    launch_store.set("cause", "1")
+    assert _ends(capsys, PeerFailed("another process failed writing the checkpoint")) == (2, "")
+    launch_store.delete_key("cause")  # nobody printed a cause: this process says what it knows
+    assert _ends(capsys, PeerFailed("another process failed writing the checkpoint"))[1] == (
+        "[rank 1] error: another process failed writing the checkpoint\n")
+
+
+def test_rank_0_prints_its_line_and_tells_the_others(launch_store, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "0")
+    assert _ends(capsys, ConfigError("bad")) == (2, "error: bad\n")
+    assert launch_store.get("rank0") == b"error: bad"

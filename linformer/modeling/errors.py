@@ -73,6 +73,11 @@ class TrainingDiverged(LinformerError):
     """Too many consecutive non-finite losses; a checkpoint was written before this is raised."""
 
 
+class PeerFailed(LinformerError):
+    """Another process of a multi-process run failed where every process had to succeed (a checkpoint's writing):
+    this one stops too. That process prints the cause; this one's line shows only where it cannot (linformer.cli)."""
+
+
 class Preempted(Exception):
     """SIGTERM or SIGINT stopped a run after it wrote a checkpoint; the message says how to resume.
 
