@@ -31,7 +31,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, PeerFailed
 from ..files import checksum_problems, disk_full_names, file_checksums, swap_in, umask_modes
 
 log = logging.getLogger(__name__)
@@ -150,24 +150,52 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
         for stale in [*root.glob(".tmp-step-*"), *root.glob(".old-step-*")]:  # left by a killed process
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
-    try:
-        with disk_full_names(root), _quiet_accelerate():
-            accelerator.save_state(str(tmp))  # every rank writes its own RNG state into tmp
-            accelerator.wait_for_everyone()
-            if accelerator.is_main_process:
-                (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
-                _write_checksums(tmp)
-                umask_modes(tmp)
-    except BaseException:
-        if accelerator.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with disk_full_names(root), _quiet_accelerate():
+        # every rank writes its own RNG state into tmp: rank 0 goes on (or removes tmp) once all of them are done
+        _agreed(accelerator, root, step, lambda: accelerator.save_state(str(tmp)), tmp)
+        _agreed(accelerator, root, step, lambda: _finish_main(accelerator, tmp, final, step, state), tmp)
     if accelerator.is_main_process:
-        swap_in(tmp, final)  # re-saving the same step (the final checkpoint after a periodic one) replaces it whole
         for old in complete_checkpoints(run_dir)[: -max(int(keep_last), 1)]:
             shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
+
+
+def _finish_main(accelerator: Accelerator, tmp: Path, final: Path, step: int, state: dict) -> None:
+    """Rank 0's part once every rank's files are in `tmp`: the trainer state and checksums, then the swap-in."""
+    if accelerator.is_main_process:
+        (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
+        _write_checksums(tmp)
+        umask_modes(tmp)
+        swap_in(tmp, final)  # re-saving the same step (the final checkpoint after a periodic one) replaces it whole
+
+
+def _agreed(accelerator: Accelerator, root: Path, step: int, part, tmp: Path) -> None:
+    """Run this rank's `part` of a checkpoint's writing, then learn whether every rank's succeeded (a collective:
+    no rank goes on, and rank 0 removes nothing, while another still writes). A rank that failed raises its own
+    error; the others raise PeerFailed, which leaves the cause to the rank that has it (linformer.cli). Either way
+    `tmp` is removed, so no half checkpoint is left. A signal or Ctrl-C ends the process where it stands, as before."""
+    error = None
+    try:
+        part()
+    except Exception as err:
+        error = err
+    except BaseException:
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    ok = error is None
+    if accelerator.num_processes > 1:
+        flag = torch.tensor([int(ok)], device=accelerator.device)
+        ok = bool(accelerator.reduce(flag, "min").item())
+    if ok:
+        return
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if error is not None:
+        raise error
+    raise PeerFailed(f"another process failed while writing the checkpoint of step {step} in {root} (its error says "
+                     "why); this process stops with it. The earlier checkpoints are intact.")
 
 
 def newest_intact(candidates: list[Path], matters=lambda name: True) -> tuple[Path | None, dict[Path, list[str]]]:

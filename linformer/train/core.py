@@ -326,44 +326,44 @@ class Trainer:
     def _loop(self, stop: StopSignal) -> None:
         step = last_read = self.state["step"]
         settings = self.settings
-        bar = tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
-                   dynamic_ncols=True)
-        self.model.train()
-        self._window_start = time.perf_counter()
-        while step < settings.max_steps:
-            self._pending.append(self._train_step(step))
-            step = self.state["step"] = step + 1
-            bar.update(1)
-            evaluate = bool(self.eval_every and step % self.eval_every == 0) or step == settings.max_steps
-            save = bool(settings.save_every and step % settings.save_every == 0) or step == settings.max_steps
-            if not (evaluate or save or step % settings.sync_every == 0):
-                continue  # the device runs on: nothing of this step is read yet
-            row = self._read_steps(bar)
-            if evaluate:
-                self._settle()
-                self._evaluate(step, row)
-            else:
-                self._log(step, row)
-            if step // settings.log_every > last_read // settings.log_every:
-                bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
-            last_read = step
-            # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
-            signum, save_due = stop.agreed(self.accelerator, self._save_due())
-            if signum is not None and step == settings.max_steps:  # the training is done: fit finishes the run
-                log.warning(FINISHING.replace("{signal}", signal.Signals(signum).name))
-            elif signum is not None:
-                self.save()
-                bar.close()
-                name = signal.Signals(signum).name
-                stopped = Preempted(
-                    f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
-                    f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
-                self._close(stopped.exit_code)
-                raise stopped
-            if save or save_due:
-                self.save()
-            self._window_start = time.perf_counter()  # evaluation and checkpoints are not training time
-        bar.close()
+        # closed however the loop ends, so that an error's line starts on a line of its own, not after the bar
+        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
+                  dynamic_ncols=True) as bar:
+            self.model.train()
+            self._window_start = time.perf_counter()
+            while step < settings.max_steps:
+                self._pending.append(self._train_step(step))
+                step = self.state["step"] = step + 1
+                bar.update(1)
+                evaluate = bool(self.eval_every and step % self.eval_every == 0) or step == settings.max_steps
+                save = bool(settings.save_every and step % settings.save_every == 0) or step == settings.max_steps
+                if not (evaluate or save or step % settings.sync_every == 0):
+                    continue  # the device runs on: nothing of this step is read yet
+                row = self._read_steps(bar)
+                if evaluate:
+                    self._settle()
+                    self._evaluate(step, row)
+                else:
+                    self._log(step, row)
+                if step // settings.log_every > last_read // settings.log_every:
+                    bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
+                last_read = step
+                # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
+                signum, save_due = stop.agreed(self.accelerator, self._save_due())
+                if signum is not None and step == settings.max_steps:  # the training is done: fit finishes the run
+                    log.warning(FINISHING.replace("{signal}", signal.Signals(signum).name))
+                elif signum is not None:
+                    self.save()
+                    bar.close()
+                    name = signal.Signals(signum).name
+                    stopped = Preempted(
+                        f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
+                        f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
+                    self._close(stopped.exit_code)
+                    raise stopped
+                if save or save_due:
+                    self.save()
+                self._window_start = time.perf_counter()  # evaluation and checkpoints are not training time
 
     def _host_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
         """The step's micro-batches (on the host) and the items each one's loss is a mean over. On a GPU they are

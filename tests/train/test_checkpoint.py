@@ -174,3 +174,54 @@ def test_load_without_the_rng_state_leaves_it_and_puts_its_files_back(accelerate
     load_checkpoint(accelerator, path, rng_ok=False)
     assert torch.equal(torch.rand(5), expected)  # the RNG was not touched
     assert sorted(p.name for p in path.iterdir()) == files
+
+
+class _RankZeroOfTwo:
+    """The accelerator as rank 0 of 2 sees it: the real one writes the files, `reduce` adds the other rank's
+    outcome (1: its part succeeded) and notes whether the temporary checkpoint was still there to write into."""
+
+    num_processes, is_main_process = 2, True
+
+    def __init__(self, accelerator, root, other_ok=(1, 1)):
+        self.accelerator, self.root, self.other_ok, self.tmp_there = accelerator, root, list(other_ok), []
+
+    def __getattr__(self, name):
+        return getattr(self.accelerator, name)
+
+    def reduce(self, tensor, reduction):
+        import torch
+
+        assert reduction == "min"
+        self.tmp_there.append(bool(list((self.root / "checkpoints").glob(".tmp-step-*"))))
+        return torch.minimum(tensor, torch.tensor([self.other_ok.pop(0)]))
+
+
+def test_a_rank_that_fails_a_checkpoint_removes_nothing_before_the_others_are_done(accelerated, tmp_path,
+                                                                                   monkeypatch):
+    """Rank 0's write fails (a full disk): the other ranks may still be writing their RNG states into the temporary
+    checkpoint, so rank 0 agrees with them first, then removes it and raises its own error."""
+    import errno
+
+    from linformer.errors import DiskFullError
+    from linformer.train import checkpoint
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(checkpoint, "_write_checksums", full)
+    ranks = _RankZeroOfTwo(accelerated[0], tmp_path)
+    with pytest.raises(DiskFullError):
+        checkpoint.save_checkpoint(ranks, tmp_path, 4, {}, keep_last=2)
+    assert ranks.tmp_there == [True, True]  # still there when the ranks agreed on each part
+    assert not list((tmp_path / "checkpoints").iterdir())
+
+
+def test_another_rank_s_failure_stops_this_one_with_peer_failed_and_no_half_checkpoint(accelerated, tmp_path):
+    from linformer.errors import PeerFailed
+    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+
+    save_checkpoint(accelerated[0], tmp_path, 2, {}, keep_last=2)
+    with pytest.raises(PeerFailed, match="another process failed while writing the checkpoint of step 4"):
+        save_checkpoint(_RankZeroOfTwo(accelerated[0], tmp_path, other_ok=[0]), tmp_path, 4, {}, keep_last=2)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]
+    assert [p.name for p in complete_checkpoints(tmp_path)] == ["step-00000002"]
