@@ -277,8 +277,10 @@ def not_a_run(path: str | Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.name != LOCK)
 
 
-# run.json's fields of an attempt's end, by status (finish, fail, stop): moved into `attempts` when the run starts again
+# run.json's fields of an attempt's end, by status (finish, fail, stop), and of its start (the step it started at, the
+# processes it ran on): moved into `attempts` when the run starts again
 _ENDED = ("finished", "failed", "error", "stopped", "reason")
+_BEGUN = ("start_step", "processes")
 
 
 class RunRecord:
@@ -359,19 +361,23 @@ class RunRecord:
             self.lock.release()
             raise
 
-    def start(self, config: Mapping, step: int) -> None:
-        """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing)."""
+    def start(self, config: Mapping, step: int, processes: int = 1) -> None:
+        """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing), with
+        the step this attempt starts at and the processes it runs on: the steps from it to the next attempt's
+        `start_step` ran on that many."""
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
+        begun = {key: info.pop(key) for key in _BEGUN if key in info}
         ended = {key: info.pop(key) for key in _ENDED if key in info}
         # an earlier attempt's end (a crash, a stop) goes into the history, not beside this one's status; one still
         # `running` whose lock was taken over (claim) was killed before it could record an end
         previous = KILLED if info.get("status") == "running" else info.get("status")
         if ended or previous == KILLED:
-            info.setdefault("attempts", []).append({"status": previous, "started": info.get("started"), **ended})
+            info.setdefault("attempts", []).append({"status": previous, "started": info.get("started"), **begun,
+                                                    **ended})
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
-        info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"), start_step=step, processes=processes)
         if self.resumed_from:
             info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
         write_yaml(self.dir / CONFIG, dict(config))
@@ -386,20 +392,20 @@ class RunRecord:
         write_json(self.dir / RUN, info)
 
     def fail(self, err: BaseException) -> None:
-        """Record status `failed` with the error's first line: a run that crashed mid-way must not read `running`
-        (a rerun with the same settings continues it from its last checkpoint)."""
-        self._end("failed", err, "error")
+        """Record status `failed` with the error's class and first line: a run that crashed mid-way must not read
+        `running` (a rerun with the same settings continues it from its last checkpoint)."""
+        self._end("failed", "error", f"{type(err).__name__}: {_first_line(err)}")
 
     def stop(self, err: BaseException) -> None:
-        """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the message's first
-        line says where (a rerun continues it from its last checkpoint)."""
-        self._end("stopped", err, "reason")
+        """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the stop's first
+        line says which and where ("SIGINT (Ctrl-C) at step 17: checkpoint saved in ..."; a rerun continues it from
+        its last checkpoint). A second Ctrl-C, which stops at once, says nothing of its own."""
+        self._end("stopped", "reason", _first_line(err) or "SIGINT (Ctrl-C) again: stopped at once, keeping the "
+                                                           "last checkpoint")
 
-    def _end(self, status: str, err: BaseException, why: str) -> None:
+    def _end(self, status: str, why: str, line: str) -> None:
         info = self.info()
-        line = (str(err).strip().splitlines() or [""])[0]
-        info.update({"status": status, status: time.strftime("%Y-%m-%d %H:%M:%S"),
-                     why: f"{type(err).__name__}: {line}"[:500]})
+        info.update({"status": status, status: time.strftime("%Y-%m-%d %H:%M:%S"), why: _shortened(line)})
         write_json(self.dir / RUN, info)
 
     def release(self) -> None:
@@ -418,6 +424,24 @@ def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
                     "stop it and pass run_name=%s to resume that one instead", other, status, other.name, run_dir.name,
                     other.name)
         return
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [""])[0]
+
+
+REASON_CHARS = 2000  # run.json's error or reason at most: a message's first line, whole unless it runs on
+
+
+def _shortened(line: str, limit: int = REASON_CHARS) -> str:
+    """`line` whole where it fits in `limit` characters, else cut after its last sentence (or, without one, word)
+    that fits, marked " [...]": never mid-word, and the start (the step, the error's class) always kept."""
+    if len(line) <= limit:
+        return line
+    head = line[:limit]
+    cut = max(head.rfind(". "), head.rfind("; "))
+    cut = cut + 1 if cut > 0 else head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip() + " [...]"
 
 
 # ------------------------------------------------------------------------------------------------ reading runs

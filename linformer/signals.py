@@ -23,6 +23,13 @@ from collections.abc import Iterator
 from .errors import Preempted
 
 
+def signal_words(signum: int) -> str:
+    """How a message names a signal: SIGINT as the user's interrupt (Ctrl-C), any other by its name (SIGTERM: a
+    scheduler's, or the launcher's stop)."""
+    name = signal.Signals(signum).name
+    return f"{name} (Ctrl-C)" if signum == signal.SIGINT else name
+
+
 @contextlib.contextmanager
 def handling(signals: tuple[int, ...], handler) -> Iterator[bool]:
     """`handler` for each of `signals` inside the block, the previous handlers back after it. Only the main thread can
@@ -49,7 +56,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
     received: list[int] = []
 
     def stop(signum, _frame):
-        name = signal.Signals(signum).name
+        name = signal_words(signum)
         if received:
             print(f"stopped: {name} again while stopping: exiting now; the next run removes what this one left.",
                   file=sys.stderr, flush=True)
@@ -62,7 +69,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
             yield
         except BaseException as err:
             if received and not isinstance(err, Preempted):
-                raise Preempted(message.replace("{signal}", signal.Signals(received[0]).name), received[0]) from err
+                raise Preempted(message.replace("{signal}", signal_words(received[0])), received[0]) from err
             raise
 
 
@@ -74,7 +81,7 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
     got = [signal.SIGTERM] if received else []
 
     def finish(signum, _frame):
-        name = signal.Signals(signum).name
+        name = signal_words(signum)
         if got:
             raise Preempted(message.replace("{signal}", name), signum)
         got.append(signum)

@@ -269,3 +269,52 @@ def test_a_resumed_run_s_time_goes_on_from_the_step_it_resumed_at(tmp_path, monk
     MetricsWriter(tmp_path, resume_step=2).log(3, {"loss": 0.5})  # resumed from step 2's checkpoint
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [(r["step"], r["time"]) for r in rows] == [(1, 10.0), (2, 20.0), (3, 24.0)]
+
+
+def test_a_stop_s_reason_is_its_whole_line_naming_the_user_s_interrupt(tmp_path):
+    """A stop's reason names the step and the checkpoint however long the paths are: no cut mid-word, no class name
+    ("Preempted") for a Ctrl-C, which is named as one."""
+    from linformer.errors import Preempted
+    from linformer.signals import signal_words
+
+    record = RunRecord(tmp_path / "run", "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    line = (f"{signal_words(2)} at step 17: checkpoint saved in {'/deep' * 80}/checkpoints. Resume with the same command "
+            f"(torchrun --nproc_per_node=2 scripts/pretrain.py run_name=pi); trainer.resume=auto continues from step 17.")
+    record.stop(Preempted(line, 2))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["reason"] == line
+    assert line.startswith("SIGINT (Ctrl-C) at step 17: ")
+    record.stop(KeyboardInterrupt())  # a second Ctrl-C: nothing of its own to say
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["reason"].startswith("SIGINT (Ctrl-C) again")
+    record.release()
+
+
+def test_an_overlong_reason_is_shortened_after_a_sentence_never_mid_word():
+    from linformer.rundir import _shortened
+
+    line = "SIGTERM at step 17: checkpoint saved. " + "Then a word " * 300
+    short = _shortened(line, limit=100)
+    assert short == "SIGTERM at step 17: checkpoint saved. [...]"
+    assert _shortened("x" * 50 + " " + "y" * 80, limit=100) == "x" * 50 + " [...]"
+
+
+def test_each_attempt_records_the_step_it_started_at_and_its_processes(tmp_path):
+    """A run resumed on another number of processes (allowed) says which steps ran on how many."""
+    from linformer.errors import Preempted
+
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0, processes=2)
+    record.stop(Preempted("SIGTERM at step 27: checkpoint saved", 15))
+    record.release()
+    again = RunRecord(run, "pretrain")
+    again.claim(CONFIG)
+    again.start(CONFIG, step=27, processes=1)
+    again.finish({"steps": 60})
+    again.release()
+    info = json.loads((run / "run.json").read_text())
+    [attempt] = info["attempts"]
+    assert (attempt["start_step"], attempt["processes"], attempt["status"]) == (0, 2, "stopped")
+    assert (info["start_step"], info["processes"], info["status"]) == (27, 1, "complete")

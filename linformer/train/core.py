@@ -38,7 +38,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
-from ..cli import exit_status, shell_command
+from ..cli import exit_status, hydra_override, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten
@@ -53,7 +53,7 @@ from ..rundir import (
     reported_scalars,
     start_changes,
 )
-from ..signals import handling, signals_finish, signals_stop
+from ..signals import handling, signal_words, signals_finish, signals_stop
 from . import checkpoint as ckpt
 from .common import (
     build_accelerator,
@@ -205,9 +205,11 @@ class StopSignal:
     def _handle(self, signum, frame) -> None:
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if self.signum is not None:  # torchrun's SIGTERM after the user's Ctrl-C: the stop keeps the first's name
+            return
         self.signum = signum
         log.warning("%s received: stopping after this step with a checkpoint (Ctrl-C again stops at once)",
-                    signal.Signals(signum).name)
+                    signal_words(signum))
 
     def __exit__(self, *exc) -> None:
         self._installed.close()
@@ -285,7 +287,7 @@ class Trainer:
         # saved with every checkpoint: a resume compares them (_check_global_batch)
         self.state["global_batch"], self.state["processes"] = self.global_batch(), self.accelerator.num_processes
         if self.is_main:
-            self.record.start(self.config, self.state["step"])
+            self.record.start(self.config, self.state["step"], self.accelerator.num_processes)
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
@@ -351,13 +353,12 @@ class Trainer:
                 # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
                 signum, save_due = stop.agreed(self.accelerator, self._save_due())
                 if signum is not None and step == settings.max_steps:  # the training is done: fit finishes the run
-                    log.warning(FINISHING.replace("{signal}", signal.Signals(signum).name))
+                    log.warning(FINISHING.replace("{signal}", signal_words(signum)))
                 elif signum is not None:
                     self.save()
                     bar.close()
-                    name = signal.Signals(signum).name
                     stopped = Preempted(
-                        f"{name} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
+                        f"{signal_words(signum)} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
                         f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
                     self._close(stopped.exit_code)
                     raise stopped
@@ -585,11 +586,24 @@ class Trainer:
                 f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
                 f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
                 f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}): the data order and the "
-                "schedule's steps would change. Start it with the number of processes it ran on (torchrun "
-                "--nproc_per_node N), keep the global batch (pretraining: trainer.global_batch_size), or add "
-                "trainer.allow_config_change=[processes] to change it from this step on (run.json records it).")
+                f"schedule's steps would change. Start it with the number of processes it ran on ({ran_on}: torchrun "
+                f"--nproc_per_node {ran_on}){self._same_global_batch(before)}, or add "
+                "trainer.allow_config_change=[processes] to change the global batch from this step on (run.json "
+                "records it).")
         self.record.allowed_changes = {**self.record.allowed_changes, "processes": (ran_on, world),
                                        "global batch": (before, now)}
+
+    def _same_global_batch(self, before: int) -> str:
+        """The overrides that keep the checkpoint's global batch on this start's processes (", or keep ..."), where
+        the per-device batch divides: a changed trainer.batch_size is a config change, so they allow it too."""
+        per_device = self.settings.grad_accum * self.accelerator.num_processes
+        if before % per_device:
+            return ""
+        allow = self.settings.allow_config_change
+        keys = [*(allow if isinstance(allow, list) else []), "trainer.batch_size"]
+        overrides = shell_command(hydra_override("trainer.batch_size", before // per_device),
+                                  hydra_override("trainer.allow_config_change", list(dict.fromkeys(keys))))
+        return f", or keep its global batch here by adding {overrides}"
 
     def _check_foreign(self, path: Path, source: Path) -> None:
         """A checkpoint of another run (trainer.resume=<its path>) continues this one only with that run's settings,

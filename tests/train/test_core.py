@@ -90,3 +90,44 @@ def test_a_steps_tokens_are_every_ranks_real_tokens():
     row = trainer._read_steps(_Bar())
     assert trainer.state["tokens"] == 100 + 20 + 22
     assert row["tokens"] == 142
+
+
+def test_a_resume_on_other_processes_advises_overrides_that_the_next_start_accepts(tmp_path):
+    """Trained on 2 processes x 8, resumed on 1 x 8: the refusal's overrides (a per-device batch keeping the global
+    batch, and the allowance that config change needs) pass both checks a start makes, the record's and the core's."""
+    import re
+    import shlex
+
+    import pytest
+
+    from linformer.errors import ConfigError
+    from linformer.rundir import RunRecord
+
+    model = LinformerForMaskedLM(LinformerConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_seq_len=8, projected_dim=4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    config = {"seed": 0, "trainer": {"batch_size": 8, "allow_config_change": []}}
+    record = RunRecord(tmp_path / "run", "pretrain")
+    record.claim(config)
+    record.start(config, step=0, processes=2)
+    record.release()
+
+    def trainer(batch_size, allow):
+        settings = TrainerSettings(batch_size=batch_size, grad_accum=1, lr=1e-3, allow_config_change=allow)
+        t = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, _FixedBatches([]), settings,
+                    record=RunRecord(tmp_path / "run", "pretrain"), spec=None, config={})
+        t.state.update(global_batch=16, processes=2)
+        return t
+
+    with pytest.raises(ConfigError) as refused:
+        trainer(8, [])._check_global_batch()
+    advice = re.search(r"keep its global batch here by adding (.+?), or add", str(refused.value)).group(1)
+    overrides = dict(o.split("=", 1) for o in shlex.split(advice))
+    assert overrides == {"trainer.batch_size": "16", "trainer.allow_config_change": "[trainer.batch_size]"}
+    allow = ["trainer.batch_size"]
+    assert RunRecord(tmp_path / "run", "pretrain").claim({**config, "trainer": {"batch_size": 16,
+                                                                                 "allow_config_change": allow}},
+                                                         allow) == "continue"
+    trainer(16, allow)._check_global_batch()  # the global batch is the checkpoint's: accepted

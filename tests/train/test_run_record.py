@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -10,6 +12,7 @@ import time
 import pytest
 
 from linformer.errors import ConfigError, DiskFullError
+from linformer.signals import signal_words
 from linformer.train.pretrain import pretrain
 
 from .conftest import compose_pretrain
@@ -167,7 +170,7 @@ def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(ti
     assert int(ckpt.name.split("-")[1]) == len(last)  # no step lost
     assert "Resume with the same command" in err and "Traceback" not in err
     info = json.loads((run / "run.json").read_text())
-    assert info["status"] == "stopped" and info["reason"].startswith(f"Preempted: {sig.name} at step {len(last)}")
+    assert info["status"] == "stopped" and info["reason"].startswith(f"{signal_words(sig)} at step {len(last)}: ")
 
 
 def _kill_after_checkpoints(tiny_data, run, steps):
@@ -448,8 +451,16 @@ def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data,
     longer = ("trainer.max_steps=6", "trainer.save_every=2")
     with pytest.raises(ConfigError, match=r"trained at 16 sequences per step over every process; this start gives 8 "
                                           r"\(trainer.batch_size=8 x trainer.grad_accum=1 x 1 process\).*torchrun "
-                                          r"--nproc_per_node N.*allow_config_change=\[processes\]"):
+                                          r"--nproc_per_node 2.*allow_config_change=\[processes\]") as refused:
         pretrain(compose_pretrain(tiny_data, *longer, "trainer.allow_config_change=[trainer.max_steps]"), run)
+    # the overrides it gives keep the global batch, and the next start takes them as given
+    advice = re.search(r"keep its global batch here by adding (.+?), or add", str(refused.value)).group(1)
+    kept = tmp_path / "kept"
+    shutil.copytree(run, kept)
+    pretrain(compose_pretrain(tiny_data, *longer, *shlex.split(advice)), kept)
+    info = json.loads((kept / "run.json").read_text())
+    assert info["status"] == "complete" and (info["start_step"], info["processes"]) == (4, 1)
+    assert {"step": 4, "key": "trainer.batch_size", "from": 8, "to": 16} in info["changes"]
     pretrain(compose_pretrain(tiny_data, *longer, "trainer.allow_config_change=[trainer.max_steps,processes]"), run)
     changes = json.loads((run / "run.json").read_text())["changes"]
     assert {"step": 4, "key": "processes", "from": 2, "to": 1} in changes
