@@ -38,6 +38,7 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
     if precision == "bf16" and cpu and not native_cpu_bf16():
         log.warning("this CPU has no native bf16 (oneDNN reports none): trainer.mixed_precision=bf16 is emulated and "
                     "runs slower than fp32 here; trainer.mixed_precision=no is faster on this machine")
+    check_launcher_precision(precision, cpu)
     check_trackers(logger)
     trackers = list(logger.trackers)
     accelerator = Accelerator(
@@ -50,6 +51,21 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
         step_scheduler_with_optimizer=False,
     )
     return accelerator
+
+
+def check_launcher_precision(precision: str, cpu: bool) -> None:
+    """Warn where the launcher asks for another precision than trainer.mixed_precision, which the run uses:
+    `accelerate launch --mixed_precision X` and an Accelerate config's `mixed_precision` reach the run only as
+    ACCELERATE_MIXED_PRECISION, which the trainer's setting overrides. A launcher's "no" is its default, not a
+    choice: not warned about."""
+    launcher = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    if launcher in ("no", precision):
+        return
+    agree = "trainer.mixed_precision=bf16 (fp16 needs a CUDA device)" if launcher == "fp16" and cpu else \
+        f"trainer.mixed_precision={launcher}"
+    log.warning("the launcher asks for mixed precision %s (accelerate launch --mixed_precision, or its config's "
+                "mixed_precision) but trainer.mixed_precision=%s decides, so this run computes in %s; add %s to "
+                "train as the launcher says", launcher, precision, "fp32" if precision == "no" else precision, agree)
 
 
 # A tracker's package: Accelerate's own test of it (where that fails it drops the tracker with a warning and the run

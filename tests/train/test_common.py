@@ -2,6 +2,7 @@
 converted Linformer's separate projection group (a pretraining run would only show it as a slightly different loss)."""
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -78,3 +79,31 @@ def test_a_tracker_whose_package_is_missing_is_refused_before_the_run(tiny_data,
     with pytest.raises(ConfigError, match=rf"needs the {package} package, not installed here: pip install {package} "):
         pretrain(compose_pretrain(tiny_data, f"logger={logger}", "trainer.max_steps=3"), run)
     assert not run.exists()
+
+
+@pytest.mark.parametrize("launcher, trainer, warned", [("bf16", "no", "trainer.mixed_precision=bf16"),
+                                                       ("fp16", "no", "trainer.mixed_precision=bf16 (fp16 needs"),
+                                                       ("bf16", "bf16", None), ("no", "bf16", None)])
+def test_a_launcher_s_other_precision_is_warned_naming_both_and_the_override(monkeypatch, caplog, launcher, trainer,
+                                                                             warned):
+    """`accelerate launch --mixed_precision bf16` reaches the run as ACCELERATE_MIXED_PRECISION, which
+    trainer.mixed_precision overrides: the run trained in fp32 without a word."""
+    import logging
+
+    from accelerate.state import AcceleratorState, GradientState
+
+    from linformer.runconfig.settings import LoggerSettings, TrainerSettings
+    from linformer.train.common import build_accelerator
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", launcher)
+    with caplog.at_level(logging.WARNING, logger="linformer.train.common"):
+        build_accelerator(TrainerSettings(batch_size=2, lr=1e-3, mixed_precision=trainer, cpu=True),
+                          LoggerSettings(trackers=(), project="p"), Path("unused"))
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    said = [r.getMessage() for r in caplog.records if "launcher asks" in r.getMessage()]
+    if warned is None:
+        assert not said
+    else:
+        assert len(said) == 1 and f"mixed precision {launcher}" in said[0] and warned in said[0]
+        assert f"trainer.mixed_precision={trainer} decides, so this run computes in fp32" in said[0]
