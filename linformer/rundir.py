@@ -555,8 +555,8 @@ class Run:
 
     @property
     def key_config(self) -> dict[str, Any]:
-        """attention, k, sharing, model, n, task, experiment, lr, batch_size, global_batch_size, grad_accum, seed:
-        what tells runs apart in a comparison.
+        """attention, k, sharing, model, n, task, experiment, lr, batch_size, global_batch_size, grad_accum,
+        global_batch, processes, seed: what tells runs apart in a comparison.
 
         k and sharing are None for full attention, which has neither."""
         model = self.config.get("model") if isinstance(self.config.get("model"), dict) else {}
@@ -583,11 +583,28 @@ class Run:
             "task": pick(r.get("task"), task.get("name")) if self.stage != "pretrain" else None,
             "experiment": self.config.get("experiment_name"),
             "lr": trainer.get("lr"),
-            "batch_size": trainer.get("batch_size"),  # per device
+            "batch_size": pick(r.get("batch_size"), trainer.get("batch_size")),  # per device, as it ran
             "global_batch_size": trainer.get("global_batch_size"),
             "grad_accum": trainer.get("grad_accum"),
+            "global_batch": self.global_batch,
+            "processes": r.get("processes"),
             "seed": self.config.get("seed"),
         }
+
+    @property
+    def global_batch(self) -> int | None:
+        """Sequences (examples) per optimizer step over every process: summary.json's, else worked out from the
+        config and the processes the summary names (runs recorded before it held the global batch); None where
+        nothing says."""
+        trainer = self.config.get("trainer") if isinstance(self.config.get("trainer"), dict) else {}
+        if isinstance(self.results.get("global_batch"), int):
+            return self.results["global_batch"]
+        if trainer.get("global_batch_size"):
+            return int(trainer["global_batch_size"])
+        batch, processes = trainer.get("batch_size"), self.results.get("processes")
+        if isinstance(batch, int) and isinstance(processes, int):
+            return batch * int(trainer.get("grad_accum") or 1) * processes
+        return None
 
 
 def run_stage(path: Path, info: Mapping, results: Mapping, config: Mapping) -> str | None:

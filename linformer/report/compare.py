@@ -27,7 +27,11 @@ SPLIT_PREFIXES = ("val_", "eval_")
 # The training core's own metrics where more is better; every other one that is not a task metric is a loss, a
 # perplexity or a norm.
 THROUGHPUT = ("tokens_per_s", "mfu")
-CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment"]
+CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment", "global_batch",
+                  "processes"]
+# How a global batch is split (per device, or fixed by trainer.global_batch_size): runs of one global batch computed
+# the same steps whatever their processes, so these are no difference between them (Run.global_batch)
+SPLIT_KEYS = frozenset({"trainer.batch_size", "trainer.global_batch_size"})
 # The identity keys the config columns show already (Run.key_config: k and sharing only where the attention has them)
 SHOWN_KEYS = frozenset({"model.name", "model.attention", "model.projected_dim", "model.sharing", "model.max_seq_len",
                         "data.n", "task.name", "model_path"})
@@ -98,12 +102,15 @@ def available_metrics(runs: list[Run]) -> list[str]:
 
 def differing_settings(runs: list[Run]) -> list[str]:
     """The identity keys (``rundir.identity_diff``) in which runs of one stage differ, beyond what the config columns
-    show (SHOWN_KEYS), in first-seen order: what else tells the runs compared apart (lr, seed, batch, steps, data)."""
+    show (SHOWN_KEYS; the split of the global batch, SPLIT_KEYS, where the stage's runs share one), in first-seen
+    order: what else tells the runs compared apart (lr, seed, batch, steps, data)."""
     keys: dict[str, None] = {}
     for stage in dict.fromkeys(r.stage for r in runs):
-        first, *others = [r for r in runs if r.stage == stage]
+        first, *others = staged = [r for r in runs if r.stage == stage]
+        batches = {r.global_batch for r in staged}
+        shown = SHOWN_KEYS | (SPLIT_KEYS if len(batches) == 1 and None not in batches else frozenset())
         for run in others:
-            keys |= dict.fromkeys(k for k in identity_diff(first.config, run.config) if k not in SHOWN_KEYS)
+            keys |= dict.fromkeys(k for k in identity_diff(first.config, run.config) if k not in shown)
     return list(keys)
 
 

@@ -314,10 +314,10 @@ class Trainer:
                    "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
                                     if loop_s > 0 and self.state["tokens"] > tokens_before else None),
                    **self._speed_summary(),
-                   "wall_time_s": round(wall, 2), "processes": self.accelerator.num_processes,
+                   "wall_time_s": round(wall, 2), **self._batch_record(),
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
-            results["wall_time_s"], results["device"] = summary["wall_time_s"], summary["device"]
+            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._batch_record())
         if self.is_main:
             self.record.finish(summary, results)
         self._close()
@@ -565,6 +565,14 @@ class Trainer:
         if self.is_main:
             where = path if foreign else path.name
             print(f"resuming {self.run_dir} from {where} (step {step} of {self.settings.max_steps})", file=sys.stderr)
+
+    def _batch_record(self) -> dict[str, Any]:
+        """What a step computed over, as the run's last attempt ran it (summary.json, results.json): the per-device
+        batch (trainer.global_batch_size's share where that is set), the processes, their product with
+        grad_accum (the global batch: runs of one global batch took the same steps), and the precision."""
+        return {"batch_size": self.settings.batch_size, "grad_accum": self.settings.grad_accum,
+                "processes": self.accelerator.num_processes, "global_batch": self.global_batch(),
+                "mixed_precision": self.settings.mixed_precision}
 
     def global_batch(self) -> int:
         """Sequences per optimizer step over every process: the data order's unit (a step reads rows g*B..(g+1)*B

@@ -340,3 +340,33 @@ def test_figure3_names_a_run_that_did_not_finish_or_is_no_run(tmp_path, make_run
     with pytest.raises(DataError, match=rf"^{tmp_path / 'bare'} holds no record of a run \(no config.yaml"):
         figure3([full, tmp_path / "bare"], tmp_path / "fig")
     assert load_run(tmp_path / "bare").stage is None  # not its folder's name
+
+
+def test_runs_of_one_global_batch_on_other_processes_are_one_batch_not_two(tmp_path, make_run):
+    """1 process x 16 and 2 processes x 8 computed the same steps: the table shows their global batch and
+    processes, and does not list trainer.batch_size as a setting they differ in; another global batch it does."""
+    import yaml
+
+    def run(name, batch, processes, **trainer):
+        path = make_run(tmp_path / "out", "pretrain", name, _pretrain_rows(1.0),
+                        results={"processes": processes, "batch_size": batch, "global_batch": batch * processes})
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "trainer": {"batch_size": batch, **trainer}}))
+        return path
+
+    one, two = run("p1", 16, 1), run("p2", 8, 2)
+    table = compare_runs([one, two], tmp_path / "cmp", metrics=["loss"])["table"]
+    header = table.splitlines()[0]
+    assert "| global_batch | processes |" in header and "trainer.batch_size" not in header
+    assert "| 16 | 1 |" in table and "| 16 | 2 |" in table
+    four = run("p4", 8, 1)
+    assert "trainer.batch_size" in compare_runs([one, four], tmp_path / "cmp4", metrics=["loss"])["table"].splitlines()[0]
+
+
+def test_an_earlier_run_s_global_batch_is_worked_out_from_its_config_and_processes(tmp_path, make_run):
+    import yaml
+
+    path = make_run(tmp_path / "out", "pretrain", "old", _pretrain_rows(1.0), results={"processes": 2})
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "trainer": {"batch_size": 8, "grad_accum": 2}}))
+    assert load_run(path).global_batch == 32

@@ -461,6 +461,9 @@ def test_a_checkpoint_continues_on_the_global_batch_it_was_trained_at(tiny_data,
     info = json.loads((kept / "run.json").read_text())
     assert info["status"] == "complete" and (info["start_step"], info["processes"]) == (4, 1)
     assert {"step": 4, "key": "trainer.batch_size", "from": 8, "to": 16} in info["changes"]
+    summary = json.loads((kept / "summary.json").read_text())  # what the steps computed over, beside the config
+    assert {k: summary[k] for k in ("batch_size", "grad_accum", "processes", "global_batch", "mixed_precision")} == {
+        "batch_size": 16, "grad_accum": 1, "processes": 1, "global_batch": 16, "mixed_precision": "no"}
     pretrain(compose_pretrain(tiny_data, *longer, "trainer.allow_config_change=[trainer.max_steps,processes]"), run)
     changes = json.loads((run / "run.json").read_text())["changes"]
     assert {"step": 4, "key": "processes", "from": 2, "to": 1} in changes
