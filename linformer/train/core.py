@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from .. import errors
 from ..cli import exit_status, hydra_override, shell_command
 from ..devices import device_name
-from ..errors import CheckpointError, ConfigError, LinformerError, Preempted, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
@@ -743,7 +743,25 @@ def run_training(spec: RunSpec, run_dir: str | Path,
             return trainer.fit(eval_at_start=settings.eval_at_start)
         except BaseException as err:  # the trackers record how the run ended, not the finish of a run at exit
             finish_trackers(accelerator, exit_status(err))
+            peer = peer_failure(err, accelerator.num_processes)
+            if peer is not None:
+                raise peer from err
             raise
+
+
+def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:
+    """A PeerFailed for `err` where it is a collective's failure because another process of the run ended (it
+    failed where this one waited for it: rank 0 writing the model alone, say): gloo's "Connection closed by peer",
+    or torch.distributed's own error class (NCCL). That process prints the cause; this one's traceback would bury
+    it. None for anything else."""
+    if processes <= 1:
+        return None
+    lost = ("Connection closed by peer", "Connection reset by peer")
+    if not (isinstance(err, getattr(torch.distributed, "DistError", ())) or
+            (isinstance(err, RuntimeError) and any(text in str(err) for text in lost))):
+        return None
+    return PeerFailed("another process of this run ended while this one waited for it (its error says why); this "
+                      "process stops with it. The run keeps its last checkpoint.")
 
 
 def _model_gone(record: RunRecord, model: Path) -> str:

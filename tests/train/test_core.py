@@ -131,3 +131,15 @@ def test_a_resume_on_other_processes_advises_overrides_that_the_next_start_accep
                                                                                  "allow_config_change": allow}},
                                                          allow) == "continue"
     trainer(16, allow)._check_global_batch()  # the global batch is the checkpoint's: accepted
+
+
+def test_a_collective_that_lost_its_peer_is_that_peer_s_failure_not_a_traceback():
+    """Rank 0 failed writing the model alone (a full disk) while rank 1 waited for it: rank 1's gloo error ("Connection
+    closed by peer") buried rank 0's error line under a traceback. It is a PeerFailed, which leaves the cause to rank 0."""
+    from linformer.errors import PeerFailed
+    from linformer.train.core import peer_failure
+
+    lost = RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:27831")
+    assert isinstance(peer_failure(lost, 2), PeerFailed)
+    assert peer_failure(lost, 1) is None                      # one process: no peer to blame
+    assert peer_failure(RuntimeError("shape mismatch"), 2) is None  # a bug keeps its traceback
