@@ -17,6 +17,8 @@ from ..errors import ConfigError
 log = logging.getLogger(__name__)
 
 COLUMNS = ["input_ids", "attention_mask", "labels"]  # what a task example feeds the model
+TOKEN_TYPES = "token_type_ids"  # a pair's segment ids (BERT's tokenizers give them; RoBERTa's do not)
+PAD_MULTIPLE = 8  # batches are padded to a multiple of this length where the model takes it (tensor-core shapes)
 
 
 class EpochOrder:
@@ -115,13 +117,46 @@ def token_lengths(dataset) -> np.ndarray:
     return pc.list_value_length(dataset.with_format("arrow")["input_ids"]).to_numpy()
 
 
+def example_columns(dataset, type_vocab_sizes) -> list[str]:
+    """The columns of a tokenized task split that feed the model: COLUMNS, and the pair's segment ids where the split
+    holds them (its tokenizer gives them) and every model fed has a segment vocabulary (``type_vocab_sizes``: each
+    model's ``type_vocab_size``, BERT's 2). A saved model is then run by its tokenizer (a pipeline, or
+    ``model(**tokenizer(a, b))``) on the inputs it was trained and scored on; a model of one segment row (RoBERTa's)
+    takes none, as its tokenizer gives none."""
+    keep = TOKEN_TYPES in dataset.column_names and all((size or 1) > 1 for size in type_vocab_sizes)
+    return [*COLUMNS, TOKEN_TYPES] if keep else list(COLUMNS)
+
+
+def padded_length(longest: int, limit: int, multiple: int = PAD_MULTIPLE) -> int:
+    """The length a batch whose longest row has ``longest`` tokens is padded to: the next multiple of ``multiple``,
+    but never past ``limit`` (the run's max_length, at most the model's n: a Linformer refuses a batch longer than
+    its n, and rows were cut to ``limit``)."""
+    return max(longest, min(-(-longest // multiple) * multiple, limit))
+
+
+class TaskCollator:
+    """Pads a list of tokenized task examples (dicts of ``example_columns``) into a batch of tensors, on the right, to
+    ``padded_length`` of its longest row: dynamic padding that never passes ``max_length``."""
+
+    def __init__(self, tokenizer, max_length: int):
+        self.tokenizer, self.max_length = tokenizer, max_length
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        from transformers.data.data_collator import pad_without_fast_tokenizer_warning
+
+        length = padded_length(max(len(r["input_ids"]) for r in rows), self.max_length)
+        return dict(pad_without_fast_tokenizer_warning(self.tokenizer, rows, padding="max_length", max_length=length,
+                                                       return_tensors="pt"))
+
+
 class ExampleStream:
     """Deterministic global micro-batches of examples (EpochOrder, short last batch kept); rank r keeps rows
-    [r*b, (r+1)*b). ``group_by_length`` batches examples of similar length together (less padding)."""
+    [r*b, (r+1)*b). ``group_by_length`` batches examples of similar length together (less padding). ``columns``:
+    what each example feeds the model (``example_columns``)."""
 
     def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collate,
-                 group_by_length: bool = False):
-        self.rows = dataset.with_format(columns=COLUMNS)
+                 group_by_length: bool = False, columns: list[str] = COLUMNS):
+        self.rows = dataset.with_format(columns=columns)
         self.per_device, self.rank, self.collate = per_device, rank, collate
         self.order = EpochOrder(len(dataset), per_device * world, seed, drop_last=False, world=world,
                                 lengths=token_lengths(dataset) if group_by_length else None)

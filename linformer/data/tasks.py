@@ -2,7 +2,7 @@
 
 Sources, in order: `data_dir` (a local task directory: GLUE tsv files, the mirror's IMDB CSVs, or the original
 aclImdb folders) or, with `data_dir=None`, the Hugging Face hub (fails fast offline). Rows are not padded;
-batches are padded dynamically by `transformers.DataCollatorWithPadding`.
+batches are padded dynamically by ``streams.TaskCollator``.
 
 Adding a GLUE task is one TaskSpec entry (and its configs/task/<name>.yaml), e.g. MRPC:
     TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
@@ -490,17 +490,26 @@ READERS: dict[str, Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]] = {
 }
 
 
+def encoded_columns(tokenizer) -> list[str]:
+    """The token columns a split is encoded into: input_ids and attention_mask, and token_type_ids where the tokenizer
+    gives them (its ``model_input_names``: BERT's do, a pair's second text marked 1; RoBERTa's do not). Which of them
+    feed a model is the run's choice (``streams.example_columns``)."""
+    given = getattr(tokenizer, "model_input_names", ())
+    return ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in given else [])
+
+
 class _Encode:
     def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int):
         self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
+        self.columns = encoded_columns(tokenizer)
 
     def __call__(self, batch: dict) -> dict:
         texts = [batch[f] for f in self.fields]
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length)
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+        return {c: enc[c] for c in self.columns}
 
 
-CACHE_VERSION = 4  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
+CACHE_VERSION = 5  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
 LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
 
 
@@ -628,7 +637,8 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
     label order, reader), source file contents (train and validation also depend on the
     eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
-    options (the seed only where it draws). None (no caching) for hub data or a slow tokenizer."""
+    options (the seed only where it draws), and the columns it is encoded into (``encoded_columns``). None (no
+    caching) for hub data or a slow tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
@@ -638,7 +648,8 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     limit = options.limit(split)
     carved = split != "eval" and options.validation_fraction is not None
     key = {"version": CACHE_VERSION, "task": get_task(name).reading(), "split": split, "max_length": max_length,
-           "tokenizer": tokenizer_identity(backend.to_str()), "skip_bad_rows": options.skip_bad_rows,
+           "tokenizer": tokenizer_identity(backend.to_str()), "columns": encoded_columns(tokenizer),
+           "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}
     return cache_key(key, files)
@@ -737,7 +748,8 @@ def load_task(
     validation_fraction: float | None = None,
 ):
     """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `validation`, `eval`), each holding
-    input_ids, attention_mask, labels (unpadded; pairs as `<s> a </s></s> b </s>`, truncated to max_length).
+    input_ids, attention_mask, labels, and token_type_ids where the tokenizer gives them (``encoded_columns``)
+    (unpadded; pairs as `<s> a </s></s> b </s>`, or BERT's `[CLS] a [SEP] b [SEP]`, truncated to max_length).
 
     `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test): the split
     a table reports. `train` never holds a row whose text is also an eval row's (``drop_eval_duplicates``).

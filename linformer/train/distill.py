@@ -143,6 +143,11 @@ class DistillTask(FinetuneTask):
     def min_train_tokens(self, run: DistillSpec) -> int | None:
         return run.distill.min_tokens
 
+    def type_vocab_sizes(self, run: DistillSpec) -> list[int | None]:
+        """The student's and the teacher's: both read every batch, so a pair's segment ids go to both or neither."""
+        return [*super().type_vocab_sizes(run), getattr(AutoConfig.from_pretrained(self.teacher_path),
+                                                        "type_vocab_size", None)]
+
     def starts_from_scratch(self, run: DistillSpec) -> bool:
         return False  # a student starts from its teacher's weights, or student_path's
 

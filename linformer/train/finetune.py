@@ -26,12 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
-from transformers import DataCollatorWithPadding
 
 from ..cli import shell_command
 from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
-from ..data.streams import COLUMNS, ExampleStream, token_lengths
+from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
 from ..data.tasks import split_info
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
@@ -88,9 +87,11 @@ class FinetuneTask(TrainingTask):
         self.validation = data.get("validation")  # None: nothing is chosen, the last model is reported
         self.data_spec, self.split_notes = run.task, split_info(data["train"])
         self._check_protocol(settings, world)
-        collate = DataCollatorWithPadding(self.tokenizer, pad_to_multiple_of=8)  # dynamic padding per batch
+        # a pair's segment ids where the tokenizer gives them and the model has rows for them
+        self.columns = example_columns(self.train_set, self.type_vocab_sizes(run))
+        collate = TaskCollator(self.tokenizer, self.max_length)  # dynamic padding per batch, never past max_length
         self.train_stream = ExampleStream(self.train_set, settings.batch_size, world, rank, seed, collate,
-                                    group_by_length=settings.group_by_length)
+                                          group_by_length=settings.group_by_length, columns=self.columns)
         eval_batch = settings.require("eval_batch_size", "finetuning")
         # the evaluated splits: "validation" chooses (each evaluation), "eval" reports (once, at the end)
         self.splits = {"eval": self.eval} | ({"validation": self.validation} if self.validation is not None else {})
@@ -99,7 +100,7 @@ class FinetuneTask(TrainingTask):
             # longest first, so each batch pads to a similar length (outputs do not depend on padding); predictions
             # are put back in split order
             self.eval_orders[name] = np.argsort(-token_lengths(split), kind="stable")
-            loaders.append(DataLoader(split.select(self.eval_orders[name]).with_format(columns=COLUMNS),
+            loaders.append(DataLoader(split.select(self.eval_orders[name]).with_format(columns=self.columns),
                                       batch_size=eval_batch, collate_fn=collate))
         self.steps_per_epoch = math.ceil(self.train_stream.batches_per_epoch / settings.grad_accum)
         self.max_steps = settings.max_steps or self.steps_per_epoch * settings.require("epochs", "finetuning")
@@ -150,6 +151,10 @@ class FinetuneTask(TrainingTask):
     def min_train_tokens(self, run: FinetuneSpec) -> int | None:
         """Train only on the examples longer than this many tokens; None = all."""
         return run.min_train_tokens
+
+    def type_vocab_sizes(self, run: FinetuneSpec) -> list[int | None]:
+        """The segment vocabularies of the models the batches feed (``example_columns``): the trained model's."""
+        return [getattr(self.config, "type_vocab_size", None)]
 
     def starts_from_scratch(self, run: FinetuneSpec) -> bool:
         return run.from_scratch

@@ -165,6 +165,27 @@ def test_qnli_train_fixture_quotes_and_truncation(qnli_dir, tokenizer):
     assert all(len(x) == len(m) for x, m in zip(dd["train"]["input_ids"], dd["train"]["attention_mask"]))
 
 
+def test_a_bert_tokenizer_s_segment_ids_are_kept_and_tell_the_cache_apart(qqp_dir, tokenizer, tmp_path):
+    """A pair's segment ids (BERT's tokenizers give them) were dropped at encoding: a BERT model was trained and
+    scored with every id 0, and run otherwise by its own tokenizer (pipelines). The columns are in the cache key, so a
+    split cached without them is not read as one with them."""
+    from transformers import BertTokenizer
+
+    from linformer.data.tasks import SplitOptions, split_cache_key
+
+    words = ["how", "do", "i", "learn", "river", "what", "is", "the", "castle", "?", "0", "1", "2"]
+    bert = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    train = load_task("qqp", str(qqp_dir), bert, max_length=64, cache_dir=str(tmp_path))["train"]
+    assert train.column_names == ["labels", "input_ids", "attention_mask", "token_type_ids"]
+    first_sep = train[0]["input_ids"].index(3)
+    assert train[0]["token_type_ids"] == [0] * (first_sep + 1) + [1] * (len(train[0]["input_ids"]) - first_sep - 1)
+    key = split_cache_key("qqp", str(qqp_dir), "train", bert, 64, SplitOptions())
+    bert.model_input_names = ["input_ids", "attention_mask"]
+    assert split_cache_key("qqp", str(qqp_dir), "train", bert, 64, SplitOptions()) != key
+    assert "token_type_ids" not in load_task("qqp", str(qqp_dir), bert, max_length=64)["train"].column_names
+    assert "token_type_ids" not in load_task("qqp", str(qqp_dir), tokenizer, max_length=64)["train"].column_names
+
+
 def test_malformed_rows(qqp_dir, tokenizer):
     p = qqp_dir / "train.tsv"
     with open(p, "a") as f:

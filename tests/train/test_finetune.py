@@ -664,3 +664,84 @@ def test_a_task_written_only_as_yaml_finetunes_and_its_run_reads_back(tmp_path, 
     lengths = [len(tok(f"a {colors[i % 3]} {colors[i % 3]} thing d{i}")["input_ids"]) for i in range(12)]
     assert by_length.eval_lengths(finished).tolist() == lengths
     assert tasks.get_task("hues").label_names == colors
+
+
+def _tiny_classifier(path, tokenizer_dir, n: int):
+    """A tiny Linformer classifier of n tokens saved with the tokenizer of `tokenizer_dir` (capped at n)."""
+    from linformer import LinformerConfig, LinformerForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LinformerConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64, max_seq_len=n, projected_dim=4, pad_token_id=tok.pad_token_id)
+    LinformerForSequenceClassification(config).save_pretrained(path)
+    tok.model_max_length = n
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("n", [12, 13])
+def test_a_model_whose_n_is_not_a_multiple_of_8_is_finetuned_batches_never_padded_past_n(tmp_path, sst2_dir,
+                                                                                         pretrained_run, n):
+    """Rows cut to n were padded to the next multiple of 8, past n, and the Linformer refused the batch."""
+    model = _tiny_classifier(tmp_path / "model", pretrained_run / "model", n)
+    results, run = _run(tmp_path, sst2_dir, model, "trainer.max_steps=2")
+    assert results["max_length"] == n and (run / "best" / "model.safetensors").is_file()
+    from linformer.data.streams import TaskCollator
+
+    collate = TaskCollator(AutoTokenizer.from_pretrained(model), n)
+    rows = [{"input_ids": [5] * length, "attention_mask": [1] * length, "labels": 0} for length in (n, 3)]
+    assert collate(rows)["input_ids"].shape == (2, n)  # the longest row reaches n: not one token more
+    assert collate(rows[1:])["input_ids"].shape == (1, 8)  # below n: a multiple of 8 still
+
+
+def _tiny_bert_pair_classifier(path, pairs: dict):
+    """A tiny BERT classifier (two segment rows, the second far from the first) and its WordPiece tokenizer, which
+    gives a pair's second text segment id 1; its bias splits `pairs` (read with their segment ids) into both labels."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    words = ["good", "bad", "fine", "dull", "question", "answer", "film", "is", "what", "?", "."]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])},
+                        model_max_length=40)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=40, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        initializer_range=0.5))  # logits far apart: one small step moves no prediction across
+    with torch.no_grad():
+        model.bert.embeddings.token_type_embeddings.weight[1].normal_(0, 2.0)
+        logits = model.eval()(**tok(pairs["question"], pairs["sentence"], padding=True, return_tensors="pt")).logits
+        model.classifier.bias[1] -= (logits[:, 1] - logits[:, 0]).median()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_a_pair_task_on_a_bert_model_scores_what_the_saved_model_gives_through_its_tokenizer(tmp_path):
+    """QNLI/QQP on a BERT-family model: the segment ids were dropped in training and scoring, so the saved model run
+    on model(**tokenizer(a, b)) (as pipelines run it) predicted otherwise than the run reported."""
+    from transformers import AutoModelForSequenceClassification
+
+    from linformer.data.tasks import read_task_split
+
+    header = "index\tquestion\tsentence\tlabel\n"
+    pick = ["good", "bad", "fine", "dull", "film", "answer"]
+    rows = "".join(f"{i}\twhat {pick[i % 6]} question {pick[i % 5]} ?\t{pick[(i * 7) % 6]} film is "
+                   f"{pick[(i * 5) % 6]} {pick[i % 4]} .\t{'entailment' if i % 3 else 'not_entailment'}\n"
+                   for i in range(60))
+    (tmp_path / "qnli").mkdir()
+    (tmp_path / "qnli" / "train.tsv").write_text(header + rows)
+    (tmp_path / "qnli" / "dev.tsv").write_text(header + rows.replace("question", "answer"))
+    pairs = read_task_split("qnli", str(tmp_path / "qnli"), "eval")[0]
+    source = _tiny_bert_pair_classifier(tmp_path / "bert", pairs)
+    cfg = compose_finetune("task=qnli", f"task.data_dir={tmp_path / 'qnli'}", f"model_path={source}",
+                           "trainer.max_steps=1", "trainer.lr=1e-5", f"task_cache_dir={tmp_path / 'cache'}")
+    finetune(cfg, tmp_path / "run")
+    predictions = json.loads((tmp_path / "run" / "eval_predictions.json").read_text())["predictions"]
+    saved = tmp_path / "run" / "best"
+    tok = AutoTokenizer.from_pretrained(saved)
+    model = AutoModelForSequenceClassification.from_pretrained(saved).eval()
+    inputs = tok(pairs["question"], pairs["sentence"], padding=True, return_tensors="pt")
+    assert inputs["token_type_ids"].any()  # the pairs' second texts are segment 1
+    assert 0 < sum(predictions) < len(predictions)
+    with torch.no_grad():
+        assert model(**inputs).logits.argmax(-1).tolist() == predictions
