@@ -36,6 +36,7 @@ from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
+from .saving import save_model_dir
 
 if TYPE_CHECKING:
     from ..runconfig import ConvertSpec
@@ -175,10 +176,8 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     dtype = {} if {"dtype", "torch_dtype"} & set(settings) else {"dtype": "auto"}
     model = model_class.from_pretrained_encoder(path, **settings, **dtype)
     check_tokenizer_fits(tokenizer, model.config, path)
-    tokenizer.model_max_length = model.config.max_seq_len  # its limit caps inputs (loading.max_tokens)
     with atomic_dir(out_dir, record, overwrite) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)
         # the card goes inside the atomic block: a converted directory never lacks its card
         write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))
     return Path(out_dir)

@@ -42,6 +42,7 @@ from ..cli import exit_status, hydra_override, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten
+from ..modeling.saving import save_model_dir
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
@@ -645,13 +646,7 @@ class Trainer:
         state_dict = acc.get_state_dict(self.model)
         if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
             with atomic_dir(final, overwrite=True) as tmp, no_hf_progress_bars():
-                model = acc.unwrap_model(self.model)
-                model.save_pretrained(tmp, state_dict=state_dict)
-                if self.tokenizer is not None:
-                    n = getattr(model.config, "max_seq_len", None)
-                    if n is not None:  # pipelines and truncation=True then cut inputs to what E and F take
-                        self.tokenizer.model_max_length = n
-                    self.tokenizer.save_pretrained(tmp)
+                save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
         acc.wait_for_everyone()
 
     def _close(self, exit_code: int = 0) -> None:

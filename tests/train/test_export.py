@@ -36,13 +36,23 @@ def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(model_dir / "model.safetensors")
 
 
+def _same_tokenizer(exported: Path, kept: Path) -> None:
+    """The same tokenizer, saved the same way (its tokenizer.json's truncation state is a trace of its last call)."""
+    from linformer.data.tokenizer import tokenizer_identity
+
+    assert tokenizer_identity((exported / "tokenizer.json").read_text()) == tokenizer_identity(
+        (kept / "tokenizer.json").read_text())
+    config = "tokenizer_config.json"
+    assert json.loads((exported / config).read_text()) == json.loads((kept / config).read_text())
+
+
 def test_export_of_the_best_step_is_the_model_save_best_kept(carded_run, tmp_path):
     results = json.loads((carded_run / "results.json").read_text())
     done = export_run(carded_run, tmp_path / "best", step=results["best_step"])
     assert done["step"] == results["best_step"] and done["metrics"] == results["metrics"]
     mine, kept = _weights(tmp_path / "best"), _weights(carded_run / "best")
     assert mine.keys() == kept.keys() and all(torch.equal(mine[k], kept[k]) for k in kept)
-    assert (tmp_path / "best" / "tokenizer.json").is_file()
+    _same_tokenizer(tmp_path / "best", carded_run / "best")
     card = json.loads((tmp_path / "best" / SIDECAR).read_text())
     assert card["model"]["class"] == "LinformerForSequenceClassification" and card["name"] == "exported"
     assert card["results"]["sst2"]["metrics"] == results["metrics"]
@@ -139,6 +149,9 @@ def test_a_pretraining_run_stopped_early_exports_the_model_its_checkpoint_holds(
     model = AutoModelForMaskedLM.from_pretrained(done["out"])
     state = load_file(run / "checkpoints" / "step-00000003" / "model.safetensors")
     assert all(torch.equal(model.state_dict()[k], state[k]) for k in state) and not model.config.sparse_prediction
+    # the tokenizer saved as the run's model/ has it: model_max_length = n, so pipelines cut inputs to n
+    _same_tokenizer(done["out"], run / "model")
+    assert json.loads((done["out"] / "tokenizer_config.json").read_text())["model_max_length"] == 32
 
 
 def test_transfer_and_distillation_runs_are_refused(tmp_path):
