@@ -111,6 +111,13 @@ class TaskSpec:
             return f" (task {self.name} has no hub dataset: task.data_dir must name its files)"
         return f"; or task.data_dir=null to read {self.hub_name} from the Hugging Face hub"
 
+    @property
+    def text_cleaning(self) -> str | None:
+        """The function (dotted name) that cleans this task's text before it is tokenized, or None: what a user must
+        apply to raw text for the model to read what its run trained and scored on (``TEXT_CLEANING``)."""
+        clean = TEXT_CLEANING.get(self.format)
+        return f"{clean.__module__}.{clean.__name__}" if clean else None
+
     def reading(self) -> dict:
         """The fields that decide a split's rows and label ids (every field but those only naming or scoring them):
         tokenized splits cached under another reading are not this spec's."""
@@ -234,6 +241,13 @@ def clean_imdb(text: str) -> str:
     by one space. Split at the tags rather than matched with the whitespace: a pattern that starts with whitespace is
     tried at every space of the text, which takes ten times as long over IMDB."""
     return " ".join(part for part in (piece.strip() for piece in _BR.split(text)) if part)
+
+
+# format -> what cleans its text before tokenizing: a file format's markup, not language. It stays with the task's
+# reading, not in the saved tokenizer's normalizer: there it would change the tokenizer's identity (task caches, the
+# same-tokenizer checks of distillation) and apply one dataset's markup rule to every text the model reads; model
+# cards and results name it (``TaskSpec.text_cleaning``) so that users apply it to raw text
+TEXT_CLEANING: dict[str, Callable[[str], str]] = {"imdb": clean_imdb}
 
 
 def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:
@@ -463,8 +477,9 @@ def _read_hub(task_spec: TaskSpec, split: str) -> dict:
         raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
                               f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
     cols = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
-    if task_spec.format == "imdb":
-        cols["text"] = [clean_imdb(t) for t in cols["text"]]
+    clean = TEXT_CLEANING.get(task_spec.format)
+    if clean is not None:
+        cols["text"] = [clean(t) for t in cols["text"]]
     cols["labels"] = list(ds["label"])
     return cols
 

@@ -19,10 +19,12 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                           "rel_err_before": [...], "rel_err_after": [...]} (a reshaped Linformer's, where its E and F
                           went along),
      "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...,
-                                 "max_length": ..., "min_tokens": ..., "teacher_max_seq_len": the teacher's n as it
+                                 "max_length": ..., "min_tokens": ..., "text_cleaning": the function that cleaned
+                                 the task's text before tokenizing (None: none), "teacher_max_seq_len": the teacher's n as it
                                  read the inputs, "teacher_saved_max_seq_len": its n as saved, ...},
      "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
                                 "start_weights_sha256": ..., "max_length": ..., "min_train_tokens": ...,
+                                "text_cleaning": ...,
                                 "run_dir": ...}, ...] (in the order they ran),
      "results": {task: {"metrics": {...}, "run_dir": ...}}: the scores of these weights (a finetuned or distilled
                 model's); a run never writes into the model it started from, so a converted model's card has none of
@@ -216,7 +218,8 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "reported": results.get("reported") if reported else None,
                   "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
                   "lr": results.get("lr"), "max_length": results.get("max_length"),
-                  "min_train_tokens": results.get("min_train_tokens"), "run_dir": card_path(run_dir)}
+                  "min_train_tokens": results.get("min_train_tokens"), "text_cleaning": results.get("text_cleaning"),
+                  "run_dir": card_path(run_dir)}
     return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
             "results": results_entry(results, run_dir) if reported else {}}
@@ -249,8 +252,14 @@ def render_card(info: dict) -> ModelCard:
         sections.append(_distillation_section(distillation))
     if finetuning:
         sections.append(_finetuning_section(finetuning))
-    sections += [_results_section(info.get("results") or {}, trained), _usage_section(info["name"], model["class"])]
+    sections += [_results_section(info.get("results") or {}, trained), _usage_section(info["name"], model["class"], _cleanings(info))]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
+
+
+def _cleanings(info: dict) -> list[str]:
+    """The functions that cleaned the text of the stages that trained these weights, in order."""
+    stages = [info.get("distillation") or {}, *(info.get("finetuning") or [])]
+    return [stage["text_cleaning"] for stage in stages if stage.get("text_cleaning")]
 
 
 def _history(info: dict) -> str:
@@ -446,12 +455,13 @@ def _transfer_section(transfer: dict | None, model: dict, trained: str | None = 
             "on held-out blocks:\n\n" + _table(rows, ("layer", *(name for name, _ in columns))))
 
 
-def _inputs_text(max_length: int | None, min_tokens: int | None) -> str:
+def _inputs_text(max_length: int | None, min_tokens: int | None, cleaning: str | None = None) -> str:
     """What a stage trained on, in words: its inputs' length, and the cut to long ones (cards written before these
     were recorded: not recorded)."""
     if max_length is None:
         return "not recorded"
-    return f"up to {max_length} tokens" + (f", only those longer than {min_tokens}" if min_tokens else "")
+    return (f"up to {max_length} tokens" + (f", only those longer than {min_tokens}" if min_tokens else "")
+            + (f", the text cleaned by `{cleaning}` first" if cleaning else ""))
 
 
 def _teacher_text(d: dict) -> str:
@@ -465,7 +475,7 @@ def _teacher_text(d: dict) -> str:
 
 def _distillation_section(d: dict) -> str:
     rows = [("task", d["task"]), ("examples (with repeats)", d.get("examples")), ("steps", d.get("steps")),
-            ("inputs", _inputs_text(d.get("max_length"), d.get("min_tokens"))),
+            ("inputs", _inputs_text(d.get("max_length"), d.get("min_tokens"), d.get("text_cleaning"))),
             ("the teacher reads", _teacher_text(d)),
             ("temperature", d.get("temperature")), ("hidden-state weight", d.get("hidden_weight"))]
     teacher = d.get("teacher_metrics") or {}
@@ -490,7 +500,7 @@ def _finetuning_section(runs: list[dict]) -> str:
             scored = f"{reported['split']} ({reported['examples']} examples), once"
         start = f.get("start_weights_sha256")
         rows.append((f["task"], f"{f['step']} of {f.get('run_steps')}", chosen, scored,
-                     _inputs_text(f.get("max_length"), f.get("min_train_tokens")),
+                     _inputs_text(f.get("max_length"), f.get("min_train_tokens"), f.get("text_cleaning")),
                      f"`{start[:12]}`" if start else "not recorded", f"`{f['run_dir']}`"))
     return "## Finetuning\n\n" + _table(rows, ("task", "step", "chosen as", "scored on", "inputs",
                                                   "started from (weights hash)", "run"))
@@ -521,15 +531,24 @@ def _examples_text(row: dict) -> str:
     return f"all {examples:,}" if examples >= row["of"] else f"{examples:,} of {row['of']:,} (a subset)"
 
 
-def _usage_section(name: str, model_class: str) -> str:
+def _usage_section(name: str, model_class: str, cleanings: list[str] | None = None) -> str:
+    """How to load the model, with and without the package, and (``cleanings``: the functions that cleaned a stage's
+    text before tokenizing) what to apply to raw text for the inputs its scores were measured on."""
     auto = {where.split(".")[1]: auto for auto, where in SERVED_CLASSES.items()}.get(model_class, "AutoModel")
-    return ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
+    text = ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
             f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
             f"model = {auto}.from_pretrained(\"{name}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{name}\")\n```\n\n"
             "Without the package, the model's code saved beside its weights (the `.py` files here; they need only torch "
-            "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained` (the "
-            "tokenizer's and a `pipeline`'s too: transformers reads the model's config to find the tokenizer, and "
-            "otherwise asks whether to run the code).")
+            "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained` (a "
+            "`pipeline`'s too). The tokenizer is a plain transformers tokenizer, the class `tokenizer_config.json` "
+            "names (`tokenizer_class`): that class's `from_pretrained` loads it without running any code of the "
+            "model's. `AutoTokenizer` reads the model's config first (transformers 5), so it asks whether to run the "
+            "code unless given `trust_remote_code=True`.")
+    for clean in dict.fromkeys(cleanings or ()):
+        text += (f"\n\nThe text this model was trained and scored on was cleaned by `{clean}` (the `linformer` "
+                 "package's) before tokenizing: apply it to raw text (before a `pipeline`, say) for the inputs its "
+                 "scores above were measured on.")
+    return text
 
 
 def _number(x) -> str:

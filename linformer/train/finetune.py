@@ -332,6 +332,8 @@ class FinetuneTask(TrainingTask):
             "skipped_bad_rows": {"train": self.split_notes.get("skipped_bad_rows"),
                                  "eval": split_info(self.eval).get("skipped_bad_rows")},
             "min_train_tokens": self.min_tokens,
+            # what cleaned the task's text before tokenizing: raw text needs it too (the model's card says so)
+            "text_cleaning": self.task_spec.text_cleaning,
             "num_eval_examples": len(self.eval),
             "model_path": self.model_path,
             "from_scratch": self.from_scratch,

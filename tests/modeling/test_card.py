@@ -253,6 +253,31 @@ def test_the_card_tells_the_weights_history_and_asks_for_training_only_where_non
         ["reshaped from", "`a` (finetuned on sst2)"]]
 
 
+def test_a_model_finetuned_on_cleaned_text_says_so_and_by_what_function(tmp_path):
+    """IMDB's text is cleaned (<br /> runs -> a space) before tokenizing: a pipeline on raw reviews gave other
+    predictions than the run reported, and nothing the model carries said why."""
+    import importlib
+
+    from linformer.data.tasks import TASKS, read_task_split
+
+    clean = TASKS["imdb"].text_cleaning
+    assert clean == "linformer.data.tasks.clean_imdb" and TASKS["sst2"].text_cleaning is None
+    module, name = clean.rsplit(".", 1)
+    (tmp_path / "imdb").mkdir()
+    (tmp_path / "imdb" / "train.csv").write_text('id,label,rating,text\n0,1,9,"Fine.<br /><br />Truly fine."\n')
+    raw = "Fine.<br /><br />Truly fine."  # what the reader read, cleaned by the named function
+    assert read_task_split("imdb", str(tmp_path / "imdb"), "train")[0]["text"] == [
+        getattr(importlib.import_module(module), name)(raw)] == ["Fine. Truly fine."]
+    out = converted(tmp_path, projected_dim=8)
+    run = _finetuned("imdb", 10, True) | {"max_length": 512, "text_cleaning": clean}
+    write_model_card(tmp_path / "b", finetuned_card(read_card_info(out), "b", "LinformerForSequenceClassification",
+                                                    run, tmp_path / "run", 10))
+    text = load_card(tmp_path / "b").text
+    assert table_rows(text, "imdb")[0][4] == "up to 512 tokens, the text cleaned by `linformer.data.tasks.clean_imdb` first"
+    assert "cleaned by `linformer.data.tasks.clean_imdb` (the `linformer` package's) before tokenizing: apply it" in text
+    assert "before tokenizing" not in load_card(out).text  # nothing cleaned what the conversion copied
+
+
 def test_cards_name_local_paths_as_the_hub_may_read_them(tmp_path, monkeypatch):
     """finetune's best/ and distill's model/ cards held absolute local paths (the run column), which push_to_hub
     uploads: a path under the repository is written relative to it, one elsewhere by its run's name."""

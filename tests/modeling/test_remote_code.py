@@ -176,3 +176,35 @@ def test_the_package_reads_every_model_config_and_tokenizer_through_load_auto():
                     and name != "linformer/data/io.py":
                 callers.append(f"{name}:{node.lineno}")
     assert callers == []
+
+
+def test_without_the_package_the_tokenizer_loads_by_its_class_without_asking_to_run_code(tmp_path):
+    """AutoTokenizer reads config.json first (transformers 5), whose auto_map makes it ask whether to run the model's
+    code; the tokenizer itself is a plain transformers class, named in tokenizer_config.json, whose own from_pretrained
+    loads it without that question (what the card's usage says)."""
+    from transformers import BertTokenizer
+
+    from linformer.modeling.saving import save_model_dir
+
+    words = ["good", "bad", "film", "is", "."]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    model = LinformerForSequenceClassification(_config())
+    save_model_dir(model, tok, tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "BertTokenizer" and saved["model_max_length"] == 32  # n
+    expected = tok("good film", "is bad .")
+    script = 'import sys\nsys.modules["linformer"] = None\n' + textwrap.dedent("""
+        import json, transformers
+        name = json.load(open("saved/tokenizer_config.json"))["tokenizer_class"]
+        tok = getattr(transformers, name).from_pretrained("saved")
+        print(json.dumps(dict(tok("good film", "is bad ."))), tok.model_max_length)
+        auto = transformers.AutoTokenizer.from_pretrained("saved", trust_remote_code=True)
+        assert dict(auto("good film", "is bad .")) == dict(tok("good film", "is bad .")), type(auto)
+    """)
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                            cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "custom code" not in result.stdout + result.stderr
+    ids, n = result.stdout.split("\n")[0].rsplit(" ", 1)
+    assert json.loads(ids) == dict(expected) and n == "32"
