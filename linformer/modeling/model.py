@@ -339,8 +339,10 @@ class LinformerModel(LinformerPreTrainedModel):
                                                                       self.config.global_positions):
             logger.warning_once(
                 "output_attentions=True: the attention with exact local and global keys (local_window, "
-                "global_positions) computes no probabilities, so `attentions` holds None for its layers (an input of at "
-                "most k tokens, attended exactly, gets its T x T maps). For maps, load the model with local_window=0 "
+                "global_positions) computes no probabilities, so `attentions` holds None for its layers, unless the "
+                "batch as padded is at most k tokens long and exact_short_inputs is on: then every row is attended "
+                "exactly and gets T x T maps (a short row padded in a longer batch gets none, though it is attended "
+                "exactly too). For maps, load the model with local_window=0 "
                 "and global_positions=[] (the paper's Linformer: T x k maps) or attention='full'.")
         output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)

@@ -95,6 +95,26 @@ def test_attention_maps_asked_of_the_exact_key_attention_say_why_they_are_none(m
     assert len(said) == 1
 
 
+def test_the_warning_says_exactly_when_the_exact_key_attention_returns_maps(monkeypatch):
+    """The converted default (exact_short_inputs, local and global keys): a short input alone got T x T maps, the same
+    input in a batch padded past k got None; the warning spoke of "an input of at most k tokens"."""
+    import linformer.modeling.model as model_module
+
+    said = []
+    monkeypatch.setattr(model_module.logger, "warning_once", said.append)
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(projected_dim=8, local_window=4, global_positions=[0, -1], sharing="layerwise",
+                                       length_policy="resample", exact_short_inputs=True)).eval()
+    short = IDS[:1, :5]
+    assert [a.shape for a in model(input_ids=short, output_attentions=True).attentions] == [(1, 4, 5, 5)] * 2
+    ids = torch.cat([torch.cat([short, torch.ones(1, 11, dtype=torch.long)], 1), torch.randint(4, 60, (1, 16))])
+    mask = torch.ones_like(ids)
+    mask[0, 5:] = 0
+    assert all(a is None for a in model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions)
+    assert said and "unless the batch as padded is at most k tokens long" in said[0]
+    assert "a short row padded in a longer batch gets none" in said[0]
+
+
 def test_a_bad_n_is_named_as_max_seq_len_not_as_the_position_table_derived_from_it():
     import numpy as np
 
