@@ -145,7 +145,7 @@ class DistillTask(FinetuneTask):
 
     def type_vocab_sizes(self, run: DistillSpec) -> list[int | None]:
         """The student's and the teacher's: both read every batch, so a pair's segment ids go to both or neither."""
-        return [*super().type_vocab_sizes(run), getattr(AutoConfig.from_pretrained(self.teacher_path),
+        return [*super().type_vocab_sizes(run), getattr(load_auto(AutoConfig, self.teacher_path),
                                                         "type_vocab_size", None)]
 
     def starts_from_scratch(self, run: DistillSpec) -> bool:
