@@ -11,7 +11,7 @@ from pathlib import Path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
-from linformer.report.dashboard import mirror_all, serve, warn_if_no_runs
+from linformer.report.dashboard import mirror_once, serve, warn_if_no_runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 < args.port < 65536:
             raise ConfigError(f"--port {args.port}: a TCP port is 1 to 65535")
         if args.mirror_only:
-            written = mirror_all(args.outputs, args.logdir, strict=True, overwrite=args.overwrite)
+            written = mirror_once(args.outputs, args.logdir, args.overwrite)
             warn_if_no_runs(args.outputs, written)
             print(f"{len(written)} runs, {sum(written.values())} new rows")
             return 0

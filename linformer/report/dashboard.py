@@ -5,7 +5,10 @@ tracker: `mirror_all` writes `<logdir>/<stage>/<run>/` event files from each `ou
 Mirroring is incremental and idempotent: a small state file remembers how many rows of metrics.jsonl are
 already mirrored and the last of them; only the complete rows past it are written (into a new event file, which
 TensorBoard reads after the earlier ones), and a metrics.jsonl whose mirrored rows changed (a run started over,
-or resumed from an earlier checkpoint) is mirrored again from scratch. `serve` re-mirrors every few seconds while TensorBoard runs, so live runs update in the browser.
+or resumed from an earlier checkpoint) is mirrored again from scratch. The state says a pass is writing before its
+first event does, so a pass cut short (Ctrl-C, a kill) leaves a state from which the next one mirrors that run again
+from scratch, never a second copy of its points. `serve` re-mirrors every few seconds while TensorBoard runs, so live
+runs update in the browser; `mirror_once` mirrors once, and stops on SIGTERM as on Ctrl-C, with a `stopped:` line.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
 perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same
@@ -39,7 +42,7 @@ from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
 from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, read_metrics, reported_scalars, run_status
-from ..signals import sigterm_interrupts
+from ..signals import signals_stop, sigterm_interrupts
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,9 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     state = read_json(state_path)
     rows = read_metrics(src)   # complete lines only: a run may be writing the last one right now
     status = run_status(run_dir.resolve(), read_json(run_dir / RUN))
+    if state.get("writing"):  # a pass cut short after some of its events: which of them are written is unknown
+        log.info("the mirror of %s was interrupted: mirroring it again", run_dir)
+        state = _forget(out_dir)
     if state and not _continues(state, src, rows):
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         state = _forget(out_dir)
@@ -137,7 +143,9 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
         state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
                  "base_walltime": src.stat().st_mtime - float(last_time)}
     base = float(state["base_walltime"])
+    _drop_stateless_events(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(state_path, {**state, "writing": True})  # before the first event: see the module doc
     writer = SummaryWriter(log_dir=str(out_dir), max_queue=1000, flush_secs=3600)
     try:
         if first:
@@ -157,6 +165,14 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     write_json(state_path, {**state, "rows": len(rows), "last": _fingerprint(rows[-1]) if rows else None,
                             "reported": reported})
     return len(new) + int(add_reported)
+
+
+def _drop_stateless_events(out_dir: Path) -> None:
+    """Remove the event files of a folder that has no state (a pass of an earlier version cut short before it wrote
+    one): a first mirror writes every row, and beside them these would be a second copy."""
+    if not (out_dir / STATE).is_file():
+        for f in out_dir.glob("events.out.tfevents.*"):
+            f.unlink()
 
 
 def _forget(out_dir: Path) -> dict:
@@ -234,6 +250,17 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
         raise DataError(f"{len(failed)} of {len(failed) + len(written)} runs not mirrored into {logdir}: "
                         f"{'; '.join(failed[:3])}")
     return written
+
+
+MIRROR_STOPPED = ("stopped by {signal} while mirroring: each run's mirror is whole, or mirrored again from scratch by "
+                  "the next pass. Run the same command again to go on.")
+
+
+def mirror_once(outputs: str | Path, logdir: str | Path | None = None, overwrite: bool = False) -> dict[str, int]:
+    """``mirror_all`` with `strict`, as --mirror-only runs it: SIGTERM and Ctrl-C raise Preempted (a `stopped:` line,
+    exit 128 + the signal), like every other command's stop."""
+    with signals_stop(MIRROR_STOPPED):
+        return mirror_all(outputs, logdir, strict=True, overwrite=overwrite)
 
 
 def warn_if_no_runs(outputs: str | Path, written: Mapping[str, int]) -> None:

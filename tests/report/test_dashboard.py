@@ -276,3 +276,75 @@ def test_without_tensorboard_the_dashboard_is_one_error_line_and_leaves_no_logdi
     assert stop.value.code == 2 and err.startswith("error: the dashboard (its TensorBoard event files) needs the "
                                                     "tensorboard package") and "\n" not in err
     assert err.endswith(": pip install tensorboard") and not (tmp_path / "events").exists()
+
+
+def _points(logdir):
+    """Every (tag, step) of the scalars in the event files under `logdir`, as written: a point written twice is
+    listed twice (TensorBoard's accumulator would fold or purge some of them)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    points = []
+    for f in sorted(logdir.rglob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(f)).Load():
+            points += [(v.tag, event.step) for v in event.summary.value if v.tag.startswith("train/")]
+    return sorted(points)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first pass", "later pass"])
+def test_a_pass_cut_short_is_mirrored_again_not_twice(tmp_path, make_run, monkeypatch, first):
+    """Ctrl-C (or a kill) in a pass flushed the events written so far but skipped the state: the next pass wrote
+    every row again beside them, two points per step in TensorBoard."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rows = [{"step": s, "time": s, "loss": 1.0 / s, "lr": 0.1} for s in range(1, 21)]
+    run = make_run(tmp_path / "outputs", "pretrain", "a", rows[:10] if not first else rows)
+    out = tmp_path / "tb"
+    if not first:
+        assert mirror_run(run, out) == 10
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    real, calls = SummaryWriter.add_scalar, []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SummaryWriter, "add_scalar", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mirror_run(run, out)
+    monkeypatch.setattr(SummaryWriter, "add_scalar", real)
+    assert mirror_run(run, out) == 20 and mirror_run(run, out) == 0
+    want = sorted((tag, s) for s in range(1, 21) for tag in ("train/loss", "train/lr"))
+    assert _points(out) == want
+
+
+def test_event_files_without_a_state_are_not_kept_beside_a_first_mirror(tmp_path, make_run):
+    """A folder whose state is missing (a pass of an earlier version cut short) held events a first pass doubled."""
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": s, "time": s, "loss": 1.0} for s in (1, 2)])
+    out = tmp_path / "tb"
+    mirror_run(run, out)
+    (out / ".mirror.json").unlink()
+    assert mirror_run(run, out) == 2
+    assert _points(out) == [("train/loss", 1), ("train/loss", 2)]
+
+
+def test_sigterm_stops_a_mirror_with_a_stopped_line(tmp_path, make_run, monkeypatch, capsys):
+    """SIGTERM ended --mirror-only with -15 and no word, where every other command says `stopped:` (exit 143)."""
+    import os
+    import signal
+
+    import linformer.report.dashboard as dashboard
+
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    def terminated(*_):
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, "SIGTERM would end the process unwound"
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(dashboard, "mirror_run", terminated)
+    with pytest.raises(SystemExit) as stop:
+        load_script("dashboard").main(["--mirror-only", "--outputs", str(outputs), "--logdir", str(tmp_path / "e")])
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.strip().startswith("stopped: stopped by SIGTERM while mirroring")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
