@@ -37,22 +37,25 @@ FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name:
 
 
 # ------------------------------------------------------------------------------------------------ atomic writes
-# What writers that do not raise OSError say when the disk fills: torch's zip serializer ("file write failed",
-# "unexpected pos N vs M" when a short write shifts the archive) and safetensors (a Rust io error, StorageFull).
-# What the storage refuses a write for, by errno and by the text of a serializer's error that has no errno (torch,
-# safetensors), with what the user can do about it
+# What the storage refuses a write for, by errno and by the text of a serializer's error that has no errno, with what
+# the user can do about it. safetensors (a Rust io error) names its cause; torch's zip serializer does not ("file
+# write failed", or "unexpected pos N vs M" when a short write shifts the archive): UNTOLD, whose cause the free space
+# tells where little is left (a full disk), and which otherwise names every cause it may be.
+UNTOLD = 0
+FULL_BELOW = 64 * 2**20  # bytes free under which an untold refusal is taken for a full disk
 _REFUSALS = {
     errno.ENOSPC: ("no space left on device", "Free some space"),
     errno.EDQUOT: ("disk quota exceeded", "Free some space in your quota"),
     errno.EFBIG: ("a file larger than this file system or the file-size limit (ulimit -f) allows",
                   "Write to a file system that takes large files (not FAT32), or raise the limit,"),
 }
-_REFUSAL_TEXT = {"No space left": errno.ENOSPC, "file write failed": errno.ENOSPC, "unexpected pos": errno.ENOSPC,
-                 "StorageFull": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT, "File too large": errno.EFBIG}
+_REFUSAL_TEXT = {"No space left": errno.ENOSPC, "StorageFull": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+                 "File too large": errno.EFBIG, "file write failed": UNTOLD, "unexpected pos": UNTOLD}
 
 
 def storage_refusal(err: BaseException) -> int | None:
-    """The errno of a write the storage refused (a full disk or quota, a file too large), or None."""
+    """The errno of a write the storage refused (ENOSPC a full disk, EDQUOT a quota, EFBIG a file too large), UNTOLD
+    for a refusal whose error does not say which, or None for any other error."""
     if isinstance(err, OSError) and err.errno in _REFUSALS:
         return err.errno
     if isinstance(err, Exception):
@@ -60,22 +63,40 @@ def storage_refusal(err: BaseException) -> int | None:
     return None
 
 
-def is_disk_full(err: BaseException) -> bool:
-    return storage_refusal(err) is not None
+def _refusal_words(code: int, free: int) -> tuple[str, str]:
+    """(what refused the write, what to do) for a storage_refusal `code` with `free` bytes left."""
+    if code != UNTOLD:
+        return _REFUSALS[code]
+    if free < FULL_BELOW:
+        return _REFUSALS[errno.ENOSPC]
+    reason = (f"the storage refused a write with space free: a disk quota, or a file larger than the file system "
+              f"(FAT32 takes 4 GiB at most) or the file-size limit ({_file_size_limit()}) allows")
+    return reason, "Free some space in your quota, or write to a file system that takes large files, or raise the limit,"
+
+
+def _file_size_limit() -> str:
+    """This process's file-size limit (ulimit -f), in words."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limit
+        return "ulimit -f"
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return "ulimit -f, unlimited here" if limit == resource.RLIM_INFINITY else \
+        f"ulimit -f, {limit / 2**20:,.0f} MiB here"
 
 
 @contextlib.contextmanager
 def disk_full_names(directory: str | Path) -> Iterator[None]:
     """A write the storage refuses inside this block (``storage_refusal``) raises DiskFullError naming
-    `directory` and what to do."""
+    `directory`, the cause (or the causes it may be) and what to do."""
     try:
         yield
     except Exception as err:
         code = storage_refusal(err)
         if code is None:
             raise
-        reason, advice = _REFUSALS[code]
         free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
+        reason, advice = _refusal_words(code, free)
         raise DiskFullError(
             f"{reason} while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are intact. {advice} "
             "and run the same command again."

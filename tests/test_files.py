@@ -279,3 +279,39 @@ def test_a_record_names_a_path_under_the_repository_relative_to_it_and_reads_it_
     # a path outside the checkout has no shorter name that every checkout shares
     assert repo_relative(tmp_path / "run") == str((tmp_path / "run").resolve())
     assert repo_relative(repo_root() / "outputs" / ".." / "docs") == "docs"
+
+
+def test_torch_s_refusal_without_a_cause_is_not_called_a_full_disk_with_space_free(tmp_path):
+    """torch's serializer says "file write failed" whatever refused the write: under a file-size limit (ulimit -f, a
+    FAT32 disk's 4 GiB) the message said "no space left on device ... Free some space" with GBs free. The save runs
+    in a child under a 1 MiB limit."""
+    code = ("import resource, torch\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
+            "from linformer.errors import DiskFullError\n"
+            "from linformer.files import disk_full_names\n"
+            "try:\n"
+            f"    with disk_full_names({str(tmp_path)!r}):\n"
+            f"        torch.save(torch.zeros(2**20), {str(tmp_path / 'optimizer.bin')!r})\n"
+            "except DiskFullError as err:\n"
+            "    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("the storage refused a write with space free: a disk quota, or a file larger than "
+                                 "the file system (FAT32 takes 4 GiB at most) or the file-size limit (ulimit -f, 1 "
+                                 f"MiB here) allows while writing {tmp_path}"), out.stdout
+    assert "no space left" not in out.stdout
+
+
+def test_a_refusal_without_a_cause_is_a_full_disk_where_no_space_is_left(tmp_path, monkeypatch):
+    """The same words with (almost) nothing free: the disk is full, and the message says so."""
+    import shutil
+    from collections import namedtuple
+
+    from linformer.errors import DiskFullError
+    from linformer.files import disk_full_names
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(2**40, 2**40 - 2**20, 2**20))
+    with pytest.raises(DiskFullError, match=rf"^no space left on device while writing {tmp_path} \(1 MiB free\)"), \
+            disk_full_names(tmp_path):
+        raise RuntimeError("PytorchStreamWriter failed writing file data/3: file write failed")
