@@ -141,12 +141,13 @@ def write_yaml(path: str | Path, data: Any) -> None:
 
 @contextlib.contextmanager
 def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
-               flag: str = "overwrite=true") -> Iterator[Path]:
+               flag: str = "overwrite=true", checksums: bool = False) -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
     `record`), checked before the block and again before the swap, unless `overwrite` (the command's `flag`); a
-    refusal leaves it as it was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote there. Only the
+    refusal leaves it as it was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote
+    there; with `checksums`, so does every other file's size and sha256 (``output_damage`` reads them back). Only the
     temporary and, after the swap, the output it replaced are deleted. The temporary goes on any exception and on
     SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
     umask's permissions (``umask_modes``).
@@ -161,14 +162,32 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     try:
         with disk_full_names(final.parent), _sigterm_unwinds(final):
             yield tmp
-            if record is not None:
-                write_json(tmp / MANIFEST, {**record, **read_json(tmp / MANIFEST)})
+            _write_manifest(tmp, record, checksums)
             umask_modes(tmp)
             check_output_dir(final, record, overwrite, flag)  # another process may have written it meanwhile
             swap_in(tmp, final, old)
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _write_manifest(tmp: Path, record: Mapping[str, Any] | None, checksums: bool) -> None:
+    """``atomic_dir``'s MANIFEST: `record` under what the block wrote there and, with `checksums`, the other files'
+    ``file_checksums`` as "files" where the block recorded none itself (a corpus lists its data files)."""
+    if record is None and not checksums:
+        return
+    manifest = {**(record or {}), **read_json(tmp / MANIFEST)}
+    if checksums and "files" not in manifest:
+        manifest["files"] = file_checksums(tmp, (f for f in tmp.rglob("*") if f.is_file() and f != tmp / MANIFEST))
+    write_json(tmp / MANIFEST, manifest)
+
+
+def output_damage(root: str | Path) -> list[str] | None:
+    """'name: why' for each file whose checksums an output directory's MANIFEST records ("files": ``atomic_dir``'s
+    `checksums`) that is missing or differs now; [] when every one is as written; None when it records none (written
+    without them, or by an earlier version)."""
+    listing = read_json(Path(root) / MANIFEST).get("files")
+    return checksum_problems(Path(root), listing) if isinstance(listing, dict) else None
 
 
 def swap_in(tmp: Path, final: Path, old: Path | None = None) -> None:

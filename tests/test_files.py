@@ -315,3 +315,23 @@ def test_a_refusal_without_a_cause_is_a_full_disk_where_no_space_is_left(tmp_pat
     with pytest.raises(DiskFullError, match=rf"^no space left on device while writing {tmp_path} \(1 MiB free\)"), \
             disk_full_names(tmp_path):
         raise RuntimeError("PytorchStreamWriter failed writing file data/3: file write failed")
+
+
+def test_an_output_directory_written_with_checksums_tells_a_file_changed_since(tmp_path):
+    """atomic_dir(checksums=True) records every file's size and sha256 in the MANIFEST; output_damage reads them
+    back: None without them, [] while intact, the file and why once one changed (a byte, the same size)."""
+    from linformer.files import atomic_dir, output_damage
+
+    with atomic_dir(tmp_path / "plain") as tmp:
+        (tmp / "w.bin").write_bytes(b"abc")
+    assert output_damage(tmp_path / "plain") is None
+    with atomic_dir(tmp_path / "out", A, checksums=True) as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "w.bin").write_bytes(b"abc")
+    assert output_damage(tmp_path / "out") == []
+    (tmp_path / "out" / "sub" / "w.bin").write_bytes(b"abd")
+    assert output_damage(tmp_path / "out") == ["sub/w.bin: content differs from what was written (sha256)"]
+    with atomic_dir(tmp_path / "own", A, checksums=True) as tmp:  # a block that lists its files itself keeps its list
+        (tmp / "w.bin").write_bytes(b"abc")
+        (tmp / "manifest.json").write_text('{"files": {}}')
+    assert output_damage(tmp_path / "own") == []

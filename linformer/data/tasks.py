@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, HubOfflineError, LinformerError, TaskDataError, did_you_mean
-from ..files import atomic_dir, cache_key, folder_name, made_by
+from ..files import atomic_dir, cache_key, folder_name, made_by, output_damage
 from .io import hub_offline, hub_offline_error
 from .metrics import check_metrics, score
 from .tokenizer import tokenizer_identity
@@ -741,7 +741,7 @@ def _save(ds, target: Path):
     try:
         if _complete(target):
             raise _SavedMeanwhile
-        with atomic_dir(target, made_by("task_cache", {"entry": target.name})) as tmp:
+        with atomic_dir(target, made_by("task_cache", {"entry": target.name}), checksums=True) as tmp:
             ds.save_to_disk(str(tmp))
             if _complete(target):
                 raise _SavedMeanwhile
@@ -792,11 +792,12 @@ def load_task(
         if target is not None and _complete(target):
             log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
             try:
-                out[split] = datasets.load_from_disk(str(target))
+                out[split] = _load_cached(target)
                 continue
-            except Exception as err:  # pyarrow's and datasets' own errors for a file cut short or damaged
-                log.warning("task cache %s is damaged (%s: %s): tokenizing the split again to replace it", target,
-                            type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+            except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
+                why = str(err) if isinstance(err, _CacheDamaged) else \
+                    f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                log.warning("task cache %s %s: tokenizing the split again to replace it", target, why)
                 shutil.rmtree(target, ignore_errors=True)
                 if target.exists():  # another user's: it stays damaged, and this run keeps its own split
                     log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached",
@@ -805,6 +806,25 @@ def load_task(
         ds = _encode_split(*args)
         out[split] = _cached(ds, target) if target is not None else ds
     return datasets.DatasetDict(out)
+
+
+class _CacheDamaged(Exception):
+    """A cache entry whose files are not, or cannot be checked to be, the ones it was saved with (what it is, as a
+    clause after its path)."""
+
+
+def _load_cached(target: Path):
+    """The tokenized split cached at `target`, its files checked against the checksums its manifest records first, as
+    a prepared corpus's are: a changed byte reads without an error, and would train on other token ids. An entry
+    saved without checksums (by an earlier version) cannot be checked, and is tokenized again."""
+    import datasets
+
+    damage = output_damage(target)
+    if damage is None:
+        raise _CacheDamaged("was saved without checksums of its files (by an earlier version)")
+    if damage:
+        raise _CacheDamaged(f"is damaged ({'; '.join(damage)})")
+    return datasets.load_from_disk(str(target))
 
 
 def _cached(ds, target: Path):

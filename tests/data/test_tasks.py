@@ -465,6 +465,32 @@ def test_a_damaged_cache_entry_is_tokenized_again_not_a_traceback_on_every_run(q
     assert list(third["train"]["labels"]) == list(labels)
 
 
+def test_a_cache_entry_changed_in_place_is_tokenized_again_not_read(qqp_dir, tokenizer, tmp_path, caplog):
+    """One token id changed in a cached split (same size) was read without a word, and trained on: the entry's
+    files are checked against the checksums it was saved with, as a prepared corpus's are."""
+    import json
+
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    ids = first["train"]["input_ids"][:]
+    del first
+    [entry] = list(cache.glob("qqp-train-*"))
+    [arrow] = list(entry.glob("*.arrow"))
+    data = bytearray(arrow.read_bytes())
+    at = data.rfind((ids[-1][1]).to_bytes(4, "little"))  # a token id of the last row, in place
+    data[at] ^= 0x01
+    arrow.write_bytes(bytes(data))
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert list(again["train"]["input_ids"]) == list(ids)
+    assert f"task cache {entry} is damaged ({arrow.name}: content differs from what was written (sha256))" in caplog.text
+    caplog.clear()
+    manifest = json.loads((entry / "manifest.json").read_text())  # an entry saved before checksums were recorded
+    (entry / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "files"}))
+    third = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert list(third["train"]["input_ids"]) == list(ids) and "was saved without checksums" in caplog.text
+    assert "files" in json.loads((entry / "manifest.json").read_text())  # replaced, with them
+
+
 def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_dir, tokenizer, tmp_path, caplog,
                                                                             monkeypatch):
     """A damaged entry of another user's cache could not be removed: the tokenized split was then taken for another
