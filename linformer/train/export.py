@@ -61,7 +61,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with atomic_dir(out, record, overwrite, flag="--overwrite") as tmp, no_hf_progress_bars():
+    with atomic_dir(out, record, overwrite, flag="--overwrite", checksums=True) as tmp, no_hf_progress_bars():
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's

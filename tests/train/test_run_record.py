@@ -92,6 +92,29 @@ def test_a_finished_run_whose_model_is_gone_says_so_and_export_writes_it_again(t
     assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
 
 
+def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_again(tiny_data, tmp_path, capsys):
+    """A finished pretraining whose model/ weights were cut short said "already complete: nothing to do" (exit 0), and
+    what needed its model failed later, far from the cause; model/ records its files' checksums, and the rerun names
+    the damage and the export that writes the same model over it."""
+    from linformer.errors import CheckpointError
+    from linformer.train.export import export_run
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    weights = run / "model" / "model.safetensors"
+    intact, size = weights.read_bytes(), weights.stat().st_size
+    weights.write_bytes(intact[:1000])
+    with pytest.raises(CheckpointError, match=rf"^{run} is complete, but its model {run}/model is damaged \("
+                                              rf"model.safetensors: 1,000 bytes, {size:,} written\): write it again "
+                                              rf"from the run's final checkpoint: python scripts/export.py {run} --out "
+                                              rf"{run}/model --overwrite\.$"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert export_run(run, run / "model", overwrite=True)["final"]  # the command the error gives
+    assert weights.read_bytes() == intact
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+
+
 def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
