@@ -11,6 +11,7 @@ result when the exported step is the one it reports.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..data import get_task
@@ -22,7 +23,7 @@ from ..modeling.loading import load_classifier, resolve_model_path, resolve_toke
 from ..modeling.saving import save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
-from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact
+from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact, step_of
 from .core import no_hf_progress_bars
 from .pretrain import build_model
 
@@ -96,7 +97,9 @@ def _rebuild(spec: FinetuneSpec | PretrainSpec):
 
 
 def _checkpoint(run_dir: Path, step: int | None) -> Path:
-    """The checkpoint of `step`, or the newest whose weights are intact; RNG and optimizer files do not matter."""
+    """The checkpoint of `step`, or the newest whose weights are intact; RNG and optimizer files do not matter. Newer
+    ones passed over for damage are named in one warning line, as a resume names them: an export of an older step
+    would otherwise read as the run having stopped there."""
     found = complete_checkpoints(run_dir)
     if step is not None:
         found = [p for p in found if p.name == f"step-{step:08d}"]
@@ -110,6 +113,10 @@ def _checkpoint(run_dir: Path, step: int | None) -> Path:
     if path is None:
         raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
             f"{p.name}: {', '.join(probs)}" for p, probs in damaged.items()) + ".")
+    if damaged:
+        which = " and ".join(f"step {step_of(p)} ({', '.join(probs)})" for p, probs in damaged.items())
+        print(f"warning: {checkpoint_dir(run_dir)} holds a newer checkpoint than step {step_of(path)}, damaged: "
+              f"{which}; exporting step {step_of(path)}, the newest intact one.", file=sys.stderr, flush=True)
     return path
 
 

@@ -108,11 +108,16 @@ def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(
     assert not (run / "model" / SIDECAR).exists()  # a pretraining run's model has no card to carry
 
 
-def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_the_file(carded_run, tmp_path):
+def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_the_file(carded_run, tmp_path,
+                                                                                       capsys):
+    """The fall-back says which newer step is damaged and why, in one warning line: an export of step 13 that said
+    only "not the run's final step" read as the run having stopped there."""
     run = tmp_path / "run"
     shutil.copytree(carded_run, run)
     for step, expected in ((26, 13), (13, None)):
-        with (run / "checkpoints" / f"step-{step:08d}" / "model.safetensors").open("ab") as f:
+        weights = run / "checkpoints" / f"step-{step:08d}" / "model.safetensors"
+        size = weights.stat().st_size
+        with weights.open("ab") as f:
             f.write(b"\0")
         if expected is None:
             with pytest.raises(CheckpointError, match=r"step-00000013: model.safetensors"):
@@ -120,6 +125,10 @@ def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_t
         else:
             done = export_run(run)
             assert done["step"] == expected and done["out"] == run / "model-step-00000013" and not done["final"]
+            warning = (f"warning: {run / 'checkpoints'} holds a newer checkpoint than step 13, damaged: step 26 "
+                       f"(model.safetensors: {size + 1:,} bytes, {size:,} written); exporting step 13, the newest "
+                       "intact one.")
+            assert capsys.readouterr().err.splitlines() == [warning]
     with pytest.raises(CheckpointError, match=r"--step 7: .* \(steps: 13, 26\)"):
         export_run(run, step=7)
 
