@@ -257,10 +257,17 @@ class RunLock:
         return data if isinstance(data, dict) else None
 
     def release(self) -> None:
+        """Remove the lock (a clean-up, which runs after an error too). A lock that cannot be removed (its folder
+        made read-only) is a warning line, not an error raised over the one that ended the run: the next start
+        takes it over, its process being gone."""
         if self.held:
             holder = self._holder() or {}
             if holder.get("pid") == os.getpid() and holder.get("place", process_place()) == process_place():
-                self.path.unlink(missing_ok=True)
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError as err:
+                    log.warning("the lock %s cannot be removed (%s): the next start takes it over", self.path,
+                                err.strerror or err)
                 for folder in self.made if self.tidy else ():
                     with contextlib.suppress(OSError):  # not empty: what was written there stays
                         folder.rmdir()

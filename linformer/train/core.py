@@ -179,15 +179,26 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
     try:
         yield start
     except BaseException as err:  # an end after the start before the last step: the record says which
-        if accelerator.is_main_process and record.info().get("status") == "running":
-            if isinstance(err, (Preempted, KeyboardInterrupt)):  # a signal's stop (checkpointed, or a second Ctrl-C)
-                record.stop(err)
-            elif isinstance(err, Exception):
-                record.fail(err)
+        if accelerator.is_main_process:
+            _record_end(record, err)
         raise
     finally:
         if accelerator.is_main_process:
             record.release()
+
+
+def _record_end(record: RunRecord, err: BaseException) -> None:
+    """Record how `err` ended a running run: stopped by a signal (checkpointed, or a second Ctrl-C), or failed. A
+    record that cannot be written (a run directory made read-only, a full disk) is a warning line: `err` is the error
+    the user is told, not this one raised over it."""
+    try:
+        if record.info().get("status") == "running":
+            if isinstance(err, (Preempted, KeyboardInterrupt)):
+                record.stop(err)
+            elif isinstance(err, Exception):
+                record.fail(err)
+    except Exception as failed:
+        log.warning("%s cannot record how the run ended (%s)", record.dir, str(failed).splitlines()[0])
 
 
 class StopSignal:

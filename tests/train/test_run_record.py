@@ -171,6 +171,43 @@ def test_a_second_live_process_is_refused_and_a_stale_lock_taken_over(tiny_data,
     assert info["status"] == "complete" and info["changes"][0]["key"] == "trainer.max_steps"
 
 
+def test_a_run_directory_made_read_only_is_the_error_not_the_lock_s_clean_up(tiny_data, tmp_path, monkeypatch,
+                                                                            caplog):
+    """A run directory made read-only before the run's end: the error named .lock, whose removal in the clean-up
+    failed too and replaced the error that ended the run, not the folder the model could not be written into. The
+    clean-up's own failures are warning lines. (Root ignores permissions: the refusals are simulated.)"""
+    from pathlib import Path
+
+    from linformer import files
+    from linformer.errors import OutputPathError
+    from linformer.train.core import Trainer
+
+    run, readonly = tmp_path / "run", []
+    real_save, real_access, real_unlink = Trainer.save_model, os.access, Path.unlink
+
+    def save_read_only(self, final):
+        readonly.append(True)
+        return real_save(self, final)
+
+    def refused(path):
+        if readonly and Path(path).parent == run:
+            raise PermissionError(13, "Permission denied", str(path))
+
+    def unlink(self, *args, **kwargs):
+        refused(self)
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "save_model", save_read_only)
+    monkeypatch.setattr(os, "access", lambda path, mode: not (readonly and Path(path) == run) and real_access(path, mode))
+    monkeypatch.setattr(files, "open", lambda path, *a, **k: refused(path) or open(path, *a, **k),  # noqa: SIM115
+                        raising=False)  # atomic_write's temporaries
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(OutputPathError, match=rf"^{run} cannot be written .* so neither can {run}/model"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert f"{run} cannot record how the run ended (" in caplog.text
+    assert f"the lock {run / '.lock'} cannot be removed (Permission denied)" in caplog.text
+
+
 def test_unfinished_run_resumed_with_another_batch_size_is_refused_unless_allowed(tiny_data, tmp_path):
     run = tmp_path / "run"
     proc = _start_and_wait(tiny_data, run, "trainer.max_steps=400", "trainer.save_every=2")
