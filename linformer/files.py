@@ -104,10 +104,12 @@ def disk_full_names(directory: str | Path) -> Iterator[None]:
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
-    """Write `path` whole or not at all: a temporary file in the same directory, fsynced, then renamed."""
+    """Write `path` whole or not at all: a temporary file in the same directory (``atomic_dir``'s name for one), fsynced,
+    then renamed. One a killed process (SIGKILL) left beside `path` is removed by the next write of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    remove_stale_temps(path)
+    tmp = _temp_name("tmp", path)
     try:
         with disk_full_names(path.parent):
             with open(tmp, "wb") as f:
@@ -217,13 +219,14 @@ def _remove(path: Path) -> None:
 
 
 def _temp_name(kind: str, final: Path) -> Path:
-    """``atomic_dir``'s temporaries: .tmp- (being built) and .old- (being replaced) <name>-<place>-<pid>."""
+    """The temporaries of ``atomic_dir`` and ``atomic_write``: .tmp- (being built) and .old- (being replaced)
+    <name>-<place>-<pid>."""
     return final.with_name(f".{kind}-{final.name}-{process_place()}-{os.getpid()}")
 
 
 def remove_stale_temps(final: Path) -> None:
-    """Remove ``atomic_dir``'s temporaries next to `final` whose process is gone; another place's (another host or
-    container) cannot be checked, and are left."""
+    """Remove the temporaries (``_temp_name``) next to `final` whose process is gone; another place's (another host
+    or container) cannot be checked, and are left."""
     pattern = re.compile(rf"\.(?:tmp|old)-{re.escape(final.name)}-(?:([0-9a-f]{{8}})-)?(\d+)")
     for p in [*final.parent.glob(f".tmp-{final.name}-*"), *final.parent.glob(f".old-{final.name}-*")]:
         found = pattern.fullmatch(p.name)

@@ -79,6 +79,20 @@ def test_temporaries_of_dead_processes_are_removed_and_a_live_ones_and_another_p
     assert _hidden(tmp_path) == sorted(kept)
 
 
+def test_a_file_s_temporary_left_by_a_killed_process_is_removed_by_the_next_write(tmp_path):
+    """A SIGKILL while run.json was written left its temporary in the run directory for good; atomic_write's
+    temporaries are named and swept as atomic_dir's are."""
+    from linformer.files import atomic_write, process_place
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    here = process_place()
+    left, live = tmp_path / f".tmp-run.json-{here}-{int(dead.stdout)}", tmp_path / f".tmp-run.json-{here}-{os.getppid()}"
+    left.write_text('{"status": "runn')
+    live.write_text("{")
+    atomic_write(tmp_path / "run.json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "run.json"])
+
+
 @pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="a SIGTERM handler is installed")
 def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
     _build(tmp_path / "out", text="old")
