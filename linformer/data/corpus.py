@@ -502,9 +502,9 @@ def _reusable(out: Path, key: str) -> dict | None:
     if not old or old.get("cache_key") != key:
         return None
     try:
-        check_corpus_files(out, old)
+        check_corpus_files(out, old, again="preparing it again.")
     except CorpusError as err:
-        print(f"corpus: {err} Preparing it again.")
+        print(f"corpus: {err}")
         return None
     log.info("reusing prepared corpus %s (cache key %s)", out, key)
     print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
@@ -718,24 +718,26 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
 RECORDED = ("files", "unigram_val_ppl")
 
 
-def check_corpus_files(out_dir: str, manifest: dict) -> None:
+def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None) -> None:
     """CorpusError for a corpus its readers cannot take as this version packs it: blocks of another FORMAT_VERSION
     (the same sources and settings give other ids now), a manifest written by an earlier prepare_corpus that lacks
     what readers rely on (RECORDED), or the first data file whose size or sha256 is not what prepare_corpus
-    recorded. Each names the command that prepares it again."""
+    recorded. Each ends with `again`, what the caller does about it (prepare_corpus: it prepares it again itself),
+    else the command that prepares it again."""
+    again = again or f"prepare it again: {prepare_again(out_dir, manifest)}"
     made = manifest.get("format_version")
     if made != FORMAT_VERSION:
         raise CorpusError(f"prepared corpus {out_dir} holds blocks of format_version {made} ({MANIFEST}), and this "
                           f"version packs and reads format_version {FORMAT_VERSION}: the same sources and settings give "
-                          f"other blocks now. Prepare it again: {prepare_again(out_dir, manifest)}")
+                          f"other blocks now; {again}")
     missing = [key for key in RECORDED if key not in manifest]
     if missing:
         raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
-                          f"{', '.join(missing)}): prepare it again: {prepare_again(out_dir, manifest)}")
+                          f"{', '.join(missing)}): {again}")
     problems = checksum_problems(Path(out_dir), manifest.get("files") or {})
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "
-                          f"prepare it again: {prepare_again(out_dir, manifest)}")
+                          f"{again}")
 
 
 def prepare_again(out_dir: str, manifest: Mapping) -> str:

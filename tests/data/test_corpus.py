@@ -402,7 +402,8 @@ def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, 
     with pytest.raises(CorpusError, match=f"prepared corpus {out} is damaged: {arrow}: "):
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
-    assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
+    said = capsys.readouterr().out  # what it does itself, not the overwrite=true a user would have to give
+    assert "preparing it again." in said and "overwrite=true" not in said and again["files"] == m["files"]
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
 
 
@@ -418,7 +419,8 @@ def test_a_corpus_prepared_by_an_earlier_version_is_refused_naming_what_it_lacks
     with pytest.raises(CorpusError, match=r"earlier version \(its manifest.json has no files, unigram_val_ppl\)"):
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
-    assert "Preparing it again" in capsys.readouterr().out and again["files"] == m["files"]
+    said = capsys.readouterr().out  # what it does itself, not the overwrite=true a user would have to give
+    assert "preparing it again." in said and "overwrite=true" not in said and again["files"] == m["files"]
 
 
 def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_prepares_it_again(
@@ -434,10 +436,10 @@ def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_
     out, m = prepared
     (out / "manifest.json").write_text(json.dumps({**m, "format_version": corpus_mod.FORMAT_VERSION - 1}))
     with pytest.raises(CorpusError, match=f"prepared corpus {out} holds blocks of format_version "
-                                          f"{corpus_mod.FORMAT_VERSION - 1} .*Prepare it again: python ") as err:
+                                          f"{corpus_mod.FORMAT_VERSION - 1} .*prepare it again: python ") as err:
         load_prepared(str(out), tok_dir)
     assert "\n" not in str(err.value)
-    words = shlex.split(str(err.value).split("Prepare it again: ", 1)[1])
+    words = shlex.split(str(err.value).split("prepare it again: ", 1)[1])
     assert words[:2] == ["python", "scripts/prepare_corpus.py"] and "overwrite=true" in words
     again = prepare_corpus(**CorpusSpec.read(compose("corpus", words[2:])).arguments())
     assert again["format_version"] == corpus_mod.FORMAT_VERSION and again["files"] == m["files"]
