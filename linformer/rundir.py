@@ -372,6 +372,10 @@ class RunRecord:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing), with
         the step this attempt starts at and the processes it runs on: the steps from it to the next attempt's
         `start_step` ran on that many."""
+        if not self.info() and (self.dir / CONFIG).is_file():  # an earlier attempt's record, without its run.json
+            log.warning("%s is missing or unreadable: the run goes on from its files, but what it recorded of the "
+                        "earlier attempts (created, attempts, changes) is gone; a new record starts with this one",
+                        self.dir / RUN)
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
         begun = {key: info.pop(key) for key in _BEGUN if key in info}
         ended = {key: info.pop(key) for key in _ENDED if key in info}

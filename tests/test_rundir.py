@@ -33,6 +33,24 @@ def _finished(run_dir):
     return run_dir
 
 
+def test_a_run_whose_run_json_was_deleted_says_its_history_is_gone(tmp_path, caplog):
+    """The run went on with a new record (a new `created`, no earlier attempts) without a word."""
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    record.release()
+    assert "is missing" not in caplog.text  # a new run has no history to lose
+    (run / "run.json").unlink()
+    record = RunRecord(run, "pretrain")
+    assert record.claim(CONFIG) == "continue"
+    record.start(CONFIG, step=5)
+    record.release()
+    said = (f"{run / 'run.json'} is missing or unreadable: the run goes on from its files, but what it recorded of "
+            "the earlier attempts (created, attempts, changes) is gone")
+    assert said in caplog.text
+
+
 def test_a_new_directory_is_claimed_and_only_the_lock_is_written_until_start(tmp_path):
     record = RunRecord(tmp_path / "run", "pretrain")
     assert record.claim(CONFIG) == "new"
