@@ -141,7 +141,8 @@ def plan(extra: list[str], where: Places) -> list[Job]:
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
-    finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2", f"experiment_name={DEMO}",
+    finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2",
+                f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
                 f"trainer.mixed_precision={precision}"]
     jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",

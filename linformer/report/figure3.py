@@ -86,7 +86,8 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
         if not steps:
             raise DataError(f"{run.path} logged no val_ppl: is it a finished pretraining run?")
         key = run.key_config
-        rows.append({"label": label(run), "run_dir": repo_relative(run.path), "attention": key["attention"], "k": key["k"],
+        rows.append({"label": label(run), "run_dir": repo_relative(run.path), "attention": key["attention"],
+                     "k": key["k"],
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
                      "device": run.results.get("device"),  # the machine it trained on, in words

@@ -38,7 +38,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
-from ..cli import exit_status, hydra_override, shell_command
+from ..cli import exit_status, hydra_override, process_count, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import atomic_dir, flatten, output_damage
@@ -249,7 +249,7 @@ def command_line() -> str:
     this run's number of processes, since a resume on another number is refused (Trainer._check_global_batch)."""
     if not sys.argv[0]:
         return "the same call"
-    world, local = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    world, local = process_count(), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if world > 1:
         nodes = [f"--nnodes={world // local}"] if world != local else []
         return shell_command("torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
@@ -370,8 +370,9 @@ class Trainer:
                     self.save()
                     bar.close()
                     stopped = Preempted(
-                        f"{signal_words(signum)} at step {step}: checkpoint saved in {ckpt.checkpoint_dir(self.run_dir)}. Resume with "
-                        f"the same command ({command_line()}); trainer.resume=auto continues from step {step}.", signum)
+                        f"{signal_words(signum)} at step {step}: checkpoint saved in "
+                        f"{ckpt.checkpoint_dir(self.run_dir)}. Resume with the same command ({command_line()}); "
+                        f"trainer.resume=auto continues from step {step}.", signum)
                     self._close(stopped.exit_code)
                     raise stopped
                 if save or save_due:
