@@ -179,6 +179,8 @@ def _write_manifest(tmp: Path, record: Mapping[str, Any] | None, checksums: bool
     if record is None and not checksums:
         return
     manifest = {**(record or {}), **read_json(tmp / MANIFEST)}
+    # what the block put at the top: a rebuild with the same record may replace these, and nothing put beside them
+    manifest["entries"] = sorted(p.name for p in tmp.iterdir() if p.name != MANIFEST)
     if checksums and "files" not in manifest:
         manifest["files"] = file_checksums(tmp, (f for f in tmp.rglob("*") if f.is_file() and f != tmp / MANIFEST))
     write_json(tmp / MANIFEST, manifest)
@@ -320,10 +322,24 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> s
         return "is a regular file" if path.is_file() else "is not a directory"
     if not (names := sorted(p.name for p in path.iterdir())):
         return None
-    if record is not None and read_json(path / MANIFEST).get("command"):
-        other = _other_output(read_json(path / MANIFEST), record)
-        return None if other is None else f"holds {other}"
+    manifest = read_json(path / MANIFEST)
+    if record is not None and manifest.get("command"):
+        other = _other_output(manifest, record)
+        if other is not None:
+            return f"holds {other}"
+        added = _added_since(names, manifest.get("entries"))
+        return f"holds {listing(added)} beside {record['command']}'s own output, which it did not write" \
+            if added else None
     return f"is a directory with other content ({listing(names)})"
+
+
+def _added_since(names: list[str], entries: Any) -> list[str]:
+    """The names in an output directory that its command did not put there (`entries`, its manifest's list; an
+    output recorded without one gives none) nor its manifest, and that are no interrupted write's temporary."""
+    if not isinstance(entries, list):
+        return []
+    own = {*entries, MANIFEST}
+    return [n for n in names if n not in own and not n.startswith((".tmp-", ".old-"))]
 
 
 def file_record(path: str | Path) -> Any:

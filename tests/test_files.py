@@ -29,8 +29,28 @@ def test_an_earlier_output_with_the_same_settings_is_rebuilt_and_its_record_kept
     _build(tmp_path / "out", text="old")
     _build(tmp_path / "out")
     assert (tmp_path / "out" / "weights.bin").read_text() == "new"
-    assert read_json(tmp_path / "out" / MANIFEST) == A
+    assert read_json(tmp_path / "out" / MANIFEST) == {**A, "entries": ["weights.bin"]}
     assert _hidden(tmp_path) == []
+
+
+def test_a_rebuild_refuses_what_another_command_or_the_user_put_beside_its_output(tmp_path):
+    """A rebuild with the same settings replaced the whole folder, taking with it a report another command wrote
+    into it (fidelity --out into a converted model's folder) or a user's notes; the output rule promises no
+    command deletes a file it did not write."""
+    _build(tmp_path / "out", text="old")
+    (tmp_path / "out" / "notes.txt").write_text("the user's")
+    with pytest.raises(OutputPathError, match=r"out holds notes.txt beside convert's own output, which it did not "
+                                              r"write: choose another output path, or pass overwrite=true"):
+        _build(tmp_path / "out")
+    assert (tmp_path / "out" / "notes.txt").read_text() == "the user's"
+    assert (tmp_path / "out" / "weights.bin").read_text() == "old" and _hidden(tmp_path) == []
+    (tmp_path / "out" / ".tmp-weights.bin-0a1b2c3d-12345").write_text("an interrupted write's")
+    (tmp_path / "out" / "notes.txt").unlink()
+    _build(tmp_path / "out")  # its own entries, and a temporary of its own interrupted write, are its to replace
+    assert (tmp_path / "out" / "weights.bin").read_text() == "new"
+    (tmp_path / "out" / "notes.txt").write_text("the user's")
+    _build(tmp_path / "out", overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MANIFEST, "weights.bin"]
 
 
 @pytest.mark.parametrize("record, why", [

@@ -477,7 +477,8 @@ def prepare_corpus(
     # sources are read
     verify_sources([s.path for s in srcs if s.path])
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:
-        manifest = _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
+        _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
+    manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     share = validation_share(manifest)
     print(
