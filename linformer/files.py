@@ -226,6 +226,17 @@ def _temp_name(kind: str, final: Path) -> Path:
     return final.with_name(f".{kind}-{final.name}-{process_place()}-{os.getpid()}")
 
 
+# _temp_name's temporaries, and atomic_write's older .<name>.tmp-<pid>: (1) or (2) is the name being written
+_TEMPORARY = re.compile(r"\.(?:tmp|old)-(.+?)(?:-[0-9a-f]{8})?-\d+|\.(.+)\.tmp-\d+")
+
+
+def temporary_of(name: str) -> str | None:
+    """The name whose atomic write (``atomic_dir``, ``atomic_write``) the file or folder `name` is a temporary of,
+    left by an interrupted write; None for any other name."""
+    found = _TEMPORARY.fullmatch(name)
+    return (found.group(1) or found.group(2)) if found else None
+
+
 def remove_stale_temps(final: Path) -> None:
     """Remove the temporaries (``_temp_name``) next to `final` whose process is gone; another place's (another host
     or container) cannot be checked, and are left."""
@@ -335,11 +346,12 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> s
 
 def _added_since(names: list[str], entries: Any) -> list[str]:
     """The names in an output directory that its command did not put there (`entries`, its manifest's list; an
-    output recorded without one gives none) nor its manifest, and that are no interrupted write's temporary."""
+    output recorded without one gives none) nor its manifest; an interrupted write's temporary stands for what it
+    was writing."""
     if not isinstance(entries, list):
         return []
     own = {*entries, MANIFEST}
-    return [n for n in names if n not in own and not n.startswith((".tmp-", ".old-"))]
+    return [n for n in names if (temporary_of(n) or n) not in own]
 
 
 def file_record(path: str | Path) -> Any:

@@ -34,6 +34,7 @@ from ..errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 from ..files import atomic_dir, cache_key, folder_name, made_by, output_damage
 from .io import hub_offline, hub_offline_error
 from .metrics import check_metrics, score
+from .streams import TOKEN_TYPES
 from .tokenizer import tokenizer_identity
 
 log = logging.getLogger(__name__)
@@ -510,7 +511,7 @@ def encoded_columns(tokenizer) -> list[str]:
     gives them (its ``model_input_names``: BERT's do, a pair's second text marked 1; RoBERTa's do not). Which of them
     feed a model is the run's choice (``streams.example_columns``)."""
     given = getattr(tokenizer, "model_input_names", ())
-    return ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in given else [])
+    return ["input_ids", "attention_mask"] + ([TOKEN_TYPES] if TOKEN_TYPES in given else [])
 
 
 class _Encode:

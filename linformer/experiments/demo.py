@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import shutil
 import sys
 import time
@@ -22,7 +21,7 @@ import torch
 from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError
-from ..files import MANIFEST, read_json, read_yaml, repo_relative, write_json
+from ..files import MANIFEST, read_json, read_yaml, repo_relative, temporary_of, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
@@ -89,10 +88,6 @@ RUN_ENTRIES = (CONFIG, RUN, METRICS, SUMMARY, RESULTS, PREDICTIONS, LOCK, checkp
                "wandb", ".hydra")
 
 
-# files.atomic_dir's temporaries (.tmp-<name>-<place>-<pid>, .old-...) and files.atomic_write's (.<name>.tmp-<pid>)
-_TEMPORARY = re.compile(r"^\.(?:tmp|old)-(.+?)(?:-[0-9a-f]{8})?-\d+$|^\.(.+)\.tmp-\d+$")
-
-
 def others_in_run(run: Path) -> list[tuple[Path, str]]:
     """(path, what it is) for each entry of the run directory `run` that its run did not write: a name no run writes
     (a user's file, compare_runs' --out), or a folder under a run's name that carries another command's record
@@ -101,7 +96,7 @@ def others_in_run(run: Path) -> list[tuple[Path, str]]:
     own = {*RUN_ENTRIES, f"{read_json(run / RUN).get('stage')}.log", str(logger.get("project"))}
     found = []
     for path in sorted(run.iterdir()):
-        name = _TEMPORARY.sub(r"\1\2", path.name)  # an interrupted write's temporary stands for what it was writing
+        name = temporary_of(path.name) or path.name  # an interrupted write's temporary stands for what it writes
         made = read_json(path / MANIFEST).get("command") if path.is_dir() and not path.is_symlink() else None
         if made:
             found.append((path, f"the output of {made}"))
