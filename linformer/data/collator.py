@@ -20,18 +20,26 @@ import numpy as np
 import torch
 from transformers import DataCollatorForLanguageModeling
 
+from .streams import padded_length
+
 
 @dataclass
 class MLMCollator(DataCollatorForLanguageModeling):
     """`MLMCollator(tokenizer, mlm_probability=0.15, seed=0)` or `(..., generator=torch.Generator())`.
 
-    Takes a list of examples (dicts with input_ids, or lists of ids), pads them, and returns
-    {input_ids, attention_mask, labels} as torch tensors.
+    Takes a list of examples (dicts with input_ids, or lists of ids), pads them on the right to the longest, and
+    returns {input_ids, attention_mask, labels} as torch tensors. ``pad_to_multiple_of`` pads further, to a multiple
+    of it, but never past ``max_length`` (the model's n, which a Linformer refuses to exceed: ``streams.padded_length``,
+    as finetuning's batches); it needs ``max_length``.
     """
 
     generator: torch.Generator | None = None
+    max_length: int | None = None
 
     def __post_init__(self):
+        if self.pad_to_multiple_of is not None and self.max_length is None:
+            raise ValueError("MLMCollator(pad_to_multiple_of=...) needs max_length (the model's n), which padding must "
+                             "not pass.")
         gen = self.generator
         super().__post_init__()  # resets self.generator
         self.generator = gen
@@ -58,17 +66,24 @@ class MLMCollator(DataCollatorForLanguageModeling):
         self._reseed_for_worker()
         rows = [e["input_ids"] if isinstance(e, Mapping) else e for e in examples]
         lengths = {len(r) for r in rows}
-        if len(lengths) == 1 and self.pad_to_multiple_of is None:
+        length = self._padded_length(max(lengths))
+        if lengths == {length}:
             # packed pretraining blocks all have length n: no padding needed
             input_ids = torch.as_tensor(np.asarray([np.asarray(r) for r in rows]), dtype=torch.long)
             attention_mask = torch.ones_like(input_ids)
         else:
             batch = self.tokenizer.pad([{"input_ids": list(r)} for r in rows], return_tensors="pt",
-                                       pad_to_multiple_of=self.pad_to_multiple_of)
+                                       padding="max_length", max_length=length)
             input_ids = batch["input_ids"].long()
             attention_mask = batch["attention_mask"].long()
         input_ids, labels = self.torch_mask_tokens(input_ids)
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+    def _padded_length(self, longest: int) -> int:
+        """The batch's length: its longest row, or the next multiple of pad_to_multiple_of up to max_length."""
+        if self.pad_to_multiple_of is None:
+            return longest
+        return padded_length(longest, self.max_length, self.pad_to_multiple_of)
 
     def torch_mask_tokens(self, inputs: torch.Tensor, special_tokens_mask=None, offset_mapping=None):
         inputs = inputs.clone()

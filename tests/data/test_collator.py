@@ -102,3 +102,18 @@ def test_short_batches_keep_the_closing_token_and_repeat_with_the_seed():
     assert first == lengths(0) and first != lengths(1)
     assert 8 < sum(n < 32 for n in first) < 32 and min(first) >= 4  # about half cut, none below min_length
     assert BlockCollator(length=8)(rows)["input_ids"].tolist()[0] == [101, *range(1000, 1006), 102]
+
+
+def test_padding_to_a_multiple_never_passes_max_length(tokenizer):
+    """pad_to_multiple_of had no cap: a batch whose longest row was cut to n = 13 came out 16 long, which the
+    Linformer refuses. Padding stops at max_length (the model's n), as finetuning's batches do; without a
+    max_length the multiple is refused up front."""
+    import pytest
+
+    coll = MLMCollator(tokenizer, seed=0, pad_to_multiple_of=8, max_length=13)
+    reaches_n = [[0, *range(10, 21), 2], [0, 10, 2]]  # 13 and 3 tokens
+    assert coll(reaches_n)["input_ids"].shape == (2, 13)
+    assert coll([[0, 10, 2]])["input_ids"].shape == (1, 8)  # below n: still a multiple of 8
+    assert coll([reaches_n[0]] * 2)["attention_mask"].all()  # rows of n tokens: nothing padded
+    with pytest.raises(ValueError, match="needs max_length"):
+        MLMCollator(tokenizer, pad_to_multiple_of=8)
