@@ -50,8 +50,9 @@ def global_index(positions: list[int], lengths: torch.Tensor, T: int) -> tuple[t
 
 def column_log_counts(rows: torch.Tensor) -> torch.Tensor:
     """log of the effective number of tokens each projected column stands for, from the rows of E the input used
-    (..., T, c) -> (..., c): (sum_t E_tj)^2 / sum_t E_tj^2 (exactly m for a mean over m tokens), at least 1."""
-    rows = rows.float()
+    (..., T, c) -> (..., c): (sum_t E_tj)^2 / sum_t E_tj^2 (exactly m for a mean over m tokens), at least 1. In float32
+    at least, as the scores it biases (a float64 model's in float64)."""
+    rows = rows.to(torch.promote_types(rows.dtype, torch.float32))
     count = rows.sum(-2).square() / rows.square().sum(-2).clamp(min=1e-12)
     return count.clamp(min=1.0).log()
 

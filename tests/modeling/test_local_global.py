@@ -138,6 +138,29 @@ def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
         torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
 
 
+@pytest.mark.parametrize("extra", [{}, {"length_policy": "resample"}])
+def test_a_float64_model_computes_its_column_counts_in_float64(extra):
+    """The projected columns' log counts were computed in float32 whatever the model's dtype: a float64 model's row
+    alone and in a padded batch differed at float32's rounding, not float64's (E and F random rather than window
+    means, whose counts float32 holds exactly)."""
+    assert column_log_counts(torch.full((3, 2), 0.5, dtype=torch.float64)).dtype == torch.float64
+    assert column_log_counts(torch.full((3, 2), 0.5, dtype=torch.bfloat16)).dtype == torch.float32
+    torch.manual_seed(0)
+    fields = dict(SMALL, max_seq_len=128, projected_dim=16, initializer_range=0.3)
+    model = LinformerModel(LinformerConfig(**fields, local_window=8, global_positions=[0, -1], **extra)).double().eval()
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.E.weight.normal_(0, 0.5)
+            layer.attention.self.F.weight.normal_(0, 0.5)
+    ids = torch.randint(3, 50, (2, 128))
+    mask = torch.ones(2, 128, dtype=torch.long)
+    for length in (7, 37, 100):
+        mask[1] = torch.arange(128) < length
+        batch = model(ids, attention_mask=mask).last_hidden_state
+        alone = model(ids[1:, :length]).last_hidden_state[0]
+        torch.testing.assert_close(batch[1, :length], alone, atol=1e-11, rtol=0)
+
+
 @pytest.mark.parametrize("extra", [
     {},
     {"length_policy": "resample", "exact_short_inputs": True, "overlap_columns": "mask"},  # the converted default
