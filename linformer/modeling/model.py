@@ -302,11 +302,14 @@ class LinformerPooler(nn.Module):
 class LinformerModel(LinformerPreTrainedModel):
     """The bare encoder, returning ``last_hidden_state`` (and ``pooler_output`` when it has a pooler)."""
 
-    def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True, reads_first_token: bool | None = None):
+        """``reads_first_token``: whether what the model is run for reads the first position (the pooler's output, a
+        classifier's [CLS]; None: when it has a pooler), which left padding fills with a pad."""
         super().__init__(config)
         self.embeddings = LinformerEmbeddings(config)
         self.encoder = LinformerEncoder(config)
         self.pooler = LinformerPooler(config) if add_pooling_layer else None
+        self.reads_first_token = add_pooling_layer if reads_first_token is None else reads_first_token
         self.post_init()
 
     def get_input_embeddings(self):
@@ -345,24 +348,9 @@ class LinformerModel(LinformerPreTrainedModel):
                 "exactly too). For maps, load the model with local_window=0 "
                 "and global_positions=[] (the paper's Linformer: T x k maps) or attention='full'.")
         output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
+        mask = self._read_inputs(attention_mask, token_type_ids, positions_shift=position_ids is None and not (
+            self.config.pads_positions and input_ids is not None))
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        mask = None
-        if attention_mask is not None:
-            mask = attention_mask.bool()
-            # One host sync per forward: nothing padded skips all masking work, and padding before a token is named
-            # where E and F read positions from the sequence's start. A compiled forward keeps the mask and skips
-            # both (they would break its graph): callers with unpadded batches pass attention_mask=None.
-            if not torch.compiler.is_compiling():
-                unpadded, masked_before = torch.stack([mask.all(), (mask[:, 1:] > mask[:, :-1]).any()]).tolist()
-                if masked_before and self.config.attention != "full":
-                    # a warning, not an error: a mask may hide tokens anywhere on purpose (HF's own tests do)
-                    logger.warning_once(
-                        "attention_mask masks a position before a real token (left padding?): the Linformer's E and "
-                        "F project keys by position from the sequence's start, so a left-padded sequence's output "
-                        "differs from its output alone. Pad on the right (tokenizer.padding_side = 'right', the BERT "
-                        "and RoBERTa tokenizers' default).")
-                if unpadded:
-                    mask = None
         hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=hidden,
@@ -370,6 +358,62 @@ class LinformerModel(LinformerPreTrainedModel):
             hidden_states=all_hidden,
             attentions=all_probs,
         )
+
+    def _read_inputs(self, attention_mask, token_type_ids, positions_shift: bool) -> torch.Tensor | None:
+        """The forward's one host sync over its inputs -> the boolean mask, None where nothing is padded (no masking
+        work). A segment id the embeddings have no row for is a ValueError (an index error deep inside, or a device
+        assert, otherwise); padding before a real token is warned where it changes the output (``left_padding``;
+        ``positions_shift``: positions count from the sequence's start, not past its padding). A compiled forward
+        keeps the mask and reads nothing (the sync would break its graph): callers with unpadded batches pass
+        attention_mask=None."""
+        mask = None if attention_mask is None else attention_mask.bool()
+        if torch.compiler.is_compiling():
+            return mask
+        checks = {}
+        if token_type_ids is not None:
+            checks["bad_segment"] = ((token_type_ids < 0) | (token_type_ids >= self.config.type_vocab_size)).any()
+        if mask is not None:
+            checks["unpadded"] = mask.all()
+            checks["masked_before"] = (mask[:, 1:] > mask[:, :-1]).any()
+        if not checks:
+            return mask
+        seen = dict(zip(checks, torch.stack(list(checks.values())).tolist()))
+        if seen.get("bad_segment"):
+            raise ValueError(segment_error(token_type_ids, self.config.type_vocab_size))
+        if seen.get("masked_before"):
+            effects = left_padding(self.config, positions_shift, self.reads_first_token)
+            if effects:  # a warning, not an error: a mask may hide tokens anywhere on purpose (HF's own tests do)
+                logger.warning_once(
+                    f"attention_mask masks a position before a real token (left padding?): {'; '.join(effects)}; so "
+                    "a left-padded sequence's output differs from its output alone. Pad on the right "
+                    "(tokenizer.padding_side = 'right', the BERT and RoBERTa tokenizers' default).")
+        return None if seen.get("unpadded") else mask
+
+
+def left_padding(config: LinformerConfig, positions_shift: bool, reads_first_token: bool) -> list[str]:
+    """What padding before a sequence's tokens changes in a model's output, one clause each (none: nothing, as
+    full attention with RoBERTa's positions, which skip padding, read by the tokens' own positions)."""
+    effects = []
+    if config.attention != "full":
+        effects.append("the Linformer's E and F project keys by position from the sequence's start")
+    if positions_shift:
+        effects.append("positions count from the sequence's start (position_offset "
+                       f"{config.position_offset}), so each token takes another position embedding")
+    if reads_first_token:
+        effects.append("the first position, which the pooler or classifier reads, is a pad")
+    return effects
+
+
+def segment_error(token_type_ids: torch.Tensor, rows: int) -> str:
+    """A forward's message for segment ids outside the model's ``rows`` (type_vocab_size) token type embeddings."""
+    bad = token_type_ids[(token_type_ids < 0) | (token_type_ids >= rows)]
+    if rows == 1:
+        return (f"token_type_ids holds segment id {int(bad[0])}, but this model has one segment (type_vocab_size=1, "
+                "RoBERTa's layout): pass no token_type_ids (or all 0). A tokenizer that gives them (a BERT "
+                "tokenizer; a pair's second text is segment 1) should not: tokenizer(..., return_token_type_ids="
+                "False), or tokenizer.model_input_names without 'token_type_ids', as this package saves it.")
+    return (f"token_type_ids holds segment id {int(bad[0])}, but this model's segment ids run from 0 to {rows - 1} "
+            f"(type_vocab_size={rows}).")
 
 
 def check_inputs(input_ids, inputs_embeds, attention_mask=None, token_type_ids=None, position_ids=None

@@ -88,7 +88,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
         # A BERT-layout model carries its pooler through MLM training (frozen: MLM never uses it), so that a
         # sentence classifier finetuned from this checkpoint starts from the source's pooler, not a fresh one.
         keeps_pooler = config.classifier_head == "bert"
-        self.roberta = LinformerModel(config, add_pooling_layer=keeps_pooler)
+        self.roberta = LinformerModel(config, add_pooling_layer=keeps_pooler, reads_first_token=False)
         if keeps_pooler:
             self.roberta.pooler.requires_grad_(False)
         self.lm_head = LinformerLMHead(config)
@@ -160,7 +160,8 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
         reads_pooler = config.classifier_pooling == "pooler"
         if bert_head and not reads_pooler:  # the pooler a BERT-layout checkpoint carries is left out, as expected
             self._keys_to_ignore_on_load_unexpected = [r"roberta\.pooler\."]
-        self.roberta = LinformerModel(config, add_pooling_layer=reads_pooler)
+        self.roberta = LinformerModel(config, add_pooling_layer=reads_pooler,
+                                      reads_first_token=config.classifier_pooling != "mean")
         self.classifier = LinformerPooledClassifier(config) if bert_head else LinformerClassificationHead(config)
         self.post_init()
 

@@ -55,16 +55,28 @@ def test_from_pretrained_on_a_missing_folder_names_the_folder(cls, tmp_path):
             load(missing)
 
 
+def _left_padding_warnings(model, monkeypatch) -> list[str]:
+    import linformer.modeling.model as model_module
+
+    said = []
+    monkeypatch.setattr(model_module.logger, "warning_once", said.append)
+    left = torch.ones(2, 10, dtype=torch.long)
+    left[1, :3] = 0
+    model(input_ids=IDS, attention_mask=left)
+    return said
+
+
 def test_left_padding_is_named_where_the_projections_read_positions_and_only_there(monkeypatch):
     """E's rows are positions from the sequence's start, so a left-padded row's output is not its output alone: a
-    warning says to pad on the right. Right padding, no padding and full attention (positions do not move the keys)
-    stay silent."""
+    warning says to pad on the right. Right padding, no padding and full attention with RoBERTa's positions (which
+    skip padding) read by every token stay silent."""
     import linformer.modeling.model as model_module
 
     said = []
     monkeypatch.setattr(model_module.logger, "warning_once", said.append)
     torch.manual_seed(0)
-    linformer, full = (LinformerModel(tiny_config(attention=a)).eval() for a in ("linformer", "full"))
+    linformer = LinformerModel(tiny_config()).eval()
+    full = LinformerModel(tiny_config(attention="full"), add_pooling_layer=False).eval()
     right, left = torch.ones(2, 10, dtype=torch.long), torch.ones(2, 10, dtype=torch.long)
     right[1, 7:] = 0
     left[1, :3] = 0
@@ -73,6 +85,49 @@ def test_left_padding_is_named_where_the_projections_read_positions_and_only_the
     assert said == []
     linformer(input_ids=IDS, attention_mask=left)
     assert len(said) == 1 and "left padding" in said[0] and "padding_side = 'right'" in said[0]
+    assert "E and F project keys by position" in said[0]
+
+
+@pytest.mark.parametrize(("build", "effect"), [
+    # BERT's layout counts positions from the sequence's start: left padding moves every token's position
+    (lambda: LinformerModel(tiny_config(attention="full", position_offset=0), add_pooling_layer=False),
+     "positions count from the sequence's start (position_offset 0)"),
+    # RoBERTa's positions skip padding, but the first position, read for the sentence, is then a pad
+    (lambda: LinformerModel(tiny_config(attention="full")), "the first position, which the pooler or classifier"),
+    (lambda: LinformerForSequenceClassification(tiny_config(attention="full", num_labels=2)),
+     "the first position, which the pooler or classifier"),
+    (lambda: LinformerForSequenceClassification(tiny_config(attention="full", num_labels=2,
+                                                            classifier_pooling="mean")), None),
+    (lambda: LinformerForMaskedLM(tiny_config(attention="full", classifier_head="bert")), None),
+])
+def test_left_padding_under_full_attention_is_warned_where_it_changes_the_output(monkeypatch, build, effect):
+    """Full attention was exempt from the warning, though a BERT-layout model's positions move under left padding
+    (as Hugging Face's BERT's do) and a [CLS]-reading classifier reads a pad: each is said, in the one warning; what
+    left padding leaves unchanged (the mean of real tokens, MLM under RoBERTa's positions) stays silent."""
+    torch.manual_seed(0)
+    said = _left_padding_warnings(build().eval(), monkeypatch)
+    if effect is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and effect in said[0] and "padding_side = 'right'" in said[0]
+        assert "E and F" not in said[0]
+
+
+@pytest.mark.parametrize("segments", [1, 2])
+def test_a_segment_id_without_an_embedding_row_is_refused_saying_so(segments):
+    """A one-segment model (RoBERTa's layout) given a BERT tokenizer's pair (the second text is segment 1) failed
+    with an IndexError from the embedding (a device assert on a GPU): a ValueError now names the segment id and what
+    the model takes. Ids the model has rows for run as before."""
+    torch.manual_seed(0)
+    model = LinformerForSequenceClassification(tiny_config(num_labels=2, type_vocab_size=segments)).eval()
+    types = torch.zeros(2, 10, dtype=torch.long)
+    types[:, 6:] = segments - 1
+    model(input_ids=IDS, token_type_ids=types)
+    types[1, 8] = segments
+    message = ("one segment .*pass no token_type_ids.*return_token_type_ids=False" if segments == 1 else
+               r"segment ids run from 0 to 1 \(type_vocab_size=2\)")
+    with pytest.raises(ValueError, match=rf"token_type_ids holds segment id {segments}, but this model.*{message}"):
+        model(input_ids=IDS, attention_mask=torch.ones(2, 10), token_type_ids=types)
 
 
 def test_attention_maps_asked_of_the_exact_key_attention_say_why_they_are_none(monkeypatch):
