@@ -192,7 +192,7 @@ def test_without_the_package_the_tokenizer_loads_by_its_class_without_asking_to_
     save_model_dir(model, tok, tmp_path / "saved")
     saved = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
     assert saved["tokenizer_class"] == "BertTokenizer" and saved["model_max_length"] == 32  # n
-    expected = tok("good film", "is bad .")
+    expected = tok("good film", "is bad .", return_token_type_ids=False)  # a one-segment model takes no segment ids
     script = 'import sys\nsys.modules["linformer"] = None\n' + textwrap.dedent("""
         import json, transformers
         name = json.load(open("saved/tokenizer_config.json"))["tokenizer_class"]

@@ -133,3 +133,30 @@ def test_set_attn_implementation_changes_what_runs_and_both_agree(attention, mon
     model.set_attn_implementation("sdpa")
     model(ids, attention_mask=mask)
     assert calls  # sdpa ran
+
+
+@pytest.mark.parametrize("segments", [1, 2])
+def test_a_saved_tokenizer_gives_the_inputs_its_model_takes(tmp_path, segments):
+    """A one-segment model (RoBERTa's layout) saved with a BERT tokenizer (pretraining with tokenizer_dir=minilm):
+    the saved tokenizer gave token_type_ids, so a pipeline given a pair passed segment 1 to a one-row embedding. Every
+    save (save_model_dir: a run's model/ and best/, an export, a conversion) now records the model's inputs in the
+    tokenizer's model_input_names; a two-segment model keeps its segment ids, and the caller's tokenizer is unchanged."""
+    from transformers import AutoTokenizer, BertTokenizer, pipeline
+
+    from linformer.modeling.saving import save_model_dir
+
+    words = ["good", "bad", "film", "is", "."]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
+    torch.manual_seed(0)
+    model = LinformerForSequenceClassification(tiny_config(num_labels=2, type_vocab_size=segments,
+                                                           pad_token_id=tok.pad_token_id)).eval()
+    save_model_dir(model, tok, tmp_path)
+    saved = AutoTokenizer.from_pretrained(tmp_path)
+    pair = saved("good film", "is bad .")
+    assert ("token_type_ids" in pair) == (segments == 2) and "token_type_ids" in tok("good film", "is bad .")
+    classify = pipeline("text-classification", model=model, tokenizer=saved, top_k=None)
+    scores = {s["label"]: s["score"] for s in classify({"text": "good film", "text_pair": "is bad ."})}
+    inputs = {k: torch.tensor([v]) for k, v in pair.items()}
+    with torch.no_grad():
+        probs = model(**inputs).logits.softmax(-1)[0]
+    assert [scores[model.config.id2label[i]] for i in range(2)] == pytest.approx(probs.tolist(), abs=1e-6)
