@@ -96,8 +96,12 @@ class MetricsWriter:
             atomic_write(self.path, "")
         elif self.path.exists():
             kept = [r for r in read_metrics(self.path) if int(r["step"]) <= resume_step]
-            atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            self.rewrite(kept)
             self.before = max((float(r["time"]) for r in kept if isinstance(r.get("time"), (int, float))), default=0.0)
+
+    def rewrite(self, rows: list[Mapping[str, Any]]) -> None:
+        """The file holds `rows` (what earlier attempts logged, as a resume keeps or revises them)."""
+        atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in rows))
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {"step": int(step), "time": round(self.before + time.time() - self.start, 3)}

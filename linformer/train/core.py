@@ -50,6 +50,7 @@ from ..rundir import (
     describe_changes,
     identity,
     identity_diff,
+    read_metrics,
     refused_changes,
     reported_scalars,
     start_changes,
@@ -301,6 +302,8 @@ class Trainer:
         if self.is_main:
             self.record.start(self.config, self.state["step"], self.accelerator.num_processes)
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
+            if self.state.get("resumed_from_step"):
+                self._relog_rates_used()
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
                       created=self.record.info().get("created") if self.is_main else None)
@@ -418,6 +421,36 @@ class Trainer:
         tokens = sum(self.task.tokens(b) for b in micro)  # counted on the host: the device is not waited for
         values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
         return StepRecord(step + 1, values, tokens, lr, self.task.epoch_of(step + 1))
+
+    def _schedule_rate(self, steps: int) -> float | None:
+        """The logged group's learning rate after `steps` scheduler steps, as the schedule computes it (None for a
+        schedule not of factors, which a resume cannot recompute)."""
+        schedule = getattr(self.scheduler, "scheduler", self.scheduler)  # Accelerate's wrapper holds the LambdaLR
+        if not hasattr(schedule, "lr_lambdas"):
+            return None
+        return schedule.base_lrs[self._lr_group] * schedule.lr_lambdas[self._lr_group](steps)
+
+    def _relog_rates_used(self) -> None:
+        """On resume, metrics.jsonl's rows that hold the schedule's rate after their step (the next update's: the
+        other convention, which runs begun by older versions of the package wrote) are rewritten to the rate their
+        update used, what each row logs (``_train_step``): a resumed run's lr column is then one quantity, as the
+        uninterrupted run's. Told by the schedule: every kept row's lr is the rate after its step, and not every one
+        the rate before it. Rows that follow neither (a schedule changed on an earlier resume) stay as they are."""
+        rows = read_metrics(self.metrics.path)
+        logged = [r for r in rows if isinstance(r.get("lr"), (int, float))]
+        if not logged or self._schedule_rate(0) is None:
+            return
+
+        def follows(shift: int) -> bool:
+            return all(math.isclose(r["lr"], self._schedule_rate(r["step"] - shift), rel_tol=1e-9, abs_tol=1e-15)
+                       for r in logged)
+
+        if follows(0) and not follows(1):
+            for row in logged:
+                row["lr"] = self._schedule_rate(row["step"] - 1)
+            self.metrics.rewrite(rows)
+            log.warning("%s: the lr of the rows up to step %d was the rate after each step; rewritten to the rate "
+                        "each step's update used, as the rows from here on log", self.metrics.path, logged[-1]["step"])
 
     def _global_tokens(self, pending: Sequence[StepRecord]) -> list[int]:
         """Each pending step's real tokens over every process: one sum over the ranks per host read (every rank

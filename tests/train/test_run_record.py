@@ -560,3 +560,51 @@ def test_a_sigterm_after_the_last_update_lets_the_run_finish_complete(tiny_data,
     said = caplog.text if when == "last step" else capsys.readouterr().err
     assert said.count("SIGTERM after the last update: finishing the final evaluation and saving") == 1
     assert signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
+
+
+def test_a_resumed_run_logs_the_lr_column_of_an_uninterrupted_one(tiny_data, tmp_path, monkeypatch, caplog):
+    """Every row's lr is the rate its update used, on a fresh start and after a resume alike: a run stopped mid-warmup
+    and resumed logs the uninterrupted run's lr column. A run begun by older code logged the rate after each step (the
+    next update's), and one resumed by this code logged two conventions around the resume step: its earlier rows are
+    rewritten on resume, with a warning."""
+    import logging
+    import shutil
+    import signal as signals
+
+    from linformer.errors import Preempted
+    from linformer.train.core import Trainer
+
+    steps = ["trainer.max_steps=8", "trainer.warmup_steps=4", "trainer.save_every=100", "trainer.log_every=1",
+             "trainer.eval_every=100"]
+    whole, stopped, older = tmp_path / "whole", tmp_path / "stopped", tmp_path / "older"
+    pretrain(compose_pretrain(tiny_data, *steps), whole)
+    real = Trainer._train_step
+
+    def stops_at_step_3(self, step):
+        if step == 2:  # the real signal, through the handler: the run stops after this step (step 3), checkpointed
+            os.kill(os.getpid(), signals.SIGTERM)
+        return real(self, step)
+
+    monkeypatch.setattr(Trainer, "_train_step", stops_at_step_3)
+    with pytest.raises(Preempted):
+        pretrain(compose_pretrain(tiny_data, *steps), stopped)
+    monkeypatch.undo()
+
+    def rows(d):
+        return [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]
+
+    def lrs(d):
+        return [(r["step"], r["lr"]) for r in rows(d) if "lr" in r]
+
+    shutil.copytree(stopped, older)  # its rows as older code logged them: each the rate after its step
+    after = dict(lrs(whole))
+    (older / "metrics.jsonl").write_text("".join(json.dumps({**r, "lr": after[r["step"] + 1]} if "lr" in r else r) + "\n"
+                                                 for r in rows(older)))
+    assert lrs(older) != lrs(stopped)
+    for run in (stopped, older):
+        with caplog.at_level(logging.WARNING, logger="linformer.train.core"):
+            summary = pretrain(compose_pretrain(tiny_data, *steps), run)
+        assert summary["resumed_from_step"] == 3 and lrs(run) == lrs(whole), run
+        said = [r.getMessage() for r in caplog.records if "rate after each step" in r.getMessage()]
+        assert len(said) == (run == older) and (not said or "rows up to step 3" in said[0])
+        caplog.clear()
