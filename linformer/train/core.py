@@ -304,7 +304,9 @@ class Trainer:
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
             if self.state.get("resumed_from_step"):
                 self._relog_rates_used()
-        init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name, dict(self.config),
+        # the trackers' config carries what the summary records of the batch (processes, global batch) beside it
+        init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name,
+                      {**dict(self.config), **self._batch_record()},
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
                       created=self.record.info().get("created") if self.is_main else None)
         if self.state["step"] == 0 and eval_at_start:

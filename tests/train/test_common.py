@@ -107,3 +107,30 @@ def test_a_launcher_s_other_precision_is_warned_naming_both_and_the_override(mon
     else:
         assert len(said) == 1 and f"mixed precision {launcher}" in said[0] and warned in said[0]
         assert f"trainer.mixed_precision={trainer} decides, so this run computes in fp32" in said[0]
+
+
+def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_path):
+    """The summary records the processes and the global batch, the trackers' config did not: a TensorBoard (or W&B)
+    run of 2 processes x batch 8 looked like one of batch 8. The trackers get the same fields as the summary."""
+    import contextlib
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+
+    summary = pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3",
+                                        "trainer.grad_accum=2"), tmp_path)
+    hparams = {}
+    for events in tmp_path.rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        with contextlib.suppress(KeyError):  # the file Accelerate's add_hparams writes holds the hparams plugin
+            content = acc.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+            info = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+            hparams.update({k: v.string_value or v.number_value for k, v in info.hparams.items()})
+    fields = ("batch_size", "grad_accum", "processes", "global_batch", "mixed_precision")
+    assert {k: hparams[k] for k in fields} == {k: summary[k] for k in fields}
+    assert hparams["processes"] == 1 and hparams["global_batch"] == 16 and hparams["trainer/batch_size"] == 8
