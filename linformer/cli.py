@@ -86,14 +86,20 @@ _quieted: list[int] = []  # the rank quiet_other_ranks set up, once per process
 
 
 def quiet_other_ranks() -> None:
-    """Every process of a launch runs the same code on the same settings, so each would log every line: the main
-    process (rank 0) logs them, the others only errors, prefixed with their rank. Set once per process, where
-    every script starts (cli_errors); it holds over Hydra's logging set-up, which replaces handlers, not these."""
+    """Every process of a launch runs the same code on the same settings, so each would log every line and draw every
+    progress bar: the main process (rank 0) logs them, the others only errors, prefixed with their rank, and no bar
+    (datasets' tokenize and map, transformers' weight loading, the hub's). Set once per process, where every script
+    starts (cli_errors); it holds over Hydra's logging set-up, which replaces handlers, not these."""
     rank = process_rank()
     if rank == 0 or _quieted:
         return
     _quieted.append(rank)
     logging.disable(logging.WARNING)  # INFO and WARNING: rank 0 says them
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()  # the hub's too
     make_record = logging.getLogRecordFactory()
 
     def ranked(*args, **kwargs) -> logging.LogRecord:

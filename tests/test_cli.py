@@ -518,11 +518,19 @@ def other_rank(monkeypatch):
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
+    import datasets
+    from transformers.utils import logging as hf_logging
+
     factory = logging.getLogRecordFactory()
+    bars = datasets.is_progress_bar_enabled(), hf_logging.is_progress_bar_enabled()
     yield
     logging.disable(logging.NOTSET)
     logging.setLogRecordFactory(factory)
     cli._quieted.clear()
+    if bars[0]:
+        datasets.enable_progress_bars()
+    if bars[1]:
+        hf_logging.enable_progress_bar()
 
 
 def test_under_torchrun_another_rank_logs_errors_only_and_names_itself(other_rank, capsys, caplog):
@@ -536,6 +544,23 @@ def test_under_torchrun_another_rank_logs_errors_only_and_names_itself(other_ran
         logging.getLogger("linformer.x").warning("SIGTERM received")
         logging.getLogger("linformer.x").error("this rank's own trouble")
     assert [r.getMessage() for r in caplog.records] == ["[rank 1] this rank's own trouble"]
+
+
+def test_under_torchrun_another_rank_draws_no_progress_bar(other_rank):
+    """datasets' bars (tokenize, map, save) and transformers' (loading weights) were drawn by every rank: rank 0 draws
+    them, the others none (tests/train/test_ddp.py runs a 2-process finetune)."""
+    import datasets
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    from linformer.cli import cli_errors
+
+    datasets.enable_progress_bars()
+    hf_logging.enable_progress_bar()
+    with cli_errors():
+        pass
+    assert not datasets.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
+    assert are_progress_bars_disabled()
 
 
 @pytest.fixture

@@ -69,3 +69,22 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tiny_data, tmp_pa
                              env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_two_process_finetune_draws_each_progress_bar_once(pretrained_run, tmp_path):
+    """On a fresh task cache rank 0 tokenizes; every rank loads the model: datasets' and transformers' bars were drawn
+    by each rank. Rank 0 draws them, once."""
+    from .conftest import write_sst2_fixture
+    from .test_pretrain import REPO
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    sst2 = write_sst2_fixture(tmp_path / "sst2")
+    args = [str(REPO / "scripts" / "finetune.py"), "task=sst2", f"task.data_dir={sst2}", f"model_path={pretrained_run}",
+            f"task_cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}", "trainer.epochs=1",
+            "trainer.batch_size=8", "trainer.cpu=true"]
+    result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29535", *args],
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stderr.replace("\r", "\n").splitlines()
+    for bar in ("tokenize sst2/train: 100%", "Loading weights: 100%"):
+        assert sum(line.startswith(bar) for line in lines) == 1, (bar, result.stderr[-3000:])
