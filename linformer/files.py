@@ -226,26 +226,32 @@ def _temp_name(kind: str, final: Path) -> Path:
     return final.with_name(f".{kind}-{final.name}-{process_place()}-{os.getpid()}")
 
 
-# _temp_name's temporaries, and atomic_write's older .<name>.tmp-<pid>: (1) or (2) is the name being written
-_TEMPORARY = re.compile(r"\.(?:tmp|old)-(.+?)(?:-[0-9a-f]{8})?-\d+|\.(.+)\.tmp-\d+")
+def _temporaries(name: str) -> re.Pattern:
+    """Every name an interrupted atomic write of a name matching the regex `name` leaves, as this version names its
+    temporaries (``_temp_name``: .tmp-/.old-<name>-<place>-<pid>) and as earlier ones did (.tmp-/.old-<name>-<pid>
+    before places; atomic_write's .<name>.tmp-<pid>). Groups: 1 or 4 the name written, 2 the place, 3 or 5 the pid."""
+    return re.compile(rf"\.(?:tmp|old)-({name})(?:-([0-9a-f]{{8}}))?-(\d+)|\.({name})\.tmp-(\d+)")
+
+
+_TEMPORARY = _temporaries(".+?")
 
 
 def temporary_of(name: str) -> str | None:
     """The name whose atomic write (``atomic_dir``, ``atomic_write``) the file or folder `name` is a temporary of,
     left by an interrupted write; None for any other name."""
     found = _TEMPORARY.fullmatch(name)
-    return (found.group(1) or found.group(2)) if found else None
+    return (found.group(1) or found.group(4)) if found else None
 
 
 def remove_stale_temps(final: Path) -> None:
-    """Remove the temporaries (``_temp_name``) next to `final` whose process is gone; another place's (another host
-    or container) cannot be checked, and are left."""
-    pattern = re.compile(rf"\.(?:tmp|old)-{re.escape(final.name)}-(?:([0-9a-f]{{8}})-)?(\d+)")
-    for p in [*final.parent.glob(f".tmp-{final.name}-*"), *final.parent.glob(f".old-{final.name}-*")]:
+    """Remove the temporaries next to `final` (every name ``_temporaries`` knows) whose process is gone; another
+    place's (another host or container) cannot be checked, and are left."""
+    pattern = _temporaries(re.escape(final.name))
+    for p in final.parent.glob(".*"):
         found = pattern.fullmatch(p.name)
         if found is None:
             continue
-        place, pid = found.group(1), int(found.group(2))
+        place, pid = found.group(2), int(found.group(3) or found.group(5))
         here = place in (None, process_place())  # None: named before places were, by this host
         if here and pid != os.getpid() and not pid_alive(pid):
             _remove(p)

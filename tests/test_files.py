@@ -113,6 +113,23 @@ def test_a_file_s_temporary_left_by_a_killed_process_is_removed_by_the_next_writ
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "run.json"])
 
 
+def test_temporaries_named_as_earlier_versions_named_them_are_swept_too(tmp_path):
+    """An earlier version's atomic_write named its temporary .<name>.tmp-<pid>: one a killed run left beside run.json
+    stayed in the run directory for good, the next runs sweeping only this version's names. Every name temporary_of
+    knows is swept; another file's temporaries and a live process's are kept."""
+    from linformer.files import atomic_write, temporary_of
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid, live_pid = int(dead.stdout), os.getppid()
+    gone = [f".run.json.tmp-{dead_pid}", f".tmp-run.json-{dead_pid}", f".old-run.json-{dead_pid}"]
+    kept = [f".run.json.tmp-{live_pid}", f".config.yaml.tmp-{dead_pid}", f".tmp-run.json.bak-{dead_pid}"]
+    for name in (*gone, *kept):
+        (tmp_path / name).write_text("{")
+    assert {temporary_of(name) for name in gone} == {"run.json"}
+    atomic_write(tmp_path / "run.json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, "run.json"])
+
+
 @pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="a SIGTERM handler is installed")
 def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
     _build(tmp_path / "out", text="old")
