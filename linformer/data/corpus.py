@@ -35,9 +35,9 @@ from ..files import (
     atomic_dir,
     cache_key,
     check_output_dir,
-    checksum_problems,
     file_checksums,
     made_by,
+    output_damage,
     sha256_file,
     write_json,
 )
@@ -735,7 +735,7 @@ def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None) -
     if missing:
         raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
                           f"{', '.join(missing)}): {again}")
-    problems = checksum_problems(Path(out_dir), manifest.get("files") or {})
+    problems = output_damage(out_dir)  # RECORDED holds "files": a list, never None
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "
                           f"{again}")
