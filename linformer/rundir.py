@@ -39,6 +39,7 @@ from .files import (
     disk_full_names,
     flatten,
     listing,
+    output_damage,
     pid_alive,
     process_place,
     read_json,
@@ -48,6 +49,7 @@ from .files import (
     write_yaml,
 )
 from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
+from .modeling.loading import rewrite_advice
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
@@ -439,6 +441,34 @@ def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
                     "stop it and pass run_name=%s to resume that one instead", other, status, other.name, run_dir.name,
                     other.name)
         return
+
+
+def model_problem(run_dir: Path) -> str | None:
+    """Why the finished run `run_dir` cannot stand as done: the model its summary names (model_dir) is gone, or
+    damaged since it was saved (the checksums its folder records: ``files.output_damage``), with how it comes back
+    (``loading.rewrite_advice``); None when it is as saved, or the run names none. What a rerun of the run says
+    (``train.core.already_complete``), and what a plan asks of a job done (``output_problem``)."""
+    summary = read_json(run_dir / SUMMARY)
+    if not summary.get("model_dir"):
+        return None
+    model = run_dir / Path(str(summary["model_dir"])).name
+    gone = not model.is_dir()
+    damage = None if gone else output_damage(model)  # None: saved without checksums, nothing to check
+    if not gone and not damage:
+        return None
+    what = "is gone (deleted or moved)" if gone else f"is damaged ({'; '.join(damage)})"
+    return f"{run_dir} is complete, but its model {model} {what}: {rewrite_advice(model, gone)}."
+
+
+def output_problem(done: Path) -> str | None:
+    """Why the output whose record a plan's job finds at `done` (a run's summary.json or results.json, an output
+    folder's file) cannot stand as done: a finished run's model gone or damaged (``model_problem``), or a file of the
+    output folder holding `done` damaged since it was written (``files.output_damage``); None when neither."""
+    folder = Path(done).parent
+    if (folder / RUN).is_file():
+        return model_problem(folder)
+    damage = output_damage(folder)
+    return f"{folder} is damaged since it was written ({'; '.join(damage)})" if damage else None
 
 
 def _first_line(err: BaseException) -> str:

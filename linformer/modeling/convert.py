@@ -30,13 +30,13 @@ from ..cli import hydra_override, shell_command
 from ..data.io import load_auto
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
-from ..files import atomic_dir, check_output_dir, made_by
+from ..files import check_output_dir, made_by
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
-from .saving import save_model_dir
+from .saving import model_folder, save_model_dir
 
 if TYPE_CHECKING:
     from ..runconfig import ConvertSpec
@@ -176,7 +176,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     dtype = {} if {"dtype", "torch_dtype"} & set(settings) else {"dtype": "auto"}
     model = model_class.from_pretrained_encoder(path, **settings, **dtype)
     check_tokenizer_fits(tokenizer, model.config, path)
-    with atomic_dir(out_dir, record, overwrite) as tmp:
+    with model_folder(out_dir, record, overwrite) as tmp:
         save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)
         # the card goes inside the atomic block: a converted directory never lacks its card
         write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))

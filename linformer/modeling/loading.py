@@ -23,10 +23,10 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from ..cli import shell_command
+from ..cli import hydra_override, shell_command
 from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
-from ..files import read_json, sha256_file
+from ..files import MANIFEST, output_damage, read_json, sha256_file
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, HubOfflineError, LinformerError
 
@@ -63,10 +63,10 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     if not model_path:
         raise CheckpointError(f"{key} is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
     p = Path(resolve_path(model_path))
-    if (p / "model" / "config.json").is_file():
-        return str(p / "model")
-    if (p / "config.json").is_file():
-        return str(p)
+    for found in (p / "model", p):
+        if (found / "config.json").is_file():
+            check_model_intact(found, f"{key}={model_path!r}")
+            return str(found)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
     instead = finetuning_run_models(p)
@@ -88,6 +88,42 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
             f"in the local cache: give a local directory instead ({_LOCAL_HINT})."
         )
     return str(model_path)
+
+
+def check_model_intact(model: Path, given: str) -> None:
+    """CheckpointError where a file of the model folder `model` (what `given` names: "model_path='...'") is missing,
+    or not what was written, by the checksums the folder records (``saving.model_folder``), naming the file and the
+    command that writes the folder again; a folder that records none (another tool's, an earlier version's) passes."""
+    damage = output_damage(model)
+    if damage:
+        raise CheckpointError(f"{given}: the model {model} is damaged since it was written ({'; '.join(damage)}): "
+                              f"{rewrite_advice(model)}.")
+
+
+def rewrite_advice(model: Path, gone: bool = False) -> str:
+    """How the model folder `model`, damaged (or, `gone`, deleted), is written again, as a clause: the command its
+    manifest records (convert, export) with the settings it recorded; for a run's model, what the run's stage allows
+    (a pretraining's final model is its final checkpoint's; a finetuning's best/, chosen on its validation split, and
+    a transfer's or distillation's model, saved from the run's last state, come back only by training again)."""
+    manifest = read_json(model / MANIFEST)
+    made, settings = manifest.get("command"), manifest.get("settings") or {}
+    if made == "convert":
+        return "write it again: " + shell_command(
+            "python", "scripts/convert.py", hydra_override("model_path", settings.get("model_path")),
+            *(hydra_override(f"model.{k}", v) for k, v in (settings.get("model") or {}).items()),
+            f"seed={settings.get('seed')}", hydra_override("out_dir", str(model)))
+    if made == "export":
+        return "write it again: " + shell_command("python", "scripts/export.py", settings.get("run"), "--step",
+                                                  settings.get("step"), "--out", model)
+    run, stage = model.parent, read_json(model.parent / "run.json").get("stage")
+    export = shell_command("python", "scripts/export.py", run)
+    if stage == "pretrain":
+        return f"write it again from the run's final checkpoint: {export}" + (
+            "" if gone else f" {shell_command('--out', model, '--overwrite')}")
+    if stage == "finetune":
+        return ("train it again under another run_name (the model its validation chose is kept nowhere else; "
+                f"{export} --step N writes a checkpoint's)")
+    return "train it again under another run_name" if stage else "copy it again from where it came from"
 
 
 def _names_local_folder(name: str) -> bool:

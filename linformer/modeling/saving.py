@@ -1,14 +1,46 @@
 """The one way the package saves a model for its users (a run's ``model/`` and ``best/``, a conversion, an export):
-``save_model_dir``. What a user loads from such a directory, through ``from_pretrained`` or a pipeline, must run the
-model as the package ran it, so its tokenizer goes with it, saved one way everywhere."""
+``model_folder`` around ``save_model_dir``. What a user loads from such a directory, through ``from_pretrained`` or a
+pipeline, must run the model as the package ran it, so its tokenizer goes with it, saved one way everywhere; and
+what takes the folder later (a rerun, a plan, a finetuning that starts from it) must find it as it was written, so
+the folder records the checksums of its files."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 from ..data.streams import TOKEN_TYPES
+from ..files import MANIFEST, atomic_dir, file_checksums, read_json, write_json
+from .card import CARD, SIDECAR
 from .loading import model_length
+
+# What save_model_dir writes into a model folder (the weights; a config naming the labels and carrying the model's
+# code; the tokenizer capped at n) and model_folder records: raised whenever that changes, so that a folder written
+# before is told apart (is_current_model_folder) and written again where its run finishes
+MODEL_FORMAT = 1
+
+
+@contextlib.contextmanager
+def model_folder(final: str | os.PathLike, record: Mapping[str, Any] | None = None, overwrite: bool = False,
+                 flag: str = "overwrite=true") -> Iterator[Path]:
+    """``files.atomic_dir`` for a model folder (the block saves into the temporary it yields: ``save_model_dir``, a
+    card): its MANIFEST records MODEL_FORMAT and the size and sha256 of every file in it but the card's, which
+    ``files.output_damage`` reads back wherever the folder is taken as done or as a start. The card is left out: it
+    is rewritten in place as the model goes on (a transfer's record, a finetuning's results), and no load reads it."""
+    with atomic_dir(final, record, overwrite, flag, checksums=True) as tmp:
+        yield tmp
+        files = [f for f in tmp.rglob("*") if f.is_file() and f.name not in (MANIFEST, CARD, SIDECAR)]
+        write_json(tmp / MANIFEST, {**read_json(tmp / MANIFEST), "model_format": MODEL_FORMAT,
+                                    "files": file_checksums(tmp, files)})
+
+
+def is_current_model_folder(directory: str | os.PathLike) -> bool:
+    """Whether `directory` was written by ``model_folder`` in the current MODEL_FORMAT."""
+    return read_json(Path(directory) / MANIFEST).get("model_format") == MODEL_FORMAT
 
 
 def save_model_dir(model, tokenizer, directory: str | os.PathLike, **save_kwargs) -> None:

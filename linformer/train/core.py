@@ -41,8 +41,8 @@ from .. import errors
 from ..cli import exit_status, hydra_override, process_count, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
-from ..files import atomic_dir, flatten, output_damage
-from ..modeling.saving import save_model_dir
+from ..files import flatten
+from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
@@ -50,6 +50,7 @@ from ..rundir import (
     describe_changes,
     identity,
     identity_diff,
+    model_problem,
     read_metrics,
     refused_changes,
     reported_scalars,
@@ -692,7 +693,7 @@ class Trainer:
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
         if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
-            with atomic_dir(final, overwrite=True, checksums=True) as tmp, no_hf_progress_bars():
+            with model_folder(final, overwrite=True) as tmp, no_hf_progress_bars():
                 save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
         acc.wait_for_everyone()
 
@@ -806,23 +807,6 @@ def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:
                       "process stops with it. The run keeps its last checkpoint.")
 
 
-def _model_lost(record: RunRecord, model: Path, damage: list[str] = ()) -> str:
-    """Why a finished run cannot be finished again, its model being gone or `damage`d ('file: why', as the checksums
-    it was saved with tell), and how it comes back: a pretraining's final model is its final checkpoint's (export.py
-    writes it again, over the damaged one); a finetuning's best/ was chosen on its validation split, and a transfer's
-    or distillation's model is saved from the run's last state, which no tool rebuilds."""
-    export = shell_command("python", "scripts/export.py", record.dir)
-    if record.stage == "pretrain":
-        rebuild = export + (f" {shell_command('--out', model, '--overwrite')}" if damage else "")
-        recover = f"write it again from the run's final checkpoint: {rebuild}"
-    else:
-        recover = "train it again under another run_name"
-        if record.stage == "finetune":
-            recover += f" (the model its validation chose is kept nowhere else; {export} --step N writes a checkpoint's)"
-    what = f"is damaged ({'; '.join(damage)})" if damage else "is gone (deleted or moved)"
-    return f"{record.dir} is complete, but its model {model} {what}: {recover}."
-
-
 def train_in_float32(model: torch.nn.Module) -> None:
     """Cast a model loaded in half precision (a checkpoint saved in bf16 or fp16, which transformers loads as it is)
     up to float32 in place: AdamW's small updates vanish when rounded to half precision, so the encoder would barely
@@ -838,12 +822,10 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
     """A rerun of a finished run with the same settings: say so, and which operational settings given now differ
     from its own (a finished run applies none: its max_eval_examples, say, stays what scored it), and return what it
     recorded."""
+    problem = model_problem(record.dir)
+    if problem:
+        raise CheckpointError(problem)
     summary = record.summary()
-    model = record.dir / Path(summary["model_dir"]).name if summary.get("model_dir") else None
-    if model is not None and not model.is_dir():
-        raise CheckpointError(_model_lost(record, model))
-    if model is not None and (damage := output_damage(model)):  # None: saved without checksums, nothing to check
-        raise CheckpointError(_model_lost(record, model, damage))
     recorded, given, defining = flatten(record.config()), flatten(config), identity(config)
     differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
               if recorded.get(k) != given.get(k) and k not in defining]

@@ -17,10 +17,10 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import atomic_dir, check_output_dir, made_by, read_json, read_yaml
+from ..files import check_output_dir, made_by, read_json, read_yaml
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
-from ..modeling.saving import save_model_dir
+from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
 from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact, step_of
@@ -62,7 +62,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with atomic_dir(out, record, overwrite, flag="--overwrite", checksums=True) as tmp, no_hf_progress_bars():
+    with model_folder(out, record, overwrite, flag="--overwrite") as tmp, no_hf_progress_bars():
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's

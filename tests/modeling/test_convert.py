@@ -305,6 +305,48 @@ def test_convert_encoder_saves_model_and_tokenizer(tmp_path):
     torch.testing.assert_close(outputs(model, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
 
 
+def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_naming_the_file_and_its_command(
+        tmp_path):
+    """A converted model recorded no checksums, and a model folder taken as a start was not checked: one changed byte
+    of its weights (the same size, so that safetensors still reads them) went into a finetuning unnoticed. The folder
+    records its files' checksums (not its card's, which later steps rewrite in place), and a command that starts from
+    it names the file and the conversion that writes it again."""
+    from linformer.cli import compose
+    from linformer.files import output_damage
+    from linformer.modeling.card import read_card_info, write_model_card
+    from linformer.modeling.convert import convert_and_report
+    from linformer.modeling.loading import resolve_model_path
+    from linformer.modeling.saving import is_current_model_folder
+    from linformer.runconfig import ConvertSpec
+
+    def convert(overrides):  # scripts/convert.py's body, in this process
+        return convert_and_report(ConvertSpec.read(compose("convert", overrides)))
+
+    save_source(tmp_path / "bert", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    out = convert([f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}", "model.projected_dim=8",
+                   "model.sharing=kv", "seed=3", f"out_dir={tmp_path / 'out'}"])
+    assert output_damage(out) == [] and is_current_model_folder(out)
+    write_model_card(out, {**read_card_info(out), "note": "a card edited after the conversion"})
+    assert resolve_model_path(str(out)) == str(out)
+    intact = (out / "model.safetensors").read_bytes()
+    weights = bytearray(intact)
+    weights[-8] ^= 0xFF
+    (out / "model.safetensors").write_bytes(bytes(weights))
+    damaged = (f"the model {out} is damaged since it was written (model.safetensors: content differs from what was "
+               "written (sha256)): write it again: python scripts/convert.py ")
+    for start in (lambda: resolve_model_path(str(out), "init_from"),
+                  lambda: convert_encoder(out, tmp_path / "longer", projected_dim=8, sharing="kv")):
+        with pytest.raises(CheckpointError, match=r"^(init_from|model_path)=") as refused:
+            start()
+        assert damaged in str(refused.value)
+    assert not (tmp_path / "longer").exists()
+    command = shlex.split(str(refused.value).split("write it again: ", 1)[1].rstrip("."))
+    assert command[:2] == ["python", "scripts/convert.py"]
+    convert(command[2:])  # the command it names writes the same model again
+    assert (out / "model.safetensors").read_bytes() == intact and resolve_model_path(str(out)) == str(out)
+
+
 def test_convert_encoder_rejects_a_tokenizer_larger_than_the_vocabulary(tmp_path):
     save_source(tmp_path / "bert", BertModel, BERT)
     save_tokenizer(tmp_path / "bert", VOCAB + 20)

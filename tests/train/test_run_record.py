@@ -97,6 +97,7 @@ def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_agai
     what needed its model failed later, far from the cause; model/ records its files' checksums, and the rerun names
     the damage and the export that writes the same model over it."""
     from linformer.errors import CheckpointError
+    from linformer.modeling.loading import resolve_model_path
     from linformer.train.export import export_run
 
     run = tmp_path / "run"
@@ -109,6 +110,12 @@ def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_agai
                                               rf"from the run's final checkpoint: python scripts/export.py {run} --out "
                                               rf"{run}/model --overwrite\.$"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    # a command that starts from it (finetuning's model_path, pretraining's init_from) says the same
+    with pytest.raises(CheckpointError, match=rf"^model_path='{run}': the model {run}/model is damaged since it was "
+                                              rf"written \(model.safetensors: 1,000 bytes, {size:,} written\): write "
+                                              rf"it again from the run's final checkpoint: python scripts/export.py "
+                                              rf"{run} --out {run}/model --overwrite\.$"):
+        resolve_model_path(str(run))
     assert export_run(run, run / "model", overwrite=True)["final"]  # the command the error gives
     assert weights.read_bytes() == intact
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
