@@ -5,7 +5,9 @@ two threads, because the tiny models' matrix products are too small to keep two 
 on 2 cores would instead spin against each other and run many times slower, so each job gets cores // jobs
 threads through OMP_NUM_THREADS.
 
-A job whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped. With jobs > 1
+A job whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped; unless the output it
+records is damaged (``rundir.output_problem``: what a rerun of the job's command finds itself), so that the job runs
+again and its command redoes the output or names the damage and what writes it again. With jobs > 1
 each job writes its output to `<log_dir>/<job>.log` (the console gets one line per start and end); with
 jobs == 1 the job prints to the console as usual; with a `stream` every line goes to the console and that one file
 (the GPU targets, whose log comes back from the machine and whose console is what the caller sees).
@@ -41,6 +43,7 @@ from typing import TextIO
 from .cli import shell_command
 from .data.workers import signal_on_parent_death
 from .output_rule import check_plan
+from .rundir import output_problem
 from .signals import sigterm_interrupts
 
 
@@ -62,11 +65,11 @@ class Job:
     # starts from): the job then runs again, and its new record, which replaces it, must count. Read whenever
     # `finished` is.
     stale: Callable[[], bool] | None = None
-
     @property
     def finished(self) -> bool:
         """`done` exists, for a JSON record reads as JSON (a record torn by a kill or a bad copy is not done, so the
-        job runs again rather than a report reading the damaged file), and is not stale."""
+        job runs again rather than a report reading the damaged file), is not stale, and the output it records is
+        not damaged (``damage``)."""
         if self.done is None:
             return False
         if not self.done.is_file():
@@ -76,7 +79,13 @@ class Job:
                 json.loads(self.done.read_text())
             except (ValueError, OSError):
                 return False
-        return not self._stale()
+        return not self._stale() and self.damage is None
+
+    @property
+    def damage(self) -> str | None:
+        """Why the output whose record `done` is cannot stand as done (``rundir.output_problem``: a finished run's
+        model gone or damaged, a file of an output folder changed since it was written), or None."""
+        return output_problem(self.done) if self.done is not None and self.done.exists() else None
 
     def _stale(self) -> bool:
         return self.stale is not None and self.stale()
@@ -249,7 +258,9 @@ class _Runner:
                  stream: TextIO | None, deadline: float | None):
         self.jobs, self.cwd, self.log_dir, self.threads = jobs, cwd, log_dir, threads
         self.stream, self.deadline, self.lock = stream, deadline, threading.Lock()
-        self.finished = {s.name for s in plan if s.finished or (s.keep is not None and s.keep() and s.finished)}
+        # a damaged output is not kept: its copy would record what the job must write again
+        self.finished = {s.name for s in plan if s.finished or (s.keep is not None and s.damage is None and s.keep()
+                                                                and s.finished)}
         self.todo = wanted(plan, self.finished)
         self.running: dict[str, _Running] = {}
         self.times: dict[str, float] = {}

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -276,3 +277,55 @@ def test_a_killed_runner_takes_its_jobs_down_with_a_stop(tmp_path):
             break
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def _saved_model(folder: Path, weights: bytes) -> None:
+    """A model folder as the package writes one (saving.model_folder: the checksums of its files)."""
+    from linformer.modeling.saving import model_folder
+
+    with model_folder(folder, overwrite=True) as tmp:
+        (tmp / "config.json").write_text("{}")
+        (tmp / "model.safetensors").write_bytes(weights)
+
+
+def test_a_finished_run_whose_model_is_damaged_is_not_done_and_its_job_runs_again(tmp_path, capsys):
+    """The plans judged a job done by its summary.json alone, so `make demo` and the reproductions went past a
+    pretraining whose model/ was damaged after it finished, to fail in the finetuning that read it. A job is done
+    only where a rerun of its command would find its output as written (rundir.output_problem: what
+    train.core.already_complete says): else it runs again, and its command redoes the output or names the damage
+    and what writes it again; the plan's listing says why it is not done."""
+    from linformer.experiments.frontend import show
+
+    run = tmp_path / "pretrain" / "run"
+    _saved_model(run / "model", b"weights")
+    (run / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "complete"}))
+    (run / "summary.json").write_text(json.dumps({"model_dir": str(run / "model")}))
+    restore = f"open({str(run / 'model' / 'model.safetensors')!r}, 'wb').write(b'weights')"
+    job = Job("pretrain", [sys.executable, "-c", restore], run / "summary.json")
+    after = Job("finetune", _writer(tmp_path / "finetune"), tmp_path / "finetune", ("pretrain",))
+    assert job.finished
+    (run / "model" / "model.safetensors").write_bytes(b"weighTs")  # the same size: only the sha256 tells
+    assert not job.finished
+    assert job.damage == (f"{run} is complete, but its model {run}/model is damaged (model.safetensors: content "
+                          "differs from what was written (sha256)): write it again from the run's final checkpoint: "
+                          f"python scripts/export.py {run} --out {run}/model --overwrite.")
+    show([job, after], "plan", None, "one after another", 1)
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[listed.index(next(x for x in listed if x.startswith("[todo] pretrain:"))) + 1] == (
+        f"  not done: {job.damage}")
+    assert set(run_jobs([job, after], jobs=1)) == {"pretrain", "finetune"}
+    assert job.finished and job.damage is None
+    shutil.rmtree(run / "model")
+    assert "is gone (deleted or moved)" in job.damage and not job.finished
+
+
+def test_an_output_folder_damaged_since_it_was_written_is_not_done(tmp_path):
+    """A corpus or a converted model (an output folder recording its files' checksums) whose file changed: its job
+    runs again (prepare_corpus and convert.py then build it again)."""
+    out = tmp_path / "converted"
+    _saved_model(out, b"weights")
+    job = Job("convert", [sys.executable, "-c", "pass"], out / "config.json")
+    assert job.finished
+    (out / "model.safetensors").write_bytes(b"weight")
+    assert not job.finished
+    assert job.damage == f"{out} is damaged since it was written (model.safetensors: 6 bytes, 7 written)"

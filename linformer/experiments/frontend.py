@@ -92,6 +92,8 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
         estimate = f" ~{minutes(s):g} min" if minutes else ""
         state = "done" if s.finished else f"todo{estimate}" if s in todo else "not needed: what needs it is done"
         print(f"[{state}] {s.name}: {shell_command('python', *s.argv[1:])}")
+        if s in todo and s.damage:  # its record is there, but not what it records
+            print(f"  not done: {s.damage}")
     if then:
         print(*then, sep="\n")
     if minutes and rows:
