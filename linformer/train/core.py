@@ -42,7 +42,7 @@ from ..cli import exit_status, hydra_override, process_count, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import flatten
-from ..modeling.saving import model_folder, save_model_dir
+from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
@@ -696,6 +696,15 @@ class Trainer:
             with model_folder(final, overwrite=True) as tmp, no_hf_progress_bars():
                 save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
         acc.wait_for_everyone()
+
+    def renew_model(self, final: Path) -> None:
+        """Save the model into `final` again (``save_model``) where that folder, which holds the weights the model
+        holds now, predates the current format (``saving.is_current_model_folder``): a run begun by an earlier version
+        and finished by this one would otherwise report a folder written the earlier way (labels LABEL_0/1, no model
+        code or card, no checksums). The folder is shared by every process (each reads it back), so all agree."""
+        if final.is_dir() and not is_current_model_folder(final):
+            log.info("%s was saved by an earlier version: writing it again in the current format", final)
+            self.save_model(final)
 
     def _close(self, exit_code: int = 0) -> None:
         """End trackers with the process's exit status and tear down the process group: without it gloo runs can

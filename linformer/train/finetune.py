@@ -270,6 +270,8 @@ class FinetuneTask(TrainingTask):
             self.restore_selected(trainer, step)
         elif self.save_best and not (self.validation is not None and self.select_best):
             trainer.save_model(trainer.run_dir / "best")  # nothing chose: the last model is the one kept
+        if self.save_best:  # the model holds best/'s weights now: an earlier version's best/ is written anew
+            trainer.renew_model(trainer.run_dir / "best")
         metrics = self.score(trainer.model, trainer.accelerator, "eval")
         if trainer.is_main:
             preds, labels = self.last_eval

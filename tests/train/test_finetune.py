@@ -128,6 +128,35 @@ def test_the_reported_split_is_scored_once_on_the_model_validation_chose(tmp_pat
         export_run(run)
 
 
+def test_a_best_model_saved_by_an_earlier_version_is_written_anew_when_the_run_finishes(tmp_path, sst2_dir,
+                                                                                         pretrained_run, monkeypatch):
+    """A run begun by an earlier version (killed after its validation chose a step) and finished by this one reported
+    the best/ the earlier version wrote: labels LABEL_0/1, no checksums. The finish writes it again in the current
+    format from the same weights (the model holds them once the chosen step is restored)."""
+    from safetensors.torch import load_file
+
+    from linformer.files import MANIFEST, output_damage
+    from linformer.modeling.saving import is_current_model_folder
+
+    _falling_validation(monkeypatch)  # the first epoch's model is chosen, and training goes on past it
+    common = ("validation_fraction=0.2", "trainer.epochs=3")
+    _run(tmp_path, sst2_dir, pretrained_run, *common, "trainer.max_steps=20")
+    best = tmp_path / "run" / "best"
+    chosen = load_file(best / "model.safetensors")
+    (best / MANIFEST).unlink()  # as an earlier version left it: no record, and the labels unnamed
+    config = json.loads((best / "config.json").read_text())
+    (best / "config.json").write_text(json.dumps({**config, "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+                                                  "label2id": {"LABEL_0": 0, "LABEL_1": 1}}))
+    assert not is_current_model_folder(best)
+    results, _ = _run(tmp_path, sst2_dir, pretrained_run, *common, "trainer.max_steps=30",
+                      "trainer.allow_config_change=[trainer.max_steps]")
+    assert (results["best_step"], results["steps"]) == (10, 30)
+    assert is_current_model_folder(best) and output_damage(best) == []
+    assert json.loads((best / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
+    again = load_file(best / "model.safetensors")
+    assert again.keys() == chosen.keys() and all(torch.equal(again[k], chosen[k]) for k in chosen)
+
+
 def test_without_a_validation_split_nothing_is_chosen(tmp_path, sst2_dir, pretrained_run, monkeypatch):
     scored = _falling_validation(monkeypatch)
     results, run = _run(tmp_path, sst2_dir, pretrained_run)
