@@ -24,6 +24,7 @@ from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, PeerFailed, Preempted, did_you_mean
 from .files import atomic_write, flatten, resolve_path
+from .signals import sigterm_ignored_from_here
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -429,6 +430,14 @@ def hydra_main(config_name: str) -> Callable:
 
         @functools.wraps(fn)
         def entry():
+            if fn.__module__ != "__main__":  # called from other code (a test), which goes on after it
+                return run()
+            try:
+                run()
+            finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
+                sigterm_ignored_from_here()
+
+        def run():
             with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:

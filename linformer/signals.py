@@ -8,7 +8,9 @@ it stands. Every mode installs and restores its handlers through ``handling``:
 - stop at the next step, ``linformer.train.core.StopSignal``: the trainer records the signal and stops at a step
   boundary, so a step is never cut in half and every rank stops at the same step;
 - finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
-  saving after its last update, short beside a job runner's wait for it), a second one stops it.
+  saving after its last update, short beside a job runner's wait for it), a second one stops it;
+- ended, ``sigterm_ignored_from_here``: once a command has ended, a SIGTERM in the interpreter's teardown is ignored,
+  so the process exits with the status the command ended with.
 """
 
 from __future__ import annotations
@@ -89,6 +91,17 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
 
     with handling((signal.SIGTERM,), finish):
         yield
+
+
+def sigterm_ignored_from_here() -> None:
+    """Ignore SIGTERM from now on: called once a command has ended (its outputs written, its last line printed), for
+    the interpreter's teardown, which can take seconds (modules' clean-up, threads joined, native libraries freed), and
+    where a SIGTERM ended the process as killed by it (-15, no line) though the command had ended as it said; the
+    process now ends with the status the command ended with. Ignored rather than handled: the teardown's last stage
+    resets a handler written in Python to the default, and a hung teardown still ends on SIGKILL. The main thread
+    only (elsewhere nothing changes)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

@@ -620,3 +620,37 @@ def test_rank_0_prints_its_line_and_tells_the_others(launch_store, monkeypatch, 
     monkeypatch.setenv("RANK", "0")
     assert _ends(capsys, ConfigError("bad")) == (2, "error: bad\n")
     assert launch_store.get("rank0") == b"error: bad"
+
+
+def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status(tmp_path):
+    """A SIGTERM that landed after a command's last line, in the seconds of the interpreter's teardown (modules'
+    clean-up, atexit), ended it as killed (-15, no line) though its outputs were complete; a caller read "killed". The
+    teardown goes on, and the process exits with the status the command ended with: 0 after its work, 2 after an error
+    line."""
+    import signal
+    import time
+
+    script = tmp_path / "command.py"
+    script.write_text(
+        "import atexit, sys, time\n"
+        "from linformer.cli import hydra_main\n"
+        "from linformer.errors import ConfigError\n\n"
+        "@hydra_main('convert')\n"
+        "def main(cfg):\n"
+        "    atexit.register(time.sleep, 3)  # a teardown that takes a while\n"
+        "    print('the last line', file=sys.stderr, flush=True)\n"
+        "    if cfg.seed == 1:\n"
+        "        raise ConfigError('seed=1 is refused')\n\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n")
+    for seed, status in ((0, 0), (1, 2)):
+        proc = subprocess.Popen([sys.executable, str(script), f"seed={seed}"], cwd=tmp_path, stderr=subprocess.PIPE,
+                                text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        lines = []
+        for line in proc.stderr:  # the command's last line, then its teardown
+            lines.append(line)
+            if line.startswith(("the last line", "error: ")) and (seed == 0 or line.startswith("error: ")):
+                break
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == status, "".join(lines)
