@@ -9,6 +9,7 @@ INFO line here, with the keys at DEBUG.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import importlib
 import logging
@@ -26,7 +27,7 @@ from transformers.utils import logging as hf_logging
 from ..cli import hydra_override, shell_command
 from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
-from ..files import MANIFEST, output_damage, read_json, sha256_file
+from ..files import MANIFEST, checksum_problems, read_json, sha256_file
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, HubOfflineError, LinformerError
 
@@ -91,10 +92,15 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
 
 
 def check_model_intact(model: Path, given: str) -> None:
-    """CheckpointError where a file of the model folder `model` (what `given` names: "model_path='...'") is missing,
-    or not what was written, by the checksums the folder records (``saving.model_folder``), naming the file and the
-    command that writes the folder again; a folder that records none (another tool's, an earlier version's) passes."""
-    damage = output_damage(model)
+    """CheckpointError where a weight file of the model folder `model` (what `given` names: "model_path='...'") is
+    missing, or not what was written, by the checksums the folder records (``saving.model_folder``), naming the file
+    and the command that writes the folder again; a folder that records none (another tool's, an earlier version's)
+    passes. Weights only: they load whatever their bytes say, where a damaged config or tokenizer fails its parser
+    with a line of its own, and a user may edit those on purpose (a dropout, a length)."""
+    listed = read_json(model / MANIFEST).get("files")
+    weights = {name: want for name, want in (listed if isinstance(listed, dict) else {}).items()
+               if any(fnmatch.fnmatch(Path(name).name, pattern) for pattern in WEIGHT_FILES)}
+    damage = checksum_problems(model, weights)
     if damage:
         raise CheckpointError(f"{given}: the model {model} is damaged since it was written ({'; '.join(damage)}): "
                               f"{rewrite_advice(model)}.")

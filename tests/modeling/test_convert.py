@@ -310,7 +310,7 @@ def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_na
     """A converted model recorded no checksums, and a model folder taken as a start was not checked: one changed byte
     of its weights (the same size, so that safetensors still reads them) went into a finetuning unnoticed. The folder
     records its files' checksums (not its card's, which later steps rewrite in place), and a command that starts from
-    it names the file and the conversion that writes it again."""
+    it names a changed weight file and the conversion that writes it again (a config edited on purpose passes)."""
     from linformer.cli import compose
     from linformer.files import output_damage
     from linformer.modeling.card import read_card_info, write_model_card
@@ -328,6 +328,8 @@ def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_na
                    "model.sharing=kv", "seed=3", f"out_dir={tmp_path / 'out'}"])
     assert output_damage(out) == [] and is_current_model_folder(out)
     write_model_card(out, {**read_card_info(out), "note": "a card edited after the conversion"})
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "hidden_dropout_prob": 0.0}))  # the user's to edit
     assert resolve_model_path(str(out)) == str(out)
     intact = (out / "model.safetensors").read_bytes()
     weights = bytearray(intact)
