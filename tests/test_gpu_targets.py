@@ -114,7 +114,7 @@ def test_together_runs_its_commands_side_by_side_and_fails_with_any(tmp_path, mo
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
     assert gpu.main(["figure3", *_dirs(tmp_path)]) == 1
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
-    assert record["rc"] == 3 and record["wall_s"] < 2.9  # a and b overlapped: 1.5 s each, not 3 s in a row
+    assert record["rc"] == 3  # overlap is judged by the log's order, not by wall time (the machine may be loaded)
     log = (tmp_path / "figure3.log").read_text().splitlines()
     assert log.index("[1] start b") < log.index("[0] end a")  # b started before a ended
     assert "[2] $ " in "\n".join(log) and "never runs" not in "\n".join(log)  # the third ran once a slot freed
