@@ -492,3 +492,21 @@ def test_a_spec_block_for_one_of_the_package_s_tasks_may_only_repeat_it(fresh_ta
     with pytest.raises(ConfigError, match=r"^task.spec: task.name=sst2 is the package's own task, and the spec "
                                           r"changes its label_names, title: give a task of one's own a name of its"):
         TaskData.read(_task_config("sst2", **sst2 | {"label_names": ["neg", "pos"], "title": "mine"}))
+
+
+@pytest.mark.parametrize("config, key", [("convert", "out_dir"), ("convert", "paths.output_dir"),
+                                         ("corpus", "out_dir"), ("tokenizer", "out_dir"), ("spectrum", "out_dir"),
+                                         ("pretrain", "corpus_dir")])
+def test_every_path_a_spec_reads_starts_from_the_repository_with_home_expanded(config, key, tmp_path, monkeypatch):
+    """convert.py kept out_dir as given: it wrote relative to the working directory, and '~/x' made a folder named
+    "~" there. Every command's paths start from the repository, "~" expanded."""
+    from linformer.files import repo_root
+
+    spec, base = _spec_reader(config)
+    field = "out_dir" if key.startswith("paths.") else key
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    relative = getattr(spec.read(compose(config, [*base, f"{key}=some/where"])), field)
+    assert relative.startswith(str(repo_root() / "some" / "where"))
+    home = getattr(spec.read(compose(config, [*base, f"{key}='~/out'"])), field)
+    assert home.startswith(str(tmp_path / "home" / "out"))

@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError, Preempted
-from ..files import folder_name, made_by, output_files
+from ..files import folder_name, made_by, output_files, resolve_path
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from ..signals import signals_stop
 from .common import competing_processes
@@ -118,6 +118,7 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
         from hydra.core.hydra_config import HydraConfig
 
         out_dir = HydraConfig.get().runtime.output_dir
+    out_dir = resolve_path(out_dir)  # relative to the repository, "~" expanded, as every command's paths
     inf, thr = settings_from_config(cfg)
     resolve_device(cfg.device)  # a GPU the machine lacks: refused before busy processes start or files are claimed
     if cfg.get("cpu_threads") is not None:  # null: the package's policy (LINFORMER_CPU_THREADS, else adaptive)

@@ -235,6 +235,6 @@ class ConvertSpec:
         overwrite = plain.get("overwrite", False)
         if not isinstance(overwrite, bool):
             raise ConfigError(f"overwrite={overwrite!r} must be true or false.")
-        return cls(model_path=str(plain.get("model_path")), out_dir=str(plain.get("out_dir")),
+        return cls(model_path=str(plain.get("model_path")), out_dir=_path(plain, "out_dir"),
                    model={k: v for k, v in _model_group(plain).items() if v is not None},
                    seed=seed_value(plain), overwrite=overwrite)

@@ -1,5 +1,6 @@
 """The benchmark's core on a tiny grid: plans, models, outputs, the Hydra config. No timed asserts."""
 
+import contextlib
 import csv
 import time
 from pathlib import Path
@@ -710,3 +711,21 @@ def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "earlier benchmark output" in result.stderr, result.stderr
     assert {p.name: p.read_text() for p in (run / ".hydra").iterdir()} == earlier
+
+
+def test_a_benchmark_s_out_dir_is_read_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
+    """out_dir=~/x wrote into a folder named "~" under the working directory, and a relative out_dir landed in the
+    working directory: every command's paths are relative to the repository, "~" expanded."""
+    from linformer.bench import cli
+    from linformer.files import repo_root
+
+    written = []
+    monkeypatch.setattr(cli, "run_benchmark", lambda out_dir, *args, **kwargs: written.append(out_dir))
+    monkeypatch.setattr(cli, "output_files", lambda *args, **kwargs: contextlib.nullcontext())  # nothing written
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    base = ["device=cpu", "throughput.enabled=false", "name=t"]
+    cli.benchmark_from_config(compose("benchmark", [*base, "out_dir='~/bench'"]))
+    assert written == [str(tmp_path / "home" / "bench")] and not (tmp_path / "~").exists()
+    cli.benchmark_from_config(compose("benchmark", [*base, "out_dir=some/where"]))
+    assert written[1] == str(repo_root() / "some" / "where")
