@@ -1,12 +1,14 @@
 """argparse value types the flag-taking scripts share: a count or a size is checked where argparse reads it, so that a
 value no measurement can run with is argparse's one `error: argument --flag: ...` line (linformer.cli.ArgumentParser,
-exit 2), not a traceback far from the flag that caused it."""
+exit 2), not a traceback far from the flag that caused it; a path is read as every command reads one (``path``)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+
+from .files import resolve_path
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -35,9 +37,20 @@ def positive_minutes(text: str) -> float:
     return value
 
 
+def path(text: str) -> str:
+    """An argparse ``type``: a path as every command reads one (``files.resolve_path``: "~" expanded, a relative one
+    from the repository, as the Hydra commands' paths), so that a script writes and reads the same places from any
+    folder, and a quoted "~" never becomes a folder of that name. Not empty: an unset shell variable
+    (``--out "$OUT"``) would otherwise name the repository itself."""
+    return _resolved(text, "a path")
+
+
 def folder(text: str) -> Path:
-    """An argparse ``type``: a folder path, not empty (an unset shell variable, ``--under "$OUT"``, would otherwise
-    be the current directory: the checkout, where the commands run)."""
+    """An argparse ``type``: a folder path (``path``: not empty, from the repository, "~" expanded)."""
+    return Path(_resolved(text, "a folder"))
+
+
+def _resolved(text: str, what: str) -> str:
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path: give a folder (an unset variable?)")
-    return Path(text)
+        raise argparse.ArgumentTypeError(f"an empty path: give {what} (an unset variable?)")
+    return resolve_path(text)

@@ -44,6 +44,7 @@ from .files import (
     process_place,
     read_json,
     read_yaml,
+    resolve_path,
     settings_changes,
     write_json,
     write_yaml,
@@ -492,14 +493,17 @@ def _shortened(line: str, limit: int = REASON_CHARS) -> str:
 # ------------------------------------------------------------------------------------------------ reading runs
 def named_paths(patterns: list[str]) -> list[Path]:
     """The paths that command-line `patterns` name: globs expanded (``**`` recursive, each pattern's matches sorted),
-    a path without glob characters as itself. A pattern that names nothing is a DataError naming it: a mistyped run
-    or an unmatched glob would otherwise leave its runs out of a report without a word."""
+    a path without glob characters as itself; a relative one from the repository, "~" expanded (``resolve_path``, as
+    every command's paths). A pattern that names nothing is a DataError naming it: a mistyped run or an unmatched glob
+    would otherwise leave its runs out of a report without a word."""
     paths: list[Path] = []
     for pattern in map(str, patterns):
-        found = sorted(glob.glob(pattern, recursive=True))
+        where = resolve_path(pattern)
+        found = sorted(glob.glob(where, recursive=True))
         if not found:
-            raise DataError(f"{pattern} matches no file or folder" if glob.has_magic(pattern) else
-                            f"{pattern} does not exist")
+            shown = pattern if where == pattern else f"{pattern} ({where})"
+            raise DataError(f"{shown} matches no file or folder" if glob.has_magic(pattern) else
+                            f"{shown} does not exist")
         paths += map(Path, found)
     return paths
 

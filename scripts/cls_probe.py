@@ -7,10 +7,10 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 
 import sys
 
-from linformer.argtypes import at_least
+from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import MIRROR_TASKS, TASKS
-from linformer.files import atomic_write, made_by, output_files, resolve_path
+from linformer.files import atomic_write, made_by, output_files
 from linformer.report.cls_probe import probe, to_markdown
 from linformer.report.measured import provenance, start
 
@@ -19,11 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
     p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS), choices=sorted(TASKS))
-    p.add_argument("--data-mirror", type=resolve_path, default=None,
+    p.add_argument("--data-mirror", type=path, default=None,
                    help="default: $LINFORMER_DATA_MIRROR or ../shared/data (relative to the repository)")
     # two at least: the spread is a standard deviation across inputs
     p.add_argument("--examples", type=at_least(2), default=64, help="eval examples per task (default 64, at least 2)")
-    p.add_argument("--out", type=resolve_path, default=None,
+    p.add_argument("--out", type=path, default=None,
                    help="also write the markdown table here (relative to the repository)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")

@@ -8,18 +8,20 @@ that the shell expands from globs, which Hydra's key=value overrides cannot take
 """
 
 
+from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.report.compare import compare_runs
 
 if __name__ == "__main__":
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain)")
+    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain; relative to "
+                                             "the repository)")
     p.add_argument("--metrics", nargs="*", default=None,
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
-    p.add_argument("--out", default=f"{path_root('output_dir')}/compare",
+    p.add_argument("--out", type=path, default=f"{path_root('output_dir')}/compare",
                    help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace files in --out that an earlier compare_runs did not write")

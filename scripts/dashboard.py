@@ -8,6 +8,7 @@ this command starts a server over existing runs; it is not a run and has no run 
 import sys
 from pathlib import Path
 
+from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
@@ -16,9 +17,10 @@ from linformer.report.dashboard import mirror_once, serve, warn_if_no_runs
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--outputs", default=path_root("output_dir"),
-                   help="folder of run directories (default: paths.output_dir)")
-    p.add_argument("--logdir", default=None, help="where the event files go (default: <outputs>/.dashboard)")
+    p.add_argument("--outputs", type=path, default=path_root("output_dir"),
+                   help="folder of run directories (default: paths.output_dir; relative to the repository)")
+    p.add_argument("--logdir", type=path, default=None,
+                   help="where the event files go (default: <outputs>/.dashboard)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=6006)
     p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")

@@ -6,14 +6,17 @@ end would have saved in <run>/model. argparse, not Hydra: the run is a positiona
 """
 
 
+from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.train.export import export_run
 
 if __name__ == "__main__":
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>)")
+    p.add_argument("run", type=path,
+                   help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>; relative "
+                        "to the repository)")
     p.add_argument("--step", type=int, default=None, help="the checkpoint's update step (default: the newest intact)")
-    p.add_argument("--out", default=None, help="output directory (default: <run>/model for a finetuning run's final "
+    p.add_argument("--out", type=path, default=None, help="output directory (default: <run>/model for a finetuning run's final "
                                               "step, <run>/model-step-NNNNNNNN otherwise)")
     p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
     args = p.parse_args()

@@ -9,6 +9,7 @@ across n. argparse, not Hydra: the runs are positional paths that the shell expa
 
 import sys
 
+from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.report.figure3 import figure3, figure3_lines
 
@@ -16,7 +17,8 @@ from linformer.report.figure3 import figure3, figure3_lines
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
-    p.add_argument("--out", required=True, help="output path without suffix (<out>.json, <out>.png)")
+    p.add_argument("--out", type=path, required=True,
+                   help="output path without suffix (<out>.json, <out>.png; relative to the repository)")
     p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")
     p.add_argument("--panel", choices=["a", "d"], default="a",
                    help="a: several k at one n (default); d: one k over several n")

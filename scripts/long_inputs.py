@@ -9,11 +9,10 @@ handful of options, like scripts/length_policy.py.
 
 import sys
 
-from linformer.argtypes import at_least
+from linformer.argtypes import at_least, path
 from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
 from linformer.errors import ConfigError
-from linformer.files import resolve_path
 from linformer.modeling.configuration import SHARING_MODES
 from linformer.report import long_inputs, measured
 
@@ -23,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--classifier", help="a finetuned sequence classifier with full attention (a finetuning run's "
                                            "best/)")
-    what.add_argument("--render", metavar="JSON", type=resolve_path,
+    what.add_argument("--render", metavar="JSON", type=path,
                       help="write the report again from the JSON of an earlier run (relative to the repository)")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
     ap.add_argument("--ns", type=at_least(1), nargs="+", default=[1024, 2048],

@@ -2,14 +2,15 @@
 
 import sys
 
+from linformer.argtypes import path
 from linformer.bench.model_checks import report
 from linformer.cli import ArgumentParser, cli_errors, shell_command
-from linformer.files import made_by, output_files, resolve_path
+from linformer.files import made_by, output_files
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--out", type=resolve_path,
+    ap.add_argument("--out", type=path,
                     help="also write the results as markdown to this file (relative to the repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace --out when model_checks did not write it")
     args = ap.parse_args(argv)

@@ -2,6 +2,7 @@
 
 import sys
 
+from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.report.table2 import LAYOUTS, write_report
@@ -13,9 +14,11 @@ LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--measure": ("pretrai
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
-    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them)")
-    ap.add_argument("--out", default=f"{path_root('reports_dir')}/table2",
-                    help="writes <out>.md and <out>.json (default: paths.reports_dir/table2)")
+    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them; relative "
+                                            "to the repository)")
+    ap.add_argument("--out", type=path, default=f"{path_root('reports_dir')}/table2",
+                    help="writes <out>.md and <out>.json (default: paths.reports_dir/table2; relative to the "
+                         "repository)")
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     ap.add_argument("--layout", choices=LAYOUTS, default="paper",

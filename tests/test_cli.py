@@ -654,3 +654,43 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == status, "".join(lines)
+
+
+def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
+    """export.py --out '~/x' (a quoted ~, as a Makefile or a subprocess list passes it) wrote ./~/x, and every
+    argparse script read relative paths from the working directory while the docs and the Hydra commands read them
+    from the repository: one type (argtypes.path, over files.resolve_path) reads them all."""
+    import argparse
+
+    from linformer.argtypes import folder, path
+    from linformer.files import repo_root
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert path("~/x") == str(tmp_path / "home" / "x")
+    assert path("outputs/pretrain") == str(repo_root() / "outputs" / "pretrain")
+    assert folder("~/under") == tmp_path / "home" / "under"
+    for empty in ("", "  "):
+        with pytest.raises(argparse.ArgumentTypeError, match="an empty path"):
+            path(empty)
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "scripts").glob("*.py")))
+def test_every_flag_taking_script_reads_its_paths_with_the_one_path_type(script):
+    """A path argument given without argtypes.path (or folder) is read from the working directory, and a quoted ~
+    becomes a folder named ~: each script's path-like arguments name their type."""
+    import ast
+
+    tree = ast.parse((REPO / "scripts" / f"{script}.py").read_text())
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "add_argument"):
+        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not any(n.lstrip("-") in PATH_ARGUMENTS for n in names):
+            continue
+        kind = next((k.value for k in call.keywords if k.arg == "type"), None)
+        assert getattr(kind, "id", None) in ("path", "folder"), f"scripts/{script}.py {names[0]}"
+
+
+# the argparse arguments that name a file or folder (positional runs and models are read by named_paths and
+# resolve_model_path, which start from the repository too)
+PATH_ARGUMENTS = {"out", "outputs", "logdir", "under", "run", "render", "data-mirror"}
+

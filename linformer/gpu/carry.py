@@ -36,6 +36,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from ..argtypes import folder
 from ..cli import ArgumentParser, cli_errors, compose, shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..errors import DataError
@@ -308,13 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="here: write a target's carry folder")
     p.add_argument("target", choices=sorted(TARGETS))
-    p.add_argument("--dest", type=Path, default=Path(".carry"))
-    p.add_argument("--mirror", type=Path, help="the data mirror (default: paths.data_mirror, i.e. "
+    p.add_argument("--dest", type=folder, default=".carry")
+    p.add_argument("--mirror", type=folder, help="the data mirror (default: paths.data_mirror, i.e. "
                                                "$LINFORMER_DATA_MIRROR, else ../shared/data)")
-    p.add_argument("--model-dir", type=Path, help="the MiniLM directory (default: the pretrained extra's)")
+    p.add_argument("--model-dir", type=folder, help="the MiniLM directory (default: the pretrained extra's)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --dest that gpu_carry did not write")
     u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")
-    u.add_argument("carry", type=Path)
+    u.add_argument("carry", type=folder)
     u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
                                                             "write")
     z = sub.add_parser("size", help="here: what a call to the device would send, against its upload limit")

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..argtypes import at_least, positive_minutes
+from ..argtypes import folder as folder_path
 from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
@@ -356,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = target_commands(Path("."))
     parser = ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("targets", nargs="+", choices=sorted(commands), help="targets to run, in order")
-    parser.add_argument("--out", type=Path, help=f"the folder that comes back from the machine: it gets one file, "
+    parser.add_argument("--out", type=folder_path, help=f"the folder that comes back from the machine: it gets one file, "
                                                  f"{ARCHIVE}, every target's files as one archive, rewritten after "
                                                  "every target (needed but for --dry-run)")
-    parser.add_argument("--work", type=Path, default=REPO / WORK, metavar="DIR",
+    parser.add_argument("--work", type=folder_path, default=REPO / WORK, metavar="DIR",
                         help=f"the targets' files: logs, record, results (default {WORK} in the checkout)")
     parser.add_argument("--stop-after", type=positive_minutes, metavar="MIN",
                         help="stop the batch this many minutes after it started (SIGTERM to the running command)")

@@ -72,6 +72,10 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
 
 
 def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} {'is a file' if run_dir.exists() else 'does not exist'}: give a finetuning or "
+                          "pretraining run's directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name> "
+                          "(relative to the repository).")
     if not (run_dir / CONFIG).is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning or pretraining run's "
                           "directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")

@@ -1,4 +1,5 @@
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -370,3 +371,24 @@ def test_an_earlier_run_s_global_batch_is_worked_out_from_its_config_and_process
     config = yaml.safe_load((path / "config.yaml").read_text())
     (path / "config.yaml").write_text(yaml.safe_dump({**config, "trainer": {"batch_size": 8, "grad_accum": 2}}))
     assert load_run(path).global_batch == 32
+
+
+def test_the_script_reads_runs_and_writes_out_from_the_repository_with_home_expanded(tmp_path, make_run,
+                                                                                    monkeypatch, capsys):
+    """From another folder, compare_runs.py outputs/pretrain compared that folder's runs, and a quoted '~/x' was
+    "does not exist": paths start from the repository, "~" expanded, from any working directory."""
+    import runpy
+
+    from linformer.files import repo_root
+
+    make_run(tmp_path / "home" / "runs", "pretrain", "a", _pretrain_rows(1.0))
+    make_run(tmp_path / "elsewhere" / "runs", "pretrain", "decoy", _pretrain_rows(2.0))  # the cwd's, not named
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    relative = os.path.relpath(tmp_path / "home" / "runs", repo_root())  # the same runs, from the repository
+    for runs in ("~/runs", relative):
+        monkeypatch.setattr(sys, "argv", ["compare_runs.py", runs, "--out", "~/cmp", "--overwrite"])
+        runpy.run_path(str(REPO / "scripts" / "compare_runs.py"), run_name="__main__")
+        printed = capsys.readouterr().out
+        assert "| a |" in printed and "decoy" not in printed
+        assert f"wrote {tmp_path / 'home' / 'cmp' / 'runs.md'}" in printed and not (tmp_path / "elsewhere" / "~").exists()

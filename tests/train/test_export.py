@@ -171,9 +171,14 @@ def test_transfer_and_distillation_runs_are_refused(tmp_path):
 
 
 def test_cli_error_is_one_line_naming_the_path(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), str(tmp_path / "nowhere")],
-                            capture_output=True, text=True, cwd=REPO)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        (f"error: {tmp_path / 'nowhere'} is not a run directory (no config.yaml): give a finetuning or pretraining "
-         "run's directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")]
+    """A folder that does not exist said "is not a run directory (no config.yaml)"; and a relative path is read from
+    the repository from any working directory, as the docs say, naming where it looked."""
+    (tmp_path / "empty").mkdir()
+    for given, said in ((str(tmp_path / "empty"), f"{tmp_path / 'empty'} is not a run directory (no config.yaml)"),
+                        ("outputs/nowhere", f"{REPO / 'outputs' / 'nowhere'} does not exist")):
+        result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), given],
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [
+            (f"error: {said}: give a finetuning or pretraining run's directory, outputs/finetune/<run_name> or "
+             "outputs/pretrain/<run_name>" + (" (relative to the repository)." if "nowhere" in given else "."))]
