@@ -462,6 +462,8 @@ def hydra_main(config_name: str) -> Callable:
                 with cli_errors():
                     cfg = _refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
                     start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
+                    if cfg is not None:
+                        refuse_long_job_names(config_name, [a for a in args if not a.startswith("-")])
             return main()
 
         return entry
@@ -652,6 +654,44 @@ def _refuse_missing_in_sweep(config_name: str, overrides: list[str]):
     refuse_missing_values(cfg, config_name, swept)
     refuse_bad_interpolations(cfg, config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
     return cfg
+
+
+NAME_MAX_BYTES = 255  # the longest name of one file or folder that Linux's file systems take
+
+
+def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
+    """ConfigError where a --multirun job's folder name (hydra.sweep.subdir: its run name and its other overrides)
+    would pass NAME_MAX_BYTES, naming the longest override in it and how to shorten it: Hydra would fail making the
+    folder with a traceback, after writing the sweep's multirun.yaml. Checked before anything is written, on the job
+    whose every swept key takes its longest value: the longest name the sweep makes."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        job = [_longest_value(o) if o.is_sweep_override() else o.input_line
+               for o in OverridesParser.create().parse_overrides(overrides)]
+        subdir = str(compose(config_name, job, with_hydra=True).hydra.sweep.subdir)
+    except Exception:  # a sweep only Hydra's run expands (a glob over a group's options), or an interpolation only
+        return         # its run resolves: Hydra's run says what is wrong
+    name = max(Path(subdir).parts, key=lambda part: len(part.encode()), default="")
+    if len(name.encode()) <= NAME_MAX_BYTES:
+        return
+    named = [o for o in job if o.replace("/", "_") in name]
+    longest = f"; the longest override in it is {max(named, key=len)}" if named else ""
+    if any(o.startswith("run_name=") for o in job):  # a run_name given: every other override names the job
+        shorter = "fewer overrides on the command line"
+    else:
+        shorter = (f"keys that need not name the folder in hydra.job.config.override_dirname.exclude_keys "
+                   f"(configs/{config_name}.yaml), a shorter run_name=...")
+    raise ConfigError(f"a job of this sweep would be named {name[:48]}... ({len(name.encode())} bytes; a name may "
+                      f"have {NAME_MAX_BYTES}): its run name and every other override{longest}. Shorten it: put the "
+                      f"settings that stay fixed in a config of one's own (configs/experiment/<name>.yaml, "
+                      f"experiment=<name>), {shorter}, or shorter values.")
+
+
+def _longest_value(override) -> str:
+    """A swept override (a,b or range(...)) as key=value at its longest value."""
+    values = [str(v) for v in override.sweep_string_iterator()]
+    return f"{override.get_key_element()}={max(values, key=lambda v: len(v.encode()))}"
 
 
 def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:

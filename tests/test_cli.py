@@ -694,3 +694,22 @@ def test_every_flag_taking_script_reads_its_paths_with_the_one_path_type(script)
 # resolve_model_path, which start from the repository too)
 PATH_ARGUMENTS = {"out", "outputs", "logdir", "under", "run", "render", "data-mirror"}
 
+
+@pytest.mark.parametrize("config", ["pretrain", "corpus"])
+def test_a_sweep_whose_job_folder_name_is_too_long_is_one_line_before_anything_is_written(config, tmp_path,
+                                                                                          monkeypatch, capsys):
+    """Thirteen ordinary overrides and a swept seed made a job folder name of 337 bytes: Hydra wrote the sweep's
+    multirun.yaml, then failed making the folder with OSError [Errno 36] and a traceback."""
+    import linformer.cli as cli
+
+    long_value = "x" * 240
+    ran = []
+    monkeypatch.setattr(sys, "argv", [f"{config}.py", "-m", f"paths.output_dir={tmp_path / 'out'}",
+                                      f"data.name={long_value}", "data.seed=0,1", "data.val_fraction=0.05"])
+    with pytest.raises(SystemExit) as stop:
+        cli.hydra_main(config)(ran.append)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: a job of this sweep would be named ") and not ran, err
+    assert err.count("\n") == 1 and "bytes; a name may have 255" in err and "override_dirname.exclude_keys" in err
+    assert not (tmp_path / "out").exists()
+    cli.refuse_long_job_names(config, [f"paths.output_dir={tmp_path / 'out'}", "data.seed=0,1"])  # short: fine
