@@ -9,8 +9,11 @@ it stands. Every mode installs and restores its handlers through ``handling``:
   boundary, so a step is never cut in half and every rank stops at the same step;
 - finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
   saving after its last update, short beside a job runner's wait for it), a second one stops it;
-- ended, ``sigterm_ignored_from_here``: once a command has ended, a SIGTERM in the interpreter's teardown is ignored,
-  so the process exits with the status the command ended with.
+- ended, ``sigterm_ignored_from_here``: once a command has ended, a SIGTERM (or SIGHUP) in the interpreter's
+  teardown is ignored, so the process exits with the status the command ended with.
+
+SIGHUP (the terminal closed: an ssh connection dropped, a tmux server killed) is handled wherever SIGTERM is, as
+SIGTERM is (``handling``): it is the most common way a run is stopped without being asked to.
 """
 
 from __future__ import annotations
@@ -29,22 +32,46 @@ def signal_words(signum: int) -> str:
     """How a message names a signal: SIGINT as the user's interrupt (Ctrl-C), any other by its name (SIGTERM: a
     scheduler's, or the launcher's stop)."""
     name = signal.Signals(signum).name
-    return f"{name} (Ctrl-C)" if signum == signal.SIGINT else name
+    return {signal.SIGINT: f"{name} (Ctrl-C)", signal.SIGHUP: f"{name} (its terminal closed)"}.get(signum, name)
 
 
 @contextlib.contextmanager
 def handling(signals: tuple[int, ...], handler) -> Iterator[bool]:
-    """`handler` for each of `signals` inside the block, the previous handlers back after it. Only the main thread can
-    install handlers: elsewhere nothing changes (yields False)."""
+    """`handler` for each of `signals` inside the block, the previous handlers back after it; with SIGTERM, SIGHUP
+    too (``_hung_up``). Only the main thread can install handlers: elsewhere nothing changes (yields False)."""
     if threading.current_thread() is not threading.main_thread():
         yield False
         return
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    handlers = {sig: handler for sig in signals}
+    # under nohup SIGHUP is ignored, as the user asked: it stays so
+    if signal.SIGTERM in handlers and signal.SIGHUP not in handlers and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        handlers[signal.SIGHUP] = _hung_up(handler)
+    previous = {sig: signal.signal(sig, fn) for sig, fn in handlers.items()}
     try:
         yield True
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _hung_up(handler):
+    """`handler` for SIGHUP, the process's terminal streams pointed at /dev/null first: a write to a terminal that is
+    gone fails (EIO), and a progress bar's or a log line's would end the checkpointed stop the signal asks for."""
+    def hung_up(signum, frame):
+        _leave_terminal()
+        return handler(signum, frame)
+
+    return hung_up
+
+
+def _leave_terminal() -> None:
+    """Stdin, stdout and stderr that are a terminal read and write /dev/null from now on (a file or a pipe stays)."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, fd)
+                os.close(null)
 
 
 @contextlib.contextmanager
@@ -94,14 +121,15 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
 
 
 def sigterm_ignored_from_here() -> None:
-    """Ignore SIGTERM from now on: called once a command has ended (its outputs written, its last line printed), for
-    the interpreter's teardown, which can take seconds (modules' clean-up, threads joined, native libraries freed), and
+    """Ignore SIGTERM (and SIGHUP, taken as it) from now on: called once a command has ended (its outputs written, its
+    last line printed), for the interpreter's teardown, which can take seconds (modules' clean-up, threads joined, native libraries freed), and
     where a SIGTERM ended the process as killed by it (-15, no line) though the command had ended as it said; the
     process now ends with the status the command ended with. Ignored rather than handled: the teardown's last stage
     resets a handler written in Python to the default, and a hung teardown still ends on SIGKILL. The main thread
     only (elsewhere nothing changes)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

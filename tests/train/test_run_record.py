@@ -224,8 +224,10 @@ def test_unfinished_run_resumed_with_another_batch_size_is_refused_unless_allowe
     assert "batch_size: 8" in (run / "config.yaml").read_text()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(tiny_data, tmp_path, sig):
+    """SIGHUP (a closed terminal, an ssh drop, tmux kill-server) ended the run where it stood: no checkpoint, no
+    stopped: line, run.json left "running". It stops as SIGTERM does."""
     run = tmp_path / "run"
     steps = ["trainer.max_steps=400", "trainer.save_every=1000", "trainer.eval_every=1000"]
     proc = _start_and_wait(tiny_data, run, *steps, rows=5)
@@ -615,3 +617,23 @@ def test_a_resumed_run_logs_the_lr_column_of_an_uninterrupted_one(tiny_data, tmp
         said = [r.getMessage() for r in caplog.records if "rate after each step" in r.getMessage()]
         assert len(said) == (run == older) and (not said or "rows up to step 3" in said[0])
         caplog.clear()
+
+
+def test_sighup_is_handled_wherever_sigterm_is_unless_nohup_ignores_it(monkeypatch):
+    """Every handler installed for SIGTERM serves SIGHUP too, the terminal's streams left first (a write to a closed
+    terminal fails); under nohup (SIGHUP ignored) it stays ignored."""
+    from linformer import signals
+
+    got, left = [], []
+    monkeypatch.setattr(signals, "_leave_terminal", lambda: left.append(True))
+    before = signal.getsignal(signal.SIGHUP)
+    with signals.handling((signal.SIGTERM,), lambda signum, frame: got.append(signum)):
+        os.kill(os.getpid(), signal.SIGHUP)
+    assert got == [signal.SIGHUP] and left == [True] and signal.getsignal(signal.SIGHUP) == before
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with signals.handling((signal.SIGTERM,), lambda signum, frame: got.append(signum)):
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert got == [signal.SIGHUP] and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
