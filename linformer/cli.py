@@ -60,6 +60,7 @@ def cli_errors():
     launch the processes speak as one (``quiet_other_ranks``, ``_last_line``).
     """
     quiet_other_ranks()
+    streams_never_raise()
     try:
         yield
     except Preempted as stop:
@@ -71,6 +72,42 @@ def cli_errors():
         if message is None:
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed))
+
+
+ESCAPED = "linformer-escaped"  # the codecs error handler of streams_never_raise
+_escaped: list[str] = []  # the encodings that could not show a character this process printed
+
+
+def streams_never_raise() -> None:
+    """Stdout and stderr whose encoding cannot show every character (PYTHONIOENCODING=ascii, a cp1252 console, some
+    CI) write those as \\x.. escapes instead of raising UnicodeEncodeError: a data, file or run name with a non-ASCII
+    letter in a command's last line would otherwise end, with a traceback and exit status 1, a command whose work is
+    done. An escaped command does not paste as it is, so the process's last line says so (``_say_escaped``)."""
+    import atexit
+    import codecs
+
+    try:
+        codecs.lookup_error(ESCAPED)
+    except LookupError:
+        codecs.register_error(ESCAPED, _escape)
+        atexit.register(_say_escaped)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        if hasattr(stream, "reconfigure") and not codecs.lookup(encoding).name.startswith("utf"):
+            stream.reconfigure(errors=ESCAPED)
+
+
+def _escape(err: UnicodeEncodeError) -> tuple[str, int]:
+    if err.encoding not in _escaped:
+        _escaped.append(err.encoding)
+    return err.object[err.start:err.end].encode("ascii", "backslashreplace").decode("ascii"), err.end
+
+
+def _say_escaped() -> None:
+    if _escaped:
+        print(f"note: this terminal's encoding ({', '.join(_escaped)}) cannot show some characters above, printed as "
+              "\\x.. escapes: a command holding them does not paste as it is. Run with PYTHONIOENCODING=utf-8 (or a "
+              "UTF-8 locale) to see them.", file=sys.stderr, flush=True)
 
 
 def process_rank() -> int:

@@ -713,3 +713,24 @@ def test_a_sweep_whose_job_folder_name_is_too_long_is_one_line_before_anything_i
     assert err.count("\n") == 1 and "bytes; a name may have 255" in err and "override_dirname.exclude_keys" in err
     assert not (tmp_path / "out").exists()
     cli.refuse_long_job_names(config, [f"paths.output_dir={tmp_path / 'out'}", "data.seed=0,1"])  # short: fine
+
+
+def test_a_stream_that_cannot_show_a_character_escapes_it_and_the_last_line_says_so(monkeypatch):
+    """With PYTHONIOENCODING=ascii, train_tokenizer, prepare_corpus and compare_runs did their work, then crashed on
+    their last print of a non-ASCII name with UnicodeEncodeError (exit 1); pretraining's next: line showed escapes
+    without a word that it does not paste."""
+    import io
+
+    import linformer.cli as cli
+
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="ascii", write_through=True) for _ in range(2))
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(cli, "_escaped", [])
+    cli.streams_never_raise()
+    print("wrote data/tokenizers/café_中文")
+    cli._say_escaped()
+    assert out.buffer.getvalue().decode() == "wrote data/tokenizers/caf\\xe9_\\u4e2d\\u6587\n"
+    note = err.buffer.getvalue().decode()
+    assert note.startswith("note: this terminal's encoding (ascii) cannot show some characters") and \
+        "PYTHONIOENCODING=utf-8" in note and note.count("\n") == 1
