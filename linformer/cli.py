@@ -393,7 +393,8 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
         if unlisted:
             return unlisted
         known = _known_keys(config_name, others)
-        return f"{key.group(1)}: no such key{did_you_mean(key.group(1), known)}; every setting is in configs/."
+        hint = did_you_mean(key.group(1), known) or _same_setting(key.group(1), known)
+        return f"{key.group(1)}: no such key{hint}; every setting is in configs/."
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
     available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
     if option and available:
@@ -402,6 +403,14 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
                 f"the options: {', '.join(choices)}.")
     kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
     return " ".join(kept) or type(err).__name__
+
+
+def _same_setting(key: str, known: list[str]) -> str:
+    """Where the command's config holds a setting of `key`'s name under another path (data.vocab_size where the data
+    group lacks it and the tokenizer's config has vocab_size), the key to give instead; else ''."""
+    leaf = key.rsplit(".", 1)[-1]
+    same = [k for k in known if k != key and k.rsplit(".", 1)[-1] == leaf]
+    return f" (this command takes {leaf} as {' or '.join(k + '=...' for k in same)})" if same else ""
 
 
 def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) -> str | None:

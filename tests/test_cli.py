@@ -167,6 +167,9 @@ def test_compose_with_hydra_gives_the_run_directory_the_script_writes():
     ("finetune", ["task=sst3"], "task=sst3: no such option (did you mean sst2?); the options: imdb, qnli, qqp, sst2."),
     ("pretrain", ["logger=wandbb"], "logger=wandbb: no such option (did you mean wandb?)"),
     ("pretrain", ["model=tinyy"], "model=tinyy: no such option (did you mean tiny?); the options: base, mini, small, tiny."),
+    # data=text has no vocab_size; the tokenizer's own key sets it (the mirror groups give it in the group)
+    ("tokenizer", ["data=text", "data.vocab_size=2000"],
+     "data.vocab_size: no such key (this command takes vocab_size as vocab_size=...); every setting is in configs/."),
 ])
 def test_a_misspelt_key_or_option_is_one_line_with_the_closest(config, overrides, message):
     """Hydra's own message spans several lines and suggests '+key', which is then refused; ours names the key."""
