@@ -122,11 +122,11 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
 
 def sigterm_ignored_from_here() -> None:
     """Ignore SIGTERM (and SIGHUP, taken as it) from now on: called once a command has ended (its outputs written, its
-    last line printed), for the interpreter's teardown, which can take seconds (modules' clean-up, threads joined, native libraries freed), and
-    where a SIGTERM ended the process as killed by it (-15, no line) though the command had ended as it said; the
-    process now ends with the status the command ended with. Ignored rather than handled: the teardown's last stage
-    resets a handler written in Python to the default, and a hung teardown still ends on SIGKILL. The main thread
-    only (elsewhere nothing changes)."""
+    last line printed), for the interpreter's teardown, which can take seconds (modules' clean-up, threads joined,
+    native libraries freed), and where a SIGTERM ended the process as killed by it (-15, no line) though the command
+    had ended as it said; the process now ends with the status the command ended with. Ignored rather than handled:
+    the teardown's last stage resets a handler written in Python to the default, and a hung teardown still ends on
+    SIGKILL. The main thread only (elsewhere nothing changes)."""
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
