@@ -124,7 +124,8 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
     pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice",
                 "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
-                "trainer.eval_every=100", "trainer.save_every=100", f"trainer.mixed_precision={precision}", *extra]
+                "trainer.eval_every=100", "trainer.save_every=100", "trainer.log_every=100",
+                f"trainer.mixed_precision={precision}", *extra]
     # a data override given for the pretraining names the corpus it reads: the tokenizer and corpus jobs make that one
     data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
@@ -138,7 +139,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     pretrain_dir = jobs[-1].done.parent
     finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2",
                 f"experiment_name={DEMO}",
-                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3",
+                "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.log_every=250",
                 f"trainer.mixed_precision={precision}"]
     jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
                      ("pretrain",), FinetuneSpec))

@@ -311,7 +311,9 @@ class Trainer:
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
                       created=self.record.info().get("created") if self.is_main else None)
         if self.state["step"] == 0 and eval_at_start:
-            self._evaluate(0, {})
+            scores = self._evaluate(0, {})
+            if self.is_main and not _is_terminal(sys.stderr):  # the log file's first line: where training starts
+                print(progress_line(self.task.stage, 0, self.settings.max_steps, scores), file=sys.stderr, flush=True)
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
         with StopSignal() as stop:
             self._loop(stop)
@@ -346,8 +348,11 @@ class Trainer:
     def _loop(self, stop: StopSignal) -> None:
         step = last_read = self.state["step"]
         settings = self.settings
+        # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
+        # carriage returns would run every redraw into one line there
+        lines = self.is_main and not _is_terminal(sys.stderr)
         # closed however the loop ends, so that an error's line starts on a line of its own, not after the bar
-        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main,
+        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main or lines,
                   dynamic_ncols=True) as bar:
             self.model.train()
             self._window_start = time.perf_counter()
@@ -362,11 +367,14 @@ class Trainer:
                 row = self._read_steps(bar)
                 if evaluate:
                     self._settle()
-                    self._evaluate(step, row)
+                    row = {**row, **self._evaluate(step, row)}
                 else:
                     self._log(step, row)
-                if step // settings.log_every > last_read // settings.log_every:
+                logged = step // settings.log_every > last_read // settings.log_every
+                if logged:
                     bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
+                if lines and (logged or evaluate):
+                    print(progress_line(self.task.stage, step, settings.max_steps, row), file=sys.stderr, flush=True)
                 last_read = step
                 # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
                 signum, save_due = stop.agreed(self.accelerator, self._save_due())
@@ -542,7 +550,8 @@ class Trainer:
         self._close(exit_status(diverged))
         raise diverged
 
-    def _evaluate(self, step: int, row: dict[str, Any]) -> None:
+    def _evaluate(self, step: int, row: dict[str, Any]) -> dict[str, float]:
+        """The task's evaluation at `step` (its scores, returned), logged with the step's `row`; the best step kept."""
         scores = self.task.evaluate(self.model, self.accelerator)
         evaluation = {"step": step, "epoch": self.task.epoch_of(step), **scores}
         self.state["evals"].append(evaluation)
@@ -555,6 +564,7 @@ class Trainer:
             self.state["best"] = {"step": step, "value": value}
             self.task.on_best(self, step)
         self._log(step, {**row, **scores})
+        return scores
 
     def _log_reported(self, results: Mapping[str, Any]) -> None:
         """The reported split's scores (results.json's metrics: scored once, after training) to the trackers, as
@@ -730,6 +740,24 @@ def no_hf_progress_bars() -> Iterator[None]:
     finally:
         if was:
             hf_logging.enable_progress_bar()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a stream without a file, or closed
+        return False
+
+
+def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:
+    """One step's line for a log file: its loss, rate and speed, and its validation scores (val_*) where it
+    evaluated, e.g. ``pretrain step 200/300: loss 6.8123, lr 4.44e-04, 41,230 tokens/s, val_loss 6.9, val_ppl 992.4``."""
+    parts = [f"loss {row['loss']:.4f}"] if "loss" in row else []
+    parts += [f"lr {row['lr']:.2e}"] if "lr" in row else []
+    parts += [f"{row['tokens_per_s']:,.0f} tokens/s"] if row.get("tokens_per_s") else []
+    parts += [f"{key} {value:.5g}" for key, value in row.items()
+              if key.startswith("val_") and isinstance(value, (int, float))]
+    return f"{stage} step {step}/{max_steps}: {', '.join(parts)}"
 
 
 def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None) -> None:

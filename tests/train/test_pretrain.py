@@ -450,3 +450,23 @@ def test_a_corpus_setting_that_comes_from_the_data_group_is_named_so_in_the_refu
             check_corpus_settings(str(corpus), cfg.data)  # a value the command line gives is the user's own
     finally:
         HydraConfig.instance().cfg = None
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluation(tiny_data, tmp_path, capsys,
+                                                                                 monkeypatch, terminal):
+    """Where stderr is not a terminal (nohup, tee, a job runner) the bar's carriage returns ran every redraw into one
+    line, and the validation perplexity was printed nowhere: plain lines there; a terminal keeps the bar alone."""
+    from linformer.train import core
+
+    monkeypatch.setattr(core, "_is_terminal", lambda stream: terminal)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.warmup_steps=1", "trainer.log_every=2",
+                              "trainer.eval_every=3", "trainer.save_every=6"), tmp_path / "run")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pretrain step ")]
+    if terminal:
+        assert lines == []
+        return
+    assert [int(re.match(r"pretrain step (\d+)/6: ", line)[1]) for line in lines] == [0, 2, 3, 4, 6]
+    assert "val_ppl" in lines[0] and " loss " not in lines[0]  # before training: the evaluation alone
+    assert "val_ppl" not in lines[1] and re.search(r"loss \d+\.\d{4}, lr \d\.\d\de-\d\d", lines[1])
+    assert all("val_ppl" in lines[i] for i in (2, 4))
