@@ -401,6 +401,14 @@ class RunRecord:
         write_yaml(self.dir / CONFIG, dict(config))
         write_json(self.dir / RUN, info)
 
+    def checkpointed(self, step: int) -> None:
+        """Record the step of the newest checkpoint written (``checkpoint_step``): a run whose checkpoints are gone
+        later is then refused rather than trained again from step 0 (``train.checkpoint.lost_checkpoints``)."""
+        info = self.info()
+        info["checkpoint_step"] = int(step)
+        info.pop("checkpoints_removed", None)
+        write_json(self.dir / RUN, info)
+
     def finish(self, summary: Mapping, results: Mapping | None = None) -> None:
         if results is not None:
             write_json(self.dir / RESULTS, dict(results))

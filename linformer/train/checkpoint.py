@@ -33,6 +33,7 @@ from accelerate.utils import load as accelerate_load
 
 from ..errors import CheckpointError, PeerFailed
 from ..files import checksum_problems, disk_full_names, file_checksums, swap_in, umask_modes
+from ..rundir import RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,34 @@ def complete_checkpoints(run_dir: Path) -> list[Path]:
         return []
     found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
     return sorted(found, key=step_of)
+
+
+def checkpointed_step(record: RunRecord) -> int | None:
+    """The step of the newest checkpoint the run's record says it wrote: run.json's ``checkpoint_step``, else (a
+    record without it) the last step of a complete run, whose final step is always checkpointed; None where the run
+    never wrote one."""
+    info = record.info()
+    step = info.get("checkpoint_step")
+    if step is None and info.get("status") == "complete":
+        step = record.summary().get("steps")
+    return step if isinstance(step, int) and step > 0 else None
+
+
+def lost_checkpoints(record: RunRecord) -> str | None:
+    """Why a run cannot be continued, where its record says it checkpointed step N and no checkpoint is left (its
+    checkpoints/ deleted, or removed by scripts/prune_checkpoints.py): training it would start again at step 0. None
+    where a checkpoint is left, or the run never wrote one."""
+    step = checkpointed_step(record)
+    if step is None or complete_checkpoints(record.dir):
+        return None
+    removed = record.info().get("checkpoints_removed")
+    gone = (f"were removed by prune_checkpoints.py ({removed})" if removed else
+            f"are gone ({checkpoint_dir(record.dir)} is missing or empty)")
+    saved = next((name for name in ("model", "best") if (record.dir / name).is_dir()), None)
+    reuse = (f", or start a new run from its {saved}/ (init_from={record.dir / saved} to pretrain on, "
+             f"model_path={record.dir / saved} to finetune)" if saved else "")
+    return (f"{record.dir} reached step {step} but its checkpoints {gone}: nothing is left to continue it from, and it "
+            f"would start over at step 0. Start over under another run_name (or delete {record.dir} first){reuse}.")
 
 
 def _write_checksums(path: Path) -> None:

@@ -596,10 +596,15 @@ class Trainer:
         self._settle()
         self.state["wall_time_s"] = self._wall_time()
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last)
+        if self.is_main:
+            self.record.checkpointed(self.state["step"])
 
     def _resume(self) -> None:
         path, rng_ok = ckpt.resolve_resume(self.settings.resume, self.run_dir, self.settings.allow_nonbitwise_resume)
         if path is None:
+            lost = ckpt.lost_checkpoints(self.record)
+            if lost:  # its record says it trained N steps: starting at 0 would replace them without a word
+                raise CheckpointError(lost)
             if ckpt.complete_checkpoints(self.run_dir):
                 raise CheckpointError(
                     f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.settings.resume}: continue "
@@ -867,7 +872,10 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
     differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
               if recorded.get(k) != given.get(k) and k not in defining]
     unapplied = f" Not applied to the finished run: {'; '.join(differ)}." if differ else ""
+    lost = ckpt.lost_checkpoints(record)
+    further = (f" It cannot be trained further: {lost}" if lost else
+               " Choose another run_name to train again, or raise trainer.max_steps with "
+               "trainer.allow_config_change=[trainer.max_steps] to train it further.")
     print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
-          f"do.{unapplied} Choose another run_name to train again, or raise trainer.max_steps with "
-          "trainer.allow_config_change=[trainer.max_steps] to train it further.", file=sys.stderr)
+          f"do.{unapplied}{further}", file=sys.stderr)
     return record.results() or summary

@@ -137,6 +137,33 @@ def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_
     assert "Not applied" not in capsys.readouterr().err
 
 
+def test_a_run_whose_checkpoints_are_gone_is_refused_never_retrained_from_step_0(tiny_data, tmp_path, capsys):
+    """A complete run whose checkpoints/ was deleted said "raise trainer.max_steps ... to train it further", and doing
+    so retrained it from step 0 over its model/; a stopped one restarted at 0 without a word. Both are refused in one
+    line naming the loss and the choices; the "train it further" advice is given only where a checkpoint is left."""
+    from linformer.errors import CheckpointError
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    assert json.loads((run / "run.json").read_text())["checkpoint_step"] == 4
+    shutil.rmtree(run / "checkpoints")
+    capsys.readouterr()
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)  # complete: nothing to do, and no false advice
+    err = capsys.readouterr().err
+    assert "already complete" in err and "to train it further" not in err
+    assert "reached step 4 but its checkpoints are gone" in err
+    before = _snapshot(run)
+    further = ("trainer.max_steps=6", "trainer.allow_config_change=[trainer.max_steps]")
+    with pytest.raises(CheckpointError, match=r"reached step 4 but its checkpoints are gone.*another run_name.*"
+                                              r"init_from=.*model"):
+        pretrain(compose_pretrain(tiny_data, *further), run)
+    assert _snapshot(run) == before  # model/, metrics and record as they were
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(info, status="stopped")))  # a stopped run, pruned by hand
+    with pytest.raises(CheckpointError, match="reached step 4 but its checkpoints are gone"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+
+
 def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path):
     run = tmp_path / "run"
     result = _run(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")
