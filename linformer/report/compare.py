@@ -12,6 +12,8 @@ import math
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,8 @@ from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, save_figure
-from ..rundir import Run, find_runs, identity, identity_diff, load_run, named_paths, reported_scores
+from ..rundir import METRICS as METRICS_FILE
+from ..rundir import Run, find_runs, identity, identity_diff, iter_metrics, load_run, named_paths, reported_scores
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
 SPLIT_PREFIXES = ("val_", "eval_")
@@ -50,25 +53,95 @@ def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
     """(steps, values) of one metric, in logged order, skipping rows without it."""
     steps, values = [], []
     for row in run.rows:
-        v = row.get(metric)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = _number(row.get(metric))
+        if v is not None:
             steps.append(int(row["step"]))
-            values.append(float(v))
+            values.append(v)
     return steps, values
+
+
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+# Points per run and metric a plot keeps (a figure is ~840 px wide): the series is thinned evenly as it is read,
+# its last and best points always kept, so that reading a run holds this much of it, not its every row
+PLOT_POINTS = 1000
+
+
+class Tracked:
+    """One metric of one run, fed its rows in logged order: its final value and its best (``higher_is_better``;
+    the first of equals; the final where no value is finite), with the steps, and with `plotted` a series thinned to
+    at most 2 x PLOT_POINTS points (every `stride`-th value, the stride doubled as the series grows)."""
+
+    def __init__(self, metric: str, plotted: bool = False):
+        self.higher, self.plotted = higher_is_better(metric), plotted
+        self.final: tuple[int, int, float] | None = None  # (row index, step, value)
+        self.best: tuple[int, int, float] | None = None
+        self.points: list[tuple[int, int, float]] = []
+        self.seen, self.stride = 0, 1
+
+    def add(self, index: int, step: int, value: float) -> None:
+        point = (index, step, value)
+        self.final = point
+        if math.isfinite(value) and (self.best is None or
+                                     (value > self.best[2] if self.higher else value < self.best[2])):
+            self.best = point
+        if self.plotted and self.seen % self.stride == 0:
+            self.points.append(point)
+            if len(self.points) > 2 * PLOT_POINTS:
+                self.points, self.stride = self.points[::2], self.stride * 2
+        self.seen += 1
+
+    def summary(self) -> dict[str, Any]:
+        best = self.best or self.final
+        return {"final": self.final[2], "final_step": self.final[1], "best": best[2], "best_step": best[1]}
+
+    def series(self) -> tuple[list[int], list[float]]:
+        kept = sorted({*self.points, self.final, *([self.best] if self.best else [])})
+        return [step for _, step, _ in kept], [value for _, _, value in kept]
+
+
+@dataclass
+class Digest:
+    """What a comparison keeps of a run's metrics.jsonl, read once row by row (``digest``): the numeric keys it
+    logged, its last step, and a Tracked per metric asked for that it logged."""
+
+    logged: set[str] = field(default_factory=set)
+    last_step: int = 0
+    tracked: dict[str, Tracked] = field(default_factory=dict)
+
+    def add(self, index: int, row: dict, wanted: set[str], plotted: set[str]) -> None:
+        step = int(row["step"])
+        self.last_step = max(self.last_step, step)
+        for key, raw in row.items():
+            value = _number(raw)
+            if value is None or key in ("step", "time"):
+                continue
+            self.logged.add(key)
+            if key in wanted:
+                if key not in self.tracked:
+                    self.tracked[key] = Tracked(key, key in plotted)
+                self.tracked[key].add(index, step, value)
+
+    def summary(self, metrics: list[str]) -> dict[str, Any]:
+        return {m: self.tracked[m].summary() for m in metrics if m in self.tracked}
+
+    def series(self, metric: str) -> tuple[list[int], list[float]]:
+        return self.tracked[metric].series() if metric in self.tracked else ([], [])
+
+
+def digest(rows: Iterable[dict], wanted: Iterable[str], plotted: Iterable[str] = ()) -> Digest:
+    """A Digest of `rows` for the metrics `wanted`, of which `plotted` keep a thinned series."""
+    out, wanted, plotted = Digest(), set(wanted), set(plotted)
+    for index, row in enumerate(rows):
+        out.add(index, row, wanted, plotted)
+    return out
 
 
 def summarize_run(run: Run, metrics: list[str]) -> dict[str, Any]:
     """{metric: {"final", "final_step", "best", "best_step"}} for the metrics the run logged."""
-    out: dict[str, Any] = {}
-    for m in metrics:
-        steps, values = series(run, m)
-        finite = [(s, v) for s, v in zip(steps, values) if math.isfinite(v)]
-        if not steps:
-            continue
-        pick = max if higher_is_better(m) else min
-        best_step, best = pick(finite, key=lambda sv: sv[1]) if finite else (steps[-1], values[-1])
-        out[m] = {"final": values[-1], "final_step": steps[-1], "best": best, "best_step": best_step}
-    return out
+    return digest(run.rows, metrics).summary(metrics)
 
 
 def _fmt(v: float) -> str:
@@ -83,10 +156,9 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def logged_metrics(runs: list[Run]) -> set[str]:
-    """The numeric metrics.jsonl keys (besides step and time) that any of `runs` logged."""
-    return {k for r in runs for row in r.rows for k, v in row.items()
-            if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+def logged_metrics(digests: Iterable[Digest]) -> set[str]:
+    """The numeric metrics.jsonl keys (besides step and time) that any of the runs logged."""
+    return {k for d in digests for k in d.logged}
 
 
 def default_metrics() -> list[str]:
@@ -95,8 +167,8 @@ def default_metrics() -> list[str]:
     return ["val_ppl", "val_loss", "loss", *(f"{p}{m}" for p in SPLIT_PREFIXES for m in METRICS), "tokens_per_s", "mfu"]
 
 
-def available_metrics(runs: list[Run]) -> list[str]:
-    keys = logged_metrics(runs)
+def available_metrics(digests: Iterable[Digest]) -> list[str]:
+    keys = logged_metrics(digests)
     return [m for m in default_metrics() if m in keys]
 
 
@@ -119,9 +191,9 @@ def _setting(run: Run, key: str) -> str:
     return "" if value is None else str(value)
 
 
-def markdown_table(runs: list[Run], metrics: list[str]) -> str:
+def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -> str:
     """One row per run: its name, key config, the settings that differ among the runs, steps, then
-    `final / best (@step)` per metric."""
+    `final / best (@step)` per metric (each run's Digest, in the order of `runs`)."""
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
     settings = differing_settings(runs)
@@ -130,16 +202,16 @@ def markdown_table(runs: list[Run], metrics: list[str]) -> str:
     header = ["run", *config_cols, *settings, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r, label in zip(runs, run_labels(runs)):
+    for r, label, d in zip(runs, run_labels(runs), digests):
         kc = r.key_config
         cells = [label]
         for c in config_cols:
             v = r.stage if c == "stage" else kc.get(c)
             cells.append("" if v is None else str(v))
         cells += [_setting(r, k) for k in settings]
-        steps = str(max((int(row["step"]) for row in r.rows), default=0))
+        steps = str(d.last_step)
         cells.append(steps if r.status in (None, "complete") else f"{steps} ({r.status})")  # not a finished run's
-        summary = summarize_run(r, metrics)
+        summary = d.summary(metrics)
         for m in metrics:
             s = summary.get(m)
             if s is None:
@@ -277,18 +349,20 @@ def run_colours(n: int) -> list:
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,
                 labels: list[str] | None = None, title: str | None = None,
-                reference: tuple[str, float] | None = None) -> Path | None:
+                reference: tuple[str, float] | None = None,
+                series_of: Callable[[Run, str], tuple[list[int], list[float]]] = series) -> Path | None:
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
     (an MLM loss and a classification loss never share an axis); each run its own colour, the same in every plot of
     the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
-    panels. `labels` default to ``run_labels``. Returns None (and writes nothing) when no run logged `metric`."""
+    panels. `labels` default to ``run_labels``; `series_of` gives a run's (steps, values) (default: from its rows).
+    Returns None (and writes nothing) when no run logged `metric`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     colours = run_colours(len(runs))
-    data = [(colour, r, label, *series(r, metric)) for colour, r, label in zip(colours, runs, labels or run_labels(runs))]
+    data = [(colour, r, label, *series_of(r, metric)) for colour, r, label in zip(colours, runs, labels or run_labels(runs))]
     data = [d for d in data if d[3]]
     if not data:
         return None
@@ -344,23 +418,30 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
     summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
-    runs = [load_run(p) for p in find_runs(named_paths(paths), strict=True)]
+    runs = [load_run(p, rows=False) for p in find_runs(named_paths(paths), strict=True)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
-    logged = logged_metrics(runs)
+    # each metrics.jsonl read once, row by row, keeping only the metrics the table and plots can show
+    wanted = list(metrics or default_metrics())
+    plotted = list(plot_metrics) if plot_metrics else wanted
+    digests = [digest(iter_metrics(r.path / METRICS_FILE), {*wanted, *plotted}, plotted) for r in runs]
+    logged = logged_metrics(digests)
     for flag, asked in (("--metrics", metrics), ("--plot", plot_metrics)):
         missing = [m for m in asked or [] if m not in logged]
         if missing:
             raise DataError(f"{flag}: no run logged {', '.join(missing)}; the runs logged {', '.join(sorted(logged))}")
-    metrics = list(metrics) if metrics else available_metrics(runs)
+    metrics = list(metrics) if metrics else available_metrics(digests)
     plot_metrics = _drawable(plot_metrics, metrics)
     out_dir = Path(out_dir)
     groups = seed_groups(runs)
-    table = markdown_table(runs, metrics) + seeds_table(groups)
+    table = markdown_table(runs, metrics, digests) + seeds_table(groups)
     md = out_dir / "runs.md"
+    of_run = {id(r): d for r, d in zip(runs, digests)}
     with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite,
                       replaces_earlier=True):
         atomic_write(md, table)
-        plots = [p for m in plot_metrics if (p := plot_metric(runs, m, out_dir / f"{m}.png")) is not None]
+        plots = [p for m in plot_metrics
+                 if (p := plot_metric(runs, m, out_dir / f"{m}.png",
+                                      series_of=lambda r, metric: of_run[id(r)].series(metric))) is not None]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
-            "summary": {str(r.path): summarize_run(r, metrics) for r in runs}}
+            "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)}}
