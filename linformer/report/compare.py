@@ -370,11 +370,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         log_y = metric.endswith("ppl")
     stages = list(dict.fromkeys(d[1].stage for d in data))
     width = 7.0 if len(stages) == 1 else 4.6 * len(stages)
-    longest = max(len(d[2]) for d in data) + (len(reference[0]) + 10 if reference else 0)
-    ncol = max(1, min(len(data), int(width * 15 // (longest + 6))))  # about 15 legend characters per inch at size 8
-    rows = math.ceil((len(data) + bool(reference)) / ncol)
-    fig, axes = plt.subplots(1, len(stages), figsize=(width, max(4.2, 3.8 + 0.2 * rows)), dpi=120,
-                             layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, len(stages), figsize=(width, 4.2), dpi=120, layout="constrained", squeeze=False)
     for n, (ax, stage) in enumerate(zip(axes[0], stages)):
         for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
             ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4,
@@ -391,8 +387,36 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         ax.grid(alpha=0.3)
     if len(stages) > 1:
         fig.suptitle(title or f"{metric} vs step")
-    fig.legend(loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+    _legend_below(fig, width)
     return save_figure(fig, path)
+
+
+LEGEND_ENTRIES = 40  # a legend's entries at most: beyond, the first ones and a last entry "and N more runs"
+
+
+def _legend_below(fig, width: float) -> None:
+    """The figure's legend below its panels, in as many columns as fit its width (measured as drawn: a label's
+    characters alone undercount its handle and spacing), the figure made taller for its rows; past LEGEND_ENTRIES
+    entries, the first ones and "and N more runs", so every label shown is whole."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = [], []
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.append(handle)
+            labels.append(label)
+    if len(handles) > LEGEND_ENTRIES:
+        more = len(handles) - (LEGEND_ENTRIES - 1)
+        handles = [*handles[:LEGEND_ENTRIES - 1], Line2D([], [], linestyle="none")]
+        labels = [*labels[:LEGEND_ENTRIES - 1], f"and {more} more runs"]
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(min(len(handles), 20), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * width * fig.dpi:
+            break
+        legend.remove()
+    rows = math.ceil(len(handles) / ncol)
+    fig.set_size_inches(width, max(4.2, 3.8 + 0.2 * rows))
 
 
 def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:

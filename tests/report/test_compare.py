@@ -421,3 +421,33 @@ def test_runs_are_read_row_by_row_keeping_exact_table_values_and_a_bounded_plot_
     steps, values = drawn["loss"]
     assert len(steps) <= 2 * 20 + 2 and steps == sorted(steps) and {1, 1234, 3000} <= set(steps)
     assert values[steps.index(1234)] == 0.1
+
+
+@pytest.mark.parametrize("runs", [20, 45])
+def test_the_plot_legend_shows_every_label_whole(tmp_path, make_run, monkeypatch, runs):
+    """From ~9 short-named runs the legend's columns (estimated from the labels' characters alone) ran past the
+    figure's edges, cutting the first handles and the last labels; past LEGEND_ENTRIES runs it ends with "and N more
+    runs"."""
+    from linformer.report import compare
+
+    for i in range(runs):
+        make_run(tmp_path / "out", "pretrain", f"r{i:03d}", [{"step": s, "time": s, "loss": 5.0 - s + i} for s in (1, 2)])
+    seen = {}
+    save = compare.save_figure
+
+    def spy(fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        (legend,) = fig.legends
+        box, page = legend.get_window_extent(renderer), fig.bbox
+        seen.update(inside=box.x0 >= page.x0 and box.x1 <= page.x1 and box.y0 >= page.y0,
+                    labels=[t.get_text() for t in legend.get_texts()])
+        return save(fig, path)
+
+    monkeypatch.setattr(compare, "save_figure", spy)
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", ["loss"], ["loss"])
+    assert seen["inside"]
+    shown = min(runs, compare.LEGEND_ENTRIES - 1) if runs > compare.LEGEND_ENTRIES else runs
+    assert seen["labels"][:shown] == [f"r{i:03d}" for i in range(shown)]
+    if runs > compare.LEGEND_ENTRIES:
+        assert seen["labels"][-1] == f"and {runs - shown} more runs"
