@@ -35,19 +35,19 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
-from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, read_metrics, reported_scalars, run_status
+from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, reported_scalars, run_status
 from ..signals import signals_stop, sigterm_interrupts
 
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 4   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+VERSION = 5   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "mfu"}
 
@@ -86,10 +86,11 @@ def _config_markdown(run: Run) -> str:
     return "\n".join(lines)
 
 
-def _write_hparams(writer, run: Run) -> None:
+def _write_hparams(records, run: Run, walltime: float) -> None:
     """A session-start summary so the HPARAMS tab lists stage, status, attention, k, sharing, lr, ... per run (best
     effort)."""
     try:
+        from tensorboard.compat.proto.event_pb2 import Event
         from torch.utils.tensorboard.summary import hparams
     except ImportError:  # pragma: no cover
         return
@@ -97,74 +98,144 @@ def _write_hparams(writer, run: Run) -> None:
                                  for k, v in run.key_config.items() if v is not None}}
     try:
         _, ssi, _ = hparams(hp, {})
-        writer.file_writer.add_summary(ssi)
+        _write_event(records, Event(wall_time=walltime, summary=ssi))
     except Exception as e:
         log.debug("hparams for %s skipped: %s", run.path, e)
 
 
 def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
-    """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into event files under out_dir.
+    """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into the run's event file under out_dir.
 
-    Returns the number of rows written (0 when nothing changed: calling it again is a no-op)."""
-    from torch.utils.tensorboard import SummaryWriter
+    Only the bytes appended since the last pass are read (the state's `offset`); a file whose size and mtime did
+    not change is not opened. Returns the number of rows written (0 when nothing changed: calling it again is a
+    no-op)."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import text
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     src = run_dir / METRICS
     state_path = out_dir / STATE
     state = read_json(state_path)
-    rows = read_metrics(src)   # complete lines only: a run may be writing the last one right now
     status = run_status(run_dir.resolve(), read_json(run_dir / RUN))
     if state.get("writing"):  # a pass cut short after some of its events: which of them are written is unknown
         log.info("the mirror of %s was interrupted: mirroring it again", run_dir)
         state = _forget(out_dir)
-    if state and not _continues(state, src, rows):
+    if state and not _continues(state, src):
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         state = _forget(out_dir)
     if state and state.get("status") != status:  # the run ended, or started again: its summary must say so
         log.info("%s is %s now: mirroring it again", run_dir, status)
         state = _forget(out_dir)
-    run: Run | None = None if state else load_run(run_dir)  # once, on a run's first mirror
+    run: Run | None = None if state else load_run(run_dir, rows=False)  # once, on a run's first mirror
     stage = state["stage"] if state else run.stage
     reported = reported_tags(run_dir, stage)
     if state.get("reported") and state["reported"] != reported:  # results.json rewritten: no stale point left
         log.info("%s changed: mirroring %s again", run_dir / RESULTS, run_dir)
         state = _forget(out_dir)
-    done = int(state.get("rows", 0))
-    new = rows[done:]
     add_reported = reported is not None and state.get("reported") != reported
-    if not new and not add_reported:
+    seen = _file_stamp(src)
+    if state and state.get("seen") == seen and not add_reported:  # not written since the last pass
         return 0
     first = not state
     if first:
-        run = run or load_run(run_dir)
-        # Wall time of step 0: the file's last change minus the time of its last row, so TensorBoard's
-        # "relative" axis shows seconds since the run started (`time` adds up a resumed run's attempts).
-        last_time = next((r["time"] for r in reversed(rows) if isinstance(r.get("time"), (int, float))), 0.0)
+        run = run or load_run(run_dir, rows=False)
         state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
-                 "base_walltime": src.stat().st_mtime - float(last_time)}
+                 "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0}
     base = float(state["base_walltime"])
     _drop_stateless_events(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(state_path, {**state, "writing": True})  # before the first event: see the module doc
-    writer = SummaryWriter(log_dir=str(out_dir), max_queue=1000, flush_secs=3600)
-    try:
+    written, offset, last = 0, int(state["offset"]), state.get("last")
+    # one event file per mirror of the run, appended to pass after pass (TensorBoard reads what a file gains)
+    with (out_dir / state["events"]).open("ab") as f:
+        records = RecordWriter(f)
         if first:
-            writer.add_text("config", _config_markdown(run), 0)
-            _write_hparams(writer, run)
-        for row in new:
-            wall = base + float(row.get("time") or 0.0)
-            for tag, value in _scalars(row, stage).items():
-                if math.isnan(value):
-                    continue
-                writer.add_scalar(tag, value, global_step=int(row["step"]), walltime=wall)
+            _write_event(records, Event(wall_time=time.time(), file_version="brain.Event:2"))
+            _write_event(records, Event(wall_time=base, step=0, summary=text("config", _config_markdown(run))))
+            _write_hparams(records, run, base)
+        for row, end, line in _appended(src, offset):
+            offset, last = end, line
+            values = [Summary.Value(tag=tag, simple_value=value) for tag, value in _scalars(row, stage).items()
+                      if not math.isnan(value)]
+            if values:
+                _write_event(records, Event(wall_time=base + float(row.get("time") or 0.0), step=int(row["step"]),
+                                            summary=Summary(value=values)))
+            written += 1
         if add_reported:
-            for tag, value in reported["scalars"].items():
-                writer.add_scalar(tag, value, global_step=reported["step"], walltime=base + reported["time"])
-    finally:
-        writer.close()
-    write_json(state_path, {**state, "rows": len(rows), "last": _fingerprint(rows[-1]) if rows else None,
-                            "reported": reported})
-    return len(new) + int(add_reported)
+            values = [Summary.Value(tag=tag, simple_value=value) for tag, value in reported["scalars"].items()]
+            _write_event(records, Event(wall_time=base + reported["time"], step=reported["step"],
+                                        summary=Summary(value=values)))
+        f.flush()
+    write_json(state_path, {**state, "rows": int(state["rows"]) + written, "offset": offset, "last": last,
+                            "seen": seen, "reported": reported})
+    return written + int(add_reported)
+
+
+def _write_event(records, event) -> None:
+    """One Event proto (tensorboard's) as one record of an event file (a RecordWriter over it)."""
+    records.write(event.SerializeToString())
+
+
+def _event_file_name() -> str:
+    """A new event file's name: TensorBoard reads the files whose names hold "tfevents", in the order of their names."""
+    return f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.dashboard"
+
+
+def _file_stamp(src: Path) -> list[int] | None:
+    """[size, mtime in ns] of `src`: a file with the same stamp as at the last pass holds nothing new."""
+    try:
+        stat = src.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _appended(src: Path, offset: int) -> Iterator[tuple[dict, int, str]]:
+    """(row, the byte offset after its line, the line) for each complete line of `src` from byte `offset`: a line
+    without its newline is a row still being written, read on a later pass. A complete line that is not a row is
+    skipped with a warning."""
+    if not src.is_file():
+        return
+    with src.open("rb") as f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return
+            offset += len(raw)
+            line = raw.decode(errors="replace").strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s: a line before byte %d is not JSON; skipped", src, offset)
+                continue
+            if isinstance(row, dict) and "step" in row:
+                yield row, offset, line
+
+
+def _base_walltime(src: Path) -> float:
+    """The wall time of step 0: the file's last change minus the time of its last row, so TensorBoard's "relative"
+    axis shows seconds since the run started (`time` adds up a resumed run's attempts). The file's tail is read,
+    not the file."""
+    if not src.is_file():
+        return time.time()
+    size = src.stat().st_size
+    with src.open("rb") as f:
+        f.seek(max(0, size - 65536))
+        tail = f.read().decode(errors="replace").splitlines()
+    last_time = 0.0
+    for line in reversed(tail):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("time"), (int, float)):
+            last_time = float(row["time"])
+            break
+    return src.stat().st_mtime - last_time
 
 
 def _drop_stateless_events(out_dir: Path) -> None:
@@ -194,17 +265,22 @@ def reported_tags(run_dir: Path, stage: str | None) -> dict | None:
             "time": float(results.get("wall_time_s") or 0.0)}
 
 
-def _continues(state: dict, src: Path, rows: list[dict]) -> bool:
-    """Whether `rows` extend what `state` mirrored: same file, same tag scheme, and the last mirrored row still
-    in its place (a run that started over or resumed from an earlier checkpoint rewrites metrics.jsonl)."""
-    done = int(state.get("rows", 0))
-    return (state.get("version") == VERSION and state.get("source") == str(src.resolve()) and len(rows) >= done
-            and (done == 0 or _fingerprint(rows[done - 1]) == state.get("last")))
-
-
-def _fingerprint(row: dict) -> str:
-    """A row as canonical JSON text (compares equal for NaN values too, unlike the dicts)."""
-    return json.dumps(row, sort_keys=True)
+def _continues(state: dict, src: Path) -> bool:
+    """Whether `src` extends what `state` mirrored: same file, same tag scheme, and the last mirrored line still
+    ending at the mirrored offset (a run that started over or resumed from an earlier checkpoint rewrites
+    metrics.jsonl). Reads that one line, not the file."""
+    if state.get("version") != VERSION or state.get("source") != str(src.resolve()):
+        return False
+    offset, last = int(state.get("offset", 0)), state.get("last")
+    if offset == 0 or last is None:
+        return True
+    try:
+        with src.open("rb") as f:
+            tail = last.encode() + b"\n"
+            f.seek(max(0, offset - len(tail)))
+            return f.read(len(tail)).endswith(tail) and f.tell() == offset
+    except OSError:
+        return False
 
 
 def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrite: bool = False) -> Path:

@@ -35,7 +35,7 @@ def test_mirror_incremental_and_idempotent(tmp_path, make_run):
         f.write('{"step": 5, "time": 2.5, "lo')           # a line still being written
     assert mirror_run(run, out) == 1
     assert mirror_run(run, out) == 0
-    assert len(list(out.glob("events.out.tfevents.*"))) == n_files + 1
+    assert n_files == 1 and len(list(out.glob("events.out.tfevents.*"))) == 1  # appended to, not one per pass
     s = _scalars(out)
     assert s["train/loss"] == [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0)]
     assert s["val/loss"] == [(4, 5.5)]
@@ -43,6 +43,32 @@ def test_mirror_incremental_and_idempotent(tmp_path, make_run):
         f.write('ss": 5.0}\n')                            # the torn line completes
     assert mirror_run(run, out) == 1
     assert _scalars(out)["train/loss"][-1] == (5, 5.0)
+
+
+def test_a_pass_reads_only_what_was_appended_and_skips_an_unchanged_file(tmp_path, make_run, monkeypatch):
+    """Every pass read every run's whole metrics.jsonl (a 250k-row run: ~20 s a pass, idle) and wrote a new event
+    file per pass for a running run: an unchanged file is not opened, a grown one is read from the mirrored offset,
+    and its rows go into the run's one event file."""
+    import linformer.report.dashboard as dashboard
+
+    rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 101)]
+    run = make_run(tmp_path / "outputs", "pretrain", "a", rows)
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 100
+    real, reads = dashboard._appended, []
+
+    def spy(src, offset):
+        reads.append(offset)
+        return real(src, offset)
+
+    monkeypatch.setattr(dashboard, "_appended", spy)
+    assert mirror_run(run, out) == 0 and reads == []  # same size and mtime: not read
+    size = (run / "metrics.jsonl").stat().st_size
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 101, "time": 101, "loss": 0.5}) + "\n")
+    assert mirror_run(run, out) == 1 and reads == [size]
+    assert len(list(out.glob("events.out.tfevents.*"))) == 1
+    assert [s for s, _ in _scalars(out)["train/loss"]] == list(range(1, 102))
 
 
 def test_a_finished_run_s_reported_scores_are_mirrored_once_as_the_trainer_logs_them(tmp_path, make_run):
@@ -294,7 +320,7 @@ def _points(logdir):
 def test_a_pass_cut_short_is_mirrored_again_not_twice(tmp_path, make_run, monkeypatch, first):
     """Ctrl-C (or a kill) in a pass flushed the events written so far but skipped the state: the next pass wrote
     every row again beside them, two points per step in TensorBoard."""
-    from torch.utils.tensorboard import SummaryWriter
+    import linformer.report.dashboard as dashboard
 
     rows = [{"step": s, "time": s, "loss": 1.0 / s, "lr": 0.1} for s in range(1, 21)]
     run = make_run(tmp_path / "outputs", "pretrain", "a", rows[:10] if not first else rows)
@@ -302,18 +328,18 @@ def test_a_pass_cut_short_is_mirrored_again_not_twice(tmp_path, make_run, monkey
     if not first:
         assert mirror_run(run, out) == 10
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    real, calls = SummaryWriter.add_scalar, []
+    real, calls = dashboard._write_event, []
 
-    def interrupted(self, *args, **kwargs):
+    def interrupted(*args):
         calls.append(1)
         if len(calls) == 7:
             raise KeyboardInterrupt
-        return real(self, *args, **kwargs)
+        return real(*args)
 
-    monkeypatch.setattr(SummaryWriter, "add_scalar", interrupted)
+    monkeypatch.setattr(dashboard, "_write_event", interrupted)
     with pytest.raises(KeyboardInterrupt):
         mirror_run(run, out)
-    monkeypatch.setattr(SummaryWriter, "add_scalar", real)
+    monkeypatch.setattr(dashboard, "_write_event", real)
     assert mirror_run(run, out) == 20 and mirror_run(run, out) == 0
     want = sorted((tag, s) for s in range(1, 21) for tag in ("train/loss", "train/lr"))
     assert _points(out) == want
