@@ -2,10 +2,11 @@
 
 Most runs log only metrics.jsonl (`logger=none` is the default), so the dashboard does not depend on the run's
 tracker: `mirror_all` writes `<logdir>/<stage>/<run>/` event files from each `outputs/<stage>/<run>/metrics.jsonl`.
-Mirroring is incremental and idempotent: a small state file remembers how many rows of metrics.jsonl are
-already mirrored and the last of them; only the complete rows past it are written (into a new event file, which
-TensorBoard reads after the earlier ones), and a metrics.jsonl whose mirrored rows changed (a run started over,
-or resumed from an earlier checkpoint) is mirrored again from scratch. The state says a pass is writing before its
+Mirroring is incremental and idempotent: a small state file remembers the byte offset of metrics.jsonl mirrored
+so far, its last line, and the file's size and mtime at that pass; a file whose size and mtime did not change is not
+opened, and only the complete lines past the offset are read and appended to the run's one event file (TensorBoard
+reads what a file gains). A metrics.jsonl whose mirrored rows changed (a run started over, or resumed from an
+earlier checkpoint: its last mirrored line no longer ends at the offset) is mirrored again from scratch. The state says a pass is writing before its
 first event does, so a pass cut short (Ctrl-C, a kill) leaves a state from which the next one mirrors that run again
 from scratch, never a second copy of its points. `serve` re-mirrors every few seconds while TensorBoard runs, so live
 runs update in the browser; `mirror_once` mirrors once, and stops on SIGTERM as on Ctrl-C, with a `stopped:` line.
