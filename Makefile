@@ -75,8 +75,11 @@ wheelhouse-check: install ## build a wheelhouse for this machine's Python, insta
 lint: install ## ruff over the package, scripts and tests
 	$(VENV)/bin/ruff check linformer scripts tests
 
+prune-checkpoints: install ## free finished runs' disk: remove the checkpoints of every complete run under RUNS (default outputs/), keeping their models
+	$(PY) scripts/prune_checkpoints.py $(or $(RUNS),outputs)
+
 clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache .ruff_cache
 	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
-.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint clean
+.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint prune-checkpoints clean

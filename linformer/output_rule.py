@@ -91,6 +91,8 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
         "out_dir={out}/bench", "name=t3"), "bench/t3.md"),), config="benchmark"),
     Command("export", (Output("--out", DIR, ("{finetuned}", "--out", "{out}/exported"), "exported"),)),
     Command("cls_probe", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/probe.md"), "probe.md"),)),
+    # removes a complete run's checkpoints/ and records it in its run.json: only a run's own directory
+    Command("prune_checkpoints", (Output("runs", RUN, ("{out}/run",), "run"),)),
     Command("compare_runs", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/cmp"), "cmp/runs.md"),)),
     Command("figure3", (Output("--out", FILES, ("{pretrained}", "--out", "{out}/fig3"), "fig3.json"),)),
     Command("table2", (Output("--out", FILES, ("{finetuned}", "--out", "{out}/t2"), "t2.md"),)),

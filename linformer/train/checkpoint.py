@@ -22,6 +22,7 @@ import os
 import random
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +32,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
-from ..errors import CheckpointError, PeerFailed
-from ..files import checksum_problems, disk_full_names, file_checksums, swap_in, umask_modes
-from ..rundir import RunRecord
+from ..errors import CheckpointError, PeerFailed, RunDirError
+from ..files import checksum_problems, disk_full_names, file_checksums, read_json, swap_in, umask_modes, write_json
+from ..rundir import RUN, SUMMARY, RunRecord, model_problem
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,46 @@ def lost_checkpoints(record: RunRecord) -> str | None:
              f"model_path={record.dir / saved} to finetune)" if saved else "")
     return (f"{record.dir} reached step {step} but its checkpoints {gone}: nothing is left to continue it from, and it "
             f"would start over at step 0. Start over under another run_name (or delete {record.dir} first){reuse}.")
+
+
+def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
+    """Remove a complete run's checkpoints/ (what a finished run keeps beyond its model: ``trainer.keep_last`` full
+    checkpoints with optimizer state), recording it in run.json's ``checkpoints_removed``, so that a later start of
+    the run says they were removed (``lost_checkpoints``). Returns (checkpoints removed, bytes freed).
+
+    Refused in one line, removing nothing: a folder that is no run, a run not complete (its checkpoints continue it),
+    one a live process holds, and one whose model (model/, best/) is gone, damaged or was never kept
+    (trainer.save_best=false): its checkpoints are then what scripts/export.py writes it from."""
+    run_dir = Path(run_dir)
+    info = read_json(run_dir / RUN)
+    if not info:
+        raise RunDirError(f"{run_dir} is not a run directory (no readable {RUN}): nothing pruned")
+    if info.get("status") != "complete":
+        raise RunDirError(f"{run_dir} is {info.get('status') or 'not recorded'}, not complete: its checkpoints are "
+                          "what continues it (trainer.resume=auto). Prune a run once it is complete.")
+    problem = model_problem(run_dir)
+    if problem or not read_json(run_dir / SUMMARY).get("model_dir"):
+        raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
+                                     f"scripts/export.py writes it from. Export it first: python scripts/export.py "
+                                     f"{run_dir}")
+    record = RunRecord(run_dir, str(info.get("stage")))
+    record.lock.acquire()  # a live process on the run is refused, naming it
+    try:
+        found = complete_checkpoints(run_dir)
+        root = checkpoint_dir(run_dir)
+        freed = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+        if root.is_dir():
+            shutil.rmtree(root)
+        if found or freed:
+            steps = f"step {step_of(found[0])}" + (f" to {step_of(found[-1])}" if len(found) > 1 else "") if found \
+                else "no complete checkpoint"
+            info = read_json(run_dir / RUN)
+            info["checkpoints_removed"] = (f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {len(found)} checkpoint"
+                                           f"{'s' * (len(found) != 1)} ({steps}), {freed / 1e6:,.1f} MB")
+            write_json(run_dir / RUN, info)
+        return len(found), freed
+    finally:
+        record.release()
 
 
 def _write_checksums(path: Path) -> None:

@@ -164,6 +164,31 @@ def test_a_run_whose_checkpoints_are_gone_is_refused_never_retrained_from_step_0
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
 
 
+def test_pruning_a_complete_run_frees_its_checkpoints_and_a_later_start_says_they_were_removed(tiny_data, tmp_path):
+    """No documented way freed a finished run's checkpoints (keep_last full ones, ~8x the model), so users deleted
+    checkpoints/ by hand; prune_checkpoints removes them from a complete run with its model intact, records it, and
+    refuses a run its checkpoints still continue."""
+    from linformer.errors import CheckpointError, RunDirError
+    from linformer.train.checkpoint import prune_checkpoints
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=8"), run)
+    stopped = tmp_path / "stopped"
+    shutil.copytree(run, stopped)
+    info = json.loads((stopped / "run.json").read_text())
+    (stopped / "run.json").write_text(json.dumps(dict(info, status="stopped")))
+    with pytest.raises(RunDirError, match="is stopped, not complete: its checkpoints are what continues it"):
+        prune_checkpoints(stopped)
+    assert (stopped / "checkpoints").is_dir()
+    count, freed = prune_checkpoints(run)
+    assert count == 2 and freed > 0 and not (run / "checkpoints").exists() and (run / "model").is_dir()
+    assert json.loads((run / "run.json").read_text())["checkpoints_removed"].endswith(
+        f"2 checkpoints (step 4 to 8), {freed / 1e6:,.1f} MB")
+    with pytest.raises(CheckpointError, match="reached step 8 but its checkpoints were removed by prune_checkpoints"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=9", "trainer.allow_config_change=[trainer.max_steps]"),
+                 run)
+
+
 def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path):
     run = tmp_path / "run"
     result = _run(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")

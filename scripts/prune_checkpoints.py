@@ -1,0 +1,32 @@
+"""Free a finished run's disk: python scripts/prune_checkpoints.py outputs/pretrain/<run> [more runs or folders]
+
+Removes the checkpoints/ of each complete run named (or found under a folder named: outputs/ for every run), whose
+model (model/ or best/) is intact: a complete run keeps trainer.keep_last full checkpoints (weights and optimizer
+state, ~3x the model each) that only continuing it further needs. run.json records the removal, so that a later start
+of the run says its checkpoints were removed instead of training it again from step 0. A run not complete (its
+checkpoints continue it), one a live process holds, or one whose model is gone or never kept is left as it is,
+saying why. argparse, not Hydra: the runs are positional paths that the shell expands from globs.
+"""
+
+
+from linformer.cli import ArgumentParser, cli_errors
+from linformer.errors import LinformerError
+from linformer.rundir import find_runs, named_paths
+from linformer.train.checkpoint import prune_checkpoints
+
+if __name__ == "__main__":
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain, outputs)")
+    args = p.parse_args()
+    with cli_errors():
+        runs = find_runs(named_paths(args.runs), strict=True)
+    total = 0
+    for run in runs:
+        try:
+            count, freed = prune_checkpoints(run)
+        except LinformerError as err:
+            print(f"kept {run}: {err}")
+            continue
+        total += freed
+        print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
+    print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}")
