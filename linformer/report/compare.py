@@ -409,10 +409,17 @@ def _legend_below(fig, width: float) -> None:
         more = len(handles) - (LEGEND_ENTRIES - 1)
         handles = [*handles[:LEGEND_ENTRIES - 1], Line2D([], [], linestyle="none")]
         labels = [*labels[:LEGEND_ENTRIES - 1], f"and {more} more runs"]
-    renderer = fig.canvas.get_renderer()
-    for ncol in range(min(len(handles), 20), 0, -1):
-        legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
-        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * width * fig.dpi:
+    renderer, room = fig.canvas.get_renderer(), 0.98 * width * fig.dpi  # pixels
+
+    def placed(ncol: int):
+        return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+
+    one = placed(1)  # one column: the widest entry; columns are that wide, 2 font sizes (16 pt) apart
+    column = one.get_window_extent(renderer).width + 16 * fig.dpi / 72
+    one.remove()
+    for ncol in range(max(1, min(len(handles), int(room // column) + 1)), 0, -1):
+        legend = placed(ncol)
+        if ncol == 1 or legend.get_window_extent(renderer).width <= room:
             break
         legend.remove()
     rows = math.ceil(len(handles) / ncol)
