@@ -29,6 +29,7 @@ from .configuration import SHARING, LinformerConfig
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
+from .threads import capturing
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -289,7 +290,7 @@ class LinformerSelfAttention(nn.Module):
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
             # as much as the projection), so a short row gives the same output inside a longer padded batch.
             short = ~mask[:, self.k:].any(-1)
-            if torch.compiler.is_compiling() or bool(short.any()):  # compiled: no host sync, both paths
+            if capturing() or bool(short.any()):  # compiled, exported, traced: no host sync, both paths
                 head = hidden[:, : self.k]
                 exact, exact_probs = self._attend(q, self._heads(self.key(head)), self._heads(self.value(head)),
                                                   mask[:, : self.k], output_attentions, (per_forward, "input"))

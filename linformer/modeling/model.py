@@ -26,7 +26,7 @@ from transformers.utils.generic import can_return_tuple
 from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
 from .configuration import SHARING, LinformerConfig, check_local_path
 from .flex import check_available
-from .threads import fitted
+from .threads import capturing, fitted
 
 logger = logging.get_logger(__name__)
 
@@ -364,10 +364,11 @@ class LinformerModel(LinformerPreTrainedModel):
         work). A segment id the embeddings have no row for is a ValueError (an index error deep inside, or a device
         assert, otherwise); padding before a real token is warned where it changes the output (``left_padding``;
         ``positions_shift``: positions count from the sequence's start, not past its padding). A compiled forward
-        keeps the mask and reads nothing (the sync would break its graph): callers with unpadded batches pass
-        attention_mask=None."""
+        keeps the mask and reads nothing (the sync would break its graph), as does any captured forward (exported,
+        traced: threads.capturing), which would freeze one batch's answer into its graph: callers with unpadded batches
+        pass attention_mask=None."""
         mask = None if attention_mask is None else attention_mask.bool()
-        if torch.compiler.is_compiling():
+        if capturing():
             return mask
         checks = {}
         if token_type_ids is not None:

@@ -18,7 +18,9 @@ rows, not along a reduction: bitwise on the machines measured, and a test holds 
 (grad enabled) keep torch's setting all the same, so that a training run's thread count never follows the load (its
 bitwise reproducibility is then the kernels' own: on one thread, OMP_NUM_THREADS=1, runs are bitwise equal; on
 several, on a machine other processes load, they can differ in their last digits whatever this module does), and so
-do compiled forwards (inductor builds its CPU kernels for one thread count).
+do compiled forwards (inductor builds its CPU kernels for one thread count) and every forward that is being captured
+as a graph or transformed (``capturing``: torch.compile, torch.export, torch.jit.trace, both ONNX exporters, fx, vmap):
+a graph records only what the calling thread runs, so the same model exports the same graph whatever the load.
 
 When the forward is fitted to one thread of torch's several (other processes hold all but about one of the
 cores), it also shares its large pieces of work among torch's-setting one-thread workers that each take the next
@@ -45,6 +47,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
 from .errors import ConfigError
 
@@ -56,6 +59,8 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest t
 # Rows of a linear layer per shared piece: long enough that handing a piece to a worker costs little (about 25 ms of
 # MiniLM's feed-forward on one core), short enough that a worker on a contended core holds back the end by little
 PIECE_ROWS = 2048
+# fx.symbolic_trace (its flag alone: torch.export sets it too, and is_fx_tracing() logs a deprecation per call)
+_fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", lambda: False)
 
 
 def _policy_from_env() -> str:
@@ -138,13 +143,27 @@ def fitted_threads(requested: int) -> int:
     return max(1, min(requested, math.floor(free + 0.5)))
 
 
+def capturing() -> bool:
+    """Whether the running Python code is being recorded as a graph or transformed, rather than run: torch.compile
+    and torch.export (strict or not, the ONNX dynamo exporter's too), torch.jit.trace and the TorchScript ONNX
+    exporter, fx symbolic tracing and make_fx, functorch transforms (vmap, grad), or any torch function or dispatch
+    mode on this thread (a fake-tensor or proxy mode, ``with torch.device(...)``). A captured graph holds what the
+    calling thread ran: work handed to another thread is missing from it (a trace of ``torch.empty`` and nothing
+    else), and so is any thread-local mode or transform there. So the thread policy steps aside for all of them, and
+    a host-synced shortcut (a branch on a tensor's value) takes the general path instead of freezing one branch into
+    the graph."""
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
+            or _fx_symbolic_tracing() or torch._C._len_torch_function_stack() > 0
+            or _len_torch_dispatch_stack() > 0 or torch._C._functorch.maybe_current_level() is not None)
+
+
 def _applies(model) -> bool:
-    """Whether `model`'s call is fitted: the adaptive policy, no gradients, not under compile (tracing, or
-    ``model.compile()``'s compiled call), a Linformer (not full attention) on the CPU; the cheapest checks first, since
-    every call, training steps on a GPU included, passes here. The policy comes first so that a bad
-    LINFORMER_CPU_THREADS is said at the first call of any kind."""
+    """Whether `model`'s call is fitted: the adaptive policy, no gradients, nothing capturing it (``capturing``:
+    compile, export, tracing), not ``model.compile()``'s compiled call, a Linformer (not full attention) on the CPU;
+    the cheapest checks first, since every call, training steps on a GPU included, passes here. The policy comes
+    first so that a bad LINFORMER_CPU_THREADS is said at the first call of any kind."""
     return (get_policy() == "adaptive" and not torch.is_grad_enabled() and _state.snapshot is not None
-            and not torch.compiler.is_compiling() and getattr(model, "_compiled_call_impl", None) is None
+            and getattr(model, "_compiled_call_impl", None) is None and not capturing()
             and model.config.attention != "full" and model.device.type == "cpu")
 
 
@@ -156,7 +175,7 @@ def fitted(model):
     local = _state.local
     depth = getattr(local, "depth", 0)
     if depth or not _applies(model):
-        if not depth and _state.records and not torch.compiler.is_compiling():  # a thread count breaks a graph
+        if not depth and _state.records and not capturing():  # appending to a list breaks a compiled graph
             _record(torch.get_num_threads())
         local.depth = depth + 1
         try:

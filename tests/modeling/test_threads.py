@@ -308,3 +308,70 @@ def test_nothing_is_shared_when_more_than_one_thread_is_fitted(machine, monkeypa
     model = LinformerModel(tiny_config(max_seq_len=64, local_window=8, global_positions=[0, -1])).eval()
     assert threads_inside(model) == 2
     assert workers and set(workers) == {0}
+
+
+def _capturing_under(capture) -> list[bool]:
+    """``threads.capturing()`` as seen by a function's body while `capture` records or transforms it."""
+    seen = []
+
+    def body(x):
+        seen.append(threads.capturing())
+        return x * 2
+
+    class Body(torch.nn.Module):
+        def forward(self, x):
+            return body(x)
+
+    capture(Body(), body, torch.ones(2, 3))
+    return seen
+
+
+@pytest.mark.parametrize("capture", [
+    lambda module, f, x: torch.jit.trace(module, (x,), check_trace=False),
+    lambda module, f, x: torch.export.export(module, (x,), strict=False),
+    lambda module, f, x: torch.compile(f, backend="eager", fullgraph=True)(x),
+    lambda module, f, x: torch.fx.experimental.proxy_tensor.make_fx(f)(x),
+    lambda module, f, x: torch.fx.symbolic_trace(module),
+    lambda module, f, x: torch.vmap(f)(x),
+    lambda module, f, x: torch.func.grad(lambda y: f(y).sum())(x),
+], ids=["jit.trace", "export", "compile", "make_fx", "fx.symbolic_trace", "vmap", "func.grad"])
+def test_capturing_is_true_under_every_graph_capture_and_transform(capture):
+    assert not threads.capturing()
+    seen = _capturing_under(capture)
+    assert seen and all(seen)
+    assert not threads.capturing()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_jit_trace_on_a_loaded_machine_records_the_eager_forward(machine, monkeypatch, grad):
+    """The adaptive policy shares a loaded forward's linear rows with worker threads, which a trace does not see
+    (it would record torch.empty and nothing else): under any capture the forward runs as it would on an idle
+    machine, so the traced graph (with torch's own check between two traces, with gradients) equals eager."""
+    monkeypatch.setattr(threads, "PIECE_ROWS", 16)  # the tiny model's rows: several pieces
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(max_seq_len=64)).eval()
+    ids = torch.randint(4, 64, (2, 64))
+    mask = torch.ones_like(ids)
+    with torch.set_grad_enabled(grad):
+        traced = torch.jit.trace(model, (ids, mask), strict=False, check_trace=grad)
+    with torch.no_grad():
+        eager = model(ids, attention_mask=mask).last_hidden_state
+        torch.testing.assert_close(traced(ids, mask)["last_hidden_state"], eager, rtol=0, atol=0)
+    assert torch.get_num_threads() == 2
+
+
+def test_a_trace_of_an_unpadded_batch_keeps_the_padding_mask(machine):
+    """A captured forward takes the general path where an eager one branches on the batch (no padding, no row
+    within k tokens): a graph traced on an unpadded batch still masks a padded one, and still attends a short
+    row exactly."""
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(max_seq_len=32, exact_short_inputs=True)).eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, (torch.randint(4, 64, (3, 24)), torch.ones(3, 24, dtype=torch.long)),
+                                 check_trace=False, strict=False)
+        ids, mask = torch.randint(4, 64, (3, 24)), torch.ones(3, 24, dtype=torch.long)
+        mask[1, 3:] = 0  # within k = 4 tokens: attended exactly
+        mask[2, 12:] = 0
+        torch.testing.assert_close(traced(ids, mask)["last_hidden_state"],
+                                   model(ids, attention_mask=mask).last_hidden_state)
