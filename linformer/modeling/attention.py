@@ -215,6 +215,15 @@ def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Modu
     return builders[config.projection]()
 
 
+def _projected_linear(linear: nn.Module, projected: torch.Tensor, bias_weights: torch.Tensor) -> torch.Tensor:
+    """E^T (X W^T + 1 b^T) = (E^T X) W^T + (E^T 1) b^T from `projected` = E^T X (B, c, D) and `bias_weights` = E^T 1
+    ((c,) or (B, c)), through the layer's own call: linear(E^T X) = (E^T X) W^T + b, plus (E^T 1 - 1) b, b being the
+    layer at 0. Never its .weight and .bias, so that any affine twin of an nn.Linear computes it: the int8 layer of
+    torch.ao.quantization.quantize_dynamic (whose weight and bias are methods), an adapter wrapping the layer."""
+    bias = linear(projected.new_zeros(1, projected.shape[-1]))[0]  # (D,)
+    return linear(projected).addcmul_(bias_weights.unsqueeze(-1) - 1, bias)  # the bias term added in place
+
+
 class LinformerSelfAttention(nn.Module):
     """RoBERTa's self-attention (query/key/value names kept), with Linformer or full attention.
 
@@ -258,9 +267,7 @@ class LinformerSelfAttention(nn.Module):
             # Shared by the heads: project the hidden states first (see LinearProjection.project_hidden).
             xe, se, kmask = E.project_hidden(hidden, mask)
             xf, sf, _ = (xe, se, kmask) if F_ is E else F_.project_hidden(hidden, mask)
-            # (E^T X) W^T + (E^T 1) b^T, the bias term added in place (one fused op instead of a mul and an add)
-            key = F.linear(xe, self.key.weight).addcmul_(se.unsqueeze(-1), self.key.bias)
-            value = F.linear(xf, self.value.weight).addcmul_(sf.unsqueeze(-1), self.value.bias)
+            key, value = _projected_linear(self.key, xe, se), _projected_linear(self.value, xf, sf)
             return self._heads(key), self._heads(value), kmask
         key, value = self._heads(self.key(hidden)), self._heads(self.value(hidden))
         leaky = isinstance(E, LinearProjection) and not E.zero_padding

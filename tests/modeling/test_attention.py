@@ -146,6 +146,33 @@ def test_projecting_hidden_states_first_equals_projecting_keys():
     )
 
 
+# every attention the model builds: the paper's sharings and projections, full, the exact local and global keys
+DEPLOYED_VARIANTS = {
+    **{f"sharing={s}": dict(sharing=s) for s in SHARINGS},
+    **{f"projection={p}": dict(projection=p) for p in PROJECTIONS},
+    "resample": dict(length_policy="resample"),
+    "full": dict(attention="full"),
+    "local_global": dict(local_window=4, global_positions=[0, -1]),
+    "landmark": dict(sharing="kv", local_window=4, global_positions=[0, -1], landmark_pooling=True,
+                     length_policy="resample"),
+}
+
+
+@pytest.mark.parametrize("overrides", DEPLOYED_VARIANTS.values(), ids=DEPLOYED_VARIANTS.keys())
+def test_dynamic_int8_quantization_runs_every_variant_close_to_fp32(overrides):
+    """torch.ao.quantization.quantize_dynamic swaps every nn.Linear for an int8 layer whose weight and bias are
+    methods: the attention computes through the layers, never their weight, so every variant runs and stays within
+    int8's error of the fp32 model."""
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(**overrides)).eval()
+    quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    ids, mask = _padded_batch()
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).last_hidden_state
+        torch.testing.assert_close(quantized(ids, attention_mask=mask).last_hidden_state, expected,
+                                   atol=5e-3, rtol=0)
+
+
 def test_input_longer_than_n_names_n():
     model = LinformerModel(tiny_config())
     with pytest.raises(ValueError, match=r"17 tokens.*n=16"):
