@@ -93,7 +93,8 @@ def column_spans(lengths: torch.Tensor, c: int, n: int | None = None, k: int | N
     L = lengths.clamp(min=1)[:, None]
     j = torch.arange(c, device=lengths.device)[None, :]
     scale, k = (L, c) if n is None else (torch.full_like(L, n), k or c)
-    start, end = (j * scale) // k, -((-(j + 1) * scale) // k)
+    # both rounded on non-negative numbers: the TorchScript ONNX exporter's integer division truncates
+    start, end = (j * scale) // k, ((j + 1) * scale + k - 1) // k
     return torch.stack([start.clamp(max=L), end.clamp(max=L)], -1)
 
 
@@ -114,8 +115,7 @@ def overlap_bias(spans: torch.Tensor, is_global: torch.Tensor, b: int, nb: int, 
         inside = (pos >= 0) & (pos < T)  # an empty span's ends may lie past the row
         return is_global.gather(1, pos.view(B, -1).clamp(0, T - 1)).view(pos.shape) & inside
 
-    covered = (left == 0) | ((left == 1) & global_at(a))
-    covered &= (right == 0) | ((right == 1) & global_at(e - 1))
+    covered = ((left == 0) | ((left == 1) & global_at(a))) & ((right == 0) | ((right == 1) & global_at(e - 1)))
     return torch.where(covered & (e > a), _NEG, 0.0)[:, None]
 
 
@@ -162,14 +162,16 @@ class ExactKeyLayout:
         self.b = max(1, radius)
         self.nb = -(-T // self.b)
         self.band_bias = _band_bias(self.real, self.b, self.nb, radius)
-        self.gi = self.gvalid = self.global_bias = None
+        self.gi = self.gvalid = self.global_bias = self.slot = None
         self.is_global = torch.zeros_like(self.real)  # (B, T): which positions are global tokens
         if positions:
             self.gi, self.gvalid = global_index(positions, lengths, T)  # (B, G)
             self.global_bias = _global_bias(self.gi, self.gvalid, self.b, self.nb, radius)
-            rows = torch.arange(lengths.shape[0], device=lengths.device)
-            for g in range(self.gi.shape[1]):  # in turn: two slots may name one position, one of them unused
-                self.is_global[rows, self.gi[:, g]] |= self.gvalid[:, g]
+            # (B, G, T): the valid slot naming each position (at most one: global_index drops a repeat); computed,
+            # not written by index, so that the TorchScript ONNX exporter takes it
+            names = (torch.arange(T, device=lengths.device) == self.gi[:, :, None]) & self.gvalid[:, :, None]
+            self.is_global = names.any(1)
+            self.slot = names.long().argmax(1)  # (B, T): that slot, where is_global
         self.memo: dict[tuple, object] = {}  # masks built once per forward: the overlap masks, flex's block masks
 
     @classmethod
@@ -205,7 +207,7 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     """
     B, H, T, d = q.shape
     layout = layout or ExactKeyLayout(lengths, T, radius, positions)
-    real, b, nb, gi, gvalid = layout.real, layout.b, layout.nb, layout.gi, layout.gvalid
+    real, b, nb, gi = layout.real, layout.b, layout.nb, layout.gi
     acc = torch.promote_types(q.dtype, torch.float32)  # scores and softmax in float32 at least
     # the band before the global keys' gather: autograd then sums k's and v's gradients in the same order whatever
     # the caller, so a run's numbers stay the same to the bit
@@ -233,11 +235,10 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     if positions:  # the global tokens' queries attend to every real position exactly
         full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
                                               dropout_p=dropout_p)  # (B, H, G, d)
-        rows = torch.arange(B, device=q.device)
-        for g in range(gi.shape[1]):  # their rows written in place, a slot at a time: an invalid slot (which may
-            # share a valid one's index) writes back what is there, so no host sync picks the valid ones
-            kept = out[rows, :, gi[:, g]]  # (B, H, d)
-            out[rows, :, gi[:, g]] = torch.where(gvalid[:, g, None, None], full[:, :, g], kept)
+        # each global token's row taken from its slot's (selected, not written by index: no host sync, and the
+        # TorchScript ONNX exporter takes it)
+        from_slot = full.gather(2, layout.slot[:, None, :, None].expand(B, H, T, d))  # (B, H, T, d)
+        out = torch.where(layout.is_global[:, None, :, None], from_slot, out)
     return out
 
 

@@ -64,7 +64,8 @@ class LinformerEmbeddings(nn.Module):
         if position_ids is None:
             if input_ids is not None and self.pads_positions:  # padded tokens keep position padding_idx
                 real = input_ids.ne(self.padding_idx)
-                position_ids = (torch.cumsum(real, dim=1) + self.offset - 1).masked_fill(~real, self.padding_idx)
+                # counted as integers: ONNX's CumSum takes no bool tensor (torch's own cumsum would promote it)
+                position_ids = (real.long().cumsum(1) + self.offset - 1).masked_fill(~real, self.padding_idx)
             else:
                 T = inputs_embeds.shape[1]
                 position_ids = torch.arange(T, device=inputs_embeds.device) + self.offset

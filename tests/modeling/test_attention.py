@@ -151,10 +151,13 @@ DEPLOYED_VARIANTS = {
     **{f"sharing={s}": dict(sharing=s) for s in SHARINGS},
     **{f"projection={p}": dict(projection=p) for p in PROJECTIONS},
     "resample": dict(length_policy="resample"),
+    "mask_empty_windows": dict(mask_empty_windows=True),
     "full": dict(attention="full"),
     "local_global": dict(local_window=4, global_positions=[0, -1]),
     "landmark": dict(sharing="kv", local_window=4, global_positions=[0, -1], landmark_pooling=True,
                      length_policy="resample"),
+    "overlap_mask": dict(sharing="layerwise", local_window=4, global_positions=[0, -1], overlap_columns="mask",
+                         exact_short_inputs=True),
 }
 
 
@@ -171,6 +174,59 @@ def test_dynamic_int8_quantization_runs_every_variant_close_to_fp32(overrides):
         expected = model(ids, attention_mask=mask).last_hidden_state
         torch.testing.assert_close(quantized(ids, attention_mask=mask).last_hidden_state, expected,
                                    atol=5e-3, rtol=0)
+
+
+class _Logits(torch.nn.Module):
+    """The model as a deployment exports it: ids and mask in, the last hidden state out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+@pytest.mark.parametrize("name", DEPLOYED_VARIANTS)
+def test_the_torchscript_onnx_exporter_writes_a_graph_onnxruntime_runs_like_eager(name):
+    """torch.onnx.export(dynamo=False) traces the forward: every variant exports (the exact local and global keys at
+    a static shape: their band is a strided view of the keys), and where onnxruntime is installed the graph gives
+    eager's outputs at other lengths and paddings (the paper's variants, exported with dynamic axes) or at the export
+    shape with other paddings."""
+    pytest.importorskip("onnx")  # the exporter writes through it
+    import io
+
+    torch.manual_seed(0)
+    model = _Logits(LinformerModel(tiny_config(max_seq_len=32, **DEPLOYED_VARIANTS[name])).eval()).eval()
+    static = bool(DEPLOYED_VARIANTS[name].get("local_window"))  # the block layout follows the length
+    ids, mask = torch.randint(4, 64, (2, 24)), torch.ones(2, 24, dtype=torch.long)  # unpadded at export
+    axes = None if static else {"input_ids": {0: "B", 1: "T"}, "attention_mask": {0: "B", 1: "T"}}
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), f, input_names=["input_ids", "attention_mask"], dynamo=False,
+                          dynamic_axes=axes, opset_version=17)
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    for B, T in [(2, 24)] if static else [(2, 24), (3, 17), (1, 32)]:
+        ids, mask = torch.randint(4, 64, (B, T)), torch.ones(B, T, dtype=torch.long)
+        mask[-1, 3:] = 0  # within k tokens: a short row
+        if B > 2:
+            mask[1, 9:] = 0
+        with torch.no_grad():
+            expected = model(ids, mask)
+        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+        torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_position_ids_count_padding_as_integers():
+    """ONNX's CumSum takes no bool tensor: the traced embeddings count real tokens as integers (what the ONNX test
+    above checks through onnxruntime, here where only torch is installed)."""
+    model = LinformerModel(tiny_config()).eval()
+    ids = torch.randint(4, 64, (2, 16))
+    with torch.no_grad():
+        traced = torch.jit.trace(model.embeddings, (ids,))
+    cumsums = [node for node in traced.inlined_graph.nodes() if node.kind() == "aten::cumsum"]
+    assert cumsums and all(next(node.inputs()).type().scalarType() != "Bool" for node in cumsums)
 
 
 def test_input_longer_than_n_names_n():
