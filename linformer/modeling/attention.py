@@ -108,6 +108,10 @@ class LinearProjection(nn.Module):
         if self.resample:
             return resampled_rows(self.weight, T, None if mask is None else mask.sum(-1))
         c, _ = self._columns(T, None)
+        if self.per_head and isinstance(T, torch.SymInt):
+            # a symbolic length (torch.export with a dynamic one): H x T slices of H x n are a contiguous view at T = n
+            # only, a branch the export would keep as a guard refusing T = n; the rows gathered are one at every T
+            return self.weight[..., :c].index_select(-2, torch.arange(T, device=self.weight.device))
         return self.weight[..., :T, :c]
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rows: torch.Tensor | None = None

@@ -218,6 +218,28 @@ def test_the_torchscript_onnx_exporter_writes_a_graph_onnxruntime_runs_like_eage
         torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("overrides", [dict(sharing=s) for s in SHARINGS] + [dict(length_policy="resample")],
+                         ids=[*SHARINGS, "resample"])
+def test_torch_export_with_a_dynamic_length_up_to_n_gives_eager_outputs_at_every_length(overrides):
+    """The paper's Linformer (the linear E, any sharing) exports with one dynamic length from 2 to n, n included:
+    nothing in its forward branches on T = n."""
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(**overrides)).eval()
+    n = model.config.max_seq_len
+    T = Dim("T", min=2, max=n)
+    ids = torch.randint(4, 64, (2, 12))
+    exported = export(model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                      dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}}).module()
+    for length in (2, 7, n - 1, n):
+        ids, mask = torch.randint(4, 64, (2, length)), torch.ones(2, length, dtype=torch.long)
+        mask[1, length // 2 + 1:] = 0
+        with torch.no_grad():
+            torch.testing.assert_close(exported(input_ids=ids, attention_mask=mask).last_hidden_state,
+                                       model(ids, attention_mask=mask).last_hidden_state)
+
+
 def test_position_ids_count_padding_as_integers():
     """ONNX's CumSum takes no bool tensor: the traced embeddings count real tokens as integers (what the ONNX test
     above checks through onnxruntime, here where only torch is installed)."""
