@@ -379,6 +379,20 @@ def _loaded_identity(loaded, where: str) -> str:
     return tokenizer_identity(loaded.backend_tokenizer.to_str())
 
 
+def limit_to(tokenizer, length: int) -> None:
+    """`tokenizer` as saved for a model that takes at most `length` tokens, in both of its files:
+    ``model_max_length`` (tokenizer_config.json, what transformers cuts at with truncation=True) and, for a fast
+    tokenizer, the Rust tokenizer's own state (tokenizer.json, which the tokenizers library applies to every
+    ``encode`` as it is): truncation at `length` and no padding, whatever the source's tokenizer.json said (a
+    sentence-transformers checkpoint's truncation and fixed padding at 128, say). transformers sets that state per
+    call, so its own calls are unchanged; the hash reads it as unset (``tokenizer_identity``)."""
+    tokenizer.model_max_length = length
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_padding()
+        backend.enable_truncation(max_length=length)
+
+
 def tokenizer_identity(serialised: str) -> str:
     """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json, or a loaded
     tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, its truncation and padding state read as unset

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.streams import TOKEN_TYPES
+from ..data.tokenizer import limit_to
 from ..files import MANIFEST, atomic_dir, file_checksums, read_json, write_json
 from .card import CARD, SIDECAR
 from .loading import model_length
@@ -54,9 +55,10 @@ def save_model_dir(model, tokenizer, directory: str | os.PathLike, **save_kwargs
 def save_tokenizer(tokenizer, config, directory: str | os.PathLike) -> None:
     """Save `tokenizer` for the model of `config`: its ``model_max_length`` is the longest input the model takes
     (``loading.model_length``: a Linformer's n), so that pipelines and ``truncation=True`` cut inputs to what E and F
-    take. Set on `tokenizer` itself: a later save of it says the same. Its ``model_input_names`` are the inputs the
-    model takes (``input_names_for``), saved from a copy: the run goes on encoding with `tokenizer` as it is."""
-    tokenizer.model_max_length = model_length(config)
+    take, and tokenizer.json truncates there too and pads nothing (``limit_to``). Set on `tokenizer` itself: a later
+    save of it says the same. Its ``model_input_names`` are the inputs the model takes (``input_names_for``), saved
+    from a copy: the run goes on encoding with `tokenizer` as it is."""
+    limit_to(tokenizer, model_length(config))
     names = input_names_for(config, list(tokenizer.model_input_names))
     saved = copy.copy(tokenizer)  # shares the vocabulary; init_kwargs is what tokenizer_config.json records
     saved.model_input_names, saved.init_kwargs = names, {**tokenizer.init_kwargs, "model_input_names": names}

@@ -292,6 +292,25 @@ def save_tokenizer(path, size, pad_id=0):
                             sep_token="[SEP]", mask_token="[MASK]").save_pretrained(path)
 
 
+def test_a_converted_models_tokenizer_json_truncates_at_its_n_and_pads_nothing(tmp_path):
+    """A source whose tokenizer.json truncates and pads to a fixed length (sentence-transformers' 128): the
+    converted model's tokenizer.json, which the tokenizers library applies as it is, truncates at the model's n and
+    pads nothing, like its tokenizer_config.json's model_max_length."""
+    save_source(tmp_path / "bert", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    source = tmp_path / "bert" / "tokenizer.json"
+    state = json.loads(source.read_text())
+    state["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}
+    state["padding"] = {"strategy": {"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                        "pad_type_id": 0, "pad_token": "[PAD]"}
+    source.write_text(json.dumps(state))
+    out = convert_encoder(tmp_path / "bert", tmp_path / "out", attention="full", max_seq_len=2 * N)
+    saved = Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert len(saved.encode(" ".join(f"w{i}" for i in range(5, 5 + 3 * N))).ids) == 2 * N
+    assert saved.encode("w5").ids == [5]  # no padding
+    assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 2 * N
+
+
 def test_convert_encoder_saves_model_and_tokenizer(tmp_path):
     source = save_source(tmp_path / "bert", BertForMaskedLM, BERT)
     save_tokenizer(tmp_path / "bert", VOCAB)

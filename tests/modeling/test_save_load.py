@@ -160,3 +160,24 @@ def test_a_saved_tokenizer_gives_the_inputs_its_model_takes(tmp_path, segments):
     with torch.no_grad():
         probs = model(**inputs).logits.softmax(-1)[0]
     assert [scores[model.config.id2label[i]] for i in range(2)] == pytest.approx(probs.tolist(), abs=1e-6)
+
+
+def test_a_saved_tokenizer_json_truncates_at_n_and_pads_nothing_whatever_the_tokenizer_was_called_with(tmp_path):
+    """Every model directory (a run's model/ and best/, an export, a conversion: save_model_dir) writes a
+    tokenizer.json that the tokenizers library, which applies its truncation and padding to every encode, reads as
+    the model's n and no padding, even after the tokenizer encoded with other settings (a finetuning's batches)."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from linformer.modeling.saving import save_model_dir
+
+    from .test_convert import save_tokenizer
+
+    save_tokenizer(tmp_path / "tok", 64)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    tok(["w5 w6 w7 w8", "w9"], truncation=True, max_length=3, padding="max_length")
+    save_model_dir(LinformerModel(tiny_config()), tok, tmp_path / "model")
+    saved = json.loads((tmp_path / "model" / "tokenizer.json").read_text())
+    assert saved["truncation"]["max_length"] == 16 and saved["padding"] is None
+    encoded = Tokenizer.from_file(str(tmp_path / "model" / "tokenizer.json")).encode(" ".join(["w5"] * 40))
+    assert len(encoded.ids) == 16
