@@ -16,12 +16,15 @@ from __future__ import annotations
 import functools
 
 import torch
+from transformers.utils import logging
 
 from .errors import ConfigError
 from .local_global import once
 
 FLEX_TORCH = "2.5"  # the first torch with torch.nn.attention.flex_attention
 BLOCK = 128  # queries and keys per block of the block mask (flex's default tile)
+
+logger = logging.get_logger(__name__)
 
 
 def available() -> bool:
@@ -42,9 +45,32 @@ def check_available() -> None:
 
 @functools.cache
 def _compiled():
+    """flex_attention compiled for static shapes: one compile per input shape. Dynamic shapes are not used: on the
+    CPU (torch 2.13) inductor's flex kernel for a dynamic batch and length fails to build for the local/global mask."""
     from torch.nn.attention.flex_attention import flex_attention
 
     return torch.compile(flex_attention, dynamic=False)
+
+
+_compiled_shapes: set[tuple] = set()  # the (q, k) shapes, dtype and device _compiled() has run: a compile each
+
+
+def _note_shape(q: torch.Tensor, k: torch.Tensor) -> None:
+    """Warn once when the compiled flex_attention meets more input shapes than torch compiles one function for
+    (torch._dynamo's recompile limit): from there torch runs its unfused flex_attention, which holds the whole
+    T x S score matrix, with only its own log lines to say so."""
+    key = (tuple(q.shape), tuple(k.shape), q.dtype, q.device)
+    if key in _compiled_shapes:
+        return
+    _compiled_shapes.add(key)
+    config = torch._dynamo.config
+    limit = getattr(config, "recompile_limit", None) or getattr(config, "cache_size_limit", 8)
+    if len(_compiled_shapes) == limit + 1:
+        logger.warning_once(
+            f"attn_implementation='flex_attention' is compiled once per input shape, and torch compiles at most "
+            f"{limit} (torch._dynamo.config.recompile_limit): inputs of other shapes now run torch's unfused "
+            "flex_attention, which holds the full T x S scores. Pad inputs to a few fixed lengths (padding='max_length', "
+            "or multiples of 128), raise the limit, or use attn_implementation='sdpa'.")
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, score_mod=None,
@@ -59,7 +85,11 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask, score_
         raise ConfigError("attn_implementation='flex_attention' has no backward on the CPU (torch's FlexAttention "
                           "trains on GPUs only): train with attn_implementation='sdpa' here, or run under "
                           "torch.no_grad() for inference.")
-    compiled = flex_attention if torch.compiler.is_compiling() else _compiled()  # an outer compile traces it
+    if torch.compiler.is_compiling():  # an outer compile traces it
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    compiled = _compiled()
+    if compiled is not flex_attention:  # (tests run the eager function in its place)
+        _note_shape(q, k)
     return compiled(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
 

@@ -186,3 +186,24 @@ def test_a_torch_without_flex_is_named_with_the_version_that_has_it(monkeypatch)
     model = LinformerModel(LinformerConfig(**SMALL))
     with pytest.raises(ImportError, match=r"needs torch >= 2\.5 .*this is torch"):
         model.set_attn_implementation("flex_attention")
+
+
+def test_more_input_shapes_than_torch_compiles_is_said_once(monkeypatch):
+    """The compiled flex_attention is built per input shape (static: inductor's dynamic CPU kernel does not build for
+    every mask); past torch's recompile limit torch runs its unfused flex_attention, which holds the full scores: a
+    warning says so, once, and what to do."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    said = []
+    monkeypatch.setattr(flex.logger, "warning_once", said.append)
+    monkeypatch.setattr(flex, "_compiled", lambda: lambda *a, **kw: flex_attention(*a, **kw))  # a stand-in, counted
+    monkeypatch.setattr(flex, "_compiled_shapes", set())
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    model = LinformerModel(LinformerConfig(**SMALL, attn_implementation="flex_attention")).eval()
+    with torch.no_grad():
+        for length in (20, 20, 21):  # two shapes: within the limit
+            model(torch.randint(4, 50, (2, length)))
+        assert said == []
+        model(torch.randint(4, 50, (2, 22)))
+        model(torch.randint(4, 50, (2, 23)))
+    assert len(said) == 1 and "recompile_limit" in said[0] and "attn_implementation='sdpa'" in said[0]
