@@ -364,9 +364,21 @@ class FinetuneTask(TrainingTask):
             "report": [(", ".join(f"{m} {metrics[m]:.4f}" for m in self.task_spec.metrics if metrics.get(m) is not None)
                         + f" on {len(self.eval)} {self.task_spec.name} "
                         f"{self.task_spec.eval_split} examples, scored once on the model of epoch "
-                        f"{self.epoch_of(step):g} (step {step}, {chosen})")] if score is not None else [],
+                        f"{epoch_label(self.epoch_of(step))} (step {step}, {chosen})")] if score is not None else [],
         }
         return summary, results
+
+
+def epoch_label(epoch: float) -> str:
+    """An epoch as a summary line says it: whole ("1"), or a fraction to two decimals ("0.63", a max_steps run
+    stopped inside an epoch), more where two would read as a whole epoch ("0.004", "1.998")."""
+    if epoch.is_integer():
+        return str(int(epoch))
+    for decimals in (2, 3, 4):
+        text = f"{epoch:.{decimals}f}"
+        if not float(text).is_integer():
+            return text
+    return f"{epoch:g}"
 
 
 def finetune(spec: FinetuneSpec | Mapping, run_dir: str | Path) -> dict:

@@ -637,6 +637,16 @@ def test_a_task_with_two_metrics_reports_both(tmp_path, pretrained_run):
     finetune(cfg, tmp_path / "run")
     [line] = json.loads((tmp_path / "run" / "summary.json").read_text())["report"]
     assert line.startswith("accuracy ") and ", f1 " in line and "on 24 qqp dev examples" in line
+    assert "scored once on the model of epoch 1 (step " in line
+
+
+@pytest.mark.parametrize(("epoch", "label"), [(1.0, "1"), (40 / 63, "0.63"), (2.5, "2.50"), (0.004, "0.004"),
+                                              (1.998, "1.998"), (1.99999, "1.99999")])
+def test_the_summary_names_a_whole_or_a_clearly_fractional_epoch(epoch, label):
+    """A max_steps run stopped inside an epoch: "epoch 0.63 (step 40)", not "epoch 0.634921"."""
+    from linformer.train.finetune import epoch_label
+
+    assert epoch_label(epoch) == label
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
