@@ -46,7 +46,7 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
 from .errors import ConfigError
@@ -153,8 +153,16 @@ def capturing() -> bool:
     a host-synced shortcut (a branch on a tensor's value) takes the general path instead of freezing one branch into
     the graph."""
     return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
-            or _fx_symbolic_tracing() or torch._C._len_torch_function_stack() > 0
+            or _fx_symbolic_tracing() or _foreign_function_mode()
             or _len_torch_dispatch_stack() > 0 or torch._C._functorch.maybe_current_level() is not None)
+
+
+def _foreign_function_mode() -> bool:
+    """Whether a torch function mode other than this module's own ``_SharedRows`` is on this thread: the policy's
+    own mode runs the forward as eager code does (whole rows, one answer per batch), and counting it as a capture
+    would send every loaded CPU forward down the general paths (masking an unpadded batch, no exact short rows)."""
+    return torch._C._len_torch_function_stack() > 0 and any(
+        not isinstance(mode, _SharedRows) for mode in _get_current_function_mode_stack())
 
 
 def _applies(model) -> bool:

@@ -342,6 +342,26 @@ def test_capturing_is_true_under_every_graph_capture_and_transform(capture):
     assert not threads.capturing()
 
 
+def test_the_policy_s_own_row_sharing_is_not_a_capture(machine, monkeypatch):
+    """Inside a loaded forward the policy's own mode (_SharedRows) is on the thread: it is not a capture, so the
+    forward keeps its eager shortcuts (an unpadded batch's mask dropped, short rows exact); any other mode is."""
+    from torch.overrides import TorchFunctionMode
+
+    with threads._SharedRows():
+        assert not threads.capturing()
+        with TorchFunctionMode():
+            assert threads.capturing()
+    seen = []
+    monkeypatch.setattr(threads, "PIECE_ROWS", 16)
+    advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy: shared
+    model = LinformerModel(tiny_config(max_seq_len=64)).eval()
+    monkeypatch.setattr(model.encoder, "forward", lambda hidden, mask, *a: seen.append(
+        (torch._C._len_torch_function_stack(), mask)) or (hidden, None, None))
+    with torch.no_grad():
+        model(torch.randint(4, 64, (2, 64)), attention_mask=torch.ones(2, 64, dtype=torch.long))
+    assert seen == [(1, None)]  # run under the policy's mode, and the all-ones mask dropped as eagerly
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_a_jit_trace_on_a_loaded_machine_records_the_eager_forward(machine, monkeypatch, grad):
     """The adaptive policy shares a loaded forward's linear rows with worker threads, which a trace does not see
