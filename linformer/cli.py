@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, PeerFailed, Preempted, did_you_mean
 from .files import atomic_write, flatten, resolve_path
-from .signals import sigterm_ignored_from_here
+from .signals import sigterm_ignored_at_teardown
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -476,12 +476,10 @@ def hydra_main(config_name: str) -> Callable:
 
         @functools.wraps(fn)
         def entry():
-            if fn.__module__ != "__main__":  # called from other code (a test), which goes on after it
-                return run()
             try:
                 run()
             finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
-                sigterm_ignored_from_here()
+                sigterm_ignored_at_teardown()
 
         def run():
             with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused

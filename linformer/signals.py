@@ -9,7 +9,7 @@ it stands. Every mode installs and restores its handlers through ``handling``:
   boundary, so a step is never cut in half and every rank stops at the same step;
 - finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
   saving after its last update, short beside a job runner's wait for it), a second one stops it;
-- ended, ``sigterm_ignored_from_here``: once a command has ended, a SIGTERM (or SIGHUP) in the interpreter's
+- ended, ``sigterm_ignored_at_teardown``: once a command has ended, a SIGTERM (or SIGHUP) in the interpreter's
   teardown is ignored, so the process exits with the status the command ended with.
 
 SIGHUP (the terminal closed: an ssh connection dropped, a tmux server killed) is handled wherever SIGTERM is, as
@@ -18,6 +18,7 @@ SIGTERM is (``handling``): it is the most common way a run is stopped without be
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -120,13 +121,22 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
         yield
 
 
-def sigterm_ignored_from_here() -> None:
-    """Ignore SIGTERM (and SIGHUP, taken as it) from now on: called once a command has ended (its outputs written, its
-    last line printed), for the interpreter's teardown, which can take seconds (modules' clean-up, threads joined,
-    native libraries freed), and where a SIGTERM ended the process as killed by it (-15, no line) though the command
+def sigterm_ignored_at_teardown() -> None:
+    """Ignore SIGTERM (and SIGHUP, taken as it) from the interpreter's teardown on: called once a command has ended
+    (its outputs written, its last line printed). The teardown can take seconds (threads joined, modules' clean-up,
+    native libraries freed), and a SIGTERM there ended the process as killed by it (-15, no line) though the command
     had ended as it said; the process now ends with the status the command ended with. Ignored rather than handled:
     the teardown's last stage resets a handler written in Python to the default, and a hung teardown still ends on
-    SIGKILL. The main thread only (elsewhere nothing changes)."""
+    SIGKILL. Set as the teardown begins (threading's exit hook, before threads are joined; else atexit), not here:
+    a caller in the same process (a test running the script) goes on with its signals as they were."""
+    register = getattr(threading, "_register_atexit", None) or atexit.register
+    try:
+        register(_ignore_sigterm)
+    except RuntimeError:  # the teardown has begun already
+        _ignore_sigterm()
+
+
+def _ignore_sigterm() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)

@@ -223,7 +223,10 @@ def _projected_linear(linear: nn.Module, projected: torch.Tensor, bias_weights: 
     """E^T (X W^T + 1 b^T) = (E^T X) W^T + (E^T 1) b^T from `projected` = E^T X (B, c, D) and `bias_weights` = E^T 1
     ((c,) or (B, c)), through the layer's own call: linear(E^T X) = (E^T X) W^T + b, plus (E^T 1 - 1) b, b being the
     layer at 0. Never its .weight and .bias, so that any affine twin of an nn.Linear computes it: the int8 layer of
-    torch.ao.quantization.quantize_dynamic (whose weight and bias are methods), an adapter wrapping the layer."""
+    torch.ao.quantization.quantize_dynamic (whose weight and bias are methods), an adapter wrapping the layer. A plain
+    nn.Linear takes one GEMM with the bias term fused, without the extra call at 0."""
+    if type(linear) is nn.Linear:
+        return F.linear(projected, linear.weight).addcmul_(bias_weights.unsqueeze(-1), linear.bias)
     bias = linear(projected.new_zeros(1, projected.shape[-1]))[0]  # (D,)
     return linear(projected).addcmul_(bias_weights.unsqueeze(-1) - 1, bias)  # the bias term added in place
 

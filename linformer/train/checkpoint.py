@@ -32,6 +32,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
+from ..cli import shell_command
 from ..errors import CheckpointError, PeerFailed, RunDirError
 from ..files import checksum_problems, disk_full_names, file_checksums, read_json, swap_in, umask_modes, write_json
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
@@ -108,8 +109,8 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
     problem = model_problem(run_dir)
     if problem or not read_json(run_dir / SUMMARY).get("model_dir"):
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
-                                     f"scripts/export.py writes it from. Export it first: python scripts/export.py "
-                                     f"{run_dir}")
+                                     "scripts/export.py writes it from. Export it first: "
+                                     + shell_command("python", "scripts/export.py", run_dir))
     record = RunRecord(run_dir, str(info.get("stage")))
     record.lock.acquire()  # a live process on the run is refused, naming it
     try:

@@ -198,9 +198,10 @@ def test_more_input_shapes_than_torch_compiles_is_said_once(monkeypatch):
     monkeypatch.setattr(flex.logger, "warning_once", said.append)
     monkeypatch.setattr(flex, "_compiled", lambda: lambda *a, **kw: flex_attention(*a, **kw))  # a stand-in, counted
     monkeypatch.setattr(flex, "_compiled_shapes", set())
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
     model = LinformerModel(LinformerConfig(**SMALL, attn_implementation="flex_attention")).eval()
-    with torch.no_grad():
+    # config.patch, not monkeypatch: undoing a setattr on torch's config module leaves the key hidden, and every later
+    # compile in the process fails reading it
+    with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=2):
         for length in (20, 20, 21):  # two shapes: within the limit
             model(torch.randint(4, 50, (2, length)))
         assert said == []
