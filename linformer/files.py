@@ -496,24 +496,38 @@ def cache_key(options: Mapping[str, Any], files: list[str | Path] = ()) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ readers
-def _read_mapping(path: Path, parse, error: type[Exception]) -> dict:
-    """The mapping in a YAML or JSON file; {} when it is missing, unparsable (logged) or not a mapping."""
+def parse_mapping(path: str | Path, json_file: bool | None = None) -> tuple[dict, str | None]:
+    """The mapping in a YAML or JSON file (JSON by a .json name) and why it is not one: ({}, None) when the file is
+    missing, ({}, why) when it is unparsable, not text, empty or another kind of value (the parser's message on one
+    line). Readers that may go on without a record log the why (``read_yaml``/``read_json``); a run's own record
+    refuses it (``rundir.RunRecord``)."""
+    path = Path(path)
     if not path.is_file():
-        return {}
+        return {}, None
+    json_file = path.suffix == ".json" if json_file is None else json_file
     try:
-        data = parse(path.read_text())
-    except error as e:
-        log.warning("%s: %s", path, e)
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = json.loads(path.read_text()) if json_file else yaml.safe_load(path.read_text())
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
+        return {}, " ".join(str(e).split())
+    if not isinstance(data, dict):
+        return {}, "it is empty" if data is None else f"it holds a {type(data).__name__}, not a mapping"
+    return data, None
+
+
+def _read_mapping(path: Path, json_file: bool) -> dict:
+    """The mapping in a YAML or JSON file; {} when it is missing, or unparsable or not a mapping (logged, one line)."""
+    data, why = parse_mapping(path, json_file)
+    if why:
+        log.warning("%s: %s", path, why)
+    return data
 
 
 def read_yaml(path: str | Path) -> dict:
-    return _read_mapping(Path(path), yaml.safe_load, yaml.YAMLError)
+    return _read_mapping(Path(path), json_file=False)
 
 
 def read_json(path: str | Path) -> dict:
-    return _read_mapping(Path(path), json.loads, json.JSONDecodeError)
+    return _read_mapping(Path(path), json_file=True)
 
 
 # ------------------------------------------------------------------------------------------------ small helpers

@@ -40,6 +40,7 @@ from .files import (
     flatten,
     listing,
     output_damage,
+    parse_mapping,
     pid_alive,
     process_place,
     read_json,
@@ -314,18 +315,21 @@ class RunRecord:
         self.allowed_changes: dict[str, tuple[Any, Any]] = {}  # set by claim(); recorded by start()
         self.resumed_from: str | None = None  # another run's checkpoint this run continues; recorded by start()
 
-    # readers
+    # readers: the run's own record (``read_record``: a file of it that does not read is refused)
+    def _own(self, name: str) -> dict:
+        return read_record(self.dir, name)
+
     def config(self) -> dict:
-        return read_yaml(self.dir / CONFIG)
+        return self._own(CONFIG)
 
     def info(self) -> dict:
-        return read_json(self.dir / RUN)
+        return self._own(RUN)
 
     def summary(self) -> dict:
-        return read_json(self.dir / SUMMARY)
+        return self._own(SUMMARY)
 
     def results(self) -> dict:
-        return read_json(self.dir / RESULTS)
+        return self._own(RESULTS)
 
     def metrics(self) -> list[dict[str, Any]]:
         return read_metrics(self.dir / METRICS)
@@ -342,8 +346,8 @@ class RunRecord:
         """
         self.lock.acquire()
         try:
-            recorded = self.config()
-            if not recorded and not self.info():
+            recorded, info = self.config(), self.info()  # either refused here when it does not read
+            if not recorded and not info:
                 foreign = not_a_run(self.dir)
                 if foreign:  # someone's folder, not a run: a run writes only into a new directory or its own
                     raise RunDirError(f"{self.dir} is not a run directory (it has no {CONFIG} or {RUN}) but holds "
@@ -351,8 +355,9 @@ class RunRecord:
                                       "run_name (or paths.output_dir), or move those files away.")
                 warn_unfinished_twin(self.dir, config)
                 return "new"
-            if not recorded:
-                return "new"
+            if not recorded:  # a run.json without its settings: nothing to check a continuation against
+                raise RunDirError(f"{self.dir / CONFIG} is missing, but {self.dir} holds a run ({RUN}): its settings "
+                                  f"cannot be checked against these. {_RESTORE.format(dir=self.dir)}")
             _check_allowed_keys(allow_change, recorded, config)
             diff = identity_diff(recorded, config)
             shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
@@ -387,7 +392,7 @@ class RunRecord:
         the step this attempt starts at and the processes it runs on: the steps from it to the next attempt's
         `start_step` ran on that many."""
         if not self.info() and (self.dir / CONFIG).is_file():  # an earlier attempt's record, without its run.json
-            log.warning("%s is missing or unreadable: the run goes on from its files, but what it recorded of the "
+            log.warning("%s is missing: the run goes on from its files, but what it recorded of the "
                         "earlier attempts (created, attempts, changes) is gone; a new record starts with this one",
                         self.dir / RUN)
         info = self.info() or {"stage": self.stage, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "changes": []}
@@ -443,6 +448,20 @@ class RunRecord:
 
     def release(self) -> None:
         self.lock.release()
+
+
+_RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
+
+
+def read_record(run_dir: str | Path, name: str) -> dict:
+    """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
+    a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
+    it (``files.parse_mapping``'s why), never taken for no record. Reports read leniently (``load_run``)."""
+    data, why = parse_mapping(Path(run_dir) / name)
+    if why:
+        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): the run in {run_dir} cannot be checked "
+                          f"against it or continued. {_RESTORE.format(dir=run_dir)}")
+    return data
 
 
 def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:

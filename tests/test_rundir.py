@@ -46,9 +46,33 @@ def test_a_run_whose_run_json_was_deleted_says_its_history_is_gone(tmp_path, cap
     assert record.claim(CONFIG) == "continue"
     record.start(CONFIG, step=5)
     record.release()
-    said = (f"{run / 'run.json'} is missing or unreadable: the run goes on from its files, but what it recorded of "
+    said = (f"{run / 'run.json'} is missing: the run goes on from its files, but what it recorded of "
             "the earlier attempts (created, attempts, changes) is gone")
     assert said in caplog.text
+
+
+@pytest.mark.parametrize("name, text", [("config.yaml", "trainer: ["), ("config.yaml", "- a list"),
+                                        ("run.json", '{"status": "stop'), ("summary.json", "")])
+def test_a_run_whose_record_does_not_read_is_refused_naming_the_file_not_taken_for_no_record(tmp_path, name, text):
+    """A damaged config.yaml read as none turned the settings check off: a rerun with another lr continued the run
+    and rewrote config.yaml as if it had held from the start. Each file of the record (a damaged summary.json of a
+    finished run too) is refused in one line naming it, and nothing is written."""
+    run = _finished(tmp_path / "run")
+    (run / name).write_text(text)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    record = RunRecord(run, "pretrain")
+    with pytest.raises(RunDirError, match=rf"^{run / name} cannot be read \(.+\): the run in {run} cannot be checked "
+                                          r"against it or continued\. Restore the file \(from a copy\), or start afresh"):
+        record.claim(_with(**{"trainer.lr": 0.01})) if name != "summary.json" else record.summary()
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # the lock let go, nothing rewritten
+
+
+def test_a_run_whose_config_yaml_is_gone_is_refused_not_started_anew_over_its_files(tmp_path):
+    run = _finished(tmp_path / "run")
+    (run / "config.yaml").unlink()
+    with pytest.raises(RunDirError, match=rf"{run / 'config.yaml'} is missing, but {run} holds a run \(run.json\)"):
+        RunRecord(run, "pretrain").claim(CONFIG)
+    assert not (run / LOCK).exists()
 
 
 def test_a_new_directory_is_claimed_and_only_the_lock_is_written_until_start(tmp_path):

@@ -17,12 +17,12 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import check_output_dir, made_by, read_json, read_yaml
+from ..files import check_output_dir, made_by, read_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, RESULTS, RUN, SUMMARY
+from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, read_record
 from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact, step_of
 from .core import no_hf_progress_bars
 from .pretrain import build_model
@@ -39,7 +39,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     that step; final: the step is the run's last)."""
     run_dir = Path(run_dir)
     spec = _spec(run_dir)
-    results = read_json(run_dir / RESULTS)
+    results = read_record(run_dir, RESULTS)
     reported = results.get("best_step")
     checkpoint = _checkpoint(run_dir, step)
     chosen = (results.get("selection") or {}).get("split") is not None
@@ -48,7 +48,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
                               f"in {run_dir / 'best'}; its newest checkpoint is another model. Use that directory, or "
                               "export a checkpoint by its step (--step N).")
     step = read_json(checkpoint / STATE_FILE)["step"]
-    final = read_json(run_dir / SUMMARY).get("steps") == step
+    final = read_record(run_dir, SUMMARY).get("steps") == step
     if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / "model").is_dir():
         raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / 'model'} already "
                           "(--out DIR exports it again).")
@@ -79,11 +79,11 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if not (run_dir / CONFIG).is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning or pretraining run's "
                           "directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")
-    stage = read_json(run_dir / RUN).get("stage")
+    stage = read_record(run_dir, RUN).get("stage")
     if stage not in SPECS:
         raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
                           "(transfer and distillation save their model in <run>/model).")
-    return SPECS[stage].read(read_yaml(run_dir / CONFIG))
+    return SPECS[stage].read(read_record(run_dir, CONFIG))
 
 
 def _rebuild(spec: FinetuneSpec | PretrainSpec):

@@ -34,7 +34,7 @@ from ..data.streams import ExampleStream, TaskCollator, example_columns, token_l
 from ..data.tasks import split_info
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
-from ..files import write_json
+from ..files import read_json, write_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.loading import (
@@ -45,7 +45,7 @@ from ..modeling.loading import (
     weights_sha256,
 )
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
-from ..rundir import PREDICTIONS, RunRecord
+from ..rundir import PREDICTIONS, SUMMARY
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)
@@ -342,7 +342,8 @@ class FinetuneTask(TrainingTask):
             "start_weights_sha256": self.start_weights_sha256,
             "model_type": self.config.model_type,
             **arch,
-            "pretrain_val_ppl": RunRecord(Path(self.model_path).parent, "pretrain").summary().get("final_val_ppl"),
+            # the start model's pretraining run, where it has one: its record is not this run's, read leniently
+            "pretrain_val_ppl": read_json(Path(self.model_path).parent / SUMMARY).get("final_val_ppl"),
             "seed": self.seed,
             "lr": self.settings.lr,  # peak
             "batch_size": self.settings.batch_size,
