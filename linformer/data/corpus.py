@@ -541,7 +541,8 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "timing_s": {step: round(seconds, 2) for step, seconds in timing.items()},
         "tokens_per_s": round(total_tokens / max(timing["tokenize"], 1e-9)),
         "num_proc": nproc,
-        "files": file_checksums(tmp, tmp.rglob("*.arrow")),
+        # every file of the DatasetDict, its JSON (dataset_dict.json, state.json) as well as its .arrow data
+        "files": file_checksums(tmp, (f for f in tmp.rglob("*") if f.is_file() and f.name != MANIFEST)),
     }
 
 
@@ -711,7 +712,12 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
     check_corpus_files(out_dir, manifest)
     if tokenizer_dir is not None:
         check_corpus_vocabulary(out_dir, tokenizer_dir)
-    return datasets.load_from_disk(str(out_dir))
+    try:
+        return datasets.load_from_disk(str(out_dir))
+    except (ValueError, OSError, KeyError) as err:  # a file its checksums do not cover (a manifest of before they did)
+        why = " ".join(str(err).split()) or type(err).__name__
+        raise CorpusError(f"prepared corpus {out_dir} cannot be read ({why}); prepare it again: "
+                          f"{prepare_again(out_dir, manifest)}") from err
 
 
 # what a corpus's manifest holds besides its output record, which readers rely on (the checksums that find a damaged
