@@ -453,14 +453,19 @@ class RunRecord:
 _RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
 
 
+def _read_mapping_of(path: Path) -> dict:
+    return read_json(path) if path.suffix == ".json" else read_yaml(path)
+
+
 def read_record(run_dir: str | Path, name: str) -> dict:
     """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
     a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
-    it (``files.parse_mapping``'s why), never taken for no record. Reports read leniently (``load_run``)."""
+    it (``files.parse_mapping``'s why), never taken for no record: a start would not check its settings against it,
+    a report would count the run as unfinished. ``load_run`` (the dashboard, compare_runs) reads leniently."""
     data, why = parse_mapping(Path(run_dir) / name)
     if why:
-        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): the run in {run_dir} cannot be checked "
-                          f"against it or continued. {_RESTORE.format(dir=run_dir)}")
+        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): what the run in {run_dir} recorded there "
+                          f"is lost. {_RESTORE.format(dir=run_dir)}")
     return data
 
 
@@ -709,13 +714,16 @@ def run_status(path: Path, info: Mapping) -> str | None:
     return status
 
 
-def load_run(path: str | Path, rows: bool = True) -> Run:
+def load_run(path: str | Path, rows: bool = True, strict: bool = False) -> Run:
     """A run directory's config, results, metrics (without `rows`: none, for a reader that streams them with
-    ``iter_metrics``), stage and status."""
+    ``iter_metrics``), stage and status. A file of its record that does not read is a warning and left out (the
+    dashboard, compare_runs: every other run still shows), or with `strict` refused (``read_record``: a figure or
+    table made from the run)."""
     path = Path(path).resolve()
-    config = read_yaml(path / CONFIG)
-    results = {**read_json(path / SUMMARY), **read_json(path / RESULTS)}
-    info = read_json(path / RUN)
+    read = (lambda name: read_record(path, name)) if strict else (lambda name: _read_mapping_of(path / name))
+    config = read(CONFIG)
+    results = {**read(SUMMARY), **read(RESULTS)}
+    info = read(RUN)
     name = str(config.get("run_name") or path.name)
     why = info.get("error") or info.get("reason")
     return Run(path=path, name=name, stage=run_stage(path, info, results, config), config=config, results=results,

@@ -61,8 +61,8 @@ def test_a_run_whose_record_does_not_read_is_refused_naming_the_file_not_taken_f
     (run / name).write_text(text)
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     record = RunRecord(run, "pretrain")
-    with pytest.raises(RunDirError, match=rf"^{run / name} cannot be read \(.+\): the run in {run} cannot be checked "
-                                          r"against it or continued\. Restore the file \(from a copy\), or start afresh"):
+    with pytest.raises(RunDirError, match=rf"^{run / name} cannot be read \(.+\): what the run in {run} recorded "
+                                          r"there is lost\. Restore the file \(from a copy\), or start afresh"):
         record.claim(_with(**{"trainer.lr": 0.01})) if name != "summary.json" else record.summary()
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # the lock let go, nothing rewritten
 

@@ -5,11 +5,27 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from ..errors import DataError
 from ..rundir import is_full_attention
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
+
+
+def check_result(r: dict, path: str | Path, also: tuple[str, ...] = ()) -> None:
+    """DataError naming `path` and the first key a table reads that results.json `r` lacks: the task and its reported
+    accuracy, then `also` (a layout's own keys). A hand-made record, or one of another version, is refused in one
+    line, never a KeyError mid-table."""
+    metrics = r.get("metrics")
+    needed = {"task": r.get("task") is not None,
+              "metrics": isinstance(metrics, dict),
+              "metrics.accuracy": isinstance(metrics, dict) and isinstance(metrics.get("accuracy"), (int, float)),
+              **{key: r.get(key) is not None for key in also}}
+    missing = next((key for key, there in needed.items() if not there), None)
+    if missing:
+        raise DataError(f"{path} has no {missing} (a finished finetuning run's results.json records it): a hand-made "
+                        "or damaged record, or another version's. Restore it, or leave its run out of the paths.")
 
 
 def row_key(r: dict) -> tuple:

@@ -23,7 +23,7 @@ from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, write_json
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
-from .rows import SHARING_LABEL, one_run_per_seed, reported_subset, row_key, row_name
+from .rows import SHARING_LABEL, check_result, one_run_per_seed, reported_subset, row_key, row_name
 
 TASKS = PAPER_ORDER
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -46,6 +46,17 @@ def read_results(patterns: list[str]) -> list[dict]:
     them, or results.json files), each with its run directory as ``_dir``."""
     records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
     return [{**r, "_dir": str(record.dir)} for record in records if (r := record.results())]
+
+
+def _check_results(results: list[dict]) -> None:
+    """Each run a row takes holds what ``build_rows`` reads (``rows.check_result``): its length (max_length, where
+    its model records no max_seq_len), every f1 a number."""
+    for r in results:
+        path = Path(r.get("_dir", "?")) / RESULTS
+        check_result(r, path, also=() if r.get("max_seq_len") else ("max_length",))
+        if not isinstance(r["metrics"].get("f1", 0.0), (int, float, type(None))):
+            raise DataError(f"{path}: metrics.f1 is {r['metrics']['f1']!r}, not a number: a hand-made or damaged "
+                            "record. Restore it, or leave its run out of the paths.")
 
 
 def unfinished_runs(patterns: list[str]) -> list[str]:
@@ -121,6 +132,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
     """One row per (attention, n, k, sharing, pretrained), seeds averaged, the best lr per task when several
     were run; JSON-schema rows plus private keys. A run scored on a subset of its split is refused unless `subsets`:
     then the row's ``subsets`` says, per task, how many examples of how many scored it."""
+    _check_results([r for r in results if _column(r) is not None])
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in results:
         if _column(r) is not None:

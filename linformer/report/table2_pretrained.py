@@ -32,7 +32,7 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
-from .rows import check_profile_runs, one_run_per_seed
+from .rows import check_profile_runs, check_result, one_run_per_seed
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -48,15 +48,15 @@ def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> lis
     kept = [p for p in paths if (p / RESULTS).is_file()]  # a run directory, or a run's kept records
     runs = []
     for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept]))):
-        r = RunRecord(d, "finetune").results()
+        r = RunRecord(d, "finetune").results()  # a damaged one refused, naming it
         pred = read_json(d / PREDICTIONS)
-        for name, record in ((RESULTS, r), (PREDICTIONS, pred)):
-            if (d / name).is_file() and not record:
-                raise DataError(f"{d / name} is damaged (not a JSON object): restore it (git checkout, or the run's "
-                                "own copy) or delete the run's records to run it again; no table is written from "
-                                "a damaged record.")
+        if (d / PREDICTIONS).is_file() and not pred:
+            raise DataError(f"{d / PREDICTIONS} is damaged (not a JSON object): restore it (git checkout, or the "
+                            "run's own copy) or delete the run's records to run it again; no table is written from "
+                            "a damaged record.")
         if r.get("task") not in tasks or not pred:
             continue
+        check_result(r, d / RESULTS, also=("seed", "model_path"))
         labels, preds = np.asarray(pred["labels"]), np.asarray(pred["predictions"])
         recorded = (r.get("metrics") or {}).get("accuracy")
         if recorded is not None and (len(labels) != len(preds) or abs(float(np.mean(preds == labels)) - recorded) > 1e-9):

@@ -206,3 +206,21 @@ def test_two_runs_of_one_attention_are_refused_not_drawn_over_each_other(tmp_pat
     with pytest.raises(DataError, match=r"one run per attention; .*fig3-k64-again and .*fig3-k64 are both "
                                         r"Linformer k=64 \(headwise\)"):
         figure3_data([*runs, load_run(tmp_path / "fig3-k64-again")])
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "summary.json"])
+def test_a_run_whose_record_does_not_read_is_refused_naming_the_file_not_called_recordless(tmp_path, capsys, name):
+    """A damaged config.yaml was an 8-line YAML warning, then "holds no record of a run (no config.yaml, only
+    metrics)", which was untrue: the figure's run is refused naming the file and why, in one line."""
+    import shutil
+
+    from linformer.errors import RunDirError
+
+    records = Path(__file__).resolve().parents[2] / "docs" / "results" / "figure3_gpu_runs"
+    for run in ("fig3-full", "fig3-k64"):
+        shutil.copytree(records / run, tmp_path / run)
+    damaged = tmp_path / "fig3-k64" / name
+    damaged.write_text("trainer: [\n  - a")
+    with pytest.raises(RunDirError, match=rf"^{damaged} cannot be read \(.+\): what the run in .*fig3-k64 recorded"):
+        figure3([str(tmp_path / "fig3-full"), str(tmp_path / "fig3-k64")], tmp_path / "out")
+    assert capsys.readouterr().err == ""

@@ -271,6 +271,28 @@ def test_an_option_of_another_layout_is_refused_not_ignored(tmp_path, capsys, ar
     assert capsys.readouterr().err.startswith(f"error: {flag} applies to --layout {layouts}, not {layout}\n")
 
 
+@pytest.mark.parametrize("damage, key", [({"metrics": None}, "metrics"), ({"metrics": {"f1": 0.5}}, "metrics.accuracy"),
+                                         ({"max_seq_len": None, "max_length": None}, "max_length"), ("[1, 2]", None),
+                                         ("{", None)])
+def test_a_malformed_results_json_is_one_line_naming_the_file_and_key(tmp_path, capsys, damage, key):
+    """A results.json without "metrics" was a KeyError traceback, and a damaged one was left out as unfinished."""
+    runs = tmp_path / "runs"
+    _run(runs, "a", "sst2", 0.80, attention="full", sharing="headwise")
+    results = runs / "a" / "results.json"
+    if isinstance(damage, dict):
+        results.write_text(json.dumps({**json.loads(results.read_text()), **damage}))
+    else:
+        results.write_text(damage)
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs), "--out", str(out), "--hardware", "cpu", "--command", "x"])
+    said = capsys.readouterr().err
+    assert stop.value.code == 2
+    what = f"has no {key} " if key else r"cannot be read \("
+    assert re.fullmatch(f"error: {re.escape(str(results))} {what}[^\n]*\n", said), said
+    assert not out.with_suffix(".md").exists()
+
+
 def test_a_finetuning_run_without_results_is_named_as_left_out(tmp_path):
     """A run still running (or stopped, or failed) has no results.json: it is no row, and the report says so."""
     runs = tmp_path / "runs"

@@ -226,12 +226,15 @@ def test_costs_of_kept_records_whose_models_are_gone_come_from_their_cards(tmp_p
 
 def test_a_damaged_or_mismatched_record_stops_the_table_naming_the_file(runs):
     """A truncated results.json used to drop its run with a warning and rewrite the table without it."""
-    from linformer.errors import DataError
+    from linformer.errors import DataError, RunDirError
 
     results = runs / "runs" / "imdb-k128-s1" / "results.json"
     whole = results.read_text()
     results.write_text(whole[: len(whole) // 2])
-    with pytest.raises(DataError, match=f"{results} is damaged"):
+    with pytest.raises(RunDirError, match=f"{results} cannot be read"):
+        tp.read_runs([str(runs / "runs" / "*")])
+    results.write_text(json.dumps({k: v for k, v in json.loads(whole).items() if k != "metrics"}))
+    with pytest.raises(DataError, match=f"^{results} has no metrics "):
         tp.read_runs([str(runs / "runs" / "*")])
     results.write_text(whole)
     predictions = runs / "runs" / "imdb-k128-s1" / "eval_predictions.json"
