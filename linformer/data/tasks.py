@@ -261,12 +261,7 @@ def check_task_files(names, mirror: str | Path) -> None:
     (where finetuning reads them by default): a plan checks them before its first job, not at the finetuning that
     needs them after its pretraining."""
     for name in names:
-        task_spec = get_task(name)
-        data_dir = Path(mirror) / task_spec.mirror_subdir
-        for split_file in task_spec.files.values():
-            path = data_dir / split_file
-            if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(data_dir, split_file)):
-                raise _missing(path, task_spec)
+        check_task_dir(name, Path(mirror) / get_task(name).mirror_subdir)
 
 
 def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = False) -> int | None:
@@ -493,10 +488,23 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
     if data_dir is None:
         return _read_hub(task_spec, split), 0
     d = Path(data_dir)
+    check_task_dir(name, d, (split,))
+    return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
+
+
+def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval")) -> None:
+    """FileNotFoundError naming a task directory `data_dir` (task.data_dir) that is not there, else the first file
+    of `splits` it lacks: what a run trains on is checked before anything is compared with its record (a mistyped
+    folder is named as such, not taken for other data)."""
+    task_spec = get_task(name)
+    d = Path(data_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}"
                                 f"{task_spec.elsewhere()}")
-    return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
+    for split in splits:
+        path = d / task_spec.files[split]
+        if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(d, task_spec.files[split])):
+            raise _missing(path, task_spec)
 
 
 # format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)

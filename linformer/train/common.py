@@ -15,7 +15,7 @@ from accelerate.utils import is_tensorboard_available, is_wandb_available, set_s
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest
-from ..data.tasks import get_task, task_files
+from ..data.tasks import check_task_dir, get_task, task_files
 from ..errors import ConfigError
 from ..files import cache_key, flatten
 from ..modeling.convert import is_projection_weight
@@ -146,7 +146,8 @@ def data_identity(spec) -> dict[str, str]:
     corpus's cache key (its sources' contents, tokenizer and packing) as ``corpus_cache_key``, and a task's data
     files' contents as ``task_data_key`` and how its TaskSpec reads them (``TaskSpec.reading``: columns, label order,
     reader) as ``task_spec_key`` (a resume on edited files or an edited TaskSpec would mix two datasets, or two label
-    orders, in one run). Empty for what is not there (yet): the task then reports it; hub data has no files to key."""
+    orders, in one run). A task directory or file that is not there is named here (``check_task_dir``), before the
+    record is compared; an unprepared corpus is left to the task to report; hub data has no files to key."""
     out = {}
     corpus = spec.corpus
     key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
@@ -154,6 +155,7 @@ def data_identity(spec) -> dict[str, str]:
         out["corpus_cache_key"] = key
     task = getattr(spec, "task", None)
     if task is not None and task.data_dir is not None:
+        check_task_dir(task.name, task.data_dir)
         files = task_files(task.name, task.data_dir)
         if files:
             out["task_data_key"] = cache_key({"task": task.name}, files)

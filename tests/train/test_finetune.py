@@ -589,6 +589,25 @@ def test_a_run_s_identity_covers_how_its_task_spec_reads_the_files(sst2_dir, loc
     assert data_identity(spec) == key  # how it is named and scored is not what it trains on
 
 
+def test_a_mistyped_task_data_dir_is_named_before_the_run_s_record_is_compared(sst2_dir, tmp_path):
+    """A rerun with task.data_dir=/no/such/dir was refused as "another version of the run format" (its data keys
+    missing), with an allow_config_change that only then led to "task directory not found": what the run trains on is
+    checked first, naming the folder, or the file of it that is missing."""
+    import shutil
+    from types import SimpleNamespace
+
+    from linformer.train.common import data_identity
+
+    typo = tmp_path / "no" / "such"
+    with pytest.raises(FileNotFoundError, match=rf"^task directory {typo} not found: task sst2 expects"):
+        data_identity(SimpleNamespace(corpus=None, task=SimpleNamespace(name="sst2", data_dir=str(typo))))
+    partial = tmp_path / "partial"
+    shutil.copytree(sst2_dir, partial)
+    (partial / "dev.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match=rf"^{partial / 'dev.tsv'} not found: task sst2 expects"):
+        data_identity(SimpleNamespace(corpus=None, task=SimpleNamespace(name="sst2", data_dir=str(partial))))
+
+
 def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_dir, pretrained_run):
     """from_scratch (Table 2's no-pretraining control) trains random weights: its best/ got the source's card,
     'converted from minilm: every weight of the source is copied', and the source's card listed its results."""
