@@ -251,9 +251,10 @@ def clean_imdb(text: str) -> str:
 TEXT_CLEANING: dict[str, Callable[[str], str]] = {"imdb": clean_imdb}
 
 
-def _missing(path: Path, task_spec: TaskSpec) -> FileNotFoundError:
+def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None) -> FileNotFoundError:
+    """A task's file or folder that is not there: what the task expects, and where else it can come from."""
     return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}"
-                             f"{task_spec.elsewhere()}")
+                             f"{task_spec.elsewhere() if elsewhere is None else elsewhere}")
 
 
 def check_task_files(names, mirror: str | Path) -> None:
@@ -492,19 +493,20 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
     return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
 
 
-def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval")) -> None:
+def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval"),
+                   elsewhere: str | None = None) -> None:
     """FileNotFoundError naming a task directory `data_dir` (task.data_dir) that is not there, else the first file
     of `splits` it lacks: what a run trains on is checked before anything is compared with its record (a mistyped
-    folder is named as such, not taken for other data)."""
+    folder is named as such, not taken for other data). `elsewhere` ends the message where the command takes the
+    data otherwise than finetuning's task.data_dir (default: ``TaskSpec.elsewhere``)."""
     task_spec = get_task(name)
     d = Path(data_dir)
     if not d.is_dir():
-        raise FileNotFoundError(f"task directory {d} not found: task {name} expects {task_spec.layout()}"
-                                f"{task_spec.elsewhere()}")
+        raise _missing(f"task directory {d}", task_spec, elsewhere)
     for split in splits:
         path = d / task_spec.files[split]
         if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(d, task_spec.files[split])):
-            raise _missing(path, task_spec)
+            raise _missing(path, task_spec, elsewhere)
 
 
 # format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)

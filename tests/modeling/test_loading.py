@@ -90,6 +90,54 @@ def test_load_report_becomes_one_info_line(mlm_dir, caplog):
     assert "4 weights initialised fresh (classifier.dense, classifier.out_proj)" in summary.getMessage()
 
 
+@pytest.mark.parametrize("damage, said", [
+    ('{"model_type": "linf', r"model_path='.*': .*/config\.json cannot be read by transformers \(.+\): copy it again"),
+    ("[1, 2]", r"model_path='.*': .*/config\.json cannot be read by transformers"),
+    ({"sharing": "foo"}, r"^.*/config\.json: sharing='foo' is not one of")])
+def test_a_damaged_config_json_is_named_as_itself_before_the_tokenizer_reads_it(mlm_dir, caplog, damage, said):
+    """A config.json cut short was reported as a damaged tokenizer (the tokenizer's loading reads it first), with
+    advice to train the tokenizer again; a field out of range came after transformers' warning of a model of type
+    ``. The model folder's config.json is read when the folder is resolved, its error naming the file."""
+    import json
+
+    config = mlm_dir / "model" / "config.json"
+    text = json.dumps({**json.loads(config.read_text()), **damage}) if isinstance(damage, dict) else damage
+    config.write_text(text)
+    with pytest.raises(CheckpointError, match=said):
+        resolve_model_path(str(mlm_dir))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_weights_of_another_shape_are_one_line_with_the_report_s_gist(mlm_dir, capsys, caplog):
+    """transformers' 20-line LOAD REPORT table followed the error line."""
+    import json
+
+    config = mlm_dir / "model" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "intermediate_size": 48}))
+    with pytest.raises(CheckpointError) as err:
+        load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
+    line = str(err.value)
+    assert "\n" not in line and "LOAD REPORT" not in line
+    assert "its weights do not have the shapes its config.json gives (" in line
+    assert "intermediate.dense.weight: checkpoint [" in line and "], model [48, " in line
+    assert "LOAD REPORT" not in capsys.readouterr().err + caplog.text
+
+
+def test_a_config_json_of_another_model_type_over_the_weights_is_refused_not_trained_fresh(mlm_dir):
+    """model_type=bert over a Linformer's weights loaded every encoder weight fresh after one INFO line, and the run
+    trained from random weights under the folder's name."""
+    import json
+
+    config = mlm_dir / "model" / "config.json"
+    bert = {**json.loads(config.read_text()), "model_type": "bert", "architectures": ["BertForMaskedLM"]}
+    config.write_text(json.dumps(bert))
+    with pytest.raises(CheckpointError, match=r"model_path='.*': \d+ of the \d+ weights of its "
+                                              r"BertForSequenceClassification would start fresh \(bert\..* not in its "
+                                              r"weights; the checkpoint holds .* instead\): its config.json "
+                                              r"\(model_type='bert'\) describes another model than its weights"):
+        load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
+
+
 def test_max_tokens_is_n_capped_by_requests(mlm_dir):
     config = tiny_config()  # n = 16
 

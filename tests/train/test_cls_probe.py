@@ -122,3 +122,15 @@ def test_rows_measured_before_an_error_are_written_marked_partial(pretrained_run
     md = out.read_text()
     assert "**Partial: stopped after 1 rows by an error (CheckpointError: the second run broke)" in md
     assert md.count("| sst2 | 4 |") == 1
+
+
+def test_a_missing_mirror_is_one_line_naming_the_flag_without_transformers_load_report(pretrained_run, tmp_path,
+                                                                                        capsys, caplog):
+    """transformers' LOAD REPORT table (an MLM head left behind) came before the error, which advised
+    task.data_dir=null, a finetuning key cls_probe does not take."""
+    missing = tmp_path / "nothere"
+    with pytest.raises(FileNotFoundError, match=rf"^task directory {missing}/glue/sst2 not found: .*\(its folder "
+                                                rf"under --data-mirror {missing}\)$") as err:
+        probe([str(pretrained_run)], ["sst2"], data_mirror=str(missing), n_examples=4)
+    assert "task.data_dir" not in str(err.value)
+    assert "LOAD REPORT" not in capsys.readouterr().err + caplog.text
