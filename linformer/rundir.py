@@ -347,6 +347,7 @@ class RunRecord:
         self.lock.acquire()
         try:
             recorded, info = self.config(), self.info()  # either refused here when it does not read
+            _check_allowed_keys(allow_change, recorded, config)  # a new run's too: a key it names is checked now
             if not recorded and not info:
                 foreign = not_a_run(self.dir)
                 if foreign:  # someone's folder, not a run: a run writes only into a new directory or its own
@@ -358,7 +359,6 @@ class RunRecord:
             if not recorded:  # a run.json without its settings: nothing to check a continuation against
                 raise RunDirError(f"{self.dir / CONFIG} is missing, but {self.dir} holds a run ({RUN}): its settings "
                                   f"cannot be checked against these. {_RESTORE.format(dir=self.dir)}")
-            _check_allowed_keys(allow_change, recorded, config)
             diff = identity_diff(recorded, config)
             shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
             if shaped:  # its checkpoint's tensors have the recorded shapes: nothing can continue from them

@@ -167,6 +167,10 @@ def test_a_misspelt_allowed_key_is_named_not_left_to_refuse_the_change_it_meant(
     with pytest.raises(ConfigError, match=r"names 'trainer.lrr', which is no key .*did you mean trainer.lr\?"):
         RunRecord(run, "pretrain").claim(_with(**{"trainer.lr": 0.002}), allow_change=["trainer.lrr"])
     assert not (run / LOCK).exists()
+    new = RunRecord(tmp_path / "new", "pretrain")  # a new run's key too: trainer.allow_config_change=foo was taken
+    with pytest.raises(ConfigError, match=r"names 'foo', which is no key of this run's config"):
+        new.claim(CONFIG, allow_change=["foo"])
+    assert not (tmp_path / "new" / LOCK).exists()
     record = RunRecord(run, "pretrain")  # the processes a run ran on are not a config key, and may be named
     assert record.claim(_with(), allow_change=["processes"]) == "complete"
     record.release()
