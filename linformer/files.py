@@ -514,11 +514,22 @@ def parse_mapping(path: str | Path, json_file: bool | None = None) -> tuple[dict
     return data, None
 
 
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A warning about a damaged file, once per process: a report reads a run's files more than once in a pass, and
+    the live dashboard every few seconds, and the same line again says nothing new."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("%s", message)
+
+
 def _read_mapping(path: Path, json_file: bool) -> dict:
-    """The mapping in a YAML or JSON file; {} when it is missing, or unparsable or not a mapping (logged, one line)."""
+    """The mapping in a YAML or JSON file; {} when it is missing, or unparsable or not a mapping (a warning, once)."""
     data, why = parse_mapping(path, json_file)
     if why:
-        log.warning("%s: %s", path, why)
+        warn_once(f"{path}: {why}")
     return data
 
 

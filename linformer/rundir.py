@@ -47,6 +47,7 @@ from .files import (
     read_yaml,
     resolve_path,
     settings_changes,
+    warn_once,
     write_json,
     write_yaml,
 )
@@ -75,7 +76,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 def iter_metrics(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
     """The rows of a metrics.jsonl from byte offset `start` (a line's start), one at a time: a reader that keeps
     what it needs of each holds one row, not the file (a 250k-step run logs ~70 MB). A torn line (a run still
-    writing, or killed mid-write) and blank lines are skipped with a warning."""
+    writing, or killed mid-write) and blank lines are skipped with a warning (once: ``files.warn_once``)."""
     path = Path(path)
     if not path.is_file():
         return
@@ -89,7 +90,7 @@ def iter_metrics(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 where = f"{path}:{i + 1}" if not start else f"{path} (byte {start}, line {i + 1} after it)"
-                log.warning("%s is not JSON (a run still writing, or killed mid-line); skipped", where)
+                warn_once(f"{where} is not JSON (a run still writing, or killed mid-line); skipped")
                 continue
             if isinstance(row, dict) and "step" in row:
                 yield row

@@ -374,3 +374,18 @@ def test_sigterm_stops_a_mirror_with_a_stopped_line(tmp_path, make_run, monkeypa
     assert stop.value.code == 128 + signal.SIGTERM
     assert capsys.readouterr().err.strip().startswith("stopped: stopped by SIGTERM while mirroring")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_damaged_record_is_one_warning_line_once_not_one_per_reading(tmp_path, make_run, caplog):
+    """Each warning of a damaged record was printed twice per pass (the mirror reads a run's files more than once),
+    and a YAML error ran over eight lines."""
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 0.5, "loss": 9.0}])
+    (run / "config.yaml").write_text("a: [b\n")
+    (run / "results.json").write_text("{")
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 2, "ti\n{"step": 3, "time": 1.5, "loss": 8.0}\n')
+    mirror_run(run, tmp_path / "tb" / "a")
+    mirror_run(run, tmp_path / "tb" / "a")
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert sorted(said) == sorted(set(said)) and len(said) == 3, said
+    assert all("\n" not in line for line in said)
