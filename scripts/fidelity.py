@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     started = measured.start()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
-        models = {label: resolve_model_path(path) for label, path in fidelity.labelled(args.models).items()}
+        models = {label: resolve_model_path(path, "models") for label, path in fidelity.labelled(args.models).items()}
         source = None if args.self_reference else resolve_model_path(args.source, "--source")
         # resolved here, not by argparse: the report's recorded settings keep the corpus as it was given
         errors, blocks = fidelity.measure(models, resolve_path(args.corpus), sorted(args.lengths), args.blocks, source,

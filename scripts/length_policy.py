@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         t0 = measured.start()
-        source = resolve_model_path(args.source)
+        source = resolve_model_path(args.source, "--source")
         policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
                                                  args.landmarks, args.overlap)
         length_policy.check_models(source, args.ks, args.sharing, args.n, policies)

@@ -213,9 +213,10 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
                    for name in ("projected_dim", "sharing", "projection") if getattr(config, name) != getattr(new, name)]
         if changed:
             raise ConfigError(f"{path} is a Linformer whose E and F are kept, so its k, sharing and projection stay as "
-                              f"saved ({'; '.join(changed)}): give projected_dim={config.projected_dim!r}, sharing="
-                              f"{config.sharing!r} and projection={config.projection!r}, or convert the source encoder "
-                              "again with the new ones (E and F start fresh).")
+                              f"saved ({'; '.join(changed)}): give model.projected_dim={config.projected_dim!r}, "
+                              f"model.sharing={config.sharing!r} and model.projection={config.projection!r} "
+                              "(scripts/convert.py's keys; in Python the same without model.), or convert the source "
+                              "encoder again with the new ones (E and F start fresh).")
     if new.max_seq_len > config.max_seq_len and not extend_positions:
         raise ConfigError(f"max_seq_len={new.max_seq_len} is longer than {path} allows ({config.max_seq_len}): pass "
                           "extend_positions=True to fill the longer table with copies of its learned positions.")

@@ -264,11 +264,11 @@ def test_a_saved_linformer_lengthened_again_keeps_its_projections_for_the_length
             torch.testing.assert_close(b(input_ids=ids, attention_mask=mask).last_hidden_state,
                                        a(input_ids=ids, attention_mask=mask).last_hidden_state, atol=1e-5, rtol=1e-5)
     with pytest.raises(ConfigError, match=r"E and F are kept, so its k, sharing and projection stay as saved "
-                                          r"\(projected_dim: 8 -> 4\): give projected_dim=8"):
+                                          r"\(projected_dim: 8 -> 4\): give model.projected_dim=8"):
         from_linformer(str(short), AutoModel, projected_dim=4)
     other = "headwise" if sharing != "headwise" else "kv"  # the cryptic 'weights [...E.weight] differ' it was
-    with pytest.raises(ConfigError, match=rf"\(sharing: '{sharing}' -> '{other}'\): give projected_dim=8, "
-                                          rf"sharing='{sharing}'"):
+    with pytest.raises(ConfigError, match=rf"\(sharing: '{sharing}' -> '{other}'\): give model.projected_dim=8, "
+                                          rf"model.sharing='{sharing}'"):
         from_linformer(str(short), AutoModel, sharing=other, max_seq_len=2 * N)
     paper = tmp_path / "paper"
     LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, sharing=sharing,

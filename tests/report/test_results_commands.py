@@ -73,3 +73,15 @@ def test_a_recorded_command_parses_with_today_s_script(name, command, monkeypatc
         parses(command, monkeypatch)
     except SystemExit:  # argparse's refusal, printed
         pytest.fail(f"docs/results/{name}: {command}\n{capsys.readouterr().err}")
+
+
+@pytest.mark.parametrize("script, argv, named", [
+    ("fidelity", ["=", "--corpus", "c", "--self-reference"], "models is empty"),
+    ("length_policy", ["--source", "nothere/model"], "--source='nothere/model'")])
+def test_a_script_s_model_error_names_its_own_argument(script, argv, named, tmp_path, capsys, monkeypatch):
+    """fidelity's positional `models` and length_policy's --source were called model_path, a key neither takes."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        load_script(script).main([*argv, "--out", str(tmp_path / "r")])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and line.startswith(f"error: {named}") and "model_path" not in line, line
