@@ -128,6 +128,18 @@ def test_the_dry_run_shows_every_job_with_the_demo_runs_to_do_and_writes_nothing
         "outputs/pretrain/demo/summary.json"]
 
 
+def test_a_dry_run_under_a_file_says_what_the_run_would_refuse(tmp_path, monkeypatch, capsys):
+    """`--under README.md --dry-run` printed the plan and exited 0 without a word, where the run refuses in one line
+    (a reproduction's dry run warns)."""
+    monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))
+    under = tmp_path / "notes.txt"
+    under.write_text("mine")
+    assert demo.run([], under=under, dry_run=True) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: the run would stop here: ") and str(under) in line, line
+    assert under.read_text() == "mine" and sorted(tmp_path.iterdir()) == [under]
+
+
 def test_a_failed_job_is_exit_1_with_its_error_line_and_no_summary(tmp_path, monkeypatch, capsys):
     from linformer.jobs import JobFailed
 

@@ -20,7 +20,7 @@ import torch
 
 from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
-from ..errors import DataError
+from ..errors import DataError, LinformerError
 from ..files import MANIFEST, read_json, read_yaml, repo_relative, temporary_of, write_json
 from ..jobs import Job
 from ..output_rule import check_plan
@@ -161,12 +161,12 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
     frontend.show([dataclasses.replace(s, done=None) if s.name in RUNS else s for s in jobs], title, None,
                   "one after another", 1, again=again)
     if dry_run:
+        try:  # what the run would refuse first, said as a reproduction's dry run says it
+            _check_outputs(jobs, runs)
+        except (FileNotFoundError, LinformerError) as err:
+            print(f"warning: the run would stop here: {err}", file=sys.stderr)
         return 0
-    # every output checked before anything is removed or written: the demo's runs always start over (only its own
-    # are removed), the tokenizer and corpus are kept
-    for run_dir in runs:
-        check_demo_run(run_dir)
-    check_plan(s.argv for s in jobs)
+    _check_outputs(jobs, runs)
     for run_dir in runs:
         remove_demo_run(run_dir)
     (REPO / where.outputs("demo/summary.json")).unlink(missing_ok=True)  # it described the runs just removed
@@ -176,6 +176,14 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
         return rc
     summarize(jobs, runs, {**times, "total": round(time.perf_counter() - t0, 1)}, REPO / where.outputs("demo/summary.json"))
     return 0
+
+
+def _check_outputs(jobs: list[Job], runs: list[Path]) -> None:
+    """Every output checked before anything is removed or written: the demo's runs always start over (only its own
+    are removed), the tokenizer and corpus are kept."""
+    for run_dir in runs:
+        check_demo_run(run_dir)
+    check_plan(s.argv for s in jobs)
 
 
 def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: Path) -> dict:
