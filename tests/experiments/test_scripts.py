@@ -85,10 +85,10 @@ def test_a_plan_whose_finetuning_data_is_missing_stops_before_its_first_job(tmp_
     under = tmp_path / "under"
     args = ["--tasks", "sst2,imdb,qnli", "--under", str(under)]
     assert reproduce_scratch.main([*args, "--dry-run"]) == 0
-    assert f"warning: the run would stop here: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
+    assert f"warning: the run would stop here: task directory {mirror}/glue/qnli not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
         reproduce_scratch.main(args)
-    assert stop.value.code == 2 and f"error: {mirror}/glue/qnli/train.tsv not found" in capsys.readouterr().err
+    assert stop.value.code == 2 and f"error: task directory {mirror}/glue/qnli not found" in capsys.readouterr().err
     assert not under.exists()  # no job started
     plan = reproduce_scratch.exp.plan(reproduce_scratch.exp.PROFILES["toy"], under=under)
     assert frontend.tasks_to_run(frontend.wanted(plan, set())) == ["sst2", "imdb"]
