@@ -239,8 +239,8 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
         raise CheckpointError(f"model_path={model_path!r}: its weights do not have the shapes its config.json gives "
                               f"({report.mismatches() or str(err).splitlines()[0]}): the config.json is not the "
                               "one the weights were saved with; copy the model folder again.") from err
+    _check_encoder_loaded(model, model_path, info)  # before the summary: a refusal is the one line
     _summarise(type(model).__name__, model_path, info)
-    _check_encoder_loaded(model, model_path, info)
     return model
 
 

@@ -123,7 +123,7 @@ def test_weights_of_another_shape_are_one_line_with_the_report_s_gist(mlm_dir, c
     assert "LOAD REPORT" not in capsys.readouterr().err + caplog.text
 
 
-def test_a_config_json_of_another_model_type_over_the_weights_is_refused_not_trained_fresh(mlm_dir):
+def test_a_config_json_of_another_model_type_over_the_weights_is_refused_not_trained_fresh(mlm_dir, caplog):
     """model_type=bert over a Linformer's weights loaded every encoder weight fresh after one INFO line, and the run
     trained from random weights under the folder's name."""
     import json
@@ -136,6 +136,7 @@ def test_a_config_json_of_another_model_type_over_the_weights_is_refused_not_tra
                                               r"weights; the checkpoint holds .* instead\): its config.json "
                                               r"\(model_type='bert'\) describes another model than its weights"):
         load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
+    assert "initialised fresh" not in caplog.text  # the refusal is the one line
 
 
 def test_max_tokens_is_n_capped_by_requests(mlm_dir):
