@@ -75,14 +75,27 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 def iter_metrics(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
     """The rows of a metrics.jsonl from byte offset `start` (a line's start), one at a time: a reader that keeps
-    what it needs of each holds one row, not the file (a 250k-step run logs ~70 MB). A torn line (a run still
-    writing, or killed mid-write) and blank lines are skipped with a warning (once: ``files.warn_once``)."""
+    what it needs of each holds one row, not the file (a 250k-step run logs ~70 MB)."""
+    for row, _, _ in metric_lines(path, start):
+        yield row
+
+
+def metric_lines(path: str | Path, start: int = 0, whole_lines: bool = False
+                 ) -> Iterator[tuple[dict[str, Any], int, str]]:
+    """(row, the byte offset after its line, the line) for each row of a metrics.jsonl from byte offset `start` (a
+    line's start). A torn line (a run still writing, or killed mid-write) and blank lines are skipped with a warning
+    (once: ``files.warn_once``); with `whole_lines` the reading stops at a line without its newline, a row still
+    being written, to be read from there later (the dashboard's incremental mirror)."""
     path = Path(path)
     if not path.is_file():
         return
+    offset = start
     with path.open("rb") as f:
         f.seek(start)
         for i, raw in enumerate(f):
+            if whole_lines and not raw.endswith(b"\n"):
+                return
+            offset += len(raw)
             line = raw.decode(errors="replace").strip()
             if not line:
                 continue
@@ -93,7 +106,7 @@ def iter_metrics(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
                 warn_once(f"{where} is not JSON (a run still writing, or killed mid-line); skipped")
                 continue
             if isinstance(row, dict) and "step" in row:
-                yield row
+                yield row, offset, line
 
 
 class MetricsWriter:

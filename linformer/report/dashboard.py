@@ -42,7 +42,7 @@ from pathlib import Path
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
-from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, reported_scalars, run_status
+from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, metric_lines, reported_scalars, run_status
 from ..signals import signals_stop, sigterm_interrupts
 
 log = logging.getLogger(__name__)
@@ -195,26 +195,8 @@ def _file_stamp(src: Path) -> list[int] | None:
 
 def _appended(src: Path, offset: int) -> Iterator[tuple[dict, int, str]]:
     """(row, the byte offset after its line, the line) for each complete line of `src` from byte `offset`: a line
-    without its newline is a row still being written, read on a later pass. A complete line that is not a row is
-    skipped with a warning."""
-    if not src.is_file():
-        return
-    with src.open("rb") as f:
-        f.seek(offset)
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                return
-            offset += len(raw)
-            line = raw.decode(errors="replace").strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s: a line before byte %d is not JSON; skipped", src, offset)
-                continue
-            if isinstance(row, dict) and "step" in row:
-                yield row, offset, line
+    without its newline is a row still being written, read on a later pass (``rundir.metric_lines``)."""
+    return metric_lines(src, offset, whole_lines=True)
 
 
 def _base_walltime(src: Path) -> float:
