@@ -231,6 +231,7 @@ def exit_status(err: BaseException) -> int:
     return EXIT_USER_ERROR if _user_message(err) is not None else 1
 
 
+NAME_MAX_BYTES = 255  # the longest name of one file or folder that Linux's file systems take
 # OS errors on paths the user chose: one line naming the path, not a traceback
 _USER_OS_ERRORS = {
     errno.ENOSPC: "no space left on device writing {path}: free some space and run the same command again.",
@@ -241,8 +242,8 @@ _USER_OS_ERRORS = {
     errno.EEXIST: "{path} already exists and is in the way: move it, or choose another path.",
     errno.ENOTDIR: "{path}: part of this path is a file, not a folder: choose another path.",
     errno.EISDIR: "{path} is a folder where a file was expected: choose another path.",
-    errno.ENAMETOOLONG: "{path}: a name in this path is longer than the file system allows (255 bytes): choose a "
-                        "shorter one (run_name, or what the default name is made of).",
+    errno.ENAMETOOLONG: f"{{path}}: a name in this path is longer than the file system allows ({NAME_MAX_BYTES} "
+                        "bytes): choose a shorter one (run_name, or what the default name is made of).",
 }
 
 
@@ -698,9 +699,6 @@ def _refuse_missing_in_sweep(config_name: str, overrides: list[str]):
     refuse_missing_values(cfg, config_name, swept)
     refuse_bad_interpolations(cfg, config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
     return cfg
-
-
-NAME_MAX_BYTES = 255  # the longest name of one file or folder that Linux's file systems take
 
 
 def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:

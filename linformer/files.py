@@ -525,8 +525,9 @@ def warn_once(message: str) -> None:
         log.warning("%s", message)
 
 
-def _read_mapping(path: Path, json_file: bool) -> dict:
-    """The mapping in a YAML or JSON file; {} when it is missing, or unparsable or not a mapping (a warning, once)."""
+def read_mapping(path: str | Path, json_file: bool | None = None) -> dict:
+    """The mapping in a YAML or JSON file (JSON by a .json name, as ``parse_mapping``); {} when it is missing, or
+    unparsable or not a mapping (a warning, once)."""
     data, why = parse_mapping(path, json_file)
     if why:
         warn_once(f"{path}: {why}")
@@ -534,11 +535,11 @@ def _read_mapping(path: Path, json_file: bool) -> dict:
 
 
 def read_yaml(path: str | Path) -> dict:
-    return _read_mapping(Path(path), json_file=False)
+    return read_mapping(path, json_file=False)
 
 
 def read_json(path: str | Path) -> dict:
-    return _read_mapping(Path(path), json_file=True)
+    return read_mapping(path, json_file=True)
 
 
 # ------------------------------------------------------------------------------------------------ small helpers

@@ -44,6 +44,7 @@ from .files import (
     pid_alive,
     process_place,
     read_json,
+    read_mapping,
     read_yaml,
     resolve_path,
     settings_changes,
@@ -467,10 +468,6 @@ class RunRecord:
 _RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
 
 
-def _read_mapping_of(path: Path) -> dict:
-    return read_json(path) if path.suffix == ".json" else read_yaml(path)
-
-
 def read_record(run_dir: str | Path, name: str) -> dict:
     """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
     a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
@@ -734,7 +731,7 @@ def load_run(path: str | Path, rows: bool = True, strict: bool = False) -> Run:
     dashboard, compare_runs: every other run still shows), or with `strict` refused (``read_record``: a figure or
     table made from the run)."""
     path = Path(path).resolve()
-    read = (lambda name: read_record(path, name)) if strict else (lambda name: _read_mapping_of(path / name))
+    read = (lambda name: read_record(path, name)) if strict else (lambda name: read_mapping(path / name))
     config = read(CONFIG)
     results = {**read(SUMMARY), **read(RESULTS)}
     info = read(RUN)

@@ -310,10 +310,11 @@ class Trainer:
                       {**dict(self.config), **self._batch_record()},
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
                       created=self.record.info().get("created") if self.is_main else None)
+        # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
+        # carriage returns would run every redraw into one line there
+        self._log_lines = self.is_main and not _is_terminal(sys.stderr)
         if self.state["step"] == 0 and eval_at_start:
-            scores = self._evaluate(0, {})
-            if self.is_main and not _is_terminal(sys.stderr):  # the log file's first line: where training starts
-                print(progress_line(self.task.stage, 0, self.settings.max_steps, scores), file=sys.stderr, flush=True)
+            self._progress_line(0, self._evaluate(0, {}))  # the log file's first line: where training starts
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
         with StopSignal() as stop:
             self._loop(stop)
@@ -348,11 +349,9 @@ class Trainer:
     def _loop(self, stop: StopSignal) -> None:
         step = last_read = self.state["step"]
         settings = self.settings
-        # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
-        # carriage returns would run every redraw into one line there
-        lines = self.is_main and not _is_terminal(sys.stderr)
         # closed however the loop ends, so that an error's line starts on a line of its own, not after the bar
-        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage, disable=not self.is_main or lines,
+        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage,
+                  disable=not self.is_main or self._log_lines,
                   dynamic_ncols=True) as bar:
             self.model.train()
             self._window_start = time.perf_counter()
@@ -373,8 +372,8 @@ class Trainer:
                 logged = step // settings.log_every > last_read // settings.log_every
                 if logged:
                     bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
-                if lines and (logged or evaluate):
-                    print(progress_line(self.task.stage, step, settings.max_steps, row), file=sys.stderr, flush=True)
+                if logged or evaluate:
+                    self._progress_line(step, row)
                 last_read = step
                 # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
                 signum, save_due = stop.agreed(self.accelerator, self._save_due())
@@ -549,6 +548,10 @@ class Trainer:
         )
         self._close(exit_status(diverged))
         raise diverged
+
+    def _progress_line(self, step: int, row: Mapping[str, Any]) -> None:
+        if self._log_lines:
+            print(progress_line(self.task.stage, step, self.settings.max_steps, row), file=sys.stderr, flush=True)
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> dict[str, float]:
         """The task's evaluation at `step` (its scores, returned), logged with the step's `row`; the best step kept."""
