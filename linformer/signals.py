@@ -2,7 +2,7 @@
 it stands. Every mode installs and restores its handlers through ``handling``:
 
 - stop now, ``signals_stop``: SIGTERM/SIGINT raise Preempted with a message saying how to resume (corpus preparation,
-  an atomic write);
+  an atomic write), until the block says its outcome is decided (a rerun of a complete run: it stays complete);
 - stop as on Ctrl-C, ``sigterm_interrupts``: SIGTERM raises KeyboardInterrupt, so a command that already handles
   Ctrl-C (the job runner, the dashboard) handles both alike;
 - stop at the next step, ``linformer.train.core.StopSignal``: the trainer records the signal and stops at a step
@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .errors import Preempted
 
@@ -76,16 +76,24 @@ def _leave_terminal() -> None:
 
 
 @contextlib.contextmanager
-def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
+                 ) -> Iterator[Callable[[], None]]:
     """Each of ``signals`` inside the block raises Preempted(message) in the main thread, ``{signal}`` in the message
     replaced by its name. An exception raised while unwinding from it (a pool timing out, a worker's broken pipe) is
     reported as that Preempted. A second signal while the block unwinds ends the process at once, for an unwinding
     that cannot finish (a worker pool whose workers a stop killed mid-operation): the children this process forked
     die with it (``linformer.data.workers``) and the temporaries it leaves are removed by the next run
-    (``files.remove_stale_temps``)."""
+    (``files.remove_stale_temps``).
+
+    The block gets a function, ``decided``: called once the command's outcome stands whatever comes (a run found
+    complete: there is nothing to stop), a signal from then on to the block's end is ignored, so the command ends as
+    it says instead of ``stopped:`` (the lock's release and the last line are all that is left)."""
     received: list[int] = []
+    decided: list[bool] = []
 
     def stop(signum, _frame):
+        if decided:
+            return
         name = signal_words(signum)
         if received:
             print(f"stopped: {name} again while stopping: exiting now; the next run removes what this one left.",
@@ -96,7 +104,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
 
     with handling(signals, stop):
         try:
-            yield
+            yield lambda: decided.append(True)
         except BaseException as err:
             if received and not isinstance(err, Preempted):
                 raise Preempted(message.replace("{signal}", signal_words(received[0])), received[0]) from err

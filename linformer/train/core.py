@@ -807,8 +807,10 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     config = spec.config | data_identity(spec)
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
     # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
-    with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)), claimed_run(accelerator, record, config, settings) as start:
-        if start.status == "complete":
+    with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)) as decided, \
+            claimed_run(accelerator, record, config, settings) as start:
+        if start.status == "complete":  # it stays so: a SIGTERM now changes neither the message nor the exit
+            decided()
             return already_complete(record, config)
         seed_everything(spec.seed)
         task = make_task(accelerator, settings)

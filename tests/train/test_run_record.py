@@ -137,6 +137,26 @@ def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_
     assert "Not applied" not in capsys.readouterr().err
 
 
+def test_a_sigterm_while_a_rerun_says_already_complete_leaves_it_complete(tiny_data, tmp_path, capsys, monkeypatch):
+    """A SIGTERM landing as a rerun of a complete run checks its model and says "already complete" ended it with
+    `stopped:` and exit 143, as if a run had been cut short: the run stays complete, the rerun says so and returns."""
+    import linformer.train.core as core
+
+    run = tmp_path / "run"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
+    check = core.model_problem
+
+    def signalled(run_dir):
+        os.kill(os.getpid(), signal.SIGTERM)  # the real signal, through the handler the run installs
+        return check(run_dir)
+
+    monkeypatch.setattr(core, "model_problem", signalled)
+    capsys.readouterr()
+    assert pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)["steps"] == 4
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
 def test_a_run_whose_checkpoints_are_gone_is_refused_never_retrained_from_step_0(tiny_data, tmp_path, capsys):
     """A complete run whose checkpoints/ was deleted said "raise trainer.max_steps ... to train it further", and doing
     so retrained it from step 0 over its model/; a stopped one restarted at 0 without a word. Both are refused in one
