@@ -6,8 +6,9 @@ on 2 cores would instead spin against each other and run many times slower, so e
 threads through OMP_NUM_THREADS.
 
 A job whose `done` file exists is skipped, so an interrupted pipeline resumes where it stopped; unless the output it
-records is damaged (``rundir.output_problem``: what a rerun of the job's command finds itself), so that the job runs
-again and its command redoes the output or names the damage and what writes it again. With jobs > 1
+records is damaged (``rundir.output_problem``: what a rerun of the job's command finds itself) or refused by the check
+its readers run (a corpus of an older format: ``corpus_check``), so that the job runs again and its command redoes
+the output or names the damage and what writes it again. With jobs > 1
 each job writes its output to `<log_dir>/<job>.log` (the console gets one line per start and end); with
 jobs == 1 the job prints to the console as usual; with a `stream` every line goes to the console and that one file
 (the GPU targets, whose log comes back from the machine and whose console is what the caller sees).
@@ -42,6 +43,8 @@ from typing import TextIO
 
 from .cli import shell_command
 from .data.workers import signal_on_parent_death
+from .errors import LinformerError
+from .files import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
 from .signals import sigterm_interrupts
@@ -65,6 +68,11 @@ class Job:
     # starts from): the job then runs again, and its new record, which replaces it, must count. Read whenever
     # `finished` is.
     stale: Callable[[], bool] | None = None
+    # The check the jobs that need the output run on it as they read it (``corpus_check``: what pretraining refuses of
+    # a prepared corpus), raising a LinformerError: an output it refuses is not done, so the job runs again and its
+    # command rebuilds the output (or refuses it) before a job that needs it starts.
+    check: Callable[[Path], None] | None = None
+
     @property
     def finished(self) -> bool:
         """`done` exists, for a JSON record reads as JSON (a record torn by a kill or a bad copy is not done, so the
@@ -84,8 +92,17 @@ class Job:
     @property
     def damage(self) -> str | None:
         """Why the output whose record `done` is cannot stand as done (``rundir.output_problem``: a finished run's
-        model gone or damaged, a file of an output folder changed since it was written), or None."""
-        return output_problem(self.done) if self.done is not None and self.done.exists() else None
+        model gone or damaged, a file of an output folder changed since it was written; what its `check` refuses), or
+        None."""
+        if self.done is None or not self.done.exists():
+            return None
+        problem = output_problem(self.done)
+        if problem is None and self.check is not None:
+            try:
+                self.check(self.done)
+            except LinformerError as err:
+                problem = str(err)
+        return problem
 
     def _stale(self) -> bool:
         return self.stale is not None and self.stale()
@@ -162,6 +179,16 @@ def _stop(running: dict[str, _Running]) -> set[str]:
         else:
             print(f"[stopped] {name} ({exit_words(r.proc.returncode)})", flush=True)
     return finished
+
+
+def corpus_check(done: Path) -> None:
+    """A Job's `check` for a prepared corpus whose record `done` is its manifest.json: what pretraining's
+    ``load_prepared`` checks before it reads one (``data.corpus.check_corpus_files``: this version's format_version,
+    the manifest's records, the files' checksums). Its job prepares it again where it fails (prepare_corpus rebuilds
+    an outdated or damaged corpus itself)."""
+    from .data.corpus import check_corpus_files
+
+    check_corpus_files(str(done.parent), read_json(done), again="its job prepares it again.")
 
 
 def _slug(name: str) -> str:

@@ -22,7 +22,7 @@ from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError, LinformerError
 from ..files import MANIFEST, read_json, read_yaml, repo_relative, temporary_of, write_json
-from ..jobs import Job
+from ..jobs import Job, corpus_check
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, RunRecord
@@ -35,11 +35,11 @@ PY = sys.executable
 
 
 def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
-         spec=None, sources=None) -> Job:
+         spec=None, sources=None, check=None) -> Job:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
-    so that a setting the run would refuse is refused before the demo removes its earlier runs."""
+    so that a setting the run would refuse is refused before the demo removes its earlier runs. `check`: the Job's."""
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
@@ -52,7 +52,7 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
         def stale() -> bool:
             return sorted(map(str, sources(read_json(done_path.parent / "manifest.json").get("settings") or {}) or [])
                           ) != wanted
-    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale)
+    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale, check=check)
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -133,7 +133,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
                  lambda c: f"{c.out_dir}/tokenizer.json", sources=lambda settings: settings.get("files")),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
                  lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",),
-                 sources=lambda settings: (settings.get("data") or {}).get("sources")),
+                 sources=lambda settings: (settings.get("data") or {}).get("sources"), check=corpus_check),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent

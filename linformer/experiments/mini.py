@@ -21,7 +21,7 @@ from pathlib import Path
 from ..cli import hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..jobs import Job
+from ..jobs import Job, corpus_check
 from . import CHECKOUT, Places, out_dir
 
 REPO = repo_root()
@@ -42,7 +42,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
                 REPO / tokenizer_dir / "tokenizer.json"),
             Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
-                REPO / corpus_dir / "manifest.json", ("tokenizer",))]
+                REPO / corpus_dir / "manifest.json", ("tokenizer",), check=corpus_check)]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"

@@ -33,7 +33,7 @@ from pathlib import Path
 from ..cli import hydra_override
 from ..data.io import path_root, repo_root
 from ..files import atomic_dir, read_json
-from ..jobs import Job, in_order_of_use
+from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import PREDICTIONS, RESULTS, chosen_on_reported
@@ -249,7 +249,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
     base = list(places.overrides)
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
-                    REPO / corpus_dir / "manifest.json", intermediate=True)]
+                    REPO / corpus_dir / "manifest.json", intermediate=True, check=corpus_check)]
     table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:

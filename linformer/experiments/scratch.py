@@ -40,7 +40,7 @@ from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import atomic_dir, read_json, write_json
-from ..jobs import Job, in_order_of_use
+from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from . import Places, out_dir
@@ -296,7 +296,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
                     tok_dir / "tokenizer.json", intermediate=True),
               Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",
-                    ("tokenizer",), intermediate=True)]
+                    ("tokenizer",), intermediate=True, check=corpus_check)]
     table = rows(p)
     starts = Starts()
     chosen, later = slice_rows(p, places, max_rows, starts, only)

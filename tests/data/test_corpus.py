@@ -470,6 +470,26 @@ def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
 
 
+def test_a_plans_corpus_job_is_not_done_where_pretraining_would_refuse_the_corpus(prepared, tok_dir):
+    """A plan took a corpus of an older format_version as done (its manifest read, its checksums held), and its
+    pretraining then refused it mid-plan; the corpus job runs pretraining's own check, so such a corpus is prepared
+    again by its job before anything reads it, and every plan's corpus job has that check."""
+    from linformer.experiments import CHECKOUT, demo, mini
+    from linformer.jobs import Job, corpus_check
+
+    out, m = prepared
+    job = Job("corpus", ["python", "scripts/prepare_corpus.py"], out / "manifest.json", check=corpus_check)
+    assert job.finished and job.damage is None
+    (out / "manifest.json").write_text(json.dumps({**m, "format_version": corpus_mod.FORMAT_VERSION - 1}))
+    assert not job.finished
+    assert job.damage == (f"prepared corpus {out} holds blocks of format_version {corpus_mod.FORMAT_VERSION - 1} "
+                          f"(manifest.json), and this version packs and reads format_version "
+                          f"{corpus_mod.FORMAT_VERSION}: the same sources and settings give other blocks now; its job "
+                          "prepares it again.")
+    corpus_jobs = [j for j in [*mini.plan(), *demo.plan([], CHECKOUT)] if "scripts/prepare_corpus.py" in j.argv]
+    assert len(corpus_jobs) == 2 and all(j.check is corpus_check for j in corpus_jobs)
+
+
 def test_a_corpus_read_as_one_document_is_refused_before_tokenizing_naming_the_layout(tmp_path, corpus_file, tok_dir,
                                                                                       monkeypatch):
     """A file without blank lines is one document: its validation split got 0 blocks without a word, and
