@@ -1,11 +1,12 @@
 """The demo (scripts/demo.py, linformer/experiments/demo.py) replaces its own runs only: a run directory named by run_name= that the demo did not make stays."""
 
 import json
+import re
 import shutil
 
 import pytest
 
-from linformer.errors import DataError
+from linformer.errors import DataError, LinformerError
 from linformer.experiments import demo
 
 
@@ -188,6 +189,7 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     import json
 
     from linformer.cli import compose
+    from linformer.data.corpus import FORMAT_VERSION
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
 
@@ -197,10 +199,12 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     first = outputs(demo.plan([], Places.of(tmp_path)))
     wanted = [str(resolve_path(str(s))) for s in compose("corpus", ["data=mirror_slice"]).data.sources]
     tok, corpus = first["tokenizer"].done, first["prepare_corpus"].done
-    for path, settings in ((tok, {"files": wanted}), (corpus, {"data": {"sources": wanted}})):
+    packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None}  # a corpus pretraining reads
+    for path, record in ((tok, {"settings": {"files": wanted}}),
+                         (corpus, {"settings": {"data": {"sources": wanted}}, **packed})):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
-        (path.parent / "manifest.json").write_text(json.dumps({"settings": settings}))
+        (path.parent / "manifest.json").write_text(json.dumps(record))
     jobs = outputs(demo.plan([], Places.of(tmp_path)))
     assert jobs["tokenizer"].finished and jobs["prepare_corpus"].finished
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "another_mirror"))
@@ -238,3 +242,36 @@ def test_a_data_override_makes_the_tokenizer_and_corpus_the_pretraining_reads(tm
     tokenizer = compose("tokenizer", jobs["tokenizer"].argv[2:])
     assert corpus.out_dir == pretrain.corpus_dir and tokenizer.out_dir == pretrain.tokenizer_dir
     assert corpus.data.n == pretrain.data.n == 64
+
+
+def _finished_demo_runs(tmp_path):
+    """The records a finished demo's runs leave (summary.json, results.json), as their runs write them."""
+    pre, fin = tmp_path / "pretrain", tmp_path / "finetune"
+    for run in (pre, fin):
+        run.mkdir()
+    (pre / "summary.json").write_text(json.dumps({"initial_val_loss": 9.0, "final_val_ppl": 1403.1, "steps": 300,
+                                                  "tokens": 614400, "tokens_per_s": 3400.2}))
+    (fin / "results.json").write_text(json.dumps({"metrics": {"accuracy": 0.776}, "num_train_examples": 20000,
+                                                  "num_eval_examples": 872}))
+    return [pre, fin]
+
+
+@pytest.mark.parametrize("damage", ["missing", "torn", "no accuracy", "accuracy not a number"])
+def test_a_missing_or_damaged_run_record_in_the_demo_summary_is_one_line_naming_it(tmp_path, capsys, damage):
+    """The demo's summary read its runs' perplexity and accuracy unchecked: a results.json gone, torn or without its
+    accuracy ended the demo in a traceback (KeyError, TypeError). Each is one error naming the file (and the key)."""
+    runs = _finished_demo_runs(tmp_path)
+    out = tmp_path / "summary.json"
+    assert demo.summarize([], runs, {}, out)["sst2_dev_accuracy"] == 0.776
+    results = runs[1] / "results.json"
+    if damage == "missing":
+        results.unlink()
+    elif damage == "torn":
+        results.write_text('{"metrics": {"accu')
+    else:
+        value = {} if damage == "no accuracy" else {"accuracy": "n/a"}
+        results.write_text(json.dumps({"metrics": value, "num_train_examples": 20000, "num_eval_examples": 872}))
+    why = {"missing": "is missing", "torn": "cannot be read", "no accuracy": "has no metrics.accuracy",
+           "accuracy not a number": "has metrics.accuracy: 'n/a', not a number"}[damage]
+    with pytest.raises(LinformerError, match=rf"^{re.escape(str(results))} {why}"):
+        demo.summarize([], runs, {}, out)

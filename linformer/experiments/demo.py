@@ -25,7 +25,7 @@ from ..files import MANIFEST, read_json, read_yaml, repo_relative, temporary_of,
 from ..jobs import Job, corpus_check
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, RunRecord
+from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
 from ..train.checkpoint import checkpoint_dir
 from ..train.common import native_cpu_bf16
 from . import Places, frontend
@@ -189,17 +189,17 @@ def _check_outputs(jobs: list[Job], runs: list[Path]) -> None:
 def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: Path) -> dict:
     """The demo's summary (`path`: outputs/demo/summary.json) from the finished runs, written, printed and returned."""
     pretrain_dir, finetune_dir = runs
-    pre, fin = RunRecord(pretrain_dir, "pretrain").summary(), RunRecord(finetune_dir, "finetune").results()
-    if not pre or not fin:
-        raise DataError(f"the demo's runs finished without {pretrain_dir}/summary.json or {finetune_dir}/results.json")
-    before = pre.get("initial_val_loss")
+    pre = recorded_numbers(pretrain_dir, SUMMARY, ("final_val_ppl", "steps", "tokens", "tokens_per_s"),
+                           optional=("initial_val_loss",))
+    fin = recorded_numbers(finetune_dir, RESULTS, ("metrics.accuracy", "num_train_examples", "num_eval_examples"))
+    before = pre["initial_val_loss"]
     summary = {
         "val_ppl_before_pretraining": math.exp(before) if before is not None else None,
         "val_ppl_after_pretraining": pre["final_val_ppl"],
         "pretrain_steps": pre["steps"],
         "pretrain_tokens": pre["tokens"],
         "pretrain_tokens_per_s": round(pre["tokens_per_s"]),
-        "sst2_dev_accuracy": fin["metrics"]["accuracy"],
+        "sst2_dev_accuracy": fin["metrics.accuracy"],
         "sst2_train_examples": fin["num_train_examples"],
         "sst2_dev_examples": fin["num_eval_examples"],
         "wall_time_s": times,
@@ -207,10 +207,34 @@ def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: 
     }
     write_json(path, summary)
     print(f"\n==> demo summary ({path})")
-    print(f"  validation perplexity: {summary['val_ppl_before_pretraining']:,.1f} before pretraining -> "
+    start = summary["val_ppl_before_pretraining"]  # None where trainer.eval_at_start=false was given
+    start = f"{start:,.1f}" if start is not None else "not measured (trainer.eval_at_start=false)"
+    print(f"  validation perplexity: {start} before pretraining -> "
           f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
     print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
           f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})")
     print("  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
     return summary
+
+
+def recorded_numbers(run_dir: Path, name: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()
+                     ) -> dict[str, float | None]:
+    """Each of `keys` and `optional` (dotted: metrics.accuracy) in the run's record file `name`, a finite number (an
+    `optional` one may be null or absent: None). The file missing or not reading (``read_record``), or a key missing
+    or not a number, is refused in one line naming the file and the key: the demo's run wrote it, so it was damaged
+    or replaced since."""
+    record, file = read_record(run_dir, name), run_dir / name
+    if not record:
+        raise DataError(f"{file} is missing: the demo's run in {run_dir} finished without it. Run the demo again.")
+    found: dict[str, float | None] = {}
+    for key in (*keys, *optional):
+        value = record
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number and (key not in optional or value is not None):
+            raise DataError(f"{file} has {'no ' + key if value is None else f'{key}: {value!r}, not a number'}: "
+                            f"the demo's run in {run_dir} wrote it otherwise. Run the demo again.")
+        found[key] = value
+    return found
 
