@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
@@ -303,7 +303,25 @@ def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict 
         raise CheckpointError(f"{folder} holds an incomplete tokenizer: none of {', '.join(_VOCABULARY_FILES)}, which "
                               f"hold its vocabulary: {_RECOVER}.")
     parsed = {name: _tokenizer_json(folder / name) for name in _TOKENIZER_JSON if (folder / name).is_file()}
+    _check_tokenizer_class(folder / "tokenizer_config.json", parsed.get("tokenizer_config.json") or {})
     return parsed.get("tokenizer.json")
+
+
+def _check_tokenizer_class(path: Path, config: Mapping) -> None:
+    """CheckpointError naming `path` and its key where tokenizer_config.json's ``tokenizer_class`` names no class
+    transformers knows: transformers would load the folder as a generic tokenizer without a word (its special tokens'
+    handling, its pair layout not the named one's). Absent or null is transformers' own choice from the files; a
+    class of the folder's own code (``auto_map``) is ``io.load_auto``'s refusal."""
+    name = config.get("tokenizer_class")
+    if name is None or "auto_map" in config:
+        return
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    if not isinstance(name, str) or tokenizer_class_from_name(name) is None:
+        raise CheckpointError(f"{path}: tokenizer_class {name!r} is not a tokenizer class transformers knows (such as "
+                              "RobertaTokenizer or BertTokenizer, the class of the tokenizer the folder holds): correct "
+                              "it, remove the key (transformers then chooses from the files), or "
+                              f"{_RECOVER}.")
 
 
 def _tokenizer_json(path: Path) -> dict:

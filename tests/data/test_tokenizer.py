@@ -1,4 +1,5 @@
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,31 @@ def test_a_tokenizer_asking_to_run_its_own_code_is_refused_not_called_damaged(to
     message = str(err.value)
     assert message.startswith(f"{copy} asks to run its own code") and "damaged" not in message
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("named", ["NoSuchTokenizer", "", 5])
+def test_a_tokenizer_class_transformers_does_not_know_is_refused_naming_the_file_and_key(tok_dir, tmp_path, named):
+    """tokenizer_class=NoSuchTokenizer in tokenizer_config.json was loaded as transformers' generic tokenizer without a
+    word (a number: an AttributeError traceback); its load and its hash (prepare_corpus's, a run's) refuse it in one
+    line naming the file and the key. A class transformers knows, or none, loads."""
+    import json
+    import shutil
+
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    copy = tmp_path / "tok"
+    shutil.copytree(tok_dir, copy)
+    path = copy / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "tokenizer_class": named}))
+    for read in (load_tokenizer, tokenizer_hash):
+        with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: tokenizer_class {re.escape(repr(named))} "
+                                                  "is not a tokenizer class transformers knows"):
+            read(str(copy))
+    for known in ("BertTokenizerFast", None):
+        path.write_text(json.dumps({**config, "tokenizer_class": known}))
+        assert load_tokenizer(str(copy)).is_fast
 
 
 @pytest.mark.parametrize("damage", ["unreadable model", "no vocabulary"])
