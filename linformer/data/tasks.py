@@ -289,6 +289,18 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
+def _texts_fit(texts: Mapping[str, str], where: str, skip_bad_rows: bool) -> bool:
+    """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
+    empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows."""
+    empty = [column for column, text in texts.items() if not text]
+    if not empty:
+        return True
+    if not skip_bad_rows:
+        raise TaskDataError(f"{where}: empty text in column {empty[0]}: write the row's text, or set "
+                            "task.skip_bad_rows=true to skip and count such rows")
+    return False
+
+
 def _utf8_lines(path: Path) -> Iterator[str]:
     """The lines of `path` as text (a byte-order mark read away): a byte that is not UTF-8 is one TaskDataError naming
     the file and line, where a replacement character would have been trained on without a word."""
@@ -332,11 +344,12 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
             skipped += 1
             continue
         label = _label_id(row[lab], task_spec, where, skip_bad_rows)
-        if label is None:
+        texts = {f_: row[i].strip() for f_, i in zip(task_spec.text_fields, idx)}
+        if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        for f_, i in zip(task_spec.text_fields, idx):
-            cols[f_].append(row[i].strip())
+        for f_, text in texts.items():
+            cols[f_].append(text)
         cols["labels"].append(label)
     return cols, skipped
 
@@ -428,10 +441,11 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
             give_back()  # the lines an open quote took in are rows of their own
             continue
         label = _label_id(row[li], task_spec, where, skip_bad_rows)
-        if label is None:
+        text = clean_imdb(row[ti])
+        if label is None or not _texts_fit({"text": text}, where, skip_bad_rows):
             skipped += 1
             continue
-        cols["text"].append(clean_imdb(row[ti]))
+        cols["text"].append(text)
         cols["labels"].append(label)
     return cols, skipped
 

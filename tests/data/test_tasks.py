@@ -199,6 +199,25 @@ def test_malformed_rows(qqp_dir, tokenizer):
     assert len(load_task("qqp", str(qqp_dir), tokenizer, 32, skip_bad_rows=True)["train"]) == 12
 
 
+def test_an_empty_text_cell_is_a_bad_row_named_by_file_line_and_column(qqp_dir, tmp_path):
+    """A row whose text is empty (a pair's second question, an IMDB review of line breaks alone) was read as an
+    example of no text under its label without a word; it is a bad row like any other: one error naming the file,
+    the line and the column, or skipped and counted with task.skip_bad_rows."""
+    with open(qqp_dir / "train.tsv", "a") as f:
+        f.write("99\t1\t2\thow do i learn?\t  \t1\n")
+    with pytest.raises(TaskDataError, match=rf"^{qqp_dir}/train.tsv:14: empty text in column question2: write the "
+                                            r"row's text, or set task.skip_bad_rows=true"):
+        read_task_split("qqp", str(qqp_dir), "train")
+    cols, skipped = read_task_split("qqp", str(qqp_dir), "train", skip_bad_rows=True)
+    assert skipped == 1 and len(cols["labels"]) == len(cols["question2"]) == 12
+    imdb = tmp_path / "imdb"
+    imdb.mkdir()
+    _imdb_rows_csv(imdb, ["train/pos/0_9,1,9,good", "train/neg/1_2,0,2,<br /><br />"])
+    with pytest.raises(TaskDataError, match=rf"^{imdb}/train.csv:3: empty text in column text"):
+        read_task_split("imdb", str(imdb), "train")
+    assert read_task_split("imdb", str(imdb), "train", skip_bad_rows=True) == ({"text": ["good"], "labels": [1]}, 1)
+
+
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
     """A BOM (an editor's save) made the header lack its first column; a latin-1 byte was read as U+FFFD without a
     word, so the model trained on text the file does not hold. GLUE tsv and IMDB csv alike."""
