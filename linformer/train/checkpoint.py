@@ -81,14 +81,20 @@ def lost_checkpoints(record: RunRecord) -> str | None:
     step = checkpointed_step(record)
     if step is None or complete_checkpoints(record.dir):
         return None
-    removed = record.info().get("checkpoints_removed")
-    gone = (f"were removed by prune_checkpoints.py ({removed})" if removed else
-            f"are gone ({checkpoint_dir(record.dir)} is missing or empty)")
+    gone = checkpoints_gone(record)
     saved = next((name for name in ("model", "best") if (record.dir / name).is_dir()), None)
     reuse = (f", or start a new run from its {saved}/ (init_from={record.dir / saved} to pretrain on, "
              f"model_path={record.dir / saved} to finetune)" if saved else "")
     return (f"{record.dir} reached step {step} but its checkpoints {gone}: nothing is left to continue it from, and it "
             f"would start over at step 0. Start over under another run_name (or delete {record.dir} first){reuse}.")
+
+
+def checkpoints_gone(record: RunRecord) -> str:
+    """How a run's checkpoints went, as a clause after "its checkpoints": removed by prune_checkpoints.py (when, how
+    many: run.json's ``checkpoints_removed``), or gone without a record of it."""
+    removed = record.info().get("checkpoints_removed")
+    return (f"were removed by prune_checkpoints.py ({removed})" if removed else
+            f"are gone ({checkpoint_dir(record.dir)} is missing or empty)")
 
 
 def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:

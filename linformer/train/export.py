@@ -22,8 +22,16 @@ from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, read_record
-from .checkpoint import STATE_FILE, checkpoint_dir, complete_checkpoints, newest_intact, step_of
+from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, RunRecord, read_record
+from .checkpoint import (
+    STATE_FILE,
+    checkpoint_dir,
+    checkpointed_step,
+    checkpoints_gone,
+    complete_checkpoints,
+    newest_intact,
+    step_of,
+)
 from .core import no_hf_progress_bars
 from .pretrain import build_model
 
@@ -105,14 +113,14 @@ def _checkpoint(run_dir: Path, step: int | None) -> Path:
     ones passed over for damage are named in one warning line, as a resume names them: an export of an older step
     would otherwise read as the run having stopped there."""
     found = complete_checkpoints(run_dir)
+    if not found:
+        raise CheckpointError(_nothing_to_export(run_dir, step))
     if step is not None:
         found = [p for p in found if p.name == f"step-{step:08d}"]
         if not found:
             have = ", ".join(str(int(p.name[5:])) for p in complete_checkpoints(run_dir)) or "none"
             raise CheckpointError(f"--step {step}: {checkpoint_dir(run_dir)} has no checkpoint of that step "
                                   f"(steps: {have}).")
-    if not found:
-        raise CheckpointError(f"{checkpoint_dir(run_dir)} holds no complete checkpoint: nothing to export.")
     path, damaged = newest_intact(found, matters=lambda name: name in (WEIGHTS, STATE_FILE))
     if path is None:
         raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
@@ -122,6 +130,22 @@ def _checkpoint(run_dir: Path, step: int | None) -> Path:
         print(f"warning: {checkpoint_dir(run_dir)} holds a newer checkpoint than step {step_of(path)}, damaged: "
               f"{which}; exporting step {step_of(path)}, the newest intact one.", file=sys.stderr, flush=True)
     return path
+
+
+def _nothing_to_export(run_dir: Path, step: int | None) -> str:
+    """Why `run_dir` has no checkpoint to export (never written, removed by prune_checkpoints.py, deleted), what it
+    keeps instead, and what writes a checkpoint again: training, since a checkpoint is written by nothing else."""
+    record = RunRecord(run_dir, "")
+    asked = f"--step {step}: " if step is not None else ""
+    if checkpointed_step(record) is None:
+        return (f"{asked}{checkpoint_dir(run_dir)} holds no complete checkpoint: the run wrote none yet (it "
+                "checkpoints every trainer.save_every steps, when stopped and at its end): nothing to export.")
+    kept = {"model": "the model of its final step", "best": "the model its validation chose"}
+    kept = [f"{what} is {run_dir / name}" for name, what in kept.items() if (run_dir / name).is_dir()]
+    instead = (f" It keeps its models: {'; '.join(kept)}." if kept else " It keeps no model either.")
+    return (f"{asked}{run_dir} has no checkpoint to export: its checkpoints {checkpoints_gone(record)}.{instead} A "
+            "checkpoint is written only by training: run the run's command (its settings are its config.yaml) again "
+            "under another run_name.")
 
 
 def _load_weights(model, path: Path) -> None:

@@ -163,6 +163,28 @@ def test_a_pretraining_run_stopped_early_exports_the_model_its_checkpoint_holds(
     assert json.loads((done["out"] / "tokenizer_config.json").read_text())["model_max_length"] == 32
 
 
+def test_a_run_whose_checkpoints_were_pruned_says_so_what_it_keeps_and_what_writes_a_checkpoint(pretrained_run,
+                                                                                                 tmp_path):
+    """Export of a run pruned by scripts/prune_checkpoints.py said "<run>/checkpoints holds no complete checkpoint:
+    nothing to export": it names the pruning (when, how many), the models the run keeps, and training as what writes
+    a checkpoint again, with --step N alike."""
+    import re
+
+    from linformer.train.checkpoint import prune_checkpoints
+
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_run, run)
+    prune_checkpoints(run)
+    removed = json.loads((run / "run.json").read_text())["checkpoints_removed"]
+    said = (f"{run} has no checkpoint to export: its checkpoints were removed by prune_checkpoints.py ({removed}). It "
+            f"keeps its models: the model of its final step is {run}/model. A checkpoint is written only by training: "
+            "run the run's command (its settings are its config.yaml) again under another run_name.")
+    for step, asked in ((None, ""), (6, "--step 6: ")):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(asked + said)}$"):
+            export_run(run, tmp_path / "out", step)
+    assert not (tmp_path / "out").exists()
+
+
 def test_transfer_and_distillation_runs_are_refused(tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     (tmp_path / "run.json").write_text(json.dumps({"stage": "distill"}))
