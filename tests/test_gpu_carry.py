@@ -4,6 +4,7 @@ the fp16 rounding of its weights, in fp32)."""
 import gzip
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -226,6 +227,22 @@ def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(t
     assert err.startswith("error: the upload is") and "over the limit" in err and len(err.splitlines()) == 1
     assert carry.main(["size", str(repo / "gone")]) == 2
     assert "carried path" in capsys.readouterr().err
+
+
+def test_the_upload_size_reads_its_paths_as_every_command_does(tmp_path, monkeypatch, capsys):
+    """`gpu_carry size <files>` read relative paths from the working folder, and an empty one ("$WHL" unset) as the
+    folder itself: a relative one is the repository's, "~" expanded, an empty one refused."""
+    from linformer.files import repo_root
+
+    monkeypatch.setattr(carry, "upload_size", lambda repo, carried: (0, sum(p.stat().st_size for p in carried), {}))
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml here: the repository's is counted
+    assert carry.main(["size", "pyproject.toml"]) == 0
+    size = (repo_root() / "pyproject.toml").stat().st_size
+    assert f"carried {size / 2**20:.1f} MiB" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        carry.main(["size", ""])
+    assert stop.value.code == 2
+    assert "argument carried: an empty path: give a path (an unset variable?)" in capsys.readouterr().err
 
 
 def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):

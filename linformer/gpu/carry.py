@@ -36,7 +36,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ..argtypes import folder
+from ..argtypes import folder, path
 from ..cli import ArgumentParser, cli_errors, compose, shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..errors import DataError
@@ -319,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
                                                             "write")
     z = sub.add_parser("size", help="here: what a call to the device would send, against its upload limit")
-    z.add_argument("carried", nargs="*", type=Path, help="the paths the call carries (.carry, .whl)")
+    z.add_argument("carried", nargs="*", type=path, help="the paths the call carries (.carry, .whl; relative to "
+                                                         "the repository)")
     z.add_argument("--limit-mib", type=float, default=UPLOAD_LIMIT_MIB)
     args = ap.parse_args(argv)
     with cli_errors():  # CarryError: its line, and exit 2 returned; the other errors as cli_errors says them
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args) -> None:
     """One subcommand: size, pack or unpack."""
     if args.command == "size":
-        tree, carried, by_folder = upload_size(REPO, args.carried)
+        tree, carried, by_folder = upload_size(REPO, [Path(p) for p in args.carried])
         total = (tree + carried) / 2**20
         print(f"upload: tree {tree / 2**20:.1f} MiB + carried {carried / 2**20:.1f} MiB = {total:.1f} MiB "
               f"of {args.limit_mib:g} MiB")

@@ -11,18 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from ..argtypes import path
 from ..cli import cli_errors, shell_command
 from ..data.io import path_root
 from ..devices import device_name
-from ..files import file_record, made_by, output_files, resolve_path
+from ..files import file_record, made_by, output_files
 
 EXTENSIONS = ("md", "json", "png")
 
 
 def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
-    """--out (default: paths.reports_dir/<name>; a relative path against the repository, as the Hydra commands take
-    paths, so the script writes to the same place from any folder) and --overwrite."""
-    ap.add_argument("--out", type=resolve_path, default=f"{path_root('reports_dir')}/{name}",
+    """--out (default: paths.reports_dir/<name>; read as every command reads a path, ``argtypes.path``: from the
+    repository, "~" expanded, not empty) and --overwrite."""
+    ap.add_argument("--out", type=path, default=f"{path_root('reports_dir')}/{name}",
                     help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name}; relative to the "
                          "repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")

@@ -223,6 +223,17 @@ def test_the_measurement_scripts_resolve_out_against_the_repository_from_any_fol
         assert seen["args"].out.startswith(str(repo_root()))
 
 
+@pytest.mark.parametrize("script", ["length_policy", "long_inputs"])
+def test_an_empty_out_is_refused_as_every_command_refuses_it(script, capsys):
+    """--out "" (an unset shell variable) named the repository itself as the report's stem: refused in argparse's
+    one line, as every command's empty path is (``argtypes.path``)."""
+    needed = {"long_inputs": ["--classifier", "c"]}.get(script, [])
+    with pytest.raises(SystemExit) as stop:
+        load_script(script).main([*needed, "--out", ""])
+    assert stop.value.code == 2
+    assert "argument --out: an empty path: give a path (an unset variable?)" in capsys.readouterr().err
+
+
 def test_fidelity_reads_a_relative_corpus_from_the_repository_from_any_folder(tmp_path, monkeypatch):
     from linformer.files import repo_root
     from linformer.report import fidelity
