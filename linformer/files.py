@@ -471,9 +471,11 @@ def file_checksums(root: Path, files: Iterable[Path]) -> dict[str, dict]:
             for f in sorted(files)}
 
 
-def checksum_problems(root: Path, listing: Mapping[str, Mapping]) -> list[str]:
+def checksum_problems(root: Path, listing: Mapping[str, Mapping], digests: Mapping[str, str] | None = None
+                      ) -> list[str]:
     """'name: why' for each file of a file_checksums listing that is missing, of another size or of other content
-    under root; [] when every file is as listed."""
+    under root; [] when every file is as listed. `digests` ({name: sha256}) are digests the caller has just read
+    of some of the files, used rather than reading them again."""
     problems = []
     for name, want in listing.items():
         f = Path(root) / name
@@ -481,7 +483,7 @@ def checksum_problems(root: Path, listing: Mapping[str, Mapping]) -> list[str]:
             problems.append(f"{name}: missing")
         elif f.stat().st_size != want["bytes"]:
             problems.append(f"{name}: {f.stat().st_size:,} bytes, {want['bytes']:,} written")
-        elif sha256_file(f) != want["sha256"]:
+        elif ((digests or {}).get(name) or sha256_file(f)) != want["sha256"]:
             problems.append(f"{name}: content differs from what was written (sha256)")
     return problems
 

@@ -67,10 +67,11 @@ _PIPELINES = {"LinformerForMaskedLM": "fill-mask", "LinformerForSequenceClassifi
 
 
 # ------------------------------------------------------------------------------------------------ the record
-def conversion_info(name_or_path: str | os.PathLike, model, name: str) -> dict:
-    """The card's info for ``model``, converted from ``name_or_path`` by convert_encoder: no transfer, no results."""
+def conversion_info(name_or_path: str | os.PathLike, model, name: str, path: str | None = None) -> dict:
+    """The card's info for ``model``, converted from ``name_or_path`` (found at `path`, where the caller resolved it)
+    by convert_encoder: no transfer, no results."""
     given = str(name_or_path)
-    path = resolve_model_path(given)
+    path = path or resolve_model_path(given)
     source_config = load_auto(AutoConfig, path)
     c = model.config
     source = {

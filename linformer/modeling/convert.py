@@ -78,7 +78,7 @@ def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedMod
     as the source is reshaped with ``settings`` into `cls` (``from_linformer``).
     """
     if not isinstance(name_or_path, PreTrainedModel) and \
-            _source_config(where := resolve_model_path(str(name_or_path))).model_type == "linformer":
+            _source_config(where := resolve_model_path(name_or_path)).model_type == "linformer":
         return from_linformer(where, cls, extend_positions=extend_positions, **settings)
     settings, dtype = _without_dtype(settings)
     # the config first: a bad setting is said before the weights load
@@ -120,7 +120,7 @@ def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class:
     into `model_class` (default: ``default_class``'s) with `settings` gives, from the configs alone: a command checks
     its ``model.*`` settings with it before any weights load, and a ConfigError about them names the config group
     (``key: ...``)."""
-    path = resolve_model_path(str(name_or_path))
+    path = resolve_model_path(name_or_path)
     with settings_named(key):
         if _source_config(path).model_type == "linformer":
             return _reshaped_config(path, settings)[1]
@@ -161,7 +161,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     ``out_dir`` follows the output rule (``files.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
-    path = resolve_model_path(str(name_or_path))
+    path = resolve_model_path(name_or_path)
     source_type = _source_config(path).model_type
     if source_type != "linformer":
         _check_supported(source_type, path)  # first: a GPT-2 directory is named as one
@@ -179,7 +179,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     with model_folder(out_dir, record, overwrite) as tmp:
         save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)
         # the card goes inside the atomic block: a converted directory never lacks its card
-        write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name))
+        write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name, path=path))
     return Path(out_dir)
 
 
@@ -274,7 +274,7 @@ def _encoder_config(copies_classifier_fields: bool, name_or_path, settings: dict
         source_config, where, pooling = name_or_path.config, type(name_or_path).__name__, None
         _check_supported(source_config.model_type, where)
     else:
-        where = resolve_model_path(str(name_or_path))
+        where = resolve_model_path(name_or_path)
         source_config = _source_config(where)
         _check_supported(source_config.model_type, where)
         pooling = sentence_transformers_pooling(where) if "classifier_pooling" not in settings else None

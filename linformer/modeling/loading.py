@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import hashlib
 import importlib
 import logging
@@ -43,33 +44,65 @@ _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 
 
-def weights_sha256(model_dir: str) -> str | None:
+def weights_sha256(model_dir: str | os.PathLike) -> str | None:
     """sha256 over a model directory's weight files (sorted by name, each file's name and digest), so that a run's
-    record names exactly the weights it started from; None for a directory without weight files (a hub name)."""
-    root = Path(model_dir)
+    record names exactly the weights it started from; None for a directory without weight files (a hub name). Of a
+    folder resolve_model_path checked (a CheckedModel), the hash it holds: its weights are read once a command."""
+    if isinstance(model_dir, CheckedModel):
+        return model_dir.weights_sha256
+    return _weights_hash(_weight_digests(Path(model_dir)))
+
+
+def _weight_digests(root: Path) -> dict[str, str]:
+    """{name: sha256} of the weight files of the folder `root` ({} for no folder, or one without weights)."""
     files = sorted({f for pattern in WEIGHT_FILES for f in root.glob(pattern)}) if root.is_dir() else []
-    if not files:
+    return {f.name: sha256_file(f) for f in files}
+
+
+def _weights_hash(digests: dict[str, str]) -> str | None:
+    if not digests:
         return None
     h = hashlib.sha256()
-    for f in files:
-        h.update(f"{f.name}:{sha256_file(f)}\n".encode())
+    for name, digest in sorted(digests.items()):
+        h.update(f"{name}:{digest}\n".encode())
     return h.hexdigest()
 
 
-def resolve_model_path(model_path: str, key: str = "model_path") -> str:
-    """The directory holding the model's config.json, or a hub name (HubOfflineError when it cannot be read); errors
-    name the config ``key`` the path came from.
+class CheckedModel(str):
+    """The path of a model folder that resolve_model_path found and checked in this command. Passed on in place of
+    the path (it is one), so that resolving it again reads nothing, and its ``weights_sha256`` reads each weight file
+    once a command: with the digests its check read (a folder whose manifest lists its weights), else on first use."""
+
+    def __new__(cls, path: str, digests: dict[str, str] | None):
+        made = super().__new__(cls, path)
+        made._digests = digests
+        return made
+
+    def __reduce__(self):  # a copy or a pickle (transformers deep-copies the path it loads) is the plain path
+        return str, (str(self),)
+
+    @functools.cached_property
+    def weights_sha256(self) -> str | None:
+        return _weights_hash(self._digests if self._digests is not None else _weight_digests(Path(self)))
+
+
+def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -> str:
+    """The directory holding the model's config.json, checked (a CheckedModel: given again, it is returned as it is),
+    or a hub name (HubOfflineError when it cannot be read); errors name the config ``key`` the path came from.
 
     ``"minilm"`` is all-MiniLM-L6-v2 from the optional ``pretrained`` extra (CheckpointError saying how to install
     it when it is not installed)."""
+    if isinstance(model_path, CheckedModel):
+        return model_path
+    model_path = os.fspath(model_path)
     if not model_path:
         raise CheckpointError(f"{key} is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
     p = Path(resolve_path(model_path))
     for found in (p / "model", p):
         if (found / "config.json").is_file():
-            check_model_intact(found, f"{key}={model_path!r}")
+            digests = check_model_intact(found, f"{key}={model_path!r}")
             check_model_config(found, f"{key}={model_path!r}")
-            return str(found)
+            return CheckedModel(str(found), digests)
     if model_path in PACKAGED_MODELS and not p.exists():
         return _packaged_model(model_path, key)
     instead = finetuning_run_models(p)
@@ -93,19 +126,23 @@ def resolve_model_path(model_path: str, key: str = "model_path") -> str:
     return str(model_path)
 
 
-def check_model_intact(model: Path, given: str) -> None:
+def check_model_intact(model: Path, given: str) -> dict[str, str] | None:
     """CheckpointError where a weight file of the model folder `model` (what `given` names: "model_path='...'") is
     missing, or not what was written, by the checksums the folder records (``saving.model_folder``), naming the file
     and the command that writes the folder again; a folder that records none (another tool's, an earlier version's)
-    passes. Weights only: they load whatever their bytes say, where a damaged config or tokenizer fails its parser
+    passes. Returns the digests ({name: sha256}) of the folder's weight files where it read them, else None. Weights only: they load whatever their bytes say, where a damaged config or tokenizer fails its parser
     with a line of its own, and a user may edit those on purpose (a dropout, a length)."""
     listed = read_json(model / MANIFEST).get("files")
     weights = {name: want for name, want in (listed if isinstance(listed, dict) else {}).items()
                if any(fnmatch.fnmatch(Path(name).name, pattern) for pattern in WEIGHT_FILES)}
-    damage = checksum_problems(model, weights)
+    if not weights:
+        return None
+    digests = _weight_digests(model)  # every weight file: the same reads give the folder's weights_sha256
+    damage = checksum_problems(model, weights, digests)
     if damage:
         raise CheckpointError(f"{given}: the model {model} is damaged since it was written ({'; '.join(damage)}): "
                               f"{rewrite_advice(model)}.")
+    return digests
 
 
 def check_model_config(model: Path, given: str) -> None:

@@ -43,8 +43,9 @@ from .core import Trainer, TrainingTask, run_training
 log = logging.getLogger(__name__)
 
 
-def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
-    """A fresh Linformer from the model group (vocabulary and special ids from the tokenizer), or init_from.
+def build_model(spec: PretrainSpec, tokenizer, init_path: str | None = None) -> LinformerForMaskedLM:
+    """A fresh Linformer from the model group (vocabulary and special ids from the tokenizer), or init_from (found at
+    `init_path`, where the caller has resolved it).
 
     Training asks for sparse (masked-only) logits: the vocabulary projection of unmasked positions is wasted work.
     A fresh model's vocabulary is padded to ``spec.pad_vocab_to_multiple_of`` rows (the padding gets no
@@ -63,20 +64,19 @@ def build_model(spec: PretrainSpec, tokenizer) -> LinformerForMaskedLM:
         eos_token_id=tokenizer.eos_token_id,
     )
     if spec.init_from:
-        model = _init_from(spec.init_from, fields, tokenizer)
+        model = _init_from(spec.init_from, init_path or resolve_model_path(spec.init_from), fields, tokenizer)
     else:
         model = LinformerForMaskedLM(model_config(fields))
     model.config.sparse_prediction = True
     return model
 
 
-def _init_from(init_from: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
+def _init_from(init_from: str, path: str, fields: dict, tokenizer) -> LinformerForMaskedLM:
     """MLM continuation: a converted or pretrained Linformer directory keeps its own architecture (the model group is not
     applied to it); a BERT/RoBERTa-family encoder is converted with the model group's Linformer fields, only E, F (and an
     MLM head the source lacks, which the conversion names) starting fresh."""
     from transformers import AutoConfig
 
-    path = resolve_model_path(init_from)
     if load_auto(AutoConfig, path).model_type == "linformer":
         model = load_pretrained(LinformerForMaskedLM, path)
         log.warning("init_from=%s is a Linformer: it keeps its own architecture (%s, width %d, %d layers); the "
@@ -111,9 +111,10 @@ class PretrainTask(TrainingTask):
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
         self.tokenizer = load_tokenizer(self.tokenizer_dir)
         data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
-        self.model = build_model(spec, self.tokenizer)
+        init_path = resolve_model_path(spec.init_from) if spec.init_from else None
+        self.model = build_model(spec, self.tokenizer, init_path)
         # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed
-        self.start_weights_sha256 = weights_sha256(resolve_model_path(spec.init_from)) if spec.init_from else None
+        self.start_weights_sha256 = weights_sha256(init_path) if init_path else None
         self.n = len(data["train"][0]["input_ids"])
         # a fresh model is trained at its n (blocks shorter than n would train E, F's first rows only: another
         # model than the one named); a continued one (init_from) may go on at a shorter length

@@ -1,6 +1,7 @@
 """Model loading for finetuning: path resolution, the errors a user can fix, and the quiet load report."""
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,44 @@ def mlm_dir(tmp_path):
 def test_run_directory_resolves_to_its_model(mlm_dir):
     assert resolve_model_path(str(mlm_dir)) == str(mlm_dir / "model")
     assert resolve_model_path(str(mlm_dir / "model")) == str(mlm_dir / "model")
+
+
+def _counting_hashes(monkeypatch) -> dict:
+    """Patches loading's sha256_file (and the checksum check's) to count the reads of each file, by path."""
+    from linformer import files
+    from linformer.modeling import loading
+
+    real, reads = files.sha256_file, {}
+
+    def counting(path, *args, **kwargs):
+        reads[Path(path)] = reads.get(Path(path), 0) + 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "sha256_file", counting)
+    monkeypatch.setattr(loading, "sha256_file", counting)
+    return reads
+
+
+def test_a_model_folder_s_weights_are_read_once_a_command(tmp_path, monkeypatch):
+    """The start check hashes the weights against the folder's manifest; the run's record hashes them again
+    (weights_sha256), and a command resolves its folder more than once: each of those read every weight file (0.5 s
+    a GB). The checked path carries its digests on, and is resolved again as it is; a path given afresh is checked
+    afresh, so a same-size rewrite is never taken for the weights checked before."""
+    from linformer.modeling.loading import weights_sha256
+    from linformer.modeling.saving import model_folder
+
+    with model_folder(tmp_path / "model") as tmp:
+        LinformerForMaskedLM(tiny_config()).save_pretrained(tmp)
+    reads = _counting_hashes(monkeypatch)
+    path = resolve_model_path(str(tmp_path / "model"))
+    assert resolve_model_path(path) is path and weights_sha256(path) == weights_sha256(str(path)) is not None
+    weights = tmp_path / "model" / "model.safetensors"
+    assert reads == {weights: 2}  # the check, and the plain path's hash the test asked for
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # same size, other content
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="model.safetensors: content differs from what was written"):
+        resolve_model_path(str(tmp_path / "model"))
 
 
 def test_hub_name_offline_says_to_give_a_local_directory(monkeypatch):

@@ -45,8 +45,12 @@ def test_the_trackers_get_the_reported_scores_after_training(tmp_path, sst2_dir,
     assert not any("eval_accuracy" in r for r in rows)  # metrics.jsonl keeps the training rows
 
 
-def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run):
+def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run, monkeypatch):
+    from tests.modeling.test_loading import _counting_hashes
+
+    reads = _counting_hashes(monkeypatch)
     _, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2")
+    assert reads[pretrained_run / "model" / "model.safetensors"] == 1  # checked at the start, hashed for the record
     saved = json.loads((run / "results.json").read_text())
     assert saved["task"] == "sst2" and saved["eval_split"] == "dev"
     assert {"accuracy"} <= saved["metrics"].keys() and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
