@@ -47,6 +47,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
 from .errors import ConfigError
@@ -147,7 +148,7 @@ def capturing() -> bool:
     """Whether the running Python code is being recorded as a graph or transformed, rather than run: torch.compile
     and torch.export (strict or not, the ONNX dynamo exporter's too), torch.jit.trace and the TorchScript ONNX
     exporter, fx symbolic tracing and make_fx, functorch transforms (vmap, grad), or any torch function or dispatch
-    mode on this thread (a fake-tensor or proxy mode, ``with torch.device(...)``). A captured graph holds what the
+    mode on this thread (a fake-tensor or proxy mode) but the policy's own and torch's default device. A captured graph holds what the
     calling thread ran: work handed to another thread is missing from it (a trace of ``torch.empty`` and nothing
     else), and so is any thread-local mode or transform there. So the thread policy steps aside for all of them, and
     a host-synced shortcut (a branch on a tensor's value) takes the general path instead of freezing one branch into
@@ -158,11 +159,14 @@ def capturing() -> bool:
 
 
 def _foreign_function_mode() -> bool:
-    """Whether a torch function mode other than this module's own ``_SharedRows`` is on this thread: the policy's
-    own mode runs the forward as eager code does (whole rows, one answer per batch), and counting it as a capture
-    would send every loaded CPU forward down the general paths (masking an unpadded batch, no exact short rows)."""
+    """Whether a torch function mode other than this module's own ``_SharedRows`` and torch's DeviceContext is on
+    this thread. The policy's own mode runs the forward as eager code does (whole rows, one answer per batch); a
+    DeviceContext (``torch.set_default_device``, ``with torch.device(...)``) only places the tensors a factory makes
+    without a device, which the workers' pieces never do (they write into a given output). Counting either as a
+    capture would send every CPU forward of such a process down the general paths (masking an unpadded batch, no
+    exact short rows)."""
     return torch._C._len_torch_function_stack() > 0 and any(
-        not isinstance(mode, _SharedRows) for mode in _get_current_function_mode_stack())
+        not isinstance(mode, (_SharedRows, DeviceContext)) for mode in _get_current_function_mode_stack())
 
 
 def _applies(model) -> bool:

@@ -352,6 +352,13 @@ def test_the_policy_s_own_row_sharing_is_not_a_capture(machine, monkeypatch):
         with TorchFunctionMode():
             assert threads.capturing()
     seen = []
+    try:  # torch's default-device mode only places what a factory makes: a process that sets it is not captured
+        torch.set_default_device("cpu")
+        assert not threads.capturing()
+        with torch.device("cpu"), threads._SharedRows():
+            assert not threads.capturing()
+    finally:
+        torch.set_default_device(None)
     monkeypatch.setattr(threads, "PIECE_ROWS", 16)
     advance(machine, 1.0, {0: 200, 1: 200, 2: 100}, own_cpu_s=1.0)  # another process kept one core busy: shared
     model = LinformerModel(tiny_config(max_seq_len=64)).eval()
