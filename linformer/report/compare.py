@@ -50,9 +50,11 @@ def higher_is_better(metric: str) -> bool:
 
 
 def series(run: Run, metric: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric, in logged order, skipping rows without it."""
+    """(steps, values) of one metric, in logged order, skipping rows without it: from the rows the run holds, or,
+    loaded without them (``load_run(rows=False)``), from its metrics.jsonl one row at a time (``iter_metrics``), so
+    that only the series is held, not the file."""
     steps, values = [], []
-    for row in run.rows:
+    for row in run.rows or iter_metrics(run.path / METRICS_FILE):
         v = _number(row.get(metric))
         if v is not None:
             steps.append(int(row["step"]))
@@ -354,7 +356,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
     (an MLM loss and a classification loss never share an axis); each run its own colour, the same in every plot of
     the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
-    panels. `labels` default to ``run_labels``; `series_of` gives a run's (steps, values) (default: from its rows).
+    panels. `labels` default to ``run_labels``; `series_of` gives a run's (steps, values) (default: ``series``).
     Returns None (and writes nothing) when no run logged `metric`."""
     import matplotlib
 

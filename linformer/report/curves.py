@@ -13,7 +13,7 @@ def plot_pretrain_curves(runs: dict[str, str | Path], out_png: str | Path, title
                          unigram_ppl: float | None = None) -> Path:
     """runs: label -> pretraining run dir. Log-scale validation perplexity against updates, one line per run
     (dashed for full attention), and a grey line at the perplexity of token frequencies alone when given."""
-    loaded = [load_run(d) for d in runs.values()]
+    loaded = [load_run(d, rows=False) for d in runs.values()]  # each series streamed as it is drawn (series)
     reference = None if unigram_ppl is None else ("token frequencies alone", unigram_ppl)
     out = plot_metric(loaded, "val_ppl", out_png, log_y=True, labels=list(runs),
                       title=title or "MLM validation perplexity (cf. Linformer Figure 3)", reference=reference)

@@ -207,7 +207,7 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
             command: str | None = None) -> dict[str, Any]:
     """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
     `paths`; returns the data. The JSON records `command` (the command line that made it) and each run's device."""
-    runs = [load_run(p, strict=True) for p in find_runs(named_paths(paths), strict=True)]
+    runs = [load_run(p, rows=False, strict=True) for p in find_runs(named_paths(paths), strict=True)]
     data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
     if command:
         data["command"] = command

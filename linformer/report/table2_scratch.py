@@ -221,7 +221,7 @@ def plot(data: dict, out_png: Path) -> None:
     left.set_title("Finetuned accuracy by row")
     left.legend()
     for run in (data["figure3"] or {}).get("runs", []):
-        steps, ppl = series(load_run(resolve_path(run["run_dir"]), strict=True), "val_ppl")
+        steps, ppl = series(load_run(resolve_path(run["run_dir"]), rows=False, strict=True), "val_ppl")
         right.plot(steps, ppl, "--" if run["attention"] == "full" else "-", label=run["label"])
     unigram = (data["figure3"] or {}).get("unigram_val_ppl")
     if unigram:
@@ -252,7 +252,7 @@ def write_table(patterns: list[str], out: str, profile_name: str, hardware: str,
         groups[row_key(r)].append(r)
     starts = check_starts(groups, records)
     rows, gain = build(runs, p.n)
-    figure = figure3_data([load_run(d, strict=True) for d in pretraining]) if pretraining else None
+    figure = figure3_data([load_run(d, rows=False, strict=True) for d in pretraining]) if pretraining else None
     have = {Path(r["_dir"]).name for r in runs}
     devices = sorted({str(read_json(d / SUMMARY).get("device")) for d in pretraining} - {"None"})
     tasks = tasks_of(runs)

@@ -87,7 +87,9 @@ def test_runs_of_other_budgets_or_without_one_full_run_are_refused():
         figure3_data([_run("linformer", 128, 20.0), _run("linformer", 256, 20.0)])
 
 
-def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path):  # noqa: F811
+def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path, monkeypatch):  # noqa: F811
+    from linformer import rundir
+
     runs = []
     for name, attention in (("full", "full"), ("k8", "linformer")):
         run = tmp_path / name
@@ -95,6 +97,8 @@ def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path):  # noq
                                   f"model.attention={attention}", f"run_name={name}"), run)
         runs.append(run)
     out = tmp_path / "fig" / "figure3"
+    # the val_ppl series are streamed (rundir.iter_metrics): no whole metrics.jsonl is read into a list
+    monkeypatch.setattr(rundir, "read_metrics", lambda path: pytest.fail(f"{path} read whole"))
     data = figure3([str(r) for r in runs], out, command="python scripts/figure3.py full k8 --out fig/figure3")
     saved = json.loads(out.with_suffix(".json").read_text())
     assert saved["runs"][0]["label"] == "full attention" and saved["runs"][1]["k"] == 8
