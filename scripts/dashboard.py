@@ -1,7 +1,8 @@
 """The offline dashboard: python scripts/dashboard.py [--outputs outputs] [--port 6006] (or make dashboard PORT=6006).
 
-Mirrors every run's metrics.jsonl under --outputs into TensorBoard event files (outputs/.dashboard/<stage>/<run>/,
-incremental), then serves TensorBoard on 127.0.0.1 and re-mirrors every --watch seconds. argparse, not Hydra:
+Starts TensorBoard on 127.0.0.1, then mirrors every run's metrics.jsonl under --outputs into the event files it
+serves (outputs/.dashboard/<stage>/<run>/, incremental; each run appears as it is mirrored), and re-mirrors every
+--watch seconds. argparse, not Hydra:
 this command starts a server over existing runs; it is not a run and has no run directory.
 """
 

@@ -363,8 +363,8 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
 
 def serve(outputs: str | Path, logdir: str | Path | None = None, host: str = "127.0.0.1",
           port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None, overwrite: bool = False) -> int:
-    """Mirror, start TensorBoard, report how long it took to come up, re-mirror every `watch_every` s until
-    TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
+    """Start TensorBoard, mirror the runs while it comes up, report how long it took, re-mirror every `watch_every` s
+    until TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
     # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: it takes the Ctrl-C path.
     with sigterm_interrupts():
         return _serve(outputs, logdir, host, port, watch_every, extra, overwrite)
@@ -390,17 +390,21 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
+    """TensorBoard first, then the first mirror: with many runs that pass takes a while, and the user watches the
+    runs appear in the served page (it reloads every 5 s) rather than wait with no page and no word."""
     check_port_free(host, port)
     t0 = time.monotonic()
     logdir = claim_logdir(outputs, logdir, overwrite)
-    written = mirror_all(outputs, logdir)
-    warn_if_no_runs(outputs, written)
-    print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) into {logdir} "
-          f"in {time.monotonic() - t0:.1f} s", flush=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(tensorboard_command(logdir, host, port, extra), env=env)
     url = f"http://{host}:{port}/"
     try:
+        print(f"dashboard starting at {url}; mirroring the runs under {outputs} into {logdir} (each run appears "
+              "as it is mirrored)", flush=True)
+        written = mirror_all(outputs, logdir)
+        warn_if_no_runs(outputs, written)
+        print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) in {time.monotonic() - t0:.1f} s",
+              flush=True)
         try:
             wait_until_up(url + "data/runs", timeout=120, proc=proc)
             print(f"dashboard up at {url} after {time.monotonic() - t0:.1f} s (Ctrl-C stops it)", flush=True)

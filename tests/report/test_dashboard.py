@@ -206,6 +206,39 @@ def test_a_port_in_use_is_one_error_before_anything_is_mirrored(tmp_path):
     check_port_free("127.0.0.1", port)  # free again once the listener closed
 
 
+def test_tensorboard_starts_before_the_first_mirror(tmp_path, make_run, monkeypatch, capsys):
+    """With many runs the first mirror takes a while: TensorBoard is started first, and the line says the runs are
+    being mirrored, rather than no page and no word until every run is mirrored."""
+    import subprocess
+
+    from linformer.report import dashboard
+
+    make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "loss": 2.0}])
+    events = []
+
+    class FakeTensorBoard:
+        returncode = 0
+
+        def __init__(self, command, env):
+            events.append("tensorboard")
+
+        def poll(self):
+            return 0 if "mirror" in events else None
+
+        def wait(self, timeout=None):
+            return 0
+
+    real_mirror = dashboard.mirror_all
+    monkeypatch.setattr(subprocess, "Popen", FakeTensorBoard)
+    monkeypatch.setattr(dashboard, "wait_until_up", lambda *a, **k: 0.0)
+    monkeypatch.setattr(dashboard, "mirror_all", lambda *a, **k: events.append("mirror") or real_mirror(*a, **k))
+    assert dashboard.serve(tmp_path / "outputs", tmp_path / "tb", port=0) == 0
+    assert events == ["tensorboard", "mirror"]
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("dashboard starting at http://127.0.0.1:0/; mirroring the runs under ")
+    assert said[1].startswith("mirrored 1 runs (")
+
+
 @pytest.mark.parametrize("argv, line", [
     (["/somewhere/runs", "--mirror-only"],
      "error: unrecognized arguments: /somewhere/runs (the folder of runs is --outputs DIR)"),
