@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import composed_option, hydra_value, shell_command, value_origin
+from ..cli import composed_option, hydra_value, progress_to_log_file, shell_command, third_party_bars_off, value_origin
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -577,7 +578,10 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
     t0 = time.perf_counter()
     paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
     nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
-    tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key)
+    lines = progress_to_log_file()  # plain lines, not datasets' bars (``cli.progress_to_log_file``)
+    _progress_line(lines, f"tokenizing {len(paras):,} paragraphs (num_proc={nproc})")
+    with third_party_bars_off(lines):
+        tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key)
     t_tok = time.perf_counter() - t0
 
     # 3. choose validation documents, then pack each split
@@ -597,7 +601,9 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
         raise CorpusError(_no_validation(val_fraction, n_docs, n))
     dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
     # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
-    dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
+    _progress_line(lines, "saving " + ", ".join(f"{name} {len(split):,} blocks" for name, split in dd.items()))
+    with third_party_bars_off(lines):
+        dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
     # once per corpus, not at every pretraining start: the plateau its runs are reported against
     unigram = unigram_perplexity(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
     del dd, tokd, paras
@@ -609,6 +615,11 @@ def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, n
                          splits, unigram, timing, nproc, tmp)
     write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _progress_line(lines: bool, what: str) -> None:
+    if lines:
+        print(f"corpus: {what}", file=sys.stderr, flush=True)
 
 
 def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int, key: str | None):

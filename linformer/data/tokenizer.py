@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import atomic_dir, check_output_dir, listing, made_by, sha256_file
 from .io import (
@@ -46,7 +48,7 @@ def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[st
 
 
 def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
-                       batch: int = 1000) -> Iterator[list[str]]:
+                       batch: int = 1000, progress_lines: bool = False) -> Iterator[list[str]]:
     """Non-empty lines of every source (a file or hf:<name>[:<config>]), in batches (the Rust trainer pre-tokenizes a
     batch in parallel), read as prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same
     way). With `max_lines`, a sample spread over the sources: each takes its first lines up to an equal share of
@@ -70,10 +72,15 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
                 break
         stats["lines"] += taken
         stats["per_source"][source] = taken
+        if progress_lines:
+            print(f"tokenizer: read {source} ({taken:,} lines; {i + 1} of {len(sources)} sources)", file=sys.stderr,
+                  flush=True)
         if counts["replaced_chars"]:
             log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", source, counts["replaced_chars"])
     if buf:
         yield buf
+    if progress_lines:
+        print(f"tokenizer: learning the merges from {stats['lines']:,} lines", file=sys.stderr, flush=True)
 
 
 def train_tokenizer(
@@ -120,7 +127,10 @@ def train_tokenizer(
     check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
     verify_sources([s for s in sources if not is_hub_source(s)])
     t0 = time.perf_counter()
-    trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency, show_progress)
+    # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
+    lines = show_progress and progress_to_log_file()
+    trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
+                               show_progress and not lines, lines)
     hf_tok = _roberta_tokenizer(trained)
     seconds = time.perf_counter() - t0
     if stats["lines"] == 0:
@@ -167,9 +177,10 @@ def _read_from(per_source: dict[str, int]) -> str:
 
 
 def _train_bpe(sources: list[str], max_lines: int | None, skip_bad_rows: bool, vocab_size: int, min_frequency: int,
-               show_progress: bool) -> tuple[str, dict]:
+               show_progress: bool, progress_lines: bool = False) -> tuple[str, dict]:
     """A byte-level BPE trained on the lines of `sources` (``_iter_line_batches``), as the Rust tokenizer's JSON, and
-    the counts of what was read (lines, chars, per_source). The special tokens are only added to the vocabulary: a
+    the counts of what was read (lines, chars, per_source); `show_progress` draws the trainer's bar, `progress_lines`
+    prints a plain line as each source is read and as the merges are learned (a log file). The special tokens are only added to the vocabulary: a
     "<s>" in the text is trained on as text, as prepare_corpus encodes it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -184,7 +195,8 @@ def _train_bpe(sources: list[str], max_lines: int | None, skip_bad_rows: bool, v
         show_progress=show_progress,
     )
     stats = {"lines": 0, "chars": 0, "per_source": {}}
-    tok.train_from_iterator(_iter_line_batches(sources, max_lines, stats, skip_bad_rows), trainer=trainer)
+    tok.train_from_iterator(_iter_line_batches(sources, max_lines, stats, skip_bad_rows, progress_lines=progress_lines),
+                            trainer=trainer)
     return tok.to_str(), stats
 
 

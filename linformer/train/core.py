@@ -38,7 +38,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
-from ..cli import exit_status, hydra_override, process_count, shell_command
+from ..cli import exit_status, hydra_override, process_count, progress_to_log_file, shell_command
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import flatten
@@ -312,7 +312,7 @@ class Trainer:
                       created=self.record.info().get("created") if self.is_main else None)
         # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
         # carriage returns would run every redraw into one line there
-        self._log_lines = self.is_main and not _is_terminal(sys.stderr)
+        self._log_lines = self.is_main and progress_to_log_file()
         if self.state["step"] == 0 and eval_at_start:
             self._progress_line(0, self._evaluate(0, {}))  # the log file's first line: where training starts
         t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
@@ -748,13 +748,6 @@ def no_hf_progress_bars() -> Iterator[None]:
     finally:
         if was:
             hf_logging.enable_progress_bar()
-
-
-def _is_terminal(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # a stream without a file, or closed
-        return False
 
 
 def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:

@@ -77,6 +77,29 @@ def test_packing_exact_no_validation(tmp_path, corpus_file, tok_dir, tokenizer):
     assert tr["tokens"] == len(rows) * N
 
 
+def test_a_log_file_gets_plain_lines_not_the_bars_of_datasets_or_the_tokenizer_trainer(tmp_path, corpus_file,
+                                                                                      tok_dir, capfd, monkeypatch):
+    """Where stderr is not a terminal, datasets' bars (tokenize, saving) and the Rust trainer's left carriage-return
+    runs and blank lines in the log file: there each stage prints plain lines instead (``cli.progress_to_log_file``,
+    as training does), and the bars are as they were after it."""
+    import datasets
+
+    from linformer import cli
+
+    monkeypatch.setattr(cli, "progress_to_log_file", lambda: True)
+    monkeypatch.setattr(corpus_mod, "progress_to_log_file", lambda: True)
+    monkeypatch.setattr("linformer.data.tokenizer.progress_to_log_file", lambda: True)
+    capfd.readouterr()
+    train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, min_frequency=1)
+    prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.1, num_proc=1)
+    err = capfd.readouterr().err
+    assert err.splitlines() == [f"tokenizer: read {corpus_file} (153 lines; 1 of 1 sources)",
+                                "tokenizer: learning the merges from 153 lines",
+                                "corpus: tokenizing 153 paragraphs (num_proc=1)",
+                                "corpus: saving train 257 blocks, validation 30 blocks"]
+    assert not datasets.are_progress_bars_disabled()
+
+
 def test_validation_split_whole_documents_and_deterministic(tmp_path, corpus_file, tok_dir, tokenizer, prepared):
     out, m = prepared
     dd = load_prepared(str(out))

@@ -459,7 +459,7 @@ def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluati
     line, and the validation perplexity was printed nowhere: plain lines there; a terminal keeps the bar alone."""
     from linformer.train import core
 
-    monkeypatch.setattr(core, "_is_terminal", lambda stream: terminal)
+    monkeypatch.setattr(core, "progress_to_log_file", lambda: not terminal)
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.warmup_steps=1", "trainer.log_every=2",
                               "trainer.eval_every=3", "trainer.save_every=6"), tmp_path / "run")
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pretrain step ")]
