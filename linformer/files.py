@@ -488,12 +488,18 @@ def checksum_problems(root: Path, listing: Mapping[str, Mapping], digests: Mappi
     return problems
 
 
-def cache_key(options: Mapping[str, Any], files: list[str | Path] = ()) -> str:
+def cache_key(options: Mapping[str, Any], files: list[str | Path] = (), digests: dict[str, str] | None = None) -> str:
     """The one cache key of prepared data: a hash of the options and of the content (sha256) of every input file.
 
-    Content, not mtimes: a file copied or touched keeps its key, a file edited in place gets a new one.
+    Content, not mtimes: a file copied or touched keeps its key, a file edited in place gets a new one. `digests`
+    ({path: sha256}), given, holds the digests one reading has already taken and gets those it takes: the keys of
+    several splits of the same files read each file once.
     """
-    payload = {"options": dict(options), "files": [sha256_file(f) for f in files]}
+    digests = {} if digests is None else digests
+    for f in files:
+        if str(f) not in digests:
+            digests[str(f)] = sha256_file(f)
+    payload = {"options": dict(options), "files": [digests[str(f)] for f in files]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

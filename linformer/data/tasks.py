@@ -672,13 +672,14 @@ class SplitOptions:
         return split_limits(self.max_examples, ("train", "eval"))["eval" if split == "eval" else "train"]
 
 
-def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions
-              ) -> str | None:
+def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
+                    digests: dict[str, str] | None = None) -> str | None:
     """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
     label order, reader), source file contents (train and validation also depend on the
     eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
     options (the seed only where it draws), and the columns it is encoded into (``encoded_columns``). None (no
-    caching) for hub data or a slow tokenizer."""
+    caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
+    (``files.cache_key``), so that a task file is read once a call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
@@ -692,7 +693,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
            "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}
-    return cache_key(key, files)
+    return cache_key(key, files, digests)
 
 
 def split_info(ds) -> dict:
@@ -809,10 +810,10 @@ def load_task(
     split_limits(max_examples, ("train", "eval"))  # a bad limit is refused before anything is read
     if "validation" in splits and validation_fraction is None:
         raise ConfigError("the validation split is carved from train: set validation_fraction")
-    out = {}
+    out, digests = {}, {}  # each task file hashed once for every split's key
     for split in splits:
         args = (name, data_dir, split, tokenizer, max_length, options)
-        key = split_cache_key(*args) if cache_dir else None
+        key = split_cache_key(*args, digests) if cache_dir else None
         target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
         if target is not None and _complete(target):
             log.info("task %s/%s: tokenized split from the cache %s", name, split, target)

@@ -445,6 +445,21 @@ def test_imdb_mirror(mirror, tokenizer):
     assert max(len(x) for x in dd["eval"]["input_ids"]) == 64
 
 
+def test_a_task_file_is_hashed_once_for_every_split_s_cache_key(qqp_dir, tokenizer, tmp_path, monkeypatch):
+    """Train and validation are keyed on train.tsv and dev.tsv (they drop dev's duplicates), eval on dev.tsv: each
+    split's key read the files again, dev.tsv three times a run."""
+    from collections import Counter
+    from pathlib import Path
+
+    from linformer import files
+
+    reads, real = Counter(), files.sha256_file
+    monkeypatch.setattr(files, "sha256_file", lambda path, *a: reads.update([Path(path).name]) or real(path, *a))
+    load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(tmp_path / "cache"),
+              splits=("train", "validation", "eval"), validation_fraction=0.2)
+    assert (reads["train.tsv"], reads["dev.tsv"]) == (1, 1)  # (the saved splits' own checksums are read too)
+
+
 def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_path, monkeypatch):
     import linformer.data.tasks as tasks
 
