@@ -271,9 +271,10 @@ _RECOVER = ("copy the tokenizer files back from an intact copy (the tokenizer di
 
 def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
     """``AutoTokenizer.from_pretrained(name_or_dir)``, never running the folder's own code (``load_auto``): the one
-    way the package loads a tokenizer. A local folder is checked first (``check_tokenizer_dir``): no tokenizer files
-    is a CheckpointError naming the folder and ``key``, a damaged file one naming the file, and so is any failure of
-    the load itself there (the folder and ``key``); a hub name goes to the hub as given."""
+    way the package loads a tokenizer. A local folder without tokenizer files is a CheckpointError naming the folder
+    and ``key``; a load that fails, or gives the special tokens alone (transformers' quiet fallback), one naming the
+    damaged file (``check_tokenizer_dir``, parsed only then) or the folder and ``key``; a hub name goes to the hub as
+    given."""
     from transformers import AutoTokenizer
 
     from .io import load_auto
@@ -287,17 +288,28 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
                                   f"from the hub ({why}): give a local model directory, or check the name and the "
                                   "network.") from err
-    check_tokenizer_dir(folder, key)
+    _check_tokenizer_files(folder, key)
+    config = folder / "tokenizer_config.json"
+    if config.is_file():  # a few hundred bytes; transformers would load an unknown class as a generic tokenizer
+        _check_tokenizer_class(config, _tokenizer_json(config))
     try:
-        return load_auto(AutoTokenizer, str(folder))
+        loaded = load_auto(AutoTokenizer, str(folder))
     except LinformerError:  # says what is wrong: a folder asking to run its own code is not damaged
         raise
     except Exception as err:
         # the Rust tokenizer's own parse errors are plain Exceptions; anything more specific is not the files' fault
         if type(err) is not Exception and not isinstance(err, (ValueError, KeyError, TypeError, OSError)):
             raise
+        check_tokenizer_dir(folder, key)  # names the damaged file where its parse does
         raise CheckpointError(f"{folder} ({key}): its tokenizer cannot be loaded, a file of it is damaged "
                               f"({_first_line(err)}): {_RECOVER}.") from err
+    if len(loaded.get_vocab()) <= len(loaded.added_tokens_decoder):
+        # transformers' quiet fallback, a tokenizer of the special tokens alone, from files it could not read: only
+        # then are they parsed here (a load reads tokenizer.json once), to name the damaged one
+        check_tokenizer_dir(folder, key)
+        raise CheckpointError(f"{folder} ({key}): its tokenizer loads with no vocabulary beyond its "
+                              f"{len(loaded.added_tokens_decoder)} special tokens, a file of it is damaged: {_RECOVER}.")
+    return loaded
 
 
 def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict | None:
@@ -305,6 +317,14 @@ def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict 
     holds no tokenizer file, else the first damaged file, and says how to recover. Returns its tokenizer.json's
     mapping (None without one), parsed once."""
     folder = Path(folder)
+    _check_tokenizer_files(folder, key)
+    parsed = {name: _tokenizer_json(folder / name) for name in _TOKENIZER_JSON if (folder / name).is_file()}
+    _check_tokenizer_class(folder / "tokenizer_config.json", parsed.get("tokenizer_config.json") or {})
+    return parsed.get("tokenizer.json")
+
+
+def _check_tokenizer_files(folder: Path, key: str) -> None:
+    """CheckpointError naming the folder where it holds no tokenizer file, or none of its vocabulary's."""
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise CheckpointError(
             f"{folder} has no tokenizer ({', '.join(TOKENIZER_FILES)}): copy into it the files of the tokenizer the "
@@ -314,9 +334,6 @@ def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict 
     if not any((folder / name).is_file() for name in _VOCABULARY_FILES):
         raise CheckpointError(f"{folder} holds an incomplete tokenizer: none of {', '.join(_VOCABULARY_FILES)}, which "
                               f"hold its vocabulary: {_RECOVER}.")
-    parsed = {name: _tokenizer_json(folder / name) for name in _TOKENIZER_JSON if (folder / name).is_file()}
-    _check_tokenizer_class(folder / "tokenizer_config.json", parsed.get("tokenizer_config.json") or {})
-    return parsed.get("tokenizer.json")
 
 
 def _check_tokenizer_class(path: Path, config: Mapping) -> None:

@@ -126,6 +126,34 @@ def _damaged_copy(tok_dir, tmp_path, file, damage):
     return copy, target
 
 
+def test_a_tokenizer_json_is_read_once_a_load(tok_dir, monkeypatch):
+    """A load reads tokenizer.json only as transformers does: the files are parsed here (in Python, then by the Rust
+    library) only where the load fails or gives the special tokens alone (the damage tests below). The one read of
+    its own is tokenizer_config.json's, a few hundred bytes, for its tokenizer_class."""
+    import builtins
+    import io
+    from pathlib import Path
+
+    from linformer.data.tokenizer import load_tokenizer
+
+    opened, real = [], builtins.open
+
+    def counting(file, *args, **kwargs):
+        opened.append(Path(str(file)).name)
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(io, "open", counting)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tok_dir)
+    theirs, opened[:] = list(opened), []
+    load_tokenizer(tok_dir)
+    config = "tokenizer_config.json"
+    assert [name for name in opened if name != config] == [name for name in theirs if name != config]
+    assert opened.count(config) == theirs.count(config) + 1
+
+
 @pytest.mark.parametrize("file, damage", [("tokenizer.json", "cut short"), ("tokenizer.json", "empty"),
                                           ("tokenizer.json", "{}"), ("tokenizer_config.json", "cut short")])
 def test_a_damaged_tokenizer_is_one_error_naming_the_file_and_the_way_back(tok_dir, tmp_path, file, damage):
