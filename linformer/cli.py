@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, PeerFailed, Preempted, did_you_mean
-from .files import atomic_write, flatten, resolve_path
+from .files import BEST_DIR, MODEL_DIR, atomic_write, flatten, resolve_path
 from .signals import sigterm_ignored_at_teardown
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
@@ -335,7 +335,7 @@ def _attn_tag(attention, n, k, sharing) -> str:
 
 
 # the folder names a run gives the models it saves (train/core.py, train/export.py): not a model's own name
-_GENERIC_MODEL_DIRS = re.compile(r"(model|best|model-step-\d+)")
+_GENERIC_MODEL_DIRS = re.compile(rf"({MODEL_DIR}|{BEST_DIR}|{MODEL_DIR}-step-\d+)")
 
 
 def model_name_of(path) -> str:

@@ -35,6 +35,18 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"                # an output directory's record (``made_by``) and its command's own facts
 FILE_RECORDS = ".linformer-outputs.json"  # a folder's output files: {file name: made_by record}
 
+# A run directory's record (what each holds: rundir.py): its files, and the folders of the models it saves
+CONFIG = "config.yaml"
+RUN = "run.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+RESULTS = "results.json"
+PREDICTIONS = "eval_predictions.json"  # finetuning: label and prediction per example of the reported split (scored once)
+LOCK = ".lock"
+MODEL_DIR = "model"                    # the model a run saves at its end
+BEST_DIR = "best"                      # finetuning: the model its validation chose
+CHECKPOINTS_DIR = "checkpoints"        # train/checkpoint.py's step-NNNNNNNN folders
+
 
 # ------------------------------------------------------------------------------------------------ atomic writes
 # What the storage refuses a write for, by errno and by the text of a serializer's error that has no errno, with what

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, DataError, RunDirError, did_you_mean
-from .files import (
+from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
+    CHECKPOINTS_DIR,
+    CONFIG,
+    LOCK,
+    METRICS,
+    RESULTS,
+    RUN,
+    SUMMARY,
     atomic_write,
     disk_full_names,
     flatten,
@@ -52,20 +59,12 @@ from .files import (
     write_json,
     write_yaml,
 )
+from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
 from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
 from .modeling.loading import rewrite_advice
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 
 log = logging.getLogger(__name__)
-
-CONFIG = "config.yaml"
-RUN = "run.json"
-METRICS = "metrics.jsonl"
-SUMMARY = "summary.json"
-RESULTS = "results.json"
-PREDICTIONS = "eval_predictions.json"  # finetuning: label and prediction per example of the reported split (scored once)
-LOCK = ".lock"
-
 
 
 # ------------------------------------------------------------------------------------------------ metrics
@@ -577,7 +576,7 @@ def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
         elif p.is_dir():
             for m in p.rglob(METRICS):
                 rel = m.relative_to(p).parts[:-1]
-                if any(part.startswith(".") or part in ("checkpoints", "wandb") for part in rel):
+                if any(part.startswith(".") or part in (CHECKPOINTS_DIR, "wandb") for part in rel):
                     continue
                 here.add(m.parent.resolve())
         if strict and not here:

@@ -21,12 +21,21 @@ import torch
 from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError, LinformerError
-from ..files import MANIFEST, read_json, read_yaml, repo_relative, temporary_of, write_json
+from ..files import (
+    BEST_DIR,
+    CHECKPOINTS_DIR,
+    MANIFEST,
+    MODEL_DIR,
+    read_json,
+    read_yaml,
+    repo_relative,
+    temporary_of,
+    write_json,
+)
 from ..jobs import Job, corpus_check
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
-from ..train.checkpoint import checkpoint_dir
 from ..train.common import native_cpu_bf16
 from . import Places, frontend
 
@@ -50,7 +59,7 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
         wanted = sorted(str(resolve_path(str(x))) for x in cfg.data.sources)
 
         def stale() -> bool:
-            return sorted(map(str, sources(read_json(done_path.parent / "manifest.json").get("settings") or {}) or [])
+            return sorted(map(str, sources(read_json(done_path.parent / MANIFEST).get("settings") or {}) or [])
                           ) != wanted
     return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale, check=check)
 
@@ -69,7 +78,7 @@ def check_demo_run(run: Path) -> None:
     if not RunLock(run).holder_gone():  # another demo (or a run of this name) is training in it right now
         raise DataError(f"{run} is in use by a running process (its {LOCK}): wait for it to finish, or give this demo "
                         "another --under.")
-    config = run / "config.yaml"
+    config = run / CONFIG
     recorded = read_yaml(config).get("experiment_name") if config.is_file() else None
     if recorded != DEMO:
         raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
@@ -84,7 +93,7 @@ def check_demo_run(run: Path) -> None:
 # What a run writes into its directory (rundir.py's record, its checkpoints, its saved models, the folders of its
 # trackers: wandb/ here, TensorBoard's under logger.project), and Hydra's files of its command where a config keeps
 # them (.hydra/, <script>.log)
-RUN_ENTRIES = (CONFIG, RUN, METRICS, SUMMARY, RESULTS, PREDICTIONS, LOCK, checkpoint_dir(Path()).name, "model", "best",
+RUN_ENTRIES = (CONFIG, RUN, METRICS, SUMMARY, RESULTS, PREDICTIONS, LOCK, CHECKPOINTS_DIR, MODEL_DIR, BEST_DIR,
                "wandb", ".hydra")
 
 
@@ -132,16 +141,16 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
                  lambda c: f"{c.out_dir}/tokenizer.json", sources=lambda settings: settings.get("files")),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
-                 lambda c: f"{c.out_dir}/manifest.json", ("tokenizer",),
+                 lambda c: f"{c.out_dir}/{MANIFEST}", ("tokenizer",),
                  sources=lambda settings: (settings.get("data") or {}).get("sources"), check=corpus_check),
-            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/summary.json",
+            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/{SUMMARY}",
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
     finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2",
                 f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.log_every=250",
                 f"trainer.mixed_precision={precision}"]
-    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/results.json",
+    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/{RESULTS}",
                      ("pretrain",), FinetuneSpec))
     return jobs
 

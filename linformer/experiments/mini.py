@@ -21,6 +21,7 @@ from pathlib import Path
 from ..cli import hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
+from ..files import MANIFEST, RESULTS, SUMMARY
 from ..jobs import Job, corpus_check
 from . import CHECKOUT, Places, out_dir
 
@@ -42,14 +43,14 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
                 REPO / tokenizer_dir / "tokenizer.json"),
             Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
-                REPO / corpus_dir / "manifest.json", ("tokenizer",), check=corpus_check)]
+                REPO / corpus_dir / MANIFEST, ("tokenizer",), check=corpus_check)]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"
         linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
         args = ["scripts/pretrain.py", *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
                 f"seed={SEED}"]
-        plan.append(Job(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / "summary.json",
+        plan.append(Job(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / SUMMARY,
                             ("corpus",)))
         finetune_from.append((label, run, False))
     finetune_from.append(("full", "mini-full", True))  # the same baseline, random initialisation
@@ -60,7 +61,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
             plan.append(Job(f"finetune {name}", [python, *args],
-                                REPO / places.run("finetune", name) / "results.json", (f"pretrain {label}",)))
+                                REPO / places.run("finetune", name) / RESULTS, (f"pretrain {label}",)))
     return plan
 
 

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from ..cli import hydra_override
 from ..data.io import path_root, repo_root
-from ..files import atomic_dir, read_json
+from ..files import MANIFEST, atomic_dir, read_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
-from ..rundir import PREDICTIONS, RESULTS, chosen_on_reported
+from ..rundir import CONFIG, PREDICTIONS, RESULTS, SUMMARY, chosen_on_reported
 from . import CHECKOUT, Places, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
@@ -44,7 +44,7 @@ N = 512
 SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
 RECORDS = Path(path_root("results_dir")) / "table2_pretrained_runs"  # each finished run's small records, committed
-KEPT_FILES = (RESULTS, PREDICTIONS, "config.yaml")
+KEPT_FILES = (RESULTS, PREDICTIONS, CONFIG)
 # The targets (report.table2_pretrained checks them against the table)
 TEACHER_TARGET = {"sst2": 88.0, "imdb": 90.0}  # the teacher's accuracy (SST-2 dev, IMDB test subset)
 # task -> k -> points: the "local" policy with transfer, at most this far below the teacher
@@ -249,7 +249,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
     base = list(places.overrides)
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
-                    REPO / corpus_dir / "manifest.json", intermediate=True, check=corpus_check)]
+                    REPO / corpus_dir / MANIFEST, intermediate=True, check=corpus_check)]
     table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:
@@ -268,7 +268,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
              f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
              f"trainer.mixed_precision={p.mixed_precision}", hydra_override("corpus_dir", corpus_dir),
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
-            REPO / row.model_dir.parent / "summary.json", ("corpus",), intermediate=True))
+            REPO / row.model_dir.parent / SUMMARY, ("corpus",), intermediate=True))
     # (priority, job): every seed of the rows the targets decide on (the teacher, the local policy with the first
     # sharing) first, so a profile run in short slices decides its targets first; then seed 0 of every other row
     # (a whole table), then their other seeds; seed by seed (each seed pairs with the teacher's), then row by row,

@@ -39,7 +39,7 @@ from ..cli import hydra_override
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
-from ..files import atomic_dir, read_json, write_json
+from ..files import MANIFEST, atomic_dir, read_json, write_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
@@ -295,7 +295,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     tok_dir, corpus_dir = (Path(resolve_path(out_dir(config, (*p.data, *base)))) for config in ("tokenizer", "corpus"))
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
                     tok_dir / "tokenizer.json", intermediate=True),
-              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / "manifest.json",
+              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / MANIFEST,
                     ("tokenizer",), intermediate=True, check=corpus_check)]
     table = rows(p)
     starts = Starts()

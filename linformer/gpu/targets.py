@@ -76,7 +76,18 @@ from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, pretrained, run_dir, scratch
-from ..files import atomic_write, check_output_files, made_by, record_output_files, sha256_file, write_json
+from ..files import (
+    CONFIG,
+    METRICS,
+    RUN,
+    SUMMARY,
+    atomic_write,
+    check_output_files,
+    made_by,
+    record_output_files,
+    sha256_file,
+    write_json,
+)
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
 from . import carry
 
@@ -99,7 +110,7 @@ FIGURE3D_TOKENS = 32_768
 FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
                  (("k128", "model.attention=linformer"), ("full", "model.attention=full")) for n in FIGURE3D_NS}
 FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fraction of FIGURE3_RUN_GIB's base runs
-RUN_RECORDS = ("summary.json", "metrics.jsonl", "run.json", "config.yaml")
+RUN_RECORDS = (SUMMARY, METRICS, RUN, CONFIG)
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
 # finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 9 minutes by
 # the profile's estimates: a lending's time, in two commands on the warm machine

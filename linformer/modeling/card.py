@@ -53,7 +53,7 @@ from transformers import AutoConfig
 
 from ..data.io import load_auto
 from ..data.tasks import TASKS
-from ..files import MANIFEST, atomic_write, read_json, repo_relative, repo_root, write_json
+from ..files import BEST_DIR, MANIFEST, MODEL_DIR, atomic_write, read_json, repo_relative, repo_root, write_json
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
@@ -146,7 +146,7 @@ def card_path(path: str | os.PathLike | None) -> str | None:
         return str(path)
     if p.resolve().is_relative_to(repo_root()):
         return repo_relative(p)
-    return str(Path(*p.parts[-2:])) if p.name in ("best", "model") else p.name
+    return str(Path(*p.parts[-2:])) if p.name in (BEST_DIR, MODEL_DIR) else p.name
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:

@@ -29,7 +29,18 @@ from transformers.utils import logging as hf_logging
 from ..cli import hydra_override, shell_command
 from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
-from ..files import MANIFEST, checksum_problems, read_json, sha256_file
+from ..files import (
+    BEST_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG,
+    MANIFEST,
+    MODEL_DIR,
+    RUN,
+    SUMMARY,
+    checksum_problems,
+    read_json,
+    sha256_file,
+)
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError
 
@@ -98,7 +109,7 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
     if not model_path:
         raise CheckpointError(f"{key} is empty: give {_LOCAL_HINT}, or a Hugging Face hub name.")
     p = Path(resolve_path(model_path))
-    for found in (p / "model", p):
+    for found in (p / MODEL_DIR, p):
         if (found / "config.json").is_file():
             digests = check_model_intact(found, f"{key}={model_path!r}")
             check_model_config(found, f"{key}={model_path!r}")
@@ -108,9 +119,9 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
     instead = finetuning_run_models(p)
     if instead:
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {instead}.")
-    if (p / "checkpoints").is_dir() and (p / "config.yaml").is_file():  # a run without its model/
+    if (p / CHECKPOINTS_DIR).is_dir() and (p / CONFIG).is_file():  # a run without its model/
         why = ("a complete run whose model/ is gone: write it again from its final checkpoint"
-               if (p / "summary.json").is_file() else
+               if (p / SUMMARY).is_file() else
                "a run that has not saved its model/ (stopped before its last step?): continue it with its own "
                "command, or save a checkpoint as a model")
         raise CheckpointError(f"{key}={model_path!r} ({p}) is {why} with "
@@ -179,7 +190,7 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
     if made == "export":
         return "write it again: " + shell_command("python", "scripts/export.py", settings.get("run"), "--step",
                                                   settings.get("step"), "--out", model)
-    run, stage = model.parent, read_json(model.parent / "run.json").get("stage")
+    run, stage = model.parent, read_json(model.parent / RUN).get("stage")
     export = shell_command("python", "scripts/export.py", run)
     if stage == "pretrain":
         return f"write it again from the run's final checkpoint: {export}" + (
@@ -210,10 +221,10 @@ def _check_hub_name(name: str, key: str, local: str) -> None:
 def finetuning_run_models(run: Path, shown: str | None = None) -> str | None:
     """What to give instead of `run` (shown as `shown`) where it is a finetuning run directory holding no model of
     its own: its best/ (the model its validation chose), or its final model exported; None for anything else."""
-    if (run / "config.json").is_file() or (run / "model" / "config.json").is_file():
+    if (run / "config.json").is_file() or (run / MODEL_DIR / "config.json").is_file():
         return None
-    best = (run / "best" / "config.json").is_file()
-    if not best and read_json(run / "run.json").get("stage") != "finetune":
+    best = (run / BEST_DIR / "config.json").is_file()
+    if not best and read_json(run / RUN).get("stage") != "finetune":
         return None
     shown = shown or str(run)
     export = f"its final model exported: {shell_command('python', 'scripts/export.py', shown)} (writes {shown}/model)"

@@ -23,7 +23,7 @@ from ..data.streams import token_lengths
 from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
-from ..files import save_figure
+from ..files import CONFIG, save_figure
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
@@ -35,7 +35,7 @@ QUARTILES = 4
 
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
-    config = Path(run["_dir"]) / "config.yaml"
+    config = Path(run["_dir"]) / CONFIG
     if not config.is_file():
         raise DataError(f"{config} is missing: the difference by input length rebuilds the eval examples from it "
                         "(skip it with --no-by-length)")
@@ -53,7 +53,7 @@ def trained_on_eval(run: dict) -> np.ndarray:
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
 
-    config = Path(run["_dir"]) / "config.yaml"
+    config = Path(run["_dir"]) / CONFIG
     if not config.is_file():
         raise DataError(f"{config} is missing: finding the eval examples the run also trained on rebuilds its train "
                         "and eval rows from it")

@@ -34,7 +34,18 @@ from accelerate.utils import load as accelerate_load
 
 from ..cli import shell_command
 from ..errors import CheckpointError, PeerFailed, RunDirError
-from ..files import checksum_problems, disk_full_names, file_checksums, read_json, swap_in, umask_modes, write_json
+from ..files import (
+    BEST_DIR,
+    CHECKPOINTS_DIR,
+    MODEL_DIR,
+    checksum_problems,
+    disk_full_names,
+    file_checksums,
+    read_json,
+    swap_in,
+    umask_modes,
+    write_json,
+)
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
 
 log = logging.getLogger(__name__)
@@ -46,7 +57,7 @@ _RNG = re.compile(r"^random_states_\d+\.pkl$")
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints"
+    return Path(run_dir) / CHECKPOINTS_DIR
 
 
 def step_of(checkpoint: Path) -> int:
@@ -82,7 +93,7 @@ def lost_checkpoints(record: RunRecord) -> str | None:
     if step is None or complete_checkpoints(record.dir):
         return None
     gone = checkpoints_gone(record)
-    saved = next((name for name in ("model", "best") if (record.dir / name).is_dir()), None)
+    saved = next((name for name in (MODEL_DIR, BEST_DIR) if (record.dir / name).is_dir()), None)
     reuse = (f", or start a new run from its {saved}/ (init_from={record.dir / saved} to pretrain on, "
              f"model_path={record.dir / saved} to finetune)" if saved else "")
     return (f"{record.dir} reached step {step} but its checkpoints {gone}: nothing is left to continue it from, and it "

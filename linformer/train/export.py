@@ -17,7 +17,7 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import check_output_dir, made_by, read_json
+from ..files import BEST_DIR, MODEL_DIR, check_output_dir, made_by, read_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
@@ -53,16 +53,16 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     chosen = (results.get("selection") or {}).get("split") is not None
     if step is None and chosen and reported != results.get("steps"):
         raise CheckpointError(f"{run_dir} reports the model of step {reported} (chosen on its validation split), kept "
-                              f"in {run_dir / 'best'}; its newest checkpoint is another model. Use that directory, or "
+                              f"in {run_dir / BEST_DIR}; its newest checkpoint is another model. Use that directory, or "
                               "export a checkpoint by its step (--step N).")
     step = read_json(checkpoint / STATE_FILE)["step"]
     final = read_record(run_dir, SUMMARY).get("steps") == step
-    if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / "model").is_dir():
-        raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / 'model'} already "
+    if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / MODEL_DIR).is_dir():
+        raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / MODEL_DIR} already "
                           "(--out DIR exports it again).")
     # a finetuning's final model is <run>/model (best/ holds the chosen one); a pretraining's, where it is gone
-    keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / "model").exists())
-    out = Path(out) if out is not None else run_dir / ("model" if keep_name else f"model-step-{step:08d}")
+    keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / MODEL_DIR).exists())
+    out = Path(out) if out is not None else run_dir / (MODEL_DIR if keep_name else f"{MODEL_DIR}-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
     check_output_dir(out, record, overwrite, "--overwrite", reads=[run_dir, getattr(spec, "model_path", None)])

@@ -34,7 +34,7 @@ from ..data.streams import ExampleStream, TaskCollator, example_columns, token_l
 from ..data.tasks import split_info
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
-from ..files import read_json, write_json
+from ..files import BEST_DIR, read_json, write_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
 from ..modeling.loading import (
@@ -238,7 +238,7 @@ class FinetuneTask(TrainingTask):
     def on_best(self, trainer: Trainer, step: int) -> None:
         """The validation split chose this step: keep its model (the one the reported split will score)."""
         if self.select_best:
-            trainer.save_model(trainer.run_dir / "best")
+            trainer.save_model(trainer.run_dir / BEST_DIR)
 
     def selected_step(self, trainer: Trainer) -> int:
         """The step whose model is reported: the validation split's choice, else the last."""
@@ -251,7 +251,7 @@ class FinetuneTask(TrainingTask):
         from safetensors import SafetensorError
         from safetensors.torch import load_model
 
-        path = trainer.run_dir / "best" / "model.safetensors"
+        path = trainer.run_dir / BEST_DIR / "model.safetensors"
         model = trainer.accelerator.unwrap_model(trainer.model)
         try:
             missing, unexpected = load_model(model, str(path), strict=False)
@@ -269,9 +269,9 @@ class FinetuneTask(TrainingTask):
         if step != trainer.state["step"]:
             self.restore_selected(trainer, step)
         elif self.save_best and not (self.validation is not None and self.select_best):
-            trainer.save_model(trainer.run_dir / "best")  # nothing chose: the last model is the one kept
+            trainer.save_model(trainer.run_dir / BEST_DIR)  # nothing chose: the last model is the one kept
         if self.save_best:  # the model holds best/'s weights now: an earlier version's best/ is written anew
-            trainer.renew_model(trainer.run_dir / "best")
+            trainer.renew_model(trainer.run_dir / BEST_DIR)
         metrics = self.score(trainer.model, trainer.accelerator, "eval")
         if trainer.is_main:
             preds, labels = self.last_eval
@@ -306,7 +306,7 @@ class FinetuneTask(TrainingTask):
             return
         if self.save_best:
             model = trainer.accelerator.unwrap_model(trainer.model)
-            write_model_card(trainer.run_dir / "best", finetuned_card(
+            write_model_card(trainer.run_dir / BEST_DIR, finetuned_card(
                 card, trainer.run_dir.name, type(model).__name__, results, trainer.run_dir, results["best_step"]))
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -356,7 +356,7 @@ class FinetuneTask(TrainingTask):
         chosen = (f"chosen on {len(self.validation)} validation examples" if self.validation is not None
                   and self.select_best else "the last model")
         summary = {
-            "model_dir": str(trainer.run_dir / "best") if self.save_best else None,
+            "model_dir": str(trainer.run_dir / BEST_DIR) if self.save_best else None,
             # the reason as a shell comment: the whole line pastes
             "next": None if self.save_best else (f"{shell_command('python', 'scripts/export.py', trainer.run_dir)}  "
                                                  "# trainer.save_best=false kept no model: this saves the final one"),

@@ -25,6 +25,7 @@ from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
+from ..files import MODEL_DIR
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
@@ -193,7 +194,7 @@ class PretrainTask(TrainingTask):
         return {"val_loss": loss, "val_ppl": perplexity(loss)}
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], None]:
-        model_dir = trainer.run_dir / "model"
+        model_dir = trainer.run_dir / MODEL_DIR
         # the saved model gives HF's full-vocabulary logits; only this training loop wants masked-only ones
         trainer.accelerator.unwrap_model(trainer.model).config.sparse_prediction = False
         trainer.save_model(model_dir)

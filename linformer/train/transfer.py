@@ -34,6 +34,7 @@ from ..data.io import load_auto
 from ..data.streams import BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
+from ..files import MODEL_DIR
 from ..modeling import LinformerModel
 from ..modeling.card import card_path, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
@@ -179,7 +180,7 @@ class TransferTask(TrainingTask):
             errors |= self._errors_before_after(trainer.state["evals"], "val_rel_err_short")
         model = trainer.accelerator.unwrap_model(trainer.model)
         model.config.update(self.source_dropout)  # the saved model finetunes with the source's dropout
-        model_dir = trainer.run_dir / "model"
+        model_dir = trainer.run_dir / MODEL_DIR
         trainer.save_model(model_dir)
         if trainer.is_main:
             self._write_card(model_dir, trainer, errors)
