@@ -1,4 +1,4 @@
-"""The run record: what a run directory holds, and the only code that reads or writes it.
+"""The run record: what a run directory holds, the code that writes its files, and its readers.
 
 ``outputs/<stage>/<run_name>/`` holds:
 
@@ -13,8 +13,13 @@
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
 - ``.lock`` while a process trains in it.
 
-Every file is written through ``files.atomic_write`` / ``files.atomic_dir``: a reader sees the old or the new file,
-never half. This module holds the record itself (identity, lock, metrics, status) and the readers reports use.
+config.yaml, run.json, summary.json and results.json are written whole (``files.atomic_write``): a reader sees the old
+or the new file, never half. metrics.jsonl is appended a row at a time, so a reader may meet a last row still being
+written (``metric_lines``: its whole_lines stops before it, the other readers warn about it); the ``.lock`` is created
+exclusively (``RunLock``). The models and checkpoints are the trainer's (train/core.py, train/checkpoint.py), each
+written whole. This module holds the record itself (identity, lock, metrics, status) and its readers: a command that
+builds on a run reads a file of it through ``read_record`` (a damaged one is refused in one line), a report that goes
+on without it through ``load_run`` (a warning, or ``strict``: ``read_record``).
 """
 
 from __future__ import annotations

@@ -113,6 +113,21 @@ def test_a_symlinked_demo_run_is_refused_not_followed(tmp_path):
     assert (target / "config.yaml").is_file()
 
 
+def test_a_demo_run_whose_record_does_not_read_is_one_line_naming_the_file(tmp_path):
+    """The demo reads a run's config.yaml and run.json as rundir does: a damaged one is refused, naming it."""
+    from linformer.errors import RunDirError
+
+    run = tmp_path / "demo"
+    run.mkdir()
+    (run / "config.yaml").write_text("experiment_name: demo\n")
+    (run / "run.json").write_text('{"stage": ')
+    with pytest.raises(RunDirError, match=f"{run}/run.json cannot be read"):
+        demo.others_in_run(run)
+    (run / "config.yaml").write_text("experiment_name: [demo\n")
+    with pytest.raises(RunDirError, match=f"{run}/config.yaml cannot be read"):
+        demo.check_demo_run(run)
+
+
 def test_the_dry_run_shows_every_job_with_the_demo_runs_to_do_and_writes_nothing(tmp_path, monkeypatch, capsys):
     """The demo's own runs start over, so the dry run lists them as to do even when an earlier demo finished them."""
     monkeypatch.setattr(demo.frontend, "run_jobs", lambda *a, **k: pytest.fail("a job started"))

@@ -27,7 +27,6 @@ from ..files import (
     MANIFEST,
     MODEL_DIR,
     read_json,
-    read_yaml,
     repo_relative,
     temporary_of,
     write_json,
@@ -78,8 +77,7 @@ def check_demo_run(run: Path) -> None:
     if not RunLock(run).holder_gone():  # another demo (or a run of this name) is training in it right now
         raise DataError(f"{run} is in use by a running process (its {LOCK}): wait for it to finish, or give this demo "
                         "another --under.")
-    config = run / CONFIG
-    recorded = read_yaml(config).get("experiment_name") if config.is_file() else None
+    recorded = read_record(run, CONFIG).get("experiment_name")
     if recorded != DEMO:
         raise DataError(f"{run} exists and is not a demo run (its config.yaml has no experiment_name: {DEMO}): the "
                         "demo replaces only its own runs; choose another run_name= or move that directory.")
@@ -101,8 +99,8 @@ def others_in_run(run: Path) -> list[tuple[Path, str]]:
     """(path, what it is) for each entry of the run directory `run` that its run did not write: a name no run writes
     (a user's file, compare_runs' --out), or a folder under a run's name that carries another command's record
     (export's model-step-N, or its model/ of a finetuning run's final step, hold export's manifest.json)."""
-    logger = read_yaml(run / CONFIG).get("logger") or {}
-    own = {*RUN_ENTRIES, f"{read_json(run / RUN).get('stage')}.log", str(logger.get("project"))}
+    logger = read_record(run, CONFIG).get("logger") or {}
+    own = {*RUN_ENTRIES, f"{read_record(run, RUN).get('stage')}.log", str(logger.get("project"))}
     found = []
     for path in sorted(run.iterdir()):
         name = temporary_of(path.name) or path.name  # an interrupted write's temporary stands for what it writes

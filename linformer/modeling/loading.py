@@ -190,7 +190,7 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
     if made == "export":
         return "write it again: " + shell_command("python", "scripts/export.py", settings.get("run"), "--step",
                                                   settings.get("step"), "--out", model)
-    run, stage = model.parent, read_json(model.parent / RUN).get("stage")
+    run, stage = model.parent, _run_info(model.parent).get("stage")
     export = shell_command("python", "scripts/export.py", run)
     if stage == "pretrain":
         return f"write it again from the run's final checkpoint: {export}" + (
@@ -218,13 +218,21 @@ def _check_hub_name(name: str, key: str, local: str) -> None:
                               f"give {local}; or a hub name such as user/model.") from None
 
 
+def _run_info(run: Path) -> dict:
+    """The run.json of `run` ({} where there is none), read as the run's record (``rundir.read_record``: a damaged
+    one is refused in one line naming it); imported here because rundir imports this module."""
+    from ..rundir import read_record
+
+    return read_record(run, RUN)
+
+
 def finetuning_run_models(run: Path, shown: str | None = None) -> str | None:
     """What to give instead of `run` (shown as `shown`) where it is a finetuning run directory holding no model of
     its own: its best/ (the model its validation chose), or its final model exported; None for anything else."""
     if (run / "config.json").is_file() or (run / MODEL_DIR / "config.json").is_file():
         return None
     best = (run / BEST_DIR / "config.json").is_file()
-    if not best and read_json(run / RUN).get("stage") != "finetune":
+    if not best and _run_info(run).get("stage") != "finetune":
         return None
     shown = shown or str(run)
     export = f"its final model exported: {shell_command('python', 'scripts/export.py', shown)} (writes {shown}/model)"

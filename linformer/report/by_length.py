@@ -16,17 +16,18 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ..data.io import default_data_mirror
 from ..data.streams import token_lengths
 from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
-from ..files import CONFIG, save_figure
+from ..files import save_figure
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
+from ..rundir import CONFIG, read_record
 from ..train.finetune import task_splits
 from .paired import fmt1, seed_example_interval
 
@@ -35,11 +36,8 @@ QUARTILES = 4
 
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
-    config = Path(run["_dir"]) / CONFIG
-    if not config.is_file():
-        raise DataError(f"{config} is missing: the difference by input length rebuilds the eval examples from it "
-                        "(skip it with --no-by-length)")
-    cfg = OmegaConf.load(config)
+    cfg = _run_config(run, "the difference by input length rebuilds the eval examples from it (skip it with "
+                           "--no-by-length)")
     tokenizer = load_tokenizer(_tokenizer_path(run), "model_path")
     split = task_splits(_task_data(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run.get("_all_labels", run["_labels"])):
@@ -52,12 +50,8 @@ def trained_on_eval(run: dict) -> np.ndarray:
     """For a run recorded before training dropped the eval split's duplicates (no ``eval_duplicates_dropped`` in
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
-
-    config = Path(run["_dir"]) / CONFIG
-    if not config.is_file():
-        raise DataError(f"{config} is missing: finding the eval examples the run also trained on rebuilds its train "
-                        "and eval rows from it")
-    data = _task_data(OmegaConf.load(config))
+    data = _task_data(_run_config(run, "finding the eval examples the run also trained on rebuilds its train and "
+                                       "eval rows from it"))
     fields = get_task(data.name).text_fields
     train = subset_rows(read_task_split(data.name, data.data_dir, "train", data.skip_bad_rows)[0],
                         data.max_train_examples, data.subset_seed)
@@ -67,6 +61,15 @@ def trained_on_eval(run: dict) -> np.ndarray:
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {data.data_dir} changed?)")
     return shared_texts(held, train, fields)
+
+
+def _run_config(run: dict, needed_for: str) -> DictConfig:
+    """The run's config.yaml, read as the run's own record (``rundir.read_record``: one that does not read is
+    refused in one line); a missing one is refused naming what it is `needed_for`."""
+    config = read_record(run["_dir"], CONFIG)
+    if not config:
+        raise DataError(f"{Path(run['_dir']) / CONFIG} is missing: {needed_for}")
+    return OmegaConf.create(config)
 
 
 def _task_data(cfg) -> TaskData:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from linformer import LinformerForMaskedLM
-from linformer.errors import CheckpointError, HubOfflineError
+from linformer.errors import CheckpointError, HubOfflineError, RunDirError
 from linformer.modeling.loading import load_classifier, max_tokens, resolve_model_path
 
 from .conftest import tiny_config
@@ -87,6 +87,13 @@ def test_a_run_stopped_before_its_model_points_to_export(tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     with pytest.raises(CheckpointError, match=rf"is a run that has not saved its model/ .* python scripts/export.py "
                                               rf"{tmp_path}\.$"):
+        resolve_model_path(str(tmp_path))
+
+
+def test_a_damaged_run_json_of_a_run_given_as_model_path_is_one_line_naming_it(tmp_path):
+    """The loaders read a run's record as rundir does: a run.json that does not read is refused, not taken for none."""
+    (tmp_path / "run.json").write_text('{"stage": "finetune"')
+    with pytest.raises(RunDirError, match=rf"{tmp_path}/run.json cannot be read"):
         resolve_model_path(str(tmp_path))
 
 

@@ -132,6 +132,18 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     assert not (tmp_path / "other.md").exists()
 
 
+@pytest.mark.parametrize("part", [by_length.eval_lengths, by_length.trained_on_eval])
+def test_a_run_whose_config_yaml_does_not_read_is_one_line_naming_it(tmp_path, part):
+    from linformer.errors import RunDirError
+
+    (tmp_path / "config.yaml").write_text("task: [sst2\n")
+    with pytest.raises(RunDirError, match=f"{tmp_path}/config.yaml cannot be read"):
+        part({"_dir": str(tmp_path)})
+    (tmp_path / "config.yaml").unlink()
+    with pytest.raises(tp.DataError, match=f"{tmp_path}/config.yaml is missing: "):
+        part({"_dir": str(tmp_path)})
+
+
 def test_by_length_finds_where_a_variant_loses():
     """A variant wrong only on the longest quarter of the examples loses there and nowhere else."""
     rng = np.random.default_rng(1)
