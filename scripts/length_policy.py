@@ -28,18 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=at_least(1), default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
-    ap.add_argument("--local-windows", type=int, nargs="*", default=[],
-                    help="also measure the converted policy with exact local keys of these windows (w) beside the "
-                         "projected ones, and the global tokens of --global-positions")
-    ap.add_argument("--global-positions", type=int, nargs="*", default=None,
-                    help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
+    measured.add_exact_key_options(ap, "the converted policy")
     ap.add_argument("--local-only", action="store_true",
                     help="measure only the converted policy and its --local-windows rows")
-    ap.add_argument("--landmarks", action="store_true",
-                    help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
-    ap.add_argument("--overlap", action="store_true",
-                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
-                         "(LinformerConfig.overlap_columns='mask': no token counted twice)")
     ap.add_argument("--longer-than", type=int, default=0, metavar="TOKENS",
                     help="draw the examples at random among those longer than TOKENS (tokenized at --n) instead of "
                          "a stratified subset: where a lengthened model's projection acts")
@@ -52,18 +43,13 @@ def main(argv: list[str] | None = None) -> int:
                          "inference adds to the error")
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
-    if args.global_positions is not None and not args.local_windows:  # else ignored without a word
-        ap.error("--global-positions sets the global tokens of the --local-windows rows: name at least one window")
-    args.global_positions = [0, -1] if args.global_positions is None else args.global_positions
     with measured.report_outputs(args, "length_policy"):
+        measured.check_exact_key_options(args)
         for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
             if count < 0:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
         if min(args.ks) < 1 or max(args.ks) > args.n:
             raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
-        for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):
-            if on and not args.local_windows:
-                raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         if not 0 <= args.longer_than < args.n:
             raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
         t0 = measured.start()

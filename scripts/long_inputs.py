@@ -12,7 +12,6 @@ import sys
 from linformer.argtypes import at_least, path
 from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
-from linformer.errors import ConfigError
 from linformer.modeling.configuration import SHARING_MODES
 from linformer.report import long_inputs, measured
 
@@ -33,31 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=at_least(0), default=200,
                     help="eval examples longer than the classifier's n, drawn at random (0 = all)")
     ap.add_argument("--batch-size", type=at_least(1), default=4)
-    ap.add_argument("--local-windows", type=int, nargs="*", default=[],
-                    help="also the Linformer twin with exact local keys of these windows (w) and the global tokens")
-    ap.add_argument("--global-positions", type=int, nargs="*", default=None,
-                    help="global tokens of the --local-windows rows (default 0 -1: the first and last real token)")
-    ap.add_argument("--landmarks", action="store_true",
-                    help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
-    ap.add_argument("--overlap", action="store_true",
-                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
-                         "(LinformerConfig.overlap_columns='mask', the converted default: no token counted twice)")
+    measured.add_exact_key_options(ap, "the Linformer twin")
     ap.add_argument("--students", nargs="*", default=[], metavar="DIR",
                     help="also these Linformer classifiers of the classifier's tokenizer (distilled from it at length: "
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
-    if args.global_positions is not None and not args.local_windows:  # else ignored without a word
-        ap.error("--global-positions sets the global tokens of the --local-windows rows: name at least one window")
-    args.global_positions = [0, -1] if args.global_positions is None else args.global_positions
     with measured.report_outputs(args, "long_inputs"):
+        measured.check_exact_key_options(args)
         if args.render is not None:
             long_inputs.render(long_inputs.read_measured(args.render), args.out)
             measured.show(args.out)
             return 0
-        for flag, on in (("--landmarks", args.landmarks), ("--overlap", args.overlap)):
-            if on and not args.local_windows:
-                raise ConfigError(f"{flag} changes the --local-windows rows: name at least one window")
         t0 = measured.start()
         rows = long_inputs.variants(args.k, args.sharing, tuple(args.local_windows), tuple(args.global_positions),
                                     args.landmarks, args.overlap)

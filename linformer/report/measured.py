@@ -15,7 +15,9 @@ from ..argtypes import path
 from ..cli import cli_errors, shell_command
 from ..data.io import path_root
 from ..devices import device_name
+from ..errors import ConfigError
 from ..files import file_record, made_by, output_files
+from ..modeling.convert import CONVERTED_EXACT_KEYS
 
 EXTENSIONS = ("md", "json", "png")
 
@@ -27,6 +29,36 @@ def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
                     help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name}; relative to the "
                          "repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+
+
+def add_exact_key_options(ap: argparse.ArgumentParser, measured: str) -> None:
+    """--local-windows, --global-positions, --landmarks and --overlap: rows with exact local and global keys beside
+    the projected ones, each window a row of `measured` (what the script measures with them, in its words). Their
+    check and --global-positions' default: ``check_exact_key_options``."""
+    default = " ".join(map(str, CONVERTED_EXACT_KEYS["global_positions"]))
+    ap.add_argument("--local-windows", type=int, nargs="*", default=[],
+                    help=f"also {measured} with exact local keys of these windows (w) beside the projected ones, and "
+                         "the global tokens of --global-positions")
+    ap.add_argument("--global-positions", type=int, nargs="*", default=None,
+                    help=f"global tokens of the --local-windows rows (default {default}, the converted one: the first "
+                         "and last real token)")
+    ap.add_argument("--landmarks", action="store_true",
+                    help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
+                         "(LinformerConfig.overlap_columns='mask', the converted default: no token counted twice)")
+
+
+def check_exact_key_options(args: argparse.Namespace) -> None:
+    """ConfigError for an option of ``add_exact_key_options`` that changes the --local-windows rows when none is
+    named (it would be ignored without a word); sets --global-positions' default (``CONVERTED_EXACT_KEYS``)."""
+    if not args.local_windows:
+        for flag, does, on in (("--global-positions", "sets the global tokens of", args.global_positions is not None),
+                               ("--landmarks", "changes", args.landmarks), ("--overlap", "changes", args.overlap)):
+            if on:
+                raise ConfigError(f"{flag} {does} the --local-windows rows: name at least one window")
+    if args.global_positions is None:
+        args.global_positions = list(CONVERTED_EXACT_KEYS["global_positions"])
 
 
 @contextlib.contextmanager

@@ -191,6 +191,21 @@ def test_global_positions_without_windows_are_refused_not_ignored(script, argv, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_exact_key_options_default_to_the_converted_global_tokens_and_need_a_window():
+    from linformer.cli import ArgumentParser
+    from linformer.errors import ConfigError
+    from linformer.modeling.convert import CONVERTED_EXACT_KEYS
+    from linformer.report import measured
+
+    ap = ArgumentParser()
+    measured.add_exact_key_options(ap, "the rows")
+    args = ap.parse_args(["--local-windows", "8"])
+    measured.check_exact_key_options(args)
+    assert args.global_positions == CONVERTED_EXACT_KEYS["global_positions"]
+    with pytest.raises(ConfigError, match="^--overlap changes the --local-windows rows: name at least one window$"):
+        measured.check_exact_key_options(ap.parse_args(["--overlap"]))
+
+
 class _Stop(Exception):
     pass
 
