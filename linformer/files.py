@@ -20,7 +20,7 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -563,6 +563,16 @@ def read_json(path: str | Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ small helpers
+def table_row(cells: Iterable[Any]) -> str:
+    """One row of a Markdown table, each cell's "|" escaped: a run name or setting holding one would split the row."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def table_lines(header: Sequence[Any], rows: Iterable[Iterable[Any]] = ()) -> list[str]:
+    """The lines of a Markdown table: `header`, its rule, then `rows` (``table_row``: every report's tables)."""
+    return [table_row(header), "|" + "---|" * len(header), *map(table_row, rows)]
+
+
 def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
     """Nested mapping -> {'a.b': value}."""
     out: dict[str, Any] = {}

@@ -386,3 +386,11 @@ def test_an_output_directory_written_with_checksums_tells_a_file_changed_since(t
         (tmp / "w.bin").write_bytes(b"abc")
         (tmp / "manifest.json").write_text('{"files": {}}')
     assert output_damage(tmp_path / "own") == []
+
+
+def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
+    from linformer.files import table_lines
+
+    assert table_lines(["run", "acc"], [("a|b", 1.5), ("plain", "")]) == [
+        "| run | acc |", "|---|---|", "| a\\|b | 1.5 |", "| plain |  |"]
+

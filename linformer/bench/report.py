@@ -6,7 +6,7 @@ import csv
 import io
 from pathlib import Path
 
-from ..files import atomic_write, save_figure
+from ..files import atomic_write, save_figure, table_lines, table_row
 from ..modeling.values import round_up
 from .common import warning_paragraph
 from .inference import BASELINES, PEERS, beyond_flops_warnings, reference
@@ -95,13 +95,13 @@ def _thread_lines(rows: list[dict], machine: dict) -> list[str]:
 
 
 def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
-    lines = ["| n | " + " | ".join(f"k = {k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
+    lines = table_lines(["n", *(f"k = {k}" for k in ks)])
     by_n: dict[int, dict[int, dict]] = {}
     for r in rows:
         by_n.setdefault(r["n"], {})[r["k"]] = r
     for n in sorted(by_n):
         cells = [fmt(by_n[n][k]) if k in by_n[n] else "" for k in ks]
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append(table_row([n, *cells]))
     return lines
 
 

@@ -53,7 +53,17 @@ from transformers import AutoConfig
 
 from ..data.io import load_auto
 from ..data.tasks import TASKS
-from ..files import BEST_DIR, MANIFEST, MODEL_DIR, atomic_write, read_json, repo_relative, repo_root, write_json
+from ..files import (
+    BEST_DIR,
+    MANIFEST,
+    MODEL_DIR,
+    atomic_write,
+    read_json,
+    repo_relative,
+    repo_root,
+    table_lines,
+    write_json,
+)
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
@@ -329,8 +339,7 @@ def _eval_results(name: str, results: dict) -> dict:
 
 
 def _table(rows: list[tuple], header: tuple) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows])
+    return "\n".join(table_lines(header, rows))
 
 
 def _source_section(source: dict) -> str:

@@ -23,7 +23,7 @@ from ..data.streams import token_lengths
 from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
-from ..files import save_figure
+from ..files import save_figure, table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
@@ -133,13 +133,11 @@ def _difference(d: np.ndarray) -> dict:
 
 
 def to_markdown(task_name: str, result: dict) -> list[str]:
-    head = " | ".join(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))
-    lines = [f"| {task_name} | {head} |", "|---" * (len(result["buckets"]) + 1) + "|",
-             "| teacher accuracy | " + " | ".join(fmt1(a) for a in result["teacher_acc"]) + " |"]
-    for name, diffs in result["rows"].items():
-        cells = " | ".join(f"{fmt1(d['diff'], True)} [{fmt1(d['lo'], True)}, {fmt1(d['hi'], True)}]" for d in diffs)
-        lines.append(f"| {name} | {cells} |")
-    return lines
+    head = [task_name, *(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))]
+    rows = [["teacher accuracy", *(fmt1(a) for a in result["teacher_acc"])]]
+    rows += [[name, *(f"{fmt1(d['diff'], True)} [{fmt1(d['lo'], True)}, {fmt1(d['hi'], True)}]" for d in diffs)]
+             for name, diffs in result["rows"].items()]
+    return table_lines(head, rows)
 
 
 def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:

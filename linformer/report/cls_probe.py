@@ -19,6 +19,7 @@ import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror, load_auto
 from linformer.data.tasks import check_task_dir, get_task, load_task
 from linformer.data.tokenizer import load_tokenizer
+from linformer.files import table_lines, table_row
 from linformer.modeling.loading import load_pretrained, resolve_model_path
 
 
@@ -112,11 +113,10 @@ def to_markdown(rows: list[dict], command: str, machine: str = "", partial: str 
              ("Entropy of <s>'s attention per layer in nats (its maximum, uniform attention, in brackets); "
              "spread = ||std|| / ||mean|| of the final <s> state over the examples (0 = the same vector for "
              "every input)."), "",
-             "| run | task | examples | <s> attention entropy per layer [max] | spread of final <s> |",
-             "|---|---|---|---|---|"]
+             *table_lines(["run", "task", "examples", "<s> attention entropy per layer [max]", "spread of final <s>"])]
     for r in rows:
         ent = ", ".join(f"{e:.2f} [{m:.2f}]" for e, m in zip(r["entropy"], r["max_entropy"], strict=True)) or \
             f"- ({r.get('no_entropy', NO_MAPS)})"
-        lines.append(f"| {Path(r['run']).name} | {r['task']} | {r['examples']} | {ent} | {r['cls_spread']:.3f} |")
+        lines.append(table_row([Path(r["run"]).name, r["task"], r["examples"], ent, f"{r['cls_spread']:.3f}"]))
     return "\n".join(lines) + "\n"
 

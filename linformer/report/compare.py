@@ -21,7 +21,7 @@ from ..cli import import_needed
 from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, made_by, output_files, save_figure
+from ..files import atomic_write, made_by, output_files, save_figure, table_lines, table_row
 from ..rundir import METRICS as METRICS_FILE
 from ..rundir import Run, find_runs, identity, identity_diff, iter_metrics, load_run, named_paths, reported_scores
 
@@ -203,7 +203,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     reported = list(dict.fromkeys(m for r in runs for m in reported_scores(r.results)))  # first-seen order
     header = ["run", *config_cols, *settings, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = table_lines(header)
     for r, label, d in zip(runs, run_labels(runs), digests):
         kc = r.key_config
         cells = [label]
@@ -225,7 +225,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
         scores, where = reported_scores(r.results), _reported_where(r)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append(table_row(cells))
     maxed = [m for m in metrics if higher_is_better(m)]
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             + (f"Best = max for {', '.join(maxed)}; min otherwise." if maxed else "Best = min."))
@@ -277,7 +277,7 @@ def seeds_table(groups: list[list[Run]]) -> str:
         return ""
     metrics = list(dict.fromkeys(m for g in groups for r in g for m in reported_scores(r.results)))
     header = ["runs", "seeds", *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = table_lines(header)
     for g in groups:
         names = [r.name for r in g]
         cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
@@ -288,7 +288,7 @@ def seeds_table(groups: list[list[Run]]) -> str:
             sd = statistics.stdev(values) if len(values) > 1 else float("nan")
             cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
                          f"{_runs_of_seeds([r for r, run_scores in scores if m in run_scores])})" if values else "")
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append(table_row(cells))
     return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights); "
             "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds.\n\n" + "\n".join(lines) + "\n")
 

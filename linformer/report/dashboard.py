@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
-from ..files import MANIFEST, check_output_dir, made_by, read_json, write_json
+from ..files import MANIFEST, check_output_dir, made_by, read_json, table_lines, write_json
 from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, metric_lines, reported_scalars, run_status
 from ..signals import signals_stop, sigterm_interrupts
 
@@ -80,11 +80,9 @@ def _scalars(row: dict, stage: str) -> dict[str, float]:
 
 
 def _config_markdown(run: Run) -> str:
-    lines = ["| key | value |", "|---|---|", f"| stage | {run.stage or 'not recorded'} |",
-             f"| status | {run.status_line} |"]
-    lines += [f"| {k} | {v} |" for k, v in run.key_config.items() if v is not None]
-    lines += [f"| run dir | {run.path} |"]
-    return "\n".join(lines)
+    rows = [("stage", run.stage or "not recorded"), ("status", run.status_line),
+            *((k, v) for k, v in run.key_config.items() if v is not None), ("run dir", run.path)]
+    return "\n".join(table_lines(["key", "value"], rows))
 
 
 def _write_hparams(records, run: Run, walltime: float) -> None:

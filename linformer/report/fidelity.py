@@ -20,7 +20,7 @@ from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_vocabulary
 from ..data.io import load_auto
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, save_figure, write_json
+from ..files import atomic_write, save_figure, table_lines, write_json
 from ..modeling import LinformerModel
 from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error
@@ -116,9 +116,8 @@ def to_markdown(errors: dict, command: str, png: str | None, reference: str = SE
     for label, by_length in errors.items():
         layers = len(next(iter(by_length.values())))
         # layers counted from 1, as the spectrum reports count them (hidden_states[0], the embeddings, is not one)
-        lines += [f"## {label}", "", "| tokens | " + " | ".join(f"layer {i}" for i in range(1, layers + 1)) + " |",
-                  "|---" * (layers + 1) + "|"]
-        lines += [f"| {L} | " + " | ".join(f"{e:.3f}" for e in errs) + " |" for L, errs in by_length.items()]
+        lines += [f"## {label}", "", *table_lines(["tokens", *(f"layer {i}" for i in range(1, layers + 1))],
+                                                  ([L, *(f"{e:.3f}" for e in errs)] for L, errs in by_length.items()))]
         lines.append("")
     if png:
         lines.append(f"![last layer's error by length]({Path(png).name})")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..devices import DTYPES
-from ..files import atomic_write, save_figure, write_json
+from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS, check_settings
@@ -157,12 +157,10 @@ def to_markdown(results: dict, header: list[str], png: str) -> str:
             buckets = list(next(iter(by_policy.values()))["embedding"])
             counts = [next(iter(by_policy.values()))["embedding"][b]["examples"] for b in buckets]
             lines += [f"## {task}, {k}: relative error of the mean-pooled embedding (hidden states in brackets)", "",
-                      "| policy | all | " + " | ".join(f"{b} tokens ({c})" for b, c in zip(buckets, counts)) + " |",
-                      "|---" * (len(buckets) + 2) + "|"]
+                      *table_lines(["policy", "all", *(f"{b} tokens ({c})" for b, c in zip(buckets, counts))])]
             for label, r in by_policy.items():
                 cells = [f"{r['embedding'][b]['mean']:.3f} ({r['hidden'][b]['mean']:.3f})" for b in buckets]
-                lines.append(f"| {label} | {r['mean_embedding']:.3f} ({r['mean_hidden']:.3f}) | " + " | ".join(cells)
-                             + " |")
+                lines.append(table_row([label, f"{r['mean_embedding']:.3f} ({r['mean_hidden']:.3f})", *cells]))
             lines.append("")
     lines.append(f"![embedding error by length]({png})")
     return "\n".join(lines) + "\n"

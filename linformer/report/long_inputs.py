@@ -26,7 +26,7 @@ from ..data.io import configured_path, default_data_mirror, load_auto, resolve_p
 from ..data.tasks import TASKS, load_task, longer_than
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files import atomic_write, save_figure, write_json
+from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
@@ -294,10 +294,10 @@ def to_markdown(result: dict, header: list[str]) -> str:
               ("FLOPs: the forward pass's count (linformer.modeling.flops), what time vs full would be if every "
                "operation ran at the same speed: the feed-forward layers cost the same in every row, so they bound "
                "what the attention can save."),
-              "", ("| model | n | accuracy (95% CI) | agreement with full at n | difference vs full (95% CI) | "
-                   "FLOPs vs full | time vs full | memory vs full | tensor memory vs full | ms / example at n | "
-                   "MiB / example at n | tensor MiB / example at n |"),
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "", *table_lines(["model", "n", "accuracy (95% CI)", "agreement with full at n",
+                                "difference vs full (95% CI)", "FLOPs vs full", "time vs full", "memory vs full",
+                                "tensor memory vs full", "ms / example at n", "MiB / example at n",
+                                "tensor MiB / example at n"])]
     for r in result["rows"]:
         examples = r.get("examples", MIN_INTERVAL_EXAMPLES)
         accuracy = f"{_pct(r['accuracy'])} " + interval_text(100 * r["interval"][0], 100 * r["interval"][1], examples,
@@ -308,8 +308,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
         ratios = [f"{r[key]:.2f}x" if r.get(key) is not None else ""
                   for key in ("gflops_vs_full", "ms_vs_full", "mib_vs_full", "tensor_mib_vs_full")]
         cells = ["" if r.get(key) is None else f"{r[key]:.0f}" for key in ("ms", "mib", "tensor_mib")]
-        lines.append(f"| {r['model']} | {r['n']} | {accuracy} | "
-                     f"{_pct(r.get('agreement'))} | {diff_text} | {' | '.join(ratios)} | {' | '.join(cells)} |")
+        lines.append(table_row([r["model"], r["n"], accuracy, _pct(r.get("agreement")), diff_text, *ratios, *cells]))
     lines += _thread_lines(result)
     pairs = paired_rows(result)
     if pairs:
@@ -319,13 +318,13 @@ def to_markdown(result: dict, header: list[str]) -> str:
                    f"{result['base_n']} tokens) and against each full-attention student at the same n (a teacher "
                    "trained at that length): accuracy difference on the same examples, with its paired bootstrap "
                    "95% interval."), "",
-                  "| model | n | against | difference (95% CI) | agreement |", "|---|---|---|---|---|"]
+                  *table_lines(["model", "n", "against", "difference (95% CI)", "agreement"])]
         for p in pairs:
             d = p["difference"]
             against = p["against"] + (f" (n = {p['against_n']})" if p["against_n"] != p["n"] else "")
-            lines.append(f"| {p['model']} | {p['n']} | {against} | "
-                         f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True, '()')} | "
-                         f"{_pct(p['agreement'])} |")
+            lines.append(table_row([p["model"], p["n"], against,
+                                    f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True, '()')}",
+                                    _pct(p["agreement"])]))
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,7 @@ from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
-from ..files import atomic_write, made_by, output_files, write_json
+from ..files import atomic_write, made_by, output_files, table_lines, table_row, write_json
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
 from .rows import SHARING_LABEL, check_result, one_run_per_seed, reported_subset, row_key, row_name
@@ -216,7 +216,7 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
               "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
               "with the same n/k ratio and sharing (marked ~)."), "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             *table_lines(head)]
     base = {r["n"]: r for r in rows if r["attention"] == "full" and r["pretrained"]}
     for r in rows:
         key = paper_analogue(r)
@@ -234,7 +234,7 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
                  seeds, paper]
         if devsplit:
             cells.insert(6, _fmt(r.get("qnli_devsplit")))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(table_row(cells))
     grids = sorted({(t, tuple(v["grid"])) for r in rows for t, v in r["_lr"].items()})
     if grids:
         lines += ["", "Learning-rate grid per task: " + "; ".join(

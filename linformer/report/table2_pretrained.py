@@ -25,7 +25,7 @@ from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
 from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN, profile_of
-from ..files import atomic_write, read_json, write_json
+from ..files import atomic_write, read_json, table_lines, table_row, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
@@ -426,8 +426,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
          "the examples together, and p, McNemar's exact test pooled over the seed pairs. A row with fewer seeds than "
          "the teacher is compared with the teacher's same seeds only, as its cell says. "
          f"Finetuning recipe, read from the runs: {meta['recipe']}."), "",
-        "| model | SST-2 | vs teacher | IMDB | vs teacher | seeds (SST-2 / IMDB) | ms / example | peak MiB / example |",
-        "|---|---|---|---|---|---|---|---|",
+        *table_lines(["model", "SST-2", "vs teacher", "IMDB", "vs teacher", "seeds (SST-2 / IMDB)", "ms / example",
+                         "peak MiB / example"]),
     ]
     mixed_threads = len({c.get("threads") for c in costs.values()} - {None}) > 1
     for r in rows:
@@ -436,8 +436,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         seeds = " / ".join(str(len(x["seeds"])) if x else "-" for x in (s, i))
         mem = "-" if c.get("mib") is None else f"{c['mib']:.1f}"
         ms = "-" if c.get("ms") is None else f"{c['ms']:.1f}" + (f" ({c['threads']})" if mixed_threads else "")
-        lines.append(f"| {r['name']} | {_cell_text(s)} | {_diff_text(s)} | {_cell_text(i)} | {_diff_text(i)} | "
-                     f"{seeds} | {ms} | {mem} |")
+        lines.append(table_row([r["name"], _cell_text(s), _diff_text(s), _cell_text(i), _diff_text(i), seeds, ms,
+                                   mem]))
     lines += ["", _cost_line(costs, meta), "", "## Targets", ""]
     lines += [f"- {t}" for t in targets(rows)]
     transfers = [r for r in rows if r.get("transfer_info")]

@@ -21,7 +21,7 @@ import numpy as np
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
-from ..files import atomic_write, read_json, resolve_path, save_figure, write_json
+from ..files import atomic_write, read_json, resolve_path, save_figure, table_lines, table_row, write_json
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
@@ -162,21 +162,21 @@ def to_markdown(data: dict) -> str:
               "examples; p: McNemar's exact test pooled over the pairs). Every row was pretrained on the same blocks in "
               "the same order with one recipe, and each row's runs started from its one pretraining "
               "(start_weights_sha256)."), "",
-             "| row | " + " | ".join(TITLES[t] for t in data["tasks"]) + " | avg | "
-             + " | ".join(f"vs full: {TITLES[t]}" for t in data["tasks"]) + " | vs full: avg | seeds | val ppl (x full) |",
-             "|---|" + "---|" * (2 * len(data["tasks"]) + 4)]
+             *table_lines(["row", *(TITLES[t] for t in data["tasks"]), "avg",
+                              *(f"vs full: {TITLES[t]}" for t in data["tasks"]), "vs full: avg", "seeds",
+                              "val ppl (x full)"])]
     ppl = {(r["attention"], r["k"], r["sharing"]): r for r in (data["figure3"] or {}).get("runs", [])}
     for row in data["rows"]:
         t = row["tasks"]
         examples = min((c["examples"] for c in t.values()), default=0)
         fig = ppl.get((row["attention"], row["k"], row["sharing"])) if row["pretrained"] else None
         seeds = ", ".join(f"{TITLES[k]} {len(v['seeds'])}" for k, v in t.items())
-        lines.append("| " + " | ".join([
+        lines.append(table_row([
             row["name"], *(_acc(t.get(task)) for task in data["tasks"]),
             "-" if row["average"] is None else fmt1(row["average"]),
             *(_diff(t.get(task, {}).get("vs_full"), t[task]["examples"] if task in t else 0) for task in data["tasks"]),
             _diff(row.get("average_vs_full"), examples), seeds,
-            "-" if fig is None else f"{fig['final_val_ppl']:.1f} ({fig['ppl_ratio_vs_full']:.3f}x)"]) + " |")
+            "-" if fig is None else f"{fig['final_val_ppl']:.1f} ({fig['ppl_ratio_vs_full']:.3f}x)"]))
     lines += ["", "What pretraining adds (full attention against the same model finetuned from random weights, "
                   "seed-matched): " + ("; ".join(f"{TITLES[t]} {_diff(g, data['examples'][t])}"
                                                  for t, g in data["gain"].items())

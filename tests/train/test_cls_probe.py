@@ -134,3 +134,10 @@ def test_a_missing_mirror_is_one_line_naming_the_flag_without_transformers_load_
         probe([str(pretrained_run)], ["sst2"], data_mirror=str(missing), n_examples=4)
     assert "task.data_dir" not in str(err.value)
     assert "LOAD REPORT" not in capsys.readouterr().err + caplog.text
+
+
+def test_a_bar_in_a_run_name_is_escaped_not_a_column_more():
+    """The table's cells go through files.table_row, which escapes a "|" (it would split the row)."""
+    row = {"run": "outputs/finetune/a|b", "task": "sst2", "examples": 8, "entropy": [1.0], "max_entropy": [2.0],
+           "cls_spread": 0.5}
+    assert "| a\\|b | sst2 | 8 | 1.00 [2.00] | 0.500 |" in to_markdown([row], "cmd").splitlines()
