@@ -264,7 +264,7 @@ def remove_stale_temps(final: Path) -> None:
         if found is None:
             continue
         place, pid = found.group(2), int(found.group(3) or found.group(5))
-        here = place in (None, process_place())  # None: named before places were, by this host
+        here = place in (None, process_place())  # None: a name with a pid and no place, taken as this host's
         if here and pid != os.getpid() and not pid_alive(pid):
             _remove(p)
 

@@ -444,8 +444,8 @@ def tokenizer_identity(serialised: str) -> str:
     """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json, or a loaded
     tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, its truncation and padding state read as unset
     (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
-    tokenizer must hash the same before and after it has encoded. A tokenizer saved with them unset keeps the hash
-    its corpora and runs recorded before this function was shared."""
+    tokenizer must hash the same before and after it has encoded. For a tokenizer saved with them unset (as
+    train_tokenizer saves it) this is the hash of its tokenizer.json as it stands, the one its corpora and runs record."""
     return _identity(json.loads(serialised))
 
 

@@ -116,9 +116,9 @@ PROFILES = {
         timing="estimated from runs on 2 AMD EPYC cores, 2 jobs at a time",
         # landmark pooling acts on the projected keys, which SST-2's sentences (shorter than k) never reach
         policy_tasks={"landmarks": ("imdb",)}),
-    # the cpu profile's IMDB recipe on 6x the reviews (750 updates): on one thread beside another run the teacher's
-    # runs took 101-126 min and the local policy's 105-143: at n = 512 its forward pass takes 1.2-1.3x the
-    # teacher's on a CPU (table2_pretrained_cpu12k.md's cost columns). The comparisons (the converted policy
+    # the cpu profile's IMDB recipe on 6x the reviews (750 updates); minutes: a run on one thread beside another, the
+    # local policy's a little longer than the teacher's (docs/results/table2_pretrained_cpu12k_notes.md, and the
+    # cost columns of table2_pretrained_cpu12k.md). The comparisons (the converted policy
     # without exact keys, the paper's slice at k = 128) get seed 0: whether the local policy's lead over them holds
     # where the teacher is strong
     "cpu12k": Profile(
@@ -140,10 +140,8 @@ PROFILES = {
                                  minutes={"full": 2, "linformer": 4})},
         # jobs: a 22M-parameter encoder keeps a GPU busy a small share of each step (launches, data loading on the
         # host), so 4 runs share the device, each with its own host process
-        # transfer: 167 s (converted), 70 s (paper), 327 s (local) with 4 runs sharing the H200, 131, 113 and 295 s
-        # two at a time, at k = 128 layerwise (the other ks and sharings are taken to cost the same); finetuning:
-        # SST-2's 6,315 updates in 181-212 s, IMDB 117 s (full attention) to 225 s of training then the 25,000-review
-        # scoring (the local policy)
+        # minutes: the transfers and finetuning runs measured at k = 128 layerwise with 4 runs sharing the H200
+        # (docs/results/table2_pretrained_gpu_notes.md); the other ks and sharings are taken to cost the same
         seeds=(0, 1, 2), other_rows_seeds=(0, 1, 2), mixed_precision="bf16", jobs=4, transfer_minutes=4,
         policy_transfer_minutes={"local": 5.5, "converted": 3, "paper": 2},
         timing="measured on one H200, 4 runs sharing it: docs/results/table2_pretrained_gpu_notes.md",

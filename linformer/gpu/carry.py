@@ -23,7 +23,7 @@ Targets (see scripts/gpu.py):
   figure3  the sources of data=wiki, whole (the Wikipedia file: 44 MB, already gzip).
   figure3d the sources of data=books, whole (the Gutenberg file: 34 MB, already gzip).
   scratch  SST-2 train/dev, IMDB train/test and the first documents of the Wikipedia file that data=wiki_scratch
-           reads (its max_documents): 38.0 MiB (with the tree, 47.6 MiB of the 64 MiB upload when measured: `size`).
+           reads (its max_documents): 38.0 MiB (`size` says what the upload holds with the tree, of its 64 MiB).
 """
 
 from __future__ import annotations
