@@ -10,9 +10,8 @@ import sys
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.tasks import MIRROR_TASKS, TASKS
-from linformer.files import atomic_write, made_by, output_files
-from linformer.report.cls_probe import probe, to_markdown
-from linformer.report.measured import provenance, start
+from linformer.files import made_by, output_files
+from linformer.report.cls_probe import write_probe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,27 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)
-    started = start()
-    rows: list[dict] = []
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite):
-        try:
-            probe(args.runs, args.tasks, args.data_mirror, args.examples, rows=rows)
-        except Exception as err:  # the rows measured before it are kept, marked partial; the error is then said
-            if rows:
-                _write(rows, args.out, started, f"Partial: stopped after {len(rows)} rows by an error "
-                                                f"({type(err).__name__}: {err}); the rest was not measured.")
-            raise
-        _write(rows, args.out, started)
+        write_probe(args.runs, args.tasks, args.data_mirror, args.examples, args.out)
     return 0
-
-
-def _write(rows: list[dict], out: str | None, started, partial: str = "") -> None:
-    command, (machine, _) = provenance("scripts/cls_probe.py", started)
-    md = to_markdown(rows, command, machine, partial)
-    print(md)
-    if out:
-        atomic_write(out, md)
-        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,9 @@ a handful of options, like scripts/fidelity.py.
 """
 
 import sys
-from pathlib import Path
 
 from linformer.argtypes import at_least
 from linformer.cli import ArgumentParser
-from linformer.data.io import configured_path, default_data_mirror
-from linformer.data.tasks import TASKS, load_task, longer_than
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError
 from linformer.modeling.configuration import SHARING_MODES
@@ -58,44 +55,19 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.landmarks, args.overlap)
         length_policy.check_models(source, args.ks, args.sharing, args.n, policies)
         tokenizer = load_tokenizer(source, "--source")
-        mirror = Path(default_data_mirror())
-        tasks, drawn = {}, {}  # task -> how many examples were longer than --longer-than
-        for task, count in (("sst2", args.sst2), ("imdb", args.imdb)):
-            if not count:
-                continue
-            directory = str(mirror / TASKS[task].mirror_subdir)
-            if args.longer_than:
-                split = load_task(task, directory, tokenizer, args.n, splits=(args.split,),
-                                  cache_dir=configured_path("finetune", "task_cache_dir"))[args.split]
-                split, drawn[task] = longer_than(split, args.longer_than, count, f"--{task} {count}")
-            else:
-                split = load_task(task, directory, tokenizer, args.n, splits=(args.split,),
-                                  max_examples={args.split: count})[args.split]
-            tasks[task] = length_policy.padded_batches(split["input_ids"], tokenizer.pad_token_id, 32)
-        if not tasks:
-            raise ConfigError("--sst2 0 and --imdb 0: no examples to measure")
+        tasks, drawn = length_policy.load_examples(tokenizer, {"sst2": args.sst2, "imdb": args.imdb}, args.n,
+                                                   args.longer_than, args.split)
         results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print,
                                         dtypes=tuple(dict.fromkeys(args.dtypes)))
         command, provenance = measured.provenance("scripts/length_policy.py", t0)
-        dtypes = "" if args.dtypes == ["fp32"] else f", run in {' and '.join(dict.fromkeys(args.dtypes))}"
-        header = [(f"Source: `{args.source}`, converted at n = {args.n}, {args.sharing} sharing, E/F as window means "
-                  f"(no transfer, no finetuning){dtypes}; reference: the source with full attention in fp32."),
-                  "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), args.longer_than,
-                                                          args.split)
-                                           for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
-                  *provenance]
+        header = length_policy.header(args.source, args.n, args.sharing, args.dtypes, tasks, drawn, args.longer_than,
+                                      args.split, provenance)
         length_policy.write_report(results, args.out, header, {"command": command, "machine": provenance[0],
                                                                "split": args.split})
     measured.show(args.out)
     return 0
 
 
-def _examples_text(task: str, count: int, available: int | None, longer_than: int, split: str = "eval") -> str:
-    clean = "" if split == "eval" else f"none whose text is also in its {TASKS[task].eval_split} split; "
-    if available is None:
-        return f"{task} {count} {split} examples ({clean}stratified subset)"
-    how = "all of them" if count == available else f"drawn at random from {available}"
-    return f"{task} {count} {split} examples longer than {longer_than} tokens ({clean}{how}, cut to n)"
 
 if __name__ == "__main__":
     sys.exit(main())

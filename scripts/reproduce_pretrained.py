@@ -9,12 +9,9 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-
 import sys
 
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.data.io import repo_root
-from linformer.experiments import CHECKOUT, Places, frontend
+from linformer.experiments import Places, frontend
 from linformer.experiments import pretrained as exp
 from linformer.modeling.loading import resolve_model_path
-
-REPO = repo_root()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,25 +28,7 @@ def main(argv: list[str] | None = None) -> int:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any job starts
         places = Places.of(args.under, exp.RECORDS)
         only = frontend.chosen_rows(args.only, list(exp.row_runs(profile, places)))
-        return reproduce(profile, jobs, args.dry_run, args.report_only, places, only, args.stop_after)
-
-
-def reproduce(profile: exp.Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT,
-              only: list[str] | None = None, stop_after: float | None = None) -> int:
-    rows = exp.row_runs(profile, places)
-    return frontend.reproduce(
-        exp.plan(profile, places=places, only=only), title=exp.__doc__.split("\n\n")[0],
-        minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
-        report_only=report_only, report=report_argv(profile, places),
-        log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"),
-        rows={row: runs for row, runs in rows.items() if only is None or row in only}, stop_after=stop_after)
-
-
-def report_argv(profile: exp.Profile, places: Places = CHECKOUT) -> list[str]:
-    # --overwrite: the reproduction owns its docs/results files, which are committed without the output record
-    return [exp.finetune_runs(profile, places), "--layout", "pretrained", "--profile", profile.name, "--out",
-            exp.table_path(profile, places),
-            "--command", f"make reproduce-pretrained ARGS='--profile {profile.name}'", "--overwrite"]
+        return exp.reproduce(profile, jobs, args.dry_run, args.report_only, places, only, args.stop_after)
 
 
 if __name__ == "__main__":

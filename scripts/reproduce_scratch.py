@@ -11,12 +11,8 @@ Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jo
 import sys
 
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.data.io import repo_root
-from linformer.errors import ConfigError
-from linformer.experiments import Places, frontend
+from linformer.experiments import frontend
 from linformer.experiments import scratch as exp
-
-REPO = repo_root()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,18 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     with cli_errors():
         profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks is not None else None)
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
-        if args.rows is not None and args.rows < 1:
-            raise ConfigError(f"--rows {args.rows}: give at least 1 (or leave it out for every row)")
         only = frontend.chosen_rows(args.only, [row.label for row in exp.rows(profile)])
-        log_dir = REPO / Places.of(args.under).outputs(f"reproduce_scratch_{profile.name}_logs")
-        chosen, _ = exp.slice_rows(profile, Places.of(args.under, profile.records), args.rows, only=only)
-        return frontend.reproduce(
-            exp.plan(profile, under=args.under, max_rows=args.rows, only=only),
-            title="\n".join(filter(None, [exp.__doc__.split("\n\n")[0],
-                                          exp.slice_line(profile, args.under, args.rows, only)])),
-            minutes=lambda s: exp.estimated_minutes(profile, s), timing=profile.timing, jobs=jobs,
-            dry_run=args.dry_run, report_only=args.report_only, report=exp.report_argv(profile, args.under),
-            log_dir=log_dir, rows=exp.row_runs(profile, chosen), stop_after=args.stop_after)
+        return exp.reproduce(profile, jobs, args.dry_run, args.report_only, args.under, args.rows, only,
+                             args.stop_after)
 
 
 if __name__ == "__main__":

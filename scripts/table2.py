@@ -5,11 +5,7 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
-from linformer.report.table2 import LAYOUTS, write_report
-
-# the options that only some layouts read
-LAYOUT_OPTIONS = {"--profile": ("pretrained", "scratch"), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
-                  "--no-by-length": ("pretrained",), "--subsets": ("paper",)}
+from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUTS, misplaced_option, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,12 +41,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
                          "and layout)")
     args = ap.parse_args(argv)
-    for flag, layouts in LAYOUT_OPTIONS.items():  # else ignored without a word
-        if getattr(args, flag[2:].replace("-", "_")) and args.layout not in layouts:
-            ap.error(f"{flag} applies to --layout {' or '.join(layouts)}, not {args.layout}")
+    misplaced = misplaced_option(args.layout, [flag for flag in LAYOUT_OPTIONS
+                                               if getattr(args, flag[2:].replace("-", "_"))])
+    if misplaced:
+        ap.error(misplaced)
     with cli_errors():
-        profile = args.profile or {"scratch": "toy"}.get(args.layout, "cpu")
-        write_report(args.runs, args.out, args.layout, profile, args.hardware, args.command,
+        write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,
                      measure=False if args.no_measure else (True if args.measure else None),
                      by_length=not args.no_by_length, overwrite=args.overwrite, subsets=args.subsets)
     return 0

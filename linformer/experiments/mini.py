@@ -21,9 +21,10 @@ from pathlib import Path
 from ..cli import hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..files import MANIFEST, RESULTS, SUMMARY
+from ..files import MANIFEST, RESULTS, SUMMARY, write_json
 from ..jobs import Job, corpus_check
-from . import CHECKOUT, Places, out_dir
+from ..report.curves import plot_pretrain_curves
+from . import CHECKOUT, Places, frontend, out_dir
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
@@ -75,3 +76,20 @@ def report_argv(places: Places = CHECKOUT) -> list[str]:
     which is committed without the output record)."""
     runs = places.run("finetune", "mini-*")
     return [str(runs), "--out", str(places.results("table2_mini")), "--command", "make reproduce-mini", "--overwrite"]
+
+
+def reproduce(jobs: int, dry_run: bool, report_only: bool = False, places: Places = CHECKOUT) -> int:
+    """`make reproduce-mini`: the plan, its table, and beside them the pretraining curves and the jobs' wall times."""
+    logs = places.outputs("reproduce_mini_logs")
+
+    def after(times: dict[str, float]) -> None:
+        plot_pretrain_curves(pretrain_runs(places), REPO / places.results("pretrain_curves.png"),
+                             f"Mini Table 2 pretraining (tiny model, n={N}, books + Wikipedia)")
+        if times:
+            write_json(REPO / places.outputs("reproduce_mini_times.json"), times)
+        print(f"wrote {places.results('table2_mini')}.{{md,json}} and "
+              f"{places.results('pretrain_curves.png')}")
+
+    return frontend.reproduce(
+        plan(places=places), title=__doc__, minutes=None, timing=f"logs in {logs}", jobs=jobs, dry_run=dry_run,
+        report_only=report_only, report=report_argv(places), log_dir=REPO / logs, after=after)

@@ -37,7 +37,7 @@ from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, SUMMARY, chosen_on_reported
-from . import CHECKOUT, Places, out_dir
+from . import CHECKOUT, Places, frontend, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
@@ -323,6 +323,25 @@ def finetune_runs(p: Profile, places: Places = CHECKOUT) -> str:
 def table_path(p: Profile, places: Places = CHECKOUT) -> str:
     """Where the profile's table is written (without the .md/.json suffix)."""
     return str(places.results("table2_pretrained" + ("" if p.name == "cpu" else f"_{p.name}")))
+
+
+def reproduce(profile: Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT,
+              only: list[str] | None = None, stop_after: float | None = None) -> int:
+    """`make reproduce-pretrained`: the plan of `profile` (its rows `only`, where given), then its table."""
+    row_sets = row_runs(profile, places)
+    return frontend.reproduce(
+        plan(profile, places=places, only=only), title=__doc__.split("\n\n")[0],
+        minutes=lambda s: estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
+        report_only=report_only, report=report_argv(profile, places),
+        log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"),
+        rows={row: runs for row, runs in row_sets.items() if only is None or row in only}, stop_after=stop_after)
+
+
+def report_argv(p: Profile, places: Places = CHECKOUT) -> list[str]:
+    """scripts/table2.py's arguments for the profile's table (--overwrite: the reproduction owns its docs/results
+    files, which are committed without the output record)."""
+    return [finetune_runs(p, places), "--layout", "pretrained", "--profile", p.name, "--out", table_path(p, places),
+            "--command", f"make reproduce-pretrained ARGS='--profile {p.name}'", "--overwrite"]
 
 
 def recipe_text(p: Profile) -> str:

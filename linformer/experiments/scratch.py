@@ -43,7 +43,7 @@ from ..files import MANIFEST, atomic_dir, read_json, write_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
-from . import Places, out_dir
+from . import Places, frontend, out_dir
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -348,6 +348,22 @@ def estimated_minutes(p: Profile, job: Job) -> float:
 def planned_runs(p: Profile) -> list[str]:
     """Every finetuning run of the table, in the plan's order."""
     return [finetune_run(p, task, row, seed) for row in rows(p) for seed in p.seeds for task in p.tasks]
+
+
+def reproduce(p: Profile, jobs: int, dry_run: bool, report_only: bool, under: Path | None = None,
+              max_rows: int | None = None, only: list[str] | None = None, stop_after: float | None = None) -> int:
+    """`make reproduce-scratch`: the plan of `p`'s rows (the first `max_rows` not complete, of those `only` where
+    given), then its table."""
+    if max_rows is not None and max_rows < 1:
+        raise ConfigError(f"--rows {max_rows}: give at least 1 (or leave it out for every row)")
+    chosen, _ = slice_rows(p, Places.of(under, p.records), max_rows, only=only)
+    return frontend.reproduce(
+        plan(p, under=under, max_rows=max_rows, only=only),
+        title="\n".join(filter(None, [__doc__.split("\n\n")[0], slice_line(p, under, max_rows, only)])),
+        minutes=lambda s: estimated_minutes(p, s), timing=p.timing, jobs=jobs, dry_run=dry_run,
+        report_only=report_only, report=report_argv(p, under),
+        log_dir=REPO / Places.of(under).outputs(f"reproduce_scratch_{p.name}_logs"), rows=row_runs(p, chosen),
+        stop_after=stop_after)
 
 
 def report_argv(p: Profile, under: Path | None = None) -> list[str]:

@@ -19,8 +19,9 @@ import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror, load_auto
 from linformer.data.tasks import check_task_dir, get_task, load_task
 from linformer.data.tokenizer import load_tokenizer
-from linformer.files import table_lines, table_row
+from linformer.files import atomic_write, table_lines, table_row
 from linformer.modeling.loading import load_pretrained, resolve_model_path
+from linformer.report.measured import Started, provenance, start
 
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
@@ -104,6 +105,30 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
             batch = collate([{"input_ids": x["input_ids"], "attention_mask": x["attention_mask"]} for x in sample])
             rows.append({"run": str(run), "task": task, "examples": len(sample), **cls_stats(model, batch)})
     return rows
+
+
+def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_examples: int, out: str | None) -> None:
+    """``probe``'s table printed, and written to `out` where given; where an error stops it, the rows measured
+    before it are printed and written marked partial, then the error goes on."""
+    started = start()
+    rows: list[dict] = []
+    try:
+        probe(runs, tasks, data_mirror, n_examples, rows=rows)
+    except Exception as err:
+        if rows:
+            _write(rows, out, started, f"Partial: stopped after {len(rows)} rows by an error "
+                                       f"({type(err).__name__}: {err}); the rest was not measured.")
+        raise
+    _write(rows, out, started)
+
+
+def _write(rows: list[dict], out: str | None, started: Started, partial: str = "") -> None:
+    command, (machine, _) = provenance("scripts/cls_probe.py", started)
+    md = to_markdown(rows, command, machine, partial)
+    print(md)
+    if out:
+        atomic_write(out, md)
+        print(f"wrote {out}")
 
 
 def to_markdown(rows: list[dict], command: str, machine: str = "", partial: str = "") -> str:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..data.io import configured_path, default_data_mirror
+from ..data.tasks import TASKS, load_task, longer_than
 from ..devices import DTYPES
+from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
@@ -96,6 +100,48 @@ def by_bucket(lengths: np.ndarray, errors: np.ndarray) -> dict[str, dict]:
             out[f"{low}-{high}"] = {"examples": int(inside.sum()), "mean": float(errors[inside].mean())}
         low = high + 1
     return out
+
+
+def load_examples(tokenizer, counts: dict[str, int], n: int, longer_than_tokens: int = 0, split: str = "eval"
+                  ) -> tuple[dict[str, Inputs], dict[str, int]]:
+    """The padded batches of 32 of each task of `counts` (task -> examples; 0 skips it) from the data mirror's
+    `split`: a stratified subset, or with `longer_than_tokens` drawn at random among the examples longer than that
+    (tokenized at `n`); and, for those, how many there were (task -> count)."""
+    mirror = Path(default_data_mirror())
+    tasks, drawn = {}, {}
+    for task, count in counts.items():
+        if not count:
+            continue
+        directory = str(mirror / TASKS[task].mirror_subdir)
+        if longer_than_tokens:
+            examples = load_task(task, directory, tokenizer, n, splits=(split,),
+                                 cache_dir=configured_path("finetune", "task_cache_dir"))[split]
+            examples, drawn[task] = longer_than(examples, longer_than_tokens, count, f"--{task} {count}")
+        else:
+            examples = load_task(task, directory, tokenizer, n, splits=(split,), max_examples={split: count})[split]
+        tasks[task] = padded_batches(examples["input_ids"], tokenizer.pad_token_id, 32)
+    if not tasks:
+        raise ConfigError(" and ".join(f"--{task} 0" for task in counts) + ": no examples to measure")
+    return tasks, drawn
+
+
+def header(source: str, n: int, sharing: str, dtypes: list[str], tasks: dict[str, Inputs], drawn: dict[str, int],
+           longer_than_tokens: int, split: str, provenance: list[str]) -> list[str]:
+    """The report's lines above its tables: the models, the examples, where and how it was measured."""
+    run_in = "" if dtypes == ["fp32"] else f", run in {' and '.join(dict.fromkeys(dtypes))}"
+    return [(f"Source: `{source}`, converted at n = {n}, {sharing} sharing, E/F as window means (no transfer, no "
+             f"finetuning){run_in}; reference: the source with full attention in fp32."),
+            "Examples: " + ", ".join(_examples_text(t, len(i.lengths), drawn.get(t), longer_than_tokens, split)
+                                     for t, i in tasks.items()) + ", padded batches of 32 sorted by length.",
+            *provenance]
+
+
+def _examples_text(task: str, count: int, available: int | None, longer_than_tokens: int, split: str) -> str:
+    clean = "" if split == "eval" else f"none whose text is also in its {TASKS[task].eval_split} split; "
+    if available is None:
+        return f"{task} {count} {split} examples ({clean}stratified subset)"
+    how = "all of them" if count == available else f"drawn at random from {available}"
+    return f"{task} {count} {split} examples longer than {longer_than_tokens} tokens ({clean}{how}, cut to n)"
 
 
 def check_models(source: str, ks: list[int], sharing: str, n: int, policies: dict[str, dict] = POLICIES) -> None:

@@ -303,9 +303,23 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
 
 
 LAYOUTS = ("paper", "pretrained", "scratch")
+PROFILES = {"pretrained": "cpu", "scratch": "toy"}  # the layouts that read a reproduction's profile, and its default
+# the options of scripts/table2.py that only some layouts read
+LAYOUT_OPTIONS = {"--profile": tuple(PROFILES), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
+                  "--no-by-length": ("pretrained",), "--subsets": ("paper",)}
 
 
-def write_report(runs: list[str], out: str, layout: str = "paper", profile: str = "cpu", hardware: str | None = None,
+def misplaced_option(layout: str, given: list[str]) -> str | None:
+    """Why an option of `given` (LAYOUT_OPTIONS' flags) does not apply to `layout`, where one does not: it would be
+    ignored without a word."""
+    for flag in given:
+        layouts = LAYOUT_OPTIONS.get(flag, LAYOUTS)
+        if layout not in layouts:
+            return f"{flag} applies to --layout {' or '.join(layouts)}, not {layout}"
+    return None
+
+
+def write_report(runs: list[str], out: str, layout: str = "paper", profile: str | None = None, hardware: str | None = None,
                  command: str | None = None, measure: bool | None = None, by_length: bool = True,
                  overwrite: bool = False, subsets: bool = False) -> dict:
     """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
@@ -316,9 +330,11 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     runs scored on a subset of their split, marked); ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
     reproduce-pretrained `profile` (its recipe, and its jobs not run yet); ``scratch``: the framework's own
-    pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png)."""
+    pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png).
+    `profile` None: the layout's default (PROFILES)."""
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+    profile = profile or PROFILES.get(layout)
     outputs = [f"{out}.md", f"{out}.json",
                *{"pretrained": [f"{out}_by_length.png"], "scratch": [f"{out}.png"]}.get(layout, [])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`

@@ -109,7 +109,7 @@ def test_a_bad_model_setting_is_one_line_before_any_example_or_weight_loads(tmp_
     script = load_script("length_policy")
     source = _source(tmp_path / "bert")
     capsys.readouterr()  # saving the source shows a progress bar
-    forbid_loading((script, "load_task"))
+    forbid_loading((lp, "load_task"))
     with pytest.raises(SystemExit) as stop:
         script.main(["--source", source, "--n", str(N), "--ks", "8", *argv,
                      "--out", str(tmp_path / "r")])

@@ -305,3 +305,23 @@ def test_a_finetuning_run_without_results_is_named_as_left_out(tmp_path):
     assert json.loads(out.with_suffix(".json").read_text())["unfinished"] == [str(runs / "busy")]
     assert (f"Left out: 1 run(s) without results.json (still running, stopped or failed): {runs / 'busy'}."
             in out.with_suffix(".md").read_text())
+
+
+def test_an_option_of_another_layout_is_named_with_the_layouts_that_read_it():
+    from linformer.report.table2 import misplaced_option
+
+    assert misplaced_option("paper", ["--subsets"]) is None
+    assert misplaced_option("scratch", ["--profile"]) is None
+    assert misplaced_option("paper", ["--profile"]) == "--profile applies to --layout pretrained or scratch, not paper"
+    assert misplaced_option("scratch", ["--no-by-length"]) == "--no-by-length applies to --layout pretrained, not scratch"
+
+
+def test_the_scratch_layout_defaults_to_its_own_profile(tmp_path, monkeypatch):
+    """write_report without a profile takes the layout's default (scratch: toy), as scripts/table2.py does."""
+    from linformer.report import table2
+
+    seen = []
+    monkeypatch.setattr(table2.table2_scratch, "write_table", lambda runs, out, profile, *a: seen.append(profile) or
+                        (Path(f"{out}.md").write_text(""), {"rows": []})[1])
+    table2.write_report([str(tmp_path / "none")], str(tmp_path / "t"), "scratch", hardware="h", command="c")
+    assert seen == ["toy"]
