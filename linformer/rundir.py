@@ -44,6 +44,7 @@ from .files import (  # the record's names (files.py, below this module and the 
     CONFIG,
     LOCK,
     METRICS,
+    MODEL_DIR,
     RESULTS,
     RUN,
     SUMMARY,
@@ -668,7 +669,7 @@ class Run:
         r = self.results
         # The saved architecture: this run's model/, else the model a finetune started from (where it still is).
         origin = r.get("model_path") or self.config.get("model_path")
-        candidates = [self.path / "model"] + ([Path(str(origin)), Path(str(origin)) / "model"] if origin else [])
+        candidates = [self.path / MODEL_DIR] + ([Path(str(origin)), Path(str(origin)) / MODEL_DIR] if origin else [])
         saved = next((read_json(c / "config.json") for c in candidates if (c / "config.json").is_file()), {})
 
         def pick(*values):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..cli import hydra_override
 from ..data.io import path_root, repo_root
-from ..files import MANIFEST, atomic_dir, read_json
+from ..files import MANIFEST, MODEL_DIR, atomic_dir, read_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
@@ -193,7 +193,7 @@ def rows(p: Profile, places: Places = CHECKOUT) -> list[Row]:
             for policy in (x for x in p.policies if k in p.policy_ks.get(x, p.ks)):
                 slug = f"k{k}-{sharing}-{policy}-tr"
                 out.append(Row(f"k={k}, {sharing}, {policy} policy, transfer", slug,
-                               places.run("transfer", transfer_run(k, sharing, policy)) / "model", k, sharing, policy,
+                               places.run("transfer", transfer_run(k, sharing, policy)) / MODEL_DIR, k, sharing, policy,
                                f"transfer k{k}-{sharing}-{policy}"))
     return out
 

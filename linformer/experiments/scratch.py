@@ -39,7 +39,7 @@ from ..cli import hydra_override
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
-from ..files import MANIFEST, atomic_dir, read_json, write_json
+from ..files import MANIFEST, MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
@@ -200,7 +200,7 @@ def keep_pretrain(run: Path, kept: Path) -> bool:
         for name in KEPT_PRETRAIN:
             if (run / name).is_file():
                 shutil.copy2(run / name, tmp / name)
-        write_json(tmp / START, {"weights_sha256": weights_sha256(str(run / "model"))})
+        write_json(tmp / START, {"weights_sha256": weights_sha256(str(run / MODEL_DIR))})
     return True
 
 
@@ -225,7 +225,7 @@ class Starts:
             return None
         key = (built, (built / SUMMARY).stat().st_mtime_ns)
         if key not in self._hashes:
-            self._hashes[key] = weights_sha256(str(built / "model"))
+            self._hashes[key] = weights_sha256(str(built / MODEL_DIR))
         return self._hashes[key]
 
 

@@ -31,6 +31,7 @@ from ..data.io import load_auto
 from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
+from ..files import MODEL_DIR
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
@@ -238,7 +239,7 @@ class DistillTask(FinetuneTask):
 
     def keep_results(self, trainer: Trainer, results: dict) -> None:
         """The student is a new model: it is saved in <run>/model with a card naming the teacher and the run."""
-        model_dir = trainer.run_dir / "model"
+        model_dir = trainer.run_dir / MODEL_DIR
         trainer.save_model(model_dir)
         if not trainer.is_main:
             return
@@ -267,7 +268,7 @@ class DistillTask(FinetuneTask):
 
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
         summary, results = super().finish(trainer)
-        model_dir = str(trainer.run_dir / "model")
+        model_dir = str(trainer.run_dir / MODEL_DIR)
         metric = self.task_spec.metrics[0]
         teacher = self._teacher_metrics()
         results |= {"model_path": model_dir, "method": "distill", "teacher_path": self.teacher_path,
