@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, DiskFullError, OutputPathError
+from .errors import ConfigError, DiskFullError, OutputPathError, RunDirError
 from .signals import signals_stop
 from .version import __version__
 
@@ -637,3 +637,18 @@ def folder_name(value, key: str, names: str, under: str) -> str:
         raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
                           f"'..'): it would put the files straight into {under}, or outside it.")
     return text
+
+
+RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
+
+
+def read_record(run_dir: str | Path, name: str) -> dict:
+    """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
+    a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
+    it (``parse_mapping``'s why), never taken for no record: a start would not check its settings against it,
+    a report would count the run as unfinished. ``load_run`` (the dashboard, compare_runs) reads leniently. (Here, below the model loaders that read a run's record.)"""
+    data, why = parse_mapping(Path(run_dir) / name)
+    if why:
+        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): what the run in {run_dir} recorded there "
+                          f"is lost. {RESTORE.format(dir=run_dir)}")
+    return data

@@ -45,6 +45,7 @@ from .files import (  # the record's names (files.py, below this module and the 
     LOCK,
     METRICS,
     MODEL_DIR,
+    RESTORE,
     RESULTS,
     RUN,
     SUMMARY,
@@ -53,11 +54,11 @@ from .files import (  # the record's names (files.py, below this module and the 
     flatten,
     listing,
     output_damage,
-    parse_mapping,
     pid_alive,
     process_place,
     read_json,
     read_mapping,
+    read_record,
     read_yaml,
     resolve_path,
     settings_changes,
@@ -378,7 +379,7 @@ class RunRecord:
                 return "new"
             if not recorded:  # a run.json without its settings: nothing to check a continuation against
                 raise RunDirError(f"{self.dir / CONFIG} is missing, but {self.dir} holds a run ({RUN}): its settings "
-                                  f"cannot be checked against these. {_RESTORE.format(dir=self.dir)}")
+                                  f"cannot be checked against these. {RESTORE.format(dir=self.dir)}")
             diff = identity_diff(recorded, config)
             shaped = {k: v for k, v in diff.items() if is_shape_key(k)}
             if shaped:  # its checkpoint's tensors have the recorded shapes: nothing can continue from them
@@ -468,21 +469,6 @@ class RunRecord:
 
     def release(self) -> None:
         self.lock.release()
-
-
-_RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
-
-
-def read_record(run_dir: str | Path, name: str) -> dict:
-    """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
-    a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
-    it (``files.parse_mapping``'s why), never taken for no record: a start would not check its settings against it,
-    a report would count the run as unfinished. ``load_run`` (the dashboard, compare_runs) reads leniently."""
-    data, why = parse_mapping(Path(run_dir) / name)
-    if why:
-        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): what the run in {run_dir} recorded there "
-                          f"is lost. {_RESTORE.format(dir=run_dir)}")
-    return data
 
 
 def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:

@@ -39,6 +39,7 @@ from ..files import (
     SUMMARY,
     checksum_problems,
     read_json,
+    read_record,
     sha256_file,
 )
 from .configuration import names_a_path, position_offset_of
@@ -219,10 +220,8 @@ def _check_hub_name(name: str, key: str, local: str) -> None:
 
 
 def _run_info(run: Path) -> dict:
-    """The run.json of `run` ({} where there is none), read as the run's record (``rundir.read_record``: a damaged
-    one is refused in one line naming it); imported here because rundir imports this module."""
-    from ..rundir import read_record
-
+    """The run.json of `run` ({} where there is none), read as the run's record (``files.read_record``: a damaged
+    one is refused in one line naming it)."""
     return read_record(run, RUN)
 
 
