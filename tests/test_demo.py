@@ -264,7 +264,7 @@ def _finished_demo_runs(tmp_path):
     pre, fin = tmp_path / "pretrain", tmp_path / "finetune"
     for run in (pre, fin):
         run.mkdir()
-    (pre / "summary.json").write_text(json.dumps({"initial_val_loss": 9.0, "final_val_ppl": 1403.1, "steps": 300,
+    (pre / "summary.json").write_text(json.dumps({"initial_val_loss": 9.0, "final_val_loss": 7.2465, "steps": 300,
                                                   "tokens": 614400, "tokens_per_s": 3400.2}))
     (fin / "results.json").write_text(json.dumps({"metrics": {"accuracy": 0.776}, "num_train_examples": 20000,
                                                   "num_eval_examples": 872}))
@@ -290,3 +290,24 @@ def test_a_missing_or_damaged_run_record_in_the_demo_summary_is_one_line_naming_
            "accuracy not a number": "has metrics.accuracy: 'n/a', not a number"}[damage]
     with pytest.raises(LinformerError, match=rf"^{re.escape(str(results))} {why}"):
         demo.summarize([], runs, {}, out)
+
+
+@pytest.mark.parametrize("before", [None, 7.0])
+def test_the_summary_says_not_measured_without_a_start_evaluation(tmp_path, capsys, before):
+    """trainer.eval_at_start=false leaves initial_val_loss null: the summary says so, as pretraining's own line does,
+    and a loss is turned into a perplexity by the package's one function (inf from 50, not an overflow)."""
+    pre, fin = tmp_path / "pre", tmp_path / "fin"
+    pre.mkdir(), fin.mkdir()
+    (pre / "summary.json").write_text(json.dumps({
+        "initial_val_loss": before, "final_val_loss": 60.0, "final_val_ppl": None, "steps": 3, "tokens": 1000,
+        "tokens_per_s": 10.5}))
+    (fin / "results.json").write_text(json.dumps({
+        "metrics": {"accuracy": 0.5}, "num_train_examples": 8, "num_eval_examples": 4}))
+    summary = demo.summarize([], [pre, fin], {"pretrain": 1.0}, tmp_path / "summary.json")
+    out = capsys.readouterr().out
+    if before is None:
+        assert summary["val_ppl_before_pretraining"] is None
+        assert "not measured before pretraining -> inf after 3 steps" in out
+    else:
+        assert summary["val_ppl_before_pretraining"] == pytest.approx(1096.6, abs=0.1)
+        assert "1,096.6 before pretraining -> inf after 3 steps" in out

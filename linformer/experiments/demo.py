@@ -36,6 +36,7 @@ from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
 from ..train.common import native_cpu_bf16
+from ..train.pretrain import perplexity, perplexity_text
 from . import Places, frontend
 
 REPO = repo_root()
@@ -196,13 +197,13 @@ def _check_outputs(jobs: list[Job], runs: list[Path]) -> None:
 def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: Path) -> dict:
     """The demo's summary (`path`: outputs/demo/summary.json) from the finished runs, written, printed and returned."""
     pretrain_dir, finetune_dir = runs
-    pre = recorded_numbers(pretrain_dir, SUMMARY, ("final_val_ppl", "steps", "tokens", "tokens_per_s"),
+    pre = recorded_numbers(pretrain_dir, SUMMARY, ("final_val_loss", "steps", "tokens", "tokens_per_s"),
                            optional=("initial_val_loss",))
     fin = recorded_numbers(finetune_dir, RESULTS, ("metrics.accuracy", "num_train_examples", "num_eval_examples"))
-    before = pre["initial_val_loss"]
+    before, after = pre["initial_val_loss"], pre["final_val_loss"]
     summary = {
-        "val_ppl_before_pretraining": math.exp(before) if before is not None else None,
-        "val_ppl_after_pretraining": pre["final_val_ppl"],
+        "val_ppl_before_pretraining": perplexity(before) if before is not None else None,
+        "val_ppl_after_pretraining": perplexity(after),
         "pretrain_steps": pre["steps"],
         "pretrain_tokens": pre["tokens"],
         "pretrain_tokens_per_s": round(pre["tokens_per_s"]),
@@ -214,10 +215,8 @@ def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: 
     }
     write_json(path, summary)
     print(f"\n==> demo summary ({path})")
-    start = summary["val_ppl_before_pretraining"]  # None where trainer.eval_at_start=false was given
-    start = f"{start:,.1f}" if start is not None else "not measured (trainer.eval_at_start=false)"
-    print(f"  validation perplexity: {start} before pretraining -> "
-          f"{summary['val_ppl_after_pretraining']:,.1f} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
+    print(f"  validation perplexity: {perplexity_text(before)} before pretraining -> "
+          f"{perplexity_text(after)} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
     print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
           f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})")
     print("  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))

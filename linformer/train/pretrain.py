@@ -232,14 +232,19 @@ def prediction_slots(positions: int, mlm_probability: float) -> int:
 
 
 def perplexity(loss: float) -> float:
+    """exp(loss), inf from a loss of 50 on (exp overflows a float past ~709; no perplexity that large is readable)."""
     return math.exp(loss) if loss < 50 else float("inf")
 
 
-def _ppl_change(initial: float | None, final: float | None) -> str:
-    def fmt(loss: float | None) -> str:
-        return f"{perplexity(loss):,.1f}" if loss is not None else "not measured"
+def perplexity_text(loss: float | None) -> str:
+    """The perplexity of a validation loss as printed, "not measured" where no evaluation gave one."""
+    return f"{perplexity(loss):,.1f}" if loss is not None else "not measured"
 
-    return fmt(final) if initial is None else f"{fmt(initial)} -> {fmt(final)}"
+
+def _ppl_change(initial: float | None, final: float | None) -> str:
+    if initial is None:
+        return perplexity_text(final)
+    return f"{perplexity_text(initial)} -> {perplexity_text(final)}"
 
 
 def pretrain(spec: PretrainSpec | Mapping, run_dir: str | Path) -> dict:
