@@ -54,7 +54,7 @@ from .io import (
     resolve_sources,
     verify_sources,
 )
-from .tokenizer import load_tokenizer, tokenizer_hash
+from .tokenizer import encoding_of, load_tokenizer, part_differences, tokenizer_hash
 from .unigram import unigram_perplexity
 from .workers import children_die_with_parent
 
@@ -527,7 +527,7 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "block_layout": "<s> body(n-2) </s>; paragraphs joined by newline, documents by </s>",
         "tokenizer_hash": tok_hash,
-        "vocabulary_sha256": vocabulary_sha256(tok),
+        "encoding": encoding_of(tok),
         "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
         "sources": [
             {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
@@ -667,16 +667,18 @@ def _pack(tokd, lens: np.ndarray, doc_keys: list, work: Path, n: int, val_fracti
 
 
 def vocabulary_sha256(tok) -> str:
-    """What ids a tokenizer gives: its vocabulary and special ids, whatever files hold them."""
+    """The vocabulary and special ids of a tokenizer: what a corpus's manifest recorded of its tokenizer before it
+    recorded ``encoding_of`` (such a corpus is checked by it alone)."""
     payload = json.dumps([sorted(tok.get_vocab().items()), tok.all_special_ids])
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
-    """CorpusError unless the corpus was tokenized with ``tokenizer_dir``'s vocabulary: the same files, or another
-    copy of the same vocabulary and special tokens (a converted model re-saves its source's tokenizer). Compared
-    with the vocabulary the manifest recorded, not with the files at the recorded path, which may have been
-    trained again since."""
+def check_corpus_tokenizer(out_dir: str, tokenizer_dir: str) -> None:
+    """CorpusError unless ``tokenizer_dir``'s tokenizer gives a text the ids the corpus was tokenized with: the same
+    files, or another tokenizer whose ``encoding_of`` is the one the manifest recorded (a converted model re-saves
+    its source's tokenizer); the error names what differs. Compared with what the manifest recorded, not with the
+    files at the recorded path, which may have been trained again since. A corpus whose manifest recorded only the
+    vocabulary (vocabulary_sha256) is checked by the vocabulary alone."""
     manifest = read_manifest(out_dir)
     if manifest is None:
         raise CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST})")
@@ -684,6 +686,13 @@ def check_corpus_vocabulary(out_dir: str, tokenizer_dir: str) -> None:
         return
     used = manifest.get("settings", {}).get("tokenizer_dir")
     ours = load_tokenizer(tokenizer_dir)
+    again = f"(it was prepared with {used}): prepare the corpus again with tokenizer_dir={tokenizer_dir}"
+    if manifest.get("encoding") is not None:
+        differences = part_differences(manifest["encoding"], encoding_of(ours))
+        if differences:
+            raise CorpusError(f"tokenizer/corpus mismatch: {tokenizer_dir} encodes text otherwise than the tokenizer "
+                              f"corpus {out_dir} was tokenized with ({'; '.join(differences)}) {again}")
+        return
     if vocabulary_sha256(ours) != _recorded_vocabulary(manifest, out_dir, tokenizer_dir):
         raise CorpusError(
             f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with a vocabulary that differs from "
@@ -710,7 +719,7 @@ def _recorded_vocabulary(manifest: Mapping, out_dir: str, tokenizer_dir: str) ->
 def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
     """The prepared corpus as a DatasetDict with splits train and validation (column input_ids, n ids per row).
 
-    With `tokenizer_dir`, its vocabulary must be the one the corpus was tokenized with (check_corpus_vocabulary).
+    With `tokenizer_dir`, its tokenizer must give the ids the corpus was tokenized with (check_corpus_tokenizer).
     """
     import datasets
 
@@ -722,7 +731,7 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
         )
     check_corpus_files(out_dir, manifest)
     if tokenizer_dir is not None:
-        check_corpus_vocabulary(out_dir, tokenizer_dir)
+        check_corpus_tokenizer(out_dir, tokenizer_dir)
     try:
         return datasets.load_from_disk(str(out_dir))
     except (ValueError, OSError, KeyError) as err:  # a file its checksums do not cover (a manifest of before they did)

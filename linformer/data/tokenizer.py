@@ -456,19 +456,50 @@ ENCODING_PARTS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_
 
 def encoding_differences(a, b) -> list[str]:
     """How tokenizer `b` would give a text other ids than `a`, in words (`b`'s setting against `a`'s), one item per
-    part (ENCODING_PARTS) that differs: [] when they encode every text alike. A slow (Python) tokenizer has no serialisation: its vocabulary
-    alone is compared."""
-    if not (getattr(a, "is_fast", False) and getattr(b, "is_fast", False)):
+    part (ENCODING_PARTS) that differs: [] when they encode every text alike. A slow (Python) tokenizer has no
+    serialisation: its vocabulary alone is compared."""
+    if not (_is_fast(a) and _is_fast(b)):
         return [] if a.get_vocab() == b.get_vocab() else [_vocabulary_difference(a.get_vocab(), b.get_vocab())]
-    ja, jb = json.loads(a.backend_tokenizer.to_str()), json.loads(b.backend_tokenizer.to_str())
-    return [_part_difference(part, ja.get(part), jb.get(part)) for part in ENCODING_PARTS
-            if ja.get(part) != jb.get(part)]
+    return part_differences(json.loads(a.backend_tokenizer.to_str()), json.loads(b.backend_tokenizer.to_str()))
+
+
+def encoding_of(tokenizer) -> dict:
+    """What decides the ids `tokenizer` gives a text, small enough to record (a corpus's manifest): its
+    ENCODING_PARTS, the model's vocabulary and merges each as its size and sha256; for a slow tokenizer, which has no
+    serialisation, its vocabulary alone. Two tokenizers encode alike when ``part_differences`` of theirs is []."""
+    if not _is_fast(tokenizer):
+        return {"vocabulary": _digest(sorted(tokenizer.get_vocab().items()))}
+    data = json.loads(tokenizer.backend_tokenizer.to_str())
+    parts = {part: data.get(part) for part in ENCODING_PARTS}
+    if isinstance(parts["model"], dict):
+        parts["model"] = {k: _digest(v) if k in ("vocab", "merges") else v for k, v in parts["model"].items()}
+    return parts
+
+
+def part_differences(a: dict, b: dict) -> list[str]:
+    """The parts (ENCODING_PARTS, or ``encoding_of``'s record) in which `b` differs from `a`, in words."""
+    return [_part_difference(part, a.get(part), b.get(part)) for part in dict.fromkeys([*a, *b])
+            if a.get(part) != b.get(part)]
+
+
+def _is_fast(tokenizer) -> bool:
+    return getattr(tokenizer, "is_fast", False)
+
+
+def _digest(value) -> str:
+    """A large part of a tokenizer (its vocabulary, merges) as recorded: its size and sha256 (first 16 hex)."""
+    canon = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return f"{len(value)} entries, sha256 {hashlib.sha256(canon).hexdigest()[:16]}"
 
 
 def _part_difference(part: str, a, b) -> str:
     """One part's difference in words: the vocabulary's count, or the settings that differ (`b`'s value first)."""
     if part == "model" and isinstance(a, dict) and isinstance(b, dict) and a.get("vocab") != b.get("vocab"):
+        if isinstance(a.get("vocab"), str) or isinstance(b.get("vocab"), str):  # a recorded digest
+            return f"the vocabulary: {b.get('vocab')} against {a.get('vocab')}"
         return _vocabulary_difference(_vocab(a), _vocab(b))
+    if part == "vocabulary":
+        return f"the vocabulary: {b} against {a}"
     if isinstance(a, dict) and isinstance(b, dict):
         keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
         return f"{part} " + ", ".join(f"{k} {_short(b.get(k))} against {_short(a.get(k))}" for k in keys)

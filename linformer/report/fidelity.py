@@ -17,7 +17,7 @@ from transformers import AutoConfig
 
 from ..data import load_prepared
 from ..data.collator import cut_blocks as cut
-from ..data.corpus import check_corpus_vocabulary
+from ..data.corpus import check_corpus_tokenizer
 from ..data.io import load_auto
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, save_figure, table_lines, write_json
@@ -80,7 +80,7 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
                             f"corpus with data.n={n}")
         if max(lengths) > n:
             raise ConfigError(f"--lengths {max(lengths)} is longer than {path} allows (n={n}): give lengths up to {n}")
-        check_corpus_vocabulary(corpus_dir, path)
+        check_corpus_tokenizer(corpus_dir, path)
         if source is not None:
             check_same_shape(model.config, source_config, path, source_name or source)
             if n not in references:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from linformer.data import corpus as corpus_mod
-from linformer.data.corpus import load_prepared, prepare_corpus
+from linformer.data.corpus import load_prepared, prepare_corpus, vocabulary_sha256
 from linformer.data.io import repo_root
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
 from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError, OutputPathError
@@ -216,9 +216,39 @@ def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
     out, _ = prepared
     other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=280, min_frequency=1,
                             show_progress=False)
-    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: corpus {out} was tokenized with a "
-                                          f"vocabulary that differs from {other}'s now"):
+    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: {other} encodes text otherwise than the "
+                                          f"tokenizer corpus {out} was tokenized with \\(the vocabulary: 280 entries"):
         load_prepared(str(out), other)
+
+
+def test_a_tokenizer_that_normalises_otherwise_is_refused_naming_the_difference(prepared, tmp_path):
+    """The same vocabulary and special ids, another normalizer: other ids for the same text, so not the corpus's
+    tokenizer (the vocabulary alone was compared, and pretraining read ids its tokenizer would not give)."""
+    from transformers import AutoTokenizer
+
+    out, m = prepared
+    tok = AutoTokenizer.from_pretrained(m["settings"]["tokenizer_dir"])
+    tok.save_pretrained(tmp_path / "other")
+    data = json.loads((tmp_path / "other" / "tokenizer.json").read_text())
+    data["normalizer"] = {"type": "Lowercase"}
+    (tmp_path / "other" / "tokenizer.json").write_text(json.dumps(data))
+    config = json.loads((tmp_path / "other" / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # read from tokenizer.json (Roberta's class rebuilds it)
+    (tmp_path / "other" / "tokenizer_config.json").write_text(json.dumps(config))
+    lowercase = AutoTokenizer.from_pretrained(tmp_path / "other")
+    assert lowercase.get_vocab() == tok.get_vocab() and vocabulary_sha256(lowercase) == vocabulary_sha256(tok)
+    assert lowercase("Hello")["input_ids"] != tok("Hello")["input_ids"]
+    with pytest.raises(CorpusError, match=r"encodes text otherwise .*\(normalizer .*Lowercase.*\) "
+                                          r"\(it was prepared with .*\): prepare the corpus again"):
+        load_prepared(str(out), str(tmp_path / "other"))
+    # a corpus whose manifest recorded only the vocabulary is checked by it alone, as when it was prepared
+    manifest = json.loads((out / "manifest.json").read_text())
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    del manifest["encoding"]
+    manifest["vocabulary_sha256"] = vocabulary_sha256(tok)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert load_prepared(str(old), str(tmp_path / "other"))["train"].num_rows > 0
 
 
 def test_a_tokenizer_trained_again_in_place_no_longer_reads_its_corpus(tmp_path, corpus_file, tok_dir):
@@ -234,7 +264,7 @@ def test_a_tokenizer_trained_again_in_place_no_longer_reads_its_corpus(tmp_path,
                     show_progress=False)
     shutil.rmtree(tok)
     shutil.copytree(tmp_path / "again", tok)
-    with pytest.raises(CorpusError, match=f"was tokenized with a vocabulary that differs from {tok}'s now"):
+    with pytest.raises(CorpusError, match=f"{tok} encodes text otherwise .* \\(the vocabulary: 280 entries"):
         load_prepared(str(tmp_path / "p"), str(tok))
 
 
@@ -615,7 +645,7 @@ def test_special_token_text_in_the_sources_is_text(tmp_path, corpus_file):
 
 def test_a_tokenizer_folder_without_tokenizer_json_packs_a_corpus(tmp_path, corpus_file):
     """A BERT folder of vocab.txt (no tokenizer.json) is hashed by the fast tokenizer transformers loads from it."""
-    from linformer.data.corpus import check_corpus_vocabulary
+    from linformer.data.corpus import check_corpus_tokenizer
     from linformer.data.tokenizer import load_tokenizer
 
     words = sorted({w.lower().strip(".") for w in corpus_file.read_text().split()})
@@ -627,7 +657,7 @@ def test_a_tokenizer_folder_without_tokenizer_json_packs_a_corpus(tmp_path, corp
     assert tokenizer_hash(str(folder)) == tokenizer_hash(str(folder))
     m = prepare_corpus([str(corpus_file)], str(folder), str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
     assert m["tokenizer_hash"] == tokenizer_hash(str(folder)) and m["splits"]["train"]["blocks"] > 0
-    check_corpus_vocabulary(str(tmp_path / "p"), str(folder))
+    check_corpus_tokenizer(str(tmp_path / "p"), str(folder))
     with pytest.raises(FileNotFoundError, match="nothing-here/tokenizer.json not found.*train_tokenizer"):
         tokenizer_hash(str(tmp_path / "nothing-here"))
 
