@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import shlex
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from typing import NoReturn
 
 from .errors import ConfigError, LinformerError, OutputPathError, PeerFailed, Preempted, did_you_mean
 from .files import BEST_DIR, MODEL_DIR, atomic_write, flatten, resolve_path
-from .signals import sigterm_ignored_at_teardown
+from .signals import interrupt_status, sigterm_ignored_at_teardown
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -255,7 +254,7 @@ def exit_status(err: BaseException) -> int:
     if isinstance(err, Preempted):
         return err.exit_code
     if isinstance(err, KeyboardInterrupt):
-        return 128 + signal.SIGINT
+        return interrupt_status(err)
     if isinstance(err, SystemExit):
         return err.code if isinstance(err.code, int) else int(err.code is not None)
     return EXIT_USER_ERROR if _user_message(err) is not None else 1

@@ -15,6 +15,7 @@ from .modeling.errors import (
     TaskDataError,
     TrainingDiverged,
     did_you_mean,
+    stopped_status,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "TaskDataError",
     "TrainingDiverged",
     "did_you_mean",
+    "stopped_status",
 ]

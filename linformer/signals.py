@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
-from .errors import Preempted
+from .errors import Preempted, stopped_status
 
 
 def signal_words(signum: int) -> str:
@@ -98,7 +98,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
         if received:
             print(f"stopped: {name} again while stopping: exiting now; the next run removes what this one left.",
                   file=sys.stderr, flush=True)
-            os._exit(128 + signum)
+            os._exit(stopped_status(signum))
         received.append(signum)
         raise Preempted(message.replace("{signal}", name), signum)
 
@@ -150,11 +150,25 @@ def _ignore_sigterm() -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
+class Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt raised by another signal than SIGINT (``sigterm_interrupts``), which it keeps."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_words(signum))
+        self.signum = signum
+
+
+def interrupt_status(err: KeyboardInterrupt) -> int:
+    """The exit status of a command `err` stopped: 128 + its signal (SIGINT for a plain Ctrl-C)."""
+    return stopped_status(getattr(err, "signum", signal.SIGINT))
+
+
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """Within the block, SIGTERM raises KeyboardInterrupt, as Ctrl-C does."""
+    """Within the block, SIGTERM (and SIGHUP, ``handling``) raises KeyboardInterrupt, as Ctrl-C does: an Interrupted
+    that keeps the signal, for the exit status (``interrupt_status``)."""
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Interrupted(signum)
 
     with handling((signal.SIGTERM,), interrupt):
         yield

@@ -331,7 +331,7 @@ def test_stop_after_must_be_a_positive_finite_number_of_minutes(tmp_path, capsys
 
 def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_the_batch(tmp_path):
     """SIGTERM to gpu reaches the running command (which saves what it finished), the target's record is
-    written as interrupted, and no further target starts: exit 130."""
+    written as interrupted, and no further target starts: exit 143 (128 + SIGTERM, as the stopped command's)."""
     import os
     import signal
     import subprocess
@@ -355,10 +355,10 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     printed, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "no further target runs" in err
-    assert "stopped by a signal, exit 130" in printed and "--stop-after" not in printed  # none was given
+    assert proc.returncode == 143 and "no further target runs" in err
+    assert "stopped by a signal, exit 143" in printed and "--stop-after" not in printed  # none was given
     (record,) = json.loads((tmp_path / "out" / "gpu_targets.json").read_text())
-    assert (record["target"], record["rc"], record["interrupted"]) == ("table2", 130, True)
+    assert (record["target"], record["rc"], record["interrupted"]) == ("table2", 143, True)
     assert "saved what was finished" in (tmp_path / "out" / "table2.log").read_text()
     try:
         os.kill(int((tmp_path / "pid").read_text()), 0)

@@ -90,6 +90,27 @@ def test_stopping_the_runner_stops_its_jobs(tmp_path):
         os.kill(int((tmp_path / "pid").read_text()), 0)
 
 
+def test_a_stopped_plan_exits_128_plus_the_signal_that_stopped_it(tmp_path, monkeypatch, capsys):
+    """A plan stopped by SIGTERM (a scheduler) exits 143, by Ctrl-C 130, as a command the signal stopped does; one
+    stopped at its deadline, as by the SIGTERM its jobs got. Every stop was 130, so SIGTERM read as Ctrl-C."""
+    import threading
+
+    from linformer.experiments import frontend
+    from linformer.jobs import JobsStopped
+    from linformer.signals import Interrupted
+
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        rc, times = frontend.run([Job("sleep", [sys.executable, "-c", "import time; time.sleep(30)"], None)], 1, tmp_path)
+    finally:
+        timer.cancel()
+    assert (rc, times) == (128 + signal.SIGTERM, {}) and "stopped" in capsys.readouterr().err
+    for stop, status in ((KeyboardInterrupt(), 130), (Interrupted(signal.SIGHUP), 129), (JobsStopped({}), 143)):
+        monkeypatch.setattr(frontend, "run_jobs", lambda *a, stop=stop, **k: (_ for _ in ()).throw(stop))
+        assert frontend.run([], 1, tmp_path) == (status, {})
+
+
 def test_a_kept_jobs_copies_its_records_and_a_finished_uncopied_run_is_kept_not_run_again(tmp_path):
     import shutil
 

@@ -159,7 +159,7 @@ RUNS = ("pretrain", "finetune_sst2")  # the jobs whose run directories the demo 
 
 def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> int:
     """Run the demo (`extra`: Hydra overrides for its pretraining) and print its summary; the exit status (0, 1 after a
-    failed job, 130 when stopped: ``frontend.run``). `under`: write data/ and outputs/ under that folder instead of
+    failed job, 128 + the signal when stopped: ``frontend.run``). `under`: write data/ and outputs/ under that folder instead of
     the checkout (a rehearsal that leaves the checkout alone). `dry_run`: print the plan only."""
     where = Places.of(under)
     jobs = plan(extra, where)

@@ -1,10 +1,11 @@
 """The one front end of the plans (scripts/reproduce_mini.py, reproduce_pretrained.py, reproduce_scratch.py and
 scripts/demo.py): print the plan with what is done and the minutes left (`show`, all a dry run does), run the jobs
-left (`run`: the exit status 0, 1 after a failed job's error line, 130 when stopped), then, for a reproduction,
+left (`run`: the exit status 0, 1 after a failed job's error line, 128 + the signal when stopped), then, for a reproduction,
 write the report in a process of its own (`reproduce`)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -15,10 +16,11 @@ from ..argtypes import folder, positive_minutes
 from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
-from ..errors import ConfigError, LinformerError
+from ..errors import ConfigError, LinformerError, stopped_status
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
+from ..signals import interrupt_status
 
 REPO = repo_root()
 
@@ -29,7 +31,7 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
               stop_after: float | None = None) -> int:
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
-    130 when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
+    128 + the signal when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
     `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in."""
     report_line = f"[report] {shell_command('python', 'scripts/table2.py', *report)}"
     if report_only:  # the report alone: no job runs, so the plan is not shown
@@ -170,13 +172,17 @@ def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
 def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None
         ) -> tuple[int, dict[str, float]]:
     """Run a plan's jobs: (0, wall seconds per job run), or (1, {}) after a failed job's error line, or
-    (130, {}) when stopped, by a signal or at `deadline` (time.monotonic()) (its finished jobs kept; `stopped` says
-    what running it again does)."""
+    (128 + the signal, {}) when stopped, by a signal (Ctrl-C 130, SIGTERM 143) or at `deadline` (time.monotonic(),
+    as by the SIGTERM its jobs were stopped with) (its finished jobs kept; `stopped` says what running it again
+    does)."""
     try:
         return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir, deadline=deadline)
-    except (KeyboardInterrupt, JobsStopped):
+    except KeyboardInterrupt as err:
         print(stopped, file=sys.stderr)
-        return 130, {}
+        return interrupt_status(err), {}
+    except JobsStopped:
+        print(stopped, file=sys.stderr)
+        return stopped_status(signal.SIGTERM), {}
     except JobFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1, {}

@@ -89,6 +89,7 @@ from ..files import (
     write_json,
 )
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
+from ..signals import interrupt_status
 from . import carry
 
 REPO = repo_root()
@@ -267,8 +268,8 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
                 rc = next(code for code in failed.exit_codes.values() if code != 0)
             except JobsStopped as ended:
                 rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
-            except KeyboardInterrupt:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_jobs)
-                rc, stopped, interrupted = 130, True, True
+            except KeyboardInterrupt as err:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_jobs)
+                rc, stopped, interrupted = interrupt_status(err), True, True
             except LinformerError as err:  # refused before it started (the output rule): a failed target, not a crash
                 print(f"error: {err}", file=log, flush=True)
                 print(f"error: {err}", flush=True)
@@ -452,7 +453,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
         if record.get("interrupted"):
             print(f"stopped by a signal during {name}: its record is in {record_path} ({out / ARCHIVE}); no further "
                   "target runs", file=sys.stderr)
-            return 130
+            return record["rc"]
     batch = records[-len(args.targets):]
     stopped = [r["target"] for r in batch if r.get("stopped")]
     failed = [r["target"] for r in batch if r["rc"] != 0 and not r.get("stopped")]

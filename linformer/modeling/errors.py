@@ -78,6 +78,12 @@ class PeerFailed(LinformerError):
     this one stops too. That process prints the cause; this one's line shows only where it cannot (linformer.cli)."""
 
 
+def stopped_status(signum: int) -> int:
+    """The exit status of a command a signal stopped: 128 + the signal number, as the shell reports a process the
+    signal killed (SIGINT 130, SIGTERM 143, SIGHUP 129), so a scheduler tells its own stop from the user's."""
+    return 128 + int(signum)
+
+
 class Preempted(Exception):
     """SIGTERM or SIGINT stopped a run after it wrote a checkpoint; the message says how to resume.
 
@@ -86,7 +92,7 @@ class Preempted(Exception):
 
     def __init__(self, message: str, signum: int):
         super().__init__(message)
-        self.exit_code = 128 + int(signum)
+        self.exit_code = stopped_status(signum)
 
     @property
     def signal_name(self) -> str:
