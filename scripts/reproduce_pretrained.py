@@ -16,9 +16,9 @@ from linformer.modeling.loading import resolve_model_path
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
-    frontend.plan_arguments(ap, exp.PROFILES, "cpu", "cpu: subsets sized for 2 CPU cores, in sittings; cpu12k: IMDB "
-                            "on 12,000 reviews, the target rows only, over several sittings; gpu: the full-size table "
-                            "(default cpu)")
+    frontend.plan_arguments(ap, exp.PROFILES, exp.DEFAULT_PROFILE, "cpu: subsets sized for 2 CPU cores, in sittings; "
+                            "cpu12k: IMDB on 12,000 reviews, the target rows only, over several sittings; gpu: the "
+                            "full-size table (default %(default)s)")
     frontend.row_arguments(ap, "as the runs name them: full, k128-layerwise-local-tr, ...")
     args = ap.parse_args(argv)
     with cli_errors():

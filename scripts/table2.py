@@ -5,7 +5,7 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
-from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUTS, misplaced_option, write_report
+from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
                          "scratch: the framework's own pretraining against full attention and no pretraining, with "
                          "Figure 3a (make reproduce-scratch)")
     ap.add_argument("--profile", default=None, help="pretrained and scratch layouts: the reproduction's profile (its "
-                                                     "recipe and its runs not done yet go into the table; default cpu "
-                                                     "and toy)")
+                                                     "recipe and its runs not done yet go into the table; default: "
+                                                     + " and ".join(p.DEFAULT_PROFILE for p in LAYOUT_PLANS.values())
+                                                     + ")")
     timing = ap.add_mutually_exclusive_group()
     timing.add_argument("--measure", action="store_true",
                         help="pretrained layout: time the cost columns here even where the report being replaced has "

@@ -99,6 +99,7 @@ class Profile:
     policy_transfer_minutes: dict = field(default_factory=dict)  # policy -> its transfer's minutes, where measured
 
 
+DEFAULT_PROFILE = "cpu"  # what make reproduce-pretrained and its report run without --profile
 PROFILES = {
     # Minutes per job as the profile runs them (2 jobs of 1 thread on 2 cores, fp32, batches grouped by length),
     # estimated: the SST-2 teacher runs its 2,105 updates at about 3 per second with 2 threads on an idle machine;

@@ -91,6 +91,7 @@ _FINETUNE = ("trainer.group_by_length=true", "trainer.warmup_ratio=0.06")
 PAIR_RECIPE = ("trainer.epochs=2", "trainer.max_length=256", "trainer.batch_size=32", "trainer.lr=1e-4",
                "trainer.mixed_precision=bf16", *_FINETUNE)
 
+DEFAULT_PROFILE = "toy"  # what make reproduce-scratch and its report run without --profile
 PROFILES = {
     "toy": Profile(
         name="toy", n=64,

@@ -303,9 +303,24 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
 
 
 LAYOUTS = ("paper", "pretrained", "scratch")
-PROFILES = {"pretrained": "cpu", "scratch": "toy"}  # the layouts that read a reproduction's profile, and its default
+# the reproduction each layout but paper reports: its plan's PROFILES and the DEFAULT_PROFILE its command runs
+LAYOUT_PLANS = {"pretrained": exp, "scratch": table2_scratch.exp}
+
+
+def layout_profile(layout: str, name: str | None):
+    """The profile of the reproduction `layout` reports: `name`, or its plan's default where None (None for the paper
+    layout, which has no profiles); ConfigError naming --profile for a profile the plan does not have."""
+    plan = LAYOUT_PLANS.get(layout)
+    if plan is None:
+        return None
+    name = plan.DEFAULT_PROFILE if name is None else name
+    if name not in plan.PROFILES:
+        raise ConfigError(f"--profile {name!r} is not one of the {layout} layout's: {', '.join(plan.PROFILES)}")
+    return plan.PROFILES[name]
+
+
 # the options of scripts/table2.py that only some layouts read
-LAYOUT_OPTIONS = {"--profile": tuple(PROFILES), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
+LAYOUT_OPTIONS = {"--profile": tuple(LAYOUT_PLANS), "--measure": ("pretrained",), "--no-measure": ("pretrained",),
                   "--no-by-length": ("pretrained",), "--subsets": ("paper",)}
 
 
@@ -319,7 +334,8 @@ def misplaced_option(layout: str, given: list[str]) -> str | None:
     return None
 
 
-def write_report(runs: list[str], out: str, layout: str = "paper", profile: str | None = None, hardware: str | None = None,
+def write_report(runs: list[str], out: str, layout: str = "paper", profile: str | None = None,
+                 hardware: str | None = None,
                  command: str | None = None, measure: bool | None = None, by_length: bool = True,
                  overwrite: bool = False, subsets: bool = False) -> dict:
     """``scripts/table2.py``: <out>.md and <out>.json (the pretrained layout also <out>_by_length.png) from the runs,
@@ -331,19 +347,19 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
     reproduce-pretrained `profile` (its recipe, and its jobs not run yet); ``scratch``: the framework's own
     pretraining against full attention and no pretraining, with Figure 3a (reproduce-scratch `profile`; also <out>.png).
-    `profile` None: the layout's default (PROFILES)."""
+    `profile` None: the reproduction's default (``layout_profile``)."""
     if layout not in LAYOUTS:
         raise ConfigError(f"--layout {layout!r} is not one of {', '.join(LAYOUTS)}")
-    profile = profile or PROFILES.get(layout)
+    plan_profile = layout_profile(layout, profile)
     outputs = [f"{out}.md", f"{out}.json",
                *{"pretrained": [f"{out}_by_length.png"], "scratch": [f"{out}.png"]}.get(layout, [])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
-    settings = {"layout": layout, "runs": list(runs), **({"profile": profile} if layout != "paper" else {})}
+    settings = {"layout": layout, "runs": list(runs), **({"profile": plan_profile.name} if plan_profile else {})}
     with output_files(outputs, made_by("table2", settings), overwrite):
         if layout == "pretrained":
-            data = _write_pretrained(runs, out, profile, hardware, command, measure, by_length)
+            data = _write_pretrained(runs, out, plan_profile, hardware, command, measure, by_length)
         elif layout == "scratch":
-            data = table2_scratch.write_table(runs, out, profile, hardware or detect_hardware(),
+            data = table2_scratch.write_table(runs, out, plan_profile, hardware or detect_hardware(),
                                               command or shell_command("python", *sys.argv))
         else:
             data = write_table2(runs, out, hardware, command, subsets)
@@ -352,12 +368,9 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     return data
 
 
-def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: str | None, command: str | None,
+def _write_pretrained(runs: list[str], out: str, profile: exp.Profile, hardware: str | None, command: str | None,
                       measure: bool | None, by_length: bool) -> dict:
 
-    if profile_name not in exp.PROFILES:
-        raise ConfigError(f"--profile {profile_name!r} is not one of {', '.join(exp.PROFILES)}")
-    profile = exp.PROFILES[profile_name]
     load = load_average()
     meta = {"source": f"{exp.SOURCE} (all-MiniLM-L6-v2, BertModel 6 x 384, Apache-2.0)",
             "hardware": hardware or detect_hardware(), "command": command or shell_command("python", *sys.argv),
@@ -366,4 +379,4 @@ def _write_pretrained(runs: list[str], out: str, profile_name: str, hardware: st
                      "read") + f" on {os.cpu_count()} cores",
             "missing": exp.missing_runs(profile)}
     return table2_pretrained.write_table(runs, out, meta, measure=measure, lengths=by_length,
-                                         declared=table2_pretrained.declared_rows(profile), profile=profile_name)
+                                         declared=table2_pretrained.declared_rows(profile), profile=profile.name)

@@ -235,11 +235,8 @@ def plot(data: dict, out_png: Path) -> None:
     save_figure(fig, out_png, dpi=110)
 
 
-def write_table(patterns: list[str], out: str, profile_name: str, hardware: str, command: str) -> dict:
-    """<out>.md, <out>.json and <out>.png from a profile's kept records."""
-    if profile_name not in exp.PROFILES:
-        raise DataError(f"--profile {profile_name!r} is not a reproduce-scratch profile ({', '.join(exp.PROFILES)})")
-    p = exp.PROFILES[profile_name]
+def write_table(patterns: list[str], out: str, p: exp.Profile, hardware: str, command: str) -> dict:
+    """<out>.md, <out>.json and <out>.png from profile `p`'s kept records."""
     runs = read_runs(patterns, PAPER_ORDER)
     pretraining = pretraining_records(patterns)
     if not runs and not pretraining:

@@ -344,9 +344,9 @@ def test_the_scratch_table_of_one_profile_refuses_runs_of_another_or_of_none(tmp
     (tmp_path / "records" / "my-run").rename(tmp_path / "mine")
     with pytest.raises(DataError, match=r"^1 of the runs are not the 'gpu' profile's \(ts-toy-full: the 'toy' "
                                         r"profile's\): .*; pass --profile toy\.$"):
-        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), "gpu", "hw", "cmd")
+        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), exp.PROFILES["gpu"], "hw", "cmd")
     (tmp_path / "mine").rename(tmp_path / "records" / "my-run")
     with pytest.raises(DataError, match=r"^1 of the runs are not the 'toy' profile's \(my-run\): .*give only the "
                                         r"'toy' profile's runs"):
-        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), "toy", "hw", "cmd")
+        table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), exp.PROFILES["toy"], "hw", "cmd")
     assert not list(tmp_path.glob("t.*"))

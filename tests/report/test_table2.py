@@ -324,4 +324,22 @@ def test_the_scratch_layout_defaults_to_its_own_profile(tmp_path, monkeypatch):
     monkeypatch.setattr(table2.table2_scratch, "write_table", lambda runs, out, profile, *a: seen.append(profile) or
                         (Path(f"{out}.md").write_text(""), {"rows": []})[1])
     table2.write_report([str(tmp_path / "none")], str(tmp_path / "t"), "scratch", hardware="h", command="c")
-    assert seen == ["toy"]
+    assert [profile.name for profile in seen] == ["toy"]
+
+
+def test_each_layout_reports_its_reproductions_default_profile_and_one_check_refuses_another(tmp_path):
+    """write_report's default profile was "cpu" for every layout: the scratch layout refused it from Python (it has
+    toy and gpu), and the defaults lived in scripts/table2.py alone; a bad profile was refused by two checks."""
+    from linformer.errors import ConfigError, DataError
+    from linformer.experiments import pretrained, scratch
+    from linformer.report.table2 import layout_profile, write_report
+
+    assert layout_profile("scratch", None) is scratch.PROFILES[scratch.DEFAULT_PROFILE]
+    assert layout_profile("pretrained", None) is pretrained.PROFILES[pretrained.DEFAULT_PROFILE]
+    assert layout_profile("paper", None) is None
+    with pytest.raises(DataError, match=r"none/\* matches no file or folder"):  # read as the toy profile's table
+        write_report([str(tmp_path / "none" / "*")], str(tmp_path / "t"), layout="scratch")
+    for layout, profiles in (("scratch", "toy, gpu"), ("pretrained", ", ".join(pretrained.PROFILES))):
+        with pytest.raises(ConfigError, match=f"^--profile 'bogus' is not one of the {layout} layout's: {profiles}$"):
+            write_report([str(tmp_path / "none" / "*")], str(tmp_path / "t"), layout=layout, profile="bogus")
+    assert not list(tmp_path.glob("t*"))
