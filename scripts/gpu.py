@@ -2,12 +2,9 @@
 
 import sys
 
-try:
-    from linformer.gpu.targets import main
-except ModuleNotFoundError as err:  # a node without the carried wheels: one line, not an import traceback
-    print(f"error: {err.name} is missing here: install the wheels first (docs/gpu/README.md, steps 1 and 3)",
-          file=sys.stderr)
-    sys.exit(2)
+from wheelhouse import package_main
+
+main = package_main("linformer.gpu.targets")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,12 +3,9 @@
 
 import sys
 
-try:
-    from linformer.gpu.carry import main
-except ModuleNotFoundError as err:  # a node without the carried wheels: one line, not an import traceback
-    print(f"error: {err.name} is missing here: install the wheels first (docs/gpu/README.md, steps 1 and 3)",
-          file=sys.stderr)
-    sys.exit(2)
+from wheelhouse import package_main
+
+main = package_main("linformer.gpu.carry")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -387,6 +387,20 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
             "torch": torch_version, "with_torch": with_torch, "left_out": len(left_out)}
 
 
+def package_main(module: str):
+    """`module`'s main, for a GPU node's script (scripts/gpu.py, gpu_carry.py): where the package's dependencies are
+    not installed yet (the wheels this script makes), one `error:` line naming the missing one and exit 2, not an
+    import traceback. Here, as this module imports nothing of the project."""
+    import importlib
+
+    try:
+        return importlib.import_module(module).main
+    except ModuleNotFoundError as err:
+        print(f"error: {err.name} is missing here: install the wheels first (docs/gpu/README.md, steps 1 and 3)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dest", default="wheelhouse", help="output folder (default: wheelhouse)")

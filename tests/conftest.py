@@ -50,8 +50,11 @@ def forbid_loading(monkeypatch):
 def load_script(name: str):
     """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
     import importlib.util
+    import sys
 
     path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    if str(path.parent) not in sys.path:  # as `python scripts/<name>.py` has it: a script imports its siblings
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -17,6 +17,13 @@ WIKI = "pretrain/wikipedia/enwiki_extracted.txt.gz"  # configs/data/mirror_slice
 WIKI_TEXT = b"\n\nfirst doc para 1\nfirst doc para 2\n\n\nsecond doc\n\nthird doc\nthird again\n\nfourth\n"
 
 
+def _refused(argv: list[str]) -> int:
+    """gpu_carry's exit status for a command it refuses: cli_errors's, after the one `error:` line."""
+    with pytest.raises(SystemExit) as stop:
+        carry.main(argv)
+    return stop.value.code
+
+
 def _mirror(root: Path) -> Path:
     for rel in ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +78,7 @@ def test_pack_then_unpack_gives_back_the_data_and_the_weights_rounded_to_fp16(tm
 def test_a_missing_mirror_file_is_one_error_naming_it(tmp_path, capsys):
     mirror = _mirror(tmp_path / "m")
     (mirror / "imdb" / "test.csv").unlink()
-    assert carry.main(["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror)]) == 2
+    assert _refused(["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "imdb/test.csv is missing" in err and err.count("\n") == 1
     assert not (tmp_path / "c").exists()  # nothing half-written
@@ -81,7 +88,7 @@ def test_a_model_dir_without_the_model_is_one_error_naming_it_before_anything_is
     mirror, empty = _mirror(tmp_path / "m"), tmp_path / "empty"
     empty.mkdir()
     args = ["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror)]
-    assert carry.main([*args, "--model-dir", str(empty)]) == 2
+    assert _refused([*args, "--model-dir", str(empty)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --model-dir {empty} has no config.json") and err.count("\n") == 1
     assert not (tmp_path / "c").exists()  # nothing half-written
@@ -96,7 +103,7 @@ def test_a_pack_that_fails_part_way_records_what_it_wrote_so_a_rerun_replaces_it
 
     with monkeypatch.context() as m:
         m.setattr(carry, "pack_model", fails)
-        assert carry.main(args) == 2
+        assert _refused(args) == 2
     assert (tmp_path / "c" / "imdb" / "test.csv.xz").is_file()  # written before the failure
     capsys.readouterr()
     assert carry.main(args) == 0, capsys.readouterr().err  # its own files: replaced without --overwrite
@@ -139,20 +146,20 @@ def test_a_carry_cut_short_in_transfer_is_one_error_line_naming_the_file(tmp_pat
     whole = lzma.compress(b"text,label\n" * 1000)
     (dest / "imdb" / "train.csv.xz").write_bytes(whole[: len(whole) // 2])  # a transfer broken off half-way
     record_output_files([dest / "imdb" / "train.csv.xz"], made_by(carry.PACK, {"target": "table2"}))
-    assert carry.main(["unpack", str(dest)]) == 2
+    assert _refused(["unpack", str(dest)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {dest / 'imdb' / 'train.csv.xz'} is damaged")
     assert err.count("\n") == 1 and not (dest / "imdb" / "train.csv").exists()  # nothing half-written
 
 
 def test_unpacking_a_missing_or_empty_folder_is_one_error_line_not_zero_files(tmp_path, capsys):
-    assert carry.main(["unpack", str(tmp_path / "missing")]) == 2
+    assert _refused(["unpack", str(tmp_path / "missing")]) == 2
     missing = tmp_path / "missing"
     expected = f"error: {missing} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)\n"
     assert capsys.readouterr().err == expected
     (tmp_path / "mine" / "imdb").mkdir(parents=True)
     (tmp_path / "mine" / "imdb" / "train.csv").write_text("text,label\n")  # a folder gpu_carry did not write
-    assert carry.main(["unpack", str(tmp_path / "mine")]) == 2
+    assert _refused(["unpack", str(tmp_path / "mine")]) == 2
     assert "is not a carry folder" in capsys.readouterr().err
 
 
@@ -222,10 +229,10 @@ def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(t
     assert carry.upload_size(repo, [])[0] == 500 + len("/outputs/\n/.carry/\n")
 
     monkeypatch.setattr(carry, "REPO", repo)
-    assert carry.main(["size", str(repo / ".carry"), "--limit-mib", "0.001"]) == 2
+    assert _refused(["size", str(repo / ".carry"), "--limit-mib", "0.001"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: the upload is") and "over the limit" in err and len(err.splitlines()) == 1
-    assert carry.main(["size", str(repo / "gone")]) == 2
+    assert _refused(["size", str(repo / "gone")]) == 2
     assert "carried path" in capsys.readouterr().err
 
 
@@ -256,7 +263,7 @@ def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
              "sub/backup.tar.xz": lzma.compress(b"a tarball")}
     for rel, data in files.items():
         (folder / rel).write_bytes(data)
-    assert carry.main(["unpack", str(folder)]) == 2
+    assert _refused(["unpack", str(folder)]) == 2
     assert "was not written by gpu_carry pack" in capsys.readouterr().err
     assert {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files
 
@@ -265,7 +272,7 @@ def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
     (packed / "train.csv.xz").write_bytes(lzma.compress(b"text,label\n"))
     record_output_files([packed / "train.csv.xz"], made_by(carry.PACK, {"target": "table2"}))
     (packed / "train.csv").write_text("the user's")
-    assert carry.main(["unpack", str(tmp_path / "carry")]) == 2
+    assert _refused(["unpack", str(tmp_path / "carry")]) == 2
     assert "exists and unpack did not write it" in capsys.readouterr().err
     assert (packed / "train.csv").read_text() == "the user's" and (packed / "train.csv.xz").is_file()
 

@@ -32,7 +32,6 @@ import gzip
 import lzma
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -323,12 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          "the repository)")
     z.add_argument("--limit-mib", type=float, default=UPLOAD_LIMIT_MIB)
     args = ap.parse_args(argv)
-    with cli_errors():  # CarryError: its line, and exit 2 returned; the other errors as cli_errors says them
-        try:
-            _command(args)
-        except CarryError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    with cli_errors():  # a CarryError (a DataError) is its `error:` line and exit 2, as every user error
+        _command(args)
     return 0
 
 

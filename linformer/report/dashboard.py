@@ -338,6 +338,9 @@ def _drop_vanished(logdir: Path, mirrored: set[str]) -> None:
             shutil.rmtree(mirror, ignore_errors=True)
 
 
+UP_WITHIN_S = 120  # how long TensorBoard may take to answer before the dashboard warns
+
+
 def wait_until_up(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> float:
     """Seconds until `url` answers 200; raises TimeoutError (or RuntimeError if `proc` exited) otherwise."""
     start = time.monotonic()
@@ -404,10 +407,14 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
         print(f"mirrored {len(written)} runs ({sum(written.values())} new rows) in {time.monotonic() - t0:.1f} s",
               flush=True)
         try:
-            wait_until_up(url + "data/runs", timeout=120, proc=proc)
+            wait_until_up(url + "data/runs", timeout=UP_WITHIN_S, proc=proc)
             print(f"dashboard up at {url} after {time.monotonic() - t0:.1f} s (Ctrl-C stops it)", flush=True)
-        except (TimeoutError, RuntimeError) as e:
+        except RuntimeError as e:  # TensorBoard ended before it served: the command failed
             print(f"error: {e}", file=sys.stderr, flush=True)
+            return proc.returncode or 1
+        except TimeoutError as e:  # still running, and may yet answer (a slow first load): the mirror goes on
+            print(f"warning: {e}: TensorBoard is still starting or stuck; the runs are still mirrored (Ctrl-C "
+                  "stops it)", file=sys.stderr, flush=True)
         while proc.poll() is None:
             try:
                 proc.wait(timeout=watch_every)

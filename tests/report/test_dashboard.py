@@ -239,6 +239,30 @@ def test_tensorboard_starts_before_the_first_mirror(tmp_path, make_run, monkeypa
     assert said[1].startswith("mirrored 1 runs (")
 
 
+@pytest.mark.parametrize("child, status, line", [
+    ("import sys; sys.exit(0)", 1, "error: tensorboard exited with code 0 before serving"),  # it failed: not 0
+    ("import sys; sys.exit(3)", 3, "error: tensorboard exited with code 3 before serving"),
+    ("import time; time.sleep(2)", 0, "warning: http://127.0.0.1:"),  # not up yet, still running: a warning
+])
+def test_tensorboard_not_up_is_a_failure_only_when_it_ended(tmp_path, monkeypatch, capsys, child, status, line):
+    """An `error:` line for TensorBoard not answering was followed by exit 0: one that ended before serving is the
+    command's failure (non-zero), one still starting after the wait a warning while the mirror goes on."""
+    import socket
+    import sys
+
+    from linformer.report import dashboard
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(dashboard, "tensorboard_command", lambda *a, **k: [sys.executable, "-c", child])
+    monkeypatch.setattr(dashboard, "UP_WITHIN_S", 0.5)
+    (tmp_path / "runs").mkdir()
+    assert dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2) == status
+    err = capsys.readouterr().err
+    assert line in err and (status != 0) == ("error:" in err)
+
+
 @pytest.mark.parametrize("argv, line", [
     (["/somewhere/runs", "--mirror-only"],
      "error: unrecognized arguments: /somewhere/runs (the folder of runs is --outputs DIR)"),
