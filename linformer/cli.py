@@ -337,14 +337,20 @@ def _attn_tag(attention, n, k, sharing) -> str:
 _GENERIC_MODEL_DIRS = re.compile(rf"({MODEL_DIR}|{BEST_DIR}|{MODEL_DIR}-step-\d+)")
 
 
-def model_name_of(path) -> str:
-    """How a default run name names a model path: its folder's name, with its run's name before it where the folder
-    is one a run saves (`.../<run>/best` -> `<run>-best`), so that runs of two runs' exported models do not share a
-    name (and one does not offer to continue the other)."""
+def model_label(path, sep: str = "/") -> str:
+    """How a model folder is named shortly (a default run name, a compare table's model, a model card): its folder's
+    name, with its run's name and `sep` before it where the folder is one a run saves (`.../<run>/best` ->
+    `<run>/best`), so that two runs' saved models are told apart."""
     path = Path(str(path).rstrip("/"))
     if _GENERIC_MODEL_DIRS.fullmatch(path.name) and path.parent.name not in ("", ".", "/"):
-        return f"{path.parent.name}-{path.name}"
+        return f"{path.parent.name}{sep}{path.name}"
     return path.name
+
+
+def model_name_of(path) -> str:
+    """How a default run name names a model path: ``model_label`` as one folder's name (`<run>-best`), so that runs
+    of two runs' exported models do not share a name (and one does not offer to continue the other)."""
+    return model_label(path, "-")
 
 
 def _suffix(overrides: str | None, task=None) -> str:

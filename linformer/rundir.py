@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cli import model_label
 from .errors import ConfigError, DataError, RunDirError, did_you_mean
 from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
     CHECKPOINTS_DIR,
@@ -584,11 +585,8 @@ HYDRA_SWEEP_DIR = "multirun"
 
 
 def _model_label(path: str | None) -> str | None:
-    """A finetuned model's origin, shortly: .../pretrain/demo/model -> demo/model."""
-    if not path:
-        return None
-    p = Path(str(path))
-    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+    """A finetuned model's origin, shortly (``model_label``: .../pretrain/demo/model -> demo/model)."""
+    return model_label(path) if path else None
 
 
 def is_full_attention(results: Mapping) -> bool:

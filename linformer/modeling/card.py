@@ -51,12 +51,11 @@ from huggingface_hub import (
 )
 from transformers import AutoConfig
 
+from ..cli import model_label
 from ..data.io import load_auto
 from ..data.tasks import TASKS
 from ..files import (
-    BEST_DIR,
     MANIFEST,
-    MODEL_DIR,
     atomic_write,
     read_json,
     repo_relative,
@@ -147,8 +146,9 @@ def _kept_transfer(earlier: dict, projections: dict) -> dict | None:
 def card_path(path: str | os.PathLike | None) -> str | None:
     """How a card names a local path (a run, a teacher, a student): as given when relative, relative to the
     repository when under it (every relative path the package reads is taken from there), else by its run's name
-    (`<run>/<best or model>` for a run's saved model). The card goes to the hub with the model (push_to_hub), where
-    a path of this machine would say nothing but its layout; a hub name passes as it is."""
+    (``model_label``: `<run>/<best, model or model-step-N>` for a run's saved model). The card goes to the hub with
+    the model (push_to_hub), where a path of this machine would say nothing but its layout; a hub name passes as it
+    is."""
     if path is None:
         return None
     p = Path(os.path.expanduser(str(path)))
@@ -156,7 +156,7 @@ def card_path(path: str | os.PathLike | None) -> str | None:
         return str(path)
     if p.resolve().is_relative_to(repo_root()):
         return repo_relative(p)
-    return str(Path(*p.parts[-2:])) if p.name in (BEST_DIR, MODEL_DIR) else p.name
+    return model_label(p)
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:
