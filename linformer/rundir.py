@@ -152,7 +152,12 @@ def identity(config: Mapping) -> dict[str, Any]:
     def operational(key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS)
 
-    return {k: v for k, v in flatten(config).items() if not operational(k)}
+    return {k: v for k, v in flatten(config).items() if not operational(k) and k not in RETIRED_KEYS}
+
+
+# Keys runs recorded that no setting reads now, and that trained nothing the remaining keys do not say: a run
+# recorded with one is compared on the rest (trainer.lr_schedule: linear or polynomial, lr_power decided either way)
+RETIRED_KEYS = ("trainer.lr_schedule",)
 
 
 def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | None) -> dict[str, tuple]:

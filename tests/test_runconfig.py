@@ -52,7 +52,7 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
     ("warmup_steps", float("inf"), "trainer.warmup_steps=inf must be a whole number of at least 0"),
     ("eval_batches", float("nan"), "trainer.eval_batches=nan must be a whole number of at least 1"),
     ("warmup_ratio", 1.5, r"trainer.warmup_ratio=1.5 must lie in \[0, 1\)"),
-    ("lr_schedule", "cosine", "trainer.lr_schedule='cosine' is not one of linear, polynomial"),
+    ("lr_schedule", "polynomial", r"trainer.lr_schedule=polynomial is no setting: .*trainer.lr_power .*remove"),
     ("lr_end", -1e-5, "trainer.lr_end=-1e-05 must be a number >= 0"),
     ("mlm_probability", 1.0, r"trainer.mlm_probability=1.0 must lie in \(0, 1\)"),
     ("group_by_length", "yes", "trainer.group_by_length='yes' must be true or false"),
@@ -70,14 +70,28 @@ def test_bad_values_name_their_key(key, value, message):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"lr_power": 2.0}, r"trainer.lr_power=2.0 applies to trainer.lr_schedule=polynomial only"),  # was ignored
     ({"lr": 1e-4, "lr_end": 1e-4}, r"trainer.lr_end=0.0001 must be below trainer.lr=0.0001"),  # a traceback at start
 ])
 def test_a_schedule_that_would_not_do_what_it_says_is_refused(extra, message):
     with pytest.raises(ConfigError, match=message):
-        TrainerSettings.read(_trainer("pretrain") | {"lr_schedule": "linear", **extra})
-    polynomial = TrainerSettings.read(_trainer("pretrain") | {"lr_schedule": "polynomial", "lr_power": 2.0})
+        TrainerSettings.read(_trainer("pretrain") | extra)
+    polynomial = TrainerSettings.read(_trainer("pretrain") | {"lr_power": 2.0})
     assert polynomial.lr_power == 2.0
+
+
+def test_a_run_recorded_with_the_lr_schedule_key_is_the_same_run_without_it():
+    """trainer.lr_schedule named the decay lr_power decides (linear == polynomial at power 1), so two configs that
+    train alike were two identities; the key is gone, and a run recorded with it continues on the rest."""
+    from linformer.rundir import identity_diff
+
+    requested = {"trainer": _trainer("pretrain")}
+    assert "lr_schedule" not in requested["trainer"]
+    for schedule in ("linear", "polynomial"):
+        recorded = {"trainer": {**requested["trainer"], "lr_schedule": schedule}}
+        assert identity_diff(recorded, requested) == {}
+    changed = {"trainer": {**requested["trainer"], "lr_power": 2.0}}
+    assert set(identity_diff({"trainer": {**requested["trainer"], "lr_schedule": "linear"}}, changed)) == {
+        "trainer.lr_power"}
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -99,10 +99,6 @@ class TaskSpec:
         return len(self.label_names)
 
     @property
-    def is_pair(self) -> bool:
-        return len(self.text_fields) == 2
-
-    @property
     def hub_name(self) -> str:
         return "/".join(p for p in self.hub if p)
 

@@ -246,9 +246,8 @@ class TrainerSettings:
     # when set, wins over warmup_ratio (as in HF's)
     warmup_steps: int | None = _setting(read=lambda t, k: positive_int(t, k, allow_none=True, minimum=0))
     warmup_ratio: float | None = _setting(read=lambda t, k: _fraction(t, k, 0.0, 1.0, closed_low=True))  # of max_steps
-    lr_schedule: str = _setting(read=_choice("linear", "polynomial"))
     lr_end: float = _setting(read=_nonnegative)
-    lr_power: float = _setting()              # polynomial decay power (linear: 1)
+    lr_power: float = _setting()              # the decay's power after warmup (1.0: linear)
     max_grad_norm: float = _setting(read=_clip)  # inf: no clipping (the norm is still measured)
     mixed_precision: str = _setting(read=_choice("no", "fp16", "bf16"))
     mlm_probability: float | None = _setting(read=lambda t, k: _fraction(t, k, 0.0, 1.0, closed_low=False))  # pretraining
@@ -278,14 +277,14 @@ class TrainerSettings:
 
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
+        if "lr_schedule" in t:  # a config of before: both its values trained as lr_power says
+            raise ConfigError(f"trainer.lr_schedule={t['lr_schedule']} is no setting: the lr decays polynomially "
+                              "with trainer.lr_power after warmup (1.0, the default, is linear); remove the key.")
         values = read_fields(cls, t, "trainer")
         if values["compile_mode"] is not None and not (values["compile"] and values["compile_backend"] == "inductor"):
             why = ("without trainer.compile=true nothing is compiled" if not values["compile"] else
                    f"trainer.compile_backend={values['compile_backend']} ignores it: modes are inductor's")
             raise ConfigError(f"trainer.compile_mode={values['compile_mode']}: {why}.")
-        if values["lr_schedule"] == "linear" and values["lr_power"] != 1.0:
-            raise ConfigError(f"trainer.lr_power={values['lr_power']} applies to trainer.lr_schedule=polynomial only "
-                              "(the linear schedule's power is 1): set that schedule, or leave lr_power at 1.0.")
         if values["lr"] is not None and values["lr_end"] >= values["lr"]:
             raise ConfigError(f"trainer.lr_end={values['lr_end']} must be below trainer.lr={values['lr']}: the "
                               "schedule decays from lr to lr_end after the warmup.")

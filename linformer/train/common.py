@@ -199,7 +199,7 @@ def build_optimizer(groups: list[dict], lr: float, optim: OptimSettings, device:
 
 
 def build_scheduler(optimizer, warmup_steps: int, total_steps: int, settings: TrainerSettings):
-    """Linear warmup to trainer.lr, then linear (power 1) or polynomial decay to trainer.lr_end."""
+    """Linear warmup to trainer.lr, then polynomial decay with trainer.lr_power (1: linear) to trainer.lr_end."""
     check_warmup(warmup_steps, total_steps)
     return get_polynomial_decay_schedule_with_warmup(
         optimizer,

@@ -148,15 +148,15 @@ def test_the_benchmark_s_step_is_the_trainer_s():
             torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize(("schedule", "power"), [("linear", 1.0), ("polynomial", 2.0)])
-def test_the_schedule_warms_up_to_lr_then_decays_to_lr_end(schedule, power):
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_the_schedule_warms_up_to_lr_then_decays_to_lr_end(power):
     """train.common.build_scheduler on its own: the lr of every step, which otherwise only the runs' logs show."""
     from linformer.cli import compose
     from linformer.runconfig import TrainerSettings
     from linformer.train.common import build_scheduler
 
     settings = TrainerSettings.read({**compose("pretrain", []).trainer, "lr": 1e-3, "lr_end": 1e-5,
-                                     "lr_schedule": schedule, "lr_power": power})
+                                     "lr_power": power})
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=settings.lr)
     scheduler = build_scheduler(optimizer, warmup_steps=4, total_steps=20, settings=settings)
     lrs = []
