@@ -9,6 +9,7 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.data.io import data_mirror_words
 from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import made_by, output_files
 from linformer.report.cls_probe import write_probe
@@ -19,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
     p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS), choices=sorted(TASKS))
     p.add_argument("--data-mirror", type=path, default=None,
-                   help="default: $LINFORMER_DATA_MIRROR or ../shared/data (relative to the repository)")
+                   help=f"default: {data_mirror_words()}")
     # two at least: the spread is a standard deviation across inputs
     p.add_argument("--examples", type=at_least(2), default=64, help="eval examples per task (default 64, at least 2)")
     p.add_argument("--out", type=path, default=None,

@@ -295,3 +295,17 @@ def test_a_node_without_the_wheels_gets_one_error_line_naming_the_missing_module
                               text=True, timeout=120)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith("error: omegaconf is missing here: install the wheels first")
+
+
+def test_the_mirror_help_says_what_configs_paths_says(monkeypatch, capsys):
+    """The default mirror was spelt in three help texts beside configs/paths/default.yaml: they read it from there."""
+    from omegaconf import OmegaConf
+
+    from linformer.data import io
+
+    assert io.data_mirror_words() == ("paths.data_mirror, i.e. $LINFORMER_DATA_MIRROR, else ../shared/data "
+                                      "(relative to the repository)")
+    monkeypatch.setattr(io, "_paths_config", lambda: OmegaConf.create({"data_mirror": "${oc.env:MIRROR,/srv/m}"}))
+    with pytest.raises(SystemExit):
+        carry.main(["pack", "--help"])
+    assert "$MIRROR, else /srv/m" in " ".join(capsys.readouterr().out.split())

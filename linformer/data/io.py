@@ -9,6 +9,7 @@ import gzip
 import io
 import logging
 import os
+import re
 import shlex
 import zlib
 from collections.abc import Iterator
@@ -46,6 +47,14 @@ def path_root(key: str) -> str:
 def default_data_mirror() -> str:
     """paths.data_mirror, resolved, for the argparse scripts."""
     return resolve_path(path_root("data_mirror"))
+
+
+def data_mirror_words() -> str:
+    """Where the data mirror is by default, for a help text: paths.data_mirror as configs/paths/default.yaml gives
+    it, an environment variable with a fallback spelt out ($LINFORMER_DATA_MIRROR, else ../shared/data)."""
+    given = str(OmegaConf.to_container(_paths_config(), resolve=False)["data_mirror"])
+    env = re.fullmatch(r"\$\{oc\.env:(\w+),([^}]*)\}", given)
+    return f"paths.data_mirror, i.e. {f'${env[1]}, else {env[2]}' if env else given} (relative to the repository)"
 
 
 def resolve_sources(sources) -> list[str]:

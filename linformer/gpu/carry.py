@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..argtypes import folder, path
 from ..cli import ArgumentParser, cli_errors, compose, shell_command
-from ..data.io import default_data_mirror, repo_root
+from ..data.io import data_mirror_words, default_data_mirror, repo_root
 from ..errors import DataError
 from ..files import (
     FILE_RECORDS,
@@ -309,8 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pack", help="here: write a target's carry folder")
     p.add_argument("target", choices=sorted(TARGETS))
     p.add_argument("--dest", type=folder, default=".carry")
-    p.add_argument("--mirror", type=folder, help="the data mirror (default: paths.data_mirror, i.e. "
-                                               "$LINFORMER_DATA_MIRROR, else ../shared/data)")
+    p.add_argument("--mirror", type=folder, help=f"the data mirror (default: {data_mirror_words()})")
     p.add_argument("--model-dir", type=folder, help="the MiniLM directory (default: the pretrained extra's)")
     p.add_argument("--overwrite", action="store_true", help="replace files in --dest that gpu_carry did not write")
     u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")

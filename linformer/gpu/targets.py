@@ -27,7 +27,7 @@ Targets (see README, "On a GPU"):
               table2_scratch_gpu.* and the runner's job logs, copied under <work>/repo/ at their paths in the
               repository (carry: gpu_carry.py pack scratch)
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
-              paths.data_mirror: set LINFORMER_DATA_MIRROR where ../shared/data is not beside the checkout), then
+              paths.data_mirror: configs/paths/default.yaml says where, and which variable moves it), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
               (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
               -> figure3_gpu.{json,png}, and each run's curves and summary under <work>/repo/outputs/pretrain/fig3-*
