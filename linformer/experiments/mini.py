@@ -18,10 +18,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import hydra_override
+from ..cli import config_dir, hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..files import MANIFEST, RESULTS, SUMMARY, write_json
+from ..files import MANIFEST, RESULTS, SUMMARY, read_yaml, write_json
 from ..jobs import Job, corpus_check
 from ..report.curves import plot_pretrain_curves
 from . import CHECKOUT, Places, frontend, out_dir
@@ -29,7 +29,8 @@ from . import CHECKOUT, Places, frontend, out_dir
 REPO = repo_root()
 EXP = "experiment=table2_mini"
 SEED = 0
-N = 128
+# n, as the experiment's config sets it for every run: the variants' k are a quarter and a half of it
+N = int(read_yaml(config_dir() / "experiment" / "table2_mini.yaml")["model"]["max_seq_len"])
 VARIANTS = [("full", "full", None, None)] + [
     (f"k{k}-{s}", "linformer", k, s) for k in (N // 4, N // 2) for s in ("headwise", "kv", "layerwise")]
 TASKS = MIRROR_TASKS

@@ -37,3 +37,23 @@ def test_run_directories_are_the_ones_the_scripts_compose():
     for config, overrides in (("finetune", ["task=imdb", "model_path=m", "run_name=a-b"]),
                               ("pretrain", ["run_name=a-b"]), ("transfer", ["run_name=a-b"])):
         assert str(REPO / run_dir(config, "a-b")) == compose(config, overrides, with_hydra=True).hydra.run.dir
+
+
+def test_n_and_the_variants_k_follow_the_experiments_config(tmp_path, monkeypatch):
+    """mini.N restated the config's model.max_seq_len: a config set to another n left the k's sized for 128."""
+    import importlib
+    import shutil
+
+    from linformer.cli import CONFIG_DIR_VARIABLE
+
+    assert compose("pretrain", [mini.EXP]).model.max_seq_len == mini.N
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    config = tmp_path / "configs" / "experiment" / "table2_mini.yaml"
+    config.write_text(config.read_text().replace("max_seq_len: 128", "max_seq_len: 256"))
+    monkeypatch.setenv(CONFIG_DIR_VARIABLE, str(tmp_path / "configs"))
+    try:
+        moved = importlib.reload(mini)
+        assert moved.N == 256 and {k for _, _, k, _ in moved.VARIANTS if k} == {64, 128}
+    finally:
+        monkeypatch.delenv(CONFIG_DIR_VARIABLE)
+        importlib.reload(mini)
