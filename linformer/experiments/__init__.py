@@ -12,7 +12,8 @@ from pathlib import Path
 from ..cli import compose, hydra_override
 from ..data.io import path_root
 from ..errors import ConfigError
-from ..files import repo_relative
+from ..files import MANIFEST, repo_relative
+from ..rundir import RESULTS, SUMMARY
 
 _MARKER = "RUN-NAME-OF-A-PLAN"
 
@@ -33,6 +34,17 @@ def out_dir(config: str, overrides: tuple[str, ...] = ()) -> Path:
     """Where scripts/<config>.py writes its output directory (the config's out_dir, with `overrides`), relative to the
     repository as the config gives it: the plans read it rather than spell the path again."""
     return Path(compose(config, list(overrides)).out_dir)
+
+
+# The file each script writes last in the folder its config names (its out_dir, or its run's directory): a plan's job
+# is done once it exists there (``done_file``; the folder always from the job's config: out_dir, run_dir, the demo's)
+DONE_FILES = {"tokenizer": "tokenizer.json", "corpus": MANIFEST, "convert": "config.json", "pretrain": SUMMARY,
+              "transfer": SUMMARY, "finetune": RESULTS}
+
+
+def done_file(config: str, folder: str | Path) -> Path:
+    """The file in `folder` (where scripts/<config>.py writes, as its config says) that says the script finished."""
+    return Path(folder) / DONE_FILES[config]
 
 
 def run_dir(config: str, run_name: str, overrides: tuple[str, ...] = ()) -> Path:

@@ -37,7 +37,7 @@ from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text
-from . import Places, frontend
+from . import Places, done_file, frontend
 
 REPO = repo_root()
 PY = sys.executable
@@ -138,18 +138,18 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
     jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
-                 lambda c: f"{c.out_dir}/tokenizer.json", sources=lambda settings: settings.get("files")),
+                 lambda c: done_file("tokenizer", c.out_dir), sources=lambda settings: settings.get("files")),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
-                 lambda c: f"{c.out_dir}/{MANIFEST}", ("tokenizer",),
+                 lambda c: done_file("corpus", c.out_dir), ("tokenizer",),
                  sources=lambda settings: (settings.get("data") or {}).get("sources"), check=corpus_check),
-            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: f"{_run_dir(c)}/{SUMMARY}",
+            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
     finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2",
                 f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.log_every=250",
                 f"trainer.mixed_precision={precision}"]
-    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: f"{_run_dir(c)}/{RESULTS}",
+    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: done_file("finetune", _run_dir(c)),
                      ("pretrain",), FinetuneSpec))
     return jobs
 

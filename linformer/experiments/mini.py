@@ -21,10 +21,10 @@ from pathlib import Path
 from ..cli import config_dir, hydra_override
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..files import MANIFEST, RESULTS, SUMMARY, read_yaml, write_json
+from ..files import read_yaml, write_json
 from ..jobs import Job, corpus_check
 from ..report.curves import plot_pretrain_curves
-from . import CHECKOUT, Places, frontend, out_dir
+from . import CHECKOUT, Places, done_file, frontend, out_dir
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
@@ -43,16 +43,16 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     base = list(places.overrides)
     tokenizer_dir, corpus_dir = (out_dir(config, (*base, "data=mirror_mini")) for config in ("tokenizer", "corpus"))
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
-                REPO / tokenizer_dir / "tokenizer.json"),
+                REPO / done_file("tokenizer", tokenizer_dir)),
             Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
-                REPO / corpus_dir / MANIFEST, ("tokenizer",), check=corpus_check)]
+                REPO / done_file("corpus", corpus_dir), ("tokenizer",), check=corpus_check)]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"
         linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
         args = ["scripts/pretrain.py", *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
                 f"seed={SEED}"]
-        plan.append(Job(f"pretrain {label}", [python, *args], REPO / places.run("pretrain", run) / SUMMARY,
+        plan.append(Job(f"pretrain {label}", [python, *args], REPO / done_file("pretrain", places.run("pretrain", run)),
                             ("corpus",)))
         finetune_from.append((label, run, False))
     finetune_from.append(("full", "mini-full", True))  # the same baseline, random initialisation
@@ -63,7 +63,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
             plan.append(Job(f"finetune {name}", [python, *args],
-                                REPO / places.run("finetune", name) / RESULTS, (f"pretrain {label}",)))
+                                REPO / done_file("finetune", places.run("finetune", name)), (f"pretrain {label}",)))
     return plan
 
 

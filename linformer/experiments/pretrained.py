@@ -32,12 +32,12 @@ from pathlib import Path
 
 from ..cli import hydra_override
 from ..data.io import path_root, repo_root
-from ..files import MANIFEST, MODEL_DIR, atomic_dir, read_json
+from ..files import MODEL_DIR, atomic_dir, read_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
-from ..rundir import CONFIG, PREDICTIONS, RESULTS, SUMMARY, chosen_on_reported
-from . import CHECKOUT, Places, frontend, out_dir
+from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
+from . import CHECKOUT, Places, done_file, frontend, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
@@ -248,13 +248,13 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
     base = list(places.overrides)
     plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
                                f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
-                    REPO / corpus_dir / MANIFEST, intermediate=True, check=corpus_check)]
+                    REPO / done_file("corpus", corpus_dir), intermediate=True, check=corpus_check)]
     table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:
             plan.append(Job(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
-                                              hydra_override("out_dir", row.model_dir)], REPO / row.model_dir / "config.json",
+                                              hydra_override("out_dir", row.model_dir)], REPO / done_file("convert", row.model_dir),
                                   intermediate=True))
             continue
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
@@ -267,7 +267,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
              f"trainer.eval_every={p.transfer_steps}", f"trainer.save_every={max(1, p.transfer_steps // 4)}",
              f"trainer.mixed_precision={p.mixed_precision}", hydra_override("corpus_dir", corpus_dir),
              f"run_name={transfer_run(row.k, row.sharing, row.policy)}"],
-            REPO / row.model_dir.parent / SUMMARY, ("corpus",), intermediate=True))
+            REPO / done_file("transfer", row.model_dir.parent), ("corpus",), intermediate=True))
     # (priority, job): every seed of the rows the targets decide on (the teacher, the local policy with the first
     # sharing) first, so a profile run in short slices decides its targets first; then seed 0 of every other row
     # (a whole table), then their other seeds; seed by seed (each seed pairs with the teacher's), then row by row,

@@ -39,11 +39,11 @@ from ..cli import hydra_override
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
-from ..files import MANIFEST, MODEL_DIR, atomic_dir, read_json, write_json
+from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
-from . import Places, frontend, out_dir
+from . import Places, done_file, frontend, out_dir
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -295,8 +295,8 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     base = places.overrides
     tok_dir, corpus_dir = (Path(resolve_path(out_dir(config, (*p.data, *base)))) for config in ("tokenizer", "corpus"))
     plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
-                    tok_dir / "tokenizer.json", intermediate=True),
-              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], corpus_dir / MANIFEST,
+                    done_file("tokenizer", tok_dir), intermediate=True),
+              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], done_file("corpus", corpus_dir),
                     ("tokenizer",), intermediate=True, check=corpus_check)]
     table = rows(p)
     starts = Starts()
@@ -315,7 +315,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
             f"pretrain {label}",
             [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *p.pretrain, *base, "seed=0",
              f"run_name={name}", f"experiment_name={EXPERIMENT}"],
-            run_path / SUMMARY, ("corpus",), intermediate=True,
+            done_file("pretrain", run_path), ("corpus",), intermediate=True,
             # a complete row's records are final: a rebuild for the no-pretraining row's shape does not replace them
             keep=None if label in complete else (lambda run=run_path, kept=kept: keep_pretrain(run, kept))))
     for row in table:

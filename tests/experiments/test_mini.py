@@ -57,3 +57,18 @@ def test_n_and_the_variants_k_follow_the_experiments_config(tmp_path, monkeypatc
     finally:
         monkeypatch.delenv(CONFIG_DIR_VARIABLE)
         importlib.reload(mini)
+
+
+def test_every_plan_finds_a_jobs_done_file_by_one_table(tmp_path, monkeypatch):
+    """The plans spelt each script's last file by hand beside the demo's own: one table (DONE_FILES) names it for
+    all of them, in the folder the job's config gives."""
+    import linformer.experiments as experiments
+    from linformer.experiments import Places, demo, scratch
+
+    monkeypatch.setitem(experiments.DONE_FILES, "pretrain", "last.json")
+    monkeypatch.setitem(experiments.DONE_FILES, "corpus", "corpus-last.json")
+    plans = {"mini": mini.plan(), "scratch": scratch.plan(scratch.PROFILES["toy"]),
+             "demo": demo.plan([], Places.of(tmp_path))}
+    for name, jobs in plans.items():
+        done = {job.name.split()[0].removeprefix("prepare_"): job.done.name for job in jobs}
+        assert done["pretrain"] == "last.json" and done["corpus"] == "corpus-last.json", name
