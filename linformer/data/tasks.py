@@ -35,7 +35,7 @@ from ..files import atomic_dir, cache_key, folder_name, made_by, output_damage
 from .io import hub_offline, hub_offline_error
 from .metrics import check_metrics, score
 from .streams import TOKEN_TYPES
-from .tokenizer import tokenizer_identity
+from .tokenizer import loaded_identity
 
 log = logging.getLogger(__name__)
 
@@ -672,7 +672,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
                     digests: dict[str, str] | None = None) -> str | None:
     """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
     label order, reader), source file contents (train and validation also depend on the
-    eval files, whose duplicates they drop), the tokenizer (its full JSON serialisation), max_length and the reading
+    eval files, whose duplicates they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
     options (the seed only where it draws), and the columns it is encoded into (``encoded_columns``). None (no
     caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
     (``files.cache_key``), so that a task file is read once a call."""
@@ -685,7 +685,7 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     limit = options.limit(split)
     carved = split != "eval" and options.validation_fraction is not None
     key = {"version": CACHE_VERSION, "task": get_task(name).reading(), "split": split, "max_length": max_length,
-           "tokenizer": tokenizer_identity(backend.to_str()), "columns": encoded_columns(tokenizer),
+           "tokenizer": loaded_identity(tokenizer), "columns": encoded_columns(tokenizer),
            "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None}

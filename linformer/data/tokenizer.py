@@ -385,9 +385,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:
-    """``tokenizer_identity`` of the tokenizer saved in `tokenizer_dir`: its tokenizer.json (a damaged one is a
-    CheckpointError naming it), or for a folder without one (a BERT folder of vocab.txt) the fast tokenizer
-    transformers loads from it; for a hub name, the hub's tokenizer."""
+    """``loaded_identity`` of the tokenizer saved in `tokenizer_dir` (a damaged file is a CheckpointError naming it),
+    as ``load_tokenizer`` loads it, with tokenizer_config.json's settings; for a hub name, the hub's tokenizer."""
     folder = Path(tokenizer_dir)
     if _hub_name(str(tokenizer_dir)):
         return _loaded_identity(load_tokenizer(str(tokenizer_dir)), str(tokenizer_dir))
@@ -398,9 +397,7 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
         )
     # a corpus or run hashes it first: every file of it is checked then, not later
     saved = check_tokenizer_dir(folder)
-    if saved is not None:
-        return _identity(saved)
-    return _loaded_identity(load_tokenizer(str(folder)), str(folder))
+    return _loaded_identity(load_tokenizer(str(folder)), str(folder), saved)
 
 
 def _hub_name(name: str) -> bool:
@@ -417,13 +414,34 @@ def _hub_name(name: str) -> bool:
     return True
 
 
-def _loaded_identity(loaded, where: str) -> str:
-    """``tokenizer_identity`` of a loaded fast tokenizer; CheckpointError naming `where` for a slow one."""
+def _loaded_identity(loaded, where: str, saved: Mapping | None = None) -> str:
+    """``loaded_identity`` of a loaded fast tokenizer; CheckpointError naming `where` for a slow one."""
     if not getattr(loaded, "is_fast", False):
         raise CheckpointError(f"{where} holds a tokenizer transformers loads only as a slow (Python) tokenizer "
                               f"({type(loaded).__name__}): give a folder with a tokenizer.json, or train one "
                               "(python scripts/train_tokenizer.py)")
-    return tokenizer_identity(loaded.backend_tokenizer.to_str())
+    return loaded_identity(loaded, saved)
+
+
+# What a loaded tokenizer's encode call (``tokenizer(text, truncation=True, max_length=...)``) reads besides its Rust
+# tokenizer (``backend_tokenizer``): which end truncation cuts, and whether a special token's text in the input is
+# encoded as text; tokenizer_config.json may set them. Each with the value it has where nothing sets it.
+CALL_SETTINGS = {"truncation_side": "right", "split_special_tokens": False}
+
+
+def loaded_identity(tokenizer, saved: Mapping | None = None) -> str:
+    """The one identity of a fast tokenizer as loaded (``load_tokenizer``, which applies tokenizer_config.json's
+    settings, do_lower_case or add_prefix_space, to the Rust tokenizer): every cache key and check of what ids a
+    tokenizer gives reads it. ``tokenizer_identity`` of its Rust tokenizer, or of `saved` (its tokenizer.json's
+    mapping) where the loaded ENCODING_PARTS are the file's; and the CALL_SETTINGS that differ from their default.
+    Both so that a tokenizer whose tokenizer_config.json changes nothing keeps the key the corpora and task caches
+    made with it recorded, when the hash read tokenizer.json alone."""
+    data = json.loads(tokenizer.backend_tokenizer.to_str())
+    if saved is not None and all(saved.get(part) == data.get(part) for part in ENCODING_PARTS):
+        data = dict(saved)
+    calls = {key: getattr(tokenizer, key, default) for key, default in CALL_SETTINGS.items()
+             if getattr(tokenizer, key, default) != default}
+    return _identity({**data, "call_settings": calls} if calls else data)
 
 
 def limit_to(tokenizer, length: int) -> None:

@@ -626,3 +626,24 @@ def test_an_imdb_csv_cut_short_inside_a_quoted_review_is_refused(tmp_path):
     assert read_task_split("imdb", str(tmp_path), "train")[0]["labels"] == [1, 0]
     with pytest.raises(TaskDataError, match=r"test.csv:3: the file ends inside the quoted field this row opens"):
         read_task_split("imdb", str(tmp_path), "eval")
+
+
+def test_a_tokenizer_that_truncates_on_the_left_does_not_read_the_right_truncated_cache(qqp_dir, tok_dir, tmp_path):
+    """Which end truncation=True cuts is the tokenizer's truncation_side (tokenizer_config.json), not in its Rust
+    serialisation: the cache key reads it, so a left-truncating copy gets its own ids, not the cached right cut."""
+    import json
+    import shutil
+
+    from linformer.data.tokenizer import load_tokenizer
+
+    left = tmp_path / "left"
+    shutil.copytree(tok_dir, left)
+    config = left / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "truncation_side": "left"}))
+    right_tok, left_tok = load_tokenizer(tok_dir), load_tokenizer(str(left))
+    right = load_task("qqp", str(qqp_dir), right_tok, max_length=8, cache_dir=str(tmp_path / "c"))["train"]
+    cut = load_task("qqp", str(qqp_dir), left_tok, max_length=8, cache_dir=str(tmp_path / "c"))["train"]
+    fresh = load_task("qqp", str(qqp_dir), left_tok, max_length=8)["train"]
+    assert cut["input_ids"] == fresh["input_ids"] != right["input_ids"]
+    assert tasks.split_cache_key("qqp", str(qqp_dir), "train", right_tok, 8, tasks.SplitOptions()) == \
+        tasks.split_cache_key("qqp", str(qqp_dir), "train", load_tokenizer(tok_dir), 8, tasks.SplitOptions())

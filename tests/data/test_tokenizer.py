@@ -422,3 +422,22 @@ def test_a_glob_over_a_folder_reads_its_texts_and_names_the_other_files_it_leave
         expand_sources([str(tmp_path / "texts" / "*.md")])
     with pytest.raises(CorpusError, match=r"README.md' is not .txt or .txt.gz"):
         expand_sources([str(tmp_path / "texts" / "README.md")])
+
+
+def test_a_tokenizer_s_hash_is_what_it_does_as_loaded(tok_dir, tmp_path):
+    """tokenizer_config.json's settings change the ids a loaded tokenizer gives (add_prefix_space here, do_lower_case
+    for a BERT one): the hash every corpus key and check reads sees them; a copy whose config changes nothing keeps
+    its hash (test above), so no corpus made with it is rebuilt."""
+    import json
+    import shutil
+
+    from linformer.data.tokenizer import load_tokenizer
+
+    edited = tmp_path / "edited"
+    shutil.copytree(tok_dir, edited)
+    config = edited / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "add_prefix_space": True}))
+    assert load_tokenizer(str(edited))("Hello")["input_ids"] != load_tokenizer(tok_dir)("Hello")["input_ids"]
+    assert tokenizer_hash(str(edited)) != tokenizer_hash(tok_dir)
+    shutil.copy(Path(tok_dir) / "tokenizer_config.json", config)
+    assert tokenizer_hash(str(edited)) == tokenizer_hash(tok_dir)
