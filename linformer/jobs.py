@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -181,14 +181,18 @@ def _stop(running: dict[str, _Running]) -> set[str]:
     return finished
 
 
-def corpus_check(done: Path) -> None:
+def corpus_check(done: Path, data: Mapping | None = None, tokenizer_dir: str | None = None) -> None:
     """A Job's `check` for a prepared corpus whose record `done` is its manifest.json: what pretraining's
     ``load_prepared`` checks before it reads one (``data.corpus.check_corpus_files``: this version's format_version,
-    the manifest's records, the files' checksums). Its job prepares it again where it fails (prepare_corpus rebuilds
-    an outdated or damaged corpus itself)."""
-    from .data.corpus import check_corpus_files
+    the manifest's records, the files' checksums) and, given the plan's `data` group (and the tokenizer's folder),
+    what pretraining checks of it at its start (``data.corpus.check_corpus_settings``: the settings, the sources'
+    texts by content, the tokenizer's settings). Its job prepares it again where it fails (prepare_corpus rebuilds
+    an outdated or damaged corpus itself, and refuses one of other settings naming them)."""
+    from .data.corpus import check_corpus_files, check_corpus_settings
 
     check_corpus_files(str(done.parent), read_json(done), again="its job prepares it again.")
+    if data is not None:
+        check_corpus_settings(str(done.parent), data, tokenizer_dir)
 
 
 def _slug(name: str) -> str:

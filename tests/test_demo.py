@@ -200,13 +200,15 @@ def test_an_empty_under_is_refused_not_taken_for_the_checkout(tmp_path):
 def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, monkeypatch):
     """A demo re-run with LINFORMER_DATA_MIRROR pointing elsewhere said [done] for the tokenizer and corpus built from
     the old mirror, and pretrained on them: each is done only while its manifest records this config's sources (a
-    stale one runs, and its script refuses the other settings in one line)."""
+    stale one runs, and its script refuses the other settings in one line), the corpus by their content, and while
+    the tokenizer was trained with the data group's settings (data.vocab_size), as pretraining checks them."""
     import json
 
     from linformer.cli import compose
     from linformer.data.corpus import FORMAT_VERSION
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
+    from linformer.files import sha256_file
 
     def outputs(jobs):
         return {j.name: j for j in jobs}
@@ -214,14 +216,17 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     first = outputs(demo.plan([], Places.of(tmp_path)))
     wanted = [str(resolve_path(str(s))) for s in compose("corpus", ["data=mirror_slice"]).data.sources]
     tok, corpus = first["tokenizer"].done, first["prepare_corpus"].done
-    packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None}  # a corpus pretraining reads
-    for path, record in ((tok, {"settings": {"files": wanted}}),
-                         (corpus, {"settings": {"data": {"sources": wanted}}, **packed})):
+    packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None, "complete": True,
+              "sources": [{"source": w, "path": w, "sha256": sha256_file(w)} for w in wanted]}  # a corpus it reads
+    trained = {"command": "train_tokenizer", "settings": {"files": wanted, "vocab_size": 8000, "max_lines": 20000}}
+    for path, record in ((tok, trained), (corpus, {"settings": {"data": {"sources": wanted}}, **packed})):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
         (path.parent / "manifest.json").write_text(json.dumps(record))
     jobs = outputs(demo.plan([], Places.of(tmp_path)))
     assert jobs["tokenizer"].finished and jobs["prepare_corpus"].finished
+    jobs = outputs(demo.plan(["data.vocab_size=4000"], Places.of(tmp_path)))  # pretraining would refuse the tokenizer
+    assert not jobs["tokenizer"].finished and not jobs["prepare_corpus"].finished
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "another_mirror"))
     jobs = outputs(demo.plan([], Places.of(tmp_path)))
     assert not jobs["tokenizer"].finished and not jobs["prepare_corpus"].finished

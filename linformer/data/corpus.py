@@ -39,6 +39,7 @@ from ..files import (
     file_checksums,
     made_by,
     output_damage,
+    read_json,
     sha256_file,
     write_json,
 )
@@ -390,32 +391,102 @@ def _comparable(key: str, value):
     return resolve_sources(value) if key == "sources" else value
 
 
-def check_corpus_settings(out_dir: str, data: Mapping) -> None:
-    """CorpusError naming the first data.* key (CORPUS_KEYS) whose value in `data` (a training run's data group)
-    differs from the one the corpus at `out_dir` was prepared with: the run would train on other text than its
-    config records. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir
-    given as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so)."""
+def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None = None) -> None:
+    """CorpusError where the corpus at `out_dir`, or the tokenizer at `tokenizer_dir`, was made from other data.*
+    settings or text than `data` (a training run's data group) gives: the run would train on other text or another
+    vocabulary than its config records. Pretraining runs it at its start, a plan's corpus job as its done check
+    (``jobs.corpus_check``). Checked: each CORPUS_KEYS value; the sources by content, the sha256 of every file they
+    give now against the manifest's (a glob matching another file, a file edited), so that sources moved elsewhere
+    with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
+    (``check_tokenizer_settings``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
+    per start. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
+    as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so)."""
     manifest = read_manifest(out_dir)
     if manifest is None or Path(out_dir).name != str(data.get("name")):
         return
     made = (manifest.get("settings") or {}).get("data") or {}
     for key in CORPUS_KEYS:
-        if key not in data or key not in made:
+        if key == "sources" or key not in data or key not in made:
             continue
         ours, theirs = _comparable(key, data[key]), _comparable(key, made[key])
         if ours != theirs:
+            raise CorpusError(_settings_refusal(out_dir, data, key, ours, theirs))
+    if "sources" in data:
+        _check_source_texts(out_dir, data, manifest)
+    if tokenizer_dir is not None:
+        check_tokenizer_settings(tokenizer_dir, data)
+
+
+def _settings_refusal(out_dir: str, data: Mapping, key: str, ours, theirs) -> str:
+    fix = _prepare_command(data)
+    origin = value_origin(f"data.{key}")
+    given = (f"; this command's {hydra_value(ours)} is not its command line's but {origin}: give it the data "
+             "group and data.* settings the corpus was prepared with, or prepare the corpus again from this "
+             f"command's ({fix})") if origin else f": prepare it from these settings ({fix})"
+    return (f"data.{key}={hydra_value(ours)}, but the corpus {out_dir} (data.name={data['name']}) was prepared with "
+            f"data.{key}={hydra_value(theirs)}{given}, or choose the data.name of a corpus prepared from them")
+
+
+def _prepare_command(data: Mapping) -> str:
+    """The prepare_corpus command that prepares data.name's corpus from `data`, over what is there."""
+    group = composed_option("data")
+    return shell_command("python", "scripts/prepare_corpus.py", *([f"data={group}"] if group else []),
+                         f"data.name={data['name']}", f"data.tokenizer={data.get('tokenizer')}",
+                         *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
+                         "overwrite=true")
+
+
+def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping) -> None:
+    """CorpusError where data.sources give other texts (by sha256; a hub source by its name) than the corpus was
+    prepared from; a note on stderr where they are the same texts at other paths."""
+    recorded = manifest.get("sources") or []
+    try:
+        now = _resolve_sources(resolve_sources(data["sources"]))
+    except (FileNotFoundError, CorpusError) as err:
+        made_at = ", ".join(str(r.get("path") or r.get("source")) for r in recorded)
+        raise CorpusError(f"data.sources: {err}; the corpus {out_dir} was prepared from {made_at}") from err
+    ours = [s.sha256 if s.path else s.given for s in now]
+    theirs = [r.get("sha256") if r.get("path") else r.get("source") for r in recorded]
+    where = [s.path or s.given for s in now]
+    if ours != theirs:
+        gone = [r.get("path") or r.get("source") for r, h in zip(recorded, theirs) if h not in ours]
+        new = [w for w, h in zip(where, ours) if h not in theirs]
+        what = "; ".join([*(["texts it was not prepared from: " + ", ".join(new)] if new else []),
+                          *(["without texts it was prepared from: " + ", ".join(gone)] if gone else [])]) or \
+            "its texts in another order"
+        raise CorpusError(f"data.sources={hydra_value(resolve_sources(data['sources']))} give other text than the "
+                          f"corpus {out_dir} (data.name={data['name']}) was prepared from (by content, sha256: "
+                          f"{what}): prepare it again ({_prepare_command(data)}), or choose the data.name of a corpus "
+                          "prepared from them")
+    made_at = [r.get("path") or r.get("source") for r in recorded]
+    if made_at != where:
+        print(f"note: the corpus {out_dir} was prepared from {', '.join(map(str, made_at))}; data.sources give the "
+              "same texts (sha256) at other paths, so it is read as prepared.", file=sys.stderr)
+
+
+# The tokenizer's settings a data group gives (its data.* key -> train_tokenizer's recorded setting)
+TOKENIZER_KEYS = {"vocab_size": "vocab_size", "tokenizer_max_lines": "max_lines"}
+
+
+def check_tokenizer_settings(tokenizer_dir: str, data: Mapping) -> None:
+    """CorpusError naming the first data.* key (TOKENIZER_KEYS) whose value in `data` differs from the one the
+    tokenizer at `tokenizer_dir` was trained with (its manifest.json's settings): a run would record one vocabulary
+    and train another. A tokenizer that train_tokenizer did not write (a converted model's) has nothing to compare."""
+    made = read_json(Path(tokenizer_dir) / MANIFEST)
+    if made.get("command") != "train_tokenizer":
+        return
+    settings = made.get("settings") or {}
+    for key, setting in TOKENIZER_KEYS.items():
+        if key in data and setting in settings and data[key] != settings[setting]:
             group = composed_option("data")
-            fix = shell_command("python", "scripts/prepare_corpus.py", *([f"data={group}"] if group else []),
-                                f"data.name={data['name']}", f"data.tokenizer={data.get('tokenizer')}",
-                                *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
+            fix = shell_command("python", "scripts/train_tokenizer.py", *([f"data={group}"] if group else []),
+                                f"data.name={data.get('name')}", f"data.tokenizer={data.get('tokenizer')}",
+                                *(f"data.{k}={hydra_value(data[k])}" for k in ("sources", *TOKENIZER_KEYS) if k in data),
                                 "overwrite=true")
-            origin = value_origin(f"data.{key}")
-            given = (f"; this command's {hydra_value(ours)} is not its command line's but {origin}: give it the data "
-                     "group and data.* settings the corpus was prepared with, or prepare the corpus again from this "
-                     f"command's ({fix})") if origin else f": prepare it from these settings ({fix})"
-            raise CorpusError(f"data.{key}={hydra_value(ours)}, but the corpus {out_dir} (data.name={data['name']}) was "
-                              f"prepared with data.{key}={hydra_value(theirs)}{given}, or choose the data.name of a "
-                              "corpus prepared from them")
+            raise CorpusError(f"data.{key}={hydra_value(data[key])}, but the tokenizer {tokenizer_dir} was trained "
+                              f"with {setting}={hydra_value(settings[setting])}: give data.{key}="
+                              f"{hydra_value(settings[setting])}, or train it again from these settings ({fix}) and "
+                              "prepare its corpus again")
 
 
 def read_manifest(out_dir: str) -> dict | None:

@@ -10,6 +10,7 @@ Extra arguments are Hydra overrides for the pretraining job (e.g. trainer.max_st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import shutil
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ..cli import compose, hydra_override, shell_command
+from ..data.corpus import check_tokenizer_settings
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError, LinformerError
 from ..files import (
@@ -34,6 +36,7 @@ from ..files import (
 from ..jobs import Job, corpus_check
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
+from ..runconfig.runs import plain_config
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text
@@ -48,7 +51,8 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
-    so that a setting the run would refuse is refused before the demo removes its earlier runs. `check`: the Job's."""
+    so that a setting the run would refuse is refused before the demo removes its earlier runs. `check`: the Job's,
+    made from cfg."""
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
@@ -61,7 +65,21 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
         def stale() -> bool:
             return sorted(map(str, sources(read_json(done_path.parent / MANIFEST).get("settings") or {}) or [])
                           ) != wanted
-    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale, check=check)
+    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale,
+               check=check(cfg) if check is not None else None)
+
+
+def _tokenizer_check(cfg):
+    """The tokenizer job's done check: its tokenizer trained with the data group's settings (vocab_size, ...), as
+    pretraining checks it (``corpus.check_tokenizer_settings``)."""
+    data = plain_config(cfg.data)
+    return lambda done: check_tokenizer_settings(str(done.parent), data)
+
+
+def _corpus_check(cfg):
+    """The corpus job's done check: pretraining's (``jobs.corpus_check`` with the data group: the settings, the
+    sources' texts by content, the tokenizer's settings)."""
+    return functools.partial(corpus_check, data=plain_config(cfg.data), tokenizer_dir=str(cfg.tokenizer_dir))
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -138,10 +156,10 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
     jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
-                 lambda c: done_file("tokenizer", c.out_dir), sources=lambda settings: settings.get("files")),
+                 lambda c: done_file("tokenizer", c.out_dir), sources=lambda settings: settings.get("files"),
+                 check=_tokenizer_check),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
-                 lambda c: done_file("corpus", c.out_dir), ("tokenizer",),
-                 sources=lambda settings: (settings.get("data") or {}).get("sources"), check=corpus_check),
+                 lambda c: done_file("corpus", c.out_dir), ("tokenizer",), check=_corpus_check),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent

@@ -252,7 +252,7 @@ def pretrain(spec: PretrainSpec | Mapping, run_dir: str | Path) -> dict:
     be a composed configs/pretrain.yaml, read into the spec first."""
     spec = PretrainSpec.of(spec)
     # before the run is recorded: its config.yaml must not name sources it does not train on
-    check_corpus_settings(spec.corpus_dir, spec.config.get("data") or {})
+    check_corpus_settings(spec.corpus_dir, spec.config.get("data") or {}, spec.tokenizer_dir)
 
     def make_task(accelerator, settings: TrainerSettings) -> PretrainTask:
         world = accelerator.num_processes

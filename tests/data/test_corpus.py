@@ -540,7 +540,8 @@ def test_a_plans_corpus_job_is_not_done_where_pretraining_would_refuse_the_corpu
                           f"{corpus_mod.FORMAT_VERSION}: the same sources and settings give other blocks now; its job "
                           "prepares it again.")
     corpus_jobs = [j for j in [*mini.plan(), *demo.plan([], CHECKOUT)] if "scripts/prepare_corpus.py" in j.argv]
-    assert len(corpus_jobs) == 2 and all(j.check is corpus_check for j in corpus_jobs)
+    checks = [getattr(j.check, "func", j.check) for j in corpus_jobs]  # the demo's: corpus_check with its data group
+    assert len(corpus_jobs) == 2 and all(check is corpus_check for check in checks)
 
 
 def test_a_corpus_read_as_one_document_is_refused_before_tokenizing_naming_the_layout(tmp_path, corpus_file, tok_dir,
@@ -754,3 +755,42 @@ def test_a_paragraph_longer_than_a_piece_packs_as_one_paragraph(tmp_path, corpus
     for split in ("train", "validation"):
         assert (load_prepared(str(tmp_path / "cut"), tok_dir)[split]["input_ids"]
                 == load_prepared(str(tmp_path / "whole"), tok_dir)[split]["input_ids"])
+
+
+def test_a_corpus_is_its_sources_texts_not_their_paths(tok_dir, corpus_file, tmp_path, capsys):
+    """Pretraining's check (check_corpus_settings, also a plan's corpus job's) compares the sources by content: the
+    same bytes moved elsewhere are the corpus (a note names where it was made), where the prepare_corpus command its
+    refusal printed answered "reusing" and changed nothing; a file a glob now also matches, or one edited since, is
+    refused, and the printed command prepares it again."""
+    src = tmp_path / "txt"
+    src.mkdir()
+    shutil.copy(corpus_file, src / "a.txt")
+    out = tmp_path / "processed" / "c"
+    prepare_corpus([str(src / "*.txt")], tok_dir, str(out), n=32, val_fraction=0.1, num_proc=1)
+    data = {"name": "c", "tokenizer": "t", "sources": [str(src / "*.txt")], "n": 32, "val_fraction": 0.1}
+    corpus_mod.check_corpus_settings(str(out), data)
+    moved = shutil.copytree(src, tmp_path / "moved")
+    corpus_mod.check_corpus_settings(str(out), {**data, "sources": [str(moved / "a.txt")]})
+    assert f"prepared from {src / 'a.txt'}; data.sources give the same texts" in capsys.readouterr().err
+    write_corpus(src / "b.txt", n_docs=5, prefix="new")
+    with pytest.raises(CorpusError, match=r"give other text than the corpus .* texts it was not prepared from: "
+                                          r".*b.txt\): prepare it again \(python scripts/prepare_corpus.py"):
+        corpus_mod.check_corpus_settings(str(out), data)
+    (src / "b.txt").unlink()
+    (src / "a.txt").write_text((src / "a.txt").read_text().replace("doc001", "doc999"))
+    with pytest.raises(CorpusError, match=r"not prepared from: .*a.txt; without texts it was prepared from: .*a.txt"):
+        corpus_mod.check_corpus_settings(str(out), data)
+    prepare_corpus([str(src / "*.txt")], tok_dir, str(out), n=32, val_fraction=0.1, num_proc=1)  # what it prints
+    corpus_mod.check_corpus_settings(str(out), data)
+
+
+def test_a_tokenizer_trained_with_other_data_settings_is_refused(tok_dir):
+    """data.vocab_size (and data.tokenizer_max_lines) was ignored by pretraining: the run's config recorded one
+    vocabulary and the model had another. Compared with the tokenizer's manifest, in one line naming the key."""
+    corpus_mod.check_tokenizer_settings(tok_dir, {"vocab_size": 400, "tokenizer_max_lines": None})
+    with pytest.raises(CorpusError, match=r"^data.vocab_size=4000, but the tokenizer .* was trained with "
+                                          r"vocab_size=400: give data.vocab_size=400, or train it again .*"
+                                          r"train_tokenizer.py .*data.vocab_size=4000"):
+        corpus_mod.check_tokenizer_settings(tok_dir, {"name": "x", "vocab_size": 4000})
+    with pytest.raises(CorpusError, match=r"^data.tokenizer_max_lines=100, but .* max_lines=null"):
+        corpus_mod.check_tokenizer_settings(tok_dir, {"tokenizer_max_lines": 100})

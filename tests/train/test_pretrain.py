@@ -411,8 +411,10 @@ def test_data_settings_other_than_the_corpus_are_refused_before_the_run(tiny_dat
             "data.max_documents=null"]
     check_corpus_settings(str(corpus), compose_pretrain(tiny_data, *same).data)  # what made it: accepted
     other = tmp_path / "mine.txt"
-    with pytest.raises(CorpusError, match=rf"data.sources=\[{other}\], but the corpus {corpus} .*prepared with "
-                                          rf"data.sources=\[{text}\]: .*prepare_corpus.py data.name=corpus"):
+    other.write_text("Another text.\n")
+    with pytest.raises(CorpusError, match=rf"data.sources=\[{other}\] give other text than the corpus {corpus} .*not "
+                                          rf"prepared from: {other}; without texts it was prepared from: {text}\): "
+                                          r"prepare it again \(.*prepare_corpus.py data.name=corpus"):
         pretrain(compose_pretrain(tiny_data, *same, f"data.sources=[{other}]"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
     with pytest.raises(CorpusError, match=rf"data.val_fraction=0.5, but .* data.val_fraction=0.1: .*'data.sources=\[{text}\]' "
