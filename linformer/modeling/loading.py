@@ -139,11 +139,18 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
 
 
 def check_model_intact(model: Path, given: str) -> dict[str, str] | None:
-    """CheckpointError where a weight file of the model folder `model` (what `given` names: "model_path='...'") is
-    missing, or not what was written, by the checksums the folder records (``saving.model_folder``), naming the file
+    """CheckpointError where the model folder `model` (what `given` names: "model_path='...'") holds two sets of
+    weights (model.safetensors beside a sharded index), or where a weight file of it is missing, or not what was
+    written, by the checksums the folder records (``saving.model_folder``), naming the file
     and the command that writes the folder again; a folder that records none (another tool's, an earlier version's)
     passes. Returns the digests ({name: sha256}) of the folder's weight files where it read them, else None. Weights only: they load whatever their bytes say, where a damaged config or tokenizer fails its parser
     with a line of its own, and a user may edit those on purpose (a dropout, a length)."""
+    if (model / "model.safetensors").is_file() and (model / "model.safetensors.index.json").is_file():
+        # transformers re-saving a folder sharded leaves its single file, and loads that one, the older weights
+        raise CheckpointError(f"{given}: the model {model} holds both model.safetensors and "
+                              "model.safetensors.index.json (the shards it lists), two sets of weights: transformers "
+                              "loads model.safetensors. Remove the one that is not the model's (a sharded save_pretrained "
+                              "into the folder leaves the earlier model.safetensors).")
     listed = read_json(model / MANIFEST).get("files")
     weights = {name: want for name, want in (listed if isinstance(listed, dict) else {}).items()
                if any(fnmatch.fnmatch(Path(name).name, pattern) for pattern in WEIGHT_FILES)}
@@ -152,8 +159,10 @@ def check_model_intact(model: Path, given: str) -> dict[str, str] | None:
     digests = _weight_digests(model)  # every weight file: the same reads give the folder's weights_sha256
     damage = checksum_problems(model, weights, digests)
     if damage:
-        raise CheckpointError(f"{given}: the model {model} is damaged since it was written ({'; '.join(damage)}): "
-                              f"{rewrite_advice(model)}.")
+        raise CheckpointError(f"{given}: the weights of the model {model} differ from what the package recorded "
+                              f"when it wrote them ({'; '.join(damage)}): if the change is yours (save_pretrained into "
+                              f"the folder, another tool), remove {model / MANIFEST} to take the folder as it is; else "
+                              f"restore them: {rewrite_advice(model)}.")
     return digests
 
 

@@ -354,8 +354,10 @@ def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_na
     weights = bytearray(intact)
     weights[-8] ^= 0xFF
     (out / "model.safetensors").write_bytes(bytes(weights))
-    damaged = (f"the model {out} is damaged since it was written (model.safetensors: content differs from what was "
-               "written (sha256)): write it again: python scripts/convert.py ")
+    damaged = (f"the weights of the model {out} differ from what the package recorded when it wrote them "
+               "(model.safetensors: content differs from what was written (sha256)): if the change is yours "
+               f"(save_pretrained into the folder, another tool), remove {out}/manifest.json to take the folder as it "
+               "is; else restore them: write it again: python scripts/convert.py ")
     for start in (lambda: resolve_model_path(str(out), "init_from"),
                   lambda: convert_encoder(out, tmp_path / "longer", projected_dim=8, sharing="kv")):
         with pytest.raises(CheckpointError, match=r"^(init_from|model_path)=") as refused:
@@ -827,3 +829,16 @@ def test_a_length_of_the_wrong_type_is_named_as_given_by_either_conversion(tmp_p
         with pytest.raises(ConfigError) as err:
             LinformerModel.from_pretrained_encoder(tmp_path / source, projected_dim=8, max_seq_len=value)
         assert str(err.value) == message
+
+
+def test_a_folder_with_a_single_weights_file_beside_a_sharded_index_is_refused_naming_both(tmp_path):
+    """A sharded save_pretrained into a folder holding model.safetensors leaves that file, and transformers loads it
+    (the older weights) without a word: a start model with both is refused, naming them."""
+    from linformer.modeling.loading import check_model_intact
+
+    (tmp_path / "model.safetensors").write_bytes(b"old")
+    check_model_intact(tmp_path, "model_path='x'")  # one set of weights, recorded nowhere: taken as it is
+    (tmp_path / "model.safetensors.index.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=r"^model_path='x': the model .* holds both model.safetensors and "
+                                              r"model.safetensors.index.json"):
+        check_model_intact(tmp_path, "model_path='x'")

@@ -111,8 +111,11 @@ def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_agai
                                               rf"{run}/model --overwrite\.$"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
     # a command that starts from it (finetuning's model_path, pretraining's init_from) says the same
-    with pytest.raises(CheckpointError, match=rf"^model_path='{run}': the model {run}/model is damaged since it was "
-                                              rf"written \(model.safetensors: 1,000 bytes, {size:,} written\): write "
+    with pytest.raises(CheckpointError, match=rf"^model_path='{run}': the weights of the model {run}/model differ "
+                                              rf"from what the package recorded when it wrote them \(model.safetensors: "
+                                              rf"1,000 bytes, {size:,} written\): if the change is yours .* remove "
+                                              rf"{run}/model/manifest.json to take the folder as it is; else restore "
+                                              rf"them: write "
                                               rf"it again from the run's final checkpoint: python scripts/export.py "
                                               rf"{run} --out {run}/model --overwrite\.$"):
         resolve_model_path(str(run))
