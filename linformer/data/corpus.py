@@ -40,6 +40,7 @@ from ..files import (
     made_by,
     output_damage,
     read_json,
+    remove_stale_temps,
     sha256_file,
     write_json,
 )
@@ -532,6 +533,8 @@ def prepare_corpus(
     if max_documents is not None and max_documents < 1:
         raise ConfigError(f"data.max_documents={max_documents} must be a positive number of documents, or null")
     out = Path(out_dir)
+    if out.parent.is_dir():  # at every run, a reuse too: a killed build's temporary is the corpus's size
+        remove_stale_temps(out)
     srcs = _resolve_sources(sources)
     tok_hash = tokenizer_hash(tokenizer_dir)
     has_hub = any(s.hub for s in srcs)

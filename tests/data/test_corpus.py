@@ -794,3 +794,15 @@ def test_a_tokenizer_trained_with_other_data_settings_is_refused(tok_dir):
         corpus_mod.check_tokenizer_settings(tok_dir, {"name": "x", "vocab_size": 4000})
     with pytest.raises(CorpusError, match=r"^data.tokenizer_max_lines=100, but .* max_lines=null"):
         corpus_mod.check_tokenizer_settings(tok_dir, {"tokenizer_max_lines": 100})
+
+
+def test_a_killed_builds_temporary_goes_at_the_next_run_a_reuse_too(prepared, corpus_file, tok_dir):
+    """A SIGKILLed rebuild left its temporary (the corpus's size), which only a later build swept: a reuse left it."""
+    from linformer.files import process_place
+
+    out, m = prepared
+    stale = out.with_name(f".tmp-{out.name}-{process_place()}-999999999")
+    stale.mkdir()
+    prepare_corpus(m["settings"]["data"]["sources"], m["settings"]["tokenizer_dir"], str(out),
+                   **{k: m["settings"]["data"][k] for k in ("n", "val_fraction", "seed", "max_documents")}, num_proc=1)
+    assert not stale.exists()
