@@ -6,7 +6,10 @@
   ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
 - ``run.json``: stage, status (``running`` / ``complete``, ``stopped`` by a signal with its message's first line, or
   ``failed`` with the error's first line), start and end times, every config change a user allowed on resume
-  (``trainer.allow_config_change``), and ``resumed_from``: another run's checkpoint it continued.
+  (``trainer.allow_config_change``), and ``resumed_from``: another run's checkpoint it continued; what decides its
+  numbers besides the config: ``environment`` (``run_environment``: code version and commit, library versions,
+  torch's threads, the device; each attempt's own, kept in ``attempts``), and the task's draws (``batch_seeding``,
+  ``validation_seed``: ``data.streams``).
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds of the run's attempts so far: a
   resumed run's go on from the step it resumed at, so time never runs backwards; then the metrics the stage logs:
   loss, lr, grad_norm, eval_* ...).
@@ -327,9 +330,52 @@ def not_a_run(path: str | Path) -> list[str]:
 
 
 # run.json's fields of an attempt's end, by status (finish, fail, stop), and of its start (the step it started at, the
-# processes it ran on): moved into `attempts` when the run starts again
+# processes and environment it ran on): moved into `attempts` when the run starts again
 _ENDED = ("finished", "failed", "error", "stopped", "reason")
-_BEGUN = ("start_step", "processes")
+_BEGUN = ("start_step", "processes", "environment")
+# Environment variables that change a run's numbers (torch's CPU threads: bitwise results hold on one; cuBLAS's
+# workspace: deterministic GPU kernels), recorded where set and repeated in the command to resume
+NUMERIC_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
+
+
+def numeric_env() -> dict[str, str]:
+    """The NUMERIC_ENV variables this process was started with (those set)."""
+    return {name: os.environ[name] for name in NUMERIC_ENV if name in os.environ}
+
+
+def code_revision() -> dict[str, Any]:
+    """The package's version and, where it runs from a git checkout, the commit and whether the checkout had
+    uncommitted changes (``dirty``); commit None where there is no checkout (an installed wheel)."""
+    import subprocess
+
+    from .version import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    revision: dict[str, Any] = {"linformer": __version__, "commit": None, "dirty": None}
+    if not (root / ".git").exists():
+        return revision
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
+                                  check=True).stdout
+
+        revision["commit"] = git("rev-parse", "HEAD").strip() or None
+        revision["dirty"] = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError):  # git missing or the checkout unreadable: the version alone
+        pass
+    return revision
+
+
+def run_environment(device) -> dict[str, Any]:
+    """What a run's numbers depend on besides its config (run.json's ``environment``): the code
+    (``code_revision``), the machine and libraries as the benchmarks record them (``bench.common.
+    machine_description``: device, CPU, torch's threads, torch, transformers, python), and NUMERIC_ENV where set."""
+    from .bench.common import machine_description
+
+    machine = machine_description(device)
+    for key in ("competing_processes", "load_average"):  # a benchmark's own measurement conditions
+        machine.pop(key, None)
+    return {**code_revision(), **machine, "env": numeric_env()}
 
 
 class RunRecord:
@@ -414,10 +460,12 @@ class RunRecord:
             self.lock.release()
             raise
 
-    def start(self, config: Mapping, step: int, processes: int = 1) -> None:
+    def start(self, config: Mapping, step: int, processes: int = 1, environment: Mapping | None = None,
+              draws: Mapping | None = None) -> None:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing), with
-        the step this attempt starts at and the processes it runs on: the steps from it to the next attempt's
-        `start_step` ran on that many."""
+        the step this attempt starts at, the processes and ``environment`` (``run_environment``) it runs on: the
+        steps from it to the next attempt's `start_step` ran so; and the task's ``draws`` (its batch seeding and
+        validation seed, kept for the whole run)."""
         if not self.info() and (self.dir / CONFIG).is_file():  # an earlier attempt's record, without its run.json
             log.warning("%s is missing: the run goes on from its files, but what it recorded of the "
                         "earlier attempts (created, attempts, changes) is gone; a new record starts with this one",
@@ -434,7 +482,10 @@ class RunRecord:
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
-        info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"), start_step=step, processes=processes)
+        info.update(status="running", started=time.strftime("%Y-%m-%d %H:%M:%S"), start_step=step, processes=processes,
+                    **dict(draws or {}))
+        if environment is not None:
+            info["environment"] = dict(environment)
         if self.resumed_from:
             info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
         write_yaml(self.dir / CONFIG, dict(config))

@@ -10,6 +10,7 @@ import pytest
 
 from linformer.cli import compose, refuse_added_keys
 from linformer.errors import ConfigError
+from linformer.rundir import NUMERIC_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -327,8 +328,27 @@ def test_a_printed_command_keeps_each_word_one_word_in_the_shell(monkeypatch):
     words = ["python", "scripts/finetune.py", "task=sst2", "model_path=/tmp/my runs/it's here"]
     assert shlex.split(shell_command(*words)) == words
     assert shell_command("python", Path("/a b")) == "python '/a b'"
+    for name in NUMERIC_ENV:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "run_name=a b"])
     assert shlex.split(command_line())[1:] == ["scripts/pretrain.py", "run_name=a b"]
+
+
+def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(monkeypatch):
+    """Bitwise results hold on one thread: a resume on the default threads would go on computing otherwise."""
+    import shlex
+
+    from linformer.train.core import command_line
+
+    for name in NUMERIC_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "seed=1"])
+    assert shlex.split(command_line())[0] == "OMP_NUM_THREADS=1"
+    assert shlex.split(command_line())[2:] == ["scripts/pretrain.py", "seed=1"]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert shlex.split(command_line())[:3] == ["OMP_NUM_THREADS=1", "torchrun", "--nproc_per_node=2"]
 
 
 def test_no_printed_command_puts_a_value_in_unquoted():

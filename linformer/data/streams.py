@@ -19,6 +19,22 @@ log = logging.getLogger(__name__)
 COLUMNS = ["input_ids", "attention_mask", "labels"]  # what a task example feeds the model
 TOKEN_TYPES = "token_type_ids"  # a pair's segment ids (BERT's tokenizers give them; RoBERTa's do not)
 PAD_MULTIPLE = 8  # batches are padded to a multiple of this length where the model takes it (tensor-core shapes)
+# How a BlockStream seeds its per-batch draws (masks, cuts), as run.json and each checkpoint record it: per optimizer
+# step over its whole global batch, or (runs recorded without it) per global micro-batch: the same at grad_accum = 1
+SEEDING_STEP, SEEDING_MICRO = "step", "micro-batch"
+# The seed of the held-out blocks' order and masks, the same for every training seed (so val_ppl across seeds
+# measures one set): 1, the set seed-0 runs have always had; runs recorded without it used seed + 1
+VALIDATION_SEED = 1
+
+
+def recorded_draws(state, seed: int) -> tuple[str, int]:
+    """(batch seeding, validation seed) a checkpoint's `state` records, or those of a checkpoint saved before they
+    were recorded: per micro-batch, and the run's seed + 1."""
+    seeding = state.get("batch_seeding", SEEDING_MICRO)
+    if seeding not in (SEEDING_STEP, SEEDING_MICRO):
+        raise ConfigError(f"the checkpoint records a batch seeding {seeding!r} this version does not know "
+                          f"({SEEDING_STEP!r} or {SEEDING_MICRO!r}): continue it with the version that began it")
+    return seeding, int(state.get("validation_seed", seed + 1))
 
 
 class EpochOrder:
@@ -73,22 +89,43 @@ class EpochOrder:
 
 
 class BlockStream:
-    """Deterministic global micro-batches of packed blocks; rank r keeps rows [r*b, (r+1)*b)."""
+    """Deterministic micro-batches of packed blocks, every one a pure function of (seed, step, place in the step's
+    global batch), however that batch is split into processes and micro-batches.
+
+    The unit is the global batch of an optimizer step (``per_device x world x grad_accum`` blocks: EpochOrder's rows
+    for that step). Every rank masks that whole batch with one generator seeded by (seed, step) and keeps its own
+    slice: micro-batch m of the step, rank r takes rows ``[(m*world + r)*b, ... + b)``. So batch 8 x 1, 4 x 2 and
+    2 x 4 (grad_accum), on one process or several, see the same blocks with the same masks; at grad_accum = 1 the
+    global micro-batch g is step g's batch. ``grad_accum`` is the number of micro-batches a step takes; pass 1 (the
+    default) with micro-batch indices for ``SEEDING_MICRO``, the seeding of runs recorded before this one."""
 
     def __init__(self, dataset, per_device: int, world: int, rank: int, seed: int, collator,
-                 split: str):
+                 split: str, grad_accum: int = 1):
+        self.dataset = dataset
         self.blocks = dataset.with_format("numpy", columns=["input_ids"])  # rows read per batch, not held
         self.per_device, self.world, self.rank, self.seed = per_device, world, rank, seed
-        self.global_micro = per_device * world
-        self.order = EpochOrder(len(dataset), self.global_micro, seed, drop_last=True)
-        self.batches_per_epoch = self.order.batches_per_epoch
+        self.global_micro, self.grad_accum = per_device * world, grad_accum
+        self.order = EpochOrder(len(dataset), self.global_micro * grad_accum, seed, drop_last=True)
+        self.batches_per_epoch = self.order.batches_per_epoch * grad_accum  # micro-batches
         if self.batches_per_epoch == 0:
+            accum = f" x trainer.grad_accum={grad_accum}" if grad_accum > 1 else ""
             raise ConfigError(
                 f"the corpus's {split} split has {len(dataset)} blocks, fewer than one global batch of "
-                f"{self.global_micro} (trainer.batch_size={per_device} x {world} processes): lower "
+                f"{self.global_micro * grad_accum} (trainer.batch_size={per_device}{accum} x {world} processes): lower "
                 f"trainer.batch_size{', or prepare the corpus with a larger data.val_fraction' if split != 'train' else ''}."
             )
         self.collator, self.split, self._capped = collator, split, False
+        self._step: tuple[int, dict[str, torch.Tensor]] | None = None  # the last step's masked global batch
+
+    def replaced(self, seeding: str | None = None, seed: int | None = None) -> BlockStream:
+        """This stream drawn with another batch seeding (SEEDING_MICRO: grad_accum 1 over micro-batch indices) or
+        seed."""
+        accum = self.grad_accum if seeding in (None, SEEDING_STEP) else 1
+        seed = self.seed if seed is None else seed
+        if (accum, seed) == (self.grad_accum, self.seed):
+            return self
+        return BlockStream(self.dataset, self.per_device, self.world, self.rank, seed, self.collator, self.split,
+                           grad_accum=accum)
 
     def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
         """The first `limit` micro-batches (all when None) on `device`: the same every evaluation. A limit above
@@ -102,12 +139,20 @@ class BlockStream:
             yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
-        """The rank's slice of global micro-batch g, masked identically whatever the number of processes."""
-        rows = self.blocks[self.order.rows(g).tolist()]["input_ids"]  # (global micro-batch, n) int32
-        self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + g)
-        batch = self.collator([{"input_ids": r.tolist()} for r in rows])
-        lo = self.rank * self.per_device
+        """The rank's slice of micro-batch g (step g // grad_accum), masked identically whatever the split."""
+        step, micro = divmod(g, self.grad_accum)
+        batch = self.step_batch(step)
+        lo = (micro * self.world + self.rank) * self.per_device
         return {k: v[lo : lo + self.per_device] for k, v in batch.items()}
+
+    def step_batch(self, step: int) -> dict[str, torch.Tensor]:
+        """Step `step`'s whole global batch, masked by the generator seeded by (seed, step); kept for the step's
+        other micro-batches."""
+        if self._step is None or self._step[0] != step:
+            rows = self.blocks[self.order.rows(step).tolist()]["input_ids"]  # (global batch, n) int32
+            self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + step)
+            self._step = (step, self.collator([{"input_ids": r.tolist()} for r in rows]))
+        return self._step[1]
 
 
 def token_lengths(dataset) -> np.ndarray:

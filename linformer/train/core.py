@@ -51,9 +51,11 @@ from ..rundir import (
     identity,
     identity_diff,
     model_problem,
+    numeric_env,
     read_metrics,
     refused_changes,
     reported_scalars,
+    run_environment,
     start_changes,
 )
 from ..signals import handling, signal_words, signals_finish, signals_stop
@@ -95,6 +97,15 @@ class TrainingTask:
     tracker_tags: Sequence[str] = ()       # (immutable defaults: a subclass instance assigns its own)
     prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
     prepared: Sequence = ()                # ...and what it returned for them
+
+    def draws(self) -> dict[str, Any]:
+        """What decides the task's random draws besides the seed (its batch seeding, its validation seed), saved
+        with each checkpoint and recorded in run.json."""
+        return {}
+
+    def keep_draws(self, state: Mapping[str, Any]) -> None:
+        """Go on drawing as the checkpoint whose `state` is given did (a key it lacks: it was saved before the key
+        was recorded, with that version's draws)."""
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """This rank's slice of global micro-batch g (one of ``step_batches``), on the host. On a GPU it is called
@@ -248,14 +259,17 @@ def prefetches(device: torch.device) -> bool:
 
 def command_line() -> str:
     """The command to run again (a stop's message): under torchrun, or a launcher built on it, the launcher with
-    this run's number of processes, since a resume on another number is refused (Trainer._check_global_batch)."""
+    this run's number of processes, since a resume on another number is refused (Trainer._check_global_batch); after
+    the variables that change the numbers (rundir.NUMERIC_ENV: OMP_NUM_THREADS...) where they were set, so that the
+    resumed steps compute as the first did."""
     if not sys.argv[0]:
         return "the same call"
+    env = [f"{name}={value}" for name, value in numeric_env().items()]
     world, local = process_count(), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if world > 1:
         nodes = [f"--nnodes={world // local}"] if world != local else []
-        return shell_command("torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
-    return shell_command(Path(sys.executable).name, *sys.argv)
+        return shell_command(*env, "torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
+    return shell_command(*env, Path(sys.executable).name, *sys.argv)
 
 
 class Trainer:
@@ -298,10 +312,12 @@ class Trainer:
         """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
         self._t0 = time.perf_counter()
         self._resume()
-        # saved with every checkpoint: a resume compares them (_check_global_batch)
+        # saved with every checkpoint: a resume compares them (_check_global_batch) or keeps them (keep_draws)
         self.state["global_batch"], self.state["processes"] = self.global_batch(), self.accelerator.num_processes
+        self.state.update(self.task.draws())
         if self.is_main:
-            self.record.start(self.config, self.state["step"], self.accelerator.num_processes)
+            self.record.start(self.config, self.state["step"], self.accelerator.num_processes,
+                              run_environment(self.accelerator.device), self.task.draws())
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
             if self.state.get("resumed_from_step"):
                 self._relog_rates_used()
@@ -625,6 +641,7 @@ class Trainer:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
                               f"continues ({path}, step {step}): give trainer.max_steps above {step}.")
         self._check_global_batch()
+        self.task.keep_draws(self.state)
         self.state["resumed_from_step"] = step
         self._wall_before = self.state.get("wall_time_s", 0.0)
         if foreign:  # the run's record names the weights its first steps come from

@@ -1,9 +1,10 @@
 """MLM pretraining on the training core: ``pretrain(spec, run_dir)``.
 
-Data order and masking are pure functions of (seed, step): the global micro-batch g = step * grad_accum + micro
-takes rows ``perm_epoch[...]`` of a seeded per-epoch permutation, every rank masks that whole micro-batch with a
-generator seeded by (seed, g) and keeps its own slice. So resume needs only the step, and 1 process with batch 2b
-sees exactly the tokens and masks that 2 processes with batch b see.
+Data order and masking are pure functions of (seed, step): step s's global batch takes rows ``perm_epoch[...]`` of a
+seeded per-epoch permutation, every rank masks that whole batch with a generator seeded by (seed, s) and keeps its
+own slice of each micro-batch (``data.streams.BlockStream``). So resume needs only the step, and 1 process with batch
+2b, 2 processes with batch b, and 1 process with batch b x trainer.grad_accum=2 see exactly the same tokens and
+masks. The validation blocks and masks are drawn with a fixed seed (``VALIDATION_SEED``), whatever the run's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.io import load_auto
-from ..data.streams import BlockStream
+from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream, recorded_draws
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
@@ -127,8 +128,9 @@ class PretrainTask(TrainingTask):
         mlm_probability = settings.require("mlm_probability", "pretraining")
         collator = MLMCollator(self.tokenizer, mlm_probability=mlm_probability)
         seed, b = spec.seed, settings.batch_size
-        self.train_stream = BlockStream(data["train"], b, world, rank, seed, collator, "train")
-        self.val = BlockStream(data["validation"], b, world, rank, seed + 1, collator, "validation")
+        self.train_stream = BlockStream(data["train"], b, world, rank, seed, collator, "train", settings.grad_accum)
+        self.val = BlockStream(data["validation"], b, world, rank, VALIDATION_SEED, collator, "validation")
+        self.seed, self.batch_seeding = seed, SEEDING_STEP
         self.eval_batches = settings.eval_batches
         self.default_eval_every = None
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
@@ -140,6 +142,14 @@ class PretrainTask(TrainingTask):
         # targets would read their count back to the host in every micro-batch (a wait for the device)
         self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile or device.type == "cuda" else None
         self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
+
+    def draws(self) -> dict[str, Any]:
+        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
+
+    def keep_draws(self, state: Mapping[str, Any]) -> None:
+        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
+        self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
+        self.val = self.val.replaced(seed=val_seed)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train_stream.micro_batch(g))

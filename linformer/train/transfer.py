@@ -31,7 +31,7 @@ from ..cli import hydra_override, shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
 from ..data.io import load_auto
-from ..data.streams import BlockStream
+from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream, recorded_draws
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import MODEL_DIR
@@ -113,11 +113,13 @@ class TransferTask(TrainingTask):
         if config.exact_short_inputs:  # inputs of at most k tokens attend exactly: nothing there to fit
             min_length = min(max(min_length, max(map(config.k_of_layer, range(config.num_hidden_layers))) + 1),
                              self.n)
-        self.train_stream = BlockStream(data["train"], b, world, rank, seed, BlockCollator(short, min_length), "train")
-        self.val = BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(), "validation")
+        self.train_stream = BlockStream(data["train"], b, world, rank, seed, BlockCollator(short, min_length), "train",
+                                        settings.grad_accum)
+        self.val = BlockStream(data["validation"], b, world, rank, VALIDATION_SEED, BlockCollator(), "validation")
         # the same held-out blocks cut to one short length: how well the student fits inputs like a sentence
-        self.val_short = None if self.short_length is None else \
-            BlockStream(data["validation"], b, world, rank, seed + 1, BlockCollator(length=self.short_length), "validation")
+        self.val_short = None if self.short_length is None else BlockStream(
+            data["validation"], b, world, rank, VALIDATION_SEED, BlockCollator(length=self.short_length), "validation")
+        self.seed, self.batch_seeding = seed, SEEDING_STEP
         self.eval_batches = settings.eval_batches
         self.tracker_tags = [f"k={m['projected_dim']}", f"sharing={m['sharing']}", f"train={self.train_mode}",
                              f"target={self.target}"]
@@ -125,6 +127,15 @@ class TransferTask(TrainingTask):
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at trainer.lr; with transfer.train=all every other weight at transfer.lr_rest."""
         return projection_param_groups(self.model, weight_decay, lr_rest=self.lr_rest)
+
+    def draws(self) -> dict[str, Any]:
+        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
+
+    def keep_draws(self, state: Mapping[str, Any]) -> None:
+        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
+        self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
+        self.val = self.val.replaced(seed=val_seed)
+        self.val_short = self.val_short and self.val_short.replaced(seed=val_seed)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.train_stream.micro_batch(g)

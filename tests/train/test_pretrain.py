@@ -472,3 +472,103 @@ def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluati
     assert "val_ppl" in lines[0] and " loss " not in lines[0]  # before training: the evaluation alone
     assert "val_ppl" not in lines[1] and re.search(r"loss \d+\.\d{4}, lr \d\.\d\de-\d\d", lines[1])
     assert all("val_ppl" in lines[i] for i in (2, 4))
+
+
+class _Draws:
+    """A collator that draws a value per position from the generator the stream seeds (as MLM masks are drawn)."""
+
+    generator = None
+
+    def __call__(self, rows):
+        ids = torch.tensor([r["input_ids"] for r in rows])
+        return {"input_ids": ids, "labels": torch.randint(0, 1000, ids.shape, generator=self.generator)}
+
+
+def _blocks(count: int = 40):
+    import datasets
+
+    return datasets.Dataset.from_dict({"input_ids": [[i, i + 1, i + 2] for i in range(count)]})
+
+
+def test_a_grad_accum_1_stream_draws_the_rows_and_masks_it_always_has():
+    """Runs at grad_accum = 1 (every committed result, every resumable run) keep their batches bit for bit."""
+    from linformer.train.pretrain import BlockStream
+
+    one = BlockStream(_blocks(), 4, 1, 0, 3, _Draws(), "train")
+    batches = [one.micro_batch(g) for g in (0, 1, 7)]
+    assert [b["input_ids"][:, 0].tolist() for b in batches] == [[24, 5, 30, 31], [28, 23, 20, 6], [36, 9, 3, 18]]
+    assert [b["labels"][0].tolist() for b in batches] == [[319, 405, 230], [455, 201, 555], [983, 100, 424]]
+    rank1 = BlockStream(_blocks(), 4, 2, 1, 3, _Draws(), "train")
+    assert [rank1.micro_batch(g)["labels"][0].tolist() for g in (0, 1, 7)] == \
+        [[114, 851, 911], [558, 925, 733], [905, 983, 156]]
+
+
+@pytest.mark.parametrize("per_device,world,accum", [(4, 1, 2), (2, 1, 4), (2, 2, 2), (4, 2, 1)])
+def test_a_step_s_rows_and_masks_do_not_depend_on_how_its_global_batch_is_split(per_device, world, accum):
+    from linformer.train.pretrain import BlockStream
+
+    whole = BlockStream(_blocks(), 8, 1, 0, 3, _Draws(), "train")
+    split = [BlockStream(_blocks(), per_device, world, rank, 3, _Draws(), "train", accum) for rank in range(world)]
+    assert split[0].batches_per_epoch == whole.batches_per_epoch * accum
+    for step in range(7):  # past an epoch's end (5 global batches of 8)
+        parts = [s.micro_batch(step * accum + m) for m in range(accum) for s in split]
+        for key in ("input_ids", "labels"):
+            assert torch.equal(torch.cat([p[key] for p in parts]), whole.micro_batch(step)[key])
+
+
+def test_a_checkpoint_saved_before_draws_were_recorded_keeps_its_micro_batch_seeding_and_validation_seed():
+    from linformer.data.streams import SEEDING_MICRO, SEEDING_STEP, recorded_draws
+    from linformer.train.pretrain import BlockStream
+
+    assert recorded_draws({}, 5) == (SEEDING_MICRO, 6)
+    assert recorded_draws({"batch_seeding": SEEDING_STEP, "validation_seed": 1}, 5) == (SEEDING_STEP, 1)
+    with pytest.raises(ConfigError, match="batch seeding 'later'"):
+        recorded_draws({"batch_seeding": "later"}, 5)
+    old = BlockStream(_blocks(), 4, 1, 0, 3, _Draws(), "train")  # how grad_accum=2 drew: per micro-batch
+    kept = BlockStream(_blocks(), 4, 1, 0, 3, _Draws(), "train", 2).replaced(seeding=SEEDING_MICRO)
+    assert all(torch.equal(kept.micro_batch(g)["labels"], old.micro_batch(g)["labels"]) for g in range(12))
+    assert kept.replaced(seed=6).seed == 6
+
+
+def test_batch_8x1_4x2_and_2x4_train_the_same_weights(tiny_data, tmp_path):
+    """Gradient accumulation is the same math as a larger batch (up to float rounding): the same masks, and the
+    loss a mean over the global batch's masked tokens."""
+    from safetensors.torch import load_file
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        weights = []
+        for batch, accum in [(8, 1), (4, 2), (2, 4)]:
+            cfg = compose_pretrain(tiny_data, "trainer.max_steps=3", "trainer.eval_every=100", "trainer.save_every=100",
+                                   "model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0",
+                                   f"trainer.batch_size={batch}", f"trainer.grad_accum={accum}")
+            pretrain(cfg, tmp_path / f"b{batch}")
+            weights.append(load_file(tmp_path / f"b{batch}" / "model" / "model.safetensors"))
+            state = json.loads((tmp_path / f"b{batch}" / "run.json").read_text())
+            assert state["batch_seeding"] == "step" and state["validation_seed"] == 1
+    finally:
+        torch.set_num_threads(threads)
+    for other in weights[1:]:
+        for name, tensor in weights[0].items():
+            torch.testing.assert_close(other[name], tensor, rtol=0, atol=2e-6)
+
+
+def test_a_run_checkpointed_before_draws_were_recorded_resumes_with_its_own(tiny_data, tmp_path, monkeypatch):
+    """A checkpoint whose state records no draws (an earlier version's) goes on drawing per micro-batch and
+    validating on seed + 1, and run.json says so; a new run records per step and the fixed validation seed."""
+    from linformer.train.pretrain import PretrainTask
+
+    overrides = ["seed=3", "trainer.grad_accum=2", "trainer.batch_size=4", "trainer.max_steps=2",
+                 "trainer.warmup_steps=1", "trainer.save_every=2", "trainer.eval_every=100"]
+    with monkeypatch.context() as patch:
+        patch.setattr(PretrainTask, "draws", lambda self: {})
+        pretrain(compose_pretrain(tiny_data, *overrides), tmp_path / "old")
+    checkpoint = tmp_path / "old" / "checkpoints" / "step-00000002"
+    pretrain(compose_pretrain(tiny_data, *overrides, f"trainer.resume={checkpoint}"), tmp_path / "resumed")
+    resumed = json.loads((tmp_path / "resumed" / "run.json").read_text())
+    assert (resumed["batch_seeding"], resumed["validation_seed"]) == ("micro-batch", 4)
+    pretrain(compose_pretrain(tiny_data, *overrides), tmp_path / "new")
+    new = json.loads((tmp_path / "new" / "run.json").read_text())
+    assert (new["batch_seeding"], new["validation_seed"]) == ("step", 1)
+    assert new["environment"]["linformer"] and new["environment"]["torch"] == torch.__version__
