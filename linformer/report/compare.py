@@ -24,6 +24,7 @@ from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, save_figure, table_lines, table_row
 from ..rundir import METRICS as METRICS_FILE
 from ..rundir import Run, find_runs, identity, identity_diff, iter_metrics, load_run, named_paths, reported_scores
+from .rows import draws_note, subset_draw
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
 SPLIT_PREFIXES = ("val_", "eval_")
@@ -280,8 +281,9 @@ def seeds_table(groups: list[list[Run]]) -> str:
     lines = table_lines(header)
     for g in groups:
         names = [r.name for r in g]
+        note = draws_note(subset_draw(r.config) for r in g)
         cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
-                 ", ".join(str(r.config.get("seed")) for r in g)]
+                 ", ".join(str(r.config.get("seed")) for r in g) + (f": {note}" if note else "")]
         scores = [(r, reported_scores(r.results)) for r in g]
         for m in metrics:
             values = [run_scores[m] for _, run_scores in scores if m in run_scores]
@@ -289,7 +291,8 @@ def seeds_table(groups: list[list[Run]]) -> str:
             cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
                          f"{_runs_of_seeds([r for r, run_scores in scores if m in run_scores])})" if values else "")
         lines.append(table_row(cells))
-    return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights); "
+    return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights; where "
+            "subset_seed is unset the seed also draws their train and scored examples, and the seeds cell says so); "
             "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds.\n\n" + "\n".join(lines) + "\n")
 
 

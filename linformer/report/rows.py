@@ -85,3 +85,24 @@ def reported_subset(r: dict) -> tuple[int, int] | None:
     reported = r.get("reported") or {}
     examples, of = reported.get("examples"), reported.get("of")
     return (int(examples), int(of)) if examples is not None and of is not None and examples < of else None
+
+
+SUBSET_KEYS = ("max_train_examples", "max_eval_examples", "validation_fraction")  # what subset_seed draws
+
+
+def subset_draw(config: dict) -> int | None:
+    """The seed that drew a finetuning run's example subsets (its config's subset_seed, else its seed: the default),
+    or None where it drew none (no key of SUBSET_KEYS set). Runs of other draws trained and scored on other rows."""
+    if not any(config.get(key) for key in SUBSET_KEYS):
+        return None
+    return config.get("subset_seed") if config.get("subset_seed") is not None else config.get("seed")
+
+
+def draws_note(draws: Iterable[int | None]) -> str:
+    """Words for runs of one group or cell whose subsets were drawn by `draws` (subset_draw), where they differ:
+    '' when every run drew the same rows (or none)."""
+    seeds = {d for d in draws if d is not None}
+    if len(seeds) < 2:
+        return ""
+    return (f"{len(seeds)} different draws of the examples (subset_seed unset follows seed; "
+            "give subset_seed=<fixed> to score every seed on one subset)")

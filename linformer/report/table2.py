@@ -23,7 +23,16 @@ from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, table_lines, table_row, write_json
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
-from .rows import SHARING_LABEL, check_result, one_run_per_seed, reported_subset, row_key, row_name
+from .rows import (
+    SHARING_LABEL,
+    check_result,
+    draws_note,
+    one_run_per_seed,
+    reported_subset,
+    row_key,
+    row_name,
+    subset_draw,
+)
 
 TASKS = PAPER_ORDER
 # Paper Table 2 (checked against arXiv 2006.04768 v3): (attention, n, k, sharing) -> SST-2, IMDB, QNLI, QQP, avg.
@@ -45,7 +54,8 @@ def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files), each with its run directory as ``_dir``."""
     records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
-    return [{**r, "_dir": str(record.dir)} for record in records if (r := record.results())]
+    return [{**r, "_dir": str(record.dir), "_draw": subset_draw(record.config())} for record in records
+            if (r := record.results())]
 
 
 def _check_results(results: list[dict]) -> None:
@@ -142,6 +152,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
     rows = []
     for key in sorted(groups, key=order):
         acc, f1, seeds, lrs, parts = defaultdict(list), defaultdict(list), defaultdict(set), {}, defaultdict(set)
+        draws = defaultdict(list)
         ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
         by_col = defaultdict(list)
         for r in groups[key]:
@@ -155,6 +166,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
                 seeds[col].add(r.get("seed"))
                 if reported_subset(r):
                     parts[col].add(reported_subset(r))
+                    draws[col].append(r.get("_draw"))
                 if r["metrics"].get("f1") is not None:
                     f1[col].append(_pct(float(r["metrics"]["f1"])))
         attention, n, k, sharing, pretrained = key
@@ -167,6 +179,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
             row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
         if parts:
             row["subsets"] = {t: sorted(v) for t, v in parts.items()}
+        row["_draws"] = {t: note for t, runs in draws.items() if (note := draws_note(runs))}
         row["_f1"] = {t: _mean(v) for t, v in f1.items()}
         row["_seeds"] = {t: len(s) for t, s in seeds.items()}
         row["_lr"] = lrs
@@ -194,9 +207,12 @@ def _fmt(x, digits=1):
 
 
 def _subset_mark(row: dict, task: str) -> str:
-    """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]'."""
+    """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]', and where its seeds scored
+    different subsets (``rows.draws_note``), how many."""
     parts = (row.get("subsets") or {}).get(task)
-    return f" [{' / '.join(f'{e:,} of {o:,}' for e, o in parts)} examples]" if parts else ""
+    draws = (row.get("_draws") or {}).get(task)
+    return f" [{' / '.join(f'{e:,} of {o:,}' for e, o in parts)} examples{f'; {draws}' if draws else ''}]" if parts \
+        else ""
 
 
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:

@@ -266,6 +266,23 @@ def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(t
     assert "| s1, s1-again, s2 (+1) | 1, 1, 2, 3 | 0.8125 +- 0.08539 (0.7-0.9, 4 runs of 3 seeds) |" in section
 
 
+def test_a_seed_group_whose_seeds_drew_their_own_subsets_says_so(tmp_path, make_run):
+    """With max_eval_examples and subset_seed unset, each seed trained and scored on other rows: the group is not
+    'the seed alone' without saying so."""
+    import yaml
+
+    rows = [{"step": 1, "time": 1, "loss": 0.5}]
+    for seed in (0, 1):
+        path = make_run(tmp_path / "out", "finetune", f"s{seed}", rows, task="sst2",
+                        results={"metrics": {"accuracy": 0.5 + seed / 10}, "reported": {"split": "dev", "step": 1}})
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed, "subset_seed": None,
+                                                          "max_eval_examples": 100}))
+    section = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].split("## Across seeds")[1]
+    assert ("| 0, 1: 2 different draws of the examples (subset_seed unset follows seed; give subset_seed=<fixed> to "
+            "score every seed on one subset) |") in section
+
+
 def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):
     """By stage where that is enough, by the shortest end of their paths where nothing else is (copies of one run in
     two folders)."""

@@ -343,3 +343,23 @@ def test_each_layout_reports_its_reproductions_default_profile_and_one_check_ref
         with pytest.raises(ConfigError, match=f"^--profile 'bogus' is not one of the {layout} layout's: {profiles}$"):
             write_report([str(tmp_path / "none" / "*")], str(tmp_path / "t"), layout=layout, profile="bogus")
     assert not list(tmp_path.glob("t*"))
+
+
+def test_a_cell_whose_seeds_scored_different_subsets_says_so(tmp_path):
+    """subset_seed unset follows seed: each seed of a cell scored its own draw of the 200 examples, not one subset."""
+    import yaml
+
+    runs = tmp_path / "runs"
+    for seed, subset_seed in [(0, None), (1, None)]:
+        _run(runs, f"s{seed}", "sst2", 0.5 + seed / 10, seed=seed, scored=(200, 872))
+        (runs / f"s{seed}" / "config.yaml").write_text(yaml.safe_dump(
+            {"seed": seed, "subset_seed": subset_seed, "max_eval_examples": 200}))
+    out = tmp_path / "t"
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x", "--subsets"]) == 0
+    assert ("[200 of 872 examples; 2 different draws of the examples (subset_seed unset follows seed; give "
+            "subset_seed=<fixed> to score every seed on one subset)]") in out.with_suffix(".md").read_text()
+    for seed in (0, 1):  # one subset for every seed: one draw, the plain mark
+        (runs / f"s{seed}" / "config.yaml").write_text(yaml.safe_dump(
+            {"seed": seed, "subset_seed": 0, "max_eval_examples": 200}))
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x", "--subsets"]) == 0
+    assert "| 55.0 [200 of 872 examples] |" in out.with_suffix(".md").read_text()
