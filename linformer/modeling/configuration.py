@@ -457,6 +457,8 @@ OVERLAP_COLUMNS = ("keep", "mask")  # overlap_columns: a projected column whose 
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
 ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "mask_empty_windows",
                     "exact_short_inputs", *EXACT_KEY_FIELDS)
+# The model's architecture as a finetuning run's results.json records it: what a report's rows are told apart by.
+RECORDED_FIELDS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
 # The encoder's own fields (BERT's and RoBERTa's): what a conversion carries over from its source unchanged.
 ENCODER_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
@@ -473,9 +475,10 @@ SHAPE_FIELDS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num
 def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False,
                      overlap_columns: str = "keep") -> str:
     """How reports name the exact local and global keys: 'window 128, global [0, -1]' (', landmarks' when the
-    projected keys pool by attention, ', no double count' when columns the exact keys hold are masked)."""
+    projected keys pool by attention, ', covered columns masked' when a projected column whose every token the exact
+    keys hold is masked: a column they hold only part of still counts those tokens a second time)."""
     return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "") + \
-        (", landmarks" if landmark_pooling else "") + (", no double count" if overlap_columns == "mask" else "")
+        (", landmarks" if landmark_pooling else "") + (", covered columns masked" if overlap_columns == "mask" else "")
 
 
 def exact_key_variants(windows, global_positions, landmarks: bool = False, overlap: bool = False) -> dict[str, dict]:
@@ -493,13 +496,13 @@ def exact_key_variants(windows, global_positions, landmarks: bool = False, overl
     return variants
 
 
-def attention_label(attention: str, k: int | list[int] | None = None, sharing: str | None = None,
+def attention_label(attention: str, k: int | list[int] | tuple[int, ...] | None = None, sharing: str | None = None,
                     projection: str = "linear") -> str:
     """How reports name the attention: 'full attention' (no k, no sharing: full attention has no projection), or
     e.g. 'linformer k=256, headwise' ('linformer k=64..256, kv, conv' for per-layer k and a general projection)."""
     if attention == "full":
         return "full attention"
-    ks = sorted(set(k)) if isinstance(k, list) else [k]
+    ks = sorted(set(k)) if isinstance(k, (list, tuple)) else [k]
     text = f"linformer k={ks[0]}" + (f"..{ks[-1]}" if len(ks) > 1 else "")
     return ", ".join([text] + [x for x in (sharing, None if projection == "linear" else projection) if x])
 
@@ -550,6 +553,7 @@ __all__ = [
     "OVERLAP_COLUMNS",
     "PROJECTIONS",
     "PROJECTION_INITS",
+    "RECORDED_FIELDS",
     "SHARING",
     "SHARING_MODES",
     "LinformerConfig",

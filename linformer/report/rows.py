@@ -3,11 +3,13 @@ share them)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import DataError
+from ..modeling.configuration import EXACT_KEY_FIELDS, RECORDED_FIELDS, LinformerConfig, exact_keys_label
 from ..rundir import is_full_attention
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
@@ -28,18 +30,76 @@ def check_result(r: dict, path: str | Path, also: tuple[str, ...] = ()) -> None:
                         "or damaged record, or another version's. Restore it, or leave its run out of the paths.")
 
 
+# The fields the paper's Table 2 names a row by; every other recorded field is the paper's at LinformerConfig's
+# default, and a row whose run differs in one says so in its name (``variant_label``).
+NAMED_FIELDS = ("attention", "max_seq_len", "projected_dim", "sharing")
+PAPER_FIELDS = {f.name: f.default for f in dataclasses.fields(LinformerConfig) if f.name in RECORDED_FIELDS}
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def k_of(r: dict) -> int | tuple[int, ...]:
+    """A Linformer run's k: an int, or a tuple of one k per layer (the paper's non-uniform k)."""
+    k = r["projected_dim"]
+    return tuple(int(x) for x in k) if isinstance(k, (list, tuple)) else int(k)
+
+
+def variant_of(r: dict) -> tuple[tuple[str, object], ...]:
+    """(field, value) for each architecture field results.json `r` records (``RECORDED_FIELDS``) that is not the
+    paper's: full attention has none (it has no projection). A field a record lacks (one written before the field)
+    is the default, which its run used."""
+    if is_full_attention(r):
+        return ()
+    values = {f: _hashable(r[f] if r.get(f) is not None else PAPER_FIELDS[f])
+              for f in RECORDED_FIELDS if f not in NAMED_FIELDS}
+    return tuple((f, v) for f, v in values.items() if v != _hashable(PAPER_FIELDS[f]))
+
+
+def variant_label(variant: tuple[tuple[str, object], ...]) -> str:
+    """What a row's architecture does other than the paper's, as its name says it: ', conv, resample, window 128,
+    global [0, -1]' ('' for the paper's own)."""
+    fields = dict(variant)
+    words = {"projection": str(fields.get("projection")), "length_policy": str(fields.get("length_policy")),
+             "mask_empty_windows": "window mask", "exact_short_inputs": "exact <= k",
+             "classifier_pooling": f"{fields.get('classifier_pooling')} pooling"}
+    parts = [words.get(f, f"{f} {v}") for f, v in variant if f not in EXACT_KEY_FIELDS]
+    if any(f in EXACT_KEY_FIELDS for f in fields):
+        parts.append(exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"),
+                                      bool(fields.get("landmark_pooling")), fields.get("overlap_columns", "keep")))
+    return "".join(f", {p}" for p in parts)
+
+
+def k_label(k: int | tuple[int, ...] | None) -> str:
+    """A row's k: '128', or '16/32 per layer' for one k per layer."""
+    return "/".join(map(str, k)) + " per layer" if isinstance(k, tuple) else str(k)
+
+
 def row_key(r: dict) -> tuple:
-    """(attention, n, k, sharing, pretrained). A model without k (full attention, a RoBERTa checkpoint) is full
-    attention, with k and sharing None; a model without max_seq_len (RoBERTa) has the n it was finetuned at."""
+    """(attention, n, k, sharing, pretrained, variant): every architecture field the run records (``variant_of``:
+    runs of another projection, length policy or exact keys are another row, never seeds of one). A model without
+    k (full attention, a RoBERTa checkpoint) is full attention, with k and sharing None; a model without max_seq_len
+    (RoBERTa) has the n it was finetuned at. k is a tuple for one k per layer."""
     full = is_full_attention(r)
     n = int(r.get("max_seq_len") or r["max_length"])
-    return ("full" if full else "linformer", n, None if full else int(r["projected_dim"]),
-            None if full else r.get("sharing"), not bool(r.get("from_scratch", False)))
+    return ("full" if full else "linformer", n, None if full else k_of(r),
+            None if full else r.get("sharing"), not bool(r.get("from_scratch", False)), variant_of(r))
+
+
+def row_order(key: tuple) -> tuple:
+    """Rows in the paper's order: by n, full attention first, then k (a per-layer k by its largest), sharing as
+    the paper lists it, pretrained before not, the paper's architecture before a variant."""
+    attention, n, k, sharing, pretrained, variant = key
+    k_sort = (max(k), k) if isinstance(k, tuple) else (k or 0, ())
+    return (n, attention != "full", k_sort, list(SHARING_LABEL).index(sharing) if sharing in SHARING_LABEL else 9,
+            not pretrained, len(variant), repr(variant))
 
 
 def row_name(key: tuple) -> str:
-    attention, n, k, sharing, pretrained = key
-    name = "Full attention (RoBERTa)" if attention == "full" else f"Linformer, {k}{SHARING_LABEL.get(sharing, f', {sharing}')}"
+    attention, n, k, sharing, pretrained, variant = key
+    name = "Full attention (RoBERTa)" if attention == "full" else \
+        f"Linformer, {k_label(k)}{SHARING_LABEL.get(sharing, f', {sharing}')}{variant_label(variant)}"
     return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")
 
 
@@ -106,3 +166,19 @@ def draws_note(draws: Iterable[int | None]) -> str:
         return ""
     return (f"{len(seeds)} different draws of the examples (subset_seed unset follows seed; "
             "give subset_seed=<fixed> to score every seed on one subset)")
+
+
+def check_one_architecture(groups: dict[tuple, list[dict]], name: Callable[[tuple], str]) -> None:
+    """Refuse a row (`groups`: row key -> its runs) whose runs differ in an architecture field its key does not
+    hold (``variant_of``): the table would average two models as seeds of one. One line naming the field, two of
+    the runs and the row."""
+    for key, runs in groups.items():
+        first = dict(variant_of(runs[0]))
+        for r in runs[1:]:
+            mine = dict(variant_of(r))
+            field = next((f for f in RECORDED_FIELDS if first.get(f) != mine.get(f)), None)
+            if field is not None:
+                a, b = (PAPER_FIELDS[field] if x.get(field) is None else x[field] for x in (first, mine))
+                raise DataError(f"{runs[0].get('_dir')} and {r.get('_dir')} differ in {field} ({a!r} and "
+                                f"{b!r}) but fall in one row ({name(key)}): the table would average two "
+                                "models as seeds of one. Give the runs of one of them only.")

@@ -1,7 +1,8 @@
 """Table 2 of the Linformer paper from finetuning run directories (any user's runs).
 
 Each finished finetuning run holds results.json (read through linformer.rundir). Runs are grouped into rows by
-(attention, n, k, sharing, pretrained); seeds are averaged per task; accuracies are in percent. A model without
+(attention, n, k, sharing, pretrained) and every other architecture field they record (``rows.row_key``: a conv or
+local/global run is its own row, named by what differs from the paper's); seeds are averaged per task; accuracies are in percent. A model without
 a projected dimension k (full attention, or a RoBERTa checkpoint) is a full-attention row.
 The paper's numbers (arXiv 2006.04768, Table 2, dev accuracy) are printed beside ours.
 """
@@ -24,13 +25,13 @@ from ..files import atomic_write, made_by, output_files, table_lines, table_row,
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from . import table2_pretrained, table2_scratch
 from .rows import (
-    SHARING_LABEL,
     check_result,
     draws_note,
     one_run_per_seed,
     reported_subset,
     row_key,
     row_name,
+    row_order,
     subset_draw,
 )
 
@@ -139,7 +140,7 @@ def _check_runs(results: list[dict], subsets: bool) -> None:
 
 
 def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
-    """One row per (attention, n, k, sharing, pretrained), seeds averaged, the best lr per task when several
+    """One row per (attention, n, k, sharing, pretrained, variant) (``rows.row_key``), seeds averaged, the best lr per task when several
     were run; JSON-schema rows plus private keys. A run scored on a subset of its split is refused unless `subsets`:
     then the row's ``subsets`` says, per task, how many examples of how many scored it."""
     _check_results([r for r in results if _column(r) is not None])
@@ -148,9 +149,8 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
         if _column(r) is not None:
             groups[row_key(r)].append(r)
     _check_runs([r for runs in groups.values() for r in runs], subsets)
-    order = lambda key: (key[1], key[0] != "full", key[2] or 0, list(SHARING_LABEL).index(key[3]) if key[3] in SHARING_LABEL else 9, not key[4])
     rows = []
-    for key in sorted(groups, key=order):
+    for key in sorted(groups, key=row_order):
         acc, f1, seeds, lrs, parts = defaultdict(list), defaultdict(list), defaultdict(set), {}, defaultdict(set)
         draws = defaultdict(list)
         ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
@@ -169,9 +169,11 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
                     draws[col].append(r.get("_draw"))
                 if r["metrics"].get("f1") is not None:
                     f1[col].append(_pct(float(r["metrics"]["f1"])))
-        attention, n, k, sharing, pretrained = key
-        row = {"name": row_name(key), "attention": attention, "n": n, "k": k, "sharing": sharing,
-               "pretrained": pretrained, **{t: _mean(acc[t]) for t in TASKS}}
+        attention, n, k, sharing, pretrained, variant = key
+        row = {"name": row_name(key), "attention": attention, "n": n, "k": list(k) if isinstance(k, tuple) else k,
+               "sharing": sharing, "pretrained": pretrained, **{t: _mean(acc[t]) for t in TASKS}}
+        if variant:  # the architecture fields in which the row's runs are not the paper's
+            row["variant"] = {f: list(v) if isinstance(v, tuple) else v for f, v in variant}
         present = [row[t] for t in TASKS if row[t] is not None]
         row["average"] = round(statistics.fmean(present), 2) if present else float("nan")
         row["val_ppl"] = round(statistics.fmean(ppl), 3) if ppl and pretrained else None
@@ -188,8 +190,10 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
 
 
 def paper_analogue(row: dict) -> tuple | None:
-    """The paper row with the same (n, k, sharing), else the n=512 row with the same n/k ratio and sharing."""
-    if not row["pretrained"]:
+    """The paper row with the same (n, k, sharing), else the n=512 row with the same n/k ratio and sharing (an
+    analogue, as it is for a row whose architecture differs from the paper's in its ``variant``); None for one k per
+    layer, which no row of the paper has."""
+    if not row["pretrained"] or isinstance(row["k"], list):
         return None
     key = (row["attention"], row["n"], row["k"], row["sharing"])
     if key in PAPER:
@@ -239,7 +243,7 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         paper = "-"
         if key:
             p = PAPER[key]
-            exact = key == (r["attention"], r["n"], r["k"], r["sharing"])
+            exact = key == (r["attention"], r["n"], r["k"], r["sharing"]) and not r.get("variant")
             paper = f"{'' if exact else '~'}{p[0]}, n={key[1]}: {' / '.join(_fmt(x) for x in p[1:5])}, {p[5]:.2f}"
         seeds = ", ".join(f"{t}:{s}" for t, s in sorted(r["_seeds"].items()))
         if r["_lr"]:

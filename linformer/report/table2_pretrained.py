@@ -32,7 +32,7 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched
-from .rows import check_profile_runs, check_result, one_run_per_seed
+from .rows import check_one_architecture, check_profile_runs, check_result, k_of, one_run_per_seed
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -114,7 +114,7 @@ def row_key(r: dict) -> tuple:
     full = is_full_attention(r)
     if full:
         return ("full", None, None, None, False)
-    return ("linformer", int(r["projected_dim"]), r.get("sharing"), policy_label(r), bool(r.get("_transfer")))
+    return ("linformer", k_of(r), r.get("sharing"), policy_label(r), bool(r.get("_transfer")))
 
 
 def row_label(key: tuple) -> str:
@@ -133,7 +133,10 @@ def _group(runs: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         groups[row_key(r)][r["task"]].append(r)
-    order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -(key[1] or 0), key[3] or "", key[4]))
+    check_one_architecture({key: [r for runs in by_task.values() for r in runs] for key, by_task in groups.items()},
+                           row_label)
+    largest_k = lambda k: max(k) if isinstance(k, tuple) else k or 0
+    order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -largest_k(key[1]), key[3] or "", key[4]))
     return {key: groups[key] for key in order}
 
 

@@ -26,7 +26,7 @@ from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
-from .rows import check_profile_runs, one_run_per_seed, row_key, row_name
+from .rows import check_profile_runs, one_run_per_seed, row_key, row_name, row_order
 from .table2_pretrained import read_runs, start_weights
 
 
@@ -86,9 +86,9 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
         groups[row_key(r)].append(r)
-    full, control = ("full", n, None, None, True), ("full", n, None, None, False)
+    full, control = ("full", n, None, None, True, ()), ("full", n, None, None, False, ())
     out = []
-    for key in sorted(groups, key=lambda k: (k[0] != "full", not k[4], k[2] or 0, str(k[3]))):
+    for key in sorted(groups, key=lambda k: (k[0] != "full", not k[4], row_order(k)[2], str(k[3]), repr(k[5]))):
         row = {"name": _name(key), "attention": key[0], "n": key[1], "k": key[2], "sharing": key[3],
                "pretrained": key[4], "tasks": {}}
         for task in tasks:

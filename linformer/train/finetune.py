@@ -36,7 +36,7 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, write_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
-from ..modeling.configuration import ATTENTION_FIELDS
+from ..modeling.configuration import RECORDED_FIELDS
 from ..modeling.loading import (
     check_tokenizer_fits,
     load_classifier,
@@ -49,9 +49,6 @@ from ..rundir import PREDICTIONS, SUMMARY
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)
-
-# The model's architecture as results.json records it: what a report's rows are told apart by.
-ARCH_KEYS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
 
 
 def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] | None = None):
@@ -313,9 +310,9 @@ class FinetuneTask(TrainingTask):
         step = self.selected_step(trainer)
         metrics = self.report(trainer, step)
         evals = trainer.state["evals"]
-        arch = {k: getattr(self.config, k, None) for k in ARCH_KEYS}
+        arch = {k: getattr(self.config, k, None) for k in RECORDED_FIELDS}
         if arch["attention"] in (None, "full"):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
-            arch.update({k: None for k in ARCH_KEYS if k not in ("max_seq_len", "classifier_pooling")},
+            arch.update({k: None for k in RECORDED_FIELDS if k not in ("max_seq_len", "classifier_pooling")},
                         attention="full")
             arch["max_seq_len"] = arch["max_seq_len"] or max_tokens(self.config, self.tokenizer, None, None)
         results = {

@@ -198,7 +198,7 @@ def test_the_gpu_finetuning_minutes_follow_the_measured_updates_per_second():
 
 
 def _run(row_key, task, seed, correct, labels, start="h", name=None):
-    attention, n, k, sharing, pretrained = row_key
+    attention, n, k, sharing, pretrained, _ = row_key
     return {"attention": attention, "max_seq_len": n, "projected_dim": k, "sharing": sharing,
             "from_scratch": not pretrained, "task": task, "seed": seed, "_correct": np.asarray(correct, bool),
             "_labels": np.asarray(labels), "_chosen_on_reported": False, "start_weights_sha256": start,
@@ -208,8 +208,8 @@ def _run(row_key, task, seed, correct, labels, start="h", name=None):
 def test_the_report_pairs_seeds_and_judges_the_targets():
     rng = np.random.default_rng(0)
     labels = {"sst2": rng.integers(0, 2, 300), "imdb": rng.integers(0, 2, 300)}
-    full, scratch, k64 = ("full", 64, None, None, True), ("full", 64, None, None, False), ("linformer", 64, 16,
-                                                                                            "headwise", True)
+    full, scratch, k64 = (("full", 64, None, None, True, ()), ("full", 64, None, None, False, ()),
+                          ("linformer", 64, 16, "headwise", True, ()))
     runs = []
     correct = {}
     for key, rate in ((full, 0.85), (scratch, 0.70), (k64, 0.84)):
@@ -246,7 +246,7 @@ def test_the_report_pairs_seeds_and_judges_the_targets():
 
 def test_a_row_of_several_starts_is_refused():
     labels = np.zeros(40, int)
-    key = ("linformer", 64, 16, "headwise", True)
+    key = ("linformer", 64, 16, "headwise", True, ())
     runs = [_run(key, "sst2", s, np.ones(40), labels, start=f"h{s}") for s in (0, 1)]
     with pytest.raises(DataError, match="started from 2 different weights"):
         table2_scratch.check_starts({key: runs}, {})

@@ -405,5 +405,5 @@ def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, mo
     result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
                                  cost_reps=1, local_windows=(8,), progress=lambda _: None, overlap=True)
     assert [r["model"] for r in result["rows"]][3:] == ["linformer k=8 + window 8, global [0, -1]",
-                                                         "linformer k=8 + window 8, global [0, -1], no double count"]
+                                                         "linformer k=8 + window 8, global [0, -1], covered columns masked"]
     assert [f.get("overlap_columns", "keep") for f in built if f.get("local_window")] == ["keep", "mask"]

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from linformer.cli import compose
 from linformer.errors import DataError
-from linformer.report.table2 import PAPER, build_rows, paper_analogue
+from linformer.report.table2 import PAPER, build_rows, paper_analogue, read_results, to_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -57,8 +57,9 @@ def test_mini_experiment_composes():
 
 def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer", n=128, k=32, sharing="kv",
          scratch=False, seed=0, ppl=12.0, f1=None, split=None, lr=None, model_type="linformer", val=None,
-         scored=None):
-    """A finished finetuning run directory: metrics.jsonl and results.json, as linformer.train.finetune writes them."""
+         scored=None, arch=None):
+    """A finished finetuning run directory: metrics.jsonl and results.json, as linformer.train.finetune writes them
+    (`arch`: more of the architecture fields it records)."""
     d = root / name
     d.mkdir(parents=True)
     metrics = {"epoch": 1, "accuracy": acc} | ({"f1": f1} if f1 is not None else {})
@@ -69,7 +70,45 @@ def _run(root: Path, name: str, task: str, acc: float, *, attention="linformer",
         "max_seq_len": n, "projected_dim": k, "sharing": sharing, "pretrain_val_ppl": ppl, "seed": seed,
         "max_length": 128} | ({"lr": lr} if lr is not None else {})
         | ({"selection": {"split": "validation", "value": val}} if val is not None else {})
-        | ({"reported": {"split": "dev", "step": 10, "examples": scored[0], "of": scored[1]}} if scored else {})))
+        | ({"reported": {"split": "dev", "step": 10, "examples": scored[0], "of": scored[1]}} if scored else {})
+        | (arch or {})))
+
+
+def test_runs_of_another_architecture_are_their_own_row_named_by_what_differs(tmp_path):
+    """A conv and a linear run (seeds 0 and 1) were averaged as two seeds of one model and set against the paper's
+    linear row: every architecture field results.json records is part of a row's key and, where it is not the
+    paper's, of its name. A record without a field (older) is the default; one k per layer is its own row."""
+    runs = tmp_path / "runs"
+    _run(runs, "linear", "sst2", 0.80, seed=1, arch={"projection": "linear", "overlap_columns": "keep"})
+    _run(runs, "old", "sst2", 0.70, seed=2)  # written before the fields: the paper's linear projection
+    _run(runs, "conv", "sst2", 0.60, seed=0, arch={"projection": "conv"})
+    _run(runs, "local", "sst2", 0.50, seed=0, arch={"length_policy": "resample", "local_window": 16,
+                                                     "global_positions": [0, -1], "overlap_columns": "mask"})
+    _run(runs, "layers", "sst2", 0.40, seed=0, k=[16, 32])
+    rows = {r["name"]: r for r in build_rows(read_results([str(runs / "*")]))}
+    assert list(rows) == ["Linformer, 32, shared kv, n=128", "Linformer, 32, shared kv, conv, n=128",
+                          ("Linformer, 32, shared kv, resample, window 16, global [0, -1], covered columns masked, "
+                           "n=128"), "Linformer, 16/32 per layer, shared kv, n=128"]
+    assert rows["Linformer, 32, shared kv, n=128"]["sst2"] == 75.0
+    conv = rows["Linformer, 32, shared kv, conv, n=128"]
+    assert conv["sst2"] == 60.0 and conv["variant"] == {"projection": "conv"}
+    assert rows["Linformer, 16/32 per layer, shared kv, n=128"]["k"] == [16, 32]
+    md = to_markdown(list(rows.values()), "cpu", "x")
+    assert "| Linformer, 32, shared kv, conv, n=128 | yes | 60.0 |" in md
+    assert md.count("~Linformer, 128, shared kv, n=512") == 3  # the per-layer k has no analogue
+
+
+def test_the_pretrained_layout_refuses_a_row_of_two_architectures(tmp_path):
+    from linformer.report import table2_pretrained
+
+    runs = [{"_dir": str(tmp_path / name), "task": "sst2", "seed": seed, "attention": "linformer",
+             "projected_dim": 64, "sharing": "kv", "max_seq_len": 128} | arch
+            for name, seed, arch in (("a", 0, {}), ("b", 1, {"projection": "conv"}))]
+    with pytest.raises(DataError, match=f"{tmp_path / 'a'} and {tmp_path / 'b'} differ in projection "
+                                        r"\('linear' and 'conv'\)"):
+        table2_pretrained._group(runs)
+    assert list(table2_pretrained._group([{**runs[0], "projected_dim": [32, 64]}])) == [
+        ("linformer", (32, 64), "kv", None, False)]
 
 
 def test_table2_from_synthetic_runs(tmp_path, capsys):
