@@ -328,9 +328,14 @@ def hydra_value(value) -> str:
     return f"'{escaped}'"
 
 
-def _attn_tag(attention, n, k, sharing) -> str:
-    """Run-name part for the architecture: full attention has no k and no sharing."""
-    return f"full-n{n}" if str(attention) == "full" else f"{attention}-n{n}-k{k}-{sharing}"
+def _attn_tag(attention, n, k, sharing, projection="linear") -> str:
+    """Run-name part for the architecture: full attention has no k and no sharing; one k per layer reads k16-32 (a
+    name a shell and a glob take as it is), a projection other than the paper's learned one is named
+    (linformer-n128-k32-headwise-conv)."""
+    if str(attention) == "full":
+        return f"full-n{n}"
+    ks = "-".join(map(str, k)) if isinstance(k, Sequence) and not isinstance(k, str) else k
+    return f"{attention}-n{n}-k{ks}-{sharing}" + ("" if projection in (None, "linear") else f"-{projection}")
 
 
 # the folder names a run gives the models it saves (train/core.py, train/export.py): not a model's own name

@@ -590,14 +590,15 @@ def _shortened(line: str, limit: int = REASON_CHARS) -> str:
 
 # ------------------------------------------------------------------------------------------------ reading runs
 def named_paths(patterns: list[str]) -> list[Path]:
-    """The paths that command-line `patterns` name: globs expanded (``**`` recursive, each pattern's matches sorted),
-    a path without glob characters as itself; a relative one from the repository, "~" expanded (``resolve_path``, as
-    every command's paths). A pattern that names nothing is a DataError naming it: a mistyped run or an unmatched glob
-    would otherwise leave its runs out of a report without a word."""
+    """The paths that command-line `patterns` name: a path that exists as itself (the shell has expanded a glob
+    already, and a name may hold glob characters: a run named ``k[16, 32]``), else the glob expanded (``**``
+    recursive, each pattern's matches sorted); a relative one from the repository, "~" expanded (``resolve_path``,
+    as every command's paths). A pattern that names nothing is a DataError naming it: a mistyped run or an unmatched
+    glob would otherwise leave its runs out of a report without a word."""
     paths: list[Path] = []
     for pattern in map(str, patterns):
         where = resolve_path(pattern)
-        found = sorted(glob.glob(where, recursive=True))
+        found = [where] if os.path.lexists(where) else sorted(glob.glob(where, recursive=True))
         if not found:
             shown = pattern if where == pattern else f"{pattern} ({where})"
             raise DataError(f"{shown} matches no file or folder" if glob.has_magic(pattern) else

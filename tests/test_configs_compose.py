@@ -158,3 +158,14 @@ def test_an_mlm_continuation_is_named_after_the_model_it_continues(tmp_path):
     assert compose("pretrain", ["init_from=minilm", "model.projected_dim=64"], with_hydra=True).run_name == \
         "minilm-linformer-n128-k64-headwise-mlm-s0"
     assert compose("pretrain", [], with_hydra=True).run_name == "tiny-linformer-n128-k32-headwise-s0"
+
+
+def test_a_default_run_name_is_shell_and_glob_safe_and_names_a_general_projection():
+    """One k per layer named the run 'k[16, 32]' (a glob's character class, and a space); a conv or pooling run took a
+    linear run's name."""
+    assert compose("pretrain", ["model.projected_dim=[16,32]", "model.sharing=none"]).run_name == \
+        "tiny-linformer-n128-k16-32-none-s0"
+    assert compose("pretrain", ["model.projection=conv"]).run_name == "tiny-linformer-n128-k32-headwise-conv-s0"
+    assert compose("pretrain", ["model.projection=mean_pool"]).run_name == \
+        "tiny-linformer-n128-k32-headwise-mean_pool-s0"
+    assert compose("pretrain", ["model.attention=full", "model.projection=conv"]).run_name == "tiny-full-n128-s0"

@@ -22,6 +22,7 @@ from ..modeling.configuration import ATTENTION_FIELDS
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
+from .rows import k_label, variant_label, variant_of
 
 TARGET_K = 128        # every Linformer with k >= this...
 TARGET_RATIO = 1.05   # ...ends within 5% of full attention's validation perplexity
@@ -47,9 +48,25 @@ def check_alike(runs: list[Run], free: frozenset[str], what: str) -> None:
                             f"{run.path} also differ in {', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''}")
 
 
+def k_of(run: Run) -> int | tuple[int, ...] | None:
+    """A run's k: None for full attention, a tuple for one k per layer."""
+    k = run.key_config["k"]
+    return tuple(k) if isinstance(k, list) else k
+
+
+def _smallest(k: int | tuple[int, ...]) -> int:
+    return min(k) if isinstance(k, tuple) else k
+
+
 def label_of(run: Run) -> str:
+    """'Linformer k=128 (headwise)', with what else differs from the paper's Linformer in the run's model
+    (``rows.variant_label``: ', conv'; 'k=16/32 per layer')."""
     key = run.key_config
-    return "full attention" if key["attention"] == "full" else f"Linformer k={key['k']} ({key['sharing']})"
+    if key["attention"] == "full":
+        return "full attention"
+    model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
+    variant = variant_label(variant_of({**model, "attention": key["attention"], "projected_dim": key["k"]}))
+    return f"Linformer k={k_label(k_of(run))} ({key['sharing']}{variant})"
 
 
 def unigram_of(run: Run) -> tuple[float | None, str | None]:
@@ -87,7 +104,7 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
             raise DataError(f"{run.path} logged no val_ppl: is it a finished pretraining run?")
         key = run.key_config
         rows.append({"label": label(run), "run_dir": repo_relative(run.path), "attention": key["attention"],
-                     "k": key["k"],
+                     "k": k_of(run),
                      "sharing": key["sharing"], "n": key["n"], "steps": run.results.get("steps"),
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
                      "device": run.results.get("device"),  # the machine it trained on, in words
@@ -117,10 +134,10 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     reference = full[0]["final_val_ppl"]
     for r in rows:
         r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference
-    judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and r["k"] >= TARGET_K]
+    judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
     unigram = full[0]["unigram_val_ppl"]
     data = {
-        "runs": sorted(rows, key=lambda r: (r["attention"] != "full", r["k"] or 0)),
+        "runs": sorted(rows, key=lambda r: (r["attention"] != "full", _smallest(r["k"] or 0), str(r["k"] or 0))),
         "reference_val_ppl": reference,
         "unigram_val_ppl": unigram,
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
@@ -130,8 +147,8 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     }
     if not judged:
         data["target_met"] = None
-        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"})
-        data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(str, linformers))} only)"
+        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"}, key=lambda k: (_smallest(k), str(k)))
+        data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(k_label, linformers))} only)"
                               if linformers else "no Linformer run, only full attention: nothing to compare with it")
     elif on_unigram_plateau(reference, unigram) is None:
         data["target_met"] = None
@@ -164,7 +181,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     ks = {(r["k"], r["sharing"]) for r in linformer}
     if len(ks) != 1:
         raise DataError("figure 3d holds k fixed: it needs Linformer runs of one k and sharing; got "
-                        + (", ".join(f"k={k} ({sharing})" for k, sharing in sorted(ks)) or "none"))
+                        + (", ".join(f"k={k_label(k)} ({sharing})" for k, sharing in sorted(ks, key=str)) or "none"))
     by_n: dict[tuple[str, int], dict] = {}
     for r in rows:
         if (r["attention"], r["n"]) in by_n:
@@ -182,7 +199,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
         "runs": sorted(rows, key=lambda r: (r["n"], r["attention"] != "full")),
         "k": k, "sharing": sharing, "ns": sorted({r["n"] for r in linformer}),
         "spread": spread,
-        "target": f"the Linformer's final validation perplexities at k = {k} within {TARGET_RATIO - 1:.0%} of one "
+        "target": f"the Linformer's final validation perplexities at k = {k_label(k)} within {TARGET_RATIO - 1:.0%} of one "
                   "another across n (largest / smallest)",
         "target_met": len(linformer) > 1 and spread <= TARGET_RATIO,
         "judged": [r["label"] for r in linformer],

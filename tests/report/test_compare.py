@@ -325,6 +325,16 @@ def test_a_comparison_names_what_differs_and_its_plots_stay_readable(tmp_path, m
     assert len({str(c) for c in run_colours(20)}) == 20 and len({str(c) for c in run_colours(30)}) == 30
 
 
+def test_an_existing_path_is_taken_as_it_is_before_any_glob(tmp_path, make_run):
+    """A run folder whose name holds glob characters ('k[16, 32]', as the shell already expanded it) "matched no file
+    or folder": it was globbed again, its brackets read as a character class."""
+    run = make_run(tmp_path, "pretrain", "tiny-linformer-n128-k[16, 32]-none-s0", _pretrain_rows(1.0))
+    assert named_paths([str(run)]) == [run]
+    assert [r.path for r in compare_runs([str(run)], tmp_path / "o")["runs"]] == [run]
+    with pytest.raises(DataError, match="matches no file or folder"):
+        named_paths([str(tmp_path / "pretrain" / "nothing-[ab]")])
+
+
 def test_a_sweep_glob_skips_hydra_s_record_and_a_run_s_metrics_name_its_run(tmp_path, make_run):
     """`outputs/pretrain/multirun/*` matched Hydra's multirun.yaml, which stopped the report ("holds no run"); a run's
     metrics.jsonl given for its run was "no metrics.jsonl at or under it"."""

@@ -68,6 +68,20 @@ def test_runs_whose_unigram_perplexity_is_unknown_are_not_judged_unless_their_co
     assert spread["target_met"] is None and "records neither unigram_val_ppl nor a corpus_dir" in spread["not_judged"]
 
 
+def test_a_per_layer_k_and_another_projection_are_shown_and_judged_by_their_smallest_k():
+    """One k per layer (the paper's non-uniform k) was a TypeError; a conv run's label read as a linear one's."""
+    conv = _run("linformer", 128, 20.5)
+    conv.config["model"]["projection"] = "conv"
+    data = figure3_data([_run("full", None, 20.0), _run("linformer", [64, 128], 20.2), _run("linformer", [128, 256], 20.1),
+                         _run("linformer", 128, 20.9), conv])
+    assert [r["label"] for r in data["runs"]] == ["full attention", "Linformer k=64/128 per layer (headwise)",
+                                                  "Linformer k=128/256 per layer (headwise)",
+                                                  "Linformer k=128 (headwise)", "Linformer k=128 (headwise, conv)"]
+    assert data["judged"] == [label for label in [r["label"] for r in data["runs"]][2:]] and data["target_met"]
+    small = figure3_data([_run("full", None, 20.0), _run("linformer", [32, 64], 20.0)])
+    assert figure3_lines(small)[-1].endswith("(k = 32/64 per layer only)")
+
+
 def test_without_a_linformer_of_k_at_least_128_nothing_is_judged():
     """Full attention alone, or Linformers all below k = 128: the target has nothing to judge, so no verdict (a
     'MISSED' would blame runs that do not exist)."""
