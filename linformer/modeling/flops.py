@@ -9,8 +9,10 @@ The Linformer count follows our implementation, not the paper's naive order: whe
 by the heads (sharing = headwise | kv | layerwise, linear projection), the layer input is projected first
 (E^T X, 2 n k D), so the key/value linear layers run on k rows (2 k D^2 each). With kv/layerwise sharing,
 E = F and E^T X is computed once per layer. With sharing = none, K and V are computed on all n rows and each
-head projects its own d columns (2 n k D for keys, as much for values). The count equals what
-``torch.utils.flop_counter.FlopCounterMode`` measures (tests/modeling/test_flops.py).
+head projects its own d columns (2 n k D for keys, as much for values). An input of T < n tokens uses the first
+T rows of E, a T x k matrix: it still gives k keys and values, also when T < k. The count equals what
+``torch.utils.flop_counter.FlopCounterMode`` measures where attention runs as matmuls the counter sees (eager, or
+SDPA's MATH backend; it does not see a fused SDPA kernel's FLOPs) (tests/modeling/test_flops.py).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = N
         return _query_output_ffn(n, D, ffn) + kv + _attention_core(n, n, D)
     if attention != "linformer" or k is None:
         raise ValueError(f"attention must be 'full' or 'linformer' (with k); got {attention!r}, k={k}")
-    k = min(k, n)  # a batch of T < n tokens uses the first T rows of E
+    # A batch of T < n tokens uses the first T rows of E: T x k, so keys, values and scores stay k wide even for
+    # T < k (the columns the T rows do not reach hold zero keys and values, and still take part).
     if SHARING[sharing].per_head:
         kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)  # K, V on n rows, then E_i^T K_i, F_i^T V_i per head
     else:
@@ -85,13 +88,13 @@ def local_global_layer_flops(n: int, config, k: int) -> float:
     (linformer.modeling.local_global): K and V on all n rows, E^T K and F^T V, then every query against its block's
     3r band keys (r = local_window // 2, at least 1), the G global keys and the k projected keys; the G global
     queries against all n keys. With landmark pooling, E^T Q (the landmark queries) in place of E^T K and F^T V, and
-    each landmark against its window's keys, then the weighted sums of keys and values: the windows hold n + k
-    tokens in all."""
+    each landmark against its window's keys, then the weighted sums of keys and values: the k windows are gathered as
+    blocks of min(n, ceil(n / k) + 1) tokens each (n + k tokens where k divides n), padding included."""
     D, G = config.hidden_size, len(config.global_positions or [])
-    k = min(k, n)
     r = max(config.local_window // 2, 1)
     if config.landmark_pooling:
-        kv = 2 * 2 * n * D * D + 2 * n * k * D + 3 * 2 * (n + k) * D
+        pooled = k * min(n, -(-n // k) + 1)  # local_global.landmark_pooling's (k, W) blocks
+        kv = 2 * 2 * n * D * D + 2 * n * k * D + 3 * 2 * pooled * D
     else:
         kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)
     return _query_output_ffn(n, D, config.intermediate_size) + kv + _attention_core(n, 3 * r + G + k, D) + \

@@ -58,6 +58,11 @@ def _smallest(k: int | tuple[int, ...]) -> int:
     return min(k) if isinstance(k, tuple) else k
 
 
+def _k_order(k: int | tuple[int, ...] | None) -> tuple[int, str]:
+    """Ks in order: by the smallest, one k before a per-layer k that starts with it."""
+    return _smallest(k or 0), str(k or 0)
+
+
 def label_of(run: Run) -> str:
     """'Linformer k=128 (headwise)', with what else differs from the paper's Linformer in the run's model
     (``rows.variant_label``: ', conv'; 'k=16/32 per layer')."""
@@ -137,7 +142,7 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
     unigram = full[0]["unigram_val_ppl"]
     data = {
-        "runs": sorted(rows, key=lambda r: (r["attention"] != "full", _smallest(r["k"] or 0), str(r["k"] or 0))),
+        "runs": sorted(rows, key=lambda r: (r["attention"] != "full", _k_order(r["k"]))),
         "reference_val_ppl": reference,
         "unigram_val_ppl": unigram,
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
@@ -147,7 +152,7 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     }
     if not judged:
         data["target_met"] = None
-        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"}, key=lambda k: (_smallest(k), str(k)))
+        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"}, key=_k_order)
         data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(k_label, linformers))} only)"
                               if linformers else "no Linformer run, only full attention: nothing to compare with it")
     elif on_unigram_plateau(reference, unigram) is None:
@@ -181,7 +186,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     ks = {(r["k"], r["sharing"]) for r in linformer}
     if len(ks) != 1:
         raise DataError("figure 3d holds k fixed: it needs Linformer runs of one k and sharing; got "
-                        + (", ".join(f"k={k_label(k)} ({sharing})" for k, sharing in sorted(ks, key=str)) or "none"))
+                        + (", ".join(f"k={k_label(k)} ({sharing})" for k, sharing in sorted(ks, key=lambda x: (_k_order(x[0]), x[1]))) or "none"))
     by_n: dict[tuple[str, int], dict] = {}
     for r in rows:
         if (r["attention"], r["n"]) in by_n:

@@ -24,10 +24,14 @@ MODES = [
     dict(sharing="kv", length_policy="resample"),
     dict(sharing="none", length_policy="resample"),
     dict(sharing="headwise", projected_dim=12, exact_short_inputs=True),  # T = 12: exact; T = 16: projected
+    dict(sharing="kv", local_window=4, global_positions=[0, -1]),
+    dict(sharing="kv", local_window=4, global_positions=[0, -1], length_policy="resample", landmark_pooling=True),
 ]
 
 
-@pytest.mark.parametrize("T", [16, 12])  # T < n = 16: E's first T rows, pooling windows padded to a multiple
+# T < n = 16: E's first T rows, pooling windows padded to a multiple; T = 2 < k = 4 (and < 8, 12): the T x k slice
+# still gives k columns
+@pytest.mark.parametrize("T", [16, 12, 2])
 @pytest.mark.parametrize("overrides", MODES, ids=lambda o: "-".join(map(str, o.values())))
 def test_count_matches_flop_counter_forward_and_backward(overrides, T):
     """Tolerance 1e-9 (exact up to float rounding): both sides count matmul-type ops only, 2 FLOPs per
@@ -39,7 +43,7 @@ def test_count_matches_flop_counter_forward_and_backward(overrides, T):
     ids = torch.randint(4, 64, (B, T))
     labels = torch.full_like(ids, -100)
     labels[:, ::4] = ids[:, ::4]
-    fraction = 0.25
+    fraction = (labels != -100).float().mean().item()  # a quarter of the tokens, half at T = 2
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         loss = model(ids, labels=labels).loss
         forward = counter.get_total_flops()
