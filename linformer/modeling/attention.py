@@ -255,7 +255,7 @@ class LinformerSelfAttention(nn.Module):
         self.local_radius = config.local_window // 2 if self.linformer else 0
         self.global_positions = list(config.global_positions or []) if self.linformer else []
         self.landmarks = self.linformer and config.landmark_pooling  # projected keys pooled by attention (E = F)
-        self.mask_overlap = self.linformer and config.overlap_columns == "mask"  # no token counted twice
+        self.mask_overlap = self.linformer and config.overlap_columns == "mask"  # columns the exact keys hold whole
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         sharing = SHARING[config.sharing] if self.linformer else None

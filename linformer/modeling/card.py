@@ -414,8 +414,9 @@ def _exact_keys_text(model: dict) -> str:
     pooled = " (each pooling its window of tokens by attention from the window's landmark query: landmark_pooling)" \
         if model.get("landmark_pooling") else ""
     if model.get("overlap_columns") == "mask":
-        overlap = ("; a projected column whose tokens the exact keys already hold is masked for that query, so no "
-                   "token counts twice (overlap_columns: mask)")
+        overlap = ("; a projected column all of whose tokens the exact keys already hold is masked for that query "
+                   "(overlap_columns: mask; a column they hold only part of stays, so its tokens inside the window, "
+                   "and a global token in the first or last column, still count twice)")
     else:
         overlap = "; projected columns stay whole even where the exact keys hold their tokens (overlap_columns: keep)"
     return "; ".join(parts) + f", in one softmax with the projected keys{pooled}{overlap}"

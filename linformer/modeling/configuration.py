@@ -153,6 +153,8 @@ class LinformerConfig(PreTrainedConfig):
     - ``overlap_columns``: with exact keys, what a projected column does for a query whose exact keys already hold
       every token it stands for (all inside the query's window, or global tokens): ``"keep"`` (the default) leaves it
       in the softmax, so those tokens count twice; ``"mask"`` masks it for that query (``local_global.overlap_bias``).
+      Only such a column: one the exact keys hold part of stays under either, its tokens inside the window (and a
+      global token in the first or last column) counted twice.
       A column's tokens are the ones its window of E covers: ``(j L / k, (j + 1) L / k)`` of a row's L tokens with
       ``length_policy="resample"``, rows ``j n / k`` to ``(j + 1) n / k`` with the slice.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its

@@ -336,9 +336,10 @@ CONVERTED_LENGTH_POLICY = {"length_policy": "resample", "mask_empty_windows": Fa
 # The window is at most n.
 CONVERTED_EXACT_KEYS = {"local_window": 128, "global_positions": [0, -1]}
 NO_EXACT_KEYS = {"local_window": 0, "global_positions": []}  # the paper's Linformer: projected keys alone
-# With them, a projected column whose tokens the exact keys already hold is masked for that query (no token counted
-# twice): it lowers converted MiniLM's embedding error on IMDB train reviews at both windows measured, before any
-# training (docs/results/length_policy_overlap_train.md).
+# With them, a projected column all of whose tokens the exact keys already hold is masked for that query (a column
+# they hold only part of stays: its tokens inside the window count twice, as a global token does in the first and
+# last columns): it lowers converted MiniLM's embedding error on IMDB train reviews at both windows measured, before
+# any training (docs/results/length_policy_overlap_train.md).
 # Part of the converted default when the exact keys are (settings naming a window field choose their own, "keep"
 # unless named).
 CONVERTED_OVERLAP = {"overlap_columns": "mask"}

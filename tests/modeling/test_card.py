@@ -387,7 +387,8 @@ def test_the_card_says_when_the_projected_keys_pool_by_attention(tmp_path):
     assert "landmark_pooling" not in texts["fixed"]
     assert "(each pooling its window of tokens by attention from the window's landmark query: landmark_pooling)" \
         in texts["pooled"]
-    assert texts["fixed"].endswith("(overlap_columns: mask)")  # the converted default: no token counted twice
+    # the converted default, and what it leaves: a column the exact keys hold only part of
+    assert "(overlap_columns: mask; a column they hold only part of stays" in texts["fixed"]
 
 
 def test_the_card_says_which_overlap_rule_the_projected_columns_follow(tmp_path):
