@@ -328,14 +328,18 @@ def hydra_value(value) -> str:
     return f"'{escaped}'"
 
 
+def _k_tag(k) -> str:
+    """Run-name part for k: '32', or '16-32' for one k per layer (a name a shell and a glob take as it is, where the
+    list's own text '[16, 32]' holds a glob's character class and a space)."""
+    return "-".join(map(str, k)) if isinstance(k, Sequence) and not isinstance(k, str) else str(k)
+
+
 def _attn_tag(attention, n, k, sharing, projection="linear") -> str:
-    """Run-name part for the architecture: full attention has no k and no sharing; one k per layer reads k16-32 (a
-    name a shell and a glob take as it is), a projection other than the paper's learned one is named
-    (linformer-n128-k32-headwise-conv)."""
+    """Run-name part for the architecture: full attention has no k and no sharing; a projection other than the
+    paper's learned one is named (linformer-n128-k32-headwise-conv)."""
     if str(attention) == "full":
         return f"full-n{n}"
-    ks = "-".join(map(str, k)) if isinstance(k, Sequence) and not isinstance(k, str) else k
-    return f"{attention}-n{n}-k{ks}-{sharing}" + ("" if projection in (None, "linear") else f"-{projection}")
+    return f"{attention}-n{n}-k{_k_tag(k)}-{sharing}" + ("" if projection in (None, "linear") else f"-{projection}")
 
 
 # the folder names a run gives the models it saves (train/core.py, train/export.py): not a model's own name
@@ -391,6 +395,7 @@ def register_resolvers() -> None:
         "basename": model_name_of,
         "scratch_tag": lambda flag: "-scratch" if flag else "",
         "attn_tag": _attn_tag,
+        "k_tag": _k_tag,
         "suffix": _suffix,
         "init_name": _init_name,
         "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads

@@ -169,3 +169,5 @@ def test_a_default_run_name_is_shell_and_glob_safe_and_names_a_general_projectio
     assert compose("pretrain", ["model.projection=mean_pool"]).run_name == \
         "tiny-linformer-n128-k32-headwise-mean_pool-s0"
     assert compose("pretrain", ["model.attention=full", "model.projection=conv"]).run_name == "tiny-full-n128-s0"
+    assert compose("distill", ["task=sst2", "teacher_path=t", "model.projected_dim=[16,32]"]).run_name == \
+        "sst2-t-distill-k16-32-s0"

@@ -102,14 +102,17 @@ class LinformerConfig(PreTrainedConfig):
     - ``max_seq_len`` (n): the longest input, and the number of rows of every projection matrix E, F (n x k).
       ``max_position_embeddings`` defaults to n + ``position_offset`` (n + 2 for RoBERTa, whose positions start at
       ``pad_token_id + 1``).
-    - ``projected_dim`` (k): an int, or one int per layer (the paper's non-uniform k).
+    - ``projected_dim`` (k): an int, or one int per layer (the paper's non-uniform k, in part: the paper also allows
+      a different k per head, which is not offered here).
     - ``sharing`` (paper §4): ``"none"`` a separate E and F per head and layer; ``"headwise"`` one E and one F per
       layer shared by its heads; ``"kv"`` one matrix per layer with E = F; ``"layerwise"`` one matrix for every
       layer, head, key and value. For 12 layers x 12 heads that is 288, 24, 12 and 1 matrices.
     - ``projection``: ``"linear"`` (learned E, F), or the paper's general projections ``"mean_pool"``,
       ``"max_pool"`` and ``"conv"``, all with kernel = stride = n / k.
     - ``projection_init``: ``"mean"`` starts each learned E, F (and conv kernel) as a mean over consecutive
-      windows of about n/k positions, so a new Linformer attends like mean pooling; ``"xavier"`` is fairseq's
+      windows of about n/k positions, so a new Linformer attends like mean pooling at T = n tokens (below n, under
+      the slice, the columns the tokens do not reach still take part, which mean pooling masks; ``mask_empty_windows``
+      masks them too); ``"xavier"`` is fairseq's
       zero-mean xavier_uniform (gain 1/sqrt(2)). With zero-mean E, F and near-uniform attention the projected
       values cancel (sum_j p_j F_tj ~ 0), the attention output starts near zero and small models trained from
       scratch barely learn. The paper does not specify the initialisation.
