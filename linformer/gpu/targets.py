@@ -32,7 +32,8 @@ Targets (see README, "On a GPU"):
               (configs/experiment/figure3_gpu.yaml), as many at once as the GPU's free memory holds (Together)
               -> figure3_gpu.{json,png}, and each run's curves and summary under <work>/repo/outputs/pretrain/fig3-*
   figure3d    the paper's Figure 3d: a tokenizer of the book texts and a corpus per n = 512 .. 4096 (data=books; carry:
-              gpu_carry.py pack figure3d), the Linformer at k = 128 at each n, then full attention at each n, the
+              gpu_carry.py pack figure3d), the Linformer at k = 128 at each n (the paper's is k = 256:
+              figure3d_gpu.yaml says why this one differs), then full attention at each n, the
               same tokens per update everywhere (configs/experiment/figure3d_gpu.yaml), as many at once as the GPU's
               free memory holds -> figure3d_gpu.{json,png} and the runs' records under
               <work>/repo/outputs/pretrain/fig3d-*
@@ -104,8 +105,8 @@ FIGURE3_RUNS = ("fig3-full", *(f"fig3-k{k}" for k in FIGURE3_KS))
 # GPU memory one Figure 3 run takes, at most: four compiled base-model runs at 128 x 512 tokens per step in bf16
 # held 116 GB together on an H200 (docs/results/figure3_gpu_notes.md); the small model's runs take far less.
 FIGURE3_RUN_GIB = 32.0
-# Figure 3d: the Linformer at k = 128 (figure3d_gpu.yaml) and full attention at each n, on the book texts, with the
-# same tokens per update at every n (figure3_gpu.yaml's 64 x 512)
+# Figure 3d: the Linformer at k = 128 (figure3d_gpu.yaml; the paper's k = 256) and full attention at each n, on the
+# book texts, with the same tokens per update at every n (figure3_gpu.yaml's 64 x 512)
 FIGURE3D_NS = (512, 1024, 2048, 4096)
 FIGURE3D_TOKENS = 32_768
 FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
