@@ -1,7 +1,8 @@
 """Table 3 of Wang et al. 2020 (arXiv 2006.04768): Linformer vs a standard Transformer, inference on a V100.
 
 Left half: time saved (speed-up); right half: memory saved; rows n, columns k in (128, 256, 512, 1024, 2048).
-The paper's "standard Transformer" is 2020's eager attention (materialised n x n softmax) in fairseq.
+The paper does not say how its "standard Transformer" computes attention; we take it to be 2020's eager attention
+(materialised n x n softmax) in fairseq, the authors' toolkit: our reading, not the paper's words.
 """
 
 from __future__ import annotations

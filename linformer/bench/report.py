@@ -171,7 +171,8 @@ def _eager_section(rows: list[dict], ks: list[int]) -> list[str]:
         "",
         ("Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
          "`attn_implementation=\"eager\"` (same size), then *(paper: time / memory)*. The paper's numbers are "
-         "against a 2020 standard Transformer on a V100 (Wang et al. 2020, Table 3), ours on the machine above."),
+         "against its standard Transformer on a V100 (Wang et al. 2020, Table 3; the paper does not say how that "
+         "computes attention: the eager n x n softmax is our stand-in), ours on the machine above."),
         "",
     ]
     return out + _cell_table(rows, ks, lambda r: (

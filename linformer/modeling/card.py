@@ -396,7 +396,7 @@ def _length_policy_text(model: dict) -> str:
         text = ("E, F's first T rows, keeping the columns whose window holds a token (length_policy=slice, "
                 "mask_empty_windows)")
     else:
-        text = "E, F's first T rows, as in the paper (length_policy=slice)"
+        text = "E, F's first T rows, as fairseq's Linformer does (length_policy=slice)"
     if model.get("exact_short_inputs"):
         text += f"; inputs of at most k={k} tokens get exact attention (exact_short_inputs)"
     return text

@@ -121,7 +121,8 @@ class LinformerConfig(PreTrainedConfig):
       the empty columns' zero keys and values (the pooling and conv projections always mask their empty windows).
       A converted encoder asked for ``length_policy="slice"`` gets it on (its short inputs would otherwise lose
       most of their attention mass to empty columns; ``convert.converted_length_policy``); with resampling every
-      column is filled, so it stays off. False, the default, is the paper's and fairseq's projection of E[:T].
+      column is filled, so it stays off. False, the default, is fairseq's projection of E[:T] (the paper does not
+      say how an input shorter than n is projected).
     - ``position_offset``: the position index of the first token. RoBERTa's is ``pad_token_id + 1`` (the default;
       padded tokens then take position ``pad_token_id``, a row kept at zero); BERT's is 0 (every token counts from
       0 and the position table has no padding row).
@@ -132,8 +133,8 @@ class LinformerConfig(PreTrainedConfig):
       real tokens (sentence-transformers' pooling, which all-MiniLM-L6-v2 was trained for: its pooler is
       untrained). None picks the family's own: ``"pooler"`` for the ``"bert"`` head, ``"cls"`` for the
       ``"roberta"`` head (whose own dense + tanh plays the pooler's part, so ``"pooler"`` does not apply to it).
-    - ``length_policy``: how a learned n x k E (F) serves an input of T < n tokens. ``"slice"`` (the paper's and
-      fairseq's, the default) uses its first T rows, which reach about T k / n of the k columns; ``"resample"``
+    - ``length_policy``: how a learned n x k E (F) serves an input of T < n tokens. ``"slice"`` (fairseq's, the
+      default; the paper does not say) uses its first T rows, which reach about T k / n of the k columns; ``"resample"``
       integrates E's rows over T windows of n / T rows each (area resampling, column sums kept), so every input
       uses all k columns with windows of about T / k tokens. Each row of a padded batch is resampled to its own
       length (right padding), so its output equals that row alone. Needs ``projection="linear"`` and no

@@ -231,7 +231,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
                "and every cell at every lr are listed below); ") if any(r["_lr"] for r in rows) else ""
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
              f"Hardware: {hardware}  ", f"Command: `{command}`", "",
-             ("Dev accuracy in percent (IMDB: its test split, as in the paper), averaged over seeds (a cell scored "
+             ("Dev accuracy in percent (IMDB: its test split, IMDB having no dev split; the paper reports \"dev set "
+              "results\" and does not say which IMDB split), averaged over seeds (a cell scored "
               "on a subset of the split says how many of its examples, in brackets); " + lr_note +
               "avg over the non-empty task columns; val ppl = the pretraining run's final validation perplexity. "
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
