@@ -33,7 +33,9 @@ def check_result(r: dict, path: str | Path, also: tuple[str, ...] = ()) -> None:
 # The fields the paper's Table 2 names a row by; every other recorded field is the paper's at LinformerConfig's
 # default, and a row whose run differs in one says so in its name (``variant_label``).
 NAMED_FIELDS = ("attention", "max_seq_len", "projected_dim", "sharing")
-PAPER_FIELDS = {f.name: f.default for f in dataclasses.fields(LinformerConfig) if f.name in RECORDED_FIELDS}
+# (classifier_pooling: RoBERTa's head reads <s> itself, what None picks for it and what a run records)
+PAPER_FIELDS = {f.name: f.default for f in dataclasses.fields(LinformerConfig) if f.name in RECORDED_FIELDS} | \
+    {"classifier_pooling": "cls"}
 
 
 def _hashable(value):
@@ -48,12 +50,11 @@ def k_of(r: dict) -> int | tuple[int, ...]:
 
 def variant_of(r: dict) -> tuple[tuple[str, object], ...]:
     """(field, value) for each architecture field results.json `r` records (``RECORDED_FIELDS``) that is not the
-    paper's: full attention has none (it has no projection). A field a record lacks (one written before the field)
-    is the default, which its run used."""
-    if is_full_attention(r):
-        return ()
+    paper's. A Linformer's field a record lacks (one written before the field) is the default, which its run used;
+    full attention records only its head's (it has no projection)."""
+    full = is_full_attention(r)
     values = {f: _hashable(r[f] if r.get(f) is not None else PAPER_FIELDS[f])
-              for f in RECORDED_FIELDS if f not in NAMED_FIELDS}
+              for f in RECORDED_FIELDS if f not in NAMED_FIELDS and not (full and r.get(f) is None)}
     return tuple((f, v) for f, v in values.items() if v != _hashable(PAPER_FIELDS[f]))
 
 
@@ -169,16 +170,14 @@ def draws_note(draws: Iterable[int | None]) -> str:
 
 
 def check_one_architecture(groups: dict[tuple, list[dict]], name: Callable[[tuple], str]) -> None:
-    """Refuse a row (`groups`: row key -> its runs) whose runs differ in an architecture field its key does not
-    hold (``variant_of``): the table would average two models as seeds of one. One line naming the field, two of
-    the runs and the row."""
+    """Refuse a cell (`groups`: key -> the runs a table pools) whose runs both record an architecture field
+    (``RECORDED_FIELDS``) with different values: the table would average two models as seeds of one. (A record
+    without the field, one written before it, cannot say.) One line naming the field, two of the runs and the cell."""
     for key, runs in groups.items():
-        first = dict(variant_of(runs[0]))
         for r in runs[1:]:
-            mine = dict(variant_of(r))
-            field = next((f for f in RECORDED_FIELDS if first.get(f) != mine.get(f)), None)
+            field = next((f for f in RECORDED_FIELDS if runs[0].get(f) is not None and r.get(f) is not None
+                          and _hashable(runs[0][f]) != _hashable(r[f])), None)
             if field is not None:
-                a, b = (PAPER_FIELDS[field] if x.get(field) is None else x[field] for x in (first, mine))
-                raise DataError(f"{runs[0].get('_dir')} and {r.get('_dir')} differ in {field} ({a!r} and "
-                                f"{b!r}) but fall in one row ({name(key)}): the table would average two "
+                raise DataError(f"{runs[0].get('_dir')} and {r.get('_dir')} differ in {field} ({runs[0][field]!r} and "
+                                f"{r[field]!r}) but fall in one cell ({name(key)}): the table would average two "
                                 "models as seeds of one. Give the runs of one of them only.")

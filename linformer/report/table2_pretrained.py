@@ -133,8 +133,8 @@ def _group(runs: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         groups[row_key(r)][r["task"]].append(r)
-    check_one_architecture({key: [r for runs in by_task.values() for r in runs] for key, by_task in groups.items()},
-                           row_label)
+    check_one_architecture({(key, task): runs for key, by_task in groups.items() for task, runs in by_task.items()},
+                           lambda cell: f"{row_label(cell[0])}, {cell[1]}")
     largest_k = lambda k: max(k) if isinstance(k, tuple) else k or 0
     order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -largest_k(key[1]), key[3] or "", key[4]))
     return {key: groups[key] for key in order}

@@ -79,7 +79,8 @@ def test_runs_of_another_architecture_are_their_own_row_named_by_what_differs(tm
     linear row: every architecture field results.json records is part of a row's key and, where it is not the
     paper's, of its name. A record without a field (older) is the default; one k per layer is its own row."""
     runs = tmp_path / "runs"
-    _run(runs, "linear", "sst2", 0.80, seed=1, arch={"projection": "linear", "overlap_columns": "keep"})
+    _run(runs, "linear", "sst2", 0.80, seed=1, arch={"projection": "linear", "overlap_columns": "keep",
+                                                      "classifier_pooling": "cls"})  # RoBERTa's head: the paper's
     _run(runs, "old", "sst2", 0.70, seed=2)  # written before the fields: the paper's linear projection
     _run(runs, "conv", "sst2", 0.60, seed=0, arch={"projection": "conv"})
     _run(runs, "local", "sst2", 0.50, seed=0, arch={"length_policy": "resample", "local_window": 16,
@@ -103,7 +104,7 @@ def test_the_pretrained_layout_refuses_a_row_of_two_architectures(tmp_path):
 
     runs = [{"_dir": str(tmp_path / name), "task": "sst2", "seed": seed, "attention": "linformer",
              "projected_dim": 64, "sharing": "kv", "max_seq_len": 128} | arch
-            for name, seed, arch in (("a", 0, {}), ("b", 1, {"projection": "conv"}))]
+            for name, seed, arch in (("a", 0, {"projection": "linear"}), ("b", 1, {"projection": "conv"}))]
     with pytest.raises(DataError, match=f"{tmp_path / 'a'} and {tmp_path / 'b'} differ in projection "
                                         r"\('linear' and 'conv'\)"):
         table2_pretrained._group(runs)
