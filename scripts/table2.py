@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     ap.add_argument("--layout", choices=LAYOUTS, default="paper",
-                    help="paper: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers; "
+                    help="paper: rows by (attention, n, k, sharing, pretrained) and every other architecture field "
+                         "a run records (a conv or local/global run is its own row) beside the paper's numbers; "
                          "pretrained: a converted encoder's teacher against its Linformer variants, with and without "
                          "transfer, with paired intervals and cost per example (make reproduce-pretrained); "
                          "scratch: the framework's own pretraining against full attention and no pretraining, with "

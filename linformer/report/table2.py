@@ -140,8 +140,8 @@ def _check_runs(results: list[dict], subsets: bool) -> None:
 
 
 def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
-    """One row per (attention, n, k, sharing, pretrained, variant) (``rows.row_key``), seeds averaged, the best lr per task when several
-    were run; JSON-schema rows plus private keys. A run scored on a subset of its split is refused unless `subsets`:
+    """One row per (attention, n, k, sharing, pretrained, variant) (``rows.row_key``), seeds averaged, the best lr
+    per task when several were run; JSON-schema rows plus private keys. A run scored on a subset of its split is refused unless `subsets`:
     then the row's ``subsets`` says, per task, how many examples of how many scored it."""
     _check_results([r for r in results if _column(r) is not None])
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -363,7 +363,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     under the output rule (only an earlier table2 of the same runs and layout is replaced unless `overwrite`); prints
     the table.
 
-    layout ``paper``: rows by (attention, n, k, sharing, pretrained) beside the paper's numbers (`subsets`: take
+    layout ``paper``: rows by (attention, n, k, sharing, pretrained) and every other architecture field beside the paper's numbers (`subsets`: take
     runs scored on a subset of their split, marked); ``pretrained``: a
     converted encoder's teacher against its Linformer variants with paired intervals and cost per example, for the
     reproduce-pretrained `profile` (its recipe, and its jobs not run yet); ``scratch``: the framework's own
