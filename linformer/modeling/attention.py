@@ -255,7 +255,8 @@ class LinformerSelfAttention(nn.Module):
         self.local_radius = config.local_window // 2 if self.linformer else 0
         self.global_positions = list(config.global_positions or []) if self.linformer else []
         self.landmarks = self.linformer and config.landmark_pooling  # projected keys pooled by attention (E = F)
-        self.mask_overlap = self.linformer and config.overlap_columns == "mask"  # columns the exact keys hold whole
+        # what the exact keys do to the projected columns whose tokens they hold (None: nothing, "keep")
+        self.overlap_rule = config.overlap_columns if self.linformer and config.overlap_columns != "keep" else None
         # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
         self.E = self.F = None
         sharing = SHARING[config.sharing] if self.linformer else None
@@ -340,12 +341,13 @@ class LinformerSelfAttention(nn.Module):
             log_count = column_log_counts(rows)
         layout = ExactKeyLayout.of(shared, lengths, T, self.local_radius, self.global_positions)
         overlap = None
-        if self.mask_overlap:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
+        if self.overlap_rule:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
             overlap = layout.overlap(pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
-                                                     E.weight.shape[-2:]))
+                                                     E.weight.shape[-2:]), rule=self.overlap_rule)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.config._attn_implementation == "flex_attention":
-            out = flex_local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p)
+            out = flex_local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p,
+                                    reduced=self.overlap_rule == "reduce")
         else:
             out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
                                          (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap)

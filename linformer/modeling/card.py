@@ -417,6 +417,9 @@ def _exact_keys_text(model: dict) -> str:
         overlap = ("; a projected column all of whose tokens the exact keys already hold is masked for that query "
                    "(overlap_columns: mask; a column they hold only part of stays, so its tokens inside the window, "
                    "and a global token in the first or last column, still count twice)")
+    elif model.get("overlap_columns") == "reduce":
+        overlap = ("; each projected column's count is lowered, per query, by the tokens of it the exact keys already "
+                   "hold, and a column they hold whole is masked (overlap_columns: reduce)")
     else:
         overlap = "; projected columns stay whole even where the exact keys hold their tokens (overlap_columns: keep)"
     return "; ".join(parts) + f", in one softmax with the projected keys{pooled}{overlap}"

@@ -158,7 +158,10 @@ class LinformerConfig(PreTrainedConfig):
       every token it stands for (all inside the query's window, or global tokens): ``"keep"`` (the default) leaves it
       in the softmax, so those tokens count twice; ``"mask"`` masks it for that query (``local_global.overlap_bias``).
       Only such a column: one the exact keys hold part of stays under either, its tokens inside the window (and a
-      global token in the first or last column) counted twice.
+      global token in the first or last column) counted twice. ``"reduce"`` also lowers every other column's
+      count by the tokens of it the query's exact keys hold (m - h of a mean over m tokens; a weighted column by the
+      share of its weight on them), masking those left with none (``local_global.reduced_count_bias``): no token
+      counted twice.
       A column's tokens are the ones its window of E covers: ``(j L / k, (j + 1) L / k)`` of a row's L tokens with
       ``length_policy="resample"``, rows ``j n / k`` to ``(j + 1) n / k`` with the slice.
     - ``lm_head_activation``: the MLM head's activation after its dense layer (RoBERTa's is gelu; BERT's is its
@@ -457,7 +460,8 @@ def _validate_local_global(config: LinformerConfig) -> None:
 # The exact keys beside the projected ones, and how the projected ones pool (local_global): fields every record and
 # conversion carries with k
 EXACT_KEY_FIELDS = ("local_window", "global_positions", "landmark_pooling", "overlap_columns")
-OVERLAP_COLUMNS = ("keep", "mask")  # overlap_columns: a projected column whose tokens the exact keys hold
+OVERLAP_COLUMNS = ("keep", "mask", "reduce")  # overlap_columns: a projected column whose tokens the exact keys hold
+OVERLAP_LABELS = {"keep": "", "mask": ", covered columns masked", "reduce": ", reduced counts"}  # how reports name each
 
 # The Linformer's attention fields beside the encoder's own shape: what a converted model (a transfer continued, a
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
@@ -481,21 +485,23 @@ SHAPE_FIELDS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num
 def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False,
                      overlap_columns: str = "keep") -> str:
     """How reports name the exact local and global keys: 'window 128, global [0, -1]' (', landmarks' when the
-    projected keys pool by attention, ', covered columns masked' when a projected column whose every token the exact
-    keys hold is masked: a column they hold only part of still counts those tokens a second time)."""
+    projected keys pool by attention, then OVERLAP_LABELS: ', covered columns masked' when a column whose every token
+    the exact keys hold is masked (one they hold part of still counts those tokens again), ', reduced counts' when
+    every column's count is also lowered by the tokens of it they hold)."""
     return f"window {local_window}" + (f", global {list(global_positions)}" if global_positions else "") + \
-        (", landmarks" if landmark_pooling else "") + (", covered columns masked" if overlap_columns == "mask" else "")
+        (", landmarks" if landmark_pooling else "") + OVERLAP_LABELS[overlap_columns]
 
 
 def exact_key_variants(windows, global_positions, landmarks: bool = False, overlap: bool = False) -> dict[str, dict]:
     """Per window w, {label: fields} of exact local keys of w tokens beside the projected ones with the global tokens
-    and, with ``landmarks``, the same with landmark pooling, and with ``overlap`` each of those with the projected
-    columns the exact keys hold masked (overlap_columns="mask"): the rows the measurement reports add."""
+    and, with ``landmarks``, the same with landmark pooling, and with ``overlap`` each of those under every other
+    overlap_columns rule (the projected columns the exact keys hold masked, "mask", and their counts lowered,
+    "reduce"): the rows the measurement reports add."""
     variants = {}
     for w in windows:
         fields = {"local_window": w, "global_positions": list(global_positions)}
         rows = [fields] + ([{**fields, "landmark_pooling": True}] if landmarks else [])
-        rows += [{**row, "overlap_columns": "mask"} for row in rows] if overlap else []
+        rows += [{**row, "overlap_columns": rule} for rule in OVERLAP_COLUMNS[1:] for row in rows] if overlap else []
         for row in rows:
             variants[exact_keys_label(w, global_positions, row.get("landmark_pooling", False),
                                       row.get("overlap_columns", "keep"))] = row

@@ -3,7 +3,8 @@
 The local/global attention becomes one ``flex_attention`` call over the concatenated keys [K ; E^T K] (values
 [V ; F^T V]): a block mask names, per block of queries, the blocks of keys it can see (its band, the global keys'
 blocks, the projected keys' blocks, and every block for a block holding a global query), a ``mask_mod`` masks within
-them exactly as ``local_global`` does, and a ``score_mod`` adds each projected column's log count. On the GPU the
+them exactly as ``local_global`` does, and a ``score_mod`` adds each projected column's log count (lowered per
+query under overlap_columns="reduce"). On the GPU the
 compiled kernel then skips the blocks outside the mask, and its backward trains. Full attention and the paper's
 Linformer go through it with their padding (or empty-window) masks only.
 
@@ -19,7 +20,7 @@ import torch
 from transformers.utils import logging
 
 from .errors import ConfigError
-from .local_global import once
+from .local_global import _NEG, once
 
 FLEX_TORCH = "2.5"  # the first torch with torch.nn.attention.flex_attention
 BLOCK = 128  # queries and keys per block of the block mask (flex's default tile)
@@ -118,7 +119,8 @@ def local_global_mask(layout, c: int, column_mask: torch.Tensor | None, overlap:
     - exact key s < T when s is real and |s - t| <= radius, or s is a global token, or t is one (global queries
       attend to every real position, and only to them);
     - projected key T + j when t is not a global token, column j is not masked (``column_mask``, (B, c)) and,
-      with ``overlap`` (``ExactKeyLayout.overlap``'s additive mask), t's exact keys do not already hold its tokens.
+      with ``overlap`` (``ExactKeyLayout.overlap``'s additive bias), t's exact keys do not already hold all its
+      tokens.
     A padded query that sees no key gets a zero output from flex (the blocked path lets it see itself); no real
     token reads it."""
     lengths, T, r = layout.lengths, layout.T, layout.radius
@@ -127,8 +129,8 @@ def local_global_mask(layout, c: int, column_mask: torch.Tensor | None, overlap:
     real, is_global = layout.real, layout.is_global
     open_ = torch.ones(B, T, c, dtype=torch.bool, device=device) if column_mask is None else \
         column_mask[:, None, :].expand(B, T, c).clone()
-    if overlap is not None:  # (B, 1, nb, b, c) additive: 0 where the column counts for the query
-        open_ &= overlap.view(B, -1, c)[:, :T] == 0
+    if overlap is not None:  # (B, 1, nb, b, c) additive: finite where the column counts for the query
+        open_ &= overlap.view(B, -1, c)[:, :T] > _NEG
     open_ &= ~is_global[:, :, None]
 
     def mask_mod(b, h, qi, ki):  # indices past the ends (a last block's tail) are clamped, and masked by flex
@@ -150,16 +152,26 @@ def local_global_mask(layout, c: int, column_mask: torch.Tensor | None, overlap:
 
 
 def local_global(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout, projected: tuple,
-                 overlap: torch.Tensor | None, dropout_p: float = 0.0) -> torch.Tensor:
+                 overlap: torch.Tensor | None, dropout_p: float = 0.0, reduced: bool = False) -> torch.Tensor:
     """``local_global.local_global_attention`` as one flex_attention call -> (B, H, T, d). projected: (keys
-    (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c))."""
+    (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)); overlap: the columns' additive
+    bias (``ExactKeyLayout.overlap``) or None; reduced: whether it also lowers the counts of the columns it leaves
+    open (overlap_columns="reduce": added by the score_mod), not only masks ("mask")."""
     pk, pv, column_mask, log_count = projected
     B, H, T, _ = q.shape
     c = pk.shape[-2]
     counts = log_count.expand(B, H, c).float()
 
+    def finite_part() -> torch.Tensor:  # (B, T, c): the lowered counts per query (the mask_mod masks the rest)
+        bias = overlap.view(B, -1, c)[:, :T]
+        return torch.where(bias > _NEG, bias, 0.0)
+
+    lowered = once(layout.memo, ("flex lowered", c), finite_part) if reduced else None  # once per forward
+
     def score_mod(score, b, h, qi, ki):  # each projected column's logit + log(tokens it stands for)
-        return torch.where(ki >= T, score + counts[b, h, (ki - T).clamp(0, c - 1)].to(score.dtype), score)
+        j = (ki - T).clamp(0, c - 1)
+        bias = counts[b, h, j] if lowered is None else counts[b, h, j] + lowered[b, qi.clamp(max=T - 1), j]
+        return torch.where(ki >= T, score + bias.to(score.dtype), score)
 
     mask = once(layout.memo, ("flex", c, column_mask is not None, overlap is not None),  # one per projection shape
                 lambda: local_global_mask(layout, c, column_mask, overlap))

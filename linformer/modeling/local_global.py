@@ -119,6 +119,48 @@ def overlap_bias(spans: torch.Tensor, is_global: torch.Tensor, b: int, nb: int, 
     return torch.where(covered & (e > a), _NEG, 0.0)[:, None]
 
 
+def column_extents(lengths: torch.Tensor, c: int, n: int | None = None, k: int | None = None
+                   ) -> tuple[torch.Tensor, int]:
+    """(B, c, 2) the stretch of a row's tokens over which each projected column spreads its weight, in units of
+    1/`unit` of a token (token t is [t unit, (t + 1) unit)), and `unit`: E resampled to a row's L tokens spreads
+    window-mean column j evenly over (j L / c, (j + 1) L / c), its end tokens holding part of a token each (n None:
+    unit c, as for landmark pooling's windows); the slice of an n x k window-mean E weighs each token of its
+    ``column_spans`` the same (unit 1)."""
+    if n is not None:
+        return column_spans(lengths, c, n, k), 1
+    L = lengths.clamp(min=1)[:, None]
+    j = torch.arange(c, device=lengths.device)[None, :]
+    return torch.stack([j * L, (j + 1) * L], -1), c
+
+
+def reduced_count_bias(extents: torch.Tensor, unit: int, gi: torch.Tensor | None, gvalid: torch.Tensor | None,
+                       b: int, nb: int, radius: int) -> torch.Tensor:
+    """(B, 1, nb, b, c) additive bias of overlap_columns="reduce": each projected column's count less the tokens of
+    it the query's exact keys hold, as log(1 - held share), the share of the column's weight on those tokens
+    (``column_extents``: h / m of a mean over m tokens, so that the count m becomes m - h); a column whose tokens
+    they hold all is masked, as overlap_bias masks it. The share is E's window as positions define it (a window
+    mean), not a trained E's weights: one bias per forward, whatever the layer. Global tokens (gi, gvalid: (B, G),
+    ``global_index``) are held outside the window too. An empty extent (past a short row's end) is left to the
+    column mask."""
+    B, c = extents.shape[:2]
+    t = torch.arange(nb * b, device=extents.device).view(1, nb, b, 1)
+    a, e = extents[..., 0].view(B, 1, 1, c), extents[..., 1].view(B, 1, 1, c)
+
+    def within(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:  # how much of [a, e) lies in [lo, hi), in units
+        return (torch.minimum(e, hi) - torch.maximum(a, lo)).clamp(min=0)
+
+    lo, hi = (t - radius, t + radius + 1) if radius else (t, t)  # the window [lo, hi), empty without one
+    held = within(lo * unit, hi * unit)  # (B, nb, b, c)
+    for slot in range(0 if gi is None else gi.shape[1]):  # a global token outside the window (inside: held already)
+        g = gi[:, slot].view(B, 1, 1, 1)
+        outside = gvalid[:, slot].view(B, 1, 1, 1) & (((t - g).abs() > radius) if radius else True)
+        held = held + within(g * unit, (g + 1) * unit) * outside
+    width = e - a
+    share = held.to(torch.float32) / width.clamp(min=1).to(torch.float32)
+    bias = torch.where(held < width, torch.log1p(-share), _NEG)  # log1p(-1) = -inf where all held: replaced
+    return torch.where(width > 0, bias, 0.0)[:, None]
+
+
 def once(store: dict | None, key: tuple, build):
     """What `build()` returns, built the first time `key` is asked of `store` (a dict that lives for one forward, so
     that every layer shares what depends on the input's shape and mask only) and looked up after; built each time
@@ -151,7 +193,7 @@ def _band(x: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
 class ExactKeyLayout:
     """What every layer's local/global attention shares in one forward: it depends on the rows' lengths, T, the
     radius and the global positions only, so the encoder's layers build it once (``of``) instead of once each: the
-    blocks, the band's and the global keys' masks, the global tokens' indices, and the masks of the projected
+    blocks, the band's and the global keys' masks, the global tokens' indices, and the biases of the projected
     columns the exact keys hold (``overlap``, per projection shape)."""
 
     def __init__(self, lengths: torch.Tensor, T: int, radius: int, positions: list[int]):
@@ -172,7 +214,7 @@ class ExactKeyLayout:
             names = (torch.arange(T, device=lengths.device) == self.gi[:, :, None]) & self.gvalid[:, :, None]
             self.is_global = names.any(1)
             self.slot = names.long().argmax(1)  # (B, T): that slot, where is_global
-        self.memo: dict[tuple, object] = {}  # masks built once per forward: the overlap masks, flex's block masks
+        self.memo: dict[tuple, object] = {}  # built once per forward: the overlap biases, flex's block masks
 
     @classmethod
     def of(cls, shared: dict | None, lengths: torch.Tensor, T: int, radius: int, positions: list[int]
@@ -182,11 +224,17 @@ class ExactKeyLayout:
         return once(shared, ("exact_key_layout", T, radius, tuple(positions)),
                     lambda: cls(lengths, T, radius, positions))
 
-    def overlap(self, c: int, n: int | None = None, k: int | None = None) -> torch.Tensor:
-        """``overlap_bias`` of c projected columns (``column_spans(lengths, c, n, k)``), built once per shape: every
-        layer whose projection has it masks the same columns."""
-        return once(self.memo, ("overlap", c, n, k), lambda: overlap_bias(
-            column_spans(self.lengths, c, n, k), self.is_global, self.b, self.nb, self.radius))
+    def overlap(self, c: int, n: int | None = None, k: int | None = None, rule: str = "mask") -> torch.Tensor:
+        """The additive bias of c projected columns under overlap_columns=`rule` (their tokens: ``column_spans(lengths,
+        c, n, k)``): ``overlap_bias`` ("mask") or ``reduced_count_bias`` ("reduce"), built once per shape: every layer
+        whose projection has it biases the same columns."""
+        def build() -> torch.Tensor:
+            if rule == "reduce":
+                return reduced_count_bias(*column_extents(self.lengths, c, n, k), self.gi, self.gvalid, self.b, self.nb,
+                                          self.radius)
+            return overlap_bias(column_spans(self.lengths, c, n, k), self.is_global, self.b, self.nb, self.radius)
+
+        return once(self.memo, ("overlap", rule, c, n, k), build)
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
@@ -200,7 +248,8 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     (keys (B, H, c, d), values, column mask (B, c) or None, log counts (B or 1, H or 1, c)); spans: (B, c, 2)
     the tokens each projected column stands for (``column_spans``) to mask it for the queries whose exact keys hold
     them all (overlap_columns="mask"), or None to keep every column; layout: the forward's ``ExactKeyLayout`` (None:
-    built here); overlap: that mask already built (``ExactKeyLayout.overlap``), in place of `spans`.
+    built here); overlap: the columns' additive bias already built (``ExactKeyLayout.overlap``, "mask" or "reduce"),
+    in place of `spans`.
 
     Each block of b queries is scored against its band (the b + 2 radius positions around it), the global keys
     and the projected keys in two products, and normalised together in one softmax: no key is copied per block.

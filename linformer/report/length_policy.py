@@ -45,7 +45,7 @@ def with_local_keys(windows: list[int], global_positions: list[int], local_only:
                     landmarks: bool = False, overlap: bool = False) -> dict[str, dict]:
     """POLICIES (or only the converted one) and, per window w, the converted policy with exact local keys of w
     tokens and the global tokens beside the projected ones (and, with ``landmarks``, with landmark pooling too; with
-    ``overlap``, each also with the columns the exact keys hold masked)."""
+    ``overlap``, each also with the columns the exact keys hold masked, and with their counts lowered)."""
     policies = {CONVERTED: POLICIES[CONVERTED]} if local_only else dict(POLICIES)
     for label, fields in exact_key_variants(windows, global_positions, landmarks, overlap).items():
         policies[f"{CONVERTED}, {label}"] = {**POLICIES[CONVERTED], **fields}

@@ -199,11 +199,11 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
             progress: Callable[[str], None] = print, landmarks: bool = False, overlap: bool = False) -> dict:
     """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
     ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
-    (with ``landmarks`` also with landmark pooling, with ``overlap`` each of those also with the columns the exact
-    keys hold whole masked), then each of ``students`` (name -> directory: a Linformer classifier trained at length,
-    distilled from the classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired difference,
-    ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every example's
-    prediction)."""
+    (with ``landmarks`` also with landmark pooling, with ``overlap`` each of those also under overlap_columns "mask"
+    and "reduce"), then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled
+    from the classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired
+    difference, ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every
+    example's prediction)."""
     base = load_auto(AutoModelForSequenceClassification, classifier).eval()
     base_n = model_length(base.config)
     rows = []

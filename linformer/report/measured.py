@@ -45,8 +45,9 @@ def add_exact_key_options(ap: argparse.ArgumentParser, measured: str) -> None:
     ap.add_argument("--landmarks", action="store_true",
                     help="also each --local-windows row with landmark pooling (LinformerConfig.landmark_pooling)")
     ap.add_argument("--overlap", action="store_true",
-                    help="also each --local-windows row with the projected columns its exact keys already hold masked "
-                         "(LinformerConfig.overlap_columns='mask', the converted default: no token counted twice)")
+                    help="also each --local-windows row with the projected columns its exact keys hold whole masked "
+                         "(LinformerConfig.overlap_columns='mask', the converted default), and with every column's "
+                         "count also lowered by the tokens of it they hold ('reduce')")
 
 
 def check_exact_key_options(args: argparse.Namespace) -> None:

@@ -1,5 +1,5 @@
 """attn_implementation="flex_attention" on CUDA: the compiled kernel (forward and backward) against the blocked
-local/global path, on a padded batch with overlap masking."""
+local/global path, on a padded batch with overlap masking and with lowered counts."""
 
 import pytest
 import torch
@@ -11,10 +11,11 @@ from ..modeling.test_flex import SMALL
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention")]
 
 
-def test_compiled_flex_on_the_gpu_equals_the_blocked_path_and_trains():
+@pytest.mark.parametrize("rule", ["mask", "reduce"])
+def test_compiled_flex_on_the_gpu_equals_the_blocked_path_and_trains(rule):
     torch.manual_seed(0)
     config = LinformerConfig(**{**SMALL, "max_seq_len": 1024, "projected_dim": 64}, local_window=128,
-                             global_positions=[0, -1], overlap_columns="mask", length_policy="resample")
+                             global_positions=[0, -1], overlap_columns=rule, length_policy="resample")
     model = LinformerModel(config).cuda()
     ids = torch.randint(3, 50, (2, 1024), device="cuda")
     mask = torch.ones_like(ids)

@@ -158,6 +158,8 @@ DEPLOYED_VARIANTS = {
                      length_policy="resample"),
     "overlap_mask": dict(sharing="layerwise", local_window=4, global_positions=[0, -1], overlap_columns="mask",
                          exact_short_inputs=True),
+    "overlap_reduce": dict(local_window=4, global_positions=[0, -1], overlap_columns="reduce",
+                           length_policy="resample"),
 }
 
 

@@ -396,6 +396,10 @@ def test_the_card_says_which_overlap_rule_the_projected_columns_follow(tmp_path)
     text = table_rows(load_card(tmp_path / "kept" / "out").text, "exact keys beside the projected ones")[0][1]
     assert text.endswith("projected columns stay whole even where the exact keys hold their tokens "
                          "(overlap_columns: keep)")
+    converted(tmp_path / "reduced", projected_dim=8, sharing="layerwise", overlap_columns="reduce")
+    text = table_rows(load_card(tmp_path / "reduced" / "out").text, "exact keys beside the projected ones")[0][1]
+    assert text.endswith("each projected column's count is lowered, per query, by the tokens of it the exact keys "
+                         "already hold, and a column they hold whole is masked (overlap_columns: reduce)")
 
 
 def test_the_card_says_where_the_position_rows_of_a_longer_n_come_from(tmp_path):

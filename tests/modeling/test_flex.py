@@ -12,7 +12,7 @@ from linformer.errors import ConfigError
 from linformer.modeling import LinformerConfig, LinformerModel, attention, flex
 from linformer.modeling.local_global import ExactKeyLayout, column_spans, local_global_attention
 
-from .test_local_global import _dense
+from .test_local_global import _dense, dense_reduced, window_mean_rows
 
 pytestmark = [pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention"),
               # the eager fixture's deliberate choice, which torch warns about
@@ -44,34 +44,43 @@ def _case(lengths, c, seed=0):
 # T = 150 spans two blocks of 128 and T = 600 five, so that some query blocks reach the global keys' blocks only
 # through the block mask's global columns: the band, global and projected blocks are all exercised
 @pytest.mark.parametrize("lengths", [[150, 131, 2], [600, 450, 2]])
-@pytest.mark.parametrize("radius, positions, overlap", [(4, [0, -1], False), (3, [], False), (0, [0, -1], False),
-                                                        (5, [0, 2, -1, -3], True), (64, [0, -1], True)])
+@pytest.mark.parametrize("radius, positions, overlap", [(4, [0, -1], None), (3, [], None), (0, [0, -1], None),
+                                                        (5, [0, 2, -1, -3], "mask"), (64, [0, -1], "mask"),
+                                                        (5, [0, 2, -1, -3], "reduce"), (64, [0, -1], "reduce"),
+                                                        (0, [0, -1], "reduce")])
 def test_flex_local_global_equals_the_dense_reference(lengths, radius, positions, overlap, eager):
     c = 5
     q, k, v, L, pk, pv, log_count = _case(lengths, c)
-    layout = ExactKeyLayout(L, max(lengths), radius, positions)
+    T = max(lengths)
+    layout = ExactKeyLayout(L, T, radius, positions)
     with torch.no_grad():
-        out = flex.local_global(q, k, v, layout, (pk, pv, None, log_count), layout.overlap(c) if overlap else None)
-    ref, rows = _dense(q, k, v, L, radius, positions, pk, pv, log_count, column_spans(L, c) if overlap else None)
+        out = flex.local_global(q, k, v, layout, (pk, pv, None, log_count),
+                                layout.overlap(c, rule=overlap) if overlap else None, reduced=overlap == "reduce")
+    lowered = dense_reduced(T, L, radius, positions, window_mean_rows(L, T, c)) if overlap == "reduce" else None
+    ref, rows = _dense(q, k, v, L, radius, positions, pk, pv, log_count,
+                       column_spans(L, c) if overlap == "mask" else None, lowered)
     at = rows[:, None].expand(-1, 2, -1)
     torch.testing.assert_close(out[at], ref[at], atol=2e-5, rtol=2e-5)
 
 
-def test_flex_equals_the_blocked_path_with_masked_columns(eager):
+@pytest.mark.parametrize("rule", ["mask", "reduce"])
+def test_flex_equals_the_blocked_path_with_masked_columns(rule, eager):
     lengths, c = [140, 60], 6
     q, k, v, L, pk, pv, log_count = _case(lengths, c, seed=1)
     column_mask = torch.arange(c)[None, :] < torch.tensor([[6], [3]])
     layout = ExactKeyLayout(L, 140, 8, [0, -1])
     projected = (pk, pv, column_mask, log_count)
+    overlap = layout.overlap(c, 8 * c, c, rule=rule)  # the slice: columns of 8 rows, cut at a row's end
     with torch.no_grad():
-        out = flex.local_global(q, k, v, layout, projected, layout.overlap(c))
-        blocked = local_global_attention(q, k, v, L, 8, [0, -1], projected, layout=layout, overlap=layout.overlap(c))
+        out = flex.local_global(q, k, v, layout, projected, overlap, reduced=rule == "reduce")
+        blocked = local_global_attention(q, k, v, L, 8, [0, -1], projected, layout=layout, overlap=overlap)
     at = (torch.arange(140)[None, :] < L[:, None])[:, None].expand(-1, 2, -1)
     torch.testing.assert_close(out[at], blocked[at], atol=2e-5, rtol=2e-5)
 
 
 @pytest.mark.parametrize("radius, positions, overlap, column_mask", [
-    (4, [0, -1], False, False), (64, [0, -1], True, True), (0, [0, 2, -1, -3], True, False), (130, [], False, True)])
+    (4, [0, -1], None, False), (64, [0, -1], "mask", True), (0, [0, 2, -1, -3], "mask", False),
+    (130, [], None, True), (64, [0, -1], "reduce", True)])
 def test_the_block_mask_lists_every_block_its_mask_mod_opens(radius, positions, overlap, column_mask):
     """The compiled kernel visits only the listed blocks (the eager one reads mask_mod alone): a block holding a
     (query, key) pair that mask_mod opens but the block mask leaves out would silently lose that key."""
@@ -79,7 +88,7 @@ def test_the_block_mask_lists_every_block_its_mask_mod_opens(radius, positions, 
     T, S = 600, 640
     layout = ExactKeyLayout(lengths, T, radius, positions)
     columns = torch.arange(c)[None, :] < torch.tensor([[40], [31], [1]]) if column_mask else None
-    mask = flex.local_global_mask(layout, c, columns, layout.overlap(c) if overlap else None)
+    mask = flex.local_global_mask(layout, c, columns, layout.overlap(c, rule=overlap) if overlap else None)
     b = torch.arange(3).view(3, 1, 1)
     opened = mask.mask_mod(b, torch.zeros(1, dtype=torch.long), torch.arange(T).view(1, T, 1),
                            torch.arange(S).view(1, 1, S))  # (B, T, S), densely
@@ -124,6 +133,8 @@ def _sdpa_and_flex(**fields) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("fields", [
     dict(local_window=16, global_positions=[0, -1], overlap_columns="mask", length_policy="resample"),
+    dict(local_window=16, global_positions=[0, -1], overlap_columns="reduce", length_policy="resample"),
+    dict(local_window=16, global_positions=[0, -1], overlap_columns="reduce"),  # the slice's columns
     dict(local_window=16, global_positions=[0, -1], sharing="layerwise"),
     dict(),                                                      # the paper's Linformer
     dict(mask_empty_windows=True),                               # its empty-window column mask
@@ -157,9 +168,11 @@ def test_the_key_masks_are_built_once_per_forward_not_per_layer(fields, masks, e
     torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 
-def test_compiled_flex_inference_on_the_cpu_equals_sdpa():
-    """Without gradients the CPU runs torch.compile's flex kernel (inference only there)."""
-    sdpa, flexed = _sdpa_and_flex(local_window=16, global_positions=[0, -1])
+@pytest.mark.parametrize("fields", [{}, dict(overlap_columns="reduce", length_policy="resample")])
+def test_compiled_flex_inference_on_the_cpu_equals_sdpa(fields):
+    """Without gradients the CPU runs torch.compile's flex kernel (inference only there), lowered counts (a score_mod
+    reading a per-query bias) included."""
+    sdpa, flexed = _sdpa_and_flex(local_window=16, global_positions=[0, -1], **fields)
     torch.testing.assert_close(flexed, sdpa, atol=2e-5, rtol=2e-5)
 
 

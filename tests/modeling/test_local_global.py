@@ -50,10 +50,46 @@ def dense_overlap(T: int, lengths: torch.Tensor, radius: int, positions: list[in
     return out
 
 
-def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans=None):
+def held_keys(T: int, lengths: torch.Tensor, radius: int, positions: list[int]) -> torch.Tensor:
+    """(B, T, T) [b, query, token]: whether the query's exact keys hold the token (its window, or a global token)."""
+    t = torch.arange(T)
+    near = (t[:, None] - t[None, :]).abs() <= radius if radius else torch.zeros(T, T, dtype=torch.bool)
+    held = near[None].expand(len(lengths), T, T).clone()
+    if positions:
+        gi, gvalid = global_index(positions, lengths, T)
+        held |= ((t[None, None, :] == gi[:, :, None]) & gvalid[:, :, None]).any(1)[:, None, :]
+    return held
+
+
+def dense_reduced(T: int, lengths: torch.Tensor, radius: int, positions: list[int], weights: torch.Tensor
+                  ) -> torch.Tensor:
+    """(B, T, c) overlap_columns="reduce" written query by query from a window-mean E's rows as the input uses them
+    (`weights`, (B, T, c), zero at padding): log of the share of each column's weight on tokens the query's exact
+    keys do not hold, -inf where that is none, 0 for an empty column."""
+    held = held_keys(T, lengths, radius, positions).double()
+    w = weights.double()
+    total = w.sum(1, keepdim=True)  # (B, 1, c)
+    left = total - held @ w  # (B, T, c): the weight on tokens not held
+    out = torch.where(left > 1e-9 * total, (left / total.clamp(min=1e-30)).log(), float("-inf"))
+    return torch.where(total > 0, out, 0.0)
+
+
+def window_mean_rows(lengths: torch.Tensor, T: int, c: int, per_column: int = 8, resample: bool = True
+                     ) -> torch.Tensor:
+    """(B, T, c) the rows of an n x c window-mean E (n = per_column c) the inputs use: resampled to each row's
+    length, or its first T rows (slice), zero at padding."""
+    from linformer.modeling.attention import resampled_rows
+    from linformer.modeling.model import window_mean_matrix
+
+    E = window_mean_matrix(per_column * c, c).double()
+    rows = resampled_rows(E, T, lengths) if resample else E[:T].expand(len(lengths), T, c)
+    return rows * (torch.arange(T)[None, :, None] < lengths[:, None, None])
+
+
+def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans=None, lowered=None):
     """The same attention with a dense T x T mask: exact keys where dense_reference_mask allows, the projected keys
-    (logit + log count) for every query but the global ones (and, with spans, but the columns its exact keys hold),
-    one softmax."""
+    (logit + log count) for every query but the global ones (and, with spans, but the columns its exact keys hold;
+    with lowered, (B, T, c), that added to each query's), one softmax."""
     B, _, T, d = q.shape
     allowed = dense_reference_mask(T, lengths, radius, positions)[:, None]  # (B, 1, T, T)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
@@ -67,15 +103,19 @@ def _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans=None):
     proj = proj.masked_fill(is_global[:, None, :, None], float("-inf"))
     if spans is not None:
         proj = proj.masked_fill(dense_overlap(T, lengths, radius, positions, spans)[:, None], float("-inf"))
+    if lowered is not None:
+        proj = proj + lowered[:, None].to(proj.dtype)
     probs = torch.cat([scores, proj], -1).softmax(-1)
     out = probs[..., :T] @ v + probs[..., T:] @ pv
     return out, t[None, :] < lengths[:, None]
 
 
-def _against_dense(radius, positions, lengths: list[int], c: int, seed: int, overlap: bool = False):
+def _against_dense(radius, positions, lengths: list[int], c: int, seed: int, overlap: bool | str = False):
     """local_global_attention on a random float64 case (B = len(lengths), 2 heads, T = max(lengths), padding zeroed)
-    checked against _dense at every real position; returns the case's spans (or None)."""
-    from linformer.modeling.local_global import column_spans
+    checked against _dense at every real position (overlap: True or "mask" masks the columns the exact keys hold,
+    "reduce" lowers their counts, against dense_reduced of a resampled window-mean E); returns the case's spans
+    (or None)."""
+    from linformer.modeling.local_global import ExactKeyLayout, column_spans
 
     torch.manual_seed(seed)
     B, H, T, d = len(lengths), 2, max(lengths), 8
@@ -86,8 +126,15 @@ def _against_dense(radius, positions, lengths: list[int], c: int, seed: int, ove
     pk, pv = torch.randn(B, H, c, d, dtype=torch.float64), torch.randn(B, H, c, d, dtype=torch.float64)
     log_count = torch.rand(B, H, c, dtype=torch.float64)
     spans = column_spans(lengths, c) if overlap else None
-    out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), spans=spans)
-    ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans)
+    if overlap == "reduce":
+        layout = ExactKeyLayout(lengths, T, radius, positions)
+        out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), layout=layout,
+                                     overlap=layout.overlap(c, rule="reduce"))
+        lowered = dense_reduced(T, lengths, radius, positions, window_mean_rows(lengths, T, c))
+        ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, lowered=lowered)
+    else:
+        out = local_global_attention(q, k, v, lengths, radius, positions, (pk, pv, None, log_count), spans=spans)
+        ref, rows = _dense(q, k, v, lengths, radius, positions, pk, pv, log_count, spans)
     torch.testing.assert_close(out[rows[:, None].expand(-1, H, -1)], ref[rows[:, None].expand(-1, H, -1)])
     return spans
 
@@ -122,6 +169,9 @@ def test_the_defaults_are_the_paper_linformer_bitwise():
     {"length_policy": "resample", "exact_short_inputs": True},  # the converted policy: rows <= k tokens exact
     {"sharing": "layerwise", "length_policy": "resample", "landmark_pooling": True},
     {"sharing": "kv", "length_policy": "resample", "exact_short_inputs": True, "landmark_pooling": True},
+    {"length_policy": "resample", "exact_short_inputs": True, "overlap_columns": "reduce"},
+    {"overlap_columns": "reduce"},  # slice: columns of E's rows, the last cut at each row's length
+    {"sharing": "layerwise", "length_policy": "resample", "landmark_pooling": True, "overlap_columns": "reduce"},
 ])
 def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
     torch.manual_seed(0)
@@ -322,22 +372,28 @@ def _local_global_inputs(T: int, H: int = 12, d: int = 8, c: int = 128):
     return q, k, v, torch.tensor([T]), projected
 
 
-def _ops(T: int) -> int:
+def _ops(T: int, rule: str | None = None) -> int:
     from torch.profiler import ProfilerActivity, profile
+
+    from linformer.modeling.local_global import ExactKeyLayout
 
     q, k, v, lengths, projected = _local_global_inputs(T)
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        local_global_attention(q, k, v, lengths, 64, [0, -1], projected)
+        layout = ExactKeyLayout(lengths, T, 64, [0, -1])
+        overlap = layout.overlap(projected[0].shape[-2], rule=rule) if rule else None
+        local_global_attention(q, k, v, lengths, 64, [0, -1], projected, layout=layout, overlap=overlap)
     return sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
 
 
-def test_the_operations_per_forward_are_bounded_per_chunk_and_in_all():
+@pytest.mark.parametrize("rule", [None, "mask", "reduce"])
+def test_the_operations_per_forward_are_bounded_per_chunk_and_in_all(rule):
     """MiniLM's 12 heads, w = 128, k = 128 (counted with the profiler, not timed): what a longer input adds is its
     chunks, each a handful of products and one softmax (about 80 operations, views included), and the rest of a
-    layer's forward is a few hundred. Masks and biases rebuilt per chunk, or per block, would break the bound."""
+    layer's forward is a few hundred, the projected columns' overlap bias (built once per forward) included. Masks
+    and biases rebuilt per chunk, or per block, would break the bound."""
     import linformer.modeling.local_global as lg
 
-    short, long = _ops(2048), _ops(4096)
+    short, long = _ops(2048, rule), _ops(4096, rule)
     per_block = 12 * 64 * (3 * 64 + 2 + 128)  # scores of one block of 64 queries: band, global and projected keys
     chunks = lambda T: -(-(T // 64) // max(1, lg.CHUNK_ELEMENTS // per_block))
     per_chunk = (long - short) / (chunks(4096) - chunks(2048))
@@ -383,6 +439,48 @@ def test_no_token_counts_twice_column_by_column():
 def test_masked_overlap_equals_the_dense_reference(radius, positions):
     spans = _against_dense(radius, positions, [23, 17, 5], c=6, seed=1, overlap=True)
     assert dense_overlap(23, torch.tensor([23, 17, 5]), radius, positions, spans).any()  # the case masks a column
+
+
+def test_reduced_counts_column_by_column():
+    """overlap_columns="reduce" on a small case, checked column by column: T = 16 tokens in c = 4 columns of 4
+    (the slice of a 16 x 4 window-mean E), window radius 2, globals [0, -1]; each column's count m becomes m - h for
+    the h of its tokens the query's exact keys hold, a column left with none is masked as "mask" masks it."""
+    from linformer.modeling.local_global import ExactKeyLayout
+
+    lengths = torch.tensor([16])
+    layout = ExactKeyLayout(lengths, 16, 2, [0, -1])
+    lowered = layout.overlap(4, 16, 4, rule="reduce")[0, 0].reshape(16, 4)  # (query, column)
+    count = lambda held: math.log((4 - held) / 4) if held < 4 else torch.finfo(torch.float32).min
+    # query 5 sees 3..7 and 0, 15: column 0 (0..3) holds 0 and 3, column 1 all, column 2 none, column 3 only 15
+    torch.testing.assert_close(lowered[5], torch.tensor([count(2), count(4), count(0), count(1)]))
+    # query 9 sees 7..11 and 0, 15: 0 of column 0, 7 of column 1, all of column 2, 15 of column 3
+    torch.testing.assert_close(lowered[9], torch.tensor([count(1), count(1), count(4), count(1)]))
+    masked = layout.overlap(4, 16, 4, rule="mask")[0, 0].reshape(16, 4) < 0
+    assert torch.equal(lowered == torch.finfo(torch.float32).min, masked)  # masked where "mask" masks, nowhere else
+
+
+@pytest.mark.parametrize("resample", [True, False])
+@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1]), (0, [0, -1]), (9, [-1])])
+def test_reduced_counts_equal_the_share_of_a_window_mean_e_query_by_query(radius, positions, resample):
+    """The closed form (each column's stretch of tokens against each query's window and global tokens) equals the
+    share of the window-mean E's weight, as the input uses E, on the tokens the query's exact keys do not hold,
+    written query by query: resampled to each row's length (columns of fractional tokens: 23 or 17 tokens in 6
+    columns) or sliced (columns of 8 rows of a 48 x 6 E, the last ones cut by a row's end)."""
+    from linformer.modeling.local_global import ExactKeyLayout
+
+    lengths, T, c = torch.tensor([23, 17, 5]), 23, 6
+    layout = ExactKeyLayout(lengths, T, radius, positions)
+    got = layout.overlap(c, *((None, None) if resample else (8 * c, c)), rule="reduce").view(3, -1, c)[:, :T]
+    want = dense_reduced(T, lengths, radius, positions, window_mean_rows(lengths, T, c, resample=resample))
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    want = want.float().clamp(min=torch.finfo(torch.float32).min)
+    torch.testing.assert_close(got[real], want[real], atol=1e-6, rtol=1e-6)
+    assert (want[real] > torch.finfo(torch.float32).min).any() and (want[real] < 0).any()
+
+
+@pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1]), (0, [0, -1])])
+def test_reduced_counts_equal_the_dense_reference(radius, positions):
+    _against_dense(radius, positions, [23, 17, 5], c=6, seed=1, overlap="reduce")
 
 
 def test_exact_keys_turned_off_on_a_saved_converted_model_give_the_paper_s_linformer(tmp_path):

@@ -129,6 +129,16 @@ def test_landmark_rows_follow_each_local_window_row():
         **lp.POLICIES[lp.CONVERTED], "local_window": 128, "global_positions": [0, -1], "landmark_pooling": True}
 
 
+def test_overlap_rows_follow_each_local_window_row_under_every_rule():
+    """--overlap measures each window row again under "mask" and under "reduce", so that the two forms of one rule
+    (no token counted twice) are compared on one report."""
+    policies = lp.with_local_keys([64], [0, -1], local_only=True, overlap=True)
+    row = f"{lp.CONVERTED}, window 64, global [0, -1]"
+    assert list(policies) == [lp.CONVERTED, row, f"{row}, covered columns masked", f"{row}, reduced counts"]
+    assert [policies[label].get("overlap_columns", "keep") for label in list(policies)[1:]] == ["keep", "mask",
+                                                                                                "reduce"]
+
+
 def test_buckets_reach_the_lengths_of_lengthened_models():
     buckets = lp.by_bucket(np.array([300, 600, 1500, 3000]), np.arange(4.0))
     assert list(buckets) == ["257-512", "513-1024", "1025-2048", "2049-4096"]

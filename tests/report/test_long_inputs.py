@@ -390,7 +390,7 @@ def test_rows_only_at_the_ns_some_input_reaches_and_old_reports_say_which_are_no
 
 def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, monkeypatch):
     """overlap=True: each exact-key row again with the columns its exact keys hold masked (the converted default),
-    built so (overlap_columns="mask") and named so."""
+    and again with their counts lowered, built so (overlap_columns="mask", "reduce") and named so."""
     from linformer.modeling import convert
 
     built = []
@@ -405,5 +405,6 @@ def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, mo
     result = long_inputs.measure(classifier, ids, labels, [2 * N], k=8, sharing="layerwise", pad_id=1, batch_size=4,
                                  cost_reps=1, local_windows=(8,), progress=lambda _: None, overlap=True)
     assert [r["model"] for r in result["rows"]][3:] == ["linformer k=8 + window 8, global [0, -1]",
-                                                         "linformer k=8 + window 8, global [0, -1], covered columns masked"]
-    assert [f.get("overlap_columns", "keep") for f in built if f.get("local_window")] == ["keep", "mask"]
+                                                         "linformer k=8 + window 8, global [0, -1], covered columns masked",
+                                                         "linformer k=8 + window 8, global [0, -1], reduced counts"]
+    assert [f.get("overlap_columns", "keep") for f in built if f.get("local_window")] == ["keep", "mask", "reduce"]
