@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from .. import errors
 from ..cli import exit_status, hydra_override, process_count, progress_to_log_file, shell_command
+from ..data.streams import recorded_draws
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
 from ..files import flatten
@@ -151,6 +152,22 @@ class TrainingTask:
     def finish(self, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The run's summary (summary.json) and, for finetuning, its results (results.json)."""
         return {}, None
+
+
+class BlockStreamTask(TrainingTask):
+    """A task that reads packed blocks through ``BlockStream``s (pretraining, transfer): it sets ``seed``,
+    ``batch_seeding``, ``train_stream`` and ``val``, whose draws its checkpoints record and a resume keeps."""
+
+    seed: int
+    batch_seeding: str
+
+    def draws(self) -> dict[str, Any]:
+        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
+
+    def keep_draws(self, state: Mapping[str, Any]) -> None:
+        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
+        self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
+        self.val = self.val.replaced(seed=val_seed)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.io import load_auto
-from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream, recorded_draws
+from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
@@ -40,7 +40,7 @@ from ..modeling.loading import (
 )
 from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
-from .core import Trainer, TrainingTask, run_training
+from .core import BlockStreamTask, Trainer, run_training
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def _init_from(init_from: str, path: str, fields: dict, tokenizer) -> LinformerF
     return model
 
 
-class PretrainTask(TrainingTask):
+class PretrainTask(BlockStreamTask):
     """MLM on packed n-token blocks. Compiled (trainer.compile), every shape is fixed: the blocks are never padded,
     so the all-ones attention_mask is dropped on the host, and the MLM head runs on a fixed number of prediction
     slots (``prediction_slots``) rather than on a batch's own number of labelled positions (on a GPU too, compiled
@@ -142,14 +142,6 @@ class PretrainTask(TrainingTask):
         # targets would read their count back to the host in every micro-batch (a wait for the device)
         self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile or device.type == "cuda" else None
         self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
-
-    def draws(self) -> dict[str, Any]:
-        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
-
-    def keep_draws(self, state: Mapping[str, Any]) -> None:
-        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
-        self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
-        self.val = self.val.replaced(seed=val_seed)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train_stream.micro_batch(g))

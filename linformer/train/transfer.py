@@ -31,7 +31,7 @@ from ..cli import hydra_override, shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
 from ..data.io import load_auto
-from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream, recorded_draws
+from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import MODEL_DIR
@@ -43,7 +43,7 @@ from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha2
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
 from .common import projection_param_groups
-from .core import Trainer, TrainingTask, run_training
+from .core import BlockStreamTask, Trainer, run_training
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def layer_outputs(model, batch: dict[str, torch.Tensor], target: str) -> list[to
     return caught
 
 
-class TransferTask(TrainingTask):
+class TransferTask(BlockStreamTask):
     stage = "transfer"
     main_metric = "val_rel_err"
 
@@ -128,14 +128,9 @@ class TransferTask(TrainingTask):
         """E and F at trainer.lr; with transfer.train=all every other weight at transfer.lr_rest."""
         return projection_param_groups(self.model, weight_decay, lr_rest=self.lr_rest)
 
-    def draws(self) -> dict[str, Any]:
-        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
-
     def keep_draws(self, state: Mapping[str, Any]) -> None:
-        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
-        self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
-        self.val = self.val.replaced(seed=val_seed)
-        self.val_short = self.val_short and self.val_short.replaced(seed=val_seed)
+        super().keep_draws(state)
+        self.val_short = self.val_short and self.val_short.replaced(seed=self.val.seed)
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.train_stream.micro_batch(g)
