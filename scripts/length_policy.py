@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                          "inference adds to the error")
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
-    with measured.report_outputs(args, "length_policy"):
-        measured.check_exact_key_options(args)
+    with measured.report_outputs(args, "length_policy", check=measured.check_exact_key_options):
         for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
             if count < 0:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")

@@ -38,8 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
-    with measured.report_outputs(args, "long_inputs"):
-        measured.check_exact_key_options(args)
+    with measured.report_outputs(args, "long_inputs", check=measured.check_exact_key_options):
         if args.render is not None:
             long_inputs.render(long_inputs.read_measured(args.render), args.out)
             measured.show(args.out)

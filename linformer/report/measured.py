@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -63,19 +63,24 @@ def check_exact_key_options(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def report_outputs(args: argparse.Namespace, command: str) -> Iterator[None]:
+def report_outputs(args: argparse.Namespace, command: str,
+                   check: Callable[[argparse.Namespace], None] | None = None) -> Iterator[None]:
     """The block that measures and writes <out>.*: user errors are one `error:` line, and the output paths follow the
     output rule (an earlier report of `command` with the same options is replaced, anything else refused; a report
-    written again from its JSON with ``--render`` has the options its measurement recorded)."""
+    written again from its JSON with ``--render`` has the options its measurement recorded). `check` refuses or
+    completes the options first (``check_exact_key_options``), so the record holds the options measured with."""
     outputs = [f"{args.out}.{ext}" for ext in EXTENSIONS]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
-    rendered = getattr(args, "render", None) and file_record(args.render)
-    if isinstance(rendered, dict) and rendered.get("command") == command:
-        # a report written again from its JSON is that measurement's output: it replaces the report in place and
-        # keeps the measurement's settings as its record
-        settings = rendered.get("settings") or {}
-    with cli_errors(), output_files(outputs, made_by(command, settings), args.overwrite):
-        yield
+    with cli_errors():
+        if check is not None:
+            check(args)
+        settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}
+        rendered = getattr(args, "render", None) and file_record(args.render)
+        if isinstance(rendered, dict) and rendered.get("command") == command:
+            # a report written again from its JSON is that measurement's output: it replaces the report in place and
+            # keeps the measurement's settings as its record
+            settings = rendered.get("settings") or {}
+        with output_files(outputs, made_by(command, settings), args.overwrite):
+            yield
 
 
 class Started(NamedTuple):

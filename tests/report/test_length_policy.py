@@ -216,6 +216,26 @@ def test_the_exact_key_options_default_to_the_converted_global_tokens_and_need_a
         measured.check_exact_key_options(ap.parse_args(["--overlap"]))
 
 
+def test_a_report_records_the_options_it_measured_with_not_the_unset_default(tmp_path):
+    """The record of a measurement's options (what a rerun is matched against) holds --global-positions as
+    measured, the converted default filled in, not the None argparse left for "not given"."""
+    from linformer.cli import ArgumentParser
+    from linformer.files import file_record
+    from linformer.modeling.convert import CONVERTED_EXACT_KEYS
+    from linformer.report import measured
+
+    ap = ArgumentParser()
+    measured.add_exact_key_options(ap, "the rows")
+    ap.add_argument("--out")
+    ap.add_argument("--overwrite", action="store_true")
+    args = ap.parse_args(["--local-windows", "8", "--out", str(tmp_path / "r")])
+    with measured.report_outputs(args, "length_policy", check=measured.check_exact_key_options):
+        for ext in measured.EXTENSIONS:
+            (tmp_path / f"r.{ext}").write_text("{}")
+    settings = file_record(str(tmp_path / "r.json"))["settings"]
+    assert settings["global_positions"] == list(CONVERTED_EXACT_KEYS["global_positions"])
+
+
 class _Stop(Exception):
     pass
 
