@@ -9,7 +9,7 @@
 #      on the other core, the twin distilled from the lengthened teacher itself (the earlier table's first student);
 #   4. the long-input table at the ns its inputs reach (NS, default 1378: the sample's longest input has 1,378 tokens,
 #      so every input is whole there; NS="1024 1378" adds a row where some are cut): the twin with and without exact
-#      local and global keys, with landmark pooling and with no token counted twice (the converted default), and the
+#      local and global keys, with landmark pooling and with the covered columns masked (the converted default), and the
 #      students built; alone on the machine, since it times every row.
 # Threads: a job alone takes both cores; two jobs one each (two one-thread jobs do more work on two cores than one
 # two-thread job).
