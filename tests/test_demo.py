@@ -232,6 +232,31 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     assert not jobs["tokenizer"].finished and not jobs["prepare_corpus"].finished
 
 
+def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_path):
+    """The demo's tokenizer job compared its sources' paths: with the data mirror moved it ran train_tokenizer, which
+    refused, and the demo stopped, while the corpus job said [done]. The tokenizer is done while it was trained from
+    the same texts (sha256), at any paths, as train_tokenizer and the corpus compare them."""
+    import json
+
+    from linformer.cli import compose
+    from linformer.data.io import resolve_path
+    from linformer.experiments import Places
+    from linformer.files import sha256_file
+
+    tok = demo.plan([], Places.of(tmp_path))[0].done
+    wanted = [str(resolve_path(str(s))) for s in compose("tokenizer", ["data=mirror_slice"]).data.sources]
+    elsewhere = [{"source": f"/old/mirror/{i}", "path": f"/old/mirror/{i}", "sha256": sha256_file(w)}
+                 for i, w in enumerate(wanted)]
+    tok.parent.mkdir(parents=True)
+    tok.write_text("{}")
+    trained = {"command": "train_tokenizer", "settings": {"files": ["/old/mirror/*"], "vocab_size": 8000,
+                                                          "max_lines": 20000}, "sources": elsewhere}
+    (tok.parent / "manifest.json").write_text(json.dumps(trained))
+    assert demo.plan([], Places.of(tmp_path))[0].finished
+    (tok.parent / "manifest.json").write_text(json.dumps({**trained, "sources": elsewhere[:-1]}))
+    assert not demo.plan([], Places.of(tmp_path))[0].finished
+
+
 def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatch):
     """A second demo on the same folder removed the first one's runs while it was finetuning, and the first died on
     its vanished metrics.jsonl."""

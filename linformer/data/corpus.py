@@ -81,7 +81,10 @@ class _Source:
     stats: dict = field(default_factory=dict)
 
 
-def _resolve_sources(sources: list[str]) -> list[_Source]:
+def source_texts(sources: list[str]) -> list[_Source]:
+    """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
+    by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
+    What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``)."""
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
@@ -96,6 +99,29 @@ def _resolve_sources(sources: list[str]) -> list[_Source]:
                 out.append(_Source(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
     refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
     return out
+
+
+def text_records(srcs: list[_Source]) -> list[dict]:
+    """`srcs` as a tokenizer's manifest records them ("sources"): each as given, its path and sha256 (a hub source by
+    its name alone); a corpus's records add each one's size and counts."""
+    return [{"source": s.given, "path": s.path, "sha256": s.sha256} if s.path else {"source": s.given} for s in srcs]
+
+
+def text_changes(recorded: list[Mapping], now: list[_Source]) -> tuple[str | None, list[str]]:
+    """How the texts `now` (``source_texts``) differ from the `recorded` ones (a manifest's "sources"), by content
+    (sha256; a hub source by its name), in words: None when they are the same texts in the same order. And where the
+    recorded texts were (their paths), when the same texts are now at other paths; [] when at the same ones."""
+    ours = [s.sha256 if s.path else s.given for s in now]
+    theirs = [r.get("sha256") if r.get("path") else r.get("source") for r in recorded]
+    where = [s.path or s.given for s in now]
+    made_at = [str(r.get("path") or r.get("source")) for r in recorded]
+    if ours != theirs:
+        gone = [at for at, h in zip(made_at, theirs) if h not in ours]
+        new = [w for w, h in zip(where, ours) if h not in theirs]
+        return "; ".join([*(["texts it was not made from: " + ", ".join(new)] if new else []),
+                          *(["without texts it was made from: " + ", ".join(gone)] if gone else [])]) or \
+            "its texts in another order", []
+    return None, made_at if made_at != where else []
 
 
 def _load_hub(src: _Source):
@@ -442,26 +468,18 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping) -> None:
     prepared from; a note on stderr where they are the same texts at other paths."""
     recorded = manifest.get("sources") or []
     try:
-        now = _resolve_sources(resolve_sources(data["sources"]))
+        now = source_texts(resolve_sources(data["sources"]))
     except (FileNotFoundError, CorpusError) as err:
         made_at = ", ".join(str(r.get("path") or r.get("source")) for r in recorded)
         raise CorpusError(f"data.sources: {err}; the corpus {out_dir} was prepared from {made_at}") from err
-    ours = [s.sha256 if s.path else s.given for s in now]
-    theirs = [r.get("sha256") if r.get("path") else r.get("source") for r in recorded]
-    where = [s.path or s.given for s in now]
-    if ours != theirs:
-        gone = [r.get("path") or r.get("source") for r, h in zip(recorded, theirs) if h not in ours]
-        new = [w for w, h in zip(where, ours) if h not in theirs]
-        what = "; ".join([*(["texts it was not prepared from: " + ", ".join(new)] if new else []),
-                          *(["without texts it was prepared from: " + ", ".join(gone)] if gone else [])]) or \
-            "its texts in another order"
+    what, made_at = text_changes(recorded, now)
+    if what:
         raise CorpusError(f"data.sources={hydra_value(resolve_sources(data['sources']))} give other text than the "
                           f"corpus {out_dir} (data.name={data['name']}) was prepared from (by content, sha256: "
                           f"{what}): prepare it again ({_prepare_command(data)}), or choose the data.name of a corpus "
                           "prepared from them")
-    made_at = [r.get("path") or r.get("source") for r in recorded]
-    if made_at != where:
-        print(f"note: the corpus {out_dir} was prepared from {', '.join(map(str, made_at))}; data.sources give the "
+    if made_at:
+        print(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
               "same texts (sha256) at other paths, so it is read as prepared.", file=sys.stderr)
 
 
@@ -535,7 +553,7 @@ def prepare_corpus(
     out = Path(out_dir)
     if out.parent.is_dir():  # at every run, a reuse too: a killed build's temporary is the corpus's size
         remove_stale_temps(out)
-    srcs = _resolve_sources(sources)
+    srcs = source_texts(sources)
     tok_hash = tokenizer_hash(tokenizer_dir)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)

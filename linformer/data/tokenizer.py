@@ -18,17 +18,8 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
-from ..files import atomic_dir, check_output_dir, listing, made_by, sha256_file
-from .io import (
-    checked_lines,
-    expand_sources,
-    hub_lines,
-    hub_source,
-    is_hub_source,
-    load_hub_text,
-    refuse_repeated_texts,
-    verify_sources,
-)
+from ..files import MANIFEST, atomic_dir, check_output_dir, listing, made_by, read_json
+from .io import checked_lines, hub_lines, is_hub_source, load_hub_text, verify_sources
 from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
@@ -123,7 +114,13 @@ def train_tokenizer(
     # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
     # setting are the ones trained with it false
     record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
-    sources = _expand(files)
+    from .corpus import text_records  # corpus.py imports this module
+
+    texts = _source_texts(files)
+    sources = [s.path or s.given for s in texts]
+    record["sources"] = text_records(texts)
+    # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
+    overwrite = overwrite or _moved(out_dir, record, texts)
     check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
     verify_sources([s for s in sources if not is_hub_source(s)])
     t0 = time.perf_counter()
@@ -159,16 +156,49 @@ def train_tokenizer(
     return str(out)
 
 
-def _expand(files: list[str]) -> list[str]:
-    """The sources in order: each file or glob's files (``io.expand_sources``), hub sources as given; a text given
-    twice is refused, as a corpus refuses it (``io.refuse_repeated_texts``)."""
-    out: list[str] = []
-    for given in [files] if isinstance(files, str) else files:
-        if is_hub_source(str(given)):
-            hub_source(str(given))  # offline: refused now, not once training has read the sources before it
-        out.extend([str(given)] if is_hub_source(str(given)) else expand_sources([given]))
-    refuse_repeated_texts([(s, s) if is_hub_source(s) else (s, sha256_file(s)) for s in out])
-    return out
+def _source_texts(files: list[str]):
+    """The texts `files` give, as a corpus reads its sources (``corpus.source_texts``: each file's path and sha256,
+    hub sources by name, a text given twice refused)."""
+    from .corpus import source_texts  # corpus.py imports this module
+
+    return source_texts([files] if isinstance(files, str) else files)
+
+
+def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | None:
+    """How the texts `files` give differ from those the tokenizer train_tokenizer saved at `tokenizer_dir` was trained
+    from, in words (by content, sha256, as a corpus compares its sources: ``corpus.text_changes``); None when they
+    are the same texts, at any paths. A tokenizer recorded without its texts' sha256 is compared by its files' paths.
+    Sources that cannot be read differ (the command that reads them says why)."""
+    from .corpus import text_changes
+
+    made = read_json(Path(tokenizer_dir) / MANIFEST)
+    if "sources" not in made:
+        recorded = list(map(str, (made.get("settings") or {}).get("files") or []))
+        return None if sorted(recorded) == sorted(map(str, files)) else f"files {listing(recorded)}"
+    try:
+        texts = _source_texts(files)
+    except (FileNotFoundError, LinformerError) as err:
+        return str(err)
+    return text_changes(made["sources"], texts)[0]
+
+
+def _moved(out_dir: str, record: Mapping, texts) -> bool:
+    """Whether `out_dir` holds a tokenizer train_tokenizer trained with `record`'s settings but its files, from the
+    same texts (sha256) at other paths: then a note says so (as a corpus's check does)."""
+    from .corpus import text_changes
+
+    made = read_json(Path(out_dir) / MANIFEST)
+    if made.get("command") != "train_tokenizer" or "sources" not in made:
+        return False
+    others = {k: v for k, v in (made.get("settings") or {}).items() if k != "files"}
+    if others != {k: v for k, v in record["settings"].items() if k != "files"}:
+        return False
+    what, made_at = text_changes(made["sources"], texts)
+    if what is not None or not made_at:
+        return False
+    print(f"note: the tokenizer {out_dir} was trained from {listing(made_at)}; the files give the same texts (sha256) "
+          "at other paths, so it is replaced as one trained with these settings is.", file=sys.stderr)
+    return True
 
 
 def _read_from(per_source: dict[str, int]) -> str:

@@ -22,6 +22,7 @@ import torch
 from ..cli import compose, hydra_override, shell_command
 from ..data.corpus import check_tokenizer_settings
 from ..data.io import repo_root, resolve_path
+from ..data.tokenizer import trained_texts_differ
 from ..errors import DataError, LinformerError
 from ..files import (
     BEST_DIR,
@@ -47,26 +48,28 @@ PY = sys.executable
 
 
 def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
-         spec=None, sources=None, check=None) -> Job:
+         spec=None, stale=None, check=None) -> Job:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
     so that a setting the run would refuse is refused before the demo removes its earlier runs. `check`: the Job's,
-    made from cfg."""
+    made from cfg. `stale`: the Job's, made from cfg and the output's folder."""
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
     done_path = Path(resolve_path(str(done(cfg))))
-    stale = None
-    if sources is not None:  # a kept output made from other source files (another data mirror) is not done: the
-        # job runs, and its script refuses the output's other settings in one line rather than the demo reusing it
-        wanted = sorted(str(resolve_path(str(x))) for x in cfg.data.sources)
-
-        def stale() -> bool:
-            return sorted(map(str, sources(read_json(done_path.parent / MANIFEST).get("settings") or {}) or [])
-                          ) != wanted
-    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs, stale=stale,
+    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs,
+               stale=stale(cfg, done_path.parent) if stale is not None else None,
                check=check(cfg) if check is not None else None)
+
+
+def _tokenizer_stale(cfg, folder: Path):
+    """The tokenizer job's stale check: its tokenizer trained from other texts than the data group's sources give, by
+    content (``tokenizer.trained_texts_differ``, what train_tokenizer compares; the same texts in another data mirror
+    are the same tokenizer's). A stale one runs, and its script refuses the output's other settings in one line
+    rather than the demo reusing it."""
+    files = [str(resolve_path(str(x))) for x in cfg.data.sources]
+    return lambda: trained_texts_differ(folder, files) is not None
 
 
 def _tokenizer_check(cfg):
@@ -156,8 +159,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
     jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
-                 lambda c: done_file("tokenizer", c.out_dir), sources=lambda settings: settings.get("files"),
-                 check=_tokenizer_check),
+                 lambda c: done_file("tokenizer", c.out_dir), stale=_tokenizer_stale, check=_tokenizer_check),
             _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
                  lambda c: done_file("corpus", c.out_dir), ("tokenizer",), check=_corpus_check),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),

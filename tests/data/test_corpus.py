@@ -773,12 +773,12 @@ def test_a_corpus_is_its_sources_texts_not_their_paths(tok_dir, corpus_file, tmp
     corpus_mod.check_corpus_settings(str(out), {**data, "sources": [str(moved / "a.txt")]})
     assert f"prepared from {src / 'a.txt'}; data.sources give the same texts" in capsys.readouterr().err
     write_corpus(src / "b.txt", n_docs=5, prefix="new")
-    with pytest.raises(CorpusError, match=r"give other text than the corpus .* texts it was not prepared from: "
+    with pytest.raises(CorpusError, match=r"give other text than the corpus .* texts it was not made from: "
                                           r".*b.txt\): prepare it again \(python scripts/prepare_corpus.py"):
         corpus_mod.check_corpus_settings(str(out), data)
     (src / "b.txt").unlink()
     (src / "a.txt").write_text((src / "a.txt").read_text().replace("doc001", "doc999"))
-    with pytest.raises(CorpusError, match=r"not prepared from: .*a.txt; without texts it was prepared from: .*a.txt"):
+    with pytest.raises(CorpusError, match=r"not made from: .*a.txt; without texts it was made from: .*a.txt"):
         corpus_mod.check_corpus_settings(str(out), data)
     prepare_corpus([str(src / "*.txt")], tok_dir, str(out), n=32, val_fraction=0.1, num_proc=1)  # what it prints
     corpus_mod.check_corpus_settings(str(out), data)

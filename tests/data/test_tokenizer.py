@@ -441,3 +441,28 @@ def test_a_tokenizer_s_hash_is_what_it_does_as_loaded(tok_dir, tmp_path):
     assert tokenizer_hash(str(edited)) != tokenizer_hash(tok_dir)
     shutil.copy(Path(tok_dir) / "tokenizer_config.json", config)
     assert tokenizer_hash(str(edited)) == tokenizer_hash(tok_dir)
+
+
+def test_the_same_texts_at_other_paths_are_the_same_tokenizer_as_for_a_corpus(tmp_path, corpus_file, capsys):
+    """With the data mirror moved, train_tokenizer refused its own tokenizer ("other settings (files: ...)") and the
+    demo's done check called it stale, where the corpus compares its sources by content: the same texts (sha256) at
+    other paths are the same tokenizer's (a note says where it was trained from); other texts are not."""
+    import shutil
+
+    from linformer.data.tokenizer import trained_texts_differ
+    from linformer.errors import OutputPathError
+
+    first, moved = tmp_path / "a" / "c.txt", tmp_path / "b" / "c.txt"
+    for path in (first, moved):
+        path.parent.mkdir()
+        shutil.copy(corpus_file, path)
+    out = tmp_path / "tok"
+    train_tokenizer([str(first)], str(out), vocab_size=300, show_progress=False)
+    assert trained_texts_differ(out, [str(moved)]) is None
+    train_tokenizer([str(moved)], str(out), vocab_size=300, show_progress=False)
+    assert f"trained from {first}; the files give the same texts (sha256) at other paths" in capsys.readouterr().err
+    first.write_text(first.read_text() + "\nanother paragraph\n")
+    assert "texts it was not made from" in trained_texts_differ(out, [str(first)])
+    assert trained_texts_differ(out, [str(tmp_path / "gone.txt")])  # unreadable sources differ: the job runs
+    with pytest.raises(OutputPathError, match=r"other settings \(files: "):
+        train_tokenizer([str(first)], str(out), vocab_size=300, show_progress=False)
