@@ -181,18 +181,20 @@ def _stop(running: dict[str, _Running]) -> set[str]:
     return finished
 
 
-def corpus_check(done: Path, data: Mapping | None = None, tokenizer_dir: str | None = None) -> None:
+def corpus_check(done: Path, data: Mapping | None = None, tokenizer_dir: str | None = None, group: str | None = None
+                 ) -> None:
     """A Job's `check` for a prepared corpus whose record `done` is its manifest.json: what pretraining's
     ``load_prepared`` checks before it reads one (``data.corpus.check_corpus_files``: this version's format_version,
     the manifest's records, the files' checksums) and, given the plan's `data` group (and the tokenizer's folder),
     what pretraining checks of it at its start (``data.corpus.check_corpus_settings``: the settings, the sources'
     texts by content, the tokenizer's settings). Its job prepares it again where it fails (prepare_corpus rebuilds
-    an outdated or damaged corpus itself, and refuses one of other settings naming them)."""
+    an outdated or damaged corpus itself, and refuses one of other settings naming them). `group`: the data group's
+    option, for the commands a refusal prints."""
     from .data.corpus import check_corpus_files, check_corpus_settings
 
     check_corpus_files(str(done.parent), read_json(done), again="its job prepares it again.")
     if data is not None:
-        check_corpus_settings(str(done.parent), data, tokenizer_dir)
+        check_corpus_settings(str(done.parent), data, tokenizer_dir, group)
 
 
 def _slug(name: str) -> str:

@@ -257,6 +257,29 @@ def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_p
     assert not demo.plan([], Places.of(tmp_path))[0].finished
 
 
+def test_the_command_a_changed_vocab_size_prints_runs_as_printed(tmp_path):
+    """The demo's "not done" line for a changed data.vocab_size printed a train_tokenizer.py command without its data
+    group, which failed as printed ("data.vocab_size: no such key"): the jobs' configs are composed outside Hydra, so
+    the commands their checks print name the group the plan composed (data=mirror_mini)."""
+    import json
+    import shlex
+
+    from linformer.cli import compose
+    from linformer.experiments import Places
+
+    tok = demo.plan(["data=mirror_mini"], Places.of(tmp_path))[0].done
+    tok.parent.mkdir(parents=True)
+    tok.write_text("{}")
+    (tok.parent / "manifest.json").write_text(json.dumps({"command": "train_tokenizer",
+                                                          "settings": {"vocab_size": 8000}}))
+    job = demo.plan(["data=mirror_mini", "data.vocab_size=4000"], Places.of(tmp_path))[0]
+    printed = re.search(r"train it again from these settings \((python scripts/train_tokenizer\.py .*?)\) and",
+                        job.damage).group(1)
+    argv = shlex.split(printed)
+    assert argv[2] == "data=mirror_mini"
+    assert compose("tokenizer", argv[2:]).data.vocab_size == 4000  # it composes: the command works as printed
+
+
 def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatch):
     """A second demo on the same folder removed the first one's runs while it was finetuning, and the first died on
     its vanished metrics.jsonl."""

@@ -418,7 +418,8 @@ def _comparable(key: str, value):
     return resolve_sources(value) if key == "sources" else value
 
 
-def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None = None) -> None:
+def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None = None, group: str | None = None
+                          ) -> None:
     """CorpusError where the corpus at `out_dir`, or the tokenizer at `tokenizer_dir`, was made from other data.*
     settings or text than `data` (a training run's data group) gives: the run would train on other text or another
     vocabulary than its config records. Pretraining runs it at its start, a plan's corpus job as its done check
@@ -427,7 +428,8 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
     with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
     (``check_tokenizer_settings``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
     per start. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
-    as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so)."""
+    as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so).
+    `group`: the data group's option, for the commands a refusal prints (``_data_option``)."""
     manifest = read_manifest(out_dir)
     if manifest is None or Path(out_dir).name != str(data.get("name")):
         return
@@ -437,15 +439,15 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
             continue
         ours, theirs = _comparable(key, data[key]), _comparable(key, made[key])
         if ours != theirs:
-            raise CorpusError(_settings_refusal(out_dir, data, key, ours, theirs))
+            raise CorpusError(_settings_refusal(out_dir, data, key, ours, theirs, group))
     if "sources" in data:
-        _check_source_texts(out_dir, data, manifest)
+        _check_source_texts(out_dir, data, manifest, group)
     if tokenizer_dir is not None:
-        check_tokenizer_settings(tokenizer_dir, data)
+        check_tokenizer_settings(tokenizer_dir, data, group)
 
 
-def _settings_refusal(out_dir: str, data: Mapping, key: str, ours, theirs) -> str:
-    fix = _prepare_command(data)
+def _settings_refusal(out_dir: str, data: Mapping, key: str, ours, theirs, group: str | None = None) -> str:
+    fix = _prepare_command(data, group)
     origin = value_origin(f"data.{key}")
     given = (f"; this command's {hydra_value(ours)} is not its command line's but {origin}: give it the data "
              "group and data.* settings the corpus was prepared with, or prepare the corpus again from this "
@@ -454,16 +456,23 @@ def _settings_refusal(out_dir: str, data: Mapping, key: str, ours, theirs) -> st
             f"data.{key}={hydra_value(theirs)}{given}, or choose the data.name of a corpus prepared from them")
 
 
-def _prepare_command(data: Mapping) -> str:
+def _data_option(group: str | None) -> list[str]:
+    """The data=<option> argument of a command a refusal prints: `group` (a plan's, composed outside Hydra), else the
+    running command's (``cli.composed_option``). Without it a data.* key of another group's (vocab_size) is no key of
+    the default group's, and the command fails as printed."""
+    group = group or composed_option("data")
+    return [f"data={group}"] if group else []
+
+
+def _prepare_command(data: Mapping, group: str | None = None) -> str:
     """The prepare_corpus command that prepares data.name's corpus from `data`, over what is there."""
-    group = composed_option("data")
-    return shell_command("python", "scripts/prepare_corpus.py", *([f"data={group}"] if group else []),
+    return shell_command("python", "scripts/prepare_corpus.py", *_data_option(group),
                          f"data.name={data['name']}", f"data.tokenizer={data.get('tokenizer')}",
                          *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
                          "overwrite=true")
 
 
-def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping) -> None:
+def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: str | None = None) -> None:
     """CorpusError where data.sources give other texts (by sha256; a hub source by its name) than the corpus was
     prepared from; a note on stderr where they are the same texts at other paths."""
     recorded = manifest.get("sources") or []
@@ -476,7 +485,7 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping) -> None:
     if what:
         raise CorpusError(f"data.sources={hydra_value(resolve_sources(data['sources']))} give other text than the "
                           f"corpus {out_dir} (data.name={data['name']}) was prepared from (by content, sha256: "
-                          f"{what}): prepare it again ({_prepare_command(data)}), or choose the data.name of a corpus "
+                          f"{what}): prepare it again ({_prepare_command(data, group)}), or choose the data.name of a corpus "
                           "prepared from them")
     if made_at:
         print(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
@@ -487,18 +496,18 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping) -> None:
 TOKENIZER_KEYS = {"vocab_size": "vocab_size", "tokenizer_max_lines": "max_lines"}
 
 
-def check_tokenizer_settings(tokenizer_dir: str, data: Mapping) -> None:
+def check_tokenizer_settings(tokenizer_dir: str, data: Mapping, group: str | None = None) -> None:
     """CorpusError naming the first data.* key (TOKENIZER_KEYS) whose value in `data` differs from the one the
     tokenizer at `tokenizer_dir` was trained with (its manifest.json's settings): a run would record one vocabulary
-    and train another. A tokenizer that train_tokenizer did not write (a converted model's) has nothing to compare."""
+    and train another. A tokenizer that train_tokenizer did not write (a converted model's) has nothing to compare.
+    `group`: the data group's option, for the command the refusal prints (``_data_option``)."""
     made = read_json(Path(tokenizer_dir) / MANIFEST)
     if made.get("command") != "train_tokenizer":
         return
     settings = made.get("settings") or {}
     for key, setting in TOKENIZER_KEYS.items():
         if key in data and setting in settings and data[key] != settings[setting]:
-            group = composed_option("data")
-            fix = shell_command("python", "scripts/train_tokenizer.py", *([f"data={group}"] if group else []),
+            fix = shell_command("python", "scripts/train_tokenizer.py", *_data_option(group),
                                 f"data.name={data.get('name')}", f"data.tokenizer={data.get('tokenizer')}",
                                 *(f"data.{k}={hydra_value(data[k])}" for k in ("sources", *TOKENIZER_KEYS) if k in data),
                                 "overwrite=true")

@@ -76,13 +76,20 @@ def _tokenizer_check(cfg):
     """The tokenizer job's done check: its tokenizer trained with the data group's settings (vocab_size, ...), as
     pretraining checks it (``corpus.check_tokenizer_settings``)."""
     data = plain_config(cfg.data)
-    return lambda done: check_tokenizer_settings(str(done.parent), data)
+    return lambda done: check_tokenizer_settings(str(done.parent), data, _data_group(cfg))
 
 
 def _corpus_check(cfg):
     """The corpus job's done check: pretraining's (``jobs.corpus_check`` with the data group: the settings, the
     sources' texts by content, the tokenizer's settings)."""
-    return functools.partial(corpus_check, data=plain_config(cfg.data), tokenizer_dir=str(cfg.tokenizer_dir))
+    return functools.partial(corpus_check, data=plain_config(cfg.data), tokenizer_dir=str(cfg.tokenizer_dir),
+                             group=_data_group(cfg))
+
+
+def _data_group(cfg) -> str:
+    """The data group's option a job's cfg was composed with (``compose(..., with_hydra=True)``), which the commands
+    its checks print name (data=mirror_mini): composed here, outside the job's own Hydra run."""
+    return cfg.hydra.runtime.choices.get("data")
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
