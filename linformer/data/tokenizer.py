@@ -19,6 +19,7 @@ from pathlib import Path
 from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import MANIFEST, atomic_dir, check_output_dir, listing, made_by, read_json
+from ..signals import signals_stop
 from .io import checked_lines, hub_lines, is_hub_source, load_hub_text, verify_sources
 from .workers import children_die_with_parent
 
@@ -29,6 +30,9 @@ SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte 
 # the BPE trainer reserves memory by the vocabulary asked for, and aborts the process (no Python error) far above
 # this; the largest vocabularies in use (XLM-R's) are a quarter of it
 LARGEST_VOCAB = 2**20
+# a stop (SIGTERM, Ctrl-C) ends the training, which a rerun starts over: it keeps nothing of a stopped one
+STOPPED = ("train_tokenizer stopped by {signal} before it finished; nothing was written. Run the same command again: "
+           "it trains from the start.")
 
 
 def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
@@ -92,7 +96,8 @@ def train_tokenizer(
     (``files.atomic_dir``) and checked by an encode/decode round trip before it replaces `out_dir`, which follows the
     output rule (``files.check_output_dir``): an earlier tokenizer trained with the same settings is replaced,
     anything else there is refused unless `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
-    stops it at once, and nothing is written.
+    or SIGTERM stops it at once (``signals.signals_stop``: a `stopped:` line, 128 + the signal), and nothing is
+    written; a rerun trains from the start.
     A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
     (``io.checked_lines``: a line with a NUL byte is a CorpusError unless `skip_bad_rows`). A vocabulary that comes
     out smaller than `vocab_size` (too little text, or `min_frequency` too high) is said in a warning line.
@@ -110,37 +115,38 @@ def train_tokenizer(
         raise ConfigError(f"vocab_size={vocab_size} is below the smallest byte-level BPE vocabulary, {SMALLEST_VOCAB} "
                           f"(256 bytes and {len(SPECIAL_TOKENS)} special tokens): ask for at least {SMALLEST_VOCAB}.")
 
-    settings = {"files": list(files), "vocab_size": vocab_size, "min_frequency": min_frequency, "max_lines": max_lines}
-    # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
-    # setting are the ones trained with it false
-    record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
-    from .corpus import text_records  # corpus.py imports this module
+    with signals_stop(STOPPED):  # SIGTERM as Ctrl-C: hashing or training stops at once, nothing is written
+        settings = {"files": list(files), "vocab_size": vocab_size, "min_frequency": min_frequency, "max_lines": max_lines}
+        # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
+        # setting are the ones trained with it false
+        record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
+        from .corpus import text_records  # corpus.py imports this module
 
-    texts = _source_texts(files)
-    sources = [s.path or s.given for s in texts]
-    record["sources"] = text_records(texts)
-    # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
-    overwrite = overwrite or _moved(out_dir, record, texts)
-    check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
-    verify_sources([s for s in sources if not is_hub_source(s)])
-    t0 = time.perf_counter()
-    # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
-    lines = show_progress and progress_to_log_file()
-    trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
-                               show_progress and not lines, lines)
-    hf_tok = _roberta_tokenizer(trained)
-    seconds = time.perf_counter() - t0
-    if stats["lines"] == 0:
-        raise CorpusError(f"empty corpus: no non-empty line in {sources}")
+        texts = _source_texts(files)
+        sources = [s.path or s.given for s in texts]
+        record["sources"] = text_records(texts)
+        # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
+        overwrite = overwrite or _moved(out_dir, record, texts)
+        check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
+        verify_sources([s for s in sources if not is_hub_source(s)])
+        t0 = time.perf_counter()
+        # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
+        lines = show_progress and progress_to_log_file()
+        trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
+                                   show_progress and not lines, lines)
+        hf_tok = _roberta_tokenizer(trained)
+        seconds = time.perf_counter() - t0
+        if stats["lines"] == 0:
+            raise CorpusError(f"empty corpus: no non-empty line in {sources}")
 
-    out = Path(out_dir)
-    with atomic_dir(out, record, overwrite) as tmp:
-        hf_tok.save_pretrained(str(tmp))
-        probe = "Hello world, this is a tokenizer round trip."
-        loaded = load_tokenizer(str(tmp), "out_dir")
-        enc = loaded(probe)["input_ids"]
-        if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
-            raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
+        out = Path(out_dir)
+        with atomic_dir(out, record, overwrite) as tmp:
+            hf_tok.save_pretrained(str(tmp))
+            probe = "Hello world, this is a tokenizer round trip."
+            loaded = load_tokenizer(str(tmp), "out_dir")
+            enc = loaded(probe)["input_ids"]
+            if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
+                raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
     log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
                                                 "hash": tokenizer_hash(str(out))})

@@ -466,3 +466,33 @@ def test_the_same_texts_at_other_paths_are_the_same_tokenizer_as_for_a_corpus(tm
     assert trained_texts_differ(out, [str(tmp_path / "gone.txt")])  # unreadable sources differ: the job runs
     with pytest.raises(OutputPathError, match=r"other settings \(files: "):
         train_tokenizer([str(first)], str(out), vocab_size=300, show_progress=False)
+
+
+def _slow_training(*args, **kwargs):
+    import time
+
+    time.sleep(60)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stopped_training_says_so_and_that_a_rerun_starts_over(tmp_path, corpus_file, monkeypatch, sig):
+    """SIGTERM ended train_tokenizer with no `stopped:` line (the default action), and Ctrl-C's line said "run the
+    same command again to go on", where a rerun trains from the start: either stop is a Preempted (the CLI's
+    `stopped:` line, 128 + the signal) saying that, within a poll of the training, and nothing is written."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from linformer.data import tokenizer as tokenizer_module
+    from linformer.errors import Preempted
+
+    signum = getattr(signal, sig)
+    monkeypatch.setattr(tokenizer_module, "_train_bpe", _slow_training)
+    started = time.monotonic()
+    threading.Timer(1.5, os.kill, (os.getpid(), signum)).start()  # once the child is training
+    with pytest.raises(Preempted, match=rf"train_tokenizer stopped by {sig}.*nothing was written.*trains from the "
+                                        "start") as stop:
+        train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, show_progress=False)
+    assert stop.value.exit_code == 128 + signum and time.monotonic() - started < 10
+    assert not (tmp_path / "tok").exists()
