@@ -85,19 +85,22 @@ def _windowed_layer_flops(n: int, config, k: int) -> float:
 
 def local_global_layer_flops(n: int, config, k: int) -> float:
     """One layer with exact local and global keys beside the projected ones, as executed
-    (linformer.modeling.local_global): K and V on all n rows, E^T K and F^T V, then every query against its block's
-    3r band keys (r = local_window // 2, at least 1), the G global keys and the k projected keys; the G global
-    queries against all n keys. With landmark pooling, E^T Q (the landmark queries) in place of E^T K and F^T V, and
+    (linformer.modeling.local_global): K and V on all n rows, E^T K and F^T V, then the queries, padded up to whole
+    blocks of b = max(1, r) (r = local_window // 2), each against its block's b + 2r band keys, the G global keys and
+    the k projected keys; the G global queries against all n keys. A window wider than the input still scores its
+    whole band (zeros beyond the ends), so short inputs cost more than their n alone suggests. With landmark pooling, E^T Q (the landmark queries) in place of E^T K and F^T V, and
     each landmark against its window's keys, then the weighted sums of keys and values: the k windows are gathered as
     blocks of min(n, ceil(n / k) + 1) tokens each (n + k tokens where k divides n), padding included."""
     D, G = config.hidden_size, len(config.global_positions or [])
-    r = max(config.local_window // 2, 1)
+    radius = config.local_window // 2
+    block = max(1, radius)  # ExactKeyLayout's blocks of queries: n padded up to whole blocks, even when n < block
+    queries, band = -(-n // block) * block, block + 2 * radius
     if config.landmark_pooling:
         pooled = k * min(n, -(-n // k) + 1)  # local_global.landmark_pooling's (k, W) blocks
         kv = 2 * 2 * n * D * D + 2 * n * k * D + 3 * 2 * pooled * D
     else:
         kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)
-    return _query_output_ffn(n, D, config.intermediate_size) + kv + _attention_core(n, 3 * r + G + k, D) + \
+    return _query_output_ffn(n, D, config.intermediate_size) + kv + _attention_core(queries, band + G + k, D) + \
         _attention_core(G, n, D)
 
 

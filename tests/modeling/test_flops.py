@@ -25,6 +25,10 @@ MODES = [
     dict(sharing="none", length_policy="resample"),
     dict(sharing="headwise", projected_dim=12, exact_short_inputs=True),  # T = 12: exact; T = 16: projected
     dict(sharing="kv", local_window=4, global_positions=[0, -1]),
+    # a window wider than T = 2 and 12 (blocks of 7 queries, 21 band keys; T = 16 is not whole blocks either), and
+    # global keys alone (blocks of 1 query, a band of 1 key)
+    dict(sharing="headwise", local_window=14, global_positions=[0, -1]),
+    dict(sharing="layerwise", global_positions=[0]),
     dict(sharing="kv", local_window=4, global_positions=[0, -1], length_policy="resample", landmark_pooling=True),
 ]
 
