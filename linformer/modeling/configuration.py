@@ -467,8 +467,10 @@ OVERLAP_LABELS = {"keep": "", "mask": ", covered columns masked", "reduce": ", r
 # distillation student) takes from its settings, and with `attention` what a run's results record of it.
 ATTENTION_FIELDS = ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy", "mask_empty_windows",
                     "exact_short_inputs", *EXACT_KEY_FIELDS)
+# The encoder's size: models that differ in one are different models, whatever their attention.
+SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 # The model's architecture as a finetuning run's results.json records it: what a report's rows are told apart by.
-RECORDED_FIELDS = ("attention", *ATTENTION_FIELDS, "classifier_pooling")
+RECORDED_FIELDS = ("attention", *ATTENTION_FIELDS, "classifier_pooling", *SIZE_FIELDS)
 # The encoder's own fields (BERT's and RoBERTa's): what a conversion carries over from its source unchanged.
 ENCODER_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
@@ -568,6 +570,7 @@ __all__ = [
     "RECORDED_FIELDS",
     "SHARING",
     "SHARING_MODES",
+    "SIZE_FIELDS",
     "LinformerConfig",
     "Sharing",
     "attention_label",

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import DataError
-from ..modeling.configuration import EXACT_KEY_FIELDS, RECORDED_FIELDS, LinformerConfig, exact_keys_label
+from ..files import BEST_DIR, read_json
+from ..modeling.configuration import EXACT_KEY_FIELDS, RECORDED_FIELDS, SIZE_FIELDS, LinformerConfig, exact_keys_label
 from ..rundir import is_full_attention
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
@@ -48,13 +49,30 @@ def k_of(r: dict) -> int | tuple[int, ...]:
     return tuple(int(x) for x in k) if isinstance(k, (list, tuple)) else int(k)
 
 
+def with_size(r: dict) -> dict:
+    """results.json `r` with the encoder's size (``SIZE_FIELDS``): as recorded, else (a record written before it
+    was) as the run's kept model says in ``<run>/best/config.json``, else left out: unknown."""
+    if all(r.get(f) is not None for f in SIZE_FIELDS) or not r.get("_dir"):
+        return r
+    saved = _saved_size(str(Path(r["_dir"]) / BEST_DIR / "config.json"))
+    return {**r, **{f: v for f, v in saved.items() if r.get(f) is None}}
+
+
+def _saved_size(config_json: str) -> dict:
+    config = read_json(config_json) if Path(config_json).is_file() else {}
+    return {f: config[f] for f in SIZE_FIELDS if isinstance(config.get(f), int)}
+
+
 def variant_of(r: dict) -> tuple[tuple[str, object], ...]:
     """(field, value) for each architecture field results.json `r` records (``RECORDED_FIELDS``) that is not the
-    paper's. A Linformer's field a record lacks (one written before the field) is the default, which its run used;
-    full attention records only its head's (it has no projection)."""
+    paper's. A Linformer's attention field a record lacks (one written before the field) is the default, which its
+    run used; full attention records only its head's (it has no projection). The encoder's size comes from the run's
+    kept model where the record lacks it (``with_size``); unknown, it tells no row apart."""
+    r = with_size(r)
     full = is_full_attention(r)
     values = {f: _hashable(r[f] if r.get(f) is not None else PAPER_FIELDS[f])
-              for f in RECORDED_FIELDS if f not in NAMED_FIELDS and not (full and r.get(f) is None)}
+              for f in RECORDED_FIELDS if f not in NAMED_FIELDS
+              and not ((full or f in SIZE_FIELDS) and r.get(f) is None)}
     return tuple((f, v) for f, v in values.items() if v != _hashable(PAPER_FIELDS[f]))
 
 
@@ -64,12 +82,20 @@ def variant_label(variant: tuple[tuple[str, object], ...]) -> str:
     fields = dict(variant)
     words = {"projection": str(fields.get("projection")), "length_policy": str(fields.get("length_policy")),
              "mask_empty_windows": "window mask", "exact_short_inputs": "exact <= k",
-             "classifier_pooling": f"{fields.get('classifier_pooling')} pooling"}
+             "classifier_pooling": f"{fields.get('classifier_pooling')} pooling",
+             "hidden_size": f"D={fields.get('hidden_size')}",
+             "num_hidden_layers": _count(fields.get("num_hidden_layers"), "layer"),
+             "num_attention_heads": _count(fields.get("num_attention_heads"), "head"),
+             "intermediate_size": f"FFN {fields.get('intermediate_size')}"}
     parts = [words.get(f, f"{f} {v}") for f, v in variant if f not in EXACT_KEY_FIELDS]
     if any(f in EXACT_KEY_FIELDS for f in fields):
         parts.append(exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"),
                                       bool(fields.get("landmark_pooling")), fields.get("overlap_columns", "keep")))
     return "".join(f", {p}" for p in parts)
+
+
+def _count(n, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def k_label(k: int | tuple[int, ...] | None) -> str:
@@ -174,6 +200,7 @@ def check_one_architecture(groups: dict[tuple, list[dict]], name: Callable[[tupl
     (``RECORDED_FIELDS``) with different values: the table would average two models as seeds of one. (A record
     without the field, one written before it, cannot say.) One line naming the field, two of the runs and the cell."""
     for key, runs in groups.items():
+        runs = [with_size(r) for r in runs]
         for r in runs[1:]:
             field = next((f for f in RECORDED_FIELDS if runs[0].get(f) is not None and r.get(f) is not None
                           and _hashable(runs[0][f]) != _hashable(r[f])), None)

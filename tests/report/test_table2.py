@@ -99,6 +99,25 @@ def test_runs_of_another_architecture_are_their_own_row_named_by_what_differs(tm
     assert md.count("~Linformer, 128, shared kv, n=512") == 3  # the per-layer k has no analogue
 
 
+def test_runs_of_another_model_size_are_their_own_row_from_the_record_or_the_kept_model(tmp_path):
+    """A 1-layer D=32 model and the 2-layer D=128 one were averaged as two seeds of one row: the encoder's size is
+    part of a row's key. A record written before it reads the size from the run's best/config.json; with neither,
+    the size is unknown and tells no row apart."""
+    runs = tmp_path / "runs"
+    tiny = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512}
+    _run(runs, "tiny", "sst2", 0.80, seed=0, arch=tiny)
+    _run(runs, "small", "sst2", 0.60, seed=1)  # its size only in the model it kept
+    (runs / "small" / "best").mkdir()
+    (runs / "small" / "best" / "config.json").write_text(json.dumps({**tiny, "hidden_size": 32,
+                                                                      "num_hidden_layers": 1}))
+    _run(runs, "unknown", "sst2", 0.70, seed=2)
+    rows = {r["name"]: r for r in build_rows(read_results([str(runs / "*")]))}
+    assert rows["Linformer, 32, shared kv, D=128, 2 layers, 2 heads, FFN 512, n=128"]["sst2"] == 80.0
+    assert rows["Linformer, 32, shared kv, D=32, 1 layer, 2 heads, FFN 512, n=128"]["sst2"] == 60.0
+    assert rows["Linformer, 32, shared kv, n=128"]["sst2"] == 70.0
+    assert len(rows) == 3
+
+
 def test_the_pretrained_layout_refuses_a_row_of_two_architectures(tmp_path):
     from linformer.report import table2_pretrained
 

@@ -12,6 +12,7 @@ import torch
 from transformers import AutoTokenizer, RobertaConfig, RobertaForMaskedLM, ViTConfig
 
 from linformer.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from linformer.modeling.configuration import SIZE_FIELDS
 from linformer.report import by_length
 from linformer.report.table2_pretrained import read_runs
 from linformer.train.finetune import finetune
@@ -53,6 +54,8 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run, mon
     assert reads[pretrained_run / "model" / "model.safetensors"] == 1  # checked at the start, hashed for the record
     saved = json.loads((run / "results.json").read_text())
     assert saved["task"] == "sst2" and saved["eval_split"] == "dev"
+    config = json.loads((pretrained_run / "model" / "config.json").read_text())
+    assert {f: saved[f] for f in SIZE_FIELDS} == {f: config[f] for f in SIZE_FIELDS}  # a report's rows tell sizes apart
     assert {"accuracy"} <= saved["metrics"].keys() and 0.0 <= saved["metrics"]["accuracy"] <= 1.0
     assert saved["best_epoch"] in (1, 2) and len(saved["history"]) == 2
     # 200 train rows: 40 carved for validation (stratified, subset_seed = seed 0), 160 trained on
