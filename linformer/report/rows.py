@@ -126,7 +126,8 @@ def row_order(key: tuple) -> tuple:
 def row_name(key: tuple) -> str:
     attention, n, k, sharing, pretrained, variant = key
     name = "Full attention (RoBERTa)" if attention == "full" else \
-        f"Linformer, {k_label(k)}{SHARING_LABEL.get(sharing, f', {sharing}')}{variant_label(variant)}"
+        f"Linformer, {k_label(k)}{SHARING_LABEL.get(sharing, f', {sharing}')}"
+    name += variant_label(variant)  # full attention's too: its size (and head) tell rows apart as well
     return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")
 
 

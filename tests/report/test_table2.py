@@ -111,11 +111,13 @@ def test_runs_of_another_model_size_are_their_own_row_from_the_record_or_the_kep
     (runs / "small" / "best" / "config.json").write_text(json.dumps({**tiny, "hidden_size": 32,
                                                                       "num_hidden_layers": 1}))
     _run(runs, "unknown", "sst2", 0.70, seed=2)
+    _run(runs, "full-tiny", "sst2", 0.50, seed=0, attention="full", k=None, sharing=None, arch=tiny)
     rows = {r["name"]: r for r in build_rows(read_results([str(runs / "*")]))}
     assert rows["Linformer, 32, shared kv, D=128, 2 layers, 2 heads, FFN 512, n=128"]["sst2"] == 80.0
     assert rows["Linformer, 32, shared kv, D=32, 1 layer, 2 heads, FFN 512, n=128"]["sst2"] == 60.0
     assert rows["Linformer, 32, shared kv, n=128"]["sst2"] == 70.0
-    assert len(rows) == 3
+    assert rows["Full attention (RoBERTa), D=128, 2 layers, 2 heads, FFN 512, n=128"]["sst2"] == 50.0
+    assert len(rows) == 4
 
 
 def test_the_pretrained_layout_refuses_a_row_of_two_architectures(tmp_path):
