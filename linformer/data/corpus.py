@@ -24,7 +24,6 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,19 +40,17 @@ from ..files import (
     output_damage,
     read_json,
     remove_stale_temps,
-    sha256_file,
     write_json,
 )
 from ..signals import signals_stop
 from .io import (
     CORPUS_LAYOUT,
+    SourceText,
     checked_lines,
-    expand_sources,
-    hub_source,
-    is_hub_source,
     load_hub_text,
-    refuse_repeated_texts,
     resolve_sources,
+    source_texts,
+    text_changes,
     verify_sources,
 )
 from .tokenizer import encoding_of, load_tokenizer, part_differences, tokenizer_hash
@@ -71,60 +68,7 @@ PIECE_CHARS = 8192
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
 
-@dataclass
-class _Source:
-    given: str  # the source as the user gave it: a path, a glob or hf:<name>[:<config>]
-    path: str | None = None
-    hub: tuple[str, str | None] | None = None
-    sha256: str = ""
-    bytes: int = 0
-    stats: dict = field(default_factory=dict)
-
-
-def source_texts(sources: list[str]) -> list[_Source]:
-    """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
-    by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
-    What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``)."""
-    if isinstance(sources, str):
-        sources = [sources]
-    if not sources:
-        raise CorpusError(f"no corpus sources given; expected {CORPUS_LAYOUT} or hf:<name>[:<config>]")
-    out: list[_Source] = []
-    for given in sources:
-        given = str(given)
-        if is_hub_source(given):
-            out.append(_Source(given=given, hub=hub_source(given)))
-        else:
-            for p in expand_sources([given]):
-                out.append(_Source(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
-    refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
-    return out
-
-
-def text_records(srcs: list[_Source]) -> list[dict]:
-    """`srcs` as a tokenizer's manifest records them ("sources"): each as given, its path and sha256 (a hub source by
-    its name alone); a corpus's records add each one's size and counts."""
-    return [{"source": s.given, "path": s.path, "sha256": s.sha256} if s.path else {"source": s.given} for s in srcs]
-
-
-def text_changes(recorded: list[Mapping], now: list[_Source]) -> tuple[str | None, list[str]]:
-    """How the texts `now` (``source_texts``) differ from the `recorded` ones (a manifest's "sources"), by content
-    (sha256; a hub source by its name), in words: None when they are the same texts in the same order. And where the
-    recorded texts were (their paths), when the same texts are now at other paths; [] when at the same ones."""
-    ours = [s.sha256 if s.path else s.given for s in now]
-    theirs = [r.get("sha256") if r.get("path") else r.get("source") for r in recorded]
-    where = [s.path or s.given for s in now]
-    made_at = [str(r.get("path") or r.get("source")) for r in recorded]
-    if ours != theirs:
-        gone = [at for at, h in zip(made_at, theirs) if h not in ours]
-        new = [w for w, h in zip(where, ours) if h not in theirs]
-        return "; ".join([*(["texts it was not made from: " + ", ".join(new)] if new else []),
-                          *(["without texts it was made from: " + ", ".join(gone)] if gone else [])]) or \
-            "its texts in another order", []
-    return None, made_at if made_at != where else []
-
-
-def _load_hub(src: _Source):
+def _load_hub(src: SourceText):
     ds = load_hub_text(src.given)
     src.sha256 = f"fingerprint:{ds._fingerprint}"
     return ds
@@ -189,7 +133,7 @@ class _ParagraphWriter:
 
 
 def _read_sources(
-    srcs: list[_Source], writer: _ParagraphWriter, skip_bad_rows: bool, max_documents: int | None = None
+    srcs: list[SourceText], writer: _ParagraphWriter, skip_bad_rows: bool, max_documents: int | None = None
 ) -> tuple[list[str], dict]:
     """Write every paragraph with its global document index. Returns (document keys, totals)."""
     doc_keys: list[str] = []
@@ -402,7 +346,7 @@ def validation_share(manifest: Mapping) -> float:
     return blocks["validation"] / max(1, sum(blocks.values()))
 
 
-def _cache_key(srcs: list[_Source], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool,
+def _cache_key(srcs: list[SourceText], tok_hash: str, n: int, val_fraction: float, seed: int, skip_bad_rows: bool,
                max_documents: int | None) -> str:
     options = {"format_version": FORMAT_VERSION, "tokenizer_hash": tok_hash, "n": n, "val_fraction": val_fraction,
                "seed": seed, "skip_bad_rows": skip_bad_rows, "max_documents": max_documents}
@@ -614,7 +558,7 @@ def _reusable(out: Path, key: str) -> dict | None:
     return old
 
 
-def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int, int, int, int], srcs: list[_Source],
+def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int, int, int, int], srcs: list[SourceText],
               n_docs: int, totals: dict, total_tokens: int, splits: dict, unigram: float, timing: dict, nproc: int,
               tmp: Path) -> dict:
     """manifest.json's content (timing: seconds per step): what made the corpus, its sources, counts and splits, timings, and every data
@@ -648,7 +592,7 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
     }
 
 
-def _build(srcs: list[_Source], tokenizer_dir: str, tmp: Path, settings: dict, num_proc: int, batch_size: int,
+def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict, num_proc: int, batch_size: int,
            key: str | None, tok_hash: str, record: dict) -> dict:
     """Read, tokenize and pack into `tmp` (the DatasetDict and manifest.json); returns the manifest."""
     import datasets

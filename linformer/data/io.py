@@ -12,13 +12,14 @@ import os
 import re
 import shlex
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
 from ..cli import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
-from ..files import listing
+from ..files import listing, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
@@ -268,3 +269,58 @@ def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
             f"linformer or transformers (BERT, RoBERTa, ...), or load this one yourself with trust_remote_code=True "
             f"once you have read its code."
         ) from err
+
+
+@dataclass
+class SourceText:
+    """One text a corpus or tokenizer is made from, as ``source_texts`` finds it."""
+
+    given: str  # the source as the user gave it: a path, a glob or hf:<name>[:<config>]
+    path: str | None = None
+    hub: tuple[str, str | None] | None = None
+    sha256: str = ""
+    bytes: int = 0
+    stats: dict = field(default_factory=dict)
+
+
+def source_texts(sources: list[str]) -> list[SourceText]:
+    """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
+    by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
+    What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``)."""
+    if isinstance(sources, str):
+        sources = [sources]
+    if not sources:
+        raise CorpusError(f"no corpus sources given; expected {CORPUS_LAYOUT} or hf:<name>[:<config>]")
+    out: list[SourceText] = []
+    for given in sources:
+        given = str(given)
+        if is_hub_source(given):
+            out.append(SourceText(given=given, hub=hub_source(given)))
+        else:
+            for p in expand_sources([given]):
+                out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
+    refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
+    return out
+
+
+def text_records(srcs: list[SourceText]) -> list[dict]:
+    """`srcs` as a tokenizer's manifest records them ("sources"): each as given, its path and sha256 (a hub source by
+    its name alone); a corpus's records add each one's size and counts."""
+    return [{"source": s.given, "path": s.path, "sha256": s.sha256} if s.path else {"source": s.given} for s in srcs]
+
+
+def text_changes(recorded: list[Mapping], now: list[SourceText]) -> tuple[str | None, list[str]]:
+    """How the texts `now` (``source_texts``) differ from the `recorded` ones (a manifest's "sources"), by content
+    (sha256; a hub source by its name), in words: None when they are the same texts in the same order. And where the
+    recorded texts were (their paths), when the same texts are now at other paths; [] when at the same ones."""
+    ours = [s.sha256 if s.path else s.given for s in now]
+    theirs = [r.get("sha256") if r.get("path") else r.get("source") for r in recorded]
+    where = [s.path or s.given for s in now]
+    made_at = [str(r.get("path") or r.get("source")) for r in recorded]
+    if ours != theirs:
+        gone = [at for at, h in zip(made_at, theirs) if h not in ours]
+        new = [w for w, h in zip(where, ours) if h not in theirs]
+        return "; ".join([*(["texts it was not made from: " + ", ".join(new)] if new else []),
+                          *(["without texts it was made from: " + ", ".join(gone)] if gone else [])]) or \
+            "its texts in another order", []
+    return None, made_at if made_at != where else []

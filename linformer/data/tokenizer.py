@@ -20,7 +20,16 @@ from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import MANIFEST, atomic_dir, check_output_dir, listing, made_by, read_json
 from ..signals import signals_stop
-from .io import checked_lines, hub_lines, is_hub_source, load_hub_text, verify_sources
+from .io import (
+    checked_lines,
+    hub_lines,
+    is_hub_source,
+    load_hub_text,
+    source_texts,
+    text_changes,
+    text_records,
+    verify_sources,
+)
 from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
@@ -120,7 +129,6 @@ def train_tokenizer(
         # recorded only when set: without it a binary line stops the run, so the tokenizers trained before it was a
         # setting are the ones trained with it false
         record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
-        from .corpus import text_records  # corpus.py imports this module
 
         texts = _source_texts(files)
         sources = [s.path or s.given for s in texts]
@@ -163,9 +171,8 @@ def train_tokenizer(
 
 
 def _source_texts(files: list[str]):
-    """The texts `files` give, as a corpus reads its sources (``corpus.source_texts``: each file's path and sha256,
+    """The texts `files` give, as a corpus reads its sources (``io.source_texts``: each file's path and sha256,
     hub sources by name, a text given twice refused)."""
-    from .corpus import source_texts  # corpus.py imports this module
 
     return source_texts([files] if isinstance(files, str) else files)
 
@@ -175,7 +182,6 @@ def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | N
     from, in words (by content, sha256, as a corpus compares its sources: ``corpus.text_changes``); None when they
     are the same texts, at any paths. A tokenizer recorded without its texts' sha256 is compared by its files' paths.
     Sources that cannot be read differ (the command that reads them says why)."""
-    from .corpus import text_changes
 
     made = read_json(Path(tokenizer_dir) / MANIFEST)
     if "sources" not in made:
@@ -191,7 +197,6 @@ def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | N
 def _moved(out_dir: str, record: Mapping, texts) -> bool:
     """Whether `out_dir` holds a tokenizer train_tokenizer trained with `record`'s settings but its files, from the
     same texts (sha256) at other paths: then a note says so (as a corpus's check does)."""
-    from .corpus import text_changes
 
     made = read_json(Path(out_dir) / MANIFEST)
     if made.get("command") != "train_tokenizer" or "sources" not in made:
