@@ -179,7 +179,7 @@ def _source_texts(files: list[str]):
 
 def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | None:
     """How the texts `files` give differ from those the tokenizer train_tokenizer saved at `tokenizer_dir` was trained
-    from, in words (by content, sha256, as a corpus compares its sources: ``corpus.text_changes``); None when they
+    from, in words (by content, sha256, as a corpus compares its sources: ``io.text_changes``); None when they
     are the same texts, at any paths. A tokenizer recorded without its texts' sha256 is compared by its files' paths.
     Sources that cannot be read differ (the command that reads them says why)."""
 
