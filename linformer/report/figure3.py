@@ -18,7 +18,7 @@ from ..data.corpus import MANIFEST, read_manifest
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, repo_relative, write_json
-from ..modeling.configuration import ATTENTION_FIELDS
+from ..modeling.configuration import ATTENTION_FIELDS, SIZE_FIELDS
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
@@ -66,12 +66,14 @@ def _k_order(k: int | tuple[int, ...] | None) -> tuple[int, str]:
 
 def label_of(run: Run) -> str:
     """'Linformer k=128 (headwise)', with what else differs from the paper's Linformer in the run's model
-    (``rows.variant_label``: ', conv'; 'k=16/32 per layer')."""
+    (``rows.variant_label``: ', conv'; 'k=16/32 per layer'), but its size: every run of the figure has the same
+    (``check_alike``), so a line's label does not repeat it."""
     key = run.key_config
     if key["attention"] == "full":
         return "full attention"
     model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
-    variant = variant_label(variant_of({**model, "attention": key["attention"], "projected_dim": key["k"]}))
+    variant = variant_of({**model, "attention": key["attention"], "projected_dim": key["k"]})
+    variant = variant_label(tuple((f, v) for f, v in variant if f not in SIZE_FIELDS))
     return f"Linformer k={k_label(k_of(run))} ({key['sharing']}{variant})"
 
 

@@ -413,7 +413,7 @@ def test_data_settings_other_than_the_corpus_are_refused_before_the_run(tiny_dat
     other = tmp_path / "mine.txt"
     other.write_text("Another text.\n")
     with pytest.raises(CorpusError, match=rf"data.sources=\[{other}\] give other text than the corpus {corpus} .*not "
-                                          rf"prepared from: {other}; without texts it was prepared from: {text}\): "
+                                          rf"made from: {other}; without texts it was made from: {text}\): "
                                           r"prepare it again \(.*prepare_corpus.py data.name=corpus"):
         pretrain(compose_pretrain(tiny_data, *same, f"data.sources=[{other}]"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
