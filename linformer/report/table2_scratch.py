@@ -22,6 +22,7 @@ from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, resolve_path, save_figure, table_lines, table_row, write_json
+from ..modeling.configuration import SIZE_FIELDS
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
@@ -33,6 +34,13 @@ from .table2_pretrained import read_runs, start_weights
 def pretraining_records(patterns: list[str]) -> list[Path]:
     """The kept pretraining runs among the records at or under the paths or globs (a summary.json, no results.json)."""
     return [d for d in find_runs(named_paths(patterns)) if (d / SUMMARY).is_file() and not (d / RESULTS).is_file()]
+
+
+def _row_key(r: dict) -> tuple:
+    """table2's row key without the model's size: every run of the plan trains one size (its profile's), which a
+    row's name need not repeat, and full attention's key stays the one its pretraining gain is read from."""
+    *key, variant = row_key(r)
+    return (*key, tuple((f, v) for f, v in variant if f not in SIZE_FIELDS))
 
 
 def _name(key: tuple) -> str:
@@ -61,7 +69,7 @@ def check_starts(rows: dict, records: dict[str, Path]) -> dict:
 def _by_seed(runs: list[dict], task: str) -> dict[int, np.ndarray]:
     """A row's runs of `task` by seed (two of one seed refused: ``rows.one_run_per_seed``)."""
     mine = [r for r in runs if r["task"] == task]
-    one_run_per_seed(mine, lambda r: (r.get("seed"),), lambda r: f"row {row_name(row_key(r))}, {task}")
+    one_run_per_seed(mine, lambda r: (r.get("seed"),), lambda r: f"row {_name(_row_key(r))}, {task}")
     return {int(r["seed"]): r["_correct"] for r in mine}
 
 
@@ -85,7 +93,7 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
                             "fix subset_seed and max_eval_examples across the experiment")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
-        groups[row_key(r)].append(r)
+        groups[_row_key(r)].append(r)
     full, control = ("full", n, None, None, True, ()), ("full", n, None, None, False, ())
     out = []
     for key in sorted(groups, key=lambda k: (k[0] != "full", not k[4], row_order(k)[2], str(k[3]), repr(k[5]))):
@@ -246,7 +254,7 @@ def write_table(patterns: list[str], out: str, p: exp.Profile, hardware: str, co
     records = {d.name: d for d in pretraining}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in runs:
-        groups[row_key(r)].append(r)
+        groups[_row_key(r)].append(r)
     starts = check_starts(groups, records)
     rows, gain = build(runs, p.n)
     figure = figure3_data([load_run(d, rows=False, strict=True) for d in pretraining]) if pretraining else None
