@@ -130,7 +130,7 @@ def train_tokenizer(
         # setting are the ones trained with it false
         record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
 
-        texts = _source_texts(files)
+        texts = source_texts(files)
         sources = [s.path or s.given for s in texts]
         record["sources"] = text_records(texts)
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
@@ -170,13 +170,6 @@ def train_tokenizer(
     return str(out)
 
 
-def _source_texts(files: list[str]):
-    """The texts `files` give, as a corpus reads its sources (``io.source_texts``: each file's path and sha256,
-    hub sources by name, a text given twice refused)."""
-
-    return source_texts([files] if isinstance(files, str) else files)
-
-
 def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | None:
     """How the texts `files` give differ from those the tokenizer train_tokenizer saved at `tokenizer_dir` was trained
     from, in words (by content, sha256, as a corpus compares its sources: ``io.text_changes``); None when they
@@ -188,7 +181,7 @@ def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | N
         recorded = list(map(str, (made.get("settings") or {}).get("files") or []))
         return None if sorted(recorded) == sorted(map(str, files)) else f"files {listing(recorded)}"
     try:
-        texts = _source_texts(files)
+        texts = source_texts(files)
     except (FileNotFoundError, LinformerError) as err:
         return str(err)
     return text_changes(made["sources"], texts)[0]
