@@ -55,6 +55,7 @@ CHECKPOINTS_DIR = "checkpoints"        # train/checkpoint.py's step-NNNNNNNN fol
 # tells where little is left (a full disk), and which otherwise names every cause it may be.
 UNTOLD = 0
 FULL_BELOW = 64 * 2**20  # bytes free under which an untold refusal is taken for a full disk
+NAME_MAX_BYTES = 255  # the longest name of one file or folder that Linux's file systems take
 _REFUSALS = {
     errno.ENOSPC: ("no space left on device", "Free some space"),
     errno.EDQUOT: ("disk quota exceeded", "Free some space in your quota"),

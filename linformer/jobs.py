@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .cli import shell_command
 from .data.workers import signal_on_parent_death
 from .errors import LinformerError
 from .files import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
+from .shell import shell_command
 from .signals import sigterm_interrupts
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cli import compose
+from .configs import compose
 from .data.io import resolve_path
 from .errors import OutputPathError
 from .files import check_writable, listing, output_dir_occupant

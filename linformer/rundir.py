@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cli import model_label
 from .errors import ConfigError, DataError, RunDirError, did_you_mean
 from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
     CHECKPOINTS_DIR,
@@ -74,6 +73,7 @@ from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, whic
 from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
 from .modeling.loading import rewrite_advice
 from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
+from .runname import model_label
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,10 @@ import sys
 
 from omegaconf import DictConfig
 
-from linformer.cli import hydra_main, shell_command
+from linformer.hydra_start import hydra_main
 from linformer.report.spectrum import analyze_spectrum
 from linformer.runconfig.data import SpectrumSpec
+from linformer.shell import shell_command
 
 
 @hydra_main("spectrum")

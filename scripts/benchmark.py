@@ -5,7 +5,8 @@ import sys
 from omegaconf import DictConfig
 
 from linformer.bench.cli import benchmark_from_config
-from linformer.cli import hydra_main, shell_command
+from linformer.hydra_start import hydra_main
+from linformer.shell import shell_command
 
 
 @hydra_main("benchmark")

@@ -1,6 +1,6 @@
 """Convert an encoder: python scripts/convert.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
 
-from linformer.cli import hydra_main
+from linformer.hydra_start import hydra_main
 
 
 @hydra_main("convert")

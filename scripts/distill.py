@@ -1,7 +1,7 @@
 """Distill a finetuned classifier into a Linformer:
 python scripts/distill.py task=imdb teacher_path=outputs/finetune/<teacher run>/best model.projected_dim=128"""
 
-from linformer.cli import hydra_main, hydra_run_dir
+from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
 @hydra_main("distill")

@@ -10,8 +10,9 @@ across n. argparse, not Hydra: the runs are positional paths that the shell expa
 import sys
 
 from linformer.argtypes import path
-from linformer.cli import ArgumentParser, cli_errors, shell_command
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.report.figure3 import figure3, figure3_lines
+from linformer.shell import shell_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Finetuning: python scripts/finetune.py task=sst2 model_path=outputs/pretrain/<run>"""
 
-from linformer.cli import hydra_main, hydra_run_dir
+from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
 @hydra_main("finetune")

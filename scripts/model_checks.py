@@ -4,8 +4,9 @@ import sys
 
 from linformer.argtypes import path
 from linformer.bench.model_checks import report
-from linformer.cli import ArgumentParser, cli_errors, shell_command
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.files import made_by, output_files
+from linformer.shell import shell_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """MLM pretraining: python scripts/pretrain.py model=tiny data=mirror_slice trainer.max_steps=300"""
 
-from linformer.cli import hydra_main, hydra_run_dir
+from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
 @hydra_main("pretrain")

@@ -2,8 +2,8 @@
 
 from omegaconf import DictConfig
 
-from linformer.cli import hydra_main
 from linformer.data.tokenizer import train_tokenizer
+from linformer.hydra_start import hydra_main
 from linformer.runconfig.data import TokenizerSpec
 
 

@@ -1,6 +1,6 @@
 """Attention transfer: python scripts/transfer.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
 
-from linformer.cli import hydra_main, hydra_run_dir
+from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
 @hydra_main("transfer")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.cli import compose, refuse_added_keys
+from linformer.configs import compose, refuse_added_keys
 from linformer.errors import ConfigError
 from linformer.rundir import NUMERIC_ENV
 
@@ -77,7 +77,7 @@ def test_the_cli_refuses_before_it_runs(tmp_path):
 ])
 def test_a_value_left_unset_names_its_key_what_it_takes_and_its_file(config, overrides, message):
     """OmegaConf's ??? used to surface as a traceback where the run directory's name reads it."""
-    from linformer.cli import refuse_missing_values
+    from linformer.configs import refuse_missing_values
 
     cfg = compose(config, overrides, with_hydra=True)  # Hydra's own ??? (hydra.job.num ...) are not the user's
     with pytest.raises(ConfigError) as err:
@@ -87,13 +87,13 @@ def test_a_value_left_unset_names_its_key_what_it_takes_and_its_file(config, ove
 
 
 def test_a_sweep_sets_its_keys_and_the_rest_are_still_checked():
-    from linformer.cli import _refuse_missing_in_sweep
+    from linformer.configs import refuse_missing_in_sweep
 
-    _refuse_missing_in_sweep("finetune", ["model_path=a,b", "seed=0,1"])
+    refuse_missing_in_sweep("finetune", ["model_path=a,b", "seed=0,1"])
     with pytest.raises(ConfigError, match="^model_path is not set"):
-        _refuse_missing_in_sweep("finetune", ["seed=0,1"])
+        refuse_missing_in_sweep("finetune", ["seed=0,1"])
     with pytest.raises(ConfigError, match="^trainer.lr is not set"):
-        _refuse_missing_in_sweep("finetune", ["model_path=a,b", "trainer.lr=???"])
+        refuse_missing_in_sweep("finetune", ["model_path=a,b", "trainer.lr=???"])
 
 
 def test_the_script_without_its_model_is_one_error_line_and_leaves_nothing(tmp_path):
@@ -191,7 +191,7 @@ def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path
 
 def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_that_job(tmp_path):
     """--multirun: Hydra writes the sweep's multirun.yaml and each job's folder before the job starts."""
-    from linformer.cli import _remove_hydra_leftovers
+    from linformer.hydra_start import _remove_hydra_leftovers
 
     result = subprocess.run([sys.executable, "scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
                              f"paths.output_dir={tmp_path / 'out'}"], cwd=REPO, capture_output=True, text=True,
@@ -218,7 +218,7 @@ def _hydra_leftovers(run: Path, started: float) -> list[Path]:
 
 
 def test_a_refused_start_removes_what_hydra_made_for_it_and_the_folders_it_created(tmp_path, monkeypatch):
-    from linformer.cli import _remove_hydra_leftovers
+    from linformer.hydra_start import _remove_hydra_leftovers
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs").mkdir()
@@ -232,7 +232,7 @@ def test_a_refused_start_removes_what_hydra_made_for_it_and_the_folders_it_creat
 def test_a_refused_start_never_removes_what_it_did_not_make(tmp_path, monkeypatch, case):
     """Convert's run directory is the working directory: a refused convert run from an empty folder used to
     remove that folder (the shell was left in a deleted directory)."""
-    from linformer.cli import _remove_hydra_leftovers
+    from linformer.hydra_start import _remove_hydra_leftovers
 
     run = tmp_path / "run"
     run.mkdir()
@@ -272,7 +272,7 @@ def test_one_did_you_mean_rule_compares_a_key_with_its_siblings():
 
 
 def test_a_key_of_a_removed_group_says_the_group_is_removed():
-    from linformer.cli import _one_line
+    from linformer.configs import _one_line
 
     class HydraError(Exception):
         pass
@@ -322,7 +322,7 @@ def test_a_printed_command_keeps_each_word_one_word_in_the_shell(monkeypatch):
     a quote comes back from the shell as the word it was."""
     import shlex
 
-    from linformer.cli import shell_command
+    from linformer.shell import shell_command
     from linformer.train.core import command_line
 
     words = ["python", "scripts/finetune.py", "task=sst2", "model_path=/tmp/my runs/it's here"]
@@ -373,7 +373,7 @@ def test_no_printed_command_puts_a_value_in_unquoted():
 def test_default_run_names_tell_apart_the_models_of_two_runs_saved_under_the_same_folder_name():
     """Every export is model-step-NNNNNNNN (every finetuning's best/): named by its folder alone, two runs' exports
     gave one default run name, and the second was offered to continue the first."""
-    from linformer.cli import compose
+    from linformer.configs import compose
 
     names = {compose("finetune", ["task=sst2", f"model_path=outputs/pretrain/{run}/model-step-00000100"]).run_name
              for run in ("a", "b")}
@@ -391,7 +391,7 @@ def test_default_run_names_tell_apart_the_models_of_two_runs_saved_under_the_sam
 def test_an_interpolation_on_the_command_line_that_cannot_serve_is_one_line(override, message, monkeypatch):
     """An unresolvable ${...} was a traceback (from the check of added keys, which resolved the override strings);
     an environment variable read as the text '3' was refused as "seed='3' must be a whole number"."""
-    from linformer.cli import refuse_bad_interpolations
+    from linformer.configs import refuse_bad_interpolations
 
     monkeypatch.setenv("LINFORMER_TEST_SEED", "3")
     monkeypatch.delenv("LINFORMER_TEST_UNSET", raising=False)
@@ -412,7 +412,7 @@ def test_an_override_printed_for_pasting_reads_back_as_the_same_value(value):
     kept the path one word, but Hydra needs its own quotes around a space, a quote or a non-ASCII letter."""
     import shlex
 
-    from linformer.cli import hydra_override, shell_command
+    from linformer.shell import hydra_override, shell_command
 
     line = shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", value))
     words = shlex.split(line)
@@ -432,11 +432,11 @@ def test_an_option_of_one_s_own_without_the_shared_settings_is_told_to_list_them
     shares: setting one names the file and the default to list, not "no such key"."""
     import shutil
 
-    import linformer.cli as cli
+    from linformer import configs, hydra_start
 
-    shutil.copytree(cli.config_dir(), tmp_path / "configs")
+    shutil.copytree(configs.config_dir(), tmp_path / "configs")
     (tmp_path / "configs" / "model" / "bare.yaml").write_text("name: bare\nhidden_size: 32\n")
-    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path / "configs"))
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "configs"))
     with pytest.raises(ConfigError, match=r"^model.local_window: configs/model/bare.yaml lacks it: list _settings in "
                                           r"its defaults after _self_ \(configs/model/_settings.yaml holds"):
         compose("pretrain", ["model=bare", "model.local_window=8"])
@@ -444,43 +444,43 @@ def test_an_option_of_one_s_own_without_the_shared_settings_is_told_to_list_them
         compose("pretrain", ["model.local_windw=8"])  # a misspelt key of a listing option stays a misspelling
     cfg = compose("pretrain", ["model=bare"], with_hydra=True)
     with pytest.raises(ConfigError, match=r"needs model.attention, which .*model/bare.yaml does not give: add "):
-        cli._run_dir_before(cfg)
+        hydra_start._run_dir_before(cfg)
 
 
 def test_a_group_option_of_one_s_own_without_a_key_the_run_name_needs_is_named(tmp_path, monkeypatch):
     """configs/model/<own>.yaml without `name:` was told that the command line removes model.name; the file is
     named now. A key the command line removes keeps the advice to select the group again."""
-    import linformer.cli as cli
+    from linformer import configs, hydra_start
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "bare.yaml").write_text("hidden_size: 32\n")
-    (tmp_path / "model" / "tiny.yaml").write_text((cli.config_dir() / "model" / "tiny.yaml").read_text())
+    (tmp_path / "model" / "tiny.yaml").write_text((configs.config_dir() / "model" / "tiny.yaml").read_text())
     cfg = compose("pretrain", ["~model.name"], with_hydra=True)  # the command line removes it: tiny.yaml has it
     with pytest.raises(ConfigError, match="which this command line removes or leaves unset"):
-        cli._run_dir_before(cfg)
-    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path))  # an option whose file gives no name
+        hydra_start._run_dir_before(cfg)
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path))  # an option whose file gives no name
     cfg.hydra.runtime.choices.model = "bare"
     with pytest.raises(ConfigError, match=r"needs model.name, which .*model/bare.yaml does not give: add `name:`"):
-        cli._run_dir_before(cfg)
+        hydra_start._run_dir_before(cfg)
 
 
 def test_a_package_installed_without_its_clone_says_where_the_configs_are_and_how_to_get_them(tmp_path, monkeypatch,
                                                                                              capsys):
     """A wheel carries the package alone: compose and every script failed with Hydra's "Primary config directory not
     found .../site-packages/configs", saying neither why nor what to do."""
-    import linformer.cli as cli
+    from linformer import configs, hydra_start
 
-    monkeypatch.delenv(cli.CONFIG_DIR_VARIABLE, raising=False)
-    monkeypatch.setattr(cli, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    monkeypatch.delenv(configs.CONFIG_DIR_VARIABLE, raising=False)
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
     with pytest.raises(ConfigError, match=r"^no configs folder at \S*site-packages/configs: .*pip install -e <clone>\)"
                                           r", or set LINFORMER_CONFIG_DIR to a clone's configs/ folder"):
         compose("finetune", ["task=sst2", "model_path=m"])
     monkeypatch.setattr(sys, "argv", ["finetune.py", "task=sst2", "model_path=m"])
     with pytest.raises(SystemExit) as stop:  # a script: the same line, before Hydra reads anything
-        cli.hydra_main("finetune")(lambda cfg: None)()
+        hydra_start.hydra_main("finetune")(lambda cfg: None)()
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith("error: no configs folder at ") and err.count("\n") == 1
-    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, str(tmp_path / "nowhere"))
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "nowhere"))
     with pytest.raises(ConfigError, match=r"^LINFORMER_CONFIG_DIR=\S*nowhere names no folder: point it at the "
                                           "configs/ folder of a linformer clone"):
         compose("finetune", ["task=sst2", "model_path=m"])
@@ -491,19 +491,19 @@ def test_linformer_config_dir_is_read_by_compose_and_the_scripts(tmp_path, monke
     Hydra and of the paths every default starts from, for a package installed without its clone."""
     import shutil
 
-    import linformer.cli as cli
+    from linformer import configs, hydra_start
     from linformer.data import io
 
     shutil.copytree(REPO / "configs", tmp_path / "configs")
     finetune = tmp_path / "configs" / "finetune.yaml"
     finetune.write_text(finetune.read_text().replace("\nseed: 0", "\nseed: 41", 1))
-    monkeypatch.setattr(cli, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(cli.CONFIG_DIR_VARIABLE, "configs")  # relative: from the working directory
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, "configs")  # relative: from the working directory
     assert compose("finetune", ["task=sst2", "model_path=m"]).seed == 41
     assert io.path_root("output_dir") == "outputs"
     monkeypatch.setattr(sys, "argv", ["finetune.py", "task=sst2", "model_path=m", "--cfg", "job"])
-    cli.hydra_main("finetune")(lambda cfg: None)()  # --cfg job: Hydra prints the config and runs nothing
+    hydra_start.hydra_main("finetune")(lambda cfg: None)()  # --cfg job: Hydra prints the config and runs nothing
     assert "\nseed: 41\n" in capsys.readouterr().out
 
 
@@ -514,7 +514,7 @@ def test_a_name_that_climbs_out_of_its_folder_is_refused_before_hydra_writes_the
     """A '..' in a name of the run directory put it above its folder (the checkout itself, by default), and Hydra
     wrote its .hydra/ and log there before the script's own check refused the name; beside other files, a refused
     start could not take them away."""
-    import linformer.cli as cli
+    from linformer import hydra_start
 
     home = tmp_path / "home"
     (home / "outputs").mkdir(parents=True)
@@ -524,7 +524,7 @@ def test_a_name_that_climbs_out_of_its_folder_is_refused_before_hydra_writes_the
     monkeypatch.setattr(sys, "argv", [f"{config}.py", "model=tiny", given, f"paths.output_dir={home / 'outputs'}"]
                         if config == "pretrain" else [f"{config}.py", given, f"paths.output_dir={home / 'outputs'}"])
     with pytest.raises(SystemExit) as stop:
-        cli.hydra_main(config)(ran.append)()
+        hydra_start.hydra_main(config)(ran.append)()
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith(f"error: {key}=") and "outside its folder" in err, err
     assert err.count("\n") == 1 and not ran
@@ -656,7 +656,7 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
     script = tmp_path / "command.py"
     script.write_text(
         "import atexit, sys, time\n"
-        "from linformer.cli import hydra_main\n"
+        "from linformer.hydra_start import hydra_main\n"
         "from linformer.errors import ConfigError\n\n"
         "@hydra_main('convert')\n"
         "def main(cfg):\n"
@@ -723,19 +723,19 @@ def test_a_sweep_whose_job_folder_name_is_too_long_is_one_line_before_anything_i
                                                                                           monkeypatch, capsys):
     """Thirteen ordinary overrides and a swept seed made a job folder name of 337 bytes: Hydra wrote the sweep's
     multirun.yaml, then failed making the folder with OSError [Errno 36] and a traceback."""
-    import linformer.cli as cli
+    from linformer import configs, hydra_start
 
     long_value = "x" * 240
     ran = []
     monkeypatch.setattr(sys, "argv", [f"{config}.py", "-m", f"paths.output_dir={tmp_path / 'out'}",
                                       f"data.name={long_value}", "data.seed=0,1", "data.val_fraction=0.05"])
     with pytest.raises(SystemExit) as stop:
-        cli.hydra_main(config)(ran.append)()
+        hydra_start.hydra_main(config)(ran.append)()
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith("error: a job of this sweep would be named ") and not ran, err
     assert err.count("\n") == 1 and "bytes; a name may have 255" in err and "override_dirname.exclude_keys" in err
     assert not (tmp_path / "out").exists()
-    cli.refuse_long_job_names(config, [f"paths.output_dir={tmp_path / 'out'}", "data.seed=0,1"])  # short: fine
+    configs.refuse_long_job_names(config, [f"paths.output_dir={tmp_path / 'out'}", "data.seed=0,1"])  # short: fine
 
 
 def test_a_stream_that_cannot_show_a_character_escapes_it_and_the_last_line_says_so(monkeypatch):

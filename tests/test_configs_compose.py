@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from linformer import LinformerConfig
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.files import flatten
 from linformer.modeling.configuration import TOKENIZER_FIELDS
 

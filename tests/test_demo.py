@@ -204,7 +204,7 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     the tokenizer was trained with the data group's settings (data.vocab_size), as pretraining checks them."""
     import json
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.data.corpus import FORMAT_VERSION
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
@@ -238,7 +238,7 @@ def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_p
     the same texts (sha256), at any paths, as train_tokenizer and the corpus compare them."""
     import json
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
     from linformer.files import sha256_file
@@ -264,7 +264,7 @@ def test_the_command_a_changed_vocab_size_prints_runs_as_printed(tmp_path):
     import json
     import shlex
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.experiments import Places
 
     tok = demo.plan(["data=mirror_mini"], Places.of(tmp_path))[0].done
@@ -302,7 +302,7 @@ def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatc
 def test_a_data_override_makes_the_tokenizer_and_corpus_the_pretraining_reads(tmp_path):
     """demo.py data=mirror_mini built mirror_slice's tokenizer and corpus, then the pretraining failed on the
     missing mirror_mini tokenizer, with advice (run again) that could not help."""
-    from linformer.cli import compose
+    from linformer.configs import compose
 
     jobs = {s.name: s for s in demo.plan(["data=mirror_mini", "data.n=64"], demo.Places.of(tmp_path))}
     pretrain = compose("pretrain", jobs["pretrain"].argv[2:])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.output_rule import COMMANDS, FILES
 from tests.train.conftest import _synthetic_corpus, compose_finetune, compose_pretrain, write_sst2_fixture
 

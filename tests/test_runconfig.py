@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import linformer.data.tasks as tasks
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.errors import ConfigError
 from linformer.runconfig.settings import (
     OPERATIONAL_TRAINER_KEYS,
@@ -278,7 +278,7 @@ def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
     (["optim.betas=[false,false]"], r"^optim\.betas=\[False, False\] must be two numbers"),
 ])
 def test_a_run_setting_nothing_can_run_with_is_one_error_naming_the_key(overrides, message):
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=message):
@@ -301,14 +301,14 @@ def test_a_name_that_becomes_a_folder_is_one_name_not_a_path(config, spec, overr
     tokenizer and Hydra's folder outside data/tokenizers/ and outputs/tokenizer/. One check for every such name."""
     import linformer.runconfig as runs
     import linformer.runconfig.data as data
-    from linformer.cli import compose
+    from linformer.configs import compose
 
     with pytest.raises(ConfigError, match=message):
         (getattr(runs, spec, None) or getattr(data, spec)).read(compose(config, overrides))
 
 
 def test_a_task_flag_that_is_not_true_or_false_is_refused():
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig import FinetuneSpec
 
     with pytest.raises(ConfigError, match=r"^task\.skip_bad_rows='maybe' must be true or false\.$"):
@@ -316,7 +316,7 @@ def test_a_task_flag_that_is_not_true_or_false_is_refused():
 
 
 def test_a_removed_model_group_is_refused_not_replaced_by_the_defaults():
-    from linformer.cli import _run_dir_before
+    from linformer.hydra_start import _run_dir_before
     from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=r"hydra.run.dir\) needs model.name"):

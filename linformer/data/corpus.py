@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import composed_option, hydra_value, progress_to_log_file, shell_command, third_party_bars_off, value_origin
+from ..cli import progress_to_log_file, third_party_bars_off
+from ..configs import composed_option, value_origin
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -42,6 +43,7 @@ from ..files import (
     remove_stale_temps,
     write_json,
 )
+from ..shell import hydra_value, shell_command
 from ..signals import signals_stop
 from .io import (
     CORPUS_LAYOUT,
@@ -402,7 +404,7 @@ def _settings_refusal(out_dir: str, data: Mapping, key: str, ours, theirs, group
 
 def _data_option(group: str | None) -> list[str]:
     """The data=<option> argument of a command a refusal prints: `group` (a plan's, composed outside Hydra), else the
-    running command's (``cli.composed_option``). Without it a data.* key of another group's (vocab_size) is no key of
+    running command's (``configs.composed_option``). Without it a data.* key of another group's (vocab_size) is no key of
     the default group's, and the command fails as printed."""
     group = group or composed_option("data")
     return [f"data={group}"] if group else []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
-from ..cli import compose, config_dir
+from ..configs import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
 from ..files import listing, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well

@@ -9,11 +9,12 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import compose, hydra_override
+from ..configs import compose
 from ..data.io import path_root
 from ..errors import ConfigError
 from ..files import MANIFEST, repo_relative
 from ..rundir import RESULTS, SUMMARY
+from ..shell import hydra_override
 
 _MARKER = "RUN-NAME-OF-A-PLAN"
 

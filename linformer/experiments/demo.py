@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..cli import compose, hydra_override, shell_command
+from ..configs import compose
 from ..data.corpus import check_tokenizer_settings
 from ..data.io import repo_root, resolve_path
 from ..data.tokenizer import trained_texts_differ
@@ -39,6 +39,7 @@ from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..runconfig.runs import plain_config
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
+from ..shell import hydra_override, shell_command
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text
 from . import Places, done_file, frontend

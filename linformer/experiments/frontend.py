@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..argtypes import folder, positive_minutes
-from ..cli import shell_command
 from ..data.io import default_data_mirror, repo_root
 from ..data.tasks import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
+from ..shell import shell_command
 from ..signals import interrupt_status
 
 REPO = repo_root()

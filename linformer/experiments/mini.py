@@ -18,12 +18,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import config_dir, hydra_override
+from ..configs import config_dir
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..files import read_yaml, write_json
 from ..jobs import Job, corpus_check
 from ..report.curves import plot_pretrain_curves
+from ..shell import hydra_override
 from . import CHECKOUT, Places, done_file, frontend, out_dir
 
 REPO = repo_root()

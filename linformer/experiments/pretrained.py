@@ -30,13 +30,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli import hydra_override
 from ..data.io import path_root, repo_root
 from ..files import MODEL_DIR, atomic_dir, read_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
+from ..shell import hydra_override
 from . import CHECKOUT, Places, done_file, frontend, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is

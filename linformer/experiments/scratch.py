@@ -35,7 +35,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cli import hydra_override
 from ..data.io import path_root, repo_root, resolve_path
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
@@ -43,6 +42,7 @@ from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, corpus_check, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
+from ..shell import hydra_override
 from . import Places, done_file, frontend, out_dir
 from .pretrained import keep_records
 

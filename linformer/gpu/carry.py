@@ -36,7 +36,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..argtypes import folder, path
-from ..cli import ArgumentParser, cli_errors, compose, shell_command
+from ..cli import ArgumentParser, cli_errors
+from ..configs import compose
 from ..data.io import data_mirror_words, default_data_mirror, repo_root
 from ..errors import DataError
 from ..files import (
@@ -49,6 +50,7 @@ from ..files import (
     sha256_file,
     write_json,
 )
+from ..shell import shell_command
 
 REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)

@@ -51,7 +51,6 @@ from huggingface_hub import (
 )
 from transformers import AutoConfig
 
-from ..cli import model_label
 from ..data.io import load_auto
 from ..data.tasks import TASKS
 from ..files import (
@@ -63,6 +62,7 @@ from ..files import (
     table_lines,
     write_json,
 )
+from ..runname import model_label
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES

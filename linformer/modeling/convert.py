@@ -26,11 +26,11 @@ from transformers.models.auto.modeling_auto import (
 )
 from transformers.utils import cached_file
 
-from ..cli import hydra_override, shell_command
 from ..data.io import load_auto
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import check_output_dir, made_by
+from ..shell import hydra_override, shell_command
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of

@@ -26,7 +26,6 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from ..cli import hydra_override, shell_command
 from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files import (
@@ -42,6 +41,7 @@ from ..files import (
     read_record,
     sha256_file,
 )
+from ..shell import hydra_override, shell_command
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError
 

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..argtypes import path
-from ..cli import cli_errors, shell_command
+from ..cli import cli_errors
 from ..data.io import path_root
 from ..devices import device_name
 from ..errors import ConfigError
 from ..files import file_record, made_by, output_files
 from ..modeling.convert import CONVERTED_EXACT_KEYS
+from ..shell import shell_command
 
 EXTENSIONS = ("md", "json", "png")
 

@@ -16,13 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..bench.common import load_average
-from ..cli import shell_command
 from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
 from ..files import atomic_write, made_by, output_files, table_lines, table_row, write_json
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
+from ..shell import shell_command
 from . import table2_pretrained, table2_scratch
 from .rows import (
     check_result,

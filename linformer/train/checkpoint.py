@@ -32,7 +32,6 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
-from ..cli import shell_command
 from ..errors import CheckpointError, PeerFailed, RunDirError
 from ..files import (
     BEST_DIR,
@@ -47,6 +46,7 @@ from ..files import (
     write_json,
 )
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
+from ..shell import shell_command
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from accelerate.utils import broadcast_object_list
 from tqdm.auto import tqdm
 
 from .. import errors
-from ..cli import exit_status, hydra_override, process_count, progress_to_log_file, shell_command
+from ..cli import exit_status, process_count, progress_to_log_file
 from ..data.streams import recorded_draws
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, TrainingDiverged
@@ -59,6 +59,7 @@ from ..rundir import (
     run_environment,
     start_changes,
 )
+from ..shell import hydra_override, shell_command
 from ..signals import handling, signal_words, signals_finish, signals_stop
 from . import checkpoint as ckpt
 from .common import (

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from ..cli import hydra_override, shell_command
 from ..data.io import load_auto
 from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
@@ -39,6 +38,7 @@ from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
+from ..shell import hydra_override, shell_command
 from .common import projection_param_groups
 from .core import Trainer, run_training
 from .finetune import FinetuneTask

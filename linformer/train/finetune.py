@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ..cli import shell_command
 from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
@@ -46,6 +45,7 @@ from ..modeling.loading import (
 )
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, SUMMARY
+from ..shell import shell_command
 from .core import Trainer, TrainingTask, run_training
 
 log = logging.getLogger(__name__)

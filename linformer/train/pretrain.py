@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from ..cli import hydra_override, shell_command
 from ..data import MLMCollator, load_prepared
 from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.io import load_auto
@@ -40,6 +39,7 @@ from ..modeling.loading import (
 )
 from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
+from ..shell import hydra_override, shell_command
 from .core import BlockStreamTask, Trainer, run_training
 
 log = logging.getLogger(__name__)

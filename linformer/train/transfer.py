@@ -27,7 +27,6 @@ from typing import Any
 import torch
 from transformers import AutoConfig
 
-from ..cli import hydra_override, shell_command
 from ..data import load_prepared
 from ..data.collator import BlockCollator
 from ..data.io import load_auto
@@ -42,6 +41,7 @@ from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, se
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
+from ..shell import hydra_override, shell_command
 from .common import projection_param_groups
 from .core import BlockStreamTask, Trainer, run_training
 

@@ -16,7 +16,7 @@ from linformer.bench.inference import batch_of, build_model, eager_scores_bytes,
 from linformer.bench.model_checks import padding_leak
 from linformer.bench.models import Size
 from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.errors import ConfigError
 from linformer.modeling.flops import flop_ratio
 

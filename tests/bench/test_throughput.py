@@ -21,7 +21,7 @@ from linformer.bench.throughput import (
     plan_blocks,
     run_throughput,
 )
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.errors import ConfigError, LinformerError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

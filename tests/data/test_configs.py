@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.data.io import repo_root, resolve_path
 from linformer.data.tasks import get_task
 
@@ -38,7 +38,7 @@ def test_one_s_own_text_is_one_data_group_read_alike_by_every_stage():
     but pretrain.py's default group (data=mirror_slice, a 300-document demo slice) is not the data stages'
     (data=mirror): pretraining was refused against the corpus packed whole. data=text on all three reads one text,
     whole, at the default model's n, and asks for the text and its name."""
-    from linformer.cli import refuse_missing_values
+    from linformer.configs import refuse_missing_values
     from linformer.data.corpus import CORPUS_KEYS
     from linformer.errors import ConfigError
 

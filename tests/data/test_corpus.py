@@ -507,7 +507,7 @@ def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_
     that rebuilds it from the manifest's record, and that command, composed as its script does, rebuilds it."""
     import shlex
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig.data import CorpusSpec
 
     out, m = prepared
@@ -675,7 +675,7 @@ def test_a_hub_tokenizer_name_packs_a_corpus_with_the_hubs_tokenizer(tmp_path, c
     refused with advice to train a tokenizer; it is the hub's tokenizer (here from the hub's cache, offline)."""
     import huggingface_hub.constants
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig.data import CorpusSpec
 
     snapshot = tmp_path / "hub" / "models--tester--bpe" / "snapshots" / ("0" * 40)

@@ -48,7 +48,7 @@ def test_a_task_of_one_s_own_is_registered_without_an_edit_inside_the_package(tm
     """Other columns or labels needed an edit of TASKS in linformer/data/tasks.py (site-packages, once installed), and
     the unknown-task error pointed there. register_task adds one for the process; a finetuning config then reads it
     by task.name, and the error names register_task."""
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig import FinetuneSpec
 
     monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))

@@ -312,7 +312,7 @@ def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, mo
     offline, and read as prepare_corpus reads them (the `text` column, a document per row)."""
     import datasets
 
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.data import io
     from linformer.errors import HubOfflineError
     from linformer.runconfig.data import TokenizerSpec

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.experiments import mini, run_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_n_and_the_variants_k_follow_the_experiments_config(tmp_path, monkeypatc
     import importlib
     import shutil
 
-    from linformer.cli import CONFIG_DIR_VARIABLE
+    from linformer.configs import CONFIG_DIR_VARIABLE
 
     assert compose("pretrain", [mini.EXP]).model.max_seq_len == mini.N
     shutil.copytree(REPO / "configs", tmp_path / "configs")

@@ -298,7 +298,7 @@ def test_the_toy_rehearsal_runs_the_whole_plan_and_resumes(tmp_path):
 def test_the_pair_task_recipes_run_with_one_override_on_fixtures(task, tmp_path, pretrained_run):
     """--tasks ...,qnli,qqp: the plan's finetuning job for the task, as composed from its command line, trains and
     scores once on GLUE-layout fixtures (the real train.tsv cannot be had here)."""
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.train.finetune import finetune
 
     header, rows = {"qnli": ("index\tquestion\tsentence\tlabel", lambda i: f"{i}\twhat is river {i}?\tthe river {i} "

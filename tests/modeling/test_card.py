@@ -302,9 +302,9 @@ def test_cards_name_local_paths_as_the_hub_may_read_them(tmp_path, monkeypatch):
 def test_a_model_folder_has_one_label_in_run_names_compare_tables_and_cards(tmp_path):
     """The same folder was named three ways: a card dropped a checkpoint's run (model-step-N alone), a compare table
     kept the parent of any folder (converted/x); the run name alone told runs' saved models apart."""
-    from linformer.cli import model_name_of
     from linformer.modeling.card import card_path
     from linformer.rundir import _model_label
+    from linformer.runname import model_name_of
 
     step, converted = tmp_path / "r1" / "model-step-40", tmp_path / "converted" / "minilm-k128"
     assert card_path(step) == _model_label(str(step)) == "r1/model-step-40"

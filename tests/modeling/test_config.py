@@ -107,7 +107,7 @@ def test_an_attribute_the_linformer_does_not_know_is_kept_and_survives_save_and_
 
 
 def test_where_a_person_types_model_settings_a_typo_is_one_error_naming_the_key():
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig.runs import PretrainSpec
 
     with pytest.raises(ConfigError, match=r"^model\.sharng is not a LinformerConfig field \(did you mean sharing\?\)"):

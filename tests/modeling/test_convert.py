@@ -330,7 +330,7 @@ def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_na
     of its weights (the same size, so that safetensors still reads them) went into a finetuning unnoticed. The folder
     records its files' checksums (not its card's, which later steps rewrite in place), and a command that starts from
     it names a changed weight file and the conversion that writes it again (a config edited on purpose passes)."""
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.files import output_damage
     from linformer.modeling.card import read_card_info, write_model_card
     from linformer.modeling.convert import convert_and_report
@@ -404,7 +404,8 @@ def _refused(*overrides) -> str:
     import contextlib
     import io
 
-    from linformer.cli import cli_errors, compose
+    from linformer.cli import cli_errors
+    from linformer.configs import compose
     from linformer.modeling.convert import convert_and_report
     from linformer.runconfig import ConvertSpec
 
@@ -507,7 +508,7 @@ def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what)
 
 def _converted(capsys, *overrides) -> str:
     """scripts/convert.py's body in this process on a conversion that succeeds: what it prints."""
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.modeling.convert import convert_and_report
     from linformer.runconfig import ConvertSpec
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.cli import compose
+from linformer.configs import compose
 
 from ..conftest import load_script
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.errors import DataError
 from linformer.report.table2 import PAPER, build_rows, paper_analogue, read_results, to_markdown
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.data import prepare_corpus, train_tokenizer
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")

@@ -14,7 +14,7 @@ from transformers import (
     RobertaForMaskedLM,
 )
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.errors import ConfigError
 from linformer.files import read_json
 from linformer.modeling import LinformerForSequenceClassification

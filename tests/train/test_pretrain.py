@@ -355,7 +355,7 @@ def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_dat
     run = tmp_path / "my runs" / "pretrain's"
     summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
                                         "trainer.eval_every=2", "trainer.save_every=2"), run)
-    from linformer.cli import compose
+    from linformer.configs import compose
 
     words = shlex.split(summary["next"])
     assert words[:3] == ["python", "scripts/finetune.py", "task=sst2"]

@@ -151,7 +151,7 @@ def test_the_benchmark_s_step_is_the_trainer_s():
 @pytest.mark.parametrize("power", [1.0, 2.0])
 def test_the_schedule_warms_up_to_lr_then_decays_to_lr_end(power):
     """train.common.build_scheduler on its own: the lr of every step, which otherwise only the runs' logs show."""
-    from linformer.cli import compose
+    from linformer.configs import compose
     from linformer.runconfig import TrainerSettings
     from linformer.train.common import build_scheduler
 

@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
-from linformer.cli import compose
+from linformer.configs import compose
 from linformer.data import prepare_corpus
 from linformer.errors import ConfigError
 from linformer.modeling import LinformerModel

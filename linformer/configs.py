@@ -1,0 +1,338 @@
+"""configs/ composed as a script composes it, and the refusals of a command line that Hydra would take with a
+traceback, several lines, or not at all: a misspelt key or option, a value left at ???, an added key nothing reads, an
+interpolation that does not resolve, a sweep's job name too long for a folder."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .errors import ConfigError, did_you_mean
+from .files import NAME_MAX_BYTES, flatten
+from .runname import register_resolvers
+
+REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
+CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
+
+
+def config_dir() -> Path:
+    """The configs folder every script and ``compose`` read: $LINFORMER_CONFIG_DIR where it is set (a relative one
+    from the working directory), else the repository's configs/ beside this package, which only a clone (installed
+    editable, ``pip install -e <clone>``) has: a wheel carries the package alone. Read at each call, so that a
+    notebook may set the variable after the import. ConfigError naming both ways where the folder is missing."""
+    given = os.environ.get(CONFIG_DIR_VARIABLE)
+    if given:
+        folder = Path(os.path.expanduser(given)).resolve()
+        if not folder.is_dir():
+            raise ConfigError(f"{CONFIG_DIR_VARIABLE}={given} names no folder: point it at the configs/ folder of a "
+                              "linformer clone (git clone the repository), or unset it to use the clone this package "
+                              "is installed from.")
+        return folder
+    if not REPOSITORY_CONFIGS.is_dir():
+        raise ConfigError(f"no configs folder at {REPOSITORY_CONFIGS}: this linformer is installed without its "
+                          "repository, whose configs/ every command composes. Install it editable from a clone "
+                          f"(pip install -e <clone>), or set {CONFIG_DIR_VARIABLE} to a clone's configs/ folder.")
+    return REPOSITORY_CONFIGS
+
+
+def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
+    """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
+    plans that need a job's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
+    ``run.dir`` is where the script would write its run."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        try:
+            return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+        except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
+            failure = err
+    # outside Hydra's context: the did-you-mean composes the config again
+    raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
+
+
+def _one_line(err: Exception, config_name: str, overrides) -> str:
+    """Hydra's composition error as one line with a did-you-mean: a misspelt key names the closest known key, an
+    unknown group option the closest option (its list of options kept); never Hydra's hint to add the key with
+    '+' (refuse_added_keys refuses it) nor its search path."""
+    text = str(err)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    key = re.search(r"Could not override '([^']+)'", text)
+    if key:
+        removed = next((o[1:] for o in overrides if o.startswith("~") and key.group(1).startswith(o[1:] + ".")), None)
+        if removed:
+            return (f"{key.group(1)}: ~{removed} removes the {removed} group this key belongs to: keep the group "
+                    f"({removed}=...) to set its keys.")
+        others = [o for o in overrides if not o.startswith(key.group(1) + "=")]
+        unlisted = _unlisted_shared_settings(config_name, others, key.group(1))
+        if unlisted:
+            return unlisted
+        known = _known_keys(config_name, others)
+        hint = did_you_mean(key.group(1), known) or _same_setting(key.group(1), known)
+        return f"{key.group(1)}: no such key{hint}; every setting is in configs/."
+    option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
+    available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
+    if option and available:
+        choices = [c for c in available.group(1).split() if not c.startswith("_")]  # _x.yaml: a group's shared part
+        return (f"{option.group(1)}={option.group(2)}: no such option{did_you_mean(option.group(2), choices)}; "
+                f"the options: {', '.join(choices)}.")
+    kept = [line for line in lines if not line.startswith(("To append", "Config search path", "provider="))]
+    return " ".join(kept) or type(err).__name__
+
+
+def _same_setting(key: str, known: list[str]) -> str:
+    """Where the command's config holds a setting of `key`'s name under another path (data.vocab_size where the data
+    group lacks it and the tokenizer's config has vocab_size), the key to give instead; else ''."""
+    leaf = key.rsplit(".", 1)[-1]
+    same = [k for k in known if k != key and k.rsplit(".", 1)[-1] == leaf]
+    return f" (this command takes {leaf} as {' or '.join(k + '=...' for k in same)})" if same else ""
+
+
+def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) -> str | None:
+    """Why `key` is no key where the group's shared settings (configs/<group>/_settings.yaml) hold it but the chosen
+    option's defaults do not list them (a config of one's own), or None."""
+    group, _, field = key.partition(".")
+    if not field or field.split(".")[0] not in _shared_settings(group):
+        return None
+    try:
+        choice = compose(config_name, overrides, with_hydra=True).hydra.runtime.choices.get(group)
+    except ConfigError:
+        return None
+    if not choice or not (config_dir() / group / f"{choice}.yaml").is_file():
+        return None
+    return f"{key}: configs/{group}/{choice}.yaml lacks it: {how_to_give(group, choice, field.split('.')[0])}."
+
+
+def _shared_settings(group: str) -> dict:
+    """configs/<group>/_settings.yaml: the settings every option of the group lists in its defaults ({} for none)."""
+    return _own_config(f"{group}/_settings") if (config_dir() / group / "_settings.yaml").is_file() else {}
+
+
+def how_to_give(group: str, choice: str, field: str) -> str:
+    """How configs/<group>/<choice>.yaml, an option lacking `field`, comes to give it."""
+    if field in _shared_settings(group):
+        return (f"list _settings in its defaults after _self_ (configs/{group}/_settings.yaml holds the settings every "
+                f"{group} option shares), as configs/{group}/{_an_option(group, choice)}.yaml does")
+    return f"add `{field}:` to it (as configs/{group}/ has it in its other options)"
+
+
+def _an_option(group: str, besides: str) -> str:
+    """The first option of configs/<group>/ other than `besides` (a file to copy from)."""
+    return next(p.stem for p in sorted((config_dir() / group).glob("*.yaml"))
+                if not p.stem.startswith("_") and p.stem != besides)
+
+
+def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
+    """Every dotted key of the composed config (with the other overrides, so a chosen group's keys count)."""
+    from omegaconf import OmegaConf
+
+    try:
+        cfg = compose(config_name, overrides)
+    except ConfigError:
+        cfg = compose(config_name)
+    return list(flatten(OmegaConf.to_container(cfg, resolve=False)))
+
+
+MISSING = "???"  # OmegaConf's mark of a value the command line must give
+
+
+def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset()) -> None:
+    """ConfigError naming the first key still at ``???``, with what the config's comment says it takes: otherwise the
+    value surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'.
+    The hydra node's own are Hydra's to fill, and the `swept` keys count as set (a sweep sets them)."""
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(cfg, resolve=False)
+    values.pop("hydra", None)
+    missing = [key for key, value in flatten(values).items() if value == MISSING and key not in swept]
+    if not missing:
+        return
+    key = missing[0]
+    where, comment = _mandatory_key_comment(config_name, key)
+    what = f": {comment}" if comment else ""
+    raise ConfigError(f"{key} is not set{what}; give it on the command line, {key}=... ({where})")
+
+
+def refuse_bad_interpolations(cfg, config_name: str, overrides: list[str]) -> None:
+    """ConfigError for the first command-line value written as an interpolation (``${...}``) that does not resolve
+    (a key that is not there, an unset environment variable), or that reads an environment variable as the text
+    where the config holds a number or a flag: otherwise a traceback, or "seed='3' must be a whole number"."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    defaults = None
+    for override in overrides:
+        key, sep, value = override.lstrip("+~").partition("=")
+        if not sep or "${" not in value:
+            continue
+        try:
+            resolved = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except InterpolationResolutionError as err:
+            reason = str(err).splitlines()[0]
+            raise ConfigError(f"{key}={value} does not resolve: {reason}") from None
+        if "oc.env" in value and "oc.decode" not in value and isinstance(resolved, str):
+            defaults = compose(config_name) if defaults is None else defaults
+            default = OmegaConf.select(defaults, key, default=None, throw_on_resolution_failure=False)
+            if isinstance(default, (bool, int, float)):
+                kind = "true or false" if isinstance(default, bool) else "a number"
+                decoded = f'{key}="${{oc.decode:{value}}}"'
+                raise ConfigError(f"{key}={value} gives the text {resolved!r} where the config holds {kind}: an "
+                                  f"environment variable is read as text; write '{decoded}' (quotes and all)")
+
+
+def refuse_missing_in_sweep(config_name: str, overrides: list[str]):
+    """refuse_missing_values for a --multirun command line: composed without its sweeps (a, b or range(...): no
+    single config holds them), whose keys then count as set. Returns that config (with its hydra node), or None
+    where it does not compose (Hydra's run then says why)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:  # a malformed override
+        return None
+    swept = frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
+    try:
+        cfg = compose(config_name, [o.input_line for o in parsed if not o.is_sweep_override()], with_hydra=True)
+    except ConfigError:
+        return None  # a misspelt key or option
+    refuse_missing_values(cfg, config_name, swept)
+    refuse_bad_interpolations(cfg, config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
+    return cfg
+
+
+def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
+    """ConfigError where a --multirun job's folder name (hydra.sweep.subdir: its run name and its other overrides)
+    would pass NAME_MAX_BYTES, naming the longest override in it and how to shorten it: Hydra would fail making the
+    folder with a traceback, after writing the sweep's multirun.yaml. Checked before anything is written, on the job
+    whose every swept key takes its longest value: the longest name the sweep makes."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        job = [_longest_value(o) if o.is_sweep_override() else o.input_line
+               for o in OverridesParser.create().parse_overrides(overrides)]
+        subdir = str(compose(config_name, job, with_hydra=True).hydra.sweep.subdir)
+    except Exception:  # a sweep only Hydra's run expands (a glob over a group's options), or an interpolation only
+        return         # its run resolves: Hydra's run says what is wrong
+    name = max(Path(subdir).parts, key=lambda part: len(part.encode()), default="")
+    if len(name.encode()) <= NAME_MAX_BYTES:
+        return
+    named = [o for o in job if o.replace("/", "_") in name]
+    longest = f"; the longest override in it is {max(named, key=len)}" if named else ""
+    if any(o.startswith("run_name=") for o in job):  # a run_name given: every other override names the job
+        shorter = "fewer overrides on the command line"
+    else:
+        shorter = (f"keys that need not name the folder in hydra.job.config.override_dirname.exclude_keys "
+                   f"(configs/{config_name}.yaml), a shorter run_name=...")
+    raise ConfigError(f"a job of this sweep would be named {name[:48]}... ({len(name.encode())} bytes; a name may "
+                      f"have {NAME_MAX_BYTES}): its run name and every other override{longest}. Shorten it: put the "
+                      f"settings that stay fixed in a config of one's own (configs/experiment/<name>.yaml, "
+                      f"experiment=<name>), {shorter}, or shorter values.")
+
+
+def _longest_value(override) -> str:
+    """A swept override (a,b or range(...)) as key=value at its longest value."""
+    values = [str(v) for v in override.sweep_string_iterator()]
+    return f"{override.get_key_element()}={max(values, key=lambda v: len(v.encode()))}"
+
+
+def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
+    """(the config file that leaves `key` at ???, the comment on that line): the script's own config first, then
+    the files of the group the key belongs to; (the script's config, '') when no line says it."""
+    leaf = re.escape(key.rsplit(".", 1)[-1])
+    line = re.compile(rf"^\s*{leaf}:\s*\?\?\?\s*(?:#\s*(.*))?$", re.MULTILINE)
+    configs = config_dir()
+    group = configs / key.split(".")[0]
+    files = [configs / f"{config_name}.yaml", *(sorted(group.glob("*.yaml")) if "." in key else [])]
+    for path in files:
+        found = line.search(path.read_text()) if path.is_file() else None
+        if found:
+            return str(path.relative_to(configs.parent)), (found.group(1) or "").strip()
+    return f"configs/{config_name}.yaml", ""
+
+
+def added_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    # the command line as written: an override's ${...} is its value's to resolve, not this list's
+    task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    return [o for o in task if o.startswith("+") and not o.startswith("++")]
+
+
+def _own_config(config_name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((config_dir() / f"{config_name}.yaml").read_text()) or {}
+
+
+def config_groups(config_name: str) -> list[str]:
+    """The config groups configs/<config_name>.yaml's defaults list selects: the only ones its script reads."""
+    return list(_default_options(config_name))
+
+
+def _default_options(config_name: str) -> dict[str, str | None]:
+    """{group: its default option} of configs/<config_name>.yaml's defaults list, Hydra's own left out."""
+    entries = [next(iter(d.items())) for d in _own_config(config_name).get("defaults") or [] if isinstance(d, dict)]
+    return {e.removeprefix("override ").split("@")[0]: option for e, option in entries if e.split("@")[0] != "hydra"}
+
+
+def value_origin(key: str) -> str | None:
+    """Where the running Hydra command's value of the dotted `key` comes from, in words: None where the command line
+    gives it, or outside a Hydra command (a config composed in Python: nothing says); else its group's option and
+    whether that is the command's default (`data=mirror_slice (configs/data/mirror_slice.yaml), configs/pretrain.yaml's
+    default`), so that a refusal does not pass a group's value off as one the user chose."""
+    from hydra.core.hydra_config import HydraConfig
+
+    group = key.split(".", 1)[0]
+    option = composed_option(group)
+    if option is None or any(str(o).lstrip("+~").split("=", 1)[0] == key for o in HydraConfig.get().overrides.task):
+        return None
+    config_name = HydraConfig.get().job.config_name
+    chosen = ("the command line's choice" if _default_options(config_name).get(group) != option else
+              f"configs/{config_name}.yaml's default")
+    return f"{group}={option} (configs/{group}/{option}.yaml), {chosen}"
+
+
+def composed_option(group: str) -> str | None:
+    """The option of config group `group` the running Hydra command composed (`mirror_slice` for data); None outside
+    a Hydra command, or where the command selects none."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
+
+
+def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
+    """ConfigError for the first ``+key=value`` override that adds a key: every key the code reads is in configs/,
+    so an added one is read by nothing (a typo that would run silently with the default), and so is an added config
+    group that the script's config does not select (``+task=sst2`` on pretrain.py; configs/accelerate/ holds
+    ``accelerate launch --config_file`` files, not Hydra options). ``model.*`` keys are LinformerConfig's to check
+    (it names its fields)."""
+
+    from omegaconf import OmegaConf
+
+    for override in added:
+        key = override[1:].split("=", 1)[0]
+        group = key.split("@")[0]
+        if (config_dir() / group).is_dir():
+            groups = config_groups(config_name)
+            if group in groups:
+                continue
+            launch = (f" (configs/{group}/ holds `accelerate launch --config_file configs/{group}/<file>.yaml` files)"
+                      if group == "accelerate" else "")
+            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+                              f"selects no '{group}' group{launch}; the groups it reads: {', '.join(groups)}")
+        if key.startswith("model."):
+            # the command builds a model from model.* (a group, or its own block): LinformerConfig names a field it
+            # does not have
+            if "model" in config_groups(config_name) or "model" in _own_config(config_name):
+                continue
+            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+                              "has no model settings; the model comes whole from model_path (convert or reshape "
+                              "it first: python scripts/convert.py model_path=... model.<field>=...)")
+        known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
+        raise ConfigError(f"{override}: no code reads the key {key}{did_you_mean(key, known)}. Every setting is in configs/; set a "
+                          "known one without the '+'.")

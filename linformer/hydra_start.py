@@ -1,0 +1,212 @@
+"""``hydra_main``: a Hydra script's start. The command line is composed and refused (``linformer.configs``) before
+Hydra writes anything, and what Hydra made for a start that is refused is removed again."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .cli import cli_errors
+from .configs import (
+    added_overrides,
+    compose,
+    config_dir,
+    how_to_give,
+    refuse_added_keys,
+    refuse_bad_interpolations,
+    refuse_long_job_names,
+    refuse_missing_in_sweep,
+    refuse_missing_values,
+)
+from .errors import ConfigError, OutputPathError
+from .files import atomic_write
+from .runname import register_resolvers
+from .signals import sigterm_ignored_at_teardown
+
+
+def hydra_main(config_name: str) -> Callable:
+    """``@hydra.main`` over configs/<config_name>.yaml, with the body run under ``cli_errors``."""
+    import hydra
+
+    register_resolvers()
+
+    def decorate(fn: Callable) -> Callable:
+        start: dict = {}  # when the command started, and the nearest folder on the way to its run dir that existed
+
+        @functools.wraps(fn)
+        def body(cfg):
+            with cli_errors(), _no_refused_run_dir(**start):
+                refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
+                refuse_added_keys(cfg, added_overrides(), config_name)
+                return fn(cfg)
+
+        @functools.wraps(fn)
+        def entry():
+            try:
+                run()
+            finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
+                sigterm_ignored_at_teardown()
+
+        def run():
+            with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
+                main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
+            # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
+            # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
+            # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
+            args = sys.argv[1:]
+            start.update(started=time.time(), before=None, earlier=None)
+            flags = [a for a in args if a.startswith("-")]
+            if not flags:
+                with cli_errors():
+                    try:
+                        cfg = compose(config_name, args, with_hydra=True)
+                    except ConfigError:
+                        if not any(a.startswith("+") for a in args):
+                            raise
+                    else:  # a value left unset first: the run directory's name may need it
+                        refuse_missing_values(cfg, config_name)
+                        refuse_bad_interpolations(cfg, config_name, args)
+                        start["before"] = _run_dir_before(cfg, overrides=args)
+                        start["earlier"] = _hydra_record(cfg)
+            elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
+                with cli_errors():
+                    cfg = refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
+                    start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
+                    if cfg is not None:
+                        refuse_long_job_names(config_name, [a for a in args if not a.startswith("-")])
+            return main()
+
+        return entry
+
+    return decorate
+
+
+def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path | None:
+    """The nearest folder that exists already on the way to where Hydra will put the run of `cfg` (composed with its
+    hydra node: the run directory itself when it exists; with mode "sweep", a --multirun's sweep directory); None
+    when the config names no such directory. A run directory that climbs out of its folder through a ".." in a name
+    (`overrides` name the value) is refused here, before Hydra writes its .hydra/ files there: Hydra's files would
+    land in a folder that holds other things (the checkout itself), where a refused start cannot remove them."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationKeyError
+
+    try:
+        given = Path(str(cfg.hydra[mode].dir))
+    except InterpolationKeyError as err:  # a key it names is gone (~model): Hydra's run would fail on it too
+        missing = re.search(r"key '([^']+)'", str(err))
+        key = missing.group(1) if missing else "a key"
+        group, _, leaf = key.partition(".")
+        chosen = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None) if leaf else None
+        option = config_dir() / group / f"{chosen}.yaml"
+        if chosen is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
+            # the group is selected and its option's file lacks the key (a config of one's own)
+            raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which configs/{group}/{chosen}.yaml "
+                              f"does not give: {how_to_give(group, chosen, leaf)}, or set run_name=...") from None
+        raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which this command line removes or "
+                          f"leaves unset: select its config group again (e.g. {group}=...) rather than "
+                          "removing it.") from None
+    except Exception:  # an interpolation only Hydra's run resolves: nothing is removed then
+        return None
+    culprit = next((key for key, _, value in (a.lstrip("+~").partition("=") for a in overrides)
+                    if ".." in Path(value).parts and value in str(given) and not key.startswith("hydra.")), None)
+    if ".." in given.parts and culprit:  # a hydra.run.dir given with a ".." is the user's own choice
+        raise ConfigError(f"{culprit}={OmegaConf.select(cfg, culprit, default='')!r} puts the run directory "
+                          f"(hydra.{mode}.dir) at {given}, outside its folder: it must be one folder name (not a "
+                          "path: without '/', not '..').")
+    run_dir = given.resolve()
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    if not existing.is_dir():  # Hydra would fail making the run directory, with a traceback
+        raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "
+                              "Choose another paths.output_dir or run_name.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is not writable. Choose "
+                              "another paths.output_dir or run_name.")
+    return existing
+
+
+# what Hydra writes into a run directory before the script's body runs
+_HYDRA_FILES = (".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml")
+
+
+def _hydra_record(cfg) -> dict[str, bytes] | None:
+    """The .hydra/ files an earlier command left in the run directory of `cfg` (composed with its hydra node), by
+    name: Hydra replaces them before the body runs, so a refused start puts them back (_no_refused_run_dir)."""
+    try:
+        run_dir = Path(str(cfg.hydra.run.dir)).resolve()
+    except Exception:  # an interpolation only Hydra's run resolves: nothing to keep
+        return None
+    earlier = {name: (run_dir / name).read_bytes() for name in _HYDRA_FILES if (run_dir / name).is_file()}
+    return earlier or None
+
+
+@contextlib.contextmanager
+def _no_refused_run_dir(started: float | None = None, before: Path | None = None,
+                        earlier: dict[str, bytes] | None = None):
+    """A start that fails leaves nothing behind of what Hydra made for it: its .hydra/ files and log, and the
+    folders Hydra created down to the run directory. Only when nothing else is in it (a run's own files are never
+    touched), never the working directory, and never a folder that was there before the command. A run directory
+    that held an earlier command's .hydra/ files (`earlier`) gets them back: they describe the outputs beside them."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError, ValueError):
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            hydra = HydraConfig.get()
+            run = hydra_run_dir().resolve()
+            if earlier and hydra.mode != RunMode.MULTIRUN:
+                if not _wrote_outputs(run, hydra.job.name, started):
+                    for name, content in earlier.items():
+                        atomic_write(run / name, content)
+            else:
+                sweep = Path(hydra.sweep.dir).resolve() if hydra.mode == RunMode.MULTIRUN else None
+                _remove_hydra_leftovers(run, hydra.job.name, started, before, sweep)
+        raise
+
+
+def _wrote_outputs(run: Path, job_name: str, started: float | None) -> bool:
+    """Whether this command wrote a file of its own into the run directory (not Hydra's .hydra/ files or log)."""
+    hydra = {run / name for name in (*_HYDRA_FILES, f"{job_name}.log")}
+    return started is None or any(p.stat().st_mtime >= started for p in run.rglob("*")
+                                  if p.is_file() and p not in hydra)
+
+
+def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None,
+                            sweep: Path | None = None) -> None:
+    """`sweep`: a --multirun's sweep directory, above `run` (this job's): its multirun.yaml goes too when this
+    command wrote it and no other job's directory is left beside it."""
+    if started is None or run == Path.cwd().resolve():
+        return
+    made = [run / name for name in (*_HYDRA_FILES, f"{job_name}.log") if (run / name).exists()]
+    everything = [p for p in run.rglob("*") if p.is_file() or p.is_symlink()]
+    if sorted(everything) != sorted(made) or any(p.stat().st_mtime < started for p in made):
+        return  # something else is in it: not a refused start's leftovers
+    for path in made:
+        path.unlink()
+    with contextlib.suppress(OSError):
+        (run / ".hydra").rmdir()
+    if before is None or not run.is_relative_to(before):
+        return
+    for folder in (run, *run.parents):  # the folders made for this start, each only when empty
+        if folder == before:
+            break
+        record = folder / "multirun.yaml"
+        if folder == sweep and [p.name for p in folder.iterdir()] == [record.name] and \
+                record.stat().st_mtime >= started:
+            record.unlink()
+        folder.rmdir()
+
+
+
+def hydra_run_dir() -> Path:
+    """The Hydra run directory of this job (outputs/<stage>/<run_name>), the same on every rank."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
