@@ -2,7 +2,8 @@
 
 from .collator import MLMCollator
 from .corpus import load_prepared, prepare_corpus
-from .tasks import TASKS, TaskSpec, compute_metrics, get_task, load_task
+from .task_loading import load_task
+from .tasks import TASKS, TaskSpec, compute_metrics, get_task
 from .tokenizer import tokenizer_hash, train_tokenizer
 
 __all__ = [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..argtypes import folder, positive_minutes
 from ..data.io import default_data_mirror, repo_root
-from ..data.tasks import check_task_files
+from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan

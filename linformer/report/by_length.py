@@ -20,7 +20,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..data.io import default_data_mirror
 from ..data.streams import token_lengths
-from ..data.tasks import get_task, read_task_split, shared_texts, subset_rows
+from ..data.task_readers import read_task_split
+from ..data.task_splits import shared_texts, subset_rows
+from ..data.tasks import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
 from ..files import save_figure, table_lines

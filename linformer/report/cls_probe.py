@@ -17,7 +17,9 @@ import torch
 
 import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror, load_auto
-from linformer.data.tasks import check_task_dir, get_task, load_task
+from linformer.data.task_loading import load_task
+from linformer.data.task_readers import check_task_dir
+from linformer.data.tasks import get_task
 from linformer.data.tokenizer import load_tokenizer
 from linformer.files import atomic_write, table_lines, table_row
 from linformer.modeling.loading import load_pretrained, resolve_model_path

@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from ..data.io import configured_path, default_data_mirror
-from ..data.tasks import TASKS, load_task, longer_than
+from ..data.task_loading import load_task
+from ..data.task_splits import longer_than
+from ..data.tasks import TASKS
 from ..devices import DTYPES
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json

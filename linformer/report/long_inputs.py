@@ -23,7 +23,9 @@ from transformers import AutoModelForSequenceClassification
 from ..bench.common import beyond_flop_bound, flop_bound_warning, warning_paragraph
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror, load_auto, resolve_path
-from ..data.tasks import TASKS, load_task, longer_than
+from ..data.task_loading import load_task
+from ..data.task_splits import longer_than
+from ..data.tasks import TASKS
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json

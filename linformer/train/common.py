@@ -15,7 +15,8 @@ from accelerate.utils import is_tensorboard_available, is_wandb_available, set_s
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest
-from ..data.tasks import check_task_dir, get_task, task_files
+from ..data.task_readers import check_task_dir, task_files
+from ..data.tasks import get_task
 from ..errors import ConfigError
 from ..files import cache_key, flatten
 from ..modeling.convert import is_projection_weight

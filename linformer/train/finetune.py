@@ -4,7 +4,7 @@ Works from a pretraining run directory (its ``model/``), any Linformer directory
 (RoBERTa, BERT-family: Table 2's baseline row).
 
 The protocol: nothing is chosen on the split a table reports. With ``validation_fraction``, a stratified share of the
-train rows is held out (``data.tasks.carve_validation``) and evaluated every epoch (or every ``trainer.eval_every``
+train rows is held out (``data.task_splits.carve_validation``) and evaluated every epoch (or every ``trainer.eval_every``
 steps); the best evaluation there selects the model, kept in ``<run>/best``. Without it nothing is chosen: the last
 model is the selected one. Either way the reported split (GLUE dev, IMDB test) is scored once, at the end, on the
 selected model: its per-example predictions go to ``eval_predictions.json`` and its metrics to ``results.json``, which
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
-from ..data.tasks import split_info
+from ..data.task_loading import split_info
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, write_json

@@ -2,8 +2,13 @@ import dataclasses
 
 import pytest
 
+import linformer.data.task_loading as task_loading
+import linformer.data.task_readers as task_readers
 import linformer.data.tasks as tasks
-from linformer.data.tasks import get_task, load_task, longer_than, read_task_split, subset_rows
+from linformer.data.task_loading import load_task
+from linformer.data.task_readers import read_task_split
+from linformer.data.task_splits import longer_than, subset_rows
+from linformer.data.tasks import get_task
 from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
@@ -116,7 +121,7 @@ def test_a_task_spec_is_checked_where_it_is_defined(fields, message):
 
 
 def test_every_format_has_a_reader():
-    assert set(tasks.READERS) == set(tasks.FORMATS)
+    assert set(task_readers.READERS) == set(tasks.FORMATS)
     assert {spec.format for spec in tasks.TASKS.values()} <= set(tasks.FORMATS)
 
 
@@ -131,9 +136,9 @@ def test_an_edited_task_spec_does_not_reuse_its_cached_splits(agnews_dir, tokeni
     again = load_task("agnews", str(agnews_dir), tokenizer, 32, cache_dir=cache)
     assert again["train"]["labels"][:4] == [2, 3, 0, 1]
     monkeypatch.setitem(tasks.TASKS, "agnews", _agnews(title="AG News", metrics=("f1_macro",)))
-    named = tasks.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, tasks.SplitOptions())
+    named = task_loading.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, task_loading.SplitOptions())
     monkeypatch.setitem(tasks.TASKS, "agnews", _agnews())
-    assert named == tasks.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, tasks.SplitOptions())
+    assert named == task_loading.split_cache_key("agnews", str(agnews_dir), "train", tokenizer, 32, task_loading.SplitOptions())
 
 
 def test_a_task_without_a_hub_dataset_says_so(agnews_dir, tmp_path):
@@ -171,7 +176,8 @@ def test_a_bert_tokenizer_s_segment_ids_are_kept_and_tell_the_cache_apart(qqp_di
     split cached without them is not read as one with them."""
     from transformers import BertTokenizer
 
-    from linformer.data.tasks import SplitOptions, split_cache_key
+    from linformer.data.task_loading import split_cache_key
+    from linformer.data.task_splits import SplitOptions
 
     words = ["how", "do", "i", "learn", "river", "what", "is", "the", "castle", "?", "0", "1", "2"]
     bert = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
@@ -316,7 +322,7 @@ def test_an_imdb_row_with_a_quote_left_open_is_named_and_skipped_alone(tmp_path,
     assert skipped == 1 and cols["text"] == ['a fine film, "truly"', "good", 'bad, "very" bad']
     assert cols["labels"] == [1, 1, 0]
     train = load_task("imdb", str(tmp_path), tokenizer, 16, skip_bad_rows=True)["train"]
-    assert len(train) == 3 and tasks.split_info(train)["skipped_bad_rows"] == 1
+    assert len(train) == 3 and task_loading.split_info(train)["skipped_bad_rows"] == 1
 
 
 def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_count_is_not_silent(tmp_path):
@@ -335,13 +341,13 @@ def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_c
 def _count_encoded(monkeypatch) -> list[int]:
     """Record how many rows each tokenizer batch holds."""
     sizes: list[int] = []
-    encode = tasks._Encode.__call__
+    encode = task_loading._Encode.__call__
 
     def counting(self, batch):
         sizes.append(len(batch["labels"]))
         return encode(self, batch)
 
-    monkeypatch.setattr(tasks._Encode, "__call__", counting)
+    monkeypatch.setattr(task_loading._Encode, "__call__", counting)
     return sizes
 
 
@@ -399,16 +405,16 @@ def test_concurrent_cache_savers_keep_the_first_copy(qqp_dir, tokenizer, tmp_pat
     """Another process saves the same split while this one tokenizes: its copy stays in place (it may have it
     memory-mapped), this one's is dropped, and no temporary is left behind."""
     cache = tmp_path / "cache"
-    encode = tasks._encode_split
+    encode = task_loading._encode_split
 
     def other_process_finishes_first(*args):
         ds = encode(*args)
-        key = tasks.split_cache_key(*args)
+        key = task_loading.split_cache_key(*args)
         theirs = ds.map(lambda row: {"labels": 1 - row["labels"]})  # tell the two copies apart
         theirs.save_to_disk(str(cache / f"qqp-{args[2]}-{key}"))
         return ds
 
-    monkeypatch.setattr(tasks, "_encode_split", other_process_finishes_first)
+    monkeypatch.setattr(task_loading, "_encode_split", other_process_finishes_first)
     dd = load_task("qqp", str(qqp_dir), tokenizer, 32, cache_dir=str(cache), splits=("eval",))
     assert dd["eval"]["labels"] == [1 - i % 2 for i in range(5)]
     assert [p.name.rsplit("-", 1)[0] for p in cache.iterdir()] == ["qqp-eval"]
@@ -461,8 +467,6 @@ def test_a_task_file_is_hashed_once_for_every_split_s_cache_key(qqp_dir, tokeniz
 
 
 def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_path, monkeypatch):
-    import linformer.data.tasks as tasks
-
     cache = tmp_path / "cache"
     first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
     assert sorted(p.name.rsplit("-", 1)[0] for p in cache.iterdir()) == ["qqp-eval", "qqp-train"]
@@ -471,7 +475,7 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     def no_reading(*args, **kwargs):
         raise AssertionError("read the files again instead of the cache")
 
-    monkeypatch.setattr(tasks, "read_task_split", no_reading)
+    monkeypatch.setattr(task_loading, "read_task_split", no_reading)
     again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
     assert again["train"]["input_ids"] == first["train"]["input_ids"] and again["eval"]["labels"] == first["eval"]["labels"]
     with pytest.raises(AssertionError, match="instead of the cache"):  # another max_length is another key
@@ -530,7 +534,6 @@ def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_
     """A damaged entry of another user's cache could not be removed: the tokenized split was then taken for another
     process's save, and the damaged copy loaded again (a pyarrow traceback). A cache that cannot be written (read-only,
     full) stopped the run after the tokenizing. The run goes on with its own split, and says so."""
-    import linformer.data.tasks as tasks
     from linformer.errors import DiskFullError
 
     cache = tmp_path / "cache"
@@ -539,7 +542,7 @@ def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_
     del first
     [arrow] = list(cache.glob("qqp-train-*/*.arrow"))
     arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
-    monkeypatch.setattr(tasks.shutil, "rmtree", lambda *a, **k: None)  # another user's: removing it fails
+    monkeypatch.setattr(task_loading.shutil, "rmtree", lambda *a, **k: None)  # another user's: removing it fails
     again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
     assert list(again["train"]["input_ids"]) == list(ids) and "cannot be removed" in caplog.text
     monkeypatch.undo()
@@ -547,7 +550,7 @@ def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_
     def full(*args, **kwargs):
         raise DiskFullError("no space left on device while writing the cache")
 
-    monkeypatch.setattr(tasks, "_save", full)
+    monkeypatch.setattr(task_loading, "_save", full)
     fresh = load_task("qqp", str(qqp_dir), tokenizer, max_length=32, cache_dir=str(cache))
     assert len(fresh["train"]) == len(ids) and "cannot be written (no space left" in caplog.text
     assert "task_cache_dir=null skips the cache" in caplog.text
@@ -574,7 +577,7 @@ def _imdb_csv(path, texts_labels):
 def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path, tokenizer):
     """IMDB's train and test splits share reviews: a review also in test (up to whitespace and <br /> breaks) is
     dropped from train before any subset or carve, and the count is recorded."""
-    from linformer.data.tasks import split_info
+    from linformer.data.task_loading import split_info
 
     train = [(f"review number {i} of the river", i % 2) for i in range(40)]
     test = [(f"a test review {i}", i % 2) for i in range(10)]
@@ -592,7 +595,8 @@ def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path,
 
 
 def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(tmp_path, tokenizer):
-    from linformer.data.tasks import carve_validation, split_info
+    from linformer.data.task_loading import split_info
+    from linformer.data.task_splits import carve_validation
 
     cols = {"text": [f"row {i}" for i in range(200)], "labels": [0] * 150 + [1] * 50}
     train, held = carve_validation(cols, 0.1, seed=0)
@@ -645,5 +649,5 @@ def test_a_tokenizer_that_truncates_on_the_left_does_not_read_the_right_truncate
     cut = load_task("qqp", str(qqp_dir), left_tok, max_length=8, cache_dir=str(tmp_path / "c"))["train"]
     fresh = load_task("qqp", str(qqp_dir), left_tok, max_length=8)["train"]
     assert cut["input_ids"] == fresh["input_ids"] != right["input_ids"]
-    assert tasks.split_cache_key("qqp", str(qqp_dir), "train", right_tok, 8, tasks.SplitOptions()) == \
-        tasks.split_cache_key("qqp", str(qqp_dir), "train", load_tokenizer(tok_dir), 8, tasks.SplitOptions())
+    assert task_loading.split_cache_key("qqp", str(qqp_dir), "train", right_tok, 8, task_loading.SplitOptions()) == \
+        task_loading.split_cache_key("qqp", str(qqp_dir), "train", load_tokenizer(tok_dir), 8, task_loading.SplitOptions())

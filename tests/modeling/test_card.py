@@ -258,7 +258,8 @@ def test_a_model_finetuned_on_cleaned_text_says_so_and_by_what_function(tmp_path
     predictions than the run reported, and nothing the model carries said why."""
     import importlib
 
-    from linformer.data.tasks import TASKS, read_task_split
+    from linformer.data.task_readers import read_task_split
+    from linformer.data.tasks import TASKS
 
     clean = TASKS["imdb"].text_cleaning
     assert clean == "linformer.data.tasks.clean_imdb" and TASKS["sst2"].text_cleaning is None

@@ -204,7 +204,7 @@ def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
     import datasets
     import transformers
 
-    from linformer.data import tasks
+    from linformer.data import task_readers
     from linformer.data.tokenizer import load_tokenizer
     from linformer.errors import CheckpointError, HubOfflineError
     from linformer.modeling.loading import resolve_model_path
@@ -216,10 +216,10 @@ def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
     with pytest.raises(HubOfflineError, match=r"^model_path='user/model' is not a folder here, and its tokenizer "
                                               r"could not be read from the hub \(We couldn't connect"):
         load_tokenizer("user/model", "model_path")
-    monkeypatch.setattr(tasks, "hub_offline", lambda: False)
+    monkeypatch.setattr(task_readers, "hub_offline", lambda: False)
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("no route")))
     with pytest.raises(HubOfflineError, match=r"could not load hub dataset 'glue/sst2' for task sst2 \(no route\): "
                                               r"set task.data_dir to local files"):
-        tasks.read_task_split("sst2", None, "train")
+        task_readers.read_task_split("sst2", None, "train")
     with pytest.raises(CheckpointError, match=r"^model_path='outputs/no-such-run-here' .* holds no model"):
         resolve_model_path("outputs/no-such-run-here")

@@ -786,7 +786,7 @@ def test_a_pair_task_on_a_bert_model_scores_what_the_saved_model_gives_through_i
     on model(**tokenizer(a, b)) (as pipelines run it) predicted otherwise than the run reported."""
     from transformers import AutoModelForSequenceClassification
 
-    from linformer.data.tasks import read_task_split
+    from linformer.data.task_readers import read_task_split
 
     header = "index\tquestion\tsentence\tlabel\n"
     pick = ["good", "bad", "fine", "dull", "film", "answer"]

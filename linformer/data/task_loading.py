@@ -1,0 +1,235 @@
+"""``load_task``: a task's splits read, chosen and tokenized, and the cache of tokenized splits (one folder per split,
+keyed by the files' contents, the tokenizer and the options). Rows are not padded; batches are padded dynamically by
+``streams.TaskCollator``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import ConfigError, LinformerError, TaskDataError
+from ..files import atomic_dir, cache_key, made_by, output_damage
+from .streams import TOKEN_TYPES
+from .task_readers import read_task_split, task_files
+from .task_splits import SplitOptions, carve_validation, drop_eval_duplicates, split_limits, subset_rows
+from .tasks import get_task
+from .tokenizer import loaded_identity
+
+log = logging.getLogger(__name__)
+
+
+def encoded_columns(tokenizer) -> list[str]:
+    """The token columns a split is encoded into: input_ids and attention_mask, and token_type_ids where the tokenizer
+    gives them (its ``model_input_names``: BERT's do, a pair's second text marked 1; RoBERTa's do not). Which of them
+    feed a model is the run's choice (``streams.example_columns``)."""
+    given = getattr(tokenizer, "model_input_names", ())
+    return ["input_ids", "attention_mask"] + ([TOKEN_TYPES] if TOKEN_TYPES in given else [])
+
+
+class _Encode:
+    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int):
+        self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
+        self.columns = encoded_columns(tokenizer)
+
+    def __call__(self, batch: dict) -> dict:
+        texts = [batch[f] for f in self.fields]
+        enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length)
+        return {c: enc[c] for c in self.columns}
+
+
+CACHE_VERSION = 5  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
+
+
+def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
+                    digests: dict[str, str] | None = None) -> str | None:
+    """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
+    label order, reader), source file contents (train and validation also depend on the
+    eval files, whose duplicates they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
+    options (the seed only where it draws), and the columns it is encoded into (``encoded_columns``). None (no
+    caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
+    (``files.cache_key``), so that a task file is read once a call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if data_dir is None or backend is None:
+        return None
+    files = task_files(name, data_dir, ("eval",) if split == "eval" else ("train", "eval"))
+    if not files:
+        return None  # reading will raise the layout error
+    limit = options.limit(split)
+    carved = split != "eval" and options.validation_fraction is not None
+    key = {"version": CACHE_VERSION, "task": get_task(name).reading(), "split": split, "max_length": max_length,
+           "tokenizer": loaded_identity(tokenizer), "columns": encoded_columns(tokenizer),
+           "skip_bad_rows": options.skip_bad_rows,
+           "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
+           "subset_seed": options.subset_seed if limit is not None or carved else None}
+    return cache_key(key, files, digests)
+
+
+def split_info(ds) -> dict:
+    """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
+    "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
+    source; eval: the subset's indices in its source, when max_eval_examples took one; after bad rows are skipped),
+    "of" (eval: the rows of its source)}."""
+    return json.loads(ds.info.description or "{}")
+
+
+def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOptions) -> tuple[dict, dict]:
+    """The raw columns of `split` (train, validation or eval) as the options select them, and what to record of it.
+
+    train and validation: the train source without the rows whose text is also an eval row's, then the max_examples
+    subset, then the validation carve (``carve_validation``) of what remains."""
+    task_spec = get_task(name)
+    source = "eval" if split == "eval" else "train"
+    cols, skipped = read_task_split(name, data_dir, source, options.skip_bad_rows)
+    if skipped:
+        log.warning("task %s/%s: skipped %d malformed rows", name, source, skipped)
+    if not cols["labels"]:
+        raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
+    info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",
+            "skipped_bad_rows": skipped}
+    cols = {**cols, "_row": list(range(len(cols["labels"])))}  # each row's index in its source, carried along
+    if split == "eval":  # its size, and the rows a subset kept: predictions join back to them
+        info["of"] = len(cols["labels"])
+        cols = subset_rows(cols, options.limit("eval"), options.subset_seed)
+        if len(cols["labels"]) < info["of"]:
+            info["rows"] = [int(i) for i in cols["_row"]]
+        return {k: v for k, v in cols.items() if k != "_row"}, info
+    cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
+        cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)
+    if not cols["labels"]:
+        raise TaskDataError(f"task {name} in {data_dir}: every train row is also an eval row ("
+                            f"{info['eval_duplicates_dropped']} dropped): nothing is left to train on")
+    cols = subset_rows(cols, options.limit("train"), options.subset_seed)
+    if options.validation_fraction is not None:
+        train, held = carve_validation(cols, options.validation_fraction, options.subset_seed)
+        cols = held if split == "validation" else train
+        if split == "validation":
+            info["rows"] = [int(i) for i in cols["_row"]]
+    return {k: v for k, v in cols.items() if k != "_row"}, info
+
+
+def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions):
+    import datasets
+
+    task_spec = get_task(name)
+    cols, info = _read_rows(name, data_dir, split, options)
+    ds = datasets.Dataset.from_dict(cols)
+    ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length), batched=True, batch_size=1000,
+                remove_columns=list(task_spec.text_fields), desc=f"tokenize {name}/{split}")
+    ds.info.description = json.dumps(info)
+    return ds
+
+
+class _SavedMeanwhile(Exception):
+    """Another process saved the same split while this one tokenized it."""
+
+
+def _complete(target: Path) -> bool:
+    return (target / "dataset_info.json").is_file()
+
+
+def _save(ds, target: Path):
+    """Save `ds` as `target` (``atomic_dir``) and load it back memory-mapped, like a cached load. When another
+    process saved the same split meanwhile, its copy is kept: replacing it would delete files it has mapped."""
+    import datasets
+
+    try:
+        if _complete(target):
+            raise _SavedMeanwhile
+        with atomic_dir(target, made_by("task_cache", {"entry": target.name}), checksums=True) as tmp:
+            ds.save_to_disk(str(tmp))
+            if _complete(target):
+                raise _SavedMeanwhile
+    except _SavedMeanwhile:
+        log.info("task cache %s was saved by another process meanwhile; using that copy", target)
+    return datasets.load_from_disk(str(target))
+
+
+def load_task(
+    name: str,
+    data_dir: str | None,
+    tokenizer,
+    max_length: int,
+    skip_bad_rows: bool = False,
+    splits: tuple[str, ...] = ("train", "eval"),
+    max_examples: Mapping[str, int | None] | int | None = None,
+    cache_dir: str | None = None,
+    subset_seed: int = 0,
+    validation_fraction: float | None = None,
+):
+    """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `validation`, `eval`), each holding
+    input_ids, attention_mask, labels, and token_type_ids where the tokenizer gives them (``encoded_columns``)
+    (unpadded; pairs as `<s> a </s></s> b </s>`, or BERT's `[CLS] a [SEP] b [SEP]`, truncated to max_length).
+
+    `eval` is the GLUE dev split, and IMDB's test split (IMDB has no dev split; the paper reports test): the split
+    a table reports. `train` never holds a row whose text is also an eval row's (``drop_eval_duplicates``).
+    `max_examples` (one number for every split, or {"train": n, "eval": m}; None = every row) keeps a random
+    stratified subset of that many rows drawn with `subset_seed` (``subset_rows``) before tokenizing, so a small run
+    tokenizes only what it uses. `validation_fraction` carves that share of the (subset) train rows into
+    `validation` with `subset_seed` (``carve_validation``): the split a run chooses epochs and checkpoints on.
+    ``split_info`` tells what was dropped and carved. IMDB train is sorted by label: shuffle it when training (a
+    subset is already shuffled).
+
+    With `cache_dir`, each tokenized split is saved there (`<task>-<split>-<key>`, see split_cache_key) and later
+    calls with the same file contents, tokenizer and options load it instead of reading and tokenizing again.
+    """
+    import datasets
+
+    options = SplitOptions(skip_bad_rows, max_examples, subset_seed, validation_fraction)
+    split_limits(max_examples, ("train", "eval"))  # a bad limit is refused before anything is read
+    if "validation" in splits and validation_fraction is None:
+        raise ConfigError("the validation split is carved from train: set validation_fraction")
+    out, digests = {}, {}  # each task file hashed once for every split's key
+    for split in splits:
+        args = (name, data_dir, split, tokenizer, max_length, options)
+        key = split_cache_key(*args, digests) if cache_dir else None
+        target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
+        if target is not None and _complete(target):
+            log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
+            try:
+                out[split] = _load_cached(target)
+                continue
+            except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
+                why = str(err) if isinstance(err, _CacheDamaged) else \
+                    f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                log.warning("task cache %s %s: tokenizing the split again to replace it", target, why)
+                shutil.rmtree(target, ignore_errors=True)
+                if target.exists():  # another user's: it stays damaged, and this run keeps its own split
+                    log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached",
+                                target)
+                    target = None
+        ds = _encode_split(*args)
+        out[split] = _cached(ds, target) if target is not None else ds
+    return datasets.DatasetDict(out)
+
+
+class _CacheDamaged(Exception):
+    """A cache entry whose files are not, or cannot be checked to be, the ones it was saved with (what it is, as a
+    clause after its path)."""
+
+
+def _load_cached(target: Path):
+    """The tokenized split cached at `target`, its files checked against the checksums its manifest records first, as
+    a prepared corpus's are: a changed byte reads without an error, and would train on other token ids. An entry
+    saved without checksums (by an earlier version) cannot be checked, and is tokenized again."""
+    import datasets
+
+    damage = output_damage(target)
+    if damage is None:
+        raise _CacheDamaged("was saved without checksums of its files (by an earlier version)")
+    if damage:
+        raise _CacheDamaged(f"is damaged ({'; '.join(damage)})")
+    return datasets.load_from_disk(str(target))
+
+
+def _cached(ds, target: Path):
+    """``_save``, or `ds` itself where the cache cannot be written (read-only, another user's, full): a cache only
+    spares the next run the tokenizing, so this one goes on."""
+    try:
+        return _save(ds, target)
+    except (LinformerError, PermissionError, OSError) as err:
+        log.warning("task cache %s cannot be written (%s): this run's split is not cached (task_cache_dir=null "
+                    "skips the cache, task_cache_dir=<dir> moves it)", target, str(err).splitlines()[0])
+        return ds

@@ -1,0 +1,308 @@
+"""The readers of a task's files: GLUE tsv, the mirror's IMDB CSVs or the original aclImdb folders, or, with
+`data_dir=None`, the Hugging Face hub (fails fast offline). A malformed row is a TaskDataError naming the file and
+line, or is skipped and counted with skip_bad_rows."""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import csv
+import io
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from ..errors import ConfigError, HubOfflineError, TaskDataError
+from .io import hub_offline, hub_offline_error
+from .tasks import TEXT_CLEANING, TaskSpec, clean_imdb, get_task
+
+
+def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None) -> FileNotFoundError:
+    """A task's file or folder that is not there: what the task expects, and where else it can come from."""
+    return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}"
+                             f"{task_spec.elsewhere() if elsewhere is None else elsewhere}")
+
+
+def check_task_files(names, mirror: str | Path) -> None:
+    """FileNotFoundError naming the first train or eval file of the tasks `names` that is not under the data mirror
+    (where finetuning reads them by default): a plan checks them before its first job, not at the finetuning that
+    needs them after its pretraining."""
+    for name in names:
+        check_task_dir(name, Path(mirror) / get_task(name).mirror_subdir)
+
+
+def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = False) -> int | None:
+    """The label's id; a label outside the task's set is a malformed row: an error, or None (skip it) with
+    skip_bad_rows."""
+    raw = raw.strip()
+    if raw in task_spec.raw_labels:
+        return task_spec.raw_labels.index(raw)
+    if skip_bad_rows:
+        return None
+    raise TaskDataError(f"{where}: label {raw!r} is not in the {task_spec.name} label set {list(task_spec.raw_labels)}"
+                        "; set task.skip_bad_rows=true to skip and count such rows")
+
+
+def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool) -> bool:
+    """False for a row to skip (counted by the caller); a malformed row raises unless skip_bad_rows."""
+    if len(row) == len(header):
+        return True
+    if not skip_bad_rows:
+        raise TaskDataError(
+            f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
+            "set task.skip_bad_rows=true to skip and count such rows"
+        )
+    return False
+
+
+def _texts_fit(texts: Mapping[str, str], where: str, skip_bad_rows: bool) -> bool:
+    """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
+    empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows."""
+    empty = [column for column, text in texts.items() if not text]
+    if not empty:
+        return True
+    if not skip_bad_rows:
+        raise TaskDataError(f"{where}: empty text in column {empty[0]}: write the row's text, or set "
+                            "task.skip_bad_rows=true to skip and count such rows")
+    return False
+
+
+def _utf8_lines(path: Path) -> Iterator[str]:
+    """The lines of `path` as text (a byte-order mark read away): a byte that is not UTF-8 is one TaskDataError naming
+    the file and line, where a replacement character would have been trained on without a word."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            yield _decoded(raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw, f"{path}:{number}")
+
+
+def _decoded(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TaskDataError(f"{where}: not UTF-8 text (byte {raw[err.start]:#04x}): convert the file to UTF-8 (for "
+                            "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
+
+
+def _read_glue_tsv(path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    if not path.is_file():
+        raise _missing(path, task_spec)
+    reader = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    return _glue_rows(path, reader, task_spec, skip_bad_rows)
+
+
+def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    cols: dict[str, list] = {f: [] for f in task_spec.text_fields}
+    cols["labels"] = []
+    skipped = 0
+    header = next(reader, None)
+    if header is None:
+        raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
+    header = [h.strip() for h in header]
+    needed = [*list(task_spec.text_fields), task_spec.label_field]
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {task_spec.layout()}")
+    idx = [header.index(c) for c in task_spec.text_fields]
+    lab = header.index(task_spec.label_field)
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if not _row_fits(row, header, where, skip_bad_rows):
+            skipped += 1
+            continue
+        label = _label_id(row[lab], task_spec, where, skip_bad_rows)
+        texts = {f_: row[i].strip() for f_, i in zip(task_spec.text_fields, idx)}
+        if label is None or not _texts_fit(texts, where, skip_bad_rows):
+            skipped += 1
+            continue
+        for f_, text in texts.items():
+            cols[f_].append(text)
+        cols["labels"].append(label)
+    return cols, skipped
+
+
+class _LineFeed:
+    """The lines a csv reader reads, numbered, with a way to give some back (read again by the next row)."""
+
+    def __init__(self, f):
+        self.f, self.number = f, 0
+        self.back: collections.deque[tuple[int, str]] = collections.deque()
+        self.taken: list[tuple[int, str]] = []  # the lines the current row was read from
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        if self.back:
+            number, line = self.back.popleft()
+        else:
+            line, self.number = next(self.f), self.number + 1
+            number = self.number
+        self.taken.append((number, line))
+        return line
+
+
+def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+    """(row, its first line, its last line, give back) for each row of a csv file's lines. A quote left open on one
+    line takes the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines
+    after its first to the rows after it, which they are. A file that ends inside a quoted field (cut short by a
+    copy) is a TaskDataError naming `path` and the line: csv would return the cut row as a whole one."""
+    reader = csv.reader(feed)
+    while True:
+        feed.taken = []
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        lines = feed.taken
+        text = "".join(line for _, line in lines)
+        # only a row cut at the file's end (its last line without a newline) or one over several lines can end
+        # inside its quotes: the strict parse is spared the rest
+        if (not text.endswith("\n") or len(lines) > 1) and _ends_inside_quotes(text):
+            raise TaskDataError(f"{path}:{lines[0][0]}: the file ends inside the quoted field this row opens (cut "
+                                "short?): copy the file again")
+        yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
+
+
+def _ends_inside_quotes(text: str) -> bool:
+    """Whether csv text ends inside a quoted field (strict csv's "unexpected end of data")."""
+    if '"' not in text:
+        return False
+    try:
+        for _ in csv.reader(io.StringIO(text), strict=True):
+            pass
+    except csv.Error as err:
+        return "unexpected end of data" in str(err)
+    return False
+
+
+def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
+    """The split's folder in the aclImdb layout (<data_dir>/train/{pos,neg}/*.txt), where there is one."""
+    folder = data_dir / Path(split_file).stem
+    return folder if (folder / "pos").is_dir() and (folder / "neg").is_dir() else None
+
+
+def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    cols: dict[str, list] = {"text": [], "labels": []}
+    skipped = 0
+    rows = _csv_rows(feed, csv_path)
+    header = next(rows, [[]])[0]
+    if "text" not in header or "label" not in header:
+        raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
+    ti, li = header.index("text"), header.index("label")
+    for row, first, last, give_back in rows:
+        # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
+        # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
+        swallowed = last > first and len(row) == len(header) and _rows_inside(row[ti], len(header))
+        where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
+                                         if last > first and (len(row) != len(header) or swallowed) else "")
+        if swallowed:
+            if not skip_bad_rows:
+                raise TaskDataError(f"{where}: its text takes in lines that read as rows of their own; close the "
+                                    "quote, or set task.skip_bad_rows=true to skip and count such rows")
+            skipped += 1
+            give_back()
+            continue
+        if not _row_fits(row, header, where, skip_bad_rows):
+            skipped += 1
+            give_back()  # the lines an open quote took in are rows of their own
+            continue
+        label = _label_id(row[li], task_spec, where, skip_bad_rows)
+        text = clean_imdb(row[ti])
+        if label is None or not _texts_fit({"text": text}, where, skip_bad_rows):
+            skipped += 1
+            continue
+        cols["text"].append(text)
+        cols["labels"].append(label)
+    return cols, skipped
+
+
+def _rows_inside(text: str, width: int) -> bool:
+    """Whether a field's later lines parse as csv rows of `width` fields: rows an open quote took in."""
+    return any(len(fields) == width for fields in csv.reader(text.splitlines()[1:]))
+
+
+def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    csv_path = data_dir / split_file
+    folder = _aclimdb(data_dir, split_file)
+    cols: dict[str, list] = {"text": [], "labels": []}
+    skipped = 0
+    if csv_path.is_file():
+        cols, skipped = _imdb_rows(csv_path, _LineFeed(_utf8_lines(csv_path)), task_spec, skip_bad_rows)
+    elif folder is not None:
+        for label, sub in ((0, "neg"), (1, "pos")):
+            for p in sorted((folder / sub).glob("*.txt")):
+                cols["text"].append(clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p))))
+                cols["labels"].append(label)
+    else:
+        raise _missing(csv_path, task_spec)
+    return cols, skipped
+
+
+def _read_hub(task_spec: TaskSpec, split: str) -> dict:
+    if not task_spec.hub:
+        raise ConfigError(f"task.data_dir=null: task {task_spec.name} has no hub dataset; set task.data_dir to the "
+                          f"folder of its files ({task_spec.layout()})")
+    name = task_spec.hub_name
+    if hub_offline():
+        raise hub_offline_error(name)
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(*task_spec.hub, split=task_spec.hub_splits[split])
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
+                              f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
+    cols = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
+    clean = TEXT_CLEANING.get(task_spec.format)
+    if clean is not None:
+        cols["text"] = [clean(t) for t in cols["text"]]
+    cols["labels"] = list(ds["label"])
+    return cols
+
+
+def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
+    """Raw columns {text fields..., labels} of split 'train' or 'eval', and the number of skipped bad rows."""
+    task_spec = get_task(name)
+    if split not in ("train", "eval"):
+        raise ValueError(f"split {split!r}: expected 'train' or 'eval'")
+    if data_dir is None:
+        return _read_hub(task_spec, split), 0
+    d = Path(data_dir)
+    check_task_dir(name, d, (split,))
+    return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
+
+
+def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval"),
+                   elsewhere: str | None = None) -> None:
+    """FileNotFoundError naming a task directory `data_dir` (task.data_dir) that is not there, else the first file
+    of `splits` it lacks: what a run trains on is checked before anything is compared with its record (a mistyped
+    folder is named as such, not taken for other data). `elsewhere` ends the message where the command takes the
+    data otherwise than finetuning's task.data_dir (default: ``TaskSpec.elsewhere``)."""
+    task_spec = get_task(name)
+    d = Path(data_dir)
+    if not d.is_dir():
+        raise _missing(f"task directory {d}", task_spec, elsewhere)
+    for split in splits:
+        path = d / task_spec.files[split]
+        if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(d, task_spec.files[split])):
+            raise _missing(path, task_spec, elsewhere)
+
+
+# format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)
+READERS: dict[str, Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]] = {
+    "glue_tsv": lambda data_dir, split_file, spec, skip: _read_glue_tsv(data_dir / split_file, spec, skip),
+    "imdb": _read_imdb,
+}
+
+
+def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
+    f = data_dir / task_spec.files[split]
+    if task_spec.format == "imdb" and not f.is_file():  # aclImdb folders
+        return sorted((data_dir / Path(task_spec.files[split]).stem).glob("*/*.txt"))
+    return [f]
+
+
+def task_files(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval")) -> list[Path]:
+    """The files a task's `splits` are read from under `data_dir` (those that exist)."""
+    spec = get_task(name)
+    return [p for split in splits for p in _source_files(spec, Path(data_dir), split) if p.is_file()]

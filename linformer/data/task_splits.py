@@ -1,0 +1,120 @@
+"""Which rows of a task a run takes: a stratified subset (``subset_rows``), the validation carve
+(``carve_validation``), and no train row whose text is also an eval row's (``drop_eval_duplicates``). Each a pure
+function of the rows, the numbers and the seed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+
+LIMIT_KEYS = {"train": "max_train_examples", "eval": "max_eval_examples"}  # the finetuning config's names
+
+
+def split_limits(max_examples: Mapping[str, int | None] | int | None, splits: tuple[str, ...]) -> dict:
+    """{split: number of rows to keep or None}, from one number for every split or a {split: number} mapping.
+    Zero or negative raises ConfigError naming the finetuning key (max_train_examples / max_eval_examples)."""
+    if isinstance(max_examples, Mapping):
+        unknown = set(max_examples) - set(LIMIT_KEYS)
+        if unknown:
+            raise ConfigError(f"max_examples has unknown splits {sorted(unknown)}; expected {sorted(LIMIT_KEYS)}")
+        limits = {split: max_examples.get(split) for split in splits}
+    else:
+        limits = dict.fromkeys(splits, max_examples)
+    for split, n in limits.items():
+        if n is not None and (isinstance(n, bool) or int(n) < 1):
+            raise ConfigError(f"{LIMIT_KEYS[split]}={n}: must be a positive number of rows, or null for every row")
+    return {split: None if n is None else int(n) for split, n in limits.items()}
+
+
+def stratified_pick(labels, n: int, seed: int) -> np.ndarray:
+    """Indices of `n` of the rows with `labels`, drawn with `seed`, in a seeded random order. Stratified: each label
+    keeps its share of the rows (rounded by largest remainder), so the draw's class balance is the rows' and does
+    not move with the seed."""
+    labels = np.asarray(labels)
+    rows = len(labels)
+    classes, counts = np.unique(labels, return_counts=True)
+    exact = counts * n / rows
+    quota = np.floor(exact).astype(int)
+    quota[np.argsort(quota - exact, kind="stable")[: n - int(quota.sum())]] += 1
+    order = np.random.default_rng(seed).permutation(rows)
+    rank = np.empty(rows, dtype=int)  # each row's place among its class in the seeded order
+    for c in classes:
+        members = order[labels[order] == c]
+        rank[members] = np.arange(len(members))
+    return order[rank[order] < quota[np.searchsorted(classes, labels[order])]]
+
+
+def subset_rows(cols: dict, n: int | None, seed: int) -> dict:
+    """`n` rows drawn with `seed` (``stratified_pick``: a function of the seed, n and the rows read), before anything
+    is tokenized. Every row in file order when `n` is None or covers them."""
+    if n is None or n >= len(cols["labels"]):
+        return cols
+    return _take(cols, stratified_pick(cols["labels"], n, seed))
+
+
+def _take(cols: dict, keep) -> dict:
+    return {k: [v[i] for i in keep] for k, v in cols.items()}
+
+
+def validation_size(fraction: float, rows: int) -> int:
+    """Rows a validation carve of `fraction` takes from `rows` training rows (at least one)."""
+    return max(1, round(fraction * rows))
+
+
+def carve_validation(cols: dict, fraction: float, seed: int) -> tuple[dict, dict]:
+    """(train, validation): a stratified `fraction` of the rows (``stratified_pick`` with `seed`) held out to choose
+    epochs and checkpoints on, the rest kept for training in their order. A pure function of the rows, the fraction
+    and the seed: every row and seed of an experiment that shares them shares the carve."""
+    held = stratified_pick(cols["labels"], validation_size(fraction, len(cols["labels"])), seed)
+    rest = np.setdiff1d(np.arange(len(cols["labels"])), held)  # sorted: the file's order
+    return _take(cols, rest), _take(cols, np.sort(held))
+
+
+def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
+    return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
+
+
+def shared_texts(cols: dict, others: dict, fields: tuple[str, ...]) -> np.ndarray:
+    """Per row of `cols`, whether its text (every text field, whitespace runs folded) is also a row of `others`."""
+    seen = {text_key(others, fields, i) for i in range(len(others["labels"]))}
+    return np.array([text_key(cols, fields, i) in seen for i in range(len(cols["labels"]))], dtype=bool)
+
+
+def drop_eval_duplicates(train: dict, eval_cols: dict, fields: tuple[str, ...]) -> tuple[dict, int]:
+    """The train rows whose text (every text field, whitespace runs folded) is not also an eval row's, and how many
+    were dropped: a model must not train on the examples its reported split scores (IMDB's train and test splits
+    share over a hundred reviews)."""
+    keep = np.flatnonzero(~shared_texts(train, eval_cols, fields))
+    return (_take(train, keep) if len(keep) < len(train["labels"]) else train), len(train["labels"]) - len(keep)
+
+
+def longer_than(split, tokens: int, count: int, where: str):
+    """The examples of a tokenized split longer than ``tokens``: ``count`` of them drawn at random (seed 0; 0 or more
+    than there are: all), in the split's order, and how many there are. ``where`` names the option at fault when
+    there are none."""
+    lengths = np.array([len(x) for x in split["input_ids"]])
+    long = np.flatnonzero(lengths > tokens)
+    if not len(long):
+        raise ConfigError(f"{where}: no example of the split is longer than {tokens} tokens")
+    chosen = long
+    if count and count < len(long):
+        chosen = np.sort(np.random.default_rng(0).choice(long, count, replace=False))
+    return split.select(chosen.tolist()), len(long)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How a run selects the rows of a task's splits (the finetuning config's data keys)."""
+
+    skip_bad_rows: bool = False
+    max_examples: Mapping[str, int | None] | int | None = None  # one number for every split, or {"train": n, "eval": m}
+    subset_seed: int = 0            # draws the max_examples subsets and the validation carve
+    validation_fraction: float | None = None  # of the (subset) train rows, held out as the "validation" split
+
+    def limit(self, split: str) -> int | None:
+        """Rows to draw from `split`'s source (validation comes out of train's)."""
+        return split_limits(self.max_examples, ("train", "eval"))["eval" if split == "eval" else "train"]
