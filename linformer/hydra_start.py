@@ -204,7 +204,6 @@ def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, bef
         folder.rmdir()
 
 
-
 def hydra_run_dir() -> Path:
     """The Hydra run directory of this job (outputs/<stage>/<run_name>), the same on every rank."""
     from hydra.core.hydra_config import HydraConfig
