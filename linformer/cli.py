@@ -99,7 +99,7 @@ _quieted: list[int] = []  # the rank quiet_other_ranks set up, once per process
 
 def progress_to_log_file() -> bool:
     """Whether progress goes to a log file (stderr not a terminal: nohup, tee, a job runner, CI). There every stage
-    prints plain lines (training's ``core.progress_line``, the tokenizer's and the corpus's own), never a bar: a
+    prints plain lines (training's ``train.summary.progress_line``, the tokenizer's and the corpus's own), never a bar: a
     bar's carriage returns and redraws run into one line, or leave blank ones, in a file."""
     try:
         return not sys.stderr.isatty()

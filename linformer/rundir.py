@@ -19,7 +19,7 @@
 config.yaml, run.json, summary.json and results.json are written whole (``files.atomic_write``): a reader sees the old
 or the new file, never half. metrics.jsonl is appended a row at a time, so a reader may meet a last row still being
 written (``metric_lines``: its whole_lines stops before it, the other readers warn about it); the ``.lock`` is created
-exclusively (``RunLock``). The models and checkpoints are the trainer's (train/core.py, train/checkpoint.py), each
+exclusively (``RunLock``). The models and checkpoints are the trainer's (train/trainer.py, train/checkpoint.py), each
 written whole. This module holds the record itself (identity, lock, metrics, status) and its readers: a command that
 builds on a run reads a file of it through ``read_record`` (a damaged one is refused in one line), a report that goes
 on without it through ``load_run`` (a warning, or ``strict``: ``read_record``).

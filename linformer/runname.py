@@ -25,7 +25,7 @@ def _attn_tag(attention, n, k, sharing, projection="linear") -> str:
     return f"{attention}-n{n}-k{_k_tag(k)}-{sharing}" + ("" if projection in (None, "linear") else f"-{projection}")
 
 
-# the folder names a run gives the models it saves (train/core.py, train/export.py): not a model's own name
+# the folder names a run gives the models it saves (train/trainer.py, train/export.py): not a model's own name
 _GENERIC_MODEL_DIRS = re.compile(rf"({MODEL_DIR}|{BEST_DIR}|{MODEL_DIR}-step-\d+)")
 
 

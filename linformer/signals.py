@@ -5,7 +5,7 @@ it stands. Every mode installs and restores its handlers through ``handling``:
   an atomic write), until the block says its outcome is decided (a rerun of a complete run: it stays complete);
 - stop as on Ctrl-C, ``sigterm_interrupts``: SIGTERM raises KeyboardInterrupt, so a command that already handles
   Ctrl-C (the job runner, the dashboard) handles both alike;
-- stop at the next step, ``linformer.train.core.StopSignal``: the trainer records the signal and stops at a step
+- stop at the next step, ``linformer.train.stopping.StopSignal``: the trainer records the signal and stops at a step
   boundary, so a step is never cut in half and every rank stops at the same step;
 - finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
   saving after its last update, short beside a job runner's wait for it), a second one stops it;

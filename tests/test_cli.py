@@ -323,7 +323,7 @@ def test_a_printed_command_keeps_each_word_one_word_in_the_shell(monkeypatch):
     import shlex
 
     from linformer.shell import shell_command
-    from linformer.train.core import command_line
+    from linformer.train.stopping import command_line
 
     words = ["python", "scripts/finetune.py", "task=sst2", "model_path=/tmp/my runs/it's here"]
     assert shlex.split(shell_command(*words)) == words
@@ -338,7 +338,7 @@ def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(mon
     """Bitwise results hold on one thread: a resume on the default threads would go on computing otherwise."""
     import shlex
 
-    from linformer.train.core import command_line
+    from linformer.train.stopping import command_line
 
     for name in NUMERIC_ENV:
         monkeypatch.delenv(name, raising=False)

@@ -40,8 +40,9 @@ from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
 from ..shell import hydra_override, shell_command
 from .common import projection_param_groups
-from .core import Trainer, run_training
+from .core import run_training
 from .finetune import FinetuneTask
+from .trainer import Trainer
 
 log = logging.getLogger(__name__)
 

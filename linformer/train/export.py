@@ -32,8 +32,8 @@ from .checkpoint import (
     newest_intact,
     step_of,
 )
-from .core import no_hf_progress_bars
 from .pretrain import build_model
+from .summary import no_hf_progress_bars
 
 WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
 SPECS = {spec.stage: spec for spec in (FinetuneSpec, PretrainSpec)}

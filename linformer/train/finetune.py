@@ -46,7 +46,9 @@ from ..modeling.loading import (
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, SUMMARY
 from ..shell import shell_command
-from .core import Trainer, TrainingTask, run_training
+from .core import run_training
+from .task import TrainingTask
+from .trainer import Trainer
 
 log = logging.getLogger(__name__)
 

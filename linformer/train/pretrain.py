@@ -40,7 +40,9 @@ from ..modeling.loading import (
 from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
 from ..shell import hydra_override, shell_command
-from .core import BlockStreamTask, Trainer, run_training
+from .core import run_training
+from .task import BlockStreamTask
+from .trainer import Trainer
 
 log = logging.getLogger(__name__)
 

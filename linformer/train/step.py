@@ -1,4 +1,4 @@
-"""One optimizer step over a step's micro-batches: the trainer's (``core.Trainer``) and the throughput benchmark's
+"""One optimizer step over a step's micro-batches: the trainer's (``trainer.Trainer``) and the throughput benchmark's
 (``bench.throughput``), so that the tokens/s and MFU the benchmark reports are those of the step users run.
 
 The step's loss is the mean over the step's items on every rank: each micro-batch's mean loss is weighted by its

@@ -43,7 +43,9 @@ from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
 from ..shell import hydra_override, shell_command
 from .common import projection_param_groups
-from .core import BlockStreamTask, Trainer, run_training
+from .core import run_training
+from .task import BlockStreamTask
+from .trainer import Trainer
 
 log = logging.getLogger(__name__)
 

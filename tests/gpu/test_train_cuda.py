@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from linformer.errors import Preempted
 from linformer.modeling.flops import peak_flops
-from linformer.train import core
+from linformer.train import stopping, trainer
 from linformer.train.finetune import finetune
 from linformer.train.pretrain import pretrain
 
@@ -39,13 +39,13 @@ def _losses(run_dir):
 def trainers(monkeypatch):
     """Every Trainer whose fit() runs in the test, to look at its Accelerator, model, optimizer and scaler after."""
     seen = []
-    fit = core.Trainer.fit
+    fit = trainer.Trainer.fit
 
     def recording_fit(self, *args, **kwargs):
         seen.append(self)
         return fit(self, *args, **kwargs)
 
-    monkeypatch.setattr(core.Trainer, "fit", recording_fit)
+    monkeypatch.setattr(trainer.Trainer, "fit", recording_fit)
     return seen
 
 
@@ -73,7 +73,7 @@ def _stop_after(monkeypatch, steps: int) -> None:
         calls["n"] += 1
         return (signal.SIGTERM if calls["n"] == steps else None), save_due
 
-    monkeypatch.setattr(core.StopSignal, "agreed", agreed)
+    monkeypatch.setattr(stopping.StopSignal, "agreed", agreed)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -126,7 +126,7 @@ def test_a_cuda_run_stopped_and_resumed_gives_the_uninterrupted_run_bitwise(tiny
     steps = [f"trainer.mixed_precision={precision}", "trainer.max_steps=16", "trainer.save_every=4",
              "trainer.eval_every=8"]
     saved_scaler, loaded = {}, {}
-    save, resume = core.Trainer.save, core.Trainer._resume
+    save, resume = trainer.Trainer.save, trainer.Trainer._resume
 
     def recording_save(self):
         if self.accelerator.scaler is not None:
@@ -139,8 +139,8 @@ def test_a_cuda_run_stopped_and_resumed_gives_the_uninterrupted_run_bitwise(tiny
         if self.accelerator.scaler is not None:
             loaded["scaler"] = self.accelerator.scaler.state_dict()
 
-    monkeypatch.setattr(core.Trainer, "save", recording_save)
-    monkeypatch.setattr(core.Trainer, "_resume", recording_resume)
+    monkeypatch.setattr(trainer.Trainer, "save", recording_save)
+    monkeypatch.setattr(trainer.Trainer, "_resume", recording_resume)
 
     full, cut = tmp_path / "full", tmp_path / "cut"
     pretrain(compose_pretrain(tiny_data, *steps), full)
@@ -231,7 +231,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(tiny_data, tmp_path,
     synchronising call inside every step after the first (a loss or flag read on the host, a copy from pageable
     memory). With every loss NaN from the third forward, fused AdamW skips on the device and the read at step 6
     counts them."""
-    step, strict = core.Trainer._train_step, []
+    step, strict = trainer.Trainer._train_step, []
 
     def no_sync(self, s):
         if s == 0:
@@ -243,7 +243,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(tiny_data, tmp_path,
             torch.cuda.set_sync_debug_mode("default")
             strict.append(s)
 
-    monkeypatch.setattr(core.Trainer, "_train_step", no_sync)
+    monkeypatch.setattr(trainer.Trainer, "_train_step", no_sync)
     if poisoned:
         nan_losses_after(monkeypatch, 2)
     cfg = compose_pretrain(tiny_data, "trainer.mixed_precision=bf16", "trainer.sync_every=6", "trainer.eval_every=100",

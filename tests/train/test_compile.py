@@ -91,13 +91,13 @@ def test_inductor_compiled_pretraining_matches_eager_on_cpu(tiny_data, tmp_path)
 def test_prefetched_batches_give_the_same_run_bitwise(tiny_data, tmp_path, monkeypatch):
     """On a GPU the next step's batches are built in a background thread; the data is a function of the step, so
     the losses, evaluations and weights are the same as building them in turn (forced on here, on the CPU)."""
-    from linformer.train import core
+    from linformer.train import trainer
 
     plain = tmp_path / "plain"
     pretrain(compose_pretrain(tiny_data), plain)
-    monkeypatch.setattr(core, "prefetches", lambda device: True)
+    monkeypatch.setattr(trainer, "prefetches", lambda device: True)
     threads = []
-    build = core.Trainer._host_batches
+    build = trainer.Trainer._host_batches
 
     def recording(self, step):
         import threading
@@ -105,7 +105,7 @@ def test_prefetched_batches_give_the_same_run_bitwise(tiny_data, tmp_path, monke
         threads.append(threading.current_thread() is threading.main_thread())
         return build(self, step)
 
-    monkeypatch.setattr(core.Trainer, "_host_batches", recording)
+    monkeypatch.setattr(trainer.Trainer, "_host_batches", recording)
     prefetched = tmp_path / "prefetched"
     pretrain(compose_pretrain(tiny_data), prefetched)
     assert threads[0] and not any(threads[1:])  # the first step's batches in turn, every later one prefetched

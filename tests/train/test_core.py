@@ -8,7 +8,8 @@ from accelerate import Accelerator
 
 from linformer.modeling import LinformerConfig, LinformerForMaskedLM
 from linformer.runconfig import TrainerSettings
-from linformer.train.core import Trainer, TrainingTask
+from linformer.train.task import TrainingTask
+from linformer.train.trainer import Trainer
 
 
 class _FixedBatches(TrainingTask):

@@ -165,7 +165,7 @@ def test_host_reads_every_sync_every_steps_log_the_same_run(tiny_data, tmp_path,
     """trainer.sync_every=5 reads the device at steps 5 and 10 and before every evaluation (6, 12) and checkpoint (4, 8,
     12): 6 reads for 12 steps, not 12, and every step's row (loss, lr, gradient norm, epoch, tokens), every
     evaluation and the final weights are those of reading every step."""
-    from linformer.train.core import Trainer
+    from linformer.train.trainer import Trainer
 
     reads = []
     read = Trainer._read_steps
@@ -283,7 +283,7 @@ def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, e
     import wandb
 
     from linformer.errors import Preempted, TrainingDiverged
-    from linformer.train.core import Trainer
+    from linformer.train.trainer import Trainer
 
     codes, real_init = [], wandb.init
 
@@ -459,9 +459,9 @@ def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluati
                                                                                  monkeypatch, terminal):
     """Where stderr is not a terminal (nohup, tee, a job runner) the bar's carriage returns ran every redraw into one
     line, and the validation perplexity was printed nowhere: plain lines there; a terminal keeps the bar alone."""
-    from linformer.train import core
+    from linformer.train import trainer
 
-    monkeypatch.setattr(core, "progress_to_log_file", lambda: not terminal)
+    monkeypatch.setattr(trainer, "progress_to_log_file", lambda: not terminal)
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.warmup_steps=1", "trainer.log_every=2",
                               "trainer.eval_every=3", "trainer.save_every=6"), tmp_path / "run")
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pretrain step ")]

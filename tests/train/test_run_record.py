@@ -262,7 +262,7 @@ def test_a_run_directory_made_read_only_is_the_error_not_the_lock_s_clean_up(tin
 
     from linformer import files
     from linformer.errors import OutputPathError
-    from linformer.train.core import Trainer
+    from linformer.train.trainer import Trainer
 
     run, readonly = tmp_path / "run", []
     real_save, real_access, real_unlink = Trainer.save_model, os.access, Path.unlink
@@ -390,10 +390,10 @@ def test_save_every_minutes_checkpoints_between_the_steps_a_kill_would_otherwise
     """A run killed without a signal (the kernel's out-of-memory killer sends SIGKILL) keeps what the last
     checkpoint holds: with save_every_minutes the trainer writes one whenever that much time has passed, with no
     step-based checkpoint asked for."""
-    from linformer.train import core
+    from linformer.train import trainer
 
     clock = iter(range(0, 10_000, 25))  # each reading of the clock 25 s after the previous one
-    monkeypatch.setattr(core, "_clock", lambda: float(next(clock)))
+    monkeypatch.setattr(trainer, "_clock", lambda: float(next(clock)))
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.save_every=null", "trainer.keep_last=10",
                               "trainer.save_every_minutes=1", "trainer.eval_every=1000"), tmp_path / "run")
     saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
@@ -552,8 +552,8 @@ def test_sigterm_outside_the_steps_ends_the_run_as_stopped_not_killed(tiny_data,
     import signal as signals
 
     from linformer.errors import Preempted
-    from linformer.train.core import Trainer
     from linformer.train.pretrain import PretrainTask
+    from linformer.train.trainer import Trainer
 
     target = "_evaluate" if when == "start-up" else "finish"
     owner = Trainer if target == "_evaluate" else PretrainTask
@@ -623,8 +623,8 @@ def test_a_sigterm_after_the_last_update_lets_the_run_finish_complete(tiny_data,
     for a stopped job. Now it finishes, complete, and says so on one line."""
     import signal as signals
 
-    from linformer.train.core import Trainer
     from linformer.train.pretrain import PretrainTask
+    from linformer.train.trainer import Trainer
 
     target, owner = ("_train_step", Trainer) if when == "last step" else ("finish", PretrainTask)
     real = getattr(owner, target)
@@ -656,7 +656,7 @@ def test_a_resumed_run_logs_the_lr_column_of_an_uninterrupted_one(tiny_data, tmp
     import signal as signals
 
     from linformer.errors import Preempted
-    from linformer.train.core import Trainer
+    from linformer.train.trainer import Trainer
 
     steps = ["trainer.max_steps=8", "trainer.warmup_steps=4", "trainer.save_every=100", "trainer.log_every=1",
              "trainer.eval_every=100"]
@@ -686,7 +686,7 @@ def test_a_resumed_run_logs_the_lr_column_of_an_uninterrupted_one(tiny_data, tmp
                                                  for r in rows(older)))
     assert lrs(older) != lrs(stopped)
     for run in (stopped, older):
-        with caplog.at_level(logging.WARNING, logger="linformer.train.core"):
+        with caplog.at_level(logging.WARNING, logger="linformer.train.trainer"):
             summary = pretrain(compose_pretrain(tiny_data, *steps), run)
         assert summary["resumed_from_step"] == 3 and lrs(run) == lrs(whole), run
         said = [r.getMessage() for r in caplog.records if "rate after each step" in r.getMessage()]

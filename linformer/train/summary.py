@@ -1,0 +1,54 @@
+"""What a run prints: a log file's progress lines, the closing summary, and no transformers bars over its own."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+@contextlib.contextmanager
+def no_hf_progress_bars() -> Iterator[None]:
+    """transformers' own bars ("Writing model shards") off inside the block: the run has its own progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:
+    """One step's line for a log file: its loss, rate and speed, and its validation scores (val_*) where it
+    evaluated, e.g. ``pretrain step 200/300: loss 6.8123, lr 4.44e-04, 41,230 tokens/s, val_loss 6.9, val_ppl 992.4``."""
+    parts = [f"loss {row['loss']:.4f}"] if "loss" in row else []
+    parts += [f"lr {row['lr']:.2e}"] if "lr" in row else []
+    parts += [f"{row['tokens_per_s']:,.0f} tokens/s"] if row.get("tokens_per_s") else []
+    parts += [f"{key} {value:.5g}" for key, value in row.items()
+              if key.startswith("val_") and isinstance(value, (int, float))]
+    return f"{stage} step {step}/{max_steps}: {', '.join(parts)}"
+
+
+def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None) -> None:
+    """The closing lines of a run: what it reached, where the model is, what to run next."""
+    lines = [(f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
+             f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})")]
+    if summary.get("tokens_per_s_steady"):
+        speed = f"  speed: {summary['tokens_per_s_steady']:,.0f} tokens/s (median of the later steps)"
+        speed += f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
+        if summary.get("compile"):
+            c = summary["compile"]
+            mode = f", mode {c['mode']}" if c.get("mode", "default") != "default" else ""
+            speed += (f"; torch.compile ({c['backend']}{mode}): {c['graphs']} graph(s), {c['graph_breaks']} graph "
+                      "break(s)")
+        lines.append(speed)
+    lines += [f"  {line}" for line in summary.get("report", [])]
+    if summary.get("model_dir"):
+        lines.append(f"  model: {summary['model_dir']}")
+    if summary.get("next"):
+        lines.append(f"  next: {summary['next']}")
+    print("\n".join(lines), file=sys.stderr)

@@ -1,0 +1,549 @@
+"""The Trainer: the loop of optimizer steps, host reads, evaluations, checkpoints and exact resume over a
+``TrainingTask``, which ``core.run_training`` builds and fits."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+
+from ..cli import exit_status, progress_to_log_file
+from ..devices import device_name
+from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
+from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
+from ..runconfig import RunSpec, TrainerSettings
+from ..rundir import (
+    MetricsWriter,
+    RunRecord,
+    describe_changes,
+    identity_diff,
+    read_metrics,
+    refused_changes,
+    reported_scalars,
+    run_environment,
+    start_changes,
+)
+from ..shell import hydra_override, shell_command
+from ..signals import signal_words, signals_finish
+from . import checkpoint as ckpt
+from .common import finish_trackers, init_trackers
+from .compiling import CompileCounts
+from .step import optimizer_step
+from .stopping import FINISHING, OUTSIDE_STEPS, StopSignal, command_line
+from .summary import no_hf_progress_bars, print_summary, progress_line
+from .task import TrainingTask
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepRecord:
+    """One optimizer step as the host knows it before reading the device: its values stay on the device."""
+
+    step: int                        # the step number once done (1 for the first)
+    values: torch.Tensor             # [loss, grad norm, finite] on the device
+    tokens: int                      # this rank's real tokens of the step (the host read sums every rank's)
+    lr: float                        # the lr this step's update used (what the row logs)
+    epoch: float
+
+
+_clock = time.monotonic  # seconds, for trainer.save_every_minutes
+
+
+def prefetches(device: torch.device) -> bool:
+    """Whether the trainer builds the next step's batches in a background thread (on a GPU: the host is free)."""
+    return device.type == "cuda"
+
+
+class Trainer:
+    def __init__(self, accelerator: Accelerator, model, optimizer, scheduler, task: TrainingTask,
+                 settings: TrainerSettings, record: RunRecord, spec: RunSpec, config: Mapping, tokenizer=None,
+                 tracker_tags: list[str] | None = None):
+        self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
+        self.task, self.settings, self.record, self.tokenizer = task, settings, record, tokenizer
+        self.spec, self.config = spec, config  # config: what the run record stores (the spec's, with its data's key)
+        self.tracker_tags = list(tracker_tags or [])
+        self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
+        self.eval_every = settings.eval_every or task.default_eval_every
+        self.metrics: MetricsWriter | None = None
+        self._t0 = time.perf_counter()  # this process's start of fit()
+        self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        self._pending: list[StepRecord] = []  # steps done since the last host read
+        self._window_start = time.perf_counter()  # when the steps of the next host read began
+        self._last_save = _clock()  # when the last checkpoint was written (trainer.save_every_minutes)
+        # On a GPU the next step's batches are built on the host while the device runs this step (the data is a
+        # pure function of the step, so prefetching changes no value). On a CPU the thread would take a core.
+        self._prefetcher = ThreadPoolExecutor(1) if prefetches(accelerator.device) else None
+        self._next: tuple[int, Future] | None = None
+        self._compile_start = CompileCounts.now()
+        self._wall_before = 0.0  # seconds the processes before a resume spent on this run (from its checkpoint)
+        # the logged lr is trainer.lr's schedule: the first group that starts there (a task's other groups, such as
+        # distillation's E/F, follow the same schedule from their own lr)
+        starts = [g.get("initial_lr", g["lr"]) for g in optimizer.param_groups]
+        self._lr_group = next((i for i, lr in enumerate(starts) if math.isclose(lr, settings.lr)), 0)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.record.dir
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    # ------------------------------------------------------------------------------------------- the run
+    def fit(self, eval_at_start: bool = False) -> dict[str, Any]:
+        """Train to max_steps (resuming where a checkpoint says), then write the model, summary and record."""
+        self._t0 = time.perf_counter()
+        self._resume()
+        # saved with every checkpoint: a resume compares them (_check_global_batch) or keeps them (keep_draws)
+        self.state["global_batch"], self.state["processes"] = self.global_batch(), self.accelerator.num_processes
+        self.state.update(self.task.draws())
+        if self.is_main:
+            self.record.start(self.config, self.state["step"], self.accelerator.num_processes,
+                              run_environment(self.accelerator.device), self.task.draws())
+            self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
+            if self.state.get("resumed_from_step"):
+                self._relog_rates_used()
+        # the trackers' config carries what the summary records of the batch (processes, global batch) beside it
+        init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name,
+                      {**dict(self.config), **self._batch_record()},
+                      self.task.stage, self.spec.experiment_name, self.tracker_tags,
+                      created=self.record.info().get("created") if self.is_main else None)
+        # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
+        # carriage returns would run every redraw into one line there
+        self._log_lines = self.is_main and progress_to_log_file()
+        if self.state["step"] == 0 and eval_at_start:
+            self._progress_line(0, self._evaluate(0, {}))  # the log file's first line: where training starts
+        t_loop, tokens_before = time.perf_counter(), self.state["tokens"]
+        with StopSignal() as stop:
+            self._loop(stop)
+        # the training is done: a SIGTERM now lets the final evaluation and saving finish (a job runner waits for
+        # them), so the run ends complete; a second one stops it
+        with signals_finish(FINISHING, OUTSIDE_STEPS, received=stop.signum is not None):
+            return self._finish(t_loop, tokens_before)
+
+    def _finish(self, t_loop: float, tokens_before: int) -> dict[str, Any]:
+        """After the last update: the task's final evaluation and saving, the summary and the run record."""
+        loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
+        summary, results = self.task.finish(self)
+        if results is not None:
+            self._log_reported(results)
+        summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
+                   "steps": self.state["step"], "tokens": self.state["tokens"],
+                   # None where this start took no step (resumed at its last): its speed is unknown, not 0
+                   "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
+                                    if loop_s > 0 and self.state["tokens"] > tokens_before else None),
+                   **self._speed_summary(),
+                   "wall_time_s": round(wall, 2), **self._batch_record(),
+                   "resumed_from_step": self.state.get("resumed_from_step")}
+        if results is not None:
+            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._batch_record())
+        if self.is_main:
+            self.record.finish(summary, results)
+        self._close()
+        if self.is_main:
+            print_summary(summary, results)
+        return results if results is not None else summary
+
+    def _loop(self, stop: StopSignal) -> None:
+        step = last_read = self.state["step"]
+        settings = self.settings
+        # closed however the loop ends, so that an error's line starts on a line of its own, not after the bar
+        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage,
+                  disable=not self.is_main or self._log_lines,
+                  dynamic_ncols=True) as bar:
+            self.model.train()
+            self._window_start = time.perf_counter()
+            while step < settings.max_steps:
+                self._pending.append(self._train_step(step))
+                step = self.state["step"] = step + 1
+                bar.update(1)
+                evaluate = bool(self.eval_every and step % self.eval_every == 0) or step == settings.max_steps
+                save = bool(settings.save_every and step % settings.save_every == 0) or step == settings.max_steps
+                if not (evaluate or save or step % settings.sync_every == 0):
+                    continue  # the device runs on: nothing of this step is read yet
+                row = self._read_steps(bar)
+                if evaluate:
+                    self._settle()
+                    row = {**row, **self._evaluate(step, row)}
+                else:
+                    self._log(step, row)
+                logged = step // settings.log_every > last_read // settings.log_every
+                if logged:
+                    bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}")
+                if logged or evaluate:
+                    self._progress_line(step, row)
+                last_read = step
+                # signals and the minutes-based checkpoint are looked at on host reads (every rank at the same step)
+                signum, save_due = stop.agreed(self.accelerator, self._save_due())
+                if signum is not None and step == settings.max_steps:  # the training is done: fit finishes the run
+                    log.warning(FINISHING.replace("{signal}", signal_words(signum)))
+                elif signum is not None:
+                    self.save()
+                    bar.close()
+                    stopped = Preempted(
+                        f"{signal_words(signum)} at step {step}: checkpoint saved in "
+                        f"{ckpt.checkpoint_dir(self.run_dir)}. Resume with the same command ({command_line()}); "
+                        f"trainer.resume=auto continues from step {step}.", signum)
+                    self._close(stopped.exit_code)
+                    raise stopped
+                if save or save_due:
+                    self.save()
+                self._window_start = time.perf_counter()  # evaluation and checkpoints are not training time
+
+    def _host_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
+        """The step's micro-batches (on the host) and the items each one's loss is a mean over. On a GPU they are
+        pinned: a copy from pageable memory waits for the device's queue to drain, pinned ones are copied without
+        waiting (``optimizer_step`` copies non-blocking)."""
+        micro = [self.task.micro_batch(g) for g in self.task.step_batches(step, self.settings.grad_accum)]
+        if self.accelerator.device.type == "cuda":
+            micro = [{k: v.pin_memory() for k, v in batch.items()} for batch in micro]
+        return micro, [self.task.count(b) for b in micro]
+
+    def _step_batches(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
+        """This step's batches (prefetched if they were), and the next step's started in the background."""
+        pending, self._next = self._next, None
+        batches = pending[1].result() if pending is not None and pending[0] == step else self._host_batches(step)
+        if self._prefetcher is not None and step + 1 < self.settings.max_steps:
+            self._next = (step + 1, self._prefetcher.submit(self._host_batches, step + 1))
+        return batches
+
+    def _settle(self) -> None:
+        """Wait for a prefetch in flight: evaluation and checkpoints must not run beside the task's data code."""
+        if self._next is not None:
+            self._next[1].result()
+
+    def _train_step(self, step: int) -> StepRecord:
+        """One optimizer step over grad_accum micro-batches, queued on the device: nothing is read back here."""
+        micro, counts = self._step_batches(step)
+        lr = self.scheduler.get_last_lr()[self._lr_group]  # the rate this update uses, before the schedule moves on
+        loss, grad_norm, finite = optimizer_step(self.accelerator, self.model, self.optimizer, micro, counts,
+                                                 self.task.loss, self.settings.max_grad_norm)
+        if step == 0:
+            with warnings.catch_warnings():
+                # a step skipped for a non-finite loss still counts and the schedule moves on with it; when it is
+                # the first, torch warns that the schedule's first learning rate went unused, which is the intent
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+                self.scheduler.step()
+        else:
+            self.scheduler.step()
+        tokens = sum(self.task.tokens(b) for b in micro)  # counted on the host: the device is not waited for
+        values = torch.stack([loss.detach().float(), grad_norm.detach().float(), finite.float()])
+        return StepRecord(step + 1, values, tokens, lr, self.task.epoch_of(step + 1))
+
+    def _schedule_rate(self, steps: int) -> float | None:
+        """The logged group's learning rate after `steps` scheduler steps, as the schedule computes it (None for a
+        schedule not of factors, which a resume cannot recompute)."""
+        schedule = getattr(self.scheduler, "scheduler", self.scheduler)  # Accelerate's wrapper holds the LambdaLR
+        if not hasattr(schedule, "lr_lambdas"):
+            return None
+        return schedule.base_lrs[self._lr_group] * schedule.lr_lambdas[self._lr_group](steps)
+
+    def _relog_rates_used(self) -> None:
+        """On resume, metrics.jsonl's rows that hold the schedule's rate after their step (the next update's: the
+        other convention, which runs begun by older versions of the package wrote) are rewritten to the rate their
+        update used, what each row logs (``_train_step``): a resumed run's lr column is then one quantity, as the
+        uninterrupted run's. Told by the schedule: every kept row's lr is the rate after its step, and not every one
+        the rate before it. Rows that follow neither (a schedule changed on an earlier resume) stay as they are."""
+        rows = read_metrics(self.metrics.path)
+        logged = [r for r in rows if isinstance(r.get("lr"), (int, float))]
+        if not logged or self._schedule_rate(0) is None:
+            return
+
+        def follows(shift: int) -> bool:
+            return all(math.isclose(r["lr"], self._schedule_rate(r["step"] - shift), rel_tol=1e-9, abs_tol=1e-15)
+                       for r in logged)
+
+        if follows(0) and not follows(1):
+            for row in logged:
+                row["lr"] = self._schedule_rate(row["step"] - 1)
+            self.metrics.rewrite(rows)
+            log.warning("%s: the lr of the rows up to step %d was the rate after each step; rewritten to the rate "
+                        "each step's update used, as the rows from here on log", self.metrics.path, logged[-1]["step"])
+
+    def _global_tokens(self, pending: Sequence[StepRecord]) -> list[int]:
+        """Each pending step's real tokens over every process: one sum over the ranks per host read (every rank
+        reads at the same steps), since each rank pads its own batch and draws its own examples."""
+        local = [p.tokens for p in pending]
+        if self.accelerator.num_processes == 1:
+            return local
+        counts = torch.tensor(local, dtype=torch.long, device=self.accelerator.device)
+        return [int(x) for x in self.accelerator.reduce(counts, "sum").tolist()]
+
+    def _read_steps(self, bar) -> dict[str, Any]:
+        """The host read of the steps since the last one (one sync for all of them): logs each step's row but the
+        last, which it returns (the loop logs it, with the evaluation's scores when one is due), counts non-finite
+        steps in a row, and stops the run when trainer.max_nonfinite_steps are reached. tokens/s is over the steps
+        read: the device's time for them, which no single step's host time measures when nothing waits."""
+        pending, self._pending = self._pending, []
+        values = torch.stack([p.values for p in pending]).tolist()
+        tokens = self._global_tokens(pending)
+        rate = sum(tokens) / max(time.perf_counter() - self._window_start, 1e-9)
+        totals = list(itertools.accumulate(tokens, initial=self.state["tokens"]))[1:]  # the run's after each step
+        self.state["tokens"] = totals[-1]  # all read steps are done: a checkpoint from here on holds them
+        rows = []
+        for record, (loss, grad_norm, finite), total in zip(pending, values, totals):
+            self._step_rates.append(rate)
+            rows.append(self._step_row(record, loss, grad_norm, rate, total))
+            self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
+            if self.state["nonfinite"]:
+                log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
+                            self.state["nonfinite"])
+            if self.state["nonfinite"] >= self.settings.max_nonfinite_steps:
+                self._diverged(record.step, bar)
+            if record is not pending[-1]:
+                self._log(record.step, rows[-1])
+        return rows[-1]
+
+    def _step_row(self, record: StepRecord, loss: float, grad_norm: float, tokens_per_s: float,
+                  total_tokens: int) -> dict[str, Any]:
+        row = {"loss": loss, **self.task.step_metrics(loss), "lr": record.lr, "grad_norm": grad_norm,
+               "tokens_per_s": tokens_per_s, "epoch": record.epoch, "tokens": total_tokens}
+        if self.task.flops_per_token and self.task.peak_flops:
+            row["mfu"] = self.task.flops_per_token * tokens_per_s / self.task.peak_flops
+        if self.settings.compile:
+            counts = CompileCounts.now().since(self._compile_start)
+            row["compiled_graphs"], row["graph_breaks"] = counts.graphs, counts.graph_breaks
+        return row
+
+    def _speed_summary(self) -> dict[str, Any]:
+        """Steady-state speed: the median tokens/s of the second half of this process's steps (the first steps
+        hold compilation and allocator warm-up), its MFU, and what torch.compile compiled."""
+        rates = self._step_rates[len(self._step_rates) // 2:]
+        out: dict[str, Any] = {}
+        if rates:
+            median = statistics.median(rates)
+            out["tokens_per_s_steady"] = median
+            if self.task.flops_per_token and self.task.peak_flops:
+                out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
+                out["mfu_peak_tflops"] = self.task.peak_flops / 1e12
+        out["device"] = device_name(self.accelerator.device)
+        if self.settings.compile:
+            counts = CompileCounts.now().since(self._compile_start)
+            out["compile"] = {"backend": self.settings.compile_backend,
+                              "mode": self.settings.compile_mode or "default", "graphs": counts.graphs,
+                              "graph_breaks": counts.graph_breaks}
+        return out
+
+    def _diverged(self, step: int, bar) -> None:
+        """trainer.max_nonfinite_steps in a row, the last at `step`: checkpoint (the run's current step, at or after
+        it: the host read comes after the steps it reads) and stop."""
+        n, now = self.state["nonfinite"], self.state["step"]
+        self.save()
+        bar.close()
+        seen = f" (read at step {now})" if now != step else ""
+        # the checkpoint just saved holds the weights the streak left (updates skipped, but the steps before it may
+        # have blown the weights up): a lower lr goes on from before the streak, or from the start
+        first_bad = step - n + 1
+        before = [c for c in ckpt.complete_checkpoints(self.run_dir) if ckpt.step_of(c) < first_bad]
+        how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
+               "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
+               "start afresh under another run_name (no checkpoint precedes them)")
+        diverged = TrainingDiverged(
+            f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
+            f"{self.settings.max_nonfinite_steps}); checkpoint of the current weights saved in "
+            f"{ckpt.checkpoint_dir(self.run_dir)}. Lower trainer.lr, raise the warmup, or use "
+            f"trainer.mixed_precision=bf16, and {how}."
+        )
+        self._close(exit_status(diverged))
+        raise diverged
+
+    def _progress_line(self, step: int, row: Mapping[str, Any]) -> None:
+        if self._log_lines:
+            print(progress_line(self.task.stage, step, self.settings.max_steps, row), file=sys.stderr, flush=True)
+
+    def _evaluate(self, step: int, row: dict[str, Any]) -> dict[str, float]:
+        """The task's evaluation at `step` (its scores, returned), logged with the step's `row`; the best step kept."""
+        scores = self.task.evaluate(self.model, self.accelerator)
+        evaluation = {"step": step, "epoch": self.task.epoch_of(step), **scores}
+        self.state["evals"].append(evaluation)
+        value = scores.get(self.task.main_metric)
+        best = self.state["best"]
+        if value is not None and step > 0 and (
+            best is None or not self.task.select_best
+            or (value > best["value"] if self.task.greater_is_better else value < best["value"])
+        ):
+            self.state["best"] = {"step": step, "value": value}
+            self.task.on_best(self, step)
+        self._log(step, {**row, **scores})
+        return scores
+
+    def _log_reported(self, results: Mapping[str, Any]) -> None:
+        """The reported split's scores (results.json's metrics: scored once, after training) to the trackers, as
+        eval_<metric> at the run's last step (where the scoring happened, as Hugging Face's Trainer logs its final
+        evaluation) with eval_step the step of the model scored, so that wandb and TensorBoard show what the run
+        reports. metrics.jsonl keeps the training rows and the evaluations during training."""
+        scores = reported_scalars(results)
+        if scores and self.is_main:
+            self.accelerator.log(scores, step=self.state["step"])
+
+    def _log(self, step: int, row: Mapping[str, Any]) -> None:
+        if self.is_main:
+            written = self.metrics.log(step, row)
+            self.accelerator.log({k: v for k, v in written.items() if isinstance(v, (int, float))}, step=step)
+
+    # ------------------------------------------------------------------------------------------- state
+    def _wall_time(self) -> float:
+        """Seconds spent on this run so far, over every process that worked on it."""
+        return self._wall_before + time.perf_counter() - self._t0
+
+    def _save_due(self) -> bool:
+        """Whether trainer.save_every_minutes have passed since the last checkpoint (or the loop's start): a run
+        killed without a signal (out of memory, a lost node) then loses at most that much."""
+        minutes = self.settings.save_every_minutes
+        return minutes is not None and _clock() - self._last_save >= 60 * minutes
+
+    def save(self) -> None:
+        self._last_save = _clock()
+        self._settle()
+        self.state["wall_time_s"] = self._wall_time()
+        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last)
+        if self.is_main:
+            self.record.checkpointed(self.state["step"])
+
+    def _resume(self) -> None:
+        path, rng_ok = ckpt.resolve_resume(self.settings.resume, self.run_dir, self.settings.allow_nonbitwise_resume)
+        if path is None:
+            lost = ckpt.lost_checkpoints(self.record)
+            if lost:  # its record says it trained N steps: starting at 0 would replace them without a word
+                raise CheckpointError(lost)
+            if ckpt.complete_checkpoints(self.run_dir):
+                raise CheckpointError(
+                    f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.settings.resume}: continue "
+                    "it with trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
+                )
+            return
+        source = path.parent.parent  # checkpoints/step-NNNNNNNN in its run directory
+        foreign = source.resolve() != self.run_dir.resolve()
+        if foreign:
+            self._check_foreign(path, source)
+        with ckpt.keeping_settings(self.optimizer, self.scheduler):
+            self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
+        step = self.state["step"]
+        if step > self.settings.max_steps:
+            raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
+                              f"continues ({path}, step {step}): give trainer.max_steps above {step}.")
+        self._check_global_batch()
+        self.task.keep_draws(self.state)
+        self.state["resumed_from_step"] = step
+        self._wall_before = self.state.get("wall_time_s", 0.0)
+        if foreign:  # the run's record names the weights its first steps come from
+            self.record.resumed_from = str(path.resolve())
+        if self.is_main:
+            where = path if foreign else path.name
+            print(f"resuming {self.run_dir} from {where} (step {step} of {self.settings.max_steps})", file=sys.stderr)
+
+    def _batch_record(self) -> dict[str, Any]:
+        """What a step computed over, as the run's last attempt ran it (summary.json, results.json): the per-device
+        batch (trainer.global_batch_size's share where that is set), the processes, their product with
+        grad_accum (the global batch: runs of one global batch took the same steps), and the precision."""
+        return {"batch_size": self.settings.batch_size, "grad_accum": self.settings.grad_accum,
+                "processes": self.accelerator.num_processes, "global_batch": self.global_batch(),
+                "mixed_precision": self.settings.mixed_precision}
+
+    def global_batch(self) -> int:
+        """Sequences per optimizer step over every process: the data order's unit (a step reads rows g*B..(g+1)*B
+        of the epoch's permutation) and what the schedule's steps mean."""
+        return self.settings.batch_size * self.settings.grad_accum * self.accelerator.num_processes
+
+    def _check_global_batch(self) -> None:
+        """A checkpoint continues with the global batch it was trained at: another number of processes with the same
+        per-device batch (a resume with python after torchrun, say) re-reads or skips blocks and changes what a step
+        is, without a word. Refused unless allowed (``processes`` in trainer.allow_config_change), then recorded.
+        Checkpoints saved before the state recorded it are not checked."""
+        before, now = self.state.get("global_batch"), self.global_batch()
+        ran_on, world = self.state.get("processes"), self.accelerator.num_processes
+        if before is None or before == now or ran_on == world:  # the same, or an allowed trainer.* batch change
+            return
+        allow = self.settings.allow_config_change
+        if not (allow is True or "processes" in (allow or [])):
+            raise ConfigError(
+                f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
+                f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
+                f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}): the data order and the "
+                f"schedule's steps would change. Start it with the number of processes it ran on ({ran_on}: torchrun "
+                f"--nproc_per_node {ran_on}){self._same_global_batch(before)}, or add "
+                "trainer.allow_config_change=[processes] to change the global batch from this step on (run.json "
+                "records it).")
+        self.record.allowed_changes = {**self.record.allowed_changes, "processes": (ran_on, world),
+                                       "global batch": (before, now)}
+
+    def _same_global_batch(self, before: int) -> str:
+        """The overrides that keep the checkpoint's global batch on this start's processes (", or keep ..."), where
+        the per-device batch divides: a changed trainer.batch_size is a config change, so they allow it too."""
+        per_device = self.settings.grad_accum * self.accelerator.num_processes
+        if before % per_device:
+            return ""
+        allow = self.settings.allow_config_change
+        keys = [*(allow if isinstance(allow, list) else []), "trainer.batch_size"]
+        overrides = shell_command(hydra_override("trainer.batch_size", before // per_device),
+                                  hydra_override("trainer.allow_config_change", list(dict.fromkeys(keys))))
+        return f", or keep its global batch here by adding {overrides}"
+
+    def _check_foreign(self, path: Path, source: Path) -> None:
+        """A checkpoint of another run (trainer.resume=<its path>) continues this one only with that run's settings,
+        as a rerun in its own directory would: its steps so far were trained with them. A change the user allows
+        (trainer.allow_config_change) is recorded in run.json, as for a rerun."""
+        recorded = RunRecord(source, self.task.stage).config()
+        if not recorded:  # a checkpoint copied out of its run: nothing to compare
+            return
+        diff = identity_diff(recorded, self.config)
+        started = start_changes(diff)
+        if started:
+            raise ConfigError(f"trainer.resume={self.settings.resume}: that checkpoint's run ({source}) started from "
+                              f"other weights ({describe_changes(started)}): its steps were trained from those. Give "
+                              "the weights it started from, or start afresh without trainer.resume.")
+        refused = refused_changes(diff, self.settings.allow_config_change)
+        if refused:
+            raise ConfigError(
+                f"trainer.resume={self.settings.resume}: that checkpoint's run ({source}) was trained with other "
+                f"settings ({describe_changes(refused)}). Continue it with its settings, or add "
+                f"trainer.allow_config_change=[{','.join(refused)}] to change them from its step on (run.json records "
+                "the change).")
+        self.record.allowed_changes = {**self.record.allowed_changes, **diff}
+
+    def save_model(self, final: Path) -> None:
+        """save_pretrained model (and tokenizer) into `final` atomically; rank 0 writes.
+
+        The full state dict is gathered on every rank first: under FSDP or DeepSpeed ZeRO-3 each rank holds a shard.
+        """
+        acc = self.accelerator
+        acc.wait_for_everyone()
+        state_dict = acc.get_state_dict(self.model)
+        if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
+            with model_folder(final, overwrite=True) as tmp, no_hf_progress_bars():
+                save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
+        acc.wait_for_everyone()
+
+    def renew_model(self, final: Path) -> None:
+        """Save the model into `final` again (``save_model``) where that folder, which holds the weights the model
+        holds now, predates the current format (``saving.is_current_model_folder``): a run begun by an earlier version
+        and finished by this one would otherwise report a folder written the earlier way (labels LABEL_0/1, no model
+        code or card, no checksums). The folder is shared by every process (each reads it back), so all agree."""
+        if final.is_dir() and not is_current_model_folder(final):
+            log.info("%s was saved by an earlier version: writing it again in the current format", final)
+            self.save_model(final)
+
+    def _close(self, exit_code: int = 0) -> None:
+        """End trackers with the process's exit status and tear down the process group: without it gloo runs can
+        abort at exit."""
+        if self._prefetcher is not None:
+            self._prefetcher.shutdown(wait=True, cancel_futures=True)
+        self.accelerator.wait_for_everyone()
+        finish_trackers(self.accelerator, exit_code)
+        self.accelerator.end_training()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
