@@ -8,8 +8,10 @@ that the shell expands from globs, which Hydra's key=value overrides cannot take
 """
 
 
+import sys
+
 from linformer.argtypes import path
-from linformer.cli import ArgumentParser, cli_errors
+from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.data.io import path_root
 from linformer.report.compare import compare_runs
 
@@ -27,6 +29,7 @@ if __name__ == "__main__":
                    help="replace files in --out that an earlier compare_runs did not write")
     args = p.parse_args()
     with cli_errors():
-        result = compare_runs(args.runs, args.out, args.metrics, args.plot, args.overwrite)
+        result = compare_runs(args.runs, args.out, args.metrics, args.plot, args.overwrite,
+                              command=shell_command("python", "scripts/compare_runs.py", *sys.argv[1:]))
     print(result["table"])
     print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import plots
 from ..cli import import_needed
 from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
@@ -83,10 +84,12 @@ class Tracked:
         self.best: tuple[int, int, float] | None = None
         self.points: list[tuple[int, int, float]] = []
         self.seen, self.stride = 0, 1
+        self.nonfinite = 0  # values that were inf or NaN (a step whose update was skipped logs its loss first)
 
     def add(self, index: int, step: int, value: float) -> None:
         point = (index, step, value)
         self.final = point
+        self.nonfinite += not math.isfinite(value)
         if math.isfinite(value) and (self.best is None or
                                      (value > self.best[2] if self.higher else value < self.best[2])):
             self.best = point
@@ -98,7 +101,8 @@ class Tracked:
 
     def summary(self) -> dict[str, Any]:
         best = self.best or self.final
-        return {"final": self.final[2], "final_step": self.final[1], "best": best[2], "best_step": best[1]}
+        return {"final": self.final[2], "final_step": self.final[1], "best": best[2], "best_step": best[1],
+                **({"nonfinite": self.nonfinite} if self.nonfinite else {})}
 
     def series(self) -> tuple[list[int], list[float]]:
         kept = sorted({*self.points, self.final, *([self.best] if self.best else [])})
@@ -205,6 +209,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     header = ["run", *config_cols, *settings, "steps", *metrics, *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = table_lines(header)
+    nonfinite = False
     for r, label, d in zip(runs, run_labels(runs), digests):
         kc = r.key_config
         cells = [label]
@@ -219,10 +224,13 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
             s = summary.get(m)
             if s is None:
                 cells.append("")
-            elif s["best_step"] == s["final_step"] and s["best"] == s["final"]:
-                cells.append(f"{_fmt(s['final'])} (best)")
+                continue
+            if s["best_step"] == s["final_step"] and s["best"] == s["final"]:
+                cell = f"{_fmt(s['final'])} (best)"
             else:
-                cells.append(f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})")
+                cell = f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})"
+            nonfinite = nonfinite or bool(s.get("nonfinite"))
+            cells.append(cell + (f"; {s['nonfinite']} non-finite" if s.get("nonfinite") else ""))
         scores, where = reported_scores(r.results), _reported_where(r)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
@@ -230,6 +238,9 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     maxed = [m for m in metrics if higher_is_better(m)]
     note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             + (f"Best = max for {', '.join(maxed)}; min otherwise." if maxed else "Best = min."))
+    if nonfinite:
+        note += (" `N non-finite`: values logged as inf or NaN (a step whose update was skipped logs its loss "
+                 "first); best is over the finite ones, and the plots draw them as crosses at the top edge.")
     if settings:
         note += f" {', '.join(settings)}: the settings in which runs of one stage differ (config.yaml)."
     if reported:
@@ -340,34 +351,38 @@ def _by_path(runs: list[Run], label: str) -> list[str]:
     return [str(r.path) for r in runs]
 
 
-def run_colours(n: int) -> list:
-    """n colours, none repeated: matplotlib's cycle (C0-C9) up to 10 runs; up to 20, tab20's ten hues, then their
-    light twins; beyond, a colour map's n even steps."""
-    import matplotlib
+# How a metric is named on a plot's axis and title, and the factor its values are drawn at (a fraction as percent,
+# as the table prints it); a metric not listed is drawn under its logged name
+METRIC_WORDS = {"loss": ("training loss", 1), "val_loss": ("validation loss", 1),
+                "val_ppl": ("validation perplexity", 1), "mfu": ("MFU (%)", 100),
+                "tokens_per_s": ("tokens per second", 1), "grad_norm": ("gradient norm", 1)}
 
-    if n <= 10:
-        return [f"C{i}" for i in range(n)]
-    if n <= 20:
-        return [matplotlib.colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)][:n]]
-    return [matplotlib.colormaps["turbo"](i / (n - 1)) for i in range(n)]
+
+def metric_words(metric: str) -> tuple[str, float]:
+    """(the words for `metric` on a plot, the factor its values are drawn at)."""
+    return METRIC_WORDS.get(metric, (metric, 1))
 
 
 def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | None = None,
                 labels: list[str] | None = None, title: str | None = None,
                 reference: tuple[str, float] | None = None,
-                series_of: Callable[[Run, str], tuple[list[int], list[float]]] = series) -> Path | None:
+                series_of: Callable[[Run, str], tuple[list[int], list[float]]] = series,
+                ratio_to: Run | None = None) -> Path | None:
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
     (an MLM loss and a classification loss never share an axis); each run its own colour, the same in every plot of
     the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
-    panels. `labels` default to ``run_labels``; `series_of` gives a run's (steps, values) (default: ``series``).
-    Returns None (and writes nothing) when no run logged `metric`."""
-    import matplotlib
+    panels. A non-finite value is a cross at the top edge of its panel (the line joins the finite ones around it);
+    runs that did not log `metric` are named in the legend; a log scale that a value <= 0 rules out is said on the
+    axis. `ratio_to`, a run among `runs`, adds a panel under the first: each run's values over that run's at the same
+    steps, which shows gaps of a percent that the curves' span hides. `labels` default to ``run_labels``;
+    `series_of` gives a run's (steps, values) (default: ``series``). Returns None (and writes nothing) when no run
+    logged `metric`."""
+    from matplotlib.lines import Line2D
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colours = run_colours(len(runs))
+    words, factor = metric_words(metric)
+    colours = plots.colours(len(runs))
     data = [(colour, r, label, *series_of(r, metric)) for colour, r, label in zip(colours, runs, labels or run_labels(runs))]
+    missing = [d[2] for d in data if not d[3]]
     data = [d for d in data if d[3]]
     if not data:
         return None
@@ -375,60 +390,71 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         log_y = metric.endswith("ppl")
     stages = list(dict.fromkeys(d[1].stage for d in data))
     width = 7.0 if len(stages) == 1 else 4.6 * len(stages)
-    fig, axes = plt.subplots(1, len(stages), figsize=(width, 4.2), dpi=120, layout="constrained", squeeze=False)
+    ratio = ratio_to is not None and len(stages) == 1 and any(d[1] is ratio_to for d in data)
+    fig, axes = plots.figure(len(stages), 2 if ratio else 1, size=(width, 6.4 if ratio else 4.2),
+                             **({"height_ratios": [3, 2], "sharex": True} if ratio else {}))
+    nonfinite = 0
     for n, (ax, stage) in enumerate(zip(axes[0], stages)):
         for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
-            ax.plot(steps, values, marker="o" if len(steps) <= 20 else None, markersize=3, linewidth=1.4,
-                    label=label, color=colour, linestyle="--" if run.key_config["attention"] == "full" else "-")
+            finite = [(s, v * factor) for s, v in zip(steps, values) if math.isfinite(v)]
+            style = plots.FULL_STYLE if run.key_config["attention"] == "full" else "-"
+            ax.plot([s for s, _ in finite], [v for _, v in finite], marker="o" if len(steps) <= 20 else None,
+                    markersize=3, linewidth=1.4, label=label, color=colour, linestyle=style)
+            bad = [s for s, v in zip(steps, values) if not math.isfinite(v)]
+            nonfinite += len(bad)
+            if bad:  # (an empty unclipped line would still stretch the layout's bounds)
+                ax.plot(bad, [0.97] * len(bad), transform=ax.get_xaxis_transform(), marker="x", markersize=6,
+                        linestyle="none", color=colour, clip_on=False)
         if reference is not None:
-            ax.axhline(reference[1], color="grey", linestyle=":", linewidth=1.2,
+            ax.axhline(reference[1] * factor, color="grey", linestyle=":", linewidth=1.2,
                        label=f"{reference[0]} ({reference[1]:,.0f})" if n == 0 else None)
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
         shown = [v for d in data if d[1].stage == stage for v in d[4] if math.isfinite(v)]
         if log_y and all(v > 0 for v in shown):
             ax.set_yscale("log")
-        ax.set_title(f"{stage or 'stage not recorded'} runs" if len(stages) > 1 else (title or f"{metric} vs step"))
+            ax.set_ylabel(f"{words} (log scale)")
+        else:
+            ax.set_ylabel(f"{words} (linear scale: a value <= 0)" if log_y else words)
+        if len(stages) > 1:
+            plots.title(ax, f"{stage or 'stage not recorded'} runs", fontsize=10)
         ax.grid(alpha=0.3)
-    if len(stages) > 1:
-        fig.suptitle(title or f"{metric} vs step")
-    _legend_below(fig, width)
+    if ratio:
+        _ratio_panel(axes[1][0], data, ratio_to, axes[0][0])
+    plots.title(fig, title or f"{words} by step", fontsize=11)
+    handles, names = [], []
+    for ax in fig.axes:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            handles.append(handle)
+            names.append(name)
+    if nonfinite:
+        handles.append(Line2D([], [], marker="x", color="black", linestyle="none"))
+        names.append(f"a non-finite value ({nonfinite}), drawn at the top edge")
+    if missing:
+        handles.append(Line2D([], [], linestyle="none"))
+        names.append(f"no {metric} logged: {', '.join(missing)}")
+    plots.legend_below(fig, handles, names, more="more runs")
     return save_figure(fig, path)
 
 
-LEGEND_ENTRIES = 40  # a legend's entries at most: beyond, the first ones and a last entry "and N more runs"
-
-
-def _legend_below(fig, width: float) -> None:
-    """The figure's legend below its panels, in as many columns as fit its width (measured as drawn: a label's
-    characters alone undercount its handle and spacing), the figure made taller for its rows; past LEGEND_ENTRIES
-    entries, the first ones and "and N more runs", so every label shown is whole."""
-    from matplotlib.lines import Line2D
-
-    handles, labels = [], []
-    for ax in fig.axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.append(handle)
-            labels.append(label)
-    if len(handles) > LEGEND_ENTRIES:
-        more = len(handles) - (LEGEND_ENTRIES - 1)
-        handles = [*handles[:LEGEND_ENTRIES - 1], Line2D([], [], linestyle="none")]
-        labels = [*labels[:LEGEND_ENTRIES - 1], f"and {more} more runs"]
-    renderer, room = fig.canvas.get_renderer(), 0.98 * width * fig.dpi  # pixels
-
-    def placed(ncol: int):
-        return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
-
-    one = placed(1)  # one column: the widest entry; columns are that wide, 2 font sizes (16 pt) apart
-    column = one.get_window_extent(renderer).width + 16 * fig.dpi / 72
-    one.remove()
-    for ncol in range(max(1, min(len(handles), int(room // column) + 1)), 0, -1):
-        legend = placed(ncol)
-        if ncol == 1 or legend.get_window_extent(renderer).width <= room:
-            break
-        legend.remove()
-    rows = math.ceil(len(handles) / ncol)
-    fig.set_size_inches(width, max(4.2, 3.8 + 0.2 * rows))
+def _ratio_panel(ax, data: list, reference: Run, above) -> None:
+    """Each run's values over `reference`'s at the steps both logged, as percent above it."""
+    ref = next(d for d in data if d[1] is reference)
+    at = {s: v for s, v in zip(ref[3], ref[4]) if math.isfinite(v) and v != 0}
+    for colour, run, _, steps, values in data:
+        if run is reference:
+            continue
+        kept = [(s, 100 * (v / at[s] - 1)) for s, v in zip(steps, values) if s in at and math.isfinite(v)]
+        ax.plot([s for s, _ in kept], [r for _, r in kept], color=colour, linewidth=1.4,
+                marker="o" if len(kept) <= 20 else None, markersize=3)
+    ax.axhline(0, color=ref[0], linestyle=plots.FULL_STYLE, linewidth=1.2)
+    ax.set_ylabel(f"% above {ref[2]}")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    above.set_xlabel("")
+    late = [v for line in ax.get_lines()[:-1] for s, v in zip(*line.get_data()) if s >= max(at) / 4]
+    if late:  # the range of the last three quarters: the first steps' gaps are tens of percent and hide the end's
+        pad = max(0.5, 0.15 * (max(late) - min(late)))
+        ax.set_ylim(min(0, min(late)) - pad, max(0, max(late)) + pad)
 
 
 def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
@@ -447,8 +473,10 @@ def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
 
 
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
-                 plot_metrics: list[str] | None = None, overwrite: bool = False) -> dict[str, Any]:
-    """Write out_dir/runs.md (the table) and out_dir/<metric>.png for each plotted metric.
+                 plot_metrics: list[str] | None = None, overwrite: bool = False,
+                 command: str | None = None) -> dict[str, Any]:
+    """Write out_dir/runs.md (the table, after a line with `command`, the command line that made it, when given)
+    and out_dir/<metric>.png for each plotted metric.
 
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
@@ -473,9 +501,10 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     table = markdown_table(runs, metrics, digests) + seeds_table(groups)
     md = out_dir / "runs.md"
     of_run = {id(r): d for r, d in zip(runs, digests)}
-    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], made_by("compare_runs", {}), overwrite,
-                      replaces_earlier=True):
-        atomic_write(md, table)
+    # no settings: a comparison's folder takes the next comparison, of any runs; the command line is its record
+    record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
+    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], record, overwrite, replaces_earlier=True):
+        atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png",
                                       series_of=lambda r, metric: of_run[id(r)].series(metric))) is not None]

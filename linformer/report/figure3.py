@@ -11,6 +11,7 @@ Writes ``<out>.json`` (every run's curve, so the figure survives the run directo
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         raise DataError(f"figure 3 needs exactly one full-attention run as its reference; got {len(full)}")
     reference = full[0]["final_val_ppl"]
     for r in rows:
-        r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference
+        r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference if math.isfinite(reference) else None
     judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
     unigram = full[0]["unigram_val_ppl"]
     data = {
@@ -150,10 +151,15 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         "unigram_val_ppl": unigram,
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
                   "validation perplexity",
-        "target_met": all(r["ppl_ratio_vs_full"] <= TARGET_RATIO for r in judged),
+        "target_met": all(r["ppl_ratio_vs_full"] is not None and r["ppl_ratio_vs_full"] <= TARGET_RATIO
+                          for r in judged),
         "judged": [r["label"] for r in judged],
     }
-    if not judged:
+    if not math.isfinite(reference):
+        data["target_met"] = None
+        data["not_judged"] = (f"full attention's final validation perplexity is {reference}, not a number a ratio "
+                              "can be taken to: the reference run diverged or logged no finite value at its end")
+    elif not judged:
         data["target_met"] = None
         linformers = sorted({r["k"] for r in rows if r["attention"] != "full"}, key=_k_order)
         data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(k_label, linformers))} only)"
@@ -243,15 +249,36 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
     with output_files(files, made_by("figure3", record), overwrite):
         write_json(files[0], data)
         by_dir = {repo_relative(r.path): r for r in runs}
+        trained = _trained_on(runs, data["runs"])
         if panel == "d":
-            title = f"MLM validation perplexity at k = {data['k']} as n grows (cf. Linformer Figure 3d)"
+            title = f"MLM validation perplexity at k = {data['k']} as n grows, {trained} (cf. Linformer Figure 3d)"
             unigram = data["runs"][0]["unigram_val_ppl"]  # the shortest n's (the splits hold the same documents)
         else:
-            title = f"MLM validation perplexity, n = {data['runs'][0]['n']} (cf. Linformer Figure 3a)"
+            title = (f"MLM validation perplexity, n = {data['runs'][0]['n']}, {trained} "
+                     "(cf. Linformer Figure 3a)")
             unigram = data["unigram_val_ppl"]
+        full = next((r["label"] for r in data["runs"] if r["attention"] == "full"), None) if panel != "d" else None
         plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1], title=title,
-                             unigram_ppl=unigram)
+                             unigram_ppl=unigram, ratio_to=full)
     return data
+
+
+def _trained_on(runs: list[Run], rows: list[dict]) -> str:
+    """The model, tokens and device of the runs in words ("model small (4 layers x 256), 65.5M tokens, NVIDIA
+    H200"), of what they share."""
+    model = runs[0].config.get("model") if isinstance(runs[0].config.get("model"), dict) else {}
+    words = []
+    if model.get("name"):
+        shape = (f" ({model['num_hidden_layers']} layers x {model['hidden_size']})"
+                 if model.get("num_hidden_layers") and model.get("hidden_size") else "")
+        words.append(f"model {model['name']}{shape}")
+    tokens = {r.get("tokens") for r in rows}
+    if len(tokens) == 1 and isinstance(next(iter(tokens)), int):
+        words.append(f"{next(iter(tokens)) / 1e6:,.1f}M tokens")
+    devices = sorted({str(r["device"]) for r in rows if r.get("device")})
+    if devices:
+        words.append(" / ".join(devices))
+    return ", ".join(words)
 
 
 def figure3_lines(data: dict[str, Any]) -> list[str]:

@@ -140,7 +140,7 @@ def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list
                         "met": (avg["diff"] >= -within) if complete else None})
     if figure is not None:
         linformers = [r for r in figure["runs"] if r["attention"] != "full"]
-        worst = max((r["ppl_ratio_vs_full"] for r in linformers), default=None)
+        worst = max((r["ppl_ratio_vs_full"] for r in linformers if r["ppl_ratio_vs_full"] is not None), default=None)
         judged = not figure.get("not_judged") and bool(linformers)
         targets.append({"target": f"Figure 3a: every k within {exp.PPL_RATIO - 1:.0%} of full attention's final "
                                   "validation perplexity", "value": worst,

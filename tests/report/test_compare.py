@@ -319,7 +319,7 @@ def test_a_comparison_names_what_differs_and_its_plots_stay_readable(tmp_path, m
     # a panel per stage, side by side (2 x 4.6 inches at 120 dpi), the legend below them
     import matplotlib.image
 
-    from linformer.report.compare import run_colours
+    from linformer.plots import colours as run_colours
 
     assert matplotlib.image.imread(tmp_path / "cmp" / "loss.png").shape[1] == 1104
     assert len({str(c) for c in run_colours(20)}) == 20 and len({str(c) for c in run_colours(30)}) == 30
@@ -455,6 +455,7 @@ def test_the_plot_legend_shows_every_label_whole(tmp_path, make_run, monkeypatch
     """From ~9 short-named runs the legend's columns (estimated from the labels' characters alone) ran past the
     figure's edges, cutting the first handles and the last labels; past LEGEND_ENTRIES runs it ends with "and N more
     runs"."""
+    from linformer import plots
     from linformer.report import compare
 
     for i in range(runs):
@@ -474,7 +475,7 @@ def test_the_plot_legend_shows_every_label_whole(tmp_path, make_run, monkeypatch
     monkeypatch.setattr(compare, "save_figure", spy)
     compare_runs([tmp_path / "out"], tmp_path / "cmp", ["loss"], ["loss"])
     assert seen["inside"]
-    shown = min(runs, compare.LEGEND_ENTRIES - 1) if runs > compare.LEGEND_ENTRIES else runs
+    shown = min(runs, plots.LEGEND_ENTRIES - 1) if runs > plots.LEGEND_ENTRIES else runs
     assert seen["labels"][:shown] == [f"r{i:03d}" for i in range(shown)]
-    if runs > compare.LEGEND_ENTRIES:
+    if runs > plots.LEGEND_ENTRIES:
         assert seen["labels"][-1] == f"and {runs - shown} more runs"
