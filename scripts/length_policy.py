@@ -1,6 +1,7 @@
 """Length policies on a converted encoder, before training:
 python scripts/length_policy.py [--source minilm] [--ks 64 128] [--sst2 872] [--imdb 128] [--out FILE]
     [--local-windows 32 64 128 [--global-positions 0 -1] [--local-only] [--landmarks]] [--longer-than TOKENS]
+python scripts/length_policy.py --render FILE.json --out FILE   (the report again from its JSON, nothing measured)
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argparse, not Hydra: a measurement with
 a handful of options, like scripts/fidelity.py.
@@ -8,7 +9,7 @@ a handful of options, like scripts/fidelity.py.
 
 import sys
 
-from linformer.argtypes import at_least
+from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError
@@ -20,6 +21,9 @@ from linformer.report import length_policy, measured
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
+    ap.add_argument("--render", metavar="JSON", type=path,
+                    help="write the report again from the JSON of an earlier run (relative to the repository), "
+                         "with today's labels and figure; the other options are not read")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
     ap.add_argument("--n", type=at_least(1), default=512, help="max_seq_len of the converted models (default 512)")
@@ -41,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "length_policy", check=measured.check_exact_key_options):
+        if args.render is not None:
+            length_policy.render(measured.read_measured(args.render, "scripts/length_policy.py"), args.out)
+            measured.show(args.out)
+            return 0
         for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
             if count < 0:
                 raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with measured.report_outputs(args, "long_inputs", check=measured.check_exact_key_options):
         if args.render is not None:
-            long_inputs.render(long_inputs.read_measured(args.render), args.out)
+            long_inputs.render(measured.read_measured(args.render, "scripts/long_inputs.py"), args.out)
             measured.show(args.out)
             return 0
         t0 = measured.start()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from .. import plots
 from ..data.io import default_data_mirror
 from ..data.streams import token_lengths
 from ..data.task_readers import read_task_split
@@ -143,14 +144,13 @@ def to_markdown(task_name: str, result: dict) -> list[str]:
 
 
 def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:
-    """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(dict.fromkeys(name for res in results.values() for name in res["rows"]))  # same colour per row
-    fig, axes = plt.subplots(1, len(results), figsize=(6.0 * len(results), 4.6), dpi=120, squeeze=False)
+    """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval. A row
+    keeps its colour in every figure of the same rows (colours in the rows' sorted order); words every row's name
+    shares are said once, in the legend's title."""
+    names = sorted({name for res in results.values() for name in res["rows"]})
+    colour = dict(zip(names, plots.colours(len(names))))
+    shown, shared = short_names(names)
+    fig, axes = plots.figure(len(results), size=(6.0 * len(results), 4.6))
     handles = {}
     for ax, (task, res) in zip(axes[0], results.items()):
         x = np.arange(len(res["buckets"]))
@@ -159,15 +159,31 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
             shift = (i - (len(names) - 1) / 2) * 0.05
             mid = np.array([d["diff"] for d in diffs])
             err = np.array([[d["diff"] - d["lo"] for d in diffs], [d["hi"] - d["diff"] for d in diffs]])
-            handles[name] = ax.errorbar(x + shift, mid, yerr=err, marker="o", ms=4, capsize=2, color=f"C{i % 10}",
-                                        linestyle="-" if "transfer" in name else "--")
+            handles[name] = ax.errorbar(x + shift, mid, yerr=err, marker="o", ms=4, capsize=2, color=colour[name])
         ax.axhline(0, color="black", lw=0.8)
-        ax.set_xticks(x, [f"{b}\n({n})" for b, n in zip(res["buckets"], res["examples"])])
+        ax.set_xticks(x, plots.count_ticks(res["buckets"], res["examples"]))
         ax.set_xlabel("input length in tokens (examples)")
         ax.set_ylabel("accuracy minus the teacher's (points)")
-        ax.set_title(f"{task_names.get(task, task)}: paired difference by input length")
+        plots.title(ax, f"{task_names.get(task, task)}: paired difference by input length")
         ax.grid(alpha=0.3)
-    fig.legend([handles[n] for n in names], [n.replace("linformer ", "") for n in names], loc="lower center",
-               ncol=min(4, len(names)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(names) - 1) // 4), 1, 1))
+    drawn = [n for n in names if n in handles]
+    plots.legend_below(fig, [handles[n] for n in drawn], [shown[n] for n in drawn],
+                       title=f"every row: {shared}" if shared else None)
     save_figure(fig, path)
+
+
+def short_names(names: list[str]) -> tuple[dict[str, str], str]:
+    """({name: the name less the words every name shares at its start and its end}, those words), for a legend
+    whose entries differ where the rows do; names alone or with nothing in common are kept whole."""
+    cut = [n.removeprefix("linformer ") for n in names]
+    if len(cut) < 2:
+        return dict(zip(names, cut)), ""
+    words = [n.split(" ") for n in cut]
+    head = 0
+    while all(len(w) > head + 1 and w[head] == words[0][head] for w in words):
+        head += 1
+    tail = 0
+    while all(len(w) > head + tail + 1 and w[-1 - tail] == words[0][-1 - tail] for w in words):
+        tail += 1
+    shared = " ".join([*words[0][:head], "...", *words[0][len(words[0]) - tail:]]) if head or tail else ""
+    return {n: " ".join(w[head:len(w) - tail]).strip(", ") for n, w in zip(names, words)}, shared

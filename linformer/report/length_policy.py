@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import plots
 from ..data.io import configured_path, default_data_mirror
 from ..data.task_loading import load_task
 from ..data.task_splits import longer_than
@@ -27,6 +28,7 @@ from ..files import atomic_write, save_figure, table_lines, table_row, write_jso
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS, check_settings
+from .rows import relabelled
 
 # label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
 POLICIES = {
@@ -215,30 +217,114 @@ def to_markdown(results: dict, header: list[str], png: str) -> str:
 
 
 def plot(results: dict, path: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The embedding error of each row by input length, a panel per task and k. A policy has one colour; a row in
+    another dtype than fp32 is its policy's colour with hollow diamonds on a dotted line, set a little aside so that
+    it never hides its fp32 twin. Each bucket's examples are under its tick, and a bucket of fewer than
+    plots.MIN_EXAMPLES examples is drawn hollow (one or two inputs make its mean). Where every panel has one bucket, a
+    line would be one column of dots: each row is then a dot on its own line, its value written beside it."""
     panels = [(task, k) for task, by_k in results.items() for k in by_k]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), dpi=110, squeeze=False)
+    rows = {label: r for task, k in panels for label, r in results[task][k].items()}
+    policy = {label: label.removesuffix(f", {r.get('dtype', 'fp32')}") for label, r in rows.items()}
+    policies = list(dict.fromkeys(policy.values()))
+    colour = dict(zip(policies, plots.colours(len(policies))))
+    dtypes = list(dict.fromkeys(r.get("dtype", "fp32") for r in rows.values()))
+    style = {d: ("o", "-", True) if d == "fp32" else ("D", ":", False) for d in dtypes}  # marker, line, filled
+    if all(len(r["embedding"]) == 1 for r in rows.values()):
+        fig = _dots(results, panels, rows, policy, colour, style)
+    else:
+        fig = _lines(results, panels, policy, colour, style, dtypes)
+    return save_figure(fig, path)
+
+
+def _mark(ax, x, y, colour, marker: str, filled: bool, **kw):
+    return ax.plot(x, y, marker=marker, color=colour, markersize=6, markerfacecolor=colour if filled else "white",
+                   **kw)
+
+
+def _dots(results: dict, panels: list, rows: dict, policy: dict, colour: dict, style: dict):
+    labels = list(rows)
+    fig, axes = plots.figure(len(panels), size=(3.2 * len(panels) + 3.4, 1.4 + 0.34 * len(labels)), sharey=True)
     for ax, (task, k) in zip(axes[0], panels):
         for label, r in results[task][k].items():
-            buckets = list(r["embedding"])
-            ax.plot(range(len(buckets)), [r["embedding"][b]["mean"] for b in buckets], marker="o", label=label)
-            ax.set_xticks(range(len(buckets)), buckets, rotation=30, fontsize=7)
-        ax.set_title(f"{task}, {k}", fontsize=9)
-        ax.set_xlabel("input tokens")
+            (bucket, cell), = r["embedding"].items()
+            marker, _, filled = style[r.get("dtype", "fp32")]
+            small = cell["examples"] < plots.MIN_EXAMPLES
+            _mark(ax, [cell["mean"]], [labels.index(label)], colour[policy[label]], marker, filled and not small,
+                  linestyle="none")
+            ax.annotate(f"{cell['mean']:.3f}", (cell["mean"], labels.index(label)), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=7)
+        ax.margins(x=0.25, y=0.5 / len(labels))
+        plots.title(ax, f"{task}, {k}: {bucket} tokens (n={cell['examples']:,})", fontsize=9)
+        ax.set_xlabel("embedding relative error vs source")
+        ax.grid(alpha=0.3, axis="x")
+    axes[0][0].set_yticks(range(len(labels)), [plots.wrapped(fig, label, 8, 2.8 * fig.dpi) for label in labels],
+                          fontsize=8)
+    axes[0][0].invert_yaxis()
+    return fig
+
+
+def _lines(results: dict, panels: list, policy: dict, colour: dict, style: dict, dtypes: list):
+    from matplotlib.lines import Line2D
+
+    fig, axes = plots.figure(len(panels), size=(4.2 * len(panels), 3.8))
+    small = False
+    for ax, (task, k) in zip(axes[0], panels):
+        for label, r in results[task][k].items():
+            dtype = r.get("dtype", "fp32")
+            marker, line, filled = style[dtype]
+            shift = 0.08 * dtypes.index(dtype)
+            cells = list(r["embedding"].values())
+            x = np.arange(len(cells)) + shift
+            ax.plot(x, [c["mean"] for c in cells], linestyle=line, color=colour[policy[label]], linewidth=1.3)
+            for xi, c in zip(x, cells):
+                few = c["examples"] < plots.MIN_EXAMPLES
+                small |= few
+                _mark(ax, [xi], [c["mean"]], colour[policy[label]], marker, filled and not few, linestyle="none")
+        buckets = next(iter(results[task][k].values()))["embedding"]
+        ax.set_xticks(range(len(buckets)), plots.count_ticks(list(buckets), [c["examples"] for c in buckets.values()]),
+                      fontsize=7)
+        plots.title(ax, f"{task}, {k}", fontsize=9)
+        ax.set_xlabel("input tokens (examples)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("embedding relative error vs source")
-    # one legend under the panels, where the policies' long names cover no curve
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 * (len(labels) + 1) / 2, 1, 1))
-    return save_figure(fig, path)
+    handles = [Line2D([], [], color=colour[p], marker="o", linewidth=1.3) for p in colour]
+    names = list(colour)
+    if len(dtypes) > 1:
+        for d in dtypes:
+            marker, line, filled = style[d]
+            handles.append(Line2D([], [], color="grey", marker=marker, linestyle=line,
+                                  markerfacecolor="grey" if filled else "white"))
+            names.append(f"in {d}")
+    if small:
+        handles.append(Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle="none"))
+        names.append(f"hollow: a bucket of fewer than {plots.MIN_EXAMPLES} examples")
+    plots.legend_below(fig, handles, names)
+    return fig
 
 
 def write_report(results: dict, out: str, header: list[str], record: dict) -> None:
     png = plot(results, f"{out}.png")
     atomic_write(f"{out}.md", to_markdown(results, header, png.name))
-    write_json(f"{out}.json", {**record, "best": best_policy(results), "results": results})
+    write_json(f"{out}.json", {**record, "header": header, "best": best_policy(results), "results": results})
+
+
+def render(measured: dict, out: str) -> None:
+    """The report written again from the JSON of an earlier measurement (``--render``): its table and figure from
+    the recorded errors, with today's labels (``rows.relabelled``), nothing measured. The lines above the tables are
+    the JSON's; a JSON written before it kept them takes them from the report <out>.md beside it."""
+    if not isinstance(measured.get("results"), dict):
+        raise ConfigError("--render reads a JSON written by scripts/length_policy.py; this one has no results: "
+                          "measure again.")
+    measured = relabelled(measured)
+    header = measured.get("header") or _header_of(Path(f"{out}.md"))
+    record = {k: v for k, v in measured.items() if k not in ("header", "best", "results")}
+    write_report(measured["results"], out, header, record)
+
+
+def _header_of(md: Path) -> list[str]:
+    """The lines between a length-policy report's title and its "Best" line, relabelled."""
+    lines = md.read_text().splitlines() if md.is_file() else []
+    if not lines or not lines[0].startswith("# Length policies") or not any(x.startswith("Best by") for x in lines):
+        raise ConfigError(f"--render: the JSON keeps no header and {md} is not its report: measure again.")
+    body = lines[1:next(i for i, x in enumerate(lines) if x.startswith("Best by"))]
+    return relabelled([x for x in body if x.strip()])

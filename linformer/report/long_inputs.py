@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForSequenceClassification
 
+from .. import plots
 from ..bench.common import beyond_flop_bound, flop_bound_warning, warning_paragraph
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror, load_auto, resolve_path
@@ -37,6 +38,7 @@ from ..modeling.loading import finetuning_run_models, model_length, resolve_mode
 from ..train.distill import check_same_tokenization
 from .length_policy import padded_batches
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
+from .rows import relabelled
 
 BASE = "as finetuned"  # the reference row's name: the classifier at its own n, each example cut to its first tokens
 VARIANTS = ("full", "linformer k=")  # the rows measure() builds from the classifier at each n (the rest: students)
@@ -355,21 +357,20 @@ def _thread_lines(result: dict) -> list[str]:
 def plot(result: dict, path: str) -> None:
     """Accuracy and cost per example against n, full and Linformer side by side (one row per model instead when
     every row is at one n: points on a single n would sit on one vertical line)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plots.pyplot()
     rows = [r for r in result["rows"] if r["model"] != BASE]
     if len({r["n"] for r in rows}) == 1:
         return _plot_one_n(rows, result["rows"][0], path, plt)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for name in dict.fromkeys(r["model"] for r in rows):
+    fig, axes = plots.figure(3, size=(13, 3.8))
+    axes = axes[0]
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    for name, colour in zip(names, plots.colours(len(names))):
         mine = [r for r in rows if r["model"] == name]
         ns = [r["n"] for r in mine]
-        axes[0].plot(ns, [100 * r["accuracy"] for r in mine], "o-", label=name)
-        axes[1].plot(ns, [r["ms"] for r in mine], "o-", label=name)
-        axes[2].plot(ns, [r.get("mib") or 0 for r in mine], "o-", label=name)
+        style = dict(marker="o", color=colour, label=name, linestyle=plots.FULL_STYLE if name == "full" else "-")
+        axes[0].plot(ns, [100 * r["accuracy"] for r in mine], **style)
+        axes[1].plot(ns, [r["ms"] for r in mine], **style)
+        axes[2].plot(ns, [r.get("mib") or 0 for r in mine], **style)
     base = result["rows"][0]
     axes[0].axhline(100 * base["accuracy"], color="grey", ls="--", label=f"as finetuned (n = {base['n']})")
     for ax, title in zip(axes, ("accuracy (%)", "forward ms per example", "peak MiB per example")):
@@ -377,9 +378,7 @@ def plot(result: dict, path: str) -> None:
         ax.set_xlabel("n (tokens)")
         ax.set_title(title)
     # one legend under the panels: the rows' names are long (a student's says what it is)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 * (len(labels) + 1) / 2, 1, 1))
+    plots.legend_below(fig, *axes[0].get_legend_handles_labels())
     save_figure(fig, path)
 
 
@@ -418,32 +417,13 @@ def write_report(result: dict, out: str, header: list[str], meta: dict) -> None:
     plot(result, f"{out}.png")
 
 
-def read_measured(path: str) -> dict:
-    """The JSON of an earlier measurement, for ``--render``: a missing file, one that is not JSON or not a JSON
-    object is a ConfigError saying which."""
-    import json
-
-    given = Path(path)
-    if not given.is_file():
-        raise ConfigError(f"--render {path}: " + ("is a folder, not a JSON file" if given.is_dir() else "no such file")
-                          + ": give the <out>.json of an earlier scripts/long_inputs.py run.")
-    try:
-        measured = json.loads(given.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--render {path} is not JSON ({err}): give the <out>.json of an earlier "
-                          "scripts/long_inputs.py run.") from None
-    if not isinstance(measured, dict):
-        raise ConfigError(f"--render {path} holds a JSON {type(measured).__name__}, not a report: give the "
-                          "<out>.json of an earlier scripts/long_inputs.py run.")
-    return measured
-
-
 def render(measured: dict, out: str) -> None:
     """The report written again from a JSON that write_report wrote (its tables and figure from the recorded
     predictions and costs, nothing measured again)."""
     if "header" not in measured or "rows" not in measured:
         raise ConfigError("--render reads a JSON written by scripts/long_inputs.py with its header; this one has "
                           f"no {'header' if 'rows' in measured else 'rows'}: measure again.")
+    measured = relabelled(measured)  # the rows' names as today's reports give them; numbers untouched
     result = {k: v for k, v in measured.items() if k not in ("command", "header")}
     header = measured["header"]
     write_report(result, out, [*header, *unreached_note(result, header)], {"command": measured.get("command")})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -117,6 +118,24 @@ def provenance(script: str, started: Started) -> tuple[str, list[str]]:
     command = shell_command("python", script, *sys.argv[1:])
     machine = f"Machine: {machine_words(torch.device('cpu'), started)}."
     return command, [machine, f"Command: `{command}`"]
+
+
+def read_measured(path: str, script: str) -> dict:
+    """The JSON of an earlier measurement by `script`, for ``--render``: a missing file, one that is not JSON or not
+    a JSON object is a ConfigError saying which."""
+    given = Path(path)
+    if not given.is_file():
+        raise ConfigError(f"--render {path}: " + ("is a folder, not a JSON file" if given.is_dir() else "no such file")
+                          + f": give the <out>.json of an earlier {script} run.")
+    try:
+        data = json.loads(given.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--render {path} is not JSON ({err}): give the <out>.json of an earlier {script} "
+                          "run.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--render {path} holds a JSON {type(data).__name__}, not a report: give the <out>.json "
+                          f"of an earlier {script} run.")
+    return data
 
 
 def show(out: str) -> None:
