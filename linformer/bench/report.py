@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+from .. import plots
 from ..files import atomic_write, save_figure, table_lines, table_row
 from ..modeling.values import round_up
 from .common import warning_paragraph
@@ -464,41 +465,61 @@ def profile_markdown(meta: dict, command: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-def plot_times(rows: list[dict], path: str | Path, title: str = "") -> Path:
-    """Forward time against n, log-log, one line per model (the paper's Figure 2, top right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window: int = 0,
+               global_positions: list[int] | None = None) -> Path:
+    """Forward time against n, log-log, one line per model (the paper's Figure 2, top right): full attention dashed
+    as in every figure, a Linformer solid and named with its exact local and global keys where it has them
+    (`local_window`, `global_positions`: the benchmark's keys); where
+    the rows were also timed in a reference dtype (``time_*_ref_s``), those as dotted lines of the same colours and
+    markers, so that the headline "the Linformer in bf16 against full attention in fp32" is drawn."""
+    plt = plots.pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, axes = plots.figure(size=(7, 5))
+    ax = axes[0][0]
     ns = sorted({r["n"] for r in rows})
     first = {n: next(r for r in rows if r["n"] == n) for n in ns}
-    styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", "-"), "roberta_sdpa": ("tab:gray", "^", ":"),
-              "modernbert": ("tab:red", "D", "--"), "longformer": ("tab:orange", "v", "--")}
+    dtype = rows[0].get("dtype") or ""
+    ref = rows[0].get("reference_dtype") or ""
+    styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", plots.FULL_STYLE),
+              "roberta_sdpa": ("tab:gray", "^", ":"), "modernbert": ("tab:red", "D", "-."),
+              "longformer": ("tab:orange", "v", "-.")}
+    in_dtype = lambda key: f", {dtype}" if ref and key in ("full", "linformer") else ""
     for kind in BASELINES:
-        pts = [(n, first[n][f"time_{kind}_s"] / first[n]["batch_size"]) for n in ns
-               if first[n].get(f"time_{kind}_s") is not None]
-        if pts:
-            c, mk, ls = styles[kind]
-            ax.plot(*zip(*pts), color=c, marker=mk, linestyle=ls, label=label(kind))
+        c, mk, ls = styles[kind]
+        for column, style, words in ((f"time_{kind}_s", ls, in_dtype(kind)), (f"time_{kind}_ref_s", ":", f", {ref}")):
+            pts = [(n, first[n][column] / first[n]["batch_size"]) for n in ns
+                   if isinstance(first[n].get(column), (int, float)) and first[n][column] == first[n][column]]
+            if pts:
+                ax.plot(*zip(*pts), color=c, marker=mk, linestyle=style, label=label(kind) + words,
+                        markerfacecolor=c if style == ls else "white")
     cmap = plt.get_cmap("viridis")
     ks = sorted({r["k"] for r in rows})
     for i, k in enumerate(ks):
-        pts = sorted((r["n"], r["time_linformer_s"] / r["batch_size"]) for r in rows if r["k"] == k)
-        ax.plot(*zip(*pts), color=cmap(i / max(1, len(ks) - 1) * 0.85), marker="x", linestyle="--",
-                label=f"Linformer, k = {k}")
+        colour = cmap(i / max(1, len(ks) - 1) * 0.85)
+        mine = [r for r in rows if r["k"] == k]
+        name = f"Linformer, k = {k}{exact_keys_words(local_window, global_positions)}"
+        for column, style, words in (("time_linformer_s", "-", in_dtype("linformer")),
+                                     ("time_linformer_ref_s", ":", f", {ref}")):
+            pts = sorted((r["n"], r[column] / r["batch_size"]) for r in mine
+                         if isinstance(r.get(column), (int, float)) and r[column] == r[column])
+            if pts:
+                ax.plot(*zip(*pts), color=colour, marker="x", linestyle=style, label=name + words)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length n")
+    ax.set_xlabel("sequence length n (tokens)")
     ax.set_ylabel("forward time per sequence (s)")
-    ax.set_title(title or "Inference time against sequence length")
+    plots.title(ax, title or "Inference time against sequence length")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    plots.legend_below(fig)
     return save_figure(fig, path, dpi=120)
+
+
+def exact_keys_words(window: int, positions: list[int] | None) -> str:
+    """", window w, global [..]" for a Linformer with exact local keys, else nothing (the paper's Linformer)."""
+    if not window:
+        return ""
+    return f", window {window}" + (f", global {list(positions)}" if positions else "")
 
 
 __all__ = ["inference_markdown", "plot_times", "profile_markdown", "throughput_markdown", "write_csv"]

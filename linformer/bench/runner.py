@@ -41,11 +41,11 @@ def run_benchmark(
         atomic_write(files["md"], inference_markdown(rows, meta, command))
         written["md"] = files["md"]
         if rows:
-            machine = meta["machine"].get("gpu", meta["machine"]["device"])
             written["png"] = plot_times(rows, files["png"],
                                         f"Forward time, {inference.layers} layers x {inference.hidden} wide, "
-                                        f"{_batch_words(inference)}, {inference.dtype} ({machine})"
-                                        + ("\npartial: the run was stopped before the whole grid" if stop else ""))
+                                        f"{_batch_words(inference)}, {inference.dtype} ({_where(meta['machine'])})"
+                                        + ("\npartial: the run was stopped before the whole grid" if stop else ""),
+                                        inference.local_window, inference.global_positions)
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
         if stop is not None:
             raise stop
@@ -87,6 +87,17 @@ def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings
         files.update(throughput_csv=out_dir / f"{tname}.csv", throughput_md=out_dir / f"{tname}.md",
                      throughput_profile=out_dir / f"{tname}_profile.md")
     return files
+
+
+def _where(machine: dict) -> str:
+    """The machine in a figure's title: the GPU; or the CPU, its torch threads and the busy processes started
+    beside the measurement (times on one CPU differ by 2x between 1 and 2 threads)."""
+    if "gpu" in machine:
+        return machine["gpu"]
+    count = int(machine.get("competing_processes") or 0)
+    threads = machine.get("torch_threads")
+    return (f"{machine.get('cpu') or machine.get('device')}, {threads} thread{'s' if threads != 1 else ''}"
+            + (f", beside {count} busy process{'es' if count > 1 else ''}" if count else ""))
 
 
 def _batch_words(s: InferenceSettings) -> str:

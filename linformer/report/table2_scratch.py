@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import plots
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
@@ -230,13 +231,14 @@ def plot(data: dict, out_png: Path) -> None:
     left.legend()
     for run in (data["figure3"] or {}).get("runs", []):
         steps, ppl = series(load_run(resolve_path(run["run_dir"]), rows=False, strict=True), "val_ppl")
-        right.plot(steps, ppl, "--" if run["attention"] == "full" else "-", label=run["label"])
+        right.plot(steps, ppl, plots.FULL_STYLE if run["attention"] == "full" else "-", label=run["label"])
     unigram = (data["figure3"] or {}).get("unigram_val_ppl")
-    if unigram:
-        right.axhline(unigram, color="grey", lw=0.8, label="token frequencies alone")
+    if unigram:  # drawn as scripts/figure3.py draws it
+        right.axhline(unigram, color="grey", linestyle=":", linewidth=1.2,
+                      label=f"token frequencies alone ({unigram:,.0f})")
     right.set_yscale("log")
-    right.set_xlabel("update")
-    right.set_ylabel("MLM validation perplexity")
+    right.set_xlabel("step")
+    right.set_ylabel("validation perplexity (log scale)")
     right.set_title("Pretraining (cf. Figure 3a)")
     right.legend(fontsize=7)
     fig.tight_layout()

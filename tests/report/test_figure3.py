@@ -243,3 +243,11 @@ def test_a_run_whose_record_does_not_read_is_refused_naming_the_file_not_called_
     with pytest.raises(RunDirError, match=rf"^{damaged} cannot be read \(.+\): what the run in .*fig3-k64 recorded"):
         figure3([str(tmp_path / "fig3-full"), str(tmp_path / "fig3-k64")], tmp_path / "out")
     assert capsys.readouterr().err == ""
+
+
+def test_a_non_finite_full_attention_reference_is_not_judged():
+    """A diverged full-attention run (final val_ppl NaN) made every Linformer 'nanx full' and the target MISSED."""
+    data = figure3_data([_run("full", None, float("nan")), _run("linformer", 128, 20.9)])
+    assert data["target_met"] is None and "not a number a ratio can be taken to" in data["not_judged"]
+    assert [r["ppl_ratio_vs_full"] for r in data["runs"]] == [None, None]
+    assert "not judged" in figure3_lines(data)[-1]

@@ -1,0 +1,167 @@
+"""What a reader of a figure needs: every legend entry and title whole on the page, a readable form for one length
+bucket, non-finite values said, not dropped."""
+
+import json
+import math
+
+import pytest
+
+from linformer import plots
+from linformer.report import by_length, compare, length_policy
+from linformer.report.compare import compare_runs
+from linformer.report.rows import relabelled
+
+LONG = "linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1], landmarks + transfer"
+
+
+def _captured(monkeypatch, module) -> list:
+    """Figures `module` saves, checked as drawn (plots.fits) before they are closed."""
+    seen = []
+    save = module.save_figure
+
+    def spy(fig, path, *args, **kw):
+        seen.append({"outside": plots.fits(fig), "fig": fig,
+                     "legend": [t.get_text() for lg in fig.legends for t in lg.get_texts()]})
+        return save(fig, path, *args, **kw)
+
+    monkeypatch.setattr(module, "save_figure", spy)
+    return seen
+
+
+def test_a_legend_of_long_labels_and_a_long_title_stay_on_the_page():
+    fig, axes = plots.figure(size=(6.0, 4.0))
+    labels = [f"{LONG} {i}" for i in range(6)] + ["x" * 20 + " " + " ".join(["y"] * 90)]  # wider than the figure
+    for label in labels:
+        axes[0][0].plot([0, 1], [0, 1], label=label)
+    plots.title(axes[0][0], "Cumulative singular values of P: " + "a long free-text description " * 6)
+    legend = plots.legend_below(fig)
+    assert plots.fits(fig) == []
+    assert legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width
+    assert [t.get_text().replace("\n", " ") for t in legend.get_texts()] == labels
+    plots.pyplot().close(fig)
+
+
+def _by_length_result(names: list[str]) -> dict:
+    diff = {"diff": -1.0, "lo": -2.0, "hi": 0.0, "seeds": 3}
+    return {"buckets": ["1-160", "161-221", "222-352", "353-512"], "examples": [510, 491, 496, 495],
+            "teacher_acc": [90.0] * 4, "rows": {name: [diff] * 4 for name in names}}
+
+
+def test_by_length_legend_fits_and_names_rows_by_what_differs(tmp_path, monkeypatch):
+    """The legend ran off both edges of a one-task figure (fixed 4 columns, never measured): rows had no name."""
+    seen = _captured(monkeypatch, by_length)
+    names = [f"linformer k={k}, layerwise, {p} + transfer" for k in (64, 128)
+             for p in ("paper's slice", "resample, exact <= k", "resample, exact <= k, window 128, global [0, -1]")]
+    by_length.plot({"imdb": _by_length_result(names)}, {"imdb": "IMDB"}, str(tmp_path / "bl.png"))
+    (figure,) = seen
+    assert figure["outside"] == []
+    assert figure["legend"] == sorted(n.removeprefix("linformer ").removesuffix(" + transfer") for n in names)
+    assert figure["fig"].legends[0].get_title().get_text() == "every row: ... + transfer"
+
+
+def _policy_row(buckets: dict, dtype: str = "fp32") -> dict:
+    cells = {b: {"examples": n, "mean": v} for b, (n, v) in buckets.items()}
+    return {"dtype": dtype, "embedding": cells, "hidden": cells, "mean_embedding": 0.5, "mean_hidden": 0.5}
+
+
+def test_one_bucket_length_policy_draws_a_dot_per_row_and_a_bf16_twin_apart(tmp_path, monkeypatch):
+    """Every row in one bucket drew one column of dots, a bf16 row exactly over its fp32 twin."""
+    seen = _captured(monkeypatch, length_policy)
+    rows = {}
+    for window in (64, 128):
+        for mask in ("", ", covered columns masked"):
+            for dtype in ("fp32", "bf16"):
+                label = f"resample, exact <= k, window {window}, global [0, -1]{mask}"
+                rows[label if dtype == "fp32" else f"{label}, bf16"] = _policy_row({"257-512": (128, 0.289)}, dtype)
+    length_policy.plot({"imdb": {"k=128": rows}}, str(tmp_path / "lp.png"))
+    (figure,) = seen
+    assert figure["outside"] == []
+    ax = figure["fig"].axes[0]
+    marks = [line for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    assert len(marks) == len(rows)  # one mark per row, each on its own line of the chart
+    assert len({float(line.get_ydata()[0]) for line in marks}) == len(rows)
+    assert {line.get_markerfacecolor() for line in marks[1::2]} == {"white"}  # the bf16 rows: hollow
+    assert [t.get_text() for t in ax.texts] == ["0.289"] * len(rows)  # each value written beside its dot
+
+
+def test_length_policy_lines_show_bucket_counts_and_hollow_small_buckets(tmp_path, monkeypatch):
+    seen = _captured(monkeypatch, length_policy)
+    buckets = {"33-64": (1, 0.8), "65-128": (7, 0.9), "129-256": (34, 0.85)}
+    rows = {f"policy {i}": _policy_row(buckets) for i in range(12)}
+    length_policy.plot({"imdb": {"k=64": rows}}, str(tmp_path / "lp.png"))
+    (figure,) = seen
+    ax = figure["fig"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["33-64\n(n=1)", "65-128\n(n=7)", "129-256\n(n=34)"]
+    assert figure["outside"] == []
+    assert figure["legend"][-1] == f"hollow: a bucket of fewer than {plots.MIN_EXAMPLES} examples"
+    colours = [line.get_color() for line in ax.get_lines() if len(line.get_xdata()) == 3]
+    assert len({str(c) for c in colours}) == 12  # twelve policies, no colour twice
+
+
+def test_non_finite_values_are_said_in_table_and_plot(tmp_path, make_run, monkeypatch):
+    """A loss of inf left a silent gap in the plot and nothing in the table; a run without the metric vanished
+    from the legend."""
+    seen = _captured(monkeypatch, compare)
+    make_run(tmp_path / "out", "pretrain", "bad", [{"step": s, "time": s, "loss": math.inf if s == 3 else 5.0 - s,
+                                                    "val_ppl": 9.0} for s in range(1, 6)])
+    make_run(tmp_path / "out", "pretrain", "good", [{"step": s, "time": s, "loss": 4.0 - s / 2} for s in range(1, 6)])
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", ["loss", "val_ppl"], ["loss", "val_ppl"],
+                 command="python scripts/compare_runs.py out")
+    table = (tmp_path / "cmp" / "runs.md").read_text()
+    assert table.startswith("Command: `python scripts/compare_runs.py out`")
+    assert "; 1 non-finite |" in table and "`N non-finite`: values logged as inf or NaN" in table
+    loss, ppl = seen
+    assert "a non-finite value (1), drawn at the top edge" in loss["legend"]
+    assert "no val_ppl logged: good" in ppl["legend"]
+    assert json.loads((tmp_path / "cmp" / ".linformer-outputs.json").read_text())["runs.md"]["command_line"] == \
+        "python scripts/compare_runs.py out"
+
+
+def test_mfu_is_drawn_in_percent_as_the_table_prints_it(tmp_path, make_run, monkeypatch):
+    seen = _captured(monkeypatch, compare)
+    make_run(tmp_path / "out", "pretrain", "r", [{"step": s, "time": s, "mfu": 0.331} for s in (1, 2)])
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", ["mfu"], ["mfu"])
+    ax = seen[0]["fig"].axes[0]
+    assert ax.get_ylabel() == "MFU (%)" and list(ax.get_lines()[0].get_ydata()) == pytest.approx([33.1, 33.1])
+
+
+def test_a_retired_label_gets_todays_name_and_numbers_stay():
+    old = {"best": "window 128, global [0, -1], no double count",
+           "results": {"imdb": {"window 128, no double count, bf16": {"mean": 0.289}}}}
+    assert relabelled(old) == {"best": "window 128, global [0, -1], covered columns masked",
+                               "results": {"imdb": {"window 128, covered columns masked, bf16": {"mean": 0.289}}}}
+
+
+def test_benchmark_plot_draws_the_reference_dtype_and_names_the_exact_keys(tmp_path, monkeypatch):
+    """The bf16 figures drew only bf16 lines, though their headline compares the Linformer in bf16 with full
+    attention in fp32; the Linformer's label left out its local window."""
+    from linformer.bench import report
+
+    seen = _captured(monkeypatch, report)
+    rows = [{"n": n, "k": 128, "batch_size": 1, "dtype": "bf16", "reference_dtype": "fp32",
+             "time_full_s": n / 1000, "time_linformer_s": n / 4000, "time_full_ref_s": n / 900,
+             "time_linformer_ref_s": n / 2000} for n in (4096, 16384)]
+    report.plot_times(rows, tmp_path / "t.png", "Forward time (AMD EPYC, 2 threads)", 128, [0, -1])
+    (figure,) = seen
+    assert figure["legend"] == ["ours, full attention, bf16", "ours, full attention, fp32",
+                                "Linformer, k = 128, window 128, global [0, -1], bf16",
+                                "Linformer, k = 128, window 128, global [0, -1], fp32"]
+    full = figure["fig"].axes[0].get_lines()[0]
+    assert full.get_linestyle() == "--"  # full attention dashed, as in every figure
+
+
+def test_a_length_policy_report_is_rendered_again_with_todays_labels(tmp_path):
+    """An earlier report's JSON (no header kept) rendered beside its .md: the header is kept, the retired label
+    renamed, the numbers the same."""
+    old = "resample, exact <= k, window 128, global [0, -1], no double count"
+    results = {"imdb": {"k=128": {old: _policy_row({"257-512": (128, 0.289)})}}}
+    out = tmp_path / "lp"
+    length_policy.write_report(results, str(out), ["Source: `minilm`.", "Command: `python x`"], {"command": "x"})
+    record = json.loads(out.with_suffix(".json").read_text())
+    del record["header"]
+    length_policy.render(record, str(out))
+    md, again = out.with_suffix(".md").read_text(), json.loads(out.with_suffix(".json").read_text())
+    assert "no double count" not in md and "Source: `minilm`.\nCommand: `python x`" in md
+    new = old.replace(", no double count", ", covered columns masked")
+    assert again["header"] == ["Source: `minilm`.", "Command: `python x`"] and again["best"] == new
+    assert again["results"]["imdb"]["k=128"][new] == results["imdb"]["k=128"][old]
