@@ -151,6 +151,13 @@ def summarize_run(run: Run, metrics: list[str]) -> dict[str, Any]:
     return digest(run.rows, metrics).summary(metrics)
 
 
+PERCENT = frozenset({"mfu"})  # fractions the table and the plots give as percent
+
+
+def _percent(v: float) -> str:
+    return f"{v:.1%}" if math.isfinite(v) else str(v)
+
+
 def _fmt(v: float) -> str:
     if not math.isfinite(v):
         return str(v)
@@ -225,10 +232,11 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
             if s is None:
                 cells.append("")
                 continue
+            fmt = _percent if m in PERCENT else _fmt
             if s["best_step"] == s["final_step"] and s["best"] == s["final"]:
-                cell = f"{_fmt(s['final'])} (best)"
+                cell = f"{fmt(s['final'])} (best)"
             else:
-                cell = f"{_fmt(s['final'])} / {_fmt(s['best'])} (@{s['best_step']})"
+                cell = f"{fmt(s['final'])} / {fmt(s['best'])} (@{s['best_step']})"
             nonfinite = nonfinite or bool(s.get("nonfinite"))
             cells.append(cell + (f"; {s['nonfinite']} non-finite" if s.get("nonfinite") else ""))
         scores, where = reported_scores(r.results), _reported_where(r)
@@ -316,7 +324,7 @@ def _reported_where(run: Run) -> str:
 def _steady_cell(column: str, value) -> str:
     if not isinstance(value, (int, float)):
         return ""
-    return f"{value:.1%}" if column == "mfu" else _fmt(float(value))
+    return _percent(float(value)) if column in PERCENT else _fmt(float(value))
 
 
 def run_labels(runs: list[Run]) -> list[str]:

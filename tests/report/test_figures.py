@@ -165,3 +165,10 @@ def test_a_length_policy_report_is_rendered_again_with_todays_labels(tmp_path):
     new = old.replace(", no double count", ", covered columns masked")
     assert again["header"] == ["Source: `minilm`.", "Command: `python x`"] and again["best"] == new
     assert again["results"]["imdb"]["k=128"][new] == results["imdb"]["k=128"][old]
+
+
+def test_the_table_gives_mfu_in_percent_as_its_steady_column_does(tmp_path, make_run):
+    make_run(tmp_path / "out", "pretrain", "r", [{"step": 1, "time": 1, "mfu": 0.3365}, {"step": 2, "time": 2,
+                                                                                        "mfu": 0.3379}])
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", ["mfu"], ["mfu"])
+    assert "| 33.8% (best) |" in (tmp_path / "cmp" / "runs.md").read_text()
