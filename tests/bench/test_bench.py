@@ -649,8 +649,8 @@ def test_a_benchmark_stopped_by_sigterm_writes_what_it_measured_marked_partial(p
     from linformer.bench import runner
 
     titles, plot = [], runner.plot_times
-    monkeypatch.setattr(runner, "plot_times", lambda rows, path, title="": titles.append(title) or plot(rows, path,
-                                                                                                        title))
+    monkeypatch.setattr(runner, "plot_times", lambda rows, path, title="", *rest: titles.append(title) or plot(
+        rows, path, title, *rest))
     cfg = compose("benchmark", [*_TINY, *overrides, f"out_dir={tmp_path}", "name=t"])
     with pytest.raises(Preempted, match="^stopped by SIGTERM: any cells measured before it are written") as stop:
         cli.benchmark_from_config(cfg)
