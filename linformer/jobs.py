@@ -47,7 +47,7 @@ from .files import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
 from .shell import shell_command
-from .signals import sigterm_interrupts
+from .signals import exit_words, sigterm_interrupts
 
 
 @dataclass
@@ -133,18 +133,6 @@ class _Running:
     t0: float
     log: Path | None                   # the job's own log file (jobs > 1 without a stream)
     reader: threading.Thread | None     # copies its output into the stream
-
-
-def exit_words(rc: int) -> str:
-    """A job's exit status in words: a negative one is the signal that killed it."""
-    if rc >= 0:
-        return f"exit status {rc}"
-    try:
-        name = signal.Signals(-rc).name
-    except ValueError:
-        name = f"signal {-rc}"
-    why = " (kill -9, or the out-of-memory killer)" if -rc == signal.SIGKILL else ""
-    return f"killed by {name}{why}"
 
 
 def _kept(job: Job) -> bool:

@@ -150,6 +150,24 @@ def _ignore_sigterm() -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
+def exit_words(rc: int) -> str:
+    """A child process's exit status (subprocess's returncode) in words: a negative one is the signal that killed it."""
+    if rc >= 0:
+        return f"exit status {rc}"
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    why = " (kill -9, or the out-of-memory killer)" if -rc == signal.SIGKILL else ""
+    return f"killed by {name}{why}"
+
+
+def child_status(rc: int) -> int:
+    """The exit status a command ends with where a child process's ended it: the child's own, or, for a child a
+    signal killed (a negative returncode), 128 + the signal, as a shell reports it (sys.exit(-15) ends with 241)."""
+    return stopped_status(-rc) if rc < 0 else rc
+
+
 class Interrupted(KeyboardInterrupt):
     """A KeyboardInterrupt raised by another signal than SIGINT (``sigterm_interrupts``), which it keeps."""
 

@@ -6,10 +6,12 @@ Mirroring is incremental and idempotent: a small state file remembers the byte o
 so far, its last line, and the file's size and mtime at that pass; a file whose size and mtime did not change is not
 opened, and only the complete lines past the offset are read and appended to the run's one event file (TensorBoard
 reads what a file gains). A metrics.jsonl whose mirrored rows changed (a run started over, or resumed from an
-earlier checkpoint: its last mirrored line no longer ends at the offset) is mirrored again from scratch. The state says a pass is writing before its
-first event does, so a pass cut short (Ctrl-C, a kill) leaves a state from which the next one mirrors that run again
-from scratch, never a second copy of its points. `serve` re-mirrors every few seconds while TensorBoard runs, so live
-runs update in the browser; `mirror_once` mirrors once, and stops on SIGTERM as on Ctrl-C, with a `stopped:` line.
+earlier checkpoint: its last mirrored line no longer ends at the offset) is mirrored again from scratch. A pass
+stopped (Ctrl-C, SIGTERM) or failing half-way removes the run's mirror; the state says a pass is writing before its
+first event does, so one killed outright (SIGKILL) leaves a state from which the next pass mirrors that run again from
+scratch: never a second copy of its points, nor a mirror cut short. `serve` re-mirrors every few seconds while
+TensorBoard runs, so live runs update in the browser; `mirror_once` mirrors once. Both stop on Ctrl-C, SIGTERM or
+SIGHUP as every command does, with a `stopped:` line and 128 + the signal (130, 143, 129), TensorBoard with them.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
 perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same
@@ -25,6 +27,7 @@ run whose status changes (it ends, or starts again) is mirrored again, so the su
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -43,7 +46,7 @@ from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, table_lines, write_json
 from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, metric_lines, reported_scalars, run_status
-from ..signals import signals_stop, sigterm_interrupts
+from ..signals import child_status, exit_words, signals_stop
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +111,6 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     Only the bytes appended since the last pass are read (the state's `offset`); a file whose size and mtime did
     not change is not opened. Returns the number of rows written (0 when nothing changed: calling it again is a
     no-op)."""
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.compat.proto.summary_pb2 import Summary
-    from tensorboard.summary.writer.record_writer import RecordWriter
-    from torch.utils.tensorboard.summary import text
-
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     src = run_dir / METRICS
     state_path = out_dir / STATE
@@ -142,10 +140,30 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
         run = run or load_run(run_dir, rows=False)
         state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
                  "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0}
-    base = float(state["base_walltime"])
     _drop_stateless_events(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(state_path, {**state, "writing": True})  # before the first event: see the module doc
+    try:
+        written, offset, last = _append_events(src, out_dir, state, run, first, reported if add_reported else None)
+        write_json(state_path, {**state, "rows": int(state["rows"]) + written, "offset": offset, "last": last,
+                                "seen": seen, "reported": reported})
+    except BaseException:  # a stop (Ctrl-C, SIGTERM) or a failure mid-pass: no half-written mirror is left
+        _forget(out_dir)
+        raise
+    return written + int(add_reported)
+
+
+def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first: bool, reported: dict | None
+                   ) -> tuple[int, int, str | None]:
+    """Append one pass's events to the run's event file: on its first pass the file's header, the config text and
+    the HPARAMS summary; then a point per complete row past the state's offset, and `reported` (``reported_tags``)
+    where given. Returns (rows read, the offset after them, the last of them)."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import text
+
+    base, stage = float(state["base_walltime"]), state["stage"]
     written, offset, last = 0, int(state["offset"]), state.get("last")
     # one event file per mirror of the run, appended to pass after pass (TensorBoard reads what a file gains)
     with (out_dir / state["events"]).open("ab") as f:
@@ -162,14 +180,12 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
                 _write_event(records, Event(wall_time=base + float(row.get("time") or 0.0), step=int(row["step"]),
                                             summary=Summary(value=values)))
             written += 1
-        if add_reported:
+        if reported is not None:
             values = [Summary.Value(tag=tag, simple_value=value) for tag, value in reported["scalars"].items()]
             _write_event(records, Event(wall_time=base + reported["time"], step=reported["step"],
                                         summary=Summary(value=values)))
         f.flush()
-    write_json(state_path, {**state, "rows": int(state["rows"]) + written, "offset": offset, "last": last,
-                            "seen": seen, "reported": reported})
-    return written + int(add_reported)
+    return written, offset, last
 
 
 def _write_event(records, event) -> None:
@@ -228,7 +244,11 @@ def _drop_stateless_events(out_dir: Path) -> None:
 
 
 def _forget(out_dir: Path) -> dict:
-    """Remove a run's mirror, to be written again from scratch; returns the empty state."""
+    """Remove a run's mirror, to be written again from scratch; returns the empty state. The state goes first: a
+    removal cut short leaves event files without one, which the next pass removes (``_drop_stateless_events``),
+    never a state whose events are gone."""
+    with contextlib.suppress(OSError):  # a state that is no file (a folder in its place) goes with the rest
+        (out_dir / STATE).unlink(missing_ok=True)
     shutil.rmtree(out_dir, ignore_errors=True)
     return {}
 
@@ -309,8 +329,10 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
     return written
 
 
-MIRROR_STOPPED = ("stopped by {signal} while mirroring: each run's mirror is whole, or mirrored again from scratch by "
-                  "the next pass. Run the same command again to go on.")
+MIRROR_STOPPED = ("stopped by {signal} while mirroring: each run's mirror is whole, or removed and mirrored again from "
+                  "scratch by the next pass. Run the same command again to go on.")
+SERVE_STOPPED = ("stopped by {signal}: TensorBoard is stopped; each run's mirror is whole, or removed and mirrored "
+                 "again by the next pass. Run the same command again to serve the runs.")
 
 
 def mirror_once(outputs: str | Path, logdir: str | Path | None = None, overwrite: bool = False) -> dict[str, int]:
@@ -346,7 +368,7 @@ def wait_until_up(url: str, timeout: float = 60.0, proc: subprocess.Popen | None
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"tensorboard exited with code {proc.returncode} before serving {url}")
+            raise RuntimeError(f"tensorboard ended ({exit_words(proc.returncode)}) before serving {url}")
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status == 200:
@@ -365,9 +387,11 @@ def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[st
 def serve(outputs: str | Path, logdir: str | Path | None = None, host: str = "127.0.0.1",
           port: int = 6006, watch_every: float = 10.0, extra: list[str] | None = None, overwrite: bool = False) -> int:
     """Start TensorBoard, mirror the runs while it comes up, report how long it took, re-mirror every `watch_every` s
-    until TensorBoard exits or Ctrl-C. Returns TensorBoard's exit code."""
-    # SIGTERM (kill, a CI runner) must stop TensorBoard too, not orphan it: it takes the Ctrl-C path.
-    with sigterm_interrupts():
+    until TensorBoard exits, or a signal stops the dashboard. Returns TensorBoard's exit code (128 + the signal where
+    one killed it). Ctrl-C and SIGTERM (kill, a CI runner) raise Preempted, as every other command's stop: TensorBoard
+    is stopped with the dashboard, never orphaned, and the command ends with a `stopped:` line and 128 + the signal
+    (``signals_stop``)."""
+    with signals_stop(SERVE_STOPPED):
         return _serve(outputs, logdir, host, port, watch_every, extra, overwrite)
 
 
@@ -411,7 +435,7 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
             print(f"dashboard up at {url} after {time.monotonic() - t0:.1f} s (Ctrl-C stops it)", flush=True)
         except RuntimeError as e:  # TensorBoard ended before it served: the command failed
             print(f"error: {e}", file=sys.stderr, flush=True)
-            return proc.returncode or 1
+            return child_status(proc.returncode) or 1
         except TimeoutError as e:  # still running, and may yet answer (a slow first load): the mirror goes on
             print(f"warning: {e}: TensorBoard is still starting or stuck; the runs are still mirrored (Ctrl-C "
                   "stops it)", file=sys.stderr, flush=True)
@@ -420,8 +444,6 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
                 proc.wait(timeout=watch_every)
             except subprocess.TimeoutExpired:
                 mirror_all(outputs, logdir)
-    except KeyboardInterrupt:
-        pass
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -429,4 +451,6 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    return proc.returncode or 0
+    if proc.returncode:
+        print(f"error: tensorboard ended while serving ({exit_words(proc.returncode)})", file=sys.stderr, flush=True)
+    return child_status(proc.returncode)

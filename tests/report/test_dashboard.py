@@ -240,8 +240,9 @@ def test_tensorboard_starts_before_the_first_mirror(tmp_path, make_run, monkeypa
 
 
 @pytest.mark.parametrize("child, status, line", [
-    ("import sys; sys.exit(0)", 1, "error: tensorboard exited with code 0 before serving"),  # it failed: not 0
-    ("import sys; sys.exit(3)", 3, "error: tensorboard exited with code 3 before serving"),
+    ("import sys; sys.exit(0)", 1, "error: tensorboard ended (exit status 0) before serving"),  # it failed: not 0
+    ("import sys; sys.exit(3)", 3, "error: tensorboard ended (exit status 3) before serving"),
+    ("import os; os.kill(os.getpid(), 9)", 137, "error: tensorboard ended (killed by SIGKILL"),  # 128 + 9, not 247
     ("import time; time.sleep(2)", 0, "warning: http://127.0.0.1:"),  # not up yet, still running: a warning
 ])
 def test_tensorboard_not_up_is_a_failure_only_when_it_ended(tmp_path, monkeypatch, capsys, child, status, line):
@@ -396,6 +397,7 @@ def test_a_pass_cut_short_is_mirrored_again_not_twice(tmp_path, make_run, monkey
     monkeypatch.setattr(dashboard, "_write_event", interrupted)
     with pytest.raises(KeyboardInterrupt):
         mirror_run(run, out)
+    assert not out.exists()  # the mirror cut short is removed, not left half-written for TensorBoard to show
     monkeypatch.setattr(dashboard, "_write_event", real)
     assert mirror_run(run, out) == 20 and mirror_run(run, out) == 0
     want = sorted((tag, s) for s in range(1, 21) for tag in ("train/loss", "train/lr"))
@@ -446,3 +448,58 @@ def test_a_damaged_record_is_one_warning_line_once_not_one_per_reading(tmp_path,
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert sorted(said) == sorted(set(said)) and len(said) == 3, said
     assert all("\n" not in line for line in said)
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_served_dashboard_as_every_command_with_its_tensorboard(tmp_path, make_run, monkeypatch,
+                                                                                   capsys, signum):
+    """Ctrl-C ended the served dashboard with 241 (TensorBoard's -15 passed on as the command's status), SIGTERM with
+    0, and neither said `stopped:`: now 128 + the signal and a `stopped:` line, TensorBoard stopped, and the run whose
+    pass the signal cut short has no mirror left half-written."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import linformer.report.dashboard as dashboard
+
+    signum = getattr(signal, signum)
+    outputs, board = tmp_path / "outputs", tmp_path / "tb"
+    rows = [{"step": s, "time": s, "loss": 1.0} for s in range(1, 5)]
+    run = make_run(outputs, "pretrain", "a", rows)
+    children = []
+
+    class TensorBoard(subprocess.Popen):
+        def __init__(self, command, env):
+            super().__init__([sys.executable, "-c", "import time; time.sleep(60)"])
+            children.append(self)
+
+    real_event, events = dashboard._write_event, []
+
+    def write_event(*args):  # the second pass, half-way through its rows: Ctrl-C (or a kill)
+        events.append(1)
+        if (run / "metrics.jsonl").stat().st_size > 200 and len(events) == 2:
+            os.kill(os.getpid(), signum)
+        return real_event(*args)
+
+    def up(*_args, **_kwargs):  # TensorBoard is up: the run gains rows for the next pass
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows * 3))
+        events.clear()
+        return 0.0
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(subprocess, "Popen", TensorBoard)
+    monkeypatch.setattr(dashboard, "wait_until_up", up)
+    monkeypatch.setattr(dashboard, "_write_event", write_event)
+    with pytest.raises(SystemExit) as stop:
+        load_script("dashboard").main(["--outputs", str(outputs), "--logdir", str(board), "--port", str(port),
+                                       "--watch", "0.05"])
+    assert stop.value.code == 128 + signum
+    name = signal.Signals(signum).name
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"stopped: stopped by {name}")
+    assert children[0].poll() is not None, "TensorBoard was left running"
+    assert not (board / "pretrain" / "a").exists()  # the mirror the stop cut short is removed, not half there
+    assert signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler)
