@@ -350,3 +350,27 @@ def test_an_output_folder_damaged_since_it_was_written_is_not_done(tmp_path):
     (out / "model.safetensors").write_bytes(b"weight")
     assert not job.finished
     assert job.damage == f"{out} is damaged since it was written (model.safetensors: 6 bytes, 7 written)"
+
+
+def test_the_plan_s_report_ends_as_the_jobs_do_on_a_signal(monkeypatch, capsys, tmp_path):
+    """The report of a plan runs in a process of its own: a SIGTERM while it ran ended the plan unannounced (the
+    report's process left running), and a report killed by a signal (SIGKILL, the OOM killer) ended the plan with
+    256 - the signal (247); now a `stopped:` line and 128 + the signal, as while the jobs run."""
+    from linformer.experiments import frontend
+
+    monkeypatch.setattr(subprocess, "run", lambda argv, **k: subprocess.CompletedProcess(argv, -signal.SIGKILL))
+    assert frontend.reproduce([], title="plan", minutes=None, timing="", jobs=1, dry_run=False, report_only=True,
+                              report=["--layout", "mini"], log_dir=tmp_path) == 128 + signal.SIGKILL
+    assert "error: the report (scripts/table2.py) was killed by SIGKILL" in capsys.readouterr().err
+
+    def terminated(argv, **kwargs):
+        assert argv[1] == "scripts/table2.py"
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives before this ends
+        raise AssertionError("not stopped")
+
+    monkeypatch.setattr(subprocess, "run", terminated)
+    assert frontend.write_report(["--layout", "mini"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.startswith("stopped: stopped by SIGTERM while writing the report")
+    monkeypatch.setattr(subprocess, "run", lambda argv, **k: subprocess.CompletedProcess(argv, 2))
+    assert frontend.write_report([]) == 2

@@ -20,7 +20,7 @@ from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
 from ..shell import shell_command
-from ..signals import interrupt_status
+from ..signals import child_status, exit_words, interrupt_status, signal_words, sigterm_interrupts
 
 REPO = repo_root()
 
@@ -67,10 +67,27 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
             return rc
         times["total (jobs run now)"] = round(time.perf_counter() - t0, 1)
         print(f"jobs done in {(time.perf_counter() - t0) / 60:.1f} min")
-    rc = subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
+    rc = write_report(report)
     if rc == 0 and after is not None:
         after(times)
     return rc
+
+
+def write_report(report: list[str]) -> int:
+    """scripts/table2.py with the arguments `report`, in a process of its own; the exit status: the report's, or 128
+    + the signal where a signal killed it (``child_status``) or stopped the plan: a SIGTERM (SIGHUP) stops the plan as
+    Ctrl-C does, its report's process with it, with a `stopped:` line, as while its jobs run."""
+    try:
+        with sigterm_interrupts():
+            rc = subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
+    except KeyboardInterrupt as err:
+        print(f"stopped: stopped by {signal_words(getattr(err, 'signum', signal.SIGINT))} while writing the report: "
+              "the finished jobs are kept; run the same command again to write it", file=sys.stderr)
+        return interrupt_status(err)
+    if rc < 0:
+        print(f"error: the report (scripts/table2.py) was {exit_words(rc)}: run the same command again to write it",
+              file=sys.stderr)
+    return child_status(rc)
 
 
 def tasks_to_run(todo: list[Job]) -> list[str]:
