@@ -21,8 +21,10 @@ or the new file, never half. metrics.jsonl is appended a row at a time, so a rea
 written (``metric_lines``: its whole_lines stops before it, the other readers warn about it); the ``.lock`` is created
 exclusively (``RunLock``). The models and checkpoints are the trainer's (train/trainer.py, train/checkpoint.py), each
 written whole. This module holds the record itself (identity, lock, metrics, status) and its readers: a command that
-builds on a run reads a file of it through ``read_record`` (a damaged one is refused in one line), a report that goes
-on without it through ``load_run`` (a warning, or ``strict``: ``read_record``).
+builds on a run reads a file of it through ``read_record`` (a damaged one is refused in one line); a report over many
+runs (the dashboard, compare_runs) through ``read_shown`` and ``load_run``: a damaged file is one warning, and the run
+is shown without it, marked damaged where the report shows it; a figure or table made from the runs through
+``load_run(strict=True)`` (``read_record``).
 """
 
 from __future__ import annotations
@@ -57,10 +59,10 @@ from .files import (  # the record's names (files.py, below this module and the 
     flatten,
     listing,
     output_damage,
+    parse_mapping,
     pid_alive,
     process_place,
     read_json,
-    read_mapping,
     read_record,
     read_yaml,
     resolve_path,
@@ -677,6 +679,8 @@ def reported_scalars(results: Mapping) -> dict[str, float]:
 # A run whose record says running while no process holds it: it ended without recording how (SIGKILL, the OOM
 # killer, a machine's reboot); the same command continues it from its last checkpoint
 KILLED = "killed"
+# A run whose run.json is there but does not read: how it ended, or whether it did, is unknown
+DAMAGED = "damaged"
 
 
 @dataclass
@@ -689,14 +693,20 @@ class Run:
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
     rows: list[dict] = field(default_factory=list)
-    status: str | None = None        # running / complete / stopped / failed (run.json) / KILLED, None without one
+    status: str | None = None        # running / complete / stopped / failed (run.json) / KILLED / DAMAGED, or None
     why: str | None = None           # a failed run's error or a stopped run's reason (run.json), its first line
+    damaged: list[str] = field(default_factory=list)  # the files of its record that do not read (``read_shown``)
 
     @property
     def status_line(self) -> str:
         """The run's status in words, with why it ended where run.json says: 'failed (TrainingDiverged: ...)'."""
         status = self.status or "not recorded"
         return f"{status} ({self.why})" if self.why and self.status in ("failed", "stopped") else status
+
+    @property
+    def damage_line(self) -> str | None:
+        """'config.yaml, run.json cannot be read': the files of its record the run is shown without; None for none."""
+        return f"{', '.join(self.damaged)} cannot be read" if self.damaged else None
 
     @property
     def key_config(self) -> dict[str, Any]:
@@ -771,17 +781,45 @@ def run_status(path: Path, info: Mapping) -> str | None:
     return status
 
 
+def read_shown(run_dir: str | Path, name: str) -> tuple[dict, str | None]:
+    """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) as a report over many runs reads it (the dashboard,
+    compare_runs): (its mapping, None), {} where it is missing; where it is there but does not read, ({}, why) and
+    one warning naming it, once per process: the report goes on with every other run, and shows this one without
+    the file, marked damaged (``Run.damaged``, the status DAMAGED for run.json), never as a run that recorded less."""
+    data, why = parse_mapping(Path(run_dir) / name)
+    if why:
+        warn_once(f"{Path(run_dir) / name} cannot be read ({why}): the run is shown without it, marked damaged. "
+                  f"{RESTORE.format(dir=run_dir)}")
+    return data, why
+
+
+def shown_status(path: Path) -> str | None:
+    """``run_status`` from run.json as a report over many runs reads it (``read_shown``): DAMAGED where it does not
+    read."""
+    info, why = read_shown(path, RUN)
+    return DAMAGED if why else run_status(path, info)
+
+
 def load_run(path: str | Path, rows: bool = True, strict: bool = False) -> Run:
     """A run directory's config, results, metrics (without `rows`: none, for a reader that streams them with
-    ``iter_metrics``), stage and status. A file of its record that does not read is a warning and left out (the
-    dashboard, compare_runs: every other run still shows), or with `strict` refused (``read_record``: a figure or
-    table made from the run)."""
+    ``iter_metrics``), stage and status. A file of its record that does not read is a warning, and the run is shown
+    without it, marked damaged (``read_shown``: the dashboard, compare_runs: every other run still shows), or with
+    `strict` refused (``read_record``: a figure or table made from the run)."""
     path = Path(path).resolve()
-    read = (lambda name: read_record(path, name)) if strict else (lambda name: read_mapping(path / name))
+    damaged: list[str] = []
+
+    def read(name: str) -> dict:
+        if strict:
+            return read_record(path, name)
+        data, why = read_shown(path, name)
+        damaged.extend([name] if why else [])
+        return data
+
     config = read(CONFIG)
     results = {**read(SUMMARY), **read(RESULTS)}
     info = read(RUN)
     name = str(config.get("run_name") or path.name)
     why = info.get("error") or info.get("reason")
+    status = DAMAGED if RUN in damaged else run_status(path, info)
     return Run(path=path, name=name, stage=run_stage(path, info, results, config), config=config, results=results,
-               rows=read_metrics(path / METRICS) if rows else [], status=run_status(path, info), why=why)
+               rows=read_metrics(path / METRICS) if rows else [], status=status, why=why, damaged=damaged)

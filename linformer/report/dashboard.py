@@ -45,7 +45,17 @@ from pathlib import Path
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
 from ..files import MANIFEST, check_output_dir, made_by, read_json, table_lines, write_json
-from ..rundir import METRICS, RESULTS, RUN, Run, find_runs, load_run, metric_lines, reported_scalars, run_status
+from ..rundir import (
+    METRICS,
+    RESULTS,
+    Run,
+    find_runs,
+    load_run,
+    metric_lines,
+    read_shown,
+    reported_scalars,
+    shown_status,
+)
 from ..signals import child_status, exit_words, signals_stop
 
 log = logging.getLogger(__name__)
@@ -84,6 +94,7 @@ def _scalars(row: dict, stage: str) -> dict[str, float]:
 
 def _config_markdown(run: Run) -> str:
     rows = [("stage", run.stage or "not recorded"), ("status", run.status_line),
+            *([("record", f"{run.damage_line}: shown without them")] if run.damaged else []),
             *((k, v) for k, v in run.key_config.items() if v is not None), ("run dir", run.path)]
     return "\n".join(table_lines(["key", "value"], rows))
 
@@ -115,7 +126,7 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     src = run_dir / METRICS
     state_path = out_dir / STATE
     state = read_json(state_path)
-    status = run_status(run_dir.resolve(), read_json(run_dir / RUN))
+    status = shown_status(run_dir.resolve())
     if state.get("writing"):  # a pass cut short after some of its events: which of them are written is unknown
         log.info("the mirror of %s was interrupted: mirroring it again", run_dir)
         state = _forget(out_dir)
@@ -258,7 +269,7 @@ def reported_tags(run_dir: Path, stage: str | None) -> dict | None:
     trackers (eval_<metric>, eval_step), in the dashboard's sections: {"scalars": {eval/<metric>: value, eval/step:
     the step of the model scored}, "step": the run's last step, "time": its seconds}; None before the run has
     finished or for a run that reports no scores."""
-    results = read_json(run_dir / RESULTS)
+    results, _ = read_shown(run_dir, RESULTS)
     scores = reported_scalars(results)
     if not scores or not isinstance(results.get("steps"), int):
         return None

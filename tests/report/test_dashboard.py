@@ -503,3 +503,35 @@ def test_a_signal_stops_the_served_dashboard_as_every_command_with_its_tensorboa
     assert children[0].poll() is not None, "TensorBoard was left running"
     assert not (board / "pretrain" / "a").exists()  # the mirror the stop cut short is removed, not half there
     assert signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler)
+
+
+def test_a_damaged_record_among_many_runs_is_shown_marked_damaged_in_the_dashboard_as_in_compare_runs(
+        tmp_path, make_run, caplog):
+    """A run whose run.json or results.json did not read showed in the dashboard as a run that recorded none (status
+    "not recorded", no reported score: an unfinished run), and compare_runs' table took it for a finished one; each
+    read them its own way. Both read them as rundir does (``read_shown``): the other runs as ever, this one with its
+    curves, marked damaged, naming the files, with one warning each."""
+    from linformer.report.compare import compare_runs
+
+    outputs = tmp_path / "outputs"
+    good = make_run(outputs, "finetune", "good", [{"step": 1, "time": 1, "loss": 1.0}], task="sst2",
+                    results={"steps": 1, "metrics": {"accuracy": 0.5}, "reported": {"step": 1}})
+    _record(good, status="complete", stage="finetune")
+    bad = make_run(outputs, "finetune", "bad", [{"step": 1, "time": 1, "loss": 2.0}], task="sst2")
+    (bad / "run.json").write_text('{"status": "compl')
+    (bad / "results.json").write_text("{")
+    written = mirror_all(outputs, tmp_path / "tb", strict=True)
+    assert written == {"finetune/bad": 1, "finetune/good": 2}
+    text, hparams = _text_and_hparams(tmp_path / "tb" / "finetune" / "bad")
+    assert "| status | damaged |" in text and "| record | results.json, run.json cannot be read: shown without them |" \
+        in text
+    assert hparams["status"] == "damaged"
+    assert _scalars(tmp_path / "tb" / "finetune" / "bad")["finetune/loss"] == [(1, 2.0)]
+    assert _text_and_hparams(tmp_path / "tb" / "finetune" / "good")[1]["status"] == "complete"
+    table = compare_runs([outputs], tmp_path / "cmp")["table"]
+    assert "| 1 (damaged) |" in table and "Damaged records, each run shown without the files named: bad " \
+        "(results.json, run.json cannot be read)." in table
+    said = sorted({r.getMessage() for r in caplog.records if r.levelname == "WARNING"})
+    assert [line.split(" cannot be read (")[0] for line in said] == [str(bad / "results.json"), str(bad / "run.json")]
+    assert all(line.endswith(f"the run is shown without it, marked damaged. Restore the file (from a copy), or start "
+                             f"afresh under another run_name (or move {bad} away).") for line in said)
