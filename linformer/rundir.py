@@ -323,10 +323,12 @@ class RunLock:
 
 # ------------------------------------------------------------------------------------------------ the record
 def not_a_run(path: str | Path) -> list[str]:
-    """The names a folder holds when it is not a run directory (no readable config.yaml or run.json, but files: someone's
-    folder, which a run never writes into); [] for a run's directory, an empty one, or none."""
+    """The names a folder holds when it is not a run directory (no config.yaml or run.json, but files: someone's
+    folder, which a run never writes into); [] for a run's directory, an empty one, or none. A record that does not
+    read is still a run's: the run's start refuses it, naming the file (``read_record``), where "not a run directory"
+    would send the user to move the run's own files away."""
     path = Path(path)
-    if not path.is_dir() or read_yaml(path / CONFIG) or read_json(path / RUN):  # a record that reads: a run's
+    if not path.is_dir() or (path / CONFIG).is_file() or (path / RUN).is_file():
         return []
     return sorted(p.name for p in path.iterdir() if p.name != LOCK)
 
@@ -545,11 +547,14 @@ def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
 
 
 def model_problem(run_dir: Path) -> str | None:
-    """Why the finished run `run_dir` cannot stand as done: the model its summary names (model_dir) is gone, or
-    damaged since it was saved (the checksums its folder records: ``files.output_damage``), with how it comes back
+    """Why the finished run `run_dir` cannot stand as done: its summary.json does not read (``read_record``'s line),
+    or the model its summary names (model_dir) is gone, or damaged since it was saved (the checksums its folder records: ``files.output_damage``), with how it comes back
     (``loading.rewrite_advice``); None when it is as saved, or the run names none. What a rerun of the run says
     (``train.core.already_complete``), and what a plan asks of a job done (``output_problem``)."""
-    summary = read_json(run_dir / SUMMARY)
+    try:
+        summary = read_record(run_dir, SUMMARY)
+    except RunDirError as damaged:  # what the run saved is unknown: it cannot stand as done
+        return str(damaged)
     if not summary.get("model_dir"):
         return None
     model = run_dir / Path(str(summary["model_dir"])).name

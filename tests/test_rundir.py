@@ -364,3 +364,30 @@ def test_each_attempt_records_the_step_it_started_at_and_its_processes(tmp_path)
     [attempt] = info["attempts"]
     assert (attempt["start_step"], attempt["processes"], attempt["status"]) == (0, 2, "stopped")
     assert (info["start_step"], info["processes"], info["status"]) == (27, 1, "complete")
+
+
+@pytest.mark.parametrize("name", ["run.json", "summary.json"])
+def test_a_record_that_does_not_read_is_named_by_prune_and_the_plans_not_taken_for_no_run_or_no_model(tmp_path,
+                                                                                                      name):
+    """prune_checkpoints read run.json and summary.json leniently: a damaged run.json said "not a run directory (no
+    readable run.json)", a damaged summary.json "kept no model (trainer.save_best=false)"; and a plan took a run
+    folder whose config.yaml and run.json did not read for someone's folder ("not a run directory but holds ..."):
+    each names the file that does not read, as the run's own start does (``read_record``)."""
+    from linformer.output_rule import RUN, foreign
+    from linformer.rundir import model_problem, not_a_run
+    from linformer.train.checkpoint import prune_checkpoints
+
+    run = _finished(tmp_path / "run")
+    (run / "checkpoints" / "step-00000004").mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"steps": 4, "model_dir": "model"}))
+    (run / "model").mkdir()
+    (run / name).write_text("{")
+    said = rf"^{run / name} cannot be read \(.+\): what the run in {run} recorded there is lost"
+    with pytest.raises(RunDirError, match=said):
+        prune_checkpoints(run)
+    assert (run / "checkpoints" / "step-00000004").is_dir()
+    if name == "summary.json":
+        assert model_problem(run).startswith(f"{run / name} cannot be read")
+    (run / "config.yaml").write_text("a: [")
+    (run / "run.json").write_text("{")
+    assert not_a_run(run) == [] and foreign(run, RUN, "pretrain") is None

@@ -24,7 +24,7 @@ from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, resolve_path, save_figure, table_lines, table_row, write_json
 from ..modeling.configuration import SIZE_FIELDS
-from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths
+from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths, read_record
 from .compare import series
 from .figure3 import figure3_data
 from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
@@ -261,7 +261,7 @@ def write_table(patterns: list[str], out: str, p: exp.Profile, hardware: str, co
     rows, gain = build(runs, p.n)
     figure = figure3_data([load_run(d, rows=False, strict=True) for d in pretraining]) if pretraining else None
     have = {Path(r["_dir"]).name for r in runs}
-    devices = sorted({str(read_json(d / SUMMARY).get("device")) for d in pretraining} - {"None"})
+    devices = sorted({str(read_record(d, SUMMARY).get("device")) for d in pretraining} - {"None"})
     tasks = tasks_of(runs)
     p = exp.with_tasks(p, list(dict.fromkeys([*p.run_tasks, *tasks])))
     data = {"profile": p.name, "tasks": tasks, "hardware": ", ".join(devices) or hardware, "command": command, "rows": rows,

@@ -40,7 +40,7 @@ from ..files import (
     checksum_problems,
     disk_full_names,
     file_checksums,
-    read_json,
+    read_record,
     swap_in,
     umask_modes,
     write_json,
@@ -117,14 +117,14 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
     one a live process holds, and one whose model (model/, best/) is gone, damaged or was never kept
     (trainer.save_best=false): its checkpoints are then what scripts/export.py writes it from."""
     run_dir = Path(run_dir)
-    info = read_json(run_dir / RUN)
+    info = read_record(run_dir, RUN)  # one that does not read is refused, naming it
     if not info:
-        raise RunDirError(f"{run_dir} is not a run directory (no readable {RUN}): nothing pruned")
+        raise RunDirError(f"{run_dir} is not a run directory (no {RUN}): nothing pruned")
     if info.get("status") != "complete":
         raise RunDirError(f"{run_dir} is {info.get('status') or 'not recorded'}, not complete: its checkpoints are "
                           "what continues it (trainer.resume=auto). Prune a run once it is complete.")
     problem = model_problem(run_dir)
-    if problem or not read_json(run_dir / SUMMARY).get("model_dir"):
+    if problem or not read_record(run_dir, SUMMARY).get("model_dir"):
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
                                      "scripts/export.py writes it from. Export it first: "
                                      + shell_command("python", "scripts/export.py", run_dir))
@@ -139,7 +139,7 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
         if found or freed:
             steps = f"step {step_of(found[0])}" + (f" to {step_of(found[-1])}" if len(found) > 1 else "") if found \
                 else "no complete checkpoint"
-            info = read_json(run_dir / RUN)
+            info = read_record(run_dir, RUN)
             info["checkpoints_removed"] = (f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {len(found)} checkpoint"
                                            f"{'s' * (len(found) != 1)} ({steps}), {freed / 1e6:,.1f} MB")
             write_json(run_dir / RUN, info)
