@@ -90,6 +90,7 @@ from ..files import (
     write_json,
 )
 from ..jobs import Job, JobFailed, JobsStopped, run_jobs
+from ..rundir import code_revision
 from ..signals import interrupt_status
 from . import carry
 
@@ -345,13 +346,13 @@ def source_sha256(root: Path = REPO) -> str:
 
 
 def provenance(argv: list[str], gpu: str) -> dict:
-    """What made a batch's results, for each target's record: the device, the commit (None without a git
-    checkout: the device tool sends none, so the commit is the one the checkout was sent from), the source's
-    sha256 (which names the code either way), torch, its CUDA, the driver, and gpu.py's arguments."""
+    """What made a batch's results, for each target's record: the device, the package's version, commit and whether
+    the checkout had uncommitted changes, as a run's record gives them (``rundir.code_revision``: commit and dirty
+    None without a git checkout; the device tool sends none, so the commit is the one the checkout was sent from), the
+    source's sha256 (which names the code either way), torch, its CUDA, the driver, and gpu.py's arguments."""
     import torch
 
-    return {"device": gpu, "commit": _command_output(["git", "rev-parse", "HEAD"]),
-            "source_sha256": source_sha256(), "torch": torch.__version__,
+    return {"device": gpu, **code_revision(), "source_sha256": source_sha256(), "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
             "argv": argv}
