@@ -50,7 +50,17 @@ def folder(text: str) -> Path:
     return Path(_resolved(text, "a folder"))
 
 
+def given_path(text: str) -> str:
+    """An argparse ``type``: a path kept as the user wrote it, for a command that resolves it where it reads it and
+    records it as given (fidelity's --corpus); not empty, as ``path``."""
+    return _not_empty(text, "a path")
+
+
 def _resolved(text: str, what: str) -> str:
+    return resolve_path(_not_empty(text, what))
+
+
+def _not_empty(text: str, what: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"an empty path: give {what} (an unset variable?)")
-    return resolve_path(text)
+    return text

@@ -596,14 +596,19 @@ def _shortened(line: str, limit: int = REASON_CHARS) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ reading runs
-def named_paths(patterns: list[str]) -> list[Path]:
-    """The paths that command-line `patterns` name: a path that exists as itself (the shell has expanded a glob
-    already, and a name may hold glob characters: a run named ``k[16, 32]``), else the glob expanded (``**``
-    recursive, each pattern's matches sorted); a relative one from the repository, "~" expanded (``resolve_path``,
-    as every command's paths). A pattern that names nothing is a DataError naming it: a mistyped run or an unmatched
-    glob would otherwise leave its runs out of a report without a word."""
+def named_paths(patterns: list[str], argument: str = "runs") -> list[Path]:
+    """The paths that command-line `patterns` (the command's `argument`) name: a path that exists as itself (the
+    shell has expanded a glob already, and a name may hold glob characters: a run named ``k[16, 32]``), else the glob
+    expanded (``**`` recursive, each pattern's matches sorted); a relative one from the repository, "~" expanded
+    (``resolve_path``, as every command's paths). A pattern that names nothing is a DataError naming it: a mistyped
+    run or an unmatched glob would otherwise leave its runs out of a report without a word. An empty one is a
+    ConfigError naming `argument`: an unset shell variable (``"$RUN"``) would otherwise name the repository, and
+    every run in it (the ``argtypes.path`` rule)."""
     paths: list[Path] = []
     for pattern in map(str, patterns):
+        if not pattern.strip():
+            raise ConfigError(f"{argument}: an empty path ({pattern!r}) names no run: give run directories, folders "
+                              "of them or globs (an unset variable?)")
         where = resolve_path(pattern)
         found = [where] if os.path.lexists(where) else sorted(glob.glob(where, recursive=True))
         if not found:

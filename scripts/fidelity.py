@@ -6,7 +6,7 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse,
 
 import sys
 
-from linformer.argtypes import at_least
+from linformer.argtypes import at_least, given_path
 from linformer.cli import ArgumentParser
 from linformer.files import resolve_path
 from linformer.modeling.loading import resolve_model_path
@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
-    ap.add_argument("--corpus", required=True, help="a corpus prepared with the models' tokenizer and n (relative to "
+    ap.add_argument("--corpus", required=True, type=given_path, help="a corpus prepared with the models' tokenizer and n (relative to "
                                                     "the repository, as the models)")
     reference = ap.add_mutually_exclusive_group(required=True)
     reference.add_argument("--source", help="the encoder the models were converted from, run with full attention: "

@@ -401,9 +401,17 @@ def package_main(module: str):
         sys.exit(2)
 
 
+def a_path(text):
+    """An argparse type: a path, not empty (an unset variable would name the working folder, or drop the option).
+    linformer.argtypes has the project's; this script imports nothing of the project."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: give a path (an unset variable?)")
+    return text
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dest", default="wheelhouse", help="output folder (default: wheelhouse)")
+    p.add_argument("--dest", type=a_path, default="wheelhouse", help="output folder (default: wheelhouse)")
     p.add_argument("--python-version", default="3.12", help="target CPython X.Y (default: 3.12)")
     p.add_argument("--platform", action="append", default=None,
                    help="target platform tag, repeatable (default: manylinux_2_28_x86_64, i.e. glibc >= 2.28; "
@@ -414,7 +422,7 @@ def main(argv=None):
     p.add_argument("--with-torch", action="store_true",
                    help="also download torch==--torch-version and its dependencies (on Linux: the CUDA wheels, GBs) "
                         "for a node that has no torch")
-    p.add_argument("--node-packages", metavar="FILE",
+    p.add_argument("--node-packages", type=a_path, metavar="FILE",
                    help="what the node already has (`pip list --format=freeze` there; a bare name stands for any "
                         "version): leave out the wheels an install there would not take")
     args = p.parse_args(argv)

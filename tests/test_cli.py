@@ -716,6 +716,38 @@ def test_every_flag_taking_script_reads_its_paths_with_the_one_path_type(script)
 # the argparse arguments that name a file or folder (positional runs and models are read by named_paths and
 # resolve_model_path, which start from the repository too)
 PATH_ARGUMENTS = {"out", "outputs", "logdir", "under", "run", "render", "data-mirror"}
+# those read where the command uses them (fidelity records its --corpus as given), or by a script that imports
+# nothing of the project (wheelhouse.py): every one refuses an empty path all the same
+OTHER_PATH_ARGUMENTS = {"corpus": "given_path", "dest": "a_path", "node-packages": "a_path"}
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "scripts").glob("*.py")))
+def test_every_path_argument_refuses_an_empty_path(script, capsys):
+    """fidelity.py --corpus "" read the repository as the corpus, wheelhouse.py --dest "" wrote the wheels into the
+    working folder and --node-packages "" was taken for no file: an unset variable is refused, naming the option."""
+    import argparse
+    import ast
+
+    from linformer.argtypes import given_path
+
+    tree = ast.parse((REPO / "scripts" / f"{script}.py").read_text())
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "add_argument"):
+        names = [a.value.lstrip("-") for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        kind = next((k.value for k in call.keywords if k.arg == "type"), None)
+        for name in (n for n in names if n in OTHER_PATH_ARGUMENTS):
+            assert getattr(kind, "id", None) == OTHER_PATH_ARGUMENTS[name], f"scripts/{script}.py --{name}"
+    if script == "fidelity":
+        assert given_path("data/x") == "data/x"  # kept as given: the report records it so
+        with pytest.raises(argparse.ArgumentTypeError, match="an empty path"):
+            given_path(" ")
+    if script == "wheelhouse":
+        from .test_wheelhouse import wh
+
+        for option in ("--dest", "--node-packages"):
+            with pytest.raises(SystemExit) as stop:
+                wh.main([option, ""])
+            assert stop.value.code == 2
+            assert f"error: argument {option}: an empty path" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config", ["pretrain", "corpus"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.errors import DataError
+from linformer.errors import ConfigError, DataError
 from linformer.files import read_json
 from linformer.report.compare import compare_runs, summarize_run
 from linformer.rundir import find_runs, load_run, named_paths, read_metrics
@@ -479,3 +479,17 @@ def test_the_plot_legend_shows_every_label_whole(tmp_path, make_run, monkeypatch
     assert seen["labels"][:shown] == [f"r{i:03d}" for i in range(shown)]
     if runs > plots.LEGEND_ENTRIES:
         assert seen["labels"][-1] == f"and {runs - shown} more runs"
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_run_path_is_refused_naming_the_argument_not_read_as_the_repository(tmp_path, make_run, empty):
+    """An unset variable (compare_runs.py "$RUN") named the repository: compare_runs tabled every run in it, and
+    prune_checkpoints.py "" pruned every complete run in it. Now one line naming the argument (the commands' `runs`),
+    nothing written."""
+    with pytest.raises(ConfigError, match=rf"^runs: an empty path \('{empty}'\) names no run: give run directories, "
+                                          r"folders of them or globs \(an unset variable\?\)$"):
+        named_paths([empty])
+    run = make_run(tmp_path, "pretrain", "a", _pretrain_rows(1.0))
+    with pytest.raises(ConfigError, match="^runs: an empty path"):
+        compare_runs([str(run), empty], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
