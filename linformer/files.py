@@ -653,3 +653,36 @@ def read_record(run_dir: str | Path, name: str) -> dict:
         raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): what the run in {run_dir} recorded there "
                           f"is lost. {RESTORE.format(dir=run_dir)}")
     return data
+
+
+# ------------------------------------------------------------------------------------------------ a run's checkpoints
+# train/checkpoint.py writes them; here, below the model loaders, so that what a run keeps to write its model again
+# from is read one way wherever it is said (``loading.rewrite_advice``, export, resume, prune_checkpoints)
+CHECKPOINT_STATE = "trainer_state.json"  # a checkpoint's trainer state: written last but its checksums
+_CHECKPOINT_NAME = re.compile(r"^step-(\d{8})$")
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINTS_DIR
+
+
+def step_of(checkpoint: str | Path) -> int:
+    """The step a checkpoint directory (checkpoints/step-NNNNNNNN) was saved at."""
+    return int(_CHECKPOINT_NAME.match(Path(checkpoint).name).group(1))
+
+
+def complete_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Checkpoints that finished writing (intact or not), oldest first."""
+    root = checkpoint_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _CHECKPOINT_NAME.match(p.name) and (p / CHECKPOINT_STATE).is_file()]
+    return sorted(found, key=step_of)
+
+
+def checkpoints_gone(run_dir: str | Path) -> str:
+    """How a run's checkpoints went, as a clause after "its checkpoints": removed by prune_checkpoints.py (when, how
+    many: run.json's ``checkpoints_removed``), or gone without a record of it."""
+    removed = read_record(run_dir, RUN).get("checkpoints_removed")
+    return (f"were removed by prune_checkpoints.py ({removed})" if removed else
+            f"are gone ({checkpoint_dir(run_dir)} is missing or empty)")

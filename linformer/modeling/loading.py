@@ -30,16 +30,18 @@ from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files import (
     BEST_DIR,
-    CHECKPOINTS_DIR,
     CONFIG,
     MANIFEST,
     MODEL_DIR,
     RUN,
     SUMMARY,
+    checkpoints_gone,
     checksum_problems,
+    complete_checkpoints,
     read_json,
     read_record,
     sha256_file,
+    step_of,
 )
 from ..shell import hydra_override, shell_command
 from .configuration import names_a_path, position_offset_of
@@ -120,13 +122,12 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
     instead = finetuning_run_models(p)
     if instead:
         raise CheckpointError(f"{key}={model_path!r} ({p}) is a finetuning run directory, not a model: give {instead}.")
-    if (p / CHECKPOINTS_DIR).is_dir() and (p / CONFIG).is_file():  # a run without its model/
-        why = ("a complete run whose model/ is gone: write it again from its final checkpoint"
+    if (p / CONFIG).is_file() and ((p / SUMMARY).is_file() or complete_checkpoints(p)):  # a run without its model/
+        why = (f"a complete run whose model/ is gone: {rewrite_advice(p / MODEL_DIR, gone=True)}"
                if (p / SUMMARY).is_file() else
                "a run that has not saved its model/ (stopped before its last step?): continue it with its own "
-               "command, or save a checkpoint as a model")
-        raise CheckpointError(f"{key}={model_path!r} ({p}) is {why} with "
-                              f"{shell_command('python', 'scripts/export.py', p)}.")
+               f"command, or save a checkpoint as a model with {shell_command('python', 'scripts/export.py', p)}")
+        raise CheckpointError(f"{key}={model_path!r} ({p}) is {why}.")
     if p.exists() or _names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
     _check_hub_name(model_path, key, _LOCAL_HINT)
@@ -189,7 +190,9 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
     """How the model folder `model`, damaged (or, `gone`, deleted), is written again, as a clause: the command its
     manifest records (convert, export) with the settings it recorded; for a run's model, what the run's stage allows
     (a pretraining's final model is its final checkpoint's; a finetuning's best/, chosen on its validation split, and
-    a transfer's or distillation's model, saved from the run's last state, come back only by training again)."""
+    a transfer's or distillation's model, saved from the run's last state, come back only by training again). An
+    export is advised only from a checkpoint the run still keeps: once its checkpoints are gone (pruned by
+    prune_checkpoints.py, deleted), training again, or a copy, is all that writes the model back."""
     manifest = read_json(model / MANIFEST)
     made, settings = manifest.get("command"), manifest.get("settings") or {}
     if made == "convert":
@@ -198,10 +201,18 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
             *(hydra_override(f"model.{k}", v) for k, v in (settings.get("model") or {}).items()),
             f"seed={settings.get('seed')}", hydra_override("out_dir", str(model)))
     if made == "export":
-        return "write it again: " + shell_command("python", "scripts/export.py", settings.get("run"), "--step",
-                                                  settings.get("step"), "--out", model)
+        run, step = Path(str(settings.get("run"))), settings.get("step")
+        if not any(step_of(c) == step for c in complete_checkpoints(run)):
+            return (f"it was exported from step {step} of {run}, whose checkpoint of that step is gone (its "
+                    f"checkpoints {checkpoints_gone(run)}): restore it from a copy, or train the run again under "
+                    "another run_name")
+        return "write it again: " + shell_command("python", "scripts/export.py", run, "--step", step, "--out", model)
     run, stage = model.parent, _run_info(model.parent).get("stage")
     export = shell_command("python", "scripts/export.py", run)
+    if stage in ("pretrain", "finetune") and not complete_checkpoints(run):
+        return (f"no checkpoint of the run is left to write it from (its checkpoints {checkpoints_gone(run)}): "
+                f"restore it from a copy, or train it again under another run_name (its settings are "
+                f"{run / CONFIG})")
     if stage == "pretrain":
         return f"write it again from the run's final checkpoint: {export}" + (
             "" if gone else f" {shell_command('--out', model, '--overwrite')}")

@@ -33,14 +33,18 @@ from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
 from ..errors import CheckpointError, PeerFailed, RunDirError
-from ..files import (
+from ..files import (  # a run's checkpoints as every reader finds them: files.py, below the model loaders
     BEST_DIR,
-    CHECKPOINTS_DIR,
+    CHECKPOINT_STATE,
     MODEL_DIR,
+    checkpoint_dir,
+    checkpoints_gone,
     checksum_problems,
+    complete_checkpoints,
     disk_full_names,
     file_checksums,
     read_record,
+    step_of,
     swap_in,
     umask_modes,
     write_json,
@@ -50,28 +54,9 @@ from ..shell import shell_command
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "trainer_state.json"
+STATE_FILE = CHECKPOINT_STATE
 CHECKSUMS = "checksums.json"  # files.file_checksums of the checkpoint's files
-_NAME = re.compile(r"^step-(\d{8})$")
 _RNG = re.compile(r"^random_states_\d+\.pkl$")
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / CHECKPOINTS_DIR
-
-
-def step_of(checkpoint: Path) -> int:
-    """The step a checkpoint directory (checkpoints/step-NNNNNNNN) was saved at."""
-    return int(_NAME.match(Path(checkpoint).name).group(1))
-
-
-def complete_checkpoints(run_dir: Path) -> list[Path]:
-    """Checkpoints that finished writing (intact or not), oldest first."""
-    root = checkpoint_dir(run_dir)
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
-    return sorted(found, key=step_of)
 
 
 def checkpointed_step(record: RunRecord) -> int | None:
@@ -92,20 +77,13 @@ def lost_checkpoints(record: RunRecord) -> str | None:
     step = checkpointed_step(record)
     if step is None or complete_checkpoints(record.dir):
         return None
-    gone = checkpoints_gone(record)
+    gone = checkpoints_gone(record.dir)
     saved = next((name for name in (MODEL_DIR, BEST_DIR) if (record.dir / name).is_dir()), None)
     reuse = (f", or start a new run from its {saved}/ (init_from={record.dir / saved} to pretrain on, "
              f"model_path={record.dir / saved} to finetune)" if saved else "")
     return (f"{record.dir} reached step {step} but its checkpoints {gone}: nothing is left to continue it from, and it "
             f"would start over at step 0. Start over under another run_name (or delete {record.dir} first){reuse}.")
 
-
-def checkpoints_gone(record: RunRecord) -> str:
-    """How a run's checkpoints went, as a clause after "its checkpoints": removed by prune_checkpoints.py (when, how
-    many: run.json's ``checkpoints_removed``), or gone without a record of it."""
-    removed = record.info().get("checkpoints_removed")
-    return (f"were removed by prune_checkpoints.py ({removed})" if removed else
-            f"are gone ({checkpoint_dir(record.dir)} is missing or empty)")
 
 
 def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:

@@ -143,7 +143,7 @@ def _nothing_to_export(run_dir: Path, step: int | None) -> str:
     kept = {"model": "the model of its final step", "best": "the model its validation chose"}
     kept = [f"{what} is {run_dir / name}" for name, what in kept.items() if (run_dir / name).is_dir()]
     instead = (f" It keeps its models: {'; '.join(kept)}." if kept else " It keeps no model either.")
-    return (f"{asked}{run_dir} has no checkpoint to export: its checkpoints {checkpoints_gone(record)}.{instead} A "
+    return (f"{asked}{run_dir} has no checkpoint to export: its checkpoints {checkpoints_gone(run_dir)}.{instead} A "
             "checkpoint is written only by training: run the run's command (its settings are its config.yaml) again "
             "under another run_name.")
 

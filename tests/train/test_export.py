@@ -204,3 +204,43 @@ def test_cli_error_is_one_line_naming_the_path(tmp_path):
         assert result.stderr.strip().splitlines() == [
             (f"error: {said}: give a finetuning or pretraining run's directory, outputs/finetune/<run_name> or "
              "outputs/pretrain/<run_name>" + (" (relative to the repository)." if "nowhere" in given else "."))]
+
+
+def test_after_pruning_the_advice_for_a_run_s_gone_or_damaged_model_names_what_is_left_not_export(pretrained_run,
+                                                                                                tmp_path):
+    """Once prune_checkpoints.py removed a run's checkpoints, a gone or damaged model/ (and a model exported from
+    one of them) still said "write it again from the run's final checkpoint: python scripts/export.py ...", which
+    then failed for want of a checkpoint. It says the checkpoints were removed, and what is left to do: restore the
+    model from a copy, or train the run again under another run_name."""
+    import re
+
+    from linformer.modeling.loading import resolve_model_path
+    from linformer.rundir import model_problem
+    from linformer.train.checkpoint import complete_checkpoints, prune_checkpoints, step_of
+
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_run, run)
+    exported = export_run(run, tmp_path / "early", step=step_of(complete_checkpoints(run)[0]))
+    prune_checkpoints(run)
+    removed = json.loads((run / "run.json").read_text())["checkpoints_removed"]
+    advice = (f"no checkpoint of the run is left to write it from (its checkpoints were removed by "
+              f"prune_checkpoints.py ({removed})): restore it from a copy, or train it again under another run_name "
+              f"(its settings are {run}/config.yaml)")
+    weights = run / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert model_problem(run).endswith(f"is damaged (model.safetensors: 1,000 bytes, "
+                                       f"{(pretrained_run / 'model' / 'model.safetensors').stat().st_size:,} "
+                                       f"written): {advice}.")
+    with pytest.raises(CheckpointError, match=f"restore them: {re.escape(advice)}\\.$"):
+        resolve_model_path(str(run))
+    shutil.rmtree(run / "model")
+    assert model_problem(run) == f"{run} is complete, but its model {run}/model is gone (deleted or moved): {advice}."
+    with pytest.raises(CheckpointError, match=f"is a complete run whose model/ is gone: {re.escape(advice)}\\.$"):
+        resolve_model_path(str(run))
+    early = exported["out"] / "model.safetensors"
+    early.write_bytes(early.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"restore them: it was exported from step {exported['step']} of {run.resolve()}, whose checkpoint of "
+            f"that step is gone (its checkpoints were removed by prune_checkpoints.py ({removed})): restore it from a "
+            "copy, or train the run again under another run_name.")):
+        resolve_model_path(str(exported["out"]))
