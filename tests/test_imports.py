@@ -79,7 +79,7 @@ def test_only_the_spec_reads_the_raw_config():
 LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
     {"errors", "version", *LOWEST_IN_MODELING},
-    {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices"},
+    {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile"},
     {"data"},
     {"modeling"},
     {"runconfig"},

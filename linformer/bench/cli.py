@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError, Preempted
 from ..files import folder_name, made_by, output_files, resolve_path
+from ..logfile import say
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from ..signals import signals_stop
 from .common import competing_processes
@@ -141,7 +142,7 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
             competing_processes(busy), signals_stop(STOPPED):
         try:
             return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
-                                 progress=cfg.progress)
+                                 progress=cfg.progress, log=say)  # its lines in benchmark.log too
         except Preempted as err:  # after the measured part's files: they are recorded as this command's output
             stop = err
     raise stop

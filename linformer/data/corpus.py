@@ -43,6 +43,7 @@ from ..files import (
     remove_stale_temps,
     write_json,
 )
+from ..logfile import say
 from ..shell import hydra_value, shell_command
 from ..signals import signals_stop
 from .io import (
@@ -529,12 +530,10 @@ def prepare_corpus(
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     share = validation_share(manifest)
-    print(
-        f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
+    say(f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
         f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks ({share:.1%}) of n={n}; tokenize "
         f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
-        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}"
-    )
+        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}", logger=log)
     # whole documents: a few large ones can put far more than val_fraction out of training (one block of slack)
     if share > 2 * val_fraction and va["blocks"] > 1:
         log.warning("the validation split holds %.1f%% of the blocks where data.val_fraction=%s asked for %.1f%%: it "
@@ -553,10 +552,9 @@ def _reusable(out: Path, key: str) -> dict | None:
     try:
         check_corpus_files(out, old, again="preparing it again.")
     except CorpusError as err:
-        print(f"corpus: {err}")
+        say(f"corpus: {err}", logging.WARNING, log)
         return None
-    log.info("reusing prepared corpus %s (cache key %s)", out, key)
-    print(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})")
+    say(f"corpus: reusing {out} (same sources, tokenizer and settings; cache key {key})", logger=log)
     return old
 
 

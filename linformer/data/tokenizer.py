@@ -19,6 +19,7 @@ from pathlib import Path
 from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import MANIFEST, atomic_dir, check_output_dir, listing, made_by, read_json
+from ..logfile import say
 from ..signals import signals_stop
 from .io import (
     checked_lines,
@@ -158,15 +159,14 @@ def train_tokenizer(
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
     log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
                                                 "hash": tokenizer_hash(str(out))})
-    print(
-        f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
+    say(f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
         f"chars in {seconds:.1f} s "
-        f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}"
-    )
+        f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}", logger=log)
     if len(loaded) < vocab_size:
-        print(f"warning: the vocabulary came out at {len(loaded)} tokens, not the vocab_size={vocab_size} asked: no "
-              f"further pair of tokens occurs min_frequency={min_frequency} times in the {stats['lines']:,} lines "
-              "read. Lower min_frequency or train on more text (files, max_lines) for the full vocabulary.")
+        say(f"warning: the vocabulary came out at {len(loaded)} tokens, not the vocab_size={vocab_size} asked: no "
+            f"further pair of tokens occurs min_frequency={min_frequency} times in the {stats['lines']:,} lines "
+            "read. Lower min_frequency or train on more text (files, max_lines) for the full vocabulary.",
+            logging.WARNING, log)
     return str(out)
 
 

@@ -315,6 +315,27 @@ def test_a_benchmark_with_other_threads_does_not_replace_an_earlier_one(tmp_path
         torch.set_num_threads(before)
 
 
+def test_a_benchmark_s_lines_are_in_its_log_file(tmp_path, monkeypatch, capsys):
+    """benchmark.log (Hydra's log file in the run directory) held none of the benchmark's lines: each grid's summary
+    ("[bench] inference: N cells in S s -> table3.md") was printed alone. They are in the file too, printed once."""
+    import logging
+
+    from linformer.bench import cli
+
+    line = "[bench] inference: 3 cells in 1 s -> t.md"
+    monkeypatch.setattr(cli, "run_benchmark", lambda *a, log=print, **_: log(line))
+    handler = logging.FileHandler(tmp_path / "benchmark.log")
+    logging.getLogger().addHandler(handler)
+    try:
+        cli.benchmark_from_config(compose("benchmark", ["device=cpu", "throughput.enabled=false",
+                                                        f"out_dir={tmp_path}", "name=t"]))
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert capsys.readouterr().out.splitlines() == [line]
+    assert (tmp_path / "benchmark.log").read_text().splitlines() == [line]
+
+
 def test_the_cpu_thread_policy_is_checked_set_and_recorded(tmp_path, monkeypatch):
     from linformer.bench.cli import benchmark_from_config
     from linformer.bench.common import machine_description

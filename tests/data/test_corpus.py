@@ -806,3 +806,44 @@ def test_a_killed_builds_temporary_goes_at_the_next_run_a_reuse_too(prepared, co
     prepare_corpus(m["settings"]["data"]["sources"], m["settings"]["tokenizer_dir"], str(out),
                    **{k: m["settings"]["data"][k] for k in ("n", "val_fraction", "seed", "max_documents")}, num_proc=1)
     assert not stale.exists()
+
+
+@pytest.fixture
+def log_file(tmp_path):
+    """A log file as Hydra keeps one in a command's output folder (prepare_corpus.log: a FileHandler on the root
+    logger, beside the console's handler); its path."""
+    import logging
+
+    path = tmp_path / "command.log"
+    handler = logging.FileHandler(path)
+    logging.getLogger().addHandler(handler)
+    yield path
+    logging.getLogger().removeHandler(handler)
+    handler.close()
+
+
+def test_a_corpus_build_and_its_reuse_are_said_in_the_log_file_once(tmp_path, corpus_file, tok_dir, log_file, capsys):
+    """prepare_corpus.log held only the corpus's warnings: the summary the terminal showed, what was built (documents,
+    tokens, blocks, n, time) or reused, was printed alone, and the file read afterwards said nothing of it. Each is
+    in the file as the terminal shows it, and on the terminal once (the reuse was printed and logged there too)."""
+    out = str(tmp_path / "p")
+    for _ in range(2):
+        prepare_corpus([str(corpus_file)], tok_dir, out, n=N, val_fraction=0.0, num_proc=1)
+    printed = capsys.readouterr().out.splitlines()
+    built = [line for line in printed if line.startswith("corpus: 40 documents") and f"of n={N}" in line]
+    reused = [line for line in printed if line.startswith(f"corpus: reusing {out}")]
+    assert len(built) == 1 and len(reused) == 1 and "blocks" in built[0] and " s -> " in built[0]
+    logged = log_file.read_text().splitlines()
+    assert logged == built + reused
+
+
+def test_a_tokenizer_s_summary_and_its_warning_are_in_the_log_file(tmp_path, corpus_file, log_file, capsys):
+    """train_tokenizer.log held the trained tokenizer's record, but not its summary line nor the warning that the
+    vocabulary came out smaller than asked, which went to the terminal alone."""
+    train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=5000, min_frequency=1, show_progress=False)
+    printed = capsys.readouterr().out.splitlines()
+    summary = [line for line in printed if line.startswith("tokenizer: 153 lines")]
+    warning = [line for line in printed if line.startswith("warning: the vocabulary came out at")]
+    assert len(summary) == 1 and len(warning) == 1
+    logged = log_file.read_text().splitlines()
+    assert summary[0] in logged and warning[0] in logged
