@@ -156,7 +156,8 @@ def write_yaml(path: str | Path, data: Any) -> None:
 
 @contextlib.contextmanager
 def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
-               flag: str = "overwrite=true", checksums: bool = False) -> Iterator[Path]:
+               flag: str = "overwrite=true", checksums: bool = False,
+               replaces: Mapping[str, Any] | None = None) -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
@@ -165,10 +166,13 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     there; with `checksums`, so does every other file's size and sha256 (``output_damage`` reads them back). Only the
     temporary and, after the swap, the output it replaced are deleted. The temporary goes on any exception and on
     SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
-    umask's permissions (``umask_modes``).
+    umask's permissions (``umask_modes``). `replaces`: the record of the earlier output at `final` that this one
+    replaces as its own although its settings name other paths (``io.moved_output``: the same texts moved), checked
+    in place of `record`.
     """
     final = Path(final)
-    check_output_dir(final, record, overwrite, flag)
+    check = replaces or record
+    check_output_dir(final, check, overwrite, flag)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
     tmp, old = _temp_name("tmp", final), _temp_name("old", final)
@@ -179,7 +183,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
             yield tmp
             _write_manifest(tmp, record, checksums)
             umask_modes(tmp)
-            check_output_dir(final, record, overwrite, flag)  # another process may have written it meanwhile
+            check_output_dir(final, check, overwrite, flag)  # another process may have written it meanwhile
             swap_in(tmp, final, old)
     except BaseException:
         _remove(tmp)

@@ -51,6 +51,7 @@ from .io import (
     SourceText,
     checked_lines,
     load_hub_text,
+    moved_output,
     resolve_sources,
     source_texts,
     text_changes,
@@ -496,8 +497,9 @@ def prepare_corpus(
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by content), tokenizer (by hash) and settings, an existing complete `out_dir` is
     reused as is unless `force` (local sources only: hub sources are always re-read). Otherwise `out_dir` follows
-    the output rule (``files.check_output_dir``): a corpus prepared with the same settings is rebuilt, anything else
-    there is refused unless `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
+    the output rule (``files.check_output_dir``): a corpus prepared with the same settings is rebuilt, one prepared
+    from the same texts and tokenizer at other paths too (``_moved``), anything else there is refused unless
+    `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
     SIGTERM stops the run with Preempted, leaving nothing behind.
     """
     if n < 3:
@@ -522,10 +524,11 @@ def prepare_corpus(
     used = os.path.abspath(tokenizer_dir) if os.path.exists(tokenizer_dir) else tokenizer_dir  # a hub name as given
     record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
                                         "tokenizer_dir": used})
-    check_output_dir(out, record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir])  # before the
-    # sources are read
+    moved = _moved(out, record, srcs, tok_hash)
+    check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir])  # before
+    # the sources are read
     verify_sources([s.path for s in srcs if s.path])
-    with signals_stop(STOPPED), atomic_dir(out, record, overwrite) as tmp:
+    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved) as tmp:
         _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
@@ -541,6 +544,20 @@ def prepare_corpus(
                     "blank lines (%s), or lower data.val_fraction", 100 * share, val_fraction, 100 * val_fraction,
                     manifest["documents"], CORPUS_LAYOUT)
     return manifest
+
+
+def _moved(out: Path, record: Mapping, srcs: list[SourceText], tok_hash: str) -> dict | None:
+    """``io.moved_output`` for a corpus: the one at `out` prepared with these settings from the same texts and the same
+    tokenizer (its hash), any of them at other paths (a data mirror or data folder moved), is this command's own."""
+    if read_json(out / MANIFEST).get("tokenizer_hash") != tok_hash:
+        return None
+    return moved_output(out, record, srcs, _placeless, "the corpus")
+
+
+def _placeless(settings: Mapping) -> dict:
+    """A corpus's settings without where its sources and tokenizer were."""
+    return {**settings, "data": {k: v for k, v in (settings.get("data") or {}).items() if k != "sources"},
+            "tokenizer_dir": None}
 
 
 def _reusable(out: Path, key: str) -> dict | None:

@@ -11,15 +11,17 @@ import logging
 import os
 import re
 import shlex
+import sys
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from ..configs import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
-from ..files import listing, sha256_file
+from ..files import MANIFEST, listing, read_json, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
@@ -307,6 +309,29 @@ def text_records(srcs: list[SourceText]) -> list[dict]:
     """`srcs` as a tokenizer's manifest records them ("sources"): each as given, its path and sha256 (a hub source by
     its name alone); a corpus's records add each one's size and counts."""
     return [{"source": s.given, "path": s.path, "sha256": s.sha256} if s.path else {"source": s.given} for s in srcs]
+
+
+def moved_output(out_dir: str | os.PathLike, record: Mapping, texts: list[SourceText],
+                 placeless: Callable[[Mapping], Mapping], what: str) -> dict | None:
+    """The manifest of the output at `out_dir` where `record`'s command made it from the same texts (sha256) as
+    `texts` at other paths, with `record`'s settings but for where its inputs were (`placeless`: a command's settings
+    without the keys naming the paths of what it reads), as a moved data mirror leaves it; then a note on stderr says
+    where it was made from (`what`: "the corpus", ...). None otherwise: another command's, other settings or texts, or
+    the same paths (the output rule's own comparison). Such an output is the command's own, as one made with
+    `record`'s settings is: rebuilt, with force or without, never refused for its paths (``files.atomic_dir``'s
+    `replaces`), and as protected as that one (a file put beside it is still refused)."""
+    made = read_json(Path(out_dir) / MANIFEST)
+    if made.get("command") != record["command"] or "sources" not in made or made.get("settings") == record["settings"]:
+        return None
+    if placeless(made.get("settings") or {}) != placeless(record["settings"]):
+        return None
+    changed, made_at = text_changes(made["sources"], texts)
+    if changed is not None:
+        return None
+    where = f"from {listing(made_at)}" if made_at else "with its inputs at other paths"
+    print(f"note: {what} {out_dir} was made {where}; the same texts (sha256) are given at other paths, so it is "
+          "replaced as one made with these settings is.", file=sys.stderr)
+    return made
 
 
 def text_changes(recorded: list[Mapping], now: list[SourceText]) -> tuple[str | None, list[str]]:

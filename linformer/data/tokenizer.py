@@ -26,6 +26,7 @@ from .io import (
     hub_lines,
     is_hub_source,
     load_hub_text,
+    moved_output,
     source_texts,
     text_changes,
     text_records,
@@ -104,8 +105,9 @@ def train_tokenizer(
     `max_lines` trains on a sample of that many non-empty lines, spread over the sources (an equal share of each,
     from its start; a sample is enough for the merges of a large corpus). Returns `out_dir`. The save is atomic
     (``files.atomic_dir``) and checked by an encode/decode round trip before it replaces `out_dir`, which follows the
-    output rule (``files.check_output_dir``): an earlier tokenizer trained with the same settings is replaced,
-    anything else there is refused unless `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
+    output rule (``files.check_output_dir``): an earlier tokenizer trained with the same settings is replaced, one
+    trained from the same texts at other paths too (``io.moved_output``), anything else there is refused unless
+    `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
     or SIGTERM stops it at once (``signals.signals_stop``: a `stopped:` line, 128 + the signal), and nothing is
     written; a rerun trains from the start.
     A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
@@ -135,8 +137,8 @@ def train_tokenizer(
         sources = [s.path or s.given for s in texts]
         record["sources"] = text_records(texts)
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
-        overwrite = overwrite or _moved(out_dir, record, texts)
-        check_output_dir(out_dir, record, overwrite, reads=sources)  # before training, which can take minutes
+        moved = moved_output(out_dir, record, texts, _placeless, "the tokenizer")
+        check_output_dir(out_dir, moved or record, overwrite, reads=sources)  # before training, which can take minutes
         verify_sources([s for s in sources if not is_hub_source(s)])
         t0 = time.perf_counter()
         # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
@@ -149,7 +151,7 @@ def train_tokenizer(
             raise CorpusError(f"empty corpus: no non-empty line in {sources}")
 
         out = Path(out_dir)
-        with atomic_dir(out, record, overwrite) as tmp:
+        with atomic_dir(out, record, overwrite, replaces=moved) as tmp:
             hf_tok.save_pretrained(str(tmp))
             probe = "Hello world, this is a tokenizer round trip."
             loaded = load_tokenizer(str(tmp), "out_dir")
@@ -187,22 +189,9 @@ def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | N
     return text_changes(made["sources"], texts)[0]
 
 
-def _moved(out_dir: str, record: Mapping, texts) -> bool:
-    """Whether `out_dir` holds a tokenizer train_tokenizer trained with `record`'s settings but its files, from the
-    same texts (sha256) at other paths: then a note says so (as a corpus's check does)."""
-
-    made = read_json(Path(out_dir) / MANIFEST)
-    if made.get("command") != "train_tokenizer" or "sources" not in made:
-        return False
-    others = {k: v for k, v in (made.get("settings") or {}).items() if k != "files"}
-    if others != {k: v for k, v in record["settings"].items() if k != "files"}:
-        return False
-    what, made_at = text_changes(made["sources"], texts)
-    if what is not None or not made_at:
-        return False
-    print(f"note: the tokenizer {out_dir} was trained from {listing(made_at)}; the files give the same texts (sha256) "
-          "at other paths, so it is replaced as one trained with these settings is.", file=sys.stderr)
-    return True
+def _placeless(settings: Mapping) -> dict:
+    """A tokenizer's settings without where its texts were (``io.moved_output``)."""
+    return {k: v for k, v in settings.items() if k != "files"}
 
 
 def _read_from(per_source: dict[str, int]) -> str:

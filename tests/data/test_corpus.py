@@ -847,3 +847,33 @@ def test_a_tokenizer_s_summary_and_its_warning_are_in_the_log_file(tmp_path, cor
     assert len(summary) == 1 and len(warning) == 1
     logged = log_file.read_text().splitlines()
     assert summary[0] in logged and warning[0] in logged
+
+
+def test_force_rebuilds_a_corpus_whose_sources_and_tokenizer_moved_as_its_own(tok_dir, corpus_file, tmp_path, capsys):
+    """The guide's force rebuilds a corpus the cache key finds (the same texts by content, the same tokenizer), and
+    overwrite is for anything else there; with the data mirror moved (the same texts and tokenizer at other paths),
+    force=true was refused as "other settings (data.sources: ...)" and wanted overwrite=true. The moved corpus is
+    rebuilt as its own (a note names where it was made from); it is as protected as its own (a file put beside it is
+    refused), and other texts are still refused."""
+    from linformer.errors import OutputPathError
+
+    first, moved = tmp_path / "a", tmp_path / "b"
+    for folder in (first, moved):
+        folder.mkdir()
+        shutil.copy(corpus_file, folder / "c.txt")
+        shutil.copytree(tok_dir, folder / "tok")
+    out = tmp_path / "processed" / "c"
+    args = dict(n=N, val_fraction=0.1, num_proc=1)
+    made = prepare_corpus([str(first / "c.txt")], str(first / "tok"), str(out), **args)
+    assert prepare_corpus([str(moved / "c.txt")], str(moved / "tok"), str(out), **args) == made  # reused
+    again = prepare_corpus([str(moved / "c.txt")], str(moved / "tok"), str(out), force=True, **args)
+    assert again["created"] >= made["created"] and _blocks(again) == _blocks(made)
+    assert again["settings"]["data"]["sources"] == [str(moved / "c.txt")]
+    assert f"the corpus {out} was made from {first / 'c.txt'}; the same texts" in capsys.readouterr().err
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputPathError, match=r"holds notes.txt beside prepare_corpus's own output"):
+        prepare_corpus([str(first / "c.txt")], str(first / "tok"), str(out), force=True, **args)
+    (out / "notes.txt").unlink()
+    (first / "c.txt").write_text(corpus_file.read_text() + "\nanother paragraph\n")
+    with pytest.raises(OutputPathError, match=r"other settings \(data.sources: "):
+        prepare_corpus([str(first / "c.txt")], str(first / "tok"), str(out), force=True, **args)

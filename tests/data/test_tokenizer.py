@@ -525,7 +525,8 @@ def test_a_tokenizer_s_hash_is_what_it_does_as_loaded(tok_dir, tmp_path):
 def test_the_same_texts_at_other_paths_are_the_same_tokenizer_as_for_a_corpus(tmp_path, corpus_file, capsys):
     """With the data mirror moved, train_tokenizer refused its own tokenizer ("other settings (files: ...)") and the
     demo's done check called it stale, where the corpus compares its sources by content: the same texts (sha256) at
-    other paths are the same tokenizer's (a note says where it was trained from); other texts are not."""
+    other paths are the same tokenizer's (a note says where it was trained from); other texts are not. It is replaced
+    as one of these settings is, not as overwrite=true replaces anything: a file put beside it was deleted."""
     import shutil
 
     from linformer.data.tokenizer import trained_texts_differ
@@ -538,8 +539,14 @@ def test_the_same_texts_at_other_paths_are_the_same_tokenizer_as_for_a_corpus(tm
     out = tmp_path / "tok"
     train_tokenizer([str(first)], str(out), vocab_size=300, show_progress=False)
     assert trained_texts_differ(out, [str(moved)]) is None
+    (out / "notes.txt").write_text("mine")  # a file put beside it: refused, as beside one of these settings
+    with pytest.raises(OutputPathError, match=r"holds notes.txt beside train_tokenizer's own output"):
+        train_tokenizer([str(moved)], str(out), vocab_size=300, show_progress=False)
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
     train_tokenizer([str(moved)], str(out), vocab_size=300, show_progress=False)
-    assert f"trained from {first}; the files give the same texts (sha256) at other paths" in capsys.readouterr().err
+    assert f"tokenizer {out} was made from {first}; the same texts (sha256) are given at other paths" in \
+        capsys.readouterr().err
     first.write_text(first.read_text() + "\nanother paragraph\n")
     assert "texts it was not made from" in trained_texts_differ(out, [str(first)])
     assert trained_texts_differ(out, [str(tmp_path / "gone.txt")])  # unreadable sources differ: the job runs
