@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .data.workers import signal_on_parent_death
-from .errors import LinformerError
+from .errors import DataError, LinformerError
 from .files import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
@@ -175,14 +175,38 @@ def corpus_check(done: Path, data: Mapping | None = None, tokenizer_dir: str | N
     ``load_prepared`` checks before it reads one (``data.corpus.check_corpus_files``: this version's format_version,
     the manifest's records, the files' checksums) and, given the plan's `data` group (and the tokenizer's folder),
     what pretraining checks of it at its start (``data.corpus.check_corpus_settings``: the settings, the sources'
-    texts by content, the tokenizer's settings). Its job prepares it again where it fails (prepare_corpus rebuilds
-    an outdated or damaged corpus itself, and refuses one of other settings naming them). `group`: the data group's
-    option, for the commands a refusal prints."""
-    from .data.corpus import check_corpus_files, check_corpus_settings
+    texts by content, the tokenizer's settings) and as it reads it (``data.corpus.check_corpus_tokenizer``: the
+    tokenizer at `tokenizer_dir` gives the ids the corpus holds). Its job prepares it again where it fails
+    (prepare_corpus rebuilds an outdated or damaged corpus itself, and refuses one of other settings naming them).
+    `group`: the data group's option, for the commands a refusal prints."""
+    from .data.corpus import check_corpus_files, check_corpus_settings, check_corpus_tokenizer
 
     check_corpus_files(str(done.parent), read_json(done), again="its job prepares it again.")
+    if data is not None:  # the job's own output, whatever its folder's name (a corpus named for its tokenizer and n)
+        check_corpus_settings(str(done.parent), data, tokenizer_dir, group, named=False)
+    if tokenizer_dir is not None:
+        try:
+            check_corpus_tokenizer(str(done.parent), tokenizer_dir)
+        except FileNotFoundError as err:  # no tokenizer there yet: its job trains it, then this one packs again
+            raise DataError(f"the tokenizer the corpus {done.parent} is read with is not there ({err})") from err
+
+
+def tokenizer_check(done: Path, files: list[str], settings: Mapping, data: Mapping | None = None,
+                    group: str | None = None) -> None:
+    """A Job's `check` for a tokenizer whose record `done` is its tokenizer.json: trained with the settings its `data`
+    group gives, as pretraining checks it (``data.corpus.check_tokenizer_settings``, which prints the command that
+    trains it again; `group`: the group's option, for that command), and as its job's train_tokenizer trains it now
+    (``data.tokenizer.trained_otherwise``: every setting its manifest records, the texts by content, at any paths).
+    Where it fails its job runs again: train_tokenizer refuses a tokenizer of other settings or texts naming them,
+    rather than a corpus being packed with it."""
+    from .data.corpus import check_tokenizer_settings
+    from .data.tokenizer import trained_otherwise
+
     if data is not None:
-        check_corpus_settings(str(done.parent), data, tokenizer_dir, group)
+        check_tokenizer_settings(str(done.parent), data, group)
+    why = trained_otherwise(done.parent, files, settings)
+    if why is not None:
+        raise DataError(f"the tokenizer {done.parent} is not the one its job trains ({why})")
 
 
 def _slug(name: str) -> str:

@@ -213,15 +213,23 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     def outputs(jobs):
         return {j.name: j for j in jobs}
 
+    from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
+
+    from .data.conftest import write_corpus
+
     first = outputs(demo.plan([], Places.of(tmp_path)))
     wanted = [str(resolve_path(str(s))) for s in compose("corpus", ["data=mirror_slice"]).data.sources]
     tok, corpus = first["tokenizer"].done, first["prepare_corpus"].done
+    # a real tokenizer (the corpus's check reads the ids it gives), its record as if trained from the mirror
+    train_tokenizer([str(write_corpus(tmp_path / "text.txt"))], str(tok.parent), vocab_size=300, show_progress=False)
     packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None, "complete": True,
-              "sources": [{"source": w, "path": w, "sha256": sha256_file(w)} for w in wanted]}  # a corpus it reads
-    trained = {"command": "train_tokenizer", "settings": {"files": wanted, "vocab_size": 8000, "max_lines": 20000}}
+              "sources": [{"source": w, "path": w, "sha256": sha256_file(w)} for w in wanted],  # a corpus it reads
+              "tokenizer_hash": tokenizer_hash(str(tok.parent))}
+    trained = {"command": "train_tokenizer", "settings": {"files": wanted, "vocab_size": 8000, "min_frequency": 2,
+                                                          "max_lines": 20000}}
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("{}")
     for path, record in ((tok, trained), (corpus, {"settings": {"data": {"sources": wanted}}, **packed})):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{}")
         (path.parent / "manifest.json").write_text(json.dumps(record))
     jobs = outputs(demo.plan([], Places.of(tmp_path)))
     assert jobs["tokenizer"].finished and jobs["prepare_corpus"].finished
@@ -250,7 +258,7 @@ def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_p
     tok.parent.mkdir(parents=True)
     tok.write_text("{}")
     trained = {"command": "train_tokenizer", "settings": {"files": ["/old/mirror/*"], "vocab_size": 8000,
-                                                          "max_lines": 20000}, "sources": elsewhere}
+                                                          "min_frequency": 2, "max_lines": 20000}, "sources": elsewhere}
     (tok.parent / "manifest.json").write_text(json.dumps(trained))
     assert demo.plan([], Places.of(tmp_path))[0].finished
     (tok.parent / "manifest.json").write_text(json.dumps({**trained, "sources": elsewhere[:-1]}))

@@ -366,8 +366,8 @@ def _comparable(key: str, value):
     return resolve_sources(value) if key == "sources" else value
 
 
-def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None = None, group: str | None = None
-                          ) -> None:
+def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None = None, group: str | None = None,
+                          named: bool = True) -> None:
     """CorpusError where the corpus at `out_dir`, or the tokenizer at `tokenizer_dir`, was made from other data.*
     settings or text than `data` (a training run's data group) gives: the run would train on other text or another
     vocabulary than its config records. Pretraining runs it at its start, a plan's corpus job as its done check
@@ -376,10 +376,11 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
     with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
     (``check_tokenizer_settings``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
     per start. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
-    as a path names its corpus itself. Nothing to compare without a complete manifest (load_prepared says so).
+    as a path names its corpus itself; unless not `named` (a plan's corpus job, whose command writes `out_dir` from
+    `data`, whatever its name). Nothing to compare without a complete manifest (load_prepared says so).
     `group`: the data group's option, for the commands a refusal prints (``_data_option``)."""
     manifest = read_manifest(out_dir)
-    if manifest is None or Path(out_dir).name != str(data.get("name")):
+    if manifest is None or (named and Path(out_dir).name != str(data.get("name"))):
         return
     made = (manifest.get("settings") or {}).get("data") or {}
     for key in CORPUS_KEYS:

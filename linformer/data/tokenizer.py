@@ -189,6 +189,26 @@ def trained_texts_differ(tokenizer_dir: str | Path, files: list[str]) -> str | N
     return text_changes(made["sources"], texts)[0]
 
 
+# The settings a tokenizer's manifest records besides its files, each with the value it has where it is not recorded
+# (skip_bad_rows is recorded only when set)
+TRAINED_SETTINGS = {"vocab_size": None, "min_frequency": None, "max_lines": None, "skip_bad_rows": False}
+
+
+def trained_otherwise(tokenizer_dir: str | Path, files: list[str], settings: Mapping) -> str | None:
+    """How the tokenizer at `tokenizer_dir` differs from the one ``train_tokenizer(files, **settings)`` trains now, in
+    words: not train_tokenizer's, a setting its manifest records (TRAINED_SETTINGS), or its texts
+    (``trained_texts_differ``, by content); None when it is that tokenizer, its texts at any paths."""
+    made = read_json(Path(tokenizer_dir) / MANIFEST)
+    if made.get("command") != "train_tokenizer":
+        return f"{Path(tokenizer_dir) / MANIFEST} does not say train_tokenizer trained it"
+    recorded = made.get("settings") or {}
+    changed = [f"{key}={recorded.get(key, default)!r}, not {settings[key]!r}" for key, default in TRAINED_SETTINGS.items()
+               if key in settings and recorded.get(key, default) != settings[key]]
+    if changed:
+        return f"trained with {', '.join(changed)}"
+    return trained_texts_differ(tokenizer_dir, files)
+
+
 def _placeless(settings: Mapping) -> dict:
     """A tokenizer's settings without where its texts were (``io.moved_output``)."""
     return {k: v for k, v in settings.items() if k != "files"}

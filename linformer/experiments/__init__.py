@@ -10,9 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..configs import compose
-from ..data.io import path_root
+from ..data.io import path_root, resolve_path
+from omegaconf import OmegaConf
+from ..cli import compose, hydra_override
 from ..errors import ConfigError
 from ..files import MANIFEST, repo_relative
+from ..jobs import Job, corpus_check, tokenizer_check
+from ..modeling.loading import resolve_tokenizer_dir
+from ..runconfig.data import TokenizerSpec
+from ..runconfig.runs import plain_config
 from ..rundir import RESULTS, SUMMARY
 from ..shell import hydra_override
 
@@ -46,6 +52,46 @@ DONE_FILES = {"tokenizer": "tokenizer.json", "corpus": MANIFEST, "convert": "con
 def done_file(config: str, folder: str | Path) -> Path:
     """The file in `folder` (where scripts/<config>.py writes, as its config says) that says the script finished."""
     return Path(folder) / DONE_FILES[config]
+
+
+def tokenizer_job(python: str, overrides: list[str] | tuple[str, ...], **job) -> Job:
+    """Every plan's tokenizer job: scripts/train_tokenizer.py with `overrides` (`job`: the Job's other fields), done
+    once its tokenizer.json is in the folder its config names, and only while that tokenizer is the one the command
+    trains now (``jobs.tokenizer_check``: its settings, its data group's texts by content). Its config is read here
+    as the script reads it, so a setting the script would refuse is refused before any job starts."""
+    cfg = compose("tokenizer", list(overrides), with_hydra=True)
+    spec = TokenizerSpec.read(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"]))
+    settings = {key: getattr(spec, key) for key in ("vocab_size", "min_frequency", "max_lines", "skip_bad_rows")}
+    check = functools.partial(tokenizer_check, files=spec.files, settings=settings, data=plain_config(cfg.data),
+                              group=_data_group(cfg))
+    return Job(job.pop("name", "tokenizer"), [python, "scripts/train_tokenizer.py", *overrides],
+               done_file("tokenizer", spec.out_dir), check=check, **job)
+
+
+def corpus_job(python: str, overrides: list[str] | tuple[str, ...], **job) -> Job:
+    """Every plan's corpus job: scripts/prepare_corpus.py with `overrides` (`job`: the Job's other fields), done once
+    its manifest is in the folder its config names, and only while pretraining would read that corpus
+    (``jobs.corpus_check`` with its data group and tokenizer: the files, the data.* settings, the sources' texts, the
+    tokenizer's settings and ids), as the demo's: a corpus prepared with other settings is prepared again (or refused
+    by its command, naming them) before a job reads it."""
+    cfg = compose("corpus", list(overrides), with_hydra=True)
+    check = functools.partial(_corpus_check, data=plain_config(cfg.data), tokenizer=str(cfg.tokenizer_dir),
+                              group=_data_group(cfg))
+    return Job(job.pop("name", "corpus"), [python, "scripts/prepare_corpus.py", *overrides],
+               done_file("corpus", resolve_path(str(cfg.out_dir))), check=check, **job)
+
+
+def _data_group(cfg) -> str | None:
+    """The data group's option a job's cfg was composed with (``compose(..., with_hydra=True)``), which the commands
+    its checks print name (data=mirror_mini): composed here, outside the job's own Hydra run."""
+    return cfg.hydra.runtime.choices.get("data")
+
+
+def _corpus_check(done: Path, data: dict, tokenizer: str, group: str | None) -> None:
+    """``jobs.corpus_check`` with the tokenizer_dir the job's config gives, resolved as prepare_corpus resolves it (a
+    packaged model's name, minilm, is its folder), when the check runs: a plan is made where that model is not
+    installed too."""
+    corpus_check(done, data, resolve_tokenizer_dir(tokenizer, check=False), group)
 
 
 def run_dir(config: str, run_name: str, overrides: tuple[str, ...] = ()) -> Path:

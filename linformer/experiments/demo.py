@@ -10,7 +10,6 @@ Extra arguments are Hydra overrides for the pretraining job (e.g. trainer.max_st
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import shutil
 import sys
@@ -21,8 +20,8 @@ import torch
 
 from ..configs import compose
 from ..data.corpus import check_tokenizer_settings
+from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
-from ..data.tokenizer import trained_texts_differ
 from ..errors import DataError, LinformerError
 from ..files import (
     BEST_DIR,
@@ -34,63 +33,30 @@ from ..files import (
     temporary_of,
     write_json,
 )
-from ..jobs import Job, corpus_check
+from ..jobs import Job
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..runconfig.runs import plain_config
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
 from ..shell import hydra_override, shell_command
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text
-from . import Places, done_file, frontend
+from . import Places, corpus_job, done_file, frontend, tokenizer_job
 
 REPO = repo_root()
 PY = sys.executable
 
 
 def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
-         spec=None, stale=None, check=None) -> Job:
+         spec=None) -> Job:
     """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
-    so that a setting the run would refuse is refused before the demo removes its earlier runs. `check`: the Job's,
-    made from cfg. `stale`: the Job's, made from cfg and the output's folder."""
+    so that a setting the run would refuse is refused before the demo removes its earlier runs. (The tokenizer and
+    corpus jobs are every plan's: ``experiments.tokenizer_job``, ``corpus_job``.)"""
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
-    done_path = Path(resolve_path(str(done(cfg))))
-    return Job(name, [PY, f"scripts/{script}", *overrides], done_path, needs,
-               stale=stale(cfg, done_path.parent) if stale is not None else None,
-               check=check(cfg) if check is not None else None)
-
-
-def _tokenizer_stale(cfg, folder: Path):
-    """The tokenizer job's stale check: its tokenizer trained from other texts than the data group's sources give, by
-    content (``tokenizer.trained_texts_differ``, what train_tokenizer compares; the same texts in another data mirror
-    are the same tokenizer's). A stale one runs, and its script refuses the output's other settings in one line
-    rather than the demo reusing it."""
-    files = [str(resolve_path(str(x))) for x in cfg.data.sources]
-    return lambda: trained_texts_differ(folder, files) is not None
-
-
-def _tokenizer_check(cfg):
-    """The tokenizer job's done check: its tokenizer trained with the data group's settings (vocab_size, ...), as
-    pretraining checks it (``corpus.check_tokenizer_settings``)."""
-    data = plain_config(cfg.data)
-    return lambda done: check_tokenizer_settings(str(done.parent), data, _data_group(cfg))
-
-
-def _corpus_check(cfg):
-    """The corpus job's done check: pretraining's (``jobs.corpus_check`` with the data group: the settings, the
-    sources' texts by content, the tokenizer's settings)."""
-    return functools.partial(corpus_check, data=plain_config(cfg.data), tokenizer_dir=str(cfg.tokenizer_dir),
-                             group=_data_group(cfg))
-
-
-def _data_group(cfg) -> str:
-    """The data group's option a job's cfg was composed with (``compose(..., with_hydra=True)``), which the commands
-    its checks print name (data=mirror_mini): composed here, outside the job's own Hydra run."""
-    return cfg.hydra.runtime.choices.get("data")
+    return Job(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -166,10 +132,8 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     # a data override given for the pretraining names the corpus it reads: the tokenizer and corpus jobs make that one
     data = [a for a in extra if a.lstrip("+~").split("=")[0].split(".")[0] == "data"]
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
-    jobs = [_job("tokenizer", "train_tokenizer.py", "tokenizer", [*places, *data],
-                 lambda c: done_file("tokenizer", c.out_dir), stale=_tokenizer_stale, check=_tokenizer_check),
-            _job("prepare_corpus", "prepare_corpus.py", "corpus", [*places, *data],
-                 lambda c: done_file("corpus", c.out_dir), ("tokenizer",), check=_corpus_check),
+    jobs = [tokenizer_job(PY, [*places, *data]),
+            corpus_job(PY, [*places, *data], name="prepare_corpus", needs=("tokenizer",)),
             _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent

@@ -22,10 +22,10 @@ from ..configs import config_dir
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..files import read_yaml, write_json
-from ..jobs import Job, corpus_check
+from ..jobs import Job
 from ..report.curves import plot_pretrain_curves
 from ..shell import hydra_override
-from . import CHECKOUT, Places, done_file, frontend, out_dir
+from . import CHECKOUT, corpus_job, done_file, frontend, out_dir, Places, tokenizer_job
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
@@ -42,11 +42,8 @@ VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch
 def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     """Every job in order; `needs` lets run_jobs start a finetune as soon as its pretraining is done."""
     base = list(places.overrides)
-    tokenizer_dir, corpus_dir = (out_dir(config, (*base, "data=mirror_mini")) for config in ("tokenizer", "corpus"))
-    plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *base, "data=mirror_mini"],
-                REPO / done_file("tokenizer", tokenizer_dir)),
-            Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_mini"],
-                REPO / done_file("corpus", corpus_dir), ("tokenizer",), check=corpus_check)]
+    plan = [tokenizer_job(python, [*base, "data=mirror_mini"]),
+            corpus_job(python, [*base, "data=mirror_mini"], needs=("tokenizer",))]
     finetune_from = []
     for label, attention, k, sharing in VARIANTS:
         run = f"mini-{label}"

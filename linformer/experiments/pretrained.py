@@ -32,12 +32,12 @@ from pathlib import Path
 
 from ..data.io import path_root, repo_root
 from ..files import MODEL_DIR, atomic_dir, read_json
-from ..jobs import Job, corpus_check, in_order_of_use
+from ..jobs import Job, in_order_of_use
 from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
 from ..shell import hydra_override
-from . import CHECKOUT, Places, done_file, frontend, out_dir
+from . import CHECKOUT, corpus_job, done_file, frontend, out_dir, Places
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
@@ -246,9 +246,8 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
     corpus_dir = out_dir("corpus", (*places.overrides, "data=mirror_slice")).with_name(
         f"mirror_slice-{SOURCE}-n{N}")
     base = list(places.overrides)
-    plan = [Job("corpus", [python, "scripts/prepare_corpus.py", *base, "data=mirror_slice", f"data.n={N}",
-                               f"tokenizer_dir={SOURCE}", hydra_override("out_dir", corpus_dir)],
-                    REPO / done_file("corpus", corpus_dir), intermediate=True, check=corpus_check)]
+    plan = [corpus_job(python, [*base, "data=mirror_slice", f"data.n={N}", f"tokenizer_dir={SOURCE}",
+                                hydra_override("out_dir", corpus_dir)], intermediate=True)]
     table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:

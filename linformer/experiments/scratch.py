@@ -36,14 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.io import path_root, repo_root, resolve_path
+from ..cli import hydra_override
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
-from ..jobs import Job, corpus_check, in_order_of_use
+from ..jobs import Job, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from ..shell import hydra_override
-from . import Places, done_file, frontend, out_dir
+from . import corpus_job, done_file, frontend, out_dir, Places, tokenizer_job
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -293,11 +294,8 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     full-attention row brings its pretraining, which the no-pretraining row also needs)."""
     places = Places.of(under, p.records)
     base = places.overrides
-    tok_dir, corpus_dir = (Path(resolve_path(out_dir(config, (*p.data, *base)))) for config in ("tokenizer", "corpus"))
-    plan = [Job("tokenizer", [python, "scripts/train_tokenizer.py", *p.data, *base, "show_progress=false"],
-                    done_file("tokenizer", tok_dir), intermediate=True),
-              Job("corpus", [python, "scripts/prepare_corpus.py", *p.data, *base], done_file("corpus", corpus_dir),
-                    ("tokenizer",), intermediate=True, check=corpus_check)]
+    plan = [tokenizer_job(python, [*p.data, *base, "show_progress=false"], intermediate=True),
+            corpus_job(python, [*p.data, *base], needs=("tokenizer",), intermediate=True)]
     table = rows(p)
     starts = Starts()
     chosen, later = slice_rows(p, places, max_rows, starts, only)

@@ -540,8 +540,43 @@ def test_a_plans_corpus_job_is_not_done_where_pretraining_would_refuse_the_corpu
                           f"{corpus_mod.FORMAT_VERSION}: the same sources and settings give other blocks now; its job "
                           "prepares it again.")
     corpus_jobs = [j for j in [*mini.plan(), *demo.plan([], CHECKOUT)] if "scripts/prepare_corpus.py" in j.argv]
-    checks = [getattr(j.check, "func", j.check) for j in corpus_jobs]  # the demo's: corpus_check with its data group
-    assert len(corpus_jobs) == 2 and all(check is corpus_check for check in checks)
+    assert len(corpus_jobs) == 2 and all(j.check is not None for j in corpus_jobs)  # every plan's: the test below
+
+
+def _plans(places):
+    """Every plan's jobs, writing under `places` (the demo, the mini table, the paper-scale tables' profiles)."""
+    from linformer.experiments import demo, mini, pretrained, scratch
+
+    return {"demo": demo.plan([], places), "mini": mini.plan(places=places),
+            "pretrained": pretrained.plan(pretrained.PROFILES["cpu"], places=places),
+            "scratch": scratch.plan(scratch.PROFILES["toy"], under=places.under)}
+
+
+def test_every_plan_s_tokenizer_and_corpus_jobs_check_what_their_commands_and_pretraining_would(tmp_path, corpus_file,
+                                                                                               tok_dir):
+    """The mini, pretrained and scratch plans ran their corpus job's check without their data group (files only) and
+    their tokenizer job's without any, where the demo's compare the settings: a corpus or tokenizer built with other
+    settings (a toy one here) counted as done, and the plan went on to pretrain on it (or failed later). Every plan's
+    jobs now run the demo's checks with their own group: each is not done, saying which setting differs."""
+    from linformer.experiments import Places
+
+    places = Places.of(tmp_path / "work")
+    checked = set()
+    for name, plan in _plans(places).items():
+        for job in plan:
+            script = job.argv[1]
+            if script not in ("scripts/train_tokenizer.py", "scripts/prepare_corpus.py") or job.done.exists():
+                continue  # a corpus or tokenizer two plans share is built once, by the first
+            if script == "scripts/prepare_corpus.py":
+                prepare_corpus([str(corpus_file)], tok_dir, str(job.done.parent), n=N, val_fraction=0.0, num_proc=1)
+                expected = rf"data\.n={N}"
+            else:
+                shutil.copytree(tok_dir, job.done.parent)
+                expected = r"vocab_size"
+            assert not job.finished, (name, job.name)
+            assert re.search(expected, job.damage), (name, job.name, job.damage)
+            checked.add((name, script))
+    assert {name for name, _ in checked} == {"demo", "mini", "pretrained", "scratch"} and len(checked) == 7
 
 
 def test_a_corpus_read_as_one_document_is_refused_before_tokenizing_naming_the_layout(tmp_path, corpus_file, tok_dir,
