@@ -9,10 +9,10 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from ..configs import compose
 from ..data.io import path_root, resolve_path
-from omegaconf import OmegaConf
-from ..cli import compose, hydra_override
 from ..errors import ConfigError
 from ..files import MANIFEST, repo_relative
 from ..jobs import Job, corpus_check, tokenizer_check

@@ -19,8 +19,6 @@ from pathlib import Path
 import torch
 
 from ..configs import compose
-from ..data.corpus import check_tokenizer_settings
-from ..cli import compose, hydra_override, shell_command
 from ..data.io import repo_root, resolve_path
 from ..errors import DataError, LinformerError
 from ..files import (

@@ -25,7 +25,7 @@ from ..files import read_yaml, write_json
 from ..jobs import Job
 from ..report.curves import plot_pretrain_curves
 from ..shell import hydra_override
-from . import CHECKOUT, corpus_job, done_file, frontend, out_dir, Places, tokenizer_job
+from . import CHECKOUT, Places, corpus_job, done_file, frontend, tokenizer_job
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"

@@ -37,7 +37,7 @@ from ..modeling.card import SIDECAR
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
 from ..shell import hydra_override
-from . import CHECKOUT, corpus_job, done_file, frontend, out_dir, Places
+from . import CHECKOUT, Places, corpus_job, done_file, frontend, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512

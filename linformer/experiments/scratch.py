@@ -35,8 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.io import path_root, repo_root, resolve_path
-from ..cli import hydra_override
+from ..data.io import path_root, repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
@@ -44,7 +43,7 @@ from ..jobs import Job, in_order_of_use
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from ..shell import hydra_override
-from . import corpus_job, done_file, frontend, out_dir, Places, tokenizer_job
+from . import Places, corpus_job, done_file, frontend, tokenizer_job
 from .pretrained import keep_records
 
 REPO = repo_root()

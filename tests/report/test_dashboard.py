@@ -529,8 +529,9 @@ def test_a_damaged_record_among_many_runs_is_shown_marked_damaged_in_the_dashboa
     assert _scalars(tmp_path / "tb" / "finetune" / "bad")["finetune/loss"] == [(1, 2.0)]
     assert _text_and_hparams(tmp_path / "tb" / "finetune" / "good")[1]["status"] == "complete"
     table = compare_runs([outputs], tmp_path / "cmp")["table"]
-    assert "| 1 (damaged) |" in table and "Damaged records, each run shown without the files named: bad " \
-        "(results.json, run.json cannot be read)." in table
+    assert "| 1 (damaged) |" in table
+    assert "Damaged records, each run shown without the files named: bad (results.json, run.json cannot be read)." \
+        in table
     said = sorted({r.getMessage() for r in caplog.records if r.levelname == "WARNING"})
     assert [line.split(" cannot be read (")[0] for line in said] == [str(bad / "results.json"), str(bad / "run.json")]
     assert all(line.endswith(f"the run is shown without it, marked damaged. Restore the file (from a copy), or start "
