@@ -1,15 +1,20 @@
-"""Intervals for accuracies measured on one fixed set of eval examples, over seeds and examples together.
+"""Intervals and p-values for accuracies measured on one fixed set of eval examples, over seeds and examples.
 
 Two models scored on the same examples differ far less than two independent intervals suggest: most examples are
 right (or wrong) for both. So a variant is compared with the teacher through the per-example differences.
-A finetuning seed moves a run's accuracy too (by points, early in training), so the intervals resample the seeds
-as well (``seed_example_interval``): each resample draws seeds with replacement, averages them per example, then
-draws the examples. With one seed that part adds nothing, and the interval covers examples only: tables say how
-many seeds each row has.
+A finetuning seed moves a run's accuracy too (by points, early in training), and a table has only a few seeds, so
+the mean of a seeds x examples table is read as a crossed design with two random factors (``combined``): its
+variance is the spread of the per-seed means (the seed effect, with each run's own noise) plus what the examples
+add beyond that noise, both from the table's mean squares (the two-way analysis of variance without replication),
+and its interval is a t interval with Satterthwaite's degrees of freedom: near the seeds' count less one for a
+difference, where the seeds' spread dominates, and near the examples' count for an accuracy, where the examples'
+does. A bootstrap of seeds and then examples counts each run's own noise twice, and over 3 seeds it has only 10
+distinct draws of the seeds, too few to give their spread its due.
+With one seed the seeds' part cannot be measured: the interval covers the examples only, and tables say so.
 
 A comparison has one pairing (``seed_matched``): each seed of a variant against the teacher's run of the same
-seed, and only those. Its difference, its interval (seed pairs and examples resampled together) and its p-value
-(McNemar's exact test pooled over the seed pairs) all come from those pairs.
+seed, and only those. Its difference, its interval and its p-value (the t test of "no difference" that the interval
+inverts: p < 0.05 exactly when the 95% interval leaves out 0) all come from those pairs.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import math
 
 import numpy as np
 
-REPS = 2000  # bootstrap resamples: the 2.5% and 97.5% quantiles move by well under 0.1 point between seeds
+LEVEL = 0.95  # the level of every printed interval
+# resamples of one run's examples (``bootstrap_interval``): between bootstrap seeds an end of a 95% interval moves
+# by about 0.05 point (sd), so its first decimal can differ by one
+REPS = 2000
 CHUNK = 100  # resamples drawn at once (a 25k-example IMDB resample matrix of 100 rows is 20 MB)
 
 
@@ -42,7 +50,54 @@ def interval_text(lo: float, hi: float, examples: int, sign: bool = False, brack
     '(no interval: 2 examples)'."""
     if examples < MIN_INTERVAL_EXAMPLES:
         return f"(no interval: {examples} examples)"
-    return f"{brackets[0]}{fmt1(lo, sign)}{sep}{fmt1(hi, sign)}{brackets[1]}"
+    return f"{brackets[0]}{_end(lo, sign)}{sep}{_end(hi, sign)}{brackets[1]}"
+
+
+def _end(x: float, sign: bool) -> str:
+    """An interval's end to one decimal, or, where that would read 0.0 for an end that is not 0, to its first
+    significant digit: -0.033 prints as -0.03, so a reader sees that the interval leaves 0 out."""
+    text = fmt1(x, sign)
+    if float(text) != 0 or x == 0:
+        return text
+    return f"{x:+.1g}" if sign else f"{x:.1g}"
+
+
+P_FLOOR = 1e-4  # smaller p-values print as "p<0.0001": the t distribution's far tail is no more than a model there
+
+
+def p_text(p: float) -> str:
+    """A p-value as reports print it: 'p=0.035', 'p=0.00012', and 'p<0.0001' below P_FLOOR."""
+    return f"p<{P_FLOOR:g}" if p < P_FLOOR else f"p={p:.2g}"
+
+
+def pairing_prose(reference: str) -> str:
+    """What a table's comparison cells mean (``comparison_text``), for its prose: `reference` is what rows are
+    compared with ("the teacher", "full attention")."""
+    return (f"Differences pair each seed of a row with {reference}'s run of the same seed, on the same examples, and "
+            "only those: the mean of the per-seed differences, its 95% interval over seeds and examples (a t interval "
+            "for a seeds x examples design: linformer/report/paired.py), and p, the two-sided test of \"no "
+            "difference\" that the interval inverts (p < 0.05 exactly where the interval leaves out 0). Where the "
+            "seeds' results spread, that test has about as many degrees of freedom as seed pairs less one, so with "
+            "3 pairs a difference needs to be large against that spread to reach p < 0.05. A cell paired on fewer "
+            f"seeds than its row or {reference} has names the seeds it paired; \"one seed pair: no seed variance\" marks a cell whose interval "
+            "and p cover the examples only, not how much another seed would move the result: too narrow by that much.")
+
+
+def comparison_text(d: dict, examples: int, reference: str, reference_seeds: int, own_seeds: int = 0) -> str:
+    """A seed-matched comparison (``seed_matched``, ``tasks_average``) as a table cell prints it, e.g.
+    '-0.9 [-1.7, -0.03], p=0.035', followed by what it rests on where that is less than a reader assumes: the
+    seeds it paired where the `reference` has more (`reference_seeds`) or the row has more (`own_seeds`), and, for
+    one seed pair, that its interval and p leave out the seed-to-seed variance."""
+    notes = []
+    paired = f"seed{'s' if len(d['seeds']) > 1 else ''} {', '.join(map(str, d['seeds']))} only"
+    if len(d["seeds"]) < reference_seeds:
+        notes.append(f"{reference} {paired}")
+    elif len(d["seeds"]) < own_seeds:
+        notes.append(f"{paired}, as {reference} has")
+    if len(d["seeds"]) == 1:
+        notes.append("one seed pair: no seed variance")
+    text = f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True)}, {p_text(d['p'])}"
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -60,31 +115,70 @@ def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0
     return float(lo), float(hi)
 
 
-def seed_example_interval(a, reps: int = REPS, seed: int = 0, level: float = 0.95) -> dict:
+def seed_example_interval(a, level: float = LEVEL) -> dict:
     """Mean of ``a`` (seeds x examples: correctness, or a seed-matched pair's per-example differences; or one row of
-    it) in points, with a bootstrap interval over seeds and examples together."""
-    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
-    n = a.shape[1]
-    if n == 0:
-        raise ValueError("no examples to resample")
-    rng = np.random.default_rng(seed)
-    values = []
-    for start in range(0, reps, CHUNK):
-        c = min(CHUNK, reps - start)
-        per_example = a[rng.integers(0, a.shape[0], size=(c, a.shape[0]))].mean(1)  # (c, n): a resample of seeds
-        idx = rng.integers(0, n, size=(c, n))
-        values.append(np.take_along_axis(per_example, idx, 1).mean(1))
-    lo, hi = np.quantile(np.concatenate(values), [(1 - level) / 2, (1 + level) / 2])
-    return {"mean": 100 * float(a.mean()), "lo": 100 * float(lo), "hi": 100 * float(hi), "seeds": a.shape[0]}
+    it) in points, with its interval over seeds and examples and the p of "its mean is 0" (``combined``)."""
+    return combined([np.atleast_2d(np.asarray(a, dtype=np.float64))], level=level)
 
 
-def seed_matched(a_by_seed: dict[int, np.ndarray], b_by_seed: dict[int, np.ndarray], reps: int = REPS,
-                 seed: int = 0) -> dict:
+def combined(tables: list[np.ndarray], level: float = LEVEL) -> dict:
+    """The unweighted mean over ``tables`` (each seeds x examples, the same seeds in the same order in each: one
+    task's table apiece) of each table's mean, in points, with its interval and p-value.
+
+    Variance of the mean of one table of S seeds and n examples, examples and seeds both drawn at random:
+    var(example effect)/n + var(seed effect)/S + var(noise)/(nS). The variance of the per-seed means over S
+    estimates the last two terms; the examples' mean square less the residual one (the noise), over nS, the first,
+    floored at 0. Over several tables the per-seed means are averaged across the tables first, so a seed that helps
+    on every task counts as one seed. Returns mean, lo, hi, p (two-sided, of "the mean is 0"), df
+    (Satterthwaite's), seeds (how many) and seed_variance (False where one seed cannot measure it: the variance is
+    then the examples' alone)."""
+    from scipy import stats
+
+    tables = [np.asarray(t, dtype=np.float64) for t in tables]
+    seeds = tables[0].shape[0]
+    if any(t.shape[0] != seeds for t in tables):
+        raise ValueError(f"tables with different seed counts: {[t.shape[0] for t in tables]}")
+    if any(t.shape[1] == 0 for t in tables):
+        raise ValueError("no examples to measure")
+    w = 1 / len(tables)
+    mean = w * sum(float(t.mean()) for t in tables)
+    examples, noise = [], []  # (a share of the variance, its degrees of freedom, its sign)
+    for t in tables:
+        n = t.shape[1]
+        per_example = t.mean(0)
+        ms_examples = seeds * float(np.sum((per_example - per_example.mean()) ** 2)) / max(n - 1, 1)
+        examples.append((w * w * ms_examples / (n * seeds), n - 1, 1))
+        if seeds > 1:
+            resid = t - per_example - t.mean(1, keepdims=True) + t.mean()
+            ms_noise = float(np.sum(resid ** 2)) / max((n - 1) * (seeds - 1), 1)
+            noise.append((w * w * ms_noise / (n * seeds), (n - 1) * (seeds - 1), -1))
+    if seeds == 1:
+        parts = examples
+    else:
+        # the per-seed means vary by the seed effect and by the runs' noise: the noise part is there, and the
+        # examples' part counts only what it holds beyond that noise (floored at 0)
+        parts = [(float(np.var(w * sum(t.mean(1) for t in tables), ddof=1)) / seeds, seeds - 1, 1)]
+        if sum(v for v, _, _ in examples) > sum(v for v, _, _ in noise):
+            parts += [*examples, *noise]
+    var = sum(sign * v for v, _, sign in parts)
+    spread = sum(v * v / df for v, df, _ in parts if df > 0)
+    # no fewer than the seeds' own: a small difference of two large parts (examples less noise) would otherwise
+    # drive Satterthwaite's count toward 0 and the interval to any width
+    df = max(var * var / spread, seeds - 1, 1) if spread > 0 else math.inf
+    if var > 0:
+        se = math.sqrt(var)
+        half = float(stats.t.ppf((1 + level) / 2, df)) * se
+        p = float(2 * stats.t.sf(abs(mean) / se, df))
+    else:  # every seed and example alike: the mean is exact
+        half, p = 0.0, 1.0 if mean == 0 else 0.0
+    return {"mean": 100 * mean, "lo": 100 * (mean - half), "hi": 100 * (mean + half), "p": p, "df": df,
+            "seeds": seeds, "seed_variance": seeds > 1}
+
+
+def seed_matched(a_by_seed: dict[int, np.ndarray], b_by_seed: dict[int, np.ndarray]) -> dict:
     """Model a against model b over the seeds both have, each seed paired with its own: the mean difference in
-    points, its interval (``seed_example_interval`` over the per-seed, per-example differences: seed pairs and
-    examples resampled together), and one p-value, McNemar's exact test pooled over the pairs (the examples that
-    exactly one run of a pair gets right, summed over the pairs: under "equally accurate" each is a fair coin).
-    ValueError when no seed is shared."""
+    points, its interval and its p-value (``seed_example_interval`` over the per-seed, per-example differences;
+    with one pair, over the examples only: seed_variance False). ValueError when no seed is shared."""
     seeds = sorted(set(a_by_seed) & set(b_by_seed))
     if not seeds:
         raise ValueError(f"no seed in common: {sorted(a_by_seed)} against {sorted(b_by_seed)}")
@@ -92,54 +186,23 @@ def seed_matched(a_by_seed: dict[int, np.ndarray], b_by_seed: dict[int, np.ndarr
     b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])
     if a.shape != b.shape:
         raise ValueError(f"a paired comparison needs the same examples: {a.shape[1]} vs {b.shape[1]}")
-    d = seed_example_interval(a - b, reps=reps, seed=seed)
-    return {"diff": d["mean"], "lo": d["lo"], "hi": d["hi"], "seeds": seeds,
-            "p": mcnemar_p(a.astype(bool).ravel(), b.astype(bool).ravel())}
+    d = seed_example_interval(a - b)
+    return {"diff": d["mean"], "lo": d["lo"], "hi": d["hi"], "p": d["p"], "seeds": seeds,
+            "seed_variance": d["seed_variance"]}
 
 
-def tasks_average(pairs: dict[str, dict], reps: int = REPS, seed: int = 0) -> dict:
+def tasks_average(pairs: dict[str, dict]) -> dict:
     """The mean over tasks of seed-matched differences (`pairs`: task -> {"a": {seed: correct}, "b": {seed: correct}}),
-    in points, with one interval and one p-value from those same pairs: each resample draws the seed pairs once for
-    every task (a seed is one finetuning seed of both rows on each task) and each task's examples apart; the p-value
-    is McNemar's exact test pooled over every task and seed pair. ValueError when the tasks' seeds differ."""
+    in points, every task weighing the same, with one interval and one p-value for that same mean (``combined``: a
+    seed is one finetuning seed of both rows on each task). ValueError when the tasks' seeds differ."""
     seeds = {task: sorted(set(pair["a"]) & set(pair["b"])) for task, pair in pairs.items()}
     shared = sorted(set.intersection(*(set(s) for s in seeds.values()))) if seeds else []
     if not shared or any(s != shared for s in seeds.values()):
         raise ValueError(f"an average over tasks needs the same seed pairs on every task; got {seeds}")
-    diffs = {task: np.stack([np.asarray(pair["a"][s], np.float64) - np.asarray(pair["b"][s], np.float64)
-                             for s in shared]) for task, pair in pairs.items()}
-    rng = np.random.default_rng(seed)
-    values = []
-    for start in range(0, reps, CHUNK):
-        c = min(CHUNK, reps - start)
-        picked = rng.integers(0, len(shared), size=(c, len(shared)))  # the same seed resample for every task
-        total = np.zeros(c)
-        for d in diffs.values():
-            per_example = d[picked].mean(1)
-            total += np.take_along_axis(per_example, rng.integers(0, d.shape[1], size=(c, d.shape[1])), 1).mean(1)
-        values.append(total / len(diffs))
-    lo, hi = np.quantile(np.concatenate(values), [0.025, 0.975])
-    a = np.concatenate([np.asarray(pair["a"][s], bool) for pair in pairs.values() for s in shared])
-    b = np.concatenate([np.asarray(pair["b"][s], bool) for pair in pairs.values() for s in shared])
-    return {"diff": 100 * float(np.mean([d.mean() for d in diffs.values()])), "lo": 100 * float(lo),
-            "hi": 100 * float(hi), "seeds": shared, "p": mcnemar_p(a, b)}
-
-
-def mcnemar_p(a_correct, b_correct) -> float:
-    """Two-sided exact McNemar p-value: under 'equally accurate', the examples only one model gets right split
-    like fair coin flips."""
-    a, b = np.asarray(a_correct, dtype=bool), np.asarray(b_correct, dtype=bool)
-    only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    # P(X <= min) for X ~ Bin(n, 1/2), summed in log space: exact integer sums take minutes for n in the tens of
-    # thousands (an IMDB test split)
-    terms = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
-             for i in range(min(only_a, only_b) + 1)]
-    top = max(terms)
-    tail = math.exp(top) * sum(math.exp(t - top) for t in terms)
-    return min(1.0, 2 * tail)
+    d = combined([np.stack([np.asarray(pair["a"][s], np.float64) - np.asarray(pair["b"][s], np.float64)
+                            for s in shared]) for pair in pairs.values()])
+    return {"diff": d["mean"], "lo": d["lo"], "hi": d["hi"], "p": d["p"], "seeds": shared,
+            "seed_variance": d["seed_variance"]}
 
 
 def paired_difference(a_scores, b_scores, reps: int = REPS, seed: int = 0) -> dict:

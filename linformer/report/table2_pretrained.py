@@ -4,8 +4,8 @@ without and with attention transfer, with 95% intervals and paired differences o
 Reads finished finetuning runs (results.json and eval_predictions.json); a run's row is its model's attention,
 k, sharing and length policy, and whether the model's card records a transfer. Every seed and row saw the same eval
 examples (the experiment fixes subset_seed), so differences are paired: each seed of a row against the teacher's
-same seed (``paired.seed_matched``), whose difference, seed-aware interval and pooled McNemar p come from those
-pairs alone. A row's runs start from one set of weights (``start_weights_sha256``) unless the plan declares
+same seed (``paired.seed_matched``), whose difference, seed-aware interval and p (the test that interval inverts)
+come from those pairs alone. A row's runs start from one set of weights (``start_weights_sha256``) unless the plan declares
 otherwise. Runs recorded before the protocol that chose their epoch on the reported split, and eval examples an old
 run also trained on, are left out and listed. Time and peak memory per example are measured here, side by side, at
 n for every architecture in the table.
@@ -31,7 +31,7 @@ from ..modeling.configuration import LinformerConfig, attention_label, exact_key
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
 from . import by_length
-from .paired import fmt1, interval_text, seed_example_interval, seed_matched
+from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
 from .rows import check_one_architecture, check_profile_runs, check_result, k_of, one_run_per_seed
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
@@ -47,7 +47,7 @@ def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> lis
     paths = [p.parent if p.name == RESULTS else p for p in named_paths(patterns)]
     kept = [p for p in paths if (p / RESULTS).is_file()]  # a run directory, or a run's kept records
     runs = []
-    for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept]))):
+    for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept], marker=RESULTS))):
         r = RunRecord(d, "finetune").results()  # a damaged one refused, naming it
         pred = read_json(d / PREDICTIONS)
         if (d / PREDICTIONS).is_file() and not pred:
@@ -411,9 +411,7 @@ def _diff_text(cell: dict | None) -> str:
     v = (cell or {}).get("vs_teacher")
     if not v:
         return "-"
-    fewer = f" (teacher seed{'s' if len(v['seeds']) > 1 else ''} {', '.join(map(str, v['seeds']))} only)" \
-        if len(v["seeds"]) < v["teacher_seeds"] else ""
-    return f"{fmt1(v['diff'], True)} {interval_text(v['lo'], v['hi'], cell['examples'], True)}, p={v['p']:.2g}{fewer}"
+    return comparison_text(v, cell["examples"], "teacher", v["teacher_seeds"])
 
 
 def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:
@@ -423,11 +421,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         f"Command: `{meta['command']}`", "",
         ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
          "it where the recipe's eval count is under 25,000), "
-         "averaged over seeds per example, with a 95% bootstrap interval over seeds and examples together. "
-         "\"vs teacher\" pairs each seed of a row with the teacher's run of the same seed, on the same examples, and "
-         "only those: the mean of the per-seed differences, a 95% bootstrap interval resampling the seed pairs and "
-         "the examples together, and p, McNemar's exact test pooled over the seed pairs. A row with fewer seeds than "
-         "the teacher is compared with the teacher's same seeds only, as its cell says. "
+         "averaged over seeds per example, with a 95% interval over seeds and examples. \"vs teacher\": "
+         f"{pairing_prose('the teacher')} "
          f"Finetuning recipe, read from the runs: {meta['recipe']}."), "",
         *table_lines(["model", "SST-2", "vs teacher", "IMDB", "vs teacher", "seeds (SST-2 / IMDB)", "ms / example",
                          "peak MiB / example"]),

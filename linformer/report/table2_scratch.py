@@ -27,7 +27,15 @@ from ..modeling.configuration import SIZE_FIELDS
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths, read_record
 from .compare import series
 from .figure3 import figure3_data
-from .paired import fmt1, interval_text, seed_example_interval, seed_matched, tasks_average
+from .paired import (
+    comparison_text,
+    fmt1,
+    interval_text,
+    pairing_prose,
+    seed_example_interval,
+    seed_matched,
+    tasks_average,
+)
 from .rows import check_profile_runs, one_run_per_seed, row_key, row_name, row_order
 from .table2_pretrained import read_runs, start_weights
 
@@ -107,16 +115,18 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
             cell = {"accuracy": seed_example_interval(np.stack([mine[s] for s in sorted(mine)])),
                     "seeds": sorted(mine), "examples": len(next(iter(mine.values())))}
             if key != full and full in groups and _by_seed(groups[full], task):
-                cell["vs_full"] = seed_matched(mine, _by_seed(groups[full], task))
+                cell["vs_full"] = _matched(mine, _by_seed(groups[full], task))
             row["tasks"][task] = cell
         if key != full and full in groups and all(t in row["tasks"] and "vs_full" in row["tasks"][t] for t in tasks):
             with contextlib.suppress(ValueError):  # the tasks' seeds differ: an incomplete row has no average
                 row["average_vs_full"] = tasks_average({t: {"a": _by_seed(groups[key], t), "b": _by_seed(groups[full], t)}
                                                         for t in tasks})
+                row["average_vs_full"] |= {"reference_seeds": min(len(_by_seed(groups[full], t)) for t in tasks),
+                                           "own_seeds": min(len(_by_seed(groups[key], t)) for t in tasks)}
         present = [row["tasks"][t]["accuracy"]["mean"] for t in tasks if t in row["tasks"]]
         row["average"] = statistics.fmean(present) if len(present) == len(tasks) else None
         out.append(row)
-    gain = {t: seed_matched(_by_seed(groups[full], t), _by_seed(groups[control], t))
+    gain = {t: _matched(_by_seed(groups[full], t), _by_seed(groups[control], t))
             for t in tasks if full in groups and control in groups and _by_seed(groups[full], t)
             and _by_seed(groups[control], t)}
     return out, gain
@@ -156,10 +166,15 @@ def _acc(cell: dict | None) -> str:
     return f"{fmt1(a['mean'])} {interval_text(a['lo'], a['hi'], cell['examples'])}"
 
 
-def _diff(d: dict | None, examples: int) -> str:
+def _matched(mine: dict, reference: dict) -> dict:
+    """``seed_matched`` over the seeds both have, with how many each has (a cell paired on fewer says so)."""
+    return seed_matched(mine, reference) | {"reference_seeds": len(reference), "own_seeds": len(mine)}
+
+
+def _diff(d: dict | None, examples: int, reference: str = "full attention") -> str:
     if d is None:
         return "-"
-    return f"{fmt1(d['diff'], sign=True)} {interval_text(d['lo'], d['hi'], examples, sign=True)} p={d['p']:.2g}"
+    return comparison_text(d, examples, reference, d.get("reference_seeds", 0), d.get("own_seeds", 0))
 
 
 def to_markdown(data: dict) -> str:
@@ -167,8 +182,7 @@ def to_markdown(data: dict) -> str:
              f"Hardware: {data['hardware']}  ", f"Command: `{data['command']}`", "",
              ("Accuracy in percent on SST-2 dev and the IMDB test split, each scored once on the model the run's "
               "validation carve chose (a share of its train rows); mean over seeds with a 95% interval over seeds and "
-              "examples. Differences pair each seed with full attention's same seed (interval over seed pairs and "
-              "examples; p: McNemar's exact test pooled over the pairs). Every row was pretrained on the same blocks in "
+              f"examples. {pairing_prose('full attention')} Every row was pretrained on the same blocks in "
               "the same order with one recipe, and each row's runs started from its one pretraining "
               "(start_weights_sha256)."), "",
              *table_lines(["row", *(TITLES[t] for t in data["tasks"]), "avg",
@@ -187,7 +201,7 @@ def to_markdown(data: dict) -> str:
             _diff(row.get("average_vs_full"), examples), seeds,
             "-" if fig is None else f"{fig['final_val_ppl']:.1f} ({fig['ppl_ratio_vs_full']:.3f}x)"]))
     lines += ["", "What pretraining adds (full attention against the same model finetuned from random weights, "
-                  "seed-matched): " + ("; ".join(f"{TITLES[t]} {_diff(g, data['examples'][t])}"
+                  "seed-matched): " + ("; ".join(f"{TITLES[t]} {_diff(g, data['examples'][t], 'the control')}"
                                                  for t, g in data["gain"].items())
                                        or "not measured yet"), "", "## Targets", ""]
     for t in data["targets"]:

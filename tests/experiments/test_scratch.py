@@ -350,3 +350,18 @@ def test_the_scratch_table_of_one_profile_refuses_runs_of_another_or_of_none(tmp
                                         r"'toy' profile's runs"):
         table2_scratch.write_table([str(tmp_path / "records" / "*")], str(tmp_path / "t"), exp.PROFILES["toy"], "hw", "cmd")
     assert not list(tmp_path.glob("t.*"))
+
+
+def test_a_row_paired_on_fewer_seeds_than_it_has_says_so():
+    """Linformer with seeds 0, 1 and 2 against full attention with seed 0 alone: its difference is seed 0's, and
+    its cell says so (and that one pair cannot measure the seed-to-seed variance)."""
+    rng = np.random.default_rng(1)
+    labels = {"sst2": rng.integers(0, 2, 300)}
+    full, k64 = ("full", 64, None, None, True, ()), ("linformer", 64, 16, "headwise", True, ())
+    runs = [_run(full, "sst2", 0, rng.random(300) < 0.85, labels["sst2"])]
+    runs += [_run(k64, "sst2", s, rng.random(300) < 0.80, labels["sst2"]) for s in (0, 1, 2)]
+    rows, gain = table2_scratch.build(runs, 64)
+    data = {"profile": "toy", "hardware": "h", "command": "c", "tasks": ("sst2",), "rows": rows, "gain": gain,
+            "figure3": None, "targets": [], "missing": [], "planned": 4, "recipe": {}, "examples": {"sst2": 300}}
+    line = next(x for x in table2_scratch.to_markdown(data).splitlines() if x.startswith("| Linformer"))
+    assert "(seed 0 only, as full attention has; one seed pair: no seed variance)" in line
