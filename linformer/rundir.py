@@ -619,11 +619,12 @@ def named_paths(patterns: list[str], argument: str = "runs") -> list[Path]:
     return paths
 
 
-def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
+def find_runs(paths: list[str | Path], strict: bool = False, marker: str = METRICS) -> list[Path]:
     """Run directories at or under each path (a run dir itself, or a folder of them), sorted, without duplicates.
 
-    A run's metrics.jsonl stands for its run; Hydra's record of a sweep (multirun.yaml, beside the sweep's runs) is
-    skipped. Hidden directories (outputs/.dashboard), checkpoints and wandb folders are not searched. With `strict`
+    A run's metrics.jsonl (`marker`; results.json finds kept records too, which have none) stands for its run;
+    Hydra's record of a sweep (multirun.yaml, beside the sweep's runs) is skipped. Hidden directories
+    (outputs/.dashboard), checkpoints and wandb folders are not searched. With `strict`
     (paths a user named), a path that does not exist or holds no run is a DataError naming it: a mistyped name, or a glob the
     shell left unexpanded, would otherwise leave that run out of a report without a word."""
     found: set[Path] = set()
@@ -631,19 +632,19 @@ def find_runs(paths: list[str | Path], strict: bool = False) -> list[Path]:
         here: set[Path] = set()
         if p.name == HYDRA_SWEEP_RECORD and p.is_file():  # beside a sweep's runs, where a glob over them finds it
             continue
-        if p.name == METRICS and p.is_file():  # a run's metrics named for its run
+        if p.name == marker and p.is_file():  # a run's metrics named for its run
             p = p.parent
-        if (p / METRICS).is_file():
+        if (p / marker).is_file():
             here.add(p.resolve())
         elif p.is_dir():
-            for m in p.rglob(METRICS):
+            for m in p.rglob(marker):
                 rel = m.relative_to(p).parts[:-1]
                 if any(part.startswith(".") or part in (CHECKPOINTS_DIR, "wandb") for part in rel):
                     continue
                 here.add(m.parent.resolve())
         if strict and not here:
             raise DataError(f"{p} does not exist" if not p.exists() else
-                            f"{p} holds no run (no {METRICS} at or under it)")
+                            f"{p} holds no run (no {marker} at or under it)")
         found |= here
     return sorted(found)
 

@@ -2,7 +2,7 @@
 
 The eval examples of a task are split into length quartiles (tokens after truncation, with the source's
 tokenizer), and each row is compared with the teacher on the same examples inside each quartile, with the main
-table's pairing: each seed against the teacher's same seed, seed pairs and examples resampled together
+table's pairing: each seed against the teacher's same seed, with the same interval over seeds and examples
 (``paired.seed_example_interval`` over the per-seed differences). A projection that compresses every input by n/k costs
 short and long inputs differently; this is where that shows.
 
@@ -32,7 +32,7 @@ from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
 from ..rundir import CONFIG, read_record
 from ..train.finetune import task_splits
-from .paired import fmt1, seed_example_interval
+from .paired import fmt1, interval_text, seed_example_interval
 
 QUARTILES = 4
 
@@ -104,8 +104,18 @@ def _tokenizer_path(run: dict) -> str:
 
 
 def quartile_edges(lengths: np.ndarray) -> list[int]:
-    """Upper token counts of the first three quartiles (duplicates dropped: many IMDB reviews hit max_length)."""
-    return sorted({int(x) for x in np.quantile(lengths, [q / QUARTILES for q in range(1, QUARTILES)])})
+    """Upper token counts of the first three quartiles, less any that would leave a bucket empty: many IMDB reviews
+    hit max_length (an edge at the longest length has nothing above it), all inputs may have one length, and an
+    interpolated quartile of a few lengths can fall between two of them."""
+    lengths = np.asarray(lengths)
+    edges: list[int] = []
+    for edge in sorted({int(x) for x in np.quantile(lengths, [q / QUARTILES for q in range(1, QUARTILES)])}):
+        below = lengths <= edge
+        if edges:
+            below &= lengths > edges[-1]
+        if below.any() and (lengths > edge).any():
+            edges.append(edge)
+    return edges
 
 
 def bucket_labels(edges: list[int], longest: int) -> list[str]:
@@ -138,7 +148,9 @@ def _difference(d: np.ndarray) -> dict:
 def to_markdown(task_name: str, result: dict) -> list[str]:
     head = [task_name, *(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))]
     rows = [["teacher accuracy", *(fmt1(a) for a in result["teacher_acc"])]]
-    rows += [[name, *(f"{fmt1(d['diff'], True)} [{fmt1(d['lo'], True)}, {fmt1(d['hi'], True)}]" for d in diffs)]
+    rows += [[name + (" (one seed pair: no seed variance)" if diffs and diffs[0]["seeds"] == 1 else ""),
+              *(f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], n, True)}"
+                for d, n in zip(diffs, result["examples"]))]
              for name, diffs in result["rows"].items()]
     return table_lines(head, rows)
 

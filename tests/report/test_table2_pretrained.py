@@ -160,6 +160,32 @@ def test_by_length_finds_where_a_variant_loses():
     assert res["teacher_acc"][3] == pytest.approx(100 * teacher[longest].mean())
 
 
+def test_by_length_leaves_no_bucket_empty():
+    """A quarter or more of the inputs at max_length (IMDB cut to 256 tokens), or every input of one length: every
+    bucket holds examples (an empty last one had a NaN accuracy and stopped the table)."""
+    rng = np.random.default_rng(2)
+    lengths = np.minimum(rng.integers(20, 600, 800), 256)  # over half of them cut to 256
+    teacher = (rng.random(800) < 0.85).astype(float)
+    res = by_length.by_length(lengths, teacher, {"v": np.zeros((3, 800))})
+    assert all(n > 0 for n in res["examples"]) and sum(res["examples"]) == 800
+    assert res["buckets"][-1].endswith("-256") and not np.isnan(res["teacher_acc"]).any()
+    res = by_length.by_length(np.full(800, 128), teacher, {"v": np.zeros((3, 800))})
+    assert res["buckets"] == ["1-128"] and res["examples"] == [800]
+    assert by_length.quartile_edges(np.array([10, 20])) == [12]  # quartiles 15 and 17 fall between the two lengths
+
+
+def test_a_by_length_cell_says_what_its_interval_rests_on():
+    """A quartile of fewer examples than an interval needs prints none, as the main cells do; a row of one seed pair
+    says that its intervals leave out the seed-to-seed variance."""
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(5, 500, 80)  # quartiles of about 20 examples
+    teacher = (rng.random(80) < 0.85).astype(float)
+    d = (rng.random((1, 80)) < 0.85) - teacher
+    text = "\n".join(by_length.to_markdown("SST-2", by_length.by_length(lengths, teacher, {"v": d})))
+    assert "(no interval: 2" in text and "[" not in text.split("\n")[-1]
+    assert "v (one seed pair: no seed variance)" in text
+
+
 def test_kept_records_without_their_model_or_metrics_still_make_the_table(runs):
     """A fresh clone: only the committed records (results, predictions, the model's card) are there."""
     import shutil
@@ -171,6 +197,8 @@ def test_kept_records_without_their_model_or_metrics_still_make_the_table(runs):
     shutil.rmtree(runs / "models")
     rows = tp.build_rows(tp.read_runs([str(runs / "runs" / "*")]))
     assert [r["transfer"] for r in rows] == [False, False, True]
+    # named by their folder, not a glob: kept records have no metrics.jsonl, and are found all the same
+    assert len(tp.read_runs([str(runs / "runs")])) == len(tp.read_runs([str(runs / "runs" / "*")]))
     assert rows[2]["transfer_info"]["steps"] == 10
 
 
