@@ -70,10 +70,10 @@ def p_text(p: float) -> str:
     return f"p<{P_FLOOR:g}" if p < P_FLOOR else f"p={p:.2g}"
 
 
-def pairing_prose(reference: str) -> str:
-    """What a table's comparison cells mean (``comparison_text``), for its prose: `reference` is what rows are
-    compared with ("the teacher", "full attention")."""
-    return (f"Differences pair each seed of a row with {reference}'s run of the same seed, on the same examples, and "
+def pairing_prose(column: str, reference: str) -> str:
+    """What a table's comparison cells mean (``comparison_text``), for its prose: `column` names them ("vs teacher"),
+    `reference` is what rows are compared with there ("the teacher", "full attention")."""
+    return (f"\"{column}\" pairs each seed of a row with {reference}'s run of the same seed, on the same examples, and "
             "only those: the mean of the per-seed differences, its 95% interval over seeds and examples (a t interval "
             "for a seeds x examples design: linformer/report/paired.py), and p, the two-sided test of \"no "
             "difference\" that the interval inverts (p < 0.05 exactly where the interval leaves out 0). Where the "

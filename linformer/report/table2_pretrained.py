@@ -421,8 +421,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         f"Command: `{meta['command']}`", "",
         ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
          "it where the recipe's eval count is under 25,000), "
-         "averaged over seeds per example, with a 95% interval over seeds and examples. \"vs teacher\": "
-         f"{pairing_prose('the teacher')} "
+         "averaged over seeds per example, with a 95% interval over seeds and examples. "
+         f"{pairing_prose('vs teacher', 'the teacher')} "
          f"Finetuning recipe, read from the runs: {meta['recipe']}."), "",
         *table_lines(["model", "SST-2", "vs teacher", "IMDB", "vs teacher", "seeds (SST-2 / IMDB)", "ms / example",
                          "peak MiB / example"]),

@@ -182,7 +182,7 @@ def to_markdown(data: dict) -> str:
              f"Hardware: {data['hardware']}  ", f"Command: `{data['command']}`", "",
              ("Accuracy in percent on SST-2 dev and the IMDB test split, each scored once on the model the run's "
               "validation carve chose (a share of its train rows); mean over seeds with a 95% interval over seeds and "
-              f"examples. {pairing_prose('full attention')} Every row was pretrained on the same blocks in "
+              f"examples. {pairing_prose('vs full', 'full attention')} Every row was pretrained on the same blocks in "
               "the same order with one recipe, and each row's runs started from its one pretraining "
               "(start_weights_sha256)."), "",
              *table_lines(["row", *(TITLES[t] for t in data["tasks"]), "avg",
