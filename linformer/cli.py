@@ -152,6 +152,15 @@ def quiet_other_ranks() -> None:
     logging.setLogRecordFactory(ranked)
 
 
+class Ended(SystemExit):
+    """The exit of a command that printed its last line (`error: ...`, `stopped: ...`), which it carries: a sweep's
+    summary names each failed job's."""
+
+    def __init__(self, code: int, line: str):
+        super().__init__(code)
+        self.line = line
+
+
 PEER_WAIT_S = 10  # how long a process waits for rank 0's last line (or another's cause) before printing its own
 
 
@@ -166,7 +175,7 @@ def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
     rank, peers = process_rank(), _launch_store()
     if peers is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-        sys.exit(code)
+        raise Ended(code, line)
     said = None
     if rank == 0:
         if cause:
@@ -180,7 +189,7 @@ def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
             peers.set("cause", "1")
     if not cause and _wait_for(peers, "cause") is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-    sys.exit(code)
+    raise Ended(code, line)
 
 
 def _launch_store():

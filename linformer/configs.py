@@ -73,6 +73,9 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
         known = _known_keys(config_name, others)
         hint = did_you_mean(key.group(1), known) or _same_setting(key.group(1), known)
         return f"{key.group(1)}: no such key{hint}; every setting is in configs/."
+    already = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
+    if already:
+        return f"+{already.group(1)}=...: {already.group(1)} is a key already: set it without the '+'."
     option = re.search(r"Could not find '([^'/]+)/([^']+)'", text)
     available = re.search(r"Available options in '[^']+':\s*(.*?)(?:\s*Config search path|$)", " ".join(lines))
     if option and available:
@@ -176,31 +179,66 @@ def refuse_bad_interpolations(cfg, config_name: str, overrides: list[str]) -> No
         if "oc.env" in value and "oc.decode" not in value and isinstance(resolved, str):
             defaults = compose(config_name) if defaults is None else defaults
             default = OmegaConf.select(defaults, key, default=None, throw_on_resolution_failure=False)
-            if isinstance(default, (bool, int, float)):
-                kind = "true or false" if isinstance(default, bool) else "a number"
+            if isinstance(default, (bool, int, float)) or (default is None and _reads_as_number(resolved)):
+                kind = ("true or false" if isinstance(default, bool) else "a number" if default is not None else
+                        "null (a number or a flag when set)")
                 decoded = f'{key}="${{oc.decode:{value}}}"'
                 raise ConfigError(f"{key}={value} gives the text {resolved!r} where the config holds {kind}: an "
                                   f"environment variable is read as text; write '{decoded}' (quotes and all)")
 
 
-def refuse_missing_in_sweep(config_name: str, overrides: list[str]):
-    """refuse_missing_values for a --multirun command line: composed without its sweeps (a, b or range(...): no
-    single config holds them), whose keys then count as set. Returns that config (with its hydra node), or None
-    where it does not compose (Hydra's run then says why)."""
+def _reads_as_number(text: str) -> bool:
+    """Whether `text`, written in a config, would be a number or a flag rather than text (64, 1e-4, true)."""
+    import yaml
+
+    try:
+        return isinstance(yaml.safe_load(text), (bool, int, float))
+    except yaml.YAMLError:
+        return False
+
+
+def swept_keys(overrides: list[str]) -> frozenset[str]:
+    """The keys (or groups) a --multirun command line sweeps (a,b, range(...), glob(...)); none where it does not
+    parse (Hydra's run then says why)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:  # a malformed override
-        return None
-    swept = frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
+    except HydraException:
+        return frozenset()
+    return frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
+
+
+def refuse_sweep(config_name: str, overrides: list[str]):
+    """A --multirun command line's refusals before Hydra writes anything, as a single run's: a misspelt key or
+    option (each option a swept group takes), a key added with '+' that nothing reads, a value left at ???, an
+    interpolation that does not resolve. Checked on the sweep's first job (every swept key at its first value), and
+    on one job per other option of a swept group. Returns the first job's config (with its hydra node), or None
+    where the sweep only Hydra's run expands (a glob over a group's options)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     try:
-        cfg = compose(config_name, [o.input_line for o in parsed if not o.is_sweep_override()], with_hydra=True)
-    except ConfigError:
-        return None  # a misspelt key or option
-    refuse_missing_values(cfg, config_name, swept)
-    refuse_bad_interpolations(cfg, config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        values = {o.input_line: [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else None
+                  for o in parsed}
+    except HydraException:  # a malformed override: Hydra's run says so
+        return None
+    except Exception:  # a sweep only Hydra's run expands
+        return None
+    keys = {o.input_line: o.get_key_element() for o in parsed}
+    first = [f"{keys[line]}={found[0]}" if found else line for line, found in values.items()]
+    jobs = [first]
+    for i, (line, found) in enumerate(values.items()):
+        if found and (config_dir() / keys[line].lstrip("+~")).is_dir():  # a group: each option must exist
+            jobs += [[*first[:i], f"{keys[line]}={value}", *first[i + 1:]] for value in found[1:]]
+    for job in jobs:
+        cfg = compose(config_name, job, with_hydra=True)
+        refuse_added_keys(cfg, [o for o in job if o.startswith("+") and not o.startswith("++")], config_name)
+    cfg = compose(config_name, first, with_hydra=True)
+    refuse_missing_values(cfg, config_name)
+    refuse_bad_interpolations(cfg, config_name, first)
     return cfg
 
 

@@ -4,15 +4,18 @@ Hydra writes anything, and what Hydra made for a start that is refused is remove
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import json
 import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .cli import cli_errors
+from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank
 from .configs import (
     added_overrides,
     compose,
@@ -21,30 +24,43 @@ from .configs import (
     refuse_added_keys,
     refuse_bad_interpolations,
     refuse_long_job_names,
-    refuse_missing_in_sweep,
     refuse_missing_values,
+    refuse_sweep,
+    swept_keys,
 )
 from .errors import ConfigError, OutputPathError
-from .files import atomic_write
-from .runname import register_resolvers
+from .files import RUN, atomic_write, resolve_path
+from .runname import register_resolvers, sweeping
+from .shell import hydra_override
 from .signals import sigterm_ignored_at_teardown
 
 
 def hydra_main(config_name: str) -> Callable:
-    """``@hydra.main`` over configs/<config_name>.yaml, with the body run under ``cli_errors``."""
+    """``@hydra_main("pretrain")`` over configs/<config_name>.yaml, with the body run under ``cli_errors``. A
+    --multirun goes on past a job that fails (its `error:` line, or its traceback, said at once) and ends with a
+    line per job and an `error:` line where any failed (``_sweep_end``); a stop (Ctrl-C, SIGTERM) ends it there."""
     import hydra
 
     register_resolvers()
 
     def decorate(fn: Callable) -> Callable:
         start: dict = {}  # when the command started, and the nearest folder on the way to its run dir that existed
+        jobs: list[SweepJob] = []  # a --multirun's jobs, as each ended
 
-        @functools.wraps(fn)
-        def body(cfg):
+        def job(cfg):
             with cli_errors(), _no_refused_run_dir(**start):
                 refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
                 refuse_added_keys(cfg, added_overrides(), config_name)
                 return fn(cfg)
+
+        @functools.wraps(fn)
+        def body(cfg):
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            if HydraConfig.get().mode != RunMode.MULTIRUN:
+                return job(cfg)
+            return _sweep_job(job, cfg, jobs)
 
         @functools.wraps(fn)
         def entry():
@@ -57,17 +73,19 @@ def hydra_main(config_name: str) -> Callable:
             with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
-            # Hydra's own message is several lines. Not for its flags (--multirun, --help, ...) or added keys.
+            # Hydra's own message is several lines. Not for its flags other than --multirun (--help, --cfg, ...).
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
-            args = sys.argv[1:]
+            given = sys.argv[1:]
+            args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
             start.update(started=time.time(), before=None, earlier=None)
             flags = [a for a in args if a.startswith("-")]
+            sweep = None
             if not flags:
                 with cli_errors():
                     try:
                         cfg = compose(config_name, args, with_hydra=True)
-                    except ConfigError:
-                        if not any(a.startswith("+") for a in args):
+                    except ConfigError as err:
+                        if not any(a.startswith("+") for a in args) or "is a key already" in str(err):
                             raise
                     else:  # a value left unset first: the run directory's name may need it
                         refuse_missing_values(cfg, config_name)
@@ -75,16 +93,117 @@ def hydra_main(config_name: str) -> Callable:
                         start["before"] = _run_dir_before(cfg, overrides=args)
                         start["earlier"] = _hydra_record(cfg)
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
+                overrides = [a for a in args if not a.startswith("-")]
+                sweeping(swept_keys(overrides))
                 with cli_errors():
-                    cfg = refuse_missing_in_sweep(config_name, [a for a in args if not a.startswith("-")])
+                    cfg = refuse_sweep(config_name, overrides)
                     start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
                     if cfg is not None:
-                        refuse_long_job_names(config_name, [a for a in args if not a.startswith("-")])
-            return main()
+                        refuse_long_job_names(config_name, overrides)
+                        sweep = _sweep_record(cfg)
+            sys.argv[1:] = args  # what Hydra parses
+            try:
+                main()
+            finally:
+                sys.argv[1:] = given
+            if jobs:
+                _sweep_end(jobs, start["started"], sweep)
 
         return entry
 
     return decorate
+
+
+@dataclasses.dataclass
+class SweepJob:
+    """How one job of a --multirun ended."""
+
+    number: int
+    run_dir: Path
+    outcome: str    # ran | already complete | failed
+    line: str = ""  # a failed job's last line (its error: line, or its exception's)
+    code: int = 0   # a failed job's exit status
+
+
+def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
+    """One job of a --multirun, recorded in `jobs`: a job that fails (an `error:` line, a traceback) does not stop
+    the sweep, whose other jobs still run (a rerun of the sweep skips the finished ones); a stop (Ctrl-C, SIGTERM,
+    their `stopped:` line) ends the sweep there, as it ends a single run."""
+    from hydra.core.hydra_config import HydraConfig
+
+    number, run = int(HydraConfig.get().job.num), hydra_run_dir().resolve()
+    complete = _run_status(run) == "complete"
+    try:
+        result = job(cfg)
+    except Ended as end:
+        if end.code != EXIT_USER_ERROR:
+            raise
+        jobs.append(SweepJob(number, run, "failed", end.line, end.code))
+        return None
+    except Exception as err:  # a traceback: shown now, and the sweep goes on
+        traceback.print_exc()
+        line = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        jobs.append(SweepJob(number, run, "failed", line, 1))
+        return None
+    jobs.append(SweepJob(number, run, "already complete" if complete else "ran"))
+    return result
+
+
+def _run_status(run: Path) -> str | None:
+    """The status run.json records in `run` (complete, stopped, ...), or None."""
+    try:
+        return json.loads((run / RUN).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _sweep_record(cfg) -> tuple[Path, bytes | None] | None:
+    """(the sweep's multirun.yaml, what an earlier sweep left in it, None for nothing), which Hydra is about to
+    replace: a sweep none of whose jobs got to start puts it back (``_sweep_end``)."""
+    try:
+        record = Path(str(cfg.hydra.sweep.dir)).resolve() / "multirun.yaml"
+    except Exception:  # an interpolation only Hydra's run resolves
+        return None
+    return record, record.read_bytes() if record.is_file() else None
+
+
+def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | None] | None) -> None:
+    """A --multirun's last lines: one per job (ran, already complete, failed with its line), then, where a job
+    failed, an `error:` line and the exit status of the first failure (2, or 1 after a traceback). A sweep none of
+    whose jobs wrote anything leaves the earlier sweep's multirun.yaml as it was."""
+    failed = [j for j in jobs if j.outcome == "failed"]
+    if sweep and len(failed) == len(jobs) and not any(
+            j.run_dir.is_dir() and _wrote_outputs(j.run_dir, "", started) for j in failed):
+        record, earlier = sweep
+        with contextlib.suppress(OSError):
+            if earlier is not None:
+                atomic_write(record, earlier)
+            elif record.is_file() and record.stat().st_mtime >= started:
+                record.unlink()
+    if process_rank() != 0:
+        return
+    lines = [f"  #{j.number} {j.outcome}: {j.run_dir.name}" + (f": {j.line}" if j.line else "") for j in jobs]
+    counts = {outcome: sum(j.outcome == outcome for j in jobs) for outcome in ("ran", "already complete", "failed")}
+    said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    print(f"sweep of {len(jobs)} job{'s' * (len(jobs) != 1)} ({said}), in {jobs[0].run_dir.parent}:", *lines,
+          sep="\n", file=sys.stderr, flush=True)
+    if failed:
+        numbers = ", ".join(f"#{j.number}" for j in failed)
+        print(f"error: {len(failed)} of {len(jobs)} jobs failed ({numbers}): fix what their lines above say and run "
+              "the same command again; the finished jobs are skipped.", file=sys.stderr, flush=True)
+        sys.exit(failed[0].code)
+
+
+def _from_repository(arg: str) -> str:
+    """A command line's relative ``hydra.run.dir=`` or ``hydra.sweep.dir=`` made absolute from the repository, as
+    every other path a command takes (``files.resolve_path``): Hydra would take it from the working directory."""
+    key, sep, value = arg.partition("=")
+    if not sep or key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir") or "${" in value or not value:
+        return arg
+    plain = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+    if Path(os.path.expanduser(plain)).is_absolute():
+        return arg
+    return hydra_override(key, resolve_path(plain))
 
 
 def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path | None:

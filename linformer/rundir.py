@@ -6,7 +6,8 @@
   ``OPERATIONAL_KEYS``: model, data, optimisation, seed) define the run; a start whose identity differs is refused.
 - ``run.json``: stage, status (``running`` / ``complete``, ``stopped`` by a signal with its message's first line, or
   ``failed`` with the error's first line), start and end times, every config change a user allowed on resume
-  (``trainer.allow_config_change``), and ``resumed_from``: another run's checkpoint it continued; what decides its
+  (``trainer.allow_config_change``), ``command``: the command line that started it (each attempt's own, kept in
+  ``attempts``), and ``resumed_from``: another run's checkpoint it continued; what decides its
   numbers besides the config: ``environment`` (``run_environment``: code version and commit, library versions,
   torch's threads, the device; each attempt's own, kept in ``attempts``), and the task's draws (``batch_seeding``,
   ``validation_seed``: ``data.streams``).
@@ -336,7 +337,7 @@ def not_a_run(path: str | Path) -> list[str]:
 # run.json's fields of an attempt's end, by status (finish, fail, stop), and of its start (the step it started at, the
 # processes and environment it ran on): moved into `attempts` when the run starts again
 _ENDED = ("finished", "failed", "error", "stopped", "reason")
-_BEGUN = ("start_step", "processes", "environment")
+_BEGUN = ("start_step", "processes", "environment", "command")
 # Environment variables that change a run's numbers (torch's CPU threads: bitwise results hold on one; cuBLAS's
 # workspace: deterministic GPU kernels), recorded where set and repeated in the command to resume
 NUMERIC_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
@@ -465,10 +466,11 @@ class RunRecord:
             raise
 
     def start(self, config: Mapping, step: int, processes: int = 1, environment: Mapping | None = None,
-              draws: Mapping | None = None) -> None:
+              draws: Mapping | None = None, command: str | None = None) -> None:
         """Record the config and status `running` (after set-up succeeded, so a failed start changes nothing), with
         the step this attempt starts at, the processes and ``environment`` (``run_environment``) it runs on: the
-        steps from it to the next attempt's `start_step` ran so; and the task's ``draws`` (its batch seeding and
+        steps from it to the next attempt's `start_step` ran so; the ``command`` that started it (a sweep's job: the
+        sweep's command line; its own values are in config.yaml); and the task's ``draws`` (its batch seeding and
         validation seed, kept for the whole run)."""
         if not self.info() and (self.dir / CONFIG).is_file():  # an earlier attempt's record, without its run.json
             log.warning("%s is missing: the run goes on from its files, but what it recorded of the "
@@ -490,6 +492,8 @@ class RunRecord:
                     **dict(draws or {}))
         if environment is not None:
             info["environment"] = dict(environment)
+        if command is not None:
+            info["command"] = command
         if self.resumed_from:
             info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
         write_yaml(self.dir / CONFIG, dict(config))

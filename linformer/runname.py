@@ -46,14 +46,72 @@ def model_name_of(path) -> str:
 
 
 def _suffix(overrides: str | None, task=None) -> str:
-    """A sweep job's folder name after its run_name: its other overrides (Hydra's override_dirname, which leaves out
-    the keys the default run name holds), with a path's slashes made "_" so that a value like
-    init_from=outputs/pretrain/x names one folder, not three. With the job's overrides (`task`, Hydra's
-    overrides.task) and a run_name given among them, that name holds none of those keys: every override but the
-    name and the paths then names the job, or a swept seed would put every job in one folder."""
-    if task is not None and any(str(o).startswith("run_name=") for o in task):
-        overrides = ",".join(sorted(str(o) for o in task if not str(o).startswith(("run_name=", "paths.", "hydra."))))
+    """A sweep job's folder name after its name, for the commands without a run record (corpus, tokenizer,
+    benchmark, spectrum): Hydra's override_dirname (the config's exclude_keys left out), a path's slashes made "_" so
+    that a value like init_from=outputs/pretrain/x names one folder, not three."""
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
+
+
+# Keys that say how a run is operated, not what it computes (runconfig.OPERATIONAL_KEYS, which the run specs'
+# field marks give: that package sits above this module, and hands them over as it is imported)
+_NOT_NAMING: set[str] = set()
+# How long a run trains: not in a sweep job's folder name unless the sweep varies it, so that a finished job's
+# "raise trainer.max_steps" and a stopped one's "resume with the same command" find the same folder
+LENGTH_KEYS = ("trainer.max_steps", "trainer.epochs")
+_swept: set[str] = set()  # the keys the running --multirun command line sweeps (hydra_start.hydra_main sets them)
+
+
+def name_no_runs(keys) -> None:
+    """`keys` (and the keys under them) never name a sweep job's folder: they may change between starts of a run."""
+    _NOT_NAMING.update(keys)
+
+
+def sweeping(keys) -> None:
+    """The keys this process's --multirun command line sweeps: a length key names the job's folders only then."""
+    _swept.clear()
+    _swept.update(keys)
+
+
+def _under(key: str, keys) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in keys)
+
+
+def _job_suffix(task, _root_) -> str:
+    """A run's sweep job's folder name after its run_name: its overrides (Hydra's overrides.task) that the run name
+    does not already say and that change what the run computes, sorted, as Hydra's override_dirname writes them (a
+    path's slashes made "_"). Left out: the keys the config's run_name reads (a group where it reads the group's
+    keys; the experiment where the name is the default one, which names it, or an experiment's own), the
+    operational keys (``name_no_runs``) and the length keys unless swept. A run_name given on the command line reads
+    nothing, so every other override names the job."""
+    if not _NOT_NAMING:
+        raise ValueError("the run configs' operational keys are not known: import linformer.runconfig first")
+    raw = str(_root_._get_node("run_name")._value())
+    read = set(re.findall(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?=[},])", raw))
+    given = any(str(o).startswith("run_name=") for o in task)
+    if not given:
+        read.add("experiment")
+    kept = []
+    for override in (str(o) for o in task):
+        key = override.lstrip("+~").split("=", 1)[0].split("@", 1)[0]
+        if (_under(key, _NOT_NAMING) or key == "run_name" or any(_under(key, [r]) or r.startswith(key + ".")
+                                                                   for r in read)
+                or (key in LENGTH_KEYS and key not in _swept)):
+            continue
+        kept.append(override)
+    return f"-{','.join(sorted(kept)).replace('/', '_')}" if kept else ""
+
+
+def _experiment_tag(_root_) -> str:
+    """A default run name's end: `-<experiment>` where the command chose experiment=<name> (a path's "/" as "_"),
+    so that two experiments' runs of the same task, model and seed get folders of their own."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if "hydra" in _root_:  # a config composed with its hydra node
+        choice = OmegaConf.select(_root_, "hydra.runtime.choices.experiment", default=None)
+    else:  # a running Hydra job's config (its hydra node is HydraConfig's)
+        choice = HydraConfig.get().runtime.choices.get("experiment") if HydraConfig.initialized() else None
+    return f"-{str(choice).replace('/', '_')}" if choice else ""
 
 
 def _init_name(init_from, group: str, architecture: str) -> str:
@@ -80,6 +138,8 @@ def register_resolvers() -> None:
         "attn_tag": _attn_tag,
         "k_tag": _k_tag,
         "suffix": _suffix,
+        "job_suffix": _job_suffix,
+        "experiment_tag": _experiment_tag,
         "init_name": _init_name,
         "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
     }

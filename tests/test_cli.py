@@ -87,13 +87,13 @@ def test_a_value_left_unset_names_its_key_what_it_takes_and_its_file(config, ove
 
 
 def test_a_sweep_sets_its_keys_and_the_rest_are_still_checked():
-    from linformer.configs import refuse_missing_in_sweep
+    from linformer.configs import refuse_sweep
 
-    refuse_missing_in_sweep("finetune", ["model_path=a,b", "seed=0,1"])
+    refuse_sweep("finetune", ["model_path=a,b", "seed=0,1"])
     with pytest.raises(ConfigError, match="^model_path is not set"):
-        refuse_missing_in_sweep("finetune", ["seed=0,1"])
+        refuse_sweep("finetune", ["seed=0,1"])
     with pytest.raises(ConfigError, match="^trainer.lr is not set"):
-        refuse_missing_in_sweep("finetune", ["model_path=a,b", "trainer.lr=???"])
+        refuse_sweep("finetune", ["model_path=a,b", "trainer.lr=???"])
 
 
 def test_the_script_without_its_model_is_one_error_line_and_leaves_nothing(tmp_path):

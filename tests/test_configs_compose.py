@@ -114,7 +114,7 @@ def test_a_table2_row_reads_the_corpus_its_config_records(row):
     ("pretrain", [], "trainer.lr", ["1e-3", "5e-4"]),
     ("pretrain", [], "init_from", ["outputs/pretrain/a", "outputs/pretrain/b"]),
     ("transfer", [], "trainer.warmup_steps", ["5", "10"]),
-    ("finetune", ["task=sst2", "model_path=m"], "max_eval_examples", ["32", "64"]),
+    ("finetune", ["task=sst2", "model_path=m"], "max_train_examples", ["32", "64"]),
     ("distill", ["task=sst2", "teacher_path=t"], "trainer.lr", ["1e-4", "3e-5"]),
 ])
 def test_a_sweep_over_a_key_outside_run_name_gives_each_job_its_own_folder(name, start, key, values):

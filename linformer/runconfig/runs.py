@@ -17,6 +17,7 @@ from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..files import folder_name
 from ..modeling.configuration import LinformerConfig, check_model_fields
+from ..runname import name_no_runs
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
     DistillSettings,
@@ -217,6 +218,7 @@ def _operational_keys() -> frozenset[str]:
 
 # Config keys that change how a run is operated, not what it computes: they may differ between starts of a run
 OPERATIONAL_KEYS = _operational_keys()
+name_no_runs(OPERATIONAL_KEYS)  # nor a sweep job's folder (runname sits below the specs, so they hand the keys down)
 
 
 @dataclass(frozen=True)

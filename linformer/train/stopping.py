@@ -40,8 +40,9 @@ class StopSignal:
         if self.signum is not None:  # torchrun's SIGTERM after the user's Ctrl-C: the stop keeps the first's name
             return
         self.signum = signum
-        log.warning("%s received: stopping after this step with a checkpoint (Ctrl-C again stops at once)",
-                    signal_words(signum))
+        at_once = ("Ctrl-C again stops at once" if signum == signal.SIGINT else
+                   f"a Ctrl-C, or kill -INT {os.getpid()}, stops at once")  # a second SIGTERM waits for the step
+        log.warning("%s received: stopping after this step with a checkpoint (%s)", signal_words(signum), at_once)
 
     def __exit__(self, *exc) -> None:
         self._installed.close()

@@ -113,7 +113,7 @@ class Trainer:
         self.state.update(self.task.draws())
         if self.is_main:
             self.record.start(self.config, self.state["step"], self.accelerator.num_processes,
-                              run_environment(self.accelerator.device), self.task.draws())
+                              run_environment(self.accelerator.device), self.task.draws(), command_line())
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
             if self.state.get("resumed_from_step"):
                 self._relog_rates_used()
@@ -425,6 +425,11 @@ class Trainer:
                     f"{self.run_dir} holds checkpoints of an earlier run but trainer.resume={self.settings.resume}: continue "
                     "it with trainer.resume=auto, or choose another run_name (or delete the directory) to start over."
                 )
+            earlier = self.record.info().get("status") if self.is_main else None
+            if earlier in ("running", "stopped", "failed"):  # running: killed (its lock was taken over)
+                ended = "killed" if earlier == "running" else earlier
+                print(f"{self.run_dir}: its earlier attempt ({ended}) left no checkpoint (trainer.save_every): this "
+                      "attempt starts over from step 0", file=sys.stderr)
             return
         source = path.parent.parent  # checkpoints/step-NNNNNNNN in its run directory
         foreign = source.resolve() != self.run_dir.resolve()

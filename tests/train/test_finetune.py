@@ -353,7 +353,35 @@ def test_lr_sweep_keeps_each_job_apart(tmp_path, sst2_dir, pretrained_run):
     assert result.returncode == 0, result.stderr[-3000:]
     found = sorted((tmp_path / "out" / "finetune" / "multirun").glob("*/results.json"))
     assert sorted(json.loads(p.read_text())["lr"] for p in found) == [3e-4, 1e-3]
-    assert "eval_batch_size=8" in found[0].parent.name  # a swept or set key outside run_name keeps jobs apart
+    assert "eval_batch_size=8" not in found[0].parent.name  # an operational key names no folder
+
+
+@pytest.mark.slow
+def test_a_sweep_goes_on_past_a_failed_job_and_ends_with_a_line_per_job(tmp_path, sst2_dir, pretrained_run):
+    """A job that failed (a model that is not there) stopped the rest of the sweep, and a sweep ended without a word
+    of which jobs ran; a sweep refused in every job replaced the earlier sweep's multirun.yaml, the only record of
+    its command, which no run.json held either."""
+    absent = tmp_path / "absent"
+    first = _finetune_cli(sst2_dir, f"{absent},{pretrained_run}", tmp_path, "trainer.max_steps=2", multirun=True)
+    lines = first.stderr.strip().splitlines()
+    assert first.returncode == 2 and lines[-1].startswith("error: 1 of 2 jobs failed (#0)"), first.stderr[-3000:]
+    assert lines[-4].startswith("sweep of 2 jobs (1 ran, 1 failed)")
+    assert lines[-3].startswith("  #0 failed: ") and ": error: model_path=" in lines[-3] and "#1 ran: " in lines[-2]
+    sweep = tmp_path / "out" / "finetune" / "multirun"
+    ran = next(sweep.glob("*/run.json"))
+    info = json.loads(ran.read_text())
+    assert info["status"] == "complete" and "-m" in info["command"] and "finetune.py" in info["command"]
+    record = (sweep / "multirun.yaml").read_bytes()
+
+    refused = _finetune_cli(sst2_dir, absent, tmp_path, "seed=0,1", multirun=True)
+    assert refused.returncode == 2 and "error: 2 of 2 jobs failed" in refused.stderr
+    assert (sweep / "multirun.yaml").read_bytes() == record  # the earlier sweep's record stays
+
+    # an operational key added (and the length given once): the same folder, which says it is complete
+    again = _finetune_cli(sst2_dir, pretrained_run, tmp_path, "trainer.max_steps=2", "trainer.eval_batch_size=8",
+                          "seed=0,1", multirun=True)
+    assert again.returncode == 0 and "#0 already complete: " + ran.parent.name in again.stderr, again.stderr[-3000:]
+    assert "#1 ran: " in again.stderr
 
 
 def test_malformed_row_is_one_error_line_naming_file_and_line(tmp_path, sst2_dir, pretrained_run):

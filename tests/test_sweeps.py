@@ -1,0 +1,130 @@
+"""--multirun: how a sweep names its jobs' folders, what it refuses before Hydra writes anything, and where a relative
+Hydra directory goes."""
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from linformer import hydra_start, runname
+from linformer.configs import compose, refuse_bad_interpolations
+from linformer.errors import ConfigError
+from linformer.runconfig import OPERATIONAL_KEYS
+
+REPO = Path(__file__).resolve().parents[1]
+STARTS = {"pretrain": [], "finetune": ["task=sst2", "model_path=m"], "transfer": [],
+          "distill": ["task=sst2", "teacher_path=t"]}
+
+
+def _subdir(name: str, *overrides: str) -> str:
+    return str(compose(name, [*STARTS[name], *overrides], with_hydra=True).hydra.sweep.subdir)
+
+
+def test_two_experiments_of_the_same_run_get_folders_of_their_own():
+    """experiment=a,b put both experiments' jobs in one folder (the default run name did not hold the experiment):
+    the second was refused as a run with other settings, in a sweep and in two single runs alike."""
+    names = [compose("pretrain", [f"experiment={e}"], with_hydra=True) for e in ("figure3_gpu", "mfu_gpu")]
+    assert [c.run_name.rsplit("-", 1)[-1] for c in names] == ["figure3_gpu", "mfu_gpu"]
+    assert names[0].hydra.run.dir != names[1].hydra.run.dir
+    assert names[0].hydra.sweep.subdir != names[1].hydra.sweep.subdir
+    assert compose("pretrain", with_hydra=True).run_name.endswith("-s0")  # no experiment: the name as before
+
+
+@pytest.mark.parametrize("name", sorted(STARTS))
+def test_an_operational_key_names_no_sweep_folder(name):
+    """trainer.eval_every, trainer.allow_config_change, max_eval_examples... named the sweep's folders: rerunning a
+    finished sweep with "raise trainer.max_steps with trainer.allow_config_change=[...]", or a stopped one with
+    trainer.save_every added, started a new run from step 0 in a new folder. The keys left out are
+    runconfig.OPERATIONAL_KEYS, the ones a run's identity leaves out, not a list of the config's own."""
+    plain = _subdir(name)
+    given = ["trainer.allow_config_change=[trainer.max_steps]", "trainer.eval_every=15", "trainer.save_every=5",
+             "trainer.log_every=3", "logger=none", "experiment_name=x", f"paths.output_dir={REPO / 'elsewhere'}"]
+    assert all(key.split("=")[0].split(".")[0] in {k.split(".")[0] for k in OPERATIONAL_KEYS} for key in given)
+    assert _subdir(name, *given) == plain
+    assert _subdir(name, "trainer.max_steps=45") == plain  # the length, set once: "raise trainer.max_steps" works
+    assert _subdir(name, "optim.weight_decay=0.05") != plain  # what the run computes still names it
+
+
+def test_a_length_the_sweep_varies_names_its_folders(monkeypatch):
+    monkeypatch.setattr(runname, "_swept", {"trainer.max_steps"})
+    steps = [_subdir("pretrain", f"trainer.max_steps={n}") for n in (30, 60)]
+    assert steps[0] != steps[1] and steps[0].endswith("trainer.max_steps=30")
+
+
+def test_a_key_an_experiments_own_run_name_does_not_hold_names_the_folder():
+    """experiment=table2/... names its runs without the lr: a sweep over trainer.lr with it put every lr in one
+    folder, the hand-written list saying trainer.lr was in the (default) run name."""
+    lrs = [_subdir("finetune", "experiment=table2/n512_k128_kv", f"trainer.lr={lr}") for lr in ("1e-4", "3e-4")]
+    assert lrs[0] != lrs[1]
+    seeded = _subdir("finetune", "experiment=table2/n512_k128_kv", "seed=1")
+    assert "-s1" in seeded and "seed=" not in seeded  # its name holds the seed
+
+
+def _sweep(monkeypatch, capsys, config: str, *args: str) -> tuple[int, str, list]:
+    ran = []
+    monkeypatch.setattr(sys, "argv", [f"{config}.py", *args])
+    with pytest.raises(SystemExit) as stop:
+        hydra_start.hydra_main(config)(ran.append)()
+    return stop.value.code, capsys.readouterr().err, ran
+
+
+@pytest.mark.parametrize("override, said", [
+    ("trainer.lrr=1e-4,2e-4", "error: trainer.lrr: no such key (did you mean trainer.lr?)"),
+    ("task=sst2,sst3", "error: task=sst3: no such option (did you mean sst2?)"),
+    ("+new_key=3,4", "error: +new_key=3: no code reads the key new_key."),
+    ("+trainer.lr=1e-4", "error: +trainer.lr=...: trainer.lr is a key already: set it without the '+'."),
+])
+def test_a_sweeps_mistake_is_one_error_line_before_any_job(override, said, monkeypatch, capsys, tmp_path):
+    """Under -m a misspelt key was Hydra's five lines and exit 1 (with its advice to add the key with '+', which
+    the next run refused); a misspelt option of a swept group, or an added key, was caught in a job only."""
+    code, err, ran = _sweep(monkeypatch, capsys, "finetune", "-m", "model_path=m", override,
+                            f"paths.output_dir={tmp_path / 'out'}")
+    assert code == 2 and err.startswith(said) and err.count("\n") == 1 and not ran, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_added_existing_key_is_one_error_line_in_a_single_run(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["finetune.py", "model_path=m", "+trainer.lr=1e-4",
+                                      f"paths.output_dir={tmp_path}"])
+    with pytest.raises(SystemExit) as stop:
+        hydra_start.hydra_main("finetune")(print)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: +trainer.lr=...: trainer.lr is a key already") and \
+        err.count("\n") == 1
+
+
+@pytest.mark.parametrize("key", ["hydra.run.dir", "hydra.sweep.dir", "+hydra.sweep.dir"])
+def test_a_relative_hydra_directory_is_taken_from_the_repository(key, monkeypatch, tmp_path):
+    """hydra.sweep.dir=sweeps/rel went under the working directory while paths.output_dir=... went under the
+    clone, and compare_runs.py sweeps/rel (from the clone) then found nothing."""
+    monkeypatch.chdir(tmp_path)
+    assert hydra_start._from_repository(f"{key}=sweeps/rel") == f"{key}={REPO / 'sweeps' / 'rel'}"
+    assert hydra_start._from_repository(f"{key}=/abs/x") == f"{key}=/abs/x"
+    assert hydra_start._from_repository("seed=sweeps/rel") == "seed=sweeps/rel"
+    assert hydra_start._from_repository(f"{key}='my runs/x'") == f"{key}='{REPO / 'my runs' / 'x'}'"
+
+
+def test_an_environment_variable_for_a_key_without_a_default_gets_the_decode_hint(monkeypatch):
+    """max_train_examples (default null) took '${oc.env:NTRAIN}' as the text '64': "must be a whole number",
+    without the hint trainer.lr (a number by default) gets."""
+    monkeypatch.setenv("NTRAIN", "64")
+    args = ["task=sst2", "model_path=m", "max_train_examples=${oc.env:NTRAIN}"]
+    with pytest.raises(ConfigError, match=r"holds null .*max_train_examples=\"\$\{oc.decode:\$\{oc.env:NTRAIN\}\}\""):
+        refuse_bad_interpolations(compose("finetune", args), "finetune", args)
+    monkeypatch.setenv("NAME", "mine")  # text where text is meant: no hint
+    refuse_bad_interpolations(compose("finetune", [*args[:2], "run_name=${oc.env:NAME}"]), "finetune",
+                              ["run_name=${oc.env:NAME}"])
+
+
+@pytest.mark.parametrize("signum, said", [(signal.SIGTERM, "a Ctrl-C, or kill -INT"),
+                                          (signal.SIGINT, "Ctrl-C again stops at once")])
+def test_a_stops_warning_names_what_stops_at_once_for_the_signal_received(signum, said, caplog):
+    """A SIGTERM'd run said "Ctrl-C again stops at once": there had been no Ctrl-C, and a second SIGTERM waits for
+    the step."""
+    from linformer.train.stopping import StopSignal
+
+    with caplog.at_level(logging.WARNING):
+        StopSignal()._handle(signum, None)
+    assert said in caplog.text and ("again" in caplog.text) == (signum == signal.SIGINT)
