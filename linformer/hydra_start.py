@@ -107,7 +107,7 @@ def hydra_main(config_name: str) -> Callable:
             finally:
                 sys.argv[1:] = given
             if jobs:
-                _sweep_end(jobs, start["started"], sweep)
+                _sweep_end(jobs, start["started"], sweep, start["before"])
 
         return entry
 
@@ -132,7 +132,7 @@ def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
     from hydra.core.hydra_config import HydraConfig
 
     number, run = int(HydraConfig.get().job.num), hydra_run_dir().resolve()
-    complete = _run_status(run) == "complete"
+    before = _run_status(run)
     try:
         result = job(cfg)
     except Ended as end:
@@ -145,14 +145,17 @@ def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
         line = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
         jobs.append(SweepJob(number, run, "failed", line, 1))
         return None
-    jobs.append(SweepJob(number, run, "already complete" if complete else "ran"))
+    jobs.append(SweepJob(number, run, "already complete" if before and before == _run_status(run) else "ran"))
     return result
 
 
-def _run_status(run: Path) -> str | None:
-    """The status run.json records in `run` (complete, stopped, ...), or None."""
+def _run_status(run: Path) -> tuple[str, int] | None:
+    """(the status run.json records in `run`, the file's mtime in ns) where it says complete: unchanged by a job, the
+    job found its run complete; else None."""
     try:
-        return json.loads((run / RUN).read_text()).get("status")
+        record = run / RUN
+        status = json.loads(record.read_text()).get("status")
+        return (status, record.stat().st_mtime_ns) if status == "complete" else None
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -167,10 +170,12 @@ def _sweep_record(cfg) -> tuple[Path, bytes | None] | None:
     return record, record.read_bytes() if record.is_file() else None
 
 
-def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | None] | None) -> None:
+def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | None] | None,
+               before: Path | None) -> None:
     """A --multirun's last lines: one per job (ran, already complete, failed with its line), then, where a job
     failed, an `error:` line and the exit status of the first failure (2, or 1 after a traceback). A sweep none of
-    whose jobs wrote anything leaves the earlier sweep's multirun.yaml as it was."""
+    whose jobs wrote anything leaves the earlier sweep's multirun.yaml as it was (or, where there was none, nothing:
+    the folders made for it, down to `before`, go too)."""
     failed = [j for j in jobs if j.outcome == "failed"]
     if sweep and len(failed) == len(jobs) and not any(
             j.run_dir.is_dir() and _wrote_outputs(j.run_dir, "", started) for j in failed):
@@ -180,6 +185,8 @@ def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | 
                 atomic_write(record, earlier)
             elif record.is_file() and record.stat().st_mtime >= started:
                 record.unlink()
+                if before is not None and record.parent.is_relative_to(before):
+                    _remove_made_folders(record.parent, before)
     if process_rank() != 0:
         return
     lines = [f"  #{j.number} {j.outcome}: {j.run_dir.name}" + (f": {j.line}" if j.line else "") for j in jobs]
@@ -299,8 +306,8 @@ def _wrote_outputs(run: Path, job_name: str, started: float | None) -> bool:
 
 def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, before: Path | None,
                             sweep: Path | None = None) -> None:
-    """`sweep`: a --multirun's sweep directory, above `run` (this job's): its multirun.yaml goes too when this
-    command wrote it and no other job's directory is left beside it."""
+    """`sweep`: a --multirun's sweep directory, above `run` (this job's): the removal stops there, since the sweep's
+    other jobs go on (``_sweep_end`` removes the sweep directory where none of them started)."""
     if started is None or run == Path.cwd().resolve():
         return
     made = [run / name for name in (*_HYDRA_FILES, f"{job_name}.log") if (run / name).exists()]
@@ -313,14 +320,16 @@ def _remove_hydra_leftovers(run: Path, job_name: str, started: float | None, bef
         (run / ".hydra").rmdir()
     if before is None or not run.is_relative_to(before):
         return
-    for folder in (run, *run.parents):  # the folders made for this start, each only when empty
-        if folder == before:
+    _remove_made_folders(run, before, sweep)
+
+
+def _remove_made_folders(folder: Path, before: Path, stop: Path | None = None) -> None:
+    """`folder` and those above it, down to `before` (a folder that was there before the command) or `stop`, each
+    only when empty (OSError where one is not)."""
+    for made in (folder, *folder.parents):
+        if made in (before, stop):
             break
-        record = folder / "multirun.yaml"
-        if folder == sweep and [p.name for p in folder.iterdir()] == [record.name] and \
-                record.stat().st_mtime >= started:
-            record.unlink()
-        folder.rmdir()
+        made.rmdir()
 
 
 def hydra_run_dir() -> Path:

@@ -38,6 +38,7 @@ from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, P
 from ..files import flatten
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem
+from ..runname import LENGTH_KEYS
 from ..signals import signals_stop
 from . import checkpoint as ckpt
 from .common import (
@@ -189,7 +190,10 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
               if recorded.get(k) != given.get(k) and k not in defining]
     unapplied = f" Not applied to the finished run: {'; '.join(differ)}." if differ else ""
     lost = ckpt.lost_checkpoints(record)
+    named = [key for key in LENGTH_KEYS if f"{key}=" in record.dir.name]  # a sweep over its length named the folder
     further = (f" It cannot be trained further: {lost}" if lost else
+               f" Its folder is named by {named[0]} (a sweep over it): a longer run goes to a folder of its own, "
+               "from step 0." if named else
                " Choose another run_name to train again, or raise trainer.max_steps with "
                "trainer.allow_config_change=[trainer.max_steps] to train it further.")
     print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "

@@ -712,3 +712,17 @@ def test_sighup_is_handled_wherever_sigterm_is_unless_nohup_ignores_it(monkeypat
         assert got == [signal.SIGHUP] and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_finished_sweep_job_named_by_its_length_does_not_offer_to_train_further(pretrained_run, tmp_path, capsys):
+    """A sweep over trainer.max_steps names each job's folder by it: "raise trainer.max_steps with
+    trainer.allow_config_change" would start a new run from step 0 in another folder, not train this one further."""
+    from linformer.files import read_yaml
+    from linformer.rundir import RunRecord
+    from linformer.train.core import already_complete
+
+    for name, said in (("tiny-s0-trainer.max_steps=6", "Its folder is named by trainer.max_steps"),
+                       ("tiny-s0", "raise trainer.max_steps with trainer.allow_config_change")):
+        run = shutil.copytree(pretrained_run, tmp_path / name)
+        already_complete(RunRecord(run, "pretrain"), read_yaml(run / "config.yaml"))
+        assert said in capsys.readouterr().err
