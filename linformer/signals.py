@@ -9,6 +9,9 @@ it stands. Every mode installs and restores its handlers through ``handling``:
   boundary, so a step is never cut in half and every rank stops at the same step;
 - finish first, ``signals_finish``: the first SIGTERM is noted and the block goes on (a run's final evaluation and
   saving after its last update, short beside a job runner's wait for it), a second one stops it;
+- decided: ``signals_stop`` and ``signals_finish`` hand their block a ``decided`` function; once the command's outcome
+  is on disk (a run recorded complete, found complete), a SIGTERM to the block's end is ignored, so that the command
+  ends as its record says, never with ``stopped:``;
 - ended, ``sigterm_ignored_at_teardown``: once a command has ended, a SIGTERM (or SIGHUP) in the interpreter's
   teardown is ignored, so the process exits with the status the command ended with.
 
@@ -112,13 +115,17 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
 
 
 @contextlib.contextmanager
-def signals_finish(note: str, message: str, received: bool = False) -> Iterator[None]:
+def signals_finish(note: str, message: str, received: bool = False) -> Iterator[Callable[[], None]]:
     """Inside the block the first SIGTERM prints `note` on one line and the block goes on; a second one (or the first
     when `received`: one came before the block) raises Preempted(message), ``{signal}`` replaced by its name in both.
-    SIGINT is left to its handler (Ctrl-C stops at once)."""
+    SIGINT is left to its handler (Ctrl-C stops at once). The block gets ``decided``, as ``signals_stop``'s: once
+    called (the outcome is on disk), a SIGTERM to the block's end is ignored."""
     got = [signal.SIGTERM] if received else []
+    decided: list[bool] = []
 
     def finish(signum, _frame):
+        if decided:
+            return
         name = signal_words(signum)
         if got:
             raise Preempted(message.replace("{signal}", name), signum)
@@ -126,7 +133,7 @@ def signals_finish(note: str, message: str, received: bool = False) -> Iterator[
         print(note.replace("{signal}", name), file=sys.stderr, flush=True)
 
     with handling((signal.SIGTERM,), finish):
-        yield
+        yield lambda: decided.append(True)
 
 
 def sigterm_ignored_at_teardown() -> None:

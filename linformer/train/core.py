@@ -140,7 +140,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
-                          tokenizer=task.tokenizer, tracker_tags=task.tracker_tags)
+                          tokenizer=task.tokenizer, tracker_tags=task.tracker_tags, decided=decided)
         try:
             return trainer.fit(eval_at_start=settings.eval_at_start)
         except BaseException as err:  # the trackers record how the run ended, not the finish of a run at exit

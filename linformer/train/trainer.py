@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,11 +71,13 @@ def prefetches(device: torch.device) -> bool:
 class Trainer:
     def __init__(self, accelerator: Accelerator, model, optimizer, scheduler, task: TrainingTask,
                  settings: TrainerSettings, record: RunRecord, spec: RunSpec, config: Mapping, tokenizer=None,
-                 tracker_tags: list[str] | None = None):
+                 tracker_tags: list[str] | None = None, decided: Callable[[], None] | None = None):
         self.accelerator, self.model, self.optimizer, self.scheduler = accelerator, model, optimizer, scheduler
         self.task, self.settings, self.record, self.tokenizer = task, settings, record, tokenizer
         self.spec, self.config = spec, config  # config: what the run record stores (the spec's, with its data's key)
         self.tracker_tags = list(tracker_tags or [])
+        # told once run.json says complete (the caller's signals_stop's ``decided``): a signal no longer stops the run
+        self._decided = [decided] if decided is not None else []
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
@@ -132,7 +134,8 @@ class Trainer:
             self._loop(stop)
         # the training is done: a SIGTERM now lets the final evaluation and saving finish (a job runner waits for
         # them), so the run ends complete; a second one stops it
-        with signals_finish(FINISHING, OUTSIDE_STEPS, received=stop.signum is not None):
+        with signals_finish(FINISHING, OUTSIDE_STEPS, received=stop.signum is not None) as finished:
+            self._decided.append(finished)
             return self._finish(t_loop, tokens_before)
 
     def _finish(self, t_loop: float, tokens_before: int) -> dict[str, Any]:
@@ -153,6 +156,8 @@ class Trainer:
             results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._batch_record())
         if self.is_main:
             self.record.finish(summary, results)
+        for decide in self._decided:  # complete on disk: a SIGTERM from here on changes neither line nor exit status
+            decide()
         self._close()
         if self.is_main:
             print_summary(summary, results)

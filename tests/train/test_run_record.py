@@ -646,6 +646,32 @@ def test_a_sigterm_after_the_last_update_lets_the_run_finish_complete(tiny_data,
     assert signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
 
 
+@pytest.mark.parametrize("signals_sent", [1, 2])
+def test_a_sigterm_once_the_run_is_complete_on_disk_does_not_stop_it(tiny_data, tmp_path, monkeypatch, capsys,
+                                                                      signals_sent):
+    """SIGTERMs landing after run.json says complete (the summary being printed) ended the run with `stopped:` and
+    exit 143 from the second on, as if it were cut short, though a rerun finds it complete. Once the run is complete
+    on disk a signal changes neither, as for a rerun that finds it complete: it returns its results."""
+    import signal as signals
+
+    import linformer.train.trainer as trainer
+
+    real = trainer.print_summary
+    run = tmp_path / "run"
+
+    def signalled(*args, **kwargs):
+        assert json.loads((run / "run.json").read_text())["status"] == "complete"
+        for _ in range(signals_sent):
+            os.kill(os.getpid(), signals.SIGTERM)  # the real signal, through the handlers the run installs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "print_summary", signalled)
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=1000"), run)
+    assert summary["steps"] == 4 and json.loads((run / "run.json").read_text())["status"] == "complete"
+    assert "SIGTERM" not in capsys.readouterr().err
+    assert signals.getsignal(signals.SIGTERM) is signals.SIG_DFL
+
+
 def test_a_resumed_run_logs_the_lr_column_of_an_uninterrupted_one(tiny_data, tmp_path, monkeypatch, caplog):
     """Every row's lr is the rate its update used, on a fresh start and after a resume alike: a run stopped mid-warmup
     and resumed logs the uninterrupted run's lr column. A run begun by older code logged the rate after each step (the
