@@ -84,7 +84,8 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
     source = "eval" if split == "eval" else "train"
     cols, skipped = read_task_split(name, data_dir, source, options.skip_bad_rows)
     if skipped:
-        log.warning("task %s/%s: skipped %d malformed rows", name, source, skipped)
+        log.warning("task %s/%s: skipped %d bad rows (malformed, a label outside the set, or no text; "
+                    "task.skip_bad_rows)", name, source, skipped)
     if not cols["labels"]:
         raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
     info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",

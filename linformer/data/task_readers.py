@@ -54,15 +54,17 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
-def _texts_fit(texts: Mapping[str, str], where: str, skip_bad_rows: bool) -> bool:
+def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool) -> bool:
     """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
-    empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows."""
+    empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows. An
+    aclImdb review is a row of its own file (`where` the file, its one text under the column None)."""
     empty = [column for column, text in texts.items() if not text]
     if not empty:
         return True
     if not skip_bad_rows:
-        raise TaskDataError(f"{where}: empty text in column {empty[0]}: write the row's text, or set "
-                            "task.skip_bad_rows=true to skip and count such rows")
+        what = f"empty text in column {empty[0]}: write the row's text" if empty[0] is not None else \
+            "empty review (no text, or whitespace and line breaks only): write its text, or delete the file"
+        raise TaskDataError(f"{where}: {what}, or set task.skip_bad_rows=true to skip and count such rows")
     return False
 
 
@@ -230,7 +232,11 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
     elif folder is not None:
         for label, sub in ((0, "neg"), (1, "pos")):
             for p in sorted((folder / sub).glob("*.txt")):
-                cols["text"].append(clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p))))
+                text = clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p)))
+                if not _texts_fit({None: text}, str(p), skip_bad_rows):  # as a csv row's empty text cell
+                    skipped += 1
+                    continue
+                cols["text"].append(text)
                 cols["labels"].append(label)
     else:
         raise _missing(csv_path, task_spec)

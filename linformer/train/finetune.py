@@ -329,7 +329,7 @@ class FinetuneTask(TrainingTask):
             "best_step": step,
             "num_train_examples": len(self.train_set),
             "eval_duplicates_dropped": self.split_notes.get("eval_duplicates_dropped"),
-            # task.skip_bad_rows: the malformed rows left out of each source file
+            # task.skip_bad_rows: the bad rows left out of each source file
             "skipped_bad_rows": {"train": self.split_notes.get("skipped_bad_rows"),
                                  "eval": split_info(self.eval).get("skipped_bad_rows")},
             "min_train_tokens": self.min_tokens,

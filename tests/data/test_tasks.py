@@ -224,6 +224,23 @@ def test_an_empty_text_cell_is_a_bad_row_named_by_file_line_and_column(qqp_dir, 
     assert read_task_split("imdb", str(imdb), "train", skip_bad_rows=True) == ({"text": ["good"], "labels": [1]}, 1)
 
 
+@pytest.mark.parametrize("empty", [b"", b"  \n", b"<br /><br />\n"])
+def test_an_empty_aclimdb_review_is_a_bad_row_as_an_empty_csv_cell_is(tmp_path, empty):
+    """An aclImdb review file with no text (0 bytes, whitespace, line breaks alone) was read as an example without a
+    word, where the same review as an empty csv cell is a bad row: one error naming the file, or skipped and counted
+    with task.skip_bad_rows."""
+    for split in ("train", "test"):
+        for sub, text in (("pos", b"Great film."), ("neg", b"Dull.")):
+            (tmp_path / "aclImdb" / split / sub).mkdir(parents=True)
+            (tmp_path / "aclImdb" / split / sub / "0_9.txt").write_bytes(text)
+    bad = tmp_path / "aclImdb" / "train" / "neg" / "1_2.txt"
+    bad.write_bytes(empty)
+    with pytest.raises(TaskDataError, match=rf"^{bad}: empty review .*task.skip_bad_rows=true"):
+        read_task_split("imdb", str(tmp_path / "aclImdb"), "train")
+    assert read_task_split("imdb", str(tmp_path / "aclImdb"), "train", skip_bad_rows=True) == (
+        {"text": ["Dull.", "Great film."], "labels": [0, 1]}, 1)
+
+
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
     """A BOM (an editor's save) made the header lack its first column; a latin-1 byte was read as U+FFFD without a
     word, so the model trained on text the file does not hold. GLUE tsv and IMDB csv alike."""
