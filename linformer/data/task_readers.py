@@ -243,7 +243,7 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
     return cols, skipped
 
 
-def _read_hub(task_spec: TaskSpec, split: str) -> dict:
+def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
     if not task_spec.hub:
         raise ConfigError(f"task.data_dir=null: task {task_spec.name} has no hub dataset; set task.data_dir to the "
                           f"folder of its files ({task_spec.layout()})")
@@ -258,12 +258,22 @@ def _read_hub(task_spec: TaskSpec, split: str) -> dict:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
                               f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
-    cols = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
+    texts = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
     clean = TEXT_CLEANING.get(task_spec.format)
     if clean is not None:
-        cols["text"] = [clean(t) for t in cols["text"]]
-    cols["labels"] = list(ds["label"])
-    return cols
+        texts["text"] = [clean(t) for t in texts["text"]]
+    cols: dict[str, list] = {**{f: [] for f in texts}, "labels": []}
+    skipped = 0
+    for i, label in enumerate(ds["label"]):  # an empty text is a bad row here too (GLUE's QQP has a few)
+        row = {f: texts[f][i] or "" for f in texts}  # as the hub gives them: a text's spaces are its own
+        if not _texts_fit({f: text.strip() for f, text in row.items()},
+                          f"hub dataset {name!r} split {task_spec.hub_splits[split]} row {i}", skip_bad_rows):
+            skipped += 1
+            continue
+        for f, text in row.items():
+            cols[f].append(text)
+        cols["labels"].append(label)
+    return cols, skipped
 
 
 def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
@@ -272,7 +282,7 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
     if split not in ("train", "eval"):
         raise ValueError(f"split {split!r}: expected 'train' or 'eval'")
     if data_dir is None:
-        return _read_hub(task_spec, split), 0
+        return _read_hub(task_spec, split, skip_bad_rows)
     d = Path(data_dir)
     check_task_dir(name, d, (split,))
     return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)

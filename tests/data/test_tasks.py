@@ -241,6 +241,25 @@ def test_an_empty_aclimdb_review_is_a_bad_row_as_an_empty_csv_cell_is(tmp_path, 
         {"text": ["Dull.", "Great film."], "labels": [0, 1]}, 1)
 
 
+def test_an_empty_hub_question_is_a_bad_row_as_in_the_task_files(monkeypatch):
+    """GLUE's QQP on the hub holds a few empty questions: read there (task.data_dir=null) they were trained on as
+    pairs without a word, where the same rows in train.tsv are bad rows. Hub rows follow the files' rule."""
+    import datasets
+
+    from linformer.data import task_readers
+
+    rows = {"question1": ["how?", " what? ", "why?"], "question2": ["how so?", "what then?", "  "],
+            "label": [1, 0, 1]}
+    monkeypatch.setattr(task_readers, "hub_offline", lambda: False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, split: datasets.Dataset.from_dict(rows))
+    with pytest.raises(TaskDataError, match=r"^hub dataset 'glue/qqp' split train row 2: empty text in column "
+                                            r"question2: .*task.skip_bad_rows=true"):
+        read_task_split("qqp", None, "train")
+    cols, skipped = read_task_split("qqp", None, "train", skip_bad_rows=True)
+    assert skipped == 1 and cols == {"question1": ["how?", " what? "], "question2": ["how so?", "what then?"],
+                                     "labels": [1, 0]}
+
+
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
     """A BOM (an editor's save) made the header lack its first column; a latin-1 byte was read as U+FFFD without a
     word, so the model trained on text the file does not hold. GLUE tsv and IMDB csv alike."""
