@@ -303,7 +303,7 @@ def seeds_table(groups: list[list[Run]]) -> str:
     lines = table_lines(header)
     for g in groups:
         names = [r.name for r in g]
-        note = draws_note(subset_draw(r.config) for r in g)
+        note = draws_note(subset_draw(r.config, r.results) for r in g)
         cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
                  ", ".join(str(r.config.get("seed")) for r in g) + (f": {note}" if note else "")]
         scores = [(r, reported_scores(r.results)) for r in g]

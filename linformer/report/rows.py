@@ -204,11 +204,14 @@ def reported_subset(r: dict) -> tuple[int, int] | None:
 SUBSET_KEYS = ("max_train_examples", "max_eval_examples", "validation_fraction")  # what subset_seed draws
 
 
-def subset_draw(config: dict) -> int | None:
-    """The seed that drew a finetuning run's example subsets (its config's subset_seed, else its seed: the default),
-    or None where it drew none (no key of SUBSET_KEYS set). Runs of other draws trained and scored on other rows."""
+def subset_draw(config: dict, results: dict | None = None) -> int | None:
+    """The seed that drew a finetuning run's example subsets, or None where it drew none (no key of SUBSET_KEYS set):
+    what its results.json records (``subset_seed``), else, for a run recorded before it, what its config gives (its
+    subset_seed, else its seed: the default). Runs of other draws trained and scored on other rows."""
     if not any(config.get(key) for key in SUBSET_KEYS):
         return None
+    if (results or {}).get("subset_seed") is not None:
+        return results["subset_seed"]
     return config.get("subset_seed") if config.get("subset_seed") is not None else config.get("seed")
 
 

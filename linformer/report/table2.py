@@ -55,7 +55,7 @@ def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files), each with its run directory as ``_dir``."""
     records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
-    return [{**r, "_dir": str(record.dir), "_draw": subset_draw(record.config())} for record in records
+    return [{**r, "_dir": str(record.dir), "_draw": subset_draw(record.config(), r)} for record in records
             if (r := record.results())]
 
 

@@ -283,6 +283,23 @@ def test_a_seed_group_whose_seeds_drew_their_own_subsets_says_so(tmp_path, make_
             "score every seed on one subset) |") in section
 
 
+def test_the_draw_a_run_records_is_read_not_guessed_from_its_seed(tmp_path, make_run):
+    """results.json did not record subset_seed: a group's draws were guessed from the config (subset_seed unset
+    follows seed), so runs that record one draw were said to have drawn two. What a run records is its draw."""
+    import yaml
+
+    rows = [{"step": 1, "time": 1, "loss": 0.5}]
+    for seed in (0, 1):
+        path = make_run(tmp_path / "out", "finetune", f"s{seed}", rows, task="sst2",
+                        results={"metrics": {"accuracy": 0.5 + seed / 10}, "reported": {"split": "dev", "step": 1},
+                                 "subset_seed": 7})
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed, "subset_seed": None,
+                                                          "max_eval_examples": 100}))
+    section = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].split("## Across seeds")[1]
+    assert "| 0, 1 |" in section and "different draws" not in section
+
+
 def test_runs_sharing_a_name_are_told_apart_in_the_table(tmp_path, make_run):
     """By stage where that is enough, by the shortest end of their paths where nothing else is (copies of one run in
     two folders)."""
