@@ -10,7 +10,7 @@
   ``attempts``), and ``resumed_from``: another run's checkpoint it continued; what decides its
   numbers besides the config: ``environment`` (``run_environment``: code version and commit, library versions,
   torch's threads, the device; each attempt's own, kept in ``attempts``), and the task's draws (``batch_seeding``,
-  ``validation_seed``: ``data.streams``).
+  ``validation_seed``: ``data.streams``; finetuning's ``validation_carve``: ``data.task_splits.CARVES``).
 - ``metrics.jsonl``: one JSON object per logged step (``step``, ``time`` in seconds of the run's attempts so far: a
   resumed run's go on from the step it resumed at, so time never runs backwards; then the metrics the stage logs:
   loss, lr, grad_norm, eval_* ...).
@@ -471,7 +471,7 @@ class RunRecord:
         the step this attempt starts at, the processes and ``environment`` (``run_environment``) it runs on: the
         steps from it to the next attempt's `start_step` ran so; the ``command`` that started it (a sweep's job: the
         sweep's command line; its own values are in config.yaml); and the task's ``draws`` (its batch seeding and
-        validation seed, kept for the whole run)."""
+        validation seed, finetuning's validation carve: kept for the whole run)."""
         if not self.info() and (self.dir / CONFIG).is_file():  # an earlier attempt's record, without its run.json
             log.warning("%s is missing: the run goes on from its files, but what it recorded of the "
                         "earlier attempts (created, attempts, changes) is gone; a new record starts with this one",

@@ -14,7 +14,7 @@ from ..errors import ConfigError, LinformerError, TaskDataError
 from ..files import atomic_dir, cache_key, made_by, output_damage
 from .streams import TOKEN_TYPES
 from .task_readers import read_task_split, task_files
-from .task_splits import SplitOptions, carve_validation, drop_eval_duplicates, split_limits, subset_rows
+from .task_splits import CARVE, SplitOptions, carve_validation, drop_eval_duplicates, split_limits, subset_rows
 from .tasks import get_task
 from .tokenizer import loaded_identity
 
@@ -46,10 +46,10 @@ CACHE_VERSION = 5  # bump when the reading or encoding code changes (a TaskSpec'
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
                     digests: dict[str, str] | None = None) -> str | None:
     """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
-    label order, reader), source file contents (train and validation also depend on the
-    eval files, whose duplicates they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
-    options (the seed only where it draws), and the columns it is encoded into (``encoded_columns``). None (no
-    caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
+    label order, reader), source file contents (train and validation also depend on the eval files, whose duplicates
+    they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
+    options (the seed only where it draws, the carve's rule only where it carves), and the columns it is encoded into
+    (``encoded_columns``). None (no caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
     (``files.cache_key``), so that a task file is read once a call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
@@ -63,13 +63,15 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
            "tokenizer": loaded_identity(tokenizer), "columns": encoded_columns(tokenizer),
            "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
-           "subset_seed": options.subset_seed if limit is not None or carved else None}
+           "subset_seed": options.subset_seed if limit is not None or carved else None,
+           **({"carve": options.carve} if carved else {})}  # only where it carves: the other entries keep their keys
     return cache_key(key, files, digests)
 
 
 def split_info(ds) -> dict:
     """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
-    "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "rows" (validation: the carved rows' indices in the train
+    "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "carve" (train and
+    validation, where carved: ``task_splits.CARVES``), "rows" (validation: the carved rows' indices in the train
     source; eval: the subset's indices in its source, when max_eval_examples took one; after bad rows are skipped),
     "of" (eval: the rows of its source)}."""
     return json.loads(ds.info.description or "{}")
@@ -104,8 +106,9 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
                             f"{info['eval_duplicates_dropped']} dropped): nothing is left to train on")
     cols = subset_rows(cols, options.limit("train"), options.subset_seed)
     if options.validation_fraction is not None:
-        train, held = carve_validation(cols, options.validation_fraction, options.subset_seed)
-        cols = held if split == "validation" else train
+        train, held = carve_validation(cols, options.validation_fraction, options.subset_seed,
+                                       task_spec.text_fields, options.carve)
+        cols, info["carve"] = (held if split == "validation" else train), options.carve
         if split == "validation":
             info["rows"] = [int(i) for i in cols["_row"]]
     return {k: v for k, v in cols.items() if k != "_row"}, info
@@ -159,6 +162,7 @@ def load_task(
     cache_dir: str | None = None,
     subset_seed: int = 0,
     validation_fraction: float | None = None,
+    carve: str = CARVE,
 ):
     """Tokenized `datasets.DatasetDict` with the requested splits (`train`, `validation`, `eval`), each holding
     input_ids, attention_mask, labels, and token_type_ids where the tokenizer gives them (``encoded_columns``)
@@ -169,7 +173,8 @@ def load_task(
     `max_examples` (one number for every split, or {"train": n, "eval": m}; None = every row) keeps a random
     stratified subset of that many rows drawn with `subset_seed` (``subset_rows``) before tokenizing, so a small run
     tokenizes only what it uses. `validation_fraction` carves that share of the (subset) train rows into
-    `validation` with `subset_seed` (``carve_validation``): the split a run chooses epochs and checkpoints on.
+    `validation` with `subset_seed` (``carve_validation``, by `carve`: ``task_splits.CARVES``): the split a run
+    chooses epochs and checkpoints on.
     ``split_info`` tells what was dropped and carved. IMDB train is sorted by label: shuffle it when training (a
     subset is already shuffled).
 
@@ -178,7 +183,7 @@ def load_task(
     """
     import datasets
 
-    options = SplitOptions(skip_bad_rows, max_examples, subset_seed, validation_fraction)
+    options = SplitOptions(skip_bad_rows, max_examples, subset_seed, validation_fraction, carve)
     split_limits(max_examples, ("train", "eval"))  # a bad limit is refused before anything is read
     if "validation" in splits and validation_fraction is None:
         raise ConfigError("the validation split is carved from train: set validation_fraction")

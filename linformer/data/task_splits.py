@@ -4,6 +4,7 @@ function of the rows, the numbers and the seed."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -34,13 +35,18 @@ def stratified_pick(labels, n: int, seed: int) -> np.ndarray:
     """Indices of `n` of the rows with `labels`, drawn with `seed`, in a seeded random order. Stratified: each label
     keeps its share of the rows (rounded by largest remainder), so the draw's class balance is the rows' and does
     not move with the seed."""
+    return _stratified_first(labels, n, np.random.default_rng(seed).permutation(len(labels)))
+
+
+def _stratified_first(labels, n: int, order: np.ndarray) -> np.ndarray:
+    """The first rows of `order` (a permutation of the rows), `n` in all, each label taking its share of them
+    (rounded by largest remainder), in that order."""
     labels = np.asarray(labels)
     rows = len(labels)
     classes, counts = np.unique(labels, return_counts=True)
     exact = counts * n / rows
     quota = np.floor(exact).astype(int)
     quota[np.argsort(quota - exact, kind="stable")[: n - int(quota.sum())]] += 1
-    order = np.random.default_rng(seed).permutation(rows)
     rank = np.empty(rows, dtype=int)  # each row's place among its class in the seeded order
     for c in classes:
         members = order[labels[order] == c]
@@ -65,13 +71,42 @@ def validation_size(fraction: float, rows: int) -> int:
     return max(1, round(fraction * rows))
 
 
-def carve_validation(cols: dict, fraction: float, seed: int) -> tuple[dict, dict]:
-    """(train, validation): a stratified `fraction` of the rows (``stratified_pick`` with `seed`) held out to choose
-    epochs and checkpoints on, the rest kept for training in their order. A pure function of the rows, the fraction
-    and the seed: every row and seed of an experiment that shares them shares the carve."""
-    held = stratified_pick(cols["labels"], validation_size(fraction, len(cols["labels"])), seed)
+# How the validation carve chooses its rows. "text": by each row's text (``text_order``), so that an edit of the
+# train file moves at most the edited rows (and, the class's quota being whole rows, one row at its boundary);
+# "position": by a seeded permutation of the rows' places in the file, where one row added or removed reshuffles the
+# whole carve. Runs begun before "text" carved by position, and their checkpoints record no carve: a resume of one
+# goes on with it (``finetune.FinetuneTask``).
+CARVES = ("text", "position")
+CARVE = "text"  # a new run's
+CARVE_BEFORE_RECORDED = "position"  # a checkpoint's that records none
+
+
+def carve_validation(cols: dict, fraction: float, seed: int, fields: tuple[str, ...],
+                     by: str = CARVE) -> tuple[dict, dict]:
+    """(train, validation): a stratified `fraction` of the rows held out to choose epochs and checkpoints on, the rest
+    kept for training in their order. Each label gives its share of the rows that come first in the carve's order
+    (`by`, CARVES: ``text_order`` of the rows' `fields` with `seed`, or ``stratified_pick``'s seeded permutation). A
+    pure function of the rows, the fraction and the seed: every row and seed of an experiment that shares them shares
+    the carve."""
+    if by not in CARVES:
+        raise ConfigError(f"validation carve {by!r} is not one of {list(CARVES)}: continue the run with the version "
+                          "that began it")
+    n = validation_size(fraction, len(cols["labels"]))
+    held = (_stratified_first(cols["labels"], n, text_order(cols, fields, seed)) if by == "text" else
+            stratified_pick(cols["labels"], n, seed))
     rest = np.setdiff1d(np.arange(len(cols["labels"])), held)  # sorted: the file's order
     return _take(cols, rest), _take(cols, np.sort(held))
+
+
+def text_order(cols: dict, fields: tuple[str, ...], seed: int) -> np.ndarray:
+    """The rows in the order of a seeded hash of each one's text (``text_key``: every text field, whitespace runs
+    folded), rows of one text in file order: where a row comes depends on its own text and the seed alone, not on
+    the rows around it or its place in the file."""
+    salt = f"{seed}\x1e".encode()
+    scores = np.fromiter((int.from_bytes(hashlib.blake2b(salt + "\x1f".join(text_key(cols, fields, i)).encode(),
+                                                         digest_size=8).digest(), "little")
+                          for i in range(len(cols["labels"]))), dtype=np.uint64, count=len(cols["labels"]))
+    return np.argsort(scores, kind="stable")
 
 
 def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
@@ -114,6 +149,7 @@ class SplitOptions:
     max_examples: Mapping[str, int | None] | int | None = None  # one number for every split, or {"train": n, "eval": m}
     subset_seed: int = 0            # draws the max_examples subsets and the validation carve
     validation_fraction: float | None = None  # of the (subset) train rows, held out as the "validation" split
+    carve: str = CARVE  # how the validation rows are chosen (CARVES)
 
     def limit(self, split: str) -> int | None:
         """Rows to draw from `split`'s source (validation comes out of train's)."""

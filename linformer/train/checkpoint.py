@@ -43,6 +43,7 @@ from ..files import (  # a run's checkpoints as every reader finds them: files.p
     complete_checkpoints,
     disk_full_names,
     file_checksums,
+    read_json,
     read_record,
     step_of,
     swap_in,
@@ -57,6 +58,18 @@ log = logging.getLogger(__name__)
 STATE_FILE = CHECKPOINT_STATE
 CHECKSUMS = "checksums.json"  # files.file_checksums of the checkpoint's files
 _RNG = re.compile(r"^random_states_\d+\.pkl$")
+
+
+def resumed_state(resume: str | None, run_dir: Path) -> dict | None:
+    """The trainer state (its draws: ``TrainingTask.draws``) of the checkpoint a start with trainer.resume=`resume`
+    continues, read before the task is built (a draw that decides its data: finetuning's validation carve); None
+    where the start is afresh. The newest checkpoint's whose state reads: every checkpoint of a run draws alike, and
+    the trainer checks the one it loads (``resolve_resume``)."""
+    if resume is None:
+        return None
+    path = Path(str(run_dir if resume == "auto" else resume))
+    found = [path] if (path / STATE_FILE).is_file() else complete_checkpoints(path)
+    return next((state for state in (read_json(p / STATE_FILE) for p in reversed(found)) if state), None)
 
 
 def checkpointed_step(record: RunRecord) -> int | None:

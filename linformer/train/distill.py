@@ -106,13 +106,14 @@ class DistillTask(FinetuneTask):
     select_best = False  # the student is the last model: evaluations report, they do not select
     min_tokens_key = "distill.min_tokens"
 
-    def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int):
+    def __init__(self, run: DistillSpec, settings: TrainerSettings, world: int, rank: int,
+                 run_dir: Path | None = None):
         d = run.distill
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.student_dir: str | None = None  # student_path's model directory (load_model)
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
-        super().__init__(run, settings, world, rank)  # the student (load_model), the task's data
+        super().__init__(run, settings, world, rank, run_dir)  # the student (load_model), the task's data
         # the teacher follows a student lengthened from it (model.max_seq_len) when asked
         lengthen = run.student_path is None and d.lengthen_teacher and run.model.get("max_seq_len") is not None
         self.teacher = load_teacher(self.teacher_path, self.config.max_seq_len if lengthen else None)
@@ -295,7 +296,7 @@ def distill(spec: DistillSpec | Mapping, run_dir: str | Path) -> dict:
 
     def make_task(accelerator, settings: TrainerSettings) -> DistillTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            task = DistillTask(spec, settings, accelerator.num_processes, accelerator.process_index)
+            task = DistillTask(spec, settings, accelerator.num_processes, accelerator.process_index, Path(run_dir))
         task.teacher.to(accelerator.device)  # not prepared by Accelerate (it never trains): placed by hand
         return task
 

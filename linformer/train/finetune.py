@@ -31,6 +31,7 @@ from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
 from ..data.task_loading import split_info
+from ..data.task_splits import CARVE, CARVE_BEFORE_RECORDED
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, write_json
@@ -46,6 +47,7 @@ from ..modeling.loading import (
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, SUMMARY
 from ..shell import shell_command
+from .checkpoint import resumed_state
 from .core import run_training
 from .task import TrainingTask
 from .trainer import Trainer
@@ -53,23 +55,25 @@ from .trainer import Trainer
 log = logging.getLogger(__name__)
 
 
-def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] | None = None):
-    """The task's tokenized splits as a run selects them (data_dir, subsets, subset_seed, validation carve, cache):
-    also how a report rebuilds the eval examples of a finished run from its config.yaml. Default splits: train, the
-    validation carve where the run has one, and eval."""
+def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] | None = None,
+                carve: str = CARVE):
+    """The task's tokenized splits as a run selects them (data_dir, subsets, subset_seed, validation carve by `carve`,
+    cache): also how a report rebuilds the eval examples of a finished run from its config.yaml. Default splits:
+    train, the validation carve where the run has one, and eval."""
     if splits is None:
         splits = ("train", "validation", "eval") if data.validation_fraction is not None else ("train", "eval")
     return load_task(data.name, data.data_dir, tokenizer, max_length, skip_bad_rows=data.skip_bad_rows,
                      splits=splits, cache_dir=data.cache_dir,
                      max_examples={"train": data.max_train_examples, "eval": data.max_eval_examples},
-                     subset_seed=data.subset_seed, validation_fraction=data.validation_fraction)
+                     subset_seed=data.subset_seed, validation_fraction=data.validation_fraction, carve=carve)
 
 
 class FinetuneTask(TrainingTask):
     stage = "finetune"
     min_tokens_key = "min_train_tokens"  # the key min_train_tokens(run) reads, for the error naming it
 
-    def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int):
+    def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int,
+                 run_dir: Path | None = None):
         seed = self.seed = run.seed
         self.task_spec = get_task(run.task.name)
         load_metrics(self.task_spec.metrics)  # a metric that cannot load fails the run now, not after its training
@@ -80,7 +84,8 @@ class FinetuneTask(TrainingTask):
         self.start_weights_sha256 = None if self.from_scratch else weights_sha256(self.model_path)
         check_tokenizer_fits(self.tokenizer, self.config, self.model_path)
         self.max_length = self._max_length(settings.max_length, run.task.max_length)
-        data = task_splits(run.task, self.tokenizer, self.max_length)
+        self.carve = self.carve_of(settings, run_dir)  # a resumed run keeps its train and validation rows
+        data = task_splits(run.task, self.tokenizer, self.max_length, carve=self.carve)
         self.min_tokens = self.min_train_tokens(run)
         self.train_set, self.eval = self.train_examples(data["train"]), data["eval"]
         self.validation = data.get("validation")  # None: nothing is chosen, the last model is reported
@@ -109,6 +114,23 @@ class FinetuneTask(TrainingTask):
         self.prepare = tuple(loaders)
         arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
         self.tracker_tags = [f"task={self.task_spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+
+    @staticmethod
+    def carve_of(settings: TrainerSettings, run_dir: Path | None) -> str:
+        """How the run carves its validation rows (``task_splits.CARVES``): as the checkpoint it resumes did (one
+        that records none carved by position, as runs did before the carve was recorded), else this version's (a
+        task built outside a run directory, `run_dir` None, too)."""
+        state = resumed_state(settings.resume, run_dir) if run_dir is not None else None
+        return CARVE if state is None else state.get("validation_carve", CARVE_BEFORE_RECORDED)
+
+    def draws(self) -> dict[str, Any]:
+        return {"validation_carve": self.carve} if self.validation is not None else {}
+
+    def keep_draws(self, state: Mapping[str, Any]) -> None:
+        recorded = state.get("validation_carve", CARVE_BEFORE_RECORDED)
+        if self.validation is not None and recorded != self.carve:  # checked where the task was built: not expected
+            raise CheckpointError(f"the checkpoint resumed carved its validation rows by {recorded}, the run's newest "
+                                  f"by {self.carve}: name the checkpoint to continue with trainer.resume=<its path>")
 
     def _check_protocol(self, settings: TrainerSettings, world: int) -> None:
         """What the protocol refuses: evaluations during training with nothing to evaluate but the reported split, a
@@ -287,13 +309,14 @@ class FinetuneTask(TrainingTask):
             return {"split": None, "step": step, "rule": "last model (no validation split: nothing chosen)"}
         if not self.select_best:  # distillation: the validation split reports, the student is the last model
             return {"split": None, "step": step, "rule": "last model (the validation split reports; it chooses "
-                    "nothing)", "validation": {"examples": len(self.validation), "rows": split_info(
-                        self.validation).get("rows")}}
+                    "nothing)", "validation": {"examples": len(self.validation), "carve": self.carve,
+                                               "rows": split_info(self.validation).get("rows")}}
         chosen = next((e for e in trainer.state["evals"] if e["step"] == step), {})
         info = split_info(self.validation)
         return {"split": "validation", "step": step, "rule": f"best {self.main_metric}",
                 "value": chosen.get(self.main_metric), "fraction": self.data_spec.validation_fraction,
-                "seed": self.data_spec.subset_seed, "examples": len(self.validation), "rows": info.get("rows")}
+                "seed": self.data_spec.subset_seed, "carve": self.carve, "examples": len(self.validation),
+                "rows": info.get("rows")}
 
     def keep_results(self, trainer: Trainer, results: dict) -> None:
         """Where the run's results go beyond results.json: the model the run keeps (``<run>/best``) gets its source's
@@ -344,6 +367,8 @@ class FinetuneTask(TrainingTask):
             # the start model's pretraining run, where it has one: its record is not this run's, read leniently
             "pretrain_val_ppl": read_json(Path(self.model_path).parent / SUMMARY).get("final_val_ppl"),
             "seed": self.seed,
+            # what drew the train and scored subsets and the validation carve (the run's seed unless set)
+            "subset_seed": self.data_spec.subset_seed,
             "lr": self.settings.lr,  # peak
             "batch_size": self.settings.batch_size,
             "max_length": self.max_length,
@@ -388,6 +413,6 @@ def finetune(spec: FinetuneSpec | Mapping, run_dir: str | Path) -> dict:
 
     def make_task(accelerator, settings: TrainerSettings) -> FinetuneTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            return FinetuneTask(spec, settings, accelerator.num_processes, accelerator.process_index)
+            return FinetuneTask(spec, settings, accelerator.num_processes, accelerator.process_index, Path(run_dir))
 
     return run_training(spec, run_dir, make_task)

@@ -1,4 +1,5 @@
 import dataclasses
+import random
 
 import pytest
 
@@ -635,11 +636,13 @@ def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(
     from linformer.data.task_splits import carve_validation
 
     cols = {"text": [f"row {i}" for i in range(200)], "labels": [0] * 150 + [1] * 50}
-    train, held = carve_validation(cols, 0.1, seed=0)
-    assert len(held["labels"]) == 20 and held["labels"].count(1) == 5  # the split's 3:1 balance
-    assert not set(train["text"]) & set(held["text"]) and len(train["text"]) == 180
-    assert train["text"] == sorted(train["text"], key=lambda t: int(t.split()[1]))  # the file's order kept
-    assert carve_validation(cols, 0.1, 0) == (train, held) and carve_validation(cols, 0.1, 1)[1] != held
+    for by in ("text", "position"):
+        train, held = carve_validation(cols, 0.1, 0, ("text",), by)
+        assert len(held["labels"]) == 20 and held["labels"].count(1) == 5  # the split's 3:1 balance
+        assert not set(train["text"]) & set(held["text"]) and len(train["text"]) == 180
+        assert train["text"] == sorted(train["text"], key=lambda t: int(t.split()[1]))  # the file's order kept
+        assert carve_validation(cols, 0.1, 0, ("text",), by) == (train, held)
+        assert carve_validation(cols, 0.1, 1, ("text",), by)[1] != held
     # through load_task: max_train_examples first, then the carve out of those rows
     rows = [(f"sentence number {i} about the river", str(i % 2)) for i in range(100)]
     _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", rows)
@@ -650,6 +653,30 @@ def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(
     with pytest.raises(ConfigError, match="validation_fraction"):
         load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, splits=("validation",))
     assert split_info(dd["validation"])["split"] == "validation"
+
+
+@pytest.mark.parametrize("edit", ["typo", "row removed", "row added", "rows moved"])
+def test_an_edit_of_the_train_file_moves_at_most_the_edited_row_of_the_carve(edit):
+    """The carve was drawn over the rows' places in the file: one row added or removed (a fixed row that used to be
+    skipped as bad, a duplicate deleted) picked another validation set, about half of it new. It is drawn from each
+    row's text: the edited row moves, and at most one row more (its class's quota is whole rows)."""
+    from linformer.data.task_splits import carve_validation
+
+    rng = random.Random(0)
+    texts, labels = [f"sentence {i} about a film" for i in range(1000)], [rng.randint(0, 1) for _ in range(1000)]
+    edited = {"typo": ([*texts[:500], "sentence 500 about a flim", *texts[501:]], labels),
+              "row removed": (texts[:500] + texts[501:], labels[:500] + labels[501:]),
+              "row added": ([*texts[:500], "a new sentence", *texts[500:]], [*labels[:500], 1, *labels[500:]]),
+              "rows moved": (texts[500:] + texts[:500], labels[500:] + labels[:500])}[edit]
+
+    def held(texts, labels, by="text"):
+        return set(carve_validation({"sentence": texts, "labels": labels}, 0.1, 7, ("sentence",), by)[1]["sentence"])
+
+    before, after = held(texts, labels), held(*edited)
+    changed = {"sentence 500 about a film", "sentence 500 about a flim", "a new sentence"}
+    assert len((before ^ after) - changed) <= 1 and len(after) == round(0.1 * len(edited[1]))
+    if edit != "typo":  # the carve by place in the file (runs begun before the text carve keep it) moved many
+        assert len(held(texts, labels, "position") ^ held(*edited, "position")) > 50
 
 
 def test_the_papers_column_order_names_every_task_once():

@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, RobertaConfig, RobertaForMaskedLM, ViTConfig
 
+from linformer.data.task_loading import load_task
 from linformer.errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from linformer.modeling.configuration import SIZE_FIELDS
 from linformer.report import by_length
@@ -170,6 +171,7 @@ def test_without_a_validation_split_nothing_is_chosen(tmp_path, sst2_dir, pretra
     assert scored == ["eval"] and results["history"] == []
     assert results["selection"]["split"] is None and results["best_step"] == results["steps"] == 26
     assert results["num_train_examples"] == 200 and (run / "best" / "config.json").is_file()  # the last model
+    assert results["subset_seed"] == results["seed"]  # unset: the run's seed, as recorded, not left to be guessed
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -602,6 +604,37 @@ def test_a_run_continues_only_on_the_task_data_it_started_on(tmp_path, pretraine
         _run(tmp_path, data, pretrained_run, "trainer.epochs=2", "trainer.allow_config_change=[trainer.epochs]")
     (run / "config.yaml").write_text("\n".join(x for x in config.splitlines() if not x.startswith("task_data_key")))
     _run(tmp_path, data, pretrained_run, "trainer.epochs=1")  # recorded without the key: the same run, complete
+
+
+def test_a_run_begun_with_the_carve_by_position_goes_on_with_it_and_a_new_one_carves_by_text(tmp_path, sst2_dir,
+                                                                                              pretrained_run):
+    """The validation carve is drawn from each row's text now, no longer from its place in the file: a run whose
+    checkpoints were saved before the carve was recorded carved by place, and resumed (trained further) it keeps its
+    validation rows, and so its train rows and the best model's choice, rather than switch sets in the middle."""
+    from linformer.data.task_loading import split_info
+    from linformer.train.checkpoint import STATE_FILE, _write_checksums
+
+    tokenizer = AutoTokenizer.from_pretrained(Path(pretrained_run) / "model")
+
+    def carved_rows(carve, subset_seed):
+        dd = load_task("sst2", str(sst2_dir), tokenizer, 32, splits=("validation",), validation_fraction=0.2,
+                       subset_seed=subset_seed, carve=carve)
+        return split_info(dd["validation"])["rows"]
+
+    results, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2", "trainer.epochs=1")
+    text_rows, seed = results["selection"]["rows"], results["subset_seed"]
+    assert results["selection"]["carve"] == "text" and text_rows == carved_rows("text", seed)
+    assert json.loads((run / "run.json").read_text())["validation_carve"] == "text"
+    for ckpt in (run / "checkpoints").iterdir():  # as a version that recorded no carve saved them
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        (ckpt / STATE_FILE).write_text(json.dumps({k: v for k, v in state.items() if k != "validation_carve"}))
+        _write_checksums(ckpt)
+    further, _ = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2", "trainer.epochs=2",
+                      "trainer.allow_config_change=[trainer.epochs]")
+    assert further["steps"] == 20 and json.loads((run / "run.json").read_text())["start_step"] == 10  # resumed
+    assert further["selection"]["carve"] == "position" and further["selection"]["rows"] == carved_rows("position", seed)
+    assert further["selection"]["rows"] != text_rows
+    assert json.loads((run / "run.json").read_text())["validation_carve"] == "position"
 
 
 def test_a_run_s_identity_covers_how_its_task_spec_reads_the_files(sst2_dir, local_sst2, monkeypatch):
