@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError
 from ..files import atomic_dir, cache_key, made_by, output_damage
 from .streams import TOKEN_TYPES
@@ -114,11 +116,15 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
     return {k: v for k, v in cols.items() if k != "_row"}, info
 
 
-def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions):
+def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
+                  lines: bool = False):
+    """The split read, chosen and tokenized; where `lines` (a log file) a plain line says so (datasets' bar is off)."""
     import datasets
 
     task_spec = get_task(name)
     cols, info = _read_rows(name, data_dir, split, options)
+    if lines:
+        print(f"task {name}/{split}: tokenizing {len(cols['labels']):,} rows", file=sys.stderr, flush=True)
     ds = datasets.Dataset.from_dict(cols)
     ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length), batched=True, batch_size=1000,
                 remove_columns=list(task_spec.text_fields), desc=f"tokenize {name}/{split}")
@@ -188,27 +194,33 @@ def load_task(
     if "validation" in splits and validation_fraction is None:
         raise ConfigError("the validation split is carved from train: set validation_fraction")
     out, digests = {}, {}  # each task file hashed once for every split's key
-    for split in splits:
-        args = (name, data_dir, split, tokenizer, max_length, options)
-        key = split_cache_key(*args, digests) if cache_dir else None
-        target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
-        if target is not None and _complete(target):
-            log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
-            try:
-                out[split] = _load_cached(target)
-                continue
-            except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
-                why = str(err) if isinstance(err, _CacheDamaged) else \
-                    f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-                log.warning("task cache %s %s: tokenizing the split again to replace it", target, why)
-                shutil.rmtree(target, ignore_errors=True)
-                if target.exists():  # another user's: it stays damaged, and this run keeps its own split
-                    log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached",
-                                target)
-                    target = None
-        ds = _encode_split(*args)
-        out[split] = _cached(ds, target) if target is not None else ds
+    lines = progress_to_log_file()  # a log file gets plain lines, not datasets' bars (tokenize, save, load)
+    with third_party_bars_off(lines):
+        for split in splits:
+            out[split] = _split(name, data_dir, split, tokenizer, max_length, options, cache_dir, digests, lines)
     return datasets.DatasetDict(out)
+
+
+def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
+           cache_dir: str | None, digests: dict[str, str], lines: bool):
+    """One tokenized split of ``load_task``: from the cache where it holds it, else tokenized (and cached)."""
+    args = (name, data_dir, split, tokenizer, max_length, options)
+    key = split_cache_key(*args, digests) if cache_dir else None
+    target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
+    if target is not None and _complete(target):
+        log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
+        try:
+            return _load_cached(target)
+        except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
+            why = str(err) if isinstance(err, _CacheDamaged) else \
+                f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+            log.warning("task cache %s %s: tokenizing the split again to replace it", target, why)
+            shutil.rmtree(target, ignore_errors=True)
+            if target.exists():  # another user's: it stays damaged, and this run keeps its own split
+                log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached", target)
+                target = None
+    ds = _encode_split(*args, lines=lines)
+    return _cached(ds, target) if target is not None else ds
 
 
 class _CacheDamaged(Exception):

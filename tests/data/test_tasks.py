@@ -679,6 +679,22 @@ def test_an_edit_of_the_train_file_moves_at_most_the_edited_row_of_the_carve(edi
         assert len(held(texts, labels, "position") ^ held(*edited, "position")) > 50
 
 
+def test_a_log_file_gets_plain_lines_not_the_bars_of_the_task_s_tokenizing(qqp_dir, tokenizer, tmp_path, capfd,
+                                                                           monkeypatch):
+    """Where stderr is not a terminal, datasets' tokenize, save and load bars wrote their frames into finetuning's
+    log file: there the task's loading prints one plain line per split tokenized, as the corpus's preparation does,
+    and the bars are as they were after it."""
+    import datasets
+
+    monkeypatch.setattr(task_loading, "progress_to_log_file", lambda: True)
+    capfd.readouterr()
+    for _ in range(2):  # tokenized and saved, then loaded from the cache
+        load_task("qqp", str(qqp_dir), tokenizer, 32, splits=("train", "eval"), cache_dir=str(tmp_path / "cache"))
+    assert capfd.readouterr().err.splitlines() == ["task qqp/train: tokenizing 12 rows",
+                                                   "task qqp/eval: tokenizing 5 rows"]
+    assert not datasets.are_progress_bars_disabled()
+
+
 def test_the_papers_column_order_names_every_task_once():
     from linformer.data.tasks import PAPER_ORDER
 
