@@ -34,12 +34,18 @@ SPLIT_PREFIXES = ("val_", "eval_")
 THROUGHPUT = ("tokens_per_s", "mfu")
 CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment", "global_batch",
                   "processes"]
+# How a config column is headed where its key_config name is not what it holds (experiment: config.experiment_name,
+# the trackers' group, not the experiment= config group)
+COLUMN_NAMES = {"experiment": "experiment_name"}
 # How a global batch is split (per device, or fixed by trainer.global_batch_size): runs of one global batch computed
 # the same steps whatever their processes, so these are no difference between them (Run.global_batch)
 SPLIT_KEYS = frozenset({"trainer.batch_size", "trainer.global_batch_size"})
 # The identity keys the config columns show already (Run.key_config: k and sharing only where the attention has them)
 SHOWN_KEYS = frozenset({"model.name", "model.attention", "model.projected_dim", "model.sharing", "model.max_seq_len",
                         "data.n", "task.name", "model_path"})
+# Identity keys that hash what other settings say (a task's data files and spec): a column only where runs of one
+# task differ in them (another data file under one task name), not where they restate the task column
+HASH_KEYS = {"task_data_key": "task.name", "task_spec_key": "task.name"}
 
 
 def higher_is_better(metric: str) -> bool:
@@ -197,7 +203,15 @@ def differing_settings(runs: list[Run]) -> list[str]:
         shown = SHOWN_KEYS | (SPLIT_KEYS if len(batches) == 1 and None not in batches else frozenset())
         for run in others:
             keys |= dict.fromkeys(k for k in identity_diff(first.config, run.config) if k not in shown)
-    return list(keys)
+    return [k for k in keys if k not in HASH_KEYS or _hash_tells_apart(runs, k)]
+
+
+def _hash_tells_apart(runs: list[Run], key: str) -> bool:
+    """Whether runs that share the setting a hash key restates (HASH_KEYS) differ in the hash."""
+    seen: dict[str, set[str]] = {}
+    for run in runs:
+        seen.setdefault(_setting(run, HASH_KEYS[key]), set()).add(_setting(run, key))
+    return any(len(hashes) > 1 for hashes in seen.values())
 
 
 def _setting(run: Run, key: str) -> str:
@@ -213,7 +227,8 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     settings = differing_settings(runs)
     steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
     reported = list(dict.fromkeys(m for r in runs for m in reported_scores(r.results)))  # first-seen order
-    header = ["run", *config_cols, *settings, "steps", *metrics, *(f"reported {m}" for m in reported),
+    header = ["run", *(COLUMN_NAMES.get(c, c) for c in config_cols), *settings, "steps", *metrics,
+              *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = table_lines(header)
     nonfinite = False
@@ -293,29 +308,119 @@ def _runs_of_seeds(runs: list[Run]) -> str:
     return f"{seeds} seeds" if seeds == len(runs) else f"{len(runs)} runs of {seeds} seeds"
 
 
-def seeds_table(groups: list[list[Run]]) -> str:
-    """One row per seed group: its runs, the seeds, and each reported metric's mean +- sample standard deviation
-    over the seeds, with its range."""
+def chosen_scores(run: Run) -> dict[str, float]:
+    """{val_<metric>: value} that chose the run's reported model: results.json's selection where a validation split
+    held out of the training data chose it (its best value, at the step it names); {} where nothing was chosen
+    (no validation_fraction, or a distillation's last model). The score a sweep's settings may be chosen on: the
+    reported split's may not."""
+    selection = run.results.get("selection") or {}
+    metric = selection.get("metric") or str(selection.get("rule") or "").removeprefix("best ")
+    value = _number(selection.get("value"))
+    if selection.get("split") != "validation" or value is None or not metric.startswith("val_"):
+        return {}
+    return {metric: value}
+
+
+def swept_settings(groups: list[list[Run]]) -> list[str]:
+    """The settings in which seed groups differ (``differing_settings`` of one run per group, seed aside, in the
+    order the main table gives them): what a sweep varied besides its seeds (trainer.lr, ...)."""
+    return sorted(k for k in differing_settings([g[0] for g in groups]) if k != "seed")
+
+
+def _mean_cell(values: list[float], runs: list[Run]) -> str:
+    if not values:
+        return ""
+    sd = statistics.stdev(values) if len(values) > 1 else float("nan")
+    return (f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
+            f"{_runs_of_seeds(runs)})")
+
+
+def seeds_table(groups: list[list[Run]], labels: dict[int, str] | None = None) -> str:
+    """One row per seed group: its runs (`labels`, by id of the run: the main table's labels, else run names), the
+    settings the groups differ in (``swept_settings``), the seeds, the mean +- sample standard deviation over the
+    seeds, with its range, of the validation value that chose each run's model (``chosen_scores``), then of each
+    reported metric."""
     if not groups:
         return ""
+    labels = labels or {}
+    swept = swept_settings(groups)
+    chosen = list(dict.fromkeys(m for g in groups for r in g for m in chosen_scores(r)))
     metrics = list(dict.fromkeys(m for g in groups for r in g for m in reported_scores(r.results)))
-    header = ["runs", "seeds", *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
+    header = ["runs", *swept, "seeds", *(f"chosen {m}: mean +- sd (min-max)" for m in chosen),
+              *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
     lines = table_lines(header)
     for g in groups:
-        names = [r.name for r in g]
+        names = [labels.get(id(r), r.name) for r in g]
         note = draws_note(subset_draw(r.config, r.results) for r in g)
-        cells = [", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
+        cells = ["; ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else ""),
+                 *(_setting(g[0], k) for k in swept),
                  ", ".join(str(r.config.get("seed")) for r in g) + (f": {note}" if note else "")]
-        scores = [(r, reported_scores(r.results)) for r in g]
-        for m in metrics:
-            values = [run_scores[m] for _, run_scores in scores if m in run_scores]
-            sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-            cells.append(f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
-                         f"{_runs_of_seeds([r for r, run_scores in scores if m in run_scores])})" if values else "")
+        for scores_of, names_ in ((chosen_scores, chosen), (lambda r: reported_scores(r.results), metrics)):
+            scores = [(r, scores_of(r)) for r in g]
+            for m in names_:
+                cells.append(_mean_cell([s[m] for _, s in scores if m in s], [r for r, s in scores if m in s]))
         lines.append(table_row(cells))
+    if chosen:
+        choose = (f"Choose among the rows on the chosen columns ({', '.join(chosen)}: the validation split held "
+                  "out of the training data, at the step that chose each run's model); never on the reported ones, "
+                  "which score the split a result is reported on.")
+    else:
+        choose = ("No run held out a validation split (validation_fraction): nothing here may choose among the rows; "
+                  "the reported columns score the split a result is reported on.")
+    swept_words = f" {', '.join(swept)}: the settings in which the groups differ." if swept else ""
     return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights; where "
             "subset_seed is unset the seed also draws their train and scored examples, and the seeds cell says so); "
-            "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds.\n\n" + "\n".join(lines) + "\n")
+            "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds."
+            f"{swept_words} {choose}\n\n" + "\n".join(lines) + "\n")
+
+
+def sweep_plots(groups: list[list[Run]]) -> list[tuple[str, str]]:
+    """(chosen metric, swept setting) for each plot ``plot_sweep`` draws of the seed groups: each validation metric
+    that chose their models (``chosen_scores``) against each swept setting (``swept_settings``) whose values are
+    numbers, two or more of them (trainer.lr)."""
+    swept = swept_settings(groups)
+    chosen = list(dict.fromkeys(m for g in groups for r in g for m in chosen_scores(r)))
+    numeric = [k for k in swept if len({_setting(g[0], k) for g in groups}) > 1
+               and all(_number(identity(g[0].config).get(k)) is not None for g in groups)]
+    return [(m, k) for m in chosen for k in numeric]
+
+
+def sweep_plot_name(metric: str, key: str) -> str:
+    return f"chosen_{metric}_by_{key}.png"
+
+
+def plot_sweep(groups: list[list[Run]], metric: str, key: str, path: str | Path) -> Path:
+    """One PNG: the validation value that chose each run's model (``chosen_scores``) against the swept setting `key`:
+    a dot per run, the mean over its seeds joined by a line through the groups that agree in every other setting
+    they differ in (and task), each such line its own colour; a log axis where the values span 10x or more."""
+    swept = [k for k in swept_settings(groups) if k != key]
+    tasks = {g[0].key_config.get("task") for g in groups}
+    lines: dict[str, list[tuple[float, list[float]]]] = {}
+    for g in groups:
+        values = [chosen_scores(r)[metric] for r in g if metric in chosen_scores(r)]
+        if not values:
+            continue
+        words = [f"{k.rsplit('.', 1)[-1]}={_setting(g[0], k) or NULL}" for k in swept]
+        if len(tasks) > 1:
+            words.insert(0, str(g[0].key_config.get("task")))
+        lines.setdefault(", ".join(words), []).append((float(identity(g[0].config)[key]), values))
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    for colour, (label, points) in zip(plots.colours(len(lines)), lines.items()):
+        points.sort()
+        ax.plot([x for x, _ in points], [statistics.mean(v) for _, v in points], color=colour, marker="o",
+                linewidth=1.4, label=f"{label}: mean over seeds" if label else "mean over seeds")
+        ax.plot([x for x, v in points for _ in v], [y for _, v in points for y in v], color=colour, marker=".",
+                linestyle="none", alpha=0.5)
+    xs = [x for points in lines.values() for x, _ in points]
+    if min(xs) > 0 and max(xs) >= 10 * min(xs):
+        ax.set_xscale("log")
+    ax.set_xlabel(key + (" (log scale)" if ax.get_xscale() == "log" else ""))
+    ax.set_ylabel(f"chosen {metric}")
+    ax.grid(alpha=0.3)
+    plots.title(fig, f"{metric} that chose each run's model, by {key} (dots: seeds)", fontsize=11)
+    plots.legend_below(fig)
+    return save_figure(fig, path)
 
 
 def _reported_where(run: Run) -> str:
@@ -348,10 +453,14 @@ def _by_stage(runs: list[Run], label: str) -> list[str]:
 
 
 def _by_settings(runs: list[Run], label: str) -> list[str]:
-    keys = differing_settings(runs)
+    keys = sorted(differing_settings(runs))  # one order for every group of runs sharing a name
     short = {k: k.rsplit(".", 1)[-1] for k in keys}
     short = {k: k if list(short.values()).count(v) > 1 else v for k, v in short.items()}
-    return [f"{label} ({', '.join(f'{short[k]}={_setting(r, k)}' for k in keys)})" if keys else label for r in runs]
+    return [f"{label} ({', '.join(f'{short[k]}={_setting(r, k) or NULL}' for k in keys)})" if keys else label
+            for r in runs]
+
+
+NULL = "null"  # an unset setting in a label, as a command line sets it
 
 
 def _by_path(runs: list[Run], label: str) -> list[str]:
@@ -391,8 +500,10 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     from matplotlib.lines import Line2D
 
     words, factor = metric_words(metric)
-    colours = plots.colours(len(runs))
-    data = [(colour, r, label, *series_of(r, metric)) for colour, r, label in zip(colours, runs, labels or run_labels(runs))]
+    colours, labels = run_colours(runs), labels or run_labels(runs)
+    if len(set(map(str, colours))) < len(runs):  # a colour per panel: the legend names each entry's panel
+        labels = [f"{r.stage}: {label}" for r, label in zip(runs, labels)]
+    data = [(colour, r, label, *series_of(r, metric)) for colour, r, label in zip(colours, runs, labels)]
     missing = [d[2] for d in data if not d[3]]
     data = [d for d in data if d[3]]
     if not data:
@@ -447,6 +558,17 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     return save_figure(fig, path)
 
 
+def run_colours(runs: list[Run]) -> list:
+    """A colour per run, none repeated among a panel's runs (its stage's) and the same in every plot of `runs`: up to
+    20 runs, one of plots.colours for each; beyond, each stage's runs spread over the whole ramp on their own (one
+    ramp over all runs gave a panel of a few runs neighbouring, near-identical colours)."""
+    if len(runs) <= 20:
+        return plots.colours(len(runs))
+    stages = [r.stage for r in runs]
+    of_stage = {stage: iter(plots.colours(stages.count(stage))) for stage in dict.fromkeys(stages)}
+    return [next(of_stage[stage]) for stage in stages]
+
+
 def _ratio_panel(ax, data: list, reference: Run, above) -> None:
     """Each run's values over `reference`'s at the steps both logged, as percent above it."""
     ref = next(d for d in data if d[1] is reference)
@@ -487,7 +609,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
                  plot_metrics: list[str] | None = None, overwrite: bool = False,
                  command: str | None = None) -> dict[str, Any]:
     """Write out_dir/runs.md (the table, after a line with `command`, the command line that made it, when given)
-    and out_dir/<metric>.png for each plotted metric.
+    and out_dir/<metric>.png for each plotted metric, and where seed groups differ in a numeric setting (an lr
+    sweep), out_dir/chosen_<val metric>_by_<setting>.png (``plot_sweep``).
 
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
     compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
@@ -509,15 +632,18 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     plot_metrics = _drawable(plot_metrics, metrics)
     out_dir = Path(out_dir)
     groups = seed_groups(runs)
-    table = markdown_table(runs, metrics, digests) + seeds_table(groups)
+    table = markdown_table(runs, metrics, digests) + seeds_table(groups, dict(zip(map(id, runs), run_labels(runs))))
     md = out_dir / "runs.md"
+    swept = sweep_plots(groups) if plot_metrics else []  # drawn where matplotlib is (_drawable)
     of_run = {id(r): d for r, d in zip(runs, digests)}
     # no settings: a comparison's folder takes the next comparison, of any runs; the command line is its record
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
-    with output_files([md] + [out_dir / f"{m}.png" for m in plot_metrics], record, overwrite, replaces_earlier=True):
+    with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
+                       *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True):
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png",
                                       series_of=lambda r, metric: of_run[id(r)].series(metric))) is not None]
+        plots += [plot_sweep(groups, m, k, out_dir / sweep_plot_name(m, k)) for m, k in swept]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
             "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)}}

@@ -314,9 +314,9 @@ class FinetuneTask(TrainingTask):
         chosen = next((e for e in trainer.state["evals"] if e["step"] == step), {})
         info = split_info(self.validation)
         return {"split": "validation", "step": step, "rule": f"best {self.main_metric}",
-                "value": chosen.get(self.main_metric), "fraction": self.data_spec.validation_fraction,
-                "seed": self.data_spec.subset_seed, "carve": self.carve, "examples": len(self.validation),
-                "rows": info.get("rows")}
+                "metric": self.main_metric, "value": chosen.get(self.main_metric),
+                "fraction": self.data_spec.validation_fraction, "seed": self.data_spec.subset_seed,
+                "carve": self.carve, "examples": len(self.validation), "rows": info.get("rows")}
 
     def keep_results(self, trainer: Trainer, results: dict) -> None:
         """Where the run's results go beyond results.json: the model the run keeps (``<run>/best``) gets its source's

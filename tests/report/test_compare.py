@@ -66,7 +66,7 @@ def test_markdown_and_pngs(tmp_path, make_run):
     res = compare_runs([tmp_path / "out"], tmp_path / "cmp")
     table = (tmp_path / "cmp" / "runs.md").read_text()
     lines = table.splitlines()
-    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment | steps |")
+    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment_name | steps |")
     assert "val_ppl" in lines[0] and "eval_accuracy" in lines[0]
     full = next(row for row in lines if row.startswith("| full "))
     # full attention has no k and no sharing, whatever the config holds for them
@@ -259,11 +259,11 @@ def test_runs_that_differ_in_their_seed_alone_get_a_mean_and_sd_over_the_seeds(t
     result = compare_runs([tmp_path / "out"], tmp_path / "cmp")
     assert [[r.name for r in g] for g in result["seed_groups"]] == [["s1", "s2", "s3"]]
     section = result["table"].split("## Across seeds")[1]
-    assert "| s1, s2, s3 | 1, 2, 3 | 0.85 +- 0.05 (0.8-0.9, 3 seeds) |" in section
+    assert "| s1; s2; s3 | 1, 2, 3 | 0.85 +- 0.05 (0.8-0.9, 3 seeds) |" in section
     assert "other" not in section
     run("s1-again", 1, 0.70)  # the same command in another folder: its runs are counted as runs, not seeds
     section = compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"].split("## Across seeds")[1]
-    assert "| s1, s1-again, s2 (+1) | 1, 1, 2, 3 | 0.8125 +- 0.08539 (0.7-0.9, 4 runs of 3 seeds) |" in section
+    assert "| s1; s1-again; s2 (+1) | 1, 1, 2, 3 | 0.8125 +- 0.08539 (0.7-0.9, 4 runs of 3 seeds) |" in section
 
 
 def test_a_seed_group_whose_seeds_drew_their_own_subsets_says_so(tmp_path, make_run):
@@ -328,7 +328,7 @@ def test_a_comparison_names_what_differs_and_its_plots_stay_readable(tmp_path, m
     run("finetune", "sst2-sweep", "sst2-b", 3e-5, task="sst2")
     result = compare_runs([tmp_path / "out"], tmp_path / "cmp", metrics=["loss"])
     lines = result["table"].splitlines()
-    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment | trainer.lr | steps |")
+    assert lines[0].startswith("| run | stage | model | attention | n | k | sharing | task | experiment_name | trainer.lr | steps |")
     labels = [r.split(" | ")[0][2:] for r in lines[2:14]]
     assert labels[:2] == ["sst2-sweep (lr=2e-05)", "sst2-sweep (lr=3e-05)"]
     assert sorted(labels[2:]) == sorted(f"sweep (lr={(i + 1) * 1e-4})" for i in range(10))
@@ -510,3 +510,116 @@ def test_an_empty_run_path_is_refused_naming_the_argument_not_read_as_the_reposi
     with pytest.raises(ConfigError, match="^runs: an empty path"):
         compare_runs([str(run), empty], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def _sweep_run(make_run, root, folder, seed, lr, accuracy, chosen=None, **config_extra):
+    """A finished finetuning run of an lr x seed sweep (one run_name, folders told apart by their overrides)."""
+    import yaml
+
+    selection = ({"split": "validation", "step": 1, "rule": "best val_accuracy", "value": chosen}
+                 if chosen is not None else {"split": None, "step": 1, "rule": "last model"})
+    path = make_run(root, "finetune", f"multirun/{folder}", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2",
+                    results={"metrics": {"accuracy": accuracy}, "reported": {"split": "dev", "step": 1},
+                             "selection": selection, "start_weights_sha256": "a" * 64})
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "run_name": f"sst2-s{seed}", "seed": seed,
+                                                      "trainer": {"lr": lr}, **config_extra}))
+    return path
+
+
+def test_the_seeds_table_labels_its_runs_as_the_main_table_does(tmp_path, make_run):
+    """Two seed sweeps differing in max_train_examples gave two seed rows reading the same bare run names."""
+    for n in (64, 96):
+        for seed in (0, 1):
+            _sweep_run(make_run, tmp_path / "out", f"n{n}-s{seed}", seed, 1e-4, 0.5, max_train_examples=n)
+    section = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].split("## Across seeds")[1]
+    rows = [r for r in section.splitlines() if r.startswith("| sst2")]
+    assert rows[0].startswith("| sst2-s0 (max_train_examples=64); sst2-s1 (max_train_examples=64) | 64 | 0, 1")
+    assert rows[1].startswith("| sst2-s0 (max_train_examples=96); sst2-s1 (max_train_examples=96) | 96 | 0, 1")
+
+
+def test_an_lr_sweep_s_groups_give_the_validation_score_to_choose_on_and_the_lr_and_plot_it(tmp_path, make_run):
+    """The only per-group summary of an lr sweep was the reported split's mean, with no lr column: it invited
+    choosing the lr on the split a result is reported on."""
+    for lr, chosen in ((1e-4, 0.6), (1e-3, 0.8)):
+        for seed in (0, 1):
+            _sweep_run(make_run, tmp_path / "out", f"lr{lr}-s{seed}", seed, lr, 0.5 + seed / 10, chosen + seed / 10)
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    section = result["table"].split("## Across seeds")[1]
+    assert ("| runs | trainer.lr | seeds | chosen val_accuracy: mean +- sd (min-max) | reported accuracy: mean +- sd "
+            "(min-max) |") in section
+    assert "| 0.001 | 0, 1 | 0.85 +- 0.07071 (0.8-0.9, 2 seeds) | 0.55 +- 0.07071 (0.5-0.6, 2 seeds) |" in section
+    assert "Choose among the rows on the chosen columns (val_accuracy" in section
+    assert "never on the reported ones" in section
+    png = tmp_path / "cmp" / "chosen_val_accuracy_by_trainer.lr.png"
+    assert png in result["plots"] and png.stat().st_size > 0
+    from linformer.report.compare import chosen_scores
+
+    assert chosen_scores(result["runs"][0]) in ({"val_accuracy": 0.6}, {"val_accuracy": 0.7},
+                                                {"val_accuracy": 0.8}, {"val_accuracy": 0.9})
+
+
+def test_without_a_validation_split_the_seeds_table_says_nothing_may_choose(tmp_path, make_run):
+    for lr in (1e-4, 1e-3):
+        for seed in (0, 1):
+            _sweep_run(make_run, tmp_path / "out", f"lr{lr}-s{seed}", seed, lr, 0.5)
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    assert "nothing here may choose among the rows" in result["table"]
+    assert "chosen " not in result["table"] and not [p for p in result["plots"] if "chosen_" in p.name]
+
+
+def test_labels_name_an_unset_setting_null_and_keep_one_order(tmp_path, make_run):
+    """`subset_seed=` printed empty, and the settings' order changed from one group of a name to the next."""
+    from linformer.report.compare import run_labels
+
+    for seed in (0, 1):
+        _sweep_run(make_run, tmp_path / "out", f"a-s{seed}", seed, 1e-4, 0.5, max_train_examples=200,
+                   subset_seed=0 if seed else None)
+        _sweep_run(make_run, tmp_path / "out", f"b-s{seed}", seed, 1e-4, 0.5, max_train_examples=400,
+                   subset_seed=None if seed else 0)
+    runs = compare_runs([tmp_path / "out"], tmp_path / "cmp")["runs"]
+    labels = sorted(run_labels(runs))
+    assert labels == ["sst2-s0 (max_train_examples=200, subset_seed=null)",
+                      "sst2-s0 (max_train_examples=400, subset_seed=0)",
+                      "sst2-s1 (max_train_examples=200, subset_seed=0)",
+                      "sst2-s1 (max_train_examples=400, subset_seed=null)"]
+
+
+def test_past_20_runs_each_panel_s_runs_get_their_own_spread_of_colours(tmp_path, make_run):
+    """One ramp over all runs gave the 5 runs of the last panel near-identical dark reds."""
+    from matplotlib.colors import to_rgb
+
+    from linformer.report.compare import run_colours
+
+    for i in range(20):
+        make_run(tmp_path / "out", "finetune", f"f{i}", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2")
+    for i in range(5):
+        make_run(tmp_path / "out", "pretrain", f"p{i}", [{"step": 1, "time": 1, "loss": 0.5}])
+    runs = [load_run(p) for p in find_runs([tmp_path / "out"])]
+    colours = [to_rgb(c) for c in run_colours(runs)]
+    pretrain = [c for r, c in zip(runs, colours) if r.stage == "pretrain"]
+    assert len(set(pretrain)) == 5 and len({c for r, c in zip(runs, colours) if r.stage == "finetune"}) == 20
+    assert min(sum(abs(x - y) for x, y in zip(a, b)) for i, a in enumerate(pretrain) for b in pretrain[i + 1:]) > 0.3
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=["loss"])
+    assert result["plots"]
+
+
+def test_task_hashes_that_restate_the_task_are_no_columns_and_experiment_name_is_named_so(tmp_path, make_run):
+    """Mixing an IMDB run in added task_data_key and task_spec_key columns (hashes of what `task` says) and an
+    `experiment` column that held experiment_name."""
+    import yaml
+
+    for task, key in (("sst2", "1" * 16), ("imdb", "2" * 16), ("sst2", "1" * 16)):
+        path = make_run(tmp_path / "out", "finetune", f"{task}-{len(list((tmp_path / 'out').rglob('*.yaml')))}",
+                        [{"step": 1, "time": 1, "loss": 0.5}], task=task)
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "task_data_key": key, "task_spec_key": key}))
+    header = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"].splitlines()[0]
+    assert "task_data_key" not in header and "task_spec_key" not in header
+    assert "| experiment_name |" in header
+    # under one task name, other data: the hash is what tells the runs apart
+    path = make_run(tmp_path / "out", "finetune", "sst2-other-data", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2")
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "task_data_key": "3" * 16, "task_spec_key": "1" * 16}))
+    header = compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"].splitlines()[0]
+    assert "task_data_key" in header and "task_spec_key" not in header
