@@ -663,6 +663,15 @@ def _model_label(path: str | None) -> str | None:
     return model_label(path) if path else None
 
 
+def _started_from(model_path) -> str | None:
+    """A config's model_path as finetuning reads it (relative to the repository; a run folder's model/ where it
+    holds one), for a run whose results.json does not record the resolved path yet; a hub name as it is."""
+    if not model_path:
+        return None
+    p = Path(resolve_path(str(model_path)))
+    return str(p / MODEL_DIR) if (p / MODEL_DIR / "config.json").is_file() else str(model_path)
+
+
 def is_full_attention(results: Mapping) -> bool:
     """Whether a finetuning run's results.json describes full attention: attention "full" or unrecorded (a plain
     Hugging Face encoder), or no k. Every report tells its rows apart from there."""
@@ -711,6 +720,18 @@ class Run:
     status: str | None = None        # running / complete / stopped / failed (run.json) / KILLED / DAMAGED, or None
     why: str | None = None           # a failed run's error or a stopped run's reason (run.json), its first line
     damaged: list[str] = field(default_factory=list)  # the files of its record that do not read (``read_shown``)
+    info: dict = field(default_factory=dict)      # run.json: what every run records from its start, finished or not
+
+    @property
+    def device(self) -> str | None:
+        """What the run computed on, in words: summary.json's (a finished run's), else its run.json environment's
+        (any run that started: the GPU's name, or "CPU: <model>", as the summary words it)."""
+        env = self.info.get("environment") if isinstance(self.info.get("environment"), dict) else {}
+        if self.results.get("device"):
+            return str(self.results["device"])
+        if env.get("gpu"):
+            return str(env["gpu"])
+        return f"CPU: {env['cpu']}" if env.get("device") == "cpu" and env.get("cpu") else None
 
     @property
     def status_line(self) -> str:
@@ -732,9 +753,11 @@ class Run:
         model = self.config.get("model") if isinstance(self.config.get("model"), dict) else {}
         task = self.config.get("task") if isinstance(self.config.get("task"), dict) else {}
         trainer = self.config.get("trainer") if isinstance(self.config.get("trainer"), dict) else {}
-        r = self.results
-        # The saved architecture: this run's model/, else the model a finetune started from (where it still is).
-        origin = r.get("model_path") or self.config.get("model_path")
+        r, info = self.results, self.info
+        # The saved architecture: this run's model/, else the model a finetune started from (where it still is),
+        # read alike for a finished run (results.json's resolved model_path) and any other (config.yaml's, as
+        # finetuning resolves it)
+        origin = r.get("model_path") or _started_from(self.config.get("model_path"))
         candidates = [self.path / MODEL_DIR] + ([Path(str(origin)), Path(str(origin)) / MODEL_DIR] if origin else [])
         saved = next((read_json(c / "config.json") for c in candidates if (c / "config.json").is_file()), {})
 
@@ -748,7 +771,7 @@ class Run:
             "k": pick(r.get("projected_dim"), model.get("projected_dim"), saved.get("projected_dim")) if linformer
             else None,
             "sharing": pick(r.get("sharing"), model.get("sharing"), saved.get("sharing")) if linformer else None,
-            "model": pick(model.get("name"), _model_label(pick(r.get("model_path"), self.config.get("model_path")))),
+            "model": pick(model.get("name"), _model_label(origin)),
             "n": pick(r.get("max_seq_len"), model.get("max_seq_len"), saved.get("max_seq_len")),
             "task": pick(r.get("task"), task.get("name")) if self.stage != "pretrain" else None,
             "experiment": self.config.get("experiment_name"),
@@ -757,7 +780,7 @@ class Run:
             "global_batch_size": trainer.get("global_batch_size"),
             "grad_accum": trainer.get("grad_accum"),
             "global_batch": self.global_batch,
-            "processes": r.get("processes"),
+            "processes": pick(r.get("processes"), info.get("processes")),
             "seed": self.config.get("seed"),
         }
 
@@ -771,7 +794,7 @@ class Run:
             return self.results["global_batch"]
         if trainer.get("global_batch_size"):
             return int(trainer["global_batch_size"])
-        batch, processes = trainer.get("batch_size"), self.results.get("processes")
+        batch, processes = trainer.get("batch_size"), self.results.get("processes") or self.info.get("processes")
         if isinstance(batch, int) and isinstance(processes, int):
             return batch * int(trainer.get("grad_accum") or 1) * processes
         return None
@@ -837,4 +860,5 @@ def load_run(path: str | Path, rows: bool = True, strict: bool = False) -> Run:
     why = info.get("error") or info.get("reason")
     status = DAMAGED if RUN in damaged else run_status(path, info)
     return Run(path=path, name=name, stage=run_stage(path, info, results, config), config=config, results=results,
-               rows=read_metrics(path / METRICS) if rows else [], status=status, why=why, damaged=damaged)
+               rows=read_metrics(path / METRICS) if rows else [], status=status, why=why, damaged=damaged,
+               info=info)

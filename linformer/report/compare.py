@@ -279,9 +279,9 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
 
 
 def machines_line(runs: list[Run]) -> str:
-    """Where the runs computed (summary.json's `device`), with how many ran on each: times, tokens/s and MFU are
-    figures of a machine."""
-    made = Counter(str(r.results.get("device") or "not recorded (no summary.json device)") for r in runs)
+    """Where the runs computed (``Run.device``: summary.json's, else run.json's environment), with how many ran on
+    each: times, tokens/s and MFU are figures of a machine."""
+    made = Counter(r.device or "not recorded (no summary.json device or run.json environment)" for r in runs)
     return "Machines: " + "; ".join(f"{device} ({count} run{'s' * (count != 1)})" for device, count in made.items()) + "."
 
 

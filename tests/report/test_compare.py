@@ -193,8 +193,8 @@ def test_the_table_names_the_machines_the_runs_computed_on(tmp_path, make_run):
         if device:
             (run / "summary.json").write_text(f'{{"device": "{device}"}}')
     table = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"]
-    assert ("Machines: GPU: NVIDIA H200 (2 runs); CPU: AMD EPYC (1 run); not recorded (no summary.json device) "
-            "(1 run).") in table.splitlines()
+    assert ("Machines: GPU: NVIDIA H200 (2 runs); CPU: AMD EPYC (1 run); not recorded (no summary.json device or "
+            "run.json environment) (1 run).") in table.splitlines()
 
 
 def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(tmp_path, make_run):
@@ -623,3 +623,34 @@ def test_task_hashes_that_restate_the_task_are_no_columns_and_experiment_name_is
     (path / "config.yaml").write_text(yaml.safe_dump({**config, "task_data_key": "3" * 16, "task_spec_key": "1" * 16}))
     header = compare_runs([tmp_path / "out"], tmp_path / "cmp2")["table"].splitlines()[0]
     assert "task_data_key" in header and "task_spec_key" not in header
+
+
+def test_an_unfinished_run_is_described_from_its_record_as_a_finished_one_is(tmp_path, make_run):
+    """A stopped, killed or running run showed its start model without `/model`, no global batch or processes, and
+    "not recorded" for the machine, though its run.json records the processes and the device."""
+    import json
+
+    import yaml
+
+    start = tmp_path / "pretrain" / "tiny-s0"
+    (start / "model").mkdir(parents=True)
+    (start / "model" / "config.json").write_text(json.dumps({"attention": "linformer", "projected_dim": 32,
+                                                              "sharing": "headwise", "max_seq_len": 128}))
+    env = {"device": "cpu", "cpu": "AMD EPYC"}
+    for name, status in (("done", "complete"), ("cut", "stopped")):
+        path = make_run(tmp_path / "out", "finetune", name, [{"step": 1, "time": 1, "loss": 0.5}], task="sst2",
+                        results={"model_path": str(start / "model"), "processes": 1, "global_batch": 16,
+                                 "device": "CPU: AMD EPYC"} if status == "complete" else None)
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        config.pop("model")
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "model_path": str(start),
+                                                          "trainer": {"batch_size": 16}}))
+        (path / "run.json").write_text(json.dumps({"stage": "finetune", "status": status, "processes": 1,
+                                                   "environment": env}))
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    rows = {r.split(" | ")[0][2:]: r.split(" | ")[1:8] for r in result["table"].splitlines()[2:4]}
+    assert rows["cut"] == rows["done"] == ["finetune", "tiny-s0/model", "linformer", "128", "32", "headwise", "sst2"]
+    done, cut = sorted(result["runs"], key=lambda r: r.name)
+    assert (cut.key_config["global_batch"], cut.key_config["processes"]) == (16, 1) == \
+        (done.key_config["global_batch"], done.key_config["processes"])
+    assert "Machines: CPU: AMD EPYC (2 runs)." in result["table"]
