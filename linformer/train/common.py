@@ -18,9 +18,10 @@ from ..data.corpus import read_manifest
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
 from ..errors import ConfigError
-from ..files import cache_key, flatten
+from ..files import cache_key, flatten, read_yaml
 from ..modeling.convert import is_projection_weight
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
+from ..rundir import HYDRA_SWEEP_RECORD
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +111,37 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
     and `wandb sync` uploads it so (the steps a SIGKILL lost are logged again from the last checkpoint's)."""
     if not logger.trackers:
         return
-    wandb_kwargs = {"name": run_name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags,
+    name, group = tracker_names(run_dir, run_name, group)
+    wandb_kwargs = {"name": name, "dir": str(run_dir), "job_type": job_type, "group": group, "tags": tags,
                     "id": wandb_run_id(run_dir, created), "resume": "allow"}
     if "wandb" in logger.trackers and (mode := wandb_mode()) is not None:
         wandb_kwargs["mode"] = mode
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": {}}
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+
+
+WANDB_GROUP_CHARS = 128  # the longest group name W&B takes
+
+
+def tracker_names(run_dir: Path, run_name: str, group: str | None) -> tuple[str, str | None]:
+    """(display name, group) of the run on W&B. A sweep's job (a folder beside Hydra's multirun.yaml) is named by its
+    folder, run_name and the overrides that name it, so that the runs of two sweeps that share a run_name are told
+    apart; without experiment_name (`group`) it is grouped by its sweep: the sweep folder and the settings the sweep
+    varies (the overrides of multirun.yaml that give several values), cut to WANDB_GROUP_CHARS with a hash of the
+    whole. Any other run: run_name and experiment_name."""
+    run_dir = Path(run_dir)
+    record = run_dir.parent / HYDRA_SWEEP_RECORD
+    if not record.is_file():
+        return run_name, group
+    if group is None:
+        hydra = read_yaml(record).get("hydra")
+        overrides = ((hydra or {}).get("overrides") or {}).get("task") if isinstance(hydra, dict) else None
+        overrides = [str(o) for o in overrides] if isinstance(overrides, list) else []  # else: the folder alone
+        swept = [o for o in overrides if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]]
+        group = " ".join([f"{run_dir.parent.parent.name}/{run_dir.parent.name}:", *swept]).rstrip(":")
+        if len(group) > WANDB_GROUP_CHARS:
+            group = group[:WANDB_GROUP_CHARS - 11] + " " + hashlib.sha256(group.encode()).hexdigest()[:10]
+    return run_dir.name, group
 
 
 def finish_trackers(accelerator: Accelerator, exit_code: int) -> None:

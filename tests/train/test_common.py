@@ -134,3 +134,20 @@ def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_p
     fields = ("batch_size", "grad_accum", "processes", "global_batch", "mixed_precision")
     assert {k: hparams[k] for k in fields} == {k: summary[k] for k in fields}
     assert hparams["processes"] == 1 and hparams["global_batch"] == 16 and hparams["trainer/batch_size"] == 8
+
+
+def test_a_sweep_s_runs_get_a_w_b_group_and_names_of_their_own(tmp_path):
+    """Without experiment_name a sweep's runs had no W&B group, and two sweeps' runs of one run_name shared a name."""
+    from linformer.train.common import tracker_names
+
+    sweep = tmp_path / "finetune" / "multirun"
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - task=sst2\n    - trainer.lr=1e-4,3e-4\n"
+                                         "    - seed=0,1\n")
+    a, b = sweep / "sst2-lr0.0001-s0-max_train_examples=64", sweep / "sst2-lr0.0001-s0-max_train_examples=96"
+    assert tracker_names(a, "sst2-lr0.0001-s0", None) == (a.name, "finetune/multirun: trainer.lr=1e-4,3e-4 seed=0,1")
+    assert tracker_names(b, "sst2-lr0.0001-s0", None)[0] != tracker_names(a, "sst2-lr0.0001-s0", None)[0]
+    assert tracker_names(a, "sst2-lr0.0001-s0", "mine") == (a.name, "mine")
+    assert tracker_names(tmp_path / "finetune" / "one", "one", None) == ("one", None)  # not a sweep's
+    (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - " + "x" * 200 + "=1,2\n")
+    assert len(tracker_names(a, "r", None)[1]) == 128
