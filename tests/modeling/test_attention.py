@@ -26,6 +26,16 @@ def _padded_batch(vocab=64, lengths=(16, 11, 5), pad=1):
     return ids, mask
 
 
+def _trained_biases(model):
+    """Every bias drawn from N(0, 1), as in a trained model: the init's zero biases hide any bias term a path drops,
+    weights wrongly or counts at padded positions (the key and value biases of the shared-E path: E^T 1 b^T)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 1.0)
+    return model
+
+
 @pytest.mark.parametrize("sharing, projection", itertools.product(SHARINGS, PROJECTIONS))
 def test_shapes_every_mode(sharing, projection):
     config = tiny_config(sharing=sharing, projection=projection)
@@ -90,8 +100,9 @@ def test_layerwise_is_one_parameter_shared_by_every_layer():
     ids=lambda o: "-".join(map(str, o.values())),
 )
 def test_padding_does_not_leak(overrides):
-    """Each sequence gives the same output alone and inside a padded batch."""
-    model = LinformerModel(tiny_config(**overrides)).eval()
+    """Each sequence gives the same output alone and inside a padded batch, with a trained model's nonzero biases."""
+    torch.manual_seed(0)
+    model = _trained_biases(LinformerModel(tiny_config(**overrides)).eval())
     lengths = (16, 11, 5)
     ids, mask = _padded_batch(lengths=lengths)
     batched = model(ids, attention_mask=mask).last_hidden_state
@@ -127,23 +138,29 @@ def test_identity_projection_with_k_equal_n_is_full_attention(sharing):
     torch.testing.assert_close(lin(ids).last_hidden_state, full(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
 
 
-def test_projecting_hidden_states_first_equals_projecting_keys():
-    """The shared-E fast path (E^T X then W) equals the per-head path (W then E^T), padding included."""
-    shared = LinformerModel(tiny_config(sharing="headwise")).eval()
+@pytest.mark.parametrize("sharing", [s for s in SHARINGS if s != "none"])
+def test_projecting_hidden_states_first_equals_projecting_keys(sharing):
+    """Every sharing whose E serves all heads takes the shared-E fast path (E^T X then W, the key/value bias weighted
+    by E^T 1): it equals the per-head path (W then E^T) given the same E and F in every head, with a trained model's
+    nonzero biases, padded or not."""
+    torch.manual_seed(0)
+    shared = _trained_biases(LinformerModel(tiny_config(sharing=sharing)).eval())
     per_head = LinformerModel(tiny_config(sharing="none")).eval()
     state = shared.state_dict()
     for i in range(2):
-        for name in ("E", "F"):
-            key = f"encoder.layer.{i}.attention.self.{name}.weight"
-            state[key] = state[key].expand(4, 16, 4).clone()
+        layer = f"encoder.layer.{i}.attention.self"
+        E = state.get(f"{layer}.E.weight", state.get("encoder.E.weight"))
+        F = state.get(f"{layer}.F.weight", E)
+        state[f"{layer}.E.weight"], state[f"{layer}.F.weight"] = E.expand(4, 16, 4).clone(), F.expand(4, 16, 4).clone()
+    state.pop("encoder.E.weight", None)
     per_head.load_state_dict(state)
-    ids, mask = _padded_batch()
-    torch.testing.assert_close(
-        shared(ids, attention_mask=mask).last_hidden_state,
-        per_head(ids, attention_mask=mask).last_hidden_state,
-        atol=1e-5,
-        rtol=1e-5,
-    )
+    for ids, mask in (_padded_batch(), (torch.randint(4, 64, (2, 16)), None)):
+        torch.testing.assert_close(
+            shared(ids, attention_mask=mask).last_hidden_state,
+            per_head(ids, attention_mask=mask).last_hidden_state,
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 # every attention the model builds: the paper's sharings and projections, full, the exact local and global keys
