@@ -86,6 +86,16 @@ def test_matrix_counts_follow_the_paper():
     assert count_projection_matrices(LinformerModel(tiny_config(projection="mean_pool"))) == 0
 
 
+@pytest.mark.parametrize("sharing, projection",
+                         itertools.product([s for s in SHARINGS if s != "layerwise"], PROJECTIONS))
+def test_a_per_layer_projected_dim_gives_each_layer_its_own_k(sharing, projection):
+    """projected_dim=[4, 8]: layer 0 attends over 4 projected keys, layer 1 over 8 (layerwise, one E for every layer,
+    refuses a per-layer list)."""
+    model = LinformerModel(tiny_config(projected_dim=[4, 8], sharing=sharing, projection=projection)).eval()
+    out = model(torch.randint(4, 64, (2, 16)), output_attentions=True)
+    assert [probs.shape[-1] for probs in out.attentions] == [4, 8]
+
+
 def test_layerwise_is_one_parameter_shared_by_every_layer():
     model = LinformerModel(tiny_config(sharing="layerwise"))
     names = [n for n, _ in model.named_parameters() if ".E." in n or ".F." in n or n.startswith("encoder.E")]
@@ -163,6 +173,28 @@ def test_projecting_hidden_states_first_equals_projecting_keys(sharing):
         )
 
 
+@pytest.mark.parametrize("sharing", SHARINGS)
+def test_exact_short_inputs_attend_exactly_up_to_k_tokens_and_project_from_k_plus_1(sharing):
+    """exact_short_inputs at its boundary (k = 4): an input of k tokens or fewer is full attention over them, alone or
+    as a row of a padded batch; a row of k + 1 tokens is projected, and gives inside the batch what it gives alone."""
+    torch.manual_seed(0)
+    k = 4
+    model = _trained_biases(LinformerModel(tiny_config(sharing=sharing, exact_short_inputs=True)).eval())
+    full = LinformerModel(tiny_config(attention="full")).eval()
+    missing, _ = full.load_state_dict(model.state_dict(), strict=False)
+    assert not missing
+    lengths = (16, k + 1, k, k - 1)
+    ids, mask = _padded_batch(lengths=lengths)
+    batched = model(ids, attention_mask=mask).last_hidden_state
+    for i, length in enumerate(lengths):
+        alone = model(ids[i : i + 1, :length]).last_hidden_state
+        torch.testing.assert_close(batched[i : i + 1, :length], alone, atol=1e-5, rtol=1e-5)
+        if length <= k:
+            torch.testing.assert_close(alone, full(ids[i : i + 1, :length]).last_hidden_state, atol=1e-5, rtol=1e-5)
+    longer = ids[1:2, : k + 1]
+    assert not torch.allclose(model(longer).last_hidden_state, full(longer).last_hidden_state, atol=1e-3)
+
+
 # every attention the model builds: the paper's sharings and projections, full, the exact local and global keys
 DEPLOYED_VARIANTS = {
     **{f"sharing={s}": dict(sharing=s) for s in SHARINGS},
@@ -193,6 +225,23 @@ def test_dynamic_int8_quantization_runs_every_variant_close_to_fp32(overrides):
         expected = model(ids, attention_mask=mask).last_hidden_state
         torch.testing.assert_close(quantized(ids, attention_mask=mask).last_hidden_state, expected,
                                    atol=5e-3, rtol=0)
+
+
+@pytest.mark.parametrize("overrides", DEPLOYED_VARIANTS.values(), ids=DEPLOYED_VARIANTS.keys())
+def test_the_eager_path_that_returns_attention_maps_gives_the_kernels_hidden_states(overrides):
+    """output_attentions=True runs the explicit matmul-softmax-matmul instead of the fused kernel: the same attention
+    (its 1/sqrt(d) temperature included), so the same hidden states. Weights x3 sharpen the softmax, where a wrong
+    scale shows."""
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(**{**overrides, "exact_short_inputs": True})).eval()  # and a row of <= k
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    ids, mask = _padded_batch(lengths=(16, 11, 3))
+    with torch.no_grad():
+        kernel = model(ids, attention_mask=mask).last_hidden_state
+        eager = model(ids, attention_mask=mask, output_attentions=True).last_hidden_state
+    torch.testing.assert_close(eager, kernel, atol=1e-4, rtol=1e-4)
 
 
 class _Logits(torch.nn.Module):
