@@ -174,6 +174,26 @@ def test_cache_reuse_and_invalidation(prepared, corpus_file, tok_dir, capsys):
     assert all(len(r) == N + 4 for r in load_prepared(str(out))["train"]["input_ids"])
 
 
+# each setting a corpus is made from (CORPUS_KEYS but the sources, whose content test_cache_key_is_by_content
+# covers), changed from the `prepared` fixture's
+OTHER_SETTING = {"n": N + 4, "val_fraction": 0.2, "seed": 1, "skip_bad_rows": True, "max_documents": 30}
+
+
+def test_every_corpus_setting_is_its_own_corpus():
+    assert set(OTHER_SETTING) == set(corpus_mod.CORPUS_KEYS) - {"sources"}
+
+
+@pytest.mark.parametrize("key", OTHER_SETTING)
+def test_a_corpus_prepared_with_another_setting_is_never_reused_for_it(prepared, corpus_file, tok_dir, key):
+    """Preparing again into the same folder with one setting changed builds the corpus that setting asks for (another
+    seed: other validation documents), not the one already there."""
+    out, m = prepared
+    settings = {"n": N, "val_fraction": 0.1, key: OTHER_SETTING[key]}
+    again = prepare_corpus([str(corpus_file)], tok_dir, str(out), num_proc=1, overwrite=True, **settings)
+    assert again["settings"]["data"][key] == OTHER_SETTING[key]
+    assert again["cache_key"] != m["cache_key"]
+
+
 def test_num_proc_2_matches_single_process(tmp_path, corpus_file, tok_dir, prepared):
     out, _m = prepared
     m2 = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "mp"), n=N, val_fraction=0.1, num_proc=2,
