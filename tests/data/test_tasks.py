@@ -8,7 +8,7 @@ import linformer.data.task_readers as task_readers
 import linformer.data.tasks as tasks
 from linformer.data.task_loading import load_task
 from linformer.data.task_readers import read_task_split
-from linformer.data.task_splits import longer_than, subset_rows
+from linformer.data.task_splits import SplitOptions, longer_than, subset_rows
 from linformer.data.tasks import get_task
 from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
@@ -417,6 +417,21 @@ def test_seeded_subset_before_tokenizing(tmp_path, tokenizer, monkeypatch):
     assert _rows(full, tokenizer) == [f"sentence number {i} about the river" for i in range(30)]
 
 
+def test_the_eval_subset_is_drawn_with_the_runs_subset_seed(tmp_path, tokenizer):
+    """max_eval_examples draws its rows with subset_seed, as max_train_examples does: another seed scores other rows
+    (split_info names them, for the predictions to join back)."""
+    from linformer.data.task_loading import split_info
+
+    rows = [(f"sentence number {i} about the river", str(i % 2)) for i in range(60)]
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", rows[:10])
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", rows)
+    drawn = {seed: load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, splits=("eval",),
+                             max_examples={"eval": 10}, subset_seed=seed)["eval"] for seed in (1, 2, 1)}
+    picked = {seed: split_info(ds)["rows"] for seed, ds in drawn.items()}
+    assert len(picked[1]) == len(picked[2]) == 10 and set(picked[1]) != set(picked[2])
+    assert _rows(drawn[1], tokenizer) == [rows[i][0] for i in picked[1]]
+
+
 def test_subsets_keep_the_class_balance_whatever_the_seed():
     labels = [0] * 700 + [1] * 250 + [2] * 50  # sorted by label, as IMDB's train split is
     cols = {"text": [f"row {i}" for i in range(1000)], "labels": labels}
@@ -524,6 +539,49 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     _write(qqp_dir / "dev.tsv", QQP_HEADER, rows)
     edited = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, splits=("eval",), cache_dir=str(cache))
     assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2
+
+
+# each option of a split (SplitOptions' fields), changed from BASE_OPTIONS; another subset_seed both without a
+# subset (it draws the carve only) and with one
+BASE_OPTIONS = dict(skip_bad_rows=True, max_examples=None, subset_seed=1, validation_fraction=0.2)
+OTHER_OPTIONS = {
+    "skip_bad_rows": [dict(skip_bad_rows=False)],
+    "max_examples": [dict(max_examples={"train": 50}), dict(max_examples={"eval": 10})],
+    "subset_seed": [dict(subset_seed=2), dict(subset_seed=2, max_examples={"train": 50, "eval": 10})],
+    "validation_fraction": [dict(validation_fraction=0.3), dict(validation_fraction=None)],
+}
+
+
+def test_every_option_of_a_split_is_changed_by_the_cache_test():
+    assert set(OTHER_OPTIONS) == {f.name for f in dataclasses.fields(SplitOptions)}
+
+
+def _loaded(data_dir, tokenizer, cache, options):
+    """What load_task gives with `options`: each split's rows and split_info, or the error it raises."""
+    from linformer.data.task_loading import split_info
+
+    splits = ("train", "validation", "eval") if options["validation_fraction"] is not None else ("train", "eval")
+    try:
+        dd = load_task("sst2", data_dir, tokenizer, 32, splits=splits, cache_dir=cache, **options)
+    except LinformerError as err:
+        return type(err)
+    return {split: (_rows(ds, tokenizer), split_info(ds)) for split, ds in dd.items()}
+
+
+@pytest.mark.parametrize("option", OTHER_OPTIONS)
+def test_a_split_loaded_with_another_option_is_not_read_from_the_cache_of_the_first(tmp_path, tokenizer, option):
+    """With a cache holding the splits of BASE_OPTIONS, a load with one option changed gives what it gives without a
+    cache: another carve seed its own validation rows, skip_bad_rows=false its refusal of the bad row."""
+    rows = [(f"sentence number {i} about the river", str(i % 2)) for i in range(100)]
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", [*rows, ("a row without its label",)])
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [(f"another sentence {i}", str(i % 2)) for i in range(30)])
+    data_dir, cache = str(tmp_path / "sst2"), str(tmp_path / "cache")
+    assert _loaded(data_dir, tokenizer, cache, BASE_OPTIONS) == _loaded(data_dir, tokenizer, None, BASE_OPTIONS)
+    for change in OTHER_OPTIONS[option]:
+        options = {**BASE_OPTIONS, **change}
+        expected = _loaded(data_dir, tokenizer, None, options)
+        assert expected != _loaded(data_dir, tokenizer, None, BASE_OPTIONS), change  # the option changes the splits
+        assert _loaded(data_dir, tokenizer, cache, options) == expected, change
 
 
 def test_a_damaged_cache_entry_is_tokenized_again_not_a_traceback_on_every_run(qqp_dir, tokenizer, tmp_path, caplog):
