@@ -202,6 +202,18 @@ def test_lr_grid_keeps_the_best_validation_average_per_cell(tmp_path):
         build_rows([json.loads((runs / x / "results.json").read_text()) for x in ("h", "i")])
 
 
+def test_lrs_that_tie_on_validation_keep_the_smaller_lr_whatever_the_reported_split_says(tmp_path):
+    """Two lrs with the same mean validation score: the cell reports the smaller lr's runs (the larger one's reported
+    accuracy, higher here, is never looked at)."""
+    runs = tmp_path / "runs"
+    for name, acc, seed, lr in [("a", 0.90, 0, 1e-3), ("b", 0.70, 0, 3e-4), ("c", 0.90, 1, 1e-3), ("d", 0.70, 1, 3e-4)]:
+        _run(runs, name, "sst2", acc, seed=seed, lr=lr, val=0.8)
+    out = tmp_path / "t"
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x"]) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["sst2"] == 70.0
+    assert "best lr sst2:0.0003" in out.with_suffix(".md").read_text()
+
+
 def test_a_run_scored_on_a_subset_of_its_split_is_refused_unless_asked_for_and_then_marked(tmp_path, capsys):
     """A run finetuned with max_eval_examples=200 was reported as SST-2's dev accuracy, nothing saying it scored 200
     of the 872 dev examples."""
