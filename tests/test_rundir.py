@@ -33,6 +33,35 @@ def _finished(run_dir):
     return run_dir
 
 
+def test_a_model_field_recorded_off_its_default_and_asked_at_it_now_is_a_change(tmp_path):
+    """A run recorded with mask_empty_windows=true, resumed with the default false, would go on under another model:
+    refused, naming the key (so for every LinformerConfig field). Only a field the record lacks (written before the
+    model group listed it) is read as its default, and resumes."""
+    import dataclasses
+
+    from linformer import LinformerConfig
+    from linformer.rundir import identity_diff
+
+    for field in dataclasses.fields(LinformerConfig):
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        key = f"model.{field.name}"
+        assert identity_diff({"model": {field.name: "recorded"}}, {"model": {field.name: default}}) == {
+            key: ("recorded", default)}
+        assert identity_diff({"model": {}}, {"model": {field.name: default}}) == {}
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(_with(**{"model.mask_empty_windows": True}))
+    record.start(_with(**{"model.mask_empty_windows": True}), step=0)
+    record.release()
+    with pytest.raises(RunDirError, match="model.mask_empty_windows"):
+        RunRecord(run, "pretrain").claim(_with(**{"model.mask_empty_windows": False}))
+    older = RunRecord(tmp_path / "older", "pretrain")
+    older.claim(CONFIG)
+    older.start(CONFIG, step=0)
+    older.release()
+    assert RunRecord(tmp_path / "older", "pretrain").claim(_with(**{"model.mask_empty_windows": False})) == "continue"
+
+
 def test_a_run_whose_run_json_was_deleted_says_its_history_is_gone(tmp_path, caplog):
     """The run went on with a new record (a new `created`, no earlier attempts) without a word."""
     run = tmp_path / "run"
