@@ -1,4 +1,4 @@
-"""The training core's step, in-process: gradient accumulation weighs every target of the step equally."""
+"""The training core in-process: gradient accumulation weighs every target of the step equally, every rank's tokens count, and the best step is chosen by its rule."""
 
 import copy
 import math
@@ -144,3 +144,40 @@ def test_a_collective_that_lost_its_peer_is_that_peer_s_failure_not_a_traceback(
     assert isinstance(peer_failure(lost, 2), PeerFailed)
     assert peer_failure(lost, 1) is None                      # one process: no peer to blame
     assert peer_failure(RuntimeError("shape mismatch"), 2) is None  # a bug keeps its traceback
+
+
+class _ScriptedScores(TrainingTask):
+    """Evaluations that give the scores of a script, one per call; records the steps handed to on_best."""
+
+    main_metric = "val_accuracy"
+
+    def __init__(self, scores, greater_is_better):
+        self.scores, self.greater_is_better, self.chosen = iter(scores), greater_is_better, []
+
+    def evaluate(self, model, accelerator):
+        return {"val_accuracy": next(self.scores)}
+
+    def epoch_of(self, step):
+        return step
+
+    def on_best(self, trainer, step):
+        self.chosen.append(step)
+
+
+def test_the_best_step_is_the_first_to_reach_the_best_score_and_never_the_evaluation_at_the_start():
+    """Evaluations at steps 0 (eval_at_start, the untrained model), 10, 20, 30: the best is the first evaluation
+    that beats every earlier one of training; a later one that only ties it keeps the earlier model, whether the
+    metric is better greater or lower, and step 0 is never chosen, however good its score."""
+    model = LinformerForMaskedLM(LinformerConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_seq_len=8, projected_dim=4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    for scores, greater, chosen in [([0.95, 0.8, 0.9, 0.9], True, [10, 20]), ([0.05, 0.3, 0.2, 0.2], False, [10, 20])]:
+        task = _ScriptedScores(scores, greater)
+        trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task,
+                          TrainerSettings(batch_size=2, lr=1e-3), record=None, spec=None, config={})
+        trainer._log = lambda step, row: None
+        for step in (0, 10, 20, 30):
+            trainer._evaluate(step, {})
+        assert trainer.state["best"] == {"step": 20, "value": scores[2]} and task.chosen == chosen
