@@ -753,6 +753,17 @@ def test_a_log_file_gets_plain_lines_not_the_bars_of_the_task_s_tokenizing(qqp_d
     assert not datasets.are_progress_bars_disabled()
 
 
+@pytest.mark.parametrize("by", ["text", "position"])
+@pytest.mark.parametrize("rows, fraction, held", [(99, 0.2, 20), (101, 0.1, 10), (200, 0.001, 1)])
+def test_the_validation_carve_holds_the_nearest_count_of_rows_to_its_fraction(rows, fraction, held, by):
+    """19.8 rows is a carve of 20 (not 19), 10.1 of 10, and a carve is never empty."""
+    from linformer.data.task_splits import carve_validation
+
+    cols = {"text": [f"row {i}" for i in range(rows)], "labels": [i % 2 for i in range(rows)]}
+    train, validation = carve_validation(cols, fraction, 0, ("text",), by)
+    assert (len(validation["labels"]), len(train["labels"])) == (held, rows - held)
+
+
 def test_the_papers_column_order_names_every_task_once():
     from linformer.data.tasks import PAPER_ORDER
 

@@ -1,4 +1,5 @@
-"""The training core in-process: gradient accumulation weighs every target of the step equally, every rank's tokens count, and the best step is chosen by its rule."""
+"""The training core in-process: gradient accumulation weighs every target of the step equally, a step's tokens are
+every rank's, and the best step is chosen by its rule."""
 
 import copy
 import math
