@@ -54,6 +54,13 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
+def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int) -> None:
+    """Append a row that fits (``_row_fits``, ``_texts_fit``) to the columns being read: its texts and its label."""
+    for column, text in texts.items():
+        cols[column].append(text)
+    cols["labels"].append(label)
+
+
 def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool) -> bool:
     """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
     empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows. An
@@ -115,9 +122,7 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
         if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        for f_, text in texts.items():
-            cols[f_].append(text)
-        cols["labels"].append(label)
+        _add_row(cols, texts, label)
     return cols, skipped
 
 
@@ -212,8 +217,7 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
         if label is None or not _texts_fit({"text": text}, where, skip_bad_rows):
             skipped += 1
             continue
-        cols["text"].append(text)
-        cols["labels"].append(label)
+        _add_row(cols, {"text": text}, label)
     return cols, skipped
 
 
@@ -236,8 +240,7 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
                 if not _texts_fit({None: text}, str(p), skip_bad_rows):  # as a csv row's empty text cell
                     skipped += 1
                     continue
-                cols["text"].append(text)
-                cols["labels"].append(label)
+                _add_row(cols, {"text": text}, label)
     else:
         raise _missing(csv_path, task_spec)
     return cols, skipped
@@ -270,9 +273,7 @@ def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> t
                           f"hub dataset {name!r} split {task_spec.hub_splits[split]} row {i}", skip_bad_rows):
             skipped += 1
             continue
-        for f, text in row.items():
-            cols[f].append(text)
-        cols["labels"].append(label)
+        _add_row(cols, row, label)
     return cols, skipped
 
 

@@ -549,6 +549,7 @@ OTHER_OPTIONS = {
     "max_examples": [dict(max_examples={"train": 50}), dict(max_examples={"eval": 10})],
     "subset_seed": [dict(subset_seed=2), dict(subset_seed=2, max_examples={"train": 50, "eval": 10})],
     "validation_fraction": [dict(validation_fraction=0.3), dict(validation_fraction=None)],
+    "carve": [dict(carve="position")],
 }
 
 
