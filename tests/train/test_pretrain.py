@@ -571,3 +571,26 @@ def test_a_run_checkpointed_before_draws_were_recorded_resumes_with_its_own(tiny
     new = json.loads((tmp_path / "new" / "run.json").read_text())
     assert (new["batch_seeding"], new["validation_seed"]) == ("step", 1)
     assert new["environment"]["linformer"] and new["environment"]["torch"] == torch.__version__
+
+
+def test_a_run_that_scored_whole_batches_goes_on_so_and_its_eval_batches_is_not_a_change(tiny_data, tmp_path):
+    """A run begun by a version that scored its validation in whole batches (trainer.eval_batches, recorded in its
+    config.yaml; checkpoints without validation_scoring) is trained further: its record compares without the
+    retired key, and its evaluations go on scoring whole batches, so its curve stays one measure."""
+    import yaml
+
+    from linformer.train.checkpoint import STATE_FILE, _write_checksums
+
+    run = tmp_path / "run"
+    first = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_blocks=12"), run)
+    assert first["validation"] == {"blocks": 12, "of": first["validation"]["of"], "scoring": "blocks"}
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["trainer"] = {**{k: v for k, v in config["trainer"].items() if k != "eval_blocks"}, "eval_batches": 2}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    for ckpt in (run / "checkpoints").iterdir():  # as that version saved them
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        (ckpt / STATE_FILE).write_text(json.dumps({k: v for k, v in state.items() if k != "validation_scoring"}))
+        _write_checksums(ckpt)
+    further = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.eval_blocks=12",
+                                        "trainer.allow_config_change=[trainer.max_steps]"), run)
+    assert further["steps"] == 6 and further["validation"]["scoring"] == "batches"
