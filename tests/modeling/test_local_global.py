@@ -188,6 +188,19 @@ def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
         torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
 
 
+@pytest.mark.parametrize("weight", [0.25, 1.0, 3.0, -0.5])
+def test_a_columns_count_is_how_many_tokens_it_weighs_equally_whatever_their_weight(weight):
+    """A column of E weighing m tokens equally stands for m tokens, at any scale or sign of that weight (a trained E's
+    columns do not sum to 1, as the mean-initialised one's do); two tokens weighed 3:1 count as 1.6; an empty
+    column as 1."""
+    rows = torch.zeros(8, 4, dtype=torch.float64)
+    rows[:4, 0], rows[4:6, 1], rows[6, 2] = weight, weight, weight
+    rows[6:, 3] = torch.tensor([3.0, 1.0], dtype=torch.float64) * weight
+    expected = torch.tensor([4.0, 2.0, 1.0, 16 / 10], dtype=torch.float64).log()
+    torch.testing.assert_close(column_log_counts(rows), expected)
+    assert column_log_counts(torch.zeros(8, 1))[0] == 0.0
+
+
 @pytest.mark.parametrize("extra", [{}, {"length_policy": "resample"}])
 def test_a_float64_model_computes_its_column_counts_in_float64(extra):
     """The projected columns' log counts were computed in float32 whatever the model's dtype: a float64 model's row
