@@ -188,6 +188,20 @@ def test_a_row_in_a_padded_batch_equals_the_row_alone(extra):
         torch.testing.assert_close(batch[i, :n], alone, atol=5e-6, rtol=0)
 
 
+def test_a_local_window_of_w_sees_the_tokens_within_w_floor_2_of_each_query():
+    """local_window w: the exact keys within w // 2 positions on either side, so an odd w = 5 attends as w = 4 does
+    (2 each side and the query's own), and w = 6 sees more."""
+    torch.manual_seed(0)
+    fields = dict(SMALL, initializer_range=0.3)  # sharp attention: which keys a query sees shows
+    models = {w: LinformerModel(LinformerConfig(**fields, local_window=w, global_positions=[0])).eval() for w in (4, 5, 6)}
+    models[5].load_state_dict(models[4].state_dict())
+    models[6].load_state_dict(models[4].state_dict())
+    ids = torch.randint(4, 50, (2, 64))
+    out = {w: model(ids).last_hidden_state for w, model in models.items()}
+    torch.testing.assert_close(out[5], out[4])
+    assert not torch.allclose(out[6], out[4], atol=1e-4)
+
+
 @pytest.mark.parametrize("weight", [0.25, 1.0, 3.0, -0.5])
 def test_a_columns_count_is_how_many_tokens_it_weighs_equally_whatever_their_weight(weight):
     """A column of E weighing m tokens equally stands for m tokens, at any scale or sign of that weight (a trained E's
