@@ -321,6 +321,8 @@ def test_a_finished_run_whose_model_is_damaged_is_not_done_and_its_job_runs_agai
     _saved_model(run / "model", b"weights")
     (run / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "complete"}))
     (run / "summary.json").write_text(json.dumps({"model_dir": str(run / "model")}))
+    (run / "checkpoints" / "step-00000004").mkdir(parents=True)  # what the advice exports the model from
+    (run / "checkpoints" / "step-00000004" / "trainer_state.json").write_text("{}")
     restore = f"open({str(run / 'model' / 'model.safetensors')!r}, 'wb').write(b'weights')"
     job = Job("pretrain", [sys.executable, "-c", restore], run / "summary.json")
     after = Job("finetune", _writer(tmp_path / "finetune"), tmp_path / "finetune", ("pretrain",))

@@ -459,8 +459,8 @@ def test_concurrent_cache_savers_keep_the_first_copy(qqp_dir, tokenizer, tmp_pat
     cache = tmp_path / "cache"
     encode = task_loading._encode_split
 
-    def other_process_finishes_first(*args):
-        ds = encode(*args)
+    def other_process_finishes_first(*args, **kwargs):
+        ds = encode(*args, **kwargs)
         key = task_loading.split_cache_key(*args)
         theirs = ds.map(lambda row: {"labels": 1 - row["labels"]})  # tell the two copies apart
         theirs.save_to_disk(str(cache / f"qqp-{args[2]}-{key}"))

@@ -84,6 +84,7 @@ def test_a_finetuning_run_directory_points_to_its_best_model(tmp_path):
 
 def test_a_run_stopped_before_its_model_points_to_export(tmp_path):
     (tmp_path / "checkpoints" / "step-00000004").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "step-00000004" / "trainer_state.json").write_text("{}")  # written last: complete
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     with pytest.raises(CheckpointError, match=rf"is a run that has not saved its model/ .* python scripts/export.py "
                                               rf"{tmp_path}\.$"):
