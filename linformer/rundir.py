@@ -700,6 +700,19 @@ def reported_scalars(results: Mapping) -> dict[str, float]:
     return scores | {"eval_step": float(step)} if scores and isinstance(step, int) else scores
 
 
+def selection_scores(results: Mapping) -> dict[str, float]:
+    """{val_<metric>: value} that chose a finished finetuning run's reported model: results.json's selection where a
+    validation split held out of the training data chose it (its best value, at the step it names); {} where nothing
+    was chosen (no validation_fraction, or a distillation's last model)."""
+    selection = results.get("selection") or {}
+    metric = selection.get("metric") or str(selection.get("rule") or "").removeprefix("best ")
+    value = selection.get("value")
+    if (selection.get("split") != "validation" or not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not metric.startswith("val_")):
+        return {}
+    return {metric: float(value)}
+
+
 # A run whose record says running while no process holds it: it ended without recording how (SIGKILL, the OOM
 # killer, a machine's reboot); the same command continues it from its last checkpoint
 KILLED = "killed"

@@ -24,7 +24,17 @@ from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, save_figure, table_lines, table_row
 from ..rundir import METRICS as METRICS_FILE
-from ..rundir import Run, find_runs, identity, identity_diff, iter_metrics, load_run, named_paths, reported_scores
+from ..rundir import (
+    Run,
+    find_runs,
+    identity,
+    identity_diff,
+    iter_metrics,
+    load_run,
+    named_paths,
+    reported_scores,
+    selection_scores,
+)
 from .rows import draws_note, subset_draw
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
@@ -309,16 +319,9 @@ def _runs_of_seeds(runs: list[Run]) -> str:
 
 
 def chosen_scores(run: Run) -> dict[str, float]:
-    """{val_<metric>: value} that chose the run's reported model: results.json's selection where a validation split
-    held out of the training data chose it (its best value, at the step it names); {} where nothing was chosen
-    (no validation_fraction, or a distillation's last model). The score a sweep's settings may be chosen on: the
-    reported split's may not."""
-    selection = run.results.get("selection") or {}
-    metric = selection.get("metric") or str(selection.get("rule") or "").removeprefix("best ")
-    value = _number(selection.get("value"))
-    if selection.get("split") != "validation" or value is None or not metric.startswith("val_"):
-        return {}
-    return {metric: value}
+    """{val_<metric>: value} that chose the run's reported model (``rundir.selection_scores``); {} where nothing was
+    chosen. The score a sweep's settings may be chosen on: the reported split's may not."""
+    return selection_scores(run.results)
 
 
 def swept_settings(groups: list[list[Run]]) -> list[str]:

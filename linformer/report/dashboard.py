@@ -18,11 +18,16 @@ perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anythin
 tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
 finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored where the
 trainer logs them to its trackers (as eval_<metric> and eval_step there): eval/<metric> at the run's last step,
-eval/step the step of the model scored;
-the HPARAMS tab then lists them beside each run's stage, status (run.json: running, complete, failed, stopped,
-killed), attention, k, sharing, lr, batch and seed, which the run's `config` text also gives. A run's stage is its
-record's (run.json), never the folder under --outputs, so the runs of one stage overlay whatever folder is served; a
-run whose status changes (it ends, or starts again) is mirrored again, so the summary never shows a stale one.
+eval/step the step of the model scored; where a validation split held out of the training data chose the reported
+model (results.json's selection), the value that chose it is val/<metric>_chosen at the step chosen (val/<metric> is
+the last value logged, as the HPARAMS tab shows each tag's last value). The HPARAMS tab lists them beside each run's
+stage, status (run.json: running, complete, failed, stopped, killed), attention, k, sharing, lr, batch and seed, and
+the settings in which the mirrored runs of its stage differ (``compare.differing_settings``: data.max_train_examples,
+validation_fraction, trainer.epochs, ... as compare_runs' table names them; blank where a run leaves one unset),
+which the run's `config` text also gives. A run's stage is its record's (run.json), never the folder under --outputs,
+so the runs of one stage overlay whatever folder is served; a run whose status changes (it ends, or starts again), or
+whose differing settings change (a sweep's run added or removed), is mirrored again, so the summary never shows a
+stale one.
 """
 
 from __future__ import annotations
@@ -39,31 +44,38 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
-from ..files import MANIFEST, check_output_dir, made_by, read_json, table_lines, write_json
+from ..files import CONFIG, MANIFEST, RUN, SUMMARY, check_output_dir, made_by, read_json, table_lines, write_json
 from ..rundir import (
     METRICS,
     RESULTS,
     Run,
     find_runs,
+    identity,
     load_run,
     metric_lines,
     read_shown,
     reported_scalars,
+    selection_scores,
     shown_status,
 )
 from ..signals import child_status, exit_words, signals_stop
+from .compare import differing_settings
 
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 5   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+VERSION = 6   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "mfu"}
+# Identity keys whose values Run.key_config shows already, under its own names: a run's summary lists them once
+SHOWN_BY_KEY_CONFIG = {"trainer.lr": "lr", "seed": "seed", "trainer.batch_size": "batch_size",
+                       "trainer.global_batch_size": "global_batch_size", "trainer.grad_accum": "grad_accum"}
+CHOSEN = "_chosen"  # the tag of the validation value that chose a run's model: val/<metric> + CHOSEN
 
 
 def tag_for(key: str, stage: str | None = "pretrain") -> str:
@@ -92,23 +104,33 @@ def _scalars(row: dict, stage: str) -> dict[str, float]:
     }
 
 
-def _config_markdown(run: Run) -> str:
+def _settings(run: Run, settings: Sequence[str]) -> dict:
+    """The run's values of `settings` (identity keys: ``differing_settings`` of the mirrored runs) that its key_config
+    does not show already; a key the run leaves unset (None) or lacks (another stage's) is left out."""
+    values = identity(run.config)
+    return {k: values[k] for k in settings if k not in SHOWN_BY_KEY_CONFIG and values.get(k) is not None}
+
+
+def _config_markdown(run: Run, settings: Sequence[str] = ()) -> str:
     rows = [("stage", run.stage or "not recorded"), ("status", run.status_line),
             *([("record", f"{run.damage_line}: shown without them")] if run.damaged else []),
-            *((k, v) for k, v in run.key_config.items() if v is not None), ("run dir", run.path)]
+            *((k, v) for k, v in run.key_config.items() if v is not None), *_settings(run, settings).items(),
+            ("run dir", run.path)]
     return "\n".join(table_lines(["key", "value"], rows))
 
 
-def _write_hparams(records, run: Run, walltime: float) -> None:
-    """A session-start summary so the HPARAMS tab lists stage, status, attention, k, sharing, lr, ... per run (best
-    effort)."""
+def _write_hparams(records, run: Run, walltime: float, settings: Sequence[str] = ()) -> None:
+    """A session-start summary so the HPARAMS tab lists stage, status, attention, k, sharing, lr, ... and the run's
+    values of `settings` per run (best effort). TensorBoard's HPARAMS tab, given no experiment summary, makes its
+    columns of every key any run's session names, and its metric columns of each tag's last value."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
         from torch.utils.tensorboard.summary import hparams
     except ImportError:  # pragma: no cover
         return
-    hp = {"stage": run.stage or "", "status": run.status or "", **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                                 for k, v in run.key_config.items() if v is not None}}
+    hp = {"stage": run.stage or "", "status": run.status or "",
+          **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+             for k, v in {**run.key_config, **_settings(run, settings)}.items() if v is not None}}
     try:
         _, ssi, _ = hparams(hp, {})
         _write_event(records, Event(wall_time=walltime, summary=ssi))
@@ -116,8 +138,10 @@ def _write_hparams(records, run: Run, walltime: float) -> None:
         log.debug("hparams for %s skipped: %s", run.path, e)
 
 
-def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
-    """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into the run's event file under out_dir.
+def mirror_run(run_dir: str | Path, out_dir: str | Path, settings: Sequence[str] = ()) -> int:
+    """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into the run's event file under out_dir; its
+    summary (the config text, the HPARAMS session) names its values of `settings` too (identity keys, as
+    ``mirror_all`` gives the settings in which the mirrored runs differ).
 
     Only the bytes appended since the last pass are read (the state's `offset`); a file whose size and mtime did
     not change is not opened. Returns the number of rows written (0 when nothing changed: calling it again is a
@@ -136,6 +160,11 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     if state and state.get("status") != status:  # the run ended, or started again: its summary must say so
         log.info("%s is %s now: mirroring it again", run_dir, status)
         state = _forget(out_dir)
+    settings = list(settings)
+    if state and state.get("settings", []) != settings:  # a sweep's run added or removed: its summary must say so
+        log.info("the settings the runs differ in are %s now: mirroring %s again", ", ".join(settings) or "none",
+                 run_dir)
+        state = _forget(out_dir)
     run: Run | None = None if state else load_run(run_dir, rows=False)  # once, on a run's first mirror
     stage = state["stage"] if state else run.stage
     reported = reported_tags(run_dir, stage)
@@ -150,7 +179,8 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path) -> int:
     if first:
         run = run or load_run(run_dir, rows=False)
         state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
-                 "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0}
+                 "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0,
+                 "settings": settings}
     _drop_stateless_events(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(state_path, {**state, "writing": True})  # before the first event: see the module doc
@@ -181,8 +211,10 @@ def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first
         records = RecordWriter(f)
         if first:
             _write_event(records, Event(wall_time=time.time(), file_version="brain.Event:2"))
-            _write_event(records, Event(wall_time=base, step=0, summary=text("config", _config_markdown(run))))
-            _write_hparams(records, run, base)
+            settings = state.get("settings", [])
+            _write_event(records, Event(wall_time=base, step=0,
+                                        summary=text("config", _config_markdown(run, settings))))
+            _write_hparams(records, run, base, settings)
         for row, end, line in _appended(src, offset):
             offset, last = end, line
             values = [Summary.Value(tag=tag, simple_value=value) for tag, value in _scalars(row, stage).items()
@@ -192,9 +224,11 @@ def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first
                                             summary=Summary(value=values)))
             written += 1
         if reported is not None:
-            values = [Summary.Value(tag=tag, simple_value=value) for tag, value in reported["scalars"].items()]
-            _write_event(records, Event(wall_time=base + reported["time"], step=reported["step"],
-                                        summary=Summary(value=values)))
+            for scalars, step in ((reported["scalars"], reported["step"]), (reported["chosen"], reported["chosen_step"])):
+                values = [Summary.Value(tag=tag, simple_value=value) for tag, value in scalars.items()]
+                if values:
+                    _write_event(records, Event(wall_time=base + reported["time"], step=step,
+                                                summary=Summary(value=values)))
         f.flush()
     return written, offset, last
 
@@ -267,14 +301,18 @@ def _forget(out_dir: Path) -> dict:
 def reported_tags(run_dir: Path, stage: str | None) -> dict | None:
     """What the run reports (results.json's metrics, scored once after training) where the trainer logs it to its
     trackers (eval_<metric>, eval_step), in the dashboard's sections: {"scalars": {eval/<metric>: value, eval/step:
-    the step of the model scored}, "step": the run's last step, "time": its seconds}; None before the run has
-    finished or for a run that reports no scores."""
+    the step of the model scored}, "step": the run's last step, "time": its seconds, "chosen": {val/<metric>_chosen:
+    the validation value that chose the model (``rundir.selection_scores``)} or {}, "chosen_step": the step it
+    chose}; None before the run has finished or for a run that reports no scores."""
     results, _ = read_shown(run_dir, RESULTS)
     scores = reported_scalars(results)
     if not scores or not isinstance(results.get("steps"), int):
         return None
+    chosen_step = (results.get("selection") or {}).get("step")
+    chosen = selection_scores(results) if isinstance(chosen_step, int) else {}
     return {"scalars": {tag_for(k, stage): v for k, v in scores.items()}, "step": results["steps"],
-            "time": float(results.get("wall_time_s") or 0.0)}
+            "time": float(results.get("wall_time_s") or 0.0),
+            "chosen": {tag_for(k, stage) + CHOSEN: v for k, v in chosen.items()}, "chosen_step": chosen_step}
 
 
 def _continues(state: dict, src: Path) -> bool:
@@ -326,10 +364,12 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
     outputs = Path(outputs)
     logdir = claim_logdir(outputs, logdir, overwrite)
     written, failed = {}, []
-    for run_dir in find_runs([outputs]):
+    run_dirs = list(find_runs([outputs]))
+    settings = differing_settings(_loaded(run_dirs))
+    for run_dir in run_dirs:
         rel = run_dir.relative_to(outputs.resolve())
         try:
-            written[str(rel)] = mirror_run(run_dir, logdir / rel)
+            written[str(rel)] = mirror_run(run_dir, logdir / rel, settings)
         except (OSError, ValueError) as e:   # one unreadable run must not take the dashboard down
             log.warning("%s: not mirrored: %s", run_dir, e)
             failed.append(f"{run_dir} ({e})")
@@ -338,6 +378,31 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
         raise DataError(f"{len(failed)} of {len(failed) + len(written)} runs not mirrored into {logdir}: "
                         f"{'; '.join(failed[:3])}")
     return written
+
+
+# A run's record files: a pass loads a run again (``_loaded``) only where one of them changed since the last pass
+RECORD_FILES = (CONFIG, SUMMARY, RESULTS, RUN)
+_compared: dict[Path, tuple[list, Run]] = {}  # run dir -> (its RECORD_FILES' stamps, the run loaded from them)
+
+
+def _loaded(run_dirs: list[Path]) -> list[Run]:
+    """The runs (``load_run`` without rows) whose settings a pass compares, each read again only where its record
+    changed since the last pass in this process (the live dashboard passes every few seconds; parsing every run's
+    config.yaml each time took seconds for a hundred runs); one that cannot be read is left out (its mirror says
+    why)."""
+    kept: dict[Path, tuple[list, Run]] = {}
+    for run_dir in run_dirs:
+        stamps = [_file_stamp(run_dir / name) for name in RECORD_FILES]
+        known = _compared.get(run_dir)
+        if known is None or known[0] != stamps:
+            try:
+                known = (stamps, load_run(run_dir, rows=False))
+            except (OSError, ValueError):
+                continue
+        kept[run_dir] = known
+    _compared.clear()
+    _compared.update(kept)
+    return [run for _, run in kept.values()]
 
 
 MIRROR_STOPPED = ("stopped by {signal} while mirroring: each run's mirror is whole, or removed and mirrored again from "

@@ -7,6 +7,7 @@ import pytest
 from linformer.report.dashboard import mirror_all, mirror_run, tag_for
 
 from ..conftest import load_script
+from .conftest import write_run
 
 
 def _scalars(logdir):
@@ -536,3 +537,59 @@ def test_a_damaged_record_among_many_runs_is_shown_marked_damaged_in_the_dashboa
     assert [line.split(" cannot be read (")[0] for line in said] == [str(bad / "results.json"), str(bad / "run.json")]
     assert all(line.endswith(f"the run is shown without it, marked damaged. Restore the file (from a copy), or start "
                              f"afresh under another run_name (or move {bad} away).") for line in said)
+
+
+def _finetune_run(outputs, name, chosen, last, **settings):
+    """A finished finetuning run of a sweep: lr 1e-4 and seed 0 like every other, its own `settings` (top-level
+    keys, or trainer.<key>), its validation value at the chosen step (2) and at its last (4)."""
+    import yaml
+
+    rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
+    rows[1]["val_accuracy"], rows[3]["val_accuracy"] = chosen, last
+    results = {"metrics": {"accuracy": 0.8}, "reported": {"split": "dev", "step": 2}, "steps": 4,
+               "selection": {"split": "validation", "step": 2, "rule": "best val_accuracy", "metric": "val_accuracy",
+                             "value": chosen}}
+    run = write_run(outputs, "finetune", name, rows, task="sst2", results=results)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    trainer = {"lr": 1e-4, **{k.split(".", 1)[1]: v for k, v in settings.items() if k.startswith("trainer.")}}
+    config |= {"trainer": trainer, **{k: v for k, v in settings.items() if not k.startswith("trainer.")}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "run.json").write_text(json.dumps({"stage": "finetune", "status": "complete"}))
+    return run
+
+
+def test_hparams_name_what_two_sweeps_varied_and_the_value_that_chose_each_model(tmp_path):
+    """Two sweeps' runs of one lr and seed that differ in max_train_examples, validation_fraction, trainer.epochs
+    and subset_seed looked the same in the HPARAMS tab (its fixed keys), which showed val/accuracy's last value, not
+    the one that chose the model: each run's summary names the settings the mirrored runs differ in, and
+    val/accuracy_chosen is the chosen value; a run added or removed re-mirrors the others' summaries."""
+    outputs = tmp_path / "outputs"
+    common = {"validation_fraction": 0.1, "trainer.epochs": 2}
+    _finetune_run(outputs, "multirun/a", 0.875, 0.75, max_train_examples=100, subset_seed=0, **common)
+    _finetune_run(outputs, "multirun2/a", 0.625, 0.5, max_train_examples=200, subset_seed=1, **common)
+    mirror_all(outputs)
+    tb = outputs / ".dashboard" / "finetune"
+    text, a = _text_and_hparams(tb / "multirun" / "a")
+    _, b = _text_and_hparams(tb / "multirun2" / "a")
+    assert (a["max_train_examples"], a["subset_seed"], b["max_train_examples"], b["subset_seed"]) == (100, 0, 200, 1)
+    assert a["lr"] == b["lr"] == 1e-4 and "trainer.lr" not in a and "seed" in a  # shown once, under key_config's name
+    assert "validation_fraction" not in a and "trainer.epochs" not in a  # the same in both: no column
+    assert "| max_train_examples | 100 |" in text
+    s = _scalars(tb / "multirun" / "a")
+    assert s["val/accuracy"][-1] == (4, 0.75) and s["val/accuracy_chosen"] == [(2, 0.875)]
+    assert _scalars(tb / "multirun2" / "a")["val/accuracy_chosen"] == [(2, 0.625)]
+    assert mirror_all(outputs) == {"finetune/multirun/a": 0, "finetune/multirun2/a": 0}  # nothing new
+
+    third = _finetune_run(outputs, "multirun3/a", 0.5, 0.5, max_train_examples=100, subset_seed=0,
+                          validation_fraction=0.2, **{"trainer.epochs": 3})
+    assert mirror_all(outputs) == {f"finetune/multirun{n}/a": 5 for n in ("", "2", "3")}  # rows + scores
+    _, a = _text_and_hparams(tb / "multirun" / "a")
+    _, c = _text_and_hparams(tb / "multirun3" / "a")
+    assert (a["validation_fraction"], a["trainer.epochs"], c["validation_fraction"], c["trainer.epochs"]) == (
+        0.1, 2, 0.2, 3)
+    assert len(list((tb / "multirun" / "a").glob("events.out.tfevents.*"))) == 1
+    import shutil
+
+    shutil.rmtree(third)
+    assert mirror_all(outputs) == {"finetune/multirun/a": 5, "finetune/multirun2/a": 5}
+    assert "validation_fraction" not in _text_and_hparams(tb / "multirun" / "a")[1]
