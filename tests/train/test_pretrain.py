@@ -572,3 +572,38 @@ def test_a_run_checkpointed_before_draws_were_recorded_resumes_with_its_own(tiny
     new = json.loads((tmp_path / "new" / "run.json").read_text())
     assert (new["batch_seeding"], new["validation_seed"]) == ("step", 1)
     assert new["environment"]["linformer"] and new["environment"]["torch"] == torch.__version__
+
+
+@pytest.mark.parametrize("earlier, said", [("failed", "failed"), ("running", "killed")])
+def test_a_run_whose_earlier_attempt_left_no_checkpoint_starts_over_from_step_0(tiny_data, tmp_path, monkeypatch,
+                                                                                 capsys, earlier, said):
+    """An attempt that ended (failed, stopped, killed: run.json says running) before its first checkpoint leaves
+    nothing to resume: the next start (trainer.resume=auto) says it starts over from step 0, and does, with the
+    uninterrupted run's losses and no row of the earlier attempt left in metrics.jsonl."""
+    from linformer.modeling import LinformerForMaskedLM
+
+    steps = ["trainer.max_steps=6", "trainer.save_every=100", "trainer.eval_every=100", "trainer.eval_at_start=false"]
+    fresh = pretrain(compose_pretrain(tiny_data, *steps), tmp_path / "fresh")
+    forward, calls = LinformerForMaskedLM.forward, {"n": 0}
+
+    def failing(self, *args, **kwargs):
+        calls["n"] += self.training
+        if calls["n"] > 3:
+            raise RuntimeError("a failure before the first checkpoint")
+        return forward(self, *args, **kwargs)
+
+    run = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(LinformerForMaskedLM, "forward", failing)
+        with pytest.raises(RuntimeError, match="before the first checkpoint"):
+            pretrain(compose_pretrain(tiny_data, *steps), run)
+    assert [r["step"] for r in _rows(run)] and not list(run.glob("checkpoints/step-*"))
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "status": earlier}))
+    capsys.readouterr()
+    summary = pretrain(compose_pretrain(tiny_data, *steps, "trainer.resume=auto"), run)
+    assert (f"{run}: its earlier attempt ({said}) left no checkpoint (trainer.save_every): this attempt starts over "
+            "from step 0") in capsys.readouterr().err
+    assert summary.get("resumed_from_step") is None
+    assert [r["step"] for r in _rows(run) if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    assert _losses(run) == _losses(tmp_path / "fresh") and summary["final_val_loss"] == fresh["final_val_loss"]
