@@ -606,6 +606,23 @@ def repo_relative(path: str | os.PathLike) -> str:
     return str(p.relative_to(repo_root())) if p.is_relative_to(repo_root()) else str(p)
 
 
+def seen_by_git(path: str | os.PathLike) -> bool:
+    """Whether `path` (a folder a command writes into) lies inside the clone where git does not ignore it: `git
+    status` lists what is written there, and `git add -A` would commit it (checkpoints, data). False outside the
+    clone, for the clone's root itself, without a checkout and without git."""
+    import subprocess
+
+    root, path = repo_root(), Path(os.path.expanduser(str(path))).resolve()
+    if not path.is_relative_to(root) or path == root or not (root / ".git").exists():
+        return False
+    try:  # a trailing "/": the folder may not exist yet, and patterns like `multirun/` match folders only
+        checked = subprocess.run(["git", "check-ignore", "-q", f"{path.relative_to(root)}/"], cwd=root,
+                                 capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return checked.returncode == 1  # 0: ignored; 128: git could not tell
+
+
 def resolve_path(path: str | os.PathLike) -> str:
     """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
     p = Path(os.path.expanduser(str(path)))

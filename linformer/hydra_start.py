@@ -29,7 +29,7 @@ from .configs import (
     swept_keys,
 )
 from .errors import ConfigError, OutputPathError
-from .files import RUN, atomic_write, resolve_path
+from .files import RUN, atomic_write, resolve_path, seen_by_git
 from .runname import register_resolvers, sweeping
 from .shell import hydra_override
 from .signals import sigterm_ignored_at_teardown
@@ -92,6 +92,7 @@ def hydra_main(config_name: str) -> Callable:
                         refuse_bad_interpolations(cfg, config_name, args)
                         start["before"] = _run_dir_before(cfg, overrides=args)
                         start["earlier"] = _hydra_record(cfg)
+                        _warn_if_git_sees(cfg, "run")
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 overrides = [a for a in args if not a.startswith("-")]
                 sweeping(swept_keys(overrides))
@@ -101,6 +102,7 @@ def hydra_main(config_name: str) -> Callable:
                     if cfg is not None:
                         refuse_long_job_names(config_name, overrides)
                         sweep = _sweep_record(cfg)
+                        _warn_if_git_sees(cfg, "sweep")
             sys.argv[1:] = args  # what Hydra parses
             try:
                 main()
@@ -211,6 +213,22 @@ def _from_repository(arg: str) -> str:
     if Path(os.path.expanduser(plain)).is_absolute():
         return arg
     return hydra_override(key, resolve_path(plain))
+
+
+def _warn_if_git_sees(cfg, mode: str) -> None:
+    """A warning line where the run directory (mode "sweep": a --multirun's sweep directory) of `cfg`, composed with
+    its hydra node, lies inside the clone where git does not ignore it (``files.seen_by_git``): a relative
+    hydra.sweep.dir=my_sweep or paths.output_dir=my_runs is taken from the repository, as every path, and only
+    outputs/ (and Hydra's multirun/) are ignored there."""
+    try:
+        folder = Path(str(cfg.hydra[mode].dir))
+    except Exception:  # an interpolation only Hydra's run resolves: the run directory is checked by Hydra's run
+        return
+    if process_rank() == 0 and seen_by_git(folder):
+        print(f"warning: the {'sweep' if mode == 'sweep' else 'run'} directory {folder.resolve()} (hydra.{mode}.dir) "
+              "is inside the clone where git does not ignore it: `git status` will list its files and `git add -A` "
+              "would commit them. A folder under outputs/ is ignored (hydra.sweep.dir=outputs/<name>, "
+              "paths.output_dir=outputs/<name>).", file=sys.stderr, flush=True)
 
 
 def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path | None:

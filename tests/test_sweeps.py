@@ -128,3 +128,29 @@ def test_a_stops_warning_names_what_stops_at_once_for_the_signal_received(signum
     with caplog.at_level(logging.WARNING):
         StopSignal()._handle(signum, None)
     assert said in caplog.text and ("again" in caplog.text) == (signum == signal.SIGINT)
+
+
+@pytest.mark.parametrize("mode, overrides, warned", [
+    ("sweep", ["hydra.sweep.dir={repo}/my_sweep"], True),
+    ("sweep", ["hydra.sweep.dir={repo}/outputs/my_sweep"], False),
+    ("sweep", [], False),                                   # outputs/finetune/multirun
+    ("run", ["paths.output_dir={repo}/my_runs"], True),
+    ("run", [], False),                                     # outputs/finetune/<run_name>
+    ("run", ["paths.output_dir={tmp}"], False),             # outside the clone
+])
+def test_a_run_directory_git_does_not_ignore_in_the_clone_is_one_warning_line(mode, overrides, warned, capsys,
+                                                                              tmp_path):
+    """hydra.sweep.dir=my_sweep (taken from the repository, as every relative path) put a sweep's runs where git
+    does not ignore them: `git status` listed them and `git add -A` committed checkpoints. Only outputs/ and
+    multirun/ are ignored; a folder of one's own elsewhere in the clone gets a warning line naming outputs/."""
+    if not (REPO / ".git").exists():
+        pytest.skip("no git checkout")
+    args = [o.format(repo=REPO, tmp=tmp_path) for o in overrides]
+    cfg = compose("finetune", [*STARTS["finetune"], *args], with_hydra=True)
+    hydra_start._warn_if_git_sees(cfg, mode)
+    err = capsys.readouterr().err
+    if warned:
+        assert err.startswith(f"warning: the {mode} directory {REPO}/my_") and err.count("\n") == 1, err
+        assert "hydra.sweep.dir=outputs/<name>" in err
+    else:
+        assert err == ""
