@@ -48,7 +48,11 @@ def model_name_of(path) -> str:
 def _suffix(overrides: str | None, task=None) -> str:
     """A sweep job's folder name after its name, for the commands without a run record (corpus, tokenizer,
     benchmark, spectrum): Hydra's override_dirname (the config's exclude_keys left out), a path's slashes made "_" so
-    that a value like init_from=outputs/pretrain/x names one folder, not three."""
+    that a value like init_from=outputs/pretrain/x names one folder, not three.
+
+    Their exclude_keys are their own, not ``_job_suffix``'s operational keys: those are the training runs' (their
+    specs' field marks), and one of them, tokenizer_dir, is where a run finds its tokenizer but chooses the tokenizer
+    a corpus is prepared with; nor have these commands a run_name that names keys, or a length."""
     return f"-{overrides.replace('/', '_')}" if overrides not in (None, "") else ""
 
 

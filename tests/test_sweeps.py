@@ -154,3 +154,17 @@ def test_a_run_directory_git_does_not_ignore_in_the_clone_is_one_warning_line(mo
         assert "hydra.sweep.dir=outputs/<name>" in err
     else:
         assert err == ""
+
+
+@pytest.mark.parametrize("name, overrides, subdir", [
+    ("corpus", ["data.seed=1", "force=true", "overwrite=true"], "mirror-data.seed=1"),
+    ("tokenizer", ["vocab_size=100", "show_progress=false", "overwrite=true"], "mirror-vocab_size=100"),
+    ("spectrum", ["overwrite=true"], "multirun/spectrum"),
+    ("benchmark", ["threads=2", "progress=false", "overwrite=true"], "-threads=2"),  # after its run_name, a time
+])
+def test_how_a_command_without_a_run_record_runs_names_no_sweep_folder(name, overrides, subdir):
+    """A corpus sweep run again with force=true or overwrite=true (after a job was refused) went to new folders
+    (mirror-data.seed=1,overwrite=true), its log apart from the first attempt's: as a training run's operational keys,
+    the keys that say how these commands run never name a job's folder; what they compute does."""
+    named = str(compose(name, overrides, with_hydra=True).hydra.sweep.subdir)
+    assert named == subdir or (name == "benchmark" and named.endswith(subdir) and named.count("=") == 1), named
