@@ -26,8 +26,9 @@ the settings in which the mirrored runs of its stage differ (``compare.differing
 validation_fraction, trainer.epochs, ... as compare_runs' table names them; blank where a run leaves one unset),
 which the run's `config` text also gives. A run's stage is its record's (run.json), never the folder under --outputs,
 so the runs of one stage overlay whatever folder is served; a run whose status changes (it ends, or starts again), or
-whose differing settings change (a sweep's run added or removed), is mirrored again, so the summary never shows a
-stale one.
+whose differing settings change (a sweep's run added or removed), is mirrored again, so the summary on disk never
+is a stale one. A TensorBoard already serving keeps the HPARAMS session it read first for a run (it reads a run's
+session summary once, whatever file replaces it); one started afterwards (the dashboard started again) shows the new.
 """
 
 from __future__ import annotations
