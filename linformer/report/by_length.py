@@ -32,7 +32,7 @@ from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
 from ..rundir import CONFIG, read_record
 from ..train.finetune import task_splits
-from .paired import fmt1, interval_text, seed_example_interval
+from .paired import MIN_INTERVAL_EXAMPLES, fmt1, interval_text, seed_example_interval
 
 QUARTILES = 4
 
@@ -156,22 +156,33 @@ def to_markdown(task_name: str, result: dict) -> list[str]:
 
 
 def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:
-    """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval. A row
+    """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval where
+    the table gives one (a bucket of fewer than MIN_INTERVAL_EXAMPLES examples: a hollow point, no bar). A row
     keeps its colour in every figure of the same rows (colours in the rows' sorted order); words every row's name
     shares are said once, in the legend's title."""
     names = sorted({name for res in results.values() for name in res["rows"]})
     colour = dict(zip(names, plots.colours(len(names))))
     shown, shared = short_names(names)
     fig, axes = plots.figure(len(results), size=(6.0 * len(results), 4.6))
-    handles = {}
+    handles, unjudged = {}, False
     for ax, (task, res) in zip(axes[0], results.items()):
         x = np.arange(len(res["buckets"]))
+        # a bucket the table gives no interval (too few examples: paired.interval_text) has no bar either, and
+        # its point is hollow
+        judged = np.array([n >= MIN_INTERVAL_EXAMPLES for n in res["examples"]])
+        unjudged |= not judged.all()
         for name, diffs in res["rows"].items():
             i = names.index(name)
             shift = (i - (len(names) - 1) / 2) * 0.05
             mid = np.array([d["diff"] for d in diffs])
             err = np.array([[d["diff"] - d["lo"] for d in diffs], [d["hi"] - d["diff"] for d in diffs]])
-            handles[name] = ax.errorbar(x + shift, mid, yerr=err, marker="o", ms=4, capsize=2, color=colour[name])
+            handles[name], = ax.plot(x + shift, mid, color=colour[name], marker="o", ms=4, markevery=list(judged))
+            if judged.any():
+                ax.errorbar((x + shift)[judged], mid[judged], yerr=err[:, judged], fmt="none", capsize=2,
+                            color=colour[name])
+            if not judged.all():
+                ax.plot((x + shift)[~judged], mid[~judged], linestyle="none", marker="o", ms=4,
+                        color=colour[name], markerfacecolor="white")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks(x, plots.count_ticks(res["buckets"], res["examples"]))
         ax.set_xlabel("input length in tokens (examples)")
@@ -179,7 +190,13 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
         plots.title(ax, f"{task_names.get(task, task)}: paired difference by input length")
         ax.grid(alpha=0.3)
     drawn = [n for n in names if n in handles]
-    plots.legend_below(fig, [handles[n] for n in drawn], [shown[n] for n in drawn],
+    extra_handles, extra_labels = [], []
+    if unjudged:
+        from matplotlib.lines import Line2D
+
+        extra_handles.append(Line2D([], [], linestyle="none", marker="o", ms=4, color="grey", markerfacecolor="white"))
+        extra_labels.append(f"hollow, no bar: under {MIN_INTERVAL_EXAMPLES} examples, no interval (as the table)")
+    plots.legend_below(fig, [handles[n] for n in drawn] + extra_handles, [shown[n] for n in drawn] + extra_labels,
                        title=f"every row: {shared}" if shared else None)
     save_figure(fig, path)
 

@@ -172,3 +172,23 @@ def test_the_table_gives_mfu_in_percent_as_its_steady_column_does(tmp_path, make
                                                                                         "mfu": 0.3379}])
     compare_runs([tmp_path / "out"], tmp_path / "cmp", ["mfu"], ["mfu"])
     assert "| 33.8% (best) |" in (tmp_path / "cmp" / "runs.md").read_text()
+
+
+def test_by_length_draws_no_bar_where_the_table_gives_no_interval(tmp_path, monkeypatch):
+    """A bucket under MIN_INTERVAL_EXAMPLES examples, which the table leaves without an interval, had its error bar
+    drawn like any other: its point is hollow, without a bar, and the legend says why."""
+    from linformer.report.paired import MIN_INTERVAL_EXAMPLES
+
+    seen = _captured(monkeypatch, by_length)
+    result = _by_length_result(["linformer k=64 + transfer", "linformer k=128 + transfer"])
+    result["examples"] = [MIN_INTERVAL_EXAMPLES - 1, 491, 2, 495]
+    by_length.plot({"imdb": result}, {"imdb": "IMDB"}, str(tmp_path / "bl.png"))
+    (figure,) = seen
+    assert figure["outside"] == []
+    ax = figure["fig"].axes[0]
+    bars = [seg for c in ax.collections for seg in c.get_segments()]
+    assert len(bars) == 2 * 2  # two rows x the two judged buckets
+    assert sorted({round(float(seg[0][0])) for seg in bars}) == [1, 3]
+    hollow = [line for line in ax.get_lines() if line.get_markerfacecolor() == "white"]
+    assert sorted(round(float(x)) for line in hollow for x in line.get_xdata()) == [0, 0, 2, 2]
+    assert any("no interval" in text for text in figure["legend"])
