@@ -531,8 +531,9 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
                 ax.plot(bad, [0.97] * len(bad), transform=ax.get_xaxis_transform(), marker="x", markersize=6,
                         linestyle="none", color=colour, clip_on=False)
         if reference is not None:
-            ax.axhline(reference[1] * factor, color="grey", linestyle=":", linewidth=1.2,
-                       label=f"{reference[0]} ({reference[1]:,.0f})" if n == 0 else None)
+            value = reference[1] * factor
+            ax.axhline(value, color="grey", linestyle=":", linewidth=1.2,
+                       label=f"{reference[0]} ({value:,.0f}{'%' if metric in PERCENT else ''})" if n == 0 else None)
         ax.set_xlabel("step")
         shown = [v for d in data if d[1].stage == stage for v in d[4] if math.isfinite(v)]
         if log_y and all(v > 0 for v in shown):
@@ -559,6 +560,24 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         names.append(f"no {metric} logged: {', '.join(missing)}")
     plots.legend_below(fig, handles, names, more="more runs")
     return save_figure(fig, path)
+
+
+# a run's model shape in its config.yaml, by bench.throughput.BASE_SHAPE's names
+SHAPE_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+              "ffn": "intermediate_size"}
+
+
+def mfu_target(runs: list[Run]) -> tuple[str, float] | None:
+    """The MFU target (bench.throughput.TARGET_MFU, set for the base model at n = 512) as the MFU plot's reference
+    line, where a run of `runs` trains that model at that n; None otherwise (the target judges no other run)."""
+    from ..bench.throughput import BASE_SHAPE, TARGET_MFU
+
+    def judged(run: Run) -> bool:
+        model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
+        return run.key_config.get("n") == 512 and all(model.get(SHAPE_KEYS[key]) == value
+                                                       for key, value in BASE_SHAPE.items())
+
+    return ("target, base model at n = 512", TARGET_MFU) if any(map(judged, runs)) else None
 
 
 def run_colours(runs: list[Run]) -> list:
@@ -645,7 +664,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
                        *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True):
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
-                 if (p := plot_metric(runs, m, out_dir / f"{m}.png",
+                 if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,
                                       series_of=lambda r, metric: of_run[id(r)].series(metric))) is not None]
         plots += [plot_sweep(groups, m, k, out_dir / sweep_plot_name(m, k)) for m, k in swept]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
