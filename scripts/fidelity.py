@@ -1,12 +1,13 @@
 """Fidelity of converted Linformers to their source, by input length:
 python scripts/fidelity.py LABEL=MODEL_DIR ... --source minilm --corpus data/processed/mirror_slice-minilm-n512 [--out FILE]
+python scripts/fidelity.py --render FILE.json --out FILE   (the report again from its JSON, nothing measured)
 
 Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
 """
 
 import sys
 
-from linformer.argtypes import at_least, given_path
+from linformer.argtypes import at_least, given_path, path
 from linformer.cli import ArgumentParser
 from linformer.files import resolve_path
 from linformer.modeling.loading import resolve_model_path
@@ -15,11 +16,14 @@ from linformer.report import fidelity, measured
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="+", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
+    ap.add_argument("models", nargs="*", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
-    ap.add_argument("--corpus", required=True, type=given_path, help="a corpus prepared with the models' tokenizer and n (relative to "
+    ap.add_argument("--render", metavar="JSON", type=path,
+                    help="write the report again from the JSON of an earlier run (relative to the repository), "
+                         "with today's tables and figure; nothing is measured, the other options are not read")
+    ap.add_argument("--corpus", type=given_path, help="a corpus prepared with the models' tokenizer and n (relative to "
                                                     "the repository, as the models)")
-    reference = ap.add_mutually_exclusive_group(required=True)
+    reference = ap.add_mutually_exclusive_group()
     reference.add_argument("--source", help="the encoder the models were converted from, run with full attention: "
                                             "the reference (a directory, a hub name, or minilm)")
     reference.add_argument("--self-reference", action="store_true",
@@ -31,8 +35,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="held-out blocks (default 16; the corpus's validation split may hold fewer)")
     measured.add_output_options(ap, "fidelity")
     args = ap.parse_args(argv)
+    if args.render is None:  # what a measurement needs (argparse's own error line and exit status)
+        for missing, flag in ((not args.models, "models"), (args.corpus is None, "--corpus"),
+                              (args.source is None and not args.self_reference, "--source or --self-reference")):
+            if missing:
+                ap.error(f"the following arguments are required: {flag} (or --render JSON)")
     started = measured.start()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
+        if args.render is not None:
+            fidelity.render(measured.read_measured(args.render, "scripts/fidelity.py"), args.out)
+            measured.show(args.out)
+            return 0
         models = {label: resolve_model_path(path, "models") for label, path in fidelity.labelled(args.models).items()}
         source = None if args.self_reference else resolve_model_path(args.source, "--source")
         # resolved here, not by argparse: the report's recorded settings keep the corpus as it was given

@@ -108,7 +108,7 @@ def check_same_shape(model, reference, path: str, source: str) -> None:
 def to_markdown(errors: dict, command: str, png: str | None, reference: str = SELF_REFERENCE,
                 blocks: int | None = None, machine: str = "") -> str:
     title = "Fidelity to the source" if reference != SELF_REFERENCE else "What the projection changes"
-    held_out = "held-out corpus blocks" if blocks is None else f"{blocks} held-out corpus blocks"
+    held_out = "held-out corpus blocks (how many: not recorded)" if blocks is None else f"{blocks} held-out corpus blocks"
     lines = [f"# {title} by input length", "",
              (f"Relative error ||linformer - reference|| / ||reference|| of each layer's output; the reference is "
               f"{reference}; on {held_out} cut to each length."), "",
@@ -135,6 +135,9 @@ def plot(errors: dict, out_png: str | Path) -> Path:
         lengths = list(by_length)
         ax.plot(lengths, [errs[-1] for errs in by_length.values()], marker="o", label=label)
     ax.set_xscale("log", base=2)
+    lengths = sorted({int(L) for by_length in errors.values() for L in by_length})
+    ax.set_xticks(lengths, [str(L) for L in lengths])  # token counts as a reader counts them, not powers of 2
+    ax.minorticks_off()
     ax.set_xlabel("input tokens")
     ax.set_ylabel("last layer's relative error vs the reference")
     ax.grid(alpha=0.3)
@@ -149,3 +152,35 @@ def write_report(errors: dict, out: str, command: str, reference: str = SELF_REF
     atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference, blocks, machine))
     write_json(f"{out}.json", {"command": command, "machine": machine, "reference": reference, "blocks": blocks,
                                "errors": {k: {str(L): e for L, e in v.items()} for k, v in errors.items()}})
+
+
+def render(measured: dict, out: str) -> None:
+    """The report written again from the JSON of an earlier measurement (``--render``): its tables and figure from
+    the recorded errors with today's layout, nothing measured. What a JSON written before it recorded them lacks is
+    said, not guessed: the machine and the number of blocks are "not recorded"; the reference is the one its recorded
+    command names (--self-reference or --source)."""
+    errors = measured.get("errors")
+    if not isinstance(errors, dict) or not errors or not isinstance(measured.get("command"), str):
+        raise ConfigError("--render reads a JSON written by scripts/fidelity.py (its command and errors); this one "
+                          "has no errors: measure again.")
+    try:
+        by_length = {label: {int(length): list(errs) for length, errs in rows.items()} for label, rows in errors.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ConfigError("--render: the JSON's errors are not {label: {length: [error per layer]}}: measure "
+                          "again.") from None
+    reference = measured.get("reference") or _recorded_reference(measured["command"])
+    write_report(by_length, out, measured["command"], reference, measured.get("blocks"),
+                 measured.get("machine") or "Machine: not recorded.")
+
+
+def _recorded_reference(command: str) -> str:
+    """The reference a recorded fidelity command names."""
+    import shlex
+
+    words = shlex.split(command)
+    if "--self-reference" in words:
+        return SELF_REFERENCE
+    source = next((w.split("=", 1)[1] for w in words if w.startswith("--source=")), None)
+    if source is None and "--source" in words[:-1]:
+        source = words[words.index("--source") + 1]
+    return f"{source} with full attention" if source else "not recorded"

@@ -17,7 +17,7 @@ from ..cli import cli_errors
 from ..data.io import path_root
 from ..devices import device_name
 from ..errors import ConfigError
-from ..files import file_record, made_by, output_files
+from ..files import file_record, made_by, output_files, repo_relative
 from ..modeling.convert import CONVERTED_EXACT_KEYS
 from ..shell import shell_command
 
@@ -81,6 +81,8 @@ def report_outputs(args: argparse.Namespace, command: str,
             # a report written again from its JSON is that measurement's output: it replaces the report in place and
             # keeps the measurement's settings as its record
             settings = rendered.get("settings") or {}
+        elif getattr(args, "render", None):  # a JSON kept without a record: the record names it, not this machine's path
+            settings = {"rendered_from": repo_relative(args.render)}
         with output_files(outputs, made_by(command, settings), args.overwrite):
             yield
 

@@ -211,3 +211,26 @@ def test_the_mfu_plot_draws_the_target_where_a_run_is_the_base_model_at_512(tmp_
     assert len(target) == 1 and target[0].get_label() == "target, base model at n = 512 (40%)"
     assert any("target" in text for text in seen[0]["legend"])
     assert not any("target" in line.get_label() for line in tiny.get_lines())  # the target judges no other model
+
+
+def test_a_fidelity_report_is_rendered_again_from_its_json_with_layers_from_one(tmp_path, capsys):
+    """Fidelity reports could only be written by measuring: a JSON of older code (layers numbered 0-5, no machine
+    or block count recorded) is written again with today's tables, its numbers kept, and what it lacks said."""
+    import json
+
+    from ..conftest import load_script
+
+    errors = {"converted": {"16": [0.2, 0.4, 0.6], "512": [0.19, 0.35, 0.7]}}
+    command = "python scripts/fidelity.py 'converted=m' --corpus c --self-reference --out x"
+    (tmp_path / "old.json").write_text(json.dumps({"command": command, "errors": errors}))
+    script = load_script("fidelity")
+    assert script.main(["--render", str(tmp_path / "old.json"), "--out", str(tmp_path / "new")]) == 0
+    md = (tmp_path / "new.md").read_text()
+    assert "| tokens | layer 1 | layer 2 | layer 3 |" in md and "| 512 | 0.190 | 0.350 | 0.700 |" in md
+    assert "Machine: not recorded." in md and "(how many: not recorded)" in md
+    assert "the same weights with full attention" in md and f"Command: `{command}`" in md
+    assert json.loads((tmp_path / "new.json").read_text())["errors"] == errors
+    assert (tmp_path / "new.png").is_file()
+    with pytest.raises(SystemExit):  # a measurement still needs its models, corpus and reference
+        script.main(["--out", str(tmp_path / "m")])
+    assert "the following arguments are required: models" in capsys.readouterr().err
