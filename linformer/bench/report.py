@@ -32,6 +32,26 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
     return path
 
 
+def read_csv(path: str | Path) -> list[dict]:
+    """The rows of a CSV that write_csv wrote, each value's type back as far as the text tells it: an empty cell
+    None, True/False a bool, a number an int or a float, anything else the text."""
+    with open(path, newline="") as f:
+        return [{k: _csv_parsed(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _csv_parsed(text: str):
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _csv_value(v):
     if isinstance(v, float):
         return f"{v:.6g}"
@@ -107,9 +127,15 @@ def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
 
 
 def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
-    s = meta["settings"]
+    return "\n".join(_inference_header(meta, command) + inference_sections(rows, meta["settings"], meta["machine"])) + "\n"
+
+
+def inference_sections(rows: list[dict], s, machine: dict) -> list[str]:
+    """The report's tables below its header: against full attention, the peers and the reference dtype, the
+    per-model times and memory, the largest batches, and the paper's Table 3 (the eager baseline's only where it was
+    run)."""
     ks = sorted({r["k"] for r in rows}) or sorted(s.ks)  # none measured (a stopped run): the ks asked for
-    out = _inference_header(meta, command)
+    out: list[str] = []
     if not rows or any(r.get("time_eager_s") is not None for r in rows):  # a run without the eager baseline: none
         out += _eager_section(rows, ks)
     out += [
@@ -127,7 +153,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     out += _cell_table(rows, ks, lambda r: (
         f"**{_x(r.get('speedup_vs_full'))} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
     ))
-    out += _thread_lines(rows, meta["machine"])
+    out += _thread_lines(rows, machine)
     peers = [kind for kind in PEERS if any(r.get(f"time_{kind}_s") is not None for r in rows)]
     if peers:
         out += ["", "## Against the long-document encoders users pick instead", "",
@@ -162,7 +188,7 @@ def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
     paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
                   for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
     out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _eager_section(rows: list[dict], ks: list[int]) -> list[str]:
@@ -189,22 +215,10 @@ def _inference_header(meta: dict, command: str) -> list[str]:
     the cells not measured."""
     s, m = meta["settings"], meta["machine"]
     out = [
-        "# Table 3 reproduction: Linformer inference efficiency",
+        INFERENCE_TITLE,
         "",
         f"Machine: {machine_words(m)}.",
-        (f"Model: {s.hidden} hidden, {s.heads} heads, FFN {s.ffn}, {s.layers} layers, "
-        + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
-           else f"batch {s.batch_size}") + f", {s.dtype}"
-        + (f" (full attention and the Linformer also in {reference(s)})" if reference(s) else "")
-        + f"; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
-        "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
-                      f"{list(s.global_positions or [])} beside the projected ones"
-                      + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
-                         if s.landmark_pooling else "") + " (their FLOPs in the FLOP ratio)"
-                      if linformer_fields(s) else "")
-        + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
-           if s.linformer_attn_implementation != "sdpa" else "")
-        + ". Forward pass only (inference mode), random token ids, nothing padded."),
+        model_line(s),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
         "rotated), median. Ratios are measured side by side in this one run."),
         ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
@@ -222,6 +236,26 @@ def _inference_header(meta: dict, command: str) -> list[str]:
     if dropped:
         out += ["", "Not measured: " + "; ".join(f"n={n} ({why})" for n, why in dropped) + "."]
     return out
+
+
+INFERENCE_TITLE = "# Table 3 reproduction: Linformer inference efficiency"
+
+
+def model_line(s) -> str:
+    """The report's "Model:" line: the shape, batch and dtype, and the Linformer's sharing, keys and kernel."""
+    return (f"Model: {s.hidden} hidden, {s.heads} heads, FFN {s.ffn}, {s.layers} layers, "
+        + (f"{s.tokens_per_batch} tokens per batch (batch = tokens // n, at least 1)" if s.tokens_per_batch
+           else f"batch {s.batch_size}") + f", {s.dtype}"
+        + (f" (full attention and the Linformer also in {reference(s)})" if reference(s) else "")
+        + f"; Linformer with `sharing={s.sharing}` (one E = F, as the paper's "
+        "Table 3)" + (f", exact local keys of w = {s.local_window} tokens and global tokens "
+                      f"{list(s.global_positions or [])} beside the projected ones"
+                      + (", the projected ones pooled by attention (landmark_pooling, length_policy=resample)"
+                         if s.landmark_pooling else "") + " (their FLOPs in the FLOP ratio)"
+                      if linformer_fields(s) else "")
+        + (f", through `attn_implementation=\"{s.linformer_attn_implementation}\"`"
+           if s.linformer_attn_implementation != "sdpa" else "")
+        + ". Forward pass only (inference mode), random token ids, nothing padded.")
 
 
 def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]:
@@ -522,4 +556,5 @@ def exact_keys_words(window: int, positions: list[int] | None) -> str:
     return f", window {window}" + (f", global {list(positions)}" if positions else "")
 
 
-__all__ = ["inference_markdown", "plot_times", "profile_markdown", "throughput_markdown", "write_csv"]
+__all__ = ["inference_markdown", "inference_sections", "plot_times", "profile_markdown", "read_csv",
+           "throughput_markdown", "write_csv"]

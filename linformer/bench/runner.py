@@ -41,10 +41,7 @@ def run_benchmark(
         atomic_write(files["md"], inference_markdown(rows, meta, command))
         written["md"] = files["md"]
         if rows:
-            written["png"] = plot_times(rows, files["png"],
-                                        f"Forward time, {inference.layers} layers x {inference.hidden} wide, "
-                                        f"{_batch_words(inference)}, {inference.dtype} ({_where(meta['machine'])})"
-                                        + ("\npartial: the run was stopped before the whole grid" if stop else ""),
+            written["png"] = plot_times(rows, files["png"], inference_title(inference, meta["machine"], stop is not None),
                                         inference.local_window, inference.global_positions)
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
         if stop is not None:
@@ -89,14 +86,22 @@ def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings
     return files
 
 
+def inference_title(s: InferenceSettings, machine: dict, partial: bool = False) -> str:
+    """The inference figure's title: the model's shape, batch and dtype, and where it ran (``_where``)."""
+    return (f"Forward time, {s.layers} layers x {s.hidden} wide, {_batch_words(s)}, {s.dtype} ({_where(machine)})"
+            + ("\npartial: the run was stopped before the whole grid" if partial else ""))
+
+
 def _where(machine: dict) -> str:
     """The machine in a figure's title: the GPU; or the CPU, its torch threads and the busy processes started
-    beside the measurement (times on one CPU differ by 2x between 1 and 2 threads)."""
+    beside the measurement (times on one CPU differ by 2x between 1 and 2 threads). A record without the CPU or
+    its threads (a report rendered from an older run's files) says so."""
     if "gpu" in machine:
         return machine["gpu"]
     count = int(machine.get("competing_processes") or 0)
     threads = machine.get("torch_threads")
-    return (f"{machine.get('cpu') or machine.get('device')}, {threads} thread{'s' if threads != 1 else ''}"
+    return (f"{machine.get('cpu') or machine.get('device') or 'machine not recorded'}, "
+            + (f"{threads} thread{'s' if threads != 1 else ''}" if threads is not None else "threads not recorded")
             + (f", beside {count} busy process{'es' if count > 1 else ''}" if count else ""))
 
 
@@ -104,4 +109,4 @@ def _batch_words(s: InferenceSettings) -> str:
     return f"{s.tokens_per_batch} tokens per batch" if s.tokens_per_batch else f"batch {s.batch_size}"
 
 
-__all__ = ["benchmark_files", "run_benchmark"]
+__all__ = ["benchmark_files", "inference_title", "run_benchmark"]

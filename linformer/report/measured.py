@@ -66,12 +66,14 @@ def check_exact_key_options(args: argparse.Namespace) -> None:
 
 @contextlib.contextmanager
 def report_outputs(args: argparse.Namespace, command: str,
-                   check: Callable[[argparse.Namespace], None] | None = None) -> Iterator[None]:
+                   check: Callable[[argparse.Namespace], None] | None = None,
+                   suffixes: tuple[str, ...] = tuple(f".{ext}" for ext in EXTENSIONS)) -> Iterator[None]:
     """The block that measures and writes <out>.*: user errors are one `error:` line, and the output paths follow the
     output rule (an earlier report of `command` with the same options is replaced, anything else refused; a report
     written again from its JSON with ``--render`` has the options its measurement recorded). `check` refuses or
-    completes the options first (``check_exact_key_options``), so the record holds the options measured with."""
-    outputs = [f"{args.out}.{ext}" for ext in EXTENSIONS]
+    completes the options first (``check_exact_key_options``), so the record holds the options measured with.
+    The outputs are <out> with each of `suffixes`."""
+    outputs = [f"{args.out}{suffix}" for suffix in suffixes]
     with cli_errors():
         if check is not None:
             check(args)
@@ -85,6 +87,34 @@ def report_outputs(args: argparse.Namespace, command: str,
             settings = {"rendered_from": repo_relative(args.render)}
         with output_files(outputs, made_by(command, settings), args.overwrite):
             yield
+
+
+def render_main(argv: list[str], script: str, command: str, suffixes: tuple[str, ...],
+                render: Callable[[str, str], None]) -> int:
+    """``python <script> --render FILE [--out STEM] [--overwrite]`` for a Hydra measurement script (its other
+    options are overrides, so --render is read before Hydra): the report written again by ``render(FILE, STEM)`` from
+    the FILE an earlier run of `command` wrote, nothing measured; STEM defaults to FILE's, the report in place. Its
+    outputs, STEM with each of `suffixes`, follow the output rule as ``report_outputs`` has it."""
+    from ..cli import ArgumentParser
+
+    ap = ArgumentParser(prog=f"python {script}", description=f"{script} --render: the report written again from "
+                        "the files of an earlier run, nothing measured")
+    ap.add_argument("--render", metavar="FILE", type=path, required=True,
+                    help="what an earlier run wrote (relative to the repository): " + " or ".join(suffixes))
+    ap.add_argument("--out", type=path, help="the report's path without its endings (default: FILE's, in place)")
+    ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
+    args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = str(Path(args.render).with_suffix(""))
+    with report_outputs(args, command, suffixes=suffixes):
+        render(args.render, args.out)
+    print(f"wrote {args.out}: " + ", ".join(suffixes))
+    return 0
+
+
+def asks_render(argv: list[str]) -> bool:
+    """Whether a Hydra script's command line asks for ``render_main`` (--render is no Hydra override)."""
+    return any(a == "--render" or a.startswith("--render=") for a in argv)
 
 
 class Started(NamedTuple):
