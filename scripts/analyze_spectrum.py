@@ -1,10 +1,14 @@
-"""Figure 1: python scripts/analyze_spectrum.py model_path=outputs/pretrain/<run>/model [corpus_dir=...] [k=32]"""
+"""Figure 1: python scripts/analyze_spectrum.py model_path=outputs/pretrain/<run>/model [corpus_dir=...] [k=32]
+python scripts/analyze_spectrum.py --render PREFIX.json [--out PREFIX]   (the plots again from the JSON, nothing
+measured)
+"""
 
 import sys
 
 from omegaconf import DictConfig
 
 from linformer.hydra_start import hydra_main
+from linformer.report import measured, spectrum
 from linformer.report.spectrum import analyze_spectrum
 from linformer.runconfig.data import SpectrumSpec
 from linformer.shell import shell_command
@@ -19,4 +23,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if measured.asks_render(sys.argv[1:]):
+        sys.exit(measured.render_main(sys.argv[1:], "scripts/analyze_spectrum.py", "analyze_spectrum",
+                                      ("_curves.png", "_heatmap.png", ".json"), spectrum.render))
     main()

@@ -219,10 +219,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         raise ConfigError(f"k={k} must be in 1..n={n}")
     at_k = cum[:, :, k - 1]
     out_dir.mkdir(parents=True, exist_ok=True)
-    what = description or Path(model_path).name
-    curves = plot_curves(cum, out_dir / f"{prefix}_curves.png",
-                         f"Cumulative singular values of P: {what} (n={n}, {len(ids)} windows)", k)
-    heat = plot_heatmap(at_k, out_dir / f"{prefix}_heatmap.png", f"Cumulative value at index {k} (n={n})\n{what}", k)
+    curves, heat = _plots(cum, at_k, str(out_dir / prefix), description or Path(model_path).name, n, len(ids), k)
     result = {
         "model_path": str(model_path),
         "description": description,
@@ -239,3 +236,29 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     write_json(out_dir / f"{prefix}.json", result, indent=None)  # compact: the curves are for programs (the plots)
     record_output_files(outputs, record)
     return result
+
+
+def _plots(cum, at_k, out: str, what: str, n: int, windows: int, k: int) -> tuple[Path, Path]:
+    """<out>_curves.png and <out>_heatmap.png of a model described by `what`."""
+    curves = plot_curves(cum, f"{out}_curves.png", f"Cumulative singular values of P: {what} (n={n}, {windows} windows)",
+                         k)
+    heat = plot_heatmap(at_k, f"{out}_heatmap.png", f"Cumulative value at index {k} (n={n})\n{what}", k)
+    return curves, heat
+
+
+def render(path: str, out: str) -> None:
+    """Figure 1's plots and JSON written again from the JSON of an earlier analyze_spectrum (``--render``): the
+    recorded curves and values in today's figures, nothing measured; the JSON as it was (untouched in place), its
+    plots' names those written."""
+    data = measured.read_measured(path, "scripts/analyze_spectrum.py")
+    try:
+        n, k, windows = int(data["n"]), int(data["k"]), int(data["num_windows"])
+        cum, at_k = torch.tensor(data["cumulative"]), torch.tensor(data["value_at_k"])
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"--render {path}: not the JSON of scripts/analyze_spectrum.py (n, k, num_windows, "
+                          "cumulative, value_at_k): measure again.") from None
+    what = data.get("description") or Path(str(data.get("model_path") or "model not recorded")).name
+    curves, heat = _plots(cum, at_k, out, what, n, windows, k)
+    names = [curves.name, heat.name]
+    if Path(f"{out}.json").resolve() != Path(path).resolve() or data.get("plots") != names:  # else kept as it is
+        write_json(f"{out}.json", {**data, "plots": names}, indent=None)

@@ -250,3 +250,31 @@ def test_analyze_spectrum_takes_the_names_every_stage_takes_and_refuses_a_missin
         SpectrumSpec.read(OmegaConf.merge(cfg, {"device": "cuda"}))
     with pytest.raises(ConfigError, match=r"^device='gpu' is not a device here"):
         SpectrumSpec.read(OmegaConf.merge(cfg, {"device": "gpu"}))
+
+
+def test_the_figures_are_rendered_again_from_the_json_nothing_measured(tmp_path, monkeypatch):
+    """spectrum_* could only be drawn by running the model: --render draws today's figures from the JSON's curves,
+    and the JSON's numbers stay as they were."""
+    import json
+    from pathlib import Path
+
+    from linformer.report import measured, spectrum
+
+    cum = [[[round((i + 1) / 8, 4) for i in range(8)] for _ in range(2)] for _ in range(2)]
+    data = {"model_path": "/x/model", "description": "tiny", "n": 8, "k": 2, "layers": 2, "heads": 2,
+            "num_windows": 4, "value_at_k": [[0.25, 0.25], [0.25, 0.25]], "cumulative": cum,
+            "plots": ["old_curves.png", "old_heatmap.png"]}
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    titles = []
+    monkeypatch.setattr(spectrum, "plot_curves", lambda c, path, title, k: titles.append(title) or Path(path))
+    monkeypatch.setattr(spectrum, "plot_heatmap", lambda a, path, title, k: titles.append(title) or Path(path))
+    assert measured.render_main(["--render", str(tmp_path / "old.json"), "--out", str(tmp_path / "new")],
+                                "scripts/analyze_spectrum.py", "analyze_spectrum",
+                                ("_curves.png", "_heatmap.png", ".json"), spectrum.render) == 0
+    assert titles == ["Cumulative singular values of P: tiny (n=8, 4 windows)", "Cumulative value at index 2 (n=8)\ntiny"]
+    assert json.loads((tmp_path / "new.json").read_text()) == {**data, "plots": ["new_curves.png", "new_heatmap.png"]}
+    (tmp_path / "bad.json").write_text(json.dumps({"n": 8}))
+    with pytest.raises(SystemExit):  # one error line, nothing written
+        measured.render_main(["--render", str(tmp_path / "bad.json"), "--out", str(tmp_path / "bad2")],
+                             "scripts/analyze_spectrum.py", "analyze_spectrum", (".json",), spectrum.render)
+    assert not (tmp_path / "bad2.json").exists()
