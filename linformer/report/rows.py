@@ -18,7 +18,7 @@ from ..modeling.configuration import (
     LinformerConfig,
     exact_keys_label,
 )
-from ..rundir import is_full_attention
+from ..rundir import RESULTS, find_runs, is_full_attention, named_paths
 
 # Labels that reports written by earlier code gave a row, and the one it has now: the mask rule for projected columns
 # the exact keys cover was "no double count", though a few tokens per query still count twice under it (the reduced
@@ -40,6 +40,14 @@ def relabelled(record):
 
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
+
+
+def finished_runs(patterns: list[str]) -> list[Path]:
+    """The folders at or under command-line paths or globs (``named_paths``) that hold a finished finetuning run's
+    results.json, sorted, without duplicates: run directories, a run's kept records (results.json beside its config
+    and predictions, no metrics.jsonl), folders of either, or results.json files. Every Table 2 layout reads its runs
+    from these."""
+    return find_runs(named_paths(patterns), marker=RESULTS)
 
 
 def check_result(r: dict, path: str | Path, also: tuple[str, ...] = ()) -> None:

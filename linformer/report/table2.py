@@ -27,6 +27,7 @@ from . import table2_pretrained, table2_scratch
 from .rows import (
     check_result,
     draws_note,
+    finished_runs,
     one_run_per_seed,
     reported_subset,
     row_key,
@@ -54,7 +55,7 @@ PAPER = {
 def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files), each with its run directory as ``_dir``."""
-    records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
+    records = (RunRecord(d, "finetune") for d in finished_runs(patterns))
     return [{**r, "_dir": str(record.dir), "_draw": subset_draw(record.config(), r)} for record in records
             if (r := record.results())]
 
@@ -73,12 +74,9 @@ def _check_results(results: list[dict]) -> None:
 def unfinished_runs(patterns: list[str]) -> list[str]:
     """The run directories at or under the paths or globs that hold no results.json yet (running, stopped or
     failed): the table leaves them out, and says so."""
-    records = (RunRecord(d, "finetune") for d in _run_dirs(patterns))
+    dirs = find_runs([p.parent if p.name == RESULTS else p for p in named_paths(patterns)])
+    records = (RunRecord(d, "finetune") for d in dirs)
     return [str(r.dir) for r in records if r.info().get("stage") == "finetune" and not r.results()]
-
-
-def _run_dirs(patterns: list[str]) -> list[Path]:
-    return find_runs([p.parent if p.name == RESULTS else p for p in named_paths(patterns)])
 
 
 def _column(r: dict) -> str | None:

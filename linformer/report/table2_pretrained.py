@@ -29,10 +29,10 @@ from ..files import atomic_write, read_json, table_lines, table_row, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, find_runs, is_full_attention, named_paths
+from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, is_full_attention
 from . import by_length
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
-from .rows import check_one_architecture, check_profile_runs, check_result, k_of, one_run_per_seed
+from .rows import check_one_architecture, check_profile_runs, check_result, finished_runs, k_of, one_run_per_seed
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -44,10 +44,8 @@ TRANSFER_RECIPE = ("steps", "tokens", "train", "target")  # what makes two trans
 def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> list[dict]:
     """Every finished finetuning run with its per-example predictions: results.json plus ``_correct`` (bool per
     eval example), ``_labels`` and ``_transfer`` (the model card's transfer record, or None)."""
-    paths = [p.parent if p.name == RESULTS else p for p in named_paths(patterns)]
-    kept = [p for p in paths if (p / RESULTS).is_file()]  # a run directory, or a run's kept records
     runs = []
-    for d in sorted(set(kept) | set(find_runs([p for p in paths if p not in kept], marker=RESULTS))):
+    for d in finished_runs(patterns):
         r = RunRecord(d, "finetune").results()  # a damaged one refused, naming it
         pred = read_json(d / PREDICTIONS)
         if (d / PREDICTIONS).is_file() and not pred:

@@ -436,3 +436,18 @@ def test_a_cell_whose_seeds_scored_different_subsets_says_so(tmp_path):
             {"seed": seed, "subset_seed": 0, "max_eval_examples": 200}))
     assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x", "--subsets"]) == 0
     assert "| 55.0 [200 of 872 examples] |" in out.with_suffix(".md").read_text()
+
+
+def test_kept_records_make_the_paper_layout_as_they_make_the_pretrained_one(tmp_path):
+    """A run's kept records (results.json and config.json, no metrics.jsonl) were found by the pretrained layout and
+    left out by the paper layout: both read the same runs from the same paths (``rows.finished_runs``)."""
+    _run(tmp_path / "runs", "live", "sst2", 0.80, seed=0)
+    _run(tmp_path / "kept", "imdb-k32-s0", "sst2", 0.60, seed=1)
+    kept = tmp_path / "kept" / "imdb-k32-s0"
+    (kept / "metrics.jsonl").unlink()
+    (kept / "config.json").write_text("{}")
+    for paths in ([str(tmp_path / "runs"), str(tmp_path / "kept")], [str(tmp_path / "*" / "*")],
+                  [str(tmp_path / "runs" / "live" / "results.json"), str(kept)]):
+        assert [Path(r["_dir"]).name for r in read_results(paths)] == ["imdb-k32-s0", "live"], paths
+    rows = {r["name"]: r for r in build_rows(read_results([str(tmp_path / "runs"), str(tmp_path / "kept")]))}
+    assert rows["Linformer, 32, shared kv, n=128"]["sst2"] == 70.0
