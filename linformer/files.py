@@ -474,11 +474,40 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
 
 # ------------------------------------------------------------------------------------------------ cache keys
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    """The sha256 of a file's content, read now; inside ``hashed_once`` read once for each state of the file."""
+    if _HASHED is not None:
+        st = os.stat(path)
+        state = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if state not in _HASHED:
+            _HASHED[state] = _read_sha256(path, chunk)
+        return _HASHED[state]
+    return _read_sha256(path, chunk)
+
+
+def _read_sha256(path: str | Path, chunk: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+# The digests taken inside ``hashed_once``, by the file's state; None outside it
+_HASHED: dict[tuple, str] | None = None
+
+
+@contextlib.contextmanager
+def hashed_once() -> Iterator[None]:
+    """Inside it (one run of a plan: its done-checks, repeated as it shows and runs its jobs), ``sha256_file`` reads
+    each file once and reuses the digest while the file keeps its state (path, inode, size, modification time): the
+    checks of a tokenizer and of a corpus made from the same sources read them once, not on every check. A file
+    rewritten meanwhile (the atomic writer renames a new inode in; an edit moves its mtime) is read again."""
+    global _HASHED
+    outer, _HASHED = _HASHED, {} if _HASHED is None else _HASHED
+    try:
+        yield
+    finally:
+        _HASHED = outer
 
 
 def file_checksums(root: Path, files: Iterable[Path]) -> dict[str, dict]:

@@ -372,3 +372,56 @@ def test_the_summary_says_not_measured_without_a_start_evaluation(tmp_path, caps
     else:
         assert summary["val_ppl_before_pretraining"] == pytest.approx(1096.6, abs=0.1)
         assert "1,096.6 before pretraining -> inf after 3 steps" in out
+
+
+def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, monkeypatch):
+    """The tokenizer's and the corpus's done-checks each hashed the demo's source text, and each check ran as the plan
+    was shown (twice) and again as the runner started: the demo read its corpus text several times before its first
+    job. One run reads it once (``files.hashed_once``), dry or not."""
+    import gzip
+
+    from linformer import files
+    from linformer.data.corpus import FORMAT_VERSION
+    from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
+    from linformer.experiments import Places
+    from linformer.jobs import JobFailed
+
+    from .data.conftest import write_corpus
+
+    source = tmp_path / "mirror/pretrain/wikipedia/enwiki_extracted.txt.gz"
+    source.parent.mkdir(parents=True)
+    source.write_bytes(gzip.compress(write_corpus(tmp_path / "text.txt").read_bytes()))
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "mirror"))
+    jobs = {j.name: j for j in demo.plan([], Places.of(tmp_path))}
+    tok, corpus = jobs["tokenizer"].done, jobs["prepare_corpus"].done
+    train_tokenizer([str(tmp_path / "text.txt")], str(tok.parent), vocab_size=300, show_progress=False)
+    texts = [{"source": str(source), "path": str(source), "sha256": files.sha256_file(source)}]
+    trained = {"command": "train_tokenizer", "sources": texts,
+               "settings": {"files": [str(source)], "vocab_size": 8000, "min_frequency": 2, "max_lines": 20000}}
+    packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None, "complete": True,
+              "sources": texts, "tokenizer_hash": tokenizer_hash(str(tok.parent)),
+              "settings": {"data": {"sources": [str(source)]}}}
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("{}")
+    (tok.parent / "manifest.json").write_text(json.dumps(trained))
+    (corpus.parent / "manifest.json").write_text(json.dumps(packed))
+
+    reads = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        reads.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    def runner_start(plan, *args, **kwargs):  # what run_jobs decides before its first job, then no job runs
+        assert [s.name for s in plan if s.finished] == ["tokenizer", "prepare_corpus"]
+        raise JobFailed("stopped before the first job")
+
+    monkeypatch.setattr(files, "open", counting_open, raising=False)  # sha256_file's reads
+    monkeypatch.setattr(demo.frontend, "run_jobs", runner_start)
+    monkeypatch.setattr(demo, "check_plan", lambda argvs: None)  # these records are not the commands' own outputs
+    assert demo.run([], under=tmp_path, dry_run=True) == 0
+    assert reads.count(str(source)) == 1
+    reads.clear()
+    assert demo.run([], under=tmp_path) == 1
+    assert reads.count(str(source)) == 1

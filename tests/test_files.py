@@ -2,6 +2,7 @@
 left behind. The rule as a user meets it through each script is tested beside that script (tests/modeling/
 test_convert.py, tests/data/test_corpus.py)."""
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -394,3 +395,26 @@ def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
     assert table_lines(["run", "acc"], [("a|b", 1.5), ("plain", "")]) == [
         "| run | acc |", "|---|---|", "| a\\|b | 1.5 |", "| plain |  |"]
 
+
+
+def test_hashed_once_reads_a_file_once_until_it_is_rewritten(tmp_path, monkeypatch):
+    """Inside ``hashed_once`` a file's digest is taken once while the file keeps its state; a file rewritten (by the
+    atomic writer, or in place to another size) is read again, and outside it every call reads."""
+    from linformer import files
+
+    path = tmp_path / "text.txt"
+    path.write_text("one")
+    reads = []
+    real = files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda p, chunk: reads.append(p) or real(p, chunk))
+    with files.hashed_once():
+        first = files.sha256_file(path)
+        assert files.sha256_file(str(path)) == first and len(reads) == 1
+        files.atomic_write(path, "two")
+        assert files.sha256_file(path) != first and len(reads) == 2
+        with path.open("a") as f:
+            f.write("three")
+        assert files.sha256_file(path) == hashlib.sha256(b"twothree").hexdigest() and len(reads) == 3
+    files.sha256_file(path)
+    files.sha256_file(path)
+    assert len(reads) == 5

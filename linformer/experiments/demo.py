@@ -26,6 +26,7 @@ from ..files import (
     CHECKPOINTS_DIR,
     MANIFEST,
     MODEL_DIR,
+    hashed_once,
     read_json,
     repo_relative,
     temporary_of,
@@ -147,6 +148,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
 RUNS = ("pretrain", "finetune_sst2")  # the jobs whose run directories the demo replaces: they start over every time
 
 
+@hashed_once()  # its jobs' done-checks, run as it shows and runs them, read each source text once
 def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> int:
     """Run the demo (`extra`: Hydra overrides for its pretraining) and print its summary; the exit status (0, 1 after a
     failed job, 128 + the signal when stopped: ``frontend.run``). `under`: write data/ and outputs/ under that folder instead of

@@ -16,6 +16,7 @@ from ..argtypes import folder, positive_minutes
 from ..data.io import default_data_mirror, repo_root
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
+from ..files import hashed_once
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
@@ -25,6 +26,7 @@ from ..signals import child_status, exit_words, interrupt_status, signal_words, 
 REPO = repo_root()
 
 
+@hashed_once()  # its jobs' done-checks, run as it shows and runs them, read each source text once
 def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
               dry_run: bool, report_only: bool, report: list[str], log_dir: Path,
               after: Callable[[dict[str, float]], None] | None = None, rows: dict[str, set[str]] | None = None,
