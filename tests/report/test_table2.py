@@ -451,3 +451,26 @@ def test_kept_records_make_the_paper_layout_as_they_make_the_pretrained_one(tmp_
         assert [Path(r["_dir"]).name for r in read_results(paths)] == ["imdb-k32-s0", "live"], paths
     rows = {r["name"]: r for r in build_rows(read_results([str(tmp_path / "runs"), str(tmp_path / "kept")]))}
     assert rows["Linformer, 32, shared kv, n=128"]["sst2"] == 70.0
+
+
+def test_a_kept_models_size_is_read_once_for_the_whole_table(tmp_path, monkeypatch):
+    """A record without the encoder's size reads it from its run's best/config.json: that file was read again for
+    every row key the table asked for (grouping, ordering, the one-architecture check), many times per run."""
+    from linformer.report import rows as rows_module
+
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        _run(runs, f"small-{seed}", "sst2", 0.6 + seed / 100, seed=seed)  # their size only in the models they kept
+        (runs / f"small-{seed}" / "best").mkdir()
+        (runs / f"small-{seed}" / "best" / "config.json").write_text(json.dumps(
+            {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}))
+    reads = []
+    real = rows_module.read_json
+    monkeypatch.setattr(rows_module, "read_json", lambda path, *a, **k: reads.append(str(path)) or real(path, *a, **k))
+    (row,) = build_rows(read_results([str(runs / "*")]))
+    assert row["name"] == "Linformer, 32, shared kv, D=32, 1 layer, 2 heads, FFN 64, n=128"
+    assert sorted(reads) == sorted(str(runs / f"small-{seed}" / "best" / "config.json") for seed in range(3))
+    config = runs / "small-0" / "best" / "config.json"
+    config.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                  "intermediate_size": 64, "model_type": "linformer"}))  # rewritten: read again
+    assert rows_module.with_size({"_dir": str(runs / "small-0")})["hidden_size"] == 64
