@@ -29,7 +29,7 @@ from .configuration import SHARING, LinformerConfig
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
-from .threads import capturing
+from .threads import capturing, static_length_only
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -96,6 +96,7 @@ class LinearProjection(nn.Module):
         n, k = self.weight.shape[-2:]
         if not self.window_mask:
             return k, None
+        static_length_only(T, "mask_empty_windows=True", "mask_empty_windows=False")
         c = window_columns(T, n, k)
         if mask is None:
             return c, None

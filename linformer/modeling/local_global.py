@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .threads import share
+from .threads import share, static_length_only
 
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
 # caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
@@ -197,6 +197,8 @@ class ExactKeyLayout:
     columns the exact keys hold (``overlap``, per projection shape)."""
 
     def __init__(self, lengths: torch.Tensor, T: int, radius: int, positions: list[int]):
+        static_length_only(T, "the attention with exact local and global keys (local_window, global_positions)",
+                           "local_window=0, global_positions=[] (the paper's Linformer)")
         self.lengths, self.T, self.radius, self.positions = lengths, T, radius, positions
         self.real = torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
         # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's

@@ -158,6 +158,20 @@ def capturing() -> bool:
             or _len_torch_dispatch_stack() > 0 or torch._C._functorch.maybe_current_level() is not None)
 
 
+def static_length_only(T, what: str, instead: str) -> None:
+    """Refuse a dynamic length under torch.export where `what` (a part of the model whose layout the length decides)
+    exports at a fixed length only; `instead`: the settings without it. torch.export would refuse the length's range
+    in its own words, but the ONNX dynamo exporter (``torch.onnx.export(..., dynamo=True)``) takes torch's suggested
+    fix, the example's length, and writes a graph that onnxruntime refuses at any other length, without a word.
+    T: the forward's length, a SymInt where the export keeps it dynamic."""
+    # a SymInt has a node; Dynamo (strict export) shows it to isinstance as an int, and cannot trace the hasattr: its
+    # export stops there too, rather than fixing the length
+    if torch.compiler.is_exporting() and hasattr(T, "node"):
+        raise ConfigError(f"{what} exports at a fixed length only (its layout follows the length): export without a "
+                          "dynamic length (pad the inputs to the example's), or load the model with "
+                          f"{instead}, whose graph takes any length up to n")
+
+
 def _foreign_function_mode() -> bool:
     """Whether a torch function mode other than this module's own ``_SharedRows`` and torch's DeviceContext is on
     this thread. The policy's own mode runs the forward as eager code does (whole rows, one answer per batch); a

@@ -8,6 +8,7 @@ import torch
 from linformer import LinformerForMaskedLM, LinformerModel, count_projection_matrices
 from linformer.modeling import LinearProjection
 from linformer.modeling.configuration import PROJECTIONS, SHARING_MODES
+from linformer.modeling.errors import ConfigError
 
 from .conftest import tiny_config
 
@@ -306,6 +307,33 @@ def test_torch_export_with_a_dynamic_length_up_to_n_gives_eager_outputs_at_every
         with torch.no_grad():
             torch.testing.assert_close(exported(input_ids=ids, attention_mask=mask).last_hidden_state,
                                        model(ids, attention_mask=mask).last_hidden_state)
+
+
+FIXED_LENGTH_VARIANTS = {"local_global": dict(local_window=4, global_positions=[0, -1]),
+                         "mask_empty_windows": dict(mask_empty_windows=True)}
+
+
+@pytest.mark.parametrize("name", FIXED_LENGTH_VARIANTS)
+def test_a_dynamic_length_export_of_a_fixed_length_layout_is_refused_naming_it(name):
+    """The exact local/global keys and mask_empty_windows lay out their attention by the length: torch.export refused
+    a dynamic one in its own words, and the ONNX dynamo exporter took torch's suggested fix, the example's length,
+    writing a graph onnxruntime refused at any other length without a word. Both now stop on one ConfigError naming
+    the setting; at a fixed length they export and give eager's outputs."""
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    model = _Logits(LinformerModel(tiny_config(max_seq_len=32, **FIXED_LENGTH_VARIANTS[name])).eval()).eval()
+    ids, mask = torch.randint(4, 64, (2, 24)), torch.ones(2, 24, dtype=torch.long)
+    mask[1, 15:] = 0
+    T = Dim("T", min=2, max=32)
+    with pytest.raises(ConfigError, match="exports at a fixed length only"):
+        export(model, (ids, mask), dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}})
+    with torch.no_grad():
+        torch.testing.assert_close(export(model, (ids, mask)).module()(ids, mask), model(ids, mask))
+    pytest.importorskip("onnxscript")  # the dynamo exporter writes through it
+    with pytest.raises(Exception, match="exports at a fixed length only"):
+        torch.onnx.export(model, (ids, mask), input_names=["input_ids", "attention_mask"], dynamo=True,
+                          dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}})
 
 
 def test_position_ids_count_padding_as_integers():
