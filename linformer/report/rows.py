@@ -23,10 +23,14 @@ from ..modeling.configuration import (
 )
 from ..rundir import RESULTS, find_runs, is_full_attention, named_paths
 
-# Labels that reports written by earlier code gave a row, and the one it has now: the mask rule for projected columns
-# the exact keys cover was "no double count", though a few tokens per query still count twice under it (the reduced
-# rule is the one where none does)
-RETIRED_LABELS = {", no double count": OVERLAP_LABELS["mask"]}
+# Labels that reports written by earlier code gave a row, and the one it has now (none inside the label it replaces,
+# so relabelling twice changes nothing): the mask rule for projected columns the exact keys cover was "no double
+# count", though a few tokens per query still count twice under it (the reduced rule is the one where none does);
+# the paper's length policy was "paper's slice", which did not say of what
+# The paper's length policy as a row names it: an input of T < n tokens is projected by the first T of E's n rows
+PAPER_SLICE = "E's first T rows (the paper's)"
+
+RETIRED_LABELS = {", no double count": OVERLAP_LABELS["mask"], "paper's slice": PAPER_SLICE}
 
 
 def relabelled(record):

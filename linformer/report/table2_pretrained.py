@@ -32,7 +32,16 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, is_full_attention
 from . import by_length
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
-from .rows import check_one_architecture, check_profile_runs, check_result, finished_runs, k_of, one_run_per_seed
+from .rows import (
+    PAPER_SLICE,
+    check_one_architecture,
+    check_profile_runs,
+    check_result,
+    finished_runs,
+    k_of,
+    one_run_per_seed,
+    relabelled,
+)
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
 # experiment) a CPU build may differ in the last digits; layer errors further apart than this (relative) mean
@@ -96,7 +105,7 @@ def policy_label(fields: dict) -> str | None:
     if policy is None:
         return None
     text = "resample" if policy == "resample" else \
-        ("slice, window mask" if fields.get("mask_empty_windows") else "paper's slice")
+        ("slice, window mask" if fields.get("mask_empty_windows") else PAPER_SLICE)
     text += ", exact <= k" if fields.get("exact_short_inputs") else ""
     if fields.get("local_window") or fields.get("global_positions"):
         text += ", " + exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"),
@@ -318,7 +327,7 @@ def table_costs(rows: list[dict], out: str, meta: dict, measure: bool | None) ->
     machine with ones timed on a busy one; else timed here."""
     if measure is False:
         return {}, meta
-    earlier = read_json(f"{out}.json") if measure is None and Path(f"{out}.json").is_file() else {}
+    earlier = relabelled(read_json(f"{out}.json")) if measure is None and Path(f"{out}.json").is_file() else {}
     kept, made = earlier.get("costs") or {}, earlier.get("meta") or {}
     archs = {_arch(r) for r in rows}
     if kept and archs <= kept.keys():
