@@ -10,13 +10,18 @@ from linformer.argtypes import folder
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.experiments import demo
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--under", type=folder, default=None, metavar="DIR",
                     help="write data/ and outputs/ under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="Hydra overrides for the pretraining job, e.g. trainer.max_steps=100")
-    args = ap.parse_args()  # a mistyped flag (--dryrun) is an unknown flag, not a Hydra override
+    args = ap.parse_args(argv)  # a mistyped flag (--dryrun) is an unknown flag, not a Hydra override
     with cli_errors():
-        sys.exit(demo.run(args.overrides, args.under, args.dry_run))
+        return demo.run(args.overrides, args.under, args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

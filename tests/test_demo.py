@@ -177,23 +177,28 @@ def test_a_stopped_demo_is_exit_130_and_says_its_runs_start_over(tmp_path, monke
     assert "stopped: the demo's runs start over" in capsys.readouterr().err
 
 
-def test_an_empty_under_is_refused_not_taken_for_the_checkout(tmp_path):
+def test_an_empty_under_is_refused_not_taken_for_the_checkout(capsys):
     """--under "$OUT" with OUT unset was the current directory: from the checkout, the demo rebuilt the checkout's
     runs. The CLI refuses it in one line (the reproductions share the flag: linformer.argtypes.folder)."""
     import subprocess
     import sys
     from pathlib import Path
 
+    from tests.conftest import load_script
+
+    empty = "error: argument --under: an empty path: give a folder (an unset variable?)"
     repo = Path(__file__).resolve().parents[1]
-    for script in ("scripts/demo.py", "scripts/reproduce_scratch.py"):
-        result = subprocess.run([sys.executable, script, "--under", "", "--dry-run"], cwd=repo, capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert result.stderr.splitlines()[0] == "error: argument --under: an empty path: give a folder (an unset variable?)"
+    result = subprocess.run([sys.executable, "scripts/demo.py", "--under", "", "--dry-run"], cwd=repo,
+                            capture_output=True, text=True, timeout=300)  # the line and status as a shell sees them
+    assert result.returncode == 2 and result.stderr.splitlines()[0] == empty, result.stderr[-2000:]
+    for script in ("demo", "reproduce_scratch"):
+        with pytest.raises(SystemExit) as stop:
+            load_script(script).main(["--under", "", "--dry-run"])
+        assert stop.value.code == 2 and capsys.readouterr().err.splitlines()[0] == empty, script
     # a mistyped flag was passed to the pretraining job as a Hydra override and failed in Hydra's grammar
-    result = subprocess.run([sys.executable, "scripts/demo.py", "--dryrun"], cwd=repo, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 2 and result.stderr.splitlines()[0] == (
+    with pytest.raises(SystemExit) as stop:
+        load_script("demo").main(["--dryrun"])
+    assert stop.value.code == 2 and capsys.readouterr().err.splitlines()[0] == (
         "error: unrecognized arguments: --dryrun (did you mean --dry-run?)")
 
 
