@@ -5,12 +5,12 @@ The run's checkpoint (its newest intact one, or --step's) as a save_pretrained d
 end would have saved in <run>/model. argparse, not Hydra: the run is a positional path.
 """
 
-
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.train.export import export_run
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=path,
                    help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>; relative "
@@ -19,10 +19,14 @@ if __name__ == "__main__":
     p.add_argument("--out", type=path, default=None, help="output directory (default: <run>/model for a finetuning run's final "
                                               "step, <run>/model-step-NNNNNNNN otherwise)")
     p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     with cli_errors():
         done = export_run(args.run, args.out, args.step, args.overwrite)
     what = "the final step" if done["final"] else "not the run's final step"
     score = ", ".join(f"{k} {v:.4f}" for k, v in (done["metrics"] or {}).items())
     print(f"wrote {done['out']}: step {done['step']} ({what}) from {done['checkpoint']}"
           + (f"; the run reports {score} at this step" if score else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -192,18 +192,26 @@ def test_transfer_and_distillation_runs_are_refused(tmp_path):
         export_run(tmp_path)
 
 
-def test_cli_error_is_one_line_naming_the_path(tmp_path):
+def test_cli_error_is_one_line_naming_the_path(tmp_path, monkeypatch, capsys):
     """A folder that does not exist said "is not a run directory (no config.yaml)"; and a relative path is read from
     the repository from any working directory, as the docs say, naming where it looked."""
+    from tests.conftest import load_script
+
+    def said(where: str, relative: bool) -> list[str]:
+        return [f"error: {where}: give a finetuning or pretraining run's directory, outputs/finetune/<run_name> or "
+                "outputs/pretrain/<run_name>" + (" (relative to the repository)." if relative else ".")]
+
     (tmp_path / "empty").mkdir()
-    for given, said in ((str(tmp_path / "empty"), f"{tmp_path / 'empty'} is not a run directory (no config.yaml)"),
-                        ("outputs/nowhere", f"{REPO / 'outputs' / 'nowhere'} does not exist")):
-        result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), given],
-                                capture_output=True, text=True, cwd=tmp_path)
-        assert result.returncode == 2
-        assert result.stderr.strip().splitlines() == [
-            (f"error: {said}: give a finetuning or pretraining run's directory, outputs/finetune/<run_name> or "
-             "outputs/pretrain/<run_name>" + (" (relative to the repository)." if "nowhere" in given else "."))]
+    empty = str(tmp_path / "empty")
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), empty],
+                            capture_output=True, text=True, cwd=tmp_path)  # the line and status as a shell sees them
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == said(f"{empty} is not a run directory (no config.yaml)", False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        load_script("export").main(["outputs/nowhere"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == said(f"{REPO / 'outputs' / 'nowhere'} does not exist", True)
 
 
 def test_after_pruning_the_advice_for_a_run_s_gone_or_damaged_model_names_what_is_left_not_export(pretrained_run,
