@@ -1,8 +1,6 @@
 """The pretrained-encoder Table 2 on synthetic run directories: rows, paired differences, targets, the CLI."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,13 +104,16 @@ def test_runs_on_other_eval_examples_are_refused(runs, tmp_path):
         tp.build_rows(tp.read_runs([str(runs / "runs")]))
 
 
-def test_cli_writes_markdown_and_json(runs, tmp_path):
+def test_cli_writes_markdown_and_json(runs, tmp_path, monkeypatch, capsys):
+    """The script's pretrained layout, in-process (the error line and exit status of a subprocess are
+    tests/report/test_table2.py's)."""
+    from tests.conftest import load_script
+
+    monkeypatch.chdir(REPO)
+    table2 = load_script("table2")
     out = tmp_path / "table"
-    proc = subprocess.run([sys.executable, "scripts/table2.py", str(runs / "runs" / "*"), "--layout", "pretrained",
-                           "--no-measure", "--no-by-length", "--out", str(out), "--command",
-                           "make reproduce-pretrained"],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert table2.main([str(runs / "runs" / "*"), "--layout", "pretrained", "--no-measure", "--no-by-length", "--out",
+                        str(out), "--command", "make reproduce-pretrained"]) == 0
     md = (out.with_suffix(".md")).read_text()
     [row] = [line for line in md.splitlines() if line.startswith("| linformer k=128, layerwise, E's first T rows (the paper's) |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -125,10 +126,11 @@ def test_cli_writes_markdown_and_json(runs, tmp_path):
     assert "Not run yet" not in md  # these runs are not the experiment's: its unfinished stages are not theirs
     assert [r["transfer"] for r in data["rows"]] == [False, False, True]
     (tmp_path / "nothing").mkdir()
-    empty = subprocess.run([sys.executable, "scripts/table2.py", str(tmp_path / "nothing"), "--layout", "pretrained",
-                            "--no-measure", "--out", str(tmp_path / "other")], cwd=REPO, capture_output=True,
-                           text=True)
-    assert empty.returncode == 2 and empty.stderr.startswith("error: no finished finetuning runs")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        table2.main([str(tmp_path / "nothing"), "--layout", "pretrained", "--no-measure", "--out",
+                     str(tmp_path / "other")])
+    assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: no finished finetuning runs")
     assert not (tmp_path / "other.md").exists()
 
 
