@@ -194,8 +194,19 @@ def plan_grid(
     return kept, dropped
 
 
+CALIBRATION_SECONDS = 0.2  # the longest one calibration product may take: the plan needs a rate, not a benchmark
+
+
 def calibrate_flops_per_s(device: torch.device, dtype: torch.dtype = torch.float32, size: int = 1024) -> float:
-    """Matmul throughput of this device (FLOP/s), the yardstick for planning the grid."""
+    """Matmul throughput of this device (FLOP/s), the yardstick for planning the grid: the median of five size x size
+    products, or of smaller ones where one would take over CALIBRATION_SECONDS (bf16 on a CPU without native bf16 is
+    over ten times slower than fp32: a 1024-wide product takes seconds), as a 256-wide probe predicts."""
+    probe = min(256, size)
+    a = torch.randn(probe, probe, device=device, dtype=dtype)
+    a @ a
+    predicted = timed(lambda: a @ a, device) * (size / probe) ** 3
+    if predicted > CALIBRATION_SECONDS:
+        size = max(probe, int(size * (CALIBRATION_SECONDS / predicted) ** (1 / 3)) // 64 * 64)
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     a @ b

@@ -750,3 +750,14 @@ def test_a_benchmark_s_out_dir_is_read_from_the_repository_with_home_expanded(tm
     assert written == [str(tmp_path / "home" / "bench")] and not (tmp_path / "~").exists()
     cli.benchmark_from_config(compose("benchmark", [*base, "out_dir=some/where"]))
     assert written[1] == str(repo_root() / "some" / "where")
+
+
+@pytest.mark.parametrize(("probe_s", "size"), [(1e-5, 1024), (0.01, 640)])
+def test_the_flops_calibration_shrinks_its_product_where_one_would_take_long(monkeypatch, probe_s, size):
+    """bf16 on a CPU without native bf16 took seconds per 1024-wide calibration product (six of them), before a
+    benchmark measured anything: a slow probe now shrinks the product to CALIBRATION_SECONDS' worth."""
+    from linformer.bench import inference
+
+    monkeypatch.setattr(inference, "timed", lambda fn, device: (fn(), probe_s)[1])
+    rate = inference.calibrate_flops_per_s(torch.device("cpu"), torch.float32, size=1024)
+    assert round((rate * probe_s / 2) ** (1 / 3)) == size
