@@ -194,7 +194,8 @@ def figure3d_commands(py: str, out: Path) -> list:
 
 
 def mfu_commands(py: str, out: Path) -> list[list[str]]:
-    """The MFU runs (the same tokens and steps, full attention first: the 40% target is the base model's), then
+    """The MFU runs (the same tokens and steps, full attention first: the trainer's 45% target,
+    bench.throughput.TRAINER_TARGET_MFU, is the base model's), then
     their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
     pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "data.max_documents=1500",
                 "data.val_fraction=0.03", "experiment=mfu_gpu", "logger=none"]

@@ -568,16 +568,17 @@ SHAPE_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "
 
 
 def mfu_target(runs: list[Run]) -> tuple[str, float] | None:
-    """The MFU target (bench.throughput.TARGET_MFU, set for the base model at n = 512) as the MFU plot's reference
-    line, where a run of `runs` trains that model at that n; None otherwise (the target judges no other run)."""
-    from ..bench.throughput import BASE_SHAPE, TARGET_MFU
+    """The trainer's MFU target (bench.throughput.TRAINER_TARGET_MFU, set for the base model at n = 512) as the MFU
+    plot's reference line, where a run of `runs` trains that model at that n; None otherwise (the target judges no
+    other run). The plot's runs are the trainer's own, not the benchmark step (TARGET_MFU)."""
+    from ..bench.throughput import BASE_SHAPE, TRAINER_TARGET_MFU
 
     def judged(run: Run) -> bool:
         model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
         return run.key_config.get("n") == 512 and all(model.get(SHAPE_KEYS[key]) == value
                                                        for key, value in BASE_SHAPE.items())
 
-    return ("target, base model at n = 512", TARGET_MFU) if any(map(judged, runs)) else None
+    return ("trainer target, base model at n = 512", TRAINER_TARGET_MFU) if any(map(judged, runs)) else None
 
 
 def run_colours(runs: list[Run]) -> list:
