@@ -215,11 +215,18 @@ def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any,
     LinformerConfig's default is the same model, not a change."""
     a, b = identity(recorded), identity(requested)
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and not (k not in a and (_is_model_default(k, b.get(k)) or k in LATER_KEYS))}
+            if a.get(k) != b.get(k) and not (k not in a and (_is_model_default(k, b.get(k)) or _later(k)))}
 
 
 # Identity keys that runs recorded before them lack: such a run is compared on the rest, not refused for the gap
 LATER_KEYS = ("task_data_key", "task_spec_key")
+# A task registered from Python: runs recorded before its spec was recorded lack task.spec (task_spec_key, where the
+# run has it, still compares how the files are read)
+LATER_PREFIXES = ("task.spec.",)
+
+
+def _later(key: str) -> bool:
+    return key in LATER_KEYS or key.startswith(LATER_PREFIXES)
 
 
 def _is_model_default(key: str, value: Any) -> bool:

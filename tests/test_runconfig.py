@@ -1,5 +1,6 @@
 """TrainerSettings: every cfg.trainer key read and checked once, unknown keys refused, identity derived from it."""
 
+import dataclasses
 import re
 
 import pytest
@@ -473,9 +474,28 @@ def test_a_task_spec_block_registers_its_task_where_the_config_is_read(fresh_tas
                                                                           ("accuracy", "f1_macro"), ())
     assert tasks.TITLES["colors"] == "colors"
     assert TaskData.read(OmegaConf.create(_task_config(**COLORS | {"text_fields": "text"}))).name == "colors"
-    with pytest.raises(ConfigError, match=r"^task.name='colors' is a task registered already, with other "
-                                          r"label_names: give yours a name of its own$"):
-        TaskData.read(_task_config(**COLORS | {"label_names": ["r", "g", "b"]}))
+    # read again with a field edited (a notebook's kernel): the edit replaces the registration
+    assert TaskData.read(_task_config(**COLORS | {"label_names": ["r", "g", "b"]})).name == "colors"
+    assert tasks.get_task("colors").label_names == ("r", "g", "b")
+
+
+def test_a_task_registered_from_python_is_recorded_in_the_run_s_config_as_a_spec_block(fresh_tasks):
+    """A task registered from Python (register_task) left runs whose config.yaml named it without its spec: export
+    and the reports said "unknown task" in any other process. The run's config records the block a task config
+    would have given, and reading that config in a process without the registration registers it again."""
+    from linformer.runconfig import FinetuneSpec
+    from linformer.runconfig.settings import spec_block
+
+    spec = tasks.register_task(tasks.TaskSpec("colors", ("text",), "label", ("red", "blue"), ("r", "b"),
+                                              metrics=("accuracy", "f1"), title="Colors"))
+    run = FinetuneSpec.read(compose("finetune", ["task=sst2", "task.name=colors", "model_path=m"]))
+    assert run.config["task"]["spec"] == spec_block(spec)
+    del tasks.TASKS["colors"]  # another process: the package's tasks only
+    assert FinetuneSpec.read(run.config).task.name == "colors" and tasks.get_task("colors") == spec
+    # a spec a block cannot write (a hub dataset) is not recorded: its block would read as another task
+    hub = tasks.register_task(dataclasses.replace(spec, name="hubcolors", hub=("x", None), hub_fields=("text",)))
+    cfg = compose("finetune", ["task=sst2", "task.name=hubcolors", "model_path=m"])
+    assert FinetuneSpec.read(cfg).config["task"].get("spec") is None and tasks.get_task("hubcolors") is hub
 
 
 @pytest.mark.parametrize("change, message", [

@@ -172,17 +172,19 @@ def register_task(spec: TaskSpec, name_key: str = "TaskSpec.name") -> TaskSpec:
     """Add a task of one's own (other columns, other labels) to TASKS for this process, without an edit inside the
     package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). A task
     config's ``task.spec`` block is registered by this when the config is read (``runconfig.TaskData.read``).
-    Registering the same spec again is a no-op; ConfigError naming `name_key` (where the name was given) for a name
-    that is not one name (its runs' folders start with it) or that another task has."""
+    Registering a task of one's own again replaces its registration: a task config edited and read again in one
+    process (a notebook) is read as it is now; the runs of its earlier spec record theirs (task.spec in config.yaml),
+    and their identity (``task_spec_key``) refuses a resume under the other one. ConfigError naming `name_key` (where
+    the name was given) for a name that is not one name (its runs' folders start with it) or that is one of the
+    package's own tasks with another spec."""
     if not isinstance(spec, TaskSpec):
         raise ConfigError(f"register_task takes a TaskSpec, not {type(spec).__name__}")
     folder_name(spec.name, name_key, "a task", "paths.output_dir/finetune/ (its runs' names start with it)")
     known = TASKS.get(spec.name, spec)
-    if known != spec:
+    if known != spec and spec.name in BUILT_IN:
         other = [f.name for f in dataclasses.fields(TaskSpec) if getattr(known, f.name) != getattr(spec, f.name)]
-        whose = "the package's own task" if spec.name in BUILT_IN else "a task registered already"
-        raise ConfigError(f"{name_key}={spec.name!r} is {whose}, with other {', '.join(other)}: give yours a name of "
-                          "its own")
+        raise ConfigError(f"{name_key}={spec.name!r} is the package's own task, with other {', '.join(other)}: give "
+                          "yours a name of its own")
     TASKS[spec.name] = spec
     TITLES[spec.name] = spec.title or spec.name
     return spec

@@ -30,6 +30,7 @@ from .settings import (
     config_key,
     positive_int,
     seed_value,
+    with_task_spec,
 )
 
 
@@ -147,6 +148,12 @@ class TaskRunSpec(RunSpec):
     """A run on a labelled task's examples (finetuning, distillation)."""
 
     task: TaskData = field(metadata=config_key("task"))  # its fields mark their own keys
+
+    @classmethod
+    def read(cls, cfg) -> TaskRunSpec:
+        """As ``RunSpec.read``, the config recording the task's spec where it was registered from Python
+        (``with_task_spec``): a task config's spec block and ``register_task`` leave the same record."""
+        return super().read(with_task_spec(plain_config(cfg)))
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..data import tasks as _tasks
 from ..data.io import resolve_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
 from ..errors import ConfigError, did_you_mean
@@ -453,6 +454,34 @@ class TaskData:
 SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics", "format", "files", "eval_split",
              "title")
 _SPEC_LISTS = ("text_fields", "label_names", "raw_labels", "metrics")
+
+
+def spec_block(spec: TaskSpec) -> dict[str, Any]:
+    """A TaskSpec as a task config's ``task.spec`` block writes it (SPEC_KEYS, plain lists and mappings): what
+    ``task_spec`` reads back into the same spec."""
+    def plain(value):
+        return list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
+
+    return {key: plain(getattr(spec, key)) for key in SPEC_KEYS}
+
+
+def with_task_spec(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`cfg` (a plain config) with the ``task.spec`` block of its task where the task is one of one's own registered
+    in this process (``register_task`` from Python) and the config gives no block: the run's config.yaml then
+    records its task as a task config's block does, and every reader of the run (export, reports, a resume) gets the
+    task from the run, in any process. A spec a block cannot write (one with hub fields) is left out, and its runs
+    are read where that spec is registered."""
+    task = cfg.get("task")
+    if not isinstance(task, Mapping) or task.get("spec") is not None:
+        return cfg
+    name = str(task.get("name"))
+    spec = _tasks.TASKS.get(name)
+    if spec is None or name in BUILT_IN:
+        return cfg
+    block = spec_block(spec)
+    if task_spec(name, block) != spec:
+        return cfg
+    return {**cfg, "task": {**task, "spec": block}}
 
 
 def task_spec(name: str, block) -> TaskSpec:

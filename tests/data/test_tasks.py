@@ -70,14 +70,26 @@ def test_a_task_of_one_s_own_is_registered_without_an_edit_inside_the_package(tm
     assert FinetuneSpec.read(compose("finetune", own)).task.name == "colors"
     cols, skipped = read_task_split("colors", str(tmp_path / "colors"), "train")
     assert cols["labels"] == [0, 1, 2] and skipped == 0 and tasks.TITLES["colors"] == "colors"
-    with pytest.raises(ConfigError, match=r"^TaskSpec.name='colors' is a task registered already, with other "
-                                          r"label_names, raw_labels, metrics: give yours a name of its own$"):
-        tasks.register_task(tasks.TaskSpec("colors", ("text",), "label", ("a", "b"), ("0", "1")))
     with pytest.raises(ConfigError, match=r"^TaskSpec.name='sst2' is the package's own task, with other text_fields"):
         tasks.register_task(dataclasses.replace(spec, name="sst2"))
     with pytest.raises(ConfigError, match=r"^TaskSpec.name='\.\./x' must name a task \(one name, not a path"):
         tasks.register_task(tasks.TaskSpec("../x", ("text",), "label", ("a", "b"), ("0", "1")))
     assert "../x" not in tasks.TASKS
+
+
+def test_a_task_of_one_s_own_registered_again_with_another_spec_replaces_it(monkeypatch):
+    """Reading one's own task config again in one process (a notebook) with one spec field edited was refused as a
+    task "registered already, with other metrics: give yours a name of its own", where a fresh process took it. The
+    edit replaces the registration; the package's own tasks stay as they are."""
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
+    first = tasks.register_task(tasks.TaskSpec("colors", ("text",), "label", ("red", "blue"), ("0", "1")))
+    edited = tasks.register_task(dataclasses.replace(first, metrics=("f1", "accuracy"), title="Colors"))
+    assert tasks.get_task("colors") is edited and tasks.TITLES["colors"] == "Colors"
+    with pytest.raises(ConfigError, match=r"^TaskSpec.name='sst2' is the package's own task, with other metrics: "
+                                          r"give yours a name of its own$"):
+        tasks.register_task(dataclasses.replace(tasks.TASKS["sst2"], metrics=("accuracy", "f1")))
+    assert tasks.get_task("sst2").metrics == ("accuracy",)
 
 
 AG_HEADER = "title\tclass\n"

@@ -792,6 +792,31 @@ def test_a_task_written_only_as_yaml_finetunes_and_its_run_reads_back(tmp_path, 
     assert tasks.get_task("hues").label_names == colors
 
 
+def test_a_task_registered_from_python_leaves_runs_the_readers_read_in_any_process(tmp_path, sst2_dir,
+                                                                                  pretrained_run, monkeypatch):
+    """register_task(TaskSpec(...)) then finetune(...), the guide's Python API, left a config.yaml naming the task
+    without its spec: export.py and the reports said "unknown task" in any other process. The run records the spec
+    as a task config's block does, so export reads it with the registration gone."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from linformer.data import tasks
+    from linformer.train.export import export_run
+
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
+    spec = tasks.register_task(dataclasses.replace(tasks.TASKS["sst2"], name="mine", hub=(), hub_fields=(),
+                                                   mirror_subdir="", title="Mine"))
+    results, run = _run(tmp_path, sst2_dir, pretrained_run, "task.name=mine", "trainer.max_steps=1")
+    assert results["task"] == "mine"
+    assert OmegaConf.load(run / "config.yaml").task.spec.title == "Mine"
+    del tasks.TASKS["mine"]  # another process: export.py RUN
+    exported = export_run(run, tmp_path / "exported")
+    assert (tmp_path / "exported" / "model.safetensors").is_file() and exported["step"] == 1
+    assert tasks.get_task("mine") == spec
+
+
 def _tiny_classifier(path, tokenizer_dir, n: int):
     """A tiny Linformer classifier of n tokens saved with the tokenizer of `tokenizer_dir` (capped at n)."""
     from linformer import LinformerConfig, LinformerForSequenceClassification
