@@ -496,6 +496,11 @@ def test_a_task_registered_from_python_is_recorded_in_the_run_s_config_as_a_spec
     hub = tasks.register_task(dataclasses.replace(spec, name="hubcolors", hub=("x", None), hub_fields=("text",)))
     cfg = compose("finetune", ["task=sst2", "task.name=hubcolors", "model_path=m"])
     assert FinetuneSpec.read(cfg).config["task"].get("spec") is None and tasks.get_task("hubcolors") is hub
+    # a run of the task recorded before its spec was: resumed, its record lacks the block, not a change of settings
+    recorded = {k: v for k, v in run.config.items() if k != "task"} | {"task": {
+        k: v for k, v in run.config["task"].items() if k != "spec"}}
+    assert identity_diff(recorded, run.config) == {}
+    assert {k.split(".")[2] for k in identity_diff(run.config, recorded)} == set(spec_block(spec))
 
 
 @pytest.mark.parametrize("change, message", [
