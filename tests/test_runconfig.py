@@ -513,7 +513,7 @@ def test_a_task_registered_from_python_is_recorded_in_the_run_s_config_as_a_spec
     ({"metrics": ["accuracy", "f1"]}, (r"^task.spec.metrics: metric 'f1' scores the positive label of a task of two "
                                        r"labels, this task has 3; use 'f1_macro'$")),
     ({"text_fields": ["a", "b", "c"]}, r"^task.spec.text_fields=\('a', 'b', 'c'\) must name one text column"),
-    ({"format": "jsonl"}, r"^task.spec.format='jsonl' is not a reader; the readers: glue_tsv, imdb$"),
+    ({"format": "jsonl"}, r"^task.spec.format='jsonl' is not a reader; the readers: glue_tsv, csv, imdb$"),
     ({"label_names": ["red", "green"]}, r"^task.spec.label_names \['red', 'green'\] and raw_labels \['0', '1', '2'\]"),
     ({"files": {"train": "t.tsv"}}, r"^task.spec.files=\{'train': 't.tsv'\} must have the keys train and eval$"),
 ])

@@ -1,4 +1,4 @@
-"""The readers of a task's files: GLUE tsv, the mirror's IMDB CSVs or the original aclImdb folders, or, with
+"""The readers of a task's files: GLUE tsv, csv, the mirror's IMDB CSVs or the original aclImdb folders, or, with
 `data_dir=None`, the Hugging Face hub (fails fast offline). A malformed row is a TaskDataError naming the file and
 line, or is skipped and counted with skip_bad_rows."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
 from .io import hub_offline, hub_offline_error
-from .tasks import TEXT_CLEANING, TaskSpec, clean_imdb, get_task
+from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 
 def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None) -> FileNotFoundError:
@@ -102,14 +102,7 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
     cols: dict[str, list] = {f: [] for f in task_spec.text_fields}
     cols["labels"] = []
     skipped = 0
-    header = next(reader, None)
-    if header is None:
-        raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
-    header = [h.strip() for h in header]
-    needed = [*list(task_spec.text_fields), task_spec.label_field]
-    missing = [c for c in needed if c not in header]
-    if missing:
-        raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}; expected {task_spec.layout()}")
+    header = _header(path, next(reader, None), task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
     lab = header.index(task_spec.label_field)
     for row in reader:
@@ -123,7 +116,34 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
             skipped += 1
             continue
         _add_row(cols, texts, label)
-    return cols, skipped
+    return _some_rows(path, cols, skipped, task_spec)
+
+
+def _header(path: Path, header: list[str] | None, task_spec: TaskSpec) -> list[str]:
+    """The header row of a task file, stripped: TaskDataError for an empty file, or one that lacks a column the spec
+    reads (naming the spec's key that names it, for a task of one's own)."""
+    if header is None:
+        raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
+    header = [h.strip() for h in header]
+    keys = {**{c: "text_fields" for c in task_spec.text_fields}, task_spec.label_field: "label_field"}
+    missing = [c for c in keys if c not in header]
+    if not missing:
+        return header
+    fix = ""
+    if task_spec.name not in BUILT_IN:  # a task of one's own: the file's header, or its spec, is what to fix
+        named = ", ".join(dict.fromkeys(
+            f"task.spec.{keys[c]}={list(task_spec.text_fields) if keys[c] == 'text_fields' else c}" for c in missing))
+        fix = f" (named by {named}: name the file's columns there)"
+    raise TaskDataError(f"{path}:1: header {header} lacks columns {missing}{fix}; expected {task_spec.layout()}")
+
+
+def _some_rows(path: Path, cols: dict, skipped: int, task_spec: TaskSpec) -> tuple[dict, int]:
+    """(cols, skipped), or TaskDataError naming `path` where no row is left to read: a header alone, or every row
+    skipped as bad (task.skip_bad_rows)."""
+    if cols["labels"]:
+        return cols, skipped
+    what = f"all {skipped} rows are bad rows, skipped (task.skip_bad_rows)" if skipped else "header only, no rows"
+    raise TaskDataError(f"{path}: {what}; expected {task_spec.layout()}")
 
 
 class _LineFeed:
@@ -187,18 +207,21 @@ def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
     return folder if (folder / "pos").is_dir() and (folder / "neg").is_dir() else None
 
 
-def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
-    cols: dict[str, list] = {"text": [], "labels": []}
+def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    """The rows of a csv task file (comma-separated, quoted fields may hold commas, quotes and line breaks): the
+    spec's text and label columns, each text cleaned by its format's ``TEXT_CLEANING`` (IMDB's HTML line breaks),
+    else stripped only."""
+    clean = TEXT_CLEANING.get(task_spec.format, str.strip)
+    cols: dict[str, list] = {**{f: [] for f in task_spec.text_fields}, "labels": []}
     skipped = 0
-    rows = _csv_rows(feed, csv_path)
-    header = next(rows, [[]])[0]
-    if "text" not in header or "label" not in header:
-        raise TaskDataError(f"{csv_path}:1: header {header} lacks text/label; expected {task_spec.layout()}")
-    ti, li = header.index("text"), header.index("label")
+    rows = _csv_rows(_LineFeed(_utf8_lines(csv_path)), csv_path)
+    header = _header(csv_path, next(rows, [None])[0], task_spec)
+    idx = [header.index(c) for c in task_spec.text_fields]
+    li = header.index(task_spec.label_field)
     for row, first, last, give_back in rows:
         # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
         # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
-        swallowed = last > first and len(row) == len(header) and _rows_inside(row[ti], len(header))
+        swallowed = last > first and len(row) == len(header) and any(_rows_inside(row[i], len(header)) for i in idx)
         where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
                                          if last > first and (len(row) != len(header) or swallowed) else "")
         if swallowed:
@@ -213,12 +236,12 @@ def _imdb_rows(csv_path: Path, feed: _LineFeed, task_spec: TaskSpec, skip_bad_ro
             give_back()  # the lines an open quote took in are rows of their own
             continue
         label = _label_id(row[li], task_spec, where, skip_bad_rows)
-        text = clean_imdb(row[ti])
-        if label is None or not _texts_fit({"text": text}, where, skip_bad_rows):
+        texts = {f: clean(row[i]) for f, i in zip(task_spec.text_fields, idx)}
+        if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        _add_row(cols, {"text": text}, label)
-    return cols, skipped
+        _add_row(cols, texts, label)
+    return _some_rows(csv_path, cols, skipped, task_spec)
 
 
 def _rows_inside(text: str, width: int) -> bool:
@@ -232,7 +255,7 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
     cols: dict[str, list] = {"text": [], "labels": []}
     skipped = 0
     if csv_path.is_file():
-        cols, skipped = _imdb_rows(csv_path, _LineFeed(_utf8_lines(csv_path)), task_spec, skip_bad_rows)
+        cols, skipped = _csv_task_rows(csv_path, task_spec, skip_bad_rows)
     elif folder is not None:
         for label, sub in ((0, "neg"), (1, "pos")):
             for p in sorted((folder / sub).glob("*.txt")):
@@ -244,6 +267,14 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
     else:
         raise _missing(csv_path, task_spec)
     return cols, skipped
+
+
+def _read_csv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    """A split's csv file of a task of one's own (format csv): the spec's columns, its text as written."""
+    path = data_dir / split_file
+    if not path.is_file():
+        raise _missing(path, task_spec)
+    return _csv_task_rows(path, task_spec, skip_bad_rows)
 
 
 def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
@@ -305,9 +336,33 @@ def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("
             raise _missing(path, task_spec, elsewhere)
 
 
+def check_task_data(name: str, data_dir: str | Path | None, splits: tuple[str, ...] = ("train", "eval")) -> None:
+    """What a task's files must have before a run loads its model: each split's file there (``check_task_dir``), not
+    empty, a header with the spec's columns, and a row after it; a TaskDataError naming the file (and the spec's key
+    for a column it lacks) otherwise. Only the header and the first row are read (milliseconds): the rows themselves
+    (labels, fields, texts) are checked as the split is read, and a run whose tokenized split is cached reads none.
+    Hub data (`data_dir` None) and aclImdb folders are checked as they are read."""
+    if data_dir is None:
+        return
+    task_spec = get_task(name)
+    check_task_dir(name, data_dir, splits)
+    for split in splits:
+        path = Path(data_dir) / task_spec.files[split]
+        if not path.is_file():  # an aclImdb folder
+            continue
+        if task_spec.format == "glue_tsv":
+            rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            rows = (row for row, *_ in _csv_rows(_LineFeed(_utf8_lines(path)), path))
+        _header(path, next(rows, None), task_spec)
+        if next(rows, None) is None:
+            _some_rows(path, {"labels": []}, 0, task_spec)
+
+
 # format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)
 READERS: dict[str, Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]] = {
     "glue_tsv": lambda data_dir, split_file, spec, skip: _read_glue_tsv(data_dir / split_file, spec, skip),
+    "csv": _read_csv,
     "imdb": _read_imdb,
 }
 

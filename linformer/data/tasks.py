@@ -34,7 +34,7 @@ class TaskSpec:
     label_names: tuple[str, ...]  # human-readable, index = label id
     raw_labels: tuple[str, ...]  # label values as written in the local files, index = label id
     metrics: tuple[str, ...] = ("accuracy",)
-    format: str = "glue_tsv"  # one of FORMATS: glue_tsv | imdb
+    format: str = "glue_tsv"  # one of FORMATS: glue_tsv | csv | imdb
     files: dict = field(default_factory=lambda: {"train": "train.tsv", "eval": "dev.tsv"})
     eval_split: str = "dev"  # which original split `eval` is: GLUE dev; IMDB has none, so its test split
     hub: tuple = ()  # (path, config) for datasets.load_dataset; () for a task of local files only
@@ -104,15 +104,20 @@ class TaskSpec:
                 if k not in ("metrics", "title", "mirror_subdir", "eval_split")}
 
     def layout(self) -> str:
-        if self.format == "imdb":
-            return ("<data_dir>/train.csv and <data_dir>/test.csv (columns id,label,rating,text), or the aclImdb "
-                    "layout <data_dir>/{train,test}/{pos,neg}/*.txt")
+        """The files a task reads and the columns it needs of them, for a message about files that do not fit."""
+        files = f"<data_dir>/{self.files['train']} and <data_dir>/{self.files['eval']}"
         cols = " ".join((*self.text_fields, self.label_field))
-        return (f"<data_dir>/{self.files['train']} and <data_dir>/{self.files['eval']}: GLUE tsv, tab-separated, "
-                f"no quoting, a header naming at least: {cols}")
+        if self.format == "imdb":
+            return (f"{files} (csv, a header naming at least: {cols}; the text's HTML line breaks cleaned), or the "
+                    "aclImdb layout <data_dir>/{train,test}/{pos,neg}/*.txt")
+        if self.format == "csv":
+            return f"{files}: csv, comma-separated, fields quoted as needed, a header naming at least: {cols}"
+        return f"{files}: GLUE tsv, tab-separated, no quoting, a header naming at least: {cols}"
 
 
-FORMATS = ("glue_tsv", "imdb")  # the readers of local task files (READERS)
+# the readers of local task files (task_readers.READERS): GLUE's tsv, a plain csv (the spec's columns, the text as
+# written), and IMDB's csv or aclImdb folders (text and label only, its HTML line breaks cleaned: TEXT_CLEANING)
+FORMATS = ("glue_tsv", "csv", "imdb")
 
 
 class TaskSpecError(ConfigError):

@@ -31,6 +31,7 @@ from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
 from ..data.task_loading import split_info
+from ..data.task_readers import check_task_data
 from ..data.task_splits import CARVE, CARVE_BEFORE_RECORDED
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
@@ -77,6 +78,8 @@ class FinetuneTask(TrainingTask):
         seed = self.seed = run.seed
         self.task_spec = get_task(run.task.name)
         load_metrics(self.task_spec.metrics)  # a metric that cannot load fails the run now, not after its training
+        # the task's files' headers, before the model loads (seconds): a wrong column or an empty file is said at once
+        check_task_data(run.task.name, run.task.data_dir)
         self.from_scratch = self.starts_from_scratch(run)  # random weights in the model's architecture
         self.model_path, self.tokenizer, self.model = self.load_model(run)
         self.config = self.model.config

@@ -113,7 +113,7 @@ def agnews_dir(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"format": "jsonl"}, r"TaskSpec 'agnews': format='jsonl' is not a reader; the readers: glue_tsv, imdb"),
+    ({"format": "jsonl"}, r"TaskSpec 'agnews': format='jsonl' is not a reader; the readers: glue_tsv, csv, imdb"),
     ({"format": "imbd"}, r"format='imbd' is not a reader \(did you mean imdb\?\)"),
     ({"label_names": ("world", "sports")}, r"label_names \['world', 'sports'\] and raw_labels .* same labels"),
     ({"raw_labels": ("a", "a", "b", "c")}, "repeats a label"),
@@ -812,3 +812,58 @@ def test_a_tokenizer_that_truncates_on_the_left_does_not_read_the_right_truncate
     assert cut["input_ids"] == fresh["input_ids"] != right["input_ids"]
     assert task_loading.split_cache_key("qqp", str(qqp_dir), "train", right_tok, 8, task_loading.SplitOptions()) == \
         task_loading.split_cache_key("qqp", str(qqp_dir), "train", load_tokenizer(tok_dir), 8, task_loading.SplitOptions())
+
+
+def test_a_plain_csv_task_reads_the_spec_s_columns_and_its_text_as_written(tmp_path, monkeypatch):
+    """The only csv reader for a task of one's own was format imdb: text and label columns only, and IMDB's HTML
+    line-break cleaning applied to one's text without a word. format csv reads the spec's columns (a pair too), the
+    text as written (stripped), and records no cleaning; the layout names only the columns read."""
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
+    spec = tasks.register_task(tasks.TaskSpec("pairs", ("premise", "hypothesis"), "gold", ("no", "yes"), ("n", "y"),
+                                              format="csv", files={"train": "train.csv", "eval": "dev.csv"}))
+    (tmp_path / "train.csv").write_text('id,premise,hypothesis,gold\n1,"a <br /> b, c","said ""hi""",y\n'
+                                        '2,"two\nlines",  plain ,n\n')
+    cols, skipped = read_task_split("pairs", str(tmp_path), "train")
+    assert cols == {"premise": ["a <br /> b, c", "two\nlines"], "hypothesis": ['said "hi"', "plain"],
+                    "labels": [1, 0]} and skipped == 0
+    assert spec.text_cleaning is None and tasks.TASKS["imdb"].text_cleaning == "linformer.data.tasks.clean_imdb"
+    assert spec.layout() == ("<data_dir>/train.csv and <data_dir>/dev.csv: csv, comma-separated, fields quoted as "
+                             "needed, a header naming at least: premise hypothesis gold")
+    assert "id,label,rating,text" not in tasks.TASKS["imdb"].layout()
+    assert "header naming at least: text label; the text's HTML line breaks cleaned" in tasks.TASKS["imdb"].layout()
+    (tmp_path / "train.csv").write_text("id,premise,hypothesis,gold\n1,a,b,maybe\n")
+    with pytest.raises(TaskDataError, match=r"train.csv:2: label 'maybe' is not in the pairs label set"):
+        read_task_split("pairs", str(tmp_path), "train")
+
+
+def test_a_task_file_s_mistakes_are_named_with_the_file_and_the_spec_key_before_any_row_is_read(tmp_path,
+                                                                                               monkeypatch):
+    """A wrong column named the file but not the spec key to fix; a header-only dev.tsv said "task three split eval
+    in <dir>: no rows", naming neither the file nor what it lacks; and both were found only once the model had
+    loaded. check_task_data reads each file's header and first row (what finetuning calls before its model) and
+    names the file, and the key of a task of one's own."""
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    tasks.register_task(tasks.TaskSpec("three", ("sentence",), "sentiment", ("neg", "pos", "short"),
+                                       ("neg", "pos", "short")))
+    _write(tmp_path / "train.tsv", "sentence\tsentiment\n", [("a fine film", "pos")])
+    _write(tmp_path / "dev.tsv", "sentence\tsentiment\n", [])
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/dev.tsv: header only, no rows; expected "):
+        task_readers.check_task_data("three", tmp_path)
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/dev.tsv: header only, no rows"):
+        read_task_split("three", str(tmp_path), "eval")
+    (tmp_path / "dev.tsv").write_text("")
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/dev.tsv: empty file; expected "):
+        task_readers.check_task_data("three", tmp_path)
+    _write(tmp_path / "dev.tsv", "text\tlabel\n", [("a dull film", "neg")])
+    with pytest.raises(TaskDataError, match=r"dev.tsv:1: header \['text', 'label'\] lacks columns \['sentence', "
+                                            r"'sentiment'\] \(named by task.spec.text_fields=\['sentence'\], "
+                                            r"task.spec.label_field=sentiment: name the file's columns there\)"):
+        task_readers.check_task_data("three", tmp_path)
+    _write(tmp_path / "dev.tsv", "sentence\tsentiment\n", [("a dull film", "neutral")])
+    task_readers.check_task_data("three", tmp_path)  # the rows' labels are checked as the split is read
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabelx\n", [("a", "1")])
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [("a", "1")])
+    with pytest.raises(TaskDataError, match=r"lacks columns \['label'\]; expected"):  # the package's: no spec key
+        task_readers.check_task_data("sst2", tmp_path / "sst2")
+    task_readers.check_task_data("qqp", None)  # the hub: checked as it is read

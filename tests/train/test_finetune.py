@@ -817,6 +817,22 @@ def test_a_task_registered_from_python_leaves_runs_the_readers_read_in_any_proce
     assert tasks.get_task("mine") == spec
 
 
+def test_a_task_file_without_the_spec_s_columns_is_refused_before_the_model_loads(tmp_path, pretrained_run,
+                                                                                   monkeypatch):
+    """A wrong column or a header-only file was found after the model had loaded (about 30 s for MiniLM on a loaded
+    machine): the task's files' headers are read first."""
+    from linformer.train import finetune as finetune_module
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the task's files were checked")
+
+    monkeypatch.setattr(finetune_module, "load_classifier", no_model)
+    data = write_sst2_fixture(tmp_path / "data", train=8, dev=2)
+    (data / "dev.tsv").write_text("sentence\tlabel\n")
+    with pytest.raises(DataError, match=rf"^{data}/dev.tsv: header only, no rows; expected "):
+        _run(tmp_path, data, pretrained_run, "trainer.max_steps=1")
+
+
 def _tiny_classifier(path, tokenizer_dir, n: int):
     """A tiny Linformer classifier of n tokens saved with the tokenizer of `tokenizer_dir` (capped at n)."""
     from linformer import LinformerConfig, LinformerForSequenceClassification
