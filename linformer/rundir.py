@@ -732,7 +732,7 @@ class Run:
     """A run directory as reports see it."""
 
     path: Path
-    name: str                        # run_name from the config, else the directory name
+    name: str                        # the run directory's name (a sweep's jobs: run_name and their settings)
     stage: str | None                # pretrain / finetune / transfer / distill (``run_stage``); None where unknown
     config: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)   # summary.json and/or results.json
@@ -876,7 +876,8 @@ def load_run(path: str | Path, rows: bool = True, strict: bool = False) -> Run:
     config = read(CONFIG)
     results = {**read(SUMMARY), **read(RESULTS)}
     info = read(RUN)
-    name = str(config.get("run_name") or path.name)
+    name = path.name  # as the user sees it on disk, and as the dashboard's mirror names it: not run_name, which a
+    # run directory given to the Python API (finetune(spec, run_dir)) need not match
     why = info.get("error") or info.get("reason")
     status = DAMAGED if RUN in damaged else run_status(path, info)
     return Run(path=path, name=name, stage=run_stage(path, info, results, config), config=config, results=results,

@@ -317,7 +317,7 @@ def test_a_comparison_names_what_differs_and_its_plots_stay_readable(tmp_path, m
     import yaml
 
     def run(stage, name, folder, lr, **extra):
-        path = make_run(tmp_path / "out", stage, f"multirun/{folder}", _pretrain_rows(lr * 1e3), **extra)
+        path = make_run(tmp_path / "out" / folder, stage, name, _pretrain_rows(lr * 1e3), **extra)
         config = yaml.safe_load((path / "config.yaml").read_text())
         (path / "config.yaml").write_text(yaml.safe_dump({**config, "run_name": name, "trainer": {"lr": lr}}))
         return path
@@ -513,12 +513,13 @@ def test_an_empty_run_path_is_refused_naming_the_argument_not_read_as_the_reposi
 
 
 def _sweep_run(make_run, root, folder, seed, lr, accuracy, chosen=None, **config_extra):
-    """A finished finetuning run of an lr x seed sweep (one run_name, folders told apart by their overrides)."""
+    """A finished finetuning run of an lr x seed sweep (one run_name, its folder's name, under folders told apart by
+    their overrides)."""
     import yaml
 
     selection = ({"split": "validation", "step": 1, "rule": "best val_accuracy", "value": chosen}
                  if chosen is not None else {"split": None, "step": 1, "rule": "last model"})
-    path = make_run(root, "finetune", f"multirun/{folder}", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2",
+    path = make_run(root / folder, "finetune", f"sst2-s{seed}", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2",
                     results={"metrics": {"accuracy": accuracy}, "reported": {"split": "dev", "step": 1},
                              "selection": selection, "start_weights_sha256": "a" * 64})
     config = yaml.safe_load((path / "config.yaml").read_text())
@@ -654,3 +655,20 @@ def test_an_unfinished_run_is_described_from_its_record_as_a_finished_one_is(tmp
     assert (cut.key_config["global_batch"], cut.key_config["processes"]) == (16, 1) == \
         (done.key_config["global_batch"], done.key_config["processes"])
     assert "Machines: CPU: AMD EPYC (2 runs)." in result["table"]
+
+
+def test_a_run_is_named_by_its_folder_in_the_comparison_as_on_the_dashboard(tmp_path, make_run):
+    """A run made through the Python API into a folder of one's own (finetune(spec, "out/finetune/rte-api")) was
+    labelled by the run_name its config records, a name no folder has, while the dashboard mirrors it as
+    finetune/rte-api: both name it by its folder."""
+    import yaml
+
+    from linformer.report.dashboard import mirror_all
+
+    path = make_run(tmp_path / "out", "finetune", "rte-api", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2")
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "run_name": "rte-minilm-k32-lr2e-05-s0"}))
+    assert load_run(path).name == "rte-api"
+    table = compare_runs([path], tmp_path / "cmp")["table"]
+    assert "| rte-api |" in table and "rte-minilm-k32" not in table
+    assert list(mirror_all(tmp_path / "out", tmp_path / "logs")) == ["finetune/rte-api"]
