@@ -13,7 +13,7 @@ from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError
-from linformer.modeling.configuration import SHARING_MODES
+from linformer.modeling.configuration import SHARING
 from linformer.modeling.loading import resolve_model_path
 from linformer.report import length_policy, measured
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the report again from the JSON of an earlier run (relative to the repository), "
                          "with today's labels and figure; the other options are not read")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
-    ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
+    ap.add_argument("--sharing", default="layerwise", choices=list(SHARING))
     ap.add_argument("--n", type=at_least(1), default=512, help="max_seq_len of the converted models (default 512)")
     ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
     ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")

@@ -12,7 +12,7 @@ import sys
 from linformer.argtypes import at_least, path
 from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
-from linformer.modeling.configuration import SHARING_MODES
+from linformer.modeling.configuration import SHARING
 from linformer.report import long_inputs, measured
 
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="lengths to lengthen the classifier to (IMDB's test reviews reach 2,048 tokens in 4 cases and "
                          "3,000 in none; an n that no input of the sample reaches is left out, and said so)")
     ap.add_argument("--k", type=at_least(1), default=128)
-    ap.add_argument("--sharing", default="layerwise", choices=SHARING_MODES)
+    ap.add_argument("--sharing", default="layerwise", choices=list(SHARING))
     ap.add_argument("--examples", type=at_least(0), default=200,
                     help="eval examples longer than the classifier's n, drawn at random (0 = all)")
     ap.add_argument("--batch-size", type=at_least(1), default=4)

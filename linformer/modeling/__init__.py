@@ -1,6 +1,13 @@
 """RoBERTa-shaped Linformer models, registered with the Hugging Face Auto classes on import."""
 
-from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, PoolProjection
+from .attention import (
+    ConvProjection,
+    LinearProjection,
+    LinformerSelfAttention,
+    PoolProjection,
+    Projection,
+    register_projection,
+)
 from .auto import register
 from .configuration import LinformerConfig, attention_label
 from .convert import convert_encoder
@@ -19,7 +26,9 @@ __all__ = [
     "LinformerPreTrainedModel",
     "LinformerSelfAttention",
     "PoolProjection",
+    "Projection",
     "attention_label",
     "convert_encoder",
     "count_projection_matrices",
+    "register_projection",
 ]

@@ -7,7 +7,8 @@ applied, so a sequence gives the same output alone and inside a right-padded bat
 the sequence's start, so left padding moves them: the model warns). (The official fairseq code and
 lucidrains/linformer project the padded positions too, so their outputs depend on how a batch was padded.)
 
-Projections (paper §4, "general projections"):
+Projections (paper §4, "general projections"), each a ``Projection`` built by name from ``PROJECTION_BUILDERS``
+(``register_projection`` adds one):
 - ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows
   (``length_policy="slice"``, the paper's). With ``config.mask_empty_windows`` it also keeps only the columns whose
   window (row t belongs to column t k / n, the windows the mean initialisation averages) holds a real token, as
@@ -19,13 +20,17 @@ Projections (paper §4, "general projections"):
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import initialization as init
 
-from .configuration import SHARING, LinformerConfig
+from .configuration import PROJECTION_INITS, PROJECTIONS, SHARING, LinformerConfig
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
@@ -61,8 +66,64 @@ def window_columns(T: int, n: int, k: int) -> int:
     return (T - 1) * k // n + 1
 
 
-class LinearProjection(nn.Module):
+def window_mean_matrix(n: int, k: int) -> torch.Tensor:
+    """n x k matrix averaging consecutive windows: row t belongs to window floor(t k / n)."""
+    window = torch.arange(n) * k // n
+    E = torch.zeros(n, k)
+    E[torch.arange(n), window] = 1.0
+    return E / E.sum(0, keepdim=True)
+
+
+def too_long(T: int, n: int) -> str:
+    """The message for an input of T tokens given to a model or layer whose E and F have n rows."""
+    return f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). Truncate inputs to {n} tokens."
+
+
+_INITIALISED_LATER = contextvars.ContextVar("linformer_projections_initialised_later", default=False)
+
+
+@contextlib.contextmanager
+def initialised_later():
+    """Projections built inside skip their own initialisation, because what builds them initialises them afterwards:
+    a LinformerPreTrainedModel builds its encoder inside, and its post_init (HF's ``_init_weights``, which
+    ``from_pretrained`` skips for the weights it loads) calls each projection's ``reset_parameters`` once, so the
+    random draws of ``projection_init='xavier'`` come in the order they always have and a seed gives the same model."""
+    token = _INITIALISED_LATER.set(True)
+    try:
+        yield
+    finally:
+        _INITIALISED_LATER.reset(token)
+
+
+class Projection(nn.Module):
+    """Keys or values (B, H, T, d) projected along the sequence axis: ``forward(x, mask)`` -> (B, H, c, d) and the
+    (B, c) bool mask of the columns to attend (None: all). ``num_matrices``: learned matrices it holds (counted by
+    ``count_projection_matrices``). ``reset_parameters`` is the one definition of its initialisation: a subclass
+    calls ``self.initialise()`` at the end of ``__init__`` (so a projection built alone is ready to use, as an
+    nn.Linear is), and the model's ``_init_weights`` calls it for every projection."""
+
+    num_matrices = 0
+
+    def reset_parameters(self) -> None:
+        """Initialise the parameters (none here) through ``transformers.initialization``, whose functions leave a
+        weight that ``from_pretrained`` loaded (``_is_hf_initialized``) as it is."""
+
+    def initialise(self) -> None:
+        if not _INITIALISED_LATER.get():
+            self.reset_parameters()
+
+
+def _check_init(projection_init: str) -> str:
+    if projection_init not in PROJECTION_INITS:
+        raise ValueError(f"projection_init={projection_init!r} is not one of {', '.join(PROJECTION_INITS)}.")
+    return projection_init
+
+
+class LinearProjection(Projection):
     """A learned E (or F) of shape n x k, or H x n x k when every head has its own (sharing='none').
+
+    ``projection_init`` (config ``projection_init``): ``"mean"`` starts E as the mean over windows of about n/k
+    consecutive positions; ``"xavier"`` as fairseq's Linformer, xavier_uniform with gain 1/sqrt(2) on each n x k matrix.
 
     ``zero_padding`` (default True) keeps padded positions out of the projection. False projects them like real
     tokens, as fairseq's and lucidrains' Linformer do: only for measuring how much that leaks.
@@ -75,13 +136,23 @@ class LinearProjection(nn.Module):
     """
 
     def __init__(self, n: int, k: int, num_heads: int | None = None, zero_padding: bool = True,
-                 window_mask: bool = False, length_policy: str = "slice"):
+                 window_mask: bool = False, length_policy: str = "slice", projection_init: str = "mean"):
         super().__init__()
         shape = (n, k) if num_heads is None else (num_heads, n, k)
         self.weight = nn.Parameter(torch.empty(shape))
         self.zero_padding = zero_padding
         self.window_mask = window_mask
         self.resample = {"slice": False, "resample": True}[length_policy]  # every LENGTH_POLICIES value, no other
+        self.projection_init = _check_init(projection_init)
+        self.initialise()
+
+    def reset_parameters(self) -> None:
+        n, k = self.weight.shape[-2:]
+        if self.projection_init == "mean":  # E_tj = 1/|window j| for the ~n/k consecutive positions t of window j
+            init.copy_(self.weight, window_mean_matrix(n, k).expand_as(self.weight))
+        else:  # fairseq's Linformer: xavier_uniform with gain 1/sqrt(2) on each n x k matrix
+            bound = math.sqrt(6.0 / (n + k)) / math.sqrt(2.0)
+            init.uniform_(self.weight, -bound, bound)
 
     @property
     def per_head(self) -> bool:
@@ -154,14 +225,12 @@ def _window_mask(mask: torch.Tensor | None, length: int, window: int) -> torch.T
     return F.pad(mask, (0, pad), value=False).view(mask.shape[0], -1, window).any(-1)
 
 
-class PoolProjection(nn.Module):
+class PoolProjection(Projection):
     """Mean or max pooling over windows of n/k positions (no parameters)."""
 
     def __init__(self, n: int, k: int, kind: str):
         super().__init__()
         self.window, self.kind = n // k, kind
-
-    num_matrices = 0
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, H, T, d = x.shape
@@ -178,18 +247,29 @@ class PoolProjection(nn.Module):
         return x, kmask
 
 
-class ConvProjection(nn.Module):
+class ConvProjection(Projection):
     """A strided Conv1d over the sequence axis (kernel = stride = n/k) on each head's d channels.
 
     With sharing='none' every head has its own kernel (a grouped convolution); otherwise one kernel serves all
-    heads. No bias, so the projection of an all-padding window is zero.
+    heads. No bias, so the projection of an all-padding window is zero. ``projection_init``: ``"mean"`` starts each
+    output channel as the mean of its own input channel over the window; ``"xavier"`` as normal(0, 1/sqrt(d window)).
     """
 
-    def __init__(self, n: int, k: int, head_dim: int, num_heads: int | None = None):
+    def __init__(self, n: int, k: int, head_dim: int, num_heads: int | None = None, projection_init: str = "mean"):
         super().__init__()
         self.window, self.groups = n // k, num_heads or 1
-        # Conv1d kernel (out channels, in channels per group, window), held directly so it has one init site
+        # Conv1d kernel (out channels, in channels per group, window), held directly: reset_parameters is its init
         self.weight = nn.Parameter(torch.empty(head_dim * self.groups, head_dim, self.window))
+        self.projection_init = _check_init(projection_init)
+        self.initialise()
+
+    def reset_parameters(self) -> None:
+        channels, w = self.weight.shape[1:]
+        if self.projection_init == "mean":  # each output channel averages its own input channel over the window
+            kernel = torch.eye(channels).repeat(self.groups, 1)[:, :, None].expand(-1, -1, w) / w
+            init.copy_(self.weight, kernel)
+        else:
+            init.normal_(self.weight, 0.0, 1.0 / math.sqrt(channels * w))
 
     @property
     def num_matrices(self) -> int:
@@ -207,17 +287,34 @@ class ConvProjection(nn.Module):
         return y.transpose(-1, -2).contiguous(), _window_mask(mask, T, self.window)
 
 
-def build_projection(config: LinformerConfig, k: int, per_head: bool) -> nn.Module:
+# name -> build(config, k, heads): one E or F of a sharing unit; heads is None when the heads share it. Every name here
+# is a value of config.projection (configuration.PROJECTIONS, held equal by register_projection and a test): none falls
+# to another's builder.
+PROJECTION_BUILDERS: dict[str, Callable[[LinformerConfig, int, int | None], Projection]] = {
+    "linear": lambda config, k, heads: LinearProjection(
+        config.max_seq_len, k, heads, window_mask=config.mask_empty_windows, length_policy=config.length_policy,
+        projection_init=config.projection_init),
+    "mean_pool": lambda config, k, heads: PoolProjection(config.max_seq_len, k, "mean"),
+    "max_pool": lambda config, k, heads: PoolProjection(config.max_seq_len, k, "max"),
+    "conv": lambda config, k, heads: ConvProjection(config.max_seq_len, k, config.head_dim, heads,
+                                                    projection_init=config.projection_init),
+}
+
+
+def register_projection(name: str, build: Callable[[LinformerConfig, int, int | None], Projection]) -> None:
+    """Make ``config.projection=name`` build ``build(config, k, heads)`` (a ``Projection``; ``heads``: the number of
+    heads when each head has its own, None when they share it) in this process. A name taken already is a ValueError.
+    A model saved with it loads only where the same registration ran first: the code saved beside a model for
+    ``trust_remote_code`` is the package's own, without a projection of one's own."""
+    if name in PROJECTION_BUILDERS or name in PROJECTIONS:
+        raise ValueError(f"projection {name!r} is registered already: give yours a name of its own.")
+    PROJECTION_BUILDERS[name] = build
+    PROJECTIONS.append(name)
+
+
+def build_projection(config: LinformerConfig, k: int, per_head: bool) -> Projection:
     """One E or F for a sharing unit (a head, a layer, or the whole model)."""
-    n, heads = config.max_seq_len, (config.num_attention_heads if per_head else None)
-    builders = {  # one entry per configuration.PROJECTIONS (a test holds them equal): none falls to another's
-        "linear": lambda: LinearProjection(n, k, heads, window_mask=config.mask_empty_windows,
-                                           length_policy=config.length_policy),
-        "conv": lambda: ConvProjection(n, k, config.head_dim, heads),
-        "mean_pool": lambda: PoolProjection(n, k, "mean"),
-        "max_pool": lambda: PoolProjection(n, k, "max"),
-    }
-    return builders[config.projection]()
+    return PROJECTION_BUILDERS[config.projection](config, k, config.num_attention_heads if per_head else None)
 
 
 def _projected_linear(linear: nn.Module, projected: torch.Tensor, bias_weights: torch.Tensor) -> torch.Tensor:
@@ -266,6 +363,9 @@ class LinformerSelfAttention(nn.Module):
             self.E = build_projection(config, k, sharing.per_head)
             if sharing.separate_f:
                 self.F = build_projection(config, k, sharing.per_head)
+        # what forward's checks read, kept as plain attributes (a config's or submodule's lookup costs microseconds)
+        self.max_len = config.max_seq_len if self.linformer else None
+        self.needs_shared = sharing is not None and sharing.across_layers
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, D) -> (B, H, L, d)
         return x.view(x.shape[0], -1, self.num_heads, self.head_dim).transpose(1, 2)
@@ -288,8 +388,12 @@ class LinformerSelfAttention(nn.Module):
         return key, value, kmask
 
     def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
-        """hidden: (B, T, D); mask: (B, T) bool, True at real tokens, or None when nothing is padded; per_forward: a
-        dict the encoder's layers share for one forward (what depends only on the input's lengths is built once)."""
+        """hidden: (B, T, D), T <= n (config.max_seq_len); mask: (B, T) bool (or integer 0/1, as a tokenizer's
+        attention_mask), True at real tokens, or None when nothing is padded; shared_projection: the encoder's one E
+        (LinformerEncoder.E) when sharing='layerwise'; per_forward: a dict the encoder's layers share for one forward
+        (what depends only on the input's lengths is built once). Anything else is a ValueError saying what to pass.
+        The checks read shapes and dtypes only: no host sync."""
+        mask = self._checked(hidden, mask, shared_projection)
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):
@@ -315,6 +419,25 @@ class LinformerSelfAttention(nn.Module):
                     probs = F.pad(probs, (0, exact_probs.shape[-1] - probs.shape[-1]))
                     probs = torch.where(short[:, None, None, None], exact_probs, probs)
         return out, probs
+
+    def _checked(self, hidden, mask, shared_projection):
+        """The mask as a (B, T) bool tensor, after ValueErrors for what the layer cannot take."""
+        if self.needs_shared and shared_projection is None:
+            raise ValueError(f"sharing={self.config.sharing!r}: this layer has no projection of its own; pass the "
+                             "encoder's (LinformerEncoder.E) as shared_projection.")
+        if torch.jit.is_tracing():  # a trace's shapes are tensors: comparing them would warn and record a constant
+            return mask
+        B, T = hidden.shape[:2]
+        if self.max_len is not None and self.max_len < T:
+            raise ValueError(too_long(T, self.max_len))
+        if mask is None or (mask.dtype == torch.bool and tuple(mask.shape) == (B, T)):
+            return mask
+        if mask.is_floating_point() or mask.is_complex() or tuple(mask.shape) != (B, T):
+            raise ValueError(
+                f"mask must be (batch, tokens) = {(B, T)}, bool or integer 0/1, True (1) at real tokens; got "
+                f"{mask.dtype} of shape {tuple(mask.shape)}. From an additive float mask (0 at real tokens, a large "
+                "negative number at padding) pass mask == 0; from a (batch, 1, 1, tokens) one, mask[:, 0, 0].")
+        return mask != 0
 
     def _local_global(self, q, hidden, mask, E, F_, shared=None):
         """One softmax over the local window's exact keys, the global tokens' and the projected ones -> (B, T, D).
@@ -380,10 +503,14 @@ class LinformerSelfAttention(nn.Module):
 
 
 __all__ = [
+    "PROJECTION_BUILDERS",
     "ConvProjection",
     "LinearProjection",
     "LinformerSelfAttention",
     "PoolProjection",
+    "Projection",
     "build_projection",
+    "register_projection",
     "resampled_rows",
+    "window_mean_matrix",
 ]

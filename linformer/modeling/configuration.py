@@ -34,14 +34,16 @@ class Sharing:
     across_layers: bool  # one E for every layer (the encoder owns it)
 
 
+# the values config.sharing takes: a mode added here is taken, built and counted everywhere
 SHARING = {
     "none": Sharing(per_head=True, separate_f=True, across_layers=False),
     "headwise": Sharing(per_head=False, separate_f=True, across_layers=False),
     "kv": Sharing(per_head=False, separate_f=False, across_layers=False),
     "layerwise": Sharing(per_head=False, separate_f=False, across_layers=True),
 }
-SHARING_MODES = tuple(SHARING)
-PROJECTIONS = ("linear", "mean_pool", "max_pool", "conv")
+# the values config.projection takes; attention.register_projection adds one with its builder (a list, so that one
+# append reaches every module that imported it)
+PROJECTIONS = ["linear", "mean_pool", "max_pool", "conv"]
 PROJECTION_INITS = ("mean", "xavier")
 CLASSIFIER_HEADS = ("roberta", "bert")
 CLASSIFIER_POOLINGS = ("pooler", "cls", "mean")
@@ -296,8 +298,9 @@ class LinformerConfig(PreTrainedConfig):
         if tv is not None and not 0 < tv <= self.vocab_size:
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
                               "embedding rows past it are padding.")
-        _check_choice("sharing", self.sharing, SHARING_MODES)
-        _check_choice("projection", self.projection, PROJECTIONS)
+        _check_choice("sharing", self.sharing, tuple(SHARING))
+        _check_choice("projection", self.projection, PROJECTIONS,
+                      " (or linformer.modeling.register_projection in this process for one of your own)")
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
         _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
@@ -553,9 +556,9 @@ def check_model_fields(fields: Mapping, prefix: str = "model.") -> None:
             _check_type(key, value, f"{prefix}{key}")
 
 
-def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+def _check_choice(key: str, value: str, choices, more: str = "") -> None:
     if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}.")
+        raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}{more}.")
 
 
 __all__ = [
@@ -569,7 +572,6 @@ __all__ = [
     "PROJECTION_INITS",
     "RECORDED_FIELDS",
     "SHARING",
-    "SHARING_MODES",
     "SIZE_FIELDS",
     "LinformerConfig",
     "Sharing",

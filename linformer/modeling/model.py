@@ -7,7 +7,6 @@ so RoBERTa checkpoints convert (``from_pretrained_encoder``) with only the proje
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import shutil
 from pathlib import Path
@@ -23,7 +22,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import logging
 from transformers.utils.generic import can_return_tuple
 
-from .attention import ConvProjection, LinearProjection, LinformerSelfAttention, build_projection
+from .attention import LinformerSelfAttention, Projection, build_projection, initialised_later, too_long
 from .configuration import SHARING, LinformerConfig, check_local_path
 from .flex import check_available
 from .threads import capturing, fitted
@@ -245,21 +244,8 @@ class LinformerPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)  # RoBERTa's: normal(0, initializer_range), zero biases, unit LayerNorm
-        mean_init = self.config.projection_init == "mean"
-        if isinstance(module, LinearProjection):
-            n, k = module.weight.shape[-2:]
-            if mean_init:  # E_tj = 1/|window j| for the ~n/k consecutive positions t of window j
-                init.copy_(module.weight, window_mean_matrix(n, k).expand_as(module.weight))
-            else:  # fairseq's Linformer: xavier_uniform with gain 1/sqrt(2) on each n x k matrix
-                bound = math.sqrt(6.0 / (n + k)) / math.sqrt(2.0)
-                init.uniform_(module.weight, -bound, bound)
-        elif isinstance(module, ConvProjection):
-            channels, w = module.weight.shape[1:]
-            if mean_init:  # each output channel averages its own input channel over the window
-                kernel = torch.eye(channels).repeat(module.groups, 1)[:, :, None].expand(-1, -1, w) / w
-                init.copy_(module.weight, kernel)
-            else:
-                init.normal_(module.weight, 0.0, 1.0 / math.sqrt(channels * w))
+        if isinstance(module, Projection):  # E, F or a conv kernel: config.projection_init, as the module defines it
+            module.reset_parameters()
         elif isinstance(module, LinformerLMHead):
             init.zeros_(module.bias)
 
@@ -308,7 +294,8 @@ class LinformerModel(LinformerPreTrainedModel):
         classifier's [CLS]; None: when it has a pooler), which left padding fills with a pad."""
         super().__init__(config)
         self.embeddings = LinformerEmbeddings(config)
-        self.encoder = LinformerEncoder(config)
+        with initialised_later():  # the projections, by post_init below (HF's init path: loaded weights are skipped)
+            self.encoder = LinformerEncoder(config)
         self.pooler = LinformerPooler(config) if add_pooling_layer else None
         self.reads_first_token = add_pooling_layer if reads_first_token is None else reads_first_token
         self.post_init()
@@ -334,10 +321,7 @@ class LinformerModel(LinformerPreTrainedModel):
         _, T = check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
         n = self.config.max_seq_len
         if n < T:
-            raise ValueError(
-                f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). "
-                f"Truncate inputs to {n} tokens."
-            )
+            raise ValueError(too_long(T, n))
         output_attentions = bool(output_attentions or self.config.output_attentions)
         if output_attentions and self.config.attention != "full" and (self.config.local_window or
                                                                       self.config.global_positions):
@@ -444,17 +428,9 @@ def check_inputs(input_ids, inputs_embeds, attention_mask=None, token_type_ids=N
     return B, T
 
 
-def window_mean_matrix(n: int, k: int) -> torch.Tensor:
-    """n x k matrix averaging consecutive windows: row t belongs to window floor(t k / n)."""
-    window = torch.arange(n) * k // n
-    E = torch.zeros(n, k)
-    E[torch.arange(n), window] = 1.0
-    return E / E.sum(0, keepdim=True)
-
-
 def count_projection_matrices(model: nn.Module) -> int:
     """Number of distinct learned sequence projections (E/F matrices, or conv kernels) in a model."""
-    return sum(m.num_matrices for m in model.modules() if isinstance(m, (LinearProjection, ConvProjection)))
+    return sum(m.num_matrices for m in model.modules() if isinstance(m, Projection))
 
 
 __all__ = ["LinformerModel", "LinformerPreTrainedModel", "check_inputs", "count_projection_matrices"]

@@ -7,12 +7,12 @@ import torch
 
 from linformer import LinformerForMaskedLM, LinformerModel, count_projection_matrices
 from linformer.modeling import LinearProjection
-from linformer.modeling.configuration import PROJECTIONS, SHARING_MODES
+from linformer.modeling.configuration import PROJECTIONS, SHARING
 from linformer.modeling.errors import ConfigError
 
 from .conftest import tiny_config
 
-SHARINGS = SHARING_MODES  # every mode the config takes, so that a new one is tested as it is added
+SHARINGS = tuple(SHARING)  # every mode the config takes, so that a new one is tested as it is added
 
 
 def _padded_batch(vocab=64, lengths=(16, 11, 5), pad=1):

@@ -7,9 +7,8 @@ import torch.nn.functional as F
 
 from linformer import LinformerModel
 from linformer.errors import ConfigError
-from linformer.modeling.attention import resampled_rows
+from linformer.modeling.attention import resampled_rows, window_mean_matrix
 from linformer.modeling.flops import forward_flops_per_token
-from linformer.modeling.model import window_mean_matrix
 
 from .conftest import tiny_config
 

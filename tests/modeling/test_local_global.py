@@ -78,8 +78,7 @@ def window_mean_rows(lengths: torch.Tensor, T: int, c: int, per_column: int = 8,
                      ) -> torch.Tensor:
     """(B, T, c) the rows of an n x c window-mean E (n = per_column c) the inputs use: resampled to each row's
     length, or its first T rows (slice), zero at padding."""
-    from linformer.modeling.attention import resampled_rows
-    from linformer.modeling.model import window_mean_matrix
+    from linformer.modeling.attention import resampled_rows, window_mean_matrix
 
     E = window_mean_matrix(per_column * c, c).double()
     rows = resampled_rows(E, T, lengths) if resample else E[:T].expand(len(lengths), T, c)
