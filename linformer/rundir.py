@@ -162,8 +162,9 @@ def identity(config: Mapping) -> dict[str, Any]:
 
 
 # Keys runs recorded that no setting reads now, and that trained nothing the remaining keys do not say: a run
-# recorded with one is compared on the rest (trainer.lr_schedule: linear or polynomial, lr_power decided either way)
-RETIRED_KEYS = ("trainer.lr_schedule",)
+# recorded with one is compared on the rest (trainer.lr_schedule: linear or polynomial, lr_power decided either way;
+# trainer.eval_batches: how many held-out batches an evaluation scored, trainer.eval_blocks now, in blocks)
+RETIRED_KEYS = ("trainer.lr_schedule", "trainer.eval_batches")
 
 
 def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | None) -> dict[str, tuple]:

@@ -90,7 +90,8 @@ def test_figure3d_runs_differ_only_in_attention_and_n_with_the_same_tokens_per_u
         n = spec.model["max_seq_len"]
         assert spec.corpus_dir.endswith(f"data/processed/books-n{n}") and spec.tokenizer_dir.endswith("books")
         assert spec.trainer.batch_size * n == gpu.FIGURE3D_TOKENS and spec.model["hidden_size"] == 256
-        assert (spec.trainer.max_steps, spec.trainer.eval_batches, spec.trainer.lr) == (2000, 8, 1e-3)
+        assert (spec.trainer.max_steps, spec.trainer.lr) == (2000, 1e-3)
+        assert spec.trainer.eval_blocks * n == gpu.FIGURE3D_EVAL_TOKENS  # the same validation tokens at every n
         kind = "full" if spec.model["attention"] == "full" else "k128"
         assert spec.model["projected_dim"] == 128 and spec.run_name == f"fig3d-{kind}-n{n}"
     figure = commands[-1]

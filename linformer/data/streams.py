@@ -25,16 +25,20 @@ SEEDING_STEP, SEEDING_MICRO = "step", "micro-batch"
 # The seed of the held-out blocks' order and masks, the same for every training seed (so val_ppl across seeds
 # measures one set): 1, the set seed-0 runs have always had; runs recorded without it used seed + 1
 VALIDATION_SEED = 1
+# How an evaluation chooses the held-out blocks it scores (``BlockStream.held_out``), as run.json and each checkpoint
+# record it: a number of blocks (trainer.eval_blocks), or (runs recorded without it) whole global micro-batches
+SCORING_BLOCKS, SCORING_BATCHES = "blocks", "batches"
 
 
-def recorded_draws(state, seed: int) -> tuple[str, int]:
-    """(batch seeding, validation seed) a checkpoint's `state` records, or those of a checkpoint saved before they
-    were recorded: per micro-batch, and the run's seed + 1."""
+def recorded_draws(state, seed: int) -> tuple[str, int, str]:
+    """(batch seeding, validation seed, validation scoring) a checkpoint's `state` records, or those of a checkpoint
+    saved before they were recorded: per micro-batch, the run's seed + 1, whole batches."""
     seeding = state.get("batch_seeding", SEEDING_MICRO)
-    if seeding not in (SEEDING_STEP, SEEDING_MICRO):
-        raise ConfigError(f"the checkpoint records a batch seeding {seeding!r} this version does not know "
-                          f"({SEEDING_STEP!r} or {SEEDING_MICRO!r}): continue it with the version that began it")
-    return seeding, int(state.get("validation_seed", seed + 1))
+    scoring = state.get("validation_scoring", SCORING_BATCHES)
+    if seeding not in (SEEDING_STEP, SEEDING_MICRO) or scoring not in (SCORING_BLOCKS, SCORING_BATCHES):
+        raise ConfigError(f"the checkpoint records a batch seeding {seeding!r} or validation scoring {scoring!r} "
+                          "this version does not know: continue it with the version that began it")
+    return seeding, int(state.get("validation_seed", seed + 1)), scoring
 
 
 class EpochOrder:
@@ -127,16 +131,42 @@ class BlockStream:
         return BlockStream(self.dataset, self.per_device, self.world, self.rank, seed, self.collator, self.split,
                            grad_accum=accum)
 
-    def held_out(self, limit: int | None, device) -> Iterator[dict[str, torch.Tensor]]:
-        """The first `limit` micro-batches (all when None) on `device`: the same every evaluation. A limit above
-        what the split holds is capped, and said once."""
-        total = self.batches_per_epoch if limit is None else min(limit, self.batches_per_epoch)
+    def scored_blocks(self, limit: int | None) -> int:
+        """How many blocks an evaluation scores (``held_out``): `limit` (trainer.eval_blocks), at most the split's
+        (all when None); a limit above the split's is said once."""
+        total = len(self.dataset) if limit is None else min(limit, len(self.dataset))
         if limit is not None and limit > total and not self._capped:
             self._capped = True
-            log.warning("trainer.eval_batches=%d, but the %s split holds %d batches of %d blocks: evaluating on "
-                        "those %d", limit, self.split, total, self.per_device, total)
-        for g in range(total):
-            yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
+            log.warning("trainer.eval_blocks=%d, but the %s split holds %d blocks: evaluating on those %d", limit,
+                        self.split, total, total)
+        return total
+
+    def held_out(self, limit: int | None, device, scoring: str = SCORING_BLOCKS) -> Iterator[dict[str, torch.Tensor]]:
+        """This rank's batches of the blocks an evaluation scores, on `device`: the same every evaluation.
+
+        SCORING_BLOCKS: the first ``scored_blocks(limit)`` blocks of an order drawn with the stream's seed, each
+        masked by a generator seeded by (seed, its place in that order): the set and its masks are the same whatever
+        the batch, the processes or grad_accum, and none is left out for not filling a batch. Every process takes
+        its slice of each batch of batch x processes places, as in training (the last batch may be short, a process
+        then takes fewer blocks or none). SCORING_BATCHES (a run whose checkpoints record no scoring): as that
+        version scored, whole global micro-batches of this stream, as many as hold the `limit` blocks."""
+        total = self.scored_blocks(limit)
+        if scoring == SCORING_BATCHES:
+            for g in range(min(self.batches_per_epoch, math.ceil(total / self.global_micro))):
+                yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
+            return
+        order = torch.randperm(len(self.dataset), generator=torch.Generator().manual_seed(self.seed * 1_000_003))
+        for start in range(0, total, self.global_micro):
+            lo = start + self.rank * self.per_device
+            places = range(lo, min(lo + self.per_device, total))
+            if not len(places):
+                continue
+            rows = self.blocks[order[places.start:places.stop].tolist()]["input_ids"]
+            one = []
+            for place, row in zip(places, rows):
+                self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + place)
+                one.append(self.collator([{"input_ids": row.tolist()}]))
+            yield {k: torch.cat([b[k] for b in one]).to(device) for k in one[0]}
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """The rank's slice of micro-batch g (step g // grad_accum), masked identically whatever the split."""

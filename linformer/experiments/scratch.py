@@ -100,7 +100,7 @@ PROFILES = {
               "data.val_fraction=0.05"),  # 15 of 300 articles: at least one evaluation batch of 16 blocks
         model=("model=tiny", "model.max_seq_len=64", "model.hidden_size=64", "model.intermediate_size=128"),
         pretrain=("trainer.max_steps=60", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=6",
-                  "trainer.eval_every=20", "trainer.eval_batches=4", "trainer.save_every=60", "trainer.log_every=20",
+                  "trainer.eval_every=20", "trainer.eval_blocks=64", "trainer.save_every=60", "trainer.log_every=20",
                   "trainer.mixed_precision=no"),
         recipes={"sst2": ("max_train_examples=2000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
                         "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
@@ -121,7 +121,7 @@ PROFILES = {
         data=("data=wiki_scratch", "data.num_proc=16"),
         model=("model=small",),
         pretrain=("trainer.max_steps=7630", "trainer.batch_size=64", "trainer.lr=1e-3", "trainer.warmup_steps=460",
-                  "trainer.eval_every=500", "trainer.eval_batches=8", "trainer.save_every=2000",
+                  "trainer.eval_every=500", "trainer.eval_blocks=512", "trainer.save_every=2000",
                   "trainer.log_every=100", "trainer.mixed_precision=bf16", "trainer.compile=true", "logger=none"),
         recipes={"sst2": ("trainer.epochs=3", "trainer.max_length=128", "trainer.batch_size=32", "trainer.lr=1e-4",
                         "trainer.mixed_precision=bf16", *_FINETUNE),

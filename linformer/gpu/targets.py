@@ -110,6 +110,7 @@ FIGURE3_RUN_GIB = 32.0
 # book texts, with the same tokens per update at every n (figure3_gpu.yaml's 64 x 512)
 FIGURE3D_NS = (512, 1024, 2048, 4096)
 FIGURE3D_TOKENS = 32_768
+FIGURE3D_EVAL_TOKENS = 8 * FIGURE3D_TOKENS  # validation tokens each evaluation scores, at every n
 FIGURE3D_RUNS = {f"fig3d-{kind}-n{n}": (n, override) for kind, override in
                  (("k128", "model.attention=linformer"), ("full", "model.attention=full")) for n in FIGURE3D_NS}
 FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fraction of FIGURE3_RUN_GIB's base runs
@@ -185,7 +186,7 @@ def figure3d_commands(py: str, out: Path) -> list:
                 "data.num_proc=16"] for n in FIGURE3D_NS]
     runs = {name: [py, "scripts/pretrain.py", "model=small", "data=books", f"data.n={n}", f"data.name=books-n{n}",
                    "experiment=figure3d_gpu", f"model.max_seq_len={n}", f"trainer.batch_size={FIGURE3D_TOKENS // n}",
-                   override, f"run_name={name}"] for name, (n, override) in FIGURE3D_RUNS.items()}
+                   f"trainer.eval_blocks={FIGURE3D_EVAL_TOKENS // n}", override, f"run_name={name}"] for name, (n, override) in FIGURE3D_RUNS.items()}
     groups = [Together(tuple(c for name, c in runs.items() if kind in name), FIGURE3D_RUN_GIB)
               for kind in ("-k128-", "-full-")]
     return [[py, "scripts/train_tokenizer.py", "data=books", "show_progress=false"], *prepare, *groups,

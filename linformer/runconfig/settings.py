@@ -256,7 +256,7 @@ class TrainerSettings:
     group_by_length: bool = _setting(False)
     # how the run is operated: may change between starts
     eval_every: int | None = _setting(operational=True)  # None: the task's default (finetuning: each epoch)
-    eval_batches: int | None = _setting(operational=True)  # held-out batches per evaluation; None = all
+    eval_blocks: int | None = _setting(operational=True)  # held-out blocks scored per evaluation; None = all
     eval_batch_size: int | None = _setting(operational=True)
     eval_at_start: bool = _setting(False, operational=True, read=lambda t, k: bool(_flag(t, k, "trainer", True)))
     save_every: int | None = _setting(operational=True)   # None: at the end and on a stop signal only

@@ -133,7 +133,7 @@ class PretrainTask(BlockStreamTask):
         self.train_stream = BlockStream(data["train"], b, world, rank, seed, collator, "train", settings.grad_accum)
         self.val = BlockStream(data["validation"], b, world, rank, VALIDATION_SEED, collator, "validation")
         self.seed, self.batch_seeding = seed, SEEDING_STEP
-        self.eval_batches = settings.eval_batches
+        self.eval_blocks = settings.eval_blocks
         self.default_eval_every = None
         self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
         # tokens/s counts every process's tokens (core), so the peak is every process's: one device's times the world
@@ -179,7 +179,7 @@ class PretrainTask(BlockStreamTask):
         model.eval()
         loss_sum = torch.zeros((), device=acc.device, dtype=torch.float64)
         count = torch.zeros((), device=acc.device, dtype=torch.float64)
-        for batch in self.val.held_out(self.eval_batches, "cpu"):
+        for batch in self.val.held_out(self.eval_blocks, "cpu", self.val_scoring):
             batch = self._host_ready(batch)
             n_targets = int((batch["labels"] != -100).sum())
             if n_targets == 0:
@@ -190,9 +190,9 @@ class PretrainTask(BlockStreamTask):
         model.train()
         if count.item() == 0:  # a loss of 0 (perplexity 1) would read as a perfect model
             raise ConfigError(
-                f"the validation batches evaluated (trainer.eval_batches={self.eval_batches}) hold no masked token: "
+                f"the validation blocks evaluated (trainer.eval_blocks={self.eval_blocks}) hold no masked token: "
                 "their masks are drawn once, so no evaluation would measure anything; evaluate more of them "
-                "(a larger trainer.eval_batches or trainer.batch_size, or null for the whole split) or use longer "
+                "(a larger trainer.eval_blocks, or null for the whole split) or use longer "
                 "blocks (data.n)")
         loss = (loss_sum / count).item()
         return {"val_loss": loss, "val_ppl": perplexity(loss)}
@@ -220,6 +220,10 @@ class PretrainTask(BlockStreamTask):
             "final_val_ppl": final_ppl,
             "unigram_val_ppl": self.unigram_val_ppl,
             "best_val_loss": best["value"] if best else final,
+            # what each evaluation scored: blocks of the validation split (trainer.eval_blocks), or for a run begun
+            # before that was recorded, whole batches
+            "validation": {"blocks": self.val.scored_blocks(self.eval_blocks), "of": len(self.val.dataset),
+                           "scoring": self.val_scoring},
             "report": report,
             "next": shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", trainer.run_dir)),
         }

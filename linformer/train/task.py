@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from ..data.streams import recorded_draws
+from ..data.streams import SCORING_BLOCKS, recorded_draws
 
 
 class TrainingTask:
@@ -90,15 +90,18 @@ class TrainingTask:
 
 class BlockStreamTask(TrainingTask):
     """A task that reads packed blocks through ``BlockStream``s (pretraining, transfer): it sets ``seed``,
-    ``batch_seeding``, ``train_stream`` and ``val``, whose draws its checkpoints record and a resume keeps."""
+    ``batch_seeding``, ``train_stream`` and ``val``, whose draws its checkpoints record and a resume keeps (and
+    ``val_scoring``, how its evaluations choose the blocks they score: ``streams.SCORING_BLOCKS`` for a new run)."""
 
     seed: int
     batch_seeding: str
+    val_scoring: str = SCORING_BLOCKS
 
     def draws(self) -> dict[str, Any]:
-        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed}
+        return {"batch_seeding": self.batch_seeding, "validation_seed": self.val.seed,
+                "validation_scoring": self.val_scoring}
 
     def keep_draws(self, state: Mapping[str, Any]) -> None:
-        self.batch_seeding, val_seed = recorded_draws(state, self.seed)
+        self.batch_seeding, val_seed, self.val_scoring = recorded_draws(state, self.seed)
         self.train_stream = self.train_stream.replaced(seeding=self.batch_seeding)
         self.val = self.val.replaced(seed=val_seed)

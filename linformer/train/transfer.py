@@ -122,7 +122,7 @@ class TransferTask(BlockStreamTask):
         self.val_short = None if self.short_length is None else BlockStream(
             data["validation"], b, world, rank, VALIDATION_SEED, BlockCollator(length=self.short_length), "validation")
         self.seed, self.batch_seeding = seed, SEEDING_STEP
-        self.eval_batches = settings.eval_batches
+        self.eval_blocks = settings.eval_blocks
         self.tracker_tags = [f"k={m['projected_dim']}", f"sharing={m['sharing']}", f"train={self.train_mode}",
                              f"target={self.target}"]
 
@@ -173,12 +173,12 @@ class TransferTask(BlockStreamTask):
 
     def _relative_errors(self, model, stream: BlockStream, acc) -> list[float]:
         """||student - teacher|| / ||teacher|| per layer, summed over every eval batch and rank."""
-        num = den = None
-        for batch in stream.held_out(self.eval_batches, acc.device):
+        layers = self.model.config.num_hidden_layers  # a process with no block to score adds zeros
+        num = den = torch.zeros(layers, dtype=torch.float64, device=acc.device)
+        for batch in stream.held_out(self.eval_blocks, acc.device, self.val_scoring):
             pairs = self._pairs(model, batch)
-            d = torch.stack([((s.float() - t.float()) ** 2).sum() for s, t in pairs]).double()
-            t2 = torch.stack([(t.float() ** 2).sum() for _, t in pairs]).double()
-            num, den = (d, t2) if num is None else (num + d, den + t2)
+            num = num + torch.stack([((s.float() - t.float()) ** 2).sum() for s, t in pairs]).double()
+            den = den + torch.stack([(t.float() ** 2).sum() for _, t in pairs]).double()
         num, den = acc.reduce(num, "sum"), acc.reduce(den, "sum")
         return (num / den).sqrt().tolist()
 

@@ -47,7 +47,7 @@ PRETRAIN_OVERRIDES = [
     "trainer.warmup_steps=2",
     "trainer.lr=3e-3",
     "trainer.eval_every=6",
-    "trainer.eval_batches=2",
+    "trainer.eval_blocks=16",
     "trainer.save_every=4",
     "trainer.log_every=1",
 ]

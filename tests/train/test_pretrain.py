@@ -332,56 +332,54 @@ def test_max_grad_norm_zero_means_no_clipping(tiny_data, tmp_path):
     assert all(r["grad_norm"] > 0 for r in rows)
 
 
-def test_eval_batches_above_the_split_are_capped_and_said_once(caplog):
+def test_eval_blocks_above_the_split_are_capped_and_said_once(caplog):
     import datasets
 
     from linformer.train.pretrain import BlockStream
 
-    blocks = datasets.Dataset.from_dict({"input_ids": [[0, 5, 6, 2]] * 6})
+    blocks = datasets.Dataset.from_dict({"input_ids": [[0, 5, 6, 2]] * 7})
     stream = BlockStream(blocks, 2, 1, 0, 0, lambda rows: {"input_ids": torch.tensor([r["input_ids"] for r in rows])},
                          "validation")
     with caplog.at_level("WARNING"):
-        assert len(list(stream.held_out(10, "cpu"))) == 3
-        assert len(list(stream.held_out(10, "cpu"))) == 3
-        assert len(list(stream.held_out(2, "cpu"))) == 2
+        assert sum(len(b["input_ids"]) for b in stream.held_out(10, "cpu")) == 7  # the odd one too
+        assert sum(len(b["input_ids"]) for b in stream.held_out(10, "cpu")) == 7
+        assert sum(len(b["input_ids"]) for b in stream.held_out(3, "cpu")) == 3
     (record,) = caplog.records
-    assert "trainer.eval_batches=10, but the validation split holds 3 batches of 2 blocks" in record.getMessage()
+    assert "trainer.eval_blocks=10, but the validation split holds 7 blocks" in record.getMessage()
 
 
-def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_data, tmp_path, capsys):
-    """next: is quoted as the resume hint is: the finetuning command gets the run directory as one word."""
-    import shlex
+@pytest.mark.parametrize("per_device, world", [(4, 1), (3, 1), (2, 2), (5, 3)])
+def test_an_evaluation_scores_one_set_of_blocks_and_masks_however_the_batch_is_split(per_device, world):
+    """trainer.eval_batches counted global micro-batches: the blocks scored, and their masks (drawn over a whole
+    batch), changed with the batch size, the processes (and with trainer.global_batch_size, grad_accum), and the
+    blocks past the last whole batch were never scored. trainer.eval_blocks scores that many blocks of one order,
+    each masked alone: every split of the batch scores the same blocks with the same masks."""
+    from linformer.data.streams import SCORING_BATCHES
+    from linformer.train.pretrain import BlockStream
 
-    run = tmp_path / "my runs" / "pretrain's"
-    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
-                                        "trainer.eval_every=2", "trainer.save_every=2"), run)
-    from linformer.configs import compose
+    def scored(per_device, world, limit):
+        rows = {}
+        for rank in range(world):
+            stream = BlockStream(_blocks(), per_device, world, rank, 1, _Draws(), "validation")
+            for batch in stream.held_out(limit, "cpu"):
+                rows.update({int(ids[0]): tuple(labels.tolist()) for ids, labels in zip(batch["input_ids"],
+                                                                                        batch["labels"])})
+        return rows
 
-    words = shlex.split(summary["next"])
-    assert words[:3] == ["python", "scripts/finetune.py", "task=sst2"]
-    assert compose("finetune", words[2:]).model_path == str(run)  # Hydra reads the pasted path back whole
-    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
-    assert [shlex.split(line.removeprefix("next: ")) for line in printed] == [words]
-
-
-def test_mfu_in_a_multi_process_run_is_against_every_process_s_peak(tiny_data):
-    """tokens/s counts every process's tokens, so the peak is every process's: against one device's peak a run on 8
-    GPUs reported 8x its MFU (2x under torchrun --nproc_per_node 2 here)."""
-    import torch
-
-    from linformer.runconfig import PretrainSpec
-    from linformer.train.pretrain import PretrainTask
-
-    spec = PretrainSpec.of(compose_pretrain(tiny_data, "trainer.peak_tflops=0.5"))
-    one, two = (PretrainTask(spec, spec.trainer, world, 0, torch.device("cpu")) for world in (1, 2))
-    assert one.peak_flops == 0.5e12 and two.peak_flops == 2 * one.peak_flops
+    for limit in (None, 13):
+        whole = scored(8, 1, limit)
+        assert len(whole) == (40 if limit is None else 13) and scored(per_device, world, limit) == whole
+    # a run whose checkpoints record no scoring scores its whole batches, as it did
+    old = BlockStream(_blocks(), 8, 1, 0, 1, _Draws(), "validation")
+    assert [b["labels"].tolist() for b in old.held_out(13, "cpu", SCORING_BATCHES)] == \
+        [old.micro_batch(g)["labels"].tolist() for g in range(2)]
 
 
 def test_validation_batches_without_a_masked_token_are_refused_not_scored_perplexity_1(tiny_data, tmp_path):
     """With no masked token in the evaluated batches the validation loss was 0.0 (perplexity 1.0), which read as a
     perfect model and hid the plateau warning; the masks are fixed, so every evaluation would say the same."""
-    cfg = compose_pretrain(tiny_data, "trainer.mlm_probability=1e-9", "trainer.eval_batches=1")
-    with pytest.raises(ConfigError, match=r"trainer.eval_batches=1\) hold no masked token"):
+    cfg = compose_pretrain(tiny_data, "trainer.mlm_probability=1e-9", "trainer.eval_blocks=8")
+    with pytest.raises(ConfigError, match=r"trainer.eval_blocks=8\) hold no masked token"):
         pretrain(cfg, tmp_path)
 
 
@@ -517,11 +515,12 @@ def test_a_step_s_rows_and_masks_do_not_depend_on_how_its_global_batch_is_split(
 
 
 def test_a_checkpoint_saved_before_draws_were_recorded_keeps_its_micro_batch_seeding_and_validation_seed():
-    from linformer.data.streams import SEEDING_MICRO, SEEDING_STEP, recorded_draws
+    from linformer.data.streams import SCORING_BATCHES, SCORING_BLOCKS, SEEDING_MICRO, SEEDING_STEP, recorded_draws
     from linformer.train.pretrain import BlockStream
 
-    assert recorded_draws({}, 5) == (SEEDING_MICRO, 6)
-    assert recorded_draws({"batch_seeding": SEEDING_STEP, "validation_seed": 1}, 5) == (SEEDING_STEP, 1)
+    assert recorded_draws({}, 5) == (SEEDING_MICRO, 6, SCORING_BATCHES)
+    assert recorded_draws({"batch_seeding": SEEDING_STEP, "validation_seed": 1, "validation_scoring": SCORING_BLOCKS},
+                          5) == (SEEDING_STEP, 1, SCORING_BLOCKS)
     with pytest.raises(ConfigError, match="batch seeding 'later'"):
         recorded_draws({"batch_seeding": "later"}, 5)
     old = BlockStream(_blocks(), 4, 1, 0, 3, _Draws(), "train")  # how grad_accum=2 drew: per micro-batch
@@ -607,3 +606,26 @@ def test_a_run_whose_earlier_attempt_left_no_checkpoint_starts_over_from_step_0(
     assert summary.get("resumed_from_step") is None
     assert [r["step"] for r in _rows(run) if "loss" in r] == [1, 2, 3, 4, 5, 6]
     assert _losses(run) == _losses(tmp_path / "fresh") and summary["final_val_loss"] == fresh["final_val_loss"]
+
+
+def test_a_run_that_scored_whole_batches_goes_on_so_and_its_eval_batches_is_not_a_change(tiny_data, tmp_path):
+    """A run begun by a version that scored its validation in whole batches (trainer.eval_batches, recorded in its
+    config.yaml; checkpoints without validation_scoring) is trained further: its record compares without the
+    retired key, and its evaluations go on scoring whole batches, so its curve stays one measure."""
+    import yaml
+
+    from linformer.train.checkpoint import STATE_FILE, _write_checksums
+
+    run = tmp_path / "run"
+    first = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_blocks=12"), run)
+    assert first["validation"] == {"blocks": 12, "of": first["validation"]["of"], "scoring": "blocks"}
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["trainer"] = {**{k: v for k, v in config["trainer"].items() if k != "eval_blocks"}, "eval_batches": 2}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    for ckpt in (run / "checkpoints").iterdir():  # as that version saved them
+        state = json.loads((ckpt / STATE_FILE).read_text())
+        (ckpt / STATE_FILE).write_text(json.dumps({k: v for k, v in state.items() if k != "validation_scoring"}))
+        _write_checksums(ckpt)
+    further = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.eval_blocks=12",
+                                        "trainer.allow_config_change=[trainer.max_steps]"), run)
+    assert further["steps"] == 6 and further["validation"]["scoring"] == "batches"

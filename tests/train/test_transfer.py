@@ -56,7 +56,7 @@ def _compose(bert_source, *overrides):
     base = [f"model_path={bert_source['source']}", f"corpus_dir={bert_source['corpus']}", f"model.max_seq_len={N}",
             "model.projected_dim=8", "model.sharing=headwise", "trainer.max_steps=40", "trainer.batch_size=8",
             "trainer.lr=1e-2", "trainer.warmup_steps=2", "trainer.eval_every=20", "trainer.save_every=20",
-            "trainer.eval_batches=2",
+            "trainer.eval_blocks=16",
             # the paper's Linformer, not the converted default: on blocks this short the window would hold every key
             "model.local_window=0", "model.global_positions=[]"]
     return compose("transfer", base + list(overrides))
@@ -123,7 +123,7 @@ def test_a_transfer_resumed_with_another_source_is_refused(bert_source, tmp_path
     from linformer.errors import RunDirError
 
     run = tmp_path / "run"
-    short = ["trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.batch_size=4", "trainer.eval_batches=1"]
+    short = ["trainer.max_steps=4", "trainer.warmup_steps=1", "trainer.batch_size=4", "trainer.eval_blocks=4"]
     transfer(_compose(bert_source, *short), run)
     other = tmp_path / "bert_copy"
     shutil.copytree(bert_source["source"], other)
@@ -318,7 +318,7 @@ def test_mlm_continuation_from_a_converted_model_or_its_source(bert_source, tmp_
     cfg = compose("pretrain", [
             f"init_from={init}", f"tokenizer_dir={converted}", f"corpus_dir={bert_source['corpus']}",
             f"model.max_seq_len={N}", "model.projected_dim=8", "model.sharing=layerwise", "trainer.batch_size=4",
-            "trainer.max_steps=3", "trainer.warmup_steps=1", "trainer.eval_every=3", "trainer.eval_batches=1",
+            "trainer.max_steps=3", "trainer.warmup_steps=1", "trainer.eval_every=3", "trainer.eval_blocks=4",
             "trainer.save_every=3"])
     caplog.set_level(logging.INFO)
     summary = pretrain(cfg, tmp_path / "run")
