@@ -28,6 +28,11 @@ VALIDATION_SEED = 1
 # How an evaluation chooses the held-out blocks it scores (``BlockStream.held_out``), as run.json and each checkpoint
 # record it: a number of blocks (trainer.eval_blocks), or (runs recorded without it) whole global micro-batches
 SCORING_BLOCKS, SCORING_BATCHES = "blocks", "batches"
+# Places of the held-out order masked by one collator call (SCORING_BLOCKS): chunk c holds places [c*64, c*64 + 64)
+# of the split's order, all of them however many are scored, masked by a generator seeded by (seed, c). A block's
+# masks are thus a function of the seed and its place alone (not of the batch, the processes, grad_accum or
+# trainer.eval_blocks), drawn over 64 blocks at once rather than one call per block. Changing it changes the masks.
+HELD_OUT_CHUNK = 64
 
 
 def recorded_draws(state, seed: int) -> tuple[str, int, str]:
@@ -144,29 +149,38 @@ class BlockStream:
     def held_out(self, limit: int | None, device, scoring: str = SCORING_BLOCKS) -> Iterator[dict[str, torch.Tensor]]:
         """This rank's batches of the blocks an evaluation scores, on `device`: the same every evaluation.
 
-        SCORING_BLOCKS: the first ``scored_blocks(limit)`` blocks of an order drawn with the stream's seed, each
-        masked by a generator seeded by (seed, its place in that order): the set and its masks are the same whatever
-        the batch, the processes or grad_accum, and none is left out for not filling a batch. Every process takes
-        its slice of each batch of batch x processes places, as in training (the last batch may be short, a process
-        then takes fewer blocks or none). SCORING_BATCHES (a run whose checkpoints record no scoring): as that
-        version scored, whole global micro-batches of this stream, as many as hold the `limit` blocks."""
+        SCORING_BLOCKS: the first ``scored_blocks(limit)`` blocks of an order drawn with the stream's seed, masked
+        in chunks of places (``HELD_OUT_CHUNK``): the set and its masks are the same whatever the batch, the
+        processes, grad_accum or the limit, and none is left out for not filling a batch. Every process takes its
+        slice of each batch of batch x processes places, as in training (the last batch may be short, a process then
+        takes fewer blocks or none). SCORING_BATCHES (a run whose checkpoints record no scoring): as that version
+        scored, whole global micro-batches of this stream, as many as hold the `limit` blocks."""
         total = self.scored_blocks(limit)
         if scoring == SCORING_BATCHES:
             for g in range(min(self.batches_per_epoch, math.ceil(total / self.global_micro))):
                 yield {k: v.to(device) for k, v in self.micro_batch(g).items()}
             return
         order = torch.randperm(len(self.dataset), generator=torch.Generator().manual_seed(self.seed * 1_000_003))
+        chunk: tuple[int, dict[str, torch.Tensor]] | None = None  # the last chunk masked: the next batch's too
         for start in range(0, total, self.global_micro):
             lo = start + self.rank * self.per_device
-            places = range(lo, min(lo + self.per_device, total))
-            if not len(places):
+            hi = min(lo + self.per_device, total)
+            if lo >= hi:  # the short last batch holds none of this process's places
                 continue
-            rows = self.blocks[order[places.start:places.stop].tolist()]["input_ids"]
-            one = []
-            for place, row in zip(places, rows):
-                self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + place)
-                one.append(self.collator([{"input_ids": row.tolist()}]))
-            yield {k: torch.cat([b[k] for b in one]).to(device) for k in one[0]}
+            parts = []
+            for c in range(lo // HELD_OUT_CHUNK, (hi - 1) // HELD_OUT_CHUNK + 1):
+                if chunk is None or chunk[0] != c:
+                    chunk = (c, self._held_out_chunk(order, c))
+                first = c * HELD_OUT_CHUNK
+                parts.append({k: v[max(lo, first) - first : hi - first] for k, v in chunk[1].items()})
+            yield {k: torch.cat([p[k] for p in parts]).to(device) for k in parts[0]}
+
+    def _held_out_chunk(self, order: torch.Tensor, c: int) -> dict[str, torch.Tensor]:
+        """Places [c*HELD_OUT_CHUNK, (c+1)*HELD_OUT_CHUNK) of the held-out `order`, collated and masked at once by
+        the generator seeded by (seed, c)."""
+        rows = self.blocks[order[c * HELD_OUT_CHUNK : (c + 1) * HELD_OUT_CHUNK].tolist()]["input_ids"]
+        self.collator.generator = torch.Generator().manual_seed(self.seed * 7_919 + c)
+        return self.collator([{"input_ids": r.tolist()} for r in rows])
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         """The rank's slice of micro-batch g (step g // grad_accum), masked identically whatever the split."""

@@ -348,27 +348,86 @@ def test_eval_blocks_above_the_split_are_capped_and_said_once(caplog):
     assert "trainer.eval_blocks=10, but the validation split holds 7 blocks" in record.getMessage()
 
 
-@pytest.mark.parametrize("per_device, world", [(4, 1), (3, 1), (2, 2), (5, 3)])
+def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_data, tmp_path, capsys):
+    """next: is quoted as the resume hint is: the finetuning command gets the run directory as one word."""
+    import shlex
+
+    run = tmp_path / "my runs" / "pretrain's"
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
+                                        "trainer.eval_every=2", "trainer.save_every=2"), run)
+    from linformer.configs import compose
+
+    words = shlex.split(summary["next"])
+    assert words[:3] == ["python", "scripts/finetune.py", "task=sst2"]
+    assert compose("finetune", words[2:]).model_path == str(run)  # Hydra reads the pasted path back whole
+    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
+    assert [shlex.split(line.removeprefix("next: ")) for line in printed] == [words]
+
+
+def test_mfu_in_a_multi_process_run_is_against_every_process_s_peak(tiny_data):
+    """tokens/s counts every process's tokens, so the peak is every process's: against one device's peak a run on 8
+    GPUs reported 8x its MFU (2x under torchrun --nproc_per_node 2 here)."""
+    import torch
+
+    from linformer.runconfig import PretrainSpec
+    from linformer.train.pretrain import PretrainTask
+
+    spec = PretrainSpec.of(compose_pretrain(tiny_data, "trainer.peak_tflops=0.5"))
+    one, two = (PretrainTask(spec, spec.trainer, world, 0, torch.device("cpu")) for world in (1, 2))
+    assert one.peak_flops == 0.5e12 and two.peak_flops == 2 * one.peak_flops
+
+
+def _scored(per_device, world, limit, count=150):
+    """{block: its labels} over every rank's batches of an evaluation scoring `limit` of `count` blocks."""
+    from linformer.train.pretrain import BlockStream
+
+    rows = {}
+    for rank in range(world):
+        stream = BlockStream(_blocks(count), per_device, world, rank, 1, _Draws(), "validation")
+        for batch in stream.held_out(limit, "cpu"):
+            assert 0 < len(batch["input_ids"]) <= per_device
+            rows.update({int(ids[0]): tuple(labels.tolist()) for ids, labels in zip(batch["input_ids"],
+                                                                                    batch["labels"])})
+    return rows
+
+
+@pytest.mark.parametrize("per_device, world", [(8, 1), (2, 1), (3, 1), (2, 2), (5, 3), (48, 2)])
 def test_an_evaluation_scores_one_set_of_blocks_and_masks_however_the_batch_is_split(per_device, world):
     """trainer.eval_batches counted global micro-batches: the blocks scored, and their masks (drawn over a whole
     batch), changed with the batch size, the processes (and with trainer.global_batch_size, grad_accum), and the
     blocks past the last whole batch were never scored. trainer.eval_blocks scores that many blocks of one order,
-    each masked alone: every split of the batch scores the same blocks with the same masks."""
-    from linformer.data.streams import SCORING_BATCHES
+    masked by places (chunks of HELD_OUT_CHUNK, whatever the batches that cross them): every split of the batch
+    scores the same blocks with the same masks, and a block's masks do not change with how many are scored."""
+    from linformer.data.streams import HELD_OUT_CHUNK
+
+    everything = _scored(1, 1, None)  # one block a batch: each block's own place, nothing shared with another
+    assert len(everything) == 150 > 2 * HELD_OUT_CHUNK  # whole chunks and a short last one
+    for limit in (None, 13, 70, 500):
+        scored = _scored(per_device, world, limit)
+        assert len(scored) == min(limit or 150, 150) and scored == {k: everything[k] for k in scored}
+    assert set(_scored(per_device, world, 70)) == set(list(everything)[:70])  # the first 70 of one order
+
+
+def test_an_evaluation_masks_its_blocks_in_a_few_collator_calls_not_one_per_block():
+    """Validation masked each block alone (one collator call, one generator per block): 138 calls per evaluation on
+    the demo's split where whole batches took 8, and as many per-row mask draws. A process now masks each chunk of
+    places it scores once, however small its batches; a run begun scoring whole batches still scores those."""
+    from linformer.data.streams import HELD_OUT_CHUNK, SCORING_BATCHES
     from linformer.train.pretrain import BlockStream
 
-    def scored(per_device, world, limit):
-        rows = {}
-        for rank in range(world):
-            stream = BlockStream(_blocks(), per_device, world, rank, 1, _Draws(), "validation")
-            for batch in stream.held_out(limit, "cpu"):
-                rows.update({int(ids[0]): tuple(labels.tolist()) for ids, labels in zip(batch["input_ids"],
-                                                                                        batch["labels"])})
-        return rows
+    class Counted(_Draws):
+        calls = 0
 
-    for limit in (None, 13):
-        whole = scored(8, 1, limit)
-        assert len(whole) == (40 if limit is None else 13) and scored(per_device, world, limit) == whole
+        def __call__(self, rows):
+            Counted.calls += 1
+            return super().__call__(rows)
+
+    for per_device, world, limit, calls in [(2, 1, None, 3), (16, 1, 138, 3), (1, 1, 13, 1), (4, 2, 70, 2)]:
+        Counted.calls = 0
+        for rank in range(world):
+            stream = BlockStream(_blocks(150), per_device, world, rank, 1, Counted(), "validation")
+            assert sum(len(b["input_ids"]) for b in stream.held_out(limit, "cpu")) > 0
+        assert Counted.calls == world * -(-min(limit or 150, 150) // HELD_OUT_CHUNK) == world * calls
     # a run whose checkpoints record no scoring scores its whole batches, as it did
     old = BlockStream(_blocks(), 8, 1, 0, 1, _Draws(), "validation")
     assert [b["labels"].tolist() for b in old.held_out(13, "cpu", SCORING_BATCHES)] == \
