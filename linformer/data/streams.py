@@ -152,8 +152,10 @@ class BlockStream:
         SCORING_BLOCKS: the first ``scored_blocks(limit)`` blocks of an order drawn with the stream's seed, masked
         in chunks of places (``HELD_OUT_CHUNK``): the set and its masks are the same whatever the batch, the
         processes, grad_accum or the limit, and none is left out for not filling a batch. Every process takes its
-        slice of each batch of batch x processes places, as in training (the last batch may be short, a process then
-        takes fewer blocks or none). SCORING_BATCHES (a run whose checkpoints record no scoring): as that version
+        slice of each batch of batch x processes places, as in training (the last batch may be short: a process then
+        takes fewer blocks, or where it holds none, the last scored block with no target, so that every process
+        runs as many forwards: FSDP gathers parameters in each, and a process that skipped one would hang the
+        others). SCORING_BATCHES (a run whose checkpoints record no scoring): as that version
         scored, whole global micro-batches of this stream, as many as hold the `limit` blocks."""
         total = self.scored_blocks(limit)
         if scoring == SCORING_BATCHES:
@@ -165,15 +167,20 @@ class BlockStream:
         for start in range(0, total, self.global_micro):
             lo = start + self.rank * self.per_device
             hi = min(lo + self.per_device, total)
-            if lo >= hi:  # the short last batch holds none of this process's places
-                continue
+            if lo >= hi:  # the short last batch holds none of this process's places: it scores nothing, but runs
+                lo, hi, filler = total - 1, total, True  # its forward as the others do (FSDP gathers in each)
+            else:
+                filler = False
             parts = []
             for c in range(lo // HELD_OUT_CHUNK, (hi - 1) // HELD_OUT_CHUNK + 1):
                 if chunk is None or chunk[0] != c:
                     chunk = (c, self._held_out_chunk(order, c))
                 first = c * HELD_OUT_CHUNK
                 parts.append({k: v[max(lo, first) - first : hi - first] for k, v in chunk[1].items()})
-            yield {k: torch.cat([p[k] for p in parts]).to(device) for k in parts[0]}
+            batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+            if filler:
+                batch["labels"] = torch.full_like(batch["labels"], -100)
+            yield {k: v.to(device) for k, v in batch.items()}
 
     def _held_out_chunk(self, order: torch.Tensor, c: int) -> dict[str, torch.Tensor]:
         """Places [c*HELD_OUT_CHUNK, (c+1)*HELD_OUT_CHUNK) of the held-out `order`, collated and masked at once by

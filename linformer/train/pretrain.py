@@ -182,10 +182,12 @@ class PretrainTask(BlockStreamTask):
         for batch in self.val.held_out(self.eval_blocks, "cpu", self.val_scoring):
             batch = self._host_ready(batch)
             n_targets = int((batch["labels"] != -100).sum())
-            if n_targets == 0:
-                continue
-            loss_sum += self.loss(model, {k: v.to(acc.device) for k, v in batch.items()}).double() * n_targets
-            count += n_targets
+            # a batch without a target runs its forward too (every process runs as many: FSDP gathers in each),
+            # and adds nothing (its loss is a mean over no target)
+            loss = self.loss(model, {k: v.to(acc.device) for k, v in batch.items()})
+            if n_targets:
+                loss_sum += loss.double() * n_targets
+                count += n_targets
         loss_sum, count = acc.reduce(loss_sum, "sum"), acc.reduce(count, "sum")
         model.train()
         if count.item() == 0:  # a loss of 0 (perplexity 1) would read as a perfect model
