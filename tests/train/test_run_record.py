@@ -291,12 +291,19 @@ def test_a_run_directory_made_read_only_is_the_error_not_the_lock_s_clean_up(tin
 
 
 def test_unfinished_run_resumed_with_another_batch_size_is_refused_unless_allowed(tiny_data, tmp_path):
+    """In-process (the error line itself: test_invalid_number_from_the_cli_is_one_error_line; a killed process's
+    stale lock taken over: test_resume_after_sigkill_is_bitwise). Unfinished as a killed run leaves it: status
+    running, checkpoints, no summary."""
+    from linformer.errors import RunDirError
+
     run = tmp_path / "run"
-    proc = _start_and_wait(tiny_data, run, "trainer.max_steps=400", "trainer.save_every=2")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    _one_line_error(_run(tiny_data, run, "trainer.max_steps=400", "trainer.batch_size=4"), "trainer.batch_size: 8 -> 4")
-    assert "batch_size: 8" in (run / "config.yaml").read_text()
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.save_every=2"), run)
+    (run / "run.json").write_text((run / "run.json").read_text().replace('"complete"', '"running"'))
+    (run / "summary.json").unlink()
+    before = _snapshot(run)
+    with pytest.raises(RunDirError, match=r"trainer.batch_size: 8 -> 4"):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.batch_size=4"), run)
+    assert _snapshot(run) == before  # config.yaml still holds batch_size 8
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
