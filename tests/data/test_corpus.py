@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -445,18 +444,26 @@ def test_errors_are_linformer_errors():
 
 
 @pytest.mark.parametrize("script", ["train_tokenizer", "prepare_corpus"])
-def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpus_file, tok_dir, script):
-    """out_dir=<a folder of the user's>: one error line naming it and what is there; the folder stays as it was."""
+def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpus_file, tok_dir, script, monkeypatch,
+                                                                 capsys):
+    """out_dir=<a folder of the user's>: one error line naming it and what is there; the folder stays as it was.
+    In-process (the line as the shell sees it, of each script: test_configs' test_user_errors_are_one_line_and_exit_2)."""
+    from tests.conftest import load_script
+
     target = tmp_path / "mine"
     target.mkdir()
     (target / "notes.txt").write_text("my notes")
     args = {"train_tokenizer": [f"files=[{corpus_file}]", "vocab_size=300", "min_frequency=1"],
             "prepare_corpus": [f"data.sources=[{corpus_file}]", f"tokenizer_dir={tok_dir}", f"data.n={N}"]}[script]
-    r = subprocess.run([sys.executable, str(repo_root() / "scripts" / f"{script}.py"), *args, f"out_dir={target}",
-                        f"paths.output_dir={tmp_path / 'outputs'}"], cwd=tmp_path, capture_output=True, text=True)
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(repo_root() / "scripts" / f"{script}.py"), *args, f"out_dir={target}",
+                                      f"paths.output_dir={tmp_path / 'outputs'}"])
+    with pytest.raises(SystemExit) as stop:
+        load_script(script).main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err, err[-3000:]
     line = f"error: {target} is a directory with other content (notes.txt): choose another output path, or pass "
-    assert line + "overwrite=true to replace it." in r.stderr.splitlines()
+    assert line + "overwrite=true to replace it." in err.splitlines()
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"
     # no hidden .old-* or .tmp-*, and nothing of the refused start's run directory (Hydra's files) left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"], sorted(map(str, tmp_path.rglob("*")))
