@@ -7,6 +7,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -212,10 +213,17 @@ def test_pruning_a_complete_run_frees_its_checkpoints_and_a_later_start_says_the
                  run)
 
 
-def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path):
+def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path, monkeypatch, capsys):
+    """In-process (the error line as the shell sees it: test_invalid_number_from_the_cli_is_one_error_line)."""
+    from tests.conftest import load_script
+
     run = tmp_path / "run"
-    result = _run(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")
-    _one_line_error(result, "no_corpus")
+    monkeypatch.setattr(sys, "argv", _script_args(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")[1:])
+    with pytest.raises(SystemExit) as stop:
+        load_script("pretrain").main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err, err[-3000:]
+    assert "no_corpus" in next(x for x in err.splitlines() if x.startswith("error: "))
     assert not (run / "config.yaml").exists() and not (run / "run.json").exists() and not (run / ".lock").exists()
     assert not (run / ".hydra").exists()
 
