@@ -2,8 +2,10 @@
 left behind. The rule as a user meets it through each script is tested beside that script (tests/modeling/
 test_convert.py, tests/data/test_corpus.py)."""
 
+import contextlib
 import hashlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -288,24 +290,28 @@ def test_a_folder_written_into_is_checked_itself_not_its_parent(tmp_path, monkey
         check_writable(run)  # made beside: its parent must be written
 
 
+@contextlib.contextmanager
+def _file_size_limit(size: int):
+    """This process's soft file-size limit (ulimit -f) at `size` bytes while the block runs, then as it was. Python
+    ignores SIGXFSZ, so a write past it fails with EFBIG instead of ending the process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
 def test_a_file_size_limit_is_one_line_like_a_full_disk(tmp_path):
     """A file-size limit (ulimit -f, a FAT32 disk's 4 GiB) refused a write with EFBIG: a traceback where a full disk
-    gave one line. The write runs in a child under a 1 MiB limit."""
-    code = ("import resource, sys\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
-            "from linformer.errors import DiskFullError\n"
-            "from linformer.files import atomic_write\n"
-            "try:\n"
-            f"    atomic_write({str(tmp_path / 'big.bin')!r}, b'x' * 2**21)\n"
-            "except DiskFullError as err:\n"
-            "    print(err)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "file-size limit (ulimit -f)" in out.stdout and str(tmp_path) in out.stdout
-    assert not list(tmp_path.iterdir())  # nothing half-written left
+    gave one line. The write runs under a 1 MiB limit."""
     from linformer.errors import DiskFullError
-    from linformer.files import disk_full_names
+    from linformer.files import atomic_write, disk_full_names
 
+    with pytest.raises(DiskFullError) as err, _file_size_limit(2**20):
+        atomic_write(tmp_path / "big.bin", b"x" * 2**21)
+    assert "file-size limit (ulimit -f)" in str(err.value) and str(tmp_path) in str(err.value)
+    assert not list(tmp_path.iterdir())  # nothing half-written left
     with pytest.raises(DiskFullError, match="disk quota exceeded"), disk_full_names(tmp_path):
         raise RuntimeError("Error while serializing: I/O error: Disk quota exceeded (os error 122)")
 
@@ -336,22 +342,19 @@ def test_a_record_names_a_path_under_the_repository_relative_to_it_and_reads_it_
 def test_torch_s_refusal_without_a_cause_is_not_called_a_full_disk_with_space_free(tmp_path):
     """torch's serializer says "file write failed" whatever refused the write: under a file-size limit (ulimit -f, a
     FAT32 disk's 4 GiB) the message said "no space left on device ... Free some space" with GBs free. The save runs
-    in a child under a 1 MiB limit."""
-    code = ("import resource, torch\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (2**20, 2**20))\n"
-            "from linformer.errors import DiskFullError\n"
-            "from linformer.files import disk_full_names\n"
-            "try:\n"
-            f"    with disk_full_names({str(tmp_path)!r}):\n"
-            f"        torch.save(torch.zeros(2**20), {str(tmp_path / 'optimizer.bin')!r})\n"
-            "except DiskFullError as err:\n"
-            "    print(err)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("the storage refused a write with space free: a disk quota, or a file larger than "
-                                 "the file system (FAT32 takes 4 GiB at most) or the file-size limit (ulimit -f, 1 "
-                                 f"MiB here) allows while writing {tmp_path}"), out.stdout
-    assert "no space left" not in out.stdout
+    under a 1 MiB limit."""
+    import torch
+
+    from linformer.errors import DiskFullError
+    from linformer.files import disk_full_names
+
+    with pytest.raises(DiskFullError) as err, _file_size_limit(2**20), disk_full_names(tmp_path):
+        torch.save(torch.zeros(2**20), tmp_path / "optimizer.bin")
+    message = str(err.value)
+    assert message.startswith("the storage refused a write with space free: a disk quota, or a file larger than "
+                              "the file system (FAT32 takes 4 GiB at most) or the file-size limit (ulimit -f, 1 "
+                              f"MiB here) allows while writing {tmp_path}"), message
+    assert "no space left" not in message
 
 
 def test_a_refusal_without_a_cause_is_a_full_disk_where_no_space_is_left(tmp_path, monkeypatch):
