@@ -1,7 +1,6 @@
 """Attention transfer on a tiny BERT built here (WordPiece tokenizer, packed corpus of its tokens)."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -196,15 +195,17 @@ def test_identity_projection_with_masked_empty_windows_is_full_attention_at_ever
             assert short_error(max(relative_errors(model, cut(blocks, length)))), (mask, length)
 
 
-def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
+def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path, capsys):
+    """The script's main in-process, but for one refusal as the shell sees it (exit status 2, the error line)."""
     from linformer.modeling.convert import convert_encoder
+    from tests.conftest import load_script
 
     convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
     convert_encoder(bert_source["source"], tmp_path / "full", attention="full")
     cmd = [sys.executable, "scripts/fidelity.py", f"k=8={tmp_path / 'lin'}", "--corpus", bert_source["corpus"],
            "--source", bert_source["source"], "--lengths", "16", str(N), "--blocks", "2", "--out", str(tmp_path / "fid")]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    fidelity_main = load_script("fidelity").main
+    assert fidelity_main(cmd[2:]) == 0
     report = json.loads((tmp_path / "fid.json").read_text())
     assert report["reference"] == f"{bert_source['source']} with full attention"
     errors = report["errors"]["k=8"]
@@ -215,8 +216,10 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
     # other models at the path of an earlier report: refused, the report kept
-    proc = subprocess.run([*cmd[:2], f"k=8={tmp_path / 'full'}", *cmd[3:]], cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 2 and "earlier fidelity output with other settings (models:" in proc.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        fidelity_main([f"k=8={tmp_path / 'full'}", *cmd[3:]])
+    assert stop.value.code == 2 and "earlier fidelity output with other settings (models:" in capsys.readouterr().err
     assert json.loads((tmp_path / "fid.json").read_text())["errors"]["k=8"] == errors
 
 
