@@ -64,11 +64,17 @@ def _script_args(tiny_data, run_dir, *overrides):
 
 
 def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
-    """A run killed with SIGKILL and resumed with trainer.resume=auto gives the uninterrupted run's losses exactly."""
+    """A run killed with SIGKILL and resumed with trainer.resume=auto gives the uninterrupted run's losses exactly.
+    The uninterrupted run is trained in-process, on one thread as the processes are."""
     steps = ["trainer.max_steps=60", "trainer.save_every=5", "trainer.eval_every=30"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     full = tmp_path / "full"
-    subprocess.run(_script_args(tiny_data, full, *steps), check=True, env=env, capture_output=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pretrain(compose_pretrain(tiny_data, *steps), full)
+    finally:
+        torch.set_num_threads(threads)
 
     killed = tmp_path / "killed"
     proc = subprocess.Popen(_script_args(tiny_data, killed, *steps), env=env,
