@@ -29,7 +29,7 @@ MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's o
  ("stratified pick: remainders dropped", "linformer/data/task_splits.py", '    quota[np.argsort(quota - exact, kind="stable")[: n - int(quota.sum())]] += 1\n', "", ["tests/data/test_tasks.py"]),
  ("carve: validation rows also trained on", "linformer/data/task_splits.py", 'rest = np.setdiff1d(np.arange(len(cols["labels"])), held)', 'rest = np.arange(len(cols["labels"]))', ["tests/data/test_tasks.py"]),
  ("duplicates: whitespace makes a text new", "linformer/data/task_splits.py", 'return tuple(" ".join(str(cols[f][i]).split()) for f in fields)', 'return tuple(str(cols[f][i]) for f in fields)', ["tests/data/test_tasks.py"]),
- ("identity: old-default model field counted as change", "linformer/rundir.py", "(_is_model_default(k, b.get(k)) or k in LATER_KEYS)", "(k in LATER_KEYS)", ["tests/test_rundir.py", "tests/test_runconfig.py"]),
+ ("identity: old-default model field counted as change", "linformer/rundir.py", "(_is_model_default(k, b.get(k)) or _later(k))", "(_later(k))", ["tests/test_rundir.py", "tests/test_runconfig.py"]),
  ("paired: seed spread left out", "linformer/report/paired.py", "    if seeds == 1:\n        parts = examples", "    if True:\n        parts = examples", ["tests/report/test_paired.py"]),
  ("paired: p one-sided", "linformer/report/paired.py", "p = float(2 * stats.t.sf(", "p = float(stats.t.sf(", ["tests/report/test_paired.py"]),
  ("paired: seeds unmatched", "linformer/report/paired.py", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds[::-1]])", ["tests/report/test_paired.py"]),
