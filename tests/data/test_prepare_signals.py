@@ -53,8 +53,11 @@ def _children_once_tokenizing(proc: subprocess.Popen, log, want: int = 3, timeou
     pytest.fail(f"prepare_corpus never started {want} worker processes")
 
 
+# the two stops sent to the whole group are slow (make test-all): each takes an interpreter and its workers, and the
+# handler they reach is the one the direct SIGTERM exercises in the fast suite
 @pytest.mark.parametrize(("sig", "to_group"), [(signal.SIGKILL, False), (signal.SIGTERM, False),
-                                               (signal.SIGINT, True), (signal.SIGTERM, True)],
+                                               pytest.param(signal.SIGINT, True, marks=pytest.mark.slow),
+                                               pytest.param(signal.SIGTERM, True, marks=pytest.mark.slow)],
                          ids=["SIGKILL", "SIGTERM", "Ctrl-C (SIGINT to the process group)",
                               "a scheduler's stop (SIGTERM to the process group)"])
 def test_killed_prepare_leaves_no_workers(tmp_path, tok_dir, make_corpus, sig, to_group):

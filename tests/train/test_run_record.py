@@ -314,7 +314,9 @@ def test_unfinished_run_resumed_with_another_batch_size_is_refused_unless_allowe
     assert _snapshot(run) == before  # config.yaml still holds batch_size 8
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+# SIGINT and SIGHUP are slow (make test-all): they reach the handler SIGTERM exercises, each in an interpreter of its own
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                 pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(tiny_data, tmp_path, sig):
     """SIGHUP (a closed terminal, an ssh drop, tmux kill-server) ended the run where it stood: no checkpoint, no
     stopped: line, run.json left "running". It stops as SIGTERM does."""
