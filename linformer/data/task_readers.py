@@ -7,8 +7,9 @@ from __future__ import annotations
 import codecs
 import collections
 import csv
+import dataclasses
 import io
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
@@ -91,11 +92,17 @@ def _decoded(raw: bytes, where: str) -> str:
                             "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
 
 
-def _read_glue_tsv(path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+def _tsv_rows(path: Path):
+    """A csv reader over the rows of a GLUE tsv file (tab-separated, no quoting); its ``line_num`` names a row's
+    line."""
+    return csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+
+
+def _read_glue_tsv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+    path = data_dir / split_file
     if not path.is_file():
         raise _missing(path, task_spec)
-    reader = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
-    return _glue_rows(path, reader, task_spec, skip_bad_rows)
+    return _glue_rows(path, _tsv_rows(path), task_spec, skip_bad_rows)
 
 
 def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
@@ -201,6 +208,11 @@ def _ends_inside_quotes(text: str) -> bool:
     return False
 
 
+def _csv_file_rows(path: Path) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+    """``_csv_rows`` over the lines of the csv file `path`."""
+    return _csv_rows(_LineFeed(_utf8_lines(path)), path)
+
+
 def _aclimdb(data_dir: Path, split_file: str) -> Path | None:
     """The split's folder in the aclImdb layout (<data_dir>/train/{pos,neg}/*.txt), where there is one."""
     folder = data_dir / Path(split_file).stem
@@ -214,7 +226,7 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
     clean = TEXT_CLEANING.get(task_spec.format, str.strip)
     cols: dict[str, list] = {**{f: [] for f in task_spec.text_fields}, "labels": []}
     skipped = 0
-    rows = _csv_rows(_LineFeed(_utf8_lines(csv_path)), csv_path)
+    rows = _csv_file_rows(csv_path)
     header = _header(csv_path, next(rows, [None])[0], task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
     li = header.index(task_spec.label_field)
@@ -317,7 +329,7 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
         return _read_hub(task_spec, split, skip_bad_rows)
     d = Path(data_dir)
     check_task_dir(name, d, (split,))
-    return READERS[task_spec.format](d, task_spec.files[split], task_spec, skip_bad_rows)
+    return READERS[task_spec.format].read(d, task_spec.files[split], task_spec, skip_bad_rows)
 
 
 def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval"),
@@ -350,20 +362,33 @@ def check_task_data(name: str, data_dir: str | Path | None, splits: tuple[str, .
         path = Path(data_dir) / task_spec.files[split]
         if not path.is_file():  # an aclImdb folder
             continue
-        if task_spec.format == "glue_tsv":
-            rows = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
-        else:
-            rows = (row for row, *_ in _csv_rows(_LineFeed(_utf8_lines(path)), path))
+        rows = iter(READERS[task_spec.format].rows(path))
         _header(path, next(rows, None), task_spec)
         if next(rows, None) is None:
             _some_rows(path, {"labels": []}, 0, task_spec)
 
 
-# format -> reader of a split's file in a task directory: (data_dir, file, spec, skip_bad_rows) -> (columns, skipped)
-READERS: dict[str, Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]] = {
-    "glue_tsv": lambda data_dir, split_file, spec, skip: _read_glue_tsv(data_dir / split_file, spec, skip),
-    "csv": _read_csv,
-    "imdb": _read_imdb,
+@dataclasses.dataclass(frozen=True)
+class TaskFormat:
+    """How the files of one format (TaskSpec.format) are read. read: (data_dir, a split's file name, spec,
+    skip_bad_rows) -> (columns, skipped rows), the whole split; rows: a file's path -> its rows as lists of fields,
+    the header first, read lazily: ``check_task_data`` takes the header and the first row from it before a run loads
+    its model."""
+
+    read: Callable[[Path, str, TaskSpec, bool], tuple[dict, int]]
+    rows: Callable[[Path], Iterable[list[str]]]
+
+
+def _csv_fields(path: Path) -> Iterator[list[str]]:
+    return (row for row, *_ in _csv_file_rows(path))
+
+
+# format -> how its files are read and checked before a run: a format's reading is registered here only (its name
+# also goes in tasks.FORMATS, which a TaskSpec is checked against where it is defined)
+READERS: dict[str, TaskFormat] = {
+    "glue_tsv": TaskFormat(_read_glue_tsv, _tsv_rows),
+    "csv": TaskFormat(_read_csv, _csv_fields),
+    "imdb": TaskFormat(_read_imdb, _csv_fields),  # its aclImdb folders are checked as they are read
 }
 
 

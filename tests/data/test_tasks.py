@@ -867,3 +867,30 @@ def test_a_task_file_s_mistakes_are_named_with_the_file_and_the_spec_key_before_
     with pytest.raises(TaskDataError, match=r"lacks columns \['label'\]; expected"):  # the package's: no spec key
         task_readers.check_task_data("sst2", tmp_path / "sst2")
     task_readers.check_task_data("qqp", None)  # the hub: checked as it is read
+
+
+def test_a_format_registered_in_the_readers_table_is_read_and_checked_by_its_entry(tmp_path, monkeypatch):
+    """check_task_data chose a row iterator by format beside READERS (tsv, else csv), so a format added to READERS
+    was checked as csv: its entry's rows are what the check reads, with the same messages as the package's."""
+    def pipe_rows(path):
+        return (line.rstrip("\n").split("|") for line in path.read_text().splitlines(keepends=True))
+
+    def read_pipe(data_dir, split_file, spec, skip_bad_rows):
+        rows = list(pipe_rows(data_dir / split_file))
+        return {"sentence": [r[0] for r in rows[1:]], "labels": [spec.raw_labels.index(r[1]) for r in rows[1:]]}, 0
+
+    monkeypatch.setitem(task_readers.READERS, "pipe", task_readers.TaskFormat(read_pipe, pipe_rows))
+    monkeypatch.setattr(tasks, "FORMATS", (*tasks.FORMATS, "pipe"))
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    tasks.register_task(tasks.TaskSpec("piped", ("sentence",), "sentiment", ("neg", "pos"), ("neg", "pos"),
+                                       format="pipe"))
+    (tmp_path / "train.tsv").write_text("sentence|sentiment\na fine film|pos\n")
+    (tmp_path / "dev.tsv").write_text("sentence|sentiment\n")
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/dev.tsv: header only, no rows; expected "):
+        task_readers.check_task_data("piped", tmp_path)
+    (tmp_path / "dev.tsv").write_text("sentence|mood\na dull film|neg\n")
+    with pytest.raises(TaskDataError, match=r"dev.tsv:1: header \['sentence', 'mood'\] lacks columns \['sentiment'\]"):
+        task_readers.check_task_data("piped", tmp_path)
+    (tmp_path / "dev.tsv").write_text("sentence|sentiment\na dull film|neg\n")
+    task_readers.check_task_data("piped", tmp_path)
+    assert read_task_split("piped", str(tmp_path), "eval") == ({"sentence": ["a dull film"], "labels": [0]}, 0)
