@@ -392,8 +392,9 @@ class LinformerSelfAttention(nn.Module):
         attention_mask), True at real tokens, or None when nothing is padded; shared_projection: the encoder's one E
         (LinformerEncoder.E) when sharing='layerwise'; per_forward: a dict the encoder's layers share for one forward
         (what depends only on the input's lengths is built once). Anything else is a ValueError saying what to pass.
-        The checks read shapes and dtypes only: no host sync."""
-        mask = self._checked(hidden, mask, shared_projection)
+        The checks read shapes and dtypes only: no host sync. Within one forward (a per_forward dict) the first layer
+        checks and the others take its mask: they are given the same hidden shape and mask."""
+        mask = once(per_forward, ("checked_mask",), lambda: self._checked(hidden, mask, shared_projection))
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):

@@ -140,7 +140,9 @@ class LinformerEncoder(nn.Module):
     def forward(self, hidden, mask=None, output_attentions=False, output_hidden_states=False):
         all_hidden = (hidden,) if output_hidden_states else None
         all_probs = () if output_attentions else None
-        per_forward = {}  # what the layers share in this forward: the local/global masks (ExactKeyLayout), flex's key masks
+        # what the layers share in this forward: the mask as checked (by the first layer), the local/global masks
+        # (ExactKeyLayout), flex's key masks
+        per_forward = {}
         for layer in self.layer:
             # hidden goes positionally: gradient checkpointing only tracks positional tensors
             hidden, probs = layer(hidden, mask, shared_projection=self.E, output_attentions=output_attentions,

@@ -151,6 +151,31 @@ def test_the_layers_misuses_are_one_clear_error_each():
         LinformerSelfAttention(layerwise, 0)(hidden, mask)
 
 
+@pytest.mark.parametrize("padded", [True, False])
+def test_a_models_forward_checks_its_mask_once_not_in_every_layer(padded, monkeypatch):
+    """Every layer checked the mask and length the model had checked already: L checks a forward. The first layer's
+    check serves the others; an integer mask given to the encoder is still read as bool by every layer."""
+    config = tiny_config(sharing="kv", num_hidden_layers=3)
+    model = LinformerModel(config).eval()
+    calls = []
+    real = LinformerSelfAttention._checked
+    monkeypatch.setattr(LinformerSelfAttention, "_checked", lambda self, *a: calls.append(self) or real(self, *a))
+    ids = torch.randint(4, config.vocab_size, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    if padded:
+        mask[1, 6:] = 0
+    model(ids, attention_mask=mask)
+    assert len(calls) == 1
+    hidden, bool_mask = _batch(config)
+    out = model.encoder(hidden, bool_mask.long())[0]
+    assert len(calls) == 2
+    torch.testing.assert_close(out, model.encoder(hidden, bool_mask)[0], rtol=0, atol=0)
+    layer = _layer_of(model)
+    layer(hidden, bool_mask)
+    layer(hidden, bool_mask)
+    assert len(calls) == 5  # a layer used alone checks every call
+
+
 def test_a_sharing_mode_added_to_sharing_is_taken_built_and_counted(monkeypatch):
     """SHARING is the one table of modes: SHARING_MODES, a copy taken at import, refused a mode added to it."""
     monkeypatch.setitem(SHARING, "kv_per_head", Sharing(per_head=True, separate_f=False, across_layers=False))
