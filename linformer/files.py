@@ -1,5 +1,6 @@
 """Files every command writes and reads: atomic writes (a reader sees the old or the new file, never half), the
-rule for output paths a user chooses, checksums and the one cache-key scheme of prepared data, and mapping readers.
+rule for output paths a user chooses, checksums and the one cache-key scheme of prepared data, the one cache of
+what a file gives while it is unchanged (``ReadOnce``), and mapping readers.
 
 The output rule covers converted models, tokenizers, corpora, benchmark and report files: what made an output is
 recorded (``made_by``), and only an earlier output of the same command with the same settings is replaced without
@@ -7,6 +8,7 @@ asking. Run directories build on this module (``rundir``)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import functools
@@ -19,8 +21,9 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -473,15 +476,62 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
 
 
 # ------------------------------------------------------------------------------------------------ cache keys
+def file_state(path: str | Path) -> tuple | None:
+    """What tells one content of the file `path` from another without reading it: (its real path, device, inode,
+    size, modification time in ns); None where it is not a regular file (missing, a folder). A rewritten file has
+    another: the atomic writer renames a new inode in, an edit in place moves its size or mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class ReadOnce:
+    """``read(path, *args)`` of a file, read once for each state of the file (``file_state``) and given again while
+    the file keeps it; `args` change how it is read, not what it gives (a chunk size). A path that is not a regular
+    file is passed to `read` each time (its own error, or its own answer). ``keep``: the most states kept, the least
+    recently used dropped first (None: no bound). ``switched``: read every time except inside ``switched_on()``."""
+
+    def __init__(self, read: Callable[..., Any], keep: int | None = None, switched: bool = False):
+        self.read, self.keep, self.switched = read, keep, switched
+        self.kept: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self.depth = 0  # the switched_on() blocks entered and not left
+        self.lock = threading.Lock()  # the kept states, as functools.lru_cache guards its own
+
+    def __call__(self, path: str | Path, *args) -> Any:
+        state = file_state(path) if not self.switched or self.depth else None
+        if state is None:
+            return self.read(path, *args)
+        with self.lock:
+            if state in self.kept:
+                self.kept.move_to_end(state)
+                return self.kept[state]
+        value = self.read(path, *args)
+        with self.lock:
+            self.kept[state] = value
+            if self.keep is not None and len(self.kept) > self.keep:
+                self.kept.popitem(last=False)
+        return value
+
+    @contextlib.contextmanager
+    def switched_on(self) -> Iterator[None]:
+        """Inside it, each file is read once for each of its states; the states read are forgotten when the outermost
+        block ends."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth:
+                self.kept.clear()
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
     """The sha256 of a file's content, read now; inside ``hashed_once`` read once for each state of the file."""
-    if _HASHED is not None:
-        st = os.stat(path)
-        state = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if state not in _HASHED:
-            _HASHED[state] = _read_sha256(path, chunk)
-        return _HASHED[state]
-    return _read_sha256(path, chunk)
+    return _DIGESTS(path, chunk)
 
 
 def _read_sha256(path: str | Path, chunk: int) -> str:
@@ -492,22 +542,18 @@ def _read_sha256(path: str | Path, chunk: int) -> str:
     return h.hexdigest()
 
 
-# The digests taken inside ``hashed_once``, by the file's state; None outside it
-_HASHED: dict[tuple, str] | None = None
+# The digests taken inside ``hashed_once``, by the file's state (_read_sha256 looked up at each read, as tests
+# replace it)
+_DIGESTS = ReadOnce(lambda path, chunk: _read_sha256(path, chunk), switched=True)
 
 
-@contextlib.contextmanager
-def hashed_once() -> Iterator[None]:
+def hashed_once() -> contextlib.AbstractContextManager[None]:
     """Inside it (one run of a plan: its done-checks, repeated as it shows and runs its jobs), ``sha256_file`` reads
-    each file once and reuses the digest while the file keeps its state (path, inode, size, modification time): the
-    checks of a tokenizer and of a corpus made from the same sources read them once, not on every check. A file
-    rewritten meanwhile (the atomic writer renames a new inode in; an edit moves its mtime) is read again."""
-    global _HASHED
-    outer, _HASHED = _HASHED, {} if _HASHED is None else _HASHED
-    try:
-        yield
-    finally:
-        _HASHED = outer
+    each file once and reuses the digest while the file keeps its state (``file_state``: path, inode, size,
+    modification time): the checks of a tokenizer and of a corpus made from the same sources read them once, not on
+    every check. A file rewritten meanwhile (the atomic writer renames a new inode in; an edit moves its mtime) is
+    read again."""
+    return _DIGESTS.switched_on()
 
 
 def file_checksums(root: Path, files: Iterable[Path]) -> dict[str, dict]:

@@ -400,6 +400,35 @@ def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
 
 
 
+def test_read_once_reads_a_file_again_only_once_it_is_rewritten(tmp_path):
+    """The one cache of what a file gives while it is unchanged (sha256_file's digests inside hashed_once, a table's
+    model sizes): an untouched file is read once, one the atomic writer rewrote (a new inode, even of the same size)
+    is read again; a path that is no file is the reader's each time; the least recently used state goes first."""
+    from linformer import files
+
+    reads = []
+    cache = files.ReadOnce(lambda p: reads.append(str(p)) or Path(p).read_text(), keep=2)
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    files.atomic_write(one, "a")
+    files.atomic_write(two, "b")
+    assert [cache(one), cache(str(one)), cache(two), cache(one)] == ["a", "a", "b", "a"] and len(reads) == 2
+    state = files.file_state(one)
+    files.atomic_write(one, "c")
+    assert files.file_state(one) != state and cache(one) == "c" and reads == [str(one), str(two), str(one)]
+    assert cache(one) == "c" and len(reads) == 3
+    assert cache(two) == "b" and len(reads) == 4  # two's state was the least recently used of three: dropped
+    assert files.file_state(tmp_path) is None and files.file_state(tmp_path / "none") is None
+    with pytest.raises(FileNotFoundError):
+        cache(tmp_path / "none")
+    switched = files.ReadOnce(lambda p: reads.append(str(p)), switched=True)
+    switched(one)
+    with switched.switched_on():
+        switched(one)
+        switched(one)
+    switched(one)
+    assert reads[5:] == [str(one)] * 3  # after the missing path's read
+
+
 def test_hashed_once_reads_a_file_once_until_it_is_rewritten(tmp_path, monkeypatch):
     """Inside ``hashed_once`` a file's digest is taken once while the file keeps its state; a file rewritten (by the
     atomic writer, or in place to another size) is read again, and outside it every call reads."""

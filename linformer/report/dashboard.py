@@ -50,7 +50,18 @@ from pathlib import Path
 
 from ..cli import import_needed
 from ..errors import ConfigError, DataError
-from ..files import CONFIG, MANIFEST, RUN, SUMMARY, check_output_dir, made_by, read_json, table_lines, write_json
+from ..files import (
+    CONFIG,
+    MANIFEST,
+    RUN,
+    SUMMARY,
+    check_output_dir,
+    file_state,
+    made_by,
+    read_json,
+    table_lines,
+    write_json,
+)
 from ..rundir import (
     METRICS,
     RESULTS,
@@ -245,7 +256,9 @@ def _event_file_name() -> str:
 
 
 def _file_stamp(src: Path) -> list[int] | None:
-    """[size, mtime in ns] of `src`: a file with the same stamp as at the last pass holds nothing new."""
+    """[size, mtime in ns] of `src`: a file with the same stamp as at the last pass holds nothing new. Not
+    ``files.file_state``: the stamp is kept in the mirror's state file for later processes, and the metrics file
+    grows in place, read on from a byte offset, so its inode tells nothing a pass reads by."""
     try:
         stat = src.stat()
     except OSError:
@@ -383,7 +396,7 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
 
 # A run's record files: a pass loads a run again (``_loaded``) only where one of them changed since the last pass
 RECORD_FILES = (CONFIG, SUMMARY, RESULTS, RUN)
-_compared: dict[Path, tuple[list, Run]] = {}  # run dir -> (its RECORD_FILES' stamps, the run loaded from them)
+_compared: dict[Path, tuple[list, Run]] = {}  # run dir -> (its RECORD_FILES' file_state, the run loaded from them)
 
 
 def _loaded(run_dirs: list[Path]) -> list[Run]:
@@ -393,7 +406,7 @@ def _loaded(run_dirs: list[Path]) -> list[Run]:
     why)."""
     kept: dict[Path, tuple[list, Run]] = {}
     for run_dir in run_dirs:
-        stamps = [_file_stamp(run_dir / name) for name in RECORD_FILES]
+        stamps = [file_state(run_dir / name) for name in RECORD_FILES]
         known = _compared.get(run_dir)
         if known is None or known[0] != stamps:
             try:

@@ -4,15 +4,12 @@ share them)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
-import stat
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import DataError
-from ..files import BEST_DIR, read_json
+from ..files import BEST_DIR, ReadOnce, file_state, read_json
 from ..modeling.configuration import (
     EXACT_KEY_FIELDS,
     OVERLAP_LABELS,
@@ -102,19 +99,15 @@ def with_size(r: dict) -> dict:
 def _saved_size(config_json: str) -> dict:
     """The size fields a kept model's config.json gives, read once for each state of the file (a table asks for
     every row key of every run, many times over)."""
-    try:
-        st = os.stat(config_json)
-    except OSError:
-        return {}
-    if not stat.S_ISREG(st.st_mode):
-        return {}
-    return dict(_read_size(config_json, st.st_ino, st.st_size, st.st_mtime_ns))
+    return dict(_SIZES(config_json)) if file_state(config_json) is not None else {}
 
 
-@functools.lru_cache(maxsize=4096)
-def _read_size(config_json: str, *state) -> tuple[tuple[str, int], ...]:
+def _read_size(config_json: str) -> tuple[tuple[str, int], ...]:
     config = read_json(config_json)
     return tuple((f, config[f]) for f in SIZE_FIELDS if isinstance(config.get(f), int))
+
+
+_SIZES = ReadOnce(_read_size, keep=4096)
 
 
 def variant_of(r: dict) -> tuple[tuple[str, object], ...]:
