@@ -108,23 +108,37 @@ def progress_to_log_file() -> bool:
 
 
 @contextlib.contextmanager
-def third_party_bars_off(off: bool = True):
-    """datasets' bars (map, save_to_disk) and transformers' and the hub's off inside the block where `off` (a log
-    file: ``progress_to_log_file``), as they were after it; the caller prints its plain lines instead."""
-    import datasets
+def transformers_bars_off(off: bool = True):
+    """transformers' bars (weight loading, "Writing model shards") and the hub's off inside the block where `off`, as
+    they were after it: where progress goes to a log file (``progress_to_log_file``), where a caller prints its own
+    line for the same work (a load's one-line summary), or where the run draws its own bar."""
     from transformers.utils import logging as hf_logging
 
-    was = (not datasets.are_progress_bars_disabled(), hf_logging.is_progress_bar_enabled())
+    was = hf_logging.is_progress_bar_enabled()
     if off:
-        datasets.disable_progress_bars()
         hf_logging.disable_progress_bar()
     try:
         yield
     finally:
-        if off and was[0]:
-            datasets.enable_progress_bars()
-        if off and was[1]:
+        if off and was:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def third_party_bars_off(off: bool = True):
+    """datasets' bars (map, save_to_disk) and transformers' and the hub's off inside the block where `off` (a log
+    file: ``progress_to_log_file``), as they were after it; the caller prints its plain lines instead."""
+    import datasets
+
+    was = not datasets.are_progress_bars_disabled()
+    if off:
+        datasets.disable_progress_bars()
+    try:
+        with transformers_bars_off(off):
+            yield
+    finally:
+        if off and was:
+            datasets.enable_progress_bars()
 
 
 def quiet_other_ranks() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
 from ..files import MANIFEST, listing, read_json, sha256_file
@@ -259,9 +260,12 @@ def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
     """``auto_class.from_pretrained(name_or_path, **kwargs)`` (AutoConfig, AutoTokenizer, an AutoModel class) with
     ``trust_remote_code=False``: transformers then neither asks on a terminal whether to run the folder's own code
     nor runs it. A folder that asks for it (an ``auto_map`` naming its own Python files, for a model type
-    transformers does not know) is a CheckpointError saying so."""
+    transformers does not know) is a CheckpointError saying so. Where progress goes to a log file
+    (``cli.progress_to_log_file``) transformers' "Loading weights" bar is off: its redraws would run into the file,
+    and ``modeling.loading.load_pretrained`` prints a one-line summary of the load instead."""
     try:
-        return auto_class.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
+        with transformers_bars_off(progress_to_log_file()):
+            return auto_class.from_pretrained(name_or_path, trust_remote_code=False, **kwargs)
     except ValueError as err:
         if "trust_remote_code" not in str(err):
             raise

@@ -285,7 +285,7 @@ def _load_source(path: str) -> PreTrainedModel:
     """The source model at `path` (with its heads, as its config's ``architectures`` names them)."""
     config = _source_config(path)
     try:
-        return _source_class(config).from_pretrained(path, config=config)
+        return load_auto(_source_class(config), path, config=config)  # its bar off in a log file, as every load
     except (OSError, SafetensorError) as err:
         raise CheckpointError(f"{path!r} holds a config.json but no weights that load (a missing, damaged or "
                               f"incomplete weights file: copy it again): {err}") from err

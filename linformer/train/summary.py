@@ -1,25 +1,10 @@
-"""What a run prints: a log file's progress lines, the closing summary, and no transformers bars over its own."""
+"""What a run prints: a log file's progress lines and the closing summary."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-
-@contextlib.contextmanager
-def no_hf_progress_bars() -> Iterator[None]:
-    """transformers' own bars ("Writing model shards") off inside the block: the run has its own progress bar."""
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            hf_logging.enable_progress_bar()
 
 
 def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:

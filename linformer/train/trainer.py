@@ -20,7 +20,7 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from ..cli import exit_status, progress_to_log_file
+from ..cli import exit_status, progress_to_log_file, transformers_bars_off
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
@@ -43,7 +43,7 @@ from .common import finish_trackers, init_trackers
 from .compiling import CompileCounts
 from .step import optimizer_step
 from .stopping import FINISHING, OUTSIDE_STEPS, StopSignal, command_line
-from .summary import no_hf_progress_bars, print_summary, progress_line
+from .summary import print_summary, progress_line
 from .task import TrainingTask
 
 log = logging.getLogger(__name__)
@@ -534,7 +534,7 @@ class Trainer:
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
         if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
-            with model_folder(final, overwrite=True) as tmp, no_hf_progress_bars():
+            with model_folder(final, overwrite=True) as tmp, transformers_bars_off():
                 save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
         acc.wait_for_everyone()
 

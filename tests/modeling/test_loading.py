@@ -137,6 +137,29 @@ def test_load_report_becomes_one_info_line(mlm_dir, caplog):
     assert "4 weights initialised fresh (classifier.dense, classifier.out_proj)" in summary.getMessage()
 
 
+@pytest.mark.parametrize("log_file", [True, False])
+def test_a_log_file_gets_no_loading_weights_bar(mlm_dir, monkeypatch, capfd, log_file):
+    """transformers draws its "Loading weights" bar on stderr; where stderr is a log file its redraws would run into
+    the file, and the load's one-line summary says the same: the bar is off there, on a terminal as before."""
+    from transformers.utils import logging as hf_logging
+
+    from linformer.data import io
+
+    monkeypatch.setattr(io, "progress_to_log_file", lambda: log_file)
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    try:
+        load_classifier(str(mlm_dir / "model"), label_names=["a", "b"], from_scratch=False)
+        assert hf_logging.is_progress_bar_enabled()  # as it was after the load
+    finally:
+        if not was:
+            hf_logging.disable_progress_bar()
+    err = capfd.readouterr().err
+    assert ("Loading weights" in err) is (not log_file)
+    if log_file:
+        assert "\r" not in err
+
+
 @pytest.mark.parametrize("damage, said", [
     ('{"model_type": "linf', r"model_path='.*': .*/config\.json cannot be read by transformers \(.+\): copy it again"),
     ("[1, 2]", r"model_path='.*': .*/config\.json cannot be read by transformers"),
