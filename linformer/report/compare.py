@@ -41,7 +41,7 @@ from .rows import draws_note, subset_draw
 SPLIT_PREFIXES = ("val_", "eval_")
 # The training core's own metrics where more is better; every other one that is not a task metric is a loss, a
 # perplexity or a norm.
-THROUGHPUT = ("tokens_per_s", "mfu")
+THROUGHPUT = ("tokens_per_s", "tokens_per_s_avg", "mfu")
 CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment", "global_batch",
                   "processes"]
 # How a config column is headed where its key_config name is not what it holds (experiment: config.experiment_name,

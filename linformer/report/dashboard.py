@@ -83,7 +83,7 @@ log = logging.getLogger(__name__)
 STATE = ".mirror.json"
 VERSION = 6   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
-PERF_KEYS = {"tokens_per_s", "mfu"}
+PERF_KEYS = {"tokens_per_s", "tokens_per_s_avg", "mfu"}
 # Identity keys whose values Run.key_config shows already, under its own names: a run's summary lists them once
 SHOWN_BY_KEY_CONFIG = {"trainer.lr": "lr", "seed": "seed", "trainer.batch_size": "batch_size",
                        "trainer.global_batch_size": "global_batch_size", "trainer.grad_accum": "grad_accum"}

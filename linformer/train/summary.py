@@ -9,10 +9,14 @@ from typing import Any
 
 def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:
     """One step's line for a log file: its loss, rate and speed, and its validation scores (val_*) where it
-    evaluated, e.g. ``pretrain step 200/300: loss 6.8123, lr 4.44e-04, 41,230 tokens/s, val_loss 6.9, val_ppl 992.4``."""
+    evaluated, e.g. ``pretrain step 200/300: loss 6.8123, lr 4.44e-04, 41,230 tokens/s (avg 38,900), val_loss 6.9,
+    val_ppl 992.4``. The speed is over the steps since the last host read (``tokens_per_s``), the average over all
+    of this start's steps (``tokens_per_s_avg``) beside it: the first steps' warm-up can hold the two far apart."""
     parts = [f"loss {row['loss']:.4f}"] if "loss" in row else []
     parts += [f"lr {row['lr']:.2e}"] if "lr" in row else []
-    parts += [f"{row['tokens_per_s']:,.0f} tokens/s"] if row.get("tokens_per_s") else []
+    if row.get("tokens_per_s"):
+        average = f" (avg {row['tokens_per_s_avg']:,.0f})" if row.get("tokens_per_s_avg") else ""
+        parts.append(f"{row['tokens_per_s']:,.0f} tokens/s{average}")
     parts += [f"{key} {value:.5g}" for key, value in row.items()
               if key.startswith("val_") and isinstance(value, (int, float))]
     return f"{stage} step {step}/{max_steps}: {', '.join(parts)}"

@@ -85,6 +85,9 @@ class Trainer:
         self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
         self._pending: list[StepRecord] = []  # steps done since the last host read
         self._window_start = time.perf_counter()  # when the steps of the next host read began
+        # tokens and seconds of every host read's window since this process started: the rate since start beside the
+        # window's (evaluation and checkpoints left out of both)
+        self._read_tokens, self._read_s = 0, 0.0
         self._last_save = _clock()  # when the last checkpoint was written (trainer.save_every_minutes)
         # On a GPU the next step's batches are built on the host while the device runs this step (the data is a
         # pure function of the step, so prefetching changes no value). On a CPU the thread would take a core.
@@ -292,17 +295,21 @@ class Trainer:
         """The host read of the steps since the last one (one sync for all of them): logs each step's row but the
         last, which it returns (the loop logs it, with the evaluation's scores when one is due), counts non-finite
         steps in a row, and stops the run when trainer.max_nonfinite_steps are reached. tokens/s is over the steps
-        read: the device's time for them, which no single step's host time measures when nothing waits."""
+        read: the device's time for them, which no single step's host time measures when nothing waits;
+        tokens_per_s_avg is over every read since this process started (its first steps' warm-up included)."""
         pending, self._pending = self._pending, []
         values = torch.stack([p.values for p in pending]).tolist()
         tokens = self._global_tokens(pending)
-        rate = sum(tokens) / max(time.perf_counter() - self._window_start, 1e-9)
+        window_s = max(time.perf_counter() - self._window_start, 1e-9)
+        rate = sum(tokens) / window_s
+        self._read_tokens, self._read_s = self._read_tokens + sum(tokens), self._read_s + window_s
+        average = self._read_tokens / self._read_s
         totals = list(itertools.accumulate(tokens, initial=self.state["tokens"]))[1:]  # the run's after each step
         self.state["tokens"] = totals[-1]  # all read steps are done: a checkpoint from here on holds them
         rows = []
         for record, (loss, grad_norm, finite), total in zip(pending, values, totals):
             self._step_rates.append(rate)
-            rows.append(self._step_row(record, loss, grad_norm, rate, total))
+            rows.append({**self._step_row(record, loss, grad_norm, rate, total), "tokens_per_s_avg": average})
             self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
             if self.state["nonfinite"]:
                 log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,

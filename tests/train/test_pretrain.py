@@ -50,7 +50,7 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert model.config.vocab_size % 64 == 0 and 0 < model.config.vocab_size - len(tok) < 64  # padded rows
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["step"] == 0 and "val_ppl" in rows[0] and summary["initial_val_loss"] > summary["final_val_loss"]
-    assert {"loss", "lr", "tokens_per_s", "mfu", "grad_norm"} <= rows[1].keys()
+    assert {"loss", "lr", "tokens_per_s", "tokens_per_s_avg", "mfu", "grad_norm"} <= rows[1].keys()
     assert any("val_ppl" in r for r in rows)
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert ckpts == ["step-00000032", "step-00000036", "step-00000040"]  # keep_last=3
@@ -190,7 +190,7 @@ def test_host_reads_every_sync_every_steps_log_the_same_run(tiny_data, tmp_path,
             assert reads == [4, 5, 6, 8, 10, 12]
         else:
             assert reads == list(range(1, 13))
-    timing = {"tokens_per_s", "mfu", "time"}
+    timing = {"tokens_per_s", "tokens_per_s_avg", "mfu", "time"}
     rows = {every: [{k: v for k, v in r.items() if k not in timing} for r in _rows(d)] for every, d in runs.items()}
     assert rows[5] == rows[1] and len([r for r in rows[5] if "loss" in r]) == 12
     assert all(r["tokens_per_s"] > 0 for r in _rows(runs[5]) if "loss" in r)
@@ -548,6 +548,20 @@ def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluati
     assert "val_ppl" in lines[0] and " loss " not in lines[0]  # before training: the evaluation alone
     assert "val_ppl" not in lines[1] and re.search(r"loss \d+\.\d{4}, lr \d\.\d\de-\d\d", lines[1])
     assert all("val_ppl" in lines[i] for i in (2, 4))
+    assert all(re.search(r"[\d,]+ tokens/s \(avg [\d,]+\)", line) for line in lines[1:])
+
+
+def test_a_step_line_gives_the_rate_since_start_beside_the_window_s():
+    """A step's tokens/s is over the steps since the last host read; beside it the average since the run started, so
+    that a fast window after slow first steps is not read as the run's speed. A row without the average (a run
+    logged before it was kept) gives the window's alone."""
+    from linformer.train.summary import progress_line
+
+    row = {"loss": 6.81234, "lr": 4.44e-4, "tokens_per_s": 7071.4, "tokens_per_s_avg": 1100.2, "val_loss": 6.9}
+    assert progress_line("pretrain", 100, 300, row) == (
+        "pretrain step 100/300: loss 6.8123, lr 4.44e-04, 7,071 tokens/s (avg 1,100), val_loss 6.9")
+    assert progress_line("pretrain", 100, 300, {"loss": 1.0, "tokens_per_s": 7071.4}) == (
+        "pretrain step 100/300: loss 1.0000, 7,071 tokens/s")
 
 
 class _Draws:
