@@ -100,9 +100,17 @@ class Projection(nn.Module):
     (B, c) bool mask of the columns to attend (None: all). ``num_matrices``: learned matrices it holds (counted by
     ``count_projection_matrices``). ``reset_parameters`` is the one definition of its initialisation: a subclass
     calls ``self.initialise()`` at the end of ``__init__`` (so a projection built alone is ready to use, as an
-    nn.Linear is), and the model's ``_init_weights`` calls it for every projection."""
+    nn.Linear is), and the model's ``_init_weights`` calls it for every projection. ``projected_flops`` declares
+    what ``forward`` computes, for the FLOP counts (``modeling.flops``)."""
 
     num_matrices = 0
+
+    def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
+        """(c, FLOPs) of ``forward`` on one sequence's keys (or values) of T tokens, all heads: the c positions
+        (H, T, d) is projected to, and the FLOPs that takes (a multiply-add counts 2; pooling's additions and
+        maxima count 0, as softmax and LayerNorm do). ``modeling.flops`` counts the projection by it; one that
+        does not define it is refused there by name, since no count fits every projection."""
+        raise NotImplementedError(f"{type(self).__name__} declares no FLOPs (Projection.projected_flops)")
 
     def reset_parameters(self) -> None:
         """Initialise the parameters (none here) through ``transformers.initialization``, whose functions leave a
@@ -157,6 +165,12 @@ class LinearProjection(Projection):
     @property
     def per_head(self) -> bool:
         return self.weight.dim() == 3
+
+    def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
+        """E^T x per head: (c x T) @ (T x d), c = k (or the columns T tokens fill, with window_mask). A model whose
+        heads share E projects the layer input instead (``project_hidden``), which ``flops.layer_flops`` counts."""
+        c, _ = self._columns(T, None)
+        return c, float(2 * T * c * head_dim * num_heads)
 
     @property
     def num_matrices(self) -> int:
@@ -232,6 +246,9 @@ class PoolProjection(Projection):
         super().__init__()
         self.window, self.kind = n // k, kind
 
+    def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
+        return -(-T // self.window), 0.0  # ceil(T / window) windows; pooling multiplies nothing
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, H, T, d = x.shape
         w, pad = self.window, (-T) % self.window
@@ -274,6 +291,12 @@ class ConvProjection(Projection):
     @property
     def num_matrices(self) -> int:
         return self.groups
+
+    def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
+        """A d x d x window kernel per head at each of the ceil(T / window) output positions (shared or grouped,
+        the same products)."""
+        c = -(-T // self.window)
+        return c, float(2 * c * self.window * head_dim * head_dim * num_heads)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, H, T, d = x.shape

@@ -13,6 +13,10 @@ head projects its own d columns (2 n k D for keys, as much for values). An input
 T rows of E, a T x k matrix: it still gives k keys and values, also when T < k. The count equals what
 ``torch.utils.flop_counter.FlopCounterMode`` measures where attention runs as matmuls the counter sees (eager, or
 SDPA's MATH backend; it does not see a fused SDPA kernel's FLOPs) (tests/modeling/test_flops.py).
+
+Every other projection (pooling, conv, a per-head E, one of your own from ``register_projection``) is counted by its
+own declaration, ``Projection.projected_flops``: K and V on all n rows, each projected as it says. A projection that
+declares nothing is an UncountedProjection naming it, not a guess.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ from pathlib import Path
 
 import torch
 
-from .attention import window_columns
+from .attention import Projection, build_projection, initialised_later, window_columns
 from .configuration import SHARING
+from .errors import ConfigError
+
+
+class UncountedProjection(ConfigError):
+    """config.projection names a projection whose class declares no FLOPs (``Projection.projected_flops``)."""
 
 # Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets. The first key
 # found in the device name wins, so the PCIe and NVL parts (lower clocks and power) come before the SXM ones, which
@@ -71,16 +80,29 @@ def _attention_core(n: int, keys: int, D: int) -> float:
     return float(2 * 2 * n * keys * D)
 
 
-def _windowed_layer_flops(n: int, config, k: int) -> float:
-    """One layer with a pooling or conv projection (kernel = stride = max_seq_len / k): keys and values are
-    computed on all n rows, then reduced to ceil(n / window) positions. Pooling multiplies nothing; the conv applies
-    a d x d x window kernel per head at each output position."""
-    D, d = config.hidden_size, config.head_dim
-    window = config.max_seq_len // k
-    keys = -(-n // window)
-    reduce = 2 * keys * window * d * D if config.projection == "conv" else 0
-    return _query_output_ffn(n, D, config.intermediate_size) + 2 * 2 * n * D * D + 2 * reduce + \
+def _projected_layer_flops(n: int, config, k: int) -> float:
+    """One layer whose keys and values are computed on all n rows and then projected, each as the projection
+    declares (``Projection.projected_flops``: to how many positions, at what cost)."""
+    D = config.hidden_size
+    keys, project = declared_projection_flops(config, k, n)
+    return _query_output_ffn(n, D, config.intermediate_size) + 2 * 2 * n * D * D + 2 * project + \
         _attention_core(n, keys, D)
+
+
+def declared_projection_flops(config, k: int, T: int) -> tuple[int, float]:
+    """(positions, FLOPs) of config.projection on one sequence's keys (or values) of T tokens, all heads, as its
+    class declares them; built on the meta device (no memory, no initialisation). UncountedProjection where the
+    class declares nothing: a registered projection's cost cannot be guessed (taking it for pooling counted a learned
+    one's products as none)."""
+    with torch.device("meta"), initialised_later():
+        projection = build_projection(config, k, SHARING[config.sharing].per_head)
+    if type(projection).projected_flops is Projection.projected_flops:
+        raise UncountedProjection(
+            f"projection={config.projection!r} ({type(projection).__name__}) declares no FLOPs: define "
+            f"projected_flops(T, head_dim, num_heads) on {type(projection).__name__}, returning the positions T "
+            "tokens' keys are projected to and the FLOPs of projecting them (Projection.projected_flops), so that "
+            "FLOP counts and MFU count what it computes.")
+    return projection.projected_flops(T, config.head_dim, config.num_attention_heads)
 
 
 def local_global_layer_flops(n: int, config, k: int) -> float:
@@ -130,13 +152,13 @@ def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = N
             total += layer_flops(T, D, ffn, "full")
         elif config.local_window or config.global_positions:
             total += local_global_layer_flops(T, config, config.k_of_layer(layer))
-        elif config.projection == "linear":
+        elif config.projection == "linear" and not SHARING[config.sharing].per_head:  # E^T X: ``layer_flops``
             k = config.k_of_layer(layer)
             if config.mask_empty_windows:  # only the columns the T tokens reach take part
                 k = window_columns(T, config.max_seq_len, k)
             total += layer_flops(T, D, ffn, "linformer", k, config.sharing)
         else:
-            total += _windowed_layer_flops(T, config, config.k_of_layer(layer))
+            total += _projected_layer_flops(T, config, config.k_of_layer(layer))
     total /= T
     if mlm_fraction is not None:
         total += mlm_fraction * (2 * D * D + 2 * D * config.vocab_size)
@@ -174,6 +196,8 @@ def _cpu_peak(bf16: bool) -> float | None:
 
 
 __all__ = [
+    "UncountedProjection",
+    "declared_projection_flops",
     "flop_ratio",
     "forward_flops_per_token",
     "layer_flops",

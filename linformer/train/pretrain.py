@@ -29,7 +29,7 @@ from ..files import MODEL_DIR
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
-from ..modeling.flops import peak_flops, training_flops_per_token
+from ..modeling.flops import UncountedProjection, peak_flops, training_flops_per_token
 from ..modeling.loading import (
     check_tokenizer_fits,
     load_pretrained,
@@ -135,7 +135,11 @@ class PretrainTask(BlockStreamTask):
         self.seed, self.batch_seeding = seed, SEEDING_STEP
         self.eval_blocks = settings.eval_blocks
         self.default_eval_every = None
-        self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
+        try:
+            self.flops_per_token = training_flops_per_token(self.model.config, self.n, mlm_probability)
+        except UncountedProjection as err:  # a projection of one's own trains without an MFU, not with a wrong one
+            log.warning("%s metrics.jsonl and the summary give no MFU for this run.", err)
+            self.flops_per_token = None
         # tokens/s counts every process's tokens (core), so the peak is every process's: one device's times the world
         one = peak_flops(device, settings.mixed_precision, settings.peak_tflops)
         self.peak_flops = one * world if one else None

@@ -1,6 +1,7 @@
 import pytest
 
 from linformer import LinformerConfig
+from linformer.modeling import attention, configuration
 
 
 def tiny_config(**overrides) -> LinformerConfig:
@@ -23,3 +24,13 @@ def tiny_config(**overrides) -> LinformerConfig:
 @pytest.fixture
 def make_config():
     return tiny_config
+
+
+@pytest.fixture
+def registries():
+    """The projection registries restored after the test (in place: modules hold them by reference)."""
+    names, builders = list(configuration.PROJECTIONS), dict(attention.PROJECTION_BUILDERS)
+    yield
+    configuration.PROJECTIONS[:] = names
+    attention.PROJECTION_BUILDERS.clear()
+    attention.PROJECTION_BUILDERS.update(builders)

@@ -205,16 +205,6 @@ class ScaledMeanPool(Projection):
         return pooled * self.scale[: pooled.shape[-2], None], kmask
 
 
-@pytest.fixture
-def registries():
-    """The projection registries restored after the test (in place: modules hold them by reference)."""
-    names, builders = list(configuration.PROJECTIONS), dict(attention.PROJECTION_BUILDERS)
-    yield
-    configuration.PROJECTIONS[:] = names
-    attention.PROJECTION_BUILDERS.clear()
-    attention.PROJECTION_BUILDERS.update(builders)
-
-
 def test_the_projection_registries_name_the_same_projections():
     assert list(attention.PROJECTION_BUILDERS) == list(configuration.PROJECTIONS)
 

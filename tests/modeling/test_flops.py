@@ -2,11 +2,20 @@
 
 import pytest
 import torch
+from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
+from transformers import initialization as init
 
 from linformer import LinformerForMaskedLM
-from linformer.modeling.flops import flop_ratio, forward_flops_per_token, layer_flops, training_flops_per_token
+from linformer.modeling.attention import PoolProjection, Projection, register_projection
+from linformer.modeling.flops import (
+    UncountedProjection,
+    flop_ratio,
+    forward_flops_per_token,
+    layer_flops,
+    training_flops_per_token,
+)
 
 from .conftest import tiny_config
 
@@ -55,6 +64,51 @@ def test_count_matches_flop_counter_forward_and_backward(overrides, T):
         total = counter.get_total_flops()
     assert forward == pytest.approx(B * T * forward_flops_per_token(model.config, T, fraction), rel=1e-9)
     assert total == pytest.approx(B * T * training_flops_per_token(model.config, T, fraction), rel=1e-9)
+
+
+class WindowMix(Projection):
+    """A projection of one's own that multiplies: each window of n/k keys mixed by a learned window x window matrix,
+    then mean-pooled. Taken for parameter-free pooling, its products would count as none."""
+
+    def __init__(self, n: int, k: int):
+        super().__init__()
+        self.pool = PoolProjection(n, k, "mean")
+        self.mix = nn.Parameter(torch.empty(n // k, n // k))
+        self.initialise()
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.mix)
+
+    def forward(self, x, mask):
+        B, H, T, d = x.shape
+        w = self.mix.shape[0]
+        x = nn.functional.pad(x, (0, 0, 0, (-T) % w)).view(B, H, -1, w, d)
+        return self.pool((self.mix @ x).view(B, H, -1, d)[:, :, :T], mask)
+
+
+class DeclaredWindowMix(WindowMix):
+    def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
+        w = self.mix.shape[0]
+        windows = -(-T // w)
+        return windows, float(2 * windows * w * w * head_dim * num_heads)
+
+
+@pytest.mark.parametrize("T", [16, 12])
+def test_a_registered_projection_is_counted_by_its_own_declaration(registries, T):
+    register_projection("window_mix", lambda config, k, heads: DeclaredWindowMix(config.max_seq_len, k))
+    model = LinformerForMaskedLM(tiny_config(projection="window_mix", sharing="headwise"))
+    ids = torch.randint(4, 64, (B, T))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(ids)
+    assert counter.get_total_flops() == pytest.approx(B * T * forward_flops_per_token(model.config, T, 1.0), rel=1e-9)
+
+
+def test_a_registered_projection_declaring_no_flops_is_refused_by_name(registries):
+    register_projection("window_mix", lambda config, k, heads: WindowMix(config.max_seq_len, k))
+    config = tiny_config(projection="window_mix")
+    with pytest.raises(UncountedProjection, match=r"projection='window_mix' \(WindowMix\) declares no FLOPs: define "
+                                                   r"projected_flops\(T, head_dim, num_heads\) on WindowMix"):
+        forward_flops_per_token(config, 16)
 
 
 def test_layer_flops_hand_computed():
