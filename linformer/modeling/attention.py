@@ -79,6 +79,48 @@ def too_long(T: int, n: int) -> str:
     return f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). Truncate inputs to {n} tokens."
 
 
+# The largest value transformers' additive masks put at a masked key: finfo(dtype).min, or -10000 in older code
+ADDITIVE_MASKED = -1e4
+
+
+def key_padding_mask(mask: torch.Tensor, B: int, T: int) -> torch.Tensor:
+    """A transformers-style 4-D attention mask -> the (B, T) bool key mask (True at real tokens) it expresses. Taken:
+    (B, 1, 1, T), and (B, 1, T, T) whose rows are the same for every query; bool or integer (True, 1: attended), or
+    float read as additive (0 attended; a large negative number, <= -1e4, not). Anything else is a ValueError saying
+    why: the keys and values are projected to k positions every query shares, so a mask can leave padded keys out,
+    the same for every query, and nothing finer (a causal or per-query mask, a per-head one, an attention bias).
+    The values are checked in one host sync, left out in a captured forward (``threads.capturing``)."""
+    shape = tuple(mask.shape)
+    if len(shape) != 4 or shape[0] != B or shape[1] != 1 or shape[2] not in (1, T) or shape[3] != T:
+        why = (" (a mask per head cannot be expressed: the heads share the projected keys' layout)"
+               if len(shape) == 4 and shape[1] != 1 else "")
+        raise ValueError(f"a 4-D attention mask must be (batch, 1, 1, tokens) = {(B, 1, 1, T)} or (batch, 1, tokens, "
+                         f"tokens) = {(B, 1, T, T)}; got {shape}{why}. Or pass the (batch, tokens) mask, True at real "
+                         "tokens.")
+    if mask.is_complex():
+        raise ValueError(f"a 4-D attention mask must be bool, integer 0/1 or additive float; got {mask.dtype}.")
+    keys = mask[:, 0, 0]
+    checks = {}
+    if not capturing():
+        if shape[2] == T and T > 1:
+            checks["per_query"] = (mask != mask[:, :, :1]).any()
+        if mask.is_floating_point():
+            checks["not_additive"] = ~((mask == 0) | (mask <= ADDITIVE_MASKED)).all()
+    seen = dict(zip(checks, torch.stack(list(checks.values())).tolist())) if checks else {}
+    if seen.get("per_query"):
+        raise ValueError(
+            f"this {shape} attention mask masks keys differently for different queries (a causal or per-query "
+            "mask): the Linformer projects the keys and values to k positions that every query shares, so it can "
+            "leave padded keys out, the same for every query, and nothing finer. Pass the (batch, tokens) padding "
+            "mask, True at real tokens.")
+    if seen.get("not_additive"):
+        raise ValueError(
+            f"a float 4-D attention mask is read as transformers' additive one (0 where a key is attended, a large "
+            f"negative number, <= {ADDITIVE_MASKED:g}, where it is not); this one holds other values (a 0/1 mask, or "
+            "an attention bias, which the projected keys cannot take): pass a bool mask, True at real tokens.")
+    return keys == 0 if mask.is_floating_point() else keys != 0
+
+
 _INITIALISED_LATER = contextvars.ContextVar("linformer_projections_initialised_later", default=False)
 
 
@@ -456,11 +498,14 @@ class LinformerSelfAttention(nn.Module):
             raise ValueError(too_long(T, self.max_len))
         if mask is None or (mask.dtype == torch.bool and tuple(mask.shape) == (B, T)):
             return mask
+        if mask.dim() == 4:  # transformers' extended masks: the key padding they express, or why there is none
+            return key_padding_mask(mask, B, T)
         if mask.is_floating_point() or mask.is_complex() or tuple(mask.shape) != (B, T):
             raise ValueError(
-                f"mask must be (batch, tokens) = {(B, T)}, bool or integer 0/1, True (1) at real tokens; got "
-                f"{mask.dtype} of shape {tuple(mask.shape)}. From an additive float mask (0 at real tokens, a large "
-                "negative number at padding) pass mask == 0; from a (batch, 1, 1, tokens) one, mask[:, 0, 0].")
+                f"mask must be (batch, tokens) = {(B, T)}, bool or integer 0/1, True (1) at real tokens, or a 4-D "
+                f"transformers mask (batch, 1, 1 or tokens, tokens); got {mask.dtype} of shape {tuple(mask.shape)}. "
+                "From a 2-D additive float mask (0 at real tokens, a large negative number at padding) pass "
+                "mask == 0.")
         return mask != 0
 
     def _local_global(self, q, hidden, mask, E, F_, shared=None):
@@ -534,6 +579,7 @@ __all__ = [
     "PoolProjection",
     "Projection",
     "build_projection",
+    "key_padding_mask",
     "register_projection",
     "resampled_rows",
     "window_mean_matrix",

@@ -22,7 +22,14 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import logging
 from transformers.utils.generic import can_return_tuple
 
-from .attention import LinformerSelfAttention, Projection, build_projection, initialised_later, too_long
+from .attention import (
+    LinformerSelfAttention,
+    Projection,
+    build_projection,
+    initialised_later,
+    key_padding_mask,
+    too_long,
+)
 from .configuration import SHARING, LinformerConfig, check_local_path
 from .flex import check_available
 from .threads import capturing, fitted
@@ -320,7 +327,11 @@ class LinformerModel(LinformerPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        _, T = check_inputs(input_ids, inputs_embeds, attention_mask, token_type_ids, position_ids)
+        extended = attention_mask is not None and attention_mask.dim() == 4  # transformers' (B, 1, 1 or T, T)
+        B, T = check_inputs(input_ids, inputs_embeds, None if extended else attention_mask, token_type_ids,
+                            position_ids)
+        if extended:  # the key padding it expresses, or a ValueError saying why it expresses something else
+            attention_mask = key_padding_mask(attention_mask, B, T)
         n = self.config.max_seq_len
         if n < T:
             raise ValueError(too_long(T, n))

@@ -116,19 +116,77 @@ def test_from_pretrained_keeps_loaded_projections(tmp_path):
         torch.testing.assert_close(loaded.state_dict()[name], value, rtol=0, atol=0, msg=name)
 
 
+MIN = torch.finfo(torch.float32).min
+
+
+def _additive(keep: torch.Tensor) -> torch.Tensor:
+    return torch.where(keep, 0.0, MIN)
+
+
+def _causal(m: torch.Tensor) -> torch.Tensor:
+    T = m.shape[-1]
+    return m[:, None, None, :] & torch.ones(T, T, dtype=torch.bool).tril()
+
+
 @pytest.mark.parametrize("mask, expected", [
     (lambda m: torch.where(m, 0.0, torch.finfo(torch.float32).min), "got torch.float32 of shape \\(2, 12\\)"),
-    (lambda m: torch.zeros(m.shape), "additive float mask"),
-    (lambda m: m[:, None, None, :], "got torch.bool of shape \\(2, 1, 1, 12\\)"),
+    (lambda m: torch.zeros(m.shape), "2-D additive float mask"),
     (lambda m: m[:, :6], "must be \\(batch, tokens\\) = \\(2, 12\\)"),
+    # transformers' 4-D masks that say more than which keys are padding: the projected keys cannot say it
+    (_causal, (r"masks keys differently for different queries \(a causal or per-query mask\): the Linformer "
+               r"projects the keys and values to k positions that every query shares")),
+    (lambda m: _additive(_causal(m)), "a causal or per-query mask"),
+    (lambda m: m[:, None, None, :].expand(2, 4, 1, 12), r"got \(2, 4, 1, 12\) \(a mask per head cannot be expressed"),
+    (lambda m: m[:, None, None, :6], r"must be \(batch, 1, 1, tokens\) = \(2, 1, 1, 12\) or"),
+    (lambda m: m[:, None, None, :].float(), r"read as transformers' additive one .* \(a 0/1 mask, or an attention bias"),
+    (lambda m: torch.where(m, 0.0, -2.5)[:, None, None, :], "additive one"),
 ])
 def test_a_mask_the_layer_cannot_read_is_refused_naming_the_form(mask, expected):
-    """Transformers' additive float mask gave NaN, an all-zero one read as all padding, a 4-D one another result."""
+    """Transformers' additive float mask gave NaN, an all-zero one read as all padding, a 4-D one another result;
+    a 4-D one that says more than which keys are padding cannot be expressed, and says why."""
     config = tiny_config(sharing="kv")
     layer = LinformerSelfAttention(config, 0)
     hidden, bool_mask = _batch(config)
     with pytest.raises(ValueError, match=expected):
         layer(hidden, mask(bool_mask))
+
+
+@pytest.mark.parametrize("extended", [
+    lambda m: m[:, None, None, :],  # (B, 1, 1, T)
+    lambda m: _additive(m)[:, None, None, :],  # transformers' extended mask: 0 / finfo.min
+    lambda m: torch.where(m, 0.0, -10000.0)[:, None, None, :],  # older code's -10000
+    lambda m: m[:, None, None, :].long(),
+    lambda m: m[:, None, None, :].expand(2, 1, 12, 12),  # (B, 1, T, T), every query's row the same
+    lambda m: _additive(m)[:, None, None, :].expand(2, 1, 12, 12),
+], ids=["bool", "additive", "additive-1e4", "integer", "bool-TxT", "additive-TxT"])
+@pytest.mark.parametrize("sharing", ["kv", "none"])
+def test_a_transformers_4d_padding_mask_reads_as_its_key_mask(extended, sharing):
+    config = tiny_config(sharing=sharing)
+    layer = LinformerSelfAttention(config, 0).eval()
+    hidden, mask = _batch(config)
+    torch.testing.assert_close(layer(hidden, extended(mask))[0], layer(hidden, mask)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_the_model_takes_the_4d_mask_transformers_builds(impl):
+    """transformers' own masks (``create_bidirectional_mask``: additive float for eager, bool for SDPA, (B, 1, T, T))
+    give the (batch, tokens) mask's outputs, mean pooling's included."""
+    from transformers.masking_utils import create_bidirectional_mask
+
+    from linformer import LinformerForSequenceClassification
+
+    config = tiny_config(sharing="kv", classifier_pooling="mean", num_labels=2)
+    config._attn_implementation = impl
+    model = LinformerForSequenceClassification(config).eval()
+    ids = torch.randint(4, 64, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 7:] = 0
+    extended = create_bidirectional_mask(config, torch.zeros(2, 12, 32), mask, allow_is_bidirectional_skip=False)
+    assert tuple(extended.shape) == (2, 1, 12, 12)
+    torch.testing.assert_close(model(ids, attention_mask=extended).logits, model(ids, attention_mask=mask).logits,
+                               rtol=0, atol=0)
+    with pytest.raises(ValueError, match="a causal or per-query mask"):
+        model(ids, attention_mask=_causal(mask.bool()))
 
 
 @pytest.mark.parametrize("sharing", ["kv", "none"])
