@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig
 
+from .. import plots
 from ..data import load_prepared
 from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_tokenizer
@@ -120,29 +121,43 @@ def to_markdown(errors: dict, command: str, png: str | None, reference: str = SE
                                                   ([L, *(f"{e:.3f}" for e in errs)] for L, errs in by_length.items()))]
         lines.append("")
     if png:
-        lines.append(f"![last layer's error by length]({Path(png).name})")
+        lines.append(f"![each layer's error by length]({Path(png).name})")
     return "\n".join(lines) + "\n"
 
 
+PANELS_PER_ROW = 3
+
+
 def plot(errors: dict, out_png: str | Path) -> Path:
+    """Small multiples: a panel per model, a line per layer (lighter to darker with depth, numbered from 1 as the
+    tables number them), the error against input length; one y scale for all panels, so models compare."""
+    import math
+
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for label, by_length in errors.items():
-        lengths = list(by_length)
-        ax.plot(lengths, [errs[-1] for errs in by_length.values()], marker="o", label=label)
-    ax.set_xscale("log", base=2)
+    ncols = min(PANELS_PER_ROW, len(errors))
+    nrows = math.ceil(len(errors) / ncols)
+    fig, axes = plots.figure(ncols, nrows, size=(3.6 * ncols, 3.0 * nrows + 0.4), sharey=True)
     lengths = sorted({int(L) for by_length in errors.values() for L in by_length})
-    ax.set_xticks(lengths, [str(L) for L in lengths])  # token counts as a reader counts them, not powers of 2
-    ax.minorticks_off()
-    ax.set_xlabel("input tokens")
-    ax.set_ylabel("last layer's relative error vs the reference")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    for i, (label, by_length) in enumerate(errors.items()):
+        ax = axes[i // ncols][i % ncols]
+        layers = len(next(iter(by_length.values())))
+        for layer in range(layers):
+            shade = matplotlib.colormaps["viridis"](0.85 * (1 - layer / max(1, layers - 1)))
+            ax.plot([int(L) for L in by_length], [errs[layer] for errs in by_length.values()], marker="o",
+                    markersize=3, color=shade, label=f"layer {layer + 1}")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(L) for L in lengths])  # token counts as a reader counts them, not powers of 2
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        plots.title(ax, label, fontsize=9)
+        if i + ncols >= len(errors):  # no panel below it
+            ax.set_xlabel("input tokens")
+        if i % ncols == 0:
+            ax.set_ylabel("relative error vs the reference")
+    for ax in [a for row in axes for a in row][len(errors):]:
+        ax.set_visible(False)
+    plots.legend_below(fig)
     return save_figure(fig, out_png)
 
 

@@ -235,3 +235,20 @@ def test_a_fidelity_report_is_rendered_again_from_its_json_with_layers_from_one(
     with pytest.raises(SystemExit):  # a measurement still needs its models, corpus and reference
         script.main(["--out", str(tmp_path / "m")])
     assert "the following arguments are required: models" in capsys.readouterr().err
+
+
+def test_a_fidelity_figure_draws_every_layer_of_every_model(tmp_path, monkeypatch):
+    """The figure drew the last layer alone, while the tables give every layer: a panel per model, a line per layer,
+    labelled as the tables number them, everything on the page."""
+    from linformer.report import fidelity
+
+    seen = _captured(monkeypatch, fidelity)
+    errors = {f"model {m}": {16: [0.2 + m, 0.4, 0.6], 512: [0.19, 0.35 + m, 0.7]} for m in range(4)}
+    fidelity.plot(errors, tmp_path / "f.png")
+    (figure,) = seen
+    panels = [ax for ax in figure["fig"].axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == list(errors)
+    for ax, rows in zip(panels, errors.values()):
+        assert [line.get_label() for line in ax.get_lines()] == ["layer 1", "layer 2", "layer 3"]
+        assert [list(line.get_ydata()) for line in ax.get_lines()] == [list(e) for e in zip(*rows.values())]
+    assert figure["legend"] == ["layer 1", "layer 2", "layer 3"] and figure["outside"] == []
