@@ -70,6 +70,18 @@ def forbid_loading(monkeypatch):
     return forbid
 
 
+@pytest.fixture
+def registries():
+    """The projection registries restored after the test (in place: modules hold them by reference)."""
+    from linformer.modeling import attention, configuration
+
+    names, builders = list(configuration.PROJECTIONS), dict(attention.PROJECTION_BUILDERS)
+    yield
+    configuration.PROJECTIONS[:] = names
+    attention.PROJECTION_BUILDERS.clear()
+    attention.PROJECTION_BUILDERS.update(builders)
+
+
 def load_script(name: str):
     """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
     import importlib.util

@@ -1,7 +1,6 @@
 import pytest
 
 from linformer import LinformerConfig
-from linformer.modeling import attention, configuration
 
 
 def tiny_config(**overrides) -> LinformerConfig:
@@ -24,13 +23,3 @@ def tiny_config(**overrides) -> LinformerConfig:
 @pytest.fixture
 def make_config():
     return tiny_config
-
-
-@pytest.fixture
-def registries():
-    """The projection registries restored after the test (in place: modules hold them by reference)."""
-    names, builders = list(configuration.PROJECTIONS), dict(attention.PROJECTION_BUILDERS)
-    yield
-    configuration.PROJECTIONS[:] = names
-    attention.PROJECTION_BUILDERS.clear()
-    attention.PROJECTION_BUILDERS.update(builders)

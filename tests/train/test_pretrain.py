@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from linformer.errors import CheckpointError, ConfigError
+from linformer.modeling.attention import PoolProjection, Projection, register_projection
 from linformer.train.pretrain import pretrain
 
 from .conftest import PRETRAIN_OVERRIDES, compose_pretrain, nan_losses_after
@@ -549,6 +550,29 @@ def test_a_log_file_gets_a_plain_line_every_log_every_steps_and_at_each_evaluati
     assert "val_ppl" not in lines[1] and re.search(r"loss \d+\.\d{4}, lr \d\.\d\de-\d\d", lines[1])
     assert all("val_ppl" in lines[i] for i in (2, 4))
     assert all(re.search(r"[\d,]+ tokens/s \(avg [\d,]+\)", line) for line in lines[1:])
+
+
+class _Undeclared(Projection):
+    """Mean pooling under a name of its own, declaring no FLOPs."""
+
+    def __init__(self, n: int, k: int):
+        super().__init__()
+        self.pool = PoolProjection(n, k, "mean")
+
+    def forward(self, x, mask):
+        return self.pool(x, mask)
+
+
+def test_a_projection_declaring_no_flops_trains_without_an_mfu_saying_why(tiny_data, tmp_path, registries, caplog):
+    """FLOPs counted a registered projection as parameter-free pooling, so its MFU was wrong without a word: one that
+    declares none (Projection.projected_flops) trains, and its rows and summary give no MFU, with a warning naming it."""
+    register_projection("plain_mean_pool", lambda config, k, heads: _Undeclared(config.max_seq_len, k))
+    with caplog.at_level("WARNING", logger="linformer.train.pretrain"):
+        summary = pretrain(compose_pretrain(tiny_data, "model.projection=plain_mean_pool", "trainer.max_steps=3",
+                                            "trainer.eval_every=3", "trainer.save_every=3"), tmp_path)
+    assert summary.get("mfu") is None and not any("mfu" in r for r in _rows(tmp_path))
+    assert any("projection='plain_mean_pool' (_Undeclared) declares no FLOPs" in r.getMessage()
+               and "no MFU" in r.getMessage() for r in caplog.records)
 
 
 def test_a_step_line_gives_the_rate_since_start_beside_the_window_s():
