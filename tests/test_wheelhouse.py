@@ -169,7 +169,8 @@ def test_the_install_line_pastes_whole_for_a_dest_with_a_space(tmp_path, monkeyp
 
 def _offline_env():
     """pip and Python with no index, no find-links but the wheelhouse, no config file, no hub."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    # no PIP_* settings, and no PYTHONPATH: the venv must import the project it installed, not a checkout on the path
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", HF_HUB_OFFLINE="1",
                HF_DATASETS_OFFLINE="1", WANDB_MODE="offline")
     return env

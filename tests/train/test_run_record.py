@@ -321,13 +321,14 @@ def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(ti
     """SIGHUP (a closed terminal, an ssh drop, tmux kill-server) ended the run where it stood: no checkpoint, no
     stopped: line, run.json left "running". It stops as SIGTERM does."""
     run = tmp_path / "run"
-    steps = ["trainer.max_steps=400", "trainer.save_every=1000", "trainer.eval_every=1000"]
+    # far more steps than a loaded machine can take before the signal (400 finished first once): the signal ends it
+    steps = ["trainer.max_steps=100000", "trainer.save_every=100000", "trainer.eval_every=100000"]
     proc = _start_and_wait(tiny_data, run, *steps, rows=5)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err[-2000:]
     last = _losses(run)
-    (ckpt,) = (run / "checkpoints").iterdir()  # save_every=1000: the only checkpoint is the one the signal wrote
+    (ckpt,) = (run / "checkpoints").iterdir()  # save_every=100000: the only checkpoint is the one the signal wrote
     assert int(ckpt.name.split("-")[1]) == len(last)  # no step lost
     assert "Resume with the same command" in err and "Traceback" not in err
     info = json.loads((run / "run.json").read_text())
