@@ -192,6 +192,17 @@ def test_every_stage_reads_into_its_frozen_spec():
     assert spec.task.data_dir.endswith("imdb") and spec.task.data_dir.startswith("/")  # resolved against the repo
 
 
+def test_a_value_left_unset_is_one_error_naming_it_where_the_spec_is_read():
+    from linformer.runconfig import FinetuneSpec, PretrainSpec
+
+    # model_path is read by run_name's interpolation: without the check, OmegaConf's traceback names run_name
+    with pytest.raises(ConfigError, match=r"^model_path is not set: .*model_path=\.\.\. \(configs/finetune.yaml\)"):
+        FinetuneSpec.read(compose("finetune", ["task=sst2"]))
+    # a partial mapping's misspelt key is named, not the run_name it leaves out
+    with pytest.raises(ConfigError, match=r"trainer.max_stpes is not a trainer setting \(did you mean trainer.max_steps"):
+        PretrainSpec.read({"trainer": {"max_stpes": 3}})
+
+
 def test_operational_keys_derive_from_the_specs_marks():
     from linformer.runconfig import OPERATIONAL_KEYS
 

@@ -79,7 +79,7 @@ class CorpusSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> CorpusSpec:
-        cfg = plain_config(cfg)
+        cfg = plain_config(cfg, "corpus")
         d = CorpusData.read(cfg.get("data") or {})
         top = _typed(cls, cfg, "")
         # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
@@ -105,7 +105,7 @@ class TokenizerSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> TokenizerSpec:
-        cfg = plain_config(cfg)
+        cfg = plain_config(cfg, "tokenizer")
         d = CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
         # the tokenizer's name (data.tokenizer unless given) names its out_dir and Hydra's folder
         folder_name(cfg.get("name"), "name", "a tokenizer folder", "paths.data_dir/tokenizers/")
@@ -135,7 +135,7 @@ class SpectrumSpec(_Arguments):
 
     @classmethod
     def read(cls, cfg: Mapping) -> SpectrumSpec:
-        plain = plain_config(cfg)
+        plain = plain_config(cfg, "spectrum")
         seed = seed_value(plain)  # before the types: every seed's one error line
         top = _typed(cls, plain, "")
         folder_name(top["prefix"], "prefix", "a file name prefix", "out_dir")  # <out_dir>/<prefix>_curves.png

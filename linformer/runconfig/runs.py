@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from ..configs import refuse_missing_values
 from ..data.io import resolve_path
 from ..errors import ConfigError
 from ..files import folder_name
@@ -34,11 +35,17 @@ from .settings import (
 )
 
 
-def plain_config(cfg) -> dict[str, Any]:
-    """The resolved config as plain containers (what config.yaml records)."""
+def plain_config(cfg, config_name: str | None = None) -> dict[str, Any]:
+    """The resolved config as plain containers (what config.yaml records). A composed config (of
+    configs/<config_name>.yaml) with a value still at ??? is refused first, naming that key, as its script refuses it:
+    resolving would fail with OmegaConf's traceback at the first key whose interpolation reads it (run_name)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    if not OmegaConf.is_config(cfg):
+        return dict(cfg)
+    if config_name is not None:
+        refuse_missing_values(cfg, config_name)
+    return OmegaConf.to_container(cfg, resolve=True)
 
 
 def _path(cfg: Mapping, key: str) -> str:
@@ -70,7 +77,7 @@ class RunSpec:
     @classmethod
     def read(cls, cfg) -> RunSpec:
         """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
-        plain = plain_config(cfg)
+        plain = plain_config(cfg, cls.stage)
         return cls(config=plain, **cls._common(plain), **cls._own(plain))
 
     @classmethod
@@ -80,12 +87,13 @@ class RunSpec:
 
     @classmethod
     def _common(cls, cfg: Mapping) -> dict[str, Any]:
+        # the groups first: a misspelt key in a partial mapping is named, not the run_name it lacks
+        groups = {"trainer": TrainerSettings.read(cfg.get("trainer") or {}),
+                  "optim": OptimSettings.read(cfg.get("optim") or {}),
+                  "logger": LoggerSettings.read(cfg.get("logger") or {})}
         run_name = folder_name(cfg.get("run_name"), "run_name", "a run directory", f"paths.output_dir/{cls.stage}/")
         return {"seed": seed_value(cfg), "run_name": run_name,
-                "experiment_name": _optional(cfg, "experiment_name"),
-                "trainer": TrainerSettings.read(cfg.get("trainer") or {}),
-                "optim": OptimSettings.read(cfg.get("optim") or {}),
-                "logger": LoggerSettings.read(cfg.get("logger") or {})}
+                "experiment_name": _optional(cfg, "experiment_name"), **groups}
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
@@ -153,7 +161,7 @@ class TaskRunSpec(RunSpec):
     def read(cls, cfg) -> TaskRunSpec:
         """As ``RunSpec.read``, the config recording the task's spec where it was registered from Python
         (``with_task_spec``): a task config's spec block and ``register_task`` leave the same record."""
-        return super().read(with_task_spec(plain_config(cfg)))
+        return super().read(with_task_spec(plain_config(cfg, cls.stage)))
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
@@ -240,7 +248,7 @@ class ConvertSpec:
 
     @classmethod
     def read(cls, cfg) -> ConvertSpec:
-        plain = plain_config(cfg)
+        plain = plain_config(cfg, "convert")
         overwrite = plain.get("overwrite", False)
         if not isinstance(overwrite, bool):
             raise ConfigError(f"overwrite={overwrite!r} must be true or false.")
