@@ -31,6 +31,7 @@ from torch import nn
 from transformers import initialization as init
 
 from .configuration import PROJECTION_INITS, PROJECTIONS, SHARING, LinformerConfig
+from .errors import ConfigError
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
@@ -366,15 +367,22 @@ PROJECTION_BUILDERS: dict[str, Callable[[LinformerConfig, int, int | None], Proj
 }
 
 
+# the package's own projections, which a registration may not replace
+BUILT_IN_PROJECTIONS = frozenset(PROJECTION_BUILDERS)
+
+
 def register_projection(name: str, build: Callable[[LinformerConfig, int, int | None], Projection]) -> None:
     """Make ``config.projection=name`` build ``build(config, k, heads)`` (a ``Projection``; ``heads``: the number of
-    heads when each head has its own, None when they share it) in this process. A name taken already is a ValueError.
-    A model saved with it loads only where the same registration ran first: the code saved beside a model for
-    ``trust_remote_code`` is the package's own, without a projection of one's own."""
-    if name in PROJECTION_BUILDERS or name in PROJECTIONS:
-        raise ValueError(f"projection {name!r} is registered already: give yours a name of its own.")
+    heads when each head has its own, None when they share it) in this process. Registering a name of one's own again
+    replaces its builder (a notebook cell run again, as ``register_task`` does); one of the package's own names is a
+    ConfigError. A model saved with it loads only where the same registration ran first: the code saved beside a model
+    for ``trust_remote_code`` is the package's own, without a projection of one's own."""
+    if name in BUILT_IN_PROJECTIONS:
+        raise ConfigError(f"projection {name!r} is one of the package's own ({', '.join(sorted(BUILT_IN_PROJECTIONS))})"
+                          ": give yours a name of its own.")
+    if name not in PROJECTIONS:
+        PROJECTIONS.append(name)
     PROJECTION_BUILDERS[name] = build
-    PROJECTIONS.append(name)
 
 
 def build_projection(config: LinformerConfig, k: int, per_head: bool) -> Projection:

@@ -270,10 +270,15 @@ def test_the_projection_registries_name_the_same_projections():
 def test_a_registered_projection_builds_trains_and_reloads(registries, tmp_path):
     with pytest.raises(ConfigError, match="register_projection"):
         tiny_config(projection="scaled_mean_pool")
+    register_projection("scaled_mean_pool", lambda config, k, heads: None)
+    # registered again (a notebook cell run again): the new builder replaces it, listed once
     register_projection("scaled_mean_pool", lambda config, k, heads: ScaledMeanPool(config.max_seq_len, k))
-    with pytest.raises(ValueError, match="registered already"):
-        register_projection("scaled_mean_pool", lambda config, k, heads: ScaledMeanPool(config.max_seq_len, k))
     assert list(attention.PROJECTION_BUILDERS) == list(configuration.PROJECTIONS)
+    assert configuration.PROJECTIONS.count("scaled_mean_pool") == 1
+    package_s = attention.PROJECTION_BUILDERS["mean_pool"]
+    with pytest.raises(ConfigError, match="'mean_pool' is one of the package's own"):  # never shadows the package's
+        register_projection("mean_pool", lambda config, k, heads: ScaledMeanPool(config.max_seq_len, k))
+    assert attention.PROJECTION_BUILDERS["mean_pool"] is package_s
     config = tiny_config(projection="scaled_mean_pool", sharing="headwise")
     torch.manual_seed(0)
     model = LinformerForMaskedLM(config)
