@@ -4,6 +4,7 @@ interpolation that does not resolve, a sweep's job name too long for a folder.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -39,19 +40,37 @@ def config_dir() -> Path:
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
     """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
     plans that need a job's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
-    ``run.dir`` is where the script would write its run."""
+    ``run.dir`` is where the script would write its run. Hydra initialised by the caller (a notebook's own
+    ``initialize_config_dir``, a running Hydra job) is set aside for the composition and left as it was."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+    with _own_global_hydra(), initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
             failure = err
     # outside Hydra's context: the did-you-mean composes the config again
     raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
+
+
+@contextlib.contextmanager
+def _own_global_hydra():
+    """Hydra's process-wide GlobalHydra taken away for the block and given back after it, the same object: Hydra's
+    initialize refuses to run where one is initialised already ("GlobalHydra is already initialized"), and its
+    own restore would put back a copy (or, where there was none, remove it)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.singleton import Singleton
+
+    callers = Singleton._instances.pop(GlobalHydra, None)
+    try:
+        yield
+    finally:
+        Singleton._instances.pop(GlobalHydra, None)
+        if callers is not None:
+            Singleton._instances[GlobalHydra] = callers
 
 
 def _one_line(err: Exception, config_name: str, overrides) -> str:

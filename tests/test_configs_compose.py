@@ -171,3 +171,19 @@ def test_a_default_run_name_is_shell_and_glob_safe_and_names_a_general_projectio
     assert compose("pretrain", ["model.attention=full", "model.projection=conv"]).run_name == "tiny-full-n128-s0"
     assert compose("distill", ["task=sst2", "teacher_path=t", "model.projected_dim=[16,32]"]).run_name == \
         "sst2-t-distill-k16-32-s0"
+
+
+def test_compose_works_where_the_caller_initialised_hydra_and_leaves_its_hydra_as_it_was():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from linformer.configs import config_dir
+
+    assert compose("pretrain", ["model=tiny"]).model.name == "tiny"
+    assert not GlobalHydra.instance().is_initialized()  # none made, none left
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):  # a notebook's own Hydra
+        callers = GlobalHydra.instance()
+        assert compose("pretrain", ["model=tiny"]).model.name == "tiny"
+        assert GlobalHydra.instance() is callers and callers.is_initialized()
+        assert hydra_compose("pretrain", ["model=small"]).model.name == "small"  # the caller's still composes
