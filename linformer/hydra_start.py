@@ -65,7 +65,8 @@ def hydra_main(config_name: str) -> Callable:
         @functools.wraps(fn)
         def entry():
             try:
-                run()
+                with _logging_restored():
+                    run()
             finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
                 sigterm_ignored_at_teardown()
 
@@ -114,6 +115,30 @@ def hydra_main(config_name: str) -> Callable:
         return entry
 
     return decorate
+
+
+@contextlib.contextmanager
+def _logging_restored():
+    """The process's logging as it was before the command, once the command ends: Hydra's job logging configures
+    the root logger for the whole process (its handlers, one on the command's log file, and its level), so a script
+    run inside a live interpreter (``%run`` in a notebook, runpy) left the caller's later records going into that
+    run's log file. The handlers Hydra added are closed (the log file's descriptor with them)."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    disabled = {name: lg.disabled for name, lg in logging.Logger.manager.loggerDict.items()
+                if isinstance(lg, logging.Logger)}
+    try:
+        yield
+    finally:
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, was in disabled.items():  # a logging config of disable_existing_loggers: true disables them
+            logging.getLogger(name).disabled = was
 
 
 @dataclasses.dataclass

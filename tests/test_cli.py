@@ -800,3 +800,29 @@ def test_a_stream_that_cannot_show_a_character_escapes_it_and_the_last_line_says
     note = err.buffer.getvalue().decode()
     assert note.startswith("note: this terminal's encoding (ascii) cannot show some characters") and \
         "PYTHONIOENCODING=utf-8" in note and note.count("\n") == 1
+
+
+def test_a_script_run_inside_a_live_interpreter_gives_back_the_root_logger_as_it_was(tmp_path, monkeypatch):
+    """Hydra's job logging puts a handler on the command's log file on the root logger: once the script's main has
+    returned (``%run`` in a notebook), the caller's own records no longer go into that file."""
+    import logging
+
+    from linformer import hydra_start
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    added = []
+
+    def body(cfg):
+        added.extend(h for h in root.handlers if h not in before)
+        logging.getLogger("linformer").warning("the command's own record")
+
+    monkeypatch.setattr(sys, "argv", ["tokenizer.py", f"paths.output_dir={tmp_path}"])
+    hydra_start.hydra_main("tokenizer")(body)()
+    logs = list(tmp_path.rglob("*.log"))
+    assert len(logs) == 1 and "the command's own record" in logs[0].read_text()
+    assert any(isinstance(h, logging.FileHandler) for h in added)
+    assert root.handlers == before and root.level == level
+    assert all(h.stream is None for h in added if isinstance(h, logging.FileHandler))  # closed
+    logging.getLogger("my_notebook").warning("a later cell's record")
+    assert "a later cell's record" not in logs[0].read_text()
