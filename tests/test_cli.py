@@ -362,6 +362,22 @@ def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(mon
     assert shlex.split(command_line())[:3] == ["OMP_NUM_THREADS=1", "torchrun", "--nproc_per_node=2"]
 
 
+def test_a_run_not_started_by_a_script_is_resumed_by_calling_its_function(monkeypatch):
+    """In a notebook sys.argv is the kernel launcher's: "the same command" would name it, which resumes nothing."""
+    from linformer.train.stopping import command_line, how_to_resume
+
+    for argv in (["/usr/lib/python3/site-packages/ipykernel_launcher.py", "-f", "/root/kernel-1.json"], [""],
+                 ["my_experiments.py"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        assert command_line() is None  # run.json records no command
+        assert how_to_resume("finetune", Path("/runs/a")) == (
+            "Resume by calling finetune(spec, run_dir) again (linformer.train.finetune) with the same spec and "
+            "run_dir='/runs/a'")
+    monkeypatch.setattr(sys, "argv", ["/clone/scripts/finetune.py", "task=sst2"])
+    assert how_to_resume("finetune", "/runs/a").startswith("Resume with the same command (")
+    assert how_to_resume("finetune", "/runs/a").endswith(" /clone/scripts/finetune.py task=sst2)")
+
+
 def test_no_printed_command_puts_a_value_in_unquoted():
     """A command hint is built by shell_command, never by an f-string "python scripts/... {path}": the f-strings of the
     package and its scripts that start a command to paste may hold no value."""

@@ -57,19 +57,38 @@ class StopSignal:
         return got or None, bool(due)
 
 
-def command_line() -> str:
-    """The command to run again (a stop's message): under torchrun, or a launcher built on it, the launcher with
-    this run's number of processes, since a resume on another number is refused (Trainer._check_global_batch); after
-    the variables that change the numbers (rundir.NUMERIC_ENV: OMP_NUM_THREADS...) where they were set, so that the
-    resumed steps compute as the first did."""
-    if not sys.argv[0]:
-        return "the same call"
+def run_from_a_script() -> bool:
+    """Whether this process is one of the commands (``scripts/<name>.py``, torchrun's worker of one included), so
+    that running its command line again resumes the run; not Python code calling the stage's function itself: a
+    notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] '')."""
+    script = Path(sys.argv[0])
+    return script.suffix == ".py" and script.parent.name == "scripts"
+
+
+def command_line() -> str | None:
+    """The command to run again (a stop's message, run.json's ``command``); None where the run was not started by a
+    script (``run_from_a_script``). Under torchrun, or a launcher built on it, the launcher with this run's number of
+    processes, since a resume on another number is refused (Trainer._check_global_batch); after the variables that
+    change the numbers (rundir.NUMERIC_ENV: OMP_NUM_THREADS...) where they were set, so that the resumed steps
+    compute as the first did."""
+    if not run_from_a_script():
+        return None
     env = [f"{name}={value}" for name, value in numeric_env().items()]
     world, local = process_count(), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if world > 1:
         nodes = [f"--nnodes={world // local}"] if world != local else []
         return shell_command(*env, "torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
     return shell_command(*env, Path(sys.executable).name, *sys.argv)
+
+
+def how_to_resume(stage: str, run_dir: Path | str) -> str:
+    """A stop's way to go on: the same command where a script ran the run, else the call of the stage's function
+    (``linformer.train.<stage>.<stage>``, which every training stage is named after) with the same run directory."""
+    command = command_line()
+    if command is not None:
+        return f"Resume with the same command ({command})"
+    return (f"Resume by calling {stage}(spec, run_dir) again (linformer.train.{stage}) with the same spec and "
+            f"run_dir={str(run_dir)!r}")
 
 
 FINISHING = ("{signal} after the last update: finishing the final evaluation and saving (another SIGTERM, or "

@@ -42,8 +42,8 @@ from . import checkpoint as ckpt
 from .common import finish_trackers, init_trackers
 from .compiling import CompileCounts
 from .step import optimizer_step
-from .stopping import FINISHING, OUTSIDE_STEPS, StopSignal, command_line
-from .summary import print_summary, progress_line
+from .stopping import command_line, FINISHING, how_to_resume, OUTSIDE_STEPS, StopSignal
+from .summary import no_hf_progress_bars, print_summary, progress_line
 from .task import TrainingTask
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class Trainer:
                     bar.close()
                     stopped = Preempted(
                         f"{signal_words(signum)} at step {step}: checkpoint saved in "
-                        f"{ckpt.checkpoint_dir(self.run_dir)}. Resume with the same command ({command_line()}); "
+                        f"{ckpt.checkpoint_dir(self.run_dir)}. {how_to_resume(self.spec.stage, self.run_dir)}; "
                         f"trainer.resume=auto continues from step {step}.", signum)
                     self._close(stopped.exit_code)
                     raise stopped
