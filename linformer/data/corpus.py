@@ -788,9 +788,10 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
 
     manifest = read_manifest(out_dir)
     if manifest is None:
-        raise FileNotFoundError(
-            f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}); "
-            "run `python scripts/prepare_corpus.py data=<corpus>` first"
+        raise CorpusError(
+            f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, with the "
+            "same data= and paths options, `python scripts/prepare_corpus.py data=<corpus>` (from Python: "
+            "prepare_corpus(**CorpusSpec.read(compose('corpus', ['data=<corpus>'])).arguments()))"
         )
     check_corpus_files(out_dir, manifest)
     if tokenizer_dir is not None:

@@ -221,14 +221,14 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
     stale = tmp_path / ".tmp-killed-99999999"
     (stale / "_work").mkdir(parents=True)
     (stale / "dataset_dict.json").write_text("{}")
-    with pytest.raises(FileNotFoundError, match="not a complete prepared corpus"):
+    with pytest.raises(CorpusError, match=r"killed is not a complete prepared corpus .*scripts/prepare_corpus.py"):
         load_prepared(str(tmp_path / "killed"))
     prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "killed"), n=N, num_proc=1)
     assert not stale.exists() and load_prepared(str(tmp_path / "killed"))["train"].num_rows > 0
     # 3. a manifest without complete=true is not a prepared corpus
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "manifest.json").write_text(json.dumps({"complete": False}))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(CorpusError, match="half is not a complete prepared corpus"):
         load_prepared(str(tmp_path / "half"))
 
 
