@@ -35,7 +35,7 @@ from accelerate.utils import broadcast_object_list
 from .. import errors
 from ..cli import exit_status
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted
-from ..files import flatten
+from ..files import flatten, resolve_path
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem
 from ..runname import LENGTH_KEYS
@@ -114,7 +114,10 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     `settings` (its adjusted copy: the per-device batch, the run's max_steps), `tracker_tags`, and `prepare` (extra objects such as an eval
     DataLoader that Accelerate must wrap; the task receives them back in the same order as `prepared`)."""
     settings, optim, stage = spec.trainer, spec.optim, spec.stage
-    accelerator = build_accelerator(settings, spec.logger, Path(run_dir))
+    # a relative run directory from the repository, as every path of a spec and the scripts' run directories:
+    # the summary's paths and its next: command then name the run from any working directory
+    run_dir = Path(resolve_path(run_dir))
+    accelerator = build_accelerator(settings, spec.logger, run_dir)
     record = RunRecord(run_dir, stage)
     config = spec.config | data_identity(spec)
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's

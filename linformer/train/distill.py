@@ -30,7 +30,7 @@ from ..data.io import load_auto
 from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
-from ..files import MODEL_DIR
+from ..files import MODEL_DIR, resolve_path
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS
@@ -296,7 +296,8 @@ def distill(spec: DistillSpec | Mapping, run_dir: str | Path) -> dict:
 
     def make_task(accelerator, settings: TrainerSettings) -> DistillTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            task = DistillTask(spec, settings, accelerator.num_processes, accelerator.process_index, Path(run_dir))
+            task = DistillTask(spec, settings, accelerator.num_processes, accelerator.process_index,
+                              Path(resolve_path(run_dir)))  # as run_training takes it
         task.teacher.to(accelerator.device)  # not prepared by Accelerate (it never trains): placed by hand
         return task
 

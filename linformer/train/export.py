@@ -18,7 +18,7 @@ from ..cli import transformers_bars_off
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import BEST_DIR, MODEL_DIR, check_output_dir, made_by, read_json
+from ..files import BEST_DIR, MODEL_DIR, check_output_dir, made_by, read_json, resolve_path
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
@@ -44,8 +44,9 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     """Save the model of finetuning or pretraining run `run_dir` at checkpoint `step` (None: its newest intact one)
     into `out` (None: ``<run>/model`` for a finetuning run's final step, ``<run>/model-step-NNNNNNNN`` otherwise).
     Returns {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to
-    that step; final: the step is the run's last)."""
-    run_dir = Path(run_dir)
+    that step; final: the step is the run's last). Relative paths are taken from the repository, as the script takes
+    them."""
+    run_dir = Path(resolve_path(run_dir))
     spec = _spec(run_dir)
     results = read_record(run_dir, RESULTS)
     reported = results.get("best_step")
@@ -62,7 +63,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
                           "(--out DIR exports it again).")
     # a finetuning's final model is <run>/model (best/ holds the chosen one); a pretraining's, where it is gone
     keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / MODEL_DIR).exists())
-    out = Path(out) if out is not None else run_dir / (MODEL_DIR if keep_name else f"{MODEL_DIR}-step-{step:08d}")
+    out = Path(resolve_path(out)) if out is not None else run_dir / (MODEL_DIR if keep_name else f"{MODEL_DIR}-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
     check_output_dir(out, record, overwrite, "--overwrite", reads=[run_dir, getattr(spec, "model_path", None)])

@@ -35,7 +35,7 @@ from ..data.task_readers import check_task_data
 from ..data.task_splits import CARVE, CARVE_BEFORE_RECORDED
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
-from ..files import BEST_DIR, read_json, write_json
+from ..files import BEST_DIR, read_json, resolve_path, write_json
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS
 from ..modeling.loading import (
@@ -416,6 +416,7 @@ def finetune(spec: FinetuneSpec | Mapping, run_dir: str | Path) -> dict:
 
     def make_task(accelerator, settings: TrainerSettings) -> FinetuneTask:
         with accelerator.main_process_first():  # rank 0 tokenizes and saves the task cache, the others then load it
-            return FinetuneTask(spec, settings, accelerator.num_processes, accelerator.process_index, Path(run_dir))
+            return FinetuneTask(spec, settings, accelerator.num_processes, accelerator.process_index,
+                                Path(resolve_path(run_dir)))  # as run_training takes it
 
     return run_training(spec, run_dir, make_task)

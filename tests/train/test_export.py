@@ -252,3 +252,28 @@ def test_after_pruning_the_advice_for_a_run_s_gone_or_damaged_model_names_what_i
             f"that step is gone (its checkpoints were removed by prune_checkpoints.py ({removed})): restore it from a "
             "copy, or train the run again under another run_name.")):
         resolve_model_path(str(exported["out"]))
+
+
+def test_a_relative_run_dir_is_taken_from_the_repository_whatever_the_working_directory(tiny_data, tmp_path,
+                                                                                        monkeypatch):
+    """As every path of a spec and the scripts' run directories: a notebook elsewhere wrote the run under its own
+    working directory while the summary's next: command (model_path=<the same relative path>) read the repository."""
+    from linformer import files
+    from linformer.runconfig import PretrainSpec
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+
+    spec = PretrainSpec.read(compose_pretrain(tiny_data, "trainer.max_steps=3", "trainer.warmup_steps=1",
+                                           "trainer.eval_blocks=4"))
+    repo, notebook = tmp_path / "repo", tmp_path / "notebook"
+    repo.mkdir()
+    notebook.mkdir()
+    monkeypatch.setattr(files, "repo_root", lambda: repo)
+    monkeypatch.chdir(notebook)
+    summary = pretrain(spec, "runs/rel")
+    assert (repo / "runs" / "rel" / "run.json").is_file() and not list(notebook.iterdir())
+    assert summary["run_dir"] == str(repo / "runs" / "rel")
+    assert f"model_path={repo / 'runs' / 'rel'}" in summary["next"]
+    done = export_run("runs/rel", "exported")
+    assert Path(done["out"]) == repo / "exported" and (repo / "exported" / "config.json").is_file()
