@@ -22,7 +22,7 @@ from ..cli import import_needed
 from ..data.metrics import METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, made_by, output_files, save_figure, table_lines, table_row
+from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
 from ..rundir import METRICS as METRICS_FILE
 from ..rundir import (
     Run,
@@ -653,7 +653,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
             raise DataError(f"{flag}: no run logged {', '.join(missing)}; the runs logged {', '.join(sorted(logged))}")
     metrics = list(metrics) if metrics else available_metrics(digests)
     plot_metrics = _drawable(plot_metrics, metrics)
-    out_dir = Path(out_dir)
+    out_dir = Path(resolve_path(out_dir))  # a relative one from the repository, as the runs' paths
     groups = seed_groups(runs)
     table = markdown_table(runs, metrics, digests) + seeds_table(groups, dict(zip(map(id, runs), run_labels(runs))))
     md = out_dir / "runs.md"

@@ -672,3 +672,17 @@ def test_a_run_is_named_by_its_folder_in_the_comparison_as_on_the_dashboard(tmp_
     table = compare_runs([path], tmp_path / "cmp")["table"]
     assert "| rte-api |" in table and "rte-minilm-k32" not in table
     assert list(mirror_all(tmp_path / "out", tmp_path / "logs")) == ["finetune/rte-api"]
+
+
+def test_a_relative_out_dir_is_taken_from_the_repository_as_the_runs_are(tmp_path, make_run, monkeypatch):
+    """From Python (a notebook elsewhere) as from the script: the runs' paths were taken from the repository, the
+    comparison's folder from the working directory."""
+    from linformer import files
+
+    path = make_run(tmp_path / "out", "finetune", "a", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2")
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "notebook").mkdir()
+    monkeypatch.setattr(files, "repo_root", lambda: tmp_path / "repo")
+    monkeypatch.chdir(tmp_path / "notebook")
+    assert compare_runs([path], "cmp")["markdown"] == tmp_path / "repo" / "cmp" / "runs.md"
+    assert (tmp_path / "repo" / "cmp" / "runs.md").is_file() and not list((tmp_path / "notebook").iterdir())
