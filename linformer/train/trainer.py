@@ -42,8 +42,8 @@ from . import checkpoint as ckpt
 from .common import finish_trackers, init_trackers
 from .compiling import CompileCounts
 from .step import optimizer_step
-from .stopping import command_line, FINISHING, how_to_resume, OUTSIDE_STEPS, StopSignal
-from .summary import no_hf_progress_bars, print_summary, progress_line
+from .stopping import FINISHING, OUTSIDE_STEPS, StopSignal, command_line, how_to_resume
+from .summary import print_summary, progress_line
 from .task import TrainingTask
 
 log = logging.getLogger(__name__)
