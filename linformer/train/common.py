@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import is_tensorboard_available, is_wandb_available, set_seed
+from accelerate.state import AcceleratorState, GradientState, PartialState
+from accelerate.utils import DistributedType, is_tensorboard_available, is_wandb_available, set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest
@@ -43,6 +44,7 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
     check_launcher_precision(precision, cpu)
     check_trackers(logger)
     trackers = list(logger.trackers)
+    fit_accelerate_state(precision, cpu)
     accelerator = Accelerator(
         cpu=cpu,
         mixed_precision=precision,
@@ -53,6 +55,23 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
         step_scheduler_with_optimizer=False,
     )
     return accelerator
+
+
+def fit_accelerate_state(precision: str, cpu: bool) -> None:
+    """Clear the one state Accelerate keeps per process where an earlier run in this process (a notebook's) left it
+    with another precision or device: Accelerate refuses a second mixed_precision in it, and would keep the earlier
+    run's device. Only a single process's state is cleared (as transformers' TrainingArguments does); a launcher's
+    distributed state is left alone, its processes are set up once."""
+    if not PartialState._shared_state:
+        return
+    state = PartialState()
+    if state.distributed_type != DistributedType.NO:
+        return
+    same_precision = AcceleratorState._shared_state.get("_mixed_precision", precision) == precision
+    if same_precision and (state.device.type == "cpu") == cpu:
+        return
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
 
 
 def check_launcher_precision(precision: str, cpu: bool) -> None:

@@ -21,20 +21,6 @@ DEVICE = "cuda"
 
 
 @pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    """Accelerate keeps one AcceleratorState per process and refuses a second mixed_precision in it; these tests
-    train in no, fp16 and bf16 in one process, so the state is cleared around every test (session fixtures such as
-    pretrained_run are set up before this runs, hence the clearing after the test too)."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-
-
-@pytest.fixture(autouse=True)
 def _no_tf32():
     """fp32 matmuls in full fp32 (no TF32), so that fp32 comparisons can be tight whatever the process default."""
     before = torch.get_float32_matmul_precision()

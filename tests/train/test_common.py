@@ -99,6 +99,7 @@ def test_a_launcher_s_other_precision_is_warned_naming_both_and_the_override(mon
     with caplog.at_level(logging.WARNING, logger="linformer.train.common"):
         build_accelerator(TrainerSettings(batch_size=2, lr=1e-3, mixed_precision=trainer, cpu=True),
                           LoggerSettings(trackers=(), project="p"), Path("unused"))
+    # the tests that build an Accelerator(cpu=True) themselves take the precision of a state left over
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
     said = [r.getMessage() for r in caplog.records if "launcher asks" in r.getMessage()]
@@ -107,6 +108,32 @@ def test_a_launcher_s_other_precision_is_warned_naming_both_and_the_override(mon
     else:
         assert len(said) == 1 and f"mixed precision {launcher}" in said[0] and warned in said[0]
         assert f"trainer.mixed_precision={trainer} decides, so this run computes in fp32" in said[0]
+
+
+def test_a_second_run_in_the_process_gets_its_own_precision_and_a_distributed_state_is_kept():
+    """Accelerate keeps one state per process and refused a second mixed_precision in it ("restart your runtime"):
+    a notebook's fp32 run and then a bf16 run. Each run gets the precision it asks for; a launcher's distributed
+    state is never cleared."""
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+    from accelerate.utils import DistributedType
+
+    from linformer.runconfig.settings import LoggerSettings, TrainerSettings
+    from linformer.train.common import build_accelerator
+
+    def build(precision):
+        return build_accelerator(TrainerSettings(batch_size=2, lr=1e-3, mixed_precision=precision, cpu=True),
+                                 LoggerSettings(trackers=(), project="p"), Path("unused"))
+
+    try:
+        assert build("no").mixed_precision == "no"
+        assert build("bf16").mixed_precision == "bf16"
+        assert build("no").mixed_precision == "no"
+        PartialState._shared_state["distributed_type"] = DistributedType.MULTI_CPU
+        with pytest.raises(ValueError, match="already been initialized"):
+            build("bf16")
+    finally:  # the tests that build an Accelerator(cpu=True) themselves would take this one's state
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
 
 
 def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_path):
