@@ -123,7 +123,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
     # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
     with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)) as decided, \
-            claimed_run(accelerator, record, config, settings) as start:
+            claimed_run(accelerator, record, config, settings) as start, float32_default():
         if start.status == "complete":  # it stays so: a SIGTERM now changes neither the message nor the exit
             decided()
             return already_complete(record, config)
@@ -152,6 +152,19 @@ def run_training(spec: RunSpec, run_dir: str | Path,
             if peer is not None:
                 raise peer from err
             raise
+
+
+@contextlib.contextmanager
+def float32_default() -> Iterator[None]:
+    """torch's default dtype float32 for the run, the caller's restored after: a process that set another (a
+    notebook's torch.set_default_dtype(torch.float64)) would otherwise build and train the model, and draw the masks,
+    in it, unrecorded and unlike the same run in a fresh process. trainer.mixed_precision sets the compute."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:

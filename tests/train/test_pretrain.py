@@ -101,6 +101,24 @@ def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
     assert _losses(killed) == _losses(full)
 
 
+def test_a_process_default_dtype_does_not_reach_the_run_and_is_restored_after(tiny_data, tmp_path):
+    """A notebook's torch.set_default_dtype(torch.float64) built and trained a float64 model, saved float64
+    weights and other numbers than the same run in a fresh process, unrecorded. The run is built and trained in
+    float32 whatever the process default, which it leaves as it found it."""
+    from safetensors.torch import load_file
+
+    steps = ["trainer.max_steps=3", "trainer.warmup_steps=1"]
+    pretrain(compose_pretrain(tiny_data, *steps), tmp_path / "f32")
+    torch.set_default_dtype(torch.float64)
+    try:
+        pretrain(compose_pretrain(tiny_data, *steps), tmp_path / "f64")
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert {w.dtype for w in load_file(tmp_path / "f64" / "model" / "model.safetensors").values()} == {torch.float32}
+    assert _losses(tmp_path / "f64") == _losses(tmp_path / "f32")
+
+
 def test_fresh_start_over_old_checkpoints_is_refused(tiny_data, tmp_path):
     """An unfinished run (checkpoints, no summary) restarted with trainer.resume=null is refused, not overwritten."""
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), tmp_path)
