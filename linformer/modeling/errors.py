@@ -84,10 +84,12 @@ def stopped_status(signum: int) -> int:
     return 128 + int(signum)
 
 
-class Preempted(Exception):
+class Preempted(BaseException):
     """SIGTERM or SIGINT stopped a run after it wrote a checkpoint; the message says how to resume.
 
-    Not an error: the CLI prints the message and exits with 128 + the signal number, as a killed process would.
+    Not an error: the CLI prints the message and exits with 128 + the signal number, as a killed process would. A
+    BaseException, as KeyboardInterrupt is, so that a stop asked for ends a caller's loop that goes on past failed
+    runs (`except Exception:` in a notebook's sweep) instead of counting as one of them.
     """
 
     def __init__(self, message: str, signum: int):

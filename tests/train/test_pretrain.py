@@ -343,6 +343,32 @@ def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, e
     assert codes == [{"diverged": 2, "sigterm": 128 + signal.SIGTERM, "complete": 0}[end]]
 
 
+def test_a_stopped_run_ends_a_loop_that_goes_on_past_failed_runs(tiny_data, tmp_path, monkeypatch):
+    """Ctrl-C during training raised Preempted, an Exception: a notebook's loop over settings that goes on past a
+    failed run (`except Exception`) took the stop for a failure and started the next run. A stop escapes it, as
+    KeyboardInterrupt does."""
+    from linformer.errors import Preempted
+    from linformer.train.trainer import Trainer
+
+    real_step = Trainer._train_step
+
+    def signalled(self, step):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # the real signal, through the handler the run installs
+        return real_step(self, step)
+
+    monkeypatch.setattr(Trainer, "_train_step", signalled)
+    started, failed = [], []
+    with pytest.raises(Preempted, match="SIGINT") as stop:
+        for lr in ("1e-3", "5e-4"):
+            started.append(lr)
+            try:
+                pretrain(compose_pretrain(tiny_data, f"trainer.lr={lr}", "trainer.max_steps=4"), tmp_path / lr)
+            except Exception as err:
+                failed.append(err)
+    assert started == ["1e-3"] and not failed and stop.value.exit_code == 130
+
+
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.warmup_steps.*trainer.max_steps"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2"), tmp_path)
