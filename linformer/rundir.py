@@ -397,7 +397,7 @@ class RunRecord:
     def __init__(self, run_dir: str | Path, stage: str):
         self.dir = Path(run_dir)
         self.stage = stage
-        self.lock = RunLock(self.dir)
+        self.lock = RunLock(self.dir, tidy=True)  # a start refused or stopped before it wrote leaves no folder
         self.allowed_changes: dict[str, tuple[Any, Any]] = {}  # set by claim(); recorded by start()
         self.resumed_from: str | None = None  # another run's checkpoint this run continues; recorded by start()
 

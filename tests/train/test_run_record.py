@@ -770,3 +770,13 @@ def test_a_finished_sweep_job_named_by_its_length_does_not_offer_to_train_furthe
         run = shutil.copytree(pretrained_run, tmp_path / name)
         already_complete(RunRecord(run, "pretrain"), read_yaml(run / "config.yaml"))
         assert said in capsys.readouterr().err
+
+
+def test_a_start_refused_in_python_leaves_no_folder_it_made(tiny_data, tmp_path):
+    """The script's refused start leaves nothing (Hydra's folders removed); through the Python API the lock's
+    folders stayed, empty, down to the run directory, for compare_runs over the stage folder to meet. A folder that
+    was there before the start stays."""
+    run = tmp_path / "stage" / "new" / "run"
+    with pytest.raises(FileNotFoundError):
+        pretrain(compose_pretrain(tiny_data, f"corpus_dir={tmp_path / 'nope'}"), run)
+    assert list(tmp_path.iterdir()) == []
