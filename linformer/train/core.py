@@ -48,7 +48,7 @@ from .common import (
     data_identity,
     finish_trackers,
     param_groups,
-    seed_everything,
+    seeded,
 )
 from .stopping import OUTSIDE_STEPS
 from .task import TrainingTask
@@ -123,11 +123,10 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
     # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
     with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)) as decided, \
-            claimed_run(accelerator, record, config, settings) as start, float32_default():
+            claimed_run(accelerator, record, config, settings) as start, float32_default(), seeded(spec.seed):
         if start.status == "complete":  # it stays so: a SIGTERM now changes neither the message nor the exit
             decided()
             return already_complete(record, config)
-        seed_everything(spec.seed)
         task = make_task(accelerator, settings)
         settings = task.settings
         train_in_float32(task.model)

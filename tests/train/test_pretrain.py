@@ -119,6 +119,22 @@ def test_a_process_default_dtype_does_not_reach_the_run_and_is_restored_after(ti
     assert _losses(tmp_path / "f64") == _losses(tmp_path / "f32")
 
 
+def test_a_run_leaves_the_process_s_global_generators_as_it_found_them(tiny_data, tmp_path):
+    """Every run left Python's, numpy's and torch's global generators seeded with its seed, so a notebook's later
+    draws repeated after every run. The run's own numbers come from its seed; the caller's draws go on after it."""
+    import random
+
+    import numpy as np
+
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    before = random.getstate(), np.random.get_state()[1].copy(), torch.random.get_rng_state()
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=3", "trainer.warmup_steps=1"), tmp_path)
+    assert random.getstate() == before[0] and (np.random.get_state()[1] == before[1]).all()
+    assert torch.equal(torch.random.get_rng_state(), before[2]) and torch.initial_seed() == 123
+
+
 def test_fresh_start_over_old_checkpoints_is_refused(tiny_data, tmp_path):
     """An unfinished run (checkpoints, no summary) restarted with trainer.resume=null is refused, not overwritten."""
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), tmp_path)
