@@ -20,7 +20,7 @@ from .configs import compose  # noqa: F401  (linformer.cli.compose: the name REA
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean
 from .files import NAME_MAX_BYTES
 from .shell import shell_command
-from .signals import interrupt_status
+from .signals import command, interrupt_status
 
 EXIT_USER_ERROR = 2
 
@@ -36,7 +36,8 @@ def cli_errors():
     quiet_other_ranks()
     streams_never_raise()
     try:
-        yield
+        with command():
+            yield
     except Preempted as stop:
         _last_line(f"stopped: {stop}", stop.exit_code)
     except KeyboardInterrupt as stop:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second)

@@ -78,15 +78,30 @@ def _leave_terminal() -> None:
                 os.close(null)
 
 
+_COMMAND: list[bool] = []  # non-empty while a command's body runs (``command``)
+
+
+@contextlib.contextmanager
+def command() -> Iterator[None]:
+    """The block is a command's body (``cli.cli_errors``): the process is the command's, which a second signal while
+    a stop unwinds may end at once (``signals_stop``)."""
+    _COMMAND.append(True)
+    try:
+        yield
+    finally:
+        _COMMAND.pop()
+
+
 @contextlib.contextmanager
 def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
                  ) -> Iterator[Callable[[], None]]:
     """Each of ``signals`` inside the block raises Preempted(message) in the main thread, ``{signal}`` in the message
     replaced by its name. An exception raised while unwinding from it (a pool timing out, a worker's broken pipe) is
-    reported as that Preempted. A second signal while the block unwinds ends the process at once, for an unwinding
-    that cannot finish (a worker pool whose workers a stop killed mid-operation): the children this process forked
-    die with it (``linformer.data.workers``) and the temporaries it leaves are removed by the next run
-    (``files.remove_stale_temps``).
+    reported as that Preempted. A second signal while the block unwinds ends a command's process at once (inside
+    ``command``), for an unwinding that cannot finish (a worker pool whose workers a stop killed mid-operation): the
+    children this process forked die with it (``linformer.data.workers``) and the temporaries it leaves are removed by
+    the next run (``files.remove_stale_temps``). Outside a command (the package called from a notebook, whose
+    kernel is the user's) it raises KeyboardInterrupt instead.
 
     The block gets a function, ``decided``: called once the command's outcome stands whatever comes (a run found
     complete: there is nothing to stop), a signal from then on to the block's end is ignored, so the command ends as
@@ -98,6 +113,8 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
         if decided:
             return
         name = signal_words(signum)
+        if received and not _COMMAND:  # the package in a process of the caller's (a notebook): it goes on
+            raise KeyboardInterrupt(f"{name} again while stopping")
         if received:
             print(f"stopped: {name} again while stopping: exiting now; the next run removes what this one left.",
                   file=sys.stderr, flush=True)
@@ -109,7 +126,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
         try:
             yield lambda: decided.append(True)
         except BaseException as err:
-            if received and not isinstance(err, Preempted):
+            if received and not isinstance(err, (Preempted, KeyboardInterrupt)):
                 raise Preempted(message.replace("{signal}", signal_words(received[0])), received[0]) from err
             raise
 

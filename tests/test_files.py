@@ -9,6 +9,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,12 +145,13 @@ def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
 
 
 def test_a_second_signal_while_a_stop_unwinds_ends_the_process_at_once(tmp_path):
-    """An unwinding that cannot finish (a pool whose workers a stop killed holding its lock) ends on the next signal,
-    with the stop's exit status; the temporary it leaves is removed by the next run."""
+    """A command's unwinding that cannot finish (a pool whose workers a stop killed holding its lock) ends on the next
+    signal, with the stop's exit status; the temporary it leaves is removed by the next run."""
     script = f"""
 import os, signal, time
+from linformer.cli import cli_errors
 from linformer.files import atomic_dir, made_by
-with atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
+with cli_errors(), atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
     try:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
@@ -164,6 +166,22 @@ with atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
     assert len(_hidden(tmp_path)) == 1 and not (tmp_path / "out").exists()  # the temporary, left
     _build(tmp_path / "out")  # the next run
     assert _hidden(tmp_path) == []
+
+
+def test_a_second_signal_while_a_stop_unwinds_outside_a_command_is_a_keyboard_interrupt(tmp_path, monkeypatch):
+    """The package called from a notebook: two interrupts close together (a stop, then one while it unwinds) ended
+    the kernel with os._exit, losing all it held. Outside a command the second is a KeyboardInterrupt; the
+    temporary goes as on any error."""
+    monkeypatch.setattr(os, "_exit", lambda code: pytest.fail(f"the caller's process was ended ({code})"))
+    with pytest.raises(KeyboardInterrupt, match="again while stopping"), atomic_dir(tmp_path / "out", A):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:  # an unwinding that hangs
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    assert _hidden(tmp_path) == [] and not (tmp_path / "out").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def test_files_get_the_umask_permissions_whatever_mode_they_were_written_with(tmp_path):
