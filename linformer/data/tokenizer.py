@@ -625,11 +625,13 @@ ENCODING_PARTS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_
 
 def encoding_differences(a, b) -> list[str]:
     """How tokenizer `b` would give a text other ids than `a`, in words (`b`'s setting against `a`'s), one item per
-    part (ENCODING_PARTS) that differs: [] when they encode every text alike. A slow (Python) tokenizer has no
+    part (ENCODING_PARTS) that differs: [] when they encode every text alike. The rest of the serialisation is not
+    compared: the truncation state ``limit_to`` saves is each model's own n (a student lengthened past its teacher
+    records a longer one), and the decoder only turns ids back into text. A slow (Python) tokenizer has no
     serialisation: its vocabulary alone is compared."""
     if not (_is_fast(a) and _is_fast(b)):
         return [] if a.get_vocab() == b.get_vocab() else [_vocabulary_difference(a.get_vocab(), b.get_vocab())]
-    return part_differences(json.loads(a.backend_tokenizer.to_str()), json.loads(b.backend_tokenizer.to_str()))
+    return part_differences(_encoding_parts(a), _encoding_parts(b))
 
 
 def encoding_of(tokenizer) -> dict:
@@ -638,11 +640,16 @@ def encoding_of(tokenizer) -> dict:
     serialisation, its vocabulary alone. Two tokenizers encode alike when ``part_differences`` of theirs is []."""
     if not _is_fast(tokenizer):
         return {"vocabulary": _digest(sorted(tokenizer.get_vocab().items()))}
-    data = json.loads(tokenizer.backend_tokenizer.to_str())
-    parts = {part: data.get(part) for part in ENCODING_PARTS}
+    parts = _encoding_parts(tokenizer)
     if isinstance(parts["model"], dict):
         parts["model"] = {k: _digest(v) if k in ("vocab", "merges") else v for k, v in parts["model"].items()}
     return parts
+
+
+def _encoding_parts(tokenizer) -> dict:
+    """A fast tokenizer's ENCODING_PARTS as its serialisation gives them."""
+    data = json.loads(tokenizer.backend_tokenizer.to_str())
+    return {part: data.get(part) for part in ENCODING_PARTS}
 
 
 def part_differences(a: dict, b: dict) -> list[str]:

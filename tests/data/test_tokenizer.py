@@ -582,3 +582,25 @@ def test_a_stopped_training_says_so_and_that_a_rerun_starts_over(tmp_path, corpu
         train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, show_progress=False)
     assert stop.value.exit_code == 128 + signum and time.monotonic() - started < 10
     assert not (tmp_path / "tok").exists()
+
+
+def test_tokenizers_saved_for_models_of_other_lengths_encode_alike(tok_dir, tmp_path):
+    """Every saved model's tokenizer.json records its n as the truncation state (``limit_to``): a student lengthened
+    past its teacher (n = 1024 against 512) has the teacher's tokenizer, and distill.py and long_inputs.py refused it
+    as another. A real difference (add_prefix_space: every word another id) is still one."""
+    import json
+
+    from linformer.data.tokenizer import encoding_differences, limit_to, load_tokenizer
+
+    for name, length in (("teacher", 512), ("student", 1024)):
+        tokenizer = load_tokenizer(tok_dir)
+        limit_to(tokenizer, length)
+        tokenizer.save_pretrained(tmp_path / name)
+    teacher, student = (load_tokenizer(str(tmp_path / name)) for name in ("teacher", "student"))
+    assert json.loads(student.backend_tokenizer.to_str())["truncation"]["max_length"] == 1024
+    assert encoding_differences(teacher, student) == []
+
+    config = tmp_path / "student" / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "add_prefix_space": True}))
+    differences = encoding_differences(teacher, load_tokenizer(str(tmp_path / "student")))
+    assert differences[0] == "pre_tokenizer add_prefix_space true against false"
