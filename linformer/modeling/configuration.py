@@ -504,7 +504,8 @@ def exact_key_variants(windows, global_positions, landmarks: bool = False, overl
     "reduce"): the rows the measurement reports add."""
     variants = {}
     for w in windows:
-        fields = {"local_window": w, "global_positions": list(global_positions)}
+        # "keep" named: a conversion gives every field it is not told its converted default ("mask")
+        fields = {"local_window": w, "global_positions": list(global_positions), "overlap_columns": "keep"}
         rows = [fields] + ([{**fields, "landmark_pooling": True}] if landmarks else [])
         rows += [{**row, "overlap_columns": rule} for rule in OVERLAP_COLUMNS[1:] for row in rows] if overlap else []
         for row in rows:

@@ -342,22 +342,23 @@ NO_EXACT_KEYS = {"local_window": 0, "global_positions": []}  # the paper's Linfo
 # any training (docs/results/length_policy_overlap_train.md).
 # Lowering the counts of the columns they hold in part as well (overlap_columns="reduce") measured no clearly
 # better there (under 0.01 lower at both windows, the bar for the more complex rule): the simpler mask stays.
-# Part of the converted default when the exact keys are (settings naming a window field choose their own, "keep"
-# unless named).
+# Part of the converted default wherever the model has exact keys.
 CONVERTED_OVERLAP = {"overlap_columns": "mask"}
 
 
 def converted_exact_keys(settings: dict, n: int) -> dict:
-    """The exact-key fields a converted Linformer of n tokens gets: CONVERTED_EXACT_KEYS (the window capped at n) and,
-    unless ``settings`` name it, CONVERTED_OVERLAP; nothing when ``settings`` name a window field, or ask for an
-    attention or projection that cannot have them."""
+    """The exact-key fields a converted Linformer of n tokens gets besides those ``settings`` name: each field left
+    unset keeps its converted default (CONVERTED_EXACT_KEYS, the window capped at n; and CONVERTED_OVERLAP where the
+    model has a window or global tokens), so that naming one (``local_window=64``) changes that one alone; 0 and []
+    turn a part off. Nothing for an attention or projection that cannot have them."""
     if settings.get("attention", "linformer") != "linformer" or settings.get("projection", "linear") != "linear":
         return {}
-    if any(key in settings for key in CONVERTED_EXACT_KEYS):
-        return {}
-    return {"local_window": min(CONVERTED_EXACT_KEYS["local_window"], n),
-            "global_positions": list(CONVERTED_EXACT_KEYS["global_positions"]),
-            **({} if "overlap_columns" in settings else CONVERTED_OVERLAP)}
+    defaults = {"local_window": min(CONVERTED_EXACT_KEYS["local_window"], n),
+                "global_positions": list(CONVERTED_EXACT_KEYS["global_positions"])}
+    exact = defaults | {key: settings[key] for key in defaults if key in settings}
+    if exact["local_window"] or exact["global_positions"]:
+        defaults |= CONVERTED_OVERLAP
+    return {key: value for key, value in defaults.items() if key not in settings}
 
 
 def converted_length_policy(settings: dict) -> dict:

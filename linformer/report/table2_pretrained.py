@@ -310,8 +310,10 @@ def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> di
         if row["model_path"] and Path(row["model_path"]).is_dir():
             config = LinformerConfig.from_pretrained(row["model_path"])
         elif origin:  # a kept record whose model is gone: the same conversion's config (the weights do not matter)
-            # cards written before the exact-key fields were of models without them
-            settings = {**NO_EXACT_KEYS, **{k: v for k, v in origin["settings"].items() if v is not None}}
+            # cards written before the exact-key fields were of models without them, and a conversion told a window
+            # field without overlap_columns gave "keep"
+            settings = {**NO_EXACT_KEYS, "overlap_columns": "keep",
+                        **{k: v for k, v in origin["settings"].items() if v is not None}}
             config = converted_config(origin["source"], **settings)
         else:
             continue

@@ -230,7 +230,8 @@ def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path)
     long = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, max_seq_len=512).config
     assert fields(long) == (128, [0, -1])
     assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, **NO_EXACT_KEYS).config) == (0, [])
-    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, local_window=8).config) == (8, None)
+    assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, local_window=8).config) == \
+        (8, [0, -1])
     assert fields(LinformerModel.from_pretrained_encoder(tmp_path, attention="full").config) == (0, None)
     assert fields(LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, projection="conv",
                                                          length_policy="slice").config) == \
@@ -761,8 +762,33 @@ def test_the_converted_default_counts_no_token_twice_unless_told():
                                              "overlap_columns": "mask"}
     assert converted_exact_keys({"overlap_columns": "keep"}, 512) == {"local_window": 128,
                                                                       "global_positions": [0, -1]}
-    assert converted_exact_keys({"local_window": 64}, 512) == {}  # the user's exact keys: overlap_columns theirs too
     assert converted_exact_keys({"attention": "full"}, 512) == {}
+
+
+def test_a_field_left_unset_at_conversion_keeps_its_converted_default(tmp_path):
+    """Naming one exact-key field (a window of 64, or the defaults given explicitly) dropped every other: the global
+    tokens became none and overlap_columns "keep", a model the user did not ask for. Each unset field keeps its
+    default; 0 and [] turn a part off, and with no exact keys left overlap_columns has nothing to do (not set)."""
+    from linformer.modeling.configuration import exact_key_variants
+    from linformer.modeling.convert import converted_config, converted_exact_keys
+
+    assert converted_exact_keys({"local_window": 64}, 512) == {"global_positions": [0, -1], "overlap_columns": "mask"}
+    assert converted_exact_keys({"local_window": 128, "global_positions": [0, -1]}, 512) == {
+        "overlap_columns": "mask"}
+    assert converted_exact_keys({"global_positions": []}, 512) == {"local_window": 128, "overlap_columns": "mask"}
+    assert converted_exact_keys({"local_window": 0}, 512) == {"global_positions": [0, -1], "overlap_columns": "mask"}
+    assert converted_exact_keys({"local_window": 0, "global_positions": []}, 512) == {}
+
+    save_source(tmp_path, BertModel, BERT)
+
+    def fields(**settings):
+        config = converted_config(str(tmp_path), projected_dim=8, **settings)
+        return config.local_window, config.global_positions, config.overlap_columns
+
+    assert fields(local_window=8) == (8, [0, -1], "mask")
+    assert fields(local_window=N, global_positions=[0, -1]) == fields()
+    # the measurement scripts' rows are the overlap rule their labels say
+    assert all(row["overlap_columns"] == "keep" for label, row in exact_key_variants([8], [0, -1]).items())
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, "bfloat16", "torch.float16"])

@@ -126,7 +126,8 @@ def test_landmark_rows_follow_each_local_window_row():
                               f"{lp.CONVERTED}, window 128, global [0, -1]",
                               f"{lp.CONVERTED}, window 128, global [0, -1], landmarks"]
     assert policies[f"{lp.CONVERTED}, window 128, global [0, -1], landmarks"] == {
-        **lp.POLICIES[lp.CONVERTED], "local_window": 128, "global_positions": [0, -1], "landmark_pooling": True}
+        **lp.POLICIES[lp.CONVERTED], "local_window": 128, "global_positions": [0, -1], "overlap_columns": "keep",
+        "landmark_pooling": True}
 
 
 def test_overlap_rows_follow_each_local_window_row_under_every_rule():
