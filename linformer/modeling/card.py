@@ -407,7 +407,8 @@ def _exact_keys_text(model: dict) -> str:
     w, positions = model.get("local_window") or 0, model.get("global_positions") or []
     if not w and not positions:
         return "none: every key is projected, as in the paper"
-    parts = [f"a window of {w} tokens around each query (local_window)"] if w else []
+    window = f"the {w // 2} tokens on each side of each query, {2 * (w // 2) + 1} with the query itself"
+    parts = [f"{window} (local_window={w})"] if w else []
     if positions:
         parts.append(f"the tokens at {list(positions)} for every query, and they attend to every position "
                      "(global_positions; negative counts from each row's last real token)")

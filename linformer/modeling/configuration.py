@@ -145,7 +145,8 @@ class LinformerConfig(PreTrainedConfig):
       it costs no more than the projection). In a padded batch this is decided per row: a row whose real tokens
       all lie in the first k positions attends exactly, the others through E, F.
     - ``local_window`` (w) and ``global_positions``: exact keys beside the projected ones, in one softmax
-      (``linformer.modeling.local_global``): each query also sees the exact keys within w // 2 positions of it, and
+      (``linformer.modeling.local_global``): each query also sees the exact keys within w // 2 positions of it
+      (2 * (w // 2) + 1 tokens with itself: 129 for w = 128, 127 for w = 127; w = 1 is refused, it holds none), and
       those of the global tokens (a negative position counts from each row's last real token: ``[0, -1]`` is
       [CLS]/<s> and the final separator), which themselves attend to every position. Each projected key's logit is
       raised by the log of the tokens its column stands for. 0 and None (the defaults) are the paper's Linformer.
@@ -430,6 +431,9 @@ def _validate_local_global(config: LinformerConfig) -> None:
     w, positions, n = config.local_window, config.global_positions, config.max_seq_len
     if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= n:
         raise ConfigError(f"local_window={w!r} must be a whole number in 0..max_seq_len (n={n}).")
+    if w == 1:  # radius w // 2 = 0: no local key at all, the paper's Linformer under another name
+        raise ConfigError("local_window=1 gives no window: each query sees the w // 2 tokens on each side of it "
+                          "(2 * (w // 2) + 1 with itself), none for w = 1. Give 0 for no window, or at least 2.")
     if positions is not None:
         bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not -n <= p < n]
         if bad:

@@ -369,7 +369,9 @@ def test_converted_models_default_to_the_measured_length_policy(tmp_path):
     [[_, policy]] = table_rows(load_card(tmp_path / "out").text, "inputs shorter than n")
     assert f"length_policy={CONVERTED_LENGTH_POLICY['length_policy']}" in policy
     [[_, exact]] = table_rows(load_card(tmp_path / "out").text, "exact keys beside the projected ones")
-    assert f"a window of {config.local_window} tokens" in exact and "[0, -1] for every query" in exact
+    w = config.local_window
+    assert f"the {w // 2} tokens on each side of each query, {2 * (w // 2) + 1} with the query itself" in exact
+    assert "[0, -1] for every query" in exact
 
 
 def test_the_card_of_the_paper_linformer_says_every_key_is_projected(tmp_path):

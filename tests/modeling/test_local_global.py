@@ -290,6 +290,7 @@ def test_flops_count_the_window_and_the_global_keys():
 @pytest.mark.parametrize("fields, key", [
     ({"local_window": -1}, "local_window=-1"),
     ({"local_window": 65}, "local_window=65"),
+    ({"local_window": 1}, "local_window=1 gives no window"),  # radius w // 2 = 0: it was accepted and did nothing
     ({"global_positions": [0, 64]}, "global_positions=[0, 64]"),
     ({"global_positions": [-65]}, "global_positions=[-65]"),
     ({"local_window": 8, "projection": "conv"}, "projection='conv'"),
