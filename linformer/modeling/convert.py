@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,13 +115,13 @@ def _in_dtype(model: PreTrainedModel, dtype: torch.dtype | str | None, source: P
 
 
 def check_settings(name_or_path: str | os.PathLike, settings: dict, model_class: type | None = None,
-                   key: str = "model") -> LinformerConfig:
+                   key: str | None = "model") -> LinformerConfig:
     """The config that converting `name_or_path` (a BERT/RoBERTa-family encoder, or a saved Linformer to reshape)
     into `model_class` (default: ``default_class``'s) with `settings` gives, from the configs alone: a command checks
     its ``model.*`` settings with it before any weights load, and a ConfigError about them names the config group
-    (``key: ...``)."""
+    (``key: ...``; None: the caller names it)."""
     path = resolve_model_path(name_or_path)
-    with settings_named(key):
+    with settings_named(key) if key is not None else nullcontext():
         if _source_config(path).model_type == "linformer":
             return _reshaped_config(path, settings)[1]
         model_class = model_class or default_class(path)

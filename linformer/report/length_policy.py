@@ -27,7 +27,8 @@ from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
-from ..modeling.convert import NO_EXACT_KEYS, check_settings
+from ..modeling.convert import NO_EXACT_KEYS
+from .measured import check_measured_settings
 from .rows import relabelled
 
 # label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
@@ -148,12 +149,16 @@ def _examples_text(task: str, count: int, available: int | None, longer_than_tok
     return f"{task} {count} {split} examples longer than {longer_than_tokens} tokens ({clean}{how}, cut to n)"
 
 
+# the option that sets each LinformerConfig field of the measured models (length_policy.py)
+OPTIONS = {"projected_dim": "--ks", "sharing": "--sharing", "max_seq_len": "--n", "local_window": "--local-windows",
+           "global_positions": "--global-positions"}
+
+
 def check_models(source: str, ks: list[int], sharing: str, n: int, policies: dict[str, dict] = POLICIES) -> None:
     """The settings of every model ``measure`` converts, from the configs alone (``convert.check_settings``): a bad
     one is one ConfigError naming the options, before any example is read or weight loaded."""
     for k, fields in itertools.product(ks, policies.values()):
-        check_settings(source, _settings(k, sharing, n, fields), LinformerModel,
-                       key="--ks, --sharing, --n, --local-windows, --global-positions")
+        check_measured_settings(source, _settings(k, sharing, n, fields), OPTIONS, LinformerModel)
 
 
 def _settings(k: int, sharing: str, n: int, fields: dict) -> dict:

@@ -32,11 +32,12 @@ from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.configuration import exact_key_variants, exact_keys_label
-from ..modeling.convert import NO_EXACT_KEYS, check_settings, is_sequence_classifier
+from ..modeling.convert import NO_EXACT_KEYS, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import finetuning_run_models, model_length, resolve_model_path
 from ..train.distill import check_same_tokenization
 from .length_policy import padded_batches
+from .measured import check_measured_settings
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
 from .rows import relabelled
 
@@ -188,13 +189,17 @@ def variants(k: int, sharing: str, local_windows=(), global_positions=(0, -1), l
     return rows
 
 
+# the option that sets each LinformerConfig field of the measured rows (long_inputs.py)
+OPTIONS = {"projected_dim": "--k", "sharing": "--sharing", "max_seq_len": "--ns", "local_window": "--local-windows",
+           "global_positions": "--global-positions"}
+
+
 def check_variants(classifier: str, ns: list[int], rows: dict[str, dict]) -> None:
     """Every row's settings at every n, from the configs alone (``convert.check_settings``): a bad one is one
     ConfigError naming the options, before any example is read or model built."""
     for n in ns:
         for fields in rows.values():
-            check_settings(classifier, {"max_seq_len": n, **fields}, key="--k, --sharing, --local-windows, "
-                                                                        "--global-positions")
+            check_measured_settings(classifier, {"max_seq_len": n, **fields}, OPTIONS)
 
 
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from ..data.io import path_root
 from ..devices import device_name
 from ..errors import ConfigError
 from ..files import file_record, made_by, output_files, repo_relative
-from ..modeling.convert import CONVERTED_EXACT_KEYS
+from ..modeling.convert import CONVERTED_EXACT_KEYS, check_settings
 from ..shell import shell_command
 
 EXTENSIONS = ("md", "json", "png")
@@ -62,6 +63,23 @@ def check_exact_key_options(args: argparse.Namespace) -> None:
                 raise ConfigError(f"{flag} {does} the --local-windows rows: name at least one window")
     if args.global_positions is None:
         args.global_positions = list(CONVERTED_EXACT_KEYS["global_positions"])
+
+
+def check_measured_settings(source: str, settings: dict, options: dict[str, str], model_class: type | None = None):
+    """``convert.check_settings`` of one model a measurement script converts from `source`, a ConfigError naming the
+    option at fault: `options` maps each LinformerConfig field the script's options set to its flag
+    ({"local_window": "--local-windows"}). An error about one of them (its message opens with ``field=``) names that
+    flag with the value given; any other names every flag."""
+    try:
+        check_settings(source, settings, model_class, key=None)
+    except ConfigError as err:
+        field = re.match(r"(\w+)=", str(err))
+        if field and field[1] in options and field[1] in settings:
+            value = settings[field[1]]
+            named = f"{options[field[1]]} " + (" ".join(map(str, value)) if isinstance(value, list) else str(value))
+        else:
+            named = ", ".join(dict.fromkeys(options.values()))
+        raise ConfigError(f"{named}: {err}") from None
 
 
 @contextlib.contextmanager

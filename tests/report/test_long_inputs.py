@@ -86,8 +86,10 @@ def test_a_finetuned_hf_classifier_is_measured_as_its_full_mode_linformer_is(cla
     (["--landmarks"], "error: --landmarks changes the --local-windows rows: name at least one window"),
     (["--overlap"], "error: --overlap changes the --local-windows rows: name at least one window"),
     (["--ns", "64", "--k", "8", "--local-windows", "8", "--global-positions", "70"],
-     ("error: --k, --sharing, --local-windows, --global-positions: global_positions=[70]: [70] not a position in "
-      "-64..63 (max_seq_len n=64; negative counts from each row's last real token).")),
+     ("error: --global-positions 70: global_positions=[70]: [70] not a position in -64..63 (max_seq_len n=64; "
+      "negative counts from each row's last real token).")),
+    (["--ns", "64", "--k", "8", "--local-windows", "80"],
+     "error: --local-windows 80: local_window=80 must be a whole number in 0..max_seq_len (n=64).")
 ])
 def test_the_script_refuses_bad_options_in_one_line(classifier, tmp_path, capsys, argv, line):
     with pytest.raises(SystemExit) as stop:
