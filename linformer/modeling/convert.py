@@ -494,12 +494,11 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str], 
     unused = [*unused, *heads]  # `heads`: the source's head weights a bare encoder was not given
     modules = {k.rsplit(".", 1)[0] for k in unused}  # the outermost ones: lm_head, not also lm_head.dense
     model.conversion_not_copied = sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
-    log.info(
-        "%s from %s: %d weights copied; starting fresh: %s%d projection weights (E/F); unused from the source: %s",
-        type(model).__name__, where, len(model.state_dict()) - len(missing),
-        f"{_modules(fresh)} (not in the source, or shaped differently) and " if fresh else "", len(projections),
-        _modules(unused),
-    )
+    # E and F are named only where the model has them: a full-attention model (a lengthened teacher) has none
+    starting = [f"{_modules(fresh)} (not in the source, or shaped differently)"] if fresh else []
+    starting += [f"{len(projections)} projection weights (E/F)"] if projections else []
+    log.info("%s from %s: %d weights copied; starting fresh: %s; unused from the source: %s", type(model).__name__,
+             where, len(model.state_dict()) - len(missing), " and ".join(starting) or "none", _modules(unused))
 
 
 def convert_and_report(spec: ConvertSpec) -> Path:

@@ -149,6 +149,22 @@ def test_missing_head_starts_fresh_and_says_so(tmp_path, caplog):
     assert not model.roberta.pooler.dense.weight.requires_grad
 
 
+def test_what_starts_fresh_names_e_and_f_only_where_the_model_has_them(tmp_path, caplog):
+    """A full-attention classifier lengthened (distill.py's teacher) has no E or F, and the line said "starting
+    fresh: 0 projection weights (E/F)"; switched to a Linformer it says how many start fresh."""
+    from linformer.modeling.configuration import LinformerConfig
+
+    LinformerForSequenceClassification(LinformerConfig(**SIZE, max_seq_len=N, attention="full")).save_pretrained(
+        tmp_path)
+    caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
+    LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, attention="full", max_seq_len=2 * N)
+    LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, attention="linformer", projected_dim=8,
+                                                               sharing="layerwise")
+    full, linformer = [r.getMessage() for r in caplog.records]
+    assert "starting fresh: none; unused from the source: none" in full and "(E/F)" not in full
+    assert "starting fresh: 1 projection weights (E/F);" in linformer
+
+
 def test_a_bert_head_from_an_mlm_source_gets_a_fresh_pooler_and_classifier(tmp_path, caplog):
     save_source(tmp_path, BertForMaskedLM, BERT)  # BertForMaskedLM has no pooler
     caplog.set_level(logging.INFO, logger="linformer.modeling.convert")
