@@ -677,6 +677,7 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
     clean-up, atexit), ended it as killed (-15, no line) though its outputs were complete; a caller read "killed". The
     teardown goes on, and the process exits with the status the command ended with: 0 after its work, 2 after an error
     line."""
+    import concurrent.futures
     import signal
     import time
 
@@ -693,7 +694,8 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
         "        raise ConfigError('seed=1 is refused')\n\n"
         "if __name__ == '__main__':\n"
         "    main()\n")
-    for seed, status in ((0, 0), (1, 2)):
+
+    def stopped_in_teardown(seed):
         proc = subprocess.Popen([sys.executable, str(script), f"seed={seed}"], cwd=tmp_path, stderr=subprocess.PIPE,
                                 text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
         lines = []
@@ -703,7 +705,12 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
                 break
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == status, "".join(lines)
+        return proc.wait(timeout=120), "".join(lines)
+
+    # the two commands run together, each watched by a thread of its own: each pays an interpreter's start of seconds
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for (status, said), expected in zip(pool.map(stopped_in_teardown, (0, 1)), (0, 2)):
+            assert status == expected, said
 
 
 def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
