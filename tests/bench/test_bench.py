@@ -712,13 +712,14 @@ def test_model_checks_record_their_command_the_load_and_threads_and_warn_beyond_
     assert "the Linformer at 1 threads and full attention at 2" in text
 
 
-def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it_was(tmp_path):
+def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it_was(tmp_path, monkeypatch, capsys):
     """Hydra writes .hydra/ before the script refuses a start whose outputs would replace other settings'; the record
-    beside the earlier outputs is put back, so it still describes them (it held the refused command)."""
-    import subprocess
+    beside the earlier outputs is put back, so it still describes them (it held the refused command). The script's
+    main in-process, with its command line."""
     import sys
 
     from linformer.bench import cli
+    from tests.conftest import load_script
 
     run = tmp_path / "bad"
     cli.benchmark_from_config(compose("benchmark", [*_TINY, "inference.ns=[64]", "inference.ks=[16]",
@@ -727,10 +728,14 @@ def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it
     (run / ".hydra").mkdir()
     for name, text in earlier.items():
         (run / ".hydra" / name).write_text(text)
-    result = subprocess.run([sys.executable, "scripts/benchmark.py", *_TINY, "inference.ns=[64]", "inference.ks=[32]",
-                             "throughput.enabled=false", f"hydra.run.dir={run}"], cwd=CONFIGS.parent,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2 and "earlier benchmark output" in result.stderr, result.stderr
+    monkeypatch.chdir(CONFIGS.parent)
+    monkeypatch.setattr(sys, "argv", ["scripts/benchmark.py", *_TINY, "inference.ns=[64]", "inference.ks=[32]",
+                                      "throughput.enabled=false", f"hydra.run.dir={run}"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        load_script("benchmark").main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "earlier benchmark output" in err, err
     assert {p.name: p.read_text() for p in (run / ".hydra").iterdir()} == earlier
 
 

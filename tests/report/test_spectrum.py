@@ -1,5 +1,4 @@
 import json
-import subprocess
 import sys
 
 import pytest
@@ -147,13 +146,14 @@ def test_a_missing_text_path_is_named_before_the_model_loads(tmp_path, monkeypat
         analyze_spectrum(_tiny_model(tmp_path), tmp_path / "out", "s", text_path=str(tmp_path / "nonexistent.txt"))
 
 
-def test_corpus_of_another_tokenizer_is_refused(tmp_path):
+def test_corpus_of_another_tokenizer_is_refused(tmp_path, monkeypatch, capsys):
     """Windows from a corpus packed with tokenizer A fed to a model trained with tokenizer B would be other words:
-    analyze_spectrum.py refuses with one `error:` line naming both tokenizers (exit 2); with A it runs."""
+    analyze_spectrum.py refuses with one `error:` line naming both tokenizers (exit 2); with A it runs. The script's
+    main in-process, with its command line."""
     from transformers import AutoTokenizer
 
     from linformer.data import prepare_corpus, train_tokenizer
-    from linformer.data.io import repo_root
+    from tests.conftest import load_script
     from tests.data.conftest import write_corpus
 
     text = write_corpus(tmp_path / "corpus.txt")
@@ -161,11 +161,16 @@ def test_corpus_of_another_tokenizer_is_refused(tmp_path):
     tok_b = train_tokenizer([str(text)], str(tmp_path / "tok_b"), vocab_size=350, min_frequency=1, show_progress=False)
     prepare_corpus([str(text)], tok_a, str(tmp_path / "corpus"), n=16, val_fraction=0.2, num_proc=1)
     model_b = _tiny_model(tmp_path / "b", AutoTokenizer.from_pretrained(tok_b))
-    r = subprocess.run([sys.executable, str(repo_root() / "scripts/analyze_spectrum.py"), f"model_path={model_b}",
-                        f"corpus_dir={tmp_path / 'corpus'}", f"out_dir={tmp_path / 'out'}", "num_windows=2"],
-                       cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    error = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["scripts/analyze_spectrum.py", f"model_path={model_b}",
+                                      f"corpus_dir={tmp_path / 'corpus'}", f"out_dir={tmp_path / 'out'}",
+                                      "num_windows=2", f"hydra.run.dir={tmp_path / 'run'}"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        load_script("analyze_spectrum").main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err, err[-3000:]
+    error = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(error) == 1 and str(model_b) in error[0] and tok_a in error[0]
     assert not (tmp_path / "out" / "spectrum.json").exists()
     model_a = _tiny_model(tmp_path / "a", AutoTokenizer.from_pretrained(tok_a))
