@@ -46,15 +46,43 @@ def test_a_saved_model_carries_code_that_imports_nothing_of_the_package(tmp_path
     assert type(AutoModel.from_pretrained(tmp_path)) is LinformerModel  # the package's own classes where imported
 
 
-def _without_the_package(script: str, tmp_path) -> subprocess.CompletedProcess:
-    # as on a machine without the package: any import of it fails
-    script = 'import sys\nsys.modules["linformer"] = None\n' + script
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=tmp_path)
+# The three checks where the package is missing run their scripts in one interpreter, each in a folder of its own:
+# every start imports transformers' model code, seconds of each fast-suite run.
+RUNNER = textwrap.dedent("""
+    import contextlib, io, json, os, sys, traceback
+    sys.modules["linformer"] = None  # as on a machine without the package: any import of it fails
+    said = {}
+    for name, (folder, script) in json.loads(sys.argv[1]).items():
+        os.chdir(folder)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(script, name, "exec"), {"__name__": "__main__"})
+            said[name] = [0, out.getvalue()]
+        except BaseException:
+            said[name] = [1, out.getvalue() + traceback.format_exc()]
+    json.dump(said, open(sys.argv[2], "w"))
+""")
 
 
-def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_outputs(tmp_path):
+@pytest.fixture(scope="module")
+def without_the_package(tmp_path_factory):
+    """{check: (its folder, its expected values, (status, what it printed))}: each check's folder built here with the
+    package, its script run once where the package is missing."""
+    root = tmp_path_factory.mktemp("without_the_package")
+    built = {name: (root / name, *build(root / name)) for name, build in
+             (("every class", _every_class), ("bare encoder", _bare_encoder), ("tokenizer", _tokenizer))}
+    env = {"HF_MODULES_CACHE": str(root / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    sections = {name: (str(folder), script) for name, (folder, script, _) in built.items()}
+    result = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(sections), str(root / "said.json")],
+                            capture_output=True, text=True, env=env, timeout=300, cwd=root, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = json.loads((root / "said.json").read_text())
+    return {name: (folder, expected, tuple(said[name]), result.stderr) for name, (folder, _, expected) in built.items()}
+
+
+def _every_class(folder):
+    folder.mkdir()
     torch.manual_seed(0)
     ids = torch.randint(4, 64, (2, 32))
     mask = torch.ones_like(ids)
@@ -63,18 +91,18 @@ def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_o
     for cls, auto in ((LinformerForMaskedLM, "AutoModelForMaskedLM"),
                       (LinformerForSequenceClassification, "AutoModelForSequenceClassification")):
         model = cls(_config()).eval()
-        model.save_pretrained(tmp_path / auto)
+        model.save_pretrained(folder / auto)
         with torch.no_grad():
             expected[auto] = model(ids, attention_mask=mask).logits
     with torch.no_grad():
-        expected["AutoModel"] = LinformerModel.from_pretrained(tmp_path / "AutoModelForMaskedLM").eval()(
+        expected["AutoModel"] = LinformerModel.from_pretrained(folder / "AutoModelForMaskedLM").eval()(
             ids, attention_mask=mask).last_hidden_state
-    torch.save({"ids": ids, "mask": mask, "expected": expected}, tmp_path / "io.pt")
-    result = _without_the_package(textwrap.dedent(f"""
+    torch.save({"ids": ids, "mask": mask, "expected": expected}, folder / "io.pt")
+    return textwrap.dedent(f"""
         import torch, transformers
-        io = torch.load({str(tmp_path / "io.pt")!r})
+        io = torch.load({str(folder / "io.pt")!r})
         for auto, out in io["expected"].items():
-            where = {str(tmp_path)!r} + "/" + ("AutoModelForMaskedLM" if auto == "AutoModel" else auto)
+            where = {str(folder)!r} + "/" + ("AutoModelForMaskedLM" if auto == "AutoModel" else auto)
             model = getattr(transformers, auto).from_pretrained(where, trust_remote_code=True).eval()
             assert type(model).__module__.startswith("transformers_modules."), type(model)
             with torch.no_grad():
@@ -82,25 +110,27 @@ def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_o
             got = got.last_hidden_state if auto == "AutoModel" else got.logits
             assert torch.equal(got, out), (auto, (got - out).abs().max())
             print("loaded", auto)
-    """), tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split("\n")[:3] == [f"loaded {a}" for a in expected]
+    """), list(expected)
 
 
-def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_class(tmp_path):
-    """A bare encoder's directory serves the masked-LM and classifier classes too (each with the encoder's weights),
-    and so does a model loaded through the saved code and saved again where the package is missing. A bare encoder
-    loaded that way has only its own modules, so its copy names only the classes it can serve."""
+def test_without_the_package_trust_remote_code_loads_every_class_with_the_same_outputs(without_the_package):
+    _, expected, (status, out), _ = without_the_package["every class"]
+    assert status == 0, out[-3000:]
+    assert out.split("\n")[:3] == [f"loaded {a}" for a in expected]
+
+
+def _bare_encoder(folder):
+    folder.mkdir()
     torch.manual_seed(0)
     ids = torch.randint(4, 64, (2, 32))
     encoder = LinformerModel(_config()).eval()
-    encoder.save_pretrained(tmp_path / "bare")
-    LinformerForMaskedLM(_config()).save_pretrained(tmp_path / "mlm")
+    encoder.save_pretrained(folder / "bare")
+    LinformerForMaskedLM(_config()).save_pretrained(folder / "mlm")
     with torch.no_grad():
-        torch.save({"ids": ids, "hidden": encoder(ids).last_hidden_state}, tmp_path / "io.pt")
-    result = _without_the_package(textwrap.dedent(f"""
+        torch.save({"ids": ids, "hidden": encoder(ids).last_hidden_state}, folder / "io.pt")
+    return textwrap.dedent(f"""
         import json, torch, transformers
-        io = torch.load({str(tmp_path / "io.pt")!r})
+        io = torch.load({str(folder / "io.pt")!r})
         transformers.AutoModelForMaskedLM.from_pretrained("bare", trust_remote_code=True).save_pretrained("again")
         transformers.AutoModel.from_pretrained("mlm", trust_remote_code=True).save_pretrained("encoder")
         print("encoder serves", *json.load(open("encoder/config.json"))["auto_map"])
@@ -114,10 +144,17 @@ def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_
                 if where == "bare":
                     assert torch.equal(hidden, io["hidden"]), (auto, (hidden - io["hidden"]).abs().max())
                 print("loaded", where, auto)
-    """), tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("loaded") == 6, result.stdout
-    assert "encoder serves AutoConfig AutoModel\n" in result.stdout
+    """), None
+
+
+def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_class(without_the_package):
+    """A bare encoder's directory serves the masked-LM and classifier classes too (each with the encoder's weights),
+    and so does a model loaded through the saved code and saved again where the package is missing. A bare encoder
+    loaded that way has only its own modules, so its copy names only the classes it can serve."""
+    _, _, (status, out), _ = without_the_package["bare encoder"]
+    assert status == 0, out[-3000:]
+    assert out.count("loaded") == 6, out
+    assert "encoder serves AutoConfig AutoModel\n" in out
 
 
 def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monkeypatch):
@@ -178,33 +215,35 @@ def test_the_package_reads_every_model_config_and_tokenizer_through_load_auto():
     assert callers == []
 
 
-def test_without_the_package_the_tokenizer_loads_by_its_class_without_asking_to_run_code(tmp_path):
-    """AutoTokenizer reads config.json first (transformers 5), whose auto_map makes it ask whether to run the model's
-    code; the tokenizer itself is a plain transformers class, named in tokenizer_config.json, whose own from_pretrained
-    loads it without that question (what the card's usage says)."""
+def _tokenizer(folder):
     from transformers import BertTokenizer
 
     from linformer.modeling.saving import save_model_dir
 
+    folder.mkdir()
     words = ["good", "bad", "film", "is", "."]
     tok = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])})
     model = LinformerForSequenceClassification(_config())
-    save_model_dir(model, tok, tmp_path / "saved")
-    saved = json.loads((tmp_path / "saved" / "tokenizer_config.json").read_text())
-    assert saved["tokenizer_class"] == "BertTokenizer" and saved["model_max_length"] == 32  # n
+    save_model_dir(model, tok, folder / "saved")
     expected = tok("good film", "is bad .", return_token_type_ids=False)  # a one-segment model takes no segment ids
-    script = 'import sys\nsys.modules["linformer"] = None\n' + textwrap.dedent("""
+    return textwrap.dedent("""
         import json, transformers
         name = json.load(open("saved/tokenizer_config.json"))["tokenizer_class"]
         tok = getattr(transformers, name).from_pretrained("saved")
         print(json.dumps(dict(tok("good film", "is bad ."))), tok.model_max_length)
         auto = transformers.AutoTokenizer.from_pretrained("saved", trust_remote_code=True)
         assert dict(auto("good film", "is bad .")) == dict(tok("good film", "is bad .")), type(auto)
-    """)
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                            cwd=tmp_path, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "custom code" not in result.stdout + result.stderr
-    ids, n = result.stdout.split("\n")[0].rsplit(" ", 1)
-    assert json.loads(ids) == dict(expected) and n == "32"
+    """), dict(expected)
+
+
+def test_without_the_package_the_tokenizer_loads_by_its_class_without_asking_to_run_code(without_the_package):
+    """AutoTokenizer reads config.json first (transformers 5), whose auto_map makes it ask whether to run the model's
+    code; the tokenizer itself is a plain transformers class, named in tokenizer_config.json, whose own from_pretrained
+    loads it without that question (what the card's usage says)."""
+    folder, expected, (status, out), stderr = without_the_package["tokenizer"]
+    saved = json.loads((folder / "saved" / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "BertTokenizer" and saved["model_max_length"] == 32  # n
+    assert status == 0, out[-3000:]
+    assert "custom code" not in out + stderr
+    ids, n = out.split("\n")[0].rsplit(" ", 1)
+    assert json.loads(ids) == expected and n == "32"
