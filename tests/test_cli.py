@@ -196,14 +196,18 @@ def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path
     assert not list(tmp_path.iterdir())
 
 
-def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_that_job(tmp_path):
-    """--multirun: Hydra writes the sweep's multirun.yaml and each job's folder before the job starts."""
+def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_that_job(tmp_path, monkeypatch, capsys):
+    """--multirun: Hydra writes the sweep's multirun.yaml and each job's folder before the job starts. In-process
+    (the script's error line as the shell sees it: test_the_script_without_its_model_is_one_error_line_...)."""
     from linformer.hydra_start import _remove_hydra_leftovers
+    from tests.conftest import load_script
 
-    result = subprocess.run([sys.executable, "scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
-                             f"paths.output_dir={tmp_path / 'out'}"], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 2 and "error: model_path='/nonexist'" in result.stderr
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", ["scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
+                                      f"paths.output_dir={tmp_path / 'out'}"])
+    with pytest.raises(SystemExit) as stop:
+        load_script("finetune").main()
+    assert stop.value.code == 2 and "error: model_path='/nonexist'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # the first job was refused: the sweep leaves nothing behind
     sweep = tmp_path / "outputs" / "finetune" / "multirun"
     (sweep / "job-1").mkdir(parents=True)
@@ -311,18 +315,19 @@ def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
     assert capsys.readouterr().err.splitlines()[0] == "error: unrecognized arguments: --dset x (did you mean --dest?)"
 
 
-def test_a_run_directory_under_a_regular_file_is_one_error_line_not_hydras_traceback(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
+def test_a_run_directory_under_a_regular_file_is_one_error_line_not_hydras_traceback(tmp_path, monkeypatch, capsys):
+    """In-process (the script's error line as the shell sees it: test_run_record's
+    test_invalid_number_from_the_cli_is_one_error_line)."""
+    from tests.conftest import load_script
 
-    repo = Path(__file__).resolve().parents[1]
     afile = tmp_path / "afile"
     afile.write_text("mine")
-    proc = subprocess.run([sys.executable, "scripts/pretrain.py", f"paths.output_dir={afile}"], cwd=repo,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", f"paths.output_dir={afile}"])
+    with pytest.raises(SystemExit) as stop:
+        load_script("pretrain").main()
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         (f"error: the run directory {afile}/pretrain/tiny-linformer-n128-k32-headwise-s0 cannot be made: {afile} is a "
         "file, not a folder. Choose another paths.output_dir or run_name.")]
     assert afile.read_text() == "mine"

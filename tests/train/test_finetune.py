@@ -349,8 +349,8 @@ def _finetune_cli(sst2_dir, model_path, tmp_path, *overrides, multirun=False):
 
 
 def test_lr_sweep_keeps_each_job_apart(tmp_path, sst2_dir, pretrained_run, monkeypatch):
-    """The script's main in-process, with its command line (a sweep refused in a process of its own, its line and
-    status as the shell sees them: test_cli's test_a_refused_sweep_leaves_nothing_and_...)."""
+    """The script's main in-process, with its --multirun command line (the script's error line and status as the
+    shell sees them: test_cli's test_the_script_without_its_model_is_one_error_line_and_leaves_nothing)."""
     from tests.conftest import load_script
 
     monkeypatch.chdir(REPO)
