@@ -777,6 +777,8 @@ def test_a_start_refused_in_python_leaves_no_folder_it_made(tiny_data, tmp_path)
     folders stayed, empty, down to the run directory, for compare_runs over the stage folder to meet. A folder that
     was there before the start stays."""
     run = tmp_path / "stage" / "new" / "run"
-    with pytest.raises(FileNotFoundError):
+    from linformer.errors import CorpusError
+
+    with pytest.raises(CorpusError, match="not a complete prepared corpus"):
         pretrain(compose_pretrain(tiny_data, f"corpus_dir={tmp_path / 'nope'}"), run)
     assert list(tmp_path.iterdir()) == []
