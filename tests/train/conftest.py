@@ -106,3 +106,20 @@ def nan_losses_after(monkeypatch, calls: int) -> None:
         return out
 
     monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+
+
+def signal_at_step(monkeypatch, at: int, signum: int) -> None:
+    """The process sends itself `signum` as the trainer starts step `at`: the real signal, through the handler the run
+    installs. monkeypatch.undo() (or a new test) lets the next run train without it."""
+    import os
+
+    from linformer.train.trainer import Trainer
+
+    real_step = Trainer._train_step
+
+    def signalled(self, step):
+        if step == at:
+            os.kill(os.getpid(), signum)
+        return real_step(self, step)
+
+    monkeypatch.setattr(Trainer, "_train_step", signalled)

@@ -17,7 +17,7 @@ from linformer.report import by_length
 from linformer.report.table2_pretrained import read_runs
 from linformer.train.finetune import finetune
 
-from .conftest import compose_finetune, write_sst2_fixture
+from .conftest import compose_finetune, signal_at_step, write_sst2_fixture
 
 
 @pytest.fixture(scope="module")
@@ -465,7 +465,6 @@ def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_r
     test_cli's; a script killed and resumed in processes of its own is test_pretrain's SIGKILL test.)"""
     from linformer.configs import compose
     from linformer.errors import Preempted
-    from linformer.train.trainer import Trainer
 
     def settings(name):
         return compose("finetune", ["task=sst2", f"task.data_dir={sst2_dir}", f"task_cache_dir={tmp_path / name}",
@@ -473,18 +472,11 @@ def test_finetune_resumes_exactly_after_sigterm(tmp_path, sst2_dir, pretrained_r
                                     "model_path=" + str(pretrained_run)])
 
     finetune(settings("a"), tmp_path / "a")
-    real_step = Trainer._train_step
-
-    def signalled(self, step):
-        if step == 25:  # the third epoch's middle: 3 epochs x ceil(40 / 4) steps
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real_step(self, step)
-
-    monkeypatch.setattr(Trainer, "_train_step", signalled)
+    signal_at_step(monkeypatch, 25, signal.SIGTERM)  # the third epoch's middle: 3 epochs x ceil(40 / 4) steps
     with pytest.raises(Preempted) as stop:
         finetune(settings("b"), tmp_path / "b")
     assert stop.value.exit_code == 128 + signal.SIGTERM
-    monkeypatch.setattr(Trainer, "_train_step", real_step)
+    monkeypatch.undo()
     capsys.readouterr()
     finetune(settings("b"), tmp_path / "b")
     assert f"resuming {tmp_path / 'b'} from " in capsys.readouterr().err

@@ -15,7 +15,7 @@ from linformer.errors import CheckpointError, ConfigError
 from linformer.modeling.attention import PoolProjection, Projection, register_projection
 from linformer.train.pretrain import pretrain
 
-from .conftest import PRETRAIN_OVERRIDES, compose_pretrain, nan_losses_after
+from .conftest import PRETRAIN_OVERRIDES, compose_pretrain, nan_losses_after, signal_at_step
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -324,7 +324,6 @@ def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, e
     import wandb
 
     from linformer.errors import Preempted, TrainingDiverged
-    from linformer.train.trainer import Trainer
 
     codes, real_init = [], wandb.init
 
@@ -344,14 +343,7 @@ def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, e
         with pytest.raises(TrainingDiverged):
             pretrain(compose_pretrain(tiny_data, *overrides, "trainer.max_nonfinite_steps=2"), tmp_path)
     elif end == "sigterm":
-        real_step = Trainer._train_step
-
-        def signalled(self, step):
-            if step == 2:
-                os.kill(os.getpid(), signal.SIGTERM)  # the real signal, through the handler the run installs
-            return real_step(self, step)
-
-        monkeypatch.setattr(Trainer, "_train_step", signalled)
+        signal_at_step(monkeypatch, 2, signal.SIGTERM)
         with pytest.raises(Preempted):
             pretrain(compose_pretrain(tiny_data, *overrides), tmp_path)
     else:
@@ -364,16 +356,8 @@ def test_a_stopped_run_ends_a_loop_that_goes_on_past_failed_runs(tiny_data, tmp_
     failed run (`except Exception`) took the stop for a failure and started the next run. A stop escapes it, as
     KeyboardInterrupt does."""
     from linformer.errors import Preempted
-    from linformer.train.trainer import Trainer
 
-    real_step = Trainer._train_step
-
-    def signalled(self, step):
-        if step == 2:
-            os.kill(os.getpid(), signal.SIGINT)  # the real signal, through the handler the run installs
-        return real_step(self, step)
-
-    monkeypatch.setattr(Trainer, "_train_step", signalled)
+    signal_at_step(monkeypatch, 2, signal.SIGINT)
     started, failed = [], []
     with pytest.raises(Preempted, match="SIGINT") as stop:
         for lr in ("1e-3", "5e-4"):
