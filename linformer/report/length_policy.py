@@ -29,6 +29,7 @@ from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS
 from .measured import check_measured_settings
+from .paired import LEVEL, combined
 from .rows import relabelled
 
 # label -> LinformerConfig fields (projected keys alone: the exact keys are rows of their own, with_local_keys)
@@ -43,6 +44,10 @@ POLICIES = {
                                  **NO_EXACT_KEYS),
 }
 CONVERTED = "resample, exact <= k"  # convert.CONVERTED_LENGTH_POLICY
+# a row's per-example embedding errors, in its task's batch order (the same order in every row of that task), to 6
+# significant digits: what the best policy's interval pairs (``best_margin``)
+PER_EXAMPLE = "embedding_per_example"
+VERDICT = "Best by mean embedding error over tasks and k:"  # the report's line under its header
 BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)  # upper token counts of the length buckets
 
 
@@ -186,27 +191,78 @@ def measure(source: str, tasks: dict[str, Inputs], ks: list[int], sharing: str, 
                 "dtype": dtype,
                 **{what: by_bucket(inputs.lengths, e) for what, e in errors.items()},
                 **{f"mean_{what}": float(e.mean()) for what, e in errors.items()},
+                PER_EXAMPLE: [float(f"{x:.6g}") for x in errors["embedding"]],
             }
             if progress:
                 progress(f"{task} k={k} {label}: embedding error {errors['embedding'].mean():.3f}")
     return results
 
 
-def best_policy(results: dict) -> str:
-    """The policy with the lowest mean embedding error averaged over every task and k, among the fp32 rows (a
-    policy is chosen at full precision; a bf16 row measures what the dtype adds to it)."""
+def _scores(results: dict) -> dict[str, float]:
+    """Each policy's mean embedding error averaged over every task and k, among the fp32 rows (a policy is chosen at
+    full precision; a bf16 row measures what the dtype adds to it)."""
     scores: dict[str, list[float]] = {}
     for by_k in results.values():
         for by_policy in by_k.values():
             for label, r in by_policy.items():
                 if r.get("dtype", "fp32") == "fp32":
                     scores.setdefault(label, []).append(r["mean_embedding"])
-    return min(scores, key=lambda label: float(np.mean(scores[label])))
+    return {label: float(np.mean(s)) for label, s in scores.items()}
+
+
+def best_policy(results: dict) -> str:
+    """The policy with the lowest mean embedding error averaged over every task and k, among the fp32 rows."""
+    scores = _scores(results)
+    return min(scores, key=scores.get)
+
+
+def best_margin(results: dict) -> dict:
+    """The best policy (``best_policy``) against the runner-up: {"best", "error", "runner_up", "runner_up_error",
+    "margin"} (the runner-up's mean error less the best's) and the margin's interval over the examples, "lo", "hi"
+    and "examples", or "no_interval" saying why there is none. The interval pairs each example's errors under the
+    two policies (the same examples in every row): per task, an example's difference averaged over k; the tasks'
+    means averaged, each task weighing the same, as the scores are (``paired.combined``, one seed)."""
+    scores = _scores(results)
+    ranked = sorted(scores, key=scores.get)
+    best = ranked[0]
+    out: dict = {"best": best, "error": scores[best]}
+    if len(ranked) == 1:
+        return out
+    runner = ranked[1]
+    out.update(runner_up=runner, runner_up_error=scores[runner], margin=scores[runner] - scores[best])
+    tables = []
+    for by_k in results.values():
+        rows = [(by_policy[runner], by_policy[best]) for by_policy in by_k.values()]
+        if any(PER_EXAMPLE not in r for pair in rows for r in pair):
+            return {**out, "no_interval": "this record keeps no per-example errors (it was measured before they "
+                                          "were recorded); a new measurement has them"}
+        tables.append(np.mean([np.subtract(a[PER_EXAMPLE], b[PER_EXAMPLE]) for a, b in rows], axis=0)[None])
+    if min(t.shape[1] for t in tables) < 2:
+        return {**out, "no_interval": "a task has a single example"}
+    d = combined(tables)  # in points: x 100
+    return {**out, "lo": d["lo"] / 100, "hi": d["hi"] / 100, "examples": sum(t.shape[1] for t in tables)}
+
+
+def verdict(margin: dict) -> str:
+    """The report's line on ``best_margin``: the best policy in bold only where its interval leaves 0 out; "no clear
+    best" where it holds 0; the bare margin, said to have no interval, where the record cannot give one."""
+    best, error = margin["best"], margin["error"]
+    if "runner_up" not in margin:
+        return f"{VERDICT} **{best}** ({error:.3f}), the only policy measured."
+    against = (f"{error:.3f}, the runner-up \"{margin['runner_up']}\" {margin['runner_up_error']:.3f}: lower by "
+               f"{margin['margin']:.2g}")
+    if "no_interval" in margin:
+        return f"{VERDICT} **{best}** ({against}; no interval: {margin['no_interval']})."
+    interval = (f"{LEVEL:.0%} interval [{margin['lo']:.2g}, {margin['hi']:.2g}], paired over the "
+                f"{margin['examples']:,} examples")
+    if margin["lo"] <= 0:
+        return f"{VERDICT} no clear best: \"{best}\" {against}, {interval}, which holds 0."
+    return f"{VERDICT} **{best}** ({against}, {interval})."
 
 
 def to_markdown(results: dict, header: list[str], png: str) -> str:
     lines = ["# Length policies on a converted encoder, before training", "", *header, "",
-             f"Best by mean embedding error over tasks and k: **{best_policy(results)}**.", ""]
+             verdict(best_margin(results)), ""]
     for task, by_k in results.items():
         for k, by_policy in by_k.items():
             buckets = list(next(iter(by_policy.values()))["embedding"])
@@ -310,7 +366,8 @@ def _lines(results: dict, panels: list, policy: dict, colour: dict, style: dict,
 def write_report(results: dict, out: str, header: list[str], record: dict) -> None:
     png = plot(results, f"{out}.png")
     atomic_write(f"{out}.md", to_markdown(results, header, png.name))
-    write_json(f"{out}.json", {**record, "header": header, "best": best_policy(results), "results": results})
+    write_json(f"{out}.json", {**record, "header": header, "best": best_policy(results),
+                               "best_margin": best_margin(results), "results": results})
 
 
 def render(measured: dict, out: str) -> None:
@@ -322,14 +379,14 @@ def render(measured: dict, out: str) -> None:
                           "measure again.")
     measured = relabelled(measured)
     header = measured.get("header") or _header_of(Path(f"{out}.md"))
-    record = {k: v for k, v in measured.items() if k not in ("header", "best", "results")}
+    record = {k: v for k, v in measured.items() if k not in ("header", "best", "best_margin", "results")}
     write_report(measured["results"], out, header, record)
 
 
 def _header_of(md: Path) -> list[str]:
-    """The lines between a length-policy report's title and its "Best" line, relabelled."""
+    """The lines between a length-policy report's title and its VERDICT line, relabelled."""
     lines = md.read_text().splitlines() if md.is_file() else []
-    if not lines or not lines[0].startswith("# Length policies") or not any(x.startswith("Best by") for x in lines):
+    if not lines or not lines[0].startswith("# Length policies") or not any(x.startswith(VERDICT) for x in lines):
         raise ConfigError(f"--render: the JSON keeps no header and {md} is not its report: measure again.")
-    body = lines[1:next(i for i, x in enumerate(lines) if x.startswith("Best by"))]
+    body = lines[1:next(i for i, x in enumerate(lines) if x.startswith(VERDICT))]
     return relabelled([x for x in body if x.strip()])

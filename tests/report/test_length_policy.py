@@ -43,6 +43,8 @@ def test_exact_short_inputs_are_the_source_and_long_ones_are_not(tmp_path):
     assert exact["1-16"]["mean"] < 1e-5 < sliced["1-16"]["mean"]  # 3, 6 and 8 tokens <= k: exact attention
     assert exact["17-32"]["mean"] > 1e-3  # longer inputs are projected either way
     assert lp.best_policy(results) == "slice, window mask, exact <= k"
+    assert len(results["toy"]["k=8"]["slice"][lp.PER_EXAMPLE]) == 6  # what the verdict's interval pairs
+    assert lp.best_margin(results)["examples"] == 6
 
 
 def test_a_bf16_row_runs_the_model_in_bf16_against_the_fp32_source(tmp_path):
@@ -301,3 +303,46 @@ def test_fidelity_reads_a_relative_corpus_from_the_repository_from_any_folder(tm
     with pytest.raises(_Stop):
         script.main(["m", "--corpus", "data/processed/c", "--self-reference", "--out", str(tmp_path / "f")])
     assert seen["corpus"] == str(repo_root() / "data" / "processed" / "c")
+
+
+def _rows(**errors) -> dict:
+    """One task at one k: each policy's row with its per-example embedding errors."""
+    return {"toy": {"k=8": {label.replace("_", " "): {"dtype": "fp32", "mean_embedding": float(np.mean(e)),
+                                                      lp.PER_EXAMPLE: list(e)} for label, e in errors.items()}}}
+
+
+def test_the_best_policy_is_named_only_where_its_margin_over_the_runner_up_leaves_0_out():
+    """A margin of 0.001 over 4 examples read "Best ...: **X**" as if settled: the line gives the margin over the
+    runner-up with its interval paired over the examples, and says "no clear best" where that interval holds 0."""
+    close = _rows(a=[0.40, 0.43, 0.38, 0.406], b=[0.41, 0.42, 0.39, 0.40], c=[0.9, 0.9, 0.9, 0.9])
+    margin = lp.best_margin(close)
+    assert (margin["best"], margin["runner_up"], margin["examples"]) == ("a", "b", 4)
+    assert margin["lo"] < 0 < margin["hi"] and margin["margin"] == pytest.approx(0.001)
+    line = lp.verdict(margin)
+    assert line.startswith(f"{lp.VERDICT} no clear best: \"a\" 0.404, the runner-up \"b\" 0.405: lower by 0.001, "
+                           "95% interval [") and line.endswith("paired over the 4 examples, which holds 0.")
+    assert "**" not in line
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.3, 0.5, 200)
+    clear = _rows(a=base + 0.01 + rng.normal(0, 0.002, 200), b=base)
+    margin = lp.best_margin(clear)
+    assert 0 < margin["lo"] < margin["margin"] < margin["hi"] < 0.02
+    assert lp.verdict(margin).startswith(f"{lp.VERDICT} **b** (") and "paired over the 200 examples)." in lp.verdict(
+        margin)
+
+
+def test_a_record_without_per_example_errors_renders_its_verdict_saying_it_has_no_interval(tmp_path):
+    """The committed reports were measured before the per-example errors were recorded: --render rebuilds them with
+    the margin and no invented interval."""
+    import json
+    from pathlib import Path
+
+    measured = json.loads((Path(__file__).resolve().parents[2] / "docs" / "results" / "length_policy.json").read_text())
+    lp.render(measured, str(tmp_path / "r"))
+    line = next(x for x in (tmp_path / "r.md").read_text().splitlines() if x.startswith(lp.VERDICT))
+    assert line.startswith(f"{lp.VERDICT} **resample, exact <= k** (0.360, the runner-up \"resample\" 0.403: "
+                           "lower by 0.043; no interval: ")
+    assert line.endswith("no interval: this record keeps no per-example errors (it was measured before they were "
+                         "recorded); a new measurement has them).")
+    again = json.loads((tmp_path / "r.json").read_text())
+    assert again["results"] == measured["results"] and "lo" not in again["best_margin"]
