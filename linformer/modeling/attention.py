@@ -84,20 +84,38 @@ def too_long(T: int, n: int) -> str:
 ADDITIVE_MASKED = -1e4
 
 
-def key_padding_mask(mask: torch.Tensor, B: int, T: int) -> torch.Tensor:
+def accepted_masks(B: int, T: int) -> str:
+    """The attention masks every model here takes, for an error that refuses another."""
+    return (f"(batch, tokens) = {(B, T)}, True (1) at real tokens, or transformers' 4-D (batch, 1, 1, tokens) = "
+            f"{(B, 1, 1, T)} or key-padding-only (batch, 1, tokens, tokens) = {(B, 1, T, T)}, every query's row the "
+            "same")
+
+
+# why a mask that says more than which keys are padding is refused, by config.attention: the Linformer cannot
+# express it; full attention here masks keys as the Linformer does, so that both read a mask alike
+_ONLY_KEY_PADDING = {
+    "linformer": (("the Linformer projects the keys and values to k positions that every query shares, so it can "
+                   "leave padded keys out, the same for every query, and nothing finer"),
+                  "the heads share the projected keys' layout", "which the projected keys cannot take"),
+    "full": (("full attention here takes the key padding alone, as the Linformer does (padded keys left out, the "
+              "same for every query): a causal, per-query or per-head mask and an attention bias are not implemented"),
+             "full attention here takes the key padding alone", "which full attention here does not take"),
+}
+
+
+def key_padding_mask(mask: torch.Tensor, B: int, T: int, attention: str = "linformer") -> torch.Tensor:
     """A transformers-style 4-D attention mask -> the (B, T) bool key mask (True at real tokens) it expresses. Taken:
     (B, 1, 1, T), and (B, 1, T, T) whose rows are the same for every query; bool or integer (True, 1: attended), or
     float read as additive (0 attended; a large negative number, <= -1e4, not). Anything else is a ValueError saying
-    why: the keys and values are projected to k positions every query shares, so a mask can leave padded keys out,
-    the same for every query, and nothing finer (a causal or per-query mask, a per-head one, an attention bias).
+    why for the model's `attention` (config.attention): the keys and values are projected to k positions every query
+    shares, so a mask can leave padded keys out, the same for every query, and nothing finer (a causal or per-query
+    mask, a per-head one, an attention bias); full attention here reads masks as the Linformer does.
     The values are checked in one host sync, left out in a captured forward (``threads.capturing``)."""
+    finer, per_head, bias = _ONLY_KEY_PADDING[attention]
     shape = tuple(mask.shape)
     if len(shape) != 4 or shape[0] != B or shape[1] != 1 or shape[2] not in (1, T) or shape[3] != T:
-        why = (" (a mask per head cannot be expressed: the heads share the projected keys' layout)"
-               if len(shape) == 4 and shape[1] != 1 else "")
-        raise ValueError(f"a 4-D attention mask must be (batch, 1, 1, tokens) = {(B, 1, 1, T)} or (batch, 1, tokens, "
-                         f"tokens) = {(B, 1, T, T)}; got {shape}{why}. Or pass the (batch, tokens) mask, True at real "
-                         "tokens.")
+        why = (f" (a mask per head cannot be expressed: {per_head})" if len(shape) == 4 and shape[1] != 1 else "")
+        raise ValueError(f"an attention mask must be {accepted_masks(B, T)}; got {shape}{why}.")
     if mask.is_complex():
         raise ValueError(f"a 4-D attention mask must be bool, integer 0/1 or additive float; got {mask.dtype}.")
     keys = mask[:, 0, 0]
@@ -111,14 +129,12 @@ def key_padding_mask(mask: torch.Tensor, B: int, T: int) -> torch.Tensor:
     if seen.get("per_query"):
         raise ValueError(
             f"this {shape} attention mask masks keys differently for different queries (a causal or per-query "
-            "mask): the Linformer projects the keys and values to k positions that every query shares, so it can "
-            "leave padded keys out, the same for every query, and nothing finer. Pass the (batch, tokens) padding "
-            "mask, True at real tokens.")
+            f"mask): {finer}. Pass the (batch, tokens) padding mask, True at real tokens.")
     if seen.get("not_additive"):
         raise ValueError(
             f"a float 4-D attention mask is read as transformers' additive one (0 where a key is attended, a large "
             f"negative number, <= {ADDITIVE_MASKED:g}, where it is not); this one holds other values (a 0/1 mask, or "
-            "an attention bias, which the projected keys cannot take): pass a bool mask, True at real tokens.")
+            f"an attention bias, {bias}): pass a bool mask, True at real tokens.")
     return keys == 0 if mask.is_floating_point() else keys != 0
 
 
@@ -507,11 +523,11 @@ class LinformerSelfAttention(nn.Module):
         if mask is None or (mask.dtype == torch.bool and tuple(mask.shape) == (B, T)):
             return mask
         if mask.dim() == 4:  # transformers' extended masks: the key padding they express, or why there is none
-            return key_padding_mask(mask, B, T)
+            return key_padding_mask(mask, B, T, self.config.attention)
         if mask.is_floating_point() or mask.is_complex() or tuple(mask.shape) != (B, T):
             raise ValueError(
-                f"mask must be (batch, tokens) = {(B, T)}, bool or integer 0/1, True (1) at real tokens, or a 4-D "
-                f"transformers mask (batch, 1, 1 or tokens, tokens); got {mask.dtype} of shape {tuple(mask.shape)}. "
+                f"mask must be {accepted_masks(B, T)}; bool or integer 0/1 (a 4-D one also additive float); got "
+                f"{mask.dtype} of shape {tuple(mask.shape)}. "
                 "From a 2-D additive float mask (0 at real tokens, a large negative number at padding) pass "
                 "mask == 0.")
         return mask != 0
@@ -586,6 +602,7 @@ __all__ = [
     "LinformerSelfAttention",
     "PoolProjection",
     "Projection",
+    "accepted_masks",
     "build_projection",
     "key_padding_mask",
     "register_projection",

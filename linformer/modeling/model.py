@@ -25,6 +25,7 @@ from transformers.utils.generic import can_return_tuple
 from .attention import (
     LinformerSelfAttention,
     Projection,
+    accepted_masks,
     build_projection,
     initialised_later,
     key_padding_mask,
@@ -331,7 +332,7 @@ class LinformerModel(LinformerPreTrainedModel):
         B, T = check_inputs(input_ids, inputs_embeds, None if extended else attention_mask, token_type_ids,
                             position_ids)
         if extended:  # the key padding it expresses, or a ValueError saying why it expresses something else
-            attention_mask = key_padding_mask(attention_mask, B, T)
+            attention_mask = key_padding_mask(attention_mask, B, T, self.config.attention)
         n = self.config.max_seq_len
         if n < T:
             raise ValueError(too_long(T, n))
@@ -431,10 +432,12 @@ def check_inputs(input_ids, inputs_embeds, attention_mask=None, token_type_ids=N
     B, T = shape[:2]
     if B == 0 or T == 0:
         raise ValueError(f"{name} is empty (shape {shape}): give at least one sequence of at least one token.")
-    for other, label in ((attention_mask, "attention_mask"), (token_type_ids, "token_type_ids")):
-        if other is not None and tuple(other.shape) != (B, T):
-            raise ValueError(f"{label} must have the shape of {name}'s (batch, tokens) = {(B, T)}; got "
-                             f"{tuple(other.shape)}.")
+    if attention_mask is not None and tuple(attention_mask.shape) != (B, T):
+        raise ValueError(f"attention_mask must be {accepted_masks(B, T)} ({name} is (batch, tokens) = {(B, T)}); got "
+                         f"{tuple(attention_mask.shape)}.")
+    if token_type_ids is not None and tuple(token_type_ids.shape) != (B, T):
+        raise ValueError(f"token_type_ids must have the shape of {name}'s (batch, tokens) = {(B, T)}; got "
+                         f"{tuple(token_type_ids.shape)}.")
     if position_ids is not None and tuple(position_ids.shape) not in ((B, T), (1, T), (T,)):
         raise ValueError(f"position_ids must be (batch, tokens) = {(B, T)}, (1, tokens) or (tokens,); got "
                          f"{tuple(position_ids.shape)}.")

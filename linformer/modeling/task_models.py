@@ -36,7 +36,7 @@ def pool(config: LinformerConfig, out, attention_mask: torch.Tensor | None, inpu
             )
         return hidden.mean(1)
     if attention_mask.dim() == 4:  # transformers' extended mask: the model took the key padding it expresses
-        attention_mask = key_padding_mask(attention_mask, *hidden.shape[:2])
+        attention_mask = key_padding_mask(attention_mask, *hidden.shape[:2], config.attention)
     m = attention_mask.to(hidden.dtype).unsqueeze(-1)
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 

@@ -3,6 +3,7 @@ extended through the registries (a sharing mode in SHARING, a projection through
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -137,7 +138,8 @@ def _causal(m: torch.Tensor) -> torch.Tensor:
                r"projects the keys and values to k positions that every query shares")),
     (lambda m: _additive(_causal(m)), "a causal or per-query mask"),
     (lambda m: m[:, None, None, :].expand(2, 4, 1, 12), r"got \(2, 4, 1, 12\) \(a mask per head cannot be expressed"),
-    (lambda m: m[:, None, None, :6], r"must be \(batch, 1, 1, tokens\) = \(2, 1, 1, 12\) or"),
+    (lambda m: m[:, None, None, :6], (r"4-D \(batch, 1, 1, tokens\) = \(2, 1, 1, 12\) or key-padding-only \(batch, "
+                                      r"1, tokens, tokens\) = \(2, 1, 12, 12\), every query's row the same; got")),
     (lambda m: m[:, None, None, :].float(), r"read as transformers' additive one .* \(a 0/1 mask, or an attention bias"),
     (lambda m: torch.where(m, 0.0, -2.5)[:, None, None, :], "additive one"),
 ])
@@ -149,6 +151,26 @@ def test_a_mask_the_layer_cannot_read_is_refused_naming_the_form(mask, expected)
     hidden, bool_mask = _batch(config)
     with pytest.raises(ValueError, match=expected):
         layer(hidden, mask(bool_mask))
+
+
+def test_full_attention_refuses_a_causal_mask_saying_what_it_takes_not_the_linformer_s_reason():
+    """attention="full" refused a causal mask because "the Linformer projects the keys and values to k positions":
+    full attention has no projection; it takes the key padding alone, as the Linformer does."""
+    model = LinformerModel(tiny_config(attention="full")).eval()
+    ids = torch.randint(4, 64, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.bool)
+    for given in (_causal(mask), _additive(_causal(mask))):
+        with pytest.raises(ValueError) as refused:
+            model(ids, attention_mask=given)
+        assert "full attention here takes the key padding alone" in str(refused.value)
+        assert "Linformer projects" not in str(refused.value) and "k positions" not in str(refused.value)
+    per_head = "a mask per head cannot be expressed: full attention here takes the key padding alone"
+    for bad, said in ((mask[:, None, None, :].expand(2, 4, 1, 12), per_head),
+                      (mask[:, None, None, :].float(), "an attention bias, which full attention here does not take")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            model(ids, attention_mask=bad)
+    with pytest.raises(ValueError, match="the Linformer projects the keys and values to k positions"):
+        LinformerModel(tiny_config()).eval()(ids, attention_mask=_causal(mask))
 
 
 @pytest.mark.parametrize("extended", [

@@ -23,9 +23,9 @@ IDS = torch.randint(4, 60, (2, 10))
     ({"input_ids": IDS[:0]}, r"input_ids is empty \(shape \(0, 10\)\)"),
     ({"input_ids": IDS[:, :0]}, r"input_ids is empty \(shape \(2, 0\)\)"),
     ({"input_ids": IDS, "attention_mask": torch.ones(2, 12)},
-     r"attention_mask must have the shape of input_ids's \(batch, tokens\) = \(2, 10\); got \(2, 12\)"),
-    ({"input_ids": IDS, "attention_mask": torch.ones(1, 10)}, r"attention_mask must have the shape"),
-    ({"input_ids": IDS, "attention_mask": torch.ones(2, 1, 10)}, r"attention_mask must have the shape"),
+     r"attention_mask must be \(batch, tokens\) = \(2, 10\), True \(1\) at real tokens, or .*; got \(2, 12\)"),
+    ({"input_ids": IDS, "attention_mask": torch.ones(1, 10)}, r"attention_mask must be \(batch, tokens\)"),
+    ({"input_ids": IDS, "attention_mask": torch.ones(2, 1, 10)}, r"attention_mask must be \(batch, tokens\)"),
     ({"input_ids": IDS, "token_type_ids": torch.zeros(2, 9, dtype=torch.long)}, r"token_type_ids must have"),
     ({"input_ids": IDS, "position_ids": torch.arange(9)}, r"position_ids must be"),
     ({"inputs_embeds": torch.zeros(10, 32)}, r"inputs_embeds must be \(batch, tokens, hidden\)"),
@@ -35,6 +35,20 @@ def test_a_bad_input_is_a_value_error_saying_what_was_expected(models, kwargs, m
     for model in models:
         with pytest.raises(ValueError, match=message):
             model(**kwargs)
+
+
+def test_a_wrongly_shaped_mask_names_the_4d_masks_it_takes_too(models):
+    """A (batch, 1, tokens) mask was told only that (batch, tokens) was expected, though the model also takes
+    transformers' (batch, 1, 1, tokens) mask and a (batch, 1, tokens, tokens) one that masks keys alone."""
+    for model in models:
+        with pytest.raises(ValueError) as refused:
+            model(input_ids=IDS, attention_mask=torch.ones(2, 1, 10))
+        assert str(refused.value) == (
+            "attention_mask must be (batch, tokens) = (2, 10), True (1) at real tokens, or transformers' 4-D (batch, "
+            "1, 1, tokens) = (2, 1, 1, 10) or key-padding-only (batch, 1, tokens, tokens) = (2, 1, 10, 10), every "
+            "query's row the same (input_ids is (batch, tokens) = (2, 10)); got (2, 1, 10).")
+        for accepted in (torch.ones(2, 1, 1, 10, dtype=torch.bool), torch.ones(2, 1, 10, 10, dtype=torch.bool)):
+            model(input_ids=IDS, attention_mask=accepted)
 
 
 def test_the_shapes_it_accepts_still_run(models):
