@@ -34,9 +34,16 @@ from .checkpoint import (
     step_of,
 )
 from .pretrain import build_model
+from .stopping import run_from_a_script
 
 WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
 SPECS = {spec.stage: spec for spec in (FinetuneSpec, PretrainSpec)}
+
+
+def _asked(option: str, keyword: str) -> str:
+    """An argument as its caller gives it: scripts/export.py's `option` ("--step 7") where the script runs, else
+    export_run's `keyword` ("step=7"), in the words of the errors below."""
+    return option if run_from_a_script() else keyword
 
 
 def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | None = None,
@@ -55,23 +62,24 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     if step is None and chosen and reported != results.get("steps"):
         raise CheckpointError(f"{run_dir} reports the model of step {reported} (chosen on its validation split), kept "
                               f"in {run_dir / BEST_DIR}; its newest checkpoint is another model. Use that directory, or "
-                              "export a checkpoint by its step (--step N).")
+                              f"export a checkpoint by its step ({_asked('--step N', 'step=N')}).")
     step = read_json(checkpoint / STATE_FILE)["step"]
     final = read_record(run_dir, SUMMARY).get("steps") == step
     if isinstance(spec, PretrainSpec) and final and out is None and (run_dir / MODEL_DIR).is_dir():
         raise RunDirError(f"step {step} is the run's final step: its model is {run_dir / MODEL_DIR} already "
-                          "(--out DIR exports it again).")
+                          f"({_asked('--out DIR', 'out=DIR')} exports it again).")
     # a finetuning's final model is <run>/model (best/ holds the chosen one); a pretraining's, where it is gone
     keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / MODEL_DIR).exists())
     out = Path(resolve_path(out)) if out is not None else run_dir / (MODEL_DIR if keep_name else f"{MODEL_DIR}-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
-    check_output_dir(out, record, overwrite, "--overwrite", reads=[run_dir, getattr(spec, "model_path", None)])
+    flag = _asked("--overwrite", "overwrite=True")
+    check_output_dir(out, record, overwrite, flag, reads=[run_dir, getattr(spec, "model_path", None)])
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with model_folder(out, record, overwrite, flag="--overwrite") as tmp, transformers_bars_off():
+    with model_folder(out, record, overwrite, flag=flag) as tmp, transformers_bars_off():
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
@@ -120,8 +128,8 @@ def _checkpoint(run_dir: Path, step: int | None) -> Path:
         found = [p for p in found if p.name == f"step-{step:08d}"]
         if not found:
             have = ", ".join(str(int(p.name[5:])) for p in complete_checkpoints(run_dir)) or "none"
-            raise CheckpointError(f"--step {step}: {checkpoint_dir(run_dir)} has no checkpoint of that step "
-                                  f"(steps: {have}).")
+            raise CheckpointError(f"{_asked(f'--step {step}', f'step={step}')}: {checkpoint_dir(run_dir)} has no "
+                                  f"checkpoint of that step (steps: {have}).")
     path, damaged = newest_intact(found, matters=lambda name: name in (WEIGHTS, STATE_FILE))
     if path is None:
         raise CheckpointError("no checkpoint with intact weights: " + "; ".join(
@@ -137,7 +145,7 @@ def _nothing_to_export(run_dir: Path, step: int | None) -> str:
     """Why `run_dir` has no checkpoint to export (never written, removed by prune_checkpoints.py, deleted), what it
     keeps instead, and what writes a checkpoint again: training, since a checkpoint is written by nothing else."""
     record = RunRecord(run_dir, "")
-    asked = f"--step {step}: " if step is not None else ""
+    asked = f"{_asked(f'--step {step}', f'step={step}')}: " if step is not None else ""
     if checkpointed_step(record) is None:
         return (f"{asked}{checkpoint_dir(run_dir)} holds no complete checkpoint: the run wrote none yet (it "
                 "checkpoints every trainer.save_every steps, when stopped and at its end): nothing to export.")

@@ -129,7 +129,7 @@ def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_t
                        f"(model.safetensors: {size + 1:,} bytes, {size:,} written); exporting step 13, the newest "
                        "intact one.")
             assert capsys.readouterr().err.splitlines() == [warning]
-    with pytest.raises(CheckpointError, match=r"--step 7: .* \(steps: 13, 26\)"):
+    with pytest.raises(CheckpointError, match=r"^step=7: .* \(steps: 13, 26\)"):
         export_run(run, step=7)
 
 
@@ -179,10 +179,33 @@ def test_a_run_whose_checkpoints_were_pruned_says_so_what_it_keeps_and_what_writ
     said = (f"{run} has no checkpoint to export: its checkpoints were removed by prune_checkpoints.py ({removed}). It "
             f"keeps its models: the model of its final step is {run}/model. A checkpoint is written only by training: "
             "run the run's command (its settings are its config.yaml) again under another run_name.")
-    for step, asked in ((None, ""), (6, "--step 6: ")):
+    for step, asked in ((None, ""), (6, "step=6: ")):
         with pytest.raises(CheckpointError, match=f"^{re.escape(asked + said)}$"):
             export_run(run, tmp_path / "out", step)
     assert not (tmp_path / "out").exists()
+
+
+def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_run, tmp_path, monkeypatch):
+    """export_run called from Python said "--step 7" and "(--out DIR exports it again)": the script's options where
+    scripts/export.py runs (stopping.run_from_a_script, as a stop's resume advice tells them apart), the function's
+    keywords otherwise; and the output it would replace names overwrite=True or --overwrite alike."""
+    import re
+
+    from linformer.errors import OutputPathError
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("not an export")
+    for argv0, step, out, overwrite in (("-c", "step=7", "out=DIR", "overwrite=True"),
+                                        (str(REPO / "scripts" / "export.py"), "--step 7", "--out DIR", "--overwrite")):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        with pytest.raises(CheckpointError, match=rf"^{re.escape(step)}: .* has no checkpoint of that step"):
+            export_run(pretrained_run, step=7)
+        with pytest.raises(RunDirError, match=re.escape(f"({out} exports it again)")):
+            export_run(pretrained_run)
+        with pytest.raises(OutputPathError) as refused:
+            export_run(pretrained_run, tmp_path / "out")
+        assert str(refused.value).endswith(f"pass {overwrite} to replace it.")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["mine.txt"]
 
 
 def test_transfer_and_distillation_runs_are_refused(tmp_path):
