@@ -174,51 +174,78 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return peak
 
 
-_COMPETING = [0]  # one-thread busy processes this process started beside the measurement (competing_processes)
-COMPETING_START_S = 120  # seconds a spawned busy process may take to start (it imports torch)
-
-
-def _busy(stop, ready) -> None:
-    """A one-thread process that keeps one core busy with 512 x 512 products until `stop` is set, free to run on any
-    core (a child starts with its parent's affinity: a measurement bound by OMP_PROC_BIND would pin it beside its
-    own first thread); it releases `ready` once it is busy."""
+# The busy process's program: torch only (an interpreter that imported this package would first spend seconds on
+# transformers). One thread of 512 x 512 products, free to run on any core: a child starts with its parent's affinity,
+# and a measurement bound by OMP_PROC_BIND would pin it beside its own first thread (the mask is set again once torch
+# has started its OpenMP runtime, which may bind by its own settings). It prints a line once busy, and ends on
+# SIGTERM, SIGINT or SIGHUP, or when its stdin closes: the benchmark holds the pipe's only writer, so a benchmark that
+# ends in any way, SIGKILL included, leaves no busy process behind.
+_BUSY_PROGRAM = """
+import os, signal, sys, threading
+def free():
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
-    torch.set_num_threads(1)
-    x = torch.randn(512, 512)
-    ready.release()
-    while not stop.is_set():
-        x = (x @ x).tanh_()
+free()
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, lambda *_: os._exit(0))
+threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)), daemon=True).start()
+import torch
+torch.set_num_threads(1)
+free()
+x = torch.randn(512, 512)
+print("busy", flush=True)
+while True:
+    x = (x @ x).tanh_()
+"""
+_COMPETING: list = []  # the one-thread busy processes (subprocess.Popen) running beside the measurement
+COMPETING_START_S = 120  # seconds a busy process may take to start (it imports torch)
+
+
+def _wait_busy(proc, deadline: float) -> None:
+    """Return once `proc` says it is busy; RuntimeError if it ends first or `deadline` (time.monotonic) passes."""
+    import select
+
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+        raise RuntimeError(f"a competing process did not start within {COMPETING_START_S} s")
+    if not proc.stdout.readline():
+        raise RuntimeError(f"a competing process ended before it was busy (exit status {proc.wait()})")
 
 
 @contextlib.contextmanager
 def competing_processes(count: int):
-    """`count` one-thread busy processes (spawned: a fork of a process whose OpenMP threads started can hang) for
-    the length of the block, as other users' jobs on a shared machine; machine_description records how many."""
+    """`count` one-thread busy processes (_BUSY_PROGRAM, each its own interpreter importing torch only) for the
+    length of the block, as other users' jobs on a shared machine; machine_description records how many."""
     if count < 1:
         yield
         return
-    import multiprocessing
+    import subprocess
+    import sys
 
-    ctx = multiprocessing.get_context("spawn")
-    stop, ready = ctx.Event(), ctx.Semaphore(0)
-    procs = [ctx.Process(target=_busy, args=(stop, ready), daemon=True) for _ in range(count)]
+    # one OpenMP thread, no binding from the measurement's environment (the program sets its threads and mask too)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")}
+    env["OMP_NUM_THREADS"] = "1"
+    procs: list[subprocess.Popen] = []
     try:
-        for p in procs:
-            p.start()
-        for _ in procs:  # a spawned child imports torch first (seconds): measure only once all are busy
-            if not ready.acquire(timeout=COMPETING_START_S):
-                raise RuntimeError(f"a competing process did not start within {COMPETING_START_S} s")
-        _COMPETING[0] = count
+        for _ in range(count):
+            procs.append(subprocess.Popen([sys.executable, "-c", _BUSY_PROGRAM], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, env=env))
+        deadline = time.monotonic() + COMPETING_START_S
+        for p in procs:  # each imports torch first (seconds): measure only once all are busy
+            _wait_busy(p, deadline)
+        _COMPETING[:] = procs
         yield
     finally:
-        _COMPETING[0] = 0
-        stop.set()
+        _COMPETING.clear()
         for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
+            p.stdin.close()  # the program ends when its stdin closes
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
                 p.kill()
-                p.join()
+                p.wait()
+            p.stdout.close()
 
 
 def machine_description(device: torch.device, load_at_start: float | None = None) -> dict[str, str]:
@@ -233,7 +260,7 @@ def machine_description(device: torch.device, load_at_start: float | None = None
         "cpu_cores": str(os.cpu_count()),
         "torch_threads": str(torch.get_num_threads()),
         "cpu_thread_policy": threads.get_policy(),
-        "competing_processes": str(_COMPETING[0]),
+        "competing_processes": str(len(_COMPETING)),
         "load_average": load_words(load_at_start),
         "torch": torch.__version__,
         "transformers": transformers.__version__,

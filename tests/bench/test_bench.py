@@ -366,33 +366,100 @@ def test_a_bad_competing_count_is_one_error_before_anything_runs(competing, tmp_
     assert not any(tmp_path.iterdir())
 
 
+def _cpu_ticks(pid: int) -> int:  # user + system clock ticks of a process (Linux /proc)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _running(pid: int) -> bool:  # a process that has not ended (a zombie not yet reaped has)
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:  # the running processes whose parent is `pid`
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid and _running(int(stat.parent.name)):
+                found.append(int(stat.parent.name))
+    return found
+
+
 def test_competing_processes_run_beside_the_block_and_the_report_says_so():
-    """A shared machine on demand: busy processes for the block's length, free to run on any core, recorded in the
-    machine description and printed on the report's machine line; gone afterwards."""
-    import multiprocessing
+    """A shared machine on demand: busy processes for the block's length, free to run on any core where the
+    benchmark is pinned to one, recorded in the machine description and printed on the report's machine line; gone
+    afterwards."""
+    import os
 
-    import torch
-
-    from linformer.bench.common import competing_processes, machine_description
+    from linformer.bench import common
     from linformer.bench.report import competing
 
-    def cpu_ticks(pid: int) -> int:  # user + system clock ticks of a process (Linux /proc)
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-
-    with competing_processes(2):
-        children = multiprocessing.active_children()
-        assert len(children) == 2 and all(p.is_alive() for p in children)
-        if Path("/proc/self/stat").exists():  # busy from the block's first moment, not still starting
-            before = [cpu_ticks(p.pid) for p in children]
-            time.sleep(0.5)
-            assert all(cpu_ticks(p.pid) > b for p, b in zip(children, before))
-        machine = machine_description(torch.device("cpu"))
-        assert machine["competing_processes"] == "2"
+    cores = set(range(os.cpu_count() or 1))
+    pinned = hasattr(os, "sched_setaffinity") and len(cores) > 1 and os.sched_getaffinity(0) == cores
+    if pinned:
+        os.sched_setaffinity(0, {0})
+    try:
+        with common.competing_processes(2):
+            children = list(common._COMPETING)
+            assert len(children) == 2 and all(p.poll() is None for p in children)
+            if pinned:
+                assert all(os.sched_getaffinity(p.pid) == cores for p in children)
+            if Path("/proc/self/stat").exists():  # busy from the block's first moment, not still starting
+                before = [_cpu_ticks(p.pid) for p in children]
+                time.sleep(0.5)
+                assert all(_cpu_ticks(p.pid) > b for p, b in zip(children, before))
+            machine = common.machine_description(torch.device("cpu"))
+            assert machine["competing_processes"] == "2"
+    finally:
+        if pinned:
+            os.sched_setaffinity(0, cores)
     assert competing(machine).startswith(", beside 2 competing one-thread busy processes it started, 1-minute load")
-    assert not multiprocessing.active_children()
-    assert machine_description(torch.device("cpu"))["competing_processes"] == "0"
+    assert all(p.returncode == 0 for p in children)  # ended by the block's end, not killed
+    assert common.machine_description(torch.device("cpu"))["competing_processes"] == "0"
     assert competing({"competing_processes": "0"}) == ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from Linux /proc")
+def test_a_benchmark_killed_by_sigkill_leaves_no_busy_process():
+    """SIGKILL runs no cleanup: the busy process ends because its stdin, whose one writer was the benchmark, closes."""
+    import os
+    import signal
+
+    from linformer.bench import common
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the benchmark: one busy process, then a line once it is busy, then waiting to be killed
+        try:
+            os.close(r)
+            with common.competing_processes(1):
+                os.write(w, b"busy\n")
+                time.sleep(common.COMPETING_START_S)
+        finally:
+            os._exit(1)
+    os.close(w)
+    reaped = False
+    try:
+        with os.fdopen(r) as told:
+            assert told.readline() == "busy\n"
+        left = _children(pid)
+        assert left
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        reaped = True
+        deadline = time.monotonic() + 10
+        while any(map(_running, left)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        running = [p for p in left if _running(p)]
+        for p in running:  # nothing left behind by a failure either
+            os.kill(p, signal.SIGKILL)
+        assert not running
+    finally:
+        if not reaped:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 @pytest.mark.parametrize("overrides, message", [
