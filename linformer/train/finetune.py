@@ -47,9 +47,9 @@ from ..modeling.loading import (
 )
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from ..rundir import PREDICTIONS, SUMMARY
-from ..shell import shell_command
 from .checkpoint import resumed_state
 from .core import run_training
+from .summary import export_next
 from .task import TrainingTask
 from .trainer import Trainer
 
@@ -385,8 +385,8 @@ class FinetuneTask(TrainingTask):
         summary = {
             "model_dir": str(trainer.run_dir / BEST_DIR) if self.save_best else None,
             # the reason as a shell comment: the whole line pastes
-            "next": None if self.save_best else (f"{shell_command('python', 'scripts/export.py', trainer.run_dir)}  "
-                                                 "# trainer.save_best=false kept no model: this saves the final one"),
+            "next": None if self.save_best else export_next(
+                trainer.run_dir, "trainer.save_best=false kept no model: this saves the final one"),
             "task": self.task_spec.name,
             # every metric of the task (QQP: accuracy and F1; an F1 of 0 is a classifier that never says duplicate)
             "report": [(", ".join(f"{m} {metrics[m]:.4f}" for m in self.task_spec.metrics if metrics.get(m) is not None)

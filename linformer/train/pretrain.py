@@ -39,8 +39,8 @@ from ..modeling.loading import (
 )
 from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
-from ..shell import hydra_override, shell_command
 from .core import run_training
+from .summary import finetune_next
 from .task import BlockStreamTask
 from .trainer import Trainer
 
@@ -231,7 +231,7 @@ class PretrainTask(BlockStreamTask):
             "validation": {"blocks": self.val.scored_blocks(self.eval_blocks), "of": len(self.val.dataset),
                            "scoring": self.val_scoring},
             "report": report,
-            "next": shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", trainer.run_dir)),
+            "next": finetune_next(trainer.run_dir),
         }
         return summary, None
 

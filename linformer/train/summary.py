@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from ..shell import hydra_override, shell_command
+from .stopping import run_from_a_script
 
 
 def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:
@@ -41,3 +46,29 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     if summary.get("next"):
         lines.append(f"  next: {summary['next']}")
     print("\n".join(lines), file=sys.stderr)
+
+
+def finetune_next(model_path: Path | str) -> str:
+    """The summary's next: for a model to finetune, worded for the caller (``stopping.run_from_a_script``, as a
+    stop's resume advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
+    call docs/guide.md's "From Python" shows, the same overrides in it."""
+    overrides = ["task=sst2", hydra_override("model_path", model_path)]
+    if run_from_a_script():
+        return shell_command("python", "scripts/finetune.py", *overrides)
+    return (f"finetune(FinetuneSpec.read(compose(\"finetune\", [{', '.join(map(python_str, overrides))}])), "
+            "run_dir)  # linformer.train.finetune; run_dir: a folder for the finetuning")
+
+
+def export_next(run_dir: Path | str, reason: str) -> str:
+    """The summary's next: for a run whose model is to be exported, worded for the caller as ``finetune_next``:
+    scripts/export.py's command, or the call of ``linformer.train.export.export_run``; `reason` follows as a
+    comment, so that the whole line pastes."""
+    if run_from_a_script():
+        return f"{shell_command('python', 'scripts/export.py', run_dir)}  # {reason}"
+    return f"export_run({python_str(str(run_dir))})  # linformer.train.export; {reason}"
+
+
+def python_str(text: str) -> str:
+    """`text` as a Python string literal in double quotes, as docs/guide.md writes them (a JSON string is one, its
+    escapes Python's; non-ASCII letters kept as they are)."""
+    return json.dumps(text, ensure_ascii=False)

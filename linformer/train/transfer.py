@@ -41,9 +41,9 @@ from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, se
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
 from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
-from ..shell import hydra_override, shell_command
 from .common import projection_param_groups
 from .core import run_training
+from .summary import finetune_next
 from .task import BlockStreamTask
 from .trainer import Trainer
 
@@ -203,7 +203,7 @@ class TransferTask(BlockStreamTask):
             "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
             "target": self.target, "train": self.train_mode,
             **errors, "report": report,
-            "next": shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", trainer.run_dir)),
+            "next": finetune_next(trainer.run_dir),
         }
         return summary, None
 

@@ -90,20 +90,31 @@ def test_export_defaults_to_the_final_step_in_the_run(carded_run):
     shutil.rmtree(carded_run / "model")
 
 
-def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(tmp_path, pretrained_run):
-    """Its next: pastes whole, the run directory one word even with a space in it (the reason a shell comment)."""
+def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(tmp_path, pretrained_run,
+                                                                               monkeypatch):
+    """Its next: pastes whole, the run directory one word even with a space in it (the reason a comment), worded
+    for the caller: scripts/export.py's command after the script, export_run's call after a call from Python (a
+    notebook was told to run the script)."""
     import shlex
 
-    run = tmp_path / "my runs" / "run"
+    run = tmp_path / "my runs" / "run's"
     cfg = compose_finetune("task=sst2", f"task.data_dir={write_sst2_fixture(tmp_path / 'sst2')}",
                            f"model_path={pretrained_run}", f"task_cache_dir={tmp_path / 'cache'}",
                            "trainer.save_best=false", "trainer.epochs=1")
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/site-packages/ipykernel_launcher.py", "-f", "kernel.json"])
     finetune(cfg, run)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["model_dir"] is None
-    assert shlex.split(summary["next"], comments=True) == ["python", "scripts/export.py", str(run)]
-    assert summary["next"].endswith("# trainer.save_best=false kept no model: this saves the final one")
-    done = export_run(run)
+    assert summary["next"].startswith("export_run(")
+    assert summary["next"].endswith("# linformer.train.export; trainer.save_best=false kept no model: this saves the "
+                                    "final one")
+    from linformer.train.summary import export_next  # the same words where a script ran it
+
+    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / "finetune.py")])
+    said = export_next(run, "trainer.save_best=false kept no model: this saves the final one")
+    assert shlex.split(said, comments=True) == ["python", "scripts/export.py", str(run)]
+    assert said.endswith("  # trainer.save_best=false kept no model: this saves the final one")
+    done = eval(summary["next"], {"export_run": export_run})  # the line pasted into the notebook
     assert done["final"] and done["out"] == run / "model" and not (run / "best").exists()
     assert not (run / "model" / SIDECAR).exists()  # a pretraining run's model has no card to carry
 

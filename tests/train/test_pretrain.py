@@ -399,20 +399,40 @@ def test_eval_blocks_above_the_split_are_capped_and_said_once(caplog):
     assert "trainer.eval_blocks=10, but the validation split holds 7 blocks" in record.getMessage()
 
 
-def test_the_next_command_pastes_whole_for_a_run_directory_with_a_space(tiny_data, tmp_path, capsys):
-    """next: is quoted as the resume hint is: the finetuning command gets the run directory as one word."""
+def test_the_next_step_is_worded_for_the_caller_and_pastes_whole_for_a_run_directory_with_a_space(
+        tiny_data, tmp_path, capsys, monkeypatch):
+    """next: is quoted as the resume hint is, and worded for the caller as it is (stopping.run_from_a_script): from
+    Python (a notebook) the call of finetune with the overrides in it, docs/guide.md's "From Python" (it said
+    `python scripts/finetune.py ...`, a command for a shell); after a script the finetuning command, the run
+    directory one word."""
+    import ast
     import shlex
 
-    run = tmp_path / "my runs" / "pretrain's"
-    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
-                                        "trainer.eval_every=2", "trainer.save_every=2"), run)
     from linformer.configs import compose
 
-    words = shlex.split(summary["next"])
+    run = tmp_path / "my runs" / "pretrain's ü"
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/site-packages/ipykernel_launcher.py", "-f", "kernel.json"])
+    summary = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1",
+                                        "trainer.eval_every=2", "trainer.save_every=2"), run)
+    call = ast.parse(summary["next"], mode="eval").body  # finetune(FinetuneSpec.read(compose(...)), run_dir)
+    assert ast.unparse(call.func) == "finetune" and ast.unparse(call.args[1]) == "run_dir"
+    read = call.args[0]
+    assert ast.unparse(read.func) == "FinetuneSpec.read"
+    composed = read.args[0]
+    assert ast.unparse(composed.func) == "compose" and ast.literal_eval(composed.args[0]) == "finetune"
+    overrides = ast.literal_eval(composed.args[1])
+    assert overrides[0] == "task=sst2"
+    assert compose("finetune", overrides).model_path == str(run)  # Hydra reads the path back whole
+    assert summary["next"].startswith('finetune(FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=')
+    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
+    assert printed == [f"next: {summary['next']}"]
+
+    from linformer.train.summary import finetune_next  # the same words where a script ran it
+
+    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / "pretrain.py")])
+    words = shlex.split(finetune_next(run))
     assert words[:3] == ["python", "scripts/finetune.py", "task=sst2"]
     assert compose("finetune", words[2:]).model_path == str(run)  # Hydra reads the pasted path back whole
-    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
-    assert [shlex.split(line.removeprefix("next: ")) for line in printed] == [words]
 
 
 def test_mfu_in_a_multi_process_run_is_against_every_process_s_peak(tiny_data):
