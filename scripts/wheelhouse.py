@@ -387,13 +387,25 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
             "torch": torch_version, "with_torch": with_torch, "left_out": len(left_out)}
 
 
+# What the GPU scripts import of the package's dependencies, by import name, in the order the package's import reaches
+# them (omegaconf: hydra-core's, which the package imports itself; hydra: linformer.configs.compose's). Each is looked
+# for before the package is imported, which spends seconds in torch and transformers first; one left out is still
+# reported, by the import.
+NEEDED_MODULES = ("torch", "numpy", "yaml", "transformers", "safetensors", "accelerate", "scipy", "tokenizers",
+                  "omegaconf", "hydra")
+
+
 def package_main(module: str):
     """`module`'s main, for a GPU node's script (scripts/gpu.py, gpu_carry.py): where the package's dependencies are
-    not installed yet (the wheels this script makes), one `error:` line naming the missing one and exit 2, not an
-    import traceback. Here, as this module imports nothing of the project."""
+    not installed yet (the wheels this script makes), one `error:` line naming the missing one and exit 2, at once,
+    not an import traceback. Here, as this module imports nothing of the project."""
     import importlib
+    import importlib.util
 
     try:
+        missing = next((name for name in NEEDED_MODULES if importlib.util.find_spec(name) is None), None)
+        if missing is not None:
+            raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
         return importlib.import_module(module).main
     except ModuleNotFoundError as err:
         print(f"error: {err.name} is missing here: install the wheels first (docs/gpu/README.md, steps 1 and 3)",

@@ -279,7 +279,8 @@ def test_unpack_touches_nothing_pack_did_not_write(tmp_path, capsys):
 
 def test_a_node_without_the_wheels_gets_one_error_line_naming_the_missing_module(tmp_path):
     """The lent image has no omegaconf/hydra until the carried wheels are installed: the GPU scripts say so in one
-    line (exit 2), not with an import traceback."""
+    line (exit 2), not with an import traceback, and at once: before the package is imported (transformers, seconds),
+    which the finder here reports on a line of its own."""
     import os
     import subprocess
     import sys
@@ -288,6 +289,8 @@ def test_a_node_without_the_wheels_gets_one_error_line_naming_the_missing_module
         "import sys\nclass Hide:\n    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in ('omegaconf', 'hydra'):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        if name == 'linformer':\n"
+        "            print(f'{name} imported', file=sys.stderr)\n"
         "sys.meta_path.insert(0, Hide())\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
     procs = [subprocess.Popen([sys.executable, script, "unpack", ".carry"], cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -297,6 +300,20 @@ def test_a_node_without_the_wheels_gets_one_error_line_naming_the_missing_module
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 2 and err.count("\n") == 1, err
         assert err.startswith("error: omegaconf is missing here: install the wheels first")
+
+
+def test_the_modules_a_gpu_script_looks_for_first_are_ones_the_package_imports():
+    """wheelhouse.package_main refuses a node lacking any of NEEDED_MODULES before importing the package: a name the
+    package does not import (a dependency dropped, a misspelling) would refuse a node that runs the scripts."""
+    import sys
+
+    from linformer.configs import compose
+    from linformer.gpu import targets  # noqa: F401
+
+    from .test_wheelhouse import wh
+
+    compose("pretrain", [])
+    assert [name for name in wh.NEEDED_MODULES if name not in sys.modules] == []
 
 
 def test_the_mirror_help_says_what_configs_paths_says(monkeypatch, capsys):
