@@ -228,9 +228,15 @@ def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path, 
     assert not (run / ".hydra").exists()
 
 
+def _default_sighup():
+    """A script started from a terminal meets SIGHUP with its default action; pytest itself may run under nohup
+    (SIGHUP ignored, which children inherit and the run keeps, by design)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _start_and_wait(tiny_data, run, *overrides, rows=3):
     proc = subprocess.Popen(_script_args(tiny_data, run, *overrides), env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sighup)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if (run / "metrics.jsonl").is_file() and len(_losses(run)) >= rows:
@@ -321,14 +327,13 @@ def test_sigterm_and_sigint_checkpoint_the_current_step_and_say_how_to_resume(ti
     """SIGHUP (a closed terminal, an ssh drop, tmux kill-server) ended the run where it stood: no checkpoint, no
     stopped: line, run.json left "running". It stops as SIGTERM does."""
     run = tmp_path / "run"
-    # far more steps than a loaded machine can take before the signal (400 finished first once): the signal ends it
-    steps = ["trainer.max_steps=100000", "trainer.save_every=100000", "trainer.eval_every=100000"]
+    steps = ["trainer.max_steps=400", "trainer.save_every=1000", "trainer.eval_every=1000"]
     proc = _start_and_wait(tiny_data, run, *steps, rows=5)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err[-2000:]
     last = _losses(run)
-    (ckpt,) = (run / "checkpoints").iterdir()  # save_every=100000: the only checkpoint is the one the signal wrote
+    (ckpt,) = (run / "checkpoints").iterdir()  # save_every=1000: the only checkpoint is the one the signal wrote
     assert int(ckpt.name.split("-")[1]) == len(last)  # no step lost
     assert "Resume with the same command" in err and "Traceback" not in err
     info = json.loads((run / "run.json").read_text())
@@ -745,17 +750,17 @@ def test_sighup_is_handled_wherever_sigterm_is_unless_nohup_ignores_it(monkeypat
 
     got, left = [], []
     monkeypatch.setattr(signals, "_leave_terminal", lambda: left.append(True))
-    before = signal.getsignal(signal.SIGHUP)
-    with signals.handling((signal.SIGTERM,), lambda signum, frame: got.append(signum)):
-        os.kill(os.getpid(), signal.SIGHUP)
-    assert got == [signal.SIGHUP] and left == [True] and signal.getsignal(signal.SIGHUP) == before
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    outer = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, whether or not pytest runs under nohup
     try:
+        with signals.handling((signal.SIGTERM,), lambda signum, frame: got.append(signum)):
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert got == [signal.SIGHUP] and left == [True] and signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         with signals.handling((signal.SIGTERM,), lambda signum, frame: got.append(signum)):
             os.kill(os.getpid(), signal.SIGHUP)
         assert got == [signal.SIGHUP] and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
-        signal.signal(signal.SIGHUP, before)
+        signal.signal(signal.SIGHUP, outer)
 
 
 def test_a_finished_sweep_job_named_by_its_length_does_not_offer_to_train_further(pretrained_run, tmp_path, capsys):
