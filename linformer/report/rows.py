@@ -4,12 +4,13 @@ share them)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import DataError
-from ..files import BEST_DIR, ReadOnce, file_state, read_json
+from ..files import BEST_DIR, ReadOnce, read_json
 from ..modeling.configuration import (
     EXACT_KEY_FIELDS,
     OVERLAP_LABELS,
@@ -98,11 +99,13 @@ def with_size(r: dict) -> dict:
 
 def _saved_size(config_json: str) -> dict:
     """The size fields a kept model's config.json gives, read once for each state of the file (a table asks for
-    every row key of every run, many times over)."""
-    return dict(_SIZES(config_json)) if file_state(config_json) is not None else {}
+    every row key of every run, many times over); none where the run keeps no model."""
+    return dict(_SIZES(config_json))
 
 
 def _read_size(config_json: str) -> tuple[tuple[str, int], ...]:
+    if not os.path.isfile(config_json):  # ReadOnce passes a path that is no regular file on, uncached
+        return ()
     config = read_json(config_json)
     return tuple((f, config[f]) for f in SIZE_FIELDS if isinstance(config.get(f), int))
 
