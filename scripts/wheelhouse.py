@@ -388,7 +388,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
 
 
 # What the GPU scripts import of the package's dependencies, by import name, in the order the package's import reaches
-# them (omegaconf: hydra-core's, which the package imports itself; hydra: linformer.configs.compose's). Each is looked
+# them (omegaconf: the package reads configs through it; hydra: linformer.configs.compose's). Each is looked
 # for before the package is imported, which spends seconds in torch and transformers first; one left out is still
 # reported, by the import.
 NEEDED_MODULES = ("torch", "numpy", "yaml", "transformers", "safetensors", "accelerate", "scipy", "tokenizers",

