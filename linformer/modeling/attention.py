@@ -138,6 +138,31 @@ def key_padding_mask(mask: torch.Tensor, B: int, T: int, attention: str = "linfo
     return keys == 0 if mask.is_floating_point() else keys != 0
 
 
+
+def keep_mask(mask: torch.Tensor, B: int, T: int, attention: str = "linformer") -> torch.Tensor:
+    """Any attention mask the models and layers here take -> the (B, T) bool key mask, True at real tokens. A 4-D
+    one is read by ``key_padding_mask``; a (B, T) one of any dtype is a keep mask, nonzero at real tokens, as
+    transformers reads a 2-D mask (a tokenizer's integer one, or ``torch.ones(B, T)`` in float). A float one holding
+    values other than 0 and 1 is refused naming them: transformers would read an additive mask (0 at real tokens) as
+    its inverse, and a weight is not a mask. That check is one host sync, for float masks only, left out in a
+    captured forward (``threads.capturing``). Anything else is a ValueError saying what to pass."""
+    if mask.dim() == 4:  # transformers' extended masks: the key padding they express, or why there is none
+        return key_padding_mask(mask, B, T, attention)
+    if mask.is_complex() or tuple(mask.shape) != (B, T):
+        raise ValueError(f"mask must be {accepted_masks(B, T)}; bool, integer or float 0/1 (a 4-D one also "
+                         f"additive float); got {mask.dtype} of shape {tuple(mask.shape)}.")
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() and not capturing():
+        other = mask[(mask != 0) & (mask != 1)]
+        if other.numel():
+            values = ", ".join(f"{v:g}" for v in other.unique()[:4].tolist())
+            raise ValueError(
+                f"a float (batch, tokens) attention mask is read as a keep mask, 1 at real tokens and 0 at padding "
+                f"(as transformers reads it); this one also holds {values}. From an additive mask (0 at real tokens, "
+                "a large negative number at padding) pass mask == 0; from weights, pass the bool mask they apply to.")
+    return mask != 0
+
 _INITIALISED_LATER = contextvars.ContextVar("linformer_projections_initialised_later", default=False)
 
 
@@ -477,11 +502,12 @@ class LinformerSelfAttention(nn.Module):
         return key, value, kmask
 
     def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
-        """hidden: (B, T, D), T <= n (config.max_seq_len); mask: (B, T) bool (or integer 0/1, as a tokenizer's
-        attention_mask), True at real tokens, or None when nothing is padded; shared_projection: the encoder's one E
-        (LinformerEncoder.E) when sharing='layerwise'; per_forward: a dict the encoder's layers share for one forward
-        (what depends only on the input's lengths is built once). Anything else is a ValueError saying what to pass.
-        The checks read shapes and dtypes only: no host sync. Within one forward (a per_forward dict) the first layer
+        """hidden: (B, T, D), T <= n (config.max_seq_len); mask: (B, T) bool (or integer or float 0/1, as a
+        tokenizer's attention_mask), True at real tokens, or None when nothing is padded, or transformers' 4-D one
+        (``keep_mask``); shared_projection: the encoder's one E (LinformerEncoder.E) when sharing='layerwise';
+        per_forward: a dict the encoder's layers share for one forward (what depends only on the input's lengths is
+        built once). Anything else is a ValueError saying what to pass. The checks read shapes and dtypes only (no
+        host sync) but for a float or 4-D mask's values. Within one forward (a per_forward dict) the first layer
         checks and the others take its mask: they are given the same hidden shape and mask."""
         mask = once(per_forward, ("checked_mask",), lambda: self._checked(hidden, mask, shared_projection))
         q = self._heads(self.query(hidden))
@@ -520,17 +546,9 @@ class LinformerSelfAttention(nn.Module):
         B, T = hidden.shape[:2]
         if self.max_len is not None and self.max_len < T:
             raise ValueError(too_long(T, self.max_len))
-        if mask is None or (mask.dtype == torch.bool and tuple(mask.shape) == (B, T)):
+        if mask is None:
             return mask
-        if mask.dim() == 4:  # transformers' extended masks: the key padding they express, or why there is none
-            return key_padding_mask(mask, B, T, self.config.attention)
-        if mask.is_floating_point() or mask.is_complex() or tuple(mask.shape) != (B, T):
-            raise ValueError(
-                f"mask must be {accepted_masks(B, T)}; bool or integer 0/1 (a 4-D one also additive float); got "
-                f"{mask.dtype} of shape {tuple(mask.shape)}. "
-                "From a 2-D additive float mask (0 at real tokens, a large negative number at padding) pass "
-                "mask == 0.")
-        return mask != 0
+        return keep_mask(mask, B, T, self.config.attention)
 
     def _local_global(self, q, hidden, mask, E, F_, shared=None):
         """One softmax over the local window's exact keys, the global tokens' and the projected ones -> (B, T, D).
@@ -604,6 +622,7 @@ __all__ = [
     "Projection",
     "accepted_masks",
     "build_projection",
+    "keep_mask",
     "key_padding_mask",
     "register_projection",
     "resampled_rows",

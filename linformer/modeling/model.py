@@ -28,7 +28,7 @@ from .attention import (
     accepted_masks,
     build_projection,
     initialised_later,
-    key_padding_mask,
+    keep_mask,
     too_long,
 )
 from .configuration import SHARING, LinformerConfig, check_local_path
@@ -331,8 +331,8 @@ class LinformerModel(LinformerPreTrainedModel):
         extended = attention_mask is not None and attention_mask.dim() == 4  # transformers' (B, 1, 1 or T, T)
         B, T = check_inputs(input_ids, inputs_embeds, None if extended else attention_mask, token_type_ids,
                             position_ids)
-        if extended:  # the key padding it expresses, or a ValueError saying why it expresses something else
-            attention_mask = key_padding_mask(attention_mask, B, T, self.config.attention)
+        if attention_mask is not None:  # the key padding it expresses, or a ValueError saying why it is not one
+            attention_mask = keep_mask(attention_mask, B, T, self.config.attention)
         n = self.config.max_seq_len
         if n < T:
             raise ValueError(too_long(T, n))

@@ -9,7 +9,7 @@ from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput, SequenceClassifierOutput
 from transformers.utils.generic import can_return_tuple
 
-from .attention import key_padding_mask
+from .attention import keep_mask
 from .configuration import LinformerConfig
 from .model import LinformerLMHead, LinformerModel, LinformerPreTrainedModel
 
@@ -35,8 +35,7 @@ def pool(config: LinformerConfig, out, attention_mask: torch.Tensor | None, inpu
                 + " but attention_mask is None."
             )
         return hidden.mean(1)
-    if attention_mask.dim() == 4:  # transformers' extended mask: the model took the key padding it expresses
-        attention_mask = key_padding_mask(attention_mask, *hidden.shape[:2], config.attention)
+    attention_mask = keep_mask(attention_mask, *hidden.shape[:2], config.attention)  # as the model read it
     m = attention_mask.to(hidden.dtype).unsqueeze(-1)
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 

@@ -130,8 +130,12 @@ def _causal(m: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("mask, expected", [
-    (lambda m: torch.where(m, 0.0, torch.finfo(torch.float32).min), "got torch.float32 of shape \\(2, 12\\)"),
-    (lambda m: torch.zeros(m.shape), "2-D additive float mask"),
+    (lambda m: torch.where(m, 0.0, torch.finfo(torch.float32).min),
+     (r"read as a keep mask, 1 at real tokens and 0 at padding \(as transformers reads it\); this one also holds "
+      r"-3.40282e\+38. From an additive mask .* pass mask == 0")),
+    (lambda m: m * 0.5, "this one also holds 0.5."),
+    (lambda m: torch.where(m, 1.0, float("nan")), "this one also holds nan."),
+    (lambda m: m.to(torch.complex64), "bool, integer or float 0/1 .* got torch.complex64 of shape"),
     (lambda m: m[:, :6], "must be \\(batch, tokens\\) = \\(2, 12\\)"),
     # transformers' 4-D masks that say more than which keys are padding: the projected keys cannot say it
     (_causal, (r"masks keys differently for different queries \(a causal or per-query mask\): the Linformer "
@@ -217,6 +221,17 @@ def test_an_integer_mask_reads_as_a_tokenizers_attention_mask(sharing):
     layer = LinformerSelfAttention(config, 0).eval()
     hidden, mask = _batch(config)
     torch.testing.assert_close(layer(hidden, mask.long())[0], layer(hidden, mask)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_a_float_0_1_mask_reads_as_a_keep_mask_as_transformers_reads_it(dtype):
+    """torch.ones(B, T) in float, which BERT and RoBERTa take as a keep mask, was refused as an additive mask."""
+    config = tiny_config(sharing="kv")
+    layer = LinformerSelfAttention(config, 0).eval()
+    hidden, mask = _batch(config)
+    torch.testing.assert_close(layer(hidden, mask.to(dtype))[0], layer(hidden, mask)[0], rtol=0, atol=0)
+    unpadded = torch.ones(mask.shape, dtype=dtype)
+    torch.testing.assert_close(layer(hidden, unpadded)[0], layer(hidden)[0], rtol=0, atol=0)
 
 
 def test_the_layers_misuses_are_one_clear_error_each():

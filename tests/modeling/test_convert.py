@@ -106,6 +106,25 @@ def test_full_mode_gives_the_source_outputs(tmp_path, source_class, config, ours
                                        atol=1e-4, rtol=0)
 
 
+def test_a_2d_mask_of_any_dtype_reads_as_bert_reads_it(tmp_path):
+    """BERT takes a (batch, tokens) mask of any dtype as a keep mask (nonzero: attended); so do the models here. A
+    float one holding other values, which BERT would read as a keep mask too (an additive one as its inverse), is
+    refused naming them."""
+    source = save_source(tmp_path, BertForSequenceClassification, BERT)
+    ours = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, attention="full").eval()
+    mean = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, projected_dim=8,
+                                                                      classifier_pooling="mean").eval()
+    inputs = batch(BERT)
+    keep = inputs["attention_mask"]
+    for mask in (keep.float(), keep.double(), keep.bool(), keep.to(torch.int32)):
+        given = {**inputs, "attention_mask": mask}
+        torch.testing.assert_close(outputs(ours, given), outputs(source, given), atol=1e-4, rtol=0)
+        torch.testing.assert_close(outputs(mean, given), outputs(mean, inputs), atol=0, rtol=0)  # the pooling too
+    for mask, values in ((torch.where(keep.bool(), 0.0, -10000.0), "-10000"), (keep * 0.5, "0.5")):
+        with pytest.raises(ValueError, match=f"this one also holds {values}\\."):
+            ours(**{**inputs, "attention_mask": mask})
+
+
 @pytest.mark.parametrize("source_class, ours_class, mlm_prefix", [
     (BertForMaskedLM, LinformerForMaskedLM, "cls.predictions."),
     (BertForSequenceClassification, LinformerForSequenceClassification, None),
