@@ -65,7 +65,7 @@ def hydra_main(config_name: str) -> Callable:
         @functools.wraps(fn)
         def entry():
             try:
-                with _logging_restored():
+                with logging_restored():
                     run()
             finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
                 sigterm_ignored_at_teardown()
@@ -118,27 +118,33 @@ def hydra_main(config_name: str) -> Callable:
 
 
 @contextlib.contextmanager
-def _logging_restored():
-    """The process's logging as it was before the command, once the command ends: Hydra's job logging configures
-    the root logger for the whole process (its handlers, one on the command's log file, and its level), so a script
-    run inside a live interpreter (``%run`` in a notebook, runpy) left the caller's later records going into that
-    run's log file. The handlers Hydra added are closed (the log file's descriptor with them)."""
+def logging_restored():
+    """The process's logging as it was before the block, once it ends: every logger's handlers, level, disabled and
+    propagate, the root's included; a logger made inside is left as a new one is (no handlers, NOTSET, enabled,
+    propagating). Hydra's job logging configures the root logger for the whole process (its handlers, one on the
+    command's log file, and its level), and a logging config of disable_existing_loggers: true disables the others, so
+    a script run inside a live interpreter (``%run`` in a notebook, runpy) left the caller's later records going into
+    that run's log file. The handlers added inside (on no logger before it) are closed, the log file's descriptor with
+    them; one that was there before is put back open, whoever removed it inside (tests/conftest.py restores each test
+    with this, and pytest's logging plugin takes its capture handlers off and puts the same ones back each phase)."""
     import logging
 
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    disabled = {name: lg.disabled for name, lg in logging.Logger.manager.loggerDict.items()
-                if isinstance(lg, logging.Logger)}
+    def loggers():
+        return [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger))]
+
+    saved = {id(lg): (lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate) for lg in loggers()}
     try:
         yield
     finally:
-        for handler in root.handlers:
-            if handler not in handlers:
-                handler.close()
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        for name, was in disabled.items():  # a logging config of disable_existing_loggers: true disables them
-            logging.getLogger(name).disabled = was
+        before = {id(h) for _, handlers, *_ in saved.values() for h in handlers}
+        for lg in loggers():
+            _, handlers, level, disabled, propagate = saved.get(id(lg), (lg, [], logging.NOTSET, False, True))
+            for handler in lg.handlers:
+                if id(handler) not in before:
+                    handler.close()
+            lg.handlers[:], lg.disabled, lg.propagate = handlers, disabled, propagate
+            lg.setLevel(level)
 
 
 @dataclasses.dataclass

@@ -36,20 +36,13 @@ def _process_state_restored():
     """What a script's main, run in-process, sets for the whole process is set back after the test: Hydra's job
     logging (configs/hydra/job_logging) gives the root logger a handler on the sys.stderr of the moment, pytest's
     capture, which is closed once the test ends (a later test's log line then printed a "Logging error" traceback
-    into its own output); a run sets torch's threads."""
-    import logging
+    into its own output), so every logger is put back as the commands put it back (``hydra_start.logging_restored``);
+    a run sets torch's threads."""
+    from linformer.hydra_start import logging_restored
 
-    def loggers():
-        return [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
-                                       if isinstance(lg, logging.Logger))]
-
-    saved = {id(lg): (lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate) for lg in loggers()}
     threads = torch.get_num_threads()
-    yield
-    for lg in loggers():
-        _, handlers, level, disabled, propagate = saved.get(id(lg), (lg, [], logging.NOTSET, False, True))
-        lg.handlers[:], lg.disabled, lg.propagate = handlers, disabled, propagate
-        lg.setLevel(level)
+    with logging_restored():
+        yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 

@@ -1,6 +1,7 @@
 """The one CLI wrapper: `+`-added keys read by no code, and OS errors a user can fix, are one `error:` line."""
 
 import errno
+import io
 import os
 import subprocess
 import sys
@@ -828,6 +829,40 @@ def test_a_stream_that_cannot_show_a_character_escapes_it_and_the_last_line_says
     note = err.buffer.getvalue().decode()
     assert note.startswith("note: this terminal's encoding (ascii) cannot show some characters") and \
         "PYTHONIOENCODING=utf-8" in note and note.count("\n") == 1
+
+
+def test_every_logger_is_given_back_as_it_was_and_only_the_handlers_added_are_closed(tmp_path):
+    """Only the root's handlers and level and the loggers' disabled flags were put back: a named logger's handlers,
+    level and propagate set by a command (a logging config's loggers: section) stayed for the caller's later records,
+    and a handler of the caller's that the command took off was not put back."""
+    import logging
+
+    from linformer.hydra_start import logging_restored
+
+    named, root = logging.getLogger("linformer.caller"), logging.getLogger()
+    mine = logging.StreamHandler(io.StringIO())
+    named.addHandler(mine)
+    named.setLevel(logging.WARNING)
+    try:
+        with logging_restored():
+            log_file = logging.FileHandler(tmp_path / "run.log")
+            named.removeHandler(mine)
+            named.addHandler(log_file)
+            named.setLevel(logging.DEBUG)
+            named.propagate, named.disabled = False, True
+            made = logging.getLogger("linformer.made_inside")
+            made.addHandler(logging.NullHandler())
+            made.setLevel(logging.ERROR)
+            made.propagate = False
+            root.addHandler(mine)  # one of the caller's, moved: not closed
+        assert named.handlers == [mine] and named.level == logging.WARNING
+        assert named.propagate and not named.disabled
+        assert (made.handlers, made.level, made.propagate, made.disabled) == ([], logging.NOTSET, True, False)
+        assert mine not in root.handlers and not mine.stream.closed
+        assert log_file.stream is None  # closed
+    finally:
+        named.removeHandler(mine)
+        named.setLevel(logging.NOTSET)
 
 
 def test_a_script_run_inside_a_live_interpreter_gives_back_the_root_logger_as_it_was(tmp_path, monkeypatch):
