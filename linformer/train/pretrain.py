@@ -40,6 +40,7 @@ from ..modeling.loading import (
 from ..modeling.values import round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
 from .core import run_training
+from .step import share
 from .summary import finetune_next
 from .task import BlockStreamTask
 from .trainer import Trainer
@@ -187,11 +188,10 @@ class PretrainTask(BlockStreamTask):
             batch = self._host_ready(batch)
             n_targets = int((batch["labels"] != -100).sum())
             # a batch without a target runs its forward too (every process runs as many: FSDP gathers in each),
-            # and adds nothing (its loss is a mean over no target)
+            # and adds nothing (``share``: its loss is a mean over no target)
             loss = self.loss(model, {k: v.to(acc.device) for k, v in batch.items()})
-            if n_targets:
-                loss_sum += loss.double() * n_targets
-                count += n_targets
+            loss_sum += share(loss.double(), n_targets, 1)
+            count += n_targets
         loss_sum, count = acc.reduce(loss_sum, "sum"), acc.reduce(count, "sum")
         model.train()
         if count.item() == 0:  # a loss of 0 (perplexity 1) would read as a perfect model

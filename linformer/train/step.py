@@ -2,7 +2,8 @@
 (``bench.throughput``), so that the tokens/s and MFU the benchmark reports are those of the step users run.
 
 The step's loss is the mean over the step's items on every rank: each micro-batch's mean loss is weighted by its
-share of the global item count (so 2 processes x batch b equal 1 process x batch 2b), gradients are clipped, and the
+share of the global item count (so 2 processes x batch b equal 1 process x batch 2b; a micro-batch of no item, an
+MLM batch that drew no mask, adds 0: ``share``), gradients are clipped, and the
 optimizer steps only when the loss and the gradient norm are finite (fp16 excepted: the grad scaler skips an
 overflowing step itself and lowers its scale). An optimizer that takes a ``found_inf`` tensor (fused AdamW, the
 trainer's on CUDA) skips on the device, so the step never waits for the GPU; any other reads the flag on the host.
@@ -32,7 +33,7 @@ def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Ten
         batch = {k: v.to(ops.device, non_blocking=True) for k, v in batch.items()}  # from pinned memory: no wait
         with contextlib.nullcontext() if i == len(micro) - 1 else ops.no_sync(model):
             # this batch's share of the step's mean loss; x world because DDP averages gradients over ranks
-            part = loss_fn(model, batch) * n / total
+            part = share(loss_fn(model, batch), n, total)
             ops.backward(part * world)
             loss_sum += part.detach()
     loss = ops.reduce(loss_sum, "sum") if world > 1 else loss_sum
@@ -41,6 +42,17 @@ def optimizer_step(ops, model, optimizer, micro: Sequence[Mapping[str, torch.Ten
     step_if_finite(optimizer, finite, scaled=ops.mixed_precision == "fp16")
     optimizer.zero_grad(set_to_none=True)
     return loss, grad_norm, finite
+
+
+def share(mean: torch.Tensor, n: int, total) -> torch.Tensor:
+    """`mean`, a loss averaged over `n` items, as its part of a mean over `total` items: mean x n / total. A mean over
+    no item is 0/0 = NaN, and NaN x 0 is NaN: it adds 0 instead, so that a batch without a target (an MLM batch that
+    drew no mask: short blocks, small micro-batches, a low mask rate) neither poisons the other batches' step nor an
+    evaluation's sum. Its graph is kept (the cross-entropy's backward gives ignored positions no gradient, so the
+    model's gradients from it are zeros): every rank still runs one backward per micro-batch, as DDP and FSDP need."""
+    if n == 0:
+        mean = torch.nan_to_num(mean, nan=0.0, posinf=0.0, neginf=0.0)
+    return mean * n / total
 
 
 def step_if_finite(optimizer, finite: torch.Tensor, scaled: bool = False) -> None:

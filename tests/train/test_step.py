@@ -168,3 +168,38 @@ def test_the_schedule_warms_up_to_lr_then_decays_to_lr_end(power):
     decay = [(1e-3 - 1e-5) * (1 - (s - 4) / 16) ** power + 1e-5 for s in range(4, 20)]
     assert lrs[4:] == pytest.approx(decay)
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-5)  # lr_end at the last step
+
+
+@pytest.mark.parametrize("slots", [None, 64])
+def test_a_micro_batch_without_an_mlm_target_adds_nothing_to_the_step(slots):
+    """An MLM micro-batch that drew no mask has a loss over no target (NaN): it must add 0 to the step's loss and
+    gradient, not make the whole step non-finite (NaN x 0 = NaN) and so skip the other micro-batches' update. The
+    step is that of the micro-batch with the target alone (also with the compiled path's fixed prediction slots)."""
+    from linformer.modeling import LinformerConfig, LinformerForMaskedLM
+
+    torch.manual_seed(0)
+    config = LinformerConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_seq_len=16, projected_dim=8, hidden_dropout_prob=0,
+                             attention_probs_dropout_prob=0)
+    x = torch.randint(5, 100, (2, 16))
+    none = torch.full_like(x, -100)
+    some = none.clone()
+    some[0, 3] = x[0, 3]
+    kwargs = {} if slots is None else {"prediction_slots": slots}
+
+    def mlm(model, batch):
+        return model(**batch, **kwargs).loss
+
+    models = [LinformerForMaskedLM(config) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    steps = []
+    for model, micro, counts in ((models[0], [{"input_ids": x, "labels": some}, {"input_ids": x, "labels": none}],
+                                  [1, 0]),
+                                 (models[1], [{"input_ids": x, "labels": some}], [1])):
+        opt = _Recorder(model)
+        loss, _, finite = optimizer_step(_Ranks(1), model, opt, micro, counts, mlm, 1e9)
+        assert finite and len(opt.steps) == 1 and torch.isfinite(loss)
+        steps.append((loss, opt.steps[0]))
+    assert steps[0][0].item() == pytest.approx(steps[1][0].item(), rel=1e-6)
+    for got, want in zip(steps[0][1], steps[1][1]):
+        torch.testing.assert_close(got, want)
