@@ -9,6 +9,7 @@ Adding a metric is one entry here (and its module, where no packaged one compute
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -56,6 +57,18 @@ def higher_is_better(name: str) -> bool | None:
     if name in METRICS:
         return METRICS[name].higher_is_better
     return OTHER_SCORES.get(name)
+
+
+def improves(value: float | None, best: float | None, higher: bool) -> bool:
+    """Whether a score `value` beats the best so far (`best`, None before the first), more being better where
+    `higher`: the one rule for a run's best evaluation and the reports' best. A non-finite value (a NaN loss, a
+    score of non-finite outputs) is never best, and any finite value beats a non-finite best: comparisons with NaN
+    are all false, so a NaN taken as best would block every later score. Equals keep the earlier."""
+    if value is None or not math.isfinite(value):
+        return False
+    if best is None or not math.isfinite(best):
+        return True
+    return value > best if higher else value < best
 
 
 def check_metrics(names: tuple[str, ...], num_labels: int, where: str) -> None:

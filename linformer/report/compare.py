@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import plots
 from ..cli import import_needed
-from ..data.metrics import METRICS
+from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
@@ -106,8 +106,7 @@ class Tracked:
         point = (index, step, value)
         self.final = point
         self.nonfinite += not math.isfinite(value)
-        if math.isfinite(value) and (self.best is None or
-                                     (value > self.best[2] if self.higher else value < self.best[2])):
+        if improves(value, self.best[2] if self.best else None, self.higher):
             self.best = point
         if self.plotted and self.seen % self.stride == 0:
             self.points.append(point)

@@ -21,6 +21,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 from ..cli import exit_status, progress_to_log_file, transformers_bars_off
+from ..data.metrics import improves
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
@@ -384,9 +385,11 @@ class Trainer:
         self.state["evals"].append(evaluation)
         value = scores.get(self.task.main_metric)
         best = self.state["best"]
+        # without select_best every evaluation is the latest model's (the run reports its last model, however it
+        # scored); with it, ``improves``: a non-finite score is never best and never blocks a finite one
         if value is not None and step > 0 and (
-            best is None or not self.task.select_best
-            or (value > best["value"] if self.task.greater_is_better else value < best["value"])
+            not self.task.select_best
+            or improves(value, best["value"] if best else None, self.task.greater_is_better)
         ):
             self.state["best"] = {"step": step, "value": value}
             self.task.on_best(self, step)

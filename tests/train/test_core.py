@@ -4,6 +4,7 @@ every rank's, and the best step is chosen by its rule."""
 import copy
 import math
 
+import pytest
 import torch
 from accelerate import Accelerator
 
@@ -182,3 +183,24 @@ def test_the_best_step_is_the_first_to_reach_the_best_score_and_never_the_evalua
         for step in (0, 10, 20, 30):
             trainer._evaluate(step, {})
         assert trainer.state["best"] == {"step": 20, "value": scores[2]} and task.chosen == chosen
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("greater", [True, False])
+def test_a_non_finite_evaluation_is_never_best_and_never_blocks_a_finite_one(bad, greater):
+    """Evaluations at steps 10-40 score a non-finite value first (a NaN loss, a score of non-finite outputs), then
+    finite ones: the first finite one is chosen and the next better one replaces it. A NaN taken as best blocked
+    every later one (every comparison with NaN is false); -inf or +inf would beat any finite loss or accuracy."""
+    model = LinformerForMaskedLM(LinformerConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_seq_len=8, projected_dim=4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    scores = [bad, 0.5, 0.6 if greater else 0.4, bad]
+    task = _ScriptedScores(scores, greater)
+    trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task,
+                      TrainerSettings(batch_size=2, lr=1e-3), record=None, spec=None, config={})
+    trainer._log = lambda step, row: None
+    for step in (10, 20, 30, 40):
+        trainer._evaluate(step, {})
+    assert trainer.state["best"] == {"step": 30, "value": scores[2]} and task.chosen == [20, 30]
