@@ -132,6 +132,7 @@ class Digest:
     logged: set[str] = field(default_factory=set)
     last_step: int = 0
     tracked: dict[str, Tracked] = field(default_factory=dict)
+    nonfinite_losses: int = 0  # training rows whose loss is inf or NaN: their updates were skipped
 
     def add(self, index: int, row: dict, wanted: set[str], plotted: set[str]) -> None:
         step = int(row["step"])
@@ -141,6 +142,7 @@ class Digest:
             if value is None or key in ("step", "time"):
                 continue
             self.logged.add(key)
+            self.nonfinite_losses += key == "loss" and not math.isfinite(value)
             if key in wanted:
                 if key not in self.tracked:
                     self.tracked[key] = Tracked(key, key in plotted)
@@ -240,7 +242,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
               *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = table_lines(header)
-    nonfinite = False
+    nonfinite = flagged = False
     for r, label, d in zip(runs, run_labels(runs), digests):
         kc = r.key_config
         cells = [label]
@@ -264,6 +266,9 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
             nonfinite = nonfinite or bool(s.get("nonfinite"))
             cells.append(cell + (f"; {s['nonfinite']} non-finite" if s.get("nonfinite") else ""))
         scores, where = reported_scores(r.results), _reported_where(r)
+        skipped = _skipped_steps(r, d)
+        where += f"; {skipped} updates skipped" if skipped else ""
+        flagged = flagged or bool(skipped and scores)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append(table_row(cells))
@@ -278,6 +283,10 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     if reported:
         note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
                  "model of the step named.")
+    if flagged:
+        note += (" `N updates skipped`: the run skipped N updates for a non-finite loss or gradient (results.json's "
+                 "skipped_steps, or its non-finite losses where it recorded none): its reported score is of a model "
+                 "trained with fewer updates than its steps say.")
     if steady:
         note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
                  "steps hold compilation and warm-up), and its MFU.")
@@ -423,6 +432,13 @@ def plot_sweep(groups: list[list[Run]], metric: str, key: str, path: str | Path)
     plots.title(fig, f"{metric} that chose each run's model, by {key} (dots: seeds)", fontsize=11)
     plots.legend_below(fig)
     return save_figure(fig, path)
+
+
+def _skipped_steps(run: Run, digest: Digest) -> int:
+    """The updates a run skipped for a non-finite loss or gradient: its record's count, or for a run recorded before
+    the count, its logged non-finite losses."""
+    recorded = run.results.get("skipped_steps")
+    return recorded if isinstance(recorded, int) else digest.nonfinite_losses
 
 
 def _reported_where(run: Run) -> str:

@@ -55,6 +55,10 @@ from .trainer import Trainer
 
 log = logging.getLogger(__name__)
 
+# the score key counting the examples whose logits were not finite (``FinetuneTask.score``): val_nonfinite_outputs
+# in metrics.jsonl
+NONFINITE_OUTPUTS = "nonfinite_outputs"
+
 
 def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, ...] | None = None,
                 carve: str = CARVE):
@@ -225,17 +229,27 @@ class FinetuneTask(TrainingTask):
     @torch.no_grad()
     def score(self, model, acc, split: str) -> dict[str, float]:
         """The task's metrics of `model` on `split` ("validation" or "eval"), reduced over the processes; the
-        predictions and labels, in split order, are left in ``last_eval``."""
+        predictions and labels, in split order, are left in ``last_eval``. Where some example's logits are not
+        finite, each metric is NaN and ``NONFINITE_OUTPUTS`` counts those examples (argmax would call every one
+        class 0, and the score would be class 0's share): such a score is never best, and a run that reports it
+        fails."""
         model.eval()
-        preds, refs = [], []
+        preds, refs, finite = [], [], []
         for batch in self.prepared[list(self.splits).index(split)]:  # the split's DataLoader, wrapped by Accelerate
             logits = model(**batch).logits
-            p, r = acc.gather_for_metrics((logits.argmax(-1), batch["labels"]))
+            p, r, ok = acc.gather_for_metrics((logits.argmax(-1), batch["labels"],
+                                               torch.isfinite(logits).all(-1)))
             preds.append(p.cpu())
             refs.append(r.cpu())
+            finite.append(ok.cpu())
         model.train()
         order = self.eval_orders[split]
         self.last_eval = (self._in_split_order(preds, order), self._in_split_order(refs, order))
+        bad = int((~torch.cat(finite)).sum())
+        if bad:
+            log.warning("%d of the %d %s examples gave non-finite logits: the model's %s scores are NaN", bad,
+                        len(order), split, split)
+            return {m: float("nan") for m in self.task_spec.metrics} | {NONFINITE_OUTPUTS: bad}
         return compute_metrics(self.task_spec.name, *map(np.asarray, self.last_eval))
 
     def evaluate(self, model, acc) -> dict[str, float]:
@@ -292,11 +306,16 @@ class FinetuneTask(TrainingTask):
         eval_predictions.json (paired comparisons between models need them)."""
         if step != trainer.state["step"]:
             self.restore_selected(trainer, step)
-        elif self.save_best and not (self.validation is not None and self.select_best):
+        metrics = self.score(trainer.model, trainer.accelerator, "eval")
+        if metrics.get(NONFINITE_OUTPUTS):  # before anything is saved: no best/ of a model without a score
+            raise trainer.nonfinite_outputs(
+                f"{metrics[NONFINITE_OUTPUTS]} of the {len(self.eval)} {self.task_spec.eval_split} examples the run "
+                f"reports gave non-finite logits on the model of step {step}")
+        if step == trainer.state["step"] and self.save_best and not (self.validation is not None
+                                                                     and self.select_best):
             trainer.save_model(trainer.run_dir / BEST_DIR)  # nothing chose: the last model is the one kept
         if self.save_best:  # the model holds best/'s weights now: an earlier version's best/ is written anew
             trainer.renew_model(trainer.run_dir / BEST_DIR)
-        metrics = self.score(trainer.model, trainer.accelerator, "eval")
         if trainer.is_main:
             preds, labels = self.last_eval
             # compact: 25,000 IMDB reviews are 100 KB instead of 350, and the kept records travel to GPU nodes

@@ -40,6 +40,9 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
             speed += (f"; torch.compile ({c['backend']}{mode}): {c['graphs']} graph(s), {c['graph_breaks']} graph "
                       "break(s)")
         lines.append(speed)
+    if summary.get("skipped_steps"):
+        lines.append(f"  {summary['skipped_steps']} of the {summary['steps']} updates were skipped for a non-finite "
+                     f"loss or gradient (the first at step {summary.get('first_skipped_step')})")
     lines += [f"  {line}" for line in summary.get("report", [])]
     if summary.get("model_dir"):
         lines.append(f"  model: {summary['model_dir']}")

@@ -79,6 +79,10 @@ class TrainingTask:
     def on_best(self, trainer, step: int) -> None:
         """Called when an evaluation beats every earlier one (finetuning keeps that model in best/)."""
 
+    def selected_step(self, trainer) -> int:
+        """The step whose model the run reports: its last (finetuning: the one its validation split chose)."""
+        return trainer.state["step"]
+
     def param_groups(self, weight_decay: float) -> list[dict] | None:
         """Optimizer groups of the task's own (None: decay matrices, not biases and LayerNorms, at trainer.lr)."""
         return None

@@ -79,7 +79,10 @@ class Trainer:
         self.tracker_tags = list(tracker_tags or [])
         # told once run.json says complete (the caller's signals_stop's ``decided``): a signal no longer stops the run
         self._decided = [decided] if decided is not None else []
-        self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "evals": [], "best": None}
+        # nonfinite: the non-finite steps in a row up to now; skipped_steps: all of the run's (its first at
+        # first_skipped_step), whose updates were skipped (a checkpoint saved before they were counted lacks both)
+        self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "skipped_steps": 0,
+                                      "first_skipped_step": None, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
@@ -145,11 +148,16 @@ class Trainer:
     def _finish(self, t_loop: float, tokens_before: int) -> dict[str, Any]:
         """After the last update: the task's final evaluation and saving, the summary and the run record."""
         loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
+        diverged_after = self._check_final_evaluation()
         summary, results = self.task.finish(self)
+        if diverged_after:
+            summary["report"] = [*summary.get("report", []), diverged_after]
         if results is not None:
             self._log_reported(results)
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
+                   # updates skipped for a non-finite loss or gradient (fp16: also the grad scaler's overflows)
+                   **self._skipped_record(),
                    # None where this start took no step (resumed at its last): its speed is unknown, not 0
                    "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
                                     if loop_s > 0 and self.state["tokens"] > tokens_before else None),
@@ -157,7 +165,8 @@ class Trainer:
                    "wall_time_s": round(wall, 2), **self._batch_record(),
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
-            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._batch_record())
+            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._skipped_record(),
+                           **self._batch_record())
         if self.is_main:
             self.record.finish(summary, results)
         for decide in self._decided:  # complete on disk: a SIGTERM from here on changes neither line nor exit status
@@ -312,6 +321,10 @@ class Trainer:
             self._step_rates.append(rate)
             rows.append({**self._step_row(record, loss, grad_norm, rate, total), "tokens_per_s_avg": average})
             self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
+            if not finite:
+                self.state["skipped_steps"] = self.state.get("skipped_steps", 0) + 1
+                if self.state.get("first_skipped_step") is None:
+                    self.state["first_skipped_step"] = record.step
             if self.state["nonfinite"]:
                 log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
                             self.state["nonfinite"])
@@ -358,21 +371,63 @@ class Trainer:
         self.save()
         bar.close()
         seen = f" (read at step {now})" if now != step else ""
-        # the checkpoint just saved holds the weights the streak left (updates skipped, but the steps before it may
-        # have blown the weights up): a lower lr goes on from before the streak, or from the start
-        first_bad = step - n + 1
-        before = [c for c in ckpt.complete_checkpoints(self.run_dir) if ckpt.step_of(c) < first_bad]
-        how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
-               "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
-               "start afresh under another run_name (no checkpoint precedes them)")
         diverged = TrainingDiverged(
             f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
             f"{self.settings.max_nonfinite_steps}); checkpoint of the current weights saved in "
-            f"{ckpt.checkpoint_dir(self.run_dir)}. Lower trainer.lr, raise the warmup, or use "
-            f"trainer.mixed_precision=bf16, and {how}."
+            f"{ckpt.checkpoint_dir(self.run_dir)}. {self._restart_advice(step - n + 1)}"
         )
         self._close(exit_status(diverged))
         raise diverged
+
+    def _restart_advice(self, first_bad: int | None) -> str:
+        """What to do after non-finite steps from `first_bad` on (None: no step was): the checkpoints from there on
+        hold the weights they left (updates skipped, but the steps before them may have blown the weights up), so a
+        lower lr goes on from the last checkpoint before them, or from the start."""
+        before = [c for c in ckpt.complete_checkpoints(self.run_dir)
+                  if first_bad is not None and ckpt.step_of(c) < first_bad]
+        how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
+               "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
+               "start afresh under another run_name" + (" (no checkpoint precedes them)" if first_bad else ""))
+        return f"Lower trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16, and {how}."
+
+    def _skipped_record(self) -> dict[str, Any]:
+        """The run's record of its skipped updates (summary.json, results.json): how many, and the first's step."""
+        return {"skipped_steps": self.state.get("skipped_steps", 0),
+                "first_skipped_step": self.state.get("first_skipped_step")}
+
+    def nonfinite_outputs(self, what: str) -> TrainingDiverged:
+        """The error that ends a run whose model gives non-finite outputs at its end (`what`: where they were seen),
+        raised by the caller: its updates (or some of them) were skipped or blew the weights up, and a run must
+        not end complete with a model whose scores are NaN, or class 0 for every example. The final checkpoint
+        (saved at the last step) holds its weights; the streak it ended in, or the run's first skipped step, says
+        where to go on from."""
+        n, step = self.state["nonfinite"], self.state["step"]
+        skipped, first = self.state.get("skipped_steps", 0), self.state.get("first_skipped_step")
+        if n:
+            when = f"; it ended {n} non-finite step{'s' * (n != 1)} in a row (from step {step - n + 1})"
+        else:
+            when = f", the first at step {first}" if skipped else ""
+        diverged = TrainingDiverged(
+            f"{what}: the run keeps no model and reports no score. "
+            f"{skipped} of its {step} updates were skipped for a non-finite loss or gradient{when}; checkpoint of "
+            f"the last weights in {ckpt.checkpoint_dir(self.run_dir)}. "
+            f"{self._restart_advice(step - n + 1 if n else first)}")
+        self._close(exit_status(diverged))
+        return diverged
+
+    def _check_final_evaluation(self) -> str | None:
+        """A final evaluation (at the run's last step) whose main metric is non-finite: TrainingDiverged where the
+        run reports its last model; where it reports an earlier one (a validation split's choice, scored finite),
+        the line its summary adds to say the training diverged after it. None otherwise."""
+        evals, step, metric = self.state["evals"], self.state["step"], self.task.main_metric
+        value = evals[-1].get(metric) if evals and evals[-1]["step"] == step else None
+        if value is None or math.isfinite(value):
+            return None
+        chosen = self.task.selected_step(self)
+        if chosen == step:
+            raise self.nonfinite_outputs(f"the final evaluation (step {step}) scored {metric} {value}")
+        return (f"the last evaluation (step {step}) scored {metric} {value}: the training diverged after the chosen "
+                f"step {chosen}, whose model the run keeps and reports")
 
     def _progress_line(self, step: int, row: Mapping[str, Any]) -> None:
         if self._log_lines:

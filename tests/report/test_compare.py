@@ -210,6 +210,25 @@ def test_a_finished_run_s_reported_scores_get_columns_naming_the_split_and_step(
     assert next(r for r in lines if r.startswith("| running ")).endswith("|  |  |")
 
 
+def test_a_reported_score_of_a_run_that_skipped_updates_says_so(tmp_path, make_run):
+    """A run that skipped updates for non-finite losses reported its accuracy unflagged while its loss cell said
+    "7 non-finite": the reported cell now says how many updates were skipped (results.json's skipped_steps, or for
+    a run recorded before the count, its non-finite losses), and a clean run's cell is as it was."""
+    rows = [{"step": s, "time": s, "loss": 1.0 / s if s < 3 else float("nan")} for s in range(1, 5)]
+    clean = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
+    reported = {"metrics": {"accuracy": 0.5}, "reported": {"split": "dev", "step": 2}}
+    make_run(tmp_path / "out", "finetune", "older", rows, task="sst2", results=reported)
+    make_run(tmp_path / "out", "finetune", "counted", clean, task="sst2", results={**reported, "skipped_steps": 3})
+    make_run(tmp_path / "out", "finetune", "clean", clean, task="sst2", results={**reported, "skipped_steps": 0})
+    table = compare_runs([tmp_path / "out"], tmp_path / "cmp")["table"]
+    lines = table.splitlines()
+    cell = {name: next(r for r in lines if r.startswith(f"| {name} ")).split(" | ")[-1] for name in
+            ("older", "counted", "clean")}
+    assert cell == {"older": "0.5 (dev, step 2; 2 updates skipped) |", "counted": "0.5 (dev, step 2; 3 updates "
+                    "skipped) |", "clean": "0.5 (dev, step 2) |"}
+    assert "`N updates skipped`: the run skipped N updates for a non-finite loss or gradient" in table
+
+
 def test_a_run_that_did_not_finish_says_so_beside_its_steps(tmp_path, make_run):
     """A stopped run's best validation value would otherwise read as a finished run's; one whose process died without
     a word (SIGKILL) read as running forever."""

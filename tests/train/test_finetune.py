@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import shutil
 import signal
@@ -917,3 +918,57 @@ def test_a_pair_task_on_a_bert_model_scores_what_the_saved_model_gives_through_i
     assert 0 < sum(predictions) < len(predictions)
     with torch.no_grad():
         assert model(**inputs).logits.argmax(-1).tolist() == predictions
+
+
+def test_non_finite_logits_are_no_score_and_a_run_reporting_them_fails(tmp_path, sst2_dir, pretrained_run,
+                                                                        monkeypatch):
+    """A model whose logits are NaN scored class 0 for every example (argmax of NaN): its "accuracy" was class 0's
+    share, the run ended complete and kept the model in best/. The reported split's scoring now says how many
+    examples gave non-finite logits, and the run fails (TrainingDiverged, recorded), keeping no best/ and writing
+    no results.json."""
+    from linformer.modeling import LinformerForSequenceClassification
+
+    forward = LinformerForSequenceClassification.forward
+
+    def nan_when_evaluated(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        if not self.training:
+            out.logits = out.logits * float("nan")
+        return out
+
+    monkeypatch.setattr(LinformerForSequenceClassification, "forward", nan_when_evaluated)
+    with pytest.raises(TrainingDiverged, match=r"^40 of the 40 dev examples the run reports gave non-finite logits "
+                                                r"on the model of step \d+: the run keeps no model"):
+        _run(tmp_path, sst2_dir, pretrained_run)
+    run = tmp_path / "run"
+    assert not (run / "best").exists() and not (run / "results.json").exists()
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+
+
+def test_a_validation_score_of_non_finite_logits_is_never_chosen(tmp_path, sst2_dir, pretrained_run, monkeypatch):
+    """Validation evaluations after epochs 1 and 2, the second of non-finite logits: it is NaN, counted, never best,
+    and the run reports the model of epoch 1 with a line saying the training diverged after it."""
+    from linformer.train.finetune import FinetuneTask
+
+    score, calls = FinetuneTask.score, []
+
+    def second_validation_nan(self, model, acc, split):
+        calls.append(split)
+        if split == "validation" and calls.count("validation") == 2:
+            bias = acc.unwrap_model(model).classifier.out_proj.bias.data
+            kept = bias.clone()
+            bias.fill_(float("nan"))  # the model of epoch 2 gives NaN logits
+            scores = score(self, model, acc, split)
+            bias.copy_(kept)
+            return scores
+        return score(self, model, acc, split)
+
+    monkeypatch.setattr(FinetuneTask, "score", second_validation_nan)
+    results, run = _run(tmp_path, sst2_dir, pretrained_run, "validation_fraction=0.2")
+    evals = results["history"]
+    assert math.isnan(evals[-1]["accuracy"]) and evals[-1]["nonfinite_outputs"] > 0
+    assert results["best_step"] == evals[0]["step"] < evals[-1]["step"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["report"][-1] == (f"the last evaluation (step {evals[-1]['step']}) scored val_accuracy nan: the "
+                                     f"training diverged after the chosen step {evals[0]['step']}, whose model the "
+                                     "run keeps and reports")

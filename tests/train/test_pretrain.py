@@ -198,6 +198,46 @@ def test_nonfinite_losses_skip_updates_then_stop_with_a_checkpoint(tiny_data, tm
     assert info["status"] == "failed" and info["error"].startswith("TrainingDiverged: 2 consecutive non-finite")
 
 
+def test_a_run_that_ends_in_a_non_finite_streak_fails_and_keeps_no_model(tiny_data, tmp_path, capsys):
+    """trainer.lr=1e30: from step 3 every update is skipped (6 in a row, under trainer.max_nonfinite_steps=10) and
+    the final evaluation's val_loss is NaN. The run ended complete with model/, "perplexity X -> inf", advice to
+    train for more steps and a next: line; it fails now, saying how many updates were skipped and from where."""
+    from linformer.errors import TrainingDiverged
+
+    cfg = compose_pretrain(tiny_data, "trainer.max_steps=8", "trainer.lr=1e30", "trainer.eval_every=4")
+    with pytest.raises(TrainingDiverged, match=r"^the final evaluation \(step 8\) scored val_loss nan: the run keeps "
+                                               r"no model and reports no score\. 6 of its 8 updates were skipped for a "
+                                               r"non-finite loss or gradient; it ended 6 non-finite steps in a row "
+                                               r"\(from step 3\)"):
+        pretrain(cfg, tmp_path)
+    assert not (tmp_path / "model").exists() and not (tmp_path / "summary.json").exists()
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
+    assert "next:" not in capsys.readouterr().err
+
+
+def test_skipped_updates_are_counted_in_the_summary(tiny_data, tmp_path, monkeypatch, capsys):
+    """Steps 3 and 4 are non-finite and skipped, then training goes on: the run completes, and its summary (file
+    and printed lines) says 2 of its updates were skipped, the first at step 3. Nothing recorded them."""
+    from linformer.modeling import LinformerForMaskedLM
+
+    forward, seen = LinformerForMaskedLM.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        if self.training:
+            seen["n"] += 1
+            if seen["n"] in (3, 4):
+                out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(LinformerForMaskedLM, "forward", poisoned)
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6"), tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["skipped_steps"], summary["first_skipped_step"]) == (2, 3)
+    assert ("2 of the 6 updates were skipped for a non-finite loss or gradient (the first at step 3)"
+            in capsys.readouterr().err)
+
+
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
