@@ -217,8 +217,11 @@ def _quiet_accelerate():
             logging.getLogger(n).setLevel(level)
 
 
-def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: dict, keep_last: int) -> Path:
-    """Write a checkpoint atomically on every rank's behalf; keep the newest ``keep_last``.
+def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: dict, keep_last: int,
+                    keep_before: int | None = None) -> Path:
+    """Write a checkpoint atomically on every rank's behalf; keep the newest ``keep_last``, and with `keep_before`
+    (the first step of a non-finite streak still running) also the newest checkpoint before that step: the streak's
+    own checkpoints hold the weights it left, and rotating them in would delete the one a lower lr goes on from.
 
     A full disk raises DiskFullError naming the directory; the earlier checkpoints are untouched."""
     root = checkpoint_dir(run_dir)
@@ -234,8 +237,11 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
         _agreed(accelerator, root, step, lambda: accelerator.save_state(str(tmp)), tmp)
         _agreed(accelerator, root, step, lambda: _finish_main(accelerator, tmp, final, step, state), tmp)
     if accelerator.is_main_process:
-        for old in complete_checkpoints(run_dir)[: -max(int(keep_last), 1)]:
-            shutil.rmtree(old, ignore_errors=True)
+        kept = complete_checkpoints(run_dir)
+        before = [c for c in kept if keep_before is not None and step_of(c) < keep_before]
+        for old in kept[: -max(int(keep_last), 1)]:
+            if not (before and old == before[-1]):
+                shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
 

@@ -480,7 +480,11 @@ class Trainer:
         self._last_save = _clock()
         self._settle()
         self.state["wall_time_s"] = self._wall_time()
-        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last)
+        # while a non-finite streak runs (counted up to the host read before this save), the checkpoint before it
+        # is kept: it is where the error that ends the streak tells a lower lr to go on from
+        streak = self.state["nonfinite"]
+        ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last,
+                             keep_before=self.state["step"] - streak + 1 if streak else None)
         if self.is_main:
             self.record.checkpointed(self.state["step"])
 

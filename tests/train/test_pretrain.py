@@ -238,6 +238,23 @@ def test_skipped_updates_are_counted_in_the_summary(tiny_data, tmp_path, monkeyp
             in capsys.readouterr().err)
 
 
+def test_a_non_finite_streak_keeps_the_checkpoint_before_it(tiny_data, tmp_path, monkeypatch):
+    """Losses NaN from step 11, a checkpoint every 2 steps, 3 kept: the streak's own checkpoints (12-20) rotated out
+    step 10, the last one before it, and the error then said none precedes the streak. Step 10 is kept while the
+    streak runs, and the error names it."""
+    from linformer.errors import TrainingDiverged
+
+    nan_losses_after(monkeypatch, 10)
+    cfg = compose_pretrain(tiny_data, "trainer.max_steps=40", "trainer.save_every=2", "trainer.keep_last=3",
+                           "trainer.eval_at_start=false", "trainer.eval_every=100")
+    with pytest.raises(TrainingDiverged, match="10 consecutive non-finite losses at step 20") as diverged:
+        pretrain(cfg, tmp_path)
+    before = tmp_path / "checkpoints" / "step-00000010"
+    assert f"continue from the last checkpoint before them ({before})" in str(diverged.value)
+    assert [p.name for p in sorted((tmp_path / "checkpoints").iterdir())] == [
+        "step-00000010", "step-00000016", "step-00000018", "step-00000020"]
+
+
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
