@@ -234,7 +234,12 @@ def seeded(seed: int) -> Iterator[None]:
 
 def param_groups(model: torch.nn.Module, weight_decay: float, leave_out=()) -> list[dict]:
     """Decay matrices; no decay on biases, LayerNorm weights (RoBERTa) and anything one-dimensional. Frozen
-    parameters and those in ``leave_out`` are in neither group."""
+    parameters and those in ``leave_out`` are in neither group.
+
+    The Linformer's E and F (n x k matrices) are decayed here like every other matrix: pretraining and finetuning
+    learn them with the rest of the model, as the paper's fairseq recipe trains every weight, and the keys and
+    values they pool can grow back against the decay with the layers around them. Transfer and distillation
+    group them otherwise (``projection_param_groups``). Runs and committed results were trained so."""
     decay, no_decay, skip = [], [], {id(p) for p in leave_out}
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in skip:
@@ -247,7 +252,12 @@ def projection_param_groups(model: torch.nn.Module, weight_decay: float, lr_proj
                             lr_rest: float | None = None) -> list[dict]:
     """Two learning rates for a converted Linformer: E and F in a group of their own (no weight decay) at
     ``lr_projections``, every other trainable weight grouped as ``param_groups`` does at ``lr_rest`` (None: the
-    optimizer's lr). Empty groups are left out."""
+    optimizer's lr). Empty groups are left out.
+
+    E and F are not decayed here, unlike ``param_groups``: transfer and distillation fit them to a teacher from
+    their initialisation (``projection_init``), often with every other weight frozen (transfer.train=projections),
+    so nothing else can make up for a decay that pulls them towards 0: it would shrink the pooled keys and values
+    (the attention's temperature) rather than fit the teacher. Transfer and distillation results were trained so."""
     proj = [p for n, p in model.named_parameters() if p.requires_grad and is_projection_weight(n)]
     rest = [g for g in param_groups(model, weight_decay, leave_out=proj) if g["params"]]
     groups = [{"params": proj, "weight_decay": 0.0, **({"lr": lr_projections} if lr_projections else {})}] * bool(proj)

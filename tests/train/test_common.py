@@ -178,3 +178,14 @@ def test_a_sweep_s_runs_get_a_w_b_group_and_names_of_their_own(tmp_path):
     assert tracker_names(tmp_path / "finetune" / "one", "one", None) == ("one", None)  # not a sweep's
     (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n    - " + "x" * 200 + "=1,2\n")
     assert len(tracker_names(a, "r", None)[1]) == 128
+
+
+def test_pretraining_and_finetuning_decay_a_linformers_projections_like_every_matrix():
+    """The other rule for E and F (``param_groups``' docstring says why each holds): decayed with the model's
+    matrices in pretraining and finetuning, while transfer and distillation leave them undecayed (above)."""
+    config = LinformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=32, max_seq_len=16, projected_dim=4, sharing="headwise")
+    model = LinformerForMaskedLM(config)
+    decay, _ = param_groups(model, 0.01)
+    projections = {n for n in _names(model, decay["params"]) if re.search(r"(^|\.)(E|F)\.", n)}
+    assert len(projections) == 2 * config.num_hidden_layers
