@@ -181,8 +181,10 @@ def inference_sections(rows: list[dict], s, machine: dict) -> list[str]:
                 ("Each cell: **largest batch ratio** Linformer / eager standard Transformer, then Linformer / our "
                  "full mode (SDPA), *(paper: memory saved)*, and the Linformer's largest batch. Found by doubling "
                  "then bisecting forward passes until out of memory (to within "
-                 f"{s.max_batch_tolerance:.0%}); a batch at the search's limit is marked >=, so its ratio is a "
-                 "lower bound."), ""]
+                 f"{s.max_batch_tolerance:.0%}); a batch at the search's limit is marked >=, as the model fits at least "
+                 "that many: a ratio with the Linformer's batch at the limit is a lower bound (>=), with the other's "
+                 "an upper bound (<=), and with both there the cell says \"both at the limit\" (limit over limit: "
+                 "neither a bound nor a measurement)."), ""]
         out += _cell_table([r for r in rows if r.get("max_batch_linformer") is not None], ks, _max_batch_cell)
     out += ["", "## The paper's Table 3 (for reference)", ""]
     paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
@@ -292,8 +294,21 @@ def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]
 def _max_batch_cell(r: dict) -> str:
     capped = lambda b: "-" if b is None else (f">={b}" if b == r.get("max_batch_limit") else str(b))
     paper = f" *({_x(r['paper_mem_saved'])})*" if r.get("paper_mem_saved") is not None else ""
-    return (f"**{_x(r.get('max_batch_ratio_vs_eager'))}** / {_x(r.get('max_batch_ratio_vs_full'))}{paper}, "
+    return (f"**{_batch_ratio(r, 'eager')}** / {_batch_ratio(r, 'full')}{paper}, "
             f"batch {capped(r.get('max_batch_linformer'))}")
+
+
+def _batch_ratio(r: dict, other: str) -> str:
+    """The Linformer's largest batch over `other`'s. A batch at the search's limit only says the model fits at
+    least that many: over a measured batch that is a lower bound (>=), under one an upper bound (<=), and with
+    both at the limit the ratio says nothing (limit over limit), so the cell says so instead of a number."""
+    ratio, limit = r.get(f"max_batch_ratio_vs_{other}"), r.get("max_batch_limit")
+    if ratio is None or limit is None:
+        return _x(ratio)
+    top_lin, top_other = r.get("max_batch_linformer") == limit, r.get(f"max_batch_{other}") == limit
+    if top_lin and top_other:
+        return "both at the limit"
+    return (">=" if top_lin else "<=" if top_other else "") + _x(ratio)
 
 
 def _pct(v) -> str:

@@ -96,3 +96,22 @@ def test_a_csv_row_reads_back_as_written(tmp_path):
     row = {"n": 512, "k": 128, "ok": True, "time_s": 0.0771705, "eager": None, "label": "x"}
     write_csv([row], tmp_path / "r.csv")
     assert read_csv(tmp_path / "r.csv") == [row]
+
+
+def test_a_largest_batch_ratio_says_when_its_batches_are_at_the_search_limit():
+    """A batch at the search's limit only says the model fits at least that many: the Linformer's at the limit over
+    a measured batch is a lower bound, over full attention's also at the limit it is limit over limit, neither a
+    bound nor a measurement, and the cell says so instead of printing 1.0x."""
+    from linformer.bench.report import inference_sections
+
+    def row(n, lin, full, eager):
+        return {**ROWS[0], "n": n, "time_eager_s": 1.0, "max_batch_limit": 64, "max_batch_linformer": lin,
+                "max_batch_full": full, "max_batch_eager": eager, "max_batch_ratio_vs_full": lin / full,
+                "max_batch_ratio_vs_eager": lin / eager}
+
+    rows = [row(1024, 64, 64, 16), row(2048, 40, 20, 64), row(4096, 32, 16, 8)]
+    md = "\n".join(inference_sections(rows, SETTINGS, {}))
+    assert "| 1024 | **>=4.0x** / both at the limit *(3.0x)*, batch >=64 |" in md
+    assert "| 2048 | **<=0.6x** / 2.0x *(3.0x)*, batch 40 |" in md
+    assert "| 4096 | **4.0x** / 2.0x *(3.0x)*, batch 32 |" in md
+    assert "neither a bound nor a measurement" in md
