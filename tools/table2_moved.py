@@ -1,5 +1,6 @@
 """Every figure of a pretrained-layout Table 2 that moved between two of its JSON reports (before and after a change),
-as markdown lines: per row and task, the accuracy, the difference from the teacher and its p-value.
+as markdown lines: per row and task, the accuracy, the difference from the teacher and its p-value. Rows pair by
+name, each report's retired row labels read as today's (report.rows.relabelled), so a renamed row is not "gone".
 
 Usage: python tools/table2_moved.py OLD.json NEW.json
 """
@@ -18,6 +19,9 @@ def _diff(cell: dict | None) -> tuple[float | None, float | None]:
 
 
 def moved(old: dict, new: dict) -> list[str]:
+    from linformer.report.rows import relabelled
+
+    old, new = relabelled(old), relabelled(new)
     before = {r["name"]: r for r in old["rows"]}
     lines = []
     for row in new["rows"]:

@@ -25,7 +25,7 @@ from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
 from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN, profile_of
-from ..files import atomic_write, read_json, table_lines, table_row, write_json
+from ..files import atomic_write, read_json, repo_relative, table_lines, table_row, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
@@ -618,8 +618,8 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None 
     costs, meta = table_costs(rows, out, meta, measure)
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:
-        meta = {**meta, "by_length_png": f"{out}_by_length.png"}
-        by_length.plot(breakdown, TITLES, meta["by_length_png"])
+        meta = {**meta, "by_length_png": repo_relative(f"{out}_by_length.png")}  # the same on every checkout
+        by_length.plot(breakdown, TITLES, f"{out}_by_length.png")
     atomic_write(f"{out}.md", to_markdown(rows, costs, meta, breakdown))
     data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows), "by_length": breakdown}
     write_json(f"{out}.json", data)

@@ -1,0 +1,29 @@
+"""tools/table2_moved.py: what moved between two pretrained Table 2 reports, rows paired across a row's renaming."""
+
+import importlib.util
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "table2_moved.py"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("table2_moved", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _report(name: str, acc: float, diff: float, p: float) -> dict:
+    teacher = {"name": "full attention (teacher)", "tasks": {"imdb": {"acc": 88.0, "examples": 2000}}}
+    row = {"name": name, "tasks": {"imdb": {"acc": acc, "examples": 2000, "vs_teacher": {"diff": diff, "p": p}}}}
+    return {"rows": [teacher, row]}
+
+
+def test_a_row_under_its_retired_label_pairs_with_its_new_name():
+    """A report written before "paper's slice" was renamed "E's first T rows (the paper's)" pairs that row with
+    today's, so only its moved figures are listed, not a row gone and a new cell."""
+    old = _report("linformer k=128, layerwise, paper's slice + transfer", 81.5, -6.5, 0.001)
+    new = _report("linformer k=128, layerwise, E's first T rows (the paper's) + transfer", 81.5, -6.5, 0.0025)
+    assert _tool().moved(old, new) == [
+        "- linformer k=128, layerwise, E's first T rows (the paper's) + transfer, imdb: p 0.001 -> 0.0025"]
+    assert _tool().moved(new, new) == []
