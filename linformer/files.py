@@ -119,10 +119,19 @@ def disk_full_names(directory: str | Path) -> Iterator[None]:
         ) from err
 
 
+def written_at(path: str | Path) -> Path:
+    """Where a write of `path` lands: where a symlink at `path` points (followed to the end), else `path`. An output
+    the user linked elsewhere (a folder on a big disk) is written there and the link kept; its temporary goes beside
+    the target, on the target's file system, so the final rename never crosses file systems."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write `path` whole or not at all: a temporary file in the same directory (``atomic_dir``'s name for one), fsynced,
-    then renamed. One a killed process (SIGKILL) left beside `path` is removed by the next write of it."""
-    path = Path(path)
+    then renamed. One a killed process (SIGKILL) left beside `path` is removed by the next write of it. A symlink at
+    `path` is written through (``written_at``)."""
+    path = written_at(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = _temp_name("tmp", path)
@@ -171,9 +180,9 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
     umask's permissions (``umask_modes``). `replaces`: the record of the earlier output at `final` that this one
     replaces as its own although its settings name other paths (``io.moved_output``: the same texts moved), checked
-    in place of `record`.
+    in place of `record`. A symlink at `final` is written through (``written_at``): the output lands where it points.
     """
-    final = Path(final)
+    final = written_at(final)
     check = replaces or record
     check_output_dir(final, check, overwrite, flag)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -217,8 +226,10 @@ def output_damage(root: str | Path) -> list[str] | None:
 def swap_in(tmp: Path, final: Path, old: Path | None = None) -> None:
     """Make the finished directory `tmp` `final` by renames in one folder: whatever `final` held is moved to `old`
     (default .old-<name>-<place>-<pid>) first and deleted only once `tmp` is in place, so a reader sees the earlier
-    output or the new one, never a half or nothing; a failure between the renames puts the earlier one back."""
-    tmp, final = Path(tmp), Path(final)
+    output or the new one, never a half or nothing; a failure between the renames puts the earlier one back. A
+    symlink at `final` is kept: what it points to is replaced (``written_at``; `tmp` must be on the target's file
+    system)."""
+    tmp, final = Path(tmp), written_at(final)
     old = Path(old) if old is not None else _temp_name("old", final)
     _remove(old)
     try:

@@ -468,3 +468,27 @@ def test_hashed_once_reads_a_file_once_until_it_is_rewritten(tmp_path, monkeypat
     files.sha256_file(path)
     files.sha256_file(path)
     assert len(reads) == 5
+
+
+def test_an_output_that_is_a_symlink_is_written_where_it_points_and_the_link_kept(tmp_path):
+    from linformer.files import atomic_write, swap_in
+
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "disk" / "model").mkdir()
+    link = tmp_path / "model"
+    link.symlink_to(tmp_path / "disk" / "model")
+    _build(link, text="old")
+    _build(link)  # a rebuild replaces what the link points to, not the link
+    assert link.is_symlink() and (tmp_path / "disk" / "model" / "weights.bin").read_text() == "new"
+    assert _hidden(tmp_path) == [] and _hidden(tmp_path / "disk") == []
+
+    (tmp_path / "disk" / "notes.md").write_text("old")
+    (tmp_path / "notes.md").symlink_to(tmp_path / "disk" / "notes.md")
+    atomic_write(tmp_path / "notes.md", "new")
+    assert (tmp_path / "notes.md").is_symlink() and (tmp_path / "disk" / "notes.md").read_text() == "new"
+
+    built = tmp_path / "disk" / ".built"
+    built.mkdir()
+    (built / "weights.bin").write_text("swapped")
+    swap_in(built, link)
+    assert link.is_symlink() and (tmp_path / "disk" / "model" / "weights.bin").read_text() == "swapped"
