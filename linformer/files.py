@@ -465,13 +465,12 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any], repl
         folders.setdefault(path.parent, []).append(path.name)
     for folder, names in folders.items():
         records = read_json(folder / FILE_RECORDS)
-        if replaces_earlier:
-            stale = [name for name, made in records.items() if isinstance(made, dict) and
-                     made.get("command") == record["command"] and name not in names]
-            for name in stale:
-                (folder / name).unlink(missing_ok=True)
-            records = {k: v for k, v in records.items() if k not in stale}
+        stale = [name for name, made in records.items() if isinstance(made, dict) and
+                 made.get("command") == record["command"] and name not in names] if replaces_earlier else []
+        records = {k: v for k, v in records.items() if k not in stale}
         write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
+        for name in stale:  # after the record: a failed write of it leaves them, still recorded
+            (folder / name).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -480,10 +479,74 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after.
     ``replaces_earlier``: the files are the whole output of their command in their folders (a comparison's table and
     plots), so any other file an earlier run of the command wrote there is removed, not left beside them as if it
-    belonged to this output."""
+    belonged to this output.
+
+    The files are written as one set: each earlier file at `paths` is kept aside first (a hard link, .old-<name>-...;
+    a copy where the file system has no links), so it stays readable (a report rendered in place from its own JSON)
+    and the block's atomic writes replace it. When the block or the record fails (a full disk, any exception,
+    Ctrl-C), what it wrote at `paths` is removed and the earlier files are put back, so a folder never holds a new
+    table beside an earlier report's plots. With ``replaces_earlier`` an earlier file the block did not write again
+    is removed too. The kept files go once it is done; ones a killed process (SIGKILL) left are removed by the next
+    write of those paths."""
     check_output_files(paths, record, overwrite, flag)
-    yield
-    record_output_files([p for p in map(Path, paths) if p.is_file()], record, replaces_earlier)
+    aside = _set_aside([written_at(p) for p in paths])
+    try:
+        yield
+        if replaces_earlier:
+            for path in aside:
+                if _unchanged(path, aside[path]):
+                    path.unlink()
+        record_output_files([p for p in map(Path, paths) if p.is_file()], record, replaces_earlier)
+    except BaseException:
+        _put_back([written_at(p) for p in paths], aside)
+        raise
+    for old, _ in aside.values():
+        old.unlink(missing_ok=True)
+
+
+def _set_aside(paths: list[Path]) -> dict[Path, tuple[Path, tuple]]:
+    """``output_files``' earlier files, each kept under its .old- temporary: {path: (the kept file, the path's
+    (device, inode, modification time) then)}."""
+    aside: dict[Path, tuple[Path, tuple]] = {}
+    try:
+        for path in paths:
+            if path.is_file() and path not in aside:
+                remove_stale_temps(path)
+                old = _temp_name("old", path)
+                _remove(old)
+                st = path.stat()
+                aside[path] = (old, (st.st_dev, st.st_ino, st.st_mtime_ns))
+                with disk_full_names(path):
+                    try:
+                        os.link(path, old)
+                    except OSError:  # a file system without hard links (FAT, some network ones)
+                        shutil.copy2(path, old)
+    except BaseException:
+        _put_back([], aside)
+        raise
+    return aside
+
+
+def _unchanged(path: Path, kept: tuple[Path, tuple]) -> bool:
+    """Whether `path` is still the file ``_set_aside`` kept (neither replaced nor written in place)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino, st.st_mtime_ns) == kept[1]
+
+
+def _put_back(paths: list[Path], aside: Mapping[Path, tuple[Path, tuple]]) -> None:
+    """Undo a failed ``output_files`` block: remove the files it wrote at `paths`, and put the earlier ones back (a
+    file it wrote in place, into the earlier file's own inode, is as it left it)."""
+    for path in paths:
+        if path not in aside and (path.is_file() or path.is_symlink()):
+            path.unlink(missing_ok=True)
+    for path, (old, _) in aside.items():
+        if os.path.exists(old) and os.path.exists(path) and os.path.samefile(old, path):
+            old.unlink()
+        elif os.path.exists(old):
+            os.replace(old, path)
 
 
 # ------------------------------------------------------------------------------------------------ cache keys

@@ -492,3 +492,39 @@ def test_an_output_that_is_a_symlink_is_written_where_it_points_and_the_link_kep
     (built / "weights.bin").write_text("swapped")
     swap_in(built, link)
     assert link.is_symlink() and (tmp_path / "disk" / "model" / "weights.bin").read_text() == "swapped"
+
+
+def test_output_files_that_fail_midway_leave_the_earlier_set_whole(tmp_path, monkeypatch):
+    import errno
+
+    from linformer.errors import DiskFullError
+    from linformer.files import atomic_write
+
+    report = made_by("compare_runs", {})
+    paths = [tmp_path / "runs.md", tmp_path / "val_ppl.png", tmp_path / "val_loss.png"]
+    with output_files(paths, report):
+        for p in paths:
+            atomic_write(p, "old")
+    real, calls = os.fsync, []
+
+    def full_at_the_second_file(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", full_at_the_second_file)
+    with pytest.raises(DiskFullError, match="earlier files are intact"), \
+            output_files(paths, report, replaces_earlier=True):
+        for p in paths:
+            atomic_write(p, "new")
+    assert [p.read_text() for p in paths] == ["old"] * 3  # not a new table beside the old plots
+    assert _hidden(tmp_path) == [FILE_RECORDS]
+
+    monkeypatch.setattr(os, "fsync", real)
+    with output_files(paths, report):  # a set written again in part: the earlier file it did not write stays
+        atomic_write(paths[0], "new")
+    assert [p.read_text() for p in paths] == ["new", "old", "old"] and _hidden(tmp_path) == [FILE_RECORDS]
+    with output_files(paths, report, replaces_earlier=True):  # unless the set is the command's whole output
+        atomic_write(paths[0], "newer")
+    assert [p.name for p in paths if p.exists()] == ["runs.md"]

@@ -94,7 +94,7 @@ def test_a_model_dir_without_the_model_is_one_error_naming_it_before_anything_is
     assert not (tmp_path / "c").exists()  # nothing half-written
 
 
-def test_a_pack_that_fails_part_way_records_what_it_wrote_so_a_rerun_replaces_it(tmp_path, monkeypatch, capsys):
+def test_a_pack_that_fails_part_way_leaves_nothing_and_a_rerun_writes_it(tmp_path, monkeypatch, capsys):
     mirror, model = _mirror(tmp_path / "m"), _model(tmp_path / "model")
     args = ["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror), "--model-dir", str(model)]
 
@@ -104,7 +104,7 @@ def test_a_pack_that_fails_part_way_records_what_it_wrote_so_a_rerun_replaces_it
     with monkeypatch.context() as m:
         m.setattr(carry, "pack_model", fails)
         assert _refused(args) == 2
-    assert (tmp_path / "c" / "imdb" / "test.csv.xz").is_file()  # written before the failure
+    assert not (tmp_path / "c" / "imdb" / "test.csv.xz").exists()  # written before the failure, and removed with it
     capsys.readouterr()
     assert carry.main(args) == 0, capsys.readouterr().err  # its own files: replaced without --overwrite
 
