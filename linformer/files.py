@@ -131,12 +131,12 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write `path` whole or not at all: a temporary file in the same directory (``atomic_dir``'s name for one), fsynced,
     then renamed. One a killed process (SIGKILL) left beside `path` is removed by the next write of it. A symlink at
     `path` is written through (``written_at``)."""
-    path = written_at(path)
+    shown, path = Path(path), written_at(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = _temp_name("tmp", path)
     try:
-        with disk_full_names(path.parent):
+        with _named(shown, tmp), disk_full_names(path.parent):
             with open(tmp, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
                 f.flush()
@@ -182,21 +182,23 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     replaces as its own although its settings name other paths (``io.moved_output``: the same texts moved), checked
     in place of `record`. A symlink at `final` is written through (``written_at``): the output lands where it points.
     """
-    final = written_at(final)
+    shown, final = Path(final), written_at(final)
     check = replaces or record
     check_output_dir(final, check, overwrite, flag)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
     tmp, old = _temp_name("tmp", final), _temp_name("old", final)
     _remove(tmp)
-    tmp.mkdir()
+    with _named(shown, tmp):
+        tmp.mkdir()
     try:
         with disk_full_names(final.parent), _sigterm_unwinds(final):
             yield tmp
             _write_manifest(tmp, record, checksums)
             umask_modes(tmp)
             check_output_dir(final, check, overwrite, flag)  # another process may have written it meanwhile
-            swap_in(tmp, final, old)
+            with _named(shown, tmp, old):
+                swap_in(tmp, final, old)
     except BaseException:
         _remove(tmp)
         raise
@@ -253,8 +255,35 @@ def _remove(path: Path) -> None:
 
 def _temp_name(kind: str, final: Path) -> Path:
     """The temporaries of ``atomic_dir`` and ``atomic_write``: .tmp- (being built) and .old- (being replaced)
-    <name>-<place>-<pid>."""
-    return final.with_name(f".{kind}-{final.name}-{process_place()}-{os.getpid()}")
+    <name>-<place>-<pid>, the name as ``_temp_stem`` has it."""
+    return final.with_name(f".{kind}-{_temp_stem(final.name)}-{process_place()}-{os.getpid()}")
+
+
+# bytes of a name left to the output's own name in its temporary's: .tmp-/.old-, -<place>- and a pid of up to 7
+# digits (Linux's largest pid_max, 4194304)
+_TEMP_ROOM = NAME_MAX_BYTES - len(".tmp--00000000-0000000")
+
+
+def _temp_stem(name: str) -> str:
+    """`name` as its temporaries carry it: whole where it fits in _TEMP_ROOM bytes, else cut short and ended by
+    ~<8 hex digits of the whole name>, so that a temporary's name fits wherever the output's own name does."""
+    raw = name.encode()
+    if len(raw) <= _TEMP_ROOM:
+        return name
+    return raw[:_TEMP_ROOM - 9].decode(errors="ignore") + "~" + hashlib.sha256(raw).hexdigest()[:8]
+
+
+@contextlib.contextmanager
+def _named(path: Path, *temporaries: Path) -> Iterator[None]:
+    """An OSError on one of `temporaries` names `path`, the output the user chose: the temporary's name is none of
+    theirs (an error line would send them looking for it)."""
+    try:
+        yield
+    except OSError as err:
+        names = {str(t) for t in temporaries}
+        if err.filename is not None and (str(err.filename) in names or str(err.filename2) in names):
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
 
 
 def _temporaries(name: str) -> re.Pattern:
@@ -277,7 +306,7 @@ def temporary_of(name: str) -> str | None:
 def remove_stale_temps(final: Path) -> None:
     """Remove the temporaries next to `final` (every name ``_temporaries`` knows) whose process is gone; another
     place's (another host or container) cannot be checked, and are left."""
-    pattern = _temporaries(re.escape(final.name))
+    pattern = _temporaries(re.escape(_temp_stem(final.name)))
     for p in final.parent.glob(".*"):
         found = pattern.fullmatch(p.name)
         if found is None:
@@ -387,7 +416,7 @@ def _added_since(names: list[str], entries: Any) -> list[str]:
     was writing."""
     if not isinstance(entries, list):
         return []
-    own = {*entries, MANIFEST}
+    own = {*entries, *(_temp_stem(str(e)) for e in entries), MANIFEST}
     return [n for n in names if (temporary_of(n) or n) not in own]
 
 
@@ -416,6 +445,10 @@ def check_writable(path: str | Path, inside: bool = False) -> None:
     the folder `path`), or the nearest folder on the way that exists, where the missing ones would be made: a file in
     the way, a read-only file system, no write permission. Checked before the work, which would otherwise end in an
     error naming a temporary after it (a benchmark's grid)."""
+    long = next((part for part in Path(path).parts if len(part.encode()) > NAME_MAX_BYTES), None)
+    if long is not None:
+        raise OutputPathError(f"{path}: the name {long[:40]}... is {len(long.encode())} bytes, longer than the file "
+                              f"system allows ({NAME_MAX_BYTES}): choose a shorter one.")
     folder = Path(path).absolute() if inside else Path(path).absolute().parent
     while not os.path.lexists(folder) and folder != folder.parent:
         folder = folder.parent

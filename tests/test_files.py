@@ -528,3 +528,22 @@ def test_output_files_that_fail_midway_leave_the_earlier_set_whole(tmp_path, mon
     with output_files(paths, report, replaces_earlier=True):  # unless the set is the command's whole output
         atomic_write(paths[0], "newer")
     assert [p.name for p in paths if p.exists()] == ["runs.md"]
+
+
+def test_a_long_name_the_file_system_takes_is_written_and_a_longer_one_refused_naming_it(tmp_path):
+    import errno
+
+    from linformer.files import atomic_write, check_output_dir
+
+    name = "y" * 250  # legal: the temporary beside it adds ~20 bytes, which must not push it past 255
+    atomic_write(tmp_path / f"{name}.md"[:255], "text")
+    _build(tmp_path / name)
+    _build(tmp_path / name)  # a rebuild swaps the earlier one out under a temporary name too
+    assert (tmp_path / name / "weights.bin").read_text() == "new" and _hidden(tmp_path) == []
+    too_long = tmp_path / ("z" * 256)
+    with pytest.raises(OSError) as err:
+        atomic_write(too_long, "text")
+    assert err.value.errno == errno.ENAMETOOLONG and err.value.filename == str(too_long)  # not a temporary's name
+    with pytest.raises(OutputPathError, match=r"256 bytes, longer than the file system allows \(255\)"):
+        check_output_dir(too_long, A)
+    assert _hidden(tmp_path) == []
