@@ -102,21 +102,23 @@ def _file_size_limit() -> str:
 
 
 @contextlib.contextmanager
-def disk_full_names(directory: str | Path) -> Iterator[None]:
-    """A write the storage refuses inside this block (``storage_refusal``) raises DiskFullError naming
-    `directory`, the cause (or the causes it may be) and what to do."""
+def disk_full_names(output: str | Path) -> Iterator[None]:
+    """A write the storage refuses inside this block (``storage_refusal``) raises DiskFullError naming `output`
+    (the file or folder being written, not the folder it goes into), the cause (or the causes it may be) and what to
+    do; its ``cause`` is that first clause alone, for a caller that goes on without the output (a cache)."""
     try:
         yield
     except Exception as err:
         code = storage_refusal(err)
         if code is None:
             raise
-        free = shutil.disk_usage(Path(directory).parent if not Path(directory).exists() else directory).free
+        there = next(p for p in (Path(output), *Path(output).absolute().parents) if p.exists())
+        free = shutil.disk_usage(there).free
         reason, advice = _refusal_words(code, free)
-        raise DiskFullError(
-            f"{reason} while writing {directory} ({free / 2**20:.0f} MiB free); earlier files are intact. {advice} "
-            "and run the same command again."
-        ) from err
+        cause = f"{reason} while writing {output} ({free / 2**20:.0f} MiB free)"
+        full = DiskFullError(f"{cause}; earlier files are intact. {advice} and run the same command again.")
+        full.cause = cause
+        raise full from err
 
 
 def written_at(path: str | Path) -> Path:
@@ -136,7 +138,7 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     remove_stale_temps(path)
     tmp = _temp_name("tmp", path)
     try:
-        with _named(shown, tmp), disk_full_names(path.parent):
+        with _named(shown, tmp), disk_full_names(shown):
             with open(tmp, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
                 f.flush()
@@ -192,7 +194,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     with _named(shown, tmp):
         tmp.mkdir()
     try:
-        with disk_full_names(final.parent), _sigterm_unwinds(final):
+        with disk_full_names(shown), _sigterm_unwinds(final):
             yield tmp
             _write_manifest(tmp, record, checksums)
             umask_modes(tmp)

@@ -146,8 +146,19 @@ class MetricsWriter:
         row: dict[str, Any] = {"step": int(step), "time": round(self.before + time.time() - self.start, 3)}
         row.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                     for k, v in metrics.items() if v is not None})
-        with disk_full_names(self.path.parent), self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        line = memoryview((json.dumps(row) + "\n").encode())
+        with disk_full_names(self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                end = os.fstat(fd).st_size
+                try:
+                    while line:
+                        line = line[os.write(fd, line):]
+                except BaseException:
+                    os.ftruncate(fd, end)  # a row cut short (a full disk) would read as a torn last line
+                    raise
+            finally:
+                os.close(fd)
         return row
 
 

@@ -547,3 +547,20 @@ def test_a_long_name_the_file_system_takes_is_written_and_a_longer_one_refused_n
     with pytest.raises(OutputPathError, match=r"256 bytes, longer than the file system allows \(255\)"):
         check_output_dir(too_long, A)
     assert _hidden(tmp_path) == []
+
+
+def test_a_full_disk_names_the_output_not_the_folder_it_goes_into(tmp_path, monkeypatch):
+    import errno
+
+    from linformer.errors import DiskFullError
+    from linformer.files import atomic_write
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path / 'p2' / 'model'} "), \
+            atomic_dir(tmp_path / "p2" / "model", A):
+        full()
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path / 'runs.md'} "):
+        atomic_write(tmp_path / "runs.md", "text")

@@ -420,3 +420,25 @@ def test_a_record_that_does_not_read_is_named_by_prune_and_the_plans_not_taken_f
     (run / "config.yaml").write_text("a: [")
     (run / "run.json").write_text("{")
     assert not_a_run(run) == [] and foreign(run, RUN, "pretrain") is None
+
+
+def test_a_metrics_row_the_disk_refuses_leaves_no_torn_line(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from linformer.errors import DiskFullError
+
+    writer = MetricsWriter(tmp_path, resume_step=None)
+    writer.log(1, {"loss": 1.0})
+    real = os.write
+
+    def full_midway(fd, data):
+        real(fd, bytes(data[:5]))  # part of the row lands, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_midway)
+    with pytest.raises(DiskFullError, match=f"while writing {tmp_path / 'metrics.jsonl'} "):
+        writer.log(2, {"loss": 0.5})
+    monkeypatch.undo()
+    assert (tmp_path / "metrics.jsonl").read_text().endswith("}\n")
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1]

@@ -249,5 +249,6 @@ def _cached(ds, target: Path):
         return _save(ds, target)
     except (LinformerError, PermissionError, OSError) as err:
         log.warning("task cache %s cannot be written (%s): this run's split is not cached (task_cache_dir=null "
-                    "skips the cache, task_cache_dir=<dir> moves it)", target, str(err).splitlines()[0])
+                    "skips the cache, task_cache_dir=<dir> moves it)", target,
+                    getattr(err, "cause", None) or str(err).splitlines()[0])  # not a full disk's "run again"
         return ds

@@ -66,7 +66,7 @@ class OutputPathError(LinformerError):
 
 
 class DiskFullError(LinformerError):
-    """No space left while writing; the message names the directory. What was written before stays intact."""
+    """No space left while writing; the message names the output. What was written before stays intact."""
 
 
 class TrainingDiverged(LinformerError):

@@ -223,7 +223,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     (the first step of a non-finite streak still running) also the newest checkpoint before that step: the streak's
     own checkpoints hold the weights it left, and rotating them in would delete the one a lower lr goes on from.
 
-    A full disk raises DiskFullError naming the directory; the earlier checkpoints are untouched."""
+    A full disk raises DiskFullError naming the checkpoint; the earlier checkpoints are untouched."""
     root = checkpoint_dir(run_dir)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-step-{step:08d}"
@@ -232,7 +232,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
         for stale in [*root.glob(".tmp-step-*"), *root.glob(".old-step-*")]:  # left by a killed process
             shutil.rmtree(stale, ignore_errors=True)
     accelerator.wait_for_everyone()
-    with disk_full_names(root), _quiet_accelerate():
+    with disk_full_names(final), _quiet_accelerate():
         # every rank writes its own RNG state into tmp: rank 0 goes on (or removes tmp) once all of them are done
         _agreed(accelerator, root, step, lambda: accelerator.save_state(str(tmp)), tmp)
         _agreed(accelerator, root, step, lambda: _finish_main(accelerator, tmp, final, step, state), tmp)
