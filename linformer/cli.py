@@ -291,6 +291,12 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse for the scripts that take flags: a mistake is one `error:` line first (an unknown flag with the
     closest known one), then the usage, exit status 2, as every other user error of the project."""
 
+    given: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)  # for error's hints
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         hint = ""
         match = re.match(r"unrecognized arguments: (\S+)", message)
@@ -299,6 +305,11 @@ class ArgumentParser(argparse.ArgumentParser):
                                 for p in a.choices.values()]  # a subcommand's flags are known flags too
             flags = [o for p in parsers for a in p._actions for o in a.option_strings if o.startswith("--")]
             hint = did_you_mean(match.group(1).split("=", 1)[0], flags)
+        elif "arguments are required" in message:  # a path starting with "-" was read as a flag
+            known = {o for a in self._actions for o in a.option_strings}
+            dashed = next((a for a in self.given if a.startswith("-") and a.split("=", 1)[0] not in known), None)
+            if dashed is not None:
+                hint = f" ({dashed} is read as a flag: a path starting with '-' is given as ./{dashed})"
         print(f"error: {message}{hint}", file=sys.stderr)
         self.print_usage(sys.stderr)
         raise SystemExit(2)

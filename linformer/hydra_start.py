@@ -300,8 +300,8 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
         raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "
                               "Choose another paths.output_dir or run_name.")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is not writable. Choose "
-                              "another paths.output_dir or run_name.")
+        what = "is not writable" if existing == run_dir else f"cannot be made: {existing} is not writable"
+        raise OutputPathError(f"the run directory {run_dir} {what}. Choose another paths.output_dir or run_name.")
     return existing
 
 

@@ -889,3 +889,27 @@ def test_a_script_run_inside_a_live_interpreter_gives_back_the_root_logger_as_it
     assert all(h.stream is None for h in added if isinstance(h, logging.FileHandler))  # closed
     logging.getLogger("my_notebook").warning("a later cell's record")
     assert "a later cell's record" not in logs[0].read_text()
+
+
+def test_a_run_directory_that_exists_but_cannot_be_written_is_not_said_to_be_made(tmp_path, monkeypatch):
+    import re
+
+    from linformer import hydra_start
+    from linformer.errors import OutputPathError
+
+    cfg = compose("pretrain", [f"paths.output_dir={tmp_path}", "run_name=r"], with_hydra=True)
+    monkeypatch.setattr(hydra_start.os, "access", lambda *a: False)  # a read-only folder (root may write anywhere)
+    with pytest.raises(OutputPathError, match="cannot be made: .* is not writable") as missing:
+        hydra_start._run_dir_before(cfg)
+    Path(re.match(r"the run directory (.+) cannot be made", str(missing.value)).group(1)).mkdir(parents=True)
+    with pytest.raises(OutputPathError, match=r"^the run directory \S+ is not writable\. Choose another"):
+        hydra_start._run_dir_before(cfg)  # a finished run's folder in a read-only outputs folder: it exists
+
+
+def test_a_path_starting_with_a_dash_is_told_how_to_give_it(capsys):
+    from tests.conftest import load_script
+
+    with pytest.raises(SystemExit):
+        load_script("export").main(["-lead", "--out", "x"])
+    assert "(-lead is read as a flag: a path starting with '-' is given as ./-lead)" in \
+        capsys.readouterr().err.splitlines()[0]
