@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
@@ -285,6 +286,14 @@ def import_needed(module: str, what: str, package: str | None = None):
         why = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"{what} needs the {package} package, which cannot be imported here ({why}): "
                           f"{shell_command('pip', 'install', package)}") from err
+
+
+def run_from_a_script() -> bool:
+    """Whether this process is one of the commands (``scripts/<name>.py``, torchrun's worker of one included), so
+    that running its command line again resumes the run; not Python code calling the stage's function itself: a
+    notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] '')."""
+    script = Path(sys.argv[0])
+    return script.suffix == ".py" and script.parent.name == "scripts"
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -442,11 +442,13 @@ def output_file_occupant(path: str | Path, record: Mapping[str, Any]) -> str | N
     return None if other is None else f"is {other}"
 
 
-def check_writable(path: str | Path, inside: bool = False) -> None:
+def check_writable(path: str | Path, inside: bool = False, key: str | None = None) -> None:
     """OutputPathError where `path` cannot be written into its folder (`inside`: where files cannot be written into
     the folder `path`), or the nearest folder on the way that exists, where the missing ones would be made: a file in
     the way, a read-only file system, no write permission. Checked before the work, which would otherwise end in an
-    error naming a temporary after it (a benchmark's grid)."""
+    error naming a temporary after it (a benchmark's grid). `key`: the flag or setting that chose `path` ("--out"),
+    named in the advice."""
+    choose = f"choose another {key}" if key else "choose another output path"
     long = next((part for part in Path(path).parts if len(part.encode()) > NAME_MAX_BYTES), None)
     if long is not None:
         raise OutputPathError(f"{path}: the name {long[:40]}... is {len(long.encode())} bytes, longer than the file "
@@ -455,35 +457,36 @@ def check_writable(path: str | Path, inside: bool = False) -> None:
     while not os.path.lexists(folder) and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise OutputPathError(f"{folder} is a file, not a folder, so {path} cannot be made: choose another output "
-                              "path.")
+        raise OutputPathError(f"{folder} is a file, not a folder, so {path} cannot be made: {choose}.")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputPathError(f"{folder} cannot be written (a read-only file system, or no write permission), so "
-                              f"neither can {path}: choose an output path you can write.")
+                              f"neither can {path}: {choose}, one you can write.")
 
 
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
-                     flag: str = "overwrite=true", reads: Iterable[str | Path] = ()) -> None:
+                     flag: str = "overwrite=true", reads: Iterable[str | Path] = (), key: str | None = None) -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
     only new directories). Raises OutputPathError naming the path, what holds it and `flag`. `reads`: the command's
     inputs (paths; a name that is no path, a hub model's say, is passed over): a directory that is one of them, or
-    holds one, is refused even with `flag`, since replacing it would delete what the command reads."""
+    holds one, is refused even with `flag`, since replacing it would delete what the command reads. `key`: the flag or
+    setting that chose `path` (``check_writable``)."""
     for given in reads:
         source = Path(given).resolve() if given and os.path.exists(given) else None
         if source is not None and (source == Path(path).resolve() or Path(path).resolve() in source.parents):
             raise OutputPathError(f"{path} is, or holds, {given}, which this command reads: choose another output "
                                   "path (replacing it would delete the input, overwrite or not).")
-    check_writable(path)
+    check_writable(path, key=key)
     what = None if overwrite else output_dir_occupant(path, record)
     if what:
         raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
-                       flag: str = "--overwrite") -> None:
-    """The output rule for files about to be written by `record`'s command into their folders."""
+                       flag: str = "--overwrite", key: str | None = None) -> None:
+    """The output rule for files about to be written by `record`'s command into their folders (`key`: the flag or
+    setting that chose them, ``check_writable``)."""
     for path in map(Path, paths):
-        check_writable(path)  # a file on the way (the folder itself, or one above it) included
+        check_writable(path, key=key)  # a file on the way (the folder itself, or one above it) included
         if path.is_dir():  # a file never replaces a directory, overwrite or not
             raise OutputPathError(f"{path} is a directory: choose another output path.")
         what = None if overwrite else output_file_occupant(path, record)
@@ -510,7 +513,7 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any], repl
 
 @contextlib.contextmanager
 def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
-                 flag: str = "--overwrite", replaces_earlier: bool = False) -> Iterator[None]:
+                 flag: str = "--overwrite", replaces_earlier: bool = False, key: str | None = None) -> Iterator[None]:
     """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after.
     ``replaces_earlier``: the files are the whole output of their command in their folders (a comparison's table and
     plots), so any other file an earlier run of the command wrote there is removed, not left beside them as if it
@@ -523,7 +526,7 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     table beside an earlier report's plots. With ``replaces_earlier`` an earlier file the block did not write again
     is removed too. The kept files go once it is done; ones a killed process (SIGKILL) left are removed by the next
     write of those paths."""
-    check_output_files(paths, record, overwrite, flag)
+    check_output_files(paths, record, overwrite, flag, key)
     aside = _set_aside([written_at(p) for p in paths])
     try:
         yield

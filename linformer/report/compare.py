@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import plots
-from ..cli import import_needed
-from ..data.metrics import METRICS, improves
+from ..cli import import_needed, run_from_a_script
+from ..data.metrics import improves, METRICS
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
@@ -677,7 +677,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     # no settings: a comparison's folder takes the next comparison, of any runs; the command line is its record
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
     with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
-                       *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True):
+                       *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True,
+                      key="--out" if run_from_a_script() else "out_dir="):
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,

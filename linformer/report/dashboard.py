@@ -48,7 +48,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..cli import import_needed
+from ..cli import import_needed, run_from_a_script
 from ..errors import ConfigError, DataError
 from ..files import (
     CONFIG,
@@ -358,7 +358,8 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     if read_json(logdir / MANIFEST) == record:  # already ours: the live dashboard re-mirrors every few seconds
         return logdir
     if not _only_mirrors(logdir):
-        check_output_dir(logdir, record, overwrite, flag="--overwrite", reads=[outputs])
+        check_output_dir(logdir, record, overwrite, flag="--overwrite", reads=[outputs],
+                         key="--logdir" if run_from_a_script() else "logdir=")
     logdir.mkdir(parents=True, exist_ok=True)
     write_json(logdir / MANIFEST, record)
     return logdir

@@ -74,7 +74,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
     flag = _asked("--overwrite", "overwrite=True")
-    check_output_dir(out, record, overwrite, flag, reads=[run_dir, getattr(spec, "model_path", None)])
+    check_output_dir(out, record, overwrite, flag, reads=[run_dir, getattr(spec, "model_path", None)],
+                     key=_asked("--out", "out="))
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)

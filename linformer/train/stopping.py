@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-from ..cli import process_count
+from ..cli import process_count, run_from_a_script
 from ..rundir import numeric_env
 from ..shell import shell_command
 from ..signals import handling, signal_words
@@ -55,14 +55,6 @@ class StopSignal:
         flags = torch.tensor([self.signum or 0, int(save_due)], device=accelerator.device)
         got, due = (int(x) for x in accelerator.reduce(flags, "max").tolist())
         return got or None, bool(due)
-
-
-def run_from_a_script() -> bool:
-    """Whether this process is one of the commands (``scripts/<name>.py``, torchrun's worker of one included), so
-    that running its command line again resumes the run; not Python code calling the stage's function itself: a
-    notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] '')."""
-    script = Path(sys.argv[0])
-    return script.suffix == ".py" and script.parent.name == "scripts"
 
 
 def command_line() -> str | None:

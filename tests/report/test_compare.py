@@ -705,3 +705,16 @@ def test_a_relative_out_dir_is_taken_from_the_repository_as_the_runs_are(tmp_pat
     monkeypatch.chdir(tmp_path / "notebook")
     assert compare_runs([path], "cmp")["markdown"] == tmp_path / "repo" / "cmp" / "runs.md"
     assert (tmp_path / "repo" / "cmp" / "runs.md").is_file() and not list((tmp_path / "notebook").iterdir())
+
+
+def test_an_output_folder_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, make_run, monkeypatch):
+    from linformer import files
+    from linformer.errors import OutputPathError
+
+    make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
+    monkeypatch.setattr(files.os, "access", lambda *a: False)  # a read-only clone (root may write anywhere)
+    with pytest.raises(OutputPathError, match="so neither can .*cmp/runs.md: choose another out_dir=, one you can write"):
+        compare_runs([tmp_path / "out"], tmp_path / "cmp")
+    monkeypatch.setattr(sys, "argv", ["scripts/compare_runs.py"])  # the script's words
+    with pytest.raises(OutputPathError, match="choose another --out, one you can write"):
+        compare_runs([tmp_path / "out"], tmp_path / "cmp")

@@ -593,3 +593,17 @@ def test_hparams_name_what_two_sweeps_varied_and_the_value_that_chose_each_model
     shutil.rmtree(third)
     assert mirror_all(outputs) == {"finetune/multirun/a": 5, "finetune/multirun2/a": 5}
     assert "validation_fraction" not in _text_and_hparams(tb / "multirun" / "a")[1]
+
+
+def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, monkeypatch):
+    import sys
+
+    from linformer import files
+    from linformer.errors import OutputPathError
+    from linformer.report.dashboard import claim_logdir
+
+    (tmp_path / "outputs").mkdir()
+    monkeypatch.setattr(files.os, "access", lambda *a: False)  # a read-only outputs folder (root may write anywhere)
+    monkeypatch.setattr(sys, "argv", ["scripts/dashboard.py"])
+    with pytest.raises(OutputPathError, match=r"neither can .*\.dashboard: choose another --logdir, one you can write"):
+        claim_logdir(tmp_path / "outputs")
