@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import plots
 from ..cli import import_needed, run_from_a_script
-from ..data.metrics import improves, METRICS
+from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
