@@ -76,6 +76,8 @@ def plant(target: Path, kind: str) -> None:
 def run_script(script: str, argv: list[str], monkeypatch) -> int:
     """scripts/<script>.py run in this process as `python scripts/<script>.py argv...`: its exit status."""
     monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py"), *argv])
+    # as `python scripts/<script>.py` has it: scripts/ first on the path (gpu.py imports its sibling wheelhouse)
+    monkeypatch.syspath_prepend(str(SCRIPTS))
     try:
         runpy.run_path(str(SCRIPTS / f"{script}.py"), run_name="__main__")
     except SystemExit as stop:
