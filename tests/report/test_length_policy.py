@@ -346,3 +346,23 @@ def test_a_record_without_per_example_errors_renders_its_verdict_saying_it_has_n
                          "recorded); a new measurement has them).")
     again = json.loads((tmp_path / "r.json").read_text())
     assert again["results"] == measured["results"] and "lo" not in again["best_margin"]
+
+
+def test_the_report_gives_the_median_embedding_error_where_the_rows_keep_per_example_errors(tmp_path):
+    """An error target stated as a median was checked by hand from the JSON: the table gives each row's median over
+    the examples beside its mean, and a record without per-example errors renders as before, means only."""
+    rows = _rows(a=[0.1, 0.2, 0.9], b=[0.3, 0.31, 0.32])
+    for r, h in zip(rows["toy"]["k=8"].values(), (0.5, 0.4)):
+        r.update(embedding={"1-16": {"examples": 3, "mean": r["mean_embedding"]}}, mean_hidden=h,
+                 hidden={"1-16": {"examples": 3, "mean": h}})
+    assert lp.median_embedding(rows["toy"]["k=8"]["a"]) == pytest.approx(0.2)
+    text = lp.to_markdown(rows, [], "p.png")
+    assert ("## toy, k=8: relative error of the mean-pooled embedding, mean (hidden states in brackets) and median "
+            "over the examples") in text
+    assert "| policy | all: mean | all: median | 1-16 tokens (3) |" in text
+    assert "| a | 0.400 (0.500) | 0.200 | 0.400 (0.500) |" in text
+    assert "| b | 0.310 (0.400) | 0.310 | 0.310 (0.400) |" in text
+    for r in rows["toy"]["k=8"].values():
+        del r[lp.PER_EXAMPLE]
+    text = lp.to_markdown(rows, [], "p.png")
+    assert "median" not in text and "| policy | all | 1-16 tokens (3) |" in text
