@@ -287,8 +287,12 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
         full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
                                               dropout_p=dropout_p)  # (B, H, G, d)
         # each global token's row taken from its slot's (selected, not written by index: no host sync, and the
-        # TorchScript ONNX exporter takes it)
-        from_slot = full.gather(2, layout.slot[:, None, :, None].expand(B, H, T, d))  # (B, H, T, d)
+        # TorchScript ONNX exporter takes it), copied a row of d at a time: a gather by a (B, H, T, d) index would
+        # read and follow an index per element where this moves whole rows
+        G = full.shape[2]
+        rows = once(layout.memo, ("slot_rows", H, G), lambda: (
+            torch.arange(B * H, device=q.device).view(B, H, 1) * G + layout.slot[:, None, :]).flatten())
+        from_slot = full.reshape(B * H * G, d).index_select(0, rows).view(B, H, T, d)
         out = torch.where(layout.is_global[:, None, :, None], from_slot, out)
     return out
 

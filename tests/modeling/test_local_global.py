@@ -555,3 +555,42 @@ def test_the_masks_are_built_once_per_forward_and_shared_by_every_layer(monkeypa
     with torch.no_grad():
         model(ids, attention_mask=mask)  # a new forward builds its own: another batch has other lengths
     assert (len(built), len(overlaps)) == (2, 2)
+
+
+def test_the_global_queries_rows_are_copied_a_row_at_a_time_not_gathered_by_element():
+    """The global tokens' G rows of exact attention reach the output through a (B, H, T) row index: a gather by a
+    (B, H, T, d) index follows an index per element where a copy moves whole rows (the longer the input, the more
+    it costs: all T rows pass to change G of them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    T, H, d = 256, 2, 8
+    q, k, v, lengths, projected = _local_global_inputs(T, H=H, d=d, c=16)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        local_global_attention(q, k, v, lengths, 8, [0, -1], projected)
+    gathers = [e.input_shapes for e in prof.events() if e.name == "aten::gather"]
+    assert gathers and all(shapes[2][2] <= 2 for shapes in gathers), gathers  # only the G global keys and queries
+
+
+@pytest.mark.parametrize("lengths", [[23, 17, 1, 2], [12]])
+def test_the_global_queries_gradients_equal_the_dense_reference(lengths):
+    """Backward through the rows the global queries write (a 1-token row names its only token twice: the repeat
+    writes nothing, nor takes a gradient) equals the dense masked attention's, for q, k, v and the projected keys."""
+    torch.manual_seed(0)
+    B, H, T, d, c, radius, positions = len(lengths), 2, max(lengths), 8, 5, 3, [0, -1]
+    lengths = torch.tensor(lengths)
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    inputs = [torch.randn(B, H, T, d, dtype=torch.float64) * (real[:, None, :, None] if i else 1) for i in range(3)]
+    inputs += [torch.randn(B, H, c, d, dtype=torch.float64) for _ in range(2)]
+    log_count = torch.rand(B, H, c, dtype=torch.float64)
+    weight = torch.randn(B, H, T, d, dtype=torch.float64) * real[:, None, :, None]  # real rows only
+
+    def grads(attend):
+        leaves = [x.clone().requires_grad_() for x in inputs]
+        (attend(*leaves) * weight).sum().backward()
+        return [x.grad for x in leaves]
+
+    blocked = grads(lambda q, k, v, pk, pv: local_global_attention(q, k, v, lengths, radius, positions,
+                                                                   (pk, pv, None, log_count)))
+    dense = grads(lambda q, k, v, pk, pv: _dense(q, k, v, lengths, radius, positions, pk, pv, log_count)[0])
+    for a, b in zip(blocked, dense):
+        torch.testing.assert_close(a, b)
