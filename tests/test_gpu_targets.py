@@ -511,3 +511,25 @@ def test_the_source_hash_names_the_code_without_git_and_follows_every_source_fil
         shutil.copy(tmp_path / "one" / rel, tmp_path / "two" / rel)
     (tmp_path / "two" / "linformer" / "sub" / "b.py").rename(tmp_path / "two" / "linformer" / "c.py")
     assert targets.source_sha256(tmp_path / "two") != first  # the same bytes under another name
+
+
+def test_a_stop_after_whose_stop_wait_passes_the_command_limit_is_refused_before_anything_runs(tmp_path, capsys,
+                                                                                              monkeypatch):
+    """--stop-after plus the stop's wait (jobs.STOP_WAIT_S) must end within --limit, or the machine kills the command
+    mid-job: one error line, nothing written, no GPU asked for."""
+    from linformer.jobs import STOP_WAIT_S
+
+    gpu = _load(monkeypatch, gpu=None)  # refused before the device is looked for: no "no CUDA device" line
+    latest = gpu.COMMAND_LIMIT_MIN - STOP_WAIT_S / 60
+    for argv in (["--stop-after", f"{latest + 0.5:g}"], ["--stop-after", "4", "--limit", "5"]):
+        with pytest.raises(SystemExit) as stop:
+            gpu.main(["scratch", *_dirs(tmp_path / "out"), *argv])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.startswith("error: --stop-after ") and "past --limit" in err
+    assert f"give --stop-after at most {5 - STOP_WAIT_S / 60:g}" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out-back").exists()
+    fake = {"scratch": [[sys.executable, "-c", "pass"]]}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    monkeypatch.setattr(gpu, "cuda_device_name", lambda: "a CUDA device (stand-in)")
+    monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
+    assert gpu.main(["scratch", *_dirs(tmp_path / "out"), "--stop-after", f"{latest:g}"]) == 0  # just fits

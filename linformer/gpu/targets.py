@@ -49,7 +49,11 @@ folders down (the device tool: 8), returns it whole, whatever the targets wrote;
 
 --stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
 running command gets SIGTERM (a resumable target keeps what it finished and exits within its own stop time; one
-still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further command starts, and the target is recorded as stopped, not failed. A target's files under the repository
+still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further command starts, and the target is
+recorded as stopped, not failed. So the batch may last MIN minutes plus that wait: a --stop-after whose sum passes
+--limit (the machine's limit on one command, default COMMAND_LIMIT_MIN = 10) is refused before anything runs, as the
+machine would kill the command mid-job; what the command runs before gpu.py (the wheels' install, the carry's unpack)
+comes on top. A target's files under the repository
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 
@@ -89,7 +93,7 @@ from ..files import (
     sha256_file,
     write_json,
 )
-from ..jobs import Job, JobFailed, JobsStopped, run_jobs
+from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs
 from ..rundir import code_revision
 from ..signals import interrupt_status
 from . import carry
@@ -99,6 +103,7 @@ WORK = "outputs/gpu_work"  # --work's default, in the checkout (git-ignored; a w
 ARCHIVE = "gpu.tgz"  # the one file gpu.py writes under --out
 # What the device tool returns of --out: 8 files of at most 16 MiB each, two folders down at most
 RETURNED_FILE_MIB = 16
+COMMAND_LIMIT_MIN = 10.0  # --limit's default: the device tool's limit on one command, 600 s
 
 
 FIGURE3_KS = (64, 128, 256)
@@ -117,7 +122,7 @@ FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fracti
 RUN_RECORDS = (SUMMARY, METRICS, RUN, CONFIG)
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
 # finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 9 minutes by
-# the profile's estimates: a lending's time, in two commands on the warm machine
+# the profile's estimates: a 15-minute lending's most, in two commands on the warm machine (docs/gpu/README.md)
 SCRATCH_ROWS = 1
 # The MFU runs: full attention as before (a host read every step), with host reads every 10 steps, and the
 # Linformer; then, after a first report (a failing command ends its target), the levers that can fail at their start
@@ -379,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=folder_path, default=REPO / WORK, metavar="DIR",
                         help=f"the targets' files: logs, record, results (default {WORK} in the checkout)")
     parser.add_argument("--stop-after", type=positive_minutes, metavar="MIN",
-                        help="stop the batch this many minutes after it started (SIGTERM to the running command)")
+                        help="stop the batch this many minutes after it started (SIGTERM to the running command); "
+                             f"with the stop's wait of {STOP_WAIT_S} s it must end within --limit")
+    parser.add_argument("--limit", type=positive_minutes, default=COMMAND_LIMIT_MIN, metavar="MIN",
+                        help=f"the machine's limit on one command, in minutes (default {COMMAND_LIMIT_MIN:g}): a "
+                             "--stop-after that with the stop's wait passes it is refused")
     parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or the archive that "
                                                                   "scripts/gpu.py did not write")
     parser.add_argument("--jobs", type=at_least(1), metavar="N",
@@ -411,6 +420,12 @@ def _check_arguments(parser, args) -> None:
             parser.error(f"--{option} is {target}'s option, and {target} is not among the targets")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
+    wait = STOP_WAIT_S / 60  # minutes a stopped job may take to save its checkpoint and exit
+    if args.stop_after is not None and args.stop_after + wait > args.limit:
+        parser.error(f"--stop-after {args.stop_after:g} plus the stop's wait of {wait:g} min (linformer.jobs."
+                     f"STOP_WAIT_S) is {args.stop_after + wait:g} min, past --limit {args.limit:g} (one command's "
+                     f"time on the machine, which would kill it mid-job): give --stop-after at most "
+                     f"{max(args.limit - wait, 0):g}, less what the command runs before gpu.py (install, unpack)")
 
 
 def _run(args, deadline: float | None, argv: list[str]) -> int:
