@@ -391,6 +391,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
 # them (omegaconf: the package reads configs through it; hydra: linformer.configs.compose's). Each is looked
 # for before the package is imported, which spends seconds in torch and transformers first; one left out is still
 # reported, by the import.
+NODE_SITE = "/tmp/site"  # where a node that has the rest takes the wheels (--no-deps --target; docs/gpu/README.md)
 NEEDED_MODULES = ("torch", "numpy", "yaml", "transformers", "safetensors", "accelerate", "scipy", "tokenizers",
                   "omegaconf", "hydra")
 
@@ -445,8 +446,13 @@ def main(argv=None):
     except WheelhouseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    project = f"{PROJECT}[{','.join(extras)}]" if extras else PROJECT
-    install = shlex.join(["pip", "install", "--no-index", "--find-links", s["dest"], project])  # pasted as printed
+    if args.node_packages:  # the wheels only: pip's resolution there would want what the list left out (wandb)
+        install = (shlex.join(["python3", "-m", "pip", "install", "--no-index", "--no-deps", "--target", NODE_SITE])
+                   + f" {shlex.quote(s['dest'])}/*.whl, then PYTHONPATH=<the checkout>:{NODE_SITE} "
+                     "(docs/gpu/README.md, step 3)")
+    else:
+        project = f"{PROJECT}[{','.join(extras)}]" if extras else PROJECT
+        install = shlex.join(["pip", "install", "--no-index", "--find-links", s["dest"], project])  # pasted as printed
     print(f"wheelhouse: {s['wheels']} wheels, {s['megabytes']:.1f} MB in {s['dest']} for {s['target']} "
           f"({'with torch ' if s['with_torch'] else 'torch excluded, resolved against torch '}{s['torch']}; "
           f"{s['seconds']:.0f} s"

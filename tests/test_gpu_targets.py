@@ -233,7 +233,9 @@ def test_out_gets_one_archive_of_every_target_whatever_they_wrote(tmp_path, monk
     with tarfile.open(out / "gpu.tgz") as tar:
         names = set(tar.getnames())
         records = json.load(tar.extractfile("./gpu_targets.json"))
+        packages = tar.extractfile(f"./{gpu.PACKAGES}").read().decode().splitlines()  # the versions that ran
     assert {"./gpu_tests.log", "./table2.log", "./repo/docs/results/runs/tp-a/results.json"} <= names
+    assert f"pytest=={pytest.__version__}" in packages
     assert [(r["target"], r["rc"]) for r in records] == [("tests", 0), ("table2", 2)]
     assert {"device", "commit", "dirty", "linformer", "source_sha256", "torch", "cuda", "driver", "argv",
             "started"} <= set(records[0])

@@ -238,3 +238,20 @@ def test_offline_install_from_the_wheelhouse(tmp_path):
     mb = sum(p.stat().st_size for p in house.glob("*.whl")) / 1e6
     print(f"\n{summary}\nwheelhouse check: {len(wheels)} wheels, {mb:.1f} MB; network cut: {bool(offline)}; "
           + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()))
+
+
+def test_with_node_packages_the_install_line_is_the_wheels_alone_into_a_target(tmp_path, monkeypatch, capsys):
+    """A wheelhouse cut to what a node lacks is installed without pip's resolution: that would want every package the
+    node list named but the node has not (wandb, listed so that it is left out). The printed line is the one that
+    works there, docs/gpu/README.md's step 3."""
+    dest = tmp_path / "my wheels"
+    summary = {"wheels": 8, "megabytes": 1.9, "target": "cp312 manylinux_2_28_x86_64", "dest": str(dest),
+               "built_from_sdist": [], "seconds": 1.0, "torch": "2.13.0", "with_torch": False, "left_out": 88}
+    monkeypatch.setattr(wh, "make_wheelhouse", lambda *args, **kwargs: summary)
+    (tmp_path / "node.txt").write_text("torch==2.13.0\nwandb\n")
+    assert wh.main(["--dest", str(dest), "--node-packages", str(tmp_path / "node.txt")]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1].split("on the node: ", 1)[1]
+    assert line.startswith(f"python3 -m pip install --no-index --no-deps --target {wh.NODE_SITE} '{dest}'/*.whl, ")
+    assert "--find-links" not in line and f"PYTHONPATH=<the checkout>:{wh.NODE_SITE}" in line
+    readme = (Path(__file__).resolve().parents[1] / "docs/gpu/README.md").read_text()
+    assert f"pip install -q --no-index --no-deps --target {wh.NODE_SITE} .whl/*.whl" in readme

@@ -41,7 +41,8 @@ Targets (see README, "On a GPU"):
 The targets write their files under --work (default outputs/gpu_work in the checkout). Every target's command line,
 exit code, wall time, start, device, commit, torch/CUDA/driver versions and gpu.py's arguments go into
 <work>/gpu_targets.json (one record per target run, newest last), so a batch of targets returns what each did even
-when one of them fails.
+when one of them fails; <work>/pip_packages.txt has the versions of every package the batch's Python sees (pip list
+--format=freeze), the node's and the wheels'.
 
 --out gets one file, gpu.tgz: the whole of --work as one .tar.gz, rewritten after every target (atomically: a command
 killed mid-target leaves the archive of the targets before it). A machine that returns only a few files, at most two
@@ -101,6 +102,10 @@ from . import carry
 REPO = repo_root()
 WORK = "outputs/gpu_work"  # --work's default, in the checkout (git-ignored; a warm machine's next batch adds to it)
 ARCHIVE = "gpu.tgz"  # the one file gpu.py writes under --out
+# beside gpu_targets.json: `pip list --format=freeze` of the batch's Python, the node's own packages and the wheels
+# installed for it, so that a lending says which versions ran (the node list, docs/gpu/node_packages.txt, names some
+# without one)
+PACKAGES = "pip_packages.txt"
 # What the device tool returns of --out: 8 files of at most 16 MiB each, two folders down at most
 RETURNED_FILE_MIB = 16
 COMMAND_LIMIT_MIN = 10.0  # --limit's default: the device tool's limit on one command, 600 s
@@ -359,19 +364,18 @@ def provenance(argv: list[str], gpu: str) -> dict:
     source's sha256 (which names the code either way), torch, its CUDA, the driver, and gpu.py's arguments."""
     import torch
 
+    driver = (_command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or "").split()
     return {"device": gpu, **code_revision(), "source_sha256": source_sha256(), "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "driver": _command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-            "argv": argv}
+            "cuda": torch.version.cuda, "driver": driver[0] if driver else None, "argv": argv}
 
 
 def _command_output(command: list[str]) -> str | None:
-    """A command's first line of output, or None where it fails or is missing."""
+    """A command's output, or None where it fails or is missing."""
     try:
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return (done.stdout.splitlines() or [None])[0]
+    return done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -446,7 +450,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     # the output rule: the logs, the record and the archive are this script's to replace, never a file of someone
     # else's (refused, naming it, before anything else); claimed before they are written, so a run stopped half-way
     # leaves files the next run may replace
-    written = [work / log_name(name) for name in args.targets] + [record_path, out / ARCHIVE]
+    written = [work / log_name(name) for name in args.targets] + [record_path, work / PACKAGES, out / ARCHIVE]
     owner = made_by("gpu", {})
     check_output_files(written, owner, args.overwrite)
     gpu = cuda_device_name()
@@ -459,6 +463,8 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     record_output_files(written, owner)
     commands = target_commands(work, args.jobs, args.rows or SCRATCH_ROWS, args.only)
     made = provenance(argv, gpu)
+    packages = _command_output([sys.executable, "-m", "pip", "list", "--format=freeze"])
+    atomic_write(work / PACKAGES, packages or f"# {sys.executable} -m pip list --format=freeze failed here\n")
     for name in args.targets:
         print(f"== target {name} on {gpu}", flush=True)
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
