@@ -535,3 +535,16 @@ def test_a_stop_after_whose_stop_wait_passes_the_command_limit_is_refused_before
     monkeypatch.setattr(gpu, "cuda_device_name", lambda: "a CUDA device (stand-in)")
     monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
     assert gpu.main(["scratch", *_dirs(tmp_path / "out"), "--stop-after", f"{latest:g}"]) == 0  # just fits
+
+
+def test_the_gpu_readmes_stop_afters_leave_room_for_the_install_the_unpack_and_the_stop_wait():
+    """docs/gpu/README.md's gpu.py commands end within the prepared command's 8 minutes: about a minute of install and
+    unpack before gpu.py, then --stop-after, then the stop's wait; and gpu.py's own check accepts them."""
+    import re
+
+    from linformer.jobs import STOP_WAIT_S
+
+    readme = (REPO / "docs" / "gpu" / "README.md").read_text()
+    given = [float(m) for m in re.findall(r"gpu\.py [^`\n]*--stop-after ([\d.]+)", readme)]
+    assert given and all(1 + minutes + STOP_WAIT_S / 60 <= 8 for minutes in given), given
+    assert "/tmp/node.txt" not in readme  # a per-user temporary file: helpers on one machine share /tmp
