@@ -458,11 +458,17 @@ def test_scratch_rows_and_table2_rows_pass_through_and_are_refused_without_their
     gpu = _load(monkeypatch)
     commands = gpu.target_commands(Path("/out"), 3, 1, "full,k128-layerwise")
     (scratch,), (table2,) = commands["scratch"], commands["table2"]
-    assert scratch[scratch.index("--rows") + 1] == "1" and scratch[-2:] == ["--jobs", "3"]
+    assert scratch[scratch.index("--rows") + 1] == "1" and scratch[-4:] == ["--jobs", "3", "--only",
+                                                                             "full,k128-layerwise"]
     assert table2[-2:] == ["--only", "full,k128-layerwise"]
     assert gpu.main(["scratch", "--rows", "1", "--dry-run"]) == 0
     assert "--rows 1" in capsys.readouterr().out
-    for argv in (["tests", "--rows", "1"], ["scratch", "--only", "full"], ["scratch", "--rows", "0"]):
+    # the no-pretraining row with full attention's, sharing its pretraining: every row --only names, not --rows 1
+    assert gpu.main(["scratch", "--only", "full,full-scratch", "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "--only full,full-scratch" in shown and "--rows" not in shown
+    for argv in (["tests", "--rows", "1"], ["tests", "--only", "full"], ["table2", "scratch", "--only", "full"],
+                 ["scratch", "--rows", "0"]):
         with pytest.raises(SystemExit) as stop:
             gpu.main([*argv, *_dirs(tmp_path / "w")])
         assert stop.value.code == 2

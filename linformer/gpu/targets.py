@@ -22,10 +22,10 @@ Targets (see README, "On a GPU"):
               -> those records, table2_pretrained_gpu.{md,json} and the runner's job logs, copied under
               <work>/repo/ at their paths in the repository
   scratch     Table 2 from the framework's own pretraining (scripts/reproduce_scratch.py --profile gpu --rows N,
-              default 1: the next N rows not complete, each pretrained on the carried Wikipedia head and finetuned on
-              SST-2 and IMDB with 3 seeds) -> the records under docs/results/table2_scratch_gpu_runs,
-              table2_scratch_gpu.* and the runner's job logs, copied under <work>/repo/ at their paths in the
-              repository (carry: gpu_carry.py pack scratch)
+              default 1: the next N rows not complete; --only ROW,ROW: those rows), each pretrained on the carried
+              Wikipedia head and finetuned on SST-2 and IMDB with 3 seeds) -> the records under
+              docs/results/table2_scratch_gpu_runs, table2_scratch_gpu.* and the runner's job logs, copied under
+              <work>/repo/ at their paths in the repository (carry: gpu_carry.py pack scratch)
   figure3     the paper's Figure 3a: a tokenizer and n = 512 corpus of the Wikipedia slice (data=wiki, read from
               paths.data_mirror: configs/paths/default.yaml says where, and which variable moves it), then
               full attention and Linformer k = 64, 128, 256 pretrained on the same tokens
@@ -220,10 +220,11 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     return [*runs[:first], report(list(MFU_RUNS)[:first]), *runs[first:], report(MFU_RUNS)]
 
 
-def target_commands(out: Path, jobs: int | None = None, rows: int = SCRATCH_ROWS,
+def target_commands(out: Path, jobs: int | None = None, rows: int | None = SCRATCH_ROWS,
                     only: str | None = None) -> dict[str, list[list[str]]]:
     """Each target's commands, run in order; a target stops at its first failing command. jobs: the table2 and
-    scratch jobs at once (None: the gpu profile's); rows: scratch's rows; only: table2's rows (None: all)."""
+    scratch jobs at once (None: the gpu profile's); rows: scratch's rows (None: every one `only` names); only: the
+    rows of table2 or scratch to run (None: all)."""
     py = sys.executable
     at_once = ["--jobs", str(jobs)] if jobs is not None else []
     targets = {
@@ -240,7 +241,9 @@ def target_commands(out: Path, jobs: int | None = None, rows: int = SCRATCH_ROWS
                         "progress=false"]],
         "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu", *at_once,
                     *(["--only", only] if only is not None else [])]],
-        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu", "--rows", str(rows), *at_once]],
+        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu",
+                     *(["--rows", str(rows)] if rows is not None else []), *at_once,
+                     *(["--only", only] if only is not None else [])]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
         "figure3d": figure3d_commands(py, out),
@@ -400,14 +403,14 @@ def main(argv: list[str] | None = None) -> int:
                              "sooner")
     parser.add_argument("--rows", type=at_least(1), metavar="N", help=f"scratch: the next N rows not complete (default "
                                                               f"{SCRATCH_ROWS})")
-    parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2: only these rows (reproduce_pretrained.py "
-                                                               "--only)")
+    parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2 or scratch: only these rows "
+                                                               "(reproduce_pretrained.py, reproduce_scratch.py --only)")
     parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     _check_arguments(parser, args)
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
     if args.dry_run:  # in the order they would run, which decides what a --stop-after cuts
-        planned = target_commands(args.work, args.jobs, args.rows or SCRATCH_ROWS, args.only)
+        planned = target_commands(args.work, args.jobs, scratch_rows(args), args.only)
         for name in args.targets:
             print(f"[{name}] -> {args.work / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
         print(f"archive: {args.out or Path('<out>')}/{ARCHIVE}")
@@ -419,9 +422,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_arguments(parser, args) -> None:
     """The command line's own errors (usage and exit 2): an option for a target not run is refused, not ignored."""
-    for option, target in (("rows", "scratch"), ("only", "table2")):
-        if getattr(args, option) is not None and target not in args.targets:
-            parser.error(f"--{option} is {target}'s option, and {target} is not among the targets")
+    if args.rows is not None and "scratch" not in args.targets:
+        parser.error("--rows is scratch's option, and scratch is not among the targets")
+    if args.only is not None and len({"table2", "scratch"} & set(args.targets)) != 1:
+        parser.error("--only names the rows of table2 or of scratch: give exactly one of them among the targets "
+                     "(the other in a command of its own)")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
     wait = STOP_WAIT_S / 60  # minutes a stopped job may take to save its checkpoint and exit
@@ -430,6 +435,11 @@ def _check_arguments(parser, args) -> None:
                      f"STOP_WAIT_S) is {args.stop_after + wait:g} min, past --limit {args.limit:g} (one command's "
                      f"time on the machine, which would kill it mid-job): give --stop-after at most "
                      f"{max(args.limit - wait, 0):g}, less what the command runs before gpu.py (install, unpack)")
+
+
+def scratch_rows(args) -> int | None:
+    """scratch's --rows: as given, else every row --only names, else SCRATCH_ROWS."""
+    return args.rows if args.rows is not None else None if args.only is not None else SCRATCH_ROWS
 
 
 def _run(args, deadline: float | None, argv: list[str]) -> int:
@@ -461,7 +471,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
-    commands = target_commands(work, args.jobs, args.rows or SCRATCH_ROWS, args.only)
+    commands = target_commands(work, args.jobs, scratch_rows(args), args.only)
     made = provenance(argv, gpu)
     packages = _command_output([sys.executable, "-m", "pip", "list", "--format=freeze"])
     atomic_write(work / PACKAGES, packages or f"# {sys.executable} -m pip list --format=freeze failed here\n")
