@@ -139,3 +139,14 @@ def fits(fig) -> list[str]:
 def count_ticks(names: list[str], counts: list[int]) -> list[str]:
     """Tick labels "name\\n(n=count)", a bucket's examples under its name."""
     return [f"{name}\n(n={count:,})" for name, count in zip(names, counts)]
+
+
+def machine(lines: list[str] | str | None) -> str:
+    """"machine: NAME" from a record's "Machine: NAME, ..." line (a report header's lines, or one line), its name up
+    to the first comma; "machine not recorded" where there is none, so that a title never leaves it unsaid."""
+    for line in [lines] if isinstance(lines, str) else lines or []:
+        if "Machine:" in line:
+            name = line.split("Machine:", 1)[1].split(",")[0].strip().rstrip(".")
+            if name and name != "not recorded":
+                return f"machine: {name}"
+    return "machine not recorded"

@@ -371,20 +371,38 @@ def plot(result: dict, path: str) -> None:
     names = list(dict.fromkeys(r["model"] for r in rows))
     for name, colour in zip(names, plots.colours(len(names))):
         mine = [r for r in rows if r["model"] == name]
-        ns = [r["n"] for r in mine]
         style = dict(marker="o", color=colour, label=name, linestyle=plots.FULL_STYLE if name == "full" else "-")
-        axes[0].plot(ns, [100 * r["accuracy"] for r in mine], **style)
-        axes[1].plot(ns, [r["ms"] for r in mine], **style)
-        axes[2].plot(ns, [r.get("mib") or 0 for r in mine], **style)
+        acc = np.array([100 * r["accuracy"] for r in mine])
+        lo, hi = (np.array([100 * (r.get("interval") or [r["accuracy"]] * 2)[i] for r in mine]) for i in (0, 1))
+        axes[0].errorbar([r["n"] for r in mine], acc, yerr=[acc - lo, hi - acc], capsize=3, **style)
+        for ax, key in ((axes[1], "ms"), (axes[2], "mib")):
+            # a value not measured is left out (no point), never drawn as 0
+            measured = [(r["n"], r[key]) for r in mine if r.get(key) is not None]
+            if measured:
+                ax.plot(*zip(*measured), **style)
     base = result["rows"][0]
     axes[0].axhline(100 * base["accuracy"], color="grey", ls="--", label=f"as finetuned (n = {base['n']})")
-    for ax, title in zip(axes, ("accuracy (%)", "forward ms per example", "peak MiB per example")):
+    ns = sorted({r["n"] for r in rows})
+    for ax, title, unit in zip(axes, ("accuracy (95% interval)", "forward time per example",
+                                      "peak memory per example"), ("accuracy (%)", "ms", "MiB")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [f"{n:,}" for n in ns])  # a tick at every measured n, written out
+        ax.minorticks_off()
         ax.set_xlabel("n (tokens)")
+        ax.set_ylabel(unit)
         ax.set_title(title)
+    plots.title(fig, "Long inputs: " + _figure_subject(result))
     # one legend under the panels: the rows' names are long (a student's says what it is)
     plots.legend_below(fig, *axes[0].get_legend_handles_labels())
     save_figure(fig, path)
+
+
+def _figure_subject(result: dict) -> str:
+    """What the figure shows, for its title: the reference classifier's n and examples, and the machine its header
+    records."""
+    base = result["rows"][0]
+    return (f"accuracy and cost by input length n, against the classifier finetuned at n = {base['n']:,} "
+            f"({base.get('examples', '?')} examples); {plots.machine(result.get('header') or [])}")
 
 
 def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
@@ -404,7 +422,11 @@ def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
     for ax, key, title in ((axes[1], "ms_vs_full", "time vs full attention\n(x: FLOPs vs full)"),
                            (axes[2], "tensor_mib_vs_full" if any("tensor_mib_vs_full" in r for r in rows)
                             else "mib_vs_full", "tensor memory\nvs full attention")):
-        ax.barh(y, [r.get(key) or 0 for r in rows], color="tab:blue", alpha=0.7)
+        # a row without the value gets no bar and says so, never a bar of 0
+        ax.barh(y, [r.get(key) if r.get(key) is not None else np.nan for r in rows], color="tab:blue", alpha=0.7)
+        for r, yi in zip(rows, y):
+            if r.get(key) is None:
+                ax.text(0.02, yi, "not measured", va="center", fontsize=8, transform=ax.get_yaxis_transform())
         ax.axvline(1.0, color="grey", ls="--")
         ax.set_title(title)
     flops = [(r["gflops_vs_full"], yi) for r, yi in zip(rows, y) if r.get("gflops_vs_full")]

@@ -345,7 +345,7 @@ def test_a_report_at_one_n_plots_one_row_per_model_in_the_tables_order(monkeypat
     # at several ns: accuracy and cost against n, one line per model
     result["rows"].append({**result["rows"][1], "n": 4 * N})
     long_inputs.plot(result, str(tmp_path / "q.png"))
-    assert figures[1].axes[0].get_xscale() == "log" and len(figures[1].axes[0].lines) == 4
+    assert figures[1].axes[0].get_xscale() == "log" and len(figures[1].axes[1].lines) == 3
 
 
 def test_a_report_rendered_in_place_keeps_its_measurements_record_and_needs_no_overwrite(tmp_path, capsys):
@@ -410,3 +410,38 @@ def test_overlap_adds_each_window_row_with_no_token_counted_twice(classifier, mo
                                                          "linformer k=8 + window 8, global [0, -1], covered columns masked",
                                                          "linformer k=8 + window 8, global [0, -1], reduced counts"]
     assert [f.get("overlap_columns", "keep") for f in built if f.get("local_window")] == ["keep", "mask", "reduce"]
+
+
+def test_a_cost_not_measured_is_left_out_never_drawn_as_zero(monkeypatch, tmp_path):
+    """The multi-n figure drew a row without memory at 0 MiB, and the one-n figure a bar of 0."""
+    figures = []
+    monkeypatch.setattr(long_inputs, "save_figure", lambda fig, path: figures.append(fig))
+    labels = np.array([0, 1] * 20)
+    cost = {"ms_vs_full": 1.0, "mib_vs_full": 1.0, "gflops_vs_full": 1.0, "ms": 5.0, "mib": 40.0}
+    rows = [("as finetuned", N, "full", labels, {})]
+    for n in (2 * N, 3 * N):
+        rows += [(name, n, "x", labels, dict(cost)) for name in ("full", "lin")]
+    result = _result(labels, rows)
+    del result["rows"][-1]["mib"]  # lin at 3N: memory not measured
+    result["header"] = ["Machine: AMD EPYC, torch threads: 2."]
+    long_inputs.plot(result, str(tmp_path / "p.png"))
+    accuracy, _, memory = figures[0].axes
+    drawn = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in memory.lines}
+    assert drawn["lin"] == [(2 * N, 40.0)]  # one point: none at 0
+    assert [t.get_text() for t in accuracy.get_xticklabels()] == [f"{2 * N:,}", f"{3 * N:,}"]
+    assert accuracy.containers  # the accuracy's 95% intervals, as the table gives them
+    assert memory.get_ylabel() == "MiB" and "machine: AMD EPYC" in figures[0].get_suptitle()
+    one_n = _result(labels, rows[:3])
+    del one_n["rows"][-1]["mib_vs_full"]
+    long_inputs.plot(one_n, str(tmp_path / "q.png"))
+    memory = figures[1].axes[2]
+    assert max(memory.patches, key=lambda p: p.get_y()).get_width() == 1.0  # full attention, the top row
+    assert not any(p.get_width() == 0 for p in memory.patches)
+    assert [t.get_text() for t in memory.texts] == ["not measured"]
+
+
+def test_a_title_names_the_machine_or_says_it_is_not_recorded():
+    from linformer import plots
+
+    assert plots.machine(["Examples: 9.", "Machine: AMD EPYC, torch threads: 2, 1453 s."]) == "machine: AMD EPYC"
+    assert plots.machine("Machines: not recorded") == plots.machine([]) == "machine not recorded"
