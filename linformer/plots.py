@@ -8,6 +8,11 @@ from __future__ import annotations
 LEGEND_ENTRIES = 40  # a legend's entries at most: beyond, the first ones and a last entry "and N more"
 FULL_STYLE = "--"  # full attention, the baseline of every comparison, is dashed in every figure; the rest solid
 MIN_EXAMPLES = 10  # a length bucket with fewer examples is drawn hollow: one or two inputs make its mean
+# Okabe and Ito's colour-blind-safe palette (Color Universal Design), told apart under the three common colour
+# vision deficiencies; its yellow last, since a thin yellow line fades on white
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+# a row's marker besides its colour, so that rows are told apart in greyscale and by a reader who sees no hue
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
 def pyplot():
@@ -27,15 +32,31 @@ def figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (7.0, 4.2
 
 
 def colours(n: int) -> list:
-    """n colours, none repeated: matplotlib's cycle (C0-C9) up to 10 rows; up to 20, tab20's ten hues, then their
-    light twins; beyond, a colour map's n even steps."""
+    """n colours, none repeated: the colour-blind-safe OKABE_ITO up to 8 rows; up to 20, tab20's ten hues, then
+    their light twins; beyond, a colour map's n even steps. Draw each row with its marker too (``markers``): past 8
+    rows hue alone no longer tells them apart."""
     import matplotlib
 
-    if n <= 10:
-        return [f"C{i}" for i in range(n)]
+    if n <= len(OKABE_ITO):
+        return list(OKABE_ITO[:n])
     if n <= 20:
         return [matplotlib.colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)][:n]]
     return [matplotlib.colormaps["turbo"](i / (n - 1)) for i in range(n)]
+
+
+def markers(n: int) -> list[str]:
+    """n markers, the i-th row's MARKERS[i]: with ``colours(n)``, a (colour, marker) pair no two rows share, and
+    distinct markers alone up to len(MARKERS) rows."""
+    return [MARKERS[i % len(MARKERS)] for i in range(n)]
+
+
+def layer_colours(layers: int) -> list:
+    """A colour per layer on one ramp, light (layer 1) to dark (the last), in every figure that draws layers; the
+    lightest step stays well off white."""
+    import matplotlib
+
+    ramp = matplotlib.colormaps["viridis"]
+    return [ramp(0.8 * (1 - i / max(1, layers - 1))) for i in range(layers)]
 
 
 def text_width(fig, text: str, fontsize: float) -> float:

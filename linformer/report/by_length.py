@@ -13,6 +13,7 @@ The lengths come from the finished runs themselves: ``eval_lengths`` rebuilds a 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -158,10 +159,10 @@ def to_markdown(task_name: str, result: dict) -> list[str]:
 def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:
     """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval where
     the table gives one (a bucket of fewer than MIN_INTERVAL_EXAMPLES examples: a hollow point, no bar). A row
-    keeps its colour in every figure of the same rows (colours in the rows' sorted order); words every row's name
-    shares are said once, in the legend's title."""
+    keeps its style in every figure of the same rows (row_styles: a policy's colour and marker, a line style per k);
+    words every row's name shares are said once, in the legend's title."""
     names = sorted({name for res in results.values() for name in res["rows"]})
-    colour = dict(zip(names, plots.colours(len(names))))
+    colour, marker, line = row_styles(names)
     shown, shared = short_names(names)
     fig, axes = plots.figure(len(results), size=(6.0 * len(results), 4.6))
     handles, unjudged = {}, False
@@ -176,12 +177,13 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
             shift = (i - (len(names) - 1) / 2) * 0.05
             mid = np.array([d["diff"] for d in diffs])
             err = np.array([[d["diff"] - d["lo"] for d in diffs], [d["hi"] - d["diff"] for d in diffs]])
-            handles[name], = ax.plot(x + shift, mid, color=colour[name], marker="o", ms=4, markevery=list(judged))
+            handles[name], = ax.plot(x + shift, mid, color=colour[name], marker=marker[name], ms=5,
+                                     linestyle=line[name], markevery=list(judged))
             if judged.any():
                 ax.errorbar((x + shift)[judged], mid[judged], yerr=err[:, judged], fmt="none", capsize=2,
                             color=colour[name])
             if not judged.all():
-                ax.plot((x + shift)[~judged], mid[~judged], linestyle="none", marker="o", ms=4,
+                ax.plot((x + shift)[~judged], mid[~judged], linestyle="none", marker=marker[name], ms=5,
                         color=colour[name], markerfacecolor="white")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks(x, plots.count_ticks(res["buckets"], res["examples"]))
@@ -199,6 +201,21 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
     plots.legend_below(fig, [handles[n] for n in drawn] + extra_handles, [shown[n] for n in drawn] + extra_labels,
                        title=f"every row: {shared}" if shared else None)
     save_figure(fig, path)
+
+
+def row_styles(names: list[str]) -> tuple[dict, dict, dict]:
+    """({name: colour}, {name: marker}, {name: line style}): a policy has one colour and marker at every k (its rows
+    in the names' sorted order of policies), and its rows at different k differ by line style (the largest k
+    solid), so that a reader pairs a policy's k=128 and k=64 rows and tells them apart."""
+    policy = {name: re.sub(r"\bk=\d+,? ?", "", name) for name in names}
+    ks = {name: int(m.group(1)) if (m := re.search(r"\bk=(\d+)", name)) else 0 for name in names}
+    policies = sorted(set(policy.values()))
+    colour = dict(zip(policies, plots.colours(len(policies))))
+    marker = dict(zip(policies, plots.markers(len(policies))))
+    styles = ("-", "--", ":", "-.")
+    order = sorted(set(ks.values()), reverse=True)
+    return ({n: colour[policy[n]] for n in names}, {n: marker[policy[n]] for n in names},
+            {n: styles[order.index(ks[n]) % len(styles)] for n in names})
 
 
 def short_names(names: list[str]) -> tuple[dict[str, str], str]:

@@ -507,8 +507,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
                 series_of: Callable[[Run, str], tuple[list[int], list[float]]] = series,
                 ratio_to: Run | None = None) -> Path | None:
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
-    (an MLM loss and a classification loss never share an axis); each run its own colour, the same in every plot of
-    the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
+    (an MLM loss and a classification loss never share an axis); each run its own colour and marker, the same in
+    every plot of the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
     panels. A non-finite value is a cross at the top edge of its panel (the line joins the finite ones around it);
     runs that did not log `metric` are named in the legend; a log scale that a value <= 0 rules out is said on the
     axis. `ratio_to`, a run among `runs`, adds a panel under the first: each run's values over that run's at the same
@@ -521,6 +521,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     colours, labels = run_colours(runs), labels or run_labels(runs)
     if len(set(map(str, colours))) < len(runs):  # a colour per panel: the legend names each entry's panel
         labels = [f"{r.stage}: {label}" for r, label in zip(runs, labels)]
+    marker = dict(zip(map(id, runs), plots.markers(len(runs))))  # a run's marker besides its colour
     data = [(colour, r, label, *series_of(r, metric)) for colour, r, label in zip(colours, runs, labels)]
     missing = [d[2] for d in data if not d[3]]
     data = [d for d in data if d[3]]
@@ -538,8 +539,10 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
             finite = [(s, v * factor) for s, v in zip(steps, values) if math.isfinite(v)]
             style = plots.FULL_STYLE if run.key_config["attention"] == "full" else "-"
-            ax.plot([s for s, _ in finite], [v for _, v in finite], marker="o" if len(steps) <= 20 else None,
-                    markersize=3, linewidth=1.4, label=label, color=colour, linestyle=style)
+            # a marker at every point of a sparse series, at about 8 of a dense one
+            ax.plot([s for s, _ in finite], [v for _, v in finite], marker=marker[id(run)],
+                    markevery=1 if len(steps) <= 20 else max(1, len(finite) // 8), markersize=4, linewidth=1.4,
+                    label=label, color=colour, linestyle=style)
             bad = [s for s, v in zip(steps, values) if not math.isfinite(v)]
             nonfinite += len(bad)
             if bad:  # (an empty unclipped line would still stretch the layout's bounds)

@@ -129,11 +129,9 @@ PANELS_PER_ROW = 3
 
 
 def plot(errors: dict, out_png: str | Path) -> Path:
-    """Small multiples: a panel per model, a line per layer (lighter to darker with depth, numbered from 1 as the
-    tables number them), the error against input length; one y scale for all panels, so models compare."""
+    """Small multiples: a panel per model, a line per layer (plots.layer_colours, lighter to darker with depth, and
+    a marker each; numbered from 1 as the tables number them), the error against input length; one y scale for all panels, so models compare."""
     import math
-
-    import matplotlib
 
     ncols = min(PANELS_PER_ROW, len(errors))
     nrows = math.ceil(len(errors) / ncols)
@@ -142,10 +140,9 @@ def plot(errors: dict, out_png: str | Path) -> Path:
     for i, (label, by_length) in enumerate(errors.items()):
         ax = axes[i // ncols][i % ncols]
         layers = len(next(iter(by_length.values())))
-        for layer in range(layers):
-            shade = matplotlib.colormaps["viridis"](0.85 * (1 - layer / max(1, layers - 1)))
-            ax.plot([int(L) for L in by_length], [errs[layer] for errs in by_length.values()], marker="o",
-                    markersize=3, color=shade, label=f"layer {layer + 1}")
+        for layer, (shade, marker) in enumerate(zip(plots.layer_colours(layers), plots.markers(layers))):
+            ax.plot([int(L) for L in by_length], [errs[layer] for errs in by_length.values()], marker=marker,
+                    markersize=4, color=shade, label=f"layer {layer + 1}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(L) for L in lengths])  # token counts as a reader counts them, not powers of 2
         ax.minorticks_off()

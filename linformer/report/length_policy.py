@@ -292,18 +292,18 @@ def to_markdown(results: dict, header: list[str], png: str) -> str:
 
 
 def plot(results: dict, path: str):
-    """The embedding error of each row by input length, a panel per task and k. A policy has one colour; a row in
-    another dtype than fp32 is its policy's colour with hollow diamonds on a dotted line, set a little aside so that
-    it never hides its fp32 twin. Each bucket's examples are under its tick, and a bucket of fewer than
+    """The embedding error of each row by input length, a panel per task and k. A policy has one colour and marker
+    (plots.colours, plots.markers), each a little aside from the others; a row in another dtype than fp32 is its
+    policy's look hollow on a dotted line, set a little aside so that it never hides its fp32 twin. Each bucket's examples are under its tick, and a bucket of fewer than
     plots.MIN_EXAMPLES examples is drawn hollow (one or two inputs make its mean). Where every panel has one bucket, a
     line would be one column of dots: each row is then a dot on its own line, its value written beside it."""
     panels = [(task, k) for task, by_k in results.items() for k in by_k]
     rows = {label: r for task, k in panels for label, r in results[task][k].items()}
     policy = {label: label.removesuffix(f", {r.get('dtype', 'fp32')}") for label, r in rows.items()}
     policies = list(dict.fromkeys(policy.values()))
-    colour = dict(zip(policies, plots.colours(len(policies))))
+    colour = {p: (c, m) for p, c, m in zip(policies, plots.colours(len(policies)), plots.markers(len(policies)))}
     dtypes = list(dict.fromkeys(r.get("dtype", "fp32") for r in rows.values()))
-    style = {d: ("o", "-", True) if d == "fp32" else ("D", ":", False) for d in dtypes}  # marker, line, filled
+    style = {d: ("-", True) if d == "fp32" else (":", False) for d in dtypes}  # line, filled
     if all(len(r["embedding"]) == 1 for r in rows.values()):
         fig = _dots(results, panels, rows, policy, colour, style)
     else:
@@ -311,7 +311,9 @@ def plot(results: dict, path: str):
     return save_figure(fig, path)
 
 
-def _mark(ax, x, y, colour, marker: str, filled: bool, **kw):
+def _mark(ax, x, y, look: tuple, filled: bool, **kw):
+    """Points in a policy's (colour, marker), hollow where not `filled`."""
+    colour, marker = look
     return ax.plot(x, y, marker=marker, color=colour, markersize=6, markerfacecolor=colour if filled else "white",
                    **kw)
 
@@ -322,9 +324,9 @@ def _dots(results: dict, panels: list, rows: dict, policy: dict, colour: dict, s
     for ax, (task, k) in zip(axes[0], panels):
         for label, r in results[task][k].items():
             (bucket, cell), = r["embedding"].items()
-            marker, _, filled = style[r.get("dtype", "fp32")]
+            _, filled = style[r.get("dtype", "fp32")]
             small = cell["examples"] < plots.MIN_EXAMPLES
-            _mark(ax, [cell["mean"]], [labels.index(label)], colour[policy[label]], marker, filled and not small,
+            _mark(ax, [cell["mean"]], [labels.index(label)], colour[policy[label]], filled and not small,
                   linestyle="none")
             ax.annotate(f"{cell['mean']:.3f}", (cell["mean"], labels.index(label)), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=7)
@@ -343,18 +345,22 @@ def _lines(results: dict, panels: list, policy: dict, colour: dict, style: dict,
 
     fig, axes = plots.figure(len(panels), size=(4.2 * len(panels), 3.8))
     small = False
+    policies = list(colour)
     for ax, (task, k) in zip(axes[0], panels):
         for label, r in results[task][k].items():
             dtype = r.get("dtype", "fp32")
-            marker, line, filled = style[dtype]
-            shift = 0.08 * dtypes.index(dtype)
+            line, filled = style[dtype]
+            # each policy a little aside from the others, and a dtype from its twin: rows with equal values (every
+            # policy exact at 0 below k, two policies that agree) stay visible side by side, never one under another
+            shift = 0.5 * (policies.index(policy[label]) - (len(policies) - 1) / 2) / max(len(policies), 4)
+            shift += 0.04 * dtypes.index(dtype)
             cells = list(r["embedding"].values())
             x = np.arange(len(cells)) + shift
-            ax.plot(x, [c["mean"] for c in cells], linestyle=line, color=colour[policy[label]], linewidth=1.3)
+            ax.plot(x, [c["mean"] for c in cells], linestyle=line, color=colour[policy[label]][0], linewidth=1.3)
             for xi, c in zip(x, cells):
                 few = c["examples"] < plots.MIN_EXAMPLES
                 small |= few
-                _mark(ax, [xi], [c["mean"]], colour[policy[label]], marker, filled and not few, linestyle="none")
+                _mark(ax, [xi], [c["mean"]], colour[policy[label]], filled and not few, linestyle="none")
         buckets = next(iter(results[task][k].values()))["embedding"]
         ax.set_xticks(range(len(buckets)), plots.count_ticks(list(buckets), [c["examples"] for c in buckets.values()]),
                       fontsize=7)
@@ -362,12 +368,12 @@ def _lines(results: dict, panels: list, policy: dict, colour: dict, style: dict,
         ax.set_xlabel("input tokens (examples)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("embedding relative error vs source")
-    handles = [Line2D([], [], color=colour[p], marker="o", linewidth=1.3) for p in colour]
+    handles = [Line2D([], [], color=c, marker=m, linewidth=1.3) for c, m in colour.values()]
     names = list(colour)
     if len(dtypes) > 1:
         for d in dtypes:
-            marker, line, filled = style[d]
-            handles.append(Line2D([], [], color="grey", marker=marker, linestyle=line,
+            line, filled = style[d]
+            handles.append(Line2D([], [], color="grey", marker="o", linestyle=line,
                                   markerfacecolor="grey" if filled else "white"))
             names.append(f"in {d}")
     if small:

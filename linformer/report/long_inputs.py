@@ -369,9 +369,9 @@ def plot(result: dict, path: str) -> None:
     fig, axes = plots.figure(3, size=(13, 3.8))
     axes = axes[0]
     names = list(dict.fromkeys(r["model"] for r in rows))
-    for name, colour in zip(names, plots.colours(len(names))):
+    for name, colour, marker in zip(names, plots.colours(len(names)), plots.markers(len(names))):
         mine = [r for r in rows if r["model"] == name]
-        style = dict(marker="o", color=colour, label=name, linestyle=plots.FULL_STYLE if name == "full" else "-")
+        style = dict(marker=marker, color=colour, label=name, linestyle=plots.FULL_STYLE if name == "full" else "-")
         acc = np.array([100 * r["accuracy"] for r in mine])
         lo, hi = (np.array([100 * (r.get("interval") or [r["accuracy"]] * 2)[i] for r in mine]) for i in (0, 1))
         axes[0].errorbar([r["n"] for r in mine], acc, yerr=[acc - lo, hi - acc], capsize=3, **style)

@@ -128,18 +128,17 @@ def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
 def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path:
     """Figure 1 (left): c_i vs i, one thick line per layer (mean over heads) and a thin one per head; the title
     wrapped to the figure's width."""
-    plt = plots.pyplot()
     cum = torch.as_tensor(cum)
     L, H, n = cum.shape
     x = range(1, n + 1)
-    cmap = plt.get_cmap("viridis" if L > 2 else "tab10")
     fig, axes = plots.figure(size=(6.4, 4.4))
     ax = axes[0][0]
-    for layer in range(L):
-        color = cmap(layer / max(L - 1, 1)) if L > 2 else cmap(layer)
+    # the layers' colours as every figure draws them (light to dark with depth), a marker each on the mean line
+    for layer, (color, marker) in enumerate(zip(plots.layer_colours(L), plots.markers(L))):
         for h in range(H):
             ax.plot(x, cum[layer, h], color=color, alpha=0.35, linewidth=0.7)
-        ax.plot(x, cum[layer].mean(0), color=color, linewidth=2, label=f"layer {layer + 1} (mean of {H} heads)")
+        ax.plot(x, cum[layer].mean(0), color=color, linewidth=2, marker=marker, markersize=5,
+                markevery=max(1, n // 8), label=f"layer {layer + 1} (mean of {H} heads)")
     if k is not None:
         ax.axvline(k, color="grey", linestyle="--", linewidth=1)
         ax.text(k, 0.02, f" k={k}", color="grey", fontsize=8)

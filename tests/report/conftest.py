@@ -31,11 +31,13 @@ def make_run():
 
 def line_colours(png: Path, size: tuple[int, int], n: int) -> list[int]:
     """Check `png` is a `size` (width, height) image, and return how many pixels hold each of the first `n`
-    colours of matplotlib's cycle (C0, C1, ...): a line drawn in a colour puts hundreds of pixels in it."""
+    rows' colours (plots.colours): a line drawn in a colour puts hundreds of pixels in it."""
     import matplotlib.image
     import numpy as np
     from matplotlib.colors import to_rgb
 
+    from linformer import plots
+
     img = matplotlib.image.imread(png)[..., :3]
     assert (img.shape[1], img.shape[0]) == size
-    return [int((np.abs(img - np.array(to_rgb(f"C{i}"))).max(axis=-1) < 0.02).sum()) for i in range(n)]
+    return [int((np.abs(img - np.array(to_rgb(c))).max(axis=-1) < 0.02).sum()) for c in plots.colours(n)]

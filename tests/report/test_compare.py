@@ -77,8 +77,8 @@ def test_markdown_and_pngs(tmp_path, make_run):
     ft = next(row for row in lines if row.startswith("| sst2-run "))
     assert "| 16 |" in ft and "| kv |" in ft and "| sst2 |" in ft and "0.75 (best)" in ft
     assert {p.name for p in res["plots"]} >= {"val_ppl.png", "loss.png", "eval_accuracy.png"}
-    # a run keeps its colour in every plot (finetune/sst2-run C0, pretrain/full C1, pretrain/lin-k32 C2): val_ppl,
-    # the two pretraining runs' lines; eval_accuracy, only the finetuning run's
+    # a run keeps its colour in every plot (plots.colours in order: finetune/sst2-run, pretrain/full,
+    # pretrain/lin-k32): val_ppl, the two pretraining runs' lines; eval_accuracy, only the finetuning run's
     finetune, *pretraining = line_colours(tmp_path / "cmp" / "val_ppl.png", (840, 504), 3)
     assert finetune == 0 and all(n > 100 for n in pretraining)
     one, *others = line_colours(tmp_path / "cmp" / "eval_accuracy.png", (840, 504), 3)

@@ -252,3 +252,64 @@ def test_a_fidelity_figure_draws_every_layer_of_every_model(tmp_path, monkeypatc
         assert [line.get_label() for line in ax.get_lines()] == ["layer 1", "layer 2", "layer 3"]
         assert [list(line.get_ydata()) for line in ax.get_lines()] == [list(e) for e in zip(*rows.values())]
     assert figure["legend"] == ["layer 1", "layer 2", "layer 3"] and figure["outside"] == []
+
+
+def test_every_row_has_a_colour_and_marker_pair_of_its_own_and_the_colours_are_colour_blind_safe():
+    """Rows were told apart by tab10 hues alone, several of which look alike to a deuteranope and in greyscale."""
+    assert plots.colours(8) == list(plots.OKABE_ITO)
+    for n in (3, 8, 12, 30):
+        pairs = {(str(c), m) for c, m in zip(plots.colours(n), plots.markers(n))}
+        assert len(pairs) == n
+    assert len(set(plots.markers(len(plots.MARKERS)))) == len(plots.MARKERS)
+
+
+def test_a_policy_at_two_k_shares_its_colour_and_marker_and_differs_by_line_style(tmp_path, monkeypatch):
+    names = [f"linformer k={k}, layerwise, {p} + transfer" for k in (64, 128) for p in ("resample", "window 128")]
+    colour, marker, line = by_length.row_styles(names)
+    for p in ("resample", "window 128"):
+        at64, at128 = (f"linformer k={k}, layerwise, {p} + transfer" for k in (64, 128))
+        assert (colour[at64], marker[at64]) == (colour[at128], marker[at128])
+        assert line[at64] != line[at128] and line[at128] == "-"  # the larger k solid
+    assert len({(str(colour[n]), marker[n], line[n]) for n in names}) == len(names)
+    seen = _captured(monkeypatch, by_length)
+    by_length.plot({"sst2": _by_length_result(names)}, {"sst2": "SST-2"}, str(tmp_path / "bl.png"))
+    drawn = [h for h in seen[0]["fig"].axes[0].get_lines() if len(h.get_xdata()) == 4 and h.get_marker() != "_"]
+    assert len({(str(h.get_color()), h.get_marker(), h.get_linestyle()) for h in drawn}) == len(drawn) == len(names)
+
+
+def test_length_policy_rows_of_equal_values_stay_side_by_side_never_one_under_another(tmp_path, monkeypatch):
+    """Policies exact at 0 below k, or agreeing to three decimals, were drawn at the same points: the last hid the
+    others, and the legend named rows that no reader could find."""
+    seen = _captured(monkeypatch, length_policy)
+    buckets = {"1-16": (197, 0.0), "17-32": (467, 0.0), "33-64": (208, 0.0)}
+    rows = {f"policy {i}, exact <= k": _policy_row(buckets) for i in range(3)}
+    length_policy.plot({"sst2": {"k=64": rows}}, str(tmp_path / "lp.png"))
+    ax = seen[0]["fig"].axes[0]
+    points = [(float(line.get_xdata()[0]), float(line.get_ydata()[0]), line.get_marker())
+              for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    first = [p for p in points if p[0] < 0.5]
+    assert len(first) == 3 and len({x for x, _, _ in first}) == 3 and len({m for _, _, m in first}) == 3
+
+
+def test_fidelity_and_spectrum_draw_a_layer_in_the_same_colour_light_to_dark_none_fading_on_white(tmp_path,
+                                                                                                 monkeypatch):
+    """Fidelity drew layer 1 light and layer 6 dark, the spectrum the reverse, its layer 6 pale yellow on white."""
+    import torch
+    from matplotlib.colors import to_rgb
+
+    from linformer.report import fidelity, spectrum
+
+    seen = _captured(monkeypatch, fidelity)
+    fidelity.plot({"m": {16: [0.1 * i for i in range(6)], 32: [0.2] * 6}}, tmp_path / "f.png")
+    monkeypatch.setattr(spectrum, "save_figure", lambda fig, path: seen.append({"fig": fig}) or path)
+    spectrum.plot_curves(torch.rand(6, 2, 16).cumsum(-1) / 16, tmp_path / "s.png", "t")
+    fid = [to_rgb(line.get_color()) for line in seen[0]["fig"].axes[0].get_lines()]
+    spec = [to_rgb(line.get_color()) for line in seen[1]["fig"].axes[0].get_lines() if line.get_linewidth() == 2]
+    assert fid == spec and len(fid) == 6
+
+    def luminance(rgb):
+        return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+
+    shades = [luminance(c) for c in fid]
+    assert shades == sorted(shades, reverse=True) and shades[0] < 0.75  # layer 1 lightest, still off white
+    assert len({line.get_marker() for line in seen[0]["fig"].axes[0].get_lines()}) == 6
