@@ -158,8 +158,9 @@ def fits(fig) -> list[str]:
 
 
 def count_ticks(names: list[str], counts: list[int]) -> list[str]:
-    """Tick labels "name\\n(n=count)", a bucket's examples under its name."""
-    return [f"{name}\n(n={count:,})" for name, count in zip(names, counts)]
+    """Tick labels "name\\n(count ex.)", a bucket's examples under its name (not "n=": n is the sequence length in
+    every figure and in the paper)."""
+    return [f"{name}\n({count:,} ex.)" for name, count in zip(names, counts)]
 
 
 def machine(lines: list[str] | str | None) -> str:

@@ -156,16 +156,21 @@ def to_markdown(task_name: str, result: dict) -> list[str]:
     return table_lines(head, rows)
 
 
-def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> None:
+ONE_SEED = " (one seed pair)"  # a legend entry's mark of a row whose interval is over examples only
+
+
+def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title: str = "") -> None:
     """One panel per task: each row's difference from the teacher by length quartile, with its 95% interval where
     the table gives one (a bucket of fewer than MIN_INTERVAL_EXAMPLES examples: a hollow point, no bar). A row
     keeps its style in every figure of the same rows (row_styles: a policy's colour and marker, a line style per k);
-    words every row's name shares are said once, in the legend's title."""
+    words every row's name shares are said once, in the legend's title. A row of one seed pair (no seed variance: an
+    interval over examples only, as the table says) draws its bars dashed and says so in the legend. `title` (the
+    teacher, the profile, the machine) above the panels."""
     names = sorted({name for res in results.values() for name in res["rows"]})
     colour, marker, line = row_styles(names)
     shown, shared = short_names(names)
     fig, axes = plots.figure(len(results), size=(6.0 * len(results), 4.6))
-    handles, unjudged = {}, False
+    handles, unjudged, one_seed = {}, False, set()
     for ax, (task, res) in zip(axes[0], results.items()):
         x = np.arange(len(res["buckets"]))
         # a bucket the table gives no interval (too few examples: paired.interval_text) has no bar either, and
@@ -180,8 +185,12 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
             handles[name], = ax.plot(x + shift, mid, color=colour[name], marker=marker[name], ms=5,
                                      linestyle=line[name], markevery=list(judged))
             if judged.any():
-                ax.errorbar((x + shift)[judged], mid[judged], yerr=err[:, judged], fmt="none", capsize=2,
-                            color=colour[name])
+                bars = ax.errorbar((x + shift)[judged], mid[judged], yerr=err[:, judged], fmt="none", capsize=2,
+                                   color=colour[name])
+                if diffs and diffs[0]["seeds"] == 1:  # as to_markdown's "(one seed pair: no seed variance)"
+                    one_seed.add(name)
+                    for lines in bars.lines[2]:
+                        lines.set_linestyle("--")
             if not judged.all():
                 ax.plot((x + shift)[~judged], mid[~judged], linestyle="none", marker=marker[name], ms=5,
                         color=colour[name], markerfacecolor="white")
@@ -198,7 +207,15 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str) -> Non
 
         extra_handles.append(Line2D([], [], linestyle="none", marker="o", ms=4, color="grey", markerfacecolor="white"))
         extra_labels.append(f"hollow, no bar: under {MIN_INTERVAL_EXAMPLES} examples, no interval (as the table)")
-    plots.legend_below(fig, [handles[n] for n in drawn] + extra_handles, [shown[n] for n in drawn] + extra_labels,
+    if one_seed:
+        from matplotlib.lines import Line2D
+
+        extra_handles.append(Line2D([], [], color="grey", linestyle="--"))
+        extra_labels.append(f"dashed bar,{ONE_SEED}: no seed variance, an interval over examples only")
+    if title:
+        plots.title(fig, title)
+    plots.legend_below(fig, [handles[n] for n in drawn] + extra_handles,
+                       [shown[n] + (ONE_SEED if n in one_seed else "") for n in drawn] + extra_labels,
                        title=f"every row: {shared}" if shared else None)
     save_figure(fig, path)
 

@@ -128,9 +128,10 @@ def to_markdown(errors: dict, command: str, png: str | None, reference: str = SE
 PANELS_PER_ROW = 3
 
 
-def plot(errors: dict, out_png: str | Path) -> Path:
+def plot(errors: dict, out_png: str | Path, title: str = "") -> Path:
     """Small multiples: a panel per model, a line per layer (plots.layer_colours, lighter to darker with depth, and
-    a marker each; numbered from 1 as the tables number them), the error against input length; one y scale for all panels, so models compare."""
+    a marker each; numbered from 1 as the tables number them), the error against input length; one y scale for all
+    panels, so models compare; `title` (what is measured, against what, on which machine) above them."""
     import math
 
     ncols = min(PANELS_PER_ROW, len(errors))
@@ -154,13 +155,16 @@ def plot(errors: dict, out_png: str | Path) -> Path:
             ax.set_ylabel("relative error vs the reference")
     for ax in [a for row in axes for a in row][len(errors):]:
         ax.set_visible(False)
+    if title:
+        plots.title(fig, title)
     plots.legend_below(fig)
     return save_figure(fig, out_png)
 
 
 def write_report(errors: dict, out: str, command: str, reference: str = SELF_REFERENCE,
                  blocks: int | None = None, machine: str = "") -> None:
-    png = plot(errors, f"{out}.png")
+    png = plot(errors, f"{out}.png", f"Each layer's relative error against {reference}, by input length; "
+                                      f"{plots.machine(machine)}")
     atomic_write(f"{out}.md", to_markdown(errors, command, str(png), reference, blocks, machine))
     write_json(f"{out}.json", {"command": command, "machine": machine, "reference": reference, "blocks": blocks,
                                "errors": {k: {str(L): e for L, e in v.items()} for k, v in errors.items()}})

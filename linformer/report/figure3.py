@@ -257,6 +257,9 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
             title = (f"MLM validation perplexity, n = {data['runs'][0]['n']}, {trained} "
                      "(cf. Linformer Figure 3a)")
             unigram = data["unigram_val_ppl"]
+        if unigram is None:  # no line to show the plateau: the title says what the curves cannot
+            title += ("; the perplexity of token frequencies alone is unknown, so whether these curves left its "
+                      "plateau (where runs agree whatever their attention) is not judged")
         full = next((r["label"] for r in data["runs"] if r["attention"] == "full"), None) if panel != "d" else None
         plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1], title=title,
                              unigram_ppl=unigram, ratio_to=full)

@@ -291,12 +291,13 @@ def to_markdown(results: dict, header: list[str], png: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict, path: str):
+def plot(results: dict, path: str, header: list[str] | None = None):
     """The embedding error of each row by input length, a panel per task and k. A policy has one colour and marker
     (plots.colours, plots.markers), each a little aside from the others; a row in another dtype than fp32 is its
     policy's look hollow on a dotted line, set a little aside so that it never hides its fp32 twin. Each bucket's examples are under its tick, and a bucket of fewer than
     plots.MIN_EXAMPLES examples is drawn hollow (one or two inputs make its mean). Where every panel has one bucket, a
-    line would be one column of dots: each row is then a dot on its own line, its value written beside it."""
+    line would be one column of dots: each row is then a dot on its own line, its value written beside it. The title
+    says what is measured, the source and the machine (`header`'s lines, "not recorded" where they have none)."""
     panels = [(task, k) for task, by_k in results.items() for k in by_k]
     rows = {label: r for task, k in panels for label, r in results[task][k].items()}
     policy = {label: label.removesuffix(f", {r.get('dtype', 'fp32')}") for label, r in rows.items()}
@@ -308,7 +309,16 @@ def plot(results: dict, path: str):
         fig = _dots(results, panels, rows, policy, colour, style)
     else:
         fig = _lines(results, panels, policy, colour, style, dtypes)
+    plots.title(fig, figure_title(header or []))
     return save_figure(fig, path)
+
+
+def figure_title(header: list[str]) -> str:
+    """What a length-policy figure shows, the source its header names and the machine."""
+    source = next((line.removeprefix("Source: ").split(";")[0].replace("`", "") for line in header
+                   if line.startswith("Source: ")), "source not recorded")
+    return (f"Embedding error of a converted encoder by input length and length policy: {source}; "
+            f"{plots.machine(header)}")
 
 
 def _mark(ax, x, y, look: tuple, filled: bool, **kw):
@@ -331,7 +341,7 @@ def _dots(results: dict, panels: list, rows: dict, policy: dict, colour: dict, s
             ax.annotate(f"{cell['mean']:.3f}", (cell["mean"], labels.index(label)), xytext=(6, 0),
                         textcoords="offset points", va="center", fontsize=7)
         ax.margins(x=0.25, y=0.5 / len(labels))
-        plots.title(ax, f"{task}, {k}: {bucket} tokens (n={cell['examples']:,})", fontsize=9)
+        plots.title(ax, f"{task}, {k}: {bucket} tokens ({cell['examples']:,} examples)", fontsize=9)
         ax.set_xlabel("embedding relative error vs source")
         ax.grid(alpha=0.3, axis="x")
     axes[0][0].set_yticks(range(len(labels)), [plots.wrapped(fig, label, 8, 2.8 * fig.dpi) for label in labels],
@@ -384,7 +394,7 @@ def _lines(results: dict, panels: list, policy: dict, colour: dict, style: dict,
 
 
 def write_report(results: dict, out: str, header: list[str], record: dict) -> None:
-    png = plot(results, f"{out}.png")
+    png = plot(results, f"{out}.png", header)
     atomic_write(f"{out}.md", to_markdown(results, header, png.name))
     write_json(f"{out}.json", {**record, "header": header, "best": best_policy(results),
                                "best_margin": best_margin(results), "results": results})

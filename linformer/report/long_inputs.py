@@ -359,13 +359,15 @@ def _thread_lines(result: dict) -> list[str]:
     return out + (["", *map(warning_paragraph, warnings)] if warnings else [])
 
 
-def plot(result: dict, path: str) -> None:
+def plot(result: dict, path: str, header: list[str] | None = None) -> None:
     """Accuracy and cost per example against n, full and Linformer side by side (one row per model instead when
-    every row is at one n: points on a single n would sit on one vertical line)."""
+    every row is at one n: points on a single n would sit on one vertical line); the title names what is shown and
+    the machine `header` (default: the result's) records."""
+    header = header or result.get("header") or []
     plt = plots.pyplot()
     rows = [r for r in result["rows"] if r["model"] != BASE]
     if len({r["n"] for r in rows}) == 1:
-        return _plot_one_n(rows, result["rows"][0], path, plt)
+        return _plot_one_n(rows, result, header, path, plt)
     fig, axes = plots.figure(3, size=(13, 3.8))
     axes = axes[0]
     names = list(dict.fromkeys(r["model"] for r in rows))
@@ -391,24 +393,25 @@ def plot(result: dict, path: str) -> None:
         ax.set_xlabel("n (tokens)")
         ax.set_ylabel(unit)
         ax.set_title(title)
-    plots.title(fig, "Long inputs: " + _figure_subject(result))
+    plots.title(fig, "Long inputs: " + _figure_subject(result, header))
     # one legend under the panels: the rows' names are long (a student's says what it is)
     plots.legend_below(fig, *axes[0].get_legend_handles_labels())
     save_figure(fig, path)
 
 
-def _figure_subject(result: dict) -> str:
+def _figure_subject(result: dict, header: list[str]) -> str:
     """What the figure shows, for its title: the reference classifier's n and examples, and the machine its header
     records."""
     base = result["rows"][0]
     return (f"accuracy and cost by input length n, against the classifier finetuned at n = {base['n']:,} "
-            f"({base.get('examples', '?')} examples); {plots.machine(result.get('header') or [])}")
+            f"({base.get('examples', '?')} examples); {plots.machine(header)}")
 
 
-def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
+def _plot_one_n(rows: list[dict], result: dict, header: list[str], path: str, plt) -> None:
     """Every row at one n, top to bottom as in the table: accuracy with its 95% interval beside the truncated
     classifier's, and time and tensor memory as ratios to full attention, with the FLOP ratio marked (what the time
     would be if every operation ran at the same speed)."""
+    base = result["rows"][0]
     names = [r["model"] for r in rows]
     y = np.arange(len(rows))[::-1]
     fig, axes = plt.subplots(1, 3, figsize=(15, 1.2 + 0.42 * len(rows)), sharey=True,
@@ -433,6 +436,7 @@ def _plot_one_n(rows: list[dict], base: dict, path: str, plt) -> None:
     if flops:
         axes[1].plot(*zip(*flops), "kx")
     axes[0].set_yticks(y, names, fontsize=8)
+    plots.title(fig, "Long inputs: " + _figure_subject(result, header))
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -441,7 +445,7 @@ def write_report(result: dict, out: str, header: list[str], meta: dict) -> None:
     """<out>.md, .json (the result with its header, so that render() can write the report again) and .png."""
     atomic_write(f"{out}.md", to_markdown(result, header))
     write_json(f"{out}.json", {**meta, **result, "header": header})
-    plot(result, f"{out}.png")
+    plot(result, f"{out}.png", header)
 
 
 def render(measured: dict, out: str) -> None:

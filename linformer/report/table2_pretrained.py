@@ -14,6 +14,7 @@ n for every architecture in the table.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -505,6 +506,14 @@ def recipe_from_runs(runs: list[dict]) -> str:
     return "; ".join(parts)
 
 
+def by_length_title(meta: dict) -> str:
+    """What the by-length figure shows: the teacher, the profile its command names, and where the runs were made."""
+    teacher = str(meta.get("source") or "teacher not recorded").split(" (")[0]
+    profile = re.search(r"--profile[ =](\w+)", str(meta.get("command") or ""))
+    return (f"Table 2, pretrained {teacher} teacher{f', profile {profile.group(1)}' if profile else ''}: each row's "
+            f"accuracy minus the teacher's by input length; runs made on: {meta.get('run_devices') or 'not recorded'}")
+
+
 def run_devices(runs: list[dict]) -> str:
     """Where the runs were made, from their results (e.g. "NVIDIA H200 (6 runs)")."""
     counts = Counter(r.get("device") or "not recorded" for r in runs)
@@ -619,7 +628,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None 
     breakdown = length_breakdown(runs) if lengths else {}
     if breakdown:
         meta = {**meta, "by_length_png": repo_relative(f"{out}_by_length.png")}  # the same on every checkout
-        by_length.plot(breakdown, TITLES, f"{out}_by_length.png")
+        by_length.plot(breakdown, TITLES, f"{out}_by_length.png", by_length_title(meta))
     atomic_write(f"{out}.md", to_markdown(rows, costs, meta, breakdown))
     data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows), "by_length": breakdown}
     write_json(f"{out}.json", data)

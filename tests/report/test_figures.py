@@ -91,7 +91,8 @@ def test_length_policy_lines_show_bucket_counts_and_hollow_small_buckets(tmp_pat
     length_policy.plot({"imdb": {"k=64": rows}}, str(tmp_path / "lp.png"))
     (figure,) = seen
     ax = figure["fig"].axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["33-64\n(n=1)", "65-128\n(n=7)", "129-256\n(n=34)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["33-64\n(1 ex.)", "65-128\n(7 ex.)",
+                                                               "129-256\n(34 ex.)"]  # n is a length elsewhere
     assert figure["outside"] == []
     assert figure["legend"][-1] == f"hollow: a bucket of fewer than {plots.MIN_EXAMPLES} examples"
     colours = [line.get_color() for line in ax.get_lines() if len(line.get_xdata()) == 3]
@@ -313,3 +314,55 @@ def test_fidelity_and_spectrum_draw_a_layer_in_the_same_colour_light_to_dark_non
     shades = [luminance(c) for c in fid]
     assert shades == sorted(shades, reverse=True) and shades[0] < 0.75  # layer 1 lightest, still off white
     assert len({line.get_marker() for line in seen[0]["fig"].axes[0].get_lines()}) == 6
+
+
+def test_a_one_bucket_title_counts_examples_not_n_and_names_the_source_and_machine(tmp_path, monkeypatch):
+    """"257-512 tokens (n=128)" beside "k=128" read as a sequence length of 128; no title named the machine."""
+    seen = _captured(monkeypatch, length_policy)
+    header = ["Source: `minilm`, converted at n = 512; reference: full.", "Machine: AMD EPYC, torch threads: 2."]
+    length_policy.plot({"imdb": {"k=128": {"slice": _policy_row({"257-512": (128, 0.3)})}}}, str(tmp_path / "a.png"),
+                       header)
+    assert seen[0]["fig"].axes[0].get_title().replace("\n", " ") == "imdb, k=128: 257-512 tokens (128 examples)"
+    title = seen[0]["fig"].get_suptitle().replace("\n", " ")
+    assert "minilm, converted at n = 512" in title and title.endswith("machine: AMD EPYC")
+    length_policy.plot({"imdb": {"k=128": {"slice": _policy_row({"257-512": (128, 0.3)})}}}, str(tmp_path / "b.png"))
+    assert seen[1]["fig"].get_suptitle().replace("\n", " ").endswith("machine not recorded")
+
+
+def test_by_length_marks_rows_of_one_seed_pair_and_its_title_names_the_teacher_profile_and_machine(tmp_path,
+                                                                                                    monkeypatch):
+    """Rows the table marks "(one seed pair: no seed variance)" were drawn like three-seed rows; three profiles'
+    figures had the same title."""
+    from linformer.report.table2_pretrained import by_length_title
+
+    seen = _captured(monkeypatch, by_length)
+    result = _by_length_result(["linformer k=64, resample", "linformer k=128, resample"])
+    result["rows"]["linformer k=64, resample"] = [{**d, "seeds": 1} for d in result["rows"]["linformer k=64, resample"]]
+    meta = {"source": "minilm (all-MiniLM-L6-v2, BertModel 6 x 384)", "run_devices": "NVIDIA H200 (3 runs)",
+            "command": "make reproduce-pretrained ARGS='--profile gpu'"}
+    by_length.plot({"sst2": result}, {"sst2": "SST-2"}, str(tmp_path / "bl.png"), by_length_title(meta))
+    fig = seen[0]["fig"]
+    dashed = [c.lines[2][0].get_linestyle()[0][1] is not None for c in fig.axes[0].containers]
+    assert dashed == [True, False]  # in the rows' order: k=64 (one seed pair), then k=128
+    assert "k=64 (one seed pair)" in seen[0]["legend"] and "k=128" in seen[0]["legend"]
+    assert any("no seed variance" in label for label in seen[0]["legend"])
+    title = fig.get_suptitle().replace("\n", " ")
+    assert "minilm teacher, profile gpu" in title and "runs made on: NVIDIA H200 (3 runs)" in title
+    assert seen[0]["outside"] == []
+
+
+def test_figure3_title_says_the_plateau_is_not_judged_where_the_token_frequency_perplexity_is_unknown(tmp_path,
+                                                                                                      monkeypatch):
+    from linformer.report import figure3 as fig3
+
+    from .test_figure3 import _run
+
+    runs = {str(r.path): r for r in (_run("full", None, 2117.0, unigram_ppl=None),
+                                     _run("linformer", 128, 2118.0, unigram_ppl=None))}
+    titles = []
+    monkeypatch.setattr(fig3, "named_paths", lambda paths: paths)
+    monkeypatch.setattr(fig3, "find_runs", lambda paths, strict: paths)
+    monkeypatch.setattr(fig3, "load_run", lambda path, rows, strict: runs[path])
+    monkeypatch.setattr(fig3, "plot_pretrain_curves", lambda curves, png, title, **kw: titles.append(title))
+    fig3.figure3(list(runs), tmp_path / "f")
+    assert "token frequencies alone is unknown" in titles[0] and "not judged" in titles[0]

@@ -438,6 +438,7 @@ def test_a_cost_not_measured_is_left_out_never_drawn_as_zero(monkeypatch, tmp_pa
     assert max(memory.patches, key=lambda p: p.get_y()).get_width() == 1.0  # full attention, the top row
     assert not any(p.get_width() == 0 for p in memory.patches)
     assert [t.get_text() for t in memory.texts] == ["not measured"]
+    assert figures[1].get_suptitle().replace("\n", " ").endswith("machine not recorded")  # its header has none
 
 
 def test_a_title_names_the_machine_or_says_it_is_not_recorded():

@@ -459,7 +459,7 @@ def test_the_json_names_its_by_length_plot_relative_to_the_repository(runs, tmp_
     monkeypatch.setattr(tp.by_length, "eval_lengths", lambda run: np.arange(len(run["_labels"])) % 300 + 1)
     monkeypatch.setattr(tp.by_length, "trained_on_eval", lambda run: np.zeros(len(run["_labels"]), dtype=bool))
     drawn = []
-    monkeypatch.setattr(tp.by_length, "plot", lambda breakdown, titles, path: drawn.append(path))
+    monkeypatch.setattr(tp.by_length, "plot", lambda breakdown, titles, path, title: drawn.append(path))
     monkeypatch.setattr(files, "repo_root", lambda: tmp_path)
     (tmp_path / "docs").mkdir()
     data = tp.write_table([str(runs / "runs")], str(tmp_path / "docs" / "t"), dict(meta), measure=False)
