@@ -544,6 +544,7 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window
                         markerfacecolor=c if style == ls else "white")
     cmap = plt.get_cmap("viridis")
     ks = sorted({r["k"] for r in rows})
+    k_markers = ("x", "P", "*", "h", "+", "p", "1", "X")  # a marker per k besides its shade: neighbouring shades alike
     for i, k in enumerate(ks):
         colour = cmap(i / max(1, len(ks) - 1) * 0.85)
         mine = [r for r in rows if r["k"] == k]
@@ -553,11 +554,12 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window
             pts = sorted((r["n"], r[column] / r["batch_size"]) for r in mine
                          if isinstance(r.get(column), (int, float)) and r[column] == r[column])
             if pts:
-                ax.plot(*zip(*pts), color=colour, marker="x", linestyle=style, label=name + words)
+                ax.plot(*zip(*pts), color=colour, marker=k_markers[i % len(k_markers)], linestyle=style,
+                        label=name + words)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length n (tokens)")
-    ax.set_ylabel("forward time per sequence (s)")
+    ax.set_xlabel("sequence length n (tokens, log scale)")
+    ax.set_ylabel("forward time per sequence (s, log scale)")
     plots.title(ax, title or "Inference time against sequence length")
     ax.grid(True, which="both", alpha=0.3)
     plots.legend_below(fig)
@@ -565,10 +567,18 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window
 
 
 def exact_keys_words(window: int, positions: list[int] | None) -> str:
-    """", window w, global [..]" for a Linformer with exact local keys, else nothing (the paper's Linformer)."""
+    """", window w, global: first and last tokens" for a Linformer with exact local keys, else nothing (the paper's
+    Linformer): the global positions in words, not the config's list, where -1 is the last token."""
     if not window:
         return ""
-    return f", window {window}" + (f", global {list(positions)}" if positions else "")
+    return f", window {window}" + (f", global: {position_words(positions)}" if positions else "")
+
+
+def position_words(positions: list[int]) -> str:
+    """Token positions as a reader names them: 0 "first", -1 "last", p "token p" (from 0) or "p-th from the end"."""
+    words = ["first token" if p == 0 else "last token" if p == -1 else f"token {p}" if p > 0 else f"token {p} from the end"
+             for p in positions]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 __all__ = ["inference_markdown", "inference_sections", "plot_times", "profile_markdown", "read_csv",

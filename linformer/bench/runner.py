@@ -87,8 +87,11 @@ def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings
 
 
 def inference_title(s: InferenceSettings, machine: dict, partial: bool = False) -> str:
-    """The inference figure's title: the model's shape, batch and dtype, and where it ran (``_where``)."""
-    return (f"Forward time, {s.layers} layers x {s.hidden} wide, {_batch_words(s)}, {s.dtype} ({_where(machine)})"
+    """The inference figure's title: the model's shape, batch and dtype (and which lines are in the reference dtype,
+    where there is one), and where it ran (``_where``)."""
+    ref = s.reference_dtype if s.reference_dtype not in (None, s.dtype) else None
+    dtype = f"{s.dtype}, dotted lines {ref}" if ref else s.dtype
+    return (f"Forward time, {s.layers} layers x {s.hidden} wide, {_batch_words(s)}, {dtype} ({_where(machine)})"
             + ("\npartial: the run was stopped before the whole grid" if partial else ""))
 
 

@@ -145,8 +145,8 @@ def test_benchmark_plot_draws_the_reference_dtype_and_names_the_exact_keys(tmp_p
     report.plot_times(rows, tmp_path / "t.png", "Forward time (AMD EPYC, 2 threads)", 128, [0, -1])
     (figure,) = seen
     assert figure["legend"] == ["ours, full attention, bf16", "ours, full attention, fp32",
-                                "Linformer, k = 128, window 128, global [0, -1], bf16",
-                                "Linformer, k = 128, window 128, global [0, -1], fp32"]
+                                "Linformer, k = 128, window 128, global: first token and last token, bf16",
+                                "Linformer, k = 128, window 128, global: first token and last token, fp32"]
     full = figure["fig"].axes[0].get_lines()[0]
     assert full.get_linestyle() == "--"  # full attention dashed, as in every figure
 
@@ -366,3 +366,23 @@ def test_figure3_title_says_the_plateau_is_not_judged_where_the_token_frequency_
     monkeypatch.setattr(fig3, "plot_pretrain_curves", lambda curves, png, title, **kw: titles.append(title))
     fig3.figure3(list(runs), tmp_path / "f")
     assert "token frequencies alone is unknown" in titles[0] and "not judged" in titles[0]
+
+
+def test_benchmark_plot_says_its_log_axes_and_gives_each_k_a_marker_and_its_title_the_reference_lines(tmp_path,
+                                                                                                       monkeypatch):
+    """Table 3's figures drew log axes unsaid, every k with the marker "x" in neighbouring shades, and a bf16
+    title over lines half of which were fp32."""
+    from linformer.bench import report
+    from linformer.bench.inference import InferenceSettings
+    from linformer.bench.runner import inference_title
+
+    seen = _captured(monkeypatch, report)
+    rows = [{"n": n, "k": k, "batch_size": 1, "time_full_s": n / 1000, "time_linformer_s": n / (4000 + k)}
+            for n in (512, 1024) for k in (128, 256)]
+    report.plot_times(rows, tmp_path / "t.png", "t")
+    ax = seen[0]["fig"].axes[0]
+    assert ax.get_xlabel().endswith("log scale)") and ax.get_ylabel().endswith("log scale)")
+    linformers = [line for line in ax.get_lines() if line.get_label().startswith("Linformer")]
+    assert len({line.get_marker() for line in linformers}) == 2
+    title = inference_title(InferenceSettings(dtype="bf16", reference_dtype="fp32"), {"cpu": "AMD EPYC"})
+    assert "bf16, dotted lines fp32" in title
