@@ -80,7 +80,8 @@ class Trainer:
         # told once run.json says complete (the caller's signals_stop's ``decided``): a signal no longer stops the run
         self._decided = [decided] if decided is not None else []
         # nonfinite: the non-finite steps in a row up to now; skipped_steps: all of the run's (its first at
-        # first_skipped_step), whose updates were skipped (a checkpoint saved before they were counted lacks both)
+        # first_skipped_step), whose updates were skipped; None where unknown (a run resumed from a checkpoint saved
+        # before they were counted: the record then leaves the count to the run's logged non-finite losses)
         self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "skipped_steps": 0,
                                       "first_skipped_step": None, "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
@@ -321,9 +322,9 @@ class Trainer:
             self._step_rates.append(rate)
             rows.append({**self._step_row(record, loss, grad_norm, rate, total), "tokens_per_s_avg": average})
             self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
-            if not finite:
-                self.state["skipped_steps"] = self.state.get("skipped_steps", 0) + 1
-                if self.state.get("first_skipped_step") is None:
+            if not finite and self.state["skipped_steps"] is not None:
+                self.state["skipped_steps"] += 1
+                if self.state["first_skipped_step"] is None:
                     self.state["first_skipped_step"] = record.step
             if self.state["nonfinite"]:
                 log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
@@ -391,9 +392,9 @@ class Trainer:
         return f"Lower trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16, and {how}."
 
     def _skipped_record(self) -> dict[str, Any]:
-        """The run's record of its skipped updates (summary.json, results.json): how many, and the first's step."""
-        return {"skipped_steps": self.state.get("skipped_steps", 0),
-                "first_skipped_step": self.state.get("first_skipped_step")}
+        """The run's record of its skipped updates (summary.json, results.json): how many, and the first's step (both
+        null where unknown: readers count the run's logged non-finite losses instead)."""
+        return {"skipped_steps": self.state["skipped_steps"], "first_skipped_step": self.state["first_skipped_step"]}
 
     def nonfinite_outputs(self, what: str) -> TrainingDiverged:
         """The error that ends a run whose model gives non-finite outputs at its end (`what`: where they were seen),
@@ -402,14 +403,14 @@ class Trainer:
         (saved at the last step) holds its weights; the streak it ended in, or the run's first skipped step, says
         where to go on from."""
         n, step = self.state["nonfinite"], self.state["step"]
-        skipped, first = self.state.get("skipped_steps", 0), self.state.get("first_skipped_step")
+        skipped, first = self.state["skipped_steps"], self.state["first_skipped_step"]
         if n:
             when = f"; it ended {n} non-finite step{'s' * (n != 1)} in a row (from step {step - n + 1})"
         else:
             when = f", the first at step {first}" if skipped else ""
         diverged = TrainingDiverged(
             f"{what}: the run keeps no model and reports no score. "
-            f"{skipped} of its {step} updates were skipped for a non-finite loss or gradient{when}; checkpoint of "
+            f"{'an unknown number' if skipped is None else skipped} of its {step} updates were skipped for a non-finite loss or gradient{when}; checkpoint of "
             f"the last weights in {ckpt.checkpoint_dir(self.run_dir)}. "
             f"{self._restart_advice(step - n + 1 if n else first)}")
         self._close(exit_status(diverged))
@@ -511,6 +512,9 @@ class Trainer:
             self._check_foreign(path, source)
         with ckpt.keeping_settings(self.optimizer, self.scheduler):
             self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
+        # a checkpoint saved before skipped updates were counted: how many its steps skipped is unknown, not 0
+        self.state.setdefault("skipped_steps", None)
+        self.state.setdefault("first_skipped_step", None)
         step = self.state["step"]
         if step > self.settings.max_steps:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "

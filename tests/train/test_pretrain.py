@@ -866,3 +866,44 @@ def test_a_run_that_scored_whole_batches_goes_on_so_and_its_eval_batches_is_not_
     further = pretrain(compose_pretrain(tiny_data, "trainer.max_steps=6", "trainer.eval_blocks=12",
                                         "trainer.allow_config_change=[trainer.max_steps]"), run)
     assert further["steps"] == 6 and further["validation"]["scoring"] == "batches"
+
+
+def test_a_checkpoint_saved_before_skipped_updates_were_counted_leaves_the_count_unknown(tiny_data, tmp_path,
+                                                                                         monkeypatch):
+    """A checkpoint whose state has no skipped-updates count (an earlier version's), of a run whose step 2 was
+    non-finite: the resumed run recorded skipped_steps 0, and compare_runs believed it. The count is unknown
+    (null), so compare_runs counts the run's logged non-finite losses."""
+    from linformer.modeling import LinformerForMaskedLM
+    from linformer.report.compare import _skipped_steps, digest
+    from linformer.rundir import load_run
+    from linformer.train import checkpoint as ckpt
+
+    forward, seen = LinformerForMaskedLM.forward, {"n": 0}
+
+    def poisoned(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        if self.training:
+            seen["n"] += 1
+            if seen["n"] == 2:
+                out.loss = out.loss * float("nan")
+        return out
+
+    steps = ["trainer.save_every=2", "trainer.eval_every=100", "trainer.warmup_steps=1"]
+    with monkeypatch.context() as patch:
+        patch.setattr(LinformerForMaskedLM, "forward", poisoned)
+        pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=2"), tmp_path)
+    load = ckpt.load_checkpoint
+
+    def old_state(*args, **kwargs):
+        state = load(*args, **kwargs)
+        del state["skipped_steps"], state["first_skipped_step"]
+        return state
+
+    monkeypatch.setattr(ckpt, "load_checkpoint", old_state)
+    summary = pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=4", "trainer.resume=auto",
+                                       "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
+    assert summary["resumed_from_step"] == 2
+    recorded = json.loads((tmp_path / "summary.json").read_text())
+    assert (recorded["skipped_steps"], recorded["first_skipped_step"]) == (None, None)
+    run = load_run(tmp_path)
+    assert _skipped_steps(run, digest(run.rows, [])) == 1
