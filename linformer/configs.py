@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ConfigError, did_you_mean
@@ -15,6 +16,35 @@ from .runname import register_resolvers
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
+
+# Keys runs recorded that no setting reads now, and that trained nothing the remaining keys do not say, with what
+# took their place: a run recorded with one is compared, continued and exported on the rest (``without_retired``);
+# a command or config that gives one is refused with that (``retired_key``)
+RETIRED_KEYS = {
+    # linear or polynomial: lr_power decided either way
+    "trainer.lr_schedule": "the lr decays polynomially with trainer.lr_power after warmup (1.0, the default, is "
+                           "linear)",
+    # how many held-out batches an evaluation scored: its successor counts blocks, another unit
+    "trainer.eval_batches": "an evaluation scores trainer.eval_blocks blocks, not batches (blocks = batches x "
+                            "trainer.eval_batch_size, or x trainer.batch_size where that is unset)",
+}
+
+
+def retired_key(key: str, value=None) -> str:
+    """The refusal of a RETIRED_KEYS key given as a setting: what replaced it."""
+    given = key if value is None else f"{key}={value}"
+    return f"{given} is no setting now: {RETIRED_KEYS[key]}; remove the key."
+
+
+def without_retired(config: Mapping) -> dict:
+    """A run's recorded config (nested, as config.yaml holds it) without its RETIRED_KEYS, as today's settings read
+    it."""
+    out = dict(config)
+    for key in RETIRED_KEYS:
+        group, _, leaf = key.partition(".")
+        if isinstance(out.get(group), Mapping) and leaf in out[group]:
+            out[group] = {k: v for k, v in out[group].items() if k != leaf}
+    return out
 
 
 def config_dir() -> Path:
@@ -89,6 +119,8 @@ def _one_line(err: Exception, config_name: str, overrides) -> str:
         unlisted = _unlisted_shared_settings(config_name, others, key.group(1))
         if unlisted:
             return unlisted
+        if key.group(1) in RETIRED_KEYS:
+            return retired_key(key.group(1))
         known = _known_keys(config_name, others)
         hint = did_you_mean(key.group(1), known) or _same_setting(key.group(1), known)
         return f"{key.group(1)}: no such key{hint}; every setting is in configs/."

@@ -39,11 +39,12 @@ import math
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from .configs import RETIRED_KEYS, without_retired
 from .errors import ConfigError, DataError, RunDirError, did_you_mean
 from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
     CHECKPOINTS_DIR,
@@ -170,12 +171,6 @@ def identity(config: Mapping) -> dict[str, Any]:
         return any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS)
 
     return {k: v for k, v in flatten(config).items() if not operational(k) and k not in RETIRED_KEYS}
-
-
-# Keys runs recorded that no setting reads now, and that trained nothing the remaining keys do not say: a run
-# recorded with one is compared on the rest (trainer.lr_schedule: linear or polynomial, lr_power decided either way;
-# trainer.eval_batches: how many held-out batches an evaluation scored, trainer.eval_blocks now, in blocks)
-RETIRED_KEYS = ("trainer.lr_schedule", "trainer.eval_batches")
 
 
 def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | None) -> dict[str, tuple]:
@@ -411,6 +406,7 @@ class RunRecord:
         self.lock = RunLock(self.dir, tidy=True)  # a start refused or stopped before it wrote leaves no folder
         self.allowed_changes: dict[str, tuple[Any, Any]] = {}  # set by claim(); recorded by start()
         self.resumed_from: str | None = None  # another run's checkpoint this run continues; recorded by start()
+        self.started = False  # this attempt recorded its start (start()): only then is the run's end its to record
 
     # readers: the run's own record (``read_record``: a file of it that does not read is refused)
     def _own(self, name: str) -> dict:
@@ -517,6 +513,7 @@ class RunRecord:
             info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
         write_yaml(self.dir / CONFIG, dict(config))
         write_json(self.dir / RUN, info)
+        self.started = True
 
     def checkpointed(self, step: int) -> None:
         """Record the step of the newest checkpoint written (``checkpoint_step``): a run whose checkpoints are gone
@@ -849,6 +846,20 @@ def run_status(path: Path, info: Mapping) -> str | None:
     if status == "running" and RunLock(path).holder_gone():  # SIGKILL, the OOM killer, a reboot: nothing recorded it
         return KILLED
     return status
+
+
+T = TypeVar("T")
+
+
+def read_recorded_config(run_dir: str | Path, read: Callable[[Mapping], T]) -> T:
+    """`read` (a spec's or a group's reader) of the run's own config.yaml (``read_record``), as today's settings read
+    it: its retired keys dropped (``configs.without_retired``), as its identity drops them, and a setting refused
+    named with the file it came from, the run's record, not the user's command."""
+    path = Path(run_dir) / CONFIG
+    try:
+        return read(without_retired(read_record(run_dir, CONFIG)))
+    except ConfigError as err:
+        raise ConfigError(f"{path} (the run's recorded config): {err}") from err
 
 
 def read_shown(run_dir: str | Path, name: str) -> tuple[dict, str | None]:

@@ -166,6 +166,11 @@ def test_compose_with_hydra_gives_the_run_directory_the_script_writes():
     ("distill", ["teacher_path=x", "distill.temprature=2"],
      "distill.temprature: no such key (did you mean distill.temperature?)"),
     ("pretrain", ["model.hiden_size=3"], "model.hiden_size: no such key (did you mean model.hidden_size?)"),
+    # a retired key whose successor counts another unit: not "did you mean trainer.eval_blocks?", which scored an
+    # eighth as much at batch 8
+    ("pretrain", ["trainer.eval_batches=2"], ("trainer.eval_batches is no setting now: an evaluation scores "
+                                              "trainer.eval_blocks blocks, not batches (blocks = batches x "
+                                              "trainer.eval_batch_size")),
     ("finetune", ["task=sst3"], "task=sst3: no such option (did you mean sst2?); the options: imdb, qnli, qqp, sst2."),
     ("pretrain", ["logger=wandbb"], "logger=wandbb: no such option (did you mean wandb?)"),
     ("pretrain", ["model=tinyy"], "model=tinyy: no such option (did you mean tiny?); the options: base, mini, small, tiny."),

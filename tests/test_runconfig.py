@@ -53,7 +53,9 @@ def test_an_unknown_key_is_refused_with_a_suggestion():
     ("warmup_steps", float("inf"), "trainer.warmup_steps=inf must be a whole number of at least 0"),
     ("eval_blocks", float("nan"), "trainer.eval_blocks=nan must be a whole number of at least 1"),
     ("warmup_ratio", 1.5, r"trainer.warmup_ratio=1.5 must lie in \[0, 1\)"),
-    ("lr_schedule", "polynomial", r"trainer.lr_schedule=polynomial is no setting: .*trainer.lr_power .*remove"),
+    ("lr_schedule", "polynomial", r"trainer.lr_schedule=polynomial is no setting now: .*trainer.lr_power .*remove"),
+    ("eval_batches", 2, (r"trainer.eval_batches=2 is no setting now: an evaluation scores trainer.eval_blocks "
+                         r"blocks, not batches \(blocks = batches x trainer.eval_batch_size")),
     ("lr_end", -1e-5, "trainer.lr_end=-1e-05 must be a number >= 0"),
     ("mlm_probability", 1.0, r"trainer.mlm_probability=1.0 must lie in \(0, 1\)"),
     ("group_by_length", "yes", "trainer.group_by_length='yes' must be true or false"),

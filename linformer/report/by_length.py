@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from .. import plots
 from ..data.io import default_data_mirror
@@ -31,7 +30,7 @@ from ..files import save_figure, table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
-from ..rundir import CONFIG, read_record
+from ..rundir import CONFIG, read_recorded_config
 from ..train.finetune import task_splits
 from .paired import MIN_INTERVAL_EXAMPLES, fmt1, interval_text, seed_example_interval
 
@@ -40,13 +39,13 @@ QUARTILES = 4
 
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
-    cfg = _run_config(run, "the difference by input length rebuilds the eval examples from it (skip it with "
+    data = _task_data(run, "the difference by input length rebuilds the eval examples from it (skip it with "
                            "--no-by-length)")
     tokenizer = load_tokenizer(_tokenizer_path(run), "model_path")
-    split = task_splits(_task_data(cfg), tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
+    split = task_splits(data, tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run.get("_all_labels", run["_labels"])):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
-                        f"(task data at {cfg.task.get('data_dir')} changed?)")
+                        f"(task data at {data.data_dir} changed?)")
     return token_lengths(split)
 
 
@@ -54,8 +53,8 @@ def trained_on_eval(run: dict) -> np.ndarray:
     """For a run recorded before training dropped the eval split's duplicates (no ``eval_duplicates_dropped`` in
     its results): which of its eval examples it also trained on (the same text in its train rows, rebuilt from its
     config.yaml as that run drew them), in eval-split order."""
-    data = _task_data(_run_config(run, "finding the eval examples the run also trained on rebuilds its train and "
-                                       "eval rows from it"))
+    data = _task_data(run, "finding the eval examples the run also trained on rebuilds its train and eval rows "
+                           "from it")
     fields = get_task(data.name).text_fields
     train = subset_rows(read_task_split(data.name, data.data_dir, "train", data.skip_bad_rows)[0],
                         data.max_train_examples, data.subset_seed)
@@ -67,21 +66,14 @@ def trained_on_eval(run: dict) -> np.ndarray:
     return shared_texts(held, train, fields)
 
 
-def _run_config(run: dict, needed_for: str) -> DictConfig:
-    """The run's config.yaml, read as the run's own record (``rundir.read_record``: one that does not read is
-    refused in one line); a missing one is refused naming what it is `needed_for`."""
-    config = read_record(run["_dir"], CONFIG)
-    if not config:
+def _task_data(run: dict, needed_for: str) -> TaskData:
+    """The run's task data, read from its config.yaml as the run's own record (``rundir.read_recorded_config``);
+    a missing one is refused naming what it is `needed_for`. A run finished on another machine (a GPU node reading
+    its own copy of the data mirror) names a data_dir whose files are not here: then the same task under this
+    machine's mirror; the labels check in eval_lengths still tells if those are other examples."""
+    if not (Path(run["_dir"]) / CONFIG).is_file():
         raise DataError(f"{Path(run['_dir']) / CONFIG} is missing: {needed_for}")
-    return OmegaConf.create(config)
-
-
-def _task_data(cfg) -> TaskData:
-    """The run's task data. A run finished on another machine (a GPU node reading its own copy of the data mirror)
-    names a data_dir whose files are not here: then the same task under this machine's mirror; the labels check in
-    eval_lengths still tells if those are other examples."""
-
-    data = TaskData.read(cfg)
+    data = read_recorded_config(run["_dir"], TaskData.read)
     task_spec = get_task(data.name)
     here = Path(default_data_mirror()) / task_spec.mirror_subdir
     eval_file = task_spec.files["eval"]

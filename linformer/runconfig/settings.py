@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ..configs import RETIRED_KEYS, retired_key
 from ..data import tasks as _tasks
 from ..data.io import resolve_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
@@ -117,6 +118,8 @@ def refuse_unknown(group: Mapping, schema: type | tuple[str, ...], prefix: str) 
     of the keys it lists): a typo or a key no code reads, named with the closest one."""
     known = list(schema) if isinstance(schema, tuple) else [f.name for f in fields(schema)]
     for key in group:
+        if f"{prefix}.{key}" in RETIRED_KEYS:
+            raise ConfigError(retired_key(f"{prefix}.{key}", group[key]))
         if key not in known:
             raise ConfigError(f"{prefix}.{key} is not a {prefix} setting{did_you_mean(key, known, prefix + '.')}: "
                               "the config's keys are "
@@ -278,9 +281,6 @@ class TrainerSettings:
 
     @classmethod
     def read(cls, t: Mapping) -> TrainerSettings:
-        if "lr_schedule" in t:  # a config of before: both its values trained as lr_power says
-            raise ConfigError(f"trainer.lr_schedule={t['lr_schedule']} is no setting: the lr decays polynomially "
-                              "with trainer.lr_power after warmup (1.0, the default, is linear); remove the key.")
         values = read_fields(cls, t, "trainer")
         if values["compile_mode"] is not None and not (values["compile"] and values["compile_backend"] == "inductor"):
             why = ("without trainer.compile=true nothing is compiled" if not values["compile"] else

@@ -94,11 +94,13 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
 
 
 def _record_end(record: RunRecord, err: BaseException) -> None:
-    """Record how `err` ended a running run: stopped by a signal (checkpointed, or a second Ctrl-C), or failed. A
-    record that cannot be written (a run directory made read-only, a full disk) is a warning line: `err` is the error
-    the user is told, not this one raised over it."""
+    """Record how `err` ended this attempt: stopped by a signal (checkpointed, or a second Ctrl-C), or failed. An
+    attempt that ended before it recorded its start (a refused resume) leaves the record as the earlier attempt
+    left it: its own end (stopped, failed), or `running` where it recorded none (killed, or a version that did not
+    record a stop), which the next start counts as killed. A record that cannot be written (a run directory made
+    read-only, a full disk) is a warning line: `err` is the error the user is told, not this one raised over it."""
     try:
-        if record.info().get("status") == "running":
+        if record.started and record.info().get("status") == "running":
             if isinstance(err, (Preempted, KeyboardInterrupt)):
                 record.stop(err)
             elif isinstance(err, Exception):

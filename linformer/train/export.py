@@ -23,7 +23,7 @@ from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, RunRecord, read_record
+from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, RunRecord, read_record, read_recorded_config
 from .checkpoint import (
     STATE_FILE,
     checkpoint_dir,
@@ -101,7 +101,7 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if stage not in SPECS:
         raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
                           "(transfer and distillation save their model in <run>/model).")
-    return SPECS[stage].read(read_record(run_dir, CONFIG))
+    return read_recorded_config(run_dir, SPECS[stage].read)
 
 
 def _rebuild(spec: FinetuneSpec | PretrainSpec):

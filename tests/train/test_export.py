@@ -311,3 +311,24 @@ def test_a_relative_run_dir_is_taken_from_the_repository_whatever_the_working_di
     assert f"model_path={repo / 'runs' / 'rel'}" in summary["next"]
     done = export_run("runs/rel", "exported")
     assert Path(done["out"]) == repo / "exported" and (repo / "exported" / "config.json").is_file()
+
+
+def test_a_run_recorded_with_retired_keys_exports_and_a_bad_recorded_key_names_its_file(carded_run, tmp_path):
+    """A run recorded by a version whose config.yaml held trainer.lr_schedule and trainer.eval_batches (retired keys:
+    its identity and a resume drop them) was refused by export, naming neither the key's file nor, for eval_batches,
+    its successor. It exports; a key today's settings refuse names the run's config.yaml."""
+    import yaml
+
+    from linformer.errors import ConfigError
+
+    run = tmp_path / "old"
+    shutil.copytree(carded_run, run, ignore=shutil.ignore_patterns("best", "model-step-*"))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["trainer"] |= {"lr_schedule": "linear", "eval_batches": 2}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    assert export_run(run, tmp_path / "out", step=13)["step"] == 13
+    config["trainer"]["warmup_step"] = 1
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=rf"^{run / 'config.yaml'} \(the run's recorded config\): "
+                                          r"trainer.warmup_step is not a trainer setting"):
+        export_run(run, tmp_path / "again", step=13)

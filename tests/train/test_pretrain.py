@@ -907,3 +907,21 @@ def test_a_checkpoint_saved_before_skipped_updates_were_counted_leaves_the_count
     assert (recorded["skipped_steps"], recorded["first_skipped_step"]) == (None, None)
     run = load_run(tmp_path)
     assert _skipped_steps(run, digest(run.rows, [])) == 1
+
+
+@pytest.mark.parametrize("earlier", ["running", "stopped"])
+def test_a_refused_resume_leaves_the_earlier_attempt_s_record_as_it_was(tiny_data, tmp_path, earlier):
+    """A run an earlier version left `running` after a SIGTERM (it recorded no stop), then a resume refused before
+    the attempt started (here: max_steps below the checkpoint's step): the refusal rewrote run.json to `failed` with
+    its error, where a run left `stopped` kept its status. Neither is rewritten: the attempt never started."""
+    from linformer.errors import ConfigError
+
+    steps = ["trainer.save_every=3", "trainer.eval_every=100", "trainer.warmup_steps=1"]
+    pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=3"), tmp_path)
+    info = json.loads((tmp_path / "run.json").read_text())
+    info.update(status=earlier)
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    with pytest.raises(ConfigError, match="trainer.max_steps=2 is below the step of the checkpoint"):
+        pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=2", "trainer.resume=auto",
+                                  "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
+    assert json.loads((tmp_path / "run.json").read_text()) == info
