@@ -217,12 +217,18 @@ def one_run_per_seed(runs: Iterable[dict], key: Callable[[dict], tuple], what: C
         seen[k] = r
 
 
-def reported_subset(r: dict) -> tuple[int, int] | None:
+def reported_subset(r: dict) -> tuple[int, int | None] | None:
     """(examples scored, examples in the reported split) where a run scored a subset of its reported split
-    (max_eval_examples; results.json's ``reported``), else None: its score is not the split's."""
+    (max_eval_examples), else None: its score is not the split's. results.json's ``reported`` says both; for a run
+    recorded before it, its num_eval_examples at its config's max_eval_examples (``_max_eval_examples``, which the
+    table's reader adds) is a subset, of a split whose size it did not record (None): a limit above the split's size
+    scores fewer examples than it."""
     reported = r.get("reported") or {}
     examples, of = reported.get("examples"), reported.get("of")
-    return (int(examples), int(of)) if examples is not None and of is not None and examples < of else None
+    if examples is not None and of is not None:
+        return (int(examples), int(of)) if examples < of else None
+    scored, limit = r.get("num_eval_examples"), r.get("_max_eval_examples")
+    return (int(scored), None) if scored is not None and limit is not None and scored >= limit else None
 
 
 SUBSET_KEYS = ("max_train_examples", "max_eval_examples", "validation_fraction")  # what subset_seed draws

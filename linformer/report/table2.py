@@ -55,9 +55,13 @@ PAPER = {
 def read_results(patterns: list[str]) -> list[dict]:
     """The results.json of every finished finetuning run at or under the paths or globs (run dirs, folders of
     them, or results.json files), each with its run directory as ``_dir``."""
-    records = (RunRecord(d, "finetune") for d in finished_runs(patterns))
-    return [{**r, "_dir": str(record.dir), "_draw": subset_draw(record.config(), r)} for record in records
-            if (r := record.results())]
+    out = []
+    for record in (RunRecord(d, "finetune") for d in finished_runs(patterns)):
+        r, config = record.results(), record.config()
+        if r:  # its max_eval_examples: a subset, for a run recorded before results.json's `reported`
+            out.append({**r, "_dir": str(record.dir), "_draw": subset_draw(config, r),
+                        "_max_eval_examples": config.get("max_eval_examples")})
+    return out
 
 
 def _check_results(results: list[dict]) -> None:
@@ -129,7 +133,8 @@ def _check_runs(results: list[dict], subsets: bool) -> None:
     part = next((r for r in results if reported_subset(r)), None)
     if part is not None and not subsets:
         examples, of = reported_subset(part)
-        raise DataError(f"{part.get('_dir')} scored {examples} of the {of} examples of {part.get('task')}'s "
+        scored = f"{examples} of the {of} examples" if of is not None else f"{examples} examples"
+        raise DataError(f"{part.get('_dir')} scored {scored} of {part.get('task')}'s "
                         f"{(part.get('reported') or {}).get('split') or part.get('eval_split')} split "
                         "(max_eval_examples): Table 2 reports whole splits. Finetune it with max_eval_examples=null, "
                         "or pass --subsets to take such runs, each cell saying how many examples scored it.")
@@ -178,7 +183,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
         if acc.get("qnli_devsplit"):
             row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
         if parts:
-            row["subsets"] = {t: sorted(v) for t, v in parts.items()}
+            row["subsets"] = {t: sorted(v, key=lambda p: (p[0], p[1] or 0)) for t, v in parts.items()}
         row["_draws"] = {t: note for t, runs in draws.items() if (note := draws_note(runs))}
         row["_f1"] = {t: _mean(v) for t, v in f1.items()}
         row["_seeds"] = {t: len(s) for t, s in seeds.items()}
@@ -208,12 +213,17 @@ def _fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _split_size(of: int | None) -> str:
+    return f"{of:,}" if of is not None else "the split's"
+
+
 def _subset_mark(row: dict, task: str) -> str:
-    """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]', and where its seeds scored
-    different subsets (``rows.draws_note``), how many."""
+    """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]' (' [200 of the split's examples]'
+    for a run recorded before the split's size was), and where its seeds scored different subsets
+    (``rows.draws_note``), how many."""
     parts = (row.get("subsets") or {}).get(task)
     draws = (row.get("_draws") or {}).get(task)
-    return f" [{' / '.join(f'{e:,} of {o:,}' for e, o in parts)} examples{f'; {draws}' if draws else ''}]" if parts \
+    return f" [{' / '.join(f'{e:,} of {_split_size(o)}' for e, o in parts)} examples{f'; {draws}' if draws else ''}]" if parts \
         else ""
 
 

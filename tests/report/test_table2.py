@@ -474,3 +474,26 @@ def test_a_kept_models_size_is_read_once_for_the_whole_table(tmp_path, monkeypat
     config.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
                                   "intermediate_size": 64, "model_type": "linformer"}))  # rewritten: read again
     assert rows_module.with_size({"_dir": str(runs / "small-0")})["hidden_size"] == 64
+
+
+def test_a_run_recorded_before_its_reported_block_scored_on_a_subset_is_refused_unless_asked_for(tmp_path, capsys):
+    """A run of a version that recorded no `reported` block (results.json: num_eval_examples; config.yaml:
+    max_eval_examples) scored 100 of SST-2's 872 dev examples and was taken as the whole split, without --subsets
+    and without a mark. Its num_eval_examples at its max_eval_examples is a subset; one below it scored its whole
+    split (the limit cut nothing)."""
+    runs = tmp_path / "runs"
+    _run(runs, "old", "sst2", 0.51)
+    _run(runs, "whole", "sst2", 0.80, seed=1)
+    for name, scored, limit in (("old", 100, 100), ("whole", 67, 100)):
+        results = json.loads((runs / name / "results.json").read_text())
+        (runs / name / "results.json").write_text(json.dumps({**results, "num_eval_examples": scored}))
+        (runs / name / "config.yaml").write_text(f"task:\n  name: sst2\nmax_eval_examples: {limit}\n")
+    out = tmp_path / "t"
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"{runs / 'old'} scored 100 examples of sst2's dev split (max_eval_examples)" in err
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x", "--subsets"]) == 0
+    row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
+    assert row["subsets"] == {"sst2": [[100, None]]}
+    assert "| 65.5 [100 of the split's examples] |" in out.with_suffix(".md").read_text()
