@@ -218,11 +218,19 @@ def is_shape_key(key: str) -> bool:
 
 def identity_diff(recorded: Mapping, requested: Mapping) -> dict[str, tuple[Any, Any]]:
     """{key: (recorded value, requested value)} for every identity key that differs (missing = None). A model field
-    the recorded config lacks (recorded before the model groups listed it) and the requested one sets to
-    LinformerConfig's default is the same model, not a change."""
+    one config lacks (recorded before the model groups listed it) and the other sets to LinformerConfig's default
+    is the same model, not a change, whichever side lacks it (compare_runs sets an older run beside a newer one
+    either way round); a key recorded only since LATER_KEYS is missing from the recorded side."""
     a, b = identity(recorded), identity(requested)
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and not (k not in a and (_is_model_default(k, b.get(k)) or _later(k)))}
+
+    def same(k: str) -> bool:
+        missing = a if k not in a else b if k not in b else None
+        if missing is None:
+            return False
+        other = b if missing is a else a
+        return _is_model_default(k, other.get(k)) or (missing is a and _later(k))
+
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and not same(k)}
 
 
 # Identity keys that runs recorded before them lack: such a run is compared on the rest, not refused for the gap

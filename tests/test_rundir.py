@@ -442,3 +442,21 @@ def test_a_metrics_row_the_disk_refuses_leaves_no_torn_line(tmp_path, monkeypatc
     monkeypatch.undo()
     assert (tmp_path / "metrics.jsonl").read_text().endswith("}\n")
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1]
+
+
+def test_a_model_field_one_side_lacks_is_its_default_whichever_side_lacks_it():
+    """compare_runs sets a newer run first and an older one (recorded before the model groups listed a field) after
+    it: identity_diff read the older side's missing field as a difference (13 model settings shown as "null" beside
+    their defaults). A field missing on either side and at its default on the other is the same model; one off its
+    default is still a difference, on either side."""
+    import dataclasses
+
+    from linformer import LinformerConfig
+    from linformer.rundir import identity_diff
+
+    for field in dataclasses.fields(LinformerConfig):
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        key = f"model.{field.name}"
+        assert identity_diff({"model": {field.name: default}}, {"model": {}}) == {}
+        assert identity_diff({"model": {field.name: "other"}}, {"model": {}}) == {key: ("other", None)}
+        assert identity_diff({"model": {}}, {"model": {field.name: "other"}}) == {key: (None, "other")}
