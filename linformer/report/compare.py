@@ -35,7 +35,7 @@ from ..rundir import (
     reported_scores,
     selection_scores,
 )
-from .rows import draws_note, subset_draw
+from .rows import SKIPPED_NOTE, draws_note, skipped_updates, subset_draw
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
 SPLIT_PREFIXES = ("val_", "eval_")
@@ -266,7 +266,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
             nonfinite = nonfinite or bool(s.get("nonfinite"))
             cells.append(cell + (f"; {s['nonfinite']} non-finite" if s.get("nonfinite") else ""))
         scores, where = reported_scores(r.results), _reported_where(r)
-        skipped = _skipped_steps(r, d)
+        skipped = skipped_updates(r.results, lambda d=d: d.nonfinite_losses)
         where += f"; {skipped} updates skipped" if skipped else ""
         flagged = flagged or bool(skipped and scores)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
@@ -284,9 +284,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
         note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
                  "model of the step named.")
     if flagged:
-        note += (" `N updates skipped`: the run skipped N updates for a non-finite loss or gradient (results.json's "
-                 "skipped_steps, or its non-finite losses where it recorded none): its reported score is of a model "
-                 "trained with fewer updates than its steps say.")
+        note += " " + SKIPPED_NOTE
     if steady:
         note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
                  "steps hold compilation and warm-up), and its MFU.")
@@ -432,13 +430,6 @@ def plot_sweep(groups: list[list[Run]], metric: str, key: str, path: str | Path)
     plots.title(fig, f"{metric} that chose each run's model, by {key} (dots: seeds)", fontsize=11)
     plots.legend_below(fig)
     return save_figure(fig, path)
-
-
-def _skipped_steps(run: Run, digest: Digest) -> int:
-    """The updates a run skipped for a non-finite loss or gradient: its record's count, or for a run recorded before
-    the count, its logged non-finite losses."""
-    recorded = run.results.get("skipped_steps")
-    return recorded if isinstance(recorded, int) else digest.nonfinite_losses
 
 
 def _reported_where(run: Run) -> str:

@@ -4,9 +4,10 @@ share them)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import DataError
@@ -19,7 +20,7 @@ from ..modeling.configuration import (
     LinformerConfig,
     exact_keys_label,
 )
-from ..rundir import RESULTS, find_runs, is_full_attention, named_paths
+from ..rundir import METRICS, RESULTS, find_runs, is_full_attention, iter_metrics, named_paths
 
 # Labels that reports written by earlier code gave a row, and the one it has now (none inside the label it replaces,
 # so relabelling twice changes nothing): the mask rule for projected columns the exact keys cover was "no double
@@ -215,6 +216,26 @@ def one_run_per_seed(runs: Iterable[dict], key: Callable[[dict], tuple], what: C
                             "a table counts each seed once. Give the runs of one of them only (the other's folder "
                             "left out of the paths), or finetune the other with another seed=.")
         seen[k] = r
+
+
+def skipped_updates(results: Mapping, logged_nonfinite: Callable[[], int]) -> int:
+    """The updates a run skipped for a non-finite loss or gradient: results.json's ``skipped_steps``, or for a run
+    that recorded none (recorded before the count, or resumed from a checkpoint saved before it: null) its logged
+    non-finite losses, `logged_nonfinite()` (called only then: a step whose update was skipped logs its loss)."""
+    recorded = results.get("skipped_steps")
+    return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else logged_nonfinite()
+
+
+def logged_nonfinite_losses(run_dir: str | Path) -> int:
+    """The rows of a run's metrics.jsonl whose loss is inf or NaN (``skipped_updates``'s count for an older run)."""
+    return sum(isinstance(loss := row.get("loss"), (int, float)) and not math.isfinite(loss)
+               for row in iter_metrics(Path(run_dir) / METRICS))
+
+
+# what a report's "N updates skipped" mark means, said under the table that shows one
+SKIPPED_NOTE = ("`N updates skipped`: N updates were skipped for a non-finite loss or gradient (results.json's "
+                "skipped_steps, or the run's logged non-finite losses where it recorded none): the score is of a "
+                "model trained with fewer updates than its steps say.")
 
 
 def reported_subset(r: dict) -> tuple[int, int | None] | None:

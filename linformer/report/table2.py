@@ -25,14 +25,17 @@ from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from ..shell import shell_command
 from . import table2_pretrained, table2_scratch
 from .rows import (
+    SKIPPED_NOTE,
     check_result,
     draws_note,
     finished_runs,
+    logged_nonfinite_losses,
     one_run_per_seed,
     reported_subset,
     row_key,
     row_name,
     row_order,
+    skipped_updates,
     subset_draw,
 )
 
@@ -155,6 +158,7 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
     rows = []
     for key in sorted(groups, key=row_order):
         acc, f1, seeds, lrs, parts = defaultdict(list), defaultdict(list), defaultdict(set), {}, defaultdict(set)
+        skipped: dict[str, int] = defaultdict(int)
         draws = defaultdict(list)
         ppl = [r["pretrain_val_ppl"] for r in groups[key] if r.get("pretrain_val_ppl") is not None]
         by_col = defaultdict(list)
@@ -167,6 +171,8 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
             for r in chosen:
                 acc[col].append(_pct(float(r["metrics"]["accuracy"])))
                 seeds[col].add(r.get("seed"))
+                skipped[col] += skipped_updates(r, lambda r=r: logged_nonfinite_losses(r["_dir"]) if r.get("_dir")
+                                                else 0)
                 if reported_subset(r):
                     parts[col].add(reported_subset(r))
                     draws[col].append(r.get("_draw"))
@@ -182,6 +188,8 @@ def build_rows(results: list[dict], subsets: bool = False) -> list[dict]:
         row["val_ppl"] = round(statistics.fmean(ppl), 3) if ppl and pretrained else None
         if acc.get("qnli_devsplit"):
             row["qnli_devsplit"] = _mean(acc["qnli_devsplit"])
+        if any(skipped.values()):  # the cell's runs skipped that many updates in all (compare_runs marks each run)
+            row["skipped_updates"] = {t: n for t, n in skipped.items() if n}
         if parts:
             row["subsets"] = {t: sorted(v, key=lambda p: (p[0], p[1] or 0)) for t, v in parts.items()}
         row["_draws"] = {t: note for t, runs in draws.items() if (note := draws_note(runs))}
@@ -220,11 +228,13 @@ def _split_size(of: int | None) -> str:
 def _subset_mark(row: dict, task: str) -> str:
     """A cell's mark where subsets of its split scored it: ' [200 of 872 examples]' (' [200 of the split's examples]'
     for a run recorded before the split's size was), and where its seeds scored different subsets
-    (``rows.draws_note``), how many."""
+    (``rows.draws_note``), how many; where its runs skipped updates (``rows.skipped_updates``), how many."""
     parts = (row.get("subsets") or {}).get(task)
     draws = (row.get("_draws") or {}).get(task)
-    return f" [{' / '.join(f'{e:,} of {_split_size(o)}' for e, o in parts)} examples{f'; {draws}' if draws else ''}]" if parts \
-        else ""
+    skipped = (row.get("skipped_updates") or {}).get(task)
+    mark = f" [{' / '.join(f'{e:,} of {_split_size(o)}' for e, o in parts)} examples{f'; {draws}' if draws else ''}]" \
+        if parts else ""
+    return mark + (f" [{skipped} updates skipped]" if skipped else "")
 
 
 def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
@@ -264,6 +274,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         if devsplit:
             cells.insert(6, _fmt(r.get("qnli_devsplit")))
         lines.append(table_row(cells))
+    if any(r.get("skipped_updates") for r in rows):
+        lines += ["", SKIPPED_NOTE]
     grids = sorted({(t, tuple(v["grid"])) for r in rows for t, v in r["_lr"].items()})
     if grids:
         lines += ["", "Learning-rate grid per task: " + "; ".join(

@@ -226,7 +226,7 @@ def test_a_reported_score_of_a_run_that_skipped_updates_says_so(tmp_path, make_r
             ("older", "counted", "clean")}
     assert cell == {"older": "0.5 (dev, step 2; 2 updates skipped) |", "counted": "0.5 (dev, step 2; 3 updates "
                     "skipped) |", "clean": "0.5 (dev, step 2) |"}
-    assert "`N updates skipped`: the run skipped N updates for a non-finite loss or gradient" in table
+    assert "`N updates skipped`: N updates were skipped for a non-finite loss or gradient" in table
 
 
 def test_a_run_that_did_not_finish_says_so_beside_its_steps(tmp_path, make_run):

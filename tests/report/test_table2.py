@@ -497,3 +497,25 @@ def test_a_run_recorded_before_its_reported_block_scored_on_a_subset_is_refused_
     row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
     assert row["subsets"] == {"sst2": [[100, None]]}
     assert "| 65.5 [100 of the split's examples] |" in out.with_suffix(".md").read_text()
+
+
+def test_a_cell_whose_runs_skipped_updates_says_how_many_as_compare_runs_does(tmp_path):
+    """compare_runs marks the reported score of a run that skipped updates; Table 2 took such runs without a mark.
+    A cell says how many its runs skipped: results.json's skipped_steps, or for a run that recorded none (an older
+    record) its logged non-finite losses; a clean run's cell is as it was."""
+    runs = tmp_path / "runs"
+    _run(runs, "counted", "sst2", 0.50, seed=0)
+    _run(runs, "older", "sst2", 0.60, seed=1)
+    _run(runs, "clean", "imdb", 0.70, seed=0)
+    for name, record in (("counted", {"skipped_steps": 3}), ("clean", {"skipped_steps": 0})):
+        results = json.loads((runs / name / "results.json").read_text())
+        (runs / name / "results.json").write_text(json.dumps({**results, **record}))
+    (runs / "older" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "time": s, "loss": float("nan") if s in (2, 3) else 1.0}) + "\n" for s in (1, 2, 3)))
+    out = tmp_path / "t"
+    assert main([str(runs / "*"), "--out", str(out), "--hardware", "cpu", "--command", "x"]) == 0
+    row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
+    assert row["skipped_updates"] == {"sst2": 5}
+    table = out.with_suffix(".md").read_text()
+    assert "| 55.0 [5 updates skipped] | 70.0 |" in table
+    assert "`N updates skipped`: N updates were skipped for a non-finite loss or gradient" in table
