@@ -466,6 +466,15 @@ def check_tokenizer_settings(tokenizer_dir: str, data: Mapping, group: str | Non
                               "prepare its corpus again")
 
 
+def unprepared_corpus(out_dir: str) -> CorpusError:
+    """The error of a run whose corpus `out_dir` is not there, or not complete (``read_manifest`` is None)."""
+    return CorpusError(
+        f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, with the "
+        "same data= and paths options, `python scripts/prepare_corpus.py data=<corpus>` (from Python: "
+        "prepare_corpus(**CorpusSpec.read(compose('corpus', ['data=<corpus>'])).arguments()))"
+    )
+
+
 def read_manifest(out_dir: str) -> dict | None:
     """The manifest of a complete prepared corpus, or None when `out_dir` is absent or incomplete."""
     path = Path(out_dir) / MANIFEST
@@ -788,11 +797,7 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
 
     manifest = read_manifest(out_dir)
     if manifest is None:
-        raise CorpusError(
-            f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, with the "
-            "same data= and paths options, `python scripts/prepare_corpus.py data=<corpus>` (from Python: "
-            "prepare_corpus(**CorpusSpec.read(compose('corpus', ['data=<corpus>'])).arguments()))"
-        )
+        raise unprepared_corpus(out_dir)
     check_corpus_files(out_dir, manifest)
     if tokenizer_dir is not None:
         check_corpus_tokenizer(out_dir, tokenizer_dir)

@@ -18,7 +18,7 @@ from accelerate.state import AcceleratorState, GradientState, PartialState
 from accelerate.utils import DistributedType, is_tensorboard_available, is_wandb_available, set_seed
 from transformers import get_polynomial_decay_schedule_with_warmup
 
-from ..data.corpus import read_manifest
+from ..data.corpus import read_manifest, unprepared_corpus
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
 from ..errors import ConfigError
@@ -195,13 +195,17 @@ def data_identity(spec) -> dict[str, str]:
     corpus's cache key (its sources' contents, tokenizer and packing) as ``corpus_cache_key``, and a task's data
     files' contents as ``task_data_key`` and how its TaskSpec reads them (``TaskSpec.reading``: columns, label order,
     reader) as ``task_spec_key`` (a resume on edited files or an edited TaskSpec would mix two datasets, or two label
-    orders, in one run). A task directory or file that is not there is named here (``check_task_dir``), before the
-    record is compared; an unprepared corpus is left to the task to report; hub data has no files to key."""
+    orders, in one run). A task directory or file, or a prepared corpus, that is not there is named here
+    (``check_task_dir``, ``unprepared_corpus``), before the record is compared: a resume would otherwise read the
+    missing key as a change of the run's settings or format; hub data has no files to key."""
     out = {}
     corpus = spec.corpus
-    key = (read_manifest(corpus) or {}).get("cache_key") if corpus else None
-    if key:
-        out["corpus_cache_key"] = key
+    if corpus:
+        manifest = read_manifest(corpus)
+        if manifest is None:
+            raise unprepared_corpus(corpus)
+        if manifest.get("cache_key"):
+            out["corpus_cache_key"] = manifest["cache_key"]
     task = getattr(spec, "task", None)
     if task is not None and task.data_dir is not None:
         check_task_dir(task.name, task.data_dir)

@@ -924,3 +924,17 @@ def test_a_refused_resume_leaves_the_earlier_attempt_s_record_as_it_was(tiny_dat
         pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=2", "trainer.resume=auto",
                                   "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
     assert json.loads((tmp_path / "run.json").read_text()) == info
+
+
+def test_a_resume_whose_corpus_is_missing_names_the_corpus_not_a_format_change(tiny_data, tmp_path):
+    """A run continued with a corpus_dir that holds no prepared corpus was refused as a run of other settings whose
+    record is of another version of the run format (corpus_cache_key: '...' -> None), with advice to allow the change,
+    which waived the data check. The missing corpus is named, before the record is compared."""
+    from linformer.errors import CorpusError
+
+    steps = ["trainer.save_every=2", "trainer.eval_every=100", "trainer.warmup_steps=1", "trainer.max_steps=2"]
+    pretrain(compose_pretrain(tiny_data, *steps), tmp_path / "run")
+    before = (tmp_path / "run" / "run.json").read_text()
+    with pytest.raises(CorpusError, match=rf"^{tmp_path / 'moved'} is not a complete prepared corpus"):
+        pretrain(compose_pretrain(tiny_data, *steps, f"corpus_dir={tmp_path / 'moved'}"), tmp_path / "run")
+    assert (tmp_path / "run" / "run.json").read_text() == before
