@@ -170,19 +170,26 @@ def test_the_best_step_is_the_first_to_reach_the_best_score_and_never_the_evalua
     """Evaluations at steps 0 (eval_at_start, the untrained model), 10, 20, 30: the best is the first evaluation
     that beats every earlier one of training; a later one that only ties it keeps the earlier model, whether the
     metric is better greater or lower, and step 0 is never chosen, however good its score."""
+    for scores, greater, chosen in [([0.95, 0.8, 0.9, 0.9], True, [10, 20]), ([0.05, 0.3, 0.2, 0.2], False, [10, 20])]:
+        trainer, task = _evaluated(scores, greater, steps=(0, 10, 20, 30))
+        assert trainer.state["best"] == {"step": 20, "value": scores[2]} and task.chosen == chosen
+
+
+def _evaluated(scores: list[float], greater: bool, steps: tuple[int, ...]):
+    """A trainer of a tiny model whose task scores `scores` at `steps` in turn (better `greater`), after those
+    evaluations: (trainer, task)."""
     model = LinformerForMaskedLM(LinformerConfig(
         vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
         max_seq_len=8, projected_dim=4))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    for scores, greater, chosen in [([0.95, 0.8, 0.9, 0.9], True, [10, 20]), ([0.05, 0.3, 0.2, 0.2], False, [10, 20])]:
-        task = _ScriptedScores(scores, greater)
-        trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task,
-                          TrainerSettings(batch_size=2, lr=1e-3), record=None, spec=None, config={})
-        trainer._log = lambda step, row: None
-        for step in (0, 10, 20, 30):
-            trainer._evaluate(step, {})
-        assert trainer.state["best"] == {"step": 20, "value": scores[2]} and task.chosen == chosen
+    task = _ScriptedScores(scores, greater)
+    trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task,
+                      TrainerSettings(batch_size=2, lr=1e-3), record=None, spec=None, config={})
+    trainer._log = lambda step, row: None
+    for step in steps:
+        trainer._evaluate(step, {})
+    return trainer, task
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
@@ -191,16 +198,6 @@ def test_a_non_finite_evaluation_is_never_best_and_never_blocks_a_finite_one(bad
     """Evaluations at steps 10-40 score a non-finite value first (a NaN loss, a score of non-finite outputs), then
     finite ones: the first finite one is chosen and the next better one replaces it. A NaN taken as best blocked
     every later one (every comparison with NaN is false); -inf or +inf would beat any finite loss or accuracy."""
-    model = LinformerForMaskedLM(LinformerConfig(
-        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_seq_len=8, projected_dim=4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     scores = [bad, 0.5, 0.6 if greater else 0.4, bad]
-    task = _ScriptedScores(scores, greater)
-    trainer = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task,
-                      TrainerSettings(batch_size=2, lr=1e-3), record=None, spec=None, config={})
-    trainer._log = lambda step, row: None
-    for step in (10, 20, 30, 40):
-        trainer._evaluate(step, {})
+    trainer, task = _evaluated(scores, greater, steps=(10, 20, 30, 40))
     assert trainer.state["best"] == {"step": 30, "value": scores[2]} and task.chosen == [20, 30]
