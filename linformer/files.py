@@ -525,7 +525,8 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     Ctrl-C), what it wrote at `paths` is removed and the earlier files are put back, so a folder never holds a new
     table beside an earlier report's plots. With ``replaces_earlier`` an earlier file the block did not write again
     is removed too. The kept files go once it is done; ones a killed process (SIGKILL) left are removed by the next
-    write of those paths."""
+    write of those paths. A command that writes a partial output on purpose (rows measured before an error or a
+    stop, marked partial) lets its block end normally and raises after it (the benchmark, cls_probe)."""
     check_output_files(paths, record, overwrite, flag, key)
     aside = _set_aside([written_at(p) for p in paths])
     try:

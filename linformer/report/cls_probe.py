@@ -109,19 +109,23 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
     return rows
 
 
-def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_examples: int, out: str | None) -> None:
-    """``probe``'s table printed, and written to `out` where given; where an error stops it, the rows measured
-    before it are printed and written marked partial, then the error goes on."""
+def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_examples: int,
+                out: str | None) -> Exception | None:
+    """``probe``'s table printed, and written to `out` where given. Where an error stops it, the rows measured
+    before it are printed and written marked partial, and the error is returned, for the caller to raise once the
+    output is recorded (``files.output_files`` puts the earlier file back when its block raises)."""
     started = start()
     rows: list[dict] = []
     try:
         probe(runs, tasks, data_mirror, n_examples, rows=rows)
     except Exception as err:
-        if rows:
-            _write(rows, out, started, f"Partial: stopped after {len(rows)} rows by an error "
-                                       f"({type(err).__name__}: {err}); the rest was not measured.")
-        raise
+        if not rows:
+            raise
+        _write(rows, out, started, f"Partial: stopped after {len(rows)} rows by an error "
+                                   f"({type(err).__name__}: {err}); the rest was not measured.")
+        return err
     _write(rows, out, started)
+    return None
 
 
 def _write(rows: list[dict], out: str | None, started: Started, partial: str = "") -> None:
