@@ -466,6 +466,10 @@ def test_a_signal_stops_the_served_dashboard_as_every_command_with_its_tensorboa
     import linformer.report.dashboard as dashboard
 
     signum = getattr(signal, signum)
+    # what a terminal gives the command (a job started with & by a non-interactive shell has SIGINT ignored, and the
+    # command keeps what it finds)
+    default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+    before = signal.signal(signum, default)
     outputs, board = tmp_path / "outputs", tmp_path / "tb"
     rows = [{"step": s, "time": s, "loss": 1.0} for s in range(1, 5)]
     run = make_run(outputs, "pretrain", "a", rows)
@@ -495,15 +499,19 @@ def test_a_signal_stops_the_served_dashboard_as_every_command_with_its_tensorboa
     monkeypatch.setattr(subprocess, "Popen", TensorBoard)
     monkeypatch.setattr(dashboard, "wait_until_up", up)
     monkeypatch.setattr(dashboard, "_write_event", write_event)
-    with pytest.raises(SystemExit) as stop:
-        load_script("dashboard").main(["--outputs", str(outputs), "--logdir", str(board), "--port", str(port),
-                                       "--watch", "0.05"])
+    try:
+        with pytest.raises(SystemExit) as stop:
+            load_script("dashboard").main(["--outputs", str(outputs), "--logdir", str(board), "--port", str(port),
+                                           "--watch", "0.05"])
+        after = signal.getsignal(signum)
+    finally:
+        signal.signal(signum, before)
     assert stop.value.code == 128 + signum
     name = signal.Signals(signum).name
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"stopped: stopped by {name}")
     assert children[0].poll() is not None, "TensorBoard was left running"
     assert not (board / "pretrain" / "a").exists()  # the mirror the stop cut short is removed, not half there
-    assert signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler)
+    assert after is default  # the command gives back the handler it found
 
 
 def test_a_damaged_record_among_many_runs_is_shown_marked_damaged_in_the_dashboard_as_in_compare_runs(
