@@ -163,6 +163,7 @@ def keep_mask(mask: torch.Tensor, B: int, T: int, attention: str = "linformer") 
                 "a large negative number at padding) pass mask == 0; from weights, pass the bool mask they apply to.")
     return mask != 0
 
+
 _INITIALISED_LATER = contextvars.ContextVar("linformer_projections_initialised_later", default=False)
 
 
