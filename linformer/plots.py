@@ -172,3 +172,17 @@ def machine(lines: list[str] | str | None) -> str:
             if name and name != "not recorded":
                 return f"machine: {name}"
     return "machine not recorded"
+
+
+def plain_ticks(axis) -> None:
+    """`axis`'s tick labels as plain numbers with thousands separators, and in millions ("1.5M") where the axis
+    reaches a million: never matplotlib's offset or "1e6" corner text, which a reader misses and so reads every
+    tick a million times too small. For a linear axis (a log axis labels its own decades)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def label(value: float, _position) -> str:
+        if max(abs(v) for v in axis.get_view_interval()) >= 1e6:
+            return f"{value / 1e6:,g}M"
+        return f"{value:,g}"
+
+    axis.set_major_formatter(FuncFormatter(label))

@@ -550,6 +550,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
             ax.set_ylabel(f"{words} (log scale)")
         else:
             ax.set_ylabel(f"{words} (linear scale: a value <= 0)" if log_y else words)
+            plots.plain_ticks(ax.yaxis)
+        plots.plain_ticks(ax.xaxis)
         if len(stages) > 1:
             plots.title(ax, f"{stage or 'stage not recorded'} runs", fontsize=10)
         ax.grid(alpha=0.3)

@@ -718,3 +718,32 @@ def test_an_output_folder_that_cannot_be_written_names_the_flag_that_chose_it(tm
     monkeypatch.setattr(sys, "argv", ["scripts/compare_runs.py"])  # the script's words
     with pytest.raises(OutputPathError, match="choose another --out, one you can write"):
         compare_runs([tmp_path / "out"], tmp_path / "cmp")
+
+
+def _kept_figures(monkeypatch) -> dict:
+    """The figures compare's plots save, by file name, kept for their artists to be read (saved as usual)."""
+    from linformer.report import compare
+
+    figs, save = {}, compare.save_figure
+
+    def keep(fig, path):
+        figs[Path(path).name] = fig
+        return save(fig, path)
+
+    monkeypatch.setattr(compare, "save_figure", keep)
+    return figs
+
+
+def test_a_throughput_axis_says_its_millions_in_its_ticks_never_in_a_corner_offset(tmp_path, make_run, monkeypatch):
+    """tokens/s near 3,000,000 was labelled 2.6 ... 3.0 with a "1e6" in the axis corner, which a reader misses."""
+    rows = [{"step": s, "time": float(s), "loss": 1.0, "tokens_per_s": 2.6e6 + 5e4 * s} for s in range(1, 11)]
+    make_run(tmp_path / "out", "pretrain", "fast", rows)
+    figs = _kept_figures(monkeypatch)
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=["tokens_per_s", "loss"])
+    for name, fig in figs.items():
+        fig.canvas.draw()
+        for axis in (fig.axes[0].xaxis, fig.axes[0].yaxis):
+            assert axis.get_offset_text().get_text() == "", name
+    ticks = [t.get_text() for t in figs["tokens_per_s.png"].axes[0].get_yticklabels() if t.get_text()]
+    assert ticks and all(t.endswith("M") for t in ticks) and "3M" in ticks
+    assert [t.get_text() for t in figs["loss.png"].axes[0].get_xticklabels() if t.get_text()][:2] == ["0", "2"]
