@@ -501,7 +501,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     (an MLM loss and a classification loss never share an axis); each run its own colour and marker, the same in
     every plot of the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
     panels. A non-finite value is a cross at the top edge of its panel (the line joins the finite ones around it);
-    runs that did not log `metric` are named in the legend; a log scale that a value <= 0 rules out is said on the
+    runs that did not log `metric` are named in the legend; a throughput's (THROUGHPUT) first logged step, compilation
+    and warm-up, is left out of each run's line, as the legend says; a log scale that a value <= 0 rules out is said on the
     axis. `ratio_to`, a run among `runs`, adds a panel under the first: each run's values over that run's at the same
     steps, which shows gaps of a percent that the curves' span hides. `labels` default to ``run_labels``;
     `series_of` gives a run's (steps, values) (default: ``series``). Returns None (and writes nothing) when no run
@@ -518,6 +519,11 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     data = [d for d in data if d[3]]
     if not data:
         return None
+    # a throughput's first logged step is the process's compilation and warm-up (an MFU near 0), not the run's
+    # speed: left out of every run's line, and the legend says so
+    warm_up = metric in THROUGHPUT and any(len(d[3]) > 1 for d in data)
+    if warm_up:
+        data = [(*d[:3], d[3][1:], d[4][1:]) if len(d[3]) > 1 else d for d in data]
     if log_y is None:
         log_y = metric.endswith("ppl")
     stages = list(dict.fromkeys(d[1].stage for d in data))
@@ -566,6 +572,9 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     if nonfinite:
         handles.append(Line2D([], [], marker="x", color="black", linestyle="none"))
         names.append(f"a non-finite value ({nonfinite}), drawn at the top edge")
+    if warm_up:
+        handles.append(Line2D([], [], linestyle="none"))
+        names.append("not drawn: each run's first step (compilation and warm-up)")
     if missing:
         handles.append(Line2D([], [], linestyle="none"))
         names.append(f"no {metric} logged: {', '.join(missing)}")

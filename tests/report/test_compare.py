@@ -747,3 +747,19 @@ def test_a_throughput_axis_says_its_millions_in_its_ticks_never_in_a_corner_offs
     ticks = [t.get_text() for t in figs["tokens_per_s.png"].axes[0].get_yticklabels() if t.get_text()]
     assert ticks and all(t.endswith("M") for t in ticks) and "3M" in ticks
     assert [t.get_text() for t in figs["loss.png"].axes[0].get_xticklabels() if t.get_text()][:2] == ["0", "2"]
+
+
+def test_a_throughput_plot_leaves_out_each_run_s_warm_up_step_and_says_so(tmp_path, make_run, monkeypatch):
+    """mfu.png drew step 1 (compilation: 0.2% MFU) as a point of the line, which then climbed to 33%."""
+    for name, first in (("a", 0.0016), ("b", 0.0012)):
+        rows = [{"step": s, "time": float(s), "loss": 1.0, "mfu": first if s == 1 else 0.33} for s in range(1, 11)]
+        make_run(tmp_path / "out", "pretrain", name, rows)
+    figs = _kept_figures(monkeypatch)
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=["mfu", "loss"])
+    lines = [line for line in figs["mfu.png"].axes[0].get_lines() if line.get_label() in ("a", "b")]
+    assert len(lines) == 2 and all(list(line.get_xdata()) == list(range(2, 11)) for line in lines)
+    assert min(y for line in lines for y in line.get_ydata()) == pytest.approx(33.0)
+    legend = [t.get_text() for t in figs["mfu.png"].legends[0].get_texts()]
+    assert any("first step (compilation and warm-up)" in t for t in legend)
+    # a loss keeps its first step
+    assert [line.get_xdata()[0] for line in figs["loss.png"].axes[0].get_lines()] == [1, 1]
