@@ -1,20 +1,26 @@
-"""Table 2 from finetuning runs: python scripts/table2.py 'outputs/finetune/*' --out docs/results/table2"""
+"""Table 2 from finetuning runs: python scripts/table2.py 'outputs/finetune/*' --out docs/results/table2
+python scripts/table2.py --render FILE.json   (the report's figures, and a pretrained report's table, again from its
+                                              JSON; nothing read from the runs)"""
 
 import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
-from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option, write_report
+from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option, render, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
-    ap.add_argument("runs", nargs="+", help="finetuning run dirs, results.json files, or globs (quote them; relative "
+    ap.add_argument("runs", nargs="*", help="finetuning run dirs, results.json files, or globs (quote them; relative "
                                             "to the repository)")
-    ap.add_argument("--out", type=path, default=f"{path_root('reports_dir')}/table2",
-                    help="writes <out>.md and <out>.json (default: paths.reports_dir/table2; relative to the "
-                         "repository)")
+    ap.add_argument("--render", metavar="JSON", type=path, default=None,
+                    help="instead of runs: an earlier report's <out>.json; draws <out>_forest.png (each row's "
+                         "difference from the teacher or full attention) and, for the pretrained layout, writes its "
+                         "table and by-length figure again, nothing read from the runs")
+    ap.add_argument("--out", type=path, default=None,
+                    help="writes <out>.md and <out>.json (default: paths.reports_dir/table2, or with --render the "
+                         "JSON's path less .json; relative to the repository)")
     ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     ap.add_argument("--layout", choices=LAYOUTS, default="paper",
@@ -43,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="replace whatever is at the output paths (else only an earlier table2 of the same runs "
                          "and layout)")
     args = ap.parse_args(argv)
+    if args.render is not None:
+        if args.runs:
+            ap.error("--render draws from the JSON alone: give no runs with it")
+        with cli_errors():
+            render(args.render, args.out, args.overwrite)
+        return 0
+    if not args.runs:
+        ap.error("the following arguments are required: runs (or --render JSON)")
+    args.out = args.out or f"{path_root('reports_dir')}/table2"
     misplaced = misplaced_option(args.layout, [flag for flag in LAYOUT_OPTIONS
                                                if getattr(args, flag[2:].replace("-", "_"))])
     if misplaced:

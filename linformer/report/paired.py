@@ -88,6 +88,15 @@ def comparison_text(d: dict, examples: int, reference: str, reference_seeds: int
     '-0.9 [-1.7, -0.03], p=0.035', followed by what it rests on where that is less than a reader assumes: the
     seeds it paired where the `reference` has more (`reference_seeds`) or the row has more (`own_seeds`), and, for
     one seed pair, that its interval and p leave out the seed-to-seed variance."""
+    notes = comparison_notes(d, reference, reference_seeds, own_seeds)
+    text = f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True)}, {p_text(d['p'])}"
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def comparison_notes(d: dict, reference: str, reference_seeds: int, own_seeds: int = 0) -> list[str]:
+    """What a seed-matched comparison rests on where that is less than a reader assumes (``comparison_text``'s
+    notes, in a table or beside a figure's point): the seeds it paired, where either side has more, and for one
+    seed pair that its interval leaves out the seed-to-seed variance."""
     notes = []
     paired = f"seed{'s' if len(d['seeds']) > 1 else ''} {', '.join(map(str, d['seeds']))} only"
     if len(d["seeds"]) < reference_seeds:
@@ -96,8 +105,7 @@ def comparison_text(d: dict, examples: int, reference: str, reference_seeds: int
         notes.append(f"{paired}, as {reference} has")
     if len(d["seeds"]) == 1:
         notes.append("one seed pair: no seed variance")
-    text = f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True)}, {p_text(d['p'])}"
-    return text + (f" ({'; '.join(notes)})" if notes else "")
+    return notes
 
 
 def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0.95) -> tuple[float, float]:

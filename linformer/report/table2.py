@@ -20,10 +20,20 @@ from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
-from ..files import atomic_write, made_by, output_files, table_lines, table_row, write_json
+from ..files import (
+    atomic_write,
+    file_record,
+    made_by,
+    output_files,
+    repo_relative,
+    table_lines,
+    table_row,
+    write_json,
+)
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from ..shell import shell_command
-from . import table2_pretrained, table2_scratch
+from . import forest, table2_pretrained, table2_scratch
+from .measured import read_measured
 from .rows import (
     SKIPPED_NOTE,
     check_result,
@@ -237,7 +247,7 @@ def _subset_mark(row: dict, task: str) -> str:
     return mark + (f" [{skipped} updates skipped]" if skipped else "")
 
 
-def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
+def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str | None = None) -> str:
     devsplit = any("qnli_devsplit" in r for r in rows)
     titles = [TITLES[t] + (" acc (F1)" if "f1" in get_task(t).metrics else "") for t in TASKS]
     head = ["model", "pretrained", *titles, "avg", "val ppl", "seeds (lr)",
@@ -276,6 +286,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str) -> str:
         lines.append(table_row(cells))
     if any(r.get("skipped_updates") for r in rows):
         lines += ["", SKIPPED_NOTE]
+    if forest_png:
+        lines += ["", f"Plot of each cell minus pretrained full attention's at the same n: `{forest_png}`."]
     grids = sorted({(t, tuple(v["grid"])) for r in rows for t, v in r["_lr"].items()})
     if grids:
         lines += ["", "Learning-rate grid per task: " + "; ".join(
@@ -337,10 +349,58 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
                                       f"stopped or failed): {', '.join(unfinished)}.\n")
     if other:
         note += f"\nLeft out: runs of tasks Table 2 has no column for ({', '.join(other)}).\n"
-    atomic_write(f"{out}.md", to_markdown(rows, hardware, command) + note)
     data = to_json(rows, hardware, command) | ({"unfinished": unfinished} if unfinished else {})
+    forest_png = draw_forest(data, out)
+    atomic_write(f"{out}.md", to_markdown(rows, hardware, command, forest_png) + note)
     write_json(f"{out}.json", data)
     return data
+
+
+def forest_title(data: dict) -> str:
+    return (f"Table 2 from finetuning runs: each cell minus pretrained full attention's at the same n (no interval: "
+            f"the report keeps each cell's mean over its seeds); {data.get('hardware') or 'hardware not recorded'}")
+
+
+def draw_forest(data: dict, out: str) -> str | None:
+    """<out>_forest.png from a paper-layout report's JSON `data`: each row's cells minus pretrained full attention's
+    at the same n, marked as the table marks them; its file name, or None where no row has such a reference."""
+    cells = forest.paper_cells(data, _subset_mark)
+    if not any(cells.values()):
+        return None
+    forest.plot(cells, f"{out}_forest.png", forest_title(data), "full attention")
+    return Path(f"{out}_forest.png").name
+
+
+def render(path: str, out: str | None = None, overwrite: bool = False) -> list[str]:
+    """``scripts/table2.py --render``: a report's figures again from its JSON at `path` (<out> default: the JSON's
+    path less .json), nothing read from the runs: the pretrained layout's table and figures (table2_pretrained.render),
+    the paper layout's <out>_forest.png (its table needs what the JSON does not keep: each cell's seeds and lr).
+    Written under the report's own record (an output of the same runs, replaced by the next table2 of them); a
+    JSON kept without its record replaces files only with `overwrite`. Returns the files written."""
+    data = read_measured(path, "scripts/table2.py")
+    out = out or str(path).removesuffix(".json")
+    rows = data.get("rows")
+    if isinstance(data.get("meta"), dict) and isinstance(rows, list) and all("tasks" in r for r in rows):
+        outputs = [f"{out}.md", f"{out}.json", f"{out}_forest.png"] + ([f"{out}_by_length.png"]
+                                                                     if data.get("by_length") else [])
+    elif "hardware" in data and isinstance(rows, list) and all("attention" in r and "n" in r for r in rows):
+        outputs = [f"{out}_forest.png"]
+    else:
+        raise ConfigError(f"--render {path} is not the JSON of a pretrained or paper layout table2 report (a "
+                          "scratch layout's has no forest plot): give the <out>.json of scripts/table2.py.")
+    recorded = file_record(path)
+    if not (isinstance(recorded, dict) and recorded.get("command") == "table2"):  # a JSON kept without its record
+        recorded = made_by("table2", {"rendered_from": repo_relative(path)})
+    with output_files(outputs, recorded, overwrite):
+        if len(outputs) == 1:
+            if draw_forest(data, out) is None:
+                raise ConfigError(f"--render {path}: no row has a pretrained full-attention row at its n to draw "
+                                  "its difference from.")
+        else:
+            table2_pretrained.render(data, out)
+    outputs = [o for o in outputs if Path(o).exists()]
+    print(f"wrote {', '.join(outputs)}")
+    return outputs
 
 
 LAYOUTS = ("paper", "pretrained", "scratch")
@@ -393,7 +453,8 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
         raise ConfigError(f"--layout {layout!r} is not one of {', '.join(LAYOUTS)}")
     plan_profile = layout_profile(layout, profile)
     outputs = [f"{out}.md", f"{out}.json",
-               *{"pretrained": [f"{out}_by_length.png"], "scratch": [f"{out}.png"]}.get(layout, [])]
+               *{"pretrained": [f"{out}_by_length.png", f"{out}_forest.png"], "scratch": [f"{out}.png"]}.get(
+                   layout, [f"{out}_forest.png"])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
     settings = {"layout": layout, "runs": list(runs), **({"profile": plan_profile.name} if plan_profile else {})}
     with output_files(outputs, made_by("table2", settings), overwrite):

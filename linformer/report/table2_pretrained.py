@@ -31,7 +31,7 @@ from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, is_full_attention
-from . import by_length
+from . import by_length, forest
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
 from .rows import (
     PAPER_SLICE,
@@ -446,7 +446,11 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         ms = "-" if c.get("ms") is None else f"{c['ms']:.1f}" + (f" ({c['threads']})" if mixed_threads else "")
         lines.append(table_row([r["name"], _cell_text(s), _diff_text(s), _cell_text(i), _diff_text(i), seeds, ms,
                                    mem]))
-    lines += ["", _cost_line(costs, meta), "", "## Targets", ""]
+    lines += ["", _cost_line(costs, meta)]
+    if meta.get("forest_png"):
+        lines += ["", (f"Plot of the \"vs teacher\" columns (each cell's difference and interval, marked as here): "
+                       f"`{Path(meta['forest_png']).name}`.")]
+    lines += ["", "## Targets", ""]
     lines += [f"- {t}" for t in targets(rows)]
     transfers = [r for r in rows if r.get("transfer_info")]
     if transfers:
@@ -506,12 +510,39 @@ def recipe_from_runs(runs: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def by_length_title(meta: dict) -> str:
-    """What the by-length figure shows: the teacher, the profile its command names, and where the runs were made."""
+def by_length_title(meta: dict, what: str = "each row's accuracy minus the teacher's by input length") -> str:
+    """What a figure of the report shows (`what`): the teacher, the profile its command names, and where the runs
+    were made."""
     teacher = str(meta.get("source") or "teacher not recorded").split(" (")[0]
     profile = re.search(r"--profile[ =](\w+)", str(meta.get("command") or ""))
-    return (f"Table 2, pretrained {teacher} teacher{f', profile {profile.group(1)}' if profile else ''}: each row's "
-            f"accuracy minus the teacher's by input length; runs made on: {meta.get('run_devices') or 'not recorded'}")
+    return (f"Table 2, pretrained {teacher} teacher{f', profile {profile.group(1)}' if profile else ''}: {what}; "
+            f"runs made on: {meta.get('run_devices') or 'not recorded'}")
+
+
+FOREST_WHAT = "each row's accuracy minus the teacher's (the \"vs teacher\" columns), 95% interval over seeds and examples"
+
+
+def draw_figures(meta: dict, breakdown: dict, out: str, rows: list[dict]) -> dict:
+    """<out>_forest.png (the "vs teacher" columns, where a row has one) and, with a `breakdown`, <out>_by_length.png; `meta` with their
+    repository-relative paths, the same on every checkout."""
+    cells = forest.pretrained_cells({"rows": rows})
+    if any(cells.values()):  # a table of the teacher alone has no difference to draw
+        meta = {**meta, "forest_png": repo_relative(f"{out}_forest.png")}
+        forest.plot(cells, f"{out}_forest.png", by_length_title(meta, FOREST_WHAT), "the teacher")
+    if breakdown:
+        meta = {**meta, "by_length_png": repo_relative(f"{out}_by_length.png")}
+        by_length.plot(breakdown, TITLES, f"{out}_by_length.png", by_length_title(meta))
+    return meta
+
+
+def render(data: dict, out: str) -> dict:
+    """The report written again from its JSON (``scripts/table2.py --render``): its table, its figures, nothing
+    read from the runs or measured. Returns the JSON written (its meta with the figures' paths)."""
+    meta = draw_figures(data["meta"], data.get("by_length") or {}, out, data["rows"])
+    atomic_write(f"{out}.md", to_markdown(data["rows"], data["costs"], meta, data.get("by_length") or {}))
+    data = {**data, "meta": meta}
+    write_json(f"{out}.json", data)
+    return data
 
 
 def run_devices(runs: list[dict]) -> str:
@@ -603,7 +634,7 @@ def declared_rows(profile) -> dict[str, str]:
 
 def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None = None, lengths: bool = True,
                 declared: dict[str, str] | None = None, profile: str | None = None) -> dict:
-    """<out>.md and <out>.json (and <out>_by_length.png with ``lengths``: needs each teacher run's task data and
+    """<out>.md, <out>.json and <out>_forest.png (and <out>_by_length.png with ``lengths``: needs each teacher run's task data and
     tokenizer). The eval examples that old runs trained on are left out with or without ``lengths``
     (``drop_trained_on``: where the task data is not here, that check is not made, and the report says so).
     `measure`: ``table_costs``'s (None: keep the replaced report's costs). `declared`: row name -> why its runs may
@@ -626,9 +657,7 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None 
     meta["run_devices"] = run_devices(runs)
     costs, meta = table_costs(rows, out, meta, measure)
     breakdown = length_breakdown(runs) if lengths else {}
-    if breakdown:
-        meta = {**meta, "by_length_png": repo_relative(f"{out}_by_length.png")}  # the same on every checkout
-        by_length.plot(breakdown, TITLES, f"{out}_by_length.png", by_length_title(meta))
+    meta = draw_figures(meta, breakdown, out, rows)
     atomic_write(f"{out}.md", to_markdown(rows, costs, meta, breakdown))
     data = {"meta": meta, "rows": rows, "costs": costs, "targets": targets(rows), "by_length": breakdown}
     write_json(f"{out}.json", data)
