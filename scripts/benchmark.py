@@ -21,6 +21,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     if measured.asks_render(sys.argv[1:]):
-        sys.exit(measured.render_main(sys.argv[1:], "scripts/benchmark.py", "benchmark", (".md", ".png", ".csv"),
+        sys.exit(measured.render_main(sys.argv[1:], "scripts/benchmark.py", "benchmark", (".md", ".png", ".csv", "_paper.png"),
                                       render_inference))
     main()

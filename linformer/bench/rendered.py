@@ -21,13 +21,13 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..files import atomic_write, file_record
 from .inference import InferenceSettings
-from .report import INFERENCE_TITLE, inference_sections, model_line, plot_times, read_csv
-from .runner import inference_title
+from .report import INFERENCE_TITLE, inference_sections, model_line, paper_grid, plot_paper, plot_times, read_csv
+from .runner import inference_title, paper_title
 
 
 def render_inference(csv_path: str, out: str) -> None:
     """Write <out>.md and <out>.png from `csv_path` and the report beside it (and <out>.csv, a copy, when `out` is
-    elsewhere)."""
+    elsewhere; <out>_paper.png for a grid the paper's Table 3 covers, ``paper_grid``)."""
     source = Path(csv_path)
     if not source.is_file():
         raise ConfigError(f"--render {csv_path}: no such file: give the <name>.csv of an earlier benchmark.")
@@ -42,7 +42,8 @@ def render_inference(csv_path: str, out: str) -> None:
         header = [model_line(settings) if line.startswith("Model: ") else line for line in header]
     machine = machine_of(header, (record or {}).get("settings") or {})
     notes = notes_sections(report)
-    atomic_write(f"{out}.md", "\n".join(header + inference_sections(rows, settings, machine)
+    paper = paper_grid(rows) and plot_paper(rows, f"{out}_paper.png", paper_title(settings, machine)).name
+    atomic_write(f"{out}.md", "\n".join(header + inference_sections(rows, settings, machine, paper or None)
                                         + (["", *notes] if notes else [])) + "\n")
     if rows:
         plot_times(rows, f"{out}.png", inference_title(settings, machine), settings.local_window,

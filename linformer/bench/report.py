@@ -126,14 +126,15 @@ def _cell_table(rows: list[dict], ks: list[int], fmt) -> list[str]:
     return lines
 
 
-def inference_markdown(rows: list[dict], meta: dict, command: str = "") -> str:
-    return "\n".join(_inference_header(meta, command) + inference_sections(rows, meta["settings"], meta["machine"])) + "\n"
+def inference_markdown(rows: list[dict], meta: dict, command: str = "", paper_png: str | None = None) -> str:
+    return "\n".join(_inference_header(meta, command) + inference_sections(rows, meta["settings"], meta["machine"],
+                                                                           paper_png)) + "\n"
 
 
-def inference_sections(rows: list[dict], s, machine: dict) -> list[str]:
+def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None = None) -> list[str]:
     """The report's tables below its header: against full attention, the peers and the reference dtype, the
     per-model times and memory, the largest batches, and the paper's Table 3 (the eager baseline's only where it was
-    run)."""
+    run), with `paper_png`, the figure of the measured against it, named under it."""
     ks = sorted({r["k"] for r in rows}) or sorted(s.ks)  # none measured (a stopped run): the ks asked for
     out: list[str] = []
     if not rows or any(r.get("time_eager_s") is not None for r in rows):  # a run without the eager baseline: none
@@ -190,6 +191,8 @@ def inference_sections(rows: list[dict], s, machine: dict) -> list[str]:
     paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
                   for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
     out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
+    if paper_png:
+        out += ["", f"Plot of the measured speed-up and memory saved against these: `{paper_png}`."]
     return out
 
 
@@ -566,6 +569,59 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window
     return save_figure(fig, path, dpi=120)
 
 
+PAPER_CURVE = 3  # a grid with a paper value at this many lengths n or more is drawn against the paper (a curve)
+
+
+def paper_grid(rows: list[dict]) -> bool:
+    """Whether `rows` are a Table 3 grid the paper's values can be drawn against: at least PAPER_CURVE lengths n with
+    a paper value (two-length comparisons are read from their tables)."""
+    return len({r["n"] for r in rows if r.get("paper_time_saved") is not None}) >= PAPER_CURVE
+
+
+def plot_paper(rows: list[dict], path: str | Path, title: str) -> Path:
+    """Measured against the paper's Table 3, one panel per quantity against n (log-log): the speed-up of each k
+    over our full attention (SDPA; solid) and over the eager standard Transformer where it was run (dash-dot), and
+    the paper's (dotted, hollow markers); the memory saved the same way, the measured one a ratio of the peak memory a
+    forward adds, the paper's a ratio of largest batches (the report's largest-batch table is the paper's measure). A
+    k keeps its colour and marker in both panels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    path = Path(path)
+    ks = sorted({r["k"] for r in rows})
+    colour, marker = dict(zip(ks, plots.colours(len(ks)))), dict(zip(ks, plots.markers(len(ks))))
+    fig, axes = plots.figure(2, size=(11, 4.8))
+    quantities = (("speed-up (x, log scale)", "speedup_vs_full", "speedup_vs_eager", "paper_time_saved"),
+                  ("memory saved (x, log scale)", "mem_saved_vs_full", "mem_saved_vs_eager", "paper_mem_saved"))
+    for ax, (words, full, eager, paper) in zip(axes[0], quantities):
+        for k in ks:
+            mine = sorted((r for r in rows if r["k"] == k), key=lambda r: r["n"])
+            for column, style, what in ((full, "-", "measured vs our full attention (SDPA)"),
+                                        (eager, "-.", "measured vs eager attention"),
+                                        (paper, ":", "paper")):
+                pts = [(r["n"], r[column]) for r in mine if isinstance(r.get(column), (int, float))
+                       and r[column] == r[column]]
+                if pts:
+                    ax.plot(*zip(*pts), color=colour[k], marker=marker[k], linestyle=style, ms=5,
+                            markerfacecolor="white" if column == paper else colour[k], label=f"k = {k}, {what}")
+        ax.axhline(1, color="black", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ns = sorted({r["n"] for r in rows})
+        ax.set_xticks(ns, [f"{n:,}" for n in ns])
+        ax.minorticks_off()
+        # ratios read as "2x", at 1, 2 and 5 of each decade: a log axis' bare "10^0" names no ratio in a narrow range
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.set_xlabel("sequence length n (tokens, log scale)")
+        ax.set_ylabel(words)
+        ax.grid(True, which="major", alpha=0.3)
+    plots.title(axes[0][0], "time: Linformer faster above 1")
+    plots.title(axes[0][1], "memory: measured peak memory ratio; the paper's, largest batch ratio")
+    plots.title(fig, title)
+    plots.legend_below(fig)
+    return save_figure(fig, path, dpi=120)
+
+
 def exact_keys_words(window: int, positions: list[int] | None) -> str:
     """", window w, global: first and last tokens" for a Linformer with exact local keys, else nothing (the paper's
     Linformer): the global positions in words, not the config's list, where -1 is the last token."""
@@ -581,5 +637,5 @@ def position_words(positions: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-__all__ = ["inference_markdown", "inference_sections", "plot_times", "profile_markdown", "read_csv",
+__all__ = ["inference_markdown", "inference_sections", "paper_grid", "plot_paper", "plot_times", "profile_markdown", "read_csv",
            "throughput_markdown", "write_csv"]

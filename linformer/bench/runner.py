@@ -7,7 +7,15 @@ from pathlib import Path
 from ..errors import Preempted
 from ..files import atomic_write
 from .inference import InferenceSettings, run_inference
-from .report import inference_markdown, plot_times, profile_markdown, throughput_markdown, write_csv
+from .report import (
+    inference_markdown,
+    paper_grid,
+    plot_paper,
+    plot_times,
+    profile_markdown,
+    throughput_markdown,
+    write_csv,
+)
 from .throughput import ThroughputSettings, run_throughput
 
 
@@ -38,7 +46,10 @@ def run_benchmark(
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # once something was measured: a refused start leaves none
         meta["note"] = note
         written["csv"] = write_csv(rows, files["csv"])
-        atomic_write(files["md"], inference_markdown(rows, meta, command))
+        if paper_grid(rows):
+            written["paper_png"] = plot_paper(rows, files["paper_png"], paper_title(inference, meta["machine"]))
+        atomic_write(files["md"], inference_markdown(rows, meta, command,
+                                                     written["paper_png"].name if "paper_png" in written else None))
         written["md"] = files["md"]
         if rows:
             written["png"] = plot_times(rows, files["png"], inference_title(inference, meta["machine"], stop is not None),
@@ -80,6 +91,7 @@ def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings
     files = {}
     if inference is not None:
         files.update({key: out_dir / f"{name}.{key}" for key in ("csv", "md", "png")})
+        files["paper_png"] = out_dir / f"{name}_paper.png"  # for a grid the paper's Table 3 covers (paper_grid)
     if throughput is not None:
         files.update(throughput_csv=out_dir / f"{tname}.csv", throughput_md=out_dir / f"{tname}.md",
                      throughput_profile=out_dir / f"{tname}_profile.md")
@@ -93,6 +105,12 @@ def inference_title(s: InferenceSettings, machine: dict, partial: bool = False) 
     dtype = f"{s.dtype}, dotted lines {ref}" if ref else s.dtype
     return (f"Forward time, {s.layers} layers x {s.hidden} wide, {_batch_words(s)}, {dtype} ({_where(machine)})"
             + ("\npartial: the run was stopped before the whole grid" if partial else ""))
+
+
+def paper_title(s: InferenceSettings, machine: dict) -> str:
+    """The figure against the paper's Table 3: what is compared, the model, its dtype, and where it ran."""
+    return (f"Linformer against the paper's Table 3 (V100): speed-up and memory saved, {s.layers} layers x {s.hidden} "
+            f"wide, {_batch_words(s)}, {s.dtype} ({_where(machine)})")
 
 
 def _where(machine: dict) -> str:

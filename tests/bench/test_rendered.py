@@ -2,6 +2,7 @@
 measured (linformer/bench/rendered.py through report.measured.render_main)."""
 
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,38 @@ def test_a_largest_batch_ratio_says_when_its_batches_are_at_the_search_limit():
     assert "| 2048 | **<=0.6x** / 2.0x *(3.0x)*, batch 40 |" in md
     assert "| 4096 | **4.0x** / 2.0x *(3.0x)*, batch 32 |" in md
     assert "neither a bound nor a measurement" in md
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+
+
+@pytest.mark.parametrize("name", ["table3_cpu", "table3_gpu"])
+def test_a_table3_grid_is_drawn_against_the_paper_and_its_report_names_the_figure(tmp_path, monkeypatch, name):
+    """Table 3's report compared with the paper cell by cell in a table only: no figure drew measured against the
+    paper's speed-up and memory saved."""
+    import shutil
+
+    from linformer.bench import report
+    from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
+
+    figs, save = [], report.save_figure
+    monkeypatch.setattr(report, "save_figure", lambda fig, path, dpi=None: (figs.append(fig), save(fig, path, dpi))[1])
+    for suffix in (".csv", ".md"):
+        shutil.copy(RESULTS / f"{name}{suffix}", tmp_path / f"{name}{suffix}")
+    rendered.render_inference(str(tmp_path / f"{name}.csv"), str(tmp_path / name))
+    assert (tmp_path / f"{name}.md").read_text() == (RESULTS / f"{name}.md").read_text()
+    assert f"`{name}_paper.png`" in (tmp_path / f"{name}.md").read_text()
+    rows = report.read_csv(RESULTS / f"{name}.csv")
+    time, memory = next(f for f in figs if len(f.axes) == 2).axes
+    for ax, column, paper in ((time, "speedup_vs_full", PAPER_TIME_SAVED), (memory, "mem_saved_vs_full",
+                                                                            PAPER_MEMORY_SAVED)):
+        lines = {line.get_label(): line for line in ax.lines}
+        measured = [r for r in rows if r["k"] == 128]
+        drawn = lines["k = 128, measured vs our full attention (SDPA)"]
+        assert list(drawn.get_xdata()) == [r["n"] for r in measured]
+        assert list(drawn.get_ydata()) == [r[column] for r in measured]
+        assert list(lines["k = 128, paper"].get_ydata()) == [paper[r["n"]][0] for r in measured]
+        assert lines["k = 128, paper"].get_markerfacecolor() == "white"
+        assert all(t.get_text().endswith("x") for t in ax.get_yticklabels() if t.get_text())
+    # two lengths are read from their table: no figure
+    assert report.paper_grid(rows) and not report.paper_grid([r for r in rows if r["n"] in (512, 2048)])
