@@ -85,3 +85,15 @@ def test_a_script_s_model_error_names_its_own_argument(script, argv, named, tmp_
         load_script(script).main([*argv, "--out", str(tmp_path / "r")])
     (line,) = capsys.readouterr().err.splitlines()
     assert stop.value.code == 2 and line.startswith(f"error: {named}") and "model_path" not in line, line
+
+
+def test_every_figure_the_docs_show_is_a_result_with_its_command():
+    """docs/guide.md showed dashboard.png, a TensorBoard screenshot no command makes again: every figure the README
+    and the guide show is a file under docs/results that its README names (with the command that draws it)."""
+    listed = (RESULTS / "README.md").read_text()
+    for doc in (ROOT / "README.md", ROOT / "docs" / "guide.md"):
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", doc.read_text()):
+            figure = (doc.parent / target).resolve()
+            assert figure.is_file(), f"{doc.name} shows {target}, which is not there"
+            assert figure.is_relative_to(RESULTS), f"{doc.name} shows {target}, which is no result with a command"
+            assert figure.relative_to(RESULTS).as_posix() in listed, f"{target} is not named in docs/results/README.md"
