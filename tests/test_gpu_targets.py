@@ -463,7 +463,7 @@ def test_scratch_rows_and_table2_rows_pass_through_and_are_refused_without_their
     assert table2[-2:] == ["--only", "full,k128-layerwise"]
     assert gpu.main(["scratch", "--rows", "1", "--dry-run"]) == 0
     assert "--rows 1" in capsys.readouterr().out
-    # the no-pretraining row with full attention's, sharing its pretraining: every row --only names, not --rows 1
+    # two rows at once: every row --only names, not --rows 1
     assert gpu.main(["scratch", "--only", "full,full-scratch", "--dry-run"]) == 0
     shown = capsys.readouterr().out
     assert "--only full,full-scratch" in shown and "--rows" not in shown

@@ -8,6 +8,11 @@ what pretraining adds), is finetuned on SST-2 and IMDB with every seed of the pr
 ``validation_fraction`` of the train rows held out to choose the epoch, the reported split (SST-2 dev, IMDB test)
 scored once. Figure 3a's curves are the same pretraining runs' validation perplexity.
 
+The no-pretraining row's finetuning runs take only a shape and a tokenizer from their model folder, and draw their
+own weights from their seed: that folder is full attention's pretraining command run one update, uncompiled (the
+shape job, ``SHAPE``: a run takes at least one update), so the row waits on no pretraining, and its kept runs
+count whichever machine made them.
+
 Records: every finished run's small records (pretraining: summary, metrics, run record, config and the sha256 of the
 weights it wrote; finetuning: results, predictions, config) are kept under the profile's records folder (the gpu
 profile's is committed), and the table reads them there, so a table made over several sittings survives a fresh
@@ -18,7 +23,7 @@ files, and a pretraining rebuilt on another machine is not bitwise the same), so
 done only when it started from the weights its row's finetuning would start from now: the pretraining on this
 machine where it exists, else the kept one, and then only if every run of the row is kept and all started from it.
 A row stopped part-way on a machine that is gone is run again whole, its pretraining first; a complete row's
-records are final (a pretraining rebuilt only to give the no-pretraining row its shape does not replace them).
+records are final (no pretraining replaces its kept one).
 ``--rows N`` runs the first N rows not complete, so a slice of GPU time finishes whole rows; ``--only ROW,...``
 runs those rows (if not complete).
 
@@ -55,6 +60,10 @@ START = "start.json"  # in a kept pretraining record: {"weights_sha256": ...} of
 GAIN = 5.0          # pretraining adds at least this many points on each task over the same model not pretrained
 WITHIN = {2: 0.5, 4: 1.0}  # n/k -> the most a row's two-task average may fall below full attention's (points)
 PPL_RATIO = 1.05    # Figure 3a: every k within 5% of full attention's final validation perplexity
+# The shape job's changes to the pretraining recipe: one update (a run takes at least one; from_scratch=true draws
+# its own weights, so these are never used), not compiled (compiling would take longer than the update)
+SHAPE = {"trainer.max_steps": "1", "trainer.warmup_steps": "0", "trainer.eval_at_start": "false",
+         "trainer.compile": "false"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class Profile:
     recipes: dict              # task -> its finetuning recipe (overrides), the same for every row and seed
     seeds: tuple[int, ...]     # finetuning seeds of every row (pretraining has one, seed 0)
     jobs: int                  # jobs at once
-    minutes: dict              # estimated minutes per job: "pretrain", and one per task
+    minutes: dict              # estimated minutes per job: "pretrain", "shape", and one per task
     timing: str                # where the minutes come from
     records: Path              # finished runs' small records (relative to the repository)
     table: str                 # the report's path without suffix
@@ -109,7 +118,8 @@ PROFILES = {
                **{t: ("max_train_examples=400", "max_eval_examples=200", "trainer.epochs=2", "trainer.max_length=64",
                       "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE)
                   for t in ("qnli", "qqp")}},
-        seeds=(0, 1, 2), jobs=2, minutes={"pretrain": 0.5, "sst2": 0.2, "imdb": 0.2, "qnli": 0.1, "qqp": 0.1},
+        seeds=(0, 1, 2), jobs=2,
+        minutes={"pretrain": 0.5, "shape": 0.4, "sst2": 0.2, "imdb": 0.2, "qnli": 0.1, "qqp": 0.1},
         timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 jobs at a time", records=Path(path_root("output_dir")) / "table2_scratch_toy_runs",
         table=f"{path_root('reports_dir')}/table2_scratch_toy"),
     # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
@@ -137,8 +147,11 @@ PROFILES = {
         #   5,685 here (3 epochs of 60,614 rows) take 163-191 s, 3.5 min with the start and the scoring; QNLI's
         #   5,900 updates (2 epochs of 94k pairs) and QQP's 20,500 (328k) the same per update;
         # - IMDB (1,408 updates at 512 tokens): the MiniLM teacher's 117 s for 1,564 updates, its 25,000-review
-        #   scoring included, scaled by the updates and the layers (4 of 6).
-        seeds=(0, 1, 2), jobs=4, minutes={"pretrain": 3.0, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
+        #   scoring included, scaled by the updates and the layers (4 of 6);
+        # - shape: a pretraining's start-up (imports, the corpus, the model) and one uncompiled update and evaluation,
+        #   not measured on the H200; the toy's took 25 s on 2 loaded cores.
+        seeds=(0, 1, 2), jobs=4,
+        minutes={"pretrain": 3.0, "shape": 0.5, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
         timing="pretraining from figure3_gpu's tokens/s, finetuning from table2_pretrained_gpu's updates/s on one "
                "H200 (linformer/experiments/scratch.py says how); the first slice measures it",
         records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
@@ -167,9 +180,10 @@ class Row:
     pretrained: bool = True
 
     @property
-    def pretrain_label(self) -> str:
-        """The pretraining run this row finetunes (the no-pretraining row takes full attention's shape from it)."""
-        return self.label if self.pretrained else "full"
+    def start_job(self) -> str:
+        """The job that writes the model folder this row's finetuning runs take: its pretraining, or the
+        no-pretraining row's shape job."""
+        return f"{'pretrain' if self.pretrained else 'shape'} {self.label}"
 
 
 def rows(p: Profile) -> list[Row]:
@@ -179,6 +193,7 @@ def rows(p: Profile) -> list[Row]:
 
 
 def pretrain_run(p: Profile, label: str) -> str:
+    """The run name of the row's pretraining (or shape job)."""
     return f"ts-{p.name}-{label}"
 
 
@@ -288,9 +303,8 @@ def row_runs(p: Profile, labels: list[str]) -> dict[str, set[str]]:
 
 def plan(p: Profile, python: str = sys.executable, under: Path | None = None, max_rows: int | None = None,
          only: list[str] | None = None) -> list[Job]:
-    """Every job, row by row (its pretraining, then its finetuning runs seed by seed, SST-2 first); with
-    `max_rows`, only the first that many rows not complete, with `only`, only those of these rows (a
-    full-attention row brings its pretraining, which the no-pretraining row also needs)."""
+    """Every job, row by row (its pretraining or shape job, then its finetuning runs seed by seed, SST-2 first);
+    with `max_rows`, only the first that many rows not complete, with `only`, only those of these rows."""
     places = Places.of(under, p.records)
     base = places.overrides
     plan = [tokenizer_job(python, [*p.data, *base, "show_progress=false"], intermediate=True),
@@ -299,26 +313,28 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
     starts = Starts()
     chosen, later = slice_rows(p, places, max_rows, starts, only)
     complete = {row.label for row in table} - set(chosen) - set(later)
-    # the pretraining of a row this slice finetunes, or of a complete one (its records are kept); a later slice's
-    # rows bring their own
-    needed = {row.pretrain_label for row in table if row.label in chosen or row.label in complete}
-    for label in dict.fromkeys(row.pretrain_label for row in table if row.pretrain_label in needed):
-        row = next(r for r in table if r.label == label)
-        name, run = pretrain_run(p, label), places.run("pretrain", pretrain_run(p, label))
+    # the start of a row this slice finetunes, or the pretraining of a complete one (its records are kept); a later
+    # slice's rows bring their own
+    for row in table:
+        if row.label not in chosen and not (row.label in complete and row.pretrained):
+            continue
+        name, run = pretrain_run(p, row.label), places.run("pretrain", pretrain_run(p, row.label))
         run_path, kept = REPO / run, REPO / places.records / name
         attention = ["model.attention=full"] if row.attention == "full" else [
             "model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
+        recipe = p.pretrain if row.pretrained else with_settings(p.pretrain, SHAPE)
         plan.append(Job(
-            f"pretrain {label}",
-            [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *p.pretrain, *base, "seed=0",
+            row.start_job,
+            [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *recipe, *base, "seed=0",
              f"run_name={name}", f"experiment_name={EXPERIMENT}"],
             done_file("pretrain", run_path), ("corpus",), intermediate=True,
-            # a complete row's records are final: a rebuild for the no-pretraining row's shape does not replace them
-            keep=None if label in complete else (lambda run=run_path, kept=kept: keep_pretrain(run, kept))))
+            # the shape job's run is never reported; a complete row's records are final
+            keep=None if not row.pretrained or row.label in complete else
+            (lambda run=run_path, kept=kept: keep_pretrain(run, kept))))
     for row in table:
         if row.label not in chosen:
             continue
-        model = places.run("pretrain", pretrain_run(p, row.pretrain_label))
+        model = places.run("pretrain", pretrain_run(p, row.label))
         for seed in p.seeds:
             for task, recipe in p.tasks.items():
                 name = finetune_run(p, task, row, seed)
@@ -328,10 +344,18 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
                         "subset_seed=0", f"validation_fraction={p.validation_fraction:g}", f"run_name={name}",
                         f"experiment_name={EXPERIMENT}"]
                 plan.append(Job(
-                    f"finetune {name}", args, kept / RESULTS, (f"pretrain {row.pretrain_label}",),
+                    f"finetune {name}", args, kept / RESULTS, (row.start_job,),
                     keep=lambda run=run, kept=kept: keep_records(run, kept),
                     stale=lambda row=row, name=name: not finished_run(p, row, places, name, starts)))
     return in_order_of_use(plan)
+
+
+def with_settings(overrides: tuple[str, ...], settings: dict[str, str]) -> tuple[str, ...]:
+    """`overrides` with each key of `settings` set to its value there: in its place where the overrides give the key,
+    else after them (one override per key)."""
+    keys = [a.split("=", 1)[0] for a in overrides]
+    return (*(f"{key}={settings[key]}" if key in settings else a for key, a in zip(keys, overrides)),
+            *(f"{key}={value}" for key, value in settings.items() if key not in keys))
 
 
 def estimated_minutes(p: Profile, job: Job) -> float:

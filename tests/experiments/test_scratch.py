@@ -49,11 +49,17 @@ def test_every_row_pretrains_on_one_recipe_and_every_finetune_follows_the_protoc
         for task in p.tasks:
             for seed in p.seeds:
                 s = by_name[f"finetune {exp.finetune_run(p, task, row, seed)}"]
-                assert s.needs == (f"pretrain {row.pretrain_label}",) and s.stale is not None
+                assert s.needs == (row.start_job,) and s.stale is not None
                 assert _value(s.argv, "validation_fraction") == f"{p.validation_fraction:g}"
                 assert _value(s.argv, "subset_seed") == "0" and _value(s.argv, "seed") == str(seed)
                 assert _value(s.argv, "from_scratch") == str(not row.pretrained).lower()
-                assert Path(_value(s.argv, "model_path")).name == exp.pretrain_run(p, row.pretrain_label)
+                assert Path(_value(s.argv, "model_path")).name == exp.pretrain_run(p, row.label)
+    # the no-pretraining row's model folder: full attention's pretraining command, one update, no compile
+    shape, full = by_name["shape full-scratch"], by_name["pretrain full"]
+    assert shape.intermediate and shape.needs == ("corpus",) and shape.keep is None
+    assert [a for a in shape.argv if not a.startswith(("run_name=", *exp.SHAPE))] == \
+        [a for a in full.argv if not a.startswith(("run_name=", *exp.SHAPE))]
+    assert {k: _value(shape.argv, k) for k in exp.SHAPE} == exp.SHAPE
     assert p.seeds == (0, 1, 2) and set(p.tasks) == {"sst2", "imdb"}
     if name == "gpu":  # the paper's k = 128 and 256 at n = 512, and at least 250M tokens per pretraining run
         steps, batch = (int(_value(p.pretrain, f"trainer.{key}")) for key in ("max_steps", "batch_size"))
@@ -129,9 +135,10 @@ def test_a_row_counts_only_whole_and_from_one_pretraining(tmp_path):
     assert not exp.finished_runs(p, row, places)[names[0]]
 
 
-def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
-    """The no-pretraining row needs full attention's pretraining for its shape; rebuilt for it on a fresh machine,
-    that pretraining must not replace the complete full-attention row's kept record (its runs' start)."""
+def test_the_no_pretraining_row_needs_no_pretraining(tmp_path):
+    """The no-pretraining row takes only a shape and a tokenizer from its model folder: the shape job (one update)
+    writes it, so on a fresh machine the row does not rebuild full attention's pretraining (about 3 of its 9 GPU
+    minutes), whether full attention's row is complete or not; a complete row's kept pretraining stays final."""
     p = exp.PROFILES["toy"]
     places = exp.Places.of(tmp_path, p.records)
     full = exp.rows(p)[0]
@@ -146,9 +153,15 @@ def test_a_complete_rows_kept_pretraining_is_final(tmp_path):
     _keep_finetune(records, names[-1], "h")  # the row is whole now
     jobs = {s.name: s for s in exp.plan(p, python="python", under=tmp_path)}
     assert exp.row_complete(p, full, places) and jobs["pretrain full"].keep is None
-    # the no-pretraining row is not done, so the full pretraining is still wanted (for its shape), kept nowhere
+    # the no-pretraining row is not done: its shape job runs, no pretraining does
     todo = {s.name for s in wanted(list(jobs.values()), {s.name for s in jobs.values() if s.finished})}
-    assert "pretrain full" in todo and not {f"finetune {n}" for n in names} & todo
+    assert "shape full-scratch" in todo and "pretrain full" not in todo
+    assert not {f"finetune {n}" for n in names} & todo
+    # alone on a fresh machine (--only full-scratch): the tokenizer, the corpus, the shape job and its runs
+    jobs = exp.plan(p, python="python", under=tmp_path / "fresh", only=["full-scratch"])
+    todo = [s.name for s in wanted(jobs, {s.name for s in jobs if s.finished})]
+    scratch = exp.row_runs(p, ["full-scratch"])["full-scratch"]
+    assert set(todo) == {"tokenizer", "corpus", "shape full-scratch", *scratch}
 
 
 def test_a_slice_of_rows_plans_its_rows_only_and_says_what_it_leaves(tmp_path):
@@ -157,7 +170,8 @@ def test_a_slice_of_rows_plans_its_rows_only_and_says_what_it_leaves(tmp_path):
     p = exp.PROFILES["toy"]
     table = [row.label for row in exp.rows(p)]
     jobs = {s.name for s in exp.plan(p, python="python", under=tmp_path, max_rows=2)}
-    assert {n for n in jobs if n.startswith("pretrain")} == {"pretrain full"}  # full and full-scratch need only it
+    # full's pretraining, and full-scratch's shape job
+    assert {n for n in jobs if n.startswith(("pretrain", "shape"))} == {"pretrain full", "shape full-scratch"}
     finetuned = {n.split()[1] for n in jobs if n.startswith("finetune")}
     assert finetuned == {exp.finetune_run(p, t, row, s) for row in exp.rows(p)[:2] for t in p.tasks for s in p.seeds}
     line = exp.slice_line(p, tmp_path, 2)
