@@ -123,6 +123,13 @@ class JobsStopped(RuntimeError):
 
 
 STOP_WAIT_S = 120  # a stopped job's time to save its checkpoint and exit
+
+
+def stopped_by(stop_after: float) -> float:
+    """Minutes from the start, at most, until jobs stopped `stop_after` minutes in have ended: the stop's wait
+    (STOP_WAIT_S) for them to save their checkpoints and exit comes after it. Only what ended by `stop_after` is
+    finished work; the wait is time a command must leave for it."""
+    return stop_after + STOP_WAIT_S / 60
 STOPPED = "stopped: finished jobs are kept; run the same command again to resume"
 
 

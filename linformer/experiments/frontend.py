@@ -17,7 +17,7 @@ from ..data.io import default_data_mirror, repo_root
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..files import hashed_once
-from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, wanted
+from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
 from ..shell import shell_command
@@ -106,7 +106,8 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
     """Print a plan: each job's state (done, to do with its estimate, or not needed) and command line, the lines of
     what follows it (`then`), how many jobs are left and the minutes they take by `schedule`, and what running it
     again does (`again`). With `rows` (a row's name -> the names of its final jobs): the minutes of each row alone
-    (`--only ROW` on a fresh machine), and whether they fit in `stop_after` minutes."""
+    (`--only ROW` on a fresh machine), whether they fit in `stop_after` minutes, and when a command stopped then ends
+    (``jobs.stopped_by``: the stop's wait after it)."""
     todo = wanted(plan, {s.name for s in plan if s.finished})
     print(title)
     for s in plan:
@@ -121,6 +122,10 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
         print()
         for row, names in rows.items():
             print(_row_line(row, needed(todo, names), minutes, jobs, stop_after))
+        if stop_after is not None:
+            print(f"--stop-after {stop_after:g}: a row fits when its jobs end by then; the jobs running then are "
+                  f"stopped and have ended by {stopped_by(stop_after):g} min (the stop's wait for their "
+                  "checkpoints): leave the command that long")
     left = f"{jobs} at a time ({timing})" if not minutes else \
         f"{_minutes_text(span(todo, minutes, jobs))} with {jobs} at a time, each job after what it needs ({timing})"
     print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")

@@ -94,7 +94,7 @@ from ..files import (
     sha256_file,
     write_json,
 )
-from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs
+from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
 from ..rundir import code_revision
 from ..signals import interrupt_status
 from . import carry
@@ -429,10 +429,11 @@ def _check_arguments(parser, args) -> None:
                      "(the other in a command of its own)")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
-    wait = STOP_WAIT_S / 60  # minutes a stopped job may take to save its checkpoint and exit
-    if args.stop_after is not None and args.stop_after + wait > args.limit:
+    ends = None if args.stop_after is None else stopped_by(args.stop_after)
+    if ends is not None and ends > args.limit:
+        wait = ends - args.stop_after  # minutes a stopped job may take to save its checkpoint and exit
         parser.error(f"--stop-after {args.stop_after:g} plus the stop's wait of {wait:g} min (linformer.jobs."
-                     f"STOP_WAIT_S) is {args.stop_after + wait:g} min, past --limit {args.limit:g} (one command's "
+                     f"STOP_WAIT_S) is {ends:g} min, past --limit {args.limit:g} (one command's "
                      f"time on the machine, which would kill it mid-job): give --stop-after at most "
                      f"{max(args.limit - wait, 0):g}, less what the command runs before gpu.py (install, unpack)")
 

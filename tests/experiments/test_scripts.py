@@ -37,7 +37,7 @@ def test_a_plan_s_minutes_follow_what_each_job_waits_for_and_say_which_rows_fit(
     read as 1.75 min with 4 at a time, not 4. Each row's own minutes (--only ROW on a fresh machine) say whether
     it fits --stop-after."""
     from linformer.experiments.frontend import schedule, show
-    from linformer.jobs import Job
+    from linformer.jobs import STOP_WAIT_S, Job
 
     def job(name, needs=()):
         return Job(name, ["python", f"{name}.py"], tmp_path / f"{name}.json", tuple(needs))
@@ -55,6 +55,8 @@ def test_a_plan_s_minutes_follow_what_each_job_waits_for_and_say_which_rows_fit(
     assert "8 of 8 jobs left: about 4 min with 4 at a time" in out
     assert "[row] a: 5 jobs left, about 4.0 min alone (--only a): does not fit --stop-after 3.5" in out
     assert "[row] b: 3 jobs left, about 2.0 min alone (--only b): fits --stop-after 3.5" in out
+    # the stop's wait (jobs.STOP_WAIT_S) comes after the stop: the command ends by then, as gpu.py's --limit counts
+    assert f"are stopped and have ended by {3.5 + STOP_WAIT_S / 60:g} min (the stop's wait" in out
 
 
 @pytest.mark.parametrize("script", ["reproduce_pretrained", "reproduce_scratch"])
