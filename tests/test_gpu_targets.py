@@ -467,6 +467,19 @@ def test_scratch_rows_and_table2_rows_pass_through_and_are_refused_without_their
     assert gpu.main(["scratch", "--only", "full,full-scratch", "--dry-run"]) == 0
     shown = capsys.readouterr().out
     assert "--only full,full-scratch" in shown and "--rows" not in shown
+    # with --stop-after, the dry run says whether the rows fit, as reproduce_scratch.py's own dry run does, and when
+    # the stopped jobs have ended (the stop's wait, jobs.STOP_WAIT_S)
+    import dataclasses
+
+    from linformer.jobs import STOP_WAIT_S
+
+    # the records of a checkout where no run is done yet, whatever this one holds
+    monkeypatch.setitem(gpu.scratch.PROFILES, "gpu", dataclasses.replace(gpu.scratch.PROFILES["gpu"],
+                                                                         records=tmp_path / "records"))
+    assert gpu.main(["scratch", "--only", "full-scratch", "--dry-run", "--stop-after", "5"]) == 0
+    shown = capsys.readouterr().out
+    assert "  [row] full-scratch: 9 jobs left, about 6.5 min alone (--only full-scratch): does not fit" in shown
+    assert f"have ended by {5 + STOP_WAIT_S / 60:g} min" in shown
     for argv in (["tests", "--rows", "1"], ["tests", "--only", "full"], ["table2", "scratch", "--only", "full"],
                  ["scratch", "--rows", "0"]):
         with pytest.raises(SystemExit) as stop:

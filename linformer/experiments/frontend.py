@@ -119,16 +119,22 @@ def show(plan: list[Job], title: str, minutes: Callable[[Job], float] | None, ti
     if then:
         print(*then, sep="\n")
     if minutes and rows:
-        print()
-        for row, names in rows.items():
-            print(_row_line(row, needed(todo, names), minutes, jobs, stop_after))
-        if stop_after is not None:
-            print(f"--stop-after {stop_after:g}: a row fits when its jobs end by then; the jobs running then are "
-                  f"stopped and have ended by {stopped_by(stop_after):g} min (the stop's wait for their "
-                  "checkpoints): leave the command that long")
+        print("", *row_lines(todo, minutes, jobs, rows, stop_after), sep="\n")
     left = f"{jobs} at a time ({timing})" if not minutes else \
         f"{_minutes_text(span(todo, minutes, jobs))} with {jobs} at a time, each job after what it needs ({timing})"
     print(f"\n{len(todo)} of {len(plan)} jobs left: {left}. {again}")
+
+
+def row_lines(todo: list[Job], minutes: Callable[[Job], float], jobs: int, rows: dict[str, set[str]],
+              stop_after: float | None) -> list[str]:
+    """`show`'s lines on the rows: each row's minutes alone, whether it fits in `stop_after` minutes, and when the
+    jobs stopped then have ended (``jobs.stopped_by``)."""
+    lines = [_row_line(row, needed(todo, names), minutes, jobs, stop_after) for row, names in rows.items()]
+    if stop_after is not None:
+        lines.append(f"--stop-after {stop_after:g}: a row fits when its jobs end by then; the jobs running then are "
+                     f"stopped and have ended by {stopped_by(stop_after):g} min (the stop's wait for their "
+                     "checkpoints): leave the command that long")
+    return lines
 
 
 def _minutes_text(total: float) -> str:

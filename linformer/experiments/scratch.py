@@ -44,7 +44,7 @@ from ..data.io import path_root, repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
-from ..jobs import Job, in_order_of_use
+from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from ..shell import hydra_override
@@ -386,6 +386,15 @@ def reproduce(p: Profile, jobs: int, dry_run: bool, report_only: bool, under: Pa
         report_only=report_only, report=report_argv(p, under),
         log_dir=REPO / Places.of(under).outputs(f"reproduce_scratch_{p.name}_logs"), rows=row_runs(p, chosen),
         stop_after=stop_after)
+
+
+def fit_lines(p: Profile, jobs: int, max_rows: int | None, only: list[str] | None, stop_after: float) -> list[str]:
+    """What a dry run says of the slice's rows: their minutes alone and whether they fit in `stop_after` minutes
+    (``frontend.row_lines``)."""
+    jobs_planned = plan(p, max_rows=max_rows, only=only)
+    todo = wanted(jobs_planned, {s.name for s in jobs_planned if s.finished})
+    chosen, _ = slice_rows(p, Places.of(None, p.records), max_rows, only=only)
+    return frontend.row_lines(todo, lambda s: estimated_minutes(p, s), jobs, row_runs(p, chosen), stop_after)
 
 
 def report_argv(p: Profile, under: Path | None = None) -> list[str]:

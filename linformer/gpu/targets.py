@@ -81,7 +81,7 @@ from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..devices import cuda_device_name
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
-from ..experiments import CHECKOUT, pretrained, run_dir, scratch
+from ..experiments import CHECKOUT, frontend, pretrained, run_dir, scratch
 from ..files import (
     CONFIG,
     METRICS,
@@ -405,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                                                               f"{SCRATCH_ROWS})")
     parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2 or scratch: only these rows "
                                                                "(reproduce_pretrained.py, reproduce_scratch.py --only)")
-    parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed)")
+    parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed); "
+                        "with --stop-after, also scratch's rows and whether they fit")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     _check_arguments(parser, args)
     deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
@@ -413,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         planned = target_commands(args.work, args.jobs, scratch_rows(args), args.only)
         for name in args.targets:
             print(f"[{name}] -> {args.work / log_name(name)}", *(f"  {_shown(c)}" for c in planned[name]), sep="\n")
+            if name == "scratch" and args.stop_after is not None:  # its rows' fit, as its own dry run says it
+                with cli_errors():
+                    print(*(f"  {line}" for line in scratch_fit(args)), sep="\n")
+                if args.targets.index(name):
+                    print("  (the minutes count from the batch's start: the targets before scratch take from them)")
         print(f"archive: {args.out or Path('<out>')}/{ARCHIVE}")
         print(f"source_sha256: {source_sha256()} (this checkout's code; a record with the same value ran it)")
         return 0
@@ -436,6 +442,14 @@ def _check_arguments(parser, args) -> None:
                      f"STOP_WAIT_S) is {ends:g} min, past --limit {args.limit:g} (one command's "
                      f"time on the machine, which would kill it mid-job): give --stop-after at most "
                      f"{max(args.limit - wait, 0):g}, less what the command runs before gpu.py (install, unpack)")
+
+
+def scratch_fit(args) -> list[str]:
+    """The scratch rows' minutes and whether they fit in --stop-after (from the batch's start: the targets before
+    scratch take from it), by the gpu profile's estimates and the records in this checkout."""
+    profile = scratch.PROFILES["gpu"]
+    only = None if args.only is None else frontend.chosen_rows(args.only, [row.label for row in scratch.rows(profile)])
+    return scratch.fit_lines(profile, args.jobs or profile.jobs, scratch_rows(args), only, args.stop_after)
 
 
 def scratch_rows(args) -> int | None:
