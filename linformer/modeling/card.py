@@ -84,7 +84,7 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str, path: str
     source_config = load_auto(AutoConfig, path)
     c = model.config
     source = {
-        "name": given,
+        "name": card_path(given),  # a hub name as it is; a local folder by its name, as every path the card gives
         "hub_id": _hub_id(given, path),
         "model_type": source_config.model_type,
         "architecture": (source_config.architectures or [None])[0],
@@ -94,7 +94,8 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str, path: str
     earlier = read_card_info(path) if source_config.model_type == "linformer" else {}
     if earlier.get("source"):  # a saved Linformer reshaped (lengthened, say): the encoder's origin and licence stay
         # its source's, and the card says what the reshaped weights had been through
-        source = {**earlier["source"], "reshaped_from": card_path(given), "reshaped_history": _trained_words(earlier)}
+        source = {**_named_source(earlier)["source"], "reshaped_from": card_path(given),
+                  "reshaped_history": _trained_words(earlier)}
     projections = _projections(source_config, c)
     return {
         "name": name,
@@ -119,6 +120,13 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str, path: str
         "transfer": _kept_transfer(earlier, projections),
         "results": {},
     }
+
+
+def continued_info(card: dict, name: str) -> dict:
+    """The card's info for a model whose weights trained further as they were, without a new architecture (a continued
+    attention transfer): ``card``'s source and model records, none of its training. Nothing is read from the source,
+    which the card may name by its folder's name only (``card_path``)."""
+    return {"name": name, **_named_source(card), "model": card["model"], "transfer": None, "results": {}}
 
 
 def _projections(source_config, c) -> dict:
@@ -157,6 +165,13 @@ def card_path(path: str | os.PathLike | None) -> str | None:
     if p.resolve().is_relative_to(repo_root()):
         return repo_relative(p)
     return model_label(p)
+
+
+def _named_source(card: dict) -> dict:
+    """``{"source": ...}`` of a card its weights carry on to a new card, the source's name through ``card_path`` (a
+    card written before that named a local source by its absolute path); {} for a card without a source."""
+    source = card.get("source")
+    return {"source": {**source, "name": card_path(source.get("name"))}} if source else {}
 
 
 def _new_head(source_config, model, earlier: dict) -> bool | None:
@@ -231,7 +246,8 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "lr": results.get("lr"), "max_length": results.get("max_length"),
                   "min_train_tokens": results.get("min_train_tokens"), "text_cleaning": results.get("text_cleaning"),
                   "run_dir": card_path(run_dir)}
-    return {**source_card, "name": name, "model": {**source_card["model"], "class": model_class, "new_head": False},
+    return {**source_card, "name": name, **_named_source(source_card),
+            "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],
             "results": results_entry(results, run_dir) if reported else {}}
 

@@ -35,7 +35,7 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
 from ..files import MODEL_DIR
 from ..modeling import LinformerModel
-from ..modeling.card import card_path, conversion_info, read_card_info, write_model_card
+from ..modeling.card import card_path, continued_info, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
 from ..modeling.convert import CONVERTED_LENGTH_POLICY, is_projection_weight, settings_named
 from ..modeling.loading import load_pretrained, resolve_model_path, weights_sha256
@@ -218,8 +218,9 @@ class TransferTask(BlockStreamTask):
     def _write_card(self, model_dir: Path, trainer: Trainer, errors: dict) -> None:
         """The model card records the source, n, k, sharing, and the transfer: tokens, steps, error by layer."""
         model = trainer.accelerator.unwrap_model(trainer.model)
-        source = self.earlier["source"]["name"] if self.earlier else self.model_path
-        info = conversion_info(source, model, name=trainer.run_dir.name)
+        # a continued transfer keeps its model's architecture (continue_transfer): its card's source and model
+        info = continued_info(self.earlier, trainer.run_dir.name) if self.earlier else \
+            conversion_info(self.model_path, model, name=trainer.run_dir.name)
         info["transfer"] = {"steps": trainer.state["step"], "tokens": trainer.state["tokens"], "target": self.target,
                             "train": self.train_mode, "short_fraction": self.transfer.short_fraction,
                             "eval_short_length": self.short_length, "max_seq_len": model.config.max_seq_len, **errors}

@@ -65,7 +65,7 @@ def test_converted_model_has_a_card_with_the_source_and_its_settings(tmp_path):
     assert table_rows(card.text, "n (max_seq_len)") == [["n (max_seq_len)", str(config.max_seq_len)]]
     assert table_rows(card.text, "k (projected_dim)") == [["k (projected_dim)", "8"]]
     assert table_rows(card.text, "sharing") == [["sharing", "kv"]]
-    assert read_card_info(out)["source"] == {"name": str(tmp_path / "src"), "hub_id": None, "model_type": "roberta",
+    assert read_card_info(out)["source"] == {"name": "src", "hub_id": None, "model_type": "roberta",
                                             "architecture": "RobertaForMaskedLM", "license": "mit",
                                             "weights_sha256": weights_sha256(str(tmp_path / "src"))}
     assert table_rows(card.text, "weights hash") == [["weights hash",
@@ -298,6 +298,26 @@ def test_cards_name_local_paths_as_the_hub_may_read_them(tmp_path, monkeypatch):
     assert tuned["finetuning"][-1]["run_dir"] == tuned["results"]["sst2"]["run_dir"] == "outputs/finetune/ft"
     write_model_card(tmp_path / "ft", tuned)
     assert str(root) not in (tmp_path / "ft" / "README.md").read_text()
+
+
+def test_a_local_source_is_named_by_its_folder_on_every_card_its_weights_carry(tmp_path):
+    """The source's absolute path (a user's home, a project's folder) went on the card and its sidecar, which
+    push_to_hub uploads, and on through finetuning: the source is named as card_path names every other path."""
+    out = converted(tmp_path, projected_dim=8)
+    private = str(tmp_path / "src")
+    assert read_card_info(out)["source"]["name"] == "src"
+    tuned = finetuned_card(read_card_info(out), "ft", "LinformerForSequenceClassification", _finetuned("sst2", 5, True),
+                           tmp_path / "run", 5)
+    old = {**read_card_info(out), "source": {**read_card_info(out)["source"], "name": private}}  # an earlier card's
+    carried = finetuned_card(old, "ft2", "LinformerForSequenceClassification", _finetuned("sst2", 5, True),
+                             tmp_path / "run", 5)
+    assert tuned["source"]["name"] == carried["source"]["name"] == "src"
+    for name, info in (("ft", tuned), ("ft2", carried)):
+        write_model_card(tmp_path / name, info)
+    for folder in (out, tmp_path / "ft", tmp_path / "ft2"):
+        for file in ("README.md", "linformer_card.json"):
+            assert str(tmp_path) not in (folder / file).read_text(), (folder, file)
+    assert "converted from `src`" in load_card(out).text
 
 
 def test_a_model_folder_has_one_label_in_run_names_compare_tables_and_cards(tmp_path):

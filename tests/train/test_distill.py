@@ -387,7 +387,7 @@ def test_a_lengthened_teacher_distils_a_longer_student_on_the_long_examples_only
     assert reshaped == ["roberta.embeddings.position_embeddings.weight"]
     assert all(torch.equal(v, src[k]) for k, v in long.state_dict().items() if k not in reshaped)
     source = read_json(teacher / "linformer_card.json")["source"]  # the finetuned teacher's card goes along
-    assert (source["name"], source["reshaped_from"]) == (str(teachers["linformer-full"].parent.parent / "roberta"),
+    assert (source["name"], source["reshaped_from"]) == ("roberta",  # by its folder, as every local path on a card
                                                          "ft-linformer-full/best")
     assert source["reshaped_history"] == "finetuned on sst2"
 

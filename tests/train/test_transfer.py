@@ -346,7 +346,8 @@ def test_a_projections_transfer_continues_with_every_weight_in_lolcats_order(ber
     assert second["rel_err_before"] == pytest.approx(first["rel_err_after"], rel=1e-5)
     assert sum(second["rel_err_after"]) < sum(second["rel_err_before"])
     card = read_card_info(tmp_path / "all" / "model")
-    assert card["source"]["name"] == bert_source["source"]  # the source, not the intermediate model
+    assert card["source"] == read_card_info(tmp_path / "e_f" / "model")["source"]  # the source, not the intermediate
+    assert card["source"]["name"] == "bert"  # by its folder's name, as the first phase's card names it
     assert card["transfer"]["train"] == "all" and card["transfer"]["continued"]["train"] == "projections"
     assert card["transfer"]["continued"]["rel_err_after"] == first["rel_err_after"]
     with pytest.raises(ConfigError, match=r"transferred with transfer.train=all: its weights are no longer the source"):
