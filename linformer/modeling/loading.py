@@ -15,10 +15,13 @@ import hashlib
 import importlib
 import logging
 import os
+import pickle
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import torch
 from huggingface_hub import constants, try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
@@ -56,6 +59,8 @@ _LOCAL_HINT = "a pretraining run directory with model/, or a Hugging Face model 
 
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+# what to use instead of a pickled weights file that holds objects: safetensors holds tensors only
+_SAFE_WEIGHTS = "use the model saved as safetensors (save_pretrained's default), which can hold nothing but weights"
 
 
 def weights_sha256(model_dir: str | os.PathLike) -> str | None:
@@ -302,6 +307,9 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
         raise
     except OSError as err:
         raise _unreadable(model_path, err) from err
+    except pickle.UnpicklingError as err:  # torch's weights-only loader refused a pickled weights file
+        files = sorted(Path(model_path).glob("pytorch_model*.bin")) if os.path.isdir(model_path) else []
+        raise CheckpointError(f"model_path={model_path!r}: {unpickling_refusal(err, files, _SAFE_WEIGHTS)}") from None
     except SafetensorError as err:
         raise CheckpointError(f"model_path={model_path!r}: its weights cannot be read, the file is damaged or "
                               f"incomplete (copy it again): {err}") from err
@@ -317,6 +325,35 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
     _check_encoder_loaded(model, model_path, info)  # before the summary: a refusal is the one line
     _summarise(type(model).__name__, model_path, info)
     return model
+
+
+def unpickling_refusal(err: pickle.UnpicklingError, files: Iterable[Path], instead: str = "") -> str:
+    """Torch's weights-only loader refusing a pickled file (a .bin, .pt or .pkl), in words naming the file: the first
+    of `files` (those the load read) that it refuses, with `instead` (what to use instead) where it holds objects. Its
+    own message advises loading the file unrestricted, which would run whatever code the file holds: never passed
+    on."""
+    for f in files:
+        try:
+            with warnings.catch_warnings():  # torch's remarks on a file it then refuses: the refusal says it
+                warnings.simplefilter("ignore")
+                torch.load(f, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as refused:
+            return f"{f} {unpickling_why(refused, instead)}"
+        except Exception:  # refused for another reason (a file cut short): not the one this error is
+            continue
+    return f"a weights file {unpickling_why(err, instead)}"
+
+
+def unpickling_why(err: BaseException, instead: str = "") -> str | None:
+    """Why torch's weights-only loader refused a file (its UnpicklingError; None for any other error): the pickle
+    names a class or function to build (a GLOBAL), so it holds objects, which unrestricted loading would build by
+    running code; else it is not a pickle of tensors at all."""
+    if not isinstance(err, pickle.UnpicklingError):
+        return None
+    if "GLOBAL" in str(err):
+        return ("holds more than weights (pickled objects, which could run code as they load): refused, nothing in "
+                f"it ran{'; ' + instead if instead else ''}")
+    return "cannot be read as weights (damaged, or not a weights file): copy it again"
 
 
 def _check_encoder_loaded(model, model_path: str, info: dict) -> None:

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -50,6 +51,7 @@ from ..files import (  # a run's checkpoints as every reader finds them: files.p
     umask_modes,
     write_json,
 )
+from ..modeling.loading import unpickling_refusal, unpickling_why
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
 from ..shell import shell_command
 
@@ -197,6 +199,9 @@ def _unloadable(rng_file: Path) -> str | None:
         np.random.RandomState().set_state(states["numpy_random_seed"])
         torch.Generator().set_state(states["torch_manual_seed"])
     except Exception as err:  # whatever Accelerate would have caught
+        refused = unpickling_why(err)  # a pickle of objects, said without torch's advice to load it unrestricted
+        if refused:
+            return refused
         why = (str(err).strip().splitlines() or [""])[0][:200]
         return f"cannot be loaded ({type(err).__name__}{': ' + why if why else ''})"
     return None
@@ -383,6 +388,9 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
     try:
         with _quiet_accelerate():
             accelerator.load_state(str(path))
+    except pickle.UnpicklingError as err:  # torch's weights-only loader refused a file (one with code, say)
+        pickled = sorted(f for f in path.iterdir() if f.suffix in (".bin", ".pt", ".pkl"))
+        raise CheckpointError(f"checkpoint {path}: {unpickling_refusal(err, pickled)}") from None
     except Exception as err:  # a checkpoint without checksums can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
     finally:

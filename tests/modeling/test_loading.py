@@ -247,3 +247,34 @@ def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
         task_readers.read_task_split("sst2", None, "train")
     with pytest.raises(CheckpointError, match=r"^model_path='outputs/no-such-run-here' .* holds no model"):
         resolve_model_path("outputs/no-such-run-here")
+
+
+class _Payload:
+    """A pickle that runs code when unpickled (torch's weights-only loader refuses it)."""
+
+    def __reduce__(self):
+        return (print, ("payload ran",))
+
+
+@pytest.mark.parametrize("content", ["code", "garbage"])
+def test_a_pickled_weights_file_that_is_not_weights_is_refused_in_one_line(tmp_path, content, capsys):
+    """A folder whose pytorch_model.bin builds objects (code) came out as torch's traceback, ending in its advice to
+    load the file with weights_only=False, which would run the code: one line naming the file, never that advice."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.modeling.loading import load_pretrained
+
+    LinformerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    if content == "code":
+        torch.save({"x": _Payload()}, tmp_path / "pytorch_model.bin")
+    else:
+        (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02not a pickle of tensors")
+    with pytest.raises(CheckpointError) as err:
+        load_pretrained(AutoModelForMaskedLM, str(tmp_path))
+    said = str(err.value)
+    why = "holds more than weights (pickled objects" if content == "code" else "cannot be read as weights (damaged"
+    assert said.startswith(f"model_path='{tmp_path}': {tmp_path / 'pytorch_model.bin'} {why}")
+    assert "weights_only" not in said and "\n" not in said
+    assert "payload ran" not in capsys.readouterr().out

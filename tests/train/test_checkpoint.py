@@ -225,3 +225,29 @@ def test_another_rank_s_failure_stops_this_one_with_peer_failed_and_no_half_chec
         save_checkpoint(_RankZeroOfTwo(accelerated[0], tmp_path, other_ok=[0]), tmp_path, 4, {}, keep_last=2)
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]
     assert [p.name for p in complete_checkpoints(tmp_path)] == ["step-00000002"]
+
+
+@pytest.mark.parametrize("name", ["optimizer.bin", "random_states_0.pkl"])
+def test_a_checkpoint_file_holding_code_is_refused_in_one_line_that_never_advises_loading_it(accelerated, tmp_path,
+                                                                                              name, capsys):
+    """Torch's weights-only loader refuses a pickle that builds objects; its message, which the refusal passed on,
+    advises loading the file with weights_only=False, which would run the code. The refusal names the file."""
+    import torch
+
+    from linformer.train.checkpoint import damaged_files, load_checkpoint, save_checkpoint
+
+    path = save_checkpoint(accelerated[0], tmp_path, 1, {}, keep_last=1)
+    torch.save({"state": _Payload()}, path / name)
+    _write_checksums(path)  # its checksum matches: the file itself is what is wrong
+    why = "holds more than weights (pickled objects, which could run code as they load): refused, nothing in it ran"
+    if name.startswith("random_states"):
+        (problem,) = damaged_files(path)
+        said = problem
+        assert problem.startswith(f"{name}: {why}")
+    else:
+        with pytest.raises(CheckpointError) as err:
+            load_checkpoint(accelerated[0], path)
+        said = str(err.value)
+        assert said.startswith(f"checkpoint {path}: {path / name} {why}")
+    assert "weights_only" not in said and "\n" not in said
+    assert "payload ran" not in capsys.readouterr().out
