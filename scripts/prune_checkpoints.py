@@ -5,9 +5,12 @@ model (model/ or best/) is intact: a complete run keeps trainer.keep_last full c
 state, ~3x the model each) that only continuing it further needs. run.json records the removal, so that a later start
 of the run says its checkpoints were removed instead of training it again from step 0. A run not complete (its
 checkpoints continue it), one a live process holds, or one whose model is gone or never kept is left as it is,
-saying why. argparse, not Hydra: the runs are positional paths that the shell expands from globs.
+saying why, and the others pruned; the exit status is 1 when any run was left so (2: a path that names no run,
+nothing pruned). argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
+
+import sys
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import LinformerError
@@ -20,13 +23,16 @@ if __name__ == "__main__":
     args = p.parse_args()
     with cli_errors():
         runs = find_runs(named_paths(args.runs), strict=True)
-    total = 0
+    total, kept = 0, 0
     for run in runs:
         try:
             count, freed = prune_checkpoints(run)
         except LinformerError as err:
             print(f"kept {run}: {err}")
+            kept += 1
             continue
         total += freed
         print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
-    print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}")
+    print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}"
+          + (f"; kept {kept} as {'they were' if kept > 1 else 'it was'} (above)" if kept else ""))
+    sys.exit(1 if kept else 0)

@@ -107,8 +107,9 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
     the run says they were removed (``lost_checkpoints``). Returns (checkpoints removed, bytes freed).
 
     Refused in one line, removing nothing: a folder that is no run, a run not complete (its checkpoints continue it),
-    one a live process holds, and one whose model (model/, best/) is gone, damaged or was never kept
-    (trainer.save_best=false): its checkpoints are then what scripts/export.py writes it from."""
+    one a live process holds, one whose checkpoints/ is a symlink (to what may be another's), and one whose model
+    (model/, best/) is gone, damaged or was never kept (trainer.save_best=false): its checkpoints are then what
+    scripts/export.py writes it from."""
     run_dir = Path(run_dir)
     info = read_record(run_dir, RUN)  # one that does not read is refused, naming it
     if not info:
@@ -121,11 +122,14 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
                                      "scripts/export.py writes it from. Export it first: "
                                      + shell_command("python", "scripts/export.py", run_dir))
+    root = checkpoint_dir(run_dir)
+    if root.is_symlink():  # rmtree refuses a link, and what it points to is not the run's folder to delete
+        raise RunDirError(f"{root} is a symlink (to {os.readlink(root)}), not a folder of the run: nothing pruned; "
+                          "delete the checkpoints where they are, if they are this run's")
     record = RunRecord(run_dir, str(info.get("stage")))
     record.lock.acquire()  # a live process on the run is refused, naming it
     try:
         found = complete_checkpoints(run_dir)
-        root = checkpoint_dir(run_dir)
         freed = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
         if root.is_dir():
             shutil.rmtree(root)

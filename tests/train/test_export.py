@@ -196,6 +196,32 @@ def test_a_run_whose_checkpoints_were_pruned_says_so_what_it_keeps_and_what_writ
     assert not (tmp_path / "out").exists()
 
 
+def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_on(pretrained_run, tmp_path):
+    """A run whose checkpoints/ was a symlink (someone else's folder) ended prune_checkpoints.py in rmtree's
+    traceback, and the runs after it were not pruned: it is kept in one line, nothing behind the link touched, the
+    others pruned, and the exit status says a run was kept."""
+    import re
+
+    from linformer.train.checkpoint import prune_checkpoints
+
+    linked, other, theirs = tmp_path / "linked", tmp_path / "other", tmp_path / "theirs"
+    shutil.copytree(pretrained_run, linked)
+    shutil.copytree(pretrained_run, other)
+    shutil.move(linked / "checkpoints", theirs)
+    (linked / "checkpoints").symlink_to(theirs)
+    before = sorted((p.relative_to(theirs), p.stat().st_mtime_ns) for p in theirs.rglob("*"))
+    said = f"{linked / 'checkpoints'} is a symlink (to {theirs}), not a folder of the run: nothing pruned"
+    with pytest.raises(RunDirError, match=f"^{re.escape(said)}"):
+        prune_checkpoints(linked)
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "prune_checkpoints.py"), str(linked), str(other)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 1, out.stderr
+    assert f"kept {linked}: {said}" in out.stdout and f"pruned {other}: " in out.stdout
+    assert "Traceback" not in out.stderr and "kept 1 as it was" in out.stdout.splitlines()[-1]
+    assert not (other / "checkpoints").exists() and "checkpoints_removed" not in (linked / "run.json").read_text()
+    assert sorted((p.relative_to(theirs), p.stat().st_mtime_ns) for p in theirs.rglob("*")) == before
+
+
 def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_run, tmp_path, monkeypatch):
     """export_run called from Python said "--step 7" and "(--out DIR exports it again)": the script's options where
     scripts/export.py runs (stopping.run_from_a_script, as a stop's resume advice tells them apart), the function's
