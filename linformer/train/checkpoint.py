@@ -377,28 +377,36 @@ def keeping_settings(optimizer, scheduler) -> Iterator[None]:
         schedule._last_lr = lrs  # what get_last_lr() reads: the lr the next step logs
 
 
-def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -> dict:
-    """Restore model, optimizer, scheduler, scaler and (when ``rng_ok``) RNG states; return the trainer state."""
-    path = Path(path)
-    hidden = []
-    if not rng_ok and accelerator.is_main_process:
-        # Accelerate loads whatever random_states_*.pkl it finds: one process moves the damaged ones aside for the
-        # load (every rank reads the same directory) and puts them back after it
-        for f in path.glob("random_states_*.pkl"):
-            aside = f.with_name(f".{f.name}.damaged")
-            os.replace(f, aside)
-            hidden.append((aside, f))
-    accelerator.wait_for_everyone()
+@contextlib.contextmanager
+def _keeping_rng(accelerator: Accelerator) -> Iterator[None]:
+    """Around a load without the checkpoint's RNG states (damaged ones, resumed with leave not to be bitwise): the
+    process's generators as they were before, whatever of a state Accelerate set before failing on the rest of it
+    (it loads random_states_<rank>.pkl and sets Python's, NumPy's, torch's and CUDA's generators in turn, catching
+    any failure), and its step count, which the same file carries."""
+    cuda = torch.cuda.is_available()
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if cuda else None, accelerator.step)
     try:
-        with _quiet_accelerate():
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if cuda:
+            torch.cuda.set_rng_state_all(states[3])
+        accelerator.step = states[4]
+
+
+def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -> dict:
+    """Restore model, optimizer, scheduler, scaler and (when ``rng_ok``) RNG states; return the trainer state.
+    Nothing in ``path`` is written: the checkpoint may be another's, or on a read-only copy."""
+    path = Path(path)
+    try:
+        with _quiet_accelerate(), contextlib.nullcontext() if rng_ok else _keeping_rng(accelerator):
             accelerator.load_state(str(path))
     except pickle.UnpicklingError as err:  # torch's weights-only loader refused a file (one with code, say)
         pickled = sorted(f for f in path.iterdir() if f.suffix in (".bin", ".pt", ".pkl"))
         raise CheckpointError(f"checkpoint {path}: {unpickling_refusal(err, pickled)}") from None
     except Exception as err:  # a checkpoint without checksums can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
-    finally:
-        accelerator.wait_for_everyone()
-        for aside, f in hidden:
-            os.replace(aside, f)
     return json.loads((path / STATE_FILE).read_text())

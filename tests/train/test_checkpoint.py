@@ -160,20 +160,50 @@ def test_load_restores_weights_optimizer_and_every_rng_state(accelerated, tmp_pa
     assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
 
 
-def test_load_without_the_rng_state_leaves_it_and_puts_its_files_back(accelerated, tmp_path):
+def _aged(path):
+    """`path`'s listing, each entry's mtime and ctime, after setting every mtime in the past (a write now shows,
+    whatever the clock's granularity): what loading may not change in a checkpoint folder (another's, or a read-only
+    copy, which permissions do not protect from root). A rename sets the folder's mtime and the file's ctime."""
+    import os
+
+    for p in (path, *path.iterdir()):
+        os.utime(p, ns=(10**9, 10**9))
+    return _listing(path)
+
+
+def _listing(path):
+    return sorted((p.name, p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in (path, *path.iterdir()))
+
+
+@pytest.mark.parametrize("rng_file", ["intact", "damaged", "half an RNG state"])
+def test_load_without_the_rng_state_leaves_it_and_writes_nothing_in_the_checkpoint(accelerated, tmp_path, rng_file):
+    """Resuming with trainer.allow_nonbitwise_resume=true renamed the RNG states inside the checkpoint being read (and
+    back), so a read-only copy failed, calling the input an output path. The load leaves the checkpoint as it is and
+    the process's generators as they were, whatever of the file Accelerate could set (Python's generator of a state
+    whose NumPy part is damaged)."""
+    import random
+
+    import numpy as np
     import torch
 
     from linformer.train.checkpoint import load_checkpoint, save_checkpoint
 
     accelerator = accelerated[0]
     path = save_checkpoint(accelerator, tmp_path, 1, {}, keep_last=1)
-    files = sorted(p.name for p in path.iterdir())
-    torch.manual_seed(123)
-    expected = torch.rand(5)
-    torch.manual_seed(123)
+    if rng_file == "damaged":
+        _damage(path, "random_states_0.pkl")
+    elif rng_file == "half an RNG state":
+        torch.save({"random_state": random.Random(7).getstate(), "numpy_random_seed": "torn", "step": 99},
+                   path / "random_states_0.pkl")
+    before = _aged(path)
+    torch.manual_seed(123), np.random.seed(123), random.seed(123)
+    expected = (torch.rand(5), np.random.rand(3), random.random())
+    torch.manual_seed(123), np.random.seed(123), random.seed(123)
     load_checkpoint(accelerator, path, rng_ok=False)
-    assert torch.equal(torch.rand(5), expected)  # the RNG was not touched
-    assert sorted(p.name for p in path.iterdir()) == files
+    got = (torch.rand(5), np.random.rand(3), random.random())
+    assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
+    assert accelerator.step == 0
+    assert _listing(path) == before
 
 
 class _RankZeroOfTwo:
