@@ -5,12 +5,11 @@ model (model/ or best/) is intact: a complete run keeps trainer.keep_last full c
 state, ~3x the model each) that only continuing it further needs. run.json records the removal, so that a later start
 of the run says its checkpoints were removed instead of training it again from step 0. A run not complete (its
 checkpoints continue it), one a live process holds, or one whose model is gone or never kept is left as it is,
-saying why, and the others pruned; the exit status is 1 when any run was left so (2: a path that names no run,
-nothing pruned). argparse, not Hydra: the runs are positional paths that the shell expands from globs.
+saying why, and the others pruned; the exit status is 0 then too (a folder of runs usually holds some still
+training or to be continued: leaving them is the command working), 2 for a path that names no run (nothing
+pruned). argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
-
-import sys
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import LinformerError
@@ -35,4 +34,3 @@ if __name__ == "__main__":
         print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
     print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}"
           + (f"; kept {kept} as {'they were' if kept > 1 else 'it was'} (above)" if kept else ""))
-    sys.exit(1 if kept else 0)

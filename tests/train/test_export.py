@@ -199,7 +199,7 @@ def test_a_run_whose_checkpoints_were_pruned_says_so_what_it_keeps_and_what_writ
 def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_on(pretrained_run, tmp_path):
     """A run whose checkpoints/ was a symlink (someone else's folder) ended prune_checkpoints.py in rmtree's
     traceback, and the runs after it were not pruned: it is kept in one line, nothing behind the link touched, the
-    others pruned, and the exit status says a run was kept."""
+    others pruned, and the summary counts the run kept (exit 0: a folder of runs usually holds some left as they are)."""
     import re
 
     from linformer.train.checkpoint import prune_checkpoints
@@ -215,7 +215,7 @@ def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_
         prune_checkpoints(linked)
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "prune_checkpoints.py"), str(linked), str(other)],
                          capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 1, out.stderr
+    assert out.returncode == 0, out.stderr
     assert f"kept {linked}: {said}" in out.stdout and f"pruned {other}: " in out.stdout
     assert "Traceback" not in out.stderr and "kept 1 as it was" in out.stdout.splitlines()[-1]
     assert not (other / "checkpoints").exists() and "checkpoints_removed" not in (linked / "run.json").read_text()
