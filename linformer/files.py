@@ -502,13 +502,34 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any], repl
     for path in map(Path, paths):
         folders.setdefault(path.parent, []).append(path.name)
     for folder, names in folders.items():
-        records = read_json(folder / FILE_RECORDS)
+        records = _file_records(folder)
         stale = [name for name, made in records.items() if isinstance(made, dict) and
                  made.get("command") == record["command"] and name not in names] if replaces_earlier else []
         records = {k: v for k, v in records.items() if k not in stale}
         write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
         for name in stale:  # after the record: a failed write of it leaves them, still recorded
-            (folder / name).unlink(missing_ok=True)
+            if (folder / name).is_file() and not (folder / name).is_symlink():  # a link the user made is theirs
+                (folder / name).unlink(missing_ok=True)
+
+
+def plain_name(name: Any) -> bool:
+    """Whether `name`, read from a record file, names an entry directly in the record's own folder: one name, not
+    empty, '.' or '..', without '/'. Any other (``../x``, an absolute path) would reach outside the folder, and a
+    record file may come from anyone (a shared folder, a tarball, a commit), so it is never trusted as a path."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and os.sep not in name \
+        and "\0" not in name
+
+
+def _file_records(folder: Path) -> dict[str, Any]:
+    """`folder`'s FILE_RECORDS, its entries that are not ``plain_name``s left out (with a warning naming the file):
+    they are no output of this package's, and deleting what one names as stale would delete outside the folder."""
+    records = read_json(folder / FILE_RECORDS)
+    foreign = [name for name in records if not plain_name(name)]
+    if foreign:
+        warn_once(f"{folder / FILE_RECORDS}: ignored {listing([repr(n) for n in foreign])}: not the name of a file in "
+                  "its folder (a record this package did not write); they are dropped from it and nothing they name "
+                  "is touched")
+    return {name: made for name, made in records.items() if name not in foreign}
 
 
 @contextlib.contextmanager
@@ -683,14 +704,25 @@ def checksum_problems(root: Path, listing: Mapping[str, Mapping], digests: Mappi
     of some of the files, used rather than reading them again."""
     problems = []
     for name, want in listing.items():
-        f = Path(root) / name
-        if not f.is_file():
+        if not _inside(name):
+            problems.append(f"{name!r}: not a file of this folder (an absolute path, or one through '..'), so its "
+                            "listing is not one this package wrote")
+        elif not isinstance(want, Mapping) or not isinstance(want.get("bytes"), int):
+            problems.append(f"{name}: its listed size and sha256 do not read")
+        elif not (f := Path(root) / name).is_file():
             problems.append(f"{name}: missing")
         elif f.stat().st_size != want["bytes"]:
             problems.append(f"{name}: {f.stat().st_size:,} bytes, {want['bytes']:,} written")
         elif ((digests or {}).get(name) or sha256_file(f)) != want["sha256"]:
             problems.append(f"{name}: content differs from what was written (sha256)")
     return problems
+
+
+def _inside(name: Any) -> bool:
+    """Whether `name`, read from a checksum listing, is a path under the listing's folder: relative, each part a
+    ``plain_name`` (a file in a subfolder is listed as sub/name). A link inside the folder is followed, as the
+    loaders that read the file follow it (a hub snapshot's files are links into its cache)."""
+    return isinstance(name, str) and not name.startswith("/") and all(map(plain_name, name.split("/")))
 
 
 def cache_key(options: Mapping[str, Any], files: list[str | Path] = (), digests: dict[str, str] | None = None) -> str:

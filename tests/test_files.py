@@ -217,6 +217,36 @@ def test_output_files_rewrite_only_their_own_command_s_files(tmp_path):
         check_output_files([tmp_path / "d"], report, overwrite=True)
 
 
+def test_a_planted_record_never_deletes_or_checks_outside_its_folder(tmp_path):
+    """A folder's FILE_RECORDS or a checksum listing may come from anyone (a shared folder, a tarball, a commit):
+    a name in it that is no plain name of the folder (``../x``, an absolute path) is never deleted as a stale output
+    (it is dropped from the record, with a warning), and a listing naming one is damage, not a file to hash. A link
+    in the folder is removed, never what it points to."""
+    import json
+
+    from linformer.files import checksum_problems, output_damage
+
+    report = made_by("compare_runs", {})
+    out, victim, elsewhere = tmp_path / "reports", tmp_path / "victim.txt", tmp_path / "elsewhere.txt"
+    out.mkdir()
+    for f in (victim, elsewhere, out / "old.png"):
+        f.write_text("precious")
+    (out / "linked.png").symlink_to(elsewhere)
+    planted = {name: report for name in ("../victim.txt", str(victim), "old.png", "linked.png", "", "..")}
+    (out / FILE_RECORDS).write_text(json.dumps(planted))
+    with output_files([out / "runs.md"], report, replaces_earlier=True):
+        (out / "runs.md").write_text("table")
+    assert victim.read_text() == "precious" and elsewhere.read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == [FILE_RECORDS, "linked.png", "runs.md"]  # old.png was stale
+    assert sorted(read_json(out / FILE_RECORDS)) == ["runs.md"]
+
+    listing = {"../victim.txt": {"bytes": 8, "sha256": hashlib.sha256(b"precious").hexdigest()}}
+    assert [p.split(":")[0] for p in checksum_problems(out, listing)] == ["'../victim.txt'"]
+    assert len(checksum_problems(out, {str(victim): listing["../victim.txt"]})) == 1
+    (out / MANIFEST).write_text(json.dumps({"command": "convert", "files": listing}))
+    assert "not a file of this folder" in output_damage(out)[0]
+
+
 @pytest.mark.parametrize("err", [
     OSError(28, "No space left on device"),
     RuntimeError("[enforce fail at inline_container.cc:858] . PytorchStreamWriter failed writing file data/3: "

@@ -168,6 +168,8 @@ def _checksum_problems(path: Path) -> list[str]:
         files = json.loads((path / CHECKSUMS).read_text())["files"]
     except (json.JSONDecodeError, KeyError, TypeError):
         return [f"{CHECKSUMS}: unreadable"]
+    if not isinstance(files, dict):
+        return [f"{CHECKSUMS}: unreadable"]
     return checksum_problems(path, files)
 
 
