@@ -175,8 +175,9 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
-    `record`), checked before the block and again before the swap, unless `overwrite` (the command's `flag`); a
-    refusal leaves it as it was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote
+    `record`), checked before the block and again before the swap, unless `overwrite` (the command's `flag`: an
+    output of another command or other settings, never a folder that is none of this package's); a refusal leaves it
+    as it was. `record` (``made_by``) goes into ``final/manifest.json``, over what the block wrote
     there; with `checksums`, so does every other file's size and sha256 (``output_damage`` reads them back). Only the
     temporary and, after the swap, the output it replaced are deleted. The temporary goes on any exception and on
     SIGTERM; one left by a killed process (SIGKILL) goes on the next call for the same path. Every file gets the
@@ -466,7 +467,8 @@ def check_writable(path: str | Path, inside: bool = False, key: str | None = Non
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
                      flag: str = "overwrite=true", reads: Iterable[str | Path] = (), key: str | None = None) -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
-    only new directories). Raises OutputPathError naming the path, what holds it and `flag`. `reads`: the command's
+    only new directories). Raises OutputPathError naming the path, what holds it and `flag`, which replaces only a
+    folder that is this package's output; any other (``_no_output``) is refused with it too. `reads`: the command's
     inputs (paths; a name that is no path, a hub model's say, is passed over): a directory that is one of them, or
     holds one, is refused even with `flag`, since replacing it would delete what the command reads. `key`: the flag or
     setting that chose `path` (``check_writable``)."""
@@ -476,9 +478,44 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
             raise OutputPathError(f"{path} is, or holds, {given}, which this command reads: choose another output "
                                   "path (replacing it would delete the input, overwrite or not).")
     check_writable(path, key=key)
-    what = None if overwrite else output_dir_occupant(path, record)
-    if what:
-        raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
+    what = output_dir_occupant(path, record)
+    if not what:
+        return
+    choose = f"choose another {key}" if key else "choose another output path"
+    never = _no_output(path, record)
+    if never:
+        raise OutputPathError(f"{path} {never}: {choose} ({flag} replaces only an earlier output of this package, "
+                              "one whose manifest.json names the command that wrote it).")
+    if not overwrite:
+        raise OutputPathError(f"{path} {what}: {choose}, or pass {flag} to replace it.")
+
+
+# manifest keys that only this package's output directories carry (``made_by``'s command, ``atomic_dir``'s entries,
+# ``saving.model_folder``'s format): a web app's or another tool's manifest.json has none of them
+_OWN_MANIFEST = ("command", "entries", "model_format")
+
+
+def _no_output(path: str | Path, record: Mapping[str, Any] | None) -> str | None:
+    """Why the directory `path` is no output that an overwrite flag may replace (a clause), or None where it may be:
+    a file system's root, a home folder, a folder that is or holds the current directory or this repository, a git
+    checkout, and (for a command that records its outputs: `record`) any folder whose MANIFEST is not this
+    package's. `record` None: a caller replacing a folder the package itself chose (a run's model, kept records)."""
+    real = Path(os.path.realpath(path))
+    if not real.is_dir():
+        return None
+    if real == Path(real.anchor) or os.path.ismount(real):
+        return "is the root of a file system"
+    if real == Path(os.path.realpath(Path.home())):
+        return "is your home folder"
+    for what, held in (("the current directory", Path.cwd().resolve()), ("this repository", repo_root())):
+        if held == real or held.is_relative_to(real):
+            return f"is, or holds, {what} ({held})"
+    if os.path.lexists(real / ".git"):
+        return "is a git checkout (it holds .git)"
+    if record is not None and not any(key in read_json(real / MANIFEST) for key in _OWN_MANIFEST):
+        names = sorted(p.name for p in real.iterdir())
+        return f"is a directory with other content ({listing(names)}), no output of this package's"
+    return None
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,

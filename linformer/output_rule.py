@@ -6,7 +6,7 @@ The rule. A command writes only into a path that is missing or empty, or that ca
 manifest of its own (the wheelhouse's ``.wheelhouse.json``, a carry folder's records, the dashboard's). It never
 replaces or deletes a file it did not write. Anything else is refused with one ``error:`` line naming the path, before
 anything is written, unless the user passes the command's overwrite flag, which replaces an output of another
-command or other settings. A plan (the demo, the reproductions, the GPU targets) checks every job's outputs before
+command or other settings, never a folder that is no output of this package's (``files.check_output_dir``). A plan (the demo, the reproductions, the GPU targets) checks every job's outputs before
 it starts any (``check_plan``).
 
 Every script under scripts/ is declared here, with each output a user can point somewhere and an example command

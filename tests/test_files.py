@@ -71,6 +71,42 @@ def test_an_output_with_other_settings_or_of_another_command_is_refused_unless_o
     assert read_json(tmp_path / "out" / MANIFEST)["command"] == record["command"]
 
 
+def test_overwrite_replaces_only_an_output_of_this_package_or_an_empty_folder(tmp_path, monkeypatch):
+    """overwrite=true deleted whatever folder it was given: out_dir=. (the repository), ~, /, a folder of runs. Now
+    each of those, a git checkout and any folder without this package's manifest is refused with the flag too, in a
+    line that does not offer the flag; an earlier output of another command, and an empty folder, are replaced."""
+    from linformer.files import check_output_dir, repo_root
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "thesis").mkdir(parents=True)
+    (tmp_path / "checkout" / ".git").mkdir(parents=True)
+    (tmp_path / "runs" / "some-run").mkdir(parents=True)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / MANIFEST).write_text('{"name": "a web app", "icons": []}')
+    (tmp_path / "cwd" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "cwd" / "deep")
+    refused = {Path("/"): "is the root of a file system", tmp_path / "home": "is your home folder",
+               repo_root(): "is, or holds, the current directory|is, or holds, this repository",
+               repo_root().parent: "is, or holds, this repository", tmp_path / "cwd": "holds, the current directory",
+               tmp_path / "checkout": r"is a git checkout \(it holds .git\)",
+               tmp_path / "runs": r"is a directory with other content \(some-run\), no output of this package's",
+               tmp_path / "app": "is a directory with other content"}
+    for path, why in refused.items():
+        for overwrite in (True, False):
+            with pytest.raises(OutputPathError, match=why) as err:
+                check_output_dir(path, A, overwrite=overwrite, key="out_dir=")
+            assert "pass overwrite" not in str(err.value) and "choose another out_dir=" in str(err.value)
+    with pytest.raises(OutputPathError):
+        _build(tmp_path / "checkout", overwrite=True)
+    assert (tmp_path / "checkout" / ".git").is_dir() and (tmp_path / "home" / "thesis").is_dir()
+
+    _build(tmp_path / "out", made_by("train_tokenizer", {}), text="old")
+    _build(tmp_path / "out", overwrite=True)  # another command's output: the flag replaces it
+    (tmp_path / "empty").mkdir()
+    _build(tmp_path / "empty")
+    assert (tmp_path / "out" / "weights.bin").read_text() == "new" == (tmp_path / "empty" / "weights.bin").read_text()
+
+
 def test_overwrite_replaces_a_regular_file_and_leaves_no_copy_aside(tmp_path):
     (tmp_path / "out").write_text("the user's file")
     with pytest.raises(OutputPathError, match="is a regular file"):

@@ -462,8 +462,10 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
         load_script(script).main()
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err, err[-3000:]
-    line = f"error: {target} is a directory with other content (notes.txt): choose another output path, or pass "
-    assert line + "overwrite=true to replace it." in err.splitlines()
+    line = (f"error: {target} is a directory with other content (notes.txt), no output of this package's: choose "
+            "another output path (overwrite=true replaces only an earlier output of this package, one whose "
+            "manifest.json names the command that wrote it).")
+    assert line in err.splitlines()
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"
     # no hidden .old-* or .tmp-*, and nothing of the refused start's run directory (Hydra's files) left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"], sorted(map(str, tmp_path.rglob("*")))

@@ -537,8 +537,10 @@ def test_convert_into_a_path_holding_the_user_s_files_is_refused(tmp_path, what)
     before = _tree(tmp_path)
     line = _refused(f"model_path={tmp_path / 'bert'}", f"model.max_seq_len={N}", "model.projected_dim=8",
                     f"out_dir={target}")
-    there = "is a directory with other content (notes.txt)" if what == "directory" else "is a regular file"
-    assert line.startswith(f"error: {target} {there}:") and line.endswith("pass overwrite=true to replace it.")
+    there = "is a directory with other content (notes.txt), no output of this package's" if what == "directory" \
+        else "is a regular file"
+    assert line.startswith(f"error: {target} {there}:")
+    assert ("pass overwrite=true" in line) == (what == "file")  # a folder that is no output: the flag is no answer
     assert _tree(tmp_path) == before  # byte-identical, and no hidden .old-* or .tmp-* beside it
 
 

@@ -229,9 +229,10 @@ def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_ru
     import re
 
     from linformer.errors import OutputPathError
+    from linformer.files import MANIFEST, made_by, write_json
 
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "mine.txt").write_text("not an export")
+    write_json(tmp_path / "out" / MANIFEST, made_by("convert", {}))  # another command's output: the flag replaces it
     for argv0, step, out, overwrite in (("-c", "step=7", "out=DIR", "overwrite=True"),
                                         (str(REPO / "scripts" / "export.py"), "--step 7", "--out DIR", "--overwrite")):
         monkeypatch.setattr(sys, "argv", [argv0])
@@ -242,7 +243,7 @@ def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_ru
         with pytest.raises(OutputPathError) as refused:
             export_run(pretrained_run, tmp_path / "out")
         assert str(refused.value).endswith(f"pass {overwrite} to replace it.")
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["mine.txt"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [MANIFEST]
 
 
 def test_transfer_and_distillation_runs_are_refused(tmp_path):
