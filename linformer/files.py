@@ -171,7 +171,7 @@ def write_yaml(path: str | Path, data: Any) -> None:
 @contextlib.contextmanager
 def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
                flag: str = "overwrite=true", checksums: bool = False,
-               replaces: Mapping[str, Any] | None = None) -> Iterator[Path]:
+               replaces: Mapping[str, Any] | None = None, key: str | None = None) -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
@@ -184,10 +184,11 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     umask's permissions (``umask_modes``). `replaces`: the record of the earlier output at `final` that this one
     replaces as its own although its settings name other paths (``io.moved_output``: the same texts moved), checked
     in place of `record`. A symlink at `final` is written through (``written_at``): the output lands where it points.
+    `key`: the flag or setting that chose `final` ("--out", "out_dir="), named in a refusal (``check_writable``).
     """
     shown, final = Path(final), written_at(final)
     check = replaces or record
-    check_output_dir(final, check, overwrite, flag)
+    check_output_dir(final, check, overwrite, flag, key=key)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
     tmp, old = _temp_name("tmp", final), _temp_name("old", final)
@@ -199,7 +200,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
             yield tmp
             _write_manifest(tmp, record, checksums)
             umask_modes(tmp)
-            check_output_dir(final, check, overwrite, flag)  # another process may have written it meanwhile
+            check_output_dir(final, check, overwrite, flag, key=key)  # another process may have written it meanwhile
             with _named(shown, tmp, old):
                 swap_in(tmp, final, old)
     except BaseException:
@@ -522,13 +523,14 @@ def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overw
                        flag: str = "--overwrite", key: str | None = None) -> None:
     """The output rule for files about to be written by `record`'s command into their folders (`key`: the flag or
     setting that chose them, ``check_writable``)."""
+    choose = f"choose another {key}" if key else "choose another output path"
     for path in map(Path, paths):
         check_writable(path, key=key)  # a file on the way (the folder itself, or one above it) included
         if path.is_dir():  # a file never replaces a directory, overwrite or not
-            raise OutputPathError(f"{path} is a directory: choose another output path.")
+            raise OutputPathError(f"{path} is a directory: {choose}.")
         what = None if overwrite else output_file_occupant(path, record)
         if what:
-            raise OutputPathError(f"{path} {what}: choose another output path, or pass {flag} to replace it.")
+            raise OutputPathError(f"{path} {what}: {choose}, or pass {flag} to replace it.")
 
 
 def record_output_files(paths: list[str | Path], record: Mapping[str, Any], replaces_earlier: bool = False) -> None:

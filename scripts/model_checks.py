@@ -15,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also write the results as markdown to this file (relative to the repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace --out when model_checks did not write it")
     args = ap.parse_args(argv)
-    with cli_errors(), output_files([args.out] if args.out else [], made_by("model_checks", {}), args.overwrite):
+    with cli_errors(), output_files([args.out] if args.out else [], made_by("model_checks", {}), args.overwrite,
+                                       key="--out"):
         report(args.out, shell_command("python", "scripts/model_checks.py", *(sys.argv[1:] if argv is None else argv)))
     return 0
 

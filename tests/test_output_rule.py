@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from linformer.configs import compose
-from linformer.output_rule import COMMANDS, FILES
+from linformer.output_rule import COMMANDS, DIR, FILES
 from tests.train.conftest import _synthetic_corpus, compose_finetune, compose_pretrain, write_sst2_fixture
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +106,9 @@ def test_a_declared_output_holding_a_users_files_is_refused(script, index, input
     assert code == 2 and lines, f"{script} {argv}: exit {code}\n{err[-3000:]}"
     assert str(target) in lines[0] or str(target.resolve()) in lines[0], lines[0]
     assert _tree(root) == before, f"{script} wrote or changed files under {root}"
+    if out.kind in (DIR, FILES):  # the advice names the setting or flag that chose the path, as the user gives it
+        key = f"{out.where}=" if COMMANDS[script].config else out.where.split()[-1]
+        assert f"choose another {key}" in lines[0], lines[0]
     flag = re.search(r"pass (\S+) to replace", lines[0])
     if flag:  # the fix it names is one this command takes
         if COMMANDS[script].config:
@@ -117,7 +120,7 @@ def test_a_declared_output_holding_a_users_files_is_refused(script, index, input
 
 def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_path):
     from linformer.files import MANIFEST, made_by, write_json
-    from linformer.output_rule import DIR, RUN, foreign
+    from linformer.output_rule import RUN, foreign
 
     assert foreign(tmp_path / "missing", DIR, "train_tokenizer") is None
     empty = tmp_path / "empty"

@@ -138,7 +138,7 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
                                    "threads": threads, "cpu_threads": cfg.get("cpu_threads")})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
     stop = None
-    with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true"), \
+    with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true", key="out_dir="), \
             competing_processes(busy), signals_stop(STOPPED):
         try:
             return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,

@@ -535,10 +535,11 @@ def prepare_corpus(
     record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
                                         "tokenizer_dir": used})
     moved = _moved(out, record, srcs, tok_hash)
-    check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir])  # before
+    check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir],
+                     key="out_dir=")  # before
     # the sources are read
     verify_sources([s.path for s in srcs if s.path])
-    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved) as tmp:
+    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
         _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]

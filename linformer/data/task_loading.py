@@ -148,7 +148,8 @@ def _save(ds, target: Path):
     try:
         if _complete(target):
             raise _SavedMeanwhile
-        with atomic_dir(target, made_by("task_cache", {"entry": target.name}), checksums=True) as tmp:
+        with atomic_dir(target, made_by("task_cache", {"entry": target.name}), checksums=True,
+                        key="task_cache_dir=") as tmp:
             ds.save_to_disk(str(tmp))
             if _complete(target):
                 raise _SavedMeanwhile

@@ -138,7 +138,7 @@ def train_tokenizer(
         record["sources"] = text_records(texts)
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
         moved = moved_output(out_dir, record, texts, _placeless, "the tokenizer")
-        check_output_dir(out_dir, moved or record, overwrite, reads=sources)  # before training, which can take minutes
+        check_output_dir(out_dir, moved or record, overwrite, reads=sources, key="out_dir=")  # before training, which can take minutes
         verify_sources([s for s in sources if not is_hub_source(s)])
         t0 = time.perf_counter()
         # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
@@ -151,7 +151,7 @@ def train_tokenizer(
             raise CorpusError(f"empty corpus: no non-empty line in {sources}")
 
         out = Path(out_dir)
-        with atomic_dir(out, record, overwrite, replaces=moved) as tmp:
+        with atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
             hf_tok.save_pretrained(str(tmp))
             probe = "Hello world, this is a tokenizer round trip."
             loaded = load_tokenizer(str(tmp), "out_dir")

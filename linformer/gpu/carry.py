@@ -343,7 +343,7 @@ def _command(args) -> None:
         if args.mirror is None:
             args.mirror = Path(default_data_mirror())
         record = made_by(PACK, {"target": args.target})
-        with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite):
+        with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite, key="--dest"):
             written = pack(args.target, args.dest, args.mirror, args.model_dir)
         size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
         print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")

@@ -477,7 +477,8 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     # leaves files the next run may replace
     written = [work / log_name(name) for name in args.targets] + [record_path, work / PACKAGES, out / ARCHIVE]
     owner = made_by("gpu", {})
-    check_output_files(written, owner, args.overwrite)
+    check_output_files(written[:-1], owner, args.overwrite, key="--work")
+    check_output_files(written[-1:], owner, args.overwrite, key="--out")
     gpu = cuda_device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         raise ConfigError("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")

@@ -168,7 +168,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     model_class = model_class or default_class(path)
     record = made_by("convert", {"model_path": str(name_or_path), "model_class": model_class.__name__,
                                  "model": settings, "seed": seed})
-    check_output_dir(out_dir, record, overwrite, reads=[path])  # before the slow part
+    check_output_dir(out_dir, record, overwrite, reads=[path], key="out_dir=")  # before the slow part
     tokenizer = load_tokenizer(path, "model_path")
     if seed is not None:
         torch.manual_seed(seed)
@@ -176,7 +176,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     dtype = {} if {"dtype", "torch_dtype"} & set(settings) else {"dtype": "auto"}
     model = model_class.from_pretrained_encoder(path, **settings, **dtype)
     check_tokenizer_fits(tokenizer, model.config, path)
-    with model_folder(out_dir, record, overwrite) as tmp:
+    with model_folder(out_dir, record, overwrite, key="out_dir=") as tmp:
         save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)
         # the card goes inside the atomic block: a converted directory never lacks its card
         write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name, path=path))

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..cli import run_from_a_script
 from ..data.corpus import MANIFEST, read_manifest
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
@@ -246,7 +247,7 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
     out = Path(out)
     files = [out.with_suffix(".json"), out.with_suffix(".png")]
     record = {"runs": [r["run_dir"] for r in data["runs"]], **({"panel": panel} if panel != "a" else {})}
-    with output_files(files, made_by("figure3", record), overwrite):
+    with output_files(files, made_by("figure3", record), overwrite, key="--out" if run_from_a_script() else "out="):
         write_json(files[0], data)
         by_dir = {repo_relative(r.path): r for r in runs}
         trained = _trained_on(runs, data["runs"])

@@ -103,7 +103,7 @@ def report_outputs(args: argparse.Namespace, command: str,
             settings = rendered.get("settings") or {}
         elif getattr(args, "render", None):  # a JSON kept without a record: the record names it, not this machine's path
             settings = {"rendered_from": repo_relative(args.render)}
-        with output_files(outputs, made_by(command, settings), args.overwrite):
+        with output_files(outputs, made_by(command, settings), args.overwrite, key="--out"):
             yield
 
 

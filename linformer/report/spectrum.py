@@ -193,7 +193,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     out_dir = Path(out_dir)
     outputs = [out_dir / f"{prefix}{end}" for end in ("_curves.png", "_heatmap.png", ".json")]
     record = made_by("analyze_spectrum", {})
-    check_output_files(outputs, record, overwrite, flag="overwrite=true")
+    check_output_files(outputs, record, overwrite, flag="overwrite=true", key="out_dir=")
     if not corpus_dir and text_path and not Path(text_path).is_file():  # before the model loads
         raise ConfigError(f"text_path={text_path}: " + ("a folder, not a text file" if Path(text_path).is_dir()
                                                         else "no such file") + ": give a .txt or .txt.gz file")

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..bench.common import load_average
+from ..cli import run_from_a_script
 from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
@@ -457,7 +458,8 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
                    layout, [f"{out}_forest.png"])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
     settings = {"layout": layout, "runs": list(runs), **({"profile": plan_profile.name} if plan_profile else {})}
-    with output_files(outputs, made_by("table2", settings), overwrite):
+    with output_files(outputs, made_by("table2", settings), overwrite,
+                      key="--out" if run_from_a_script() else "out="):
         if layout == "pretrained":
             data = _write_pretrained(runs, out, plan_profile, hardware, command, measure, by_length)
         elif layout == "scratch":

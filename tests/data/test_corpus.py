@@ -463,7 +463,7 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "Traceback" not in err, err[-3000:]
     line = (f"error: {target} is a directory with other content (notes.txt), no output of this package's: choose "
-            "another output path (overwrite=true replaces only an earlier output of this package, one whose "
+            "another out_dir= (overwrite=true replaces only an earlier output of this package, one whose "
             "manifest.json names the command that wrote it).")
     assert line in err.splitlines()
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "my notes"

@@ -500,7 +500,7 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
     before = _tree(root)
     line = _refused(*common, "model.projected_dim=16", f"out_dir={root / 'out'}")
     assert line == (f"error: {root / 'out'} holds an earlier convert output with other settings "
-                    "(model.projected_dim: 8 -> 16): choose another output path, or pass overwrite=true to replace it.")
+                    "(model.projected_dim: 8 -> 16): choose another out_dir=, or pass overwrite=true to replace it.")
     assert _tree(root) == before
 
 
