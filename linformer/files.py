@@ -827,9 +827,14 @@ def read_json(path: str | Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ small helpers
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # control characters (Unicode's Cc): line breaks, tabs, escapes
+
+
 def table_row(cells: Iterable[Any]) -> str:
-    """One row of a Markdown table, each cell's "|" escaped: a run name or setting holding one would split the row."""
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    """One row of a Markdown table, each cell's "|" escaped and its control characters written as Python writes
+    them (a line break as \\n): a run name or setting holding either would split the row."""
+    return "| " + " | ".join(_CONTROL.sub(lambda m: repr(m.group())[1:-1], str(c)).replace("|", "\\|")
+                             for c in cells) + " |"
 
 
 def table_lines(header: Sequence[Any], rows: Iterable[Iterable[Any]] = ()) -> list[str]:
@@ -912,11 +917,15 @@ def pid_alive(pid: int) -> bool:
 def folder_name(value, key: str, names: str, under: str) -> str:
     """`value` as one folder name: what `key` names (`names`, e.g. "a run directory") inside the folder the project
     keeps such folders in (`under`). The one check of every config value that becomes a folder's name: an empty one,
-    "." or ".." or one with a "/" would put the files straight into `under`, or outside it."""
+    "." or ".." or one with a "/" would put the files straight into `under`, or outside it; one with a control
+    character (a line break, a tab) would break every line that names it (a report's table, a command to copy)."""
     text = "" if value is None else str(value)
     if not text.strip() or "/" in text or os.sep in text or text in (".", ".."):
         raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
                           f"'..'): it would put the files straight into {under}, or outside it.")
+    if _CONTROL.search(text):
+        raise ConfigError(f"{key}={value!r} must name {names} without control characters (a line break, a tab): "
+                          "every line that names the folder (a report's table row, a command to copy) would break.")
     return text
 
 

@@ -479,8 +479,21 @@ def test_an_output_directory_written_with_checksums_tells_a_file_changed_since(t
 def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
     from linformer.files import table_lines
 
-    assert table_lines(["run", "acc"], [("a|b", 1.5), ("plain", "")]) == [
-        "| run | acc |", "|---|---|", "| a\\|b | 1.5 |", "| plain |  |"]
+    assert table_lines(["run", "acc"], [("a|b", 1.5), ("plain", ""), ("a\nb\tc", "ünï")]) == [
+        "| run | acc |", "|---|---|", "| a\\|b | 1.5 |", "| plain |  |", "| a\\nb\\tc | ünï |"]
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\rb", "tab\there", "esc\x1b[31m", "del\x7f"])
+def test_a_folder_name_with_a_control_character_is_refused_in_one_line(name):
+    """run_name="a<newline>b" made a run folder whose name broke compare_runs' table and every line naming it."""
+    from linformer.errors import ConfigError
+    from linformer.files import folder_name
+
+    with pytest.raises(ConfigError, match=r"^run_name='.*' must name a run directory without control characters") \
+            as err:
+        folder_name(name, "run_name", "a run directory", "outputs/pretrain/")
+    assert "\n" not in str(err.value)
+    assert folder_name("ünïcode name|x", "run_name", "a run directory", "outputs/pretrain/") == "ünïcode name|x"
 
 
 
