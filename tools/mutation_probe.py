@@ -33,7 +33,7 @@ MUTATIONS = [  # (what the bug does, file, text, its replacement, the module's o
  ("paired: seed spread left out", "linformer/report/paired.py", "    if seeds == 1:\n        parts = examples", "    if True:\n        parts = examples", ["tests/report/test_paired.py"]),
  ("paired: p one-sided", "linformer/report/paired.py", "p = float(2 * stats.t.sf(", "p = float(stats.t.sf(", ["tests/report/test_paired.py"]),
  ("paired: seeds unmatched", "linformer/report/paired.py", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds])", "b = np.stack([np.asarray(b_by_seed[s], dtype=np.float64) for s in seeds[::-1]])", ["tests/report/test_paired.py"]),
- ("checkpoint: RNG never restored on resume", "linformer/train/checkpoint.py", "if not rng_ok and accelerator.is_main_process:", "if accelerator.is_main_process:", ["tests/train/test_checkpoint.py"]),
+ ("checkpoint: RNG never restored on resume", "linformer/train/checkpoint.py", "contextlib.nullcontext() if rng_ok else _keeping_rng(accelerator)", "_keeping_rng(accelerator)", ["tests/train/test_checkpoint.py"]),
  ("flex: global keys' blocks left out", "linformer/modeling/flex.py", "        blocks |= (kb[None] == gblock[:, :, None]).any(1)[:, None, :]", "        pass", ["tests/modeling/test_flex.py"]),
  ("flex: band's right edge left out", "linformer/modeling/flex.py", "(kb * BLOCK <= (qb + 1) * BLOCK - 1 + r)", "(kb * BLOCK <= (qb + 1) * BLOCK - 1)", ["tests/modeling/test_flex.py"]),
  ("flex: log counts not added", "linformer/modeling/flex.py", "score + bias.to(score.dtype), score)", "score, score)", ["tests/modeling/test_flex.py"]),
