@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, DiskFullError, OutputPathError, RunDirError
+from .errors import ConfigError, DiskFullError, OutputPathError, PartialOutput, RunDirError
 from .signals import signals_stop
 from .version import __version__
 
@@ -585,12 +585,20 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     Ctrl-C), what it wrote at `paths` is removed and the earlier files are put back, so a folder never holds a new
     table beside an earlier report's plots. With ``replaces_earlier`` an earlier file the block did not write again
     is removed too. The kept files go once it is done; ones a killed process (SIGKILL) left are removed by the next
-    write of those paths. A command that writes a partial output on purpose (rows measured before an error or a
-    stop, marked partial) lets its block end normally and raises after it (the benchmark, cls_probe)."""
+    write of those paths.
+
+    A block that raises PartialOutput (``linformer.errors``) has written a partial output whole on purpose (rows
+    measured before an error or a stop, marked partial: the benchmark, cls_probe): what it wrote is kept and recorded
+    as the command's output, as when it succeeds, and then its ``cause`` is raised, so the user still sees the error
+    or stop. Any other exception, a Preempted or KeyboardInterrupt included, puts the earlier files back."""
     check_output_files(paths, record, overwrite, flag, key)
     aside = _set_aside([written_at(p) for p in paths])
+    cut_short = None
     try:
-        yield
+        try:
+            yield
+        except PartialOutput as partial:
+            cut_short = partial.cause
         if replaces_earlier:
             for path in aside:
                 if _unchanged(path, aside[path]):
@@ -601,6 +609,8 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
         raise
     for old, _ in aside.values():
         old.unlink(missing_ok=True)
+    if cut_short is not None:
+        raise cut_short
 
 
 def _set_aside(paths: list[Path]) -> dict[Path, tuple[Path, tuple]]:

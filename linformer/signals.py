@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
-from .errors import Preempted, stopped_status
+from .errors import PartialOutput, Preempted, stopped_status
 
 
 def signal_words(signum: int) -> str:
@@ -126,7 +126,8 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
         try:
             yield lambda: decided.append(True)
         except BaseException as err:
-            if received and not isinstance(err, (Preempted, KeyboardInterrupt)):
+            # a PartialOutput carries the stop (or error) itself, for output_files to raise once its files are kept
+            if received and not isinstance(err, (Preempted, KeyboardInterrupt, PartialOutput)):
                 raise Preempted(message.replace("{signal}", signal_words(received[0])), received[0]) from err
             raise
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.errors import OutputPathError, Preempted
+from linformer.errors import DataError, OutputPathError, PartialOutput, Preempted
 from linformer.files import FILE_RECORDS, MANIFEST, atomic_dir, check_output_files, made_by, output_files, read_json
 
 A = made_by("convert", {"model": {"projected_dim": 8, "sharing": "kv"}})
@@ -607,6 +607,58 @@ def test_output_files_that_fail_midway_leave_the_earlier_set_whole(tmp_path, mon
     with output_files(paths, report, replaces_earlier=True):  # unless the set is the command's whole output
         atomic_write(paths[0], "newer")
     assert [p.name for p in paths if p.exists()] == ["runs.md"]
+
+
+@pytest.mark.parametrize("cause", [DataError("the second run broke"), Preempted("stopped by SIGTERM", signal.SIGTERM)])
+def test_a_partial_output_is_kept_and_recorded_and_its_cause_still_raised(tmp_path, cause):
+    """A writer that wrote the rows measured before an error or a stop raises PartialOutput: its files are kept and
+    recorded as the command's output (the same command again replaces them), and the error itself reaches the user."""
+    from linformer.files import atomic_write, file_record
+
+    report = made_by("cls_probe", {})
+    paths = [tmp_path / "probe.md", tmp_path / "probe.csv"]
+    with output_files(paths, report):
+        for p in paths:
+            atomic_write(p, "old")
+    with pytest.raises(type(cause)) as raised, output_files(paths, report):
+        atomic_write(paths[0], "partial")
+        raise PartialOutput(cause)
+    assert raised.value is cause
+    assert [p.read_text() for p in paths] == ["partial", "old"] and file_record(paths[0]) == report
+    assert _hidden(tmp_path) == [FILE_RECORDS]  # no earlier file kept aside is left
+
+
+@pytest.mark.parametrize("error", [DataError("broke"), Preempted("stopped by SIGTERM", signal.SIGTERM),
+                                   KeyboardInterrupt()])
+def test_any_other_exception_puts_the_earlier_output_back(tmp_path, error):
+    from linformer.files import atomic_write
+
+    paths = [tmp_path / "probe.md", tmp_path / "new.md"]
+    with output_files(paths[:1], made_by("cls_probe", {})):
+        atomic_write(paths[0], "old")
+    with pytest.raises(type(error)), output_files(paths, made_by("cls_probe", {})):
+        for p in paths:
+            atomic_write(p, "partial")
+        raise error
+    assert paths[0].read_text() == "old" and not paths[1].exists() and _hidden(tmp_path) == [FILE_RECORDS]
+
+
+def test_a_partial_output_after_a_real_signal_passes_the_stop_handler_and_is_kept(tmp_path):
+    """signals_stop reports anything raised while unwinding from a signal as its Preempted: a PartialOutput, which
+    carries that Preempted, goes through it to output_files, so the tables measured before the stop are kept."""
+    from linformer.files import atomic_write
+    from linformer.signals import signals_stop
+
+    out = tmp_path / "t.md"
+    with pytest.raises(Preempted, match="^stopped by SIGTERM$"), output_files([out], made_by("benchmark", {})), \
+            signals_stop("stopped by {signal}"):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except Preempted as stop:
+            atomic_write(out, "Partial: 1 of 3 cells")
+            raise PartialOutput(stop) from None
+    assert out.read_text() == "Partial: 1 of 3 cells"
 
 
 def test_a_long_name_the_file_system_takes_is_written_and_a_longer_one_refused_naming_it(tmp_path):

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from omegaconf import DictConfig, OmegaConf
 
 from ..devices import DTYPES, resolve_device
-from ..errors import ConfigError, Preempted
+from ..errors import ConfigError
 from ..files import folder_name, made_by, output_files, resolve_path
 from ..logfile import say
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
@@ -137,15 +137,11 @@ def benchmark_from_config(cfg: DictConfig, command: str = ""):
                                    "throughput": asdict(thr) if thr else None, "competing": busy,
                                    "threads": threads, "cpu_threads": cfg.get("cpu_threads")})
     files = benchmark_files(out_dir, cfg.name, inf, thr, cfg.throughput_name)
-    stop = None
+    # a stop's partial tables are kept and recorded as this command's output, then the stop raised (PartialOutput)
     with output_files(list(files.values()), record, bool(cfg.overwrite), "overwrite=true", key="out_dir="), \
             competing_processes(busy), signals_stop(STOPPED):
-        try:
-            return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
-                                 progress=cfg.progress, log=say)  # its lines in benchmark.log too
-        except Preempted as err:  # after the measured part's files: they are recorded as this command's output
-            stop = err
-    raise stop
+        return run_benchmark(out_dir, cfg.name, inf, thr, cfg.throughput_name, command=command, note=cfg.note,
+                             progress=cfg.progress, log=say)  # its lines in benchmark.log too
 
 
 # SIGTERM (a scheduler's stop, a GPU target's deadline) or Ctrl-C: what was measured is written, marked partial

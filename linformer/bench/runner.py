@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import Preempted
+from ..errors import PartialOutput, Preempted
 from ..files import atomic_write
 from .inference import InferenceSettings, run_inference
 from .report import (
@@ -34,8 +34,9 @@ def run_benchmark(
     ``throughput.profile`` also ``{throughput_name}_profile.md``) into out_dir.
 
     Either part is skipped when its settings are None. Returns the paths written. A part stopped by a signal
-    (Preempted, from bench.cli's handler) writes what it measured, marked partial, and the Preempted is raised
-    again after the files are written; the part after it does not start.
+    (Preempted, from bench.cli's handler) writes what it measured, marked partial, then raises PartialOutput
+    carrying the Preempted (``files.output_files`` keeps those files and raises the Preempted); the part after it
+    does not start.
     """
     files = benchmark_files(out_dir, name, inference, throughput, throughput_name)
     written: dict[str, Path] = {}
@@ -56,7 +57,7 @@ def run_benchmark(
                                         inference.local_window, inference.global_positions)
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
         if stop is not None:
-            raise stop
+            raise PartialOutput(stop)
     if throughput is not None:
         rows, meta = run_throughput(throughput, progress=progress, log=log)
         stop = meta.pop("stop", None)
@@ -72,7 +73,7 @@ def run_benchmark(
         written["throughput_md"] = files["throughput_md"]
         log(f"[bench] throughput: {len(rows)} rows in {meta['elapsed_s']:.0f} s -> {files['throughput_md']}")
         if stop is not None:
-            raise stop
+            raise PartialOutput(stop)
     return written
 
 

@@ -100,3 +100,15 @@ class Preempted(BaseException):
     def signal_name(self) -> str:
         """SIGTERM, SIGINT, ...: the signal that stopped the run."""
         return signal.Signals(self.exit_code - 128).name
+
+
+class PartialOutput(BaseException):
+    """Raised by a writer once it has written a partial output whole (rows measured before an error or a stop,
+    marked partial), for `cause`, the error or stop that cut it short: ``files.output_files`` keeps and records those
+    files as the command's output instead of putting the earlier ones back, then raises `cause`, which is what the
+    user sees. Not an error itself: a BaseException, as Preempted is, so an ``except Exception`` between the writer
+    and ``output_files`` does not take it for one (and a Preempted carried keeps its exit status)."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause

@@ -21,6 +21,7 @@ from linformer.data.task_loading import load_task
 from linformer.data.task_readers import check_task_dir
 from linformer.data.tasks import get_task
 from linformer.data.tokenizer import load_tokenizer
+from linformer.errors import PartialOutput
 from linformer.files import atomic_write, table_lines, table_row
 from linformer.modeling.loading import load_pretrained, resolve_model_path
 from linformer.report.measured import Started, provenance, start
@@ -110,10 +111,10 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
 
 
 def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_examples: int,
-                out: str | None) -> Exception | None:
+                out: str | None) -> None:
     """``probe``'s table printed, and written to `out` where given. Where an error stops it, the rows measured
-    before it are printed and written marked partial, and the error is returned, for the caller to raise once the
-    output is recorded (``files.output_files`` puts the earlier file back when its block raises)."""
+    before it are printed and written marked partial, and PartialOutput carrying the error is raised
+    (``files.output_files`` keeps that table as the command's output, then raises the error)."""
     started = start()
     rows: list[dict] = []
     try:
@@ -123,9 +124,8 @@ def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_ex
             raise
         _write(rows, out, started, f"Partial: stopped after {len(rows)} rows by an error "
                                    f"({type(err).__name__}: {err}); the rest was not measured.")
-        return err
+        raise PartialOutput(err) from err
     _write(rows, out, started)
-    return None
 
 
 def _write(rows: list[dict], out: str | None, started: Started, partial: str = "") -> None:
