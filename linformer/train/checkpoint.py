@@ -46,10 +46,12 @@ from ..files import (  # a run's checkpoints as every reader finds them: files.p
     file_checksums,
     read_json,
     read_record,
+    remove_stale_temps,
     step_of,
     swap_in,
     umask_modes,
     write_json,
+    written_at,
 )
 from ..modeling.loading import unpickling_refusal, unpickling_why
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
@@ -237,11 +239,14 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     A full disk raises DiskFullError naming the checkpoint; the earlier checkpoints are untouched."""
     root = checkpoint_dir(run_dir)
     final = root / f"step-{step:08d}"
-    tmp = root / f".tmp-step-{step:08d}"
+    # built beside where it lands (files.written_at): a step the user linked to another disk is built on that disk,
+    # so that swap_in's renames never cross file systems (EXDEV)
+    tmp = written_at(final).parent / f".tmp-step-{step:08d}"
     if accelerator.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
-        for stale in [*root.glob(".tmp-step-*"), *root.glob(".old-step-*")]:  # left by a killed process
+        for stale in [*root.glob(".tmp-step-*"), *root.glob(".old-step-*"), tmp]:  # left by a killed process
             shutil.rmtree(stale, ignore_errors=True)
+        remove_stale_temps(written_at(final))  # a killed swap-in's .old- beside a linked step's target
     accelerator.wait_for_everyone()
     with disk_full_names(final), _quiet_accelerate():
         # every rank writes its own RNG state into tmp: rank 0 goes on (or removes tmp) once all of them are done

@@ -2,6 +2,8 @@
 with the trainer's own checksums (the CLI's side is in test_run_record.py and test_export.py)."""
 
 import logging
+import os
+from pathlib import Path
 
 import pytest
 
@@ -132,6 +134,34 @@ def test_save_keeps_exactly_the_newest_keep_last(accelerated, tmp_path, keep_las
         save_checkpoint(accelerator, tmp_path, step, {"epoch": 0}, keep_last)
     assert [p.name for p in complete_checkpoints(tmp_path)] == [f"step-{s:08d}" for s in range(6 - keep_last, 6)]
     assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_a_step_linked_to_another_file_system_is_rebuilt_there_and_the_link_kept(accelerated, tmp_path,
+                                                                                 monkeypatch):
+    """checkpoints/step-N moved to another disk and linked back: saving step N again (the final checkpoint after a
+    periodic one) builds it on that disk, where the rename lands; a temporary in checkpoints/ failed with EXDEV."""
+    import errno
+    import json
+
+    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+
+    run, disk = tmp_path / "run", tmp_path / "disk"
+    disk.mkdir()
+    step = save_checkpoint(accelerated[0], run, 2, {"epoch": 0}, keep_last=2)
+    step.rename(disk / step.name)
+    step.symlink_to(disk / step.name)
+    rename = os.replace
+
+    def one_file_system_each(src, dst):  # disk/ as another file system: a rename between them fails, as on Linux
+        if (disk in Path(src).parents) != (disk in Path(dst).parents):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src), None, str(dst))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", one_file_system_each)
+    save_checkpoint(accelerated[0], run, 2, {"epoch": 7}, keep_last=2)
+    assert step.is_symlink() and complete_checkpoints(run) == [step]
+    assert json.loads((disk / step.name / STATE_FILE).read_text())["epoch"] == 7
+    assert [p.name for p in disk.iterdir()] == [step.name] and not list(step.parent.glob(".*"))
 
 
 def test_load_restores_weights_optimizer_and_every_rng_state(accelerated, tmp_path):
