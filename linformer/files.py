@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError, DiskFullError, OutputPathError, PartialOutput, RunDirError
+from .errors import ConfigError, DataError, DiskFullError, OutputPathError, PartialOutput, RunDirError
 from .signals import signals_stop
 from .version import __version__
 
@@ -670,6 +670,33 @@ def file_state(path: str | Path) -> tuple | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+
+def input_states(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """The state of each input file a build is about to hash and read (``file_state``), by path; of a folder (a
+    tokenizer's), the states of every file in it by name. Taken before the hash, checked after the build by
+    ``check_inputs_unchanged``: a path that is no file or folder (a hub name) has None, which stays None."""
+    return {str(p): _input_state(p) for p in paths}
+
+
+def _input_state(path: str | Path) -> Any:
+    if os.path.isdir(path):
+        return dict(sorted((str(f.relative_to(path)), file_state(f)) for f in Path(path).rglob("*") if f.is_file()))
+    return file_state(path)
+
+
+def check_inputs_unchanged(states: Mapping[str, Any]) -> None:
+    """DataError naming the first input file whose state is not the one ``input_states`` took before the build hashed
+    it: the build read other bytes than its cache key and manifest record (a source edited, a tokenizer trained again
+    over its folder while it ran). Called before the output is swapped in, so that nothing is."""
+    for path, before in states.items():
+        now = _input_state(path)
+        if now != before:
+            if isinstance(before, dict) and isinstance(now, dict):  # a folder: the file in it that changed
+                path = next(os.path.join(path, name) for name in sorted({*before, *now})
+                            if before.get(name) != now.get(name))
+            raise DataError(f"{path} changed while it was being read: run again")
 
 
 class ReadOnce:

@@ -35,8 +35,10 @@ from ..files import (
     MANIFEST,
     atomic_dir,
     cache_key,
+    check_inputs_unchanged,
     check_output_dir,
     file_checksums,
+    input_states,
     made_by,
     output_damage,
     read_json,
@@ -55,6 +57,7 @@ from .io import (
     resolve_sources,
     source_texts,
     text_changes,
+    text_states,
     verify_sources,
 )
 from .tokenizer import encoding_of, load_tokenizer, part_differences, tokenizer_hash
@@ -521,8 +524,10 @@ def prepare_corpus(
     out = Path(out_dir)
     if out.parent.is_dir():  # at every run, a reuse too: a killed build's temporary is the corpus's size
         remove_stale_temps(out)
+    inputs = input_states([tokenizer_dir])  # before it is hashed, as each source's is (``text_states``)
     srcs = source_texts(sources)
     tok_hash = tokenizer_hash(tokenizer_dir)
+    inputs |= text_states(srcs)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
     old = None if force or key is None else _reusable(out, key)
@@ -541,6 +546,9 @@ def prepare_corpus(
     verify_sources([s.path for s in srcs if s.path])
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
         _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
+        # the blocks hold what was read since the hash (the tokenizer loaded by every worker): the same bytes only
+        # where no input changed meanwhile; else nothing is swapped in
+        check_inputs_unchanged(inputs)
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     share = validation_share(manifest)

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
-from ..files import MANIFEST, listing, read_json, sha256_file
+from ..files import MANIFEST, file_state, listing, read_json, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
@@ -287,6 +287,7 @@ class SourceText:
     sha256: str = ""
     bytes: int = 0
     stats: dict = field(default_factory=dict)
+    state: tuple | None = None  # the file's ``files.file_state`` when it was hashed (``text_states``)
 
 
 def source_texts(sources: list[str]) -> list[SourceText]:
@@ -304,9 +305,17 @@ def source_texts(sources: list[str]) -> list[SourceText]:
             out.append(SourceText(given=given, hub=hub_source(given)))
         else:
             for p in expand_sources([given]):
-                out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p)))
+                state = file_state(p)  # before the hash: a change after it is another state (``text_states``)
+                out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p),
+                                      state=state))
     refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
     return out
+
+
+def text_states(srcs: list[SourceText]) -> dict[str, tuple | None]:
+    """The state each file of `srcs` had when ``source_texts`` hashed it, by path, as ``files.input_states`` gives
+    them: what ``files.check_inputs_unchanged`` compares after a build that read them again."""
+    return {s.path: s.state for s in srcs if s.path is not None}
 
 
 def text_records(srcs: list[SourceText]) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError
-from ..files import atomic_dir, cache_key, made_by, output_damage
+from ..files import atomic_dir, cache_key, check_inputs_unchanged, input_states, made_by, output_damage
 from .streams import TOKEN_TYPES
 from .task_readers import read_task_split, task_files
 from .task_splits import CARVE, SplitOptions, carve_validation, drop_eval_duplicates, split_limits, subset_rows
@@ -195,16 +195,20 @@ def load_task(
     if "validation" in splits and validation_fraction is None:
         raise ConfigError("the validation split is carved from train: set validation_fraction")
     out, digests = {}, {}  # each task file hashed once for every split's key
+    # their states before they are hashed: a split is cached under its key only where they kept them while it was read
+    inputs = input_states(task_files(name, data_dir)) if cache_dir and data_dir is not None else {}
     lines = progress_to_log_file()  # a log file gets plain lines, not datasets' bars (tokenize, save, load)
     with third_party_bars_off(lines):
         for split in splits:
-            out[split] = _split(name, data_dir, split, tokenizer, max_length, options, cache_dir, digests, lines)
+            out[split] = _split(name, data_dir, split, tokenizer, max_length, options, cache_dir, digests, lines,
+                                inputs)
     return datasets.DatasetDict(out)
 
 
 def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
-           cache_dir: str | None, digests: dict[str, str], lines: bool):
-    """One tokenized split of ``load_task``: from the cache where it holds it, else tokenized (and cached)."""
+           cache_dir: str | None, digests: dict[str, str], lines: bool, inputs: Mapping | None = None):
+    """One tokenized split of ``load_task``: from the cache where it holds it, else tokenized (and cached, where its
+    files kept the states `inputs` gives, ``files.input_states``, since they were hashed for its key)."""
     args = (name, data_dir, split, tokenizer, max_length, options)
     key = split_cache_key(*args, digests) if cache_dir else None
     target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None
@@ -221,7 +225,10 @@ def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: i
                 log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached", target)
                 target = None
     ds = _encode_split(*args, lines=lines)
-    return _cached(ds, target) if target is not None else ds
+    if target is None:
+        return ds
+    check_inputs_unchanged(inputs or {})
+    return _cached(ds, target)
 
 
 class _CacheDamaged(Exception):

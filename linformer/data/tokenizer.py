@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
-from ..files import MANIFEST, atomic_dir, check_output_dir, listing, made_by, read_json
+from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
 from ..logfile import say
 from ..signals import signals_stop
 from .io import (
@@ -30,6 +30,7 @@ from .io import (
     source_texts,
     text_changes,
     text_records,
+    text_states,
     verify_sources,
 )
 from .workers import children_die_with_parent
@@ -158,6 +159,7 @@ def train_tokenizer(
             enc = loaded(probe)["input_ids"]
             if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
                 raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
+            check_inputs_unchanged(text_states(texts))  # trained on the texts its manifest's sha256 are of
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
     log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
                                                 "hash": tokenizer_hash(str(out))})

@@ -945,3 +945,44 @@ def test_force_rebuilds_a_corpus_whose_sources_and_tokenizer_moved_as_its_own(to
     (first / "c.txt").write_text(corpus_file.read_text() + "\nanother paragraph\n")
     with pytest.raises(OutputPathError, match=r"other settings \(data.sources: "):
         prepare_corpus([str(first / "c.txt")], str(first / "tok"), str(out), force=True, **args)
+
+
+def test_a_source_edited_while_the_corpus_is_built_is_refused_and_nothing_is_swapped_in(tmp_path, corpus_file,
+                                                                                         tok_dir, monkeypatch):
+    """The sources are hashed (the cache key, the manifest) before they are read to be packed: a source edited in
+    between would give blocks of the new text under the old text's key, reused later as if made from it."""
+    src = tmp_path / "src.txt"
+    shutil.copy(corpus_file, src)
+    read = corpus_mod._read_sources
+
+    def edited_first(*args, **kwargs):
+        src.write_text(src.read_text().replace("doc000", "edited", 1))
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(corpus_mod, "_read_sources", edited_first)
+    out = tmp_path / "proc"
+    with pytest.raises(LinformerError, match=re.escape(f"{src} changed while it was being read: run again")):
+        prepare_corpus([str(src)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert not out.exists() and not list(tmp_path.glob(".*tmp*"))
+
+
+def test_a_tokenizer_trained_again_while_the_corpus_is_built_is_refused_naming_its_file(tmp_path, corpus_file,
+                                                                                         tok_dir, monkeypatch):
+    """The tokenizer is hashed into the manifest, then loaded again by the build and by every worker: a folder
+    swapped in between (train_tokenizer's atomic rename) would leave blocks of its ids under the old one's hash."""
+    tok = tmp_path / "tok"
+    shutil.copytree(tok_dir, tok)
+    tokenize = corpus_mod._tokenize
+
+    def retrained_first(*args, **kwargs):
+        new = tmp_path / "tok.new"
+        shutil.copytree(tok_dir, new)  # the same bytes, other files: a swap the hash taken before would not see
+        shutil.rmtree(tok)
+        new.rename(tok)
+        return tokenize(*args, **kwargs)
+
+    monkeypatch.setattr(corpus_mod, "_tokenize", retrained_first)
+    out = tmp_path / "proc"
+    with pytest.raises(LinformerError, match=rf"{re.escape(str(tok))}/\S+ changed while it was being read: run again"):
+        prepare_corpus([str(corpus_file)], str(tok), str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert not out.exists()

@@ -898,3 +898,21 @@ def test_a_format_registered_in_the_readers_table_is_read_and_checked_by_its_ent
     (tmp_path / "dev.tsv").write_text("sentence|sentiment\na dull film|neg\n")
     task_readers.check_task_data("piped", tmp_path)
     assert read_task_split("piped", str(tmp_path), "eval") == ({"sentence": ["a dull film"], "labels": [0]}, 0)
+
+
+def test_a_task_file_edited_while_its_split_is_read_is_not_cached_under_the_old_key(qqp_dir, tokenizer, tmp_path,
+                                                                                     monkeypatch):
+    """A split's cache key hashes the task files before they are read to be tokenized: a file edited in between
+    would leave an entry keyed by the old content that holds the new rows."""
+    encode = task_loading._encode_split
+    train = qqp_dir / "train.tsv"
+
+    def edited_first(*args, **kwargs):
+        train.write_text(train.read_text().replace("river 1?", "lake 1?"))
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(task_loading, "_encode_split", edited_first)
+    cache = tmp_path / "cache"
+    with pytest.raises(LinformerError, match=f"{train} changed while it was being read: run again"):
+        load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache), splits=("train",))
+    assert not list(cache.glob("qqp-train-*"))

@@ -604,3 +604,27 @@ def test_tokenizers_saved_for_models_of_other_lengths_encode_alike(tok_dir, tmp_
     config.write_text(json.dumps({**json.loads(config.read_text()), "add_prefix_space": True}))
     differences = encoding_differences(teacher, load_tokenizer(str(tmp_path / "student")))
     assert differences[0] == "pre_tokenizer add_prefix_space true against false"
+
+
+def test_a_source_edited_while_the_tokenizer_trains_is_refused_and_nothing_is_written(tmp_path, corpus_file,
+                                                                                      monkeypatch):
+    """The sources' sha256 go into the tokenizer's manifest before the child reads them to train: a source edited
+    in between would leave a tokenizer trained on other text than its manifest records."""
+    import shutil
+
+    import linformer.data.tokenizer as tokenizer_mod
+    from linformer.errors import LinformerError
+
+    src = tmp_path / "src.txt"
+    shutil.copy(corpus_file, src)
+    in_child = tokenizer_mod._in_child
+
+    def edited_first(*args, **kwargs):
+        src.write_text(src.read_text() + "\nan added line\n")
+        return in_child(*args, **kwargs)
+
+    monkeypatch.setattr(tokenizer_mod, "_in_child", edited_first)
+    out = tmp_path / "tok"
+    with pytest.raises(LinformerError, match=re.escape(f"{src} changed while it was being read: run again")):
+        train_tokenizer([str(src)], str(out), vocab_size=300, min_frequency=1, show_progress=False)
+    assert not out.exists()
