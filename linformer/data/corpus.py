@@ -5,8 +5,9 @@ of a split are joined by `</s>` into one stream, and the stream is cut into bodi
 written as `<s> body </s>`. No padding: the last partial body (< n - 2 tokens) of each split is dropped and
 counted in the manifest, so `content_tokens = blocks * (n - 2) + dropped_tail_tokens` per split.
 
-The validation split holds whole documents, chosen by a seeded hash of (source sha256, document index), so it
-is the same on every run and machine. Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
+The validation split holds whole documents, chosen by a seeded hash of each document's own text, so it is the
+same on every run and machine, and an edit of the sources moves only the documents it changes (and, the split
+being cut at a share of the tokens, the few at its edge). Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
 built in a hidden temp directory next to `out_dir` (``files.atomic_dir``) and renamed into place only when
 complete. Every .gz source is decompressed to its end once before anything is built, so a damaged file fails
 the run, naming the file, even where `max_documents` would stop reading before the damage.
@@ -66,7 +67,8 @@ from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # in every cache key: raised whenever the same sources and settings would give other blocks
+FORMAT_VERSION = 3  # in every cache key: raised whenever the same sources and settings would give other blocks
+# (3: the validation documents chosen by their own text's hash, not by their source file's and their index)
 # A paragraph longer than this (characters) is tokenized in pieces: a tokenizer holds about 150 bytes per character
 # of the text it encodes, so one 20 MB line would take 3 GB in each worker, and a map batch of pieces at most
 # batch_size x 8192 characters.
@@ -139,11 +141,36 @@ class _ParagraphWriter:
         self.sink.close()
 
 
+class _DocumentKeys:
+    """Each document's key as its paragraphs are read: the sha256 of its own text (its paragraphs, each ended by a
+    newline), so that the validation split it decides (``_choose_validation``) moves only the documents an edit of
+    the sources changes, wherever they are."""
+
+    def __init__(self):
+        self.keys: list[str] = []
+        self._text = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def start(self) -> None:
+        self.end()
+        self.keys.append("")
+        self._text = hashlib.sha256()
+
+    def add(self, paragraph: str) -> None:
+        self._text.update(paragraph.encode("utf-8", "surrogatepass") + b"\n")
+
+    def end(self) -> None:
+        if self._text is not None:
+            self.keys[-1], self._text = self._text.hexdigest(), None
+
+
 def _read_sources(
     srcs: list[SourceText], writer: _ParagraphWriter, skip_bad_rows: bool, max_documents: int | None = None
 ) -> tuple[list[str], dict]:
-    """Write every paragraph with its global document index. Returns (document keys, totals)."""
-    doc_keys: list[str] = []
+    """Write every paragraph with its global document index. Returns (each document's key, ``_DocumentKeys``; totals)."""
+    doc_keys = _DocumentKeys()
     totals = {"lines": 0, "replaced_chars": 0, "skipped_bad_rows": 0}
     limit = max_documents if max_documents is not None else float("inf")
     for src in srcs:
@@ -160,23 +187,26 @@ def _read_sources(
                 if not in_doc:
                     if len(doc_keys) >= limit:
                         break
-                    doc_keys.append(f"{src.sha256}:{len(doc_keys) - n_docs0}")
+                    doc_keys.start()
                     in_doc = True
+                doc_keys.add(text)
                 writer.add(text, len(doc_keys) - 1)
                 lines += 1
             replaced, bad = counts["replaced_chars"], counts["skipped_bad_rows"]
         else:
             ds = _load_hub(src)
-            for i, row in enumerate(ds):
+            for row in ds:
                 paras = [p for p in (row["text"] or "").split("\n") if p.strip()]
                 if not paras:
                     continue
                 if len(doc_keys) >= limit:
                     break
-                doc_keys.append(f"{src.sha256}:{i}")
+                doc_keys.start()
                 for p in paras:
+                    doc_keys.add(p)
                     writer.add(p, len(doc_keys) - 1)
                     lines += 1
+        doc_keys.end()
         src.stats = {"documents": len(doc_keys) - n_docs0, "lines": lines, "replaced_chars": replaced,
                      "skipped_bad_rows": bad}
         totals["lines"] += lines
@@ -185,7 +215,7 @@ def _read_sources(
         if replaced:
             log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", src.given, replaced)
     writer.close()
-    return doc_keys, totals
+    return doc_keys.keys, totals
 
 
 class _Tokenize:

@@ -96,7 +96,7 @@ def test_a_log_file_gets_plain_lines_not_the_bars_of_datasets_or_the_tokenizer_t
     assert err.splitlines() == [f"tokenizer: read {corpus_file} (153 lines; 1 of 1 sources)",
                                 "tokenizer: learning the merges from 153 lines",
                                 "corpus: tokenizing 153 paragraphs (num_proc=1)",
-                                "corpus: saving train 257 blocks, validation 30 blocks"]
+                                "corpus: saving train 254 blocks, validation 33 blocks"]
     assert not datasets.are_progress_bars_disabled()
 
 
@@ -986,3 +986,26 @@ def test_a_tokenizer_trained_again_while_the_corpus_is_built_is_refused_naming_i
     with pytest.raises(LinformerError, match=rf"{re.escape(str(tok))}/\S+ changed while it was being read: run again"):
         prepare_corpus([str(corpus_file)], str(tok), str(out), n=N, val_fraction=0.1, num_proc=1)
     assert not out.exists()
+
+
+def test_an_edit_of_a_source_moves_only_the_edited_documents_into_or_out_of_validation(tmp_path, corpus_file, tok_dir,
+                                                                                        tokenizer):
+    """The validation documents are chosen by their own text's hash: a one-word edit, or a document appended, leaves
+    the others where they were (at most one at the edge of the token share moves), so that two versions of a corpus
+    are validated on nearly the same text and a run continued on the new one does not train on its old validation."""
+    def validation_docs(src, name):
+        prepare_corpus([str(src)], tok_dir, str(tmp_path / name), n=N, val_fraction=0.3, num_proc=1)
+        val = load_prepared(str(tmp_path / name))["validation"]
+        return set(re.findall(r"doc\d{3}", tokenizer.decode(_bodies(val))))
+
+    src = tmp_path / "src.txt"
+    shutil.copy(corpus_file, src)
+    before = validation_docs(src, "before")
+    assert len(before) >= 8
+    text = src.read_text()
+    src.write_text(text.replace("doc007 ", "doc007 castle ", 1))
+    edited = validation_docs(src, "edited")
+    src.write_text(text + "\ndoc040 a garden of one more document by the river.\n")
+    appended = validation_docs(src, "appended")
+    for after, changed in ((edited, {"doc007"}), (appended, {"doc040"})):
+        assert len((before ^ after) - changed) <= 2, (before, after)
