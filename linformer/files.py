@@ -101,21 +101,34 @@ def _file_size_limit() -> str:
         f"ulimit -f, {limit / 2**20:,.0f} MiB here"
 
 
+def mib(size: int) -> str:
+    """`size` bytes in MiB, in words: a tenth below 10 MiB (a small corpus's), whole above."""
+    size /= 2**20
+    return f"{size:,.1f} MiB" if size < 10 else f"{size:,.0f} MiB"
+
+
+def free_bytes(path: str | Path) -> int:
+    """The bytes free on the file system `path` is (or would be) written to: that of its nearest existing folder."""
+    there = next(p for p in (Path(path), *Path(path).absolute().parents) if p.exists())
+    return shutil.disk_usage(there).free
+
+
 @contextlib.contextmanager
-def disk_full_names(output: str | Path) -> Iterator[None]:
+def disk_full_names(output: str | Path, needs: int | None = None) -> Iterator[None]:
     """A write the storage refuses inside this block (``storage_refusal``) raises DiskFullError naming `output`
-    (the file or folder being written, not the folder it goes into), the cause (or the causes it may be) and what to
-    do; its ``cause`` is that first clause alone, for a caller that goes on without the output (a cache)."""
+    (the file or folder being written, not the folder it goes into), the cause (or the causes it may be), the space
+    the writer `needs` (bytes, an estimate) where it gave it, and what to do; its ``cause`` is that first clause
+    alone, for a caller that goes on without the output (a cache)."""
     try:
         yield
     except Exception as err:
         code = storage_refusal(err)
         if code is None:
             raise
-        there = next(p for p in (Path(output), *Path(output).absolute().parents) if p.exists())
-        free = shutil.disk_usage(there).free
+        free = free_bytes(output)
         reason, advice = _refusal_words(code, free)
-        cause = f"{reason} while writing {output} ({free / 2**20:.0f} MiB free)"
+        need = f"; it needs about {mib(needs)} at its peak, an estimate" if needs else ""
+        cause = f"{reason} while writing {output} ({free / 2**20:.0f} MiB free{need})"
         full = DiskFullError(f"{cause}; earlier files are intact. {advice} and run the same command again.")
         full.cause = cause
         raise full from err
@@ -171,7 +184,8 @@ def write_yaml(path: str | Path, data: Any) -> None:
 @contextlib.contextmanager
 def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
                flag: str = "overwrite=true", checksums: bool = False,
-               replaces: Mapping[str, Any] | None = None, key: str | None = None) -> Iterator[Path]:
+               replaces: Mapping[str, Any] | None = None, key: str | None = None,
+               needs: int | None = None) -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
@@ -185,6 +199,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     replaces as its own although its settings name other paths (``io.moved_output``: the same texts moved), checked
     in place of `record`. A symlink at `final` is written through (``written_at``): the output lands where it points.
     `key`: the flag or setting that chose `final` ("--out", "out_dir="), named in a refusal (``check_writable``).
+    `needs`: the bytes the block's temporary takes at its peak (an estimate), said where the disk fills up.
     """
     shown, final = Path(final), written_at(final)
     check = replaces or record
@@ -196,7 +211,7 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     with _named(shown, tmp):
         tmp.mkdir()
     try:
-        with disk_full_names(shown), _sigterm_unwinds(final):
+        with disk_full_names(shown, needs), _sigterm_unwinds(final):
             yield tmp
             _write_manifest(tmp, record, checksums)
             umask_modes(tmp)

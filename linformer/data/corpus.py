@@ -39,12 +39,15 @@ from ..files import (
     check_inputs_unchanged,
     check_output_dir,
     file_checksums,
+    free_bytes,
     input_states,
     made_by,
+    mib,
     output_damage,
     read_json,
     remove_stale_temps,
     write_json,
+    written_at,
 )
 from ..logfile import say
 from ..shell import hydra_value, shell_command
@@ -73,6 +76,12 @@ FORMAT_VERSION = 3  # in every cache key: raised whenever the same sources and s
 # of the text it encodes, so one 20 MB line would take 3 GB in each worker, and a map batch of pieces at most
 # batch_size x 8192 characters.
 PIECE_CHARS = 8192
+
+# The bytes a build's temporary holds at its peak per byte of text: the text once (paragraphs.arrow) and its token
+# ids three times at 4 bytes each (tokenized, packed, saved). A 1,000-token byte-level BPE, the most tokens per byte of
+# the tokenizers here, gives about 0.4 tokens a byte: 1 + 12 x 0.4, about 6; 8 leaves a margin. Larger vocabularies
+# need less.
+SPACE_PER_TEXT_BYTE = 8
 
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
@@ -573,8 +582,8 @@ def prepare_corpus(
     check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir],
                      key="out_dir=")  # before
     # the sources are read
-    verify_sources([s.path for s in srcs if s.path])
-    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
+    needs = _say_space(out, verify_sources([s.path for s in srcs if s.path]), max_documents, any(s.hub for s in srcs))
+    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, needs=needs, key="out_dir=") as tmp:
         _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
         # the blocks hold what was read since the hash (the tokenizer loaded by every worker): the same bytes only
         # where no input changed meanwhile; else nothing is swapped in
@@ -593,6 +602,23 @@ def prepare_corpus(
                     "blank lines (%s), or lower data.val_fraction", 100 * share, val_fraction, 100 * val_fraction,
                     manifest["documents"], CORPUS_LAYOUT)
     return manifest
+
+
+def _say_space(out: Path, text: int, max_documents: int | None, hub: bool) -> int | None:
+    """Say the space a build of `text` bytes of local text (``SPACE_PER_TEXT_BYTE``) needs beside `out`, as an
+    estimate, and the space free there (a warning where it is less); returns the estimate in bytes (None: no local
+    text, nothing to estimate from)."""
+    if not text:
+        return None
+    needs, free = SPACE_PER_TEXT_BYTE * text, free_bytes(written_at(out).parent)
+    less = ["less with data.max_documents"] if max_documents is not None else []
+    more = ["and more for the hub sources"] if hub else []
+    short = free < needs
+    say(f"corpus: the build needs about {mib(needs)} free beside {out} at its peak (an estimate: "
+        f"{SPACE_PER_TEXT_BYTE}x the {mib(text)} of text{''.join(', ' + w for w in less + more)}); "
+        f"{mib(free)} free there" + (": free some space first" if short else ""),
+        logging.WARNING if short else logging.INFO, log)
+    return needs
 
 
 def _moved(out: Path, record: Mapping, srcs: list[SourceText], tok_hash: str) -> dict | None:

@@ -116,9 +116,10 @@ def refuse_repeated_texts(sources: list[tuple[str, str]]) -> None:
         first[content] = source
 
 
-def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
+def verify_gzip(path: str, chunk: int = 1 << 24) -> int:
     """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
-    stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file."""
+    stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file;
+    returns the bytes of text it holds."""
     with open(path, "rb") as raw:
         if raw.read(len(_GZIP_MAGIC)) != _GZIP_MAGIC:
             raise CorpusError(f"{path}: not a gzip file (it does not start with gzip's bytes 1f 8b): a plain text "
@@ -126,18 +127,19 @@ def verify_gzip(path: str, chunk: int = 1 << 24) -> None:
         raw.seek(0)
         try:
             with gzip.GzipFile(fileobj=raw) as f:
-                while f.read(chunk):
-                    pass
+                text = 0
+                while block := f.read(chunk):
+                    text += len(block)
         except (OSError, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: corrupt gzip stream ({err or type(err).__name__}); nothing was built. "
                               "Replace the file with an intact copy.") from err
+    return text
 
 
-def verify_sources(paths: list[str]) -> None:
-    """verify_gzip on every .gz file of `paths` (plain text needs no check)."""
-    for p in paths:
-        if _gzipped(p):
-            verify_gzip(p)
+def verify_sources(paths: list[str]) -> int:
+    """verify_gzip on every .gz file of `paths` (plain text needs no check); returns the bytes of text they hold (a
+    .gz file's decompressed)."""
+    return sum(verify_gzip(p) if _gzipped(p) else os.path.getsize(p) for p in paths)
 
 
 def _gzipped(path: str) -> bool:

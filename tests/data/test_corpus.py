@@ -901,8 +901,9 @@ def test_a_corpus_build_and_its_reuse_are_said_in_the_log_file_once(tmp_path, co
     built = [line for line in printed if line.startswith("corpus: 40 documents") and f"of n={N}" in line]
     reused = [line for line in printed if line.startswith(f"corpus: reusing {out}")]
     assert len(built) == 1 and len(reused) == 1 and "blocks" in built[0] and " s -> " in built[0]
+    estimate = [line for line in printed if line.startswith("corpus: the build needs about")]
     logged = log_file.read_text().splitlines()
-    assert logged == built + reused
+    assert len(estimate) == 1 and logged == estimate + built + reused
 
 
 def test_a_tokenizer_s_summary_and_its_warning_are_in_the_log_file(tmp_path, corpus_file, log_file, capsys):
@@ -1009,3 +1010,29 @@ def test_an_edit_of_a_source_moves_only_the_edited_documents_into_or_out_of_vali
     appended = validation_docs(src, "appended")
     for after, changed in ((edited, {"doc007"}), (appended, {"doc040"})):
         assert len((before ^ after) - changed) <= 2, (before, after)
+
+
+def test_a_build_says_the_space_it_needs_first_and_a_full_disk_says_it_again(tmp_path, corpus_file, tok_dir, capsys,
+                                                                             monkeypatch):
+    """Nothing said how much disk a prepare takes (its temporary peaks at about 6x the text beside out_dir): the run
+    says its estimate before it builds, and a full disk's error line says it again."""
+    import errno
+
+    out = tmp_path / "p"
+    prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.0, num_proc=1)
+    printed = capsys.readouterr().out.splitlines()
+    text = corpus_file.stat().st_size
+    needs = f"{corpus_mod.SPACE_PER_TEXT_BYTE * text / 2**20:,.1f} MiB"  # a tenth: a small corpus's is below 10 MiB
+    assert printed[0].startswith(f"corpus: the build needs about {needs} free beside {out} at its peak (an estimate: "
+                                 f"{corpus_mod.SPACE_PER_TEXT_BYTE}x the {text / 2**20:,.1f} MiB of text); ")
+    assert printed[0].endswith(" MiB free there")
+    peak = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    assert corpus_mod.SPACE_PER_TEXT_BYTE * text > peak  # more than the corpus it leaves, whose steps it sums
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(corpus_mod, "_build", full)
+    with pytest.raises(LinformerError, match=rf"no space left on device while writing {re.escape(str(out))} "
+                                             rf"\(\d+ MiB free; it needs about {needs} at its peak, an estimate\)"):
+        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.0, num_proc=1, force=True)
