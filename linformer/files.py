@@ -397,9 +397,16 @@ def settings_changes(a: Mapping[str, Any], b: Mapping[str, Any], shown: int = 6)
                 items.append(f"{group}: {len(members)} settings -> none" if gone else
                              f"{group}: none -> {len(members)} settings")
             continue
-        items.append(f"{k}: {a.get(k)!r} -> {b.get(k)!r}")
+        items.append(f"{k}: {_shown(a.get(k))} -> {_shown(b.get(k))}")
     more = f"; and {len(items) - shown} more" if len(items) > shown else ""
     return "; ".join(items[:shown]) + more
+
+
+def _shown(value: Any) -> str:
+    """A setting's value in a line a person reads: null, true and false as the configs and every command line write
+    them, a text in quotes (where it starts and ends), anything else as Python writes it."""
+    return {None: "null", True: "true", False: "false"}[value] if value is None or isinstance(value, bool) else \
+        repr(value)
 
 
 def listing(names: list[str]) -> str:

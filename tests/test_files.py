@@ -412,6 +412,15 @@ def test_a_refusal_names_a_block_of_settings_one_side_lacks_as_one_item_and_coun
     assert many.startswith("a: 1 -> 2; b: 1 -> 2") and many.endswith("f: 1 -> 2; and 2 more")
 
 
+def test_a_refusal_writes_null_true_and_false_as_the_configs_do_not_as_python_does():
+    """The output rule's refusal printed `(data.max_documents: None -> 40)` where every other message says null."""
+    from linformer.files import settings_changes
+
+    assert settings_changes({"data.max_documents": None, "data.skip_bad_rows": False, "name": "a"},
+                            {"data.max_documents": 40, "data.skip_bad_rows": True, "name": "b"}) == \
+        "data.max_documents: null -> 40; data.skip_bad_rows: false -> true; name: 'a' -> 'b'"
+
+
 def test_a_record_names_a_path_under_the_repository_relative_to_it_and_reads_it_back(tmp_path):
     from linformer.files import repo_relative, repo_root, resolve_path
 

@@ -360,7 +360,10 @@ def text_changes(recorded: list[Mapping], now: list[SourceText]) -> tuple[str | 
     if ours != theirs:
         gone = [at for at, h in zip(made_at, theirs) if h not in ours]
         new = [w for w, h in zip(where, ours) if h not in theirs]
-        return "; ".join([*(["texts it was not made from: " + ", ".join(new)] if new else []),
+        changed = [w for w in new if w in gone]  # edited in place: one path, other text
+        new, gone = [w for w in new if w not in changed], [at for at in gone if at not in changed]
+        return "; ".join([*(["changed since: " + ", ".join(changed)] if changed else []),
+                          *(["texts it was not made from: " + ", ".join(new)] if new else []),
                           *(["without texts it was made from: " + ", ".join(gone)] if gone else [])]) or \
             "its texts in another order", []
     return None, made_at if made_at != where else []

@@ -309,7 +309,7 @@ def test_a_benchmark_with_other_threads_does_not_replace_an_earlier_one(tmp_path
         cli.benchmark_from_config(compose("benchmark", [*base, "threads=1"]))  # the same settings: rebuilt
         with pytest.raises(OutputPathError, match=r"other settings \(threads: 1 -> 2\)"):
             cli.benchmark_from_config(compose("benchmark", [*base, "threads=2"]))
-        with pytest.raises(OutputPathError, match=r"other settings \(cpu_threads: None -> 'fixed'\)"):
+        with pytest.raises(OutputPathError, match=r"other settings \(cpu_threads: null -> 'fixed'\)"):
             cli.benchmark_from_config(compose("benchmark", [*base, "threads=1", "cpu_threads=fixed"]))
     finally:
         torch.set_num_threads(before)
