@@ -40,6 +40,7 @@ from ..rundir import (
 from ..shell import hydra_override, shell_command
 from ..signals import signal_words, signals_finish
 from . import checkpoint as ckpt
+from . import nonfinite
 from .common import finish_trackers, init_trackers
 from .compiling import CompileCounts
 from .step import optimizer_step
@@ -79,11 +80,8 @@ class Trainer:
         self.tracker_tags = list(tracker_tags or [])
         # told once run.json says complete (the caller's signals_stop's ``decided``): a signal no longer stops the run
         self._decided = [decided] if decided is not None else []
-        # nonfinite: the non-finite steps in a row up to now; skipped_steps: all of the run's (its first at
-        # first_skipped_step), whose updates were skipped; None where unknown (a run resumed from a checkpoint saved
-        # before they were counted: the record then leaves the count to the run's logged non-finite losses)
-        self.state: dict[str, Any] = {"step": 0, "tokens": 0, "nonfinite": 0, "skipped_steps": 0,
-                                      "first_skipped_step": None, "evals": [], "best": None}
+        # the non-finite steps' counts (``nonfinite``) are saved with it
+        self.state: dict[str, Any] = {"step": 0, "tokens": 0, **nonfinite.fresh(), "evals": [], "best": None}
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
@@ -149,7 +147,9 @@ class Trainer:
     def _finish(self, t_loop: float, tokens_before: int) -> dict[str, Any]:
         """After the last update: the task's final evaluation and saving, the summary and the run record."""
         loop_s, wall = time.perf_counter() - t_loop, self._wall_time()
-        diverged_after = self._check_final_evaluation()
+        diverged_after = nonfinite.check_final_evaluation(
+            self.state["evals"], self.state["step"], self.task.main_metric, lambda: self.task.selected_step(self),
+            self.nonfinite_outputs)
         summary, results = self.task.finish(self)
         if diverged_after:
             summary["report"] = [*summary.get("report", []), diverged_after]
@@ -158,7 +158,7 @@ class Trainer:
         summary = {"stage": self.task.stage, "run_dir": str(self.run_dir), **summary,
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    # updates skipped for a non-finite loss or gradient (fp16: also the grad scaler's overflows)
-                   **self._skipped_record(),
+                   **nonfinite.record(self.state),
                    # None where this start took no step (resumed at its last): its speed is unknown, not 0
                    "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
                                     if loop_s > 0 and self.state["tokens"] > tokens_before else None),
@@ -166,7 +166,7 @@ class Trainer:
                    "wall_time_s": round(wall, 2), **self._batch_record(),
                    "resumed_from_step": self.state.get("resumed_from_step")}
         if results is not None:
-            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **self._skipped_record(),
+            results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **nonfinite.record(self.state),
                            **self._batch_record())
         if self.is_main:
             self.record.finish(summary, results)
@@ -321,15 +321,7 @@ class Trainer:
         for record, (loss, grad_norm, finite), total in zip(pending, values, totals):
             self._step_rates.append(rate)
             rows.append({**self._step_row(record, loss, grad_norm, rate, total), "tokens_per_s_avg": average})
-            self.state["nonfinite"] = 0 if finite else self.state["nonfinite"] + 1
-            if not finite and self.state["skipped_steps"] is not None:
-                self.state["skipped_steps"] += 1
-                if self.state["first_skipped_step"] is None:
-                    self.state["first_skipped_step"] = record.step
-            if self.state["nonfinite"]:
-                log.warning("step %d: non-finite loss or gradient (%d in a row); update skipped", record.step,
-                            self.state["nonfinite"])
-            if self.state["nonfinite"] >= self.settings.max_nonfinite_steps:
+            if nonfinite.count(self.state, record.step, bool(finite), self.settings.max_nonfinite_steps):
                 self._diverged(record.step, bar)
             if record is not pending[-1]:
                 self._log(record.step, rows[-1])
@@ -368,67 +360,18 @@ class Trainer:
     def _diverged(self, step: int, bar) -> None:
         """trainer.max_nonfinite_steps in a row, the last at `step`: checkpoint (the run's current step, at or after
         it: the host read comes after the steps it reads) and stop."""
-        n, now = self.state["nonfinite"], self.state["step"]
         self.save()
         bar.close()
-        seen = f" (read at step {now})" if now != step else ""
-        diverged = TrainingDiverged(
-            f"{n} consecutive non-finite losses at step {step}{seen} (trainer.max_nonfinite_steps="
-            f"{self.settings.max_nonfinite_steps}); checkpoint of the current weights saved in "
-            f"{ckpt.checkpoint_dir(self.run_dir)}. {self._restart_advice(step - n + 1)}"
-        )
+        diverged = nonfinite.diverged(self.state, step, self.settings.max_nonfinite_steps, self.run_dir)
         self._close(exit_status(diverged))
         raise diverged
 
-    def _restart_advice(self, first_bad: int | None) -> str:
-        """What to do after non-finite steps from `first_bad` on (None: no step was): the checkpoints from there on
-        hold the weights they left (updates skipped, but the steps before them may have blown the weights up), so a
-        lower lr goes on from the last checkpoint before them, or from the start."""
-        before = [c for c in ckpt.complete_checkpoints(self.run_dir)
-                  if first_bad is not None and ckpt.step_of(c) < first_bad]
-        how = (f"continue from the last checkpoint before them ({before[-1]}) with trainer.resume=<that path> and "
-               "trainer.allow_config_change=[trainer.lr], or start afresh under another run_name" if before else
-               "start afresh under another run_name" + (" (no checkpoint precedes them)" if first_bad else ""))
-        return f"Lower trainer.lr, raise the warmup, or use trainer.mixed_precision=bf16, and {how}."
-
-    def _skipped_record(self) -> dict[str, Any]:
-        """The run's record of its skipped updates (summary.json, results.json): how many, and the first's step (both
-        null where unknown: readers count the run's logged non-finite losses instead)."""
-        return {"skipped_steps": self.state["skipped_steps"], "first_skipped_step": self.state["first_skipped_step"]}
-
     def nonfinite_outputs(self, what: str) -> TrainingDiverged:
-        """The error that ends a run whose model gives non-finite outputs at its end (`what`: where they were seen),
-        raised by the caller: its updates (or some of them) were skipped or blew the weights up, and a run must
-        not end complete with a model whose scores are NaN, or class 0 for every example. The final checkpoint
-        (saved at the last step) holds its weights; the streak it ended in, or the run's first skipped step, says
-        where to go on from."""
-        n, step = self.state["nonfinite"], self.state["step"]
-        skipped, first = self.state["skipped_steps"], self.state["first_skipped_step"]
-        if n:
-            when = f"; it ended {n} non-finite step{'s' * (n != 1)} in a row (from step {step - n + 1})"
-        else:
-            when = f", the first at step {first}" if skipped else ""
-        diverged = TrainingDiverged(
-            f"{what}: the run keeps no model and reports no score. "
-            f"{'an unknown number' if skipped is None else skipped} of its {step} updates were skipped for a non-finite loss or gradient{when}; checkpoint of "
-            f"the last weights in {ckpt.checkpoint_dir(self.run_dir)}. "
-            f"{self._restart_advice(step - n + 1 if n else first)}")
+        """The error that ends a run whose model gives non-finite outputs at its end (`what`: where they were seen;
+        ``nonfinite.outputs_error``), raised by the caller once the trackers and process group are closed."""
+        diverged = nonfinite.outputs_error(self.state, what, self.run_dir)
         self._close(exit_status(diverged))
         return diverged
-
-    def _check_final_evaluation(self) -> str | None:
-        """A final evaluation (at the run's last step) whose main metric is non-finite: TrainingDiverged where the
-        run reports its last model; where it reports an earlier one (a validation split's choice, scored finite),
-        the line its summary adds to say the training diverged after it. None otherwise."""
-        evals, step, metric = self.state["evals"], self.state["step"], self.task.main_metric
-        value = evals[-1].get(metric) if evals and evals[-1]["step"] == step else None
-        if value is None or math.isfinite(value):
-            return None
-        chosen = self.task.selected_step(self)
-        if chosen == step:
-            raise self.nonfinite_outputs(f"the final evaluation (step {step}) scored {metric} {value}")
-        return (f"the last evaluation (step {step}) scored {metric} {value}: the training diverged after the chosen "
-                f"step {chosen}, whose model the run keeps and reports")
 
     def _progress_line(self, step: int, row: Mapping[str, Any]) -> None:
         if self._log_lines:
@@ -483,9 +426,8 @@ class Trainer:
         self.state["wall_time_s"] = self._wall_time()
         # while a non-finite streak runs (counted up to the host read before this save), the checkpoint before it
         # is kept: it is where the error that ends the streak tells a lower lr to go on from
-        streak = self.state["nonfinite"]
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last,
-                             keep_before=self.state["step"] - streak + 1 if streak else None)
+                             keep_before=nonfinite.streak_start(self.state, self.state["step"]))
         if self.is_main:
             self.record.checkpointed(self.state["step"])
 
@@ -512,9 +454,7 @@ class Trainer:
             self._check_foreign(path, source)
         with ckpt.keeping_settings(self.optimizer, self.scheduler):
             self.state = ckpt.load_checkpoint(self.accelerator, path, rng_ok)
-        # a checkpoint saved before skipped updates were counted: how many its steps skipped is unknown, not 0
-        self.state.setdefault("skipped_steps", None)
-        self.state.setdefault("first_skipped_step", None)
+        nonfinite.resumed(self.state)
         step = self.state["step"]
         if step > self.settings.max_steps:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
