@@ -173,23 +173,30 @@ def get_task(name: str) -> TaskSpec:
     return TASKS[name]
 
 
-def register_task(spec: TaskSpec, name_key: str = "TaskSpec.name") -> TaskSpec:
+def register_task(spec: TaskSpec, name_key: str = "TaskSpec.name", replace: bool = False) -> TaskSpec:
     """Add a task of one's own (other columns, other labels) to TASKS for this process, without an edit inside the
     package: ``finetune``, ``distill`` and the readers of their runs then find it by its name (task.name). A task
-    config's ``task.spec`` block is registered by this when the config is read (``runconfig.TaskData.read``).
-    Registering a task of one's own again replaces its registration: a task config edited and read again in one
-    process (a notebook) is read as it is now; the runs of its earlier spec record theirs (task.spec in config.yaml),
-    and their identity (``task_spec_key``) refuses a resume under the other one. ConfigError naming `name_key` (where
-    the name was given) for a name that is not one name (its runs' folders start with it) or that is one of the
-    package's own tasks with another spec."""
+    config's ``task.spec`` block is registered by this when the config is read (``runconfig.TaskData.read``, with
+    `replace`: a task config edited and read again in one process, a notebook, is read as it is now).
+    Registering the same spec again is a no-op (a module or notebook cell run again). Another spec under a name of
+    one's own already registered is a ConfigError naming the fields that differ, unless `replace`: otherwise two
+    definitions of one task in a process would leave the later one in force without a word, and the readers of the
+    earlier one's runs in that process would read its data with the later spec. The runs of an earlier spec record
+    theirs (task.spec in config.yaml), and their identity (``task_spec_key``) refuses a resume under the other one.
+    ConfigError naming `name_key` (where the name was given) for a name that is not one name (its runs' folders
+    start with it) or that is one of the package's own tasks with another spec (never replaced)."""
     if not isinstance(spec, TaskSpec):
         raise ConfigError(f"register_task takes a TaskSpec, not {type(spec).__name__}")
     folder_name(spec.name, name_key, "a task", "paths.output_dir/finetune/ (its runs' names start with it)")
     known = TASKS.get(spec.name, spec)
-    if known != spec and spec.name in BUILT_IN:
-        other = [f.name for f in dataclasses.fields(TaskSpec) if getattr(known, f.name) != getattr(spec, f.name)]
-        raise ConfigError(f"{name_key}={spec.name!r} is the package's own task, with other {', '.join(other)}: give "
-                          "yours a name of its own")
+    if known != spec:
+        other = ", ".join(f.name for f in dataclasses.fields(TaskSpec) if getattr(known, f.name) != getattr(spec, f.name))
+        if spec.name in BUILT_IN:
+            raise ConfigError(f"{name_key}={spec.name!r} is the package's own task, with other {other}: give yours a "
+                              "name of its own")
+        if not replace:
+            raise ConfigError(f"{name_key}={spec.name!r} is registered already in this process, with other {other}: "
+                              "register_task(spec, replace=True) replaces it, or give yours a name of its own")
     TASKS[spec.name] = spec
     TITLES[spec.name] = spec.title or spec.name
     return spec

@@ -416,9 +416,10 @@ BUILT_IN_PROJECTIONS = frozenset(PROJECTION_BUILDERS)
 def register_projection(name: str, build: Callable[[LinformerConfig, int, int | None], Projection]) -> None:
     """Make ``config.projection=name`` build ``build(config, k, heads)`` (a ``Projection``; ``heads``: the number of
     heads when each head has its own, None when they share it) in this process. Registering a name of one's own again
-    replaces its builder (a notebook cell run again, as ``register_task`` does); one of the package's own names is a
-    ConfigError. A model saved with it loads only where the same registration ran first: the code saved beside a model
-    for ``trust_remote_code`` is the package's own, without a projection of one's own."""
+    replaces its builder (a notebook cell run again makes a new function, which no comparison tells from another
+    one); one of the package's own names is a ConfigError. A model saved with it loads only where the same
+    registration ran first: the code saved beside a model for ``trust_remote_code`` is the package's own, without a
+    projection of one's own."""
     if name in BUILT_IN_PROJECTIONS:
         raise ConfigError(f"projection {name!r} is one of the package's own ({', '.join(sorted(BUILT_IN_PROJECTIONS))})"
                           ": give yours a name of its own.")

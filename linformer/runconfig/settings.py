@@ -435,7 +435,7 @@ class TaskData:
             raise ConfigError("task is not set: choose one, e.g. task=sst2.")
         refuse_unknown(task, cls.GROUP_KEYS, "task")
         if task.get("spec") is not None:  # a task of one's own, recorded with every run of it: registered at each read
-            register_task(task_spec(str(task.get("name")), task["spec"]), "task.name")
+            register_task(task_spec(str(task.get("name")), task["spec"]), "task.name", replace=True)
         get_task(str(task.get("name")))  # a name without a TaskSpec: a ConfigError naming task.name, before any work
         data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
         subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")

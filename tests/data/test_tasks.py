@@ -77,18 +77,26 @@ def test_a_task_of_one_s_own_is_registered_without_an_edit_inside_the_package(tm
     assert "../x" not in tasks.TASKS
 
 
-def test_a_task_of_one_s_own_registered_again_with_another_spec_replaces_it(monkeypatch):
-    """Reading one's own task config again in one process (a notebook) with one spec field edited was refused as a
-    task "registered already, with other metrics: give yours a name of its own", where a fresh process took it. The
-    edit replaces the registration; the package's own tasks stay as they are."""
+def test_a_task_of_one_s_own_registered_again_with_another_spec_is_refused_unless_replaced(monkeypatch):
+    """A second, different TaskSpec under a name already registered silently took its place: the readers of the
+    first one's runs in that process then read them with the second. It is refused, naming the task and the fields
+    that differ; replace=True replaces it (as reading an edited task config again does); the same spec again is a
+    no-op, and the package's own tasks stay as they are."""
     monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
     monkeypatch.setattr(tasks, "TITLES", dict(tasks.TITLES))
     first = tasks.register_task(tasks.TaskSpec("colors", ("text",), "label", ("red", "blue"), ("0", "1")))
-    edited = tasks.register_task(dataclasses.replace(first, metrics=("f1", "accuracy"), title="Colors"))
+    edited = dataclasses.replace(first, metrics=("f1", "accuracy"), title="Colors")
+    with pytest.raises(ConfigError, match=r"^TaskSpec.name='colors' is registered already in this process, with other "
+                                          r"metrics, title: register_task\(spec, replace=True\) replaces it, or give "
+                                          r"yours a name of its own$"):
+        tasks.register_task(edited)
+    assert tasks.get_task("colors") is first and tasks.TITLES["colors"] == "colors"
+    assert tasks.register_task(dataclasses.replace(first)) is not first  # an equal spec: no refusal
+    assert tasks.register_task(edited, replace=True) is edited
     assert tasks.get_task("colors") is edited and tasks.TITLES["colors"] == "Colors"
     with pytest.raises(ConfigError, match=r"^TaskSpec.name='sst2' is the package's own task, with other metrics: "
                                           r"give yours a name of its own$"):
-        tasks.register_task(dataclasses.replace(tasks.TASKS["sst2"], metrics=("accuracy", "f1")))
+        tasks.register_task(dataclasses.replace(tasks.TASKS["sst2"], metrics=("accuracy", "f1")), replace=True)
     assert tasks.get_task("sst2").metrics == ("accuracy",)
 
 
