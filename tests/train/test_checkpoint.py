@@ -110,10 +110,9 @@ def accelerated():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model, optimizer = accelerator.prepare(model, optimizer)
     yield accelerator, model, optimizer
-    from accelerate.state import AcceleratorState, GradientState
+    from linformer.train.common import reset_accelerate_state
 
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
+    reset_accelerate_state()
 
 
 def _step(model, optimizer):

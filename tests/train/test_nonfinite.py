@@ -75,9 +75,9 @@ def test_a_running_streak_keeps_the_checkpoint_before_it_through_rotation(tmp_pa
     """A checkpoint every 2 steps, only the newest kept, non-finite from step 5: the saves at 6, 8 and 10 keep
     step 4 (saved before the streak) beside the newest, and the error names it; a finite step ends the keeping."""
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState, GradientState
 
     from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.train.common import reset_accelerate_state
 
     accelerator = Accelerator(cpu=True)
     try:
@@ -97,8 +97,7 @@ def test_a_running_streak_keeps_the_checkpoint_before_it_through_rotation(tmp_pa
         save_checkpoint(accelerator, tmp_path, 12, state, keep_last=1, keep_before=nonfinite.streak_start(state, 12))
         assert [p.name for p in complete_checkpoints(tmp_path)] == ["step-00000012"]
     finally:
-        AcceleratorState._reset_state(reset_partial_state=True)
-        GradientState._reset_state()
+        reset_accelerate_state()
 
 
 def test_the_divergence_error_says_when_the_streak_was_read_late(tmp_path):
