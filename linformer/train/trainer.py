@@ -360,7 +360,7 @@ class Trainer:
     def _diverged(self, step: int, bar) -> None:
         """trainer.max_nonfinite_steps in a row, the last at `step`: checkpoint (the run's current step, at or after
         it: the host read comes after the steps it reads) and stop."""
-        self.save()
+        self.save(counted_to=step)
         bar.close()
         diverged = nonfinite.diverged(self.state, step, self.settings.max_nonfinite_steps, self.run_dir)
         self._close(exit_status(diverged))
@@ -420,14 +420,17 @@ class Trainer:
         minutes = self.settings.save_every_minutes
         return minutes is not None and _clock() - self._last_save >= 60 * minutes
 
-    def save(self) -> None:
+    def save(self, counted_to: int | None = None) -> None:
+        """Checkpoint the run at its current step. `counted_to`: the step the non-finite steps were counted up to,
+        where that is not the current step (a host read stopped at a streak's limit before its last step)."""
         self._last_save = _clock()
         self._settle()
         self.state["wall_time_s"] = self._wall_time()
-        # while a non-finite streak runs (counted up to the host read before this save), the checkpoint before it
-        # is kept: it is where the error that ends the streak tells a lower lr to go on from
+        # while a non-finite streak runs, the checkpoint before its first step is kept: it is where the error that
+        # ends the streak tells a lower lr to go on from
+        counted = self.state["step"] if counted_to is None else counted_to
         ckpt.save_checkpoint(self.accelerator, self.run_dir, self.state["step"], self.state, self.settings.keep_last,
-                             keep_before=nonfinite.streak_start(self.state, self.state["step"]))
+                             keep_before=nonfinite.streak_start(self.state, counted))
         if self.is_main:
             self.record.checkpointed(self.state["step"])
 

@@ -255,6 +255,25 @@ def test_a_non_finite_streak_keeps_the_checkpoint_before_it(tiny_data, tmp_path,
         "step-00000010", "step-00000016", "step-00000018", "step-00000020"]
 
 
+def test_a_streak_read_late_keeps_the_checkpoint_before_its_first_step(tiny_data, tmp_path, monkeypatch):
+    """Losses NaN from step 7, a checkpoint (and so a host read) every 4 steps, only the newest kept, a limit of 3:
+    the read at step 12 finds the limit reached at step 9. Its save kept the newest checkpoint before step 10 (the
+    current step less the streak counted up to step 9), step 8, a step of the streak, and rotated out step 4, the
+    one before it: the error then said no checkpoint precedes the streak. Step 4 is kept, and named."""
+    from linformer.errors import TrainingDiverged
+
+    nan_losses_after(monkeypatch, 6)
+    cfg = compose_pretrain(tiny_data, "trainer.max_steps=16", "trainer.max_nonfinite_steps=3", "trainer.save_every=4",
+                           "trainer.keep_last=1", "trainer.sync_every=100", "trainer.eval_at_start=false",
+                           "trainer.eval_every=100")
+    with pytest.raises(TrainingDiverged, match=r"3 consecutive non-finite losses at step 9 \(read at step 12\)") as \
+            diverged:
+        pretrain(cfg, tmp_path)
+    before = tmp_path / "checkpoints" / "step-00000004"
+    assert f"continue from the last checkpoint before them ({before})" in str(diverged.value)
+    assert [p.name for p in sorted((tmp_path / "checkpoints").iterdir())] == ["step-00000004", "step-00000012"]
+
+
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
