@@ -161,8 +161,6 @@ def train_tokenizer(
                 raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
             check_inputs_unchanged(text_states(texts))  # trained on the texts its manifest's sha256 are of
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
-    log.info("trained tokenizer %s: %s", out, {**stats, "seconds": round(seconds, 2), "vocab_size": len(loaded),
-                                                "hash": tokenizer_hash(str(out))})
     say(f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
         f"chars in {seconds:.1f} s "
         f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}", logger=log)

@@ -919,6 +919,20 @@ def test_a_tokenizer_s_summary_and_its_warning_are_in_the_log_file(tmp_path, cor
     assert summary[0] in logged and warning[0] in logged
 
 
+def test_a_tokenizer_is_said_once_in_its_log(tmp_path, corpus_file, log_file, capsys, caplog):
+    """An INFO record of the trained tokenizer's numbers as a dict stood above its summary line, the same numbers
+    again, in the terminal and in train_tokenizer.log: the summary line alone says what was trained."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    out = train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, min_frequency=1,
+                          show_progress=False)
+    assert [r.getMessage() for r in caplog.records if out in r.getMessage()] == []
+    (summary,) = [line for line in capsys.readouterr().out.splitlines() if out in line]
+    assert summary.startswith("tokenizer: 153 lines")
+    assert [line for line in log_file.read_text().splitlines() if out in line] == [summary]
+
+
 def test_force_rebuilds_a_corpus_whose_sources_and_tokenizer_moved_as_its_own(tok_dir, corpus_file, tmp_path, capsys):
     """The guide's force rebuilds a corpus the cache key finds (the same texts by content, the same tokenizer), and
     overwrite is for anything else there; with the data mirror moved (the same texts and tokenizer at other paths),
