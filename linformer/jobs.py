@@ -163,16 +163,16 @@ def _stop(running: dict[str, _Running]) -> set[str]:
         except subprocess.TimeoutExpired:
             r.proc.kill()
             r.proc.wait()
-            print(f"[killed] {name}: still running {STOP_WAIT_S} s after SIGTERM", flush=True)
+            print(f"[killed] {name}: still running {STOP_WAIT_S} s after SIGTERM", file=sys.stderr, flush=True)
             continue
         finally:
             if r.reader is not None:
                 r.reader.join()
         if r.proc.returncode == 0 and _kept(r.job):
             finished.add(name)
-            print(f"[done]  {name}: finished while the runner was stopping (kept)", flush=True)
+            print(f"[done]  {name}: finished while the runner was stopping (kept)", file=sys.stderr, flush=True)
         else:
-            print(f"[stopped] {name} ({exit_words(r.proc.returncode)})", flush=True)
+            print(f"[stopped] {name} ({exit_words(r.proc.returncode)})", file=sys.stderr, flush=True)
     return finished
 
 
@@ -324,7 +324,7 @@ class _Runner:
     def _write(self, text: str) -> None:
         """One piece of the stream, to the console and the stream file, whole (one job's line at a time)."""
         with self.lock:
-            print(text, end="", flush=True)
+            print(text, end="", file=sys.stderr, flush=True)
             self.stream.write(text)
             self.stream.flush()
 
@@ -354,11 +354,11 @@ class _Runner:
                 fh.write(f"$ {line}  # started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
             out = log.open("a")
             print(f"[start] {s.name} ({self.threads} thread{'s' * (self.threads > 1)}; log {log}): {line}",
-                  flush=True)
+                  file=sys.stderr, flush=True)
             proc = self._popen(s.argv, stdout=out, stderr=subprocess.STDOUT)
             out.close()
         else:
-            print(f"\n==> {s.name}: {line}", flush=True)
+            print(f"\n==> {s.name}: {line}", file=sys.stderr, flush=True)
             proc = self._popen(s.argv)
         self.running[s.name] = _Running(s, proc, time.perf_counter(), log, reader)
 
@@ -406,8 +406,8 @@ class _Runner:
             if rc != 0 or not _kept(s):
                 why = exit_words(rc) if rc != 0 else f"exit 0 but {s.done} was not written"
                 self.failures.append(f"{name}: {why}{where}\n  command: {shell_command(*s.argv)}")
-                print(f"[failed] {name}: {why}{where}", flush=True)
+                print(f"[failed] {name}: {why}{where}", file=sys.stderr, flush=True)
             else:
                 self.finished.add(name)
                 if self.jobs > 1 and self.stream is None:
-                    print(f"[done]  {name} in {self.times[name]:.0f} s", flush=True)
+                    print(f"[done]  {name} in {self.times[name]:.0f} s", file=sys.stderr, flush=True)

@@ -1,22 +1,25 @@
-"""A command's summary lines in its log file too: what it built, reused, trained or measured.
+"""The one place a command's summary lines are printed: what it built, reused, trained or measured, and what to run
+next, on stdout (everything else a command says, its progress, log records, warnings, stops and errors, is on
+stderr: docs/guide.md, "What goes where"), and in its log file too.
 
-A command under Hydra's default logging (train_tokenizer, prepare_corpus, benchmark) keeps a log file in its output
-folder (``<command>.log``: a FileHandler on the root logger), which holds log records alone: the lines the command
-prints, the summary of what it did among them, reached the terminal only, and the file read afterwards said nothing of
-what was built. ``say`` prints such a line and writes it to every log file as a record, not to the console again.
+A command that keeps a log file in its output folder (train_tokenizer, prepare_corpus, benchmark:
+configs/hydra/log_file.yaml, ``<command>.log``, a FileHandler on the root logger) has its log records there; the
+lines it prints are not records, so ``say`` writes each to every log file as a record too, not to the console again.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 log = logging.getLogger("linformer")
 
 
 def say(line: str, level: int = logging.INFO, logger: logging.Logger | None = None) -> None:
-    """Print `line` to stdout and write it, as a record of `logger` at `level`, to every log file the root logger
-    writes (none outside a command's Hydra logging: a test, a library call)."""
-    print(line, flush=True)
+    """Print `line` (one or more lines) to stdout, or to stderr from WARNING up (a warning is not a result), and write
+    it, as a record of `logger` at `level`, to every log file the root logger writes (none outside a command's Hydra
+    logging: a test, a library call)."""
+    print(line, file=sys.stderr if level >= logging.WARNING else sys.stdout, flush=True)
     logger = logger or log
     if logging.root.manager.disable >= level:  # another process of a launch: rank 0 writes it (cli.quiet_other_ranks)
         return

@@ -77,14 +77,14 @@ def test_stopping_the_runner_stops_its_jobs(tmp_path):
               f"try:\n    run_jobs([Job('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
               f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n"
               f"except KeyboardInterrupt:\n    sys.exit(130)\n")
-    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", runner], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180  # the runner imports the package first: a minute and more on a loaded machine
     while not (tmp_path / "pid").exists():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "[stopped] long" in out
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "[stopped] long" in err
     assert (tmp_path / "saved").read_text() == "1"  # the job got SIGTERM and ran its handler
     with pytest.raises(ProcessLookupError):
         os.kill(int((tmp_path / "pid").read_text()), 0)

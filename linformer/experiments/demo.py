@@ -33,6 +33,7 @@ from ..files import (
     write_json,
 )
 from ..jobs import Job
+from ..logfile import say
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
@@ -207,12 +208,12 @@ def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: 
         "commands": {s.name: shell_command("python", *s.argv[1:]) for s in jobs},
     }
     write_json(path, summary)
-    print(f"\n==> demo summary ({path})")
-    print(f"  validation perplexity: {perplexity_text(before)} before pretraining -> "
-          f"{perplexity_text(after)} after {pre['steps']} steps ({pre['tokens']:,} tokens)")
-    print(f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
-          f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})")
-    print("  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
+    say(f"\n==> demo summary ({path})\n"
+        f"  validation perplexity: {perplexity_text(before)} before pretraining -> "
+        f"{perplexity_text(after)} after {pre['steps']} steps ({pre['tokens']:,} tokens)\n"
+        f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
+        f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})\n"
+        "  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
     return summary
 
 

@@ -30,6 +30,7 @@ from ..data.io import load_auto
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import check_output_dir, made_by
+from ..logfile import say
 from ..shell import hydra_override, shell_command
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
@@ -513,8 +514,8 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     config = LinformerConfig.from_pretrained(out)
     info = read_card_info(out)
     card = {**info["model"], "reshaped": bool(info.get("source", {}).get("reshaped_from"))}
-    print(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
-          f"{time.perf_counter() - t0:.1f} s){_head_words(card)}\nnext: {_next_command(out, config)}")
+    say(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
+        f"{time.perf_counter() - t0:.1f} s){_head_words(card)}\nnext: {_next_command(out, config)}")
     return out
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..logfile import say
 from ..shell import hydra_override, shell_command
 from .stopping import run_from_a_script
 
@@ -48,7 +48,7 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
         lines.append(f"  model: {summary['model_dir']}")
     if summary.get("next"):
         lines.append(f"  next: {summary['next']}")
-    print("\n".join(lines), file=sys.stderr)
+    say("\n".join(lines))
 
 
 def finetune_next(model_path: Path | str) -> str:

@@ -491,7 +491,7 @@ def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, 
     with pytest.raises(CorpusError, match=f"prepared corpus {out} is damaged: {arrow}: "):
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
-    said = capsys.readouterr().out  # what it does itself, not the overwrite=true a user would have to give
+    said = capsys.readouterr().err  # its warning: what it does itself, not the overwrite=true a user would give
     assert "preparing it again." in said and "overwrite=true" not in said and _blocks(again) == _blocks(m)
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
 
@@ -526,7 +526,7 @@ def test_a_corpus_prepared_by_an_earlier_version_is_refused_naming_what_it_lacks
     with pytest.raises(CorpusError, match=r"earlier version \(its manifest.json has no files, unigram_val_ppl\)"):
         load_prepared(str(out), tok_dir)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
-    said = capsys.readouterr().out  # what it does itself, not the overwrite=true a user would have to give
+    said = capsys.readouterr().err  # its warning: what it does itself, not the overwrite=true a user would give
     assert "preparing it again." in said and "overwrite=true" not in said and _blocks(again) == _blocks(m)
 
 
@@ -911,9 +911,9 @@ def test_a_tokenizer_s_summary_and_its_warning_are_in_the_log_file(tmp_path, cor
     """train_tokenizer.log held the trained tokenizer's record, but not its summary line nor the warning that the
     vocabulary came out smaller than asked, which went to the terminal alone."""
     train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=5000, min_frequency=1, show_progress=False)
-    printed = capsys.readouterr().out.splitlines()
-    summary = [line for line in printed if line.startswith("tokenizer: 153 lines")]
-    warning = [line for line in printed if line.startswith("warning: the vocabulary came out at")]
+    said = capsys.readouterr()
+    summary = [line for line in said.out.splitlines() if line.startswith("tokenizer: 153 lines")]
+    warning = [line for line in said.err.splitlines() if line.startswith("warning: the vocabulary came out at")]
     assert len(summary) == 1 and len(warning) == 1
     logged = log_file.read_text().splitlines()
     assert summary[0] in logged and warning[0] in logged

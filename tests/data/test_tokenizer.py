@@ -379,11 +379,11 @@ def test_a_vocabulary_smaller_than_asked_is_said_with_its_reason(corpus_file, tm
                           show_progress=False)
     size = len(AutoTokenizer.from_pretrained(out))
     assert size < 8000
-    warning = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and f"came out at {size} tokens, not the vocab_size=8000 asked" in warning[0]
     assert "min_frequency=100000" in warning[0]
     train_tokenizer([str(corpus_file)], str(tmp_path / "full"), vocab_size=300, min_frequency=1, show_progress=False)
-    assert "warning:" not in capsys.readouterr().out
+    assert "warning:" not in capsys.readouterr().err
 
 
 def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, monkeypatch, capsys):

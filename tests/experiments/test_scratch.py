@@ -311,7 +311,7 @@ def test_the_toy_rehearsal_runs_the_whole_plan_and_resumes(tmp_path):
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     # a complete row's finetuning runs leave the plan (their records are final): the tokenizer, the corpus and the
     # 7 pretraining runs remain, all done
-    assert again.returncode == 0 and "0 of 9 jobs left" in again.stdout and "[start]" not in again.stdout
+    assert again.returncode == 0 and "0 of 9 jobs left" in again.stdout and "[start]" not in again.stderr
 
 
 @pytest.mark.parametrize("task", ["qnli", "qqp"])

@@ -212,7 +212,8 @@ def test_a_run_that_ends_in_a_non_finite_streak_fails_and_keeps_no_model(tiny_da
         pretrain(cfg, tmp_path)
     assert not (tmp_path / "model").exists() and not (tmp_path / "summary.json").exists()
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
-    assert "next:" not in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "next:" not in said.out + said.err
 
 
 def test_skipped_updates_are_counted_in_the_summary(tiny_data, tmp_path, monkeypatch, capsys):
@@ -235,7 +236,7 @@ def test_skipped_updates_are_counted_in_the_summary(tiny_data, tmp_path, monkeyp
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["skipped_steps"], summary["first_skipped_step"]) == (2, 3)
     assert ("2 of the 6 updates were skipped for a non-finite loss or gradient (the first at step 3)"
-            in capsys.readouterr().err)
+            in capsys.readouterr().out)
 
 
 def test_a_non_finite_streak_keeps_the_checkpoint_before_it(tiny_data, tmp_path, monkeypatch):
@@ -500,7 +501,7 @@ def test_the_next_step_is_worded_for_the_caller_and_pastes_whole_for_a_run_direc
     assert overrides[0] == "task=sst2"
     assert compose("finetune", overrides).model_path == str(run)  # Hydra reads the path back whole
     assert summary["next"].startswith('finetune(FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=')
-    printed = [line.strip() for line in capsys.readouterr().err.splitlines() if line.strip().startswith("next: ")]
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("next: ")]
     assert printed == [f"next: {summary['next']}"]
 
     from linformer.train.summary import finetune_next  # the same words where a script ran it

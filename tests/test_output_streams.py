@@ -1,0 +1,56 @@
+"""What goes where (docs/guide.md): a command's summary lines, what it made and what to run next, on stdout;
+everything else it says (progress, log records, warnings, Hydra's lines, a runner's job headers, stops, errors) on
+stderr. Training printed its summary and next: to stderr, while the data commands' warnings and Hydra's lines went
+to stdout in Hydra's default format, and the plans' job headers to stdout, apart from the jobs' output."""
+
+import logging
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from linformer.configs import compose
+from linformer.jobs import Job, run_jobs
+from linformer.logfile import say
+from linformer.train.summary import print_summary
+
+REPO = Path(__file__).resolve().parents[1]
+HYDRA_SCRIPTS = {p.stem: re.search(r'@hydra_main\("(\w+)"\)', p.read_text()).group(1)
+                 for p in sorted((REPO / "scripts").glob("*.py")) if "@hydra_main(" in p.read_text()}
+
+
+def test_a_training_summary_and_its_next_line_are_on_stdout(capsys):
+    print_summary({"stage": "pretrain", "steps": 3, "tokens": 96, "wall_time_s": 1.5, "run_dir": "outputs/r",
+                   "model_dir": "outputs/r/model", "next": "python scripts/finetune.py task=sst2"}, None)
+    said = capsys.readouterr()
+    assert said.err == "" and said.out.splitlines()[0].startswith("pretrain complete: 3 steps")
+    assert said.out.splitlines()[-1] == "  next: python scripts/finetune.py task=sst2"
+
+
+def test_a_summary_line_is_on_stdout_and_a_warning_on_stderr(capsys):
+    say("corpus: reusing data/processed/x")
+    say("warning: the vocabulary came out small", logging.WARNING)
+    said = capsys.readouterr()
+    assert said.out == "corpus: reusing data/processed/x\n" and said.err == "warning: the vocabulary came out small\n"
+
+
+@pytest.mark.parametrize("script", sorted(HYDRA_SCRIPTS))
+def test_every_hydra_script_logs_to_stderr_in_one_format(script):
+    name = HYDRA_SCRIPTS[script]
+    hydra = compose(name, with_hydra=True).hydra
+    for logging_config in (hydra.job_logging, hydra.hydra_logging):
+        assert logging_config.handlers.console.stream == "ext://sys.stderr", (script, logging_config)
+    assert hydra.job_logging.formatters.simple.format == "[%(levelname)s] %(name)s: %(message)s"
+
+
+def test_a_plan_s_job_header_is_on_stderr_with_the_job_s_output(tmp_path, capfd):
+    done = tmp_path / "done"
+    code = (f"import sys, pathlib; print('progress', file=sys.stderr); pathlib.Path({str(done)!r}).write_text('1'); "
+            "print('made it')")
+    job = Job("say", [sys.executable, "-c", code], done)
+    run_jobs([job])
+    said = capfd.readouterr()
+    assert said.out == "made it\n"
+    header, progress = said.err.splitlines()[-2:]
+    assert header.startswith("==> say: ") and progress == "progress"
