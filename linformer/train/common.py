@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import random
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,26 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
                     "id": wandb_run_id(run_dir, created), "resume": "allow"}
     if "wandb" in logger.trackers and (mode := wandb_mode()) is not None:
         wandb_kwargs["mode"] = mode
+    if "wandb" in logger.trackers:
+        wandb_kwargs |= wandb_console()
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": {}}
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+    if "wandb" in logger.trackers and "settings" in wandb_kwargs and accelerator.is_main_process:
+        run = accelerator.get_tracker("wandb", unwrap=True)
+        where = (f"offline in {run.settings.sync_dir} (upload it with `wandb sync {run.settings.sync_dir}`)"
+                 if run.offline else run.url)
+        print(f"wandb: logging to {where}", file=sys.stderr, flush=True)
+
+
+def wandb_console() -> dict[str, Any]:
+    """wandb.init's settings for its console: silent, its banner and its end-of-run history and summary (about 30
+    lines a run, most of a short run's log) left out, init_trackers printing the one line of where the run is logged
+    instead; none where the user set WANDB_SILENT or WANDB_QUIET (WANDB_SILENT=false: all of wandb's output)."""
+    if "WANDB_SILENT" in os.environ or "WANDB_QUIET" in os.environ:
+        return {}
+    import wandb
+
+    return {"settings": wandb.Settings(silent=True)}
 
 
 WANDB_GROUP_CHARS = 128  # the longest group name W&B takes

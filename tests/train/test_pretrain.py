@@ -394,6 +394,23 @@ def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data,
     assert ids == {init["id"]}
 
 
+def test_wandb_says_where_it_logs_in_one_line(tiny_data, tmp_path, monkeypatch, capfd):
+    """logger=wandb printed wandb's banner, its run history's sparklines and its sync footer, 34 of a 10-step run's
+    42 lines: now one line says where the run is logged, and WANDB_SILENT=false gives all of wandb's output back."""
+    from linformer.train.common import wandb_console
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_SILENT", raising=False)
+    monkeypatch.delenv("WANDB_QUIET", raising=False)
+    pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3"), tmp_path)
+    said = capfd.readouterr()
+    (line,) = [x for x in (said.out + said.err).splitlines() if x.startswith("wandb")]
+    (folder,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert line == f"wandb: logging to offline in {folder} (upload it with `wandb sync {folder}`)"
+    monkeypatch.setenv("WANDB_SILENT", "false")
+    assert wandb_console() == {}
+
+
 @pytest.mark.parametrize("end", ["diverged", "sigterm", "complete"])
 def test_wandb_records_the_run_s_exit_status(tiny_data, tmp_path, monkeypatch, end):
     """A failed run (TrainingDiverged: exit 2) and a stopped one (SIGTERM: 143) were recorded with exit code 0, so
