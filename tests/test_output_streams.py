@@ -42,6 +42,8 @@ def test_every_hydra_script_logs_to_stderr_in_one_format(script):
     for logging_config in (hydra.job_logging, hydra.hydra_logging):
         assert logging_config.handlers.console.stream == "ext://sys.stderr", (script, logging_config)
     assert hydra.job_logging.formatters.simple.format == "[%(levelname)s] %(name)s: %(message)s"
+    if "file" in hydra.job_logging.handlers:  # a log file read later: each record with its time
+        assert "%(asctime)s" in hydra.job_logging.formatters[hydra.job_logging.handlers.file.formatter].format
 
 
 def test_a_plan_s_job_header_is_on_stderr_with_the_job_s_output(tmp_path, capfd):
