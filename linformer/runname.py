@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .files import BEST_DIR, MODEL_DIR, resolve_path
+from .script_help import config_groups, script_purpose
 
 
 def _k_tag(k) -> str:
@@ -146,6 +147,8 @@ def register_resolvers() -> None:
         "experiment_tag": _experiment_tag,
         "init_name": _init_name,
         "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
+        "script_purpose": script_purpose,  # --help (configs/hydra/help/script.yaml)
+        "help_config_groups": config_groups,
     }
     for name, fn in resolvers.items():
         OmegaConf.register_new_resolver(name, fn, replace=True)

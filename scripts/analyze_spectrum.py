@@ -1,4 +1,5 @@
-"""Figure 1: python scripts/analyze_spectrum.py model_path=outputs/pretrain/<run>/model [corpus_dir=...] [k=32]
+"""Figure 1, the attention matrix P's singular values:
+python scripts/analyze_spectrum.py model_path=outputs/pretrain/<run>/model [corpus_dir=...] [k=32]
 python scripts/analyze_spectrum.py --render PREFIX.json [--out PREFIX]   (the plots again from the JSON, nothing
 measured)
 """

@@ -82,7 +82,8 @@ def test_only_the_spec_reads_the_raw_config():
 LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
     {"errors", "version", *LOWEST_IN_MODELING},
-    {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile"},
+    {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile",
+     "script_help"},
     {"data"},
     {"modeling"},
     {"runconfig"},

@@ -1,0 +1,42 @@
+"""What a Hydra script's --help says (configs/hydra/help/script.yaml): its purpose and an example command, from the
+script's docstring (their one home), and the config groups its config selects with their options. Hydra's own
+template listed every group under configs/ to every script, the shared parts (``data: _settings``) among the
+options and groups the script does not read (``task`` on pretraining) with them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from .files import repo_root
+
+
+def script_purpose(name: str) -> str:
+    """scripts/<name>.py's docstring: what it does and an example command; the script's path where it has none."""
+    script = repo_root() / "scripts" / f"{name}.py"
+    try:
+        doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, ValueError):
+        doc = None
+    return doc or f"scripts/{name}.py"
+
+
+def config_groups() -> str:
+    """One line per config group the running command's config selects: its options (those named ``_*`` are parts
+    the options share, not options) and the one chosen, e.g. ``model: base, mini, small, tiny (now: tiny)``. Empty
+    outside a Hydra command (a composed config resolved whole, hydra node and all: ``compose(..., with_hydra=True)``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    runtime = HydraConfig.get().runtime
+    folders = [Path(s.path) for s in runtime.config_sources if s.schema == "file"]
+    lines = []
+    for group in sorted(g for g in runtime.choices if g != "hydra" and not g.startswith("hydra/")):
+        options = sorted({p.relative_to(folder / group).with_suffix("").as_posix()
+                          for folder in folders for p in (folder / group).rglob("*.yaml")
+                          if not any(part.startswith("_") for part in p.relative_to(folder / group).parts)})
+        if options:
+            chosen = runtime.choices[group]
+            lines.append(f"{group}: {', '.join(options)} ({f'now: {chosen}' if chosen else 'none chosen'})")
+    return "\n".join(lines) or "none: set the keys below"
