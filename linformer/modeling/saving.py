@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..cli import transformers_bars_off
 from ..data.streams import TOKEN_TYPES
 from ..data.tokenizer import limit_to
 from ..files import MANIFEST, atomic_dir, file_checksums, read_json, write_json
@@ -46,8 +47,10 @@ def is_current_model_folder(directory: str | os.PathLike) -> bool:
 
 def save_model_dir(model, tokenizer, directory: str | os.PathLike, **save_kwargs) -> None:
     """``model.save_pretrained(directory, **save_kwargs)`` and, unless None, its tokenizer beside it
-    (``save_tokenizer``)."""
-    model.save_pretrained(directory, **save_kwargs)
+    (``save_tokenizer``). transformers' "Writing model shards" bar is off: every caller (a run's end, an export, a
+    conversion) prints its own line for the saved folder, and the bar's carriage returns would land in a log file."""
+    with transformers_bars_off():
+        model.save_pretrained(directory, **save_kwargs)
     if tokenizer is not None:
         save_tokenizer(tokenizer, model.config, directory)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..cli import transformers_bars_off
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
@@ -80,7 +79,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out=")) as tmp, transformers_bars_off():
+    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out=")) as tmp:
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's

@@ -20,7 +20,7 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from ..cli import exit_status, progress_to_log_file, transformers_bars_off
+from ..cli import exit_status, progress_to_log_file
 from ..data.metrics import improves
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
@@ -550,7 +550,7 @@ class Trainer:
         acc.wait_for_everyone()
         state_dict = acc.get_state_dict(self.model)
         if self.is_main:  # the run directory is this run's (RunRecord.claim): its earlier model is ours to replace
-            with model_folder(final, overwrite=True) as tmp, transformers_bars_off():
+            with model_folder(final, overwrite=True) as tmp:
                 save_model_dir(acc.unwrap_model(self.model), self.tokenizer, tmp, state_dict=state_dict)
         acc.wait_for_everyone()
 

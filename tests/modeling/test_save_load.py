@@ -181,3 +181,21 @@ def test_a_saved_tokenizer_json_truncates_at_n_and_pads_nothing_whatever_the_tok
     assert saved["truncation"]["max_length"] == 16 and saved["padding"] is None
     encoded = Tokenizer.from_file(str(tmp_path / "model" / "tokenizer.json")).encode(" ".join(["w5"] * 40))
     assert len(encoded.ids) == 16
+
+
+def test_saving_a_model_draws_no_progress_bar(tmp_path):
+    """transformers' "Writing model shards" bar wrote carriage returns into a conversion's log file: every save of a
+    model folder (a conversion's, an export's, a run's) goes through save_model_dir, with the bars off."""
+    from transformers.utils import logging as hf_logging
+
+    from linformer.modeling.saving import save_model_dir
+
+    seen = []
+
+    class Model:
+        def save_pretrained(self, directory, **kwargs):
+            seen.append(hf_logging.is_progress_bar_enabled())
+
+    hf_logging.enable_progress_bar()
+    save_model_dir(Model(), None, tmp_path)
+    assert seen == [False] and hf_logging.is_progress_bar_enabled()
