@@ -10,8 +10,11 @@ export WANDB_MODE ?= offline
 
 .DEFAULT_GOAL := help
 
+# the targets' names in colour on a terminal only: not in a pipe or a file, nor under NO_COLOR or TERM=dumb
 help: ## list the targets
-	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+	@if [ -t 1 ] && [ -z "$$NO_COLOR" ] && [ "$$TERM" != dumb ]; then on='\033[36m' off='\033[0m'; fi; \
+	grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "}; {printf "  %s%-16s%s %s\n", on, $$1, off, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

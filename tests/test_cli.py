@@ -3,6 +3,7 @@
 import errno
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -918,3 +919,34 @@ def test_a_path_starting_with_a_dash_is_told_how_to_give_it(capsys):
         load_script("export").main(["-lead", "--out", "x"])
     assert "(-lead is read as a flag: a path starting with '-' is given as ./-lead)" in \
         capsys.readouterr().err.splitlines()[0]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_help_colours_the_targets_on_a_terminal_only():
+    """`make help` wrote its colour codes into a pipe, and under NO_COLOR and TERM=dumb, where they show as
+    ^[[36m: colour only where its output is a terminal that takes it."""
+    import pty
+
+    def help_output(terminal: bool, **env) -> str:
+        env = {k: v for k, v in {**os.environ, "TERM": "xterm", **env}.items() if v is not None}
+        if not terminal:
+            return subprocess.run(["make", "-s", "help"], cwd=REPO, env=env, capture_output=True, text=True,
+                                  check=True).stdout
+        main, child = pty.openpty()
+        with subprocess.Popen(["make", "-s", "help"], cwd=REPO, env=env, stdout=child):
+            os.close(child)
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(main, 4096)
+                except OSError:  # the terminal's other end closed
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        os.close(main)
+        return b"".join(chunks).decode()
+
+    assert "\033[36mhelp" in help_output(True, NO_COLOR=None)
+    for said in (help_output(False, NO_COLOR=None), help_output(True, NO_COLOR="1"), help_output(True, TERM="dumb")):
+        assert "  help " in said and "\033" not in said
