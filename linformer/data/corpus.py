@@ -591,16 +591,17 @@ def prepare_corpus(
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     share = validation_share(manifest)
-    say(f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
-        f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks ({share:.1%}) of n={n}; tokenize "
-        f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
-        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}", logger=log)
     # whole documents: a few large ones can put far more than val_fraction out of training (one block of slack)
     if share > 2 * val_fraction and va["blocks"] > 1:
         log.warning("the validation split holds %.1f%% of the blocks where data.val_fraction=%s asked for %.1f%%: it "
                     "takes whole documents, and this corpus has %d, some of them large. Separate its documents by "
                     "blank lines (%s), or lower data.val_fraction", 100 * share, val_fraction, 100 * val_fraction,
                     manifest["documents"], CORPUS_LAYOUT)
+    # the summary last: the line a user reads at the end of the output is the result
+    say(f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
+        f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks ({share:.1%}) of n={n}; tokenize "
+        f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
+        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}", logger=log)
     return manifest
 
 

@@ -643,18 +643,24 @@ def test_a_split_left_without_a_block_by_whole_documents_names_the_layout(tmp_pa
     assert seen == {"validation", "train"}
 
 
-def test_a_validation_split_far_above_its_fraction_is_said(tmp_path, corpus_file, tok_dir, capsys, caplog):
+def test_a_validation_split_far_above_its_fraction_is_said(tmp_path, corpus_file, tok_dir, capsys, caplog,
+                                                           monkeypatch):
     """A few large documents: whole documents put a quarter to half of the text out of training, where
-    val_fraction asked 1%; the summary line gives the share and a warning says why."""
+    val_fraction asked 1%; the summary line gives the share and a warning before it says why."""
     docs = corpus_file.read_text().split("\n\n")
     few = tmp_path / "few.txt"
     few.write_text("\n".join(docs[:20]) + "\n\n" + "\n".join(docs[20:]) + "\n")  # two large documents
+    said = corpus_mod.say
+    records_before_summary = []
+    monkeypatch.setattr(corpus_mod, "say", lambda *a, **k: (records_before_summary.append(len(caplog.records)),
+                                                             said(*a, **k)))
     with caplog.at_level("WARNING", logger=corpus_mod.log.name):
         m = prepare_corpus([str(few)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.01, num_proc=1)
     share = corpus_mod.validation_share(m)
     assert share > 0.3
     assert f"blocks ({share:.1%}) of n={N}" in capsys.readouterr().out
     assert "data.val_fraction=0.01 asked for 1.0%" in caplog.text and "has 2, some of them large" in caplog.text
+    assert records_before_summary == [len(caplog.records)]  # the warning before the summary: the result is last
     caplog.clear()
     with caplog.at_level("WARNING", logger=corpus_mod.log.name):
         prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "q"), n=N, val_fraction=0.1, num_proc=1)
