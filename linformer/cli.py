@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -21,33 +22,43 @@ from .configs import compose  # noqa: F401  (linformer.cli.compose: the name REA
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean
 from .files import NAME_MAX_BYTES
 from .shell import shell_command
-from .signals import command, interrupt_status
+from .signals import command, interrupt_status, signal_words, sigterm_interrupts
 
 EXIT_USER_ERROR = 2
 
 
 @contextlib.contextmanager
-def cli_errors():
+def cli_errors(resumes: bool = False):
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
     A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
-    user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback. Under torchrun or accelerate
-    launch the processes speak as one (``quiet_other_ranks``, ``_last_line``).
+    user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback. Ctrl-C and SIGTERM (SIGHUP, taken
+    as it), where nothing inside turns them into a stop of its own (a run's checkpointed stop), are one `stopped:`
+    line and 128 + the signal (``stopped_line``); `resumes`: the command run again goes on where it stopped (a
+    run's last checkpoint), else it starts over. Under torchrun or accelerate launch the processes speak as one
+    (``quiet_other_ranks``, ``_last_line``).
     """
     quiet_other_ranks()
     streams_never_raise()
     try:
-        with command():
+        with command(), sigterm_interrupts():
             yield
     except Preempted as stop:
         _last_line(f"stopped: {stop}", stop.exit_code)
-    except KeyboardInterrupt as stop:  # Ctrl-C where nothing turns it into a checkpointed stop (start-up, a second)
-        _last_line("stopped: interrupted (Ctrl-C). Run the same command again to go on.", exit_status(stop))
+    except KeyboardInterrupt as stop:  # start-up, a report's work, a second Ctrl-C
+        _last_line(stopped_line(stop, resumes), exit_status(stop))
     except Exception as err:
         message = _user_message(err)
         if message is None:
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed))
+
+
+def stopped_line(stop: KeyboardInterrupt, resumes: bool) -> str:
+    """The last line of a command a signal stopped (a KeyboardInterrupt: Ctrl-C, or ``signals.Interrupted``), naming
+    the signal and what running the same command again does: go on where it stopped, or start over."""
+    again = "Run the same command again to go on." if resumes else "Run the same command again: it starts over."
+    return f"stopped: interrupted by {signal_words(getattr(stop, 'signum', signal.SIGINT))}. {again}"
 
 
 ESCAPED = "linformer-escaped"  # the codecs error handler of streams_never_raise

@@ -35,10 +35,12 @@ from .shell import hydra_override
 from .signals import sigterm_ignored_at_teardown
 
 
-def hydra_main(config_name: str) -> Callable:
+def hydra_main(config_name: str, resumes: bool = False) -> Callable:
     """``@hydra_main("pretrain")`` over configs/<config_name>.yaml, with the body run under ``cli_errors``. A
     --multirun goes on past a job that fails (its `error:` line, or its traceback, said at once) and ends with a
-    line per job and an `error:` line where any failed (``_sweep_end``); a stop (Ctrl-C, SIGTERM) ends it there."""
+    line per job and an `error:` line where any failed (``_sweep_end``); a stop (Ctrl-C, SIGTERM) ends it there.
+    `resumes`: the command run again goes on from a stopped run's last checkpoint (training), which a stop's line
+    says (``cli.stopped_line``); else it starts over."""
     import hydra
 
     register_resolvers()
@@ -48,7 +50,7 @@ def hydra_main(config_name: str) -> Callable:
         jobs: list[SweepJob] = []  # a --multirun's jobs, as each ended
 
         def job(cfg):
-            with cli_errors(), _no_refused_run_dir(**start):
+            with cli_errors(resumes), _no_refused_run_dir(**start):
                 refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
                 refuse_added_keys(cfg, added_overrides(), config_name)
                 return fn(cfg)
@@ -71,7 +73,7 @@ def hydra_main(config_name: str) -> Callable:
                 sigterm_ignored_at_teardown()
 
         def run():
-            with cli_errors():  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
+            with cli_errors(resumes):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Not for its flags other than --multirun (--help, --cfg, ...).
@@ -82,7 +84,7 @@ def hydra_main(config_name: str) -> Callable:
             flags = [a for a in args if a.startswith("-")]
             sweep = None
             if not flags:
-                with cli_errors():
+                with cli_errors(resumes):
                     try:
                         cfg = compose(config_name, args, with_hydra=True)
                     except ConfigError as err:
@@ -97,7 +99,7 @@ def hydra_main(config_name: str) -> Callable:
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 overrides = [a for a in args if not a.startswith("-")]
                 sweeping(swept_keys(overrides))
-                with cli_errors():
+                with cli_errors(resumes):
                     cfg = refuse_sweep(config_name, overrides)
                     start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
                     if cfg is not None:

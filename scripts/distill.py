@@ -4,7 +4,7 @@ python scripts/distill.py task=imdb teacher_path=outputs/finetune/<teacher run>/
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
-@hydra_main("distill")
+@hydra_main("distill", resumes=True)  # a stopped run goes on from its last checkpoint
 def main(cfg) -> None:
     from linformer.runconfig import DistillSpec
     from linformer.train.distill import distill

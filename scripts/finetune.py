@@ -3,7 +3,7 @@
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
-@hydra_main("finetune")
+@hydra_main("finetune", resumes=True)  # a stopped run goes on from its last checkpoint
 def main(cfg) -> None:
     from linformer.runconfig import FinetuneSpec
     from linformer.train.finetune import finetune

@@ -3,7 +3,7 @@
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
-@hydra_main("pretrain")
+@hydra_main("pretrain", resumes=True)  # a stopped run goes on from its last checkpoint
 def main(cfg) -> None:
     from linformer.runconfig import PretrainSpec
     from linformer.train.pretrain import pretrain

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="the mini Table 2 reproduction")
     frontend.plan_arguments(ap)
     args = ap.parse_args(argv)
-    with cli_errors():
+    with cli_errors(resumes=True):  # the plan's finished jobs are kept
         # two jobs at a time, one thread each: two 1-thread jobs of the tiny model get more done than one 2-thread
         # job; --jobs 1 runs them one by one with their progress bars
         jobs = frontend.jobs_of(args.jobs, 2)

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
                             "full-size table (default %(default)s)")
     frontend.row_arguments(ap, "as the runs name them: full, k128-layerwise-local-tr, ...")
     args = ap.parse_args(argv)
-    with cli_errors():
+    with cli_errors(resumes=True):  # the plan's finished jobs are kept
         profile = exp.PROFILES[args.profile]
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:

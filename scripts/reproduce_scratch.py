@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
                          "paths.data_mirror/glue/<task>/ (e.g. --tasks sst2,imdb,qnli,qqp)")
     frontend.row_arguments(ap, "full, full-scratch, k128-headwise, ...; with --rows N the first N of them not complete")
     args = ap.parse_args(argv)
-    with cli_errors():
+    with cli_errors(resumes=True):  # the plan's finished jobs are kept
         profile = exp.with_tasks(exp.PROFILES[args.profile], args.tasks.split(",") if args.tasks is not None else None)
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         only = frontend.chosen_rows(args.only, [row.label for row in exp.rows(profile)])

@@ -3,7 +3,7 @@
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 
-@hydra_main("transfer")
+@hydra_main("transfer", resumes=True)  # a stopped run goes on from its last checkpoint
 def main(cfg) -> None:
     from linformer.runconfig import TransferSpec
     from linformer.train.transfer import transfer

@@ -134,13 +134,38 @@ def test_os_errors_on_the_user_s_paths_are_one_line_naming_the_path(capsys, code
 
 
 def test_a_ctrl_c_no_stop_handles_is_one_stopped_line_and_the_interrupt_s_exit_status(capsys):
-    """Ctrl-C during a start-up (loading, tokenizing) or a second one: no traceback, the status a shell expects."""
+    """Ctrl-C during a start-up (loading, tokenizing) or a second one: no traceback, the status a shell expects. Only
+    a command that goes on where it stopped (a training run) says running it again goes on; a report starts over."""
     from linformer.cli import cli_errors
 
-    with pytest.raises(SystemExit) as stop, cli_errors():
-        raise KeyboardInterrupt
-    assert stop.value.code == 130
-    assert capsys.readouterr().err == "stopped: interrupted (Ctrl-C). Run the same command again to go on.\n"
+    for resumes, again in ((True, "Run the same command again to go on."),
+                           (False, "Run the same command again: it starts over.")):
+        with pytest.raises(SystemExit) as stop, cli_errors(resumes):
+            raise KeyboardInterrupt
+        assert stop.value.code == 130
+        assert capsys.readouterr().err == f"stopped: interrupted by SIGINT (Ctrl-C). {again}\n"
+
+
+def test_a_sigterm_to_a_command_is_its_stopped_line_and_128_plus_the_signal(capsys):
+    """SIGTERM (a CI job cancelled, kill) ended a report script silently, as killed by it: it is the same
+    `stopped:` line as Ctrl-C, naming it, and 143; SIGHUP is taken as it. The handler is the block's only."""
+    import signal
+
+    from linformer.cli import cli_errors
+
+    got = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))  # the test's process survives
+    try:
+        with pytest.raises(SystemExit) as stop, cli_errors():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # Python runs the handler between bytecodes, at once
+                pass
+        assert (stop.value.code, got) == (143, [])
+        assert capsys.readouterr().err == "stopped: interrupted by SIGTERM. Run the same command again: it starts over.\n"
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler before the block is back after it
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_other_os_errors_keep_their_traceback():
@@ -950,3 +975,4 @@ def test_make_help_colours_the_targets_on_a_terminal_only():
     assert "\033[36mhelp" in help_output(True, NO_COLOR=None)
     for said in (help_output(False, NO_COLOR=None), help_output(True, NO_COLOR="1"), help_output(True, TERM="dumb")):
         assert "  help " in said and "\033" not in said
+
