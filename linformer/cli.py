@@ -15,14 +15,15 @@ import os
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
-from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean
+from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, stopped_status
 from .files import NAME_MAX_BYTES
 from .shell import shell_command
-from .signals import command, interrupt_status, signal_words, sigterm_interrupts
+from .signals import Interrupted, command, in_command, interrupt_status, signal_words, sigterm_interrupts
 
 EXIT_USER_ERROR = 2
 
@@ -52,6 +53,30 @@ def cli_errors(resumes: bool = False):
         if message is None:
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed))
+
+
+def stop_while_starting() -> None:
+    """From now on, Ctrl-C and SIGTERM (and SIGHUP, taken as it) outside a command's body (``cli_errors``) end the
+    process with one `stopped:` line and 128 + the signal, not a traceback: a script's start-up imports torch and
+    transformers for seconds, when a user who sees a mistyped command presses Ctrl-C, and has done nothing a stop
+    must undo. Inside the body its own handling comes first (cli_errors': SIGTERM raises KeyboardInterrupt, as
+    Ctrl-C does, which this handler raises there too). Set by the package's import in a script's process
+    (``run_from_a_script``); in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum, _frame):
+        if in_command():
+            raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
+        line = f"stopped: interrupted by {signal_words(signum)} while the command was starting."
+        if process_rank() == 0:  # under torchrun every process starts alike: one line says it
+            with contextlib.suppress(OSError):  # a terminal that closed (SIGHUP)
+                print(line, file=sys.stderr, flush=True)
+        raise Ended(stopped_status(signum), line)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if not (signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN):  # nohup's stays
+            signal.signal(signum, stop)
 
 
 def stopped_line(stop: KeyboardInterrupt, resumes: bool) -> str:

@@ -3,6 +3,7 @@ label."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Sequence
@@ -58,7 +59,8 @@ def _suffix(overrides: str | None, task=None) -> str:
 
 
 # Keys that say how a run is operated, not what it computes (runconfig.OPERATIONAL_KEYS, which the run specs'
-# field marks give: that package sits above this module, and hands them over as it is imported)
+# field marks give: that package sits above this module, and hands them over as it is imported, which _job_suffix
+# asks for where no code has yet)
 _NOT_NAMING: set[str] = set()
 # How long a run trains: not in a sweep job's folder name unless the sweep varies it, so that a finished job's
 # "raise trainer.max_steps" and a stopped one's "resume with the same command" find the same folder
@@ -88,8 +90,8 @@ def _job_suffix(task, _root_) -> str:
     keys; the experiment where the name is the default one, which names it, or an experiment's own), the
     operational keys (``name_no_runs``) and the length keys unless swept. A run_name given on the command line reads
     nothing, so every other override names the job."""
-    if not _NOT_NAMING:
-        raise ValueError("the run configs' operational keys are not known: import linformer.runconfig first")
+    if not _NOT_NAMING:  # handed down as the run specs are imported: not at `import linformer`, which stays light
+        importlib.import_module(f"{__package__}.runconfig")
     raw = str(_root_._get_node("run_name")._value())
     read = set(re.findall(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?=[},])", raw))
     given = any(str(o).startswith("run_name=") for o in task)

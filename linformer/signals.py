@@ -92,6 +92,11 @@ def command() -> Iterator[None]:
         _COMMAND.pop()
 
 
+def in_command() -> bool:
+    """Whether a command's body is running (``command``)."""
+    return bool(_COMMAND)
+
+
 @contextlib.contextmanager
 def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
                  ) -> Iterator[Callable[[], None]]:

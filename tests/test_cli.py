@@ -976,3 +976,72 @@ def test_make_help_colours_the_targets_on_a_terminal_only():
     for said in (help_output(False, NO_COLOR=None), help_output(True, NO_COLOR="1"), help_output(True, TERM="dumb")):
         assert "  help " in said and "\033" not in said
 
+
+def test_a_script_s_import_of_linformer_imports_neither_torch_nor_transformers(tmp_path):
+    """`import linformer`, every script's first import, loaded torch and transformers (10-20 s under load) before any
+    script could handle a Ctrl-C or answer --help: in a script's process the package's top level and the CLI's
+    modules are light, the model classes imported when first asked for. Elsewhere it registers the Auto classes."""
+    script = tmp_path / "scripts" / "probe.py"
+    script.parent.mkdir()
+    script.write_text("import sys, linformer, linformer.cli, linformer.hydra_start, linformer.errors\n"
+                      "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'datasets')))")
+    said = subprocess.run([sys.executable, str(script)], env=dict(os.environ, PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, check=True)
+    assert said.stdout == "[]\n", said.stderr
+
+
+def test_the_package_s_top_level_gives_every_name_it_exports():
+    import linformer
+    import linformer.modeling as modeling
+
+    assert linformer.__all__ == ["LinformerConfig", "LinformerForMaskedLM", "LinformerForSequenceClassification",
+                                 "LinformerModel", "__version__", "convert_encoder", "count_projection_matrices"]
+    for name in linformer.__all__:
+        assert getattr(linformer, name) is getattr(modeling, name, linformer.__version__)
+        assert name in dir(linformer)
+    with pytest.raises(AttributeError):
+        linformer.LinformerNothing  # noqa: B018
+
+
+# A script's process that stops, with a line, while it imports torch: the import waits there for the signal
+_TORCH_WAITS = """\
+import importlib.abc, pathlib, runpy, sys, time
+
+class TorchWaits(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch":
+            print("importing torch", flush=True)
+            time.sleep(120)
+
+sys.meta_path.insert(0, TorchWaits())
+sys.argv = sys.argv[1:]
+sys.path[0] = str(pathlib.Path(sys.argv[0]).parent)
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_signal_while_a_script_imports_torch_is_one_stopped_line_and_128_plus_the_signal(tmp_path):
+    """Ctrl-C in a script's first seconds, while torch imported (a user who sees a mistyped command), printed a
+    30-line KeyboardInterrupt traceback and ended as killed by it; SIGTERM ended it silently. Both are one `stopped:`
+    line and 128 + the signal, however early: the handling comes with the package's first import."""
+    import concurrent.futures
+    import signal
+
+    waits = tmp_path / "torch_waits.py"
+    waits.write_text(_TORCH_WAITS)
+
+    def stopped(script, signum):
+        proc = subprocess.Popen([sys.executable, str(waits), str(REPO / "scripts" / script), "--help"], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(REPO)))
+        started = proc.stdout.readline()
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+        return started, proc.returncode, err
+
+    cases = [("compare_runs.py", signal.SIGINT, 130, "SIGINT (Ctrl-C)"), ("model_checks.py", signal.SIGTERM, 143, "SIGTERM")]
+    with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:  # each pays an interpreter's start
+        ends = list(pool.map(lambda case: stopped(*case[:2]), cases))
+    for (script, _, status, name), (started, rc, err) in zip(cases, ends):
+        assert (started, rc) == ("importing torch\n", status), (script, err)
+        assert err == f"stopped: interrupted by {name} while the command was starting.\n", script

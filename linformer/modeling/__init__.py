@@ -1,5 +1,8 @@
 """RoBERTa-shaped Linformer models, registered with the Hugging Face Auto classes on import."""
 
+# linformer.errors imports .errors without this package's start (linformer.errors._beside_the_model), which leaves it
+# no attribute of the package: named here, as an import of it would
+from . import errors  # noqa: F401
 from .attention import (
     ConvProjection,
     LinearProjection,
