@@ -1,20 +1,23 @@
 """Linformer: pretrain and finetune RoBERTa-shaped encoders with linear-complexity self-attention."""
 
 import importlib
+import sys
 
 from . import cli as _cli
 from .version import __version__
 
 # Every name `from linformer import X` gives, from the module that defines it, imported when first asked for (PEP
-# 562). In a script's process (``cli.run_from_a_script``) the package's import, the script's first, does not import
-# torch and transformers (seconds): its start-up handling comes first (``cli.stop_while_starting``: a Ctrl-C then is
-# one `stopped:` line, not a traceback) and --help answers at once; the modules a command uses import
-# linformer.modeling, and with it register the Auto classes, as they load. Elsewhere (a notebook, a model card's
-# `import linformer`) the import registers the Auto classes at once, as the model cards and the guide say.
-if _cli.run_from_a_script():
+# 562). In a script's process (``cli.run_from_a_script``) the package's import, the script's first, installs its
+# start-up handling before anything heavy (``cli.stop_while_starting``: a Ctrl-C while torch imports is one `stopped:`
+# line, not a traceback). Then linformer.modeling is imported, which registers the Auto classes, as a model card's
+# `import linformer` says and as a command's loads need (a tokenizer read from a model folder too); but not for a
+# script's --help, which answers without torch and transformers (seconds).
+_script = _cli.run_from_a_script()
+if _script:
     _cli.stop_while_starting()
-else:
+if not (_script and {"-h", "--help"} & set(sys.argv[1:])):
     from . import modeling  # noqa: F401
+
 _LAZY = {
     "LinformerConfig": ".modeling",
     "LinformerForMaskedLM": ".modeling",

@@ -1,6 +1,5 @@
 """Register the Linformer classes with the Auto API, so ``AutoModel*.from_pretrained(dir)`` works after
-``import linformer`` (outside the package's scripts, whose own start stays light: there, once any module of
-``linformer.modeling`` is imported), and so that every saved model carries the model's code beside its weights: with it
+``import linformer``, and so that every saved model carries the model's code beside its weights: with it
 ``AutoModel*.from_pretrained(dir_or_hub_name, trust_remote_code=True)`` works where this package is not installed
 (transformers copies the class's module and every module its ``from .x import`` lines name; those modules import
 nothing else of the package).

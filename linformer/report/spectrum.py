@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-import linformer.modeling  # noqa: F401  (registers the Auto classes)
+import linformer  # noqa: F401  (registers the Auto classes)
 from linformer import plots
 from linformer.data.corpus import load_prepared
 from linformer.data.io import checked_lines
