@@ -42,7 +42,7 @@ def cli_errors(resumes: bool = False):
     quiet_other_ranks()
     streams_never_raise()
     try:
-        with command(), sigterm_interrupts():
+        with command(), sigterm_interrupts(command_wide=True):
             yield
     except Preempted as stop:
         _last_line(f"stopped: {stop}", stop.exit_code)
@@ -74,6 +74,7 @@ def stop_while_starting() -> None:
                 print(line, file=sys.stderr, flush=True)
         raise Ended(stopped_status(signum), line)
 
+    stop.command_wide = True  # a block's own stop may take SIGTERM over (signals.sigterm_unclaimed)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if not (signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN):  # nohup's stays
             signal.signal(signum, stop)

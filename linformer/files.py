@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError, DataError, DiskFullError, OutputPathError, PartialOutput, RunDirError
-from .signals import signals_stop
+from .signals import signals_stop, sigterm_unclaimed
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -337,10 +337,10 @@ def remove_stale_temps(final: Path) -> None:
 
 
 def _sigterm_unwinds(final: Path) -> contextlib.AbstractContextManager:
-    """SIGTERM raises Preempted inside the block where it would otherwise end the process without unwinding (so the
-    temporary is removed); a handler already installed (the trainer's, prepare_corpus's) is left in charge."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    """SIGTERM raises Preempted inside the block, saying that `final` is as it was (so the temporary is removed, and a
+    second one ends an unwinding that hangs); a block's own stop already installed (the trainer's, prepare_corpus's)
+    is left in charge (``signals.sigterm_unclaimed``)."""
+    if threading.current_thread() is not threading.main_thread() or not sigterm_unclaimed():
         return contextlib.nullcontext()
     return signals_stop(f"stopped by SIGTERM while writing {final}, which is as it was. Run the same command again.",
                         (signal.SIGTERM,))

@@ -212,11 +212,21 @@ def interrupt_status(err: KeyboardInterrupt) -> int:
 
 
 @contextlib.contextmanager
-def sigterm_interrupts():
+def sigterm_interrupts(command_wide: bool = False):
     """Within the block, SIGTERM (and SIGHUP, ``handling``) raises KeyboardInterrupt, as Ctrl-C does: an Interrupted
-    that keeps the signal, for the exit status (``interrupt_status``)."""
+    that keeps the signal, for the exit status (``interrupt_status``). `command_wide`: the whole command's handling
+    (``cli.cli_errors``), which a block's own stop inside it takes over (``sigterm_unclaimed``)."""
     def interrupt(signum, frame):
         raise Interrupted(signum)
 
+    interrupt.command_wide = command_wide
     with handling((signal.SIGTERM,), interrupt):
         yield
+
+
+def sigterm_unclaimed() -> bool:
+    """Whether SIGTERM is left to its default action or to a whole command's handling (``command_wide``: cli_errors',
+    a script's start-up), so that a block may install its own stop (``files.atomic_dir``'s); a stop of a block's own
+    (the trainer's, prepare_corpus's) stays in charge."""
+    handler = signal.getsignal(signal.SIGTERM)
+    return handler is signal.SIG_DFL or getattr(handler, "command_wide", False)
