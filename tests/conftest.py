@@ -88,3 +88,12 @@ def load_script(name: str):
     spec.loader.exec_module(module)
     return module
 
+
+
+def hydra_scripts() -> dict[str, str]:
+    """{script stem: its config name} for every scripts/*.py decorated with @hydra_main("<config>", ...)."""
+    import re
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    found = {p.stem: re.search(r'@hydra_main\("(\w+)"', p.read_text()) for p in sorted(scripts.glob("*.py"))}
+    return {stem: match.group(1) for stem, match in found.items() if match}

@@ -4,7 +4,6 @@ stderr. Training printed its summary and next: to stderr, while the data command
 to stdout in Hydra's default format, and the plans' job headers to stdout, apart from the jobs' output."""
 
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -15,9 +14,10 @@ from linformer.jobs import Job, run_jobs
 from linformer.logfile import say
 from linformer.train.summary import print_summary
 
+from .conftest import hydra_scripts
+
 REPO = Path(__file__).resolve().parents[1]
-HYDRA_SCRIPTS = {p.stem: re.search(r'@hydra_main\("(\w+)"\)', p.read_text()).group(1)
-                 for p in sorted((REPO / "scripts").glob("*.py")) if "@hydra_main(" in p.read_text()}
+HYDRA_SCRIPTS = hydra_scripts()
 
 
 def test_a_training_summary_and_its_next_line_are_on_stdout(capsys):

@@ -14,9 +14,10 @@ from hydra.core.hydra_config import HydraConfig
 
 from linformer.configs import compose
 
+from .conftest import hydra_scripts
+
 REPO = Path(__file__).resolve().parents[1]
-HYDRA_SCRIPTS = {p.stem: re.search(r'@hydra_main\("(\w+)"\)', p.read_text()).group(1)
-                 for p in sorted((REPO / "scripts").glob("*.py")) if "@hydra_main(" in p.read_text()}
+HYDRA_SCRIPTS = hydra_scripts()
 
 
 def help_text(script: str) -> str:
