@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from .. import errors
 from ..cli import exit_status
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted
 from ..files import flatten, resolve_path
+from ..logfile import say
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem
 from ..runname import LENGTH_KEYS
@@ -213,6 +213,6 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
                "from step 0." if named else
                " Choose another run_name to train again, or raise trainer.max_steps with "
                "trainer.allow_config_change=[trainer.max_steps] to train it further.")
-    print(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
-          f"do.{unapplied}{further}", file=sys.stderr)
+    say(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
+        f"do.{unapplied}{further}")  # a result, as a run's summary is: stdout
     return record.results() or summary

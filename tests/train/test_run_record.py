@@ -90,7 +90,7 @@ def test_a_finished_run_whose_model_is_gone_says_so_and_export_writes_it_again(t
     again, first = load((run / "model" / "model.safetensors").read_bytes()), load(weights)
     assert again.keys() == first.keys() and all(torch.equal(again[k], first[k]) for k in first)
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
-    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().out
 
 
 def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_again(tiny_data, tmp_path, capsys):
@@ -123,7 +123,7 @@ def test_a_finished_run_whose_model_is_damaged_says_so_and_export_writes_it_agai
     assert export_run(run, run / "model", overwrite=True)["final"]  # the command the error gives
     assert weights.read_bytes() == intact
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
-    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().out
 
 
 def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_path, capsys):
@@ -132,10 +132,10 @@ def test_finished_run_rerun_with_the_same_settings_says_complete(tiny_data, tmp_
     before = _snapshot(run)
     capsys.readouterr()
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", "trainer.eval_every=2"), run)  # operational key
-    err = capsys.readouterr().err
-    assert "already complete (4 steps, the same run settings)" in err
+    out = capsys.readouterr().out  # a result: stdout, as docs/guide.md "What goes where" says
+    assert "already complete (4 steps, the same run settings)" in out
     # what it did not apply is named: the finished run keeps what made its results
-    assert "Not applied to the finished run: trainer.eval_every: " in err and "-> 2." in err
+    assert "Not applied to the finished run: trainer.eval_every: " in out and "-> 2." in out
     assert _snapshot(run) == before
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)
     assert "Not applied" not in capsys.readouterr().err
@@ -157,7 +157,7 @@ def test_a_sigterm_while_a_rerun_says_already_complete_leaves_it_complete(tiny_d
     monkeypatch.setattr(core, "model_problem", signalled)
     capsys.readouterr()
     assert pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)["steps"] == 4
-    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().err
+    assert "already complete (4 steps, the same run settings)" in capsys.readouterr().out
     assert json.loads((run / "run.json").read_text())["status"] == "complete"
 
 
@@ -173,9 +173,9 @@ def test_a_run_whose_checkpoints_are_gone_is_refused_never_retrained_from_step_0
     shutil.rmtree(run / "checkpoints")
     capsys.readouterr()
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), run)  # complete: nothing to do, and no false advice
-    err = capsys.readouterr().err
-    assert "already complete" in err and "to train it further" not in err
-    assert "reached step 4 but its checkpoints are gone" in err
+    out = capsys.readouterr().out
+    assert "already complete" in out and "to train it further" not in out
+    assert "reached step 4 but its checkpoints are gone" in out
     before = _snapshot(run)
     further = ("trainer.max_steps=6", "trainer.allow_config_change=[trainer.max_steps]")
     with pytest.raises(CheckpointError, match=r"reached step 4 but its checkpoints are gone.*another run_name.*"
@@ -480,7 +480,7 @@ def test_resuming_on_another_corpus_is_refused_though_its_path_may_move(tiny_dat
     shutil.copytree(tiny_data["corpus_dir"], moved)
     capsys.readouterr()
     pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4", f"corpus_dir={moved}"), run)  # the same corpus
-    assert "is already complete" in capsys.readouterr().err
+    assert "is already complete" in capsys.readouterr().out
     other = tmp_path / "other"
     prepare_corpus([str(_synthetic_corpus(tmp_path / "other.txt", docs=60, seed=1))], tiny_data["tokenizer_dir"],
                    str(other), n=32, val_fraction=0.1, num_proc=1)
@@ -774,7 +774,7 @@ def test_a_finished_sweep_job_named_by_its_length_does_not_offer_to_train_furthe
                        ("tiny-s0", "raise trainer.max_steps with trainer.allow_config_change")):
         run = shutil.copytree(pretrained_run, tmp_path / name)
         already_complete(RunRecord(run, "pretrain"), read_yaml(run / "config.yaml"))
-        assert said in capsys.readouterr().err
+        assert said in capsys.readouterr().out
 
 
 def test_a_start_refused_in_python_leaves_no_folder_it_made(tiny_data, tmp_path):
