@@ -215,7 +215,9 @@ class PretrainTask(BlockStreamTask):
         final_ppl = perplexity(final) if final is not None else None
         report = [(f"validation perplexity {_ppl_change(initial, final)} (token frequencies alone: "
                   f"{self.unigram_val_ppl:,.1f})")]
-        if on_unigram_plateau(final_ppl, self.unigram_val_ppl):
+        # a run of one update (the scratch rows' shape job, experiments.scratch.SHAPE) makes a starting point of
+        # the model's shape, not a model to judge: it is not told to train further
+        if trainer.state["step"] > 1 and on_unigram_plateau(final_ppl, self.unigram_val_ppl):
             report.append("the model has not yet learned beyond token frequencies (its perplexity is not below "
                           f"{PLATEAU_RATIO:.0%} of theirs): train it for more steps before comparing or finetuning")
         summary = {

@@ -463,6 +463,21 @@ def test_a_stopped_run_ends_a_loop_that_goes_on_past_failed_runs(tiny_data, tmp_
     assert started == ["1e-3"] and not failed and stop.value.exit_code == 130
 
 
+def test_a_one_update_run_is_not_told_to_train_further(tiny_data, tmp_path):
+    """The scratch rows' shape job (experiments.scratch.SHAPE: one update) makes a starting point, not a model to
+    judge: its summary ended with pretraining's plateau advice, "train it for more steps". A longer run on the plateau
+    still gets it."""
+    from linformer.data.unigram import on_unigram_plateau
+    from linformer.experiments.scratch import SHAPE
+
+    shape = [f"{key}={value}" for key, value in SHAPE.items()]
+    one = pretrain(compose_pretrain(tiny_data, *shape), tmp_path / "one")
+    assert one["steps"] == 1 and not any("more steps" in line for line in one["report"]), one["report"]
+    two = pretrain(compose_pretrain(tiny_data, *shape, "trainer.max_steps=2"), tmp_path / "two")
+    assert on_unigram_plateau(two["final_val_ppl"], two["unigram_val_ppl"])  # the advice applies
+    assert any("train it for more steps" in line for line in two["report"]), two["report"]
+
+
 def test_warmup_longer_than_the_run_names_the_keys(tiny_data, tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.warmup_steps.*trainer.max_steps"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=2"), tmp_path)
