@@ -737,7 +737,11 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
         )
     if val_fraction > 0 and splits["validation"]["blocks"] == 0:
         raise CorpusError(_no_validation(val_fraction, n_docs, n))
-    dd = datasets.DatasetDict({name: datasets.Dataset.from_file(str(work / f"{name}.arrow")) for name in splits})
+    # save_to_disk writes each split's fingerprint into its state.json: one from the cache key makes two prepares of
+    # one corpus the same bytes (datasets draws a random one for a table read from a file; a hub corpus has no key)
+    dd = datasets.DatasetDict({name: datasets.Dataset(datasets.Dataset.from_file(str(work / f"{name}.arrow")).data,
+                                                      fingerprint=f"{name}-{key}" if key else None)
+                               for name in splits})
     # an empty split still gets one (empty) shard, else load_from_disk cannot read it back
     _progress_line(lines, "saving " + ", ".join(f"{name} {len(split):,} blocks" for name, split in dd.items()))
     with third_party_bars_off(lines):
