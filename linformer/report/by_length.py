@@ -26,7 +26,7 @@ from ..data.task_splits import shared_texts, subset_rows
 from ..data.tasks import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
-from ..files import save_figure, table_lines
+from ..files import resolve_path, save_figure, table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
@@ -87,8 +87,8 @@ def _tokenizer_path(run: dict) -> str:
     """The run's model directory, or, for kept records whose model is gone (a fresh clone), the source its card
     names (a converted model keeps its source's tokenizer)."""
 
-    if Path(run["model_path"]).is_dir():
-        return run["model_path"]
+    if Path(resolve_path(run["model_path"])).is_dir():  # a kept record names it relative to the repository
+        return resolve_path(run["model_path"])
     source = (read_card_info(run["_dir"]).get("source") or {}).get("name")
     if source is None:
         raise DataError(f"{run['model_path']} (the model of {run['_dir']}) is gone and its records name no source "

@@ -26,7 +26,7 @@ from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
 from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN, profile_of
-from ..files import atomic_write, read_json, repo_relative, table_lines, table_row, write_json
+from ..files import atomic_write, read_json, repo_relative, resolve_path, table_lines, table_row, write_json
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
@@ -71,7 +71,8 @@ def read_runs(patterns: list[str], tasks: tuple[str, ...] = MIRROR_TASKS) -> lis
             raise DataError(f"{d / PREDICTIONS} disagrees with {d / RESULTS}: its predictions score "
                             f"{float(np.mean(preds == labels)) if len(labels) == len(preds) else 'nothing'} against a "
                             f"recorded accuracy of {recorded}; they are not the same run's records.")
-        card = read_card_info(d) or (read_card_info(r["model_path"]) if Path(r["model_path"]).is_dir() else {})
+        model = resolve_path(r["model_path"])  # a kept record names it relative to the repository
+        card = read_card_info(d) or (read_card_info(model) if Path(model).is_dir() else {})
         runs.append({**r, "_dir": str(d), "_labels": labels, "_correct": preds == labels,
                      "_transfer": card.get("transfer"), "_card": card,
                      "_chosen_on_reported": chosen_on_reported(r)})
@@ -308,8 +309,8 @@ def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> di
         arch, origin = _arch(row), row.get("converted_from")
         if arch in configs:
             continue
-        if row["model_path"] and Path(row["model_path"]).is_dir():
-            config = LinformerConfig.from_pretrained(row["model_path"])
+        if row["model_path"] and Path(resolve_path(row["model_path"])).is_dir():
+            config = LinformerConfig.from_pretrained(resolve_path(row["model_path"]))
         elif origin:  # a kept record whose model is gone: the same conversion's config (the weights do not matter)
             # cards written before the exact-key fields were of models without them, and a conversion told a window
             # field without overlap_columns gave "keep"
