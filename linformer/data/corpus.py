@@ -615,10 +615,11 @@ def _say_space(out: Path, text: int, max_documents: int | None, hub: bool) -> in
     less = ["less with data.max_documents"] if max_documents is not None else []
     more = ["and more for the hub sources"] if hub else []
     short = free < needs
-    say(f"corpus: the build needs about {mib(needs)} free beside {out} at its peak (an estimate: "
-        f"{SPACE_PER_TEXT_BYTE}x the {mib(text)} of text{''.join(', ' + w for w in less + more)}); "
-        f"{mib(free)} free there" + (": free some space first" if short else ""),
-        logging.WARNING if short else logging.INFO, log)
+    # a log record (stderr, and the command's log file), not a result: stdout holds the summary alone
+    log.log(logging.WARNING if short else logging.INFO,
+            f"the build needs about {mib(needs)} free beside {out} at its peak (an estimate: {SPACE_PER_TEXT_BYTE}x the "
+            f"{mib(text)} of text{''.join(', ' + w for w in less + more)}); {mib(free)} free there"
+            + (": free some space first" if short else ""))
     return needs
 
 

@@ -399,7 +399,11 @@ def test_wandb_says_where_it_logs_in_one_line(tiny_data, tmp_path, monkeypatch, 
     42 lines: now one line says where the run is logged, and WANDB_SILENT=false gives all of wandb's output back."""
     from linformer.train.common import wandb_console
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
+    # the run is told offline (not logged in, no WANDB_MODE): wandb's settings singleton keeps the environment of the
+    # process's first wandb run, which an earlier test may have started without WANDB_MODE
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc
     monkeypatch.delenv("WANDB_SILENT", raising=False)
     monkeypatch.delenv("WANDB_QUIET", raising=False)
     pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=3"), tmp_path)
