@@ -257,9 +257,27 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
         before = [c for c in kept if keep_before is not None and step_of(c) < keep_before]
         for old in kept[: -max(int(keep_last), 1)]:
             if not (before and old == before[-1]):
-                shutil.rmtree(old, ignore_errors=True)
+                _rotate_out(old)
     accelerator.wait_for_everyone()
     return final
+
+
+def _rotate_out(old: Path) -> None:
+    """Remove the checkpoint `old` that keep_last rotates out. One that is a symlink loses the link alone: what it
+    points to may be another run's checkpoint, and deleting through a link is never this run's to do (an info line
+    names the target, left where it is). One that cannot be removed (permissions, a busy file system) is said in a
+    warning naming it, not passed over: it would stay beside the kept ones on every later save."""
+    if old.is_symlink():
+        target = os.readlink(old)
+        old.unlink()
+        log.info("rotated out checkpoint %s, a symlink: removed the link only, not what it points to (%s), which is "
+                 "left as it is; delete it there if it is this run's", old, target)
+        return
+    try:
+        shutil.rmtree(old)
+    except OSError as err:
+        log.warning("could not remove checkpoint %s, which keep_last rotates out (%s: %s): it stays beside the kept "
+                    "ones and takes their space; remove it by hand", old, err.filename or old, err.strerror or err)
 
 
 def _finish_main(accelerator: Accelerator, tmp: Path, final: Path, step: int, state: dict) -> None:

@@ -135,6 +135,43 @@ def test_save_keeps_exactly_the_newest_keep_last(accelerated, tmp_path, keep_las
     assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
 
 
+def test_rotation_unlinks_a_linked_step_never_what_it_points_to_and_says_what_it_cannot_remove(
+        accelerated, tmp_path, monkeypatch, caplog):
+    """A step-N that is a symlink (to another disk, or another run's checkpoint) rotated out by keep_last: the link
+    goes and its target stays whole, said in the log; rmtree(ignore_errors) failed on the link silently, so it stayed
+    beside keep_last for ever. A checkpoint rmtree cannot remove is a warning naming it, not passed over."""
+    import shutil
+
+    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    target = save_checkpoint(accelerated[0], other, 1, {"epoch": 0}, keep_last=2)
+    linked = run / "checkpoints" / target.name
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(target)
+    before = sorted(p.name for p in target.iterdir())
+    with caplog.at_level(logging.INFO, logger="linformer.train.checkpoint"):
+        for step in (2, 3):
+            save_checkpoint(accelerated[0], run, step, {"epoch": 0}, keep_last=2)
+    assert [p.name for p in complete_checkpoints(run)] == ["step-00000002", "step-00000003"]
+    assert not os.path.lexists(linked) and sorted(p.name for p in target.iterdir()) == before
+    assert any("symlink" in r.getMessage() and str(target) in r.getMessage() for r in caplog.records)
+
+    stuck, rmtree = run / "checkpoints" / "step-00000002", shutil.rmtree
+
+    def refused(path, *args, **kwargs):  # as root, no permission stops a test's rmtree
+        if Path(path) == stuck:
+            raise PermissionError(13, "Permission denied", str(stuck / "model.safetensors"))
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="linformer.train.checkpoint"):
+        save_checkpoint(accelerated[0], run, 4, {"epoch": 0}, keep_last=2)
+    assert stuck.is_dir()
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and str(stuck) in r.getMessage()]
+
+
 def test_a_step_linked_to_another_file_system_is_rebuilt_there_and_the_link_kept(accelerated, tmp_path,
                                                                                  monkeypatch):
     """checkpoints/step-N moved to another disk and linked back: saving step N again (the final checkpoint after a
