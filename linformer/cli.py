@@ -45,14 +45,20 @@ def cli_errors(resumes: bool = False):
         with command(), sigterm_interrupts(command_wide=True):
             yield
     except Preempted as stop:
-        _last_line(f"stopped: {stop}", stop.exit_code)
+        _last_line(f"stopped: {stop}", stop.exit_code, notes=_notes(stop))
     except KeyboardInterrupt as stop:  # start-up, a report's work, a second Ctrl-C
-        _last_line(stopped_line(stop, resumes), exit_status(stop))
+        _last_line(stopped_line(stop, resumes), exit_status(stop), notes=_notes(stop))
     except Exception as err:
         message = _user_message(err)
         if message is None:
             raise
-        _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed))
+        _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed), notes=_notes(err))
+
+
+def _notes(err: BaseException) -> list[str]:
+    """`err`'s notes (PEP 678, ``files.add_note``: what else failed while it unwound, a full disk recording a partial
+    output), each printed on a line after its last line, as Python's traceback prints them under the error."""
+    return [str(note) for note in getattr(err, "__notes__", ()) or ()]
 
 
 def stop_while_starting() -> None:
@@ -217,8 +223,9 @@ class Ended(SystemExit):
 PEER_WAIT_S = 10  # how long a process waits for rank 0's last line (or another's cause) before printing its own
 
 
-def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
-    """Print the line a script ends with (`error: ...`, `stopped: ...`) and exit with `code`.
+def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) -> NoReturn:
+    """Print the line a script ends with (`error: ...`, `stopped: ...`), then its error's `notes` each on a line of its
+    own, and exit with `code` (``Ended`` carries the line alone: a sweep's summary gives one line to each job).
 
     Under torchrun (or accelerate launch, built on it) the processes agree through the launcher's store: rank 0
     prints its line; another process prints its own, prefixed with its rank, only where it differs from rank 0's
@@ -226,9 +233,10 @@ def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
     stops the others once one exits). A line that is not the cause (``cause=False``: PeerFailed, another process
     failed) is printed only where no process printed one within PEER_WAIT_S."""
     rank, peers = process_rank(), _launch_store()
+    shown, line = line, "\n".join([line, *notes])
     if peers is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-        raise Ended(code, line)
+        raise Ended(code, shown)
     said = None
     if rank == 0:
         if cause:
@@ -242,7 +250,7 @@ def _last_line(line: str, code: int, cause: bool = True) -> NoReturn:
             peers.set("cause", "1")
     if not cause and _wait_for(peers, "cause") is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-    raise Ended(code, line)
+    raise Ended(code, shown)
 
 
 def _launch_store():

@@ -612,7 +612,9 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     A block that raises PartialOutput (``linformer.errors``) has written a partial output whole on purpose (rows
     measured before an error or a stop, marked partial: the benchmark, cls_probe): what it wrote is kept and recorded
     as the command's output, as when it succeeds, and then its ``cause`` is raised, so the user still sees the error
-    or stop. Any other exception, a Preempted or KeyboardInterrupt included, puts the earlier files back."""
+    or stop. Where recording it fails (a full disk), the earlier files are put back and the cause is still raised,
+    the failure a note of it (``add_note``). Any other exception, a Preempted or KeyboardInterrupt included, puts the
+    earlier files back."""
     check_output_files(paths, record, overwrite, flag, key)
     aside = _set_aside([written_at(p) for p in paths])
     cut_short = None
@@ -626,13 +628,25 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
                 if _unchanged(path, aside[path]):
                     path.unlink()
         record_output_files([p for p in map(Path, paths) if p.is_file()], record, replaces_earlier)
-    except BaseException:
+    except BaseException as err:
         _put_back([written_at(p) for p in paths], aside)
-        raise
+        if cut_short is None:
+            raise
+        # the partial output could not be recorded (a full disk): it is not kept, and the error or stop that cut it
+        # short stays what the user sees first, this a line after it (``cli.cli_errors`` prints an error's notes)
+        why = str(err) or type(err).__name__
+        add_note(cut_short, f"also: the partial output was not kept (the earlier files are as they were), since "
+                            f"recording it failed: {why}")
     for old, _ in aside.values():
         old.unlink(missing_ok=True)
     if cut_short is not None:
         raise cut_short
+
+
+def add_note(err: BaseException, note: str) -> None:
+    """Add `note` to `err`'s notes (PEP 678: Python's traceback prints them under the error, ``cli.cli_errors``
+    after its `error:` or `stopped:` line); set as the attribute, which Python 3.10 has no add_note for."""
+    err.__notes__ = [*getattr(err, "__notes__", ()), note]
 
 
 def _set_aside(paths: list[Path]) -> dict[Path, tuple[Path, tuple]]:

@@ -168,6 +168,24 @@ def test_a_sigterm_to_a_command_is_its_stopped_line_and_128_plus_the_signal(caps
         signal.signal(signal.SIGTERM, before)
 
 
+def test_an_error_s_notes_are_lines_after_its_last_line(capsys):
+    """What else failed while an error or stop unwound (files.add_note: a full disk recording a partial output) is
+    said after the error's own line, which comes first; a sweep's summary keeps the line alone."""
+    import signal
+
+    from linformer.cli import cli_errors
+    from linformer.errors import DataError, Preempted
+    from linformer.files import add_note
+
+    for err, line in ((DataError("the second run broke"), "error: the second run broke"),
+                      (Preempted("stopped by SIGTERM", signal.SIGTERM), "stopped: stopped by SIGTERM")):
+        add_note(err, "also: the partial output was not kept")
+        with pytest.raises(SystemExit) as stop, cli_errors():
+            raise err
+        assert capsys.readouterr().err == f"{line}\nalso: the partial output was not kept\n"
+        assert stop.value.line == line
+
+
 def test_other_os_errors_keep_their_traceback():
     from linformer.cli import cli_errors
 

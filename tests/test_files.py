@@ -637,6 +637,41 @@ def test_a_partial_output_is_kept_and_recorded_and_its_cause_still_raised(tmp_pa
     assert _hidden(tmp_path) == [FILE_RECORDS]  # no earlier file kept aside is left
 
 
+@pytest.mark.parametrize("cause", [lambda: DataError("the second run broke"),
+                                   lambda: Preempted("stopped by SIGTERM", signal.SIGTERM)])
+def test_a_partial_output_that_cannot_be_recorded_is_not_kept_and_its_cause_still_comes_first(tmp_path, monkeypatch,
+                                                                                               cause):
+    """A full disk while recording a partial output: the earlier files are put back, and the error or stop that cut
+    it short is still what is raised, the full disk a note after it (the DiskFullError alone hid the cause)."""
+    import errno
+
+    from linformer import files
+    from linformer.files import atomic_write, disk_full_names
+
+    report = made_by("cls_probe", {})
+    paths = [tmp_path / "probe.md", tmp_path / "probe.csv"]
+    with output_files(paths, report):
+        for p in paths:
+            atomic_write(p, "old")
+
+    def full(path, data, indent=2):
+        with disk_full_names(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files, "write_json", full)
+    cause = cause()
+    with pytest.raises(type(cause)) as raised, output_files(paths, report):
+        atomic_write(paths[0], "partial")
+        raise PartialOutput(cause)
+    assert raised.value is cause
+    free = files.free_bytes(tmp_path) / 2**20
+    assert raised.value.__notes__ == [(f"also: the partial output was not kept (the earlier files are as they were), "
+                                       f"since recording it failed: no space left on device while writing "
+                                       f"{tmp_path / FILE_RECORDS} ({free:.0f} MiB free); earlier files are intact. "
+                                       "Free some space and run the same command again.")]
+    assert [p.read_text() for p in paths] == ["old", "old"] and _hidden(tmp_path) == [FILE_RECORDS]
+
+
 @pytest.mark.parametrize("error", [DataError("broke"), Preempted("stopped by SIGTERM", signal.SIGTERM),
                                    KeyboardInterrupt()])
 def test_any_other_exception_puts_the_earlier_output_back(tmp_path, error):
