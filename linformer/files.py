@@ -431,9 +431,31 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> s
         if other is not None:
             return f"holds {other}"
         added = _added_since(names, manifest.get("entries"))
-        return f"holds {listing(added)} beside {record['command']}'s own output, which it did not write" \
-            if added else None
+        return _beside(path, manifest, added) if added else None
     return f"is a directory with other content ({listing(names)})"
+
+
+def _beside(path: Path, manifest: Mapping[str, Any], added: list[str]) -> str:
+    """The clause naming what was put beside an output (`added`: ``_added_since``): the first few names, and how
+    many there are where more than one."""
+    own = f"{manifest.get('command')}'s own output, which it did not write"
+    if len(added) == 1:
+        return f"holds {added[0]} beside {own}"
+    kinds = "files and folders" if any((path / n).is_dir() for n in added) else "files"
+    return f"holds {len(added)} {kinds} beside {own} ({listing(added)})"
+
+
+def _put_beside(path: Path, record: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[str]]:
+    """(the manifest, the names in it that its entries do not name) of an earlier output of this package at `path`,
+    of any command or settings: what was put beside the output. No names where it cannot tell (an output recorded
+    without entries, by an earlier version), or for `record` None: a caller replacing a folder the package itself
+    chose, which is none of the user's to add to."""
+    if record is None or not path.is_dir():
+        return {}, []
+    manifest = read_json(path / MANIFEST)
+    if not manifest.get("command"):
+        return manifest, []
+    return manifest, _added_since(sorted(p.name for p in path.iterdir()), manifest.get("entries"))
 
 
 def _added_since(names: list[str], entries: Any) -> list[str]:
@@ -491,7 +513,8 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
                      flag: str = "overwrite=true", reads: Iterable[str | Path] = (), key: str | None = None) -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
     only new directories). Raises OutputPathError naming the path, what holds it and `flag`, which replaces only a
-    folder that is this package's output; any other (``_no_output``) is refused with it too. `reads`: the command's
+    folder that is this package's output; any other (``_no_output``) is refused with it too, and so is an output
+    beside which files or folders its manifest does not name were put (the user's notes, another command's report). `reads`: the command's
     inputs (paths; a name that is no path, a hub model's say, is passed over): a directory that is one of them, or
     holds one, is refused even with `flag`, since replacing it would delete what the command reads. `key`: the flag or
     setting that chose `path` (``check_writable``)."""
@@ -509,6 +532,11 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
     if never:
         raise OutputPathError(f"{path} {never}: {choose} ({flag} replaces only an earlier output of this package, "
                               "one whose manifest.json names the command that wrote it).")
+    manifest, added = _put_beside(Path(path), record)
+    if added:  # the flag never deletes what the user (or another command) put into an output's folder
+        raise OutputPathError(f"{path} {_beside(Path(path), manifest, added)}: move {'it' if len(added) == 1 else 'them'}"
+                              f" elsewhere, or {choose} ({flag} replaces only what its manifest.json names, never what "
+                              "was put beside it).")
     if not overwrite:
         raise OutputPathError(f"{path} {what}: {choose}, or pass {flag} to replace it.")
 

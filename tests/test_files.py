@@ -43,18 +43,25 @@ def test_a_rebuild_refuses_what_another_command_or_the_user_put_beside_its_outpu
     command deletes a file it did not write."""
     _build(tmp_path / "out", text="old")
     (tmp_path / "out" / "notes.txt").write_text("the user's")
-    with pytest.raises(OutputPathError, match=r"out holds notes.txt beside convert's own output, which it did not "
-                                              r"write: choose another output path, or pass overwrite=true"):
-        _build(tmp_path / "out")
+    for overwrite in (False, True):  # the flag replaced the folder whole, the user's notes with it
+        with pytest.raises(OutputPathError, match=r"out holds notes.txt beside convert's own output, which it did not "
+                                                  r"write: move it elsewhere, or choose another output path "
+                                                  r"\(overwrite=true replaces only what its manifest.json names"):
+            _build(tmp_path / "out", overwrite=overwrite)
     assert (tmp_path / "out" / "notes.txt").read_text() == "the user's"
     assert (tmp_path / "out" / "weights.bin").read_text() == "old" and _hidden(tmp_path) == []
     (tmp_path / "out" / ".tmp-weights.bin-0a1b2c3d-12345").write_text("an interrupted write's")
     (tmp_path / "out" / "notes.txt").unlink()
     _build(tmp_path / "out")  # its own entries, and a temporary of its own interrupted write, are its to replace
     assert (tmp_path / "out" / "weights.bin").read_text() == "new"
-    (tmp_path / "out" / "notes.txt").write_text("the user's")
-    _build(tmp_path / "out", overwrite=True)
+    _build(tmp_path / "out", made_by("transfer", {}), overwrite=True)  # another command's output: replaced whole
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MANIFEST, "weights.bin"]
+    for name in ("notes.txt", "plots", "a.md", "b.md", "c.md"):
+        (tmp_path / "out" / name).mkdir() if name == "plots" else (tmp_path / "out" / name).write_text("the user's")
+    with pytest.raises(OutputPathError, match=r"out holds 5 files and folders beside transfer's own output, which it "
+                                              r"did not write \(a.md, b.md, c.md, notes.txt and 1 more\): move them"):
+        _build(tmp_path / "out", overwrite=True)
+    assert len(list((tmp_path / "out").iterdir())) == 7 and _hidden(tmp_path) == []
 
 
 @pytest.mark.parametrize("record, why", [
