@@ -177,6 +177,42 @@ def write_json(path: str | Path, data: Any, indent: int | None = 2) -> None:
     atomic_write(path, json.dumps(data, indent=indent, separators=None if indent else (",", ":")) + "\n")
 
 
+def write_json_when_full(path: str | Path, data: Any) -> None:
+    """``write_json``, or where the storage refuses it (a full disk, a quota) and the text fits in the blocks the
+    file `path` already holds, the text written over it in place, padded with spaces to its length: no new block is
+    needed, so the write goes through where the temporary's could not. Not atomic (a reader at that instant may see a
+    mix, a crash may tear it), so only for a small record that would otherwise stay wrong: a run's status at its end,
+    which left `running` is read as a run killed before it could record how it ended. Where it does not fit, or the
+    file system refuses this too (one that copies on every write: btrfs, ZFS), the DiskFullError is raised."""
+    try:
+        write_json(path, data)
+    except DiskFullError as full:
+        if not _rewrite_in_place(written_at(path), (json.dumps(data, indent=2) + "\n").encode()):
+            raise full from full.__cause__
+
+
+def _rewrite_in_place(path: Path, text: bytes) -> bool:
+    """Write `text` over the file `path` from its start, within the blocks it holds (a shorter text padded with
+    spaces before its last byte, so that nothing of the earlier text is left after it); whether it was."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or len(text) > max(st.st_blocks * 512, st.st_size):
+            return False
+        text = text[:-1] + b" " * max(st.st_size - len(text), 0) + text[-1:]
+        if os.pwrite(fd, text, 0) != len(text):
+            return False
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def write_yaml(path: str | Path, data: Any) -> None:
     atomic_write(path, yaml.safe_dump(data, sort_keys=False))
 

@@ -71,6 +71,7 @@ from .files import (  # the record's names (files.py, below this module and the 
     settings_changes,
     warn_once,
     write_json,
+    write_json_when_full,
     write_yaml,
 )
 from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
@@ -537,7 +538,7 @@ class RunRecord:
         write_json(self.dir / SUMMARY, dict(summary))
         info = self.info()
         info.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"))
-        write_json(self.dir / RUN, info)
+        write_json_when_full(self.dir / RUN, info)
 
     def fail(self, err: BaseException) -> None:
         """Record status `failed` with the error's class and first line: a run that crashed mid-way must not read
@@ -552,9 +553,11 @@ class RunRecord:
                                                            "last checkpoint")
 
     def _end(self, status: str, why: str, line: str) -> None:
+        """Record how the run ended, on a full disk too (``write_json_when_full``: run.json left `running` would be
+        read as a run killed before it could record its end, SIGKILL or the OOM killer, not the full disk it was)."""
         info = self.info()
         info.update({"status": status, status: time.strftime("%Y-%m-%d %H:%M:%S"), why: _shortened(line)})
-        write_json(self.dir / RUN, info)
+        write_json_when_full(self.dir / RUN, info)
 
     def release(self) -> None:
         self.lock.release()

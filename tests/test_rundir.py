@@ -460,3 +460,36 @@ def test_a_model_field_one_side_lacks_is_its_default_whichever_side_lacks_it():
         assert identity_diff({"model": {field.name: default}}, {"model": {}}) == {}
         assert identity_diff({"model": {field.name: "other"}}, {"model": {}}) == {key: ("other", None)}
         assert identity_diff({"model": {}}, {"model": {field.name: "other"}}) == {key: (None, "other")}
+
+
+def test_a_run_s_end_is_recorded_on_a_full_disk_where_run_json_has_room_in_place(tmp_path, monkeypatch):
+    """The disk full at a run's end: run.json's atomic rewrite (a temporary) is refused, which left it `running`, read
+    as a run killed (SIGKILL, the OOM killer) rather than the full disk it was. It is rewritten in place within the
+    blocks it holds; a record that does not fit there is refused as before, the file untouched."""
+    import errno
+    import os
+
+    from linformer import files
+    from linformer.errors import DiskFullError
+    from linformer.rundir import load_run
+
+    record = RunRecord(tmp_path / "run", "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    before = (tmp_path / "run" / "run.json").read_text()
+
+    def full(path, data):
+        with files.disk_full_names(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(files, "atomic_write", full)
+    record.fail(DiskFullError("no space left on device while writing run/metrics.jsonl"))
+    record.release()
+    run = load_run(tmp_path / "run")
+    assert (run.status, run.why) == ("failed", "DiskFullError: no space left on device while writing run/metrics.jsonl")
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["start_step"] == 0
+    ended = (tmp_path / "run" / "run.json").read_text()
+    assert len(ended) >= len(before)
+    with pytest.raises(DiskFullError):
+        files.write_json_when_full(tmp_path / "run" / "run.json", {"big": "x" * 2 * os.stat(tmp_path).st_blksize})
+    assert (tmp_path / "run" / "run.json").read_text() == ended
