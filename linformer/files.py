@@ -878,13 +878,16 @@ def checksum_problems(root: Path, listing: Mapping[str, Mapping], digests: Mappi
     """'name: why' for each file of a file_checksums listing that is missing, of another size or of other content
     under root; [] when every file is as listed. `digests` ({name: sha256}) are digests the caller has just read
     of some of the files, used rather than reading them again."""
-    problems = []
+    problems, real_root = [], Path(os.path.realpath(root))
     for name, want in listing.items():
         if not _inside(name):
             problems.append(f"{name!r}: not a file of this folder (an absolute path, or one through '..'), so its "
                             "listing is not one this package wrote")
         elif not isinstance(want, Mapping) or not isinstance(want.get("bytes"), int):
             problems.append(f"{name}: its listed size and sha256 do not read")
+        elif (out := _linked_out(real_root, Path(root) / name)) is not None:
+            problems.append(f"{name}: a link to a file outside this folder ({out}), which is not read for its "
+                            "listing: put the file itself there in place of the link")
         elif not (f := Path(root) / name).is_file():
             problems.append(f"{name}: missing")
         elif f.stat().st_size != want["bytes"]:
@@ -896,9 +899,24 @@ def checksum_problems(root: Path, listing: Mapping[str, Mapping], digests: Mappi
 
 def _inside(name: Any) -> bool:
     """Whether `name`, read from a checksum listing, is a path under the listing's folder: relative, each part a
-    ``plain_name`` (a file in a subfolder is listed as sub/name). A link inside the folder is followed, as the
-    loaders that read the file follow it (a hub snapshot's files are links into its cache)."""
+    ``plain_name`` (a file in a subfolder is listed as sub/name). Where it passes through a link, ``_linked_out``
+    says whether it stays in the folder."""
     return isinstance(name, str) and not name.startswith("/") and all(map(plain_name, name.split("/")))
+
+
+def _linked_out(real_root: Path, path: Path) -> Path | None:
+    """Where `path`, in the folder whose real path is `real_root`, leads out of it through a link (its real path),
+    or None where it stays in (missing, a file, a link within the folder). A link planted in a folder (a tarball's, a
+    shared folder's) would have its listing read, and its size said, of any file of the machine; the one link out
+    that is followed is a hub snapshot's, snapshots/<revision>/<file> into its cache's blobs/, as loaders read it.
+    The folder itself may be a link (an output the user moved to another disk): only what is below it counts."""
+    real = Path(os.path.realpath(path))
+    if real.is_relative_to(real_root):
+        return None
+    snapshot = next((p for p in (real_root, *real_root.parents) if p.parent.name == "snapshots"), None)
+    if snapshot is not None and real.parent == snapshot.parent.parent / "blobs":  # a subfolder of one too
+        return None
+    return real
 
 
 def cache_key(options: Mapping[str, Any], files: list[str | Path] = (), digests: dict[str, str] | None = None) -> str:

@@ -290,6 +290,49 @@ def test_a_planted_record_never_deletes_or_checks_outside_its_folder(tmp_path):
     assert "not a file of this folder" in output_damage(out)[0]
 
 
+def test_a_checksum_listing_follows_a_hub_snapshot_s_links_and_no_link_planted_out_of_its_folder(tmp_path,
+                                                                                                  monkeypatch):
+    """A hub snapshot's files are links into its cache's blobs/: checked as the loaders read them. Any other link out
+    of the folder (a tarball's, a shared folder's) is damage, and what it points to is never read: its size and
+    digest were said against the listing, for any file of the machine."""
+    import json
+
+    from linformer import files
+    from linformer.files import checksum_problems, output_damage
+
+    cache = tmp_path / "hub" / "models--org--m"
+    snapshot, blobs = cache / "snapshots" / "0123abcd", cache / "blobs"
+    (snapshot / "sub").mkdir(parents=True)
+    blobs.mkdir()
+    listing = {}
+    for name, text in (("model.safetensors", b"weights"), ("sub/config.json", b"{}")):
+        blob = blobs / hashlib.sha256(text).hexdigest()
+        blob.write_bytes(text)
+        (snapshot / name).symlink_to(os.path.relpath(blob, (snapshot / name).parent))
+        listing[name] = {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}
+    (snapshot / MANIFEST).write_text(json.dumps({"command": "convert", "files": listing}))
+    assert output_damage(snapshot) == []
+
+    out, secret = tmp_path / "out", tmp_path / "secret.txt"
+    (out / "inner").mkdir(parents=True)
+    secret.write_text("not the folder's")
+    (out / "weights.bin").write_bytes(b"weights")
+    (out / "planted.bin").symlink_to(secret)
+    (out / "through").symlink_to(tmp_path)  # a folder link out: sub-paths through it too
+    (out / "same.bin").symlink_to(out / "weights.bin")  # a link within the folder is the folder's
+    want = {"bytes": 7, "sha256": hashlib.sha256(b"weights").hexdigest()}
+    read = []
+    monkeypatch.setattr(files, "_read_sha256", lambda path, chunk: read.append(Path(path).name) or want["sha256"])
+    problems = checksum_problems(out, {"planted.bin": want, "through/secret.txt": want, "same.bin": want,
+                                       "weights.bin": want})
+    assert [p.split(":")[0] for p in problems] == ["planted.bin", "through/secret.txt"]
+    assert f"outside this folder ({secret})" in problems[0] and "16 bytes" not in " ".join(problems)
+    assert "secret.txt" not in read
+    linked = tmp_path / "linked"  # the folder itself a link (moved to another disk): its files are its own
+    linked.symlink_to(out)
+    assert checksum_problems(linked, {"weights.bin": want, "same.bin": want}) == []
+
+
 @pytest.mark.parametrize("err", [
     OSError(28, "No space left on device"),
     RuntimeError("[enforce fail at inline_container.cc:858] . PytorchStreamWriter failed writing file data/3: "
