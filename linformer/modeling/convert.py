@@ -56,6 +56,7 @@ _HEAD_RENAMES = (
 )
 _PREFIX = "roberta."  # our base_model_prefix
 _PROJECTION_PARAM = re.compile(r"(^|\.)(E|F)\.")  # E/F of a layer, or the encoder's layerwise E
+_LAYER = re.compile(r"\.\d+\.")  # a layer's index in a parameter's name
 
 
 def is_projection_weight(name: str) -> bool:
@@ -483,23 +484,28 @@ def extend_positions_table(table: torch.Tensor, rows: int, offset: int) -> torch
 def _check_and_report(model, where: str, missing: list[str], unused: list[str], heads: list[str] = ()) -> None:
     """Only E/F and heads (with BERT's pooler) may start fresh; an encoder weight that did not load is a mismatch.
     What the source has and `model` does not hold (a RoBERTa pooler, as RobertaForMaskedLM has none; a head of
-    another kind, or any head of a source given to a bare encoder: `heads`) is logged and kept as
-    ``model.conversion_not_copied`` (module names) for the model card."""
+    another kind, or any head of a source given to a bare encoder: `heads`; a saved Linformer's E and F, which a
+    full-attention model has no use for) is logged and kept as ``model.conversion_not_copied`` (module names, every
+    layer's E or F as one name with ``*`` for the layer) for the model card."""
     tied = getattr(model, "all_tied_weights_keys", None) or {}  # copies of another weight, reported there
     projections = [k for k in missing if is_projection_weight(k)]
     fresh = [k for k in missing if k not in projections and k not in tied]
     encoder = [k for k in fresh + unused if k.startswith(_PREFIX) or model.base_model is model]
-    encoder = [k for k in encoder if ".pooler." not in k and not k.startswith("pooler.")]
+    encoder = [k for k in encoder if ".pooler." not in k and not k.startswith("pooler.") and
+               not (k in unused and is_projection_weight(k))]  # dropped E/F: full attention has none
     if encoder:
         raise CheckpointError(f"{where} does not match {type(model).__name__}: weights {sorted(encoder)[:8]} differ.")
     unused = [*unused, *heads]  # `heads`: the source's head weights a bare encoder was not given
-    modules = {k.rsplit(".", 1)[0] for k in unused}  # the outermost ones: lm_head, not also lm_head.dense
+    modules = {_LAYER.sub(".*.", m) if is_projection_weight(k) else m
+               for k in unused for m in [k.rsplit(".", 1)[0]]}
+    # the outermost ones: lm_head, not also lm_head.dense
     model.conversion_not_copied = sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
     # E and F are named only where the model has them: a full-attention model (a lengthened teacher) has none
     starting = [f"{_modules(fresh)} (not in the source, or shaped differently)"] if fresh else []
     starting += [f"{len(projections)} projection weights (E/F)"] if projections else []
     log.info("%s from %s: %d weights copied; starting fresh: %s; unused from the source: %s", type(model).__name__,
-             where, len(model.state_dict()) - len(missing), " and ".join(starting) or "none", _modules(unused))
+             where, len(model.state_dict()) - len(missing), " and ".join(starting) or "none",
+             ", ".join(model.conversion_not_copied) or "none")
 
 
 def convert_and_report(spec: ConvertSpec) -> Path:

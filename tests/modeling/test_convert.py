@@ -754,6 +754,36 @@ def test_a_saved_linformer_is_lengthened_and_projected_keeping_every_weight(tmp_
                        extend_positions=False)
 
 
+@pytest.mark.parametrize("sharing", ["headwise", "layerwise"])
+def test_a_saved_linformer_turned_to_full_attention_drops_its_projections_and_says_so(tmp_path, capsys, sharing):
+    """configs/convert.yaml's longer teacher (model.attention=full from a pretraining run): the saved E and F, which
+    full attention has no use for, were counted as an encoder mismatch and the conversion refused. They are dropped,
+    named once (every layer's as one name) by the script and the card, and the model is the full-attention model of
+    the same encoder weights."""
+    from linformer.modeling.card import read_card_info
+    from linformer.modeling.configuration import LinformerConfig
+
+    torch.manual_seed(0)
+    config = LinformerConfig(**{**SIZE, "vocab_size": VOCAB + 2}, max_seq_len=N, projected_dim=8, sharing=sharing,
+                             type_vocab_size=1, position_offset=2, max_position_embeddings=N + 2, pad_token_id=1)
+    saved = LinformerForMaskedLM(config)
+    saved.save_pretrained(tmp_path / "src")
+    save_tokenizer(tmp_path / "src", VOCAB + 2, pad_id=1)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"model.max_seq_len={N}",
+                      f"out_dir={tmp_path / 'out'}")
+    left = read_card_info(tmp_path / "out")["model"]["not_copied"]
+    assert left == (["roberta.encoder.E"] if sharing == "layerwise" else
+                    ["roberta.encoder.layer.*.attention.self.E", "roberta.encoder.layer.*.attention.self.F"])
+    assert said.count("not copied from the source: roberta.encoder.") == 1
+    full = LinformerForMaskedLM(LinformerConfig(**{**config.to_dict(), "attention": "full"}))
+    full.load_state_dict({k: v for k, v in saved.state_dict().items() if k in full.state_dict()})
+    converted = AutoModelForMaskedLM.from_pretrained(tmp_path / "out").eval()
+    assert converted.config.attention == "full"
+    inputs = {k: v for k, v in batch(config).items() if k != "token_type_ids"}
+    with torch.no_grad():
+        torch.testing.assert_close(converted(**inputs).logits, full.eval()(**inputs).logits)
+
+
 def test_a_truncated_source_is_a_checkpoint_error(tmp_path):
     save_source(tmp_path, BertModel, BERT)
     weights = tmp_path / "model.safetensors"
