@@ -34,7 +34,7 @@ from ..logfile import say
 from ..shell import hydra_override, shell_command
 from .attention import resampled_rows
 from .card import conversion_info, read_card_info, write_model_card
-from .configuration import ENCODER_FIELDS, LinformerConfig, check_model_fields, position_offset_of
+from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 from .saving import model_folder, save_model_dir
@@ -238,6 +238,7 @@ def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, Linfor
     """The saved Linformer's config at `path`, and the one ``from_linformer`` gives it with `settings`."""
     check_model_fields(settings, prefix="")
     config = LinformerConfig.from_pretrained(path)
+    check_kept_shapes(settings, config, path)
     fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
     if settings.get("attention") == "linformer" and config.attention != "linformer":
         fields.update(converted_length_policy({"projection": config.projection, **settings}))
@@ -246,6 +247,24 @@ def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, Linfor
     if "max_seq_len" in settings:
         fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
     return config, LinformerConfig(**{**fields, **settings})
+
+
+# The shape fields a conversion sets: n (the position table is cut or extended) and the attention with its E and F.
+CONVERTED_SHAPE_FIELDS = frozenset({"max_seq_len", "attention", "projected_dim", "sharing", "projection"})
+
+
+def check_kept_shapes(settings: dict, source_config, where: str) -> None:
+    """ConfigError for the first of `settings` that would change the shape of a weight the source's model keeps (its
+    width, depth, heads, vocabulary...): the weights would not load into it. A value equal to the source's passes."""
+    for key in sorted((SHAPE_FIELDS - CONVERTED_SHAPE_FIELDS) & set(settings)):
+        if key == "max_position_embeddings":
+            raise ConfigError(f"max_position_embeddings={settings[key]!r}: a conversion sets it from max_seq_len (n "
+                              "and the position offset): give max_seq_len instead.")
+        have = getattr(source_config, key, None)
+        if settings[key] != have:
+            raise ConfigError(f"{key}={settings[key]!r}: a conversion keeps the shapes of the weights of {where}, "
+                              f"whose {key} is {have!r}: leave {key} out (it comes from the source); another size is "
+                              "a model to pretrain, not to convert.")
 
 
 def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: LinformerConfig, path: str) -> None:
@@ -280,6 +299,7 @@ def _encoder_config(copies_classifier_fields: bool, name_or_path, settings: dict
         source_config = _source_config(where)
         _check_supported(source_config.model_type, where)
         pooling = sentence_transformers_pooling(where) if "classifier_pooling" not in settings else None
+    check_kept_shapes(settings, source_config, where)
     return LinformerConfig(**_config_fields(source_config, copies_classifier_fields, settings, pooling)), where
 
 

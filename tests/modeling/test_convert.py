@@ -509,6 +509,10 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
     ("model.projected_dim=99", f"model: projected_dim (k=99) must be in 1..max_seq_len (n={N})"),
     ("model.local_window=abc", "model.local_window='abc' must be a whole number >= 0."),  # the key as typed
     ("model.global_positions=[500]", "model: global_positions=[500]: [500] not a position"),
+    # a shape the source's weights keep: torch's size-mismatch traceback, from a saved Linformer
+    ("+model.hidden_size=64", "model: hidden_size=64: a conversion keeps the shapes of the weights of "),
+    ("+model.num_hidden_layers=3", "model: num_hidden_layers=3: a conversion keeps the shapes of the weights of "),
+    ("+model.max_position_embeddings=99", "model: max_position_embeddings=99: a conversion sets it from max_seq_len"),
 ])
 @pytest.mark.parametrize("source", ["bert", "saved linformer"])
 def test_a_bad_model_setting_names_its_group_before_any_weights_load(tmp_path, forbid_loading, setting, said, source):
