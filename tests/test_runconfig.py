@@ -231,6 +231,33 @@ def test_a_bad_value_in_any_group_names_its_key(override, message):
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("task, override, said", [
+    ("sst2", "trainer.max_length=1", ("trainer.max_length=1: an example of sst2 needs room for <s>, at least one "
+                                      "token and </s> (3 tokens at least)")),
+    ("sst2", "trainer.max_length=2", "trainer.max_length=2: an example of sst2 needs room for <s>"),
+    ("sst2", "task.max_length=2", "task.max_length=2: an example of sst2 needs room for <s>"),
+    ("qnli", "trainer.max_length=5", ("trainer.max_length=5: an example of qnli needs room for <s>, at least one "
+                                      "token of each text, </s></s> between them and </s> (6 tokens at least)")),
+    ("sst2", "trainer.max_length=3", None),
+    ("qnli", "trainer.max_length=6", None),
+])
+@pytest.mark.parametrize("stage", ["finetune", "distill"])
+def test_an_example_length_without_room_for_text_is_refused_as_the_spec_is_read(stage, task, override, said):
+    """Below the special tokens and one token of each text a tokenizer cannot truncate: trainer.max_length=1 crashed
+    in the model's forward after loading, 2 trained on `<s></s>` alone and reported its accuracy. The same rule as
+    data.n's, refused before any work."""
+    from linformer.runconfig import DistillSpec, FinetuneSpec
+
+    spec, path = (FinetuneSpec, "model_path=m") if stage == "finetune" else (DistillSpec, "teacher_path=t")
+    cfg = compose(stage, [f"task={task}", path, override])
+    if said is None:
+        spec.read(cfg)
+        return
+    with pytest.raises(ConfigError) as err:
+        spec.read(cfg)
+    assert str(err.value).startswith(said)
+
+
 def test_the_corpus_and_tokenizer_configs_read_into_their_functions_arguments():
     """Every data config composes into the arguments prepare_corpus and train_tokenizer take, paths resolved."""
     import inspect

@@ -64,7 +64,7 @@ from .io import (
     text_states,
     verify_sources,
 )
-from .tokenizer import encoding_of, load_tokenizer, part_differences, tokenizer_hash
+from .tokenizer import check_sequence_room, encoding_of, load_tokenizer, part_differences, tokenizer_hash
 from .unigram import unigram_perplexity
 from .workers import children_die_with_parent
 
@@ -554,8 +554,7 @@ def prepare_corpus(
     `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
     SIGTERM stops the run with Preempted, leaving nothing behind.
     """
-    if n < 3:
-        raise ConfigError(f"data.n={n}: a block needs room for <s>, at least one token and </s>")
+    check_sequence_room(n, "data.n", "a block")
     if not 0 <= val_fraction < 1:
         raise ConfigError(f"data.val_fraction={val_fraction} must be in [0, 1)")
     if max_documents is not None and max_documents < 1:

@@ -42,6 +42,24 @@ SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte 
 # the BPE trainer reserves memory by the vocabulary asked for, and aborts the process (no Python error) far above
 # this; the largest vocabularies in use (XLM-R's) are a quarter of it
 LARGEST_VOCAB = 2**20
+
+
+def sequence_room(texts: int = 1) -> int:
+    """The fewest tokens a sequence of `texts` texts (one, or two: a pair) takes with at least one token of each:
+    ``<s> x </s>``, 3; a pair as RoBERTa's ``<s> a </s></s> b </s>``, 6 (BERT's ``[CLS] a [SEP] b [SEP]`` takes one
+    fewer). Below it a tokenizer cannot truncate: it leaves the text whole, or nothing but the special tokens."""
+    return 3 if texts == 1 else 6
+
+
+def check_sequence_room(tokens: int, key: str, what: str, texts: int = 1) -> None:
+    """ConfigError unless `tokens` (the setting `key`: a corpus's block, a task's examples) hold ``sequence_room``."""
+    need = sequence_room(texts)
+    if tokens < need:
+        room = ("<s>, at least one token and </s>" if texts == 1 else
+                "<s>, at least one token of each text, </s></s> between them and </s>")
+        raise ConfigError(f"{key}={tokens}: {what} needs room for {room} ({need} tokens at least)")
+
+
 # a stop (SIGTERM, Ctrl-C) ends the training, which a rerun starts over: it keeps nothing of a stopped one
 STOPPED = ("train_tokenizer stopped by {signal} before it finished; nothing was written. Run the same command again: "
            "it trains from the start.")

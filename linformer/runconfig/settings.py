@@ -16,6 +16,7 @@ from ..configs import RETIRED_KEYS, retired_key
 from ..data import tasks as _tasks
 from ..data.io import resolve_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
+from ..data.tokenizer import check_sequence_room
 from ..errors import ConfigError, did_you_mean
 from ..files import folder_name
 from ..modeling.values import fits_type
@@ -436,12 +437,19 @@ class TaskData:
         refuse_unknown(task, cls.GROUP_KEYS, "task")
         if task.get("spec") is not None:  # a task of one's own, recorded with every run of it: registered at each read
             register_task(task_spec(str(task.get("name")), task["spec"]), "task.name", replace=True)
-        get_task(str(task.get("name")))  # a name without a TaskSpec: a ConfigError naming task.name, before any work
+        # a name without a TaskSpec: a ConfigError naming task.name, before any work
+        texts = len(get_task(str(task.get("name"))).text_fields)
+        max_length = positive_int(task, "max_length", "task", allow_none=True)
+        # both caps on an example's tokens (trainer.max_length wins) leave room for the special tokens and some text
+        for key, tokens in (("task.max_length", max_length), ("trainer.max_length", (cfg.get("trainer") or {}).get(
+                "max_length"))):
+            if fits_type(tokens, int):
+                check_sequence_room(tokens, key, f"an example of {task.get('name')}", texts)
         data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
         subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")
         return cls(name=str(task.get("name")),
                    data_dir=str(resolve_path(str(data_dir))) if data_dir else None,
-                   max_length=positive_int(task, "max_length", "task", allow_none=True),
+                   max_length=max_length,
                    skip_bad_rows=bool(_flag({"skip_bad_rows": task.get("skip_bad_rows", False)}, "skip_bad_rows",
                                             "task")),
                    cache_dir=str(resolve_path(str(cache_dir))) if cache_dir else None,
