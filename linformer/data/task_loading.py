@@ -225,7 +225,9 @@ def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: i
                 log.warning("task cache %s cannot be removed (its owner's?): this run's split is not cached", target)
                 target = None
     ds = _encode_split(*args, lines=lines)
-    if target is None:
+    # a split of no rows (a carve that takes the one train row) is not cached: datasets cannot load one back (an
+    # IndexError), and what an empty split means is for its caller to say, as without a cache
+    if target is None or not len(ds):
         return ds
     check_inputs_unchanged(inputs or {})
     return _cached(ds, target)

@@ -561,6 +561,18 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2
 
 
+def test_a_split_of_no_rows_is_returned_as_without_a_cache_not_cached(qqp_dir, tokenizer, tmp_path):
+    """max_train_examples=1 validation_fraction=0.49 leaves no train row: with the cache on (finetune's default) its
+    save and load-back gave datasets' IndexError, where without it finetune said what the carve left."""
+    cache = tmp_path / "cache"
+    options = dict(max_examples={"train": 1}, validation_fraction=0.49, splits=("train", "validation"))
+    cached = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache), **options)
+    assert len(cached["train"]) == 0 and len(cached["validation"]) == 1
+    assert [p.name.rsplit("-", 1)[0] for p in cache.iterdir()] == ["qqp-validation"]
+    plain = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, **options)
+    assert cached["train"].column_names == plain["train"].column_names
+
+
 # each option of a split (SplitOptions' fields), changed from BASE_OPTIONS; another subset_seed both without a
 # subset (it draws the carve only) and with one
 BASE_OPTIONS = dict(skip_bad_rows=True, max_examples=None, subset_seed=1, validation_fraction=0.2)
