@@ -21,6 +21,7 @@ from linformer import plots
 from linformer.data.corpus import load_prepared
 from linformer.data.io import checked_lines
 from linformer.data.tokenizer import load_tokenizer
+from linformer.devices import resolve_device
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 
@@ -114,7 +115,8 @@ def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> t
 def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
     """The saved encoder attending fully, so that P is the paper's n x n matrix: a Linformer with attention="full"
     (E and F left unused), or a BERT/RoBERTa-family encoder (the paper's Figure 1 is RoBERTa's) with eager attention,
-    the implementation that returns its probabilities."""
+    the implementation that returns its probabilities; on `device` as the config names it (``resolve_device``:
+    auto, cpu, cuda or cuda:<index>)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     path = str(model_path)
@@ -122,7 +124,7 @@ def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
         model = load_pretrained(AutoModelForMaskedLM, path, attention="full")
     else:
         model = load_pretrained(AutoModel, path, attn_implementation="eager")
-    return model.to(device).eval()
+    return model.to(resolve_device(device)).eval()
 
 
 def plot_curves(cum, path: str | Path, title: str, k: int | None = None) -> Path:

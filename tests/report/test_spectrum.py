@@ -51,12 +51,15 @@ def _tiny_model(tmp_path, tokenizer=None):
     return tmp_path / "model"
 
 
-def test_full_attention_spectrum_of_a_model(tmp_path):
+def test_full_attention_spectrum_of_a_model(tmp_path, monkeypatch):
     from linformer.report.spectrum import load_full_attention_model
 
     path = _tiny_model(tmp_path)
     model = load_full_attention_model(path)
     assert model.config.attention == "full"
+    # configs/spectrum.yaml's device=auto (what device=cuda's refusal recommends) went to torch as it was: a traceback
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert next(load_full_attention_model(path, "auto").parameters()).device == torch.device("cpu")
     ids = torch.randint(3, 50, (3, 16))
     cum = attention_spectrum(model, ids, batch_size=2)
     assert cum.shape == (2, 2, 16)
