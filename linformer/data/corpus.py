@@ -377,13 +377,48 @@ def _choose_validation(doc_keys: list[str], doc_tokens: np.ndarray, val_fraction
     return is_val
 
 
-def _no_validation(val_fraction: float, documents: int, n: int) -> str:
-    """Why a corpus got no validation block: pretraining would be refused for it, and the cause is the layout."""
+def _no_validation(val_fraction: float, documents: int, n: int, max_documents: int | None = None) -> str:
+    """Why a corpus got no validation block: pretraining would be refused for it. The cause is data.max_documents
+    where it cut the documents, else the layout."""
+    said = (f"data.val_fraction={val_fraction} made no validation block of n={n}: the validation split takes whole "
+            "documents and never all of them, and ")
+    if _cut_by(max_documents, documents):
+        return said + (f"data.max_documents={max_documents} keeps {documents:,} document{'s' * (documents > 1)}"
+                       f"{'' if documents == 1 else ', those it may take too short for a block'}: raise "
+                       "data.max_documents, or set data.val_fraction=0")
     read_as = ("1 document (it has no blank line between paragraphs)" if documents == 1 else
                f"{documents:,} documents, those it may take too short for a block")
-    return (f"data.val_fraction={val_fraction} made no validation block of n={n}: the validation split takes whole "
-            f"documents and never all of them, and the corpus reads as {read_as}. Separate its documents by blank "
-            f"lines ({CORPUS_LAYOUT})")
+    return said + f"the corpus reads as {read_as}. Separate its documents by blank lines ({CORPUS_LAYOUT})"
+
+
+def _cut_by(max_documents: int | None, documents: int) -> bool:
+    """Whether data.max_documents, not the sources, set how many documents the corpus holds."""
+    return max_documents is not None and documents >= max_documents
+
+
+def _no_training_block(splits: dict, n: int, documents: int, max_documents: int | None) -> str:
+    """Why a corpus made no training block: n longer than the whole corpus, or than half of it with a validation
+    split (each split needs a block of its own), data.max_documents's cut, or else the layout (too few documents
+    for the validation split to leave the rest a block)."""
+    train, took = splits["train"]["content_tokens"], splits["validation"]["content_tokens"]
+    total = train + took
+    said = (f"corpus too small: {train:,} training tokens make no block of n={n} (each block holds n - 2 = {n - 2} "
+            "corpus tokens)")
+    cut = (f"data.max_documents={max_documents} keeps {documents:,} documents: raise it, or "
+           if _cut_by(max_documents, documents) else "")
+    if total < n - 2:
+        return (f"{said}: data.n={n} is longer than the whole corpus ({total:,} tokens in {documents:,} documents). "
+                f"{cut or 'Give more text, or '}lower data.n")
+    if took and total < 2 * (n - 2):
+        return (f"{said}: the validation split took {took:,} of the corpus's {total:,} tokens, and at data.n={n} the "
+                f"corpus holds no block for each split. {cut or 'Give more text, or '}lower data.n (to about half the "
+                "corpus at most), or set data.val_fraction=0")
+    if not took:
+        return said
+    if cut:
+        return f"{said}; the validation split took {took:,} tokens in whole documents, and {cut}lower data.n"
+    return (f"{said}; the validation split took {took:,} tokens in whole documents, and the corpus reads as "
+            f"{documents:,} documents. Separate its documents by blank lines ({CORPUS_LAYOUT})")
 
 
 def validation_share(manifest: Mapping) -> float:
@@ -709,7 +744,7 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
                     "one than the setting says (a cut-down copy of the sources?)", settings["max_documents"],
                     len(doc_keys))
     if val_fraction > 0 and len(doc_keys) < 2:  # known before tokenizing: validation never takes every document
-        raise CorpusError(_no_validation(val_fraction, 1, n))
+        raise CorpusError(_no_validation(val_fraction, 1, n, settings["max_documents"]))
     t_read = time.perf_counter() - t0
 
     # 2. tokenize with datasets.map (batched, num_proc workers that die with this process; cache files in tmp)
@@ -728,15 +763,9 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
     n_docs = len(doc_keys)
     splits = _pack(tokd, lens, doc_keys, work, n, val_fraction, seed, (bos, eos, sep, nl))
     if splits["train"]["blocks"] == 0:
-        took = splits["validation"]["content_tokens"]
-        raise CorpusError(
-            f"corpus too small: {splits['train']['content_tokens']} training tokens make no block of n={n} "
-            f"(each block holds n - 2 = {n - 2} corpus tokens)" + (
-                f"; the validation split took {took:,} tokens in whole documents, and the corpus reads as "
-                f"{n_docs:,} documents. Separate its documents by blank lines ({CORPUS_LAYOUT})" if took else "")
-        )
+        raise CorpusError(_no_training_block(splits, n, n_docs, settings["max_documents"]))
     if val_fraction > 0 and splits["validation"]["blocks"] == 0:
-        raise CorpusError(_no_validation(val_fraction, n_docs, n))
+        raise CorpusError(_no_validation(val_fraction, n_docs, n, settings["max_documents"]))
     # save_to_disk writes each split's fingerprint into its state.json: one from the cache key makes two prepares of
     # one corpus the same bytes (datasets draws a random one for a table read from a file; a hub corpus has no key)
     dd = datasets.DatasetDict({name: datasets.Dataset(datasets.Dataset.from_file(str(work / f"{name}.arrow")).data,

@@ -651,6 +651,22 @@ def test_a_split_left_without_a_block_by_whole_documents_names_the_layout(tmp_pa
     assert seen == {"validation", "train"}
 
 
+@pytest.mark.parametrize("settings, said", [
+    (dict(max_documents=1), (r"data.val_fraction=0.1 made no validation block of n=16: .* data.max_documents=1 "
+                             r"keeps 1 document: raise data.max_documents, or set data.val_fraction=0$")),
+    (dict(n=100_000), (r"make no block of n=100000 .*: data.n=100000 is longer than the whole corpus \([\d,]+ "
+                       r"tokens in \d+ documents\). Give more text, or lower data.n$")),
+])
+def test_a_corpus_cut_by_a_setting_names_the_setting_not_the_layout(tmp_path, corpus_file, tok_dir, settings, said):
+    """data.max_documents=1 and a data.n above the whole corpus were blamed on the file's layout ("Separate its
+    documents by blank lines"), which is right: the message names the setting and the counts."""
+    with pytest.raises(CorpusError) as err:
+        prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), **{"n": N, **settings}, val_fraction=0.1,
+                       num_proc=1)
+    assert re.search(said, str(err.value)), str(err.value)
+    assert "Separate its documents" not in str(err.value) and not (tmp_path / "p").exists()
+
+
 def test_a_validation_split_far_above_its_fraction_is_said(tmp_path, corpus_file, tok_dir, capsys, caplog,
                                                            monkeypatch):
     """A few large documents: whole documents put a quarter to half of the text out of training, where
