@@ -69,7 +69,8 @@ def build_model(spec: PretrainSpec, tokenizer, init_path: str | None = None) -> 
         eos_token_id=tokenizer.eos_token_id,
     )
     if spec.init_from:
-        model = _init_from(spec.init_from, init_path or resolve_model_path(spec.init_from), fields, tokenizer)
+        model = _init_from(spec.init_from, init_path or resolve_model_path(spec.init_from, "init_from"), fields,
+                            tokenizer)
     else:
         model = LinformerForMaskedLM(model_config(fields))
     model.config.sparse_prediction = True
@@ -116,7 +117,7 @@ class PretrainTask(BlockStreamTask):
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
         self.tokenizer = load_tokenizer(self.tokenizer_dir)
         data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
-        init_path = resolve_model_path(spec.init_from) if spec.init_from else None
+        init_path = resolve_model_path(spec.init_from, "init_from") if spec.init_from else None
         self.model = build_model(spec, self.tokenizer, init_path)
         # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed
         self.start_weights_sha256 = weights_sha256(init_path) if init_path else None

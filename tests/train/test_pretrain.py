@@ -163,6 +163,12 @@ def test_a_model_setting_the_tokenizer_decides_is_refused_not_replaced(tiny_data
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
+def test_an_init_from_that_holds_no_model_is_named_by_its_key(tiny_data, tmp_path):
+    """pretrain has no model_path: the error named it for the init_from the user typed."""
+    with pytest.raises(CheckpointError, match=rf"^init_from='{tmp_path}/nowhere' \(.*\) holds no model"):
+        pretrain(compose_pretrain(tiny_data, f"init_from={tmp_path / 'nowhere'}"), tmp_path / "run")
+
+
 @pytest.mark.parametrize("n", [16, 64])
 def test_blocks_of_another_length_than_n_are_refused_for_a_fresh_model(tiny_data, tmp_path, n):
     """Blocks shorter than n would train only E and F's first rows: another model than the one named."""
