@@ -445,6 +445,37 @@ def _projected_linear(linear: nn.Module, projected: torch.Tensor, bias_weights: 
     return linear(projected).addcmul_(bias_weights.unsqueeze(-1) - 1, bias)  # the bias term added in place
 
 
+def every_gradient_needed() -> bool:
+    """Whether this forward must give every trainable parameter a gradient: under torch.distributed with grad enabled,
+    unless the DistributedDataParallel running it finds unused parameters itself (``find_unused_parameters=True``).
+    DDP without it (its default, and transformers' Trainer's with gradient checkpointing) waits for a gradient of
+    every parameter, and fails on the next step where one got none."""
+    if not (torch.is_grad_enabled() and torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return False
+    # the DDP module whose forward this is (DDP sets it, for torch.compile); None under another wrapper, and in
+    # gradient checkpointing's recomputation, which the ops below change in no saved tensor
+    active = getattr(nn.parallel.DistributedDataParallel, "_get_active_ddp_module", lambda: None)()
+    return active is None or not active.find_unused_parameters
+
+
+def with_zero_gradients(out: torch.Tensor, *projections: nn.Module | None) -> torch.Tensor:
+    """``out`` plus a 0 computed from the projections' trainable parameters (None: none), when ``every_gradient_needed``:
+    a forward that leaves them out (``exact_short_inputs``, a batch of at most k tokens) still gives each a gradient,
+    of zeros, so that DDP without ``find_unused_parameters`` takes the step, in the package's runs and a user's own
+    loop alike. That costs a few scalar ops per matrix and one add over ``out``, on those batches only, where
+    ``find_unused_parameters`` walks the autograd graph and all-reduces the map of used parameters every step. It is
+    added in the layer that left them out, not once per model: under reentrant gradient checkpointing each layer's
+    backward runs on its own, and a gradient from outside it as well would reach DDP twice.
+    One process runs none of it, so its training is as it was to the bit: E and F keep a None gradient on such a step
+    (AdamW skips them: no weight decay, no moment update). Under several processes they get zeros (AdamW decays them
+    and moves them by their moments); a DDP that finds unused parameters keeps the None where no process used them,
+    so the 0 is left out under it. The sum of an empty slice is 0 whatever E holds (0 * E would be NaN at an inf)."""
+    if not every_gradient_needed():
+        return out
+    params = [p for m in projections if m is not None for p in m.parameters() if p.requires_grad]
+    return out + sum(p.view(-1)[:0].sum().to(out.device) for p in params) if params else out
+
+
 class LinformerSelfAttention(nn.Module):
     """RoBERTa's self-attention (query/key/value names kept), with Linformer or full attention.
 
@@ -516,7 +547,10 @@ class LinformerSelfAttention(nn.Module):
         T = hidden.shape[1]
         if not self.linformer or (self.exact_short and self.k >= T):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
-            return self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))
+            out, probs = self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))
+            if self.linformer:  # E and F left out, which DDP may still wait for (with_zero_gradients)
+                out = with_zero_gradients(out, self.E, self.F, shared_projection)
+            return out, probs
         E = self.E if self.E is not None else shared_projection
         F_ = self.F if self.F is not None else E
         if self.local_radius or self.global_positions:

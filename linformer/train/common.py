@@ -57,6 +57,9 @@ def build_accelerator(settings: TrainerSettings, logger: LoggerSettings, run_dir
         # Schedules count optimizer steps. By default Accelerate steps a prepared scheduler once per process per
         # step, which decays the learning rate num_processes times too fast for our per-step schedules.
         step_scheduler_with_optimizer=False,
+        # DDP without find_unused_parameters: a model that leaves E and F out of a forward (exact_short_inputs) gives
+        # them a zero gradient itself (modeling.attention.with_zero_gradients), where finding them would walk the
+        # autograd graph every step and draw torch's warning on every run whose first batch uses them all
     )
     return accelerator
 

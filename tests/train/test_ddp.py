@@ -89,3 +89,31 @@ def test_a_two_process_finetune_draws_each_progress_bar_once(pretrained_run, tmp
     lines = result.stderr.replace("\r", "\n").splitlines()
     for bar, drawn in (("task sst2/train: tokenizing ", 1), ("Loading weights", 0)):
         assert sum(line.startswith(bar) for line in lines) == drawn, (bar, result.stderr[-3000:])
+
+
+def test_a_two_process_finetune_of_a_model_that_leaves_its_projections_out(tiny_data, tmp_path):
+    """exact_short_inputs=true (a converted model's default) attends exactly over a batch of at most k tokens, without
+    E and F: Accelerate's DDP (no find_unused_parameters) failed on the second step, waiting for their gradients.
+    Every row here is at most 14 tokens long, k = 16; the model gives E and F a zero gradient instead."""
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+    from .test_pretrain import REPO
+
+    model = tmp_path / "pretrained"
+    pretrain(compose_pretrain(tiny_data, "trainer.max_steps=3", "trainer.eval_every=1000", "trainer.save_every=1000",
+                              "model.exact_short_inputs=true", "model.projected_dim=16"), model)
+    sst2 = tmp_path / "sst2"
+    sst2.mkdir()
+    good, bad = ["good", "great", "lovely", "fine"], ["bad", "awful", "dull", "poor"]
+    rows = [f"{a} {b}\t{label}" for label, words in enumerate((bad, good)) for a in words for b in words]
+    (sst2 / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows[2:-2]) + "\n")
+    (sst2 / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(rows[:2] + rows[-2:]) + "\n")
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    args = [str(REPO / "scripts" / "finetune.py"), "task=sst2", f"task.data_dir={sst2}", f"model_path={model}",
+            f"task_cache_dir={tmp_path / 'cache'}", f"paths.output_dir={tmp_path / 'out'}", "trainer.max_steps=3",
+            "trainer.batch_size=8", "trainer.cpu=true", "run_name=short"]
+    result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29536", *args],
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert '"processes": 2' in (tmp_path / "out" / "finetune" / "short" / "summary.json").read_text()
