@@ -29,7 +29,7 @@ EXIT_USER_ERROR = 2
 
 
 @contextlib.contextmanager
-def cli_errors(resumes: bool = False):
+def cli_errors(resumes: bool = False, reading: bool = False):
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
     A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
@@ -37,12 +37,16 @@ def cli_errors(resumes: bool = False):
     as it), where nothing inside turns them into a stop of its own (a run's checkpointed stop), are one `stopped:`
     line and 128 + the signal (``stopped_line``); `resumes`: the command run again goes on where it stopped (a
     run's last checkpoint), else it starts over. Under torchrun or accelerate launch the processes speak as one
-    (``quiet_other_ranks``, ``_last_line``).
+    (``quiet_other_ranks``, ``_last_line``). The body starts with the model's classes registered
+    (``models_registered``); `reading`: the block still reads the command line (a Hydra script's composing), which
+    needs no model.
     """
     quiet_other_ranks()
     streams_never_raise()
     try:
         with command(), sigterm_interrupts(command_wide=True):
+            if not reading:
+                models_registered()
             yield
     except Preempted as stop:
         _last_line(f"stopped: {stop}", stop.exit_code, notes=_notes(stop))
@@ -59,6 +63,15 @@ def _notes(err: BaseException) -> list[str]:
     """`err`'s notes (PEP 678, ``files.add_note``: what else failed while it unwound, a full disk recording a partial
     output), each printed on a line after its last line, as Python's traceback prints them under the error."""
     return [str(note) for note in getattr(err, "__notes__", ()) or ()]
+
+
+def models_registered() -> None:
+    """linformer.modeling imported: its import registers the model with transformers' Auto classes, which a command's
+    loads need, the data layer's too (``AutoTokenizer`` on a model folder reads its config's model_type). The
+    package's import does it, except in a script's process, where it waits for the command's body (``cli_errors``):
+    a --help or a usage error answers without torch and transformers, which take seconds to import (10-20 s under
+    load). By name: the modeling package sits above this module (its code uses the CLI's helpers)."""
+    importlib.import_module(f"{__package__}.modeling")
 
 
 def stop_while_starting() -> None:

@@ -24,6 +24,9 @@ def _beside_the_model(name: str):
 
 
 _errors = _beside_the_model("errors")
+# the configuration values every layer shares, the scripts' parsers included (--sharing's choices): after this,
+# ``from linformer.modeling.values import SHARING`` finds the module loaded, without the modeling package's torch
+_beside_the_model("values")
 CheckpointError = _errors.CheckpointError
 ConfigError = _errors.ConfigError
 CorpusError = _errors.CorpusError

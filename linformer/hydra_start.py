@@ -73,7 +73,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                 sigterm_ignored_at_teardown()
 
         def run():
-            with cli_errors(resumes):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
+            with cli_errors(resumes, reading=True):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Not for its flags other than --multirun (--help, --cfg, ...).
@@ -84,7 +84,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             flags = [a for a in args if a.startswith("-")]
             sweep = None
             if not flags:
-                with cli_errors(resumes):
+                with cli_errors(resumes, reading=True):
                     try:
                         cfg = compose(config_name, args, with_hydra=True)
                     except ConfigError as err:
@@ -99,7 +99,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
                 overrides = [a for a in args if not a.startswith("-")]
                 sweeping(swept_keys(overrides))
-                with cli_errors(resumes):
+                with cli_errors(resumes, reading=True):
                     cfg = refuse_sweep(config_name, overrides)
                     start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
                     if cfg is not None:

@@ -75,9 +75,6 @@ from .files import (  # the record's names (files.py, below this module and the 
     write_yaml,
 )
 from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
-from .modeling.configuration import SHAPE_FIELDS, LinformerConfig
-from .modeling.loading import rewrite_advice
-from .runconfig.runs import OPERATIONAL_KEYS  # derived from the run specs' field marks
 from .runname import model_label
 
 log = logging.getLogger(__name__)
@@ -167,6 +164,7 @@ class MetricsWriter:
 # ------------------------------------------------------------------------------------------------ identity
 def identity(config: Mapping) -> dict[str, Any]:
     """The settings that define a run: the flattened config without the operational keys."""
+    from .runconfig.runs import OPERATIONAL_KEYS  # the specs import the model's modules (torch): not at import
 
     def operational(key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS)
@@ -214,6 +212,7 @@ def start_changes(diff: Mapping[str, tuple]) -> dict[str, tuple]:
 
 def is_shape_key(key: str) -> bool:
     """A model key that changes a weight's shape (SHAPE_FIELDS): a run cannot continue across it."""
+    from .modeling.configuration import SHAPE_FIELDS  # the model's modules import torch: only a run's check needs it
     return key.startswith("model.") and key.split(".", 1)[1] in SHAPE_FIELDS
 
 
@@ -248,6 +247,7 @@ def _later(key: str) -> bool:
 def _is_model_default(key: str, value: Any) -> bool:
     if not key.startswith("model."):
         return False
+    from .modeling.configuration import LinformerConfig
 
     field = {f.name: f for f in dataclasses.fields(LinformerConfig)}.get(key.split(".", 1)[1])
     if field is None:
@@ -593,6 +593,8 @@ def model_problem(run_dir: Path) -> str | None:
     damage = None if gone else output_damage(model)  # None: saved without checksums, nothing to check
     if not gone and not damage:
         return None
+    from .modeling.loading import rewrite_advice
+
     what = "is gone (deleted or moved)" if gone else f"is damaged ({'; '.join(damage)})"
     return f"{run_dir} is complete, but its model {model} {what}: {rewrite_advice(model, gone)}."
 

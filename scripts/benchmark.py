@@ -5,22 +5,28 @@ CSV and the report beside it, nothing measured: linformer/bench/rendered.py)
 
 import sys
 
-from omegaconf import DictConfig
-
-from linformer.bench.cli import benchmark_from_config
-from linformer.bench.rendered import render_inference
 from linformer.hydra_start import hydra_main
 from linformer.report import measured
-from linformer.shell import shell_command
 
 
 @hydra_main("benchmark")
-def main(cfg: DictConfig) -> None:
+def main(cfg) -> None:
+    from linformer.bench.cli import benchmark_from_config  # the work's modules (torch): after the command line
+    from linformer.shell import shell_command
+
     benchmark_from_config(cfg, command=shell_command("python", "scripts/benchmark.py", *sys.argv[1:]))
+
+
+def render(csv_path: str, out: str) -> None:
+    """The inference report again from its CSV (``measured.render_main``), the report's modules imported once it is
+    asked."""
+    from linformer.bench.rendered import render_inference
+
+    render_inference(csv_path, out)
 
 
 if __name__ == "__main__":
     if measured.asks_render(sys.argv[1:]):
         sys.exit(measured.render_main(sys.argv[1:], "scripts/benchmark.py", "benchmark", (".md", ".png", ".csv", "_paper.png"),
-                                      render_inference))
+                                      render))
     main()

@@ -12,7 +12,6 @@ from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import data_mirror_words
 from linformer.data.tasks import MIRROR_TASKS, TASKS
 from linformer.files import made_by, output_files
-from linformer.report.cls_probe import write_probe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.report.cls_probe import write_probe
+
     with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite,
                                     key="--out"):
         write_probe(args.runs, args.tasks, args.data_mirror, args.examples, args.out)

@@ -13,7 +13,6 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.data.io import path_root
-from linformer.report.compare import compare_runs
 
 if __name__ == "__main__":
     p = ArgumentParser(description=__doc__.splitlines()[0])
@@ -28,6 +27,9 @@ if __name__ == "__main__":
     p.add_argument("--overwrite", action="store_true",
                    help="replace files in --out that an earlier compare_runs did not write")
     args = p.parse_args()
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.report.compare import compare_runs
+
     with cli_errors():
         result = compare_runs(args.runs, args.out, args.metrics, args.plot, args.overwrite,
                               command=shell_command("python", "scripts/compare_runs.py", *sys.argv[1:]))

@@ -13,7 +13,6 @@ from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
-from linformer.report.dashboard import mirror_once, serve, warn_if_no_runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unrecognized arguments: {' '.join(extra)} (the folder of runs is --outputs DIR)")
     if extra and args.mirror_only:
         p.error(f"{' '.join(extra)}: flags for tensorboard, which --mirror-only does not start")
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.report.dashboard import mirror_once, serve, warn_if_no_runs
+
     with cli_errors():
         if not Path(args.outputs).is_dir():
             raise ConfigError(f"--outputs {args.outputs} is not a directory: name the folder that holds the runs")

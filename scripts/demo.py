@@ -8,7 +8,6 @@ import sys
 
 from linformer.argtypes import folder
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.experiments import demo
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="Hydra overrides for the pretraining job, e.g. trainer.max_steps=100")
     args = ap.parse_args(argv)  # a mistyped flag (--dryrun) is an unknown flag, not a Hydra override
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.experiments import demo
+
     with cli_errors():
         return demo.run(args.overrides, args.under, args.dry_run)
 

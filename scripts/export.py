@@ -7,7 +7,6 @@ end would have saved in <run>/model. argparse, not Hydra: the run is a positiona
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.train.export import export_run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,6 +19,9 @@ def main(argv: list[str] | None = None) -> None:
                                               "step, <run>/model-step-NNNNNNNN otherwise)")
     p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
     args = p.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.train.export import export_run
+
     with cli_errors():
         done = export_run(args.run, args.out, args.step, args.overwrite)
     what = "the final step" if done["final"] else "not the run's final step"

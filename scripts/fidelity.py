@@ -10,8 +10,7 @@ import sys
 from linformer.argtypes import at_least, given_path, path
 from linformer.cli import ArgumentParser
 from linformer.files import resolve_path
-from linformer.modeling.loading import resolve_model_path
-from linformer.report import fidelity, measured
+from linformer.report import measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
                               (args.source is None and not args.self_reference, "--source or --self-reference")):
             if missing:
                 ap.error(f"the following arguments are required: {flag} (or --render JSON)")
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.modeling.loading import resolve_model_path
+    from linformer.report import fidelity
+
     started = measured.start()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         if args.render is not None:

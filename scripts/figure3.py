@@ -11,7 +11,6 @@ import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.report.figure3 import figure3, figure3_lines
 from linformer.shell import shell_command
 
 
@@ -24,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--panel", choices=["a", "d"], default="a",
                    help="a: several k at one n (default); d: one k over several n")
     args = p.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.report.figure3 import figure3, figure3_lines
+
     with cli_errors():
         data = figure3(args.runs, args.out, args.overwrite, panel=args.panel,
                        command=shell_command("python", "scripts/figure3.py", *sys.argv[1:]))

@@ -11,11 +11,9 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
-from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError
-from linformer.modeling.configuration import SHARING
-from linformer.modeling.loading import resolve_model_path
-from linformer.report import length_policy, measured
+from linformer.modeling.values import SHARING
+from linformer.report import measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
                          "inference adds to the error")
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.modeling.loading import resolve_model_path
+    from linformer.report import length_policy
+
     with measured.report_outputs(args, "length_policy", check=measured.check_exact_key_options):
         if args.render is not None:
             length_policy.render(measured.read_measured(args.render, "scripts/length_policy.py"), args.out)

@@ -10,10 +10,9 @@ handful of options, like scripts/length_policy.py.
 import sys
 
 from linformer.argtypes import at_least, path
-from linformer.bench.common import load_words
 from linformer.cli import ArgumentParser
-from linformer.modeling.configuration import SHARING
-from linformer.report import long_inputs, measured
+from linformer.modeling.values import SHARING
+from linformer.report import measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts/distill.py), at every n up to their own")
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.bench.common import load_words
+    from linformer.report import long_inputs
+
     with measured.report_outputs(args, "long_inputs", check=measured.check_exact_key_options):
         if args.render is not None:
             long_inputs.render(measured.read_measured(args.render, "scripts/long_inputs.py"), args.out)

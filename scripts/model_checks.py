@@ -3,7 +3,6 @@
 import sys
 
 from linformer.argtypes import path
-from linformer.bench.model_checks import report
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.files import made_by, output_files
 from linformer.shell import shell_command
@@ -15,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also write the results as markdown to this file (relative to the repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace --out when model_checks did not write it")
     args = ap.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.bench.model_checks import report
+
     with cli_errors(), output_files([args.out] if args.out else [], made_by("model_checks", {}), args.overwrite,
                                        key="--out"):
         report(args.out, shell_command("python", "scripts/model_checks.py", *(sys.argv[1:] if argv is None else argv)))

@@ -1,14 +1,13 @@
 """Tokenize and pack a corpus into blocks of n tokens: python scripts/prepare_corpus.py data=mirror"""
 
-from omegaconf import DictConfig
-
-from linformer.data.corpus import prepare_corpus
 from linformer.hydra_start import hydra_main
-from linformer.runconfig.data import CorpusSpec
 
 
 @hydra_main("corpus")
-def main(cfg: DictConfig) -> None:
+def main(cfg) -> None:
+    from linformer.data.corpus import prepare_corpus  # the work's modules (torch): after the command line
+    from linformer.runconfig.data import CorpusSpec
+
     prepare_corpus(**CorpusSpec.read(cfg).arguments())
 
 

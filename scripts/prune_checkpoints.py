@@ -13,13 +13,15 @@ pruned). argparse, not Hydra: the runs are positional paths that the shell expan
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import LinformerError
-from linformer.rundir import find_runs, named_paths
-from linformer.train.checkpoint import prune_checkpoints
 
 if __name__ == "__main__":
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain, outputs)")
     args = p.parse_args()
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.rundir import find_runs, named_paths
+    from linformer.train.checkpoint import prune_checkpoints
+
     with cli_errors():
         runs = find_runs(named_paths(args.runs), strict=True)
     total, kept = 0, 0

@@ -11,7 +11,6 @@ import sys
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.experiments import Places, frontend
 from linformer.experiments import pretrained as exp
-from linformer.modeling.loading import resolve_model_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         profile = exp.PROFILES[args.profile]
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         if not args.dry_run:
+            # the work's modules (torch, transformers): imported once the command line is read
+            from linformer.modeling.loading import resolve_model_path
+
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any job starts
         places = Places.of(args.under, exp.RECORDS)
         only = frontend.chosen_rows(args.only, list(exp.row_runs(profile, places)))

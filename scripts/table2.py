@@ -7,7 +7,7 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
-from linformer.report.table2 import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option, render, write_report
+from linformer.report.layouts import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.render is not None:
         if args.runs:
             ap.error("--render draws from the JSON alone: give no runs with it")
+        # the work's modules (torch, transformers): imported once the command line is read
+        from linformer.report.table2 import render
+
         with cli_errors():
             render(args.render, args.out, args.overwrite)
         return 0
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                                                if getattr(args, flag[2:].replace("-", "_"))])
     if misplaced:
         ap.error(misplaced)
+    from linformer.report.table2 import write_report
+
     with cli_errors():
         write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,
                      measure=False if args.no_measure else (True if args.measure else None),

@@ -995,17 +995,74 @@ def test_make_help_colours_the_targets_on_a_terminal_only():
         assert "  help " in said and "\033" not in said
 
 
-def test_a_script_s_help_imports_neither_torch_nor_transformers(tmp_path):
-    """`import linformer`, every script's first import, loaded torch and transformers (10-20 s under load) before any
-    script could answer --help: for a script's --help the package's top level and the CLI's modules are light, the
-    model classes imported when first asked for. Elsewhere it registers the Auto classes, as the model cards say."""
-    script = tmp_path / "scripts" / "probe.py"
-    script.parent.mkdir()
-    script.write_text("import sys, linformer, linformer.cli, linformer.hydra_start, linformer.errors\n"
-                      "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'datasets')))")
-    said = subprocess.run([sys.executable, str(script), "--help"], env=dict(os.environ, PYTHONPATH=str(REPO)),
-                          capture_output=True, text=True, check=True)
-    assert said.stdout == "[]\n", said.stderr
+# Each script's --help and usage errors, run in one process forked per command line (each fork starts from the
+# package's light modules, imported once): what each ends with and which heavy modules it imported.
+_PARSE_ONLY = """\
+import json, os, runpy, sys
+from pathlib import Path
+
+scripts, hydra = Path(sys.argv[1]), set(json.loads(sys.argv[2]))
+sys.argv[0] = str(scripts / "probe.py")  # a script's process (cli.run_from_a_script)
+sys.path[0] = str(scripts)  # as `python scripts/<name>.py` has it (gpu.py imports wheelhouse)
+import linformer, linformer.cli, linformer.hydra_start  # noqa: E401
+from hydra.core.plugins import Plugins
+
+Plugins.instance()  # Hydra's search for its plugins, once for every fork
+
+HEAVY = ("torch", "transformers", "datasets")
+assert not set(HEAVY) & set(sys.modules), "the package's light modules"
+for script in sorted(scripts.glob("*.py")):
+    # a mistyped flag; dashboard hands the flags it does not know to tensorboard, and takes no positional argument
+    usage = ["a_folder"] if script.stem == "dashboard" else ["--no-such-flag"]
+    for args in (["--help"], usage, *([["no_such_key=1"]] if script.stem in hydra else [])):
+        read, write = os.pipe()
+        if os.fork() == 0:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            sys.argv = [str(script), *args]
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+                code = 0
+            except SystemExit as end:
+                code = end.code if isinstance(end.code, int) else int(end.code is not None)
+            except BaseException as err:
+                code = repr(err)
+            heavy = sorted(m for m in HEAVY if m in sys.modules)
+            os.write(write, json.dumps([script.stem, args, code, heavy]).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as said:
+            print(said.read(), flush=True)
+        os.wait()
+"""
+
+
+@pytest.fixture(scope="module")
+def parse_only_ends():
+    """{script stem: [(its arguments, exit status, heavy modules it imported), ...]} of every script in scripts/."""
+    import json
+
+    from .conftest import hydra_scripts
+
+    done = subprocess.run([sys.executable, "-c", _PARSE_ONLY, str(REPO / "scripts"), json.dumps(list(hydra_scripts()))],
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    ends: dict[str, list] = {}
+    for line in done.stdout.splitlines():
+        stem, args, code, heavy = json.loads(line)
+        ends.setdefault(stem, []).append((args, code, heavy))
+    return ends
+
+
+@pytest.mark.parametrize("script", sorted(p.stem for p in (REPO / "scripts").glob("*.py")))
+def test_a_script_s_help_and_usage_errors_answer_without_torch(parse_only_ends, script):
+    """Every script imported its work's modules (torch, transformers: 10-20 s under load), and the package's import
+    the model's, before it parsed its command line: a --help, a mistyped flag or a misspelt key waited for them. Each
+    parses first; the work's modules come after."""
+    ends = parse_only_ends[script]
+    assert [code for _, code, _ in ends] == [0] + [2] * (len(ends) - 1), ends
+    assert all(heavy == [] for _, _, heavy in ends), ends
 
 
 def test_the_package_s_top_level_gives_every_name_it_exports():
@@ -1057,9 +1114,9 @@ def test_a_signal_while_a_script_imports_torch_is_one_stopped_line_and_128_plus_
         _, err = proc.communicate(timeout=120)
         return started, proc.returncode, err
 
-    # a command (its torch imported with the package) and a --help (with the script's own modules)
-    cases = [("compare_runs.py", signal.SIGINT, (), 130, "SIGINT (Ctrl-C)"),
-             ("model_checks.py", signal.SIGTERM, ("--help",), 143, "SIGTERM")]
+    # commands whose work's modules (torch) are imported once the command line is parsed
+    cases = [("model_checks.py", signal.SIGINT, (), 130, "SIGINT (Ctrl-C)"),
+             ("export.py", signal.SIGTERM, ("outputs/pretrain/no-such-run",), 143, "SIGTERM")]
     with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:  # each pays an interpreter's start
         ends = list(pool.map(lambda case: stopped(case[0], case[1], *case[2]), cases))
     for (script, _, _, status, name), (started, rc, err) in zip(cases, ends):

@@ -81,7 +81,7 @@ def test_only_the_spec_reads_the_raw_config():
 # imports nothing outside it; they import nothing of the package, so they stay in the lowest layer.
 LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
-    {"errors", "version", *LOWEST_IN_MODELING},
+    {"errors", "version", "lazy", *LOWEST_IN_MODELING},
     {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile",
      "script_help"},
     {"data"},

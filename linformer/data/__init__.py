@@ -1,10 +1,21 @@
-"""Data layer: tokenizer training, corpus packing, MLM collator, task registry and loaders, metrics."""
+"""Data layer: tokenizer training, corpus packing, MLM collator, task registry and loaders, metrics. Each name is
+imported from its module when first asked for (``linformer.lazy``): a light module of the package (``data.io``,
+``data.tasks``) is imported without the collator's torch."""
 
-from .collator import MLMCollator
-from .corpus import load_prepared, prepare_corpus
-from .task_loading import load_task
-from .tasks import TASKS, TaskSpec, compute_metrics, get_task
-from .tokenizer import tokenizer_hash, train_tokenizer
+from ..lazy import lazy_names
+
+_LAZY = {
+    "MLMCollator": ".collator",
+    "load_prepared": ".corpus",
+    "prepare_corpus": ".corpus",
+    "load_task": ".task_loading",
+    "TASKS": ".tasks",
+    "TaskSpec": ".tasks",
+    "compute_metrics": ".tasks",
+    "get_task": ".tasks",
+    "tokenizer_hash": ".tokenizer",
+    "train_tokenizer": ".tokenizer",
+}
 
 __all__ = [
     "TASKS",
@@ -18,3 +29,5 @@ __all__ = [
     "tokenizer_hash",
     "train_tokenizer",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -16,9 +16,6 @@ from ..data.io import path_root, resolve_path
 from ..errors import ConfigError
 from ..files import MANIFEST, repo_relative
 from ..jobs import Job, corpus_check, tokenizer_check
-from ..modeling.loading import resolve_tokenizer_dir
-from ..runconfig.data import TokenizerSpec
-from ..runconfig.runs import plain_config
 from ..rundir import RESULTS, SUMMARY
 from ..shell import hydra_override
 
@@ -60,6 +57,9 @@ def tokenizer_job(python: str, overrides: list[str] | tuple[str, ...], **job) ->
     trains now (``jobs.tokenizer_check``: its settings, its data group's texts by content). Its config is read here
     as the script reads it, so a setting the script would refuse is refused before any job starts."""
     cfg = compose("tokenizer", list(overrides), with_hydra=True)
+    from ..runconfig.data import TokenizerSpec  # the run specs import the model's modules (torch): not at a parse
+    from ..runconfig.runs import plain_config
+
     spec = TokenizerSpec.read(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"]))
     settings = {key: getattr(spec, key) for key in ("vocab_size", "min_frequency", "max_lines", "skip_bad_rows")}
     check = functools.partial(tokenizer_check, files=spec.files, settings=settings, data=plain_config(cfg.data),
@@ -74,6 +74,8 @@ def corpus_job(python: str, overrides: list[str] | tuple[str, ...], **job) -> Jo
     (``jobs.corpus_check`` with its data group and tokenizer: the files, the data.* settings, the sources' texts, the
     tokenizer's settings and ids), as the demo's: a corpus prepared with other settings is prepared again (or refused
     by its command, naming them) before a job reads it."""
+    from ..runconfig.runs import plain_config
+
     cfg = compose("corpus", list(overrides), with_hydra=True)
     check = functools.partial(_corpus_check, data=plain_config(cfg.data), tokenizer=str(cfg.tokenizer_dir),
                               group=_data_group(cfg))
@@ -91,6 +93,8 @@ def _corpus_check(done: Path, data: dict, tokenizer: str, group: str | None) -> 
     """``jobs.corpus_check`` with the tokenizer_dir the job's config gives, resolved as prepare_corpus resolves it (a
     packaged model's name, minilm, is its folder), when the check runs: a plan is made where that model is not
     installed too."""
+    from ..modeling.loading import resolve_tokenizer_dir  # the model's modules import torch: a plan's parser does not
+
     corpus_check(done, data, resolve_tokenizer_dir(tokenizer, check=False), group)
 
 

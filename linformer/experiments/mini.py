@@ -23,7 +23,6 @@ from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..files import read_yaml, write_json
 from ..jobs import Job
-from ..report.curves import plot_pretrain_curves
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, tokenizer_job
 
@@ -82,6 +81,8 @@ def reproduce(jobs: int, dry_run: bool, report_only: bool = False, places: Place
     logs = places.outputs("reproduce_mini_logs")
 
     def after(times: dict[str, float]) -> None:
+        from ..report.curves import plot_pretrain_curves  # matplotlib: not for the plan's parser
+
         plot_pretrain_curves(pretrain_runs(places), REPO / places.results("pretrain_curves.png"),
                              f"Mini Table 2 pretraining (tiny model, n={N}, books + Wikipedia)")
         if times:

@@ -33,8 +33,7 @@ from pathlib import Path
 from ..data.io import path_root, repo_root
 from ..files import MODEL_DIR, atomic_dir, read_json, repo_relative, resolve_path, write_json
 from ..jobs import Job, in_order_of_use
-from ..modeling.card import SIDECAR
-from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
+from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, out_dir
@@ -216,6 +215,8 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
     every checkout, and say nothing of the machine that made them."""
     if not (run_dir / RESULTS).is_file() or not (run_dir / PREDICTIONS).is_file():
         return False
+    from ..modeling.card import SIDECAR  # the model's modules import torch: a plan's parser reads this module
+
     results = read_json(run_dir / RESULTS)
     with atomic_dir(records_dir, overwrite=True) as tmp:  # the records of an earlier try of this run are replaced
         for name in KEPT_FILES:

@@ -45,7 +45,6 @@ from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, in_order_of_use, wanted
-from ..modeling.loading import weights_sha256
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
 from ..shell import hydra_override
 from . import Places, corpus_job, done_file, frontend, tokenizer_job
@@ -212,6 +211,8 @@ def keep_pretrain(run: Path, kept: Path) -> bool:
     which appears complete or not at all. False when the run has not finished."""
     if not (run / SUMMARY).is_file():
         return False
+    from ..modeling.loading import weights_sha256  # the model's modules import torch: a plan's parser reads this one
+
     with atomic_dir(kept, overwrite=True) as tmp:
         for name in KEPT_PRETRAIN:
             if (run / name).is_file():
@@ -241,6 +242,8 @@ class Starts:
             return None
         key = (built, (built / SUMMARY).stat().st_mtime_ns)
         if key not in self._hashes:
+            from ..modeling.loading import weights_sha256
+
             self._hashes[key] = weights_sha256(str(built / MODEL_DIR))
         return self._hashes[key]
 

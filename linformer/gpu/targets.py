@@ -79,7 +79,6 @@ from ..argtypes import at_least, positive_minutes
 from ..argtypes import folder as folder_path
 from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
-from ..devices import cuda_device_name
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, frontend, pretrained, run_dir, scratch
 from ..files import (
@@ -479,6 +478,8 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     owner = made_by("gpu", {})
     check_output_files(written[:-1], owner, args.overwrite, key="--work")
     check_output_files(written[-1:], owner, args.overwrite, key="--out")
+    from ..devices import cuda_device_name  # torch: after the command line is read
+
     gpu = cuda_device_name()
     if gpu is None:  # every GPU test would be skipped (and pass) and every benchmark fail on its device
         raise ConfigError("no CUDA device here (torch.cuda.is_available() is false): the GPU targets need one")

@@ -17,6 +17,8 @@ from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
 from .errors import ConfigError, did_you_mean
+from .values import SHARING as SHARING  # read where the model is built and counted, and by parsers
+from .values import Sharing as Sharing
 from .values import fits_type
 
 logger = logging.getLogger(__name__)
@@ -24,23 +26,6 @@ logger = logging.getLogger(__name__)
 ATTENTION_MODES = ("linformer", "full")
 
 
-@dataclasses.dataclass(frozen=True)
-class Sharing:
-    """What a sharing mode shares (the paper's section 4): every place that builds or counts E and F reads these,
-    so a mode is defined here once, and one missing here is a KeyError, not another mode's behaviour."""
-
-    per_head: bool      # one E (and F) per head
-    separate_f: bool    # F is a matrix apart from E
-    across_layers: bool  # one E for every layer (the encoder owns it)
-
-
-# the values config.sharing takes: a mode added here is taken, built and counted everywhere
-SHARING = {
-    "none": Sharing(per_head=True, separate_f=True, across_layers=False),
-    "headwise": Sharing(per_head=False, separate_f=True, across_layers=False),
-    "kv": Sharing(per_head=False, separate_f=False, across_layers=False),
-    "layerwise": Sharing(per_head=False, separate_f=False, across_layers=True),
-}
 # the values config.projection takes; attention.register_projection adds one with its builder (a list, so that one
 # append reaches every module that imported it)
 PROJECTIONS = ["linear", "mean_pool", "max_pool", "conv"]

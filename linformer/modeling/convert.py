@@ -38,6 +38,10 @@ from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_
 from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 from .saving import model_folder, save_model_dir
+from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
+from .values import CONVERTED_LENGTH_POLICY as CONVERTED_LENGTH_POLICY
+from .values import CONVERTED_OVERLAP
+from .values import NO_EXACT_KEYS as NO_EXACT_KEYS
 
 if TYPE_CHECKING:
     from ..runconfig import ConvertSpec
@@ -344,28 +348,6 @@ def _source_class(config) -> type[PreTrainedModel]:
     return AutoModel
 
 
-# How converted models project inputs shorter than n, unless told otherwise: the policy that keeps converted MiniLM
-# closest to its source before training, on SST-2 and IMDB train text (docs/results/length_policy_train.md; the dev
-# and test text of length_policy.md agree). The source never saw a compressed input:
-# short ones attend exactly, longer ones use all k columns.
-CONVERTED_LENGTH_POLICY = {"length_policy": "resample", "mask_empty_windows": False, "exact_short_inputs": True}
-
-
-# Exact local and global keys beside the projected ones that converted Linformers get unless told otherwise. Of the
-# windows measured (32, 64, 128, with the first and last real token global), 128 kept converted MiniLM closest to its
-# source at k = 64 and 128 on IMDB train reviews of every length (docs/results/length_policy_local_train.md: chosen
-# on train text, never on the test reviews Table 2 reports; length_policy_local.md shows the same order on those).
-# The window is at most n.
-CONVERTED_EXACT_KEYS = {"local_window": 128, "global_positions": [0, -1]}
-NO_EXACT_KEYS = {"local_window": 0, "global_positions": []}  # the paper's Linformer: projected keys alone
-# With them, a projected column all of whose tokens the exact keys already hold is masked for that query (a column
-# they hold only part of stays: its tokens inside the window count twice, as a global token does in the first and
-# last columns): it lowers converted MiniLM's embedding error on IMDB train reviews at both windows measured, before
-# any training (docs/results/length_policy_overlap_train.md).
-# Lowering the counts of the columns they hold in part as well (overlap_columns="reduce") measured no clearly
-# better there (under 0.01 lower at both windows, the bar for the more complex rule): the simpler mask stays.
-# Part of the converted default wherever the model has exact keys.
-CONVERTED_OVERLAP = {"overlap_columns": "mask"}
 
 
 def converted_exact_keys(settings: dict, n: int) -> dict:

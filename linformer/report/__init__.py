@@ -2,12 +2,21 @@
 Table 2 (finetuning accuracy) and pretraining curves.
 
 Run directories are read through linformer.rundir only. Every function takes plain paths and arguments; the
-scripts in scripts/ only parse the command line.
+scripts in scripts/ only parse the command line. Each name is imported from its module when first asked for
+(``linformer.lazy``): a script's parser reads a light module of the package (``report.measured``) without the rest.
 """
 
-from .compare import compare_runs, summarize_run
-from .dashboard import mirror_all, mirror_run, serve
-from .spectrum import analyze_spectrum, cumulative_singular_values
+from ..lazy import lazy_names
+
+_LAZY = {
+    "analyze_spectrum": ".spectrum",
+    "compare_runs": ".compare",
+    "cumulative_singular_values": ".spectrum",
+    "mirror_all": ".dashboard",
+    "mirror_run": ".dashboard",
+    "serve": ".dashboard",
+    "summarize_run": ".compare",
+}
 
 __all__ = [
     "analyze_spectrum",
@@ -18,3 +27,5 @@ __all__ = [
     "serve",
     "summarize_run",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

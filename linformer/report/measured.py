@@ -16,10 +16,9 @@ from typing import NamedTuple
 from ..argtypes import path
 from ..cli import cli_errors
 from ..data.io import path_root
-from ..devices import device_name
 from ..errors import ConfigError
 from ..files import file_record, made_by, output_files, repo_relative
-from ..modeling.convert import CONVERTED_EXACT_KEYS, check_settings
+from ..modeling.values import CONVERTED_EXACT_KEYS
 from ..shell import shell_command
 
 EXTENSIONS = ("md", "json", "png")
@@ -70,6 +69,8 @@ def check_measured_settings(source: str, settings: dict, options: dict[str, str]
     option at fault: `options` maps each LinformerConfig field the script's options set to its flag
     ({"local_window": "--local-windows"}). An error about one of them (its message opens with ``field=``) names that
     flag with the value given; any other names every flag."""
+    from ..modeling.convert import check_settings  # the model's modules import torch: after parsing
+
     try:
         check_settings(source, settings, model_class, key=None)
     except ConfigError as err:
@@ -155,6 +156,7 @@ def machine_words(device, started: Started) -> str:
     import torch
 
     from ..bench.common import load_words
+    from ..devices import device_name
     from ..modeling import threads
 
     return (f"{device_name(device)}, torch threads: {torch.get_num_threads()} (CPU thread policy: "

@@ -381,7 +381,7 @@ def test_a_finetuning_run_without_results_is_named_as_left_out(tmp_path):
 
 
 def test_an_option_of_another_layout_is_named_with_the_layouts_that_read_it():
-    from linformer.report.table2 import misplaced_option
+    from linformer.report.layouts import misplaced_option
 
     assert misplaced_option("paper", ["--subsets"]) is None
     assert misplaced_option("scratch", ["--profile"]) is None
