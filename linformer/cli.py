@@ -23,7 +23,15 @@ from .configs import compose  # noqa: F401  (linformer.cli.compose: the name REA
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, stopped_status
 from .files import NAME_MAX_BYTES
 from .shell import shell_command
-from .signals import Interrupted, command, in_command, interrupt_status, signal_words, sigterm_interrupts
+from .signals import (
+    Interrupted,
+    command,
+    in_command,
+    interrupt_status,
+    signal_words,
+    sigterm_ignored_at_teardown,
+    sigterm_interrupts,
+)
 
 EXIT_USER_ERROR = 2
 
@@ -57,6 +65,22 @@ def cli_errors(resumes: bool = False, reading: bool = False):
         if message is None:
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed), notes=_notes(err))
+    finally:
+        if not reading:
+            work_ended()
+
+
+_ended: list[bool] = []  # set once a command's work has ended (``work_ended``)
+
+
+def work_ended() -> None:
+    """The command's work is over (its body ended, by its last line or not): a signal outside a body from now on
+    interrupts the command's ending, not its start, and ``stop_while_starting``'s line says so; and the interpreter's
+    teardown ignores SIGTERM, so that the process exits with the status the command ended with
+    (``signals.sigterm_ignored_at_teardown``)."""
+    if not _ended:
+        _ended.append(True)
+        sigterm_ignored_at_teardown()
 
 
 def _notes(err: BaseException) -> list[str]:
@@ -79,7 +103,8 @@ def stop_while_starting() -> None:
     process with one `stopped:` line and 128 + the signal, not a traceback: a script's start-up imports torch and
     transformers for seconds, when a user who sees a mistyped command presses Ctrl-C, and has done nothing a stop
     must undo. Inside the body its own handling comes first (cli_errors': SIGTERM raises KeyboardInterrupt, as
-    Ctrl-C does, which this handler raises there too). Set by the package's import in a script's process
+    Ctrl-C does, which this handler raises there too). After the body (``work_ended``) the line says the command was
+    ending. Set by the package's import in a script's process
     (``run_from_a_script``); in the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
@@ -87,7 +112,8 @@ def stop_while_starting() -> None:
     def stop(signum, _frame):
         if in_command():
             raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
-        line = f"stopped: interrupted by {signal_words(signum)} while the command was starting."
+        when = "as the command was ending, after its work" if _ended else "while the command was starting"
+        line = f"stopped: interrupted by {signal_words(signum)} {when}."
         if process_rank() == 0:  # under torchrun every process starts alike: one line says it
             with contextlib.suppress(OSError):  # a terminal that closed (SIGHUP)
                 print(line, file=sys.stderr, flush=True)

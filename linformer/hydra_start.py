@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank
+from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, work_ended
 from .configs import (
     added_overrides,
     compose,
@@ -32,7 +32,6 @@ from .errors import ConfigError, OutputPathError
 from .files import RUN, atomic_write, resolve_path, seen_by_git
 from .runname import register_resolvers, sweeping
 from .shell import hydra_override
-from .signals import sigterm_ignored_at_teardown
 
 
 def hydra_main(config_name: str, resumes: bool = False) -> Callable:
@@ -70,7 +69,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                 with logging_restored():
                     run()
             finally:  # the command has ended (its last line, an error: or stopped: line included): its status stands
-                sigterm_ignored_at_teardown()
+                work_ended()
 
         def run():
             with cli_errors(resumes, reading=True):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused

@@ -22,17 +22,17 @@ if __name__ == "__main__":
     from linformer.rundir import find_runs, named_paths
     from linformer.train.checkpoint import prune_checkpoints
 
-    with cli_errors():
+    with cli_errors():  # the pruning is the command's work: a stop there stops the command, not its start
         runs = find_runs(named_paths(args.runs), strict=True)
-    total, kept = 0, 0
-    for run in runs:
-        try:
-            count, freed = prune_checkpoints(run)
-        except LinformerError as err:
-            print(f"kept {run}: {err}")
-            kept += 1
-            continue
-        total += freed
-        print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
-    print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}"
-          + (f"; kept {kept} as {'they were' if kept > 1 else 'it was'} (above)" if kept else ""))
+        total, kept = 0, 0
+        for run in runs:
+            try:
+                count, freed = prune_checkpoints(run)
+            except LinformerError as err:
+                print(f"kept {run}: {err}")
+                kept += 1
+                continue
+            total += freed
+            print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
+        print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}"
+              + (f"; kept {kept} as {'they were' if kept > 1 else 'it was'} (above)" if kept else ""))

@@ -768,6 +768,34 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
             assert status == expected, said
 
 
+def test_a_signal_after_the_command_s_work_says_the_command_was_ending(monkeypatch, capsys):
+    """The start-up handling (``stop_while_starting``) stays for the process's life: a Ctrl-C or SIGTERM after the
+    command's body (while it prints its summary, in the interpreter's teardown) said "while the command was
+    starting". After the body it says the command was ending."""
+    import signal
+
+    from linformer import cli
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(cli, "_ended", [], raising=False)
+    try:
+        cli.stop_while_starting()
+        stop = signal.getsignal(signal.SIGINT)
+        with pytest.raises(cli.Ended) as starting:
+            stop(signal.SIGINT, None)
+        with cli.cli_errors():
+            pass  # the command's work
+        with pytest.raises(cli.Ended) as ending:
+            stop(signal.SIGTERM, None)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert starting.value.line == "stopped: interrupted by SIGINT (Ctrl-C) while the command was starting."
+    assert ending.value.line == "stopped: interrupted by SIGTERM as the command was ending, after its work."
+    assert (starting.value.code, ending.value.code) == (130, 143)
+    assert capsys.readouterr().err == f"{starting.value.line}\n{ending.value.line}\n"
+
+
 def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
     """export.py --out '~/x' (a quoted ~, as a Makefile or a subprocess list passes it) wrote ./~/x, and every
     argparse script read relative paths from the working directory while the docs and the Hydra commands read them
