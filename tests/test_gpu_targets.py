@@ -19,7 +19,7 @@ def _dirs(work: Path) -> list[str]:
 
 def _load(monkeypatch, gpu: str | None = "a CUDA device (stand-in)"):
     """The GPU targets with their CUDA device stood in by `gpu` (None: no CUDA device), so stand-in targets run here."""
-    monkeypatch.setattr(targets, "cuda_device_name", lambda: gpu)
+    monkeypatch.setattr("linformer.devices.cuda_device_name", lambda: gpu)  # targets imports it when it runs
     return targets
 
 
@@ -348,7 +348,8 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
     child = TRAPS_SIGTERM.replace("print('started', flush=True)",
                                   f"import os; open({str(tmp_path / 'pid.tmp')!r}, 'w').write(str(os.getpid())); "
                                   f"os.replace({str(tmp_path / 'pid.tmp')!r}, {str(tmp_path / 'pid')!r})")
-    driver = ("import sys; from linformer.gpu import targets as g; g.cuda_device_name = lambda: 'stand-in'\n"
+    driver = ("import sys; import linformer.devices as d; from linformer.gpu import targets as g\n"
+              "d.cuda_device_name = lambda: 'stand-in'\n"
               f"g.target_commands = lambda out, *_: {{'table2': [[sys.executable, '-c', {child!r}]], "
               "'figure3': [[sys.executable, '-c', 'print(1)']]}\n"
               "g.copy_back_patterns = lambda target: ()\n"
@@ -405,7 +406,7 @@ def test_a_log_or_archive_of_someone_elses_is_refused_before_any_target_runs(tmp
 
 def test_the_dry_run_prints_each_targets_commands_without_a_gpu_and_writes_nothing(tmp_path, monkeypatch, capsys):
     gpu = _load(monkeypatch)
-    monkeypatch.setattr(gpu, "cuda_device_name", lambda: None)  # no CUDA: a dry run needs none
+    monkeypatch.setattr("linformer.devices.cuda_device_name", lambda: None)  # no CUDA: a dry run needs none
     out = tmp_path / "out"
     assert gpu.main(["tests", "mfu", *_dirs(out), "--dry-run"]) == 0
     printed = capsys.readouterr().out
@@ -551,7 +552,7 @@ def test_a_stop_after_whose_stop_wait_passes_the_command_limit_is_refused_before
     assert not (tmp_path / "out").exists() and not (tmp_path / "out-back").exists()
     fake = {"scratch": [[sys.executable, "-c", "pass"]]}
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
-    monkeypatch.setattr(gpu, "cuda_device_name", lambda: "a CUDA device (stand-in)")
+    monkeypatch.setattr("linformer.devices.cuda_device_name", lambda: "a CUDA device (stand-in)")
     monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
     assert gpu.main(["scratch", *_dirs(tmp_path / "out"), "--stop-after", f"{latest:g}"]) == 0  # just fits
 

@@ -298,7 +298,6 @@ def test_fidelity_reads_a_relative_corpus_from_the_repository_from_any_folder(tm
     monkeypatch.setattr(fidelity, "measure", measure)
     monkeypatch.setattr("linformer.modeling.loading.resolve_model_path", lambda path, *a: path)
     script = load_script("fidelity")
-    monkeypatch.setattr(script, "resolve_model_path", lambda path, *a: path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(_Stop):
         script.main(["m", "--corpus", "data/processed/c", "--self-reference", "--out", str(tmp_path / "f")])
