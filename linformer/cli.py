@@ -37,7 +37,7 @@ EXIT_USER_ERROR = 2
 
 
 @contextlib.contextmanager
-def cli_errors(resumes: bool = False, reading: bool = False):
+def cli_errors(resumes: bool = False, work: bool = True):
     """Run a script body: user-fixable errors print `error: <message>` on stderr and exit 2, without a traceback.
 
     A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
@@ -45,15 +45,15 @@ def cli_errors(resumes: bool = False, reading: bool = False):
     as it), where nothing inside turns them into a stop of its own (a run's checkpointed stop), are one `stopped:`
     line and 128 + the signal (``stopped_line``); `resumes`: the command run again goes on where it stopped (a
     run's last checkpoint), else it starts over. Under torchrun or accelerate launch the processes speak as one
-    (``quiet_other_ranks``, ``_last_line``). The body starts with the model's classes registered
-    (``models_registered``); `reading`: the block still reads the command line (a Hydra script's composing), which
-    needs no model.
+    (``quiet_other_ranks``, ``_last_line``). `work`: the block is the command's work, which starts with the model's
+    classes registered (``models_registered``) and whose end is the work's (``work_ended``); False for a block
+    around it (a Hydra script's reading of its command line, a sweep's run of its jobs).
     """
     quiet_other_ranks()
     streams_never_raise()
     try:
         with command(), sigterm_interrupts(command_wide=True):
-            if not reading:
+            if work:
                 models_registered()
             yield
     except Preempted as stop:
@@ -66,7 +66,7 @@ def cli_errors(resumes: bool = False, reading: bool = False):
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed), notes=_notes(err))
     finally:
-        if not reading:
+        if work:
             work_ended()
 
 

@@ -261,6 +261,20 @@ def swept_keys(overrides: list[str]) -> frozenset[str]:
     return frozenset(o.key_or_group for o in parsed if o.is_sweep_override())
 
 
+def sweep_size(overrides: list[str]) -> int | None:
+    """How many jobs a --multirun command line makes (Hydra's basic sweeper: every combination of the swept values);
+    None where it does not parse, or only Hydra's run expands it (a glob over a group's options)."""
+    import math
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        return math.prod(len(list(o.sweep_string_iterator())) for o in parsed if o.is_sweep_override())
+    except Exception:  # HydraException for a malformed override; a glob's expansion needs the config's groups
+        return None
+
+
 def refuse_sweep(config_name: str, overrides: list[str]):
     """A --multirun command line's refusals before Hydra writes anything, as a single run's: a misspelt key or
     option (each option a swept group takes), a key added with '+' that nothing reads, a value left at ???, an

@@ -26,6 +26,7 @@ from .configs import (
     refuse_long_job_names,
     refuse_missing_values,
     refuse_sweep,
+    sweep_size,
     swept_keys,
 )
 from .errors import ConfigError, OutputPathError
@@ -72,7 +73,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                 work_ended()
 
         def run():
-            with cli_errors(resumes, reading=True):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
+            with cli_errors(resumes, work=False):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Not for its flags other than --multirun (--help, --cfg, ...).
@@ -81,9 +82,10 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
             start.update(started=time.time(), before=None, earlier=None)
             flags = [a for a in args if a.startswith("-")]
-            sweep = None
+            multirun = bool(flags) and set(flags) <= {"-m", "--multirun"}
+            sweep, size = None, None
             if not flags:
-                with cli_errors(resumes, reading=True):
+                with cli_errors(resumes, work=False):
                     try:
                         cfg = compose(config_name, args, with_hydra=True)
                     except ConfigError as err:
@@ -95,10 +97,11 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                         start["before"] = _run_dir_before(cfg, overrides=args)
                         start["earlier"] = _hydra_record(cfg)
                         _warn_if_git_sees(cfg, "run")
-            elif set(flags) <= {"-m", "--multirun"}:  # the sweep's directories are named before any job starts
+            elif multirun:  # the sweep's directories are named before any job starts
                 overrides = [a for a in args if not a.startswith("-")]
                 sweeping(swept_keys(overrides))
-                with cli_errors(resumes, reading=True):
+                size = sweep_size(overrides)
+                with cli_errors(resumes, work=False):
                     cfg = refuse_sweep(config_name, overrides)
                     start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
                     if cfg is not None:
@@ -107,7 +110,10 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                         _warn_if_git_sees(cfg, "sweep")
             sys.argv[1:] = args  # what Hydra parses
             try:
-                main()
+                if multirun:
+                    _swept(main, jobs, resumes, size)
+                else:
+                    main()
             finally:
                 sys.argv[1:] = given
             if jobs:
@@ -154,7 +160,7 @@ class SweepJob:
 
     number: int
     run_dir: Path
-    outcome: str    # ran | already complete | failed
+    outcome: str    # ran | already complete | failed | stopped
     line: str = ""  # a failed job's last line (its error: line, or its exception's)
     code: int = 0   # a failed job's exit status
 
@@ -170,7 +176,8 @@ def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
     try:
         result = job(cfg)
     except Ended as end:
-        if end.code != EXIT_USER_ERROR:
+        if end.code != EXIT_USER_ERROR:  # a stop: its line said, the sweep ends (_swept)
+            jobs.append(SweepJob(number, run, "stopped"))
             raise
         jobs.append(SweepJob(number, run, "failed", end.line, end.code))
         return None
@@ -181,6 +188,42 @@ def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
         return None
     jobs.append(SweepJob(number, run, "already complete" if before and before == _run_status(run) else "ran"))
     return result
+
+
+def _swept(main: Callable, jobs: list[SweepJob], resumes: bool, size: int | None) -> None:
+    """Hydra's --multirun (`main`), each job in turn (``_sweep_job``), the sweep a block of its own for a stop: a
+    Ctrl-C or SIGTERM between two jobs (Hydra's set-up of the next) is the sweep's `stopped:` line, where the
+    start-up handling (``cli.stop_while_starting``) said the command was starting; one in a job is the job's. Either
+    ends the sweep with 128 + the signal and its table (``_sweep_table``: the jobs done, the one stopped, those not
+    started; `size`: how many jobs the sweep makes, where known)."""
+    try:
+        with cli_errors(resumes, work=False):
+            main()
+    except Ended as end:
+        if end.code != EXIT_USER_ERROR:
+            _sweep_table(jobs, size, stopped=True)
+        raise
+
+
+def _sweep_table(jobs: list[SweepJob], size: int | None = None, stopped: bool = False) -> None:
+    """A --multirun's table, on stderr: a line per job (ran, already complete, failed with its line, stopped) and,
+    where a stop ended it (`stopped`), one per job not started (`size`: the sweep's jobs, where known)."""
+    if process_rank() != 0:
+        return
+    lines = [f"  #{j.number} {j.outcome}: {j.run_dir.name}" + (f": {j.line}" if j.line else "") for j in jobs]
+    left = range(len(jobs), size) if stopped and size is not None else range(0)
+    lines += [f"  #{number} not started" for number in left]
+    counts = {outcome: sum(j.outcome == outcome for j in jobs) for outcome in ("ran", "already complete", "failed",
+                                                                               "stopped")}
+    counts["not started"] = len(left)
+    said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    total = len(jobs) + len(left)
+    if not total:  # stopped before its first job, where the sweep's jobs are not known
+        print("sweep stopped before its first job", file=sys.stderr, flush=True)
+        return
+    where = f", in {jobs[0].run_dir.parent}" if jobs else ""
+    print(f"sweep of {total} job{'s' * (total != 1)}{' stopped' * stopped} ({said}){where}:", *lines,
+          sep="\n", file=sys.stderr, flush=True)
 
 
 def _run_status(run: Path) -> tuple[str, int] | None:
@@ -221,14 +264,8 @@ def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | 
                 record.unlink()
                 if before is not None and record.parent.is_relative_to(before):
                     _remove_made_folders(record.parent, before)
-    if process_rank() != 0:
-        return
-    lines = [f"  #{j.number} {j.outcome}: {j.run_dir.name}" + (f": {j.line}" if j.line else "") for j in jobs]
-    counts = {outcome: sum(j.outcome == outcome for j in jobs) for outcome in ("ran", "already complete", "failed")}
-    said = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
-    print(f"sweep of {len(jobs)} job{'s' * (len(jobs) != 1)} ({said}), in {jobs[0].run_dir.parent}:", *lines,
-          sep="\n", file=sys.stderr, flush=True)
-    if failed:
+    _sweep_table(jobs)
+    if failed and process_rank() == 0:
         numbers = ", ".join(f"#{j.number}" for j in failed)
         print(f"error: {len(failed)} of {len(jobs)} jobs failed ({numbers}): fix what their lines above say and run "
               "the same command again; the finished jobs are skipped.", file=sys.stderr, flush=True)

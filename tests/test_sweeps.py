@@ -168,3 +168,43 @@ def test_how_a_command_without_a_run_record_runs_names_no_sweep_folder(name, ove
     the keys that say how these commands run never name a job's folder; what they compute does."""
     named = str(compose(name, overrides, with_hydra=True).hydra.sweep.subdir)
     assert named == subdir or (name == "benchmark" and named.endswith(subdir) and named.count("=") == 1), named
+
+
+@pytest.mark.parametrize("between", [True, False], ids=["between jobs", "in a job"])
+def test_a_stop_ends_a_sweep_with_its_table_and_128_plus_the_signal(between, monkeypatch, capsys, tmp_path):
+    """A Ctrl-C between two jobs of a --multirun (as Hydra sets up the next) ended it with the start-up line ("while
+    the command was starting") and no word of its jobs; one in a job, with the job's line alone. Both end with the
+    stop's line, the sweep's table (the jobs done, the one stopped, those not started) and 130."""
+    from linformer import cli
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(cli, "_ended", [], raising=False)
+    run_status, looked = hydra_start._run_status, []
+
+    def before_a_job(run):  # each job's record is read before its body, outside it, as in Hydra's set-up
+        looked.append(run)
+        if between and len(looked) == 2:  # Ctrl-C before job #1: what the script's handler does with it
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+        return run_status(run)
+
+    def body(cfg):
+        if not between and cfg.seed == 2:
+            raise KeyboardInterrupt  # Ctrl-C in job #1
+
+    monkeypatch.setattr(hydra_start, "_run_status", before_a_job)
+    monkeypatch.setattr(sys, "argv", ["pretrain.py", "-m", "seed=1,2,3", f"paths.output_dir={tmp_path}"])
+    try:
+        cli.stop_while_starting()  # as in a script's process
+        with pytest.raises(SystemExit) as stop:
+            hydra_start.hydra_main("pretrain")(body)()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 130, err
+    said = "1 ran, 2 not started" if between else "1 ran, 1 stopped, 1 not started"
+    at = next(i for i, line in enumerate(err) if line.startswith("sweep of"))
+    assert err[at - 1] == "stopped: interrupted by SIGINT (Ctrl-C). Run the same command again: it starts over."
+    assert err[at].startswith(f"sweep of 3 jobs stopped ({said}), in {tmp_path}")
+    assert [line.split(":")[0] for line in err[at + 1:]] == ["  #0 ran", "  #1 not started" if between else
+                                                             "  #1 stopped", "  #2 not started"]
