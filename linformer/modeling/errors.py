@@ -9,6 +9,26 @@ import difflib
 import signal
 from collections.abc import Iterable
 
+# what the package gives as linformer.errors: the one listing of these names
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "CorpusError",
+    "DataError",
+    "DiskFullError",
+    "HubOfflineError",
+    "LinformerError",
+    "OutputPathError",
+    "PartialOutput",
+    "PeerFailed",
+    "Preempted",
+    "RunDirError",
+    "TaskDataError",
+    "TrainingDiverged",
+    "did_you_mean",
+    "stopped_status",
+]
+
 CLOSE_ENOUGH = 0.6  # difflib's similarity ratio above which a known name is offered for an unknown one
 
 
