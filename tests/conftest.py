@@ -89,6 +89,23 @@ def load_script(name: str):
     return module
 
 
+def run_script(script: str, argv: list[str], monkeypatch) -> int:
+    """scripts/<script>.py run in this process as `python scripts/<script>.py argv...` runs it, its `if __name__ ==
+    "__main__"` block included: its exit status (what it printed is the caller's capsys). A fresh process costs
+    seconds of imports; one per CLI-only behaviour (a signal, the interpreter's own exit) is enough."""
+    import runpy
+    import sys
+
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    monkeypatch.setattr(sys, "argv", [str(scripts / f"{script}.py"), *argv])
+    # as `python scripts/<script>.py` has it: scripts/ first on the path (gpu.py imports its sibling wheelhouse)
+    monkeypatch.syspath_prepend(str(scripts))
+    try:
+        runpy.run_path(str(scripts / f"{script}.py"), run_name="__main__")
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    return 0
+
 
 def hydra_scripts() -> dict[str, str]:
     """{script stem: its config name} for every scripts/*.py decorated with @hydra_main("<config>", ...)."""

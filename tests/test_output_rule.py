@@ -4,14 +4,13 @@ folder, is refused in one `error:` line naming it, with the user's files untouch
 import gzip
 import hashlib
 import re
-import runpy
-import sys
 from pathlib import Path
 
 import pytest
 
 from linformer.configs import compose
 from linformer.output_rule import COMMANDS, DIR, FILES
+from tests.conftest import run_script
 from tests.train.conftest import _synthetic_corpus, compose_finetune, compose_pretrain, write_sst2_fixture
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,18 +70,6 @@ def plant(target: Path, kind: str) -> None:
     else:
         target.mkdir()
         (target / "notes.txt").write_bytes(USER)
-
-
-def run_script(script: str, argv: list[str], monkeypatch) -> int:
-    """scripts/<script>.py run in this process as `python scripts/<script>.py argv...`: its exit status."""
-    monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py"), *argv])
-    # as `python scripts/<script>.py` has it: scripts/ first on the path (gpu.py imports its sibling wheelhouse)
-    monkeypatch.syspath_prepend(str(SCRIPTS))
-    try:
-        runpy.run_path(str(SCRIPTS / f"{script}.py"), run_name="__main__")
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-    return 0
 
 
 CASES = [(c.script, i) for c in COMMANDS.values() for i, _ in enumerate(c.outputs)]

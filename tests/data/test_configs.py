@@ -97,23 +97,17 @@ def test_scripts_end_to_end(tmp_path, corpus_file):
 
 @pytest.mark.parametrize("script, extra", [("prepare_corpus.py", []), ("train_tokenizer.py", ["show_progress=false"])])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, script, extra, monkeypatch, capsys):
-    """A missing source is the user's to fix: one `error:` line naming it, exit status 2, no traceback. prepare_corpus
-    runs its main in-process with the command line (its lines and status from a process of its own:
-    test_prepare_signals' SIGTERM); train_tokenizer in a process of its own."""
-    from tests.conftest import load_script
+    """A missing source is the user's to fix: one `error:` line naming it, exit status 2, no traceback. Each script
+    runs in this process as its command line runs it (a Hydra script's line and status from a process of its own:
+    tests/test_cli.py's script without its model, and test_prepare_signals' SIGTERM)."""
+    from tests.conftest import run_script
 
     missing = tmp_path / "nowhere" / "corpus.txt.gz"
     args = [f"data.sources=[{missing}]", f"paths.data_dir={tmp_path}/data", f"paths.output_dir={tmp_path}/outputs",
             *extra]
-    if script == "prepare_corpus.py":
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setattr(sys, "argv", [str(repo_root() / "scripts" / script), *args])
-        with pytest.raises(SystemExit) as stop:
-            load_script(script.removesuffix(".py")).main()
-        r = subprocess.CompletedProcess([], stop.value.code, "", capsys.readouterr().err)
-    else:
-        r = subprocess.run([sys.executable, str(repo_root() / "scripts" / script), *args], cwd=tmp_path,
-                           capture_output=True, text=True, check=False)
+    monkeypatch.chdir(tmp_path)
+    code = run_script(script.removesuffix(".py"), args, monkeypatch)
+    r = subprocess.CompletedProcess([], code, "", capsys.readouterr().err)
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]

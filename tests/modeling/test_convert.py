@@ -6,7 +6,6 @@ import logging
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -421,13 +420,6 @@ def test_convert_encoder_needs_a_tokenizer(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ scripts/convert.py
-def _convert_cli(*overrides):
-    # umask 002, not the usual 022: permissions that follow it are told apart from a fixed 0644
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "convert.py"), *overrides], cwd=REPO,
-                          capture_output=True, text=True, umask=0o002,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
-
-
 def _error_line(result) -> str:
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
@@ -436,7 +428,7 @@ def _error_line(result) -> str:
 
 def _refused(*overrides) -> str:
     """scripts/convert.py's body in this process: the one `error:` line it prints when it refuses (exit 2). The script
-    itself runs in a process of its own in cli_converted."""
+    itself, its `__main__` block included, runs in cli_converted."""
     import contextlib
     import io
 
@@ -466,6 +458,30 @@ def cli_converted(tmp_path_factory):
     save_tokenizer(root / "bert", VOCAB)
     common = [f"model_path={root / 'bert'}", f"model.max_seq_len={N}", "model.sharing=layerwise"]
     return root, common, _convert_cli(*common, "model.projected_dim=8", f"out_dir={root / 'out'}")
+
+
+def _convert_cli(*overrides) -> subprocess.CompletedProcess:
+    """scripts/convert.py run in this process as its command line runs it (tests.conftest.run_script), under umask
+    002, not the usual 022: permissions that follow it are told apart from a fixed 0644. The process-wide umask,
+    streams, loggers and torch's threads are put back after it."""
+    import contextlib
+    import io
+
+    from linformer.hydra_start import logging_restored
+    from tests.conftest import run_script
+
+    out, err = io.StringIO(), io.StringIO()
+    umask, threads = os.umask(0o002), torch.get_num_threads()
+    try:
+        with pytest.MonkeyPatch.context() as mp, logging_restored(), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            mp.setenv("HF_HUB_OFFLINE", "1")
+            mp.chdir(REPO)
+            code = run_script("convert", list(overrides), mp)
+    finally:
+        os.umask(umask)
+        torch.set_num_threads(threads)
+    return subprocess.CompletedProcess([], code, out.getvalue(), err.getvalue())
 
 
 def test_convert_script_writes_a_linformer_with_card_and_tokenizer(cli_converted):

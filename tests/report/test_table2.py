@@ -2,7 +2,6 @@
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -290,12 +289,15 @@ def test_roberta_checkpoint_is_a_full_attention_row(tmp_path):
     assert row["name"] == "Full attention (RoBERTa), n=128"
 
 
-def test_no_runs_is_one_error_line(tmp_path):
+def test_no_runs_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """scripts/table2.py run in this process as its command line runs it."""
+    from tests.conftest import run_script
+
     (tmp_path / "empty").mkdir()
-    r = subprocess.run([sys.executable, str(REPO / "scripts/table2.py"), str(tmp_path / "empty"), "--out",
-                        str(tmp_path / "t")], capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'empty'}\n"
+    code = run_script("table2", [str(tmp_path / "empty"), "--out", str(tmp_path / "t")], monkeypatch)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == f"error: no finished finetuning runs (with results.json) at or under {tmp_path / 'empty'}\n"
     assert not (tmp_path / "t.md").exists()
 
 

@@ -196,13 +196,15 @@ def test_a_run_whose_checkpoints_were_pruned_says_so_what_it_keeps_and_what_writ
     assert not (tmp_path / "out").exists()
 
 
-def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_on(pretrained_run, tmp_path):
+def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_on(pretrained_run, tmp_path,
+                                                                                      monkeypatch, capsys):
     """A run whose checkpoints/ was a symlink (someone else's folder) ended prune_checkpoints.py in rmtree's
     traceback, and the runs after it were not pruned: it is kept in one line, nothing behind the link touched, the
     others pruned, and the summary counts the run kept (exit 0: a folder of runs usually holds some left as they are)."""
     import re
 
     from linformer.train.checkpoint import prune_checkpoints
+    from tests.conftest import run_script
 
     linked, other, theirs = tmp_path / "linked", tmp_path / "other", tmp_path / "theirs"
     shutil.copytree(pretrained_run, linked)
@@ -213,8 +215,9 @@ def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_
     said = f"{linked / 'checkpoints'} is a symlink (to {theirs}), not a folder of the run: nothing pruned"
     with pytest.raises(RunDirError, match=f"^{re.escape(said)}"):
         prune_checkpoints(linked)
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "prune_checkpoints.py"), str(linked), str(other)],
-                         capture_output=True, text=True, cwd=REPO)
+    capsys.readouterr()
+    code = run_script("prune_checkpoints", [str(linked), str(other)], monkeypatch)  # as its command line runs it
+    out = subprocess.CompletedProcess([], code, *capsys.readouterr())
     assert out.returncode == 0, out.stderr
     assert f"kept {linked}: {said}" in out.stdout and f"pruned {other}: " in out.stdout
     assert "Traceback" not in out.stderr and "kept 1 as it was" in out.stdout.splitlines()[-1]
@@ -264,8 +267,10 @@ def test_cli_error_is_one_line_naming_the_path(tmp_path, monkeypatch, capsys):
 
     (tmp_path / "empty").mkdir()
     empty = str(tmp_path / "empty")
+    # the line and status as a shell sees them: the one argparse script run in a process of its own for its error
+    # line (the others' run in-process, tests.conftest.run_script)
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), empty],
-                            capture_output=True, text=True, cwd=tmp_path)  # the line and status as a shell sees them
+                            capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == said(f"{empty} is not a run directory (no config.yaml)", False)
     monkeypatch.chdir(tmp_path)

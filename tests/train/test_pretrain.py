@@ -92,8 +92,12 @@ def test_resume_after_sigkill_is_bitwise(tiny_data, tmp_path):
     assert 0 < interrupted_at < 60, "the run finished before it could be killed"
 
     newest = max(int(p.name.split("-")[1]) for p in (killed / "checkpoints").glob("step-*"))
-    subprocess.run(_script_args(tiny_data, killed, *steps, "trainer.resume=auto"), check=True, env=env,
-                   capture_output=True)
+    # resumed in this process, on one thread as the killed process ran (the kill is what needs a process of its own)
+    torch.set_num_threads(1)
+    try:
+        pretrain(compose_pretrain(tiny_data, *steps, "trainer.resume=auto"), killed)
+    finally:
+        torch.set_num_threads(threads)
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["resumed_from_step"] == newest > 0  # it continued from the checkpoint, not from scratch
     steps_logged = [json.loads(x)["step"] for x in (killed / "metrics.jsonl").read_text().splitlines()]

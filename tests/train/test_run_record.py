@@ -444,8 +444,12 @@ def test_invalid_numbers_name_their_key(tiny_data, tmp_path, override, key):
     assert not (tmp_path / "config.yaml").exists()
 
 
-def test_invalid_number_from_the_cli_is_one_error_line(tiny_data, tmp_path):
-    _one_line_error(_run(tiny_data, tmp_path / "run", "trainer.batch_size=-1"), "trainer.batch_size=-1")
+def test_invalid_number_from_the_cli_is_one_error_line(tiny_data, tmp_path, monkeypatch, capsys):
+    """scripts/pretrain.py run in this process as its command line runs it."""
+    from tests.conftest import run_script
+
+    code = run_script("pretrain", _script_args(tiny_data, tmp_path / "run", "trainer.batch_size=-1")[2:], monkeypatch)
+    _one_line_error(subprocess.CompletedProcess([], code, "", capsys.readouterr().err), "trainer.batch_size=-1")
 
 
 def test_empty_validation_split_hint_names_the_corpus_setting(tiny_data, tmp_path):

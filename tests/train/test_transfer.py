@@ -1,7 +1,6 @@
 """Attention transfer on a tiny BERT built here (WordPiece tokenizer, packed corpus of its tokens)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -195,10 +194,10 @@ def test_identity_projection_with_masked_empty_windows_is_full_attention_at_ever
             assert short_error(max(relative_errors(model, cut(blocks, length)))), (mask, length)
 
 
-def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path, capsys):
-    """The script's main in-process, but for one refusal as the shell sees it (exit status 2, the error line)."""
+def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path, capsys, monkeypatch):
+    """The script's main in-process, and one refusal as its command line gives it (exit status 2, the error line)."""
     from linformer.modeling.convert import convert_encoder
-    from tests.conftest import load_script
+    from tests.conftest import load_script, run_script
 
     convert_encoder(bert_source["source"], tmp_path / "lin", projected_dim=8, sharing="layerwise")
     convert_encoder(bert_source["source"], tmp_path / "full", attention="full")
@@ -212,9 +211,9 @@ def test_fidelity_script_reports_each_layer_by_length(bert_source, tmp_path, cap
     # 16 and 32 tokens, above k = 8: projected (8 tokens would attend exactly, error 0)
     assert sorted(errors, key=int) == ["16", str(N)] and all(len(e) == 2 and min(e) > 0 for e in errors.values())
     assert "| 16 |" in (tmp_path / "fid.md").read_text() and (tmp_path / "fid.png").stat().st_size > 0
-    proc = subprocess.run([*cmd[:2], f"full={tmp_path / 'full'}", *cmd[3:-1], str(tmp_path / "fid2")], cwd=REPO,
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and "attention='full': nothing to compare" in proc.stderr
+    capsys.readouterr()
+    code = run_script("fidelity", [f"full={tmp_path / 'full'}", *cmd[3:-1], str(tmp_path / "fid2")], monkeypatch)
+    assert code == 2 and "attention='full': nothing to compare" in capsys.readouterr().err
     # other models at the path of an earlier report: refused, the report kept
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
