@@ -26,6 +26,49 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _each_composition_once():
+    """Hydra's compose takes a third of a second (seconds on a loaded machine), and the tests ask for the same
+    composition again and again (a plan's jobs in every dry run, the tiny pretraining config): each one is made once
+    per test process, and every call gets a copy of its own to change. The key is all that a composition reads: the
+    config name, the overrides, whether the hydra node is kept, the working directory and Hydra's job name (both
+    recorded in that node), and the config sources with each file's size and modification time (a test that writes
+    or edits a config composes afresh). Interpolations (${oc.env:...}) stay unresolved in the copy, read at access as
+    before. A failed composition is not kept: each call fails anew."""
+    import copy
+
+    import hydra
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import JobRuntime
+
+    real, made = hydra.compose, {}
+
+    def files(sources) -> tuple:
+        found = []
+        for source in sources:
+            found.append((source.provider, source.scheme(), source.path))
+            if source.scheme() == "file":
+                for p in sorted(Path(source.path).rglob("*")):
+                    st = p.stat()
+                    found.append((str(p), st.st_mtime_ns, st.st_size))
+        return tuple(found)
+
+    def compose(config_name=None, overrides=None, return_hydra_config=False, strict=None):
+        if strict is not None:  # Hydra's deprecated flag: not used here, left to Hydra
+            return real(config_name, overrides, return_hydra_config, strict)
+        key = (config_name, tuple(overrides or ()), return_hydra_config, os.getcwd(), JobRuntime().conf.get("name"),
+               files(GlobalHydra.instance().config_loader().get_sources()))
+        if key not in made:
+            cfg = real(config_name, overrides, return_hydra_config)
+            made[key] = copy.deepcopy(cfg)
+            return cfg
+        return copy.deepcopy(made[key])
+
+    hydra.compose = compose
+    yield
+    hydra.compose = real
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
