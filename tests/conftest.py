@@ -54,8 +54,8 @@ def _each_composition_once():
         return tuple(found)
 
     def compose(config_name=None, overrides=None, return_hydra_config=False, strict=None):
-        if strict is not None:  # Hydra's deprecated flag: not used here, left to Hydra
-            return real(config_name, overrides, return_hydra_config, strict)
+        if strict is not None or not GlobalHydra().is_initialized():  # Hydra's own answer (a deprecated flag, an
+            return real(config_name, overrides, return_hydra_config, strict)  # assertion before an initialize)
         key = (config_name, tuple(overrides or ()), return_hydra_config, os.getcwd(), JobRuntime().conf.get("name"),
                files(GlobalHydra.instance().config_loader().get_sources()))
         if key not in made:
