@@ -204,7 +204,9 @@ class ExactKeyLayout:
         # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's
         # window. Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
         self.b = max(1, radius)
-        self.nb = -(-T // self.b)
+        # ceil(T / b) over positive numbers: traced, -(-T // b) (a floor division of a negative number) is no
+        # constant to the TorchScript ONNX exporter, which refused the band's strided view, and rounds towards zero
+        self.nb = (T + self.b - 1) // self.b
         self.band_bias = _band_bias(self.real, self.b, self.nb, radius)
         self.gi = self.gvalid = self.global_bias = self.slot = None
         self.is_global = torch.zeros_like(self.real)  # (B, T): which positions are global tokens

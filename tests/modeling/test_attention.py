@@ -256,6 +256,14 @@ class _Logits(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
+def _served(model, T):
+    """A batch of length T with a short row (3 real tokens) beside a full one, and eager's output for it."""
+    ids, mask = torch.randint(4, 64, (2, T)), torch.ones(2, T, dtype=torch.long)
+    mask[1, 3:] = 0
+    with torch.no_grad():
+        return ids, mask, model(ids, mask)
+
+
 @pytest.mark.parametrize("name", DEPLOYED_VARIANTS)
 def test_the_torchscript_onnx_exporter_writes_a_graph_onnxruntime_runs_like_eager(name):
     """torch.onnx.export(dynamo=False) traces the forward: every variant exports (the exact local and global keys at
@@ -285,6 +293,31 @@ def test_the_torchscript_onnx_exporter_writes_a_graph_onnxruntime_runs_like_eage
             expected = model(ids, mask)
         got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
         torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window, T", [(4, 23), (4, 25), (16, 20), (16, 25), (16, 31)])
+def test_the_torchscript_onnx_exporter_takes_the_exact_local_keys_at_any_fixed_length(window, T):
+    """The TorchScript exporter refused the exact local keys' band (its strided view "not constant", in thousands of
+    lines of its IR) unless T was a whole number of blocks (window / 2): the block count, ceil(T / b), was a floor
+    division of a negative number, which the exporter neither folds to a constant nor rounds as torch does. Every
+    fixed length exports now, and where onnxruntime is installed the graph gives eager's outputs, a short padded row
+    included."""
+    pytest.importorskip("onnx")
+    import io
+
+    torch.manual_seed(0)
+    config = tiny_config(max_seq_len=32, num_hidden_layers=1, local_window=window, global_positions=[0, -1],
+                         exact_short_inputs=True)
+    model = _Logits(LinformerModel(config).eval()).eval()
+    ids, mask, expected = _served(model, T)
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), f, input_names=["input_ids", "attention_mask"], dynamo=False,
+                          opset_version=17)
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("overrides", [dict(sharing=s) for s in SHARINGS] + [dict(length_policy="resample")],
