@@ -545,7 +545,13 @@ class LinformerSelfAttention(nn.Module):
         mask = once(per_forward, ("checked_mask",), lambda: self._checked(hidden, mask, shared_projection))
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
-        if not self.linformer or (self.exact_short and self.k >= T):
+        # T <= k attends exactly, decided here where T is a number: eager, compiled (Dynamo sees an int and guards
+        # on it), a fixed-shape export. A length torch.export keeps symbolic (non-strict, as the ONNX dynamo
+        # exporter's) or a trace's (torch.jit.trace, the TorchScript ONNX exporter) would freeze the example's side of
+        # k into a graph meant for any length: those take the general path below, which holds both (at T <= k every
+        # row is short and attends exactly, as here)
+        fixed = isinstance(T, int)
+        if not self.linformer or (self.exact_short and fixed and self.k >= T):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
             out, probs = self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))
             if self.linformer:  # E and F left out, which DDP may still wait for (with_zero_gradients)
@@ -558,14 +564,19 @@ class LinformerSelfAttention(nn.Module):
         else:
             out, probs = self._attend(q, *self._project_kv(hidden, mask, E, F_), output_attentions,
                                       (per_forward, "projected"))
-        if self.exact_short and mask is not None:
+        if self.exact_short and (mask is not None or not fixed):
             # Rows whose real tokens all lie in the first k positions attend exactly over those positions (T x k,
             # as much as the projection), so a short row gives the same output inside a longer padded batch.
-            short = ~mask[:, self.k:].any(-1)
+            head, real = hidden, mask
+            if not fixed:  # k positions more, masked, so that slicing at k decides no side of k (torch.export would
+                # guard on it and fix the length to the example's side)
+                real = mask if mask is not None else hidden.new_ones(hidden.shape[:2], dtype=torch.bool)
+                head, real = F.pad(hidden, (0, 0, 0, self.k)), F.pad(real, (0, self.k))
+            short = ~real[:, self.k:].any(-1)
             if capturing() or bool(short.any()):  # compiled, exported, traced: no host sync, both paths
-                head = hidden[:, : self.k]
+                head = head[:, : self.k]
                 exact, exact_probs = self._attend(q, self._heads(self.key(head)), self._heads(self.value(head)),
-                                                  mask[:, : self.k], output_attentions, (per_forward, "input"))
+                                                  real[:, : self.k], output_attentions, (per_forward, "input"))
                 out = torch.where(short[:, None, None], exact, out)
                 if probs is not None:  # the projection may fill fewer than k columns (mask_empty_windows)
                     probs = F.pad(probs, (0, exact_probs.shape[-1] - probs.shape[-1]))

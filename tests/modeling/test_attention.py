@@ -369,6 +369,45 @@ def test_a_dynamic_length_export_of_a_fixed_length_layout_is_refused_naming_it(n
                           dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}})
 
 
+@pytest.mark.parametrize("policy, example", [("resample", 6), ("slice", 20)], ids=["example<=k", "example>k"])
+def test_a_dynamic_length_graph_of_exact_short_inputs_gives_eager_outputs_on_both_sides_of_k(policy, example):
+    """exact_short_inputs=True (a converted model's default) attends exactly when the batch is at most k tokens long,
+    a branch on the length: a graph captured with a dynamic length (torch.export, the ONNX exporters, torch.jit.trace)
+    kept the example's side of k and gave other outputs on the other side, without a word. A captured forward now
+    keeps both, so the paper's Linformer loaded from a conversion (local_window=0, global_positions=[], what the
+    refusal of a dynamic length names) exports with a dynamic length: eager's outputs at lengths on both sides of k,
+    from an example on either side."""
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    config = tiny_config(max_seq_len=32, projected_dim=8, sharing="layerwise", length_policy=policy,
+                         exact_short_inputs=True, local_window=0, global_positions=[])
+    model = _Logits(LinformerModel(config).eval()).eval()
+    example = _served(model, example)[:2]
+    T = Dim("T", min=2, max=32)
+    exported = export(model, example, dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}}).module()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example, check_trace=False)
+    for length in (3, 8, 9, 20, 32):  # k = 8
+        ids, mask, expected = _served(model, length)
+        with torch.no_grad():
+            torch.testing.assert_close(exported(ids, mask), expected)
+            torch.testing.assert_close(traced(ids, mask), expected)
+    pytest.importorskip("onnx")  # the TorchScript exporter writes through it
+    ort = pytest.importorskip("onnxruntime")
+    import io
+
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, example, f, input_names=["input_ids", "attention_mask"], dynamo=False,
+                          dynamic_axes={"input_ids": {1: "T"}, "attention_mask": {1: "T"}}, opset_version=17)
+    session = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    for length in (3, 8, 9, 20, 32):
+        ids, mask, expected = _served(model, length)
+        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+        torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
+
+
 def test_position_ids_count_padding_as_integers():
     """ONNX's CumSum takes no bool tensor: the traced embeddings count real tokens as integers (what the ONNX test
     above checks through onnxruntime, here where only torch is installed)."""
