@@ -337,8 +337,12 @@ class LinformerModel(LinformerPreTrainedModel):
         if n < T:
             raise ValueError(too_long(T, n))
         output_attentions = bool(output_attentions or self.config.output_attentions)
-        if output_attentions and self.config.attention != "full" and (self.config.local_window or
-                                                                      self.config.global_positions):
+        output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
+        mask = self._read_inputs(attention_mask, token_type_ids, positions_shift=position_ids is None and not (
+            self.config.pads_positions and input_ids is not None))
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
+        if all_probs is not None and any(probs is None for probs in all_probs):
             logger.warning_once(
                 "output_attentions=True: the attention with exact local and global keys (local_window, "
                 "global_positions) computes no probabilities, so `attentions` holds None for its layers, unless the "
@@ -346,11 +350,6 @@ class LinformerModel(LinformerPreTrainedModel):
                 "exactly and gets T x T maps (a short row padded in a longer batch gets none, though it is attended "
                 "exactly too). For maps, load the model with local_window=0 "
                 "and global_positions=[] (the paper's Linformer: T x k maps) or attention='full'.")
-        output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
-        mask = self._read_inputs(attention_mask, token_type_ids, positions_shift=position_ids is None and not (
-            self.config.pads_positions and input_ids is not None))
-        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        hidden, all_hidden, all_probs = self.encoder(hidden, mask, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=hidden,
             pooler_output=self.pooler(hidden) if self.pooler is not None else None,

@@ -166,7 +166,8 @@ def test_attention_maps_asked_of_the_exact_key_attention_say_why_they_are_none(m
 
 def test_the_warning_says_exactly_when_the_exact_key_attention_returns_maps(monkeypatch):
     """The converted default (exact_short_inputs, local and global keys): a short input alone got T x T maps, the same
-    input in a batch padded past k got None; the warning spoke of "an input of at most k tokens"."""
+    input in a batch padded past k got None; the warning spoke of "an input of at most k tokens". It came for the
+    maps too, saying `attentions` held None: it comes only when a layer's entry is None."""
     import linformer.modeling.model as model_module
 
     said = []
@@ -176,6 +177,7 @@ def test_the_warning_says_exactly_when_the_exact_key_attention_returns_maps(monk
                                        length_policy="resample", exact_short_inputs=True)).eval()
     short = IDS[:1, :5]
     assert [a.shape for a in model(input_ids=short, output_attentions=True).attentions] == [(1, 4, 5, 5)] * 2
+    assert said == []  # every layer gave its maps
     ids = torch.cat([torch.cat([short, torch.ones(1, 11, dtype=torch.long)], 1), torch.randint(4, 60, (1, 16))])
     mask = torch.ones_like(ids)
     mask[0, 5:] = 0
