@@ -222,10 +222,12 @@ def read_card_info(model_dir: str | os.PathLike) -> dict:
     return read_json(Path(model_dir) / SIDECAR)
 
 
-def write_model_card(model_dir: str | os.PathLike, info: dict) -> None:
-    """Write the sidecar (``info`` as given) and README.md rendered from it."""
+def write_model_card(model_dir: str | os.PathLike, info: dict, folder: str | None = None) -> None:
+    """Write the sidecar (``info`` as given) and README.md rendered from it, its usage loading the folder by its name
+    (`folder`: the name the folder will have, where `model_dir` is a temporary renamed to it), as a user in the
+    folder's parent loads it."""
     write_json(Path(model_dir) / SIDECAR, info)
-    atomic_write(Path(model_dir) / CARD, str(render_card(info)))
+    atomic_write(Path(model_dir) / CARD, str(render_card(info, folder or Path(model_dir).name)))
 
 
 def results_entry(results: dict, run_dir: str | os.PathLike) -> dict:
@@ -259,7 +261,9 @@ def _examples(results: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ rendering
-def render_card(info: dict) -> ModelCard:
+def render_card(info: dict, load: str) -> ModelCard:
+    """The card of ``info``; `load`: what its usage passes to ``from_pretrained`` (the folder's name, or the hub id
+    it is pushed to). The title is ``info["name"]``, the run or conversion that made the weights."""
     source, model = info["source"], info["model"]
     distillation, finetuning = info.get("distillation"), info.get("finetuning") or []
     trained = "distillation" if distillation else "finetuning" if finetuning else None
@@ -279,7 +283,7 @@ def render_card(info: dict) -> ModelCard:
         sections.append(_distillation_section(distillation))
     if finetuning:
         sections.append(_finetuning_section(finetuning))
-    sections += [_results_section(info.get("results") or {}, trained), _usage_section(info["name"], model["class"], _cleanings(info))]
+    sections += [_results_section(info.get("results") or {}, trained), _usage_section(load, model["class"], _cleanings(info))]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n")
 
 
@@ -563,8 +567,9 @@ def _examples_text(row: dict) -> str:
 
 
 def _usage_section(name: str, model_class: str, cleanings: list[str] | None = None) -> str:
-    """How to load the model, with and without the package, and (``cleanings``: the functions that cleaned a stage's
-    text before tokenizing) what to apply to raw text for the inputs its scores were measured on."""
+    """How to load the model from `name` (its folder or hub id), with and without the package, and (``cleanings``:
+    the functions that cleaned a stage's text before tokenizing) what to apply to raw text for the inputs its scores
+    were measured on."""
     auto = {where.split(".")[1]: auto for auto, where in SERVED_CLASSES.items()}.get(model_class, "AutoModel")
     text = ("## Usage\n\nThe model type `linformer` is registered with transformers when the `linformer` package is "
             f"imported:\n\n```python\nimport linformer  # noqa: F401\nfrom transformers import {auto}, AutoTokenizer\n\n"
@@ -591,7 +596,8 @@ def push_to_hub(model_dir: str | os.PathLike, repo_id: str, token: str | None = 
                 api: HfApi | None = None):
     """Upload ``model_dir`` (model, tokenizer, card) to the hub repo ``repo_id``, creating it if needed.
 
-    Returns upload_folder's CommitInfo. ``api`` replaces the HfApi client (tests give a stand-in)."""
+    Returns the last commit's CommitInfo (the card's, where the folder has a sidecar). ``api`` replaces the HfApi
+    client (tests give a stand-in)."""
     if constants.is_offline_mode():
         raise HubOfflineError(f"cannot push {model_dir} to {repo_id}: the hub is offline here (HF_HUB_OFFLINE); run "
                               "push_to_hub on a machine where the hub is reachable.")
@@ -599,6 +605,13 @@ def push_to_hub(model_dir: str | os.PathLike, repo_id: str, token: str | None = 
         raise CheckpointError(f"{model_dir} holds no config.json: it is not a saved model directory.")
     api = api or HfApi(token=token)
     api.create_repo(repo_id, token=token, private=private, exist_ok=True)
-    # ".*" leaves out atomic_write's temporaries and other hidden files; the manifest records local paths.
-    return api.upload_folder(repo_id=repo_id, folder_path=str(model_dir), token=token, ignore_patterns=[".*", MANIFEST],
-                             commit_message=f"Upload {Path(model_dir).name} (linformer)")
+    info = read_card_info(model_dir)
+    # ".*" leaves out atomic_write's temporaries and other hidden files; the manifest records local paths. A card with
+    # its sidecar goes up rendered for the hub, its usage loading `repo_id` (the local one loads the folder's name).
+    ignored = [".*", MANIFEST] + ([CARD] if info else [])
+    commit = api.upload_folder(repo_id=repo_id, folder_path=str(model_dir), token=token, ignore_patterns=ignored,
+                               commit_message=f"Upload {Path(model_dir).name} (linformer)")
+    if not info:
+        return commit
+    return api.upload_file(path_or_fileobj=str(render_card(info, repo_id)).encode(), path_in_repo=CARD,
+                           repo_id=repo_id, token=token, commit_message=f"Model card of {Path(model_dir).name}")

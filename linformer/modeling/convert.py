@@ -185,7 +185,8 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     with model_folder(out_dir, record, overwrite, key="out_dir=") as tmp:
         save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)
         # the card goes inside the atomic block: a converted directory never lacks its card
-        write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name, path=path))
+        write_model_card(tmp, conversion_info(name_or_path, model, name=Path(out_dir).name, path=path),
+                         folder=Path(out_dir).name)
     return Path(out_dir)
 
 

@@ -84,7 +84,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
         card = read_card_info(model_path) if model_path else None
         if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
             run = {"task": spec.task.name, **results}  # a run stopped before its end has no results.json yet
-            write_model_card(tmp, finetuned_card(card, spec.run_name, type(model).__name__, run, run_dir, step))
+            write_model_card(tmp, finetuned_card(card, spec.run_name, type(model).__name__, run, run_dir, step),
+                             folder=out.name)
     return {"out": out, "step": step, "checkpoint": checkpoint, "metrics": metrics, "final": final}
 
 

@@ -1,3 +1,6 @@
+import re
+from pathlib import Path
+
 import pytest
 
 from linformer import LinformerConfig
@@ -23,3 +26,13 @@ def tiny_config(**overrides) -> LinformerConfig:
 @pytest.fixture
 def make_config():
     return tiny_config
+
+
+def run_usage(model_dir: Path, monkeypatch) -> dict:
+    """The card's usage snippet run as written from the folder's parent: its namespace (model, tokenizer)."""
+    text = (model_dir / "README.md").read_text()
+    [code] = re.findall(r"## Usage\n.*?```python\n(.*?)```", text, flags=re.S)
+    monkeypatch.chdir(model_dir.parent)
+    namespace = {}
+    exec(code, namespace)
+    return namespace

@@ -27,7 +27,7 @@ from linformer.modeling.card import (
 from linformer.modeling.convert import convert_encoder
 from linformer.modeling.loading import weights_sha256
 
-from .conftest import tiny_config
+from .conftest import run_usage, tiny_config
 from .test_convert import BERT, ROBERTA, VOCAB, save_source, save_tokenizer
 
 
@@ -342,21 +342,42 @@ class FakeHub:
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
 
-    def upload_folder(self, *, repo_id, folder_path, **kwargs):
-        files = sorted(p.name for p in Path(folder_path).iterdir())
+    def upload_folder(self, *, repo_id, folder_path, ignore_patterns=(), **kwargs):
+        from fnmatch import fnmatch
+
+        files = sorted(p.name for p in Path(folder_path).iterdir()
+                       if not any(fnmatch(p.name, pattern) for pattern in ignore_patterns))
         self.calls.append(("upload_folder", repo_id, files))
         return "commit"
+
+    def upload_file(self, *, path_or_fileobj, path_in_repo, repo_id, **kwargs):
+        self.calls.append(("upload_file", repo_id, path_in_repo, path_or_fileobj.decode()))
+        return "card commit"
 
 
 def test_push_to_hub_creates_the_repo_then_uploads_model_tokenizer_and_card(tmp_path, monkeypatch):
     out = converted(tmp_path, projected_dim=8)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # the stand-in is reachable
     hub = FakeHub()
-    assert push_to_hub(out, "me/tiny-linformer", token="t", private=True, api=hub) == "commit"
-    (create, repo, kwargs), (upload, repo2, files) = hub.calls
+    assert push_to_hub(out, "me/tiny-linformer", token="t", private=True, api=hub) == "card commit"
+    (create, repo, kwargs), (upload, repo2, files), (upload_card, repo3, name, card) = hub.calls
     assert (create, repo, kwargs["exist_ok"], kwargs["private"]) == ("create_repo", "me/tiny-linformer", True, True)
     assert (upload, repo2) == ("upload_folder", "me/tiny-linformer")
-    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", "linformer_card.json"} <= set(files)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "linformer_card.json"} <= set(files)
+    assert "manifest.json" not in files
+    # the card goes up rendered for the hub: its usage loads the repo, where the local card's loads the folder
+    assert (upload_card, repo3, name) == ("upload_file", "me/tiny-linformer", "README.md")
+    assert 'from_pretrained("me/tiny-linformer")' in card and 'from_pretrained("out")' not in card
+    local = (out / "README.md").read_text()
+    assert 'from_pretrained("out")' in local and card == local.replace('"out"', '"me/tiny-linformer"')
+
+
+def test_the_usage_on_a_converted_models_card_loads_its_folder(tmp_path, monkeypatch):
+    """The conversion's card names its folder (written in a temporary renamed to it): run from the folder's parent,
+    the snippet loads the model and its tokenizer."""
+    out = converted(tmp_path, projected_dim=8)
+    loaded = run_usage(out, monkeypatch)
+    assert type(loaded["model"]).__name__ == "LinformerForMaskedLM" and loaded["tokenizer"]("a b")["input_ids"]
 
 
 def test_push_to_hub_offline_says_where_to_run_it(tmp_path, monkeypatch):

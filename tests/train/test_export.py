@@ -13,6 +13,7 @@ from linformer.errors import CheckpointError, RunDirError
 from linformer.modeling.card import SIDECAR, conversion_info, write_model_card
 from linformer.train.export import export_run
 from linformer.train.finetune import finetune
+from tests.modeling.conftest import run_usage
 
 from .conftest import compose_finetune, write_sst2_fixture
 
@@ -68,6 +69,18 @@ def test_export_of_the_best_step_is_the_model_save_best_kept(carded_run, tmp_pat
     assert "before use" not in text and "E and F were learned with the other weights in finetuning" in text
     manifest = json.loads((tmp_path / "best" / "manifest.json").read_text())
     assert manifest["command"] == "export" and manifest["settings"]["step"] == results["best_step"]
+
+
+def test_the_usage_on_a_finetuned_models_card_loads_its_folder(carded_run, tmp_path, monkeypatch):
+    """The card of an export and of the run's best/ said from_pretrained("<run name>"), a name that is neither the
+    folder nor a hub repo (it asked the hub, offline here): the snippet names the folder, and run from the folder's
+    parent it loads the model and its tokenizer."""
+    export_run(carded_run, tmp_path / "served")
+    for model_dir in (tmp_path / "served", carded_run / "best"):
+        loaded = run_usage(model_dir, monkeypatch)
+        assert type(loaded["model"]).__name__ == "LinformerForSequenceClassification"
+        assert loaded["tokenizer"]("a b")["input_ids"]
+        assert f'from_pretrained("{model_dir.name}")' in (model_dir / "README.md").read_text()
 
 
 def test_an_exported_checkpoint_that_the_run_does_not_report_has_no_result_on_its_card(carded_run, tmp_path):
