@@ -578,8 +578,10 @@ def _usage_section(name: str, model_class: str, cleanings: list[str] | None = No
             "and transformers) loads it: read them, then pass `trust_remote_code=True` to `from_pretrained` (a "
             "`pipeline`'s too). The tokenizer is a plain transformers tokenizer, the class `tokenizer_config.json` "
             "names (`tokenizer_class`): that class's `from_pretrained` loads it without running any code of the "
-            "model's. `AutoTokenizer` reads the model's config first (transformers 5), so it asks whether to run the "
-            "code unless given `trust_remote_code=True`.")
+            "model's. `AutoTokenizer` reads the model's config first (transformers 5): without `trust_remote_code` "
+            "it asks whether to run the code (`[y/N]`), and on a refusal, as with `trust_remote_code=False` (which "
+            "does not ask), it loads that tokenizer class anyway, with a warning that the model type `linformer` is "
+            "not the tokenizer's; the Auto model and config classes refuse without `trust_remote_code=True`.")
     for clean in dict.fromkeys(cleanings or ()):
         text += (f"\n\nThe text this model was trained and scored on was cleaned by `{clean}` (the `linformer` "
                  "package's) before tokenizing: apply it to raw text (before a `pipeline`, say) for the inputs its "
