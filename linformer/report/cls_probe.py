@@ -11,6 +11,7 @@ Used to explain the mini Table 2 (docs/results/table2_mini_notes.md); it reads m
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -26,6 +27,8 @@ from linformer.files import atomic_write, table_lines, table_row
 from linformer.modeling.loading import load_pretrained, resolve_model_path
 from linformer.report.measured import Started, provenance, start
 
+log = logging.getLogger(__name__)
+
 
 def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
     """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
@@ -35,6 +38,9 @@ def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_len
     check_task_dir(task, data_dir, ("eval",), elsewhere=f" (its folder under --data-mirror {data_mirror})")
     data = load_task(task, str(data_dir), tokenizer, max_length, splits=("eval",))
     ev = data["eval"]
+    if len(ev) < n_examples:  # the table's examples column shows the count probed; said here against the flag
+        log.warning("--examples %d: the %s eval split holds %d examples; probing those %d", n_examples, task, len(ev),
+                    len(ev))
     return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
 
 

@@ -213,6 +213,10 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     if ids.shape[1] != n:
         raise CorpusError(f"{corpus_dir or text_path}: windows of {ids.shape[1]} tokens, but the model {model_path} "
                           f"has n={n}; prepare the corpus with data.n={n}")
+    if len(ids) < num_windows:  # the sample holds fewer: said here, and the JSON keeps both counts
+        where = f"{corpus_dir}'s validation split" if corpus_dir else f"text_path={text_path} (first {max_lines} lines)"
+        log.warning("num_windows=%d: %s holds %d windows of n=%d; measuring on those %d", num_windows, where,
+                    len(ids), n, len(ids))
     cum = attention_spectrum(model, ids, batch_size)
     L, H, _ = cum.shape
     k = int(k) if k else default_k(n)
@@ -225,7 +229,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
         "model_path": str(model_path),
         "description": description,
         "n": n, "k": k, "layers": L, "heads": H,
-        "num_windows": len(ids), "seed": seed, "sample": source,
+        "num_windows": len(ids), "num_windows_asked": num_windows, "seed": seed, "sample": source,
         "value_at_k": [[round(float(v), 6) for v in row] for row in at_k],
         "mean_value_at_k_per_layer": [round(float(v), 6) for v in at_k.mean(1)],
         # every head's curve (layers x heads x n values: 36,864 for a 6 x 12 model at n = 512), to 4 decimals

@@ -286,3 +286,21 @@ def test_the_figures_are_rendered_again_from_the_json_nothing_measured(tmp_path,
         measured.render_main(["--render", str(tmp_path / "bad.json"), "--out", str(tmp_path / "bad2")],
                              "scripts/analyze_spectrum.py", "analyze_spectrum", (".json",), spectrum.render)
     assert not (tmp_path / "bad2.json").exists()
+
+
+def test_fewer_windows_than_asked_are_said_and_both_counts_recorded(tmp_path, monkeypatch, caplog):
+    """num_windows above what the sample holds is measured on what there is, with a warning naming the key and both
+    counts; the JSON keeps the count asked for beside the count measured."""
+    from linformer.report import spectrum
+
+    path = _tiny_model(tmp_path)
+    monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (2, n)))
+    monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)
+    with caplog.at_level("WARNING", logger="linformer.report.spectrum"):
+        r = analyze_spectrum(path, tmp_path / "out", "s", text_path=_text(tmp_path), num_windows=1000, k=3)
+    assert r["num_windows"] == 2 and r["num_windows_asked"] == 1000
+    assert "num_windows=1000" in caplog.text and "holds 2 windows" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="linformer.report.spectrum"):
+        analyze_spectrum(path, tmp_path / "out", "s", text_path=_text(tmp_path), num_windows=2, k=3, overwrite=True)
+    assert "num_windows" not in caplog.text

@@ -40,7 +40,7 @@ def test_zero_queries_give_uniform_attention_at_maximum_entropy(pretrained_run, 
     assert stats["max_entropy"][0] == pytest.approx(expected, abs=1e-5)
 
 
-def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_run, tmp_path):
+def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_run, tmp_path, caplog):
     model = AutoModel.from_pretrained(pretrained_run / "model", add_pooling_layer=False).eval()
     n = model.config.max_seq_len
     b = _batch([n], n)
@@ -54,6 +54,9 @@ def test_spread_is_zero_for_identical_inputs_and_probe_reads_a_task(pretrained_r
     assert all(0 < e <= m + 1e-5 for e, m in zip(row["entropy"], row["max_entropy"], strict=True))
     md = to_markdown([row], "python scripts/cls_probe.py x")
     assert pretrained_run.name in md and "| sst2 | 16 |" in md
+    with caplog.at_level("WARNING", logger="linformer.report.cls_probe"):  # more than the split holds: said
+        (row,) = probe([str(pretrained_run)], ["sst2"], data_mirror=str(tmp_path / "mirror"), n_examples=1000)
+    assert row["examples"] == 40 and "--examples 1000: the sst2 eval split holds 40 examples" in caplog.text
     with pytest.raises(CheckpointError, match="holds no model"):
         probe([str(tmp_path)], ["sst2"], data_mirror=str(tmp_path / "mirror"))
 
