@@ -140,8 +140,9 @@ class FinetuneTask(TrainingTask):
                                   f"by {self.carve}: name the checkpoint to continue with trainer.resume=<its path>")
 
     def _check_protocol(self, settings: TrainerSettings, world: int) -> None:
-        """What the protocol refuses: evaluations during training with nothing to evaluate but the reported split, a
-        carve that leaves less than one batch to train on, and a choice whose model the run would not keep."""
+        """What the protocol refuses: a training set of less than one batch, evaluations during training with nothing
+        to evaluate but the reported split, and a choice whose model the run would not keep."""
+        self._check_train_size(settings, world)
         fraction = self.data_spec.validation_fraction
         if self.validation is None:
             if settings.eval_every is not None:
@@ -149,14 +150,28 @@ class FinetuneTask(TrainingTask):
                                   "a validation split, never on the reported one: set validation_fraction (e.g. 0.1), "
                                   "or trainer.eval_every=null (the reported split is scored once, at the end).")
             return
-        if len(self.train_set) < settings.batch_size * world:
-            raise ConfigError(f"validation_fraction={fraction} leaves {len(self.train_set)} training examples, fewer than "
-                              f"one batch (trainer.batch_size={settings.batch_size} x {world} processes): lower it, or "
-                              "train on more rows (max_train_examples).")
         if not settings.save_best and self.select_best:
             raise ConfigError(f"trainer.save_best=false with validation_fraction={fraction}: the run reports the model "
                               "its validation split chooses, so it keeps that model in <run>/best. Set "
                               "trainer.save_best=true, or validation_fraction=null (the last model is reported).")
+
+    def _check_train_size(self, settings: TrainerSettings, world: int) -> None:
+        """One rule for the smallest training set, whatever made it small (the task's train file, max_train_examples,
+        the validation carve, the minimum length): at least one batch of every process, as pretraining asks of its
+        blocks. Every step of a smaller set would train on fewer examples than trainer.batch_size says, and with
+        several processes some would get none."""
+        held, batch = len(self.train_set), settings.batch_size * world
+        if held >= batch:
+            return
+        shrunk = [f"{key}={value}" for key, value in (("max_train_examples", self.data_spec.max_train_examples),
+                                                      ("validation_fraction", self.data_spec.validation_fraction),
+                                                      (self.min_tokens_key, self.min_tokens)) if value is not None]
+        after = f" after {', '.join(shrunk)}" if shrunk else f" in the {self.data_spec.name} train split"
+        lower = (f"lower trainer.batch_size to {held // world} or less, or " if held >= world else "")
+        raise ConfigError(f"{held} training example{'' if held == 1 else 's'}{after}, fewer than one batch "
+                          f"(trainer.batch_size={settings.batch_size} x {world} process{'' if world == 1 else 'es'}): "
+                          f"{lower}train on more rows" + (" (max_train_examples, validation_fraction)" if shrunk else "")
+                          + ".")
 
     def train_examples(self, split):
         """The train examples the run learns from: all of the selected split, or with a minimum length

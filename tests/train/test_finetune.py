@@ -179,7 +179,11 @@ def test_without_a_validation_split_nothing_is_chosen(tmp_path, sst2_dir, pretra
     (["validation_fraction=0"], r"validation_fraction=0 must lie in"),
     (["validation_fraction=true"], r"validation_fraction=True must lie in"),
     (["validation_fraction=0.45", "max_train_examples=28"],
-     r"validation_fraction=0.45 leaves 15 training examples, fewer than one batch \(trainer.batch_size=16"),
+     (r"^15 training examples after max_train_examples=28, validation_fraction=0.45, fewer than one batch "
+      r"\(trainer.batch_size=16 x 1 process\): lower trainer.batch_size to 15 or less, or train on more rows")),
+    # one rule whatever made the set small: a subset alone was trained on in steps of fewer than the batch
+    (["max_train_examples=1"], (r"^1 training example after max_train_examples=1, fewer than one batch "
+                                r"\(trainer.batch_size=16 x 1 process\): lower trainer.batch_size to 1 or less")),
     (["trainer.eval_every=5"], r"trainer.eval_every=5: evaluations during training are made on a validation split"),
     (["validation_fraction=0.2", "trainer.save_best=false"], r"trainer.save_best=false with validation_fraction=0.2"),
 ])
