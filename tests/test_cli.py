@@ -341,6 +341,24 @@ def test_one_did_you_mean_rule_compares_a_key_with_its_siblings():
     assert did_you_mean("model.max_seq_len", ["model.max_seq_len"]) == ""  # never the name itself
 
 
+@pytest.mark.parametrize("typed, hint", [
+    ("trainer.Lr=1e-3", "(did you mean trainer.lr?)"),  # case does not count
+    ("model.k=4", "(did you mean model.projected_dim? the paper calls it k)"),
+    ("model.n=64", "(did you mean model.max_seq_len? the paper calls it n)"),
+    ("trainer.learning_rate=1", "(did you mean trainer.lr? Hugging Face calls it learning_rate)"),
+    ("trainer.per_device_train_batch_size=8",
+     "(did you mean trainer.batch_size? Hugging Face calls it per_device_train_batch_size)"),
+    ("trainer.gradient_accumulation_steps=2",
+     "(did you mean trainer.grad_accum? Hugging Face calls it gradient_accumulation_steps)"),
+])
+def test_a_key_in_another_case_or_by_the_papers_or_hugging_faces_name_is_offered_ours(typed, hint):
+    from linformer.configs import compose
+
+    with pytest.raises(ConfigError) as err:
+        compose("pretrain", [typed])
+    assert str(err.value).startswith(f"{typed.split('=')[0]}: no such key {hint}; every setting is in configs/.")
+
+
 def test_a_key_of_a_removed_group_says_the_group_is_removed():
     from linformer.configs import _one_line
 

@@ -31,20 +31,50 @@ __all__ = [
 
 CLOSE_ENOUGH = 0.6  # difflib's similarity ratio above which a known name is offered for an unknown one
 
+# Names a user is likely to type for one of our keys, by its last part (lower case): the paper's symbols, and
+# Hugging Face's (TrainingArguments, model configs). name -> (our key's last part, whose name it is). A name is
+# offered only where the command has a key of that last part (the group's own first).
+ALIASES = {
+    **{name: (key, f"the paper calls it {symbol}") for symbol, name, key in (
+        ("k", "k", "projected_dim"), ("n", "n", "max_seq_len"), ("E", "e", "projection"), ("F", "f", "projection"),
+        ("d", "d", "hidden_size"), ("d_model", "d_model", "hidden_size"), ("h", "h", "num_attention_heads"),
+        ("d_ff", "d_ff", "intermediate_size"))},
+    **{name: (key, f"Hugging Face calls it {name}") for name, key in (
+        ("learning_rate", "lr"), ("per_device_train_batch_size", "batch_size"),
+        ("per_device_eval_batch_size", "eval_batch_size"), ("num_train_epochs", "epochs"),
+        ("gradient_accumulation_steps", "grad_accum"), ("adam_epsilon", "eps"), ("adam_beta1", "betas"), ("adam_beta2", "betas"), ("logging_steps", "log_every"),
+        ("save_steps", "save_every"), ("eval_steps", "eval_every"), ("save_total_limit", "keep_last"),
+        ("resume_from_checkpoint", "resume"), ("torch_compile", "compile"),
+        ("torch_compile_backend", "compile_backend"), ("torch_compile_mode", "compile_mode"),
+        ("fp16", "mixed_precision"), ("bf16", "mixed_precision"), ("num_layers", "num_hidden_layers"),
+        ("num_heads", "num_attention_heads"), ("hidden_dropout", "hidden_dropout_prob"),
+        ("attention_dropout", "attention_probs_dropout_prob"), ("max_seq_length", "max_length"))},
+}
+
 
 def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
     """The one did-you-mean rule of every refusal of an unknown key or option: " (did you mean <prefix><closest>?)"
     for the closest known name, or "" when none is close enough. A dotted name is compared by its last part with its
     siblings (the known keys of the same group), so that a shared group name does not make unrelated keys look close;
-    without siblings (a misspelt group), by the whole name."""
+    without siblings (a misspelt group), by the whole name. Case does not count (trainer.Lr is trainer.lr), and a
+    name of ``ALIASES`` (the paper's k, Hugging Face's learning_rate) offers our key of that meaning, saying whose
+    name it is."""
     name = str(name)
     known = [k for k in known if k != name]  # the name itself is never its own suggestion
     parent, _, last = name.rpartition(".")
-    siblings = {k.rpartition(".")[2]: k for k in known if parent and k.rpartition(".")[0] == parent}
+    alias = ALIASES.get(last.lower())
+    if alias is not None:
+        leaf, whose = alias
+        same = [k for k in known if k.rpartition(".")[2] == leaf]
+        same.sort(key=lambda k: k.rpartition(".")[0] != parent)  # the group's own key first
+        if same:
+            return f" (did you mean {prefix}{same[0]}? {whose})"
+    siblings = {k.rpartition(".")[2].lower(): k for k in known if parent and k.rpartition(".")[0] == parent}
     if siblings:
-        close = [siblings[m] for m in difflib.get_close_matches(last, list(siblings), 1, cutoff=CLOSE_ENOUGH)]
+        close = [siblings[m] for m in difflib.get_close_matches(last.lower(), list(siblings), 1, cutoff=CLOSE_ENOUGH)]
     else:
-        close = difflib.get_close_matches(name, known, 1, cutoff=CLOSE_ENOUGH)
+        lower = {k.lower(): k for k in known}
+        close = [lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), 1, cutoff=CLOSE_ENOUGH)]
     return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
