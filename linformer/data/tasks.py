@@ -56,8 +56,11 @@ class TaskSpec:
         if len(self.label_names) != len(self.raw_labels) or len(self.raw_labels) < 2:
             return "label_names", (f" {list(self.label_names)} and raw_labels {list(self.raw_labels)} must name the "
                                    "same labels (at least two), in the same order: index = label id")
-        if len(set(self.raw_labels)) != len(self.raw_labels):
-            return "raw_labels", f" {list(self.raw_labels)} repeats a label"
+        for name in ("label_names", "raw_labels"):  # two label ids of one name: a table could not tell them apart
+            values = list(getattr(self, name))
+            twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+            if twice is not None:
+                return name, f" {values} repeats a label ({twice!r} is given twice); give each label once"
         if self.format not in FORMATS:
             return "format", (f"={self.format!r} is not a reader{did_you_mean(self.format, FORMATS)}; the readers: "
                               f"{', '.join(FORMATS)}")

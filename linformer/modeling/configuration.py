@@ -424,6 +424,9 @@ def _validate_local_global(config: LinformerConfig) -> None:
         if bad:
             raise ConfigError(f"global_positions={list(positions)}: {bad} not a position in -{n}..{n - 1} "
                               f"(max_seq_len n={n}; negative counts from each row's last real token).")
+        twice = next((p for i, p in enumerate(positions) if p in positions[:i]), None)
+        if twice is not None:  # one key given twice: a second copy of it in every row's softmax, weighed double
+            raise ConfigError(f"global_positions={list(positions)}: {twice} is given twice; give each position once.")
     if (w or positions) and (config.attention != "linformer" or config.projection != "linear"):
         raise ConfigError(
             "local_window and global_positions add exact keys beside a learned projection: they need "

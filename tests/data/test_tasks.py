@@ -124,7 +124,9 @@ def agnews_dir(tmp_path, monkeypatch):
     ({"format": "jsonl"}, r"TaskSpec 'agnews': format='jsonl' is not a reader; the readers: glue_tsv, csv, imdb"),
     ({"format": "imbd"}, r"format='imbd' is not a reader \(did you mean imdb\?\)"),
     ({"label_names": ("world", "sports")}, r"label_names \['world', 'sports'\] and raw_labels .* same labels"),
-    ({"raw_labels": ("a", "a", "b", "c")}, "repeats a label"),
+    ({"raw_labels": ("a", "a", "b", "c")}, r"raw_labels \['a', 'a', 'b', 'c'\] repeats a label \('a' is given twice\)"),
+    # two label ids of one name were accepted, and a table could not tell them apart
+    ({"label_names": ("red", "red", "blue", "sci")}, r"label_names .* repeats a label \('red' is given twice\)"),
     ({"metrics": ("accuracy", "mcc")}, r"unknown metric 'mcc'; the metrics: accuracy, f1, f1_macro"),
     ({"metrics": ("accuracy", "f1")}, "metric 'f1' scores the positive label of a task of two labels, this task has 4"),
     ({"metrics": ("f1",)}, "use 'f1_macro'"),

@@ -52,6 +52,8 @@ def test_per_layer_k():
         (dict(is_decoder=True), "^is_decoder=True: the Linformer is an encoder only"),
         (dict(add_cross_attention=True), "^add_cross_attention=True"),
         (dict(problem_type="foo"), "^problem_type='foo' is not one of regression"),
+        # a position given twice was kept as a second copy of its key in every softmax
+        (dict(local_window=4, global_positions=[0, 0]), r"^global_positions=\[0, 0\]: 0 is given twice"),
     ],
 )
 def test_bad_config_names_the_key(kwargs, match):
