@@ -326,7 +326,7 @@ def test_a_refused_benchmark_leaves_nothing_behind(tmp_path, monkeypatch, capsys
     with pytest.raises(SystemExit) as stop:
         load_script("benchmark").main()
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and err.strip().splitlines() == ["error: inference.ns=['abc'] must be list[int]."], err
+    assert stop.value.code == 2 and err.strip().splitlines() == ["error: inference.ns=['abc'] must be a list, each entry a whole number."], err
     assert not list(tmp_path.iterdir())
 
 

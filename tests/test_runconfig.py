@@ -278,14 +278,14 @@ def test_the_corpus_and_tokenizer_configs_read_into_their_functions_arguments():
 
 
 @pytest.mark.parametrize("config, override, message", [
-    ("corpus", "data.n=abc", "data.n='abc' must be int"),
-    ("corpus", "data.n=1.5", "data.n=1.5 must be int"),
-    ("corpus", "data.skip_bad_rows=maybe", "data.skip_bad_rows='maybe' must be bool"),
-    ("corpus", "data.max_documents=x", "data.max_documents='x' must be int | None"),
-    ("corpus", "force=1", "force=1 must be bool"),
-    ("tokenizer", "vocab_size=abc", "vocab_size='abc' must be int"),
-    ("tokenizer", "show_progress=maybe", "show_progress='maybe' must be bool"),
-    ("tokenizer", "data.val_fraction=x", "data.val_fraction='x' must be float"),
+    ("corpus", "data.n=abc", "data.n='abc' must be a whole number"),
+    ("corpus", "data.n=1.5", "data.n=1.5 must be a whole number"),
+    ("corpus", "data.skip_bad_rows=maybe", "data.skip_bad_rows='maybe' must be true or false"),
+    ("corpus", "data.max_documents=x", "data.max_documents='x' must be a whole number or null"),
+    ("corpus", "force=1", "force=1 must be true or false"),
+    ("tokenizer", "vocab_size=2.5", "vocab_size=2.5 must be a whole number"),
+    ("tokenizer", "show_progress=maybe", "show_progress='maybe' must be true or false"),
+    ("tokenizer", "data.val_fraction=x", "data.val_fraction='x' must be a number"),
 ])
 def test_a_wrong_type_in_the_data_configs_names_its_key(config, override, message):
     from linformer.runconfig.data import CorpusSpec, TokenizerSpec
@@ -307,7 +307,7 @@ def test_the_spectrum_config_reads_into_analyze_spectrum_s_arguments():
     # model_path as given (analyze_spectrum resolves it as every stage does); the output folder made absolute
     assert spec.model_path == "outputs/pretrain/run/model" and Path(spec.out_dir).is_absolute()
     assert spec.corpus_dir is None and spec.k == 32
-    with pytest.raises(ConfigError, match=r"^num_windows='many' must be int\.$"):
+    with pytest.raises(ConfigError, match=r"^num_windows='many' must be a whole number\.$"):
         SpectrumSpec.read(compose("spectrum", ["model_path=m", "num_windows=many"]))
 
 

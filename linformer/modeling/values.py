@@ -1,7 +1,7 @@
 """Small rules on configuration values that every layer shares: whether a value is of an annotated type as YAML
-gives it, rounding a size up to a multiple, the sharing modes and the converted models' defaults. The scripts'
-parsers read them too: this module imports nothing, and ``linformer.errors`` loads it without the modeling package's
-torch."""
+gives it (and that type in the user's words), rounding a size up to a multiple, the sharing modes and the converted
+models' defaults. The scripts' parsers read them too: this module imports nothing, and ``linformer.errors`` loads it
+without the modeling package's torch."""
 
 from __future__ import annotations
 
@@ -25,6 +25,19 @@ def fits_type(value, kind) -> bool:
     if kind is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, kind)
+
+
+def type_words(kind) -> str:
+    """An annotated type (as ``fits_type`` reads it) in the user's words, for "key=value must be <words>": "true or
+    false", "a whole number", "a number", "text", "a list, each entry <words>", "<words> or null"."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        words = [type_words(a) for a in args if a is not type(None)]
+        return " or ".join(words + (["null"] if type(None) in args else []))
+    if origin is list:
+        return f"a list, each entry {type_words(args[0])}" if args else "a list"
+    named = {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "null"}
+    return named.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 def round_up(size: int, multiple: int | None) -> int:

@@ -19,7 +19,7 @@ from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_t
 from ..data.tokenizer import check_sequence_room
 from ..errors import ConfigError, did_you_mean
 from ..files import folder_name
-from ..modeling.values import fits_type
+from ..modeling.values import fits_type, type_words
 
 
 def check_types(values: Mapping, schema: type, prefix: str) -> None:
@@ -29,9 +29,8 @@ def check_types(values: Mapping, schema: type, prefix: str) -> None:
     for key, value in values.items():
         kind = hints[key]
         if not fits_type(value, kind):
-            name = kind.__name__ if isinstance(kind, type) and not typing.get_args(kind) else str(kind)
             key = f"{prefix}.{key}" if prefix else key
-            raise ConfigError(f"{key}={value!r} must be {name.replace('typing.', '')}.")
+            raise ConfigError(f"{key}={value!r} must be {type_words(kind)}.")
 
 
 def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bool = False,
