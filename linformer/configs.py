@@ -436,6 +436,14 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
             raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
                               "has no model settings; the model comes whole from model_path (convert or reshape "
                               "it first: python scripts/convert.py model_path=... model.<field>=...)")
-        known = [k for k in flatten(OmegaConf.to_container(cfg, resolve=False)) if k != key]
+        values = flatten(OmegaConf.to_container(cfg, resolve=False))
+        # a key the config reads only where an option sets it (${oc.select:data.vocab_size,50265}): the key that
+        # reads it is the one to give
+        readers = [k for k, v in values.items() if k != key and f"oc.select:{key}," in str(v).replace(" ", "")]
+        if readers:
+            value = override.split("=", 1)[1] if "=" in override else "..."
+            raise ConfigError(f"{override}: this command reads {key} only where its {key.split('.')[0]} option sets "
+                              f"it, as the default of {readers[0]}: give {readers[0]}={value}")
+        known = [k for k in values if k != key]
         raise ConfigError(f"{override}: no code reads the key {key}{did_you_mean(key, known)}. Every setting is in configs/; set a "
                           "known one without the '+'.")

@@ -35,6 +35,16 @@ def test_an_added_key_is_refused_naming_the_closest(config, override, hint):
         ("did you mean" in str(err.value)) == bool(hint)
 
 
+def test_an_added_key_the_config_reads_only_from_an_option_names_the_key_that_reads_it():
+    """+data.vocab_size=300 with data=text was "no code reads the key", though configs/tokenizer.yaml reads it
+    (${oc.select:data.vocab_size,50265}) where a data option sets it: the key to give is vocab_size."""
+    override = "+data.vocab_size=300"
+    with pytest.raises(ConfigError) as err:
+        refuse_added_keys(_compose("tokenizer", ["data=text", override]), [override], "tokenizer")
+    assert str(err.value) == (f"{override}: this command reads data.vocab_size only where its data option sets it, "
+                              "as the default of vocab_size: give vocab_size=300")
+
+
 def test_model_keys_are_left_to_their_owner_and_refused_where_none_reads_them():
     """finetune.py +model.projected_dim=8 (or +model.attention=full) ran unchanged while config.yaml recorded the
     change, and the recorded model block then refused the same command without it as another architecture."""
