@@ -122,6 +122,18 @@ def test_a_stage_missing_a_key_it_needs_names_it():
         s.require("epochs", "finetuning")
 
 
+
+@pytest.mark.parametrize("stage, needed", [("finetune", ["model_path=m"]), ("distill", ["teacher_path=t"])])
+def test_a_task_run_without_epochs_or_steps_is_refused_when_read(stage, needed):
+    """finetune trainer.epochs=null was refused only after the model had loaded and both splits were tokenized."""
+    from linformer.runconfig import DistillSpec, FinetuneSpec
+
+    spec = {"finetune": FinetuneSpec, "distill": DistillSpec}[stage]
+    with pytest.raises(ConfigError, match=rf"^trainer.epochs and trainer.max_steps are null: {stage} needs one of them"):
+        spec.read(compose(stage, ["task=sst2", *needed, "trainer.epochs=null", "trainer.max_steps=null"]))
+    assert spec.read(compose(stage, ["task=sst2", *needed, "trainer.epochs=null", "trainer.max_steps=5"]))
+
+
 def test_identity_follows_the_fields_operational_marks():
     t = _trainer("pretrain")
     base = identity({"trainer": t})

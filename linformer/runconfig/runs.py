@@ -161,7 +161,11 @@ class TaskRunSpec(RunSpec):
     def read(cls, cfg) -> TaskRunSpec:
         """As ``RunSpec.read``, the config recording the task's spec where it was registered from Python
         (``with_task_spec``): a task config's spec block and ``register_task`` leave the same record."""
-        return super().read(with_task_spec(plain_config(cfg, cls.stage)))
+        spec = super().read(with_task_spec(plain_config(cfg, cls.stage)))
+        if spec.trainer.max_steps is None and spec.trainer.epochs is None:  # before the model and the data load
+            raise ConfigError(f"trainer.epochs and trainer.max_steps are null: {cls.stage} needs one of them (its "
+                              "number of epochs, or of steps).")
+        return spec
 
     @classmethod
     def _own(cls, cfg: Mapping) -> dict[str, Any]:
