@@ -187,3 +187,26 @@ def test_compose_works_where_the_caller_initialised_hydra_and_leaves_its_hydra_a
         assert compose("pretrain", ["model=tiny"]).model.name == "tiny"
         assert GlobalHydra.instance() is callers and callers.is_initialized()
         assert hydra_compose("pretrain", ["model=small"]).model.name == "small"  # the caller's still composes
+
+
+# Each command's config and the option of each of its groups that adds keys the defaults lack
+DOCUMENTED = {"pretrain": [[], ["logger=all"], ["data=text"]], "finetune": [["model_path=m"], ["model_path=m", "task=_example"]],
+              "convert": [["model_path=m"]], "tokenizer": [[]], "corpus": [[]], "distill": [["teacher_path=t"]],
+              "transfer": [["model_path=m"]], "spectrum": [["model_path=m"]], "benchmark": [[]]}
+
+
+def test_every_key_of_every_command_is_in_the_guide():
+    """A key named only in its YAML comment is one a user cannot look up: each key a command's config holds is named
+    (in backquotes, `key` or `key=...`) in docs/guide.md, whose configuration reference has a table per group. A key
+    added to configs/ without a line there fails here. Hydra's own settings and keys starting with '_' (a config's
+    internals) are not the user's."""
+    import re
+
+    guide = (CONFIGS.parent / "docs" / "guide.md").read_text()
+    keys = set()
+    for name, variants in DOCUMENTED.items():
+        for overrides in variants:
+            values = OmegaConf.to_container(compose(name, overrides), resolve=False)
+            values.pop("hydra", None)
+            keys |= {k for k in flatten(values) if not any(part.startswith("_") for part in k.split("."))}
+    assert sorted(k for k in keys if not re.search(rf"`{re.escape(k)}[`=\[ ]", guide)) == []
