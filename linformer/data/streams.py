@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..modeling.values import round_up
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ def padded_length(longest: int, limit: int, multiple: int = PAD_MULTIPLE) -> int
     """The length a batch whose longest row has ``longest`` tokens is padded to: the next multiple of ``multiple``,
     but never past ``limit`` (the run's max_length, at most the model's n: a Linformer refuses a batch longer than
     its n, and rows were cut to ``limit``)."""
-    return max(longest, min(-(-longest // multiple) * multiple, limit))
+    return max(longest, min(round_up(longest, multiple), limit))
 
 
 class TaskCollator:

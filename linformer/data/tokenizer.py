@@ -20,6 +20,7 @@ from ..cli import progress_to_log_file
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
 from ..logfile import say
+from ..modeling.values import ceil_div
 from ..signals import signals_stop
 from .io import (
     checked_lines,
@@ -81,7 +82,7 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
     counts the lines taken from each."""
     buf: list[str] = []
     for i, source in enumerate(sources):
-        share = None if max_lines is None else -(-(max_lines - stats["lines"]) // (len(sources) - i))  # ceil
+        share = None if max_lines is None else ceil_div(max_lines - stats["lines"], len(sources) - i)
         taken = 0
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
         for line in _source_lines(source, skip_bad_rows, counts) if share != 0 else ():

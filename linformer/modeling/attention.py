@@ -36,6 +36,7 @@ from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
 from .threads import capturing, static_length_only
+from .values import ceil_div
 
 
 def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None) -> torch.Tensor:
@@ -332,7 +333,7 @@ class PoolProjection(Projection):
         self.window, self.kind = n // k, kind
 
     def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
-        return -(-T // self.window), 0.0  # ceil(T / window) windows; pooling multiplies nothing
+        return ceil_div(T, self.window), 0.0  # windows; pooling multiplies nothing
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, H, T, d = x.shape
@@ -380,7 +381,7 @@ class ConvProjection(Projection):
     def projected_flops(self, T: int, head_dim: int, num_heads: int) -> tuple[int, float]:
         """A d x d x window kernel per head at each of the ceil(T / window) output positions (shared or grouped,
         the same products)."""
-        c = -(-T // self.window)
+        c = ceil_div(T, self.window)
         return c, float(2 * c * self.window * head_dim * head_dim * num_heads)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:

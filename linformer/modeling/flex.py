@@ -21,6 +21,7 @@ from transformers.utils import logging
 
 from .errors import ConfigError
 from .local_global import _NEG, once
+from .values import ceil_div
 
 FLEX_TORCH = "2.5"  # the first torch with torch.nn.attention.flex_attention
 BLOCK = 128  # queries and keys per block of the block mask (flex's default tile)
@@ -107,7 +108,7 @@ def _packed(blocks: torch.Tensor, T: int, S: int, mask_mod):
 
 def key_mask(kmask: torch.Tensor | None, B: int, T: int, S: int, device) -> object:
     """The block mask of attention over S keys of which `kmask` (B, S) says which are seen (None: all)."""
-    nq, nk = -(-T // BLOCK), -(-S // BLOCK)
+    nq, nk = ceil_div(T, BLOCK), ceil_div(S, BLOCK)
     if kmask is None:
         return _packed(torch.ones(B, nq, nk, dtype=torch.bool, device=device), T, S, lambda b, h, qi, ki: ki >= 0)
     seen = torch.nn.functional.pad(kmask, (0, nk * BLOCK - S)).view(B, nk, BLOCK).any(-1)  # (B, nk)
@@ -138,7 +139,7 @@ def local_global_mask(layout, c: int, column_mask: torch.Tensor | None, overlap:
         exact = (ki < T) & real[b, kt] & (((qt - kt).abs() <= r) & (r > 0) | is_global[b, kt] | is_global[b, qt])
         return exact | ((ki >= T) & open_[b, qt, j])
 
-    nq, nk = -(-T // BLOCK), -(-S // BLOCK)
+    nq, nk = ceil_div(T, BLOCK), ceil_div(S, BLOCK)
     qb = torch.arange(nq, device=device)[:, None]
     kb = torch.arange(nk, device=device)[None, :]
     band = (kb * BLOCK <= (qb + 1) * BLOCK - 1 + r) & ((kb + 1) * BLOCK - 1 >= qb * BLOCK - r) & (kb * BLOCK < T)

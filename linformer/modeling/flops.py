@@ -29,6 +29,7 @@ import torch
 from .attention import Projection, build_projection, initialised_later, window_columns
 from .configuration import SHARING
 from .errors import ConfigError
+from .values import ceil_div, round_up
 
 
 class UncountedProjection(ConfigError):
@@ -116,9 +117,9 @@ def local_global_layer_flops(n: int, config, k: int) -> float:
     D, G = config.hidden_size, len(config.global_positions or [])
     radius = config.local_window // 2
     block = max(1, radius)  # ExactKeyLayout's blocks of queries: n padded up to whole blocks, even when n < block
-    queries, band = -(-n // block) * block, block + 2 * radius
+    queries, band = round_up(n, block), block + 2 * radius
     if config.landmark_pooling:
-        pooled = k * min(n, -(-n // k) + 1)  # local_global.landmark_pooling's (k, W) blocks
+        pooled = k * min(n, ceil_div(n, k) + 1)  # local_global.landmark_pooling's (k, W) blocks
         kv = 2 * 2 * n * D * D + 2 * n * k * D + 3 * 2 * pooled * D
     else:
         kv = 2 * 2 * n * D * D + 2 * (2 * n * k * D)

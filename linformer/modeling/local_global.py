@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .threads import share, static_length_only
+from .values import ceil_div
 
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
 # caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
@@ -71,7 +72,7 @@ def landmark_pooling(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: to
     c = rows.shape[-1]
     # (B, c): window j is tokens start..end-1 (an all-padding row: windows over its zero first token)
     start, end = column_spans(lengths, c).unbind(-1)
-    W = min(T, -(-T // c) + 1)  # the widest window of any row length <= T
+    W = min(T, ceil_div(T, c) + 1)  # the widest window of any row length <= T
     idx = start[:, :, None] + torch.arange(W, device=q.device)  # (B, c, W)
     inside = idx < end[:, :, None]
     gather = idx.clamp(max=T - 1).view(B, 1, c * W, 1).expand(B, H, c * W, d)
@@ -204,9 +205,7 @@ class ExactKeyLayout:
         # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's
         # window. Smaller blocks would score fewer keys outside it, in more and smaller products: on CPU no faster.
         self.b = max(1, radius)
-        # ceil(T / b) over positive numbers: traced, -(-T // b) (a floor division of a negative number) is no
-        # constant to the TorchScript ONNX exporter, which refused the band's strided view, and rounds towards zero
-        self.nb = (T + self.b - 1) // self.b
+        self.nb = ceil_div(T, self.b)  # traced, a constant to the exporter: the band's strided view needs one
         self.band_bias = _band_bias(self.real, self.b, self.nb, radius)
         self.gi = self.gvalid = self.global_bias = self.slot = None
         self.is_global = torch.zeros_like(self.real)  # (B, T): which positions are global tokens

@@ -51,6 +51,7 @@ from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
 from .errors import ConfigError
+from .values import ceil_div
 
 POLICIES = ("adaptive", "fixed")
 ENV = "LINFORMER_CPU_THREADS"
@@ -314,5 +315,5 @@ def _shared_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         else:
             torch.addmm(bias, flat[lo:hi], weight.t(), out=out[lo:hi])
 
-    share(-(-rows // PIECE_ROWS), piece)
+    share(ceil_div(rows, PIECE_ROWS), piece)
     return out.view(*x.shape[:-1], weight.shape[0])

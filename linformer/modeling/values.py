@@ -1,6 +1,6 @@
 """Small rules on configuration values that every layer shares: whether a value is of an annotated type as YAML
-gives it (and that type in the user's words), rounding a size up to a multiple, the sharing modes and the converted
-models' defaults. The scripts' parsers read them too: this module imports nothing, and ``linformer.errors`` loads it
+gives it (and that type in the user's words), the ceiling division and rounding a size up to a multiple, the
+sharing modes and the converted models' defaults. The scripts' parsers read them too: this module imports nothing, and ``linformer.errors`` loads it
 without the modeling package's torch."""
 
 from __future__ import annotations
@@ -40,12 +40,20 @@ def type_words(kind) -> str:
     return named.get(kind, getattr(kind, "__name__", str(kind)))
 
 
+def ceil_div(size, parts):
+    """ceil(size / parts) for a whole ``size`` (of any sign) and a positive whole ``parts``, in a form every tracer
+    keeps: traced, ``-(-size // parts)`` (a floor division of a negative number) is neither folded to a constant nor
+    rounded down by the TorchScript ONNX exporter, which rounds it towards zero, one short. ``size`` may be a traced
+    length (a 0-dim tensor or a SymInt)."""
+    return (size + parts - 1) // parts
+
+
 def round_up(size: int, multiple: int | None) -> int:
     """``size`` rounded up to a multiple of ``multiple`` (None or 1: unchanged), as HF's pad_to_multiple_of (the
     vocabulary's rows, the MLM head's prediction slots)."""
     if multiple is None or multiple <= 1:
         return size
-    return -(-size // multiple) * multiple
+    return ceil_div(size, multiple) * multiple
 
 
 @dataclasses.dataclass(frozen=True)

@@ -320,6 +320,40 @@ def test_the_torchscript_onnx_exporter_takes_the_exact_local_keys_at_any_fixed_l
     torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
 
 
+POOLED = {
+    **{p: dict(projection=p) for p in ("mean_pool", "max_pool", "conv")},
+    "landmark": dict(sharing="kv", local_window=4, global_positions=[0, -1], landmark_pooling=True,
+                     length_policy="resample"),
+}
+
+
+@pytest.mark.parametrize("name", POOLED)
+def test_the_torchscript_onnx_exporter_pools_a_length_that_is_no_multiple_of_the_window_as_eager(name):
+    """Pooling windows of n/k positions (the pooled and convolved E) and the landmarks' (k, W) blocks of
+    W = ceil(T / k) + 1 tokens, exported by the TorchScript exporter at T = 23 (k = 4: 8-position windows, 6 tokens a
+    landmark): onnxruntime gives eager's outputs, a short padded row included, and at other lengths where the graph
+    takes them (the pooled E, with dynamic axes). Written -(-T // k), the landmarks' ceiling was rounded towards zero
+    in the graph: blocks one token short, outputs 1e-3 away from eager's."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+
+    torch.manual_seed(0)
+    model = _Logits(LinformerModel(tiny_config(max_seq_len=32, num_hidden_layers=1, **POOLED[name])).eval()).eval()
+    static = name == "landmark"  # exact local keys: the block layout follows the length
+    ids, mask, _ = _served(model, 23)
+    axes = None if static else {"input_ids": {1: "T"}, "attention_mask": {1: "T"}}
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), f, input_names=["input_ids", "attention_mask"], dynamo=False,
+                          dynamic_axes=axes, opset_version=17)
+    session = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    for T in [23] if static else [23, 9, 17, 32]:
+        ids, mask, expected = _served(model, T)
+        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+        torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("overrides", [dict(sharing=s) for s in SHARINGS] + [dict(length_policy="resample")],
                          ids=[*SHARINGS, "resample"])
 def test_torch_export_with_a_dynamic_length_up_to_n_gives_eager_outputs_at_every_length(overrides):
