@@ -28,3 +28,9 @@ def say(line: str, level: int = logging.INFO, logger: logging.Logger | None = No
         record = logger.makeRecord(logger.name, level, "(summary)", 0, line, (), None)
         for handler in files:
             handler.handle(record)
+
+
+def fewer_than_asked(logger: logging.Logger, asked: str, where: str, held: int, unit: str, doing: str) -> None:
+    """A count the user set above what there is, cut to what there is, said in one wording: "<asked>: <where> holds
+    <held> <unit>; <doing> those <held>" (asked: the key or flag with its value, as the user wrote it)."""
+    logger.warning("%s: %s holds %s %s; %s those %s", asked, where, f"{held:,}", unit, doing, f"{held:,}")

@@ -14,9 +14,18 @@ from pathlib import Path
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError
 from ..files import atomic_dir, cache_key, check_inputs_unchanged, input_states, made_by, output_damage
+from ..logfile import fewer_than_asked
 from .streams import TOKEN_TYPES
 from .task_readers import read_task_split, task_files
-from .task_splits import CARVE, SplitOptions, carve_validation, drop_eval_duplicates, split_limits, subset_rows
+from .task_splits import (
+    CARVE,
+    LIMIT_KEYS,
+    SplitOptions,
+    carve_validation,
+    drop_eval_duplicates,
+    split_limits,
+    subset_rows,
+)
 from .tasks import get_task
 from .tokenizer import loaded_identity
 
@@ -42,7 +51,7 @@ class _Encode:
         return {c: enc[c] for c in self.columns}
 
 
-CACHE_VERSION = 5  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
+CACHE_VERSION = 6  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
 
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
@@ -75,7 +84,8 @@ def split_info(ds) -> dict:
     "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "carve" (train and
     validation, where carved: ``task_splits.CARVES``), "rows" (validation: the carved rows' indices in the train
     source; eval: the subset's indices in its source, when max_eval_examples took one; after bad rows are skipped),
-    "of" (eval: the rows of its source)}."""
+    "of" (the rows a max_*_examples subset is drawn from: eval, its source's; train and validation, the train
+    source's left after the eval duplicates are dropped)}."""
     return json.loads(ds.info.description or "{}")
 
 
@@ -106,6 +116,7 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
     if not cols["labels"]:
         raise TaskDataError(f"task {name} in {data_dir}: every train row is also an eval row ("
                             f"{info['eval_duplicates_dropped']} dropped): nothing is left to train on")
+    info["of"] = len(cols["labels"])
     cols = subset_rows(cols, options.limit("train"), options.subset_seed)
     if options.validation_fraction is not None:
         train, held = carve_validation(cols, options.validation_fraction, options.subset_seed,
@@ -202,7 +213,21 @@ def load_task(
         for split in splits:
             out[split] = _split(name, data_dir, split, tokenizer, max_length, options, cache_dir, digests, lines,
                                 inputs)
+    _say_short_subsets(name, out, options)
     return datasets.DatasetDict(out)
+
+
+def _say_short_subsets(name: str, out: Mapping, options: SplitOptions) -> None:
+    """A max_train_examples / max_eval_examples above the rows there are keeps them all: said once a key, from what
+    each split records (``split_info``'s "of"), so a split from the cache says it as a split tokenized now."""
+    for source, key in LIMIT_KEYS.items():
+        limit = options.limit(source)
+        split = next((s for s in out if (s == "eval") == (source == "eval")), None)  # validation is train's too
+        held = split_info(out[split]).get("of") if split is not None else None
+        if limit is not None and held is not None and held < limit:
+            where = f"{name}'s {'eval' if source == 'eval' else 'train'} split" + \
+                ("" if source == "eval" else " (without the rows whose text is also an eval row's)")
+            fewer_than_asked(log, f"{key}={limit}", where, held, "rows", "using")
 
 
 def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,

@@ -24,6 +24,7 @@ from linformer.data.tasks import get_task
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import PartialOutput
 from linformer.files import atomic_write, table_lines, table_row
+from linformer.logfile import fewer_than_asked
 from linformer.modeling.loading import load_pretrained, resolve_model_path
 from linformer.report.measured import Started, provenance, start
 
@@ -39,8 +40,7 @@ def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_len
     data = load_task(task, str(data_dir), tokenizer, max_length, splits=("eval",))
     ev = data["eval"]
     if len(ev) < n_examples:  # the table's examples column shows the count probed; said here against the flag
-        log.warning("--examples %d: the %s eval split holds %d examples; probing those %d", n_examples, task, len(ev),
-                    len(ev))
+        fewer_than_asked(log, f"--examples {n_examples}", f"the {task} eval split", len(ev), "examples", "probing")
     return ev.shuffle(seed=seed).select(range(min(n_examples, len(ev))))
 
 

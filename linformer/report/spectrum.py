@@ -24,6 +24,7 @@ from linformer.data.tokenizer import load_tokenizer
 from linformer.devices import resolve_device
 from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
+from linformer.logfile import fewer_than_asked
 
 from ..data.io import load_auto
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
@@ -215,8 +216,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
                           f"has n={n}; prepare the corpus with data.n={n}")
     if len(ids) < num_windows:  # the sample holds fewer: said here, and the JSON keeps both counts
         where = f"{corpus_dir}'s validation split" if corpus_dir else f"text_path={text_path} (first {max_lines} lines)"
-        log.warning("num_windows=%d: %s holds %d windows of n=%d; measuring on those %d", num_windows, where,
-                    len(ids), n, len(ids))
+        fewer_than_asked(log, f"num_windows={num_windows}", where, len(ids), f"windows of n={n}", "measuring on")
     cum = attention_spectrum(model, ids, batch_size)
     L, H, _ = cum.shape
     k = int(k) if k else default_k(n)

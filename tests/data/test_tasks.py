@@ -1,4 +1,5 @@
 import dataclasses
+import logging
 import random
 
 import pytest
@@ -938,3 +939,31 @@ def test_a_task_file_edited_while_its_split_is_read_is_not_cached_under_the_old_
     with pytest.raises(LinformerError, match=f"{train} changed while it was being read: run again"):
         load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache), splits=("train",))
     assert not list(cache.glob("qqp-train-*"))
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["no_cache", "cache"])
+def test_a_subset_above_the_rows_there_are_is_said_once_a_key_from_the_cache_too(qqp_dir, tokenizer, tmp_path, caplog,
+                                                                                  monkeypatch, cache):
+    """max_train_examples / max_eval_examples above a split's rows keep them all: a warning names the key, the count
+    asked and the rows there are, once a key (train and validation come out of the same rows), and again when the
+    splits come from the cache. An exact count says nothing."""
+    cache_dir = str(tmp_path / "cache") if cache else None
+    splits = ("train", "validation", "eval")
+
+    def said(max_examples):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="linformer.data.task_loading"):
+            dd = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, max_examples=max_examples,
+                           validation_fraction=0.2, splits=splits, cache_dir=cache_dir)
+        return dd, [r.getMessage() for r in caplog.records if "_examples=" in r.getMessage()]
+
+    dd, first = said({"train": 10_000, "eval": 5_000})
+    train, dev = len(dd["train"]) + len(dd["validation"]), len(dd["eval"])
+    assert first == [(f"max_train_examples=10000: qqp's train split (without the rows whose text is also an eval "
+                      f"row's) holds {train} rows; using those {train}"),
+                     f"max_eval_examples=5000: qqp's eval split holds {dev} rows; using those {dev}"]
+    if cache:
+        monkeypatch.setattr(task_loading, "read_task_split", lambda *a, **k: pytest.fail("read, not from the cache"))
+        assert said({"train": 10_000, "eval": 5_000})[1] == first
+        monkeypatch.undo()
+    assert said({"train": train, "eval": dev})[1] == []
