@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .threads import share, static_length_only
+from .threads import share, static_length_only, traced_length_only
 from .values import ceil_div
 
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
@@ -191,6 +191,10 @@ def _band(x: torch.Tensor, b: int, nb: int, radius: int) -> torch.Tensor:
     return xp.as_strided((B, H, nb, b + 2 * radius, d), (xp.stride(0), xp.stride(1), b * d, d, 1))
 
 
+EXACT_KEYS = "the attention with exact local and global keys (local_window, global_positions)"
+EXACT_KEYS_OFF = "local_window=0, global_positions=[] (the paper's Linformer)"
+
+
 class ExactKeyLayout:
     """What every layer's local/global attention shares in one forward: it depends on the rows' lengths, T, the
     radius and the global positions only, so the encoder's layers build it once (``of``) instead of once each: the
@@ -198,8 +202,8 @@ class ExactKeyLayout:
     columns the exact keys hold (``overlap``, per projection shape)."""
 
     def __init__(self, lengths: torch.Tensor, T: int, radius: int, positions: list[int]):
-        static_length_only(T, "the attention with exact local and global keys (local_window, global_positions)",
-                           "local_window=0, global_positions=[] (the paper's Linformer)")
+        static_length_only(T, EXACT_KEYS, EXACT_KEYS_OFF)
+        lengths = traced_length_only(T, lengths, EXACT_KEYS, EXACT_KEYS_OFF)
         self.lengths, self.T, self.radius, self.positions = lengths, T, radius, positions
         self.real = torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
         # Blocks of b = radius queries: a band is then 3 radius keys wide, of which 2 radius + 1 are in a query's

@@ -40,6 +40,7 @@ import math
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -171,6 +172,26 @@ def static_length_only(T, what: str, instead: str) -> None:
         raise ConfigError(f"{what} exports at a fixed length only (its layout follows the length): export without a "
                           "dynamic length (pad the inputs to the example's), or load the model with "
                           f"{instead}, whose graph takes any length up to n")
+
+
+def traced_length_only(T, x: torch.Tensor, what: str, instead: str) -> torch.Tensor:
+    """`x`, tied in a torch.jit.trace graph to a check that the graph runs at the length T it was traced at, where
+    `what` (a part of the model whose layout the length decides) holds at that length only: the trace keeps the
+    layout's sizes as constants, so at another length it gave wrong outputs without a word, or failed in a strided
+    view's storage error. The check is an op of the graph (a functional assert, whose token `x` then depends on so
+    that the trace keeps it) raising a RuntimeError that says so; `instead`: the settings without `what`. Eager,
+    compiled and exported graphs are unchanged (an ONNX graph traced at a fixed length declares its inputs' shapes,
+    and onnxruntime refuses others)."""
+    if not (torch.jit.is_tracing() and isinstance(T, torch.Tensor)) or torch.onnx.is_in_onnx_export():
+        return x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the traced length, read as the constant it is
+        traced = int(T)
+    token = torch.ops.aten._functional_assert_async.msg(
+        traced == T, f"{what}: this graph was traced at length {traced} and runs at that length only: trace it "
+        f"again at its inputs' length (or pad them to {traced}), or load the model with {instead}, whose trace runs "
+        "at any length up to n", torch.ops.aten._make_dep_token())
+    return x + torch.zeros_like(token, dtype=x.dtype)  # a token is uninitialised memory: its value is not added
 
 
 def _foreign_function_mode() -> bool:

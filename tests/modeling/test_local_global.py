@@ -594,3 +594,32 @@ def test_the_global_queries_gradients_equal_the_dense_reference(lengths):
     dense = grads(lambda q, k, v, pk, pv: _dense(q, k, v, lengths, radius, positions, pk, pv, log_count)[0])
     for a, b in zip(blocked, dense):
         torch.testing.assert_close(a, b)
+
+
+def test_a_trace_at_one_length_run_at_another_says_so_in_the_graph():
+    """torch.jit.trace keeps the block layout of the traced length as constants: run at another length, the graph
+    gave outputs 1e-2 from eager's without a word (a longer input) or a strided view's storage error (a shorter one).
+    It now stops with the traced length in its message; at the traced length it gives eager's outputs."""
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(**SMALL, local_window=4, global_positions=[0, -1])).eval()
+
+    def batch(T):
+        mask = torch.ones(2, T, dtype=torch.long)
+        mask[1, T // 2:] = 0
+        return torch.randint(4, 50, (2, T)), mask
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, mask):
+            return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    with torch.no_grad():
+        traced = torch.jit.trace(Hidden().eval(), batch(24), check_trace=False)
+        ids, mask = batch(24)
+        torch.testing.assert_close(traced(ids, mask), Hidden()(ids, mask))
+        for T in (25, 20):
+            with pytest.raises(RuntimeError, match="traced at length 24 and runs at that length only"):
+                traced(*batch(T))
