@@ -334,12 +334,24 @@ def _projections_words(model: dict, source: dict) -> str:
 
 def _copied_text(model: dict) -> str:
     """What of the source the conversion copied: every weight, or every weight but the modules it has no place for
-    (a RoBERTa pooler in a masked LM, as in RobertaForMaskedLM; the head of another task)."""
-    left = model.get("not_copied")
-    if not left:
-        return "every weight of the source is copied"
-    return (f"every weight of the source is copied except {', '.join(f'`{m}`' for m in left)}, which a "
-            f"{model['class']} does not hold")
+    (``not_copied_words``)."""
+    left = not_copied_words(model, lambda m: f"`{m}`")
+    return f"every weight of the source is copied except {left}" if left else "every weight of the source is copied"
+
+
+def not_copied_words(model: dict, quote=str) -> str:
+    """The source's modules a conversion left out (``model["not_copied"]``; "": none) and why, true of the model
+    (``model``: a card's "model"): a pooler or another task's head, "which a <class> does not hold"; a saved
+    Linformer's E and F, "(full attention has no E or F)" (a Linformer target keeps them: ``convert``). `quote`: how a
+    name is written."""
+    left = model.get("not_copied") or []
+    projections = [m for m in left if m.rsplit(".", 1)[-1] in ("E", "F")]  # a layer's E or F, the encoder's E
+    others = [m for m in left if m not in projections]
+    parts = [f"{', '.join(map(quote, others))}, which a {model['class']} does not hold"] if others else []
+    if projections:
+        why = "full attention has no E or F" if model.get("attention") == "full" else "this model has no such module"
+        parts.append(f"{', '.join(map(quote, projections))} ({why})")
+    return "; ".join(parts)
 
 
 def _eval_results(name: str, results: dict) -> dict:

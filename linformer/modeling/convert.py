@@ -33,7 +33,7 @@ from ..files import check_output_dir, made_by
 from ..logfile import say
 from ..shell import hydra_override, shell_command
 from .attention import resampled_rows
-from .card import conversion_info, read_card_info, write_model_card
+from .card import conversion_info, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError, LinformerError
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
@@ -541,7 +541,7 @@ def _head_words(card: dict) -> str:
     elif classifier:
         words = f"; the source's classifier is kept, with its labels ({', '.join(map(str, card['labels']))})"
     if card.get("not_copied"):
-        words += f"; not copied from the source: {', '.join(card['not_copied'])} ({card['class']} holds none)"
+        words += f"; not copied from the source: {not_copied_words(card)}"
     return words
 
 

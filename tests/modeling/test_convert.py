@@ -646,7 +646,7 @@ def test_what_a_conversion_does_not_copy_is_named_by_the_card_and_the_script(tmp
     assert ("in full attention only the head below is new." in card) == (source_class is not BertForPreTraining)
     if left:
         assert f"copied except `{left[0]}`, which a LinformerForMaskedLM does not hold;" in card
-        assert f"; not copied from the source: {left[0]} (LinformerForMaskedLM holds none)" in said
+        assert f"; not copied from the source: {left[0]}, which a LinformerForMaskedLM does not hold" in said
     else:
         assert "every weight of the source is copied;" in card and "not copied" not in said
 
@@ -802,6 +802,35 @@ def test_a_saved_linformer_turned_to_full_attention_drops_its_projections_and_sa
     inputs = {k: v for k, v in batch(config).items() if k != "token_type_ids"}
     with torch.no_grad():
         torch.testing.assert_close(converted(**inputs).logits, full.eval()(**inputs).logits)
+
+
+@pytest.mark.parametrize("sharing", ["headwise", "layerwise"])
+def test_the_source_projections_a_conversion_drops_are_said_as_full_attentions_not_the_class(tmp_path, capsys,
+                                                                                           sharing):
+    """A saved Linformer's E and F, dropped by a conversion to full attention: the line said "(LinformerForMaskedLM
+    holds none)", and the card "which a LinformerForMaskedLM does not hold", as if the class held no E or F; it is
+    full attention that has none (a Linformer target keeps them). A pooler or head is still one the class does not
+    hold."""
+    from linformer.modeling.card import not_copied_words, read_card_info, render_card
+    from linformer.modeling.configuration import LinformerConfig
+
+    torch.manual_seed(0)
+    config = LinformerConfig(**{**SIZE, "vocab_size": VOCAB + 2}, max_seq_len=N, projected_dim=8, sharing=sharing,
+                             type_vocab_size=1, position_offset=2, max_position_embeddings=N + 2, pad_token_id=1)
+    LinformerForMaskedLM(config).save_pretrained(tmp_path / "src")
+    save_tokenizer(tmp_path / "src", VOCAB + 2, pad_id=1)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"model.max_seq_len={N}",
+                      f"out_dir={tmp_path / 'out'}")
+    dropped = ("roberta.encoder.E" if sharing == "layerwise" else
+               "roberta.encoder.layer.*.attention.self.E, roberta.encoder.layer.*.attention.self.F")
+    assert f"not copied from the source: {dropped} (full attention has no E or F)" in said
+    assert "holds none" not in said
+    info = read_card_info(tmp_path / "out")
+    card = str(render_card(info, "out"))
+    assert "`roberta.encoder.E` (full attention has no E or F)" in card or "self.F` (full attention" in card
+    assert "does not hold" not in card
+    both = {**info["model"], "not_copied": ["roberta.pooler", *info["model"]["not_copied"]]}
+    assert not_copied_words(both).startswith("roberta.pooler, which a LinformerForMaskedLM does not hold; roberta.")
 
 
 def test_a_truncated_source_is_a_checkpoint_error(tmp_path):
