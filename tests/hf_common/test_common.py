@@ -93,6 +93,9 @@ class LinformerModelTest(RobertaLayout, common.ModelTesterMixin, unittest.TestCa
         pass
 
 
+# The control tests transformers' RoBERTa, not this package: it tells a harness failure from the Linformer's when one
+# fails, so it runs with the slow tests (make test-all), not in every make test
+@pytest.mark.slow
 class RobertaControlTest(RobertaLayout, common.ModelTesterMixin, unittest.TestCase):
     """RoBERTa through the same harness: what passes here and fails for the Linformer is the Linformer's."""
     all_model_classes = (RobertaModel, RobertaForMaskedLM, RobertaForSequenceClassification)
