@@ -440,9 +440,8 @@ def test_the_script_reads_runs_and_writes_out_from_the_repository_with_home_expa
                                                                                     monkeypatch, capsys):
     """From another folder, compare_runs.py outputs/pretrain compared that folder's runs, and a quoted '~/x' was
     "does not exist": paths start from the repository, "~" expanded, from any working directory."""
-    import runpy
-
     from linformer.files import repo_root
+    from tests.conftest import run_script
 
     make_run(tmp_path / "home" / "runs", "pretrain", "a", _pretrain_rows(1.0))
     make_run(tmp_path / "elsewhere" / "runs", "pretrain", "decoy", _pretrain_rows(2.0))  # the cwd's, not named
@@ -450,8 +449,7 @@ def test_the_script_reads_runs_and_writes_out_from_the_repository_with_home_expa
     monkeypatch.chdir(tmp_path / "elsewhere")
     relative = os.path.relpath(tmp_path / "home" / "runs", repo_root())  # the same runs, from the repository
     for runs in ("~/runs", relative):
-        monkeypatch.setattr(sys, "argv", ["compare_runs.py", runs, "--out", "~/cmp", "--overwrite"])
-        runpy.run_path(str(REPO / "scripts" / "compare_runs.py"), run_name="__main__")
+        assert run_script("compare_runs", [runs, "--out", "~/cmp", "--overwrite"], monkeypatch) == 0
         printed = capsys.readouterr().out
         assert "| a |" in printed and "decoy" not in printed
         assert f"wrote {tmp_path / 'home' / 'cmp' / 'runs.md'}" in printed and not (tmp_path / "elsewhere" / "~").exists()
