@@ -272,12 +272,13 @@ def _write_manifest(tmp: Path, record: Mapping[str, Any] | None, checksums: bool
     write_json(tmp / MANIFEST, manifest)
 
 
-def output_damage(root: str | Path) -> list[str] | None:
+def output_damage(root: str | Path, digests: Mapping[str, str] | None = None) -> list[str] | None:
     """'name: why' for each file whose checksums an output directory's MANIFEST records ("files": ``atomic_dir``'s
     `checksums`) that is missing or differs now; [] when every one is as written; None when it records none (written
-    without them, or by an earlier version)."""
+    without them, or by an earlier version). `digests`: the sha256 of some of the files by name, just read by the
+    caller (``checksum_problems``)."""
     listing = read_json(Path(root) / MANIFEST).get("files")
-    return checksum_problems(Path(root), listing) if isinstance(listing, dict) else None
+    return checksum_problems(Path(root), listing, digests) if isinstance(listing, dict) else None
 
 
 def swap_in(tmp: Path, final: Path, old: Path | None = None) -> None:

@@ -157,3 +157,31 @@ def hydra_scripts() -> dict[str, str]:
     scripts = Path(__file__).resolve().parents[1] / "scripts"
     found = {p.stem: re.search(r'@hydra_main\("(\w+)"', p.read_text()) for p in sorted(scripts.glob("*.py"))}
     return {stem: match.group(1) for stem, match in found.items() if match}
+
+
+def put_token_id(folder: str | Path, token_id: int, split: str = "") -> Path:
+    """Write `token_id` over the second id of the first row of the .arrow file under `folder` (`split`: its
+    subfolder), and record the file's new size and sha256 in the folder's manifest.json, as a file rewritten by
+    another tokenizer's ids whose listing was rewritten with it would read; returns the file."""
+    import json
+
+    import pyarrow as pa
+
+    from linformer.files import file_checksums
+
+    folder = Path(folder)
+    [arrow] = sorted((folder / split).glob("*.arrow"))
+    with pa.memory_map(str(arrow)) as source:
+        table = pa.ipc.open_stream(source).read_all()
+    rows = table.column("input_ids").to_pylist()
+    rows[0][1] = token_id
+    table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"),
+                             pa.array(rows, table.schema.field("input_ids").type))
+    written = arrow.with_name(arrow.name + ".new")
+    with pa.OSFile(str(written), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    os.replace(written, arrow)  # a new inode: a split still mapped from the old file keeps reading it
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"].update(file_checksums(folder, [arrow]))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return arrow

@@ -52,6 +52,7 @@ from ..files import (
 from ..logfile import say
 from ..shell import hydra_value, shell_command
 from ..signals import signals_stop
+from .ids import TokenIds, read_token_ids
 from .io import (
     CORPUS_LAYOUT,
     SourceText,
@@ -887,19 +888,29 @@ def _recorded_vocabulary(manifest: Mapping, out_dir: str, tokenizer_dir: str) ->
                           f"with {tokenizer_dir}: {err}") from err
 
 
-def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
+def load_prepared(out_dir: str, tokenizer_dir: str | None = None, vocabulary: int | None = None):
     """The prepared corpus as a DatasetDict with splits train and validation (column input_ids, n ids per row).
 
     With `tokenizer_dir`, its tokenizer must give the ids the corpus was tokenized with (check_corpus_tokenizer).
+    With `vocabulary` (the tokens of the model that trains on it), every id must be below it: the ids are read in
+    the pass that checks the files' checksums (``check_corpus_files``), so a corpus of another tokenizer's ids (its
+    manifest saying otherwise, or its files rewritten) is refused before training, not an IndexError in it.
     """
     import datasets
 
     manifest = read_manifest(out_dir)
     if manifest is None:
         raise unprepared_corpus(out_dir)
-    check_corpus_files(out_dir, manifest)
+    ids = check_corpus_files(out_dir, manifest, read_ids=vocabulary is not None)
     if tokenizer_dir is not None:
         check_corpus_tokenizer(out_dir, tokenizer_dir)
+    outside = ids.outside(vocabulary) if ids is not None else None
+    if outside is not None:
+        whose = f", tokenizer {tokenizer_dir}" if tokenizer_dir is not None else ""
+        raise CorpusError(f"prepared corpus {out_dir} holds token id {outside[0]:,} (in {outside[1]}), outside the "
+                          f"model's vocabulary ({vocabulary:,} tokens, ids 0-{vocabulary - 1:,}{whose}): its blocks "
+                          f"were tokenized otherwise than its manifest says; prepare it again: "
+                          f"{prepare_again(out_dir, manifest)}")
     try:
         return datasets.load_from_disk(str(out_dir))
     except (ValueError, OSError, KeyError) as err:  # a file its checksums do not cover (a manifest of before they did)
@@ -913,12 +924,14 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None):
 RECORDED = ("files", "unigram_val_ppl")
 
 
-def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None) -> None:
+def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None, read_ids: bool = False
+                       ) -> TokenIds | None:
     """CorpusError for a corpus its readers cannot take as this version packs it: blocks of another FORMAT_VERSION
     (the same sources and settings give other ids now), a manifest written by an earlier prepare_corpus that lacks
     what readers rely on (RECORDED), or the first data file whose size or sha256 is not what prepare_corpus
     recorded. Each ends with `again`, what the caller does about it (prepare_corpus: it prepares it again itself),
-    else the command that prepares it again."""
+    else the command that prepares it again. With `read_ids`, the blocks' ids are read in the same pass as their
+    sha256 (``ids.read_token_ids``, every .arrow file of the folder, listed or not) and returned."""
     again = again or f"prepare it again: {prepare_again(out_dir, manifest)}"
     made = manifest.get("format_version")
     if made != FORMAT_VERSION:
@@ -929,10 +942,12 @@ def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None) -
     if missing:
         raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
                           f"{', '.join(missing)}): {again}")
-    problems = output_damage(out_dir)  # RECORDED holds "files": a list, never None
+    ids = read_token_ids(out_dir) if read_ids else None
+    problems = output_damage(out_dir, ids.digests if ids else None)  # RECORDED holds "files": a list, never None
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "
                           f"{again}")
+    return ids
 
 
 def prepare_again(out_dir: str, manifest: Mapping) -> str:

@@ -15,6 +15,7 @@ from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError
 from ..files import atomic_dir, cache_key, check_inputs_unchanged, input_states, made_by, output_damage
 from ..logfile import fewer_than_asked
+from .ids import read_token_ids
 from .streams import TOKEN_TYPES
 from .task_readers import read_task_split, task_files
 from .task_splits import (
@@ -240,7 +241,7 @@ def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: i
     if target is not None and _complete(target):
         log.info("task %s/%s: tokenized split from the cache %s", name, split, target)
         try:
-            return _load_cached(target)
+            return _load_cached(target, len(tokenizer))
         except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
             why = str(err) if isinstance(err, _CacheDamaged) else \
                 f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
@@ -263,17 +264,24 @@ class _CacheDamaged(Exception):
     clause after its path)."""
 
 
-def _load_cached(target: Path):
+def _load_cached(target: Path, vocabulary: int):
     """The tokenized split cached at `target`, its files checked against the checksums its manifest records first, as
     a prepared corpus's are: a changed byte reads without an error, and would train on other token ids. An entry
-    saved without checksums (by an earlier version) cannot be checked, and is tokenized again."""
+    saved without checksums (by an earlier version) cannot be checked, and is tokenized again; so is one holding an id
+    outside the `vocabulary` of the tokenizer it is keyed by (its files and checksums rewritten: a model would index
+    past its embeddings), found in the same read of its files (``ids.read_token_ids``)."""
     import datasets
 
-    damage = output_damage(target)
+    ids = read_token_ids(target)
+    damage = output_damage(target, ids.digests)
     if damage is None:
         raise _CacheDamaged("was saved without checksums of its files (by an earlier version)")
     if damage:
         raise _CacheDamaged(f"is damaged ({'; '.join(damage)})")
+    outside = ids.outside(vocabulary)
+    if outside is not None:
+        raise _CacheDamaged(f"holds token id {outside[0]:,} (in {outside[1]}), outside the vocabulary of the "
+                            f"tokenizer it is keyed by ({vocabulary:,} tokens, ids 0-{vocabulary - 1:,})")
     return datasets.load_from_disk(str(target))
 
 

@@ -25,7 +25,7 @@ from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
-from ..files import MODEL_DIR
+from ..files import MODEL_DIR, check_inputs_unchanged, input_states
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
@@ -115,8 +115,13 @@ class PretrainTask(BlockStreamTask):
         if mc.get("attention") != "full":
             self.tracker_tags += [f"k={mc.get('projected_dim')}", f"sharing={mc.get('sharing')}"]
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
+        # the tokenizer's files as they are before it is loaded: load_prepared hashes them after
+        # (check_corpus_tokenizer), so one trained again in between would pass as the one the run trains with
+        tokenizer_files = input_states([self.tokenizer_dir])
         self.tokenizer = load_tokenizer(self.tokenizer_dir)
-        data = load_prepared(spec.corpus_dir, self.tokenizer_dir)
+        # every id of the blocks below the vocabulary the model is built from (one of init_from's holds at least it)
+        data = load_prepared(spec.corpus_dir, self.tokenizer_dir, len(self.tokenizer))
+        check_inputs_unchanged(tokenizer_files)
         init_path = resolve_model_path(spec.init_from, "init_from") if spec.init_from else None
         self.model = build_model(spec, self.tokenizer, init_path)
         # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed

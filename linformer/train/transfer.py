@@ -96,7 +96,8 @@ class TransferTask(BlockStreamTask):
                 p.requires_grad_(is_projection_weight(name))
         else:
             self.teacher = copy.deepcopy(self.model).eval().requires_grad_(False)
-        data = load_prepared(spec.corpus_dir, self.source)
+        # ids the source's tokenizer gives and the model has rows for, as the corpus must hold
+        data = load_prepared(spec.corpus_dir, self.source, min(len(self.tokenizer), self.model.config.vocab_size))
         self.n = len(data["train"][0]["input_ids"])
         if self.n != self.model.config.max_seq_len:
             raise ConfigError(

@@ -17,6 +17,7 @@ from linformer.data.io import repo_root
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
 from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError, OutputPathError
 
+from ..conftest import put_token_id
 from .conftest import GIVEN_TWICE, write_corpus
 
 N = 16
@@ -502,6 +503,30 @@ def test_a_damaged_corpus_is_named_before_training_and_prepared_again(prepared, 
     said = capsys.readouterr().err  # its warning: what it does itself, not the overwrite=true a user would give
     assert "preparing it again." in said and "overwrite=true" not in said and _blocks(again) == _blocks(m)
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
+
+
+@pytest.mark.parametrize("split, token_id", [("train", 400), ("validation", 70000), ("train", -1)])
+def test_ids_outside_the_vocabulary_are_refused_naming_the_file_from_the_one_read_of_the_checksums(
+        prepared, tok_dir, tokenizer, split, token_id, monkeypatch):
+    """A corpus holding ids the model has no row for (another tokenizer's blocks, the listing rewritten with them,
+    so no checksum tells) was an IndexError in pretraining's first step. load_prepared refuses it, naming the file,
+    the id and the vocabulary; the ids are read in the pass that takes the blocks' sha256, no .arrow file is read
+    for its checksum again."""
+    from linformer import files
+
+    out, _ = prepared
+    arrow = put_token_id(out, token_id, split)
+    vocabulary = len(tokenizer)
+    assert vocabulary == 400
+    hashed = []
+    read = files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda path, chunk: hashed.append(Path(path).name) or read(path, chunk))
+    with pytest.raises(CorpusError, match=rf"^prepared corpus {out} holds token id {token_id:,} \(in {split}/"
+                                          rf"{arrow.name}\), outside the model's vocabulary \(400 tokens, ids 0-399, "
+                                          rf"tokenizer {tok_dir}\): .*prepare it again: python scripts/"):
+        load_prepared(str(out), tok_dir, vocabulary)
+    assert hashed and not [name for name in hashed if name.endswith(".arrow")]
+    assert load_prepared(str(out), tok_dir)[split].num_rows  # without a vocabulary nothing is read for it
 
 
 @pytest.mark.parametrize("name", ["dataset_dict.json", "train/state.json"])

@@ -967,3 +967,23 @@ def test_a_subset_above_the_rows_there_are_is_said_once_a_key_from_the_cache_too
         assert said({"train": 10_000, "eval": 5_000})[1] == first
         monkeypatch.undo()
     assert said({"train": train, "eval": dev})[1] == []
+
+
+def test_a_cache_entry_of_ids_outside_the_tokenizer_s_vocabulary_is_tokenized_again(qqp_dir, tokenizer, tmp_path,
+                                                                                  caplog):
+    """An entry holding an id the tokenizer it is keyed by never gives (its file and its listing rewritten, so the
+    checksums pass) was loaded and trained on: an IndexError in the model's embedding lookup. It is found in the one
+    read of its files that checks them, said, and the split tokenized again."""
+    from ..conftest import put_token_id
+
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    ids = first["train"]["input_ids"][:]
+    del first
+    [entry] = list(cache.glob("qqp-train-*"))
+    arrow = put_token_id(entry, len(tokenizer))
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert list(again["train"]["input_ids"]) == list(ids)
+    assert (f"task cache {entry} holds token id {len(tokenizer):,} (in {arrow.name}), outside the vocabulary of the "
+            f"tokenizer it is keyed by ({len(tokenizer):,} tokens, ids 0-{len(tokenizer) - 1:,}): tokenizing the split "
+            "again") in caplog.text

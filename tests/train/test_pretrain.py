@@ -1004,3 +1004,50 @@ def test_a_resume_whose_corpus_is_missing_names_the_corpus_not_a_format_change(t
     with pytest.raises(CorpusError, match=rf"^{tmp_path / 'moved'} is not a complete prepared corpus"):
         pretrain(compose_pretrain(tiny_data, *steps, f"corpus_dir={tmp_path / 'moved'}"), tmp_path / "run")
     assert (tmp_path / "run" / "run.json").read_text() == before
+
+
+def test_a_corpus_of_ids_beyond_the_tokenizer_s_vocabulary_is_refused_before_the_run(tiny_data, tmp_path):
+    """A corpus whose blocks hold another tokenizer's ids (its files and listing rewritten, its manifest naming this
+    tokenizer) was an IndexError traceback in the embedding lookup of the first step; it is refused before the run
+    starts, naming the corpus's file, the id and the vocabulary's size."""
+    import shutil
+
+    from linformer.errors import CorpusError
+
+    from ..conftest import put_token_id
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(tiny_data["corpus_dir"], corpus)
+    arrow = put_token_id(corpus, 5000, "train")
+    vocabulary = len(AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"]))
+    with pytest.raises(CorpusError, match=rf"^prepared corpus {corpus} holds token id 5,000 \(in "
+                                          rf"train/{arrow.name}\), outside the model's vocabulary \({vocabulary} "
+                                          rf"tokens, ids 0-{vocabulary - 1}, tokenizer "):
+        pretrain(compose_pretrain({**tiny_data, "corpus_dir": str(corpus)}), tmp_path / "run")
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+def test_a_tokenizer_trained_again_while_the_run_loads_it_is_refused(tiny_data, tmp_path, monkeypatch):
+    """The run loads its tokenizer, then hashes its folder against the corpus's manifest: a tokenizer written again
+    in between (here the same bytes by a new inode, which no hash can tell; a retrained one of the corpus's hash
+    alike) passed, and the run trained with the one loaded. Its files' states are taken before the load and checked
+    after the hash (``files.check_inputs_unchanged``, as prepare_corpus does)."""
+    import shutil
+
+    from linformer.errors import DataError
+    from linformer.train import pretrain as pretrain_mod
+
+    tok = tmp_path / "tok"
+    shutil.copytree(tiny_data["tokenizer_dir"], tok)
+    loaded = pretrain_mod.load_tokenizer
+
+    def load_then_rewritten(path, *args):
+        tokenizer = loaded(path, *args)
+        target = tok / "tokenizer.json"
+        shutil.copyfile(target, tmp_path / "again.json")
+        os.replace(tmp_path / "again.json", target)
+        return tokenizer
+
+    monkeypatch.setattr(pretrain_mod, "load_tokenizer", load_then_rewritten)
+    with pytest.raises(DataError, match=rf"^{tok / 'tokenizer.json'} changed while it was being read: run again$"):
+        pretrain(compose_pretrain({**tiny_data, "tokenizer_dir": str(tok)}), tmp_path / "run")

@@ -1,0 +1,79 @@
+"""The token ids of a saved dataset (a prepared corpus, a task cache entry), read in the one pass that checks its
+files: each Arrow file is parsed while its sha256 is taken, so that the checksums that find a damaged file and the
+range of ids that finds ids no model of a vocabulary takes cost one read of the data, not two."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READ_CHUNK = 1 << 22  # bytes a read takes from the file: as files.sha256_file hashes it
+
+
+class _Hashing(io.RawIOBase):
+    """A binary file that hashes every byte read from it, in order."""
+
+    def __init__(self, raw):
+        self.raw, self.digest = raw, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.raw.readinto(buffer)
+        self.digest.update(memoryview(buffer)[:count])
+        return count
+
+
+@dataclass
+class TokenIds:
+    """What ``read_token_ids`` found: each Arrow file's sha256 by its name under the folder (for
+    ``files.checksum_problems``), and the smallest and largest id of the column with the file holding each;
+    ``unread``: the files that do not parse as Arrow streams (their ids unknown: loading them fails on its own)."""
+
+    digests: dict[str, str] = field(default_factory=dict)
+    smallest: tuple[int, str] | None = None
+    largest: tuple[int, str] | None = None
+    unread: list[str] = field(default_factory=list)
+
+    def outside(self, vocabulary: int) -> tuple[int, str] | None:
+        """(id, file) of the id furthest outside 0..vocabulary-1 (the largest above it first), or None when every id
+        is inside."""
+        if self.largest is not None and self.largest[0] >= vocabulary:
+            return self.largest
+        if self.smallest is not None and self.smallest[0] < 0:
+            return self.smallest
+        return None
+
+
+def read_token_ids(root: str | Path, column: str = "input_ids") -> TokenIds:
+    """The sha256 of every .arrow file under `root` and the range of the ids in its list column `column`, each file
+    read once (a file without that column adds its digest alone)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    root, found = Path(root), TokenIds()
+    for path in sorted(root.rglob("*.arrow")):
+        name = str(path.relative_to(root))
+        with open(path, "rb", buffering=0) as raw:
+            hashing = _Hashing(raw)
+            stream = io.BufferedReader(hashing, READ_CHUNK)
+            try:
+                for batch in pa.ipc.open_stream(stream):
+                    if column not in batch.schema.names:
+                        break
+                    ids = batch.column(column)
+                    ends = pc.min_max(ids.flatten() if pa.types.is_list(ids.type) else ids)
+                    low, high = ends["min"].as_py(), ends["max"].as_py()
+                    if low is not None and (found.smallest is None or low < found.smallest[0]):
+                        found.smallest = (low, name)
+                    if high is not None and (found.largest is None or high > found.largest[0]):
+                        found.largest = (high, name)
+            except (pa.ArrowInvalid, OSError):
+                found.unread.append(name)
+            while stream.read(READ_CHUNK):  # the rest (a stream's end marker, or what did not parse): in the digest
+                pass
+        found.digests[name] = hashing.digest.hexdigest()
+    return found
