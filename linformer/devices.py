@@ -13,6 +13,16 @@ from .errors import ConfigError
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # the names configs and flags use
 
 
+def device_type(device: str) -> str:
+    """The kind of device ("cpu" or "cuda") a config's value names, without checking that the machine has it: "auto"
+    is this machine's, a GPU where one is visible (as ``resolve_device`` picks). configs/benchmark.yaml's CPU cap on n
+    follows it (``${device_type:${device}}``), so device=auto on a GPU is not capped as a CPU is."""
+    name = str(device)
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name.split(":", 1)[0]
+
+
 def resolve_device(device: str = "auto", key: str = "device") -> torch.device:
     """The torch device a config's `key` names: "auto" (the first GPU if there is one, else the CPU), "cpu", "cuda"
     or "cuda:<index>". ConfigError naming the key for anything else, or for a GPU this machine does not have, before

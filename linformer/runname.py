@@ -135,6 +135,12 @@ def _init_name(init_from, group: str, architecture: str) -> str:
     return f"{model_name_of(init_from)}-mlm" if linformer else f"{model_name_of(init_from)}-{architecture}-mlm"
 
 
+def _device_type(device: str) -> str:
+    from .devices import device_type  # torch, imported where a config asks for it, not by every config read
+
+    return device_type(device)
+
+
 def register_resolvers() -> None:
     """The resolvers configs/*.yaml use to name runs and paths; needed before Hydra composes (idempotent)."""
     from omegaconf import OmegaConf
@@ -148,6 +154,7 @@ def register_resolvers() -> None:
         "job_suffix": _job_suffix,
         "experiment_tag": _experiment_tag,
         "init_name": _init_name,
+        "device_type": _device_type,  # configs/benchmark.yaml: the CPU's cap on n where device=auto finds no GPU
         "repo_path": resolve_path,  # Hydra's run dirs: relative to the repository, as every path the code reads
         "script_purpose": script_purpose,  # --help (configs/hydra/help/script.yaml)
         "help_config_groups": config_groups,

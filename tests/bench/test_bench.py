@@ -833,3 +833,14 @@ def test_the_flops_calibration_shrinks_its_product_where_one_would_take_long(mon
     monkeypatch.setattr(inference, "timed", lambda fn, device: (fn(), probe_s)[1])
     rate = inference.calibrate_flops_per_s(torch.device("cpu"), torch.float32, size=1024)
     assert round((rate * probe_s / 2) ** (1 / 3)) == size
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_device_auto_caps_n_as_the_device_it_finds(monkeypatch, gpu):
+    """device=auto capped n at 8192 on a GPU too (the cap was looked up by the word "auto"), where the config's
+    comment and the guide say a GPU has none: the cap follows the device auto finds."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    inf, _ = settings_from_config(compose("benchmark", ["device=auto"]))
+    assert inf.max_n == (None if gpu else 8192)
