@@ -392,12 +392,21 @@ def value_origin(key: str) -> str | None:
 
     group = key.split(".", 1)[0]
     option = composed_option(group)
-    if option is None or any(str(o).lstrip("+~").split("=", 1)[0] == key for o in HydraConfig.get().overrides.task):
+    if option is None or command_line_gives(key):
         return None
     config_name = HydraConfig.get().job.config_name
     chosen = ("the command line's choice" if _default_options(config_name).get(group) != option else
               f"configs/{config_name}.yaml's default")
     return f"{group}={option} (configs/{group}/{option}.yaml), {chosen}"
+
+
+def command_line_gives(key: str) -> bool:
+    """Whether the running Hydra command's command line sets the dotted `key` (False outside a Hydra command: a
+    config composed in Python says nothing of where its values come from)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.initialized() and any(str(o).lstrip("+~").split("=", 1)[0] == key
+                                             for o in HydraConfig.get().overrides.task)
 
 
 def composed_option(group: str) -> str | None:

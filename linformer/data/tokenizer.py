@@ -45,20 +45,31 @@ SMALLEST_VOCAB = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE holds every byte 
 LARGEST_VOCAB = 2**20
 
 
-def sequence_room(texts: int = 1) -> int:
+def sequence_room(texts: int = 1, tokenizer=None) -> int:
     """The fewest tokens a sequence of `texts` texts (one, or two: a pair) takes with at least one token of each:
-    ``<s> x </s>``, 3; a pair as RoBERTa's ``<s> a </s></s> b </s>``, 6 (BERT's ``[CLS] a [SEP] b [SEP]`` takes one
-    fewer). Below it a tokenizer cannot truncate: it leaves the text whole, or nothing but the special tokens."""
-    return 3 if texts == 1 else 6
+    the special tokens `tokenizer` adds (``num_special_tokens_to_add``) and one token a text. Without a tokenizer (a
+    config read before its model's is loaded), the fewest of the tokenizers read here: ``<s> x </s>`` or ``[CLS] x
+    [SEP]``, 3; a pair as BERT's ``[CLS] a [SEP] b [SEP]``, 5 (RoBERTa's ``<s> a </s></s> b </s>`` takes 6, said
+    once the tokenizer is loaded). Below it a tokenizer cannot truncate: it leaves the text whole, or nothing but the
+    special tokens."""
+    if tokenizer is not None:
+        return tokenizer.num_special_tokens_to_add(pair=texts == 2) + texts
+    return 3 if texts == 1 else 5
 
 
-def check_sequence_room(tokens: int, key: str, what: str, texts: int = 1) -> None:
-    """ConfigError unless `tokens` (the setting `key`: a corpus's block, a task's examples) hold ``sequence_room``."""
-    need = sequence_room(texts)
-    if tokens < need:
+def check_sequence_room(tokens: int, key: str, what: str, texts: int = 1, tokenizer=None, where: str = "") -> None:
+    """ConfigError unless `tokens` (the setting `key`: a corpus's block, a task's examples) hold ``sequence_room``:
+    the least any tokenizer takes, or with `tokenizer` (at `where`) what it adds."""
+    need = sequence_room(texts, tokenizer)
+    if tokens >= need:
+        return
+    if tokenizer is not None:
+        room = (f"the {need - texts} special tokens its tokenizer{' ' + where if where else ''} adds and at least one "
+                f"token{' of each text' if texts == 2 else ''}")
+    else:
         room = ("<s>, at least one token and </s>" if texts == 1 else
-                "<s>, at least one token of each text, </s></s> between them and </s>")
-        raise ConfigError(f"{key}={tokens}: {what} needs room for {room} ({need} tokens at least)")
+                "<s>, at least one token of each text, a separator between them and </s>")
+    raise ConfigError(f"{key}={tokens}: {what} needs room for {room} ({need} tokens at least)")
 
 
 # a stop (SIGTERM, Ctrl-C) ends the training, which a rerun starts over: it keeps nothing of a stopped one

@@ -27,15 +27,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from ..configs import command_line_gives
 from ..data import compute_metrics, get_task, load_task
 from ..data.metrics import higher_is_better, load_metrics
 from ..data.streams import ExampleStream, TaskCollator, example_columns, token_lengths
 from ..data.task_loading import split_info
 from ..data.task_readers import check_task_data
 from ..data.task_splits import CARVE, CARVE_BEFORE_RECORDED
-from ..data.tokenizer import load_tokenizer
+from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, resolve_path, write_json
+from ..logfile import fewer_than_asked
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
 from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS
 from ..modeling.loading import (
@@ -211,14 +213,33 @@ class FinetuneTask(TrainingTask):
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
         """trainer.max_length when given (a request above the model's n is an error), else the model's n (or its
-        position table) capped by the task's default length (task.max_length)."""
+        position table) capped by the task's default length (task.max_length). A task.max_length above the model's n
+        is cut to it: said as a warning where the command line gives it (a length the user asked for), else in the
+        log file alone (the task config's default, 512, is above the n of most small models). The length must hold
+        the special tokens the model's tokenizer adds and a token of each text (``check_sequence_room``: the config's
+        early check could only take the least any tokenizer adds)."""
         limit = max_tokens(self.config, self.tokenizer, None, None)
         if requested is not None and requested > limit:
             raise ConfigError(
                 f"trainer.max_length={requested} is above what the model {self.model_path} takes ({limit} tokens): "
                 f"use trainer.max_length={limit} or less."
             )
-        return min(limit, requested if requested is not None else (task_max or limit))
+        if requested is not None:
+            length, key = requested, "trainer.max_length"
+        elif task_max is not None and task_max <= limit:
+            length, key = task_max, "task.max_length"
+        else:
+            length, key = limit, f"the model's n ({self.model_path})"
+            if task_max is not None:
+                if command_line_gives("task.max_length"):
+                    fewer_than_asked(log, f"task.max_length={task_max}", f"the model {self.model_path}", limit,
+                                     "positions", "reading examples up to")
+                else:
+                    log.info("task.max_length=%d is above the model's n: examples are read up to its %d tokens",
+                             task_max, limit)
+        check_sequence_room(length, key, f"an example of {self.task_spec.name}", len(self.task_spec.text_fields),
+                            self.tokenizer, f"({self.model_path})")
+        return length
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self.train_stream.micro_batch(g)

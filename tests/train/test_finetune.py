@@ -976,3 +976,71 @@ def test_a_validation_score_of_non_finite_logits_is_never_chosen(tmp_path, sst2_
     assert summary["report"][-1] == (f"the last evaluation (step {evals[-1]['step']}) scored val_accuracy nan: the "
                                      f"training diverged after the chosen step {evals[0]['step']}, whose model the "
                                      "run keeps and reports")
+
+
+def _wordpiece(folder):
+    """A BERT-layout WordPiece tokenizer: a pair is [CLS] a [SEP] b [SEP], 3 special tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"])}
+    wp = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.post_processor = processors.BertProcessing(("[SEP]", 3), ("[CLS]", 2))
+    return PreTrainedTokenizerFast(tokenizer_object=wp, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+def _length_of(tokenizer, task, requested=None, task_max=None, n=32):
+    """FinetuneTask._max_length for a model of n tokens read by `tokenizer`, on `task`."""
+    from types import SimpleNamespace
+
+    from linformer.data import get_task
+    from linformer.train.finetune import FinetuneTask
+
+    task = SimpleNamespace(config=SimpleNamespace(max_seq_len=n), tokenizer=tokenizer, model_path="/m",
+                           task_spec=get_task(task))
+    return FinetuneTask._max_length(task, requested, task_max)
+
+
+def test_a_pair_s_least_length_is_what_the_model_s_tokenizer_adds(tiny_data, tmp_path):
+    """The least length of a pair was RoBERTa's 6 for every tokenizer, so trainer.max_length=5 was refused for a BERT
+    model whose [CLS] a [SEP] b [SEP] fits it. The config's early check takes the least any tokenizer needs (5);
+    once the model's tokenizer is loaded, what it adds (num_special_tokens_to_add) decides, naming the key."""
+    roberta = AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"])
+    bert = _wordpiece(tmp_path)
+    assert bert.num_special_tokens_to_add(pair=True) == 3 and roberta.num_special_tokens_to_add(pair=True) == 4
+    assert _length_of(bert, "qnli", requested=5) == 5
+    with pytest.raises(ConfigError, match=r"^trainer.max_length=5: an example of qnli needs room for the 4 special "
+                                          r"tokens its tokenizer \(/m\) adds and at least one token of each text "
+                                          r"\(6 tokens at least\)$"):
+        _length_of(roberta, "qnli", requested=5)
+    with pytest.raises(ConfigError, match=r"^task.max_length=5: .*\(6 tokens at least\)$"):
+        _length_of(roberta, "qnli", task_max=5)
+    assert _length_of(roberta, "sst2", requested=3) == 3 and _length_of(roberta, "qnli", requested=6) == 6
+
+
+def test_a_task_max_length_above_the_model_s_n_is_said_where_the_command_line_asks_for_it(tiny_data, caplog):
+    """task.max_length above the model's n was cut to n without a word: a length the command line asks for is said
+    once (logfile.fewer_than_asked's wording); the task config's default (512, above most small models' n) only in
+    the log file."""
+    import logging
+
+    from hydra.core.hydra_config import HydraConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"])
+    caplog.set_level(logging.INFO, "linformer.train.finetune")
+    assert _length_of(tokenizer, "sst2", task_max=512) == 32
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    caplog.clear()
+    from linformer.configs import compose
+
+    HydraConfig.instance().set_config(compose("finetune", ["task=sst2", "model_path=m", "task.max_length=64"],
+                                              with_hydra=True))
+    try:
+        assert _length_of(tokenizer, "sst2", task_max=64) == 32
+        assert _length_of(tokenizer, "sst2", task_max=16) == 16  # below n: read as asked, nothing said
+    finally:
+        HydraConfig.instance().cfg = None
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "task.max_length=64: the model /m holds 32 positions; reading examples up to those 32")]
