@@ -451,25 +451,28 @@ def listing(names: list[str]) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
-def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> str | None:
-    """What holds `path` that `record`'s command may not rebuild as an output directory (a clause: "is a regular
-    file", "holds the output of convert", ...), or None when it may (missing, empty, or its own earlier output with
-    these settings). `record` None: a caller that writes only new directories."""
+def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> tuple[str | None, list[str]]:
+    """(what holds `path` that `record`'s command may not rebuild as an output directory, or None when it may; the
+    names put beside an earlier output of this package there). The clause: "is a regular file", "holds the output of
+    convert", ...; None for a missing or empty folder, or the command's own earlier output with these settings. Names
+    its manifest's entries do not name (``_added_since``), beside an output of any command or settings, come first:
+    no overwrite flag replaces them, so the clause names them ("holds notes.txt beside convert's own output ...").
+    `record` None: a caller that writes only new directories (any content is in the way, none is its own)."""
     path = Path(path)
     if not os.path.lexists(path):
-        return None
+        return None, []
     if not path.is_dir():
-        return "is a regular file" if path.is_file() else "is not a directory"
+        return "is a regular file" if path.is_file() else "is not a directory", []
     if not (names := sorted(p.name for p in path.iterdir())):
-        return None
+        return None, []
     manifest = read_json(path / MANIFEST)
-    if record is not None and manifest.get("command"):
-        other = _other_output(manifest, record)
-        if other is not None:
-            return f"holds {other}"
-        added = _added_since(names, manifest.get("entries"))
-        return _beside(path, manifest, added) if added else None
-    return f"is a directory with other content ({listing(names)})"
+    if record is None or not manifest.get("command"):
+        return f"is a directory with other content ({listing(names)})", []
+    added = _added_since(names, manifest.get("entries"))
+    if added:
+        return _beside(path, manifest, added), added
+    other = _other_output(manifest, record)
+    return None if other is None else f"holds {other}", []
 
 
 def _beside(path: Path, manifest: Mapping[str, Any], added: list[str]) -> str:
@@ -480,19 +483,6 @@ def _beside(path: Path, manifest: Mapping[str, Any], added: list[str]) -> str:
         return f"holds {added[0]} beside {own}"
     kinds = "files and folders" if any((path / n).is_dir() for n in added) else "files"
     return f"holds {len(added)} {kinds} beside {own} ({listing(added)})"
-
-
-def _put_beside(path: Path, record: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[str]]:
-    """(the manifest, the names in it that its entries do not name) of an earlier output of this package at `path`,
-    of any command or settings: what was put beside the output. No names where it cannot tell (an output recorded
-    without entries, by an earlier version), or for `record` None: a caller replacing a folder the package itself
-    chose, which is none of the user's to add to."""
-    if record is None or not path.is_dir():
-        return {}, []
-    manifest = read_json(path / MANIFEST)
-    if not manifest.get("command"):
-        return manifest, []
-    return manifest, _added_since(sorted(p.name for p in path.iterdir()), manifest.get("entries"))
 
 
 def _added_since(names: list[str], entries: Any) -> list[str]:
@@ -561,7 +551,7 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
             raise OutputPathError(f"{path} is, or holds, {given}, which this command reads: choose another output "
                                   "path (replacing it would delete the input, overwrite or not).")
     check_writable(path, key=key)
-    what = output_dir_occupant(path, record)
+    what, added = output_dir_occupant(path, record)
     if not what:
         return
     choose = f"choose another {key}" if key else "choose another output path"
@@ -569,9 +559,8 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
     if never:
         raise OutputPathError(f"{path} {never}: {choose} ({flag} replaces only an earlier output of this package, "
                               "one whose manifest.json names the command that wrote it).")
-    manifest, added = _put_beside(Path(path), record)
     if added:  # the flag never deletes what the user (or another command) put into an output's folder
-        raise OutputPathError(f"{path} {_beside(Path(path), manifest, added)}: move {'it' if len(added) == 1 else 'them'}"
+        raise OutputPathError(f"{path} {what}: move {'it' if len(added) == 1 else 'them'}"
                               f" elsewhere, or {choose} ({flag} replaces only what its manifest.json names, never what "
                               "was put beside it).")
     if not overwrite:

@@ -136,7 +136,7 @@ def foreign(path: str | Path, kind: str, command: str) -> str | None:
             return "is a regular file, not a folder"
         names = not_a_run(path)
         return f"is not a run directory but holds {listing(names)}" if names else None
-    return output_dir_occupant(path, any_run)
+    return output_dir_occupant(path, any_run)[0]
 
 
 def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:

@@ -136,6 +136,26 @@ def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_pa
     assert foreign(tmp_path / "afile", DIR, "x") == "is a regular file"
 
 
+def test_foreign_names_what_was_put_beside_an_output_as_the_commands_own_check_does(tmp_path):
+    """A plan's check said "holds the output of convert" of an export's out_dir where the user's notes lay beside
+    convert's output, while export's own start refuses it for the notes, which no overwrite flag replaces: the plan
+    words it as the command's check does, from one reading of the folder."""
+    from linformer.files import MANIFEST, OutputPathError, check_output_dir, made_by, write_json
+    from linformer.output_rule import foreign
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "weights.bin").write_text("w")
+    write_json(out / MANIFEST, {**made_by("convert", {}), "entries": ["weights.bin"]})
+    assert foreign(out, DIR, "export") == "holds the output of convert"
+    (out / "notes.txt").write_text("the user's")
+    clause = "holds notes.txt beside convert's own output, which it did not write"
+    assert foreign(out, DIR, "convert") == foreign(out, DIR, "export") == clause
+    for record in (made_by("convert", {}), made_by("export", {})):
+        with pytest.raises(OutputPathError, match=f"out {clause}: move it elsewhere"):
+            check_output_dir(out, record, overwrite=True)
+
+
 READ_CASES = {  # script: (the input copied to <tmp>/in, argv; {in} is that copy, {out} the output path given)
     "convert": ("model", ["model_path={in}", "model.attention=linformer", "model.projected_dim=8", "out_dir={out}",
                           "overwrite=true"]),
