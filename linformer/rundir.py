@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .configs import RETIRED_KEYS, without_retired
+from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean
 from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
     CHECKPOINTS_DIR,
@@ -163,13 +165,15 @@ class MetricsWriter:
 
 # ------------------------------------------------------------------------------------------------ identity
 def identity(config: Mapping) -> dict[str, Any]:
-    """The settings that define a run: the flattened config without the operational keys."""
+    """The settings that define a run: the flattened config without the operational keys, its paths as a record
+    names them (``data.io.recorded_paths``): a run made in another checkout, or on another machine with its own data
+    mirror, is the same run, and so is one recorded with absolute paths before records named them so."""
     from .runconfig.runs import OPERATIONAL_KEYS  # the specs import the model's modules (torch): not at import
 
     def operational(key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS)
 
-    return {k: v for k, v in flatten(config).items() if not operational(k) and k not in RETIRED_KEYS}
+    return recorded_paths({k: v for k, v in flatten(config).items() if not operational(k) and k not in RETIRED_KEYS})
 
 
 def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | None) -> dict[str, tuple]:
@@ -519,8 +523,8 @@ class RunRecord:
         if command is not None:
             info["command"] = command
         if self.resumed_from:
-            info["resumed_from"] = self.resumed_from  # the weights its steps up to `step` come from
-        write_yaml(self.dir / CONFIG, dict(config))
+            info["resumed_from"] = record_path(self.resumed_from)  # the weights its steps up to `step` come from
+        write_yaml(self.dir / CONFIG, recorded_paths(dict(config)))  # its paths as they read on every machine
         write_json(self.dir / RUN, info)
         self.started = True
 
@@ -533,9 +537,11 @@ class RunRecord:
         write_json(self.dir / RUN, info)
 
     def finish(self, summary: Mapping, results: Mapping | None = None) -> None:
+        """Record the run's summary (and a task run's results), their paths as they read on every machine
+        (``data.io.recorded_paths``), and status `complete`."""
         if results is not None:
-            write_json(self.dir / RESULTS, dict(results))
-        write_json(self.dir / SUMMARY, dict(summary))
+            write_json(self.dir / RESULTS, recorded_paths(dict(results)))
+        write_json(self.dir / SUMMARY, recorded_paths(dict(summary)))
         info = self.info()
         info.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"))
         write_json_when_full(self.dir / RUN, info)
@@ -575,6 +581,22 @@ def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
                     "stop it and pass run_name=%s to resume that one instead", other, status, other.name, run_dir.name,
                     other.name)
         return
+
+
+RECORD_FILES = (CONFIG, RUN, SUMMARY, RESULTS)  # the files of a run's record that name paths
+
+
+def copy_record(source: str | Path, target: str | Path) -> None:
+    """Copy a file of a run to `target`: one of its record (RECORD_FILES) with its paths as a record names them
+    (``data.io.recorded_paths``), so that kept records (a plan's, a GPU machine's brought back) name no path of the
+    machine that made them, and a run recorded before records did so is kept as a newer one is; any other file
+    (metrics.jsonl, predictions) as it is."""
+    source, target = Path(source), Path(target)
+    if source.name not in RECORD_FILES:
+        shutil.copy2(source, target)
+        return
+    record = recorded_paths(read_record(source.parent, source.name))
+    (write_yaml if source.name == CONFIG else write_json)(target, record)
 
 
 def model_problem(run_dir: Path) -> str | None:
@@ -697,7 +719,7 @@ def _started_from(model_path) -> str | None:
     holds one), for a run whose results.json does not record the resolved path yet; a hub name as it is."""
     if not model_path:
         return None
-    p = Path(resolve_path(str(model_path)))
+    p = Path(local_path(str(model_path)))
     return str(p / MODEL_DIR) if (p / MODEL_DIR / "config.json").is_file() else str(model_path)
 
 
@@ -800,7 +822,8 @@ class Run:
         # read alike for a finished run (results.json's resolved model_path) and any other (config.yaml's, as
         # finetuning resolves it)
         origin = r.get("model_path") or _started_from(self.config.get("model_path"))
-        candidates = [self.path / MODEL_DIR] + ([Path(str(origin)), Path(str(origin)) / MODEL_DIR] if origin else [])
+        here = Path(local_path(str(origin))) if origin else None  # a record names it relative to the repository
+        candidates = [self.path / MODEL_DIR] + ([here, here / MODEL_DIR] if here else [])
         saved = next((read_json(c / "config.json") for c in candidates if (c / "config.json").is_file()), {})
 
         def pick(*values):

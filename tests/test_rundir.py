@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from linformer.errors import ConfigError, RunDirError
 from linformer.rundir import LOCK, MetricsWriter, RunLock, RunRecord, read_metrics
@@ -493,3 +494,94 @@ def test_a_run_s_end_is_recorded_on_a_full_disk_where_run_json_has_room_in_place
     with pytest.raises(DiskFullError):
         files.write_json_when_full(tmp_path / "run" / "run.json", {"big": "x" * 2 * os.stat(tmp_path).st_blksize})
     assert (tmp_path / "run" / "run.json").read_text() == ended
+
+
+def _clone(root, monkeypatch):
+    """A checkout at `root` with its data mirror at `root`/../mirror-<name> (another machine's layout)."""
+    from linformer import files
+
+    root.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(files, "repo_root", lambda: root.resolve())
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(root.parent / f"mirror-{root.name}"))
+    return root, root.parent / f"mirror-{root.name}"
+
+
+def _paths_config(root, mirror):
+    """A finetuning config naming its model in the checkout, its task data and corpus texts in the data mirror."""
+    return {**CONFIG, "model_path": str(root / "outputs" / "pretrain" / "demo"),
+            "data": {"sources": [str(mirror / "pretrain" / "books.txt.gz")]},
+            "task": {"name": "sst2", "data_dir": str(mirror / "glue" / "sst2")},
+            "paths": {"data_mirror": str(mirror), "output_dir": str(root / "outputs")}}
+
+
+def test_a_run_made_in_one_checkout_is_the_same_run_compared_from_another(tmp_path, monkeypatch):
+    """config.yaml, summary.json and results.json named every path of the machine that made the run (/work/main/...,
+    its data mirror /work/main/.carry): a run brought back from the GPU machine, or made in another clone, differed
+    from the same settings here in model_path and data.sources, and committed records named that machine's folders.
+    The record names them relative to the repository or the data mirror; a run recorded before, with absolute
+    paths, is still the same run as one recorded now."""
+    from linformer.rundir import identity_diff, load_run
+
+    root, mirror = _clone(tmp_path / "a" / "repo", monkeypatch)
+    run = tmp_path / "runs" / "demo"
+    record = RunRecord(run, "finetune")
+    assert record.claim(_paths_config(root, mirror)) == "new"
+    record.start(_paths_config(root, mirror), step=0)
+    record.finish({"run_dir": str(root / "outputs" / "finetune" / "demo"), "model_dir": str(root / "o" / "best")},
+                  {"model_path": str(root / "outputs" / "pretrain" / "demo" / "model"), "teacher_path": "/elsewhere"})
+    record.release()
+    written = "".join((run / name).read_text() for name in ("config.yaml", "summary.json", "results.json", "run.json"))
+    assert str(tmp_path) not in written
+    recorded = load_run(run).config
+    assert recorded["model_path"] == "outputs/pretrain/demo"
+    assert recorded["task"]["data_dir"] == "${paths.data_mirror}/glue/sst2"
+    assert recorded["data"]["sources"] == ["${paths.data_mirror}/pretrain/books.txt.gz"]
+    assert json.loads((run / "results.json").read_text())["teacher_path"] == "/elsewhere"  # outside both: as it was
+    assert json.loads((run / "summary.json").read_text())["model_dir"] == "o/best"
+
+    root_b, mirror_b = _clone(tmp_path / "b" / "repo", monkeypatch)  # compared from another clone and mirror
+    here = _paths_config(root_b, mirror_b)
+    assert identity_diff(recorded, here) == {}
+    from linformer.data.io import local_path  # read back in this clone's data mirror
+
+    assert local_path(recorded["task"]["data_dir"]) == str(mirror_b / "glue" / "sst2")
+    again = RunRecord(run, "finetune")
+    assert again.claim(here) == "complete"
+    again.release()
+    other = _paths_config(root_b, mirror_b) | {"model_path": str(root_b / "outputs" / "pretrain" / "other")}
+    assert identity_diff(recorded, other) == {"model_path": ("outputs/pretrain/demo", "outputs/pretrain/other")}
+
+    old = tmp_path / "runs" / "old"  # recorded before records named paths so: absolute, of this checkout
+    old.mkdir()
+    (old / "config.yaml").write_text(yaml.safe_dump(here))
+    assert identity_diff(load_run(old).config, recorded) == {} and identity_diff(recorded, load_run(old).config) == {}
+
+
+def test_kept_and_brought_back_records_name_no_path_of_the_machine_that_made_them(tmp_path, monkeypatch):
+    """gpu/targets.py copy_back (a GPU machine's runs brought back into docs/results) and the plans' kept records
+    copied config.yaml and summary.json as they were: a run recorded with absolute paths is kept as a new one is."""
+    from linformer.gpu import targets
+
+    root, mirror = _clone(tmp_path / "gpu" / "repo", monkeypatch)
+    run = root / "outputs" / "pretrain" / "fig3-k64"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(_paths_config(root, mirror)))
+    (run / "summary.json").write_text(json.dumps({"run_dir": str(run), "model_dir": str(run / "model"), "steps": 3}))
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n')
+    monkeypatch.setattr(targets, "REPO", root)
+    back = tmp_path / "back"
+    assert targets.copy_back(("outputs/pretrain/fig3-k64/*",), back) == [
+        f"outputs/pretrain/fig3-k64/{name}" for name in ("config.yaml", "metrics.jsonl", "summary.json")]
+    kept = back / "outputs" / "pretrain" / "fig3-k64"
+    for name in ("config.yaml", "summary.json", "metrics.jsonl"):
+        text = (kept / name).read_text()
+        assert str(tmp_path) not in text and "/tmp/" not in text, name
+    assert json.loads((kept / "summary.json").read_text()) == {"run_dir": "outputs/pretrain/fig3-k64",
+                                                               "model_dir": "outputs/pretrain/fig3-k64/model",
+                                                               "steps": 3}
+    assert yaml.safe_load((kept / "config.yaml").read_text())["paths"] == {"data_mirror": "${paths.data_mirror}",
+                                                                           "output_dir": "outputs"}
+    from linformer.rundir import copy_record
+
+    copy_record(run / "metrics.jsonl", tmp_path / "m.jsonl")  # not a record that names paths: copied as it is
+    assert (tmp_path / "m.jsonl").read_bytes() == (run / "metrics.jsonl").read_bytes()

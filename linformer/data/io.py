@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_dir
 from ..errors import CheckpointError, CorpusError, HubOfflineError
-from ..files import MANIFEST, file_state, listing, read_json, sha256_file
+from ..files import MANIFEST, file_state, listing, read_json, repo_relative, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
@@ -51,6 +51,52 @@ def path_root(key: str) -> str:
 def default_data_mirror() -> str:
     """paths.data_mirror, resolved, for the argparse scripts."""
     return resolve_path(path_root("data_mirror"))
+
+
+# How a run's record names the data mirror, in the configs' own spelling: the mirror's place differs between machines
+# (a GPU machine's carried copy, this machine's shared folder), its layout does not
+MIRROR_ROOT = "${paths.data_mirror}"
+
+
+def record_path(path: str | os.PathLike) -> str:
+    """How a run's record names a local path, so that runs made on two machines, or in two checkouts, compare alike
+    (``rundir.identity``) and a committed record says nothing of the machine that made it: an absolute path under
+    the data mirror as ``${paths.data_mirror}/<its path there>``, under the repository relative to it
+    (``files.repo_relative``), under both by the deeper of the two (a mirror carried into the checkout), elsewhere
+    as it is. A relative path, which the package reads from the repository, and a hub name are kept as given, and
+    so is a record's path already in this form (``recorded_paths`` applies this to an older record, absolute).
+    ``local_path`` reads it back."""
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    p, mirror = Path(text).resolve(), Path(default_data_mirror()).resolve()
+    in_repo = repo_relative(p)
+    if not p.is_relative_to(mirror) or (not os.path.isabs(in_repo) and
+                                        len(Path(in_repo).parts) < len(p.relative_to(mirror).parts)):
+        return in_repo
+    rest = p.relative_to(mirror).as_posix()
+    return MIRROR_ROOT if rest == "." else f"{MIRROR_ROOT}/{rest}"
+
+
+def local_path(recorded: str | os.PathLike) -> str:
+    """The absolute path on this machine of a path a record names (``record_path``): ``${paths.data_mirror}/...`` in
+    this machine's data mirror, a relative one in the repository (``resolve_path``), an absolute one as it is."""
+    text = str(recorded)
+    if text == MIRROR_ROOT or text.startswith(MIRROR_ROOT + "/"):
+        return str(Path(default_data_mirror()) / text[len(MIRROR_ROOT):].lstrip("/"))
+    return resolve_path(text)
+
+
+def recorded_paths(value):
+    """`value` (a run's config, summary or results; a flattened one; a list, a text) with every absolute path in it
+    named as ``record_path`` names it: what a run's record holds, and how two records, or a record and a config, are
+    compared, so that an older record (absolute paths) matches a newer one made here. A text that is no path, a
+    command line with paths in it, passes as it is."""
+    if isinstance(value, Mapping):
+        return {k: recorded_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [recorded_paths(v) for v in value]
+    return record_path(value) if isinstance(value, str) and os.path.isabs(value) else value
 
 
 def data_mirror_words() -> str:

@@ -30,11 +30,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data.io import path_root, repo_root
-from ..files import MODEL_DIR, atomic_dir, read_json, repo_relative, resolve_path, write_json
+from ..data.io import local_path, path_root, repo_root
+from ..files import MODEL_DIR, atomic_dir, read_json
 from ..jobs import Job, in_order_of_use
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
-from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported
+from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported, copy_record
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, out_dir
 
@@ -210,9 +210,9 @@ def profile_of(run: str) -> str | None:
 
 def keep_records(run_dir: Path, records_dir: Path) -> bool:
     """Copy a finished finetuning run's small records (KEPT_FILES and its model's card sidecar) into records_dir,
-    which appears complete or not at all. False when the run has not finished. The kept results name the model
-    relative to the repository where it lies there (``files.repo_relative``): committed records read the same on
-    every checkout, and say nothing of the machine that made them."""
+    which appears complete or not at all. False when the run has not finished. The kept records name their paths
+    as a run's record does (``rundir.copy_record``: the model relative to the repository where it lies there):
+    committed records read the same on every checkout, and say nothing of the machine that made them."""
     if not (run_dir / RESULTS).is_file() or not (run_dir / PREDICTIONS).is_file():
         return False
     from ..modeling.card import SIDECAR  # the model's modules import torch: a plan's parser reads this module
@@ -221,10 +221,8 @@ def keep_records(run_dir: Path, records_dir: Path) -> bool:
     with atomic_dir(records_dir, overwrite=True) as tmp:  # the records of an earlier try of this run are replaced
         for name in KEPT_FILES:
             if (run_dir / name).is_file():
-                shutil.copy2(run_dir / name, tmp / name)
-        if results.get("model_path"):
-            write_json(tmp / RESULTS, {**results, "model_path": repo_relative(results["model_path"])})
-        card = Path(resolve_path(results.get("model_path") or "")) / SIDECAR  # the model's card: its transfer
+                copy_record(run_dir / name, tmp / name)
+        card = Path(local_path(results.get("model_path") or "")) / SIDECAR  # the model's card: its transfer
         if results.get("model_path") and card.is_file():
             shutil.copy2(card, tmp / SIDECAR)
     return True

@@ -35,7 +35,6 @@ table at the scale of the lent GPU (model=small, n = 512, 250M tokens per pretra
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, in_order_of_use, wanted
-from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported
+from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported, copy_record
 from ..shell import hydra_override
 from . import Places, corpus_job, done_file, frontend, tokenizer_job
 from .pretrained import keep_records
@@ -216,7 +215,7 @@ def keep_pretrain(run: Path, kept: Path) -> bool:
     with atomic_dir(kept, overwrite=True) as tmp:
         for name in KEPT_PRETRAIN:
             if (run / name).is_file():
-                shutil.copy2(run / name, tmp / name)
+                copy_record(run / name, tmp / name)  # its paths as they read on every machine
         write_json(tmp / START, {"weights_sha256": weights_sha256(str(run / MODEL_DIR))})
     return True
 

@@ -94,7 +94,7 @@ from ..files import (
     write_json,
 )
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
-from ..rundir import code_revision
+from ..rundir import code_revision, copy_record
 from ..signals import interrupt_status
 from . import carry
 
@@ -315,16 +315,17 @@ def _shown(command) -> str:
 
 def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
     """Copy the files and directories matching `patterns` (relative to the repository) to the same relative paths
-    under `dest`; returns the paths copied."""
+    under `dest`, a run's record naming no path of this machine (``rundir.copy_record``); returns the paths
+    copied."""
     copied = []
     for pattern in patterns:
         for found in sorted(glob.glob(pattern, root_dir=REPO)):
             source, target = REPO / found, dest / found
             target.parent.mkdir(parents=True, exist_ok=True)
-            if source.is_dir():
+            if source.is_dir():  # kept records (a plan's keep_records, keep_pretrain): copied so already
                 shutil.copytree(source, target, dirs_exist_ok=True)
-            else:
-                shutil.copy2(source, target)
+            else:  # a run's record with its paths as they read on every machine
+                copy_record(source, target)
             copied.append(found)
     return copied
 

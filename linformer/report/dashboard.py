@@ -51,10 +51,7 @@ from pathlib import Path
 from ..cli import import_needed, run_from_a_script
 from ..errors import ConfigError, DataError
 from ..files import (
-    CONFIG,
     MANIFEST,
-    RUN,
-    SUMMARY,
     check_output_dir,
     file_state,
     made_by,
@@ -64,6 +61,7 @@ from ..files import (
 )
 from ..rundir import (
     METRICS,
+    RECORD_FILES,
     RESULTS,
     Run,
     find_runs,
@@ -396,7 +394,6 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
 
 
 # A run's record files: a pass loads a run again (``_loaded``) only where one of them changed since the last pass
-RECORD_FILES = (CONFIG, SUMMARY, RESULTS, RUN)
 _compared: dict[Path, tuple[list, Run]] = {}  # run dir -> (its RECORD_FILES' file_state, the run loaded from them)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..cli import run_from_a_script
 from ..data.corpus import MANIFEST, read_manifest
+from ..data.io import local_path
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, repo_relative, write_json
@@ -89,7 +90,7 @@ def unigram_of(run: Run) -> tuple[float | None, str | None]:
     corpus, key = run.config.get("corpus_dir"), run.config.get("corpus_cache_key")
     if not corpus:
         return None, f"{run.name} records neither unigram_val_ppl nor a corpus_dir"
-    manifest = read_manifest(str(corpus)) or {}
+    manifest = read_manifest(local_path(str(corpus))) or {}  # a record names it relative to the repository
     if manifest.get("unigram_val_ppl") is not None and (key is None or manifest.get("cache_key") == key):
         return manifest["unigram_val_ppl"], None
     return None, (f"{run.name}'s summary.json predates unigram_val_ppl, and the manifest of the corpus it trained on "

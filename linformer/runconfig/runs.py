@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ..configs import refuse_missing_values
-from ..data.io import resolve_path
+from ..data.io import local_path
 from ..errors import ConfigError
 from ..files import folder_name
 from ..modeling.configuration import LinformerConfig, check_model_fields
@@ -52,7 +52,7 @@ def _path(cfg: Mapping, key: str) -> str:
     value = cfg.get(key)
     if value in (None, ""):
         raise ConfigError(f"{key} is not set.")
-    return resolve_path(str(value))
+    return local_path(str(value))  # a run's record may name a path in the data mirror (record_path)
 
 
 def _optional(cfg: Mapping, key: str) -> str | None:

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from ..configs import RETIRED_KEYS, retired_key
 from ..data import tasks as _tasks
-from ..data.io import resolve_path
+from ..data.io import local_path, resolve_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
 from ..data.tokenizer import check_sequence_room
 from ..errors import ConfigError, did_you_mean
@@ -447,7 +447,7 @@ class TaskData:
         data_dir, cache_dir = task.get("data_dir"), cfg.get("task_cache_dir")
         subset_seed = seed_value(cfg, "subset_seed" if cfg.get("subset_seed") is not None else "seed")
         return cls(name=str(task.get("name")),
-                   data_dir=str(resolve_path(str(data_dir))) if data_dir else None,
+                   data_dir=local_path(str(data_dir)) if data_dir else None,  # a run's record may name its mirror
                    max_length=max_length,
                    skip_bad_rows=bool(_flag({"skip_bad_rows": task.get("skip_bad_rows", False)}, "skip_bad_rows",
                                             "task")),

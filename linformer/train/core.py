@@ -33,6 +33,7 @@ from accelerate.utils import broadcast_object_list
 
 from .. import errors
 from ..cli import exit_status
+from ..data.io import recorded_paths
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted
 from ..files import flatten, resolve_path
 from ..logfile import say
@@ -202,7 +203,10 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
     if problem:
         raise CheckpointError(problem)
     summary = record.summary()
-    recorded, given, defining = flatten(record.config()), flatten(config), identity(config)
+    # paths as a record names them (``data.io.recorded_paths``), on both sides: an older record's absolute ones and a
+    # newer one's relative ones are no change
+    recorded, given = (recorded_paths(flatten(c)) for c in (record.config(), config))
+    defining = identity(config)
     differ = [f"{k}: {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(recorded) | set(given))
               if recorded.get(k) != given.get(k) and k not in defining]
     unapplied = f" Not applied to the finished run: {'; '.join(differ)}." if differ else ""

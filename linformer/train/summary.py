@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..files import repo_relative
 from ..logfile import say
 from ..shell import hydra_override, shell_command
 from .stopping import run_from_a_script
@@ -54,8 +55,9 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
 def finetune_next(model_path: Path | str) -> str:
     """The summary's next: for a model to finetune, worded for the caller (``stopping.run_from_a_script``, as a
     stop's resume advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
-    call docs/guide.md's "From Python" shows, the same overrides in it."""
-    overrides = ["task=sst2", hydra_override("model_path", model_path)]
+    call docs/guide.md's "From Python" shows, the same overrides in it. A model in the repository is named relative
+    to it (``files.repo_relative``), as the run's record names it: the line pastes from any folder, on any checkout."""
+    overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path))]
     if run_from_a_script():
         return shell_command("python", "scripts/finetune.py", *overrides)
     return (f"finetune(FinetuneSpec.read(compose(\"finetune\", [{', '.join(map(python_str, overrides))}])), "
@@ -65,10 +67,11 @@ def finetune_next(model_path: Path | str) -> str:
 def export_next(run_dir: Path | str, reason: str) -> str:
     """The summary's next: for a run whose model is to be exported, worded for the caller as ``finetune_next``:
     scripts/export.py's command, or the call of ``linformer.train.export.export_run``; `reason` follows as a
-    comment, so that the whole line pastes."""
+    comment, so that the whole line pastes; the run named as ``finetune_next`` names a model."""
+    run_dir = repo_relative(run_dir)
     if run_from_a_script():
         return f"{shell_command('python', 'scripts/export.py', run_dir)}  # {reason}"
-    return f"export_run({python_str(str(run_dir))})  # linformer.train.export; {reason}"
+    return f"export_run({python_str(run_dir)})  # linformer.train.export; {reason}"
 
 
 def python_str(text: str) -> str:
