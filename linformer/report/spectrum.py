@@ -26,7 +26,7 @@ from linformer.errors import ConfigError, CorpusError, DataError
 from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
 from linformer.logfile import fewer_than_asked
 
-from ..data.io import load_auto
+from ..data.io import load_auto, record_path
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
 from . import measured
 from .measured import machine_words
@@ -204,11 +204,11 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     n = model_length(model.config)
     if corpus_dir:
         ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path)
-        source = {"corpus_dir": str(corpus_dir), "split": "validation"}
+        source = {"corpus_dir": record_path(corpus_dir), "split": "validation"}
     elif text_path:
         tokenizer = load_tokenizer(str(model_path), "model_path")
         ids = windows_from_text(tokenizer, text_path, n, num_windows, seed, max_lines)
-        source = {"text_path": str(text_path), "max_lines": max_lines}
+        source = {"text_path": record_path(text_path), "max_lines": max_lines}
     else:
         raise ConfigError("give corpus_dir (a prepared corpus) or text_path (raw text) for the sample windows")
     if ids.shape[1] != n:
@@ -226,7 +226,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     out_dir.mkdir(parents=True, exist_ok=True)
     curves, heat = _plots(cum, at_k, str(out_dir / prefix), description or Path(model_path).name, n, len(ids), k)
     result = {
-        "model_path": str(model_path),
+        "model_path": record_path(model_path),  # as a run's record names it: no path of this machine
         "description": description,
         "n": n, "k": k, "layers": L, "heads": H,
         "num_windows": len(ids), "num_windows_asked": num_windows, "seed": seed, "sample": source,
