@@ -77,6 +77,7 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
     from hydra.errors import HydraException
 
     register_resolvers()
+    parse_each_config_once()
     with _own_global_hydra(), initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
@@ -84,6 +85,74 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
             failure = err
     # outside Hydra's context: the did-you-mean composes the config again
     raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
+
+
+# A config file's parse, kept for the process: {(the source's scheme and folder or package, the file's name in it,
+# its text): Hydra's ConfigResult of it}. Keyed on the text itself, so an edited file is parsed afresh however
+# quickly it was edited (a modification time can stay the same over a rewrite of the same size); configs/ and
+# Hydra's own configs hold a few kilobytes in all
+_PARSED: dict[tuple[str, str, str, str], object] = {}
+
+
+def parse_each_config_once() -> None:
+    """Hydra parses each config file's YAML at each composition that reads it, configs/'s and its own (a dozen or more
+    files for a command, most of the time of reading them; a plan's dry run composes each of its jobs from the same
+    files): each file's text is parsed once per process from here on, for a folder's files (configs/) and a
+    package's (Hydra's), and every reading gets a deep copy of that parse, which Hydra changes as it composes (it
+    takes the defaults list out). What Hydra gives is unchanged: a file it cannot read or parse fails as before,
+    and is not kept. Idempotent."""
+    from hydra._internal.sources_registry import SourcesRegistry
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # its scan runs the sources' modules anew: the classes it registers are the ones composing uses
+    for scheme in ("file", "pkg"):
+        source = SourcesRegistry.instance().resolve(scheme)
+        if not getattr(source.load_config, "parses_once", False):
+            source.load_config = _parsing_once(source.load_config)
+
+
+def _parsing_once(hydra_load):
+    """A config source's load_config that parses each text once (``parse_each_config_once``)."""
+
+    def load_config(self, config_path: str):
+        import copy
+        import dataclasses
+        import io
+
+        from hydra.plugins.config_source import ConfigResult, ConfigSource
+        from omegaconf import OmegaConf
+
+        name = self._normalize_file_name(config_path)
+        read = _config_text(self, name)
+        if read is None:  # no such file, not text: Hydra's own error
+            return hydra_load(self, config_path)
+        text, where = read
+        key = (self.scheme(), self.path, name, text)
+        if key not in _PARSED:  # as Hydra makes it from the same text
+            stream = io.StringIO(text)
+            stream.name = where  # a YAML error names the file, as Hydra's own reading did
+            _PARSED[key] = ConfigResult(config=OmegaConf.load(stream), path=f"{self.scheme()}://{self.path}",
+                                        provider=self.provider, header=ConfigSource._get_header_dict(text[:512]))
+        kept = _PARSED[key]
+        return dataclasses.replace(kept, config=copy.deepcopy(kept.config), header=dict(kept.header))
+
+    load_config.parses_once = True
+    return load_config
+
+
+def _config_text(source, name: str) -> tuple[str, str] | None:
+    """(the text, where it is) of config file `name` of a Hydra config source, a folder (file://) or a package
+    (pkg://); None where it cannot be read as text."""
+    from importlib import resources
+
+    try:
+        if source.scheme() == "file":
+            path = Path(os.path.realpath(os.path.join(source.path, name)))
+        else:
+            path = resources.files(source.path).joinpath(name)
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, ValueError, TypeError, ModuleNotFoundError):
+        return None
 
 
 @contextlib.contextmanager

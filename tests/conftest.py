@@ -32,10 +32,12 @@ def _each_composition_once():
     composition again and again (a plan's jobs in every dry run, the tiny pretraining config): each one is made once
     per test process, and every call gets a copy of its own to change. The key is all that a composition reads: the
     config name, the overrides, whether the hydra node is kept, the working directory and Hydra's job name (both
-    recorded in that node), and the config sources with each file's size and modification time (a test that writes
-    or edits a config composes afresh). Interpolations (${oc.env:...}) stay unresolved in the copy, read at access as
-    before. A failed composition is not kept: each call fails anew."""
+    recorded in that node), and the config sources with a digest of each file's text (a test that writes or edits a
+    config composes afresh, even where the file keeps its size and modification time). Interpolations
+    (${oc.env:...}) stay unresolved in the copy, read at access as before. A failed composition is not kept: each
+    call fails anew."""
     import copy
+    import hashlib
 
     import hydra
     from hydra.core.global_hydra import GlobalHydra
@@ -48,9 +50,8 @@ def _each_composition_once():
         for source in sources:
             found.append((source.provider, source.scheme(), source.path))
             if source.scheme() == "file":
-                for p in sorted(Path(source.path).rglob("*")):
-                    st = p.stat()
-                    found.append((str(p), st.st_mtime_ns, st.st_size))
+                found.extend((str(p), hashlib.sha256(p.read_bytes()).digest())
+                             for p in sorted(Path(source.path).rglob("*")) if p.is_file())
         return tuple(found)
 
     def compose(config_name=None, overrides=None, return_hydra_config=False, strict=None):

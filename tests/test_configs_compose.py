@@ -189,6 +189,41 @@ def test_compose_works_where_the_caller_initialised_hydra_and_leaves_its_hydra_a
         assert hydra_compose("pretrain", ["model=small"]).model.name == "small"  # the caller's still composes
 
 
+def test_each_config_file_is_parsed_once_and_an_edited_one_afresh(tmp_path, monkeypatch):
+    """Hydra parsed each file's YAML at every composition reading it (a plan's dry run composes each of its jobs
+    from the same files): a file's text is parsed once per process, each composition changing a copy of the parse.
+    A file edited is parsed again, even where its size and modification time stay as they were."""
+    import os
+    import re
+
+    import yaml
+
+    from linformer import configs
+
+    (tmp_path / "part").mkdir()
+    (tmp_path / "app.yaml").write_text("defaults:\n  - part: a\n  - _self_\nx: 1\n")
+    (tmp_path / "part" / "a.yaml").write_text("y: 2\n")
+    (tmp_path / "part" / "b.yaml").write_text("y: 3\n")
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path))
+    parsed, load = [], OmegaConf.load
+    monkeypatch.setattr(OmegaConf, "load", lambda f: parsed.append(f) or load(f))
+    first = compose("app")
+    assert (first.x, first.part.y) == (1, 2) and parsed
+    first.part.y = 7  # the caller's copy: no later composition sees it
+    parsed.clear()
+    again = compose("app", ["x=5"])  # another composition of the same files (the defaults list kept in the parse)
+    assert (again.x, again.part.y) == (5, 2) and parsed == []
+    assert compose("app", ["part=b"]).part.y == 3 and len(parsed) == 1  # b.yaml alone is new
+    edited = tmp_path / "part" / "a.yaml"
+    before = edited.stat()
+    edited.write_text("y: 4\n")  # the same size, and the same modification time put back
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert edited.stat().st_mtime_ns == before.st_mtime_ns and compose("app").part.y == 4
+    edited.write_text("y: [\n")
+    with pytest.raises(yaml.YAMLError, match=re.escape(f'in "{edited}", line 2')):  # as before: the file named
+        compose("app", ["x=6"])
+
+
 # Each command's config and the option of each of its groups that adds keys the defaults lack
 DOCUMENTED = {"pretrain": [[], ["logger=all"], ["data=text"]], "finetune": [["model_path=m"], ["model_path=m", "task=_example"]],
               "convert": [["model_path=m"]], "tokenizer": [[]], "corpus": [[]], "distill": [["teacher_path=t"]],
