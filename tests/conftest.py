@@ -151,6 +151,20 @@ def run_script(script: str, argv: list[str], monkeypatch) -> int:
     return 0
 
 
+def as_a_script(code: str, folder: Path) -> list[str]:
+    """The command line of a Python child running `code` as a command's process runs: from a file in a scripts/
+    folder under `folder` (``cli.run_from_a_script``), so that the package's import leaves torch and transformers
+    (seconds of each child's start, 10-20 s under load) to a command's body, and sets a command's start-up
+    handling of Ctrl-C and SIGTERM (``cli.stop_while_starting``). `python -c` would import linformer.modeling with
+    the package, as a notebook's import does."""
+    import sys
+
+    script = folder / "scripts" / "child.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(code)
+    return [sys.executable, str(script)]
+
+
 def hydra_scripts() -> dict[str, str]:
     """{script stem: its config name} for every scripts/*.py decorated with @hydra_main("<config>", ...)."""
     import re

@@ -769,11 +769,14 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
     import signal
     import time
 
-    script = tmp_path / "command.py"
-    script.write_text(
+    from .conftest import as_a_script
+
+    command = as_a_script(
         "import atexit, sys, time\n"
+        "from linformer import cli\n"
         "from linformer.hydra_start import hydra_main\n"
         "from linformer.errors import ConfigError\n\n"
+        "cli.models_registered = lambda: None  # a body that loads no model: torch's import (seconds) left out\n\n"
         "@hydra_main('convert')\n"
         "def main(cfg):\n"
         "    atexit.register(time.sleep, 3)  # a teardown that takes a while\n"
@@ -781,10 +784,10 @@ def test_a_sigterm_in_the_interpreter_s_teardown_keeps_the_command_s_exit_status
         "    if cfg.seed == 1:\n"
         "        raise ConfigError('seed=1 is refused')\n\n"
         "if __name__ == '__main__':\n"
-        "    main()\n")
+        "    main()\n", tmp_path)
 
     def stopped_in_teardown(seed):
-        proc = subprocess.Popen([sys.executable, str(script), f"seed={seed}"], cwd=tmp_path, stderr=subprocess.PIPE,
+        proc = subprocess.Popen([*command, f"seed={seed}"], cwd=tmp_path, stderr=subprocess.PIPE,
                                 text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
         lines = []
         for line in proc.stderr:  # the command's last line, then its teardown

@@ -9,6 +9,8 @@ import pytest
 
 from linformer.gpu import targets
 
+from .conftest import as_a_script
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -355,7 +357,7 @@ def test_a_signal_to_the_script_stops_its_command_records_the_target_and_ends_th
               "g.copy_back_patterns = lambda target: ()\n"
               f"sys.exit(g.main(['table2', 'figure3', '--work', {str(tmp_path / 'out')!r}, '--out', "
               f"{str(tmp_path / 'back')!r}]))\n")
-    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(as_a_script(driver, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO)
     deadline = time.monotonic() + 60
     while not (tmp_path / "pid").exists():

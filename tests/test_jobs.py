@@ -13,6 +13,8 @@ import pytest
 
 from linformer.jobs import Job, JobFailed, in_order_of_use, run_jobs
 
+from .conftest import as_a_script
+
 
 def _writer(path, sleep=0.0, env_out=None):
     """A job command that sleeps, appends its start/end times to a journal, and writes its `done` file."""
@@ -77,7 +79,7 @@ def test_stopping_the_runner_stops_its_jobs(tmp_path):
               f"try:\n    run_jobs([Job('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
               f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n"
               f"except KeyboardInterrupt:\n    sys.exit(130)\n")
-    proc = subprocess.Popen([sys.executable, "-c", runner], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(as_a_script(runner, tmp_path), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180  # the runner imports the package first: a minute and more on a loaded machine
     while not (tmp_path / "pid").exists():
         assert time.monotonic() < deadline and proc.poll() is None
@@ -280,7 +282,7 @@ def test_a_killed_runner_takes_its_jobs_down_with_a_stop(tmp_path):
     runner = (f"import sys; from pathlib import Path; from linformer.jobs import Job, run_jobs\n"
               f"run_jobs([Job('long', [sys.executable, '-c', {child!r}], Path({str(tmp_path / 'never')!r}))],"
               f" jobs=2, log_dir=Path({str(tmp_path / 'logs')!r}))\n")
-    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(as_a_script(runner, tmp_path), stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 180  # the runner imports the package first: a minute and more on a loaded machine
     while not (tmp_path / "pid").exists():
         assert time.monotonic() < deadline and proc.poll() is None
