@@ -87,11 +87,11 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
     raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
 
 
-# A config file's parse, kept for the process: {(the source's scheme and folder or package, the file's name in it,
-# its text): Hydra's ConfigResult of it}. Keyed on the text itself, so an edited file is parsed afresh however
+# A config file's parse, kept for the process: {(the source's provider, scheme and folder or package, the file's name
+# in it, its text): Hydra's ConfigResult of it}. Keyed on the text itself, so an edited file is parsed afresh however
 # quickly it was edited (a modification time can stay the same over a rewrite of the same size); configs/ and
 # Hydra's own configs hold a few kilobytes in all
-_PARSED: dict[tuple[str, str, str, str], object] = {}
+_PARSED: dict[tuple[str, str, str, str, str], object] = {}
 
 
 def parse_each_config_once() -> None:
@@ -127,7 +127,7 @@ def _parsing_once(hydra_load):
         if read is None:  # no such file, not text: Hydra's own error
             return hydra_load(self, config_path)
         text, where = read
-        key = (self.scheme(), self.path, name, text)
+        key = (self.provider, self.scheme(), self.path, name, text)
         if key not in _PARSED:  # as Hydra makes it from the same text
             stream = io.StringIO(text)
             stream.name = where  # a YAML error names the file, as Hydra's own reading did
