@@ -190,10 +190,14 @@ def test_sigterm_during_the_build_removes_the_temporary(tmp_path):
 def test_a_second_signal_while_a_stop_unwinds_ends_the_process_at_once(tmp_path):
     """A command's unwinding that cannot finish (a pool whose workers a stop killed holding its lock) ends on the next
     signal, with the stop's exit status; the temporary it leaves is removed by the next run."""
+    from .conftest import as_a_script
+
     script = f"""
 import os, signal, time
+from linformer import cli
 from linformer.cli import cli_errors
 from linformer.files import atomic_dir, made_by
+cli.models_registered = lambda: None  # a command that loads no model: torch's import (seconds) left out
 with cli_errors(), atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
     try:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -202,7 +206,7 @@ with cli_errors(), atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}}
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(as_a_script(script, tmp_path / "command"), capture_output=True, text=True, timeout=60)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == ("stopped: SIGTERM again while stopping: exiting now; the next "
                                                       "run removes what this one left.")
