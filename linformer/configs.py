@@ -100,13 +100,18 @@ def parse_each_config_once() -> None:
     files): each file's text is parsed once per process from here on, for a folder's files (configs/) and a
     package's (Hydra's), and every reading gets a deep copy of that parse, which Hydra changes as it composes (it
     takes the defaults list out). What Hydra gives is unchanged: a file it cannot read or parse fails as before,
-    and is not kept. Idempotent."""
-    from hydra._internal.sources_registry import SourcesRegistry
-    from hydra.core.plugins import Plugins
+    and is not kept. Idempotent. It reaches into Hydra's sources registry, which is not public API: a Hydra that
+    moves it composes as it always did, each file parsed at each reading (only the time is lost)."""
+    try:
+        from hydra._internal.sources_registry import SourcesRegistry
+        from hydra.core.plugins import Plugins
 
-    Plugins.instance()  # its scan runs the sources' modules anew: the classes it registers are the ones composing uses
-    for scheme in ("file", "pkg"):
-        source = SourcesRegistry.instance().resolve(scheme)
+        # Plugins' scan runs the sources' modules anew: the classes it registers are the ones composing uses
+        Plugins.instance()
+        sources = [SourcesRegistry.instance().resolve(scheme) for scheme in ("file", "pkg")]
+    except (ImportError, AttributeError, ValueError):
+        return
+    for source in sources:
         if not getattr(source.load_config, "parses_once", False):
             source.load_config = _parsing_once(source.load_config)
 
