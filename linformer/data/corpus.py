@@ -57,6 +57,7 @@ from .io import (
     CORPUS_LAYOUT,
     SourceText,
     checked_lines,
+    holds_lone_cr,
     load_hub_text,
     moved_output,
     resolve_sources,
@@ -186,10 +187,10 @@ def _read_sources(
     for src in srcs:
         if len(doc_keys) >= limit:
             break
-        n_docs0, lines, replaced, bad = len(doc_keys), 0, 0, 0
+        n_docs0, lines, replaced, bad, cr = len(doc_keys), 0, 0, 0, 0
         if src.path is not None:
             in_doc = False
-            counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
+            counts = {"replaced_chars": 0, "skipped_bad_rows": 0, "cr_line_ends": 0}
             for text in checked_lines(src.path, skip_bad_rows, counts):
                 if not text.strip():
                     in_doc = False
@@ -202,7 +203,7 @@ def _read_sources(
                 doc_keys.add(text)
                 writer.add(text, len(doc_keys) - 1)
                 lines += 1
-            replaced, bad = counts["replaced_chars"], counts["skipped_bad_rows"]
+            replaced, bad, cr = counts["replaced_chars"], counts["skipped_bad_rows"], counts["cr_line_ends"]
         else:
             ds = _load_hub(src)
             for row in ds:
@@ -218,7 +219,7 @@ def _read_sources(
                     lines += 1
         doc_keys.end()
         src.stats = {"documents": len(doc_keys) - n_docs0, "lines": lines, "replaced_chars": replaced,
-                     "skipped_bad_rows": bad}
+                     "skipped_bad_rows": bad, **({"cr_line_ends": cr} if cr else {})}
         totals["lines"] += lines
         totals["replaced_chars"] += replaced
         totals["skipped_bad_rows"] += bad
@@ -432,6 +433,11 @@ def _cache_key(srcs: list[SourceText], tok_hash: str, n: int, val_fraction: floa
                max_documents: int | None) -> str:
     options = {"format_version": FORMAT_VERSION, "tokenizer_hash": tok_hash, "n": n, "val_fraction": val_fraction,
                "seed": seed, "skip_bad_rows": skip_bad_rows, "max_documents": max_documents}
+    # A lone CR ends a line (``io.line_bodies``), where the reader of format_version 3 took it as text: such a text
+    # gives other blocks than it gave then, so its key says so. The key of every other text, which reads as it did,
+    # is the one its corpora recorded (raising FORMAT_VERSION would refuse them all).
+    if any(holds_lone_cr(s.path) for s in srcs):
+        options["lone_cr_line_ends"] = True
     return cache_key(options, [s.path for s in srcs])
 
 

@@ -211,31 +211,73 @@ def decode_line(raw: bytes) -> tuple[str, int]:
         return text, text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
 
 
+def line_bodies(raw: bytes) -> list[bytes]:
+    """The lines a binary file's line (as iterating the file gives it: up to and with its LF) holds, without their
+    ends: the one rule of what ends a line in text read here. A line ends at an LF, with any CRs just before it
+    (CRLF, and a CRLF converted twice, CRCRLF), at the file's end, or at a lone CR (classic Mac OS text, a CR pasted
+    into a line), as a universal-newline reader reads it. A line without a lone CR is one body, the line less its
+    trailing CRs and LF."""
+    body = raw.rstrip(b"\r\n")
+    return body.split(b"\r") if b"\r" in body else [body]
+
+
+_LINE_END_CRS = re.compile(rb"\r+\n")
+
+
+def holds_lone_cr(path: str, chunk: int = 1 << 22) -> bool:
+    """Whether the .txt/.txt.gz file `path` holds a lone CR ending a line (``line_bodies``): a CR followed by neither
+    an LF (after any more CRs) nor the file's end. Only such a file reads as more lines than LFs end. One read of the
+    text, at memchr's speed where a block has no CR. A damaged .gz file reads as far as it can: ``verify_gzip``
+    refuses it before anything is built from it, and no corpus was built from its bytes to be reused."""
+    carry = b""  # the CRs that end a block: what follows them decides
+    try:
+        with open_binary(path) as f:
+            while block := f.read(chunk):
+                if not carry and b"\r" not in block:
+                    continue
+                text = carry + block
+                body = text.rstrip(b"\r")
+                carry = text[len(body):]
+                if b"\r" in _LINE_END_CRS.sub(b"", body):
+                    return True
+    except (OSError, EOFError, zlib.error):
+        if not _gzipped(path):
+            raise
+    return False
+
+
 def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
     """Every line of the .txt/.txt.gz file `path` (blank ones too, without their line ending), as the corpus and the
-    tokenizer read text: a UTF-8 byte order mark at its start is dropped, bad UTF-8 becomes U+FFFD, counted in
+    tokenizer read text: a line ends at LF, CRLF or a lone CR (``line_bodies``; lone CRs read as line ends counted in
+    counts["cr_line_ends"]), a UTF-8 byte order mark at its start is dropped, bad UTF-8 becomes U+FFFD, counted in
     counts["replaced_chars"]; UTF-16 text is a CorpusError saying so; a line holding a NUL byte (a binary file) is a
     CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in counts["skipped_bad_rows"]."""
+    lineno = 0  # lines as ``line_bodies`` ends them, as an editor numbers them
     with open_binary(path) as f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno == 1:
+        for i, raw in enumerate(f):
+            if i == 0:
                 raw = raw.removeprefix(_UTF8_BOM)
                 if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
                     raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
                                       f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
-            if _utf16(raw, lineno):
+            if _utf16(raw, i + 1):
                 converted = shlex.quote(_stem(path) + "-utf8.txt")
                 raise CorpusError(f"{path}: UTF-16 text; expected UTF-8 ({CORPUS_LAYOUT}): convert it, e.g. "
                                   f"iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > {converted}")
-            text, replaced = decode_line(raw.rstrip(b"\r\n"))
-            if "\x00" in text:
-                if not skip_bad_rows:
-                    raise CorpusError(f"{path}:{lineno}: malformed line (NUL byte; binary file?); expected "
-                                      f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
-                counts["skipped_bad_rows"] += 1
-                continue
-            counts["replaced_chars"] += replaced
-            yield text
+            bodies = line_bodies(raw)
+            if len(bodies) > 1:
+                counts["cr_line_ends"] = counts.get("cr_line_ends", 0) + len(bodies) - 1
+            for body in bodies:
+                lineno += 1
+                text, replaced = decode_line(body)
+                if "\x00" in text:
+                    if not skip_bad_rows:
+                        raise CorpusError(f"{path}:{lineno}: malformed line (NUL byte; binary file?); expected "
+                                          f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
+                    counts["skipped_bad_rows"] += 1
+                    continue
+                counts["replaced_chars"] += replaced
+                yield text
 
 
 def _stem(path: str) -> str:

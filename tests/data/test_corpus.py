@@ -1107,3 +1107,43 @@ def test_a_build_says_the_space_it_needs_first_and_a_full_disk_says_it_again(tmp
     with pytest.raises(LinformerError, match=rf"no space left on device while writing {re.escape(str(out))} "
                                              rf"\(\d+ MiB free; it needs about {needs} at its peak, an estimate\)"):
         prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.0, num_proc=1, force=True)
+
+
+def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, tok_dir):
+    """Classic Mac OS text (lone-CR line ends) reads as the same lines as LF and CRLF text, for the corpus and the
+    tokenizer alike (one reader, ``io.checked_lines``), where it was one line holding CRs: one document. A text
+    without a lone CR (CRCRLF and CRs at the file's end included) reads byte for byte as before and keeps the cache
+    key its corpora recorded; one with a lone CR gets another (it gives other blocks than it did)."""
+    from linformer.data.io import checked_lines, holds_lone_cr
+    from linformer.files import cache_key
+
+    text = "first doc para one\nfirst doc para two\n\nsecond doc only para\n\nthird doc a\nthird doc b\n"
+    lines = text.splitlines()
+
+    def read(name, data, chunk=1 << 22):
+        (tmp_path / name).write_bytes(data)
+        counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
+        return list(checked_lines(str(tmp_path / name), False, counts)), holds_lone_cr(str(tmp_path / name), chunk)
+
+    for ending in ("\r", "\r\n", "\n"):
+        assert read("t.txt", text.replace("\n", ending).encode()) == (lines, ending == "\r")
+    cr_inside = b"a\rb\r\r\nc\r\n"  # a CR pasted into a line of CRLF text: a line end too
+    assert read("t.txt", cr_inside) == (["a", "b", "c"], True) == read("t.txt", cr_inside, chunk=2)
+    as_before = b"a\r\r\nb\r\n\r\nc\r\r"  # no lone CR: the lines the reader of format_version 3 gave
+    old_reader = [raw.rstrip(b"\r\n").decode() for raw in as_before.split(b"\n")]  # lines end at LF alone
+    assert read("t.txt", as_before) == (old_reader, False) == read("t.txt", as_before, chunk=1)
+    (tmp_path / "nul.txt").write_bytes(b"one\rtwo\rbad\x00\r")
+    with pytest.raises(CorpusError, match=r"nul.txt:3: malformed line \(NUL"):  # as an editor numbers its lines
+        list(checked_lines(str(tmp_path / "nul.txt"), False, {"replaced_chars": 0, "skipped_bad_rows": 0}))
+
+    made = {}
+    for name, ending in (("lf", "\n"), ("cr", "\r")):
+        (tmp_path / f"{name}.txt").write_bytes(text.replace("\n", ending).encode())
+        made[name] = prepare_corpus([str(tmp_path / f"{name}.txt")], tok_dir, str(tmp_path / name), n=8,
+                                    val_fraction=0.3, num_proc=1)
+    assert [made[k]["documents"] for k in made] == [3, 3] and made["cr"]["sources"][0]["cr_line_ends"] == 6
+    assert made["cr"]["splits"] == made["lf"]["splits"] and "cr_line_ends" not in made["lf"]["sources"][0]
+    options = {"format_version": 3, "tokenizer_hash": tokenizer_hash(tok_dir), "n": 8, "val_fraction": 0.3,
+               "seed": 0, "skip_bad_rows": False, "max_documents": None}
+    assert made["lf"]["cache_key"] == cache_key(options, [str(tmp_path / "lf.txt")])
+    assert made["cr"]["cache_key"] != cache_key(options, [str(tmp_path / "cr.txt")])
