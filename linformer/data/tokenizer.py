@@ -8,9 +8,11 @@ and `<s> a </s></s> b </s>` for pairs. The directory is written by a transformer
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -72,6 +74,43 @@ def check_sequence_room(tokens: int, key: str, what: str, texts: int = 1, tokeni
     raise ConfigError(f"{key}={tokens}: {what} needs room for {room} ({need} tokens at least)")
 
 
+# The longest pre-token (characters: a word, a run of punctuation, digits or spaces, as the byte-level pre-tokenizer
+# cuts a line) the BPE trainer is given whole. Its time grows with the square of a word's length (an 80,000-character
+# run of '=' takes seconds, a 500 KB one hours), and no useful merge is that long (the longest tokens of large
+# vocabularies are a few dozen characters), so a longer one is given to it in pieces of this length.
+LONGEST_PRETOKEN = 256
+# What the pre-tokenizer's regex takes as \s (Unicode White_Space; Python's \s also holds \x1c-\x1f, which it does not)
+_WHITE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# A pre-token longer than LONGEST_PRETOKEN is a run of that many characters that are all white or none
+_LONG_RUN = re.compile(f"[^{_WHITE}]{{{LONGEST_PRETOKEN},}}|[{_WHITE}]{{{LONGEST_PRETOKEN},}}")
+
+
+@functools.cache
+def _byte_level():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.ByteLevel(add_prefix_space=False)
+
+
+def _trainer_pieces(line: str, stats: dict) -> list[str]:
+    """`line` as the BPE trainer is given it: whole, or where the byte-level pre-tokenizer makes a pre-token of it
+    longer than LONGEST_PRETOKEN, as its text before and after that pre-token and the pre-token in pieces of
+    LONGEST_PRETOKEN characters (each string the trainer is given is pre-tokenized on its own). ``stats["cut"]``
+    counts the pre-tokens cut, ``stats["longest_cut"]`` the longest's length. Only what the trainer counts changes:
+    the tokenizer encodes such a run as it encodes any text, with the merges learnt."""
+    if len(line) <= LONGEST_PRETOKEN or not _LONG_RUN.search(line):  # every line of ordinary text
+        return [line]
+    pieces, start = [], 0
+    for _, (a, b) in _byte_level().pre_tokenize_str(line):  # character offsets into `line`
+        if b - a > LONGEST_PRETOKEN:
+            stats["cut"] += 1
+            stats["longest_cut"] = max(stats["longest_cut"], b - a)
+            pieces += [line[start:a]] if a > start else []
+            pieces += [line[i:min(i + LONGEST_PRETOKEN, b)] for i in range(a, b, LONGEST_PRETOKEN)]
+            start = b
+    return [*pieces, line[start:]] if start < len(line) else pieces
+
+
 # a stop (SIGTERM, Ctrl-C) ends the training, which a rerun starts over: it keeps nothing of a stopped one
 STOPPED = ("train_tokenizer stopped by {signal} before it finished; nothing was written. Run the same command again: "
            "it trains from the start.")
@@ -90,16 +129,17 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
     batch in parallel), read as prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same
     way). With `max_lines`, a sample spread over the sources: each takes its first lines up to an equal share of
     what is left, so a source shorter than its share leaves the rest to those after it. ``stats["per_source"]``
-    counts the lines taken from each."""
+    counts the lines taken from each. A pre-token longer than LONGEST_PRETOKEN is given in pieces
+    (``_trainer_pieces``), counted in ``stats["cut"]``."""
     buf: list[str] = []
     for i, source in enumerate(sources):
         share = None if max_lines is None else ceil_div(max_lines - stats["lines"], len(sources) - i)
         taken = 0
-        counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
+        counts = {"replaced_chars": 0, "skipped_bad_rows": 0, "cr_line_ends": 0}
         for line in _source_lines(source, skip_bad_rows, counts) if share != 0 else ():
             if not line.strip():
                 continue
-            buf.append(line)
+            buf += _trainer_pieces(line, stats)
             taken += 1
             stats["chars"] += len(line)
             if len(buf) >= batch:
@@ -194,6 +234,11 @@ def train_tokenizer(
     say(f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
         f"chars in {seconds:.1f} s "
         f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}", logger=log)
+    if stats["cut"]:
+        say(f"note: {stats['cut']:,} run(s) of text without a break (pre-tokens over {LONGEST_PRETOKEN} characters, "
+            f"the longest {stats['longest_cut']:,}: a '=====' rule, base64, a long repeat) were given to the BPE "
+            f"trainer in pieces of {LONGEST_PRETOKEN} characters: its time grows with the square of a word's length, "
+            "and no merge is that long. The tokenizer encodes such runs as any text.", logging.WARNING, log)
     if len(loaded) < vocab_size:
         say(f"warning: the vocabulary came out at {len(loaded)} tokens, not the vocab_size={vocab_size} asked: no "
             f"further pair of tokens occurs min_frequency={min_frequency} times in the {stats['lines']:,} lines "
@@ -267,7 +312,7 @@ def _train_bpe(sources: list[str], max_lines: int | None, skip_bad_rows: bool, v
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
-    stats = {"lines": 0, "chars": 0, "per_source": {}}
+    stats = {"lines": 0, "chars": 0, "per_source": {}, "cut": 0, "longest_cut": 0}
     tok.train_from_iterator(_iter_line_batches(sources, max_lines, stats, skip_bad_rows, progress_lines=progress_lines),
                             trainer=trainer)
     return tok.to_str(), stats

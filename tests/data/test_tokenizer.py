@@ -628,3 +628,31 @@ def test_a_source_edited_while_the_tokenizer_trains_is_refused_and_nothing_is_wr
     with pytest.raises(LinformerError, match=re.escape(f"{src} changed while it was being read: run again")):
         train_tokenizer([str(src)], str(out), vocab_size=300, min_frequency=1, show_progress=False)
     assert not out.exists()
+
+
+def test_a_run_without_a_break_reaches_the_bpe_trainer_in_pieces(tmp_path, corpus_file, capsys):
+    """The BPE trainer's time grows with the square of a word's length (an 80,000-character run of '=' took seconds,
+    a 500 KB one hours): a pre-token longer than LONGEST_PRETOKEN is given to it in pieces, all of the text kept,
+    said once; a line of ordinary text (a long URL's short pre-tokens too) reaches it whole, so an ordinary corpus
+    trains the tokenizer it trained before."""
+    from linformer.data.tokenizer import LONGEST_PRETOKEN, _byte_level, _iter_line_batches
+
+    url = "see https://example.org/" + "/".join(["path"] * 80) + "?q=1 for more"
+    runs = ["ordinary words " + "=" * 5000 + " and more", "ab" * 3000, "x" + "=\x1c" * 800, "a" + " " * 900 + "b"]
+    text = tmp_path / "runs.txt"
+    text.write_text("\n".join([*runs, url]) + "\n")
+
+    def read(path):
+        stats = {"lines": 0, "chars": 0, "per_source": {}, "cut": 0, "longest_cut": 0}
+        return [s for batch in _iter_line_batches([str(path)], None, stats) for s in batch], stats
+
+    given, stats = read(text)
+    assert max(b - a for s in given for _, (a, b) in _byte_level().pre_tokenize_str(s)) <= LONGEST_PRETOKEN
+    assert "".join(given) == "".join([*runs, url])  # cut, nothing lost
+    assert (stats["cut"], stats["longest_cut"]) == (4, 6000) and given[-1] == url
+    ordinary, stats = read(corpus_file)
+    assert ordinary == [line for line in corpus_file.read_text().splitlines() if line.strip()] and stats["cut"] == 0
+    out = train_tokenizer([str(text)], str(tmp_path / "t"), vocab_size=300, min_frequency=1, show_progress=False)
+    assert "note: 4 run(s) of text without a break" in capsys.readouterr().err
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.decode(tok(runs[0])["input_ids"], skip_special_tokens=True) == runs[0]
