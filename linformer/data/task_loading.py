@@ -4,6 +4,7 @@ keyed by the files' contents, the tokenizer and the options). Rows are not padde
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -17,7 +18,7 @@ from ..files import atomic_dir, cache_key, check_inputs_unchanged, input_states,
 from ..logfile import fewer_than_asked
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
-from .task_readers import read_task_split, task_files
+from .task_readers import ROW, read_task_split, row_place, task_files
 from .task_splits import (
     CARVE,
     LIMIT_KEYS,
@@ -42,17 +43,39 @@ def encoded_columns(tokenizer) -> list[str]:
 
 
 class _Encode:
-    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int):
+    """A batch of rows encoded: each text as text (split_special_tokens: a "<s>" or "[SEP]" written in a review is not
+    a separator, as the corpus encodes it, ``tokenizer.texts_as_text``), and a row of whose text field the tokenizer
+    leaves no token (zero-width or control characters alone, which BERT's deletes) is a bad row: a TaskDataError
+    naming its place (`place`: its ROW -> ``row_place``), or left out with `skip_bad_rows` (its caller counts it)."""
+
+    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int, place, skip_bad_rows: bool):
         self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
         self.columns = encoded_columns(tokenizer)
+        self.place, self.skip_bad_rows = place, skip_bad_rows
 
     def __call__(self, batch: dict) -> dict:
         texts = [batch[f] for f in self.fields]
-        enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length)
-        return {c: enc[c] for c in self.columns}
+        enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, split_special_tokens=True)
+        keep = [i for i in range(len(batch["labels"])) if self._has_text(enc, i, batch[ROW][i])]
+        return {"labels": [batch["labels"][i] for i in keep], **{c: [enc[c][i] for i in keep] for c in self.columns},
+                ROW: [batch[ROW][i] for i in keep]}
+
+    def _has_text(self, enc, i: int, row: int) -> bool:
+        if not getattr(enc, "encodings", None):  # a slow tokenizer tells no text's tokens apart
+            return True
+        empty = set(range(len(self.fields))) - {s for s in enc.sequence_ids(i) if s is not None}
+        if not empty:
+            return True
+        if self.skip_bad_rows:
+            return False
+        raise TaskDataError(f"{self.place(row)}: no token left of the text in column {self.fields[min(empty)]} once "
+                            "tokenized (characters the tokenizer deletes: zero-width or control characters alone): "
+                            "write the row's text, or set task.skip_bad_rows=true to skip and count such rows")
 
 
-CACHE_VERSION = 6  # bump when the reading or encoding code changes (a TaskSpec's own fields are in the key)
+# bump when the reading or encoding code changes (a TaskSpec's own fields are in the key): 7, a special token's text
+# encoded as text, a row of no token a bad row, each row's place in its file recorded
+CACHE_VERSION = 7
 
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
@@ -82,10 +105,11 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
 
 def split_info(ds) -> dict:
     """What ``load_task`` recorded of how a tokenized split's rows were chosen: {"task", "split", "original_split",
-    "skipped_bad_rows" (task.skip_bad_rows), "eval_duplicates_dropped" (train and validation), "carve" (train and
-    validation, where carved: ``task_splits.CARVES``), "rows" (validation: the carved rows' indices in the train
-    source; eval: the subset's indices in its source, when max_eval_examples took one; after bad rows are skipped),
-    "of" (the rows a max_*_examples subset is drawn from: eval, its source's; train and validation, the train
+    "skipped_bad_rows" (task.skip_bad_rows: as read, and rows of no token once tokenized), "eval_duplicates_dropped"
+    (train and validation), "carve" (train and validation, where carved: ``task_splits.CARVES``), "rows" (eval and
+    validation: each example's row in its source file, in the split's order, ``task_readers.row_place``: the line of
+    a tsv or csv row, as an error names it; an aclImdb review's place in its neg/ then pos/ listing; a hub row's
+    index), "of" (the rows a max_*_examples subset is drawn from: eval, its source's; train and validation, the train
     source's left after the eval duplicates are dropped)}."""
     return json.loads(ds.info.description or "{}")
 
@@ -105,13 +129,9 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
         raise TaskDataError(f"task {name} split {source} in {data_dir}: no rows")
     info = {"task": name, "split": split, "original_split": task_spec.eval_split if split == "eval" else "train",
             "skipped_bad_rows": skipped}
-    cols = {**cols, "_row": list(range(len(cols["labels"])))}  # each row's index in its source, carried along
-    if split == "eval":  # its size, and the rows a subset kept: predictions join back to them
+    if split == "eval":  # its size, and the rows a subset kept
         info["of"] = len(cols["labels"])
-        cols = subset_rows(cols, options.limit("eval"), options.subset_seed)
-        if len(cols["labels"]) < info["of"]:
-            info["rows"] = [int(i) for i in cols["_row"]]
-        return {k: v for k, v in cols.items() if k != "_row"}, info
+        return subset_rows(cols, options.limit("eval"), options.subset_seed), info
     cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
         cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)
     if not cols["labels"]:
@@ -123,9 +143,7 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
         train, held = carve_validation(cols, options.validation_fraction, options.subset_seed,
                                        task_spec.text_fields, options.carve)
         cols, info["carve"] = (held if split == "validation" else train), options.carve
-        if split == "validation":
-            info["rows"] = [int(i) for i in cols["_row"]]
-    return {k: v for k, v in cols.items() if k != "_row"}, info
+    return cols, info
 
 
 def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
@@ -137,9 +155,23 @@ def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_le
     cols, info = _read_rows(name, data_dir, split, options)
     if lines:
         print(f"task {name}/{split}: tokenizing {len(cols['labels']):,} rows", file=sys.stderr, flush=True)
+    source = "eval" if split == "eval" else "train"
     ds = datasets.Dataset.from_dict(cols)
-    ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length), batched=True, batch_size=1000,
-                remove_columns=list(task_spec.text_fields), desc=f"tokenize {name}/{split}")
+    place = functools.partial(row_place, name, data_dir, source)
+    ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length, place, options.skip_bad_rows), batched=True,
+                batch_size=1000, remove_columns=ds.column_names, desc=f"tokenize {name}/{split}")
+    tokenless = len(cols["labels"]) - len(ds)
+    if tokenless:
+        info["skipped_bad_rows"] += tokenless
+        log.warning("task %s/%s: skipped %d rows that tokenize to no token (task.skip_bad_rows)", name, split, tokenless)
+        if not len(ds) and split != "validation":
+            raise TaskDataError(f"task {name} split {split} in {data_dir}: every row is a bad row, skipped "
+                                "(task.skip_bad_rows)")
+    held = ROW in ds.column_names  # a map of no rows returns no columns
+    if split != "train":  # the rows of the examples a run scores: its predictions join back to them
+        info["rows"] = [int(i) for i in ds[ROW]] if held else []
+    if held:
+        ds = ds.remove_columns(ROW)
     ds.info.description = json.dumps(info)
     return ds
 

@@ -55,11 +55,22 @@ def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool
     return False
 
 
-def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int) -> None:
-    """Append a row that fits (``_row_fits``, ``_texts_fit``) to the columns being read: its texts and its label."""
+# The column of each row's place in its split's source (``row_place``), carried through the choosing of rows so that
+# an error, and a prediction, name the row in its file
+ROW = "_row"
+
+
+def _columns(fields: Iterable[str]) -> dict[str, list]:
+    return {**{f: [] for f in fields}, "labels": [], ROW: []}
+
+
+def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int, row: int) -> None:
+    """Append a row that fits (``_row_fits``, ``_texts_fit``) to the columns being read: its texts, its label and its
+    place in the source (``row_place``: a file's line, as the readers' errors name it)."""
     for column, text in texts.items():
         cols[column].append(text)
     cols["labels"].append(label)
+    cols[ROW].append(row)
 
 
 def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool) -> bool:
@@ -106,8 +117,7 @@ def _read_glue_tsv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_ba
 
 
 def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
-    cols: dict[str, list] = {f: [] for f in task_spec.text_fields}
-    cols["labels"] = []
+    cols = _columns(task_spec.text_fields)
     skipped = 0
     header = _header(path, next(reader, None), task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
@@ -122,7 +132,7 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
         if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        _add_row(cols, texts, label)
+        _add_row(cols, texts, label, reader.line_num)
     return _some_rows(path, cols, skipped, task_spec)
 
 
@@ -224,7 +234,7 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
     spec's text and label columns, each text cleaned by its format's ``TEXT_CLEANING`` (IMDB's HTML line breaks),
     else stripped only."""
     clean = TEXT_CLEANING.get(task_spec.format, str.strip)
-    cols: dict[str, list] = {**{f: [] for f in task_spec.text_fields}, "labels": []}
+    cols = _columns(task_spec.text_fields)
     skipped = 0
     rows = _csv_file_rows(csv_path)
     header = _header(csv_path, next(rows, [None])[0], task_spec)
@@ -252,7 +262,7 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
         if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        _add_row(cols, texts, label)
+        _add_row(cols, texts, label, first)
     return _some_rows(csv_path, cols, skipped, task_spec)
 
 
@@ -264,21 +274,39 @@ def _rows_inside(text: str, width: int) -> bool:
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
     csv_path = data_dir / split_file
     folder = _aclimdb(data_dir, split_file)
-    cols: dict[str, list] = {"text": [], "labels": []}
+    cols = _columns(("text",))
     skipped = 0
     if csv_path.is_file():
         cols, skipped = _csv_task_rows(csv_path, task_spec, skip_bad_rows)
     elif folder is not None:
-        for label, sub in ((0, "neg"), (1, "pos")):
-            for p in sorted((folder / sub).glob("*.txt")):
-                text = clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p)))
-                if not _texts_fit({None: text}, str(p), skip_bad_rows):  # as a csv row's empty text cell
-                    skipped += 1
-                    continue
-                _add_row(cols, {"text": text}, label)
+        for number, (label, p) in enumerate(_aclimdb_reviews(folder)):
+            text = clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p)))
+            if not _texts_fit({None: text}, str(p), skip_bad_rows):  # as a csv row's empty text cell
+                skipped += 1
+                continue
+            _add_row(cols, {"text": text}, label, number)
     else:
         raise _missing(csv_path, task_spec)
     return cols, skipped
+
+
+def _aclimdb_reviews(folder: Path) -> list[tuple[int, Path]]:
+    """(label, file) of each review of an aclImdb split folder, neg/ then pos/, each in name order: a review's row
+    is its place in this list."""
+    return [(label, p) for label, sub in ((0, "neg"), (1, "pos")) for p in sorted((folder / sub).glob("*.txt"))]
+
+
+def row_place(name: str, data_dir: str | None, split: str, row: int) -> str:
+    """Where row `row` (``ROW``) of task `name`'s `split` (train or eval) is, as the readers' errors name it: the
+    file and line of a tsv or csv row, an aclImdb review's file, a hub dataset's row."""
+    task_spec = get_task(name)
+    if data_dir is None:
+        return f"hub dataset {task_spec.hub_name!r} split {task_spec.hub_splits[split]} row {row}"
+    path = Path(data_dir) / task_spec.files[split]
+    folder = _aclimdb(Path(data_dir), task_spec.files[split]) if task_spec.format == "imdb" else None
+    if not path.is_file() and folder is not None:
+        return str(_aclimdb_reviews(folder)[row][1])
+    return f"{path}:{row}"
 
 
 def _read_csv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
@@ -308,7 +336,7 @@ def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> t
     clean = TEXT_CLEANING.get(task_spec.format)
     if clean is not None:
         texts["text"] = [clean(t) for t in texts["text"]]
-    cols: dict[str, list] = {**{f: [] for f in texts}, "labels": []}
+    cols = _columns(texts)
     skipped = 0
     for i, label in enumerate(ds["label"]):  # an empty text is a bad row here too (GLUE's QQP has a few)
         row = {f: texts[f][i] or "" for f in texts}  # as the hub gives them: a text's spaces are its own
@@ -316,12 +344,13 @@ def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> t
                           f"hub dataset {name!r} split {task_spec.hub_splits[split]} row {i}", skip_bad_rows):
             skipped += 1
             continue
-        _add_row(cols, row, label)
+        _add_row(cols, row, label, i)
     return cols, skipped
 
 
 def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
-    """Raw columns {text fields..., labels} of split 'train' or 'eval', and the number of skipped bad rows."""
+    """Raw columns {text fields..., labels, ROW} of split 'train' or 'eval' (ROW: each row's place in its source,
+    ``row_place``), and the number of skipped bad rows."""
     task_spec = get_task(name)
     if split not in ("train", "eval"):
         raise ValueError(f"split {split!r}: expected 'train' or 'eval'")

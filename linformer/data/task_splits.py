@@ -5,6 +5,7 @@ function of the rows, the numbers and the seed."""
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -113,16 +114,34 @@ def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
     return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
 
 
+# What a text loses before it is compared with another for a duplicate: combining marks (an accent written apart,
+# NFD), format characters (zero-width spaces and joiners, bidi marks) and control characters other than whitespace
+_UNMARKED = frozenset(("Mn", "Cf", "Cc"))
+
+
+def duplicate_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
+    """A row's texts as compared for a duplicate: NFKD-decomposed, without combining marks, format and control
+    characters, casefolded, whitespace runs folded. Two texts alike here are one text to the uncased tokenizers
+    (BERT's deletes, lowercases and strips accents alike), and a copy of another for a cased one: an eval sentence
+    written in NFD, with a zero-width space, or in capitals is still the eval sentence."""
+    def fold(text: str) -> str:
+        kept = (c for c in unicodedata.normalize("NFKD", str(text))
+                if c.isspace() or unicodedata.category(c) not in _UNMARKED)  # a tab or line break still parts words
+        return " ".join("".join(kept).casefold().split())
+    return tuple(fold(cols[f][i]) for f in fields)
+
+
 def shared_texts(cols: dict, others: dict, fields: tuple[str, ...]) -> np.ndarray:
-    """Per row of `cols`, whether its text (every text field, whitespace runs folded) is also a row of `others`."""
-    seen = {text_key(others, fields, i) for i in range(len(others["labels"]))}
-    return np.array([text_key(cols, fields, i) in seen for i in range(len(cols["labels"]))], dtype=bool)
+    """Per row of `cols`, whether its text (every text field, as ``duplicate_key`` compares it) is also a row of
+    `others`."""
+    seen = {duplicate_key(others, fields, i) for i in range(len(others["labels"]))}
+    return np.array([duplicate_key(cols, fields, i) in seen for i in range(len(cols["labels"]))], dtype=bool)
 
 
 def drop_eval_duplicates(train: dict, eval_cols: dict, fields: tuple[str, ...]) -> tuple[dict, int]:
-    """The train rows whose text (every text field, whitespace runs folded) is not also an eval row's, and how many
-    were dropped: a model must not train on the examples its reported split scores (IMDB's train and test splits
-    share over a hundred reviews)."""
+    """The train rows whose text (every text field, as ``duplicate_key`` compares it) is not also an eval row's, and
+    how many were dropped: a model must not train on the examples its reported split scores (IMDB's train and test
+    splits share over a hundred reviews)."""
     keep = np.flatnonzero(~shared_texts(train, eval_cols, fields))
     return (_take(train, keep) if len(keep) < len(train["labels"]) else train), len(train["labels"]) - len(keep)
 

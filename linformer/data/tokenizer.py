@@ -388,8 +388,8 @@ _RECOVER = ("copy the tokenizer files back from an intact copy (the tokenizer di
 
 
 def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
-    """``AutoTokenizer.from_pretrained(name_or_dir)``, never running the folder's own code (``load_auto``): the one
-    way the package loads a tokenizer. A local folder without tokenizer files is a CheckpointError naming the folder
+    """``AutoTokenizer.from_pretrained(name_or_dir)``, never running the folder's own code (``load_auto``), encoding a
+    special token's text in its input as text (``texts_as_text``): the one way the package loads a tokenizer. A local folder without tokenizer files is a CheckpointError naming the folder
     and ``key``; a load that fails, or gives the special tokens alone (transformers' quiet fallback), one naming the
     damaged file (``check_tokenizer_dir``, parsed only then) or the folder and ``key``; a tokenizer class that does not
     load the folder's tokenizer.json as it is saved there, one naming the file and key that chose the class
@@ -401,13 +401,27 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
         from .io import load_auto
 
         try:
-            return load_auto(AutoTokenizer, str(name_or_dir))
+            loaded = load_auto(AutoTokenizer, str(name_or_dir))
         except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
             why = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
                                   f"from the hub ({why}): give a local model directory, or check the name and the "
                                   "network.") from err
-    return _load_folder(folder, key)
+        return texts_as_text(loaded)
+    return texts_as_text(_load_folder(folder, key))
+
+
+def texts_as_text(tokenizer, as_text: bool = True):
+    """`tokenizer`, encoding a special token's text in the input as text (transformers' split_special_tokens, an init
+    setting ``save_pretrained`` writes to tokenizer_config.json): a "<s>" (HTML strikethrough), "</s>", "<mask>" or
+    "[SEP]" in a review is not a separator, a mask or padding, as the corpus encodes it (``corpus.raw_tokenizer``);
+    a model the package saves keeps it for a user's pipeline or tokenizer call (``saving.save_tokenizer``; a masked
+    LM's is saved with `as_text` False, for its fill-mask input's "<mask>"). The package's own task encoding asks
+    for it in each call (``task_loading``), whatever tokenizer it is given."""
+    tokenizer.split_special_tokens = as_text
+    if isinstance(getattr(tokenizer, "init_kwargs", None), dict):
+        tokenizer.init_kwargs["split_special_tokens"] = as_text
+    return tokenizer
 
 
 def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
@@ -650,9 +664,9 @@ def _loaded_identity(loaded, where: str, saved: Mapping | None = None) -> str:
 
 
 # What a loaded tokenizer's encode call (``tokenizer(text, truncation=True, max_length=...)``) reads besides its Rust
-# tokenizer (``backend_tokenizer``): which end truncation cuts, and whether a special token's text in the input is
-# encoded as text; tokenizer_config.json may set them. Each with the value it has where nothing sets it.
-CALL_SETTINGS = {"truncation_side": "right", "split_special_tokens": False}
+# tokenizer (``backend_tokenizer``): which end truncation cuts; tokenizer_config.json may set it. Each with the value
+# it has where nothing sets it. Not split_special_tokens: the package's encoding always asks for it (``texts_as_text``)
+CALL_SETTINGS = {"truncation_side": "right"}
 
 
 def loaded_identity(tokenizer, saved: Mapping | None = None) -> str:

@@ -15,15 +15,15 @@ from typing import Any
 
 from ..cli import transformers_bars_off
 from ..data.streams import TOKEN_TYPES
-from ..data.tokenizer import limit_to
+from ..data.tokenizer import limit_to, texts_as_text
 from ..files import MANIFEST, atomic_dir, file_checksums, read_json, write_json
 from .card import CARD, SIDECAR
 from .loading import model_length
 
 # What save_model_dir writes into a model folder (the weights; a config naming the labels and carrying the model's
-# code; the tokenizer capped at n) and model_folder records: raised whenever that changes, so that a folder written
+# code; the tokenizer capped at n, encoding a special token's text as text) and model_folder records: raised whenever that changes, so that a folder written
 # before is told apart (is_current_model_folder) and written again where its run finishes
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2
 
 
 @contextlib.contextmanager
@@ -51,21 +51,23 @@ def save_model_dir(model, tokenizer, directory: str | os.PathLike, **save_kwargs
     conversion) prints its own line for the saved folder, and the bar's carriage returns would land in a log file."""
     with transformers_bars_off():
         model.save_pretrained(directory, **save_kwargs)
-    if tokenizer is not None:
-        save_tokenizer(tokenizer, model.config, directory)
+    if tokenizer is not None:  # a masked LM predicts tokens: its own fill-mask input holds "<mask>" as its mask
+        save_tokenizer(tokenizer, model.config, directory, masks=model.get_output_embeddings() is not None)
 
 
-def save_tokenizer(tokenizer, config, directory: str | os.PathLike) -> None:
+def save_tokenizer(tokenizer, config, directory: str | os.PathLike, masks: bool = False) -> None:
     """Save `tokenizer` for the model of `config`: its ``model_max_length`` is the longest input the model takes
     (``loading.model_length``: a Linformer's n), so that pipelines and ``truncation=True`` cut inputs to what E and F
     take, and tokenizer.json truncates there too and pads nothing (``limit_to``). Set on `tokenizer` itself: a later
-    save of it says the same. Its ``model_input_names`` are the inputs the model takes (``input_names_for``), saved
+    save of it says the same. A special token's text in a user's input is encoded as text, as the package encoded
+    the model's training text (``texts_as_text``), unless the model `masks`: a masked LM's fill-mask pipeline finds
+    the mask in its input by the mask token's text. Its ``model_input_names`` are the inputs the model takes (``input_names_for``), saved
     from a copy: the run goes on encoding with `tokenizer` as it is."""
     limit_to(tokenizer, model_length(config))
     names = input_names_for(config, list(tokenizer.model_input_names))
     saved = copy.copy(tokenizer)  # shares the vocabulary; init_kwargs is what tokenizer_config.json records
     saved.model_input_names, saved.init_kwargs = names, {**tokenizer.init_kwargs, "model_input_names": names}
-    saved.save_pretrained(directory)
+    texts_as_text(saved, not masks).save_pretrained(directory)
 
 
 def input_names_for(config, given: list[str]) -> list[str]:

@@ -355,7 +355,8 @@ class FinetuneTask(TrainingTask):
         if trainer.is_main:
             preds, labels = self.last_eval
             # compact: 25,000 IMDB reviews are 100 KB instead of 350, and the kept records travel to GPU nodes
-            rows = split_info(self.eval).get("rows")  # a subset's rows in the split's file: the join back to texts
+            # each example's row in the split's file (its line, as an error names it): the join back to its text
+            rows = split_info(self.eval).get("rows")
             write_json(trainer.run_dir / PREDICTIONS, {"step": step, "split": self.task_spec.eval_split,
                                                        "labels": labels, "predictions": preds,
                                                        **({"rows": rows} if rows is not None else {})}, indent=None)

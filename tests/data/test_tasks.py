@@ -245,7 +245,8 @@ def test_an_empty_text_cell_is_a_bad_row_named_by_file_line_and_column(qqp_dir, 
     _imdb_rows_csv(imdb, ["train/pos/0_9,1,9,good", "train/neg/1_2,0,2,<br /><br />"])
     with pytest.raises(TaskDataError, match=rf"^{imdb}/train.csv:3: empty text in column text"):
         read_task_split("imdb", str(imdb), "train")
-    assert read_task_split("imdb", str(imdb), "train", skip_bad_rows=True) == ({"text": ["good"], "labels": [1]}, 1)
+    assert read_task_split("imdb", str(imdb), "train", skip_bad_rows=True) == (
+        {"text": ["good"], "labels": [1], "_row": [2]}, 1)
 
 
 @pytest.mark.parametrize("empty", [b"", b"  \n", b"<br /><br />\n"])
@@ -262,7 +263,7 @@ def test_an_empty_aclimdb_review_is_a_bad_row_as_an_empty_csv_cell_is(tmp_path, 
     with pytest.raises(TaskDataError, match=rf"^{bad}: empty review .*task.skip_bad_rows=true"):
         read_task_split("imdb", str(tmp_path / "aclImdb"), "train")
     assert read_task_split("imdb", str(tmp_path / "aclImdb"), "train", skip_bad_rows=True) == (
-        {"text": ["Dull.", "Great film."], "labels": [0, 1]}, 1)
+        {"text": ["Dull.", "Great film."], "labels": [0, 1], "_row": [0, 2]}, 1)
 
 
 def test_an_empty_hub_question_is_a_bad_row_as_in_the_task_files(monkeypatch):
@@ -281,7 +282,84 @@ def test_an_empty_hub_question_is_a_bad_row_as_in_the_task_files(monkeypatch):
         read_task_split("qqp", None, "train")
     cols, skipped = read_task_split("qqp", None, "train", skip_bad_rows=True)
     assert skipped == 1 and cols == {"question1": ["how?", " what? "], "question2": ["how so?", "what then?"],
-                                     "labels": [1, 0]}
+                                     "labels": [1, 0], "_row": [0, 1]}
+
+
+def test_a_special_token_s_text_in_a_task_row_is_encoded_as_text_in_training_and_in_a_saved_model(tmp_path, tok_dir):
+    """"<s>" (HTML strikethrough in a review), "</s>", "<mask>" and "<pad>" written in a task's text became the
+    separator, mask and padding ids in finetuning (a <pad> attended, and RoBERTa's positions stopped there), where
+    prepare_corpus encodes them as text; a model the package saved gave a user's pipeline the same. Text, always."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from linformer.data.corpus import raw_tokenizer
+    from linformer.modeling.saving import save_tokenizer
+
+    text = "i <s>loved</s> it </s> <mask> <pad>"
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", [(text, "1"), ("plain words", "0")])
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [("other words", "1")])
+    plain = AutoTokenizer.from_pretrained(tok_dir, split_special_tokens=False)  # as a user's own folder may load
+    as_text = raw_tokenizer(plain).encode(text, add_special_tokens=False).ids
+    assert not set(plain.all_special_ids) & set(as_text)
+    row = load_task("sst2", str(tmp_path / "sst2"), plain, 64)["train"][0]
+    assert row["input_ids"] == [plain.bos_token_id, *as_text, plain.eos_token_id] and set(row["attention_mask"]) == {1}
+    save_tokenizer(plain, SimpleNamespace(max_seq_len=64, type_vocab_size=1), tmp_path / "model")
+    assert AutoTokenizer.from_pretrained(tmp_path / "model")(text)["input_ids"][1:-1] == as_text
+    # a masked LM's fill-mask input names its mask by the mask token's text
+    save_tokenizer(plain, SimpleNamespace(max_seq_len=64, type_vocab_size=1), tmp_path / "mlm", masks=True)
+    assert plain.mask_token_id in AutoTokenizer.from_pretrained(tmp_path / "mlm")(text)["input_ids"]
+
+
+def test_a_row_whose_text_tokenizes_to_no_token_is_a_bad_row_named_by_its_line(tmp_path):
+    """A zero-width or control character passes the empty-text check, but BERT's tokenizer deletes it: the row
+    trained as [CLS] [SEP] under its label. It is a bad row: an error naming file and line, or skipped and counted."""
+    from transformers import BertTokenizer
+
+    from linformer.data.task_loading import split_info
+
+    bert = BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good",
+                                                            "bad", "film"])})
+    rows = [("good film", "1"), ("\u200b\u200b", "1"), ("bad film", "0"), ("\u202e\x01", "0")]
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", rows)
+    _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [("good", "1"), ("bad", "0")])
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/sst2/train.tsv:3: no token left of the text in column "
+                                            r"sentence .*task.skip_bad_rows=true"):
+        load_task("sst2", str(tmp_path / "sst2"), bert, 16)
+    train = load_task("sst2", str(tmp_path / "sst2"), bert, 16, skip_bad_rows=True)["train"]
+    assert train["labels"] == [1, 0] and split_info(train)["skipped_bad_rows"] == 2
+
+
+def test_each_scored_example_names_its_line_in_the_file_when_bad_rows_are_skipped(tmp_path, tokenizer):
+    """eval_predictions.json could not be joined back to the file once a bad row was skipped: no rows unless a
+    subset, and then counted after the skip. Each example carries its file line (the error's numbering), always."""
+    from linformer.data.task_loading import split_info
+
+    dev = _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n",
+                 [("good film", "1"), ("no label",), ("bad film", "0"), ("a fine film", "1"), ("dull", "0")])
+    _write(tmp_path / "sst2/train.tsv", "sentence\tlabel\n", [("words", "1")])
+    label_of = {n: int(line.split("\t")[1]) for n, line in enumerate(dev.read_text().splitlines(), 1) if n not in (1, 3)}
+    for limit in (None, 3):
+        scored = load_task("sst2", str(tmp_path / "sst2"), tokenizer, 32, skip_bad_rows=True, splits=("eval",),
+                           max_examples={"eval": limit})["eval"]
+        info = split_info(scored)
+        assert [label_of[n] for n in info["rows"]] == scored["labels"] and info["skipped_bad_rows"] == 1
+        assert len(info["rows"]) == (limit or 4) and (limit or info["rows"] == [2, 4, 5, 6])
+
+
+def test_eval_duplicates_are_found_through_unicode_form_zero_width_characters_case_and_accents():
+    """A train copy of an eval sentence in NFD, with a zero-width space, or in other case was kept: the uncased
+    tokenizers give it the eval row's ids. Texts are compared folded (``duplicate_key``); punctuation still counts."""
+    import unicodedata
+
+    from linformer.data.task_splits import drop_eval_duplicates
+
+    sentence = "a charming café film."
+    variants = [unicodedata.normalize("NFD", sentence), "a charming\u200b café film.", "A Charming CAFÉ Film.",
+                "a  charming cafe film.\u202e"]
+    train = {"sentence": [*variants, "a charming café film!", "a\tcharming café\nfilm."], "labels": [1] * 6}
+    kept, dropped = drop_eval_duplicates(train, {"sentence": [sentence], "labels": [1]}, ("sentence",))
+    assert dropped == 5 and kept["sentence"] == ["a charming café film!"]
 
 
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
@@ -342,7 +420,7 @@ def test_imdb_aclimdb_layout_and_br(tmp_path, tokenizer):
             d.mkdir(parents=True)
             (d / "0_9.txt").write_text(text + ("" if split == "test" else " Again."))
     cols, _ = read_task_split("imdb", str(tmp_path / "aclImdb"), "eval")
-    assert cols == {"text": ["Dull. Boring", "Great film. Loved it."], "labels": [0, 1]}
+    assert cols == {"text": ["Dull. Boring", "Great film. Loved it."], "labels": [0, 1], "_row": [0, 1]}
     assert len(load_task("imdb", str(tmp_path / "aclImdb"), tokenizer, 16)["train"]) == 2
 
 
@@ -452,7 +530,7 @@ def test_the_eval_subset_is_drawn_with_the_runs_subset_seed(tmp_path, tokenizer)
                              max_examples={"eval": 10}, subset_seed=seed)["eval"] for seed in (1, 2, 1)}
     picked = {seed: split_info(ds)["rows"] for seed, ds in drawn.items()}
     assert len(picked[1]) == len(picked[2]) == 10 and set(picked[1]) != set(picked[2])
-    assert _rows(drawn[1], tokenizer) == [rows[i][0] for i in picked[1]]
+    assert _rows(drawn[1], tokenizer) == [rows[line - 2][0] for line in picked[1]]  # a file line; the header is 1
 
 
 def test_subsets_keep_the_class_balance_whatever_the_seed():
@@ -725,8 +803,8 @@ def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path,
     assert len(seen) == 38 and not seen & {"review number 3 of the river", "review number 8 of the river"}
     assert split_info(dd["train"])["eval_duplicates_dropped"] == 2 == split_info(dd["validation"])["eval_duplicates_dropped"]
     assert len(dd["eval"]) == 12  # the reported split is never cut
-    rows = split_info(dd["validation"])["rows"]  # indices into the train file
-    assert sorted(_rows(dd["validation"], tokenizer)) == sorted(f"review number {i} of the river" for i in rows)
+    rows = split_info(dd["validation"])["rows"]  # lines of the train file, the header line 1
+    assert sorted(_rows(dd["validation"], tokenizer)) == sorted(f"review number {i - 2} of the river" for i in rows)
 
 
 def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(tmp_path, tokenizer):
@@ -853,7 +931,7 @@ def test_a_plain_csv_task_reads_the_spec_s_columns_and_its_text_as_written(tmp_p
                                         '2,"two\nlines",  plain ,n\n')
     cols, skipped = read_task_split("pairs", str(tmp_path), "train")
     assert cols == {"premise": ["a <br /> b, c", "two\nlines"], "hypothesis": ['said "hi"', "plain"],
-                    "labels": [1, 0]} and skipped == 0
+                    "labels": [1, 0], "_row": [2, 3]} and skipped == 0
     assert spec.text_cleaning is None and tasks.TASKS["imdb"].text_cleaning == "linformer.data.tasks.clean_imdb"
     assert spec.layout() == ("<data_dir>/train.csv and <data_dir>/dev.csv: csv, comma-separated, fields quoted as "
                              "needed, a header naming at least: premise hypothesis gold")

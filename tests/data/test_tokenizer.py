@@ -332,11 +332,14 @@ def test_a_folder_without_a_tokenizer_is_named_with_the_key_it_came_from(tmp_pat
 
 def test_a_hub_name_goes_to_the_hub_as_given(monkeypatch):
     """Only a local folder is checked: a hub name is transformers' to resolve (cache, download, its own errors)."""
+    from types import SimpleNamespace
+
     from linformer.data.tokenizer import load_tokenizer
 
-    asked = []
-    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda name, **kw: asked.append(name) or "tok")
-    assert load_tokenizer("FacebookAI/roberta-base", "model_path") == "tok" and asked == ["FacebookAI/roberta-base"]
+    asked, tok = [], SimpleNamespace(init_kwargs={})
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda name, **kw: asked.append(name) or tok)
+    assert load_tokenizer("FacebookAI/roberta-base", "model_path") is tok and asked == ["FacebookAI/roberta-base"]
+    assert tok.split_special_tokens and tok.init_kwargs == {"split_special_tokens": True}  # as a folder's
 
 
 def test_every_tokenizer_the_package_loads_is_loaded_by_load_tokenizer():

@@ -64,7 +64,7 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run, mon
     selection = saved["selection"]
     assert (selection["split"], selection["fraction"], selection["seed"], selection["examples"]) == \
         ("validation", 0.2, 0, 40)
-    assert len(set(selection["rows"])) == 40 and all(0 <= i < 200 for i in selection["rows"])
+    assert len(set(selection["rows"])) == 40 and all(2 <= i < 202 for i in selection["rows"])  # train.tsv lines
     assert selection["step"] == saved["best_step"] == saved["reported"]["step"] and saved["reported"]["split"] == "dev"
     assert saved["eval_duplicates_dropped"] == 0
     assert saved["model_path"] == str(pretrained_run / "model") and saved["seed"] == 0
@@ -92,6 +92,7 @@ def test_finetune_from_a_pretraining_run(tmp_path, sst2_dir, pretrained_run, mon
     # the reported split's outcome per example, in eval order: it reproduces the reported accuracy
     pred = json.loads((run / "eval_predictions.json").read_text())
     assert pred["step"] == saved["best_step"] and len(pred["labels"]) == len(pred["predictions"]) == 40
+    assert pred["rows"] == list(range(2, 42))  # each example's line in dev.tsv, subset or not
     hits = sum(p == y for p, y in zip(pred["predictions"], pred["labels"]))
     assert hits / 40 == pytest.approx(saved["metrics"]["accuracy"])
 
@@ -714,8 +715,9 @@ def test_a_subset_of_the_reported_split_is_joined_back_to_its_rows_and_not_claim
                                              name="source"))
     results, run = _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "max_eval_examples=10")
     pred = json.loads((run / "eval_predictions.json").read_text())
-    dev = [line.split("\t") for line in (sst2_dir / "dev.tsv").read_text().splitlines()[1:]]
-    assert len(pred["rows"]) == 10 and [int(dev[i][1]) for i in pred["rows"]] == pred["labels"]
+    lines = [line.split("\t") for line in (sst2_dir / "dev.tsv").read_text().splitlines()]
+    dev = lines[1:]
+    assert len(pred["rows"]) == 10 and [int(lines[i - 1][1]) for i in pred["rows"]] == pred["labels"]  # file lines
     assert results["reported"]["examples"] == 10 and results["reported"]["of"] == len(dev)
     card = (run / "best" / "README.md").read_text()
     assert "model-index" not in card and f"10 of {len(dev)} (a subset)" in card
