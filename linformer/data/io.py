@@ -296,6 +296,18 @@ def _utf16(raw: bytes, lineno: int) -> bool:
     return len(body) >= 4 and (body[1::2].count(0) >= len(body) // 2 - 1 or body[0::2].count(0) >= len(body) // 2 - 1)
 
 
+def utf16_advice(path: str, raw: bytes, lineno: int, expected: str = "UTF-8") -> str | None:
+    """Where line `lineno` (from 1) of the file `path`, as bytes `raw`, is UTF-16 text (``_utf16``): what to say of
+    the file, that it is, what was `expected`, and the iconv command that converts it to UTF-8 text beside it
+    (<name>-utf8.<suffix>, a .gz's suffix dropped). None for any other line: the task readers' word on UTF-16, as
+    the corpus's."""
+    if not _utf16(raw, lineno):
+        return None
+    stem, suffix = os.path.splitext(path[:-len(".gz")] if _gzipped(path) else path)
+    return (f"UTF-16 text; expected {expected}: convert it, e.g. iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > "
+            f"{shlex.quote(f'{stem}-utf8{suffix}')}")
+
+
 def is_hub_source(source: str) -> bool:
     return str(source).startswith(HUB_PREFIX)
 

@@ -1,6 +1,7 @@
 """The readers of a task's files: GLUE tsv, csv, the mirror's IMDB CSVs or the original aclImdb folders, or, with
 `data_dir=None`, the Hugging Face hub (fails fast offline). A malformed row is a TaskDataError naming the file and
-line, or is skipped and counted with skip_bad_rows."""
+line, or is skipped and counted with skip_bad_rows; a malformed file (not UTF-8 text, a header naming a column
+twice, a quote never closed) is a TaskDataError naming the file and line."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ import collections
 import csv
 import dataclasses
 import io
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
-from .io import hub_offline, hub_offline_error
+from .io import hub_offline, hub_offline_error, utf16_advice
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
+
+# csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
+# is held whole in memory whatever the cap, so the cap is the largest csv takes on every platform (a C long of 32 bits)
+_FIELD_LIMIT = 2**31 - 1
+_NUL, _CR = 0, ord("\r")  # bytes as ints: `in` finds an int at memchr's speed, a bytes object ten times slower
 
 
 def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None) -> FileNotFoundError:
@@ -75,24 +83,57 @@ def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int, row: i
 
 def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool) -> bool:
     """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
-    empty: the model would train or be scored on no text at all under a label. It raises unless skip_bad_rows. An
-    aclImdb review is a row of its own file (`where` the file, its one text under the column None)."""
-    empty = [column for column, text in texts.items() if not text]
-    if not empty:
+    empty, where the model would train or be scored on no text at all under a label, or holds a NUL byte, which no
+    text holds (a binary file's bytes, as the corpus refuses them). It raises unless skip_bad_rows. An aclImdb review
+    is a row of its own file (`where` the file, its one text under the column None)."""
+    for text in texts.values():
+        if not text or "\x00" in text:
+            break
+    else:
         return True
+    empty = [column for column, text in texts.items() if not text]
+    binary = [column for column, text in texts.items() if "\x00" in text]
     if not skip_bad_rows:
-        what = f"empty text in column {empty[0]}: write the row's text" if empty[0] is not None else \
-            "empty review (no text, or whitespace and line breaks only): write its text, or delete the file"
+        if empty:
+            what = f"empty text in column {empty[0]}: write the row's text" if empty[0] is not None else \
+                "empty review (no text, or whitespace and line breaks only): write its text, or delete the file"
+        else:
+            what = (f"a NUL byte in column {binary[0]}" if binary[0] is not None else "a NUL byte in the review") + \
+                " (a binary file?): remove it"
         raise TaskDataError(f"{where}: {what}, or set task.skip_bad_rows=true to skip and count such rows")
     return False
 
 
 def _utf8_lines(path: Path) -> Iterator[str]:
-    """The lines of `path` as text (a byte-order mark read away): a byte that is not UTF-8 is one TaskDataError naming
-    the file and line, where a replacement character would have been trained on without a word."""
+    """The lines of `path` as text, each with its line end (``_line_pieces``: LF, CRLF or a lone CR), a byte-order
+    mark read away: UTF-16 text is one TaskDataError saying so and how to convert it, as the corpus's reader says it;
+    a byte that is not UTF-8 is one naming the file and line, where a replacement character would have been trained
+    on without a word."""
+    number = 0
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            yield _decoded(raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw, f"{path}:{number}")
+        for raw in f:
+            if number == 0:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            # UTF-16 text has a NUL byte on each line (but its first, a BOM's): a NUL byte's test spares the rest
+            if (number == 0 or _NUL in raw) and (utf16 := utf16_advice(str(path), raw, number + 1, "UTF-8 text")):
+                raise TaskDataError(f"{path}: {utf16}")
+            if _CR not in raw:  # the common case
+                number += 1
+                yield _decoded(raw, f"{path}:{number}")
+                continue
+            for piece in _line_pieces(raw):
+                number += 1
+                yield _decoded(piece, f"{path}:{number}")
+
+
+def _line_pieces(raw: bytes) -> list[bytes]:
+    """The lines a binary file's line (up to and with its LF) holds, each with its end (csv keeps a quoted field's
+    line breaks as written): a line ends at an LF with any CRs just before it (CRLF; CRCRLF, a CRLF converted twice),
+    at the file's end, or at a lone CR (classic Mac OS text, a CR pasted into a line), as an editor and the corpus's
+    reader end them. A file without a lone CR reads as it did when lines ended at LF alone."""
+    body = raw.rstrip(b"\r\n")
+    *lines, last = body.split(b"\r")
+    return [line + b"\r" for line in lines] + [last + raw[len(body):]]
 
 
 def _decoded(raw: bytes, where: str) -> str:
@@ -103,10 +144,29 @@ def _decoded(raw: bytes, where: str) -> str:
                             "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
 
 
-def _tsv_rows(path: Path):
-    """A csv reader over the rows of a GLUE tsv file (tab-separated, no quoting); its ``line_num`` names a row's
-    line."""
-    return csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+def _csv_reader(lines: Iterable[str], **dialect):
+    """csv.reader over `lines`, with the field cap this module reads with (``_FIELD_LIMIT``)."""
+    csv.field_size_limit(_FIELD_LIMIT)
+    return csv.reader(lines, **dialect)
+
+
+def _csv_error(err: csv.Error, where: str) -> TaskDataError:
+    return TaskDataError(f"{where}: not read as csv ({err}): fix the row")
+
+
+def _tsv_rows(path: Path) -> Iterator[tuple[list[str], int]]:
+    """(row, its line) for each row of a GLUE tsv file (tab-separated, no quoting), a blank line left out."""
+    reader = _csv_reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    try:
+        for row in reader:
+            if row:
+                yield row, reader.line_num
+    except csv.Error as err:
+        raise _csv_error(err, f"{path}:{reader.line_num}") from None
+
+
+def _tsv_fields(path: Path) -> Iterator[list[str]]:
+    return (row for row, _ in _tsv_rows(path))
 
 
 def _read_glue_tsv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
@@ -116,14 +176,15 @@ def _read_glue_tsv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_ba
     return _glue_rows(path, _tsv_rows(path), task_spec, skip_bad_rows)
 
 
-def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
+def _glue_rows(path: Path, rows: Iterator[tuple[list[str], int]], task_spec: TaskSpec,
+               skip_bad_rows: bool) -> tuple[dict, int]:
     cols = _columns(task_spec.text_fields)
     skipped = 0
-    header = _header(path, next(reader, None), task_spec)
+    header = _header(path, next(rows, [None])[0], task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
     lab = header.index(task_spec.label_field)
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
+    for row, line in rows:
+        where = f"{path}:{line}"
         if not _row_fits(row, header, where, skip_bad_rows):
             skipped += 1
             continue
@@ -132,17 +193,22 @@ def _glue_rows(path: Path, reader, task_spec: TaskSpec, skip_bad_rows: bool) -> 
         if label is None or not _texts_fit(texts, where, skip_bad_rows):
             skipped += 1
             continue
-        _add_row(cols, texts, label, reader.line_num)
+        _add_row(cols, texts, label, line)
     return _some_rows(path, cols, skipped, task_spec)
 
 
 def _header(path: Path, header: list[str] | None, task_spec: TaskSpec) -> list[str]:
-    """The header row of a task file, stripped: TaskDataError for an empty file, or one that lacks a column the spec
-    reads (naming the spec's key that names it, for a task of one's own)."""
+    """The header row of a task file, stripped: TaskDataError for an empty file, one that lacks a column the spec
+    reads (naming the spec's key that names it, for a task of one's own), or one that names such a column twice
+    (which of the two holds it is not known)."""
     if header is None:
         raise TaskDataError(f"{path}: empty file; expected {task_spec.layout()}")
     header = [h.strip() for h in header]
     keys = {**{c: "text_fields" for c in task_spec.text_fields}, task_spec.label_field: "label_field"}
+    twice = [c for c in keys if header.count(c) > 1]
+    if twice:
+        raise TaskDataError(f"{path}:1: header {header} names column {twice[0]!r} {header.count(twice[0])} times, "
+                            "and which one to read is not known: rename or delete the others")
     missing = [c for c in keys if c not in header]
     if not missing:
         return header
@@ -184,41 +250,67 @@ class _LineFeed:
         return line
 
 
-def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
-    """(row, its first line, its last line, give back) for each row of a csv file's lines. A quote left open on one
-    line takes the lines after it into that row, up to the next quote: ``give back`` hands a skipped row's lines
-    after its first to the rows after it, which they are. A file that ends inside a quoted field (cut short by a
-    copy) is a TaskDataError naming `path` and the line: csv would return the cut row as a whole one."""
-    reader = csv.reader(feed)
+class _CsvRow(NamedTuple):
+    """A row of a csv file as ``_csv_rows`` reads it."""
+
+    fields: list[str]
+    first: int  # the line it starts on
+    last: int  # the line it ends on: a quoted field's line breaks take in the lines after its first
+    unclosed: int | None  # the line of a quote it opens and never closes (the file ends inside it), else None
+    give_back: Callable[[], None]  # hands its lines after its first to the rows after it (a row skipped as bad)
+
+
+def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[_CsvRow]:
+    """The rows of a csv file's lines, a blank line left out. A quote left open on one line takes the lines after it
+    into that row, up to the next quote, or to the file's end (``unclosed``: csv would return the row as a whole
+    one): ``give_back`` hands a skipped row's lines after its first to the rows after it, which they are."""
+    reader = _csv_reader(feed)
     while True:
         feed.taken = []
         try:
             row = next(reader)
         except StopIteration:
             return
+        except csv.Error as err:
+            raise _csv_error(err, f"{path}:{feed.taken[0][0] if feed.taken else feed.number}") from None
         lines = feed.taken
+        if not row:
+            continue
         text = "".join(line for _, line in lines)
-        # only a row cut at the file's end (its last line without a newline) or one over several lines can end
-        # inside its quotes: the strict parse is spared the rest
-        if (not text.endswith("\n") or len(lines) > 1) and _ends_inside_quotes(text):
-            raise TaskDataError(f"{path}:{lines[0][0]}: the file ends inside the quoted field this row opens (cut "
-                                "short?): copy the file again")
-        yield row, lines[0][0], lines[-1][0], lambda lines=lines: feed.back.extendleft(reversed(lines[1:]))
+        # only a row cut at the file's end (its last line without a line end) or one over several lines can end
+        # inside its quotes: the scan is spared the rest
+        opened = _unclosed_quote(text) if len(lines) > 1 or not text.endswith(("\n", "\r")) else None
+        yield _CsvRow(row, lines[0][0], lines[-1][0], None if opened is None else _line_at(lines, opened),
+                      lambda lines=lines: feed.back.extendleft(reversed(lines[1:])))
 
 
-def _ends_inside_quotes(text: str) -> bool:
-    """Whether csv text ends inside a quoted field (strict csv's "unexpected end of data")."""
-    if '"' not in text:
-        return False
-    try:
-        for _ in csv.reader(io.StringIO(text), strict=True):
-            pass
-    except csv.Error as err:
-        return "unexpected end of data" in str(err)
-    return False
+# csv's quoting (its default dialect): a quote opens a quoted field only where a field starts; inside one, a quote
+# closes it unless another follows (a doubled quote is a quote of the text)
+_FIELD_QUOTE = re.compile(r'(?<![^,\r\n])"')
+_QUOTED_REST = re.compile(r'[^"]*(?:""[^"]*)*"(?!")')
 
 
-def _csv_file_rows(path: Path) -> Iterator[tuple[list[str], int, int, Callable[[], None]]]:
+def _unclosed_quote(text: str) -> int | None:
+    """Where in a csv row's text (it starts a row) a quote opens that never closes, or None where none does."""
+    at = 0
+    while (opened := _FIELD_QUOTE.search(text, at)) is not None:
+        closed = _QUOTED_REST.match(text, opened.end())
+        if closed is None:
+            return opened.start()
+        at = closed.end()
+    return None
+
+
+def _line_at(lines: list[tuple[int, str]], offset: int) -> int:
+    """The number of the line (of `lines`: (number, text)) that holds character `offset` of their text joined."""
+    for number, line in lines:
+        if offset < len(line):
+            return number
+        offset -= len(line)
+    return lines[-1][0]
+
+
+def _csv_file_rows(path: Path) -> Iterator[_CsvRow]:
     """``_csv_rows`` over the lines of the csv file `path`."""
     return _csv_rows(_LineFeed(_utf8_lines(path)), path)
 
@@ -240,7 +332,17 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
     header = _header(csv_path, next(rows, [None])[0], task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
     li = header.index(task_spec.label_field)
-    for row, first, last, give_back in rows:
+    for row, first, last, unclosed, give_back in rows:
+        if unclosed is not None:
+            if not skip_bad_rows:
+                runs = f" (it takes in lines {unclosed}-{last})" if last > unclosed else ""
+                raise TaskDataError(f"{csv_path}:{unclosed}: the quote opened on line {unclosed} is never closed: the "
+                                    f"file ends inside it{runs}; close the quote, or delete it if it is a stray one "
+                                    "(or copy the file again if the copy was cut short), or set "
+                                    "task.skip_bad_rows=true to skip and count such rows")
+            skipped += 1
+            give_back()
+            continue
         # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
         # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
         swallowed = last > first and len(row) == len(header) and any(_rows_inside(row[i], len(header)) for i in idx)
@@ -268,7 +370,8 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
 
 def _rows_inside(text: str, width: int) -> bool:
     """Whether a field's later lines parse as csv rows of `width` fields: rows an open quote took in."""
-    return any(len(fields) == width for fields in csv.reader(text.splitlines()[1:]))
+    lines = io.StringIO(text, newline="").readlines()[1:]  # split as the file's lines are (``_line_pieces``)
+    return any(len(fields) == width for fields in _csv_reader(lines))
 
 
 def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_rows: bool) -> tuple[dict, int]:
@@ -280,8 +383,11 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
         cols, skipped = _csv_task_rows(csv_path, task_spec, skip_bad_rows)
     elif folder is not None:
         for number, (label, p) in enumerate(_aclimdb_reviews(folder)):
-            text = clean_imdb(_decoded(p.read_bytes().removeprefix(codecs.BOM_UTF8), str(p)))
-            if not _texts_fit({None: text}, str(p), skip_bad_rows):  # as a csv row's empty text cell
+            lines = list(_utf8_lines(p))
+            binary = next((line for line, text in enumerate(lines, 1) if "\x00" in text), None)
+            text = clean_imdb("".join(lines))
+            # as a csv row's text cell: an empty review, or one holding a NUL byte (named by its line), is bad
+            if not _texts_fit({None: text}, f"{p}:{binary}" if binary else str(p), skip_bad_rows):
                 skipped += 1
                 continue
             _add_row(cols, {"text": text}, label, number)
@@ -293,7 +399,7 @@ def _read_imdb(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_ro
 def _aclimdb_reviews(folder: Path) -> list[tuple[int, Path]]:
     """(label, file) of each review of an aclImdb split folder, neg/ then pos/, each in name order: a review's row
     is its place in this list."""
-    return [(label, p) for label, sub in ((0, "neg"), (1, "pos")) for p in sorted((folder / sub).glob("*.txt"))]
+    return [(label, p) for label, sub in ((0, "neg"), (1, "pos")) for p in _reviews((folder / sub).iterdir())]
 
 
 def row_place(name: str, data_dir: str | None, split: str, row: int) -> str:
@@ -409,22 +515,28 @@ class TaskFormat:
 
 
 def _csv_fields(path: Path) -> Iterator[list[str]]:
-    return (row for row, *_ in _csv_file_rows(path))
+    return (row.fields for row in _csv_file_rows(path))
 
 
 # format -> how its files are read and checked before a run: a format's reading is registered here only (its name
 # also goes in tasks.FORMATS, which a TaskSpec is checked against where it is defined)
 READERS: dict[str, TaskFormat] = {
-    "glue_tsv": TaskFormat(_read_glue_tsv, _tsv_rows),
+    "glue_tsv": TaskFormat(_read_glue_tsv, _tsv_fields),
     "csv": TaskFormat(_read_csv, _csv_fields),
     "imdb": TaskFormat(_read_imdb, _csv_fields),  # its aclImdb folders are checked as they are read
 }
 
 
+def _reviews(paths: Iterable[Path]) -> list[Path]:
+    """The aclImdb review files among `paths`, sorted: named .txt in any case (7_3.TXT too, as the corpus reads
+    NOTES.TXT)."""
+    return sorted(p for p in paths if p.suffix.lower() == ".txt")
+
+
 def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
     f = data_dir / task_spec.files[split]
     if task_spec.format == "imdb" and not f.is_file():  # aclImdb folders
-        return sorted((data_dir / Path(task_spec.files[split]).stem).glob("*/*.txt"))
+        return _reviews((data_dir / Path(task_spec.files[split]).stem).glob("*/*"))
     return [f]
 
 

@@ -1,6 +1,8 @@
+import csv
 import dataclasses
 import logging
 import random
+import re
 
 import pytest
 
@@ -888,14 +890,124 @@ def test_the_papers_column_order_names_every_task_once():
     assert sorted(PAPER_ORDER) == sorted(tasks.TASKS) and len(set(PAPER_ORDER)) == len(PAPER_ORDER)
 
 
-def test_an_imdb_csv_cut_short_inside_a_quoted_review_is_refused(tmp_path):
+@pytest.mark.parametrize("rows, line, runs, left, skipped", [
+    ('b,0,"a review cut in the mid', 3, "", ["fine"], 1),
+    ('b,0,"6 inch nails\nc,1,next row\nd,0,third row\n', 3, " (it takes in lines 3-5)",
+     ["fine", "next row", "third row"], 1),
+    ('"b\nc",0,"stray\nd,0,third row\n', 4, " (it takes in lines 4-5)", ["fine", "third row"], 2),
+], ids=["cut short", "stray quote", "stray quote in a row's second line"])
+def test_an_imdb_csv_quote_never_closed_names_the_line_it_opens_on_and_is_a_bad_row(tmp_path, rows, line, runs, left,
+                                                                                   skipped):
     """A copy cut in the middle of a quoted review was read as whole: the cut row came back as a review, and a plan
-    scored a table on the truncated split without a word (pandas refuses such a file)."""
-    (tmp_path / "train.csv").write_text('id,label,text\na,1,"fine, ""truly"" fine"\nb,0,plain\n')
-    (tmp_path / "test.csv").write_text('id,label,text\na,1,"fine, ""truly"" fine"\nb,0,"a review cut in the mid')
+    scored a table on the truncated split without a word (pandas refuses such a file). A stray quote mid-file (the
+    copy whole) was named as a cut copy, on the line its row starts, and task.skip_bad_rows could not skip it: the
+    error names the line the quote opens on and the lines it takes in, and a skip leaves out that row alone."""
+    (tmp_path / "train.csv").write_text('id,label,text\na,1,"fine"\nb,0,plain\n')
+    (tmp_path / "test.csv").write_text('id,label,text\na,1,"fine"\n' + rows)
     assert read_task_split("imdb", str(tmp_path), "train")[0]["labels"] == [1, 0]
-    with pytest.raises(TaskDataError, match=r"test.csv:3: the file ends inside the quoted field this row opens"):
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/test.csv:{line}: the quote opened on line {line} is never "
+                                            rf"closed: the file ends inside it{re.escape(runs)}; close the quote, or "
+                                            r"delete it .*cut short.*task.skip_bad_rows=true"):
         read_task_split("imdb", str(tmp_path), "eval")
+    cols, skips = read_task_split("imdb", str(tmp_path), "eval", skip_bad_rows=True)
+    assert (cols["text"], skips) == (left, skipped)
+
+
+def _file_of(tmp_path, monkeypatch, fmt: str, lines: list[str], end: str = "\n", encoding: str = "utf-8",
+             header: str = "sentence|label") -> str:
+    """A task's train file of `header` and `lines` (fields split by "|": tabs in tsv, commas in csv) with line end
+    `end`, and a dev file of one row; the task's name (sst2 for tsv, a csv task of one's own)."""
+    name, sep, suffix = ("sst2", "\t", "tsv") if fmt == "tsv" else ("mycsv", ",", "csv")
+    if fmt == "csv":
+        monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+        tasks.register_task(tasks.TaskSpec("mycsv", ("sentence",), "label", ("neg", "pos"), ("0", "1"), format="csv",
+                                           files={"train": "train.csv", "eval": "dev.csv"}))
+    text = "".join(line.replace("|", sep) + end for line in [header, *lines])
+    (tmp_path / f"train.{suffix}").write_bytes(text.encode(encoding))
+    (tmp_path / f"dev.{suffix}").write_text(f"sentence{sep}label\nfine{sep}1\n")
+    return name
+
+
+LONG = "word " * 30_000  # 150,000 characters: past csv's own cap on a field (131,072), a long document
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+@pytest.mark.parametrize("lines, end, texts", [
+    (["good film|1", "bad film|0"], "\r", ["good film", "bad film"]),  # classic Mac OS text: a CR ends each line
+    (["good film|1", "bad film|0"], "\r\r\n", ["good film", "bad film"]),  # a CRLF converted twice
+    (["good film|1", "", "bad film|0", ""], "\n", ["good film", "bad film"]),  # blank lines, one at the end
+    ([f"{LONG}|1", "short|0"], "\n", [LONG.strip(), "short"]),
+], ids=["CR", "CRCRLF", "blank lines", "a long text"])
+def test_a_task_file_s_line_ends_blank_lines_and_long_texts_are_read(tmp_path, monkeypatch, fmt, lines, end, texts):
+    """A CR-only file or a text past 131,072 characters was a raw _csv.Error traceback naming neither file nor line,
+    and a blank line (one at the end too) a malformed row of 0 fields: each is read as any editor shows it."""
+    name = _file_of(tmp_path, monkeypatch, fmt, lines, end)
+    assert read_task_split(name, str(tmp_path), "train") == ({"sentence": texts, "labels": [1, 0]}, 0)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+@pytest.mark.parametrize("lines, encoding, message, kept", [
+    (["good film|1", "an old mac\rrow|1", "bad film|0"], "utf-8",  # a CR pasted into a text ends its line
+     r"train.{suffix}:3: malformed row: 1 fields, expected 2", ["good film", "row", "bad film"]),
+    (["good film|1", "binary\x00junk|1", "bad film|0"], "utf-8",
+     r"train.{suffix}:3: a NUL byte in column sentence \(a binary file\?\): remove it, or set task.skip_bad_rows=true",
+     ["good film", "bad film"]),
+    (["good film|1", "bad film|0"], "utf-16", (r"train.{suffix}: UTF-16 text; expected UTF-8 text: convert it, e.g. "
+                                               r"iconv -f UTF-16 -t UTF-8 \S*train.{suffix} > \S*train-utf8.{suffix}$"),
+     None),
+    (["good film|1", "bad film|0"], "utf-16-le", r"train.{suffix}: UTF-16 text; expected UTF-8 text", None),
+], ids=["CR in a text", "NUL", "UTF-16", "UTF-16LE without a BOM"])
+def test_a_task_file_s_lone_cr_nul_or_utf16_is_named_by_file_and_line(tmp_path, monkeypatch, fmt, lines, encoding,
+                                                                      message, kept):
+    """A CR in a text was a raw _csv.Error traceback, with task.skip_bad_rows too; a NUL byte was read into the text
+    without a word; UTF-16 text was "not UTF-8 (byte 0xff) ... iconv -f latin1". Each is one error naming the file
+    (and line), a bad row skipped and counted with task.skip_bad_rows, UTF-16 with the corpus's own advice."""
+    name = _file_of(tmp_path, monkeypatch, fmt, lines, encoding=encoding)
+    with pytest.raises(TaskDataError, match=f"^{tmp_path}/" + message.format(suffix=fmt)):
+        read_task_split(name, str(tmp_path), "train")
+    if kept is not None:
+        cols, skipped = read_task_split(name, str(tmp_path), "train", skip_bad_rows=True)
+        assert (cols["sentence"], skipped) == (kept, 1)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+def test_a_header_naming_a_column_twice_and_any_csv_error_are_named_by_file_and_line(tmp_path, monkeypatch, fmt):
+    """A header naming a column the task reads twice was read from its first without a word; an error of csv's own
+    (here its cap on a field, lowered) was a raw _csv.Error traceback naming neither file nor line."""
+    name = _file_of(tmp_path, monkeypatch, fmt, ["good film|1|again"], header="sentence|label|sentence")
+    with pytest.raises(TaskDataError, match=rf"train.{fmt}:1: header \['sentence', 'label', 'sentence'\] names column "
+                                            r"'sentence' 2 times, and which one to read is not known"):
+        task_readers.check_task_data(name, tmp_path)
+    name = _file_of(tmp_path, monkeypatch, fmt, ["good film|1", "a longer text|0"])
+    cap = csv.field_size_limit()
+    monkeypatch.setattr(task_readers, "_FIELD_LIMIT", 10)
+    try:
+        with pytest.raises(TaskDataError, match=rf"^{tmp_path}/train.{fmt}:3: not read as csv \(field larger than "
+                                                r"field limit \(10\)\)"):
+            read_task_split(name, str(tmp_path), "train", skip_bad_rows=True)
+    finally:
+        csv.field_size_limit(cap)
+
+
+def test_aclimdb_reviews_named_txt_in_any_case_are_read_and_a_review_s_faults_name_its_line(tmp_path):
+    """A review named 7_3.TXT was left out without a word (the corpus reads NOTES.TXT), and a review's byte that is
+    not UTF-8 said "or fix that line", naming none; a NUL byte was read into the review."""
+    for split in ("train", "test"):
+        for sub, text in (("pos", b"Great film."), ("neg", b"Dull.")):
+            (tmp_path / split / sub).mkdir(parents=True)
+            (tmp_path / split / sub / "0_9.txt").write_bytes(text)
+    (tmp_path / "train" / "pos" / "1_8.TXT").write_bytes(b"Loud film.")
+    assert read_task_split("imdb", str(tmp_path), "train") == ({"text": ["Dull.", "Great film.", "Loud film."],
+                                                               "labels": [0, 1, 1]}, 0)
+    assert tmp_path / "train" / "pos" / "1_8.TXT" in task_readers.task_files("imdb", tmp_path)  # its cache key's
+    bad = tmp_path / "train" / "neg" / "2_1.txt"
+    bad.write_bytes(b"Dull,\nvery\r\xe9dull.")
+    with pytest.raises(TaskDataError, match=rf"^{bad}:3: not UTF-8 text \(byte 0xe9\)"):
+        read_task_split("imdb", str(tmp_path), "train")
+    bad.write_bytes(b"Dull,\nvery\x00dull.")
+    with pytest.raises(TaskDataError, match=rf"^{bad}:2: a NUL byte in the review \(a binary file\?\)"):
+        read_task_split("imdb", str(tmp_path), "train")
+    assert read_task_split("imdb", str(tmp_path), "train", skip_bad_rows=True)[1] == 1
 
 
 def test_a_tokenizer_that_truncates_on_the_left_does_not_read_the_right_truncated_cache(qqp_dir, tok_dir, tmp_path):
