@@ -260,10 +260,8 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]
                 if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
                     raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
                                       f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
-            if _utf16(raw, i + 1):
-                converted = shlex.quote(_stem(path) + "-utf8.txt")
-                raise CorpusError(f"{path}: UTF-16 text; expected UTF-8 ({CORPUS_LAYOUT}): convert it, e.g. "
-                                  f"iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > {converted}")
+            if utf16 := utf16_advice(path, raw, i + 1, f"UTF-8 ({CORPUS_LAYOUT})"):
+                raise CorpusError(f"{path}: {utf16}")
             bodies = line_bodies(raw)
             if len(bodies) > 1:
                 counts["cr_line_ends"] = counts.get("cr_line_ends", 0) + len(bodies) - 1
@@ -280,11 +278,6 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]
                 yield text
 
 
-def _stem(path: str) -> str:
-    """`path` without its text suffix (.txt or .txt.gz, in any case)."""
-    return next((path[:-len(suffix)] for suffix in TEXT_SUFFIXES[::-1] if path.lower().endswith(suffix)), path)
-
-
 def _utf16(raw: bytes, lineno: int) -> bool:
     """Whether a line read as bytes is UTF-16: the first line starts with its byte order mark, or a line of mostly
     ASCII text has a NUL byte beside every character."""
@@ -299,8 +292,8 @@ def _utf16(raw: bytes, lineno: int) -> bool:
 def utf16_advice(path: str, raw: bytes, lineno: int, expected: str = "UTF-8") -> str | None:
     """Where line `lineno` (from 1) of the file `path`, as bytes `raw`, is UTF-16 text (``_utf16``): what to say of
     the file, that it is, what was `expected`, and the iconv command that converts it to UTF-8 text beside it
-    (<name>-utf8.<suffix>, a .gz's suffix dropped). None for any other line: the task readers' word on UTF-16, as
-    the corpus's."""
+    (<name>-utf8.<suffix>, a .gz's suffix dropped). None for any other line: the corpus's and the task readers' word
+    on UTF-16."""
     if not _utf16(raw, lineno):
         return None
     stem, suffix = os.path.splitext(path[:-len(".gz")] if _gzipped(path) else path)

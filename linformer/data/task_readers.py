@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
-from .io import hub_offline, hub_offline_error, utf16_advice
+from .io import hub_offline, hub_offline_error, line_bodies, utf16_advice
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
@@ -105,7 +105,7 @@ def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool)
 
 
 def _utf8_lines(path: Path) -> Iterator[str]:
-    """The lines of `path` as text, each with its line end (``_line_pieces``: LF, CRLF or a lone CR), a byte-order
+    """The lines of `path` as text, each with its line end (``_line_pieces``: LF, CRLF or a lone CR), a byte order
     mark read away: UTF-16 text is one TaskDataError saying so and how to convert it, as the corpus's reader says it;
     a byte that is not UTF-8 is one naming the file and line, where a replacement character would have been trained
     on without a word."""
@@ -127,13 +127,11 @@ def _utf8_lines(path: Path) -> Iterator[str]:
 
 
 def _line_pieces(raw: bytes) -> list[bytes]:
-    """The lines a binary file's line (up to and with its LF) holds, each with its end (csv keeps a quoted field's
-    line breaks as written): a line ends at an LF with any CRs just before it (CRLF; CRCRLF, a CRLF converted twice),
-    at the file's end, or at a lone CR (classic Mac OS text, a CR pasted into a line), as an editor and the corpus's
-    reader end them. A file without a lone CR reads as it did when lines ended at LF alone."""
-    body = raw.rstrip(b"\r\n")
-    *lines, last = body.split(b"\r")
-    return [line + b"\r" for line in lines] + [last + raw[len(body):]]
+    """The lines a binary file's line (up to and with its LF) holds, as ``io.line_bodies`` ends them (the corpus's
+    rule: at an LF with any CRs before it, at the file's end, or at a lone CR), each with its end as written: csv
+    keeps a quoted field's line breaks. A file without a lone CR reads as it did when lines ended at LF alone."""
+    *lines, last = line_bodies(raw)
+    return [line + b"\r" for line in lines] + [last + raw[len(raw.rstrip(b"\r\n")):]]
 
 
 def _decoded(raw: bytes, where: str) -> str:
