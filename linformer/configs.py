@@ -5,9 +5,12 @@ interpolation that does not resolve, a sweep's job name too long for a folder.""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
+import io
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import ConfigError, did_you_mean
@@ -57,8 +60,7 @@ def config_dir() -> Path:
         folder = Path(os.path.expanduser(given)).resolve()
         if not folder.is_dir():
             raise ConfigError(f"{CONFIG_DIR_VARIABLE}={given} names no folder: point it at the configs/ folder of a "
-                              "linformer clone (git clone the repository), or unset it to use the clone this package "
-                              "is installed from.")
+                              f"linformer clone (git clone the repository), or {_unset_advice()}.")
         return folder
     if not REPOSITORY_CONFIGS.is_dir():
         raise ConfigError(f"no configs folder at {REPOSITORY_CONFIGS}: this linformer is installed without its "
@@ -67,24 +69,183 @@ def config_dir() -> Path:
     return REPOSITORY_CONFIGS
 
 
+def _unset_advice() -> str:
+    """What unsetting $LINFORMER_CONFIG_DIR leads to, in words: the configs/ beside the package where it holds
+    linformer's (a clone's), else nothing to fall back on (a wheel carries no configs)."""
+    if _holds_linformer_configs(REPOSITORY_CONFIGS):
+        return f"unset it to use {REPOSITORY_CONFIGS}, the configs/ of the clone this package is installed from"
+    return ("copy a clone's configs/ and point it there: this package is installed without a clone (a wheel), so "
+            "unset it finds no configs")
+
+
+def _holds_linformer_configs(folder: Path) -> bool:
+    """Whether `folder` is a linformer configs folder (configs/paths/default.yaml, which every command reads), not
+    another distribution's configs/ that a wheel's site-packages may hold."""
+    return (folder / "paths" / "default.yaml").is_file()
+
+
+def _config_dir_words() -> str:
+    """Who names config_dir(), in words."""
+    given = os.environ.get(CONFIG_DIR_VARIABLE)
+    return f"{CONFIG_DIR_VARIABLE}={given}" if given else "the configs/ beside the package"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigSources:
+    """Where a command's configs come from, as Hydra's search path holds them: the primary folder (config_dir(), or
+    the one a command line's --config-path names) and a folder its --config-dir adds after it (one's own configs
+    beside the clone's: a file both hold is read from the primary one). `named_by` says who named the primary."""
+
+    primary: Path
+    added: Path | None = None
+    named_by: str = ""
+
+    def folders(self) -> list[Path]:
+        return [self.primary, *([self.added] if self.added else [])]
+
+    def words(self) -> str:
+        """The folders, in words, for a refusal."""
+        added = f" or {self.added} (--config-dir)" if self.added else ""
+        return f"{self.primary} ({self.named_by}){added}"
+
+
+_COMMAND_SOURCES: contextvars.ContextVar[ConfigSources | None] = contextvars.ContextVar("config_sources",
+                                                                                        default=None)
+
+
+def config_sources() -> ConfigSources:
+    """The configs ``compose`` and the refusals read: those of the running command's line (``command_sources``),
+    else config_dir() alone."""
+    return _COMMAND_SOURCES.get() or ConfigSources(config_dir(), named_by=_config_dir_words())
+
+
+@contextlib.contextmanager
+def command_sources(sources: ConfigSources):
+    """`sources` (a Hydra command line's --config-path, --config-dir) read by ``compose`` and every refusal for the
+    block: the command's run."""
+    token = _COMMAND_SOURCES.set(sources)
+    try:
+        yield
+    finally:
+        _COMMAND_SOURCES.reset(token)
+
+
+def config_file(relative: str) -> Path | None:
+    """The config file (or group folder) at `relative` (``data/mirror_slice.yaml``, ``data``) that a composition
+    finds first: in the primary folder, else the --config-dir one; None where neither holds it."""
+    return next((f / relative for f in config_sources().folders() if (f / relative).exists()), None)
+
+
+def config_words(relative: str) -> str:
+    """How a refusal names the config file at `relative`: configs/<relative> in the primary folder, where it is or
+    where none holds it; else its path as found."""
+    found = config_file(relative)
+    return f"configs/{relative}" if found is None or found.is_relative_to(config_sources().primary) else str(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class HydraCommandLine:
+    """A Hydra script's command line as Hydra's own parser reads it."""
+
+    config_name: str          # --config-name, else the script's
+    overrides: list[str]
+    sources: ConfigSources    # --config-path, --config-dir
+    runs: bool                # it runs the script (a run or a --multirun): not --help, --cfg, --info, ...
+    multirun: bool
+
+
+def hydra_command_line(args: list[str], config_name: str, task_function: Callable | None = None
+                       ) -> HydraCommandLine | None:
+    """`args` read by Hydra's own parser, the configs it composes named as Hydra names them (a relative --config-path
+    from the file of `task_function`, the script's; --config-dir from the working directory). None where Hydra's run
+    alone can say what it does: a command line that does not parse (Hydra's usage line says why), --version, a
+    --config-path of a package (pkg://)."""
+    from hydra._internal.utils import (  # hydra-core is bounded to 1.3 (pyproject.toml): its parser is the one run
+        compute_search_path_dir,
+        detect_calling_file_or_module_from_task_function,
+        get_args_parser,
+    )
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            parsed = get_args_parser().parse_args(args)
+        except SystemExit:  # a usage error, or --version: Hydra's run says it
+            return None
+    if parsed.config_path is None:
+        primary, named_by = config_dir(), _config_dir_words()
+    else:
+        calling_file, calling_module = (detect_calling_file_or_module_from_task_function(task_function)
+                                        if task_function is not None else (None, None))
+        if calling_file is None and calling_module is None:
+            calling_file = os.path.join(os.getcwd(), "-")
+        where = compute_search_path_dir(calling_file, calling_module, parsed.config_path)
+        if where is None or where.startswith("pkg://"):
+            return None
+        relative = "" if os.path.isabs(parsed.config_path) else ", from the script's folder as Hydra takes it"
+        primary, named_by = Path(where), f"--config-path {parsed.config_path}{relative}"
+    added = Path(os.path.abspath(parsed.config_dir)) if parsed.config_dir is not None else None
+    hydra_own = (parsed.help or parsed.hydra_help or parsed.cfg or parsed.info or parsed.shell_completion
+                 or parsed.resolve or parsed.experimental_rerun or (parsed.run and parsed.multirun))
+    for folder, flag in ((primary, named_by), (added, f"--config-dir {parsed.config_dir}")):
+        if folder is not None and not folder.is_dir():
+            raise ConfigError(f"{flag}: no folder at {folder}.")
+    return HydraCommandLine(parsed.config_name or config_name, list(parsed.overrides),
+                            ConfigSources(primary, added, named_by), not hydra_own, bool(parsed.multirun))
+
+
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
     """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
     plans that need a job's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
     ``run.dir`` is where the script would write its run. Hydra initialised by the caller (a notebook's own
     ``initialize_config_dir``, a running Hydra job) is set aside for the composition and left as it was."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
+    from hydra.errors import HydraException, MissingConfigException
 
     register_resolvers()
     parse_each_config_once()
-    with _own_global_hydra(), initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+    sources = config_sources()
+    with _own_global_hydra():
+        _initialize(sources)
         try:
             return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
             failure = err
+    if isinstance(failure, MissingConfigException) and config_file(f"{config_name}.yaml") is None:
+        raise ConfigError(no_config(config_name, sources)) from failure
     # outside Hydra's context: the did-you-mean composes the config again
-    raise ConfigError(f"{_one_line(failure, config_name, overrides)} (configs/{config_name}.yaml)") from failure
+    raise ConfigError(f"{_one_line(failure, config_name, overrides)} ({config_words(config_name + '.yaml')})"
+                      ) from failure
+
+
+def _initialize(sources: ConfigSources) -> None:
+    """Hydra initialised on `sources`' search path as a script's start makes it (hydra.main: the primary folder,
+    then the --config-dir one before the structured configs), as ``hydra.initialize_config_dir`` does for one
+    folder."""
+    from hydra import version
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+
+    version.setbase("1.3")
+    search = create_config_search_path(str(sources.primary))
+    if sources.added is not None:
+        search.prepend(provider="command-line", path=f"file://{sources.added}",
+                       anchor=SearchPathQuery(provider="schema"))
+    Hydra.create_main_hydra2(task_name="app", config_search_path=search)
+
+
+def no_config(config_name: str, sources: ConfigSources | None = None) -> str:
+    """Why configs/<config_name>.yaml is not found, naming the folders read and who named them."""
+    sources = sources or config_sources()
+    if not _holds_linformer_configs(sources.primary) and sources.named_by == _config_dir_words():
+        fix = (f"it holds no linformer configs: point {CONFIG_DIR_VARIABLE} at a linformer clone's configs/ "
+               "folder (or a copy of one)" if os.environ.get(CONFIG_DIR_VARIABLE) else
+               f"it is not linformer's (another distribution's configs/?): set {CONFIG_DIR_VARIABLE} to a "
+               "linformer clone's configs/ folder")
+    else:
+        names = sorted({p.stem for f in sources.folders() for p in f.glob("*.yaml")})
+        fix = f"the configs there: {', '.join(names) or 'none'}{did_you_mean(config_name, names)}"
+    return f"no config {config_name}.yaml in {sources.words()}: {fix}."
 
 
 # A config file's parse, kept for the process: {(the source's provider, scheme and folder or package, the file's name
@@ -229,14 +390,15 @@ def _unlisted_shared_settings(config_name: str, overrides: list[str], key: str) 
         choice = compose(config_name, overrides, with_hydra=True).hydra.runtime.choices.get(group)
     except ConfigError:
         return None
-    if not choice or not (config_dir() / group / f"{choice}.yaml").is_file():
+    if not choice or config_file(f"{group}/{choice}.yaml") is None:
         return None
-    return f"{key}: configs/{group}/{choice}.yaml lacks it: {how_to_give(group, choice, field.split('.')[0])}."
+    return (f"{key}: {config_words(f'{group}/{choice}.yaml')} lacks it: "
+            f"{how_to_give(group, choice, field.split('.')[0])}.")
 
 
 def _shared_settings(group: str) -> dict:
     """configs/<group>/_settings.yaml: the settings every option of the group lists in its defaults ({} for none)."""
-    return _own_config(f"{group}/_settings") if (config_dir() / group / "_settings.yaml").is_file() else {}
+    return _own_config(f"{group}/_settings") if config_file(f"{group}/_settings.yaml") else {}
 
 
 def how_to_give(group: str, choice: str, field: str) -> str:
@@ -249,7 +411,7 @@ def how_to_give(group: str, choice: str, field: str) -> str:
 
 def _an_option(group: str, besides: str) -> str:
     """The first option of configs/<group>/ other than `besides` (a file to copy from)."""
-    return next(p.stem for p in sorted((config_dir() / group).glob("*.yaml"))
+    return next(p.stem for p in sorted(p for f in config_sources().folders() for p in (f / group).glob("*.yaml"))
                 if not p.stem.startswith("_") and p.stem != besides)
 
 
@@ -370,7 +532,7 @@ def refuse_sweep(config_name: str, overrides: list[str]):
     first = [f"{keys[line]}={found[0]}" if found else line for line, found in values.items()]
     jobs = [first]
     for i, (line, found) in enumerate(values.items()):
-        if found and (config_dir() / keys[line].lstrip("+~")).is_dir():  # a group: each option must exist
+        if found and _is_group(keys[line].lstrip("+~")):  # a group: each option must exist
             jobs += [[*first[:i], f"{keys[line]}={value}", *first[i + 1:]] for value in found[1:]]
     for job in jobs:
         cfg = compose(config_name, job, with_hydra=True)
@@ -421,14 +583,21 @@ def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
     the files of the group the key belongs to; (the script's config, '') when no line says it."""
     leaf = re.escape(key.rsplit(".", 1)[-1])
     line = re.compile(rf"^\s*{leaf}:\s*\?\?\?\s*(?:#\s*(.*))?$", re.MULTILINE)
-    configs = config_dir()
-    group = configs / key.split(".")[0]
-    files = [configs / f"{config_name}.yaml", *(sorted(group.glob("*.yaml")) if "." in key else [])]
-    for path in files:
-        found = line.search(path.read_text()) if path.is_file() else None
+    group = key.split(".")[0]
+    options = sorted({p.name for f in config_sources().folders() for p in (f / group).glob("*.yaml")})
+    files = [f"{config_name}.yaml", *([f"{group}/{name}" for name in options] if "." in key else [])]
+    for relative in files:
+        path = config_file(relative)
+        found = line.search(path.read_text()) if path is not None and path.is_file() else None
         if found:
-            return str(path.relative_to(configs.parent)), (found.group(1) or "").strip()
-    return f"configs/{config_name}.yaml", ""
+            return config_words(relative), (found.group(1) or "").strip()
+    return config_words(f"{config_name}.yaml"), ""
+
+
+def _is_group(name: str) -> bool:
+    """Whether `name` is a config group (a folder of options) of the command's configs."""
+    found = config_file(name)
+    return found is not None and found.is_dir()
 
 
 def added_overrides() -> list[str]:
@@ -443,7 +612,8 @@ def added_overrides() -> list[str]:
 def _own_config(config_name: str) -> dict:
     import yaml
 
-    return yaml.safe_load((config_dir() / f"{config_name}.yaml").read_text()) or {}
+    path = config_file(f"{config_name}.yaml")
+    return (yaml.safe_load(path.read_text()) or {}) if path is not None and path.is_file() else {}
 
 
 def config_groups(config_name: str) -> list[str]:
@@ -503,7 +673,7 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
     for override in added:
         key = override[1:].split("=", 1)[0]
         group = key.split("@")[0]
-        if (config_dir() / group).is_dir():
+        if _is_group(group):
             groups = config_groups(config_name)
             if group in groups:
                 continue

@@ -18,9 +18,13 @@ from pathlib import Path
 from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, work_ended
 from .configs import (
     added_overrides,
+    command_sources,
     compose,
     config_dir,
+    config_file,
+    config_words,
     how_to_give,
+    hydra_command_line,
     refuse_added_keys,
     refuse_bad_interpolations,
     refuse_long_job_names,
@@ -50,9 +54,12 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
         jobs: list[SweepJob] = []  # a --multirun's jobs, as each ended
 
         def job(cfg):
+            from hydra.core.hydra_config import HydraConfig
+
             with cli_errors(resumes), _no_refused_run_dir(**start):
-                refuse_missing_values(cfg, config_name)  # where the command line had Hydra's flags (--multirun)
-                refuse_added_keys(cfg, added_overrides(), config_name)
+                name = HydraConfig.get().job.config_name  # --config-name's, where given
+                refuse_missing_values(cfg, name)  # where the command line had Hydra's flags (--multirun)
+                refuse_added_keys(cfg, added_overrides(), name)
                 return fn(cfg)
 
         @functools.wraps(fn)
@@ -76,46 +83,52 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             with cli_errors(resumes, work=False):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
                 main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
-            # Hydra's own message is several lines. Not for its flags other than --multirun (--help, --cfg, ...).
+            # Hydra's own message is several lines. Read by Hydra's parser, its configs as Hydra finds them
+            # (--config-name, --config-path, --config-dir); not where Hydra runs nothing (--help, --cfg, --info, ...).
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             given = sys.argv[1:]
             args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
             start.update(started=time.time(), before=None, earlier=None)
-            flags = [a for a in args if a.startswith("-")]
-            multirun = bool(flags) and set(flags) <= {"-m", "--multirun"}
+            with cli_errors(resumes, work=False):  # a --config-dir or --config-path that names no folder
+                line = hydra_command_line(args, config_name, fn)
+            runs = line is not None and line.runs
+            multirun = runs and line.multirun
             sweep, size = None, None
-            if not flags:
-                with cli_errors(resumes, work=False):
-                    try:
-                        cfg = compose(config_name, args, with_hydra=True)
-                    except ConfigError as err:
-                        if not any(a.startswith("+") for a in args) or "is a key already" in str(err):
-                            raise
-                    else:  # a value left unset first: the run directory's name may need it
-                        refuse_missing_values(cfg, config_name)
-                        refuse_bad_interpolations(cfg, config_name, args)
-                        start["before"] = _run_dir_before(cfg, overrides=args)
-                        start["earlier"] = _hydra_record(cfg)
-                        _warn_if_git_sees(cfg, "run")
-            elif multirun:  # the sweep's directories are named before any job starts
-                overrides = [a for a in args if not a.startswith("-")]
-                sweeping(swept_keys(overrides))
-                size = sweep_size(overrides)
-                with cli_errors(resumes, work=False):
-                    cfg = refuse_sweep(config_name, overrides)
-                    start["before"] = _run_dir_before(cfg, "sweep", args) if cfg is not None else None
-                    if cfg is not None:
-                        refuse_long_job_names(config_name, overrides)
-                        sweep = _sweep_record(cfg)
-                        _warn_if_git_sees(cfg, "sweep")
-            sys.argv[1:] = args  # what Hydra parses
-            try:
-                if multirun:
-                    _swept(main, jobs, resumes, size)
-                else:
-                    main()
-            finally:
-                sys.argv[1:] = given
+            with contextlib.ExitStack() as configs:
+                if runs:
+                    configs.enter_context(command_sources(line.sources))
+                    name, overrides = line.config_name, line.overrides
+                if runs and not multirun:
+                    with cli_errors(resumes, work=False):
+                        try:
+                            cfg = compose(name, overrides, with_hydra=True)
+                        except ConfigError as err:
+                            if not any(a.startswith("+") for a in overrides) or "is a key already" in str(err):
+                                raise
+                        else:  # a value left unset first: the run directory's name may need it
+                            refuse_missing_values(cfg, name)
+                            refuse_bad_interpolations(cfg, name, overrides)
+                            start["before"] = _run_dir_before(cfg, overrides=overrides)
+                            start["earlier"] = _hydra_record(cfg)
+                            _warn_if_git_sees(cfg, "run")
+                elif multirun:  # the sweep's directories are named before any job starts
+                    sweeping(swept_keys(overrides))
+                    size = sweep_size(overrides)
+                    with cli_errors(resumes, work=False):
+                        cfg = refuse_sweep(name, overrides)
+                        start["before"] = _run_dir_before(cfg, "sweep", overrides) if cfg is not None else None
+                        if cfg is not None:
+                            refuse_long_job_names(name, overrides)
+                            sweep = _sweep_record(cfg)
+                            _warn_if_git_sees(cfg, "sweep")
+                sys.argv[1:] = args  # what Hydra parses
+                try:
+                    if multirun:
+                        _swept(main, jobs, resumes, size)
+                    else:
+                        main()
+                finally:
+                    sys.argv[1:] = given
             if jobs:
                 _sweep_end(jobs, start["started"], sweep, start["before"])
 
@@ -316,11 +329,12 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
         key = missing.group(1) if missing else "a key"
         group, _, leaf = key.partition(".")
         chosen = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None) if leaf else None
-        option = config_dir() / group / f"{chosen}.yaml"
-        if chosen is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
+        option = config_file(f"{group}/{chosen}.yaml") if chosen is not None else None
+        if option is not None and option.is_file() and leaf not in (OmegaConf.load(option) or {}):
             # the group is selected and its option's file lacks the key (a config of one's own)
-            raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which configs/{group}/{chosen}.yaml "
-                              f"does not give: {how_to_give(group, chosen, leaf)}, or set run_name=...") from None
+            where = config_words(f"{group}/{chosen}.yaml")
+            raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which {where} does not give: "
+                              f"{how_to_give(group, chosen, leaf)}, or set run_name=...") from None
         raise ConfigError(f"the run directory (hydra.run.dir) needs {key}, which this command line removes or "
                           f"leaves unset: select its config group again (e.g. {group}=...) rather than "
                           "removing it.") from None

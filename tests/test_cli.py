@@ -622,6 +622,110 @@ def test_linformer_config_dir_is_read_by_compose_and_the_scripts(tmp_path, monke
     assert "\nseed: 41\n" in capsys.readouterr().out
 
 
+def _own_configs(tmp_path: Path) -> Path:
+    """A folder of one's own configs for --config-dir: a data option, a model option and a pretraining config."""
+    extra = tmp_path / "extra"
+    (extra / "data").mkdir(parents=True)
+    (extra / "model").mkdir()
+    (extra / "data" / "mine.yaml").write_text("defaults:\n  - mirror_slice\n  - _self_\nname: mine\n")
+    (extra / "model" / "wee.yaml").write_text("defaults:\n  - tiny\n  - _self_\nname: wee\n")
+    (extra / "mypre.yaml").write_text("defaults:\n  - pretrain\n  - _self_\nmy_need: ???  # what one needs\n")
+    return extra
+
+
+@pytest.mark.parametrize(("config", "argv", "line"), [
+    ("pretrain", ["--config-dir", "extra", "data=mine", "model=wee", "trainer.max_stepz=5"],
+     "error: trainer.max_stepz: no such key (did you mean trainer.max_steps?)"),
+    ("pretrain", ["-cd", "extra", "data=mien"], "error: data=mien: no such option (did you mean mine?)"),
+    ("pretrain", ["--config-dir=extra", "-m", "model=tiny,woe"], "error: model=woe: no such option (did you mean wee?)"),
+    ("finetune", ["--config-dir", "extra", "task=sst2"], "error: model_path is not set: "),
+    ("benchmark", ["--config-name", "benchmark", "inference.max_m=1"],
+     "error: inference.max_m: no such key (did you mean inference.max_n?)"),
+    ("benchmark", ["-cn", "benchmrk"], "error: no config benchmrk.yaml in "),
+    ("pretrain", ["--config-dir", "extra", "--config-name", "mypre", "model=wee"],
+     "error: my_need is not set: what one needs; give it on the command line, my_need=... (/"),
+    ("pretrain", ["-cd", "nowhere", "model=tiny"], "error: --config-dir nowhere: no folder at "),
+    ("pretrain", ["--config-path", "nowhere", "model=tiny"], "error: --config-path nowhere, from the script's folder"),
+])
+def test_a_command_line_with_hydra_s_config_flags_gets_the_same_one_line_refusals(tmp_path, monkeypatch, capsys,
+                                                                                 config, argv, line):
+    """Any flag but -m skipped the early composition: a misspelt key or option with --config-dir (one's own configs
+    beside the clone's) or --config-name was Hydra's block of lines, a value left at ??? OmegaConf's traceback, each
+    with exit status 1; the did-you-mean did not see the --config-dir folder's options."""
+    from linformer import hydra_start
+
+    _own_configs(tmp_path)
+    monkeypatch.chdir(tmp_path)  # --config-dir is Hydra's: from the working directory
+    ran = []
+    monkeypatch.setattr(sys, "argv", [f"{config}.py", *argv, f"paths.output_dir={tmp_path / 'outputs'}"])
+    with pytest.raises(SystemExit) as stop:
+        hydra_start.hydra_main(config)(ran.append)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(line) and err.count("\n") == 1, err[-2000:]
+    assert not ran and not (tmp_path / "outputs").exists()
+
+
+def test_hydra_s_own_flags_keep_hydra_s_answer_with_one_s_own_configs(tmp_path, monkeypatch, capsys):
+    """--cfg shows the config composed with the --config-dir folder, and runs nothing; the refusals are not its."""
+    from linformer import hydra_start
+
+    _own_configs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(sys, "argv", ["pretrain.py", "--config-dir", "extra", "--cfg", "job", "model=wee",
+                                      "data=mine"])
+    hydra_start.hydra_main("pretrain")(ran.append)()
+    out = capsys.readouterr().out
+    assert not ran and "name: wee" in out and "name: mine" in out
+
+
+def test_a_configs_folder_without_linformer_s_configs_names_the_folder_and_the_variable(tmp_path, monkeypatch):
+    """Hydra's "Cannot find primary config 'pretrain'" named neither the folder read nor $LINFORMER_CONFIG_DIR; a
+    site-packages/configs of another distribution was read as linformer's in silence; and the advice to unset the
+    variable pointed a wheel, which has no clone, at nothing."""
+    from linformer import configs
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "empty"))
+    with pytest.raises(ConfigError, match=r"^no config pretrain.yaml in \S*empty \(LINFORMER_CONFIG_DIR=\S*empty\): "
+                                          "it holds no linformer configs: point LINFORMER_CONFIG_DIR at a linformer "
+                                          "clone's configs/"):
+        compose("pretrain")
+    other = tmp_path / "site-packages" / "configs"
+    other.mkdir(parents=True)
+    (other / "app.yaml").write_text("x: 1\n")  # another distribution's top-level configs/
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", other)
+    monkeypatch.delenv(configs.CONFIG_DIR_VARIABLE)
+    with pytest.raises(ConfigError, match=r"^no config pretrain.yaml in \S*site-packages/configs \(the configs/ beside "
+                                          r"the package\): it is not linformer's .*set LINFORMER_CONFIG_DIR to a "
+                                          "linformer clone's configs/ folder"):
+        compose("pretrain")
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"names no folder: .* this package is installed without a clone \(a wheel\)"):
+        compose("pretrain")
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", REPO / "configs")  # a clone's: unsetting it finds them
+    with pytest.raises(ConfigError, match=r"names no folder: .*or unset it to use \S*configs, the configs/ of the "
+                                          "clone this package is installed from"):
+        compose("pretrain")
+
+
+def test_path_root_follows_the_configs_folder_and_its_file(tmp_path, monkeypatch):
+    """path_root kept the first configs folder's paths for the whole process (a cache), though
+    $LINFORMER_CONFIG_DIR is read at each call: a notebook that set it later got the other folder's roots."""
+    from linformer import configs
+    from linformer.data import io as data_io
+
+    for name, out in (("a", "outputs"), ("b", "runs")):
+        (tmp_path / name / "paths").mkdir(parents=True)
+        (tmp_path / name / "paths" / "default.yaml").write_text(f"output_dir: {out}\n")
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "a"))
+    assert data_io.path_root("output_dir") == "outputs"
+    monkeypatch.setenv(configs.CONFIG_DIR_VARIABLE, str(tmp_path / "b"))
+    assert data_io.path_root("output_dir") == "runs"
+    (tmp_path / "b" / "paths" / "default.yaml").write_text("output_dir: elsewhere/runs\n")  # edited in place
+    assert data_io.path_root("output_dir") == "elsewhere/runs"
+
+
 @pytest.mark.parametrize(("config", "given", "key"), [("tokenizer", "data.tokenizer=../..", "data.tokenizer"),
                                                      ("pretrain", "run_name=../../..", "run_name")])
 def test_a_name_that_climbs_out_of_its_folder_is_refused_before_hydra_writes_there(tmp_path, monkeypatch, capsys,

@@ -20,8 +20,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ..cli import progress_to_log_file, transformers_bars_off
-from ..configs import compose, config_dir
-from ..errors import CheckpointError, CorpusError, HubOfflineError
+from ..configs import compose, config_file, no_config
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
 from ..files import MANIFEST, file_state, listing, read_json, repo_relative, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
@@ -36,9 +36,19 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-@functools.cache
 def _paths_config():
-    return OmegaConf.load(config_dir() / "paths" / "default.yaml")
+    """configs/paths/default.yaml of the configs read now ($LINFORMER_CONFIG_DIR as it is set now, a command's
+    --config-path), loaded again where that file or its content changed."""
+    path = config_file("paths/default.yaml")
+    if path is None:
+        raise ConfigError(no_config("paths/default"))
+    return _paths_file(str(path), file_state(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _paths_file(path: str, state: tuple | None):
+    """The paths file at `path` in one `state` (``files.file_state``: its inode, size and mtime)."""
+    return OmegaConf.load(path)
 
 
 def path_root(key: str) -> str:
