@@ -156,10 +156,12 @@ class HydraCommandLine:
 
 def hydra_command_line(args: list[str], config_name: str, task_function: Callable | None = None
                        ) -> HydraCommandLine | None:
-    """`args` read by Hydra's own parser, the configs it composes named as Hydra names them (a relative --config-path
-    from the file of `task_function`, the script's; --config-dir from the working directory). None where Hydra's run
-    alone can say what it does: a command line that does not parse (Hydra's usage line says why), --version, a
-    --config-path of a package (pkg://)."""
+    """`args` (a Hydra script's command line, its script's config `config_name`) read by Hydra's own parser, the
+    configs it composes named as Hydra names them (a relative --config-path from the file of `task_function`, the
+    script's; --config-dir from the working directory). None where Hydra's run alone can say what it does: a command
+    line that does not parse (Hydra's usage line says why), --version, a --config-path of a package (pkg://) or, with
+    no `task_function` to take it from, a relative one. ConfigError where --config-dir or --config-path names no
+    folder."""
     from hydra._internal.utils import (  # hydra-core is bounded to 1.3 (pyproject.toml): its parser is the one run
         compute_search_path_dir,
         detect_calling_file_or_module_from_task_function,
@@ -176,8 +178,8 @@ def hydra_command_line(args: list[str], config_name: str, task_function: Callabl
     else:
         calling_file, calling_module = (detect_calling_file_or_module_from_task_function(task_function)
                                         if task_function is not None else (None, None))
-        if calling_file is None and calling_module is None:
-            calling_file = os.path.join(os.getcwd(), "-")
+        if calling_file is None and calling_module is None and not os.path.isabs(parsed.config_path):
+            return None  # relative to a script this call does not know
         where = compute_search_path_dir(calling_file, calling_module, parsed.config_path)
         if where is None or where.startswith("pkg://"):
             return None

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .configs import compose
+from .configs import command_sources, compose, hydra_command_line
 from .data.io import resolve_path
 from .errors import OutputPathError
 from .files import check_writable, listing, output_dir_occupant
@@ -146,10 +146,11 @@ def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
     command = COMMANDS.get(script)
     if command is None or command.config is None:
         return []
-    config, overrides = _hydra_arguments(command.config, list(argv[2:]))
-    if config is None:
+    line = hydra_command_line(list(argv[2:]), command.config)
+    if line is None or not line.runs or line.multirun:  # a sweep's or Hydra's flags: the command checks at its start
         return []
-    cfg = compose(config, overrides, with_hydra=True)
+    with command_sources(line.sources):
+        cfg = compose(line.config_name, line.overrides, with_hydra=True)
     found = []
     for out in command.outputs:
         node = cfg
@@ -158,24 +159,6 @@ def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
         if node is not None:
             found.append((out.kind, Path(resolve_path(str(node))), script))
     return found
-
-
-def _hydra_arguments(config: str, args: list[str]) -> tuple[str | None, list[str]]:
-    """(config name, overrides) of a Hydra command line: `--config-name X` (or `-cn X`, `--config-name=X`) picks
-    another config of the script. None when it takes another flag this check does not read: that command checks its
-    outputs at its own start."""
-    overrides = []
-    it = iter(args)
-    for arg in it:
-        if arg in ("--config-name", "-cn"):
-            config = next(it, config)
-        elif arg.startswith("--config-name="):
-            config = arg.split("=", 1)[1]
-        elif arg.startswith("-"):
-            return None, []
-        else:
-            overrides.append(arg)
-    return config, overrides
 
 
 def check_plan(argvs: Iterable[Sequence[str]]) -> None:

@@ -188,3 +188,17 @@ def test_an_output_that_is_or_holds_what_the_command_reads_is_refused_even_with_
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and lines and "which this command reads" in lines[0], lines
     assert _tree(folder) == before
+
+
+def test_a_plan_job_s_outputs_are_read_with_hydra_s_config_flags(tmp_path, monkeypatch):
+    """A plan's check read --config-name alone (a parser of its own) and skipped a job with any other flag: a job
+    with one's own configs (--config-dir) had its outputs unchecked until it started. Hydra's parser reads both."""
+    from linformer.output_rule import job_outputs
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "mybench.yaml").write_text("defaults:\n  - benchmark\n  - _self_\nout_dir: mine\n")
+    monkeypatch.chdir(tmp_path)  # --config-dir is Hydra's: from the working directory
+    assert [p for _, p, _ in job_outputs(["python", "scripts/benchmark.py", "-cd", "extra", "-cn", "mybench"])] == [
+        REPO / "mine"]
+    assert job_outputs(["python", "scripts/benchmark.py", "-m", "out_dir=a,b"]) == []  # a sweep: checked at its start
