@@ -652,17 +652,14 @@ def test_a_command_line_with_hydra_s_config_flags_gets_the_same_one_line_refusal
     """Any flag but -m skipped the early composition: a misspelt key or option with --config-dir (one's own configs
     beside the clone's) or --config-name was Hydra's block of lines, a value left at ??? OmegaConf's traceback, each
     with exit status 1; the did-you-mean did not see the --config-dir folder's options."""
-    from linformer import hydra_start
+    from tests.conftest import run_script
 
     _own_configs(tmp_path)
     monkeypatch.chdir(tmp_path)  # --config-dir is Hydra's: from the working directory
-    ran = []
-    monkeypatch.setattr(sys, "argv", [f"{config}.py", *argv, f"paths.output_dir={tmp_path / 'outputs'}"])
-    with pytest.raises(SystemExit) as stop:
-        hydra_start.hydra_main(config)(ran.append)()
+    code = run_script(config, [*argv, f"paths.output_dir={tmp_path / 'outputs'}"], monkeypatch)
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and err.startswith(line) and err.count("\n") == 1, err[-2000:]
-    assert not ran and not (tmp_path / "outputs").exists()
+    assert code == 2 and err.startswith(line) and err.count("\n") == 1, err[-2000:]
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_hydra_s_own_flags_keep_hydra_s_answer_with_one_s_own_configs(tmp_path, monkeypatch, capsys):
