@@ -932,17 +932,20 @@ LONG = "word " * 30_000  # 150,000 characters: past csv's own cap on a field (13
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "csv"])
-@pytest.mark.parametrize("lines, end, texts", [
-    (["good film|1", "bad film|0"], "\r", ["good film", "bad film"]),  # classic Mac OS text: a CR ends each line
-    (["good film|1", "bad film|0"], "\r\r\n", ["good film", "bad film"]),  # a CRLF converted twice
-    (["good film|1", "", "bad film|0", ""], "\n", ["good film", "bad film"]),  # blank lines, one at the end
-    ([f"{LONG}|1", "short|0"], "\n", [LONG.strip(), "short"]),
+@pytest.mark.parametrize("lines, end, texts, rows", [
+    (["good film|1", "bad film|0"], "\r", ["good film", "bad film"], [2, 3]),  # classic Mac OS text: CR ends lines
+    (["good film|1", "bad film|0"], "\r\r\n", ["good film", "bad film"], [2, 3]),  # a CRLF converted twice
+    (["good film|1", "", "bad film|0", ""], "\n", ["good film", "bad film"], [2, 4]),  # blank lines, one at the end
+    ([f"{LONG}|1", "short|0"], "\n", [LONG.strip(), "short"], [2, 3]),
 ], ids=["CR", "CRCRLF", "blank lines", "a long text"])
-def test_a_task_file_s_line_ends_blank_lines_and_long_texts_are_read(tmp_path, monkeypatch, fmt, lines, end, texts):
+def test_a_task_file_s_line_ends_blank_lines_and_long_texts_are_read(tmp_path, monkeypatch, fmt, lines, end, texts,
+                                                                     rows):
     """A CR-only file or a text past 131,072 characters was a raw _csv.Error traceback naming neither file nor line,
-    and a blank line (one at the end too) a malformed row of 0 fields: each is read as any editor shows it."""
+    and a blank line (one at the end too) a malformed row of 0 fields: each is read as any editor shows it, each row
+    numbered by its line as an editor numbers it."""
     name = _file_of(tmp_path, monkeypatch, fmt, lines, end)
-    assert read_task_split(name, str(tmp_path), "train") == ({"sentence": texts, "labels": [1, 0]}, 0)
+    expected = {"sentence": texts, "labels": [1, 0], task_readers.ROW: rows}
+    assert read_task_split(name, str(tmp_path), "train") == (expected, 0)
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "csv"])
@@ -998,7 +1001,7 @@ def test_aclimdb_reviews_named_txt_in_any_case_are_read_and_a_review_s_faults_na
             (tmp_path / split / sub / "0_9.txt").write_bytes(text)
     (tmp_path / "train" / "pos" / "1_8.TXT").write_bytes(b"Loud film.")
     assert read_task_split("imdb", str(tmp_path), "train") == ({"text": ["Dull.", "Great film.", "Loud film."],
-                                                               "labels": [0, 1, 1]}, 0)
+                                                               "labels": [0, 1, 1], task_readers.ROW: [0, 1, 2]}, 0)
     assert tmp_path / "train" / "pos" / "1_8.TXT" in task_readers.task_files("imdb", tmp_path)  # its cache key's
     bad = tmp_path / "train" / "neg" / "2_1.txt"
     bad.write_bytes(b"Dull,\nvery\r\xe9dull.")
