@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from signal import SIGINT
 from typing import Any, TypeVar
 
 from .configs import RETIRED_KEYS, without_retired
@@ -78,6 +79,7 @@ from .files import (  # the record's names (files.py, below this module and the 
 )
 from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
 from .runname import model_label
+from .signals import Interrupted, signal_words
 
 log = logging.getLogger(__name__)
 
@@ -554,9 +556,12 @@ class RunRecord:
     def stop(self, err: BaseException) -> None:
         """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the stop's first
         line says which and where ("SIGINT (Ctrl-C) at step 17: checkpoint saved in ..."; a rerun continues it from
-        its last checkpoint). A second Ctrl-C, which stops at once, says nothing of its own."""
-        self._end("stopped", "reason", _first_line(err) or "SIGINT (Ctrl-C) again: stopped at once, keeping the "
-                                                           "last checkpoint")
+        its last checkpoint; a second Ctrl-C in the steps: ``train.stopping.AGAIN``). A Ctrl-C outside the steps (at
+        start-up, in an evaluation or a save) is a KeyboardInterrupt of no words of its own, and a SIGTERM taken as one
+        (``signals.Interrupted``) names its signal only: recorded as the command's ``stopped:`` line says them
+        ("interrupted by SIGINT (Ctrl-C)")."""
+        line = "" if isinstance(err, Interrupted) else _first_line(err)
+        self._end("stopped", "reason", line or f"interrupted by {signal_words(getattr(err, 'signum', SIGINT))}")
 
     def _end(self, status: str, why: str, line: str) -> None:
         """Record how the run ended, on a full disk too (``write_json_when_full``: run.json left `running` would be

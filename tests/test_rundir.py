@@ -361,8 +361,37 @@ def test_a_stop_s_reason_is_its_whole_line_naming_the_user_s_interrupt(tmp_path)
     record.stop(Preempted(line, 2))
     assert json.loads((tmp_path / "run" / "run.json").read_text())["reason"] == line
     assert line.startswith("SIGINT (Ctrl-C) at step 17: ")
-    record.stop(KeyboardInterrupt())  # a second Ctrl-C: nothing of its own to say
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["reason"].startswith("SIGINT (Ctrl-C) again")
+    record.release()
+
+
+def test_a_first_ctrl_c_outside_the_steps_is_recorded_as_its_stop_line_and_only_a_second_says_again(tmp_path):
+    """A Ctrl-C at start-up or in the opening evaluation (a KeyboardInterrupt of no words: there is no StopSignal
+    yet) is recorded as the command's stopped: line says it, not as a second Ctrl-C keeping a checkpoint that may
+    not exist; the second Ctrl-C in the steps (StopSignal's) says "again"."""
+    import signal
+
+    import pytest
+
+    from linformer.signals import Interrupted
+    from linformer.train.stopping import StopSignal
+
+    record = RunRecord(tmp_path / "run", "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+
+    def reason() -> str:
+        return json.loads((tmp_path / "run" / "run.json").read_text())["reason"]
+
+    record.stop(KeyboardInterrupt())
+    assert reason() == "interrupted by SIGINT (Ctrl-C)"
+    record.stop(Interrupted(signal.SIGTERM))
+    assert reason() == "interrupted by SIGTERM"
+    stop = StopSignal()
+    stop._handle(signal.SIGINT, None)  # the first, in the steps: a checkpoint at the step's end
+    with pytest.raises(KeyboardInterrupt) as second:
+        stop._handle(signal.SIGINT, None)
+    record.stop(second.value)
+    assert reason().startswith("SIGINT (Ctrl-C) again")
     record.release()
 
 

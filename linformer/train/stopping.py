@@ -21,6 +21,9 @@ from ..signals import handling, signal_words
 log = logging.getLogger(__name__)
 
 
+AGAIN = "SIGINT (Ctrl-C) again: stopped at once, keeping the last checkpoint"  # a second Ctrl-C's stop, as recorded
+
+
 class StopSignal:
     """SIGTERM / SIGINT ask the loop to stop after the current step, checkpointed. A second Ctrl-C stops at once."""
 
@@ -36,7 +39,7 @@ class StopSignal:
 
     def _handle(self, signum, frame) -> None:
         if self.signum is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt(AGAIN)
         if self.signum is not None:  # torchrun's SIGTERM after the user's Ctrl-C: the stop keeps the first's name
             return
         self.signum = signum
