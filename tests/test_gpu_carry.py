@@ -75,6 +75,32 @@ def test_pack_then_unpack_gives_back_the_data_and_the_weights_rounded_to_fp16(tm
         assert (checkout / carry.MODEL_DIR / name).read_text() == f"{name} contents"
 
 
+def test_xz_compresses_a_chunk_a_call_to_the_bytes_of_one_call(monkeypatch):
+    """A stop acts between calls into liblzma: packing a file is many short calls (seconds apart at most under
+    load), not one of minutes, and the carry's bytes are those of lzma.compress."""
+    import lzma
+
+    calls = []
+
+    class Counted:  # the C type takes no subclass
+        def __init__(self, **kwargs):
+            self.compressor = Compressor(**kwargs)
+
+        def compress(self, data):
+            calls.append(len(data))
+            return self.compressor.compress(data)
+
+        def flush(self):
+            return self.compressor.flush()
+
+    data = WIKI_TEXT * 500
+    whole, Compressor = lzma.compress(data, preset=carry.TEXT_PRESET), lzma.LZMACompressor
+    monkeypatch.setattr(lzma, "LZMACompressor", Counted)
+    monkeypatch.setattr(carry, "XZ_CHUNK", 1000)
+    assert carry.xz(data, preset=carry.TEXT_PRESET) == whole
+    assert len(calls) == -(-len(data) // 1000) and max(calls) == 1000
+
+
 def test_a_missing_mirror_file_is_one_error_naming_it(tmp_path, capsys):
     mirror = _mirror(tmp_path / "m")
     (mirror / "imdb" / "test.csv").unlink()
@@ -94,18 +120,29 @@ def test_a_model_dir_without_the_model_is_one_error_naming_it_before_anything_is
     assert not (tmp_path / "c").exists()  # nothing half-written
 
 
-def test_a_pack_that_fails_part_way_leaves_nothing_and_a_rerun_writes_it(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("cut", ["failure", "SIGTERM"])
+def test_a_pack_that_fails_or_is_stopped_part_way_leaves_nothing_and_a_rerun_writes_it(tmp_path, monkeypatch, capsys,
+                                                                                       cut):
+    """Nothing half-written: the files written before the cut are removed, and no output record names them."""
+    import json
+    import signal
+
+    from linformer.files import FILE_RECORDS
+    from linformer.signals import Interrupted
+
     mirror, model = _mirror(tmp_path / "m"), _model(tmp_path / "model")
     args = ["pack", "table2", "--dest", str(tmp_path / "c"), "--mirror", str(mirror), "--model-dir", str(model)]
 
     def fails(*_):
-        raise carry.CarryError("the model could not be written")
+        raise carry.CarryError("the model could not be written") if cut == "failure" else Interrupted(signal.SIGTERM)
 
     with monkeypatch.context() as m:
         m.setattr(carry, "pack_model", fails)
-        assert _refused(args) == 2
-    assert not (tmp_path / "c" / "imdb" / "test.csv.xz").exists()  # written before the failure, and removed with it
-    capsys.readouterr()
+        assert _refused(args) == (2 if cut == "failure" else 128 + signal.SIGTERM)
+    assert not (tmp_path / "c" / "imdb" / "test.csv.xz").exists()  # written before the cut, and removed with it
+    for records in (tmp_path / "c").rglob(FILE_RECORDS):
+        assert [name for name in json.loads(records.read_text()) if not (records.parent / name).exists()] == []
+    assert "carry: packing imdb/train.csv (0.0 MiB)" in capsys.readouterr().out  # a line as each file starts
     assert carry.main(args) == 0, capsys.readouterr().err  # its own files: replaced without --overwrite
 
 

@@ -71,6 +71,24 @@ TARGETS = {
 }
 
 
+# xz works on this many bytes a call: Python acts on a signal only between calls, and xz -9e takes about a second a
+# MiB on a loaded core, so a stop (Ctrl-C, SIGTERM) acts within seconds, not after a whole file (minutes for IMDB);
+# the output is the same bytes as one call's
+XZ_CHUNK = 2**18
+
+
+def xz(data: bytes, preset: int = lzma.PRESET_DEFAULT) -> bytes:
+    """`data` as an .xz file's contents (``lzma.compress``), compressed a chunk a call (XZ_CHUNK)."""
+    compressor = lzma.LZMACompressor(preset=preset)
+    parts = [compressor.compress(data[start:start + XZ_CHUNK]) for start in range(0, len(data), XZ_CHUNK)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def _packing(what: str, size: int) -> None:
+    """One line as pack starts on a file: packing a target takes minutes (xz -9e), said file by file."""
+    print(f"carry: packing {what} ({size / 2**20:.1f} MiB)", flush=True)
+
+
 PACK, UNPACK = "gpu_carry pack", "gpu_carry unpack"  # the commands of the output records
 UPLOAD_LIMIT_MIB = 64  # what one call to the lent GPU machines may send: the tree git does not ignore + carried paths
 
@@ -113,7 +131,9 @@ def pack_model(source_dir: Path, target_dir: Path) -> None:
         shutil.copy2(source_dir / name, target_dir / name)
     weights = load_file(source_dir / WEIGHTS)
     half = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
-    atomic_write(target_dir / f"{WEIGHTS}.xz", lzma.compress(save(half, metadata={"format": "pt"})))
+    data = save(half, metadata={"format": "pt"})
+    _packing("the MiniLM weights in fp16", len(data))
+    atomic_write(target_dir / f"{WEIGHTS}.xz", xz(data))
 
 
 def pack_files(target: str, dest: Path, mirror: Path) -> list[Path]:
@@ -144,26 +164,30 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[
     written = []
     held = {"target": target, "data": need["corpus"], "max_documents": max_documents if need["head"] else None,
             "sources": {}}
-    try:
-        for rel in need.get("xz", ()):
-            atomic_write(dest / f"{rel}.xz", lzma.compress((mirror / rel).read_bytes(), preset=TEXT_PRESET))
-            written.append(dest / f"{rel}.xz")
-        for rel in sources:
-            documents = None
-            if need["head"]:
-                documents = wiki_head(mirror / rel, dest / rel, max_documents)
-            else:
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(mirror / rel, dest / rel)
-            written.append(dest / rel)
-            held["sources"][rel] = {"documents": documents, "sha256": sha256_file(dest / rel)}
-        if need.get("model"):
-            pack_model(model_dir, dest / MODEL_DIR)
-            written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
-        write_json(dest / MANIFEST, held)  # last: a carry cut short by a failure has none, and is checked as such
-        written.append(dest / MANIFEST)
-    finally:  # what unpack will take as pack's, and a rerun may replace: every file written, also before a failure
-        record_output_files(written, made_by(PACK, {"target": target}))
+    for rel in need.get("xz", ()):
+        _packing(rel, (mirror / rel).stat().st_size)
+        atomic_write(dest / f"{rel}.xz", xz((mirror / rel).read_bytes(), preset=TEXT_PRESET))
+        written.append(dest / f"{rel}.xz")
+    for rel in sources:
+        documents = None
+        _packing(f"the first {max_documents} documents of {rel}" if need["head"] else rel,
+                 (mirror / rel).stat().st_size)
+        if need["head"]:
+            documents = wiki_head(mirror / rel, dest / rel, max_documents)
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(mirror / rel, dest / rel)
+        written.append(dest / rel)
+        held["sources"][rel] = {"documents": documents, "sha256": sha256_file(dest / rel)}
+    if need.get("model"):
+        pack_model(model_dir, dest / MODEL_DIR)
+        written += [dest / MODEL_DIR / name for name in (*MODEL_FILES, f"{WEIGHTS}.xz")]
+    write_json(dest / MANIFEST, held)  # last: a carry cut short by a failure has none, and is checked as such
+    written.append(dest / MANIFEST)
+    # what unpack takes as pack's, and a rerun may replace: recorded once all is written. A pack cut short (a
+    # failure, a stop) records nothing: the command's output_files removes what it wrote, and a record would name
+    # files that are not there
+    record_output_files(written, made_by(PACK, {"target": target}))
     return written
 
 
