@@ -123,6 +123,13 @@ def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[st
     return checked_lines(source, skip_bad_rows, counts)
 
 
+def _source_size(source: str) -> str:
+    """A source's size on disk in words ("201.3 MiB, gzip"), or that it is a hub dataset."""
+    if is_hub_source(source):
+        return "a hub dataset"
+    return f"{Path(source).stat().st_size / 2**20:,.1f} MiB{', gzip' if source.endswith('.gz') else ''}"
+
+
 def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
                        batch: int = 1000, progress_lines: bool = False) -> Iterator[list[str]]:
     """Non-empty lines of every source (a file or hf:<name>[:<config>]), in batches (the Rust trainer pre-tokenizes a
@@ -136,6 +143,10 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
         share = None if max_lines is None else ceil_div(max_lines - stats["lines"], len(sources) - i)
         taken = 0
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0, "cr_line_ends": 0}
+        if progress_lines and share != 0:  # a whole source takes a minute or more (the mirror's books): said first
+            print(f"tokenizer: reading {source} ({_source_size(source)}"
+                  f"{'' if share is None else f', up to {share:,} lines'}; {i + 1} of {len(sources)} sources)",
+                  file=sys.stderr, flush=True)
         for line in _source_lines(source, skip_bad_rows, counts) if share != 0 else ():
             if not line.strip():
                 continue

@@ -659,3 +659,22 @@ def test_a_run_without_a_break_reaches_the_bpe_trainer_in_pieces(tmp_path, corpu
     assert "note: 4 run(s) of text without a break" in capsys.readouterr().err
     tok = AutoTokenizer.from_pretrained(out)
     assert tok.decode(tok(runs[0])["input_ids"], skip_special_tokens=True) == runs[0]
+
+
+def test_the_plain_progress_lines_say_each_source_is_being_read_with_its_size_before_reading_it(tmp_path, capsys):
+    """Where stderr is a file a whole source is read (a minute for the mirror's books) before its `read` line: a
+    `reading` line with its size comes first, so the log is not silent meanwhile."""
+    from linformer.data.tokenizer import _iter_line_batches
+
+    small, packed = tmp_path / "a.txt", tmp_path / "b.txt.gz"
+    small.write_text("one line\n\nanother\n" * 500)
+    packed.write_bytes(gzip.compress(b"gz line\n" * 100))
+    stats = {"lines": 0, "chars": 0, "per_source": {}, "cut": 0, "longest_cut": 0}
+    batches = _iter_line_batches([str(small), str(packed)], 40, stats, batch=10, progress_lines=True)
+    next(batches)  # the first batch: the first source is being read
+    first = f"tokenizer: reading {small} (0.0 MiB, up to 20 lines; 1 of 2 sources)"
+    assert capsys.readouterr().err.splitlines() == [first]
+    list(batches)
+    err = capsys.readouterr().err.splitlines()
+    assert err[1] == f"tokenizer: reading {packed} (0.0 MiB, gzip, up to 20 lines; 2 of 2 sources)"
+    assert err[0].startswith(f"tokenizer: read {small} (20 lines") and err[-1].startswith("tokenizer: learning")
