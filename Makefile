@@ -10,11 +10,14 @@ export WANDB_MODE ?= offline
 
 .DEFAULT_GOAL := help
 
-# the targets' names in colour on a terminal only: not in a pipe or a file, nor under NO_COLOR or TERM=dumb
+# the targets' names in colour on a terminal only: not in a pipe or a file, nor under NO_COLOR or TERM=dumb; the
+# descriptions in one column, as wide as the longest name
 help: ## list the targets
 	@if [ -t 1 ] && [ -z "$$NO_COLOR" ] && [ "$$TERM" != dumb ]; then on='\033[36m' off='\033[0m'; fi; \
 	grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | \
-	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "}; {printf "  %s%-16s%s %s\n", on, $$1, off, $$2}'
+	awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "}; \
+		{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)}; \
+		END {for (i = 1; i <= NR; i++) printf "  %s%-" width "s%s  %s\n", on, name[i], off, text[i]}'
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

@@ -3,6 +3,7 @@
 import errno
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1158,6 +1159,9 @@ def test_make_help_colours_the_targets_on_a_terminal_only():
     assert "\033[36mhelp" in help_output(True, NO_COLOR=None)
     for said in (help_output(False, NO_COLOR=None), help_output(True, NO_COLOR="1"), help_output(True, TERM="dumb")):
         assert "  help " in said and "\033" not in said
+    # the descriptions in one column, however long a target's name (reproduce-pretrained ran into its own)
+    columns = {re.match(r"  \S+ +", line).end() for line in said.splitlines()}
+    assert len(columns) == 1, said
 
 
 # Each script's --help and usage errors, run in one process forked per command line (each fork starts from the
