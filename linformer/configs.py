@@ -611,6 +611,24 @@ def added_overrides() -> list[str]:
     return [o for o in task if o.startswith("+") and not o.startswith("++")]
 
 
+def data_overrides(also: tuple[str, ...] = ()) -> list[str] | None:
+    """The running Hydra command's data= and data.*, paths.* overrides (and those of the keys `also`) as written,
+    after the data group it composed
+    where its command line names none (pretraining's default group is not the data stages'): what a data stage's
+    command (train_tokenizer.py, prepare_corpus.py) takes to make the tokenizer or corpus this command reads, which a
+    refusal prints. None outside a Hydra command (a config composed in Python: its overrides are the caller's)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if not HydraConfig.initialized():
+        return None
+    task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+    given = [o for o in task if o.lstrip("+~").split("=", 1)[0].split(".")[0] in ("data", "paths", *also)]
+    group = composed_option("data")
+    named = any(o.lstrip("+~").split("=", 1)[0] == "data" for o in given)
+    return given if named or group is None else [f"data={group}", *given]
+
+
 def _own_config(config_name: str) -> dict:
     import yaml
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import progress_to_log_file, third_party_bars_off
-from ..configs import composed_option, value_origin
+from ..configs import command_line_gives, composed_option, data_overrides, value_origin
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -551,12 +551,17 @@ def check_tokenizer_settings(tokenizer_dir: str, data: Mapping, group: str | Non
 
 
 def unprepared_corpus(out_dir: str) -> CorpusError:
-    """The error of a run whose corpus `out_dir` is not there, or not complete (``read_manifest`` is None)."""
-    return CorpusError(
-        f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, with the "
-        "same data= and paths options, `python scripts/prepare_corpus.py data=<corpus>` (from Python: "
-        "prepare_corpus(**CorpusSpec.read(compose('corpus', ['data=<corpus>'])).arguments()))"
-    )
+    """The error of a run whose corpus `out_dir` is not there, or not complete (``read_manifest`` is None): in a
+    command, naming the prepare_corpus command of its data settings (``configs.data_overrides``), one to paste."""
+    given = data_overrides(also=("tokenizer_dir",))  # prepare_corpus takes the run's tokenizer_dir= as it is
+    if given is None:
+        how = ("with the data= and paths overrides of this run: prepare_corpus(**CorpusSpec.read(compose('corpus', "
+               "[...])).arguments()), or `python scripts/prepare_corpus.py ...` in a shell")
+    else:
+        at = [f"out_dir={out_dir}"] if command_line_gives("corpus_dir") else []
+        how = f"`{shell_command('python', 'scripts/prepare_corpus.py', *given, *at)}`"
+    return CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, "
+                       f"{how}")
 
 
 def read_manifest(out_dir: str) -> dict | None:

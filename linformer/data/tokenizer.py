@@ -19,10 +19,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..cli import progress_to_log_file
+from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
 from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
 from ..logfile import say
 from ..modeling.values import ceil_div
+from ..shell import shell_command
 from ..signals import signals_stop
 from .io import (
     checked_lines,
@@ -642,9 +644,13 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     if _hub_name(str(tokenizer_dir)):
         return _loaded_identity(load_tokenizer(str(tokenizer_dir)), str(tokenizer_dir))
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        given = data_overrides()  # in a command: the tokenizer its data settings name, trained by this one
+        at = [f"out_dir={folder}"] if command_line_gives("tokenizer_dir") else []
+        train = ("`python scripts/train_tokenizer.py` with this run's data= and data.* settings" if given is None else
+                 f"`{shell_command('python', 'scripts/train_tokenizer.py', *given, *at)}`")
         raise FileNotFoundError(
             f"{folder / 'tokenizer.json'} not found: expected a tokenizer directory written by train_tokenizer "
-            "(tokenizer.json + tokenizer_config.json); run `python scripts/train_tokenizer.py data=<corpus>` first"
+            f"(tokenizer.json + tokenizer_config.json); run {train} first"
         )
     # a corpus or run hashes it first: every file of it is checked then, not later
     saved = check_tokenizer_dir(folder)

@@ -99,7 +99,8 @@ def test_a_log_file_gets_plain_lines_not_the_bars_of_datasets_or_the_tokenizer_t
     train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, min_frequency=1)
     prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.1, num_proc=1)
     err = capfd.readouterr().err
-    assert err.splitlines() == [f"tokenizer: read {corpus_file} (153 lines; 1 of 1 sources)",
+    assert err.splitlines() == [f"tokenizer: reading {corpus_file} (0.0 MiB; 1 of 1 sources)",
+                                f"tokenizer: read {corpus_file} (153 lines; 1 of 1 sources)",
                                 "tokenizer: learning the merges from 153 lines",
                                 "corpus: tokenizing 153 paragraphs (num_proc=1)",
                                 "corpus: saving train 254 blocks, validation 33 blocks"]
@@ -1147,3 +1148,33 @@ def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, 
                "seed": 0, "skip_bad_rows": False, "max_documents": None}
     assert made["lf"]["cache_key"] == cache_key(options, [str(tmp_path / "lf.txt")])
     assert made["cr"]["cache_key"] != cache_key(options, [str(tmp_path / "cr.txt")])
+
+
+def test_a_missing_corpus_or_tokenizer_names_the_command_of_this_command_s_data_settings(tmp_path):
+    """In a command, the refusal of a corpus or tokenizer that is not there prints the prepare_corpus.py or
+    train_tokenizer.py command that makes the one it reads (its data group, though pretraining's default is not the
+    data stages', its data.* and paths, its corpus_dir as out_dir), not a `data=<corpus>` to fill in."""
+    import shlex
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from linformer.configs import compose
+    from linformer.data.corpus import unprepared_corpus
+    from linformer.data.io import resolve_path
+
+    corpus = tmp_path / "c"
+    given = ["model=tiny", "data.name=mine", "data.max_documents=40", f"corpus_dir={corpus}"]
+    run = compose("pretrain", given, with_hydra=True)
+    HydraConfig.instance().set_config(run)
+    try:
+        said = str(unprepared_corpus(str(corpus)))
+        with pytest.raises(FileNotFoundError) as missing:
+            tokenizer_hash(str(tmp_path / "t"))
+    finally:
+        HydraConfig.instance().cfg = None
+    prepare = shlex.split(re.search(r"`(python scripts/prepare_corpus.py[^`]*)`", said).group(1))
+    assert prepare[2:] == ["data=mirror_slice", "data.name=mine", "data.max_documents=40", f"out_dir={corpus}"]
+    assert compose("corpus", prepare[2:]).out_dir == str(corpus)  # it pastes, and writes what the run reads
+    train = shlex.split(re.search(r"`(python scripts/train_tokenizer.py[^`]*)`", str(missing.value)).group(1))
+    assert train[2:] == ["data=mirror_slice", "data.name=mine", "data.max_documents=40"]
+    assert resolve_path(compose("tokenizer", train[2:]).out_dir) == resolve_path(run.tokenizer_dir)
