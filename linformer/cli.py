@@ -16,13 +16,12 @@ import re
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, stopped_status
-from .files import NAME_MAX_BYTES
-from .shell import shell_command
+from .files import NAME_MAX_BYTES, started_script
+from .shell import scripts_named_here, shell_command
 from .signals import (
     Interrupted,
     command,
@@ -376,8 +375,7 @@ def run_from_a_script() -> bool:
     """Whether this process is one of the commands (``scripts/<name>.py``, torchrun's worker of one included), so
     that running its command line again resumes the run; not Python code calling the stage's function itself: a
     notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] '')."""
-    script = Path(sys.argv[0])
-    return script.suffix == ".py" and script.parent.name == "scripts"
+    return started_script() is not None
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -385,6 +383,9 @@ class ArgumentParser(argparse.ArgumentParser):
     closest known one), then the usage, exit status 2, as every other user error of the project."""
 
     given: list[str] = []
+
+    def format_help(self) -> str:  # its example commands name the scripts where they are (a clone's over a wheel)
+        return scripts_named_here(super().format_help())
 
     def parse_known_args(self, args=None, namespace=None):
         self.given = list(sys.argv[1:] if args is None else args)  # for error's hints

@@ -16,6 +16,7 @@ from pathlib import Path
 from .errors import ConfigError, did_you_mean
 from .files import NAME_MAX_BYTES, flatten
 from .runname import register_resolvers
+from .shell import script_command
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -708,7 +709,7 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
                 continue
             raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
                               "has no model settings; the model comes whole from model_path (convert or reshape "
-                              "it first: python scripts/convert.py model_path=... model.<field>=...)")
+                              f"it first: {script_command('convert')} model_path=... model.<field>=...)")
         values = flatten(OmegaConf.to_container(cfg, resolve=False))
         # a key the config reads only where an option sets it (${oc.select:data.vocab_size,50265}): the key that
         # reads it is the one to give

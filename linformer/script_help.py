@@ -8,17 +8,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .files import repo_root
+from .files import script, scripts_dir
+from .shell import scripts_named_here
 
 
 def script_purpose(name: str) -> str:
-    """scripts/<name>.py's docstring: what it does and an example command; the script's path where it has none."""
-    script = repo_root() / "scripts" / f"{name}.py"
+    """scripts/<name>.py's docstring, read beside the script that runs (``files.scripts_dir``: a clone's over a
+    wheel too): what it does and an example command; the script's path where it has none."""
     try:
-        doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
+        doc = ast.get_docstring(ast.parse((scripts_dir() / f"{name}.py").read_text(encoding="utf-8")))
     except (OSError, SyntaxError, ValueError):
         doc = None
-    return doc or f"scripts/{name}.py"
+    return scripts_named_here(doc) if doc else script(name)
 
 
 def config_groups() -> str:

@@ -6,6 +6,8 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from .files import script
+
 
 def shell_command(*words) -> str:
     """The one form of a command printed for the user to paste (what to run next, the same command to resume):
@@ -13,6 +15,21 @@ def shell_command(*words) -> str:
     single quotes (``hydra_override``'s) and nothing a shell expands in double quotes is double-quoted: the same
     word, readable."""
     return " ".join(_shell_word(str(word)) for word in words)
+
+
+def script_command(name: str, *words) -> str:
+    """``python scripts/<name>.py words...`` to paste in the working directory (``shell_command``), the script named
+    where it is (``files.script``): a wheel's user runs a clone's scripts from a folder of their own."""
+    return shell_command("python", script(name), *words)
+
+
+def scripts_named_here(text: str) -> str:
+    """`text` (a script's docstring, its --help) with each ``python scripts/<name>.py`` naming the script where it is
+    (``files.script``), so that its example command pastes in the working directory."""
+    return _SCRIPT_COMMAND.sub(lambda m: f"python {script(m[1])}", text)
+
+
+_SCRIPT_COMMAND = re.compile(r"python scripts/(\w+)\.py\b")
 
 
 def _shell_word(word: str) -> str:

@@ -22,7 +22,7 @@ if __name__ == "__main__":
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
-    p.add_argument("--out", type=path, default=f"{path_root('output_dir')}/compare",
+    p.add_argument("--out", type=path, default=None,
                    help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace files in --out that an earlier compare_runs did not write")
@@ -30,8 +30,9 @@ if __name__ == "__main__":
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.report.compare import compare_runs
 
-    with cli_errors():
-        result = compare_runs(args.runs, args.out, args.metrics, args.plot, args.overwrite,
+    with cli_errors():  # the default --out is read from the configs here: --help and a given --out need none
+        out = args.out or path(f"{path_root('output_dir')}/compare")
+        result = compare_runs(args.runs, out, args.metrics, args.plot, args.overwrite,
                               command=shell_command("python", "scripts/compare_runs.py", *sys.argv[1:]))
     print(result["table"])
     print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

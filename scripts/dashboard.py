@@ -17,7 +17,7 @@ from linformer.errors import ConfigError
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--outputs", type=path, default=path_root("output_dir"),
+    p.add_argument("--outputs", type=path, default=None,
                    help="folder of run directories (default: paths.output_dir; relative to the repository)")
     p.add_argument("--logdir", type=path, default=None,
                    help="where the event files go (default: <outputs>/.dashboard)")
@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     from linformer.report.dashboard import mirror_once, serve, warn_if_no_runs
 
     with cli_errors():
+        if args.outputs is None:  # read from the configs here: --help and a given --outputs need none
+            args.outputs = path(path_root("output_dir"))
         if not Path(args.outputs).is_dir():
             raise ConfigError(f"--outputs {args.outputs} is not a directory: name the folder that holds the runs")
         if not args.watch > 0:

@@ -17,7 +17,7 @@ from linformer.experiments import scratch as exp
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
-    frontend.plan_arguments(ap, exp.PROFILES, exp.DEFAULT_PROFILE, "toy: the whole plan at toy scale on 2 CPU cores, in "
+    frontend.plan_arguments(ap, exp.PROFILE_NAMES, exp.DEFAULT_PROFILE, "toy: the whole plan at toy scale on 2 CPU cores, in "
                             "minutes (a rehearsal); gpu: the table on one GPU, in slices (default %(default)s)")
     ap.add_argument("--rows", type=int, default=None, metavar="N",
                     help="run the first N rows not complete (a slice of GPU time that finishes whole rows)")

@@ -60,14 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.runs:
         ap.error("the following arguments are required: runs (or --render JSON)")
-    args.out = args.out or f"{path_root('reports_dir')}/table2"
     misplaced = misplaced_option(args.layout, [flag for flag in LAYOUT_OPTIONS
                                                if getattr(args, flag[2:].replace("-", "_"))])
     if misplaced:
         ap.error(misplaced)
     from linformer.report.table2 import write_report
 
-    with cli_errors():
+    with cli_errors():  # the default --out is read from the configs here: --help and a given --out need none
+        args.out = args.out or path(f"{path_root('reports_dir')}/table2")
         write_report(args.runs, args.out, args.layout, args.profile, args.hardware, args.command,
                      measure=False if args.no_measure else (True if args.measure else None),
                      by_length=not args.no_by_length, overwrite=args.overwrite, subsets=args.subsets)

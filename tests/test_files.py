@@ -793,3 +793,47 @@ def test_a_full_disk_names_the_output_not_the_folder_it_goes_into(tmp_path, monk
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(DiskFullError, match=f"while writing {tmp_path / 'runs.md'} "):
         atomic_write(tmp_path / "runs.md", "text")
+
+
+def test_commands_and_jobs_name_the_scripts_beside_the_one_started(tmp_path, monkeypatch):
+    """Over a wheel, a clone's scripts run from a folder of the user's own (repo_root is the working directory
+    there): the demo's jobs ran `python scripts/train_tokenizer.py` there and failed, and every printed next line
+    named scripts/ of the working directory. The scripts are those beside the one started, relative where the
+    working directory (or a job's, the repository) holds them."""
+    from linformer.experiments import Places, demo
+    from linformer.files import repo_root, script, scripts_dir
+    from linformer.shell import scripts_named_here
+    from linformer.train.summary import finetune_next
+
+    clone, user = tmp_path / "clone" / "scripts", tmp_path / "user"
+    clone.mkdir(parents=True)
+    user.mkdir()
+    monkeypatch.setattr(sys, "argv", [str(clone / "pretrain.py")])
+    monkeypatch.chdir(user)
+    assert scripts_dir() == clone and script("finetune") == str(clone / "finetune.py")
+    assert finetune_next("m").startswith(f"python {clone / 'finetune.py'} task=sst2")
+    assert scripts_named_here("Finetuning: python scripts/finetune.py task=sst2") == \
+        f"Finetuning: python {clone / 'finetune.py'} task=sst2"
+    jobs = demo.plan([], Places.of(tmp_path / "under"))
+    assert {job.argv[1] for job in jobs} == {str(clone / f"{name}.py") for name in
+                                             ("train_tokenizer", "prepare_corpus", "pretrain", "finetune")}
+    monkeypatch.chdir(clone.parent)  # in the clone: as the commands are written in the docs
+    assert script("finetune") == "scripts/finetune.py"
+    monkeypatch.setattr(sys, "argv", ["-c"])  # Python calling the package: the clone's scripts/ beside it
+    assert scripts_dir() == repo_root() / "scripts"
+
+
+def test_a_wheel_s_runs_in_a_git_project_of_the_user_s_own_get_no_warning_of_the_clone(tmp_path, monkeypatch):
+    """Over a wheel, the working directory is where paths start (repo_root), and seen_by_git took it for the
+    package's clone: every run in a git project of the user's own was said to lie "inside the clone where git does
+    not ignore it", with advice (outputs/ is ignored) that holds in the clone only. Only the package's own clone is
+    meant; a wheel has none."""
+    import linformer.files as files
+
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(files, "__file__", str(tmp_path / "venv" / "site-packages" / "linformer" / "files.py"))
+    assert files.repo_root() == project  # a wheel: paths from the working directory
+    assert not files.seen_by_git(project / "outputs" / "pretrain" / "run")

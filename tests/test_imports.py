@@ -178,3 +178,38 @@ def test_the_errors_are_listed_once_where_they_are_defined():
     assert all(getattr(errors, name) is getattr(defined, name) for name in defined.__all__)
     names = {n.value for n in ast.walk(ast.parse((PACKAGE / "errors.py").read_text())) if isinstance(n, ast.Constant)}
     assert not names & set(defined.__all__)
+
+
+def test_every_module_imports_without_the_configs():
+    """Over a wheel without LINFORMER_CONFIG_DIR, 8 modules raised ConfigError at import: module-level reads of
+    configs/ (paths.results_dir, the mini experiment's n) in experiments.{mini,pretrained,scratch} and what imports
+    them. The package imports without configs; what needs them reads them when it is called. Imported afresh in a
+    forked process (the session's torch and transformers kept), with the configs folder pointed nowhere."""
+    import importlib
+    import json
+    import os
+    import pkgutil
+    import sys
+
+    read, write = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.environ["LINFORMER_CONFIG_DIR"] = str(PACKAGE / "no-such-configs")
+            for name in [m for m in sys.modules if m.split(".")[0] == "linformer"]:
+                del sys.modules[name]
+            import linformer
+
+            failed = []
+            for module in pkgutil.walk_packages(linformer.__path__, "linformer."):
+                try:
+                    importlib.import_module(module.name)
+                except Exception as err:
+                    failed.append(f"{module.name}: {err!r}")
+            os.write(write, json.dumps(failed).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as said:
+        failed = json.loads(said.read() or '["the forked import wrote nothing"]')
+    os.wait()
+    assert failed == []

@@ -50,7 +50,7 @@ from ..files import (
     written_at,
 )
 from ..logfile import say
-from ..shell import hydra_value, shell_command
+from ..shell import hydra_value, script_command
 from ..signals import signals_stop
 from .ids import TokenIds, read_token_ids
 from .io import (
@@ -499,7 +499,7 @@ def _data_option(group: str | None) -> list[str]:
 
 def _prepare_command(data: Mapping, group: str | None = None) -> str:
     """The prepare_corpus command that prepares data.name's corpus from `data`, over what is there."""
-    return shell_command("python", "scripts/prepare_corpus.py", *_data_option(group),
+    return script_command("prepare_corpus", *_data_option(group),
                          f"data.name={data['name']}", f"data.tokenizer={data.get('tokenizer')}",
                          *(f"data.{k}={hydra_value(_comparable(k, data[k]))}" for k in CORPUS_KEYS if k in data),
                          "overwrite=true")
@@ -540,7 +540,7 @@ def check_tokenizer_settings(tokenizer_dir: str, data: Mapping, group: str | Non
     settings = made.get("settings") or {}
     for key, setting in TOKENIZER_KEYS.items():
         if key in data and setting in settings and data[key] != settings[setting]:
-            fix = shell_command("python", "scripts/train_tokenizer.py", *_data_option(group),
+            fix = script_command("train_tokenizer", *_data_option(group),
                                 f"data.name={data.get('name')}", f"data.tokenizer={data.get('tokenizer')}",
                                 *(f"data.{k}={hydra_value(data[k])}" for k in ("sources", *TOKENIZER_KEYS) if k in data),
                                 "overwrite=true")
@@ -556,10 +556,10 @@ def unprepared_corpus(out_dir: str) -> CorpusError:
     given = data_overrides(also=("tokenizer_dir",))  # prepare_corpus takes the run's tokenizer_dir= as it is
     if given is None:
         how = ("with the data= and paths overrides of this run: prepare_corpus(**CorpusSpec.read(compose('corpus', "
-               "[...])).arguments()), or `python scripts/prepare_corpus.py ...` in a shell")
+               "[...])).arguments()), or `" + script_command("prepare_corpus") + " ...` in a shell")
     else:
         at = [f"out_dir={out_dir}"] if command_line_gives("corpus_dir") else []
-        how = f"`{shell_command('python', 'scripts/prepare_corpus.py', *given, *at)}`"
+        how = f"`{script_command('prepare_corpus', *given, *at)}`"
     return CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, "
                        f"{how}")
 
@@ -968,7 +968,7 @@ def prepare_again(out_dir: str, manifest: Mapping) -> str:
     settings = manifest.get("settings") or {}
     data = settings.get("data") or {}
     tokenizer = settings.get("tokenizer_dir")
-    return shell_command("python", "scripts/prepare_corpus.py", f"data.name={hydra_value(Path(out_dir).name)}",
+    return script_command("prepare_corpus", f"data.name={hydra_value(Path(out_dir).name)}",
                          *(f"data.{key}={hydra_value(data[key])}" for key in CORPUS_KEYS if key in data),
                          *([f"tokenizer_dir={hydra_value(tokenizer)}"] if tokenizer else []),
                          f"out_dir={hydra_value(str(out_dir))}", "overwrite=true")

@@ -111,8 +111,12 @@ def recorded_paths(value):
 
 def data_mirror_words() -> str:
     """Where the data mirror is by default, for a help text: paths.data_mirror as configs/paths/default.yaml gives
-    it, an environment variable with a fallback spelt out ($LINFORMER_DATA_MIRROR, else ../shared/data)."""
-    given = str(OmegaConf.to_container(_paths_config(), resolve=False)["data_mirror"])
+    it, an environment variable with a fallback spelt out ($LINFORMER_DATA_MIRROR, else ../shared/data); the key
+    alone where no configs are found (a wheel's --help: the command itself then says what is missing)."""
+    try:
+        given = str(OmegaConf.to_container(_paths_config(), resolve=False)["data_mirror"])
+    except ConfigError:
+        return "paths.data_mirror of the configs"
     env = re.fullmatch(r"\$\{oc\.env:(\w+),([^}]*)\}", given)
     return f"paths.data_mirror, i.e. {f'${env[1]}, else {env[2]}' if env else given} (relative to the repository)"
 

@@ -24,7 +24,7 @@ from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError,
 from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
 from ..logfile import say
 from ..modeling.values import ceil_div
-from ..shell import shell_command
+from ..shell import script_command
 from ..signals import signals_stop
 from .io import (
     checked_lines,
@@ -396,8 +396,12 @@ _VOCABULARY_FILES = tuple(name for name in TOKENIZER_FILES if name != "tokenizer
 _TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.json")
 _TOKENIZER_KEYS = ("model", "added_tokens")
-_RECOVER = ("copy the tokenizer files back from an intact copy (the tokenizer directory the model was trained with), "
-            "or train it again (python scripts/train_tokenizer.py with the settings it was trained with)")
+
+
+def _recover() -> str:
+    """How a damaged tokenizer is made whole again, for its errors."""
+    return ("copy the tokenizer files back from an intact copy (the tokenizer directory the model was trained with), "
+            f"or train it again ({script_command('train_tokenizer')} with the settings it was trained with)")
 
 
 def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
@@ -460,13 +464,13 @@ def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
             raise CheckpointError(f"{_class_choice(folder)} cannot load the {folder / 'tokenizer.json'} beside it "
                                   f"({_first_line(err)}): it is another kind of tokenizer. {_RIGHT_CLASS}") from err
         raise CheckpointError(f"{folder} ({key}): its tokenizer cannot be loaded, a file of it is damaged "
-                              f"({_first_line(err)}): {_RECOVER}.") from err
+                              f"({_first_line(err)}): {_recover()}.") from err
     if len(loaded.get_vocab()) <= len(loaded.added_tokens_decoder):
         # transformers' quiet fallback, a tokenizer of the special tokens alone, from files it could not read: only
         # then are they parsed here (a load reads tokenizer.json once), to name the damaged one
         check_tokenizer_dir(folder, key)
         raise CheckpointError(f"{folder} ({key}): its tokenizer loads with no vocabulary beyond its "
-                              f"{len(loaded.added_tokens_decoder)} special tokens, a file of it is damaged: {_RECOVER}.")
+                              f"{len(loaded.added_tokens_decoder)} special tokens, a file of it is damaged: {_recover()}.")
     _check_rebuilt(folder, loaded, saved)
     return loaded
 
@@ -586,7 +590,7 @@ def _check_tokenizer_files(folder: Path, key: str) -> None:
         )
     if not any((folder / name).is_file() for name in _VOCABULARY_FILES):
         raise CheckpointError(f"{folder} holds an incomplete tokenizer: none of {', '.join(_VOCABULARY_FILES)}, which "
-                              f"hold its vocabulary: {_RECOVER}.")
+                              f"hold its vocabulary: {_recover()}.")
 
 
 def _check_tokenizer_class(path: Path, config: Mapping) -> None:
@@ -603,7 +607,7 @@ def _check_tokenizer_class(path: Path, config: Mapping) -> None:
         raise CheckpointError(f"{path}: tokenizer_class {name!r} is not a tokenizer class transformers knows (such as "
                               "RobertaTokenizer or BertTokenizer, the class of the tokenizer the folder holds): correct "
                               "it, remove the key (transformers then chooses from the files), or "
-                              f"{_RECOVER}.")
+                              f"{_recover()}.")
 
 
 def _tokenizer_json(path: Path) -> dict:
@@ -613,23 +617,23 @@ def _tokenizer_json(path: Path) -> dict:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path} is damaged: it is not valid JSON ({_first_line(err)}; "
-                              f"{path.stat().st_size} bytes): {_RECOVER}.") from err
+                              f"{path.stat().st_size} bytes): {_recover()}.") from err
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} is damaged: it holds a JSON {type(data).__name__}, not the mapping every saved "
-                              f"tokenizer's files hold: {_RECOVER}.")
+                              f"tokenizer's files hold: {_recover()}.")
     if path.name != "tokenizer.json":
         return data
     missing = [key for key in _TOKENIZER_KEYS if key not in data]
     if missing:
         raise CheckpointError(f"{path} is damaged: it lacks {', '.join(missing)}, which every saved tokenizer has: "
-                              f"{_RECOVER}.")
+                              f"{_recover()}.")
     from tokenizers import Tokenizer
 
     try:  # transformers would quietly build a tokenizer of the special tokens alone from one it cannot read
         Tokenizer.from_str(text)
     except Exception as err:  # the tokenizers library's errors are plain Exceptions
         raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({_first_line(err)}): "
-                              f"{_RECOVER}.") from err
+                              f"{_recover()}.") from err
     return data
 
 
@@ -646,8 +650,8 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         given = data_overrides()  # in a command: the tokenizer its data settings name, trained by this one
         at = [f"out_dir={folder}"] if command_line_gives("tokenizer_dir") else []
-        train = ("`python scripts/train_tokenizer.py` with this run's data= and data.* settings" if given is None else
-                 f"`{shell_command('python', 'scripts/train_tokenizer.py', *given, *at)}`")
+        train = (f"`{script_command('train_tokenizer')}` with this run's data= and data.* settings" if given is None
+                 else f"`{script_command('train_tokenizer', *given, *at)}`")
         raise FileNotFoundError(
             f"{folder / 'tokenizer.json'} not found: expected a tokenizer directory written by train_tokenizer "
             f"(tokenizer.json + tokenizer_config.json); run {train} first"
@@ -676,7 +680,7 @@ def _loaded_identity(loaded, where: str, saved: Mapping | None = None) -> str:
     if not getattr(loaded, "is_fast", False):
         raise CheckpointError(f"{where} holds a tokenizer transformers loads only as a slow (Python) tokenizer "
                               f"({type(loaded).__name__}): give a folder with a tokenizer.json, or train one "
-                              "(python scripts/train_tokenizer.py)")
+                              f"({script_command('train_tokenizer')})")
     return loaded_identity(loaded, saved)
 
 

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from ..configs import compose
 from ..data.io import path_root, resolve_path
 from ..errors import ConfigError
-from ..files import MANIFEST, repo_relative
+from ..files import MANIFEST, repo_relative, repo_root, script
 from ..jobs import Job, corpus_check, tokenizer_check
 from ..rundir import RESULTS, SUMMARY
 from ..shell import hydra_override
@@ -51,6 +51,13 @@ def done_file(config: str, folder: str | Path) -> Path:
     return Path(folder) / DONE_FILES[config]
 
 
+def job_script(name: str) -> str:
+    """scripts/<name>.py as a plan's job names it, run from the repository (``run_jobs``' cwd, ``repo_root``): the
+    scripts beside the one started (``files.script``), a clone's over a wheel too, where the repository is the
+    working directory."""
+    return script(name, repo_root())
+
+
 def tokenizer_job(python: str, overrides: list[str] | tuple[str, ...], **job) -> Job:
     """Every plan's tokenizer job: scripts/train_tokenizer.py with `overrides` (`job`: the Job's other fields), done
     once its tokenizer.json is in the folder its config names, and only while that tokenizer is the one the command
@@ -64,7 +71,7 @@ def tokenizer_job(python: str, overrides: list[str] | tuple[str, ...], **job) ->
     settings = {key: getattr(spec, key) for key in ("vocab_size", "min_frequency", "max_lines", "skip_bad_rows")}
     check = functools.partial(tokenizer_check, files=spec.files, settings=settings, data=plain_config(cfg.data),
                               group=_data_group(cfg))
-    return Job(job.pop("name", "tokenizer"), [python, "scripts/train_tokenizer.py", *overrides],
+    return Job(job.pop("name", "tokenizer"), [python, job_script("train_tokenizer"), *overrides],
                done_file("tokenizer", spec.out_dir), check=check, **job)
 
 
@@ -79,7 +86,7 @@ def corpus_job(python: str, overrides: list[str] | tuple[str, ...], **job) -> Jo
     cfg = compose("corpus", list(overrides), with_hydra=True)
     check = functools.partial(_corpus_check, data=plain_config(cfg.data), tokenizer=str(cfg.tokenizer_dir),
                               group=_data_group(cfg))
-    return Job(job.pop("name", "corpus"), [python, "scripts/prepare_corpus.py", *overrides],
+    return Job(job.pop("name", "corpus"), [python, job_script("prepare_corpus"), *overrides],
                done_file("corpus", resolve_path(str(cfg.out_dir))), check=check, **job)
 
 

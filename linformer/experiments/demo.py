@@ -40,7 +40,7 @@ from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, 
 from ..shell import hydra_override, shell_command
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text
-from . import Places, corpus_job, done_file, frontend, tokenizer_job
+from . import Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 
 REPO = repo_root()
 PY = sys.executable
@@ -48,7 +48,7 @@ PY = sys.executable
 
 def _job(name: str, script: str, config: str, overrides: list[str], done, needs: tuple[str, ...] = (),
          spec=None) -> Job:
-    """A job running scripts/<script>, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
+    """A job running scripts/<script>.py, done when the file `done(cfg)` exists, cfg being configs/<config>.yaml
     composed with the job's own overrides: the path the script itself writes, so a renamed key or directory
     cannot leave the demo checking elsewhere. `spec`: the run spec its script reads the config into, read here too,
     so that a setting the run would refuse is refused before the demo removes its earlier runs. (The tokenizer and
@@ -56,7 +56,7 @@ def _job(name: str, script: str, config: str, overrides: list[str], done, needs:
     cfg = compose(config, overrides, with_hydra=True)
     if spec is not None:
         spec.read(cfg)
-    return Job(name, [PY, f"scripts/{script}", *overrides], Path(resolve_path(str(done(cfg)))), needs)
+    return Job(name, [PY, job_script(script), *overrides], Path(resolve_path(str(done(cfg)))), needs)
 
 
 DEMO = "demo"  # the demo's runs' experiment_name: what marks a run directory as the demo's to replace
@@ -135,14 +135,14 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     data = data if any(a.startswith("data=") for a in data) else ["data=mirror_slice", *data]
     jobs = [tokenizer_job(PY, [*places, *data]),
             corpus_job(PY, [*places, *data], name="prepare_corpus", needs=("tokenizer",)),
-            _job("pretrain", "pretrain.py", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),
+            _job("pretrain", "pretrain", "pretrain", pretrain, lambda c: done_file("pretrain", _run_dir(c)),
                  ("prepare_corpus",), PretrainSpec)]
     pretrain_dir = jobs[-1].done.parent
     finetune = [*places, "task=sst2", hydra_override("model_path", repo_relative(pretrain_dir)), "run_name=demo-sst2",
                 f"experiment_name={DEMO}",
                 "max_train_examples=20000", "trainer.epochs=2", "trainer.lr=1e-3", "trainer.log_every=250",
                 f"trainer.mixed_precision={precision}"]
-    jobs.append(_job("finetune_sst2", "finetune.py", "finetune", finetune, lambda c: done_file("finetune", _run_dir(c)),
+    jobs.append(_job("finetune_sst2", "finetune", "finetune", finetune, lambda c: done_file("finetune", _run_dir(c)),
                      ("pretrain",), FinetuneSpec))
     return jobs
 

@@ -16,11 +16,11 @@ from ..argtypes import folder, positive_minutes
 from ..data.io import default_data_mirror, repo_root
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
-from ..files import hashed_once
+from ..files import hashed_once, script
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
-from ..shell import shell_command
+from ..shell import script_command, shell_command
 from ..signals import child_status, exit_words, interrupt_status, signal_words, sigterm_interrupts
 
 REPO = repo_root()
@@ -35,7 +35,7 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     128 + the signal when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
     `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in."""
-    report_line = f"[report] {shell_command('python', 'scripts/table2.py', *report)}"
+    report_line = f"[report] {script_command('table2', *report)}"
     if report_only:  # the report alone: no job runs, so the plan is not shown
         print(f"{title}\n{report_line}")
         if dry_run:
@@ -81,7 +81,7 @@ def write_report(report: list[str]) -> int:
     Ctrl-C does, its report's process with it, with a `stopped:` line, as while its jobs run."""
     try:
         with sigterm_interrupts():
-            rc = subprocess.run([sys.executable, "scripts/table2.py", *report], cwd=REPO, check=False).returncode
+            rc = subprocess.run([sys.executable, script("table2", REPO), *report], cwd=REPO, check=False).returncode
     except KeyboardInterrupt as err:
         print(f"stopped: stopped by {signal_words(getattr(err, 'signum', signal.SIGINT))} while writing the report: "
               "the finished jobs are kept; run the same command again to write it", file=sys.stderr)

@@ -15,6 +15,7 @@ also resumes from its last checkpoint):
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -24,15 +25,33 @@ from ..data.tasks import MIRROR_TASKS
 from ..files import read_yaml, write_json
 from ..jobs import Job
 from ..shell import hydra_override
-from . import CHECKOUT, Places, corpus_job, done_file, frontend, tokenizer_job
+from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 
 REPO = repo_root()
 EXP = "experiment=table2_mini"
 SEED = 0
-# n, as the experiment's config sets it for every run: the variants' k are a quarter and a half of it
-N = int(read_yaml(config_dir() / "experiment" / "table2_mini.yaml")["model"]["max_seq_len"])
-VARIANTS = [("full", "full", None, None)] + [
-    (f"k{k}-{s}", "linformer", k, s) for k in (N // 4, N // 2) for s in ("headwise", "kv", "layerwise")]
+
+
+@functools.cache
+def _n() -> int:
+    """n, as the experiment's config sets it for every run: the variants' k are a quarter and a half of it."""
+    return int(read_yaml(config_dir() / "experiment" / "table2_mini.yaml")["model"]["max_seq_len"])
+
+
+@functools.cache
+def _variants() -> list[tuple[str, str, int | None, str | None]]:
+    """(label, attention, k, sharing) of each pretraining run."""
+    return [("full", "full", None, None)] + [
+        (f"k{k}-{s}", "linformer", k, s) for k in (_n() // 4, _n() // 2) for s in ("headwise", "kv", "layerwise")]
+
+
+def __getattr__(name: str):
+    """N and VARIANTS, read from the configs when first asked for: importing the module needs none (a wheel)."""
+    if name in ("N", "VARIANTS"):
+        return {"N": _n, "VARIANTS": _variants}[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 TASKS = MIRROR_TASKS
 LRS = (1e-3, 3e-4)  # finetuning lr grid; table2.py keeps the lr with the better validation score per cell
 VALIDATION = 0.1  # share of each task's train rows held out to choose the epoch and the lr on
@@ -44,10 +63,10 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     plan = [tokenizer_job(python, [*base, "data=mirror_mini"]),
             corpus_job(python, [*base, "data=mirror_mini"], needs=("tokenizer",))]
     finetune_from = []
-    for label, attention, k, sharing in VARIANTS:
+    for label, attention, k, sharing in _variants():
         run = f"mini-{label}"
         linformer = [f"model.projected_dim={k}", f"model.sharing={sharing}"] if k else []  # full attention has no k
-        args = ["scripts/pretrain.py", *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
+        args = [job_script("pretrain"), *base, EXP, f"run_name={run}", f"model.attention={attention}", *linformer,
                 f"seed={SEED}"]
         plan.append(Job(f"pretrain {label}", [python, *args], REPO / done_file("pretrain", places.run("pretrain", run)),
                             ("corpus",)))
@@ -56,7 +75,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
     for label, run, scratch in finetune_from:
         for task, lr in ((task, lr) for task in TASKS for lr in LRS):
             name = f"mini-{task}-{label}" + ("-scratch" if scratch else "") + f"-lr{lr:g}"
-            args = ["scripts/finetune.py", *base, EXP, f"task={task}", hydra_override("model_path", places.run('pretrain', run)),
+            args = [job_script("finetune"), *base, EXP, f"task={task}", hydra_override("model_path", places.run('pretrain', run)),
                     f"from_scratch={str(scratch).lower()}", f"trainer.lr={lr:g}", f"run_name={name}", f"seed={SEED}",
                     f"validation_fraction={VALIDATION:g}"]
             plan.append(Job(f"finetune {name}", [python, *args],
@@ -66,7 +85,7 @@ def plan(python: str = sys.executable, places: Places = CHECKOUT) -> list[Job]:
 
 def pretrain_runs(places: Places = CHECKOUT) -> dict[str, Path]:
     """Each variant's pretraining run directory, by label (the curves' legend)."""
-    return {label: REPO / places.run("pretrain", f"mini-{label}") for label, *_ in VARIANTS}
+    return {label: REPO / places.run("pretrain", f"mini-{label}") for label, *_ in _variants()}
 
 
 def report_argv(places: Places = CHECKOUT) -> list[str]:
@@ -84,7 +103,7 @@ def reproduce(jobs: int, dry_run: bool, report_only: bool = False, places: Place
         from ..report.curves import plot_pretrain_curves  # matplotlib: not for the plan's parser
 
         plot_pretrain_curves(pretrain_runs(places), REPO / places.results("pretrain_curves.png"),
-                             f"Mini Table 2 pretraining (tiny model, n={N}, books + Wikipedia)")
+                             f"Mini Table 2 pretraining (tiny model, n={_n()}, books + Wikipedia)")
         if times:
             write_json(REPO / places.outputs("reproduce_mini_times.json"), times)
         print(f"wrote {places.results('table2_mini')}.{{md,json}} and "

@@ -36,13 +36,12 @@ from ..jobs import Job, in_order_of_use
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported, copy_record
 from ..shell import hydra_override
-from . import CHECKOUT, Places, corpus_job, done_file, frontend, out_dir
+from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, out_dir
 
 REPO = repo_root()  # the jobs run there, and their finished files are looked up there, wherever the caller is
 N = 512
 SOURCE = "minilm"
 LR = 5e-5  # the default finetuning lr of a task's rows (every row of a task shares it; no per-row tuning)
-RECORDS = Path(path_root("results_dir")) / "table2_pretrained_runs"  # each finished run's small records, committed
 KEPT_FILES = (RESULTS, PREDICTIONS, CONFIG)
 # The targets (report.table2_pretrained checks them against the table)
 TEACHER_TARGET = {"sst2": 88.0, "imdb": 90.0}  # the teacher's accuracy (SST-2 dev, IMDB test subset)
@@ -256,7 +255,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
     table = [row for row in rows(p, places) if only is None or row.slug in only]
     for row in table:
         if row.policy is None:
-            plan.append(Job(row.prepare, [python, "scripts/convert.py", *base, f"model_path={SOURCE}",
+            plan.append(Job(row.prepare, [python, job_script("convert"), *base, f"model_path={SOURCE}",
                                               f"model.max_seq_len={N}", "model.attention=full",
                                               hydra_override("out_dir", row.model_dir)], REPO / done_file("convert", row.model_dir),
                                   intermediate=True))
@@ -264,7 +263,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
         policy = [f"model.{key}={str(value).lower().replace(' ', '')}" for key, value in POLICIES[row.policy].items()]
         plan.append(Job(
             row.prepare,
-            [python, "scripts/transfer.py", *base, f"model_path={SOURCE}", f"model.max_seq_len={N}",
+            [python, job_script("transfer"), *base, f"model_path={SOURCE}", f"model.max_seq_len={N}",
              f"model.projected_dim={row.k}", f"model.sharing={row.sharing}", *policy, "transfer.train=all",
              "transfer.target=hidden", f"transfer.short_fraction={p.transfer_short_fraction:g}",
              f"trainer.max_steps={p.transfer_steps}", f"trainer.batch_size={p.transfer_batch}",
@@ -284,7 +283,7 @@ def plan(p: Profile, python: str = sys.executable, places: Places = CHECKOUT, on
             decides = row.read_by_targets and row.sharing in (None, p.sharings[0])
             for seed in row_seeds(p, row):
                 name = run_name(p, task, row, seed)
-                args = [python, "scripts/finetune.py", *base, f"task={task}", hydra_override("model_path", row.model_dir), f"seed={seed}",
+                args = [python, job_script("finetune"), *base, f"task={task}", hydra_override("model_path", row.model_dir), f"seed={seed}",
                         "subset_seed=0", f"run_name={name}", "experiment_name=table2_pretrained",
                         f"trainer.lr={scale.lr:g}", f"trainer.batch_size={scale.batch_size}",
                         f"trainer.epochs={scale.epochs}", f"trainer.max_length={scale.max_length}",
@@ -317,7 +316,7 @@ def estimated_minutes(p: Profile, job: Job) -> float:
 
 def records(places: Places = CHECKOUT) -> Path:
     """Where the finished runs' records are kept (``RECORDS``, or its place under a rehearsal's folder)."""
-    return places.records or RECORDS
+    return places.records or _records()
 
 
 def finetune_runs(p: Profile, places: Places = CHECKOUT) -> str:
@@ -366,3 +365,15 @@ def missing_runs(p: Profile) -> list[str]:
     """The profile's finetuning runs whose records are not kept yet, in the plan's order: what the table lacks. (The
     corpus, converted and transferred models they need are rebuilt wherever they run, so they are not listed.)"""
     return [s.name.removeprefix("finetune ") for s in plan(p) if s.name.startswith("finetune ") and not s.finished]
+
+
+def _records() -> Path:
+    """Each finished run's small records, committed: under paths.results_dir."""
+    return Path(path_root("results_dir")) / "table2_pretrained_runs"
+
+
+def __getattr__(name: str):
+    """RECORDS, read from the configs when first asked for: importing the module needs none (a wheel)."""
+    if name == "RECORDS":
+        return _records()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

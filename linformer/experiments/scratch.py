@@ -35,6 +35,7 @@ table at the scale of the lent GPU (model=small, n = 512, 250M tokens per pretra
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, in_order_of_use, wanted
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported, copy_record
 from ..shell import hydra_override
-from . import Places, corpus_job, done_file, frontend, tokenizer_job
+from . import Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 from .pretrained import keep_records
 
 REPO = repo_root()
@@ -99,62 +100,78 @@ PAIR_RECIPE = ("trainer.epochs=2", "trainer.max_length=256", "trainer.batch_size
                "trainer.mixed_precision=bf16", *_FINETUNE)
 
 DEFAULT_PROFILE = "toy"  # what make reproduce-scratch and its report run without --profile
-PROFILES = {
-    "toy": Profile(
-        name="toy", n=64,
-        data=("data=wiki_scratch", "data.name=scratch_toy", "data.tokenizer=scratch_toy", "data.max_documents=300",
-              "data.n=64", "data.vocab_size=2000", "data.tokenizer_max_lines=20000", "data.num_proc=1",
-              "data.val_fraction=0.05"),  # 15 of 300 articles: at least one evaluation batch of 16 blocks
-        model=("model=tiny", "model.max_seq_len=64", "model.hidden_size=64", "model.intermediate_size=128"),
-        pretrain=("trainer.max_steps=60", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=6",
-                  "trainer.eval_every=20", "trainer.eval_blocks=64", "trainer.save_every=60", "trainer.log_every=20",
-                  "trainer.mixed_precision=no"),
-        recipes={"sst2": ("max_train_examples=2000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
-                        "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
-               "imdb": ("max_train_examples=1000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
-                        "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
-               **{t: ("max_train_examples=400", "max_eval_examples=200", "trainer.epochs=2", "trainer.max_length=64",
-                      "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE)
-                  for t in ("qnli", "qqp")}},
-        seeds=(0, 1, 2), jobs=2,
-        minutes={"pretrain": 0.5, "shape": 0.4, "sst2": 0.2, "imdb": 0.2, "qnli": 0.1, "qqp": 0.1},
-        timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 jobs at a time", records=Path(path_root("output_dir")) / "table2_scratch_toy_runs",
-        table=f"{path_root('reports_dir')}/table2_scratch_toy"),
-    # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
-    # passes over data=wiki_scratch's 26,586 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
-    # model=small well off the unigram plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
-    # scaled to a small model (lr 1e-4, batch 32), 3 epochs of SST-2 at 128 tokens, 2 of IMDB at 512.
-    "gpu": Profile(
-        name="gpu", n=512,
-        data=("data=wiki_scratch", "data.num_proc=16"),
-        model=("model=small",),
-        pretrain=("trainer.max_steps=7630", "trainer.batch_size=64", "trainer.lr=1e-3", "trainer.warmup_steps=460",
-                  "trainer.eval_every=500", "trainer.eval_blocks=512", "trainer.save_every=2000",
-                  "trainer.log_every=100", "trainer.mixed_precision=bf16", "trainer.compile=true", "logger=none"),
-        recipes={"sst2": ("trainer.epochs=3", "trainer.max_length=128", "trainer.batch_size=32", "trainer.lr=1e-4",
-                        "trainer.mixed_precision=bf16", *_FINETUNE),
-               "imdb": ("trainer.epochs=2", "trainer.max_length=512", "trainer.batch_size=32", "trainer.lr=1e-4",
-                        "trainer.mixed_precision=bf16", *_FINETUNE),
-               "qnli": PAIR_RECIPE, "qqp": PAIR_RECIPE},
-        # 2 pretraining runs share the GPU (each a small model that leaves it idle between launches), then their 12
-        # finetuning runs 4 at a time. Minutes per job, each from the nearest measurement on one H200:
-        # - pretrain: 250M tokens at half of the 3.56M tokens/s that 4 model=small runs reached together
-        #   (figure3_gpu_notes.md: 0.89M each), 140 s, plus about 30 s compiling;
-        # - finetuning at batch 32 is launch-bound (short steps), so its minutes follow its updates, not its tokens:
-        #   SST-2's 6,315 updates took 181-212 s, 4 runs sharing the GPU (table2_pretrained_gpu_notes.md), so SST-2's
-        #   5,685 here (3 epochs of 60,614 rows) take 163-191 s, 3.5 min with the start and the scoring; QNLI's
-        #   5,900 updates (2 epochs of 94k pairs) and QQP's 20,500 (328k) the same per update;
-        # - IMDB (1,408 updates at 512 tokens): the MiniLM teacher's 117 s for 1,564 updates, its 25,000-review
-        #   scoring included, scaled by the updates and the layers (4 of 6);
-        # - shape: a pretraining's start-up (imports, the corpus, the model) and one uncompiled update and evaluation,
-        #   not measured on the H200; the toy's took 25 s on 2 loaded cores.
-        seeds=(0, 1, 2), jobs=4,
-        minutes={"pretrain": 3.0, "shape": 0.5, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
-        timing="pretraining from figure3_gpu's tokens/s, finetuning from table2_pretrained_gpu's updates/s on one "
-               "H200 (linformer/experiments/scratch.py says how); the first slice measures it",
-        records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
-        table=f"{path_root('results_dir')}/table2_scratch_gpu"),
-}
+PROFILE_NAMES = ("toy", "gpu")  # PROFILES' names, for a command line read before any configs (--help over a wheel)
+
+
+@functools.cache
+def _profiles() -> dict[str, Profile]:
+    """The profiles by name (``PROFILES``): their records and tables lie under the roots of configs/paths, read
+    when first asked for, so that importing the module needs no configs (a wheel)."""
+    profiles = {
+        "toy": Profile(
+            name="toy", n=64,
+            data=("data=wiki_scratch", "data.name=scratch_toy", "data.tokenizer=scratch_toy", "data.max_documents=300",
+                  "data.n=64", "data.vocab_size=2000", "data.tokenizer_max_lines=20000", "data.num_proc=1",
+                  "data.val_fraction=0.05"),  # 15 of 300 articles: at least one evaluation batch of 16 blocks
+            model=("model=tiny", "model.max_seq_len=64", "model.hidden_size=64", "model.intermediate_size=128"),
+            pretrain=("trainer.max_steps=60", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=6",
+                      "trainer.eval_every=20", "trainer.eval_blocks=64", "trainer.save_every=60", "trainer.log_every=20",
+                      "trainer.mixed_precision=no"),
+            recipes={"sst2": ("max_train_examples=2000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
+                            "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
+                   "imdb": ("max_train_examples=1000", "max_eval_examples=200", "trainer.epochs=3", "trainer.max_length=64",
+                            "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE),
+                   **{t: ("max_train_examples=400", "max_eval_examples=200", "trainer.epochs=2", "trainer.max_length=64",
+                          "trainer.batch_size=32", "trainer.lr=1e-3", "trainer.mixed_precision=no", *_FINETUNE)
+                      for t in ("qnli", "qqp")}},
+            seeds=(0, 1, 2), jobs=2,
+            minutes={"pretrain": 0.5, "shape": 0.4, "sst2": 0.2, "imdb": 0.2, "qnli": 0.1, "qqp": 0.1},
+            timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 jobs at a time", records=Path(path_root("output_dir")) / "table2_scratch_toy_runs",
+            table=f"{path_root('reports_dir')}/table2_scratch_toy"),
+        # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
+        # passes over data=wiki_scratch's 26,586 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
+        # model=small well off the unigram plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
+        # scaled to a small model (lr 1e-4, batch 32), 3 epochs of SST-2 at 128 tokens, 2 of IMDB at 512.
+        "gpu": Profile(
+            name="gpu", n=512,
+            data=("data=wiki_scratch", "data.num_proc=16"),
+            model=("model=small",),
+            pretrain=("trainer.max_steps=7630", "trainer.batch_size=64", "trainer.lr=1e-3", "trainer.warmup_steps=460",
+                      "trainer.eval_every=500", "trainer.eval_blocks=512", "trainer.save_every=2000",
+                      "trainer.log_every=100", "trainer.mixed_precision=bf16", "trainer.compile=true", "logger=none"),
+            recipes={"sst2": ("trainer.epochs=3", "trainer.max_length=128", "trainer.batch_size=32", "trainer.lr=1e-4",
+                            "trainer.mixed_precision=bf16", *_FINETUNE),
+                   "imdb": ("trainer.epochs=2", "trainer.max_length=512", "trainer.batch_size=32", "trainer.lr=1e-4",
+                            "trainer.mixed_precision=bf16", *_FINETUNE),
+                   "qnli": PAIR_RECIPE, "qqp": PAIR_RECIPE},
+            # 2 pretraining runs share the GPU (each a small model that leaves it idle between launches), then their 12
+            # finetuning runs 4 at a time. Minutes per job, each from the nearest measurement on one H200:
+            # - pretrain: 250M tokens at half of the 3.56M tokens/s that 4 model=small runs reached together
+            #   (figure3_gpu_notes.md: 0.89M each), 140 s, plus about 30 s compiling;
+            # - finetuning at batch 32 is launch-bound (short steps), so its minutes follow its updates, not its tokens:
+            #   SST-2's 6,315 updates took 181-212 s, 4 runs sharing the GPU (table2_pretrained_gpu_notes.md), so SST-2's
+            #   5,685 here (3 epochs of 60,614 rows) take 163-191 s, 3.5 min with the start and the scoring; QNLI's
+            #   5,900 updates (2 epochs of 94k pairs) and QQP's 20,500 (328k) the same per update;
+            # - IMDB (1,408 updates at 512 tokens): the MiniLM teacher's 117 s for 1,564 updates, its 25,000-review
+            #   scoring included, scaled by the updates and the layers (4 of 6);
+            # - shape: a pretraining's start-up (imports, the corpus, the model) and one uncompiled update and evaluation,
+            #   not measured on the H200; the toy's took 25 s on 2 loaded cores.
+            seeds=(0, 1, 2), jobs=4,
+            minutes={"pretrain": 3.0, "shape": 0.5, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
+            timing="pretraining from figure3_gpu's tokens/s, finetuning from table2_pretrained_gpu's updates/s on one "
+                   "H200 (linformer/experiments/scratch.py says how); the first slice measures it",
+            records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
+            table=f"{path_root('results_dir')}/table2_scratch_gpu"),
+    }
+    assert tuple(profiles) == PROFILE_NAMES, "PROFILE_NAMES names each profile, in order"
+    return profiles
+
+
+def __getattr__(name: str):
+    """PROFILES (``_profiles``), read from the configs when first asked for."""
+    if name == "PROFILES":
+        return _profiles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def with_tasks(p: Profile, tasks: list[str] | tuple[str, ...] | None) -> Profile:
@@ -202,7 +219,7 @@ def finetune_run(p: Profile, task: str, row: Row, seed: int) -> str:
 def profile_of(run: str) -> str | None:
     """The profile whose job made the run of this name (pretrain_run, finetune_run), or None for a run of no
     profile."""
-    return next((name for name in PROFILES if run.startswith(f"ts-{name}-")), None)
+    return next((name for name in _profiles() if run.startswith(f"ts-{name}-")), None)
 
 
 def keep_pretrain(run: Path, kept: Path) -> bool:
@@ -327,7 +344,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
         recipe = p.pretrain if row.pretrained else with_settings(p.pretrain, SHAPE)
         plan.append(Job(
             row.start_job,
-            [python, "scripts/pretrain.py", *p.data, *p.model, *attention, *recipe, *base, "seed=0",
+            [python, job_script("pretrain"), *p.data, *p.model, *attention, *recipe, *base, "seed=0",
              f"run_name={name}", f"experiment_name={EXPERIMENT}"],
             done_file("pretrain", run_path), ("corpus",), intermediate=True,
             # the shape job's run is never reported; a complete row's records are final
@@ -341,7 +358,7 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
             for task, recipe in p.tasks.items():
                 name = finetune_run(p, task, row, seed)
                 kept, run = REPO / places.records / name, REPO / places.run("finetune", name)
-                args = [python, "scripts/finetune.py", f"task={task}", hydra_override("model_path", model),
+                args = [python, job_script("finetune"), f"task={task}", hydra_override("model_path", model),
                         f"from_scratch={str(not row.pretrained).lower()}", *recipe, *base, f"seed={seed}",
                         "subset_seed=0", f"validation_fraction={p.validation_fraction:g}", f"run_name={name}",
                         f"experiment_name={EXPERIMENT}"]

@@ -50,7 +50,7 @@ from ..files import (
     sha256_file,
     write_json,
 )
-from ..shell import shell_command
+from ..shell import script_command
 
 REPO = repo_root()
 MODEL_DIR = "minilm"  # under the carry folder, and in the checkout after unpack (model_path=minilm)
@@ -210,7 +210,7 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
     held = read_json(mirror / MANIFEST)
     if not held:
         return  # the data mirror itself, or a carry packed before carry.json: nothing recorded to check
-    pack_again = f"pack it again here (`{shell_command('python', 'scripts/gpu_carry.py', 'pack', target)} --dest DIR`, DIR a folder of its own)"
+    pack_again = f"pack it again here (`{script_command('gpu_carry', 'pack', target)} --dest DIR`, DIR a folder of its own)"
     if held.get("data") != need["corpus"]:
         raise CarryError(f"{mirror} is the carry of target {held.get('target')!r} (configs/data/{held.get('data')}"
                          f".yaml), not of {target!r} (configs/data/{need['corpus']}.yaml): send {target}'s carry, or "

@@ -80,7 +80,7 @@ from ..argtypes import folder as folder_path
 from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
-from ..experiments import CHECKOUT, frontend, pretrained, run_dir, scratch
+from ..experiments import CHECKOUT, frontend, job_script, pretrained, run_dir, scratch
 from ..files import (
     CONFIG,
     METRICS,
@@ -128,6 +128,9 @@ RUN_RECORDS = (SUMMARY, METRICS, RUN, CONFIG)
 # finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 9 minutes by
 # the profile's estimates: a 15-minute lending's most, in two commands on the warm machine (docs/gpu/README.md)
 SCRATCH_ROWS = 1
+# The targets, in the order target_commands gives their commands: the command line's choices, read without the
+# configs that some targets' commands are composed from (--help over a wheel needs none)
+TARGETS = ("tests", "table3", "table3_local", "throughput", "table2", "scratch", "mfu", "figure3", "figure3d")
 # The MFU runs: full attention as before (a host read every step), with host reads every 10 steps, and the
 # Linformer; then, after a first report (a failing command ends its target), the levers that can fail at their start
 # on top: one micro-batch of 128 (the same 65,536 tokens per step; its validation split must hold 128 blocks), then
@@ -178,28 +181,28 @@ class Together(NamedTuple):
 
 def figure3_commands(py: str, out: Path) -> list:
     """Data, the four pretraining runs (the same tokens and steps), then the figure."""
-    pretrain = [py, "scripts/pretrain.py", "model=small", "data=wiki", "experiment=figure3_gpu"]
+    pretrain = [py, job_script("pretrain"), "model=small", "data=wiki", "experiment=figure3_gpu"]
     attention = {"fig3-full": "model.attention=full", **{f"fig3-k{k}": f"model.projected_dim={k}" for k in FIGURE3_KS}}
     runs = tuple([*pretrain, attention[run], f"run_name={run}"] for run in FIGURE3_RUNS)
-    return [[py, "scripts/train_tokenizer.py", "data=wiki", "show_progress=false"],
-            [py, "scripts/prepare_corpus.py", "data=wiki", "data.num_proc=16"],
+    return [[py, job_script("train_tokenizer"), "data=wiki", "show_progress=false"],
+            [py, job_script("prepare_corpus"), "data=wiki", "data.num_proc=16"],
             Together(runs, FIGURE3_RUN_GIB),
-            [py, "scripts/figure3.py", *(str(run_dir("pretrain", run)) for run in FIGURE3_RUNS),
+            [py, job_script("figure3"), *(str(run_dir("pretrain", run)) for run in FIGURE3_RUNS),
              "--out", str(out / "figure3_gpu")]]
 
 
 def figure3d_commands(py: str, out: Path) -> list:
     """The book texts' tokenizer and a corpus per n, the Linformer runs side by side (the figure's subject, first:
     a batch cut short still returns them), full attention's, then panel d."""
-    prepare = [[py, "scripts/prepare_corpus.py", "data=books", f"data.n={n}", f"data.name=books-n{n}",
+    prepare = [[py, job_script("prepare_corpus"), "data=books", f"data.n={n}", f"data.name=books-n{n}",
                 "data.num_proc=16"] for n in FIGURE3D_NS]
-    runs = {name: [py, "scripts/pretrain.py", "model=small", "data=books", f"data.n={n}", f"data.name=books-n{n}",
+    runs = {name: [py, job_script("pretrain"), "model=small", "data=books", f"data.n={n}", f"data.name=books-n{n}",
                    "experiment=figure3d_gpu", f"model.max_seq_len={n}", f"trainer.batch_size={FIGURE3D_TOKENS // n}",
                    f"trainer.eval_blocks={FIGURE3D_EVAL_TOKENS // n}", override, f"run_name={name}"] for name, (n, override) in FIGURE3D_RUNS.items()}
     groups = [Together(tuple(c for name, c in runs.items() if kind in name), FIGURE3D_RUN_GIB)
               for kind in ("-k128-", "-full-")]
-    return [[py, "scripts/train_tokenizer.py", "data=books", "show_progress=false"], *prepare, *groups,
-            [py, "scripts/figure3.py", "--panel", "d", *(str(run_dir("pretrain", name)) for name in FIGURE3D_RUNS),
+    return [[py, job_script("train_tokenizer"), "data=books", "show_progress=false"], *prepare, *groups,
+            [py, job_script("figure3"), "--panel", "d", *(str(run_dir("pretrain", name)) for name in FIGURE3D_RUNS),
              "--out", str(out / "figure3d_gpu")]]
 
 
@@ -207,12 +210,12 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     """The MFU runs (the same tokens and steps, full attention first: the trainer's 45% target,
     bench.throughput.TRAINER_TARGET_MFU, is the base model's), then
     their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
-    pretrain = [py, "scripts/pretrain.py", "model=base", "data=wiki", "data.name=wiki_mfu", "data.max_documents=1500",
+    pretrain = [py, job_script("pretrain"), "model=base", "data=wiki", "data.name=wiki_mfu", "data.max_documents=1500",
                 "data.val_fraction=0.03", "experiment=mfu_gpu", "logger=none"]
     runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
 
     def report(names) -> list[str]:
-        return [py, "scripts/compare_runs.py", *(str(run_dir("pretrain", run)) for run in names), "--metrics",
+        return [py, job_script("compare_runs"), *(str(run_dir("pretrain", run)) for run in names), "--metrics",
                 "loss", "tokens_per_s", "mfu", "--plot", "mfu", "--out", str(out / "mfu_gpu"), "--overwrite"]
 
     first = MFU_FIRST_REPORT
@@ -229,24 +232,25 @@ def target_commands(out: Path, jobs: int | None = None, rows: int | None = SCRAT
     targets = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
                    "no:cacheprovider"]],
-        "table3": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_gpu", f"out_dir={out}",
+        "table3": [[py, job_script("benchmark"), "--config-name", "benchmark_table3_gpu", f"out_dir={out}",
                     "progress=false"]],
-        "table3_local": [[py, "scripts/benchmark.py", "--config-name", "benchmark_table3_local_gpu", f"out_dir={out}",
+        "table3_local": [[py, job_script("benchmark"), "--config-name", "benchmark_table3_local_gpu", f"out_dir={out}",
                           "progress=false", *extra] for extra in
                          ([], ["inference.linformer_attn_implementation=sdpa",
                                "throughput.linformer_attn_implementation=sdpa", "name=table3_local_blocked_gpu",
                                "throughput_name=table3_local_blocked_train_gpu"])],
-        "throughput": [[py, "scripts/benchmark.py", "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
+        "throughput": [[py, job_script("benchmark"), "--config-name", "benchmark_throughput_gpu", f"out_dir={out}",
                         "progress=false"]],
-        "table2": [[py, "scripts/reproduce_pretrained.py", "--profile", "gpu", *at_once,
+        "table2": [[py, job_script("reproduce_pretrained"), "--profile", "gpu", *at_once,
                     *(["--only", only] if only is not None else [])]],
-        "scratch": [[py, "scripts/reproduce_scratch.py", "--profile", "gpu",
+        "scratch": [[py, job_script("reproduce_scratch"), "--profile", "gpu",
                      *(["--rows", str(rows)] if rows is not None else []), *at_once,
                      *(["--only", only] if only is not None else [])]],
         "mfu": mfu_commands(py, out),
         "figure3": figure3_commands(py, out),
         "figure3d": figure3d_commands(py, out),
     }
+    assert tuple(targets) == TARGETS, "TARGETS names each target of target_commands, in order"
     return targets
 
 
@@ -382,9 +386,8 @@ def _command_output(command: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    commands = target_commands(Path("."))
     parser = ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("targets", nargs="+", choices=sorted(commands), help="targets to run, in order")
+    parser.add_argument("targets", nargs="+", choices=sorted(TARGETS), help="targets to run, in order")
     parser.add_argument("--out", type=folder_path, help=f"the folder that comes back from the machine: it gets one file, "
                                                  f"{ARCHIVE}, every target's files as one archive, rewritten after "
                                                  "every target (needed but for --dry-run)")

@@ -31,7 +31,7 @@ from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import check_output_dir, made_by
 from ..logfile import say
-from ..shell import hydra_override, shell_command
+from ..shell import hydra_override, script_command
 from .attention import resampled_rows
 from .card import conversion_info, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
@@ -549,12 +549,12 @@ def _next_command(out: Path, config: LinformerConfig) -> str:
     """What to run on a conversion: a full-attention classifier is a distillation teacher; one with projected
     attention (E, F new) is finetuned on its task first; anything else is finetuned."""
     if not is_sequence_classifier(config):
-        return shell_command("python", "scripts/finetune.py", "task=sst2", hydra_override("model_path", out))
+        return script_command("finetune", "task=sst2", hydra_override("model_path", out))
     task = _task_of(config)
     if config.attention == "full":
-        return shell_command("python", "scripts/distill.py", task, hydra_override("teacher_path", out),
+        return script_command("distill", task, hydra_override("teacher_path", out),
                              f"model.max_seq_len={config.max_seq_len}")
-    return shell_command("python", "scripts/finetune.py", task, hydra_override("model_path", out))
+    return script_command("finetune", task, hydra_override("model_path", out))
 
 
 def _task_of(config: LinformerConfig) -> str:

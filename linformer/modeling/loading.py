@@ -46,7 +46,7 @@ from ..files import (
     sha256_file,
     step_of,
 )
-from ..shell import hydra_override, shell_command
+from ..shell import hydra_override, script_command, shell_command
 from .configuration import names_a_path, position_offset_of
 from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError
 
@@ -131,7 +131,7 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
         why = (f"a complete run whose model/ is gone: {rewrite_advice(p / MODEL_DIR, gone=True)}"
                if (p / SUMMARY).is_file() else
                "a run that has not saved its model/ (stopped before its last step?): continue it with its own "
-               f"command, or save a checkpoint as a model with {shell_command('python', 'scripts/export.py', p)}")
+               f"command, or save a checkpoint as a model with {script_command('export', p)}")
         raise CheckpointError(f"{key}={model_path!r} ({p}) is {why}.")
     if p.exists() or _names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
@@ -201,8 +201,8 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
     manifest = read_json(model / MANIFEST)
     made, settings = manifest.get("command"), manifest.get("settings") or {}
     if made == "convert":
-        return "write it again: " + shell_command(
-            "python", "scripts/convert.py", hydra_override("model_path", settings.get("model_path")),
+        return "write it again: " + script_command(
+            "convert", hydra_override("model_path", settings.get("model_path")),
             *(hydra_override(f"model.{k}", v) for k, v in (settings.get("model") or {}).items()),
             f"seed={settings.get('seed')}", hydra_override("out_dir", str(model)))
     if made == "export":
@@ -211,9 +211,9 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
             return (f"it was exported from step {step} of {run}, whose checkpoint of that step is gone (its "
                     f"checkpoints {checkpoints_gone(run)}): restore it from a copy, or train the run again under "
                     "another run_name")
-        return "write it again: " + shell_command("python", "scripts/export.py", run, "--step", step, "--out", model)
+        return "write it again: " + script_command("export", run, "--step", step, "--out", model)
     run, stage = model.parent, _run_info(model.parent).get("stage")
-    export = shell_command("python", "scripts/export.py", run)
+    export = script_command("export", run)
     if stage in ("pretrain", "finetune") and not complete_checkpoints(run):
         return (f"no checkpoint of the run is left to write it from (its checkpoints {checkpoints_gone(run)}): "
                 f"restore it from a copy, or train it again under another run_name (its settings are "
@@ -259,7 +259,7 @@ def finetuning_run_models(run: Path, shown: str | None = None) -> str | None:
     if not best and _run_info(run).get("stage") != "finetune":
         return None
     shown = shown or str(run)
-    export = f"its final model exported: {shell_command('python', 'scripts/export.py', shown)} (writes {shown}/model)"
+    export = f"its final model exported: {script_command('export', shown)} (writes {shown}/model)"
     return f"{shown}/best (the model its validation chose), or {export}" if best else export
 
 

@@ -25,9 +25,10 @@ EXTENSIONS = ("md", "json", "png")
 
 
 def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
-    """--out (default: paths.reports_dir/<name>; read as every command reads a path, ``argtypes.path``: from the
-    repository, "~" expanded, not empty) and --overwrite."""
-    ap.add_argument("--out", type=path, default=f"{path_root('reports_dir')}/{name}",
+    """--out (default: paths.reports_dir/<name>, `name` the command ``report_outputs`` is given, read there: the
+    configs a default needs are not needed for --help or an explicit --out; a path read as every command reads one,
+    ``argtypes.path``: from the repository, "~" expanded, not empty) and --overwrite."""
+    ap.add_argument("--out", type=path, default=None,
                     help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name}; relative to the "
                          "repository)")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
@@ -91,9 +92,11 @@ def report_outputs(args: argparse.Namespace, command: str,
     output rule (an earlier report of `command` with the same options is replaced, anything else refused; a report
     written again from its JSON with ``--render`` has the options its measurement recorded). `check` refuses or
     completes the options first (``check_exact_key_options``), so the record holds the options measured with.
-    The outputs are <out> with each of `suffixes`."""
-    outputs = [f"{args.out}{suffix}" for suffix in suffixes]
+    The outputs are <out> with each of `suffixes`; --out left out is paths.reports_dir/<command>."""
     with cli_errors():
+        if args.out is None:
+            args.out = path(f"{path_root('reports_dir')}/{command}")
+        outputs = [f"{args.out}{suffix}" for suffix in suffixes]
         if check is not None:
             check(args)
         settings = {k: v for k, v in vars(args).items() if k not in ("out", "overwrite")}

@@ -55,7 +55,7 @@ from ..files import (  # a run's checkpoints as every reader finds them: files.p
 )
 from ..modeling.loading import unpickling_refusal, unpickling_why
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
-from ..shell import shell_command
+from ..shell import script_command
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
     if problem or not read_record(run_dir, SUMMARY).get("model_dir"):
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
                                      "scripts/export.py writes it from. Export it first: "
-                                     + shell_command("python", "scripts/export.py", run_dir))
+                                     + script_command("export", run_dir))
     root = checkpoint_dir(run_dir)
     if root.is_symlink():  # rmtree refuses a link, and what it points to is not the run's folder to delete
         raise RunDirError(f"{root} is a symlink (to {os.readlink(root)}), not a folder of the run: nothing pruned; "

@@ -38,7 +38,7 @@ from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
-from ..shell import hydra_override, shell_command
+from ..shell import hydra_override, script_command
 from .common import projection_param_groups
 from .core import run_training
 from .finetune import FinetuneTask
@@ -58,7 +58,7 @@ def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) ->
         raise ConfigError(
             f"teacher_path={teacher_path} holds a {', '.join(config.architectures or [config.model_type])}, not a "
             f"finetuned sequence classifier: finetune it first "
-            f"({shell_command('python', 'scripts/finetune.py', f'task={task}')} model_path=...) and distill from that "
+            f"({script_command('finetune', f'task={task}')} model_path=...) and distill from that "
             "run's best/."
         )
     if config.num_labels != num_labels:
@@ -135,7 +135,7 @@ class DistillTask(FinetuneTask):
                 f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
                 f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: "
-                f"{shell_command('python', 'scripts/convert.py', hydra_override('model_path', self.teacher_path))} "
+                f"{script_command('convert', hydra_override('model_path', self.teacher_path))} "
                 f"model.max_seq_len={self.max_length} out_dir=<dir>, or here with distill.lengthen_teacher=true), or "
                 f"distill at trainer.max_length={teacher_n}."
             )
@@ -201,7 +201,7 @@ class DistillTask(FinetuneTask):
             f"model.max_seq_len={n} lengthens the student past what the teacher teacher_path={self.teacher_path} "
             f"reads ({teacher_n} tokens), and distill.lengthen_teacher=false: the teacher must read that far already. "
             f"Lengthen it here (distill.lengthen_teacher=true trainer.max_length={n}) or first ("
-            f"{shell_command('python', 'scripts/convert.py', hydra_override('model_path', self.teacher_path))} "
+            f"{script_command('convert', hydra_override('model_path', self.teacher_path))} "
             f"model.attention=full model.max_seq_len={n} out_dir=<dir>), or distill the longer student on what the "
             f"teacher reads (trainer.max_length={teacher_n})."
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..files import repo_relative
 from ..logfile import say
-from ..shell import hydra_override, shell_command
+from ..shell import hydra_override, script_command
 from .stopping import run_from_a_script
 
 
@@ -59,7 +59,7 @@ def finetune_next(model_path: Path | str) -> str:
     to it (``files.repo_relative``), as the run's record names it: the line pastes from any folder, on any checkout."""
     overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path))]
     if run_from_a_script():
-        return shell_command("python", "scripts/finetune.py", *overrides)
+        return script_command("finetune", *overrides)
     return (f"finetune(FinetuneSpec.read(compose(\"finetune\", [{', '.join(map(python_str, overrides))}])), "
             "run_dir)  # linformer.train.finetune; run_dir: a folder for the finetuning")
 
@@ -70,8 +70,8 @@ def export_next(run_dir: Path | str, reason: str) -> str:
     comment, so that the whole line pastes; the run named as ``finetune_next`` names a model."""
     run_dir = repo_relative(run_dir)
     if run_from_a_script():
-        return f"{shell_command('python', 'scripts/export.py', run_dir)}  # {reason}"
-    return f"export_run({python_str(run_dir)})  # linformer.train.export; {reason}"
+        return f"{script_command('export', run_dir)}  # {reason}"
+    return f"export_run({python_str(str(run_dir))})  # linformer.train.export; {reason}"
 
 
 def python_str(text: str) -> str:
