@@ -121,6 +121,20 @@ def data_mirror_words() -> str:
     return f"paths.data_mirror, i.e. {f'${env[1]}, else {env[2]}' if env else given} (relative to the repository)"
 
 
+def mirror_note(path: str | os.PathLike) -> str:
+    """For a file or folder that is not there: where it lies under the data mirror, the setting that put it there
+    (a wrong or unset LINFORMER_DATA_MIRROR is the usual cause, not the file); empty elsewhere, or where no configs
+    say where the mirror is."""
+    try:
+        mirror = Path(default_data_mirror())
+    except ConfigError:
+        return ""
+    if not Path(resolve_path(path)).is_relative_to(mirror):
+        return ""
+    return (f" (under the data mirror {mirror}: {data_mirror_words()}; point LINFORMER_DATA_MIRROR, or "
+            "paths.data_mirror=, at the folder that holds the data)")
+
+
 def resolve_sources(sources) -> list[str]:
     """Corpus sources (one or a list) as the library reads them: local files and globs resolved against the
     repository (resolve_path), hub sources (hf:<name>[:<config>]) as given."""
@@ -147,7 +161,7 @@ def expand_sources(sources: list[str] | str) -> list[str]:
         matches = sorted(glob.glob(src)) if glob.has_magic(src) else ([src] if os.path.exists(src) else [])
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
-            raise FileNotFoundError(f"corpus source {src!r} matches no file; expected {CORPUS_LAYOUT}")
+            raise FileNotFoundError(f"corpus source {src!r} matches no file{mirror_note(src)}; expected {CORPUS_LAYOUT}")
         other = [m for m in matches if not m.lower().endswith(TEXT_SUFFIXES)]
         names = listing([os.path.basename(m) for m in other])
         if other and not glob.has_magic(src):

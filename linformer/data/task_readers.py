@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
-from .io import hub_offline, hub_offline_error, line_bodies, utf16_advice
+from .io import hub_offline, hub_offline_error, line_bodies, mirror_note, utf16_advice
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
@@ -25,9 +25,12 @@ _FIELD_LIMIT = 2**31 - 1
 _NUL, _CR = 0, ord("\r")  # bytes as ints: `in` finds an int at memchr's speed, a bytes object ten times slower
 
 
-def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None) -> FileNotFoundError:
-    """A task's file or folder that is not there: what the task expects, and where else it can come from."""
-    return FileNotFoundError(f"{path} not found: task {task_spec.name} expects {task_spec.layout()}"
+def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None,
+             what: str = "") -> FileNotFoundError:
+    """A task's file or folder (`what` names it) that is not there: the setting that put it under the data mirror,
+    what the task expects, and where else it can come from."""
+    return FileNotFoundError(f"{what}{path} not found{mirror_note(path)}: task {task_spec.name} expects "
+                             f"{task_spec.layout()}"
                              f"{task_spec.elsewhere() if elsewhere is None else elsewhere}")
 
 
@@ -474,7 +477,7 @@ def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("
     task_spec = get_task(name)
     d = Path(data_dir)
     if not d.is_dir():
-        raise _missing(f"task directory {d}", task_spec, elsewhere)
+        raise _missing(d, task_spec, elsewhere, what="task directory ")
     for split in splits:
         path = d / task_spec.files[split]
         if not path.is_file() and not (task_spec.format == "imdb" and _aclimdb(d, task_spec.files[split])):

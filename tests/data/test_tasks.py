@@ -1180,3 +1180,21 @@ def test_a_cache_entry_of_ids_outside_the_tokenizer_s_vocabulary_is_tokenized_ag
     assert (f"task cache {entry} holds token id {len(tokenizer):,} (in {arrow.name}), outside the vocabulary of the "
             f"tokenizer it is keyed by ({len(tokenizer):,} tokens, ids 0-{len(tokenizer) - 1:,}): tokenizing the split "
             "again") in caplog.text
+
+
+def test_a_file_missing_under_the_data_mirror_names_the_setting_that_put_it_there(tmp_path, monkeypatch):
+    """Without a data mirror (LINFORMER_DATA_MIRROR unset: ../shared/data, never right for a wheel's user), the
+    errors named the resolved path alone, not the setting to change."""
+    from linformer.data.io import expand_sources
+
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "mirror"))
+    with pytest.raises(FileNotFoundError) as missing_task:
+        task_readers.check_task_dir("sst2", tmp_path / "mirror" / "glue" / "sst2")
+    with pytest.raises(FileNotFoundError) as missing_corpus:
+        expand_sources([str(tmp_path / "mirror" / "pretrain" / "books.txt")])
+    for said in (str(missing_task.value), str(missing_corpus.value)):
+        assert f"under the data mirror {tmp_path / 'mirror'}: paths.data_mirror" in said
+        assert "LINFORMER_DATA_MIRROR" in said
+    with pytest.raises(FileNotFoundError) as elsewhere:  # a folder of the user's own: no word of the mirror
+        task_readers.check_task_dir("sst2", tmp_path / "mine")
+    assert "data mirror" not in str(elsewhere.value)
