@@ -213,3 +213,24 @@ def test_every_module_imports_without_the_configs():
         failed = json.loads(said.read() or '["the forked import wrote nothing"]')
     os.wait()
     assert failed == []
+
+
+def test_the_sdist_ships_no_tests_without_the_clone_they_need(tmp_path, monkeypatch):
+    """The sdist held 17 top-level tests/test_*.py (setuptools' default) without conftest.py, the test subpackages,
+    configs/ or scripts/: tests that failed at their first line. It carries what the wheel is built from."""
+    import shutil
+    import tarfile
+
+    from setuptools import build_meta
+
+    root = PACKAGE.parent
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        if (root / name).is_file():
+            shutil.copy(root / name, tmp_path / name)
+    for folder in ("linformer", "tests"):  # a copy: building writes its egg-info beside the sources
+        shutil.copytree(root / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    sdist = tmp_path / "dist" / build_meta.build_sdist(str(tmp_path / "dist"))
+    with tarfile.open(sdist) as archive:
+        names = [name.split("/", 1)[-1] for name in archive.getnames()]
+    assert "linformer/__init__.py" in names and not [name for name in names if name.startswith("tests")]
