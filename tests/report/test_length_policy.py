@@ -268,10 +268,19 @@ def test_the_measurement_scripts_resolve_out_against_the_repository_from_any_fol
     with pytest.raises(_Stop):
         load_script(script).main([*needed, "--out", "some/where"])
     assert seen["args"].out == str(repo_root() / "some" / "where")
-    if script in ("length_policy", "long_inputs", "fidelity"):
+    if script in ("length_policy", "long_inputs", "fidelity"):  # the default, read where the command's work starts
+        import linformer.report.measured as measured
+        from linformer.data.io import path_root, resolve_path
+
+        def outputs_then_stop(outputs, *args, **kwargs):
+            seen["outputs"] = outputs
+            raise _Stop
+
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse)
+        monkeypatch.setattr(measured, "output_files", outputs_then_stop)
         with pytest.raises(_Stop):
             load_script(script).main(needed)
-        assert seen["args"].out.startswith(str(repo_root()))
+        assert seen["outputs"][0] == f"{resolve_path(path_root('reports_dir'))}/{script}.md"
 
 
 @pytest.mark.parametrize("script", ["length_policy", "long_inputs"])
