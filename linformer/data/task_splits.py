@@ -4,7 +4,10 @@ function of the rows, the numbers and the seed."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
+import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,10 +128,24 @@ def duplicate_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...
     (BERT's deletes, lowercases and strips accents alike), and a copy of another for a cased one: an eval sentence
     written in NFD, with a zero-width space, or in capitals is still the eval sentence."""
     def fold(text: str) -> str:
-        kept = (c for c in unicodedata.normalize("NFKD", str(text))
-                if c.isspace() or unicodedata.category(c) not in _UNMARKED)  # a tab or line break still parts words
-        return " ".join("".join(kept).casefold().split())
+        text = unicodedata.normalize("NFKD", str(text))
+        # a tab or line break is kept: it still parts words (whitespace is no character of _UNMARKED's then)
+        text = _ASCII_UNMARKED.sub("", text) if text.isascii() else text.translate(_unmarked_table())
+        return " ".join(text.casefold().split())
     return tuple(fold(cols[f][i]) for f in fields)
+
+
+# the ASCII characters of _UNMARKED that are not whitespace (str.isspace: 9-13 and 28-31 are): most texts are ASCII
+# alone, and a regular expression's scan takes a fraction of a character-by-character one (IMDB's 50,000 reviews)
+_ASCII_UNMARKED = re.compile("[\x00-\x08\x0e-\x1b\x7f]")
+
+
+@functools.cache
+def _unmarked_table() -> dict[int, None]:
+    """str.translate's table deleting every character of _UNMARKED that is not whitespace (built once, a scan of
+    the code points: a fraction of a second)."""
+    return {c: None for c in range(sys.maxunicode + 1)
+            if unicodedata.category(chr(c)) in _UNMARKED and not chr(c).isspace()}
 
 
 def shared_texts(cols: dict, others: dict, fields: tuple[str, ...]) -> np.ndarray:
