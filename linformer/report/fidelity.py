@@ -64,7 +64,10 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
     """({label: {length: [error by layer]}}, the blocks measured): on the first ``blocks`` validation blocks of
     ``corpus_dir`` (all of them when it holds fewer), against ``source`` with full attention (a model directory or
     name; ``source_name``: how the user gave it, for the errors), or each model's own weights with full attention."""
-    val = load_prepared(corpus_dir, None)["validation"]
+    # every model's embedding must hold every id (``load_prepared`` refuses an id past the smallest vocabulary, where
+    # the forward raised an IndexError); a config is a few kilobytes, read before any weights load
+    vocabulary = min(load_auto(AutoConfig, path).vocab_size for path in models.values())
+    val = load_prepared(corpus_dir, None, vocabulary)["validation"]
     if len(val) == 0:
         raise DataError(f"{corpus_dir} has no validation blocks")
     ids = torch.tensor([val[i]["input_ids"] for i in range(min(blocks, len(val)))])

@@ -49,13 +49,15 @@ def default_k(n: int) -> int:
 
 
 def windows_from_corpus(corpus_dir: str | Path, num_windows: int, seed: int = 0,
-                        tokenizer_dir: str | Path | None = None) -> torch.Tensor:
+                        tokenizer_dir: str | Path | None = None, vocabulary: int | None = None) -> torch.Tensor:
     """`num_windows` blocks (`<s> body </s>`, n ids each) drawn with `seed` from a prepared corpus's validation split.
 
     With `tokenizer_dir` (the model's), a corpus packed with another tokenizer raises CorpusError naming both:
-    its ids would mean other tokens to the model."""
+    its ids would mean other tokens to the model; with `vocabulary` (the model's vocab_size), so does a corpus
+    holding an id the model has no embedding for (``load_prepared``), where the forward raised an IndexError."""
 
-    val = load_prepared(str(corpus_dir), None if tokenizer_dir is None else str(tokenizer_dir))["validation"]
+    val = load_prepared(str(corpus_dir), None if tokenizer_dir is None else str(tokenizer_dir),
+                        vocabulary)["validation"]
     idx = sorted(random.Random(seed).sample(range(len(val)), min(num_windows, len(val))))
     return torch.tensor([val[i]["input_ids"] for i in idx], dtype=torch.long)
 
@@ -203,7 +205,8 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
     model = load_full_attention_model(model_path, device)
     n = model_length(model.config)
     if corpus_dir:
-        ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path)
+        ids = windows_from_corpus(corpus_dir, num_windows, seed, tokenizer_dir=model_path,
+                                  vocabulary=model.config.vocab_size)
         source = {"corpus_dir": record_path(corpus_dir), "split": "validation"}
     elif text_path:
         tokenizer = load_tokenizer(str(model_path), "model_path")

@@ -186,6 +186,31 @@ def test_corpus_of_another_tokenizer_is_refused(tmp_path, monkeypatch, capsys):
     assert analyze_spectrum(model_a, tmp_path / "out", corpus_dir=tmp_path / "corpus", num_windows=2)["n"] == 16
 
 
+def test_a_corpus_holding_ids_past_the_model_s_vocabulary_is_refused_by_the_spectrum_and_fidelity(tmp_path):
+    """A corpus whose blocks hold an id the model has no embedding for (its files and listing rewritten, its manifest
+    naming the model's tokenizer) was an IndexError traceback in the forward of analyze_spectrum and fidelity: each
+    refuses it naming the corpus's file, the id and the vocabulary, as pretraining does."""
+    from transformers import AutoTokenizer
+
+    from linformer.data import prepare_corpus, train_tokenizer
+    from linformer.errors import CorpusError
+    from linformer.report import fidelity
+    from tests.conftest import put_token_id
+    from tests.data.conftest import write_corpus
+
+    text = write_corpus(tmp_path / "corpus.txt")
+    tok = train_tokenizer([str(text)], str(tmp_path / "tok"), vocab_size=300, min_frequency=1, show_progress=False)
+    corpus = tmp_path / "corpus"
+    prepare_corpus([str(text)], tok, str(corpus), n=16, val_fraction=0.2, num_proc=1)
+    model = _tiny_model(tmp_path / "m", AutoTokenizer.from_pretrained(tok))
+    arrow = put_token_id(corpus, 5000, "validation")
+    past = rf"prepared corpus {corpus} holds token id 5,000 \(in validation/{arrow.name}\), outside the model's vocabulary"
+    with pytest.raises(CorpusError, match=past):
+        analyze_spectrum(model, tmp_path / "out", corpus_dir=corpus, num_windows=2)
+    with pytest.raises(CorpusError, match=past):
+        fidelity.measure({"m": str(model)}, str(corpus), [16], blocks=2)
+
+
 def test_a_run_directory_is_read_through_its_model_and_a_non_model_is_one_error(tmp_path, monkeypatch):
     """`model_path=outputs/pretrain/<run>` works as in every other command; a directory without a model is a
     CheckpointError naming it (it was a transformers traceback)."""
