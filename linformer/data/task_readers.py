@@ -20,7 +20,8 @@ from .io import hub_offline, hub_offline_error, line_bodies, mirror_note, utf16_
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
-# is held whole in memory whatever the cap, so the cap is the largest csv takes on every platform (a C long of 32 bits)
+# is held whole in memory whatever the cap, so the cap is the largest csv takes on every platform (a C long of 32
+# bits), raised for each read of a row alone (``_next_row``)
 _FIELD_LIMIT = 2**31 - 1
 _NUL, _CR = 0, ord("\r")  # bytes as ints: `in` finds an int at memchr's speed, a bytes object ten times slower
 
@@ -145,10 +146,22 @@ def _decoded(raw: bytes, where: str) -> str:
                             "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
 
 
-def _csv_reader(lines: Iterable[str], **dialect):
-    """csv.reader over `lines`, with the field cap this module reads with (``_FIELD_LIMIT``)."""
-    csv.field_size_limit(_FIELD_LIMIT)
-    return csv.reader(lines, **dialect)
+def _next_row(reader) -> list[str] | None:
+    """The next row of the csv `reader` (None at its end), read with the field cap this module reads with
+    (``_FIELD_LIMIT``): csv's cap is one setting of the whole process, so it is raised for this read alone and put
+    back after it, an error's too, and a caller's own csv reading keeps its own cap."""
+    before = csv.field_size_limit(_FIELD_LIMIT)
+    try:
+        return next(reader, None)
+    finally:
+        csv.field_size_limit(before)
+
+
+def _csv_reader(lines: Iterable[str], **dialect) -> Iterator[list[str]]:
+    """The rows csv reads from `lines`, each read with this module's field cap (``_next_row``)."""
+    reader = csv.reader(lines, **dialect)
+    while (row := _next_row(reader)) is not None:
+        yield row
 
 
 def _csv_error(err: csv.Error, where: str) -> TaskDataError:
@@ -157,9 +170,9 @@ def _csv_error(err: csv.Error, where: str) -> TaskDataError:
 
 def _tsv_rows(path: Path) -> Iterator[tuple[list[str], int]]:
     """(row, its line) for each row of a GLUE tsv file (tab-separated, no quoting), a blank line left out."""
-    reader = _csv_reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
+    reader = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
-        for row in reader:
+        while (row := _next_row(reader)) is not None:
             if row:
                 yield row, reader.line_num
     except csv.Error as err:
@@ -265,15 +278,15 @@ def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[_CsvRow]:
     """The rows of a csv file's lines, a blank line left out. A quote left open on one line takes the lines after it
     into that row, up to the next quote, or to the file's end (``unclosed``: csv would return the row as a whole
     one): ``give_back`` hands a skipped row's lines after its first to the rows after it, which they are."""
-    reader = _csv_reader(feed)
+    reader = csv.reader(feed)
     while True:
         feed.taken = []
         try:
-            row = next(reader)
-        except StopIteration:
-            return
+            row = _next_row(reader)
         except csv.Error as err:
             raise _csv_error(err, f"{path}:{feed.taken[0][0] if feed.taken else feed.number}") from None
+        if row is None:
+            return
         lines = feed.taken
         if not row:
             continue

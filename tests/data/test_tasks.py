@@ -992,6 +992,31 @@ def test_a_header_naming_a_column_twice_and_any_csv_error_are_named_by_file_and_
         csv.field_size_limit(cap)
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+def test_the_task_readers_leave_csv_s_field_cap_as_they_found_it(tmp_path, monkeypatch, fmt):
+    """csv's cap on a field is one setting of the whole process: the readers raised it for good, so a user's own csv
+    reading in the same process lost its cap. It is raised for each row's read alone, and put back after a read
+    that fails too."""
+    cap = csv.field_size_limit()
+    try:
+        csv.field_size_limit(1000)
+        name = _file_of(tmp_path, monkeypatch, fmt, [f"{LONG}|1", "short|0"])
+        assert read_task_split(name, str(tmp_path), "train")[0]["sentence"][0] == LONG.strip()
+        assert csv.field_size_limit() == 1000
+        task_readers.check_task_data(name, tmp_path)
+        assert csv.field_size_limit() == 1000
+        name = _file_of(tmp_path, monkeypatch, fmt, [f"{LONG}|1", "short|2"])  # a label outside the set
+        with pytest.raises(TaskDataError, match="label '2' is not in"):
+            read_task_split(name, str(tmp_path), "train")
+        assert csv.field_size_limit() == 1000
+        monkeypatch.setattr(task_readers, "_FIELD_LIMIT", 10)  # csv's own error, raised inside the read
+        with pytest.raises(TaskDataError, match="field larger than field limit"):
+            read_task_split(name, str(tmp_path), "train")
+        assert csv.field_size_limit() == 1000
+    finally:
+        csv.field_size_limit(cap)
+
+
 def test_aclimdb_reviews_named_txt_in_any_case_are_read_and_a_review_s_faults_name_its_line(tmp_path):
     """A review named 7_3.TXT was left out without a word (the corpus reads NOTES.TXT), and a review's byte that is
     not UTF-8 said "or fix that line", naming none; a NUL byte was read into the review."""
