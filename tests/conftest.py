@@ -174,6 +174,25 @@ def hydra_scripts() -> dict[str, str]:
     return {stem: match.group(1) for stem, match in found.items() if match}
 
 
+def stray_arrow(folder: str | Path, token_id: int) -> Path:
+    """A copy of the .arrow file in `folder` (one split's) holding `token_id`, written beside it as cache-stray.arrow
+    and listed nowhere: a file datasets' .map writes beside a split it loaded, no file of the split."""
+    import pyarrow as pa
+
+    folder = Path(folder)
+    [arrow] = sorted(folder.glob("*.arrow"))
+    with pa.memory_map(str(arrow)) as source:
+        table = pa.ipc.open_stream(source).read_all()
+    rows = table.column("input_ids").to_pylist()
+    rows[0][1] = token_id
+    table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"),
+                             pa.array(rows, table.schema.field("input_ids").type))
+    stray = folder / "cache-stray.arrow"
+    with pa.OSFile(str(stray), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return stray
+
+
 def put_token_id(folder: str | Path, token_id: int, split: str = "") -> Path:
     """Write `token_id` over the second id of the first row of the .arrow file under `folder` (`split`: its
     subfolder), and record the file's new size and sha256 in the folder's manifest.json, as a file rewritten by

@@ -942,7 +942,7 @@ def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None, r
     what readers rely on (RECORDED), or the first data file whose size or sha256 is not what prepare_corpus
     recorded. Each ends with `again`, what the caller does about it (prepare_corpus: it prepares it again itself),
     else the command that prepares it again. With `read_ids`, the blocks' ids are read in the same pass as their
-    sha256 (``ids.read_token_ids``, every .arrow file of the folder, listed or not) and returned."""
+    sha256 (``ids.read_token_ids``, the .arrow files the manifest lists) and returned."""
     again = again or f"prepare it again: {prepare_again(out_dir, manifest)}"
     made = manifest.get("format_version")
     if made != FORMAT_VERSION:
@@ -953,7 +953,7 @@ def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None, r
     if missing:
         raise CorpusError(f"prepared corpus {out_dir} was prepared by an earlier version (its {MANIFEST} has no "
                           f"{', '.join(missing)}): {again}")
-    ids = read_token_ids(out_dir) if read_ids else None
+    ids = read_token_ids(out_dir, manifest["files"]) if read_ids else None
     problems = output_damage(out_dir, ids.digests if ids else None)  # RECORDED holds "files": a list, never None
     if problems:
         raise CorpusError(f"prepared corpus {out_dir} is damaged: {Path(out_dir) / problems[0]} since it was prepared; "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,15 +49,19 @@ class TokenIds:
         return None
 
 
-def read_token_ids(root: str | Path, column: str = "input_ids") -> TokenIds:
-    """The sha256 of every .arrow file under `root` and the range of the ids in its list column `column`, each file
-    read once (a file without that column adds its digest alone)."""
+def read_token_ids(root: str | Path, names: Iterable[str], column: str = "input_ids") -> TokenIds:
+    """The sha256 of each .arrow file among `names` (paths under `root`, as a manifest's "files" lists the files it
+    was saved with) and the range of the ids in its list column `column`, each file read once (a file without that
+    column adds its digest alone; a file that is not there, none: the checksums name it). Only those: another .arrow
+    file beside a split (a cache file datasets wrote there) is no file of it, and is neither read nor checked."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     root, found = Path(root), TokenIds()
-    for path in sorted(root.rglob("*.arrow")):
-        name = str(path.relative_to(root))
+    for name in sorted(n for n in names if n.endswith(".arrow")):
+        path = root / name
+        if not path.is_file():
+            continue
         with open(path, "rb", buffering=0) as raw:
             hashing = _Hashing(raw)
             stream = io.BufferedReader(hashing, READ_CHUNK)

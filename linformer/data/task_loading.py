@@ -14,7 +14,16 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError
-from ..files import atomic_dir, cache_key, check_inputs_unchanged, input_states, made_by, output_damage
+from ..files import (
+    MANIFEST,
+    atomic_dir,
+    cache_key,
+    check_inputs_unchanged,
+    input_states,
+    made_by,
+    output_damage,
+    read_json,
+)
 from ..logfile import fewer_than_asked
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
@@ -304,7 +313,8 @@ def _load_cached(target: Path, vocabulary: int):
     past its embeddings), found in the same read of its files (``ids.read_token_ids``)."""
     import datasets
 
-    ids = read_token_ids(target)
+    listed = read_json(target / MANIFEST).get("files")
+    ids = read_token_ids(target, listed if isinstance(listed, dict) else ())
     damage = output_damage(target, ids.digests)
     if damage is None:
         raise _CacheDamaged("was saved without checksums of its files (by an earlier version)")

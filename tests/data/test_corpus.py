@@ -530,6 +530,23 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file_from_the_one_rea
     assert load_prepared(str(out), tok_dir)[split].num_rows  # without a vocabulary nothing is read for it
 
 
+def test_an_arrow_file_beside_a_split_that_the_manifest_does_not_list_is_not_read(prepared, tok_dir, monkeypatch):
+    """The ids were read from every .arrow file under the corpus folder: a cache file datasets wrote beside a split
+    (a .map of the loaded corpus) was read for nothing, and its ids, which are no block's, refused the corpus. Only
+    the split files the manifest lists are read."""
+    from linformer.data import ids as ids_mod
+
+    from ..conftest import stray_arrow
+
+    out, m = prepared
+    stray = stray_arrow(out / "train", 70000)
+    read = []
+    monkeypatch.setattr(ids_mod, "_Hashing", lambda raw, cls=ids_mod._Hashing: read.append(raw.name) or cls(raw))
+    assert load_prepared(str(out), tok_dir, 400)["train"].num_rows == m["splits"]["train"]["blocks"]
+    assert str(stray) not in read and sorted(Path(r).relative_to(out).as_posix() for r in read) == \
+        sorted(name for name in m["files"] if name.endswith(".arrow"))
+
+
 @pytest.mark.parametrize("name", ["dataset_dict.json", "train/state.json"])
 def test_a_damaged_json_file_of_a_corpus_is_its_one_line_refusal_not_a_traceback(prepared, tok_dir, name):
     """Only the .arrow files were checksummed: a damaged dataset_dict.json or state.json was a JSONDecodeError in every

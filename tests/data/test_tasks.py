@@ -1207,6 +1207,23 @@ def test_a_cache_entry_of_ids_outside_the_tokenizer_s_vocabulary_is_tokenized_ag
             "again") in caplog.text
 
 
+def test_a_cache_entry_is_read_by_its_listed_files_not_an_arrow_file_beside_them(qqp_dir, tokenizer, tmp_path,
+                                                                                   caplog, monkeypatch):
+    """Every .arrow file under an entry was read for its ids: a cache file datasets wrote beside the split (a .map of
+    the loaded split) was read for nothing, and an id of its own threw the entry away. Only the files the entry's
+    manifest lists are read."""
+    from ..conftest import stray_arrow
+
+    cache = tmp_path / "cache"
+    load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache), splits=("eval",))
+    [entry] = list(cache.glob("qqp-eval-*"))
+    stray_arrow(entry, len(tokenizer))
+    monkeypatch.setattr(task_loading, "read_task_split", lambda *a, **k: pytest.fail("read, not from the cache"))
+    with caplog.at_level(logging.WARNING, logger="linformer.data.task_loading"):
+        load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache), splits=("eval",))
+    assert "outside the vocabulary" not in caplog.text
+
+
 def test_a_file_missing_under_the_data_mirror_names_the_setting_that_put_it_there(tmp_path, monkeypatch):
     """Without a data mirror (LINFORMER_DATA_MIRROR unset: ../shared/data, never right for a wheel's user), the
     errors named the resolved path alone, not the setting to change."""
