@@ -324,9 +324,14 @@ def utf16_advice(path: str, raw: bytes, lineno: int, expected: str = "UTF-8") ->
     on UTF-16."""
     if not _utf16(raw, lineno):
         return None
+    return f"UTF-16 text; expected {expected}: convert it, e.g. {iconv_command(path, 'UTF-16')}"
+
+
+def iconv_command(path: str, encoding: str) -> str:
+    """The iconv command that converts the file `path` from `encoding` to UTF-8 text beside it
+    (<name>-utf8.<suffix>, a .gz's suffix dropped)."""
     stem, suffix = os.path.splitext(path[:-len(".gz")] if _gzipped(path) else path)
-    return (f"UTF-16 text; expected {expected}: convert it, e.g. iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > "
-            f"{shlex.quote(f'{stem}-utf8{suffix}')}")
+    return f"iconv -f {encoding} -t UTF-8 {shlex.quote(path)} > {shlex.quote(f'{stem}-utf8{suffix}')}"
 
 
 def is_hub_source(source: str) -> bool:

@@ -82,9 +82,11 @@ class _Encode:
                             "write the row's text, or set task.skip_bad_rows=true to skip and count such rows")
 
 
-# bump when the reading or encoding code changes (a TaskSpec's own fields are in the key): 7, a special token's text
-# encoded as text, a row of no token a bad row, each row's place in its file recorded
-CACHE_VERSION = 7
+# bump when the reading or encoding code changes what a file that read before gives (a TaskSpec's own fields are in
+# the key): 7, a special token's text encoded as text, a row of no token a bad row, each row's place in its file
+# recorded; 8, a text holding a NUL byte a bad row, a header naming a column twice refused, a blank line no bad row
+# (task.skip_bad_rows counted it)
+CACHE_VERSION = 8
 
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError
-from .io import hub_offline, hub_offline_error, line_bodies, mirror_note, utf16_advice
+from .io import hub_offline, hub_offline_error, iconv_command, line_bodies, mirror_note, utf16_advice
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
@@ -113,21 +113,20 @@ def _utf8_lines(path: Path) -> Iterator[str]:
     mark read away: UTF-16 text is one TaskDataError saying so and how to convert it, as the corpus's reader says it;
     a byte that is not UTF-8 is one naming the file and line, where a replacement character would have been trained
     on without a word."""
-    number = 0
+    number = offset = 0  # offset: the bytes of the file before the line
     with open(path, "rb") as f:
         for raw in f:
             if number == 0:
+                offset = len(raw)
                 raw = raw.removeprefix(codecs.BOM_UTF8)
+                offset -= len(raw)
             # UTF-16 text has a NUL byte on each line (but its first, a BOM's): a NUL byte's test spares the rest
             if (number == 0 or _NUL in raw) and (utf16 := utf16_advice(str(path), raw, number + 1, "UTF-8 text")):
                 raise TaskDataError(f"{path}: {utf16}")
-            if _CR not in raw:  # the common case
+            for piece in _line_pieces(raw) if _CR in raw else (raw,):  # no CR: the common case
                 number += 1
-                yield _decoded(raw, f"{path}:{number}")
-                continue
-            for piece in _line_pieces(raw):
-                number += 1
-                yield _decoded(piece, f"{path}:{number}")
+                yield _decoded(piece, path, number, offset)
+                offset += len(piece)
 
 
 def _line_pieces(raw: bytes) -> list[bytes]:
@@ -138,12 +137,37 @@ def _line_pieces(raw: bytes) -> list[bytes]:
     return [line + b"\r" for line in lines] + [last + raw[len(raw.rstrip(b"\r\n")):]]
 
 
-def _decoded(raw: bytes, where: str) -> str:
+def _decoded(raw: bytes, path: Path, number: int, offset: int) -> str:
+    """Line `number` of the file `path`, `raw` its bytes from byte `offset` of the file, as UTF-8 text; else a
+    TaskDataError naming the line, the byte and its offset, and the conversion that reads the line as it was
+    written (``_conversion``)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise TaskDataError(f"{where}: not UTF-8 text (byte {raw[err.start]:#04x}): convert the file to UTF-8 (for "
-                            "example iconv -f latin1 -t utf-8 FILE > NEW), or fix that line") from None
+        raise TaskDataError(f"{path}:{number}: not UTF-8 text (byte {raw[err.start]:#04x} at byte offset "
+                            f"{offset + err.start:,} of the file, from 0): {_conversion(raw, path)}") from None
+
+
+_C1 = re.compile(rb"[\x80-\x9f]")  # bytes that are control characters in Latin-1, and mostly letters in Windows-1252
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # no text's characters (a tab and line ends are)
+
+
+def _conversion(raw: bytes, path: Path) -> str:
+    """What to do of a line `raw` that is not UTF-8: where it reads as Latin-1 or Windows-1252 text (no control
+    character, and no UTF-8 character in it besides, a file of mixed encodings that a conversion would garble), the
+    iconv command that converts the file from it; else to fix the line, which no such conversion reads."""
+    try:
+        text = raw.decode("cp1252")
+    except UnicodeDecodeError:  # a byte Windows-1252 leaves undefined (0x81, 0x8d, ...)
+        text = None
+    utf8 = any(c > "\x7f" and c != "\ufffd" for c in raw.decode("utf-8", errors="replace"))
+    if text is not None and not utf8 and not _CONTROL.search(text):
+        encoding = "CP1252" if _C1.search(raw) else "latin1"  # the same characters where no byte is 0x80-0x9f
+        return (f"the line reads as {'Windows-1252' if encoding == 'CP1252' else 'Latin-1'} text; convert the file "
+                f"to UTF-8, e.g. {iconv_command(str(path), encoding)}, or fix that line")
+    why = "the line holds UTF-8 characters too (a file of mixed encodings, which a conversion would garble)" if utf8 \
+        else "nor is the line Latin-1 or Windows-1252 text (a control character, or a byte neither defines: binary data?)"
+    return f"{why}: fix that line, or give the file as UTF-8 text"
 
 
 def _next_row(reader) -> list[str] | None:
@@ -549,8 +573,9 @@ def _reviews(paths: Iterable[Path]) -> list[Path]:
 
 def _source_files(task_spec: TaskSpec, data_dir: Path, split: str) -> list[Path]:
     f = data_dir / task_spec.files[split]
-    if task_spec.format == "imdb" and not f.is_file():  # aclImdb folders
-        return _reviews((data_dir / Path(task_spec.files[split]).stem).glob("*/*"))
+    if task_spec.format == "imdb" and not f.is_file():  # aclImdb folders: the reviews read, not unsup/'s
+        folder = _aclimdb(data_dir, task_spec.files[split])
+        return [p for _, p in _aclimdb_reviews(folder)] if folder is not None else []
     return [f]
 
 

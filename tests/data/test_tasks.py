@@ -374,12 +374,14 @@ def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_li
     lines = train.read_bytes().split(b"\n")
     lines[3] = lines[3].replace(b"river", b"rivi\xe8re")  # line 4 of the file, in latin-1
     train.write_bytes(b"\n".join(lines))
-    with pytest.raises(TaskDataError, match=r"train.tsv:4: not UTF-8 text \(byte 0xe8\): convert the file to UTF-8"):
+    at = len(b"\n".join(lines[:3])) + 1 + lines[3].index(b"\xe8")  # the BOM's 3 bytes in it
+    with pytest.raises(TaskDataError, match=rf"train.tsv:4: not UTF-8 text \(byte 0xe8 at byte offset {at:,} of the "
+                                            r"file, from 0\): the line reads as Latin-1 text; convert the file to UTF-8"):
         read_task_split("qnli", str(qnli_dir), "train")
     imdb = tmp_path / "imdb"
     imdb.mkdir()
     (imdb / "train.csv").write_bytes(b"\xef\xbb\xbftext,label\ngood film,1\n\"caf\xe9 scene\",0\n")
-    with pytest.raises(TaskDataError, match=r"train.csv:3: not UTF-8 text \(byte 0xe9\)"):
+    with pytest.raises(TaskDataError, match=r"train.csv:3: not UTF-8 text \(byte 0xe9 at byte offset 30 of"):
         read_task_split("imdb", str(imdb), "train")
     (imdb / "train.csv").write_bytes(b"\xef\xbb\xbftext,label\ngood film,1\n")
     assert read_task_split("imdb", str(imdb), "train")[0]["text"] == ["good film"]
@@ -1030,12 +1032,72 @@ def test_aclimdb_reviews_named_txt_in_any_case_are_read_and_a_review_s_faults_na
     assert tmp_path / "train" / "pos" / "1_8.TXT" in task_readers.task_files("imdb", tmp_path)  # its cache key's
     bad = tmp_path / "train" / "neg" / "2_1.txt"
     bad.write_bytes(b"Dull,\nvery\r\xe9dull.")
-    with pytest.raises(TaskDataError, match=rf"^{bad}:3: not UTF-8 text \(byte 0xe9\)"):
+    with pytest.raises(TaskDataError, match=rf"^{bad}:3: not UTF-8 text \(byte 0xe9 at byte offset 11 of"):
         read_task_split("imdb", str(tmp_path), "train")
     bad.write_bytes(b"Dull,\nvery\x00dull.")
     with pytest.raises(TaskDataError, match=rf"^{bad}:2: a NUL byte in the review \(a binary file\?\)"):
         read_task_split("imdb", str(tmp_path), "train")
     assert read_task_split("imdb", str(tmp_path), "train", skip_bad_rows=True)[1] == 1
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
+@pytest.mark.parametrize("line, at, advice", [
+    (b"caf\xe9 scene|1", 3, (r"the line reads as Latin-1 text; convert the file to UTF-8, e.g. iconv -f latin1 -t UTF-8 "
+                        r"\S*train.{fmt} > \S*train-utf8.{fmt}, or fix that line$")),
+    (b"\x93quoted\x94 caf\xe9|1", 0, (r"the line reads as Windows-1252 text; convert the file to UTF-8, e.g. iconv -f "
+                                 r"CP1252 -t UTF-8 \S*train.{fmt} > \S*train-utf8.{fmt}, or fix that line$")),
+    (b"caf\xc3\xa9 and caf\xe9|1", 13, (r"the line holds UTF-8 characters too \(a file of mixed encodings, which a "
+                                  r"conversion would garble\): fix that line, or give the file as UTF-8 text$")),
+    (b"\x01\x02\xff\xfe\x03|1", 2, (r"nor is the line Latin-1 or Windows-1252 text \(a control character, or a byte "
+                             r"neither defines: binary data\?\): fix that line, or give the file as UTF-8 text$")),
+    (b"bad \x81 byte|1", 4, r"nor is the line Latin-1 or Windows-1252 text"),
+], ids=["latin1", "cp1252", "mixed", "binary", "undefined in cp1252"])
+def test_a_byte_that_is_not_utf8_suggests_iconv_only_for_latin1_or_cp1252_text(tmp_path, monkeypatch, fmt, line, at,
+                                                                               advice):
+    """A byte that is not UTF-8 suggested iconv -f latin1 whatever the bytes were: Windows-1252 quotes became C1
+    control characters, a file of mixed encodings had its UTF-8 garbled, binary data was converted. The advice is
+    given only where the line reads as Latin-1 (or Windows-1252) text, with the byte's offset in the file."""
+    name = _file_of(tmp_path, monkeypatch, fmt, ["good film|1"])
+    path = tmp_path / f"train.{fmt}"
+    sep = b"\t" if fmt == "tsv" else b","
+    before = path.read_bytes()
+    path.write_bytes(before + line.replace(b"|", sep) + b"\n")
+    bad = len(before) + at
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/train.{fmt}:3: not UTF-8 text \(byte 0x[0-9a-f]{{2}} at byte "
+                                            rf"offset {bad:,} of the file, from 0\): " + advice.format(fmt=fmt)):
+        read_task_split(name, str(tmp_path), "train")
+
+
+def test_an_aclimdb_folder_s_cache_key_reads_its_pos_and_neg_reviews_alone(tmp_path, tokenizer):
+    """The key of an aclImdb split hashed every file under its folder: the 50,000 unlabeled reviews of train/unsup,
+    which no split reads, were hashed at every start, and an edit there threw the cache away."""
+    for split in ("train", "test"):
+        for sub, text in (("pos", b"Great film."), ("neg", b"Dull."), ("unsup", b"Unlabeled.")):
+            (tmp_path / split / sub).mkdir(parents=True)
+            (tmp_path / split / sub / "0_0.txt").write_bytes(text)
+    files = task_readers.task_files("imdb", tmp_path)
+    assert files == [tmp_path / s / sub / "0_0.txt" for s in ("train", "test") for sub in ("neg", "pos")]
+    key = task_loading.split_cache_key("imdb", str(tmp_path), "train", tokenizer, 64, SplitOptions())
+    (tmp_path / "train" / "unsup" / "0_0.txt").write_bytes(b"Edited.")
+    (tmp_path / "train" / "unsup" / "1_0.txt").write_bytes(b"Added.")
+    assert task_loading.split_cache_key("imdb", str(tmp_path), "train", tokenizer, 64, SplitOptions()) == key
+    (tmp_path / "train" / "pos" / "0_0.txt").write_bytes(b"Edited.")
+    assert task_loading.split_cache_key("imdb", str(tmp_path), "train", tokenizer, 64, SplitOptions()) != key
+
+
+def test_a_cache_entry_the_earlier_readers_saved_from_a_file_they_read_otherwise_is_not_served(tmp_path, monkeypatch,
+                                                                                               tokenizer):
+    """The readers of CACHE_VERSION 7 read a text holding a NUL byte as text, which is a bad row now: an entry they
+    cached from such a file was served under the same key, the NUL in the text a model trains on."""
+    name = _file_of(tmp_path, monkeypatch, "tsv", ["good film|1", "binary\x00junk|1", "bad film|0"])
+    cache = tmp_path / "cache"
+    with monkeypatch.context() as old:
+        old.setattr(task_loading, "CACHE_VERSION", 7)
+        old.setattr(task_readers, "_texts_fit", lambda texts, where, skip: all(texts.values()))  # NUL read as text
+        assert len(load_task(name, str(tmp_path), tokenizer, max_length=64, cache_dir=str(cache),
+                             splits=("train",))["train"]) == 3
+    with pytest.raises(TaskDataError, match=r"train.tsv:3: a NUL byte in column sentence"):
+        load_task(name, str(tmp_path), tokenizer, max_length=64, cache_dir=str(cache), splits=("train",))
 
 
 def test_a_tokenizer_that_truncates_on_the_left_does_not_read_the_right_truncated_cache(qqp_dir, tok_dir, tmp_path):
