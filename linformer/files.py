@@ -830,6 +830,22 @@ class ReadOnce:
                 self.kept.clear()
 
 
+class HashingReader(io.RawIOBase):
+    """A binary file that hashes every byte read from it, in order (``digest``, a sha256): a reader that parses or
+    decompresses a file takes its sha256 in the same read."""
+
+    def __init__(self, raw, digest=None):
+        self.raw, self.digest = raw, digest if digest is not None else hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.raw.readinto(buffer)
+        self.digest.update(memoryview(buffer)[:count])
+        return count
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
     """The sha256 of a file's content, read now; inside ``hashed_once`` read once for each state of the file."""
     return _DIGESTS(path, chunk)

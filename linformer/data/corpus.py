@@ -57,14 +57,12 @@ from .io import (
     CORPUS_LAYOUT,
     SourceText,
     checked_lines,
-    holds_lone_cr,
     load_hub_text,
     moved_output,
     resolve_sources,
     source_texts,
     text_changes,
     text_states,
-    verify_sources,
 )
 from .tokenizer import check_sequence_room, encoding_of, load_tokenizer, part_differences, tokenizer_hash
 from .unigram import unigram_perplexity
@@ -435,10 +433,11 @@ def _cache_key(srcs: list[SourceText], tok_hash: str, n: int, val_fraction: floa
                "seed": seed, "skip_bad_rows": skip_bad_rows, "max_documents": max_documents}
     # A lone CR ends a line (``io.line_bodies``), where the reader of format_version 3 took it as text: such a text
     # gives other blocks than it gave then, so its key says so. The key of every other text, which reads as it did,
-    # is the one its corpora recorded (raising FORMAT_VERSION would refuse them all).
-    if any(holds_lone_cr(s.path) for s in srcs):
+    # is the one its corpora recorded (raising FORMAT_VERSION would refuse them all). `srcs` were read for it, and
+    # hashed in the same read (``io.source_texts``'s `read`).
+    if any(s.lone_cr for s in srcs):
         options["lone_cr_line_ends"] = True
-    return cache_key(options, [s.path for s in srcs])
+    return cache_key(options, [s.path for s in srcs], {s.path: s.sha256 for s in srcs})
 
 
 # The data.* keys a prepared corpus is made from, as prepare_corpus records them (its manifest's settings.data)
@@ -458,8 +457,9 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
     (``jobs.corpus_check``). Checked: each CORPUS_KEYS value; the sources by content, the sha256 of every file they
     give now against the manifest's (a glob matching another file, a file edited), so that sources moved elsewhere
     with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
-    (``check_tokenizer_settings``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
-    per start. Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
+    (``check_tokenizer_settings``); a corpus an earlier version prepared from a text with lone CRs
+    (``_check_line_end_rule``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
+    per start (a manifest that records no lone CRs: its text read in the same read, a .gz file decompressed). Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
     as a path names its corpus itself; unless not `named` (a plan's corpus job, whose command writes `out_dir` from
     `data`, whatever its name). Nothing to compare without a complete manifest (load_prepared says so).
     `group`: the data group's option, for the commands a refusal prints (``_data_option``)."""
@@ -509,8 +509,11 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: s
     """CorpusError where data.sources give other texts (by sha256; a hub source by its name) than the corpus was
     prepared from; a note on stderr where they are the same texts at other paths."""
     recorded = manifest.get("sources") or []
+    # a manifest that records each file's lone CRs was made by a build that keyed them; another is checked for them
+    # (``_check_line_end_rule``), read in the one read that hashes the files
+    marked = all("lone_cr" in r for r in recorded if r.get("path"))
     try:
-        now = source_texts(resolve_sources(data["sources"]))
+        now = source_texts(resolve_sources(data["sources"]), read=not marked)
     except (FileNotFoundError, CorpusError) as err:
         made_at = ", ".join(str(r.get("path") or r.get("source")) for r in recorded)
         raise CorpusError(f"data.sources: {err}; the corpus {out_dir} was prepared from {made_at}") from err
@@ -520,9 +523,30 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: s
                           f"corpus {out_dir} (data.name={data['name']}) was prepared from (by content, sha256: "
                           f"{what}): prepare it again ({_prepare_command(data, group)}), or choose the data.name of a corpus "
                           "prepared from them")
+    if not marked:
+        _check_line_end_rule(out_dir, manifest, now, data, group)
     if made_at:
         print(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
               "same texts (sha256) at other paths, so it is read as prepared.", file=sys.stderr)
+
+
+def _check_line_end_rule(out_dir: str, manifest: Mapping, now: list[SourceText], data: Mapping,
+                         group: str | None = None) -> None:
+    """CorpusError where a source of the corpus at `out_dir` holds a lone CR (`now`: its texts, read for it) and its
+    manifest's cache key is not the one this version gives (``_cache_key``, from the settings, tokenizer and texts
+    it records): a build older than the rule that a lone CR ends a line read it as text, so its blocks are not the
+    ones the text gives now. The texts are the same (sha256), so only the rule can make the keys differ. A corpus
+    with a hub source has no key to tell by, and is left as it is."""
+    lone = [s.path for s in now if s.lone_cr]
+    if not lone or any(s.hub for s in now) or manifest.get("cache_key") is None:
+        return
+    made = (manifest.get("settings") or {}).get("data") or {}
+    key = _cache_key(now, manifest.get("tokenizer_hash"), made.get("n"), made.get("val_fraction"), made.get("seed"),
+                     made.get("skip_bad_rows"), made.get("max_documents"))
+    if key != manifest["cache_key"]:
+        raise CorpusError(f"the corpus {out_dir} was prepared by an earlier version, which read the lone CRs (classic "
+                          f"Mac OS line ends) of {lone[0]} as text, where a lone CR ends a line now: its blocks are "
+                          f"not the ones its text gives. Run prepare_corpus again: {_prepare_command(data, group)}")
 
 
 # The tokenizer's settings a data group gives (its data.* key -> train_tokenizer's recorded setting)
@@ -610,8 +634,10 @@ def prepare_corpus(
     if out.parent.is_dir():  # at every run, a reuse too: a killed build's temporary is the corpus's size
         remove_stale_temps(out)
     inputs = input_states([tokenizer_dir])  # before it is hashed, as each source's is (``text_states``)
-    srcs = source_texts(sources)
-    tok_hash = tokenizer_hash(tokenizer_dir)
+    tok_hash = tokenizer_hash(tokenizer_dir)  # first: a damaged tokenizer is named before the sources are read
+    # each source read once before the build: its sha256, its text's size and lone CRs (the cache key's), a .gz
+    # file decompressed and checked to its end
+    srcs = source_texts(sources, read=True)
     inputs |= text_states(srcs)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
@@ -626,9 +652,8 @@ def prepare_corpus(
                                         "tokenizer_dir": used})
     moved = _moved(out, record, srcs, tok_hash)
     check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir],
-                     key="out_dir=")  # before
-    # the sources are read
-    needs = _say_space(out, verify_sources([s.path for s in srcs if s.path]), max_documents, any(s.hub for s in srcs))
+                     key="out_dir=")
+    needs = _say_space(out, sum(s.text_bytes for s in srcs), max_documents, any(s.hub for s in srcs))
     with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, needs=needs, key="out_dir=") as tmp:
         _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
         # the blocks hold what was read since the hash (the tokenizer loaded by every worker): the same bytes only
@@ -715,7 +740,8 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "encoding": encoding_of(tok),
         "special_ids": {"bos": bos, "eos": eos, "sep": sep, "newline": nl, "pad": tok.pad_token_id},
         "sources": [
-            {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes, **s.stats} for s in srcs
+            {"source": s.given, "path": s.path, "sha256": s.sha256, "bytes": s.bytes,
+             **({"lone_cr": s.lone_cr} if s.path else {}), **s.stats} for s in srcs
         ],
         "documents": n_docs,
         "paragraphs": totals["lines"],

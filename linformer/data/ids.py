@@ -4,28 +4,14 @@ range of ids that finds ids no model of a vocabulary takes cost one read of the 
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import HashingReader
+
 READ_CHUNK = 1 << 22  # bytes a read takes from the file: as files.sha256_file hashes it
-
-
-class _Hashing(io.RawIOBase):
-    """A binary file that hashes every byte read from it, in order."""
-
-    def __init__(self, raw):
-        self.raw, self.digest = raw, hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        count = self.raw.readinto(buffer)
-        self.digest.update(memoryview(buffer)[:count])
-        return count
 
 
 @dataclass
@@ -63,7 +49,7 @@ def read_token_ids(root: str | Path, names: Iterable[str], column: str = "input_
         if not path.is_file():
             continue
         with open(path, "rb", buffering=0) as raw:
-            hashing = _Hashing(raw)
+            hashing = HashingReader(raw)
             stream = io.BufferedReader(hashing, READ_CHUNK)
             try:
                 for batch in pa.ipc.open_stream(stream):

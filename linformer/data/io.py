@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import glob
 import gzip
+import hashlib
 import io
 import logging
 import os
@@ -22,7 +23,7 @@ from omegaconf import OmegaConf
 from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_file, no_config
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
-from ..files import MANIFEST, file_state, listing, read_json, repo_relative, sha256_file
+from ..files import MANIFEST, HashingReader, file_state, listing, read_json, repo_relative, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
 
@@ -190,20 +191,26 @@ def refuse_repeated_texts(sources: list[tuple[str, str]]) -> None:
         first[content] = source
 
 
-def verify_gzip(path: str, chunk: int = 1 << 24) -> int:
+def verify_gzip(path: str, chunk: int = 1 << 24, digest=None, each: Callable[[bytes], None] | None = None) -> int:
     """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
     stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file;
-    returns the bytes of text it holds."""
-    with open(path, "rb") as raw:
+    returns the bytes of text it holds. In the same read, `digest` (a hashlib object), given, takes the file's own
+    bytes, all of them, and `each`, given, each block of its text."""
+    with open(path, "rb", buffering=0) as raw:
         if raw.read(len(_GZIP_MAGIC)) != _GZIP_MAGIC:
             raise CorpusError(f"{path}: not a gzip file (it does not start with gzip's bytes 1f 8b): a plain text "
                               "file is named .txt, not .txt.gz; rename it, or compress it with gzip.")
         raw.seek(0)
         try:
-            with gzip.GzipFile(fileobj=raw) as f:
+            with gzip.GzipFile(fileobj=io.BufferedReader(HashingReader(raw, digest), 1 << 20) if digest is not None
+                               else raw) as f:
                 text = 0
                 while block := f.read(chunk):
                     text += len(block)
+                    if each is not None:
+                        each(block)
+                while digest is not None and f.fileobj.read(chunk):  # what follows the last member: in the digest
+                    pass
         except (OSError, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: corrupt gzip stream ({err or type(err).__name__}); nothing was built. "
                               "Replace the file with an intact copy.") from err
@@ -252,26 +259,40 @@ def line_bodies(raw: bytes) -> list[bytes]:
 _LINE_END_CRS = re.compile(rb"\r+\n")
 
 
-def holds_lone_cr(path: str, chunk: int = 1 << 22) -> bool:
-    """Whether the .txt/.txt.gz file `path` holds a lone CR ending a line (``line_bodies``): a CR followed by neither
-    an LF (after any more CRs) nor the file's end. Only such a file reads as more lines than LFs end. One read of the
-    text, at memchr's speed where a block has no CR. A damaged .gz file reads as far as it can: ``verify_gzip``
-    refuses it before anything is built from it, and no corpus was built from its bytes to be reused."""
-    carry = b""  # the CRs that end a block: what follows them decides
-    try:
-        with open_binary(path) as f:
-            while block := f.read(chunk):
-                if not carry and b"\r" not in block:
-                    continue
-                text = carry + block
-                body = text.rstrip(b"\r")
-                carry = text[len(body):]
-                if b"\r" in _LINE_END_CRS.sub(b"", body):
-                    return True
-    except (OSError, EOFError, zlib.error):
-        if not _gzipped(path):
-            raise
-    return False
+class _LoneCrs:
+    """Whether text given block by block (a call a block) holds a lone CR ending a line (``line_bodies``): a CR
+    followed by neither an LF (after any more CRs) nor the text's end (``found``). Only such a text reads as more
+    lines than LFs end. At memchr's speed where a block has no CR."""
+
+    def __init__(self):
+        self.carry = b""  # the CRs that end the blocks so far: what follows them decides
+        self.found = False
+
+    def __call__(self, block: bytes) -> None:
+        if self.found or (not self.carry and b"\r" not in block):
+            return
+        text = self.carry + block
+        body = text.rstrip(b"\r")
+        self.carry = text[len(body):]
+        self.found = b"\r" in _LINE_END_CRS.sub(b"", body)
+
+
+def read_source(path: str, chunk: int = 1 << 22) -> tuple[str, int, bool]:
+    """The one read of the .txt/.txt.gz file `path` before anything is built from it: (the sha256 of its bytes as
+    stored, the bytes of text it holds, whether the text holds a lone CR ending a line: ``_LoneCrs``). A .gz file is
+    decompressed to its end in that read (``verify_gzip``: a damaged one is a CorpusError naming it)."""
+    crs = _LoneCrs()
+    if _gzipped(path):
+        digest = hashlib.sha256()
+        text = verify_gzip(path, chunk, digest, crs)
+        return digest.hexdigest(), text, crs.found
+    text = 0
+    with open(path, "rb", buffering=0) as raw:
+        hashing = HashingReader(raw)
+        while block := hashing.read(chunk):
+            text += len(block)
+            crs(block)
+    return hashing.digest.hexdigest(), text, crs.found
 
 
 def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
@@ -416,12 +437,16 @@ class SourceText:
     bytes: int = 0
     stats: dict = field(default_factory=dict)
     state: tuple | None = None  # the file's ``files.file_state`` when it was hashed (``text_states``)
+    text_bytes: int = 0  # the bytes of text it holds (a .gz file's decompressed), where read by ``read_source``
+    lone_cr: bool | None = None  # whether it holds a lone CR ending a line (``read_source``); None: not read for it
 
 
-def source_texts(sources: list[str]) -> list[SourceText]:
+def source_texts(sources: list[str], read: bool = False) -> list[SourceText]:
     """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
     by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
-    What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``)."""
+    What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``). With
+    `read`, each file's sha256, text bytes and lone CR are taken in one read of it (``read_source``, a .gz file
+    decompressed and checked), else its sha256 alone (``files.sha256_file``)."""
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
@@ -434,8 +459,9 @@ def source_texts(sources: list[str]) -> list[SourceText]:
         else:
             for p in expand_sources([given]):
                 state = file_state(p)  # before the hash: a change after it is another state (``text_states``)
-                out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256_file(p), bytes=os.path.getsize(p),
-                                      state=state))
+                sha256, text, lone_cr = read_source(p) if read else (sha256_file(p), 0, None)
+                out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256, bytes=os.path.getsize(p),
+                                      state=state, text_bytes=text, lone_cr=lone_cr))
     refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
     return out
 

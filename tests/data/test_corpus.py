@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from linformer.data import corpus as corpus_mod
+from linformer.data import io as io_mod
 from linformer.data.corpus import load_prepared, prepare_corpus, vocabulary_sha256
 from linformer.data.io import repo_root
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
@@ -342,7 +343,7 @@ def test_a_damaged_tokenizer_is_named_before_any_source_is_read(tmp_path, tok_di
     shutil.copytree(tok_dir, tmp_path / "tok")
     damaged = tmp_path / "tok" / file
     damaged.write_text(damaged.read_text()[:40])
-    monkeypatch.setattr(corpus_mod, "verify_sources", lambda paths: pytest.fail("sources read first"))
+    monkeypatch.setattr(io_mod, "read_source", lambda *a: pytest.fail("sources read first"))
     with pytest.raises(CheckpointError, match=rf"^{re.escape(str(damaged))} is damaged: it is not valid JSON"):
         prepare_corpus([str(corpus_file)], str(tmp_path / "tok"), str(tmp_path / "p"), n=8, num_proc=1)
     assert not (tmp_path / "p").exists()
@@ -541,7 +542,7 @@ def test_an_arrow_file_beside_a_split_that_the_manifest_does_not_list_is_not_rea
     out, m = prepared
     stray = stray_arrow(out / "train", 70000)
     read = []
-    monkeypatch.setattr(ids_mod, "_Hashing", lambda raw, cls=ids_mod._Hashing: read.append(raw.name) or cls(raw))
+    monkeypatch.setattr(ids_mod, "HashingReader", lambda raw, cls=ids_mod.HashingReader: read.append(raw.name) or cls(raw))
     assert load_prepared(str(out), tok_dir, 400)["train"].num_rows == m["splits"]["train"]["blocks"]
     assert str(stray) not in read and sorted(Path(r).relative_to(out).as_posix() for r in read) == \
         sorted(name for name in m["files"] if name.endswith(".arrow"))
@@ -1132,16 +1133,20 @@ def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, 
     tokenizer alike (one reader, ``io.checked_lines``), where it was one line holding CRs: one document. A text
     without a lone CR (CRCRLF and CRs at the file's end included) reads byte for byte as before and keeps the cache
     key its corpora recorded; one with a lone CR gets another (it gives other blocks than it did)."""
-    from linformer.data.io import checked_lines, holds_lone_cr
+    from linformer.data.io import checked_lines, read_source
     from linformer.files import cache_key
 
     text = "first doc para one\nfirst doc para two\n\nsecond doc only para\n\nthird doc a\nthird doc b\n"
     lines = text.splitlines()
 
     def read(name, data, chunk=1 << 22):
-        (tmp_path / name).write_bytes(data)
+        path = tmp_path / name
+        path.write_bytes(data)
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0}
-        return list(checked_lines(str(tmp_path / name), False, counts)), holds_lone_cr(str(tmp_path / name), chunk)
+        lone = read_source(str(path), chunk)[2]
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(data))  # the same text compressed: the same answer
+        assert read_source(str(tmp_path / f"{name}.gz"), chunk)[1:] == (len(data), lone)
+        return list(checked_lines(str(path), False, counts)), lone
 
     for ending in ("\r", "\r\n", "\n"):
         assert read("t.txt", text.replace("\n", ending).encode()) == (lines, ending == "\r")
@@ -1164,7 +1169,74 @@ def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, 
     options = {"format_version": 3, "tokenizer_hash": tokenizer_hash(tok_dir), "n": 8, "val_fraction": 0.3,
                "seed": 0, "skip_bad_rows": False, "max_documents": None}
     assert made["lf"]["cache_key"] == cache_key(options, [str(tmp_path / "lf.txt")])
-    assert made["cr"]["cache_key"] != cache_key(options, [str(tmp_path / "cr.txt")])
+    assert made["cr"]["cache_key"] == cache_key({**options, "lone_cr_line_ends": True}, [str(tmp_path / "cr.txt")])
+    assert [made[k]["sources"][0]["lone_cr"] for k in made] == [False, True]
+
+
+def test_prepare_corpus_reads_each_source_once_before_its_build(tmp_path, tok_dir, corpus_file, monkeypatch):
+    """Before the build, a source was read for its sha256, again for its lone CRs, again for the cache key's sha256,
+    and a .gz source decompressed a second time to check it: four reads of the 210 MB mirror where one gives all."""
+    import builtins
+
+    from linformer.files import sha256_file
+
+    gz = tmp_path / "b.txt.gz"
+    gz.write_bytes(gzip.compress(b"one\rtwo\r\rthree\r\n\nfour five six seven\n" * 40))
+    sources = [str(corpus_file), str(gz)]
+    opened, real_open = [], builtins.open
+
+    def counting(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(corpus_mod, "_build", stop)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_corpus(sources, tok_dir, str(tmp_path / "p"), n=8, num_proc=1)
+    assert [opened.count(p) for p in sources] == [1, 1]
+    monkeypatch.undo()
+    m = prepare_corpus(sources, tok_dir, str(tmp_path / "p"), n=8, num_proc=1)
+    assert [(s["sha256"], s["lone_cr"]) for s in m["sources"]] == [(sha256_file(corpus_file), False),
+                                                                  (sha256_file(gz), True)]
+
+
+def test_pretraining_s_start_check_refuses_a_corpus_prepared_before_a_lone_cr_ended_a_line(tmp_path, tok_dir):
+    """A corpus an earlier version prepared from a text with lone CRs (read as text, where they end lines now) passed
+    pretraining's start check, which compares the sources by sha256: its blocks are not what the text gives. Its
+    manifest, which records no lone CRs and the key made without the rule, is refused naming the corpus and the
+    command; one this version prepared, or one prepared after the rule but before manifests recorded lone CRs, is
+    not, nor is an earlier one of a text without a lone CR."""
+    from linformer.files import cache_key
+
+    text = "first doc para one\nfirst doc para two\n\nsecond doc only para\n\nthird doc a\nthird doc b\n"
+    options = {"format_version": 3, "tokenizer_hash": tokenizer_hash(tok_dir), "n": 8, "val_fraction": 0.3,
+               "seed": 0, "skip_bad_rows": False, "max_documents": None}
+    for name, ending in (("lf", "\n"), ("cr", "\r")):
+        src, out = tmp_path / f"{name}.txt", tmp_path / name
+        src.write_bytes(text.replace("\n", ending).encode())
+        prepare_corpus([str(src)], tok_dir, str(out), n=8, val_fraction=0.3, num_proc=1)
+        data = {"name": name, "tokenizer": "t", "sources": [str(src)], "n": 8, "val_fraction": 0.3}
+        corpus_mod.check_corpus_settings(str(out), data)  # this version's
+        manifest = json.loads((out / "manifest.json").read_text())
+        for record in manifest["sources"]:
+            record.pop("lone_cr", None)
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        corpus_mod.check_corpus_settings(str(out), data)  # keyed by the rule, before manifests recorded lone CRs
+        manifest["cache_key"] = cache_key(options, [str(src)])  # the key of the build before the rule
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        if name == "lf":
+            corpus_mod.check_corpus_settings(str(out), data)
+            continue
+        with pytest.raises(CorpusError) as refused:
+            corpus_mod.check_corpus_settings(str(out), data)
+        said = str(refused.value)
+        assert "\n" not in said and said.startswith(
+            f"the corpus {out} was prepared by an earlier version, which read the lone CRs (classic Mac OS line "
+            f"ends) of {src} as text, where a lone CR ends a line now: its blocks are not the ones its text gives. "
+            "Run prepare_corpus again: python scripts/prepare_corpus.py") and "overwrite=true" in said
 
 
 def test_a_missing_corpus_or_tokenizer_names_the_command_of_this_command_s_data_settings(tmp_path):
