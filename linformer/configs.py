@@ -16,7 +16,7 @@ from pathlib import Path
 from .errors import ConfigError, did_you_mean
 from .files import NAME_MAX_BYTES, flatten
 from .runname import register_resolvers
-from .shell import script_command
+from .shell import hydra_value, script_command
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -155,30 +155,46 @@ class HydraCommandLine:
     multirun: bool
 
 
-def hydra_command_line(args: list[str], config_name: str, task_function: Callable | None = None
-                       ) -> HydraCommandLine | None:
+def _hydra_internal(module: str, name: str):
+    """`name` of Hydra's `module`, one of hydra._internal's (its command-line parser, its search path's making): not
+    public API, so a Hydra past the 1.3 that pyproject.toml bounds may move it; None then, and what reads it falls back
+    to Hydra's public ways (``hydra_command_line``, ``_initialize``)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+_PARSER = ("get_args_parser", "compute_search_path_dir", "detect_calling_file_or_module_from_task_function")
+
+
+def reads_command_lines() -> bool:
+    """Whether this Hydra has the parser ``hydra_command_line`` reads a command line with: where it moved it, a
+    command's checks before Hydra starts are Hydra's own (its messages), and the refusals run inside the job."""
+    return all(_hydra_internal("hydra._internal.utils", name) is not None for name in _PARSER)
+
+
+def hydra_command_line(args: list[str], config_name: str, task_function: Callable | None = None,
+                       script: str | Path | None = None, cwd: str | Path | None = None) -> HydraCommandLine | None:
     """`args` (a Hydra script's command line, its script's config `config_name`) read by Hydra's own parser, the
     configs it composes named as Hydra names them (a relative --config-path from the file of `task_function`, the
-    script's; --config-dir from the working directory). None where Hydra's run alone can say what it does: a command
-    line that does not parse (Hydra's usage line says why), --version, a --config-path of a package (pkg://) or, with
-    no `task_function` to take it from, a relative one. ConfigError where --config-dir or --config-path names no
-    folder."""
-    from hydra._internal.utils import (  # hydra-core is bounded to 1.3 (pyproject.toml): its parser is the one run
-        compute_search_path_dir,
-        detect_calling_file_or_module_from_task_function,
-        get_args_parser,
-    )
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            parsed = get_args_parser().parse_args(args)
-        except SystemExit:  # a usage error, or --version: Hydra's run says it
-            return None
+    script's, or from the folder of `script`, the file a plan's job runs; --config-dir from the working directory,
+    `cwd` where the command runs in another: a plan's job). None where Hydra's run alone can say what it does: a
+    command line that does not parse (Hydra's usage line says why), --version, a --config-path of a package (pkg://)
+    or, with no script to take it from, a relative one; and where this Hydra lacks the parser
+    (``reads_command_lines``). A sweep is a --multirun or a hydra.mode=MULTIRUN override (Hydra sweeps on either).
+    ConfigError where --config-dir or --config-path names no folder."""
+    if not reads_command_lines() or (parsed := _parsed(args)) is None:
+        return None
+    compute_search_path_dir, detect_calling = (_hydra_internal("hydra._internal.utils", name) for name in _PARSER[1:])
+    here = Path(cwd if cwd is not None else os.getcwd())
     if parsed.config_path is None:
         primary, named_by = config_dir(), _config_dir_words()
     else:
-        calling_file, calling_module = (detect_calling_file_or_module_from_task_function(task_function)
-                                        if task_function is not None else (None, None))
+        calling_file, calling_module = (detect_calling(task_function) if task_function is not None else
+                                        (str(here / script), None) if script is not None else (None, None))
         if calling_file is None and calling_module is None and not os.path.isabs(parsed.config_path):
             return None  # relative to a script this call does not know
         where = compute_search_path_dir(calling_file, calling_module, parsed.config_path)
@@ -186,14 +202,47 @@ def hydra_command_line(args: list[str], config_name: str, task_function: Callabl
             return None
         relative = "" if os.path.isabs(parsed.config_path) else ", from the script's folder as Hydra takes it"
         primary, named_by = Path(where), f"--config-path {parsed.config_path}{relative}"
-    added = Path(os.path.abspath(parsed.config_dir)) if parsed.config_dir is not None else None
+    added = Path(os.path.abspath(here / parsed.config_dir)) if parsed.config_dir is not None else None
     hydra_own = (parsed.help or parsed.hydra_help or parsed.cfg or parsed.info or parsed.shell_completion
                  or parsed.resolve or parsed.experimental_rerun or (parsed.run and parsed.multirun))
     for folder, flag in ((primary, named_by), (added, f"--config-dir {parsed.config_dir}")):
         if folder is not None and not folder.is_dir():
             raise ConfigError(f"{flag}: no folder at {folder}.")
-    return HydraCommandLine(parsed.config_name or config_name, list(parsed.overrides),
-                            ConfigSources(primary, added, named_by), not hydra_own, bool(parsed.multirun))
+    overrides = list(parsed.overrides)
+    return HydraCommandLine(parsed.config_name or config_name, overrides, ConfigSources(primary, added, named_by),
+                            not hydra_own, bool(parsed.multirun) or _mode_override(overrides) == "MULTIRUN")
+
+
+def _parsed(args: list[str]):
+    """`args` as Hydra's parser reads them (its namespace: .help, .config_dir, .overrides, ...); None where they do
+    not parse (a usage error, --version: Hydra's run says it), or this Hydra lacks the parser."""
+    get_args_parser = _hydra_internal("hydra._internal.utils", "get_args_parser")
+    if get_args_parser is None:
+        return None
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            return get_args_parser().parse_args(args)
+        except SystemExit:
+            return None
+
+
+def asks_for_help(args: list[str]) -> bool:
+    """Whether a Hydra script's command line `args` asks for its --help (Hydra's parser reads them)."""
+    parsed = _parsed(args)
+    return parsed is not None and bool(parsed.help)
+
+
+def _mode_override(overrides: list[str]) -> str | None:
+    """The run mode a hydra.mode=... override gives (RUN, MULTIRUN; its last one, as Hydra reads it), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:  # a malformed override: Hydra's run says so
+        return None
+    modes = [str(o.value()).upper() for o in parsed if o.key_or_group == "hydra.mode" and not o.is_delete()]
+    return modes[-1] if modes else None
 
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
@@ -208,33 +257,49 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
     parse_each_config_once()
     sources = config_sources()
     with _own_global_hydra():
-        _initialize(sources)
+        added = _initialize(sources)
         try:
-            return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+            return hydra_compose(config_name=config_name, overrides=[*overrides, *added],
+                                 return_hydra_config=with_hydra)
         except HydraException as err:  # an unknown key or option, a malformed override: the user's to fix
             failure = err
     if isinstance(failure, MissingConfigException) and config_file(f"{config_name}.yaml") is None:
         raise ConfigError(no_config(config_name, sources)) from failure
     # outside Hydra's context: the did-you-mean composes the config again
-    raise ConfigError(f"{_one_line(failure, config_name, overrides)} ({config_words(config_name + '.yaml')})"
+    raise ConfigError(f"{_one_line(failure, config_name, overrides)} ({config_words(_failed_in(failure, config_name))})"
                       ) from failure
 
 
-def _initialize(sources: ConfigSources) -> None:
+def _failed_in(err: Exception, config_name: str) -> str:
+    """The config file (relative: data/mine.yaml) a composition's error is in: the option Hydra's message names (In
+    'data/mine': ...: a --config-dir folder's own, or configs/'s), else the command's config."""
+    named = re.match(r"In '([^']+)'", str(err))
+    relative = f"{named.group(1)}.yaml" if named else ""
+    return relative if relative and config_file(relative) is not None else f"{config_name}.yaml"
+
+
+def _initialize(sources: ConfigSources) -> list[str]:
     """Hydra initialised on `sources`' search path as a script's start makes it (hydra.main: the primary folder,
     then the --config-dir one before the structured configs), as ``hydra.initialize_config_dir`` does for one
-    folder."""
-    from hydra import version
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
+    folder. Where this Hydra has moved the internals that make it (``_hydra_internal``), its public
+    ``initialize_config_dir`` on the primary folder, the --config-dir one added after it by a hydra.searchpath
+    override: the overrides the composition adds (none where nothing moved)."""
+    from hydra import initialize_config_dir, version
     from hydra.core.config_search_path import SearchPathQuery
 
+    hydra = _hydra_internal("hydra._internal.hydra", "Hydra")
+    create = getattr(hydra, "create_main_hydra2", None)
+    search_path = _hydra_internal("hydra._internal.utils", "create_config_search_path")
+    if create is None or search_path is None:
+        initialize_config_dir(config_dir=str(sources.primary), version_base="1.3")
+        return [] if sources.added is None else [f"hydra.searchpath=[{hydra_value(f'file://{sources.added}')}]"]
     version.setbase("1.3")
-    search = create_config_search_path(str(sources.primary))
+    search = search_path(str(sources.primary))
     if sources.added is not None:
         search.prepend(provider="command-line", path=f"file://{sources.added}",
                        anchor=SearchPathQuery(provider="schema"))
-    Hydra.create_main_hydra2(task_name="app", config_search_path=search)
+    create(task_name="app", config_search_path=search)
+    return []
 
 
 def no_config(config_name: str, sources: ConfigSources | None = None) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, work_ended
 from .configs import (
     added_overrides,
+    asks_for_help,
     command_sources,
     compose,
     config_dir,
@@ -25,6 +26,7 @@ from .configs import (
     config_words,
     how_to_give,
     hydra_command_line,
+    reads_command_lines,
     refuse_added_keys,
     refuse_bad_interpolations,
     refuse_long_job_names,
@@ -36,6 +38,7 @@ from .configs import (
 from .errors import ConfigError, OutputPathError
 from .files import RUN, atomic_write, resolve_path, seen_by_git
 from .runname import register_resolvers, sweeping
+from .script_help import help_without_configs
 from .shell import hydra_override
 
 
@@ -81,7 +84,14 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
 
         def run():
             with cli_errors(resumes, work=False):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
-                main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(body)
+                try:
+                    configs = config_dir()
+                except ConfigError as err:  # a --help says what it can without them
+                    if not asks_for_help(sys.argv[1:]):
+                        raise
+                    print(help_without_configs(Path(sys.argv[0]).stem, str(err)))
+                    return
+                main = hydra.main(version_base="1.3", config_path=str(configs), config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Read by Hydra's parser, its configs as Hydra finds them
             # (--config-name, --config-path, --config-dir); not where Hydra runs nothing (--help, --cfg, --info, ...).
@@ -91,6 +101,10 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             start.update(started=time.time(), before=None, earlier=None)
             with cli_errors(resumes, work=False):  # a --config-dir or --config-path that names no folder
                 line = hydra_command_line(args, config_name, fn)
+            if line is None and not reads_command_lines() and process_rank() == 0:
+                print("note: this Hydra has moved the parser linformer reads a command line with before Hydra starts: "
+                      "a misspelt key or option gets Hydra's own message, the other checks run as the job starts.",
+                      file=sys.stderr, flush=True)
             runs = line is not None and line.runs
             multirun = runs and line.multirun
             sweep, size = None, None

@@ -41,3 +41,10 @@ def config_groups() -> str:
             chosen = runtime.choices[group]
             lines.append(f"{group}: {', '.join(options)} ({f'now: {chosen}' if chosen else 'none chosen'})")
     return "\n".join(lines) or "none: set the keys below"
+
+
+def help_without_configs(name: str, why: str) -> str:
+    """scripts/<name>.py's --help where no configs folder is found (`why`: the refusal naming where it looked): what
+    the script does and its example command, and that its groups and keys are the configs folder's to list."""
+    return (f"{script_purpose(name)}\n\n== Configuration groups (group=option) ==\nnot listed: the groups, their "
+            f"options and every key are read from the configs folder, and none was found: {why}")

@@ -245,3 +245,57 @@ def test_every_key_of_every_command_is_in_the_guide():
             values.pop("hydra", None)
             keys |= {k for k in flatten(values) if not any(part.startswith("_") for part in k.split("."))}
     assert sorted(k for k in keys if not re.search(rf"`{re.escape(k)}[`=\[ ]", guide)) == []
+
+
+@pytest.fixture
+def hydra_internals_moved(monkeypatch):
+    """A Hydra that moved the internals linformer reads (its parser, its search path's making): each looked up is
+    missing, while Hydra's own use of them (hydra.main) is as it was."""
+    from linformer import configs
+
+    monkeypatch.setattr(configs, "_hydra_internal", lambda module, name: None)
+
+
+def test_compose_falls_back_to_hydra_s_public_initialisation_where_its_internals_moved(hydra_internals_moved,
+                                                                                        tmp_path):
+    """compose (every command's early checks, every plan) reached Hydra.create_main_hydra2 and
+    create_config_search_path with no fallback: a Hydra that moved them failed every command with an ImportError.
+    Its public initialize_config_dir composes the same config, a --config-dir folder added by hydra.searchpath."""
+    from linformer.configs import ConfigSources, command_sources, config_dir, hydra_command_line, reads_command_lines
+
+    assert not reads_command_lines() and hydra_command_line(["model=tiny"], "pretrain") is None
+    assert compose("pretrain", ["model=tiny"]).model.name == "tiny"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "wee.yaml").write_text("defaults:\n  - tiny\n  - _self_\nname: wee\n")
+    with command_sources(ConfigSources(config_dir(), tmp_path, "test")):
+        assert compose("pretrain", ["model=wee"], with_hydra=True).model.name == "wee"
+        assert compose("pretrain", ["model=small"]).model.name == "small"  # the configs folder's still first
+
+
+def test_the_parse_cache_leaves_hydra_composing_as_before_where_its_sources_registry_moved(monkeypatch):
+    """parse_each_config_once reaches hydra._internal.sources_registry: where it is gone the cache is not set up,
+    without an error, and every composition is Hydra's own reading."""
+    import sys
+    import types
+
+    from linformer.configs import parse_each_config_once
+
+    # the module without the class, to an import of it; Hydra's own modules keep theirs
+    monkeypatch.setitem(sys.modules, "hydra._internal.sources_registry", types.ModuleType("sources_registry"))
+    assert parse_each_config_once() is None
+    assert compose("pretrain", ["model=mini"]).model.name == "mini"
+
+
+def test_an_error_in_an_option_of_one_s_own_names_that_option_s_file(tmp_path, monkeypatch):
+    """A --config-dir option whose defaults name no option was said with the command's config's name
+    (configs/pretrain.yaml), a file without the mistake: the file named is the option's."""
+    from linformer.configs import command_sources, hydra_command_line
+    from linformer.errors import ConfigError
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "bad.yaml").write_text("defaults:\n  - mirror_slce\n  - _self_\nname: bad\n")
+    monkeypatch.chdir(tmp_path)
+    line = hydra_command_line(["--config-dir", ".", "data=bad"], "pretrain")
+    with command_sources(line.sources), pytest.raises(ConfigError) as err:
+        compose(line.config_name, line.overrides)
+    assert str(err.value).endswith(f"({tmp_path / 'data' / 'bad.yaml'})"), err.value
