@@ -287,7 +287,7 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
     if jobs > 1 and log_dir is None and stream is None:
         raise ValueError("log_dir or stream is required when jobs > 1 (each job's output must go somewhere)")
     runner = _Runner(plan, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
-    check_plan(s.argv for s in runner.todo)  # every output before the first job starts (the output rule)
+    check_plan((s.argv for s in runner.todo), cwd)  # every output before the first job starts (the output rule)
     with sigterm_interrupts():
         try:
             runner.loop()

@@ -139,14 +139,16 @@ def foreign(path: str | Path, kind: str, command: str) -> str | None:
     return output_dir_occupant(path, any_run)[0]
 
 
-def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
+def job_outputs(argv: Sequence[str], cwd: str | Path | None = None) -> list[tuple[str, Path, str]]:
     """The (kind, path, command) of each output a job's command line writes: `argv` is [python, scripts/X.py,
-    overrides...] of a declared Hydra command (other commands: none here; they check their own at their start)."""
+    overrides...] of a declared Hydra command (other commands: none here; they check their own at their start), run
+    in `cwd` (None: this process's working directory), from where its relative --config-dir and script are read
+    (a relative --config-path from the script's folder, as Hydra reads it)."""
     script = Path(argv[1]).stem if len(argv) > 1 else ""
     command = COMMANDS.get(script)
     if command is None or command.config is None:
         return []
-    line = hydra_command_line(list(argv[2:]), command.config)
+    line = hydra_command_line(list(argv[2:]), command.config, script=argv[1], cwd=cwd)
     if line is None or not line.runs or line.multirun:  # a sweep's or Hydra's flags: the command checks at its start
         return []
     with command_sources(line.sources):
@@ -161,11 +163,12 @@ def job_outputs(argv: Sequence[str]) -> list[tuple[str, Path, str]]:
     return found
 
 
-def check_plan(argvs: Iterable[Sequence[str]]) -> None:
+def check_plan(argvs: Iterable[Sequence[str]], cwd: str | Path | None = None) -> None:
     """Refuse a plan, before its first job starts, when any job would write where the rule does not let it:
-    one line naming the path (and the job's script). Each job's own start checks its settings as usual."""
+    one line naming the path (and the job's script); or names a --config-dir or --config-path folder that is not
+    there. `cwd`: where the jobs run (None: here). Each job's own start checks its settings as usual."""
     for argv in argvs:
-        for kind, path, script in job_outputs(argv):
+        for kind, path, script in job_outputs(argv, cwd):
             why = foreign(path, kind, script)
             if why:
                 raise OutputPathError(f"{path} {why}: {script} would write there ({kind}). Choose another output "

@@ -421,7 +421,7 @@ def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, 
 
     monkeypatch.setattr(files, "open", counting_open, raising=False)  # sha256_file's reads
     monkeypatch.setattr(demo.frontend, "run_jobs", runner_start)
-    monkeypatch.setattr(demo, "check_plan", lambda argvs: None)  # these records are not the commands' own outputs
+    monkeypatch.setattr(demo, "check_plan", lambda argvs, cwd=None: None)  # these records are not the commands' own outputs
     assert demo.run([], under=tmp_path, dry_run=True) == 0
     assert reads.count(str(source)) == 1
     reads.clear()

@@ -202,3 +202,24 @@ def test_a_plan_job_s_outputs_are_read_with_hydra_s_config_flags(tmp_path, monke
     assert [p for _, p, _ in job_outputs(["python", "scripts/benchmark.py", "-cd", "extra", "-cn", "mybench"])] == [
         REPO / "mine"]
     assert job_outputs(["python", "scripts/benchmark.py", "-m", "out_dir=a,b"]) == []  # a sweep: checked at its start
+
+
+def test_a_plan_job_s_relative_config_folders_are_read_from_where_the_job_runs(tmp_path, monkeypatch):
+    """A job's relative --config-path (from its script's folder, as Hydra takes it) was not read at all, so its
+    outputs went unchecked until it started; a relative --config-dir was read from the plan's working directory, not
+    the job's (run_jobs' cwd): a folder the job finds was refused, or another folder read."""
+    from linformer.errors import ConfigError
+    from linformer.output_rule import check_plan, job_outputs
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    (there / "extra").mkdir(parents=True)
+    here.mkdir()
+    (there / "extra" / "mybench.yaml").write_text("defaults:\n  - benchmark\n  - _self_\nout_dir: mine\n")
+    monkeypatch.chdir(here)
+    assert [p for _, p, _ in job_outputs(["python", "scripts/benchmark.py", "-cd", "extra", "-cn", "mybench"],
+                                         cwd=there)] == [REPO / "mine"]
+    # the clone's configs as another configs folder (--config-path ../configs: from scripts/)
+    assert [p for _, p, _ in job_outputs(["python", "scripts/benchmark.py", "--config-path", "../configs",
+                                          "out_dir=ours"], cwd=REPO)] == [REPO / "ours"]
+    with pytest.raises(ConfigError, match="--config-path ../nowhere, from the script's folder"):
+        check_plan([["python", "scripts/benchmark.py", "--config-path", "../nowhere"]], cwd=REPO)

@@ -185,7 +185,7 @@ def _check_outputs(jobs: list[Job], runs: list[Path]) -> None:
     are removed), the tokenizer and corpus are kept."""
     for run_dir in runs:
         check_demo_run(run_dir)
-    check_plan(s.argv for s in jobs)
+    check_plan((s.argv for s in jobs), REPO)
 
 
 def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: Path) -> dict:

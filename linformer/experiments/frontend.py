@@ -46,7 +46,7 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         try:
             check_task_files(tasks_to_run(todo), default_data_mirror())
             if dry_run:  # what the run would refuse first: its outputs (run_jobs checks them before the first job)
-                check_plan(s.argv for s in todo)
+                check_plan((s.argv for s in todo), REPO)
         except (FileNotFoundError, LinformerError) as err:
             if not dry_run:
                 raise  # before the first job, not at the finetuning that needs the data after its pretraining
