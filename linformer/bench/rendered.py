@@ -112,13 +112,26 @@ def _recorded_command(header: list[str]) -> list[str]:
 
 
 def _composed(words: list[str]) -> InferenceSettings:
-    from ..configs import compose
+    """The settings the recorded command `words` (benchmark.py's arguments) composes to today, its command line read
+    as Hydra reads it (``configs.hydra_command_line``: -cn, --config-name=..., --config-dir, anywhere in it)."""
+    from ..configs import (
+        HydraCommandLine,
+        command_sources,
+        compose,
+        config_sources,
+        hydra_command_line,
+        reads_command_lines,
+    )
     from .cli import _settings
 
-    name = "benchmark"
-    if words[:1] == ["--config-name"]:
-        name, words = words[1], words[2:]
-    cfg = compose(name, words)
+    line = hydra_command_line(words, "benchmark")
+    if line is None and not reads_command_lines():  # a Hydra that moved its parser: overrides alone are read
+        line = HydraCommandLine("benchmark", words, config_sources(), True, False)
+    if line is None or not line.runs:
+        raise ConfigError(f"--render: the report's recorded command ({' '.join(words)}) is not a benchmark's run as "
+                          "Hydra reads it: its settings are not known; measure again.")
+    with command_sources(line.sources):
+        cfg = compose(line.config_name, line.overrides)
     return _settings(InferenceSettings, cfg.inference, cfg.device, "inference")
 
 

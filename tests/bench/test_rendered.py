@@ -151,3 +151,16 @@ def test_a_table3_grid_is_drawn_against_the_paper_and_its_report_names_the_figur
         assert all(t.get_text().endswith("x") for t in ax.get_yticklabels() if t.get_text())
     # two lengths are read from their table: no figure
     assert report.paper_grid(rows) and not report.paper_grid([r for r in rows if r["n"] in (512, 2048)])
+
+
+@pytest.mark.parametrize("words", [["-cn", "benchmark_table3_gpu", "out_dir=x"],
+                                   ["out_dir=x", "--config-name=benchmark_table3_gpu"]])
+def test_a_recorded_command_s_config_flags_are_read_as_hydra_reads_them(words):
+    """The recorded command's config was read with a parser of its own: a leading `--config-name NAME` alone, so
+    -cn, --config-name=NAME or the flag after an override composed benchmark.yaml with the flag as an override (a
+    ConfigError). Hydra's parser reads them all."""
+    from linformer.configs import compose
+
+    cfg = compose("benchmark_table3_gpu", ["out_dir=x"])
+    assert rendered._composed(words) == rendered._composed(["--config-name", "benchmark_table3_gpu", "out_dir=x"])
+    assert rendered._composed(words).max_n == cfg.inference.max_n
