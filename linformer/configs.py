@@ -633,7 +633,7 @@ def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
         shorter = "fewer overrides on the command line"
     else:
         shorter = (f"keys that need not name the folder in hydra.job.config.override_dirname.exclude_keys "
-                   f"(configs/{config_name}.yaml), a shorter run_name=...")
+                   f"({config_words(config_name + '.yaml')}), a shorter run_name=...")
     raise ConfigError(f"a job of this sweep would be named {name[:48]}... ({len(name.encode())} bytes; a name may "
                       f"have {NAME_MAX_BYTES}): its run name and every other override{longest}. Shorten it: put the "
                       f"settings that stay fixed in a config of one's own (configs/experiment/<name>.yaml, "
@@ -726,8 +726,8 @@ def value_origin(key: str) -> str | None:
         return None
     config_name = HydraConfig.get().job.config_name
     chosen = ("the command line's choice" if _default_options(config_name).get(group) != option else
-              f"configs/{config_name}.yaml's default")
-    return f"{group}={option} (configs/{group}/{option}.yaml), {chosen}"
+              f"{config_words(config_name + '.yaml')}'s default")
+    return f"{group}={option} ({config_words(f'{group}/{option}.yaml')}), {chosen}"
 
 
 def command_line_gives(key: str) -> bool:
@@ -765,14 +765,16 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
                 continue
             launch = (f" (configs/{group}/ holds `accelerate launch --config_file configs/{group}/<file>.yaml` files)"
                       if group == "accelerate" else "")
-            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+            own = config_words(f"{config_name}.yaml")
+            raise ConfigError(f"{override}: nothing reads it: this command's config ({own}) "
                               f"selects no '{group}' group{launch}; the groups it reads: {', '.join(groups)}")
         if key.startswith("model."):
             # the command builds a model from model.* (a group, or its own block): LinformerConfig names a field it
             # does not have
             if "model" in config_groups(config_name) or "model" in _own_config(config_name):
                 continue
-            raise ConfigError(f"{override}: nothing reads it: this command's config (configs/{config_name}.yaml) "
+            own = config_words(f"{config_name}.yaml")
+            raise ConfigError(f"{override}: nothing reads it: this command's config ({own}) "
                               "has no model settings; the model comes whole from model_path (convert or reshape "
                               f"it first: {script_command('convert')} model_path=... model.<field>=...)")
         values = flatten(OmegaConf.to_container(cfg, resolve=False))

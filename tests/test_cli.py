@@ -645,6 +645,8 @@ def _own_configs(tmp_path: Path) -> Path:
     ("benchmark", ["-cn", "benchmrk"], "error: no config benchmrk.yaml in "),
     ("pretrain", ["--config-dir", "extra", "--config-name", "mypre", "model=wee"],
      "error: my_need is not set: what one needs; give it on the command line, my_need=... (/"),
+    ("pretrain", ["-cd", "extra", "-cn", "mypre", "my_need=1", "+task=sst2"],  # the config named: -cn's, in extra/
+     "error: +task=sst2: nothing reads it: this command's config (/"),
     ("pretrain", ["-cd", "nowhere", "model=tiny"], "error: --config-dir nowhere: no folder at "),
     ("pretrain", ["--config-path", "nowhere", "model=tiny"], "error: --config-path nowhere, from the script's folder"),
 ])
