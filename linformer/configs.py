@@ -707,10 +707,20 @@ def config_groups(config_name: str) -> list[str]:
     return list(_default_options(config_name))
 
 
-def _default_options(config_name: str) -> dict[str, str | None]:
-    """{group: its default option} of configs/<config_name>.yaml's defaults list, Hydra's own left out."""
-    entries = [next(iter(d.items())) for d in _own_config(config_name).get("defaults") or [] if isinstance(d, dict)]
-    return {e.removeprefix("override ").split("@")[0]: option for e, option in entries if e.split("@")[0] != "hydra"}
+def _default_options(config_name: str, seen: frozenset[str] = frozenset()) -> dict[str, str | None]:
+    """{group: its default option} of configs/<config_name>.yaml's defaults list, Hydra's own left out; a config the
+    list names (one's own built on a command's: ``- pretrain``) gives its groups, a later entry overriding them."""
+    options: dict[str, str | None] = {}
+    for entry in _own_config(config_name).get("defaults") or []:
+        if isinstance(entry, str) and entry != "_self_":
+            named = entry.lstrip("/")
+            if named not in seen and config_file(f"{named}.yaml") is not None:
+                options.update(_default_options(named, seen | {config_name}))
+        elif isinstance(entry, dict):
+            group, option = next(iter(entry.items()))
+            if group.split("@")[0] != "hydra":
+                options[group.removeprefix("override ").split("@")[0]] = option
+    return options
 
 
 def value_origin(key: str) -> str | None:

@@ -646,7 +646,7 @@ def _own_configs(tmp_path: Path) -> Path:
     ("pretrain", ["--config-dir", "extra", "--config-name", "mypre", "model=wee"],
      "error: my_need is not set: what one needs; give it on the command line, my_need=... (/"),
     ("pretrain", ["-cd", "extra", "-cn", "mypre", "my_need=1", "+task=sst2"],  # the config named: -cn's, in extra/
-     "error: +task=sst2: nothing reads it: this command's config (/"),
+     "error: +task=sst2: nothing reads it: this command's config (/"),  # its groups: pretrain's, which it lists
     ("pretrain", ["-cd", "nowhere", "model=tiny"], "error: --config-dir nowhere: no folder at "),
     ("pretrain", ["--config-path", "nowhere", "model=tiny"], "error: --config-path nowhere, from the script's folder"),
 ])
@@ -663,6 +663,17 @@ def test_a_command_line_with_hydra_s_config_flags_gets_the_same_one_line_refusal
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(line) and err.count("\n") == 1, err[-2000:]
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_config_of_one_s_own_built_on_a_command_s_reads_that_command_s_groups(tmp_path, monkeypatch):
+    """A config listing a command's (`- pretrain` in its defaults) was said to read no group: a '+' refusal listed
+    none ("the groups it reads: "), and every value counted as the command line's choice."""
+    from linformer.configs import command_sources, config_groups, hydra_command_line
+
+    _own_configs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with command_sources(hydra_command_line(["-cd", "extra", "-cn", "mypre"], "pretrain").sources):
+        assert config_groups("mypre") == config_groups("pretrain") != []
 
 
 def test_hydra_s_own_flags_keep_hydra_s_answer_with_one_s_own_configs(tmp_path, monkeypatch, capsys):
