@@ -7,17 +7,17 @@ stage; runs that share a name labelled by what differs), and prints the table. a
 that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 
-
 import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors, shell_command
 from linformer.data.io import path_root
 
-if __name__ == "__main__":
+
+def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain; relative to "
-                                             "the repository)")
+                                         "the repository)")
     p.add_argument("--metrics", nargs="*", default=None,
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")
@@ -26,13 +26,19 @@ if __name__ == "__main__":
                    help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace files in --out that an earlier compare_runs did not write")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.report.compare import compare_runs
 
+    given = sys.argv[1:] if argv is None else argv
     with cli_errors():  # the default --out is read from the configs here: --help and a given --out need none
         out = args.out or path(f"{path_root('output_dir')}/compare")
         result = compare_runs(args.runs, out, args.metrics, args.plot, args.overwrite,
-                              command=shell_command("python", "scripts/compare_runs.py", *sys.argv[1:]))
-    print(result["table"])
-    print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))
+                              command=shell_command("python", "scripts/compare_runs.py", *given))
+        print(result["table"])
+        print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

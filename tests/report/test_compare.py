@@ -761,3 +761,31 @@ def test_a_throughput_plot_leaves_out_each_run_s_warm_up_step_and_says_so(tmp_pa
     assert any("first step (compilation and warm-up)" in t for t in legend)
     # a loss keeps its first step
     assert [line.get_xdata()[0] for line in figs["loss.png"].axes[0].get_lines()] == [1, 1]
+
+
+def test_the_compare_runs_script_is_a_main_of_argv_and_its_table_is_printed_inside_its_error_handling(
+        tmp_path, make_run, capsys, monkeypatch):
+    """scripts/compare_runs.py had its body under `if __name__ == "__main__"` (no main(argv) to call in-process, as
+    the other report scripts have) and printed its table after its cli_errors block."""
+    from tests.conftest import load_script
+
+    script = load_script("compare_runs")
+    make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
+    assert script.main([str(tmp_path / "out"), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| run | stage |") and f"wrote {tmp_path / 'cmp' / 'runs.md'}" in out
+    import builtins
+
+    shown = builtins.print
+
+    def broken(*args, **kwargs):  # the table's print fails: the command's error line, not a traceback
+        if kwargs.get("file") is None:
+            raise FileNotFoundError(2, "No such file or directory", "stdout")
+        shown(*args, **kwargs)
+
+    monkeypatch.setattr(builtins, "print", broken)
+    with pytest.raises(SystemExit) as stop:
+        script.main([str(tmp_path / "out"), "--out", str(tmp_path / "cmp")])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "No such file or directory" in last and "stdout" in last, last
