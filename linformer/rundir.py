@@ -78,6 +78,7 @@ from .files import (  # the record's names (files.py, below this module and the 
     write_yaml,
 )
 from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
+from .modeling.values import projects_keys
 from .runname import model_label
 from .signals import Interrupted, signal_words
 
@@ -731,7 +732,7 @@ def _started_from(model_path) -> str | None:
 def is_full_attention(results: Mapping) -> bool:
     """Whether a finetuning run's results.json describes full attention: attention "full" or unrecorded (a plain
     Hugging Face encoder), or no k. Every report tells its rows apart from there."""
-    return results.get("attention") in (None, "full") or results.get("projected_dim") is None
+    return not projects_keys(results.get("attention")) or results.get("projected_dim") is None
 
 
 def chosen_on_reported(results: Mapping) -> bool:
@@ -835,7 +836,7 @@ class Run:
             return next((v for v in values if v is not None), None)
 
         attention = pick(r.get("attention"), model.get("attention"), saved.get("attention"))
-        linformer = attention != "full"
+        linformer = attention is None or projects_keys(attention)
         return {
             "attention": attention,
             "k": pick(r.get("projected_dim"), model.get("projected_dim"), saved.get("projected_dim")) if linformer

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .files import BEST_DIR, MODEL_DIR, resolve_path
+from .modeling.values import ATTENTION_MODES, projects_keys
 from .script_help import config_groups, script_purpose
 
 
@@ -22,8 +23,9 @@ def _k_tag(k) -> str:
 def _attn_tag(attention, n, k, sharing, projection="linear") -> str:
     """Run-name part for the architecture: full attention has no k and no sharing; a projection other than the
     paper's learned one is named (linformer-n128-k32-headwise-conv)."""
-    if str(attention) == "full":
-        return f"full-n{n}"
+    # an unknown mode is named as given here (a run name is read before the model): the model's config refuses it
+    if attention in ATTENTION_MODES and not projects_keys(attention):
+        return f"{attention}-n{n}"
     return f"{attention}-n{n}-k{_k_tag(k)}-{sharing}" + ("" if projection in (None, "linear") else f"-{projection}")
 
 

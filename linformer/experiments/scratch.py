@@ -45,6 +45,7 @@ from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files import MODEL_DIR, atomic_dir, read_json, write_json
 from ..jobs import Job, in_order_of_use, wanted
+from ..modeling.values import projects_keys
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported, copy_record
 from ..shell import hydra_override
 from . import Places, corpus_job, done_file, frontend, job_script, tokenizer_job
@@ -339,8 +340,8 @@ def plan(p: Profile, python: str = sys.executable, under: Path | None = None, ma
             continue
         name, run = pretrain_run(p, row.label), places.run("pretrain", pretrain_run(p, row.label))
         run_path, kept = REPO / run, REPO / places.records / name
-        attention = ["model.attention=full"] if row.attention == "full" else [
-            "model.attention=linformer", f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"]
+        attention = [f"model.attention={row.attention}"] + (
+            [f"model.projected_dim={row.k}", f"model.sharing={row.sharing}"] if projects_keys(row.attention) else [])
         recipe = p.pretrain if row.pretrained else with_settings(p.pretrain, SHAPE)
         plan.append(Job(
             row.start_job,

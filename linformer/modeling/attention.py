@@ -494,7 +494,7 @@ class LinformerSelfAttention(nn.Module):
         # read at every forward, as HF's attention modules do: set_attn_implementation("eager") switches the softmax
         # attention to the explicit matmul-softmax-matmul (the path that returns attention maps), "sdpa" to the kernel
         self.config = config
-        self.linformer = config.attention == "linformer"
+        self.linformer = config.projects_keys
         self.k = config.k_of_layer(layer_idx) if self.linformer else None
         self.exact_short = self.linformer and config.exact_short_inputs
         # exact local and global keys beside the projected ones (linformer.modeling.local_global)

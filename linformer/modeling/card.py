@@ -66,6 +66,7 @@ from ..runname import model_label
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256
 from .model import SERVED_CLASSES
+from .values import projects_keys
 
 CARD = "README.md"
 # what a card's weights hash is (loading.weights_sha256): not one file's digest, so that sharding cannot hide a change
@@ -133,9 +134,9 @@ def _projections(source_config, c) -> dict:
     """Where the converted model's E and F come from: ``projections`` "new" (fresh, as window means), "kept" (a saved
     Linformer's, as saved) or "resampled" (a saved Linformer's, resampled from ``resampled_from_n`` rows to n: the
     model was lengthened); {} for full attention, which has none."""
-    if c.attention != "linformer":
+    if not c.projects_keys:
         return {}
-    if source_config.model_type != "linformer" or getattr(source_config, "attention", None) != "linformer":
+    if source_config.model_type != "linformer" or not projects_keys(getattr(source_config, "attention", None)):
         return {"projections": "new"}
     if source_config.max_seq_len == c.max_seq_len:
         return {"projections": "kept"}
@@ -296,7 +297,7 @@ def _cleanings(info: dict) -> list[str]:
 def _history(info: dict) -> str:
     """Where the weights came from, in one paragraph: converted or distilled from the source, then finetuned."""
     model, source, distillation = info["model"], info["source"], info.get("distillation")
-    full = model["attention"] == "full"
+    full = not projects_keys(model["attention"])
     if distillation:
         start = f"`{distillation['student_path']}`" if distillation.get("student_path") else \
             "the teacher's weights" + ("" if full else ", with the low-rank projections E, F new")
@@ -349,7 +350,7 @@ def not_copied_words(model: dict, quote=str) -> str:
     others = [m for m in left if m not in projections]
     parts = [f"{', '.join(map(quote, others))}, which a {model['class']} does not hold"] if others else []
     if projections:
-        why = "full attention has no E or F" if model.get("attention") == "full" else "this model has no such module"
+        why = "full attention has no E or F" if model.get("attention") is not None and not projects_keys(model["attention"]) else "this model has no such module"
         parts.append(f"{', '.join(map(quote, projections))} ({why})")
     return "; ".join(parts)
 
@@ -390,7 +391,7 @@ def _source_section(source: dict) -> str:
 
 
 def _attention_section(model: dict) -> str:
-    if model["attention"] == "full":
+    if not projects_keys(model["attention"]):
         rows = [("attention", "full (standard attention: no projection, so no k, sharing or projection)"),
                 ("n (max_seq_len)", model["max_seq_len"])]
     else:
@@ -473,7 +474,7 @@ def _transfer_section(transfer: dict | None, model: dict, trained: str | None = 
     `source`: the card's source, which says what a reshaped Linformer's E and F had been through)."""
     if not transfer:
         earlier = _earlier_projections(model, source or {})
-        if model["attention"] == "full":
+        if not projects_keys(model["attention"]):
             why = "full attention has no projection to fit"
         elif earlier:
             why = earlier + (f", and learned further with the other weights in {trained} (below)" if trained else "")

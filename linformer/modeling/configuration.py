@@ -17,14 +17,12 @@ from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
 from .errors import ConfigError, did_you_mean
+from .values import ATTENTION_MODES as ATTENTION_MODES  # the modes and what each computes: one home, values.py
 from .values import SHARING as SHARING  # read where the model is built and counted, and by parsers
 from .values import Sharing as Sharing
-from .values import fits_type
+from .values import fits_type, projects_keys
 
 logger = logging.getLogger(__name__)
-
-ATTENTION_MODES = ("linformer", "full")
-
 
 # the values config.projection takes; attention.register_projection adds one with its builder (a list, so that one
 # append reaches every module that imported it)
@@ -257,6 +255,11 @@ class LinformerConfig(PreTrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
     @property
+    def projects_keys(self) -> bool:
+        """Whether this model's attention projects keys and values to k rows (``projects_keys``)."""
+        return projects_keys(self.attention)
+
+    @property
     def attention_label(self) -> str:
         return attention_label(self.attention, self.projected_dim, self.sharing, self.projection)
 
@@ -279,7 +282,7 @@ class LinformerConfig(PreTrainedConfig):
                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
                 f"({self.num_attention_heads})."
             )
-        _check_choice("attention", self.attention, ATTENTION_MODES)
+        projects_keys(self.attention)  # refuses an unknown mode
         tv = self.tokenizer_vocab_size
         if tv is not None and not 0 < tv <= self.vocab_size:
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
@@ -339,7 +342,7 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
             f"projected_dim is a per-layer list of {len(ks)} values but num_hidden_layers is "
             f"{config.num_hidden_layers}; give one k per layer or a single int."
         )
-    if config.attention == "full":
+    if not config.projects_keys:
         return
     for i, k in enumerate(ks):
         where = f"projected_dim[{i}]" if per_layer else "projected_dim"
@@ -427,7 +430,7 @@ def _validate_local_global(config: LinformerConfig) -> None:
         twice = next((p for i, p in enumerate(positions) if p in positions[:i]), None)
         if twice is not None:  # one key given twice: a second copy of it in every row's softmax, weighed double
             raise ConfigError(f"global_positions={list(positions)}: {twice} is given twice; give each position once.")
-    if (w or positions) and (config.attention != "linformer" or config.projection != "linear"):
+    if (w or positions) and (not config.projects_keys or config.projection != "linear"):
         raise ConfigError(
             "local_window and global_positions add exact keys beside a learned projection: they need "
             f"attention='linformer' and projection='linear' (got attention={config.attention!r}, "
@@ -510,7 +513,7 @@ def attention_label(attention: str, k: int | list[int] | tuple[int, ...] | None 
                     projection: str = "linear") -> str:
     """How reports name the attention: 'full attention' (no k, no sharing: full attention has no projection), or
     e.g. 'linformer k=256, headwise' ('linformer k=64..256, kv, conv' for per-layer k and a general projection)."""
-    if attention == "full":
+    if not projects_keys(attention):
         return "full attention"
     ks = sorted(set(k)) if isinstance(k, (list, tuple)) else [k]
     text = f"linformer k={ks[0]}" + (f"..{ks[-1]}" if len(ks) > 1 else "")
@@ -572,4 +575,5 @@ __all__ = [
     "check_model_fields",
     "exact_key_variants",
     "exact_keys_label",
+    "projects_keys",
 ]

@@ -40,7 +40,7 @@ from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_mo
 from .saving import model_folder, save_model_dir
 from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
 from .values import CONVERTED_LENGTH_POLICY as CONVERTED_LENGTH_POLICY
-from .values import CONVERTED_OVERLAP
+from .values import CONVERTED_OVERLAP, projects_keys
 from .values import NO_EXACT_KEYS as NO_EXACT_KEYS
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def from_linformer(path: str, auto_class, *, extend_positions: bool = True, **se
     ``settings`` set it. ``dtype`` as for ``from_pretrained_encoder`` (``"auto"``: the saved model's dtype)."""
     settings, dtype = _without_dtype(settings)
     config, new = _reshaped_config(path, settings)
-    if config.attention == new.attention == "linformer":  # E and F are kept: their k, sharing and kind are theirs
+    if config.projects_keys and new.projects_keys:  # E and F are kept: their k, sharing and kind are theirs
         changed = [f"{name}: {getattr(config, name)!r} -> {getattr(new, name)!r}"
                    for name in ("projected_dim", "sharing", "projection") if getattr(config, name) != getattr(new, name)]
         if changed:
@@ -245,7 +245,7 @@ def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, Linfor
     config = LinformerConfig.from_pretrained(path)
     check_kept_shapes(settings, config, path)
     fields = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "transformers_version")}
-    if settings.get("attention") == "linformer" and config.attention != "linformer":
+    if projects_keys(settings.get("attention")) and not config.projects_keys:
         fields.update(converted_length_policy({"projection": config.projection, **settings}))
         fields.update(converted_exact_keys({"projection": config.projection, **settings},
                                            int(settings.get("max_seq_len", config.max_seq_len))))
@@ -551,7 +551,7 @@ def _next_command(out: Path, config: LinformerConfig) -> str:
     if not is_sequence_classifier(config):
         return script_command("finetune", "task=sst2", hydra_override("model_path", out))
     task = _task_of(config)
-    if config.attention == "full":
+    if not config.projects_keys:
         return script_command("distill", task, hydra_override("teacher_path", out),
                              f"model.max_seq_len={config.max_seq_len}")
     return script_command("finetune", task, hydra_override("model_path", out))

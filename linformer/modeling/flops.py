@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from .attention import Projection, build_projection, initialised_later, window_columns
-from .configuration import SHARING
+from .configuration import SHARING, projects_keys
 from .errors import ConfigError
 from .values import ceil_div, round_up
 
@@ -56,11 +56,11 @@ def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = N
                 sharing: str = "layerwise") -> float:
     """FLOPs of one post-LN encoder layer's forward for one sequence of n tokens (linear E, F)."""
     D = hidden
-    if attention == "full":
+    if not projects_keys(attention):
         kv = 2 * 2 * n * D * D
         return _query_output_ffn(n, D, ffn) + kv + _attention_core(n, n, D)
-    if attention != "linformer" or k is None:
-        raise ValueError(f"attention must be 'full' or 'linformer' (with k); got {attention!r}, k={k}")
+    if k is None:
+        raise ValueError(f"attention={attention!r} projects keys to k rows: give k")
     # A batch of T < n tokens uses the first T rows of E: T x k, so keys, values and scores stay k wide even for
     # T < k (the columns the T rows do not reach hold zero keys and values, and still take part).
     if SHARING[sharing].per_head:
@@ -149,7 +149,7 @@ def forward_flops_per_token(config, seq_len: int, mlm_fraction: float | None = N
     total = 0.0
     for layer in range(config.num_hidden_layers):
         exact = config.exact_short_inputs and config.k_of_layer(layer) >= T  # exact attention up to k tokens
-        if config.attention == "full" or exact:
+        if not config.projects_keys or exact:
             total += layer_flops(T, D, ffn, "full")
         elif config.local_window or config.global_positions:
             total += local_global_layer_flops(T, config, config.k_of_layer(layer))

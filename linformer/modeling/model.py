@@ -141,7 +141,7 @@ class LinformerEncoder(nn.Module):
         self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
         # sharing='layerwise': the one projection every layer, head, key and value uses.
         self.E = None
-        if config.attention == "linformer" and SHARING[config.sharing].across_layers:
+        if config.projects_keys and SHARING[config.sharing].across_layers:
             self.E = build_projection(config, config.k_of_layer(0), per_head=False)
         self.gradient_checkpointing = False
 
@@ -393,7 +393,7 @@ def left_padding(config: LinformerConfig, positions_shift: bool, reads_first_tok
     """What padding before a sequence's tokens changes in a model's output, one clause each (none: nothing, as
     full attention with RoBERTa's positions, which skip padding, read by the tokens' own positions)."""
     effects = []
-    if config.attention != "full":
+    if config.projects_keys:
         effects.append("the Linformer's E and F project keys by position from the sequence's start")
     if positions_shift:
         effects.append("positions count from the sequence's start (position_offset "

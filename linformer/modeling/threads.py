@@ -212,7 +212,7 @@ def _applies(model) -> bool:
     first so that a bad LINFORMER_CPU_THREADS is said at the first call of any kind."""
     return (get_policy() == "adaptive" and not torch.is_grad_enabled() and _state.snapshot is not None
             and getattr(model, "_compiled_call_impl", None) is None and not capturing()
-            and model.config.attention != "full" and model.device.type == "cpu")
+            and model.config.projects_keys and model.device.type == "cpu")
 
 
 @contextmanager

@@ -1,13 +1,16 @@
 """Small rules on configuration values that every layer shares: whether a value is of an annotated type as YAML
 gives it (and that type in the user's words), the ceiling division and rounding a size up to a multiple, the
-sharing modes and the converted models' defaults. The scripts' parsers read them too: this module imports nothing, and ``linformer.errors`` loads it
-without the modeling package's torch."""
+attention and sharing modes and the converted models' defaults. The scripts' parsers and the run records' readers
+read them too: this module imports nothing but its sibling errors module, and ``linformer.errors`` loads it without the
+modeling package's torch."""
 
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
+
+from .errors import ConfigError
 
 
 def fits_type(value, kind) -> bool:
@@ -54,6 +57,32 @@ def round_up(size: int, multiple: int | None) -> int:
     if multiple is None or multiple <= 1:
         return size
     return ceil_div(size, multiple) * multiple
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionMode:
+    """What an attention mode computes: every module that builds, counts, names or reports attention asks this (through
+    ``projects_keys``), never a mode's name, so that a mode added here means one thing everywhere."""
+
+    projects_keys: bool  # keys and values projected to k rows (E and F, with a k, a sharing and a projection)
+
+
+# the values config.attention takes
+ATTENTION_MODES = {
+    "linformer": AttentionMode(projects_keys=True),
+    "full": AttentionMode(projects_keys=False),  # every key attended: no k, sharing or projection
+}
+
+
+def projects_keys(attention: str | None) -> bool:
+    """Whether attention mode `attention` projects keys and values to k rows (the Linformer's E and F); None, a plain
+    encoder's config or a record that names no mode, is full attention. An unknown mode is refused here, for every
+    caller in one message: ConfigError naming the key and the modes."""
+    if attention is None:
+        return False
+    if attention not in ATTENTION_MODES:
+        raise ConfigError(f"attention={attention!r} is not one of {', '.join(ATTENTION_MODES)}.")
+    return ATTENTION_MODES[attention].projects_keys
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
+from ..modeling.values import projects_keys
 from ..rundir import METRICS as METRICS_FILE
 from ..rundir import (
     Run,
@@ -535,7 +536,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     for n, (ax, stage) in enumerate(zip(axes[0], stages)):
         for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
             finite = [(s, v * factor) for s, v in zip(steps, values) if math.isfinite(v)]
-            style = plots.FULL_STYLE if run.key_config["attention"] == "full" else "-"
+            style = plots.FULL_STYLE if not projects_keys(run.key_config["attention"]) else "-"
             # a marker at every point of a sparse series, at about 8 of a dense one
             ax.plot([s for s, _ in finite], [v for _, v in finite], marker=marker[id(run)],
                     markevery=1 if len(steps) <= 20 else max(1, len(finite) // 8), markersize=4, linewidth=1.4,

@@ -77,7 +77,7 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
     for label, path in models.items():
         model = load_pretrained(LinformerModel, path).eval()  # transformers' load report as one INFO line
         n = model.config.max_seq_len
-        if model.config.attention != "linformer":
+        if not model.config.projects_keys:
             raise DataError(f"{path} has attention={model.config.attention!r}: nothing to compare with full attention")
         if ids.shape[1] != n:
             raise DataError(f"{corpus_dir} holds blocks of {ids.shape[1]} tokens but {path} has n={n}: prepare the "

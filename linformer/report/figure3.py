@@ -22,6 +22,7 @@ from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files import made_by, output_files, repo_relative, write_json
 from ..modeling.configuration import ATTENTION_FIELDS, SIZE_FIELDS
+from ..modeling.values import projects_keys
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
 from .compare import series
 from .curves import plot_pretrain_curves
@@ -72,7 +73,7 @@ def label_of(run: Run) -> str:
     (``rows.variant_label``: ', conv'; 'k=16/32 per layer'), but its size: every run of the figure has the same
     (``check_alike``), so a line's label does not repeat it."""
     key = run.key_config
-    if key["attention"] == "full":
+    if not projects_keys(key["attention"]):
         return "full attention"
     model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
     variant = variant_of({**model, "attention": key["attention"], "projected_dim": key["k"]})
@@ -139,16 +140,16 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     if len(budgets) > 1:
         raise DataError("figure 3 compares runs of the same steps, tokens and n; got "
                         + "; ".join(f"{r['label']}: {r['steps']} steps, {r['tokens']} tokens, n={r['n']}" for r in rows))
-    full = [r for r in rows if r["attention"] == "full"]
+    full = [r for r in rows if not projects_keys(r["attention"])]
     if len(full) != 1:
         raise DataError(f"figure 3 needs exactly one full-attention run as its reference; got {len(full)}")
     reference = full[0]["final_val_ppl"]
     for r in rows:
         r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference if math.isfinite(reference) else None
-    judged = [r for r in rows if r["attention"] != "full" and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
+    judged = [r for r in rows if projects_keys(r["attention"]) and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
     unigram = full[0]["unigram_val_ppl"]
     data = {
-        "runs": sorted(rows, key=lambda r: (r["attention"] != "full", _k_order(r["k"]))),
+        "runs": sorted(rows, key=lambda r: (projects_keys(r["attention"]), _k_order(r["k"]))),
         "reference_val_ppl": reference,
         "unigram_val_ppl": unigram,
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
@@ -163,7 +164,7 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
                               "can be taken to: the reference run diverged or logged no finite value at its end")
     elif not judged:
         data["target_met"] = None
-        linformers = sorted({r["k"] for r in rows if r["attention"] != "full"}, key=_k_order)
+        linformers = sorted({r["k"] for r in rows if projects_keys(r["attention"])}, key=_k_order)
         data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(k_label, linformers))} only)"
                               if linformers else "no Linformer run, only full attention: nothing to compare with it")
     elif on_unigram_plateau(reference, unigram) is None:
@@ -193,7 +194,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     if len(budgets) > 1:
         raise DataError("figure 3d compares runs of the same steps and tokens; got "
                         + "; ".join(f"{r['label']}: {r['steps']} steps, {r['tokens']} tokens" for r in rows))
-    linformer = [r for r in rows if r["attention"] != "full"]
+    linformer = [r for r in rows if projects_keys(r["attention"])]
     ks = {(r["k"], r["sharing"]) for r in linformer}
     if len(ks) != 1:
         raise DataError("figure 3d holds k fixed: it needs Linformer runs of one k and sharing; got "
@@ -212,7 +213,7 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
     (k, sharing), = ks
     data = {
         "panel": "d",
-        "runs": sorted(rows, key=lambda r: (r["n"], r["attention"] != "full")),
+        "runs": sorted(rows, key=lambda r: (r["n"], projects_keys(r["attention"]))),
         "k": k, "sharing": sharing, "ns": sorted({r["n"] for r in linformer}),
         "spread": spread,
         "target": f"the Linformer's final validation perplexities at k = {k_label(k)} within {TARGET_RATIO - 1:.0%} of one "
@@ -262,7 +263,7 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
         if unigram is None:  # no line to show the plateau: the title says what the curves cannot
             title += ("; the perplexity of token frequencies alone is unknown, so whether these curves left its "
                       "plateau (where runs agree whatever their attention) is not judged")
-        full = next((r["label"] for r in data["runs"] if r["attention"] == "full"), None) if panel != "d" else None
+        full = next((r["label"] for r in data["runs"] if not projects_keys(r["attention"])), None) if panel != "d" else None
         plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1], title=title,
                              unigram_ppl=unigram, ratio_to=full)
     return data

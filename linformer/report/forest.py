@@ -8,6 +8,7 @@ from __future__ import annotations
 from .. import plots
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..files import save_figure
+from ..modeling.values import projects_keys
 from .by_length import ONE_SEED, row_styles, short_names
 from .paired import comparison_notes
 
@@ -34,7 +35,7 @@ def paper_cells(data: dict, mark) -> dict[str, dict[str, dict | None]]:
     full-attention row's at the same n, with no interval (the report keeps each cell's mean only); `mark(row,
     task)` the table's mark of the cell (its subsets, its skipped updates). Rows with no such reference are left
     out."""
-    base = {r["n"]: r for r in data["rows"] if r["attention"] == "full" and r["pretrained"]}
+    base = {r["n"]: r for r in data["rows"] if not projects_keys(r["attention"]) and r["pretrained"]}
     tasks = [t for t in PAPER_ORDER if any(r.get(t) is not None for r in data["rows"])]
     rows = [r for r in data["rows"] if r["n"] in base and r is not base[r["n"]]]
     return {task: {r["name"]: None if r.get(task) is None or base[r["n"]].get(task) is None else {

@@ -66,7 +66,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     n at random (0: all). ConfigError naming the option."""
     classifier, config = classifier_config(given, "--classifier")
     base_n = model_length(config)
-    if config.model_type == "linformer" and config.attention != "full":
+    if config.model_type == "linformer" and config.projects_keys:
         raise ConfigError(f"--classifier {given}: a finetuned classifier with full attention (a BERT/RoBERTa-family "
                           f"one, or a Linformer in full mode), not one with {config.attention_label} attention (the "
                           "Linformer rows are built from the full-attention one)")

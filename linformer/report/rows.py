@@ -20,6 +20,7 @@ from ..modeling.configuration import (
     LinformerConfig,
     exact_keys_label,
 )
+from ..modeling.values import projects_keys
 from ..rundir import METRICS, RESULTS, find_runs, is_full_attention, iter_metrics, named_paths
 
 # Labels that reports written by earlier code gave a row, and the one it has now (none inside the label it replaces,
@@ -170,13 +171,13 @@ def row_order(key: tuple) -> tuple:
     the paper lists it, pretrained before not, the paper's architecture before a variant."""
     attention, n, k, sharing, pretrained, variant = key
     k_sort = (max(k), k) if isinstance(k, tuple) else (k or 0, ())
-    return (n, attention != "full", k_sort, list(SHARING_LABEL).index(sharing) if sharing in SHARING_LABEL else 9,
+    return (n, projects_keys(attention), k_sort, list(SHARING_LABEL).index(sharing) if sharing in SHARING_LABEL else 9,
             not pretrained, len(variant), repr(variant))
 
 
 def row_name(key: tuple) -> str:
     attention, n, k, sharing, pretrained, variant = key
-    name = "Full attention (RoBERTa)" if attention == "full" else \
+    name = "Full attention (RoBERTa)" if not projects_keys(attention) else \
         f"Linformer, {k_label(k)}{SHARING_LABEL.get(sharing, f', {sharing}')}"
     name += variant_label(variant)  # full attention's too: its size (and head) tell rows apart as well
     return f"{name}, n={n}" + ("" if pretrained else ", no pretraining")

@@ -31,6 +31,7 @@ from ..files import (
     table_row,
     write_json,
 )
+from ..modeling.values import projects_keys
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from ..shell import shell_command
 from . import forest, table2_pretrained, table2_scratch
@@ -221,7 +222,7 @@ def paper_analogue(row: dict) -> tuple | None:
     key = (row["attention"], row["n"], row["k"], row["sharing"])
     if key in PAPER:
         return key
-    if row["attention"] == "full":
+    if not projects_keys(row["attention"]):
         return ("full", 512, None, None)
     if row["k"] and 512 % (row["n"] // row["k"] or 1) == 0 and row["n"] % row["k"] == 0:
         alt = ("linformer", 512, 512 // (row["n"] // row["k"]), row["sharing"])
@@ -268,7 +269,7 @@ def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str |
               "The paper column shows the row with the same n, k and sharing, or, for other n, the n = 512 row "
               "with the same n/k ratio and sharing (marked ~)."), "",
              *table_lines(head)]
-    base = {r["n"]: r for r in rows if r["attention"] == "full" and r["pretrained"]}
+    base = {r["n"]: r for r in rows if not projects_keys(r["attention"]) and r["pretrained"]}
     for r in rows:
         key = paper_analogue(r)
         paper = "-"
@@ -300,14 +301,14 @@ def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str |
             if cells:
                 lines.append(f"- {r['name']}: " + "; ".join(cells))
     deltas = [(r["name"], r["average"] - base[r["n"]]["average"], paper_analogue(r)) for r in rows
-              if r["attention"] == "linformer" and r["pretrained"] and r["n"] in base]
+              if projects_keys(r["attention"]) and r["pretrained"] and r["n"] in base]
     if deltas:
         lines += ["", ("Average minus the full-attention baseline at the same n (ours; paper's analogue row minus "
                        "RoBERTa-base's 92.25):"), ""]
         for name, d, key in deltas:
             paper_d = f"{PAPER[key][5] - PAPER[('full', 512, None, None)][5]:+.2f}" if key else "-"
             lines.append(f"- {name}: {d:+.2f} (paper {paper_d})")
-    scratch = {r["n"]: r for r in rows if r["attention"] == "full" and not r["pretrained"]}
+    scratch = {r["n"]: r for r in rows if not projects_keys(r["attention"]) and not r["pretrained"]}
     for n, s in scratch.items():
         if n in base and base[n]["sst2"] is not None and s["sst2"] is not None:
             lines.append(f"- Pretraining gain, full attention n={n}, SST-2: {base[n]['sst2'] - s['sst2']:+.1f} points")

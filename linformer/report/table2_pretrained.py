@@ -30,6 +30,7 @@ from ..files import atomic_write, read_json, repo_relative, resolve_path, table_
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
+from ..modeling.values import projects_keys
 from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, is_full_attention
 from . import by_length, forest
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
@@ -128,7 +129,7 @@ def row_key(r: dict) -> tuple:
 
 def row_label(key: tuple) -> str:
     attention, k, sharing, policy, transfer = key
-    if attention == "full":
+    if not projects_keys(attention):
         return "full attention (teacher)"
     return attention_label("linformer", k, sharing) + (f", {policy}" if policy else "") + \
         (" + transfer" if transfer else "")
@@ -145,7 +146,7 @@ def _group(runs: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     check_one_architecture({(key, task): runs for key, by_task in groups.items() for task, runs in by_task.items()},
                            lambda cell: f"{row_label(cell[0])}, {cell[1]}")
     largest_k = lambda k: max(k) if isinstance(k, tuple) else k or 0
-    order = sorted(groups, key=lambda key: (key[0] != "full", key[2] or "", -largest_k(key[1]), key[3] or "", key[4]))
+    order = sorted(groups, key=lambda key: (projects_keys(key[0]), key[2] or "", -largest_k(key[1]), key[3] or "", key[4]))
     return {key: groups[key] for key in order}
 
 
@@ -165,7 +166,7 @@ def build_rows(runs: list[dict], declared: dict[str, str] | None = None) -> list
             if card.get("source") and card.get("model"):  # the architecture, should its model be gone
                 row["converted_from"] = {"source": card["source"]["name"],
                                          "settings": {k: v for k, v in card["model"].items() if k != "class"}}
-            row["tasks"][task] = _cell(task_runs, teacher.get(task) if key[0] != "full" else None)
+            row["tasks"][task] = _cell(task_runs, teacher.get(task) if projects_keys(key[0]) else None)
         row["starts"] = start_weights([r for rs in by_task.values() for r in rs], row["name"], declared or {})
         records = [r for rs in by_task.values() for r in rs if r["_transfer"]]
         if records:
@@ -367,7 +368,7 @@ def _arch(row: dict) -> str:
 
 def targets(rows: list[dict]) -> list[str]:
     """Each target of the experiment (TEACHER_TARGET, WITHIN, CLOSES), met or missed, with the figures."""
-    teacher = next((r for r in rows if r["attention"] == "full"), None)
+    teacher = next((r for r in rows if not projects_keys(r["attention"])), None)
     out = []
     if teacher is None:
         return ["No teacher row yet: no target can be checked."]
@@ -392,7 +393,7 @@ def targets(rows: list[dict]) -> list[str]:
                     f"not decided: {seeds} seed(s) of {SEEDS}"
                 out.append(f"{r['name']}, {TITLES[task]} within {within:g} of the teacher: {verdict} ({fmt1(gap, True)}).")
     for r in rows:
-        if r["transfer"] or r["attention"] == "full" or "imdb" not in r["tasks"] or "imdb" not in t:
+        if r["transfer"] or not projects_keys(r["attention"]) or "imdb" not in r["tasks"] or "imdb" not in t:
             continue
         partner = next((x for x in rows if x["transfer"] and x["k"] == r["k"] and x["sharing"] == r["sharing"]
                         and x.get("policy") == r.get("policy") and "imdb" in x["tasks"]), None)

@@ -24,6 +24,7 @@ from ..errors import DataError
 from ..experiments import scratch as exp
 from ..files import atomic_write, read_json, resolve_path, save_figure, table_lines, table_row, write_json
 from ..modeling.configuration import SIZE_FIELDS
+from ..modeling.values import projects_keys
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths, read_record
 from .compare import series
 from .figure3 import figure3_data
@@ -105,7 +106,7 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
         groups[_row_key(r)].append(r)
     full, control = ("full", n, None, None, True, ()), ("full", n, None, None, False, ())
     out = []
-    for key in sorted(groups, key=lambda k: (k[0] != "full", not k[4], row_order(k)[2], str(k[3]), repr(k[5]))):
+    for key in sorted(groups, key=lambda k: (projects_keys(k[0]), not k[4], row_order(k)[2], str(k[3]), repr(k[5]))):
         row = {"name": _name(key), "attention": key[0], "n": key[1], "k": key[2], "sharing": key[3],
                "pretrained": key[4], "tasks": {}}
         for task in tasks:
@@ -140,7 +141,7 @@ def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list
         complete = g is not None and len(g["seeds"]) == seeds
         targets.append({"target": f"pretraining adds >= {exp.GAIN:g} points on {TITLES[task]}",
                         "value": None if g is None else g["diff"], "met": (g["diff"] >= exp.GAIN) if complete else None})
-    for row in (r for r in rows if r["attention"] == "linformer" and r["pretrained"]):
+    for row in (r for r in rows if projects_keys(r["attention"]) and r["pretrained"]):
         within = exp.WITHIN.get(row["n"] // row["k"])
         if within is None:
             continue
@@ -150,7 +151,7 @@ def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list
                         "value": None if avg is None else avg["diff"],
                         "met": (avg["diff"] >= -within) if complete else None})
     if figure is not None:
-        linformers = [r for r in figure["runs"] if r["attention"] != "full"]
+        linformers = [r for r in figure["runs"] if projects_keys(r["attention"])]
         worst = max((r["ppl_ratio_vs_full"] for r in linformers if r["ppl_ratio_vs_full"] is not None), default=None)
         judged = not figure.get("not_judged") and bool(linformers)
         targets.append({"target": f"Figure 3a: every k within {exp.PPL_RATIO - 1:.0%} of full attention's final "
@@ -245,7 +246,7 @@ def plot(data: dict, out_png: Path) -> None:
     left.legend()
     for run in (data["figure3"] or {}).get("runs", []):
         steps, ppl = series(load_run(resolve_path(run["run_dir"]), rows=False, strict=True), "val_ppl")
-        right.plot(steps, ppl, plots.FULL_STYLE if run["attention"] == "full" else "-", label=run["label"])
+        right.plot(steps, ppl, plots.FULL_STYLE if not projects_keys(run["attention"]) else "-", label=run["label"])
     unigram = (data["figure3"] or {}).get("unigram_val_ppl")
     if unigram:  # drawn as scripts/figure3.py draws it
         right.axhline(unigram, color="grey", linestyle=":", linewidth=1.2,

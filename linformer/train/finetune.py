@@ -39,7 +39,7 @@ from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, resolve_path, write_json
 from ..logfile import fewer_than_asked
 from ..modeling.card import finetuned_card, read_card_info, write_model_card
-from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS
+from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS, projects_keys
 from ..modeling.loading import (
     check_tokenizer_fits,
     load_classifier,
@@ -395,7 +395,7 @@ class FinetuneTask(TrainingTask):
         metrics = self.report(trainer, step)
         evals = trainer.state["evals"]
         arch = {k: getattr(self.config, k, None) for k in RECORDED_FIELDS}
-        if arch["attention"] in (None, "full"):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
+        if not projects_keys(arch["attention"]):  # a Linformer in full mode, or a plain HF encoder (RoBERTa, BERT)
             arch.update({k: None for k in RECORDED_FIELDS if k not in ("max_seq_len", "classifier_pooling", *SIZE_FIELDS)},
                         attention="full")
             arch["max_seq_len"] = arch["max_seq_len"] or max_tokens(self.config, self.tokenizer, None, None)

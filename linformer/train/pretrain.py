@@ -37,7 +37,7 @@ from ..modeling.loading import (
     resolve_tokenizer_dir,
     weights_sha256,
 )
-from ..modeling.values import round_up
+from ..modeling.values import projects_keys, round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
 from .core import run_training
 from .step import share
@@ -92,7 +92,7 @@ def _init_from(init_from: str, path: str, fields: dict, tokenizer) -> LinformerF
         keep = ("attention", "max_seq_len", "projected_dim", "sharing", "projection")
         # the model group's exact keys (the paper's Linformer unless it names them), not the converted default
         exact = {key: fields.get(key, value) for key, value in NO_EXACT_KEYS.items()} \
-            if fields.get("attention") == "linformer" else {}
+            if projects_keys(fields.get("attention")) else {}
         model = LinformerForMaskedLM.from_pretrained_encoder(path, **{k: fields[k] for k in keep}, **exact)
     check_tokenizer_fits(tokenizer, model.config, path)
     return model
@@ -112,7 +112,7 @@ class PretrainTask(BlockStreamTask):
         self.settings = settings
         mc = spec.model
         self.tracker_tags = [f"attention={mc.get('attention')}", f"model={spec.model_name}"]
-        if mc.get("attention") != "full":
+        if mc.get("attention") is None or projects_keys(mc.get("attention")):
             self.tracker_tags += [f"k={mc.get('projected_dim')}", f"sharing={mc.get('sharing')}"]
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
         # the tokenizer's files as they are before it is loaded: load_prepared hashes them after

@@ -152,3 +152,52 @@ def test_numbers_and_switches_of_the_wrong_type_name_their_key(fields, message):
     """A k of 1.5 was built as 1 and recorded as 1.5; a 'yes' switch was kept as a truthy string."""
     with pytest.raises(ConfigError, match=message):
         LinformerConfig(**fields)
+
+
+UNKNOWN_MODE = r"^attention='nystrom' is not one of linformer, full\.$"
+
+
+def test_an_unknown_attention_mode_is_refused_in_one_place_with_one_message():
+    """The mode was a name compared in about twenty places, some as == "full" and some as == "linformer": a third
+    value was full attention in the layers, a Linformer in the run name and the trackers' tags, and refused only by
+    the FLOPs count. Every place now asks the one table (modeling/values.py) and gets its one refusal."""
+    from linformer.modeling.configuration import projects_keys
+    from linformer.modeling.flops import layer_flops
+
+    assert projects_keys("linformer") and not projects_keys("full") and not projects_keys(None)
+    for refused in (lambda: projects_keys("nystrom"), lambda: LinformerConfig(attention="nystrom"),
+                    lambda: layer_flops(128, 64, 256, "nystrom", 32), lambda: attention_label("nystrom", 32)):
+        with pytest.raises(ConfigError, match=UNKNOWN_MODE):
+            refused()
+
+
+def test_a_mode_added_to_the_table_means_one_thing_everywhere(monkeypatch):
+    """A mode added to ATTENTION_MODES is built, counted, named and reported as the table says, by every module."""
+    from linformer.modeling import values
+    from linformer.modeling.flops import layer_flops
+    from linformer.modeling.model import left_padding
+    from linformer.rundir import is_full_attention
+    from linformer.runname import _attn_tag
+
+    monkeypatch.setitem(values.ATTENTION_MODES, "dense", values.AttentionMode(projects_keys=False))
+    config = tiny_config(attention="dense")
+    assert not config.projects_keys and config.attention_label == "full attention"
+    model = LinformerModel(config)
+    assert model.encoder.E is None and not any(layer.attention.self.linformer for layer in model.encoder.layer)
+    assert layer_flops(128, 64, 256, "dense") == layer_flops(128, 64, 256, "full")
+    assert not left_padding(config, False, False)
+    assert _attn_tag("dense", 128, 32, "kv") == "dense-n128"
+    assert is_full_attention({"attention": "dense", "projected_dim": 32})
+
+
+def test_no_module_compares_the_attention_mode_s_name():
+    """Every module asks ``projects_keys``; a comparison with a mode's name would give a new mode another meaning
+    there."""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "linformer"
+    compare = re.compile(r"""attention["')\]]*\s*(==|!=)\s*["'](full|linformer)["']|attention["')\]]*\s+in\s+\(""")
+    found = [f"{f.relative_to(package)}:{i}" for f in sorted(package.rglob("*.py"))
+             for i, line in enumerate(f.read_text().splitlines(), 1) if compare.search(line)]
+    assert found == []
