@@ -132,7 +132,7 @@ def _utf8_lines(path: Path) -> Iterator[str]:
 def _line_pieces(raw: bytes) -> list[bytes]:
     """The lines a binary file's line (up to and with its LF) holds, as ``io.line_bodies`` ends them (the corpus's
     rule: at an LF with any CRs before it, at the file's end, or at a lone CR), each with its end as written: csv
-    keeps a quoted field's line breaks. A file without a lone CR reads as it did when lines ended at LF alone."""
+    keeps a quoted field's line breaks. A file without a lone CR ends its lines at its LFs alone."""
     *lines, last = line_bodies(raw)
     return [line + b"\r" for line in lines] + [last + raw[len(raw.rstrip(b"\r\n")):]]
 

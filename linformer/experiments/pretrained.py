@@ -52,7 +52,7 @@ CLOSES = 0.5  # on IMDB, transfer closes at least this share of the gap left wit
 
 # Length policies of the rows: LinformerConfig fields, each given explicitly to transfer.py.
 POLICIES = {
-    # overlap_columns named: these rows were measured with "keep", which a conversion no longer gives unless told
+    # overlap_columns named: these rows were measured with "keep", and a conversion gives CONVERTED_OVERLAP unless told
     "local": {**CONVERTED_LENGTH_POLICY, **CONVERTED_EXACT_KEYS, "overlap_columns": "keep"},
     "converted": {**CONVERTED_LENGTH_POLICY, **NO_EXACT_KEYS},
     "paper": {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False, **NO_EXACT_KEYS},

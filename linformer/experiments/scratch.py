@@ -146,21 +146,12 @@ def _profiles() -> dict[str, Profile]:
                             "trainer.mixed_precision=bf16", *_FINETUNE),
                    "qnli": PAIR_RECIPE, "qqp": PAIR_RECIPE},
             # 2 pretraining runs share the GPU (each a small model that leaves it idle between launches), then their 12
-            # finetuning runs 4 at a time. Minutes per job, each from the nearest measurement on one H200:
-            # - pretrain: 250M tokens at half of the 3.56M tokens/s that 4 model=small runs reached together
-            #   (figure3_gpu_notes.md: 0.89M each), 140 s, plus about 30 s compiling;
-            # - finetuning at batch 32 is launch-bound (short steps), so its minutes follow its updates, not its tokens:
-            #   SST-2's 6,315 updates took 181-212 s, 4 runs sharing the GPU (table2_pretrained_gpu_notes.md), so SST-2's
-            #   5,685 here (3 epochs of 60,614 rows) take 163-191 s, 3.5 min with the start and the scoring; QNLI's
-            #   5,900 updates (2 epochs of 94k pairs) and QQP's 20,500 (328k) the same per update;
-            # - IMDB (1,408 updates at 512 tokens): the MiniLM teacher's 117 s for 1,564 updates, its 25,000-review
-            #   scoring included, scaled by the updates and the layers (4 of 6);
-            # - shape: a pretraining's start-up (imports, the corpus, the model) and one uncompiled update and evaluation,
-            #   not measured on the H200; the toy's took 25 s on 2 loaded cores.
+            # finetuning runs 4 at a time; minutes per job, each estimated from the nearest measurement on one H200:
+            # docs/gpu/table2_scratch_gpu_minutes.md derives each
             seeds=(0, 1, 2), jobs=4,
             minutes={"pretrain": 3.0, "shape": 0.5, "sst2": 3.5, "imdb": 1.5, "qnli": 3.5, "qqp": 12.0},
             timing="pretraining from figure3_gpu's tokens/s, finetuning from table2_pretrained_gpu's updates/s on one "
-                   "H200 (linformer/experiments/scratch.py says how); the first slice measures it",
+                   "H200 (docs/gpu/table2_scratch_gpu_minutes.md says how); the first slice measures it",
             records=Path(path_root("results_dir")) / "table2_scratch_gpu_runs",
             table=f"{path_root('results_dir')}/table2_scratch_gpu"),
     }

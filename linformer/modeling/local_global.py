@@ -32,8 +32,8 @@ from .threads import share, static_length_only, traced_length_only
 from .values import ceil_div
 
 # Attention scores materialised at once (256K: 1 MiB in fp32). Larger chunks launch fewer operations but leave the
-# caches: at n = 4096 on MiniLM's shape, 4M-score chunks took 1.14-1.22x the time of 256K ones at 1 and 2 threads, idle
-# and beside a busy process (docs/results/local_global_cpu.md, tools/local_global_chunks.py)
+# caches, and take longer at MiniLM's shape on the CPU (docs/results/local_global_cpu.md measures chunk sizes by
+# threads and load; tools/local_global_chunks.py)
 CHUNK_ELEMENTS = 1 << 18
 
 

@@ -182,7 +182,7 @@ def variants(k: int, sharing: str, local_windows=(), global_positions=(0, -1), l
              overlap: bool = False) -> dict[str, dict]:
     """The rows ``measure`` builds from the classifier at each n: name -> the settings ``from_pretrained_encoder``
     takes (besides max_seq_len)."""
-    twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # today's Linformer
+    twin = dict(attention="linformer", projected_dim=k, sharing=sharing, **NO_EXACT_KEYS)  # the paper's Linformer: projected keys alone
     rows = {"full": {"attention": "full"}, f"linformer k={k}": twin}
     for label, fields in exact_key_variants(local_windows, global_positions, landmarks, overlap).items():
         rows[f"linformer k={k} + {label}"] = {**twin, **fields}

@@ -23,10 +23,10 @@ from ..modeling.configuration import (
 from ..modeling.values import projects_keys
 from ..rundir import METRICS, RESULTS, find_runs, is_full_attention, iter_metrics, named_paths
 
-# Labels that reports written by earlier code gave a row, and the one it has now (none inside the label it replaces,
-# so relabelling twice changes nothing): the mask rule for projected columns the exact keys cover was "no double
-# count", though a few tokens per query still count twice under it (the reduced rule is the one where none does);
-# the paper's length policy was "paper's slice", which did not say of what
+# Row labels a report's JSON may hold, each with the label that names that row (none inside the label that replaces
+# it, so relabelling twice changes nothing): ", no double count" misnames the mask rule for the projected columns the
+# exact keys cover, as a few tokens per query still count twice under it (under the reduced rule none does); "paper's
+# slice" does not say what the paper's length policy slices
 # The paper's length policy as a row names it: an input of T < n tokens is projected by the first T of E's n rows
 PAPER_SLICE = "E's first T rows (the paper's)"
 
