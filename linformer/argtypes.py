@@ -37,6 +37,28 @@ def positive_minutes(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse ``type``: a positive, finite number of seconds (an interval such as the dashboard's --watch)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):  # nan fails this too
+        raise argparse.ArgumentTypeError(f"{text!r}: the seconds between mirrors must be more than 0")
+    return value
+
+
+def tcp_port(text: str) -> int:
+    """An argparse ``type``: a TCP port, 1 to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"{value}: a TCP port is 1 to 65535")
+    return value
+
+
 def path(text: str) -> str:
     """An argparse ``type``: a path as every command reads one (``files.resolve_path``: "~" expanded, a relative one
     from the repository, as the Hydra commands' paths), so that a script writes and reads the same places from any

@@ -9,7 +9,7 @@ this command starts a server over existing runs; it is not a run and has no run 
 import sys
 from pathlib import Path
 
-from linformer.argtypes import path
+from linformer.argtypes import path, positive_seconds, tcp_port
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logdir", type=path, default=None,
                    help="where the event files go (default: <outputs>/.dashboard)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=6006)
-    p.add_argument("--watch", type=float, default=10.0, help="re-mirror every this many seconds while serving")
+    p.add_argument("--port", type=tcp_port, default=6006)
+    p.add_argument("--watch", type=positive_seconds, default=10.0, help="re-mirror every this many seconds while serving")
     p.add_argument("--mirror-only", action="store_true", help="write the event files and exit")
     p.add_argument("--overwrite", action="store_true", help="replace a --logdir that the dashboard did not write")
     args, extra = p.parse_known_args(argv)   # anything else goes to tensorboard (e.g. --load_fast=false)
@@ -39,10 +39,6 @@ def main(argv: list[str] | None = None) -> int:
             args.outputs = path(path_root("output_dir"))
         if not Path(args.outputs).is_dir():
             raise ConfigError(f"--outputs {args.outputs} is not a directory: name the folder that holds the runs")
-        if not args.watch > 0:
-            raise ConfigError(f"--watch {args.watch}: the seconds between mirrors must be more than 0")
-        if not 0 < args.port < 65536:
-            raise ConfigError(f"--port {args.port}: a TCP port is 1 to 65535")
         if args.mirror_only:
             written = mirror_once(args.outputs, args.logdir, args.overwrite)
             warn_if_no_runs(args.outputs, written)

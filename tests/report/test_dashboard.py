@@ -615,3 +615,19 @@ def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, 
     monkeypatch.setattr(sys, "argv", ["scripts/dashboard.py"])
     with pytest.raises(OutputPathError, match=r"neither can .*\.dashboard: choose another --logdir, one you can write"):
         claim_logdir(tmp_path / "outputs")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--watch", "0"], "error: argument --watch: '0': the seconds between mirrors must be more than 0"),
+    (["--watch", "inf"], "error: argument --watch: 'inf': the seconds between mirrors must be more than 0"),
+    (["--port", "70000"], "error: argument --port: 70000: a TCP port is 1 to 65535"),
+    (["--port", "x"], "error: argument --port: 'x' is not a whole number"),
+])
+def test_a_bad_watch_or_port_is_refused_where_argparse_reads_it(argv, line, tmp_path, capsys):
+    """--watch and --port were read as any float and int and checked by hand in the script's body, after the
+    configs were read (an infinite --watch passed); argtypes checks them where argparse reads them."""
+    with pytest.raises(SystemExit) as stop:
+        load_script("dashboard").main(["--outputs", str(tmp_path), "--mirror-only", *argv])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[0] == line
+    assert list(tmp_path.iterdir()) == []
