@@ -9,7 +9,6 @@ import sys
 
 from linformer.argtypes import at_least, given_path, path
 from linformer.cli import ArgumentParser
-from linformer.files import resolve_path
 from linformer.report import measured
 
 
@@ -40,25 +39,16 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 ap.error(f"the following arguments are required: {flag} (or --render JSON)")
     # the work's modules (torch, transformers): imported once the command line is read
-    from linformer.modeling.loading import resolve_model_path
     from linformer.report import fidelity
 
-    started = measured.start()
     with measured.report_outputs(args, "fidelity"):  # an earlier report of the same models and options is replaced
         if args.render is not None:
             fidelity.render(measured.read_measured(args.render, "scripts/fidelity.py"), args.out)
             measured.show(args.out)
             return 0
-        models = {label: resolve_model_path(path, "models") for label, path in fidelity.labelled(args.models).items()}
-        source = None if args.self_reference else resolve_model_path(args.source, "--source")
-        # resolved here, not by argparse: the report's recorded settings keep the corpus as it was given
-        errors, blocks = fidelity.measure(models, resolve_path(args.corpus), sorted(args.lengths), args.blocks, source,
-                                          source_name=args.source)
-        if blocks < args.blocks:
-            print(f"--blocks {args.blocks}: {args.corpus} holds {blocks} validation blocks; measured on those")
-        reference = fidelity.SELF_REFERENCE if source is None else f"{args.source} with full attention"
-        command, (machine, _) = measured.provenance("scripts/fidelity.py", started)
-        fidelity.write_report(errors, args.out, command, reference, blocks, machine)
+        # the corpus as given: the report's recorded settings keep it so
+        fidelity.run(args.models, args.corpus, args.lengths, args.blocks, None if args.self_reference else args.source,
+                     args.out)
     measured.show(args.out)
     return 0
 

@@ -11,7 +11,6 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
-from linformer.errors import ConfigError
 from linformer.modeling.values import SHARING
 from linformer.report import measured
 
@@ -25,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--sharing", default="layerwise", choices=list(SHARING))
     ap.add_argument("--n", type=at_least(1), default=512, help="max_seq_len of the converted models (default 512)")
-    ap.add_argument("--sst2", type=int, default=872, help="SST-2 dev examples (stratified; 0 = skip)")
-    ap.add_argument("--imdb", type=int, default=128, help="IMDB test reviews (stratified; 0 = skip)")
+    ap.add_argument("--sst2", type=at_least(0), default=872, help="SST-2 dev examples (stratified; 0 = skip)")
+    ap.add_argument("--imdb", type=at_least(0), default=128, help="IMDB test reviews (stratified; 0 = skip)")
     measured.add_exact_key_options(ap, "the converted policy")
     ap.add_argument("--local-only", action="store_true",
                     help="measure only the converted policy and its --local-windows rows")
@@ -43,8 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     measured.add_output_options(ap, "length_policy")
     args = ap.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read
-    from linformer.data.tokenizer import load_tokenizer
-    from linformer.modeling.loading import resolve_model_path
     from linformer.report import length_policy
 
     with measured.report_outputs(args, "length_policy", check=measured.check_exact_key_options):
@@ -52,31 +49,11 @@ def main(argv: list[str] | None = None) -> int:
             length_policy.render(measured.read_measured(args.render, "scripts/length_policy.py"), args.out)
             measured.show(args.out)
             return 0
-        for flag, count in (("--sst2", args.sst2), ("--imdb", args.imdb)):
-            if count < 0:
-                raise ConfigError(f"{flag} {count}: a number of examples, or 0 to skip the task")
-        if min(args.ks) < 1 or max(args.ks) > args.n:
-            raise ConfigError(f"--ks {args.ks}: each k must be in 1..n={args.n}")
-        if not 0 <= args.longer_than < args.n:
-            raise ConfigError(f"--longer-than {args.longer_than}: a token count in 0..n-1 (--n {args.n})")
-        t0 = measured.start()
-        source = resolve_model_path(args.source, "--source")
-        policies = length_policy.with_local_keys(args.local_windows, args.global_positions, args.local_only,
-                                                 args.landmarks, args.overlap)
-        length_policy.check_models(source, args.ks, args.sharing, args.n, policies)
-        tokenizer = load_tokenizer(source, "--source")
-        tasks, drawn = length_policy.load_examples(tokenizer, {"sst2": args.sst2, "imdb": args.imdb}, args.n,
-                                                   args.longer_than, args.split)
-        results = length_policy.measure(source, tasks, args.ks, args.sharing, args.n, policies, progress=print,
-                                        dtypes=tuple(dict.fromkeys(args.dtypes)))
-        command, provenance = measured.provenance("scripts/length_policy.py", t0)
-        header = length_policy.header(args.source, args.n, args.sharing, args.dtypes, tasks, drawn, args.longer_than,
-                                      args.split, provenance)
-        length_policy.write_report(results, args.out, header, {"command": command, "machine": provenance[0],
-                                                               "split": args.split})
+        length_policy.run(args.source, args.ks, args.sharing, args.n, {"sst2": args.sst2, "imdb": args.imdb},
+                          args.out, args.local_windows, args.global_positions, args.local_only, args.landmarks,
+                          args.overlap, args.longer_than, args.split, args.dtypes)
     measured.show(args.out)
     return 0
-
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     measured.add_output_options(ap, "long_inputs")
     args = ap.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read
-    from linformer.bench.common import load_words
     from linformer.report import long_inputs
 
     with measured.report_outputs(args, "long_inputs", check=measured.check_exact_key_options):
@@ -46,22 +45,9 @@ def main(argv: list[str] | None = None) -> int:
             long_inputs.render(measured.read_measured(args.render, "scripts/long_inputs.py"), args.out)
             measured.show(args.out)
             return 0
-        t0 = measured.start()
-        rows = long_inputs.variants(args.k, args.sharing, tuple(args.local_windows), tuple(args.global_positions),
-                                    args.landmarks, args.overlap)
-        run = long_inputs.prepare(args.classifier, args.task, args.ns, args.k, args.examples, args.students, rows)
-        ns, dropped = long_inputs.reached(args.ns, run.ids)
-        result = long_inputs.measure(run.classifier, run.ids, run.labels, ns, args.k, args.sharing,
-                                     run.pad_id, args.batch_size, local_windows=tuple(args.local_windows),
-                                     global_positions=tuple(args.global_positions), students=run.students,
-                                     landmarks=args.landmarks, overlap=args.overlap)
-        command, provenance = measured.provenance("scripts/long_inputs.py", t0)
-        result["load"] = load_words(t0.load)  # what the time ratios were measured under
-        for line in long_inputs.beyond_flops_warnings(result):
-            print(line, file=sys.stderr)
-        header = long_inputs.header(run, result, args.classifier, args.task, args.k, args.sharing, provenance,
-                                    dropped)
-        long_inputs.write_report(result, args.out, header, {"command": command})
+        long_inputs.run(args.classifier, args.task, args.ns, args.k, args.sharing, args.out, args.examples,
+                        args.batch_size, args.students, tuple(args.local_windows), tuple(args.global_positions),
+                        args.landmarks, args.overlap)
     measured.show(args.out)
     return 0
 

@@ -21,10 +21,11 @@ from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_tokenizer
 from ..data.io import load_auto
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, save_figure, table_lines, write_json
-from ..modeling import LinformerModel
+from ..files import atomic_write, resolve_path, save_figure, table_lines, write_json
+from ..modeling import LinformerModel, loading
 from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error
+from . import measured
 
 SELF_REFERENCE = "the same weights with full attention"
 
@@ -97,6 +98,26 @@ def measure(models: dict[str, str], corpus_dir: str, lengths: list[int], blocks:
 # What a layer-by-layer comparison needs the model and its reference to share: token ids that mean the same, hidden
 # states of one width, and a layer for each layer
 SHAPE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers")
+
+
+def run(models: list[str], corpus: str, lengths: list[int], blocks: int, source: str | None, out: str,
+        say=print) -> dict:
+    """scripts/fidelity.py's measurement, whole: the models (``labelled``: LABEL=DIR) and the source (None: each
+    model's own weights with full attention) resolved, each measured on the corpus's held-out blocks at each length
+    (``measure``) and the report written to `out` (.md, .json, .png). `say` takes the line that the corpus holds
+    fewer blocks than asked. `corpus` is kept as given in the report's settings, resolved where it is read. Returns
+    the errors."""
+    started = measured.start()
+    resolved = {label: loading.resolve_model_path(path, "models") for label, path in labelled(models).items()}
+    reference_path = None if source is None else loading.resolve_model_path(source, "--source")
+    errors, held = measure(resolved, resolve_path(corpus), sorted(lengths), blocks, reference_path,
+                           source_name=source)
+    if held < blocks:
+        say(f"--blocks {blocks}: {corpus} holds {held} validation blocks; measured on those")
+    reference = SELF_REFERENCE if reference_path is None else f"{source} with full attention"
+    command, (machine, _) = measured.provenance("scripts/fidelity.py", started)
+    write_report(errors, out, command, reference, held, machine)
+    return errors
 
 
 def check_same_shape(model, reference, path: str, source: str) -> None:

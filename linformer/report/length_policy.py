@@ -23,12 +23,15 @@ from ..data.io import configured_path, default_data_mirror
 from ..data.task_loading import load_task
 from ..data.task_splits import longer_than
 from ..data.tasks import TASKS
+from ..data.tokenizer import load_tokenizer
 from ..devices import DTYPES
 from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS
+from ..modeling.loading import resolve_model_path
+from . import measured
 from .measured import check_measured_settings
 from .paired import LEVEL, combined
 from .rows import relabelled
@@ -158,6 +161,31 @@ def _examples_text(task: str, count: int, available: int | None, longer_than_tok
 # the option that sets each LinformerConfig field of the measured models (length_policy.py)
 OPTIONS = {"projected_dim": "--ks", "sharing": "--sharing", "max_seq_len": "--n", "local_window": "--local-windows",
            "global_positions": "--global-positions"}
+
+
+def run(source: str, ks: list[int], sharing: str, n: int, counts: dict[str, int], out: str,
+        local_windows: list[int] = (), global_positions: list[int] = (0, -1), local_only: bool = False,
+        landmarks: bool = False, overlap: bool = False, longer_than_tokens: int = 0, split: str = "eval",
+        dtypes: list[str] = ("fp32",), progress=print) -> dict:
+    """scripts/length_policy.py's measurement, whole: the options checked (ConfigError naming the flag), the
+    converted models' settings checked from the configs (``check_models``), the examples drawn (``load_examples``;
+    `counts`: task -> examples, 0 to skip it), each policy measured (``measure``) and the report written to `out`
+    (.md, .json, .png) with its header. Returns the measurement."""
+    if min(ks) < 1 or max(ks) > n:
+        raise ConfigError(f"--ks {list(ks)}: each k must be in 1..n={n}")
+    if not 0 <= longer_than_tokens < n:
+        raise ConfigError(f"--longer-than {longer_than_tokens}: a token count in 0..n-1 (--n {n})")
+    started = measured.start()
+    model = resolve_model_path(source, "--source")
+    policies = with_local_keys(list(local_windows), list(global_positions), local_only, landmarks, overlap)
+    check_models(model, ks, sharing, n, policies)
+    tokenizer = load_tokenizer(model, "--source")
+    tasks, drawn = load_examples(tokenizer, counts, n, longer_than_tokens, split)
+    results = measure(model, tasks, ks, sharing, n, policies, progress=progress, dtypes=tuple(dict.fromkeys(dtypes)))
+    command, provenance = measured.provenance("scripts/length_policy.py", started)
+    lines = header(source, n, sharing, list(dtypes), tasks, drawn, longer_than_tokens, split, provenance)
+    write_report(results, out, lines, {"command": command, "machine": provenance[0], "split": split})
+    return results
 
 
 def check_models(source: str, ks: list[int], sharing: str, n: int, policies: dict[str, dict] = POLICIES) -> None:

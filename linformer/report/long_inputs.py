@@ -12,6 +12,7 @@ which reads each example's first tokens only.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from .. import plots
-from ..bench.common import beyond_flop_bound, flop_bound_warning, warning_paragraph
+from ..bench.common import beyond_flop_bound, flop_bound_warning, load_words, warning_paragraph
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror, load_auto, resolve_path
 from ..data.task_loading import load_task
@@ -36,6 +37,7 @@ from ..modeling.convert import NO_EXACT_KEYS, is_sequence_classifier
 from ..modeling.flops import forward_flops_per_token
 from ..modeling.loading import finetuning_run_models, model_length, resolve_model_path
 from ..train.distill import check_same_tokenization
+from . import measured
 from .length_policy import padded_batches
 from .measured import check_measured_settings
 from .paired import MIN_INTERVAL_EXAMPLES, bootstrap_interval, fmt1, interval_text, paired_difference
@@ -194,6 +196,31 @@ OPTIONS = {"projected_dim": "--k", "sharing": "--sharing", "max_seq_len": "--ns"
            "global_positions": "--global-positions"}
 
 
+def run(classifier: str, task: str, ns: list[int], k: int, sharing: str, out: str, examples: int = 200,
+        batch_size: int = 4, students: list[str] = (), local_windows: tuple[int, ...] = (),
+        global_positions: tuple[int, ...] = (0, -1), landmarks: bool = False, overlap: bool = False,
+        warn: Callable[[str], None] | None = None) -> dict:
+    """scripts/long_inputs.py's measurement, whole: the rows (``variants``) checked with the classifier and the
+    students (``prepare``), measured at each n some input reaches (``reached``, ``measure``), and the report written
+    to `out` (.md, .json, .png) with its header; `warn` (default: a line on stderr) takes each time ratio far below
+    its FLOP ratio (``beyond_flops_warnings``). Returns the measurement."""
+    started = measured.start()
+    rows = variants(k, sharing, tuple(local_windows), tuple(global_positions), landmarks, overlap)
+    examples_run = prepare(classifier, task, ns, k, examples, list(students), rows)
+    reached_ns, dropped = reached(ns, examples_run.ids)
+    result = measure(examples_run.classifier, examples_run.ids, examples_run.labels, reached_ns, k, sharing,
+                     examples_run.pad_id, batch_size, local_windows=tuple(local_windows),
+                     global_positions=tuple(global_positions), students=examples_run.students, landmarks=landmarks,
+                     overlap=overlap, rows_at_n=rows)
+    command, provenance = measured.provenance("scripts/long_inputs.py", started)
+    result["load"] = load_words(started.load)  # what the time ratios were measured under
+    for line in beyond_flops_warnings(result):
+        (warn or (lambda text: print(text, file=sys.stderr)))(line)
+    write_report(result, out, header(examples_run, result, classifier, task, k, sharing, provenance, dropped),
+                 {"command": command})
+    return result
+
+
 def check_variants(classifier: str, ns: list[int], rows: dict[str, dict]) -> None:
     """Every row's settings at every n, from the configs alone (``convert.check_settings``): a bad one is one
     ConfigError naming the options, before any example is read or model built."""
@@ -205,14 +232,16 @@ def check_variants(classifier: str, ns: list[int], rows: dict[str, dict]) -> Non
 def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[int], k: int, sharing: str,
             pad_id: int, batch_size: int = 4, cost_reps: int = 3, local_windows: tuple[int, ...] = (),
             global_positions: tuple[int, ...] = (0, -1), students: dict[str, str] | None = None,
-            progress: Callable[[str], None] = print, landmarks: bool = False, overlap: bool = False) -> dict:
+            progress: Callable[[str], None] = print, landmarks: bool = False, overlap: bool = False,
+            rows_at_n: dict[str, dict] | None = None) -> dict:
     """Rows: the classifier at its own n, then per n the full model, its Linformer twin and, per window w in
     ``local_windows``, the twin with exact local keys of w tokens and the global tokens beside the projected ones
     (with ``landmarks`` also with landmark pooling, with ``overlap`` each of those also under overlap_columns "mask"
     and "reduce"), then each of ``students`` (name -> directory: a Linformer classifier trained at length, distilled
     from the classifier, say) whose n reaches n (accuracy, interval, agreement with the full model at n, paired
     difference, ms and MiB per example at n tokens and their ratios to full attention, measured side by side; every
-    example's prediction)."""
+    example's prediction). `rows_at_n`: the rows ``variants`` gives for these settings, where the caller has them
+    (``run``); else built here."""
     base = load_auto(AutoModelForSequenceClassification, classifier).eval()
     base_n = model_length(base.config)
     rows = []
@@ -230,7 +259,8 @@ def measure(classifier: str, ids: list[list[int]], labels: np.ndarray, ns: list[
     progress(f"the classifier as finetuned (n = {base_n})")
     rows.append(row(BASE, base_n, "full", predict(base, ids, base_n, pad_id, batch_size, progress), None,
                     None))
-    rows_at_n = variants(k, sharing, local_windows, global_positions, landmarks, overlap)
+    if rows_at_n is None:
+        rows_at_n = variants(k, sharing, local_windows, global_positions, landmarks, overlap)
     for n in ns:
         models = {name: LinformerForSequenceClassification.from_pretrained_encoder(classifier, max_seq_len=n,
                                                                                    **fields).eval()

@@ -387,3 +387,25 @@ def test_benchmark_plot_says_its_log_axes_and_gives_each_k_a_marker_and_its_titl
     assert len({line.get_marker() for line in linformers}) == 2
     title = inference_title(InferenceSettings(dtype="bf16", reference_dtype="fp32"), {"cpu": "AMD EPYC"})
     assert "bf16, dotted lines fp32" in title
+
+
+def test_fidelity_run_is_the_script_s_whole_measurement(tmp_path, monkeypatch):
+    """scripts/fidelity.py resolved the models, measured, said a short corpus's line and wrote the report itself;
+    fidelity.run is that measurement as one call (a move: run is new), the corpus kept as given in what it passes
+    on to the report's line, the models by their labels."""
+    from linformer.report import fidelity
+
+    got = {}
+
+    def measure(models, corpus_dir, lengths, blocks, source, source_name=None):
+        got.update(models=models, lengths=lengths, source=source, source_name=source_name)
+        return {label: {16: [0.1, 0.2], 32: [0.2, 0.3]} for label in models}, 2
+
+    monkeypatch.setattr(fidelity, "measure", measure)
+    monkeypatch.setattr("linformer.modeling.loading.resolve_model_path", lambda path, flag: f"/resolved/{path}")
+    said = []
+    fidelity.run(["k8=dir/a", "dir/b"], "corpus", [32, 16], 16, None, str(tmp_path / "f"), say=said.append)
+    assert got == {"models": {"k8": "/resolved/dir/a", "dir/b": "/resolved/dir/b"}, "lengths": [16, 32], "source": None,
+                   "source_name": None}
+    assert said == ["--blocks 16: corpus holds 2 validation blocks; measured on those"]
+    assert fidelity.SELF_REFERENCE in (tmp_path / "f.md").read_text() and (tmp_path / "f.json").is_file()

@@ -89,7 +89,7 @@ def test_a_length_below_one_is_blamed_on_n_not_on_the_ks(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["--sst2", "-5"], "error: --sst2 -5: a number of examples, or 0 to skip the task"),
+    (["--sst2", "-5"], "error: argument --sst2: must be at least 0, not -5"),  # argtypes.at_least, as --n
     (["--longer-than", "512"], "error: --longer-than 512: a token count in 0..n-1 (--n 512)"),
     (["--landmarks"], "error: --landmarks changes the --local-windows rows: name at least one window"),
     (["--overlap"], "error: --overlap changes the --local-windows rows: name at least one window"),
@@ -98,7 +98,8 @@ def test_a_bad_example_choice_is_named_by_its_flag(argv, line, tmp_path, capsys)
     with pytest.raises(SystemExit) as stop:
         load_script("length_policy").main([*argv, "--out", str(tmp_path / "r")])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines() == [line]
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == line and (len(err) == 1 or err[1].startswith("usage: "))  # argparse's line is followed by usage
     assert list(tmp_path.iterdir()) == []
 
 
@@ -374,3 +375,18 @@ def test_the_report_gives_the_median_embedding_error_where_the_rows_keep_per_exa
         del r[lp.PER_EXAMPLE]
     text = lp.to_markdown(rows, [], "p.png")
     assert "median" not in text and "| policy | all | 1-16 tokens (3) |" in text
+
+
+def test_run_is_the_script_s_whole_measurement_and_checks_its_options_before_any_model(tmp_path, monkeypatch):
+    """scripts/length_policy.py checked its options and chained the package's calls itself; length_policy.run is
+    the measurement a Python user calls, with the script's checks and their lines (a move: run is new)."""
+    from linformer.errors import ConfigError
+
+    looked_up = []
+    monkeypatch.setattr(lp, "resolve_model_path", lambda *a: looked_up.append(a))
+    for ks, longer, line in (([64, 1024], 0, "--ks [64, 1024]: each k must be in 1..n=512"),
+                             ([64], 512, "--longer-than 512: a token count in 0..n-1 (--n 512)")):
+        with pytest.raises(ConfigError) as refused:
+            lp.run("minilm", ks, "layerwise", 512, {"sst2": 8}, str(tmp_path / "r"), longer_than_tokens=longer)
+        assert str(refused.value) == line
+    assert not looked_up and list(tmp_path.iterdir()) == []

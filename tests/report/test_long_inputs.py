@@ -446,3 +446,33 @@ def test_a_title_names_the_machine_or_says_it_is_not_recorded():
 
     assert plots.machine(["Examples: 9.", "Machine: AMD EPYC, torch threads: 2, 1453 s."]) == "machine: AMD EPYC"
     assert plots.machine("Machines: not recorded") == plots.machine([]) == "machine not recorded"
+
+
+def test_run_is_the_script_s_whole_measurement_with_the_rows_built_once(classifier, tmp_path, monkeypatch):
+    """scripts/long_inputs.py chained eight of the package's calls itself (a Python user could not call the
+    measurement as one function), and the rows prepare() checked were built again, from the same four flags, inside
+    measure(). long_inputs.run is the whole measurement; the rows it checks are the rows it measures. (A move: run
+    did not exist before, so this test is new with it.)"""
+    ids, labels = _examples()
+    checked, built = [], []
+    real_variants = long_inputs.variants
+
+    def counted(*args, **kwargs):
+        built.append(args)
+        return real_variants(*args, **kwargs)
+
+    def prepare(given, task, ns, k, examples, students, rows):
+        checked.append(rows)
+        return long_inputs.Examples(given, N, {}, ids, labels, len(ids), 1)
+
+    monkeypatch.setattr(long_inputs, "variants", counted)
+    monkeypatch.setattr(long_inputs, "prepare", prepare)
+    warned = []
+    result = long_inputs.run(classifier, "imdb", [2 * N, 9 * N], 8, "layerwise", str(tmp_path / "r"), batch_size=4,
+                             local_windows=(4,), warn=warned.append)
+    assert len(built) == 1 and checked == [real_variants(8, "layerwise", (4,), (0, -1))]
+    assert {r["model"] for r in result["rows"] if r["n"] == 2 * N} == set(checked[0])
+    assert result["ns"] == [2 * N]  # 9N: no input reaches it, and the report says so
+    report = (tmp_path / "r.md").read_text()
+    assert f"No row at n = {9 * N}" in report and "Command: `python scripts/long_inputs.py" in report
+    assert (tmp_path / "r.json").is_file() and all(isinstance(line, str) for line in warned)
