@@ -19,7 +19,7 @@ import threading
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
-from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, stopped_status
+from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
 from .files import NAME_MAX_BYTES, started_script
 from .shell import scripts_named_here, shell_command
 from .signals import (
@@ -366,7 +366,7 @@ def import_needed(module: str, what: str, package: str | None = None):
         return importlib.import_module(module)
     except ImportError as err:
         package = package or module.split(".")[0]
-        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        why = first_line(err)
         raise ConfigError(f"{what} needs the {package} package, which cannot be imported here ({why}): "
                           f"{shell_command('pip', 'install', package)}") from err
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .errors import ConfigError, did_you_mean
+from .errors import ConfigError, did_you_mean, first_line
 from .files import NAME_MAX_BYTES, flatten
 from .runname import register_resolvers
 from .shell import hydra_value, script_command
@@ -529,7 +529,7 @@ def refuse_bad_interpolations(cfg, config_name: str, overrides: list[str]) -> No
         try:
             resolved = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
         except InterpolationResolutionError as err:
-            reason = str(err).splitlines()[0]
+            reason = first_line(err)
             raise ConfigError(f"{key}={value} does not resolve: {reason}") from None
         if "oc.env" in value and "oc.decode" not in value and isinstance(resolved, str):
             defaults = compose(config_name) if defaults is None else defaults

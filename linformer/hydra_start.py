@@ -35,7 +35,7 @@ from .configs import (
     sweep_size,
     swept_keys,
 )
-from .errors import ConfigError, OutputPathError
+from .errors import ConfigError, OutputPathError, first_line
 from .files import RUN, atomic_write, resolve_path, seen_by_git
 from .runname import register_resolvers, sweeping
 from .script_help import help_without_configs
@@ -210,7 +210,7 @@ def _sweep_job(job: Callable, cfg, jobs: list[SweepJob]):
         return None
     except Exception as err:  # a traceback: shown now, and the sweep goes on
         traceback.print_exc()
-        line = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        line = first_line(err, named=True)
         jobs.append(SweepJob(number, run, "failed", line, 1))
         return None
     jobs.append(SweepJob(number, run, "already complete" if before and before == _run_status(run) else "ran"))

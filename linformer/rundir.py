@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from .configs import RETIRED_KEYS, without_retired
 from .data.io import local_path, record_path, recorded_paths
-from .errors import ConfigError, DataError, RunDirError, did_you_mean
+from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
 from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
     CHECKPOINTS_DIR,
     CONFIG,
@@ -552,7 +552,7 @@ class RunRecord:
     def fail(self, err: BaseException) -> None:
         """Record status `failed` with the error's class and first line: a run that crashed mid-way must not read
         `running` (a rerun with the same settings continues it from its last checkpoint)."""
-        self._end("failed", "error", f"{type(err).__name__}: {_first_line(err)}")
+        self._end("failed", "error", first_line(err, named=True))
 
     def stop(self, err: BaseException) -> None:
         """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the stop's first
@@ -561,7 +561,7 @@ class RunRecord:
         start-up, in an evaluation or a save) is a KeyboardInterrupt of no words of its own, and a SIGTERM taken as one
         (``signals.Interrupted``) names its signal only: recorded as the command's ``stopped:`` line says them
         ("interrupted by SIGINT (Ctrl-C)")."""
-        line = "" if isinstance(err, Interrupted) else _first_line(err)
+        line = "" if isinstance(err, Interrupted) or not str(err).strip() else first_line(err)
         self._end("stopped", "reason", line or f"interrupted by {signal_words(getattr(err, 'signum', SIGINT))}")
 
     def _end(self, status: str, why: str, line: str) -> None:
@@ -636,10 +636,6 @@ def output_problem(done: Path) -> str | None:
         return model_problem(folder)
     damage = output_damage(folder)
     return f"{folder} is damaged since it was written ({'; '.join(damage)})" if damage else None
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [""])[0]
 
 
 REASON_CHARS = 2000  # run.json's error or reason at most: a message's first line, whole unless it runs on

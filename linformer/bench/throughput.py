@@ -40,7 +40,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..devices import resolve_device
-from ..errors import ConfigError, Preempted
+from ..errors import ConfigError, Preempted, first_line
 from ..modeling.flops import peak_flops, training_flops_per_token
 from ..runconfig.settings import COMPILE_MODES, positive_int
 from ..train.compiling import CompileCounts, raise_recompile_limit
@@ -410,11 +410,6 @@ class _Models:
         free_memory(self.device)
 
 
-def _first_line(err: BaseException) -> str:
-    text = f"{type(err).__name__}: {err}".strip().splitlines()
-    return text[0][:200] if text else type(err).__name__
-
-
 def warmups(e: Entry, s: ThroughputSettings) -> int:
     """Untimed steps before timing: at least one, and ``compile_warmup`` for a compiled model."""
     return max(1, s.warmup, s.compile_warmup if e.variant.compile else 0)
@@ -515,7 +510,7 @@ def _warm_steps(block: Block, s: ThroughputSettings, device, models: _Models, id
                 raise stop from None
             if not (is_oom(err) or e.variant.compile):
                 raise
-            info[e.key]["error"] = "out of memory" if is_oom(err) else _first_line(err)
+            info[e.key]["error"] = "out of memory" if is_oom(err) else first_line(err, named=True)[:200]
             log(f"[bench] throughput: {label(e.kind, e.k, s.sharing)} at n={n} {precision} failed: "
                 f"{info[e.key]['error']}")
             if not is_oom(err):

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_file, no_config
-from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, first_line
 from ..files import MANIFEST, HashingReader, file_state, listing, read_json, repo_relative, sha256_file
 from ..files import repo_root as repo_root  # their home is files (cli needs them too); read from here as well
 from ..files import resolve_path as resolve_path
@@ -377,8 +377,7 @@ def load_hub_text(source: str):
     try:
         ds = datasets.load_dataset(name, config, split="train")
     except Exception as err:  # network, auth or unknown name: datasets raises many kinds, each the user's to fix
-        why = (str(err).strip().splitlines() or [""])[0]
-        raise HubOfflineError(f"hub dataset {source!r} could not be loaded ({type(err).__name__}: {why}): check the "
+        raise HubOfflineError(f"hub dataset {source!r} could not be loaded ({first_line(err, named=True)}): check the "
                               f"name and the network, or use local {CORPUS_LAYOUT}") from err
     if "text" not in ds.column_names:
         raise CorpusError(f"hub dataset {source!r} has no 'text' column (columns: {ds.column_names})")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..cli import progress_to_log_file, third_party_bars_off
-from ..errors import ConfigError, LinformerError, TaskDataError
+from ..errors import ConfigError, LinformerError, TaskDataError, first_line
 from ..files import (
     MANIFEST,
     atomic_dir,
@@ -287,7 +287,7 @@ def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: i
             return _load_cached(target, len(tokenizer))
         except Exception as err:  # the checksums', pyarrow's and datasets' errors for a file cut short or damaged
             why = str(err) if isinstance(err, _CacheDamaged) else \
-                f"is damaged ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                f"is damaged ({first_line(err, named=True)})"
             log.warning("task cache %s %s: tokenizing the split again to replace it", target, why)
             shutil.rmtree(target, ignore_errors=True)
             if target.exists():  # another user's: it stays damaged, and this run keeps its own split
@@ -337,5 +337,5 @@ def _cached(ds, target: Path):
     except (LinformerError, PermissionError, OSError) as err:
         log.warning("task cache %s cannot be written (%s): this run's split is not cached (task_cache_dir=null "
                     "skips the cache, task_cache_dir=<dir> moves it)", target,
-                    getattr(err, "cause", None) or str(err).splitlines()[0])  # not a full disk's "run again"
+                    getattr(err, "cause", None) or first_line(err))  # not a full disk's "run again"
         return ds

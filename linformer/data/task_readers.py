@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import ConfigError, HubOfflineError, TaskDataError
+from ..errors import ConfigError, HubOfflineError, TaskDataError, first_line
 from .io import hub_offline, hub_offline_error, iconv_command, line_bodies, mirror_note, utf16_advice
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
@@ -473,7 +473,7 @@ def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> t
     try:
         ds = datasets.load_dataset(*task_spec.hub, split=task_spec.hub_splits[split])
     except Exception as e:
-        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        why = first_line(e)
         raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
                               f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
     texts = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}

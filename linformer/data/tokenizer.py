@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file
 from ..configs import command_line_gives, data_overrides
-from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
 from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
 from ..logfile import say
 from ..modeling.values import ceil_div
@@ -420,7 +420,7 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
         try:
             loaded = load_auto(AutoTokenizer, str(name_or_dir))
         except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
-            why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            why = first_line(err)
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
                                   f"from the hub ({why}): give a local model directory, or check the name and the "
                                   "network.") from err
@@ -462,9 +462,9 @@ def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
         check_tokenizer_dir(folder, key)  # names the damaged file where its parse does
         if _loads_as_saved(folder):  # intact files: the class named for them is another kind of tokenizer
             raise CheckpointError(f"{_class_choice(folder)} cannot load the {folder / 'tokenizer.json'} beside it "
-                                  f"({_first_line(err)}): it is another kind of tokenizer. {_RIGHT_CLASS}") from err
+                                  f"({first_line(err)}): it is another kind of tokenizer. {_RIGHT_CLASS}") from err
         raise CheckpointError(f"{folder} ({key}): its tokenizer cannot be loaded, a file of it is damaged "
-                              f"({_first_line(err)}): {_recover()}.") from err
+                              f"({first_line(err)}): {_recover()}.") from err
     if len(loaded.get_vocab()) <= len(loaded.added_tokens_decoder):
         # transformers' quiet fallback, a tokenizer of the special tokens alone, from files it could not read: only
         # then are they parsed here (a load reads tokenizer.json once), to name the damaged one
@@ -616,7 +616,7 @@ def _tokenizer_json(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is damaged: it is not valid JSON ({_first_line(err)}; "
+        raise CheckpointError(f"{path} is damaged: it is not valid JSON ({first_line(err)}; "
                               f"{path.stat().st_size} bytes): {_recover()}.") from err
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} is damaged: it holds a JSON {type(data).__name__}, not the mapping every saved "
@@ -632,13 +632,9 @@ def _tokenizer_json(path: Path) -> dict:
     try:  # transformers would quietly build a tokenizer of the special tokens alone from one it cannot read
         Tokenizer.from_str(text)
     except Exception as err:  # the tokenizers library's errors are plain Exceptions
-        raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({_first_line(err)}): "
+        raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({first_line(err)}): "
                               f"{_recover()}.") from err
     return data
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:

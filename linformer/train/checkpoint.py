@@ -33,7 +33,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
-from ..errors import CheckpointError, PeerFailed, RunDirError
+from ..errors import CheckpointError, PeerFailed, RunDirError, first_line
 from ..files import (  # a run's checkpoints as every reader finds them: files.py, below the model loaders
     BEST_DIR,
     CHECKPOINT_STATE,
@@ -210,8 +210,7 @@ def _unloadable(rng_file: Path) -> str | None:
         refused = unpickling_why(err)  # a pickle of objects, said without torch's advice to load it unrestricted
         if refused:
             return refused
-        why = (str(err).strip().splitlines() or [""])[0][:200]
-        return f"cannot be loaded ({type(err).__name__}{': ' + why if why else ''})"
+        return f"cannot be loaded ({first_line(err, named=True)[:200]})"
     return None
 
 

@@ -34,7 +34,7 @@ from accelerate.utils import broadcast_object_list
 from .. import errors
 from ..cli import exit_status
 from ..data.io import recorded_paths
-from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted
+from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
 from ..files import flatten, resolve_path
 from ..logfile import say
 from ..runconfig import RunSpec, TrainerSettings
@@ -107,7 +107,7 @@ def _record_end(record: RunRecord, err: BaseException) -> None:
             elif isinstance(err, Exception):
                 record.fail(err)
     except Exception as failed:
-        log.warning("%s cannot record how the run ended (%s)", record.dir, str(failed).splitlines()[0])
+        log.warning("%s cannot record how the run ended (%s)", record.dir, first_line(failed))
 
 
 def run_training(spec: RunSpec, run_dir: str | Path,
