@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import json
 import os
 import re
@@ -60,6 +61,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             from hydra.core.hydra_config import HydraConfig
 
             with cli_errors(resumes), _no_refused_run_dir(**start):
+                import_modules(cfg)  # in every process and job: before anything reads a name they register
                 name = HydraConfig.get().job.config_name  # --config-name's, where given
                 refuse_missing_values(cfg, name)  # where the command line had Hydra's flags (--multirun)
                 refuse_added_keys(cfg, added_overrides(), name)
@@ -384,6 +386,28 @@ def _hydra_record(cfg) -> dict[str, bytes] | None:
         return None
     earlier = {name: (run_dir / name).read_bytes() for name in _HYDRA_FILES if (run_dir / name).is_file()}
     return earlier or None
+
+
+def import_modules(cfg) -> None:
+    """Import the modules the config's ``imports`` key names (``imports=[my_projection]``), where a projection or a
+    task of one's own registers itself (``linformer.modeling.register_projection``, ``linformer.data.tasks.register_task``).
+    Each process of a command runs its start (torchrun's and accelerate's ranks, a --multirun's jobs), so each imports
+    them. A module is found as Python finds one (PYTHONPATH, installed packages), then in the folder the command was
+    started in; one not found is a ConfigError naming it; an error inside it keeps its traceback (it is code)."""
+    names = cfg.get("imports") or []
+    if isinstance(names, str) or not all(isinstance(name, str) and name for name in names):
+        raise ConfigError(f"imports={names!r} must be a list of module names: imports=[my_module].")
+    if names and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # last: a file here does not replace an installed module of its name
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is None or not name.startswith(err.name):  # a module it imports is missing: its traceback
+                raise
+            raise ConfigError(f"imports: no module {name!r} is found here (in {os.getcwd()}, on PYTHONPATH or "
+                              "installed): give the module's name as Python imports it, with its folder on "
+                              "PYTHONPATH.") from None
 
 
 @contextlib.contextmanager

@@ -221,7 +221,7 @@ def test_operational_keys_derive_from_the_specs_marks():
     from linformer.runconfig import OPERATIONAL_KEYS
 
     assert {
-        "logger", "paths", "hydra", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
+        "logger", "paths", "hydra", "imports", "run_name", "experiment_name", "tokenizer_dir", "corpus_dir", "task_cache_dir",
         "max_eval_examples", "task.data_dir"} == OPERATIONAL_KEYS - OPERATIONAL_TRAINER_KEYS
     # identity: the seed, the data selection and the model stay in it
     assert not {"seed", "task.name", "max_train_examples", "subset_seed", "model_path"} & OPERATIONAL_KEYS

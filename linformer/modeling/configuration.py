@@ -288,8 +288,7 @@ class LinformerConfig(PreTrainedConfig):
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
                               "embedding rows past it are padding.")
         _check_choice("sharing", self.sharing, tuple(SHARING))
-        _check_choice("projection", self.projection, PROJECTIONS,
-                      " (or linformer.modeling.register_projection in this process for one of your own)")
+        check_projection(self.projection)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
         _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
@@ -552,6 +551,14 @@ def check_model_fields(fields: Mapping, prefix: str = "model.") -> None:
             _check_type(key, value, f"{prefix}{key}")
 
 
+def check_projection(name: str) -> None:
+    """ConfigError for a projection name that is neither the package's nor registered in this process, saying how a
+    command reaches one of the user's own."""
+    _check_choice("projection", name, PROJECTIONS,
+                  "; one of your own: linformer.modeling.register_projection in a module, which a command imports "
+                  "where its config names it, imports=[my_module], and Python code before building the model")
+
+
 def _check_choice(key: str, value: str, choices, more: str = "") -> None:
     if value not in choices:
         raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}{more}.")
@@ -573,6 +580,7 @@ __all__ = [
     "Sharing",
     "attention_label",
     "check_model_fields",
+    "check_projection",
     "exact_key_variants",
     "exact_keys_label",
     "projects_keys",

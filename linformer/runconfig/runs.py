@@ -17,7 +17,7 @@ from ..configs import refuse_missing_values
 from ..data.io import local_path
 from ..errors import ConfigError
 from ..files import folder_name
-from ..modeling.configuration import LinformerConfig, check_model_fields
+from ..modeling.configuration import LinformerConfig, check_model_fields, check_projection
 from ..runname import name_no_runs
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
@@ -78,6 +78,7 @@ class RunSpec:
     def read(cls, cfg) -> RunSpec:
         """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
         plain = plain_config(cfg, cls.stage)
+        _check_projection(plain)
         return cls(config=plain, **cls._common(plain), **cls._own(plain))
 
     @classmethod
@@ -138,6 +139,18 @@ class PretrainSpec(RunSpec):
         return {"model": model, "model_name": str((cfg.get("model") or {}).get("name", "")),
                 "tokenizer_dir": str(cfg.get("tokenizer_dir")), "corpus_dir": _path(cfg, "corpus_dir"),
                 "init_from": _optional(cfg, "init_from"), "pad_vocab_to_multiple_of": multiple}
+
+
+def _check_projection(cfg: Mapping) -> None:
+    """The model group's projection checked before the trainer's and the optimizer's numbers: one of the user's own
+    that is not registered is fixed with a module to import, which a refusal of a number would otherwise hide until
+    the run after."""
+    model = cfg.get("model")
+    if isinstance(model, Mapping) and "projection" in model:
+        try:
+            check_projection(model["projection"])
+        except ConfigError as err:
+            raise ConfigError(f"model: {err}") from None
 
 
 def model_config(fields: Mapping) -> LinformerConfig:
@@ -225,8 +238,10 @@ class TransferSpec(RunSpec):
 
 
 SPECS = (PretrainSpec, FinetuneSpec, DistillSpec, TransferSpec)
-# Keys no spec reads, which only place things: the paths group (resolved into the paths above) and Hydra's own.
-PLACEMENT_KEYS = frozenset({"paths", "hydra"})
+# Keys no spec reads, which only place things: the paths group (resolved into the paths above) and Hydra's own, and
+# where code is found: the modules a command imports first (``hydra_start.import_modules``), whose projection or task
+# the model's and the task's keys name.
+PLACEMENT_KEYS = frozenset({"paths", "hydra", "imports"})
 
 
 def _operational_keys() -> frozenset[str]:

@@ -1,0 +1,75 @@
+"""A projection of one's own reaches the commands through the config's ``imports`` key (hydra_start.import_modules):
+pretraining imports the module that registers it, trains with it and saves a model that loads where it is imported."""
+
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import run_script
+
+from .test_pretrain import _script_args
+
+MODULE = '''
+from linformer.modeling import Projection, register_projection
+
+
+class Strided(Projection):
+    """Every (n/k)-th key or value kept."""
+
+    def __init__(self, n, k):
+        super().__init__()
+        self.stride = n // k
+        self.initialise()
+
+    def projected_flops(self, T, head_dim, num_heads):
+        return -(-T // self.stride), 0.0
+
+    def forward(self, x, mask):
+        return x[:, :, ::self.stride], None if mask is None else mask[:, ::self.stride]
+
+
+register_projection("cc_strided", lambda config, k, heads: Strided(config.max_seq_len, k))
+'''
+
+
+@pytest.fixture
+def own_module(tmp_path, monkeypatch, registries):
+    """A module registering the projection cc_strided, in the folder the command starts in (not on sys.path)."""
+    (tmp_path / "cc_strided_projection.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    sys.modules.pop("cc_strided_projection", None)
+
+
+def test_a_projection_named_in_imports_pretrains_saves_and_loads(tiny_data, tmp_path, own_module, monkeypatch):
+    run = tmp_path / "run"
+    steps = ["trainer.max_steps=2", "trainer.warmup_steps=0", "trainer.save_every=2", "trainer.eval_every=2"]
+    argv = _script_args(tiny_data, run, "imports=[cc_strided_projection]", "model.projection=cc_strided", *steps)[2:]
+    assert run_script("pretrain", argv, monkeypatch) == 0
+    from linformer.modeling import LinformerForMaskedLM
+
+    model = LinformerForMaskedLM.from_pretrained(str(run / "model")).eval()
+    assert model.config.projection == "cc_strided"
+    ids = torch.tensor([[5, 6, 7, 8] * 8])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[..., :model.config.tokenizer_vocab_size]  # not the padding rows' -inf
+    assert torch.isfinite(logits).all()
+
+
+def test_an_unregistered_projection_is_refused_first_naming_imports(tiny_data, tmp_path, monkeypatch, capsys):
+    """Refused before the warmup that is as long as the run: the fix is a module to import, not another number."""
+    argv = _script_args(tiny_data, tmp_path / "run", "model.projection=cc_strided", "trainer.max_steps=1")[2:]
+    assert run_script("pretrain", argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: model: projection='cc_strided' is not one of linear")
+    assert "imports=[my_module]" in err[-1]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_module_not_found_is_one_error_line(tiny_data, tmp_path, monkeypatch, capsys):
+    argv = _script_args(tiny_data, tmp_path / "run", "imports=[no_such_module_here]")[2:]
+    assert run_script("pretrain", argv, monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "error: imports: no module 'no_such_module_here' is found here")
