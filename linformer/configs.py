@@ -131,6 +131,15 @@ def command_sources(sources: ConfigSources):
         _COMMAND_SOURCES.reset(token)
 
 
+def added_config_dir(given: str | None) -> ConfigSources:
+    """The configs of a command whose argparse line takes Hydra's --config-dir (``scripts/cls_probe.py``): config_dir(),
+    then the folder `given` names (from the working directory, as Hydra takes it); ConfigError where it names none."""
+    added = Path(os.path.abspath(given)) if given is not None else None
+    if added is not None and not added.is_dir():
+        raise ConfigError(f"--config-dir {given}: no folder at {added}.")
+    return ConfigSources(config_dir(), added, _config_dir_words())
+
+
 def config_file(relative: str) -> Path | None:
     """The config file (or group folder) at `relative` (``data/mirror_slice.yaml``, ``data``) that a composition
     finds first: in the primary folder, else the --config-dir one; None where neither holds it."""

@@ -9,15 +9,21 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.configs import added_config_dir, command_sources
 from linformer.data.io import data_mirror_words
-from linformer.data.tasks import MIRROR_TASKS, TASKS
+from linformer.data.tasks import MIRROR_TASKS
 from linformer.files import made_by, output_files
 
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
-    p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS), choices=sorted(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS),
+                   help="task configs, as finetune's task= names them: configs/task/<name>.yaml, or --config-dir's "
+                        f"(default: {' '.join(MIRROR_TASKS)})")
+    p.add_argument("--config-dir", default=None,
+                   help="a folder of configs of your own (task/<name>.yaml) read after the repository's, as Hydra's "
+                        "--config-dir is")
     p.add_argument("--data-mirror", type=path, default=None,
                    help=f"default: {data_mirror_words()}")
     # two at least: the spread is a standard deviation across inputs
@@ -30,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.report.cls_probe import write_probe
 
-    with cli_errors(), output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite,
-                                    key="--out"):
+    with cli_errors(), command_sources(added_config_dir(args.config_dir)), \
+            output_files([args.out] if args.out else [], made_by("cls_probe", {}), args.overwrite, key="--out"):
         write_probe(args.runs, args.tasks, args.data_mirror, args.examples, args.out)
     return 0
 

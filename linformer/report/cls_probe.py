@@ -20,7 +20,6 @@ import linformer.modeling  # noqa: F401  (registers the Auto classes)
 from linformer.data.io import default_data_mirror, load_auto
 from linformer.data.task_loading import load_task
 from linformer.data.task_readers import check_task_dir
-from linformer.data.tasks import get_task
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import PartialOutput
 from linformer.files import atomic_write, table_lines, table_row
@@ -31,13 +30,38 @@ from linformer.report.measured import Started, provenance, start
 log = logging.getLogger(__name__)
 
 
-def eval_sample(task: str, tokenizer, data_mirror: str, n_examples: int, max_length: int, seed: int = 0):
-    """A seeded sample of the task's eval split, tokenized like finetuning does (truncated to max_length)."""
+def task_dirs(tasks: list[str], data_mirror: str) -> dict[str, tuple[str | None, str]]:
+    """{task: (the folder of its files (None: the hub dataset), where that folder is given, in words)}, each read from its task config as finetune's
+    task=<name> reads it: configs/task/<name>.yaml, or a --config-dir's (``configs.command_sources``), with
+    ${paths.data_mirror} at `data_mirror`. The task names are the task group's, as finetune's are; a task config's
+    spec block registers its task (``TaskData.read``). A name that is no task config is a ConfigError with a
+    did-you-mean, before any model is read."""
+    from omegaconf import OmegaConf
 
-    task_spec = get_task(task)
-    data_dir = Path(data_mirror) / task_spec.mirror_subdir
-    check_task_dir(task, data_dir, ("eval",), elsewhere=f" (its folder under --data-mirror {data_mirror})")
-    data = load_task(task, str(data_dir), tokenizer, max_length, splits=("eval",))
+    from ..configs import compose, config_words, refuse_missing_values
+    from ..runconfig.settings import TaskData
+    from ..shell import hydra_override
+
+    dirs = {}
+    for task in tasks:
+        cfg = compose("finetune", [hydra_override("task", task), "model_path=-",
+                                   hydra_override("paths.data_mirror", data_mirror)])
+        refuse_missing_values(cfg, "finetune")  # task.data_dir=??? (configs/task/_example.yaml)
+        data = TaskData.read(OmegaConf.to_container(cfg, resolve=True))
+        under = data.data_dir is not None and Path(data.data_dir).is_relative_to(Path(data_mirror).absolute())
+        dirs[task] = (data.data_dir, f"its folder under --data-mirror {data_mirror}" if under else
+                      f"the data_dir of {config_words(f'task/{task}.yaml')}")
+    return dirs
+
+
+def eval_sample(task: str, tokenizer, where: tuple[str | None, str], n_examples: int, max_length: int,
+                seed: int = 0):
+    """A seeded sample of the task's eval split (`where`: its folder and its words, ``task_dirs``'), tokenized like
+    finetuning does (truncated to max_length)."""
+    data_dir, words = where
+    if data_dir is not None:
+        check_task_dir(task, data_dir, ("eval",), elsewhere=f" ({words})")
+    data = load_task(task, data_dir, tokenizer, max_length, splits=("eval",))
     ev = data["eval"]
     if len(ev) < n_examples:  # the table's examples column shows the count probed; said here against the flag
         fewer_than_asked(log, f"--examples {n_examples}", f"the {task} eval split", len(ev), "examples", "probing")
@@ -101,7 +125,7 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
     an error). Every run is resolved before anything is measured, so a wrong name stops nothing half-way."""
     from transformers import DataCollatorWithPadding
 
-    mirror = data_mirror or default_data_mirror()
+    dirs = task_dirs(tasks, data_mirror or default_data_mirror())
     rows = [] if rows is None else rows
     paths = [(run, resolve_model_path(str(run), "runs")) for run in runs]  # a run's model/, a model dir, a hub name
     for run, d in paths:
@@ -110,7 +134,7 @@ def probe(runs: list[str], tasks: list[str], data_mirror: str | None = None, n_e
         length = max_length or int(getattr(model.config, "max_seq_len", 0) or model.config.max_position_embeddings - 2)
         collate = DataCollatorWithPadding(tok)
         for task in tasks:
-            sample = eval_sample(task, tok, mirror, n_examples, length, seed)
+            sample = eval_sample(task, tok, dirs[task], n_examples, length, seed)
             batch = collate([{"input_ids": x["input_ids"], "attention_mask": x["attention_mask"]} for x in sample])
             rows.append({"run": str(run), "task": task, "examples": len(sample), **cls_stats(model, batch)})
     return rows

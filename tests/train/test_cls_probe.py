@@ -1,6 +1,7 @@
 """linformer.report.cls_probe on the tiny pretraining run: uniform attention reads as maximum entropy."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,8 @@ from linformer.modeling import LinformerModel
 from linformer.report.cls_probe import cls_stats, probe, to_markdown
 
 from .conftest import write_sst2_fixture
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _batch(lengths, n, vocab=50):
@@ -144,3 +147,37 @@ def test_a_bar_in_a_run_name_is_escaped_not_a_column_more():
     row = {"run": "outputs/finetune/a|b", "task": "sst2", "examples": 8, "entropy": [1.0], "max_entropy": [2.0],
            "cls_spread": 0.5}
     assert "| a\\|b | sst2 | 8 | 1.00 [2.00] | 0.500 |" in to_markdown([row], "cmd").splitlines()
+
+
+def test_a_task_config_of_ones_own_in_a_config_dir_is_probed(pretrained_run, tmp_path, capsys):
+    """--tasks took the package's tasks alone (argparse's choices): a task config of one's own, which finetune's
+    task= reads from configs/task/ or a --config-dir, is probed too, its files where its data_dir says."""
+    from linformer.data import tasks
+
+    from ..conftest import load_script
+
+    mine = tmp_path / "mine" / "task"
+    mine.mkdir(parents=True)
+    example = (REPO / "configs" / "task" / "_example.yaml").read_text()
+    (mine / "hues.yaml").write_text(example.replace("name: colors", "name: hues")
+                                    .replace("data_dir: ???", f"data_dir: {tmp_path / 'hues'}"))
+    colors = ("red", "green", "blue")
+    (tmp_path / "hues").mkdir()
+    rows = [(f"a {colors[i % 3]} {colors[i % 3]} thing {i}", i % 3) for i in range(12)]
+    (tmp_path / "hues" / "dev.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    saved, titles = dict(tasks.TASKS), dict(tasks.TITLES)
+    try:
+        code = load_script("cls_probe").main([str(pretrained_run), "--tasks", "hues", "--examples", "4",
+                                              "--config-dir", str(tmp_path / "mine")])
+    finally:  # in place: modules hold the registries by reference
+        tasks.TASKS.clear(), tasks.TASKS.update(saved), tasks.TITLES.clear(), tasks.TITLES.update(titles)
+    assert code == 0 and "| hues | 4 |" in capsys.readouterr().out
+
+
+def test_a_task_that_is_no_task_config_is_one_line_with_a_did_you_mean(capsys, tmp_path):
+    from ..conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("cls_probe").main([str(tmp_path), "--tasks", "sst3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and err[-1].startswith("error: ") and "sst2" in err[-1]
