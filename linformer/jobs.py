@@ -47,7 +47,7 @@ from .files import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
 from .shell import shell_command
-from .signals import exit_words, sigterm_interrupts
+from .signals import child_status, exit_words, sigterm_interrupts
 
 
 @dataclass
@@ -112,6 +112,13 @@ class JobFailed(RuntimeError):
     def __init__(self, message: str, exit_codes: dict[str, int] | None = None):
         super().__init__(message)
         self.exit_codes = exit_codes or {}  # job -> exit status, in the order the jobs ended
+
+    @property
+    def status(self) -> int:
+        """The exit status a command whose job failed ends with, as a --multirun sweep ends (``hydra_start``): the
+        first failed job's own (2 after its `error:` line, 1 after a traceback, 128 + the signal that killed it), or
+        1 where none exited non-zero (a job that exited 0 without writing its output, jobs that cannot start)."""
+        return child_status(next((code for code in self.exit_codes.values() if code != 0), 1))
 
 
 class JobsStopped(RuntimeError):

@@ -168,6 +168,21 @@ def test_a_failed_job_is_exit_1_with_its_error_line_and_no_summary(tmp_path, mon
     assert not (tmp_path / "outputs/demo/summary.json").exists()
 
 
+@pytest.mark.parametrize(("codes", "status"), [({"tokenizer": 0, "pretrain": 2}, 2), ({"pretrain": 1}, 1),
+                                               ({"pretrain": -9}, 137)])
+def test_a_failed_job_s_exit_status_is_the_plan_s_as_a_sweep_s(codes, status, tmp_path, monkeypatch, capsys):
+    """A plan whose job refused its start (its `error:` line, exit 2) ended with exit 1, where the job run alone, and
+    a sweep of it, end with 2: the plan ends with its failed job's status (128 + the signal of a killed one)."""
+    from linformer.jobs import JobFailed
+
+    def fail(*a, **k):
+        raise JobFailed("job(s) failed:\npretrain: exit status 2", codes)
+
+    monkeypatch.setattr(demo.frontend, "run_jobs", fail)
+    assert demo.run([], under=tmp_path) == status
+    assert capsys.readouterr().err.startswith("error: job(s) failed:")
+
+
 def test_a_stopped_demo_is_exit_130_and_says_its_runs_start_over(tmp_path, monkeypatch, capsys):
     def stop(*a, **k):
         raise KeyboardInterrupt

@@ -201,7 +201,8 @@ def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
 
 def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None
         ) -> tuple[int, dict[str, float]]:
-    """Run a plan's jobs: (0, wall seconds per job run), or (1, {}) after a failed job's error line, or
+    """Run a plan's jobs: (0, wall seconds per job run), or (its status, {}) after a failed job's error line
+    (``JobFailed.status``: the failed job's own, 2 where it refused its start, as a sweep ends), or
     (128 + the signal, {}) when stopped, by a signal (Ctrl-C 130, SIGTERM 143) or at `deadline` (time.monotonic(),
     as by the SIGTERM its jobs were stopped with) (its finished jobs kept; `stopped` says what running it again
     does)."""
@@ -215,7 +216,7 @@ def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadl
         return stopped_status(signal.SIGTERM), {}
     except JobFailed as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1, {}
+        return err.status, {}
 
 
 def plan_arguments(ap, profiles=None, default: str | None = None, profile_help: str = "") -> None:

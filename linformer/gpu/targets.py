@@ -285,7 +285,7 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
             try:
                 run_jobs(plan, jobs=slots, cwd=REPO, stream=log, deadline=deadline)
             except JobFailed as failed:
-                rc = next(code for code in failed.exit_codes.values() if code != 0)
+                rc = failed.status
             except JobsStopped as ended:
                 rc, stopped = next((code for code in ended.exit_codes.values() if code != 0), 0), True
             except KeyboardInterrupt as err:  # SIGTERM or Ctrl-C to this script: its commands were stopped (run_jobs)
