@@ -859,9 +859,8 @@ def _read_sha256(path: str | Path, chunk: int) -> str:
     return h.hexdigest()
 
 
-# The digests taken inside ``hashed_once``, by the file's state (_read_sha256 looked up at each read, as tests
-# replace it)
-_DIGESTS = ReadOnce(lambda path, chunk: _read_sha256(path, chunk), switched=True)
+# The digests taken inside ``hashed_once``, by the file's state
+_DIGESTS = ReadOnce(_read_sha256, switched=True)
 
 
 def hashed_once() -> contextlib.AbstractContextManager[None]:

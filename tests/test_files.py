@@ -326,7 +326,7 @@ def test_a_checksum_listing_follows_a_hub_snapshot_s_links_and_no_link_planted_o
     (out / "same.bin").symlink_to(out / "weights.bin")  # a link within the folder is the folder's
     want = {"bytes": 7, "sha256": hashlib.sha256(b"weights").hexdigest()}
     read = []
-    monkeypatch.setattr(files, "_read_sha256", lambda path, chunk: read.append(Path(path).name) or want["sha256"])
+    monkeypatch.setattr(files._DIGESTS, "read", lambda path, chunk: read.append(Path(path).name) or want["sha256"])
     problems = checksum_problems(out, {"planted.bin": want, "through/secret.txt": want, "same.bin": want,
                                        "weights.bin": want})
     assert [p.split(":")[0] for p in problems] == ["planted.bin", "through/secret.txt"]
@@ -598,7 +598,7 @@ def test_hashed_once_reads_a_file_once_until_it_is_rewritten(tmp_path, monkeypat
     path.write_text("one")
     reads = []
     real = files._read_sha256
-    monkeypatch.setattr(files, "_read_sha256", lambda p, chunk: reads.append(p) or real(p, chunk))
+    monkeypatch.setattr(files._DIGESTS, "read", lambda p, chunk: reads.append(p) or real(p, chunk))
     with files.hashed_once():
         first = files.sha256_file(path)
         assert files.sha256_file(str(path)) == first and len(reads) == 1

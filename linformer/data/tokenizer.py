@@ -689,7 +689,7 @@ CALL_SETTINGS = {"truncation_side": "right"}
 def loaded_identity(tokenizer, saved: Mapping | None = None) -> str:
     """The one identity of a fast tokenizer as loaded (``load_tokenizer``, which applies tokenizer_config.json's
     settings, do_lower_case or add_prefix_space, to the Rust tokenizer): every cache key and check of what ids a
-    tokenizer gives reads it. ``tokenizer_identity`` of its Rust tokenizer, or of `saved` (its tokenizer.json's
+    tokenizer gives reads it. ``_identity`` of its Rust tokenizer, or of `saved` (its tokenizer.json's
     mapping) where the loaded ENCODING_PARTS are the file's; and the CALL_SETTINGS that differ from their default.
     Both so that a tokenizer whose tokenizer_config.json changes nothing keeps the key the corpora and task caches
     made with it recorded, when the hash read tokenizer.json alone."""
@@ -707,7 +707,7 @@ def limit_to(tokenizer, length: int) -> None:
     tokenizer, the Rust tokenizer's own state (tokenizer.json, which the tokenizers library applies to every
     ``encode`` as it is): truncation at `length` and no padding, whatever the source's tokenizer.json said (a
     sentence-transformers checkpoint's truncation and fixed padding at 128, say). transformers sets that state per
-    call, so its own calls are unchanged; the hash reads it as unset (``tokenizer_identity``)."""
+    call, so its own calls are unchanged; the hash reads it as unset (``_identity``)."""
     tokenizer.model_max_length = length
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
@@ -715,17 +715,8 @@ def limit_to(tokenizer, length: int) -> None:
         backend.enable_truncation(max_length=length)
 
 
-def tokenizer_identity(serialised: str) -> str:
-    """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json, or a loaded
-    tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, its truncation and padding state read as unset
-    (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
-    tokenizer must hash the same before and after it has encoded. For a tokenizer saved with them unset (as
-    train_tokenizer saves it) this is the hash of its tokenizer.json as it stands, the one its corpora and runs record."""
-    return _identity(json.loads(serialised))
-
-
 # The parts of a tokenizer's serialisation that decide the ids a text gets (the decoder only turns ids back into text;
-# truncation and padding are per-call state, ``tokenizer_identity``)
+# truncation and padding are per-call state, ``_identity``)
 ENCODING_PARTS = ("normalizer", "pre_tokenizer", "model", "added_tokens", "post_processor")
 
 
@@ -808,6 +799,11 @@ def _short(value, width: int = 60) -> str:
 
 
 def _identity(data: dict) -> str:
+    """The one hash of a tokenizer: sha256 (first 16 hex) of its serialisation (tokenizer.json's mapping, or a loaded
+    tokenizer's ``backend_tokenizer.to_str()``) as canonical JSON, its truncation and padding state read as unset
+    (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
+    tokenizer must hash the same before and after it has encoded. For a tokenizer saved with them unset (as
+    train_tokenizer saves it) this is the hash of its tokenizer.json as it stands, the one its corpora and runs record."""
     data = {**data, "truncation": None, "padding": None}
     canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(canon).hexdigest()[:16]

@@ -522,7 +522,7 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file_from_the_one_rea
     assert vocabulary == 400
     hashed = []
     read = files._read_sha256
-    monkeypatch.setattr(files, "_read_sha256", lambda path, chunk: hashed.append(Path(path).name) or read(path, chunk))
+    monkeypatch.setattr(files._DIGESTS, "read", lambda path, chunk: hashed.append(Path(path).name) or read(path, chunk))
     with pytest.raises(CorpusError, match=rf"^prepared corpus {out} holds token id {token_id:,} \(in {split}/"
                                           rf"{arrow.name}\), outside the model's vocabulary \(400 tokens, ids 0-399, "
                                           rf"tokenizer {tok_dir}\): .*prepare it again: python scripts/"):

@@ -464,3 +464,31 @@ def test_the_card_says_where_the_position_rows_of_a_longer_n_come_from(tmp_path)
                       "position embeddings") == [["position embeddings", f"the source's first {n // 2} of {n}"]]
     again = from_linformer(str(longer), AutoModelForMaskedLM, max_seq_len=8 * n)
     assert conversion_info(str(longer), again, "again")["model"]["source_positions"] == n
+
+
+def test_push_to_hub_through_huggingface_hubs_own_upload_sends_the_model_and_the_hub_card(tmp_path, monkeypatch):
+    """HfApi's own upload_folder and upload_file run (their filtering of the folder, their commit operations); only
+    the repository's creation and the commit, the network, are stand-ins that record what would go up."""
+    from huggingface_hub import HfApi, hf_api
+
+    out = converted(tmp_path, projected_dim=8)
+    # the one-commit upload, whose commit is create_commit's (xet's pipelined upload sends the files itself)
+    monkeypatch.setattr(hf_api, "is_xet_available", lambda: False)
+    (out / ".tmp-config.json-left-by-a-stop").write_text("{}")  # an atomic write's temporary, never uploaded
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    api, commits, created = HfApi(token="t"), [], []
+    monkeypatch.setattr(api, "create_repo", lambda repo_id, **kw: created.append((repo_id, kw["private"])))
+
+    def create_commit(repo_id, operations, **kw):
+        commits.append((repo_id, {op.path_in_repo: op.path_or_fileobj for op in operations}))
+        return f"commit {len(commits)}"
+
+    monkeypatch.setattr(api, "create_commit", create_commit)
+    assert push_to_hub(out, "me/tiny-linformer", private=True, api=api) == "commit 2"
+    assert created == [("me/tiny-linformer", True)]
+    (repo, files), (repo2, card) = commits
+    assert repo == repo2 == "me/tiny-linformer"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "linformer_card.json"} <= set(files)
+    assert not {"manifest.json", "README.md", ".tmp-config.json-left-by-a-stop"} & set(files)
+    assert all(Path(path) == out / name for name, path in files.items())  # the folder's own files
+    assert list(card) == ["README.md"] and b'from_pretrained("me/tiny-linformer")' in card["README.md"]
