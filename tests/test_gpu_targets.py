@@ -544,18 +544,19 @@ def test_a_stop_after_whose_stop_wait_passes_the_command_limit_is_refused_before
     from linformer.jobs import STOP_WAIT_S
 
     gpu = _load(monkeypatch, gpu=None)  # refused before the device is looked for: no "no CUDA device" line
-    latest = gpu.COMMAND_LIMIT_MIN - STOP_WAIT_S / 60
+    latest = gpu.COMMAND_LIMIT_MIN - STOP_WAIT_S / 60 - gpu.END_MIN
     for argv in (["--stop-after", f"{latest + 0.5:g}"], ["--stop-after", "4", "--limit", "5"]):
         with pytest.raises(SystemExit) as stop:
             gpu.main(["scratch", *_dirs(tmp_path / "out"), *argv])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.startswith("error: --stop-after ") and "past --limit" in err
-    assert f"give --stop-after at most {5 - STOP_WAIT_S / 60:g}" in err
+    assert f"give --stop-after at most {5 - STOP_WAIT_S / 60 - gpu.END_MIN:g}, with --started $t0" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "out-back").exists()
     fake = {"scratch": [[sys.executable, "-c", "pass"]]}
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr("linformer.devices.cuda_device_name", lambda: "a CUDA device (stand-in)")
     monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
+    monkeypatch.setattr(gpu, "scratch_first_unit", lambda *_: None)
     assert gpu.main(["scratch", *_dirs(tmp_path / "out"), "--stop-after", f"{latest:g}"]) == 0  # just fits
 
 
@@ -570,3 +571,94 @@ def test_the_gpu_readmes_stop_afters_leave_room_for_the_install_the_unpack_and_t
     given = [float(m) for m in re.findall(r"gpu\.py [^`\n]*--stop-after ([\d.]+)", readme)]
     assert given and all(1 + minutes + STOP_WAIT_S / 60 <= 8 for minutes in given), given
     assert "/tmp/node.txt" not in readme  # a per-user temporary file: helpers on one machine share /tmp
+
+
+def _archived(archive: Path) -> dict[str, bytes]:
+    """The files of a gpu.tgz by their path in it ({} where it is not there yet)."""
+    import tarfile
+
+    if not archive.is_file():
+        return {}
+    with tarfile.open(archive) as tar:
+        return {m.name.removeprefix("./"): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_a_run_finished_before_the_machine_kills_the_command_comes_back(tmp_path):
+    """The machine's limit kills a command with SIGKILL (nothing after it runs): a run the target finished before it
+    is in --out's archive already, with the record of the target that was running."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    repo, back = tmp_path / "repo", tmp_path / "back"
+    record = repo / "records" / "run-1" / "results.json"
+    repo.mkdir()
+    # the target's one command: a run finishes (its record written whole), then the next runs on and on
+    child = (f"import json, os, time; from pathlib import Path; p = Path({str(record)!r}); "
+             "p.parent.mkdir(parents=True); tmp = p.with_suffix('.tmp'); tmp.write_text(json.dumps({'acc': 0.9})); "
+             "os.replace(tmp, p); time.sleep(120)")
+    driver = ("import sys; from pathlib import Path; import linformer.devices as d; from linformer.gpu import targets as g\n"
+              "d.cuda_device_name = lambda: 'stand-in'\n"
+              f"g.REPO = Path({str(repo)!r}); g.DELIVER_EVERY_S = 0.2\n"
+              f"g.target_commands = lambda out, *_: {{'scratch': [[sys.executable, '-c', {child!r}]]}}\n"
+              "g.copy_back_patterns = lambda target: ('records/*',)\n"
+              "g.carry.check_carry = lambda *_: None\n"
+              f"sys.exit(g.main(['scratch', '--work', {str(tmp_path / 'work')!r}, '--out', {str(back)!r}]))\n")
+    proc = subprocess.Popen(as_a_script(driver, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=REPO)
+    try:
+        deadline = time.monotonic() + 90
+        while "repo/records/run-1/results.json" not in _archived(back / "gpu.tgz"):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)  # the machine's limit
+        proc.wait()
+    files = _archived(back / "gpu.tgz")
+    assert json.loads(files["repo/records/run-1/results.json"]) == {"acc": 0.9}
+    (running,) = json.loads(files["gpu_targets.json"])
+    assert (running["target"], running["running"]) == ("scratch", True) and "pip_packages.txt" in files
+
+
+def test_stop_after_counts_from_the_commands_start_and_leaves_the_end_room_in_the_limit(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """--started: what ran before gpu.py (install, unpack) takes from --stop-after; the largest --stop-after accepted
+    leaves the stop's wait and the records' archive inside --limit; a start already past it is refused."""
+    import time
+
+    gpu = _load(monkeypatch)
+    fake = {"table2": [[sys.executable, "-c", TRAPS_SIGTERM]]}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
+    t0 = time.time() - 55  # the command started 55 s before gpu.py: a stop after 1 min comes about 5 s in
+    assert gpu.main(["table2", *_dirs(tmp_path), "--stop-after", "1", "--started", f"{t0}"]) == 0
+    (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert record["stopped"] and record["wall_s"] < 40
+    assert gpu.largest_stop_after(10) + gpu.STOP_WAIT_S / 60 + gpu.END_MIN <= 10
+    with pytest.raises(SystemExit):
+        gpu.main(["table2", *_dirs(tmp_path), "--stop-after", "1", "--started", f"{time.time() - 61}"])
+    assert "past --stop-after 1" in capsys.readouterr().err
+
+
+def test_scratch_refuses_a_stop_after_its_first_row_cannot_fit_and_names_the_row_that_would(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """A pretrained row cut short runs again whole: a command whose first row cannot end by --stop-after would spend
+    the machine on nothing, so it is one error line naming a row that fits, before the device is looked for."""
+    gpu = _load(monkeypatch, gpu=None)
+    monkeypatch.setattr(gpu.scratch, "first_units", lambda p, jobs: {"full": 9.0, "full-scratch": 5.0})
+    monkeypatch.setattr(gpu.scratch, "slice_rows", lambda p, places, rows, only=None: (
+        ["full"] if only is None else only, []))
+    with pytest.raises(SystemExit) as ended:
+        gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: scratch's first row, full, needs about 9.0 min") and err.count("\n") == 1
+    assert "give --only full-scratch (about 5.0 min)" in err and not (tmp_path / "w").exists()
+    with pytest.raises(SystemExit):
+        gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5", "--only", "full-scratch"])
+    assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
+    assert gpu.main(["scratch", "--dry-run"]) == 0
+    assert "fits one command (--stop-after at most 7.5 from its start): full-scratch (5.0 min)" in capsys.readouterr().out

@@ -408,6 +408,22 @@ def fit_lines(p: Profile, jobs: int, max_rows: int | None, only: list[str] | Non
     return frontend.row_lines(todo, lambda s: estimated_minutes(p, s), jobs, row_runs(p, chosen), stop_after)
 
 
+def first_units(p: Profile, jobs: int) -> dict[str, float]:
+    """Each row not complete -> the minutes alone (the profile's estimates) a command needs before any of the row's
+    work counts: a pretrained row's whole (its pretrained weights do not outlive the machine, so a row cut short runs
+    again whole), the no-pretraining row's first finetuning run not done, with its shape job (its finished runs
+    count whichever machine made them)."""
+    planned = plan(p)
+    todo = wanted(planned, {s.name for s in planned if s.finished})
+    units = {}
+    for row in rows(p):
+        left = [s.name for s in todo if s.name in row_runs(p, [row.label])[row.label]]
+        if left:
+            unit = set(left if row.pretrained else left[:1])
+            units[row.label] = frontend.span(frontend.needed(todo, unit), lambda s: estimated_minutes(p, s), jobs)
+    return units
+
+
 def report_argv(p: Profile, under: Path | None = None) -> list[str]:
     """scripts/table2.py's arguments for the profile's table (--overwrite: the reproduction owns its report)."""
     places = Places.of(under, p.records)

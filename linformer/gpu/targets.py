@@ -44,17 +44,22 @@ exit code, wall time, start, device, commit, torch/CUDA/driver versions and gpu.
 when one of them fails; <work>/pip_packages.txt has the versions of every package the batch's Python sees (pip list
 --format=freeze), the node's and the wheels'.
 
---out gets one file, gpu.tgz: the whole of --work as one .tar.gz, rewritten after every target (atomically: a command
-killed mid-target leaves the archive of the targets before it). A machine that returns only a few files, at most two
+--out gets one file, gpu.tgz: the whole of --work as one .tar.gz, written atomically before each target, rewritten
+while it runs as soon as one of its runs' records appears in the repository (copy_back_patterns, every
+DELIVER_EVERY_S), and after it: a command the machine kills (SIGKILL, nothing after it runs) returns the targets
+before it, the runs its target finished, and gpu_targets.json naming the target that was running. A machine that returns only a few files, at most two
 folders down (the device tool: 8), returns it whole, whatever the targets wrote; extract it to read them.
 
---stop-after MIN ends the batch MIN minutes after it started, for a machine whose commands have a time limit: the
+--stop-after MIN ends the batch MIN minutes after the command started (--started EPOCH_S: `t0=$(date +%s)` first in
+the machine's command, so that the install and the unpack before gpu.py count; default gpu.py's own start), for a
+machine whose commands have a time limit: the
 running command gets SIGTERM (a resumable target keeps what it finished and exits within its own stop time; one
 still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further command starts, and the target is
-recorded as stopped, not failed. So the batch may last MIN minutes plus that wait: a --stop-after whose sum passes
---limit (the machine's limit on one command, default COMMAND_LIMIT_MIN = 10) is refused before anything runs, as the
-machine would kill the command mid-job; what the command runs before gpu.py (the wheels' install, the carry's unpack)
-comes on top. A target's files under the repository
+recorded as stopped, not failed. So the command may last MIN minutes plus that wait and END_MIN for the last archive:
+a --stop-after whose sum passes --limit (the machine's limit on one command, default COMMAND_LIMIT_MIN = 10) is refused
+before anything runs, as the machine would kill the command mid-job. scratch refuses a --stop-after its first row
+cannot end by (a pretrained row cut short runs again whole), naming the row that would (scratch.first_units); its
+dry run says which rows one command can finish. A target's files under the repository
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 
@@ -67,11 +72,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -80,7 +88,7 @@ from ..argtypes import folder as folder_path
 from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
-from ..experiments import CHECKOUT, frontend, job_script, pretrained, run_dir, scratch
+from ..experiments import CHECKOUT, Places, frontend, job_script, pretrained, run_dir, scratch
 from ..files import (
     CONFIG,
     METRICS,
@@ -108,6 +116,12 @@ PACKAGES = "pip_packages.txt"
 # What the device tool returns of --out: 8 files of at most 16 MiB each, two folders down at most
 RETURNED_FILE_MIB = 16
 COMMAND_LIMIT_MIN = 10.0  # --limit's default: the device tool's limit on one command, 600 s
+# After the stop's wait: the last records' copy, the archive and the exit, in minutes; a --stop-after must leave it
+END_MIN = 0.5
+# How often, in seconds, a running target's new records are looked for (deliver_while): a command the machine kills
+# (SIGKILL, nothing after it runs) returns every run finished more than this long before the kill
+DELIVER_EVERY_S = 10.0
+LOG_EVERY_S = 60.0  # and the archive is rewritten at least this often while the target's log grows
 
 
 FIGURE3_KS = (64, 128, 256)
@@ -268,14 +282,16 @@ def log_name(target: str) -> str:
     return "gpu_tests.log" if target == "tests" else f"{target}.log"
 
 
-def run_target(name: str, commands: list, out: Path, deadline: float | None = None) -> dict:
+def run_target(name: str, commands: list, out: Path, deadline: float | None = None,
+               archive_to: Path | None = None) -> dict:
     """Run one target's commands in order (a Together group's commands side by side, through the project's job
     runner, linformer.jobs.run_jobs), their output streamed to the console and to <out>/<name>.log (tests:
     gpu_tests.log); the first that fails ends the target. At `deadline` (time.monotonic()) the running commands get
-    SIGTERM and no other starts: the record says `stopped`."""
+    SIGTERM and no other starts: the record says `stopped`. With `archive_to`, what the target writes in the
+    repository is copied under <out>/repo/ and all of `out` archived there as each run finishes (deliver_while)."""
     log_path = out / log_name(name)
     start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, deliver_while(copy_back_patterns(name), out, archive_to, log_path):
         for command in commands:
             group = command if isinstance(command, Together) else Together((command,), 0.0)
             slots = group.slots()  # once: the free GPU memory it reads moves
@@ -332,6 +348,55 @@ def copy_back(patterns: tuple[str, ...], dest: Path) -> list[str]:
                 copy_record(source, target)
             copied.append(found)
     return copied
+
+
+def _fingerprint(patterns: tuple[str, ...]) -> tuple:
+    """The files matching `patterns` under the repository (a matched folder's files too), with their sizes and
+    modification times: what copy_back would copy, changed or not."""
+    found = []
+    for pattern in patterns:
+        for match in glob.glob(pattern, root_dir=REPO):
+            path = REPO / match
+            for file in (sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]):
+                try:
+                    stat = file.stat()
+                except OSError:  # removed meanwhile (a runner replacing a record)
+                    continue
+                found.append((str(file), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+@contextmanager
+def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_path: Path):
+    """While the block runs (a target's commands): every DELIVER_EVERY_S, where the files matching `patterns` changed
+    (a run finished and its records were kept), they are copied under <work>/repo/ and `work` archived at `dest`;
+    where only the log grew, at most every LOG_EVERY_S. The machine's limit kills a command with SIGKILL, after which
+    nothing runs: what it finished before is then in the archive already. No-op without `dest`."""
+    if dest is None:
+        yield
+        return
+    ended = threading.Event()
+
+    def deliver() -> None:
+        seen, logged, last = _fingerprint(patterns), 0, time.monotonic()
+        while not ended.wait(DELIVER_EVERY_S):
+            try:
+                now, size = _fingerprint(patterns), log_path.stat().st_size
+                if now != seen or (size != logged and time.monotonic() - last >= LOG_EVERY_S):
+                    copy_back(patterns, work / "repo")
+                    archive(work, dest)
+                    seen, logged, last = now, size, time.monotonic()
+            except (OSError, LinformerError) as err:  # a copy that failed: the target's own end copies again
+                print(f"warning: the records could not be archived while the target ran ({err})", file=sys.stderr,
+                      flush=True)
+
+    courier = threading.Thread(target=deliver, name="deliver_while", daemon=True)
+    courier.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        courier.join()
 
 
 def archive(folder: Path, dest: Path) -> None:
@@ -399,6 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=positive_minutes, default=COMMAND_LIMIT_MIN, metavar="MIN",
                         help=f"the machine's limit on one command, in minutes (default {COMMAND_LIMIT_MIN:g}): a "
                              "--stop-after that with the stop's wait passes it is refused")
+    # a call from Python (tests, a driver) counts from the call, the command line from the process's start
+    parser.add_argument("--started", type=float, default=process_start() if argv is None else time.time(),
+                        metavar="EPOCH_S",
+                        help="when the machine's command started, in seconds since the epoch (`t0=$(date +%%s)` first "
+                             "in the command, then --started $t0): --stop-after counts from then (default this "
+                             "process's start, leaving out what ran before it)")
     parser.add_argument("--overwrite", action="store_true", help="replace logs, the record or the archive that "
                                                                   "scripts/gpu.py did not write")
     parser.add_argument("--jobs", type=at_least(1), metavar="N",
@@ -412,7 +483,9 @@ def main(argv: list[str] | None = None) -> int:
                         "with --stop-after, also scratch's rows and whether they fit")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     _check_arguments(parser, args)
-    deadline = None if args.stop_after is None else time.monotonic() + 60 * args.stop_after
+    # from the command's start (--started): the install and unpack before gpu.py, and its own start, count
+    deadline = None if args.stop_after is None else \
+        time.monotonic() + 60 * args.stop_after - max(0.0, time.time() - args.started)
     if args.dry_run:  # in the order they would run, which decides what a --stop-after cuts
         planned = target_commands(args.work, args.jobs, scratch_rows(args), args.only)
         for name in args.targets:
@@ -422,10 +495,17 @@ def main(argv: list[str] | None = None) -> int:
                     print(*(f"  {line}" for line in scratch_fit(args)), sep="\n")
                 if args.targets.index(name):
                     print("  (the minutes count from the batch's start: the targets before scratch take from them)")
+            if name == "scratch":
+                with cli_errors():
+                    print(f"  {scratch_lending_line(args)}")
         print(f"archive: {args.out or Path('<out>')}/{ARCHIVE}")
         print(f"source_sha256: {source_sha256()} (this checkout's code; a record with the same value ran it)")
         return 0
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
+        if "scratch" in args.targets and args.stop_after is not None:  # before the machine's minutes are spent
+            why = scratch_first_unit(args, args.stop_after)
+            if why is not None:
+                raise ConfigError(why)
         return _run(args, deadline, argv if argv is not None else sys.argv[1:])
 
 
@@ -438,13 +518,33 @@ def _check_arguments(parser, args) -> None:
                      "(the other in a command of its own)")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
-    ends = None if args.stop_after is None else stopped_by(args.stop_after)
+    ends = None if args.stop_after is None else stopped_by(args.stop_after) + END_MIN
     if ends is not None and ends > args.limit:
-        wait = ends - args.stop_after  # minutes a stopped job may take to save its checkpoint and exit
-        parser.error(f"--stop-after {args.stop_after:g} plus the stop's wait of {wait:g} min (linformer.jobs."
-                     f"STOP_WAIT_S) is {ends:g} min, past --limit {args.limit:g} (one command's "
-                     f"time on the machine, which would kill it mid-job): give --stop-after at most "
-                     f"{max(args.limit - wait, 0):g}, less what the command runs before gpu.py (install, unpack)")
+        wait = ends - args.stop_after  # minutes a stopped job may take to save its checkpoint and exit, and the end
+        parser.error(f"--stop-after {args.stop_after:g} plus the stop's wait and the records' archive ({wait:g} min: "
+                     f"linformer.jobs.STOP_WAIT_S, END_MIN) is {ends:g} min, past --limit {args.limit:g} (one "
+                     f"command's time on the machine, which would kill it mid-job): give --stop-after at most "
+                     f"{largest_stop_after(args.limit):g}, with --started $t0 from the command's start")
+    if args.stop_after is not None and time.time() - args.started >= 60 * args.stop_after:
+        parser.error(f"--started {args.started:.0f} is {(time.time() - args.started) / 60:.1f} min ago, past "
+                     f"--stop-after {args.stop_after:g}: nothing would run (give the command's start, date +%s)")
+
+
+def largest_stop_after(limit: float = COMMAND_LIMIT_MIN) -> float:
+    """The largest --stop-after (minutes from the command's start) whose stop's wait and end fit in `limit`."""
+    return max(limit - stopped_by(0) - END_MIN, 0.0)
+
+
+def process_start() -> float:
+    """This process's start, in seconds since the epoch: its start after boot (/proc/self/stat, in clock ticks) plus
+    the boot's time (/proc/stat), to the second; now where there is no Linux /proc."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
 
 
 def scratch_fit(args) -> list[str]:
@@ -453,6 +553,31 @@ def scratch_fit(args) -> list[str]:
     profile = scratch.PROFILES["gpu"]
     only = None if args.only is None else frontend.chosen_rows(args.only, [row.label for row in scratch.rows(profile)])
     return scratch.fit_lines(profile, args.jobs or profile.jobs, scratch_rows(args), only, args.stop_after)
+
+
+def scratch_first_unit(args, stop_after: float) -> str | None:
+    """Why scratch's command cannot finish anything that counts in `stop_after` minutes (its first row not complete
+    needs longer, scratch.first_units), naming the rows that would fit; None where it can."""
+    profile = scratch.PROFILES["gpu"]
+    only = None if args.only is None else frontend.chosen_rows(args.only, [row.label for row in scratch.rows(profile)])
+    chosen, _ = scratch.slice_rows(profile, Places.of(None, profile.records), scratch_rows(args), only=only)
+    units = scratch.first_units(profile, args.jobs or profile.jobs)
+    if not chosen or units[chosen[0]] <= stop_after:
+        return None
+    fit = [f"--only {row} (about {minutes:.1f} min)" for row, minutes in units.items() if minutes <= stop_after]
+    return (f"scratch's first row, {chosen[0]}, needs about {units[chosen[0]]:.1f} min before any of its work counts "
+            f"(a pretrained row cut short runs again whole), past --stop-after {stop_after:g}: "
+            + (f"give {fit[0]}" if fit else f"no row fits; the least needs {min(units.values()):.1f} min"))
+
+
+def scratch_lending_line(args) -> str:
+    """The dry run's line on the rows a lending's command (--stop-after at most largest_stop_after) can finish."""
+    profile = scratch.PROFILES["gpu"]
+    most = largest_stop_after(args.limit)
+    units = scratch.first_units(profile, args.jobs or profile.jobs)
+    fit = [f"{row} ({minutes:.1f} min)" for row, minutes in units.items() if minutes <= most]
+    return (f"rows whose first work that counts fits one command (--stop-after at most {most:g} from its start): "
+            + (", ".join(fit) or "none") + f"; rows not complete: {len(units)}")
 
 
 def scratch_rows(args) -> int | None:
@@ -499,7 +624,11 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     for name in args.targets:
         print(f"== target {name} on {gpu}", flush=True)
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        record = {**run_target(name, commands[name], work, deadline), "started": started, **made}
+        # until it ends, a record saying it runs: an archive made meanwhile, the last of a command the machine killed,
+        # says which target the kill cut
+        write_json(record_path, [*records, {"target": name, "started": started, "running": True, **made}], indent=1)
+        archive(work, out / ARCHIVE)
+        record = {**run_target(name, commands[name], work, deadline, out / ARCHIVE), "started": started, **made}
         records.append(record)
         write_json(record_path, records, indent=1)
         archive(work, out / ARCHIVE)
