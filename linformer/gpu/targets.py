@@ -376,12 +376,13 @@ def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_
         yield
         return
     ended = threading.Event()
+    records = tuple(p for p in patterns if not p.endswith(".log"))  # the job logs grow all along: they ride along
 
     def deliver() -> None:
-        seen, logged, last = _fingerprint(patterns), 0, time.monotonic()
+        seen, logged, last = _fingerprint(records), 0, time.monotonic()
         while not ended.wait(DELIVER_EVERY_S):
             try:
-                now, size = _fingerprint(patterns), log_path.stat().st_size
+                now, size = _fingerprint(records), log_path.stat().st_size
                 if now != seen or (size != logged and time.monotonic() - last >= LOG_EVERY_S):
                     copy_back(patterns, work / "repo")
                     archive(work, dest)
