@@ -365,3 +365,19 @@ def test_the_mirror_help_says_what_configs_paths_says(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         carry.main(["pack", "--help"])
     assert "$MIRROR, else /srv/m" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_data_mirror_missing_or_without_the_targets_files_is_refused_naming_it(tmp_path, monkeypatch):
+    """With no carry.json the mirror is taken as the data mirror itself: one that does not exist (a misspelt
+    LINFORMER_DATA_MIRROR) or lacks a file the target reads is refused before the target starts, naming it."""
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: ([WIKI], 1))
+    with pytest.raises(carry.CarryError, match=r"the data mirror .*/nowhere does not exist: LINFORMER_DATA_MIRROR"):
+        carry.check_carry("scratch", tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(carry.CarryError, match=r"empty/glue/sst2/train.tsv is missing, and .* holds no carry.json"):
+        carry.check_carry("scratch", tmp_path / "empty")
+    mirror = _mirror(tmp_path / "mirror")
+    carry.check_carry("scratch", mirror)  # a data mirror holding what the target reads
+    (mirror / WIKI).unlink()
+    with pytest.raises(carry.CarryError, match="enwiki_extracted.txt.gz is missing"):
+        carry.check_carry("scratch", mirror)

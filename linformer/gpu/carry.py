@@ -199,6 +199,9 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
     need = TARGETS.get(target)
     if need is None:
         return
+    if not mirror.is_dir():
+        raise CarryError(f"the data mirror {mirror} does not exist: LINFORMER_DATA_MIRROR unset or misspelt? (on the "
+                         f"node, `export LINFORMER_DATA_MIRROR=$PWD/.carry`: docs/gpu/README.md, step 3)")
     unpack_it = f"run `python3 scripts/gpu_carry.py unpack {mirror}` before the target"
     for rel in need.get("xz", ()):
         if not (mirror / rel).is_file() and (mirror / f"{rel}.xz").is_file():
@@ -208,8 +211,14 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
         raise CarryError(f"the carry's MiniLM weights are still packed ({mirror / MODEL_DIR}/{WEIGHTS}.xz): "
                          f"{unpack_it}")
     held = read_json(mirror / MANIFEST)
-    if not held:
-        return  # the data mirror itself, or a carry packed before carry.json: nothing recorded to check
+    if not held:  # the data mirror itself, or a carry packed before carry.json: it holds the files, or it is neither
+        sources, _ = corpus_sources(need["corpus"], mirror)
+        missing = [rel for rel in (*need.get("xz", ()), *sources) if not (mirror / rel).is_file()]
+        if missing:
+            raise CarryError(f"{mirror / missing[0]} is missing, and {mirror} holds no {MANIFEST}: it is neither "
+                             f"{target}'s carry nor a data mirror (LINFORMER_DATA_MIRROR; on the node "
+                             "`export LINFORMER_DATA_MIRROR=$PWD/.carry`: docs/gpu/README.md, step 3)")
+        return
     pack_again = f"pack it again here (`{script_command('gpu_carry', 'pack', target)} --dest DIR`, DIR a folder of its own)"
     if held.get("data") != need["corpus"]:
         raise CarryError(f"{mirror} is the carry of target {held.get('target')!r} (configs/data/{held.get('data')}"
