@@ -570,6 +570,12 @@ def test_the_gpu_readmes_stop_afters_leave_room_for_the_install_the_unpack_and_t
     readme = (REPO / "docs" / "gpu" / "README.md").read_text()
     given = [float(m) for m in re.findall(r"gpu\.py [^`\n]*--stop-after ([\d.]+)", readme)]
     assert given and all(1 + minutes + STOP_WAIT_S / 60 <= 8 for minutes in given), given
+    # the commands a lending runs count from the command's start, and scratch's first is one that can finish
+    commands = re.findall(r"gpu\.py (?:table2|scratch) [^`]*--stop-after [^`]*", readme)
+    assert commands and all("--started $t0" in " ".join(c.split()) for c in commands), commands
+    assert "t0=$(date +%s) && python3 -m pip install" in readme
+    assert all(minutes <= targets.largest_stop_after() for minutes in given)
+    assert "gpu.py scratch --only full-scratch --stop-after 5" in readme
     assert "/tmp/node.txt" not in readme  # a per-user temporary file: helpers on one machine share /tmp
 
 
