@@ -63,7 +63,8 @@ dry run says which rows one command can finish. A target's files under the repos
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 
-Before anything runs, a target that reads a carry (gpu_carry.py) has it checked against the config (carry.py,
+Before anything runs, every module the targets' jobs import must be there and the installed versions must meet the
+installed packages' requirements (node.py: the wheels go in with pip --no-deps), and a target that reads a carry (gpu_carry.py) has it checked against the config (carry.py,
 check_carry): a carry not unpacked, another target's, or one cut for other settings is one error line.
 """
 
@@ -104,7 +105,7 @@ from ..files import (
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
 from ..rundir import code_revision, copy_record
 from ..signals import interrupt_status
-from . import carry
+from . import carry, node
 
 REPO = repo_root()
 WORK = "outputs/gpu_work"  # --work's default, in the checkout (git-ignored; a warm machine's next batch adds to it)
@@ -608,6 +609,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     owner = made_by("gpu", {})
     check_output_files(written[:-1], owner, args.overwrite, key="--work")
     check_output_files(written[-1:], owner, args.overwrite, key="--out")
+    node.check_node()  # a module a job imports missing, or a wheel's requirement the node's version fails
     from ..devices import cuda_device_name  # torch: after the command line is read
 
     gpu = cuda_device_name()
