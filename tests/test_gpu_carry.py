@@ -381,3 +381,18 @@ def test_a_data_mirror_missing_or_without_the_targets_files_is_refused_naming_it
     (mirror / WIKI).unlink()
     with pytest.raises(carry.CarryError, match="enwiki_extracted.txt.gz is missing"):
         carry.check_carry("scratch", mirror)
+
+
+def test_mfu_refuses_a_checkout_without_its_prepared_tokenizer_and_corpus_naming_both(tmp_path):
+    """mfu reads a tokenizer and a corpus prepared here (carry.PREPARED), which the node cannot prepare (no source):
+    check_carry names both folders before the target starts, and passes once both are complete."""
+    with pytest.raises(carry.CarryError, match=r"mfu reads data/tokenizers/wiki and data/processed/wiki_mfu, prepared "
+                                               r"here, and .*tokenizers/wiki/tokenizer.json is not there: .*carry both"):
+        carry.check_carry("mfu", tmp_path / "mirror", checkout=tmp_path)
+    (tmp_path / "data/tokenizers/wiki").mkdir(parents=True)
+    (tmp_path / "data/tokenizers/wiki/tokenizer.json").write_text("{}")
+    with pytest.raises(carry.CarryError, match=r"processed/wiki_mfu/manifest.json is not there"):
+        carry.check_carry("mfu", tmp_path / "mirror", checkout=tmp_path)
+    (tmp_path / "data/processed/wiki_mfu").mkdir(parents=True)
+    (tmp_path / "data/processed/wiki_mfu/manifest.json").write_text("{}")
+    carry.check_carry("mfu", tmp_path / "mirror", checkout=tmp_path)

@@ -24,6 +24,8 @@ Targets (see scripts/gpu.py):
   figure3d the sources of data=books, whole (the Gutenberg file: 34 MB, already gzip).
   scratch  SST-2 train/dev, IMDB train/test and the first documents of the Wikipedia file that data=wiki_scratch
            reads (its max_documents): 38.0 MiB (`size` says what the upload holds with the tree, of its 64 MiB).
+  mfu      no carry folder: the tokenizer and corpus it reads are prepared here and carried with the call as they are
+           (PREPARED; check_carry refuses a checkout without them, as the node has no source to prepare them from).
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ TARGETS = {
     "scratch": {"xz": ("glue/sst2/train.tsv", "glue/sst2/dev.tsv", "imdb/train.csv", "imdb/test.csv"),
                 "corpus": "wiki_scratch", "head": True},
 }
+
+# Targets that read data prepared here, in the checkout (git-ignored; the call carries its folders, as a carry
+# folder's are not read there): the data group's overrides, whose tokenizer_dir and out_dir (configs/corpus.yaml)
+# must be complete on the node, which has no source to prepare them from
+PREPARED = {"mfu": ("data=wiki", "data.name=wiki_mfu", "data.max_documents=1500", "data.val_fraction=0.03")}
 
 
 # xz works on this many bytes a call: Python acts on a signal only between calls, and xz -9e takes about a second a
@@ -196,6 +203,8 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
     """Before `target` reads the data mirror `mirror`: where it is a carry (a carry.json, or packed files), the
     carry is unpacked, was packed for this target's data, and holds what the config reads now (the same
     max_documents, the same files). CarryError naming what differs and the command that fixes it."""
+    if target in PREPARED:
+        check_prepared(target, checkout)
     need = TARGETS.get(target)
     if need is None:
         return
@@ -233,6 +242,20 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
         if recorded is None or not (mirror / rel).is_file() or sha256_file(mirror / rel) != recorded.get("sha256"):
             raise CarryError(f"{mirror / rel} is not the file gpu_carry pack put in the carry (missing or changed "
                              f"since): {pack_again}")
+
+
+def check_prepared(target: str, checkout: Path = REPO) -> None:
+    """Before `target` reads data prepared here (PREPARED): its tokenizer and corpus are complete in the checkout
+    (tokenizer.json; the corpus's manifest.json, which prepare_corpus writes last). CarryError naming both folders
+    and how they travel: the node has no source to prepare them from."""
+    spec = compose("corpus", list(PREPARED[target]))
+    folders = {Path(spec.tokenizer_dir): "tokenizer.json", Path(spec.out_dir): "manifest.json"}
+    missing = next((folder for folder, name in folders.items() if not (checkout / folder / name).is_file()), None)
+    if missing is not None:
+        both = " and ".join(str(folder) for folder in folders)
+        raise CarryError(f"{target} reads {both}, prepared here, and {checkout / missing / folders[missing]} is not "
+                         f"there: prepare them here (configs/experiment/{target}_gpu.yaml says how) and carry both "
+                         f"with the call (docs/gpu/README.md, {target}); the node has no source to prepare them from")
 
 
 def _model_dir(model_dir: Path | None) -> Path:

@@ -225,8 +225,7 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
     """The MFU runs (the same tokens and steps, full attention first: the trainer's 45% target,
     bench.throughput.TRAINER_TARGET_MFU, is the base model's), then
     their table and per-step MFU plot (compare_runs: the steady-state columns come from each summary)."""
-    pretrain = [py, job_script("pretrain"), "model=base", "data=wiki", "data.name=wiki_mfu", "data.max_documents=1500",
-                "data.val_fraction=0.03", "experiment=mfu_gpu", "logger=none"]
+    pretrain = [py, job_script("pretrain"), "model=base", *carry.PREPARED["mfu"], "experiment=mfu_gpu", "logger=none"]
     runs = [[*pretrain, *overrides, f"run_name={run}"] for run, overrides in MFU_RUNS.items()]
 
     def report(names) -> list[str]:
