@@ -150,7 +150,8 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
             "figure3": [[sys.executable, "-c", "print('never runs either')"]]}
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["table2", "figure3", *_dirs(tmp_path), "--stop-after", "0.05"]) == 0
+    monkeypatch.setattr(gpu.node, "check_node", lambda: None)  # the minutes count from main's start
+    assert gpu.main(["table2", "figure3", *_dirs(tmp_path), "--stop-after", "0.1"]) == 0
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
     assert records[0]["wall_s"] < 30  # stopped at about 3 s, not run to its end
@@ -167,7 +168,8 @@ def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch
     monkeypatch.setattr(gpu.Together, "slots", lambda self: 2)
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: {"figure3": [group]})
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
-    assert gpu.main(["figure3", *_dirs(tmp_path), "--stop-after", "0.05"]) == 0
+    monkeypatch.setattr(gpu.node, "check_node", lambda: None)  # the minutes count from main's start
+    assert gpu.main(["figure3", *_dirs(tmp_path), "--stop-after", "0.1"]) == 0
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert (record["rc"], record.get("stopped")) == (130, True) and record["wall_s"] < 30
     log = (tmp_path / "figure3.log").read_text()

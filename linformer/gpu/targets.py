@@ -141,7 +141,8 @@ FIGURE3D_RUN_GIB = 16.0  # the small model at 32,768 tokens per update: a fracti
 RUN_RECORDS = (SUMMARY, METRICS, RUN, CONFIG)
 # Rows of the from-scratch Table 2 per lending: a row's pretrained weights do not outlive the machine, so a slice
 # finishes whole rows (experiments/scratch.py). One row (one pretraining, 6 finetuning runs) takes about 9 minutes by
-# the profile's estimates: a 15-minute lending's most, in two commands on the warm machine (docs/gpu/README.md)
+# the profile's estimates, more than one command's largest --stop-after (scratch_first_unit refuses it, naming the
+# no-pretraining row, whose finished runs count on any machine: docs/gpu/README.md)
 SCRATCH_ROWS = 1
 # The targets, in the order target_commands gives their commands: the command line's choices, read without the
 # configs that some targets' commands are composed from (--help over a wheel needs none)
