@@ -461,8 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=folder_path, default=REPO / WORK, metavar="DIR",
                         help=f"the targets' files: logs, record, results (default {WORK} in the checkout)")
     parser.add_argument("--stop-after", type=positive_minutes, metavar="MIN",
-                        help="stop the batch this many minutes after it started (SIGTERM to the running command); "
-                             f"with the stop's wait of {STOP_WAIT_S} s it must end within --limit")
+                        help="stop the batch this many minutes after the command started (--started; SIGTERM to "
+                             f"the running command); with the stop's wait of {STOP_WAIT_S} s and {END_MIN:g} min for "
+                             "the last archive it must end within --limit")
     parser.add_argument("--limit", type=positive_minutes, default=COMMAND_LIMIT_MIN, metavar="MIN",
                         help=f"the machine's limit on one command, in minutes (default {COMMAND_LIMIT_MIN:g}): a "
                              "--stop-after that with the stop's wait passes it is refused")
