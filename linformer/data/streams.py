@@ -67,6 +67,7 @@ class EpochOrder:
     def __init__(self, num_rows: int, global_micro: int, seed: int, drop_last: bool, world: int = 1,
                  lengths=None):
         self.num_rows, self.global_micro, self.seed, self.world = num_rows, global_micro, seed, world
+        self.drop_last = drop_last
         self.batches_per_epoch = num_rows // global_micro if drop_last else math.ceil(num_rows / global_micro)
         # a copy of its own: Arrow's buffers are read-only, and a caller's tensor may change
         self.lengths = None if lengths is None else torch.as_tensor(np.array(lengths, dtype=np.int64))
@@ -96,6 +97,30 @@ class EpochOrder:
         if self.world > 1 and len(idx) < self.global_micro:
             idx = torch.cat([idx, perm[: self.global_micro - len(idx)]])
         return idx
+
+
+def reading_moved(order: EpochOrder, step: int, before: int, now: int) -> str | None:
+    """What a resume at optimizer step `step` with a global batch of `now` rows (every process's, grad_accum's
+    micro-batches included) would skip or read twice of `order`'s epochs, where the checkpoint was trained at `before`:
+    the order reads step s's global batch at s x the global batch (modulo the epoch), so another global batch moves
+    the place it reads from. None where both places are the same (an epoch's start; mid-epoch too where the order
+    is not grouped by length, whose groups depend on the global batch)."""
+    rows = order.num_rows
+
+    def place(batch: int) -> tuple[int, int]:  # (epoch, rows of its order read before `step`)
+        per_epoch = rows // batch if order.drop_last else math.ceil(rows / batch)
+        epoch, index = divmod(step, per_epoch)
+        return epoch, index * batch
+
+    (epoch, read), (epoch_now, start) = place(before), place(now)
+    if (epoch, read) == (epoch_now, start) and (read == 0 or order.lengths is None):
+        return None
+    moved = (epoch_now - epoch) * rows + start - read
+    what = (f"{moved:,} rows would never be read" if moved > 0 else f"{-moved:,} rows would be read twice"
+            if moved < 0 else "the rest of the epoch would be grouped by length anew: some rows read twice, others "
+            "never")
+    return (f"its {step} steps of {before} read {read:,} of epoch {epoch}'s {rows:,} rows; {now} per step reads step "
+            f"{step}'s from row {start:,} of epoch {epoch_now}'s: {what}")
 
 
 class BlockStream:

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from ..cli import exit_status, progress_to_log_file
 from ..data.metrics import improves
+from ..data.streams import reading_moved
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
@@ -487,13 +488,25 @@ class Trainer:
 
     def _check_global_batch(self) -> None:
         """A checkpoint continues with the global batch it was trained at: another number of processes with the same
-        per-device batch (a resume with python after torchrun, say) re-reads or skips blocks and changes what a step
-        is, without a word. Refused unless allowed (``processes`` in trainer.allow_config_change), then recorded.
-        Checkpoints saved before the state recorded it are not checked."""
+        per-device batch (a resume with python after torchrun, say) changes what a step is, and where the data order
+        reads from (``streams.reading_moved``: rows skipped or read twice). Refused where it would skip or re-read
+        rows, naming how many; elsewhere (an epoch's start) refused unless allowed (``processes`` in
+        trainer.allow_config_change), then recorded. Checkpoints saved before the state recorded it are not
+        checked."""
         before, now = self.state.get("global_batch"), self.global_batch()
         ran_on, world = self.state.get("processes"), self.accelerator.num_processes
         if before is None or before == now or ran_on == world:  # the same, or an allowed trainer.* batch change
             return
+        order = getattr(getattr(self.task, "train_stream", None), "order", None)  # a task reading an EpochOrder
+        moved = None if order is None else reading_moved(order, self.state.get("step", 0), before, now)
+        if moved is not None:
+            raise ConfigError(
+                f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
+                f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
+                f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}), which cannot continue where it "
+                "stopped: "
+                f"{moved}. Start it with the number of processes it ran on ({ran_on}: torchrun --nproc_per_node "
+                f"{ran_on}){self._same_global_batch(before)}.")
         allow = self.settings.allow_config_change
         if not (allow is True or "processes" in (allow or [])):
             raise ConfigError(

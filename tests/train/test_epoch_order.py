@@ -32,3 +32,22 @@ def test_grouped_order_is_a_pure_function_of_seed_and_step_and_shuffles_batches(
     assert first != sorted(first, reverse=True) and first != sorted(first)  # batch order is shuffled
     assert not torch.equal(torch.cat(_epoch(a, 0)), torch.cat(_epoch(a, 1)))  # each epoch groups anew
     assert not torch.equal(a.rows(0), EpochOrder(640, 8, seed=2, drop_last=False, lengths=lengths).rows(0))
+
+
+def test_a_resume_at_another_global_batch_names_the_rows_it_would_skip_or_read_twice():
+    """24 steps at 8 rows per step, resumed at 16 (1 process to 2 with trainer.allow_config_change=[processes]),
+    read epoch 0 from row 384 of its order: rows 192-383 were never read, without a word; the other way, rows 192-383
+    twice. The resume check names the count, read here from the package's own order."""
+    from linformer.data.streams import reading_moved
+
+    rows, step = 849, 24
+    for before, now in ((8, 16), (16, 8)):
+        old, new = EpochOrder(rows, before, 0, drop_last=True), EpochOrder(rows, now, 0, drop_last=True)
+        read = [int(i) for g in range(step) for i in old.rows(g)]
+        read += [int(i) for g in range(step, new.batches_per_epoch) for i in new.rows(g)]
+        whole = old._epoch_perm(0)[: new.batches_per_epoch * now].tolist()  # what the epoch reads of its order
+        never, twice = len(set(whole) - set(read)), len(read) - len(set(read))
+        assert (never, twice) == ((192, 0) if now > before else (0, 192))
+        said = reading_moved(old, step, before, now)
+        assert (f"{never} rows would never be read" if never else f"{twice} rows would be read twice") in said
+    assert reading_moved(old, 0, 16, 8) is None  # the start of an epoch: nothing skipped
