@@ -61,7 +61,9 @@ def cli_errors(resumes: bool = False, work: bool = True):
         _last_line(stopped_line(stop, resumes), exit_status(stop), notes=_notes(stop))
     except Exception as err:
         message = _user_message(err)
-        if message is None:
+        if message is None:  # its traceback follows; the others learn its first line (run.json records it)
+            rank, said = process_rank(), (str(err).strip().splitlines() or [""])[0]
+            tell_peers(f"{'' if rank == 0 else f'[rank {rank}] '}{type(err).__name__}: {said}")
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed), notes=_notes(err))
     finally:
@@ -259,6 +261,7 @@ class Ended(SystemExit):
 
 
 PEER_WAIT_S = 10  # how long a process waits for rank 0's last line (or another's cause) before printing its own
+_POLL_S = 0.05  # the store is asked this often while waiting: its own timed wait logs a C++ warning when it expires
 
 
 def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) -> NoReturn:
@@ -268,27 +271,76 @@ def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) 
     Under torchrun (or accelerate launch, built on it) the processes agree through the launcher's store: rank 0
     prints its line; another process prints its own, prefixed with its rank, only where it differs from rank 0's
     (an error of that process alone), and after rank 0's (whose line would otherwise be cut short: the launcher
-    stops the others once one exits). A line that is not the cause (``cause=False``: PeerFailed, another process
-    failed) is printed only where no process printed one within PEER_WAIT_S."""
+    stops the others once one exits). A process with a cause of its own puts its line in the store (``peer_cause``:
+    rank 0 records it in run.json) and leaves the run's collectives at once (``_release_peers``), so that a process
+    waiting in one learns now, not when this one exits, that it failed. A line that is not the cause
+    (``cause=False``: PeerFailed, another process failed) is printed only where no process gave one within
+    PEER_WAIT_S."""
     rank, peers = process_rank(), _launch_store()
     shown, line = line, "\n".join([line, *notes])
     if peers is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
         raise Ended(code, shown)
-    said = None
-    if rank == 0:
-        if cause:
+    if cause:
+        if rank == 0:
             print(line, file=sys.stderr, flush=True)
-            peers.set("cause", "1")
+            tell_peers(shown)
+            peers.set("rank0", line)
+        else:
+            tell_peers(f"[rank {rank}] {shown}")
+            if _wait_for(peers, "rank0") != line:
+                print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+            peers.set("shown", "1")
+        raise Ended(code, shown)
+    if rank == 0:
         peers.set("rank0", line)
-    else:
-        said = _wait_for(peers, "rank0")
-        if cause and said != line:
-            print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-            peers.set("cause", "1")
-    if not cause and _wait_for(peers, "cause") is None:
+    if peer_cause() is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+    elif rank == 0:  # the process with the cause prints it after this one's line: this one waits until it has
+        _wait_for(peers, "shown")
     raise Ended(code, shown)
+
+
+def tell_peers(line: str) -> None:
+    """Under torchrun, give the other processes this process's cause of the run's end (its last line, or an
+    unexpected error's first line, prefixed with its rank where it is not rank 0) and leave the run's collectives,
+    so that a process waiting in one raises PeerFailed now, and rank 0 records this line in run.json. Nothing for one
+    process."""
+    peers = _launch_store()
+    if peers is None:
+        return
+    peers.set("cause", line)
+    _release_peers()
+
+
+def _release_peers() -> None:
+    """Leave torch.distributed's process group: a collective another process waits in then fails at once (gloo's
+    "Connection closed by peer"), where it would otherwise wait until this process exits, which waits for that one's
+    line (``_last_line``)."""
+    with contextlib.suppress(Exception):
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+_causes: list[str | None] = []  # peer_cause's answer, once found: a process asks for it twice (record, last line)
+
+
+def peer_cause() -> str | None:
+    """The line the process that ended the run gave (``tell_peers``), waited for up to PEER_WAIT_S; None where none
+    came (a process killed, SIGKILL or the OOM killer, says nothing) or where there is no launcher's store."""
+    if not _causes:
+        peers = _launch_store()
+        if peers is None:
+            return None
+        _causes.append(_wait_for(peers, "cause"))
+    return _causes[0]
+
+
+def launched_together() -> bool:
+    """Whether this process can hear the others' causes (``peer_cause``): a launcher's store is reachable."""
+    return _launch_store() is not None
 
 
 def _launch_store():
@@ -310,13 +362,18 @@ def _launch_store():
 
 
 def _wait_for(store, key: str) -> str | None:
-    """The store's value of `key` once a process set it, or None after PEER_WAIT_S."""
-    import datetime
+    """The store's value of `key` as soon as a process set it, or None after PEER_WAIT_S. The store is polled: its
+    own timed wait prints c10d's "waitForInput ... timeout" warnings when it expires, an expected end here."""
+    import time
 
+    deadline = time.monotonic() + PEER_WAIT_S
     try:
-        store.wait([key], datetime.timedelta(seconds=PEER_WAIT_S))
+        while not store.check([key]):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(_POLL_S)
         return store.get(key).decode()
-    except Exception:  # timed out, or the store went away with its launcher
+    except Exception:  # the store went away with its launcher
         return None
 
 

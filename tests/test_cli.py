@@ -831,6 +831,7 @@ def launch_store(monkeypatch):
                        "TORCHELASTIC_RESTART_COUNT": "0", "WORLD_SIZE": "2", "RANK": "1"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(cli, "PEER_WAIT_S", 1)
+    monkeypatch.setattr(cli, "_causes", [])  # peer_cause's answer, once per process
     return dist.PrefixStore("linformer/last_line/t/0/", store)
 
 
@@ -855,16 +856,56 @@ def test_under_torchrun_a_line_of_one_rank_alone_is_printed_with_its_rank(launch
     launch_store.set("rank0", "error: another process failed")
     assert _ends(capsys, OSError(errno.ENOSPC, "full", "/x/ckpt")) == (
         2, "[rank 1] error: no space left on device writing /x/ckpt: free some space and run the same command again.\n")
-    assert launch_store.get("cause") == b"1"  # rank 0's own "another process failed" is then left unsaid
+    # rank 0's own "another process failed" is then left unsaid, and its record gives this line
+    assert launch_store.get("cause") == b"[rank 1] error: no space left on device writing /x/ckpt: free some space and run the same command again."
+
+
+def test_under_torchrun_a_rank_s_own_error_lets_the_others_go_and_prints_only_its_line(launch_store, other_rank, capfd):
+    """Rank 1 alone failed while rank 0 waited in a collective: rank 1 waited PEER_WAIT_S for rank 0's line (which
+    rank 0, stuck in the collective until rank 1 exited, never gave) under c10d's "waitForInput ... timeout" warnings.
+    Its line goes to the store (rank 0 records it in run.json) and it leaves the process group, so that rank 0's
+    collective fails at once; its wait prints nothing but its line."""
+    import torch.distributed as dist
+
+    from linformer.cli import cli_errors
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(SystemExit), cli_errors():
+            raise ConfigError("injected: bad file on rank 1")
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert capfd.readouterr().err == "[rank 1] error: injected: bad file on rank 1\n"
+    assert launch_store.get("cause") == b"[rank 1] error: injected: bad file on rank 1"
+
+
+def test_the_record_of_a_peer_s_failure_gives_that_process_s_line_or_says_it_ended_without_one(launch_store,
+                                                                                               monkeypatch):
+    """run.json said only "PeerFailed: another process of this run ended ... (its error says why)", where the
+    error was on the terminal alone, and the same after a kill -9 of the other process."""
+    from linformer import cli
+    from linformer.errors import PeerFailed
+    from linformer.train.core import peer_named
+
+    monkeypatch.setenv("RANK", "0")
+    lost = PeerFailed("another process of this run ended while this one waited for it")
+    assert "ended without a word: killed?" in str(peer_named(lost)) and "process 1" in str(peer_named(lost))
+    monkeypatch.setattr(cli, "_causes", [])
+    launch_store.set("cause", "[rank 1] error: injected: bad file on rank 1")
+    assert str(peer_named(lost)).startswith("[rank 1] error: injected: bad file on rank 1 (the process that failed")
 
 
 def test_under_torchrun_another_process_s_failure_is_left_to_the_process_that_failed(launch_store, other_rank, capsys):
+    from linformer import cli
     from linformer.errors import PeerFailed
 
     launch_store.set("rank0", "error: no space left on device writing /x/ckpt")
     launch_store.set("cause", "1")
     assert _ends(capsys, PeerFailed("another process failed writing the checkpoint")) == (2, "")
     launch_store.delete_key("cause")  # nobody printed a cause: this process says what it knows
+    cli._causes.clear()  # the answer a process keeps once it has one: another process's here
     assert _ends(capsys, PeerFailed("another process failed writing the checkpoint"))[1] == (
         "[rank 1] error: another process failed writing the checkpoint\n")
 

@@ -32,7 +32,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
 from .. import errors
-from ..cli import exit_status
+from ..cli import exit_status, launched_together, peer_cause, process_count, process_rank
 from ..data.io import recorded_paths
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
 from ..files import flatten, resolve_path
@@ -87,7 +87,7 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
         yield start
     except BaseException as err:  # an end after the start before the last step: the record says which
         if accelerator.is_main_process:
-            _record_end(record, err)
+            _record_end(record, peer_failure(err, accelerator.num_processes) or err)
         raise
     finally:
         if accelerator.is_main_process:
@@ -104,6 +104,8 @@ def _record_end(record: RunRecord, err: BaseException) -> None:
         if record.started and record.info().get("status") == "running":
             if isinstance(err, (Preempted, KeyboardInterrupt)):
                 record.stop(err)
+            elif isinstance(err, PeerFailed):
+                record.fail(peer_named(err))
             elif isinstance(err, Exception):
                 record.fail(err)
     except Exception as failed:
@@ -125,7 +127,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
     config = spec.config | data_identity(spec)
     # SIGTERM outside the steps (start-up, the first evaluation, the final scoring and saving), where StopSignal's
     # step-boundary stop does not apply, ends the run as stopped, not killed where it stands (a scheduler's stop)
-    with signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)) as decided, \
+    with peers_lost_as_failures(accelerator.num_processes), signals_stop(OUTSIDE_STEPS, (signal.SIGTERM,)) as decided, \
             claimed_run(accelerator, record, config, settings) as start, float32_default(), seeded(spec.seed):
         if start.status == "complete":  # it stays so: a SIGTERM now changes neither the message nor the exit
             decided()
@@ -149,10 +151,7 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         try:
             return trainer.fit(eval_at_start=settings.eval_at_start)
         except BaseException as err:  # the trackers record how the run ended, not the finish of a run at exit
-            finish_trackers(accelerator, exit_status(err))
-            peer = peer_failure(err, accelerator.num_processes)
-            if peer is not None:
-                raise peer from err
+            finish_trackers(accelerator, exit_status(peer_failure(err, accelerator.num_processes) or err))
             raise
 
 
@@ -169,6 +168,20 @@ def float32_default() -> Iterator[None]:
         torch.set_default_dtype(before)
 
 
+@contextlib.contextmanager
+def peers_lost_as_failures(processes: int) -> Iterator[None]:
+    """Raise a collective's failure because another process ended (``peer_failure``) as PeerFailed, anywhere in the
+    run: the claim's broadcast, the task's build (rank 0 tokenizes while the others wait: ``main_process_first``),
+    the steps, the final save."""
+    try:
+        yield
+    except BaseException as err:
+        peer = peer_failure(err, processes)
+        if peer is None:
+            raise
+        raise peer from err
+
+
 def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:
     """A PeerFailed for `err` where it is a collective's failure because another process of the run ended (it
     failed where this one waited for it: rank 0 writing the model alone, say): gloo's "Connection closed by peer",
@@ -182,6 +195,21 @@ def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:
         return None
     return PeerFailed("another process of this run ended while this one waited for it (its error says why); this "
                       "process stops with it. The run keeps its last checkpoint.")
+
+
+def peer_named(err: PeerFailed) -> PeerFailed:
+    """`err` as the run's record gives it: with the line of the process that ended the run (``cli.peer_cause``),
+    which only that process printed, or, where none came from it, saying that it ended without one (killed: SIGKILL,
+    the OOM killer). `err` itself without a launcher's store to hear it through."""
+    if not launched_together():
+        return err
+    said = peer_cause()
+    if said is not None:
+        return PeerFailed(f"{said} (the process that failed; this one stopped with it)")
+    rank, processes = process_rank(), process_count()
+    other = f"process {1 - rank}" if processes == 2 else "another process"
+    return PeerFailed(f"{other} ended without a word: killed? (SIGKILL, the OOM killer: see the system's log); "
+                      f"this one stopped with it. {err}")
 
 
 def train_in_float32(model: torch.nn.Module) -> None:

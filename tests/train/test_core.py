@@ -148,6 +148,27 @@ def test_a_collective_that_lost_its_peer_is_that_peer_s_failure_not_a_traceback(
     assert peer_failure(RuntimeError("shape mismatch"), 2) is None  # a bug keeps its traceback
 
 
+def test_a_peer_lost_while_the_run_starts_is_that_peer_s_failure_too(tiny_data, tmp_path, monkeypatch):
+    """Rank 0 failed tokenizing a bad task file while rank 1 waited for it (main_process_first): rank 1's gloo error
+    reached Hydra as a 40-line traceback, the building of the task being outside the steps' conversion to PeerFailed.
+    Every wait of the run, its start's included, is."""
+    from linformer.errors import PeerFailed
+    from linformer.train import core
+    from linformer.train.pretrain import PretrainTask, pretrain
+
+    from .conftest import compose_pretrain
+
+    as_two = core.peer_failure
+    monkeypatch.setattr(core, "peer_failure", lambda err, processes: as_two(err, 2))  # as rank 1 of 2 processes
+
+    def waited(*args, **kwargs):
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:27831")
+
+    monkeypatch.setattr(PretrainTask, "__init__", waited)
+    with pytest.raises(PeerFailed):
+        pretrain(compose_pretrain(tiny_data, "trainer.max_steps=4"), tmp_path / "run")
+
+
 class _ScriptedScores(TrainingTask):
     """Evaluations that give the scores of a script, one per call; records the steps handed to on_best."""
 

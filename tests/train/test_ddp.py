@@ -117,3 +117,37 @@ def test_a_two_process_finetune_of_a_model_that_leaves_its_projections_out(tiny_
                             env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert '"processes": 2' in (tmp_path / "out" / "finetune" / "short" / "summary.json").read_text()
+
+
+_FAILING_RANK_1 = '''import os, runpy, sys
+from linformer.errors import ConfigError
+from linformer.train.trainer import Trainer
+if os.environ.get("RANK") == "1":
+    real = Trainer._train_step
+    def step(self, s):
+        if s == 3:
+            raise ConfigError("injected: a bad shard on rank 1")
+        return real(self, s)
+    Trainer._train_step = step
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def test_a_failure_of_rank_1_alone_is_its_one_line_at_once_and_run_json_gives_it(tiny_data, tmp_path):
+    """Rank 1 failed alone while rank 0 waited in the step's collective: rank 1 waited 10 s for rank 0's line under
+    c10d's "waitForInput ... timeout" warnings, and run.json (rank 0's) said only that another process failed."""
+    import json
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    wrapper = tmp_path / "failing.py"
+    wrapper.write_text(_FAILING_RANK_1)
+    run = tmp_path / "run"
+    args = _script_args(tiny_data, run, "trainer.cpu=true", "trainer.max_steps=20", "trainer.eval_every=1000")
+    result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29537", str(wrapper), *args[1:]],
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "error:" in line or "waitForInput" in line]
+    assert lines == ["[rank 1] error: injected: a bad shard on rank 1"], result.stderr[-3000:]
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "failed" and "[rank 1] error: injected: a bad shard on rank 1" in info["error"]
