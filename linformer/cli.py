@@ -327,14 +327,16 @@ def _release_peers() -> None:
 _causes: list[str | None] = []  # peer_cause's answer, once found: a process asks for it twice (record, last line)
 
 
-def peer_cause() -> str | None:
-    """The line the process that ended the run gave (``tell_peers``), waited for up to PEER_WAIT_S; None where none
-    came (a process killed, SIGKILL or the OOM killer, says nothing) or where there is no launcher's store."""
+def peer_cause(wait: bool = True) -> str | None:
+    """The line the process that ended the run gave (``tell_peers``), waited for up to PEER_WAIT_S (`wait`), else
+    read as it is now (a process that left the collectives gave its line before); None where none came (a process
+    killed, SIGKILL or the OOM killer, says nothing) or where there is no launcher's store. The answer holds for the
+    rest of the process."""
     if not _causes:
         peers = _launch_store()
         if peers is None:
             return None
-        _causes.append(_wait_for(peers, "cause"))
+        _causes.append(_wait_for(peers, "cause", PEER_WAIT_S if wait else 0))
     return _causes[0]
 
 
@@ -361,12 +363,13 @@ def _launch_store():
         return None
 
 
-def _wait_for(store, key: str) -> str | None:
-    """The store's value of `key` as soon as a process set it, or None after PEER_WAIT_S. The store is polled: its
-    own timed wait prints c10d's "waitForInput ... timeout" warnings when it expires, an expected end here."""
+def _wait_for(store, key: str, seconds: float | None = None) -> str | None:
+    """The store's value of `key` as soon as a process set it, or None after `seconds` (PEER_WAIT_S). The store is
+    polled: its own timed wait prints c10d's "waitForInput ... timeout" warnings when it expires, an expected end
+    here."""
     import time
 
-    deadline = time.monotonic() + PEER_WAIT_S
+    deadline = time.monotonic() + (PEER_WAIT_S if seconds is None else seconds)
     try:
         while not store.check([key]):
             if time.monotonic() >= deadline:

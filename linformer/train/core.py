@@ -87,7 +87,7 @@ def claimed_run(accelerator: Accelerator, record: RunRecord, config: Mapping, se
         yield start
     except BaseException as err:  # an end after the start before the last step: the record says which
         if accelerator.is_main_process:
-            _record_end(record, peer_failure(err, accelerator.num_processes) or err)
+            _record_end(record, _as_recorded(err, accelerator.num_processes))
         raise
     finally:
         if accelerator.is_main_process:
@@ -104,8 +104,6 @@ def _record_end(record: RunRecord, err: BaseException) -> None:
         if record.started and record.info().get("status") == "running":
             if isinstance(err, (Preempted, KeyboardInterrupt)):
                 record.stop(err)
-            elif isinstance(err, PeerFailed):
-                record.fail(peer_named(err))
             elif isinstance(err, Exception):
                 record.fail(err)
     except Exception as failed:
@@ -186,30 +184,43 @@ def peer_failure(err: BaseException, processes: int) -> PeerFailed | None:
     """A PeerFailed for `err` where it is a collective's failure because another process of the run ended (it
     failed where this one waited for it: rank 0 writing the model alone, say): gloo's "Connection closed by peer",
     or torch.distributed's own error class (NCCL). That process prints the cause; this one's traceback would bury
-    it. None for anything else."""
+    it. It gives that process's line, which that process put in the launcher's store before it left the collectives
+    (``cli.tell_peers``), or, where there is none, says that it ended without one (``peer_named``). None for anything
+    else."""
     if processes <= 1:
         return None
     lost = ("Connection closed by peer", "Connection reset by peer")
     if not (isinstance(err, getattr(torch.distributed, "DistError", ())) or
             (isinstance(err, RuntimeError) and any(text in str(err) for text in lost))):
         return None
-    return PeerFailed("another process of this run ended while this one waited for it (its error says why); this "
-                      "process stops with it. The run keeps its last checkpoint.")
+    return peer_named(PeerFailed("another process of this run ended while this one waited for it (its error says "
+                                 "why); this process stops with it. The run keeps its last checkpoint."), wait=False)
 
 
-def peer_named(err: PeerFailed) -> PeerFailed:
-    """`err` as the run's record gives it: with the line of the process that ended the run (``cli.peer_cause``),
-    which only that process printed, or, where none came from it, saying that it ended without one (killed: SIGKILL,
-    the OOM killer). `err` itself without a launcher's store to hear it through."""
+def peer_named(err: PeerFailed, wait: bool = True) -> PeerFailed:
+    """`err` with the line of the process that ended the run (``cli.peer_cause``), which only that process printed,
+    or, where none came from it, saying that it ended without one (killed: SIGKILL, the OOM killer). `wait`: that
+    process may still be giving its line (it failed where every process agreed, a checkpoint's writing), else it
+    gave it before this one could learn it failed (it left the collectives). `err` itself without a launcher's store
+    to hear it through."""
     if not launched_together():
         return err
-    said = peer_cause()
+    said = peer_cause(wait)
     if said is not None:
         return PeerFailed(f"{said} (the process that failed; this one stopped with it)")
     rank, processes = process_rank(), process_count()
     other = f"process {1 - rank}" if processes == 2 else "another process"
     return PeerFailed(f"{other} ended without a word: killed? (SIGKILL, the OOM killer: see the system's log); "
-                      f"this one stopped with it. {err}")
+                      "this one stopped with it. The run keeps its last checkpoint.")
+
+
+def _as_recorded(err: BaseException, processes: int) -> BaseException:
+    """`err` as run.json gives it: a lost peer's failure (``peer_failure``), or another process's failure where
+    every process agreed (``peer_named``), with that process's line."""
+    peer = peer_failure(err, processes)
+    if peer is None and isinstance(err, PeerFailed):
+        return peer_named(err)
+    return peer or err
 
 
 def train_in_float32(model: torch.nn.Module) -> None:
