@@ -62,8 +62,8 @@ def cli_errors(resumes: bool = False, work: bool = True):
     except Exception as err:
         message = _user_message(err)
         if message is None:  # its traceback follows; the others learn its first line (run.json records it)
-            rank, said = process_rank(), (str(err).strip().splitlines() or [""])[0]
-            tell_peers(f"{'' if rank == 0 else f'[rank {rank}] '}{type(err).__name__}: {said}")
+            rank = process_rank()
+            tell_peers(f"{'' if rank == 0 else f'[rank {rank}] '}{first_line(err, named=True)}")
             raise
         _last_line(f"error: {message}", EXIT_USER_ERROR, cause=not isinstance(err, PeerFailed), notes=_notes(err))
     finally:
