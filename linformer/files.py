@@ -147,6 +147,15 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write `path` whole or not at all: a temporary file in the same directory (``atomic_dir``'s name for one), fsynced,
     then renamed. One a killed process (SIGKILL) left beside `path` is removed by the next write of it. A symlink at
     `path` is written through (``written_at``)."""
+    with atomic_stream(path) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_stream(path: str | Path) -> Iterator[io.BufferedWriter]:
+    """``atomic_write`` of what the block writes to the binary file it is given, as it goes: an output too large to
+    hold in memory (a prediction per line of a large file) is whole at `path` once the block ends, and where the block
+    raises, `path` is as it was."""
     shown, path = Path(path), written_at(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
@@ -154,7 +163,7 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     try:
         with _named(shown, tmp), disk_full_names(shown):
             with open(tmp, "wb") as f:
-                f.write(data.encode() if isinstance(data, str) else data)
+                yield f
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
