@@ -27,7 +27,7 @@ from ..files import (
 from ..logfile import fewer_than_asked
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
-from .task_readers import ROW, read_task_split, row_place, task_files
+from .task_readers import ROW, SKIP_SETTING, read_task_split, row_place, task_files
 from .task_splits import (
     CARVE,
     LIMIT_KEYS,
@@ -51,23 +51,24 @@ def encoded_columns(tokenizer) -> list[str]:
     return ["input_ids", "attention_mask"] + ([TOKEN_TYPES] if TOKEN_TYPES in given else [])
 
 
-class _Encode:
+class Encode:
     """A batch of rows encoded: each text as text (split_special_tokens: a "<s>" or "[SEP]" written in a review is not
     a separator, as the corpus encodes it, ``tokenizer.texts_as_text``), and a row of whose text field the tokenizer
     leaves no token (zero-width or control characters alone, which BERT's deletes) is a bad row: a TaskDataError
     naming its place (`place`: its ROW -> ``row_place``), or left out with `skip_bad_rows` (its caller counts it)."""
 
-    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int, place, skip_bad_rows: bool):
+    def __init__(self, tokenizer, fields: tuple[str, ...], max_length: int, place, skip_bad_rows: bool,
+                 skip: str = SKIP_SETTING):
         self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
         self.columns = encoded_columns(tokenizer)
-        self.place, self.skip_bad_rows = place, skip_bad_rows
+        self.place, self.skip_bad_rows, self.skip = place, skip_bad_rows, skip  # skip: the setting that skips a row
 
     def __call__(self, batch: dict) -> dict:
         texts = [batch[f] for f in self.fields]
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, split_special_tokens=True)
-        keep = [i for i in range(len(batch["labels"])) if self._has_text(enc, i, batch[ROW][i])]
-        return {"labels": [batch["labels"][i] for i in keep], **{c: [enc[c][i] for i in keep] for c in self.columns},
-                ROW: [batch[ROW][i] for i in keep]}
+        keep = [i for i in range(len(batch[ROW])) if self._has_text(enc, i, batch[ROW][i])]
+        labels = {"labels": [batch["labels"][i] for i in keep]} if "labels" in batch else {}  # none to predict
+        return {**labels, **{c: [enc[c][i] for i in keep] for c in self.columns}, ROW: [batch[ROW][i] for i in keep]}
 
     def _has_text(self, enc, i: int, row: int) -> bool:
         if not getattr(enc, "encodings", None):  # a slow tokenizer tells no text's tokens apart
@@ -79,7 +80,7 @@ class _Encode:
             return False
         raise TaskDataError(f"{self.place(row)}: no token left of the text in column {self.fields[min(empty)]} once "
                             "tokenized (characters the tokenizer deletes: zero-width or control characters alone): "
-                            "write the row's text, or set task.skip_bad_rows=true to skip and count such rows")
+                            f"write the row's text, or set {self.skip} to skip and count such rows")
 
 
 # bump when the reading or encoding code changes what a file that read before gives (a TaskSpec's own fields are in
@@ -169,7 +170,7 @@ def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_le
     source = "eval" if split == "eval" else "train"
     ds = datasets.Dataset.from_dict(cols)
     place = functools.partial(row_place, name, data_dir, source)
-    ds = ds.map(_Encode(tokenizer, task_spec.text_fields, max_length, place, options.skip_bad_rows), batched=True,
+    ds = ds.map(Encode(tokenizer, task_spec.text_fields, max_length, place, options.skip_bad_rows), batched=True,
                 batch_size=1000, remove_columns=ds.column_names, desc=f"tokenize {name}/{split}")
     tokenless = len(cols["labels"]) - len(ds)
     if tokenless:

@@ -10,6 +10,7 @@ import collections
 import csv
 import dataclasses
 import io
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -55,14 +56,19 @@ def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = F
                         "; set task.skip_bad_rows=true to skip and count such rows")
 
 
-def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool) -> bool:
-    """False for a row to skip (counted by the caller); a malformed row raises unless skip_bad_rows."""
+# how finetuning is told to skip bad rows, as the readers' errors name it; a command of its own names its flag
+SKIP_SETTING = "task.skip_bad_rows=true"
+
+
+def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool, skip: str = SKIP_SETTING) -> bool:
+    """False for a row to skip (counted by the caller); a malformed row raises unless skip_bad_rows (`skip`: the
+    setting or flag that skips it, as the error names it)."""
     if len(row) == len(header):
         return True
     if not skip_bad_rows:
         raise TaskDataError(
             f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
-            "set task.skip_bad_rows=true to skip and count such rows"
+            f"set {skip} to skip and count such rows"
         )
     return False
 
@@ -85,7 +91,7 @@ def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int, row: i
     cols[ROW].append(row)
 
 
-def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool) -> bool:
+def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool, skip: str = SKIP_SETTING) -> bool:
     """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
     empty, where the model would train or be scored on no text at all under a label, or holds a NUL byte, which no
     text holds (a binary file's bytes, as the corpus refuses them). It raises unless skip_bad_rows. An aclImdb review
@@ -104,7 +110,7 @@ def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool)
         else:
             what = (f"a NUL byte in column {binary[0]}" if binary[0] is not None else "a NUL byte in the review") + \
                 " (a binary file?): remove it"
-        raise TaskDataError(f"{where}: {what}, or set task.skip_bad_rows=true to skip and count such rows")
+        raise TaskDataError(f"{where}: {what}, or set {skip} to skip and count such rows")
     return False
 
 
@@ -370,32 +376,9 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
     header = _header(csv_path, next(rows, [None])[0], task_spec)
     idx = [header.index(c) for c in task_spec.text_fields]
     li = header.index(task_spec.label_field)
-    for row, first, last, unclosed, give_back in rows:
-        if unclosed is not None:
-            if not skip_bad_rows:
-                runs = f" (it takes in lines {unclosed}-{last})" if last > unclosed else ""
-                raise TaskDataError(f"{csv_path}:{unclosed}: the quote opened on line {unclosed} is never closed: the "
-                                    f"file ends inside it{runs}; close the quote, or delete it if it is a stray one "
-                                    "(or copy the file again if the copy was cut short), or set "
-                                    "task.skip_bad_rows=true to skip and count such rows")
+    for row, first, where in _fitting_csv_rows(csv_path, rows, header, idx, skip_bad_rows):
+        if row is None:
             skipped += 1
-            give_back()
-            continue
-        # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
-        # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
-        swallowed = last > first and len(row) == len(header) and any(_rows_inside(row[i], len(header)) for i in idx)
-        where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
-                                         if last > first and (len(row) != len(header) or swallowed) else "")
-        if swallowed:
-            if not skip_bad_rows:
-                raise TaskDataError(f"{where}: its text takes in lines that read as rows of their own; close the "
-                                    "quote, or set task.skip_bad_rows=true to skip and count such rows")
-            skipped += 1
-            give_back()
-            continue
-        if not _row_fits(row, header, where, skip_bad_rows):
-            skipped += 1
-            give_back()  # the lines an open quote took in are rows of their own
             continue
         label = _label_id(row[li], task_spec, where, skip_bad_rows)
         texts = {f: clean(row[i]) for f, i in zip(task_spec.text_fields, idx)}
@@ -404,6 +387,43 @@ def _csv_task_rows(csv_path: Path, task_spec: TaskSpec, skip_bad_rows: bool) -> 
             continue
         _add_row(cols, texts, label, first)
     return _some_rows(csv_path, cols, skipped, task_spec)
+
+
+def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str], idx: list[int], skip_bad_rows: bool,
+                      skip: str = SKIP_SETTING) -> Iterator[tuple[list[str] | None, int, str]]:
+    """(fields, first line, where) of each row of `rows` (a csv file's after its `header`) of its fields, fields None
+    for a row skipped as bad (skip_bad_rows; else a TaskDataError naming its line, `skip` the setting or flag that
+    skips it): a quote never closed, a text column (`idx`) that took in lines reading as rows of their own, a wrong
+    count of fields. A skipped row's lines after its first are read again as the rows they are."""
+    width = len(header)
+    for row, first, last, unclosed, give_back in rows:
+        if unclosed is not None:
+            if not skip_bad_rows:
+                runs = f" (it takes in lines {unclosed}-{last})" if last > unclosed else ""
+                raise TaskDataError(f"{csv_path}:{unclosed}: the quote opened on line {unclosed} is never closed: the "
+                                    f"file ends inside it{runs}; close the quote, or delete it if it is a stray one "
+                                    f"(or copy the file again if the copy was cut short), or set {skip} to skip and "
+                                    "count such rows")
+            give_back()
+            yield None, first, f"{csv_path}:{first}"
+            continue
+        # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
+        # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
+        swallowed = last > first and len(row) == width and any(_rows_inside(row[i], width) for i in idx)
+        where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
+                                         if last > first and (len(row) != width or swallowed) else "")
+        if swallowed:
+            if not skip_bad_rows:
+                raise TaskDataError(f"{where}: its text takes in lines that read as rows of their own; close the "
+                                    f"quote, or set {skip} to skip and count such rows")
+            give_back()
+            yield None, first, where
+            continue
+        if not _row_fits(row, header, where, skip_bad_rows, skip):
+            give_back()  # the lines an open quote took in are rows of their own
+            yield None, first, where
+            continue
+        yield row, first, where
 
 
 def _rows_inside(text: str, width: int) -> bool:
@@ -583,3 +603,85 @@ def task_files(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("trai
     """The files a task's `splits` are read from under `data_dir` (those that exist)."""
     spec = get_task(name)
     return [p for split in splits for p in _source_files(spec, Path(data_dir), split) if p.is_file()]
+
+
+# ------------------------------------------------------------------------------------------------ texts to classify
+TEXT_SUFFIXES = (".tsv", ".csv", ".jsonl")  # any other suffix: plain text, one text a line
+
+
+def text_rows(path: str | Path, columns: tuple[str, ...], clean: Callable[[str], str], skip_bad_rows: bool,
+              skip: str, columns_flag: str) -> Iterator[tuple[int, dict[str, str] | None]]:
+    """(line, {column: text}) of each row of a file of texts to classify, read lazily, as the task readers read and
+    number rows (a row's line is its first line in the file, as their errors name it): .tsv (GLUE's, no quoting) and
+    .csv (quoted fields) with a header naming `columns`, .jsonl (an object a line holding `columns` as strings), any
+    other file plain text, one text a line (`columns` one). Each text is `clean`ed (a task's ``TEXT_CLEANING``, else
+    stripped); a blank line is left out, as the task readers leave it. A bad row (a wrong count of fields, an empty
+    text, a line that is not such an object) is (line, None) with skip_bad_rows, else a TaskDataError naming the file
+    and line (`skip`: the flag that skips it; `columns_flag`: the one that names the columns)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".tsv", ".csv"):
+        yield from _delimited_text_rows(path, columns, clean, skip_bad_rows, skip, columns_flag)
+    elif suffix == ".jsonl":
+        yield from _jsonl_text_rows(path, columns, clean, skip_bad_rows, skip, columns_flag)
+    else:
+        if len(columns) != 1:
+            raise ConfigError(f"{path}: a plain text file holds one text a line, and the model reads pairs of texts "
+                              f"({', '.join(columns)}): give them as a .tsv, .csv or .jsonl file with those columns")
+        for number, line in enumerate(_utf8_lines(path), 1):
+            if line.strip("\r\n"):
+                text = {columns[0]: clean(line.rstrip("\r\n"))}
+                yield number, text if _texts_fit(text, f"{path}:{number}", skip_bad_rows, skip) else None
+
+
+def _delimited_text_rows(path: Path, columns: tuple[str, ...], clean: Callable[[str], str], skip_bad_rows: bool,
+                         skip: str, columns_flag: str) -> Iterator[tuple[int, dict[str, str] | None]]:
+    if path.suffix.lower() == ".tsv":
+        rows = ((row, line, f"{path}:{line}") for row, line in _tsv_rows(path))
+        header = next(rows, (None,))[0]
+    else:
+        csv_rows = _csv_file_rows(path)
+        header = next(csv_rows, [None])[0]
+    if header is None:
+        raise TaskDataError(f"{path}: empty file; expected a header naming the text columns {list(columns)}")
+    header = [h.strip() for h in header]
+    missing = [c for c in columns if c not in header]
+    twice = [c for c in columns if header.count(c) > 1]
+    if missing or twice:
+        why = f"lacks columns {missing}" if missing else f"names column {twice[0]!r} {header.count(twice[0])} times"
+        raise TaskDataError(f"{path}:1: header {header} {why}: name the file's text columns with {columns_flag}")
+    idx = [header.index(c) for c in columns]
+    if path.suffix.lower() == ".csv":  # a csv row's checks, a wrong count of fields among them
+        rows = _fitting_csv_rows(path, csv_rows, header, idx, skip_bad_rows, skip)
+    for row, line, where in rows:
+        if row is None or not _row_fits(row, header, where, skip_bad_rows, skip):
+            yield line, None
+            continue
+        texts = {c: clean(row[i]) for c, i in zip(columns, idx)}
+        yield line, texts if _texts_fit(texts, where, skip_bad_rows, skip) else None
+
+
+def _jsonl_text_rows(path: Path, columns: tuple[str, ...], clean: Callable[[str], str], skip_bad_rows: bool,
+                     skip: str, columns_flag: str) -> Iterator[tuple[int, dict[str, str] | None]]:
+    for number, line in enumerate(_utf8_lines(path), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            obj, why = None, f"not a JSON object ({err})"
+        else:
+            why = None if isinstance(obj, dict) else f"not a JSON object but {type(obj).__name__}"
+        if why is None:
+            missing = [c for c in columns if not isinstance(obj.get(c), str)]
+            if missing:
+                why = (f"no text (a string) under {missing[0]!r} (its keys: {sorted(obj)}); name the keys of the "
+                       f"texts with {columns_flag}")
+        if why is not None:
+            if not skip_bad_rows:
+                raise TaskDataError(f"{where}: {why}; fix the line, or set {skip} to skip and count such rows")
+            yield number, None
+            continue
+        texts = {c: clean(obj[c]) for c in columns}
+        yield number, texts if _texts_fit(texts, where, skip_bad_rows, skip) else None

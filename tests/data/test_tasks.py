@@ -483,13 +483,13 @@ def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_c
 def _count_encoded(monkeypatch) -> list[int]:
     """Record how many rows each tokenizer batch holds."""
     sizes: list[int] = []
-    encode = task_loading._Encode.__call__
+    encode = task_loading.Encode.__call__
 
     def counting(self, batch):
         sizes.append(len(batch["labels"]))
         return encode(self, batch)
 
-    monkeypatch.setattr(task_loading._Encode, "__call__", counting)
+    monkeypatch.setattr(task_loading.Encode, "__call__", counting)
     return sizes
 
 
