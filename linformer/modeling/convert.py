@@ -26,7 +26,7 @@ from transformers.models.auto.modeling_auto import (
 )
 from transformers.utils import cached_file
 
-from ..data.io import load_auto
+from ..data.io import load_auto, resolve_path
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
 from ..files import check_output_dir, made_by
@@ -35,8 +35,8 @@ from ..shell import hydra_override, script_command
 from .attention import resampled_rows
 from .card import conversion_info, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
-from .errors import CheckpointError, ConfigError, LinformerError, first_line
-from .loading import _modules, check_tokenizer_fits, load_pretrained, resolve_model_path
+from .errors import CheckpointError, ConfigError, first_line, LinformerError
+from .loading import _modules, check_tokenizer_fits, finetuning_run_models, load_pretrained, resolve_model_path
 from .saving import model_folder, save_model_dir
 from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
 from .values import CONVERTED_LENGTH_POLICY as CONVERTED_LENGTH_POLICY
@@ -192,6 +192,26 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
 
 def is_sequence_classifier(config) -> bool:
     return any(name.endswith("ForSequenceClassification") for name in config.architectures or ())
+
+
+def classifier_config(given: str, option: str):
+    """(the directory or hub name, the config) of the sequence classifier `given` to `option`. A finetuning run
+    directory is refused naming the model in it, and so is any model that is not a *ForSequenceClassification (a
+    pretrained or converted masked LM): its classifier head would start at random, and its accuracies would be
+    chance. ConfigError naming the option."""
+    instead = finetuning_run_models(Path(resolve_path(given)), given)
+    if instead:
+        raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give {instead}")
+    path = resolve_model_path(given, option)
+    config = load_auto(AutoConfig, path)
+    if not is_sequence_classifier(config):
+        raise ConfigError(f"{option} {given} is a {architecture(config)}, not a sequence classifier (its classifier "
+                          "head would start at random): give a finetuned one, a finetuning run's best/")
+    return path, config
+
+
+def architecture(config) -> str:
+    return ", ".join(config.architectures or [f"{config.model_type} model"])
 
 
 def _saved_class(path: str) -> type[PreTrainedModel]:

@@ -24,7 +24,7 @@ from transformers import AutoModelForSequenceClassification
 from .. import plots
 from ..bench.common import beyond_flop_bound, flop_bound_warning, load_words, warning_paragraph
 from ..bench.per_example import cost_per_example
-from ..data.io import configured_path, default_data_mirror, load_auto, resolve_path
+from ..data.io import configured_path, default_data_mirror, load_auto
 from ..data.task_loading import load_task
 from ..data.task_splits import longer_than
 from ..data.tasks import TASKS
@@ -33,9 +33,9 @@ from ..errors import ConfigError
 from ..files import atomic_write, save_figure, table_lines, table_row, write_json
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.configuration import exact_key_variants, exact_keys_label
-from ..modeling.convert import NO_EXACT_KEYS, is_sequence_classifier
+from ..modeling.convert import NO_EXACT_KEYS, architecture, classifier_config
 from ..modeling.flops import forward_flops_per_token
-from ..modeling.loading import finetuning_run_models, model_length, resolve_model_path
+from ..modeling.loading import model_length
 from ..train.distill import check_same_tokenization
 from . import measured
 from .length_policy import padded_batches
@@ -80,7 +80,7 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     for student_given, (_, student) in configs.items():
         if student.model_type != "linformer":
             raise ConfigError(f"--students {student_given}: a Linformer sequence classifier, not a "
-                              f"{_architecture(student)}")
+                              f"{architecture(student)}")
         if student.max_seq_len < min(ns):  # a student is a row at every n up to its own: here at none
             raise ConfigError(f"--students {student_given}: its n = {student.max_seq_len} is below every --ns "
                               f"{ns}, so it would have no row: give an --ns of at most {student.max_seq_len}, or "
@@ -99,28 +99,6 @@ def prepare(given: str, task: str, ns: list[int], k: int, examples: int, student
     rows, available = longer_than(split, base_n, examples, f"--task {task}")
     return Examples(classifier, base_n, named, rows["input_ids"], np.asarray(rows["labels"]), available,
                     tokenizer.pad_token_id)
-
-
-def classifier_config(given: str, option: str):
-    """(the directory or hub name, the config) of the sequence classifier `given` to `option`. A finetuning run
-    directory is refused naming the model in it, and so is any model that is not a *ForSequenceClassification (a
-    pretrained or converted masked LM): its classifier head would start at random, and its accuracies would be
-    chance. ConfigError naming the option."""
-    from transformers import AutoConfig
-
-    instead = finetuning_run_models(Path(resolve_path(given)), given)
-    if instead:
-        raise ConfigError(f"{option} {given} is a finetuning run directory, not a model: give {instead}")
-    path = resolve_model_path(given, option)
-    config = load_auto(AutoConfig, path)
-    if not is_sequence_classifier(config):
-        raise ConfigError(f"{option} {given} is a {_architecture(config)}, not a sequence classifier (its classifier "
-                          "head would start at random): give a finetuned one, a finetuning run's best/")
-    return path, config
-
-
-def _architecture(config) -> str:
-    return ", ".join(config.architectures or [f"{config.model_type} model"])
 
 
 def reached(ns: list[int], ids: list[list[int]]) -> tuple[list[int], list[int]]:
