@@ -100,6 +100,8 @@ COMMANDS: dict[str, Command] = {c.script: c for c in (
     Command("fidelity", (Output("--out", FILES, (
         "k8={model}", "--self-reference", "--corpus", "{corpus}", "--out", "{out}/fid"), "fid.md"),)),
     Command("length_policy", (Output("--out", FILES, ("--source", "{model}", "--out", "{out}/lp"), "lp.json"),)),
+    Command("predict", (Output("--output", FILES, ("{finetuned}/best", "--input", "{sst2}/dev.tsv", "--output",
+                                              "{out}/pred.jsonl"), "pred.jsonl"),)),
     Command("long_inputs", (Output("--out", FILES, ("--classifier", "{finetuned}/best", "--out", "{out}/li"),
                                    "li.png"),)),
     Command("dashboard", (Output("--logdir", MANIFEST, (

@@ -1026,7 +1026,7 @@ def test_every_flag_taking_script_reads_its_paths_with_the_one_path_type(script)
 
 # the argparse arguments that name a file or folder (positional runs and models are read by named_paths and
 # resolve_model_path, which start from the repository too)
-PATH_ARGUMENTS = {"out", "outputs", "logdir", "under", "run", "render", "data-mirror"}
+PATH_ARGUMENTS = {"out", "outputs", "logdir", "under", "run", "render", "data-mirror", "input", "output"}
 # those read where the command uses them (fidelity records its --corpus as given), or by a script that imports
 # nothing of the project (wheelhouse.py): every one refuses an empty path all the same
 OTHER_PATH_ARGUMENTS = {"corpus": "given_path", "dest": "a_path", "node-packages": "a_path"}

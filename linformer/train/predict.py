@@ -1,0 +1,196 @@
+"""A finetuned sequence classifier's prediction for every row of a file (scripts/predict.py): the rows read as the
+task readers read them (``task_readers.text_rows``: tsv, csv, jsonl or plain text, each row numbered by its line),
+tokenized with the model folder's own tokenizer as finetuning tokenized them (``task_loading.Encode``: special tokens'
+text as text, truncation to the model's n), run in batches sorted by length, and written one JSON line a row in the
+file's order as they are made: a file of any size in flat memory."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import IO
+
+import torch
+
+from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
+from ..data.task_loading import Encode
+from ..data.task_readers import ROW, text_rows
+from ..data.tasks import TEXT_CLEANING, get_task
+from ..data.tokenizer import load_tokenizer
+from ..errors import ConfigError, TaskDataError
+from ..files import BEST_DIR, RESULTS, read_json
+from ..modeling.card import read_card_info
+from ..modeling.convert import classifier_config
+from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
+
+SKIP_FLAG = "--skip-bad-rows"
+COLUMNS_FLAG = "--text-columns"
+CHUNK_BATCHES = 32  # batches of rows read, sorted by length and run at a time: the memory a file of any size takes
+
+
+@dataclass
+class Classifier:
+    """A sequence classifier ready to predict: the model, its tokenizer, and how a row's texts reach it."""
+
+    path: str
+    model: torch.nn.Module
+    tokenizer: object
+    columns: tuple[str, ...]     # the texts a row gives it, by column (a pair: two)
+    clean: Callable[[str], str]  # what finetuning did to a text before tokenizing it (the task's TEXT_CLEANING)
+    max_length: int              # the model's n: a longer input is cut to it, as finetuning cut it
+    task: str | None             # the task it was finetuned on, where the model folder records it
+    labels: list[str] = field(default_factory=list)  # config.id2label, by label id
+
+
+def recorded_task(model_dir: str | Path) -> str | None:
+    """The task a model folder was finetuned (or distilled) on, where it records one: its card's last finetuning
+    (a converted or transferred model's), else the results.json of the run whose best/ or model/ it is."""
+    card = read_card_info(model_dir)
+    if card.get("finetuning"):
+        return card["finetuning"][-1].get("task")
+    if card.get("distillation"):
+        return card["distillation"].get("task")
+    if Path(model_dir).name in (BEST_DIR, "model"):
+        return read_json(Path(model_dir).parent / RESULTS).get("task")
+    return None
+
+
+def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None) -> Classifier:
+    """The sequence classifier at `given` (a model folder or hub name), its tokenizer, and the texts a row gives it:
+    `text_columns`, else the columns of the task the model records (``recorded_task``), else one column "text".
+    ConfigError for a model that is not a sequence classifier (``classifier_config``), or columns that are not as many
+    as the texts the model was finetuned on."""
+    from transformers import AutoModelForSequenceClassification
+
+    path, config = classifier_config(given, "model_dir")
+    task = recorded_task(path)
+    try:
+        spec = get_task(task) if task else None
+    except ConfigError:  # a task of one's own, not registered in this process: its columns are given
+        spec = None
+    if text_columns and spec and len(text_columns) != len(spec.text_fields):
+        raise ConfigError(f"{COLUMNS_FLAG} {','.join(text_columns)}: the model was finetuned on {task}, whose rows "
+                          f"are {len(spec.text_fields)} text(s) ({', '.join(spec.text_fields)}): name as many")
+    columns = tuple(text_columns or (spec.text_fields if spec else ("text",)))
+    tokenizer = load_tokenizer(path, "model_dir")
+    check_tokenizer_fits(tokenizer, config, path)
+    model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval()
+    clean = TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
+    labels = [str(config.id2label[i]) for i in range(config.num_labels)]
+    return Classifier(path, model, tokenizer, columns, clean, max_tokens(config, tokenizer, None, None), task, labels)
+
+
+@dataclass
+class Summary:
+    """What a prediction of a file did, for its last lines."""
+
+    rows: int = 0       # predicted
+    skipped: int = 0    # bad rows left out (--skip-bad-rows)
+    truncated: int = 0  # rows longer than the model's n, cut to it
+    seconds: float = 0.0
+
+    def lines(self, source: str, classifier: Classifier, weights: str | None, out: str | None) -> list[str]:
+        rate = self.rows / self.seconds if self.seconds > 0 else float("inf")
+        done = f"predicted {self.rows:,} rows of {source} in {self.seconds:.1f} s ({rate:,.1f} rows/s)"
+        bad = (f"bad rows skipped: {self.skipped:,}; truncated to the model's n = {classifier.max_length} tokens: "
+               f"{self.truncated:,}")
+        model = (f"model: {classifier.path} (task {classifier.task or 'not recorded'}; texts from "
+                 f"{', '.join(classifier.columns)}); weights_sha256 {weights}")
+        return [done + (f" to {out}" if out else ""), bad, model]
+
+
+def _chunks(rows: Iterable[tuple[int, dict | None]], size: int, summary: Summary) -> Iterator[list[tuple[int, dict]]]:
+    """The good rows, `size` at a time (a bad one, None, counted as skipped)."""
+    chunk = []
+    for line, texts in rows:
+        if texts is None:
+            summary.skipped += 1
+            continue
+        chunk.append((line, texts))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@torch.no_grad()
+def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk: list[tuple[int, dict]],
+                   batch_size: int, summary: Summary) -> list[dict]:
+    """The output lines of a chunk of rows, in its order; run in batches of similar length."""
+    batch = {ROW: [line for line, _ in chunk], **{c: [texts[c] for _, texts in chunk] for c in classifier.columns}}
+    enc = encode(batch)  # raises for a row of no token (or leaves it out, skip_bad_rows)
+    summary.skipped += len(chunk) - len(enc[ROW])
+    summary.truncated += _truncated(classifier, batch, enc)
+    n = len(enc[ROW])
+    order = sorted(range(n), key=lambda i: len(enc["input_ids"][i]))
+    collate = TaskCollator(classifier.tokenizer, classifier.max_length)
+    device = next(classifier.model.parameters()).device
+    probs = [None] * n
+    for start in range(0, n, batch_size):
+        idx = order[start:start + batch_size]
+        inputs = collate([{c: enc[c][i] for c in fed} for i in idx])
+        logits = classifier.model(**{k: v.to(device) for k, v in inputs.items()}).logits.float()
+        for i, p in zip(idx, torch.softmax(logits, -1).cpu().tolist()):
+            probs[i] = p
+    out = []
+    for i, p in enumerate(probs):
+        best = max(range(len(p)), key=p.__getitem__)
+        out.append({"row": enc[ROW][i], "label": classifier.labels[best], "score": p[best],
+                    "probs": dict(zip(classifier.labels, p))})
+    return out
+
+
+def _truncated(classifier: Classifier, batch: dict, enc: dict) -> int:
+    """How many of the encoded rows the model's n cut: those of n tokens that encode to n + 1 given one more."""
+    at_limit = {row for row, ids in zip(enc[ROW], enc["input_ids"]) if len(ids) >= classifier.max_length}
+    if not at_limit:
+        return 0
+    idx = [i for i, row in enumerate(batch[ROW]) if row in at_limit]
+    longer = classifier.tokenizer(*[[batch[c][i] for i in idx] for c in classifier.columns], truncation=True,
+                                  max_length=classifier.max_length + 1, split_special_tokens=True)["input_ids"]
+    return sum(len(ids) > classifier.max_length for ids in longer)
+
+
+def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], batch_size: int = 32,
+                 skip_bad_rows: bool = False, progress: bool | None = None) -> Summary:
+    """Write a JSON line {"row", "label", "score", "probs"} to `out` for each row of the file `source`, in its order,
+    chunk by chunk as they are made. A bad row is a TaskDataError naming the file and line, or is skipped and
+    counted with `skip_bad_rows`; a file of no row to predict is one too. `progress`: a tqdm bar on stderr (None: where
+    stderr is a terminal)."""
+    from tqdm.auto import tqdm
+
+    summary = Summary()
+    encode = Encode(classifier.tokenizer, classifier.columns, classifier.max_length,
+                    lambda line: f"{source}:{line}", skip_bad_rows, SKIP_FLAG)
+    given = [TOKEN_TYPES] if TOKEN_TYPES in encode.columns else []
+    fed = [c for c in example_columns(SimpleNamespace(column_names=given),
+                                      [getattr(classifier.model.config, "type_vocab_size", None)]) if c != "labels"]
+    rows = text_rows(source, classifier.columns, classifier.clean, skip_bad_rows, SKIP_FLAG, COLUMNS_FLAG)
+    start = time.perf_counter()
+    with tqdm(desc="predict", unit=" rows", disable=None if progress is None else not progress, file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for chunk in _chunks(rows, batch_size * CHUNK_BATCHES, summary):
+            lines = _predict_chunk(classifier, encode, fed, chunk, batch_size, summary)
+            out.write("".join(json.dumps(line) + "\n" for line in lines).encode())
+            out.flush()  # a reader of standard output gets each chunk as it is made
+            summary.rows += len(lines)
+            bar.update(len(chunk))
+    summary.seconds = time.perf_counter() - start
+    if not summary.rows:
+        what = f"all {summary.skipped} rows are bad rows, skipped ({SKIP_FLAG})" if summary.skipped else "no rows"
+        raise TaskDataError(f"{source}: {what}: nothing to predict")
+    return summary
+
+
+def model_weights(classifier: Classifier) -> str | None:
+    """The model's weights as runs record their start weights (``weights_sha256``)."""
+    return weights_sha256(classifier.path)
+
+
+__all__ = ["Classifier", "Summary", "load_classifier_dir", "model_weights", "predict_file", "recorded_task"]

@@ -1,0 +1,64 @@
+"""A finetuned classifier over a file: python scripts/predict.py MODEL_DIR --input FILE [--output OUT.jsonl]
+
+One JSON line a row, in the file's order: {"row": its line in FILE, "label", "score", "probs": {label: p}}
+(linformer/train/predict.py). FILE: .tsv or .csv with a header naming the text columns, .jsonl (an object a line),
+or plain text (one text a line). argparse, not Hydra: a model folder and a file, like scripts/export.py.
+"""
+
+import argparse
+import sys
+
+from linformer.argtypes import at_least, path
+from linformer.cli import ArgumentParser, cli_errors
+from linformer.files import made_by, output_files
+
+
+def _columns(text: str) -> tuple[str, ...]:
+    columns = tuple(c.strip() for c in text.split(","))
+    if not 1 <= len(columns) <= 2 or not all(columns):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one column, or two for a pair (a,b)")
+    return columns
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model_dir", help="a finetuned sequence classifier: a finetuning run's best/ or model/, an "
+                                     "exported or distilled one (relative to the repository)")
+    p.add_argument("--input", type=path, required=True,
+                   help="the rows to classify: .tsv/.csv with a header, .jsonl, or plain text, one text a line "
+                        "(relative to the repository)")
+    p.add_argument("--output", type=path, default=None,
+                   help="write the JSON lines here, whole once all are made (default: standard output)")
+    p.add_argument("--text-columns", type=_columns, default=None, metavar="A[,B]",
+                   help="the column(s) (jsonl: keys) holding the texts; default: the columns of the task the model "
+                        "records, else text")
+    p.add_argument("--batch-size", type=at_least(1), default=32)
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="skip and count a bad row (a wrong count of fields, an empty text), where it is refused "
+                        "naming its line")
+    p.add_argument("--overwrite", action="store_true", help="replace whatever is at --output (else only an earlier "
+                                                            "predict output)")
+    args = p.parse_args(argv)
+    # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.errors import ConfigError
+    from linformer.files import atomic_stream
+    from linformer.train.predict import load_classifier_dir, model_weights, predict_file
+
+    with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,
+                                    key="--output"):
+        if args.output is not None and args.output == args.input:
+            raise ConfigError(f"--output {args.output} is the --input file: choose another --output")
+        classifier = load_classifier_dir(args.model_dir, args.text_columns)
+        weights = model_weights(classifier)
+        if args.output is None:
+            summary = predict_file(classifier, args.input, sys.stdout.buffer, args.batch_size, args.skip_bad_rows)
+        else:
+            with atomic_stream(args.output) as out:
+                summary = predict_file(classifier, args.input, out, args.batch_size, args.skip_bad_rows)
+        for line in summary.lines(args.input, classifier, weights, args.output):
+            print(line, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""scripts/predict.py: a finetuned classifier's prediction for each row of a file, in the file's order, each row
+named by its line; tiny classifiers built here (a from-scratch Linformer, and one converted from a BERT encoder)."""
+
+import io
+import json
+
+import pytest
+import torch
+
+from linformer.data.tokenizer import load_tokenizer
+from linformer.errors import ConfigError, TaskDataError
+from linformer.files import RESULTS, write_json
+from linformer.modeling import LinformerConfig, LinformerForSequenceClassification
+from linformer.train.predict import load_classifier_dir, predict_file
+
+from ..conftest import run_script
+from .conftest import N
+
+LABELS = {0: "negative", 1: "positive"}
+WORDS = ["the cat", "a dog sees the river", "my sister paints", "the old man finds an apple", "a small bird",
+         "the teacher remembers the long road " * 12, "a quiet song", "the garden", "the cat likes a red house"]
+
+
+@pytest.fixture(scope="module")
+def scratch(tiny_data, tmp_path_factory):
+    """A from-scratch Linformer classifier of the fixture tokenizer (n = 32), saved as a finetuning run's best/ whose
+    run records the task sst2 (its results.json)."""
+    run = tmp_path_factory.mktemp("predict") / "run"
+    tok = load_tokenizer(tiny_data["tokenizer_dir"])
+    torch.manual_seed(0)
+    config = LinformerConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=64, max_seq_len=N, projected_dim=8, num_labels=2, id2label=LABELS,
+                             label2id={v: k for k, v in LABELS.items()}, pad_token_id=tok.pad_token_id,
+                             initializer_range=0.5)  # logits far apart: both labels among the predictions
+    LinformerForSequenceClassification(config).save_pretrained(run / "best")
+    tok.save_pretrained(run / "best")
+    write_json(run / RESULTS, {"task": "sst2"})
+    return str(run / "best")
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A Linformer classifier converted from a tiny BERT encoder with its WordPiece tokenizer (a converted MiniLM's
+    layout: [CLS] ... [SEP], segment ids), recording no task."""
+    from transformers import BertConfig, BertModel
+
+    from tests.modeling.test_convert import save_tokenizer
+
+    root = tmp_path_factory.mktemp("predict_bert")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=N, initializer_range=0.5)).save_pretrained(
+        root / "bert")
+    save_tokenizer(root / "bert", 40)
+    model = LinformerForSequenceClassification.from_pretrained_encoder(root / "bert", projected_dim=8, num_labels=2,
+                                                                       id2label=LABELS)
+    model.save_pretrained(root / "clf")
+    load_tokenizer(str(root / "bert")).save_pretrained(root / "clf")
+    return str(root / "clf")
+
+
+def _alone(model_dir, texts, pairs=None):
+    """The model's label for each text (or pair) run alone, tokenized as finetuning tokenizes."""
+    from transformers import AutoModelForSequenceClassification
+
+    tok = load_tokenizer(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    n = model.config.max_seq_len
+    out = []
+    with torch.no_grad():
+        for i, text in enumerate(texts):
+            args = (text, pairs[i]) if pairs else (text,)
+            inputs = tok(*args, truncation=True, max_length=n, split_special_tokens=True, return_tensors="pt")
+            out.append(LABELS[int(model(**inputs).logits.argmax())])
+    return out
+
+
+def _predict(model_dir, source, columns=None, **kw):
+    buf = io.BytesIO()
+    summary = predict_file(load_classifier_dir(model_dir, columns), source, buf, progress=False, **kw)
+    return [json.loads(line) for line in buf.getvalue().decode().splitlines()], summary
+
+
+def test_labels_are_the_models_own_on_each_text_alone_in_the_files_order(scratch, tmp_path):
+    """Batches sorted by length, the output in the input's order; a row longer than n cut to it and counted."""
+    source = tmp_path / "texts.tsv"
+    source.write_text("sentence\tlabel\n" + "".join(f"{t}\t0\n" for t in WORDS))
+    rows, summary = _predict(scratch, source, batch_size=2)
+    assert [r["row"] for r in rows] == list(range(2, 2 + len(WORDS)))  # each row's line, as the readers name it
+    assert [r["label"] for r in rows] == _alone(scratch, WORDS)
+    assert len({r["label"] for r in rows}) == 2
+    for r in rows:
+        assert set(r["probs"]) == {"negative", "positive"} and sum(r["probs"].values()) == pytest.approx(1)
+        assert r["score"] == max(r["probs"].values()) == r["probs"][r["label"]]
+    assert (summary.rows, summary.skipped, summary.truncated) == (len(WORDS), 0, 1)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".csv"])
+def test_every_format_gives_the_same_labels_named_by_line(scratch, tmp_path, suffix):
+    texts = WORDS[:4]
+    source = tmp_path / f"in{suffix}"
+    body = {".txt": "".join(f"{t}\n" for t in texts),
+            ".jsonl": "".join(json.dumps({"sentence": t, "id": i}) + "\n" for i, t in enumerate(texts)),
+            ".csv": "id,sentence\n" + "".join(f'{i},"{t}"\n' for i, t in enumerate(texts))}[suffix]
+    source.write_text(body)
+    rows, _ = _predict(scratch, source)
+    first = 2 if suffix == ".csv" else 1
+    assert [r["row"] for r in rows] == list(range(first, first + 4))
+    assert [r["label"] for r in rows] == _alone(scratch, texts)
+
+
+def test_a_converted_bert_classifier_reads_pairs_by_the_columns_given(converted, tmp_path):
+    """A model that records no task: --text-columns names a pair's columns; each pair as finetuning encodes it
+    (segment ids included)."""
+    firsts, seconds = ["w5 w6", "w7 w8 w9", "w10", "w11 w12"], ["w13", "w14 w15", "w16 w17 w18", "w19"]
+    source = tmp_path / "pairs.jsonl"
+    source.write_text("".join(json.dumps({"q": a, "s": b}) + "\n" for a, b in zip(firsts, seconds)))
+    rows, _ = _predict(converted, source, ("q", "s"), batch_size=3)
+    assert [r["label"] for r in rows] == _alone(converted, firsts, seconds)
+    with pytest.raises(TaskDataError, match=r"pairs.jsonl:1: no text \(a string\) under 'text'.*--text-columns"):
+        _predict(converted, source)
+
+
+def test_a_bad_row_is_refused_naming_its_line_or_skipped_and_counted(scratch, tmp_path):
+    """An empty text is refused as finetuning refuses it, and a row of too many fields; --skip-bad-rows counts them."""
+    source = tmp_path / "bad.tsv"
+    source.write_text("sentence\nthe cat\n \t\na dog\ttoo\tmany\nthe garden\n")
+    with pytest.raises(TaskDataError, match=r"bad.tsv:3: malformed row.*--skip-bad-rows"):
+        _predict(scratch, source)
+    source.write_text("sentence\nthe cat\n   \nthe garden\n")
+    with pytest.raises(TaskDataError, match=r"bad.tsv:3: empty text in column sentence.*--skip-bad-rows"):
+        _predict(scratch, source)
+    source.write_text("sentence\nthe cat\n   \na dog\ttoo\nthe garden\n")
+    rows, summary = _predict(scratch, source, skip_bad_rows=True)
+    assert [r["row"] for r in rows] == [2, 5] and summary.skipped == 2
+    source.write_text("sentence\n   \n")
+    with pytest.raises(TaskDataError, match=r"all 1 rows are bad rows"):
+        _predict(scratch, source, skip_bad_rows=True)
+
+
+def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, scratch):
+    from linformer.modeling import LinformerForMaskedLM
+
+    config = LinformerForSequenceClassification.from_pretrained(scratch).config
+    LinformerForMaskedLM(LinformerConfig(**{**config.to_dict(), "architectures": None})).save_pretrained(tmp_path / "m")
+    with pytest.raises(ConfigError, match=r"model_dir .*m is a LinformerForMaskedLM, not a sequence classifier"):
+        load_classifier_dir(str(tmp_path / "m"))
+
+
+def test_the_script_writes_its_output_whole_and_refuses_in_one_line(scratch, tmp_path, monkeypatch, capsys):
+    source = tmp_path / "in.txt"
+    source.write_text("the cat\na dog\n")
+    out = tmp_path / "out.jsonl"
+    assert run_script("predict", [scratch, "--input", str(source), "--output", str(out)], monkeypatch) == 0
+    err = capsys.readouterr().err
+    assert [json.loads(line)["row"] for line in out.read_text().splitlines()] == [1, 2]
+    assert "predicted 2 rows" in err and "weights_sha256 " in err and "task sst2" in err
+    source.write_text("the cat\n   \n")
+    assert run_script("predict", [scratch, "--input", str(source), "--output", str(tmp_path / "o2.jsonl")],
+                      monkeypatch) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"{source}:2: empty text" in lines[0]
+    assert not (tmp_path / "o2.jsonl").exists()  # nothing half-written
+    assert run_script("predict", [str(tmp_path), "--input", str(source)], monkeypatch) == 2
+    assert capsys.readouterr().err.count("error:") == 1
