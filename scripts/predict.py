@@ -7,6 +7,7 @@ or plain text (one text a line). argparse, not Hydra: a model folder and a file,
 
 import argparse
 import sys
+from pathlib import Path
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
@@ -46,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,
                                     key="--output"):
-        if args.output is not None and args.output == args.input:
+        if not Path(args.input).is_file():  # before the model loads (seconds)
+            raise ConfigError(f"--input {args.input}: no such file")
+        if args.output is not None and Path(args.output).resolve() == Path(args.input).resolve():
             raise ConfigError(f"--output {args.output} is the --input file: choose another --output")
         classifier = load_classifier_dir(args.model_dir, args.text_columns)
         weights = model_weights(classifier)

@@ -163,3 +163,27 @@ def test_the_script_writes_its_output_whole_and_refuses_in_one_line(scratch, tmp
     assert not (tmp_path / "o2.jsonl").exists()  # nothing half-written
     assert run_script("predict", [str(tmp_path), "--input", str(source)], monkeypatch) == 2
     assert capsys.readouterr().err.count("error:") == 1
+    assert run_script("predict", [scratch, "--input", str(tmp_path / "nope.txt")], monkeypatch) == 2
+    assert f"error: --input {tmp_path / 'nope.txt'}: no such file" in capsys.readouterr().err
+    assert run_script("predict", [scratch, "--input", str(source), "--output", str(source), "--overwrite"],
+                      monkeypatch) == 2
+    assert "is the --input file" in capsys.readouterr().err and source.read_text() == "the cat\n   \n"
+
+
+def test_the_task_a_models_card_records_gives_its_columns(converted, tmp_path):
+    """A converted model finetuned on a pair task records it in its card: its columns are read without
+    --text-columns, and columns of another count are refused."""
+    import shutil
+
+    from linformer.modeling.card import SIDECAR
+
+    model = tmp_path / "qnli_model"
+    shutil.copytree(converted, model)
+    write_json(model / SIDECAR, {"finetuning": [{"task": "sst2"}, {"task": "qnli"}]})
+    assert load_classifier_dir(str(model)).columns == ("question", "sentence")
+    with pytest.raises(ConfigError, match=r"--text-columns q: the model was finetuned on qnli.*question, sentence"):
+        load_classifier_dir(str(model), ("q",))
+    source = tmp_path / "one.txt"
+    source.write_text("w5 w6\n")
+    with pytest.raises(ConfigError, match=r"one.txt: a plain text file holds one text a line.*pairs"):
+        _predict(str(model), source)
