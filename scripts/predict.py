@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the column(s) (jsonl: keys) holding the texts; default: the columns of the task the model "
                         "records, else text")
     p.add_argument("--batch-size", type=at_least(1), default=32)
+    p.add_argument("--device", default="auto", help="auto (a GPU where one is visible, else the CPU), cpu, cuda or "
+                                                    "cuda:N")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip and count a bad row (a wrong count of fields, an empty text), where it is refused "
                         "naming its line")
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--input {args.input}: no such file")
         if args.output is not None and Path(args.output).resolve() == Path(args.input).resolve():
             raise ConfigError(f"--output {args.output} is the --input file: choose another --output")
-        classifier = load_classifier_dir(args.model_dir, args.text_columns)
+        classifier = load_classifier_dir(args.model_dir, args.text_columns, args.device, "--device")
         weights = model_weights(classifier)
         if args.output is None:
             summary = predict_file(classifier, args.input, sys.stdout.buffer, args.batch_size, args.skip_bad_rows)

@@ -22,6 +22,7 @@ from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
 from ..data.tasks import TEXT_CLEANING, get_task
 from ..data.tokenizer import load_tokenizer
+from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
 from ..files import BEST_DIR, RESULTS, read_json
 from ..modeling.card import read_card_info
@@ -60,13 +61,16 @@ def recorded_task(model_dir: str | Path) -> str | None:
     return None
 
 
-def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None) -> Classifier:
+def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None, device: str = "auto",
+                        device_key: str = "device") -> Classifier:
     """The sequence classifier at `given` (a model folder or hub name), its tokenizer, and the texts a row gives it:
     `text_columns`, else the columns of the task the model records (``recorded_task``), else one column "text".
     ConfigError for a model that is not a sequence classifier (``classifier_config``), or columns that are not as many
-    as the texts the model was finetuned on."""
+    as the texts the model was finetuned on. `device`: where it runs ("auto": a GPU where one is visible;
+    ``devices.resolve_device``, a ConfigError naming `device_key`)."""
     from transformers import AutoModelForSequenceClassification
 
+    where = resolve_device(device, device_key)
     path, config = classifier_config(given, "model_dir")
     task = recorded_task(path)
     try:
@@ -79,7 +83,7 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None)
     columns = tuple(text_columns or (spec.text_fields if spec else ("text",)))
     tokenizer = load_tokenizer(path, "model_dir")
     check_tokenizer_fits(tokenizer, config, path)
-    model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval()
+    model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval().to(where)
     clean = TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
     labels = [str(config.id2label[i]) for i in range(config.num_labels)]
     return Classifier(path, model, tokenizer, columns, clean, max_tokens(config, tokenizer, None, None), task, labels)
