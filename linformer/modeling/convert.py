@@ -35,7 +35,7 @@ from ..shell import hydra_override, script_command
 from .attention import resampled_rows
 from .card import conversion_info, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
-from .errors import CheckpointError, ConfigError, first_line, LinformerError
+from .errors import CheckpointError, ConfigError, LinformerError, first_line
 from .loading import _modules, check_tokenizer_fits, finetuning_run_models, load_pretrained, resolve_model_path
 from .saving import model_folder, save_model_dir
 from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
