@@ -364,6 +364,41 @@ def test_eval_duplicates_are_found_through_unicode_form_zero_width_characters_ca
     assert dropped == 5 and kept["sentence"] == ["a charming café film!"]
 
 
+def test_a_pair_task_s_train_row_is_an_eval_duplicate_only_when_both_its_texts_are():
+    """QNLI repeats a question across pairs: a train pair sharing only its question (or only its sentence) with an
+    eval pair is another example and is kept; the eval pair itself (folded as any text is) is dropped, and the pair
+    written the other way round is not the same pair."""
+    from linformer.data.task_splits import drop_eval_duplicates
+
+    question, sentence = "what is the river?", "the river is long."
+    eval_cols = {"question": [question], "sentence": [sentence], "labels": [0]}
+    train = {"question": [question, "What is the  river?", "who built the castle?", sentence, question],
+             "sentence": ["the river is wide.", sentence, sentence, question, sentence],
+             "labels": [0, 1, 0, 1, 0]}
+    kept, dropped = drop_eval_duplicates(train, eval_cols, ("question", "sentence"))
+    assert dropped == 2
+    assert list(zip(kept["question"], kept["sentence"])) == [(question, "the river is wide."),
+                                                             ("who built the castle?", sentence), (sentence, question)]
+
+
+def test_every_ascii_character_is_folded_for_a_duplicate_as_in_any_other_text():
+    """ASCII texts take a faster fold than the others (a regular expression): each of the 128 ASCII characters is
+    deleted or kept by it as the per-character rule (``duplicate_key``: control characters other than whitespace
+    deleted, as BERT's tokenizer deletes them) does, and as it is in a text holding a non-ASCII letter."""
+    import unicodedata
+
+    from linformer.data.task_splits import duplicate_key
+
+    def by_hand(text):
+        text = unicodedata.normalize("NFKD", text)
+        kept = "".join(ch for ch in text if unicodedata.category(ch) not in ("Mn", "Cf", "Cc") or ch.isspace())
+        return " ".join(kept.casefold().split())
+
+    for c in range(128):
+        for text in (f"ab{chr(c)}cd", f"ab{chr(c)}cd é"):  # the ASCII fold, then the per-character one
+            assert duplicate_key({"t": [text]}, ("t",), 0) == (by_hand(text),), hex(c)
+
+
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
     """A BOM (an editor's save) made the header lack its first column; a latin-1 byte was read as U+FFFD without a
     word, so the model trained on text the file does not hold. GLUE tsv and IMDB csv alike."""
@@ -550,9 +585,18 @@ def test_subsets_keep_the_class_balance_whatever_the_seed():
     assert subset_rows(cols, 101, 3) == subset_rows(cols, 101, 3)
 
 
+def test_a_subset_of_every_row_keeps_the_file_s_order_as_no_subset_does():
+    """max_eval_examples equal to the rows there are is every row in file order, as max_eval_examples=null gives
+    them: paired comparisons of two runs' eval predictions read them by position."""
+    cols = {"text": [f"row {i}" for i in range(30)], "labels": [i % 3 for i in range(30)]}
+    for seed in (0, 1):
+        assert subset_rows(cols, 30, seed) == cols == subset_rows(cols, None, seed) == subset_rows(cols, 31, seed)
+
+
 @pytest.mark.parametrize("limits, key", [({"train": 0}, "max_train_examples=0"),
                                          ({"train": 5, "eval": -1}, "max_eval_examples=-1"),
-                                         (0, "max_train_examples=0")])
+                                         (0, "max_train_examples=0"),
+                                         ({"train": True}, "max_train_examples=True")])  # a flag is not a count
 def test_bad_max_examples(qqp_dir, tokenizer, limits, key):
     with pytest.raises(ConfigError, match=key):
         load_task("qqp", str(qqp_dir), tokenizer, 32, max_examples=limits)
@@ -644,6 +688,22 @@ def test_tokenized_splits_are_cached_and_invalidated(qqp_dir, tokenizer, tmp_pat
     _write(qqp_dir / "dev.tsv", QQP_HEADER, rows)
     edited = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, splits=("eval",), cache_dir=str(cache))
     assert len(edited["eval"]) == 3 and len(list(cache.glob("qqp-eval-*"))) == 2
+
+
+def test_an_edit_of_the_eval_file_alone_is_another_train_split_that_drops_its_new_duplicates(qqp_dir, tokenizer,
+                                                                                               tmp_path):
+    """Train drops the rows whose text is also an eval row's: after dev.tsv is edited to hold a train row's pair,
+    train read from the same cache no longer holds that row (a model must not train on what its eval scores)."""
+    from linformer.data.task_loading import split_info
+
+    cache = tmp_path / "cache"
+    first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))
+    assert len(first["train"]) == 12 and split_info(first["train"])["eval_duplicates_dropped"] == 0
+    _write(qqp_dir / "dev.tsv", QQP_HEADER, [("0", "0", "1", "how do i learn river 7?", "what is the castle 7?", "1")])
+    again = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, splits=("train",), cache_dir=str(cache))
+    assert len(again["train"]) == 11 and split_info(again["train"])["eval_duplicates_dropped"] == 1
+    assert "how do i learn river 7? what is the castle 7?" not in _rows(again["train"], tokenizer)
+    assert len(list(cache.glob("qqp-train-*"))) == 2
 
 
 def test_a_split_of_no_rows_is_returned_as_without_a_cache_not_cached(qqp_dir, tokenizer, tmp_path):
@@ -776,11 +836,15 @@ def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_
 def test_longer_than_draws_only_examples_past_the_length_and_names_the_option_when_there_are_none():
     from datasets import Dataset
 
-    split = Dataset.from_dict({"input_ids": [[1] * n for n in (5, 40, 9, 60, 70, 3)], "labels": [0, 1, 0, 1, 0, 1]})
+    lengths = (5, 40, 9, 8, 60, 70, 3)  # 8 tokens: not longer than 8, never truncated at 8
+    split = Dataset.from_dict({"input_ids": [[1] * n for n in lengths], "labels": [i % 2 for i in range(7)]})
     rows, available = longer_than(split, 8, 2, "--imdb 2")
     assert available == 4 and len(rows) == 2 and all(len(x) > 8 for x in rows["input_ids"])
     everything, _ = longer_than(split, 8, 0, "--imdb 0")
     assert [len(x) for x in everything["input_ids"]] == [40, 9, 60, 70]  # the split's order
+    many = Dataset.from_dict({"input_ids": [[1] * (9 + i) for i in range(40)], "labels": [0] * 40})
+    drawn = [len(x) for x in longer_than(many, 8, 12, "--imdb 12")[0]["input_ids"]]
+    assert len(set(drawn)) == 12 and drawn == sorted(drawn)  # a draw, in the split's order too
     with pytest.raises(ConfigError, match=r"^--imdb 2: no example of the split is longer than 100 tokens$"):
         longer_than(split, 100, 2, "--imdb 2")
 
@@ -821,6 +885,7 @@ def test_the_validation_carve_is_stratified_disjoint_and_a_function_of_its_seed(
         assert len(held["labels"]) == 20 and held["labels"].count(1) == 5  # the split's 3:1 balance
         assert not set(train["text"]) & set(held["text"]) and len(train["text"]) == 180
         assert train["text"] == sorted(train["text"], key=lambda t: int(t.split()[1]))  # the file's order kept
+        assert held["text"] == sorted(held["text"], key=lambda t: int(t.split()[1]))  # the validation rows' too
         assert carve_validation(cols, 0.1, 0, ("text",), by) == (train, held)
         assert carve_validation(cols, 0.1, 1, ("text",), by)[1] != held
     # through load_task: max_train_examples first, then the carve out of those rows
