@@ -531,6 +531,25 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file_from_the_one_rea
     assert load_prepared(str(out), tok_dir)[split].num_rows  # without a vocabulary nothing is read for it
 
 
+def test_the_id_range_is_taken_over_every_batch_of_every_file_each_end_naming_the_file_that_holds_it(tmp_path):
+    """The smallest and largest id are those of all the split's files and their record batches, not of the first
+    read: an id past the vocabulary in a later shard (or a negative one) is the one a refusal names."""
+    import pyarrow as pa
+
+    from linformer.data.ids import read_token_ids
+
+    schema = pa.schema([("input_ids", pa.list_(pa.int32()))])
+    names = ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow"]
+    for name, batches in zip(names, ([[[5, 7], [3]], [[9]]], [[[4, 450]], [[-1, 6]], [[8]]])):
+        with pa.OSFile(str(tmp_path / name), "wb") as sink, pa.ipc.new_stream(sink, schema) as stream:
+            for rows in batches:
+                stream.write_batch(pa.record_batch([pa.array(rows, pa.list_(pa.int32()))], schema=schema))
+    found = read_token_ids(tmp_path, names)
+    assert (found.smallest, found.largest, found.unread) == ((-1, names[1]), (450, names[1]), [])
+    assert found.outside(400) == (450, names[1]) and found.outside(500) == (-1, names[1])
+    assert read_token_ids(tmp_path, names[:1]).outside(10) is None  # ids 3..9: inside
+
+
 def test_an_arrow_file_beside_a_split_that_the_manifest_does_not_list_is_not_read(prepared, tok_dir, monkeypatch):
     """The ids were read from every .arrow file under the corpus folder: a cache file datasets wrote beside a split
     (a .map of the loaded corpus) was read for nothing, and its ids, which are no block's, refused the corpus. Only
@@ -1152,6 +1171,9 @@ def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, 
         assert read("t.txt", text.replace("\n", ending).encode()) == (lines, ending == "\r")
     cr_inside = b"a\rb\r\r\nc\r\n"  # a CR pasted into a line of CRLF text: a line end too
     assert read("t.txt", cr_inside) == (["a", "b", "c"], True) == read("t.txt", cr_inside, chunk=2)
+    # a lone CR that ends a block, the block after it holding no CR: the CR is decided by what follows it
+    assert read("t.txt", b"a\rbc\n", chunk=2) == (["a", "bc"], True)
+    assert read("t.txt", b"ab\r" + b"c" * 5 + b"\n", chunk=3) == (["ab", "ccccc"], True)
     as_before = b"a\r\r\nb\r\n\r\nc\r\r"  # no lone CR: the lines the reader of format_version 3 gave
     old_reader = [raw.rstrip(b"\r\n").decode() for raw in as_before.split(b"\n")]  # lines end at LF alone
     assert read("t.txt", as_before) == (old_reader, False) == read("t.txt", as_before, chunk=1)
