@@ -522,7 +522,8 @@ def test_an_interpolation_on_the_command_line_that_cannot_serve_is_one_line(over
 
 
 @pytest.mark.parametrize("value", ["outputs/pretrain/x", "/tmp/my runs/x", "/tmp/pretrain's ü", "/tmp/a,b=c [x]",
-                                   "C:\\dir\\", "a\\'b", "/a$b c", 'x"y z'])
+                                   "C:\\dir\\", "a\\'b", "/a$b c", 'x"y z',
+                                   "a,b", "x=y"])  # a bare comma: Hydra's list, a sweep under --multirun
 def test_an_override_printed_for_pasting_reads_back_as_the_same_value(value):
     """The next: line for a run under 'my repo ü' pasted into the shell was refused by Hydra's grammar: the shell
     kept the path one word, but Hydra needs its own quotes around a space, a quote or a non-ASCII letter."""
@@ -735,6 +736,22 @@ def test_path_root_follows_the_configs_folder_and_its_file(tmp_path, monkeypatch
     assert data_io.path_root("output_dir") == "runs"
     (tmp_path / "b" / "paths" / "default.yaml").write_text("output_dir: elsewhere/runs\n")  # edited in place
     assert data_io.path_root("output_dir") == "elsewhere/runs"
+
+
+def test_a_sweep_s_job_name_may_have_every_byte_a_name_may_have_and_not_one_more():
+    """A job folder name of NAME_MAX_BYTES (255) bytes is one the file system makes: accepted; one byte more is not."""
+    from linformer import configs
+    from linformer.files import NAME_MAX_BYTES
+
+    def longest_part(name):
+        subdir = compose("pretrain", [f"data.name={name}", "data.seed=1"], with_hydra=True).hydra.sweep.subdir
+        return max(len(part.encode()) for part in Path(str(subdir)).parts)
+
+    name = "x" * (1 + NAME_MAX_BYTES - longest_part("x"))
+    assert longest_part(name) == NAME_MAX_BYTES
+    configs.refuse_long_job_names("pretrain", [f"data.name={name}", "data.seed=0,1"])
+    with pytest.raises(ConfigError, match=rf"\({NAME_MAX_BYTES + 1} bytes; a name may have {NAME_MAX_BYTES}\)"):
+        configs.refuse_long_job_names("pretrain", [f"data.name={name}x", "data.seed=0,1"])
 
 
 @pytest.mark.parametrize(("config", "given", "key"), [("tokenizer", "data.tokenizer=../..", "data.tokenizer"),

@@ -224,6 +224,24 @@ def test_each_config_file_is_parsed_once_and_an_edited_one_afresh(tmp_path, monk
         compose("app", ["x=6"])
 
 
+def test_a_config_file_read_from_two_folders_names_its_own_folder_though_their_texts_are_alike(tmp_path):
+    """The parse of a text is shared by every file holding it (``parse_each_config_once``), not where it was read:
+    configs/ and a --config-dir copy of it each give their own folder as Hydra's source of the file (its --info)."""
+    from hydra._internal.sources_registry import SourcesRegistry
+
+    from linformer import configs
+
+    configs.parse_each_config_once()
+    folder_source = SourcesRegistry.instance().resolve("file")  # the class composing uses (Hydra's plugin scan's)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "app.yaml").write_text("x: 1\n")
+    a, b = (folder_source(provider="test", path=f"file://{tmp_path / name}").load_config("app.yaml")
+            for name in ("a", "b"))
+    assert a.config == b.config == {"x": 1}
+    assert (a.path, b.path) == (f"file://{tmp_path / 'a'}", f"file://{tmp_path / 'b'}")
+
+
 # Each command's config and the option of each of its groups that adds keys the defaults lack
 DOCUMENTED = {"pretrain": [[], ["logger=all"], ["data=text"]], "finetune": [["model_path=m"], ["model_path=m", "task=_example"]],
               "convert": [["model_path=m"]], "tokenizer": [[]], "corpus": [[]], "distill": [["teacher_path=t"]],
