@@ -10,15 +10,20 @@ from linformer.errors import ConfigError
 from linformer.gpu import node, targets
 
 
-def _installed(monkeypatch, dists: dict[str, tuple[str, list[str]]]) -> None:
-    """importlib.metadata as node reads it, holding `dists`: name -> (version, requirements)."""
+def _installed(monkeypatch, dists: dict[str, tuple]) -> None:
+    """importlib.metadata as node reads it, holding `dists`: name -> (version, requirements[, the folder it is installed
+    in: the wheels' /tmp/site unless given])."""
     def lookup(name):
         if name.lower() not in dists:
             raise node.metadata.PackageNotFoundError(name)
         return dists[name.lower()]
 
+    def distribution(name):
+        folder = (*lookup(name), "/tmp/site")[2]
+        return SimpleNamespace(locate_file=lambda path: folder)
+
     monkeypatch.setattr(node, "metadata", SimpleNamespace(
-        PackageNotFoundError=node.metadata.PackageNotFoundError,
+        PackageNotFoundError=node.metadata.PackageNotFoundError, distribution=distribution,
         version=lambda name: lookup(name)[0], requires=lambda name: lookup(name)[1]))
 
 
@@ -37,6 +42,16 @@ def test_a_wheels_requirement_the_nodes_version_fails_is_named_with_both_version
     _installed(monkeypatch, {"linformer": ("0.1.0", ["datasets<6", "wandb>=0.19", "onnx<0; extra == 'dev'"]),
                              "datasets": ("5.2.0", []), "onnx": ("1.0", [])})
     assert node.unmet_requirement() is None
+
+
+def test_the_nodes_own_packages_are_checked_as_a_wheel_requires_them_not_for_their_own_pins(monkeypatch):
+    venv = "/opt/torch/.venv/lib/python3.12/site-packages"
+    _installed(monkeypatch, {"linformer": ("0.1.0", ["torch>=2.4", "datasets<6"]), "datasets": ("5.2.0", []),
+                             "torch": ("2.13.0", ["nvidia-cudnn-cu12==9.1.0.70"], venv),
+                             "nvidia-cudnn-cu12": ("9.10.2", [], venv)})
+    assert node.unmet_requirement() is None  # the image's own torch/cuDNN pins are not the wheels'
+    _installed(monkeypatch, {"linformer": ("0.1.0", ["torch>=2.20"]), "torch": ("2.13.0", [], venv)})
+    assert node.unmet_requirement() == "torch 2.13.0 is installed here, and linformer requires torch>=2.20"
 
 
 def test_a_module_the_jobs_import_missing_stops_gpu_py_before_the_device_is_looked_for(tmp_path, monkeypatch,

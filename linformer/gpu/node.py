@@ -21,18 +21,24 @@ STEPS = "docs/gpu/README.md, steps 1 and 3"
 
 
 def unmet_requirement(project: str = PROJECT) -> str | None:
-    """The first requirement, among `project`'s and its installed dependencies' (their environment markers as this
-    Python reads them, no extras), that the installed version of what it names does not meet, in words; None where
-    all are met. A distribution not installed is left to the module check (the node list leaves wandb out)."""
+    """The first requirement, among `project`'s and those of the distributions installed beside it (the wheels: their
+    environment markers as this Python reads them, no extras), that the installed version of what it names does not
+    meet, in words; None where all are met. A distribution not installed is left to the module check (the node list
+    leaves wandb out). The node's own packages (installed elsewhere: torch, its CUDA libraries) are checked as what a
+    wheel requires, never for their own requirements among themselves: an image's own pins are not this project's to
+    refuse a lending over."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
+    home = _site(project)
     seen, todo = set(), [project]
     while todo:
         name = todo.pop()
         if canonicalize_name(name) in seen:
             continue
         seen.add(canonicalize_name(name))
+        if name != project and _site(name) != home:
+            continue
         try:
             requires = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
@@ -49,6 +55,15 @@ def unmet_requirement(project: str = PROJECT) -> str | None:
                 return f"{need.name} {version} is installed here, and {name} requires {need.name}{need.specifier}"
             todo.append(need.name)
     return None
+
+
+def _site(name: str) -> str | None:
+    """The folder `name`'s distribution is installed in (a site-packages, the wheels' --target); None where it is not
+    installed."""
+    try:
+        return str(metadata.distribution(name).locate_file(""))
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def check_node() -> None:
