@@ -547,11 +547,12 @@ class LinformerSelfAttention(nn.Module):
         q = self._heads(self.query(hidden))
         T = hidden.shape[1]
         # T <= k attends exactly, decided here where T is a number: eager, compiled (Dynamo sees an int and guards
-        # on it), a fixed-shape export. A length torch.export keeps symbolic (non-strict, as the ONNX dynamo
-        # exporter's) or a trace's (torch.jit.trace, the TorchScript ONNX exporter) would freeze the example's side of
-        # k into a graph meant for any length: those take the general path below, which holds both (at T <= k every
-        # row is short and attends exactly, as here)
-        fixed = isinstance(T, int)
+        # on it: another length compiles again). An export or a trace would freeze the example's side of k into a
+        # graph meant for any length: torch.export non-strict (T a SymInt) and strict (Dynamo shows a dynamic T to
+        # isinstance as an int, and the ONNX dynamo exporter's strict retry accepts the guard T <= k it adds),
+        # torch.jit.trace and the TorchScript ONNX exporter. Those take the general path below, which holds both
+        # (at T <= k every row is short and attends exactly, as here)
+        fixed = isinstance(T, int) and not (torch.compiler.is_exporting() or torch.jit.is_tracing())
         if not self.linformer or (self.exact_short and fixed and self.k >= T):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
             out, probs = self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))

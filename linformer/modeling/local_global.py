@@ -228,6 +228,7 @@ class ExactKeyLayout:
            ) -> ExactKeyLayout:
         """The forward's layout from `shared` (a dict the encoder hands every layer for one forward), built by the
         first layer that asks; a new one without `shared`."""
+        static_length_only(T, EXACT_KEYS, EXACT_KEYS_OFF)  # before the key below: hashing T fixes it to the example's
         return once(shared, ("exact_key_layout", T, radius, tuple(positions)),
                     lambda: cls(lengths, T, radius, positions))
 

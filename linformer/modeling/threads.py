@@ -47,6 +47,7 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.symbolic_shapes import has_static_value
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
@@ -166,9 +167,9 @@ def static_length_only(T, what: str, instead: str) -> None:
     in its own words, but the ONNX dynamo exporter (``torch.onnx.export(..., dynamo=True)``) takes torch's suggested
     fix, the example's length, and writes a graph that onnxruntime refuses at any other length, without a word.
     T: the forward's length, a SymInt where the export keeps it dynamic."""
-    # a SymInt has a node; Dynamo (strict export) shows it to isinstance as an int, and cannot trace the hasattr: its
-    # export stops there too, rather than fixing the length
-    if torch.compiler.is_exporting() and hasattr(T, "node"):
+    # has_static_value: False for a dynamic length, a SymInt non-strict; Dynamo (strict export) shows that one to
+    # isinstance and type() as an int, but answers this function for it
+    if torch.compiler.is_exporting() and not has_static_value(T):
         raise ConfigError(f"{what} exports at a fixed length only (its layout follows the length): export without a "
                           "dynamic length (pad the inputs to the example's), or load the model with "
                           f"{instead}, whose graph takes any length up to n")

@@ -403,6 +403,35 @@ def test_a_dynamic_length_export_of_a_fixed_length_layout_is_refused_naming_it(n
                           dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}})
 
 
+def test_a_strict_or_onnx_export_from_an_example_of_at_most_k_tokens_refuses_the_local_global_keys_length():
+    """A converted model (exact_short_inputs=True, local/global keys) exported from an example of at most k tokens:
+    Dynamo (strict export, the ONNX dynamo exporter's retry) showed the dynamic length to the layer as an int, which
+    took the exact short-input branch and guarded T <= k; the ONNX exporter accepted that range and wrote a graph of
+    unbounded length, wrong beyond k without a word. Every export path now reaches the refusal naming the setting
+    (strict export: torch wraps the package's ConfigError in its own error, whose message quotes it), and a fixed
+    length exports strict or not with eager's outputs."""
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    config = tiny_config(max_seq_len=32, projected_dim=8, sharing="layerwise", length_policy="resample",
+                         exact_short_inputs=True, local_window=4, global_positions=[0, -1])
+    model = _Logits(LinformerModel(config).eval()).eval()
+    ids, mask, expected = _served(model, 6)  # k = 8
+    T = Dim("T", min=2, max=32)
+    dynamic = {"input_ids": {1: T}, "attention_mask": {1: T}}
+    with pytest.raises(ConfigError, match="exports at a fixed length only"):
+        export(model, (ids, mask), dynamic_shapes=dynamic, strict=False)
+    with pytest.raises(Exception, match="exports at a fixed length only"):
+        export(model, (ids, mask), dynamic_shapes=dynamic, strict=True)
+    for strict in (False, True):
+        with torch.no_grad():
+            torch.testing.assert_close(export(model, (ids, mask), strict=strict).module()(ids, mask), expected)
+    pytest.importorskip("onnxscript")  # the dynamo exporter writes through it
+    with pytest.raises(Exception, match="exports at a fixed length only"):
+        torch.onnx.export(model, (ids, mask), input_names=["input_ids", "attention_mask"], dynamo=True,
+                          dynamic_shapes=dynamic)
+
+
 @pytest.mark.parametrize("policy, example", [("resample", 6), ("slice", 20)], ids=["example<=k", "example>k"])
 def test_a_dynamic_length_graph_of_exact_short_inputs_gives_eager_outputs_on_both_sides_of_k(policy, example):
     """exact_short_inputs=True (a converted model's default) attends exactly when the batch is at most k tokens long,
@@ -419,13 +448,16 @@ def test_a_dynamic_length_graph_of_exact_short_inputs_gives_eager_outputs_on_bot
     model = _Logits(LinformerModel(config).eval()).eval()
     example = _served(model, example)[:2]
     T = Dim("T", min=2, max=32)
-    exported = export(model, example, dynamic_shapes={"input_ids": {1: T}, "attention_mask": {1: T}}).module()
+    dynamic = {"input_ids": {1: T}, "attention_mask": {1: T}}
+    exported = export(model, example, dynamic_shapes=dynamic).module()
+    strict = export(model, example, dynamic_shapes=dynamic, strict=True).module()  # Dynamo, as the ONNX dynamo retry
     with torch.no_grad():
         traced = torch.jit.trace(model, example, check_trace=False)
     for length in (3, 8, 9, 20, 32):  # k = 8
         ids, mask, expected = _served(model, length)
         with torch.no_grad():
             torch.testing.assert_close(exported(ids, mask), expected)
+            torch.testing.assert_close(strict(ids, mask), expected)
             torch.testing.assert_close(traced(ids, mask), expected)
     pytest.importorskip("onnx")  # the TorchScript exporter writes through it
     ort = pytest.importorskip("onnxruntime")
