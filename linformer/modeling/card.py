@@ -595,6 +595,14 @@ def _usage_section(name: str, model_class: str, cleanings: list[str] | None = No
             "it asks whether to run the code (`[y/N]`), and on a refusal, as with `trust_remote_code=False` (which "
             "does not ask), it loads that tokenizer class anyway, with a warning that the model type `linformer` is "
             "not the tokenizer's; the Auto model and config classes refuse without `trust_remote_code=True`.")
+    if not model_class.endswith("ForMaskedLM"):  # saved with split_special_tokens (saving.py); a masked LM's input
+        # names its mask by the mask's text
+        text += ("\n\nA special token's text in an input (`[SEP]`, `<s>`, `<mask>`, ...) is text to this model, as it "
+                 "was in training: the transformers tokenizer does so (`split_special_tokens` in "
+                 "`tokenizer_config.json`). A serving stack that reads `tokenizer.json` with the `tokenizers` library "
+                 "itself must set `encode_special_tokens = True` on the loaded `Tokenizer` (`tokenizer.json` cannot "
+                 "record it): otherwise such text becomes the special token's id. The `[CLS]`/`[SEP]` (or `<s>`/`</s>`) "
+                 "around the text are added either way.")
     for clean in dict.fromkeys(cleanings or ()):
         text += (f"\n\nThe text this model was trained and scored on was cleaned by `{clean}` (the `linformer` "
                  "package's) before tokenizing: apply it to raw text (before a `pipeline`, say) for the inputs its "

@@ -492,3 +492,23 @@ def test_push_to_hub_through_huggingface_hubs_own_upload_sends_the_model_and_the
     assert not {"manifest.json", "README.md", ".tmp-config.json-left-by-a-stop"} & set(files)
     assert all(Path(path) == out / name for name, path in files.items())  # the folder's own files
     assert list(card) == ["README.md"] and b'from_pretrained("me/tiny-linformer")' in card["README.md"]
+
+
+def test_a_classifier_s_card_says_what_a_serving_stack_reading_tokenizer_json_must_set(tmp_path):
+    """`split_special_tokens` (a special token's text in an input is text, as in training) lives in
+    tokenizer_config.json, which the `tokenizers` library does not read, and its own `encode_special_tokens` is not
+    saved in tokenizer.json: read raw, the file turned "[SEP]" in a user's text into a separator. The card says what
+    to set, and with it the raw library gives transformers' (training's) ids, [CLS] and [SEP] around them included."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    src = tmp_path / "src"
+    save_source(src, BertModel, BERT)
+    save_tokenizer(src, VOCAB, pad_id=BERT.pad_token_id)
+    out = convert_encoder(src, tmp_path / "out", LinformerForSequenceClassification, projected_dim=8)
+    assert "must set `encode_special_tokens = True`" in load_card(out).text
+    raw = Tokenizer.from_file(str(out / "tokenizer.json"))
+    raw.encode_special_tokens = True
+    text = "a [SEP] b [MASK] c"
+    assert raw.encode(text).ids == AutoTokenizer.from_pretrained(out)(text)["input_ids"]
+    assert "encode_special_tokens" not in load_card(converted(tmp_path / "mlm", projected_dim=8)).text
