@@ -101,26 +101,52 @@ def conversion_info(name_or_path: str | os.PathLike, model, name: str, path: str
     return {
         "name": name,
         "source": source,
-        # the source's position rows: fewer than n means the rest repeat them (Longformer's recipe); a Linformer
-        # lengthened again keeps the count of the encoder it came from
-        "model": {"class": type(model).__name__, "attention": c.attention, "max_seq_len": c.max_seq_len,
-                  "source_positions": min(model_length(source_config),
-                                          (earlier.get("model") or {}).get("source_positions") or math.inf),
-                  "projected_dim": c.projected_dim, "sharing": c.sharing, "projection": c.projection,
-                  "length_policy": c.length_policy, "exact_short_inputs": c.exact_short_inputs,
-                  "mask_empty_windows": c.mask_empty_windows, "local_window": c.local_window,
-                  "global_positions": c.global_positions, "landmark_pooling": c.landmark_pooling,
-                  "overlap_columns": c.overlap_columns,
-                  "classifier_pooling": c.classifier_pooling,
-                  **projections,
-                  "new_head": _new_head(source_config, model, earlier.get("model") or {}),
-                  **({} if getattr(model, "conversion_not_copied", None) is None
-                     else {"not_copied": model.conversion_not_copied}),  # what the conversion logged
-                  **({"labels": [c.id2label[i] for i in range(c.num_labels)]}
-                     if type(model).__name__.endswith("ForSequenceClassification") else {})},
+        "model": _model_record(model, source_config, earlier.get("model") or {}, projections),
         "transfer": _kept_transfer(earlier, projections),
         "results": {},
     }
+
+
+def _model_record(model, source_config, earlier: dict, projections: dict) -> dict:
+    """The card's "model": `model`'s class and settings, its task head's origin and labels (`earlier`: the model
+    record of the carded Linformer it was reshaped from, {} for none)."""
+    c = model.config
+    settings = ("projected_dim", "sharing", "projection", "length_policy", "exact_short_inputs", "mask_empty_windows",
+                "local_window", "global_positions", "landmark_pooling", "overlap_columns", "classifier_pooling")
+    # a plain encoder (a finetuned BERT or RoBERTa baseline) has full attention and none of the Linformer's settings;
+    # the source's position rows: fewer than n means the rest repeat them (Longformer's recipe); a Linformer
+    # lengthened again keeps the count of the encoder it came from
+    return {"class": type(model).__name__, "attention": getattr(c, "attention", "full"), "max_seq_len": model_length(c),
+            "source_positions": min(model_length(source_config), earlier.get("source_positions") or math.inf),
+            **{name: getattr(c, name, None) for name in settings},
+            **projections,
+            "new_head": _new_head(source_config, model, earlier),
+            **({} if getattr(model, "conversion_not_copied", None) is None
+               else {"not_copied": model.conversion_not_copied}),  # what the conversion logged
+            **({"labels": [c.id2label[i] for i in range(c.num_labels)]}
+               if type(model).__name__.endswith("ForSequenceClassification") else {})}
+
+
+def started_info(model_path: str, model, from_scratch: bool) -> dict:
+    """The card's info for a classifier finetuned from a model without a card of its own (a pretraining run's, a
+    plain encoder's) or, `from_scratch`, from random weights in that model's shape: the start as its source, nothing
+    converted; `model`: the classifier (its config names the task's labels)."""
+    path = resolve_model_path(model_path)
+    source_config = load_auto(AutoConfig, path)
+    source = {"name": card_path(model_path), "hub_id": _hub_id(model_path, path),
+              "model_type": source_config.model_type, "architecture": (source_config.architectures or [None])[0],
+              "license": _source_metadata(path).get("license") or "unknown",
+              "weights_sha256": None if from_scratch else weights_sha256(path)}
+    return {"name": Path(model_path).name, "start": "random" if from_scratch else "weights", "source": source,
+            "model": _model_record(model, source_config, {}, {}), "transfer": None, "results": {}}
+
+
+def start_card(model_path: str, model, from_scratch: bool) -> dict:
+    """The card a finetuning's models build on: its start's (a conversion's, a transfer's), or, for a start without
+    one or random weights (`from_scratch`: neither the start's history nor its results are theirs), ``started_info``:
+    every classifier the package saves has a card."""
+    card = read_card_info(model_path)
+    return card if card and not from_scratch else started_info(model_path, model, from_scratch)
 
 
 def continued_info(card: dict, name: str) -> dict:
@@ -278,8 +304,10 @@ def render_card(info: dict, load: str) -> ModelCard:
         else _PIPELINES.get(model["class"]),
         **(_eval_results(info["name"], info.get("results") or {}) if trained else {}),
     )
-    sections = [f"# {info['name']}", _history(info), _source_section(source), _attention_section(model),
-                _transfer_section(info.get("transfer"), model, trained, source)]
+    sections = [f"# {info['name']}", _history(info), _source_section(source),
+                _attention_section(model, info.get("start"))]
+    if not info.get("start"):  # a conversion's E and F: fitted to the source's attention, or why not
+        sections.append(_transfer_section(info.get("transfer"), model, trained, source))
     if distillation:
         sections.append(_distillation_section(distillation))
     if finetuning:
@@ -298,7 +326,12 @@ def _history(info: dict) -> str:
     """Where the weights came from, in one paragraph: converted or distilled from the source, then finetuned."""
     model, source, distillation = info["model"], info["source"], info.get("distillation")
     full = not projects_keys(model["attention"])
-    if distillation:
+    if info.get("start"):  # finetuned from a model without a card, or from random weights in its shape
+        begun = (f"random weights in the shape of `{source['name']}` ({source['model_type']}): nothing of its weights "
+                 "was used" if info["start"] == "random" else f"the weights of `{source['name']}` "
+                 f"({source['model_type']}, its sha256 below)")
+        text = f"A {model['class']} trained with the `linformer` package, starting from {begun}."
+    elif distillation:
         start = f"`{distillation['student_path']}`" if distillation.get("student_path") else \
             "the teacher's weights" + ("" if full else ", with the low-rank projections E, F new")
         teacher = distillation.get("teacher") or source["name"]
@@ -390,7 +423,9 @@ def _source_section(source: dict) -> str:
     return "## Source\n\n" + _table(rows, ("", ""))
 
 
-def _attention_section(model: dict) -> str:
+def _attention_section(model: dict, start: str | None = None) -> str:
+    """The model's attention settings (`start`: "random" or "weights" for a model finetuned from a start without
+    a card, ``started_info``; None for a conversion's line)."""
     if not projects_keys(model["attention"]):
         rows = [("attention", "full (standard attention: no projection, so no k, sharing or projection)"),
                 ("n (max_seq_len)", model["max_seq_len"])]
@@ -399,7 +434,8 @@ def _attention_section(model: dict) -> str:
                 ("k (projected_dim)", model["projected_dim"]), ("sharing", model["sharing"]),
                 ("projection", model["projection"]), ("inputs shorter than n", _length_policy_text(model)),
                 ("exact keys beside the projected ones", _exact_keys_text(model))]
-    rows.insert(2, ("position embeddings", _positions_text(model)))
+    positions = {"random": "learned in training, from random weights", "weights": "the start's"}.get(start)
+    rows.insert(2, ("position embeddings", positions or _positions_text(model)))
     if model.get("classifier_pooling"):
         rows.append(("sentence classifier reads", _POOLING_TEXT[model["classifier_pooling"]]))
     return "## Attention\n\n" + _table(rows, ("", ""))

@@ -376,10 +376,10 @@ def _check_encoder_loaded(model, model_path: str, info: dict) -> None:
         "saved in, or restore its config.json.")
 
 
-def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool):
+def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool, task: str | None = None):
     """A sequence classifier (and its config) on the encoder at model_path, or a fresh one of the same shape, for the
-    labels `label_names` (index = label id): its config's id2label and label2id name them, so that a pipeline or a
-    reader of the saved model sees "positive", not "LABEL_1"."""
+    labels `label_names` (index = label id) of `task`: its config's id2label and label2id name them, so that a
+    pipeline or a reader of the saved model sees "positive", not "LABEL_1", and its finetuning_task names the task."""
     id2label = dict(enumerate(label_names))
     try:
         config = load_auto(AutoConfig, model_path, num_labels=len(id2label), id2label=id2label,
@@ -390,6 +390,8 @@ def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: b
         raise _unreadable(model_path, err) from err
     except (ValueError, KeyError) as err:
         raise CheckpointError(f"model_path={model_path!r} has a config.json that cannot be read. Cause: {err}") from err
+    if task is not None:  # set, not passed to from_pretrained: that applies only the attributes config.json holds
+        config.finetuning_task = task
     if from_scratch:
         return AutoModelForSequenceClassification.from_config(config), config
     return load_pretrained(AutoModelForSequenceClassification, model_path, config=config), config

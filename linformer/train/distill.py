@@ -186,7 +186,7 @@ class DistillTask(FinetuneTask):
         tokenizer = load_tokenizer(student_path, "student_path")
         check_same_tokenization(teacher_tokenizer, tokenizer, f"teacher_path={self.teacher_path}",
                                 f"student_path={student_path}")
-        model, _ = load_classifier(student_path, self.task_spec.label_names, from_scratch=False)
+        model, _ = load_classifier(student_path, self.task_spec.label_names, False, self.task_spec.name)
         return student_path, tokenizer, model
 
     def _check_lengthening(self, run: DistillSpec, n: int) -> None:

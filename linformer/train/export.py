@@ -18,7 +18,7 @@ from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
 from ..files import BEST_DIR, MODEL_DIR, check_output_dir, made_by, read_json, resolve_path
-from ..modeling.card import finetuned_card, read_card_info, write_model_card
+from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
@@ -81,8 +81,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     metrics = results.get("metrics") if reported == step else None
     with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out=")) as tmp:
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
-        card = read_card_info(model_path) if model_path else None
-        if card:  # the source's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
+        if model_path:  # the start's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
+            card = start_card(model_path, model, spec.from_scratch)
             run = {"task": spec.task.name, **results}  # a run stopped before its end has no results.json yet
             write_model_card(tmp, finetuned_card(card, spec.run_name, type(model).__name__, run, run_dir, step),
                              folder=out.name)
@@ -109,7 +109,7 @@ def _rebuild(spec: FinetuneSpec | PretrainSpec):
     if isinstance(spec, FinetuneSpec):
         model_path = resolve_model_path(spec.model_path)
         tokenizer = load_tokenizer(model_path, "model_path")
-        model, _ = load_classifier(model_path, get_task(spec.task.name).label_names, from_scratch=True)
+        model, _ = load_classifier(model_path, get_task(spec.task.name).label_names, True, spec.task.name)
         return model, tokenizer, model_path
 
     tokenizer = load_tokenizer(resolve_tokenizer_dir(spec.tokenizer_dir))

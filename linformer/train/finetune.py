@@ -38,7 +38,7 @@ from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import BEST_DIR, read_json, resolve_path, write_json
 from ..logfile import fewer_than_asked
-from ..modeling.card import finetuned_card, read_card_info, write_model_card
+from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS, projects_keys
 from ..modeling.loading import (
     check_tokenizer_fits,
@@ -208,7 +208,7 @@ class FinetuneTask(TrainingTask):
         """(where the model comes from, its tokenizer, the classifier to train) for the run's model_path."""
         model_path = resolve_model_path(run.model_path)
         tokenizer = load_tokenizer(model_path, "model_path")  # before the weights: a missing one is said at once
-        model, _ = load_classifier(model_path, self.task_spec.label_names, self.from_scratch)
+        model, _ = load_classifier(model_path, self.task_spec.label_names, self.from_scratch, self.task_spec.name)
         return model_path, tokenizer, model
 
     def _max_length(self, requested: int | None, task_max: int | None) -> int:
@@ -379,14 +379,12 @@ class FinetuneTask(TrainingTask):
 
     def keep_results(self, trainer: Trainer, results: dict) -> None:
         """Where the run's results go beyond results.json: the model the run keeps (``<run>/best``) gets its source's
-        card (a converted or transferred model's) with this finetuning and its results added. The source itself is
+        card (a converted or transferred model's; ``start_card``) with this finetuning and its results added. The source itself is
         an input and is only read: a run writes nothing outside its run directory. (Distillation saves its student
         here, the model the results belong to.)"""
-        card = read_card_info(self.model_path) if trainer.is_main else None
-        if not card or self.from_scratch:  # random weights: neither the source's history nor its results are theirs
-            return
-        if self.save_best:
+        if trainer.is_main and self.save_best:
             model = trainer.accelerator.unwrap_model(trainer.model)
+            card = start_card(self.model_path, model, self.from_scratch)
             write_model_card(trainer.run_dir / BEST_DIR, finetuned_card(
                 card, trainer.run_dir.name, type(model).__name__, results, trainer.run_dir, results["best_step"]))
 

@@ -128,7 +128,12 @@ def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(
     assert said.endswith("  # trainer.save_best=false kept no model: this saves the final one")
     done = eval(summary["next"], {"export_run": export_run})  # the line pasted into the notebook
     assert done["final"] and done["out"] == run / "model" and not (run / "best").exists()
-    assert not (run / "model" / SIDECAR).exists()  # a pretraining run's model has no card to carry
+    # started from a model without a card (a pretraining run's): the exported classifier gets one all the same, as
+    # the run's best/ does, naming its start's weights, what it was finetuned on and scored, and its task in config.json
+    card = json.loads((run / "model" / SIDECAR).read_text())
+    assert card["start"] == "weights" and card["source"]["weights_sha256"] and card["finetuning"][0]["task"] == "sst2"
+    assert card["results"]["sst2"]["metrics"] and (run / "model" / "README.md").is_file()
+    assert json.loads((run / "model" / "config.json").read_text())["finetuning_task"] == "sst2"
 
 
 def test_damaged_weights_fall_back_to_the_previous_checkpoint_then_fail_naming_the_file(carded_run, tmp_path,

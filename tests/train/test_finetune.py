@@ -698,8 +698,31 @@ def test_a_from_scratch_run_claims_nothing_of_its_source_s_card(tmp_path, sst2_d
     model = LinformerForMaskedLM.from_pretrained(source)
     write_model_card(source, conversion_info(str(pretrained_run / "model"), model, name="source"))
     _run(tmp_path, sst2_dir, source, "trainer.epochs=1", "from_scratch=true")
-    assert not read_card_info(tmp_path / "run" / "best") and not (tmp_path / "run" / "best" / "README.md").exists()
+    card = read_card_info(tmp_path / "run" / "best")  # a card of its own (every classifier has one), none of the source's
+    text = (tmp_path / "run" / "best" / "README.md").read_text()
+    assert card["start"] == "random" and card["source"]["weights_sha256"] is None and "transfer" not in text.lower()
+    assert "starting from random weights in the shape of" in text and "every weight of the source is copied" not in text
+    assert card["finetuning"][0]["task"] == "sst2" and card["results"]["sst2"]["metrics"]
     assert not read_card_info(source).get("results")
+
+
+def test_a_classifier_finetuned_from_a_model_without_a_card_gets_one_and_names_its_task(tmp_path, sst2_dir,
+                                                                                        pretrained_run):
+    """A finetuning from a pretraining run's model (no card: it is not a conversion) kept its best/ without a card,
+    where a converted model's got one: nothing in the folder said what it scored, on which split, or from which
+    weights. Its config.json's finetuning_task was None. Now its card says so, as every classifier's does."""
+    from linformer.modeling.card import read_card_info
+    from linformer.modeling.loading import weights_sha256
+
+    results, run = _run(tmp_path, sst2_dir, pretrained_run / "model", "trainer.epochs=1")
+    card, text = read_card_info(run / "best"), (run / "best" / "README.md").read_text()
+    assert card["start"] == "weights" and card["source"]["weights_sha256"] == weights_sha256(pretrained_run / "model")
+    row = card["finetuning"][0]
+    assert row["task"] == "sst2" and row["start_weights_sha256"] == results["start_weights_sha256"]
+    assert row["max_length"] == results["max_length"] and card["results"]["sst2"]["metrics"] == results["metrics"]
+    assert card["model"]["max_seq_len"] and card["model"]["projected_dim"] and card["model"]["labels"]
+    assert "## Finetuning" in text and "## Results" in text and f"up to {results['max_length']} tokens" in text
+    assert json.loads((run / "best" / "config.json").read_text())["finetuning_task"] == "sst2"
 
 
 def test_a_subset_of_the_reported_split_is_joined_back_to_its_rows_and_not_claimed_as_the_split_s_score(
