@@ -382,7 +382,7 @@ def test_a_pair_task_s_train_row_is_an_eval_duplicate_only_when_both_its_texts_a
 
 
 def test_every_ascii_character_is_folded_for_a_duplicate_as_in_any_other_text():
-    """ASCII texts take a faster fold than the others (a regular expression): each of the 128 ASCII characters is
+    """ASCII texts take a faster fold than the others: each of the 128 ASCII characters is
     deleted or kept by it as the per-character rule (``duplicate_key``: control characters other than whitespace
     deleted, as BERT's tokenizer deletes them) does, and as it is in a text holding a non-ASCII letter."""
     import unicodedata
@@ -397,6 +397,76 @@ def test_every_ascii_character_is_folded_for_a_duplicate_as_in_any_other_text():
     for c in range(128):
         for text in (f"ab{chr(c)}cd", f"ab{chr(c)}cd é"):  # the ASCII fold, then the per-character one
             assert duplicate_key({"t": [text]}, ("t",), 0) == (by_hand(text),), hex(c)
+
+
+def _reference_fold(text: str) -> str:
+    """duplicate_key's fold of one text, one character at a time (what it means, however it is computed)."""
+    import unicodedata
+
+    kept = (c for c in unicodedata.normalize("NFKD", text)
+            if c.isspace() or unicodedata.category(c) not in ("Mn", "Cf", "Cc"))
+    return " ".join("".join(kept).casefold().split())
+
+
+def _assert_folds_as_reference(texts):
+    from linformer.data.task_splits import duplicate_key
+
+    cols = {"text": texts}
+    for i, text in enumerate(texts):
+        assert duplicate_key(cols, ("text",), i) == (_reference_fold(text),), ascii(text)
+
+
+def _code_point_texts(stop: int) -> list[str]:
+    """Each code point below `stop` alone, between ASCII letters, and beside a non-ASCII letter (the fold takes
+    another way for ASCII texts)."""
+    chars = [chr(c) for c in range(stop)]
+    return chars + [f"A{c}b c" for c in chars] + [f"A{c}\u00c9 \u0301{c}{c}" for c in chars]
+
+
+def test_duplicate_keys_are_the_per_character_fold_s_for_every_code_point_below_0x3000_and_random_texts():
+    """duplicate_key's fast ways (ASCII alone; a non-ASCII text's own distinct characters) give each text the key of
+    the per-character fold: NFKD, marks, format and control characters deleted (whitespace kept), casefolded."""
+    _assert_folds_as_reference(_code_point_texts(0x3000))
+    rng = random.Random(0)
+    pools = [[chr(c) for c in range(128)], [chr(c) for c in range(0x3000)],
+             [chr(c) for c in (0x9, 0xA, 0x1C, 0x85, 0xA0, 0x200B, 0x200D, 0x202E, 0x2028, 0x3000, 0xFEFF, 0x301,
+                               0x308, 0x130, 0xDF, 0x1E9E, 0xFB01, 0x2460, 0xFF21, 0x1D400, 0xE0001)]]
+    texts = ["".join(rng.choice(rng.choice(pools)) if rng.random() < 0.3 else rng.choice("ab CD\t")
+                     for _ in range(rng.randrange(0, 40))) for _ in range(3000)]
+    texts += ["".join(chr(rng.randrange(0x110000)) for _ in range(rng.randrange(0, 12))) for _ in range(2000)]
+    _assert_folds_as_reference(texts)
+
+
+@pytest.mark.slow
+def test_duplicate_keys_are_the_per_character_fold_s_for_every_code_point():
+    _assert_folds_as_reference(_code_point_texts(0x110000))
+
+
+def test_duplicate_keys_judge_only_a_text_s_own_characters(monkeypatch):
+    """The fold judged every code point (1.1M, a table built at a process's first non-ASCII text) and normalized
+    every ASCII text, where IMDB's 50,000 reviews took ~3x the whitespace fold's time at each finetune's start: an
+    ASCII text is neither normalized nor judged, a non-ASCII one only its own distinct characters."""
+    import unicodedata
+
+    import linformer.data.task_splits as task_splits
+
+    calls = {"normalize": 0, "category": 0}
+
+    class Counting:
+        def __getattr__(self, name):
+            if name in calls:
+                calls[name] += 1
+            return getattr(unicodedata, name)
+
+    monkeypatch.setattr(task_splits, "unicodedata", Counting())
+    ascii_texts = ["A film, <br />\tgood\x07.", "Bad\r\nfilm"]
+    assert [task_splits.duplicate_key({"t": ascii_texts}, ("t",), i) for i in (0, 1)] == [("a film, <br /> good.",),
+                                                                                           ("bad film",)]
+    assert calls == {"normalize": 0, "category": 0}
+    task_splits._unmarked.cache_clear()  # judged afresh, as in a new process
+    text = "Caf\u00e9\u200b Caf\u00e9 CAF\u00c9!"
+    assert task_splits.duplicate_key({"t": [text]}, ("t",), 0) == ("cafe cafe cafe!",)
+    assert calls["normalize"] == 1 and calls["category"] <= len(set(unicodedata.normalize("NFKD", text)))
 
 
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
