@@ -61,7 +61,7 @@ class Encode:
                  skip: str = SKIP_SETTING):
         self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
         self.columns = encoded_columns(tokenizer)
-        self.place, self.skip_bad_rows, self.skip = place, skip_bad_rows, skip  # skip: the setting that skips a row
+        self.place, self.skip_bad_rows, self.skip = place, skip_bad_rows, skip  # skip: what skips a row, as its error says it
 
     def __call__(self, batch: dict) -> dict:
         texts = [batch[f] for f in self.fields]
@@ -80,7 +80,7 @@ class Encode:
             return False
         raise TaskDataError(f"{self.place(row)}: no token left of the text in column {self.fields[min(empty)]} once "
                             "tokenized (characters the tokenizer deletes: zero-width or control characters alone): "
-                            f"write the row's text, or set {self.skip} to skip and count such rows")
+                            f"write the row's text, or {self.skip} to skip and count such rows")
 
 
 # bump when the reading or encoding code changes what a file that read before gives (a TaskSpec's own fields are in

@@ -56,19 +56,20 @@ def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = F
                         "; set task.skip_bad_rows=true to skip and count such rows")
 
 
-# how finetuning is told to skip bad rows, as the readers' errors name it; a command of its own names its flag
-SKIP_SETTING = "task.skip_bad_rows=true"
+# how finetuning is told to skip bad rows, as the readers' errors say it; a command of its own says its flag
+# ("pass --skip-bad-rows")
+SKIP_SETTING = "set task.skip_bad_rows=true"
 
 
 def _row_fits(row: list[str], header: list[str], where: str, skip_bad_rows: bool, skip: str = SKIP_SETTING) -> bool:
     """False for a row to skip (counted by the caller); a malformed row raises unless skip_bad_rows (`skip`: the
-    setting or flag that skips it, as the error names it)."""
+    instruction that skips it, as the error says it)."""
     if len(row) == len(header):
         return True
     if not skip_bad_rows:
         raise TaskDataError(
             f"{where}: malformed row: {len(row)} fields, expected {len(header)} ({header}); "
-            f"set {skip} to skip and count such rows"
+            f"{skip} to skip and count such rows"
         )
     return False
 
@@ -110,7 +111,7 @@ def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool,
         else:
             what = (f"a NUL byte in column {binary[0]}" if binary[0] is not None else "a NUL byte in the review") + \
                 " (a binary file?): remove it"
-        raise TaskDataError(f"{where}: {what}, or set {skip} to skip and count such rows")
+        raise TaskDataError(f"{where}: {what}, or {skip} to skip and count such rows")
     return False
 
 
@@ -402,7 +403,7 @@ def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str]
                 runs = f" (it takes in lines {unclosed}-{last})" if last > unclosed else ""
                 raise TaskDataError(f"{csv_path}:{unclosed}: the quote opened on line {unclosed} is never closed: the "
                                     f"file ends inside it{runs}; close the quote, or delete it if it is a stray one "
-                                    f"(or copy the file again if the copy was cut short), or set {skip} to skip and "
+                                    f"(or copy the file again if the copy was cut short), or {skip} to skip and "
                                     "count such rows")
             give_back()
             yield None, first, f"{csv_path}:{first}"
@@ -415,7 +416,7 @@ def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str]
         if swallowed:
             if not skip_bad_rows:
                 raise TaskDataError(f"{where}: its text takes in lines that read as rows of their own; close the "
-                                    f"quote, or set {skip} to skip and count such rows")
+                                    f"quote, or {skip} to skip and count such rows")
             give_back()
             yield None, first, where
             continue
@@ -680,7 +681,7 @@ def _jsonl_text_rows(path: Path, columns: tuple[str, ...], clean: Callable[[str]
                        f"texts with {columns_flag}")
         if why is not None:
             if not skip_bad_rows:
-                raise TaskDataError(f"{where}: {why}; fix the line, or set {skip} to skip and count such rows")
+                raise TaskDataError(f"{where}: {why}; fix the line, or {skip} to skip and count such rows")
             yield number, None
             continue
         texts = {c: clean(obj[c]) for c in columns}

@@ -30,6 +30,7 @@ from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
 
 SKIP_FLAG = "--skip-bad-rows"
+SKIP_HINT = f"pass {SKIP_FLAG}"  # a bad row's error: the flag that skips it (finetuning's says its config key)
 COLUMNS_FLAG = "--text-columns"
 CHUNK_BATCHES = 32  # batches of rows read, sorted by length and run at a time: the memory a file of any size takes
 
@@ -171,11 +172,11 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
 
     summary = Summary()
     encode = Encode(classifier.tokenizer, classifier.columns, classifier.max_length,
-                    lambda line: f"{source}:{line}", skip_bad_rows, SKIP_FLAG)
+                    lambda line: f"{source}:{line}", skip_bad_rows, SKIP_HINT)
     given = [TOKEN_TYPES] if TOKEN_TYPES in encode.columns else []
     fed = [c for c in example_columns(SimpleNamespace(column_names=given),
                                       [getattr(classifier.model.config, "type_vocab_size", None)]) if c != "labels"]
-    rows = text_rows(source, classifier.columns, classifier.clean, skip_bad_rows, SKIP_FLAG, COLUMNS_FLAG)
+    rows = text_rows(source, classifier.columns, classifier.clean, skip_bad_rows, SKIP_HINT, COLUMNS_FLAG)
     start = time.perf_counter()
     with tqdm(desc="predict", unit=" rows", disable=None if progress is None else not progress, file=sys.stderr,
               dynamic_ncols=True) as bar:

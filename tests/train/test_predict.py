@@ -125,10 +125,10 @@ def test_a_bad_row_is_refused_naming_its_line_or_skipped_and_counted(scratch, tm
     """An empty text is refused as finetuning refuses it, and a row of too many fields; --skip-bad-rows counts them."""
     source = tmp_path / "bad.tsv"
     source.write_text("sentence\nthe cat\n \t\na dog\ttoo\tmany\nthe garden\n")
-    with pytest.raises(TaskDataError, match=r"bad.tsv:3: malformed row.*--skip-bad-rows"):
+    with pytest.raises(TaskDataError, match=r"bad.tsv:3: malformed row.*; pass --skip-bad-rows to skip"):
         _predict(scratch, source)
     source.write_text("sentence\nthe cat\n   \nthe garden\n")
-    with pytest.raises(TaskDataError, match=r"bad.tsv:3: empty text in column sentence.*--skip-bad-rows"):
+    with pytest.raises(TaskDataError, match=r"bad.tsv:3: empty text in column sentence.*, or pass --skip-bad-rows to skip"):
         _predict(scratch, source)
     source.write_text("sentence\nthe cat\n   \na dog\ttoo\nthe garden\n")
     rows, summary = _predict(scratch, source, skip_bad_rows=True)
