@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--text-columns", type=_columns, default=None, metavar="A[,B]",
                    help="the column(s) (jsonl: keys) holding the texts; default: the columns of the task the model "
                         "records, else text")
+    p.add_argument("--max-length", type=at_least(1), default=None, metavar="TOKENS",
+                   help="cut each row to this many tokens, at most the model's n; default: the length the model was "
+                        "finetuned at, where its card or run's results.json records it, else its n")
     p.add_argument("--batch-size", type=at_least(1), default=32)
     p.add_argument("--device", default="auto", help="auto (a GPU where one is visible, else the CPU), cpu, cuda or "
                                                     "cuda:N")
@@ -53,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--input {args.input}: no such file")
         if args.output is not None and Path(args.output).resolve() == Path(args.input).resolve():
             raise ConfigError(f"--output {args.output} is the --input file: choose another --output")
-        classifier = load_classifier_dir(args.model_dir, args.text_columns, args.device, "--device")
+        classifier = load_classifier_dir(args.model_dir, args.text_columns, args.device, "--device", args.max_length,
+                                         "--max-length")
         weights = model_weights(classifier)
         if args.output is None:
             summary = predict_file(classifier, args.input, sys.stdout.buffer, args.batch_size, args.skip_bad_rows)

@@ -1,7 +1,7 @@
 """A finetuned sequence classifier's prediction for every row of a file (scripts/predict.py): the rows read as the
 task readers read them (``task_readers.text_rows``: tsv, csv, jsonl or plain text, each row numbered by its line),
 tokenized with the model folder's own tokenizer as finetuning tokenized them (``task_loading.Encode``: special tokens'
-text as text, truncation to the model's n), run in batches sorted by length, and written one JSON line a row in the
+text as text, truncation to the length it was finetuned at, else the model's n), run in batches sorted by length, and written one JSON line a row in the
 file's order as they are made: a file of any size in flat memory."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
 from ..data.tasks import TEXT_CLEANING, get_task
-from ..data.tokenizer import load_tokenizer
+from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
 from ..files import BEST_DIR, RESULTS, read_json
-from ..modeling.card import read_card_info
+from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
 
@@ -44,36 +44,68 @@ class Classifier:
     tokenizer: object
     columns: tuple[str, ...]     # the texts a row gives it, by column (a pair: two)
     clean: Callable[[str], str]  # what finetuning did to a text before tokenizing it (the task's TEXT_CLEANING)
-    max_length: int              # the model's n: a longer input is cut to it, as finetuning cut it
+    max_length: int              # tokens: a longer input is cut to it, as finetuning cut it (``input_length``)
     task: str | None             # the task it was finetuned on, where the model folder records it
     labels: list[str] = field(default_factory=list)  # config.id2label, by label id
+    length_from: str = "the model's n"  # where max_length comes from, as the summary says it
 
 
-def recorded_task(model_dir: str | Path) -> str | None:
-    """The task a model folder was finetuned (or distilled) on, where it records one: its card's last finetuning
-    (a converted or transferred model's), else the results.json of the run whose best/ or model/ it is."""
+@dataclass
+class Recorded:
+    """What a model folder records of the finetuning (or distillation) that made it, and where."""
+
+    task: str | None = None
+    max_length: int | None = None  # tokens: the length its inputs were cut to
+    where: str | None = None       # the record read: its card's, or its run's results.json
+
+
+def recorded_training(model_dir: str | Path) -> Recorded:
+    """The task and input length a model folder was finetuned (or distilled) on, where it records them: its card's
+    last finetuning (a converted or transferred model's) or its distillation, else the results.json of the run whose
+    best/ or model/ it is (finetuning writes max_length to both)."""
     card = read_card_info(model_dir)
     if card.get("finetuning"):
-        return card["finetuning"][-1].get("task")
-    if card.get("distillation"):
-        return card["distillation"].get("task")
-    if Path(model_dir).name in (BEST_DIR, "model"):
-        return read_json(Path(model_dir).parent / RESULTS).get("task")
-    return None
+        record, where = card["finetuning"][-1], f"{Path(model_dir) / SIDECAR}, its last finetuning"
+    elif card.get("distillation"):
+        record, where = card["distillation"], f"{Path(model_dir) / SIDECAR}, its distillation"
+    elif Path(model_dir).name in (BEST_DIR, "model"):
+        record, where = read_json(Path(model_dir).parent / RESULTS), str(Path(model_dir).parent / RESULTS)
+    else:
+        return Recorded()
+    length = record.get("max_length")
+    return Recorded(record.get("task"), length if isinstance(length, int) and length > 0 else None, where)
+
+
+def input_length(recorded: Recorded, n: int, given: int | None, key: str, texts: int, tokenizer,
+                 path: str) -> tuple[int, str]:
+    """The tokens a row is cut to, and where that comes from: `given` (the flag `key`; above the model's `n` is a
+    ConfigError), else the length the model was finetuned at where it records it (a classifier finetuned at 128
+    tokens saw no longer input), else its n."""
+    if given is not None:
+        if given > n:
+            raise ConfigError(f"{key} {given} is above what the model {path} takes ({n} tokens): give {n} or less")
+        check_sequence_room(given, key, "a row", texts, tokenizer, f"({path})")
+        return given, key
+    if recorded.max_length is not None:
+        return min(recorded.max_length, n), f"the length it was finetuned at: max_length in {recorded.where}"
+    return n, "the model's n"
 
 
 def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None, device: str = "auto",
-                        device_key: str = "device") -> Classifier:
+                        device_key: str = "device", max_length: int | None = None,
+                        length_key: str = "max_length") -> Classifier:
     """The sequence classifier at `given` (a model folder or hub name), its tokenizer, and the texts a row gives it:
-    `text_columns`, else the columns of the task the model records (``recorded_task``), else one column "text".
-    ConfigError for a model that is not a sequence classifier (``classifier_config``), or columns that are not as many
-    as the texts the model was finetuned on. `device`: where it runs ("auto": a GPU where one is visible;
-    ``devices.resolve_device``, a ConfigError naming `device_key`)."""
+    `text_columns`, else the columns of the task the model records (``recorded_training``), else one column "text";
+    each row cut to `max_length` tokens (the flag `length_key`), else to the length it was finetuned at, else to its
+    n (``input_length``). ConfigError for a model that is not a sequence classifier (``classifier_config``), or
+    columns that are not as many as the texts the model was finetuned on. `device`: where it runs ("auto": a GPU
+    where one is visible; ``devices.resolve_device``, a ConfigError naming `device_key`)."""
     from transformers import AutoModelForSequenceClassification
 
     where = resolve_device(device, device_key)
     path, config = classifier_config(given, "model_dir")
-    task = recorded_task(path)
+    recorded = recorded_training(path)
+    task = recorded.task
     try:
         spec = get_task(task) if task else None
     except ConfigError:  # a task of one's own, not registered in this process: its columns are given
@@ -84,10 +116,12 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
     columns = tuple(text_columns or (spec.text_fields if spec else ("text",)))
     tokenizer = load_tokenizer(path, "model_dir")
     check_tokenizer_fits(tokenizer, config, path)
+    length, length_from = input_length(recorded, max_tokens(config, tokenizer, None, None), max_length, length_key,
+                                       len(columns), tokenizer, path)
     model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval().to(where)
     clean = TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
     labels = [str(config.id2label[i]) for i in range(config.num_labels)]
-    return Classifier(path, model, tokenizer, columns, clean, max_tokens(config, tokenizer, None, None), task, labels)
+    return Classifier(path, model, tokenizer, columns, clean, length, task, labels, length_from)
 
 
 @dataclass
@@ -96,14 +130,14 @@ class Summary:
 
     rows: int = 0       # predicted
     skipped: int = 0    # bad rows left out (--skip-bad-rows)
-    truncated: int = 0  # rows longer than the model's n, cut to it
+    truncated: int = 0  # rows longer than the classifier's max_length, cut to it
     seconds: float = 0.0
 
     def lines(self, source: str, classifier: Classifier, weights: str | None, out: str | None) -> list[str]:
         rate = self.rows / self.seconds if self.seconds > 0 else float("inf")
         done = f"predicted {self.rows:,} rows of {source} in {self.seconds:.1f} s ({rate:,.1f} rows/s)"
-        bad = (f"bad rows skipped: {self.skipped:,}; truncated to the model's n = {classifier.max_length} tokens: "
-               f"{self.truncated:,}")
+        bad = (f"bad rows skipped: {self.skipped:,}; truncated to {classifier.max_length} tokens "
+               f"({classifier.length_from}): {self.truncated:,}")
         model = (f"model: {classifier.path} (task {classifier.task or 'not recorded'}; texts from "
                  f"{', '.join(classifier.columns)}); weights_sha256 {weights}")
         return [done + (f" to {out}" if out else ""), bad, model]
@@ -152,7 +186,7 @@ def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk
 
 
 def _truncated(classifier: Classifier, batch: dict, enc: dict) -> int:
-    """How many of the encoded rows the model's n cut: those of n tokens that encode to n + 1 given one more."""
+    """How many of the encoded rows max_length cut: those of max_length tokens that encode to one more given room."""
     at_limit = {row for row, ids in zip(enc[ROW], enc["input_ids"]) if len(ids) >= classifier.max_length}
     if not at_limit:
         return 0
@@ -198,4 +232,5 @@ def model_weights(classifier: Classifier) -> str | None:
     return weights_sha256(classifier.path)
 
 
-__all__ = ["Classifier", "Summary", "load_classifier_dir", "model_weights", "predict_file", "recorded_task"]
+__all__ = ["Classifier", "Recorded", "Summary", "input_length", "load_classifier_dir", "model_weights", "predict_file",
+           "recorded_training"]

@@ -3,6 +3,7 @@ named by its line; tiny classifiers built here (a from-scratch Linformer, and on
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,13 +60,14 @@ def converted(tmp_path_factory):
     return str(root / "clf")
 
 
-def _alone(model_dir, texts, pairs=None):
-    """The model's label for each text (or pair) run alone, tokenized as finetuning tokenizes."""
+def _alone(model_dir, texts, pairs=None, max_length=None):
+    """The model's label for each text (or pair) run alone, tokenized as finetuning tokenizes (cut to `max_length`
+    tokens, else the model's n)."""
     from transformers import AutoModelForSequenceClassification
 
     tok = load_tokenizer(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    n = model.config.max_seq_len
+    n = max_length or model.config.max_seq_len
     out = []
     with torch.no_grad():
         for i, text in enumerate(texts):
@@ -75,9 +77,10 @@ def _alone(model_dir, texts, pairs=None):
     return out
 
 
-def _predict(model_dir, source, columns=None, **kw):
+def _predict(model_dir, source, columns=None, max_length=None, **kw):
     buf = io.BytesIO()
-    summary = predict_file(load_classifier_dir(model_dir, columns), source, buf, progress=False, **kw)
+    classifier = load_classifier_dir(model_dir, columns, max_length=max_length)
+    summary = predict_file(classifier, source, buf, progress=False, **kw)
     return [json.loads(line) for line in buf.getvalue().decode().splitlines()], summary
 
 
@@ -179,11 +182,39 @@ def test_the_task_a_models_card_records_gives_its_columns(converted, tmp_path):
 
     model = tmp_path / "qnli_model"
     shutil.copytree(converted, model)
-    write_json(model / SIDECAR, {"finetuning": [{"task": "sst2"}, {"task": "qnli"}]})
-    assert load_classifier_dir(str(model)).columns == ("question", "sentence")
+    write_json(model / SIDECAR, {"finetuning": [{"task": "sst2", "max_length": 8}, {"task": "qnli", "max_length": 16}]})
+    classifier = load_classifier_dir(str(model))
+    assert classifier.columns == ("question", "sentence") and classifier.max_length == 16
     with pytest.raises(ConfigError, match=r"--text-columns q: the model was finetuned on qnli.*question, sentence"):
         load_classifier_dir(str(model), ("q",))
     source = tmp_path / "one.txt"
     source.write_text("w5 w6\n")
     with pytest.raises(ConfigError, match=r"one.txt: a plain text file holds one text a line.*pairs"):
         _predict(str(model), source)
+
+
+def test_rows_are_cut_to_the_length_the_model_was_finetuned_at(scratch, tmp_path, monkeypatch, capsys):
+    """A classifier finetuned at max_length 8 (its run's results.json) saw no longer input: its rows are cut there,
+    not at its n (32), unless --max-length says otherwise (at most n); the summary says which and where from."""
+    import shutil
+
+    run = tmp_path / "short_run"
+    shutil.copytree(Path(scratch).parent, run)
+    write_json(run / RESULTS, {"task": "sst2", "max_length": 8})
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(f"{t}\n" for t in WORDS))
+    tok = load_tokenizer(scratch)
+    longer = sum(len(tok(t, split_special_tokens=True)["input_ids"]) > 8 for t in WORDS)
+    assert 1 < longer < len(WORDS)
+    rows, summary = _predict(str(run / "best"), source)
+    assert [r["label"] for r in rows] == _alone(str(run / "best"), WORDS, max_length=8)
+    assert summary.truncated == longer
+    assert load_classifier_dir(str(run / "best")).length_from.endswith(f"max_length in {run / RESULTS}")
+    rows, summary = _predict(str(run / "best"), source, max_length=N)
+    assert summary.truncated == 1 and [r["label"] for r in rows] == _alone(scratch, WORDS)
+    assert run_script("predict", [str(run / "best"), "--input", str(source), "--output", str(tmp_path / "o.jsonl")],
+                      monkeypatch) == 0
+    assert f"truncated to 8 tokens (the length it was finetuned at: max_length in {run / RESULTS}): {longer}" in \
+        capsys.readouterr().err
+    with pytest.raises(ConfigError, match=rf"--max-length {N + 1} is above what the model .* takes \({N} tokens\)"):
+        load_classifier_dir(str(run / "best"), max_length=N + 1, length_key="--max-length")
