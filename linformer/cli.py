@@ -42,7 +42,8 @@ def cli_errors(resumes: bool = False, work: bool = True):
     A missing file, a path without permission, a read-only file system, a path in the way or a full disk is
     user-fixable too (_USER_OS_ERRORS); every other exception keeps its traceback. Ctrl-C and SIGTERM (SIGHUP, taken
     as it), where nothing inside turns them into a stop of its own (a run's checkpointed stop), are one `stopped:`
-    line and 128 + the signal (``stopped_line``); `resumes`: the command run again goes on where it stopped (a
+    line and 128 + the signal (``stopped_line``); a standard output whose reader went away (``| head``) ends it
+    quietly, with SIGPIPE's 141 (``_output_closed``); `resumes`: the command run again goes on where it stopped (a
     run's last checkpoint), else it starts over. Under torchrun or accelerate launch the processes speak as one
     (``quiet_other_ranks``, ``_last_line``). `work`: the block is the command's work, which starts with the model's
     classes registered (``models_registered``) and whose end is the work's (``work_ended``); False for a block
@@ -60,6 +61,8 @@ def cli_errors(resumes: bool = False, work: bool = True):
     except KeyboardInterrupt as stop:  # start-up, a report's work, a second Ctrl-C
         _last_line(stopped_line(stop, resumes), exit_status(stop), notes=_notes(stop))
     except Exception as err:
+        if isinstance(err, BrokenPipeError) and closed_pipe(sys.stdout):
+            _output_closed()
         message = _user_message(err)
         if message is None:  # its traceback follows; the others learn its first line (run.json records it)
             rank = process_rank()
@@ -131,6 +134,34 @@ def stopped_line(stop: KeyboardInterrupt, resumes: bool) -> str:
     the signal and what running the same command again does: go on where it stopped, or start over."""
     again = "Run the same command again to go on." if resumes else "Run the same command again: it starts over."
     return f"stopped: interrupted by {signal_words(getattr(stop, 'signum', signal.SIGINT))}. {again}"
+
+
+def closed_pipe(stream) -> bool:
+    """Whether `stream` writes to a pipe whose reader has gone (``| head`` read the lines it wanted and exited): its
+    next write would raise BrokenPipeError, so the work that writes it can stop now. poll() reports POLLERR on such a
+    pipe's end. False for a file, a terminal, a stream with no file descriptor, or where poll() is missing."""
+    import select
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # io.BytesIO, a closed stream
+        return False
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # no event asked for: POLLERR and POLLHUP are reported anyway
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _output_closed() -> NoReturn:
+    """The end of a command whose standard output's reader went away (``| head``): quietly, with the status the
+    shell gives a process SIGPIPE ends, 128 + 13 (``yes | head -1``'s), as a pipeline's reader expects: the lines it
+    wanted were written. Standard output then writes to /dev/null: the interpreter's last flush would raise again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    raise Ended(stopped_status(signal.SIGPIPE), "stopped: standard output was closed")
 
 
 ESCAPED = "linformer-escaped"  # the codecs error handler of streams_never_raise

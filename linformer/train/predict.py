@@ -6,7 +6,9 @@ file's order as they are made: a file of any size in flat memory."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +19,7 @@ from typing import IO
 
 import torch
 
+from ..cli import closed_pipe
 from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
@@ -160,8 +163,9 @@ def _chunks(rows: Iterable[tuple[int, dict | None]], size: int, summary: Summary
 
 @torch.no_grad()
 def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk: list[tuple[int, dict]],
-                   batch_size: int, summary: Summary) -> list[dict]:
-    """The output lines of a chunk of rows, in its order; run in batches of similar length."""
+                   batch_size: int, summary: Summary, out: IO[bytes]) -> list[dict]:
+    """The output lines of a chunk of rows, in its order; run in batches of similar length, each once `out` is
+    still read (``_still_read``)."""
     batch = {ROW: [line for line, _ in chunk], **{c: [texts[c] for _, texts in chunk] for c in classifier.columns}}
     enc = encode(batch)  # raises for a row of no token (or leaves it out, skip_bad_rows)
     summary.skipped += len(chunk) - len(enc[ROW])
@@ -172,6 +176,7 @@ def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk
     device = next(classifier.model.parameters()).device
     probs = [None] * n
     for start in range(0, n, batch_size):
+        _still_read(out)
         idx = order[start:start + batch_size]
         inputs = collate([{c: enc[c][i] for c in fed} for i in idx])
         logits = classifier.model(**{k: v.to(device) for k, v in inputs.items()}).logits.float()
@@ -183,6 +188,13 @@ def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk
         out.append({"row": enc[ROW][i], "label": classifier.labels[best], "score": p[best],
                     "probs": dict(zip(classifier.labels, p))})
     return out
+
+
+def _still_read(out: IO[bytes]) -> None:
+    """BrokenPipeError where `out` is a pipe whose reader has gone (``cli.closed_pipe``: ``| head`` took its lines):
+    the rows left would be predicted for no one, a batch's work at most where this is asked before each."""
+    if closed_pipe(out):
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def _truncated(classifier: Classifier, batch: dict, enc: dict) -> int:
@@ -200,7 +212,8 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
                  skip_bad_rows: bool = False, progress: bool | None = None) -> Summary:
     """Write a JSON line {"row", "label", "score", "probs"} to `out` for each row of the file `source`, in its order,
     chunk by chunk as they are made. A bad row is a TaskDataError naming the file and line, or is skipped and
-    counted with `skip_bad_rows`; a file of no row to predict is one too. `progress`: a tqdm bar on stderr (None: where
+    counted with `skip_bad_rows`; a file of no row to predict is one too. BrokenPipeError, before the next batch's work,
+    where `out` is a pipe whose reader has gone (``| head``). `progress`: a tqdm bar on stderr (None: where
     stderr is a terminal)."""
     from tqdm.auto import tqdm
 
@@ -215,7 +228,7 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
     with tqdm(desc="predict", unit=" rows", disable=None if progress is None else not progress, file=sys.stderr,
               dynamic_ncols=True) as bar:
         for chunk in _chunks(rows, batch_size * CHUNK_BATCHES, summary):
-            lines = _predict_chunk(classifier, encode, fed, chunk, batch_size, summary)
+            lines = _predict_chunk(classifier, encode, fed, chunk, batch_size, summary, out)
             out.write("".join(json.dumps(line) + "\n" for line in lines).encode())
             out.flush()  # a reader of standard output gets each chunk as it is made
             summary.rows += len(lines)

@@ -218,3 +218,39 @@ def test_rows_are_cut_to_the_length_the_model_was_finetuned_at(scratch, tmp_path
         capsys.readouterr().err
     with pytest.raises(ConfigError, match=rf"--max-length {N + 1} is above what the model .* takes \({N} tokens\)"):
         load_classifier_dir(str(run / "best"), max_length=N + 1, length_key="--max-length")
+
+
+@pytest.fixture
+def read_end_closed():
+    """The writing end of a pipe whose reader has gone, as `predict.py ... | head -1` leaves it once head exits."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "wb") as out:
+        yield out
+
+
+def test_a_pipe_whose_reader_has_gone_stops_the_work_before_the_next_batch(scratch, tmp_path, read_end_closed):
+    """`| head` took its lines and exited: no row more is predicted for no one (the model is not run again)."""
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(f"{t}\n" for t in WORDS))
+    classifier = load_classifier_dir(scratch)
+    batches = []
+    classifier.model.register_forward_hook(lambda *_: batches.append(1))
+    with pytest.raises(BrokenPipeError):
+        predict_file(classifier, source, read_end_closed, batch_size=2, progress=False)
+    assert batches == []
+
+
+def test_the_script_ends_quietly_with_sigpipes_status_when_its_output_is_closed(scratch, tmp_path, read_end_closed,
+                                                                                 monkeypatch, capsys):
+    """As a process SIGPIPE ends: status 128 + 13, no traceback, no error line, no summary."""
+    import sys
+
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(f"{t}\n" for t in WORDS))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(read_end_closed))
+    assert run_script("predict", [scratch, "--input", str(source)], monkeypatch) == 141
+    err = capsys.readouterr().err
+    assert "error" not in err.lower() and "Traceback" not in err and "predicted" not in err
