@@ -277,6 +277,24 @@ class _LoneCrs:
         self.found = b"\r" in _LINE_END_CRS.sub(b"", body)
 
 
+def count_lines(path: str | os.PathLike, chunk: int = 1 << 22) -> int | None:
+    """The lines of the plain (not gzipped) file `path` as ``line_bodies`` ends them, the last one unended included,
+    counted at memchr's speed (a GB in about a second from the page cache); None where a lone CR ends a line
+    (``_LoneCrs``: LFs alone do not count such a file's lines) or the file cannot be read."""
+    crs, lines, last = _LoneCrs(), 0, b"\n"
+    try:
+        with open(path, "rb", buffering=0) as raw:
+            while block := raw.read(chunk):
+                lines += block.count(b"\n")
+                crs(block)
+                last = block[-1:]
+    except OSError:
+        return None
+    if crs.found:
+        return None
+    return lines + (last != b"\n")  # an unended last line (a CR at the file's end ends none)
+
+
 def read_source(path: str, chunk: int = 1 << 22) -> tuple[str, int, bool]:
     """The one read of the .txt/.txt.gz file `path` before anything is built from it: (the sha256 of its bytes as
     stored, the bytes of text it holds, whether the text holds a lone CR ending a line: ``_LoneCrs``). A .gz file is

@@ -20,6 +20,7 @@ from typing import IO
 import torch
 
 from ..cli import closed_pipe
+from ..data.io import count_lines
 from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
@@ -35,6 +36,9 @@ from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens
 SKIP_FLAG = "--skip-bad-rows"
 SKIP_HINT = f"pass {SKIP_FLAG}"  # a bad row's error: the flag that skips it (finetuning's says its config key)
 COLUMNS_FLAG = "--text-columns"
+# the largest file whose lines are counted for the progress bar's total: a second or a few of reading, where its rows
+# take hours to predict; a larger one's bar counts lines without a total
+COUNTED_BYTES = 1 << 30
 CHUNK_BATCHES = 32  # batches of rows read, sorted by length and run at a time: the memory a file of any size takes
 
 
@@ -214,7 +218,7 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
     chunk by chunk as they are made. A bad row is a TaskDataError naming the file and line, or is skipped and
     counted with `skip_bad_rows`; a file of no row to predict is one too. BrokenPipeError, before the next batch's work,
     where `out` is a pipe whose reader has gone (``| head``). `progress`: a tqdm bar on stderr (None: where
-    stderr is a terminal)."""
+    stderr is a terminal), in the file's lines, of the lines it holds (``COUNTED_BYTES``)."""
     from tqdm.auto import tqdm
 
     summary = Summary()
@@ -225,14 +229,19 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
                                       [getattr(classifier.model.config, "type_vocab_size", None)]) if c != "labels"]
     rows = text_rows(source, classifier.columns, classifier.clean, skip_bad_rows, SKIP_HINT, COLUMNS_FLAG)
     start = time.perf_counter()
-    with tqdm(desc="predict", unit=" rows", disable=None if progress is None else not progress, file=sys.stderr,
+    with tqdm(desc="predict", unit=" lines", disable=None if progress is None else not progress, file=sys.stderr,
               dynamic_ncols=True) as bar:
+        if not bar.disable and Path(source).stat().st_size <= COUNTED_BYTES:  # the file's lines: how far it is
+            bar.total = count_lines(source)
+            bar.refresh()
         for chunk in _chunks(rows, batch_size * CHUNK_BATCHES, summary):
             lines = _predict_chunk(classifier, encode, fed, chunk, batch_size, summary, out)
             out.write("".join(json.dumps(line) + "\n" for line in lines).encode())
             out.flush()  # a reader of standard output gets each chunk as it is made
             summary.rows += len(lines)
-            bar.update(len(chunk))
+            bar.update(chunk[-1][0] - bar.n)  # the file read up to the chunk's last row's line
+        if bar.total:
+            bar.update(bar.total - bar.n)  # the lines after the last row: blank, a header, bad rows skipped
     summary.seconds = time.perf_counter() - start
     if not summary.rows:
         what = f"all {summary.skipped} rows are bad rows, skipped ({SKIP_FLAG})" if summary.skipped else "no rows"

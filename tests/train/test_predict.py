@@ -254,3 +254,18 @@ def test_the_script_ends_quietly_with_sigpipes_status_when_its_output_is_closed(
     assert run_script("predict", [scratch, "--input", str(source)], monkeypatch) == 141
     err = capsys.readouterr().err
     assert "error" not in err.lower() and "Traceback" not in err and "predicted" not in err
+
+
+def test_the_progress_bar_counts_the_files_lines_of_a_total(scratch, tmp_path, capsys):
+    """The bar's total is the file's lines (``io.count_lines``), so a user sees how far it is; it ends full, a header
+    and a blank last line included."""
+    source = tmp_path / "texts.tsv"
+    source.write_text("sentence\tlabel\n" + "".join(f"{t}\t0\n" for t in WORDS) + "\n")
+    predict_file(load_classifier_dir(scratch), source, io.BytesIO(), batch_size=2, progress=True)
+    total = len(WORDS) + 2
+    assert f"{total}/{total}" in capsys.readouterr().err
+    from linformer.data.io import count_lines
+
+    for body, lines in [(b"", 0), (b"a\r\nb\r\n", 2), (b"a\nb", 2), (b"a\nb\r", 2), (b"a\rb\n", None)]:
+        (tmp_path / "c.txt").write_bytes(body)
+        assert count_lines(tmp_path / "c.txt", chunk=3) == lines, body
