@@ -670,3 +670,16 @@ def test_scratch_refuses_a_stop_after_its_first_row_cannot_fit_and_names_the_row
     assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
     assert gpu.main(["scratch", "--dry-run"]) == 0
     assert "fits one command (--stop-after at most 7.5 from its start): full-scratch (5.0 min)" in capsys.readouterr().out
+
+
+def test_the_archive_size_warning_is_said_once_per_command(tmp_path, monkeypatch, capsys):
+    """The archive is rewritten before and after each target (and as runs finish): an archive past what the device
+    tool returns is warned of once in the command, and again in the next command."""
+    gpu = _load(monkeypatch)
+    monkeypatch.setattr(gpu, "RETURNED_FILE_MIB", 0)  # every archive is "too large"
+    fake = {"tests": [[sys.executable, "-c", "pass"]], "table3": [[sys.executable, "-c", "pass"]]}
+    monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    for _ in range(2):
+        assert gpu.main(["tests", "table3", *_dirs(tmp_path), "--overwrite"]) == 0
+        assert capsys.readouterr().err.count("MiB a file the device tool returns") == 1

@@ -284,15 +284,17 @@ def log_name(target: str) -> str:
 
 
 def run_target(name: str, commands: list, out: Path, deadline: float | None = None,
-               archive_to: Path | None = None) -> dict:
+               archive_to: Path | None = None, warned: set | None = None) -> dict:
     """Run one target's commands in order (a Together group's commands side by side, through the project's job
     runner, linformer.jobs.run_jobs), their output streamed to the console and to <out>/<name>.log (tests:
     gpu_tests.log); the first that fails ends the target. At `deadline` (time.monotonic()) the running commands get
     SIGTERM and no other starts: the record says `stopped`. With `archive_to`, what the target writes in the
-    repository is copied under <out>/repo/ and all of `out` archived there as each run finishes (deliver_while)."""
+    repository is copied under <out>/repo/ and all of `out` archived there as each run finishes (deliver_while;
+    `warned`: archive's)."""
     log_path = out / log_name(name)
     start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
-    with open(log_path, "w") as log, deliver_while(copy_back_patterns(name), out, archive_to, log_path):
+    with open(log_path, "w") as log, deliver_while(copy_back_patterns(name), out, archive_to, log_path,
+                                                         warned):
         for command in commands:
             group = command if isinstance(command, Together) else Together((command,), 0.0)
             slots = group.slots()  # once: the free GPU memory it reads moves
@@ -368,7 +370,8 @@ def _fingerprint(patterns: tuple[str, ...]) -> tuple:
 
 
 @contextmanager
-def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_path: Path):
+def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_path: Path,
+                  warned: set | None = None):
     """While the block runs (a target's commands): every DELIVER_EVERY_S, where the files matching `patterns` changed
     (a run finished and its records were kept), they are copied under <work>/repo/ and `work` archived at `dest`;
     where only the log grew, at most every LOG_EVERY_S. The machine's limit kills a command with SIGKILL, after which
@@ -386,7 +389,7 @@ def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_
                 now, size = _fingerprint(records), log_path.stat().st_size
                 if now != seen or (size != logged and time.monotonic() - last >= LOG_EVERY_S):
                     copy_back(patterns, work / "repo")
-                    archive(work, dest)
+                    archive(work, dest, warned)
                     seen, logged, last = now, size, time.monotonic()
             except (OSError, LinformerError) as err:  # a copy that failed: the target's own end copies again
                 print(f"warning: the records could not be archived while the target ran ({err})", file=sys.stderr,
@@ -401,9 +404,9 @@ def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_
         courier.join()
 
 
-def archive(folder: Path, dest: Path) -> None:
+def archive(folder: Path, dest: Path, warned: set | None = None) -> None:
     """`folder`'s files as one .tar.gz at `dest`, written atomically; a warning when it is larger than a file the
-    device tool returns."""
+    device tool returns, once per `dest` in `warned` (a command's set: its archive is rewritten as runs finish)."""
     import io
     import tarfile
 
@@ -412,7 +415,9 @@ def archive(folder: Path, dest: Path) -> None:
         tar.add(folder, arcname=".")
     atomic_write(dest, buffer.getvalue())
     mib = len(buffer.getvalue()) / 2**20
-    if mib > RETURNED_FILE_MIB:
+    if mib > RETURNED_FILE_MIB and (warned is None or dest not in warned):
+        if warned is not None:
+            warned.add(dest)
         print(f"warning: {dest} is {mib:.1f} MiB, over the {RETURNED_FILE_MIB} MiB a file the device tool returns: "
               f"run fewer targets per command", file=sys.stderr, flush=True)
 
@@ -624,6 +629,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     commands = target_commands(work, args.jobs, scratch_rows(args), args.only)
     made = provenance(argv, gpu)
     packages = _command_output([sys.executable, "-m", "pip", "list", "--format=freeze"])
+    warned: set[Path] = set()  # the archive's size warning: once in the command, not at every rewrite
     atomic_write(work / PACKAGES, packages or f"# {sys.executable} -m pip list --format=freeze failed here\n")
     for name in args.targets:
         print(f"== target {name} on {gpu}", flush=True)
@@ -631,11 +637,12 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
         # until it ends, a record saying it runs: an archive made meanwhile, the last of a command the machine killed,
         # says which target the kill cut
         write_json(record_path, [*records, {"target": name, "started": started, "running": True, **made}], indent=1)
-        archive(work, out / ARCHIVE)
-        record = {**run_target(name, commands[name], work, deadline, out / ARCHIVE), "started": started, **made}
+        archive(work, out / ARCHIVE, warned)
+        record = {**run_target(name, commands[name], work, deadline, out / ARCHIVE, warned), "started": started,
+                  **made}
         records.append(record)
         write_json(record_path, records, indent=1)
-        archive(work, out / ARCHIVE)
+        archive(work, out / ARCHIVE, warned)
         how = ("stopped by a signal, exit" if record.get("interrupted") else
                "stopped at --stop-after, exit" if record.get("stopped") else "exit")
         print(f"== target {name}: {how} {record['rc']} in {record['wall_s']} s", flush=True)
