@@ -1289,3 +1289,23 @@ def test_a_missing_corpus_or_tokenizer_names_the_command_of_this_command_s_data_
     train = shlex.split(re.search(r"`(python scripts/train_tokenizer.py[^`]*)`", str(missing.value)).group(1))
     assert train[2:] == ["data=mirror_slice", "data.name=mine", "data.max_documents=40"]
     assert resolve_path(compose("tokenizer", train[2:]).out_dir) == resolve_path(run.tokenizer_dir)
+
+
+def test_an_unprepared_corpus_whose_source_is_absent_says_to_carry_it_not_to_prepare_it(tmp_path):
+    """On a GPU node the corpus sources are not there: the refusal of a corpus that is not prepared says to carry it
+    (gpu_carry.py pack, or the prepared folder), naming the folder and the source, not a prepare_corpus command that
+    would fail for want of its source."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from linformer.configs import compose
+    from linformer.data.corpus import unprepared_corpus
+
+    corpus, mirror = tmp_path / "c", tmp_path / "no-mirror"
+    run = compose("pretrain", ["model=tiny", f"paths.data_mirror={mirror}", f"corpus_dir={corpus}"], with_hydra=True)
+    HydraConfig.instance().set_config(run)
+    try:
+        said = str(unprepared_corpus(str(corpus)))
+    finally:
+        HydraConfig.instance().cfg = None
+    assert "scripts/gpu_carry.py pack TARGET" in said and f"the prepared {corpus} itself" in said
+    assert str(mirror) in said and "prepare_corpus" not in said
