@@ -387,7 +387,8 @@ def test_mfu_refuses_a_checkout_without_its_prepared_tokenizer_and_corpus_naming
     """mfu reads a tokenizer and a corpus prepared here (carry.PREPARED), which the node cannot prepare (no source):
     check_carry names both folders before the target starts, and passes once both are complete."""
     with pytest.raises(carry.CarryError, match=r"mfu reads data/tokenizers/wiki and data/processed/wiki_mfu, prepared "
-                                               r"here, and .*tokenizers/wiki/tokenizer.json is not there: .*carry both"):
+                                               r"here, and .*tokenizers/wiki/tokenizer.json is not there: .*gpu_carry.py pack "
+                                               r"mfu --dest .carry"):
         carry.check_carry("mfu", tmp_path / "mirror", checkout=tmp_path)
     (tmp_path / "data/tokenizers/wiki").mkdir(parents=True)
     (tmp_path / "data/tokenizers/wiki/tokenizer.json").write_text("{}")
@@ -396,3 +397,39 @@ def test_mfu_refuses_a_checkout_without_its_prepared_tokenizer_and_corpus_naming
     (tmp_path / "data/processed/wiki_mfu").mkdir(parents=True)
     (tmp_path / "data/processed/wiki_mfu/manifest.json").write_text("{}")
     carry.check_carry("mfu", tmp_path / "mirror", checkout=tmp_path)
+
+
+def test_pack_mfu_carries_its_prepared_tokenizer_and_corpus_and_unpack_puts_them_in_the_checkout(tmp_path,
+                                                                                                  monkeypatch, capsys):
+    """mfu's data is prepared here (carry.PREPARED): pack takes its folders from the checkout, unpack copies them to
+    the node's checkout (a carry sent again: left as they are; other files there: refused but with --overwrite),
+    and check_carry then passes."""
+    import pytest
+
+    here, node, dest = tmp_path / "here", tmp_path / "node", tmp_path / ".carry"
+    files = {"data/tokenizers/wiki/tokenizer.json": "{}", "data/processed/wiki_mfu/manifest.json": '{"complete": true}',
+             "data/processed/wiki_mfu/train/data-00000.arrow": "ids"}
+    monkeypatch.setattr(carry, "REPO", here)
+    with pytest.raises(SystemExit) as stop:  # nothing prepared here: refused, naming both folders
+        carry.main(["pack", "mfu", "--dest", str(dest)])
+    assert stop.value.code == 2 and "data/processed/wiki_mfu" in capsys.readouterr().err and not dest.exists()
+    for rel, text in files.items():
+        (here / rel).parent.mkdir(parents=True, exist_ok=True)
+        (here / rel).write_text(text)
+    assert carry.main(["pack", "mfu", "--dest", str(dest)]) == 0
+    assert "carry: 4 files for target mfu" in capsys.readouterr().out
+
+    monkeypatch.setattr(carry, "REPO", node)
+    node.mkdir()
+    assert carry.main(["unpack", str(dest)]) == 0
+    assert {str(f.relative_to(node)): f.read_text() for f in node.rglob("*") if f.is_file()} == files
+    carry.check_carry("mfu", dest, checkout=node)
+    capsys.readouterr()
+    assert carry.main(["unpack", str(dest)]) == 0  # sent again to a warm machine: the same files, left
+    assert "nothing to unpack" in capsys.readouterr().out
+    (node / "data/processed/wiki_mfu/manifest.json").write_text('{"other": true}')
+    with pytest.raises(SystemExit) as stop:
+        carry.main(["unpack", str(dest)])
+    assert stop.value.code == 2 and "wiki_mfu exists and holds other files" in capsys.readouterr().err
+    assert carry.main(["unpack", str(dest), "--overwrite"]) == 0
+    assert (node / "data/processed/wiki_mfu/manifest.json").read_text() == '{"complete": true}'

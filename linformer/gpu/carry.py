@@ -2,6 +2,7 @@
 size-limited upload and no network, and unpacked there.
 
     python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
+    python scripts/gpu_carry.py pack mfu --dest .carry        # here: the tokenizer and corpus prepared in the checkout
     python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
     python scripts/gpu_carry.py size .carry .whl              # here: does the upload fit (64 MiB a call)?
 
@@ -24,8 +25,9 @@ Targets (see scripts/gpu.py):
   figure3d the sources of data=books, whole (the Gutenberg file: 34 MB, already gzip).
   scratch  SST-2 train/dev, IMDB train/test and the first documents of the Wikipedia file that data=wiki_scratch
            reads (its max_documents): 38.0 MiB (`size` says what the upload holds with the tree, of its 64 MiB).
-  mfu      no carry folder: the tokenizer and corpus it reads are prepared here and carried with the call as they are
-           (PREPARED; check_carry refuses a checkout without them, as the node has no source to prepare them from).
+  mfu      the tokenizer and corpus it reads, prepared here in the checkout (PREPARED: the node has no source to
+           prepare them from), under `prepared/` at their paths in the checkout; unpack copies them there
+           (check_carry refuses a checkout without them).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ TARGETS = {
 # folder's are not read there): the data group's overrides, whose tokenizer_dir and out_dir (configs/corpus.yaml)
 # must be complete on the node, which has no source to prepare them from
 PREPARED = {"mfu": ("data=wiki", "data.name=wiki_mfu", "data.max_documents=1500", "data.val_fraction=0.03")}
+PREPARED_DIR = "prepared"  # under a PREPARED target's carry folder: its folders at their paths in the checkout
 
 
 # xz works on this many bytes a call: Python acts on a signal only between calls, and xz -9e takes about a second a
@@ -143,8 +146,10 @@ def pack_model(source_dir: Path, target_dir: Path) -> None:
     atomic_write(target_dir / f"{WEIGHTS}.xz", xz(data))
 
 
-def pack_files(target: str, dest: Path, mirror: Path) -> list[Path]:
+def pack_files(target: str, dest: Path, mirror: Path, checkout: Path = REPO) -> list[Path]:
     """The files `pack` writes for a target, so that the output rule can check them before any is written."""
+    if target in PREPARED:
+        return [*(dest / PREPARED_DIR / rel for rel in prepared_files(target, checkout)), dest / MANIFEST]
     need = TARGETS[target]
     sources, _ = corpus_sources(need["corpus"], mirror)
     files = [dest / f"{rel}.xz" for rel in need.get("xz", ())] + [dest / rel for rel in sources]
@@ -158,7 +163,9 @@ def model_files(checkout: Path) -> list[Path]:
     return [checkout / MODEL_DIR / name for name in (*MODEL_FILES, WEIGHTS)]
 
 
-def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None) -> list[Path]:
+def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None, checkout: Path = REPO) -> list[Path]:
+    if target in PREPARED:
+        return pack_prepared(target, dest, checkout)
     need = TARGETS[target]
     sources, max_documents = corpus_sources(need["corpus"], mirror)
     if need["head"] and not isinstance(max_documents, int):
@@ -244,18 +251,46 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
                              f"since): {pack_again}")
 
 
-def check_prepared(target: str, checkout: Path = REPO) -> None:
-    """Before `target` reads data prepared here (PREPARED): its tokenizer and corpus are complete in the checkout
-    (tokenizer.json; the corpus's manifest.json, which prepare_corpus writes last). CarryError naming both folders
-    and how they travel: the node has no source to prepare them from."""
+def prepared_folders(target: str) -> dict[Path, str]:
+    """A PREPARED target's folders (relative to the checkout: its tokenizer's, its corpus's) -> the file that says
+    each is complete (tokenizer.json; the corpus's manifest.json, which prepare_corpus writes last)."""
     spec = compose("corpus", list(PREPARED[target]))
-    folders = {Path(spec.tokenizer_dir): "tokenizer.json", Path(spec.out_dir): "manifest.json"}
+    return {Path(spec.tokenizer_dir): "tokenizer.json", Path(spec.out_dir): "manifest.json"}
+
+
+def prepared_files(target: str, checkout: Path = REPO) -> list[Path]:
+    """The files of a PREPARED target's folders in `checkout`, relative to it (the output records left out)."""
+    return [f.relative_to(checkout) for place in prepared_folders(target)
+            for f in sorted((checkout / place).rglob("*")) if f.is_file() and f.name != FILE_RECORDS]
+
+
+def pack_prepared(target: str, dest: Path, checkout: Path = REPO) -> list[Path]:
+    """A PREPARED target's carry: its folders, complete in `checkout`, under <dest>/prepared/ at their paths there,
+    and carry.json naming them."""
+    check_prepared(target, checkout)
+    written = []
+    for rel in prepared_files(target, checkout):
+        _packing(str(rel), (checkout / rel).stat().st_size)
+        (dest / PREPARED_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(checkout / rel, dest / PREPARED_DIR / rel)
+        written.append(dest / PREPARED_DIR / rel)
+    write_json(dest / MANIFEST, {"target": target, "prepared": [str(f) for f in prepared_folders(target)]})
+    written.append(dest / MANIFEST)
+    record_output_files(written, made_by(PACK, {"target": target}))
+    return written
+
+
+def check_prepared(target: str, checkout: Path = REPO) -> None:
+    """Before `target` reads data prepared here (PREPARED): its tokenizer and corpus are complete in the checkout.
+    CarryError naming both folders and how they travel: the node has no source to prepare them from."""
+    folders = prepared_folders(target)
     missing = next((folder for folder, name in folders.items() if not (checkout / folder / name).is_file()), None)
     if missing is not None:
         both = " and ".join(str(folder) for folder in folders)
         raise CarryError(f"{target} reads {both}, prepared here, and {checkout / missing / folders[missing]} is not "
-                         f"there: prepare them here (configs/experiment/{target}_gpu.yaml says how) and carry both "
-                         f"with the call (docs/gpu/README.md, {target}); the node has no source to prepare them from")
+                         f"there: prepare them here (configs/experiment/{target}_gpu.yaml says how), then `"
+                         f"{script_command('gpu_carry', 'pack', target, '--dest', '.carry')}` and carry .carry with "
+                         f"the call (docs/gpu/README.md, {target}); the node has no source to prepare them from")
 
 
 def _model_dir(model_dir: Path | None) -> Path:
@@ -305,9 +340,10 @@ def is_carry(folder: Path) -> bool:
                for records in folder.rglob(FILE_RECORDS) for record in read_json(records).values())
 
 
-def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
-    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32. A carry with
-    nothing packed in it (figure3's, or one unpacked already) is left as it is: []."""
+def unpack(carry: Path, checkout: Path = REPO, overwrite: bool = False) -> list[Path]:
+    """Decompress every .xz under carry in place; a packed model goes to <checkout>/minilm in fp32; prepared
+    folders (a PREPARED target's) are copied to their paths in the checkout. A carry with nothing packed in it
+    (figure3's, or one unpacked already) is left as it is: []."""
     if not carry.is_dir():
         raise CarryError(f"{carry} is not a folder: give the carry folder that `pack` wrote (sent with the checkout)")
     packed = sorted(carry.rglob("*.xz"))
@@ -336,7 +372,39 @@ def unpack(carry: Path, checkout: Path = REPO) -> list[Path]:
         full = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in weights.items()}
         atomic_write(target / WEIGHTS, save(full, metadata={"format": "pt"}))
         written.append(target)
-    return written
+    return written + unpack_prepared(carry, checkout, overwrite)
+
+
+def unpack_prepared(carry: Path, checkout: Path, overwrite: bool) -> list[Path]:
+    """The prepared folders carry.json names, copied from <carry>/prepared/ to the checkout, each whole (a
+    temporary renamed into place); one there already with the same files is left (a carry sent again), one with
+    other files refused unless `overwrite`. Checked for every folder before any is copied."""
+    todo = []
+    for place in (Path(f) for f in (read_json(carry / MANIFEST) or {}).get("prepared", ())):
+        source, target = carry / PREPARED_DIR / place, checkout / place
+        if not source.is_dir():
+            raise CarryError(f"{source} is missing, and {carry / MANIFEST} names it: pack it again here and send the "
+                             "carry again")
+        if target.exists() and _files(target) == _files(source):
+            continue
+        if target.exists() and not overwrite:
+            raise CarryError(f"{target} exists and holds other files than the carry's {source}: move it away, or "
+                             "unpack with --overwrite to replace it (nothing was changed)")
+        todo.append((source, target))
+    for source, target in todo:
+        temporary = target.with_name(f".{target.name}.unpacking")
+        shutil.rmtree(temporary, ignore_errors=True)
+        shutil.copytree(source, temporary, ignore=shutil.ignore_patterns(FILE_RECORDS))
+        if target.exists():
+            shutil.rmtree(target)
+        temporary.rename(target)
+    return [target for _, target in todo]
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """A folder's files (relative path -> sha256), the output records left out."""
+    return {str(f.relative_to(folder)): sha256_file(f) for f in folder.rglob("*")
+            if f.is_file() and f.name != FILE_RECORDS}
 
 
 def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
@@ -365,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="here: write a target's carry folder")
-    p.add_argument("target", choices=sorted(TARGETS))
+    p.add_argument("target", choices=sorted({*TARGETS, *PREPARED}))
     p.add_argument("--dest", type=folder, default=".carry")
     p.add_argument("--mirror", type=folder, help=f"the data mirror (default: {data_mirror_words()})")
     p.add_argument("--model-dir", type=folder, help="the MiniLM directory (default: the pretrained extra's)")
@@ -373,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("unpack", help="on the node: decompress, and the weights back to fp32 in minilm/")
     u.add_argument("carry", type=folder)
     u.add_argument("--overwrite", action="store_true", help="replace a minilm/ in the checkout that unpack did not "
-                                                            "write")
+                                                            "write, or a prepared folder there unlike the carry's")
     z = sub.add_parser("size", help="here: what a call to the device would send, against its upload limit")
     z.add_argument("carried", nargs="*", type=path, help="the paths the call carries (.carry, .whl; relative to "
                                                          "the repository)")
@@ -399,14 +467,14 @@ def _command(args) -> None:
         if args.mirror is None:
             args.mirror = Path(default_data_mirror())
         record = made_by(PACK, {"target": args.target})
-        with output_files(pack_files(args.target, args.dest, args.mirror), record, args.overwrite, key="--dest"):
-            written = pack(args.target, args.dest, args.mirror, args.model_dir)
+        with output_files(pack_files(args.target, args.dest, args.mirror, REPO), record, args.overwrite, key="--dest"):
+            written = pack(args.target, args.dest, args.mirror, args.model_dir, REPO)
         size = sum(f.stat().st_size for f in written)  # what it wrote, not what the folder held before
         print(f"carry: {len(written)} files for target {args.target} in {args.dest}, {size / 2**20:.1f} MiB")
     else:
         model = (args.carry / MODEL_DIR / f"{WEIGHTS}.xz").is_file()
         with output_files(model_files(REPO) if model else [], made_by(UNPACK, {}),
                           args.overwrite):
-            written = unpack(args.carry)
+            written = unpack(args.carry, REPO, args.overwrite)
         print(f"carry: unpacked {len(written)} files from {args.carry}" if written else
               f"carry: nothing to unpack in {args.carry} (its files are whole, or unpacked already)")
