@@ -151,6 +151,7 @@ def test_stop_after_ends_the_running_command_and_records_a_stop_not_a_failure(tm
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
     monkeypatch.setattr(gpu.node, "check_node", lambda: None)  # the minutes count from main's start
+    monkeypatch.setattr(gpu, "table2_first_unit", lambda *_: None)  # stand-in commands, not the plan's rows
     assert gpu.main(["table2", "figure3", *_dirs(tmp_path), "--stop-after", "0.1"]) == 0
     records = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert [(r["target"], r["rc"], r.get("stopped")) for r in records] == [("table2", 130, True), ("figure3", 0, True)]
@@ -169,6 +170,7 @@ def test_stop_after_ends_every_command_of_a_together_group(tmp_path, monkeypatch
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: {"figure3": [group]})
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
     monkeypatch.setattr(gpu.node, "check_node", lambda: None)  # the minutes count from main's start
+    monkeypatch.setattr(gpu, "table2_first_unit", lambda *_: None)  # stand-in commands, not the plan's rows
     assert gpu.main(["figure3", *_dirs(tmp_path), "--stop-after", "0.1"]) == 0
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
     assert (record["rc"], record.get("stopped")) == (130, True) and record["wall_s"] < 30
@@ -641,6 +643,7 @@ def test_stop_after_counts_from_the_commands_start_and_leaves_the_end_room_in_th
     monkeypatch.setattr(gpu, "target_commands", lambda out, *_: fake)
     monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
     monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
+    monkeypatch.setattr(gpu, "table2_first_unit", lambda *_: None)  # stand-in commands, not the plan's rows
     t0 = time.time() - 55  # the command started 55 s before gpu.py: a stop after 1 min comes about 5 s in
     assert gpu.main(["table2", *_dirs(tmp_path), "--stop-after", "1", "--started", f"{t0}"]) == 0
     (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
@@ -683,3 +686,31 @@ def test_the_archive_size_warning_is_said_once_per_command(tmp_path, monkeypatch
     for _ in range(2):
         assert gpu.main(["tests", "table3", *_dirs(tmp_path), "--overwrite"]) == 0
         assert capsys.readouterr().err.count("MiB a file the device tool returns") == 1
+
+
+def test_table2_refuses_a_stop_after_a_transferred_row_cannot_fit_and_names_the_rows_that_would(tmp_path,
+                                                                                               monkeypatch, capsys):
+    """A transferred row's runs finetune one build of its transfer, which a fresh machine builds again: a command that
+    cuts such a row short spends the machine on runs the report cannot pair, so it is one error line naming the rows
+    that fit (the converted teacher, whose finished runs count anywhere), before the device is looked for."""
+    gpu = _load(monkeypatch, gpu=None)
+    monkeypatch.setattr(gpu.pretrained, "first_units", lambda p, jobs: {"full": 4.0, "k128-layerwise-local-tr": 10.0})
+    with pytest.raises(SystemExit) as ended:
+        gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: table2's row k128-layerwise-local-tr needs about 10.0 min") and err.count("\n") == 1
+    assert "give --only full (about 4.0 min)" in err and not (tmp_path / "w").exists()
+    with pytest.raises(SystemExit):
+        gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5", "--only", "full"])
+    assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
+
+
+def test_table2s_first_units_are_a_transferred_rows_whole_and_the_teachers_first_run():
+    from linformer.experiments import pretrained
+
+    profile = pretrained.PROFILES["gpu"]
+    minutes = pretrained.first_units(profile, profile.jobs)
+    transferred = [row for row in minutes if row.endswith("-tr")]
+    assert transferred and all(minutes[row] >= 3 + 3.5 for row in transferred)  # a transfer and its runs
+    assert minutes.get("full", 0) <= 0.5 + 4  # the teacher: its conversion and one run at most

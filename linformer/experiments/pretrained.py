@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..data.io import local_path, path_root, repo_root
 from ..files import MODEL_DIR, atomic_dir, read_json
-from ..jobs import Job, in_order_of_use
+from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported, copy_record
 from ..shell import hydra_override
@@ -312,6 +312,23 @@ def estimated_minutes(p: Profile, job: Job) -> float:
         full = "-full-" in job.name
         return p.tasks[task].minutes["full" if full else "linformer"]
     return 0.5
+
+
+def first_units(p: Profile, jobs: int, places: Places = CHECKOUT) -> dict[str, float]:
+    """Each row not complete (its slug) -> the minutes alone (the profile's estimates) a command needs before any of
+    the row's work counts: a transferred row's whole (its runs finetune one build of its transfer, and a build on
+    another machine differs, GPU kernels not being bitwise reproducible: the report refuses a row whose runs
+    started from two, ``Profile.mixed_starts``), the converted teacher's first run not done with its conversion
+    (the same weights on every machine: its finished runs count whichever machine made them)."""
+    planned = plan(p, places=places)
+    todo = wanted(planned, {s.name for s in planned if s.finished})
+    units = {}
+    for row in rows(p, places):
+        left = [s.name for s in todo if s.name in row_runs(p, places)[row.slug]]
+        if left:
+            unit = set(left if row.policy is not None else left[:1])
+            units[row.slug] = frontend.span(frontend.needed(todo, unit), lambda s: estimated_minutes(p, s), jobs)
+    return units
 
 
 def records(places: Places = CHECKOUT) -> Path:

@@ -510,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source_sha256: {source_sha256()} (this checkout's code; a record with the same value ran it)")
         return 0
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
-        if "scratch" in args.targets and args.stop_after is not None:  # before the machine's minutes are spent
-            why = scratch_first_unit(args, args.stop_after)
+        if args.stop_after is not None:  # before the machine's minutes are spent
+            checks = {"scratch": scratch_first_unit, "table2": table2_first_unit}
+            why = next(filter(None, (check(args, args.stop_after) for name, check in checks.items()
+                                     if name in args.targets)), None)
             if why is not None:
                 raise ConfigError(why)
         return _run(args, deadline, argv if argv is not None else sys.argv[1:])
@@ -576,6 +578,25 @@ def scratch_first_unit(args, stop_after: float) -> str | None:
     return (f"scratch's first row, {chosen[0]}, needs about {units[chosen[0]]:.1f} min before any of its work counts "
             f"(a pretrained row cut short runs again whole), past --stop-after {stop_after:g}: "
             + (f"give {fit[0]}" if fit else f"no row fits; the least needs {min(units.values()):.1f} min"))
+
+
+def table2_first_unit(args, stop_after: float) -> str | None:
+    """Why table2's command cannot finish a row's work that counts in `stop_after` minutes (a row it runs, --only's or
+    every row not complete, needs longer: pretrained.first_units), naming the rows that would fit; None where each
+    can."""
+    profile = pretrained.PROFILES["gpu"]
+    units = pretrained.first_units(profile, args.jobs or profile.jobs)
+    only = None if args.only is None else frontend.chosen_rows(args.only, list(pretrained.row_runs(profile)))
+    late = [row for row, minutes in units.items() if (only is None or row in only) and minutes > stop_after]
+    if not late:
+        return None
+    fit = {row: minutes for row, minutes in units.items() if minutes <= stop_after}
+    return (f"table2's row {late[0]} needs about {units[late[0]]:.1f} min before any of its work counts (a "
+            f"transferred row's whole: its runs finetune one build of its transfer, which a fresh machine builds "
+            f"again; the teacher's next run), past "
+            f"--stop-after {stop_after:g}: "
+            + (f"give --only {','.join(fit)} (about " + ", ".join(f"{m:.1f}" for m in fit.values()) + " min)"
+               if fit else f"no row fits; the least needs {min(units.values()):.1f} min"))
 
 
 def scratch_lending_line(args) -> str:
