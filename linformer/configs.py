@@ -704,6 +704,24 @@ def data_overrides(also: tuple[str, ...] = ()) -> list[str] | None:
     return given if named or group is None else [f"data={group}", *given]
 
 
+def absent_source(given: list[str]) -> str | None:
+    """The first local source (a file, or a glob matching none) of the corpus the data overrides `given` compose
+    that is not there; None where each is, for a hub source, or where `given` does not compose (the refusal then
+    names the prepare_corpus command, which says what is wrong with them)."""
+    import glob
+
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        sources = compose("corpus", given).data.sources
+    except (ConfigError, OmegaConfBaseException):  # e.g. data=text's sources: ??? (its own error is clearer)
+        return None
+    for src in (str(s) for s in (sources or ())):
+        if not src.startswith("hf:") and not (glob.glob(src) if glob.has_magic(src) else os.path.exists(src)):
+            return src
+    return None
+
+
 def _own_config(config_name: str) -> dict:
     import yaml
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import progress_to_log_file, third_party_bars_off
-from ..configs import command_line_gives, composed_option, data_overrides, value_origin
+from ..configs import absent_source, command_line_gives, composed_option, data_overrides, value_origin
 from ..errors import ConfigError, CorpusError
 from ..files import (
     MANIFEST,
@@ -582,7 +582,7 @@ def unprepared_corpus(out_dir: str) -> CorpusError:
         how = ("with the data= and paths overrides of this run: prepare_corpus(**CorpusSpec.read(compose('corpus', "
                "[...])).arguments()), or `" + script_command("prepare_corpus") + " ...` in a shell")
     else:
-        absent = _absent_source(given)
+        absent = absent_source(given)
         if absent is not None:  # a GPU node: its data travels with the call, and nothing here prepares this one
             return CorpusError(
                 f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}), and its source {absent} is "
@@ -593,26 +593,6 @@ def unprepared_corpus(out_dir: str) -> CorpusError:
         how = f"`{script_command('prepare_corpus', *given, *at)}`"
     return CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, "
                        f"{how}")
-
-
-def _absent_source(given: list[str]) -> str | None:
-    """The first local source (a file, or a glob matching none) of the corpus the data overrides `given` compose
-    that is not there; None where each is, for a hub source, or where `given` does not compose (the refusal then
-    names the prepare_corpus command, which says what is wrong with them)."""
-    import glob
-
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ..configs import compose
-
-    try:
-        sources = compose("corpus", given).data.sources
-    except (ConfigError, OmegaConfBaseException):  # e.g. data=text's sources: ??? (its own error is clearer)
-        return None
-    for src in (str(s) for s in (sources or ())):
-        if not src.startswith("hf:") and not (glob.glob(src) if glob.has_magic(src) else os.path.exists(src)):
-            return src
-    return None
 
 
 def read_manifest(out_dir: str) -> dict | None:
