@@ -668,9 +668,13 @@ def test_scratch_refuses_a_stop_after_its_first_row_cannot_fit_and_names_the_row
     err = capsys.readouterr().err
     assert err.startswith("error: scratch's first row, full, needs about 9.0 min") and err.count("\n") == 1
     assert "give --only full-scratch (about 5.0 min)" in err and not (tmp_path / "w").exists()
-    with pytest.raises(SystemExit):
-        gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5", "--only", "full-scratch"])
-    assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
+    with pytest.raises(SystemExit) as ended:
+        gpu.main(["table3", *_dirs(tmp_path / "w"), "--past-estimates"])
+    assert ended.value.code == 2 and "--past-estimates is table2's and scratch's option" in capsys.readouterr().err
+    for given in (["--only", "full-scratch"], ["--past-estimates"]):
+        with pytest.raises(SystemExit):
+            gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5", *given])
+        assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
     assert gpu.main(["scratch", "--dry-run"]) == 0
     assert "fits one command (--stop-after at most 7.5 from its start): full-scratch (5.0 min)" in capsys.readouterr().out
 
@@ -701,9 +705,11 @@ def test_table2_refuses_a_stop_after_a_transferred_row_cannot_fit_and_names_the_
     err = capsys.readouterr().err
     assert err.startswith("error: table2's row k128-layerwise-local-tr needs about 10.0 min") and err.count("\n") == 1
     assert "give --only full (about 4.0 min)" in err and not (tmp_path / "w").exists()
-    with pytest.raises(SystemExit):
-        gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5", "--only", "full"])
-    assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
+    assert err.endswith("(or --past-estimates, to start it all the same)\n")
+    for given in (["--only", "full"], ["--past-estimates"]):  # a row that fits; the operator's word over the estimates
+        with pytest.raises(SystemExit):
+            gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5", *given])
+        assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
 
 
 def test_table2s_first_units_are_a_transferred_rows_whole_and_the_teachers_first_run():

@@ -487,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
                                                               f"{SCRATCH_ROWS})")
     parser.add_argument("--only", metavar="ROW[,ROW...]", help="table2 or scratch: only these rows "
                                                                "(reproduce_pretrained.py, reproduce_scratch.py --only)")
+    parser.add_argument("--past-estimates", action="store_true",
+                        help="table2, scratch: start rows the plan's estimates say cannot end by --stop-after (the "
+                             "estimates are unmeasured on this machine until its job logs say; a second command on "
+                             "the still-warm machine finds the first's outputs and continues a row)")
     parser.add_argument("--dry-run", action="store_true", help="print each target's commands and exit (no GPU needed); "
                         "with --stop-after, also scratch's rows and whether they fit")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
@@ -510,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source_sha256: {source_sha256()} (this checkout's code; a record with the same value ran it)")
         return 0
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
-        if args.stop_after is not None:  # before the machine's minutes are spent
+        if args.stop_after is not None and not args.past_estimates:  # before the machine's minutes are spent
             checks = {"scratch": scratch_first_unit, "table2": table2_first_unit}
             why = next(filter(None, (check(args, args.stop_after) for name, check in checks.items()
                                      if name in args.targets)), None)
@@ -526,6 +530,8 @@ def _check_arguments(parser, args) -> None:
     if args.only is not None and len({"table2", "scratch"} & set(args.targets)) != 1:
         parser.error("--only names the rows of table2 or of scratch: give exactly one of them among the targets "
                      "(the other in a command of its own)")
+    if args.past_estimates and not {"table2", "scratch"} & set(args.targets):
+        parser.error("--past-estimates is table2's and scratch's option, and neither is among the targets")
     if args.out is None and not args.dry_run:
         parser.error("the following arguments are required: --out")
     ends = None if args.stop_after is None else stopped_by(args.stop_after) + END_MIN
@@ -565,6 +571,11 @@ def scratch_fit(args) -> list[str]:
     return scratch.fit_lines(profile, args.jobs or profile.jobs, scratch_rows(args), only, args.stop_after)
 
 
+# The refusals' last words: the estimates are the plan's, not yet measured on the machine, and a warm machine keeps a
+# first command's outputs for a second
+PAST_ESTIMATES = " (or --past-estimates, to start it all the same)"
+
+
 def scratch_first_unit(args, stop_after: float) -> str | None:
     """Why scratch's command cannot finish anything that counts in `stop_after` minutes (its first row not complete
     needs longer, scratch.first_units), naming the rows that would fit; None where it can."""
@@ -577,7 +588,8 @@ def scratch_first_unit(args, stop_after: float) -> str | None:
     fit = [f"--only {row} (about {minutes:.1f} min)" for row, minutes in units.items() if minutes <= stop_after]
     return (f"scratch's first row, {chosen[0]}, needs about {units[chosen[0]]:.1f} min before any of its work counts "
             f"(a pretrained row cut short runs again whole), past --stop-after {stop_after:g}: "
-            + (f"give {fit[0]}" if fit else f"no row fits; the least needs {min(units.values()):.1f} min"))
+            + (f"give {fit[0]}" if fit else f"no row fits; the least needs {min(units.values()):.1f} min")
+            + PAST_ESTIMATES)
 
 
 def table2_first_unit(args, stop_after: float) -> str | None:
@@ -596,7 +608,7 @@ def table2_first_unit(args, stop_after: float) -> str | None:
             f"again; the teacher's next run), past "
             f"--stop-after {stop_after:g}: "
             + (f"give --only {','.join(fit)} (about " + ", ".join(f"{m:.1f}" for m in fit.values()) + " min)"
-               if fit else f"no row fits; the least needs {min(units.values()):.1f} min"))
+               if fit else f"no row fits; the least needs {min(units.values()):.1f} min") + PAST_ESTIMATES)
 
 
 def scratch_lending_line(args) -> str:
