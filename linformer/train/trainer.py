@@ -487,50 +487,60 @@ class Trainer:
         return self.settings.batch_size * self.settings.grad_accum * self.accelerator.num_processes
 
     def _check_global_batch(self) -> None:
-        """A checkpoint continues with the global batch it was trained at: another number of processes with the same
-        per-device batch (a resume with python after torchrun, say) changes what a step is, and where the data order
-        reads from (``streams.reading_moved``: rows skipped or read twice). Refused where it would skip or re-read
-        rows, naming how many; elsewhere (an epoch's start) refused unless allowed (``processes`` in
-        trainer.allow_config_change), then recorded. Checkpoints saved before the state recorded it are not
-        checked."""
+        """A checkpoint continues with the global batch it was trained at. Step s reads the data order from row
+        s x the global batch (``streams.reading_moved``), so another one continues elsewhere than the checkpoint
+        stopped: another number of processes with the same per-device batch (a resume with python after torchrun,
+        say), or an allowed change of trainer.batch_size, trainer.grad_accum or trainer.global_batch_size. Refused
+        wherever it would skip or re-read rows, naming how many, whatever trainer.allow_config_change says. Where both
+        read from the same place (an epoch's start) a config change stands as the run's claim allowed it, and another
+        number of processes is refused unless allowed (``processes``), then recorded. Checkpoints saved before the
+        state recorded the global batch are not checked."""
         before, now = self.state.get("global_batch"), self.global_batch()
-        ran_on, world = self.state.get("processes"), self.accelerator.num_processes
-        if before is None or before == now or ran_on == world:  # the same, or an allowed trainer.* batch change
+        if before is None or before == now:
             return
+        ran_on, world = self.state.get("processes"), self.accelerator.num_processes
+        given = (f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
+                 f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
+                 f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)})")
+        launcher = (f"Start it with the number of processes it ran on ({ran_on}: torchrun --nproc_per_node {ran_on})"
+                    f"{self._same_global_batch(before)}")
         order = getattr(getattr(self.task, "train_stream", None), "order", None)  # a task reading an EpochOrder
         moved = None if order is None else reading_moved(order, self.state.get("step", 0), before, now)
         if moved is not None:
-            raise ConfigError(
-                f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
-                f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
-                f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}), which cannot continue where it "
-                "stopped: "
-                f"{moved}. Start it with the number of processes it ran on ({ran_on}: torchrun --nproc_per_node "
-                f"{ran_on}){self._same_global_batch(before)}.")
+            if ran_on == world:  # a change of the batch settings, not of the launcher
+                keep = self._global_batch_overrides(before)
+                launcher = (f"Keep its global batch by adding {keep}" if keep else
+                            f"Resume it at the global batch it was trained at ({before})")
+            raise ConfigError(f"{given}, which cannot continue where it stopped: {moved}. {launcher}.")
+        if ran_on == world:  # a config change, which the run's claim checked against trainer.allow_config_change
+            return
         allow = self.settings.allow_config_change
         if not (allow is True or "processes" in (allow or [])):
             raise ConfigError(
-                f"{self.run_dir}'s checkpoint was trained at {before} sequences per step over every process; this "
-                f"start gives {now} (trainer.batch_size={self.settings.batch_size} x trainer.grad_accum="
-                f"{self.settings.grad_accum} x {world} process{'es' * (world != 1)}): the data order and the "
-                f"schedule's steps would change. Start it with the number of processes it ran on ({ran_on}: torchrun "
-                f"--nproc_per_node {ran_on}){self._same_global_batch(before)}, or add "
+                f"{given}: the data order and the schedule's steps would change. {launcher}, or add "
                 "trainer.allow_config_change=[processes] to change the global batch from this step on (run.json "
                 "records it).")
         self.record.allowed_changes = {**self.record.allowed_changes, "processes": (ran_on, world),
                                        "global batch": (before, now)}
 
     def _same_global_batch(self, before: int) -> str:
-        """The overrides that keep the checkpoint's global batch on this start's processes (", or keep ..."), where
-        the per-device batch divides: a changed trainer.batch_size is a config change, so they allow it too."""
+        """", or keep its global batch here by adding <overrides>" (_global_batch_overrides), or "" where none."""
+        keep = self._global_batch_overrides(before)
+        return f", or keep its global batch here by adding {keep}" if keep else ""
+
+    def _global_batch_overrides(self, before: int) -> str:
+        """The overrides that give the checkpoint's global batch on this start's processes and accumulation, where it
+        divides (else ""): trainer.global_batch_size where the run sets that, else the per-device trainer.batch_size;
+        a changed one is a config change, so they allow it too."""
         per_device = self.settings.grad_accum * self.accelerator.num_processes
         if before % per_device:
             return ""
+        key, value = (("trainer.global_batch_size", before) if self.settings.global_batch_size is not None else
+                      ("trainer.batch_size", before // per_device))
         allow = self.settings.allow_config_change
-        keys = [*(allow if isinstance(allow, list) else []), "trainer.batch_size"]
-        overrides = shell_command(hydra_override("trainer.batch_size", before // per_device),
-                                  hydra_override("trainer.allow_config_change", list(dict.fromkeys(keys))))
-        return f", or keep its global batch here by adding {overrides}"
+        keys = [*(allow if isinstance(allow, list) else []), key]
+        return shell_command(hydra_override(key, value),
+                             hydra_override("trainer.allow_config_change", list(dict.fromkeys(keys))))
 
     def _check_foreign(self, path: Path, source: Path) -> None:
         """A checkpoint of another run (trainer.resume=<its path>) continues this one only with that run's settings,

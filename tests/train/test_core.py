@@ -136,6 +136,58 @@ def test_a_resume_on_other_processes_advises_overrides_that_the_next_start_accep
     trainer(16, allow)._check_global_batch()  # the global batch is the checkpoint's: accepted
 
 
+def test_an_allowed_change_of_the_batch_on_the_same_processes_keeps_the_place_in_the_data(tmp_path):
+    """24 steps at 8 rows per step on one process, resumed with trainer.batch_size=16 (allowed) read epoch 0 from row
+    384: rows 192-383 never read, without a word; trainer.grad_accum=2 did the same. Every change of the global batch
+    is now refused where it would continue elsewhere, naming the rows and the overrides that keep the checkpoint's
+    global batch; a split of the same global batch (4 x grad_accum 2), and a change where both read from an epoch's
+    start, go on."""
+    import re
+    import shlex
+    from types import SimpleNamespace
+
+    from linformer.data.streams import EpochOrder
+    from linformer.errors import ConfigError
+    from linformer.rundir import RunRecord
+
+    model = LinformerForMaskedLM(LinformerConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_seq_len=8, projected_dim=4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    task = _FixedBatches([])
+    task.train_stream = SimpleNamespace(order=EpochOrder(849, 8, 0, drop_last=True))  # pretraining's block order
+    allow = ["trainer.batch_size", "trainer.grad_accum"]
+
+    def trainer(batch_size, grad_accum, step=24, global_batch_size=None):
+        settings = TrainerSettings(batch_size=batch_size, grad_accum=grad_accum, lr=1e-3, allow_config_change=allow,
+                                   global_batch_size=global_batch_size)
+        t = Trainer(Accelerator(cpu=True), model, optimizer, scheduler, task, settings,
+                    record=RunRecord(tmp_path / "run", "pretrain"), spec=None, config={})
+        t.state.update(global_batch=8, processes=1, step=step)
+        return t
+
+    for batch_size, grad_accum in ((16, 1), (8, 2)):
+        with pytest.raises(ConfigError, match=r"trained at 8 sequences per step over every process; this start gives "
+                                              r"16 .*its 24 steps of 8 read 192 of epoch 0's 849 rows; 16 per step "
+                                              r"reads step 24's from row 384 of epoch 0's: 192 rows would never be "
+                                              r"read") as refused:
+            trainer(batch_size, grad_accum)._check_global_batch()
+        assert "torchrun" not in str(refused.value)  # the processes are the checkpoint's: the batch settings moved
+        advice = re.search(r"Keep its global batch by adding (.+?)\.$", str(refused.value)).group(1)
+        overrides = dict(o.split("=", 1) for o in shlex.split(advice))
+        assert overrides == {"trainer.batch_size": str(8 // grad_accum),
+                             "trainer.allow_config_change": "[trainer.batch_size,trainer.grad_accum]"}
+        trainer(int(overrides["trainer.batch_size"]), grad_accum)._check_global_batch()  # the advice is accepted
+    with pytest.raises(ConfigError, match=r"192 rows would never be read. Keep its global batch by adding "
+                                          r"trainer.global_batch_size=8 "):  # the key the run sets its batch with
+        trainer(16, 1, global_batch_size=16)._check_global_batch()
+    with pytest.raises(ConfigError, match=r"3 per step reads step 24's from row 72 of epoch 0's: 120 rows would be "
+                                          r"read twice. Resume it at the global batch it was trained at \(8\)"):
+        trainer(1, 3)._check_global_batch()  # 3 sequences per step, which no per-device batch makes 8
+    trainer(16, 1, step=0)._check_global_batch()  # both read from the epoch's start: the change goes on from there
+
+
 def test_a_collective_that_lost_its_peer_is_that_peer_s_failure_not_a_traceback():
     """Rank 0 failed writing the model alone (a full disk) while rank 1 waited for it: rank 1's gloo error ("Connection
     closed by peer") buried rank 0's error line under a traceback. It is a PeerFailed, which leaves the cause to rank 0."""
