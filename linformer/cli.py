@@ -51,6 +51,7 @@ def cli_errors(resumes: bool = False, work: bool = True):
     """
     quiet_other_ranks()
     streams_never_raise()
+    _said.clear()  # a command starts: a line before it was not the process's last
     try:
         with command(), sigterm_interrupts(command_wide=True):
             if work:
@@ -108,25 +109,58 @@ def stop_while_starting() -> None:
     transformers for seconds, when a user who sees a mistyped command presses Ctrl-C, and has done nothing a stop
     must undo. Inside the body its own handling comes first (cli_errors': SIGTERM raises KeyboardInterrupt, as
     Ctrl-C does, which this handler raises there too). After the body (``work_ended``) the line says the command was
-    ending. Set by the package's import in a script's process
+    ending; after the command's last line (its `error:` or `stopped:` line) it ends the process at once with that
+    line's status, saying nothing more (``exit_as_said``). Set by the package's import in a script's process
     (``run_from_a_script``); in the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _said.clear()
 
     def stop(signum, _frame):
         if in_command():
             raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
+        if _said:  # its last line is out: a second line would contradict it (``exit_as_said``)
+            exit_as_said()
         when = "as the command was ending, after its work" if _ended else "while the command was starting"
         line = f"stopped: interrupted by {signal_words(signum)} {when}."
         if process_rank() == 0:  # under torchrun every process starts alike: one line says it
             with contextlib.suppress(OSError):  # a terminal that closed (SIGHUP)
                 print(line, file=sys.stderr, flush=True)
-        raise Ended(stopped_status(signum), line)
+        _ended_as(Ended(stopped_status(signum), line))
 
     stop.command_wide = True  # a block's own stop may take SIGTERM over (signals.sigterm_unclaimed)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if not (signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN):  # nohup's stays
             signal.signal(signum, stop)
+
+
+_said: list[int] = []  # the exit status of the process's last line, once printed (``_ended_as``)
+
+
+def _ended_as(end: Ended) -> NoReturn:
+    """Raise `end`, the exit of a command that printed its last line; where no command encloses it (a sweep's job's
+    line is not the sweep's last), the process's last line is out from now on (``exit_as_said``)."""
+    if not in_command():
+        said(end.code)
+    raise end
+
+
+def said(code: int) -> None:
+    """The process printed its last line and ends with `code` (``exit_as_said``): a sweep's `error:` line, which it
+    prints itself."""
+    _said[:] = [code]
+
+
+def exit_as_said() -> NoReturn:
+    """End the process now with the status of the last line it printed (``said``), which said how the command
+    ended: its outputs and run.json were written, its trackers finished, before that line. A signal from then on
+    (torchrun's SIGTERM to every process once one ended: a peer killed, or this one's error) added a `stopped:` line
+    contradicting it and turned the status into 128 + the signal, after the seconds of the interpreter's teardown
+    the launcher waits for. Streams flushed first: os._exit writes nothing buffered."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed terminal (SIGHUP), a stream replaced by a test
+            stream.flush()
+    os._exit(_said[-1])
 
 
 def stopped_line(stop: KeyboardInterrupt, resumes: bool) -> str:
@@ -311,7 +345,7 @@ def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) 
     shown, line = line, "\n".join([line, *notes])
     if peers is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
-        raise Ended(code, shown)
+        _ended_as(Ended(code, shown))
     if cause:
         if rank == 0:
             print(line, file=sys.stderr, flush=True)
@@ -322,14 +356,14 @@ def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) 
             if _wait_for(peers, "rank0") != line:
                 print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
             peers.set("shown", "1")
-        raise Ended(code, shown)
+        _ended_as(Ended(code, shown))
     if rank == 0:
         peers.set("rank0", line)
     if peer_cause() is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
     elif rank == 0:  # the process with the cause prints it after this one's line: this one waits until it has
         _wait_for(peers, "shown")
-    raise Ended(code, shown)
+    _ended_as(Ended(code, shown))
 
 
 def tell_peers(line: str) -> None:

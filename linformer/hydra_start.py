@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, work_ended
+from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, said, work_ended
 from .configs import (
     added_overrides,
     asks_for_help,
@@ -298,6 +298,7 @@ def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | 
         numbers = ", ".join(f"#{j.number}" for j in failed)
         print(f"error: {len(failed)} of {len(jobs)} jobs failed ({numbers}): fix what their lines above say and run "
               "the same command again; the finished jobs are skipped.", file=sys.stderr, flush=True)
+        said(failed[0].code)
         sys.exit(failed[0].code)
 
 

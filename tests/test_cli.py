@@ -1007,6 +1007,51 @@ def test_a_signal_after_the_command_s_work_says_the_command_was_ending(monkeypat
     assert capsys.readouterr().err == f"{starting.value.line}\n{ending.value.line}\n"
 
 
+@pytest.mark.parametrize("launched", [False, True], ids=["one process", "rank 0 of torchrun's"])
+def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_s_status(launched, launch_store,
+                                                                                          monkeypatch, capsys):
+    """Rank 1 killed (kill -9): rank 0 printed `error: process 1 ended without a word ...`, then torchrun's SIGTERM
+    to the survivors added `stopped: interrupted by SIGTERM as the command was ending, after its work.`, which
+    contradicts it, and turned its status into 143 after seconds of teardown. A signal after the command's last line
+    now ends the process at once with that line's status, saying nothing more; a new command forgets the line."""
+    import signal
+
+    from linformer import cli
+    from linformer.errors import PeerFailed
+
+    monkeypatch.setenv("RANK", "0")
+    if not launched:
+        monkeypatch.setenv("WORLD_SIZE", "1")
+
+    class Exited(BaseException):  # os._exit, which would end the test's process
+        pass
+
+    def exits(code):
+        raise Exited(code)
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(cli, "_ended", [], raising=False)
+    monkeypatch.setattr(os, "_exit", exits)
+    try:
+        cli.stop_while_starting()
+        stop = signal.getsignal(signal.SIGTERM)
+        code, err = _ends(capsys, PeerFailed("process 1 ended without a word: killed?"))
+        assert (code, err) == (2, "error: process 1 ended without a word: killed?\n")
+        for signum in (signal.SIGTERM, signal.SIGINT):  # the launcher's, then a user's Ctrl-C
+            with pytest.raises(Exited) as exited:
+                stop(signum, None)
+            assert exited.value.args == (2,)
+        assert capsys.readouterr().err == ""
+        with cli.cli_errors():
+            pass  # a command after it (in-process, a sweep's): its end is not that line's
+        with pytest.raises(cli.Ended) as ending:
+            stop(signal.SIGTERM, None)
+        assert ending.value.code == 143
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
     """export.py --out '~/x' (a quoted ~, as a Makefile or a subprocess list passes it) wrote ./~/x, and every
     argparse script read relative paths from the working directory while the docs and the Hydra commands read them
