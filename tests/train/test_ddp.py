@@ -119,35 +119,52 @@ def test_a_two_process_finetune_of_a_model_that_leaves_its_projections_out(tiny_
     assert '"processes": 2' in (tmp_path / "out" / "finetune" / "short" / "summary.json").read_text()
 
 
-_FAILING_RANK_1 = '''import os, runpy, sys
+_FAILING_RANK_1 = '''import os, runpy, signal, sys, time
+from linformer import cli
 from linformer.errors import ConfigError
 from linformer.train.trainer import Trainer
 if os.environ.get("RANK") == "1":
     real = Trainer._train_step
     def step(self, s):
+        if s == 3 and os.environ.get("KILLED"):
+            os.kill(os.getpid(), signal.SIGKILL)  # kill -9, the OOM killer: no line
         if s == 3:
             raise ConfigError("injected: a bad shard on rank 1")
         return real(self, s)
     Trainer._train_step = step
 sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
+cli.stop_while_starting()  # as the package's import does in a script's own process (not this wrapper's)
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:  # rank 0's end after its line, before the interpreter's teardown, as slow as it can be (seconds): torchrun's
+    if os.environ.get("KILLED") and os.environ.get("RANK") == "0":  # SIGTERM for the killed peer lands in it
+        time.sleep(5)
 '''
 
 
 def test_a_failure_of_rank_1_alone_is_its_one_line_at_once_and_run_json_gives_it(tiny_data, tmp_path):
     """Rank 1 failed alone while rank 0 waited in the step's collective: rank 1 waited 10 s for rank 0's line under
-    c10d's "waitForInput ... timeout" warnings, and run.json (rank 0's) said only that another process failed."""
+    c10d's "waitForInput ... timeout" warnings, and run.json (rank 0's) said only that another process failed.
+    Rank 1 killed (kill -9): rank 0's `error:` line was followed, on torchrun's SIGTERM to it, by a `stopped:` line
+    contradicting it, and rank 0 exited 143 seconds later; it now exits at once with its line's status, 2."""
     import json
+    import re
 
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     wrapper = tmp_path / "failing.py"
     wrapper.write_text(_FAILING_RANK_1)
-    run = tmp_path / "run"
-    args = _script_args(tiny_data, run, "trainer.cpu=true", "trainer.max_steps=20", "trainer.eval_every=1000")
-    result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29537", str(wrapper), *args[1:]],
-                            env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if "error:" in line or "waitForInput" in line]
-    assert lines == ["[rank 1] error: injected: a bad shard on rank 1"], result.stderr[-3000:]
-    info = json.loads((run / "run.json").read_text())
-    assert info["status"] == "failed" and "[rank 1] error: injected: a bad shard on rank 1" in info["error"]
+    for killed in (False, True):
+        run = tmp_path / ("killed" if killed else "failed") / "run"
+        args = _script_args(tiny_data, run, "trainer.cpu=true", "trainer.max_steps=20", "trainer.eval_every=1000")
+        result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29537", str(wrapper), *args[1:]],
+                                env=dict(os.environ, OMP_NUM_THREADS="1", KILLED="1" if killed else ""),
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode != 0
+        lines = [line for line in result.stderr.splitlines() if re.search(r"error:|stopped:|waitForInput", line)]
+        said = ("error: process 1 ended without a word: killed?" if killed else
+                "[rank 1] error: injected: a bad shard on rank 1")
+        assert len(lines) == 1 and lines[0].startswith(said), result.stderr[-3000:]
+        info = json.loads((run / "run.json").read_text())
+        assert info["status"] == "failed" and said.removeprefix("error: ") in info["error"]
+    # torchrun's report: rank 0 ended with its error's status, not 143 (SIGTERM's)
+    assert re.search(r"rank\s*: 0 \(local_rank: 0\)\s*exitcode\s*: 2 ", result.stderr), result.stderr[-3000:]
