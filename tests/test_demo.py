@@ -324,6 +324,17 @@ def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatc
     assert (run / "config.yaml").is_file()
 
 
+def test_a_hydra_flag_after_the_double_dash_is_one_line_saying_the_demo_takes_overrides(capsys):
+    """demo.py --dry-run -- --config-dir x was Hydra's lexer error (LexerNoViableAltException) naming pretrain.yaml."""
+    from tests.conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("demo").main(["--dry-run", "--", "trainer.max_steps=5", "--config-dir", "x"])
+    assert stop.value.code == 2 and capsys.readouterr().err.splitlines() == [
+        ("error: --config-dir: the demo takes Hydra overrides for its pretraining job only (key=value, e.g. "
+         "trainer.max_steps=100), not a flag")]
+
+
 def test_a_data_override_makes_the_tokenizer_and_corpus_the_pretraining_reads(tmp_path):
     """demo.py data=mirror_mini built mirror_slice's tokenizer and corpus, then the pretraining failed on the
     missing mirror_mini tokenizer, with advice (run again) that could not help."""

@@ -20,7 +20,7 @@ import torch
 
 from ..configs import compose
 from ..data.io import repo_root, resolve_path
-from ..errors import DataError, LinformerError
+from ..errors import ConfigError, DataError, LinformerError
 from ..files import (
     BEST_DIR,
     CHECKPOINTS_DIR,
@@ -122,6 +122,10 @@ def _run_dir(cfg) -> str:
 
 def plan(extra: list[str], where: Places) -> list[Job]:
     """The demo's jobs (`extra`: Hydra overrides for its pretraining), writing where `where` says."""
+    flags = [a for a in extra if a.startswith("-")]
+    if flags:  # else Hydra's grammar refuses it as a lexer error naming pretrain.yaml
+        raise ConfigError(f"{flags[0]}: the demo takes Hydra overrides for its pretraining job only (key=value, e.g. "
+                          "trainer.max_steps=100), not a flag")
     places = list(where.overrides)
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
