@@ -506,10 +506,12 @@ def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
 MISSING = "???"  # OmegaConf's mark of a value the command line must give
 
 
-def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset()) -> None:
+def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset(),
+                          how: str = "give it on the command line, {key}=...") -> None:
     """ConfigError naming the first key still at ``???``, with what the config's comment says it takes: otherwise the
     value surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'.
-    The hydra node's own are Hydra's to fill, and the `swept` keys count as set (a sweep sets them)."""
+    The hydra node's own are Hydra's to fill, and the `swept` keys count as set (a sweep sets them). `how`: how the
+    command takes a value, {key} the key (a command that takes no overrides says what it takes)."""
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(cfg, resolve=False)
@@ -520,7 +522,7 @@ def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozens
     key = missing[0]
     where, comment = _mandatory_key_comment(config_name, key)
     what = f": {comment}" if comment else ""
-    raise ConfigError(f"{key} is not set{what}; give it on the command line, {key}=... ({where})")
+    raise ConfigError(f"{key} is not set{what}; {how.format(key=key)} ({where})")
 
 
 def refuse_bad_interpolations(cfg, config_name: str, overrides: list[str]) -> None:

@@ -46,7 +46,10 @@ def task_dirs(tasks: list[str], data_mirror: str) -> dict[str, tuple[str | None,
     for task in tasks:
         cfg = compose("finetune", [hydra_override("task", task), "model_path=-",
                                    hydra_override("paths.data_mirror", data_mirror)])
-        refuse_missing_values(cfg, "finetune")  # task.data_dir=??? (configs/task/_example.yaml)
+        # task.data_dir=??? (configs/task/_example.yaml): cls_probe takes task configs, not finetune's overrides
+        refuse_missing_values(cfg, "finetune", how=(
+            "cls_probe takes no overrides: set it in a copy of that file, task/<name>.yaml in a folder of your own, "
+            "and give --tasks <name> --config-dir FOLDER"))
         data = TaskData.read(OmegaConf.to_container(cfg, resolve=True))
         under = data.data_dir is not None and Path(data.data_dir).is_relative_to(Path(data_mirror).absolute())
         dirs[task] = (data.data_dir, f"its folder under --data-mirror {data_mirror}" if under else

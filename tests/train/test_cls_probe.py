@@ -181,3 +181,17 @@ def test_a_task_that_is_no_task_config_is_one_line_with_a_did_you_mean(capsys, t
         load_script("cls_probe").main([str(tmp_path), "--tasks", "sst3"])
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and err[-1].startswith("error: ") and "sst2" in err[-1]
+
+
+def test_a_task_config_with_data_dir_unset_says_what_cls_probe_takes(capsys, tmp_path):
+    """--tasks _example gave finetune's advice, "give it on the command line, task.data_dir=...", which cls_probe
+    does not take: it takes task configs (--tasks NAME, --config-dir FOLDER)."""
+    from ..conftest import load_script
+
+    with pytest.raises(SystemExit) as stop:
+        load_script("cls_probe").main([str(tmp_path), "--tasks", "_example"])
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and err.startswith("error: task.data_dir is not set: ")
+    assert err.endswith("; cls_probe takes no overrides: set it in a copy of that file, task/<name>.yaml in a folder "
+                        "of your own, and give --tasks <name> --config-dir FOLDER (configs/task/_example.yaml)")
+    assert "task.data_dir=..." not in err
