@@ -241,6 +241,13 @@ def asks_for_help(args: list[str]) -> bool:
     return parsed is not None and bool(parsed.help)
 
 
+def names_config_path(args: list[str]) -> bool:
+    """Whether a Hydra script's command line `args` names its configs folder, --config-path (-cp): Hydra reads that
+    folder, not the one config_dir() names, which need not exist then (a wheel without $LINFORMER_CONFIG_DIR)."""
+    parsed = _parsed(args)
+    return parsed is not None and parsed.config_path is not None
+
+
 def _mode_override(overrides: list[str]) -> str | None:
     """The run mode a hydra.mode=... override gives (RUN, MULTIRUN; its last one, as Hydra reads it), or None."""
     from hydra.core.override_parser.overrides_parser import OverridesParser

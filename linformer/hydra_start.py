@@ -27,6 +27,7 @@ from .configs import (
     config_words,
     how_to_give,
     hydra_command_line,
+    names_config_path,
     reads_command_lines,
     refuse_added_keys,
     refuse_bad_interpolations,
@@ -86,14 +87,16 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
 
         def run():
             with cli_errors(resumes, work=False):  # where the configs are is known only now ($LINFORMER_CONFIG_DIR), and may be refused
-                try:
-                    configs = config_dir()
-                except ConfigError as err:  # a --help says what it can without them
-                    if not asks_for_help(sys.argv[1:]):
-                        raise
-                    print(help_without_configs(Path(sys.argv[0]).stem, str(err)))
-                    return
-                main = hydra.main(version_base="1.3", config_path=str(configs), config_name=config_name)(body)
+                configs = None  # a command line's --config-path: Hydra reads that folder in place of the decorator's
+                if not names_config_path(sys.argv[1:]):
+                    try:
+                        configs = str(config_dir())
+                    except ConfigError as err:  # a --help says what it can without them
+                        if not asks_for_help(sys.argv[1:]):
+                            raise
+                        print(help_without_configs(Path(sys.argv[0]).stem, str(err)))
+                        return
+                main = hydra.main(version_base="1.3", config_path=configs, config_name=config_name)(body)
             # The command line composed first, to say a misspelt key or option in one line with a did-you-mean:
             # Hydra's own message is several lines. Read by Hydra's parser, its configs as Hydra finds them
             # (--config-name, --config-path, --config-dir); not where Hydra runs nothing (--help, --cfg, --info, ...).

@@ -624,6 +624,34 @@ def test_linformer_config_dir_is_read_by_compose_and_the_scripts(tmp_path, monke
     assert "\nseed: 41\n" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flag", ["--config-path", "-cp"])
+def test_an_absolute_config_path_is_the_configs_folder_of_a_package_without_its_clone(flag, tmp_path, monkeypatch,
+                                                                                       capsys):
+    """Over a wheel without LINFORMER_CONFIG_DIR, a command naming its configs folder (--config-path /abs/configs)
+    was refused, "no configs folder at .../site-packages/configs": hydra_main asked config_dir() first."""
+    import shutil
+
+    from linformer import configs, hydra_start
+
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    finetune = tmp_path / "configs" / "finetune.yaml"
+    finetune.write_text(finetune.read_text().replace("\nseed: 0", "\nseed: 41", 1))
+    monkeypatch.delenv(configs.CONFIG_DIR_VARIABLE, raising=False)
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    given = [flag, str(tmp_path / "configs"), "task=sst2", "model_path=m"]
+    monkeypatch.setattr(sys, "argv", ["finetune.py", *given, "--cfg", "job"])
+    hydra_start.hydra_main("finetune")(lambda cfg: None)()  # --cfg job: Hydra prints the config and runs nothing
+    assert "\nseed: 41\n" in capsys.readouterr().out
+    # the early checks read that folder too: a misspelt key is their one line, before Hydra writes anything
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["finetune.py", *given, "trainer.epocs=1", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(SystemExit) as stop:
+        hydra_start.hydra_main("finetune")(lambda cfg: None)()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("error: trainer.epocs: no such key (did you mean trainer.epochs?)")
+    assert not (tmp_path / "run").exists()
+
+
 def _own_configs(tmp_path: Path) -> Path:
     """A folder of one's own configs for --config-dir: a data option, a model option and a pretraining config."""
     extra = tmp_path / "extra"
