@@ -193,7 +193,9 @@ def hydra_command_line(args: list[str], config_name: str, task_function: Callabl
     `cwd` where the command runs in another: a plan's job). None where Hydra's run alone can say what it does: a
     command line that does not parse (Hydra's usage line says why), --version, a --config-path of a package (pkg://)
     or, with no script to take it from, a relative one; and where this Hydra lacks the parser
-    (``reads_command_lines``). A sweep is a --multirun or a hydra.mode=MULTIRUN override (Hydra sweeps on either).
+    (``reads_command_lines``). A sweep is a --multirun, or hydra.mode=MULTIRUN in an override or a config file
+    (Hydra sweeps on each); a config file's without swept values is seen once the command is composed (``sweeps``),
+    where the composition that says so costs nothing more.
     ConfigError where --config-dir or --config-path names no folder."""
     if not reads_command_lines() or (parsed := _parsed(args)) is None:
         return None
@@ -218,8 +220,12 @@ def hydra_command_line(args: list[str], config_name: str, task_function: Callabl
         if folder is not None and not folder.is_dir():
             raise ConfigError(f"{flag}: no folder at {folder}.")
     overrides = list(parsed.overrides)
-    return HydraCommandLine(parsed.config_name or config_name, overrides, ConfigSources(primary, added, named_by),
-                            not hydra_own, bool(parsed.multirun) or _mode_override(overrides) == "MULTIRUN")
+    name, sources = parsed.config_name or config_name, ConfigSources(primary, added, named_by)
+    mode = _mode_override(overrides)
+    if not parsed.multirun and not hydra_own and mode is None and swept_keys(overrides):
+        with command_sources(sources):  # swept values a config file's hydra: mode: MULTIRUN sweeps (else refused)
+            mode = configured_mode(name, overrides)
+    return HydraCommandLine(name, overrides, sources, not hydra_own, bool(parsed.multirun) or mode == "MULTIRUN")
 
 
 def _parsed(args: list[str]):
@@ -316,6 +322,31 @@ def _initialize(sources: ConfigSources) -> list[str]:
                        anchor=SearchPathQuery(provider="schema"))
     create(task_name="app", config_search_path=search)
     return []
+
+
+def sweeps(cfg) -> bool:
+    """Whether a command's composed config (with its hydra node) is a sweep's: hydra.mode MULTIRUN, which a config
+    file of one's own may set (Hydra then runs a sweep of one job, in hydra.sweep.dir)."""
+    from omegaconf import OmegaConf
+
+    mode = OmegaConf.select(cfg, "hydra.mode", default=None)
+    return getattr(mode, "name", mode) == "MULTIRUN"
+
+
+def configured_mode(config_name: str, overrides: list[str]) -> str | None:
+    """The run mode (RUN, MULTIRUN) that configs/<config_name>.yaml composed with `overrides` gives in hydra.mode, as
+    Hydra's start reads it to choose between a run and a sweep (Hydra.get_mode: composed as a sweep's, swept values
+    allowed): a config file of one's own may set it, as an override may. None where it sets none, where the
+    composition fails (Hydra then runs one job, whose composition says why) or this Hydra moved the method."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_resolvers()
+    parse_each_config_once()
+    with _own_global_hydra():
+        added = _initialize(config_sources())
+        get_mode = getattr(GlobalHydra.instance().hydra, "get_mode", None)
+        mode = get_mode(config_name=config_name, overrides=[*overrides, *added]) if get_mode is not None else None
+    return getattr(mode, "name", None)
 
 
 def no_config(config_name: str, sources: ConfigSources | None = None) -> str:

@@ -35,6 +35,7 @@ from .configs import (
     refuse_missing_values,
     refuse_sweep,
     sweep_size,
+    sweeps,
     swept_keys,
 )
 from .errors import ConfigError, OutputPathError, first_line
@@ -124,13 +125,15 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                         except ConfigError as err:
                             if not any(a.startswith("+") for a in overrides) or "is a key already" in str(err):
                                 raise
-                        else:  # a value left unset first: the run directory's name may need it
-                            refuse_missing_values(cfg, name)
-                            refuse_bad_interpolations(cfg, name, overrides)
-                            start["before"] = _run_dir_before(cfg, overrides=overrides)
-                            start["earlier"] = _hydra_record(cfg)
-                            _warn_if_git_sees(cfg, "run")
-                elif multirun:  # the sweep's directories are named before any job starts
+                        else:
+                            multirun = sweeps(cfg)  # a config file's hydra.mode: MULTIRUN: Hydra runs a sweep
+                            if not multirun:  # a value left unset first: the run directory's name may need it
+                                refuse_missing_values(cfg, name)
+                                refuse_bad_interpolations(cfg, name, overrides)
+                                start["before"] = _run_dir_before(cfg, overrides=overrides)
+                                start["earlier"] = _hydra_record(cfg)
+                                _warn_if_git_sees(cfg, "run")
+                if multirun:  # the sweep's directories are named before any job starts
                     sweeping(swept_keys(overrides))
                     size = sweep_size(overrides)
                     with cli_errors(resumes, work=False):

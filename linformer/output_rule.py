@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .configs import command_sources, compose, hydra_command_line
+from .configs import command_sources, compose, hydra_command_line, sweeps
 from .data.io import resolve_path
 from .errors import OutputPathError
 from .files import check_writable, listing, output_dir_occupant
@@ -155,6 +155,8 @@ def job_outputs(argv: Sequence[str], cwd: str | Path | None = None) -> list[tupl
         return []
     with command_sources(line.sources):
         cfg = compose(line.config_name, line.overrides, with_hydra=True)
+    if sweeps(cfg):  # a config file's hydra.mode: MULTIRUN: a sweep, which checks at its start
+        return []
     found = []
     for out in command.outputs:
         node = cfg

@@ -1487,6 +1487,38 @@ def test_a_hydra_mode_multirun_override_is_a_sweep_to_the_early_checks(tmp_path,
     assert not list(tmp_path.iterdir())
 
 
+def test_a_config_file_s_hydra_mode_multirun_is_a_sweep_to_the_early_checks(tmp_path, monkeypatch, capsys):
+    """A config of one's own that sets hydra: mode: MULTIRUN is a sweep to Hydra (Hydra.get_mode composes it); the
+    early checks composed it as one run: its swept values were refused as "Ambiguous value ... add --multirun", and
+    a plan's check named the single run's folder as the job's output."""
+    from linformer import hydra_start
+    from linformer.output_rule import job_outputs
+    from tests.conftest import run_script
+
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "mysweep.yaml").write_text("defaults:\n  - pretrain\n  - _self_\nhydra:\n  mode: MULTIRUN\n")
+    mine = ["--config-dir", str(own), "--config-name", "mysweep", f"paths.output_dir={tmp_path / 'out'}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"hydra.run.dir={tmp_path / 'run'}"]
+    code = run_script("pretrain", [*mine, "model=tiny,mnii"], monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: model=mnii: no such option (did you mean mini?)"), err[-2000:]
+    assert [p.name for p in tmp_path.iterdir()] == ["own"]
+    assert job_outputs(["python", "scripts/pretrain.py", *mine, "model=tiny"]) == []  # a sweep checks at its start
+    # without swept values: a sweep of one job, in hydra.sweep.dir, as Hydra runs it
+    modes = []
+
+    def body(cfg):
+        from hydra.core.hydra_config import HydraConfig
+
+        modes.append(HydraConfig.get().mode.name)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["pretrain.py", *mine, "model=tiny"])
+    hydra_start.hydra_main("pretrain")(body)()
+    assert modes == ["MULTIRUN"] and (tmp_path / "sweep").is_dir() and not (tmp_path / "run").exists()
+
+
 def test_a_hydra_script_s_help_without_a_configs_folder_says_what_it_can(tmp_path, monkeypatch, capsys):
     """Over a wheel without its configs, a Hydra script's --help was one error: line: it prints what the script
     does and its example command, and says that the groups come from the configs folder, with where it looked."""
