@@ -26,26 +26,25 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return whole_number
 
 
-def positive_minutes(text: str) -> float:
-    """An argparse ``type``: a positive, finite number of minutes (a time limit such as --stop-after)."""
+def _positive(text: str, why: str) -> float:
+    """`text` as a positive, finite number, else argparse's error ending in `why`."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not 0 < value < float("inf"):  # nan fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of minutes")
+        raise argparse.ArgumentTypeError(f"{text!r}: {why}")
     return value
+
+
+def positive_minutes(text: str) -> float:
+    """An argparse ``type``: a positive, finite number of minutes (a time limit such as --stop-after)."""
+    return _positive(text, "give a positive number of minutes")
 
 
 def positive_seconds(text: str) -> float:
     """An argparse ``type``: a positive, finite number of seconds (an interval such as the dashboard's --watch)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):  # nan fails this too
-        raise argparse.ArgumentTypeError(f"{text!r}: the seconds between mirrors must be more than 0")
-    return value
+    return _positive(text, "the seconds between mirrors must be more than 0")
 
 
 def tcp_port(text: str) -> int:

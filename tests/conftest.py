@@ -177,20 +177,25 @@ def hydra_scripts() -> dict[str, str]:
 def stray_arrow(folder: str | Path, token_id: int) -> Path:
     """A copy of the .arrow file in `folder` (one split's) holding `token_id`, written beside it as cache-stray.arrow
     and listed nowhere: a file datasets' .map writes beside a split it loaded, no file of the split."""
-    import pyarrow as pa
-
     folder = Path(folder)
     [arrow] = sorted(folder.glob("*.arrow"))
+    stray = folder / "cache-stray.arrow"
+    _write_with_token_id(arrow, stray, token_id)
+    return stray
+
+
+def _write_with_token_id(arrow: Path, to: Path, token_id: int) -> None:
+    """Write `arrow`'s table to `to` with `token_id` over the second id of its first row."""
+    import pyarrow as pa
+
     with pa.memory_map(str(arrow)) as source:
         table = pa.ipc.open_stream(source).read_all()
     rows = table.column("input_ids").to_pylist()
     rows[0][1] = token_id
     table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"),
                              pa.array(rows, table.schema.field("input_ids").type))
-    stray = folder / "cache-stray.arrow"
-    with pa.OSFile(str(stray), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.OSFile(str(to), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return stray
 
 
 def put_token_id(folder: str | Path, token_id: int, split: str = "") -> Path:
@@ -199,21 +204,12 @@ def put_token_id(folder: str | Path, token_id: int, split: str = "") -> Path:
     another tokenizer's ids whose listing was rewritten with it would read; returns the file."""
     import json
 
-    import pyarrow as pa
-
     from linformer.files import file_checksums
 
     folder = Path(folder)
     [arrow] = sorted((folder / split).glob("*.arrow"))
-    with pa.memory_map(str(arrow)) as source:
-        table = pa.ipc.open_stream(source).read_all()
-    rows = table.column("input_ids").to_pylist()
-    rows[0][1] = token_id
-    table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"),
-                             pa.array(rows, table.schema.field("input_ids").type))
     written = arrow.with_name(arrow.name + ".new")
-    with pa.OSFile(str(written), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+    _write_with_token_id(arrow, written, token_id)
     os.replace(written, arrow)  # a new inode: a split still mapped from the old file keeps reading it
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["files"].update(file_checksums(folder, [arrow]))
