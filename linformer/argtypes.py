@@ -44,7 +44,7 @@ def positive_minutes(text: str) -> float:
 
 def positive_seconds(text: str) -> float:
     """An argparse ``type``: a positive, finite number of seconds (an interval such as the dashboard's --watch)."""
-    return _positive(text, "the seconds between mirrors must be more than 0")
+    return _positive(text, "give a positive number of seconds")
 
 
 def tcp_port(text: str) -> int:

@@ -112,6 +112,9 @@ def text_order(cols: dict, fields: tuple[str, ...], seed: int) -> np.ndarray:
 
 
 def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
+    """A row's texts with whitespace runs folded: the order the validation carve sorts rows in. Deliberately looser
+    than ``duplicate_key``'s fold, which decides what counts as a copy of an eval text: changing this one would move
+    every recorded carve (their ids are in committed records), so the two stay apart."""
     return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
 
 

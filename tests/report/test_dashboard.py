@@ -618,8 +618,8 @@ def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, 
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["--watch", "0"], "error: argument --watch: '0': the seconds between mirrors must be more than 0"),
-    (["--watch", "inf"], "error: argument --watch: 'inf': the seconds between mirrors must be more than 0"),
+    (["--watch", "0"], "error: argument --watch: '0': give a positive number of seconds"),
+    (["--watch", "inf"], "error: argument --watch: 'inf': give a positive number of seconds"),
     (["--port", "70000"], "error: argument --port: 70000: a TCP port is 1 to 65535"),
     (["--port", "x"], "error: argument --port: 'x' is not a whole number"),
 ])
