@@ -234,11 +234,23 @@ def _parsed(args: list[str]):
     get_args_parser = _hydra_internal("hydra._internal.utils", "get_args_parser")
     if get_args_parser is None:
         return None
+    parser = get_args_parser()
+    parser.exit = parser.error = _unparsed  # argparse's usage error, --help and --version end here, not in sys.exit
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
-            return get_args_parser().parse_args(args)
-        except SystemExit:
+            return parser.parse_args(args)
+        except _Unparsed:
             return None
+
+
+class _Unparsed(Exception):
+    """Hydra's parser would have ended the process (a usage error, --help, --version): Hydra's own run says it. Its
+    own exception rather than SystemExit, so that a stop arriving while it parses (a handler's SystemExit) is not
+    taken for it."""
+
+
+def _unparsed(*args, **kwargs):
+    raise _Unparsed
 
 
 def asks_for_help(args: list[str]) -> bool:

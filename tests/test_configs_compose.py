@@ -318,3 +318,25 @@ def test_an_error_in_an_option_of_one_s_own_names_that_option_s_file(tmp_path, m
     with command_sources(line.sources), pytest.raises(ConfigError) as err:
         compose(line.config_name, line.overrides)
     assert str(err.value).endswith(f"({tmp_path / 'data' / 'bad.yaml'})"), err.value
+
+
+def test_a_stop_while_hydra_s_parser_reads_the_command_line_is_not_taken_for_a_usage_error(monkeypatch):
+    """Hydra's parser ending the process (a usage error, --version) means "let Hydra's own run say it"; a SystemExit
+    from elsewhere while it parses (a SIGTERM handler's) is a stop, and must end the command."""
+    import hydra._internal.utils as hydra_utils
+
+    from linformer import configs
+
+    assert configs._parsed(["--no-such-flag"]) is None and configs._parsed(["--version"]) is None
+    assert configs._parsed(["trainer.lr=1"]).overrides == ["trainer.lr=1"]
+    real = hydra_utils.get_args_parser
+
+    def stopped_while_parsing():
+        parser = real()
+        parser.parse_args = lambda args: (_ for _ in ()).throw(SystemExit(143))
+        return parser
+
+    monkeypatch.setattr(hydra_utils, "get_args_parser", stopped_while_parsing)
+    with pytest.raises(SystemExit) as ended:
+        configs._parsed(["trainer.lr=1"])
+    assert ended.value.code == 143
