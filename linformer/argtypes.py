@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from .files import resolve_path
+from .files.locations import resolve_path
 
 
 def at_least(minimum: int) -> Callable[[str], int]:

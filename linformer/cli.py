@@ -20,7 +20,8 @@ from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
-from .files import NAME_MAX_BYTES, started_script
+from .files.locations import started_script
+from .files.names import NAME_MAX_BYTES
 from .shell import scripts_named_here, shell_command
 from .signals import (
     Interrupted,

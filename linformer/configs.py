@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import ConfigError, did_you_mean, first_line
-from .files import NAME_MAX_BYTES, flatten
+from .files.mappings import flatten
+from .files.names import NAME_MAX_BYTES
 from .runname import register_resolvers
 from .shell import hydra_value, script_command
 

@@ -39,7 +39,9 @@ from .configs import (
     swept_keys,
 )
 from .errors import ConfigError, OutputPathError, first_line
-from .files import RUN, atomic_write, resolve_path, seen_by_git
+from .files.atomic import atomic_write
+from .files.locations import resolve_path, seen_by_git
+from .files.runs import RUN
 from .runname import register_resolvers, sweeping
 from .script_help import help_without_configs
 from .shell import hydra_override

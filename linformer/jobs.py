@@ -43,7 +43,7 @@ from typing import TextIO
 
 from .data.workers import signal_on_parent_death
 from .errors import DataError, LinformerError
-from .files import read_json
+from .files.mappings import read_json
 from .output_rule import check_plan
 from .rundir import output_problem
 from .shell import shell_command

@@ -25,7 +25,7 @@ from pathlib import Path
 from .configs import command_sources, compose, hydra_command_line, sweeps
 from .data.io import resolve_path
 from .errors import OutputPathError
-from .files import check_writable, listing, output_dir_occupant
+from .files.outputs import check_writable, listing, output_dir_occupant
 from .rundir import not_a_run
 from .version import __version__
 

@@ -49,35 +49,16 @@ from typing import Any, TypeVar
 from .configs import RETIRED_KEYS, without_retired
 from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
-from .files import (  # the record's names (files.py, below this module and the model loaders that read a run)
-    CHECKPOINTS_DIR,
-    CONFIG,
-    LOCK,
-    METRICS,
-    MODEL_DIR,
-    RESTORE,
-    RESULTS,
-    RUN,
-    SUMMARY,
-    atomic_write,
-    disk_full_names,
-    flatten,
-    listing,
-    output_damage,
-    parse_mapping,
-    pid_alive,
-    process_place,
-    read_json,
-    read_record,
-    read_yaml,
-    resolve_path,
-    settings_changes,
-    warn_once,
-    write_json,
-    write_json_when_full,
-    write_yaml,
-)
-from .files import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
+from .files.atomic import atomic_write, write_json, write_json_when_full, write_yaml
+from .files.locations import resolve_path
+from .files.mappings import flatten, parse_mapping, read_json, read_yaml, warn_once
+from .files.outputs import listing, output_damage, settings_changes
+from .files.processes import pid_alive, process_place
+
+# the record's names: files/runs.py, below this module and the model loaders that read a run
+from .files.runs import CHECKPOINTS_DIR, CONFIG, LOCK, METRICS, MODEL_DIR, RESTORE, RESULTS, RUN, SUMMARY, read_record
+from .files.runs import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
+from .files.storage import disk_full_names
 from .modeling.values import projects_keys
 from .runname import model_label
 from .signals import Interrupted, signal_words

@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .files import BEST_DIR, MODEL_DIR, resolve_path
+from .files.locations import resolve_path
+from .files.runs import BEST_DIR, MODEL_DIR
 from .modeling.values import ATTENTION_MODES, projects_keys
 from .script_help import config_groups, script_purpose
 

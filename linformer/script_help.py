@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .files import script, scripts_dir
+from .files.locations import script, scripts_dir
 from .shell import scripts_named_here
 
 

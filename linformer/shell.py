@@ -6,7 +6,7 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from .files import script
+from .files.locations import script
 
 
 def shell_command(*words) -> str:

@@ -12,7 +12,8 @@ from linformer.cli import ArgumentParser, cli_errors
 from linformer.configs import added_config_dir, command_sources
 from linformer.data.io import data_mirror_words
 from linformer.data.tasks import MIRROR_TASKS
-from linformer.files import made_by, output_files
+from linformer.files.atomic import output_files
+from linformer.files.outputs import made_by
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.files import made_by, output_files
+from linformer.files.atomic import output_files
+from linformer.files.outputs import made_by
 from linformer.shell import shell_command
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
-from linformer.files import made_by, output_files
+from linformer.files.atomic import output_files
+from linformer.files.outputs import made_by
 
 
 def _columns(text: str) -> tuple[str, ...]:
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.errors import ConfigError
-    from linformer.files import atomic_stream
+    from linformer.files.atomic import atomic_stream
     from linformer.train.predict import load_classifier_dir, model_weights, predict_file
 
     with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,

@@ -204,7 +204,7 @@ def put_token_id(folder: str | Path, token_id: int, split: str = "") -> Path:
     another tokenizer's ids whose listing was rewritten with it would read; returns the file."""
     import json
 
-    from linformer.files import file_checksums
+    from linformer.files.hashing import file_checksums
 
     folder = Path(folder)
     [arrow] = sorted((folder / split).glob("*.arrow"))

@@ -191,7 +191,7 @@ def test_an_error_s_notes_are_lines_after_its_last_line(capsys):
 
     from linformer.cli import cli_errors
     from linformer.errors import DataError, Preempted
-    from linformer.files import add_note
+    from linformer.files.atomic import add_note
 
     for err, line in ((DataError("the second run broke"), "error: the second run broke"),
                       (Preempted("stopped by SIGTERM", signal.SIGTERM), "stopped: stopped by SIGTERM")):
@@ -769,7 +769,7 @@ def test_path_root_follows_the_configs_folder_and_its_file(tmp_path, monkeypatch
 def test_a_sweep_s_job_name_may_have_every_byte_a_name_may_have_and_not_one_more():
     """A job folder name of NAME_MAX_BYTES (255) bytes is one the file system makes: accepted; one byte more is not."""
     from linformer import configs
-    from linformer.files import NAME_MAX_BYTES
+    from linformer.files.names import NAME_MAX_BYTES
 
     def longest_part(name):
         subdir = compose("pretrain", [f"data.name={name}", "data.seed=1"], with_hydra=True).hydra.sweep.subdir
@@ -1087,7 +1087,7 @@ def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expand
     import argparse
 
     from linformer.argtypes import folder, path
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

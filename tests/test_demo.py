@@ -225,7 +225,7 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
     from linformer.data.corpus import FORMAT_VERSION
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
-    from linformer.files import sha256_file
+    from linformer.files.hashing import sha256_file
 
     def outputs(jobs):
         return {j.name: j for j in jobs}
@@ -266,7 +266,7 @@ def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_p
     from linformer.configs import compose
     from linformer.data.io import resolve_path
     from linformer.experiments import Places
-    from linformer.files import sha256_file
+    from linformer.files.hashing import sha256_file
 
     tok = demo.plan([], Places.of(tmp_path))[0].done
     wanted = [str(resolve_path(str(s))) for s in compose("tokenizer", ["data=mirror_slice"]).data.sources]
@@ -405,13 +405,13 @@ def test_the_summary_says_not_measured_without_a_start_evaluation(tmp_path, caps
 def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, monkeypatch):
     """The tokenizer's and the corpus's done-checks each hashed the demo's source text, and each check ran as the plan
     was shown (twice) and again as the runner started: the demo read its corpus text several times before its first
-    job. One run reads it once (``files.hashed_once``), dry or not."""
+    job. One run reads it once (``hashing.hashed_once``), dry or not."""
     import gzip
 
-    from linformer import files
     from linformer.data.corpus import FORMAT_VERSION
     from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
     from linformer.experiments import Places
+    from linformer.files import hashing
     from linformer.jobs import JobFailed
 
     from .data.conftest import write_corpus
@@ -423,7 +423,7 @@ def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, 
     jobs = {j.name: j for j in demo.plan([], Places.of(tmp_path))}
     tok, corpus = jobs["tokenizer"].done, jobs["prepare_corpus"].done
     train_tokenizer([str(tmp_path / "text.txt")], str(tok.parent), vocab_size=300, show_progress=False)
-    texts = [{"source": str(source), "path": str(source), "sha256": files.sha256_file(source)}]
+    texts = [{"source": str(source), "path": str(source), "sha256": hashing.sha256_file(source)}]
     trained = {"command": "train_tokenizer", "sources": texts,
                "settings": {"files": [str(source)], "vocab_size": 8000, "min_frequency": 2, "max_lines": 20000}}
     packed = {"format_version": FORMAT_VERSION, "files": {}, "unigram_val_ppl": None, "complete": True,
@@ -445,7 +445,7 @@ def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, 
         assert [s.name for s in plan if s.finished] == ["tokenizer", "prepare_corpus"]
         raise JobFailed("stopped before the first job")
 
-    monkeypatch.setattr(files, "open", counting_open, raising=False)  # sha256_file's reads
+    monkeypatch.setattr(hashing, "open", counting_open, raising=False)  # sha256_file's reads
     monkeypatch.setattr(demo.frontend, "run_jobs", runner_start)
     monkeypatch.setattr(demo, "check_plan", lambda argvs, cwd=None: None)  # these records are not the commands' own outputs
     assert demo.run([], under=tmp_path, dry_run=True) == 0

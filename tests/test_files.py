@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from linformer.errors import DataError, OutputPathError, PartialOutput, Preempted
-from linformer.files import FILE_RECORDS, MANIFEST, atomic_dir, check_output_files, made_by, output_files, read_json
+from linformer.files.atomic import atomic_dir, output_files
+from linformer.files.mappings import read_json
+from linformer.files.outputs import FILE_RECORDS, MANIFEST, check_output_files, made_by
 
 A = made_by("convert", {"model": {"projected_dim": 8, "sharing": "kv"}})
 
@@ -82,7 +84,8 @@ def test_overwrite_replaces_only_an_output_of_this_package_or_an_empty_folder(tm
     """overwrite=true deleted whatever folder it was given: out_dir=. (the repository), ~, /, a folder of runs. Now
     each of those, a git checkout and any folder without this package's manifest is refused with the flag too, in a
     line that does not offer the flag; an earlier output of another command, and an empty folder, are replaced."""
-    from linformer.files import check_output_dir, repo_root
+    from linformer.files.locations import repo_root
+    from linformer.files.outputs import check_output_dir
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home" / "thesis").mkdir(parents=True)
@@ -135,7 +138,7 @@ def test_a_directory_appearing_during_the_build_is_not_replaced(tmp_path):
 def test_temporaries_of_dead_processes_are_removed_and_a_live_ones_and_another_place_s_kept(tmp_path):
     """Another container of the host (its own PID namespace) or another host cannot be checked: a build there
     whose pid is not alive here was deleted under it."""
-    from linformer.files import process_place
+    from linformer.files.processes import process_place
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid, live_pid, here = int(dead.stdout), os.getppid(), process_place()
@@ -149,7 +152,8 @@ def test_temporaries_of_dead_processes_are_removed_and_a_live_ones_and_another_p
 def test_a_file_s_temporary_left_by_a_killed_process_is_removed_by_the_next_write(tmp_path):
     """A SIGKILL while run.json was written left its temporary in the run directory for good; atomic_write's
     temporaries are named and swept as atomic_dir's are."""
-    from linformer.files import atomic_write, process_place
+    from linformer.files.atomic import atomic_write
+    from linformer.files.processes import process_place
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     here = process_place()
@@ -164,7 +168,8 @@ def test_temporaries_named_as_earlier_versions_named_them_are_swept_too(tmp_path
     """An earlier version's atomic_write named its temporary .<name>.tmp-<pid>: one a killed run left beside run.json
     stayed in the run directory for good, the next runs sweeping only this version's names. Every name temporary_of
     knows is swept; another file's temporaries and a live process's are kept."""
-    from linformer.files import atomic_write, temporary_of
+    from linformer.files.atomic import atomic_write
+    from linformer.files.temporaries import temporary_of
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid, live_pid = int(dead.stdout), os.getppid()
@@ -196,7 +201,8 @@ def test_a_second_signal_while_a_stop_unwinds_ends_the_process_at_once(tmp_path)
 import os, signal, time
 from linformer import cli
 from linformer.cli import cli_errors
-from linformer.files import atomic_dir, made_by
+from linformer.files.atomic import atomic_dir
+from linformer.files.outputs import made_by
 cli.models_registered = lambda: None  # a command that loads no model: torch's import (seconds) left out
 with cli_errors(), atomic_dir({str(tmp_path / "out")!r}, made_by("convert", {{}})):
     try:
@@ -271,7 +277,8 @@ def test_a_planted_record_never_deletes_or_checks_outside_its_folder(tmp_path):
     in the folder is removed, never what it points to."""
     import json
 
-    from linformer.files import checksum_problems, output_damage
+    from linformer.files.hashing import checksum_problems
+    from linformer.files.outputs import output_damage
 
     report = made_by("compare_runs", {})
     out, victim, elsewhere = tmp_path / "reports", tmp_path / "victim.txt", tmp_path / "elsewhere.txt"
@@ -301,8 +308,9 @@ def test_a_checksum_listing_follows_a_hub_snapshot_s_links_and_no_link_planted_o
     digest were said against the listing, for any file of the machine."""
     import json
 
-    from linformer import files
-    from linformer.files import checksum_problems, output_damage
+    from linformer.files import hashing
+    from linformer.files.hashing import checksum_problems
+    from linformer.files.outputs import output_damage
 
     cache = tmp_path / "hub" / "models--org--m"
     snapshot, blobs = cache / "snapshots" / "0123abcd", cache / "blobs"
@@ -326,7 +334,7 @@ def test_a_checksum_listing_follows_a_hub_snapshot_s_links_and_no_link_planted_o
     (out / "same.bin").symlink_to(out / "weights.bin")  # a link within the folder is the folder's
     want = {"bytes": 7, "sha256": hashlib.sha256(b"weights").hexdigest()}
     read = []
-    monkeypatch.setattr(files._DIGESTS, "read", lambda path, chunk: read.append(Path(path).name) or want["sha256"])
+    monkeypatch.setattr(hashing._DIGESTS, "read", lambda path, chunk: read.append(Path(path).name) or want["sha256"])
     problems = checksum_problems(out, {"planted.bin": want, "through/secret.txt": want, "same.bin": want,
                                        "weights.bin": want})
     assert [p.split(":")[0] for p in problems] == ["planted.bin", "through/secret.txt"]
@@ -348,7 +356,7 @@ def test_a_checksum_listing_follows_a_hub_snapshot_s_links_and_no_link_planted_o
 def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
     """Each writer's own words for a full disk become one DiskFullError naming the directory."""
     from linformer.errors import DiskFullError
-    from linformer.files import disk_full_names
+    from linformer.files.storage import disk_full_names
 
     with pytest.raises(DiskFullError, match=f"while writing {tmp_path}"), disk_full_names(tmp_path):
         raise err
@@ -357,7 +365,8 @@ def test_a_full_disk_is_recognised_whoever_writes(tmp_path, err):
 
 
 def test_compact_json_is_one_line_and_reads_back_the_same(tmp_path):
-    from linformer.files import read_json, write_json
+    from linformer.files.atomic import write_json
+    from linformer.files.mappings import read_json
 
     data = {"step": 3, "labels": [0, 1] * 50, "predictions": [1, 1] * 50}
     write_json(tmp_path / "a.json", data, indent=None)
@@ -370,7 +379,7 @@ def test_compact_json_is_one_line_and_reads_back_the_same(tmp_path):
 def test_swap_in_replaces_a_directory_whole_and_puts_the_earlier_back_on_failure(tmp_path, monkeypatch):
     import os
 
-    from linformer.files import swap_in
+    from linformer.files.atomic import swap_in
 
     final, tmp = tmp_path / "out", tmp_path / ".tmp-out"
     final.mkdir()
@@ -399,7 +408,7 @@ def test_swap_in_replaces_a_directory_whole_and_puts_the_earlier_back_on_failure
 def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_path, monkeypatch):
     """A file on the way, or a folder that cannot be written (read-only, no permission: as root, only os.access
     tells), is an OutputPathError naming that folder, from the checks every command makes before its work."""
-    from linformer.files import check_output_dir, check_output_files
+    from linformer.files.outputs import check_output_dir, check_output_files
 
     (tmp_path / "afile").write_text("x")
     with pytest.raises(OutputPathError, match=rf"^{tmp_path / 'afile'} is a file, not a folder"):
@@ -417,7 +426,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_work(tmp_pa
 
 def test_a_folder_written_into_is_checked_itself_not_its_parent(tmp_path, monkeypatch):
     """A run directory that exists is written into: a parent that cannot be written does not matter to it."""
-    from linformer.files import check_writable
+    from linformer.files.outputs import check_writable
 
     run = tmp_path / "runs" / "r"
     run.mkdir(parents=True)
@@ -444,7 +453,8 @@ def test_a_file_size_limit_is_one_line_like_a_full_disk(tmp_path):
     """A file-size limit (ulimit -f, a FAT32 disk's 4 GiB) refused a write with EFBIG: a traceback where a full disk
     gave one line. The write runs under a 1 MiB limit."""
     from linformer.errors import DiskFullError
-    from linformer.files import atomic_write, disk_full_names
+    from linformer.files.atomic import atomic_write
+    from linformer.files.storage import disk_full_names
 
     with pytest.raises(DiskFullError) as err, _file_size_limit(2**20):
         atomic_write(tmp_path / "big.bin", b"x" * 2**21)
@@ -457,7 +467,7 @@ def test_a_file_size_limit_is_one_line_like_a_full_disk(tmp_path):
 def test_a_refusal_names_a_block_of_settings_one_side_lacks_as_one_item_and_counts_the_rest():
     """A benchmark rerun with throughput.enabled=false was refused with some 40 'throughput.<key>: <value> -> None'
     items, about 3,000 characters; the block is one item now, and a long list ends with a count."""
-    from linformer.files import settings_changes
+    from linformer.files.outputs import settings_changes
 
     earlier = {f"throughput.{i}": i for i in range(40)} | {"name": "table3", "k": 1}
     assert settings_changes(earlier, {"name": "table3", "k": 2}) == "k: 1 -> 2; throughput: 40 settings -> none"
@@ -468,7 +478,7 @@ def test_a_refusal_names_a_block_of_settings_one_side_lacks_as_one_item_and_coun
 
 def test_a_refusal_writes_null_true_and_false_as_the_configs_do_not_as_python_does():
     """The output rule's refusal printed `(data.max_documents: None -> 40)` where every other message says null."""
-    from linformer.files import settings_changes
+    from linformer.files.outputs import settings_changes
 
     assert settings_changes({"data.max_documents": None, "data.skip_bad_rows": False, "name": "a"},
                             {"data.max_documents": 40, "data.skip_bad_rows": True, "name": "b"}) == \
@@ -476,7 +486,7 @@ def test_a_refusal_writes_null_true_and_false_as_the_configs_do_not_as_python_do
 
 
 def test_a_record_names_a_path_under_the_repository_relative_to_it_and_reads_it_back(tmp_path):
-    from linformer.files import repo_relative, repo_root, resolve_path
+    from linformer.files.locations import repo_relative, repo_root, resolve_path
 
     inside = repo_root() / "docs" / "results" / "figure3_gpu_runs" / "fig3-full"
     assert repo_relative(inside) == "docs/results/figure3_gpu_runs/fig3-full"
@@ -493,7 +503,7 @@ def test_torch_s_refusal_without_a_cause_is_not_called_a_full_disk_with_space_fr
     import torch
 
     from linformer.errors import DiskFullError
-    from linformer.files import disk_full_names
+    from linformer.files.storage import disk_full_names
 
     with pytest.raises(DiskFullError) as err, _file_size_limit(2**20), disk_full_names(tmp_path):
         torch.save(torch.zeros(2**20), tmp_path / "optimizer.bin")
@@ -510,7 +520,7 @@ def test_a_refusal_without_a_cause_is_a_full_disk_where_no_space_is_left(tmp_pat
     from collections import namedtuple
 
     from linformer.errors import DiskFullError
-    from linformer.files import disk_full_names
+    from linformer.files.storage import disk_full_names
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(2**40, 2**40 - 2**20, 2**20))
@@ -522,7 +532,8 @@ def test_a_refusal_without_a_cause_is_a_full_disk_where_no_space_is_left(tmp_pat
 def test_an_output_directory_written_with_checksums_tells_a_file_changed_since(tmp_path):
     """atomic_dir(checksums=True) records every file's size and sha256 in the MANIFEST; output_damage reads them
     back: None without them, [] while intact, the file and why once one changed (a byte, the same size)."""
-    from linformer.files import atomic_dir, output_damage
+    from linformer.files.atomic import atomic_dir
+    from linformer.files.outputs import output_damage
 
     with atomic_dir(tmp_path / "plain") as tmp:
         (tmp / "w.bin").write_bytes(b"abc")
@@ -540,7 +551,7 @@ def test_an_output_directory_written_with_checksums_tells_a_file_changed_since(t
 
 
 def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
-    from linformer.files import table_lines
+    from linformer.files.tables import table_lines
 
     assert table_lines(["run", "acc"], [("a|b", 1.5), ("plain", ""), ("a\nb\tc", "ünï")]) == [
         "| run | acc |", "|---|---|", "| a\\|b | 1.5 |", "| plain |  |", "| a\\nb\\tc | ünï |"]
@@ -550,7 +561,7 @@ def test_a_markdown_table_escapes_a_bar_in_a_cell_and_nothing_else():
 def test_a_folder_name_with_a_control_character_is_refused_in_one_line(name):
     """run_name="a<newline>b" made a run folder whose name broke compare_runs' table and every line naming it."""
     from linformer.errors import ConfigError
-    from linformer.files import folder_name
+    from linformer.files.names import folder_name
 
     with pytest.raises(ConfigError, match=r"^run_name='.*' must name a run directory without control characters") \
             as err:
@@ -564,23 +575,23 @@ def test_read_once_reads_a_file_again_only_once_it_is_rewritten(tmp_path):
     """The one cache of what a file gives while it is unchanged (sha256_file's digests inside hashed_once, a table's
     model sizes): an untouched file is read once, one the atomic writer rewrote (a new inode, even of the same size)
     is read again; a path that is no file is the reader's each time; the least recently used state goes first."""
-    from linformer import files
+    from linformer.files import atomic, hashing
 
     reads = []
-    cache = files.ReadOnce(lambda p: reads.append(str(p)) or Path(p).read_text(), keep=2)
+    cache = hashing.ReadOnce(lambda p: reads.append(str(p)) or Path(p).read_text(), keep=2)
     one, two = tmp_path / "one.txt", tmp_path / "two.txt"
-    files.atomic_write(one, "a")
-    files.atomic_write(two, "b")
+    atomic.atomic_write(one, "a")
+    atomic.atomic_write(two, "b")
     assert [cache(one), cache(str(one)), cache(two), cache(one)] == ["a", "a", "b", "a"] and len(reads) == 2
-    state = files.file_state(one)
-    files.atomic_write(one, "c")
-    assert files.file_state(one) != state and cache(one) == "c" and reads == [str(one), str(two), str(one)]
+    state = hashing.file_state(one)
+    atomic.atomic_write(one, "c")
+    assert hashing.file_state(one) != state and cache(one) == "c" and reads == [str(one), str(two), str(one)]
     assert cache(one) == "c" and len(reads) == 3
     assert cache(two) == "b" and len(reads) == 4  # two's state was the least recently used of three: dropped
-    assert files.file_state(tmp_path) is None and files.file_state(tmp_path / "none") is None
+    assert hashing.file_state(tmp_path) is None and hashing.file_state(tmp_path / "none") is None
     with pytest.raises(FileNotFoundError):
         cache(tmp_path / "none")
-    switched = files.ReadOnce(lambda p: reads.append(str(p)), switched=True)
+    switched = hashing.ReadOnce(lambda p: reads.append(str(p)), switched=True)
     switched(one)
     with switched.switched_on():
         switched(one)
@@ -592,28 +603,28 @@ def test_read_once_reads_a_file_again_only_once_it_is_rewritten(tmp_path):
 def test_hashed_once_reads_a_file_once_until_it_is_rewritten(tmp_path, monkeypatch):
     """Inside ``hashed_once`` a file's digest is taken once while the file keeps its state; a file rewritten (by the
     atomic writer, or in place to another size) is read again, and outside it every call reads."""
-    from linformer import files
+    from linformer.files import atomic, hashing
 
     path = tmp_path / "text.txt"
     path.write_text("one")
     reads = []
-    real = files._read_sha256
-    monkeypatch.setattr(files._DIGESTS, "read", lambda p, chunk: reads.append(p) or real(p, chunk))
-    with files.hashed_once():
-        first = files.sha256_file(path)
-        assert files.sha256_file(str(path)) == first and len(reads) == 1
-        files.atomic_write(path, "two")
-        assert files.sha256_file(path) != first and len(reads) == 2
+    real = hashing._read_sha256
+    monkeypatch.setattr(hashing._DIGESTS, "read", lambda p, chunk: reads.append(p) or real(p, chunk))
+    with hashing.hashed_once():
+        first = hashing.sha256_file(path)
+        assert hashing.sha256_file(str(path)) == first and len(reads) == 1
+        atomic.atomic_write(path, "two")
+        assert hashing.sha256_file(path) != first and len(reads) == 2
         with path.open("a") as f:
             f.write("three")
-        assert files.sha256_file(path) == hashlib.sha256(b"twothree").hexdigest() and len(reads) == 3
-    files.sha256_file(path)
-    files.sha256_file(path)
+        assert hashing.sha256_file(path) == hashlib.sha256(b"twothree").hexdigest() and len(reads) == 3
+    hashing.sha256_file(path)
+    hashing.sha256_file(path)
     assert len(reads) == 5
 
 
 def test_an_output_that_is_a_symlink_is_written_where_it_points_and_the_link_kept(tmp_path):
-    from linformer.files import atomic_write, swap_in
+    from linformer.files.atomic import atomic_write, swap_in
 
     (tmp_path / "disk").mkdir()
     (tmp_path / "disk" / "model").mkdir()
@@ -640,7 +651,7 @@ def test_output_files_that_fail_midway_leave_the_earlier_set_whole(tmp_path, mon
     import errno
 
     from linformer.errors import DiskFullError
-    from linformer.files import atomic_write
+    from linformer.files.atomic import atomic_write
 
     report = made_by("compare_runs", {})
     paths = [tmp_path / "runs.md", tmp_path / "val_ppl.png", tmp_path / "val_loss.png"]
@@ -676,7 +687,8 @@ def test_output_files_that_fail_midway_leave_the_earlier_set_whole(tmp_path, mon
 def test_a_partial_output_is_kept_and_recorded_and_its_cause_still_raised(tmp_path, cause):
     """A writer that wrote the rows measured before an error or a stop raises PartialOutput: its files are kept and
     recorded as the command's output (the same command again replaces them), and the error itself reaches the user."""
-    from linformer.files import atomic_write, file_record
+    from linformer.files.atomic import atomic_write
+    from linformer.files.outputs import file_record
 
     report = made_by("cls_probe", {})
     paths = [tmp_path / "probe.md", tmp_path / "probe.csv"]
@@ -699,8 +711,9 @@ def test_a_partial_output_that_cannot_be_recorded_is_not_kept_and_its_cause_stil
     it short is still what is raised, the full disk a note after it (the DiskFullError alone hid the cause)."""
     import errno
 
-    from linformer import files
-    from linformer.files import atomic_write, disk_full_names
+    from linformer.files import atomic, storage
+    from linformer.files.atomic import atomic_write
+    from linformer.files.storage import disk_full_names
 
     report = made_by("cls_probe", {})
     paths = [tmp_path / "probe.md", tmp_path / "probe.csv"]
@@ -712,13 +725,13 @@ def test_a_partial_output_that_cannot_be_recorded_is_not_kept_and_its_cause_stil
         with disk_full_names(path):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(files, "write_json", full)
+    monkeypatch.setattr(atomic, "write_json", full)
     cause = cause()
     with pytest.raises(type(cause)) as raised, output_files(paths, report):
         atomic_write(paths[0], "partial")
         raise PartialOutput(cause)
     assert raised.value is cause
-    free = files.free_bytes(tmp_path) / 2**20
+    free = storage.free_bytes(tmp_path) / 2**20
     assert raised.value.__notes__ == [(f"also: the partial output was not kept (the earlier files are as they were), "
                                        f"since recording it failed: no space left on device while writing "
                                        f"{tmp_path / FILE_RECORDS} ({free:.0f} MiB free); earlier files are intact. "
@@ -729,7 +742,7 @@ def test_a_partial_output_that_cannot_be_recorded_is_not_kept_and_its_cause_stil
 @pytest.mark.parametrize("error", [DataError("broke"), Preempted("stopped by SIGTERM", signal.SIGTERM),
                                    KeyboardInterrupt()])
 def test_any_other_exception_puts_the_earlier_output_back(tmp_path, error):
-    from linformer.files import atomic_write
+    from linformer.files.atomic import atomic_write
 
     paths = [tmp_path / "probe.md", tmp_path / "new.md"]
     with output_files(paths[:1], made_by("cls_probe", {})):
@@ -744,7 +757,7 @@ def test_any_other_exception_puts_the_earlier_output_back(tmp_path, error):
 def test_a_partial_output_after_a_real_signal_passes_the_stop_handler_and_is_kept(tmp_path):
     """signals_stop reports anything raised while unwinding from a signal as its Preempted: a PartialOutput, which
     carries that Preempted, goes through it to output_files, so the tables measured before the stop are kept."""
-    from linformer.files import atomic_write
+    from linformer.files.atomic import atomic_write
     from linformer.signals import signals_stop
 
     out = tmp_path / "t.md"
@@ -762,7 +775,8 @@ def test_a_partial_output_after_a_real_signal_passes_the_stop_handler_and_is_kep
 def test_a_long_name_the_file_system_takes_is_written_and_a_longer_one_refused_naming_it(tmp_path):
     import errno
 
-    from linformer.files import atomic_write, check_output_dir
+    from linformer.files.atomic import atomic_write
+    from linformer.files.outputs import check_output_dir
 
     name = "y" * 250  # legal: the temporary beside it adds ~20 bytes, which must not push it past 255
     atomic_write(tmp_path / f"{name}.md"[:255], "text")
@@ -782,7 +796,7 @@ def test_a_full_disk_names_the_output_not_the_folder_it_goes_into(tmp_path, monk
     import errno
 
     from linformer.errors import DiskFullError
-    from linformer.files import atomic_write
+    from linformer.files.atomic import atomic_write
 
     def full(*_):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -801,7 +815,7 @@ def test_commands_and_jobs_name_the_scripts_beside_the_one_started(tmp_path, mon
     named scripts/ of the working directory. The scripts are those beside the one started, relative where the
     working directory (or a job's, the repository) holds them."""
     from linformer.experiments import Places, demo
-    from linformer.files import repo_root, script, scripts_dir
+    from linformer.files.locations import repo_root, script, scripts_dir
     from linformer.shell import scripts_named_here
     from linformer.train.summary import finetune_next
 
@@ -828,12 +842,12 @@ def test_a_wheel_s_runs_in_a_git_project_of_the_user_s_own_get_no_warning_of_the
     package's clone: every run in a git project of the user's own was said to lie "inside the clone where git does
     not ignore it", with advice (outputs/ is ignored) that holds in the clone only. Only the package's own clone is
     meant; a wheel has none."""
-    import linformer.files as files
+    from linformer.files import locations
 
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     monkeypatch.chdir(project)
-    monkeypatch.setattr(files, "__file__", str(tmp_path / "venv" / "site-packages" / "linformer" / "files.py"))
-    assert files.repo_root() == project  # a wheel: paths from the working directory
-    assert not files.seen_by_git(project / "outputs" / "pretrain" / "run")
+    monkeypatch.setattr(locations, "__file__", str(tmp_path / "venv" / "site-packages" / "linformer" / "files" / "locations.py"))
+    assert locations.repo_root() == project  # a wheel: paths from the working directory
+    assert not locations.seen_by_git(project / "outputs" / "pretrain" / "run")

@@ -8,7 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from linformer.files import made_by, record_output_files
+from linformer.files.atomic import record_output_files
+from linformer.files.outputs import made_by
 from linformer.gpu import carry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,7 +128,7 @@ def test_a_pack_that_fails_or_is_stopped_part_way_leaves_nothing_and_a_rerun_wri
     import json
     import signal
 
-    from linformer.files import FILE_RECORDS
+    from linformer.files.outputs import FILE_RECORDS
     from linformer.signals import Interrupted
 
     mirror, model = _mirror(tmp_path / "m"), _model(tmp_path / "model")
@@ -276,7 +277,7 @@ def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(t
 def test_the_upload_size_reads_its_paths_as_every_command_does(tmp_path, monkeypatch, capsys):
     """`gpu_carry size <files>` read relative paths from the working folder, and an empty one ("$WHL" unset) as the
     folder itself: a relative one is the repository's, "~" expanded, an empty one refused."""
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
 
     monkeypatch.setattr(carry, "upload_size", lambda repo, carried: (0, sum(p.stat().st_size for p in carried), {}))
     monkeypatch.chdir(tmp_path)  # no pyproject.toml here: the repository's is counted

@@ -503,7 +503,8 @@ def test_the_runners_job_logs_come_back_with_table2_and_scratch(monkeypatch):
 
 
 def test_a_carry_not_unpacked_is_refused_before_any_target_runs(tmp_path, monkeypatch, capsys):
-    from linformer.files import made_by, record_output_files
+    from linformer.files.atomic import record_output_files
+    from linformer.files.outputs import made_by
 
     gpu = _load(monkeypatch)
     mirror = tmp_path / "carry"

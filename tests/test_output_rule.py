@@ -106,7 +106,8 @@ def test_a_declared_output_holding_a_users_files_is_refused(script, index, input
 
 
 def test_foreign_says_why_for_each_kind_and_accepts_a_commands_own_output(tmp_path):
-    from linformer.files import MANIFEST, made_by, write_json
+    from linformer.files.atomic import write_json
+    from linformer.files.outputs import MANIFEST, made_by
     from linformer.output_rule import RUN, foreign
 
     assert foreign(tmp_path / "missing", DIR, "train_tokenizer") is None
@@ -140,7 +141,9 @@ def test_foreign_names_what_was_put_beside_an_output_as_the_commands_own_check_d
     """A plan's check said "holds the output of convert" of an export's out_dir where the user's notes lay beside
     convert's output, while export's own start refuses it for the notes, which no overwrite flag replaces: the plan
     words it as the command's check does, from one reading of the folder."""
-    from linformer.files import MANIFEST, OutputPathError, check_output_dir, made_by, write_json
+    from linformer.errors import OutputPathError
+    from linformer.files.atomic import write_json
+    from linformer.files.outputs import MANIFEST, check_output_dir, made_by
     from linformer.output_rule import foreign
 
     out = tmp_path / "out"

@@ -591,7 +591,7 @@ def test_a_spec_block_for_one_of_the_package_s_tasks_may_only_repeat_it(fresh_ta
 def test_every_path_a_spec_reads_starts_from_the_repository_with_home_expanded(config, key, tmp_path, monkeypatch):
     """convert.py kept out_dir as given: it wrote relative to the working directory, and '~/x' made a folder named
     "~" there. Every command's paths start from the repository, "~" expanded."""
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
 
     spec, base = _spec_reader(config)
     field = "out_dir" if key.startswith("paths.") else key

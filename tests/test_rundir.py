@@ -308,7 +308,7 @@ def test_a_dead_holder_s_lock_is_taken_over_and_another_host_s_is_not(tmp_path, 
 def test_a_lock_held_from_another_container_of_this_host_is_not_taken_over(tmp_path):
     """A container with the host's name but its own PID namespace read a live holder's pid as gone, took the lock
     over, and both processes trained into one run. A holder of another place cannot be checked: it refuses."""
-    from linformer.files import process_place
+    from linformer.files.processes import process_place
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -499,8 +499,8 @@ def test_a_run_s_end_is_recorded_on_a_full_disk_where_run_json_has_room_in_place
     import errno
     import os
 
-    from linformer import files
     from linformer.errors import DiskFullError
+    from linformer.files import atomic, storage
     from linformer.rundir import load_run
 
     record = RunRecord(tmp_path / "run", "pretrain")
@@ -509,10 +509,10 @@ def test_a_run_s_end_is_recorded_on_a_full_disk_where_run_json_has_room_in_place
     before = (tmp_path / "run" / "run.json").read_text()
 
     def full(path, data):
-        with files.disk_full_names(path):
+        with storage.disk_full_names(path):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(files, "atomic_write", full)
+    monkeypatch.setattr(atomic, "atomic_write", full)
     record.fail(DiskFullError("no space left on device while writing run/metrics.jsonl"))
     record.release()
     run = load_run(tmp_path / "run")
@@ -521,16 +521,16 @@ def test_a_run_s_end_is_recorded_on_a_full_disk_where_run_json_has_room_in_place
     ended = (tmp_path / "run" / "run.json").read_text()
     assert len(ended) >= len(before)
     with pytest.raises(DiskFullError):
-        files.write_json_when_full(tmp_path / "run" / "run.json", {"big": "x" * 2 * os.stat(tmp_path).st_blksize})
+        atomic.write_json_when_full(tmp_path / "run" / "run.json", {"big": "x" * 2 * os.stat(tmp_path).st_blksize})
     assert (tmp_path / "run" / "run.json").read_text() == ended
 
 
 def _clone(root, monkeypatch):
     """A checkout at `root` with its data mirror at `root`/../mirror-<name> (another machine's layout)."""
-    from linformer import files
+    from linformer.files import locations
 
     root.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setattr(files, "repo_root", lambda: root.resolve())
+    monkeypatch.setattr(locations, "repo_root", lambda: root.resolve())
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(root.parent / f"mirror-{root.name}"))
     return root, root.parent / f"mirror-{root.name}"
 

@@ -8,7 +8,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError
-from ..files import folder_name, made_by, output_files, resolve_path
+from ..files.atomic import output_files
+from ..files.locations import resolve_path
+from ..files.names import folder_name
+from ..files.outputs import made_by
 from ..logfile import say
 from ..runconfig.settings import check_types, positive_int, refuse_unknown
 from ..signals import signals_stop

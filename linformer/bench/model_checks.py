@@ -26,7 +26,7 @@ from linformer.bench.common import (
 )
 from linformer.bench.models import Size, build_ours, build_roberta
 from linformer.bench.report import machine_words
-from linformer.files import atomic_write
+from linformer.files.atomic import atomic_write
 from linformer.modeling import LinearProjection
 from linformer.modeling.flops import flop_ratio
 

@@ -19,7 +19,8 @@ from functools import partial
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..files import atomic_write, file_record
+from ..files.atomic import atomic_write
+from ..files.outputs import file_record
 from .inference import InferenceSettings
 from .report import INFERENCE_TITLE, inference_sections, model_line, paper_grid, plot_paper, plot_times, read_csv
 from .runner import inference_title, paper_title

@@ -7,7 +7,8 @@ import io
 from pathlib import Path
 
 from .. import plots
-from ..files import atomic_write, save_figure, table_lines, table_row
+from ..files.atomic import atomic_write, save_figure
+from ..files.tables import table_lines, table_row
 from ..modeling.values import round_up
 from .common import warning_paragraph
 from .inference import BASELINES, PEERS, beyond_flops_warnings, reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import PartialOutput, Preempted
-from ..files import atomic_write
+from ..files.atomic import atomic_write
 from .inference import InferenceSettings, run_inference
 from .report import (
     inference_markdown,

@@ -32,23 +32,12 @@ import numpy as np
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..configs import absent_source, command_line_gives, composed_option, data_overrides, value_origin
 from ..errors import ConfigError, CorpusError
-from ..files import (
-    MANIFEST,
-    atomic_dir,
-    cache_key,
-    check_inputs_unchanged,
-    check_output_dir,
-    file_checksums,
-    free_bytes,
-    input_states,
-    made_by,
-    mib,
-    output_damage,
-    read_json,
-    remove_stale_temps,
-    write_json,
-    written_at,
-)
+from ..files.atomic import atomic_dir, write_json, written_at
+from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, input_states
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
+from ..files.storage import free_bytes, mib
+from ..files.temporaries import remove_stale_temps
 from ..logfile import say
 from ..shell import hydra_value, script_command
 from ..signals import signals_stop

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import HashingReader
+from ..files.hashing import HashingReader
 
 READ_CHUNK = 1 << 22  # bytes a read takes from the file: as files.sha256_file hashes it
 

@@ -14,16 +14,10 @@ from pathlib import Path
 
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError, first_line
-from ..files import (
-    MANIFEST,
-    atomic_dir,
-    cache_key,
-    check_inputs_unchanged,
-    input_states,
-    made_by,
-    output_damage,
-    read_json,
-)
+from ..files.atomic import atomic_dir
+from ..files.hashing import cache_key, check_inputs_unchanged, input_states
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST, made_by, output_damage
 from ..logfile import fewer_than_asked
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES

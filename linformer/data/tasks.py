@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, did_you_mean
-from ..files import folder_name
+from ..files.names import folder_name
 from .metrics import check_metrics, score
 
 

@@ -21,7 +21,10 @@ from pathlib import Path
 from ..cli import progress_to_log_file
 from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
-from ..files import MANIFEST, atomic_dir, check_inputs_unchanged, check_output_dir, listing, made_by, read_json
+from ..files.atomic import atomic_dir
+from ..files.hashing import check_inputs_unchanged
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
 from ..modeling.values import ceil_div
 from ..shell import script_command

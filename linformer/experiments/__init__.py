@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from ..configs import compose
 from ..data.io import path_root, resolve_path
 from ..errors import ConfigError
-from ..files import MANIFEST, repo_relative, repo_root, script
+from ..files.locations import repo_relative, repo_root, script
+from ..files.outputs import MANIFEST
 from ..jobs import Job, corpus_check, tokenizer_check
 from ..rundir import RESULTS, SUMMARY
 from ..shell import hydra_override

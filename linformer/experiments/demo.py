@@ -21,17 +21,13 @@ import torch
 from ..configs import compose
 from ..data.io import repo_root, resolve_path
 from ..errors import ConfigError, DataError, LinformerError
-from ..files import (
-    BEST_DIR,
-    CHECKPOINTS_DIR,
-    MANIFEST,
-    MODEL_DIR,
-    hashed_once,
-    read_json,
-    repo_relative,
-    temporary_of,
-    write_json,
-)
+from ..files.atomic import write_json
+from ..files.hashing import hashed_once
+from ..files.locations import repo_relative
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST
+from ..files.runs import BEST_DIR, CHECKPOINTS_DIR, MODEL_DIR
+from ..files.temporaries import temporary_of
 from ..jobs import Job
 from ..logfile import say
 from ..output_rule import check_plan

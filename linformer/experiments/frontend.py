@@ -16,7 +16,8 @@ from ..argtypes import folder, positive_minutes
 from ..data.io import default_data_mirror, repo_root
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
-from ..files import hashed_once, script
+from ..files.hashing import hashed_once
+from ..files.locations import script
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock

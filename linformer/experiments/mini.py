@@ -22,7 +22,8 @@ from pathlib import Path
 from ..configs import config_dir
 from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
-from ..files import read_yaml, write_json
+from ..files.atomic import write_json
+from ..files.mappings import read_yaml
 from ..jobs import Job
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, tokenizer_job

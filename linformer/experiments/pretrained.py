@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..data.io import local_path, path_root, repo_root
-from ..files import MODEL_DIR, atomic_dir, read_json
+from ..files.atomic import atomic_dir
+from ..files.mappings import read_json
+from ..files.runs import MODEL_DIR
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported, copy_record

@@ -43,7 +43,9 @@ from pathlib import Path
 from ..data.io import path_root, repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
-from ..files import MODEL_DIR, atomic_dir, read_json, write_json
+from ..files.atomic import atomic_dir, write_json
+from ..files.mappings import read_json
+from ..files.runs import MODEL_DIR
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import projects_keys
 from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported, copy_record

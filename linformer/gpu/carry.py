@@ -44,16 +44,10 @@ from ..cli import ArgumentParser, cli_errors
 from ..configs import compose
 from ..data.io import data_mirror_words, default_data_mirror, repo_root
 from ..errors import DataError
-from ..files import (
-    FILE_RECORDS,
-    atomic_write,
-    made_by,
-    output_files,
-    read_json,
-    record_output_files,
-    sha256_file,
-    write_json,
-)
+from ..files.atomic import atomic_write, output_files, record_output_files, write_json
+from ..files.hashing import sha256_file
+from ..files.mappings import read_json
+from ..files.outputs import FILE_RECORDS, made_by
 from ..shell import script_command
 
 REPO = repo_root()

@@ -90,18 +90,10 @@ from ..cli import ArgumentParser, cli_errors
 from ..data.io import default_data_mirror, repo_root
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, Places, frontend, job_script, pretrained, run_dir, scratch
-from ..files import (
-    CONFIG,
-    METRICS,
-    RUN,
-    SUMMARY,
-    atomic_write,
-    check_output_files,
-    made_by,
-    record_output_files,
-    sha256_file,
-    write_json,
-)
+from ..files.atomic import atomic_write, record_output_files, write_json
+from ..files.hashing import sha256_file
+from ..files.outputs import check_output_files, made_by
+from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
 from ..rundir import code_revision, copy_record
 from ..signals import interrupt_status

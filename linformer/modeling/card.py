@@ -53,15 +53,11 @@ from transformers import AutoConfig
 
 from ..data.io import load_auto
 from ..data.tasks import TASKS
-from ..files import (
-    MANIFEST,
-    atomic_write,
-    read_json,
-    repo_relative,
-    repo_root,
-    table_lines,
-    write_json,
-)
+from ..files.atomic import atomic_write, write_json
+from ..files.locations import repo_relative, repo_root
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST
+from ..files.tables import table_lines
 from ..runname import model_label
 from .errors import CheckpointError, HubOfflineError
 from .loading import PACKAGED_MODELS, model_length, resolve_model_path, weights_sha256

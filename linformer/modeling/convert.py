@@ -29,7 +29,7 @@ from transformers.utils import cached_file
 from ..data.io import load_auto, resolve_path
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
-from ..files import check_output_dir, made_by
+from ..files.outputs import check_output_dir, made_by
 from ..logfile import say
 from ..shell import hydra_override, script_command
 from .attention import resampled_rows

@@ -31,19 +31,18 @@ from transformers.utils import logging as hf_logging
 
 from ..data.io import load_auto, resolve_path
 from ..data.tokenizer import TOKENIZER_FILES
-from ..files import (
+from ..files.hashing import checksum_problems, sha256_file
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST
+from ..files.runs import (
     BEST_DIR,
     CONFIG,
-    MANIFEST,
     MODEL_DIR,
     RUN,
     SUMMARY,
     checkpoints_gone,
-    checksum_problems,
     complete_checkpoints,
-    read_json,
     read_record,
-    sha256_file,
     step_of,
 )
 from ..shell import hydra_override, script_command, shell_command

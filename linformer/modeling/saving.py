@@ -16,7 +16,10 @@ from typing import Any
 from ..cli import transformers_bars_off
 from ..data.streams import TOKEN_TYPES
 from ..data.tokenizer import limit_to, texts_as_text
-from ..files import MANIFEST, atomic_dir, file_checksums, read_json, write_json
+from ..files.atomic import atomic_dir, write_json
+from ..files.hashing import file_checksums
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST
 from .card import CARD, SIDECAR
 from .loading import model_length
 

@@ -26,7 +26,9 @@ from ..data.task_splits import shared_texts, subset_rows
 from ..data.tasks import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
-from ..files import resolve_path, save_figure, table_lines
+from ..files.atomic import save_figure
+from ..files.locations import resolve_path
+from ..files.tables import table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData

@@ -22,7 +22,8 @@ from linformer.data.task_loading import load_task
 from linformer.data.task_readers import check_task_dir
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import PartialOutput
-from linformer.files import atomic_write, table_lines, table_row
+from linformer.files.atomic import atomic_write
+from linformer.files.tables import table_lines, table_row
 from linformer.logfile import fewer_than_asked
 from linformer.modeling.loading import load_pretrained, resolve_model_path
 from linformer.report.measured import Started, provenance, start

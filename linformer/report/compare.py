@@ -22,7 +22,10 @@ from ..cli import import_needed, run_from_a_script
 from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, made_by, output_files, resolve_path, save_figure, table_lines, table_row
+from ..files.atomic import atomic_write, output_files, save_figure
+from ..files.locations import resolve_path
+from ..files.outputs import made_by
+from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
 from ..rundir import METRICS as METRICS_FILE
 from ..rundir import (

@@ -50,15 +50,11 @@ from pathlib import Path
 
 from ..cli import import_needed, run_from_a_script
 from ..errors import ConfigError, DataError
-from ..files import (
-    MANIFEST,
-    check_output_dir,
-    file_state,
-    made_by,
-    read_json,
-    table_lines,
-    write_json,
-)
+from ..files.atomic import write_json
+from ..files.hashing import file_state
+from ..files.mappings import read_json
+from ..files.outputs import MANIFEST, check_output_dir, made_by
+from ..files.tables import table_lines
 from ..rundir import (
     METRICS,
     RECORD_FILES,

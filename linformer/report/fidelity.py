@@ -21,7 +21,9 @@ from ..data.collator import cut_blocks as cut
 from ..data.corpus import check_corpus_tokenizer
 from ..data.io import load_auto
 from ..errors import ConfigError, DataError
-from ..files import atomic_write, resolve_path, save_figure, table_lines, write_json
+from ..files.atomic import atomic_write, save_figure, write_json
+from ..files.locations import resolve_path
+from ..files.tables import table_lines
 from ..modeling import LinformerModel, loading
 from ..modeling.loading import load_pretrained
 from ..modeling.reference import full_attention, squared_relative_error

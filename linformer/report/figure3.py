@@ -20,7 +20,9 @@ from ..data.corpus import MANIFEST, read_manifest
 from ..data.io import local_path
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
-from ..files import made_by, output_files, repo_relative, write_json
+from ..files.atomic import output_files, write_json
+from ..files.locations import repo_relative
+from ..files.outputs import made_by
 from ..modeling.configuration import ATTENTION_FIELDS, SIZE_FIELDS
 from ..modeling.values import projects_keys
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .. import plots
 from ..data.tasks import PAPER_ORDER, TITLES
-from ..files import save_figure
+from ..files.atomic import save_figure
 from ..modeling.values import projects_keys
 from .by_length import ONE_SEED, row_styles, short_names
 from .paired import comparison_notes

@@ -26,7 +26,8 @@ from ..data.tasks import TASKS
 from ..data.tokenizer import load_tokenizer
 from ..devices import DTYPES
 from ..errors import ConfigError
-from ..files import atomic_write, save_figure, table_lines, table_row, write_json
+from ..files.atomic import atomic_write, save_figure, write_json
+from ..files.tables import table_lines, table_row
 from ..modeling import LinformerModel
 from ..modeling.configuration import exact_key_variants
 from ..modeling.convert import NO_EXACT_KEYS

@@ -30,7 +30,8 @@ from ..data.task_splits import longer_than
 from ..data.tasks import TASKS
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files import atomic_write, save_figure, table_lines, table_row, write_json
+from ..files.atomic import atomic_write, save_figure, write_json
+from ..files.tables import table_lines, table_row
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.configuration import exact_key_variants, exact_keys_label
 from ..modeling.convert import NO_EXACT_KEYS, architecture, classifier_config

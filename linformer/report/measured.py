@@ -17,7 +17,9 @@ from ..argtypes import path
 from ..cli import cli_errors
 from ..data.io import path_root
 from ..errors import ConfigError
-from ..files import file_record, made_by, output_files, repo_relative
+from ..files.atomic import output_files
+from ..files.locations import repo_relative
+from ..files.outputs import file_record, made_by
 from ..modeling.values import CONVERTED_EXACT_KEYS
 from ..shell import shell_command
 

@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import DataError
-from ..files import BEST_DIR, ReadOnce, read_json
+from ..files.hashing import ReadOnce
+from ..files.mappings import read_json
+from ..files.runs import BEST_DIR
 from ..modeling.configuration import (
     EXACT_KEY_FIELDS,
     OVERLAP_LABELS,

@@ -23,7 +23,8 @@ from linformer.data.io import checked_lines
 from linformer.data.tokenizer import load_tokenizer
 from linformer.devices import resolve_device
 from linformer.errors import ConfigError, CorpusError, DataError
-from linformer.files import check_output_files, made_by, record_output_files, save_figure, write_json
+from linformer.files.atomic import record_output_files, save_figure, write_json
+from linformer.files.outputs import check_output_files, made_by
 from linformer.logfile import fewer_than_asked
 
 from ..data.io import load_auto, record_path

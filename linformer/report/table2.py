@@ -21,16 +21,10 @@ from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
 from ..errors import ConfigError, DataError
 from ..experiments import pretrained as exp
-from ..files import (
-    atomic_write,
-    file_record,
-    made_by,
-    output_files,
-    repo_relative,
-    table_lines,
-    table_row,
-    write_json,
-)
+from ..files.atomic import atomic_write, output_files, write_json
+from ..files.locations import repo_relative
+from ..files.outputs import file_record, made_by
+from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
 from ..rundir import RESULTS, RunRecord, find_runs, named_paths
 from ..shell import shell_command

@@ -26,7 +26,10 @@ from ..bench.per_example import cost_per_example
 from ..data.tasks import MIRROR_TASKS, TITLES
 from ..errors import DataError
 from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WITHIN, profile_of
-from ..files import atomic_write, read_json, repo_relative, resolve_path, table_lines, table_row, write_json
+from ..files.atomic import atomic_write, write_json
+from ..files.locations import repo_relative, resolve_path
+from ..files.mappings import read_json
+from ..files.tables import table_lines, table_row
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config

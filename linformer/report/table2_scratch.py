@@ -22,7 +22,10 @@ from .. import plots
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..errors import DataError
 from ..experiments import scratch as exp
-from ..files import atomic_write, read_json, resolve_path, save_figure, table_lines, table_row, write_json
+from ..files.atomic import atomic_write, save_figure, write_json
+from ..files.locations import resolve_path
+from ..files.mappings import read_json
+from ..files.tables import table_lines, table_row
 from ..modeling.configuration import SIZE_FIELDS
 from ..modeling.values import projects_keys
 from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths, read_record

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..data.io import resolve_path, resolve_sources
 from ..devices import resolve_device
-from ..files import folder_name
+from ..files.names import folder_name
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config
 from .settings import check_corpus_names, check_types, positive_int, refuse_unknown, seed_value

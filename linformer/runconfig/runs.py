@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from ..configs import refuse_missing_values
 from ..data.io import local_path
 from ..errors import ConfigError
-from ..files import folder_name
+from ..files.names import folder_name
 from ..modeling.configuration import LinformerConfig, check_model_fields, check_projection
 from ..runname import name_no_runs
 from .settings import (

@@ -18,7 +18,7 @@ from ..data.io import local_path, resolve_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
 from ..data.tokenizer import check_sequence_room
 from ..errors import ConfigError, did_you_mean
-from ..files import folder_name
+from ..files.names import folder_name
 from ..modeling.values import fits_type, type_words
 
 

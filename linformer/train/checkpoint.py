@@ -34,25 +34,23 @@ from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
 
 from ..errors import CheckpointError, PeerFailed, RunDirError, first_line
-from ..files import (  # a run's checkpoints as every reader finds them: files.py, below the model loaders
+from ..files.atomic import swap_in, umask_modes, write_json, written_at
+from ..files.hashing import checksum_problems, file_checksums
+from ..files.mappings import read_json
+
+# a run's checkpoints as every reader finds them: files/runs.py, below the model loaders
+from ..files.runs import (
     BEST_DIR,
     CHECKPOINT_STATE,
     MODEL_DIR,
     checkpoint_dir,
     checkpoints_gone,
-    checksum_problems,
     complete_checkpoints,
-    disk_full_names,
-    file_checksums,
-    read_json,
     read_record,
-    remove_stale_temps,
     step_of,
-    swap_in,
-    umask_modes,
-    write_json,
-    written_at,
 )
+from ..files.storage import disk_full_names
+from ..files.temporaries import remove_stale_temps
 from ..modeling.loading import unpickling_refusal, unpickling_why
 from ..rundir import RUN, SUMMARY, RunRecord, model_problem
 from ..shell import script_command

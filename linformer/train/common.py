@@ -23,7 +23,8 @@ from ..data.corpus import read_manifest, unprepared_corpus
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
 from ..errors import ConfigError
-from ..files import cache_key, flatten, read_yaml
+from ..files.hashing import cache_key
+from ..files.mappings import flatten, read_yaml
 from ..modeling.convert import is_projection_weight
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
 from ..rundir import HYDRA_SWEEP_RECORD

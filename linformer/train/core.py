@@ -35,7 +35,8 @@ from .. import errors
 from ..cli import exit_status, launched_together, peer_cause, process_count, process_rank
 from ..data.io import recorded_paths
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
-from ..files import flatten, resolve_path
+from ..files.locations import resolve_path
+from ..files.mappings import flatten
 from ..logfile import say
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem

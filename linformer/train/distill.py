@@ -30,7 +30,8 @@ from ..data.io import load_auto
 from ..data.tasks import labels_match
 from ..data.tokenizer import encoding_differences, load_tokenizer
 from ..errors import ConfigError
-from ..files import MODEL_DIR, resolve_path
+from ..files.locations import resolve_path
+from ..files.runs import MODEL_DIR
 from ..modeling import LinformerForSequenceClassification
 from ..modeling.card import card_path, conversion_info, read_card_info, results_entry, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS

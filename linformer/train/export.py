@@ -17,7 +17,10 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files import BEST_DIR, MODEL_DIR, check_output_dir, made_by, read_json, resolve_path
+from ..files.locations import resolve_path
+from ..files.mappings import read_json
+from ..files.outputs import check_output_dir, made_by
+from ..files.runs import BEST_DIR, MODEL_DIR
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir

@@ -36,7 +36,10 @@ from ..data.task_readers import check_task_data
 from ..data.task_splits import CARVE, CARVE_BEFORE_RECORDED
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..errors import CheckpointError, ConfigError
-from ..files import BEST_DIR, read_json, resolve_path, write_json
+from ..files.atomic import write_json
+from ..files.locations import resolve_path
+from ..files.mappings import read_json
+from ..files.runs import BEST_DIR
 from ..logfile import fewer_than_asked
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS, projects_keys

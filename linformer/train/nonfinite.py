@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TrainingDiverged
-from ..files import checkpoint_dir, complete_checkpoints, step_of
+from ..files.runs import checkpoint_dir, complete_checkpoints, step_of
 
 log = logging.getLogger(__name__)
 

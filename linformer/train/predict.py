@@ -28,7 +28,8 @@ from ..data.tasks import TEXT_CLEANING, get_task
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
-from ..files import BEST_DIR, RESULTS, read_json
+from ..files.mappings import read_json
+from ..files.runs import BEST_DIR, RESULTS
 from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256

@@ -25,7 +25,8 @@ from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import ConfigError
-from ..files import MODEL_DIR, check_inputs_unchanged, input_states
+from ..files.hashing import check_inputs_unchanged, input_states
+from ..files.runs import MODEL_DIR
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS

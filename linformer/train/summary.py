@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..files import repo_relative
+from ..files.locations import repo_relative
 from ..logfile import say
 from ..shell import hydra_override, script_command
 from .stopping import run_from_a_script

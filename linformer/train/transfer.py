@@ -33,7 +33,7 @@ from ..data.io import load_auto
 from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files import MODEL_DIR
+from ..files.runs import MODEL_DIR
 from ..modeling import LinformerModel
 from ..modeling.card import card_path, continued_info, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS

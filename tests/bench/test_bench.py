@@ -810,7 +810,7 @@ def test_a_benchmark_s_out_dir_is_read_from_the_repository_with_home_expanded(tm
     """out_dir=~/x wrote into a folder named "~" under the working directory, and a relative out_dir landed in the
     working directory: every command's paths are relative to the repository, "~" expanded."""
     from linformer.bench import cli
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
 
     written = []
     monkeypatch.setattr(cli, "run_benchmark", lambda out_dir, *args, **kwargs: written.append(out_dir))

@@ -10,7 +10,9 @@ from linformer.bench import rendered
 from linformer.bench.inference import InferenceSettings
 from linformer.bench.report import write_csv
 from linformer.errors import ConfigError
-from linformer.files import FILE_RECORDS, made_by, read_json, record_output_files
+from linformer.files.atomic import record_output_files
+from linformer.files.mappings import read_json
+from linformer.files.outputs import FILE_RECORDS, made_by
 from linformer.report import measured
 
 SETTINGS = InferenceSettings(ns=[1024, 4096], ks=[128], layers=2, hidden=64, heads=2, ffn=128, baselines=["full"],

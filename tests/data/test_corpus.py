@@ -514,15 +514,15 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file_from_the_one_rea
     so no checksum tells) was an IndexError in pretraining's first step. load_prepared refuses it, naming the file,
     the id and the vocabulary; the ids are read in the pass that takes the blocks' sha256, no .arrow file is read
     for its checksum again."""
-    from linformer import files
+    from linformer.files import hashing
 
     out, _ = prepared
     arrow = put_token_id(out, token_id, split)
     vocabulary = len(tokenizer)
     assert vocabulary == 400
     hashed = []
-    read = files._read_sha256
-    monkeypatch.setattr(files._DIGESTS, "read", lambda path, chunk: hashed.append(Path(path).name) or read(path, chunk))
+    read = hashing._read_sha256
+    monkeypatch.setattr(hashing._DIGESTS, "read", lambda path, chunk: hashed.append(Path(path).name) or read(path, chunk))
     with pytest.raises(CorpusError, match=rf"^prepared corpus {out} holds token id {token_id:,} \(in {split}/"
                                           rf"{arrow.name}\), outside the model's vocabulary \(400 tokens, ids 0-399, "
                                           rf"tokenizer {tok_dir}\): .*prepare it again: python scripts/"):
@@ -960,7 +960,7 @@ def test_a_tokenizer_trained_with_other_data_settings_is_refused(tok_dir):
 
 def test_a_killed_builds_temporary_goes_at_the_next_run_a_reuse_too(prepared, corpus_file, tok_dir):
     """A SIGKILLed rebuild left its temporary (the corpus's size), which only a later build swept: a reuse left it."""
-    from linformer.files import process_place
+    from linformer.files.processes import process_place
 
     out, m = prepared
     stale = out.with_name(f".tmp-{out.name}-{process_place()}-999999999")
@@ -1153,7 +1153,7 @@ def test_a_lone_cr_ends_a_line_and_other_texts_read_and_key_as_before(tmp_path, 
     without a lone CR (CRCRLF and CRs at the file's end included) reads byte for byte as before and keeps the cache
     key its corpora recorded; one with a lone CR gets another (it gives other blocks than it did)."""
     from linformer.data.io import checked_lines, read_source
-    from linformer.files import cache_key
+    from linformer.files.hashing import cache_key
 
     text = "first doc para one\nfirst doc para two\n\nsecond doc only para\n\nthird doc a\nthird doc b\n"
     lines = text.splitlines()
@@ -1200,7 +1200,7 @@ def test_prepare_corpus_reads_each_source_once_before_its_build(tmp_path, tok_di
     and a .gz source decompressed a second time to check it: four reads of the 210 MB mirror where one gives all."""
     import builtins
 
-    from linformer.files import sha256_file
+    from linformer.files.hashing import sha256_file
 
     gz = tmp_path / "b.txt.gz"
     gz.write_bytes(gzip.compress(b"one\rtwo\r\rthree\r\n\nfour five six seven\n" * 40))
@@ -1231,7 +1231,7 @@ def test_pretraining_s_start_check_refuses_a_corpus_prepared_before_a_lone_cr_en
     manifest, which records no lone CRs and the key made without the rule, is refused naming the corpus and the
     command; one this version prepared, or one prepared after the rule but before manifests recorded lone CRs, is
     not, nor is an earlier one of a text without a lone CR."""
-    from linformer.files import cache_key
+    from linformer.files.hashing import cache_key
 
     text = "first doc para one\nfirst doc para two\n\nsecond doc only para\n\nthird doc a\nthird doc b\n"
     options = {"format_version": 3, "tokenizer_hash": tokenizer_hash(tok_dir), "n": 8, "val_fraction": 0.3,

@@ -729,10 +729,10 @@ def test_a_task_file_is_hashed_once_for_every_split_s_cache_key(qqp_dir, tokeniz
     from collections import Counter
     from pathlib import Path
 
-    from linformer import files
+    from linformer.files import hashing
 
-    reads, real = Counter(), files.sha256_file
-    monkeypatch.setattr(files, "sha256_file", lambda path, *a: reads.update([Path(path).name]) or real(path, *a))
+    reads, real = Counter(), hashing.sha256_file
+    monkeypatch.setattr(hashing, "sha256_file", lambda path, *a: reads.update([Path(path).name]) or real(path, *a))
     load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(tmp_path / "cache"),
               splits=("train", "validation", "eval"), validation_fraction=0.2)
     assert (reads["train.tsv"], reads["dev.tsv"]) == (1, 1)  # (the saved splits' own checksums are read too)
@@ -880,7 +880,7 @@ def test_a_cache_this_user_cannot_fix_or_write_is_passed_by_not_a_traceback(qqp_
     full) stopped the run after the tokenizing. The run goes on with its own split, and says so."""
     import errno
 
-    from linformer.files import disk_full_names
+    from linformer.files.storage import disk_full_names
 
     cache = tmp_path / "cache"
     first = load_task("qqp", str(qqp_dir), tokenizer, max_length=64, cache_dir=str(cache))

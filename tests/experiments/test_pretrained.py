@@ -114,9 +114,9 @@ def test_kept_results_name_a_model_in_the_repository_relative_to_it(tmp_path, mo
     """Kept records are committed: results.json named the model by an absolute path of the machine that made it
     (/work/main/outputs/...). Inside the repository it is named relative to it (and read back from there); outside,
     as it was. The card is still found and kept."""
-    from linformer import files
+    from linformer.files import locations
 
-    monkeypatch.setattr(files, "repo_root", lambda: tmp_path.resolve())
+    monkeypatch.setattr(locations, "repo_root", lambda: tmp_path.resolve())
     for model, named in ((tmp_path / "outputs" / "model", "outputs/model"),
                          (tmp_path.parent / f"{tmp_path.name}-elsewhere", None)):
         run, kept = tmp_path / "run", tmp_path / "kept"
@@ -129,7 +129,7 @@ def test_kept_results_name_a_model_in_the_repository_relative_to_it(tmp_path, mo
         results = json.loads((kept / "results.json").read_text())
         assert results == {"task": "sst2", "model_path": named or str(model.resolve()), "seed": 0}
         assert json.loads((kept / "linformer_card.json").read_text()) == {"transfer": {"steps": 3}}
-        assert Path(files.resolve_path(results["model_path"])) == model.resolve()
+        assert Path(locations.resolve_path(results["model_path"])) == model.resolve()
 
 
 def test_dry_run_prints_every_job_once_and_the_minutes_of_those_left(capsys):

@@ -282,7 +282,7 @@ def test_a_model_finetuned_on_cleaned_text_says_so_and_by_what_function(tmp_path
 def test_cards_name_local_paths_as_the_hub_may_read_them(tmp_path, monkeypatch):
     """finetune's best/ and distill's model/ cards held absolute local paths (the run column), which push_to_hub
     uploads: a path under the repository is written relative to it, one elsewhere by its run's name."""
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
     from linformer.modeling.card import card_path
 
     root = repo_root()

@@ -366,7 +366,7 @@ def test_a_converted_model_damaged_since_it_was_written_is_refused_as_a_start_na
     records its files' checksums (not its card's, which later steps rewrite in place), and a command that starts from
     it names a changed weight file and the conversion that writes it again (a config edited on purpose passes)."""
     from linformer.configs import compose
-    from linformer.files import output_damage
+    from linformer.files.outputs import output_damage
     from linformer.modeling.card import read_card_info, write_model_card
     from linformer.modeling.convert import convert_and_report
     from linformer.modeling.loading import resolve_model_path

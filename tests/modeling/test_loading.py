@@ -25,16 +25,16 @@ def test_run_directory_resolves_to_its_model(mlm_dir):
 
 def _counting_hashes(monkeypatch) -> dict:
     """Patches loading's sha256_file (and the checksum check's) to count the reads of each file, by path."""
-    from linformer import files
+    from linformer.files import hashing
     from linformer.modeling import loading
 
-    real, reads = files.sha256_file, {}
+    real, reads = hashing.sha256_file, {}
 
     def counting(path, *args, **kwargs):
         reads[Path(path)] = reads.get(Path(path), 0) + 1
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(files, "sha256_file", counting)
+    monkeypatch.setattr(hashing, "sha256_file", counting)
     monkeypatch.setattr(loading, "sha256_file", counting)
     return reads
 

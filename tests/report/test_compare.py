@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from linformer.errors import ConfigError, DataError
-from linformer.files import read_json
+from linformer.files.mappings import read_json
 from linformer.report.compare import compare_runs, summarize_run
 from linformer.rundir import find_runs, load_run, named_paths, read_metrics
 
@@ -440,7 +440,7 @@ def test_the_script_reads_runs_and_writes_out_from_the_repository_with_home_expa
                                                                                     monkeypatch, capsys):
     """From another folder, compare_runs.py outputs/pretrain compared that folder's runs, and a quoted '~/x' was
     "does not exist": paths start from the repository, "~" expanded, from any working directory."""
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
     from tests.conftest import run_script
 
     make_run(tmp_path / "home" / "runs", "pretrain", "a", _pretrain_rows(1.0))
@@ -694,23 +694,23 @@ def test_a_run_is_named_by_its_folder_in_the_comparison_as_on_the_dashboard(tmp_
 def test_a_relative_out_dir_is_taken_from_the_repository_as_the_runs_are(tmp_path, make_run, monkeypatch):
     """From Python (a notebook elsewhere) as from the script: the runs' paths were taken from the repository, the
     comparison's folder from the working directory."""
-    from linformer import files
+    from linformer.files import locations
 
     path = make_run(tmp_path / "out", "finetune", "a", [{"step": 1, "time": 1, "loss": 0.5}], task="sst2")
     (tmp_path / "repo").mkdir()
     (tmp_path / "notebook").mkdir()
-    monkeypatch.setattr(files, "repo_root", lambda: tmp_path / "repo")
+    monkeypatch.setattr(locations, "repo_root", lambda: tmp_path / "repo")
     monkeypatch.chdir(tmp_path / "notebook")
     assert compare_runs([path], "cmp")["markdown"] == tmp_path / "repo" / "cmp" / "runs.md"
     assert (tmp_path / "repo" / "cmp" / "runs.md").is_file() and not list((tmp_path / "notebook").iterdir())
 
 
 def test_an_output_folder_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, make_run, monkeypatch):
-    from linformer import files
     from linformer.errors import OutputPathError
+    from linformer.files import outputs
 
     make_run(tmp_path / "out", "pretrain", "lin-k32", _pretrain_rows(1.0))
-    monkeypatch.setattr(files.os, "access", lambda *a: False)  # a read-only clone (root may write anywhere)
+    monkeypatch.setattr(outputs.os, "access", lambda *a: False)  # a read-only clone (root may write anywhere)
     with pytest.raises(OutputPathError, match="so neither can .*cmp/runs.md: choose another out_dir=, one you can write"):
         compare_runs([tmp_path / "out"], tmp_path / "cmp")
     monkeypatch.setattr(sys, "argv", ["scripts/compare_runs.py"])  # the script's words

@@ -606,12 +606,12 @@ def test_hparams_name_what_two_sweeps_varied_and_the_value_that_chose_each_model
 def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, monkeypatch):
     import sys
 
-    from linformer import files
     from linformer.errors import OutputPathError
+    from linformer.files import outputs
     from linformer.report.dashboard import claim_logdir
 
     (tmp_path / "outputs").mkdir()
-    monkeypatch.setattr(files.os, "access", lambda *a: False)  # a read-only outputs folder (root may write anywhere)
+    monkeypatch.setattr(outputs.os, "access", lambda *a: False)  # a read-only outputs folder (root may write anywhere)
     monkeypatch.setattr(sys, "argv", ["scripts/dashboard.py"])
     with pytest.raises(OutputPathError, match=r"neither can .*\.dashboard: choose another --logdir, one you can write"):
         claim_logdir(tmp_path / "outputs")

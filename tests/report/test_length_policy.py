@@ -227,7 +227,7 @@ def test_a_report_records_the_options_it_measured_with_not_the_unset_default(tmp
     """The record of a measurement's options (what a rerun is matched against) holds --global-positions as
     measured, the converted default filled in, not the None argparse left for "not given"."""
     from linformer.cli import ArgumentParser
-    from linformer.files import file_record
+    from linformer.files.outputs import file_record
     from linformer.modeling.convert import CONVERTED_EXACT_KEYS
     from linformer.report import measured
 
@@ -253,7 +253,7 @@ def test_the_measurement_scripts_resolve_out_against_the_repository_from_any_fol
     current folder's."""
     import argparse
 
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
 
     parse = argparse.ArgumentParser.parse_args
     seen = {}
@@ -296,7 +296,7 @@ def test_an_empty_out_is_refused_as_every_command_refuses_it(script, capsys):
 
 
 def test_fidelity_reads_a_relative_corpus_from_the_repository_from_any_folder(tmp_path, monkeypatch):
-    from linformer.files import repo_root
+    from linformer.files.locations import repo_root
     from linformer.report import fidelity
 
     seen = {}

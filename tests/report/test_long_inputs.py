@@ -287,7 +287,7 @@ def test_a_time_ratio_far_below_its_flop_ratio_is_warned_naming_the_load_and_the
 
 
 def test_render_writes_the_report_again_from_its_json_and_refuses_one_without_a_header(tmp_path):
-    from linformer.files import read_json
+    from linformer.files.mappings import read_json
 
     labels = np.array([0, 1] * 20)
     result = _result(labels, [("as finetuned", N, "full", labels, {}),
@@ -351,7 +351,8 @@ def test_a_report_at_one_n_plots_one_row_per_model_in_the_tables_order(monkeypat
 def test_a_report_rendered_in_place_keeps_its_measurements_record_and_needs_no_overwrite(tmp_path, capsys):
     import argparse
 
-    from linformer.files import FILE_RECORDS, read_json
+    from linformer.files.mappings import read_json
+    from linformer.files.outputs import FILE_RECORDS
     from linformer.report import measured
 
     labels = np.array([0, 1] * 20)

@@ -75,10 +75,10 @@ def _text(tmp_path) -> str:
 
 
 def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
-    from linformer import files
+    from linformer.files import locations
     from linformer.report import spectrum
 
-    monkeypatch.setattr(files, "repo_root", lambda: tmp_path.resolve())  # the model and text in the repository
+    monkeypatch.setattr(locations, "repo_root", lambda: tmp_path.resolve())  # the model and text in the repository
     path = _tiny_model(tmp_path)
     monkeypatch.setattr(spectrum, "windows_from_text", lambda tok, p, n, w, seed, max_lines: torch.randint(3, 50, (w, n)))
     monkeypatch.setattr(spectrum, "load_tokenizer", lambda *a, **k: None)  # the model has no tokenizer saved
@@ -90,7 +90,7 @@ def test_analyze_spectrum_writes_plots_and_json(tmp_path, monkeypatch):
     assert data["machine"].startswith("CPU: ") and "torch threads: " in data["machine"] and data["command"] is None
     # named as a run's record names them: the JSON is committed (docs/results), and names no path of this machine
     assert str(tmp_path) not in (tmp_path / "out" / "s.json").read_text()
-    assert Path(files.resolve_path(data["model_path"])) == Path(path).resolve()
+    assert Path(locations.resolve_path(data["model_path"])) == Path(path).resolve()
     import matplotlib.image
 
     for name in r["plots"]:  # whole PNGs with something drawn on them

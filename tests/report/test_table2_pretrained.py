@@ -450,9 +450,9 @@ def test_the_papers_policy_is_named_by_what_it_does_and_a_report_under_its_old_n
 
 
 def test_the_json_names_its_by_length_plot_relative_to_the_repository(runs, tmp_path, monkeypatch):
-    """A committed report names its plot as the repository's other records name files (files.repo_relative): the
+    """A committed report names its plot as the repository's other records name files (locations.repo_relative): the
     same on every checkout, not the absolute path of the clone that rendered it."""
-    from linformer import files
+    from linformer.files import locations
 
     meta = {"source": "s", "hardware": "h", "command": "c", "recipe": None, "n": 128, "cost_batch": 8, "load": "l",
             "missing": None}
@@ -460,7 +460,7 @@ def test_the_json_names_its_by_length_plot_relative_to_the_repository(runs, tmp_
     monkeypatch.setattr(tp.by_length, "trained_on_eval", lambda run: np.zeros(len(run["_labels"]), dtype=bool))
     drawn = []
     monkeypatch.setattr(tp.by_length, "plot", lambda breakdown, titles, path, title: drawn.append(path))
-    monkeypatch.setattr(files, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(locations, "repo_root", lambda: tmp_path)
     (tmp_path / "docs").mkdir()
     data = tp.write_table([str(runs / "runs")], str(tmp_path / "docs" / "t"), dict(meta), measure=False)
     assert data["meta"]["by_length_png"] == "docs/t_by_length.png"

@@ -16,7 +16,7 @@ from transformers import (
 
 from linformer.configs import compose
 from linformer.errors import ConfigError
-from linformer.files import read_json
+from linformer.files.mappings import read_json
 from linformer.modeling import LinformerForSequenceClassification
 from linformer.modeling.convert import convert_encoder
 from linformer.modeling.reference import full_attention

@@ -249,7 +249,8 @@ def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_ru
     import re
 
     from linformer.errors import OutputPathError
-    from linformer.files import MANIFEST, made_by, write_json
+    from linformer.files.atomic import write_json
+    from linformer.files.outputs import MANIFEST, made_by
 
     (tmp_path / "out").mkdir()
     write_json(tmp_path / "out" / MANIFEST, made_by("convert", {}))  # another command's output: the flag replaces it
@@ -341,7 +342,7 @@ def test_a_relative_run_dir_is_taken_from_the_repository_whatever_the_working_di
                                                                                         monkeypatch):
     """As every path of a spec and the scripts' run directories: a notebook elsewhere wrote the run under its own
     working directory while the summary's next: command (model_path=<the same relative path>) read the repository."""
-    from linformer import files
+    from linformer.files import locations
     from linformer.runconfig import PretrainSpec
     from linformer.train.pretrain import pretrain
 
@@ -352,7 +353,7 @@ def test_a_relative_run_dir_is_taken_from_the_repository_whatever_the_working_di
     repo, notebook = tmp_path / "repo", tmp_path / "notebook"
     repo.mkdir()
     notebook.mkdir()
-    monkeypatch.setattr(files, "repo_root", lambda: repo)
+    monkeypatch.setattr(locations, "repo_root", lambda: repo)
     monkeypatch.chdir(notebook)
     summary = pretrain(spec, "runs/rel")
     assert (repo / "runs" / "rel" / "run.json").is_file() and not list(notebook.iterdir())

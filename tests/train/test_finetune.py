@@ -144,7 +144,7 @@ def test_a_best_model_saved_by_an_earlier_version_is_written_anew_when_the_run_f
     format from the same weights (the model holds them once the chosen step is restored)."""
     from safetensors.torch import load_file
 
-    from linformer.files import MANIFEST, output_damage
+    from linformer.files.outputs import MANIFEST, output_damage
     from linformer.modeling.saving import is_current_model_folder
 
     _falling_validation(monkeypatch)  # the first epoch's model is chosen, and training goes on past it

@@ -10,7 +10,8 @@ import torch
 
 from linformer.data.tokenizer import load_tokenizer
 from linformer.errors import ConfigError, TaskDataError
-from linformer.files import RESULTS, write_json
+from linformer.files.atomic import write_json
+from linformer.files.runs import RESULTS
 from linformer.modeling import LinformerConfig, LinformerForSequenceClassification
 from linformer.train.predict import load_classifier_dir, predict_file
 

@@ -274,8 +274,8 @@ def test_a_run_directory_made_read_only_is_the_error_not_the_lock_s_clean_up(tin
     clean-up's own failures are warning lines. (Root ignores permissions: the refusals are simulated.)"""
     from pathlib import Path
 
-    from linformer import files
     from linformer.errors import OutputPathError
+    from linformer.files import atomic
     from linformer.train.trainer import Trainer
 
     run, readonly = tmp_path / "run", []
@@ -295,7 +295,7 @@ def test_a_run_directory_made_read_only_is_the_error_not_the_lock_s_clean_up(tin
 
     monkeypatch.setattr(Trainer, "save_model", save_read_only)
     monkeypatch.setattr(os, "access", lambda path, mode: not (readonly and Path(path) == run) and real_access(path, mode))
-    monkeypatch.setattr(files, "open", lambda path, *a, **k: refused(path) or open(path, *a, **k),  # noqa: SIM115
+    monkeypatch.setattr(atomic, "open", lambda path, *a, **k: refused(path) or open(path, *a, **k),  # noqa: SIM115
                         raising=False)  # atomic_write's temporaries
     monkeypatch.setattr(Path, "unlink", unlink)
     with pytest.raises(OutputPathError, match=rf"^{run} cannot be written .* so neither can {run}/model"):
@@ -400,7 +400,7 @@ def test_disk_full_names_the_directory_and_keeps_the_previous_checkpoint(tiny_da
         return save_state(self, output_dir, **kwargs)
 
     monkeypatch.setattr(Accelerator, "save_state", fills_up)
-    monkeypatch.setattr("linformer.files.FULL_BELOW", float("inf"))  # its words, with no space left
+    monkeypatch.setattr("linformer.files.storage.FULL_BELOW", float("inf"))  # its words, with no space left
     with pytest.raises(DiskFullError, match=r"no space left on device while writing .*checkpoints"):
         pretrain(compose_pretrain(tiny_data, "trainer.max_steps=12", "trainer.save_every=4"), tmp_path)
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000004"]  # no temporary left
@@ -772,7 +772,7 @@ def test_sighup_is_handled_wherever_sigterm_is_unless_nohup_ignores_it(monkeypat
 def test_a_finished_sweep_job_named_by_its_length_does_not_offer_to_train_further(pretrained_run, tmp_path, capsys):
     """A sweep over trainer.max_steps names each job's folder by it: "raise trainer.max_steps with
     trainer.allow_config_change" would start a new run from step 0 in another folder, not train this one further."""
-    from linformer.files import read_yaml
+    from linformer.files.mappings import read_yaml
     from linformer.rundir import RunRecord
     from linformer.train.core import already_complete
 

@@ -1,0 +1,75 @@
+"""Where the repository and the commands' scripts are, and how a path is read (a relative one from the repository
+root) and written into a record (relative to the repository where it lies under it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def clone_root() -> Path | None:
+    """The clone this package lies in (the directory holding pyproject.toml above it); None for an installed wheel."""
+    here = Path(__file__).resolve()
+    return next((parent for parent in here.parents
+                 if (parent / "pyproject.toml").is_file() and (parent / "linformer").is_dir()), None)
+
+
+def repo_root() -> Path:
+    """The repository root (``clone_root``), else the cwd (a wheel: paths start from the working directory)."""
+    return clone_root() or Path.cwd()
+
+
+def started_script() -> Path | None:
+    """The script this process was started as (``python scripts/<name>.py``, torchrun's worker of one included),
+    resolved; None for Python code calling the package: a notebook's kernel (its argv is the kernel launcher's), a
+    REPL (argv[0] ''), pytest."""
+    script = Path(sys.argv[0])
+    return script.resolve() if script.suffix == ".py" and script.parent.name == "scripts" else None
+
+
+def scripts_dir() -> Path:
+    """Where the commands' scripts are: beside the script this process was started as (a clone's scripts/, which a
+    wheel's user runs over the installed package), else the clone's scripts/ beside this package (``repo_root``; for
+    a wheel called from Python, scripts/ of the working directory)."""
+    started = started_script()
+    return started.parent if started is not None else repo_root() / "scripts"
+
+
+def script(name: str, start: str | os.PathLike | None = None) -> str:
+    """scripts/<name>.py as a command names it for the folder `start` (default: the working directory, where a
+    printed command is pasted; a plan's jobs run from ``repo_root``): scripts/<name>.py where `start` holds the
+    scripts folder, else its absolute path."""
+    folder, start = scripts_dir(), Path.cwd() if start is None else Path(start)
+    return f"scripts/{name}.py" if (start / "scripts").resolve() == folder else str(folder / f"{name}.py")
+
+
+def repo_relative(path: str | os.PathLike) -> str:
+    """`path` relative to the repository when it lies under it, else as an absolute path: how a committed record
+    names a run or file, so that it reads the same on every checkout (``resolve_path`` reads it back)."""
+    p = Path(os.path.expanduser(str(path))).resolve()
+    return str(p.relative_to(repo_root())) if p.is_relative_to(repo_root()) else str(p)
+
+
+def seen_by_git(path: str | os.PathLike) -> bool:
+    """Whether `path` (a folder a command writes into) lies inside the package's own clone where git does not ignore
+    it: `git status` lists what is written there, and `git add -A` would commit it (checkpoints, data). False outside
+    the clone, for the clone's root itself, without a checkout, without git, and for an installed wheel (whose
+    working directory may be a git project of the user's own, whose ignore rules are the user's)."""
+    import subprocess
+
+    root, path = clone_root(), Path(os.path.expanduser(str(path))).resolve()
+    if root is None or not path.is_relative_to(root) or path == root or not (root / ".git").exists():
+        return False
+    try:  # a trailing "/": the folder may not exist yet, and patterns like `multirun/` match folders only
+        checked = subprocess.run(["git", "check-ignore", "-q", f"{path.relative_to(root)}/"], cwd=root,
+                                 capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return checked.returncode == 1  # 0: ignored; 128: git could not tell
+
+
+def resolve_path(path: str | os.PathLike) -> str:
+    """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
+    p = Path(os.path.expanduser(str(path)))
+    return str(p if p.is_absolute() else (repo_root() / p).resolve())

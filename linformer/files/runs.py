@@ -1,0 +1,69 @@
+"""A run directory's file names, its record as a command that continues or builds on it reads it, and its
+checkpoints' names. Here, below the model loaders that read a run; the run record itself is ``rundir``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import RunDirError
+from .mappings import parse_mapping
+
+# A run directory's record (what each holds: rundir.py): its files, and the folders of the models it saves
+CONFIG = "config.yaml"
+RUN = "run.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+RESULTS = "results.json"
+PREDICTIONS = "eval_predictions.json"  # finetuning: label and prediction per example of the reported split (scored once)
+LOCK = ".lock"
+MODEL_DIR = "model"                    # the model a run saves at its end
+BEST_DIR = "best"                      # finetuning: the model its validation chose
+CHECKPOINTS_DIR = "checkpoints"        # train/checkpoint.py's step-NNNNNNNN folders
+
+
+RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
+
+
+def read_record(run_dir: str | Path, name: str) -> dict:
+    """A file of a run's record (CONFIG, RUN, SUMMARY, RESULTS) that a command continues or builds on (a start,
+    a rerun, an export): {} when it is missing; one that is there but does not read is refused in one line naming
+    it (``parse_mapping``'s why), never taken for no record: a start would not check its settings against it,
+    a report would count the run as unfinished. ``load_run`` (the dashboard, compare_runs) reads leniently. (Here, below the model loaders that read a run's record.)"""
+    data, why = parse_mapping(Path(run_dir) / name)
+    if why:
+        raise RunDirError(f"{Path(run_dir) / name} cannot be read ({why}): what the run in {run_dir} recorded there "
+                          f"is lost. {RESTORE.format(dir=run_dir)}")
+    return data
+
+
+# train/checkpoint.py writes them; here, below the model loaders, so that what a run keeps to write its model again
+# from is read one way wherever it is said (``loading.rewrite_advice``, export, resume, prune_checkpoints)
+CHECKPOINT_STATE = "trainer_state.json"  # a checkpoint's trainer state: written last but its checksums
+_CHECKPOINT_NAME = re.compile(r"^step-(\d{8})$")
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINTS_DIR
+
+
+def step_of(checkpoint: str | Path) -> int:
+    """The step a checkpoint directory (checkpoints/step-NNNNNNNN) was saved at."""
+    return int(_CHECKPOINT_NAME.match(Path(checkpoint).name).group(1))
+
+
+def complete_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Checkpoints that finished writing (intact or not), oldest first."""
+    root = checkpoint_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _CHECKPOINT_NAME.match(p.name) and (p / CHECKPOINT_STATE).is_file()]
+    return sorted(found, key=step_of)
+
+
+def checkpoints_gone(run_dir: str | Path) -> str:
+    """How a run's checkpoints went, as a clause after "its checkpoints": removed by prune_checkpoints.py (when, how
+    many: run.json's ``checkpoints_removed``), or gone without a record of it."""
+    removed = read_record(run_dir, RUN).get("checkpoints_removed")
+    return (f"were removed by prune_checkpoints.py ({removed})" if removed else
+            f"are gone ({checkpoint_dir(run_dir)} is missing or empty)")
