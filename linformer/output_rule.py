@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .configs import command_sources, compose, hydra_command_line, sweeps
-from .data.io import resolve_path
 from .errors import OutputPathError
+from .files.locations import resolve_path
 from .files.outputs import check_writable, listing, output_dir_occupant
 from .rundir import not_a_run
 from .version import __version__

@@ -57,7 +57,6 @@ from .files.processes import pid_alive, process_place
 
 # the record's names: files/runs.py, below this module and the model loaders that read a run
 from .files.runs import CHECKPOINTS_DIR, CONFIG, LOCK, METRICS, MODEL_DIR, RESTORE, RESULTS, RUN, SUMMARY, read_record
-from .files.runs import PREDICTIONS as PREDICTIONS  # one of the record's names, which importers take from here
 from .files.storage import disk_full_names
 from .modeling.values import projects_keys
 from .runname import model_label

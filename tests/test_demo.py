@@ -223,9 +223,9 @@ def test_a_tokenizer_and_corpus_made_from_another_mirror_are_not_done(tmp_path, 
 
     from linformer.configs import compose
     from linformer.data.corpus import FORMAT_VERSION
-    from linformer.data.io import resolve_path
     from linformer.experiments import Places
     from linformer.files.hashing import sha256_file
+    from linformer.files.locations import resolve_path
 
     def outputs(jobs):
         return {j.name: j for j in jobs}
@@ -264,9 +264,9 @@ def test_a_tokenizer_trained_from_the_same_texts_in_another_mirror_is_done(tmp_p
     import json
 
     from linformer.configs import compose
-    from linformer.data.io import resolve_path
     from linformer.experiments import Places
     from linformer.files.hashing import sha256_file
+    from linformer.files.locations import resolve_path
 
     tok = demo.plan([], Places.of(tmp_path))[0].done
     wanted = [str(resolve_path(str(s))) for s in compose("tokenizer", ["data=mirror_slice"]).data.sources]
@@ -312,7 +312,7 @@ def test_a_demo_run_in_use_by_a_live_process_is_not_removed(tmp_path, monkeypatc
     import os
     import socket
 
-    from linformer.rundir import LOCK
+    from linformer.files.runs import LOCK
 
     run = tmp_path / "outputs/finetune/demo-sst2"
     run.mkdir(parents=True)

@@ -50,8 +50,8 @@ def test_the_guide_s_python_pipeline_writes_no_folder_of_the_demo_or_of_its_grou
     to whichever ran second ("holds an earlier train_tokenizer output with other settings"), and so would one of a
     documented command that keeps its groups' names (`pretrain.py model=tiny`)."""
     from linformer.cli import compose
-    from linformer.data.io import resolve_path
     from linformer.experiments import demo
+    from linformer.files.locations import resolve_path
 
     _, ns = _run_snippet(monkeypatch)
     ours = {"tokenizer": compose("tokenizer", ns["data"]).out_dir, "corpus": compose("corpus", ns["data"]).out_dir,

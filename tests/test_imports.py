@@ -234,3 +234,52 @@ def test_the_sdist_ships_no_tests_without_the_clone_they_need(tmp_path, monkeypa
     with tarfile.open(sdist) as archive:
         names = [name.split("/", 1)[-1] for name in archive.getnames()]
     assert "linformer/__init__.py" in names and not [name for name in names if name.startswith("tests")]
+
+
+
+def defined_names(module: str) -> set[str]:
+    """The names the package's `module` defines at its top level (functions, classes, assignments)."""
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    names = set()
+    for node in ast.parse(path.read_text()).body if path.is_file() else []:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", node)]
+        names |= {n for t in targets if (n := getattr(t, "name", None) or getattr(t, "id", None))}
+    return names
+
+
+def homes_elsewhere(folder: Path, owners: dict[str, str]) -> list[str]:
+    """'file:line name from module' for each import, in the files under `folder`, of a name of `owners` ({name: the
+    module that defines it}) from a module of the package that does not define it (one that imported it for its own
+    use: a second home)."""
+    found = []
+    for f in sorted(folder.rglob("*.py")):
+        here = ".".join(f.relative_to(folder.parent).parent.parts)
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            parts = here.split(".")[: len(here.split(".")) - (node.level - 1)] if node.level else []
+            module = ".".join(parts + ([node.module] if node.module else []))
+            if not module.startswith("linformer"):
+                continue
+            found += [f"{f.relative_to(folder.parent)}:{node.lineno} {a.name} from {module}" for a in node.names
+                      if owners.get(a.name, module) != module and a.name not in defined_names(module)]
+    return found
+
+
+def test_each_name_of_the_files_package_is_imported_from_the_module_that_defines_it():
+    """linformer/files/ holds one concern a module and re-exports nothing; resolve_path and repo_root were read
+    from data/io.py as well as from their home (14 modules from one, 15 from the other), a run's file names from
+    rundir.py, its checkpoints' from train/checkpoint.py. Every import in the package, the scripts and the tests
+    names the module that defines the name."""
+    owners = {name: f"linformer.files.{f.stem}" for f in sorted((PACKAGE / "files").glob("*.py"))
+              for name in defined_names(f"linformer.files.{f.stem}") if not name.startswith("__")}
+    assert owners["resolve_path"] == "linformer.files.locations" and owners["atomic_write"] == "linformer.files.atomic"
+    assert not ast.parse((PACKAGE / "files" / "__init__.py").read_text()).body[1:]  # its docstring alone
+    assert [hit for root in ("linformer", "scripts", "tests") for hit in homes_elsewhere(PACKAGE.parent / root, owners)] == []
+
+
+def test_the_home_check_sees_a_name_read_from_a_module_that_imported_it(tmp_path):
+    (tmp_path / "user.py").write_text("from linformer.data.io import resolve_path, load_auto\n")
+    assert homes_elsewhere(tmp_path, {"resolve_path": "linformer.files.locations", "load_auto": "x"}) == [
+        f"{tmp_path.name}/user.py:1 resolve_path from linformer.data.io"]

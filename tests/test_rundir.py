@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from linformer.errors import ConfigError, RunDirError
-from linformer.rundir import LOCK, MetricsWriter, RunLock, RunRecord, read_metrics
+from linformer.files.runs import LOCK
+from linformer.rundir import MetricsWriter, RunLock, RunRecord, read_metrics
 
 CONFIG = {"seed": 0, "model": {"hidden_size": 32, "projected_dim": 8},
           "trainer": {"lr": 0.001, "batch_size": 8, "eval_every": 10, "resume": "auto"}, "run_name": "r"}

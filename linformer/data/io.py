@@ -24,11 +24,7 @@ from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_file, no_config
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, first_line
 from ..files.hashing import HashingReader, file_state, sha256_file
-from ..files.locations import repo_relative
-from ..files.locations import (
-    repo_root as repo_root,  # their home is files.locations (cli needs them too); read from here as well
-)
-from ..files.locations import resolve_path as resolve_path
+from ..files.locations import repo_relative, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, listing
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ..configs import compose
-from ..data.io import path_root, resolve_path
+from ..data.io import path_root
 from ..errors import ConfigError
-from ..files.locations import repo_relative, repo_root, script
+from ..files.locations import repo_relative, repo_root, resolve_path, script
 from ..files.outputs import MANIFEST
+from ..files.runs import RESULTS, SUMMARY
 from ..jobs import Job, corpus_check, tokenizer_check
-from ..rundir import RESULTS, SUMMARY
 from ..shell import hydra_override
 
 _MARKER = "RUN-NAME-OF-A-PLAN"

@@ -19,20 +19,31 @@ from pathlib import Path
 import torch
 
 from ..configs import compose
-from ..data.io import repo_root, resolve_path
 from ..errors import ConfigError, DataError, LinformerError
 from ..files.atomic import write_json
 from ..files.hashing import hashed_once
-from ..files.locations import repo_relative
+from ..files.locations import repo_relative, repo_root, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST
-from ..files.runs import BEST_DIR, CHECKPOINTS_DIR, MODEL_DIR
+from ..files.runs import (
+    BEST_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG,
+    LOCK,
+    METRICS,
+    MODEL_DIR,
+    PREDICTIONS,
+    RESULTS,
+    RUN,
+    SUMMARY,
+    read_record,
+)
 from ..files.temporaries import temporary_of
 from ..jobs import Job
 from ..logfile import say
 from ..output_rule import check_plan
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, LOCK, METRICS, PREDICTIONS, RESULTS, RUN, SUMMARY, RunLock, read_record
+from ..rundir import RunLock
 from ..shell import hydra_override, shell_command
 from ..train.common import native_cpu_bf16
 from ..train.pretrain import perplexity, perplexity_text

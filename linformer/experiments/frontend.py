@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..argtypes import folder, positive_minutes
-from ..data.io import default_data_mirror, repo_root
+from ..data.io import default_data_mirror
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..files.hashing import hashed_once
-from ..files.locations import script
+from ..files.locations import repo_root, script
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 from ..configs import config_dir
-from ..data.io import repo_root
 from ..data.tasks import MIRROR_TASKS
 from ..files.atomic import write_json
+from ..files.locations import repo_root
 from ..files.mappings import read_yaml
 from ..jobs import Job
 from ..shell import hydra_override

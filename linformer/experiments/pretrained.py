@@ -30,13 +30,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data.io import local_path, path_root, repo_root
+from ..data.io import local_path, path_root
 from ..files.atomic import atomic_dir
+from ..files.locations import repo_root
 from ..files.mappings import read_json
-from ..files.runs import MODEL_DIR
+from ..files.runs import CONFIG, MODEL_DIR, PREDICTIONS, RESULTS
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
-from ..rundir import CONFIG, PREDICTIONS, RESULTS, chosen_on_reported, copy_record
+from ..rundir import chosen_on_reported, copy_record
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, out_dir
 

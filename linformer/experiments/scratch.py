@@ -40,15 +40,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.io import path_root, repo_root
+from ..data.io import path_root
 from ..data.tasks import MIRROR_TASKS
 from ..errors import ConfigError
 from ..files.atomic import atomic_dir, write_json
+from ..files.locations import repo_root
 from ..files.mappings import read_json
-from ..files.runs import MODEL_DIR
+from ..files.runs import CONFIG, METRICS, MODEL_DIR, RESULTS, RUN, SUMMARY
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import projects_keys
-from ..rundir import CONFIG, METRICS, RESULTS, RUN, SUMMARY, chosen_on_reported, copy_record
+from ..rundir import chosen_on_reported, copy_record
 from ..shell import hydra_override
 from . import Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 from .pretrained import keep_records

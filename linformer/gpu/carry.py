@@ -42,10 +42,11 @@ from pathlib import Path
 from ..argtypes import folder, path
 from ..cli import ArgumentParser, cli_errors
 from ..configs import compose
-from ..data.io import data_mirror_words, default_data_mirror, repo_root
+from ..data.io import data_mirror_words, default_data_mirror
 from ..errors import DataError
 from ..files.atomic import atomic_write, output_files, record_output_files, write_json
 from ..files.hashing import sha256_file
+from ..files.locations import repo_root
 from ..files.mappings import read_json
 from ..files.outputs import FILE_RECORDS, made_by
 from ..shell import script_command

@@ -87,11 +87,12 @@ from typing import NamedTuple
 from ..argtypes import at_least, positive_minutes
 from ..argtypes import folder as folder_path
 from ..cli import ArgumentParser, cli_errors
-from ..data.io import default_data_mirror, repo_root
+from ..data.io import default_data_mirror
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, Places, frontend, job_script, pretrained, run_dir, scratch
 from ..files.atomic import atomic_write, record_output_files, write_json
 from ..files.hashing import sha256_file
+from ..files.locations import repo_root
 from ..files.outputs import check_output_files, made_by
 from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by

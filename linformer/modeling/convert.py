@@ -26,9 +26,10 @@ from transformers.models.auto.modeling_auto import (
 )
 from transformers.utils import cached_file
 
-from ..data.io import load_auto, resolve_path
+from ..data.io import load_auto
 from ..data.tasks import tasks_with_labels
 from ..data.tokenizer import load_tokenizer
+from ..files.locations import resolve_path
 from ..files.outputs import check_output_dir, made_by
 from ..logfile import say
 from ..shell import hydra_override, script_command

@@ -29,9 +29,10 @@ from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
-from ..data.io import load_auto, resolve_path
+from ..data.io import load_auto
 from ..data.tokenizer import TOKENIZER_FILES
 from ..files.hashing import checksum_problems, sha256_file
+from ..files.locations import resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST
 from ..files.runs import (

@@ -28,11 +28,12 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
 from ..files.atomic import save_figure
 from ..files.locations import resolve_path
+from ..files.runs import CONFIG
 from ..files.tables import table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
-from ..rundir import CONFIG, read_recorded_config
+from ..rundir import read_recorded_config
 from ..train.finetune import task_splits
 from .paired import MIN_INTERVAL_EXAMPLES, fmt1, interval_text, seed_example_interval
 

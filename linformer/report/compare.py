@@ -25,9 +25,9 @@ from ..errors import ConfigError, DataError
 from ..files.atomic import atomic_write, output_files, save_figure
 from ..files.locations import resolve_path
 from ..files.outputs import made_by
+from ..files.runs import METRICS as METRICS_FILE
 from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
-from ..rundir import METRICS as METRICS_FILE
 from ..rundir import (
     Run,
     find_runs,

@@ -54,11 +54,10 @@ from ..files.atomic import write_json
 from ..files.hashing import file_state
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
+from ..files.runs import METRICS, RESULTS
 from ..files.tables import table_lines
 from ..rundir import (
-    METRICS,
     RECORD_FILES,
-    RESULTS,
     Run,
     find_runs,
     identity,

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import run_from_a_script
-from ..data.corpus import MANIFEST, read_manifest
+from ..data.corpus import read_manifest
 from ..data.io import local_path
 from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
 from ..errors import DataError
 from ..files.atomic import output_files, write_json
 from ..files.locations import repo_relative
-from ..files.outputs import made_by
+from ..files.outputs import MANIFEST, made_by
 from ..modeling.configuration import ATTENTION_FIELDS, SIZE_FIELDS
 from ..modeling.values import projects_keys
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths

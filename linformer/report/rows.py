@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import DataError
 from ..files.hashing import ReadOnce
 from ..files.mappings import read_json
-from ..files.runs import BEST_DIR
+from ..files.runs import BEST_DIR, METRICS, RESULTS
 from ..modeling.configuration import (
     EXACT_KEY_FIELDS,
     OVERLAP_LABELS,
@@ -23,7 +23,7 @@ from ..modeling.configuration import (
     exact_keys_label,
 )
 from ..modeling.values import projects_keys
-from ..rundir import METRICS, RESULTS, find_runs, is_full_attention, iter_metrics, named_paths
+from ..rundir import find_runs, is_full_attention, iter_metrics, named_paths
 
 # Row labels a report's JSON may hold, each with the label that names that row (none inside the label that replaces
 # it, so relabelling twice changes nothing): ", no double count" misnames the mask rule for the projected columns the

@@ -24,9 +24,10 @@ from ..experiments import pretrained as exp
 from ..files.atomic import atomic_write, output_files, write_json
 from ..files.locations import repo_relative
 from ..files.outputs import file_record, made_by
+from ..files.runs import RESULTS
 from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
-from ..rundir import RESULTS, RunRecord, find_runs, named_paths
+from ..rundir import RunRecord, find_runs, named_paths
 from ..shell import shell_command
 from . import forest, table2_pretrained, table2_scratch
 from .layouts import LAYOUTS, layout_profile

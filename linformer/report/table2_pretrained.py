@@ -29,12 +29,13 @@ from ..experiments.pretrained import CLOSES, POLICIES, SEEDS, TEACHER_TARGET, WI
 from ..files.atomic import atomic_write, write_json
 from ..files.locations import repo_relative, resolve_path
 from ..files.mappings import read_json
+from ..files.runs import PREDICTIONS, RESULTS
 from ..files.tables import table_lines, table_row
 from ..modeling.card import read_card_info
 from ..modeling.configuration import LinformerConfig, attention_label, exact_keys_label
 from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS, converted_config
 from ..modeling.values import projects_keys
-from ..rundir import PREDICTIONS, RESULTS, RunRecord, chosen_on_reported, is_full_attention
+from ..rundir import RunRecord, chosen_on_reported, is_full_attention
 from . import by_length, forest
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
 from .rows import (

@@ -25,10 +25,11 @@ from ..experiments import scratch as exp
 from ..files.atomic import atomic_write, save_figure, write_json
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
+from ..files.runs import RESULTS, SUMMARY, read_record
 from ..files.tables import table_lines, table_row
 from ..modeling.configuration import SIZE_FIELDS
 from ..modeling.values import projects_keys
-from ..rundir import RESULTS, SUMMARY, find_runs, load_run, named_paths, read_record
+from ..rundir import find_runs, load_run, named_paths
 from .compare import series
 from .figure3 import figure3_data
 from .paired import (

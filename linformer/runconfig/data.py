@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..data.io import resolve_path, resolve_sources
+from ..data.io import resolve_sources
 from ..devices import resolve_device
+from ..files.locations import resolve_path
 from ..files.names import folder_name
 from ..modeling.loading import resolve_tokenizer_dir
 from .runs import plain_config

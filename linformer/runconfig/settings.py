@@ -14,10 +14,11 @@ from omegaconf import OmegaConf
 
 from ..configs import RETIRED_KEYS, retired_key
 from ..data import tasks as _tasks
-from ..data.io import local_path, resolve_path
+from ..data.io import local_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
 from ..data.tokenizer import check_sequence_room
 from ..errors import ConfigError, did_you_mean
+from ..files.locations import resolve_path
 from ..files.names import folder_name
 from ..modeling.values import fits_type, type_words
 

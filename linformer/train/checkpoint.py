@@ -43,6 +43,8 @@ from ..files.runs import (
     BEST_DIR,
     CHECKPOINT_STATE,
     MODEL_DIR,
+    RUN,
+    SUMMARY,
     checkpoint_dir,
     checkpoints_gone,
     complete_checkpoints,
@@ -52,7 +54,7 @@ from ..files.runs import (
 from ..files.storage import disk_full_names
 from ..files.temporaries import remove_stale_temps
 from ..modeling.loading import unpickling_refusal, unpickling_why
-from ..rundir import RUN, SUMMARY, RunRecord, model_problem
+from ..rundir import RunRecord, model_problem
 from ..shell import script_command
 
 log = logging.getLogger(__name__)

@@ -20,21 +20,25 @@ from ..errors import CheckpointError, RunDirError
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import check_output_dir, made_by
-from ..files.runs import BEST_DIR, MODEL_DIR
+from ..files.runs import (
+    BEST_DIR,
+    CONFIG,
+    MODEL_DIR,
+    RESULTS,
+    RUN,
+    SUMMARY,
+    checkpoint_dir,
+    checkpoints_gone,
+    complete_checkpoints,
+    read_record,
+    step_of,
+)
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
-from ..rundir import CONFIG, RESULTS, RUN, SUMMARY, RunRecord, read_record, read_recorded_config
-from .checkpoint import (
-    STATE_FILE,
-    checkpoint_dir,
-    checkpointed_step,
-    checkpoints_gone,
-    complete_checkpoints,
-    newest_intact,
-    step_of,
-)
+from ..rundir import RunRecord, read_recorded_config
+from .checkpoint import STATE_FILE, checkpointed_step, newest_intact
 from .pretrain import build_model
 from .stopping import run_from_a_script
 

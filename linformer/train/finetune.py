@@ -39,7 +39,7 @@ from ..errors import CheckpointError, ConfigError
 from ..files.atomic import write_json
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
-from ..files.runs import BEST_DIR
+from ..files.runs import BEST_DIR, PREDICTIONS, SUMMARY
 from ..logfile import fewer_than_asked
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.configuration import RECORDED_FIELDS, SIZE_FIELDS, projects_keys
@@ -51,7 +51,6 @@ from ..modeling.loading import (
     weights_sha256,
 )
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
-from ..rundir import PREDICTIONS, SUMMARY
 from .checkpoint import resumed_state
 from .core import run_training
 from .summary import export_next

@@ -41,7 +41,7 @@ def _paper_table3() -> tuple[dict, dict]:
     """Table 3 as the paper's text prints it: rows 'n a.bx c.dx ... -', time saved first, then memory saved."""
     import re
 
-    from linformer.data.io import repo_root
+    from linformer.files.locations import repo_root
 
     text = repo_root().parent / "shared" / "paper" / "linformer-wang-2020.txt"
     if not text.is_file():

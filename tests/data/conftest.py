@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from linformer.data.io import resolve_path
+from linformer.files.locations import resolve_path
 
 MIRROR = Path(resolve_path(os.environ.get("LINFORMER_DATA_MIRROR", "../shared/data")))
 WORDS = ["the", "of", "and", "to", "in", "a", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "he", "she", "it", "they", "an", "be", "had", "are", "this", "which", "were", "one", "all", "their", "there", "been", "would", "have", "not", "but", "when", "who", "into", "more", "some", "than", "them", "time", "could", "river", "castle", "winter", "music", "science", "history", "garden", "letter", "window", "morning", "village", "doctor", "ship"]

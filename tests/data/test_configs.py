@@ -6,8 +6,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from linformer.configs import compose
-from linformer.data.io import repo_root, resolve_path
 from linformer.data.tasks import get_task
+from linformer.files.locations import repo_root, resolve_path
 
 CONFIGS = repo_root() / "configs"
 DATA_CONFIGS = sorted(p.stem for p in (CONFIGS / "data").glob("*.yaml") if not p.stem.startswith("_"))

@@ -14,9 +14,9 @@ import pytest
 from linformer.data import corpus as corpus_mod
 from linformer.data import io as io_mod
 from linformer.data.corpus import load_prepared, prepare_corpus, vocabulary_sha256
-from linformer.data.io import repo_root
 from linformer.data.tokenizer import tokenizer_hash, train_tokenizer
 from linformer.errors import ConfigError, CorpusError, HubOfflineError, LinformerError, OutputPathError
+from linformer.files.locations import repo_root
 
 from ..conftest import put_token_id
 from .conftest import GIVEN_TWICE, write_corpus
@@ -1271,7 +1271,7 @@ def test_a_missing_corpus_or_tokenizer_names_the_command_of_this_command_s_data_
 
     from linformer.configs import compose
     from linformer.data.corpus import unprepared_corpus
-    from linformer.data.io import resolve_path
+    from linformer.files.locations import resolve_path
 
     corpus = tmp_path / "c"
     given = ["model=tiny", "data.name=mine", "data.max_documents=40", f"corpus_dir={corpus}"]

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from linformer.data.io import repo_root
+from linformer.files.locations import repo_root
 
 # The script as a user runs it, with each tokenizer batch held back so the kill lands while the workers work.
 SLOW_SCRIPT = """

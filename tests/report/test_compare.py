@@ -236,7 +236,7 @@ def test_a_run_that_did_not_finish_says_so_beside_its_steps(tmp_path, make_run):
     import os
     import socket
 
-    from linformer.rundir import LOCK
+    from linformer.files.runs import LOCK
 
     rows = [{"step": s, "time": s, "loss": 1.0 / s} for s in range(1, 5)]
     for name, status in (("done", "complete"), ("cut", "stopped"), ("crashed", "failed"), ("old", None),

@@ -271,7 +271,8 @@ def test_the_measurement_scripts_resolve_out_against_the_repository_from_any_fol
     assert seen["args"].out == str(repo_root() / "some" / "where")
     if script in ("length_policy", "long_inputs", "fidelity"):  # the default, read where the command's work starts
         import linformer.report.measured as measured
-        from linformer.data.io import path_root, resolve_path
+        from linformer.data.io import path_root
+        from linformer.files.locations import resolve_path
 
         def outputs_then_stop(outputs, *args, **kwargs):
             seen["outputs"] = outputs

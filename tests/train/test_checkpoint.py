@@ -126,7 +126,8 @@ def _step(model, optimizer):
 
 @pytest.mark.parametrize("keep_last", [1, 2, 3])
 def test_save_keeps_exactly_the_newest_keep_last(accelerated, tmp_path, keep_last):
-    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.files.runs import complete_checkpoints
+    from linformer.train.checkpoint import save_checkpoint
 
     accelerator = accelerated[0]
     for step in range(1, 6):
@@ -142,7 +143,8 @@ def test_rotation_unlinks_a_linked_step_never_what_it_points_to_and_says_what_it
     beside keep_last for ever. A checkpoint rmtree cannot remove is a warning naming it, not passed over."""
     import shutil
 
-    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.files.runs import complete_checkpoints
+    from linformer.train.checkpoint import save_checkpoint
 
     run, other = tmp_path / "run", tmp_path / "other"
     target = save_checkpoint(accelerated[0], other, 1, {"epoch": 0}, keep_last=2)
@@ -179,7 +181,8 @@ def test_a_step_linked_to_another_file_system_is_rebuilt_there_and_the_link_kept
     import errno
     import json
 
-    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.files.runs import complete_checkpoints
+    from linformer.train.checkpoint import save_checkpoint
 
     run, disk = tmp_path / "run", tmp_path / "disk"
     disk.mkdir()
@@ -314,7 +317,8 @@ def test_a_rank_that_fails_a_checkpoint_removes_nothing_before_the_others_are_do
 
 def test_another_rank_s_failure_stops_this_one_with_peer_failed_and_no_half_checkpoint(accelerated, tmp_path):
     from linformer.errors import PeerFailed
-    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.files.runs import complete_checkpoints
+    from linformer.train.checkpoint import save_checkpoint
 
     save_checkpoint(accelerated[0], tmp_path, 2, {}, keep_last=2)
     with pytest.raises(PeerFailed, match="another process failed while writing the checkpoint of step 4"):

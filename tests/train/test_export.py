@@ -306,9 +306,10 @@ def test_after_pruning_the_advice_for_a_run_s_gone_or_damaged_model_names_what_i
     model from a copy, or train the run again under another run_name."""
     import re
 
+    from linformer.files.runs import complete_checkpoints, step_of
     from linformer.modeling.loading import resolve_model_path
     from linformer.rundir import model_problem
-    from linformer.train.checkpoint import complete_checkpoints, prune_checkpoints, step_of
+    from linformer.train.checkpoint import prune_checkpoints
 
     run = tmp_path / "run"
     shutil.copytree(pretrained_run, run)

@@ -76,7 +76,8 @@ def test_a_running_streak_keeps_the_checkpoint_before_it_through_rotation(tmp_pa
     step 4 (saved before the streak) beside the newest, and the error names it; a finite step ends the keeping."""
     from accelerate import Accelerator
 
-    from linformer.train.checkpoint import complete_checkpoints, save_checkpoint
+    from linformer.files.runs import complete_checkpoints
+    from linformer.train.checkpoint import save_checkpoint
     from linformer.train.common import reset_accelerate_state
 
     accelerator = Accelerator(cpu=True)
