@@ -851,3 +851,19 @@ def test_a_wheel_s_runs_in_a_git_project_of_the_user_s_own_get_no_warning_of_the
     monkeypatch.setattr(locations, "__file__", str(tmp_path / "venv" / "site-packages" / "linformer" / "files" / "locations.py"))
     assert locations.repo_root() == project  # a wheel: paths from the working directory
     assert not locations.seen_by_git(project / "outputs" / "pretrain" / "run")
+
+
+def test_the_short_digest_of_a_content_is_pinned_wherever_it_is_taken():
+    """"sha256, first 16 hex digits" was written four times (the cache key, a tokenizer's identity and its parts'
+    digests, the W&B run id): one short_digest now. The digests are pinned: a change of canonical form would rename
+    every prepared cache and every tokenizer its corpora and runs record."""
+    from pathlib import Path
+
+    from linformer.data.tokenizer import _digest, _identity
+    from linformer.files.hashing import cache_key, short_digest
+
+    assert short_digest({"b": [1, "é"], "a": None}) == short_digest({"a": None, "b": [1, "é"]}) == "47acac9da933d9fb"
+    assert short_digest("é") == short_digest("é".encode()) == hashlib.sha256("é".encode()).hexdigest()[:16]
+    assert cache_key({"b": [1, "é"], "a": None, "p": Path("/x")}) == "807128e84bd05035"  # non-ASCII escaped
+    assert _identity({"model": {"vocab": {"é": 0, "a": 1}}, "truncation": 1}) == "a1e86912fff0766c"
+    assert _digest({"é": 0, "a": 1}) == "2 entries, sha256 a0909b39d63e38a5"

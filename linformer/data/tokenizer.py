@@ -9,7 +9,6 @@ and `<s> a </s></s> b </s>` for pairs. The directory is written by a transformer
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import re
@@ -22,7 +21,7 @@ from ..cli import progress_to_log_file
 from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
 from ..files.atomic import atomic_dir
-from ..files.hashing import check_inputs_unchanged
+from ..files.hashing import check_inputs_unchanged, short_digest
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
@@ -764,8 +763,7 @@ def _is_fast(tokenizer) -> bool:
 
 def _digest(value) -> str:
     """A large part of a tokenizer (its vocabulary, merges) as recorded: its size and sha256 (first 16 hex)."""
-    canon = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return f"{len(value)} entries, sha256 {hashlib.sha256(canon).hexdigest()[:16]}"
+    return f"{len(value)} entries, sha256 {short_digest(value)}"
 
 
 def _part_difference(part: str, a, b) -> str:
@@ -807,6 +805,4 @@ def _identity(data: dict) -> str:
     (null, as train_tokenizer saves them): every call with truncation=True rewrites that state, and the same
     tokenizer must hash the same before and after it has encoded. For a tokenizer saved with them unset (as
     train_tokenizer saves it) this is the hash of its tokenizer.json as it stands, the one its corpora and runs record."""
-    data = {**data, "truncation": None, "padding": None}
-    canon = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(canon).hexdigest()[:16]
+    return short_digest({**data, "truncation": None, "padding": None})

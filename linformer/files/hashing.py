@@ -207,4 +207,17 @@ def cache_key(options: Mapping[str, Any], files: list[str | Path] = (), digests:
         if str(f) not in digests:
             digests[str(f)] = sha256_file(f)
     payload = {"options": dict(options), "files": [digests[str(f)] for f in files]}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    # its own JSON text, not short_digest's canonical form: non-ASCII escaped, any other value as its str (a Path),
+    # the form every prepared cache's key was taken in
+    return short_digest(json.dumps(payload, sort_keys=True, default=str))
+
+
+def short_digest(value: Any) -> str:
+    """The first 16 hex digits of a sha256, the package's one short name of a content (a cache key, a tokenizer's
+    identity, a W&B run id): of `value`'s bytes, of its UTF-8 where it is text, else of its canonical JSON (keys
+    sorted, non-ASCII characters as themselves, UTF-8), so that equal mappings name the same whatever their order."""
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    elif not isinstance(value, bytes):
+        value = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(value).hexdigest()[:16]

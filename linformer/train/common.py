@@ -23,7 +23,7 @@ from ..data.corpus import read_manifest, unprepared_corpus
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
 from ..errors import ConfigError
-from ..files.hashing import cache_key
+from ..files.hashing import cache_key, short_digest
 from ..files.mappings import flatten, read_yaml
 from ..modeling.convert import is_projection_weight
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
@@ -215,7 +215,7 @@ def finish_trackers(accelerator: Accelerator, exit_code: int) -> None:
 
 def wandb_run_id(run_dir: Path, created: str | None) -> str:
     """16 hex digits naming the run directory's run (a directory deleted and reused gets another `created`)."""
-    return hashlib.sha256(f"{Path(run_dir).resolve()}|{created}".encode()).hexdigest()[:16]
+    return short_digest(f"{Path(run_dir).resolve()}|{created}")
 
 
 def _flatten(config: Mapping) -> dict[str, Any]:
