@@ -59,7 +59,7 @@ def tcp_port(text: str) -> int:
 
 
 def path(text: str) -> str:
-    """An argparse ``type``: a path as every command reads one (``files.resolve_path``: "~" expanded, a relative one
+    """An argparse ``type``: a path as every command reads one (``locations.resolve_path``: "~" expanded, a relative one
     from the repository, as the Hydra commands' paths), so that a script writes and reads the same places from any
     folder, and a quoted "~" never becomes a folder of that name. Not empty: an unset shell variable
     (``--out "$OUT"``) would otherwise name the repository itself."""

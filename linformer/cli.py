@@ -90,7 +90,7 @@ def work_ended() -> None:
 
 
 def _notes(err: BaseException) -> list[str]:
-    """`err`'s notes (PEP 678, ``files.add_note``: what else failed while it unwound, a full disk recording a partial
+    """`err`'s notes (PEP 678, ``atomic.add_note``: what else failed while it unwound, a full disk recording a partial
     output), each printed on a line after its last line, as Python's traceback prints them under the error."""
     return [str(note) for note in getattr(err, "__notes__", ()) or ()]
 

@@ -312,7 +312,7 @@ def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | 
 
 def _from_repository(arg: str) -> str:
     """A command line's relative ``hydra.run.dir=`` or ``hydra.sweep.dir=`` made absolute from the repository, as
-    every other path a command takes (``files.resolve_path``): Hydra would take it from the working directory."""
+    every other path a command takes (``locations.resolve_path``): Hydra would take it from the working directory."""
     key, sep, value = arg.partition("=")
     if not sep or key.lstrip("+") not in ("hydra.run.dir", "hydra.sweep.dir") or "${" in value or not value:
         return arg
@@ -324,7 +324,7 @@ def _from_repository(arg: str) -> str:
 
 def _warn_if_git_sees(cfg, mode: str) -> None:
     """A warning line where the run directory (mode "sweep": a --multirun's sweep directory) of `cfg`, composed with
-    its hydra node, lies inside the clone where git does not ignore it (``files.seen_by_git``): a relative
+    its hydra node, lies inside the clone where git does not ignore it (``locations.seen_by_git``): a relative
     hydra.sweep.dir=my_sweep or paths.output_dir=my_runs is taken from the repository, as every path, and only
     outputs/ (and Hydra's multirun/) are ignored there."""
     try:

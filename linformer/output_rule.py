@@ -2,11 +2,11 @@
 
 The rule. A command writes only into a path that is missing or empty, or that carries its own record: a run's
 ``config.yaml``/``run.json`` (run directories, ``rundir.RunRecord.claim``), an output directory's MANIFEST
-(``files.check_output_dir``), a folder's FILE_RECORDS entry for each file (``files.check_output_files``), or a
+(``outputs.check_output_dir``), a folder's FILE_RECORDS entry for each file (``outputs.check_output_files``), or a
 manifest of its own (the wheelhouse's ``.wheelhouse.json``, a carry folder's records, the dashboard's). It never
 replaces or deletes a file it did not write. Anything else is refused with one ``error:`` line naming the path, before
 anything is written, unless the user passes the command's overwrite flag, which replaces an output of another
-command or other settings, never a folder that is no output of this package's (``files.check_output_dir``). A plan (the demo, the reproductions, the GPU targets) checks every job's outputs before
+command or other settings, never a folder that is no output of this package's (``outputs.check_output_dir``). A plan (the demo, the reproductions, the GPU targets) checks every job's outputs before
 it starts any (``check_plan``).
 
 Every script under scripts/ is declared here, with each output a user can point somewhere and an example command
@@ -31,8 +31,8 @@ from .version import __version__
 
 # What sits at an output path
 RUN = "run directory"         # pretrain, finetune, transfer, distill: RunRecord.claim
-DIR = "output directory"      # a directory with a MANIFEST: files.check_output_dir (atomic_dir)
-FILES = "output files"        # files with FILE_RECORDS entries in their folder: files.check_output_files
+DIR = "output directory"      # a directory with a MANIFEST: outputs.check_output_dir (atomic_dir)
+FILES = "output files"        # files with FILE_RECORDS entries in their folder: outputs.check_output_files
 MANIFEST = "managed folder"   # a folder the command keeps a manifest of (wheelhouse, carry, dashboard, GPU targets)
 PLAN = "plan"                 # jobs, each a declared command: check_plan before the first starts
 

@@ -17,7 +17,7 @@
 - ``summary.json`` (every stage), ``results.json`` (finetuning), ``model/``, ``best/``, ``checkpoints/``.
 - ``.lock`` while a process trains in it.
 
-config.yaml, run.json, summary.json and results.json are written whole (``files.atomic_write``): a reader sees the old
+config.yaml, run.json, summary.json and results.json are written whole (``atomic.atomic_write``): a reader sees the old
 or the new file, never half. metrics.jsonl is appended a row at a time, so a reader may meet a last row still being
 written (``metric_lines``: its whole_lines stops before it, the other readers warn about it); the ``.lock`` is created
 exclusively (``RunLock``). The models and checkpoints are the trainer's (train/trainer.py, train/checkpoint.py), each
@@ -82,7 +82,7 @@ def metric_lines(path: str | Path, start: int = 0, whole_lines: bool = False
                  ) -> Iterator[tuple[dict[str, Any], int, str]]:
     """(row, the byte offset after its line, the line) for each row of a metrics.jsonl from byte offset `start` (a
     line's start). A torn line (a run still writing, or killed mid-write) and blank lines are skipped with a warning
-    (once: ``files.warn_once``); with `whole_lines` the reading stops at a line without its newline, a row still
+    (once: ``mappings.warn_once``); with `whole_lines` the reading stops at a line without its newline, a row still
     being written, to be read from there later (the dashboard's incremental mirror)."""
     path = Path(path)
     if not path.is_file():
@@ -182,7 +182,7 @@ def _check_allowed_keys(allow_change: bool | list[str] | None, recorded: Mapping
 
 
 def describe_changes(changes: Mapping[str, tuple]) -> str:
-    """'key: old -> new; ...' for an error line (``files.settings_changes``; a missing value is None)."""
+    """'key: old -> new; ...' for an error line (``outputs.settings_changes``; a missing value is None)."""
     return settings_changes({k: old for k, (old, _) in changes.items() if old is not None},
                             {k: new for k, (_, new) in changes.items() if new is not None})
 
@@ -255,7 +255,7 @@ def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:
 
 # ------------------------------------------------------------------------------------------------ lock
 def _dead(holder: Mapping) -> bool:
-    """Whether a lock's holder is a process of this place (host and PID namespace: ``files.process_place``) that is
+    """Whether a lock's holder is a process of this place (host and PID namespace: ``processes.process_place``) that is
     gone; another host's or container's cannot be checked. A lock without a place names its host only."""
     pid = holder.get("pid")
     here = holder.get("place", process_place()) == process_place() and holder.get("host") == socket.gethostname()
@@ -587,7 +587,7 @@ def copy_record(source: str | Path, target: str | Path) -> None:
 
 def model_problem(run_dir: Path) -> str | None:
     """Why the finished run `run_dir` cannot stand as done: its summary.json does not read (``read_record``'s line),
-    or the model its summary names (model_dir) is gone, or damaged since it was saved (the checksums its folder records: ``files.output_damage``), with how it comes back
+    or the model its summary names (model_dir) is gone, or damaged since it was saved (the checksums its folder records: ``outputs.output_damage``), with how it comes back
     (``loading.rewrite_advice``); None when it is as saved, or the run names none. What a rerun of the run says
     (``train.core.already_complete``), and what a plan asks of a job done (``output_problem``)."""
     try:
@@ -610,7 +610,7 @@ def model_problem(run_dir: Path) -> str | None:
 def output_problem(done: Path) -> str | None:
     """Why the output whose record a plan's job finds at `done` (a run's summary.json or results.json, an output
     folder's file) cannot stand as done: a finished run's model gone or damaged (``model_problem``), or a file of the
-    output folder holding `done` damaged since it was written (``files.output_damage``); None when neither."""
+    output folder holding `done` damaged since it was written (``outputs.output_damage``); None when neither."""
     folder = Path(done).parent
     if (folder / RUN).is_file():
         return model_problem(folder)

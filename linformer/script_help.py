@@ -13,7 +13,7 @@ from .shell import scripts_named_here
 
 
 def script_purpose(name: str) -> str:
-    """scripts/<name>.py's docstring, read beside the script that runs (``files.scripts_dir``: a clone's over a
+    """scripts/<name>.py's docstring, read beside the script that runs (``locations.scripts_dir``: a clone's over a
     wheel too): what it does and an example command; the script's path where it has none."""
     try:
         doc = ast.get_docstring(ast.parse((scripts_dir() / f"{name}.py").read_text(encoding="utf-8")))

@@ -19,13 +19,13 @@ def shell_command(*words) -> str:
 
 def script_command(name: str, *words) -> str:
     """``python scripts/<name>.py words...`` to paste in the working directory (``shell_command``), the script named
-    where it is (``files.script``): a wheel's user runs a clone's scripts from a folder of their own."""
+    where it is (``locations.script``): a wheel's user runs a clone's scripts from a folder of their own."""
     return shell_command("python", script(name), *words)
 
 
 def scripts_named_here(text: str) -> str:
     """`text` (a script's docstring, its --help) with each ``python scripts/<name>.py`` naming the script where it is
-    (``files.script``), so that its example command pastes in the working directory."""
+    (``locations.script``), so that its example command pastes in the working directory."""
     return _SCRIPT_COMMAND.sub(lambda m: f"python {script(m[1])}", text)
 
 

@@ -105,7 +105,7 @@ def signals_stop(message: str, signals: tuple[int, ...] = (signal.SIGTERM, signa
     reported as that Preempted. A second signal while the block unwinds ends a command's process at once (inside
     ``command``), for an unwinding that cannot finish (a worker pool whose workers a stop killed mid-operation): the
     children this process forked die with it (``linformer.data.workers``) and the temporaries it leaves are removed by
-    the next run (``files.remove_stale_temps``). Outside a command (the package called from a notebook, whose
+    the next run (``temporaries.remove_stale_temps``). Outside a command (the package called from a notebook, whose
     kernel is the user's) it raises KeyboardInterrupt instead.
 
     The block gets a function, ``decided``: called once the command's outcome stands whatever comes (a run found
@@ -226,7 +226,7 @@ def sigterm_interrupts(command_wide: bool = False):
 
 def sigterm_unclaimed() -> bool:
     """Whether SIGTERM is left to its default action or to a whole command's handling (``command_wide``: cli_errors',
-    a script's start-up), so that a block may install its own stop (``files.atomic_dir``'s); a stop of a block's own
+    a script's start-up), so that a block may install its own stop (``atomic.atomic_dir``'s); a stop of a block's own
     (the trainer's, prepare_corpus's) stays in charge."""
     handler = signal.getsignal(signal.SIGTERM)
     return handler is signal.SIG_DFL or getattr(handler, "command_wide", False)

@@ -185,7 +185,7 @@ def test_a_sigterm_to_a_command_is_its_stopped_line_and_128_plus_the_signal(caps
 
 
 def test_an_error_s_notes_are_lines_after_its_last_line(capsys):
-    """What else failed while an error or stop unwound (files.add_note: a full disk recording a partial output) is
+    """What else failed while an error or stop unwound (atomic.add_note: a full disk recording a partial output) is
     said after the error's own line, which comes first; a sweep's summary keeps the line alone."""
     import signal
 
@@ -1083,7 +1083,7 @@ def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_
 def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
     """export.py --out '~/x' (a quoted ~, as a Makefile or a subprocess list passes it) wrote ./~/x, and every
     argparse script read relative paths from the working directory while the docs and the Hydra commands read them
-    from the repository: one type (argtypes.path, over files.resolve_path) reads them all."""
+    from the repository: one type (argtypes.path, over locations.resolve_path) reads them all."""
     import argparse
 
     from linformer.argtypes import folder, path

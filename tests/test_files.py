@@ -1,4 +1,4 @@
-"""The output rule (files.atomic_dir, check_output_dir, output_files): what an output path may replace, and what is
+"""The output rule (atomic.atomic_dir, check_output_dir, output_files): what an output path may replace, and what is
 left behind. The rule as a user meets it through each script is tested beside that script (tests/modeling/
 test_convert.py, tests/data/test_corpus.py)."""
 

@@ -115,7 +115,7 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
 
 def benchmark_from_config(cfg: DictConfig, command: str = ""):
     """Run the benchmark into ``cfg.out_dir`` (null: the Hydra run directory). Its files follow the output rule
-    (``files.check_output_files``): one written by an earlier benchmark with the same settings is replaced, anything
+    (``outputs.check_output_files``): one written by an earlier benchmark with the same settings is replaced, anything
     else is refused before anything is measured, unless ``overwrite=true``."""
     out_dir = cfg.out_dir
     if out_dir is None:

@@ -4,7 +4,7 @@
 The tables and the figure are today's, from the CSV's rows. The lines above the tables (machine, timing, memory,
 note, command, cells not measured) are the earlier report's own, read from the <name>.md beside the CSV: they say how
 that run measured, which today's code may say otherwise. Its "Model:" line is written again from the settings the
-CSV's output record holds (files.FILE_RECORDS); where no record is kept, the settings are those its recorded command
+CSV's output record holds (outputs.FILE_RECORDS); where no record is kept, the settings are those its recorded command
 composes to today, and the Model line is written again only where every row agrees with them. Sections people
 added after the run (headed "## Notes") are kept below the tables. What neither holds (a CPU's threads, the machine) is "not recorded".
 """

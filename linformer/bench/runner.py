@@ -35,7 +35,7 @@ def run_benchmark(
 
     Either part is skipped when its settings are None. Returns the paths written. A part stopped by a signal
     (Preempted, from bench.cli's handler) writes what it measured, marked partial, then raises PartialOutput
-    carrying the Preempted (``files.output_files`` keeps those files and raises the Preempted); the part after it
+    carrying the Preempted (``atomic.output_files`` keeps those files and raises the Preempted); the part after it
     does not start.
     """
     files = benchmark_files(out_dir, name, inference, throughput, throughput_name)

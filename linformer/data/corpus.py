@@ -8,7 +8,7 @@ counted in the manifest, so `content_tokens = blocks * (n - 2) + dropped_tail_to
 The validation split holds whole documents, chosen by a seeded hash of each document's own text, so it is the
 same on every run and machine, and an edit of the sources moves only the documents it changes (and, the split
 being cut at a share of the tokens, the few at its edge). Output: `datasets.DatasetDict.save_to_disk` layout plus manifest.json,
-built in a hidden temp directory next to `out_dir` (``files.atomic_dir``) and renamed into place only when
+built in a hidden temp directory next to `out_dir` (``atomic.atomic_dir``) and renamed into place only when
 complete. Every .gz source is decompressed to its end once before anything is built, so a damaged file fails
 the run, naming the file, even where `max_documents` would stop reading before the damage.
 """
@@ -616,7 +616,7 @@ def prepare_corpus(
     `hf:<name>[:<config>]` hub datasets with a `text` column (one document per row; fails fast offline).
     With the same sources (by content), tokenizer (by hash) and settings, an existing complete `out_dir` is
     reused as is unless `force` (local sources only: hub sources are always re-read). Otherwise `out_dir` follows
-    the output rule (``files.check_output_dir``): a corpus prepared with the same settings is rebuilt, one prepared
+    the output rule (``outputs.check_output_dir``): a corpus prepared with the same settings is rebuilt, one prepared
     from the same texts and tokenizer at other paths too (``_moved``), anything else there is refused unless
     `overwrite`. `max_documents` keeps the first that many documents (a slice for demos).
     SIGTERM stops the run with Preempted, leaving nothing behind.

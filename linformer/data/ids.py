@@ -11,13 +11,13 @@ from pathlib import Path
 
 from ..files.hashing import HashingReader
 
-READ_CHUNK = 1 << 22  # bytes a read takes from the file: as files.sha256_file hashes it
+READ_CHUNK = 1 << 22  # bytes a read takes from the file: as hashing.sha256_file hashes it
 
 
 @dataclass
 class TokenIds:
     """What ``read_token_ids`` found: each Arrow file's sha256 by its name under the folder (for
-    ``files.checksum_problems``), and the smallest and largest id of the column with the file holding each;
+    ``hashing.checksum_problems``), and the smallest and largest id of the column with the file holding each;
     ``unread``: the files that do not parse as Arrow streams (their ids unknown: loading them fails on its own)."""
 
     digests: dict[str, str] = field(default_factory=dict)

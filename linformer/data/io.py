@@ -49,7 +49,7 @@ def _paths_config():
 
 @functools.lru_cache(maxsize=8)
 def _paths_file(path: str, state: tuple | None):
-    """The paths file at `path` in one `state` (``files.file_state``: its inode, size and mtime)."""
+    """The paths file at `path` in one `state` (``hashing.file_state``: its inode, size and mtime)."""
     return OmegaConf.load(path)
 
 
@@ -74,7 +74,7 @@ def record_path(path: str | os.PathLike) -> str:
     """How a run's record names a local path, so that runs made on two machines, or in two checkouts, compare alike
     (``rundir.identity``) and a committed record says nothing of the machine that made it: an absolute path under
     the data mirror as ``${paths.data_mirror}/<its path there>``, under the repository relative to it
-    (``files.repo_relative``), under both by the deeper of the two (a mirror carried into the checkout), elsewhere
+    (``locations.repo_relative``), under both by the deeper of the two (a mirror carried into the checkout), elsewhere
     as it is. A relative path, which the package reads from the repository, and a hub name are kept as given, and
     so is a record's path already in this form (``recorded_paths`` applies this to an older record, absolute).
     ``local_path`` reads it back."""
@@ -454,7 +454,7 @@ class SourceText:
     sha256: str = ""
     bytes: int = 0
     stats: dict = field(default_factory=dict)
-    state: tuple | None = None  # the file's ``files.file_state`` when it was hashed (``text_states``)
+    state: tuple | None = None  # the file's ``hashing.file_state`` when it was hashed (``text_states``)
     text_bytes: int = 0  # the bytes of text it holds (a .gz file's decompressed), where read by ``read_source``
     lone_cr: bool | None = None  # whether it holds a lone CR ending a line (``read_source``); None: not read for it
 
@@ -464,7 +464,7 @@ def source_texts(sources: list[str], read: bool = False) -> list[SourceText]:
     by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
     What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``). With
     `read`, each file's sha256, text bytes and lone CR are taken in one read of it (``read_source``, a .gz file
-    decompressed and checked), else its sha256 alone (``files.sha256_file``)."""
+    decompressed and checked), else its sha256 alone (``hashing.sha256_file``)."""
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
@@ -485,8 +485,8 @@ def source_texts(sources: list[str], read: bool = False) -> list[SourceText]:
 
 
 def text_states(srcs: list[SourceText]) -> dict[str, tuple | None]:
-    """The state each file of `srcs` had when ``source_texts`` hashed it, by path, as ``files.input_states`` gives
-    them: what ``files.check_inputs_unchanged`` compares after a build that read them again."""
+    """The state each file of `srcs` had when ``source_texts`` hashed it, by path, as ``hashing.input_states`` gives
+    them: what ``hashing.check_inputs_unchanged`` compares after a build that read them again."""
     return {s.path: s.state for s in srcs if s.path is not None}
 
 
@@ -503,7 +503,7 @@ def moved_output(out_dir: str | os.PathLike, record: Mapping, texts: list[Source
     without the keys naming the paths of what it reads), as a moved data mirror leaves it; then a note on stderr says
     where it was made from (`what`: "the corpus", ...). None otherwise: another command's, other settings or texts, or
     the same paths (the output rule's own comparison). Such an output is the command's own, as one made with
-    `record`'s settings is: rebuilt, with force or without, never refused for its paths (``files.atomic_dir``'s
+    `record`'s settings is: rebuilt, with force or without, never refused for its paths (``atomic.atomic_dir``'s
     `replaces`), and as protected as that one (a file put beside it is still refused)."""
     made = read_json(Path(out_dir) / MANIFEST)
     if made.get("command") != record["command"] or "sources" not in made or made.get("settings") == record["settings"]:

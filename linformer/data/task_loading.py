@@ -86,12 +86,12 @@ CACHE_VERSION = 8
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
                     digests: dict[str, str] | None = None) -> str | None:
-    """The ``files.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
+    """The ``hashing.cache_key`` of a tokenized split: the task's reading of its files (``TaskSpec.reading``: columns,
     label order, reader), source file contents (train and validation also depend on the eval files, whose duplicates
     they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
     options (the seed only where it draws, the carve's rule only where it carves), and the columns it is encoded into
     (``encoded_columns``). None (no caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
-    (``files.cache_key``), so that a task file is read once a call."""
+    (``hashing.cache_key``), so that a task file is read once a call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if data_dir is None or backend is None:
         return None
@@ -272,7 +272,7 @@ def _say_short_subsets(name: str, out: Mapping, options: SplitOptions) -> None:
 def _split(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
            cache_dir: str | None, digests: dict[str, str], lines: bool, inputs: Mapping | None = None):
     """One tokenized split of ``load_task``: from the cache where it holds it, else tokenized (and cached, where its
-    files kept the states `inputs` gives, ``files.input_states``, since they were hashed for its key)."""
+    files kept the states `inputs` gives, ``hashing.input_states``, since they were hashed for its key)."""
     args = (name, data_dir, split, tokenizer, max_length, options)
     key = split_cache_key(*args, digests) if cache_dir else None
     target = Path(cache_dir) / f"{name}-{split}-{key}" if key else None

@@ -190,8 +190,8 @@ def train_tokenizer(
     `files` may also name hub datasets (hf:<name>[:<config>], their `text` column, as prepare_corpus reads them).
     `max_lines` trains on a sample of that many non-empty lines, spread over the sources (an equal share of each,
     from its start; a sample is enough for the merges of a large corpus). Returns `out_dir`. The save is atomic
-    (``files.atomic_dir``) and checked by an encode/decode round trip before it replaces `out_dir`, which follows the
-    output rule (``files.check_output_dir``): an earlier tokenizer trained with the same settings is replaced, one
+    (``atomic.atomic_dir``) and checked by an encode/decode round trip before it replaces `out_dir`, which follows the
+    output rule (``outputs.check_output_dir``): an earlier tokenizer trained with the same settings is replaced, one
     trained from the same texts at other paths too (``io.moved_output``), anything else there is refused unless
     `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
     or SIGTERM stops it at once (``signals.signals_stop``: a `stopped:` line, 128 + the signal), and nothing is

@@ -54,7 +54,7 @@ def done_file(config: str, folder: str | Path) -> Path:
 
 def job_script(name: str) -> str:
     """scripts/<name>.py as a plan's job names it, run from the repository (``run_jobs``' cwd, ``repo_root``): the
-    scripts beside the one started (``files.script``), a clone's over a wheel too, where the repository is the
+    scripts beside the one started (``locations.script``), a clone's over a wheel too, where the repository is the
     working directory."""
     return script(name, repo_root())
 

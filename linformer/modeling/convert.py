@@ -165,7 +165,7 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
     save it with the source's tokenizer and a model card (``card.py``) in ``out_dir``, which appears complete or not
     at all. The weights keep the source's dtype unless ``dtype`` says otherwise (``from_pretrained_encoder``).
 
-    ``out_dir`` follows the output rule (``files.check_output_dir``): an earlier conversion with the same source
+    ``out_dir`` follows the output rule (``outputs.check_output_dir``): an earlier conversion with the same source
     and settings is rebuilt, anything else there is refused unless ``overwrite``. ``seed`` seeds what starts
     fresh (E/F are deterministic; a missing head is not). Returns ``out_dir``."""
     path = resolve_model_path(name_or_path)

@@ -165,7 +165,7 @@ class Preempted(BaseException):
 
 class PartialOutput(BaseException):
     """Raised by a writer once it has written a partial output whole (rows measured before an error or a stop,
-    marked partial), for `cause`, the error or stop that cut it short: ``files.output_files`` keeps and records those
+    marked partial), for `cause`, the error or stop that cut it short: ``atomic.output_files`` keeps and records those
     files as the command's output instead of putting the earlier ones back, then raises `cause`, which is what the
     user sees. Not an error itself: a BaseException, as Preempted is, so an ``except Exception`` between the writer
     and ``output_files`` does not take it for one (and a Preempted carried keeps its exit status)."""

@@ -245,7 +245,7 @@ def _check_hub_name(name: str, key: str, local: str) -> None:
 
 
 def _run_info(run: Path) -> dict:
-    """The run.json of `run` ({} where there is none), read as the run's record (``files.read_record``: a damaged
+    """The run.json of `run` ({} where there is none), read as the run's record (``runs.read_record``: a damaged
     one is refused in one line naming it)."""
     return read_record(run, RUN)
 

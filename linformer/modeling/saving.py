@@ -32,9 +32,9 @@ MODEL_FORMAT = 2
 @contextlib.contextmanager
 def model_folder(final: str | os.PathLike, record: Mapping[str, Any] | None = None, overwrite: bool = False,
                  flag: str = "overwrite=true", key: str | None = None) -> Iterator[Path]:
-    """``files.atomic_dir`` for a model folder (the block saves into the temporary it yields: ``save_model_dir``, a
+    """``atomic.atomic_dir`` for a model folder (the block saves into the temporary it yields: ``save_model_dir``, a
     card): its MANIFEST records MODEL_FORMAT and the size and sha256 of every file in it but the card's, which
-    ``files.output_damage`` reads back wherever the folder is taken as done or as a start. The card is left out: it
+    ``outputs.output_damage`` reads back wherever the folder is taken as done or as a start. The card is left out: it
     is rewritten in place as the model goes on (a transfer's record, a finetuning's results), and no load reads it."""
     with atomic_dir(final, record, overwrite, flag, checksums=True, key=key) as tmp:
         yield tmp

@@ -148,7 +148,7 @@ def write_probe(runs: list[str], tasks: list[str], data_mirror: str | None, n_ex
                 out: str | None) -> None:
     """``probe``'s table printed, and written to `out` where given. Where an error stops it, the rows measured
     before it are printed and written marked partial, and PartialOutput carrying the error is raised
-    (``files.output_files`` keeps that table as the command's output, then raises the error)."""
+    (``atomic.output_files`` keeps that table as the command's output, then raises the error)."""
     started = start()
     rows: list[dict] = []
     try:

@@ -660,7 +660,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     sweep), out_dir/chosen_<val metric>_by_<setting>.png (``plot_sweep``).
 
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
-    compare_runs did not write is refused unless `overwrite` (``files.check_output_files``). Returns
+    compare_runs did not write is refused unless `overwrite` (``outputs.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
     summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
     runs = [load_run(p, rows=False) for p in find_runs(named_paths(paths), strict=True)]

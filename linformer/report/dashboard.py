@@ -250,7 +250,7 @@ def _event_file_name() -> str:
 
 def _file_stamp(src: Path) -> list[int] | None:
     """[size, mtime in ns] of `src`: a file with the same stamp as at the last pass holds nothing new. Not
-    ``files.file_state``: the stamp is kept in the mirror's state file for later processes, and the metrics file
+    ``hashing.file_state``: the stamp is kept in the mirror's state file for later processes, and the metrics file
     grows in place, read on from a byte offset, so its inode tells nothing a pass reads by."""
     try:
         stat = src.stat()

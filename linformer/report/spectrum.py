@@ -189,7 +189,7 @@ def analyze_spectrum(model_path: str | Path, out_dir: str | Path, prefix: str = 
                      overwrite: bool = False, command: str | None = None) -> dict[str, Any]:
     """Write <out_dir>/<prefix>_curves.png, <prefix>_heatmap.png and <prefix>.json; return the JSON's content.
     A file there that an earlier analyze_spectrum did not write is refused unless `overwrite`
-    (``files.check_output_files``), before the model runs.
+    (``outputs.check_output_files``), before the model runs.
 
     Windows come from `corpus_dir`'s validation split when given (it must have been packed with the tokenizer
     saved in `model_path`), else from the raw text at `text_path`. The JSON records `command` (the script's command

@@ -60,7 +60,7 @@ from ..shell import script_command
 log = logging.getLogger(__name__)
 
 STATE_FILE = CHECKPOINT_STATE
-CHECKSUMS = "checksums.json"  # files.file_checksums of the checkpoint's files
+CHECKSUMS = "checksums.json"  # hashing.file_checksums of the checkpoint's files
 _RNG = re.compile(r"^random_states_\d+\.pkl$")
 
 
@@ -238,7 +238,7 @@ def save_checkpoint(accelerator: Accelerator, run_dir: Path, step: int, state: d
     A full disk raises DiskFullError naming the checkpoint; the earlier checkpoints are untouched."""
     root = checkpoint_dir(run_dir)
     final = root / f"step-{step:08d}"
-    # built beside where it lands (files.written_at): a step the user linked to another disk is built on that disk,
+    # built beside where it lands (atomic.written_at): a step the user linked to another disk is built on that disk,
     # so that swap_in's renames never cross file systems (EXDEV)
     tmp = written_at(final).parent / f".tmp-step-{step:08d}"
     if accelerator.is_main_process:

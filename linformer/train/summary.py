@@ -56,7 +56,8 @@ def finetune_next(model_path: Path | str) -> str:
     """The summary's next: for a model to finetune, worded for the caller (``stopping.run_from_a_script``, as a
     stop's resume advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
     call docs/guide.md's "From Python" shows, the same overrides in it. A model in the repository is named relative
-    to it (``files.repo_relative``), as the run's record names it: the line pastes from any folder, on any checkout."""
+    to it (``locations.repo_relative``), as the run's record names it: the line pastes from any folder, on any
+    checkout."""
     overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path))]
     if run_from_a_script():
         return script_command("finetune", *overrides)

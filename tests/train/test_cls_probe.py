@@ -143,7 +143,7 @@ def test_a_missing_mirror_is_one_line_naming_the_flag_without_transformers_load_
 
 
 def test_a_bar_in_a_run_name_is_escaped_not_a_column_more():
-    """The table's cells go through files.table_row, which escapes a "|" (it would split the row)."""
+    """The table's cells go through tables.table_row, which escapes a "|" (it would split the row)."""
     row = {"run": "outputs/finetune/a|b", "task": "sst2", "examples": 8, "entropy": [1.0], "max_entropy": [2.0],
            "cls_spread": 0.5}
     assert "| a\\|b | sst2 | 8 | 1.00 [2.00] | 0.500 |" in to_markdown([row], "cmd").splitlines()

@@ -1031,7 +1031,7 @@ def test_a_tokenizer_trained_again_while_the_run_loads_it_is_refused(tiny_data, 
     """The run loads its tokenizer, then hashes its folder against the corpus's manifest: a tokenizer written again
     in between (here the same bytes by a new inode, which no hash can tell; a retrained one of the corpus's hash
     alike) passed, and the run trained with the one loaded. Its files' states are taken before the load and checked
-    after the hash (``files.check_inputs_unchanged``, as prepare_corpus does)."""
+    after the hash (``hashing.check_inputs_unchanged``, as prepare_corpus does)."""
     import shutil
 
     from linformer.errors import DataError
