@@ -31,9 +31,9 @@ import numpy as np
 
 from ..cli import progress_to_log_file, third_party_bars_off
 from ..configs import absent_source, command_line_gives, composed_option, data_overrides, value_origin
-from ..errors import ConfigError, CorpusError
+from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
-from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, input_states
+from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, file_state, input_states
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
@@ -448,7 +448,8 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
     with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
     (``check_tokenizer_settings``); a corpus an earlier version prepared from a text with lone CRs
     (``_check_line_end_rule``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
-    per start (a manifest that records no lone CRs: its text read in the same read, a .gz file decompressed). Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
+    per start (a manifest that records no lone CRs: its text read in the same read, a .gz file decompressed, once:
+    ``_record_lone_crs`` writes the answer into it). Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
     as a path names its corpus itself; unless not `named` (a plan's corpus job, whose command writes `out_dir` from
     `data`, whatever its name). Nothing to compare without a complete manifest (load_prepared says so).
     `group`: the data group's option, for the commands a refusal prints (``_data_option``)."""
@@ -498,8 +499,11 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: s
     """CorpusError where data.sources give other texts (by sha256; a hub source by its name) than the corpus was
     prepared from; a note on stderr where they are the same texts at other paths."""
     recorded = manifest.get("sources") or []
-    # a manifest that records each file's lone CRs was made by a build that keyed them; another is checked for them
-    # (``_check_line_end_rule``), read in the one read that hashes the files
+    # a manifest that records each file's lone CRs was made by a build that keyed them, or was checked for them once
+    # (``_record_lone_crs``); another is checked for them (``_check_line_end_rule``), read in the one read that
+    # hashes the files. A hub source is not read for them: the rule is a file's (``io.checked_lines``), and a hub
+    # dataset's rows are cut into paragraphs at LF alone (``_read_sources``) by every version, so its blocks do not
+    # depend on it
     marked = all("lone_cr" in r for r in recorded if r.get("path"))
     try:
         now = source_texts(resolve_sources(data["sources"]), read=not marked)
@@ -514,6 +518,7 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: s
                           "prepared from them")
     if not marked:
         _check_line_end_rule(out_dir, manifest, now, data, group)
+        _record_lone_crs(out_dir, manifest, now)
     if made_at:
         print(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
               "same texts (sha256) at other paths, so it is read as prepared.", file=sys.stderr)
@@ -536,6 +541,26 @@ def _check_line_end_rule(out_dir: str, manifest: Mapping, now: list[SourceText],
         raise CorpusError(f"the corpus {out_dir} was prepared by an earlier version, which read the lone CRs (classic "
                           f"Mac OS line ends) of {lone[0]} as text, where a lone CR ends a line now: its blocks are "
                           f"not the ones its text gives. Run prepare_corpus again: {_prepare_command(data, group)}")
+
+
+def _record_lone_crs(out_dir: str, manifest: Mapping, now: list[SourceText]) -> None:
+    """Write into the manifest of the corpus at `out_dir` whether each of its files holds a lone CR (`now`, read for
+    ``_check_line_end_rule``, which passed), as this version's builds record it: later starts then hash its sources
+    alone, not decompress them again. Only where every file still has the state it had when it was read (its
+    sha256, compared with the manifest's, is of the bytes the answer is about) and the manifest is still the one
+    read (a rebuild meanwhile is left as it is). A manifest that cannot be written (a read-only or shared corpus)
+    is left as it was: its sources are read for lone CRs at each start, as before."""
+    if any(s.path is not None and file_state(s.path) != s.state for s in now):
+        return
+    sources = [{**r, "lone_cr": s.lone_cr} if s.path is not None else dict(r)
+               for r, s in zip(manifest.get("sources") or [], now)]
+    if read_manifest(out_dir) != manifest:
+        return
+    try:
+        write_json(Path(out_dir) / MANIFEST, {**manifest, "sources": sources})
+    except (OSError, DiskFullError) as err:
+        log.info("%s: could not record its sources' lone CRs (%s); they are read for them at each start",
+                 Path(out_dir) / MANIFEST, err)
 
 
 # The tokenizer's settings a data group gives (its data.* key -> train_tokenizer's recorded setting)
