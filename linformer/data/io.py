@@ -3,6 +3,8 @@ the hub-offline check."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import glob
 import gzip
@@ -192,36 +194,35 @@ def refuse_repeated_texts(sources: list[tuple[str, str]]) -> None:
         first[content] = source
 
 
-def verify_gzip(path: str, chunk: int = 1 << 24, digest=None, each: Callable[[bytes], None] | None = None) -> int:
-    """Decompress a .gz file to its end once: gzip checks every member's CRC and length only there, so a damaged
-    stream read partly (a slice of documents) would otherwise pass as text. Raises CorpusError naming the file;
-    returns the bytes of text it holds. In the same read, `digest` (a hashlib object), given, takes the file's own
-    bytes, all of them, and `each`, given, each block of its text."""
+@contextlib.contextmanager
+def read_whole(path: str, digest, chunk: int = 1 << 22) -> Iterator[io.BufferedIOBase]:
+    """The .txt/.txt.gz file `path` open for reading as ``open_binary`` opens it (a .gz file decompressed), read to
+    its end however little of it the block reads: what the block leaves is read when it ends, so that a .gz file is
+    decompressed to its end (gzip checks each member's CRC and length only there: a damaged stream read partly, a
+    slice of documents, would otherwise pass as text) and `digest` (a hashlib object, ``files.HashingReader``) takes
+    every byte of the file as stored, in the same read as the text. A damaged .gz file is a CorpusError naming it,
+    where it is read."""
     with open(path, "rb", buffering=0) as raw:
+        stored = io.BufferedReader(HashingReader(raw, digest), 1 << 20)
+        if not _gzipped(path):
+            yield stored
+            while stored.read(chunk):
+                pass
+            return
         if raw.read(len(_GZIP_MAGIC)) != _GZIP_MAGIC:
             raise CorpusError(f"{path}: not a gzip file (it does not start with gzip's bytes 1f 8b): a plain text "
                               "file is named .txt, not .txt.gz; rename it, or compress it with gzip.")
         raw.seek(0)
         try:
-            with gzip.GzipFile(fileobj=io.BufferedReader(HashingReader(raw, digest), 1 << 20) if digest is not None
-                               else raw) as f:
-                text = 0
-                while block := f.read(chunk):
-                    text += len(block)
-                    if each is not None:
-                        each(block)
-                while digest is not None and f.fileobj.read(chunk):  # what follows the last member: in the digest
+            with gzip.GzipFile(fileobj=stored) as text, io.BufferedReader(text, 1 << 20) as f:
+                yield f
+                while f.read(chunk):
                     pass
-        except (OSError, EOFError, zlib.error) as err:
+            while stored.read(chunk):  # what follows the last member: in the digest
+                pass
+        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: corrupt gzip stream ({err or type(err).__name__}); nothing was built. "
                               "Replace the file with an intact copy.") from err
-    return text
-
-
-def verify_sources(paths: list[str]) -> int:
-    """verify_gzip on every .gz file of `paths` (plain text needs no check); returns the bytes of text they hold (a
-    .gz file's decompressed)."""
-    return sum(verify_gzip(p) if _gzipped(p) else os.path.getsize(p) for p in paths)
 
 
 def _gzipped(path: str) -> bool:
@@ -299,51 +300,50 @@ def count_lines(path: str | os.PathLike, chunk: int = 1 << 22) -> int | None:
 def read_source(path: str, chunk: int = 1 << 22) -> tuple[str, int, bool]:
     """The one read of the .txt/.txt.gz file `path` before anything is built from it: (the sha256 of its bytes as
     stored, the bytes of text it holds, whether the text holds a lone CR ending a line: ``_LoneCrs``). A .gz file is
-    decompressed to its end in that read (``verify_gzip``: a damaged one is a CorpusError naming it)."""
-    crs = _LoneCrs()
-    if _gzipped(path):
-        digest = hashlib.sha256()
-        text = verify_gzip(path, chunk, digest, crs)
-        return digest.hexdigest(), text, crs.found
-    text = 0
-    with open(path, "rb", buffering=0) as raw:
-        hashing = HashingReader(raw)
-        while block := hashing.read(chunk):
+    decompressed to its end in that read (``read_whole``: a damaged one is a CorpusError naming it)."""
+    crs, digest, text = _LoneCrs(), hashlib.sha256(), 0
+    with read_whole(path, digest, chunk) as f:
+        while block := f.read(chunk):
             text += len(block)
             crs(block)
-    return hashing.digest.hexdigest(), text, crs.found
+    return digest.hexdigest(), text, crs.found
 
 
-def checked_lines(path: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
+def checked_lines(path: str, skip_bad_rows: bool, counts: dict, f: io.BufferedIOBase | None = None
+                  ) -> Iterator[str]:
     """Every line of the .txt/.txt.gz file `path` (blank ones too, without their line ending), as the corpus and the
     tokenizer read text: a line ends at LF, CRLF or a lone CR (``line_bodies``; lone CRs read as line ends counted in
     counts["cr_line_ends"]), a UTF-8 byte order mark at its start is dropped, bad UTF-8 becomes U+FFFD, counted in
     counts["replaced_chars"]; UTF-16 text is a CorpusError saying so; a line holding a NUL byte (a binary file) is a
-    CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in counts["skipped_bad_rows"]."""
+    CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in counts["skipped_bad_rows"].
+    `f`: `path` opened already (``read_whole``), else it is opened here (``open_binary``)."""
+    if f is None:
+        with open_binary(path) as f:
+            yield from checked_lines(path, skip_bad_rows, counts, f)
+        return
     lineno = 0  # lines as ``line_bodies`` ends them, as an editor numbers them
-    with open_binary(path) as f:
-        for i, raw in enumerate(f):
-            if i == 0:
-                raw = raw.removeprefix(_UTF8_BOM)
-                if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
-                    raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
-                                      f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
-            if utf16 := utf16_advice(path, raw, i + 1, f"UTF-8 ({CORPUS_LAYOUT})"):
-                raise CorpusError(f"{path}: {utf16}")
-            bodies = line_bodies(raw)
-            if len(bodies) > 1:
-                counts["cr_line_ends"] = counts.get("cr_line_ends", 0) + len(bodies) - 1
-            for body in bodies:
-                lineno += 1
-                text, replaced = decode_line(body)
-                if "\x00" in text:
-                    if not skip_bad_rows:
-                        raise CorpusError(f"{path}:{lineno}: malformed line (NUL byte; binary file?); expected "
-                                          f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
-                    counts["skipped_bad_rows"] += 1
-                    continue
-                counts["replaced_chars"] += replaced
-                yield text
+    for i, raw in enumerate(f):
+        if i == 0:
+            raw = raw.removeprefix(_UTF8_BOM)
+            if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
+                raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
+                                  f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
+        if utf16 := utf16_advice(path, raw, i + 1, f"UTF-8 ({CORPUS_LAYOUT})"):
+            raise CorpusError(f"{path}: {utf16}")
+        bodies = line_bodies(raw)
+        if len(bodies) > 1:
+            counts["cr_line_ends"] = counts.get("cr_line_ends", 0) + len(bodies) - 1
+        for body in bodies:
+            lineno += 1
+            text, replaced = decode_line(body)
+            if "\x00" in text:
+                if not skip_bad_rows:
+                    raise CorpusError(f"{path}:{lineno}: malformed line (NUL byte; binary file?); expected "
+                                      f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
+                counts["skipped_bad_rows"] += 1
+                continue
+            counts["replaced_chars"] += replaced
+            yield text
 
 
 def _utf16(raw: bytes, lineno: int) -> bool:
@@ -459,12 +459,14 @@ class SourceText:
     lone_cr: bool | None = None  # whether it holds a lone CR ending a line (``read_source``); None: not read for it
 
 
-def source_texts(sources: list[str], read: bool = False) -> list[SourceText]:
+def source_texts(sources: list[str], read: bool = False, hashed: bool = True) -> list[SourceText]:
     """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
     by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
     What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``). With
     `read`, each file's sha256, text bytes and lone CR are taken in one read of it (``read_source``, a .gz file
-    decompressed and checked), else its sha256 alone (``hashing.sha256_file``)."""
+    decompressed and checked), else its sha256 alone (``hashing.sha256_file``); without `hashed`, not even that (its
+    sha256 "": the caller takes it in its own read, ``hash_texts`` where it needs it first), but for a file of the
+    size of another, which may be a copy of it (refused now, as any)."""
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
@@ -477,11 +479,20 @@ def source_texts(sources: list[str], read: bool = False) -> list[SourceText]:
         else:
             for p in expand_sources([given]):
                 state = file_state(p)  # before the hash: a change after it is another state (``text_states``)
-                sha256, text, lone_cr = read_source(p) if read else (sha256_file(p), 0, None)
+                sha256, text, lone_cr = read_source(p) if read else (sha256_file(p) if hashed else "", 0, None)
                 out.append(SourceText(given=given, path=os.path.abspath(p), sha256=sha256, bytes=os.path.getsize(p),
                                       state=state, text_bytes=text, lone_cr=lone_cr))
-    refuse_repeated_texts([(s.path, s.sha256) if s.path is not None else (s.given, s.given) for s in out])
+    sizes = collections.Counter(s.bytes for s in out if s.path is not None)
+    hash_texts([s for s in out if s.path is not None and sizes[s.bytes] > 1])
+    refuse_repeated_texts([(s.path, s.sha256 or s.path) if s.path is not None else (s.given, s.given) for s in out])
     return out
+
+
+def hash_texts(srcs: list[SourceText]) -> None:
+    """The sha256 of each file of `srcs` that ``source_texts`` left unread (`hashed` false), taken now."""
+    for s in srcs:
+        if s.path is not None and not s.sha256:
+            s.sha256 = sha256_file(s.path)
 
 
 def text_states(srcs: list[SourceText]) -> dict[str, tuple | None]:
@@ -510,6 +521,7 @@ def moved_output(out_dir: str | os.PathLike, record: Mapping, texts: list[Source
         return None
     if placeless(made.get("settings") or {}) != placeless(record["settings"]):
         return None
+    hash_texts(texts)
     changed, made_at = text_changes(made["sources"], texts)
     if changed is not None:
         return None

@@ -8,6 +8,7 @@ and `<s> a </s></s> b </s>` for pairs. The directory is written by a transformer
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -34,11 +35,11 @@ from .io import (
     is_hub_source,
     load_hub_text,
     moved_output,
+    read_whole,
     source_texts,
     text_changes,
     text_records,
     text_states,
-    verify_sources,
 )
 from .workers import children_die_with_parent
 
@@ -120,11 +121,23 @@ STOPPED = ("train_tokenizer stopped by {signal} before it finished; nothing was 
            "it trains from the start.")
 
 
-def _source_lines(source: str, skip_bad_rows: bool, counts: dict) -> Iterator[str]:
-    """The lines of one corpus source, a file or a hub dataset, read as prepare_corpus reads them."""
+@contextlib.contextmanager
+def _source_lines(source: str, skip_bad_rows: bool, counts: dict, digests: dict) -> Iterator[Iterator[str]]:
+    """The lines of one corpus source, a file or a hub dataset, read as prepare_corpus reads them. A file is read
+    once, to its end whatever the block takes of its lines (``io.read_whole``: a .gz file decompressed and checked
+    to its end), and its sha256 taken in that read goes into ``digests[source]``."""
     if is_hub_source(source):
-        return hub_lines(load_hub_text(source))
-    return checked_lines(source, skip_bad_rows, counts)
+        yield _hub_lines(source)
+        return
+    digest = hashlib.sha256()
+    with read_whole(source, digest) as f:
+        yield checked_lines(source, skip_bad_rows, counts, f)
+    digests[source] = digest.hexdigest()
+
+
+def _hub_lines(source: str) -> Iterator[str]:
+    """A hub dataset's lines, loaded only when the first is taken (a source whose share is none is not loaded)."""
+    yield from hub_lines(load_hub_text(source))
 
 
 def _source_size(source: str) -> str:
@@ -141,7 +154,8 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
     way). With `max_lines`, a sample spread over the sources: each takes its first lines up to an equal share of
     what is left, so a source shorter than its share leaves the rest to those after it. ``stats["per_source"]``
     counts the lines taken from each. A pre-token longer than LONGEST_PRETOKEN is given in pieces
-    (``_trainer_pieces``), counted in ``stats["cut"]``."""
+    (``_trainer_pieces``), counted in ``stats["cut"]``. Each file is read once, to its end (a sample too), and
+    ``stats["sha256"]`` gets its sha256 from that read (``_source_lines``)."""
     buf: list[str] = []
     for i, source in enumerate(sources):
         share = None if max_lines is None else ceil_div(max_lines - stats["lines"], len(sources) - i)
@@ -151,17 +165,18 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
             print(f"tokenizer: reading {source} ({_source_size(source)}"
                   f"{'' if share is None else f', up to {share:,} lines'}; {i + 1} of {len(sources)} sources)",
                   file=sys.stderr, flush=True)
-        for line in _source_lines(source, skip_bad_rows, counts) if share != 0 else ():
-            if not line.strip():
-                continue
-            buf += _trainer_pieces(line, stats)
-            taken += 1
-            stats["chars"] += len(line)
-            if len(buf) >= batch:
-                yield buf
-                buf = []
-            if share is not None and taken >= share:
-                break
+        with _source_lines(source, skip_bad_rows, counts, stats.setdefault("sha256", {})) as lines:
+            for line in lines if share != 0 else ():
+                if not line.strip():
+                    continue
+                buf += _trainer_pieces(line, stats)
+                taken += 1
+                stats["chars"] += len(line)
+                if len(buf) >= batch:
+                    yield buf
+                    buf = []
+                if share is not None and taken >= share:
+                    break
         stats["lines"] += taken
         stats["per_source"][source] = taken
         if progress_lines:
@@ -196,8 +211,9 @@ def train_tokenizer(
     `overwrite`. The training runs in a child process (``_in_child``): Ctrl-C
     or SIGTERM stops it at once (``signals.signals_stop``: a `stopped:` line, 128 + the signal), and nothing is
     written; a rerun trains from the start.
-    A damaged .gz file raises CorpusError before training; the text is read as prepare_corpus reads it
-    (``io.checked_lines``: a line with a NUL byte is a CorpusError unless `skip_bad_rows`). A vocabulary that comes
+    Each file is read once, by the training, which takes its sha256 and checks a .gz file to its end in that read (a
+    sample's too): a damaged one raises CorpusError before the merges are learnt. The text is read as prepare_corpus
+    reads it (``io.checked_lines``: a line with a NUL byte is a CorpusError unless `skip_bad_rows`). A vocabulary that comes
     out smaller than `vocab_size` (too little text, or `min_frequency` too high) is said in a warning line.
     """
 
@@ -219,18 +235,23 @@ def train_tokenizer(
         # setting are the ones trained with it false
         record = made_by("train_tokenizer", settings | ({"skip_bad_rows": True} if skip_bad_rows else {}))
 
-        texts = source_texts(files)
+        # each file is read once, by the training (its sha256 and a .gz file's check to its end in that read), unless
+        # a check before it needs its sha256: a file of another's size (a copy?) or an output of these settings but
+        # for the texts' paths at out_dir (``io.moved_output``)
+        texts = source_texts(files, hashed=False)
         sources = [s.path or s.given for s in texts]
-        record["sources"] = text_records(texts)
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
         moved = moved_output(out_dir, record, texts, _placeless, "the tokenizer")
         check_output_dir(out_dir, moved or record, overwrite, reads=sources, key="out_dir=")  # before training, which can take minutes
-        verify_sources([s for s in sources if not is_hub_source(s)])
         t0 = time.perf_counter()
         # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
         lines = show_progress and progress_to_log_file()
         trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
                                    show_progress and not lines, lines)
+        for text in texts:
+            if text.path is not None:  # the training's read: the bytes it trained on
+                text.sha256 = stats["sha256"][text.path]
+        record["sources"] = text_records(texts)
         hf_tok = _roberta_tokenizer(trained)
         seconds = time.perf_counter() - t0
         if stats["lines"] == 0:

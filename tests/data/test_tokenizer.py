@@ -77,6 +77,42 @@ def test_gz_input_and_max_lines(corpus_file, tmp_path, capsys):
     assert AutoTokenizer.from_pretrained(out)("the river")["input_ids"][0] == 0
 
 
+def test_train_tokenizer_reads_each_source_once(corpus_file, tmp_path, monkeypatch):
+    """Each source was read for its sha256, a .gz one again for its check to its end, then again by the training:
+    the training's one read now takes the sha256 and the check (to the file's end, a sample's too), and gives the
+    same tokenizer, recording the same sha256. A copy of a source is still refused before anything is trained."""
+    import builtins
+    import hashlib
+    import json
+
+    from linformer.data import tokenizer as tokenizer_mod
+    from linformer.errors import CorpusError
+
+    gz = tmp_path / "c.txt.gz"
+    gz.write_bytes(gzip.compress(corpus_file.read_bytes()[:3000], mtime=0))
+    sources = [str(corpus_file), str(gz)]
+    opened, real_open = [], builtins.open
+
+    def counting(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer_mod, "_in_child", lambda work, *args: work(*args))  # its reads counted here
+    monkeypatch.setattr(builtins, "open", counting)
+    for max_lines in (None, 30):
+        opened.clear()
+        out = Path(train_tokenizer(sources, str(tmp_path / f"t{max_lines}"), vocab_size=300, min_frequency=1,
+                                   max_lines=max_lines, show_progress=False))
+        assert [opened.count(p) for p in sources] == [1, 1]
+        recorded = json.loads((out / "manifest.json").read_text())["sources"]
+        assert [r["sha256"] for r in recorded] == [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in sources]
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(corpus_file.read_bytes())
+    monkeypatch.setattr(tokenizer_mod, "_in_child", lambda *a: pytest.fail("trained"))
+    with pytest.raises(CorpusError, match="holds the same text as"):
+        train_tokenizer([str(corpus_file), str(copy)], str(tmp_path / "c"), vocab_size=300, show_progress=False)
+
+
 @pytest.mark.parametrize("key,value", [("vocab_size", "lots"), ("vocab_size", 0), ("min_frequency", 1.5),
                                        ("max_lines", -3)])
 def test_a_count_that_is_not_a_whole_number_is_a_config_error(corpus_file, tmp_path, key, value):
