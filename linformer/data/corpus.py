@@ -447,7 +447,7 @@ def check_corpus_settings(out_dir: str, data: Mapping, tokenizer_dir: str | None
     give now against the manifest's (a glob matching another file, a file edited), so that sources moved elsewhere
     with the same bytes are the same corpus (a note names where it was made); the tokenizer's training settings
     (``check_tokenizer_settings``); a corpus an earlier version prepared from a text with lone CRs
-    (``_check_line_end_rule``). Hashing the sources costs a read of them, about 16 s for the 210 MB mirror, once
+    (``_check_line_end_rule``). Hashing the sources costs a read of them as stored (a .gz file not decompressed) once
     per start (a manifest that records no lone CRs: its text read in the same read, a .gz file decompressed, once:
     ``_record_lone_crs`` writes the answer into it). Only where `out_dir` is the data group's own corpus (its folder is named data.name): a corpus_dir given
     as a path names its corpus itself; unless not `named` (a plan's corpus job, whose command writes `out_dir` from

@@ -1311,6 +1311,18 @@ def test_pretraining_s_start_reads_an_old_manifest_s_sources_for_lone_crs_once(t
     corpus_mod.check_corpus_settings(str(out), data)
     assert all("lone_cr" not in r for r in json.loads((out / "manifest.json").read_text())["sources"])
 
+    # a corpus whose manifest cannot be written (read-only, another user's): checked, and read again next time
+    def refused(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(io_mod, "read_source", counting)
+    monkeypatch.setattr(corpus_mod, "write_json", refused)
+    reads.clear()
+    for _ in range(2):
+        corpus_mod.check_corpus_settings(str(out), data)
+    assert reads == [str(src)] * 2
+    monkeypatch.undo()
+
     # an earlier version's corpus of a text with lone CRs (its key made before the rule): refused at every start
     from linformer.files import cache_key
 
