@@ -1324,7 +1324,7 @@ def test_pretraining_s_start_reads_an_old_manifest_s_sources_for_lone_crs_once(t
     monkeypatch.undo()
 
     # an earlier version's corpus of a text with lone CRs (its key made before the rule): refused at every start
-    from linformer.files import cache_key
+    from linformer.files.hashing import cache_key
 
     monkeypatch.setattr(io_mod, "read_source", counting)
     out, src = tmp_path / "cr", tmp_path / "cr.txt.gz"
