@@ -56,7 +56,19 @@ from .files.outputs import listing, output_damage, settings_changes
 from .files.processes import pid_alive, process_place
 
 # the record's names: files/runs.py, below this module and the model loaders that read a run
-from .files.runs import CHECKPOINTS_DIR, CONFIG, LOCK, METRICS, MODEL_DIR, RESTORE, RESULTS, RUN, SUMMARY, read_record
+from .files.runs import (
+    CONFIG,
+    HYDRA_SWEEP_DIR,
+    LOCK,
+    METRICS,
+    MODEL_DIR,
+    RESTORE,
+    RESULTS,
+    RUN,
+    SUMMARY,
+    UNSEARCHED_DIRS,
+    read_record,
+)
 from .files.storage import disk_full_names
 from .modeling.values import projects_keys
 from .runname import model_label
@@ -676,7 +688,7 @@ def find_runs(paths: list[str | Path], strict: bool = False, marker: str = METRI
         elif p.is_dir():
             for m in p.rglob(marker):
                 rel = m.relative_to(p).parts[:-1]
-                if any(part.startswith(".") or part in (CHECKPOINTS_DIR, "wandb") for part in rel):
+                if any(part.startswith(".") or part in UNSEARCHED_DIRS for part in rel):
                     continue
                 here.add(m.parent.resolve())
         if strict and not here:
@@ -688,7 +700,6 @@ def find_runs(paths: list[str | Path], strict: bool = False, marker: str = METRI
 
 # Hydra's record of a multirun, in the sweep's folder beside its runs (outputs/<stage>/multirun/multirun.yaml)
 HYDRA_SWEEP_RECORD = "multirun.yaml"
-HYDRA_SWEEP_DIR = "multirun"
 
 
 def _model_label(path: str | None) -> str | None:

@@ -360,6 +360,71 @@ def test_a_name_that_becomes_a_folder_is_one_name_not_a_path(config, spec, overr
         (getattr(runs, spec, None) or getattr(data, spec)).read(compose(config, overrides))
 
 
+# Every stage whose single runs sit beside its Hydra sweep folder (hydra.run.dir <stage>/<name>, hydra.sweep.dir
+# <stage>/multirun): the reader of its config, and what else its composition needs
+SWEEP_BESIDE = {
+    "pretrain": ("runconfig.PretrainSpec", []),
+    "finetune": ("runconfig.FinetuneSpec", ["task=sst2", "model_path=m"]),
+    "distill": ("runconfig.DistillSpec", ["teacher_path=t"]),
+    "transfer": ("runconfig.TransferSpec", []),
+    "corpus": ("runconfig.data.CorpusSpec", []),
+    "tokenizer": ("runconfig.data.TokenizerSpec", []),
+    "benchmark": ("bench.cli.settings_from_config", []),
+}
+
+
+def _sweep_layouts():
+    """(config, the key naming its run's folder) for each config whose run folder is a sibling of its sweep folder."""
+    import re
+
+    from omegaconf import OmegaConf
+
+    from linformer.configs import config_dir
+    from linformer.files.runs import HYDRA_SWEEP_DIR
+
+    found = {}
+    for path in sorted(config_dir().glob("*.yaml")):
+        hydra = (OmegaConf.to_container(OmegaConf.load(path)).get("hydra") or {})
+        run, sweep = (hydra.get("run") or {}).get("dir", ""), (hydra.get("sweep") or {}).get("dir", "")
+        name = re.fullmatch(r"(.*)/\$\{([\w.]+)\}", run)
+        if name and sweep == f"{name.group(1)}/{HYDRA_SWEEP_DIR}":
+            found[path.stem] = name.group(2)
+    return found
+
+
+def test_every_stage_with_a_sweep_folder_beside_its_runs_is_covered():
+    assert set(_sweep_layouts()) == set(SWEEP_BESIDE)
+
+
+@pytest.mark.parametrize("config", sorted(SWEEP_BESIDE))
+def test_a_name_that_is_the_stage_s_sweep_folder_is_refused_in_one_line_naming_the_key(config):
+    """run_name=multirun put a single run into outputs/finetune/multirun, the sweep's folder: both commands wrote
+    there, and every reader took the sweep for a run called multirun. Whatever names a stage's Hydra run folder
+    (run_name, a tokenizer's name, a corpus's data.name) may not be the sweep folder's name."""
+    import importlib
+
+    from linformer.configs import compose
+
+    key = _sweep_layouts()[config]
+    where, extra = SWEEP_BESIDE[config]
+    module, reader = where.rsplit(".", 1)
+    read = getattr(importlib.import_module(f"linformer.{module}"), reader)
+    read = getattr(read, "read", read)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}='multirun' is the name of the \w+ sweep folder "
+                                          r"\(paths.output_dir/\w+/multirun, where --multirun puts its jobs\)"):
+        read(compose(config, [*extra, f"{key}=multirun"]))
+
+
+@pytest.mark.parametrize("name", [".hidden", "checkpoints", "wandb"])
+def test_a_run_name_the_readers_of_runs_pass_over_is_refused(name):
+    from linformer.configs import compose
+    from linformer.runconfig import PretrainSpec
+
+    with pytest.raises(ConfigError, match=rf"^run_name='{re.escape(name)}' must name a run directory that the readers "
+                                          "of runs search"):
+        PretrainSpec.read(compose("pretrain", [f"run_name={name}"]))
+
+
 def test_a_task_flag_that_is_not_true_or_false_is_refused():
     from linformer.configs import compose
     from linformer.runconfig import FinetuneSpec

@@ -20,6 +20,12 @@ LOCK = ".lock"
 MODEL_DIR = "model"                    # the model a run saves at its end
 BEST_DIR = "best"                      # finetuning: the model its validation chose
 CHECKPOINTS_DIR = "checkpoints"        # train/checkpoint.py's step-NNNNNNNN folders
+WANDB_DIR = "wandb"                    # wandb's own folder, in a run directory
+# A stage's Hydra sweep folder, beside its single runs (configs/<stage>.yaml: hydra.run.dir <stage>/<name>,
+# hydra.sweep.dir <stage>/multirun): no run, tokenizer or corpus may take its name
+HYDRA_SWEEP_DIR = "multirun"
+# Folders the readers of runs do not search (``rundir.find_runs``), besides hidden ones: a run's own folders
+UNSEARCHED_DIRS = (CHECKPOINTS_DIR, WANDB_DIR)
 
 
 RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."

@@ -109,7 +109,7 @@ class TokenizerSpec(_Arguments):
         cfg = plain_config(cfg, "tokenizer")
         d = CorpusData.read(cfg.get("data") or {})  # the group its files and sample come from
         # the tokenizer's name (data.tokenizer unless given) names its out_dir and Hydra's folder
-        folder_name(cfg.get("name"), "name", "a tokenizer folder", "paths.data_dir/tokenizers/")
+        folder_name(cfg.get("name"), "name", "a tokenizer folder", "paths.data_dir/tokenizers/", stage="tokenizer")
         top = {k: v for k, v in _typed(cls, cfg, "").items() if k != "skip_bad_rows"}
         return cls(**top | {"files": resolve_sources(top["files"]),
                             "out_dir": resolve_path(str(top["out_dir"])), "skip_bad_rows": d.skip_bad_rows})

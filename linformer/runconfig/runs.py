@@ -92,7 +92,8 @@ class RunSpec:
         groups = {"trainer": TrainerSettings.read(cfg.get("trainer") or {}),
                   "optim": OptimSettings.read(cfg.get("optim") or {}),
                   "logger": LoggerSettings.read(cfg.get("logger") or {})}
-        run_name = folder_name(cfg.get("run_name"), "run_name", "a run directory", f"paths.output_dir/{cls.stage}/")
+        run_name = folder_name(cfg.get("run_name"), "run_name", "a run directory", f"paths.output_dir/{cls.stage}/",
+                               stage=cls.stage, run=True)
         return {"seed": seed_value(cfg), "run_name": run_name,
                 "experiment_name": _optional(cfg, "experiment_name"), **groups}
 

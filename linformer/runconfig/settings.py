@@ -50,11 +50,12 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
 
 def check_corpus_names(data: Mapping) -> None:
     """The data group's names (configs/data/) where it gives them, as folder names: data.name its corpus's, under
-    paths.data_dir/processed/, data.tokenizer its tokenizer's, under paths.data_dir/tokenizers/."""
-    for key, names, under in (("name", "a corpus folder", "paths.data_dir/processed/"),
-                              ("tokenizer", "a tokenizer folder", "paths.data_dir/tokenizers/")):
+    paths.data_dir/processed/ (and prepare_corpus's Hydra folder, paths.output_dir/prepare/), data.tokenizer its
+    tokenizer's, under paths.data_dir/tokenizers/."""
+    for key, names, under, stage in (("name", "a corpus folder", "paths.data_dir/processed/", "prepare"),
+                                     ("tokenizer", "a tokenizer folder", "paths.data_dir/tokenizers/", None)):
         if key in data:
-            folder_name(data[key], f"data.{key}", names, under)
+            folder_name(data[key], f"data.{key}", names, under, stage=stage)
 
 
 SEEDS = 2**32  # numpy's and torch's seeds are whole numbers below this
