@@ -270,6 +270,44 @@ def test_output_files_rewrite_only_their_own_command_s_files(tmp_path):
         check_output_files([tmp_path / "d"], report, overwrite=True)
 
 
+def test_two_commands_recording_into_one_folder_at_once_lose_no_entry(tmp_path, monkeypatch):
+    """Two commands recording their files into one folder (the shared reports folder) each read the folder's
+    FILE_RECORDS, merged their own entries and wrote it back: one wrote over the other's entries, whose command was
+    then refused as "a file ... did not write" when run again. Forced interleaving: the first recorder, having read
+    the record, waits for the second to read it too (which it cannot while the first holds the lock: it gives up
+    waiting after 0.5 s). Two threads hold separate descriptors, so the flock keeps them apart as it does two
+    processes. Nothing but the record is left in the folder."""
+    import threading
+
+    from linformer.files import atomic as files
+
+    read_records, first_read, second_read = files._file_records, threading.Event(), threading.Event()
+
+    def racing_read(folder):
+        records = read_records(folder)
+        if threading.current_thread().name == "first":
+            first_read.set()
+            second_read.wait(0.5)
+        else:
+            second_read.set()
+        return records
+
+    monkeypatch.setattr(files, "_file_records", racing_read)
+    a, b = made_by("table2", {"layout": "paper"}), made_by("benchmark", {"name": "t3"})
+
+    def record(name, report):
+        files.record_output_files([tmp_path / f"{name}.md"], report)
+
+    first = threading.Thread(target=record, args=("a", a), name="first")
+    first.start()
+    assert first_read.wait(10)
+    second = threading.Thread(target=record, args=("b", b), name="second")
+    second.start()
+    first.join(10), second.join(10)
+    assert read_json(tmp_path / FILE_RECORDS) == {"a.md": a, "b.md": b}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_RECORDS]
+
+
 def test_a_planted_record_never_deletes_or_checks_outside_its_folder(tmp_path):
     """A folder's FILE_RECORDS or a checksum listing may come from anyone (a shared folder, a tarball, a commit):
     a name in it that is no plain name of the folder (``../x``, an absolute path) is never deleted as a stale output

@@ -10,5 +10,6 @@
 - ``names``: what may name a file or folder;
 - ``locations``: the repository, the scripts, and paths read from and written into records;
 - ``processes``: whether a process id is alive here;
+- ``locks``: a run's lock file and its holder, and blocks one process at a time runs (an flock);
 - ``runs``: a run directory's file names, record reader and checkpoints.
 """

@@ -23,6 +23,7 @@ import yaml
 from ..errors import DiskFullError, PartialOutput
 from ..signals import signals_stop, sigterm_unclaimed
 from .hashing import file_checksums
+from .locks import records_locked
 from .mappings import read_json, warn_once
 from .names import plain_name
 from .outputs import FILE_RECORDS, MANIFEST, check_output_dir, check_output_files, listing
@@ -238,14 +239,16 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any], repl
     for path in map(Path, paths):
         folders.setdefault(path.parent, []).append(path.name)
     for folder, names in folders.items():
-        records = _file_records(folder)
-        stale = [name for name, made in records.items() if isinstance(made, dict) and
-                 made.get("command") == record["command"] and name not in names] if replaces_earlier else []
-        records = {k: v for k, v in records.items() if k not in stale}
-        write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
-        for name in stale:  # after the record: a failed write of it leaves them, still recorded
-            if (folder / name).is_file() and not (folder / name).is_symlink():  # a link the user made is theirs
-                (folder / name).unlink(missing_ok=True)
+        # two commands recording into one folder at once: each merges the other's entries
+        with records_locked(folder / (FILE_RECORDS + ".lock")):
+            records = _file_records(folder)
+            stale = [name for name, made in records.items() if isinstance(made, dict) and
+                     made.get("command") == record["command"] and name not in names] if replaces_earlier else []
+            records = {k: v for k, v in records.items() if k not in stale}
+            write_json(folder / FILE_RECORDS, {**records, **{name: dict(record) for name in names}})
+            for name in stale:  # after the record: a failed write of it leaves them, still recorded
+                if (folder / name).is_file() and not (folder / name).is_symlink():  # a link the user made is theirs
+                    (folder / name).unlink(missing_ok=True)
 
 
 def _file_records(folder: Path) -> dict[str, Any]:
