@@ -38,10 +38,11 @@ from .configs import (
     sweeps,
     swept_keys,
 )
-from .errors import ConfigError, OutputPathError, first_line
+from .errors import ConfigError, OutputPathError, RunDirError, first_line
 from .files.atomic import atomic_write
 from .files.locations import resolve_path, seen_by_git
-from .files.runs import RUN
+from .files.locks import holder_gone, in_use, lock_holder
+from .files.runs import LOCK, RUN
 from .runname import register_resolvers, sweeping
 from .script_help import help_without_configs
 from .shell import hydra_override
@@ -343,7 +344,8 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
     hydra node: the run directory itself when it exists; with mode "sweep", a --multirun's sweep directory); None
     when the config names no such directory. A run directory that climbs out of its folder through a ".." in a name
     (`overrides` name the value) is refused here, before Hydra writes its .hydra/ files there: Hydra's files would
-    land in a folder that holds other things (the checkout itself), where a refused start cannot remove them."""
+    land in a folder that holds other things (the checkout itself), where a refused start cannot remove them. One
+    that cannot be written is refused: a live run's (another user's) naming that run, as the run's lock would."""
     from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationKeyError
 
@@ -377,6 +379,9 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
         raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "
                               "Choose another paths.output_dir or run_name.")
     if not os.access(existing, os.W_OK | os.X_OK):
+        holder = lock_holder(run_dir / LOCK) if existing == run_dir else None
+        if holder is not None and not holder_gone(holder):  # another user's live run: who holds it, not the permissions
+            raise RunDirError(in_use(run_dir / LOCK, holder, "choose another paths.output_dir or run_name"))
         what = "is not writable" if existing == run_dir else f"cannot be made: {existing} is not writable"
         raise OutputPathError(f"the run directory {run_dir} {what}. Choose another paths.output_dir or run_name.")
     return existing

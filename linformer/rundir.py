@@ -51,9 +51,10 @@ from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
 from .files.atomic import atomic_write, write_json, write_json_when_full, write_yaml
 from .files.locations import resolve_path
+from .files.locks import file_owner, holder_gone, in_use, lock_holder
 from .files.mappings import flatten, parse_mapping, read_json, read_yaml, warn_once
 from .files.outputs import listing, output_damage, settings_changes
-from .files.processes import pid_alive, process_place
+from .files.processes import process_place
 
 # the record's names: files/runs.py, below this module and the model loaders that read a run
 from .files.runs import (
@@ -266,14 +267,6 @@ def _format_note(recorded: Mapping, requested: Mapping, keys) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ lock
-def _dead(holder: Mapping) -> bool:
-    """Whether a lock's holder is a process of this place (host and PID namespace: ``processes.process_place``) that is
-    gone; another host's or container's cannot be checked. A lock without a place names its host only."""
-    pid = holder.get("pid")
-    here = holder.get("place", process_place()) == process_place() and holder.get("host") == socket.gethostname()
-    return here and isinstance(pid, int) and not pid_alive(pid)
-
-
 class RunLock:
     """``<run>/.lock``: one live process per run directory. A lock left by a dead process on this host is taken
     over; one held by a live process (or by another host, which cannot be checked) refuses the start."""
@@ -298,33 +291,45 @@ class RunLock:
                 if holder is None:  # being written by its creator this instant, or torn: look again
                     time.sleep(0.05)
                     holder = self._holder() or {}
-                pid, host = holder.get("pid"), holder.get("host")
-                if _dead(holder):
-                    log.warning("taking over the stale lock of process %d (no longer running) in %s", pid,
-                                self.path.parent)
-                    self.path.unlink(missing_ok=True)
+                if holder_gone(holder):
+                    self._remove_stale(holder.get("pid"))
                     continue
-                raise RunDirError(
-                    f"{self.path.parent} is in use by process {pid} on {host} (since {holder.get('since')}): wait for "
-                    f"it to finish, or {self.otherwise}. If that process is gone, delete {self.path}."
-                ) from None
+                raise RunDirError(in_use(self.path, holder, self.otherwise)) from None
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(me))
             self.held = True
             return
         raise RunDirError(f"could not take the lock {self.path}: another process keeps taking it.")
 
+    def _remove_stale(self, pid) -> None:
+        """Remove the lock a process that is gone left (said once it is gone). One that cannot be removed (another
+        user's, in a shared folder whose sticky bit lets only its owner delete it) is refused in one line naming
+        the lock and its owner, not taken over."""
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as err:
+            try:
+                owner = f"belongs to user {file_owner(self.path)}"
+            except OSError:
+                owner = "is there"
+            raise RunDirError(
+                f"the stale lock {self.path} (of process {pid}, no longer running) {owner} and cannot be removed "
+                f"({err.strerror or err}): ask its owner or an admin to delete it, or {self.otherwise}.") from None
+        log.warning("took over the stale lock of process %s (no longer running) in %s", pid, self.path.parent)
+
     def holder_gone(self) -> bool:
         """Whether no live process holds the run: no lock, or one left by a process of this host that is gone (a
         lock of another host cannot be checked: not gone)."""
-        return not self.path.exists() or _dead(self._holder() or {})
+        return not self.path.exists() or holder_gone(self._holder() or {})
+
+    def holder(self) -> dict | None:
+        """The live process holding the run, as its lock records it ({pid, host, place, since}); None where no
+        live process holds it."""
+        holder = self._holder()
+        return holder if holder is not None and not holder_gone(holder) else None
 
     def _holder(self) -> dict | None:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return None
-        return data if isinstance(data, dict) else None
+        return lock_holder(self.path)
 
     def release(self) -> None:
         """Remove the lock (a clean-up, which runs after an error too). A lock that cannot be removed (its folder
@@ -570,14 +575,22 @@ class RunRecord:
 def warn_unfinished_twin(run_dir: Path, config: Mapping) -> None:
     """One warning line where a run beside the new run `run_dir` (in its stage's folder) is unfinished and has its
     settings under another run_name (a default run name that changed between versions, say): the new run starts
-    over beside it, and run_name= of that one would resume it instead."""
+    over beside it, and run_name= of that one would resume it instead. One that a live process holds (its lock:
+    another person's run, say) is named as running, with that process, not as a run to stop and resume."""
     for other in sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir):
-        status = read_json(other / RUN).get("status")
+        info = read_json(other / RUN)
+        status = info.get("status")
         if status in (None, "complete") or identity_diff(read_yaml(other / CONFIG) or {"?": None}, config):
             continue
-        log.warning("%s is an unfinished run (%s) of these settings under run_name=%s: this run starts over in %s; "
-                    "stop it and pass run_name=%s to resume that one instead", other, status, other.name, run_dir.name,
-                    other.name)
+        holder = RunLock(other).holder() if status == "running" else None
+        if holder is not None:
+            log.warning("%s is a run of these settings under run_name=%s, running now in process %s on %s since %s: "
+                        "this run does the same work again in %s; stop this one to leave it to that run",
+                        other, other.name, holder.get("pid"), holder.get("host"), holder.get("since"), run_dir.name)
+        else:
+            log.warning("%s is an unfinished run (%s) of these settings under run_name=%s: this run starts over in "
+                        "%s; stop it and pass run_name=%s to resume that one instead", other,
+                        run_status(other, info), other.name, run_dir.name, other.name)
         return
 
 

@@ -1267,6 +1267,32 @@ def test_a_run_directory_that_exists_but_cannot_be_written_is_not_said_to_be_mad
         hydra_start._run_dir_before(cfg)  # a finished run's folder in a read-only outputs folder: it exists
 
 
+def test_a_run_directory_another_user_s_live_run_holds_names_that_run_not_its_permissions(tmp_path, monkeypatch):
+    """A run folder another user owns, held by their live run, was refused as "not writable", which sends one to
+    fix the permissions of a colleague's live run: its lock's holder is named, as a start in one's own folder does.
+    A dead holder's folder is still "not writable"."""
+    import json
+    import socket
+
+    from linformer import hydra_start
+    from linformer.errors import OutputPathError, RunDirError
+    from linformer.files.processes import process_place
+
+    cfg = compose("pretrain", [f"paths.output_dir={tmp_path}", "run_name=r"], with_hydra=True)
+    run = tmp_path / "pretrain" / "r"
+    run.mkdir(parents=True)
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "place": process_place(), "since": "09:00"}
+    (run / ".lock").write_text(json.dumps(holder))
+    monkeypatch.setattr(hydra_start.os, "access", lambda *a: False)  # another user's folder (root may write anywhere)
+    with pytest.raises(RunDirError, match=rf"^{re.escape(str(run))} is in use by process {os.getpid()} on "
+                                          rf"{re.escape(socket.gethostname())} \(since 09:00\): wait for it to finish, "
+                                          "or choose another paths.output_dir or run_name"):
+        hydra_start._run_dir_before(cfg)
+    monkeypatch.setattr(hydra_start, "holder_gone", lambda holder: True)
+    with pytest.raises(OutputPathError, match=r"^the run directory \S+ is not writable\."):
+        hydra_start._run_dir_before(cfg)
+
+
 def test_a_path_starting_with_a_dash_is_told_how_to_give_it(capsys):
     from tests.conftest import load_script
 

@@ -2,6 +2,7 @@
 The CLI's side of the same contract (the error line, the exit status, signals) is tested in tests/train."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from linformer import rundir
 from linformer.errors import ConfigError, RunDirError
 from linformer.files.runs import LOCK
 from linformer.rundir import MetricsWriter, RunLock, RunRecord, read_metrics
@@ -166,6 +168,38 @@ def test_a_new_run_beside_an_unfinished_one_of_its_settings_names_it_and_the_run
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
+def test_a_run_of_the_same_settings_that_another_process_runs_now_is_named_as_running_not_to_resume(tmp_path,
+                                                                                                   caplog):
+    """Another process's live run of the same settings (a colleague's) was called "an unfinished run (running)" to
+    "stop and resume": advice to kill a live job. Its lock names the process running it; a run whose process is gone
+    (status running, its lock stale) is called killed."""
+    live = RunRecord(tmp_path / "theirs", "pretrain")
+    live.claim(CONFIG)
+    live.start(CONFIG, step=0)  # held by this process: a live holder
+    since = json.loads((live.dir / LOCK).read_text())["since"]
+    try:
+        with caplog.at_level("WARNING", logger="linformer.rundir"):
+            record = RunRecord(tmp_path / "mine", "pretrain")
+            assert record.claim({**CONFIG, "run_name": "mine"}) == "new"
+            record.release()
+    finally:
+        live.lock.held = False  # the lock stays, as a killed process leaves it
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [(f"{live.dir} is a run of these settings under run_name=theirs, running now in process "
+                         f"{os.getpid()} on {socket.gethostname()} since {since}: this run does the same work again "
+                         "in mine; stop this one to leave it to that run")]
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _lock_of(live.dir, gone.pid)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="linformer.rundir"):
+        record = RunRecord(tmp_path / "mine2", "pretrain")
+        assert record.claim({**CONFIG, "run_name": "mine2"}) == "new"
+        record.release()
+    assert next(r.getMessage() for r in caplog.records if r.levelname == "WARNING").startswith(
+        f"{live.dir} is an unfinished run (killed) of these settings under run_name=theirs")
+
+
 def test_the_same_settings_find_the_run_complete_and_operational_changes_do_not_count(tmp_path):
     run = _finished(tmp_path / "run")
     record = RunRecord(run, "pretrain")
@@ -304,6 +338,34 @@ def test_a_dead_holder_s_lock_is_taken_over_and_another_host_s_is_not(tmp_path, 
     _lock_of(tmp_path / "other", gone.pid, host="elsewhere")  # its process cannot be checked from here
     with pytest.raises(RunDirError, match="on elsewhere"):
         RunLock(tmp_path / "other").acquire()
+
+
+def test_another_user_s_stale_lock_that_cannot_be_removed_is_one_line_naming_it_and_its_owner(tmp_path, caplog,
+                                                                                                monkeypatch):
+    """A dead process's lock in a shared (sticky) folder, owned by another user: the start said it was "taking over
+    the stale lock", then failed with a bare permission error. No takeover is said for one that fails; the refusal
+    names the lock, its owner and what to do. (The unlink refused as the sticky bit refuses it.)"""
+    import pathlib
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _lock_of(tmp_path / "run", gone.pid)
+    lock_file, unlink = tmp_path / "run" / LOCK, pathlib.Path.unlink
+
+    def refused(path, *args, **kwargs):
+        if path == lock_file:
+            raise PermissionError(1, "Operation not permitted", str(path))
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", refused)
+    monkeypatch.setattr(rundir, "file_owner", lambda path: "alice")
+    with caplog.at_level("WARNING", logger="linformer.rundir"), pytest.raises(RunDirError) as refusal:
+        RunLock(tmp_path / "run").acquire()
+    assert str(refusal.value) == (f"the stale lock {lock_file} (of process {gone.pid}, no longer running) belongs to "
+                                  "user alice and cannot be removed (Operation not permitted): ask its owner or an "
+                                  "admin to delete it, or choose another run_name.")
+    assert "stale lock" not in caplog.text
+    assert json.loads(lock_file.read_text())["pid"] == gone.pid  # left as it was
 
 
 def test_a_lock_held_from_another_container_of_this_host_is_not_taken_over(tmp_path):
