@@ -34,6 +34,7 @@ from ..configs import absent_source, command_line_gives, composed_option, data_o
 from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
 from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, file_state, input_states
+from ..files.locks import building_alone
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
@@ -672,14 +673,15 @@ def prepare_corpus(
     record = made_by("prepare_corpus", {"data": {"sources": [s.given for s in srcs], **settings},
                                         "tokenizer_dir": used})
     moved = _moved(out, record, srcs, tok_hash)
-    check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir],
-                     key="out_dir=")
-    needs = _say_space(out, sum(s.text_bytes for s in srcs), max_documents, any(s.hub for s in srcs))
-    with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, needs=needs, key="out_dir=") as tmp:
-        _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
-        # the blocks hold what was read since the hash (the tokenizer loaded by every worker): the same bytes only
-        # where no input changed meanwhile; else nothing is swapped in
-        check_inputs_unchanged(inputs)
+    with building_alone(out):  # a second build of this output meanwhile: refused, not run twice
+        check_output_dir(out, moved or record, overwrite, reads=[*(s.path for s in srcs if s.path), tokenizer_dir],
+                         key="out_dir=")
+        needs = _say_space(out, sum(s.text_bytes for s in srcs), max_documents, any(s.hub for s in srcs))
+        with signals_stop(STOPPED), atomic_dir(out, record, overwrite, replaces=moved, needs=needs, key="out_dir=") as tmp:
+            _build(srcs, tokenizer_dir, tmp, settings, num_proc, batch_size, key, tok_hash, record)
+            # the blocks hold what was read since the hash (the tokenizer loaded by every worker): the same bytes only
+            # where no input changed meanwhile; else nothing is swapped in
+            check_inputs_unchanged(inputs)
     manifest = read_manifest(str(out))  # as written, atomic_dir's additions (its entries) included
     tr, va = manifest["splits"]["train"], manifest["splits"]["validation"]
     share = validation_share(manifest)

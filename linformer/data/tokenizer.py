@@ -24,6 +24,7 @@ from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
 from ..files.atomic import atomic_dir
 from ..files.hashing import check_inputs_unchanged, short_digest
+from ..files.locks import building_alone
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
@@ -243,30 +244,31 @@ def train_tokenizer(
         sources = [s.path or s.given for s in texts]
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
         moved = moved_output(out_dir, record, texts, _placeless, "the tokenizer")
-        check_output_dir(out_dir, moved or record, overwrite, reads=sources, key="out_dir=")  # before training, which can take minutes
-        t0 = time.perf_counter()
-        # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
-        lines = show_progress and progress_to_log_file()
-        trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
-                                   show_progress and not lines, lines)
-        for text in texts:
-            if text.path is not None:  # the training's read: the bytes it trained on
-                text.sha256 = stats["sha256"][text.path]
-        record["sources"] = text_records(texts)
-        hf_tok = _roberta_tokenizer(trained)
-        seconds = time.perf_counter() - t0
-        if stats["lines"] == 0:
-            raise CorpusError(f"empty corpus: no non-empty line in {sources}")
+        with building_alone(out_dir):  # a second build of this output meanwhile: refused, not run twice
+            check_output_dir(out_dir, moved or record, overwrite, reads=sources, key="out_dir=")  # before training, which can take minutes
+            t0 = time.perf_counter()
+            # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
+            lines = show_progress and progress_to_log_file()
+            trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
+                                       show_progress and not lines, lines)
+            for text in texts:
+                if text.path is not None:  # the training's read: the bytes it trained on
+                    text.sha256 = stats["sha256"][text.path]
+            record["sources"] = text_records(texts)
+            hf_tok = _roberta_tokenizer(trained)
+            seconds = time.perf_counter() - t0
+            if stats["lines"] == 0:
+                raise CorpusError(f"empty corpus: no non-empty line in {sources}")
 
-        out = Path(out_dir)
-        with atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
-            hf_tok.save_pretrained(str(tmp))
-            probe = "Hello world, this is a tokenizer round trip."
-            loaded = load_tokenizer(str(tmp), "out_dir")
-            enc = loaded(probe)["input_ids"]
-            if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
-                raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
-            check_inputs_unchanged(text_states(texts))  # trained on the texts its manifest's sha256 are of
+            out = Path(out_dir)
+            with atomic_dir(out, record, overwrite, replaces=moved, key="out_dir=") as tmp:
+                hf_tok.save_pretrained(str(tmp))
+                probe = "Hello world, this is a tokenizer round trip."
+                loaded = load_tokenizer(str(tmp), "out_dir")
+                enc = loaded(probe)["input_ids"]
+                if enc[0] != 0 or enc[-1] != 2 or loaded.decode(enc, skip_special_tokens=True) != probe:
+                    raise RuntimeError(f"saved tokenizer does not round-trip: {enc[:10]}")
+                check_inputs_unchanged(text_states(texts))  # trained on the texts its manifest's sha256 are of
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
     say(f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
         f"chars in {seconds:.1f} s "

@@ -65,6 +65,20 @@ def prepared(tmp_path, corpus_file, tok_dir):
     return out, m
 
 
+def test_a_second_build_of_the_same_corpus_meanwhile_is_refused_before_tokenizing(tmp_path, corpus_file, tok_dir,
+                                                                                    monkeypatch):
+    """Two prepare_corpus of one out_dir at once each tokenized everything (the later rename won) and mixed their
+    log lines. The one that finds another building it is refused before it reads a block, naming that process."""
+    from linformer.files.locks import building_alone
+
+    out = tmp_path / "p"
+    monkeypatch.setattr(corpus_mod, "_build", lambda *a: pytest.fail("built"))
+    with building_alone(out), pytest.raises(OutputPathError, match=rf"^{re.escape(str(out))} is being built by "
+                                                                   rf"another process now \(process {os.getpid()} "):
+        prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.0, num_proc=1)
+    assert os.listdir(tmp_path) == []
+
+
 def test_packing_exact_no_validation(tmp_path, corpus_file, tok_dir, tokenizer):
     m = prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.0, num_proc=1)
     dd = load_prepared(str(tmp_path / "p"), tok_dir)

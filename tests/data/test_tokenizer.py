@@ -124,6 +124,27 @@ def test_a_count_that_is_not_a_whole_number_is_a_config_error(corpus_file, tmp_p
     assert not (tmp_path / "tok").exists()
 
 
+def test_a_second_build_of_the_same_tokenizer_meanwhile_is_refused_before_training(corpus_file, tmp_path,
+                                                                                    monkeypatch):
+    """Two train_tokenizer of one out_dir at once each trained the whole tokenizer (the later rename won) and mixed
+    their log lines in one log file. The one that finds another building it is refused before it trains, naming
+    that process (here this process's other descriptor holds the build, as another process would); once that
+    build ends, nothing of the guard is left beside the output."""
+    import os
+
+    import linformer.data.tokenizer as tokenizer
+    from linformer.errors import OutputPathError
+    from linformer.files.locks import building_alone
+
+    out = tmp_path / "tok"
+    monkeypatch.setattr(tokenizer, "_in_child", lambda *a: pytest.fail("trained"))
+    refused = (rf"^{re.escape(str(out))} is being built by another process now \(process {os.getpid()} on .*\): "
+               "wait for it to finish and run the same command again, or choose another out_dir=")
+    with building_alone(out), pytest.raises(OutputPathError, match=refused):
+        train_tokenizer([str(corpus_file)], str(out), vocab_size=300, show_progress=False)
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_vocabulary_below_the_byte_alphabet_is_refused_before_training(corpus_file, tmp_path):
     """The trainer gave 261 tokens for vocab_size=10 without a word; the smallest vocabulary trains to its size."""
     from linformer.errors import ConfigError
