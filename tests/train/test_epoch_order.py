@@ -51,3 +51,18 @@ def test_a_resume_at_another_global_batch_names_the_rows_it_would_skip_or_read_t
         said = reading_moved(old, step, before, now)
         assert (f"{never} rows would never be read" if never else f"{twice} rows would be read twice") in said
     assert reading_moved(old, 0, 16, 8) is None  # the start of an epoch: nothing skipped
+
+
+def test_a_resume_at_another_global_batch_past_an_epoch_counts_the_epochs_between():
+    """100 rows, the last short batch kept (drop_last=False: 10 steps an epoch at 10 rows, 4 at 30). 12 steps at 10
+    rows read epoch 0 and 20 rows of epoch 1; 30 per step reads step 12 from epoch 3's start: the 80 rows left of
+    epoch 1 and the whole of epoch 2 are never read. The other way, 5 steps at 30 read epoch 0 and 30 rows of epoch 1;
+    10 per step reads step 5 from row 50 of epoch 0: 50 + 30 rows read twice."""
+    from linformer.data.streams import reading_moved
+
+    at_10, at_30 = EpochOrder(100, 10, 0, drop_last=False), EpochOrder(100, 30, 0, drop_last=False)
+    assert (at_10.batches_per_epoch, at_30.batches_per_epoch) == (10, 4)
+    assert reading_moved(at_10, 12, 10, 30) == ("its 12 steps of 10 read 20 of epoch 1's 100 rows; 30 per step reads "
+                                                "step 12's from row 0 of epoch 3's: 180 rows would never be read")
+    assert reading_moved(at_30, 5, 30, 10) == ("its 5 steps of 30 read 30 of epoch 1's 100 rows; 10 per step reads "
+                                               "step 5's from row 50 of epoch 0's: 80 rows would be read twice")
