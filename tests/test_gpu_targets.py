@@ -724,3 +724,46 @@ def test_table2s_first_units_are_a_transferred_rows_whole_and_the_teachers_first
     transferred = [row for row in minutes if row.endswith("-tr")]
     assert transferred and all(minutes[row] >= 3 + 3.5 for row in transferred)  # a transfer and its runs
     assert minutes.get("full", 0) <= 0.5 + 4  # the teacher: its conversion and one run at most
+
+
+def test_a_first_row_that_needs_exactly_the_stop_after_is_started(tmp_path, monkeypatch, capsys):
+    """The estimates say the row's work that counts ends by --stop-after: the command goes on (to the device, here
+    absent), for scratch's first row and for a table2 row alike."""
+    gpu = _load(monkeypatch, gpu=None)
+    monkeypatch.setattr(gpu.scratch, "first_units", lambda p, jobs: {"full": 5.0, "full-scratch": 9.0})
+    monkeypatch.setattr(gpu.scratch, "slice_rows", lambda p, places, rows, only=None: (["full"], []))
+    monkeypatch.setattr(gpu.pretrained, "first_units", lambda p, jobs: {"full": 5.0})
+    for target in ("scratch", "table2"):
+        with pytest.raises(SystemExit):
+            gpu.main([target, *_dirs(tmp_path / "w"), "--stop-after", "5"])
+        assert "no CUDA device" in capsys.readouterr().err  # past the estimates' check, to the device's
+
+
+def test_a_job_log_growing_alone_does_not_rewrite_the_archive_and_a_finished_run_does(tmp_path, monkeypatch):
+    """The runner's job logs grow all along: were they records, the archive (tens of MiB, gzipped) would be rewritten
+    at every look (DELIVER_EVERY_S); they ride along with the target's log, at most every LOG_EVERY_S. A run's record
+    written is archived at the next look."""
+    import time
+
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    (repo / "logs").mkdir(parents=True)
+    work.mkdir()
+    (work / "scratch.log").write_text("")
+    monkeypatch.setattr(targets, "REPO", repo)
+    monkeypatch.setattr(targets, "DELIVER_EVERY_S", 0.02)
+    monkeypatch.setattr(targets, "LOG_EVERY_S", 3600)
+    archived = []
+    monkeypatch.setattr(targets, "archive", lambda folder, dest, warned=None: archived.append(dest))
+    dest = tmp_path / "back" / "gpu.tgz"
+    with targets.deliver_while(("logs/*.log", "records/*"), work, dest, work / "scratch.log"):
+        for size in range(1, 11):
+            (repo / "logs" / "job.log").write_text("x" * size)  # a job's log grows
+            time.sleep(0.05)
+        assert archived == []
+        (repo / "records").mkdir()
+        (repo / "records" / "results.json").write_text("{}")  # a run finished
+        deadline = time.monotonic() + 20
+        while not archived and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert archived and set(archived) == {dest}
+    assert (work / "repo" / "records" / "results.json").is_file() and (work / "repo" / "logs" / "job.log").is_file()
