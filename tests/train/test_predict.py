@@ -270,3 +270,18 @@ def test_the_progress_bar_counts_the_files_lines_of_a_total(scratch, tmp_path, c
     for body, lines in [(b"", 0), (b"a\r\nb\r\n", 2), (b"a\nb", 2), (b"a\nb\r", 2), (b"a\rb\n", None)]:
         (tmp_path / "c.txt").write_bytes(body)
         assert count_lines(tmp_path / "c.txt", chunk=3) == lines, body
+
+
+def test_a_recorded_length_above_the_models_n_cuts_rows_at_its_n(scratch, tmp_path):
+    """A run's results.json may record a max_length the model cannot take (a model resized to a smaller n after its
+    finetuning): rows are cut at the model's n, and predicted as the model predicts each alone."""
+    import shutil
+
+    run = tmp_path / "long_run"
+    shutil.copytree(Path(scratch).parent, run)
+    write_json(run / RESULTS, {"task": "sst2", "max_length": 4 * N})
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(f"{t}\n" for t in WORDS))
+    assert load_classifier_dir(str(run / "best")).max_length == N
+    rows, summary = _predict(str(run / "best"), source)
+    assert [r["label"] for r in rows] == _alone(scratch, WORDS) and summary.truncated == 1
