@@ -1080,6 +1080,67 @@ def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_
             signal.signal(signum, handler)
 
 
+@pytest.mark.parametrize("last", ["a job's error line", "the sweep's error line"])
+def test_a_sweep_s_last_line_is_its_own_error_line_not_a_job_s(last, tmp_path, monkeypatch, capsys):
+    """A --multirun runs its jobs inside a block of its own: a job's `error:` line is not the process's last (the
+    sweep goes on, then prints its table), so a signal after it says the sweep was stopped; the sweep's own `error:`
+    line (n of m jobs failed) is, and a signal after it ends the process at once with that line's status, saying
+    nothing more."""
+    import signal
+    import time
+
+    from linformer import cli, hydra_start
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+
+    class Exited(BaseException):  # os._exit, which would end the test's process
+        pass
+
+    def exits(code):
+        raise Exited(code)
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(cli, "_ended", [], raising=False)
+    monkeypatch.setattr(os, "_exit", exits)
+    try:
+        cli.stop_while_starting()
+        stop = signal.getsignal(signal.SIGTERM)
+        if last == "a job's error line":
+            # the sweep's run of its jobs, then a job's
+            with cli.cli_errors(work=False), pytest.raises(SystemExit) as job, cli.cli_errors(work=False):
+                raise ConfigError("data.name=nowhere: no such dataset")
+            assert job.value.code == 2
+            capsys.readouterr()
+            with pytest.raises(cli.Ended) as ending:
+                stop(signal.SIGTERM, None)
+            assert ending.value.code == 143 and capsys.readouterr().err.startswith("stopped: interrupted by SIGTERM")
+        else:
+            failed = hydra_start.SweepJob(1, tmp_path / "1", "failed", "error: data.name=nowhere: no such dataset", 2)
+            with pytest.raises(SystemExit) as sweep:
+                hydra_start._sweep_end([failed], time.time(), None, None)
+            assert sweep.value.code == 2 and "error: 1 of 1 jobs failed (#1)" in capsys.readouterr().err
+            with pytest.raises(Exited) as exited:
+                stop(signal.SIGTERM, None)
+            assert exited.value.args == (2,) and capsys.readouterr().err == ""
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def test_a_broken_pipe_other_than_standard_output_s_keeps_its_traceback(monkeypatch):
+    """Only a standard output whose reader went away (`| head`) ends a command quietly with SIGPIPE's 141: a broken
+    pipe elsewhere (a worker process that died, a subprocess's stdin) is a failure, whose traceback says where."""
+    read, write = os.pipe()  # standard output's reader is there
+    with open(read, "rb"), open(write, "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        with pytest.raises(BrokenPipeError):
+            from linformer.cli import cli_errors
+
+            with cli_errors(work=False):
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def test_a_flag_taking_script_s_path_starts_from_the_repository_with_home_expanded(tmp_path, monkeypatch):
     """export.py --out '~/x' (a quoted ~, as a Makefile or a subprocess list passes it) wrote ./~/x, and every
     argparse script read relative paths from the working directory while the docs and the Hydra commands read them
