@@ -67,3 +67,16 @@ def test_a_module_the_jobs_import_missing_stops_gpu_py_before_the_device_is_look
     assert ended.value.code == 2 and err == ("error: datasets is missing here, and the targets' jobs import it: "
                                              "install the wheels first (docs/gpu/README.md, steps 1 and 3)\n")
     assert not (tmp_path / "w").exists()
+
+
+def test_a_pre_release_the_node_holds_meets_the_requirements_its_version_meets(monkeypatch):
+    """A GPU image's torch is often a pre-release build (an NGC image's 2.5.0a0+...nv24.08): a wheel requiring
+    torch>=2.4 is met by it, as pip would install beside it; one requiring more than it is still named."""
+    venv = "/opt/torch/.venv/lib/python3.12/site-packages"
+    torch = ("2.5.0a0+872d972e41.nv24.08", [], venv)
+    _installed(monkeypatch, {"linformer": ("0.1.0", ["torch>=2.4", "datasets<6"]),
+                             "datasets": ("5.2.0", ["pyarrow>=15"]), "pyarrow": ("16.0.0rc1", []), "torch": torch})
+    assert node.unmet_requirement() is None
+    _installed(monkeypatch, {"linformer": ("0.1.0", ["torch>=2.6"]), "torch": torch})
+    assert node.unmet_requirement() == ("torch 2.5.0a0+872d972e41.nv24.08 is installed here, and linformer requires "
+                                        "torch>=2.6")
