@@ -1112,6 +1112,20 @@ def test_a_task_file_s_lone_cr_nul_or_utf16_is_named_by_file_and_line(tmp_path, 
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "csv"])
+def test_a_bad_byte_after_lone_crs_is_named_at_its_own_line_and_byte_offset(tmp_path, monkeypatch, fmt):
+    """A lone CR ends a line (classic Mac OS text): the bytes of the lines after it are placed as they lie in the
+    file, each CR counted, so the offset an error names is the bad byte's own (what a user gives xxd or an editor's
+    go-to-byte)."""
+    name = _file_of(tmp_path, monkeypatch, fmt, [])
+    sep = "\t" if fmt == "tsv" else ","
+    data = f"sentence{sep}label\rgood film{sep}1\rbad caf".encode() + b"\xe9" + f"{sep}0\r".encode()
+    (tmp_path / f"train.{fmt}").write_bytes(data)
+    with pytest.raises(TaskDataError, match=rf"^{tmp_path}/train.{fmt}:3: not UTF-8 text \(byte 0xe9 at byte offset "
+                                            rf"{data.index(0xE9)} of the file"):
+        read_task_split(name, str(tmp_path), "train")
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv"])
 def test_a_header_naming_a_column_twice_and_any_csv_error_are_named_by_file_and_line(tmp_path, monkeypatch, fmt):
     """A header naming a column the task reads twice was read from its first without a word; an error of csv's own
     (here its cap on a field, lowered) was a raw _csv.Error traceback naming neither file nor line."""
