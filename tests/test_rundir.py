@@ -677,3 +677,17 @@ def test_kept_and_brought_back_records_name_no_path_of_the_machine_that_made_the
 
     copy_record(run / "metrics.jsonl", tmp_path / "m.jsonl")  # not a record that names paths: copied as it is
     assert (tmp_path / "m.jsonl").read_bytes() == (run / "metrics.jsonl").read_bytes()
+
+
+def test_a_path_under_the_checkout_and_the_data_mirror_is_recorded_from_the_deeper_of_the_two(tmp_path, monkeypatch):
+    """A data mirror carried into the checkout (a GPU machine's .carry) names its files from the mirror, as every
+    other machine's mirror does; a checkout inside the data mirror names its own files from the repository."""
+    from linformer.data.io import local_path, record_path
+
+    root, _ = _clone(tmp_path / "repo", monkeypatch)
+    carried = root / ".carry"
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(carried))
+    assert record_path(carried / "glue" / "sst2") == "${paths.data_mirror}/glue/sst2"
+    assert local_path(record_path(carried / "glue" / "sst2")) == str((carried / "glue" / "sst2").resolve())
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path))
+    assert record_path(root / "outputs" / "pretrain" / "demo") == "outputs/pretrain/demo"
