@@ -467,6 +467,35 @@ def test_a_run_not_started_by_a_script_is_resumed_by_calling_its_function(monkey
     assert how_to_resume("finetune", "/runs/a").endswith(" /clone/scripts/finetune.py task=sst2)")
 
 
+def _expanded_in_bash(text: str) -> str:
+    """The characters of a command line that bash reads outside single quotes (bare or double-quoted): where an
+    interactive bash expands `!` (its history)."""
+    seen, quote = [], None
+    for c in text:
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif c in "'\"" and quote is None:
+            quote = c
+        elif c == '"' and quote == '"':
+            quote = None
+        else:
+            seen.append(c)
+    return "".join(seen)
+
+
+def test_a_printed_word_with_an_exclamation_mark_keeps_it_in_single_quotes():
+    """An interactive bash expands `!` outside single quotes, double quotes included (`!v2` is the last command that
+    started with v2, else "event not found"): a word the scripts print to paste (a quoted override's) that holds a
+    `!` is single-quoted, where nothing expands, and comes back from the shell as the word it was."""
+    import shlex
+
+    from linformer.shell import hydra_override, shell_command
+
+    word = hydra_override("run_name", "best run!v2")
+    printed = shell_command("python", "scripts/finetune.py", word)
+    assert shlex.split(printed)[2] == word and "!" not in _expanded_in_bash(printed)
+
+
 def test_no_printed_command_puts_a_value_in_unquoted():
     """A command hint is built by shell_command, never by an f-string "python scripts/... {path}": the f-strings of the
     package and its scripts that start a command to paste may hold no value."""
