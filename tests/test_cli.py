@@ -1131,6 +1131,7 @@ def test_a_sweep_s_last_line_is_its_own_error_line_not_a_job_s(last, tmp_path, m
 
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     monkeypatch.setattr(cli, "_ended", [], raising=False)
+    monkeypatch.setattr(cli, "_said", [])  # the sweep's line, said here, is not a later test's
     monkeypatch.setattr(os, "_exit", exits)
     try:
         cli.stop_while_starting()
