@@ -118,6 +118,16 @@ def test_an_environment_variable_for_a_key_without_a_default_gets_the_decode_hin
                               ["run_name=${oc.env:NAME}"])
 
 
+def test_an_environment_variable_for_a_flag_gets_the_decode_hint(monkeypatch):
+    """task.skip_bad_rows=${oc.env:SKIP} with SKIP=false gives the text 'false', which a flag reads as true (a text
+    that is not empty): refused with the oc.decode spelling that reads it as the flag it is meant to be."""
+    monkeypatch.setenv("SKIP", "false")
+    args = ["task=sst2", "model_path=m", "task.skip_bad_rows=${oc.env:SKIP}"]
+    with pytest.raises(ConfigError, match=r"gives the text 'false' where the config holds true or false: .*"
+                                          r"task.skip_bad_rows=\"\$\{oc.decode:\$\{oc.env:SKIP\}\}\""):
+        refuse_bad_interpolations(compose("finetune", args), "finetune", args)
+
+
 @pytest.mark.parametrize("signum, said", [(signal.SIGTERM, "a Ctrl-C, or kill -INT"),
                                           (signal.SIGINT, "Ctrl-C again stops at once")])
 def test_a_stops_warning_names_what_stops_at_once_for_the_signal_received(signum, said, caplog):
