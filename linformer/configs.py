@@ -557,17 +557,16 @@ def _known_keys(config_name: str, overrides: list[str]) -> list[str]:
 MISSING = "???"  # OmegaConf's mark of a value the command line must give
 
 
-def refuse_missing_values(cfg, config_name: str, swept: frozenset[str] = frozenset(),
-                          how: str = "give it on the command line, {key}=...") -> None:
+def refuse_missing_values(cfg, config_name: str, how: str = "give it on the command line, {key}=...") -> None:
     """ConfigError naming the first key still at ``???``, with what the config's comment says it takes: otherwise the
     value surfaces as OmegaConf's traceback where the run directory's name needs it, or is read as the path '???'.
-    The hydra node's own are Hydra's to fill, and the `swept` keys count as set (a sweep sets them). `how`: how the
+    The hydra node's own are Hydra's to fill (a sweep's jobs are checked each as composed, its values set). `how`: how the
     command takes a value, {key} the key (a command that takes no overrides says what it takes)."""
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(cfg, resolve=False)
     values.pop("hydra", None)
-    missing = [key for key, value in flatten(values).items() if value == MISSING and key not in swept]
+    missing = [key for key, value in flatten(values).items() if value == MISSING]
     if not missing:
         return
     key = missing[0]
