@@ -54,17 +54,48 @@ def _each_composition_once():
                              for p in sorted(Path(source.path).rglob("*")) if p.is_file())
         return tuple(found)
 
+    def values_apart(config_name, overrides):
+        """(the overrides that choose the defaults, the value overrides Hydra applies after composing them) as
+        Hydra's own loader tells them apart (a key that is no config group, or a dict value); None where an
+        override is Hydra's own, a sweep, a deletion or a package's, which the memo leaves to Hydra."""
+        loader = GlobalHydra.instance().config_loader()
+        parse = getattr(loader, "_parse_overrides_and_create_caching_repo", None)
+        if parse is None:
+            return None
+        parsed, repo = parse(config_name, list(overrides))
+        if any(o.is_hydra_override() or o.is_sweep_override() or o.is_delete() or o.package is not None
+               for o in parsed):
+            return None
+        values = [o for o in parsed if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
+        return [o.input_line for o in parsed if all(o is not v for v in values)], values
+
     def compose(config_name=None, overrides=None, return_hydra_config=False, strict=None):
         if strict is not None or not GlobalHydra().is_initialized():  # Hydra's own answer (a deprecated flag, an
             return real(config_name, overrides, return_hydra_config, strict)  # assertion before an initialize)
         key = (config_name, tuple(overrides or ()), return_hydra_config, os.getcwd(), JobRuntime().conf.get("name"),
                files(GlobalHydra.instance().config_loader().get_sources()))
-        if key not in made:
-            cfg = real(config_name, overrides, return_hydra_config)
-            made[key] = copy.deepcopy(cfg)
-            return cfg
-        return copy.deepcopy(made[key])
+        if key in made:
+            return copy.deepcopy(made[key])
+        if not return_hydra_config and overrides:
+            # Hydra composes the defaults the group overrides choose, then applies the value overrides to the
+            # result (ConfigLoaderImpl._apply_overrides_to_config, in struct mode): the same two steps, the first
+            # one kept, so that `seed=3` after `seed=2` costs a copy, not a composition. Anything this path
+            # raises is left to Hydra's own composition, which then raises its own error.
+            try:
+                apart = values_apart(config_name, overrides)
+                if apart is not None and apart[1]:
+                    from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
+                    cfg = compose(config_name, apart[0], return_hydra_config)
+                    ConfigLoaderImpl._apply_overrides_to_config(apart[1], cfg)
+                    return cfg
+            except Exception:
+                pass
+        cfg = real(config_name, overrides, return_hydra_config)
+        made[key] = copy.deepcopy(cfg)
+        return cfg
+
+    compose.__wrapped__ = real  # Hydra's own, for the test that the memo gives what it gives
     hydra.compose = compose
     yield
     hydra.compose = real

@@ -8,6 +8,8 @@ from omegaconf import OmegaConf
 from linformer import LinformerConfig
 from linformer.configs import compose
 from linformer.files.mappings import flatten
+from linformer.errors import ConfigError
+from linformer.files import flatten
 from linformer.modeling.configuration import TOKENIZER_FIELDS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -340,3 +342,30 @@ def test_a_stop_while_hydra_s_parser_reads_the_command_line_is_not_taken_for_a_u
     with pytest.raises(SystemExit) as ended:
         configs._parsed(["trainer.lr=1"])
     assert ended.value.code == 143
+
+
+@pytest.mark.parametrize("config, overrides", [
+    ("pretrain", ["model=tiny", "seed=3", "trainer.lr=1e-3", "run_name=x"]),
+    ("pretrain", ["seed=3", "model=small", "model.projected_dim=16", "data=mirror_mini", "data.n=64"]),
+    ("pretrain", ["+extra=1", "++trainer.lr=2e-3", "trainer={batch_size: 4}", "run_name=${model.name}-a"]),
+    ("finetune", ["task=sst2", "model_path=m", "subset_seed=5", "trainer.max_length=64"]),
+    ("distill", ["teacher_path=t", "task=sst2", "distill.temperature=2.0"]),
+])
+def test_the_tests_composition_memo_gives_what_hydra_composes(config, overrides, monkeypatch):
+    """The tests' memo (tests/conftest.py) composes the group overrides once and applies the value overrides to a
+    copy, as Hydra applies them after its composition: the same config, flags included, as Hydra's own compose."""
+    import hydra
+
+    memo = compose(config, overrides)
+    monkeypatch.setattr(hydra, "compose", hydra.compose.__wrapped__)
+    own = compose(config, overrides)
+    assert OmegaConf.to_yaml(memo) == OmegaConf.to_yaml(own)
+    assert (OmegaConf.is_struct(memo), OmegaConf.is_readonly(memo)) == (OmegaConf.is_struct(own),
+                                                                        OmegaConf.is_readonly(own))
+    monkeypatch.undo()
+    with pytest.raises(ConfigError) as memo_err:  # a value override Hydra refuses is refused by Hydra itself
+        compose(config, [*overrides, "trainer.no_such_key=1"])
+    monkeypatch.setattr(hydra, "compose", hydra.compose.__wrapped__)
+    with pytest.raises(ConfigError) as own_err:
+        compose(config, [*overrides, "trainer.no_such_key=1"])
+    assert str(memo_err.value) == str(own_err.value)
