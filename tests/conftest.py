@@ -55,9 +55,9 @@ def _each_composition_once():
         return tuple(found)
 
     def values_apart(config_name, overrides):
-        """(the overrides that choose the defaults, the value overrides Hydra applies after composing them) as
-        Hydra's own loader tells them apart (a key that is no config group, or a dict value); None where an
-        override is Hydra's own, a sweep, a deletion or a package's, which the memo leaves to Hydra."""
+        """(the overrides that choose the defaults, the value overrides Hydra applies after composing them, all of
+        them parsed) as Hydra's own loader tells them apart (a key that is no config group, or a dict value); None
+        where an override is Hydra's own, a sweep, a deletion or a package's, which the memo leaves to Hydra."""
         loader = GlobalHydra.instance().config_loader()
         parse = getattr(loader, "_parse_overrides_and_create_caching_repo", None)
         if parse is None:
@@ -67,7 +67,7 @@ def _each_composition_once():
                for o in parsed):
             return None
         values = [o for o in parsed if isinstance(o.value(), dict) or not repo.group_exists(o.key_or_group)]
-        return [o.input_line for o in parsed if all(o is not v for v in values)], values
+        return [o.input_line for o in parsed if all(o is not v for v in values)], values, parsed
 
     def compose(config_name=None, overrides=None, return_hydra_config=False, strict=None):
         if strict is not None or not GlobalHydra().is_initialized():  # Hydra's own answer (a deprecated flag, an
@@ -76,18 +76,25 @@ def _each_composition_once():
                files(GlobalHydra.instance().config_loader().get_sources()))
         if key in made:
             return copy.deepcopy(made[key])
-        if not return_hydra_config and overrides:
+        if overrides:
             # Hydra composes the defaults the group overrides choose, then applies the value overrides to the
-            # result (ConfigLoaderImpl._apply_overrides_to_config, in struct mode): the same two steps, the first
-            # one kept, so that `seed=3` after `seed=2` costs a copy, not a composition. Anything this path
-            # raises is left to Hydra's own composition, which then raises its own error.
+            # result (ConfigLoaderImpl._apply_overrides_to_config, in struct mode) and records every override in
+            # the hydra node (hydra.overrides.task, hydra.job.override_dirname): the same steps, the composition
+            # kept, so that `seed=3` after `seed=2` costs a copy, not a composition. Anything this path raises is
+            # left to Hydra's own composition, which then raises its own error.
             try:
                 apart = values_apart(config_name, overrides)
                 if apart is not None and apart[1]:
-                    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+                    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 
                     cfg = compose(config_name, apart[0], return_hydra_config)
                     ConfigLoaderImpl._apply_overrides_to_config(apart[1], cfg)
+                    if return_hydra_config:
+                        parsed, dirname = apart[2], cfg.hydra.job.config.override_dirname
+                        cfg.hydra.overrides.task = [o.input_line for o in parsed]
+                        cfg.hydra.job.override_dirname = get_overrides_dirname(
+                            overrides=parsed, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep,
+                            exclude_keys=dirname.exclude_keys)
                     return cfg
             except Exception:
                 pass

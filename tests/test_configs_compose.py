@@ -351,14 +351,16 @@ def test_a_stop_while_hydra_s_parser_reads_the_command_line_is_not_taken_for_a_u
     ("finetune", ["task=sst2", "model_path=m", "subset_seed=5", "trainer.max_length=64"]),
     ("distill", ["teacher_path=t", "task=sst2", "distill.temperature=2.0"]),
 ])
-def test_the_tests_composition_memo_gives_what_hydra_composes(config, overrides, monkeypatch):
+@pytest.mark.parametrize("with_hydra", [False, True])
+def test_the_tests_composition_memo_gives_what_hydra_composes(config, overrides, with_hydra, monkeypatch):
     """The tests' memo (tests/conftest.py) composes the group overrides once and applies the value overrides to a
-    copy, as Hydra applies them after its composition: the same config, flags included, as Hydra's own compose."""
+    copy, as Hydra applies them after its composition: the same config, flags and hydra node included (the
+    overrides it records, hydra.job.override_dirname), as Hydra's own compose."""
     import hydra
 
-    memo = compose(config, overrides)
+    memo = compose(config, overrides, with_hydra=with_hydra)
     monkeypatch.setattr(hydra, "compose", hydra.compose.__wrapped__)
-    own = compose(config, overrides)
+    own = compose(config, overrides, with_hydra=with_hydra)
     assert OmegaConf.to_yaml(memo) == OmegaConf.to_yaml(own)
     assert (OmegaConf.is_struct(memo), OmegaConf.is_readonly(memo)) == (OmegaConf.is_struct(own),
                                                                         OmegaConf.is_readonly(own))
