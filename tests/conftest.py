@@ -119,14 +119,18 @@ def _process_state_restored():
     logging (configs/hydra/job_logging) gives the root logger a handler on the sys.stderr of the moment, pytest's
     capture, which is closed once the test ends (a later test's log line then printed a "Logging error" traceback
     into its own output), so every logger is put back as the commands put it back (``hydra_start.logging_restored``);
-    a run sets torch's threads."""
+    a run sets torch's threads; a Hydra command sets HydraConfig, which the package reads as "the running command"
+    (``configs.data_overrides``: a later test's refusal printed the earlier command's data=mine)."""
+    from hydra.core.hydra_config import HydraConfig
+
     from linformer.hydra_start import logging_restored
 
-    threads = torch.get_num_threads()
+    threads, running = torch.get_num_threads(), HydraConfig.instance().cfg
     with logging_restored():
         yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    HydraConfig.instance().cfg = running
 
 
 @pytest.fixture
