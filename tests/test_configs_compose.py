@@ -7,9 +7,8 @@ from omegaconf import OmegaConf
 
 from linformer import LinformerConfig
 from linformer.configs import compose
-from linformer.files.mappings import flatten
 from linformer.errors import ConfigError
-from linformer.files import flatten
+from linformer.files.mappings import flatten
 from linformer.modeling.configuration import TOKENIZER_FIELDS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
