@@ -67,6 +67,11 @@ class LinformerPooledClassifier(nn.Linear):
         return super().forward(self.dropout(features))
 
 
+# With untied word embeddings the MLM head still reads one bias under both its names (RoBERTa's head has two: bias,
+# and decoder.bias tied to it), saved as lm_head.decoder.bias, the one an untied head has always read.
+_UNTIED_BIAS = {"lm_head.bias": "lm_head.decoder.bias"}
+
+
 class LinformerForMaskedLM(LinformerPreTrainedModel):
     """Linformer with RoBERTa's tied MLM head: (batch, tokens, vocab) logits, as every Hugging Face MLM.
 
@@ -87,6 +92,8 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
+        if not config.tie_word_embeddings:  # HF's save keeps, of two tied names, the one not named here
+            self._tied_weights_keys = _UNTIED_BIAS
         # A BERT-layout model carries its pooler through MLM training (frozen: MLM never uses it), so that a
         # sentence classifier finetuned from this checkpoint starts from the source's pooler, not a fresh one.
         keeps_pooler = config.classifier_head == "bert"
@@ -95,6 +102,24 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             self.roberta.pooler.requires_grad_(False)
         self.lm_head = LinformerLMHead(config)
         self.post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """HF's ties, and with untied word embeddings the head's two bias names made one parameter too (HF ties
+        nothing then, which would leave ``lm_head.bias`` a parameter the head never reads)."""
+        tied = super().get_expanded_tied_weights_keys(all_submodels)
+        if not self.config.tie_word_embeddings:
+            tied.update(_UNTIED_BIAS)
+        return tied
+
+    def tie_weights(self, missing_keys=None, recompute_mapping: bool = True):
+        """HF's; a folder whose untied head was saved with both biases (a second one it never read, as this head
+        had before its bias names were one parameter) loads with the one it read, so its outputs stay the same
+        (HF leaves two tied names that load different values untied)."""
+        if missing_keys is not None and not self.config.tie_word_embeddings \
+                and not {*_UNTIED_BIAS, *_UNTIED_BIAS.values()} & set(missing_keys):
+            with torch.no_grad():
+                self.lm_head.bias.copy_(self.lm_head.decoder.bias)
+        return super().tie_weights(missing_keys=missing_keys, recompute_mapping=recompute_mapping)
 
     def get_output_embeddings(self):
         return self.lm_head.decoder

@@ -95,3 +95,58 @@ def test_resizing_to_a_larger_tokenizer_predicts_the_added_tokens_and_keeps_padd
     model.resize_token_embeddings(40)  # below the old tokenizer size: still a valid config, saved and loaded
     model.save_pretrained(tmp_path)
     assert LinformerForMaskedLM.from_pretrained(tmp_path).config.vocab_size == 40
+
+
+def test_an_untied_head_reads_one_bias_under_both_names_and_trains_it(tmp_path):
+    """tie_word_embeddings=False unties the decoder's weight from the word embeddings, not the head's two bias
+    names: lm_head.bias was a parameter the head never read (no gradient, changing it changed nothing), saved beside
+    the one it read."""
+    torch.manual_seed(0)
+    model = LinformerForMaskedLM(LinformerConfig(vocab_size=50, tie_word_embeddings=False, **SMALL))
+    head = model.lm_head
+    assert head.bias is head.decoder.bias and head.decoder.weight is not model.get_input_embeddings().weight
+    ids, labels = _batch(50)
+    model(input_ids=ids, labels=labels).loss.backward()
+    assert head.bias.grad is not None and head.bias.grad.abs().sum() > 0
+    model.eval()
+    with torch.no_grad():
+        head.bias.normal_()
+        logits = model(input_ids=ids).logits
+    model.save_pretrained(tmp_path)
+    from safetensors.torch import load_file
+
+    saved = load_file(tmp_path / "model.safetensors")
+    assert "lm_head.decoder.bias" in saved and "lm_head.bias" not in saved  # the name an untied head always read
+    again = LinformerForMaskedLM.from_pretrained(tmp_path).eval()
+    assert again.lm_head.bias is again.lm_head.decoder.bias and torch.equal(again(input_ids=ids).logits, logits)
+    model.resize_token_embeddings(60)  # a new decoder: the head's bias follows it
+    assert model.lm_head.bias is model.lm_head.decoder.bias and model.lm_head.bias.shape == (60,)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_a_folder_saved_with_both_head_biases_loads_with_the_one_the_head_read(tmp_path, tie, caplog):
+    """The layout an earlier head saved: untied, lm_head.bias (never read, here zeros) beside lm_head.decoder.bias
+    (the one read); tied, lm_head.bias alone. Both load with the outputs they gave, without a warning."""
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(0)
+    model = LinformerForMaskedLM(LinformerConfig(vocab_size=50, tie_word_embeddings=tie, **SMALL)).eval()
+    with torch.no_grad():
+        model.lm_head.decoder.bias.normal_()
+    ids, _ = _batch(50)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    if tie:
+        state = {k: v for k, v in state.items() if k != "lm_head.decoder.bias"}
+        state["lm_head.bias"] = model.lm_head.decoder.bias.detach().clone()
+    else:
+        state["lm_head.decoder.bias"] = model.lm_head.decoder.bias.detach().clone()
+        state["lm_head.bias"] = torch.zeros(50)
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with caplog.at_level("WARNING"):
+        again = LinformerForMaskedLM.from_pretrained(tmp_path).eval()
+    assert again.lm_head.bias is again.lm_head.decoder.bias
+    assert torch.equal(again(input_ids=ids).logits, logits)
+    assert "NOT tie" not in caplog.text
