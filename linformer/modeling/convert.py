@@ -389,7 +389,10 @@ def converted_exact_keys(settings: dict, n: int) -> dict:
 
 def converted_length_policy(settings: dict) -> dict:
     """The length-policy fields of a converted model: CONVERTED_LENGTH_POLICY with the user's settings on top
-    (``length_policy="slice"`` alone gives the slice with its window mask, the better slice for a converted model)."""
+    (``length_policy="slice"`` alone gives the slice with its window mask, the better slice for a converted model).
+    Nothing for full attention, which projects nothing: its config keeps the defaults, which mean unused."""
+    if not projects_keys(settings.get("attention", "linformer")):
+        return {}
     policy = CONVERTED_LENGTH_POLICY | {key: settings[key] for key in CONVERTED_LENGTH_POLICY if key in settings}
     if settings.get("projection", "linear") != "linear" and "length_policy" not in settings:
         policy["length_policy"] = "slice"  # resampling needs a learned E: pooling and conv projections take the slice

@@ -34,7 +34,7 @@ from transformers import (
     XLMRobertaForMaskedLM,
 )
 
-from linformer import LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
+from linformer import LinformerConfig, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
 from linformer.errors import CheckpointError, ConfigError
 from linformer.modeling.convert import convert_encoder
 
@@ -249,6 +249,15 @@ def test_converted_encoders_take_the_measured_length_policy_unless_told_otherwis
     for projection in ("max_pool", "mean_pool", "conv"):
         pooled = LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, projection=projection).config
         assert (pooled.projection, pooled.length_policy, pooled.mask_empty_windows) == (projection, "slice", True)
+    # full attention projects nothing: its config keeps the defaults, which mean unused, and takes the converted
+    # policy where it is switched to a Linformer
+    full = LinformerModel.from_pretrained_encoder(tmp_path, attention="full")
+    defaults = LinformerConfig()
+    assert {key: getattr(full.config, key) for key in CONVERTED_LENGTH_POLICY} == \
+        {key: getattr(defaults, key) for key in CONVERTED_LENGTH_POLICY}
+    full.save_pretrained(tmp_path / "full")
+    switched = LinformerModel.from_pretrained_encoder(tmp_path / "full", attention="linformer", projected_dim=8).config
+    assert {key: getattr(switched, key) for key in CONVERTED_LENGTH_POLICY} == CONVERTED_LENGTH_POLICY
 
 
 def test_converted_linformers_get_the_exact_keys_unless_told_otherwise(tmp_path):
