@@ -34,6 +34,10 @@ LENGTH_POLICIES = ("slice", "resample")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")  # HF's, for the loss
 # Model types whose learned positions start at pad_token_id + 1 (fairseq's RoBERTa layout); BERT's start at 0
 PAD_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "linformer"})
+# the fields that take one of a fixed set of names (projection's set grows: check_projection; attention's modes:
+# projects_keys)
+_CHOICES = {"sharing": tuple(SHARING), "classifier_head": CLASSIFIER_HEADS, "classifier_pooling": CLASSIFIER_POOLINGS,
+            "length_policy": LENGTH_POLICIES}
 
 
 def position_offset_of(config) -> int:
@@ -228,10 +232,28 @@ class LinformerConfig(PreTrainedConfig):
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
         """HF's, checking the fields again after from_pretrained's keyword overrides, which HF sets after the config
-        is built."""
+        is built. Where the config is read for the weights saved beside it (a model's from_pretrained, directly or
+        through an Auto class, asks with ``return_unused_kwargs=True``: the keywords left over go to the model), an
+        override of a field the weights depend on (WEIGHT_FIELDS) that differs from the saved value is a
+        ConfigError: those weights would load dropped, fresh, or read as something else. attention="full" passes:
+        every weight it reads means what it meant (E and F are left unread)."""
+        weights_follow = bool(kwargs.get("return_unused_kwargs"))
+        kept = {key: kwargs.pop(key) for key in list(kwargs) if weights_follow and key in WEIGHT_FIELDS
+                and not (key == "attention" and kwargs[key] == "full")}
         out = super().from_dict(config_dict, **kwargs)
-        (out[0] if isinstance(out, tuple) else out).validate_architecture()
+        config = out[0] if isinstance(out, tuple) else out
+        for key, asked in kept.items():
+            _check_kept(config, key, asked)
+        config.validate_architecture()
         return out
+
+    def __setattr__(self, key, value):
+        """A tuple given for a field that holds a list (projected_dim, global_positions, eos_token_id) is kept as
+        the list config.json gives back, so that a config equals itself saved and read again (whether set when the
+        config is built, by from_pretrained's overrides, or afterwards)."""
+        if isinstance(value, tuple) and key in _list_fields():
+            value = list(value)
+        super().__setattr__(key, value)
 
     def __post_init__(self, **kwargs):
         _warn_near_misses(kwargs)
@@ -242,8 +264,6 @@ class LinformerConfig(PreTrainedConfig):
             self.max_position_embeddings = self.max_seq_len + self.position_offset
         if self.classifier_pooling is None:
             self.classifier_pooling = "pooler" if self.classifier_head == "bert" else "cls"
-        if isinstance(self.projected_dim, tuple):
-            self.projected_dim = list(self.projected_dim)
         super().__post_init__(**kwargs)
         # Checked here too, so that a bad value raises ConfigError itself: @strict's own call of the validators
         # wraps their errors in StrictDataclassClassValidationError.
@@ -287,15 +307,15 @@ class LinformerConfig(PreTrainedConfig):
         if tv is not None and not 0 < tv <= self.vocab_size:
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
                               "embedding rows past it are padding.")
-        _check_choice("sharing", self.sharing, tuple(SHARING))
+        _check_choice("sharing", self.sharing, _CHOICES["sharing"])
         check_projection(self.projection)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
-        _check_choice("classifier_head", self.classifier_head, CLASSIFIER_HEADS)
+        _check_choice("classifier_head", self.classifier_head, _CHOICES["classifier_head"])
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
         _check_choice("hidden_act", self.hidden_act, tuple(ACT2FN))
         _check_values(self)
-        _check_choice("classifier_pooling", self.classifier_pooling, CLASSIFIER_POOLINGS)
-        _check_choice("length_policy", self.length_policy, LENGTH_POLICIES)
+        _check_choice("classifier_pooling", self.classifier_pooling, _CHOICES["classifier_pooling"])
+        _check_choice("length_policy", self.length_policy, _CHOICES["length_policy"])
         if self.problem_type is not None:
             _check_choice("problem_type", self.problem_type, PROBLEM_TYPES)
         for key in ("is_decoder", "add_cross_attention"):
@@ -357,10 +377,32 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
             "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
             f"for all layers (got {config.projected_dim})."
         )
+    unused = [i for i, k in enumerate(map(int, ks)) if k >= n]
+    if config.exact_short_inputs and unused:
+        _warn_unused_projections(config, unused if per_layer else None)
+
+
+def _warn_unused_projections(config: LinformerConfig, layers: list[int] | None) -> None:
+    """A warning (once per process and setting) that exact_short_inputs with k = n leaves E and F unused: every
+    input has at most n tokens, so each gets exact attention, and those E and F are never read nor trained."""
+    where = "every layer" if layers is None or len(layers) == config.num_hidden_layers else f"layers {layers}"
+    key = f"unused projections: n={config.max_seq_len}, k={config.projected_dim}"
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    logger.warning("exact_short_inputs=True with projected_dim k = max_seq_len n = %d in %s: every input (at most n "
+                   "tokens) gets exact attention there, so those E and F are never used nor trained; give a k below "
+                   "n, or attention='full' for exact attention throughout.", config.max_seq_len, where)
 
 
 # Whole-number fields may be 0 only here (ids and offsets count from 0; w = 0 is no window); every other one is >= 1.
 _ZERO_ALLOWED = ("pad_token_id", "bos_token_id", "position_offset", "local_window")
+
+
+@functools.cache  # the class's fields: read once, as every field set asks
+def _list_fields() -> frozenset[str]:
+    """LinformerConfig's fields whose type admits a list."""
+    return frozenset(f.name for f in dataclasses.fields(LinformerConfig) if "list[" in str(f.type))
 
 
 @functools.cache  # the class's fields: read once, as every config built checks its values by them
@@ -421,6 +463,8 @@ def _validate_local_global(config: LinformerConfig) -> None:
     if w == 1:  # radius w // 2 = 0: no local key at all, the paper's Linformer under another name
         raise ConfigError("local_window=1 gives no window: each query sees the w // 2 tokens on each side of it "
                           "(2 * (w // 2) + 1 with itself), none for w = 1. Give 0 for no window, or at least 2.")
+    if positions is not None and not isinstance(positions, list):
+        raise ConfigError(f"global_positions={positions!r} must be a list of positions (e.g. [0, -1]), or None.")
     if positions is not None:
         bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not -n <= p < n]
         if bad:
@@ -479,6 +523,60 @@ TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id"
 SHAPE_FIELDS = frozenset({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                           "max_seq_len", "projected_dim", "sharing", "projection", "attention", "type_vocab_size",
                           "max_position_embeddings"})
+
+# Fields the saved weights depend on: their shapes (SHAPE_FIELDS), which position a row of the position table stands
+# for (position_offset, pad_token_id), which head weights exist and what they read (tie_word_embeddings,
+# classifier_head, classifier_pooling), what a row of a learned E stands for (length_policy: a position under the
+# slice, a share of the input under resampling). from_pretrained keeps them as saved (LinformerConfig.from_dict).
+WEIGHT_FIELDS = SHAPE_FIELDS | {"position_offset", "pad_token_id", "tie_word_embeddings", "classifier_head",
+                                "classifier_pooling", "length_policy"}
+
+
+def _check_kept(config: LinformerConfig, key: str, asked) -> None:
+    """ConfigError unless `asked`, an override of a WEIGHT_FIELDS field given to from_pretrained, is the value the
+    saved model (`config`) has, naming both and the supported way to change it where there is one."""
+    saved = getattr(config, key)
+    if _as_saved(config, key, asked) == saved:
+        return
+    _check_alone(key, asked)  # a value no model takes is named as such
+    if key in ("max_seq_len", "attention", "length_policy"):
+        how = {"max_seq_len": "a longer n fills the position table with copies of its learned rows, and E and F "
+                              "take it by resampling under length_policy='resample'",
+               "attention": "E and F start as window means", "length_policy": "E and F are kept"}[key]
+        route = (f"reshape it with LinformerModel.from_pretrained_encoder(path, {key}={asked!r}) ({how}; "
+                 f"scripts/convert.py model_path=path model.{key}=...)")
+    elif key in ("projected_dim", "sharing", "projection"):
+        route = (f"convert the source encoder again with from_pretrained_encoder(source, {key}={asked!r}), whose E "
+                 "and F start fresh (this model's are its trained ones)")
+    elif key == "max_position_embeddings":
+        route = "give max_seq_len to LinformerModel.from_pretrained_encoder(path, max_seq_len=...), which sets it"
+    else:
+        route = "another value is another model, to pretrain or convert rather than load"
+    raise ConfigError(f"{key}={asked!r} differs from the saved model's {key}={saved!r}, which its weights were saved "
+                      f"for: from_pretrained loads them as saved, so leave {key} out; or {route}.")
+
+
+def _check_alone(key: str, value) -> None:
+    """ConfigError for a value field `key` never takes, whatever the other fields: its type, or one of its names."""
+    _check_type(key, value)
+    if key == "attention":
+        projects_keys(value)
+    elif key == "projection":
+        check_projection(value)
+    elif key in _CHOICES:
+        _check_choice(key, value, _CHOICES[key])
+
+
+def _as_saved(config: LinformerConfig, key: str, value):
+    """`value` in the form config.json gives back: a tuple as a list, one k as projected_dim's per-layer list where
+    the saved model has one."""
+    value = list(value) if isinstance(value, tuple) else value
+    if key == "projected_dim" and isinstance(config.projected_dim, list) and fits_type(value, int):
+        value = [value] * config.num_hidden_layers
+    elif key == "projected_dim" and isinstance(value, list) and not isinstance(config.projected_dim, list) and \
+            len(value) == config.num_hidden_layers and len(set(value)) == 1:
+        value = value[0]
+    return value
 
 
 def exact_keys_label(local_window: int, global_positions, landmark_pooling: bool = False,

@@ -201,3 +201,30 @@ def test_no_module_compares_the_attention_mode_s_name():
     found = [f"{f.relative_to(package)}:{i}" for f in sorted(package.rglob("*.py"))
              for i, line in enumerate(f.read_text().splitlines(), 1) if compare.search(line)]
     assert found == []
+
+
+def test_a_tuple_for_a_list_field_is_kept_as_the_list_config_json_gives_back(tmp_path):
+    """projected_dim's tuple became a list and global_positions' stayed a tuple, so a config did not equal itself
+    saved and read again; a string was taken for its characters and named so in the refusal."""
+    config = tiny_config(projected_dim=(4, 4), local_window=4, global_positions=(0, -1), eos_token_id=(2, 3))
+    assert (config.projected_dim, config.global_positions, config.eos_token_id) == ([4, 4], [0, -1], [2, 3])
+    config.global_positions = (0,)  # set afterwards, as from_pretrained's overrides are
+    assert config.global_positions == [0]
+    LinformerModel(config).save_pretrained(tmp_path)
+    again = LinformerModel.from_pretrained(tmp_path, global_positions=(0,)).config
+    assert again.global_positions == config.global_positions and again.projected_dim == config.projected_dim
+    with pytest.raises(ConfigError, match=r"^global_positions='0' must be a list of positions"):
+        tiny_config(local_window=4, global_positions="0")
+
+
+def test_exact_short_inputs_with_k_equal_to_n_warns_that_e_and_f_are_never_used(caplog):
+    """Every input has at most n tokens, so with k = n each is attended exactly: E and F are trained parameters that
+    nothing reads. Said once, naming the layers (all of them, or those of a per-layer k)."""
+    with caplog.at_level("WARNING", logger="linformer.modeling.configuration"):
+        tiny_config(projected_dim=16, exact_short_inputs=True)
+        tiny_config(projected_dim=16, exact_short_inputs=True)
+        tiny_config(projected_dim=[4, 16], exact_short_inputs=True)
+        tiny_config(projected_dim=8, exact_short_inputs=True)  # k < n: E and F serve longer inputs
+        tiny_config(projected_dim=16)  # without exact short inputs, E and F project every input
+    lines = [r.getMessage() for r in caplog.records if "never used" in r.getMessage()]
+    assert len(lines) == 2 and "n = 16 in every layer" in lines[0] and "in layers [1]" in lines[1]

@@ -135,6 +135,10 @@ def _bare_encoder(folder):
         transformers.AutoModel.from_pretrained("mlm", trust_remote_code=True).save_pretrained("encoder")
         print("encoder serves", *json.load(open("encoder/config.json"))["auto_map"])
         transformers.AutoModel.from_pretrained("encoder", trust_remote_code=True)
+        try:  # the saved code keeps the weights' fields as saved, as the package does
+            transformers.AutoModel.from_pretrained("bare", trust_remote_code=True, sharing="kv")
+        except Exception as err:
+            print("refused", type(err).__name__, str(err).split(":")[0])
         for where in ("bare", "again"):
             for auto in ("AutoModelForMaskedLM", "AutoModelForSequenceClassification", "AutoModel"):
                 model = getattr(transformers, auto).from_pretrained(where, trust_remote_code=True).eval()
@@ -150,11 +154,14 @@ def _bare_encoder(folder):
 def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_class(without_the_package):
     """A bare encoder's directory serves the masked-LM and classifier classes too (each with the encoder's weights),
     and so does a model loaded through the saved code and saved again where the package is missing. A bare encoder
-    loaded that way has only its own modules, so its copy names only the classes it can serve."""
+    loaded that way has only its own modules, so its copy names only the classes it can serve. An override of a
+    field its weights depend on is refused by the saved code too."""
     _, _, (status, out), _ = without_the_package["bare encoder"]
     assert status == 0, out[-3000:]
     assert out.count("loaded") == 6, out
     assert "encoder serves AutoConfig AutoModel\n" in out
+    assert ("refused ConfigError sharing='kv' differs from the saved model's sharing='headwise', which its weights "
+            "were saved for\n") in out
 
 
 def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monkeypatch):

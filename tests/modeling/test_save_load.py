@@ -12,6 +12,7 @@ from linformer import (
     LinformerForSequenceClassification,
     LinformerModel,
 )
+from linformer.errors import ConfigError
 
 from .conftest import tiny_config
 
@@ -199,3 +200,52 @@ def test_saving_a_model_draws_no_progress_bar(tmp_path):
     hf_logging.enable_progress_bar()
     save_model_dir(Model(), None, tmp_path)
     assert seen == [False] and hf_logging.is_progress_bar_enabled()
+
+
+def _trained(tmp_path, **fields):
+    """A tiny Linformer whose E and F stand for trained ones (moved off their window-mean start), saved."""
+    torch.manual_seed(0)
+    model = LinformerModel(tiny_config(**fields)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith((".E.weight", ".F.weight")):
+                p.add_(torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    return model
+
+
+@pytest.mark.parametrize("load", [LinformerModel.from_pretrained,
+                                  lambda path, **kw: AutoModel.from_pretrained(path, trust_remote_code=True, **kw)],
+                         ids=["class", "auto"])
+@pytest.mark.parametrize("saved, asked", [("kv", "headwise"), ("headwise", "kv"), ("kv", "layerwise"),
+                                          ("layerwise", "kv")])
+def test_from_pretrained_refuses_another_sharing_naming_the_field_both_values_and_the_route(tmp_path, load, saved,
+                                                                                          asked):
+    """Another sharing would load the saved E and F dropped or fresh (same shapes: no mismatch to refuse on)."""
+    _trained(tmp_path, sharing=saved)
+    with pytest.raises(ConfigError, match=rf"^sharing='{asked}' differs from the saved model's sharing='{saved}'.*"
+                                          r"from_pretrained_encoder\(source, sharing="):
+        load(tmp_path, sharing=asked)
+
+
+def test_from_pretrained_refuses_a_longer_n_naming_max_seq_len_and_from_pretrained_encoder(tmp_path):
+    _trained(tmp_path, length_policy="resample")
+    with pytest.raises(ConfigError, match=r"^max_seq_len=32 differs from the saved model's max_seq_len=16.*"
+                                          r"from_pretrained_encoder\(path, max_seq_len=32\)"):
+        LinformerModel.from_pretrained(tmp_path, max_seq_len=32)
+    longer = LinformerModel.from_pretrained_encoder(tmp_path, max_seq_len=32)  # the route it names
+    assert longer.config.max_seq_len == 32
+
+
+def test_from_pretrained_keeps_safe_overrides_and_the_saved_values(tmp_path):
+    """Dropout, output flags, an override equal to the saved value (in another form: a tuple, one k for a uniform
+    per-layer list), attention='full' (E and F left unread): loaded; a config alone may take any value."""
+    model = _trained(tmp_path, projected_dim=[4, 4])
+    ids = torch.randint(3, 64, (2, 16))
+    again = LinformerModel.from_pretrained(tmp_path, hidden_dropout_prob=0.2, output_hidden_states=True,
+                                           sharing="headwise", projected_dim=4).eval()
+    assert again.config.hidden_dropout_prob == 0.2 and again.config.projected_dim == [4, 4]
+    assert torch.equal(again(ids).last_hidden_state, model(ids).last_hidden_state)
+    assert LinformerModel.from_pretrained(tmp_path, projected_dim=(4, 4)).config.projected_dim == [4, 4]
+    assert LinformerModel.from_pretrained(tmp_path, attention="full").config.attention == "full"
+    assert AutoConfig.from_pretrained(tmp_path, sharing="kv").sharing == "kv"  # no weights follow
