@@ -34,10 +34,14 @@ LENGTH_POLICIES = ("slice", "resample")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")  # HF's, for the loss
 # Model types whose learned positions start at pad_token_id + 1 (fairseq's RoBERTa layout); BERT's start at 0
 PAD_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "linformer"})
-# the fields that take one of a fixed set of names (projection's set grows: check_projection; attention's modes:
-# projects_keys)
-_CHOICES = {"sharing": tuple(SHARING), "classifier_head": CLASSIFIER_HEADS, "classifier_pooling": CLASSIFIER_POOLINGS,
-            "length_policy": LENGTH_POLICIES}
+
+
+def _choices(key: str) -> tuple[str, ...] | None:
+    """The names field `key` takes where it takes one of a set (projection's: check_projection; attention's:
+    projects_keys), read at each call: a mode added to a table (SHARING, say) is taken at once."""
+    table = {"sharing": SHARING, "classifier_head": CLASSIFIER_HEADS, "classifier_pooling": CLASSIFIER_POOLINGS,
+             "length_policy": LENGTH_POLICIES}
+    return tuple(table[key]) if key in table else None
 
 
 def position_offset_of(config) -> int:
@@ -307,15 +311,15 @@ class LinformerConfig(PreTrainedConfig):
         if tv is not None and not 0 < tv <= self.vocab_size:
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
                               "embedding rows past it are padding.")
-        _check_choice("sharing", self.sharing, _CHOICES["sharing"])
+        _check_choice("sharing", self.sharing, _choices("sharing"))
         check_projection(self.projection)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
-        _check_choice("classifier_head", self.classifier_head, _CHOICES["classifier_head"])
+        _check_choice("classifier_head", self.classifier_head, _choices("classifier_head"))
         _check_choice("lm_head_activation", self.lm_head_activation, tuple(ACT2FN))
         _check_choice("hidden_act", self.hidden_act, tuple(ACT2FN))
         _check_values(self)
-        _check_choice("classifier_pooling", self.classifier_pooling, _CHOICES["classifier_pooling"])
-        _check_choice("length_policy", self.length_policy, _CHOICES["length_policy"])
+        _check_choice("classifier_pooling", self.classifier_pooling, _choices("classifier_pooling"))
+        _check_choice("length_policy", self.length_policy, _choices("length_policy"))
         if self.problem_type is not None:
             _check_choice("problem_type", self.problem_type, PROBLEM_TYPES)
         for key in ("is_decoder", "add_cross_attention"):
@@ -563,8 +567,8 @@ def _check_alone(key: str, value) -> None:
         projects_keys(value)
     elif key == "projection":
         check_projection(value)
-    elif key in _CHOICES:
-        _check_choice(key, value, _CHOICES[key])
+    elif _choices(key):
+        _check_choice(key, value, _choices(key))
 
 
 def _as_saved(config: LinformerConfig, key: str, value):
