@@ -511,8 +511,14 @@ class RunRecord:
         # `running` whose lock was taken over (claim) was killed before it could record an end
         previous = KILLED if info.get("status") == "running" else info.get("status")
         if ended or previous == KILLED:
-            info.setdefault("attempts", []).append({"status": previous, "started": info.get("started"), **begun,
-                                                    **ended})
+            attempt = {"status": previous, "started": info.get("started"), **begun, **ended}
+            if (last := self._last_logged_step()) is not None:
+                attempt["last_logged_step"] = last
+                if last > step:
+                    log.warning("the %s attempt started %s had logged step %d: steps %d-%d (%d) are run again from "
+                                "the checkpoint of step %d", previous, info.get("started"), last, step + 1, last,
+                                last - step, step)
+            info.setdefault("attempts", []).append(attempt)
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})
             log.warning("%s changes at step %d: %r -> %r (trainer.allow_config_change)", key, step, old, new)
@@ -527,6 +533,11 @@ class RunRecord:
         write_yaml(self.dir / CONFIG, recorded_paths(dict(config)))  # its paths as they read on every machine
         write_json(self.dir / RUN, info)
         self.started = True
+
+    def _last_logged_step(self) -> int | None:
+        """The last step in metrics.jsonl as the earlier attempt left it (read before this attempt's MetricsWriter
+        drops the rows past its checkpoint): how far that attempt got, to its last logged row (trainer.log_every)."""
+        return max((int(row["step"]) for row in iter_metrics(self.dir / METRICS) if "step" in row), default=None)
 
     def checkpointed(self, step: int) -> None:
         """Record the step of the newest checkpoint written (``checkpoint_step``): a run whose checkpoints are gone

@@ -309,6 +309,26 @@ def test_an_attempt_killed_before_it_recorded_an_end_is_in_the_history_as_killed
     assert attempt["status"] == "killed" and attempt["started"]
 
 
+def test_a_killed_attempt_records_how_far_it_got_and_the_start_says_which_steps_run_again(tmp_path, caplog):
+    """A SIGKILL at step 716 of a run checkpointed at 534: the next start records the attempt's last logged step
+    (metrics.jsonl still has it: the resumed MetricsWriter drops those rows after) and says 182 steps run again."""
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    metrics = MetricsWriter(run, None)
+    for step in (100, 500, 700, 716):
+        metrics.log(step, {"loss": 1.0})
+    record.lock.path.unlink()
+    again = RunRecord(run, "pretrain")
+    again.claim(CONFIG)
+    again.start(CONFIG, step=534)
+    again.release()
+    [attempt] = json.loads((run / "run.json").read_text())["attempts"]
+    assert (attempt["status"], attempt["start_step"], attempt["last_logged_step"]) == ("killed", 0, 716)
+    assert "had logged step 716: steps 535-716 (182) are run again from the checkpoint of step 534" in caplog.text
+
+
 def _lock_of(run_dir, pid, host=None, place=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     holder = {"pid": pid, "host": host or socket.gethostname(), "since": "then", **({"place": place} if place else {})}
