@@ -301,13 +301,22 @@ def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: Linfo
     paper's slice policy, whose rows are positions) is a ConfigError: those weights would not mean the same."""
     for key in [k for k in state if is_projection_weight(k) and k in target and state[k].shape != target[k].shape]:
         have, want = state[key].shape, target[key].shape
-        if (new.projection == "linear" and new.length_policy == "resample" and old.length_policy == "resample"
-                and have[:-2] == want[:-2] and have[-1] == want[-1]):
+        n_alone = (old.projection == new.projection == "linear" and have[:-2] == want[:-2]
+                   and have[-1] == want[-1])  # the shapes differ in n, E's rows, alone
+        if n_alone and new.length_policy == "resample" and old.length_policy == "resample":
             state[key] = resampled_rows(state[key], want[-2])
             continue
         changed = [f"{name}: {getattr(old, name)!r} -> {getattr(new, name)!r}"
                    for name in ("max_seq_len", "projected_dim", "sharing", "projection", "length_policy")
                    if getattr(old, name) != getattr(new, name)]
+        if n_alone and old.length_policy != "resample":
+            # the policy the source was saved under decides, not the one asked of the conversion
+            raise ConfigError(f"{path}'s E and F ({key}: {tuple(have)}) cannot take n={want[-2]} "
+                              f"({'; '.join(changed)}): {path} was saved under length_policy={old.length_policy!r}, "
+                              "whose E rows are positions; only a model saved under length_policy=resample takes "
+                              "another n (by resampling). Pretrain or convert with model.length_policy=resample to "
+                              "lengthen the model later, or convert the source encoder again with these settings "
+                              "(E and F start fresh).")
         raise ConfigError(f"{path}'s E and F ({key}: {tuple(have)}) cannot take the new settings' shape {tuple(want)} "
                           f"({'; '.join(changed)}): only a linear projection under length_policy=resample changes n "
                           "(by resampling). Convert the source encoder again with these settings (E and F start "

@@ -4,6 +4,7 @@ that, in full mode, give the source's outputs; their heads come over, and what s
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -317,9 +318,14 @@ def test_a_saved_linformer_lengthened_again_keeps_its_projections_for_the_length
     paper = tmp_path / "paper"
     LinformerModel.from_pretrained_encoder(tmp_path, projected_dim=8, sharing=sharing,
                                            length_policy="slice").save_pretrained(paper)
-    with pytest.raises(ConfigError, match=rf"\(max_seq_len: {N} -> {2 * N}\): only a linear projection under "
-                                          "length_policy=resample changes n"):
+    # the policy the source was saved under is named, whatever the conversion asks for: the line said "only a
+    # linear projection under length_policy=resample changes n" to a user who had given length_policy=resample
+    saved_so = (rf"{re.escape(str(paper))} was saved under length_policy='slice', whose E rows are positions; only a model saved "
+                r"under length_policy=resample takes another n")
+    with pytest.raises(ConfigError, match=rf"cannot take n={2 * N} \(max_seq_len: {N} -> {2 * N}\): {saved_so}"):
         from_linformer(str(paper), AutoModel, max_seq_len=2 * N)
+    with pytest.raises(ConfigError, match=rf"length_policy: 'slice' -> 'resample'\): {saved_so}"):
+        from_linformer(str(paper), AutoModel, max_seq_len=2 * N, length_policy="resample", mask_empty_windows=False)
 
 
 # ------------------------------------------------------------------------------------------ convert_encoder
