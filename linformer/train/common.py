@@ -143,10 +143,15 @@ def wandb_mode() -> str | None:
 
 
 def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Path, run_name: str, config: dict,
-                  job_type: str, group: str | None, tags: list[str], created: str | None = None) -> None:
+                  job_type: str, group: str | None, tags: list[str], created: str | None = None,
+                  resumed_step: int | None = None) -> None:
     """Accelerate's trackers for the run. W&B gets one id per run directory (its path and `created`, run.json's
     creation time), resumed on every start of the run: a stopped and resumed run is one W&B run, not one per start,
-    and `wandb sync` uploads it so (the steps a SIGKILL lost are logged again from the last checkpoint's)."""
+    and `wandb sync` uploads it so. A run resumed from the checkpoint of `resumed_step` logs the steps after it again
+    (those an attempt killed past its checkpoint had logged): TensorBoard's writer purges the earlier attempts' events
+    past it (SummaryWriter's purge_step, a restart event TensorBoard reads), as metrics.jsonl drops their rows. W&B is
+    not rewound: a resumed W&B run goes on after the last step it holds, ignoring lower steps with a warning, so there
+    the killed attempt's values stand for the steps logged again."""
     if not logger.trackers:
         return
     name, group = tracker_names(run_dir, run_name, group)
@@ -156,7 +161,9 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
         wandb_kwargs["mode"] = mode
     if "wandb" in logger.trackers:
         wandb_kwargs |= wandb_console()
-    init_kwargs = {"wandb": wandb_kwargs, "tensorboard": {}}
+    # events at steps >= purge_step, an earlier attempt's past the checkpoint, are dropped by TensorBoard
+    tensorboard_kwargs = {} if resumed_step is None else {"purge_step": resumed_step + 1}
+    init_kwargs = {"wandb": wandb_kwargs, "tensorboard": tensorboard_kwargs}
     accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
     if "wandb" in logger.trackers and "settings" in wandb_kwargs and accelerator.is_main_process:
         run = accelerator.get_tracker("wandb", unwrap=True)

@@ -130,7 +130,8 @@ class Trainer:
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name,
                       {**dict(self.config), **self._batch_record()},
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
-                      created=self.record.info().get("created") if self.is_main else None)
+                      created=self.record.info().get("created") if self.is_main else None,
+                      resumed_step=self.state.get("resumed_from_step"))
         # A log file (stderr not a terminal: nohup, tee, a job runner, CI) gets plain lines instead of the bar, whose
         # carriage returns would run every redraw into one line there
         self._log_lines = self.is_main and progress_to_log_file()

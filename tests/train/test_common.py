@@ -187,6 +187,31 @@ def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_p
     assert hparams["processes"] == 1 and hparams["global_batch"] == 16 and hparams["trainer/batch_size"] == 8
 
 
+def test_a_resumed_run_s_tensorboard_events_drop_the_steps_an_earlier_attempt_logged_past_the_checkpoint(tmp_path):
+    """An attempt killed at step 8 of a run checkpointed at 5: the next attempt logs 6.. again. TensorBoard showed the
+    killed attempt's 6-8 beside the new ones (each step twice), while metrics.jsonl had dropped them."""
+    from accelerate import Accelerator
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from linformer.runconfig.settings import LoggerSettings
+    from linformer.train.common import init_trackers, reset_accelerate_state
+
+    logger = LoggerSettings(trackers=("tensorboard",), project="linformer")
+    for steps, resumed in ((range(1, 9), None), (range(6, 11), 5)):
+        reset_accelerate_state()
+        accelerator = Accelerator(cpu=True, log_with=["tensorboard"], project_dir=str(tmp_path))
+        init_trackers(accelerator, logger, tmp_path, "run", {"lr": 1e-3}, "pretrain", None, [],
+                      resumed_step=resumed)
+        for step in steps:
+            accelerator.log({"loss": float(step + (100 if resumed is None else 0))}, step=step)
+        accelerator.end_training()
+    reset_accelerate_state()
+    acc = EventAccumulator(str(tmp_path / "linformer"), size_guidance={"scalars": 0})
+    acc.Reload()
+    points = [(e.step, e.value) for e in acc.Scalars("loss")]
+    assert points == [(s, s + 100.0) for s in range(1, 6)] + [(s, float(s)) for s in range(6, 11)]
+
+
 def test_a_sweep_s_runs_get_a_w_b_group_and_names_of_their_own(tmp_path):
     """Without experiment_name a sweep's runs had no W&B group, and two sweeps' runs of one run_name shared a name."""
     from linformer.train.common import tracker_names
