@@ -256,9 +256,22 @@ def padded_length(longest: int, limit: int, multiple: int = PAD_MULTIPLE) -> int
     return max(longest, min(round_up(longest, multiple), limit))
 
 
+BUCKETS_PER_OCTAVE = 8  # task batches' padded lengths: 8 steps between each power of two (at most 1/8 padding added)
+
+
+def bucketed_length(longest: int, limit: int) -> int:
+    """A task batch's padded length: ``padded_length`` to a multiple that grows with the length (PAD_MULTIPLE up to
+    8 x PAD_MULTIPLE tokens, then 1/BUCKETS_PER_OCTAVE of the power of two below the longest row: 32 for 256-511
+    tokens, 64 for 512-1023). The padded lengths then take a few dozen values up to any max_length rather than one
+    per multiple of 8: each new shape leaves glibc's heap holding the freed tensors of the earlier ones, so a
+    finetune's memory kept climbing with the padded lengths it met (and torch.compile sees as few shapes)."""
+    octave = 1 << (max(longest, 1).bit_length() - 1)
+    return padded_length(longest, limit, max(PAD_MULTIPLE, octave // BUCKETS_PER_OCTAVE))
+
+
 class TaskCollator:
     """Pads a list of tokenized task examples (dicts of ``example_columns``) into a batch of tensors, on the right, to
-    ``padded_length`` of its longest row: dynamic padding that never passes ``max_length``."""
+    ``bucketed_length`` of its longest row: dynamic padding that never passes ``max_length``."""
 
     def __init__(self, tokenizer, max_length: int):
         self.tokenizer, self.max_length = tokenizer, max_length
@@ -266,7 +279,7 @@ class TaskCollator:
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
-        length = padded_length(max(len(r["input_ids"]) for r in rows), self.max_length)
+        length = bucketed_length(max(len(r["input_ids"]) for r in rows), self.max_length)
         return dict(pad_without_fast_tokenizer_warning(self.tokenizer, rows, padding="max_length", max_length=length,
                                                        return_tensors="pt"))
 

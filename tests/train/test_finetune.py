@@ -896,6 +896,33 @@ def test_a_model_whose_n_is_not_a_multiple_of_8_is_finetuned_batches_never_padde
     assert collate(rows[1:])["input_ids"].shape == (1, 8)  # below n: a multiple of 8 still
 
 
+@pytest.mark.parametrize("length_policy", ["resample", "slice"])
+def test_task_batches_pad_to_a_few_bucketed_lengths_and_score_as_padded_to_their_longest(tiny_data, length_policy):
+    """Batches padded to each multiple of 8 up to max_length (128 lengths at 1024) kept a finetune's memory climbing
+    (glibc holding the freed tensors of each new shape); lengths now step by 1/8 of their power of two, a few dozen
+    in all, and the padding added is masked: the logits are those of the batch padded to its longest row."""
+    from linformer import LinformerConfig, LinformerForSequenceClassification
+    from linformer.data.streams import TaskCollator, bucketed_length
+
+    assert len({bucketed_length(longest, 1024) for longest in range(1, 1025)}) == 40
+    assert [bucketed_length(t, 1024) for t in (3, 60, 150, 600, 1000)] == [8, 64, 160, 640, 1024]
+    assert bucketed_length(150, 155) == 155  # never past max_length
+    tok = AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"])
+    torch.manual_seed(0)
+    config = LinformerConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_seq_len=256, projected_dim=16, pad_token_id=tok.pad_token_id,
+                             length_policy=length_policy, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = LinformerForSequenceClassification(config).eval()
+    rows = [{"input_ids": torch.randint(5, len(tok), (length,)).tolist(), "attention_mask": [1] * length,
+             "labels": 0} for length in (150, 40, 97)]
+    batch = TaskCollator(tok, 256)(rows)
+    assert batch["input_ids"].shape == (3, 160)  # was 152, the next multiple of 8
+    longest = {k: v[:, :150] for k, v in batch.items() if v.dim() == 2}
+    with torch.no_grad():
+        torch.testing.assert_close(model(**{k: v for k, v in batch.items() if k != "labels"}).logits,
+                                   model(**longest).logits, atol=1e-5, rtol=1e-5)
+
+
 def _tiny_bert_pair_classifier(path, pairs: dict):
     """A tiny BERT classifier (two segment rows, the second far from the first) and its WordPiece tokenizer, which
     gives a pair's second text segment id 1; its bias splits `pairs` (read with their segment ids) into both labels."""
