@@ -35,7 +35,7 @@ from .errors import ConfigError
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
 from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
-from .threads import capturing, static_length_only
+from .threads import capturing, is_exporting, static_length_only
 from .values import ceil_div
 
 
@@ -552,7 +552,7 @@ class LinformerSelfAttention(nn.Module):
         # isinstance as an int, and the ONNX dynamo exporter's strict retry accepts the guard T <= k it adds),
         # torch.jit.trace and the TorchScript ONNX exporter. Those take the general path below, which holds both
         # (at T <= k every row is short and attends exactly, as here)
-        fixed = isinstance(T, int) and not (torch.compiler.is_exporting() or torch.jit.is_tracing())
+        fixed = isinstance(T, int) and not (is_exporting() or torch.jit.is_tracing())
         if not self.linformer or (self.exact_short and fixed and self.k >= T):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
             out, probs = self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))

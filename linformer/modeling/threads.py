@@ -46,8 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import torch
+import torch.fx.experimental.symbolic_shapes as symbolic_shapes
 import torch.nn.functional as F
-from torch.fx.experimental.symbolic_shapes import has_static_value
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
@@ -65,6 +65,15 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest t
 PIECE_ROWS = 2048
 # fx.symbolic_trace (its flag alone: torch.export sets it too, and is_fx_tracing() logs a deprecation per call)
 _fx_symbolic_tracing = getattr(torch.fx._symbolic_trace, "is_fx_symbolic_tracing", lambda: False)
+# torch.export's own flag is torch 2.7+. Before it, torch.compiler.is_compiling, which torch.compile sets as well as
+# torch.export: a compiled forward is then taken for an export, and attends through the path that holds at every
+# length (the same outputs, without the shortcut for inputs no longer than k).
+is_exporting = getattr(torch.compiler, "is_exporting", None) or torch.compiler.is_compiling
+# Whether a length is a number fixed in the graph: torch 2.8+. Before it, an int is taken for a fixed length: Dynamo
+# (strict export) shows a dynamic length to isinstance as an int, so strict export's dynamic lengths are not refused
+# there (the ONNX dynamo exporter may then write a fixed-length graph without a word), and a SymInt that export
+# specialised to a constant is refused.
+has_static_value = getattr(symbolic_shapes, "has_static_value", lambda T: isinstance(T, int))
 
 
 def _policy_from_env() -> str:
@@ -169,7 +178,7 @@ def static_length_only(T, what: str, instead: str) -> None:
     T: the forward's length, a SymInt where the export keeps it dynamic."""
     # has_static_value: False for a dynamic length, a SymInt non-strict; Dynamo (strict export) shows that one to
     # isinstance and type() as an int, but answers this function for it
-    if torch.compiler.is_exporting() and not has_static_value(T):
+    if is_exporting() and not has_static_value(T):
         raise ConfigError(f"{what} exports at a fixed length only (its layout follows the length): export without a "
                           "dynamic length (pad the inputs to the example's), or load the model with "
                           f"{instead}, whose graph takes any length up to n")

@@ -402,3 +402,52 @@ def test_a_trace_of_an_unpadded_batch_keeps_the_padding_mask(machine):
         mask[2, 12:] = 0
         torch.testing.assert_close(traced(ids, mask)["last_hidden_state"],
                                    model(ids, attention_mask=mask).last_hidden_state)
+
+
+@pytest.mark.parametrize("torch_version", ["2.7", "2.4"])
+def test_the_saved_code_imports_and_gives_the_same_outputs_on_a_torch_without_its_newer_names(
+        tmp_path, monkeypatch, torch_version):
+    """torch 2.4-2.7 have no has_static_value (torch 2.8), 2.4-2.6 no torch.compiler.is_exporting (2.7): threads.py
+    imported the one at module level and every attention forward called the other, so the package, and the code a
+    saved model carries (threads.py among it), failed there. Both names deleted, as on that torch: the saved code
+    imports, gives the package's outputs, and refuses at export a length it cannot tell is fixed."""
+    import importlib
+    import sys
+
+    import torch.fx.experimental.symbolic_shapes as symbolic_shapes
+
+    model = LinformerForMaskedLM(tiny_config(max_seq_len=32, projected_dim=8, local_window=8,
+                                             global_positions=[0, -1])).eval()
+    model.save_pretrained(tmp_path / "saved")
+    package = tmp_path / "old_torch_code"  # the saved code as a package of its own, as trust_remote_code imports it
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for source in (tmp_path / "saved").glob("*.py"):
+        (package / source.name).write_text(source.read_text())
+    ids = torch.randint(4, 64, (2, 32))
+    short = ids[:, :6]  # no longer than k: attended exactly, by the path an export does not take
+    with torch.no_grad():
+        expected = model(ids).logits, model(short).logits
+
+    monkeypatch.delattr(symbolic_shapes, "has_static_value")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with monkeypatch.context() as old_torch:  # only while the code is imported: torch 2.13 calls it itself
+            if torch_version == "2.4":
+                old_torch.delattr(torch.compiler, "is_exporting")
+            code = importlib.import_module("old_torch_code.task_models")
+            old_threads = importlib.import_module("old_torch_code.threads")
+        if torch_version == "2.4":
+            assert old_threads.is_exporting is torch.compiler.is_compiling
+        loaded = code.LinformerForMaskedLM.from_pretrained(tmp_path / "saved").eval()
+        with torch.no_grad():
+            assert torch.equal(loaded(ids).logits, expected[0])
+            assert torch.equal(loaded(short).logits, expected[1])
+        monkeypatch.setattr(old_threads, "is_exporting", lambda: True)
+        old_threads.static_length_only(32, "this", "that")  # an int is a fixed length
+        with pytest.raises(Exception, match="exports at a fixed length only") as raised:
+            old_threads.static_length_only(object(), "this", "that")
+        assert type(raised.value).__name__ == "ConfigError"
+    finally:
+        for name in [n for n in sys.modules if n == "old_torch_code" or n.startswith("old_torch_code.")]:
+            del sys.modules[name]
