@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import logging
 import os
 import random
 import sys
+import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from transformers import get_polynomial_decay_schedule_with_warmup
 from ..data.corpus import read_manifest, unprepared_corpus
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 from ..files.hashing import cache_key, short_digest
 from ..files.mappings import flatten, read_yaml
 from ..modeling.convert import is_projection_weight
@@ -164,12 +166,38 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
     # events at steps >= purge_step, an earlier attempt's past the checkpoint, are dropped by TensorBoard
     tensorboard_kwargs = {} if resumed_step is None else {"purge_step": resumed_step + 1}
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": tensorboard_kwargs}
-    accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+    try:
+        accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+    except Exception as err:
+        raise tracker_failed(err, logger.trackers) from err
     if "wandb" in logger.trackers and "settings" in wandb_kwargs and accelerator.is_main_process:
         run = accelerator.get_tracker("wandb", unwrap=True)
         where = (f"offline in {run.settings.sync_dir} (upload it with `wandb sync {run.settings.sync_dir}`)"
                  if run.offline else run.url)
         print(f"wandb: logging to {where}", file=sys.stderr, flush=True)
+
+
+def tracker_failed(err: Exception, trackers: list[str]) -> ConfigError:
+    """The one line for a tracker that failed to start, where its package's traceback ended the run (tensorboard
+    before 2.18 under numpy 2 at its first write, the run's hparams): the tracker and its package's installed
+    version. The tracker is the one whose code the error came through (Accelerate builds, starts and configures them
+    one after another), else every tracker of the run."""
+    from accelerate.tracking import GeneralTracker
+
+    came_through = [frame.f_locals["self"].name for frame, _ in traceback.walk_tb(err.__traceback__)
+                    if isinstance(frame.f_locals.get("self"), GeneralTracker)]
+    failed = came_through[:1] or list(trackers)
+    return ConfigError(f"logger.trackers: {' and '.join(failed)} failed to start ({', '.join(map(_installed, failed))})"
+                       f": {first_line(err, named=True)}. Install a release of it that works with the others here "
+                       "(pyproject.toml's bounds), or choose another logger (logger=none keeps metrics.jsonl only).")
+
+
+def _installed(package: str) -> str:
+    """"<package> <version>" as installed, for a message."""
+    try:
+        return f"{package} {importlib.metadata.version(package)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{package}, its version unknown"
 
 
 def wandb_console() -> dict[str, Any]:

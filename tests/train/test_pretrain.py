@@ -363,6 +363,26 @@ def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny
     assert all(abs(logged[step] - rows[step]) < 1e-6 for step in rows)
 
 
+def test_a_tracker_that_fails_to_start_is_one_error_naming_it_and_its_version(tiny_data, tmp_path, monkeypatch):
+    """tensorboard 2.15-2.17 under numpy 2 raised AttributeError in its first write (the run's hparams), through
+    Accelerate, and the run ended in that traceback: now a ConfigError (the CLI's one `error:` line) names the
+    tracker and its installed version."""
+    import importlib.metadata
+
+    from accelerate.tracking import TensorBoardTracker
+
+    def old_tensorboard(self, values):
+        raise AttributeError("`np.string_` was removed in the NumPy 2.0 release. Use `np.bytes_` instead.")
+
+    monkeypatch.setattr(TensorBoardTracker, "store_init_configuration", old_tensorboard)
+    with pytest.raises(ConfigError) as raised:
+        pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3"), tmp_path)
+    message = str(raised.value)
+    assert message.startswith(f"logger.trackers: tensorboard failed to start (tensorboard "
+                              f"{importlib.metadata.version('tensorboard')}): AttributeError: `np.string_` was removed")
+    assert "\n" not in message and "logger=none" in message
+
+
 def test_wandb_tracker_gets_the_run_its_config_and_every_step_offline(tiny_data, tmp_path, monkeypatch):
     """What reaches wandb (through Accelerate): the run's name, group, job type and config, and each step's loss as
     metrics.jsonl has it; offline, the run is kept on disk for `wandb sync`."""
