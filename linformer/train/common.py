@@ -19,6 +19,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState, PartialState
 from accelerate.utils import DistributedType, is_tensorboard_available, is_wandb_available, set_seed
+from packaging.version import Version
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest, unprepared_corpus
@@ -163,6 +164,8 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
         wandb_kwargs["mode"] = mode
     if "wandb" in logger.trackers:
         wandb_kwargs |= wandb_console()
+        if wandb_ignores_resume(wandb_kwargs.get("mode")):
+            del wandb_kwargs["resume"]
     # events at steps >= purge_step, an earlier attempt's past the checkpoint, are dropped by TensorBoard
     tensorboard_kwargs = {} if resumed_step is None else {"purge_step": resumed_step + 1}
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": tensorboard_kwargs}
@@ -209,6 +212,15 @@ def wandb_console() -> dict[str, Any]:
     import wandb
 
     return {"settings": wandb.Settings(silent=True)}
+
+
+def wandb_ignores_resume(mode: str | None) -> bool:
+    """Whether wandb.init ignores `resume`, and prints a warning that says so beside the run's one line of where it is
+    logged (silent or not): wandb before 0.31 in an offline run (`mode`: the run's, None for WANDB_MODE's)."""
+    import wandb
+
+    offline = (mode or os.environ.get("WANDB_MODE")) in ("offline", "dryrun")
+    return offline and Version(wandb.__version__) < Version("0.31")
 
 
 WANDB_GROUP_CHARS = 128  # the longest group name W&B takes
