@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the CPU wheel when this machine has it, otherwise the default build.
-	$(PY) -m pip install -q "torch==$(TORCH_VERSION)" || $(PY) -m pip install -q "torch>=2.4,<2.14"
+	$(PY) -m pip install -q "torch==$(TORCH_VERSION)" || $(PY) -m pip install -q "torch>=2.8,<2.14"
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
@@ -75,6 +75,9 @@ wheelhouse: ## wheels for an offline node into WHEEL_DIR (default: CPython 3.12,
 		--platform $(WHEEL_PLATFORM) --torch-version $(TORCH_VERSION) $(if $(WHEEL_EXTRAS),--extras $(WHEEL_EXTRAS)) \
 		$(if $(WHEEL_WITH_TORCH),--with-torch) $(if $(WHEEL_NODE_PACKAGES),--node-packages $(WHEEL_NODE_PACKAGES))
 
+check-lowest: ## every dependency at its pyproject.toml lower bound in .venv-lowest, then the imports', remote-code and logger tests (slow, needs a package registry; torch from the local CPU wheel where its bound cannot be had)
+	python3 tools/check_lowest.py --venv .venv-lowest
+
 wheelhouse-check: install ## build a wheelhouse for this machine's Python, install it with no index and no network into a fresh venv, import
 	$(PY) -m pytest -q -s -m slow tests/test_wheelhouse.py
 
@@ -88,4 +91,4 @@ clean: ## remove caches (keeps .venv, data/ and outputs/)
 	rm -rf .pytest_cache .ruff_cache
 	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
-.PHONY: help install install-pretrained test test-all demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint prune-checkpoints clean
+.PHONY: help install install-pretrained test test-all check-lowest demo benchmark gpu dashboard reproduce-mini reproduce-pretrained reproduce-scratch wheelhouse wheelhouse-check lint prune-checkpoints clean
