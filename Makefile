@@ -75,8 +75,8 @@ wheelhouse: ## wheels for an offline node into WHEEL_DIR (default: CPython 3.12,
 		--platform $(WHEEL_PLATFORM) --torch-version $(TORCH_VERSION) $(if $(WHEEL_EXTRAS),--extras $(WHEEL_EXTRAS)) \
 		$(if $(WHEEL_WITH_TORCH),--with-torch) $(if $(WHEEL_NODE_PACKAGES),--node-packages $(WHEEL_NODE_PACKAGES))
 
-check-lowest: ## every dependency at its pyproject.toml lower bound in .venv-lowest, then the imports', remote-code and logger tests (slow, needs a package registry; torch from the local CPU wheel where its bound cannot be had)
-	python3 tools/check_lowest.py --venv .venv-lowest
+check-lowest: install ## every dependency at its pyproject.toml lower bound in .venv-lowest, then the imports', remote-code and logger tests (slow, needs a package registry; torch from the local CPU wheel where its bound cannot be had)
+	$(PY) tools/check_lowest.py --venv .venv-lowest
 
 wheelhouse-check: install ## build a wheelhouse for this machine's Python, install it with no index and no network into a fresh venv, import
 	$(PY) -m pytest -q -s -m slow tests/test_wheelhouse.py
