@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -76,8 +77,8 @@ def local_torch(wheels: Path, version: str) -> tuple[Path | None, bool]:
 
 def run(command: list[str], log, env=None) -> int:
     """`command`'s output to the terminal and the log; its exit status."""
-    print("$", " ".join(command), file=log, flush=True)
-    print("$", " ".join(command), flush=True)
+    print("$", shlex.join(command), file=log, flush=True)
+    print("$", shlex.join(command), flush=True)
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
         sys.stdout.write(line)
