@@ -51,7 +51,7 @@ from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
 from .files.atomic import atomic_write, write_json, write_json_when_full, write_yaml
 from .files.locations import resolve_path
-from .files.locks import file_owner, holder_gone, in_use, lock_holder
+from .files.locks import file_owner, holder_gone, in_use, lock_holder, remove_stale_lock
 from .files.mappings import flatten, parse_mapping, read_json, read_yaml, warn_once
 from .files.outputs import listing, output_damage, settings_changes
 from .files.processes import process_place
@@ -292,7 +292,7 @@ class RunLock:
                     time.sleep(0.05)
                     holder = self._holder() or {}
                 if holder_gone(holder):
-                    self._remove_stale(holder.get("pid"))
+                    self._remove_stale(holder)
                     continue
                 raise RunDirError(in_use(self.path, holder, self.otherwise)) from None
             with os.fdopen(fd, "w") as f:
@@ -301,12 +301,15 @@ class RunLock:
             return
         raise RunDirError(f"could not take the lock {self.path}: another process keeps taking it.")
 
-    def _remove_stale(self, pid) -> None:
-        """Remove the lock a process that is gone left (said once it is gone). One that cannot be removed (another
-        user's, in a shared folder whose sticky bit lets only its owner delete it) is refused in one line naming
-        the lock and its owner, not taken over."""
+    def _remove_stale(self, holder: dict) -> None:
+        """Remove the lock a process that is gone (`holder`, as read from it) left, said once it is gone; where
+        another start took it over meanwhile, nothing (``locks.remove_stale_lock``: the next try meets that start's
+        lock). One that cannot be removed (another user's, in a shared folder whose sticky bit lets only its owner
+        delete it) is refused in one line naming the lock and its owner, not taken over."""
+        pid = holder.get("pid")
         try:
-            self.path.unlink(missing_ok=True)
+            if not remove_stale_lock(self.path, holder):
+                return
         except OSError as err:
             try:
                 owner = f"belongs to user {file_owner(self.path)}"

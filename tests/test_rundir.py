@@ -360,6 +360,53 @@ def test_a_dead_holder_s_lock_is_taken_over_and_another_host_s_is_not(tmp_path, 
         RunLock(tmp_path / "other").acquire()
 
 
+def test_two_starts_that_read_one_dead_holder_at_once_do_not_both_take_the_run(tmp_path, monkeypatch):
+    """Two starts that both read the same dead holder each removed the lock and made their own: the second removed
+    the lock the first had just made, and both held the run (two processes training into one folder). Forced here:
+    each start, once it has read the dead holder, waits for the other to read it too, and the second goes on only
+    once the first has taken the lock. Exactly one acquires; the other is refused naming the first."""
+    import threading
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _lock_of(tmp_path / "run", gone.pid)
+    both_read, first_done = threading.Barrier(2, timeout=10), threading.Event()
+    read_once, real = set(), RunLock._holder
+
+    def read_then_wait(self):
+        holder, name = real(self), threading.current_thread().name
+        if name in ("first", "second") and name not in read_once:
+            read_once.add(name)
+            both_read.wait()  # both have read the dead holder before either takes the lock over
+            if name == "second":
+                first_done.wait(10)
+        return holder
+
+    monkeypatch.setattr(RunLock, "_holder", read_then_wait)
+    locks, outcome = {"first": RunLock(tmp_path / "run"), "second": RunLock(tmp_path / "run")}, {}
+
+    def start(name):
+        try:
+            locks[name].acquire()
+            outcome[name] = "acquired"
+        except RunDirError as err:
+            outcome[name] = str(err)
+        finally:
+            if name == "first":
+                first_done.set()
+
+    threads = [threading.Thread(target=start, args=(name,), name=name) for name in locks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert outcome["first"] == "acquired"
+    assert outcome["second"].startswith(f"{tmp_path / 'run'} is in use by process {os.getpid()}"), outcome
+    assert json.loads((tmp_path / "run" / LOCK).read_text())["pid"] == os.getpid()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [LOCK]  # nothing beside the lock
+    locks["first"].release()
+
+
 def test_another_user_s_stale_lock_that_cannot_be_removed_is_one_line_naming_it_and_its_owner(tmp_path, caplog,
                                                                                                 monkeypatch):
     """A dead process's lock in a shared (sticky) folder, owned by another user: the start said it was "taking over

@@ -36,6 +36,35 @@ def holder_gone(holder: Mapping) -> bool:
     return here and isinstance(pid, int) and not pid_alive(pid)
 
 
+def remove_stale_lock(lock: Path, holder: Mapping) -> bool:
+    """Remove the lock file `lock` where it is still the one that recorded `holder` (read from it, a process that is
+    gone): True where removed, False where another start took it over meanwhile (removed it, and maybe made its own).
+    Two starts that read the same dead holder would otherwise both remove the lock and make their own, the second
+    removing the one the first had just made, and both would hold the run. The check and the removal run under an
+    exclusive flock on the stale file itself: a second start waits for the first, then finds the file gone from the
+    path (or the path holding the first's lock) and leaves it. Nothing is made beside the lock. Without flock (some
+    NFS and FUSE mounts) the check runs unguarded, and two starts within the same instant may still both take it.
+    OSError where the file cannot be removed (another user's, in a sticky folder)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:  # removed by another start meanwhile
+        return False
+    try:
+        with contextlib.suppress(ImportError, OSError):  # POSIX only, and not on every file system: checked alone
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if not os.path.samestat(os.fstat(fd), os.stat(lock)) or lock_holder(lock) != holder:
+                return False  # another start removed it, and the path now holds its lock (or none)
+            lock.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+    finally:
+        os.close(fd)  # the flock goes with it, once the stale file is gone from the path
+
+
 def in_use(lock: Path, holder: Mapping, otherwise: str) -> str:
     """The line refusing a start in the folder whose `lock` a live `holder` holds (`otherwise`: what to do instead
     of waiting)."""
