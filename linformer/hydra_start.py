@@ -278,10 +278,10 @@ def _run_status(run: Path) -> tuple[str, int] | None:
 def _sweep_record(cfg) -> tuple[Path, bytes | None] | None:
     """(the sweep's multirun.yaml, what an earlier sweep left in it, None for nothing), which Hydra is about to
     replace: a sweep none of whose jobs got to start puts it back (``_sweep_end``)."""
-    try:
-        record = Path(str(cfg.hydra.sweep.dir)).resolve() / "multirun.yaml"
-    except Exception:  # an interpolation only Hydra's run resolves
+    sweep = _sweep_dir(cfg)
+    if sweep is None:
         return None
+    record = sweep / "multirun.yaml"
     return record, record.read_bytes() if record.is_file() else None
 
 
@@ -374,6 +374,11 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
                           f"(hydra.{mode}.dir) at {given}, outside its folder: it must be one folder name (not a "
                           "path: without '/', not '..').")
     run_dir = given.resolve()
+    if mode == "run" and run_dir == _sweep_dir(cfg):  # refused before Hydra writes its .hydra/ and log into a sweep
+        key, value = next(((key, value) for key, _, value in (a.lstrip("+~").partition("=") for a in overrides)
+                           if value == run_dir.name and not key.startswith("hydra.")), ("hydra.run.dir", str(given)))
+        raise ConfigError(f"{key}={value!r} makes the run directory {run_dir} the sweep folder (hydra.sweep.dir, where "
+                          "--multirun puts its jobs): choose another name, or its files would mix with a sweep's.")
     existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
     if not existing.is_dir():  # Hydra would fail making the run directory, with a traceback
         raise OutputPathError(f"the run directory {run_dir} cannot be made: {existing} is a file, not a folder. "
@@ -385,6 +390,14 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
         what = "is not writable" if existing == run_dir else f"cannot be made: {existing} is not writable"
         raise OutputPathError(f"the run directory {run_dir} {what}. Choose another paths.output_dir or run_name.")
     return existing
+
+
+def _sweep_dir(cfg) -> Path | None:
+    """The sweep folder of `cfg` (composed with its hydra node), or None where only Hydra's run resolves it."""
+    try:
+        return Path(str(cfg.hydra.sweep.dir)).resolve()
+    except Exception:
+        return None
 
 
 # what Hydra writes into a run directory before the script's body runs

@@ -593,6 +593,21 @@ def test_an_option_of_one_s_own_without_the_shared_settings_is_told_to_list_them
         hydra_start._run_dir_before(cfg)
 
 
+@pytest.mark.parametrize("config, extra", [("benchmark", ["out_dir=elsewhere"]), ("finetune", [])])
+def test_a_single_run_whose_run_directory_is_the_sweep_folder_is_refused_before_hydra_writes_there(config, extra):
+    """run_name=multirun was refused only in the job (files.names.folder_name), after Hydra had written its .hydra/
+    and log into the run directory: the stage's sweep folder, where a sweep's files were, so a refused start left
+    them there. It is refused before Hydra runs, naming the key."""
+    from linformer import hydra_start
+
+    overrides = [*extra, "run_name=multirun"]
+    cfg = compose(config, overrides, with_hydra=True)
+    with pytest.raises(ConfigError, match=r"^run_name='multirun' makes the run directory .*/multirun the sweep "
+                                          r"folder \(hydra.sweep.dir, where --multirun puts its jobs\)"):
+        hydra_start._run_dir_before(cfg, overrides=overrides)
+    assert hydra_start._run_dir_before(cfg, "sweep", overrides) is not None  # a sweep's own folder is its own
+
+
 def test_a_group_option_of_one_s_own_without_a_key_the_run_name_needs_is_named(tmp_path, monkeypatch):
     """configs/model/<own>.yaml without `name:` was told that the command line removes model.name; the file is
     named now. A key the command line removes keeps the advice to select the group again."""

@@ -105,9 +105,10 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
     if inf is None and thr is None:
         raise ConfigError("inference.enabled=false and throughput.enabled=false: nothing would be measured; enable "
                           "one of them.")
-    if cfg.get("out_dir") is None:  # the files go to the Hydra run directory, which run_name names
-        folder_name(cfg.get("run_name"), "run_name", "a benchmark's folder", "paths.output_dir/benchmark/",
-                    stage="benchmark")
+    # run_name names the Hydra run directory: the benchmark's files go there where out_dir is null, and Hydra's own
+    # (.hydra/, benchmark.log) go there whatever out_dir is
+    folder_name(cfg.get("run_name"), "run_name", "a benchmark's folder", "paths.output_dir/benchmark/",
+                stage="benchmark")
     for settings, prefix in ((inf, "inference"), (thr, "throughput")):
         if settings is not None:
             _check_values(settings, prefix)

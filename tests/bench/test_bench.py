@@ -231,9 +231,17 @@ def test_config_composes():
 
 @pytest.mark.parametrize("run_name", ["../../elsewhere", "a/b", ".."])
 def test_a_run_name_that_is_a_path_is_refused_where_it_names_the_benchmark_s_folder(tmp_path, run_name):
-    with pytest.raises(ConfigError, match=r"run_name=.* must name a benchmark's folder \(one name, not a path"):
-        settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}"]))
-    settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}", f"out_dir={tmp_path}"]))
+    """With out_dir given too: Hydra's own files (.hydra/, benchmark.log) go to the folder run_name names."""
+    for out in ([], [f"out_dir={tmp_path}"]):
+        with pytest.raises(ConfigError, match=r"run_name=.* must name a benchmark's folder \(one name, not a path"):
+            settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}", *out]))
+
+
+def test_a_benchmark_named_as_its_sweep_folder_is_refused_with_out_dir_given_too(tmp_path):
+    """run_name=multirun was checked only where out_dir was null: with out_dir given, Hydra's .hydra/ and
+    benchmark.log still went into outputs/benchmark/multirun, the benchmark's sweep folder."""
+    with pytest.raises(ConfigError, match=r"^run_name='multirun' is the name of the benchmark sweep folder"):
+        settings_from_config(compose("benchmark", ["device=cpu", "run_name=multirun", f"out_dir={tmp_path}"]))
 
 
 @pytest.mark.parametrize("device, cuda_devices, message", [
