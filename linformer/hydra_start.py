@@ -116,7 +116,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                       file=sys.stderr, flush=True)
             runs = line is not None and line.runs
             multirun = runs and line.multirun
-            sweep, size = None, None
+            sweep, size, overrides = None, None, None
             with contextlib.ExitStack() as configs:
                 if runs:
                     configs.enter_context(command_sources(line.sources))
@@ -155,7 +155,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
                 finally:
                     sys.argv[1:] = given
             if jobs:
-                _sweep_end(jobs, start["started"], sweep, start["before"])
+                _sweep_end(jobs, start["started"], sweep, start["before"], overrides)
 
         return entry
 
@@ -286,19 +286,23 @@ def _sweep_record(cfg) -> tuple[Path, bytes | None] | None:
 
 
 def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | None] | None,
-               before: Path | None) -> None:
+               before: Path | None, overrides: list[str] | None = None) -> None:
     """A --multirun's last lines: one per job (ran, already complete, failed with its line), then, where a job
     failed, an `error:` line and the exit status of the first failure (2, or 1 after a traceback). A sweep none of
     whose jobs wrote anything leaves the earlier sweep's multirun.yaml as it was (or, where there was none, nothing:
-    the folders made for it, down to `before`, go too)."""
+    the folders made for it, down to `before`, go too). Only its own is taken back (the one whose overrides are the
+    command line's `overrides`; where those are unknown, one written since it `started`): one that another sweep into
+    the same folder wrote meanwhile stays."""
     failed = [j for j in jobs if j.outcome == "failed"]
     if sweep and len(failed) == len(jobs) and not any(
             j.run_dir.is_dir() and _wrote_outputs(j.run_dir, "", started) for j in failed):
         record, earlier = sweep
         with contextlib.suppress(OSError):
-            if earlier is not None:
+            mine = record.is_file() and (_sweep_overrides(record) == _task_overrides(overrides) if overrides
+                                         is not None else record.stat().st_mtime >= started)
+            if mine and earlier is not None:
                 atomic_write(record, earlier)
-            elif record.is_file() and record.stat().st_mtime >= started:
+            elif mine:
                 record.unlink()
                 if before is not None and record.parent.is_relative_to(before):
                     _remove_made_folders(record.parent, before)
@@ -309,6 +313,22 @@ def _sweep_end(jobs: list[SweepJob], started: float, sweep: tuple[Path, bytes | 
               "the same command again; the finished jobs are skipped.", file=sys.stderr, flush=True)
         said(failed[0].code)
         sys.exit(failed[0].code)
+
+
+def _sweep_overrides(record: Path) -> list | None:
+    """The overrides a sweep's multirun.yaml records (Hydra's ``hydra.overrides.task``), or None where it does not
+    read."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(record).hydra.overrides.task)
+    except Exception:  # torn, or not Hydra's
+        return None
+
+
+def _task_overrides(overrides: list[str]) -> list[str]:
+    """A command line's overrides as Hydra records its task's: those of hydra's own keys and groups left out."""
+    return [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
 
 
 def _from_repository(arg: str) -> str:

@@ -7,9 +7,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from linformer.configs import compose, refuse_added_keys
 from linformer.errors import ConfigError
@@ -282,6 +284,29 @@ def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_th
     (sweep / "job-2").mkdir()
     _remove_hydra_leftovers(sweep / "job-2", "job", 0.0, before=tmp_path, sweep=sweep)  # stops at the sweep's folder
     assert sorted(p.name for p in sweep.iterdir()) == ["job-1", "multirun.yaml"]  # job 1 and its record stay
+
+
+@pytest.mark.parametrize("earlier", [None, b"an earlier sweep's"])
+def test_a_sweep_that_failed_whole_leaves_the_record_another_sweep_wrote_meanwhile(tmp_path, monkeypatch, earlier):
+    """Two sweeps into one sweep folder at once: one whose jobs all failed took "its" multirun.yaml back (removed
+    it, or put the earlier one back) though the other sweep, still running, had written it since: the running
+    sweep's record was lost. Only the record as the failed sweep's Hydra wrote it is taken back."""
+    from linformer import hydra_start
+
+    monkeypatch.setattr(hydra_start, "_sweep_table", lambda *args, **kwargs: None)
+    sweep = tmp_path / "pretrain" / "multirun"
+    sweep.mkdir(parents=True)
+    record = sweep / "multirun.yaml"
+    failed = [hydra_start.SweepJob(0, sweep / "job-0", "failed", "error: no", 2)]
+    ours, theirs = ["seed=7,8", "trainer.lr=-1"], ["seed=1"]
+    for written in (theirs, ours):  # the other sweep's record written meanwhile, or still this sweep's own
+        record.write_text(yaml.safe_dump({"hydra": {"overrides": {"hydra": ["hydra.mode=MULTIRUN"],
+                                                                  "task": written}}}))
+        kept = record.read_bytes() if written is theirs else earlier
+        with pytest.raises(SystemExit):
+            hydra_start._sweep_end(failed, time.time() - 5, (record, earlier), tmp_path,
+                                   ["hydra.sweep.dir=x", *ours])
+        assert (record.read_bytes() if record.exists() else None) == kept
 
 
 def _hydra_leftovers(run: Path, started: float) -> list[Path]:
