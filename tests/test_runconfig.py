@@ -415,14 +415,31 @@ def test_a_name_that_is_the_stage_s_sweep_folder_is_refused_in_one_line_naming_t
         read(compose(config, [*extra, f"{key}=multirun"]))
 
 
+def test_a_corpus_named_multirun_is_refused_only_to_the_command_whose_hydra_folder_it_names():
+    """data.name names prepare_corpus's Hydra run folder (outputs/prepare/<name>, beside outputs/prepare/multirun),
+    so prepare_corpus refuses `multirun`; pretraining and the tokenizer only read data.name's corpus (or its
+    sources) and write nothing under outputs/prepare/: a corpus of that name, prepared before the check, stays
+    usable there."""
+    from linformer.configs import compose
+    from linformer.runconfig import PretrainSpec
+    from linformer.runconfig.data import CorpusSpec, TokenizerSpec
+
+    with pytest.raises(ConfigError, match=r"^data\.name='multirun' is the name of the prepare sweep folder"):
+        CorpusSpec.read(compose("corpus", ["data.name=multirun"]))
+    assert PretrainSpec.read(compose("pretrain", ["data.name=multirun"])).corpus_dir.endswith("/processed/multirun")
+    TokenizerSpec.read(compose("tokenizer", ["data.name=multirun"]))
+
+
 @pytest.mark.parametrize("name", [".hidden", "checkpoints", "wandb"])
 def test_a_run_name_the_readers_of_runs_pass_over_is_refused(name):
     from linformer.configs import compose
     from linformer.runconfig import PretrainSpec
 
     with pytest.raises(ConfigError, match=rf"^run_name='{re.escape(name)}' must name a run directory that the readers "
-                                          "of runs search"):
+                                          "of runs search") as refused:
         PretrainSpec.read(compose("pretrain", [f"run_name={name}"]))
+    assert "a run already in such a folder (made before this check) resumes after its folder is renamed" in str(
+        refused.value)  # an unfinished run of that name, from before the check, is not lost
 
 
 def test_a_task_flag_that_is_not_true_or_false_is_refused():

@@ -107,7 +107,7 @@ def building_alone(out: str | Path, key: str = "out_dir=") -> Iterator[None]:
             who = (f" (process {held['pid']} on {held.get('host')}, since {held.get('since')})"
                    if held.get("pid") else "")
             raise OutputPathError(f"{out} is being built by another process now{who}: wait for it to finish and run "
-                                  f"the same command again, or choose another {key}.")
+                                  f"the same command again, or choose another {key} for this one.")
         yield
 
 

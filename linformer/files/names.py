@@ -44,5 +44,6 @@ def folder_name(value, key: str, names: str, under: str, stage: str | None = Non
     if run and (text.startswith(".") or text in UNSEARCHED_DIRS):
         raise ConfigError(f"{key}={value!r} must name {names} that the readers of runs search (not hidden, not "
                           f"{' or '.join(UNSEARCHED_DIRS)}): compare_runs, the dashboard and table2 would pass over "
-                          "its run. Choose another name.")
+                          f"its run. Choose another name; a run already in such a folder (made before this check) "
+                          f"resumes after its folder is renamed in {under}: run_name=<the new name>.")
     return text

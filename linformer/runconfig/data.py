@@ -53,10 +53,11 @@ class CorpusData:
     vocab_size: int | None = None    # the tokenizer's vocabulary (None: configs/tokenizer.yaml's default)
 
     @classmethod
-    def read(cls, d: Mapping) -> CorpusData:
+    def read(cls, d: Mapping, prepares: bool = False) -> CorpusData:
+        """`prepares`: read for prepare_corpus (``check_corpus_names``)."""
         seed = seed_value(d, "seed", "data")  # before the types: every seed's one error line
         values = _typed(cls, d, "data")
-        check_corpus_names(values)
+        check_corpus_names(values, prepares)
         counts = {key: positive_int(values, key, "data", allow_none=key != "num_proc")
                   for key in ("num_proc", "tokenizer_max_lines", "max_documents", "vocab_size")}
         return cls(**values | counts | {"seed": seed})
@@ -81,7 +82,7 @@ class CorpusSpec(_Arguments):
     @classmethod
     def read(cls, cfg: Mapping) -> CorpusSpec:
         cfg = plain_config(cfg, "corpus")
-        d = CorpusData.read(cfg.get("data") or {})
+        d = CorpusData.read(cfg.get("data") or {}, prepares=True)
         top = _typed(cls, cfg, "")
         # a packaged model's name (tokenizer_dir=minilm) packs blocks with that model's own tokenizer
         return cls(sources=resolve_sources(d.sources),

@@ -48,11 +48,13 @@ def positive_int(cfg: Mapping, key: str, prefix: str = "trainer", allow_none: bo
 
 
 
-def check_corpus_names(data: Mapping) -> None:
+def check_corpus_names(data: Mapping, prepares: bool = False) -> None:
     """The data group's names (configs/data/) where it gives them, as folder names: data.name its corpus's, under
-    paths.data_dir/processed/ (and prepare_corpus's Hydra folder, paths.output_dir/prepare/), data.tokenizer its
-    tokenizer's, under paths.data_dir/tokenizers/."""
-    for key, names, under, stage in (("name", "a corpus folder", "paths.data_dir/processed/", "prepare"),
+    paths.data_dir/processed/, data.tokenizer its tokenizer's, under paths.data_dir/tokenizers/. `prepares`: the
+    command is prepare_corpus, whose Hydra folder data.name names too (paths.output_dir/prepare/), beside its sweep
+    folder; a command that only reads the corpus (pretraining, the tokenizer's) writes nothing there."""
+    for key, names, under, stage in (("name", "a corpus folder", "paths.data_dir/processed/",
+                                      "prepare" if prepares else None),
                                      ("tokenizer", "a tokenizer folder", "paths.data_dir/tokenizers/", None)):
         if key in data:
             folder_name(data[key], f"data.{key}", names, under, stage=stage)
