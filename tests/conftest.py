@@ -161,12 +161,12 @@ def registries():
     attention.PROJECTION_BUILDERS.update(builders)
 
 
-def load_script(name: str):
-    """scripts/<name>.py as a module, so a test calls its main(argv) in-process."""
+def load_script(name: str, folder: str = "scripts"):
+    """<folder>/<name>.py (scripts/ or tools/) as a module, so a test calls its functions or main(argv) in-process."""
     import importlib.util
     import sys
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    path = Path(__file__).resolve().parents[1] / folder / f"{name}.py"
     if str(path.parent) not in sys.path:  # as `python scripts/<name>.py` has it: a script imports its siblings
         sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, path)

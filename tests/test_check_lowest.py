@@ -1,17 +1,14 @@
 """tools/check_lowest.py: the declared lower bounds as the pins of the lowest-bounds venv (`make check-lowest`)."""
 
-import importlib.util
 from pathlib import Path
 
+from tests.conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / "tools" / "check_lowest.py"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("check_lowest", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_lowest", "tools")
 
 
 def test_every_lower_bound_of_pyproject_and_its_dev_extra_is_pinned_and_nothing_else(tmp_path):

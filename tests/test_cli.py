@@ -1,5 +1,6 @@
 """The one CLI wrapper: `+`-added keys read by no code, and OS errors a user can fix, are one `error:` line."""
 
+import contextlib
 import errno
 import io
 import os
@@ -1104,6 +1105,32 @@ def test_a_signal_after_the_command_s_work_says_the_command_was_ending(monkeypat
     assert capsys.readouterr().err == f"{starting.value.line}\n{ending.value.line}\n"
 
 
+class _Exited(BaseException):
+    """os._exit, which would end the test's process, raised instead (args: its status)."""
+
+
+@contextlib.contextmanager
+def stop_handlers(monkeypatch):
+    """cli.stop_while_starting's handlers installed (yields the SIGTERM one), os._exit raising
+    _Exited, and the process's own handlers put back after."""
+    import signal
+
+    from linformer import cli
+
+    def exits(code):
+        raise _Exited(code)
+
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(cli, "_ended", [], raising=False)
+    monkeypatch.setattr(os, "_exit", exits)
+    try:
+        cli.stop_while_starting()
+        yield signal.getsignal(signal.SIGTERM)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 @pytest.mark.parametrize("launched", [False, True], ids=["one process", "rank 0 of torchrun's"])
 def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_s_status(launched, launch_store,
                                                                                           monkeypatch, capsys):
@@ -1120,22 +1147,11 @@ def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_
     if not launched:
         monkeypatch.setenv("WORLD_SIZE", "1")
 
-    class Exited(BaseException):  # os._exit, which would end the test's process
-        pass
-
-    def exits(code):
-        raise Exited(code)
-
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    monkeypatch.setattr(cli, "_ended", [], raising=False)
-    monkeypatch.setattr(os, "_exit", exits)
-    try:
-        cli.stop_while_starting()
-        stop = signal.getsignal(signal.SIGTERM)
+    with stop_handlers(monkeypatch) as stop:
         code, err = _ends(capsys, PeerFailed("process 1 ended without a word: killed?"))
         assert (code, err) == (2, "error: process 1 ended without a word: killed?\n")
         for signum in (signal.SIGTERM, signal.SIGINT):  # the launcher's, then a user's Ctrl-C
-            with pytest.raises(Exited) as exited:
+            with pytest.raises(_Exited) as exited:
                 stop(signum, None)
             assert exited.value.args == (2,)
         assert capsys.readouterr().err == ""
@@ -1144,9 +1160,6 @@ def test_a_signal_after_the_command_s_error_line_ends_it_at_once_with_that_line_
         with pytest.raises(cli.Ended) as ending:
             stop(signal.SIGTERM, None)
         assert ending.value.code == 143
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
 
 
 @pytest.mark.parametrize("last", ["a job's error line", "the sweep's error line"])
@@ -1163,19 +1176,8 @@ def test_a_sweep_s_last_line_is_its_own_error_line_not_a_job_s(last, tmp_path, m
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
 
-    class Exited(BaseException):  # os._exit, which would end the test's process
-        pass
-
-    def exits(code):
-        raise Exited(code)
-
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    monkeypatch.setattr(cli, "_ended", [], raising=False)
     monkeypatch.setattr(cli, "_said", [])  # the sweep's line, said here, is not a later test's
-    monkeypatch.setattr(os, "_exit", exits)
-    try:
-        cli.stop_while_starting()
-        stop = signal.getsignal(signal.SIGTERM)
+    with stop_handlers(monkeypatch) as stop:
         if last == "a job's error line":
             # the sweep's run of its jobs, then a job's
             with cli.cli_errors(work=False), pytest.raises(SystemExit) as job, cli.cli_errors(work=False):
@@ -1190,12 +1192,9 @@ def test_a_sweep_s_last_line_is_its_own_error_line_not_a_job_s(last, tmp_path, m
             with pytest.raises(SystemExit) as sweep:
                 hydra_start._sweep_end([failed], time.time(), None, None)
             assert sweep.value.code == 2 and "error: 1 of 1 jobs failed (#1)" in capsys.readouterr().err
-            with pytest.raises(Exited) as exited:
+            with pytest.raises(_Exited) as exited:
                 stop(signal.SIGTERM, None)
             assert exited.value.args == (2,) and capsys.readouterr().err == ""
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
 
 
 def test_a_broken_pipe_other_than_standard_output_s_keeps_its_traceback(monkeypatch):

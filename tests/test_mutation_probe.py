@@ -1,21 +1,16 @@
 """tools/mutation_probe.py: every deliberate bug points at the code as it is now, and an entry whose text to change
 is gone makes the tool refuse, naming the entry, before it changes or runs anything."""
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "mutation_probe.py"
+from tests.conftest import load_script
 
 
 @pytest.fixture
 def probe_tool():
-    spec = importlib.util.spec_from_file_location("mutation_probe", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("mutation_probe", "tools")
 
 
 def test_every_entry_finds_its_text_once(probe_tool):

@@ -1,16 +1,11 @@
 """tools/table2_moved.py: what moved between two pretrained Table 2 reports, rows paired across a row's renaming."""
 
-import importlib.util
-from pathlib import Path
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "table2_moved.py"
+from tests.conftest import load_script
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("table2_moved", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("table2_moved", "tools")
 
 
 def _report(name: str, acc: float, diff: float, p: float) -> dict:
