@@ -394,7 +394,7 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
                           f"(hydra.{mode}.dir) at {given}, outside its folder: it must be one folder name (not a "
                           "path: without '/', not '..').")
     run_dir = given.resolve()
-    if mode == "run" and run_dir == _sweep_dir(cfg):  # refused before Hydra writes its .hydra/ and log into a sweep
+    if mode == "run" and run_dir == _sweep_dir(cfg) and not _runs_in_sweep_folder(cfg):  # before Hydra writes into it
         key, value = next(((key, value) for key, _, value in (a.lstrip("+~").partition("=") for a in overrides)
                            if value == run_dir.name and not key.startswith("hydra.")), ("hydra.run.dir", str(given)))
         raise ConfigError(f"{key}={value!r} makes the run directory {run_dir} the sweep folder (hydra.sweep.dir, where "
@@ -410,6 +410,18 @@ def _run_dir_before(cfg, mode: str = "run", overrides: list[str] = ()) -> Path |
         what = "is not writable" if existing == run_dir else f"cannot be made: {existing} is not writable"
         raise OutputPathError(f"the run directory {run_dir} {what}. Choose another paths.output_dir or run_name.")
     return existing
+
+
+def _runs_in_sweep_folder(cfg) -> bool:
+    """Whether the config puts its single runs in its sweep folder by design (configs/spectrum.yaml: both are its
+    out_dir, beside the plots; a sweep's jobs go to subfolders of it): a run there takes no sweep's name."""
+    from omegaconf import OmegaConf
+
+    try:
+        hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
+        return hydra["run"]["dir"] == hydra["sweep"]["dir"]
+    except Exception:
+        return False
 
 
 def _sweep_dir(cfg) -> Path | None:
